@@ -1,0 +1,1 @@
+//! Examples of embedding loopward; each file under `examples/` is one way.

@@ -1,0 +1,293 @@
+//! Audit events: the closed set of things a run records in its ledger.
+//!
+//! Every governance figure loopward shows is computed from these events, so allows are recorded
+//! as well as denials (a census, not an invariant).
+
+use crate::decision::{Decision, GateMode};
+use crate::effect::Effect;
+use crate::handoff::Handoff;
+use crate::id::{AgentId, RunId, TurnNumber};
+use crate::usage::Usage;
+use serde::{Deserialize, Serialize};
+
+/// Where in a run an event happened. Filled in by the runner, not by whoever emits the event.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Scope {
+    /// The run.
+    pub run: RunId,
+    /// The turn, when the event belongs to one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub turn: Option<TurnNumber>,
+    /// The agent acting, when there is one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<AgentId>,
+}
+
+/// How a run ended.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "status", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum RunStatus {
+    /// The last agent finished without handing off.
+    Completed,
+    /// A cap (turns, hops, steps, wall time) was reached.
+    CapReached {
+        /// Which cap.
+        cap: String,
+    },
+    /// Every strategy of a subtask failed its allowance (anti-loop class-jump ran out).
+    Exhausted,
+    /// A token or cost budget was spent.
+    BudgetExceeded {
+        /// Which budget.
+        budget: String,
+    },
+    /// A stop-gate denied, or the run waits for a person's approval.
+    Stopped {
+        /// Why.
+        reason: String,
+    },
+    /// The run paused for a durable approval; resume it after `loopward approve`.
+    AwaitingApproval {
+        /// The pending approval's id.
+        pending: String,
+    },
+    /// The audit ledger could not be written; the action it was to record did not run.
+    AuditFailed {
+        /// The write error.
+        error: String,
+    },
+    /// A fatal error (a backend failed beyond its retries, a script ran out, …).
+    Failed {
+        /// The error.
+        error: String,
+    },
+}
+
+impl RunStatus {
+    /// A short stable label.
+    pub fn label(&self) -> &'static str {
+        match self {
+            Self::Completed => "completed",
+            Self::CapReached { .. } => "cap_reached",
+            Self::Exhausted => "exhausted",
+            Self::BudgetExceeded { .. } => "budget_exceeded",
+            Self::Stopped { .. } => "stopped",
+            Self::AwaitingApproval { .. } => "awaiting_approval",
+            Self::AuditFailed { .. } => "audit_failed",
+            Self::Failed { .. } => "failed",
+        }
+    }
+}
+
+/// Why a turn ended.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum FinishReason {
+    /// The model answered without calling tools.
+    Done,
+    /// The agent handed off.
+    Handoff,
+    /// The per-turn tool-step cap was reached.
+    StepCap,
+    /// A layer stopped the turn (cap, budget, gate, timeout).
+    Stopped,
+}
+
+/// One thing that happened in a run.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum AuditEvent {
+    /// A run began.
+    RunStarted {
+        /// The task, as the human gave it.
+        task: String,
+        /// The first agent.
+        agent: AgentId,
+    },
+    /// A genuine human message entered the run (starts a new turn for turn-scoped gates).
+    HumanMessage {
+        /// Its text.
+        content: String,
+    },
+    /// A turn began.
+    TurnStarted {
+        /// The turn's agent.
+        agent: AgentId,
+    },
+    /// A model call finished.
+    ModelCall {
+        /// The model's name, as configured.
+        model: String,
+        /// Tokens used.
+        usage: Usage,
+        /// Cost of this call in micro-dollars, when a price is known.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cost_micros: Option<u64>,
+        /// How many tool calls the reply made.
+        tool_calls: u32,
+    },
+    /// A tool call was requested by the model (before any gate looks at it).
+    ToolRequested {
+        /// Call id.
+        call_id: String,
+        /// Tool name.
+        tool: String,
+        /// Arguments as given.
+        arguments: serde_json::Value,
+    },
+    /// A gate decided on a tool call or other action.
+    GateDecision {
+        /// The gate's name.
+        gate: String,
+        /// Its mode.
+        mode: GateMode,
+        /// The action decided on (`tool:write_file`, `handoff:auditor`, `phase:deploy`, …).
+        action: String,
+        /// Path as the model wrote it, when the action names one.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        path_raw: Option<String>,
+        /// Canonical workspace-relative path, when it could be resolved.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        path: Option<String>,
+        /// The decision.
+        decision: Decision,
+    },
+    /// A one-shot override was consumed (recorded before the write it authorises runs).
+    OverrideConsumed {
+        /// The sentinel's id.
+        id: String,
+        /// The agent it was granted to.
+        agent: AgentId,
+        /// The path it covers.
+        path: String,
+        /// Why it was granted.
+        reason: String,
+    },
+    /// A tool call finished (or was refused: then `is_error` is set and no effects are listed).
+    ToolFinished {
+        /// Call id.
+        call_id: String,
+        /// Tool name.
+        tool: String,
+        /// Whether the model reads it as an error.
+        is_error: bool,
+        /// What changed on disk.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        effects: Vec<Effect>,
+        /// A short summary of the result (the first line, truncated).
+        summary: String,
+    },
+    /// A write was made that the rules forbid (caught after the fact, e.g. through `shell`).
+    Violation {
+        /// The path written.
+        path: String,
+        /// What was done about it.
+        remedy: String,
+        /// The rule broken.
+        reason: String,
+    },
+    /// A handoff was registered and will end the turn.
+    HandoffRegistered(Handoff),
+    /// A second handoff in the same turn was refused.
+    HandoffRefused {
+        /// The refused target.
+        to: AgentId,
+        /// The handoff that stands.
+        standing: AgentId,
+    },
+    /// A turn ended.
+    TurnEnded {
+        /// Why.
+        finish: FinishReason,
+        /// Tokens used in the turn.
+        usage: Usage,
+    },
+    /// A layer took a decision that is not a gate decision (cap reached, budget spent,
+    /// rate-limit wait, timeout, class-jump, approval requested/granted/denied …).
+    LayerDecision {
+        /// The layer.
+        layer: String,
+        /// What it decided, in a word (`cap_reached`, `approved`, `class_jump` …).
+        decision: String,
+        /// Figures and details.
+        #[serde(default)]
+        detail: serde_json::Value,
+    },
+    /// A gate was added, removed or changed at run time.
+    GateChanged {
+        /// Who changed it.
+        by: String,
+        /// `add`, `remove` or `mode`.
+        change: String,
+        /// The gate's definition after the change (or before, for a removal).
+        gate: serde_json::Value,
+    },
+    /// The ledger was reopened after a crash and a torn last line was truncated.
+    LedgerRecovered {
+        /// Bytes dropped.
+        truncated_bytes: u64,
+    },
+    /// A run ended.
+    RunEnded {
+        /// How.
+        status: RunStatus,
+        /// Total tokens used.
+        usage: Usage,
+        /// Total cost in micro-dollars, when prices are known.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cost_micros: Option<u64>,
+    },
+}
+
+impl AuditEvent {
+    /// The event's kind as written in the ledger.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::RunStarted { .. } => "run_started",
+            Self::HumanMessage { .. } => "human_message",
+            Self::TurnStarted { .. } => "turn_started",
+            Self::ModelCall { .. } => "model_call",
+            Self::ToolRequested { .. } => "tool_requested",
+            Self::GateDecision { .. } => "gate_decision",
+            Self::OverrideConsumed { .. } => "override_consumed",
+            Self::ToolFinished { .. } => "tool_finished",
+            Self::Violation { .. } => "violation",
+            Self::HandoffRegistered(_) => "handoff_registered",
+            Self::HandoffRefused { .. } => "handoff_refused",
+            Self::TurnEnded { .. } => "turn_ended",
+            Self::LayerDecision { .. } => "layer_decision",
+            Self::GateChanged { .. } => "gate_changed",
+            Self::LedgerRecovered { .. } => "ledger_recovered",
+            Self::RunEnded { .. } => "run_ended",
+        }
+    }
+
+    /// Whether the event authorises an action and must be durable before the action runs.
+    pub fn is_decision(&self) -> bool {
+        matches!(
+            self,
+            Self::GateDecision { .. }
+                | Self::OverrideConsumed { .. }
+                | Self::LayerDecision { .. }
+                | Self::HandoffRegistered(_)
+        )
+    }
+}
+
+/// Receives audit events. Implemented by the ledger (and by test sinks).
+///
+/// `record` returns only once the event is as durable as its kind requires
+/// ([`AuditEvent::is_decision`] events must be on stable storage). An error means the action the
+/// event describes must not run.
+pub trait AuditSink: Send + Sync {
+    /// Records one event.
+    fn record(&self, scope: &Scope, event: &AuditEvent) -> Result<(), AuditError>;
+}
+
+/// The ledger could not record an event.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("audit ledger write failed: {0}")]
+pub struct AuditError(pub String);

@@ -1,0 +1,15 @@
+//! Handoffs: one agent passing the work to another.
+
+use crate::id::AgentId;
+use serde::{Deserialize, Serialize};
+
+/// A request, made by a tool call, to end this turn and give the work to another agent.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Handoff {
+    /// The agent handing off.
+    pub from: AgentId,
+    /// The agent that takes over.
+    pub to: AgentId,
+    /// What the next agent is told.
+    pub message: String,
+}

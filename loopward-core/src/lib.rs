@@ -1,0 +1,47 @@
+//! # loopward-core
+//!
+//! The vocabulary of loopward, shared by the runner, its layers and gates, and anyone who writes
+//! their own: ids, messages with a typed [`Origin`], tool calls and results, [`Effect`]s on disk,
+//! [`Handoff`]s, [`Usage`], gate [`Decision`]s with correctable [`Refusal`]s, and the closed set of
+//! [`AuditEvent`]s a run records.
+//!
+//! This crate does no IO, spawns nothing and prints nothing.
+//!
+//! | concept | type |
+//! |---|---|
+//! | who is speaking | [`Message`], [`Origin`] (only `Human` is a person) |
+//! | what the model asked | [`ToolCall`], [`ToolSpec`] |
+//! | what the tool answered | [`ToolResult`] |
+//! | what changed on disk | [`Effect`], [`EffectKind`], [`EffectStatus`] |
+//! | passing the work on | [`Handoff`] |
+//! | what a gate said | [`Decision`], [`Refusal`], [`GateMode`] |
+//! | what the ledger records | [`AuditEvent`], [`Scope`], [`AuditSink`] |
+//!
+//! ```
+//! use loopward_core::{AgentId, Decision, Refusal};
+//! let planner = AgentId::new("planner").unwrap();
+//! let d = Decision::Deny(Refusal::new(
+//!     "territory",
+//!     format!("plan.md belongs to {planner}"),
+//!     "hand the change to planner",
+//! ));
+//! assert!(!d.permits());
+//! ```
+
+mod audit;
+mod decision;
+mod effect;
+mod handoff;
+mod id;
+mod message;
+mod tool;
+mod usage;
+
+pub use audit::{AuditError, AuditEvent, AuditSink, FinishReason, RunStatus, Scope};
+pub use decision::{Decision, GateMode, Refusal};
+pub use effect::{Effect, EffectKind, EffectStatus};
+pub use handoff::Handoff;
+pub use id::{AgentId, InvalidAgentId, RunId, TurnNumber, MAX_AGENT_NAME};
+pub use message::{Message, Origin};
+pub use tool::{ToolCall, ToolResult, ToolSpec};
+pub use usage::{Price, Usage};

@@ -1,0 +1,292 @@
+//! `LlmAgent`: the model ↔ tools inner loop of one turn.
+
+use crate::model::{BoxModelService, ChatRequest};
+use crate::tool::{BoxToolService, ToolError, ToolInvocation, ToolSet};
+use crate::turn::{TurnError, TurnOutcome, TurnRequest};
+use futures::future::BoxFuture;
+use loopward_core::{AgentId, AuditEvent, FinishReason, Message, ToolCall, ToolResult, Usage};
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use tower::{Service, ServiceExt};
+
+/// The default cap on tool calls in one turn.
+pub const DEFAULT_MAX_STEPS: u32 = 16;
+
+/// An agent backed by a model: calls the model, runs its tool calls through the tool stack,
+/// feeds the results back, until the model stops calling tools, hands off, or the step cap is
+/// hit. A refused or failed tool call becomes an error result the model reads in the same turn.
+#[derive(Clone)]
+pub struct LlmAgent {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    name: AgentId,
+    system: String,
+    model: BoxModelService,
+    tools: ToolSet,
+    tool_stack: BoxToolService,
+    max_steps: u32,
+    max_tokens: Option<u32>,
+}
+
+impl std::fmt::Debug for LlmAgent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LlmAgent")
+            .field("name", &self.inner.name)
+            .field("tools", &self.inner.tools)
+            .field("max_steps", &self.inner.max_steps)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Builds an [`LlmAgent`].
+pub struct LlmAgentBuilder {
+    name: AgentId,
+    system: String,
+    model: BoxModelService,
+    tools: ToolSet,
+    tool_stack: Option<BoxToolService>,
+    max_steps: u32,
+    max_tokens: Option<u32>,
+}
+
+impl LlmAgent {
+    /// Starts building an agent called `name` that talks to `model`.
+    pub fn builder(name: AgentId, model: BoxModelService) -> LlmAgentBuilder {
+        LlmAgentBuilder {
+            name,
+            system: String::new(),
+            model,
+            tools: ToolSet::new(),
+            tool_stack: None,
+            max_steps: DEFAULT_MAX_STEPS,
+            max_tokens: None,
+        }
+    }
+
+    /// The agent's name.
+    pub fn name(&self) -> &AgentId {
+        &self.inner.name
+    }
+}
+
+impl LlmAgentBuilder {
+    /// The system prompt.
+    pub fn system(mut self, prompt: impl Into<String>) -> Self {
+        self.system = prompt.into();
+        self
+    }
+
+    /// The tools the agent may call.
+    pub fn tools(mut self, tools: ToolSet) -> Self {
+        self.tools = tools;
+        self
+    }
+
+    /// The tool stack calls go through (default: the bare [`ToolExecutor`](crate::tool::ToolExecutor)).
+    pub fn tool_stack(mut self, stack: BoxToolService) -> Self {
+        self.tool_stack = Some(stack);
+        self
+    }
+
+    /// The cap on tool calls in one turn (at least 1).
+    pub fn max_steps(mut self, n: u32) -> Self {
+        self.max_steps = n.max(1);
+        self
+    }
+
+    /// The most tokens one model call may generate.
+    pub fn max_tokens(mut self, n: u32) -> Self {
+        self.max_tokens = Some(n);
+        self
+    }
+
+    /// Builds the agent.
+    pub fn build(self) -> LlmAgent {
+        LlmAgent {
+            inner: Arc::new(Inner {
+                name: self.name,
+                system: self.system,
+                model: self.model,
+                tools: self.tools,
+                tool_stack: self
+                    .tool_stack
+                    .unwrap_or_else(|| BoxToolService::new(crate::tool::ToolExecutor)),
+                max_steps: self.max_steps,
+                max_tokens: self.max_tokens,
+            }),
+        }
+    }
+}
+
+impl Service<TurnRequest> for LlmAgent {
+    type Response = TurnOutcome;
+    type Error = TurnError;
+    type Future = BoxFuture<'static, Result<TurnOutcome, TurnError>>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), TurnError>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, req: TurnRequest) -> Self::Future {
+        let inner = self.inner.clone();
+        Box::pin(async move { inner.run_turn(req).await })
+    }
+}
+
+impl Inner {
+    async fn run_turn(&self, req: TurnRequest) -> Result<TurnOutcome, TurnError> {
+        let turn = req.turn;
+        let mut history = Vec::with_capacity(req.messages.len() + 1);
+        if !self.system.is_empty() {
+            history.push(Message::system(self.system.clone()));
+        }
+        history.extend(req.messages);
+        let first_new = history.len();
+        let mut usage = Usage::default();
+        let mut text = String::new();
+        let finish = loop {
+            let tools_disabled = turn.state().tools_disabled;
+            let request = ChatRequest {
+                agent: self.name.clone(),
+                messages: history.clone(),
+                tools: if tools_disabled {
+                    vec![]
+                } else {
+                    self.tools.specs()
+                },
+                max_tokens: self.max_tokens,
+            };
+            let reply = self.model.clone().oneshot(request).await?;
+            usage += reply.usage;
+            turn.record(&AuditEvent::ModelCall {
+                model: reply.model.clone(),
+                usage: reply.usage,
+                cost_micros: None,
+                tool_calls: u32::try_from(reply.tool_calls.len()).unwrap_or(u32::MAX),
+            })?;
+            text.clone_from(&reply.content);
+            let calls = reply.tool_calls.clone();
+            history.push(Message::model(reply.content, reply.tool_calls));
+            if calls.is_empty() {
+                break FinishReason::Done;
+            }
+            let mut seen = HashSet::new();
+            for call in calls {
+                let result = self
+                    .run_call(&turn, call, &mut seen, tools_disabled)
+                    .await?;
+                history.push(Message::Tool(result));
+            }
+            if turn.state().handoff.is_some() {
+                break FinishReason::Handoff;
+            }
+            if turn.state().steps >= self.max_steps {
+                break FinishReason::StepCap;
+            }
+        };
+        let state = turn.state().clone();
+        Ok(TurnOutcome {
+            messages: history.split_off(first_new),
+            effects: state.effects,
+            handoff: state.handoff,
+            usage,
+            finish,
+            text,
+        })
+    }
+
+    /// Runs one tool call through the stack; every failure but a fatal one becomes an error
+    /// result for the model.
+    async fn run_call(
+        &self,
+        turn: &crate::context::TurnContext,
+        call: ToolCall,
+        seen: &mut HashSet<String>,
+        tools_disabled: bool,
+    ) -> Result<ToolResult, TurnError> {
+        let step = {
+            let mut st = turn.state();
+            st.steps += 1;
+            st.steps
+        };
+        turn.record(&AuditEvent::ToolRequested {
+            call_id: call.id.clone(),
+            tool: call.name.clone(),
+            arguments: call.arguments.clone(),
+        })?;
+        let outcome = if !seen.insert(call.id.clone()) {
+            Err(ToolError::BadArguments {
+                tool: call.name.clone(),
+                why: format!(
+                    "call id {:?} was already used in this reply; each call needs its own id",
+                    call.id
+                ),
+            })
+        } else if tools_disabled {
+            Err(ToolError::Failed(
+                "tools are disabled for this wrap-up turn; answer in text".into(),
+            ))
+        } else if step > self.max_steps {
+            Err(ToolError::Failed(format!(
+                "not run: this turn reached its cap of {} tool calls; finish your reply or hand off",
+                self.max_steps
+            )))
+        } else if turn.state().handoff.is_some() && call.name != "handoff" {
+            Err(ToolError::Failed(
+                "not run: you already handed off this turn".into(),
+            ))
+        } else {
+            self.dispatch(turn, &call).await
+        };
+        let (content, is_error, effects) = match outcome {
+            Ok(out) => (out.content, out.is_error, out.effects),
+            Err(e) if e.is_fatal() => {
+                return Err(TurnError::Audit(loopward_core::AuditError(e.to_string())))
+            }
+            Err(e) => (e.to_string(), true, vec![]),
+        };
+        turn.push_effects(effects.iter().cloned());
+        turn.record(&AuditEvent::ToolFinished {
+            call_id: call.id.clone(),
+            tool: call.name.clone(),
+            is_error,
+            effects,
+            summary: summary(&content),
+        })?;
+        Ok(ToolResult {
+            call_id: call.id,
+            name: call.name,
+            content,
+            is_error,
+        })
+    }
+
+    async fn dispatch(
+        &self,
+        turn: &crate::context::TurnContext,
+        call: &ToolCall,
+    ) -> Result<crate::tool::ToolOutput, ToolError> {
+        let tool = self.tools.get(&call.name)?;
+        let accesses = tool.accesses(&call.arguments, turn)?;
+        let inv = ToolInvocation {
+            call: call.clone(),
+            tool,
+            accesses,
+            turn: turn.clone(),
+        };
+        self.tool_stack.clone().oneshot(inv).await
+    }
+}
+
+/// The first line of a result, at most 120 characters, for ledgers.
+fn summary(content: &str) -> String {
+    let line = content.lines().next().unwrap_or("");
+    let mut s: String = line.chars().take(120).collect();
+    if s.len() < line.len() {
+        s.push('…');
+    }
+    s
+}

@@ -1,0 +1,55 @@
+//! An in-memory audit sink.
+
+use loopward_core::{AuditError, AuditEvent, AuditSink, Scope};
+use std::sync::Mutex;
+
+/// Keeps every event in memory, in order. Can be told to fail, to test fail-closed paths.
+///
+/// ```
+/// use loopward_core::{AuditEvent, AuditSink, RunId, Scope};
+/// use loopward_runner::audit::MemorySink;
+/// let sink = MemorySink::default();
+/// let scope = Scope { run: RunId::new("r1").unwrap(), turn: None, agent: None };
+/// sink.record(&scope, &AuditEvent::HumanMessage { content: "hi".into() }).unwrap();
+/// assert_eq!(sink.kinds(), vec!["human_message"]);
+/// ```
+#[derive(Debug, Default)]
+pub struct MemorySink {
+    events: Mutex<Vec<(Scope, AuditEvent)>>,
+    fail_after: Mutex<Option<usize>>,
+}
+
+impl MemorySink {
+    /// Makes every `record` after the first `n` events fail.
+    pub fn fail_after(&self, n: usize) {
+        *self.fail_after.lock().unwrap_or_else(|p| p.into_inner()) = Some(n);
+    }
+
+    /// A copy of the events so far.
+    pub fn events(&self) -> Vec<(Scope, AuditEvent)> {
+        self.events
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// The kinds of the events so far, in order.
+    pub fn kinds(&self) -> Vec<&'static str> {
+        self.events().iter().map(|(_, e)| e.kind()).collect()
+    }
+}
+
+impl AuditSink for MemorySink {
+    fn record(&self, scope: &Scope, event: &AuditEvent) -> Result<(), AuditError> {
+        let mut events = self.events.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(n) = *self.fail_after.lock().unwrap_or_else(|p| p.into_inner()) {
+            if events.len() >= n {
+                return Err(AuditError(
+                    "injected failure (MemorySink::fail_after)".into(),
+                ));
+            }
+        }
+        events.push((scope.clone(), event.clone()));
+        Ok(())
+    }
+}

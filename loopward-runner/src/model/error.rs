@@ -1,0 +1,70 @@
+//! Errors of a model call.
+
+use loopward_core::AgentId;
+use std::time::Duration;
+
+/// Why a model call failed.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ModelError {
+    /// A fake script has no reply left for this agent.
+    #[error("the fake script has no reply for agent {agent} at step {step} (it has {available}); add a reply to the script or shorten the run")]
+    ScriptExhausted {
+        /// The agent.
+        agent: AgentId,
+        /// The 1-based reply number that was asked for.
+        step: usize,
+        /// How many replies the script has for this agent.
+        available: usize,
+    },
+    /// The backend asked us to slow down.
+    #[error("rate limited by the backend{}", .retry_after.map(|d| format!(" (retry after {}s)", d.as_secs())).unwrap_or_default())]
+    RateLimited {
+        /// How long the backend asked us to wait.
+        retry_after: Option<Duration>,
+    },
+    /// A spend or quota limit was hit; retrying will not help.
+    #[error("the backend refused: spending or quota limit reached: {0}")]
+    QuotaExhausted(String),
+    /// The backend is overloaded or failed (5xx).
+    #[error("the backend failed with status {status}: {body}")]
+    Server {
+        /// HTTP status (or 0 when not HTTP).
+        status: u16,
+        /// A short excerpt of the body.
+        body: String,
+    },
+    /// The request was rejected (4xx other than rate limits).
+    #[error("the backend rejected the request with status {status}: {body}")]
+    Rejected {
+        /// HTTP status.
+        status: u16,
+        /// A short excerpt of the body.
+        body: String,
+    },
+    /// Connection failure or reset.
+    #[error("could not reach the backend: {0}")]
+    Transport(String),
+    /// The call took too long.
+    #[error("the model call timed out after {0:?}")]
+    Timeout(Duration),
+    /// The backend answered with something that is not a valid reply.
+    #[error("the backend's reply could not be read: {0}")]
+    InvalidResponse(String),
+    /// A local model failed (file missing, not GGUF, context overflow, …).
+    #[error("{0}")]
+    Local(String),
+    /// A layer refused the call (budget, rate quota larger than the burst, …).
+    #[error("{0}")]
+    Refused(loopward_core::Refusal),
+}
+
+impl ModelError {
+    /// Whether retrying the same call later may succeed.
+    pub fn is_retryable(&self) -> bool {
+        matches!(
+            self,
+            Self::RateLimited { .. } | Self::Server { .. } | Self::Transport(_) | Self::Timeout(_)
+        )
+    }
+}

@@ -1,0 +1,212 @@
+//! The scripted fake backend: deterministic replies per agent, with zero keys and no network.
+//!
+//! A script lists, per agent, the replies that agent's model gives, in order. Each reply has
+//! optional text and tool calls. The n-th call made for an agent gets its n-th reply; when the
+//! replies run out the call fails with [`ModelError::ScriptExhausted`].
+//!
+//! Scripts load from JSON or TOML. In TOML:
+//!
+//! ```toml
+//! [[agents.planner]]
+//! text = "Writing the plan."
+//! tool_calls = [{ name = "write_file", arguments = { path = "plan.md", content = "# Plan" } }]
+//!
+//! [[agents.planner]]
+//! tool_calls = [{ name = "handoff", arguments = { to = "builder", message = "go" } }]
+//!
+//! [[agents.builder]]
+//! text = "Done."
+//! ```
+//!
+//! ```
+//! use loopward_runner::model::{fake::{FakeModel, Script}, ChatRequest};
+//! use loopward_core::AgentId;
+//! use tower::ServiceExt;
+//! # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+//! let script = Script::from_toml(r#"
+//!     [[agents.builder]]
+//!     text = "hello"
+//! "#).unwrap();
+//! let model = FakeModel::new(script);
+//! let req = ChatRequest { agent: AgentId::new("builder").unwrap(), messages: vec![], tools: vec![], max_tokens: None };
+//! let reply = model.clone().oneshot(req.clone()).await.unwrap();
+//! assert_eq!(reply.content, "hello");
+//! assert!(model.oneshot(req).await.is_err()); // the script ran out
+//! # });
+//! ```
+
+use super::{estimate_tokens, ChatRequest, ChatResponse, ModelError};
+use futures::future::{ready, Ready};
+use loopward_core::{AgentId, ToolCall, Usage};
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+
+/// One scripted reply.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScriptedReply {
+    /// Visible text.
+    #[serde(default)]
+    pub text: String,
+    /// Tool calls; ids are generated when omitted.
+    #[serde(default)]
+    pub tool_calls: Vec<ScriptedCall>,
+}
+
+/// One scripted tool call.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScriptedCall {
+    /// Call id (default: `call-<agent>-<reply>-<index>`).
+    #[serde(default)]
+    pub id: Option<String>,
+    /// The tool's name.
+    pub name: String,
+    /// Its arguments.
+    #[serde(default = "empty_object")]
+    pub arguments: serde_json::Value,
+}
+
+fn empty_object() -> serde_json::Value {
+    serde_json::Value::Object(serde_json::Map::new())
+}
+
+/// Replies per agent.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Script {
+    /// For each agent, its replies in order.
+    pub agents: BTreeMap<AgentId, Vec<ScriptedReply>>,
+}
+
+/// A script that could not be loaded.
+#[derive(Debug, thiserror::Error)]
+#[error("invalid fake script: {0}")]
+pub struct ScriptError(String);
+
+impl Script {
+    /// Parses a TOML script.
+    pub fn from_toml(text: &str) -> Result<Self, ScriptError> {
+        toml::from_str(text).map_err(|e| ScriptError(e.to_string()))
+    }
+
+    /// Parses a JSON script.
+    pub fn from_json(text: &str) -> Result<Self, ScriptError> {
+        serde_json::from_str(text).map_err(|e| ScriptError(e.to_string()))
+    }
+
+    /// Appends a reply for `agent`.
+    pub fn push(&mut self, agent: &AgentId, reply: ScriptedReply) -> &mut Self {
+        self.agents.entry(agent.clone()).or_default().push(reply);
+        self
+    }
+
+    /// Appends a reply that only says `text`.
+    pub fn say(&mut self, agent: &AgentId, text: &str) -> &mut Self {
+        self.push(
+            agent,
+            ScriptedReply {
+                text: text.into(),
+                tool_calls: vec![],
+            },
+        )
+    }
+
+    /// Appends a reply that makes one tool call.
+    pub fn call(&mut self, agent: &AgentId, tool: &str, arguments: serde_json::Value) -> &mut Self {
+        self.push(
+            agent,
+            ScriptedReply {
+                text: String::new(),
+                tool_calls: vec![ScriptedCall {
+                    id: None,
+                    name: tool.into(),
+                    arguments,
+                }],
+            },
+        )
+    }
+}
+
+/// The scripted model. Clones share their position in the script.
+#[derive(Clone, Debug)]
+pub struct FakeModel {
+    script: Arc<Script>,
+    cursor: Arc<Mutex<HashMap<AgentId, usize>>>,
+}
+
+impl FakeModel {
+    /// A model that plays `script`.
+    pub fn new(script: Script) -> Self {
+        Self {
+            script: Arc::new(script),
+            cursor: Arc::default(),
+        }
+    }
+
+    fn reply(&self, req: &ChatRequest) -> Result<ChatResponse, ModelError> {
+        let mut cursor = self.cursor.lock().unwrap_or_else(|p| p.into_inner());
+        let n = cursor.entry(req.agent.clone()).or_insert(0);
+        let replies = self
+            .script
+            .agents
+            .get(&req.agent)
+            .map_or(&[][..], Vec::as_slice);
+        let Some(reply) = replies.get(*n) else {
+            return Err(ModelError::ScriptExhausted {
+                agent: req.agent.clone(),
+                step: *n + 1,
+                available: replies.len(),
+            });
+        };
+        *n += 1;
+        let step = *n;
+        let tool_calls = reply
+            .tool_calls
+            .iter()
+            .enumerate()
+            .map(|(i, c)| ToolCall {
+                id: c
+                    .id
+                    .clone()
+                    .unwrap_or_else(|| format!("call-{}-{step}-{}", req.agent, i + 1)),
+                name: c.name.clone(),
+                arguments: c.arguments.clone(),
+            })
+            .collect();
+        let input: u64 = req.messages.iter().map(|m| estimate_tokens(m.text())).sum();
+        let output = estimate_tokens(&reply.text)
+            + reply
+                .tool_calls
+                .iter()
+                .map(|c| estimate_tokens(&c.arguments.to_string()) + 1)
+                .sum::<u64>();
+        Ok(ChatResponse {
+            content: reply.text.clone(),
+            tool_calls,
+            usage: Usage {
+                input_tokens: input,
+                output_tokens: output,
+                cached_tokens: 0,
+                calls: 1,
+            },
+            model: "fake".into(),
+        })
+    }
+}
+
+impl tower::Service<ChatRequest> for FakeModel {
+    type Response = ChatResponse;
+    type Error = ModelError;
+    type Future = Ready<Result<ChatResponse, ModelError>>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), ModelError>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, req: ChatRequest) -> Self::Future {
+        ready(self.reply(&req))
+    }
+}

@@ -1,0 +1,318 @@
+//! The outer loop: calls agents turn by turn, follows handoffs, stops when an agent finishes
+//! without handing off, on caps, or on fatal errors.
+
+use crate::clock::{Clock, SystemClock};
+use crate::context::{RunContext, TurnContext};
+use crate::turn::{BoxTurnService, TurnOutcome, TurnRequest};
+use crate::workspace::Workspace;
+use loopward_core::{
+    AgentId, AuditEvent, AuditSink, Handoff, Message, RunId, RunStatus, TurnNumber, Usage,
+};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use tower::ServiceExt;
+
+/// The default hard cap on turns in one run.
+pub const DEFAULT_MAX_TURNS: u32 = 32;
+
+/// Runs teams of agents.
+#[derive(Clone)]
+pub struct Runner {
+    agents: BTreeMap<AgentId, BoxTurnService>,
+    team: Vec<AgentId>,
+    workspace: Workspace,
+    clock: Arc<dyn Clock>,
+    max_turns: u32,
+}
+
+impl std::fmt::Debug for Runner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Runner")
+            .field("team", &self.team)
+            .field("workspace", &self.workspace)
+            .field("max_turns", &self.max_turns)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Builds a [`Runner`].
+pub struct RunnerBuilder {
+    agents: BTreeMap<AgentId, BoxTurnService>,
+    team: Vec<AgentId>,
+    workspace: Workspace,
+    clock: Arc<dyn Clock>,
+    max_turns: u32,
+}
+
+/// A runner could not be built.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum RunnerError {
+    /// No agents were added.
+    #[error("the team has no agents; add at least one with RunnerBuilder::agent")]
+    NoAgents,
+    /// An agent was added twice.
+    #[error("agent {0} was added twice; agent names must be unique")]
+    DuplicateAgent(AgentId),
+    /// `max_turns` is zero.
+    #[error("max_turns must be at least 1")]
+    ZeroTurns,
+}
+
+impl Runner {
+    /// Starts building a runner over `workspace`.
+    pub fn builder(workspace: Workspace) -> RunnerBuilder {
+        RunnerBuilder {
+            agents: BTreeMap::new(),
+            team: Vec::new(),
+            workspace,
+            clock: Arc::new(SystemClock),
+            max_turns: DEFAULT_MAX_TURNS,
+        }
+    }
+
+    /// The team, in the order agents were added.
+    pub fn team(&self) -> &[AgentId] {
+        &self.team
+    }
+
+    /// The workspace.
+    pub fn workspace(&self) -> &Workspace {
+        &self.workspace
+    }
+}
+
+impl RunnerBuilder {
+    /// Adds an agent and the turn service (stack) that runs it.
+    pub fn agent(mut self, name: AgentId, service: BoxTurnService) -> Result<Self, RunnerError> {
+        if self.agents.contains_key(&name) {
+            return Err(RunnerError::DuplicateAgent(name));
+        }
+        self.team.push(name.clone());
+        self.agents.insert(name, service);
+        Ok(self)
+    }
+
+    /// The clock events are stamped with.
+    pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// The hard cap on turns per run (the anti-loop layers add finer caps).
+    pub fn max_turns(mut self, n: u32) -> Self {
+        self.max_turns = n;
+        self
+    }
+
+    /// Builds the runner.
+    pub fn build(self) -> Result<Runner, RunnerError> {
+        if self.agents.is_empty() {
+            return Err(RunnerError::NoAgents);
+        }
+        if self.max_turns == 0 {
+            return Err(RunnerError::ZeroTurns);
+        }
+        Ok(Runner {
+            agents: self.agents,
+            team: self.team,
+            workspace: self.workspace,
+            clock: self.clock,
+            max_turns: self.max_turns,
+        })
+    }
+}
+
+/// One run to start.
+pub struct RunSpec {
+    /// The run's id (becomes its ledger folder name).
+    pub id: RunId,
+    /// The task, as a person gave it.
+    pub task: String,
+    /// The agent that takes the first turn.
+    pub first: AgentId,
+    /// Where the run's events go.
+    pub audit: Arc<dyn AuditSink>,
+    /// Where the audit can be read afterwards, for the report.
+    pub audit_location: Option<PathBuf>,
+}
+
+/// How a run went.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RunReport {
+    /// The run.
+    pub run: RunId,
+    /// How it ended.
+    pub status: RunStatus,
+    /// Turns taken.
+    pub turns: u32,
+    /// Handoffs followed, in order.
+    pub handoffs: Vec<Handoff>,
+    /// Tokens used.
+    pub usage: Usage,
+    /// The last agent that acted.
+    pub last_agent: Option<AgentId>,
+    /// The last agent's final text.
+    pub final_text: String,
+    /// Where the audit went.
+    pub audit_location: Option<PathBuf>,
+}
+
+/// One turn as the runner saw it, for callers that watch progress.
+#[derive(Clone, Debug)]
+pub struct TurnEvent<'a> {
+    /// The turn number.
+    pub turn: TurnNumber,
+    /// The agent.
+    pub agent: &'a AgentId,
+    /// What happened (Ok) or why the run stops (Err).
+    pub outcome: Result<&'a TurnOutcome, &'a RunStatus>,
+}
+
+impl Runner {
+    /// Runs `spec` to the end.
+    pub async fn run(&self, spec: RunSpec) -> RunReport {
+        self.run_observed(spec, |_| {}).await
+    }
+
+    /// Runs `spec`, calling `observe` after each turn.
+    pub async fn run_observed(
+        &self,
+        spec: RunSpec,
+        mut observe: impl FnMut(TurnEvent<'_>),
+    ) -> RunReport {
+        let ctx = RunContext::new(
+            spec.id.clone(),
+            self.team.clone(),
+            self.workspace.clone(),
+            spec.audit.clone(),
+            self.clock.clone(),
+        );
+        let mut report = RunReport {
+            run: spec.id.clone(),
+            status: RunStatus::Completed,
+            turns: 0,
+            handoffs: vec![],
+            usage: Usage::default(),
+            last_agent: None,
+            final_text: String::new(),
+            audit_location: spec.audit_location.clone(),
+        };
+        report.status = self.drive(&ctx, &spec, &mut report, &mut observe).await;
+        // A failure to record the end is itself an audit failure, unless one already stopped us.
+        if let Err(e) = ctx.record(&AuditEvent::RunEnded {
+            status: report.status.clone(),
+            usage: report.usage,
+            cost_micros: None,
+        }) {
+            if !matches!(report.status, RunStatus::AuditFailed { .. }) {
+                report.status = RunStatus::AuditFailed { error: e.0 };
+            }
+        }
+        report
+    }
+
+    async fn drive(
+        &self,
+        ctx: &RunContext,
+        spec: &RunSpec,
+        report: &mut RunReport,
+        observe: &mut impl FnMut(TurnEvent<'_>),
+    ) -> RunStatus {
+        let audit_failed = |e: loopward_core::AuditError| RunStatus::AuditFailed { error: e.0 };
+        if !self.team.contains(&spec.first) {
+            return RunStatus::Failed {
+                error: format!(
+                    "the first agent {} is not on the team ({})",
+                    spec.first,
+                    self.team
+                        .iter()
+                        .map(AgentId::as_str)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            };
+        }
+        let started = AuditEvent::RunStarted {
+            task: spec.task.clone(),
+            agent: spec.first.clone(),
+        };
+        if let Err(e) = ctx.record(&started).and_then(|()| {
+            ctx.record(&AuditEvent::HumanMessage {
+                content: spec.task.clone(),
+            })
+        }) {
+            return audit_failed(e);
+        }
+        let mut histories: BTreeMap<AgentId, Vec<Message>> = BTreeMap::new();
+        histories.insert(spec.first.clone(), vec![Message::human(spec.task.clone())]);
+        let mut agent = spec.first.clone();
+        loop {
+            if report.turns >= self.max_turns {
+                return RunStatus::CapReached {
+                    cap: format!("max_turns ({})", self.max_turns),
+                };
+            }
+            report.turns += 1;
+            let number = TurnNumber(report.turns);
+            let turn = TurnContext::new(ctx.clone(), agent.clone(), number);
+            if let Err(e) = turn.record(&AuditEvent::TurnStarted {
+                agent: agent.clone(),
+            }) {
+                return audit_failed(e);
+            }
+            let history = histories.entry(agent.clone()).or_default();
+            let service = self.agents[&agent].clone();
+            let result = service
+                .oneshot(TurnRequest {
+                    turn: turn.clone(),
+                    messages: history.clone(),
+                })
+                .await;
+            report.last_agent = Some(agent.clone());
+            let outcome = match result {
+                Ok(o) => o,
+                Err(e) => {
+                    let status = e.status();
+                    observe(TurnEvent {
+                        turn: number,
+                        agent: &agent,
+                        outcome: Err(&status),
+                    });
+                    return status;
+                }
+            };
+            history.extend(outcome.messages.iter().cloned());
+            report.usage += outcome.usage;
+            report.final_text.clone_from(&outcome.text);
+            if let Err(e) = turn.record(&AuditEvent::TurnEnded {
+                finish: outcome.finish.clone(),
+                usage: outcome.usage,
+            }) {
+                return audit_failed(e);
+            }
+            observe(TurnEvent {
+                turn: number,
+                agent: &agent,
+                outcome: Ok(&outcome),
+            });
+            let Some(handoff) = outcome.handoff else {
+                return RunStatus::Completed;
+            };
+            let next = histories.entry(handoff.to.clone()).or_default();
+            if next.is_empty() {
+                next.push(Message::notice(format!(
+                    "The task this run was started with (from a person): {}",
+                    spec.task
+                )));
+            }
+            next.push(Message::notice(format!(
+                "{} handed the work to you: {}",
+                handoff.from, handoff.message
+            )));
+            agent = handoff.to.clone();
+            report.handoffs.push(handoff);
+        }
+    }
+}

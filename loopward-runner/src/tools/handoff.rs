@@ -1,0 +1,101 @@
+//! The `handoff` tool: ends the turn and gives the work to another agent.
+
+use crate::context::TurnContext;
+use crate::tool::{parse_args, Access, Tool, ToolError, ToolInvocation, ToolOutput};
+use futures::future::BoxFuture;
+use futures::FutureExt;
+use loopward_core::{AgentId, AuditEvent, Handoff, ToolSpec};
+use serde::Deserialize;
+use serde_json::json;
+
+/// `handoff {to, message}`. The target is an enum of the team's agents. The first handoff of a
+/// turn stands; a second is refused with an error naming the first.
+#[derive(Clone, Debug)]
+pub struct HandoffTool {
+    team: Vec<AgentId>,
+}
+
+impl HandoffTool {
+    /// A handoff tool offering `team` as targets.
+    pub fn new(team: Vec<AgentId>) -> Self {
+        Self { team }
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Args {
+    to: String,
+    #[serde(default)]
+    message: String,
+}
+
+impl Tool for HandoffTool {
+    fn spec(&self) -> ToolSpec {
+        let names: Vec<&str> = self.team.iter().map(AgentId::as_str).collect();
+        ToolSpec {
+            name: "handoff".into(),
+            description:
+                "End your turn and hand the work to another agent, with a message for them.".into(),
+            parameters: json!({
+                "type": "object",
+                "properties": {
+                    "to": {"type": "string", "enum": names},
+                    "message": {"type": "string"}
+                },
+                "required": ["to", "message"],
+                "additionalProperties": false
+            }),
+        }
+    }
+
+    fn accesses(
+        &self,
+        args: &serde_json::Value,
+        _turn: &TurnContext,
+    ) -> Result<Vec<Access>, ToolError> {
+        let a: Args = parse_args("handoff", args)?;
+        AgentId::new(a.to).map_err(|e| ToolError::BadArguments {
+            tool: "handoff".into(),
+            why: e.to_string(),
+        })?;
+        Ok(vec![])
+    }
+
+    fn call(&self, inv: ToolInvocation) -> BoxFuture<'static, Result<ToolOutput, ToolError>> {
+        async move {
+            let a: Args = parse_args("handoff", &inv.call.arguments)?;
+            let to = AgentId::new(a.to).map_err(|e| ToolError::BadArguments {
+                tool: "handoff".into(),
+                why: e.to_string(),
+            })?;
+            let handoff = Handoff {
+                from: inv.turn.agent().clone(),
+                to: to.clone(),
+                message: a.message,
+            };
+            match inv.turn.register_handoff(handoff.clone()) {
+                Ok(()) => {
+                    inv.turn
+                        .record(&AuditEvent::HandoffRegistered(handoff))
+                        .map_err(|e| ToolError::Audit(e.0))?;
+                    Ok(ToolOutput::text(format!(
+                        "handed off to {to}; your turn ends here"
+                    )))
+                }
+                Err(err) => {
+                    if let crate::context::HandoffError::AlreadyHandedOff { standing } = &err {
+                        inv.turn
+                            .record(&AuditEvent::HandoffRefused {
+                                to,
+                                standing: standing.clone(),
+                            })
+                            .map_err(|e| ToolError::Audit(e.0))?;
+                    }
+                    Err(ToolError::Failed(err.to_string()))
+                }
+            }
+        }
+        .boxed()
+    }
+}

@@ -1,0 +1,190 @@
+//! The `shell` tool: runs a command in the workspace, with a timeout.
+//!
+//! Every process it starts is placed in its own process group whose id is the recorded PID of
+//! the child; on timeout or when the call is dropped, only that group is ended. Nothing is ever
+//! killed by name or pattern.
+
+use crate::context::TurnContext;
+use crate::tool::{parse_args, Access, Tool, ToolError, ToolInvocation, ToolOutput};
+use futures::future::BoxFuture;
+use futures::FutureExt;
+use loopward_core::ToolSpec;
+use serde::Deserialize;
+use serde_json::json;
+use std::collections::BTreeSet;
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// How much of stdout and stderr each is returned to the model.
+const MAX_OUTPUT_BYTES: usize = 16 * 1024;
+
+/// The PIDs of the process groups the shell tool started and has not yet reaped.
+#[derive(Clone, Debug, Default)]
+pub struct ProcessTable(Arc<Mutex<BTreeSet<u32>>>);
+
+impl ProcessTable {
+    /// The PIDs now running.
+    pub fn running(&self) -> Vec<u32> {
+        self.lock().iter().copied().collect()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeSet<u32>> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn insert(&self, pid: u32) {
+        self.lock().insert(pid);
+    }
+
+    fn remove(&self, pid: u32) {
+        self.lock().remove(&pid);
+    }
+}
+
+/// Ends the process group led by a PID we started and recorded.
+fn kill_group(pid: u32) {
+    if let Ok(raw) = i32::try_from(pid) {
+        let _ =
+            nix::sys::signal::killpg(nix::unistd::Pid::from_raw(raw), nix::sys::signal::SIGKILL);
+    }
+}
+
+/// Kills the recorded group when the call's future is dropped or finishes.
+struct GroupGuard {
+    pid: u32,
+    table: ProcessTable,
+}
+
+impl Drop for GroupGuard {
+    fn drop(&mut self) {
+        kill_group(self.pid);
+        self.table.remove(self.pid);
+    }
+}
+
+/// `shell {command}`: runs `sh -c command` in the workspace root.
+#[derive(Clone, Debug)]
+pub struct Shell {
+    timeout: Duration,
+    processes: ProcessTable,
+}
+
+impl Default for Shell {
+    fn default() -> Self {
+        Self::new(Duration::from_secs(60))
+    }
+}
+
+impl Shell {
+    /// A shell tool whose commands are stopped after `timeout`.
+    pub fn new(timeout: Duration) -> Self {
+        Self {
+            timeout,
+            processes: ProcessTable::default(),
+        }
+    }
+
+    /// The table of process groups this tool started.
+    pub fn processes(&self) -> ProcessTable {
+        self.processes.clone()
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Args {
+    command: String,
+}
+
+fn clip(bytes: &[u8]) -> String {
+    let s = String::from_utf8_lossy(bytes);
+    if s.len() <= MAX_OUTPUT_BYTES {
+        return s.into_owned();
+    }
+    let mut end = MAX_OUTPUT_BYTES;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}\n… ({} bytes cut)", &s[..end], s.len() - end)
+}
+
+impl Tool for Shell {
+    fn spec(&self) -> ToolSpec {
+        ToolSpec {
+            name: "shell".into(),
+            description:
+                "Run a shell command in the workspace root; returns exit status, stdout and stderr."
+                    .into(),
+            parameters: json!({
+                "type": "object",
+                "properties": {"command": {"type": "string"}},
+                "required": ["command"],
+                "additionalProperties": false
+            }),
+        }
+    }
+
+    fn accesses(
+        &self,
+        args: &serde_json::Value,
+        _turn: &TurnContext,
+    ) -> Result<Vec<Access>, ToolError> {
+        let a: Args = parse_args("shell", args)?;
+        if a.command.trim().is_empty() || a.command.contains('\0') {
+            return Err(ToolError::BadArguments {
+                tool: "shell".into(),
+                why: "`command` is empty or contains a NUL byte".into(),
+            });
+        }
+        Ok(vec![Access::Exec])
+    }
+
+    fn call(&self, inv: ToolInvocation) -> BoxFuture<'static, Result<ToolOutput, ToolError>> {
+        let timeout = self.timeout;
+        let table = self.processes.clone();
+        async move {
+            let a: Args = parse_args("shell", &inv.call.arguments)?;
+            let mut cmd = tokio::process::Command::new("sh");
+            cmd.arg("-c")
+                .arg(&a.command)
+                .current_dir(inv.turn.workspace().root())
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .process_group(0)
+                .kill_on_drop(true);
+            let child = cmd
+                .spawn()
+                .map_err(|e| ToolError::Failed(format!("could not start sh: {e}")))?;
+            let pid = child
+                .id()
+                .ok_or_else(|| ToolError::Failed("sh exited before it started".into()))?;
+            table.insert(pid);
+            let _guard = GroupGuard { pid, table };
+            let out = match tokio::time::timeout(timeout, child.wait_with_output()).await {
+                Ok(r) => r.map_err(|e| ToolError::Failed(format!("command failed: {e}")))?,
+                Err(_) => {
+                    return Err(ToolError::Timeout {
+                        secs: timeout.as_secs(),
+                    })
+                }
+            };
+            let code = out
+                .status
+                .code()
+                .map_or_else(|| "killed by a signal".to_string(), |c| c.to_string());
+            let text = format!(
+                "exit status: {code}\nstdout:\n{}\nstderr:\n{}",
+                clip(&out.stdout),
+                clip(&out.stderr)
+            );
+            Ok(ToolOutput {
+                content: text,
+                is_error: !out.status.success(),
+                effects: vec![],
+            })
+        }
+        .boxed()
+    }
+}

@@ -1,0 +1,62 @@
+//! The agent-turn service boundary: one call of one agent by the runner.
+
+use crate::context::TurnContext;
+use crate::model::ModelError;
+use loopward_core::{AuditError, Effect, FinishReason, Handoff, Message, RunStatus, Usage};
+
+/// One call of one agent.
+#[derive(Clone, Debug)]
+pub struct TurnRequest {
+    /// The turn (agent, number, run, state).
+    pub turn: TurnContext,
+    /// The agent's conversation so far, without its system prompt.
+    pub messages: Vec<Message>,
+}
+
+/// What a turn did.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TurnOutcome {
+    /// Messages this turn added to the agent's conversation (model replies and tool results).
+    pub messages: Vec<Message>,
+    /// What the turn changed on disk.
+    pub effects: Vec<Effect>,
+    /// The handoff that stands, if any.
+    pub handoff: Option<Handoff>,
+    /// Tokens used.
+    pub usage: Usage,
+    /// Why the turn ended.
+    pub finish: FinishReason,
+    /// The model's last text.
+    pub text: String,
+}
+
+/// Why a turn could not complete. Each ends the run with a distinct status.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum TurnError {
+    /// The model call failed beyond what its layers could retry.
+    #[error("model call failed: {0}")]
+    Model(#[from] ModelError),
+    /// The audit ledger could not record an event; the action it was to record did not run.
+    #[error("{0}")]
+    Audit(#[from] AuditError),
+    /// A layer ended the run (cap, budget, stop-gate, exhausted strategies, …).
+    #[error("run stopped: {}", .0.label())]
+    Stop(RunStatus),
+}
+
+impl TurnError {
+    /// The status a run ends with when a turn fails this way.
+    pub fn status(&self) -> RunStatus {
+        match self {
+            Self::Model(e) => RunStatus::Failed {
+                error: e.to_string(),
+            },
+            Self::Audit(e) => RunStatus::AuditFailed { error: e.0.clone() },
+            Self::Stop(s) => s.clone(),
+        }
+    }
+}
+
+/// The type-erased agent-turn service that stacks are built from.
+pub type BoxTurnService = tower::util::BoxCloneSyncService<TurnRequest, TurnOutcome, TurnError>;

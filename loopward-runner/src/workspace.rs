@@ -1,0 +1,288 @@
+//! The workspace root and the one path canonicaliser every tool and gate uses.
+//!
+//! A path an agent gives is resolved against the workspace root, never the process's working
+//! directory. `..` escapes, absolute paths outside the root, home-relative paths, NUL bytes and
+//! over-long paths are refused. Symbolic links along the path — existing or dangling — are
+//! followed to where a write would land, and that place must still be inside the workspace.
+
+use std::path::{Component, Path, PathBuf};
+
+/// The longest path, in bytes, an agent may name.
+pub const MAX_PATH_BYTES: usize = 4096;
+
+/// How many symbolic links one resolution may follow before it is refused as a loop.
+const MAX_LINK_HOPS: u32 = 40;
+
+/// Why a path was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum PathError {
+    /// The path is empty.
+    #[error("the path is empty; give a path relative to the workspace root, e.g. \"src/lib.rs\"")]
+    Empty,
+    /// The path contains a NUL byte.
+    #[error("the path contains a NUL byte")]
+    Nul,
+    /// The path is longer than [`MAX_PATH_BYTES`].
+    #[error("the path is {len} bytes long; the limit is {MAX_PATH_BYTES}")]
+    TooLong {
+        /// Its length.
+        len: usize,
+    },
+    /// The path starts with `~` (home-relative paths are not resolved).
+    #[error("{raw:?} is home-relative; give a path relative to the workspace root")]
+    HomeRelative {
+        /// The path as given.
+        raw: String,
+    },
+    /// The path, or a link along it, leads outside the workspace.
+    #[error(
+        "{raw:?} leads outside the workspace ({why}); only paths inside the workspace can be used"
+    )]
+    Escapes {
+        /// The path as given.
+        raw: String,
+        /// How it escapes.
+        why: String,
+    },
+    /// Too many symbolic links.
+    #[error("{raw:?} goes through more than {MAX_LINK_HOPS} symbolic links")]
+    LinkLoop {
+        /// The path as given.
+        raw: String,
+    },
+    /// The workspace root itself is unusable.
+    #[error("workspace root {root:?} is not usable: {why}")]
+    BadRoot {
+        /// The root given.
+        root: PathBuf,
+        /// The error.
+        why: String,
+    },
+}
+
+/// A path inside the workspace, resolved.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct WorkPath {
+    raw: String,
+    rel: String,
+    abs: PathBuf,
+}
+
+impl WorkPath {
+    /// The path as the agent gave it.
+    pub fn raw(&self) -> &str {
+        &self.raw
+    }
+
+    /// The canonical workspace-relative path (`/`-separated, `""` for the root itself).
+    pub fn rel(&self) -> &str {
+        &self.rel
+    }
+
+    /// The absolute path on disk.
+    pub fn abs(&self) -> &Path {
+        &self.abs
+    }
+
+    /// Whether this is the workspace root itself.
+    pub fn is_root(&self) -> bool {
+        self.rel.is_empty()
+    }
+}
+
+/// The directory agents work in.
+///
+/// ```
+/// use loopward_runner::Workspace;
+/// let dir = tempfile::tempdir().unwrap();
+/// let ws = Workspace::new(dir.path()).unwrap();
+/// assert_eq!(ws.resolve("src/./lib.rs").unwrap().rel(), "src/lib.rs");
+/// assert_eq!(ws.resolve("a/../b.md").unwrap().rel(), "b.md");
+/// assert!(ws.resolve("../outside").is_err());
+/// assert!(ws.resolve("/etc/passwd").is_err());
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Workspace {
+    root: PathBuf,
+}
+
+impl Workspace {
+    /// Opens a workspace at `root`, which must be an existing directory.
+    pub fn new(root: impl AsRef<Path>) -> Result<Self, PathError> {
+        let root = root.as_ref();
+        let bad = |why: String| PathError::BadRoot {
+            root: root.to_path_buf(),
+            why,
+        };
+        let canonical = root.canonicalize().map_err(|e| bad(e.to_string()))?;
+        if !canonical.is_dir() {
+            return Err(bad("not a directory".into()));
+        }
+        Ok(Self { root: canonical })
+    }
+
+    /// The canonical absolute root.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// Resolves a path an agent gave to where it lands inside the workspace.
+    pub fn resolve(&self, raw: &str) -> Result<WorkPath, PathError> {
+        if raw.is_empty() {
+            return Err(PathError::Empty);
+        }
+        if raw.contains('\0') {
+            return Err(PathError::Nul);
+        }
+        if raw.len() > MAX_PATH_BYTES {
+            return Err(PathError::TooLong { len: raw.len() });
+        }
+        if raw.starts_with('~') {
+            return Err(PathError::HomeRelative { raw: raw.into() });
+        }
+        let escapes = |why: &str| PathError::Escapes {
+            raw: raw.into(),
+            why: why.into(),
+        };
+        let given = Path::new(raw);
+        let relative: PathBuf = if given.is_absolute() {
+            let normal = lexical(given, &[]).ok_or_else(|| escapes("`..` above /"))?;
+            let abs: PathBuf = std::iter::once("/".to_string()).chain(normal).collect();
+            abs.strip_prefix(&self.root)
+                .map_err(|_| escapes("absolute path outside the workspace root"))?
+                .to_path_buf()
+        } else {
+            given.to_path_buf()
+        };
+        let mut pending: Vec<String> = lexical(&relative, &[])
+            .ok_or_else(|| escapes("`..` above the workspace root"))?
+            .into_iter()
+            .rev()
+            .collect();
+        let mut done: Vec<String> = Vec::new();
+        let mut hops = 0;
+        while let Some(part) = pending.pop() {
+            let here = self.root.join(done.iter().collect::<PathBuf>()).join(&part);
+            let is_link = here
+                .symlink_metadata()
+                .map(|m| m.file_type().is_symlink())
+                .unwrap_or(false);
+            if !is_link {
+                done.push(part);
+                continue;
+            }
+            hops += 1;
+            if hops > MAX_LINK_HOPS {
+                return Err(PathError::LinkLoop { raw: raw.into() });
+            }
+            let target = std::fs::read_link(&here)
+                .map_err(|e| escapes(&format!("unreadable link {}: {e}", here.display())))?;
+            let base: Vec<String> = if target.is_absolute() {
+                let t = lexical(&target, &[]).ok_or_else(|| escapes("link target above /"))?;
+                let abs: PathBuf = std::iter::once("/".to_string()).chain(t).collect();
+                let inside = abs
+                    .strip_prefix(&self.root)
+                    .map_err(|_| escapes(&format!("link {} points outside", here.display())))?;
+                lexical(inside, &[]).unwrap_or_default()
+            } else {
+                lexical(&target, &done).ok_or_else(|| {
+                    escapes(&format!("link {} points above the root", here.display()))
+                })?
+            };
+            done.clear();
+            for p in base.into_iter().rev() {
+                pending.push(p);
+            }
+        }
+        let rel = done.join("/");
+        let abs = self.root.join(&rel);
+        Ok(WorkPath {
+            raw: raw.into(),
+            rel,
+            abs,
+        })
+    }
+}
+
+/// Normalises `path` lexically on top of `base`: drops `.`, applies `..`. `None` when `..` would
+/// climb above `base`'s root. Root and prefix components are dropped (callers handle absolutes).
+fn lexical(path: &Path, base: &[String]) -> Option<Vec<String>> {
+    let mut out: Vec<String> = base.to_vec();
+    for c in path.components() {
+        match c {
+            Component::Normal(s) => out.push(s.to_string_lossy().into_owned()),
+            Component::CurDir | Component::RootDir | Component::Prefix(_) => {}
+            Component::ParentDir => {
+                out.pop()?;
+            }
+        }
+    }
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::symlink;
+
+    fn ws() -> (tempfile::TempDir, Workspace) {
+        let d = tempfile::tempdir().unwrap();
+        let w = Workspace::new(d.path()).unwrap();
+        (d, w)
+    }
+
+    #[test]
+    fn absolute_path_inside_root_becomes_relative() {
+        let (_d, w) = ws();
+        let abs = format!("{}/src/x.rs", w.root().display());
+        assert_eq!(w.resolve(&abs).unwrap().rel(), "src/x.rs");
+    }
+
+    #[test]
+    fn refuses_escapes_home_nul_and_long_paths() {
+        let (_d, w) = ws();
+        for bad in ["../x", "a/../../x", "/etc/passwd", "~/x", "a\0b", ""] {
+            assert!(w.resolve(bad).is_err(), "{bad:?} should be refused");
+        }
+        assert!(matches!(
+            w.resolve(&"a/".repeat(3000)),
+            Err(PathError::TooLong { .. })
+        ));
+    }
+
+    #[test]
+    fn directory_link_is_followed_to_where_the_write_lands() {
+        let (_d, w) = ws();
+        std::fs::create_dir(w.root().join("plans")).unwrap();
+        symlink("plans", w.root().join("notes")).unwrap();
+        assert_eq!(w.resolve("notes/a.md").unwrap().rel(), "plans/a.md");
+    }
+
+    #[test]
+    fn dangling_link_resolves_to_its_target() {
+        let (_d, w) = ws();
+        symlink("plan.md", w.root().join("innocent.txt")).unwrap();
+        assert_eq!(w.resolve("innocent.txt").unwrap().rel(), "plan.md");
+    }
+
+    #[test]
+    fn link_outside_the_workspace_is_refused() {
+        let (_d, w) = ws();
+        symlink("/etc", w.root().join("etc")).unwrap();
+        assert!(matches!(
+            w.resolve("etc/passwd"),
+            Err(PathError::Escapes { .. })
+        ));
+        symlink("../../x", w.root().join("up")).unwrap();
+        assert!(w.resolve("up").is_err());
+    }
+
+    #[test]
+    fn link_loop_is_refused() {
+        let (_d, w) = ws();
+        symlink("b", w.root().join("a")).unwrap();
+        symlink("a", w.root().join("b")).unwrap();
+        assert!(matches!(w.resolve("a"), Err(PathError::LinkLoop { .. })));
+    }
+}

@@ -1,0 +1,71 @@
+//! Repository automation for loopward: `cargo xtask <command>`.
+//!
+//! | command | does |
+//! |---|---|
+//! | `ci` | exactly what CI runs: format check, clippy with `-D warnings`, the tests |
+//! | `fmt` | formats the workspace |
+
+#![allow(clippy::print_stdout, clippy::print_stderr)]
+
+use anyhow::{bail, Context, Result};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn main() -> Result<()> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let root = repo_root();
+    match args.first().map(String::as_str) {
+        Some("ci") => ci(&root),
+        Some("fmt") => cargo(&root, &["fmt", "--all"]),
+        Some("help" | "--help" | "-h") | None => {
+            println!("{}", HELP);
+            Ok(())
+        }
+        Some(other) => bail!("unknown xtask command {other:?}\n\n{HELP}"),
+    }
+}
+
+const HELP: &str = "\
+usage: cargo xtask <command>
+
+commands:
+  ci     run exactly what CI runs: cargo fmt --check, clippy -D warnings, tests
+  fmt    format the workspace";
+
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| PathBuf::from("."))
+}
+
+fn ci(root: &Path) -> Result<()> {
+    cargo(root, &["fmt", "--all", "--", "--check"])?;
+    cargo(
+        root,
+        &[
+            "clippy",
+            "--workspace",
+            "--all-targets",
+            "--",
+            "-D",
+            "warnings",
+        ],
+    )?;
+    cargo(root, &["test", "--workspace"])?;
+    Ok(())
+}
+
+fn cargo(root: &Path, args: &[&str]) -> Result<()> {
+    eprintln!("$ cargo {}", args.join(" "));
+    let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+        .args(args)
+        .current_dir(root)
+        .env("GGML_NO_BACKTRACE", "1")
+        .status()
+        .with_context(|| format!("could not run cargo {}", args.join(" ")))?;
+    if !status.success() {
+        bail!("cargo {} failed ({status})", args.join(" "));
+    }
+    Ok(())
+}
