@@ -140,6 +140,9 @@ pub enum AuditEvent {
     },
     /// A gate decided on a tool call or other action.
     GateDecision {
+        /// The tool call decided on, when the action is a tool call.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        call_id: Option<String>,
         /// The gate's name.
         gate: String,
         /// Its mode.
