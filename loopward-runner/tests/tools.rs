@@ -1,0 +1,175 @@
+//! The built-in tools, called directly through the tool boundary.
+
+use loopward_core::{AgentId, EffectKind, RunId, ToolCall, TurnNumber};
+use loopward_runner::audit::MemorySink;
+use loopward_runner::tool::{ToolError, ToolExecutor, ToolInvocation, ToolOutput};
+use loopward_runner::tools::{self, Shell};
+use loopward_runner::{ManualClock, RunContext, TurnContext, Workspace};
+use serde_json::json;
+use std::sync::Arc;
+use std::time::Duration;
+use tower::ServiceExt;
+
+fn turn(dir: &std::path::Path) -> TurnContext {
+    let team = vec![
+        AgentId::new("builder").unwrap(),
+        AgentId::new("tester").unwrap(),
+    ];
+    let run = RunContext::new(
+        RunId::new("t").unwrap(),
+        team.clone(),
+        Workspace::new(dir).unwrap(),
+        Arc::new(MemorySink::default()),
+        Arc::new(ManualClock::new(0)),
+    );
+    TurnContext::new(run, team[0].clone(), TurnNumber(1))
+}
+
+async fn call_tool(
+    tool: Arc<dyn loopward_runner::tool::Tool>,
+    turn: &TurnContext,
+    args: serde_json::Value,
+) -> Result<ToolOutput, ToolError> {
+    let accesses = tool.accesses(&args, turn)?;
+    let inv = ToolInvocation {
+        call: ToolCall::new("c1", tool.spec().name, args),
+        tool,
+        accesses,
+        turn: turn.clone(),
+    };
+    ToolExecutor.oneshot(inv).await
+}
+
+#[tokio::test]
+async fn write_edit_read_and_list_report_their_effects() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = turn(dir.path());
+    let set = tools::builtin(t.run().team());
+    let out = call_tool(
+        set.get("write_file").unwrap(),
+        &t,
+        json!({"path": "src/a.rs", "content": "fn a() {}"}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(out.effects[0].path, "src/a.rs");
+    assert_eq!(out.effects[0].kind, EffectKind::Create);
+    let out = call_tool(
+        set.get("edit_file").unwrap(),
+        &t,
+        json!({"path": "src/a.rs", "old": "a()", "new": "b()"}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(out.effects[0].kind, EffectKind::Modify);
+    let out = call_tool(
+        set.get("read_file").unwrap(),
+        &t,
+        json!({"path": "./src/../src/a.rs"}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(out.content, "fn b() {}");
+    let out = call_tool(set.get("list_dir").unwrap(), &t, json!({}))
+        .await
+        .unwrap();
+    assert_eq!(out.content, "src/");
+}
+
+#[tokio::test]
+async fn edit_needs_exactly_one_occurrence() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("f.txt"), "x x").unwrap();
+    let t = turn(dir.path());
+    let set = tools::builtin(t.run().team());
+    let err = call_tool(
+        set.get("edit_file").unwrap(),
+        &t,
+        json!({"path": "f.txt", "old": "x", "new": "y"}),
+    )
+    .await
+    .unwrap_err();
+    assert!(err.to_string().contains("occurs 2 times"), "{err}");
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("f.txt")).unwrap(),
+        "x x"
+    );
+}
+
+#[tokio::test]
+async fn handoff_target_must_be_on_the_team() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = turn(dir.path());
+    let set = tools::builtin(t.run().team());
+    let err = call_tool(
+        set.get("handoff").unwrap(),
+        &t,
+        json!({"to": "ghost", "message": "m"}),
+    )
+    .await
+    .unwrap_err();
+    assert!(
+        err.to_string().contains("no agent named \"ghost\"") && err.to_string().contains("tester"),
+        "{err}"
+    );
+    assert!(t.state().handoff.is_none());
+}
+
+#[tokio::test]
+async fn shell_runs_in_the_workspace_root() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = turn(dir.path());
+    let out = call_tool(
+        Arc::new(Shell::default()),
+        &t,
+        json!({"command": "pwd; exit 3"}),
+    )
+    .await
+    .unwrap();
+    assert!(out.is_error);
+    assert!(out.content.starts_with("exit status: 3"), "{}", out.content);
+    let root = Workspace::new(dir.path())
+        .unwrap()
+        .root()
+        .display()
+        .to_string();
+    assert!(out.content.contains(&root));
+}
+
+#[tokio::test]
+async fn shell_timeout_ends_the_process_group_it_started() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = turn(dir.path());
+    let shell = Shell::new(Duration::from_millis(300));
+    let table = shell.processes();
+    // The child writes its PID, then a grandchild sleeps; both must be gone after the timeout.
+    let err = call_tool(
+        Arc::new(shell),
+        &t,
+        json!({"command": "sleep 30 & echo $! > grandchild.pid; wait"}),
+    )
+    .await
+    .unwrap_err();
+    assert!(matches!(err, ToolError::Timeout { .. }), "{err}");
+    assert!(table.running().is_empty(), "the process table is cleared");
+    let pid: i32 = std::fs::read_to_string(dir.path().join("grandchild.pid"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    // Gone means no such process, or a zombie waiting for a reaper (it no longer runs).
+    let mut gone = false;
+    for _ in 0..50 {
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+        let state = status
+            .lines()
+            .find(|l| l.starts_with("State:"))
+            .unwrap_or("State: X");
+        if state.contains('Z') || state.contains('X') {
+            gone = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(gone, "the grandchild {pid} survived the timeout");
+}
