@@ -344,3 +344,66 @@ fn public_services_are_send_and_sync() {
     assert_send_sync::<loopward_runner::RunContext>();
     assert_send_sync::<loopward_runner::TurnContext>();
 }
+
+#[tokio::test]
+async fn a_ping_pong_team_stops_at_max_turns() {
+    let mut s = Script::default();
+    for _ in 0..50 {
+        s.call(&id("a"), "handoff", json!({"to": "b", "message": "yours"}))
+            .call(
+                &id("b"),
+                "handoff",
+                json!({"to": "a", "message": "no, yours"}),
+            );
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let members = [id("a"), id("b")];
+    let model = BoxModelService::new(FakeModel::new(s));
+    let mut b = Runner::builder(Workspace::new(dir.path()).unwrap()).max_turns(7);
+    for m in &members {
+        let agent = LlmAgent::builder(m.clone(), model.clone())
+            .tools(tools::builtin(&members))
+            .build();
+        b = b.agent(m.clone(), BoxTurnService::new(agent)).unwrap();
+    }
+    let sink = Arc::new(MemorySink::default());
+    let report = b
+        .build()
+        .unwrap()
+        .run(RunSpec {
+            id: RunId::new("pingpong").unwrap(),
+            task: "t".into(),
+            first: id("a"),
+            audit: sink.clone(),
+            audit_location: None,
+        })
+        .await;
+    assert!(
+        matches!(&report.status, RunStatus::CapReached { cap } if cap.contains("max_turns (7)"))
+    );
+    assert_eq!(report.turns, 7);
+    assert_eq!(
+        sink.kinds()
+            .iter()
+            .filter(|k| **k == "turn_started")
+            .count(),
+        7
+    );
+}
+
+#[test]
+fn scripts_load_from_toml_and_json_and_reject_unknown_keys() {
+    let toml = r#"
+        [[agents.planner]]
+        text = "hi"
+        tool_calls = [{ name = "list_dir" }]
+    "#;
+    let s = Script::from_toml(toml).unwrap();
+    assert_eq!(s.agents[&id("planner")][0].tool_calls[0].name, "list_dir");
+    let j = Script::from_json(r#"{"agents": {"planner": [{"text": "hi"}]}}"#).unwrap();
+    assert_eq!(j.agents[&id("planner")][0].text, "hi");
+    let err = Script::from_toml("[[agents.planner]]\ntxt = \"typo\"\n").unwrap_err();
+    assert!(err.to_string().contains("unknown field `txt`"), "{err}");
+    let err = Script::from_json(r#"{"agents": {"Bad Name": []}}"#).unwrap_err();
+    assert!(err.to_string().contains("invalid agent name"), "{err}");
+}
