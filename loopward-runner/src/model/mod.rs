@@ -5,6 +5,8 @@
 
 mod error;
 pub mod fake;
+#[cfg(feature = "http")]
+pub mod http;
 
 pub use error::ModelError;
 

@@ -1,0 +1,193 @@
+//! A tiny HTTP/1.1 server on 127.0.0.1 for the backend tests: it answers each connection with
+//! the next canned reply (raw bytes, so replies can be malformed on purpose) and records every
+//! request it read.
+#![allow(dead_code, unreachable_pub)]
+
+use futures::future::BoxFuture;
+use loopward_runner::model::http::Sleeper;
+use serde_json::Value;
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+/// What the server does with one connection.
+pub enum Reply {
+    /// Writes these bytes, then closes.
+    Raw(Vec<u8>),
+    /// Reads the request and closes without a word.
+    Close,
+    /// Reads the request and never answers.
+    Hang,
+}
+
+/// One request as the server read it.
+#[derive(Clone, Debug)]
+pub struct Recorded {
+    pub path: String,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+impl Recorded {
+    pub fn json(&self) -> Value {
+        serde_json::from_slice(&self.body).expect("the request body is JSON")
+    }
+
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+pub struct MockServer {
+    pub url: String,
+    requests: Arc<Mutex<Vec<Recorded>>>,
+}
+
+impl MockServer {
+    /// Serves `replies` in order, one per connection; later connections get a 500.
+    pub async fn start(replies: Vec<Reply>) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let requests = Arc::new(Mutex::new(Vec::new()));
+        let queue = Arc::new(Mutex::new(VecDeque::from(replies)));
+        let recorded = requests.clone();
+        tokio::spawn(async move {
+            loop {
+                let Ok((socket, _)) = listener.accept().await else {
+                    return;
+                };
+                let reply = queue.lock().unwrap().pop_front();
+                let recorded = recorded.clone();
+                tokio::spawn(serve(socket, reply, recorded));
+            }
+        });
+        Self { url, requests }
+    }
+
+    pub fn requests(&self) -> Vec<Recorded> {
+        self.requests.lock().unwrap().clone()
+    }
+}
+
+async fn serve(mut socket: TcpStream, reply: Option<Reply>, recorded: Arc<Mutex<Vec<Recorded>>>) {
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    let head_end = loop {
+        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            break i + 4;
+        }
+        match socket.read(&mut chunk).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+        }
+    };
+    let head = String::from_utf8_lossy(&buf[..head_end]).to_string();
+    let mut lines = head.split("\r\n");
+    let path = lines
+        .next()
+        .unwrap_or("")
+        .split(' ')
+        .nth(1)
+        .unwrap_or("")
+        .to_owned();
+    let headers: Vec<(String, String)> = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(n, v)| (n.trim().to_owned(), v.trim().to_owned()))
+        .collect();
+    let len: usize = headers
+        .iter()
+        .find(|(n, _)| n.eq_ignore_ascii_case("content-length"))
+        .and_then(|(_, v)| v.parse().ok())
+        .unwrap_or(0);
+    while buf.len() < head_end + len {
+        match socket.read(&mut chunk).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+        }
+    }
+    recorded.lock().unwrap().push(Recorded {
+        path,
+        headers,
+        body: buf[head_end..].to_vec(),
+    });
+    match reply {
+        Some(Reply::Raw(bytes)) => {
+            let _ = socket.write_all(&bytes).await;
+            let _ = socket.shutdown().await;
+        }
+        Some(Reply::Close) => drop(socket),
+        Some(Reply::Hang) => {
+            tokio::time::sleep(Duration::from_secs(3600)).await;
+        }
+        None => {
+            let _ = socket
+                .write_all(&http(500, "text/plain", &[], "no more canned replies"))
+                .await;
+        }
+    }
+}
+
+/// A complete response with a body and `Content-Length`.
+pub fn http(status: u16, content_type: &str, extra: &[(&str, &str)], body: &str) -> Vec<u8> {
+    let mut head = format!(
+        "HTTP/1.1 {status} X\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n",
+        body.len()
+    );
+    for (n, v) in extra {
+        head.push_str(&format!("{n}: {v}\r\n"));
+    }
+    format!("{head}\r\n{body}").into_bytes()
+}
+
+pub fn json(status: u16, body: &Value) -> Reply {
+    Reply::Raw(http(status, "application/json", &[], &body.to_string()))
+}
+
+pub fn json_with(status: u16, extra: &[(&str, &str)], body: &Value) -> Reply {
+    Reply::Raw(http(status, "application/json", extra, &body.to_string()))
+}
+
+/// An event stream in HTTP chunked encoding, one chunk per event; `complete: false` drops the
+/// connection without the final chunk (a stream cut by the network).
+pub fn sse(events: &[String], complete: bool) -> Reply {
+    let mut out = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n".to_vec();
+    for e in events {
+        out.extend_from_slice(format!("{:x}\r\n{e}\r\n", e.len()).as_bytes());
+    }
+    if complete {
+        out.extend_from_slice(b"0\r\n\r\n");
+    }
+    Reply::Raw(out)
+}
+
+/// `data: <json>` as one event.
+pub fn data(v: &Value) -> String {
+    format!("data: {v}\n\n")
+}
+
+/// `event: <name>` with `data: <json>`.
+pub fn event(name: &str, v: &Value) -> String {
+    format!("event: {name}\ndata: {v}\n\n")
+}
+
+/// A sleeper that records what it was asked to wait and returns at once.
+#[derive(Clone, Default)]
+pub struct RecordingSleeper(pub Arc<Mutex<Vec<Duration>>>);
+
+impl RecordingSleeper {
+    pub fn waits(&self) -> Vec<Duration> {
+        self.0.lock().unwrap().clone()
+    }
+}
+
+impl Sleeper for RecordingSleeper {
+    fn sleep(&self, d: Duration) -> BoxFuture<'static, ()> {
+        self.0.lock().unwrap().push(d);
+        Box::pin(async {})
+    }
+}
