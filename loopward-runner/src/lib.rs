@@ -18,6 +18,7 @@
 //! | feature | adds |
 //! |---|---|
 //! | (none) | the runner, layers, gates, the ledger, the built-in tools, the scripted fake backend |
+//! | `http` | `model::http`: OpenAI-compatible and Anthropic backends (reqwest + rustls), streaming, retries |
 //!
 //! ## Example: a two-agent scripted team
 //!

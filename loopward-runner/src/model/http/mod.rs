@@ -9,12 +9,12 @@
 //!   or reads it whole, and maps text, tool calls, usage (cached prompt tokens included) and the
 //!   model's name back;
 //! - returns nothing until the reply is complete: a stream cut short, an error event after
-//!   HTTP 200, invalid JSON, an HTML error page or an empty body is a typed [`ModelError`], and no
+//!   HTTP 200, invalid JSON, an HTML error page or an empty body is a typed [`ModelError`](crate::model::ModelError), and no
 //!   half-received tool call ever leaves the backend;
 //! - retries inside the service ([`RetryPolicy`]: bounded tries, jittered backoff, `retry-after`
 //!   honoured, a total wait budget), so transport retries never use up an agent's caps; spent
 //!   quotas (`insufficient_quota`, billing errors) fail at once as
-//!   [`ModelError::QuotaExhausted`].
+//!   [`ModelError::QuotaExhausted`](crate::model::ModelError::QuotaExhausted).
 //!
 //! Keys come only from a named environment variable or a key file ([`KeySource`]); an
 //! [`ApiKey`] never prints and travels in a header marked sensitive. Cost is not computed here:

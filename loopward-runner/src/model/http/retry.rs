@@ -60,7 +60,7 @@ impl RetryPolicy {
     /// use std::time::Duration;
     /// let p = RetryPolicy::default(); // 500ms initial, doubling
     /// assert_eq!(p.backoff(1, 0.0), Duration::from_millis(250));
-    /// assert_eq!(p.backoff(2, 0.999_999), Duration::from_millis(999));
+    /// assert_eq!(p.backoff(2, 0.5), Duration::from_millis(750));
     /// ```
     pub fn backoff(&self, attempt: u32, jitter: f64) -> Duration {
         let exp = attempt.saturating_sub(1).min(30);
