@@ -413,8 +413,8 @@ async fn a_connection_closed_before_the_reply_is_retried() {
 }
 
 #[tokio::test]
-async fn a_connection_that_keeps_closing_is_a_transport_error() {
-    let server = MockServer::start(vec![Reply::Close, Reply::Close, Reply::Close]).await;
+async fn a_connection_that_keeps_closing_or_resetting_is_a_transport_error() {
+    let server = MockServer::start(vec![Reply::Close, Reply::Reset, Reply::Reset]).await;
     let err = call(model(&server, false).0).await.unwrap_err();
     assert!(matches!(err, ModelError::Transport(_)), "{err}");
 }
@@ -431,6 +431,47 @@ async fn a_silent_server_times_out_after_the_read_timeout() {
         .await
         .unwrap_err();
     assert_eq!(err, ModelError::Timeout(Duration::from_millis(50)));
+}
+
+#[tokio::test]
+async fn a_stream_that_stalls_after_its_headers_times_out_after_the_read_timeout() {
+    let head = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n";
+    let server = MockServer::start(vec![Reply::RawThenHang(
+        [&head[..], call_start_chunk().as_bytes()].concat(),
+    )])
+    .await;
+    let mut c = config(&server, true);
+    c.read_timeout = Duration::from_millis(50);
+    c.retry.max_attempts = 1;
+    let err = OpenAiModel::new(c, None)
+        .unwrap()
+        .oneshot(request())
+        .await
+        .unwrap_err();
+    assert_eq!(err, ModelError::Timeout(Duration::from_millis(50)));
+}
+
+#[tokio::test]
+async fn an_unreachable_server_is_a_transport_error_after_the_retries() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let sleeper = RecordingSleeper::default();
+    let m = OpenAiModel::new(
+        OpenAiConfig::new(format!("http://127.0.0.1:{port}/v1"), "m"),
+        None,
+    )
+    .unwrap()
+    .with_jitter(|| 0.5)
+    .with_sleeper(sleeper.clone());
+    let err = call(m).await.unwrap_err();
+    assert!(
+        matches!(&err, ModelError::Transport(m) if m.contains("127.0.0.1")),
+        "{err}"
+    );
+    assert_eq!(sleeper.waits().len(), 3, "4 tries by default");
 }
 
 #[tokio::test]

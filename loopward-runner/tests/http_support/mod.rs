@@ -18,8 +18,12 @@ pub enum Reply {
     Raw(Vec<u8>),
     /// Reads the request and closes without a word.
     Close,
+    /// Reads the request and resets the connection (TCP RST).
+    Reset,
     /// Reads the request and never answers.
     Hang,
+    /// Writes these bytes, then goes silent with the connection open (a stalled stream).
+    RawThenHang(Vec<u8>),
 }
 
 /// One request as the server read it.
@@ -121,7 +125,17 @@ async fn serve(mut socket: TcpStream, reply: Option<Reply>, recorded: Arc<Mutex<
             let _ = socket.shutdown().await;
         }
         Some(Reply::Close) => drop(socket),
+        Some(Reply::Reset) => {
+            // Linger 0 makes the close a reset (RST) instead of an orderly FIN.
+            #[allow(deprecated)]
+            let _ = socket.set_linger(Some(Duration::ZERO));
+            drop(socket);
+        }
         Some(Reply::Hang) => {
+            tokio::time::sleep(Duration::from_secs(3600)).await;
+        }
+        Some(Reply::RawThenHang(bytes)) => {
+            let _ = socket.write_all(&bytes).await;
             tokio::time::sleep(Duration::from_secs(3600)).await;
         }
         None => {
