@@ -184,6 +184,32 @@ async fn streamed_tool_call_joins_argument_deltas_split_across_events() {
 }
 
 #[tokio::test]
+async fn parallel_streamed_calls_keep_their_order_even_when_a_server_repeats_names() {
+    let delta = |index: u64, id: &str, args: &str| {
+        data(&json!({"choices": [{"index": 0, "delta": {"tool_calls": [
+            {"index": index, "id": id, "function": {"name": "read_file", "arguments": args}}]}}]}))
+    };
+    let server = MockServer::start(vec![sse(
+        &[
+            delta(0, "a", "{\"path\":"),
+            delta(1, "b", "{\"path\": \"b\"}"),
+            delta(0, "a", " \"a\"}"),
+            finish_chunk("tool_calls"),
+        ],
+        true,
+    )])
+    .await;
+    let reply = call(model(&server, true).0).await.unwrap();
+    assert_eq!(
+        reply.tool_calls,
+        vec![
+            ToolCall::new("a", "read_file", json!({"path": "a"})),
+            ToolCall::new("b", "read_file", json!({"path": "b"})),
+        ]
+    );
+}
+
+#[tokio::test]
 async fn non_streamed_tool_calls_and_usage_map_back() {
     let server = MockServer::start(vec![json(200, &json!({
         "model": "gpt-test-0613",
@@ -207,6 +233,28 @@ async fn non_streamed_tool_calls_and_usage_map_back() {
         (50, 7, 32)
     );
     assert!(server.requests()[0].json().get("stream").is_none());
+}
+
+#[tokio::test]
+async fn the_token_limit_can_travel_as_max_completion_tokens() {
+    let server = MockServer::start(vec![json(200, &full_reply("ok"))]).await;
+    let c: OpenAiConfig = toml::from_str(&format!(
+        "base_url = \"{}/v1\"\nmodel = \"o-test\"\nmax_tokens = 100\nmax_tokens_field = \"max_completion_tokens\"\nstream = false",
+        server.url
+    ))
+    .unwrap();
+    OpenAiModel::new(c, None)
+        .unwrap()
+        .oneshot(request())
+        .await
+        .unwrap();
+    let sent = server.requests()[0].json();
+    assert_eq!(
+        sent["max_completion_tokens"],
+        json!(100),
+        "the request's 256 is above the config's 100"
+    );
+    assert!(sent.get("max_tokens").is_none());
 }
 
 #[tokio::test]

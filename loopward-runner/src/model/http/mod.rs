@@ -52,7 +52,7 @@ mod transport;
 pub use anthropic::{AnthropicConfig, AnthropicModel};
 pub use config::ConfigError;
 pub use keys::{ApiKey, KeyError, KeySource};
-pub use openai::{OpenAiConfig, OpenAiModel};
+pub use openai::{MaxTokensField, OpenAiConfig, OpenAiModel};
 pub use retry::{Jitter, RandomJitter, RetryPolicy, Sleeper, TokioSleeper};
 
 /// The smaller of the config's and the request's token limits.

@@ -57,6 +57,10 @@ pub struct OpenAiConfig {
     /// The most tokens a reply may have (a request's own, smaller limit wins).
     #[serde(default)]
     pub max_tokens: Option<u32>,
+    /// The request field the limit travels in: `max_tokens` (most servers) or
+    /// `max_completion_tokens` (OpenAI's reasoning models refuse `max_tokens`).
+    #[serde(default)]
+    pub max_tokens_field: MaxTokensField,
     /// Stream replies (server-sent events) instead of waiting for the whole body.
     #[serde(default = "yes")]
     pub stream: bool,
@@ -69,6 +73,27 @@ pub struct OpenAiConfig {
     /// Retries of failed calls.
     #[serde(default)]
     pub retry: RetryPolicy,
+}
+
+/// Which request field carries the token limit.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum MaxTokensField {
+    /// `max_tokens`: vLLM, llama.cpp, Ollama, older OpenAI models.
+    #[default]
+    MaxTokens,
+    /// `max_completion_tokens`: OpenAI's newer and reasoning models.
+    MaxCompletionTokens,
+}
+
+impl MaxTokensField {
+    fn name(self) -> &'static str {
+        match self {
+            Self::MaxTokens => "max_tokens",
+            Self::MaxCompletionTokens => "max_completion_tokens",
+        }
+    }
 }
 
 fn default_base_url() -> String {
@@ -93,6 +118,7 @@ impl OpenAiConfig {
             key_env: None,
             key_file: None,
             max_tokens: None,
+            max_tokens_field: MaxTokensField::default(),
             stream: true,
             connect_timeout: default_connect_timeout(),
             read_timeout: default_read_timeout(),
@@ -203,7 +229,7 @@ fn request_body(config: &OpenAiConfig, req: &ChatRequest, stream: bool) -> Value
     let messages: Vec<Value> = req.messages.iter().map(message).collect();
     let mut body = json!({ "model": config.model, "messages": messages });
     if let Some(max) = super::min_limit(config.max_tokens, req.max_tokens) {
-        body["max_tokens"] = json!(max);
+        body[config.max_tokens_field.name()] = json!(max);
     }
     if !req.tools.is_empty() {
         body["tools"] = req
@@ -416,7 +442,10 @@ impl StreamReply for OpenAiStream {
                 call.id = id.to_owned();
             }
             if let Some(name) = d.pointer("/function/name").and_then(Value::as_str) {
-                call.name.push_str(name);
+                // Some servers repeat the whole name in every delta; others split it.
+                if call.name != name {
+                    call.name.push_str(name);
+                }
             }
             if let Some(args) = d.pointer("/function/arguments").and_then(Value::as_str) {
                 call.arguments.push_str(args);
