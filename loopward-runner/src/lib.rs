@@ -61,6 +61,7 @@ pub mod audit;
 mod clock;
 mod context;
 mod extensions;
+pub mod layers;
 pub mod model;
 mod runner;
 pub mod tool;

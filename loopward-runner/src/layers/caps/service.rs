@@ -1,0 +1,154 @@
+//! The caps service.
+
+use super::layer::{CapsConfig, OnCap};
+use crate::layers::record;
+use crate::turn::{TurnError, TurnOutcome, TurnRequest};
+use futures::future::BoxFuture;
+use loopward_core::{AgentId, FinishReason, RunStatus};
+use serde_json::json;
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::task::{Context, Poll};
+use tower::{Service, ServiceExt};
+
+/// A turn service that ends the run at the configured caps.
+#[derive(Clone, Debug)]
+pub struct CapsService<S> {
+    inner: S,
+    config: CapsConfig,
+}
+
+impl<S> CapsService<S> {
+    pub(super) fn new(inner: S, config: CapsConfig) -> Self {
+        Self { inner, config }
+    }
+}
+
+/// Per-run counts, kept in the run's extensions.
+#[derive(Default)]
+struct CapsState(Mutex<Counts>);
+
+#[derive(Default)]
+struct Counts {
+    turns: u32,
+    per_agent: HashMap<AgentId, u32>,
+    hops: u32,
+    started_ms: Option<u64>,
+    wrapped_up: bool,
+}
+
+/// A cap that was hit: its label (`turns_per_run (3)`) and the figures.
+struct Hit {
+    cap: String,
+    detail: serde_json::Value,
+}
+
+impl Counts {
+    fn check(&self, c: &CapsConfig, agent: &AgentId, now_ms: u64) -> Option<Hit> {
+        let hit = |name: &str, limit: u64, value: u64| Hit {
+            cap: format!("{name} ({limit})"),
+            detail: json!({"cap": name, "limit": limit, "value": value}),
+        };
+        if self.turns >= c.turns_per_run {
+            return Some(hit("turns_per_run", c.turns_per_run.into(), self.turns.into()));
+        }
+        if let Some(max) = c.turns_per_agent {
+            let n = self.per_agent.get(agent).copied().unwrap_or(0);
+            if n >= max {
+                return Some(hit("turns_per_agent", max.into(), n.into()));
+            }
+        }
+        if let Some(max) = c.handoff_hops {
+            if self.hops > max {
+                return Some(hit("handoff_hops", max.into(), self.hops.into()));
+            }
+        }
+        if let (Some(secs), Some(start)) = (c.wall_time_secs, self.started_ms) {
+            let elapsed = now_ms.saturating_sub(start);
+            if elapsed >= secs.saturating_mul(1000) {
+                return Some(hit("wall_time_secs", secs, elapsed / 1000));
+            }
+        }
+        None
+    }
+}
+
+impl<S> Service<TurnRequest> for CapsService<S>
+where
+    S: Service<TurnRequest, Response = TurnOutcome, Error = TurnError> + Clone + Send + 'static,
+    S::Future: Send,
+{
+    type Response = TurnOutcome;
+    type Error = TurnError;
+    type Future = BoxFuture<'static, Result<TurnOutcome, TurnError>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), TurnError>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: TurnRequest) -> Self::Future {
+        // The clone that was polled ready runs this call (tower's usual swap).
+        let clone = self.inner.clone();
+        let inner = std::mem::replace(&mut self.inner, clone);
+        let config = self.config.clone();
+        Box::pin(async move {
+            let turn = req.turn.clone();
+            let run = turn.run().clone();
+            let state = run.extensions().get_or_default::<CapsState>();
+            let now = run.clock().now_millis();
+            let (hit, wrapped) = {
+                let mut counts = state.0.lock().unwrap_or_else(|p| p.into_inner());
+                counts.started_ms.get_or_insert(now);
+                let hit = counts.check(&config, turn.agent(), now);
+                if hit.is_none() || (config.on_cap == OnCap::WrapUp && !counts.wrapped_up) {
+                    counts.turns += 1;
+                    *counts.per_agent.entry(turn.agent().clone()).or_insert(0) += 1;
+                }
+                (hit, counts.wrapped_up)
+            };
+            match hit {
+                None => {
+                    let detail = {
+                        let counts = state.0.lock().unwrap_or_else(|p| p.into_inner());
+                        json!({"turn": counts.turns, "turns_per_run": config.turns_per_run,
+                               "hops": counts.hops})
+                    };
+                    record::decision(&turn, "caps", "allow", detail)?;
+                }
+                Some(hit) if config.on_cap == OnCap::WrapUp && !wrapped => {
+                    record::decision(&turn, "caps", "wrap_up", hit.detail)?;
+                    state.0.lock().unwrap_or_else(|p| p.into_inner()).wrapped_up = true;
+                    turn.state().tools_disabled = true;
+                    let outcome = inner.oneshot(req).await?;
+                    record::decision(
+                        &turn,
+                        "caps",
+                        "cap_reached",
+                        json!({"cap": hit.cap, "after": "wrap_up", "text": outcome.text}),
+                    )?;
+                    return Err(TurnError::Stop(RunStatus::CapReached { cap: hit.cap }));
+                }
+                Some(hit) => {
+                    record::decision(&turn, "caps", "cap_reached", hit.detail)?;
+                    return Err(TurnError::Stop(RunStatus::CapReached { cap: hit.cap }));
+                }
+            }
+            let outcome = inner.oneshot(req).await?;
+            if outcome.finish == FinishReason::StepCap {
+                let cap = format!("steps_per_turn ({})", config.steps_per_turn);
+                record::decision(
+                    &turn,
+                    "caps",
+                    "cap_reached",
+                    json!({"cap": "steps_per_turn", "limit": config.steps_per_turn,
+                           "value": turn.state().steps}),
+                )?;
+                return Err(TurnError::Stop(RunStatus::CapReached { cap }));
+            }
+            if outcome.handoff.is_some() {
+                state.0.lock().unwrap_or_else(|p| p.into_inner()).hops += 1;
+            }
+            Ok(outcome)
+        })
+    }
+}

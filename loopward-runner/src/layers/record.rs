@@ -1,0 +1,33 @@
+//! Recording a layer's decision in the run's ledger.
+
+use crate::context::{RunContext, TurnContext};
+use loopward_core::{AuditError, AuditEvent};
+
+/// Records `LayerDecision { layer, decision, detail }` for a turn.
+pub(crate) fn decision(
+    turn: &TurnContext,
+    layer: &str,
+    decision: &str,
+    detail: serde_json::Value,
+) -> Result<(), AuditError> {
+    turn.record(&AuditEvent::LayerDecision {
+        layer: layer.into(),
+        decision: decision.into(),
+        detail,
+    })
+}
+
+/// Records a run-level `LayerDecision`.
+#[allow(dead_code)]
+pub(crate) fn run_decision(
+    run: &RunContext,
+    layer: &str,
+    decision: &str,
+    detail: serde_json::Value,
+) -> Result<(), AuditError> {
+    run.record(&AuditEvent::LayerDecision {
+        layer: layer.into(),
+        decision: decision.into(),
+        detail,
+    })
+}

@@ -1,0 +1,48 @@
+//! Repeat settings and the layer.
+
+use super::service::RepeatService;
+use crate::layers::config::{in_range, ConfigError};
+use serde::Deserialize;
+
+/// How many times one identical call may run by default.
+pub const DEFAULT_MAX_IDENTICAL: u32 = 3;
+
+/// The `[repeat]` table of `loopward.toml`.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RepeatConfig {
+    /// How many times the same call (tool + canonical arguments) may run in a run (1..=1000).
+    pub max_identical: u32,
+}
+
+impl Default for RepeatConfig {
+    fn default() -> Self {
+        Self {
+            max_identical: DEFAULT_MAX_IDENTICAL,
+        }
+    }
+}
+
+/// Wraps a tool service with repeat detection. Counts live in the run's extensions.
+#[derive(Clone, Debug)]
+pub struct RepeatLayer {
+    max: u32,
+}
+
+impl RepeatLayer {
+    /// A repeat layer; fails naming the field when `max_identical` is 0 or absurd.
+    pub fn new(config: RepeatConfig) -> Result<Self, ConfigError> {
+        in_range("repeat.max_identical", config.max_identical.into(), 1_000)?;
+        Ok(Self {
+            max: config.max_identical,
+        })
+    }
+}
+
+impl<S> tower::Layer<S> for RepeatLayer {
+    type Service = RepeatService<S>;
+
+    fn layer(&self, inner: S) -> RepeatService<S> {
+        RepeatService::new(inner, self.max)
+    }
+}

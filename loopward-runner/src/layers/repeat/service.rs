@@ -1,0 +1,74 @@
+//! The repeat service.
+
+use crate::layers::{call_digest, record};
+use crate::tool::{ToolError, ToolInvocation, ToolOutput};
+use futures::future::BoxFuture;
+use loopward_core::Refusal;
+use serde_json::json;
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::task::{Context, Poll};
+use tower::{Service, ServiceExt};
+
+/// A tool service that refuses a call made more than `max_identical` times in a run.
+#[derive(Clone, Debug)]
+pub struct RepeatService<S> {
+    inner: S,
+    max: u32,
+}
+
+impl<S> RepeatService<S> {
+    pub(super) fn new(inner: S, max: u32) -> Self {
+        Self { inner, max }
+    }
+}
+
+#[derive(Default)]
+struct Seen(Mutex<HashMap<String, u32>>);
+
+impl<S> Service<ToolInvocation> for RepeatService<S>
+where
+    S: Service<ToolInvocation, Response = ToolOutput, Error = ToolError> + Clone + Send + 'static,
+    S::Future: Send,
+{
+    type Response = ToolOutput;
+    type Error = ToolError;
+    type Future = BoxFuture<'static, Result<ToolOutput, ToolError>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), ToolError>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, inv: ToolInvocation) -> Self::Future {
+        let clone = self.inner.clone();
+        let inner = std::mem::replace(&mut self.inner, clone);
+        let max = self.max;
+        Box::pin(async move {
+            let digest = call_digest(&inv.call.name, &inv.call.arguments);
+            let seen = inv.turn.run().extensions().get_or_default::<Seen>();
+            let count = {
+                let mut map = seen.0.lock().unwrap_or_else(|p| p.into_inner());
+                let n = map.entry(digest.clone()).or_insert(0);
+                *n += 1;
+                *n
+            };
+            let detail = json!({"call_id": inv.call.id, "tool": inv.call.name,
+                                "digest": digest, "count": count, "limit": max});
+            if count > max {
+                record::decision(&inv.turn, "repeat", "refused", detail)
+                    .map_err(|e| ToolError::Audit(e.0))?;
+                return Err(ToolError::Refused(Refusal::new(
+                    "repeat",
+                    format!(
+                        "this exact call ({} with the same arguments) was already made {max} times in this run; repeating it will not give a different result",
+                        inv.call.name
+                    ),
+                    "change the arguments, try a different approach, or finish and report what blocks you",
+                )));
+            }
+            record::decision(&inv.turn, "repeat", "allow", detail)
+                .map_err(|e| ToolError::Audit(e.0))?;
+            inner.oneshot(inv).await
+        })
+    }
+}

@@ -1,0 +1,255 @@
+//! Anti-loop caps and repeat detection, end to end through the runner.
+
+use loopward_core::{AgentId, AuditEvent, RunId, RunStatus, ToolCall, Usage};
+use loopward_runner::audit::MemorySink;
+use loopward_runner::layers::caps::{CapsConfig, CapsLayer, OnCap};
+use loopward_runner::layers::repeat::{RepeatConfig, RepeatLayer};
+use loopward_runner::layers::testing::Probe;
+use loopward_runner::model::{BoxModelService, ChatRequest, ChatResponse, ModelError};
+use loopward_runner::tool::{BoxToolService, ToolExecutor, ToolSet};
+use loopward_runner::{tools, BoxTurnService, LlmAgent, RunReport, RunSpec, Runner, Workspace};
+use serde_json::json;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+use tower::Layer;
+
+/// A model that answers every call with the same tool call, forever.
+fn forever(tool: &'static str, args: serde_json::Value) -> BoxModelService {
+    let n = Arc::new(AtomicU32::new(0));
+    BoxModelService::new(tower::service_fn(move |_req: ChatRequest| {
+        let id = n.fetch_add(1, Ordering::SeqCst);
+        let args = args.clone();
+        async move {
+            Ok::<_, ModelError>(ChatResponse {
+                content: String::new(),
+                tool_calls: vec![ToolCall::new(format!("c{id}"), tool, args)],
+                usage: Usage::default(),
+                model: "forever".into(),
+            })
+        }
+    }))
+}
+
+/// A model that always hands off to the other of `a`/`b`, forever.
+fn ping_pong() -> BoxModelService {
+    BoxModelService::new(tower::service_fn(|req: ChatRequest| async move {
+        let to = if req.agent.as_str() == "a" { "b" } else { "a" };
+        Ok::<_, ModelError>(ChatResponse {
+            content: String::new(),
+            tool_calls: vec![ToolCall::new(
+                "h",
+                "handoff",
+                json!({"to": to, "message": "yours"}),
+            )],
+            usage: Usage::default(),
+            model: "ping-pong".into(),
+        })
+    }))
+}
+
+async fn run(runner: Runner, first: &AgentId) -> (RunReport, Arc<MemorySink>) {
+    let sink = Arc::new(MemorySink::default());
+    let report = runner
+        .run(RunSpec {
+            id: RunId::new("r1").unwrap(),
+            task: "go".into(),
+            first: first.clone(),
+            audit: sink.clone(),
+            audit_location: None,
+        })
+        .await;
+    (report, sink)
+}
+
+fn decisions(sink: &MemorySink, layer: &str, decision: &str) -> Vec<serde_json::Value> {
+    sink.events()
+        .into_iter()
+        .filter_map(|(_, e)| match e {
+            AuditEvent::LayerDecision {
+                layer: l,
+                decision: d,
+                detail,
+            } if l == layer && d == decision => Some(detail),
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_model_repeating_one_call_forever_stops_exactly_at_the_step_cap() {
+    let dir = tempfile::tempdir().unwrap();
+    let builder = AgentId::new("builder").unwrap();
+    let probe = Probe::new("probe");
+    let caps = CapsConfig {
+        steps_per_turn: 7,
+        ..CapsConfig::default()
+    };
+    let tool_stack = BoxToolService::new(
+        RepeatLayer::new(RepeatConfig { max_identical: 3 })
+            .unwrap()
+            .layer(ToolExecutor),
+    );
+    let agent = LlmAgent::builder(builder.clone(), forever("probe", json!({"x": 1})))
+        .tools(ToolSet::new().with(probe.clone()))
+        .tool_stack(tool_stack)
+        .max_steps(caps.steps_per_turn)
+        .build();
+    let layer = CapsLayer::new(caps).unwrap();
+    let runner = Runner::builder(Workspace::new(dir.path()).unwrap())
+        .agent(builder.clone(), BoxTurnService::new(layer.layer(agent)))
+        .unwrap()
+        .build()
+        .unwrap();
+    let (report, sink) = run(runner, &builder).await;
+    assert_eq!(
+        report.status,
+        RunStatus::CapReached {
+            cap: "steps_per_turn (7)".into()
+        }
+    );
+    assert_eq!(report.turns, 1);
+    assert_eq!(probe.calls(), 3, "the call ran max_identical times");
+    assert_eq!(decisions(&sink, "repeat", "refused").len(), 4);
+    let requested = sink.kinds().iter().filter(|k| **k == "tool_requested").count();
+    assert_eq!(requested, 7, "exactly steps_per_turn calls were made");
+    let cap = decisions(&sink, "caps", "cap_reached");
+    assert_eq!(cap, vec![json!({"cap": "steps_per_turn", "limit": 7, "value": 7})]);
+}
+
+fn ping_pong_runner(dir: &std::path::Path, caps: CapsConfig) -> (Runner, AgentId) {
+    let (a, b) = (AgentId::new("a").unwrap(), AgentId::new("b").unwrap());
+    let model = ping_pong();
+    let layer = CapsLayer::new(caps).unwrap();
+    let mut runner = Runner::builder(Workspace::new(dir).unwrap()).max_turns(1000);
+    for name in [&a, &b] {
+        let agent = LlmAgent::builder(name.clone(), model.clone())
+            .tools(tools::builtin(&[a.clone(), b.clone()]))
+            .build();
+        runner = runner
+            .agent(name.clone(), BoxTurnService::new(layer.layer(agent)))
+            .unwrap();
+    }
+    (runner.build().unwrap(), a)
+}
+
+#[tokio::test]
+async fn endless_handoffs_stop_exactly_at_the_turn_cap() {
+    let dir = tempfile::tempdir().unwrap();
+    let (runner, a) = ping_pong_runner(
+        dir.path(),
+        CapsConfig {
+            turns_per_run: 5,
+            ..CapsConfig::default()
+        },
+    );
+    let (report, sink) = run(runner, &a).await;
+    assert_eq!(
+        report.status,
+        RunStatus::CapReached {
+            cap: "turns_per_run (5)".into()
+        }
+    );
+    assert_eq!(report.handoffs.len(), 5);
+    assert_eq!(decisions(&sink, "caps", "allow").len(), 5);
+    let model_calls = sink.kinds().iter().filter(|k| **k == "model_call").count();
+    assert_eq!(model_calls, 5, "the refused sixth turn never reached the model");
+}
+
+#[tokio::test]
+async fn per_agent_and_hop_caps_name_the_cap_that_fired() {
+    let dir = tempfile::tempdir().unwrap();
+    let (runner, a) = ping_pong_runner(
+        dir.path(),
+        CapsConfig {
+            turns_per_agent: Some(2),
+            ..CapsConfig::default()
+        },
+    );
+    let (report, _) = run(runner, &a).await;
+    assert_eq!(
+        report.status,
+        RunStatus::CapReached {
+            cap: "turns_per_agent (2)".into()
+        }
+    );
+    assert_eq!(report.handoffs.len(), 4); // a, b, a, b ran; a's third turn was refused
+
+    let dir = tempfile::tempdir().unwrap();
+    let (runner, a) = ping_pong_runner(
+        dir.path(),
+        CapsConfig {
+            handoff_hops: Some(2),
+            ..CapsConfig::default()
+        },
+    );
+    let (report, _) = run(runner, &a).await;
+    assert_eq!(
+        report.status,
+        RunStatus::CapReached {
+            cap: "handoff_hops (2)".into()
+        }
+    );
+    assert_eq!(report.handoffs.len(), 3);
+}
+
+#[tokio::test]
+async fn wrap_up_grants_one_turn_without_tools_then_stops() {
+    let dir = tempfile::tempdir().unwrap();
+    let (runner, a) = ping_pong_runner(
+        dir.path(),
+        CapsConfig {
+            turns_per_run: 2,
+            steps_per_turn: 1,
+            on_cap: OnCap::WrapUp,
+            ..CapsConfig::default()
+        },
+    );
+    let (report, sink) = run(runner, &a).await;
+    assert_eq!(
+        report.status,
+        RunStatus::CapReached {
+            cap: "turns_per_run (2)".into()
+        }
+    );
+    assert_eq!(report.turns, 3, "two turns and one wrap-up turn");
+    assert_eq!(report.handoffs.len(), 2, "the wrap-up turn could not hand off");
+    assert_eq!(decisions(&sink, "caps", "wrap_up").len(), 1);
+    // The wrap-up turn's handoff attempt was answered "tools are disabled".
+    let disabled = sink.events().into_iter().any(|(_, e)| {
+        matches!(e, AuditEvent::ToolFinished { is_error: true, summary, .. }
+            if summary.contains("tools are disabled"))
+    });
+    assert!(disabled);
+}
+
+#[test]
+fn zero_or_absurd_caps_are_refused_naming_the_field() {
+    let bad = [
+        (
+            CapsConfig {
+                turns_per_agent: Some(0),
+                ..CapsConfig::default()
+            },
+            "limits.turns_per_agent",
+        ),
+        (
+            CapsConfig {
+                steps_per_turn: 1_000_000,
+                ..CapsConfig::default()
+            },
+            "limits.steps_per_turn",
+        ),
+        (
+            CapsConfig {
+                wall_time_secs: Some(0),
+                ..CapsConfig::default()
+            },
+            "limits.wall_time_secs",
+        ),
+    ];
+    for (config, field) in bad {
+        assert_eq!(CapsLayer::new(config).unwrap_err().field, field);
+    }
+    let parsed: Result<CapsConfig, _> = toml::from_str("turns_per_run = 3\nturn_cap = 4\n");
+    assert!(parsed.unwrap_err().to_string().contains("turn_cap"));
+}
