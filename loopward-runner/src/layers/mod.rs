@@ -35,6 +35,7 @@ pub mod caps;
 mod config;
 mod record;
 pub mod repeat;
+pub mod stopgate;
 #[doc(hidden)]
 pub mod testing;
 

@@ -1,0 +1,231 @@
+//! `[[stopgate]]` settings.
+
+use crate::layers::config::ConfigError;
+use globset::{GlobBuilder, GlobMatcher};
+use loopward_core::AgentId;
+use serde::Deserialize;
+
+/// How a gate gets its answer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StopMode {
+    /// Ask a person through the configured [`Approver`](super::Approver); no approver, no answer
+    /// in time, or an error: deny.
+    Interactive,
+    /// Approve, and record that it was approved automatically.
+    Auto,
+    /// Always deny.
+    Deny,
+    /// Write a pending record under `.loopward/pending/`, pause the run
+    /// (`AwaitingApproval`), and run the action once after `loopward approve`.
+    Durable,
+}
+
+impl StopMode {
+    /// The mode's name as written in `loopward.toml`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Interactive => "interactive",
+            Self::Auto => "auto",
+            Self::Deny => "deny",
+            Self::Durable => "durable",
+        }
+    }
+}
+
+/// One `[[stopgate]]` table of `loopward.toml`.
+///
+/// `point` is one of `turn` (with `agent`), `phase` (with `phase`), `tool` (with `tool`),
+/// `write` (with `glob`: writes to a matching workspace path, `*` does not cross `/`) and
+/// `handoff` (with `to`).
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StopGateConfig {
+    /// The gate's name (default: `<point>:<target>`).
+    #[serde(default)]
+    pub name: Option<String>,
+    /// Where the gate stands.
+    pub point: String,
+    /// `turn`: the agent whose turns are gated.
+    #[serde(default)]
+    pub agent: Option<String>,
+    /// `phase`: the phase.
+    #[serde(default)]
+    pub phase: Option<String>,
+    /// `tool`: the tool.
+    #[serde(default)]
+    pub tool: Option<String>,
+    /// `write`: the glob of gated paths.
+    #[serde(default)]
+    pub glob: Option<String>,
+    /// `handoff`: the agent handoffs to which are gated.
+    #[serde(default)]
+    pub to: Option<String>,
+    /// How the gate answers.
+    pub mode: StopMode,
+    /// `interactive`: seconds to wait for an answer before denying (default 300).
+    #[serde(default)]
+    pub ask_timeout_secs: Option<u64>,
+}
+
+impl StopGateConfig {
+    fn bare(point: &str, mode: StopMode) -> Self {
+        Self {
+            name: None,
+            point: point.into(),
+            agent: None,
+            phase: None,
+            tool: None,
+            glob: None,
+            to: None,
+            mode,
+            ask_timeout_secs: None,
+        }
+    }
+
+    /// A gate before tool `tool`.
+    pub fn tool(tool: &str, mode: StopMode) -> Self {
+        Self {
+            tool: Some(tool.into()),
+            ..Self::bare("tool", mode)
+        }
+    }
+
+    /// A gate before writes under `glob`.
+    pub fn write(glob: &str, mode: StopMode) -> Self {
+        Self {
+            glob: Some(glob.into()),
+            ..Self::bare("write", mode)
+        }
+    }
+
+    /// A gate before phase `phase`.
+    pub fn phase(phase: &str, mode: StopMode) -> Self {
+        Self {
+            phase: Some(phase.into()),
+            ..Self::bare("phase", mode)
+        }
+    }
+
+    /// A gate before every turn of `agent`.
+    pub fn turn(agent: &str, mode: StopMode) -> Self {
+        Self {
+            agent: Some(agent.into()),
+            ..Self::bare("turn", mode)
+        }
+    }
+
+    /// A gate before handoffs to `to`.
+    pub fn handoff(to: &str, mode: StopMode) -> Self {
+        Self {
+            to: Some(to.into()),
+            ..Self::bare("handoff", mode)
+        }
+    }
+}
+
+/// Where a validated gate stands.
+#[derive(Clone, Debug)]
+pub(super) enum Point {
+    Turn(AgentId),
+    Phase(String),
+    Tool(String),
+    Write(GlobMatcher),
+    Handoff(AgentId),
+}
+
+/// A validated gate.
+#[derive(Clone, Debug)]
+pub(super) struct Gate {
+    pub(super) name: String,
+    pub(super) point: Point,
+    pub(super) mode: StopMode,
+    pub(super) ask_timeout_secs: u64,
+}
+
+const POINTS: &str = "turn, phase, tool, write, handoff";
+
+impl Gate {
+    pub(super) fn from_config(i: usize, c: &StopGateConfig) -> Result<Self, ConfigError> {
+        let field = |f: &str| format!("stopgate[{i}].{f}");
+        let wanted = match c.point.as_str() {
+            "turn" => "agent",
+            "phase" => "phase",
+            "tool" => "tool",
+            "write" => "glob",
+            "handoff" => "to",
+            other => {
+                return Err(ConfigError::new(
+                    field("point"),
+                    format!("unknown gate point {other:?}; expected one of {POINTS}"),
+                ))
+            }
+        };
+        let given = [
+            ("agent", &c.agent),
+            ("phase", &c.phase),
+            ("tool", &c.tool),
+            ("glob", &c.glob),
+            ("to", &c.to),
+        ];
+        let mut target = None;
+        for (name, value) in given {
+            match (name == wanted, value) {
+                (true, Some(v)) if !v.trim().is_empty() => target = Some(v.clone()),
+                (true, _) => {
+                    return Err(ConfigError::new(
+                        field(name),
+                        format!("required (and non-empty) for point = {:?}", c.point),
+                    ))
+                }
+                (false, Some(_)) => {
+                    return Err(ConfigError::new(
+                        field(name),
+                        format!("does not apply to point = {:?}; use {wanted}", c.point),
+                    ))
+                }
+                (false, None) => {}
+            }
+        }
+        let Some(target) = target else {
+            return Err(ConfigError::new(field(wanted), "required"));
+        };
+        let agent = |t: &str| {
+            AgentId::new(t).map_err(|e| ConfigError::new(field(wanted), e.to_string()))
+        };
+        let point = match wanted {
+            "agent" => Point::Turn(agent(&target)?),
+            "phase" => Point::Phase(target.clone()),
+            "tool" => Point::Tool(target.clone()),
+            "to" => Point::Handoff(agent(&target)?),
+            _ => Point::Write(
+                GlobBuilder::new(&target)
+                    .literal_separator(true)
+                    .build()
+                    .map_err(|e| ConfigError::new(field("glob"), e.to_string()))?
+                    .compile_matcher(),
+            ),
+        };
+        if c.ask_timeout_secs.is_some() && c.mode != StopMode::Interactive {
+            return Err(ConfigError::new(
+                field("ask_timeout_secs"),
+                "only applies to mode = \"interactive\"",
+            ));
+        }
+        let ask_timeout_secs = c.ask_timeout_secs.unwrap_or(300);
+        crate::layers::config::in_range(&field("ask_timeout_secs"), ask_timeout_secs, 86_400)?;
+        let name = match &c.name {
+            Some(n) if n.trim().is_empty() => {
+                return Err(ConfigError::new(field("name"), "must not be empty"))
+            }
+            Some(n) => n.clone(),
+            None => format!("{}:{target}", c.point),
+        };
+        Ok(Self {
+            name,
+            point,
+            mode: c.mode,
+            ask_timeout_secs,
+        })
+    }
+}

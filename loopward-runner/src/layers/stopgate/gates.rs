@@ -1,0 +1,308 @@
+//! The set of stop-gates of a stack and how one gate reaches its verdict.
+
+use super::action::GatedAction;
+use super::approval::{Answer, Approval, ApprovalRequest, Approver, Granted};
+use super::config::{Gate, Point, StopGateConfig, StopMode};
+use super::durable::{self, PendingApproval, PendingState};
+use crate::context::TurnContext;
+use crate::layers::{record, ConfigError};
+use crate::tool::ToolInvocation;
+use crate::turn::TurnError;
+use loopward_core::{AuditError, RunStatus};
+use serde_json::json;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// The stop-gates of a stack. Cheap to clone; build the turn and tool layers from it with
+/// [`StopGates::turn_layer`] and [`StopGates::tool_layer`] (use both: a tool gate that waits
+/// for a durable approval pauses the run through the turn layer).
+#[derive(Clone)]
+pub struct StopGates {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    gates: Vec<Gate>,
+    approver: Option<Arc<dyn Approver>>,
+}
+
+impl std::fmt::Debug for StopGates {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StopGates")
+            .field("gates", &self.inner.gates.iter().map(|g| &g.name).collect::<Vec<_>>())
+            .field("approver", &self.inner.approver.is_some())
+            .finish()
+    }
+}
+
+/// A gate's verdict on one action.
+pub(super) enum Verdict {
+    Approved(Approval),
+    Denied(String),
+    Pending(String),
+}
+
+/// The pending approval this run waits for, kept in the run's extensions.
+#[derive(Default)]
+pub(super) struct Awaiting(pub(super) Mutex<Option<String>>);
+
+impl StopGates {
+    /// Validates the `[[stopgate]]` tables; the error names the bad field.
+    pub fn new(configs: &[StopGateConfig]) -> Result<Self, ConfigError> {
+        let gates = configs
+            .iter()
+            .enumerate()
+            .map(|(i, c)| Gate::from_config(i, c))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Self {
+            inner: Arc::new(Inner {
+                gates,
+                approver: None,
+            }),
+        })
+    }
+
+    /// The approver `interactive` gates ask (without one they deny).
+    pub fn with_approver(self, approver: Arc<dyn Approver>) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                gates: self.inner.gates.clone(),
+                approver: Some(approver),
+            }),
+        }
+    }
+
+    /// The gates' names, in configuration order.
+    pub fn names(&self) -> Vec<&str> {
+        self.inner.gates.iter().map(|g| g.name.as_str()).collect()
+    }
+
+    /// Asks every gate standing before `phase`. Returns their approvals (empty when the phase is
+    /// not gated); present each to [`Approval::authorise`] before entering the phase. A denial
+    /// ends the run `Stopped`, a durable gate without a decision `AwaitingApproval`.
+    pub async fn before_phase(
+        &self,
+        turn: &TurnContext,
+        phase: &str,
+    ) -> Result<Vec<Approval>, TurnError> {
+        let action = GatedAction::Phase { name: phase.into() };
+        let gates = self
+            .inner
+            .gates
+            .iter()
+            .filter(|g| matches!(&g.point, Point::Phase(p) if p == phase));
+        self.clear_or_stop(turn, gates, &action, &format!("enter phase {phase}"))
+            .await
+    }
+
+    pub(super) async fn before_turn(&self, turn: &TurnContext) -> Result<Vec<Approval>, TurnError> {
+        let action = GatedAction::Turn {
+            agent: turn.agent().clone(),
+        };
+        let gates = self
+            .inner
+            .gates
+            .iter()
+            .filter(|g| matches!(&g.point, Point::Turn(a) if a == turn.agent()));
+        self.clear_or_stop(turn, gates, &action, &format!("start a turn of {}", turn.agent()))
+            .await
+    }
+
+    async fn clear_or_stop<'a>(
+        &self,
+        turn: &TurnContext,
+        gates: impl Iterator<Item = &'a Gate>,
+        action: &GatedAction,
+        summary: &str,
+    ) -> Result<Vec<Approval>, TurnError> {
+        let mut approvals = vec![];
+        for gate in gates {
+            match self.decide(turn, gate, action, summary).await? {
+                Verdict::Approved(a) => approvals.push(a),
+                Verdict::Denied(reason) => {
+                    return Err(TurnError::Stop(RunStatus::Stopped {
+                        reason: format!("stop-gate {} denied: {reason}", gate.name),
+                    }))
+                }
+                Verdict::Pending(id) => {
+                    return Err(TurnError::Stop(RunStatus::AwaitingApproval { pending: id }))
+                }
+            }
+        }
+        Ok(approvals)
+    }
+
+    /// The gates standing before this tool call.
+    pub(super) fn tool_gates(&self, inv: &ToolInvocation) -> Vec<&Gate> {
+        self.inner
+            .gates
+            .iter()
+            .filter(|g| match &g.point {
+                Point::Tool(t) => *t == inv.call.name,
+                Point::Write(glob) => inv
+                    .accesses
+                    .iter()
+                    .flat_map(|a| a.written_paths())
+                    .any(|p| glob.is_match(p.rel())),
+                Point::Handoff(to) => {
+                    inv.call.name == "handoff"
+                        && inv.call.arguments.get("to").and_then(|v| v.as_str())
+                            == Some(to.as_str())
+                }
+                Point::Turn(_) | Point::Phase(_) => false,
+            })
+            .collect()
+    }
+
+    /// One gate's verdict on `action`. Every verdict is recorded before it takes effect; an
+    /// error to record stops the action.
+    pub(super) async fn decide(
+        &self,
+        turn: &TurnContext,
+        gate: &Gate,
+        action: &GatedAction,
+        summary: &str,
+    ) -> Result<Verdict, AuditError> {
+        let base = json!({"gate": gate.name, "mode": gate.mode.as_str(), "action": action.key(),
+                          "summary": summary});
+        let note = |decision: &str, extra: serde_json::Value| {
+            let mut detail = base.clone();
+            if let (Some(d), Some(e)) = (detail.as_object_mut(), extra.as_object()) {
+                d.extend(e.clone());
+            }
+            record::decision(turn, "stopgate", decision, detail)
+        };
+        match gate.mode {
+            StopMode::Auto => {
+                note("auto_approved", json!({}))?;
+                Ok(Verdict::Approved(Approval::mint(
+                    &gate.name,
+                    action.clone(),
+                    Granted::Auto,
+                )))
+            }
+            StopMode::Deny => {
+                let reason = format!("gate {} always denies this action", gate.name);
+                note("denied", json!({"reason": reason}))?;
+                Ok(Verdict::Denied(reason))
+            }
+            StopMode::Interactive => {
+                let answer = match &self.inner.approver {
+                    None => Answer::Deny {
+                        reason: "no approver is configured for this interactive gate".into(),
+                    },
+                    Some(approver) => {
+                        let request = ApprovalRequest {
+                            run: turn.run().run().clone(),
+                            agent: turn.agent().clone(),
+                            gate: gate.name.clone(),
+                            action: action.clone(),
+                            summary: summary.into(),
+                        };
+                        let wait = Duration::from_secs(gate.ask_timeout_secs);
+                        tokio::time::timeout(wait, approver.ask(request))
+                            .await
+                            .unwrap_or_else(|_| Answer::Deny {
+                                reason: format!(
+                                    "no answer within {}s",
+                                    gate.ask_timeout_secs
+                                ),
+                            })
+                    }
+                };
+                match answer {
+                    Answer::Approve { by } => {
+                        note("approved", json!({"by": by}))?;
+                        Ok(Verdict::Approved(Approval::mint(
+                            &gate.name,
+                            action.clone(),
+                            Granted::Person { by },
+                        )))
+                    }
+                    Answer::Deny { reason } => {
+                        note("denied", json!({"reason": reason}))?;
+                        Ok(Verdict::Denied(reason))
+                    }
+                }
+            }
+            StopMode::Durable => self.durable(turn, gate, action, summary, note),
+        }
+    }
+
+    fn durable(
+        &self,
+        turn: &TurnContext,
+        gate: &Gate,
+        action: &GatedAction,
+        summary: &str,
+        note: impl Fn(&str, serde_json::Value) -> Result<(), AuditError>,
+    ) -> Result<Verdict, AuditError> {
+        let run = turn.run();
+        let dir = durable::pending_dir(turn.workspace().root());
+        let id = durable::record_id(run.run(), &gate.name, action);
+        let now = run.clock().now_millis();
+        let deny = |why: String| -> Result<Verdict, AuditError> {
+            note("denied", json!({"id": id, "reason": why}))?;
+            Ok(Verdict::Denied(why))
+        };
+        let pending = |state: &str| -> Result<Verdict, AuditError> {
+            note(state, json!({"id": id, "dir": durable::PENDING_DIR}))?;
+            let awaiting = run.extensions().get_or_default::<Awaiting>();
+            *awaiting.0.lock().unwrap_or_else(|p| p.into_inner()) = Some(id.clone());
+            Ok(Verdict::Pending(id.clone()))
+        };
+        let existing = match durable::read(&dir, &id) {
+            Ok(r) => r,
+            Err(e) => return deny(format!("the pending record cannot be used ({e})")),
+        };
+        match existing {
+            Some(r) if r.action != *action || r.run != *run.run() || r.gate != gate.name => deny(
+                format!("pending record {id} names another action; it was not honoured"),
+            ),
+            Some(r) if r.state == PendingState::Pending => pending("still_pending"),
+            Some(r) => match durable::consume(&dir, &id, now) {
+                Ok(true) if r.state == PendingState::Approved => {
+                    note("approval_consumed", json!({"id": id}))?;
+                    Ok(Verdict::Approved(Approval::mint(
+                        &gate.name,
+                        action.clone(),
+                        Granted::Durable { pending: id.clone() },
+                    )))
+                }
+                Ok(true) => deny(format!("a person denied pending approval {id}")),
+                Ok(false) => self.request(&dir, turn, gate, action, summary, &id, now, pending, deny),
+                Err(e) => deny(format!("the approval could not be consumed ({e})")),
+            },
+            None => self.request(&dir, turn, gate, action, summary, &id, now, pending, deny),
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn request(
+        &self,
+        dir: &std::path::Path,
+        turn: &TurnContext,
+        gate: &Gate,
+        action: &GatedAction,
+        summary: &str,
+        id: &str,
+        now: u64,
+        pending: impl Fn(&str) -> Result<Verdict, AuditError>,
+        deny: impl Fn(String) -> Result<Verdict, AuditError>,
+    ) -> Result<Verdict, AuditError> {
+        let record = PendingApproval {
+            id: id.into(),
+            run: turn.run().run().clone(),
+            agent: turn.agent().clone(),
+            gate: gate.name.clone(),
+            action: action.clone(),
+            summary: summary.into(),
+            requested_at_ms: now,
+            state: PendingState::Pending,
+        };
+        match durable::write(dir, &record) {
+            Ok(()) => pending("approval_requested"),
+            Err(e) => deny(format!("the pending record could not be written ({e})")),
+        }
+    }
+}

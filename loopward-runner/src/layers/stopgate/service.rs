@@ -1,0 +1,186 @@
+//! The stop-gate layers and services for turns and tool calls.
+
+use super::action::GatedAction;
+use super::gates::{Awaiting, StopGates, Verdict};
+use crate::layers::canonical_json;
+use crate::tool::{ToolError, ToolInvocation, ToolOutput};
+use crate::turn::{TurnError, TurnOutcome, TurnRequest};
+use futures::future::BoxFuture;
+use loopward_core::{Refusal, RunStatus};
+use std::task::{Context, Poll};
+use tower::{Service, ServiceExt};
+
+/// Gates an agent's turns (`point = "turn"`) and pauses the run when a tool gate waits for a
+/// durable approval.
+#[derive(Clone, Debug)]
+pub struct StopGateTurnLayer {
+    gates: StopGates,
+}
+
+/// Gates tool calls (`point = "tool"`, `"write"`, `"handoff"`).
+#[derive(Clone, Debug)]
+pub struct StopGateToolLayer {
+    gates: StopGates,
+}
+
+impl StopGates {
+    /// The turn layer of these gates.
+    pub fn turn_layer(&self) -> StopGateTurnLayer {
+        StopGateTurnLayer {
+            gates: self.clone(),
+        }
+    }
+
+    /// The tool layer of these gates.
+    pub fn tool_layer(&self) -> StopGateToolLayer {
+        StopGateToolLayer {
+            gates: self.clone(),
+        }
+    }
+}
+
+impl<S> tower::Layer<S> for StopGateTurnLayer {
+    type Service = StopGateTurnService<S>;
+    fn layer(&self, inner: S) -> Self::Service {
+        StopGateTurnService {
+            inner,
+            gates: self.gates.clone(),
+        }
+    }
+}
+
+impl<S> tower::Layer<S> for StopGateToolLayer {
+    type Service = StopGateToolService<S>;
+    fn layer(&self, inner: S) -> Self::Service {
+        StopGateToolService {
+            inner,
+            gates: self.gates.clone(),
+        }
+    }
+}
+
+/// See [`StopGateTurnLayer`].
+#[derive(Clone, Debug)]
+pub struct StopGateTurnService<S> {
+    inner: S,
+    gates: StopGates,
+}
+
+/// See [`StopGateToolLayer`].
+#[derive(Clone, Debug)]
+pub struct StopGateToolService<S> {
+    inner: S,
+    gates: StopGates,
+}
+
+fn awaiting(run: &crate::RunContext) -> Option<String> {
+    run.extensions()
+        .get::<Awaiting>()
+        .and_then(|a| a.0.lock().unwrap_or_else(|p| p.into_inner()).clone())
+}
+
+impl<S> Service<TurnRequest> for StopGateTurnService<S>
+where
+    S: Service<TurnRequest, Response = TurnOutcome, Error = TurnError> + Clone + Send + 'static,
+    S::Future: Send,
+{
+    type Response = TurnOutcome;
+    type Error = TurnError;
+    type Future = BoxFuture<'static, Result<TurnOutcome, TurnError>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), TurnError>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: TurnRequest) -> Self::Future {
+        let clone = self.inner.clone();
+        let inner = std::mem::replace(&mut self.inner, clone);
+        let gates = self.gates.clone();
+        Box::pin(async move {
+            let turn = req.turn.clone();
+            if let Some(pending) = awaiting(turn.run()) {
+                return Err(TurnError::Stop(RunStatus::AwaitingApproval { pending }));
+            }
+            let action = GatedAction::Turn {
+                agent: turn.agent().clone(),
+            };
+            for approval in gates.before_turn(&turn).await? {
+                approval.authorise(&action).map_err(|e| {
+                    TurnError::Stop(RunStatus::Stopped {
+                        reason: e.to_string(),
+                    })
+                })?;
+            }
+            let result = inner.oneshot(req).await;
+            if let Some(pending) = awaiting(turn.run()) {
+                return Err(TurnError::Stop(RunStatus::AwaitingApproval { pending }));
+            }
+            result
+        })
+    }
+}
+
+/// A one-line description of a call for the person deciding (at most 300 characters).
+fn summary(inv: &ToolInvocation) -> String {
+    let s = format!("{} {}", inv.call.name, canonical_json(&inv.call.arguments));
+    let mut out: String = s.chars().take(300).collect();
+    if out.len() < s.len() {
+        out.push('…');
+    }
+    out
+}
+
+impl<S> Service<ToolInvocation> for StopGateToolService<S>
+where
+    S: Service<ToolInvocation, Response = ToolOutput, Error = ToolError> + Clone + Send + 'static,
+    S::Future: Send,
+{
+    type Response = ToolOutput;
+    type Error = ToolError;
+    type Future = BoxFuture<'static, Result<ToolOutput, ToolError>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), ToolError>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, inv: ToolInvocation) -> Self::Future {
+        let clone = self.inner.clone();
+        let inner = std::mem::replace(&mut self.inner, clone);
+        let gates = self.gates.clone();
+        Box::pin(async move {
+            let action = GatedAction::tool(&inv.call.name, &inv.call.arguments);
+            let summary = summary(&inv);
+            let mut approvals = vec![];
+            for gate in gates.tool_gates(&inv) {
+                let verdict = gates
+                    .decide(&inv.turn, gate, &action, &summary)
+                    .await
+                    .map_err(|e| ToolError::Audit(e.0))?;
+                match verdict {
+                    Verdict::Approved(a) => approvals.push(a),
+                    Verdict::Denied(reason) => {
+                        return Err(ToolError::Refused(Refusal::new(
+                            format!("stopgate:{}", gate.name),
+                            format!("a person's approval is required for {summary} and it was not given: {reason}"),
+                            "do not retry this call; continue without it or explain in your reply why it is needed",
+                        )))
+                    }
+                    Verdict::Pending(id) => {
+                        inv.turn.state().tools_disabled = true;
+                        return Err(ToolError::Refused(Refusal::new(
+                            format!("stopgate:{}", gate.name),
+                            format!("{summary} waits for a person's approval (pending {id}); the run pauses after this reply"),
+                            "finish your reply in text; the call runs once the approval is given and the run is started again",
+                        )));
+                    }
+                }
+            }
+            for approval in approvals {
+                approval.authorise(&action).map_err(|e| {
+                    ToolError::Refused(Refusal::new("stopgate", e.to_string(), ""))
+                })?;
+            }
+            inner.oneshot(inv).await
+        })
+    }
+}
