@@ -34,6 +34,8 @@ mod canonical;
 pub mod caps;
 mod config;
 mod record;
+pub mod scope;
+pub mod ratelimit;
 pub mod repeat;
 pub mod stopgate;
 #[doc(hidden)]

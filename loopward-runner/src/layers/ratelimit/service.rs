@@ -1,0 +1,129 @@
+//! The rate-limit service.
+
+use super::layer::{Limiter, Quotas, Shared};
+use crate::layers::{record, scope::current_turn};
+use crate::model::{estimate_tokens, ChatRequest, ChatResponse, ModelError};
+use futures::future::BoxFuture;
+use governor::clock::Clock;
+use loopward_core::Refusal;
+use serde_json::json;
+use std::num::NonZeroU32;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+use tower::{Service, ServiceExt};
+
+/// A model service whose calls wait for their quotas.
+#[derive(Clone)]
+pub struct RateLimitService<S> {
+    inner: S,
+    shared: Arc<Shared>,
+}
+
+impl<S> std::fmt::Debug for RateLimitService<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RateLimitService").finish_non_exhaustive()
+    }
+}
+
+impl<S> RateLimitService<S> {
+    pub(super) fn new(inner: S, shared: Arc<Shared>) -> Self {
+        Self { inner, shared }
+    }
+}
+
+/// Waits until `limiter` admits `n` cells. Takes nothing while it waits.
+async fn admit(
+    limiter: &Limiter,
+    quotas: &Quotas,
+    n: u64,
+    what: &str,
+    whose: &str,
+) -> Result<Duration, ModelError> {
+    let Some(cells) = NonZeroU32::new(u32::try_from(n).unwrap_or(u32::MAX)) else {
+        return Ok(Duration::ZERO);
+    };
+    let mut waited = Duration::ZERO;
+    loop {
+        match limiter.check_n(cells) {
+            Ok(Ok(())) => return Ok(waited),
+            Ok(Err(not_until)) => {
+                let wait = not_until.wait_time_from(quotas.clock.now());
+                waited += wait;
+                tokio::time::sleep(wait).await;
+            }
+            Err(too_big) => {
+                return Err(ModelError::Refused(Refusal::new(
+                    "rate_limit",
+                    format!(
+                        "this call needs {n} {what} but the {whose} quota admits at most {} at once, so it could never run",
+                        too_big.0
+                    ),
+                    "shorten the conversation or lower max_tokens, or raise the quota",
+                )))
+            }
+        }
+    }
+}
+
+async fn admit_all(quotas: &Quotas, tokens: u64, whose: &str) -> Result<Duration, ModelError> {
+    let mut waited = Duration::ZERO;
+    if let Some(l) = &quotas.requests {
+        waited += admit(l, quotas, 1, "requests", whose).await?;
+    }
+    if let Some(l) = &quotas.tokens {
+        waited += admit(l, quotas, tokens, "tokens", whose).await?;
+    }
+    Ok(waited)
+}
+
+impl<S> Service<ChatRequest> for RateLimitService<S>
+where
+    S: Service<ChatRequest, Response = ChatResponse, Error = ModelError> + Clone + Send + 'static,
+    S::Future: Send,
+{
+    type Response = ChatResponse;
+    type Error = ModelError;
+    type Future = BoxFuture<'static, Result<ChatResponse, ModelError>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), ModelError>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: ChatRequest) -> Self::Future {
+        let clone = self.inner.clone();
+        let inner = std::mem::replace(&mut self.inner, clone);
+        let shared = self.shared.clone();
+        Box::pin(async move {
+            let tokens = req
+                .messages
+                .iter()
+                .map(|m| estimate_tokens(m.text()))
+                .sum::<u64>()
+                + u64::from(req.max_tokens.unwrap_or(0));
+            let mut waited = Duration::ZERO;
+            let result = async {
+                if let Some(q) = &shared.backend {
+                    waited += admit_all(q, tokens, "backend").await?;
+                }
+                if let Some(q) = shared.agent(&req.agent) {
+                    waited += admit_all(&q, tokens, "per-agent").await?;
+                }
+                Ok::<_, ModelError>(())
+            }
+            .await;
+            if let Some(turn) = current_turn() {
+                let (decision, detail) = match &result {
+                    Ok(()) => ("admitted", json!({"agent": req.agent, "tokens": tokens,
+                                                  "waited_ms": waited.as_millis()})),
+                    Err(e) => ("refused", json!({"agent": req.agent, "tokens": tokens,
+                                                 "reason": e.to_string()})),
+                };
+                record::decision(&turn, "rate_limit", decision, detail)
+                    .map_err(|e| ModelError::Refused(Refusal::new("audit", e.0, "")))?;
+            }
+            result?;
+            inner.oneshot(req).await
+        })
+    }
+}

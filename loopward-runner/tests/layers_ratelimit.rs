@@ -1,0 +1,142 @@
+//! Rate limits under paused tokio time: deterministic, no wall clock.
+
+use loopward_core::{AgentId, Message};
+use loopward_runner::layers::ratelimit::{QuotaConfig, RateConfig, RateLimitLayer};
+use loopward_runner::model::{BoxModelService, ChatRequest, ChatResponse, ModelError};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::time::Instant;
+use tower::{Layer, ServiceExt};
+
+/// A model that notes when (since `start`) each call reached it.
+fn recording(start: Instant, log: Arc<Mutex<Vec<Duration>>>) -> BoxModelService {
+    BoxModelService::new(tower::service_fn(move |_req: ChatRequest| {
+        log.lock().unwrap().push(start.elapsed());
+        async { Ok::<_, ModelError>(ChatResponse::default()) }
+    }))
+}
+
+fn req(agent: &str) -> ChatRequest {
+    ChatRequest {
+        agent: AgentId::new(agent).unwrap(),
+        messages: vec![],
+        tools: vec![],
+        max_tokens: None,
+    }
+}
+
+fn requests(n: u32, per_secs: u64) -> Option<QuotaConfig> {
+    Some(QuotaConfig {
+        requests: Some(n),
+        tokens: None,
+        per_secs,
+    })
+}
+
+#[tokio::test(start_paused = true)]
+async fn fifty_callers_against_twenty_per_second_admit_exactly_twenty_at_once() {
+    let start = Instant::now();
+    let log = Arc::new(Mutex::new(vec![]));
+    let layer = RateLimitLayer::new(RateConfig {
+        backend: requests(20, 1),
+        ..RateConfig::default()
+    })
+    .unwrap();
+    let model = layer.layer(recording(start, log.clone()));
+    let callers: Vec<_> = (0..50)
+        .map(|_| tokio::spawn(model.clone().oneshot(req("a"))))
+        .collect();
+    for c in callers {
+        c.await.unwrap().unwrap();
+    }
+    let mut times = log.lock().unwrap().clone();
+    times.sort();
+    assert_eq!(times.iter().filter(|t| t.is_zero()).count(), 20);
+    assert_eq!(times[20], Duration::from_millis(50), "then one every 50 ms");
+    assert_eq!(times[49], Duration::from_millis(1500));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_dropped_waiting_caller_leaves_its_slot_to_the_next() {
+    let start = Instant::now();
+    let log = Arc::new(Mutex::new(vec![]));
+    let layer = RateLimitLayer::new(RateConfig {
+        backend: requests(1, 1),
+        ..RateConfig::default()
+    })
+    .unwrap();
+    let model = layer.layer(recording(start, log.clone()));
+    model.clone().oneshot(req("a")).await.unwrap();
+    let waiting = tokio::spawn(model.clone().oneshot(req("a")));
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    waiting.abort();
+    assert!(waiting.await.unwrap_err().is_cancelled());
+    model.clone().oneshot(req("a")).await.unwrap();
+    assert_eq!(
+        *log.lock().unwrap(),
+        vec![Duration::ZERO, Duration::from_secs(1)],
+        "the third caller got the slot the dropped one waited for"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn each_agent_has_its_own_quota_and_clones_share_the_limiters() {
+    let start = Instant::now();
+    let log = Arc::new(Mutex::new(vec![]));
+    let layer = RateLimitLayer::new(RateConfig {
+        per_agent: requests(1, 10),
+        ..RateConfig::default()
+    })
+    .unwrap();
+    let one = layer.layer(recording(start, log.clone()));
+    let two = layer.layer(recording(start, log.clone()));
+    one.oneshot(req("a")).await.unwrap();
+    two.clone().oneshot(req("b")).await.unwrap();
+    two.oneshot(req("a")).await.unwrap();
+    assert_eq!(
+        *log.lock().unwrap(),
+        vec![Duration::ZERO, Duration::ZERO, Duration::from_secs(10)]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_call_larger_than_the_burst_fails_at_once_with_a_clear_error() {
+    let layer = RateLimitLayer::new(RateConfig {
+        backend: Some(QuotaConfig {
+            requests: None,
+            tokens: Some(100),
+            per_secs: 60,
+        }),
+        ..RateConfig::default()
+    })
+    .unwrap();
+    let start = Instant::now();
+    let model = layer.layer(recording(start, Arc::default()));
+    let mut big = req("a");
+    big.messages = vec![Message::human("x".repeat(4000))];
+    let err = model.clone().oneshot(big).await.unwrap_err();
+    assert!(err.to_string().contains("needs 1000 tokens but the backend quota admits at most 100"), "{err}");
+    assert!(start.elapsed().is_zero());
+    let mut small = req("a");
+    small.messages = vec![Message::human("x".repeat(400))];
+    model.oneshot(small).await.unwrap();
+}
+
+#[test]
+fn zero_or_empty_quotas_are_refused_naming_the_field() {
+    let err = RateLimitLayer::new(RateConfig {
+        backend: requests(0, 1),
+        ..RateConfig::default()
+    })
+    .unwrap_err();
+    assert_eq!(err.field, "rate.backend.requests");
+    let err = RateLimitLayer::new(RateConfig {
+        per_agent: requests(5, 0),
+        ..RateConfig::default()
+    })
+    .unwrap_err();
+    assert_eq!(err.field, "rate.per_agent.per_secs");
+    let err: Result<RateConfig, _> = toml::from_str("[backend]\nper_secs = 1\n");
+    let err = RateLimitLayer::new(err.unwrap()).unwrap_err();
+    assert_eq!(err.field, "rate.backend");
+}
