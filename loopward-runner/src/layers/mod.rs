@@ -31,6 +31,7 @@
 //! ```
 
 mod canonical;
+pub mod budget;
 pub mod caps;
 mod config;
 mod record;
@@ -38,6 +39,7 @@ pub mod scope;
 pub mod ratelimit;
 pub mod repeat;
 pub mod stopgate;
+pub mod timeout;
 #[doc(hidden)]
 pub mod testing;
 

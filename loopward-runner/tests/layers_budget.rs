@@ -1,0 +1,143 @@
+//! Token and cost budgets end the run with the figures, overshooting by at most one model call.
+
+use loopward_core::{AgentId, AuditEvent, Price, RunId, RunStatus};
+use loopward_runner::audit::MemorySink;
+use loopward_runner::layers::budget::{BudgetConfig, BudgetLayer};
+use loopward_runner::model::{fake::{FakeModel, Script}, BoxModelService};
+use loopward_runner::{tools, BoxTurnService, LlmAgent, RunReport, RunSpec, Runner, Workspace};
+use serde_json::json;
+use std::sync::Arc;
+use tower::Layer;
+
+async fn run_with(config: BudgetConfig) -> (RunReport, Arc<MemorySink>) {
+    let a = AgentId::new("a").unwrap();
+    let mut script = Script::default();
+    for i in 0..20 {
+        script.call(&a, "list_dir", json!({"path": ".", "n": i}));
+    }
+    script.say(&a, "done");
+    let budget = BudgetLayer::new(config).unwrap();
+    let model = BoxModelService::new(budget.meter().layer(FakeModel::new(script)));
+    let agent = LlmAgent::builder(a.clone(), model)
+        .tools(tools::builtin(std::slice::from_ref(&a)))
+        .max_steps(100)
+        .build();
+    let dir = tempfile::tempdir().unwrap();
+    let runner = Runner::builder(Workspace::new(dir.path()).unwrap())
+        .agent(a.clone(), BoxTurnService::new(budget.layer(agent)))
+        .unwrap()
+        .build()
+        .unwrap();
+    let sink = Arc::new(MemorySink::default());
+    let report = runner
+        .run(RunSpec {
+            id: RunId::new("r1").unwrap(),
+            task: "list".into(),
+            first: a,
+            audit: sink.clone(),
+            audit_location: None,
+        })
+        .await;
+    (report, sink)
+}
+
+fn model_call_tokens(sink: &MemorySink) -> Vec<u64> {
+    sink.events()
+        .into_iter()
+        .filter_map(|(_, e)| match e {
+            AuditEvent::ModelCall { usage, .. } => Some(usage.total()),
+            _ => None,
+        })
+        .collect()
+}
+
+fn exceeded(sink: &MemorySink) -> Vec<serde_json::Value> {
+    sink.events()
+        .into_iter()
+        .filter_map(|(_, e)| match e {
+            AuditEvent::LayerDecision { layer, decision, detail }
+                if layer == "budget" && decision == "budget_exceeded" => Some(detail),
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_token_budget_stops_mid_turn_after_the_call_that_crossed_it() {
+    let (report, sink) = run_with(BudgetConfig {
+        max_tokens: Some(300),
+        ..BudgetConfig::default()
+    })
+    .await;
+    let calls = model_call_tokens(&sink);
+    let total: u64 = calls.iter().sum();
+    let before_last: u64 = calls[..calls.len() - 1].iter().sum();
+    assert!(before_last < 300 && total >= 300, "calls {calls:?}");
+    assert!(calls.len() < 21, "the script was not played to the end");
+    assert_eq!(
+        report.status,
+        RunStatus::BudgetExceeded {
+            budget: format!("tokens (used {total} of 300)")
+        }
+    );
+    let figures = exceeded(&sink);
+    assert_eq!(figures.len(), 1);
+    assert_eq!(figures[0]["limit"], 300);
+    assert_eq!(figures[0]["used"], total);
+}
+
+#[tokio::test]
+async fn a_cost_budget_prices_each_call_by_the_model_that_answered() {
+    let one_micro_per_token = Price {
+        input_per_mtok_micros: 1_000_000,
+        output_per_mtok_micros: 1_000_000,
+    };
+    let (report, sink) = run_with(BudgetConfig {
+        max_cost_usd: Some(0.0002),
+        prices: [("fake".to_string(), one_micro_per_token)].into(),
+        ..BudgetConfig::default()
+    })
+    .await;
+    let total: u64 = model_call_tokens(&sink).iter().sum();
+    assert_eq!(
+        report.status,
+        RunStatus::BudgetExceeded {
+            budget: format!("cost (used {total} of 200 micro-dollars)")
+        }
+    );
+
+    let (report, _) = run_with(BudgetConfig {
+        max_cost_usd: Some(1.0),
+        prices: [("other".to_string(), one_micro_per_token)].into(),
+        ..BudgetConfig::default()
+    })
+    .await;
+    assert_eq!(
+        report.status,
+        RunStatus::BudgetExceeded {
+            budget: "cost (model \"fake\" has no price)".into()
+        }
+    );
+}
+
+#[tokio::test]
+async fn a_run_within_its_budget_completes() {
+    let (report, sink) = run_with(BudgetConfig {
+        max_tokens: Some(1_000_000),
+        ..BudgetConfig::default()
+    })
+    .await;
+    assert_eq!(report.status, RunStatus::Completed);
+    assert!(exceeded(&sink).is_empty());
+}
+
+#[test]
+fn negative_zero_and_absurd_budgets_are_refused_naming_the_field() {
+    let parse = |t: &str| toml::from_str::<BudgetConfig>(t);
+    let err = BudgetLayer::new(parse("max_cost_usd = -1.0\nprices.fake = { input_per_mtok_micros = 1, output_per_mtok_micros = 1 }").unwrap()).unwrap_err();
+    assert_eq!(err.field, "budget.max_cost_usd");
+    assert!(parse("max_tokens = -5").unwrap_err().to_string().contains("max_tokens"));
+    assert_eq!(BudgetLayer::new(parse("max_tokens = 0").unwrap()).unwrap_err().field, "budget.max_tokens");
+    assert_eq!(BudgetLayer::new(parse("max_cost_usd = 5.0").unwrap()).unwrap_err().field, "budget.prices");
+    assert!(parse("max_tokenz = 5").unwrap_err().to_string().contains("max_tokenz"));
+}
