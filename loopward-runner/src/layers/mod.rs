@@ -33,6 +33,7 @@
 mod canonical;
 pub mod budget;
 pub mod caps;
+pub mod classjump;
 mod config;
 mod record;
 pub mod scope;

@@ -1,0 +1,308 @@
+//! The tracker: per-run state of each subtask and the verdicts it mints.
+
+use crate::context::{RunContext, TurnContext};
+use crate::layers::{record, ConfigError};
+use loopward_core::AuditError;
+use serde::Deserialize;
+use serde_json::json;
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+
+/// Failures allowed per strategy by default.
+pub const DEFAULT_FAILURES_PER_STRATEGY: u32 = 3;
+
+fn default_failures() -> u32 {
+    DEFAULT_FAILURES_PER_STRATEGY
+}
+
+/// The `[class_jump]` table of `loopward.toml`.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClassJumpConfig {
+    /// Strategies in the order they are forced (at least one, unique, at most 32).
+    pub strategies: Vec<String>,
+    /// Failures a strategy may have before the next is forced (1..=100, default 3).
+    #[serde(default = "default_failures")]
+    pub failures_per_strategy: u32,
+}
+
+/// How an attempt went.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Attempt {
+    /// It failed.
+    Failed,
+    /// It succeeded: the subtask is done.
+    Succeeded,
+}
+
+/// What a verdict says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum VerdictKind {
+    /// Try again with the same strategy.
+    Retry,
+    /// The strategy is spent: use [`Verdict::strategy`], the next one.
+    Jump,
+    /// Every strategy is spent; the run ends `Exhausted`.
+    Exhausted,
+    /// The subtask succeeded.
+    Done,
+}
+
+/// The tracker's answer to a reported attempt. Only the tracker mints one.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Verdict {
+    kind: VerdictKind,
+    subtask: String,
+    strategy: Option<String>,
+    failures: u32,
+    allowed: u32,
+}
+
+impl Verdict {
+    /// What it says.
+    pub fn kind(&self) -> VerdictKind {
+        self.kind
+    }
+
+    /// The subtask.
+    pub fn subtask(&self) -> &str {
+        &self.subtask
+    }
+
+    /// The strategy the next attempt must use (none when exhausted or done).
+    pub fn strategy(&self) -> Option<&str> {
+        self.strategy.as_deref()
+    }
+
+    /// Failures of the current strategy so far, and how many it is allowed.
+    pub fn failures(&self) -> (u32, u32) {
+        (self.failures, self.allowed)
+    }
+
+    /// The sentence the agent reads.
+    pub fn message(&self) -> String {
+        let s = self.strategy.as_deref().unwrap_or("");
+        match self.kind {
+            VerdictKind::Retry => format!(
+                "retry {} with strategy {s} ({} of {} failures used)",
+                self.subtask, self.failures, self.allowed
+            ),
+            VerdictKind::Jump => format!(
+                "class-jump: the previous strategy failed {} times on {}; it may not be retried. Use strategy {s} next",
+                self.allowed, self.subtask
+            ),
+            VerdictKind::Exhausted => format!(
+                "every strategy for {} is spent; the run ends now. Report what you tried in your reply",
+                self.subtask
+            ),
+            VerdictKind::Done => format!("{} is done", self.subtask),
+        }
+    }
+}
+
+/// A reported attempt was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ClassJumpError {
+    /// The strategy is not in the configured list.
+    #[error("{strategy:?} is not a configured strategy; the strategies are: {all}")]
+    UnknownStrategy {
+        /// The strategy given.
+        strategy: String,
+        /// The configured strategies.
+        all: String,
+    },
+    /// The strategy is not the one the subtask must use now (spent, or not yet reached).
+    #[error("strategy {strategy} may not be used for {subtask} now; the current strategy is {current}")]
+    NotCurrent {
+        /// The subtask.
+        subtask: String,
+        /// The strategy given.
+        strategy: String,
+        /// The strategy to use.
+        current: String,
+    },
+    /// The subtask already ended (done or exhausted).
+    #[error("{subtask} already ended ({how}); do not report more attempts for it")]
+    Ended {
+        /// The subtask.
+        subtask: String,
+        /// `done` or `exhausted`.
+        how: &'static str,
+    },
+    /// The subtask name is empty or longer than 200 bytes.
+    #[error("a subtask needs a name of 1 to 200 bytes")]
+    BadSubtask,
+    /// The ledger could not record the verdict; it was not given.
+    #[error("{0}")]
+    Audit(#[from] AuditError),
+}
+
+#[derive(Default)]
+struct Sub {
+    index: usize,
+    failures: u32,
+    ended: Option<&'static str>,
+}
+
+/// Per-run state, in the run's extensions.
+#[derive(Default)]
+struct State {
+    subtasks: Mutex<HashMap<String, Sub>>,
+    exhausted: Mutex<Option<String>>,
+}
+
+/// The class-jump tracker. Cheap to clone; its state is per run.
+#[derive(Clone, Debug)]
+pub struct ClassJump {
+    config: Arc<ClassJumpConfig>,
+}
+
+impl ClassJump {
+    /// A tracker; fails naming the field for an empty or duplicate strategy list or a zero or
+    /// absurd allowance.
+    pub fn new(config: ClassJumpConfig) -> Result<Self, ConfigError> {
+        crate::layers::config::in_range(
+            "class_jump.failures_per_strategy",
+            config.failures_per_strategy.into(),
+            100,
+        )?;
+        if config.strategies.is_empty() || config.strategies.len() > 32 {
+            return Err(ConfigError::new(
+                "class_jump.strategies",
+                "list between 1 and 32 strategies",
+            ));
+        }
+        let mut seen = HashSet::new();
+        for s in &config.strategies {
+            if s.trim().is_empty() || !seen.insert(s) {
+                return Err(ConfigError::new(
+                    "class_jump.strategies",
+                    format!("{s:?} is empty or listed twice"),
+                ));
+            }
+        }
+        Ok(Self {
+            config: Arc::new(config),
+        })
+    }
+
+    /// The most failed attempts a subtask can have before the run ends.
+    pub fn max_failures(&self) -> u32 {
+        let n = u32::try_from(self.config.strategies.len()).unwrap_or(u32::MAX);
+        n.saturating_mul(self.config.failures_per_strategy)
+    }
+
+    /// The configured strategies.
+    pub fn strategies(&self) -> &[String] {
+        &self.config.strategies
+    }
+
+    /// Whether a subtask of this run ran out of strategies.
+    pub fn is_exhausted(&self, run: &RunContext) -> bool {
+        exhausted(run).is_some()
+    }
+
+    /// Reports one attempt of `subtask` with `strategy` and returns the verdict, recorded in the
+    /// ledger before it is returned.
+    pub fn report(
+        &self,
+        turn: &TurnContext,
+        subtask: &str,
+        strategy: &str,
+        attempt: Attempt,
+    ) -> Result<Verdict, ClassJumpError> {
+        if subtask.is_empty() || subtask.len() > 200 {
+            return Err(ClassJumpError::BadSubtask);
+        }
+        let all = &self.config.strategies;
+        let allowed = self.config.failures_per_strategy;
+        let refuse = |e: ClassJumpError| -> Result<Verdict, ClassJumpError> {
+            record::decision(
+                turn,
+                "class_jump",
+                "refused",
+                json!({"subtask": subtask, "strategy": strategy, "reason": e.to_string()}),
+            )?;
+            Err(e)
+        };
+        if !all.iter().any(|s| s == strategy) {
+            return refuse(ClassJumpError::UnknownStrategy {
+                strategy: strategy.chars().take(80).collect(),
+                all: all.join(", "),
+            });
+        }
+        let state = turn.run().extensions().get_or_default::<State>();
+        let mut subs = state.subtasks.lock().unwrap_or_else(|p| p.into_inner());
+        let sub = subs.entry(subtask.to_string()).or_default();
+        if let Some(how) = sub.ended {
+            return refuse(ClassJumpError::Ended {
+                subtask: subtask.into(),
+                how,
+            });
+        }
+        let current = &all[sub.index];
+        if current != strategy {
+            return refuse(ClassJumpError::NotCurrent {
+                subtask: subtask.into(),
+                strategy: strategy.into(),
+                current: current.clone(),
+            });
+        }
+        let verdict = |kind, strategy: Option<&String>, failures| Verdict {
+            kind,
+            subtask: subtask.into(),
+            strategy: strategy.cloned(),
+            failures,
+            allowed,
+        };
+        let v = match attempt {
+            Attempt::Succeeded => {
+                sub.ended = Some("done");
+                verdict(VerdictKind::Done, None, sub.failures)
+            }
+            Attempt::Failed if sub.failures + 1 < allowed => {
+                sub.failures += 1;
+                verdict(VerdictKind::Retry, Some(current), sub.failures)
+            }
+            Attempt::Failed => match all.get(sub.index + 1) {
+                Some(next) => {
+                    sub.index += 1;
+                    sub.failures = 0;
+                    verdict(VerdictKind::Jump, Some(next), allowed)
+                }
+                None => {
+                    sub.ended = Some("exhausted");
+                    verdict(VerdictKind::Exhausted, None, allowed)
+                }
+            },
+        };
+        let word = match v.kind {
+            VerdictKind::Retry => "retry",
+            VerdictKind::Jump => "class_jump",
+            VerdictKind::Exhausted => "exhausted",
+            VerdictKind::Done => "succeeded",
+        };
+        record::decision(
+            turn,
+            "class_jump",
+            word,
+            json!({"subtask": subtask, "strategy": strategy, "failures": v.failures,
+                   "allowed": allowed, "next": v.strategy}),
+        )?;
+        drop(subs);
+        if v.kind == VerdictKind::Exhausted {
+            *state.exhausted.lock().unwrap_or_else(|p| p.into_inner()) = Some(subtask.into());
+            turn.state().tools_disabled = true;
+        }
+        Ok(v)
+    }
+}
+
+/// The subtask that ran out of strategies in `run`, if any.
+pub(super) fn exhausted(run: &RunContext) -> Option<String> {
+    run.extensions()
+        .get::<State>()
+        .and_then(|s| s.exhausted.lock().unwrap_or_else(|p| p.into_inner()).clone())
+}

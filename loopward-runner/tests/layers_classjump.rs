@@ -1,0 +1,134 @@
+//! Class-jump through the runner, driven by a scripted agent calling `report_attempt`.
+
+use loopward_core::{AgentId, AuditEvent, RunId, RunStatus};
+use loopward_runner::audit::MemorySink;
+use loopward_runner::layers::classjump::{ClassJump, ClassJumpConfig};
+use loopward_runner::model::{fake::{FakeModel, Script}, BoxModelService};
+use loopward_runner::tool::ToolSet;
+use loopward_runner::{BoxTurnService, LlmAgent, RunReport, RunSpec, Runner, Workspace};
+use serde_json::json;
+use std::sync::Arc;
+use tower::Layer;
+
+fn tracker() -> ClassJump {
+    ClassJump::new(ClassJumpConfig {
+        strategies: vec!["patch".into(), "rewrite".into()],
+        failures_per_strategy: 3,
+    })
+    .unwrap()
+}
+
+async fn play(strategies: &[&str], then_say: &str) -> (RunReport, Arc<MemorySink>) {
+    let builder = AgentId::new("builder").unwrap();
+    let mut script = Script::default();
+    for s in strategies {
+        script.call(
+            &builder,
+            "report_attempt",
+            json!({"subtask": "fix-flaky-test", "strategy": s, "outcome": "failed"}),
+        );
+    }
+    script.say(&builder, then_say);
+    let cj = tracker();
+    let agent = LlmAgent::builder(builder.clone(), BoxModelService::new(FakeModel::new(script)))
+        .tools(ToolSet::new().with(cj.tool()))
+        .max_steps(50)
+        .build();
+    let dir = tempfile::tempdir().unwrap();
+    let runner = Runner::builder(Workspace::new(dir.path()).unwrap())
+        .agent(builder.clone(), BoxTurnService::new(cj.layer().layer(agent)))
+        .unwrap()
+        .build()
+        .unwrap();
+    let sink = Arc::new(MemorySink::default());
+    let report = runner
+        .run(RunSpec {
+            id: RunId::new("r1").unwrap(),
+            task: "fix the flaky test".into(),
+            first: builder,
+            audit: sink.clone(),
+            audit_location: None,
+        })
+        .await;
+    (report, sink)
+}
+
+fn verdicts(sink: &MemorySink) -> Vec<String> {
+    sink.events()
+        .into_iter()
+        .filter_map(|(_, e)| match e {
+            AuditEvent::LayerDecision { layer, decision, .. } if layer == "class_jump" => {
+                Some(decision)
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn three_failures_force_the_next_strategy_and_running_out_ends_the_run_exhausted() {
+    let (report, sink) = play(
+        &["patch", "patch", "patch", "rewrite", "rewrite", "rewrite"],
+        "I tried everything.",
+    )
+    .await;
+    assert_eq!(report.status, RunStatus::Exhausted);
+    assert_eq!(
+        verdicts(&sink),
+        ["retry", "retry", "class_jump", "retry", "retry", "exhausted"]
+    );
+    assert_eq!(tracker().max_failures(), 6, "the known bound");
+    let texts: Vec<String> = sink
+        .events()
+        .into_iter()
+        .filter_map(|(_, e)| match e {
+            AuditEvent::ToolFinished { summary, .. } => Some(summary),
+            _ => None,
+        })
+        .collect();
+    assert!(texts[2].starts_with("class-jump: the previous strategy failed 3 times"));
+    assert!(texts[2].ends_with("Use strategy rewrite next"));
+}
+
+#[tokio::test]
+async fn retrying_a_spent_strategy_is_refused_and_does_not_count() {
+    let (report, sink) = play(
+        &["patch", "patch", "patch", "patch", "rewrite"],
+        "Switched to rewrite.",
+    )
+    .await;
+    assert_eq!(report.status, RunStatus::Completed);
+    assert_eq!(
+        verdicts(&sink),
+        ["retry", "retry", "class_jump", "refused", "retry"]
+    );
+    let refused = sink.events().into_iter().any(|(_, e)| {
+        matches!(e, AuditEvent::ToolFinished { is_error: true, summary, .. }
+            if summary.contains("strategy patch may not be used for fix-flaky-test now; the current strategy is rewrite"))
+    });
+    assert!(refused);
+}
+
+#[test]
+fn bad_strategy_lists_are_refused_naming_the_field() {
+    let err = ClassJump::new(ClassJumpConfig {
+        strategies: vec![],
+        failures_per_strategy: 3,
+    })
+    .unwrap_err();
+    assert_eq!(err.field, "class_jump.strategies");
+    let err = ClassJump::new(ClassJumpConfig {
+        strategies: vec!["a".into(), "a".into()],
+        failures_per_strategy: 3,
+    })
+    .unwrap_err();
+    assert_eq!(err.field, "class_jump.strategies");
+    let err = ClassJump::new(ClassJumpConfig {
+        strategies: vec!["a".into()],
+        failures_per_strategy: 0,
+    })
+    .unwrap_err();
+    assert_eq!(err.field, "class_jump.failures_per_strategy");
+    let parsed: ClassJumpConfig = toml::from_str("strategies = [\"a\", \"b\"]").unwrap();
+    assert_eq!(parsed.failures_per_strategy, 3);
+}
