@@ -37,6 +37,7 @@ pub mod classjump;
 mod config;
 mod record;
 pub mod scope;
+pub mod stack;
 pub mod ratelimit;
 pub mod repeat;
 pub mod stopgate;
