@@ -52,19 +52,40 @@ strategies = ["patch", "rewrite"]
 
 fn script(planner: &AgentId, builder: &AgentId) -> Script {
     let mut s = Script::default();
-    s.call(planner, "write_file", json!({"path": "plan.md", "content": "1. notes"}));
-    s.call(planner, "handoff", json!({"to": "builder", "message": "write the release notes"}));
-    s.call(builder, "report_attempt", json!({"subtask": "notes", "strategy": "patch", "outcome": "succeeded"}));
-    s.call(builder, "write_file", json!({"path": "release/notes.md", "content": "v1: hello"}));
+    s.call(
+        planner,
+        "write_file",
+        json!({"path": "plan.md", "content": "1. notes"}),
+    );
+    s.call(
+        planner,
+        "handoff",
+        json!({"to": "builder", "message": "write the release notes"}),
+    );
+    s.call(
+        builder,
+        "report_attempt",
+        json!({"subtask": "notes", "strategy": "patch", "outcome": "succeeded"}),
+    );
+    s.call(
+        builder,
+        "write_file",
+        json!({"path": "release/notes.md", "content": "v1: hello"}),
+    );
     s.say(builder, "Release notes written.");
     s
 }
 
 async fn start(dir: &Path, config: &LayersConfig) -> RunReport {
     let stack = Stack::new(config).unwrap();
-    let (planner, builder) = (AgentId::new("planner").unwrap(), AgentId::new("builder").unwrap());
+    let (planner, builder) = (
+        AgentId::new("planner").unwrap(),
+        AgentId::new("builder").unwrap(),
+    );
     let team = [planner.clone(), builder.clone()];
-    let model = stack.model(BoxModelService::new(FakeModel::new(script(&planner, &builder))));
+    let model = stack.model(BoxModelService::new(FakeModel::new(script(
+        &planner, &builder,
+    ))));
     let mut runner = Runner::builder(Workspace::new(dir).unwrap());
     for name in &team {
         let mut toolset = tools::builtin(&team);
@@ -76,7 +97,9 @@ async fn start(dir: &Path, config: &LayersConfig) -> RunReport {
             .tool_stack(stack.tools(BoxToolService::new(ToolExecutor)))
             .max_steps(stack.steps_per_turn())
             .build();
-        runner = runner.agent(name.clone(), stack.turn(BoxTurnService::new(agent))).unwrap();
+        runner = runner
+            .agent(name.clone(), stack.turn(BoxTurnService::new(agent)))
+            .unwrap();
     }
     runner
         .build()
@@ -103,7 +126,10 @@ async fn main() {
     let record = approve(&pending_dir(dir.path()), &pending).unwrap();
     println!("approved {} ({})", record.id, record.summary);
     let second = start(dir.path(), &config).await;
-    println!("second start: {:?} after {} turns", second.status, second.turns);
+    println!(
+        "second start: {:?} after {} turns",
+        second.status, second.turns
+    );
     let notes = std::fs::read_to_string(dir.path().join("release/notes.md")).unwrap();
     println!("release/notes.md: {notes}");
     assert_eq!(second.status, RunStatus::Completed);

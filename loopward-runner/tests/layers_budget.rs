@@ -1,9 +1,13 @@
 //! Token and cost budgets end the run with the figures, overshooting by at most one model call.
+#![allow(clippy::unwrap_used)] // helpers of tests, not only #[test] fns
 
 use loopward_core::{AgentId, AuditEvent, Price, RunId, RunStatus};
 use loopward_runner::audit::MemorySink;
 use loopward_runner::layers::budget::{BudgetConfig, BudgetLayer};
-use loopward_runner::model::{fake::{FakeModel, Script}, BoxModelService};
+use loopward_runner::model::{
+    fake::{FakeModel, Script},
+    BoxModelService,
+};
 use loopward_runner::{tools, BoxTurnService, LlmAgent, RunReport, RunSpec, Runner, Workspace};
 use serde_json::json;
 use std::sync::Arc;
@@ -55,8 +59,11 @@ fn exceeded(sink: &MemorySink) -> Vec<serde_json::Value> {
     sink.events()
         .into_iter()
         .filter_map(|(_, e)| match e {
-            AuditEvent::LayerDecision { layer, decision, detail }
-                if layer == "budget" && decision == "budget_exceeded" => Some(detail),
+            AuditEvent::LayerDecision {
+                layer,
+                decision,
+                detail,
+            } if layer == "budget" && decision == "budget_exceeded" => Some(detail),
             _ => None,
         })
         .collect()
@@ -136,8 +143,24 @@ fn negative_zero_and_absurd_budgets_are_refused_naming_the_field() {
     let parse = |t: &str| toml::from_str::<BudgetConfig>(t);
     let err = BudgetLayer::new(parse("max_cost_usd = -1.0\nprices.fake = { input_per_mtok_micros = 1, output_per_mtok_micros = 1 }").unwrap()).unwrap_err();
     assert_eq!(err.field, "budget.max_cost_usd");
-    assert!(parse("max_tokens = -5").unwrap_err().to_string().contains("max_tokens"));
-    assert_eq!(BudgetLayer::new(parse("max_tokens = 0").unwrap()).unwrap_err().field, "budget.max_tokens");
-    assert_eq!(BudgetLayer::new(parse("max_cost_usd = 5.0").unwrap()).unwrap_err().field, "budget.prices");
-    assert!(parse("max_tokenz = 5").unwrap_err().to_string().contains("max_tokenz"));
+    assert!(parse("max_tokens = -5")
+        .unwrap_err()
+        .to_string()
+        .contains("max_tokens"));
+    assert_eq!(
+        BudgetLayer::new(parse("max_tokens = 0").unwrap())
+            .unwrap_err()
+            .field,
+        "budget.max_tokens"
+    );
+    assert_eq!(
+        BudgetLayer::new(parse("max_cost_usd = 5.0").unwrap())
+            .unwrap_err()
+            .field,
+        "budget.prices"
+    );
+    assert!(parse("max_tokenz = 5")
+        .unwrap_err()
+        .to_string()
+        .contains("max_tokenz"));
 }

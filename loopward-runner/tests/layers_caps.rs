@@ -1,4 +1,5 @@
 //! Anti-loop caps and repeat detection, end to end through the runner.
+#![allow(clippy::unwrap_used)] // helpers of tests, not only #[test] fns
 
 use loopward_core::{AgentId, AuditEvent, RunId, RunStatus, ToolCall, Usage};
 use loopward_runner::audit::MemorySink;
@@ -110,10 +111,17 @@ async fn a_model_repeating_one_call_forever_stops_exactly_at_the_step_cap() {
     assert_eq!(report.turns, 1);
     assert_eq!(probe.calls(), 3, "the call ran max_identical times");
     assert_eq!(decisions(&sink, "repeat", "refused").len(), 4);
-    let requested = sink.kinds().iter().filter(|k| **k == "tool_requested").count();
+    let requested = sink
+        .kinds()
+        .iter()
+        .filter(|k| **k == "tool_requested")
+        .count();
     assert_eq!(requested, 7, "exactly steps_per_turn calls were made");
     let cap = decisions(&sink, "caps", "cap_reached");
-    assert_eq!(cap, vec![json!({"cap": "steps_per_turn", "limit": 7, "value": 7})]);
+    assert_eq!(
+        cap,
+        vec![json!({"cap": "steps_per_turn", "limit": 7, "value": 7})]
+    );
 }
 
 fn ping_pong_runner(dir: &std::path::Path, caps: CapsConfig) -> (Runner, AgentId) {
@@ -152,7 +160,10 @@ async fn endless_handoffs_stop_exactly_at_the_turn_cap() {
     assert_eq!(report.handoffs.len(), 5);
     assert_eq!(decisions(&sink, "caps", "allow").len(), 5);
     let model_calls = sink.kinds().iter().filter(|k| **k == "model_call").count();
-    assert_eq!(model_calls, 5, "the refused sixth turn never reached the model");
+    assert_eq!(
+        model_calls, 5,
+        "the refused sixth turn never reached the model"
+    );
 }
 
 #[tokio::test]
@@ -212,7 +223,11 @@ async fn wrap_up_grants_one_turn_without_tools_then_stops() {
         }
     );
     assert_eq!(report.turns, 3, "two turns and one wrap-up turn");
-    assert_eq!(report.handoffs.len(), 2, "the wrap-up turn could not hand off");
+    assert_eq!(
+        report.handoffs.len(),
+        2,
+        "the wrap-up turn could not hand off"
+    );
     assert_eq!(decisions(&sink, "caps", "wrap_up").len(), 1);
     // The wrap-up turn's handoff attempt was answered "tools are disabled".
     let disabled = sink.events().into_iter().any(|(_, e)| {

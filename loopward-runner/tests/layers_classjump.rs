@@ -1,9 +1,13 @@
 //! Class-jump through the runner, driven by a scripted agent calling `report_attempt`.
+#![allow(clippy::unwrap_used)] // helpers of tests, not only #[test] fns
 
 use loopward_core::{AgentId, AuditEvent, RunId, RunStatus};
 use loopward_runner::audit::MemorySink;
 use loopward_runner::layers::classjump::{ClassJump, ClassJumpConfig};
-use loopward_runner::model::{fake::{FakeModel, Script}, BoxModelService};
+use loopward_runner::model::{
+    fake::{FakeModel, Script},
+    BoxModelService,
+};
 use loopward_runner::tool::ToolSet;
 use loopward_runner::{BoxTurnService, LlmAgent, RunReport, RunSpec, Runner, Workspace};
 use serde_json::json;
@@ -30,13 +34,19 @@ async fn play(strategies: &[&str], then_say: &str) -> (RunReport, Arc<MemorySink
     }
     script.say(&builder, then_say);
     let cj = tracker();
-    let agent = LlmAgent::builder(builder.clone(), BoxModelService::new(FakeModel::new(script)))
-        .tools(ToolSet::new().with(cj.tool()))
-        .max_steps(50)
-        .build();
+    let agent = LlmAgent::builder(
+        builder.clone(),
+        BoxModelService::new(FakeModel::new(script)),
+    )
+    .tools(ToolSet::new().with(cj.tool()))
+    .max_steps(50)
+    .build();
     let dir = tempfile::tempdir().unwrap();
     let runner = Runner::builder(Workspace::new(dir.path()).unwrap())
-        .agent(builder.clone(), BoxTurnService::new(cj.layer().layer(agent)))
+        .agent(
+            builder.clone(),
+            BoxTurnService::new(cj.layer().layer(agent)),
+        )
         .unwrap()
         .build()
         .unwrap();
@@ -57,9 +67,9 @@ fn verdicts(sink: &MemorySink) -> Vec<String> {
     sink.events()
         .into_iter()
         .filter_map(|(_, e)| match e {
-            AuditEvent::LayerDecision { layer, decision, .. } if layer == "class_jump" => {
-                Some(decision)
-            }
+            AuditEvent::LayerDecision {
+                layer, decision, ..
+            } if layer == "class_jump" => Some(decision),
             _ => None,
         })
         .collect()
@@ -75,7 +85,14 @@ async fn three_failures_force_the_next_strategy_and_running_out_ends_the_run_exh
     assert_eq!(report.status, RunStatus::Exhausted);
     assert_eq!(
         verdicts(&sink),
-        ["retry", "retry", "class_jump", "retry", "retry", "exhausted"]
+        [
+            "retry",
+            "retry",
+            "class_jump",
+            "retry",
+            "retry",
+            "exhausted"
+        ]
     );
     assert_eq!(tracker().max_failures(), 6, "the known bound");
     let texts: Vec<String> = sink

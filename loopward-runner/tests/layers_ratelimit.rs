@@ -1,4 +1,5 @@
 //! Rate limits under paused tokio time: deterministic, no wall clock.
+#![allow(clippy::unwrap_used)] // helpers of tests, not only #[test] fns
 
 use loopward_core::{AgentId, Message};
 use loopward_runner::layers::ratelimit::{QuotaConfig, RateConfig, RateLimitLayer};
@@ -115,7 +116,11 @@ async fn a_call_larger_than_the_burst_fails_at_once_with_a_clear_error() {
     let mut big = req("a");
     big.messages = vec![Message::human("x".repeat(4000))];
     let err = model.clone().oneshot(big).await.unwrap_err();
-    assert!(err.to_string().contains("needs 1000 tokens but the backend quota admits at most 100"), "{err}");
+    assert!(
+        err.to_string()
+            .contains("needs 1000 tokens but the backend quota admits at most 100"),
+        "{err}"
+    );
     assert!(start.elapsed().is_zero());
     let mut small = req("a");
     small.messages = vec![Message::human("x".repeat(400))];

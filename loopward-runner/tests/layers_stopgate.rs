@@ -1,4 +1,5 @@
 //! Stop-gates: approvals bound to one action, durable approvals across restarts, modes.
+#![allow(clippy::unwrap_used)] // helpers of tests, not only #[test] fns
 
 use loopward_core::{AgentId, AuditEvent, RunId, RunStatus};
 use loopward_runner::audit::MemorySink;
@@ -7,7 +8,10 @@ use loopward_runner::layers::stopgate::{
     StopGates, StopMode,
 };
 use loopward_runner::layers::testing::{run, turn, Probe};
-use loopward_runner::model::{fake::{FakeModel, Script}, BoxModelService};
+use loopward_runner::model::{
+    fake::{FakeModel, Script},
+    BoxModelService,
+};
 use loopward_runner::tool::{BoxToolService, ToolError, ToolExecutor};
 use loopward_runner::{tools, BoxTurnService, LlmAgent, RunReport, RunSpec, Runner, Workspace};
 use serde_json::json;
@@ -19,9 +23,9 @@ fn decisions(sink: &MemorySink) -> Vec<String> {
     sink.events()
         .into_iter()
         .filter_map(|(_, e)| match e {
-            AuditEvent::LayerDecision { layer, decision, .. } if layer == "stopgate" => {
-                Some(decision)
-            }
+            AuditEvent::LayerDecision {
+                layer, decision, ..
+            } if layer == "stopgate" => Some(decision),
             _ => None,
         })
         .collect()
@@ -35,16 +39,25 @@ async fn an_approval_for_one_phase_does_not_authorise_another() {
         .with_approver(Arc::new(approver));
     let dir = tempfile::tempdir().unwrap();
     let (r, sink) = run(dir.path(), "r1");
-    let mut approvals = gates.before_phase(&turn(&r, "builder", 1), "deploy").await.unwrap();
+    let mut approvals = gates
+        .before_phase(&turn(&r, "builder", 1), "deploy")
+        .await
+        .unwrap();
     assert_eq!(approvals.len(), 1);
     let approval = approvals.remove(0);
-    let release = GatedAction::Phase { name: "release".into() };
+    let release = GatedAction::Phase {
+        name: "release".into(),
+    };
     let err = approval.authorise(&release).unwrap_err();
     assert_eq!(err.approved, "phase:deploy");
     assert_eq!(err.attempted, "phase:release");
     assert_eq!(decisions(&sink), vec!["approved"]);
     // An ungated phase needs no approval.
-    assert!(gates.before_phase(&turn(&r, "builder", 1), "release").await.unwrap().is_empty());
+    assert!(gates
+        .before_phase(&turn(&r, "builder", 1), "release")
+        .await
+        .unwrap()
+        .is_empty());
 }
 
 #[tokio::test]
@@ -58,35 +71,62 @@ async fn a_durable_approval_for_call_a_is_not_honoured_for_call_b() {
     let t = turn(&r, "builder", 1);
     let a = json!({"env": "staging"});
     let b = json!({"env": "prod"});
-    assert!(tools.clone().oneshot(deploy.invocation(&t, a.clone())).await.is_err());
+    assert!(tools
+        .clone()
+        .oneshot(deploy.invocation(&t, a.clone()))
+        .await
+        .is_err());
     let pending = list_pending(&pdir).unwrap();
     approve(&pdir, &pending[0].id).unwrap();
 
     let (r, sink) = run(dir.path(), "r1");
     let t = turn(&r, "builder", 1);
     let out = tools.clone().oneshot(deploy.invocation(&t, b)).await;
-    assert!(matches!(out, Err(ToolError::Refused(ref r)) if r.reason.contains("waits for a person's approval")));
+    assert!(
+        matches!(out, Err(ToolError::Refused(ref r)) if r.reason.contains("waits for a person's approval"))
+    );
     assert_eq!(deploy.calls(), 0, "B did not run on A's approval");
-    assert_eq!(list_pending(&pdir).unwrap().len(), 1, "B asked for its own approval");
+    assert_eq!(
+        list_pending(&pdir).unwrap().len(),
+        1,
+        "B asked for its own approval"
+    );
     // A's approval is still there, unconsumed, and runs A.
-    tools.clone().oneshot(deploy.invocation(&t, a)).await.unwrap();
+    tools
+        .clone()
+        .oneshot(deploy.invocation(&t, a))
+        .await
+        .unwrap();
     assert_eq!(deploy.calls(), 1);
-    assert_eq!(decisions(&sink), vec!["approval_requested", "approval_consumed"]);
+    assert_eq!(
+        decisions(&sink),
+        vec!["approval_requested", "approval_consumed"]
+    );
 }
 
 fn gated_runner(dir: &Path) -> (Runner, AgentId) {
     let builder = AgentId::new("builder").unwrap();
     let mut script = Script::default();
-    script.call(&builder, "write_file", json!({"path": "release/notes.md", "content": "v1"}));
+    script.call(
+        &builder,
+        "write_file",
+        json!({"path": "release/notes.md", "content": "v1"}),
+    );
     script.say(&builder, "Done.");
     let gates = StopGates::new(&[StopGateConfig::write("release/*", StopMode::Durable)]).unwrap();
     let tool_stack = BoxToolService::new(gates.tool_layer().layer(ToolExecutor));
-    let agent = LlmAgent::builder(builder.clone(), BoxModelService::new(FakeModel::new(script)))
-        .tools(tools::builtin(std::slice::from_ref(&builder)))
-        .tool_stack(tool_stack)
-        .build();
+    let agent = LlmAgent::builder(
+        builder.clone(),
+        BoxModelService::new(FakeModel::new(script)),
+    )
+    .tools(tools::builtin(std::slice::from_ref(&builder)))
+    .tool_stack(tool_stack)
+    .build();
     let runner = Runner::builder(Workspace::new(dir).unwrap())
-        .agent(builder.clone(), BoxTurnService::new(gates.turn_layer().layer(agent)))
+        .agent(
+            builder.clone(),
+            BoxTurnService::new(gates.turn_layer().layer(agent)),
+        )
         .unwrap()
         .build()
         .unwrap();
@@ -135,7 +175,10 @@ async fn a_durable_approval_survives_a_restart_and_runs_the_action_once() {
     approve(&pdir, &pending).unwrap();
     let (second, sink2) = start(dir.path()).await;
     assert_eq!(second.status, RunStatus::Completed);
-    assert_eq!(std::fs::read_to_string(dir.path().join("release/notes.md")).unwrap(), "v1");
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("release/notes.md")).unwrap(),
+        "v1"
+    );
     assert_eq!(std::fs::read_dir(pdir.join("consumed")).unwrap().count(), 1);
 
     // The approval was used up: a third start asks again instead of writing again.
@@ -155,7 +198,10 @@ async fn a_denied_durable_approval_refuses_the_call_and_the_model_reads_why() {
         panic!("expected AwaitingApproval");
     };
     deny(&pdir, &pending).unwrap();
-    assert!(approve(&pdir, &pending).is_err(), "a decision cannot be changed");
+    assert!(
+        approve(&pdir, &pending).is_err(),
+        "a decision cannot be changed"
+    );
     let (second, sink) = start(dir.path()).await;
     assert_eq!(second.status, RunStatus::Completed);
     assert!(!dir.path().join("release/notes.md").exists());
@@ -176,7 +222,12 @@ async fn a_tampered_pending_record_is_not_honoured() {
     };
     let path = pdir.join(format!("{pending}.json"));
     let text = std::fs::read_to_string(&path).unwrap();
-    std::fs::write(&path, text.replace("\"pending\"", "\"approved\"").replace("}", ",\"x\":1}")).unwrap();
+    std::fs::write(
+        &path,
+        text.replace("\"pending\"", "\"approved\"")
+            .replace("}", ",\"x\":1}"),
+    )
+    .unwrap();
     let (second, sink) = start(dir.path()).await;
     assert_eq!(second.status, RunStatus::Completed);
     assert!(!dir.path().join("release/notes.md").exists());
@@ -190,8 +241,13 @@ async fn interactive_gates_deny_without_an_approver_or_an_answer_in_time() {
     let t = turn(&r, "builder", 1);
     let shell = Probe::new("shell");
 
-    let no_approver = StopGates::new(&[StopGateConfig::tool("shell", StopMode::Interactive)]).unwrap();
-    let out = no_approver.tool_layer().layer(ToolExecutor).oneshot(shell.invocation(&t, json!({}))).await;
+    let no_approver =
+        StopGates::new(&[StopGateConfig::tool("shell", StopMode::Interactive)]).unwrap();
+    let out = no_approver
+        .tool_layer()
+        .layer(ToolExecutor)
+        .oneshot(shell.invocation(&t, json!({})))
+        .await;
     assert!(matches!(out, Err(ToolError::Refused(ref r)) if r.reason.contains("no approver")));
 
     struct Silent;
@@ -202,9 +258,17 @@ async fn interactive_gates_deny_without_an_approver_or_an_answer_in_time() {
     }
     let mut config = StopGateConfig::tool("shell", StopMode::Interactive);
     config.ask_timeout_secs = Some(30);
-    let silent = StopGates::new(&[config]).unwrap().with_approver(Arc::new(Silent));
-    let out = silent.tool_layer().layer(ToolExecutor).oneshot(shell.invocation(&t, json!({}))).await;
-    assert!(matches!(out, Err(ToolError::Refused(ref r)) if r.reason.contains("no answer within 30s")));
+    let silent = StopGates::new(&[config])
+        .unwrap()
+        .with_approver(Arc::new(Silent));
+    let out = silent
+        .tool_layer()
+        .layer(ToolExecutor)
+        .oneshot(shell.invocation(&t, json!({})))
+        .await;
+    assert!(
+        matches!(out, Err(ToolError::Refused(ref r)) if r.reason.contains("no answer within 30s"))
+    );
 
     let yes = StopGates::new(&[StopGateConfig::tool("shell", StopMode::Interactive)])
         .unwrap()
@@ -212,7 +276,11 @@ async fn interactive_gates_deny_without_an_approver_or_an_answer_in_time() {
             assert!(r.summary.starts_with("shell {"));
             Answer::Approve { by: "ana".into() }
         }));
-    yes.tool_layer().layer(ToolExecutor).oneshot(shell.invocation(&t, json!({}))).await.unwrap();
+    yes.tool_layer()
+        .layer(ToolExecutor)
+        .oneshot(shell.invocation(&t, json!({})))
+        .await
+        .unwrap();
     assert_eq!(shell.calls(), 1);
     assert_eq!(decisions(&sink), vec!["denied", "denied", "approved"]);
 }
@@ -220,10 +288,17 @@ async fn interactive_gates_deny_without_an_approver_or_an_answer_in_time() {
 #[tokio::test]
 async fn turn_and_handoff_gates_stop_or_refuse() {
     let dir = tempfile::tempdir().unwrap();
-    let (planner, builder) = (AgentId::new("planner").unwrap(), AgentId::new("builder").unwrap());
+    let (planner, builder) = (
+        AgentId::new("planner").unwrap(),
+        AgentId::new("builder").unwrap(),
+    );
     let team = [planner.clone(), builder.clone()];
     let mut script = Script::default();
-    script.call(&planner, "handoff", json!({"to": "builder", "message": "go"}));
+    script.call(
+        &planner,
+        "handoff",
+        json!({"to": "builder", "message": "go"}),
+    );
     script.say(&planner, "I could not hand off.");
     let model = BoxModelService::new(FakeModel::new(script));
     let build = |gates: &StopGates| {
@@ -234,7 +309,10 @@ async fn turn_and_handoff_gates_stop_or_refuse() {
                 .tool_stack(BoxToolService::new(gates.tool_layer().layer(ToolExecutor)))
                 .build();
             runner = runner
-                .agent(name.clone(), BoxTurnService::new(gates.turn_layer().layer(agent)))
+                .agent(
+                    name.clone(),
+                    BoxTurnService::new(gates.turn_layer().layer(agent)),
+                )
                 .unwrap();
         }
         runner.build().unwrap()
@@ -250,9 +328,13 @@ async fn turn_and_handoff_gates_stop_or_refuse() {
     let report = build(&turn_gate).run(spec()).await;
     assert_eq!(
         report.status,
-        RunStatus::Stopped { reason: "stop-gate turn:planner denied: gate turn:planner always denies this action".into() }
+        RunStatus::Stopped {
+            reason: "stop-gate turn:planner denied: gate turn:planner always denies this action"
+                .into()
+        }
     );
-    let handoff_gate = StopGates::new(&[StopGateConfig::handoff("builder", StopMode::Deny)]).unwrap();
+    let handoff_gate =
+        StopGates::new(&[StopGateConfig::handoff("builder", StopMode::Deny)]).unwrap();
     let report = build(&handoff_gate).run(spec()).await;
     assert_eq!(report.status, RunStatus::Completed);
     assert!(report.handoffs.is_empty());
@@ -270,13 +352,23 @@ fn bad_gate_settings_are_refused_naming_the_field() {
     };
     let err = StopGates::new(&parse("[[stopgate]]\npoint = \"tool\"\ntool = \"shell\"\nmode = \"auto\"\n[[stopgate]]\npoint = \"before_lunch\"\nmode = \"deny\"\n")).unwrap_err();
     assert_eq!(err.field, "stopgate[1].point");
-    assert!(err.why.contains("expected one of turn, phase, tool, write, handoff"));
-    let err = StopGates::new(&parse("[[stopgate]]\npoint = \"write\"\nmode = \"deny\"\n")).unwrap_err();
+    assert!(err
+        .why
+        .contains("expected one of turn, phase, tool, write, handoff"));
+    let err =
+        StopGates::new(&parse("[[stopgate]]\npoint = \"write\"\nmode = \"deny\"\n")).unwrap_err();
     assert_eq!(err.field, "stopgate[0].glob");
-    let err = StopGates::new(&parse("[[stopgate]]\npoint = \"write\"\nglob = \"src/[\"\nmode = \"deny\"\n")).unwrap_err();
+    let err = StopGates::new(&parse(
+        "[[stopgate]]\npoint = \"write\"\nglob = \"src/[\"\nmode = \"deny\"\n",
+    ))
+    .unwrap_err();
     assert_eq!(err.field, "stopgate[0].glob");
-    let err = StopGates::new(&parse("[[stopgate]]\npoint = \"tool\"\ntool = \"shell\"\nto = \"x\"\nmode = \"deny\"\n")).unwrap_err();
+    let err = StopGates::new(&parse(
+        "[[stopgate]]\npoint = \"tool\"\ntool = \"shell\"\nto = \"x\"\nmode = \"deny\"\n",
+    ))
+    .unwrap_err();
     assert_eq!(err.field, "stopgate[0].to");
-    let bad_mode = toml::from_str::<StopGateConfig>("point = \"tool\"\ntool = \"shell\"\nmode = \"maybe\"\n");
+    let bad_mode =
+        toml::from_str::<StopGateConfig>("point = \"tool\"\ntool = \"shell\"\nmode = \"maybe\"\n");
     assert!(bad_mode.unwrap_err().to_string().contains("maybe"));
 }

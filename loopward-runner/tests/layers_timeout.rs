@@ -1,4 +1,5 @@
 //! Timeouts under paused time: a slow call becomes an error at exactly its limit.
+#![allow(clippy::unwrap_used)] // helpers of tests, not only #[test] fns
 
 use loopward_core::{AgentId, RunStatus};
 use loopward_runner::layers::testing::{run, turn, Probe};
@@ -32,7 +33,12 @@ async fn a_slow_model_call_times_out_at_its_limit() {
         tools: vec![],
         max_tokens: None,
     };
-    let err = timeouts().model_layer().layer(slow).oneshot(req).await.unwrap_err();
+    let err = timeouts()
+        .model_layer()
+        .layer(slow)
+        .oneshot(req)
+        .await
+        .unwrap_err();
     assert_eq!(err, ModelError::Timeout(Duration::from_secs(30)));
     assert_eq!(start.elapsed(), Duration::from_secs(30));
 }
@@ -46,7 +52,12 @@ async fn a_slow_tool_call_is_an_error_result_not_a_hang() {
         ToolExecutor.oneshot(_inv).await
     });
     let inv = Probe::new("shell").invocation(&turn(&r, "builder", 1), serde_json::json!({}));
-    let err = timeouts().tool_layer().layer(slow).oneshot(inv).await.unwrap_err();
+    let err = timeouts()
+        .tool_layer()
+        .layer(slow)
+        .oneshot(inv)
+        .await
+        .unwrap_err();
     assert_eq!(err, ToolError::Timeout { secs: 10 });
     assert!(err.to_string().contains("longer than 10s"));
     assert!(!err.is_fatal());
@@ -54,7 +65,12 @@ async fn a_slow_tool_call_is_an_error_result_not_a_hang() {
     // A fast call passes untouched.
     let probe = Probe::new("read_file");
     let inv = probe.invocation(&turn(&r, "builder", 1), serde_json::json!({}));
-    timeouts().tool_layer().layer(ToolExecutor).oneshot(inv).await.unwrap();
+    timeouts()
+        .tool_layer()
+        .layer(ToolExecutor)
+        .oneshot(inv)
+        .await
+        .unwrap();
     assert_eq!(probe.calls(), 1);
 }
 
@@ -70,7 +86,12 @@ async fn a_turn_that_runs_too_long_ends_the_run_at_a_named_cap() {
         turn: turn(&r, "builder", 1),
         messages: vec![],
     };
-    let err = timeouts().turn_layer().layer(slow).oneshot(req).await.unwrap_err();
+    let err = timeouts()
+        .turn_layer()
+        .layer(slow)
+        .oneshot(req)
+        .await
+        .unwrap_err();
     assert_eq!(
         err.status(),
         RunStatus::CapReached {

@@ -30,20 +30,20 @@
 //! assert!(err.to_string().contains("repeat.max_identical"));
 //! ```
 
-mod canonical;
 pub mod budget;
+mod canonical;
 pub mod caps;
 pub mod classjump;
 mod config;
+pub mod ratelimit;
 mod record;
+pub mod repeat;
 pub mod scope;
 pub mod stack;
-pub mod ratelimit;
-pub mod repeat;
 pub mod stopgate;
-pub mod timeout;
 #[doc(hidden)]
 pub mod testing;
+pub mod timeout;
 
 pub use canonical::{call_digest, canonical_json};
 pub use config::ConfigError;

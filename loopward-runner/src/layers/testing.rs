@@ -69,7 +69,11 @@ impl Probe {
     pub fn invocation(&self, turn: &TurnContext, arguments: serde_json::Value) -> ToolInvocation {
         let n = self.calls.load(Ordering::SeqCst);
         ToolInvocation {
-            call: ToolCall::new(format!("call-{}-{n}", self.name), self.name.clone(), arguments),
+            call: ToolCall::new(
+                format!("call-{}-{n}", self.name),
+                self.name.clone(),
+                arguments,
+            ),
             tool: Arc::new(self.clone()),
             accesses: vec![],
             turn: turn.clone(),

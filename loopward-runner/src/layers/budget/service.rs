@@ -159,7 +159,9 @@ where
             t.usage += reply.usage;
             match limits.prices.get(&reply.model) {
                 Some(price) => {
-                    t.cost_micros = t.cost_micros.saturating_add(price.cost_micros(&reply.usage));
+                    t.cost_micros = t
+                        .cost_micros
+                        .saturating_add(price.cost_micros(&reply.usage));
                 }
                 None if limits.max_cost_micros.is_some() => {
                     t.unpriced.get_or_insert_with(|| reply.model.clone());

@@ -50,7 +50,11 @@ impl Counts {
             detail: json!({"cap": name, "limit": limit, "value": value}),
         };
         if self.turns >= c.turns_per_run {
-            return Some(hit("turns_per_run", c.turns_per_run.into(), self.turns.into()));
+            return Some(hit(
+                "turns_per_run",
+                c.turns_per_run.into(),
+                self.turns.into(),
+            ));
         }
         if let Some(max) = c.turns_per_agent {
             let n = self.per_agent.get(agent).copied().unwrap_or(0);

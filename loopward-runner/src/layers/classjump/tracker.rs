@@ -114,7 +114,9 @@ pub enum ClassJumpError {
         all: String,
     },
     /// The strategy is not the one the subtask must use now (spent, or not yet reached).
-    #[error("strategy {strategy} may not be used for {subtask} now; the current strategy is {current}")]
+    #[error(
+        "strategy {strategy} may not be used for {subtask} now; the current strategy is {current}"
+    )]
     NotCurrent {
         /// The subtask.
         subtask: String,
@@ -302,7 +304,10 @@ impl ClassJump {
 
 /// The subtask that ran out of strategies in `run`, if any.
 pub(super) fn exhausted(run: &RunContext) -> Option<String> {
-    run.extensions()
-        .get::<State>()
-        .and_then(|s| s.exhausted.lock().unwrap_or_else(|p| p.into_inner()).clone())
+    run.extensions().get::<State>().and_then(|s| {
+        s.exhausted
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    })
 }

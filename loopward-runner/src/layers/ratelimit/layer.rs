@@ -53,7 +53,13 @@ pub(super) struct Quotas {
     pub(super) clock: TokioClock,
 }
 
-fn limiter(field: &str, n: u32, max: u64, per: u64, clock: TokioClock) -> Result<Limiter, ConfigError> {
+fn limiter(
+    field: &str,
+    n: u32,
+    max: u64,
+    per: u64,
+    clock: TokioClock,
+) -> Result<Limiter, ConfigError> {
     in_range(field, n.into(), max)?;
     let burst = NonZeroU32::new(n).ok_or_else(|| ConfigError::new(field, "must be at least 1"))?;
     let quota = Quota::with_period(Duration::from_secs(per) / n)
@@ -81,11 +87,27 @@ impl QuotaConfig {
         let clock = TokioClock::new();
         let requests = self
             .requests
-            .map(|n| limiter(&format!("{at}.requests"), n, 1_000_000, self.per_secs, clock))
+            .map(|n| {
+                limiter(
+                    &format!("{at}.requests"),
+                    n,
+                    1_000_000,
+                    self.per_secs,
+                    clock,
+                )
+            })
             .transpose()?;
         let tokens = self
             .tokens
-            .map(|n| limiter(&format!("{at}.tokens"), n, 1_000_000_000, self.per_secs, clock))
+            .map(|n| {
+                limiter(
+                    &format!("{at}.tokens"),
+                    n,
+                    1_000_000_000,
+                    self.per_secs,
+                    clock,
+                )
+            })
             .transpose()?;
         Ok(Quotas {
             requests,

@@ -114,10 +114,16 @@ where
             .await;
             if let Some(turn) = current_turn() {
                 let (decision, detail) = match &result {
-                    Ok(()) => ("admitted", json!({"agent": req.agent, "tokens": tokens,
-                                                  "waited_ms": waited.as_millis()})),
-                    Err(e) => ("refused", json!({"agent": req.agent, "tokens": tokens,
-                                                 "reason": e.to_string()})),
+                    Ok(()) => (
+                        "admitted",
+                        json!({"agent": req.agent, "tokens": tokens,
+                                                  "waited_ms": waited.as_millis()}),
+                    ),
+                    Err(e) => (
+                        "refused",
+                        json!({"agent": req.agent, "tokens": tokens,
+                                                 "reason": e.to_string()}),
+                    ),
                 };
                 record::decision(&turn, "rate_limit", decision, detail)
                     .map_err(|e| ModelError::Refused(Refusal::new("audit", e.0, "")))?;

@@ -10,7 +10,7 @@ use serde::Serialize;
 /// It has no public constructor and is not `Clone`: the gated services run an action only after
 /// [`Approval::authorise`] consumed an approval for that very action.
 ///
-/// ```compile_fail
+/// ```compile_fail,E0451
 /// use loopward_runner::layers::stopgate::{Approval, GatedAction, Granted};
 /// // Private fields: an approval cannot be forged outside the gate.
 /// let forged = Approval {
@@ -20,7 +20,7 @@ use serde::Serialize;
 /// };
 /// ```
 ///
-/// ```compile_fail
+/// ```compile_fail,E0599
 /// use loopward_runner::layers::stopgate::Approval;
 /// let forged = Approval::default(); // no Default, no new, no Deserialize
 /// ```

@@ -190,9 +190,8 @@ impl Gate {
         let Some(target) = target else {
             return Err(ConfigError::new(field(wanted), "required"));
         };
-        let agent = |t: &str| {
-            AgentId::new(t).map_err(|e| ConfigError::new(field(wanted), e.to_string()))
-        };
+        let agent =
+            |t: &str| AgentId::new(t).map_err(|e| ConfigError::new(field(wanted), e.to_string()));
         let point = match wanted {
             "agent" => Point::Turn(agent(&target)?),
             "phase" => Point::Phase(target.clone()),

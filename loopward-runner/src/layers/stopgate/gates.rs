@@ -29,7 +29,10 @@ struct Inner {
 impl std::fmt::Debug for StopGates {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("StopGates")
-            .field("gates", &self.inner.gates.iter().map(|g| &g.name).collect::<Vec<_>>())
+            .field(
+                "gates",
+                &self.inner.gates.iter().map(|g| &g.name).collect::<Vec<_>>(),
+            )
             .field("approver", &self.inner.approver.is_some())
             .finish()
     }
@@ -104,8 +107,13 @@ impl StopGates {
             .gates
             .iter()
             .filter(|g| matches!(&g.point, Point::Turn(a) if a == turn.agent()));
-        self.clear_or_stop(turn, gates, &action, &format!("start a turn of {}", turn.agent()))
-            .await
+        self.clear_or_stop(
+            turn,
+            gates,
+            &action,
+            &format!("start a turn of {}", turn.agent()),
+        )
+        .await
     }
 
     async fn clear_or_stop<'a>(
@@ -203,10 +211,7 @@ impl StopGates {
                         tokio::time::timeout(wait, approver.ask(request))
                             .await
                             .unwrap_or_else(|_| Answer::Deny {
-                                reason: format!(
-                                    "no answer within {}s",
-                                    gate.ask_timeout_secs
-                                ),
+                                reason: format!("no answer within {}s", gate.ask_timeout_secs),
                             })
                     }
                 };
@@ -266,11 +271,15 @@ impl StopGates {
                     Ok(Verdict::Approved(Approval::mint(
                         &gate.name,
                         action.clone(),
-                        Granted::Durable { pending: id.clone() },
+                        Granted::Durable {
+                            pending: id.clone(),
+                        },
                     )))
                 }
                 Ok(true) => deny(format!("a person denied pending approval {id}")),
-                Ok(false) => self.request(&dir, turn, gate, action, summary, &id, now, pending, deny),
+                Ok(false) => {
+                    self.request(&dir, turn, gate, action, summary, &id, now, pending, deny)
+                }
                 Err(e) => deny(format!("the approval could not be consumed ({e})")),
             },
             None => self.request(&dir, turn, gate, action, summary, &id, now, pending, deny),

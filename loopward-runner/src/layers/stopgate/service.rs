@@ -176,9 +176,9 @@ where
                 }
             }
             for approval in approvals {
-                approval.authorise(&action).map_err(|e| {
-                    ToolError::Refused(Refusal::new("stopgate", e.to_string(), ""))
-                })?;
+                approval
+                    .authorise(&action)
+                    .map_err(|e| ToolError::Refused(Refusal::new("stopgate", e.to_string(), "")))?;
             }
             inner.oneshot(inv).await
         })

@@ -65,9 +65,13 @@ where
                 Ok(r) => r,
                 Err(_) => {
                     if let Some(turn) = scope::current_turn() {
-                        record::decision(&turn, "timeout", "model_call_timed_out",
-                            json!({"agent": agent, "limit_ms": limit.as_millis()}))
-                            .map_err(|e| ModelError::Refused(Refusal::new("audit", e.0, "")))?;
+                        record::decision(
+                            &turn,
+                            "timeout",
+                            "model_call_timed_out",
+                            json!({"agent": agent, "limit_ms": limit.as_millis()}),
+                        )
+                        .map_err(|e| ModelError::Refused(Refusal::new("audit", e.0, "")))?;
                     }
                     Err(ModelError::Timeout(limit))
                 }
@@ -134,8 +138,12 @@ where
             match tokio::time::timeout(Duration::from_secs(secs), inner.oneshot(req)).await {
                 Ok(r) => r,
                 Err(_) => {
-                    record::decision(&turn, "timeout", "turn_timed_out",
-                        json!({"limit_secs": secs}))?;
+                    record::decision(
+                        &turn,
+                        "timeout",
+                        "turn_timed_out",
+                        json!({"limit_secs": secs}),
+                    )?;
                     Err(TurnError::Stop(RunStatus::CapReached {
                         cap: format!("turn_secs ({secs})"),
                     }))
