@@ -268,3 +268,66 @@ fn zero_or_absurd_caps_are_refused_naming_the_field() {
     let parsed: Result<CapsConfig, _> = toml::from_str("turns_per_run = 3\nturn_cap = 4\n");
     assert!(parsed.unwrap_err().to_string().contains("turn_cap"));
 }
+
+#[tokio::test]
+async fn wall_time_is_measured_on_the_run_clock() {
+    use loopward_runner::{Clock, ManualClock};
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(1_000_000));
+    let (a, b) = (AgentId::new("a").unwrap(), AgentId::new("b").unwrap());
+    // Each model call takes ten seconds of the run's clock.
+    let ticking = {
+        let clock = clock.clone();
+        let inner = ping_pong();
+        BoxModelService::new(tower::service_fn(move |req: ChatRequest| {
+            clock.advance_millis(10_000);
+            tower::ServiceExt::oneshot(inner.clone(), req)
+        }))
+    };
+    let layer = CapsLayer::new(CapsConfig {
+        wall_time_secs: Some(25),
+        ..CapsConfig::default()
+    })
+    .unwrap();
+    let mut runner =
+        Runner::builder(Workspace::new(dir.path()).unwrap()).clock(clock.clone() as Arc<dyn Clock>);
+    for name in [&a, &b] {
+        let agent = LlmAgent::builder(name.clone(), ticking.clone())
+            .tools(tools::builtin(&[a.clone(), b.clone()]))
+            .build();
+        runner = runner
+            .agent(name.clone(), BoxTurnService::new(layer.layer(agent)))
+            .unwrap();
+    }
+    let (report, _) = run(runner.build().unwrap(), &a).await;
+    assert_eq!(
+        report.status,
+        RunStatus::CapReached {
+            cap: "wall_time_secs (25)".into()
+        }
+    );
+    assert_eq!(
+        report.handoffs.len(),
+        3,
+        "turns at 0 s, 10 s and 20 s ran; 30 s did not"
+    );
+}
+
+#[tokio::test]
+async fn a_ledger_that_cannot_record_the_decision_stops_the_call() {
+    use loopward_runner::layers::testing::{run as run_ctx, turn};
+    use loopward_runner::tool::ToolError;
+    use tower::ServiceExt;
+    let dir = tempfile::tempdir().unwrap();
+    let (r, sink) = run_ctx(dir.path(), "r1");
+    sink.fail_after(0);
+    let probe = Probe::new("probe");
+    let svc = RepeatLayer::new(RepeatConfig::default())
+        .unwrap()
+        .layer(ToolExecutor);
+    let out = svc
+        .oneshot(probe.invocation(&turn(&r, "builder", 1), json!({})))
+        .await;
+    assert!(matches!(out, Err(ToolError::Audit(_))));
+    assert_eq!(probe.calls(), 0);
+}

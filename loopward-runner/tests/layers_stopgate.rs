@@ -372,3 +372,34 @@ fn bad_gate_settings_are_refused_naming_the_field() {
         toml::from_str::<StopGateConfig>("point = \"tool\"\ntool = \"shell\"\nmode = \"maybe\"\n");
     assert!(bad_mode.unwrap_err().to_string().contains("maybe"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn racing_restarts_consume_one_durable_approval_exactly_once() {
+    let gates = StopGates::new(&[StopGateConfig::tool("deploy", StopMode::Durable)]).unwrap();
+    let tools = gates.tool_layer().layer(ToolExecutor);
+    let deploy = Probe::new("deploy");
+    let dir = tempfile::tempdir().unwrap();
+    let pdir = pending_dir(dir.path());
+    let args = json!({"env": "prod"});
+    let (r, _) = run(dir.path(), "r1");
+    assert!(tools
+        .clone()
+        .oneshot(deploy.invocation(&turn(&r, "builder", 1), args.clone()))
+        .await
+        .is_err());
+    approve(&pdir, &list_pending(&pdir).unwrap()[0].id).unwrap();
+    let racers: Vec<_> = (0..8)
+        .map(|_| {
+            let (r, _) = run(dir.path(), "r1");
+            let inv = deploy.invocation(&turn(&r, "builder", 1), args.clone());
+            tokio::spawn(tools.clone().oneshot(inv))
+        })
+        .collect();
+    let mut ran = 0;
+    for r in racers {
+        if r.await.unwrap().is_ok() {
+            ran += 1;
+        }
+    }
+    assert_eq!((ran, deploy.calls()), (1, 1));
+}
