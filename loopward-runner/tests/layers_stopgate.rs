@@ -403,3 +403,55 @@ async fn racing_restarts_consume_one_durable_approval_exactly_once() {
     }
     assert_eq!((ran, deploy.calls()), (1, 1));
 }
+
+#[tokio::test]
+async fn a_durable_turn_gate_pauses_before_the_agent_runs_and_lets_one_turn_through() {
+    let dir = tempfile::tempdir().unwrap();
+    let pdir = pending_dir(dir.path());
+    let builder = AgentId::new("builder").unwrap();
+    let start = || async {
+        let mut script = Script::default();
+        script.say(&builder, "Built.");
+        let gates = StopGates::new(&[StopGateConfig::turn("builder", StopMode::Durable)]).unwrap();
+        let agent = LlmAgent::builder(
+            builder.clone(),
+            BoxModelService::new(FakeModel::new(script)),
+        )
+        .build();
+        let runner = Runner::builder(Workspace::new(dir.path()).unwrap())
+            .agent(
+                builder.clone(),
+                BoxTurnService::new(gates.turn_layer().layer(agent)),
+            )
+            .unwrap()
+            .build()
+            .unwrap();
+        let sink = Arc::new(MemorySink::default());
+        let report = runner
+            .run(RunSpec {
+                id: RunId::new("r2").unwrap(),
+                task: "build".into(),
+                first: builder.clone(),
+                audit: sink.clone(),
+                audit_location: None,
+            })
+            .await;
+        (report, sink)
+    };
+    let (first, sink) = start().await;
+    let RunStatus::AwaitingApproval { pending } = first.status else {
+        panic!("expected AwaitingApproval, got {:?}", first.status);
+    };
+    assert!(
+        !sink.kinds().contains(&"model_call"),
+        "the agent did not run"
+    );
+    let found =
+        loopward_runner::layers::stopgate::find_pending(&pdir, "r2", "turn:builder").unwrap();
+    assert_eq!(found.len(), 1);
+    assert_eq!(found[0].id, pending);
+    approve(&pdir, &pending).unwrap();
+    let (second, _) = start().await;
+    assert_eq!(second.status, RunStatus::Completed);
+    assert_eq!(second.final_text, "Built.");
+}

@@ -1,6 +1,6 @@
 //! Recording a layer's decision in the run's ledger.
 
-use crate::context::{RunContext, TurnContext};
+use crate::context::TurnContext;
 use loopward_core::{AuditError, AuditEvent};
 
 /// Records `LayerDecision { layer, decision, detail }` for a turn.
@@ -11,21 +11,6 @@ pub(crate) fn decision(
     detail: serde_json::Value,
 ) -> Result<(), AuditError> {
     turn.record(&AuditEvent::LayerDecision {
-        layer: layer.into(),
-        decision: decision.into(),
-        detail,
-    })
-}
-
-/// Records a run-level `LayerDecision`.
-#[allow(dead_code)]
-pub(crate) fn run_decision(
-    run: &RunContext,
-    layer: &str,
-    decision: &str,
-    detail: serde_json::Value,
-) -> Result<(), AuditError> {
-    run.record(&AuditEvent::LayerDecision {
         layer: layer.into(),
         decision: decision.into(),
         detail,
