@@ -1,0 +1,253 @@
+//! The governance figures of one run, folded from its ledger records alone.
+//!
+//! Definitions (the report and `audit.json` use exactly these):
+//! - **Gate figures**: every `gate_decision` counts once under its gate, as `allowed`, `denied`,
+//!   `overridden` (a consumed override permitted it) or `warned` (an advisory gate would have
+//!   denied; the action was allowed to run).
+//! - **Advisory compliance**: a warned tool call (one or more `warn` decisions on the same call)
+//!   was *ignored* when the agent went ahead: its `tool_finished` says no error and it left a
+//!   standing (`ok`) effect, or it has no effects at all. It was *heeded* otherwise: the call
+//!   did not finish, finished as an error, or everything it changed was reverted or failed.
+//! - **Unauthorised writes**: (a) each `ok` effect of a call on which the `territory` gate said
+//!   `warn` (a write inside a territory by a non-owner, let through by an advisory gate, with no
+//!   consumed override), plus (b) each `violation` whose remedy is not a revert. Under
+//!   enforcement both are 0.
+//! - **Turns** count `turn_started`; **handoffs** count `handoff_registered`; **tokens** add up
+//!   `model_call` usage; **cost** adds up `model_call` costs, or takes `run_ended`'s when no call
+//!   carries one.
+
+use super::record::Record;
+use loopward_core::{AuditEvent, Decision, EffectStatus, Handoff, RunStatus, TurnNumber, Usage};
+use serde::Serialize;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// The name of the territory gate, whose advisory warnings count as unauthorised writes.
+pub const TERRITORY_GATE: &str = "territory";
+
+/// Decisions of one gate.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct GateFigures {
+    /// Allowed.
+    pub allowed: u64,
+    /// Denied.
+    pub denied: u64,
+    /// Allowed because an override was consumed.
+    pub overridden: u64,
+    /// Advisory would-be denials (allowed with a warning).
+    pub warned: u64,
+}
+
+impl std::ops::AddAssign for GateFigures {
+    fn add_assign(&mut self, o: Self) {
+        self.allowed += o.allowed;
+        self.denied += o.denied;
+        self.overridden += o.overridden;
+        self.warned += o.warned;
+    }
+}
+
+/// Whether agents went ahead with warned actions.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct AdvisoryCompliance {
+    /// Tool calls that got at least one advisory warning.
+    pub warned_calls: u64,
+    /// Of those, calls the agent did not go ahead with.
+    pub heeded: u64,
+    /// Of those, calls the agent went ahead with.
+    pub ignored: u64,
+}
+
+impl std::ops::AddAssign for AdvisoryCompliance {
+    fn add_assign(&mut self, o: Self) {
+        self.warned_calls += o.warned_calls;
+        self.heeded += o.heeded;
+        self.ignored += o.ignored;
+    }
+}
+
+/// A consumed override.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct OverrideUse {
+    /// The run.
+    pub run: String,
+    /// The record's sequence number.
+    pub seq: u64,
+    /// The sentinel's id.
+    pub id: String,
+    /// The agent it was granted to.
+    pub agent: String,
+    /// The path it covered.
+    pub path: String,
+    /// Why it was granted.
+    pub reason: String,
+}
+
+/// A write that the rules forbid and that stands.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct UnauthorisedWrite {
+    /// The run.
+    pub run: String,
+    /// The sequence number of the `tool_finished` or `violation` record.
+    pub seq: u64,
+    /// The agent, when known.
+    pub agent: Option<String>,
+    /// The path written.
+    pub path: String,
+    /// `advisory_warned` or `violation`.
+    pub via: &'static str,
+}
+
+/// Everything one run's ledger says, as figures.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct RunFigures {
+    /// The run.
+    pub run: String,
+    /// The task, from `run_started`.
+    pub task: String,
+    /// How it ended (`None`: no `run_ended`, the run did not finish).
+    pub status: Option<RunStatus>,
+    /// Turns started.
+    pub turns: u64,
+    /// Handoffs registered, in order.
+    pub handoffs: Vec<Handoff>,
+    /// Tokens of all model calls.
+    pub usage: Usage,
+    /// Cost in micro-dollars, when known.
+    pub cost_micros: Option<u64>,
+    /// Decisions per gate.
+    pub gates: BTreeMap<String, GateFigures>,
+    /// Advisory compliance.
+    pub advisory: AdvisoryCompliance,
+    /// Consumed overrides with their reasons.
+    pub overrides: Vec<OverrideUse>,
+    /// Unauthorised writes that stand.
+    pub unauthorised_writes: Vec<UnauthorisedWrite>,
+    /// `violation` records (reverted or not).
+    pub violations: u64,
+    /// `ledger_recovered` records (reopenings after a crash).
+    pub recoveries: u64,
+}
+
+type CallKey = (Option<TurnNumber>, String);
+
+impl RunFigures {
+    /// Folds a run's records (in ledger order) into its figures.
+    pub fn from_records(records: &[Record]) -> Self {
+        let mut f = RunFigures {
+            run: records
+                .first()
+                .map(|r| r.run.to_string())
+                .unwrap_or_default(),
+            ..Self::default()
+        };
+        let mut call_cost: Option<u64> = None;
+        let mut end_cost: Option<u64> = None;
+        let mut warned: BTreeSet<CallKey> = BTreeSet::new();
+        let mut territory_warned: BTreeSet<CallKey> = BTreeSet::new();
+        let mut finished: BTreeMap<CallKey, (u64, Option<String>, AuditEvent)> = BTreeMap::new();
+        for r in records {
+            let Ok(event) = r.event() else { continue };
+            match &event {
+                AuditEvent::RunStarted { task, .. } => f.task.clone_from(task),
+                AuditEvent::TurnStarted { .. } => f.turns += 1,
+                AuditEvent::ModelCall {
+                    usage, cost_micros, ..
+                } => {
+                    f.usage += *usage;
+                    if let Some(c) = cost_micros {
+                        call_cost = Some(call_cost.unwrap_or(0) + c);
+                    }
+                }
+                AuditEvent::GateDecision {
+                    call_id,
+                    gate,
+                    decision,
+                    ..
+                } => {
+                    let g = f.gates.entry(gate.clone()).or_default();
+                    match decision {
+                        Decision::Allow => g.allowed += 1,
+                        Decision::Deny(_) => g.denied += 1,
+                        Decision::Override { .. } => g.overridden += 1,
+                        Decision::Warn(_) => {
+                            g.warned += 1;
+                            if let Some(id) = call_id {
+                                warned.insert((r.turn, id.clone()));
+                                if gate == TERRITORY_GATE {
+                                    territory_warned.insert((r.turn, id.clone()));
+                                }
+                            }
+                        }
+                    }
+                }
+                AuditEvent::OverrideConsumed {
+                    id,
+                    agent,
+                    path,
+                    reason,
+                } => f.overrides.push(OverrideUse {
+                    run: f.run.clone(),
+                    seq: r.seq,
+                    id: id.clone(),
+                    agent: agent.to_string(),
+                    path: path.clone(),
+                    reason: reason.clone(),
+                }),
+                AuditEvent::ToolFinished { call_id, .. } => {
+                    let agent = r.agent.as_ref().map(ToString::to_string);
+                    finished.insert((r.turn, call_id.clone()), (r.seq, agent, event.clone()));
+                }
+                AuditEvent::Violation { path, remedy, .. } => {
+                    f.violations += 1;
+                    if !remedy.trim().to_ascii_lowercase().starts_with("revert") {
+                        f.unauthorised_writes.push(UnauthorisedWrite {
+                            run: f.run.clone(),
+                            seq: r.seq,
+                            agent: r.agent.as_ref().map(ToString::to_string),
+                            path: path.clone(),
+                            via: "violation",
+                        });
+                    }
+                }
+                AuditEvent::HandoffRegistered(h) => f.handoffs.push(h.clone()),
+                AuditEvent::LedgerRecovered { .. } => f.recoveries += 1,
+                AuditEvent::RunEnded {
+                    status,
+                    cost_micros,
+                    ..
+                } => {
+                    f.status = Some(status.clone());
+                    end_cost = *cost_micros;
+                }
+                _ => {}
+            }
+        }
+        f.cost_micros = call_cost.or(end_cost);
+        for key in &warned {
+            f.advisory.warned_calls += 1;
+            let went_ahead = matches!(finished.get(key), Some((_, _, AuditEvent::ToolFinished { is_error: false, effects, .. }))
+                if effects.is_empty() || effects.iter().any(|e| e.status == EffectStatus::Ok));
+            if went_ahead {
+                f.advisory.ignored += 1;
+            } else {
+                f.advisory.heeded += 1;
+            }
+        }
+        for key in &territory_warned {
+            if let Some((seq, agent, AuditEvent::ToolFinished { effects, .. })) = finished.get(key)
+            {
+                for e in effects.iter().filter(|e| e.status == EffectStatus::Ok) {
+                    f.unauthorised_writes.push(UnauthorisedWrite {
+                        run: f.run.clone(),
+                        seq: *seq,
+                        agent: agent.clone(),
+                        path: e.path.clone(),
+                        via: "advisory_warned",
+                    });
+                }
+            }
+        }
+        f.unauthorised_writes.sort_by_key(|w| w.seq);
+        f
+    }
+}

@@ -1,0 +1,555 @@
+//! The ledger writer: `runs/<run-id>/events.jsonl`, append-only and hash-chained, one writer
+//! per run.
+//!
+//! Each [`record`](AuditSink::record) writes one whole line with a single `write` call, so a
+//! killed process leaves at most a torn last line; decision events are `fsync`ed before `record`
+//! returns (see [`Durability`]). Any write or sync failure poisons the ledger: that `record` and
+//! every later one fail, so the action the event was to record does not run.
+//!
+//! ```
+//! use loopward_core::{AuditEvent, AuditSink, RunId, Scope};
+//! use loopward_runner::audit::{verify, Ledger, LedgerOptions};
+//! let runs = tempfile::tempdir().unwrap();
+//! let run = RunId::new("r1").unwrap();
+//! let ledger = Ledger::create(runs.path(), &run, LedgerOptions::default()).unwrap();
+//! // One writer per run: a second one is refused.
+//! assert!(Ledger::open_existing(runs.path(), &run, LedgerOptions::default()).is_err());
+//! let scope = Scope { run: run.clone(), turn: None, agent: None };
+//! ledger.record(&scope, &AuditEvent::HumanMessage { content: "hi".into() }).unwrap();
+//! let done = ledger.finish().unwrap();
+//! assert_eq!(done.final_seq, 1);
+//! assert!(runs.path().join("r1/audit.md").exists());
+//! assert!(verify(&runs.path().join("r1"), None).unwrap().anchored);
+//! ```
+
+use super::index::{append_anchor, Anchor};
+use super::record::{rfc3339, Chain, LedgerKey, Record, GENESIS};
+use super::render::{render_json, render_markdown};
+use super::verify::{scan, Breach, EVENTS_FILE};
+use crate::clock::{Clock, SystemClock};
+use crate::runner::RunSpec;
+use loopward_core::{AgentId, AuditError, AuditEvent, AuditSink, RunId, Scope};
+use nix::fcntl::{Flock, FlockArg};
+use std::fs::File;
+use std::io::Write;
+use std::num::NonZeroU32;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+/// When the ledger calls `fsync`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Durability {
+    /// Decision events ([`AuditEvent::is_decision`]) are synced before `record` returns; the
+    /// others are written (they survive a killed process) and synced at the next decision or at
+    /// [`Ledger::finish`]. The default.
+    #[default]
+    Decisions,
+    /// Every event is synced before `record` returns.
+    EveryEvent,
+    /// Benchmarks only: sync once every `n` events and at finish. A power loss may lose
+    /// decisions that were already acted on.
+    GroupCommit(NonZeroU32),
+    /// Benchmarks only: never sync (a killed process still loses nothing; a power loss may).
+    NoSync,
+}
+
+/// One low-level ledger operation, shown to a [`FaultHook`] before it runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum LedgerOp<'a> {
+    /// Writing the record `seq` of `kind`.
+    Write {
+        /// Its sequence number.
+        seq: u64,
+        /// Its kind.
+        kind: &'a str,
+    },
+    /// Syncing the file after record `seq`.
+    Sync {
+        /// The last sequence number written.
+        seq: u64,
+        /// Its kind.
+        kind: &'a str,
+    },
+}
+
+/// Sees every write and sync before it happens and may fail it; for testing fail-closed paths
+/// (a full disk, a failing fsync). Implemented for closures.
+pub trait FaultHook: Send + Sync {
+    /// Returns an error to make the operation fail as if the OS had failed it.
+    fn before(&self, op: LedgerOp<'_>) -> std::io::Result<()>;
+}
+
+impl<F> FaultHook for F
+where
+    F: Fn(LedgerOp<'_>) -> std::io::Result<()> + Send + Sync,
+{
+    fn before(&self, op: LedgerOp<'_>) -> std::io::Result<()> {
+        self(op)
+    }
+}
+
+/// How a ledger is opened.
+#[derive(Clone)]
+pub struct LedgerOptions {
+    /// When to sync.
+    pub durability: Durability,
+    /// The key of an HMAC chain (load it with [`LedgerKey::from_file`]); `None`: plain SHA-256.
+    pub key: Option<LedgerKey>,
+    /// The clock records are stamped with (use the runner's).
+    pub clock: Arc<dyn Clock>,
+    /// A fault injector for tests.
+    pub fault: Option<Arc<dyn FaultHook>>,
+}
+
+impl Default for LedgerOptions {
+    fn default() -> Self {
+        Self {
+            durability: Durability::default(),
+            key: None,
+            clock: Arc::new(SystemClock),
+            fault: None,
+        }
+    }
+}
+
+impl std::fmt::Debug for LedgerOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LedgerOptions")
+            .field("durability", &self.durability)
+            .field("keyed", &self.key.is_some())
+            .field("fault", &self.fault.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+/// A ledger could not be opened, written or finished.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum LedgerError {
+    /// A file operation failed.
+    #[error("ledger {path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The run already has a ledger.
+    #[error("{0} already exists: run ids are not reused; pick a new run id, or reopen it with Ledger::open_existing to resume")]
+    AlreadyExists(PathBuf),
+    /// Another writer holds the ledger.
+    #[error("{0} is open in another writer (one writer per run); wait for it to finish or end that process")]
+    Locked(PathBuf),
+    /// The ledger is damaged before its last line (not a torn write; refuse to append).
+    #[error(
+        "{path}: seq {seq}: {breach}; run `loopward verify` and restore the ledger from a backup"
+    )]
+    Corrupt {
+        /// The ledger file.
+        path: PathBuf,
+        /// The first bad sequence number.
+        seq: u64,
+        /// What is wrong.
+        breach: Breach,
+    },
+    /// An earlier write or sync failed; nothing more is written.
+    #[error("ledger {path} is unusable after an earlier failure: {error}")]
+    Poisoned {
+        /// The ledger file.
+        path: PathBuf,
+        /// The first failure.
+        error: String,
+    },
+    /// The ledger was already finished.
+    #[error("ledger {0} is finished; nothing more can be recorded")]
+    Finished(PathBuf),
+}
+
+/// What [`Ledger::finish`] wrote.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Finished {
+    /// The last sequence number.
+    pub final_seq: u64,
+    /// The last record's hash (anchored in `runs/index.jsonl`).
+    pub final_hash: String,
+    /// `runs/<run-id>/audit.json`.
+    pub audit_json: PathBuf,
+    /// `runs/<run-id>/audit.md`.
+    pub audit_md: PathBuf,
+}
+
+/// What [`Ledger::open_existing`] found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Recovery {
+    /// Records kept.
+    pub kept: u64,
+    /// Bytes of a torn last line that were cut (0: the ledger ended cleanly).
+    pub truncated_bytes: u64,
+}
+
+enum Phase {
+    Open,
+    Poisoned(String),
+    Finished,
+}
+
+struct State {
+    file: Option<Flock<File>>,
+    next_seq: u64,
+    prev: String,
+    unsynced: u32,
+    phase: Phase,
+}
+
+/// The hash-chained ledger of one run. Implements [`AuditSink`]; share it as `Arc<Ledger>`.
+pub struct Ledger {
+    run: RunId,
+    runs_dir: PathBuf,
+    path: PathBuf,
+    chain: Chain,
+    opts: LedgerOptions,
+    state: Mutex<State>,
+}
+
+impl std::fmt::Debug for Ledger {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Ledger")
+            .field("run", &self.run)
+            .field("path", &self.path)
+            .field("opts", &self.opts)
+            .finish_non_exhaustive()
+    }
+}
+
+fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> LedgerError + '_ {
+    move |source| LedgerError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+fn lock(file: File, path: &Path) -> Result<Flock<File>, LedgerError> {
+    Flock::lock(file, FlockArg::LockExclusiveNonblock).map_err(|(_, errno)| {
+        if errno == nix::errno::Errno::EWOULDBLOCK {
+            LedgerError::Locked(path.to_path_buf())
+        } else {
+            LedgerError::Io {
+                path: path.to_path_buf(),
+                source: std::io::Error::from_raw_os_error(errno as i32),
+            }
+        }
+    })
+}
+
+impl Ledger {
+    /// Creates `runs_dir/<run>/events.jsonl` for a new run and takes the writer's lock. Fails if
+    /// the run already has a ledger.
+    pub fn create(
+        runs_dir: &Path,
+        run: &RunId,
+        opts: LedgerOptions,
+    ) -> Result<Arc<Self>, LedgerError> {
+        let dir = runs_dir.join(run.as_str());
+        std::fs::create_dir_all(&dir).map_err(io_err(&dir))?;
+        let path = dir.join(EVENTS_FILE);
+        let file = std::fs::OpenOptions::new()
+            .append(true)
+            .create_new(true)
+            .open(&path)
+            .map_err(|e| {
+                if e.kind() == std::io::ErrorKind::AlreadyExists {
+                    LedgerError::AlreadyExists(path.clone())
+                } else {
+                    io_err(&path)(e)
+                }
+            })?;
+        let file = lock(file, &path)?;
+        // The new directory entry must survive a power loss as well as the records.
+        sync_dir(&dir).map_err(io_err(&dir))?;
+        sync_dir(runs_dir).map_err(io_err(runs_dir))?;
+        Ok(Arc::new(Self::new(
+            run, runs_dir, path, opts, file, 1, GENESIS,
+        )))
+    }
+
+    /// Reopens a run's ledger (after a crash, or to resume): checks the chain, cuts a torn last
+    /// line and records [`AuditEvent::LedgerRecovered`] when it did. Damage anywhere but the
+    /// last line is refused as [`LedgerError::Corrupt`].
+    pub fn open_existing(
+        runs_dir: &Path,
+        run: &RunId,
+        opts: LedgerOptions,
+    ) -> Result<(Arc<Self>, Recovery), LedgerError> {
+        let path = runs_dir.join(run.as_str()).join(EVENTS_FILE);
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .append(true)
+            .open(&path)
+            .map_err(io_err(&path))?;
+        let file = lock(file, &path)?;
+        let bytes = std::fs::read(&path).map_err(io_err(&path))?;
+        let chain = opts.key.clone().map_or(Chain::Sha256, Chain::Hmac);
+        let found = scan(&bytes, &chain, Some(run.as_str()));
+        // Only a torn write is cut: the last line, unparseable or without its newline. A whole
+        // line whose hash is wrong is damage (or the wrong key), never cut.
+        if let Some((seq, breach)) = found.bad {
+            if !(found.bad_is_last_line && matches!(breach, Breach::Unparseable(_))) {
+                return Err(LedgerError::Corrupt { path, seq, breach });
+            }
+        }
+        let truncated = (bytes.len() - found.good_len) as u64;
+        if truncated > 0 {
+            file.set_len(found.good_len as u64).map_err(io_err(&path))?;
+            file.sync_all().map_err(io_err(&path))?;
+        }
+        let kept = found.records.len() as u64;
+        let prev = found
+            .records
+            .last()
+            .map_or_else(|| GENESIS.to_string(), |r| r.hash.clone());
+        let ledger = Arc::new(Self::new(run, runs_dir, path, opts, file, kept + 1, &prev));
+        if truncated > 0 {
+            let scope = Scope {
+                run: run.clone(),
+                turn: None,
+                agent: None,
+            };
+            ledger
+                .append(
+                    &scope,
+                    &AuditEvent::LedgerRecovered {
+                        truncated_bytes: truncated,
+                    },
+                    true,
+                )
+                .map_err(|e| LedgerError::Poisoned {
+                    path: ledger.path.clone(),
+                    error: e.0,
+                })?;
+        }
+        Ok((
+            ledger,
+            Recovery {
+                kept,
+                truncated_bytes: truncated,
+            },
+        ))
+    }
+
+    fn new(
+        run: &RunId,
+        runs_dir: &Path,
+        path: PathBuf,
+        opts: LedgerOptions,
+        file: Flock<File>,
+        next_seq: u64,
+        prev: &str,
+    ) -> Self {
+        Self {
+            run: run.clone(),
+            runs_dir: runs_dir.to_path_buf(),
+            path,
+            chain: opts.key.clone().map_or(Chain::Sha256, Chain::Hmac),
+            opts,
+            state: Mutex::new(State {
+                file: Some(file),
+                next_seq,
+                prev: prev.to_string(),
+                unsynced: 0,
+                phase: Phase::Open,
+            }),
+        }
+    }
+
+    /// The run.
+    pub fn run(&self) -> &RunId {
+        &self.run
+    }
+
+    /// The run's directory (`runs/<run-id>`): pass it as [`RunSpec::audit_location`].
+    pub fn run_dir(&self) -> PathBuf {
+        self.runs_dir.join(self.run.as_str())
+    }
+
+    /// The ledger file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// A [`RunSpec`] whose events go to this ledger.
+    pub fn run_spec(self: &Arc<Self>, task: impl Into<String>, first: AgentId) -> RunSpec {
+        RunSpec {
+            id: self.run.clone(),
+            task: task.into(),
+            first,
+            audit: self.clone(),
+            audit_location: Some(self.run_dir()),
+        }
+    }
+
+    fn append(
+        &self,
+        scope: &Scope,
+        event: &AuditEvent,
+        force_sync: bool,
+    ) -> Result<(), AuditError> {
+        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        match &st.phase {
+            Phase::Open => {}
+            Phase::Poisoned(error) => {
+                return Err(AuditError(format!(
+                    "ledger {} is unusable after an earlier failure: {error}",
+                    self.path.display()
+                )))
+            }
+            Phase::Finished => {
+                return Err(AuditError(format!(
+                    "ledger {} is finished; nothing more can be recorded",
+                    self.path.display()
+                )))
+            }
+        }
+        if scope.run != self.run {
+            return Err(AuditError(format!(
+                "event of run {} sent to the ledger of run {}",
+                scope.run, self.run
+            )));
+        }
+        let seq = st.next_seq;
+        let time = rfc3339(self.opts.clock.now_millis());
+        let (record, line) = Record::seal(&self.chain, seq, &time, scope, event, &st.prev)
+            .map_err(|e| AuditError(format!("cannot serialise {}: {e}", event.kind())))?;
+        let kind = record.kind.as_str();
+        let written =
+            self.fault(LedgerOp::Write { seq, kind })
+                .and_then(|()| match st.file.as_mut() {
+                    Some(f) => f.write_all(&line),
+                    None => Err(std::io::Error::other("the ledger file is closed")),
+                });
+        if let Err(e) = written {
+            return Err(self.poison(&mut st, format!("writing seq {seq} ({kind}): {e}")));
+        }
+        st.next_seq += 1;
+        st.prev = record.hash;
+        st.unsynced += 1;
+        let sync = force_sync
+            || match self.opts.durability {
+                Durability::Decisions => event.is_decision(),
+                Durability::EveryEvent => true,
+                Durability::GroupCommit(n) => st.unsynced >= n.get(),
+                Durability::NoSync => false,
+            };
+        if sync {
+            let synced = self
+                .fault(LedgerOp::Sync { seq, kind })
+                .and_then(|()| st.file.as_ref().map_or(Ok(()), |f| f.sync_data()));
+            if let Err(e) = synced {
+                return Err(self.poison(&mut st, format!("syncing seq {seq} ({kind}): {e}")));
+            }
+            st.unsynced = 0;
+        }
+        Ok(())
+    }
+
+    fn fault(&self, op: LedgerOp<'_>) -> std::io::Result<()> {
+        self.opts.fault.as_ref().map_or(Ok(()), |h| h.before(op))
+    }
+
+    fn poison(&self, st: &mut State, error: String) -> AuditError {
+        st.phase = Phase::Poisoned(error.clone());
+        AuditError(format!("ledger {}: {error}", self.path.display()))
+    }
+
+    /// Ends the ledger: syncs it, reads `events.jsonl` back and verifies it, writes `audit.json`
+    /// and `audit.md` from it, appends the final hash to `runs/index.jsonl`, and releases the
+    /// writer's lock. Later `record`s fail.
+    pub fn finish(&self) -> Result<Finished, LedgerError> {
+        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        match &st.phase {
+            Phase::Open => {}
+            Phase::Poisoned(error) => {
+                return Err(LedgerError::Poisoned {
+                    path: self.path.clone(),
+                    error: error.clone(),
+                })
+            }
+            Phase::Finished => return Err(LedgerError::Finished(self.path.clone())),
+        }
+        let seq = st.next_seq - 1;
+        let synced = self
+            .fault(LedgerOp::Sync {
+                seq,
+                kind: "finish",
+            })
+            .and_then(|()| st.file.as_ref().map_or(Ok(()), |f| f.sync_data()));
+        if let Err(e) = synced {
+            let error = format!("syncing at finish: {e}");
+            st.phase = Phase::Poisoned(error.clone());
+            return Err(LedgerError::Poisoned {
+                path: self.path.clone(),
+                error,
+            });
+        }
+        st.phase = Phase::Finished;
+        let bytes = std::fs::read(&self.path).map_err(io_err(&self.path))?;
+        let found = scan(&bytes, &self.chain, Some(self.run.as_str()));
+        if let Some((seq, breach)) = found.bad {
+            return Err(LedgerError::Corrupt {
+                path: self.path.clone(),
+                seq,
+                breach,
+            });
+        }
+        let dir = self.run_dir();
+        let audit_json = dir.join("audit.json");
+        let audit_md = dir.join("audit.md");
+        let json = render_json(&found.records, self.chain.label());
+        write_atomic(&audit_json, json.as_bytes()).map_err(io_err(&audit_json))?;
+        write_atomic(&audit_md, render_markdown(&found.records).as_bytes())
+            .map_err(io_err(&audit_md))?;
+        let final_seq = found.records.len() as u64;
+        let final_hash = found
+            .records
+            .last()
+            .map_or_else(|| GENESIS.to_string(), |r| r.hash.clone());
+        let anchor = Anchor {
+            run: self.run.to_string(),
+            final_seq,
+            final_hash: final_hash.clone(),
+            time: rfc3339(self.opts.clock.now_millis()),
+            mac: self.chain.label().into(),
+        };
+        append_anchor(&self.runs_dir, &anchor)
+            .map_err(io_err(&self.runs_dir.join(super::index::INDEX_FILE)))?;
+        st.file = None; // releases the lock
+        Ok(Finished {
+            final_seq,
+            final_hash,
+            audit_json,
+            audit_md,
+        })
+    }
+}
+
+impl AuditSink for Ledger {
+    fn record(&self, scope: &Scope, event: &AuditEvent) -> Result<(), AuditError> {
+        self.append(scope, event, false)
+    }
+}
+
+fn sync_dir(dir: &Path) -> std::io::Result<()> {
+    File::open(dir)?.sync_all()
+}
+
+/// Writes `bytes` to `path` through a synced temporary file and a rename, so readers see the
+/// old file or the new one, never half of one.
+fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let tmp = path.with_extension("tmp");
+    let mut f = File::create(&tmp)?;
+    f.write_all(bytes)?;
+    f.sync_all()?;
+    std::fs::rename(&tmp, path)?;
+    path.parent().map_or(Ok(()), sync_dir)
+}

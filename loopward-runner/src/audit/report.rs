@@ -1,0 +1,302 @@
+//! The governance report over many runs, recomputed from their ledgers alone.
+//!
+//! Every ledger is verified first; one that does not verify contributes no figures and is listed
+//! under `invalid` with the reason. The figures are defined in [`RunFigures`].
+//!
+//! ```
+//! use loopward_core::{AuditEvent, AuditSink, RunId, Scope};
+//! use loopward_runner::audit::{report, Ledger, LedgerOptions};
+//! let runs = tempfile::tempdir().unwrap();
+//! let run = RunId::new("r1").unwrap();
+//! let ledger = Ledger::create(runs.path(), &run, LedgerOptions::default()).unwrap();
+//! let scope = Scope { run, turn: None, agent: None };
+//! ledger.record(&scope, &AuditEvent::HumanMessage { content: "hi".into() }).unwrap();
+//! ledger.finish().unwrap();
+//! let r = report(runs.path()).unwrap();
+//! assert_eq!(r.runs, 1);
+//! assert!(r.to_table().contains("unauthorised writes"));
+//! ```
+
+use super::figures::{AdvisoryCompliance, GateFigures, OverrideUse, RunFigures, UnauthorisedWrite};
+use super::record::Chain;
+use super::render::cost_text;
+use super::verify::{scan, verify, EVENTS_FILE};
+use loopward_core::Usage;
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+/// One run's line in the report.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct RunRow {
+    /// The run.
+    pub run: String,
+    /// How it ended (`unfinished` when the ledger has no `run_ended`).
+    pub status: String,
+    /// Turns.
+    pub turns: u64,
+    /// Handoffs.
+    pub handoffs: u64,
+    /// Input plus output tokens.
+    pub tokens: u64,
+    /// Cost in micro-dollars, when known.
+    pub cost_micros: Option<u64>,
+}
+
+/// A run whose ledger did not verify (its figures are left out).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct InvalidRun {
+    /// The run directory's name.
+    pub run: String,
+    /// What `verify` said.
+    pub error: String,
+}
+
+/// Unauthorised writes: the total and its two sources.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct UnauthorisedWrites {
+    /// All of them (must be 0 under enforcement).
+    pub total: u64,
+    /// Standing writes let through by an advisory territory gate.
+    pub advisory_warned: u64,
+    /// Violations that were not reverted.
+    pub unreverted_violations: u64,
+    /// Each one.
+    pub items: Vec<UnauthorisedWrite>,
+}
+
+/// Governance figures over all runs in a runs directory. Serialises to stable JSON (fixed field
+/// order, maps sorted by key).
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Report {
+    /// Runs whose ledgers verified.
+    pub runs: u64,
+    /// How many ended each way.
+    pub statuses: BTreeMap<String, u64>,
+    /// Decisions per gate.
+    pub gates: BTreeMap<String, GateFigures>,
+    /// Advisory compliance.
+    pub advisory: AdvisoryCompliance,
+    /// Unauthorised writes.
+    pub unauthorised_writes: UnauthorisedWrites,
+    /// Violations recorded (reverted or not).
+    pub violations: u64,
+    /// Consumed overrides with their reasons.
+    pub overrides: Vec<OverrideUse>,
+    /// Turns.
+    pub turns: u64,
+    /// Handoffs.
+    pub handoffs: u64,
+    /// Tokens.
+    pub usage: Usage,
+    /// Cost in micro-dollars over the runs whose cost is known.
+    pub cost_micros: u64,
+    /// Runs without a known cost.
+    pub runs_without_cost: u64,
+    /// Ledgers reopened after a crash.
+    pub recoveries: u64,
+    /// Each run.
+    pub per_run: Vec<RunRow>,
+    /// Runs left out because their ledgers did not verify.
+    pub invalid: Vec<InvalidRun>,
+}
+
+/// The runs directory could not be read.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot read the runs directory {path}: {source}")]
+pub struct ReportError {
+    /// The directory.
+    pub path: PathBuf,
+    /// Why.
+    pub source: std::io::Error,
+}
+
+/// Recomputes the report over every `runs_dir/<run>/events.jsonl`, in run-name order.
+/// Keyed (HMAC) ledgers are listed as invalid: use [`report_with`] and pass the key.
+pub fn report(runs_dir: &Path) -> Result<Report, ReportError> {
+    report_with(runs_dir, None)
+}
+
+/// Like [`report`], verifying HMAC chains with `key`.
+pub fn report_with(
+    runs_dir: &Path,
+    key: Option<&super::record::LedgerKey>,
+) -> Result<Report, ReportError> {
+    let err = |source| ReportError {
+        path: runs_dir.to_path_buf(),
+        source,
+    };
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(runs_dir)
+        .map_err(err)?
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.join(EVENTS_FILE).is_file())
+        .collect();
+    dirs.sort();
+    let chain = key.cloned().map_or(Chain::Sha256, Chain::Hmac);
+    let mut rep = Report::default();
+    for dir in dirs {
+        let name = dir
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        if let Err(e) = verify(&dir, key) {
+            rep.invalid.push(InvalidRun {
+                run: name,
+                error: e.to_string(),
+            });
+            continue;
+        }
+        let bytes = std::fs::read(dir.join(EVENTS_FILE)).map_err(err)?;
+        let records = scan(&bytes, &chain, Some(&name)).records;
+        rep.add(RunFigures::from_records(&records));
+    }
+    Ok(rep)
+}
+
+impl Report {
+    fn add(&mut self, f: RunFigures) {
+        self.runs += 1;
+        let status = f
+            .status
+            .as_ref()
+            .map_or("unfinished", |s| s.label())
+            .to_string();
+        *self.statuses.entry(status.clone()).or_default() += 1;
+        for (g, n) in &f.gates {
+            *self.gates.entry(g.clone()).or_default() += *n;
+        }
+        self.advisory += f.advisory;
+        for w in &f.unauthorised_writes {
+            match w.via {
+                "violation" => self.unauthorised_writes.unreverted_violations += 1,
+                _ => self.unauthorised_writes.advisory_warned += 1,
+            }
+            self.unauthorised_writes.total += 1;
+        }
+        self.unauthorised_writes
+            .items
+            .extend(f.unauthorised_writes.iter().cloned());
+        self.violations += f.violations;
+        self.overrides.extend(f.overrides.iter().cloned());
+        self.turns += f.turns;
+        self.handoffs += f.handoffs.len() as u64;
+        self.usage += f.usage;
+        match f.cost_micros {
+            Some(c) => self.cost_micros += c,
+            None => self.runs_without_cost += 1,
+        }
+        self.recoveries += f.recoveries;
+        self.per_run.push(RunRow {
+            run: f.run.clone(),
+            status,
+            turns: f.turns,
+            handoffs: f.handoffs.len() as u64,
+            tokens: f.usage.total(),
+            cost_micros: f.cost_micros,
+        });
+    }
+
+    /// The report as pretty, stable JSON.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(self)
+            .unwrap_or_else(|e| format!("{{\"error\":{:?}}}", e.to_string()))
+    }
+
+    /// The report as a plain-text table for a terminal.
+    pub fn to_table(&self) -> String {
+        let mut o = String::new();
+        let _ = writeln!(
+            o,
+            "runs: {} ({} left out: ledger did not verify)",
+            self.runs,
+            self.invalid.len()
+        );
+        for (s, n) in &self.statuses {
+            let _ = writeln!(o, "  {s:<18} {n}");
+        }
+        let _ = writeln!(
+            o,
+            "\n{:<20} {:>8} {:>8} {:>10} {:>8}",
+            "gate", "allowed", "denied", "overridden", "warned"
+        );
+        for (g, f) in &self.gates {
+            let _ = writeln!(
+                o,
+                "{g:<20} {:>8} {:>8} {:>10} {:>8}",
+                f.allowed, f.denied, f.overridden, f.warned
+            );
+        }
+        if self.gates.is_empty() {
+            let _ = writeln!(o, "(no gate decisions)");
+        }
+        let a = &self.advisory;
+        let _ = writeln!(
+            o,
+            "\nadvisory compliance: {} of {} warned calls heeded, {} went ahead",
+            a.heeded, a.warned_calls, a.ignored
+        );
+        let u = &self.unauthorised_writes;
+        let _ = writeln!(o, "unauthorised writes: {} ({} let through by advisory territory gates, {} unreverted violations)", u.total, u.advisory_warned, u.unreverted_violations);
+        for w in &u.items {
+            let _ = writeln!(
+                o,
+                "  {} seq {}: {} by {} ({})",
+                w.run,
+                w.seq,
+                w.path,
+                w.agent.as_deref().unwrap_or("?"),
+                w.via
+            );
+        }
+        let _ = writeln!(o, "violations recorded: {}", self.violations);
+        let _ = writeln!(o, "overrides consumed: {}", self.overrides.len());
+        for ov in &self.overrides {
+            let _ = writeln!(
+                o,
+                "  {} seq {}: {} for {} on {} — {}",
+                ov.run, ov.seq, ov.id, ov.agent, ov.path, ov.reason
+            );
+        }
+        let _ = writeln!(
+            o,
+            "\nturns: {}  handoffs: {}  tokens: {} in / {} out ({} calls)  cost: {}{}",
+            self.turns,
+            self.handoffs,
+            self.usage.input_tokens,
+            self.usage.output_tokens,
+            self.usage.calls,
+            cost_text(Some(self.cost_micros)),
+            if self.runs_without_cost > 0 {
+                format!(" ({} run(s) without prices)", self.runs_without_cost)
+            } else {
+                String::new()
+            }
+        );
+        if !self.per_run.is_empty() {
+            let _ = writeln!(
+                o,
+                "\n{:<24} {:<18} {:>6} {:>9} {:>9}  cost",
+                "run", "status", "turns", "handoffs", "tokens"
+            );
+            for r in &self.per_run {
+                let _ = writeln!(
+                    o,
+                    "{:<24} {:<18} {:>6} {:>9} {:>9}  {}",
+                    r.run,
+                    r.status,
+                    r.turns,
+                    r.handoffs,
+                    r.tokens,
+                    r.cost_micros
+                        .map_or_else(|| "-".into(), |c| cost_text(Some(c)))
+                );
+            }
+        }
+        for inv in &self.invalid {
+            let _ = writeln!(o, "LEFT OUT {}: {}", inv.run, inv.error);
+        }
+        o
+    }
+}
