@@ -1,0 +1,173 @@
+//! Shared by the audit tests: a scripted team on the fake backend, wired to a real ledger, and a
+//! tiny stand-in gate that records decisions the way real gates do (before the action runs).
+#![allow(dead_code, unreachable_pub)]
+
+use futures::future::BoxFuture;
+use loopward_core::{AgentId, AuditEvent, Decision, GateMode, RunId};
+use loopward_runner::audit::{Finished, Ledger, LedgerOptions};
+use loopward_runner::model::fake::{FakeModel, Script};
+use loopward_runner::model::BoxModelService;
+use loopward_runner::tool::{BoxToolService, ToolError, ToolExecutor, ToolInvocation, ToolOutput};
+use loopward_runner::{
+    tools, BoxTurnService, Clock, LlmAgent, ManualClock, RunReport, Runner, Workspace,
+};
+use std::path::Path;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use tower::ServiceExt;
+
+pub fn id(s: &str) -> AgentId {
+    AgentId::new(s).unwrap()
+}
+
+/// Decides on one call: (agent, tool, path argument) → decision, or `None` to stay silent.
+pub type Rule = Arc<dyn Fn(&str, &str, Option<&str>) -> Option<Decision> + Send + Sync>;
+
+/// A stand-in gate named `territory`: records its decision (and a consumed override) before the
+/// call runs, refuses on `Deny`, and stops the call when the ledger cannot record.
+#[derive(Clone)]
+pub struct TestGate {
+    pub mode: GateMode,
+    pub rule: Rule,
+    pub inner: BoxToolService,
+}
+
+impl tower::Service<ToolInvocation> for TestGate {
+    type Response = ToolOutput;
+    type Error = ToolError;
+    type Future = BoxFuture<'static, Result<ToolOutput, ToolError>>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), ToolError>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, inv: ToolInvocation) -> Self::Future {
+        let this = self.clone();
+        Box::pin(async move {
+            let path = inv.call.arguments.get("path").and_then(|p| p.as_str());
+            let decision = (this.rule)(inv.turn.agent().as_str(), &inv.call.name, path);
+            if let Some(decision) = decision {
+                if let Decision::Override { id, reason } = &decision {
+                    inv.turn
+                        .record(&AuditEvent::OverrideConsumed {
+                            id: id.clone(),
+                            agent: inv.turn.agent().clone(),
+                            path: path.unwrap_or_default().into(),
+                            reason: reason.clone(),
+                        })
+                        .map_err(|e| ToolError::Audit(e.0))?;
+                }
+                inv.turn
+                    .record(&AuditEvent::GateDecision {
+                        call_id: Some(inv.call.id.clone()),
+                        gate: "territory".into(),
+                        mode: this.mode,
+                        action: format!("tool:{}", inv.call.name),
+                        path_raw: path.map(str::to_string),
+                        path: path.map(str::to_string),
+                        decision: decision.clone(),
+                    })
+                    .map_err(|e| ToolError::Audit(e.0))?;
+                if let Decision::Deny(r) = decision {
+                    return Err(ToolError::Refused(r));
+                }
+            }
+            this.inner.oneshot(inv).await
+        })
+    }
+}
+
+/// A team on the fake backend over `workspace`, every agent's tool calls going through `gate`.
+pub fn team(
+    workspace: &Path,
+    names: &[&str],
+    script: Script,
+    clock: Arc<dyn Clock>,
+    gate: Option<(GateMode, Rule)>,
+) -> Runner {
+    let members: Vec<AgentId> = names.iter().map(|n| id(n)).collect();
+    let model = BoxModelService::new(FakeModel::new(script));
+    let stack = match gate {
+        Some((mode, rule)) => BoxToolService::new(TestGate {
+            mode,
+            rule,
+            inner: BoxToolService::new(ToolExecutor),
+        }),
+        None => BoxToolService::new(ToolExecutor),
+    };
+    let mut b = Runner::builder(Workspace::new(workspace).unwrap()).clock(clock);
+    for m in &members {
+        let agent = LlmAgent::builder(m.clone(), model.clone())
+            .tools(tools::builtin(&members))
+            .tool_stack(stack.clone())
+            .max_steps(8)
+            .build();
+        b = b.agent(m.clone(), BoxTurnService::new(agent)).unwrap();
+    }
+    b.build().unwrap()
+}
+
+/// A clock fixed at 2026-01-01T00:00:00Z that moves 250 ms every time it is read, so ledgers
+/// have distinct, reproducible times.
+#[derive(Debug, Default)]
+pub struct SteppingClock(ManualClock);
+
+impl SteppingClock {
+    pub fn new() -> Arc<Self> {
+        Arc::new(Self(ManualClock::new(1_767_225_600_000)))
+    }
+}
+
+impl Clock for SteppingClock {
+    fn now_millis(&self) -> u64 {
+        let t = self.0.now_millis();
+        self.0.advance_millis(250);
+        t
+    }
+}
+
+/// Runs `runner` on `task` into a new ledger under `runs_dir`, and finishes the ledger.
+pub async fn run_to_ledger(
+    runner: &Runner,
+    runs_dir: &Path,
+    run: &str,
+    task: &str,
+    first: &str,
+    opts: LedgerOptions,
+) -> (
+    RunReport,
+    Result<Finished, loopward_runner::audit::LedgerError>,
+) {
+    let ledger = Ledger::create(runs_dir, &RunId::new(run).unwrap(), opts).unwrap();
+    let report = runner.run(ledger.run_spec(task, id(first))).await;
+    let finished = ledger.finish();
+    (report, finished)
+}
+
+/// The standard two-agent script: planner writes the plan and hands off; builder writes
+/// hello.txt, tries to edit plan.md (planner's territory), and finishes.
+pub fn plan_and_build_script() -> Script {
+    let mut s = Script::default();
+    s.call(
+        &id("planner"),
+        "write_file",
+        serde_json::json!({"path": "plan.md", "content": "# Plan\n1. greet"}),
+    )
+    .call(
+        &id("planner"),
+        "handoff",
+        serde_json::json!({"to": "builder", "message": "plan is in plan.md"}),
+    )
+    .call(
+        &id("builder"),
+        "write_file",
+        serde_json::json!({"path": "hello.txt", "content": "hello"}),
+    )
+    .call(
+        &id("builder"),
+        "write_file",
+        serde_json::json!({"path": "plan.md", "content": "# Plan\n1. greet\n2. done"}),
+    )
+    .say(&id("builder"), "Done.");
+    s
+}
