@@ -77,7 +77,7 @@ pub fn render_markdown(records: &[Record]) -> String {
             last.hash
         );
     }
-    out.push_str("\n## Timeline\n");
+    out.push_str("\n## Timeline\n\n");
     for r in records {
         if let Some(line) = timeline_line(r) {
             out.push_str(&line);
@@ -141,8 +141,9 @@ fn timeline_line(r: &Record) -> Option<String> {
             cost_micros,
             tool_calls,
         } => format!(
-            "- `{t}` #{s} model {model}: {}, {tool_calls} tool call(s){}",
-            usage_text(&usage),
+            "- `{t}` #{s} model {model}: {} in / {} out tokens, {tool_calls} tool call(s){}",
+            usage.input_tokens,
+            usage.output_tokens,
             cost_micros.map_or_else(String::new, |c| format!(", {}", cost_text(Some(c))))
         ),
         AuditEvent::ToolRequested {

@@ -20,7 +20,7 @@
 use super::figures::{AdvisoryCompliance, GateFigures, OverrideUse, RunFigures, UnauthorisedWrite};
 use super::record::Chain;
 use super::render::cost_text;
-use super::verify::{scan, verify, EVENTS_FILE};
+use super::verify::{scan, verify, VerifyError, EVENTS_FILE};
 use loopward_core::Usage;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -142,10 +142,12 @@ pub fn report_with(
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
         if let Err(e) = verify(&dir, key) {
-            rep.invalid.push(InvalidRun {
-                run: name,
-                error: e.to_string(),
-            });
+            // The path is implied by the run's name; keep the report free of machine paths.
+            let error = match &e {
+                VerifyError::Breach { seq, breach, .. } => format!("seq {seq}: {breach}"),
+                _ => e.to_string(),
+            };
+            rep.invalid.push(InvalidRun { run: name, error });
             continue;
         }
         let bytes = std::fs::read(dir.join(EVENTS_FILE)).map_err(err)?;

@@ -145,7 +145,7 @@ pub async fn run_to_ledger(
 }
 
 /// The standard two-agent script: planner writes the plan and hands off; builder writes
-/// hello.txt, tries to edit plan.md (planner's territory), and finishes.
+/// hello.txt, tries to overwrite plan.md (planner's territory), edits plan.md, and finishes.
 pub fn plan_and_build_script() -> Script {
     let mut s = Script::default();
     s.call(
@@ -167,6 +167,11 @@ pub fn plan_and_build_script() -> Script {
         &id("builder"),
         "write_file",
         serde_json::json!({"path": "plan.md", "content": "# Plan\n1. greet\n2. done"}),
+    )
+    .call(
+        &id("builder"),
+        "edit_file",
+        serde_json::json!({"path": "plan.md", "old": "1. greet", "new": "1. greet the world"}),
     )
     .say(&id("builder"), "Done.");
     s

@@ -1,0 +1,208 @@
+//! `report` recomputes the governance figures over a fixed set of runs from their ledgers alone.
+
+mod audit_support;
+
+use audit_support::{id, plan_and_build_script, run_to_ledger, team, Rule, SteppingClock};
+use loopward_core::{AuditEvent, AuditSink, Decision, GateMode, Refusal, RunId, Scope};
+use loopward_runner::audit::{report, Ledger, LedgerOptions};
+use loopward_runner::model::fake::Script;
+use serde_json::json;
+use std::path::Path;
+use std::sync::Arc;
+
+/// planner owns plan.md; in `mode`, builder's writes there are denied (or warned, advisory),
+/// except an edit covered by a consumed override under enforcement.
+fn territory(mode: GateMode) -> Rule {
+    Arc::new(move |agent, tool, path| {
+        if tool != "write_file" && tool != "edit_file" {
+            return None;
+        }
+        if path != Some("plan.md") || agent == "planner" {
+            return Some(Decision::Allow);
+        }
+        let refusal = Refusal::new(
+            "territory",
+            "plan.md belongs to planner",
+            "hand off to planner",
+        );
+        Some(match (mode, tool) {
+            (GateMode::Advisory, _) => Decision::Warn(refusal),
+            (_, "edit_file") => Decision::Override {
+                id: "ov-7".into(),
+                reason: "typo fix approved by Ana".into(),
+            },
+            _ => Decision::Deny(refusal),
+        })
+    })
+}
+
+/// builder, warned twice: goes ahead with the overwrite, and its edit fails (nothing changed).
+fn advisory_script() -> Script {
+    let mut s = Script::default();
+    s.call(
+        &id("builder"),
+        "write_file",
+        json!({"path": "plan.md", "content": "mine now"}),
+    )
+    .call(
+        &id("builder"),
+        "edit_file",
+        json!({"path": "plan.md", "old": "absent text", "new": "x"}),
+    )
+    .say(&id("builder"), "Done.");
+    s
+}
+
+async fn build_runs(runs: &Path) {
+    // a: enforced; one denial, one override.
+    let ws = tempfile::tempdir().unwrap();
+    let runner = team(
+        ws.path(),
+        &["planner", "builder"],
+        plan_and_build_script(),
+        SteppingClock::new(),
+        Some((GateMode::Enforce, territory(GateMode::Enforce))),
+    );
+    run_to_ledger(
+        &runner,
+        runs,
+        "a-enforced",
+        "say hello",
+        "planner",
+        LedgerOptions::default(),
+    )
+    .await
+    .1
+    .unwrap();
+    // b: advisory; the agent goes ahead once and its other warned call fails.
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(ws.path().join("plan.md"), "# Plan").unwrap();
+    let runner = team(
+        ws.path(),
+        &["builder"],
+        advisory_script(),
+        SteppingClock::new(),
+        Some((GateMode::Advisory, territory(GateMode::Advisory))),
+    );
+    run_to_ledger(
+        &runner,
+        runs,
+        "b-advisory",
+        "tidy the plan",
+        "builder",
+        LedgerOptions::default(),
+    )
+    .await
+    .1
+    .unwrap();
+    // c: a shell write caught after the fact, one reverted and one not (recorded directly).
+    let run = RunId::new("c-violations").unwrap();
+    let ledger = Ledger::create(runs, &run, LedgerOptions::default()).unwrap();
+    let scope = Scope {
+        run,
+        turn: None,
+        agent: Some(id("builder")),
+    };
+    for (path, remedy) in [
+        ("src/a.rs", "reverted"),
+        ("src/b.rs", "left in place: revert failed"),
+    ] {
+        ledger
+            .record(
+                &scope,
+                &AuditEvent::Violation {
+                    path: path.into(),
+                    remedy: remedy.into(),
+                    reason: "src/ belongs to planner".into(),
+                },
+            )
+            .unwrap();
+    }
+    let ended = AuditEvent::RunEnded {
+        status: loopward_core::RunStatus::Completed,
+        usage: loopward_core::Usage::default(),
+        cost_micros: Some(1_250),
+    };
+    ledger
+        .record(
+            &Scope {
+                agent: None,
+                ..scope
+            },
+            &ended,
+        )
+        .unwrap();
+    ledger.finish().unwrap();
+    // d: crashed (never finished): counted, marked unfinished.
+    let run = RunId::new("d-crashed").unwrap();
+    let ledger = Ledger::create(runs, &run, LedgerOptions::default()).unwrap();
+    ledger
+        .record(
+            &Scope {
+                run,
+                turn: None,
+                agent: None,
+            },
+            &AuditEvent::HumanMessage {
+                content: "start".into(),
+            },
+        )
+        .unwrap();
+    drop(ledger);
+    // e: tampered after finishing: left out, with the reason.
+    let run = RunId::new("e-tampered").unwrap();
+    let ledger = Ledger::create(runs, &run, LedgerOptions::default()).unwrap();
+    ledger
+        .record(
+            &Scope {
+                run,
+                turn: None,
+                agent: None,
+            },
+            &AuditEvent::HumanMessage {
+                content: "honest".into(),
+            },
+        )
+        .unwrap();
+    ledger.finish().unwrap();
+    let p = runs.join("e-tampered/events.jsonl");
+    let text = std::fs::read_to_string(&p)
+        .unwrap()
+        .replace("honest", "h0nest");
+    std::fs::write(&p, text).unwrap();
+}
+
+#[tokio::test]
+async fn report_json_figures_for_a_fixed_set_of_runs() {
+    let runs = tempfile::tempdir().unwrap();
+    build_runs(runs.path()).await;
+    let r = report(runs.path()).unwrap();
+    assert_eq!(r.runs, 4);
+    let t = &r.gates["territory"];
+    assert_eq!((t.allowed, t.denied, t.overridden, t.warned), (2, 1, 1, 2));
+    assert_eq!(
+        (
+            r.advisory.warned_calls,
+            r.advisory.heeded,
+            r.advisory.ignored
+        ),
+        (2, 1, 1)
+    );
+    assert_eq!(r.unauthorised_writes.total, 2);
+    assert_eq!(r.unauthorised_writes.advisory_warned, 1);
+    assert_eq!(r.unauthorised_writes.unreverted_violations, 1);
+    assert_eq!(r.overrides.len(), 1);
+    assert_eq!(r.overrides[0].reason, "typo fix approved by Ana");
+    assert_eq!(r.invalid.len(), 1);
+    assert!(
+        r.invalid[0].error.contains("seq 1: edited"),
+        "{}",
+        r.invalid[0].error
+    );
+    assert_eq!(r.statuses.get("unfinished"), Some(&1));
+    // Under enforcement alone, nothing unauthorised stands.
+    let a = r.per_run.iter().find(|p| p.run == "a-enforced").unwrap();
+    assert_eq!((a.turns, a.handoffs), (2, 1));
+    insta::assert_snapshot!("report_json", r.to_json());
+    insta::assert_snapshot!("report_table", r.to_table());
+}
