@@ -9,6 +9,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use tower::{Service, ServiceExt};
+use tracing::Instrument;
 
 /// The default cap on tool calls in one turn.
 pub const DEFAULT_MAX_STEPS: u32 = 16;
@@ -159,7 +160,15 @@ impl Inner {
                 },
                 max_tokens: self.max_tokens,
             };
-            let reply = self.model.clone().oneshot(request).await?;
+            let span = crate::telemetry::model_span(&self.name, self.max_tokens);
+            let reply = self
+                .model
+                .clone()
+                .oneshot(request)
+                .instrument(span.clone())
+                .await;
+            crate::telemetry::record_model(&span, reply.as_ref());
+            let reply = reply?;
             usage += reply.usage;
             turn.record(&AuditEvent::ModelCall {
                 model: reply.model.clone(),
@@ -175,9 +184,13 @@ impl Inner {
             }
             let mut seen = HashSet::new();
             for call in calls {
+                let span = crate::telemetry::tool_span(&call);
                 let result = self
                     .run_call(&turn, call, &mut seen, tools_disabled)
-                    .await?;
+                    .instrument(span.clone())
+                    .await;
+                crate::telemetry::record_tool(&span, result.as_ref());
+                let result = result?;
                 history.push(Message::Tool(result));
             }
             if turn.state().handoff.is_some() {

@@ -64,6 +64,7 @@ mod extensions;
 pub mod layers;
 pub mod model;
 mod runner;
+pub mod telemetry;
 pub mod tool;
 pub mod tools;
 mod turn;

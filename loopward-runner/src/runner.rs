@@ -12,6 +12,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use tower::ServiceExt;
+use tracing::Instrument;
 
 /// The default hard cap on turns in one run.
 pub const DEFAULT_MAX_TURNS: u32 = 32;
@@ -199,7 +200,11 @@ impl Runner {
             final_text: String::new(),
             audit_location: spec.audit_location.clone(),
         };
-        report.status = self.drive(&ctx, &spec, &mut report, &mut observe).await;
+        let span = crate::telemetry::run_span(&spec.id, &spec.first);
+        report.status = self
+            .drive(&ctx, &spec, &mut report, &mut observe)
+            .instrument(span.clone())
+            .await;
         // A failure to record the end is itself an audit failure, unless one already stopped us.
         if let Err(e) = ctx.record(&AuditEvent::RunEnded {
             status: report.status.clone(),
@@ -210,6 +215,7 @@ impl Runner {
                 report.status = RunStatus::AuditFailed { error: e.0 };
             }
         }
+        crate::telemetry::record_run(&span, &report.status, &report.usage);
         report
     }
 
@@ -264,12 +270,15 @@ impl Runner {
             }
             let history = histories.entry(agent.clone()).or_default();
             let service = self.agents[&agent].clone();
+            let span = crate::telemetry::turn_span(ctx.run(), &agent, number);
             let result = service
                 .oneshot(TurnRequest {
                     turn: turn.clone(),
                     messages: history.clone(),
                 })
+                .instrument(span.clone())
                 .await;
+            crate::telemetry::record_turn(&span, result.as_ref());
             report.last_agent = Some(agent.clone());
             let outcome = match result {
                 Ok(o) => o,

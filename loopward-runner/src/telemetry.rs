@@ -1,0 +1,177 @@
+//! `tracing` spans for runs, turns, model calls and tool calls, with attribute names from the
+//! OpenTelemetry GenAI semantic conventions, so any `tracing` subscriber (or the `otel` feature's
+//! OTLP exporter) shows them as a GenAI trace.
+//!
+//! | span | `gen_ai.operation.name` | attributes |
+//! |---|---|---|
+//! | `loopward.run` | — | `gen_ai.conversation.id` (run id), `gen_ai.agent.name` (first agent), `loopward.run.status`, usage |
+//! | `invoke_agent` | `invoke_agent` | `gen_ai.agent.name`, `gen_ai.conversation.id`, `loopward.turn`, `loopward.turn.finish`, usage |
+//! | `chat` | `chat` | `gen_ai.agent.name`, `gen_ai.request.model`, `gen_ai.response.model`, `gen_ai.request.max_tokens`, usage, `error.type` |
+//! | `execute_tool` | `execute_tool` | `gen_ai.tool.name`, `gen_ai.tool.call.id`, `gen_ai.tool.type`, `error.type` |
+//!
+//! Usage is `gen_ai.usage.input_tokens` and `gen_ai.usage.output_tokens`. `otel.name` carries the
+//! conventional span name (`chat {model}`, `execute_tool {tool}`, `invoke_agent {agent}`).
+//!
+//! ```
+//! assert_eq!(loopward_runner::telemetry::attr::TOOL_CALL_ID, "gen_ai.tool.call.id");
+//! ```
+
+use crate::model::{ChatResponse, ModelError};
+use crate::turn::{TurnError, TurnOutcome};
+use loopward_core::{AgentId, RunId, RunStatus, ToolCall, ToolResult, TurnNumber, Usage};
+use tracing::field::Empty;
+use tracing::Span;
+
+/// Attribute names used on loopward's spans.
+pub mod attr {
+    /// The operation: `invoke_agent`, `chat`, `execute_tool`.
+    pub const OPERATION_NAME: &str = "gen_ai.operation.name";
+    /// The agent's name.
+    pub const AGENT_NAME: &str = "gen_ai.agent.name";
+    /// The run id (a run is one conversation with a team).
+    pub const CONVERSATION_ID: &str = "gen_ai.conversation.id";
+    /// The model asked for.
+    pub const REQUEST_MODEL: &str = "gen_ai.request.model";
+    /// The model that answered.
+    pub const RESPONSE_MODEL: &str = "gen_ai.response.model";
+    /// The cap on generated tokens.
+    pub const REQUEST_MAX_TOKENS: &str = "gen_ai.request.max_tokens";
+    /// Prompt tokens.
+    pub const USAGE_INPUT_TOKENS: &str = "gen_ai.usage.input_tokens";
+    /// Generated tokens.
+    pub const USAGE_OUTPUT_TOKENS: &str = "gen_ai.usage.output_tokens";
+    /// The tool's name.
+    pub const TOOL_NAME: &str = "gen_ai.tool.name";
+    /// The tool call's id.
+    pub const TOOL_CALL_ID: &str = "gen_ai.tool.call.id";
+    /// The tool's type (`function`).
+    pub const TOOL_TYPE: &str = "gen_ai.tool.type";
+    /// The error class, when the operation failed.
+    pub const ERROR_TYPE: &str = "error.type";
+}
+
+/// The span of one run.
+pub(crate) fn run_span(run: &RunId, first: &AgentId) -> Span {
+    tracing::info_span!(
+        "loopward.run",
+        otel.name = %format!("run {run}"),
+        gen_ai.conversation.id = %run,
+        gen_ai.agent.name = %first,
+        loopward.run.status = Empty,
+        gen_ai.usage.input_tokens = Empty,
+        gen_ai.usage.output_tokens = Empty,
+    )
+}
+
+/// Records how a run ended on its span.
+pub(crate) fn record_run(span: &Span, status: &RunStatus, usage: &Usage) {
+    span.record("loopward.run.status", status.label());
+    record_usage(span, usage);
+}
+
+/// The span of one turn.
+pub(crate) fn turn_span(run: &RunId, agent: &AgentId, turn: TurnNumber) -> Span {
+    tracing::info_span!(
+        "invoke_agent",
+        otel.name = %format!("invoke_agent {agent}"),
+        gen_ai.operation.name = "invoke_agent",
+        gen_ai.agent.name = %agent,
+        gen_ai.conversation.id = %run,
+        loopward.turn = turn.0,
+        loopward.turn.finish = Empty,
+        gen_ai.usage.input_tokens = Empty,
+        gen_ai.usage.output_tokens = Empty,
+        "error.type" = Empty,
+    )
+}
+
+/// Records a turn's outcome on its span.
+pub(crate) fn record_turn(span: &Span, outcome: Result<&TurnOutcome, &TurnError>) {
+    match outcome {
+        Ok(o) => {
+            let finish = serde_json::to_value(&o.finish)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_string))
+                .unwrap_or_default();
+            span.record("loopward.turn.finish", finish.as_str());
+            record_usage(span, &o.usage);
+        }
+        Err(e) => {
+            span.record("error.type", e.status().label());
+        }
+    }
+}
+
+/// The span of one model call.
+pub(crate) fn model_span(agent: &AgentId, max_tokens: Option<u32>) -> Span {
+    let span = tracing::info_span!(
+        "chat",
+        otel.name = Empty,
+        gen_ai.operation.name = "chat",
+        gen_ai.agent.name = %agent,
+        gen_ai.request.model = Empty,
+        gen_ai.response.model = Empty,
+        gen_ai.request.max_tokens = Empty,
+        gen_ai.usage.input_tokens = Empty,
+        gen_ai.usage.output_tokens = Empty,
+        "error.type" = Empty,
+    );
+    if let Some(n) = max_tokens {
+        span.record("gen_ai.request.max_tokens", n);
+    }
+    span
+}
+
+/// Records a model call's reply (or error) on its span.
+pub(crate) fn record_model(span: &Span, reply: Result<&ChatResponse, &ModelError>) {
+    match reply {
+        Ok(r) => {
+            // The backend reports the model it was configured with; that is the request model.
+            span.record("otel.name", format!("chat {}", r.model).as_str());
+            span.record("gen_ai.request.model", r.model.as_str());
+            span.record("gen_ai.response.model", r.model.as_str());
+            record_usage(span, &r.usage);
+        }
+        Err(e) => {
+            span.record("otel.name", "chat");
+            span.record(
+                "error.type",
+                format!("{e:?}")
+                    .split(['(', ' ', '{'])
+                    .next()
+                    .unwrap_or("error"),
+            );
+        }
+    }
+}
+
+/// The span of one tool call.
+pub(crate) fn tool_span(call: &ToolCall) -> Span {
+    tracing::info_span!(
+        "execute_tool",
+        otel.name = %format!("execute_tool {}", call.name),
+        gen_ai.operation.name = "execute_tool",
+        gen_ai.tool.name = %call.name,
+        gen_ai.tool.call.id = %call.id,
+        gen_ai.tool.type = "function",
+        "error.type" = Empty,
+    )
+}
+
+/// Records a tool call's result on its span.
+pub(crate) fn record_tool(span: &Span, result: Result<&ToolResult, &TurnError>) {
+    match result {
+        Ok(r) if r.is_error => {
+            span.record("error.type", "tool_error");
+        }
+        Ok(_) => {}
+        Err(e) => {
+            span.record("error.type", e.status().label());
+        }
+    }
+}
+
+fn record_usage(span: &Span, usage: &Usage) {
+    span.record("gen_ai.usage.input_tokens", usage.input_tokens);
+    span.record("gen_ai.usage.output_tokens", usage.output_tokens);
+}
