@@ -10,6 +10,35 @@
 //! [`verify`] checks a run's ledger and names the first bad sequence number; [`report`]
 //! recomputes the governance figures ([`RunFigures`]) over all runs from their ledgers alone.
 //! [`MemorySink`] keeps events in memory, for tests and embedding.
+//!
+//! Wiring a run to a ledger: create it, hand the runner its [`RunSpec`](crate::RunSpec), then
+//! [`finish`](Ledger::finish) it (which writes `audit.json`, `audit.md` and the anchor).
+//!
+//! ```
+//! use loopward_core::{AgentId, RunId, RunStatus};
+//! use loopward_runner::audit::{report, verify, Ledger, LedgerOptions};
+//! use loopward_runner::model::{fake::{FakeModel, Script}, BoxModelService};
+//! use loopward_runner::{tools, BoxTurnService, LlmAgent, Runner, Workspace};
+//! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+//! let (ws, runs) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+//! let builder = AgentId::new("builder").unwrap();
+//! let mut script = Script::default();
+//! script.say(&builder, "Nothing to do.");
+//! let agent = LlmAgent::builder(builder.clone(), BoxModelService::new(FakeModel::new(script)))
+//!     .tools(tools::builtin(&[builder.clone()])).build();
+//! let runner = Runner::builder(Workspace::new(ws.path()).unwrap())
+//!     .agent(builder.clone(), BoxTurnService::new(agent)).unwrap().build().unwrap();
+//!
+//! let ledger = Ledger::create(runs.path(), &RunId::new("r1").unwrap(), LedgerOptions::default()).unwrap();
+//! let run = runner.run(ledger.run_spec("check the repo", builder)).await;
+//! assert_eq!(run.status, RunStatus::Completed);
+//! let done = ledger.finish().unwrap();
+//!
+//! assert_eq!(verify(&runs.path().join("r1"), None).unwrap().final_hash, done.final_hash);
+//! assert!(std::fs::read_to_string(done.audit_md).unwrap().contains("human: check the repo"));
+//! assert_eq!(report(runs.path()).unwrap().turns, 1);
+//! # });
+//! ```
 
 mod figures;
 mod index;
