@@ -19,6 +19,7 @@
 //! |---|---|
 //! | (none) | the runner, layers, gates, the ledger, the built-in tools, the scripted fake backend |
 //! | `http` | `model::http`: OpenAI-compatible and Anthropic backends (reqwest + rustls), streaming, retries |
+//! | `otel` | `telemetry::otel`: export the runner's spans over OTLP/HTTP to any OpenTelemetry collector |
 //!
 //! ## Example: a two-agent scripted team
 //!

@@ -10,11 +10,16 @@
 //! | `execute_tool` | `execute_tool` | `gen_ai.tool.name`, `gen_ai.tool.call.id`, `gen_ai.tool.type`, `error.type` |
 //!
 //! Usage is `gen_ai.usage.input_tokens` and `gen_ai.usage.output_tokens`. `otel.name` carries the
-//! conventional span name (`chat {model}`, `execute_tool {tool}`, `invoke_agent {agent}`).
+//! conventional span name (`chat`, `execute_tool {tool}`, `invoke_agent {agent}`).
+//!
+//! With the `otel` feature, `otel::otlp_layer` exports these spans over OTLP/HTTP.
 //!
 //! ```
 //! assert_eq!(loopward_runner::telemetry::attr::TOOL_CALL_ID, "gen_ai.tool.call.id");
 //! ```
+
+#[cfg(feature = "otel")]
+pub mod otel;
 
 use crate::model::{ChatResponse, ModelError};
 use crate::turn::{TurnError, TurnOutcome};
@@ -104,9 +109,11 @@ pub(crate) fn record_turn(span: &Span, outcome: Result<&TurnOutcome, &TurnError>
 
 /// The span of one model call.
 pub(crate) fn model_span(agent: &AgentId, max_tokens: Option<u32>) -> Span {
+    // The span name is fixed when the span is entered, before the backend names its model, so
+    // it is the bare operation (the convention's fallback); the model goes in the attributes.
     let span = tracing::info_span!(
         "chat",
-        otel.name = Empty,
+        otel.name = "chat",
         gen_ai.operation.name = "chat",
         gen_ai.agent.name = %agent,
         gen_ai.request.model = Empty,
@@ -127,13 +134,11 @@ pub(crate) fn record_model(span: &Span, reply: Result<&ChatResponse, &ModelError
     match reply {
         Ok(r) => {
             // The backend reports the model it was configured with; that is the request model.
-            span.record("otel.name", format!("chat {}", r.model).as_str());
             span.record("gen_ai.request.model", r.model.as_str());
             span.record("gen_ai.response.model", r.model.as_str());
             record_usage(span, &r.usage);
         }
         Err(e) => {
-            span.record("otel.name", "chat");
             span.record(
                 "error.type",
                 format!("{e:?}")

@@ -123,7 +123,7 @@ async fn spans_follow_the_genai_conventions_and_nest_run_turn_call() {
         .iter()
         .all(|c| c.parent.as_deref() == Some("invoke_agent")));
     assert_eq!(chats[0].fields["gen_ai.request.model"], "fake");
-    assert_eq!(chats[0].fields["otel.name"], "chat fake");
+    assert_eq!(chats[0].fields["otel.name"], "chat");
     let out: u64 = chats
         .iter()
         .map(|c| {

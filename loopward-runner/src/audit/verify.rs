@@ -152,6 +152,10 @@ pub struct VerifyOk {
 /// Verifies the ledger of the run in `run_dir` (`runs/<run-id>`), against its anchor in the
 /// parent directory's `index.jsonl`. Pass the key when the ledger is an HMAC chain.
 pub fn verify(run_dir: &Path, key: Option<&LedgerKey>) -> Result<VerifyOk, VerifyError> {
+    // `runs/r1/.` or a relative `.` must still name the run and find the index beside it.
+    let run_dir = &run_dir
+        .canonicalize()
+        .unwrap_or_else(|_| run_dir.to_path_buf());
     let path = run_dir.join(EVENTS_FILE);
     let run = run_dir
         .file_name()
