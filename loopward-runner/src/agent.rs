@@ -4,7 +4,9 @@ use crate::model::{BoxModelService, ChatRequest};
 use crate::tool::{BoxToolService, ToolError, ToolInvocation, ToolSet};
 use crate::turn::{TurnError, TurnOutcome, TurnRequest};
 use futures::future::BoxFuture;
-use loopward_core::{AgentId, AuditEvent, FinishReason, Message, ToolCall, ToolResult, Usage};
+use loopward_core::{
+    AgentId, AuditEvent, FinishReason, Message, Price, ToolCall, ToolResult, Usage,
+};
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -30,6 +32,7 @@ struct Inner {
     tool_stack: BoxToolService,
     max_steps: u32,
     max_tokens: Option<u32>,
+    price: Option<Price>,
 }
 
 impl std::fmt::Debug for LlmAgent {
@@ -51,6 +54,7 @@ pub struct LlmAgentBuilder {
     tool_stack: Option<BoxToolService>,
     max_steps: u32,
     max_tokens: Option<u32>,
+    price: Option<Price>,
 }
 
 impl LlmAgent {
@@ -64,6 +68,7 @@ impl LlmAgent {
             tool_stack: None,
             max_steps: DEFAULT_MAX_STEPS,
             max_tokens: None,
+            price: None,
         }
     }
 
@@ -104,6 +109,12 @@ impl LlmAgentBuilder {
         self
     }
 
+    /// The price of the agent's model, so each model call's cost is recorded in the ledger.
+    pub fn price(mut self, price: Price) -> Self {
+        self.price = Some(price);
+        self
+    }
+
     /// Builds the agent.
     pub fn build(self) -> LlmAgent {
         LlmAgent {
@@ -117,6 +128,7 @@ impl LlmAgentBuilder {
                     .unwrap_or_else(|| BoxToolService::new(crate::tool::ToolExecutor)),
                 max_steps: self.max_steps,
                 max_tokens: self.max_tokens,
+                price: self.price,
             }),
         }
     }
@@ -173,7 +185,7 @@ impl Inner {
             turn.record(&AuditEvent::ModelCall {
                 model: reply.model.clone(),
                 usage: reply.usage,
-                cost_micros: None,
+                cost_micros: self.price.map(|p| p.cost_micros(&reply.usage)),
                 tool_calls: u32::try_from(reply.tool_calls.len()).unwrap_or(u32::MAX),
             })?;
             text.clone_from(&reply.content);

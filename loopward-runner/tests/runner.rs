@@ -407,3 +407,45 @@ fn scripts_load_from_toml_and_json_and_reject_unknown_keys() {
     let err = Script::from_json(r#"{"agents": {"Bad Name": []}}"#).unwrap_err();
     assert!(err.to_string().contains("invalid agent name"), "{err}");
 }
+
+#[tokio::test]
+async fn a_priced_agent_records_the_cost_of_each_model_call() {
+    let mut s = Script::default();
+    s.say(&id("solo"), "a reply of some length");
+    let dir = tempfile::tempdir().unwrap();
+    let price = loopward_core::Price {
+        input_per_mtok_micros: 3_000_000,
+        output_per_mtok_micros: 15_000_000,
+    };
+    let agent = LlmAgent::builder(id("solo"), BoxModelService::new(FakeModel::new(s)))
+        .price(price)
+        .build();
+    let runner = Runner::builder(Workspace::new(dir.path()).unwrap())
+        .agent(id("solo"), BoxTurnService::new(agent))
+        .unwrap()
+        .build()
+        .unwrap();
+    let sink = Arc::new(MemorySink::default());
+    let report = runner
+        .run(RunSpec {
+            id: RunId::new("priced").unwrap(),
+            task: "answer".into(),
+            first: id("solo"),
+            audit: sink.clone(),
+            audit_location: None,
+        })
+        .await;
+    let (usage, cost) = sink
+        .events()
+        .into_iter()
+        .find_map(|(_, e)| match e {
+            AuditEvent::ModelCall {
+                usage, cost_micros, ..
+            } => Some((usage, cost_micros)),
+            _ => None,
+        })
+        .unwrap();
+    assert_eq!(cost, Some(price.cost_micros(&usage)));
+    assert!(cost.unwrap() > 0);
+    assert_eq!(report.usage.output_tokens, usage.output_tokens);
+}
