@@ -41,12 +41,17 @@ fn repo_root() -> PathBuf {
 
 fn ci(root: &Path) -> Result<()> {
     cargo(root, &["fmt", "--all", "--", "--check"])?;
-    // One feature set for the workspace: default plus `http` (no C++ build). The llama backend
-    // is built in its own, single configuration.
-    let features = "--features=loopward-runner/http";
+    // One feature set for the workspace: default plus `http` and `otel` (no C++ build). The
+    // llama backend is built in its own, single configuration.
+    let features = "--features=loopward-runner/http,loopward-runner/otel";
     let clippy = ["clippy", "--workspace", "--all-targets", features];
     cargo(root, &[&clippy[..], &["--", "-D", "warnings"]].concat())?;
     cargo(root, &["test", "--workspace", features])?;
+    // The default feature set must still build on its own.
+    cargo(
+        root,
+        &["check", "--package", "loopward-runner", "--all-targets"],
+    )?;
     Ok(())
 }
 
