@@ -1,0 +1,56 @@
+//! Control files: `.loopward/`, the config file and the runs directory. No agent ever writes
+//! them, override or not, and no mode or runtime change can relax that.
+//!
+//! ```
+//! use loopward_runner::gates::ControlFiles;
+//! let c = ControlFiles::default();
+//! assert!(c.covers(".loopward/overrides/x.json"));
+//! assert!(c.covers("loopward.toml") && c.covers("runs/r1/events.jsonl") && c.covers("runs"));
+//! assert!(!c.covers("runsheet.md") && !c.covers("src/loopward.toml"));
+//! ```
+
+/// The gate name control-file refusals carry.
+pub const CONTROL_GATE: &str = "control";
+
+/// The workspace-relative control paths. Each covers itself and everything below it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ControlFiles {
+    paths: Vec<String>,
+}
+
+impl Default for ControlFiles {
+    fn default() -> Self {
+        Self::new("loopward.toml", "runs")
+    }
+}
+
+impl ControlFiles {
+    /// `.loopward/` plus the given config file and runs directory (workspace-relative; pass
+    /// paths outside the workspace as `""`: agents cannot reach them anyway).
+    pub fn new(config_file: &str, runs_dir: &str) -> Self {
+        let mut paths = vec![".loopward".to_string()];
+        for p in [config_file, runs_dir] {
+            let p = p.trim_matches('/');
+            if !p.is_empty() {
+                paths.push(p.to_string());
+            }
+        }
+        Self { paths }
+    }
+
+    /// The control paths.
+    pub fn paths(&self) -> &[String] {
+        &self.paths
+    }
+
+    /// Whether the canonical workspace-relative `path` is a control file, or a directory holding
+    /// one (writing, deleting or renaming it would touch control files).
+    pub fn covers(&self, path: &str) -> bool {
+        self.paths.iter().any(|c| {
+            path == c
+                || path.strip_prefix(c.as_str()).is_some_and(|r| r.starts_with('/'))
+                || path.is_empty()
+                || c.strip_prefix(path).is_some_and(|r| r.starts_with('/'))
+        })
+    }
+}

@@ -1,0 +1,787 @@
+//! The tower layer that runs the policy's gates in the tool stack, before anything executes.
+//!
+//! For every call: control files, then territories (consuming a one-shot override where one is
+//! needed and valid), then the sprawl gate; for `handoff` calls the review gates; around `shell`
+//! calls a workspace comparison that reverts forbidden changes. Every decision is recorded
+//! before the action runs; a record that fails stops the call ([`ToolError::Audit`]).
+
+use super::control::CONTROL_GATE;
+use super::overrides::{OverrideError, Sentinel};
+use super::policy::{Gates, Policy, POLICY_GATE, SHELL_GATE, MAX_AFFECTED_PATHS};
+use super::snapshot::{Change, Snapshot};
+use super::sprawl::{Epochs, SprawlGate, SprawlState, SprawlVerdict};
+use super::territory::Territory;
+use crate::clock::Clock;
+use crate::context::TurnContext;
+use crate::tool::{Access, BoxToolService, ToolError, ToolInvocation, ToolOutput};
+use futures::future::BoxFuture;
+use loopward_core::{AgentId, AuditEvent, Decision, Effect, EffectKind, EffectStatus, GateMode, Refusal};
+use std::collections::BTreeSet;
+use std::os::unix::fs::MetadataExt;
+use std::task::{Context, Poll};
+use tower::ServiceExt;
+
+/// Wraps a tool stack with the policy gates.
+///
+/// ```
+/// use loopward_runner::gates::{Policy, PolicyConfig, PolicyLayer};
+/// use loopward_runner::tool::{BoxToolService, ToolExecutor};
+/// use loopward_runner::Workspace;
+/// use tower::Layer;
+/// let dir = tempfile::tempdir().unwrap();
+/// let policy = Policy::from_config(&PolicyConfig::default(), Workspace::new(dir.path()).unwrap()).unwrap();
+/// let stack: BoxToolService = BoxToolService::new(PolicyLayer::new(policy).layer(ToolExecutor));
+/// # let _ = stack;
+/// ```
+#[derive(Clone, Debug)]
+pub struct PolicyLayer {
+    policy: Policy,
+}
+
+impl PolicyLayer {
+    /// A layer running `policy`'s gates.
+    pub fn new(policy: Policy) -> Self {
+        Self { policy }
+    }
+
+    /// Wraps a boxed stack, returning a boxed stack.
+    pub fn wrap(&self, inner: BoxToolService) -> BoxToolService {
+        BoxToolService::new(tower::Layer::layer(self, inner))
+    }
+}
+
+impl<S> tower::Layer<S> for PolicyLayer {
+    type Service = PolicyService<S>;
+    fn layer(&self, inner: S) -> Self::Service {
+        PolicyService {
+            policy: self.policy.clone(),
+            inner,
+        }
+    }
+}
+
+/// The service [`PolicyLayer`] builds.
+#[derive(Clone, Debug)]
+pub struct PolicyService<S> {
+    policy: Policy,
+    inner: S,
+}
+
+impl<S> tower::Service<ToolInvocation> for PolicyService<S>
+where
+    S: tower::Service<ToolInvocation, Response = ToolOutput, Error = ToolError>
+        + Clone
+        + Send
+        + 'static,
+    S::Future: Send + 'static,
+{
+    type Response = ToolOutput;
+    type Error = ToolError;
+    type Future = BoxFuture<'static, Result<ToolOutput, ToolError>>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), ToolError>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, inv: ToolInvocation) -> Self::Future {
+        let policy = self.policy.clone();
+        let inner = self.inner.clone();
+        Box::pin(async move { policy.run_call(inner, inv).await })
+    }
+}
+
+/// One gate's verdict on one path of one call.
+struct Verdict {
+    gate: String,
+    mode: GateMode,
+    path_raw: Option<String>,
+    path: Option<String>,
+    decision: Decision,
+    needs: Option<Sentinel>,
+}
+
+impl Verdict {
+    fn denies(&self) -> bool {
+        !self.decision.permits()
+    }
+}
+
+fn audit(e: loopward_core::AuditError) -> ToolError {
+    ToolError::Audit(e.0)
+}
+
+fn record(turn: &TurnContext, call_id: &str, action: &str, v: &Verdict) -> Result<(), ToolError> {
+    turn.record(&AuditEvent::GateDecision {
+        call_id: Some(call_id.into()),
+        gate: v.gate.clone(),
+        mode: v.mode,
+        action: action.into(),
+        path_raw: v.path_raw.clone(),
+        path: v.path.clone(),
+        decision: v.decision.clone(),
+    })
+    .map_err(audit)
+}
+
+impl Policy {
+    async fn run_call<S>(&self, inner: S, inv: ToolInvocation) -> Result<ToolOutput, ToolError>
+    where
+        S: tower::Service<ToolInvocation, Response = ToolOutput, Error = ToolError> + Send + 'static,
+        S::Future: Send + 'static,
+    {
+        let gates = self.gates();
+        if inv.accesses.iter().any(|a| matches!(a, Access::Exec)) {
+            return self.run_exec(&gates, inner, inv).await;
+        }
+        if inv.call.name == "handoff" {
+            self.judge_handoff(&gates, &inv)?;
+            return inner.oneshot(inv).await;
+        }
+        let turn = inv.turn.clone();
+        let call_id = inv.call.id.clone();
+        let action = format!("tool:{}", inv.call.name);
+        let agent = turn.agent().clone();
+        let targets = match self.targets(&inv.accesses) {
+            Ok(t) => t,
+            Err(why) => {
+                let v = Verdict {
+                    gate: POLICY_GATE.into(),
+                    mode: GateMode::Enforce,
+                    path_raw: None,
+                    path: None,
+                    decision: Decision::Deny(Refusal::new(
+                        POLICY_GATE,
+                        format!("could not tell what this call would change: {why}"),
+                        "act on fewer paths at once, or on files rather than large folders",
+                    )),
+                    needs: None,
+                };
+                record(&turn, &call_id, &action, &v)?;
+                return Err(refused(v));
+            }
+        };
+        if targets.is_empty() {
+            return inner.oneshot(inv).await;
+        }
+        let mut verdicts: Vec<Verdict> = targets
+            .iter()
+            .map(|(raw, rel)| self.judge_path(&gates, &agent, turn.run().clock(), raw.clone(), rel))
+            .collect();
+        if let Some(i) = verdicts.iter().position(Verdict::denies) {
+            for v in &verdicts {
+                record(&turn, &call_id, &action, v)?;
+            }
+            return Err(refused(verdicts.swap_remove(i)));
+        }
+        // The sprawl gate: counted on the paths this call writes.
+        let epochs = turn.run().extensions().get_or_default::<Epochs>();
+        let sprawl_state = turn.run().extensions().get_or_default::<SprawlState>();
+        let (keys, files) = self.unit_keys(&gates, &inv, &targets);
+        if let Some(sg) = &gates.sprawl {
+            match sprawl_state.judge(sg, &agent, &epochs, &keys, true) {
+                SprawlVerdict::Pass => {}
+                SprawlVerdict::Refuse { touched, n } => {
+                    let refusal = self.sprawl_refusal(&gates, sg, &agent, &touched, &files, n);
+                    let decision = match sg.config().mode {
+                        GateMode::Enforce => Decision::Deny(refusal),
+                        GateMode::Advisory => Decision::Warn(refusal),
+                    };
+                    let v = Verdict {
+                        gate: "sprawl".into(),
+                        mode: sg.config().mode,
+                        path_raw: None,
+                        path: files.iter().next().cloned(),
+                        decision,
+                        needs: None,
+                    };
+                    if v.denies() {
+                        for x in &verdicts {
+                            record(&turn, &call_id, &action, x)?;
+                        }
+                        record(&turn, &call_id, &action, &v)?;
+                        return Err(refused(v));
+                    }
+                    verdicts.push(v);
+                }
+            }
+        }
+        // Every gate allows: consume the overrides this call needs, logged before it runs.
+        for v in &mut verdicts {
+            self.consume(&turn, &agent, v)?;
+        }
+        if let Some(i) = verdicts.iter().position(Verdict::denies) {
+            for v in &verdicts {
+                record(&turn, &call_id, &action, v)?;
+            }
+            return Err(refused(verdicts.swap_remove(i)));
+        }
+        for v in &verdicts {
+            record(&turn, &call_id, &action, v)?;
+        }
+        let out = inner.oneshot(inv).await?;
+        if !out.is_error {
+            sprawl_state.touch(&agent, &epochs, keys, files);
+            self.note_plan(&gates, &epochs, &out.effects);
+        }
+        Ok(out)
+    }
+
+    /// Control, then territories (finding an override where one is needed). Decides, consumes
+    /// nothing.
+    fn judge_path(
+        &self,
+        gates: &Gates,
+        agent: &AgentId,
+        clock: &dyn Clock,
+        raw: Option<String>,
+        rel: &str,
+    ) -> Verdict {
+        let mk = |gate: &str, mode, decision, needs| Verdict {
+            gate: gate.into(),
+            mode,
+            path_raw: raw.clone(),
+            path: Some(rel.to_string()),
+            decision,
+            needs,
+        };
+        if self.inner.control.covers(rel) {
+            return mk(
+                CONTROL_GATE,
+                GateMode::Enforce,
+                Decision::Deny(Refusal::new(
+                    CONTROL_GATE,
+                    format!("{} is a control file: .loopward/, the config file and the runs directory are never writable by agents, with or without an override", show(rel)),
+                    "leave it unchanged; if it must change, say so in your reply and a person will do it",
+                )),
+                None,
+            );
+        }
+        let mut covering: Vec<&Territory> =
+            gates.territories.iter().filter(|t| t.covers(rel)).collect();
+        covering.sort_by(|a, b| a.name().cmp(b.name()));
+        let foreign: Vec<&&Territory> = covering.iter().filter(|t| !t.owned_by(agent)).collect();
+        let enforced: Vec<&&&Territory> = foreign
+            .iter()
+            .filter(|t| t.mode() == GateMode::Enforce)
+            .collect();
+        if let Some(t) = enforced.first() {
+            return match self.inner.overrides.find(agent, rel, clock) {
+                Ok(s) => mk(t.name(), GateMode::Enforce, Decision::Allow, Some(s)),
+                Err(e) => mk(
+                    t.name(),
+                    GateMode::Enforce,
+                    Decision::Deny(territory_refusal(t, agent, rel, Some(&e))),
+                    None,
+                ),
+            };
+        }
+        if let Some(t) = foreign.first() {
+            return mk(
+                t.name(),
+                GateMode::Advisory,
+                Decision::Warn(territory_refusal(t, agent, rel, None)),
+                None,
+            );
+        }
+        let gate = covering.first().map_or("territory", |t| t.name());
+        mk(gate, GateMode::Enforce, Decision::Allow, None)
+    }
+
+    /// Takes the override a verdict needs; on failure the verdict becomes a denial.
+    fn consume(&self, turn: &TurnContext, agent: &AgentId, v: &mut Verdict) -> Result<(), ToolError> {
+        let Some(s) = v.needs.take() else {
+            return Ok(());
+        };
+        let path = v.path.clone().unwrap_or_default();
+        match self.inner.overrides.take(agent, &path, turn.run().clock()) {
+            Ok(taken) => {
+                turn.record(&AuditEvent::OverrideConsumed {
+                    id: taken.id.clone(),
+                    agent: agent.clone(),
+                    path: taken.path.clone(),
+                    reason: taken.reason.clone(),
+                })
+                .map_err(audit)?;
+                v.decision = Decision::Override {
+                    id: taken.id,
+                    reason: taken.reason,
+                };
+            }
+            Err(e) => {
+                let _ = s;
+                let gates = self.gates();
+                let t = gates.territories.iter().find(|t| t.name() == v.gate);
+                v.decision = Decision::Deny(match t {
+                    Some(t) => territory_refusal(t, agent, &path, Some(&e)),
+                    None => Refusal::new(v.gate.clone(), e.to_string(), ""),
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+fn refused(v: Verdict) -> ToolError {
+    match v.decision {
+        Decision::Deny(r) => ToolError::Refused(r),
+        _ => ToolError::Refused(Refusal::new(v.gate, "refused", "")),
+    }
+}
+
+fn show(rel: &str) -> &str {
+    if rel.is_empty() {
+        "the workspace root"
+    } else {
+        rel
+    }
+}
+
+fn territory_refusal(
+    t: &Territory,
+    agent: &AgentId,
+    rel: &str,
+    why_no_override: Option<&OverrideError>,
+) -> Refusal {
+    let mut reason = format!(
+        "{} is in territory {}, owned by {}; {agent} does not own it",
+        show(rel),
+        t.name(),
+        t.owner_list()
+    );
+    if let Some(OverrideError::NoneValid { rejections, .. }) = why_no_override {
+        for r in rejections {
+            reason.push_str(&format!("; override {} refused: {}", r.file, r.why));
+        }
+    }
+    let owner = t.owners().first().map_or("its owner", AgentId::as_str);
+    Refusal::new(
+        t.name(),
+        reason,
+        format!(
+            "hand the change to {owner} with the handoff tool, saying exactly what to change and why; or ask a person for a one-shot override (loopward override grant --agent {agent} --path {} --reason \"<why>\" --ttl 10m) and make the same call again",
+            show(rel)
+        ),
+    )
+}
+
+impl Policy {
+    /// The canonical paths a call writes, with the raw path given where there is one. A
+    /// directory deleted, renamed or linked to stands for everything below it; a file with other
+    /// hard links stands for those too.
+    fn targets(&self, accesses: &[Access]) -> Result<Vec<(Option<String>, String)>, String> {
+        let root = self.inner.workspace.root().to_path_buf();
+        let mut out: Vec<(Option<String>, String)> = Vec::new();
+        let mut push = |raw: Option<String>, rel: String| {
+            if !out.iter().any(|(_, r)| *r == rel) {
+                out.push((raw, rel));
+            }
+        };
+        for a in accesses {
+            match a {
+                Access::Read(_) | Access::Exec => {}
+                Access::Write(p) => {
+                    push(Some(p.raw().into()), p.rel().into());
+                    for alias in hard_link_aliases(&root, p.rel())? {
+                        push(None, alias);
+                    }
+                }
+                Access::Delete(p) => {
+                    push(Some(p.raw().into()), p.rel().into());
+                    for d in descendants(&root, p.rel())? {
+                        push(None, d);
+                    }
+                }
+                Access::Rename { from, to } => {
+                    push(Some(from.raw().into()), from.rel().into());
+                    push(Some(to.raw().into()), to.rel().into());
+                    for d in descendants(&root, from.rel())? {
+                        let moved = format!("{}{}", to.rel(), &d[from.rel().len()..]);
+                        push(None, d);
+                        push(None, moved);
+                    }
+                    for d in descendants(&root, to.rel())? {
+                        push(None, d);
+                    }
+                }
+                Access::Link { path, target } => {
+                    push(Some(path.raw().into()), path.rel().into());
+                    push(Some(target.raw().into()), target.rel().into());
+                    for d in descendants(&root, target.rel())? {
+                        push(None, d);
+                    }
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// The unit keys and files a call touches, for the sprawl gate. The plan itself is not work.
+    fn unit_keys(
+        &self,
+        gates: &Gates,
+        inv: &ToolInvocation,
+        targets: &[(Option<String>, String)],
+    ) -> (BTreeSet<String>, BTreeSet<String>) {
+        let Some(sg) = &gates.sprawl else {
+            return Default::default();
+        };
+        let mut keys = BTreeSet::new();
+        let mut files = BTreeSet::new();
+        for (_, rel) in targets {
+            if *rel == sg.config().plan_path {
+                continue;
+            }
+            keys.insert(sg.unit_key(rel));
+            files.insert(rel.clone());
+        }
+        if inv.call.name == "edit_file" && !keys.is_empty() {
+            let old = inv.call.arguments.get("old").and_then(|v| v.as_str());
+            let new = inv.call.arguments.get("new").and_then(|v| v.as_str());
+            if let (Some(old), Some(new)) = (old, new) {
+                keys.insert(format!("replace:{old}\u{0}{new}"));
+            }
+        }
+        (keys, files)
+    }
+
+    fn sprawl_refusal(
+        &self,
+        gates: &Gates,
+        sg: &SprawlGate,
+        agent: &AgentId,
+        touched: &[String],
+        files: &BTreeSet<String>,
+        n: usize,
+    ) -> Refusal {
+        let c = sg.config();
+        let plan = &c.plan_path;
+        let owner = gates
+            .territories
+            .iter()
+            .find(|t| t.covers(plan) && !t.owned_by(agent) && t.mode() == GateMode::Enforce);
+        let way = match owner {
+            Some(t) => format!(
+                "{plan} is in {}'s territory, so hand off to {} and ask for a plan there (its first line must start with {:?}); a plan written after the last human message clears this gate",
+                t.owner_list(),
+                t.owners().first().map_or("its owner", AgentId::as_str),
+                c.marker
+            ),
+            None => format!(
+                "write your plan to {plan} with write_file; its first line must start with {:?}. A plan written after the last human message clears this gate; then make this call again",
+                c.marker
+            ),
+        };
+        Refusal::new(
+            "sprawl",
+            format!(
+                "this call would start unit of work #{n} this turn ({}) with no plan since the last human message; files touched so far: {}",
+                files.iter().cloned().collect::<Vec<_>>().join(", "),
+                touched.join(", ")
+            ),
+            format!("{way}. This gate refuses once per turn."),
+        )
+    }
+
+    /// A successful write of the plan file whose first line has the marker counts as a plan,
+    /// ordered after every human message recorded so far.
+    fn note_plan(&self, gates: &Gates, epochs: &Epochs, effects: &[Effect]) {
+        let Some(sg) = &gates.sprawl else { return };
+        let plan = &sg.config().plan_path;
+        let wrote = effects.iter().any(|e| {
+            e.status == EffectStatus::Ok && e.path == *plan && !matches!(e.kind, EffectKind::Delete)
+        });
+        if !wrote {
+            return;
+        }
+        let Ok(p) = self.inner.workspace.resolve(plan) else {
+            return;
+        };
+        if std::fs::symlink_metadata(p.abs()).is_ok_and(|m| m.is_file()) {
+            if let Ok(text) = std::fs::read_to_string(p.abs()) {
+                if sg.is_plan(&text) {
+                    epochs.plan();
+                }
+            }
+        }
+    }
+
+    /// Review gates on a `handoff` call.
+    fn judge_handoff(&self, gates: &Gates, inv: &ToolInvocation) -> Result<(), ToolError> {
+        let turn = &inv.turn;
+        let agent = turn.agent();
+        let applicable: Vec<_> = gates.reviews.iter().filter(|r| r.from() == agent).collect();
+        let effects = turn.effects();
+        let to = inv.call.arguments.get("to").and_then(|v| v.as_str());
+        let action = format!("handoff:{}", to.unwrap_or("?"));
+        let mut verdicts = Vec::new();
+        for r in applicable {
+            let files = r.armed_by(agent, &effects);
+            let decision = if files.is_empty() {
+                Decision::Allow
+            } else {
+                match to {
+                    Some(to) if to == r.via().as_str() => Decision::Allow,
+                    Some(to) => match r.mode() {
+                        GateMode::Enforce => Decision::Deny(r.refusal(to, &files)),
+                        GateMode::Advisory => Decision::Warn(r.refusal(to, &files)),
+                    },
+                    None => Decision::Deny(Refusal::new(
+                        r.name(),
+                        "could not read the handoff target (`to`), so the review gate cannot allow it",
+                        format!("call handoff with to = \"{}\"", r.via()),
+                    )),
+                }
+            };
+            verdicts.push(Verdict {
+                gate: r.name().into(),
+                mode: r.mode(),
+                path_raw: None,
+                path: None,
+                decision,
+                needs: None,
+            });
+        }
+        verdicts.sort_by(|a, b| a.gate.cmp(&b.gate));
+        for v in &verdicts {
+            record(turn, &inv.call.id, &action, v)?;
+        }
+        match verdicts.into_iter().find(Verdict::denies) {
+            Some(v) => Err(refused(v)),
+            None => Ok(()),
+        }
+    }
+
+    /// Shell: snapshot, run, compare, revert what the caller may not change.
+    async fn run_exec<S>(&self, gates: &Gates, inner: S, inv: ToolInvocation) -> Result<ToolOutput, ToolError>
+    where
+        S: tower::Service<ToolInvocation, Response = ToolOutput, Error = ToolError> + Send + 'static,
+        S::Future: Send + 'static,
+    {
+        let turn = inv.turn.clone();
+        let call_id = inv.call.id.clone();
+        let action = format!("tool:{}", inv.call.name);
+        let agent = turn.agent().clone();
+        let before = self.snapshot(gates, &agent).await;
+        let before = match before {
+            Ok(s) => s,
+            Err(why) => {
+                let v = Verdict {
+                    gate: SHELL_GATE.into(),
+                    mode: GateMode::Enforce,
+                    path_raw: None,
+                    path: None,
+                    decision: Decision::Deny(Refusal::new(
+                        SHELL_GATE,
+                        format!("not run: the workspace could not be recorded before the command, so its changes could not be checked ({why})"),
+                        "use the file tools instead, or ask a person to list big generated folders under [gates.shell] skip",
+                    )),
+                    needs: None,
+                };
+                record(&turn, &call_id, &action, &v)?;
+                return Err(refused(v));
+            }
+        };
+        record(
+            &turn,
+            &call_id,
+            &action,
+            &Verdict {
+                gate: SHELL_GATE.into(),
+                mode: GateMode::Enforce,
+                path_raw: None,
+                path: None,
+                decision: Decision::Allow,
+                needs: None,
+            },
+        )?;
+        let result = inner.oneshot(inv).await;
+        if let Err(e) = &result {
+            if e.is_fatal() {
+                return result;
+            }
+        }
+        let after = match self.snapshot(gates, &agent).await {
+            Ok(s) => s,
+            Err(why) => {
+                turn.record(&AuditEvent::Violation {
+                    path: String::new(),
+                    remedy: "none: the workspace could not be compared".into(),
+                    reason: why.clone(),
+                })
+                .map_err(audit)?;
+                return Err(ToolError::Failed(format!(
+                    "the command ran, but the workspace could not be compared afterwards ({why}); its changes are unchecked and were reported"
+                )));
+            }
+        };
+        let changes = before.diff(&after);
+        let epochs = turn.run().extensions().get_or_default::<Epochs>();
+        let mut verdicts = Vec::new();
+        for c in &changes {
+            let mut v = self.judge_path(gates, &agent, turn.run().clock(), None, &c.path);
+            if v.needs.is_some() {
+                self.consume(&turn, &agent, &mut v)?;
+            }
+            record(&turn, &call_id, &action, &v)?;
+            verdicts.push(v);
+        }
+        let mut effects = Vec::new();
+        let mut reverted = Vec::new();
+        let mut failures = Vec::new();
+        let mut first_refusal: Option<Refusal> = None;
+        for (c, v) in changes.iter().zip(&verdicts) {
+            let status = if let Decision::Deny(r) = &v.decision {
+                let remedy = match before.revert(self.inner.workspace.root(), c) {
+                    Ok(()) => {
+                        reverted.push(c.path.clone());
+                        "reverted".to_string()
+                    }
+                    Err(e) => {
+                        failures.push(format!("{}: {e}", c.path));
+                        format!("revert failed: {e}")
+                    }
+                };
+                turn.record(&AuditEvent::Violation {
+                    path: c.path.clone(),
+                    remedy,
+                    reason: r.reason.clone(),
+                })
+                .map_err(audit)?;
+                first_refusal.get_or_insert_with(|| r.clone());
+                EffectStatus::Reverted
+            } else {
+                EffectStatus::Ok
+            };
+            effects.push(Effect {
+                path: c.path.clone(),
+                kind: c.kind.clone(),
+                status,
+            });
+        }
+        let kept: Vec<&Change> = changes
+            .iter()
+            .zip(&effects)
+            .filter(|(_, e)| e.status == EffectStatus::Ok)
+            .map(|(c, _)| c)
+            .collect();
+        if let Some(sg) = &gates.sprawl {
+            let mut keys = BTreeSet::new();
+            let mut files = BTreeSet::new();
+            for c in &kept {
+                let is_dir = after_is_dir(self.inner.workspace.root(), &c.path);
+                if c.path != sg.config().plan_path && !is_dir {
+                    keys.insert(sg.unit_key(&c.path));
+                    files.insert(c.path.clone());
+                }
+            }
+            turn.run()
+                .extensions()
+                .get_or_default::<SprawlState>()
+                .touch(&agent, &epochs, keys, files);
+        }
+        self.note_plan(gates, &epochs, &effects);
+        let mut out = match result {
+            Ok(o) => o,
+            Err(e) => ToolOutput {
+                content: e.to_string(),
+                is_error: true,
+                effects: vec![],
+            },
+        };
+        out.effects = effects;
+        if let Some(r) = first_refusal {
+            out.is_error = true;
+            let mut text = format!(
+                "{}\n\nrefused by {}: the command changed paths you may not change, and those changes were reverted: {}. {}",
+                out.content,
+                r.gate,
+                reverted.join(", "),
+                r.reason
+            );
+            if !failures.is_empty() {
+                text.push_str(&format!(
+                    " Some could not be reverted and were reported: {}.",
+                    failures.join("; ")
+                ));
+            }
+            text.push_str(&format!("\nWhat to do: {}", r.hint));
+            out.content = text;
+        }
+        Ok(out)
+    }
+
+    async fn snapshot(&self, gates: &Gates, agent: &AgentId) -> Result<Snapshot, String> {
+        let root = self.inner.workspace.root().to_path_buf();
+        let skip = self.inner.shell.skip.clone();
+        let max = self.inner.shell.max_snapshot_bytes;
+        let control = self.inner.control.clone();
+        let territories = gates.territories.clone();
+        let agent = agent.clone();
+        tokio::task::spawn_blocking(move || {
+            let keep = |p: &str| {
+                control.covers(p)
+                    || territories
+                        .iter()
+                        .any(|t| t.covers(p) && !t.owned_by(&agent))
+            };
+            Snapshot::take(&root, &skip, max, &keep).map_err(|e| e.to_string())
+        })
+        .await
+        .map_err(|e| format!("the snapshot task failed: {e}"))?
+    }
+}
+
+fn after_is_dir(root: &std::path::Path, rel: &str) -> bool {
+    std::fs::symlink_metadata(root.join(rel)).is_ok_and(|m| m.is_dir())
+}
+
+/// Everything below `rel` on disk (not following links), capped.
+fn descendants(root: &std::path::Path, rel: &str) -> Result<Vec<String>, String> {
+    let abs = root.join(rel);
+    let is_dir = std::fs::symlink_metadata(&abs).is_ok_and(|m| m.is_dir());
+    if !is_dir {
+        return Ok(vec![]);
+    }
+    let mut out = Vec::new();
+    let mut stack = vec![rel.to_string()];
+    while let Some(d) = stack.pop() {
+        let rd = std::fs::read_dir(root.join(&d)).map_err(|e| format!("cannot list {d}: {e}"))?;
+        for e in rd {
+            let e = e.map_err(|e| format!("cannot list {d}: {e}"))?;
+            let child = if d.is_empty() {
+                e.file_name().to_string_lossy().into_owned()
+            } else {
+                format!("{d}/{}", e.file_name().to_string_lossy())
+            };
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                stack.push(child.clone());
+            }
+            out.push(child);
+            if out.len() > MAX_AFFECTED_PATHS {
+                return Err(format!("{rel} holds more than {MAX_AFFECTED_PATHS} paths"));
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Other paths in the workspace that are hard links to the same file as `rel`.
+fn hard_link_aliases(root: &std::path::Path, rel: &str) -> Result<Vec<String>, String> {
+    let Ok(meta) = std::fs::symlink_metadata(root.join(rel)) else {
+        return Ok(vec![]);
+    };
+    if !meta.is_file() || meta.nlink() < 2 {
+        return Ok(vec![]);
+    }
+    let (dev, ino) = (meta.dev(), meta.ino());
+    let mut out = Vec::new();
+    for p in descendants(root, "")? {
+        if p == rel {
+            continue;
+        }
+        if std::fs::symlink_metadata(root.join(&p)).is_ok_and(|m| m.dev() == dev && m.ino() == ino) {
+            out.push(p);
+        }
+    }
+    Ok(out)
+}
