@@ -17,7 +17,13 @@ fn grant(room: &Room, who: &str, path: &str) -> String {
     let p = room.ws.resolve(path).unwrap();
     room.policy
         .overrides()
-        .grant(&agent(who), &p, "hotfix approved by ana", Duration::from_secs(600), &*room.clock)
+        .grant(
+            &agent(who),
+            &p,
+            "hotfix approved by ana",
+            Duration::from_secs(600),
+            &*room.clock,
+        )
         .unwrap()
         .id
 }
@@ -27,7 +33,11 @@ fn write_sentinel(room: &Room, id: &str, body: serde_json::Value) {
 }
 
 fn why(room: &Room, who: &str, path: &str) -> String {
-    match room.policy.overrides().find(&agent(who), path, &*room.clock) {
+    match room
+        .policy
+        .overrides()
+        .find(&agent(who), path, &*room.clock)
+    {
         Err(e @ OverrideError::NoneValid { .. }) => e.to_string(),
         other => panic!("expected no valid override, got {other:?}"),
     }
@@ -38,16 +48,25 @@ async fn an_override_authorises_exactly_one_write_and_is_logged_before_it() {
     let room = Room::new(PLANS);
     let id = grant(&room, "builder", "plans/a.md");
     let builder = room.turn("builder");
-    room.write_file(&builder, "plans/a.md", "fixed").await.unwrap();
+    room.write_file(&builder, "plans/a.md", "fixed")
+        .await
+        .unwrap();
     assert_eq!(room.read("plans/a.md").unwrap(), "fixed");
     // The consumption and its reason are in the ledger, before the decision that lets it run.
     let kinds: Vec<_> = room.events().iter().map(|e| e.kind()).collect();
     assert_eq!(kinds, vec!["override_consumed", "gate_decision"]);
-    assert!(matches!(&room.events()[1], AuditEvent::GateDecision { decision: Decision::Override { id: i, reason }, .. }
-        if *i == id && reason == "hotfix approved by ana"));
-    assert!(room.path(&format!(".loopward/overrides/consumed/{id}.json")).exists());
+    assert!(
+        matches!(&room.events()[1], AuditEvent::GateDecision { decision: Decision::Override { id: i, reason }, .. }
+        if *i == id && reason == "hotfix approved by ana")
+    );
+    assert!(room
+        .path(&format!(".loopward/overrides/consumed/{id}.json"))
+        .exists());
     // Exactly one: the next write is refused again.
-    let err = room.write_file(&builder, "plans/a.md", "again").await.unwrap_err();
+    let err = room
+        .write_file(&builder, "plans/a.md", "again")
+        .await
+        .unwrap_err();
     assert!(matches!(err, ToolError::Refused(_)));
     assert_eq!(room.read("plans/a.md").unwrap(), "fixed");
 }
@@ -56,8 +75,13 @@ async fn an_override_authorises_exactly_one_write_and_is_logged_before_it() {
 async fn the_override_way_out_advertised_by_the_refusal_works() {
     let room = Room::new(PLANS);
     let builder = room.turn("builder");
-    let err = room.write_file(&builder, "plans/a.md", "x").await.unwrap_err();
-    assert!(err.to_string().contains("loopward override grant --agent builder --path plans/a.md"));
+    let err = room
+        .write_file(&builder, "plans/a.md", "x")
+        .await
+        .unwrap_err();
+    assert!(err
+        .to_string()
+        .contains("loopward override grant --agent builder --path plans/a.md"));
     grant(&room, "builder", "plans/a.md");
     room.write_file(&builder, "plans/a.md", "x").await.unwrap();
     assert_eq!(room.read("plans/a.md").unwrap(), "x");
@@ -71,12 +95,24 @@ fn many_concurrent_takers_exactly_one_wins() {
     let clock = ManualClock::new(NOW);
     let p = ws.resolve("plans/a.md").unwrap();
     for round in 0..5 {
-        store.grant(&agent("builder"), &p, "once", Duration::from_secs(60), &clock).unwrap();
+        store
+            .grant(
+                &agent("builder"),
+                &p,
+                "once",
+                Duration::from_secs(60),
+                &clock,
+            )
+            .unwrap();
         let wins = std::thread::scope(|s| {
             let handles: Vec<_> = (0..32)
                 .map(|_| s.spawn(|| store.take(&agent("builder"), "plans/a.md", &clock).is_ok()))
                 .collect();
-            handles.into_iter().map(|h| h.join().unwrap()).filter(|w| *w).count()
+            handles
+                .into_iter()
+                .map(|h| h.join().unwrap())
+                .filter(|w| *w)
+                .count()
         });
         assert_eq!(wins, 1, "round {round}");
         clock.advance_millis(1);
@@ -92,7 +128,9 @@ async fn many_concurrent_tool_calls_consume_one_override_once() {
         let room = room.clone();
         tasks.push(tokio::spawn(async move {
             let t = room.turn("builder");
-            room.write_file(&t, "plans/a.md", &format!("w{i}")).await.is_ok()
+            room.write_file(&t, "plans/a.md", &format!("w{i}"))
+                .await
+                .is_ok()
         }));
     }
     let mut wins = 0;
@@ -100,7 +138,11 @@ async fn many_concurrent_tool_calls_consume_one_override_once() {
         wins += usize::from(t.await.unwrap());
     }
     assert_eq!(wins, 1);
-    let consumed = room.events().iter().filter(|e| e.kind() == "override_consumed").count();
+    let consumed = room
+        .events()
+        .iter()
+        .filter(|e| e.kind() == "override_consumed")
+        .count();
     assert_eq!(consumed, 1);
 }
 
@@ -109,13 +151,18 @@ async fn a_consumed_sentinel_put_back_is_not_honoured_twice() {
     let room = Room::new(PLANS);
     let id = grant(&room, "builder", "plans/a.md");
     let builder = room.turn("builder");
-    room.write_file(&builder, "plans/a.md", "one").await.unwrap();
+    room.write_file(&builder, "plans/a.md", "one")
+        .await
+        .unwrap();
     std::fs::copy(
         room.path(&format!(".loopward/overrides/consumed/{id}.json")),
         room.path(&format!(".loopward/overrides/{id}.json")),
     )
     .unwrap();
-    let err = room.write_file(&builder, "plans/a.md", "two").await.unwrap_err();
+    let err = room
+        .write_file(&builder, "plans/a.md", "two")
+        .await
+        .unwrap_err();
     assert!(err.to_string().contains("already consumed"), "{err}");
     assert_eq!(room.read("plans/a.md").unwrap(), "one");
 }
@@ -130,11 +177,27 @@ fn bad_sentinels_are_refused_with_a_precise_reason() {
     let cases: Vec<(&str, serde_json::Value, &str)> = vec![
         ("exp", json!({"expires": NOW - 1}), "expired at"),
         ("future", json!({"not_before": NOW + 5000}), "not valid yet"),
-        ("long", json!({"not_before": NOW - 1000, "expires": NOW + 10 * 3_600_000}), "exceeds the maximum TTL"),
+        (
+            "long",
+            json!({"not_before": NOW - 1000, "expires": NOW + 10 * 3_600_000}),
+            "exceeds the maximum TTL",
+        ),
         ("noreason", json!({"reason": "  "}), "its reason is empty"),
-        ("wrongagent", json!({"agent": "scribe"}), "it is for agent scribe, not builder"),
-        ("wrongpath", json!({"path": "plans/b.md"}), "it covers plans/b.md, not plans/a.md"),
-        ("idmismatch", json!({"id": "other"}), "does not match its file name"),
+        (
+            "wrongagent",
+            json!({"agent": "scribe"}),
+            "it is for agent scribe, not builder",
+        ),
+        (
+            "wrongpath",
+            json!({"path": "plans/b.md"}),
+            "it covers plans/b.md, not plans/a.md",
+        ),
+        (
+            "idmismatch",
+            json!({"id": "other"}),
+            "does not match its file name",
+        ),
     ];
     for (id, patch, expected) in cases {
         let dir = room.path(".loopward/overrides");
@@ -193,12 +256,28 @@ fn grants_refuse_empty_reasons_zero_and_over_long_ttls_and_control_paths() {
     let clock = ManualClock::new(NOW);
     let p = ws.resolve("plans/a.md").unwrap();
     let b = agent("builder");
-    assert_eq!(store.grant(&b, &p, " ", Duration::from_secs(60), &clock).unwrap_err(), OverrideError::EmptyReason);
-    assert!(matches!(store.grant(&b, &p, "r", Duration::ZERO, &clock), Err(OverrideError::BadTtl { .. })));
-    let e = store.grant(&b, &p, "r", Duration::from_secs(601), &clock).unwrap_err();
-    assert_eq!(e.to_string(), "ttl 10m 1s is not allowed: it must be more than zero and at most 10m");
+    assert_eq!(
+        store
+            .grant(&b, &p, " ", Duration::from_secs(60), &clock)
+            .unwrap_err(),
+        OverrideError::EmptyReason
+    );
+    assert!(matches!(
+        store.grant(&b, &p, "r", Duration::ZERO, &clock),
+        Err(OverrideError::BadTtl { .. })
+    ));
+    let e = store
+        .grant(&b, &p, "r", Duration::from_secs(601), &clock)
+        .unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "ttl 10m 1s is not allowed: it must be more than zero and at most 10m"
+    );
     let ctl = ws.resolve(".loopward/x").unwrap();
-    assert!(matches!(store.grant(&b, &ctl, "r", Duration::from_secs(60), &clock), Err(OverrideError::NotOverridable(_))));
+    assert!(matches!(
+        store.grant(&b, &ctl, "r", Duration::from_secs(60), &clock),
+        Err(OverrideError::NotOverridable(_))
+    ));
 }
 
 #[test]
@@ -208,13 +287,23 @@ fn list_shows_problems_and_revoke_removes() {
     let store = OverrideStore::for_workspace(&ws);
     let clock = ManualClock::new(NOW);
     let g = store
-        .grant(&agent("builder"), &ws.resolve("a.md").unwrap(), "r", Duration::from_secs(60), &clock)
+        .grant(
+            &agent("builder"),
+            &ws.resolve("a.md").unwrap(),
+            "r",
+            Duration::from_secs(60),
+            &clock,
+        )
         .unwrap();
     let listed = store.list(&clock);
     assert_eq!(listed.len(), 1);
     assert_eq!(listed[0].problem, None);
     clock.advance_millis(61_000);
-    assert!(store.list(&clock)[0].problem.as_deref().unwrap().starts_with("expired"));
+    assert!(store.list(&clock)[0]
+        .problem
+        .as_deref()
+        .unwrap()
+        .starts_with("expired"));
     store.revoke(&g.id).unwrap();
     assert!(store.list(&clock).is_empty());
     assert!(matches!(store.revoke("../x"), Err(OverrideError::BadId(_))));

@@ -37,7 +37,10 @@ fn bad_configs_fail_with_a_precise_message() {
     ];
     for (toml, expected) in cases {
         let e = config_error(toml);
-        assert!(e.contains(expected), "{toml}\n=> {e}\nexpected {expected:?}");
+        assert!(
+            e.contains(expected),
+            "{toml}\n=> {e}\nexpected {expected:?}"
+        );
     }
     // Same owners may overlap.
     PolicyConfig::from_toml("[[territory]]\npaths = [\"src/**\"]\nowner = \"a\"\n[[territory]]\npaths = [\"src/x.rs\"]\nowners = [\"a\"]").unwrap();
@@ -54,11 +57,15 @@ async fn the_runtime_api_lists_adds_removes_and_changes_modes_each_audited() {
         owner: Some("planner".into()),
         ..Default::default()
     };
-    room.policy.add(GateSpec::Territory(t), "ana", &room.run).unwrap();
+    room.policy
+        .add(GateSpec::Territory(t), "ana", &room.run)
+        .unwrap();
     assert_eq!(names(&room.policy), vec!["control", "plans"]);
     let b = room.turn("builder");
     assert!(room.write_file(&b, "plans/a.md", "x").await.is_err());
-    room.policy.set_mode("plans", GateMode::Advisory, "ana", &room.run).unwrap();
+    room.policy
+        .set_mode("plans", GateMode::Advisory, "ana", &room.run)
+        .unwrap();
     room.write_file(&b, "plans/a.md", "x").await.unwrap();
     room.policy.remove("plans", "ana", &room.run).unwrap();
     assert_eq!(names(&room.policy), vec!["control"]);
@@ -66,38 +73,90 @@ async fn the_runtime_api_lists_adds_removes_and_changes_modes_each_audited() {
         .events()
         .into_iter()
         .filter_map(|e| match e {
-            AuditEvent::GateChanged { by, change, gate } => Some((by, change, gate["name"].as_str().map(String::from))),
+            AuditEvent::GateChanged { by, change, gate } => {
+                Some((by, change, gate["name"].as_str().map(String::from)))
+            }
             _ => None,
         })
         .collect();
     assert_eq!(changes.len(), 3);
     assert_eq!(changes[0].0, "ana");
-    assert_eq!(changes.iter().map(|c| c.1.as_str()).collect::<Vec<_>>(), vec!["add", "mode", "remove"]);
+    assert_eq!(
+        changes.iter().map(|c| c.1.as_str()).collect::<Vec<_>>(),
+        vec!["add", "mode", "remove"]
+    );
     // The control gate is permanent; unknown names and invalid gates are refused, unrecorded.
-    assert_eq!(room.policy.remove("control", "ana", &room.run), Err(PolicyError::Permanent("control".into())));
-    assert!(matches!(room.policy.remove("nope", "ana", &room.run), Err(PolicyError::NoSuchGate(_))));
-    let bad = TerritoryConfig { paths: vec!["x".into()], ..Default::default() };
-    assert!(matches!(room.policy.add(GateSpec::Territory(bad), "ana", &room.run), Err(PolicyError::Config(_))));
-    assert_eq!(room.events().iter().filter(|e| e.kind() == "gate_changed").count(), 3);
+    assert_eq!(
+        room.policy.remove("control", "ana", &room.run),
+        Err(PolicyError::Permanent("control".into()))
+    );
+    assert!(matches!(
+        room.policy.remove("nope", "ana", &room.run),
+        Err(PolicyError::NoSuchGate(_))
+    ));
+    let bad = TerritoryConfig {
+        paths: vec!["x".into()],
+        ..Default::default()
+    };
+    assert!(matches!(
+        room.policy.add(GateSpec::Territory(bad), "ana", &room.run),
+        Err(PolicyError::Config(_))
+    ));
+    assert_eq!(
+        room.events()
+            .iter()
+            .filter(|e| e.kind() == "gate_changed")
+            .count(),
+        3
+    );
 }
 
 #[tokio::test]
 async fn a_gate_change_that_cannot_be_recorded_is_not_made() {
     let room = Room::new("");
     room.sink.fail_after(0);
-    let t = TerritoryConfig { paths: vec!["x".into()], owner: Some("planner".into()), ..Default::default() };
-    assert!(matches!(room.policy.add(GateSpec::Territory(t), "ana", &room.run), Err(PolicyError::Audit(_))));
+    let t = TerritoryConfig {
+        paths: vec!["x".into()],
+        owner: Some("planner".into()),
+        ..Default::default()
+    };
+    assert!(matches!(
+        room.policy.add(GateSpec::Territory(t), "ana", &room.run),
+        Err(PolicyError::Audit(_))
+    ));
     assert_eq!(room.policy.list().len(), 2); // control + sprawl
 }
 
 // ---- properties ----
 
 const AGENTS: [&str; 3] = ["planner", "builder", "scribe"];
-const PATHS: [&str; 8] = ["src/a.rs", "src", "plans/x.md", "plan.md", "docs/y.md", "srcevil/z", "a/b/c", "tests/a.rs"];
-const GLOBS: [&str; 8] = ["src", "src/**", "plans/*.md", "plan.md", "docs/**", "a/*/c", "*.md", "tests/*.rs"];
+const PATHS: [&str; 8] = [
+    "src/a.rs",
+    "src",
+    "plans/x.md",
+    "plan.md",
+    "docs/y.md",
+    "srcevil/z",
+    "a/b/c",
+    "tests/a.rs",
+];
+const GLOBS: [&str; 8] = [
+    "src",
+    "src/**",
+    "plans/*.md",
+    "plan.md",
+    "docs/**",
+    "a/*/c",
+    "*.md",
+    "tests/*.rs",
+];
 
 fn territory_strategy() -> impl Strategy<Value = TerritoryConfig> {
-    (proptest::sample::subsequence(GLOBS.to_vec(), 1..3), proptest::sample::subsequence(AGENTS.to_vec(), 1..3), any::<bool>())
+    (
+        proptest::sample::subsequence(GLOBS.to_vec(), 1..3),
+        proptest::sample::subsequence(AGENTS.to_vec(), 1..3),
+        any::<bool>(),
+    )
         .prop_map(|(paths, owners, _)| TerritoryConfig {
             paths: paths.into_iter().map(String::from).collect(),
             owners: owners.into_iter().map(String::from).collect(),
@@ -110,7 +169,10 @@ fn decide_all(territories: &[TerritoryConfig]) -> Option<Vec<bool>> {
     let cfg = PolicyConfig {
         territory: territories.to_vec(),
         gates: loopward_runner::gates::GatesConfig {
-            sprawl: loopward_runner::gates::SprawlConfig { enabled: false, ..Default::default() },
+            sprawl: loopward_runner::gates::SprawlConfig {
+                enabled: false,
+                ..Default::default()
+            },
             ..Default::default()
         },
         ..Default::default()
@@ -120,7 +182,10 @@ fn decide_all(territories: &[TerritoryConfig]) -> Option<Vec<bool>> {
     let ws = Workspace::new(dir.path()).unwrap();
     let policy = Policy::from_config(&cfg, ws.clone()).unwrap();
     let room = Room::with_policy(dir, ws, policy);
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
     let mut out = Vec::new();
     for a in AGENTS {
         for p in PATHS {

@@ -40,8 +40,17 @@ async fn shell_writes_into_a_foreign_territory_are_reverted_and_named() {
         .await
         .unwrap();
     assert!(out.is_error);
-    assert!(out.content.contains("refused by territory:planner"), "{}", out.content);
-    assert!(out.content.contains("reverted: plan.md, plans/new.md, plans/old.md"), "{}", out.content);
+    assert!(
+        out.content.contains("refused by territory:planner"),
+        "{}",
+        out.content
+    );
+    assert!(
+        out.content
+            .contains("reverted: plan.md, plans/new.md, plans/old.md"),
+        "{}",
+        out.content
+    );
     assert_eq!(room.read("plan.md").unwrap(), "original plan");
     assert_eq!(room.read("plans/old.md").unwrap(), "old");
     assert!(!room.path("plans/new.md").exists());
@@ -56,7 +65,11 @@ async fn shell_writes_into_a_foreign_territory_are_reverted_and_named() {
         ]
     );
     // The call's effects are the diff, with what was reverted marked so.
-    let effects: Vec<_> = out.effects.iter().map(|e| (e.path.as_str(), e.kind.clone(), e.status)).collect();
+    let effects: Vec<_> = out
+        .effects
+        .iter()
+        .map(|e| (e.path.as_str(), e.kind.clone(), e.status))
+        .collect();
     assert_eq!(
         effects,
         vec![
@@ -81,7 +94,11 @@ async fn shell_writes_to_control_files_are_reverted() {
         .await
         .unwrap();
     assert!(out.is_error);
-    assert!(out.content.contains("refused by control"), "{}", out.content);
+    assert!(
+        out.content.contains("refused by control"),
+        "{}",
+        out.content
+    );
     assert_eq!(room.read("loopward.toml").unwrap(), "[agents]");
     assert!(!room.path(".loopward").exists());
 }
@@ -93,7 +110,10 @@ async fn shell_through_interpreters_and_symlinks_is_caught_by_effects() {
     std::os::unix::fs::symlink("plans", room.path("notes")).unwrap();
     let builder = room.turn("builder");
     let out = room
-        .shell(&builder, "python3 -c \"open('notes/a.md','w').write('x')\" 2>/dev/null || printf x > notes/a.md")
+        .shell(
+            &builder,
+            "python3 -c \"open('notes/a.md','w').write('x')\" 2>/dev/null || printf x > notes/a.md",
+        )
         .await
         .unwrap();
     assert!(out.is_error, "{}", out.content);
@@ -104,15 +124,29 @@ async fn shell_through_interpreters_and_symlinks_is_caught_by_effects() {
 async fn the_owner_s_shell_changes_stand_and_are_reported_as_effects() {
     let room = Room::new(ROOM);
     let planner = room.turn("planner");
-    let out = room.shell(&planner, "mkdir plans && echo '# Plan' > plans/p.md").await.unwrap();
+    let out = room
+        .shell(&planner, "mkdir plans && echo '# Plan' > plans/p.md")
+        .await
+        .unwrap();
     assert!(!out.is_error, "{}", out.content);
     assert_eq!(room.read("plans/p.md").unwrap(), "# Plan\n");
     let paths: Vec<_> = out.effects.iter().map(|e| e.path.as_str()).collect();
     assert_eq!(paths, vec!["plans", "plans/p.md"]);
     assert!(violations(&room).is_empty());
     // Census: the exec and each change were decided and recorded.
-    let gates: Vec<_> = room.decisions().into_iter().map(|(g, d, _)| format!("{g}:{d}")).collect();
-    assert_eq!(gates, vec!["shell_watch:allow", "territory:planner:allow", "territory:planner:allow"]);
+    let gates: Vec<_> = room
+        .decisions()
+        .into_iter()
+        .map(|(g, d, _)| format!("{g}:{d}"))
+        .collect();
+    assert_eq!(
+        gates,
+        vec![
+            "shell_watch:allow",
+            "territory:planner:allow",
+            "territory:planner:allow"
+        ]
+    );
 }
 
 #[tokio::test]
@@ -122,7 +156,13 @@ async fn a_shell_change_with_a_valid_override_stands_and_consumes_it() {
     let p = room.ws.resolve("plan.md").unwrap();
     room.policy
         .overrides()
-        .grant(&agent("builder"), &p, "typo fix", std::time::Duration::from_secs(60), &*room.clock)
+        .grant(
+            &agent("builder"),
+            &p,
+            "typo fix",
+            std::time::Duration::from_secs(60),
+            &*room.clock,
+        )
         .unwrap();
     let builder = room.turn("builder");
     let out = room.shell(&builder, "echo v2 > plan.md").await.unwrap();
@@ -139,7 +179,10 @@ async fn a_workspace_too_big_to_watch_fails_closed() {
     room.write("big.txt", "more than ten bytes");
     let builder = room.turn("builder");
     let err = room.shell(&builder, "echo hi > x").await.unwrap_err();
-    assert!(err.to_string().contains("refused by shell_watch: not run"), "{err}");
+    assert!(
+        err.to_string().contains("refused by shell_watch: not run"),
+        "{err}"
+    );
     assert!(!room.path("x").exists());
 }
 
@@ -147,7 +190,10 @@ async fn a_workspace_too_big_to_watch_fails_closed() {
 async fn skipped_folders_are_not_watched() {
     let room = Room::new("[gates.shell]\nskip = [\"target\"]\n[gates.sprawl]\nenabled = false");
     let builder = room.turn("builder");
-    let out = room.shell(&builder, "mkdir target && echo x > target/a && echo y > b").await.unwrap();
+    let out = room
+        .shell(&builder, "mkdir target && echo x > target/a && echo y > b")
+        .await
+        .unwrap();
     let paths: Vec<_> = out.effects.iter().map(|e| e.path.as_str()).collect();
     assert_eq!(paths, vec!["b"]);
 }

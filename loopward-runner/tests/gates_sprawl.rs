@@ -21,10 +21,19 @@ async fn sprawl_gate_refuses_the_third_unit_once_naming_the_files() {
     room.write_file(&b, "src/a.rs", "a").await.unwrap();
     room.write_file(&b, "src/b.rs", "b").await.unwrap();
     let text = sprawl_refusal(room.write_file(&b, "src/c.rs", "c").await);
-    assert!(text.contains("would start unit of work #3 this turn (src/c.rs)"), "{text}");
-    assert!(text.contains("files touched so far: src/a.rs, src/b.rs"), "{text}");
+    assert!(
+        text.contains("would start unit of work #3 this turn (src/c.rs)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("files touched so far: src/a.rs, src/b.rs"),
+        "{text}"
+    );
     assert!(text.contains("write your plan to plan.md"), "{text}");
-    assert!(text.contains("first line must start with \"# Plan\""), "{text}");
+    assert!(
+        text.contains("first line must start with \"# Plan\""),
+        "{text}"
+    );
     assert!(!room.path("src/c.rs").exists());
     // Then it stays out of the way for the rest of the turn.
     room.write_file(&b, "src/c.rs", "c").await.unwrap();
@@ -35,7 +44,13 @@ async fn sprawl_gate_refuses_the_third_unit_once_naming_the_files() {
 async fn a_file_with_its_test_and_doc_siblings_is_one_unit() {
     let room = Room::new("");
     let b = room.turn("builder");
-    for p in ["src/gates/foo.rs", "tests/foo.rs", "docs/foo.md", "src/bar.rs", "tests/bar.rs"] {
+    for p in [
+        "src/gates/foo.rs",
+        "tests/foo.rs",
+        "docs/foo.md",
+        "src/bar.rs",
+        "tests/bar.rs",
+    ] {
         room.write_file(&b, p, "x").await.unwrap();
     }
     sprawl_refusal(room.write_file(&b, "src/baz.rs", "x").await);
@@ -52,7 +67,9 @@ async fn a_mechanical_rename_across_files_is_one_unit() {
         room.edit_file(&b, p, "old_name", "new_name").await.unwrap();
     }
     // A shell command's changes are one unit too.
-    room.shell(&b, "sed -i s/new_name/newer/ a.rs b.rs c.rs").await.unwrap();
+    room.shell(&b, "sed -i s/new_name/newer/ a.rs b.rs c.rs")
+        .await
+        .unwrap();
     room.write_file(&b, "x.rs", "x").await.unwrap();
     let text = sprawl_refusal(room.write_file(&b, "e.rs", "x").await);
     assert!(text.contains("unit of work #3"), "{text}");
@@ -65,12 +82,16 @@ async fn the_way_out_writing_the_plan_clears_the_gate() {
     room.write_file(&b, "src/a.rs", "a").await.unwrap();
     room.write_file(&b, "src/b.rs", "b").await.unwrap();
     sprawl_refusal(room.write_file(&b, "src/c.rs", "c").await);
-    room.write_file(&b, "plan.md", "# Plan\n1. a\n2. b\n3. c").await.unwrap();
+    room.write_file(&b, "plan.md", "# Plan\n1. a\n2. b\n3. c")
+        .await
+        .unwrap();
     room.write_file(&b, "src/c.rs", "c").await.unwrap();
     // After a new human message the plan is stale; with the plan written first, no refusal.
     gates::human_message(&room.run, "also do d, e, f").unwrap();
     let b2 = room.turn("builder");
-    room.write_file(&b2, "plan.md", "# Plan\n1. d\n2. e\n3. f").await.unwrap();
+    room.write_file(&b2, "plan.md", "# Plan\n1. d\n2. e\n3. f")
+        .await
+        .unwrap();
     for p in ["src/d.rs", "src/e.rs", "src/f.rs", "src/g.rs"] {
         room.write_file(&b2, p, "x").await.unwrap();
     }
@@ -102,7 +123,9 @@ async fn a_plan_on_disk_with_a_future_mtime_or_without_the_marker_does_not_count
         .unwrap();
     let b = room.turn("builder");
     room.write_file(&b, "src/a.rs", "a").await.unwrap();
-    room.write_file(&b, "plan.md", "Plan: do stuff").await.unwrap(); // no marker
+    room.write_file(&b, "plan.md", "Plan: do stuff")
+        .await
+        .unwrap(); // no marker
     room.write_file(&b, "src/b.rs", "b").await.unwrap();
     sprawl_refusal(room.write_file(&b, "src/c.rs", "c").await);
 }
@@ -130,12 +153,17 @@ async fn when_the_plan_is_in_a_foreign_territory_the_refusal_points_to_its_owner
     room.write_file(&b, "src/a.rs", "a").await.unwrap();
     room.write_file(&b, "src/b.rs", "b").await.unwrap();
     let text = sprawl_refusal(room.write_file(&b, "src/c.rs", "c").await);
-    assert!(text.contains("hand off to planner and ask for a plan"), "{text}");
+    assert!(
+        text.contains("hand off to planner and ask for a plan"),
+        "{text}"
+    );
     // The way out: the planner writes the plan; the builder's next unit is no longer refused
     // (in a fresh human turn, so the once-per-turn rule cannot be what lets it through).
     gates::human_message(&room.run, "next").unwrap();
     let p = room.turn("planner");
-    room.write_file(&p, "plan.md", "# Plan\n1. c\n2. d\n3. e").await.unwrap();
+    room.write_file(&p, "plan.md", "# Plan\n1. c\n2. d\n3. e")
+        .await
+        .unwrap();
     let b = room.turn("builder");
     for f in ["src/c.rs", "src/d.rs", "src/e.rs"] {
         room.write_file(&b, f, "x").await.unwrap();
@@ -144,11 +172,15 @@ async fn when_the_plan_is_in_a_foreign_territory_the_refusal_points_to_its_owner
 
 #[tokio::test]
 async fn threshold_is_configurable_and_the_gate_can_be_disabled() {
-    let room = Room::new("[gates.sprawl]\nthreshold = 2\nplan_path = \"PLAN.md\"\nmarker = \"PLAN:\"");
+    let room =
+        Room::new("[gates.sprawl]\nthreshold = 2\nplan_path = \"PLAN.md\"\nmarker = \"PLAN:\"");
     let b = room.turn("builder");
     room.write_file(&b, "a.txt", "a").await.unwrap();
     let text = sprawl_refusal(room.write_file(&b, "b.txt", "b").await);
-    assert!(text.contains("PLAN.md") && text.contains("\"PLAN:\""), "{text}");
+    assert!(
+        text.contains("PLAN.md") && text.contains("\"PLAN:\""),
+        "{text}"
+    );
     let off = Room::new("[gates.sprawl]\nenabled = false");
     let b = off.turn("builder");
     for p in ["a", "b", "c", "d"] {

@@ -31,12 +31,17 @@ fn refusal_text(r: Result<loopward_runner::tool::ToolOutput, ToolError>) -> Stri
 async fn owner_writes_its_territory_and_anyone_else_is_refused_with_a_way_out() {
     let room = Room::new(PLANS);
     let planner = room.turn("planner");
-    room.write_file(&planner, "plans/a.md", "# Plan").await.unwrap();
+    room.write_file(&planner, "plans/a.md", "# Plan")
+        .await
+        .unwrap();
     let builder = room.turn("builder");
     let text = refusal_text(room.write_file(&builder, "plans/a.md", "hijack").await);
     assert!(text.contains("plans/a.md is in territory territory:planner, owned by planner; builder does not own it"), "{text}");
     assert!(text.contains("hand the change to planner"), "{text}");
-    assert!(text.contains("loopward override grant --agent builder --path plans/a.md"), "{text}");
+    assert!(
+        text.contains("loopward override grant --agent builder --path plans/a.md"),
+        "{text}"
+    );
     assert_eq!(room.read("plans/a.md").unwrap(), "# Plan");
 }
 
@@ -44,23 +49,46 @@ async fn owner_writes_its_territory_and_anyone_else_is_refused_with_a_way_out() 
 async fn every_decision_allow_and_deny_is_recorded_with_raw_and_canonical_path() {
     let room = Room::new(PLANS);
     let builder = room.turn("builder");
-    room.write_file(&builder, "src/./lib.rs", "x").await.unwrap();
-    room.write_file(&builder, "notes/../plan.md", "x").await.unwrap_err();
+    room.write_file(&builder, "src/./lib.rs", "x")
+        .await
+        .unwrap();
+    room.write_file(&builder, "notes/../plan.md", "x")
+        .await
+        .unwrap_err();
     let raw: Vec<_> = room
         .events()
         .into_iter()
         .filter_map(|e| match e {
-            AuditEvent::GateDecision { path_raw, path, decision, gate, .. } => {
-                Some((gate, path_raw.unwrap_or_default(), path.unwrap_or_default(), decision.label()))
-            }
+            AuditEvent::GateDecision {
+                path_raw,
+                path,
+                decision,
+                gate,
+                ..
+            } => Some((
+                gate,
+                path_raw.unwrap_or_default(),
+                path.unwrap_or_default(),
+                decision.label(),
+            )),
             _ => None,
         })
         .collect();
     assert_eq!(
         raw,
         vec![
-            ("territory:builder".to_string(), "src/./lib.rs".to_string(), "src/lib.rs".to_string(), "allow"),
-            ("territory:planner".to_string(), "notes/../plan.md".to_string(), "plan.md".to_string(), "deny"),
+            (
+                "territory:builder".to_string(),
+                "src/./lib.rs".to_string(),
+                "src/lib.rs".to_string(),
+                "allow"
+            ),
+            (
+                "territory:planner".to_string(),
+                "notes/../plan.md".to_string(),
+                "plan.md".to_string(),
+                "deny"
+            ),
         ]
     );
 }
@@ -70,13 +98,18 @@ async fn traversal_absolute_paths_and_prefix_siblings_are_judged_canonically() {
     let room = Room::new(PLANS);
     let planner = room.turn("planner");
     // `src` does not contain `srcevil/x`.
-    room.write_file(&planner, "srcevil/x.rs", "fine").await.unwrap();
+    room.write_file(&planner, "srcevil/x.rs", "fine")
+        .await
+        .unwrap();
     // An absolute path inside the root lands in src/.
     let abs = format!("{}/src/x.rs", room.ws.root().display());
     refusal_text(room.write_file(&planner, &abs, "no").await);
     refusal_text(room.write_file(&planner, "docs/../src/y.rs", "no").await);
     // Escapes never reach a gate: the canonicaliser refuses them.
-    assert!(matches!(room.write_file(&planner, "../outside.rs", "no").await, Err(ToolError::Path(_))));
+    assert!(matches!(
+        room.write_file(&planner, "../outside.rs", "no").await,
+        Err(ToolError::Path(_))
+    ));
     assert!(!room.path("src").exists());
 }
 
@@ -87,7 +120,9 @@ async fn glob_star_does_not_cross_a_slash() {
     );
     let builder = room.turn("builder");
     refusal_text(room.write_file(&builder, "plans/a.md", "no").await);
-    room.write_file(&builder, "plans/sub/a.txt", "fine").await.unwrap();
+    room.write_file(&builder, "plans/sub/a.txt", "fine")
+        .await
+        .unwrap();
 }
 
 #[tokio::test]
@@ -100,7 +135,9 @@ async fn a_territory_covers_its_own_root_for_delete_and_rename() {
     // Renaming a parent folder moves territory members: a write at both ends.
     room.write("docs/plan.md", "x");
     std::fs::create_dir_all(room.path("nest")).unwrap();
-    room.write_file(&room.turn("planner"), "plans/deep/b.md", "y").await.unwrap();
+    room.write_file(&room.turn("planner"), "plans/deep/b.md", "y")
+        .await
+        .unwrap();
     refusal_text(fs_op(&room, &builder, "rename", "docs", "plans/docs").await);
     assert_eq!(room.read("plans/a.md").unwrap(), "keep");
     assert!(room.path("docs/plan.md").exists());
@@ -148,7 +185,12 @@ async fn writing_a_hard_link_alias_of_a_territory_file_is_refused() {
 async fn control_files_are_never_writable_even_with_an_override() {
     let room = Room::new(PLANS);
     let planner = room.turn("planner");
-    for p in [".loopward/overrides/x.json", "loopward.toml", "runs/r1/events.jsonl", ".loopward"] {
+    for p in [
+        ".loopward/overrides/x.json",
+        "loopward.toml",
+        "runs/r1/events.jsonl",
+        ".loopward",
+    ] {
         let text = refusal_text(room.write_file(&planner, p, "{}").await);
         assert!(text.contains("refused by control"), "{p}: {text}");
     }
@@ -156,7 +198,13 @@ async fn control_files_are_never_writable_even_with_an_override() {
     let store = room.policy.overrides();
     let cfg = room.ws.resolve("loopward.toml").unwrap();
     assert!(store
-        .grant(&agent("planner"), &cfg, "please", std::time::Duration::from_secs(60), &*room.clock)
+        .grant(
+            &agent("planner"),
+            &cfg,
+            "please",
+            std::time::Duration::from_secs(60),
+            &*room.clock
+        )
         .is_err());
     assert!(!room.path("loopward.toml").exists());
 }
@@ -166,7 +214,10 @@ async fn a_failed_ledger_write_stops_the_write() {
     let room = Room::new(PLANS);
     room.sink.fail_after(0);
     let builder = room.turn("builder");
-    let err = room.write_file(&builder, "src/lib.rs", "x").await.unwrap_err();
+    let err = room
+        .write_file(&builder, "src/lib.rs", "x")
+        .await
+        .unwrap_err();
     assert!(matches!(err, ToolError::Audit(_)), "{err:?}");
     assert!(!room.path("src/lib.rs").exists());
 }
@@ -191,15 +242,30 @@ async fn advisory_territory_warns_and_allows() {
 #[tokio::test]
 async fn the_refusals_way_out_hand_off_to_the_owner_works_in_a_run() {
     use loopward_core::{RunId, RunStatus};
-    use loopward_runner::model::{fake::{FakeModel, Script}, BoxModelService};
+    use loopward_runner::model::{
+        fake::{FakeModel, Script},
+        BoxModelService,
+    };
     use loopward_runner::{tools, BoxTurnService, LlmAgent, RunSpec, Runner};
     use serde_json::json;
     let room = Room::new(PLANS);
     let (planner, builder) = (agent("planner"), agent("builder"));
     let mut s = Script::default();
-    s.call(&builder, "write_file", json!({"path": "plan.md", "content": "# Plan\n- step"}));
-    s.call(&builder, "handoff", json!({"to": "planner", "message": "please write plan.md: # Plan / - step"}));
-    s.call(&planner, "write_file", json!({"path": "plan.md", "content": "# Plan\n- step"}));
+    s.call(
+        &builder,
+        "write_file",
+        json!({"path": "plan.md", "content": "# Plan\n- step"}),
+    );
+    s.call(
+        &builder,
+        "handoff",
+        json!({"to": "planner", "message": "please write plan.md: # Plan / - step"}),
+    );
+    s.call(
+        &planner,
+        "write_file",
+        json!({"path": "plan.md", "content": "# Plan\n- step"}),
+    );
     s.say(&planner, "Written.");
     let model = BoxModelService::new(FakeModel::new(s));
     let team = [planner.clone(), builder.clone()];
@@ -211,15 +277,29 @@ async fn the_refusals_way_out_hand_off_to_the_owner_works_in_a_run() {
             .build();
         runner = runner.agent(name.clone(), BoxTurnService::new(a)).unwrap();
     }
-    let report = runner.build().unwrap().run(RunSpec {
-        id: RunId::new("r2").unwrap(),
-        task: "plan it".into(),
-        first: builder,
-        audit: room.sink.clone(),
-        audit_location: None,
-    }).await;
+    let report = runner
+        .build()
+        .unwrap()
+        .run(RunSpec {
+            id: RunId::new("r2").unwrap(),
+            task: "plan it".into(),
+            first: builder,
+            audit: room.sink.clone(),
+            audit_location: None,
+        })
+        .await;
     assert_eq!(report.status, RunStatus::Completed);
     assert_eq!(room.read("plan.md").unwrap(), "# Plan\n- step");
-    let labels: Vec<_> = room.decisions().into_iter().map(|(g, d, _)| (g, d)).collect();
-    assert_eq!(labels, vec![("territory:planner".to_string(), "deny"), ("territory:planner".to_string(), "allow")]);
+    let labels: Vec<_> = room
+        .decisions()
+        .into_iter()
+        .map(|(g, d, _)| (g, d))
+        .collect();
+    assert_eq!(
+        labels,
+        vec![
+            ("territory:planner".to_string(), "deny"),
+            ("territory:planner".to_string(), "allow")
+        ]
+    );
 }

@@ -291,7 +291,8 @@ impl PolicyConfig {
             });
         }
         for s in &self.gates.shell.skip {
-            if s.is_empty() || s.contains('/') || s.starts_with('.') || s.contains(['*', '?', '[']) {
+            if s.is_empty() || s.contains('/') || s.starts_with('.') || s.contains(['*', '?', '['])
+            {
                 return Err(ConfigError::Invalid {
                     section: "[gates.shell]".into(),
                     why: format!("skip entry {s:?} must be a plain top-level directory name"),
@@ -492,7 +493,11 @@ fn check_overlaps(territories: &[TerritoryConfig]) -> Result<(), ConfigError> {
     let mut compiled = Vec::new();
     for (i, t) in territories.iter().enumerate() {
         let section = format!("[[territory]] #{}", i + 1);
-        compiled.push((section.clone(), t.owner_ids(&section)?, t.compile(&section)?));
+        compiled.push((
+            section.clone(),
+            t.owner_ids(&section)?,
+            t.compile(&section)?,
+        ));
     }
     for (i, t) in territories.iter().enumerate() {
         for (j, (other, owners, set)) in compiled.iter().enumerate() {
@@ -534,7 +539,10 @@ impl SprawlConfig {
         }
         if self.plan_path.is_empty()
             || self.plan_path.starts_with('/')
-            || self.plan_path.split('/').any(|c| c == ".." || c == "." || c.is_empty())
+            || self
+                .plan_path
+                .split('/')
+                .any(|c| c == ".." || c == "." || c.is_empty())
         {
             return Err(invalid(format!(
                 "plan_path {:?} must be a plain workspace-relative path",

@@ -48,7 +48,9 @@ impl ControlFiles {
     pub fn covers(&self, path: &str) -> bool {
         self.paths.iter().any(|c| {
             path == c
-                || path.strip_prefix(c.as_str()).is_some_and(|r| r.starts_with('/'))
+                || path
+                    .strip_prefix(c.as_str())
+                    .is_some_and(|r| r.starts_with('/'))
                 || path.is_empty()
                 || c.strip_prefix(path).is_some_and(|r| r.starts_with('/'))
         })

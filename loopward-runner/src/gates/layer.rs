@@ -7,7 +7,7 @@
 
 use super::control::CONTROL_GATE;
 use super::overrides::{OverrideError, Sentinel};
-use super::policy::{Gates, Policy, POLICY_GATE, SHELL_GATE, MAX_AFFECTED_PATHS};
+use super::policy::{Gates, Policy, MAX_AFFECTED_PATHS, POLICY_GATE, SHELL_GATE};
 use super::snapshot::{Change, Snapshot};
 use super::sprawl::{Epochs, SprawlGate, SprawlState, SprawlVerdict};
 use super::territory::Territory;
@@ -15,7 +15,9 @@ use crate::clock::Clock;
 use crate::context::TurnContext;
 use crate::tool::{Access, BoxToolService, ToolError, ToolInvocation, ToolOutput};
 use futures::future::BoxFuture;
-use loopward_core::{AgentId, AuditEvent, Decision, Effect, EffectKind, EffectStatus, GateMode, Refusal};
+use loopward_core::{
+    AgentId, AuditEvent, Decision, Effect, EffectKind, EffectStatus, GateMode, Refusal,
+};
 use std::collections::BTreeSet;
 use std::os::unix::fs::MetadataExt;
 use std::task::{Context, Poll};
@@ -126,7 +128,9 @@ fn record(turn: &TurnContext, call_id: &str, action: &str, v: &Verdict) -> Resul
 impl Policy {
     async fn run_call<S>(&self, inner: S, inv: ToolInvocation) -> Result<ToolOutput, ToolError>
     where
-        S: tower::Service<ToolInvocation, Response = ToolOutput, Error = ToolError> + Send + 'static,
+        S: tower::Service<ToolInvocation, Response = ToolOutput, Error = ToolError>
+            + Send
+            + 'static,
         S::Future: Send + 'static,
     {
         let gates = self.gates();
@@ -288,7 +292,12 @@ impl Policy {
     }
 
     /// Takes the override a verdict needs; on failure the verdict becomes a denial.
-    fn consume(&self, turn: &TurnContext, agent: &AgentId, v: &mut Verdict) -> Result<(), ToolError> {
+    fn consume(
+        &self,
+        turn: &TurnContext,
+        agent: &AgentId,
+        v: &mut Verdict,
+    ) -> Result<(), ToolError> {
         let Some(s) = v.needs.take() else {
             return Ok(());
         };
@@ -552,9 +561,16 @@ impl Policy {
     }
 
     /// Shell: snapshot, run, compare, revert what the caller may not change.
-    async fn run_exec<S>(&self, gates: &Gates, inner: S, inv: ToolInvocation) -> Result<ToolOutput, ToolError>
+    async fn run_exec<S>(
+        &self,
+        gates: &Gates,
+        inner: S,
+        inv: ToolInvocation,
+    ) -> Result<ToolOutput, ToolError>
     where
-        S: tower::Service<ToolInvocation, Response = ToolOutput, Error = ToolError> + Send + 'static,
+        S: tower::Service<ToolInvocation, Response = ToolOutput, Error = ToolError>
+            + Send
+            + 'static,
         S::Future: Send + 'static,
     {
         let turn = inv.turn.clone();
@@ -779,7 +795,8 @@ fn hard_link_aliases(root: &std::path::Path, rel: &str) -> Result<Vec<String>, S
         if p == rel {
             continue;
         }
-        if std::fs::symlink_metadata(root.join(&p)).is_ok_and(|m| m.dev() == dev && m.ino() == ino) {
+        if std::fs::symlink_metadata(root.join(&p)).is_ok_and(|m| m.dev() == dev && m.ino() == ino)
+        {
             out.push(p);
         }
     }

@@ -62,8 +62,12 @@ pub use config::{
 };
 pub use control::{ControlFiles, CONTROL_GATE};
 pub use layer::{PolicyLayer, PolicyService};
-pub use overrides::{Listed, OverrideError, OverrideStore, Rejection, Sentinel, MAX_SENTINEL_BYTES};
-pub use policy::{GateInfo, GateSpec, Policy, PolicyError, MAX_AFFECTED_PATHS, POLICY_GATE, SHELL_GATE};
+pub use overrides::{
+    Listed, OverrideError, OverrideStore, Rejection, Sentinel, MAX_SENTINEL_BYTES,
+};
+pub use policy::{
+    GateInfo, GateSpec, Policy, PolicyError, MAX_AFFECTED_PATHS, POLICY_GATE, SHELL_GATE,
+};
 pub use review::{ReviewGate, APPEAL};
 pub use snapshot::{Change, Snapshot, SnapshotError, MAX_SNAPSHOT_PATHS};
 pub use sprawl::{human_message, SprawlGate};

@@ -103,7 +103,10 @@ fn rejections_text(r: &[Rejection]) -> String {
     if r.is_empty() {
         return String::new();
     }
-    let parts: Vec<String> = r.iter().map(|x| format!("{} ({})", x.file, x.why)).collect();
+    let parts: Vec<String> = r
+        .iter()
+        .map(|x| format!("{} ({})", x.file, x.why))
+        .collect();
     format!("; refused sentinels: {}", parts.join("; "))
 }
 
@@ -231,7 +234,7 @@ impl OverrideStore {
                 }),
                 Err((s, why)) => out.push(Listed {
                     file,
-                    sentinel: s,
+                    sentinel: s.map(|b| *b),
                     problem: Some(why),
                 }),
             }
@@ -323,7 +326,8 @@ impl OverrideStore {
         }
         let src = self.dir.join(format!("{}.json", s.id));
         let dst = consumed.join(format!("{}.json", s.id));
-        let before = std::fs::symlink_metadata(&src).map_err(|_| "taken by another call".to_string())?;
+        let before =
+            std::fs::symlink_metadata(&src).map_err(|_| "taken by another call".to_string())?;
         match std::fs::hard_link(&src, &dst) {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
@@ -356,9 +360,10 @@ impl OverrideStore {
     }
 
     /// Reads and validates one sentinel. Never follows links, never blocks on a FIFO.
-    fn read(&self, file: &str, clock: &dyn Clock) -> Result<Sentinel, (Option<Sentinel>, String)> {
+    fn read(&self, file: &str, clock: &dyn Clock) -> Result<Sentinel, Unusable> {
         let path = self.dir.join(file);
-        let meta = std::fs::symlink_metadata(&path).map_err(|e| (None, format!("unreadable: {e}")))?;
+        let meta =
+            std::fs::symlink_metadata(&path).map_err(|e| (None, format!("unreadable: {e}")))?;
         let ft = meta.file_type();
         if ft.is_symlink() {
             return Err((None, "a symbolic link, not a regular file".into()));
@@ -370,7 +375,10 @@ impl OverrideStore {
             return Err((None, "not a regular file (FIFO, socket or device)".into()));
         }
         if meta.len() > MAX_SENTINEL_BYTES {
-            return Err((None, format!("{} bytes; the limit is {MAX_SENTINEL_BYTES}", meta.len())));
+            return Err((
+                None,
+                format!("{} bytes; the limit is {MAX_SENTINEL_BYTES}", meta.len()),
+            ));
         }
         let flags = nix::fcntl::OFlag::O_NOFOLLOW | nix::fcntl::OFlag::O_NONBLOCK;
         let mut f: File = OpenOptions::new()
@@ -378,7 +386,9 @@ impl OverrideStore {
             .custom_flags(flags.bits())
             .open(&path)
             .map_err(|e| (None, format!("cannot open without following links: {e}")))?;
-        let m = f.metadata().map_err(|e| (None, format!("unreadable: {e}")))?;
+        let m = f
+            .metadata()
+            .map_err(|e| (None, format!("unreadable: {e}")))?;
         if !m.is_file() {
             return Err((None, "not a regular file".into()));
         }
@@ -393,7 +403,7 @@ impl OverrideStore {
         let s: Sentinel =
             serde_json::from_slice(&body).map_err(|e| (None, format!("malformed: {e}")))?;
         let stem = file.trim_end_matches(".json");
-        let bad = |why: String| Err((Some(s.clone()), why));
+        let bad = |why: String| Err((Some(Box::new(s.clone())), why));
         if s.id != stem || !valid_id(&s.id) {
             return bad(format!("its id {:?} does not match its file name", s.id));
         }
@@ -408,7 +418,10 @@ impl OverrideStore {
         }
         let now = clock.now_millis();
         if now < s.not_before {
-            return bad(format!("not valid yet (from {} ms, now {now} ms)", s.not_before));
+            return bad(format!(
+                "not valid yet (from {} ms, now {now} ms)",
+                s.not_before
+            ));
         }
         if now >= s.expires {
             return bad(format!("expired at {} ms (now {now} ms)", s.expires));
@@ -423,6 +436,9 @@ impl OverrideStore {
         Ok(s)
     }
 }
+
+/// A sentinel that cannot be used: its content when it parsed, and why.
+type Unusable = (Option<Box<Sentinel>>, String);
 
 fn consumed_exists(dir: &Path, id: &str) -> bool {
     std::fs::symlink_metadata(dir.join(format!("{id}.json"))).is_ok()

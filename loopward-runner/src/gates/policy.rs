@@ -106,8 +106,10 @@ impl Gates {
     }
 
     fn to_config(&self) -> PolicyConfig {
-        let mut cfg = PolicyConfig::default();
-        cfg.territory = self.territories.iter().map(|t| t.config().clone()).collect();
+        let mut cfg = PolicyConfig {
+            territory: self.territories.iter().map(|t| t.config().clone()).collect(),
+            ..PolicyConfig::default()
+        };
         cfg.gates.review = self.reviews.iter().map(|r| r.config().clone()).collect();
         cfg.gates.sprawl = match &self.sprawl {
             Some(s) => s.config().clone(),
@@ -361,4 +363,3 @@ fn apply_to_named(
     }
     Err(PolicyError::NoSuchGate(name.into()))
 }
-

@@ -49,9 +49,14 @@ enum Entry {
 impl Entry {
     fn same(&self, other: &Self) -> bool {
         match (self, other) {
-            (Self::File { mode: a, hash: h, .. }, Self::File { mode: b, hash: g, .. }) => {
-                a == b && h == g
-            }
+            (
+                Self::File {
+                    mode: a, hash: h, ..
+                },
+                Self::File {
+                    mode: b, hash: g, ..
+                },
+            ) => a == b && h == g,
             (Self::Dir { mode: a }, Self::Dir { mode: b }) => a == b,
             (Self::Link { target: a }, Self::Link { target: b }) => a == b,
             (Self::Other, Self::Other) => true,

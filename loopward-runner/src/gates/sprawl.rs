@@ -107,10 +107,10 @@ impl SprawlGate {
 
     /// Whether `content` is a plan: its first line starts with the marker.
     pub fn is_plan(&self, content: &str) -> bool {
-        content
-            .lines()
-            .next()
-            .is_some_and(|l| l.trim_start_matches('\u{feff}').starts_with(&self.config.marker))
+        content.lines().next().is_some_and(|l| {
+            l.trim_start_matches('\u{feff}')
+                .starts_with(&self.config.marker)
+        })
     }
 }
 

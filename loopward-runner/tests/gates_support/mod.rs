@@ -47,7 +47,9 @@ impl Room {
     pub fn with_policy(dir: tempfile::TempDir, ws: Workspace, policy: Policy) -> Self {
         let sink = Arc::new(MemorySink::default());
         let clock = Arc::new(ManualClock::new(NOW));
-        let team = ["planner", "builder", "auditor", "scribe"].map(agent).to_vec();
+        let team = ["planner", "builder", "auditor", "scribe"]
+            .map(agent)
+            .to_vec();
         let run = RunContext::new(
             RunId::new("r1").unwrap(),
             team,
@@ -111,25 +113,54 @@ impl Room {
         out
     }
 
-    pub async fn write_file(&self, turn: &TurnContext, path: &str, content: &str) -> Result<ToolOutput, ToolError> {
-        self.call(turn, Arc::new(WriteFile), json!({"path": path, "content": content}))
-            .await
+    pub async fn write_file(
+        &self,
+        turn: &TurnContext,
+        path: &str,
+        content: &str,
+    ) -> Result<ToolOutput, ToolError> {
+        self.call(
+            turn,
+            Arc::new(WriteFile),
+            json!({"path": path, "content": content}),
+        )
+        .await
     }
 
-    pub async fn edit_file(&self, turn: &TurnContext, path: &str, old: &str, new: &str) -> Result<ToolOutput, ToolError> {
-        self.call(turn, Arc::new(EditFile), json!({"path": path, "old": old, "new": new}))
-            .await
+    pub async fn edit_file(
+        &self,
+        turn: &TurnContext,
+        path: &str,
+        old: &str,
+        new: &str,
+    ) -> Result<ToolOutput, ToolError> {
+        self.call(
+            turn,
+            Arc::new(EditFile),
+            json!({"path": path, "old": old, "new": new}),
+        )
+        .await
     }
 
     pub async fn shell(&self, turn: &TurnContext, command: &str) -> Result<ToolOutput, ToolError> {
-        self.call(turn, Arc::new(Shell::default()), json!({"command": command}))
-            .await
+        self.call(
+            turn,
+            Arc::new(Shell::default()),
+            json!({"command": command}),
+        )
+        .await
     }
 
     pub async fn handoff(&self, turn: &TurnContext, to: &str) -> Result<ToolOutput, ToolError> {
-        let team = ["planner", "builder", "auditor", "scribe"].map(agent).to_vec();
-        self.call(turn, Arc::new(HandoffTool::new(team)), json!({"to": to, "message": "over to you"}))
-            .await
+        let team = ["planner", "builder", "auditor", "scribe"]
+            .map(agent)
+            .to_vec();
+        self.call(
+            turn,
+            Arc::new(HandoffTool::new(team)),
+            json!({"to": to, "message": "over to you"}),
+        )
+        .await
     }
 
     pub fn events(&self) -> Vec<AuditEvent> {
@@ -142,7 +173,10 @@ impl Room {
             .into_iter()
             .filter_map(|e| match e {
                 AuditEvent::GateDecision {
-                    gate, decision, path, ..
+                    gate,
+                    decision,
+                    path,
+                    ..
                 } => Some((gate, decision.label(), path)),
                 _ => None,
             })
@@ -212,7 +246,12 @@ impl Tool for FsOp {
                 }
                 Access::Rename { from, to } => {
                     std::fs::rename(from.abs(), to.abs()).map_err(fail)?;
-                    vec![Effect::ok(to.rel(), EffectKind::Rename { from: from.rel().into() })]
+                    vec![Effect::ok(
+                        to.rel(),
+                        EffectKind::Rename {
+                            from: from.rel().into(),
+                        },
+                    )]
                 }
                 Access::Link { path, target } => {
                     if op == "hardlink" {
@@ -230,6 +269,13 @@ impl Tool for FsOp {
     }
 }
 
-pub async fn fs_op(room: &Room, turn: &TurnContext, op: &str, a: &str, b: &str) -> Result<ToolOutput, ToolError> {
-    room.call(turn, Arc::new(FsOp), json!({"op": op, "a": a, "b": b})).await
+pub async fn fs_op(
+    room: &Room,
+    turn: &TurnContext,
+    op: &str,
+    a: &str,
+    b: &str,
+) -> Result<ToolOutput, ToolError> {
+    room.call(turn, Arc::new(FsOp), json!({"op": op, "a": a, "b": b}))
+        .await
 }
