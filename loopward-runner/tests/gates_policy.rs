@@ -231,10 +231,11 @@ proptest! {
     fn adding_a_rule_never_turns_a_deny_into_an_allow(
         base in proptest::collection::vec(territory_strategy(), 0..3),
         extra in territory_strategy(),
+        at in 0usize..4,
     ) {
         let Some(before) = decide_all(&base) else { return Ok(()) };
         let mut more = base.clone();
-        more.push(extra);
+        more.insert(at.min(base.len()), extra);
         let Some(after) = decide_all(&more) else { return Ok(()) };
         for (i, (b, a)) in before.iter().zip(&after).enumerate() {
             prop_assert!(*b || !*a, "case {i}: denied before, allowed after");

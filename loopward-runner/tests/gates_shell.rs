@@ -197,3 +197,19 @@ async fn skipped_folders_are_not_watched() {
     let paths: Vec<_> = out.effects.iter().map(|e| e.path.as_str()).collect();
     assert_eq!(paths, vec!["b"]);
 }
+
+#[tokio::test]
+async fn a_hard_link_made_by_shell_cannot_be_used_to_write_a_territory_file() {
+    let room = Room::new(ROOM);
+    room.write("plans/a.md", "keep");
+    let builder = room.turn("builder");
+    room.shell(&builder, "ln plans/a.md alias.md")
+        .await
+        .unwrap();
+    // Through the file tools: the alias stands for the territory file.
+    assert!(room.write_file(&builder, "alias.md", "no").await.is_err());
+    // Through the shell: the territory file's content changed, so it is restored.
+    let out = room.shell(&builder, "echo no > alias.md").await.unwrap();
+    assert!(out.is_error, "{}", out.content);
+    assert_eq!(room.read("plans/a.md").unwrap(), "keep");
+}

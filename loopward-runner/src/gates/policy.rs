@@ -107,7 +107,11 @@ impl Gates {
 
     fn to_config(&self) -> PolicyConfig {
         let mut cfg = PolicyConfig {
-            territory: self.territories.iter().map(|t| t.config().clone()).collect(),
+            territory: self
+                .territories
+                .iter()
+                .map(|t| t.config().clone())
+                .collect(),
             ..PolicyConfig::default()
         };
         cfg.gates.review = self.reviews.iter().map(|r| r.config().clone()).collect();
