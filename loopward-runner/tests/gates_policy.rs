@@ -34,6 +34,11 @@ fn bad_configs_fail_with_a_precise_message() {
         ("[[gates.review]]\nfrom = \"b\"\nvia = \"a\"\nwhen = [\"{\"]", "invalid glob"),
         ("[gates.shell]\nskip = [\"src\"]\n[[territory]]\npaths = [\"src/**\"]\nowner = \"b\"", "a territory must be watched"),
         ("[gates.stop]\nx = 1", "unknown field `stop`"),
+        (
+            "[[territory]]\npaths = [\"**/*.rs\"]\nowner = \"a\"\n[[territory]]\npaths = [\"src/**\"]\nowner = \"b\"",
+            "overlap at \"src/x.rs\"",
+        ),
+        ("[gates.shell]\nskip = [\"runs\"]", "not a control path"),
     ];
     for (toml, expected) in cases {
         let e = config_error(toml);
@@ -81,6 +86,8 @@ async fn the_runtime_api_lists_adds_removes_and_changes_modes_each_audited() {
         .collect();
     assert_eq!(changes.len(), 3);
     assert_eq!(changes[0].0, "ana");
+    assert_eq!(changes[0].2.as_deref(), Some("plans"));
+    assert_eq!(changes[2].2.as_deref(), Some("plans"));
     assert_eq!(
         changes.iter().map(|c| c.1.as_str()).collect::<Vec<_>>(),
         vec!["add", "mode", "remove"]

@@ -291,11 +291,16 @@ impl PolicyConfig {
             });
         }
         for s in &self.gates.shell.skip {
-            if s.is_empty() || s.contains('/') || s.starts_with('.') || s.contains(['*', '?', '['])
+            if s.is_empty()
+                || s == "."
+                || s == ".."
+                || s.contains('/')
+                || s.contains(['*', '?', '[', '{'])
+                || super::ControlFiles::default().covers(s)
             {
                 return Err(ConfigError::Invalid {
                     section: "[gates.shell]".into(),
-                    why: format!("skip entry {s:?} must be a plain top-level directory name"),
+                    why: format!("skip entry {s:?} must be a plain top-level directory name, not a control path"),
                 });
             }
             for (i, t) in self.territory.iter().enumerate() {
@@ -504,8 +509,20 @@ fn check_overlaps(territories: &[TerritoryConfig]) -> Result<(), ConfigError> {
             if i == j || *owners == compiled[i].1 {
                 continue;
             }
+            let other_prefixes: Vec<String> = territories[j]
+                .paths
+                .iter()
+                .flat_map(|q| samples(q).into_iter().skip(1))
+                .collect();
             for p in &t.paths {
-                for s in samples(p) {
+                let mut candidates = samples(p);
+                // `**/x` meets another territory's folder: try it there too.
+                if let Some(rest) = p.strip_prefix("**/") {
+                    for pre in &other_prefixes {
+                        candidates.extend(samples(&format!("{pre}/{rest}")));
+                    }
+                }
+                for s in candidates {
                     if set.is_match(&s) {
                         return Err(ConfigError::Overlap {
                             a: compiled[i].0.clone(),

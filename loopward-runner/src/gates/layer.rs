@@ -172,7 +172,9 @@ impl Policy {
             .map(|(raw, rel)| self.judge_path(&gates, &agent, turn.run().clock(), raw.clone(), rel))
             .collect();
         if let Some(i) = verdicts.iter().position(Verdict::denies) {
-            for v in &verdicts {
+            let by = verdicts[i].gate.clone();
+            for v in &mut verdicts {
+                unused_override(v, &by);
                 record(&turn, &call_id, &action, v)?;
             }
             return Err(refused(verdicts.swap_remove(i)));
@@ -199,7 +201,8 @@ impl Policy {
                         needs: None,
                     };
                     if v.denies() {
-                        for x in &verdicts {
+                        for x in &mut verdicts {
+                            unused_override(x, "sprawl");
                             record(&turn, &call_id, &action, x)?;
                         }
                         record(&turn, &call_id, &action, &v)?;
@@ -274,7 +277,13 @@ impl Policy {
                 Err(e) => mk(
                     t.name(),
                     GateMode::Enforce,
-                    Decision::Deny(territory_refusal(t, agent, rel, Some(&e))),
+                    Decision::Deny(territory_refusal(
+                        t,
+                        agent,
+                        rel,
+                        Some(&e),
+                        self.inner.overrides.ttl_limit(),
+                    )),
                     None,
                 ),
             };
@@ -283,7 +292,13 @@ impl Policy {
             return mk(
                 t.name(),
                 GateMode::Advisory,
-                Decision::Warn(territory_refusal(t, agent, rel, None)),
+                Decision::Warn(territory_refusal(
+                    t,
+                    agent,
+                    rel,
+                    None,
+                    self.inner.overrides.ttl_limit(),
+                )),
                 None,
             );
         }
@@ -321,7 +336,13 @@ impl Policy {
                 let gates = self.gates();
                 let t = gates.territories.iter().find(|t| t.name() == v.gate);
                 v.decision = Decision::Deny(match t {
-                    Some(t) => territory_refusal(t, agent, &path, Some(&e)),
+                    Some(t) => territory_refusal(
+                        t,
+                        agent,
+                        &path,
+                        Some(&e),
+                        self.inner.overrides.ttl_limit(),
+                    ),
                     None => Refusal::new(v.gate.clone(), e.to_string(), ""),
                 });
             }
@@ -334,6 +355,22 @@ fn refused(v: Verdict) -> ToolError {
     match v.decision {
         Decision::Deny(r) => ToolError::Refused(r),
         _ => ToolError::Refused(Refusal::new(v.gate, "refused", "")),
+    }
+}
+
+/// A path that would have gone through on an override, in a call another gate refused: the
+/// override is left for the next try, and the census says so.
+fn unused_override(v: &mut Verdict, refused_by: &str) {
+    if let Some(s) = v.needs.take() {
+        v.decision = Decision::Deny(Refusal::new(
+            v.gate.clone(),
+            format!(
+                "{} needs override {}, which was not used because {refused_by} refused the call",
+                v.path.as_deref().unwrap_or(""),
+                s.id
+            ),
+            "",
+        ));
     }
 }
 
@@ -350,6 +387,7 @@ fn territory_refusal(
     agent: &AgentId,
     rel: &str,
     why_no_override: Option<&OverrideError>,
+    ttl: std::time::Duration,
 ) -> Refusal {
     let mut reason = format!(
         "{} is in territory {}, owned by {}; {agent} does not own it",
@@ -367,8 +405,9 @@ fn territory_refusal(
         t.name(),
         reason,
         format!(
-            "hand the change to {owner} with the handoff tool, saying exactly what to change and why; or ask a person for a one-shot override (loopward override grant --agent {agent} --path {} --reason \"<why>\" --ttl 10m) and make the same call again",
-            show(rel)
+            "hand the change to {owner} with the handoff tool, saying exactly what to change and why; or ask a person for a one-shot override (loopward override grant --agent {agent} --path {} --reason \"<why>\" --ttl {}) and make the same call again",
+            show(rel),
+            humantime::format_duration(ttl.min(std::time::Duration::from_secs(600)))
         ),
     )
 }
@@ -437,7 +476,7 @@ impl Policy {
         let mut keys = BTreeSet::new();
         let mut files = BTreeSet::new();
         for (_, rel) in targets {
-            if *rel == sg.config().plan_path {
+            if Some(rel.as_str()) == self.plan_rel(sg).as_deref() {
                 continue;
             }
             keys.insert(sg.unit_key(rel));
@@ -491,18 +530,29 @@ impl Policy {
         )
     }
 
+    /// Where the plan lands (the configured path, links followed).
+    fn plan_rel(&self, sg: &SprawlGate) -> Option<String> {
+        self.inner
+            .workspace
+            .resolve(&sg.config().plan_path)
+            .ok()
+            .map(|p| p.rel().to_string())
+    }
+
     /// A successful write of the plan file whose first line has the marker counts as a plan,
     /// ordered after every human message recorded so far.
     fn note_plan(&self, gates: &Gates, epochs: &Epochs, effects: &[Effect]) {
         let Some(sg) = &gates.sprawl else { return };
-        let plan = &sg.config().plan_path;
+        let Some(plan) = self.plan_rel(sg) else {
+            return;
+        };
         let wrote = effects.iter().any(|e| {
             e.status == EffectStatus::Ok && e.path == *plan && !matches!(e.kind, EffectKind::Delete)
         });
         if !wrote {
             return;
         }
-        let Ok(p) = self.inner.workspace.resolve(plan) else {
+        let Ok(p) = self.inner.workspace.resolve(&plan) else {
             return;
         };
         if std::fs::symlink_metadata(p.abs()).is_ok_and(|m| m.is_file()) {
@@ -685,7 +735,7 @@ impl Policy {
             let mut files = BTreeSet::new();
             for c in &kept {
                 let is_dir = after_is_dir(self.inner.workspace.root(), &c.path);
-                if c.path != sg.config().plan_path && !is_dir {
+                if Some(c.path.as_str()) != self.plan_rel(sg).as_deref() && !is_dir {
                     keys.insert(sg.unit_key(&c.path));
                     files.insert(c.path.clone());
                 }

@@ -157,6 +157,11 @@ impl OverrideStore {
         self
     }
 
+    /// The longest TTL a grant may have.
+    pub fn ttl_limit(&self) -> Duration {
+        self.max_ttl
+    }
+
     /// The directory.
     pub fn dir(&self) -> &Path {
         &self.dir

@@ -213,6 +213,12 @@ impl Policy {
         control: ControlFiles,
     ) -> Result<Self, ConfigError> {
         let gates = Gates::compile(cfg)?;
+        if let Some(s) = cfg.gates.shell.skip.iter().find(|s| control.covers(s)) {
+            return Err(ConfigError::Invalid {
+                section: "[gates.shell]".into(),
+                why: format!("skip entry {s:?} holds control files; they must be watched"),
+            });
+        }
         let overrides = OverrideStore::for_workspace(&workspace).max_ttl(cfg.overrides.max_ttl);
         Ok(Self {
             inner: Arc::new(PolicyInner {
@@ -252,9 +258,9 @@ impl Policy {
         &self,
         by: &str,
         change: &str,
-        shown: &serde_json::Value,
         run: &RunContext,
         edit: impl FnOnce(&mut PolicyConfig) -> Result<(), PolicyError>,
+        shown: impl FnOnce(&Gates) -> serde_json::Value,
     ) -> Result<(), PolicyError> {
         let mut guard = self.inner.gates.write().unwrap_or_else(|p| p.into_inner());
         let mut cfg = guard.to_config();
@@ -263,7 +269,7 @@ impl Policy {
         run.record(&AuditEvent::GateChanged {
             by: by.into(),
             change: change.into(),
-            gate: shown.clone(),
+            gate: shown(&compiled),
         })
         .map_err(|e| PolicyError::Audit(e.0))?;
         *guard = compiled;
@@ -272,35 +278,55 @@ impl Policy {
 
     /// Adds a gate; recorded as `GateChanged` (who, what) before it takes effect.
     pub fn add(&self, spec: GateSpec, by: &str, run: &RunContext) -> Result<(), PolicyError> {
-        let shown = serde_json::to_value(&spec).unwrap_or_default();
         let existing: BTreeSet<String> = self.list().into_iter().map(|g| g.name).collect();
-        self.change(by, "add", &shown, run, |cfg| {
-            match spec {
-                GateSpec::Territory(t) => {
-                    if t.name.as_ref().is_some_and(|n| existing.contains(n)) {
-                        return Err(PolicyError::Duplicate(t.gate_name()));
+        let before = existing.clone();
+        let is_sprawl = matches!(spec, GateSpec::Sprawl(_));
+        self.change(
+            by,
+            "add",
+            run,
+            |cfg| {
+                match spec {
+                    GateSpec::Territory(t) => {
+                        if t.name.as_ref().is_some_and(|n| existing.contains(n)) {
+                            return Err(PolicyError::Duplicate(t.gate_name()));
+                        }
+                        cfg.territory.push(t);
                     }
-                    cfg.territory.push(t);
-                }
-                GateSpec::Review(r) => {
-                    if existing.contains(&r.gate_name()) {
-                        return Err(PolicyError::Duplicate(r.gate_name()));
+                    GateSpec::Review(r) => {
+                        if existing.contains(&r.gate_name()) {
+                            return Err(PolicyError::Duplicate(r.gate_name()));
+                        }
+                        cfg.gates.review.push(r);
                     }
-                    cfg.gates.review.push(r);
+                    GateSpec::Sprawl(s) => cfg.gates.sprawl = s,
                 }
-                GateSpec::Sprawl(s) => cfg.gates.sprawl = s,
-            }
-            Ok(())
-        })
+                Ok(())
+            },
+            |g| {
+                let new = g.specs().into_iter().find(|i| {
+                    if is_sprawl {
+                        i.name == "sprawl"
+                    } else {
+                        !before.contains(&i.name)
+                    }
+                });
+                serde_json::to_value(new).unwrap_or_default()
+            },
+        )
     }
 
     /// Removes the gate called `name`; recorded as `GateChanged`.
     pub fn remove(&self, name: &str, by: &str, run: &RunContext) -> Result<(), PolicyError> {
         let info = self.find(name)?;
         let shown = serde_json::to_value(&info).unwrap_or_default();
-        self.change(by, "remove", &shown, run, |cfg| {
-            apply_to_named(cfg, name, |_| None)
-        })
+        self.change(
+            by,
+            "remove",
+            run,
+            |cfg| apply_to_named(cfg, name, |_| None),
+            |_| shown,
+        )
     }
 
     /// Sets the mode of the gate called `name`; recorded as `GateChanged`.
@@ -314,16 +340,22 @@ impl Policy {
         let mut info = self.find(name)?;
         info.mode = mode;
         let shown = serde_json::to_value(&info).unwrap_or_default();
-        self.change(by, "mode", &shown, run, |cfg| {
-            apply_to_named(cfg, name, |mut s| {
-                match &mut s {
-                    GateSpec::Territory(t) => t.mode = mode,
-                    GateSpec::Sprawl(c) => c.mode = mode,
-                    GateSpec::Review(r) => r.mode = mode,
-                }
-                Some(s)
-            })
-        })
+        self.change(
+            by,
+            "mode",
+            run,
+            |cfg| {
+                apply_to_named(cfg, name, |mut s| {
+                    match &mut s {
+                        GateSpec::Territory(t) => t.mode = mode,
+                        GateSpec::Sprawl(c) => c.mode = mode,
+                        GateSpec::Review(r) => r.mode = mode,
+                    }
+                    Some(s)
+                })
+            },
+            |_| shown,
+        )
     }
 
     fn find(&self, name: &str) -> Result<GateInfo, PolicyError> {
