@@ -36,7 +36,10 @@ async fn owner_writes_its_territory_and_anyone_else_is_refused_with_a_way_out() 
         .unwrap();
     let builder = room.turn("builder");
     let text = refusal_text(room.write_file(&builder, "plans/a.md", "hijack").await);
-    assert!(text.contains("plans/a.md is in territory territory:planner, owned by planner; builder does not own it"), "{text}");
+    assert!(
+        text.contains("plans/a.md belongs to planner (territory:planner); builder does not own it"),
+        "{text}"
+    );
     assert!(text.contains("hand the change to planner"), "{text}");
     assert!(
         text.contains("loopward override grant --agent builder --path plans/a.md"),

@@ -390,10 +390,10 @@ fn territory_refusal(
     ttl: std::time::Duration,
 ) -> Refusal {
     let mut reason = format!(
-        "{} is in territory {}, owned by {}; {agent} does not own it",
+        "{} belongs to {} ({}); {agent} does not own it",
         show(rel),
-        t.name(),
-        t.owner_list()
+        t.owner_list(),
+        t.name()
     );
     if let Some(OverrideError::NoneValid { rejections, .. }) = why_no_override {
         for r in rejections {
@@ -568,6 +568,10 @@ impl Policy {
     fn judge_handoff(&self, gates: &Gates, inv: &ToolInvocation) -> Result<(), ToolError> {
         let turn = &inv.turn;
         let agent = turn.agent();
+        if turn.state().handoff.is_some() {
+            // One handoff per turn decides first: the tool refuses it, naming the one that stands.
+            return Ok(());
+        }
         let applicable: Vec<_> = gates.reviews.iter().filter(|r| r.from() == agent).collect();
         let effects = turn.effects();
         let to = inv.call.arguments.get("to").and_then(|v| v.as_str());

@@ -41,7 +41,7 @@
 //! let inv = ToolInvocation { accesses: WriteFile.accesses(&args, &turn).unwrap(),
 //!     call: loopward_core::ToolCall::new("c1", "write_file", args), tool: Arc::new(WriteFile), turn };
 //! let err = stack.oneshot(inv).await.unwrap_err();
-//! assert!(err.to_string().contains("plan.md is in territory territory:planner"), "{err}");
+//! assert!(err.to_string().contains("plan.md belongs to planner (territory:planner)"), "{err}");
 //! assert!(!dir.path().join("plan.md").exists());
 //! # });
 //! ```
