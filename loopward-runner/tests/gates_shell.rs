@@ -199,17 +199,40 @@ async fn skipped_folders_are_not_watched() {
 }
 
 #[tokio::test]
-async fn a_hard_link_made_by_shell_cannot_be_used_to_write_a_territory_file() {
+async fn links_made_by_shell_into_a_territory_are_writes_there_and_reverted() {
     let room = Room::new(ROOM);
     room.write("plans/a.md", "keep");
     let builder = room.turn("builder");
-    room.shell(&builder, "ln plans/a.md alias.md")
+    let out = room
+        .shell(
+            &builder,
+            "ln plans/a.md alias.md; ln -s plans/a.md soft.md; ln -s plans dir-link",
+        )
         .await
         .unwrap();
-    // Through the file tools: the alias stands for the territory file.
-    assert!(room.write_file(&builder, "alias.md", "no").await.is_err());
-    // Through the shell: the territory file's content changed, so it is restored.
-    let out = room.shell(&builder, "echo no > alias.md").await.unwrap();
+    assert!(out.is_error, "{}", out.content);
+    assert!(
+        out.content
+            .contains("reverted: alias.md, dir-link, soft.md"),
+        "{}",
+        out.content
+    );
+    for p in ["alias.md", "soft.md", "dir-link"] {
+        assert!(
+            std::fs::symlink_metadata(room.path(p)).is_err(),
+            "{p} still exists"
+        );
+    }
+    // A hard link made before the gate existed still cannot be used to write the file.
+    std::fs::hard_link(room.path("plans/a.md"), room.path("old-alias.md")).unwrap();
+    assert!(room
+        .write_file(&builder, "old-alias.md", "no")
+        .await
+        .is_err());
+    let out = room
+        .shell(&builder, "echo no > old-alias.md")
+        .await
+        .unwrap();
     assert!(out.is_error, "{}", out.content);
     assert_eq!(room.read("plans/a.md").unwrap(), "keep");
 }

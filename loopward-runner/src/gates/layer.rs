@@ -689,6 +689,13 @@ impl Policy {
         let mut verdicts = Vec::new();
         for c in &changes {
             let mut v = self.judge_path(gates, &agent, turn.run().clock(), None, &c.path);
+            if !v.denies() && c.kind != EffectKind::Delete {
+                // A link the command made into a territory is a write there.
+                if let Some(mut w) = self.judge_link(gates, &agent, &turn, &after, &c.path) {
+                    w.path = Some(c.path.clone());
+                    v = w;
+                }
+            }
             if v.needs.is_some() {
                 self.consume(&turn, &agent, &mut v)?;
             }
@@ -778,6 +785,35 @@ impl Policy {
             out.content = text;
         }
         Ok(out)
+    }
+
+    /// When `path` is (after the command) a symbolic or hard link whose other end the caller may
+    /// not write, the denial that other end gets.
+    fn judge_link(
+        &self,
+        gates: &Gates,
+        agent: &AgentId,
+        turn: &TurnContext,
+        after: &Snapshot,
+        path: &str,
+    ) -> Option<Verdict> {
+        let mut ends = after.hard_links_of(path);
+        if after.is_link(path) {
+            if let Ok(p) = self.inner.workspace.resolve(path) {
+                ends.push(p.rel().to_string());
+            }
+        }
+        ends.into_iter()
+            .filter(|end| end != path)
+            .map(|end| {
+                let mut v = self.judge_path(gates, agent, turn.run().clock(), None, &end);
+                unused_override(
+                    &mut v,
+                    "the link rule (a link is not the write an override authorises)",
+                );
+                v
+            })
+            .find(Verdict::denies)
     }
 
     async fn snapshot(&self, gates: &Gates, agent: &AgentId) -> Result<Snapshot, String> {

@@ -36,6 +36,8 @@ enum Entry {
         mode: u32,
         hash: [u8; 32],
         content: Option<Vec<u8>>,
+        /// (device, inode, link count), to see hard links.
+        node: (u64, u64, u64),
     },
     Dir {
         mode: u32,
@@ -148,6 +150,7 @@ impl Snapshot {
                         mode: meta.mode() & 0o7777,
                         hash,
                         content: keep(&rel).then_some(bytes),
+                        node: (meta.dev(), meta.ino(), meta.nlink()),
                     }
                 } else {
                     Entry::Other
@@ -161,6 +164,29 @@ impl Snapshot {
     /// The paths recorded.
     pub fn paths(&self) -> impl Iterator<Item = &str> {
         self.entries.keys().map(String::as_str)
+    }
+
+    /// Whether `path` is a symbolic link in this snapshot.
+    pub fn is_link(&self, path: &str) -> bool {
+        matches!(self.entries.get(path), Some(Entry::Link { .. }))
+    }
+
+    /// Other paths that are hard links to the same file as `path` in this snapshot.
+    pub fn hard_links_of(&self, path: &str) -> Vec<String> {
+        let Some(Entry::File { node, .. }) = self.entries.get(path) else {
+            return vec![];
+        };
+        if node.2 < 2 {
+            return vec![];
+        }
+        self.entries
+            .iter()
+            .filter(|(p, e)| {
+                p.as_str() != path
+                    && matches!(e, Entry::File { node: n, .. } if n.0 == node.0 && n.1 == node.1)
+            })
+            .map(|(p, _)| p.clone())
+            .collect()
     }
 
     /// What changed from `self` to `after`, in path order.
