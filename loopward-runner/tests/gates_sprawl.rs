@@ -187,3 +187,40 @@ async fn threshold_is_configurable_and_the_gate_can_be_disabled() {
         off.write_file(&b, p, "x").await.unwrap();
     }
 }
+
+#[tokio::test]
+async fn advisory_sprawl_warns_and_lets_the_call_through() {
+    let room = Room::new("[gates.sprawl]\nmode = \"advisory\"");
+    let b = room.turn("builder");
+    for p in ["a.rs", "b.rs", "c.rs"] {
+        room.write_file(&b, p, "x").await.unwrap();
+    }
+    assert!(room.path("c.rs").exists());
+    let warns: Vec<_> = room
+        .decisions()
+        .into_iter()
+        .filter(|(g, d, _)| g == "sprawl" && *d == "warn")
+        .collect();
+    assert_eq!(warns.len(), 1);
+}
+
+#[tokio::test]
+async fn runs_sharing_one_policy_do_not_share_sprawl_state() {
+    use loopward_core::{RunId, TurnNumber};
+    use loopward_runner::{RunContext, TurnContext};
+    let room = Room::new("");
+    let b = room.turn("builder");
+    room.write_file(&b, "src/a.rs", "a").await.unwrap();
+    room.write_file(&b, "src/b.rs", "b").await.unwrap();
+    let other = RunContext::new(
+        RunId::new("r2").unwrap(),
+        vec![agent("builder")],
+        room.ws.clone(),
+        room.sink.clone(),
+        room.clock.clone(),
+    );
+    let b2 = TurnContext::new(other, agent("builder"), TurnNumber(1));
+    room.write_file(&b2, "src/c.rs", "c").await.unwrap();
+    room.write_file(&b2, "src/d.rs", "d").await.unwrap();
+    sprawl_refusal(room.write_file(&b, "src/e.rs", "e").await);
+}
