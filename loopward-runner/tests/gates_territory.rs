@@ -306,3 +306,34 @@ async fn the_refusals_way_out_hand_off_to_the_owner_works_in_a_run() {
         ]
     );
 }
+
+#[tokio::test]
+async fn a_control_folder_that_is_a_link_is_protected_where_it_lands() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("stuff/overrides")).unwrap();
+    std::os::unix::fs::symlink("stuff", dir.path().join(".loopward")).unwrap();
+    let ws = loopward_runner::Workspace::new(dir.path()).unwrap();
+    let policy =
+        loopward_runner::gates::Policy::from_config(&Default::default(), ws.clone()).unwrap();
+    let room = Room::with_policy(dir, ws, policy);
+    let planner = room.turn("planner");
+    let text = refusal_text(
+        room.write_file(&planner, "stuff/overrides/x.json", "{}")
+            .await,
+    );
+    assert!(text.contains("refused by control"), "{text}");
+}
+
+#[test]
+fn control_files_can_be_named_by_their_place_on_disk() {
+    use loopward_runner::gates::ControlFiles;
+    let dir = tempfile::tempdir().unwrap();
+    let ws = loopward_runner::Workspace::new(dir.path()).unwrap();
+    let c = ControlFiles::in_workspace(
+        &ws,
+        &ws.root().join("conf/team.toml"),
+        std::path::Path::new("/elsewhere/runs"),
+    );
+    assert!(c.covers("conf/team.toml") && c.covers(".loopward/x"));
+    assert!(!c.covers("runs/x"));
+}

@@ -8,6 +8,11 @@
 //! assert!(c.covers("loopward.toml") && c.covers("runs/r1/events.jsonl") && c.covers("runs"));
 //! assert!(!c.covers("runsheet.md") && !c.covers("src/loopward.toml"));
 //! ```
+//!
+//! A `.loopward` that is a link is protected where it lands too ([`ControlFiles::resolved`]).
+
+use crate::workspace::Workspace;
+use std::path::Path;
 
 /// The gate name control-file refusals carry.
 pub const CONTROL_GATE: &str = "control";
@@ -36,6 +41,40 @@ impl ControlFiles {
             }
         }
         Self { paths }
+    }
+
+    /// `.loopward/` plus a config file and runs directory given as paths on disk (absolute, or
+    /// relative to the workspace root); those outside the workspace need no protection here.
+    pub fn in_workspace(ws: &Workspace, config_file: &Path, runs_dir: &Path) -> Self {
+        let rel = |p: &Path| -> String {
+            let abs = if p.is_absolute() {
+                p.to_path_buf()
+            } else {
+                ws.root().join(p)
+            };
+            ws.resolve(&abs.to_string_lossy())
+                .map(|w| w.rel().to_string())
+                .unwrap_or_default()
+        };
+        Self::new(&rel(config_file), &rel(runs_dir))
+    }
+
+    /// Adds where each control path lands when links are followed, so a control folder that is
+    /// a link is protected at both ends.
+    pub fn resolved(mut self, ws: &Workspace) -> Self {
+        let landed: Vec<String> = self
+            .paths
+            .iter()
+            .filter_map(|p| ws.resolve(p).ok())
+            .map(|w| w.rel().to_string())
+            .filter(|r| !r.is_empty())
+            .collect();
+        for l in landed {
+            if !self.paths.contains(&l) {
+                self.paths.push(l);
+            }
+        }
+        self
     }
 
     /// The control paths.

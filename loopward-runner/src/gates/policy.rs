@@ -213,6 +213,7 @@ impl Policy {
         control: ControlFiles,
     ) -> Result<Self, ConfigError> {
         let gates = Gates::compile(cfg)?;
+        let control = control.resolved(&workspace);
         if let Some(s) = cfg.gates.shell.skip.iter().find(|s| control.covers(s)) {
             return Err(ConfigError::Invalid {
                 section: "[gates.shell]".into(),
