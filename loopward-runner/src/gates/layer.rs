@@ -7,8 +7,7 @@
 
 use super::control::CONTROL_GATE;
 use super::overrides::{OverrideError, Sentinel};
-use super::policy::{Gates, Policy, MAX_AFFECTED_PATHS, POLICY_GATE, SHELL_GATE};
-use super::snapshot::{Change, Snapshot};
+use super::policy::{Gates, Policy, POLICY_GATE};
 use super::sprawl::{Epochs, SprawlGate, SprawlState, SprawlVerdict};
 use super::territory::Territory;
 use crate::clock::Clock;
@@ -19,7 +18,6 @@ use loopward_core::{
     AgentId, AuditEvent, Decision, Effect, EffectKind, EffectStatus, GateMode, Refusal,
 };
 use std::collections::BTreeSet;
-use std::os::unix::fs::MetadataExt;
 use std::task::{Context, Poll};
 use tower::ServiceExt;
 
@@ -93,26 +91,31 @@ where
 }
 
 /// One gate's verdict on one path of one call.
-struct Verdict {
-    gate: String,
-    mode: GateMode,
-    path_raw: Option<String>,
-    path: Option<String>,
-    decision: Decision,
-    needs: Option<Sentinel>,
+pub(super) struct Verdict {
+    pub(super) gate: String,
+    pub(super) mode: GateMode,
+    pub(super) path_raw: Option<String>,
+    pub(super) path: Option<String>,
+    pub(super) decision: Decision,
+    pub(super) needs: Option<Sentinel>,
 }
 
 impl Verdict {
-    fn denies(&self) -> bool {
+    pub(super) fn denies(&self) -> bool {
         !self.decision.permits()
     }
 }
 
-fn audit(e: loopward_core::AuditError) -> ToolError {
+pub(super) fn audit(e: loopward_core::AuditError) -> ToolError {
     ToolError::Audit(e.0)
 }
 
-fn record(turn: &TurnContext, call_id: &str, action: &str, v: &Verdict) -> Result<(), ToolError> {
+pub(super) fn record(
+    turn: &TurnContext,
+    call_id: &str,
+    action: &str,
+    v: &Verdict,
+) -> Result<(), ToolError> {
     turn.record(&AuditEvent::GateDecision {
         call_id: Some(call_id.into()),
         gate: v.gate.clone(),
@@ -235,7 +238,7 @@ impl Policy {
 
     /// Control, then territories (finding an override where one is needed). Decides, consumes
     /// nothing.
-    fn judge_path(
+    pub(super) fn judge_path(
         &self,
         gates: &Gates,
         agent: &AgentId,
@@ -307,7 +310,7 @@ impl Policy {
     }
 
     /// Takes the override a verdict needs; on failure the verdict becomes a denial.
-    fn consume(
+    pub(super) fn consume(
         &self,
         turn: &TurnContext,
         agent: &AgentId,
@@ -351,7 +354,7 @@ impl Policy {
     }
 }
 
-fn refused(v: Verdict) -> ToolError {
+pub(super) fn refused(v: Verdict) -> ToolError {
     match v.decision {
         Decision::Deny(r) => ToolError::Refused(r),
         _ => ToolError::Refused(Refusal::new(v.gate, "refused", "")),
@@ -360,7 +363,7 @@ fn refused(v: Verdict) -> ToolError {
 
 /// A path that would have gone through on an override, in a call another gate refused: the
 /// override is left for the next try, and the census says so.
-fn unused_override(v: &mut Verdict, refused_by: &str) {
+pub(super) fn unused_override(v: &mut Verdict, refused_by: &str) {
     if let Some(s) = v.needs.take() {
         v.decision = Decision::Deny(Refusal::new(
             v.gate.clone(),
@@ -413,56 +416,6 @@ fn territory_refusal(
 }
 
 impl Policy {
-    /// The canonical paths a call writes, with the raw path given where there is one. A
-    /// directory deleted, renamed or linked to stands for everything below it; a file with other
-    /// hard links stands for those too.
-    fn targets(&self, accesses: &[Access]) -> Result<Vec<(Option<String>, String)>, String> {
-        let root = self.inner.workspace.root().to_path_buf();
-        let mut out: Vec<(Option<String>, String)> = Vec::new();
-        let mut push = |raw: Option<String>, rel: String| {
-            if !out.iter().any(|(_, r)| *r == rel) {
-                out.push((raw, rel));
-            }
-        };
-        for a in accesses {
-            match a {
-                Access::Read(_) | Access::Exec => {}
-                Access::Write(p) => {
-                    push(Some(p.raw().into()), p.rel().into());
-                    for alias in hard_link_aliases(&root, p.rel())? {
-                        push(None, alias);
-                    }
-                }
-                Access::Delete(p) => {
-                    push(Some(p.raw().into()), p.rel().into());
-                    for d in descendants(&root, p.rel())? {
-                        push(None, d);
-                    }
-                }
-                Access::Rename { from, to } => {
-                    push(Some(from.raw().into()), from.rel().into());
-                    push(Some(to.raw().into()), to.rel().into());
-                    for d in descendants(&root, from.rel())? {
-                        let moved = format!("{}{}", to.rel(), &d[from.rel().len()..]);
-                        push(None, d);
-                        push(None, moved);
-                    }
-                    for d in descendants(&root, to.rel())? {
-                        push(None, d);
-                    }
-                }
-                Access::Link { path, target } => {
-                    push(Some(path.raw().into()), path.rel().into());
-                    push(Some(target.raw().into()), target.rel().into());
-                    for d in descendants(&root, target.rel())? {
-                        push(None, d);
-                    }
-                }
-            }
-        }
-        Ok(out)
-    }
-
     /// The unit keys and files a call touches, for the sprawl gate. The plan itself is not work.
     fn unit_keys(
         &self,
@@ -531,7 +484,7 @@ impl Policy {
     }
 
     /// Where the plan lands (the configured path, links followed).
-    fn plan_rel(&self, sg: &SprawlGate) -> Option<String> {
+    pub(super) fn plan_rel(&self, sg: &SprawlGate) -> Option<String> {
         self.inner
             .workspace
             .resolve(&sg.config().plan_path)
@@ -541,7 +494,7 @@ impl Policy {
 
     /// A successful write of the plan file whose first line has the marker counts as a plan,
     /// ordered after every human message recorded so far.
-    fn note_plan(&self, gates: &Gates, epochs: &Epochs, effects: &[Effect]) {
+    pub(super) fn note_plan(&self, gates: &Gates, epochs: &Epochs, effects: &[Effect]) {
         let Some(sg) = &gates.sprawl else { return };
         let Some(plan) = self.plan_rel(sg) else {
             return;
@@ -613,282 +566,4 @@ impl Policy {
             None => Ok(()),
         }
     }
-
-    /// Shell: snapshot, run, compare, revert what the caller may not change.
-    async fn run_exec<S>(
-        &self,
-        gates: &Gates,
-        inner: S,
-        inv: ToolInvocation,
-    ) -> Result<ToolOutput, ToolError>
-    where
-        S: tower::Service<ToolInvocation, Response = ToolOutput, Error = ToolError>
-            + Send
-            + 'static,
-        S::Future: Send + 'static,
-    {
-        let turn = inv.turn.clone();
-        let call_id = inv.call.id.clone();
-        let action = format!("tool:{}", inv.call.name);
-        let agent = turn.agent().clone();
-        let before = self.snapshot(gates, &agent).await;
-        let before = match before {
-            Ok(s) => s,
-            Err(why) => {
-                let v = Verdict {
-                    gate: SHELL_GATE.into(),
-                    mode: GateMode::Enforce,
-                    path_raw: None,
-                    path: None,
-                    decision: Decision::Deny(Refusal::new(
-                        SHELL_GATE,
-                        format!("not run: the workspace could not be recorded before the command, so its changes could not be checked ({why})"),
-                        "use the file tools instead, or ask a person to list big generated folders under [gates.shell] skip",
-                    )),
-                    needs: None,
-                };
-                record(&turn, &call_id, &action, &v)?;
-                return Err(refused(v));
-            }
-        };
-        record(
-            &turn,
-            &call_id,
-            &action,
-            &Verdict {
-                gate: SHELL_GATE.into(),
-                mode: GateMode::Enforce,
-                path_raw: None,
-                path: None,
-                decision: Decision::Allow,
-                needs: None,
-            },
-        )?;
-        let result = inner.oneshot(inv).await;
-        if let Err(e) = &result {
-            if e.is_fatal() {
-                return result;
-            }
-        }
-        let after = match self.snapshot(gates, &agent).await {
-            Ok(s) => s,
-            Err(why) => {
-                turn.record(&AuditEvent::Violation {
-                    path: String::new(),
-                    remedy: "none: the workspace could not be compared".into(),
-                    reason: why.clone(),
-                })
-                .map_err(audit)?;
-                return Err(ToolError::Failed(format!(
-                    "the command ran, but the workspace could not be compared afterwards ({why}); its changes are unchecked and were reported"
-                )));
-            }
-        };
-        let changes = before.diff(&after);
-        let epochs = turn.run().extensions().get_or_default::<Epochs>();
-        let mut verdicts = Vec::new();
-        for c in &changes {
-            let mut v = self.judge_path(gates, &agent, turn.run().clock(), None, &c.path);
-            if !v.denies() && c.kind != EffectKind::Delete {
-                // A link the command made into a territory is a write there.
-                if let Some(mut w) = self.judge_link(gates, &agent, &turn, &after, &c.path) {
-                    w.path = Some(c.path.clone());
-                    v = w;
-                }
-            }
-            if v.needs.is_some() {
-                self.consume(&turn, &agent, &mut v)?;
-            }
-            record(&turn, &call_id, &action, &v)?;
-            verdicts.push(v);
-        }
-        let mut effects = Vec::new();
-        let mut reverted = Vec::new();
-        let mut failures = Vec::new();
-        let mut first_refusal: Option<Refusal> = None;
-        for (c, v) in changes.iter().zip(&verdicts) {
-            let status = if let Decision::Deny(r) = &v.decision {
-                let remedy = match before.revert(self.inner.workspace.root(), c) {
-                    Ok(()) => {
-                        reverted.push(c.path.clone());
-                        "reverted".to_string()
-                    }
-                    Err(e) => {
-                        failures.push(format!("{}: {e}", c.path));
-                        format!("revert failed: {e}")
-                    }
-                };
-                turn.record(&AuditEvent::Violation {
-                    path: c.path.clone(),
-                    remedy,
-                    reason: r.reason.clone(),
-                })
-                .map_err(audit)?;
-                first_refusal.get_or_insert_with(|| r.clone());
-                EffectStatus::Reverted
-            } else {
-                EffectStatus::Ok
-            };
-            effects.push(Effect {
-                path: c.path.clone(),
-                kind: c.kind.clone(),
-                status,
-            });
-        }
-        let kept: Vec<&Change> = changes
-            .iter()
-            .zip(&effects)
-            .filter(|(_, e)| e.status == EffectStatus::Ok)
-            .map(|(c, _)| c)
-            .collect();
-        if let Some(sg) = &gates.sprawl {
-            let mut keys = BTreeSet::new();
-            let mut files = BTreeSet::new();
-            for c in &kept {
-                let is_dir = after_is_dir(self.inner.workspace.root(), &c.path);
-                if Some(c.path.as_str()) != self.plan_rel(sg).as_deref() && !is_dir {
-                    keys.insert(sg.unit_key(&c.path));
-                    files.insert(c.path.clone());
-                }
-            }
-            turn.run()
-                .extensions()
-                .get_or_default::<SprawlState>()
-                .touch(&agent, &epochs, keys, files);
-        }
-        self.note_plan(gates, &epochs, &effects);
-        let mut out = match result {
-            Ok(o) => o,
-            Err(e) => ToolOutput {
-                content: e.to_string(),
-                is_error: true,
-                effects: vec![],
-            },
-        };
-        out.effects = effects;
-        if let Some(r) = first_refusal {
-            out.is_error = true;
-            let mut text = format!(
-                "{}\n\nrefused by {}: the command changed paths you may not change, and those changes were reverted: {}. {}",
-                out.content,
-                r.gate,
-                reverted.join(", "),
-                r.reason
-            );
-            if !failures.is_empty() {
-                text.push_str(&format!(
-                    " Some could not be reverted and were reported: {}.",
-                    failures.join("; ")
-                ));
-            }
-            text.push_str(&format!("\nWhat to do: {}", r.hint));
-            out.content = text;
-        }
-        Ok(out)
-    }
-
-    /// When `path` is (after the command) a symbolic or hard link whose other end the caller may
-    /// not write, the denial that other end gets.
-    fn judge_link(
-        &self,
-        gates: &Gates,
-        agent: &AgentId,
-        turn: &TurnContext,
-        after: &Snapshot,
-        path: &str,
-    ) -> Option<Verdict> {
-        let mut ends = after.hard_links_of(path);
-        if after.is_link(path) {
-            if let Ok(p) = self.inner.workspace.resolve(path) {
-                ends.push(p.rel().to_string());
-            }
-        }
-        ends.into_iter()
-            .filter(|end| end != path)
-            .map(|end| {
-                let mut v = self.judge_path(gates, agent, turn.run().clock(), None, &end);
-                unused_override(
-                    &mut v,
-                    "the link rule (a link is not the write an override authorises)",
-                );
-                v
-            })
-            .find(Verdict::denies)
-    }
-
-    async fn snapshot(&self, gates: &Gates, agent: &AgentId) -> Result<Snapshot, String> {
-        let root = self.inner.workspace.root().to_path_buf();
-        let skip = self.inner.shell.skip.clone();
-        let max = self.inner.shell.max_snapshot_bytes;
-        let control = self.inner.control.clone();
-        let territories = gates.territories.clone();
-        let agent = agent.clone();
-        tokio::task::spawn_blocking(move || {
-            let keep = |p: &str| {
-                control.covers(p)
-                    || territories
-                        .iter()
-                        .any(|t| t.covers(p) && !t.owned_by(&agent))
-            };
-            Snapshot::take(&root, &skip, max, &keep).map_err(|e| e.to_string())
-        })
-        .await
-        .map_err(|e| format!("the snapshot task failed: {e}"))?
-    }
-}
-
-fn after_is_dir(root: &std::path::Path, rel: &str) -> bool {
-    std::fs::symlink_metadata(root.join(rel)).is_ok_and(|m| m.is_dir())
-}
-
-/// Everything below `rel` on disk (not following links), capped.
-fn descendants(root: &std::path::Path, rel: &str) -> Result<Vec<String>, String> {
-    let abs = root.join(rel);
-    let is_dir = std::fs::symlink_metadata(&abs).is_ok_and(|m| m.is_dir());
-    if !is_dir {
-        return Ok(vec![]);
-    }
-    let mut out = Vec::new();
-    let mut stack = vec![rel.to_string()];
-    while let Some(d) = stack.pop() {
-        let rd = std::fs::read_dir(root.join(&d)).map_err(|e| format!("cannot list {d}: {e}"))?;
-        for e in rd {
-            let e = e.map_err(|e| format!("cannot list {d}: {e}"))?;
-            let child = if d.is_empty() {
-                e.file_name().to_string_lossy().into_owned()
-            } else {
-                format!("{d}/{}", e.file_name().to_string_lossy())
-            };
-            if e.file_type().is_ok_and(|t| t.is_dir()) {
-                stack.push(child.clone());
-            }
-            out.push(child);
-            if out.len() > MAX_AFFECTED_PATHS {
-                return Err(format!("{rel} holds more than {MAX_AFFECTED_PATHS} paths"));
-            }
-        }
-    }
-    Ok(out)
-}
-
-/// Other paths in the workspace that are hard links to the same file as `rel`.
-fn hard_link_aliases(root: &std::path::Path, rel: &str) -> Result<Vec<String>, String> {
-    let Ok(meta) = std::fs::symlink_metadata(root.join(rel)) else {
-        return Ok(vec![]);
-    };
-    if !meta.is_file() || meta.nlink() < 2 {
-        return Ok(vec![]);
-    }
-    let (dev, ino) = (meta.dev(), meta.ino());
-    let mut out = Vec::new();
-    for p in descendants(root, "")? {
-        if p == rel {
-            continue;
-        }
-        if std::fs::symlink_metadata(root.join(&p)).is_ok_and(|m| m.dev() == dev && m.ino() == ino)
-        {
-            out.push(p);
-        }
-    }
-    Ok(out)
 }

@@ -54,7 +54,9 @@ mod policy;
 mod review;
 mod snapshot;
 mod sprawl;
+mod targets;
 mod territory;
+mod watch;
 
 pub use config::{
     ConfigError, GatesConfig, OverridesConfig, PolicyConfig, ReviewConfig, ShellWatchConfig,
