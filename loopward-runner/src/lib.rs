@@ -62,6 +62,7 @@ pub mod audit;
 mod clock;
 mod context;
 mod extensions;
+pub mod gates;
 pub mod layers;
 pub mod model;
 mod runner;

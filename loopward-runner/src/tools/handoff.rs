@@ -4,7 +4,7 @@ use crate::context::TurnContext;
 use crate::tool::{parse_args, Access, Tool, ToolError, ToolInvocation, ToolOutput};
 use futures::future::BoxFuture;
 use futures::FutureExt;
-use loopward_core::{AgentId, AuditEvent, Handoff, ToolSpec};
+use loopward_core::{AgentId, AuditEvent, Decision, GateMode, Handoff, Refusal, ToolSpec};
 use serde::Deserialize;
 use serde_json::json;
 
@@ -85,12 +85,29 @@ impl Tool for HandoffTool {
                 }
                 Err(err) => {
                     if let crate::context::HandoffError::AlreadyHandedOff { standing } = &err {
+                        let refusal = Refusal::new(
+                            crate::gates::ONE_HANDOFF_GATE,
+                            format!("a handoff to {standing} already stands this turn; only one handoff per turn is allowed, and the first one stands"),
+                            format!("finish your reply; {standing} takes over next"),
+                        );
                         inv.turn
-                            .record(&AuditEvent::HandoffRefused {
-                                to,
-                                standing: standing.clone(),
+                            .record(&AuditEvent::GateDecision {
+                                call_id: Some(inv.call.id.clone()),
+                                gate: crate::gates::ONE_HANDOFF_GATE.into(),
+                                mode: GateMode::Enforce,
+                                action: format!("handoff:{to}"),
+                                path_raw: None,
+                                path: None,
+                                decision: Decision::Deny(refusal.clone()),
+                            })
+                            .and_then(|()| {
+                                inv.turn.record(&AuditEvent::HandoffRefused {
+                                    to,
+                                    standing: standing.clone(),
+                                })
                             })
                             .map_err(|e| ToolError::Audit(e.0))?;
+                        return Err(ToolError::Refused(refusal));
                     }
                     Err(ToolError::Failed(err.to_string()))
                 }

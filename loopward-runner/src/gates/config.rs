@@ -1,0 +1,609 @@
+//! The gate sections of `loopward.toml`: `[[territory]]`, `[gates.sprawl]`, `[[gates.review]]`,
+//! `[gates.shell]` and `[overrides]`, parsed strictly and validated before anything runs.
+//!
+//! ```
+//! use loopward_runner::gates::PolicyConfig;
+//! let cfg = PolicyConfig::from_toml(r#"
+//!     [[territory]]
+//!     paths = ["plan.md", "plans/**"]
+//!     owner = "planner"
+//!
+//!     [[gates.review]]
+//!     from = "builder"
+//!     via = "auditor"
+//!     when = ["src/**"]
+//! "#).unwrap();
+//! assert_eq!(cfg.territory.len(), 1);
+//! // Unknown keys, bad globs and empty owners are refused with a precise message.
+//! let err = PolicyConfig::from_toml("[[territory]]\npaths = [\"src/[\"]\nowner = \"builder\"")
+//!     .unwrap_err();
+//! assert!(err.to_string().contains("src/["), "{err}");
+//! ```
+
+use globset::{Glob, GlobBuilder, GlobSet, GlobSetBuilder};
+use loopward_core::{AgentId, GateMode};
+use serde::{Deserialize, Serialize};
+use std::time::Duration;
+
+/// The longest a one-shot override may ever live, whatever `[overrides] max_ttl` says.
+pub const TTL_CEILING: Duration = Duration::from_secs(24 * 60 * 60);
+
+/// The default `[overrides] max_ttl`.
+pub const DEFAULT_MAX_TTL: Duration = Duration::from_secs(15 * 60);
+
+/// The largest sprawl threshold accepted.
+pub const MAX_SPRAWL_THRESHOLD: u32 = 100;
+
+/// The gate sections of `loopward.toml`. Embed these fields in a larger config, or parse them
+/// alone with [`PolicyConfig::from_toml`].
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PolicyConfig {
+    /// `[[territory]]`: deny-by-default write territories.
+    #[serde(default)]
+    pub territory: Vec<TerritoryConfig>,
+    /// `[gates]`: the sprawl, review and shell gates.
+    #[serde(default)]
+    pub gates: GatesConfig,
+    /// `[overrides]`: one-shot override settings.
+    #[serde(default)]
+    pub overrides: OverridesConfig,
+}
+
+/// `[gates]`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GatesConfig {
+    /// `[gates.sprawl]` (on by default).
+    #[serde(default)]
+    pub sprawl: SprawlConfig,
+    /// `[[gates.review]]`.
+    #[serde(default)]
+    pub review: Vec<ReviewConfig>,
+    /// `[gates.shell]`: how the workspace is watched around shell calls.
+    #[serde(default)]
+    pub shell: ShellWatchConfig,
+}
+
+/// One `[[territory]]`: paths only its owners may write.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TerritoryConfig {
+    /// A name for the gate (default: `territory:<owners>`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// Workspace-relative globs; `*` never crosses `/`; each also covers what lies below it.
+    pub paths: Vec<String>,
+    /// The owning agent (or use `owners`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
+    /// The owning agents.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub owners: Vec<String>,
+    /// `enforce` (default) or `advisory`.
+    #[serde(default)]
+    pub mode: GateMode,
+}
+
+/// `[gates.sprawl]`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SprawlConfig {
+    /// Whether the gate is on (default: true).
+    #[serde(default = "yes")]
+    pub enabled: bool,
+    /// `enforce` (default) or `advisory`.
+    #[serde(default)]
+    pub mode: GateMode,
+    /// The unit of work that triggers the gate (default 3: the third distinct unit).
+    #[serde(default = "default_threshold")]
+    pub threshold: u32,
+    /// Where the plan goes (workspace-relative, default `plan.md`).
+    #[serde(default = "default_plan_path")]
+    pub plan_path: String,
+    /// What the plan's first line must start with (default `# Plan`).
+    #[serde(default = "default_marker")]
+    pub marker: String,
+    /// Sibling rules: each is a list of templates with one `{stem}` in the file name; paths
+    /// matching templates of one rule with the same stem are one unit of work.
+    #[serde(default = "default_siblings")]
+    pub siblings: Vec<Vec<String>>,
+}
+
+fn yes() -> bool {
+    true
+}
+fn default_threshold() -> u32 {
+    3
+}
+fn default_plan_path() -> String {
+    "plan.md".into()
+}
+fn default_marker() -> String {
+    "# Plan".into()
+}
+fn default_siblings() -> Vec<Vec<String>> {
+    vec![vec![
+        "src/**/{stem}.rs".into(),
+        "tests/**/{stem}.rs".into(),
+        "docs/**/{stem}.md".into(),
+    ]]
+}
+
+impl Default for SprawlConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            mode: GateMode::Enforce,
+            threshold: default_threshold(),
+            plan_path: default_plan_path(),
+            marker: default_marker(),
+            siblings: default_siblings(),
+        }
+    }
+}
+
+/// One `[[gates.review]]`: after `from` changes files matching `when`, it must hand off to `via`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReviewConfig {
+    /// A name for the gate (default: `review:<from>-><via>`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// The agent whose work needs review.
+    pub from: String,
+    /// The reviewer it must hand off to.
+    pub via: String,
+    /// Globs of changes that arm the gate; empty arms it on every handoff.
+    #[serde(default)]
+    pub when: Vec<String>,
+    /// `enforce` (default) or `advisory`.
+    #[serde(default)]
+    pub mode: GateMode,
+}
+
+/// `[gates.shell]`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ShellWatchConfig {
+    /// Top-level directories not watched around shell calls (e.g. `target`). They may not
+    /// overlap a territory or a control path.
+    #[serde(default)]
+    pub skip: Vec<String>,
+    /// The most bytes of files one snapshot reads; a bigger workspace makes shell calls fail
+    /// closed (default 256 MiB).
+    #[serde(default = "default_snapshot_bytes")]
+    pub max_snapshot_bytes: u64,
+}
+
+fn default_snapshot_bytes() -> u64 {
+    256 * 1024 * 1024
+}
+
+impl Default for ShellWatchConfig {
+    fn default() -> Self {
+        Self {
+            skip: vec![],
+            max_snapshot_bytes: default_snapshot_bytes(),
+        }
+    }
+}
+
+/// `[overrides]`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OverridesConfig {
+    /// The longest TTL a grant may have (`"15m"`, `"1h"`; at most 24h).
+    #[serde(default = "default_max_ttl", with = "humantime_serde_compat")]
+    pub max_ttl: Duration,
+}
+
+fn default_max_ttl() -> Duration {
+    DEFAULT_MAX_TTL
+}
+
+impl Default for OverridesConfig {
+    fn default() -> Self {
+        Self {
+            max_ttl: DEFAULT_MAX_TTL,
+        }
+    }
+}
+
+mod humantime_serde_compat {
+    use serde::{Deserialize, Deserializer, Serializer};
+    use std::time::Duration;
+
+    pub(super) fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&humantime::format_duration(*d).to_string())
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        let text = String::deserialize(d)?;
+        humantime::parse_duration(&text)
+            .map_err(|e| serde::de::Error::custom(format!("invalid duration {text:?}: {e}")))
+    }
+}
+
+/// Why the gate configuration was refused. Each names the section and the value.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// The TOML did not parse (unknown keys included).
+    #[error("loopward.toml: {0}")]
+    Parse(String),
+    /// A glob is invalid.
+    #[error("{section}: invalid glob {glob:?}: {why}")]
+    BadGlob {
+        /// Where.
+        section: String,
+        /// The glob.
+        glob: String,
+        /// What is wrong.
+        why: String,
+    },
+    /// A section has no owner, no path, a bad agent name, or another invalid value.
+    #[error("{section}: {why}")]
+    Invalid {
+        /// Where.
+        section: String,
+        /// What is wrong.
+        why: String,
+    },
+    /// Two territories with different owners cover the same path.
+    #[error("territories {a} and {b} overlap at {path:?} but have different owners; give each path one set of owners")]
+    Overlap {
+        /// One territory.
+        a: String,
+        /// The other.
+        b: String,
+        /// A path both cover.
+        path: String,
+    },
+}
+
+impl PolicyConfig {
+    /// Parses and validates the gate sections from TOML text.
+    pub fn from_toml(text: &str) -> Result<Self, ConfigError> {
+        let cfg: Self = toml::from_str(text).map_err(|e| ConfigError::Parse(e.to_string()))?;
+        cfg.validate()?;
+        Ok(cfg)
+    }
+
+    /// Checks every section; the first problem is returned.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        for (i, t) in self.territory.iter().enumerate() {
+            t.validate(&format!("[[territory]] #{}", i + 1))?;
+        }
+        check_overlaps(&self.territory)?;
+        self.gates.sprawl.validate()?;
+        for (i, r) in self.gates.review.iter().enumerate() {
+            r.validate(&format!("[[gates.review]] #{}", i + 1))?;
+        }
+        let ttl = self.overrides.max_ttl;
+        if ttl.is_zero() || ttl > TTL_CEILING {
+            return Err(ConfigError::Invalid {
+                section: "[overrides]".into(),
+                why: format!(
+                    "max_ttl {} must be more than zero and at most 24h",
+                    humantime::format_duration(ttl)
+                ),
+            });
+        }
+        for s in &self.gates.shell.skip {
+            if s.is_empty()
+                || s == "."
+                || s == ".."
+                || s.contains('/')
+                || s.contains(['*', '?', '[', '{'])
+                || super::ControlFiles::default().covers(s)
+            {
+                return Err(ConfigError::Invalid {
+                    section: "[gates.shell]".into(),
+                    why: format!("skip entry {s:?} must be a plain top-level directory name, not a control path"),
+                });
+            }
+            for (i, t) in self.territory.iter().enumerate() {
+                let set = t.compile(&format!("[[territory]] #{}", i + 1))?;
+                if set.is_match(s) || set.is_match(format!("{s}/x")) {
+                    return Err(ConfigError::Invalid {
+                        section: "[gates.shell]".into(),
+                        why: format!("skip entry {s:?} overlaps [[territory]] #{}; a territory must be watched", i + 1),
+                    });
+                }
+            }
+        }
+        if self.gates.shell.max_snapshot_bytes == 0 {
+            return Err(ConfigError::Invalid {
+                section: "[gates.shell]".into(),
+                why: "max_snapshot_bytes must be more than zero".into(),
+            });
+        }
+        Ok(())
+    }
+}
+
+impl TerritoryConfig {
+    /// The owners, from `owner` and `owners` together, validated.
+    pub fn owner_ids(&self, section: &str) -> Result<Vec<AgentId>, ConfigError> {
+        let names: Vec<&String> = self.owner.iter().chain(self.owners.iter()).collect();
+        if names.is_empty() {
+            return Err(ConfigError::Invalid {
+                section: section.into(),
+                why: "no owner; set owner = \"<agent>\" or owners = [...] (a territory nobody owns would deny every write)".into(),
+            });
+        }
+        let mut out = Vec::new();
+        for n in names {
+            let id = AgentId::new(n.clone()).map_err(|e| ConfigError::Invalid {
+                section: section.into(),
+                why: e.to_string(),
+            })?;
+            if !out.contains(&id) {
+                out.push(id);
+            }
+        }
+        out.sort();
+        Ok(out)
+    }
+
+    fn validate(&self, section: &str) -> Result<(), ConfigError> {
+        self.owner_ids(section)?;
+        if self.paths.is_empty() {
+            return Err(ConfigError::Invalid {
+                section: section.into(),
+                why: "paths is empty; list the globs the territory covers".into(),
+            });
+        }
+        self.compile(section).map(|_| ())
+    }
+
+    /// Compiles the territory's globs, each widened to cover what lies below it.
+    pub fn compile(&self, section: &str) -> Result<GlobSet, ConfigError> {
+        compile_territory_globs(&self.paths, section)
+    }
+
+    /// The gate's name.
+    pub fn gate_name(&self) -> String {
+        match &self.name {
+            Some(n) => n.clone(),
+            None => {
+                let mut owners: Vec<&str> = self
+                    .owner
+                    .iter()
+                    .chain(self.owners.iter())
+                    .map(String::as_str)
+                    .collect();
+                owners.sort_unstable();
+                owners.dedup();
+                format!("territory:{}", owners.join("+"))
+            }
+        }
+    }
+}
+
+/// Builds one glob with `*` not crossing `/`.
+pub(crate) fn glob(pattern: &str, section: &str) -> Result<Glob, ConfigError> {
+    let bad = |why: String| ConfigError::BadGlob {
+        section: section.into(),
+        glob: pattern.into(),
+        why,
+    };
+    if pattern.is_empty() {
+        return Err(bad("it is empty".into()));
+    }
+    if pattern.starts_with('/') || pattern.split('/').any(|c| c == ".." || c == ".") {
+        return Err(bad(
+            "globs are workspace-relative: no leading '/', '.' or '..'".into(),
+        ));
+    }
+    GlobBuilder::new(pattern)
+        .literal_separator(true)
+        .backslash_escape(true)
+        .build()
+        .map_err(|e| bad(e.kind().to_string()))
+}
+
+/// Compiles territory globs: each pattern `p` also covers `p/**`, and `d/**` covers `d` itself.
+pub(crate) fn compile_territory_globs(
+    paths: &[String],
+    section: &str,
+) -> Result<GlobSet, ConfigError> {
+    let mut b = GlobSetBuilder::new();
+    for p in paths {
+        let trimmed = p.trim_end_matches('/');
+        b.add(glob(trimmed, section)?);
+        if !trimmed.ends_with("**") {
+            b.add(glob(&format!("{trimmed}/**"), section)?);
+        }
+        let mut root = trimmed;
+        while let Some(r) = root.strip_suffix("/**") {
+            root = r;
+            if !root.is_empty() {
+                b.add(glob(root, section)?);
+            }
+        }
+    }
+    b.build().map_err(|e| ConfigError::BadGlob {
+        section: section.into(),
+        glob: paths.join(", "),
+        why: e.to_string(),
+    })
+}
+
+/// Concrete paths a glob stands for, to test overlaps: its literal prefix and one instance.
+fn samples(pattern: &str) -> Vec<String> {
+    let trimmed = pattern.trim_end_matches('/');
+    let mut inst = String::new();
+    let mut chars = trimmed.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '*' => {
+                if chars.peek() == Some(&'*') {
+                    chars.next();
+                    inst.push_str("x/x");
+                } else {
+                    inst.push('x');
+                }
+            }
+            '?' => inst.push('x'),
+            '[' => {
+                let mut first = None;
+                for d in chars.by_ref() {
+                    if d == ']' && first.is_some() {
+                        break;
+                    }
+                    if first.is_none() && d != '!' && d != '^' {
+                        first = Some(d);
+                    }
+                }
+                inst.push(first.unwrap_or('x'));
+            }
+            '{' => {
+                for d in chars.by_ref() {
+                    if d == ',' || d == '}' {
+                        if d == ',' {
+                            for e in chars.by_ref() {
+                                if e == '}' {
+                                    break;
+                                }
+                            }
+                        }
+                        break;
+                    }
+                    inst.push(d);
+                }
+            }
+            '\\' => {
+                if let Some(d) = chars.next() {
+                    inst.push(d);
+                }
+            }
+            c => inst.push(c),
+        }
+    }
+    let literal: String = trimmed
+        .chars()
+        .take_while(|c| !matches!(c, '*' | '?' | '[' | '{' | '\\'))
+        .collect();
+    let mut out = vec![inst.replace("//", "/")];
+    let literal = literal.trim_end_matches('/');
+    if !literal.is_empty() {
+        out.push(literal.to_string());
+    }
+    out
+}
+
+fn check_overlaps(territories: &[TerritoryConfig]) -> Result<(), ConfigError> {
+    let mut compiled = Vec::new();
+    for (i, t) in territories.iter().enumerate() {
+        let section = format!("[[territory]] #{}", i + 1);
+        compiled.push((
+            section.clone(),
+            t.owner_ids(&section)?,
+            t.compile(&section)?,
+        ));
+    }
+    for (i, t) in territories.iter().enumerate() {
+        for (j, (other, owners, set)) in compiled.iter().enumerate() {
+            if i == j || *owners == compiled[i].1 {
+                continue;
+            }
+            let other_prefixes: Vec<String> = territories[j]
+                .paths
+                .iter()
+                .flat_map(|q| samples(q).into_iter().skip(1))
+                .collect();
+            for p in &t.paths {
+                let mut candidates = samples(p);
+                // `**/x` meets another territory's folder: try it there too.
+                if let Some(rest) = p.strip_prefix("**/") {
+                    for pre in &other_prefixes {
+                        candidates.extend(samples(&format!("{pre}/{rest}")));
+                    }
+                }
+                for s in candidates {
+                    if set.is_match(&s) {
+                        return Err(ConfigError::Overlap {
+                            a: compiled[i].0.clone(),
+                            b: other.clone(),
+                            path: s,
+                        });
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+impl SprawlConfig {
+    /// Checks the section.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let section = "[gates.sprawl]";
+        let invalid = |why: String| ConfigError::Invalid {
+            section: section.into(),
+            why,
+        };
+        if self.threshold < 2 || self.threshold > MAX_SPRAWL_THRESHOLD {
+            return Err(invalid(format!(
+                "threshold {} must be between 2 and {MAX_SPRAWL_THRESHOLD}",
+                self.threshold
+            )));
+        }
+        if self.marker.trim().is_empty() || self.marker.contains('\n') {
+            return Err(invalid("marker must be a non-empty single line".into()));
+        }
+        if self.plan_path.is_empty()
+            || self.plan_path.starts_with('/')
+            || self
+                .plan_path
+                .split('/')
+                .any(|c| c == ".." || c == "." || c.is_empty())
+        {
+            return Err(invalid(format!(
+                "plan_path {:?} must be a plain workspace-relative path",
+                self.plan_path
+            )));
+        }
+        for rule in &self.siblings {
+            if rule.is_empty() {
+                return Err(invalid("a sibling rule is empty".into()));
+            }
+            for t in rule {
+                crate::gates::sprawl::SiblingTemplate::parse(t, section)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl ReviewConfig {
+    fn validate(&self, section: &str) -> Result<(), ConfigError> {
+        let from = AgentId::new(self.from.clone()).map_err(|e| ConfigError::Invalid {
+            section: section.into(),
+            why: format!("from: {e}"),
+        })?;
+        let via = AgentId::new(self.via.clone()).map_err(|e| ConfigError::Invalid {
+            section: section.into(),
+            why: format!("via: {e}"),
+        })?;
+        if from == via {
+            return Err(ConfigError::Invalid {
+                section: section.into(),
+                why: format!("from and via are both {from}; an agent cannot review itself"),
+            });
+        }
+        for w in &self.when {
+            glob(w, section)?;
+        }
+        Ok(())
+    }
+
+    /// The gate's name.
+    pub fn gate_name(&self) -> String {
+        self.name
+            .clone()
+            .unwrap_or_else(|| format!("review:{}->{}", self.from, self.via))
+    }
+}

@@ -1,0 +1,97 @@
+//! Control files: `.loopward/`, the config file and the runs directory. No agent ever writes
+//! them, override or not, and no mode or runtime change can relax that.
+//!
+//! ```
+//! use loopward_runner::gates::ControlFiles;
+//! let c = ControlFiles::default();
+//! assert!(c.covers(".loopward/overrides/x.json"));
+//! assert!(c.covers("loopward.toml") && c.covers("runs/r1/events.jsonl") && c.covers("runs"));
+//! assert!(!c.covers("runsheet.md") && !c.covers("src/loopward.toml"));
+//! ```
+//!
+//! A `.loopward` that is a link is protected where it lands too ([`ControlFiles::resolved`]).
+
+use crate::workspace::Workspace;
+use std::path::Path;
+
+/// The gate name control-file refusals carry.
+pub const CONTROL_GATE: &str = "control";
+
+/// The workspace-relative control paths. Each covers itself and everything below it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ControlFiles {
+    paths: Vec<String>,
+}
+
+impl Default for ControlFiles {
+    fn default() -> Self {
+        Self::new("loopward.toml", "runs")
+    }
+}
+
+impl ControlFiles {
+    /// `.loopward/` plus the given config file and runs directory (workspace-relative; pass
+    /// paths outside the workspace as `""`: agents cannot reach them anyway).
+    pub fn new(config_file: &str, runs_dir: &str) -> Self {
+        let mut paths = vec![".loopward".to_string()];
+        for p in [config_file, runs_dir] {
+            let p = p.trim_matches('/');
+            if !p.is_empty() {
+                paths.push(p.to_string());
+            }
+        }
+        Self { paths }
+    }
+
+    /// `.loopward/` plus a config file and runs directory given as paths on disk (absolute, or
+    /// relative to the workspace root); those outside the workspace need no protection here.
+    pub fn in_workspace(ws: &Workspace, config_file: &Path, runs_dir: &Path) -> Self {
+        let rel = |p: &Path| -> String {
+            let abs = if p.is_absolute() {
+                p.to_path_buf()
+            } else {
+                ws.root().join(p)
+            };
+            ws.resolve(&abs.to_string_lossy())
+                .map(|w| w.rel().to_string())
+                .unwrap_or_default()
+        };
+        Self::new(&rel(config_file), &rel(runs_dir))
+    }
+
+    /// Adds where each control path lands when links are followed, so a control folder that is
+    /// a link is protected at both ends.
+    pub fn resolved(mut self, ws: &Workspace) -> Self {
+        let landed: Vec<String> = self
+            .paths
+            .iter()
+            .filter_map(|p| ws.resolve(p).ok())
+            .map(|w| w.rel().to_string())
+            .filter(|r| !r.is_empty())
+            .collect();
+        for l in landed {
+            if !self.paths.contains(&l) {
+                self.paths.push(l);
+            }
+        }
+        self
+    }
+
+    /// The control paths.
+    pub fn paths(&self) -> &[String] {
+        &self.paths
+    }
+
+    /// Whether the canonical workspace-relative `path` is a control file, or a directory holding
+    /// one (writing, deleting or renaming it would touch control files).
+    pub fn covers(&self, path: &str) -> bool {
+        self.paths.iter().any(|c| {
+            path == c
+                || path
+                    .strip_prefix(c.as_str())
+                    .is_some_and(|r| r.starts_with('/'))
+                || path.is_empty()
+                || c.strip_prefix(path).is_some_and(|r| r.starts_with('/'))
+        })
+    }
+}

@@ -1,0 +1,402 @@
+//! `Policy` (the gates, as data) and `PolicyLayer`, the tower layer that runs them in the tool
+//! stack before anything executes.
+
+use super::config::{
+    ConfigError, PolicyConfig, ReviewConfig, ShellWatchConfig, SprawlConfig, TerritoryConfig,
+};
+use super::control::{ControlFiles, CONTROL_GATE};
+use super::overrides::OverrideStore;
+use super::review::ReviewGate;
+use super::sprawl::SprawlGate;
+use super::territory::Territory;
+use crate::context::RunContext;
+use crate::workspace::Workspace;
+use loopward_core::{AuditEvent, GateMode};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeSet;
+use std::sync::{Arc, RwLock};
+
+/// The gate name for refusals that come from the policy layer itself failing closed.
+pub const POLICY_GATE: &str = "policy";
+/// The gate name for the workspace comparison around shell calls.
+pub const SHELL_GATE: &str = "shell_watch";
+/// The most paths a directory delete, rename or link may affect before it is refused.
+pub const MAX_AFFECTED_PATHS: usize = 10_000;
+
+/// One gate, as data: what `loopward.toml` declares and the runtime API adds or removes.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum GateSpec {
+    /// A `[[territory]]`.
+    Territory(TerritoryConfig),
+    /// `[gates.sprawl]`.
+    Sprawl(SprawlConfig),
+    /// A `[[gates.review]]`.
+    Review(ReviewConfig),
+}
+
+/// A gate as listed.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct GateInfo {
+    /// Its name (unique; used to remove it or change its mode).
+    pub name: String,
+    /// Its mode.
+    pub mode: GateMode,
+    /// Its definition (`None` for the built-in control gate).
+    pub spec: Option<GateSpec>,
+}
+
+/// A runtime change to the gates was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum PolicyError {
+    /// The new gate set is invalid.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// No gate has that name.
+    #[error("there is no gate named {0:?}")]
+    NoSuchGate(String),
+    /// The gate cannot be changed (the control gate is permanent).
+    #[error("gate {0:?} is permanent: control files are never writable by agents")]
+    Permanent(String),
+    /// A gate of that name exists.
+    #[error("a gate named {0:?} already exists")]
+    Duplicate(String),
+    /// The change could not be recorded, so it was not made.
+    #[error("not changed: {0}")]
+    Audit(String),
+}
+
+#[derive(Clone, Debug, Default)]
+pub(super) struct Gates {
+    pub(super) territories: Vec<Territory>,
+    pub(super) sprawl: Option<SprawlGate>,
+    pub(super) reviews: Vec<ReviewGate>,
+}
+
+impl Gates {
+    fn specs(&self) -> Vec<GateInfo> {
+        let mut out = vec![GateInfo {
+            name: CONTROL_GATE.into(),
+            mode: GateMode::Enforce,
+            spec: None,
+        }];
+        for t in &self.territories {
+            out.push(GateInfo {
+                name: t.name().into(),
+                mode: t.mode(),
+                spec: Some(GateSpec::Territory(t.config().clone())),
+            });
+        }
+        if let Some(s) = &self.sprawl {
+            out.push(GateInfo {
+                name: "sprawl".into(),
+                mode: s.config().mode,
+                spec: Some(GateSpec::Sprawl(s.config().clone())),
+            });
+        }
+        for r in &self.reviews {
+            out.push(GateInfo {
+                name: r.name().into(),
+                mode: r.mode(),
+                spec: Some(GateSpec::Review(r.config().clone())),
+            });
+        }
+        out
+    }
+
+    fn to_config(&self) -> PolicyConfig {
+        let mut cfg = PolicyConfig {
+            territory: self
+                .territories
+                .iter()
+                .map(|t| t.config().clone())
+                .collect(),
+            ..PolicyConfig::default()
+        };
+        cfg.gates.review = self.reviews.iter().map(|r| r.config().clone()).collect();
+        cfg.gates.sprawl = match &self.sprawl {
+            Some(s) => s.config().clone(),
+            None => SprawlConfig {
+                enabled: false,
+                ..SprawlConfig::default()
+            },
+        };
+        cfg
+    }
+
+    fn compile(cfg: &PolicyConfig) -> Result<Self, ConfigError> {
+        cfg.validate()?;
+        let mut territories = Vec::new();
+        let mut names = BTreeSet::new();
+        for t in &cfg.territory {
+            let mut t = t.clone();
+            let base = t.gate_name();
+            let mut name = base.clone();
+            let mut n = 2;
+            while names.contains(&name) {
+                name = format!("{base}-{n}");
+                n += 1;
+            }
+            t.name = Some(name.clone());
+            names.insert(name);
+            territories.push(Territory::from_config(&t)?);
+        }
+        let mut reviews = Vec::new();
+        for r in &cfg.gates.review {
+            let g = ReviewGate::from_config(r)?;
+            if !names.insert(g.name().to_string()) {
+                return Err(ConfigError::Invalid {
+                    section: "[[gates.review]]".into(),
+                    why: format!("two gates are named {:?}", g.name()),
+                });
+            }
+            reviews.push(g);
+        }
+        let sprawl = if cfg.gates.sprawl.enabled {
+            Some(SprawlGate::from_config(&cfg.gates.sprawl)?)
+        } else {
+            None
+        };
+        Ok(Self {
+            territories,
+            sprawl,
+            reviews,
+        })
+    }
+}
+
+/// The gates of a room, built from `loopward.toml`, changeable at run time (each change an audit
+/// event). Cheap to clone; clones share the gates.
+///
+/// ```
+/// use loopward_runner::gates::{Policy, PolicyConfig};
+/// use loopward_runner::Workspace;
+/// let dir = tempfile::tempdir().unwrap();
+/// let cfg = PolicyConfig::from_toml("[[territory]]\npaths = [\"plans/**\"]\nowner = \"planner\"").unwrap();
+/// let policy = Policy::from_config(&cfg, Workspace::new(dir.path()).unwrap()).unwrap();
+/// let names: Vec<String> = policy.list().into_iter().map(|g| g.name).collect();
+/// assert_eq!(names, ["control", "territory:planner", "sprawl"]);
+/// ```
+#[derive(Clone)]
+pub struct Policy {
+    pub(super) inner: Arc<PolicyInner>,
+}
+
+pub(super) struct PolicyInner {
+    pub(super) workspace: Workspace,
+    pub(super) control: ControlFiles,
+    pub(super) overrides: OverrideStore,
+    pub(super) shell: ShellWatchConfig,
+    gates: RwLock<Gates>,
+}
+
+impl std::fmt::Debug for Policy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Policy")
+            .field("gates", &self.list())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Policy {
+    /// Builds the policy of `workspace` from its config, with the default control files
+    /// (`.loopward/`, `loopward.toml`, `runs/`).
+    pub fn from_config(cfg: &PolicyConfig, workspace: Workspace) -> Result<Self, ConfigError> {
+        Self::with_control(cfg, workspace, ControlFiles::default())
+    }
+
+    /// Like [`Policy::from_config`], naming the control files.
+    pub fn with_control(
+        cfg: &PolicyConfig,
+        workspace: Workspace,
+        control: ControlFiles,
+    ) -> Result<Self, ConfigError> {
+        let gates = Gates::compile(cfg)?;
+        let control = control.resolved(&workspace);
+        if let Some(s) = cfg.gates.shell.skip.iter().find(|s| control.covers(s)) {
+            return Err(ConfigError::Invalid {
+                section: "[gates.shell]".into(),
+                why: format!("skip entry {s:?} holds control files; they must be watched"),
+            });
+        }
+        let overrides = OverrideStore::for_workspace(&workspace).max_ttl(cfg.overrides.max_ttl);
+        Ok(Self {
+            inner: Arc::new(PolicyInner {
+                workspace,
+                control,
+                overrides,
+                shell: cfg.gates.shell.clone(),
+                gates: RwLock::new(gates),
+            }),
+        })
+    }
+
+    /// The override store the policy consumes from.
+    pub fn overrides(&self) -> &OverrideStore {
+        &self.inner.overrides
+    }
+
+    /// The control files.
+    pub fn control(&self) -> &ControlFiles {
+        &self.inner.control
+    }
+
+    pub(super) fn gates(&self) -> Gates {
+        self.inner
+            .gates
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Every gate, the permanent control gate first.
+    pub fn list(&self) -> Vec<GateInfo> {
+        self.gates().specs()
+    }
+
+    fn change(
+        &self,
+        by: &str,
+        change: &str,
+        run: &RunContext,
+        edit: impl FnOnce(&mut PolicyConfig) -> Result<(), PolicyError>,
+        shown: impl FnOnce(&Gates) -> serde_json::Value,
+    ) -> Result<(), PolicyError> {
+        let mut guard = self.inner.gates.write().unwrap_or_else(|p| p.into_inner());
+        let mut cfg = guard.to_config();
+        edit(&mut cfg)?;
+        let compiled = Gates::compile(&cfg)?;
+        run.record(&AuditEvent::GateChanged {
+            by: by.into(),
+            change: change.into(),
+            gate: shown(&compiled),
+        })
+        .map_err(|e| PolicyError::Audit(e.0))?;
+        *guard = compiled;
+        Ok(())
+    }
+
+    /// Adds a gate; recorded as `GateChanged` (who, what) before it takes effect.
+    pub fn add(&self, spec: GateSpec, by: &str, run: &RunContext) -> Result<(), PolicyError> {
+        let existing: BTreeSet<String> = self.list().into_iter().map(|g| g.name).collect();
+        let before = existing.clone();
+        let is_sprawl = matches!(spec, GateSpec::Sprawl(_));
+        self.change(
+            by,
+            "add",
+            run,
+            |cfg| {
+                match spec {
+                    GateSpec::Territory(t) => {
+                        if t.name.as_ref().is_some_and(|n| existing.contains(n)) {
+                            return Err(PolicyError::Duplicate(t.gate_name()));
+                        }
+                        cfg.territory.push(t);
+                    }
+                    GateSpec::Review(r) => {
+                        if existing.contains(&r.gate_name()) {
+                            return Err(PolicyError::Duplicate(r.gate_name()));
+                        }
+                        cfg.gates.review.push(r);
+                    }
+                    GateSpec::Sprawl(s) => cfg.gates.sprawl = s,
+                }
+                Ok(())
+            },
+            |g| {
+                let new = g.specs().into_iter().find(|i| {
+                    if is_sprawl {
+                        i.name == "sprawl"
+                    } else {
+                        !before.contains(&i.name)
+                    }
+                });
+                serde_json::to_value(new).unwrap_or_default()
+            },
+        )
+    }
+
+    /// Removes the gate called `name`; recorded as `GateChanged`.
+    pub fn remove(&self, name: &str, by: &str, run: &RunContext) -> Result<(), PolicyError> {
+        let info = self.find(name)?;
+        let shown = serde_json::to_value(&info).unwrap_or_default();
+        self.change(
+            by,
+            "remove",
+            run,
+            |cfg| apply_to_named(cfg, name, |_| None),
+            |_| shown,
+        )
+    }
+
+    /// Sets the mode of the gate called `name`; recorded as `GateChanged`.
+    pub fn set_mode(
+        &self,
+        name: &str,
+        mode: GateMode,
+        by: &str,
+        run: &RunContext,
+    ) -> Result<(), PolicyError> {
+        let mut info = self.find(name)?;
+        info.mode = mode;
+        let shown = serde_json::to_value(&info).unwrap_or_default();
+        self.change(
+            by,
+            "mode",
+            run,
+            |cfg| {
+                apply_to_named(cfg, name, |mut s| {
+                    match &mut s {
+                        GateSpec::Territory(t) => t.mode = mode,
+                        GateSpec::Sprawl(c) => c.mode = mode,
+                        GateSpec::Review(r) => r.mode = mode,
+                    }
+                    Some(s)
+                })
+            },
+            |_| shown,
+        )
+    }
+
+    fn find(&self, name: &str) -> Result<GateInfo, PolicyError> {
+        if name == CONTROL_GATE {
+            return Err(PolicyError::Permanent(name.into()));
+        }
+        self.list()
+            .into_iter()
+            .find(|g| g.name == name)
+            .ok_or_else(|| PolicyError::NoSuchGate(name.into()))
+    }
+}
+
+fn apply_to_named(
+    cfg: &mut PolicyConfig,
+    name: &str,
+    f: impl FnOnce(GateSpec) -> Option<GateSpec>,
+) -> Result<(), PolicyError> {
+    let compiled = Gates::compile(cfg)?;
+    if let Some(i) = compiled.territories.iter().position(|t| t.name() == name) {
+        let mut t = cfg.territory.remove(i);
+        t.name = Some(name.into());
+        if let Some(GateSpec::Territory(t)) = f(GateSpec::Territory(t)) {
+            cfg.territory.insert(i, t);
+        }
+        return Ok(());
+    }
+    if let Some(i) = compiled.reviews.iter().position(|r| r.name() == name) {
+        let r = cfg.gates.review.remove(i);
+        if let Some(GateSpec::Review(r)) = f(GateSpec::Review(r)) {
+            cfg.gates.review.insert(i, r);
+        }
+        return Ok(());
+    }
+    if name == "sprawl" && cfg.gates.sprawl.enabled {
+        match f(GateSpec::Sprawl(cfg.gates.sprawl.clone())) {
+            Some(GateSpec::Sprawl(s)) => cfg.gates.sprawl = s,
+            _ => cfg.gates.sprawl.enabled = false,
+        }
+        return Ok(());
+    }
+    Err(PolicyError::NoSuchGate(name.into()))
+}

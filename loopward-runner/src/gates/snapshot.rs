@@ -1,0 +1,262 @@
+//! Workspace snapshots around shell calls: effects, not tool names.
+//!
+//! Before a command runs, every path of the workspace is recorded (kind, size, mode, content
+//! hash; link targets; for protected paths the content itself). After it, the two are compared;
+//! each change is judged like a file tool's write, and a forbidden one is reverted from the
+//! snapshot (content restored, created paths deleted, deleted paths recreated).
+//!
+//! ```
+//! use loopward_runner::gates::Snapshot;
+//! let dir = tempfile::tempdir().unwrap();
+//! std::fs::write(dir.path().join("a.txt"), "one").unwrap();
+//! let before = Snapshot::take(dir.path(), &[], u64::MAX, &|_: &str| true).unwrap();
+//! std::fs::write(dir.path().join("a.txt"), "two").unwrap();
+//! std::fs::write(dir.path().join("b.txt"), "new").unwrap();
+//! let after = Snapshot::take(dir.path(), &[], u64::MAX, &|_: &str| true).unwrap();
+//! let changes = before.diff(&after);
+//! assert_eq!(changes.len(), 2);
+//! for c in &changes { before.revert(dir.path(), c).unwrap(); }
+//! assert_eq!(std::fs::read_to_string(dir.path().join("a.txt")).unwrap(), "one");
+//! assert!(!dir.path().join("b.txt").exists());
+//! ```
+
+use loopward_core::EffectKind;
+use sha2::{Digest, Sha256};
+use std::collections::{BTreeMap, BTreeSet};
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::Path;
+
+/// The most paths one snapshot records before it fails closed.
+pub const MAX_SNAPSHOT_PATHS: usize = 200_000;
+
+/// One path's state.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Entry {
+    File {
+        mode: u32,
+        hash: [u8; 32],
+        content: Option<Vec<u8>>,
+        /// (device, inode, link count), to see hard links.
+        node: (u64, u64, u64),
+    },
+    Dir {
+        mode: u32,
+    },
+    Link {
+        target: std::path::PathBuf,
+    },
+    Other,
+}
+
+impl Entry {
+    fn same(&self, other: &Self) -> bool {
+        match (self, other) {
+            (
+                Self::File {
+                    mode: a, hash: h, ..
+                },
+                Self::File {
+                    mode: b, hash: g, ..
+                },
+            ) => a == b && h == g,
+            (Self::Dir { mode: a }, Self::Dir { mode: b }) => a == b,
+            (Self::Link { target: a }, Self::Link { target: b }) => a == b,
+            (Self::Other, Self::Other) => true,
+            _ => false,
+        }
+    }
+}
+
+/// Why a snapshot could not be taken or a change reverted.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("workspace snapshot: {0}")]
+pub struct SnapshotError(pub String);
+
+/// The state of a workspace at one moment.
+#[derive(Clone, Debug, Default)]
+pub struct Snapshot {
+    entries: BTreeMap<String, Entry>,
+}
+
+/// One changed path.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Change {
+    /// The canonical workspace-relative path.
+    pub path: String,
+    /// Created, modified or deleted.
+    pub kind: EffectKind,
+}
+
+impl Snapshot {
+    /// Records `root`, skipping the top-level directories in `skip`, reading at most
+    /// `max_bytes` of file content; `keep(path)` says whose content to keep for reverts.
+    pub fn take(
+        root: &Path,
+        skip: &[String],
+        max_bytes: u64,
+        keep: &dyn Fn(&str) -> bool,
+    ) -> Result<Self, SnapshotError> {
+        let mut snap = Self::default();
+        let mut budget = max_bytes;
+        let mut stack = vec![String::new()];
+        while let Some(dir) = stack.pop() {
+            let abs = if dir.is_empty() {
+                root.to_path_buf()
+            } else {
+                root.join(&dir)
+            };
+            let rd = std::fs::read_dir(&abs)
+                .map_err(|e| SnapshotError(format!("cannot list {}: {e}", abs.display())))?;
+            for ent in rd {
+                let ent = ent.map_err(|e| SnapshotError(format!("cannot list {dir:?}: {e}")))?;
+                let name = ent.file_name().to_string_lossy().into_owned();
+                let rel = if dir.is_empty() {
+                    name.clone()
+                } else {
+                    format!("{dir}/{name}")
+                };
+                if dir.is_empty() && skip.contains(&name) {
+                    continue;
+                }
+                if snap.entries.len() >= MAX_SNAPSHOT_PATHS {
+                    return Err(SnapshotError(format!(
+                        "more than {MAX_SNAPSHOT_PATHS} paths; list big generated folders under [gates.shell] skip"
+                    )));
+                }
+                let meta = std::fs::symlink_metadata(ent.path())
+                    .map_err(|e| SnapshotError(format!("cannot stat {rel}: {e}")))?;
+                let ft = meta.file_type();
+                let entry = if ft.is_symlink() {
+                    Entry::Link {
+                        target: std::fs::read_link(ent.path())
+                            .map_err(|e| SnapshotError(format!("cannot read link {rel}: {e}")))?,
+                    }
+                } else if ft.is_dir() {
+                    stack.push(rel.clone());
+                    Entry::Dir {
+                        mode: meta.permissions().mode(),
+                    }
+                } else if ft.is_file() {
+                    if meta.len() > budget {
+                        return Err(SnapshotError(format!(
+                            "the workspace holds more than the {max_bytes} bytes a snapshot may read; list big generated folders under [gates.shell] skip"
+                        )));
+                    }
+                    budget -= meta.len();
+                    let bytes = std::fs::read(ent.path())
+                        .map_err(|e| SnapshotError(format!("cannot read {rel}: {e}")))?;
+                    let hash: [u8; 32] = Sha256::digest(&bytes).into();
+                    Entry::File {
+                        mode: meta.mode() & 0o7777,
+                        hash,
+                        content: keep(&rel).then_some(bytes),
+                        node: (meta.dev(), meta.ino(), meta.nlink()),
+                    }
+                } else {
+                    Entry::Other
+                };
+                snap.entries.insert(rel, entry);
+            }
+        }
+        Ok(snap)
+    }
+
+    /// The paths recorded.
+    pub fn paths(&self) -> impl Iterator<Item = &str> {
+        self.entries.keys().map(String::as_str)
+    }
+
+    /// Whether `path` is a symbolic link in this snapshot.
+    pub fn is_link(&self, path: &str) -> bool {
+        matches!(self.entries.get(path), Some(Entry::Link { .. }))
+    }
+
+    /// Other paths that are hard links to the same file as `path` in this snapshot.
+    pub fn hard_links_of(&self, path: &str) -> Vec<String> {
+        let Some(Entry::File { node, .. }) = self.entries.get(path) else {
+            return vec![];
+        };
+        if node.2 < 2 {
+            return vec![];
+        }
+        self.entries
+            .iter()
+            .filter(|(p, e)| {
+                p.as_str() != path
+                    && matches!(e, Entry::File { node: n, .. } if n.0 == node.0 && n.1 == node.1)
+            })
+            .map(|(p, _)| p.clone())
+            .collect()
+    }
+
+    /// What changed from `self` to `after`, in path order.
+    pub fn diff(&self, after: &Self) -> Vec<Change> {
+        let keys: BTreeSet<&String> = self.entries.keys().chain(after.entries.keys()).collect();
+        let mut out = Vec::new();
+        for k in keys {
+            let kind = match (self.entries.get(k), after.entries.get(k)) {
+                (None, Some(_)) => EffectKind::Create,
+                (Some(_), None) => EffectKind::Delete,
+                (Some(a), Some(b)) if !a.same(b) => EffectKind::Modify,
+                _ => continue,
+            };
+            // A directory whose mode did not change is not itself a change worth reporting
+            // when only its contents changed (those are listed on their own).
+            out.push(Change {
+                path: k.clone(),
+                kind,
+            });
+        }
+        out
+    }
+
+    /// Undoes one change, restoring the state recorded in `self`.
+    pub fn revert(&self, root: &Path, change: &Change) -> Result<(), SnapshotError> {
+        let abs = root.join(&change.path);
+        let err = |what: &str, e: std::io::Error| {
+            SnapshotError(format!("cannot {what} {}: {e}", change.path))
+        };
+        // Remove whatever is there now (unless it is a directory we must keep).
+        let now = std::fs::symlink_metadata(&abs).ok();
+        let before = self.entries.get(&change.path);
+        match (&now, before) {
+            (Some(m), Some(Entry::Dir { .. })) if m.is_dir() => {}
+            (Some(m), _) if m.is_dir() => {
+                std::fs::remove_dir_all(&abs).map_err(|e| err("remove", e))?;
+            }
+            (Some(_), _) => std::fs::remove_file(&abs).map_err(|e| err("remove", e))?,
+            (None, _) => {}
+        }
+        let Some(before) = before else {
+            return Ok(());
+        };
+        if let Some(parent) = abs.parent() {
+            std::fs::create_dir_all(parent).map_err(|e| err("recreate the folder of", e))?;
+        }
+        match before {
+            Entry::File { mode, content, .. } => {
+                let bytes = content.as_ref().ok_or_else(|| {
+                    SnapshotError(format!("no saved content to restore {}", change.path))
+                })?;
+                std::fs::write(&abs, bytes).map_err(|e| err("restore", e))?;
+                std::fs::set_permissions(&abs, std::fs::Permissions::from_mode(*mode))
+                    .map_err(|e| err("restore the mode of", e))?;
+            }
+            Entry::Dir { mode } => {
+                std::fs::create_dir_all(&abs).map_err(|e| err("recreate", e))?;
+                std::fs::set_permissions(&abs, std::fs::Permissions::from_mode(*mode))
+                    .map_err(|e| err("restore the mode of", e))?;
+            }
+            Entry::Link { target } => {
+                std::os::unix::fs::symlink(target, &abs).map_err(|e| err("restore link", e))?;
+            }
+            Entry::Other => {
+                return Err(SnapshotError(format!(
+                    "{} was a special file and cannot be restored",
+                    change.path
+                )))
+            }
+        }
+        Ok(())
+    }
+}

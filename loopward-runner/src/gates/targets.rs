@@ -1,0 +1,114 @@
+//! What a call writes: the canonical paths behind its declared accesses. A directory deleted,
+//! renamed or linked to stands for everything below it; a file with other hard links stands for
+//! those too.
+
+use super::policy::{Policy, MAX_AFFECTED_PATHS};
+use crate::tool::Access;
+use std::os::unix::fs::MetadataExt;
+
+impl Policy {
+    /// The canonical paths a call writes, with the raw path given where there is one. A
+    /// directory deleted, renamed or linked to stands for everything below it; a file with other
+    /// hard links stands for those too.
+    pub(super) fn targets(
+        &self,
+        accesses: &[Access],
+    ) -> Result<Vec<(Option<String>, String)>, String> {
+        let root = self.inner.workspace.root().to_path_buf();
+        let mut out: Vec<(Option<String>, String)> = Vec::new();
+        let mut push = |raw: Option<String>, rel: String| {
+            if !out.iter().any(|(_, r)| *r == rel) {
+                out.push((raw, rel));
+            }
+        };
+        for a in accesses {
+            match a {
+                Access::Read(_) | Access::Exec => {}
+                Access::Write(p) => {
+                    push(Some(p.raw().into()), p.rel().into());
+                    for alias in hard_link_aliases(&root, p.rel())? {
+                        push(None, alias);
+                    }
+                }
+                Access::Delete(p) => {
+                    push(Some(p.raw().into()), p.rel().into());
+                    for d in descendants(&root, p.rel())? {
+                        push(None, d);
+                    }
+                }
+                Access::Rename { from, to } => {
+                    push(Some(from.raw().into()), from.rel().into());
+                    push(Some(to.raw().into()), to.rel().into());
+                    for d in descendants(&root, from.rel())? {
+                        let moved = format!("{}{}", to.rel(), &d[from.rel().len()..]);
+                        push(None, d);
+                        push(None, moved);
+                    }
+                    for d in descendants(&root, to.rel())? {
+                        push(None, d);
+                    }
+                }
+                Access::Link { path, target } => {
+                    push(Some(path.raw().into()), path.rel().into());
+                    push(Some(target.raw().into()), target.rel().into());
+                    for d in descendants(&root, target.rel())? {
+                        push(None, d);
+                    }
+                }
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// Everything below `rel` on disk (not following links), capped.
+fn descendants(root: &std::path::Path, rel: &str) -> Result<Vec<String>, String> {
+    let abs = root.join(rel);
+    let is_dir = std::fs::symlink_metadata(&abs).is_ok_and(|m| m.is_dir());
+    if !is_dir {
+        return Ok(vec![]);
+    }
+    let mut out = Vec::new();
+    let mut stack = vec![rel.to_string()];
+    while let Some(d) = stack.pop() {
+        let rd = std::fs::read_dir(root.join(&d)).map_err(|e| format!("cannot list {d}: {e}"))?;
+        for e in rd {
+            let e = e.map_err(|e| format!("cannot list {d}: {e}"))?;
+            let child = if d.is_empty() {
+                e.file_name().to_string_lossy().into_owned()
+            } else {
+                format!("{d}/{}", e.file_name().to_string_lossy())
+            };
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                stack.push(child.clone());
+            }
+            out.push(child);
+            if out.len() > MAX_AFFECTED_PATHS {
+                return Err(format!("{rel} holds more than {MAX_AFFECTED_PATHS} paths"));
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Other paths in the workspace that are hard links to the same file as `rel`.
+fn hard_link_aliases(root: &std::path::Path, rel: &str) -> Result<Vec<String>, String> {
+    let Ok(meta) = std::fs::symlink_metadata(root.join(rel)) else {
+        return Ok(vec![]);
+    };
+    if !meta.is_file() || meta.nlink() < 2 {
+        return Ok(vec![]);
+    }
+    let (dev, ino) = (meta.dev(), meta.ino());
+    let mut out = Vec::new();
+    for p in descendants(root, "")? {
+        if p == rel {
+            continue;
+        }
+        if std::fs::symlink_metadata(root.join(&p)).is_ok_and(|m| m.dev() == dev && m.ino() == ino)
+        {
+            out.push(p);
+        }
+    }
+    Ok(out)
+}

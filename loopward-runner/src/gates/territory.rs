@@ -1,0 +1,93 @@
+//! Territories: paths only their owners may write. Deny by default for everyone else.
+//!
+//! A territory's globs are matched against canonical workspace-relative paths (see
+//! [`Workspace::resolve`](crate::Workspace::resolve)); `*` never crosses `/`, and each glob also
+//! covers what lies below it, so `src` covers `src` and `src/**`, while `srcevil/x` is outside.
+//!
+//! ```
+//! use loopward_core::AgentId;
+//! use loopward_runner::gates::{Territory, TerritoryConfig};
+//! let t = Territory::from_config(&TerritoryConfig {
+//!     paths: vec!["src".into(), "plans/*.md".into()],
+//!     owner: Some("builder".into()),
+//!     ..Default::default()
+//! }).unwrap();
+//! assert!(t.covers("src") && t.covers("src/a/b.rs"));
+//! assert!(!t.covers("srcevil/x.rs"));
+//! assert!(t.covers("plans/a.md") && !t.covers("plans/deep/a.md"));
+//! assert!(t.owned_by(&AgentId::new("builder").unwrap()));
+//! ```
+
+use super::config::{ConfigError, TerritoryConfig};
+use globset::GlobSet;
+use loopward_core::{AgentId, GateMode};
+
+/// A compiled territory.
+#[derive(Clone, Debug)]
+pub struct Territory {
+    name: String,
+    config: TerritoryConfig,
+    owners: Vec<AgentId>,
+    globs: GlobSet,
+}
+
+impl Territory {
+    /// Compiles and validates one `[[territory]]`.
+    pub fn from_config(config: &TerritoryConfig) -> Result<Self, ConfigError> {
+        let name = config.gate_name();
+        let section = format!("territory {name}");
+        let owners = config.owner_ids(&section)?;
+        if config.paths.is_empty() {
+            return Err(ConfigError::Invalid {
+                section,
+                why: "paths is empty".into(),
+            });
+        }
+        let globs = config.compile(&section)?;
+        Ok(Self {
+            name,
+            config: config.clone(),
+            owners,
+            globs,
+        })
+    }
+
+    /// The gate's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The configuration it was built from.
+    pub fn config(&self) -> &TerritoryConfig {
+        &self.config
+    }
+
+    /// Its mode.
+    pub fn mode(&self) -> GateMode {
+        self.config.mode
+    }
+
+    /// The owning agents.
+    pub fn owners(&self) -> &[AgentId] {
+        &self.owners
+    }
+
+    /// Whether `agent` owns it.
+    pub fn owned_by(&self, agent: &AgentId) -> bool {
+        self.owners.contains(agent)
+    }
+
+    /// Whether the canonical workspace-relative `path` lies in the territory.
+    pub fn covers(&self, path: &str) -> bool {
+        !path.is_empty() && self.globs.is_match(path)
+    }
+
+    /// The owners, comma-separated, for messages.
+    pub fn owner_list(&self) -> String {
+        self.owners
+            .iter()
+            .map(AgentId::as_str)
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}

@@ -1,0 +1,139 @@
+//! Review gates (armed by evidence) and one handoff per turn.
+
+mod gates_support;
+
+use gates_support::*;
+use loopward_core::{AuditEvent, Handoff};
+use loopward_runner::gates::APPEAL;
+use loopward_runner::tool::ToolError;
+
+const ROOM: &str = r#"
+[[gates.review]]
+from = "builder"
+via = "auditor"
+when = ["src/**"]
+
+[gates.sprawl]
+enabled = false
+"#;
+
+#[tokio::test]
+async fn a_builder_that_changed_src_must_hand_off_to_the_auditor() {
+    let room = Room::new(ROOM);
+    let builder = room.turn("builder");
+    room.write_file(&builder, "src/lib.rs", "fn main() {}")
+        .await
+        .unwrap();
+    room.write_file(&builder, "README.md", "hi").await.unwrap();
+    let err = room.handoff(&builder, "planner").await.unwrap_err();
+    let ToolError::Refused(r) = &err else {
+        panic!("{err:?}")
+    };
+    assert_eq!(r.gate, "review:builder->auditor");
+    let text = err.to_string();
+    assert!(
+        text.contains("this turn you changed src/lib.rs, which auditor must review"),
+        "{text}"
+    );
+    assert!(text.contains("hand off to auditor instead"), "{text}");
+    assert!(text.contains(APPEAL), "{text}");
+    assert!(builder.state().handoff.is_none());
+    // The way out: hand off to the auditor.
+    room.handoff(&builder, "auditor").await.unwrap();
+    assert_eq!(
+        builder.state().handoff.as_ref().map(|h| h.to.as_str()),
+        Some("auditor")
+    );
+}
+
+#[tokio::test]
+async fn the_gate_is_not_armed_without_matching_successful_effects() {
+    let room = Room::new(ROOM);
+    let builder = room.turn("builder");
+    room.write_file(&builder, "README.md", "hi").await.unwrap();
+    // A failed edit of src/ is not evidence.
+    room.edit_file(&builder, "src/missing.rs", "a", "b")
+        .await
+        .unwrap_err();
+    room.handoff(&builder, "planner").await.unwrap();
+    // Other agents are not bound by the builder's gate.
+    let scribe = room.turn("scribe");
+    room.write_file(&scribe, "src/x.rs", "x").await.unwrap();
+    room.handoff(&scribe, "planner").await.unwrap();
+}
+
+#[tokio::test]
+async fn an_empty_when_arms_on_every_handoff() {
+    let room = Room::new(
+        "[[gates.review]]\nfrom = \"builder\"\nvia = \"auditor\"\n[gates.sprawl]\nenabled = false",
+    );
+    let builder = room.turn("builder");
+    let err = room.handoff(&builder, "planner").await.unwrap_err();
+    assert!(err.to_string().contains("auditor"), "{err}");
+    room.handoff(&builder, "auditor").await.unwrap();
+}
+
+#[tokio::test]
+async fn advisory_review_warns_and_lets_the_handoff_through() {
+    let room = Room::new("[[gates.review]]\nfrom = \"builder\"\nvia = \"auditor\"\nmode = \"advisory\"\n[gates.sprawl]\nenabled = false");
+    let builder = room.turn("builder");
+    room.handoff(&builder, "planner").await.unwrap();
+    assert_eq!(room.decisions()[0].1, "warn");
+}
+
+#[tokio::test]
+async fn a_second_handoff_in_a_turn_is_refused_by_the_one_handoff_gate_and_audited() {
+    let room = Room::new("[gates.sprawl]\nenabled = false");
+    let planner = room.turn("planner");
+    room.handoff(&planner, "builder").await.unwrap();
+    let err = room.handoff(&planner, "auditor").await.unwrap_err();
+    let ToolError::Refused(r) = &err else {
+        panic!("{err:?}")
+    };
+    assert_eq!(r.gate, "one_handoff");
+    assert!(
+        r.reason.contains("a handoff to builder already stands"),
+        "{}",
+        r.reason
+    );
+    assert_eq!(
+        planner.state().handoff.as_ref().map(|h| h.to.as_str()),
+        Some("builder")
+    );
+    let events = room.events();
+    assert!(events
+        .iter()
+        .any(|e| matches!(e, AuditEvent::HandoffRefused { to, standing }
+        if to.as_str() == "auditor" && standing.as_str() == "builder")));
+    assert!(room
+        .decisions()
+        .iter()
+        .any(|(g, d, _)| g == "one_handoff" && *d == "deny"));
+}
+
+#[test]
+fn under_concurrent_registrations_exactly_one_handoff_stands() {
+    let room = Room::new("");
+    let turn = room.turn("planner");
+    let targets = ["builder", "auditor", "scribe"];
+    let wins = std::thread::scope(|s| {
+        let hs: Vec<_> = (0..30)
+            .map(|i| {
+                let turn = turn.clone();
+                s.spawn(move || {
+                    turn.register_handoff(Handoff {
+                        from: agent("planner"),
+                        to: agent(targets[i % 3]),
+                        message: String::new(),
+                    })
+                    .is_ok()
+                })
+            })
+            .collect();
+        hs.into_iter()
+            .map(|h| h.join().unwrap())
+            .filter(|w| *w)
+            .count()
+    });
+    assert_eq!(wins, 1);
+}

@@ -1,0 +1,281 @@
+//! Shared set-up for the gate tests: a workspace, a policy from TOML, a memory ledger, and a
+//! way to push one tool call through the policy-wrapped stack as the agent loop would.
+#![allow(dead_code, unreachable_pub)]
+
+use futures::future::BoxFuture;
+use futures::FutureExt;
+use loopward_core::{
+    AgentId, AuditEvent, Decision, Effect, EffectKind, RunId, ToolCall, ToolSpec, TurnNumber,
+};
+use loopward_runner::audit::MemorySink;
+use loopward_runner::gates::{Policy, PolicyConfig, PolicyLayer};
+use loopward_runner::tool::{
+    parse_args, Access, BoxToolService, Tool, ToolError, ToolExecutor, ToolInvocation, ToolOutput,
+};
+use loopward_runner::tools::{EditFile, HandoffTool, Shell, WriteFile};
+use loopward_runner::{Clock, ManualClock, RunContext, TurnContext, Workspace};
+use serde_json::{json, Value};
+use std::sync::Arc;
+use tower::ServiceExt;
+
+pub const NOW: u64 = 1_800_000_000_000;
+
+pub fn agent(name: &str) -> AgentId {
+    AgentId::new(name).unwrap()
+}
+
+pub struct Room {
+    pub dir: tempfile::TempDir,
+    pub ws: Workspace,
+    pub policy: Policy,
+    pub sink: Arc<MemorySink>,
+    pub clock: Arc<ManualClock>,
+    pub run: RunContext,
+    pub stack: BoxToolService,
+    turns: std::sync::atomic::AtomicU32,
+}
+
+impl Room {
+    pub fn new(toml: &str) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = Workspace::new(dir.path()).unwrap();
+        let cfg = PolicyConfig::from_toml(toml).unwrap();
+        let policy = Policy::from_config(&cfg, ws.clone()).unwrap();
+        Self::with_policy(dir, ws, policy)
+    }
+
+    pub fn with_policy(dir: tempfile::TempDir, ws: Workspace, policy: Policy) -> Self {
+        let sink = Arc::new(MemorySink::default());
+        let clock = Arc::new(ManualClock::new(NOW));
+        let team = ["planner", "builder", "auditor", "scribe"]
+            .map(agent)
+            .to_vec();
+        let run = RunContext::new(
+            RunId::new("r1").unwrap(),
+            team,
+            ws.clone(),
+            sink.clone(),
+            clock.clone() as Arc<dyn Clock>,
+        );
+        let stack = PolicyLayer::new(policy.clone()).wrap(BoxToolService::new(ToolExecutor));
+        Self {
+            dir,
+            ws,
+            policy,
+            sink,
+            clock,
+            run,
+            stack,
+            turns: 0.into(),
+        }
+    }
+
+    pub fn turn(&self, who: &str) -> TurnContext {
+        let n = self.turns.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+        TurnContext::new(self.run.clone(), agent(who), TurnNumber(n))
+    }
+
+    pub fn path(&self, rel: &str) -> std::path::PathBuf {
+        self.dir.path().join(rel)
+    }
+
+    pub fn write(&self, rel: &str, content: &str) {
+        let p = self.path(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, content).unwrap();
+    }
+
+    pub fn read(&self, rel: &str) -> Option<String> {
+        std::fs::read_to_string(self.path(rel)).ok()
+    }
+
+    /// Runs one call through the policy stack as the agent loop would (effects pushed to the
+    /// turn on success).
+    pub async fn call(
+        &self,
+        turn: &TurnContext,
+        tool: Arc<dyn Tool>,
+        args: Value,
+    ) -> Result<ToolOutput, ToolError> {
+        let name = tool.spec().name;
+        let accesses = tool.accesses(&args, turn)?;
+        let id = format!("c{}", self.sink.events().len());
+        let inv = ToolInvocation {
+            call: ToolCall::new(id, name, args),
+            tool,
+            accesses,
+            turn: turn.clone(),
+        };
+        let out = self.stack.clone().oneshot(inv).await;
+        if let Ok(o) = &out {
+            turn.push_effects(o.effects.iter().cloned());
+        }
+        out
+    }
+
+    pub async fn write_file(
+        &self,
+        turn: &TurnContext,
+        path: &str,
+        content: &str,
+    ) -> Result<ToolOutput, ToolError> {
+        self.call(
+            turn,
+            Arc::new(WriteFile),
+            json!({"path": path, "content": content}),
+        )
+        .await
+    }
+
+    pub async fn edit_file(
+        &self,
+        turn: &TurnContext,
+        path: &str,
+        old: &str,
+        new: &str,
+    ) -> Result<ToolOutput, ToolError> {
+        self.call(
+            turn,
+            Arc::new(EditFile),
+            json!({"path": path, "old": old, "new": new}),
+        )
+        .await
+    }
+
+    pub async fn shell(&self, turn: &TurnContext, command: &str) -> Result<ToolOutput, ToolError> {
+        self.call(
+            turn,
+            Arc::new(Shell::default()),
+            json!({"command": command}),
+        )
+        .await
+    }
+
+    pub async fn handoff(&self, turn: &TurnContext, to: &str) -> Result<ToolOutput, ToolError> {
+        let team = ["planner", "builder", "auditor", "scribe"]
+            .map(agent)
+            .to_vec();
+        self.call(
+            turn,
+            Arc::new(HandoffTool::new(team)),
+            json!({"to": to, "message": "over to you"}),
+        )
+        .await
+    }
+
+    pub fn events(&self) -> Vec<AuditEvent> {
+        self.sink.events().into_iter().map(|(_, e)| e).collect()
+    }
+
+    /// (gate, decision label, path) of every gate decision so far.
+    pub fn decisions(&self) -> Vec<(String, &'static str, Option<String>)> {
+        self.events()
+            .into_iter()
+            .filter_map(|e| match e {
+                AuditEvent::GateDecision {
+                    gate,
+                    decision,
+                    path,
+                    ..
+                } => Some((gate, decision.label(), path)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    pub fn denials(&self) -> Vec<Decision> {
+        self.events()
+            .into_iter()
+            .filter_map(|e| match e {
+                AuditEvent::GateDecision { decision, .. } if !decision.permits() => Some(decision),
+                _ => None,
+            })
+            .collect()
+    }
+}
+
+/// A tool that declares arbitrary accesses (delete, rename, link) and performs them, to test
+/// gates on access kinds the built-in tools do not make.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct FsOp;
+
+impl Tool for FsOp {
+    fn spec(&self) -> ToolSpec {
+        ToolSpec {
+            name: "fs_op".into(),
+            description: "delete | rename | symlink | hardlink".into(),
+            parameters: json!({"type": "object"}),
+        }
+    }
+
+    fn accesses(&self, args: &Value, turn: &TurnContext) -> Result<Vec<Access>, ToolError> {
+        #[derive(serde::Deserialize)]
+        struct A {
+            op: String,
+            a: String,
+            #[serde(default)]
+            b: String,
+        }
+        let a: A = parse_args("fs_op", args)?;
+        let ws = turn.workspace();
+        Ok(vec![match a.op.as_str() {
+            "delete" => Access::Delete(ws.resolve(&a.a)?),
+            "rename" => Access::Rename {
+                from: ws.resolve(&a.a)?,
+                to: ws.resolve(&a.b)?,
+            },
+            _ => Access::Link {
+                path: ws.resolve(&a.a)?,
+                target: ws.resolve(&a.b)?,
+            },
+        }])
+    }
+
+    fn call(&self, inv: ToolInvocation) -> BoxFuture<'static, Result<ToolOutput, ToolError>> {
+        async move {
+            let op = inv.call.arguments["op"].as_str().unwrap_or("").to_string();
+            let fail = |e: std::io::Error| ToolError::Failed(e.to_string());
+            let effects = match &inv.accesses[0] {
+                Access::Delete(p) => {
+                    if p.abs().is_dir() {
+                        std::fs::remove_dir_all(p.abs()).map_err(fail)?;
+                    } else {
+                        std::fs::remove_file(p.abs()).map_err(fail)?;
+                    }
+                    vec![Effect::ok(p.rel(), EffectKind::Delete)]
+                }
+                Access::Rename { from, to } => {
+                    std::fs::rename(from.abs(), to.abs()).map_err(fail)?;
+                    vec![Effect::ok(
+                        to.rel(),
+                        EffectKind::Rename {
+                            from: from.rel().into(),
+                        },
+                    )]
+                }
+                Access::Link { path, target } => {
+                    if op == "hardlink" {
+                        std::fs::hard_link(target.abs(), path.abs()).map_err(fail)?;
+                    } else {
+                        std::os::unix::fs::symlink(target.abs(), path.abs()).map_err(fail)?;
+                    }
+                    vec![Effect::ok(path.rel(), EffectKind::Link)]
+                }
+                _ => vec![],
+            };
+            Ok(ToolOutput::with_effects("done", effects))
+        }
+        .boxed()
+    }
+}
+
+pub async fn fs_op(
+    room: &Room,
+    turn: &TurnContext,
+    op: &str,
+    a: &str,
+    b: &str,
+) -> Result<ToolOutput, ToolError> {
+    room.call(turn, Arc::new(FsOp), json!({"op": op, "a": a, "b": b}))
+        .await
+}

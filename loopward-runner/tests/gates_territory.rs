@@ -1,0 +1,339 @@
+//! Territories and control files: deny by default, judged at the canonical landing path.
+
+mod gates_support;
+
+use gates_support::*;
+use loopward_core::{AuditEvent, Decision, GateMode};
+use loopward_runner::tool::ToolError;
+use std::os::unix::fs::symlink;
+
+const PLANS: &str = r#"
+[[territory]]
+paths = ["plan.md", "plans/**"]
+owner = "planner"
+
+[[territory]]
+paths = ["src"]
+owner = "builder"
+
+[gates.sprawl]
+enabled = false
+"#;
+
+fn refusal_text(r: Result<loopward_runner::tool::ToolOutput, ToolError>) -> String {
+    match r {
+        Err(ToolError::Refused(r)) => r.to_string(),
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn owner_writes_its_territory_and_anyone_else_is_refused_with_a_way_out() {
+    let room = Room::new(PLANS);
+    let planner = room.turn("planner");
+    room.write_file(&planner, "plans/a.md", "# Plan")
+        .await
+        .unwrap();
+    let builder = room.turn("builder");
+    let text = refusal_text(room.write_file(&builder, "plans/a.md", "hijack").await);
+    assert!(
+        text.contains("plans/a.md belongs to planner (territory:planner); builder does not own it"),
+        "{text}"
+    );
+    assert!(text.contains("hand the change to planner"), "{text}");
+    assert!(
+        text.contains("loopward override grant --agent builder --path plans/a.md"),
+        "{text}"
+    );
+    assert_eq!(room.read("plans/a.md").unwrap(), "# Plan");
+}
+
+#[tokio::test]
+async fn every_decision_allow_and_deny_is_recorded_with_raw_and_canonical_path() {
+    let room = Room::new(PLANS);
+    let builder = room.turn("builder");
+    room.write_file(&builder, "src/./lib.rs", "x")
+        .await
+        .unwrap();
+    room.write_file(&builder, "notes/../plan.md", "x")
+        .await
+        .unwrap_err();
+    let raw: Vec<_> = room
+        .events()
+        .into_iter()
+        .filter_map(|e| match e {
+            AuditEvent::GateDecision {
+                path_raw,
+                path,
+                decision,
+                gate,
+                ..
+            } => Some((
+                gate,
+                path_raw.unwrap_or_default(),
+                path.unwrap_or_default(),
+                decision.label(),
+            )),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        raw,
+        vec![
+            (
+                "territory:builder".to_string(),
+                "src/./lib.rs".to_string(),
+                "src/lib.rs".to_string(),
+                "allow"
+            ),
+            (
+                "territory:planner".to_string(),
+                "notes/../plan.md".to_string(),
+                "plan.md".to_string(),
+                "deny"
+            ),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn traversal_absolute_paths_and_prefix_siblings_are_judged_canonically() {
+    let room = Room::new(PLANS);
+    let planner = room.turn("planner");
+    // `src` does not contain `srcevil/x`.
+    room.write_file(&planner, "srcevil/x.rs", "fine")
+        .await
+        .unwrap();
+    // An absolute path inside the root lands in src/.
+    let abs = format!("{}/src/x.rs", room.ws.root().display());
+    refusal_text(room.write_file(&planner, &abs, "no").await);
+    refusal_text(room.write_file(&planner, "docs/../src/y.rs", "no").await);
+    // Escapes never reach a gate: the canonicaliser refuses them.
+    assert!(matches!(
+        room.write_file(&planner, "../outside.rs", "no").await,
+        Err(ToolError::Path(_))
+    ));
+    assert!(!room.path("src").exists());
+}
+
+#[tokio::test]
+async fn glob_star_does_not_cross_a_slash() {
+    let room = Room::new(
+        "[[territory]]\npaths = [\"plans/*.md\"]\nowner = \"planner\"\n[gates.sprawl]\nenabled = false",
+    );
+    let builder = room.turn("builder");
+    refusal_text(room.write_file(&builder, "plans/a.md", "no").await);
+    room.write_file(&builder, "plans/sub/a.txt", "fine")
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn a_territory_covers_its_own_root_for_delete_and_rename() {
+    let room = Room::new(PLANS);
+    room.write("plans/a.md", "keep");
+    let builder = room.turn("builder");
+    refusal_text(fs_op(&room, &builder, "delete", "plans", "").await);
+    refusal_text(fs_op(&room, &builder, "rename", "plans", "old-plans").await);
+    // Renaming a parent folder moves territory members: a write at both ends.
+    room.write("docs/plan.md", "x");
+    std::fs::create_dir_all(room.path("nest")).unwrap();
+    room.write_file(&room.turn("planner"), "plans/deep/b.md", "y")
+        .await
+        .unwrap();
+    refusal_text(fs_op(&room, &builder, "rename", "docs", "plans/docs").await);
+    assert_eq!(room.read("plans/a.md").unwrap(), "keep");
+    assert!(room.path("docs/plan.md").exists());
+}
+
+#[tokio::test]
+async fn symlinks_are_judged_where_the_write_lands() {
+    let room = Room::new(PLANS);
+    room.write("plans/a.md", "keep");
+    symlink("plans", room.path("notes")).unwrap();
+    symlink("plan.md", room.path("innocent.txt")).unwrap(); // dangling
+    symlink("plans/a.md", room.path("a-link.md")).unwrap();
+    let builder = room.turn("builder");
+    for p in ["notes/a.md", "innocent.txt", "a-link.md"] {
+        let text = refusal_text(room.write_file(&builder, p, "no").await);
+        assert!(text.contains("territory:planner"), "{p}: {text}");
+    }
+    assert_eq!(room.read("plans/a.md").unwrap(), "keep");
+    assert!(!room.path("plan.md").exists());
+}
+
+#[tokio::test]
+async fn creating_a_link_into_a_foreign_territory_is_a_write_there() {
+    let room = Room::new(PLANS);
+    room.write("plans/a.md", "keep");
+    let builder = room.turn("builder");
+    refusal_text(fs_op(&room, &builder, "symlink", "mine.md", "plans/a.md").await);
+    refusal_text(fs_op(&room, &builder, "hardlink", "mine.md", "plans/a.md").await);
+    refusal_text(fs_op(&room, &builder, "symlink", "dir-link", "plans").await);
+    assert!(!room.path("mine.md").exists());
+}
+
+#[tokio::test]
+async fn writing_a_hard_link_alias_of_a_territory_file_is_refused() {
+    let room = Room::new(PLANS);
+    room.write("plans/a.md", "keep");
+    std::fs::hard_link(room.path("plans/a.md"), room.path("alias.md")).unwrap();
+    let builder = room.turn("builder");
+    let text = refusal_text(room.write_file(&builder, "alias.md", "no").await);
+    assert!(text.contains("plans/a.md"), "{text}");
+    assert_eq!(room.read("plans/a.md").unwrap(), "keep");
+}
+
+#[tokio::test]
+async fn control_files_are_never_writable_even_with_an_override() {
+    let room = Room::new(PLANS);
+    let planner = room.turn("planner");
+    for p in [
+        ".loopward/overrides/x.json",
+        "loopward.toml",
+        "runs/r1/events.jsonl",
+        ".loopward",
+    ] {
+        let text = refusal_text(room.write_file(&planner, p, "{}").await);
+        assert!(text.contains("refused by control"), "{p}: {text}");
+    }
+    // A person cannot grant one either.
+    let store = room.policy.overrides();
+    let cfg = room.ws.resolve("loopward.toml").unwrap();
+    assert!(store
+        .grant(
+            &agent("planner"),
+            &cfg,
+            "please",
+            std::time::Duration::from_secs(60),
+            &*room.clock
+        )
+        .is_err());
+    assert!(!room.path("loopward.toml").exists());
+}
+
+#[tokio::test]
+async fn a_failed_ledger_write_stops_the_write() {
+    let room = Room::new(PLANS);
+    room.sink.fail_after(0);
+    let builder = room.turn("builder");
+    let err = room
+        .write_file(&builder, "src/lib.rs", "x")
+        .await
+        .unwrap_err();
+    assert!(matches!(err, ToolError::Audit(_)), "{err:?}");
+    assert!(!room.path("src/lib.rs").exists());
+}
+
+#[tokio::test]
+async fn advisory_territory_warns_and_allows() {
+    let room = Room::new(
+        "[[territory]]\npaths = [\"plans/**\"]\nowner = \"planner\"\nmode = \"advisory\"\n[gates.sprawl]\nenabled = false",
+    );
+    let builder = room.turn("builder");
+    room.write_file(&builder, "plans/a.md", "x").await.unwrap();
+    let d = room.events().into_iter().find_map(|e| match e {
+        AuditEvent::GateDecision { decision, mode, .. } => Some((decision, mode)),
+        _ => None,
+    });
+    let Some((Decision::Warn(r), GateMode::Advisory)) = d else {
+        panic!("expected an advisory warning, got {d:?}")
+    };
+    assert!(r.reason.contains("builder does not own it"));
+}
+
+#[tokio::test]
+async fn the_refusals_way_out_hand_off_to_the_owner_works_in_a_run() {
+    use loopward_core::{RunId, RunStatus};
+    use loopward_runner::model::{
+        fake::{FakeModel, Script},
+        BoxModelService,
+    };
+    use loopward_runner::{tools, BoxTurnService, LlmAgent, RunSpec, Runner};
+    use serde_json::json;
+    let room = Room::new(PLANS);
+    let (planner, builder) = (agent("planner"), agent("builder"));
+    let mut s = Script::default();
+    s.call(
+        &builder,
+        "write_file",
+        json!({"path": "plan.md", "content": "# Plan\n- step"}),
+    );
+    s.call(
+        &builder,
+        "handoff",
+        json!({"to": "planner", "message": "please write plan.md: # Plan / - step"}),
+    );
+    s.call(
+        &planner,
+        "write_file",
+        json!({"path": "plan.md", "content": "# Plan\n- step"}),
+    );
+    s.say(&planner, "Written.");
+    let model = BoxModelService::new(FakeModel::new(s));
+    let team = [planner.clone(), builder.clone()];
+    let mut runner = Runner::builder(room.ws.clone());
+    for name in &team {
+        let a = LlmAgent::builder(name.clone(), model.clone())
+            .tools(tools::builtin(&team))
+            .tool_stack(room.stack.clone())
+            .build();
+        runner = runner.agent(name.clone(), BoxTurnService::new(a)).unwrap();
+    }
+    let report = runner
+        .build()
+        .unwrap()
+        .run(RunSpec {
+            id: RunId::new("r2").unwrap(),
+            task: "plan it".into(),
+            first: builder,
+            audit: room.sink.clone(),
+            audit_location: None,
+        })
+        .await;
+    assert_eq!(report.status, RunStatus::Completed);
+    assert_eq!(room.read("plan.md").unwrap(), "# Plan\n- step");
+    let labels: Vec<_> = room
+        .decisions()
+        .into_iter()
+        .map(|(g, d, _)| (g, d))
+        .collect();
+    assert_eq!(
+        labels,
+        vec![
+            ("territory:planner".to_string(), "deny"),
+            ("territory:planner".to_string(), "allow")
+        ]
+    );
+}
+
+#[tokio::test]
+async fn a_control_folder_that_is_a_link_is_protected_where_it_lands() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("stuff/overrides")).unwrap();
+    std::os::unix::fs::symlink("stuff", dir.path().join(".loopward")).unwrap();
+    let ws = loopward_runner::Workspace::new(dir.path()).unwrap();
+    let policy =
+        loopward_runner::gates::Policy::from_config(&Default::default(), ws.clone()).unwrap();
+    let room = Room::with_policy(dir, ws, policy);
+    let planner = room.turn("planner");
+    let text = refusal_text(
+        room.write_file(&planner, "stuff/overrides/x.json", "{}")
+            .await,
+    );
+    assert!(text.contains("refused by control"), "{text}");
+}
+
+#[test]
+fn control_files_can_be_named_by_their_place_on_disk() {
+    use loopward_runner::gates::ControlFiles;
+    let dir = tempfile::tempdir().unwrap();
+    let ws = loopward_runner::Workspace::new(dir.path()).unwrap();
+    let c = ControlFiles::in_workspace(
+        &ws,
+        &ws.root().join("conf/team.toml"),
+        std::path::Path::new("/elsewhere/runs"),
+    );
+    assert!(c.covers("conf/team.toml") && c.covers(".loopward/x"));
+    assert!(!c.covers("runs/x"));
+}
