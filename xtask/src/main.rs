@@ -2,10 +2,15 @@
 //!
 //! | command | does |
 //! |---|---|
-//! | `ci` | exactly what CI runs: format check, clippy with `-D warnings`, the tests |
+//! | `ci` | exactly what CI runs: format check, clippy with `-D warnings`, the tests, then clippy and the local-model tests with feature `llama` |
 //! | `fmt` | formats the workspace |
+//! | `fetch-model` | downloads the SmolLM2 GGUF the llama tests use into `models/` |
+//! | `build-cuda` | installs the CUDA 13 toolkit from PyPI wheels and builds the `cuda` feature for sm_90 |
 
 #![allow(clippy::print_stdout, clippy::print_stderr)]
+
+mod cuda;
+mod model;
 
 use anyhow::{bail, Context, Result};
 use std::path::{Path, PathBuf};
@@ -17,6 +22,8 @@ fn main() -> Result<()> {
     match args.first().map(String::as_str) {
         Some("ci") => ci(&root),
         Some("fmt") => cargo(&root, &["fmt", "--all"]),
+        Some("fetch-model") => model::fetch_model(&root),
+        Some("build-cuda") => cuda::build_cuda(&root),
         Some("help" | "--help" | "-h") | None => {
             println!("{}", HELP);
             Ok(())
@@ -30,7 +37,9 @@ usage: cargo xtask <command>
 
 commands:
   ci     run exactly what CI runs: cargo fmt --check, clippy -D warnings, tests
-  fmt    format the workspace";
+  fmt    format the workspace
+  fetch-model  download the SmolLM2 GGUF the llama tests use into models/
+  build-cuda   install the CUDA 13 toolkit wheels and build the cuda feature for sm_90";
 
 fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -52,6 +61,24 @@ fn ci(root: &Path) -> Result<()> {
         root,
         &["check", "--package", "loopward-runner", "--all-targets"],
     )?;
+    llama_ci(root)
+}
+
+/// The local-model checks: one llama.cpp build (dev profile, feature `llama`) shared by clippy
+/// and the tests on the real model (`cargo xtask fetch-model` first).
+fn llama_ci(root: &Path) -> Result<()> {
+    let features = ["-p", "loopward-runner", "--features", "llama"];
+    let clippy = [
+        &["clippy"][..],
+        &features,
+        &["--all-targets", "--", "-D", "warnings"],
+    ]
+    .concat();
+    cargo(root, &clippy)?;
+    let test = [&["test"][..], &features, &["--lib", "--test", "llama_*"]].concat();
+    cargo(root, &test)?;
+    let doc = [&["test"][..], &features, &["--doc", "model::llama"]].concat();
+    cargo(root, &doc)?;
     Ok(())
 }
 

@@ -7,6 +7,8 @@ mod error;
 pub mod fake;
 #[cfg(feature = "http")]
 pub mod http;
+#[cfg(feature = "llama")]
+pub mod llama;
 
 pub use error::ModelError;
 

@@ -1,0 +1,130 @@
+//! Local GGUF models through llama.cpp (`llama-cpp-2`), on CPU or, with the `cuda` feature, GPU.
+//!
+//! [`LlamaModel::load`] starts one OS thread per model that owns the model, its context and the
+//! token ids in its KV cache; [`LlamaService`] (a cheap, cloneable `tower::Service`) sends it
+//! jobs over a channel and awaits the answer, so no tokio worker ever blocks on inference.
+//! Requests are answered one at a time, in order.
+//!
+//! - **Chat template.** The model's own Jinja template, rendered with minijinja, carries tool
+//!   definitions, calls and results; without a template the prompt is ChatML. Human messages are
+//!   `user`, the system prompt `system`, model replies `assistant`; notices are `user` text
+//!   prefixed `[notice]` and never become human messages in loopward.
+//! - **Tool calls.** With tools offered, a grammar built from their JSON schemas constrains the
+//!   reply to either a compact `{"name": …, "arguments": …}` object for one of the tools, or plain
+//!   text ([`ToolChoice::CallThenAnswer`] makes small models call first, then answer). Every call the service returns has parsed and
+//!   names an offered tool with its required arguments.
+//! - **KV-cache reuse.** Each request decodes only the tokens after the longest common prefix
+//!   with what is already cached. [`Usage::input_tokens`](loopward_core::Usage) counts the whole
+//!   prompt, `cached_tokens` the reused prefix; the tokens actually prefilled are
+//!   `input_tokens - cached_tokens`.
+//! - **Cancellation.** Dropping the response future stops the job between prompt chunks
+//!   ([`LlamaConfig::batch_size`]) and between generated tokens.
+//! - **Errors.** A missing or unreadable file, a file that is not GGUF (its magic is checked
+//!   before llama.cpp sees it), a prompt longer than the context and a context that fills up
+//!   while generating are [`ModelError::Local`] with a message that says what to change.
+//!
+//! `llama.cpp` is initialised once per process (on the first load); its logs go to `tracing`.
+//!
+//! ```no_run
+//! use loopward_runner::model::{llama::{LlamaConfig, LlamaModel}, BoxModelService, ChatRequest};
+//! use loopward_core::{AgentId, Message};
+//! use tower::ServiceExt;
+//! # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+//! // `cargo xtask fetch-model` puts this file in place.
+//! let config = LlamaConfig::new("models/SmolLM2-135M-Instruct.Q4_1.gguf").n_ctx(2048);
+//! let model = BoxModelService::new(LlamaModel::load(config).unwrap());
+//! let reply = model.oneshot(ChatRequest {
+//!     agent: AgentId::new("asker").unwrap(),
+//!     messages: vec![Message::human("What is the capital of France?")],
+//!     tools: vec![],
+//!     max_tokens: Some(32),
+//! }).await.unwrap();
+//! assert!(reply.content.contains("Paris"));
+//! # });
+//! ```
+//!
+//! ## GPU (CUDA)
+//!
+//! Build with `--features cuda` and the CUDA toolkit installed: `CUDA_PATH` points at it (with
+//! `nvcc` in `$CUDA_PATH/bin`), and `CMAKE_CUDA_ARCHITECTURES=90` targets H100/H200 (every
+//! `CMAKE_*`/`GGML_*` variable reaches llama.cpp's CMake). The CUDA runtime is linked statically;
+//! at run time only the driver is needed. Offload layers with [`LlamaConfig::n_gpu_layers`]
+//! (`u32::MAX` = all of them). `cargo xtask build-cuda` installs the toolkit from PyPI wheels into
+//! `target/cuda-toolkit` and builds this feature for sm_90.
+
+mod config;
+mod grammar;
+mod prompt;
+mod worker;
+
+pub use config::{LlamaConfig, ToolChoice};
+
+use crate::model::{ChatRequest, ChatResponse, ModelError};
+use futures::future::BoxFuture;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{mpsc, Arc};
+use std::task::{Context, Poll};
+use tokio::sync::oneshot;
+use worker::Job;
+
+/// Loads GGUF models.
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct LlamaModel;
+
+impl LlamaModel {
+    /// Loads the model in `config` on its own inference thread and returns the service that
+    /// talks to it. Blocks until the model is loaded (from async code, call it inside
+    /// `tokio::task::spawn_blocking`). The thread ends when the last clone of the service is
+    /// dropped.
+    pub fn load(config: LlamaConfig) -> Result<LlamaService, ModelError> {
+        let cancelled = Arc::new(AtomicU64::new(0));
+        let (jobs, name) = worker::spawn(config, cancelled.clone())?;
+        Ok(LlamaService {
+            jobs,
+            name: name.into(),
+            cancelled,
+        })
+    }
+}
+
+/// The model-call service of one loaded local model. Clones share the model and its cache.
+#[derive(Clone, Debug)]
+pub struct LlamaService {
+    jobs: mpsc::Sender<Job>,
+    name: Arc<str>,
+    cancelled: Arc<AtomicU64>,
+}
+
+impl LlamaService {
+    /// The model's name (its GGUF `general.name`, or the file name).
+    pub fn model_name(&self) -> &str {
+        &self.name
+    }
+
+    /// How many requests were dropped by their caller and stopped before they finished.
+    pub fn cancelled_jobs(&self) -> u64 {
+        self.cancelled.load(Ordering::Relaxed)
+    }
+}
+
+impl tower::Service<ChatRequest> for LlamaService {
+    type Response = ChatResponse;
+    type Error = ModelError;
+    type Future = BoxFuture<'static, Result<ChatResponse, ModelError>>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), ModelError>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: ChatRequest) -> Self::Future {
+        let (reply, answer) = oneshot::channel();
+        let sent = self.jobs.send(Job { request, reply });
+        Box::pin(async move {
+            sent.map_err(|_| ModelError::Local("the inference thread has stopped".into()))?;
+            answer.await.map_err(|_| {
+                ModelError::Local("the inference thread stopped before answering".into())
+            })?
+        })
+    }
+}
