@@ -280,3 +280,32 @@ async fn with_tools_offered_a_text_answer_is_still_possible() {
         assert!(!reply.content.starts_with('{'), "{reply:?}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stop_string_ends_the_answer_before_it() {
+    let model = load(LlamaConfig::new(model_path()).n_ctx(2048).stop("Paris"));
+    let reply = model
+        .oneshot(ask(
+            vec![
+                Message::system("You are a helpful assistant."),
+                Message::human("What is the capital of France?"),
+            ],
+            vec![],
+            24,
+        ))
+        .await
+        .unwrap();
+    assert_eq!(reply.content, "The capital of France is ");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn seeded_sampling_repeats_itself_for_the_same_seed() {
+    let config = LlamaConfig::new(model_path())
+        .n_ctx(1024)
+        .sampling(0.9, 0.95, 40, 7);
+    let req = ask(vec![Message::human("Invent a name for a cat.")], vec![], 16);
+    let a = load(config.clone()).oneshot(req.clone()).await.unwrap();
+    let b = load(config).oneshot(req).await.unwrap();
+    assert_eq!(a.content, b.content);
+    assert!(a.usage.output_tokens > 0);
+}
