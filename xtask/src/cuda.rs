@@ -1,12 +1,20 @@
 //! `cargo xtask build-cuda`: proves the `cuda` feature compiles and links without a system CUDA
-//! install. It pip-installs the CUDA 13 toolkit wheels into `target/cuda-toolkit/wheels`,
-//! merges them into a conventional `CUDA_PATH` tree (`target/cuda-toolkit/cuda`: `bin`,
-//! `include`, `lib64`, `nvvm`) of symlinks, and builds `loopward-runner --features cuda` for
-//! sm_90 (H100/H200) into `target/cuda`. Slow (nvcc over all of ggml-cuda); not part of CI.
+//! install. It pip-installs NVIDIA's CUDA 13 toolkit wheels into `target/cuda-toolkit/wheels`
+//! (they unpack to one toolkit tree, `nvidia/cu13`: `bin/nvcc`, `include`, `lib`, `nvvm`), adds
+//! the names CMake looks for (`lib64`, unversioned `.so` links), and builds
+//! `loopward-runner --features cuda` for sm_90 (H100/H200) into `target/cuda`.
+//!
+//! The wheels ship cuBLAS only as shared libraries and no driver stub, so this build uses
+//! llama-cpp-2's `dynamic-link` (llama.cpp as shared libraries, linked against the wheel's
+//! `libcudart.so.13`/`libcublas.so.13`) and `cuda-no-vmm` (no link against the driver's
+//! `libcuda.so`). A system toolkit can instead link CUDA statically (plain `--features cuda`,
+//! see README "Local models"). Slow (nvcc over all of ggml-cuda); not part of CI. Extra
+//! `CMAKE_*`/`GGML_*` variables in the environment reach llama.cpp's CMake
+//! (e.g. `GGML_CUDA_FA=OFF` skips the flash-attention kernels for a faster smoke build).
 
 use crate::model::{pip, run};
-use anyhow::{bail, Context, Result};
-use std::path::{Path, PathBuf};
+use anyhow::{bail, Result};
+use std::path::Path;
 use std::process::Command;
 
 /// The wheels that make up a toolkit able to build ggml-cuda.
@@ -19,53 +27,33 @@ const WHEELS: &[&str] = &[
     "nvidia-cublas==13.*",
 ];
 
+const FEATURES: &str = "cuda,llama-cpp-2/dynamic-link,llama-cpp-2/cuda-no-vmm";
+
 pub(crate) fn build_cuda(root: &Path) -> Result<()> {
-    let base = root.join("target").join("cuda-toolkit");
-    let wheels = base.join("wheels");
-    if !wheels.join(".complete").exists() {
+    let wheels = root.join("target").join("cuda-toolkit").join("wheels");
+    let cuda = wheels.join("nvidia").join("cu13");
+    if !cuda.join("bin").join("nvcc").exists() {
         run(Command::new(pip())
             .args(["install", "--no-deps", "--upgrade", "--target"])
             .arg(&wheels)
             .args(WHEELS))?;
-        std::fs::write(wheels.join(".complete"), WHEELS.join("\n"))?;
-    }
-    let cuda = base.join("cuda");
-    if cuda.exists() {
-        std::fs::remove_dir_all(&cuda)?;
-    }
-    // Each wheel is a partial toolkit under nvidia/<part>/; merge their trees.
-    let nvidia = wheels.join("nvidia");
-    let parts = std::fs::read_dir(&nvidia)
-        .with_context(|| format!("no {} after pip install", nvidia.display()))?;
-    for part in parts {
-        let part = part?.path();
-        for sub in ["bin", "include", "lib", "nvvm"] {
-            let from = part.join(sub);
-            if from.is_dir() {
-                let to = cuda.join(if sub == "lib" { "lib64" } else { sub });
-                link_tree(&from, &to)?;
-            }
-        }
     }
     let nvcc = cuda.join("bin").join("nvcc");
     if !nvcc.exists() {
-        bail!(
-            "the wheels did not provide bin/nvcc under {}",
-            nvidia.display()
-        );
+        bail!("the CUDA wheels did not provide {}", nvcc.display());
     }
-    // Unversioned names that CMake's FindCUDAToolkit looks for.
-    let lib = cuda.join("lib64");
+    let lib = cuda.join("lib");
+    let lib64 = cuda.join("lib64");
+    if !lib64.exists() {
+        std::os::unix::fs::symlink("lib", &lib64)?;
+    }
+    // `-lcudart` and CMake's FindCUDAToolkit want unversioned names.
     for entry in std::fs::read_dir(&lib)? {
-        let path = entry?.path();
-        let name = path
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        if let Some(stem) = name.split(".so.").next().filter(|_| name.contains(".so.")) {
+        let name = entry?.file_name().to_string_lossy().into_owned();
+        if let Some((stem, _version)) = name.split_once(".so.") {
             let plain = lib.join(format!("{stem}.so"));
             if !plain.exists() {
-                std::os::unix::fs::symlink(&path, &plain)?;
+                std::os::unix::fs::symlink(&name, &plain)?;
             }
         }
     }
@@ -74,48 +62,27 @@ pub(crate) fn build_cuda(root: &Path) -> Result<()> {
         cuda.join("bin").display(),
         std::env::var("PATH").unwrap_or_default()
     );
+    let target_dir = root.join("target").join("cuda");
     run(
         Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
             .current_dir(root)
-            .args([
-                "build",
-                "-p",
-                "loopward-runner",
-                "--features",
-                "cuda",
-                "--target-dir",
-            ])
-            .arg(root.join("target").join("cuda"))
+            .args(["build", "-p", "loopward-runner", "--features", FEATURES])
+            .arg("--target-dir")
+            .arg(&target_dir)
             .env("CUDA_PATH", &cuda)
             .env("CUDAToolkit_ROOT", &cuda)
+            .env("CUDACXX", &nvcc)
             .env("CMAKE_CUDA_COMPILER", &nvcc)
             .env("CMAKE_CUDA_ARCHITECTURES", "90")
-            .env(
-                "LIBRARY_PATH",
-                lib.join("stubs").display().to_string() + ":" + &lib.display().to_string(),
-            )
+            .env("LIBRARY_PATH", &lib)
             .env("PATH", path),
     )?;
     println!(
-        "built loopward-runner --features cuda for sm_90 into target/cuda (CUDA_PATH={})",
-        cuda.display()
+        "built loopward-runner --features {FEATURES} for sm_90 into {}\n\
+         run with LD_LIBRARY_PATH={} (the wheels' CUDA runtime and cuBLAS) on a machine with \
+         the NVIDIA driver",
+        target_dir.display(),
+        lib.display()
     );
-    Ok(())
-}
-
-/// Mirrors `from` into `to` as symlinks to files, merging with what is already there.
-fn link_tree(from: &Path, to: &Path) -> Result<()> {
-    std::fs::create_dir_all(to)?;
-    for entry in std::fs::read_dir(from)? {
-        let entry = entry?;
-        let src: PathBuf = entry.path();
-        let dst = to.join(entry.file_name());
-        if src.is_dir() {
-            link_tree(&src, &dst)?;
-        } else if !dst.exists() {
-            std::os::unix::fs::symlink(&src, &dst)
-                .with_context(|| format!("could not link {}", dst.display()))?;
-        }
-    }
     Ok(())
 }
