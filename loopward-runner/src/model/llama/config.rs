@@ -20,7 +20,8 @@ pub struct LlamaConfig {
     pub n_ctx: u32,
     /// CPU threads for generation and prompt processing (`None`: what llama.cpp picks).
     pub threads: Option<u32>,
-    /// Layers offloaded to the GPU (only meaningful with the `cuda` feature; `u32::MAX` = all).
+    /// Layers offloaded to the GPU (`u32::MAX` = all). Defaults to all with the `cuda` feature and
+    /// to none without it.
     pub n_gpu_layers: u32,
     /// Most prompt tokens decoded in one call; cancellation is checked between these chunks.
     pub batch_size: u32,
@@ -54,13 +55,14 @@ pub enum ToolChoice {
 }
 
 impl LlamaConfig {
-    /// Defaults for `model_path`: 4096-token context, CPU only, greedy decoding, 512 new tokens.
+    /// Defaults for `model_path`: 4096-token context, every layer on the GPU with the `cuda`
+    /// feature (CPU only without it), greedy decoding, 512 new tokens.
     pub fn new(model_path: impl Into<PathBuf>) -> Self {
         Self {
             model_path: model_path.into(),
             n_ctx: 4096,
             threads: None,
-            n_gpu_layers: 0,
+            n_gpu_layers: if cfg!(feature = "cuda") { u32::MAX } else { 0 },
             batch_size: 512,
             seed: 0,
             temperature: 0.0,

@@ -3,7 +3,8 @@
 //! [`LlamaModel::load`] starts one OS thread per model that owns the model, its context and the
 //! token ids in its KV cache; [`LlamaService`] (a cheap, cloneable `tower::Service`) sends it
 //! jobs over a channel and awaits the answer, so no tokio worker ever blocks on inference.
-//! Requests are answered one at a time, in order.
+//! Requests are answered one at a time, in order. Clones share one KV cache: agents that take
+//! turns on one model re-prefill from the first token where their prompts differ.
 //!
 //! - **Chat template.** The model's own Jinja template, rendered with minijinja, carries tool
 //!   definitions, calls and results; without a template the prompt is ChatML. Human messages are
@@ -48,8 +49,8 @@
 //! Build with `--features cuda` and the CUDA toolkit installed: `CUDA_PATH` points at it (with
 //! `nvcc` in `$CUDA_PATH/bin`), and `CMAKE_CUDA_ARCHITECTURES=90` targets H100/H200 (every
 //! `CMAKE_*`/`GGML_*` variable reaches llama.cpp's CMake). The CUDA runtime is linked statically;
-//! at run time only the driver is needed. Offload layers with [`LlamaConfig::n_gpu_layers`]
-//! (`u32::MAX` = all of them). `cargo xtask build-cuda` installs the toolkit from PyPI wheels into
+//! at run time only the driver is needed. With `cuda`, every layer is offloaded by default;
+//! [`LlamaConfig::n_gpu_layers`] sets how many. `cargo xtask build-cuda` installs the toolkit from PyPI wheels into
 //! `target/cuda-toolkit` and builds this feature for sm_90.
 
 mod config;
