@@ -66,7 +66,9 @@ pub(crate) fn build_cuda(root: &Path) -> Result<()> {
     run(
         Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
             .current_dir(root)
+            // The test executable proves the whole chain links, not just the library.
             .args(["build", "-p", "loopward-runner", "--features", FEATURES])
+            .args(["--lib", "--test", "llama_local"])
             .arg("--target-dir")
             .arg(&target_dir)
             .env("CUDA_PATH", &cuda)
@@ -79,8 +81,10 @@ pub(crate) fn build_cuda(root: &Path) -> Result<()> {
     )?;
     println!(
         "built loopward-runner --features {FEATURES} for sm_90 into {}\n\
-         run with LD_LIBRARY_PATH={} (the wheels' CUDA runtime and cuBLAS) on a machine with \
-         the NVIDIA driver",
+         run its executables with LD_LIBRARY_PATH set to llama.cpp's shared libraries \
+         ({}/debug/build/llama-cpp-sys-2-*/out/lib) and {} (the wheels' CUDA runtime and \
+         cuBLAS); on a machine with the NVIDIA driver the layers run on the GPU",
+        target_dir.display(),
         target_dir.display(),
         lib.display()
     );
