@@ -1,0 +1,162 @@
+//! `loopward run`: runs the configured team on a task, printing the timeline as the ledger
+//! records it; the exit status says how the run ended.
+
+use crate::backend::{self, Choice};
+use crate::config::{BackendKind, Config, CONFIG_FILE};
+use crate::ledger::{self, FileLedger};
+use crate::render::{Printer, Tone};
+use crate::team;
+use crate::timeline::LiveSink;
+use anyhow::{Context, Result};
+use loopward_core::{RunId, RunStatus};
+use loopward_runner::{Clock, RunSpec, SystemClock};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::{Arc, Mutex};
+
+/// Run the configured team on a task.
+#[derive(Debug, clap::Args)]
+#[command(after_help = "\
+Example:
+  loopward run --task \"Add a hello file\"
+
+Exit status: 0 completed · 3 a cap was reached · 4 strategies exhausted · 5 budget spent ·
+6 stopped by a gate · 7 waiting for `loopward approve` · 8 the ledger could not be written ·
+9 failed (backend error, script ran out) · 1 could not start (bad config, missing file).")]
+pub struct Args {
+    /// The config file.
+    #[arg(long, default_value = CONFIG_FILE)]
+    pub config: PathBuf,
+    /// The model backend (default: the config's `backend.kind`).
+    #[arg(long, value_enum)]
+    pub backend: Option<BackendKind>,
+    /// The fake backend's script (default: the config's `backend.script`).
+    #[arg(long)]
+    pub script: Option<PathBuf>,
+    /// The model: a GGUF file for llama, a model name for http backends.
+    #[arg(long)]
+    pub model: Option<String>,
+    /// The task (default: the config's `run.task`).
+    #[arg(long)]
+    pub task: Option<String>,
+    /// The run id (default: derived from the time); becomes the ledger folder's name.
+    #[arg(long)]
+    pub id: Option<String>,
+}
+
+/// The process exit code for a run status (see `loopward run --help`).
+pub fn exit_code(status: &RunStatus) -> u8 {
+    match status {
+        RunStatus::Completed => 0,
+        RunStatus::CapReached { .. } => 3,
+        RunStatus::Exhausted => 4,
+        RunStatus::BudgetExceeded { .. } => 5,
+        RunStatus::Stopped { .. } => 6,
+        RunStatus::AwaitingApproval { .. } => 7,
+        RunStatus::AuditFailed { .. } => 8,
+        _ => 9,
+    }
+}
+
+/// A run id from the clock: `run-YYYYMMDDTHHMMSS-mmm`.
+pub(crate) fn new_run_id(clock: &dyn Clock) -> RunId {
+    let ms = clock.now_millis();
+    let t = std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms);
+    let stamp: String = humantime::format_rfc3339_seconds(t)
+        .to_string()
+        .chars()
+        .filter(char::is_ascii_alphanumeric)
+        .collect();
+    RunId::new(format!("run-{stamp}-{:03}", ms % 1000)).unwrap_or_else(|| {
+        RunId::new("run").unwrap_or_else(|| unreachable!("\"run\" is a valid run id"))
+    })
+}
+
+pub(super) fn config_dir(config: &Path) -> PathBuf {
+    config
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .map_or_else(|| PathBuf::from("."), Path::to_path_buf)
+}
+
+pub(super) async fn run(args: Args) -> Result<ExitCode> {
+    let cfg = Config::load(&args.config)?;
+    let dir = config_dir(&args.config);
+    let workspace = cfg.workspace_dir(&args.config);
+    let runs_dir = workspace.join(&cfg.run.runs_dir);
+    let choice = Choice {
+        kind: args.backend,
+        script: args.script.clone(),
+        model: args.model.clone(),
+    };
+    let model = backend::model(&cfg, &dir, &choice)?;
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let runner = team::build(
+        &cfg,
+        &workspace,
+        model,
+        team::Options {
+            clock: clock.clone(),
+        },
+    )?;
+    let id = match &args.id {
+        Some(s) => RunId::new(s.clone()).with_context(|| {
+            format!("--id {s:?} is not a valid run id: use letters, digits, '-' and '_'")
+        })?,
+        None => new_run_id(&*clock),
+    };
+    let task = args
+        .task
+        .clone()
+        .or_else(|| cfg.run.task.clone())
+        .context("no task: pass --task \"…\" or set run.task in the config")?;
+    let ledger = FileLedger::create(&runs_dir, &id, clock.clone())?;
+    let run_dir = ledger::run_dir(&runs_dir, &id);
+    // Replay reads the config the run was made with from its folder.
+    std::fs::copy(&args.config, run_dir.join(CONFIG_FILE))
+        .with_context(|| format!("cannot copy the config into {}", run_dir.display()))?;
+    let out = Arc::new(Mutex::new(Printer::stdout()));
+    let sink = Arc::new(LiveSink::new(Arc::new(ledger), out.clone()));
+    {
+        let mut o = out.lock().unwrap_or_else(|p| p.into_inner());
+        o.line(
+            Tone::Title,
+            format!("run {id} · {}", cfg.backend.kind.as_str()),
+        );
+        o.line(Tone::Dim, format!("task: {task}"));
+    }
+    let report = runner
+        .run(RunSpec {
+            id: id.clone(),
+            task,
+            first: cfg.run.first.clone(),
+            audit: sink,
+            audit_location: Some(run_dir.clone()),
+        })
+        .await;
+    let mut o = out.lock().unwrap_or_else(|p| p.into_inner());
+    let tone = if report.status == RunStatus::Completed {
+        Tone::Ok
+    } else {
+        Tone::Refusal
+    };
+    o.line(
+        tone,
+        format!(
+            "{}: {} turns, {} handoffs, {} tokens",
+            report.status.label(),
+            report.turns,
+            report.handoffs.len(),
+            report.usage.total()
+        ),
+    );
+    if let RunStatus::Failed { error } | RunStatus::AuditFailed { error } = &report.status {
+        o.line(Tone::Refusal, format!("error: {error}"));
+    }
+    o.line(
+        Tone::Dim,
+        format!("ledger: {}", run_dir.join(ledger::EVENTS_FILE).display()),
+    );
+    o.flush();
+    Ok(ExitCode::from(exit_code(&report.status)))
+}

@@ -1,0 +1,89 @@
+//! Why a config file could not be loaded.
+
+use std::path::{Path, PathBuf};
+
+/// A config file that cannot be used. Every variant names the file, the key and what to do.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("{}: cannot read the config file: {why}\nwhat to do: run `loopward init` to write a starter loopward.toml, or pass --config <file>", .file.display())]
+    Read {
+        /// The file.
+        file: PathBuf,
+        /// The IO error.
+        why: String,
+    },
+    /// The file is not valid TOML or has a key of the wrong type or an unknown key.
+    #[error("{}: {key}: {problem}\nwhat to do: {fix}", .file.display())]
+    Syntax {
+        /// The file.
+        file: PathBuf,
+        /// The key (or `line L, column C` when no key is known).
+        key: String,
+        /// What the parser said.
+        problem: String,
+        /// What to do.
+        fix: String,
+    },
+    /// The file parses but breaks a rule.
+    #[error("{}: {key}: {problem}\nwhat to do: {fix}", .file.display())]
+    Invalid {
+        /// The file.
+        file: PathBuf,
+        /// The key, as a path (`agent[1].tools`, `territory[0].paths[2]`).
+        key: String,
+        /// What is wrong.
+        problem: String,
+        /// What to do.
+        fix: String,
+    },
+}
+
+impl ConfigError {
+    /// The key the error is about (`""` for a file that cannot be read).
+    pub fn key(&self) -> &str {
+        match self {
+            Self::Read { .. } => "",
+            Self::Syntax { key, .. } | Self::Invalid { key, .. } => key,
+        }
+    }
+
+    pub(crate) fn parse(file: &Path, source: &str, e: &toml::de::Error) -> Self {
+        let text = e.message().to_string();
+        let at = e.span().map(|s| line_col(source, s.start));
+        let key = match (unknown_key(&text), at) {
+            (Some(k), Some((l, c))) => format!("{k} (line {l}, column {c})"),
+            (Some(k), None) => k.to_string(),
+            (None, Some((l, c))) => format!("line {l}, column {c}"),
+            (None, None) => "(file)".to_string(),
+        };
+        let fix = if text.starts_with("unknown field") {
+            "remove or rename the key; `loopward init` writes a commented starter file listing every key"
+                .to_string()
+        } else {
+            "fix the value at that key; `loopward init` writes a commented starter file with an example of each"
+                .to_string()
+        };
+        Self::Syntax {
+            file: file.to_path_buf(),
+            key,
+            problem: text,
+            fix,
+        }
+    }
+}
+
+/// The key named by serde's "unknown field `x`" message.
+fn unknown_key(message: &str) -> Option<&str> {
+    let rest = message.strip_prefix("unknown field `")?;
+    rest.split('`').next()
+}
+
+/// 1-based line and column of a byte offset.
+fn line_col(source: &str, offset: usize) -> (usize, usize) {
+    let before = &source[..offset.min(source.len())];
+    let line = before.matches('\n').count() + 1;
+    let col = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+    (line, col)
+}

@@ -1,0 +1,1 @@
+//! The eight chapters of `loopward-demo`.

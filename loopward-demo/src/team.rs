@@ -1,0 +1,95 @@
+//! Assembles a runnable team from a [`Config`]: each agent's tools, its tool stack (gates) and
+//! its turn stack (layers), over one model service.
+//!
+//! ```
+//! use loopward_demo::{config::Config, team};
+//! use loopward_runner::model::{fake::{FakeModel, Script}, BoxModelService};
+//! let cfg = Config::parse("t.toml", r#"
+//!     [run]
+//!     first = "solo"
+//!     [[agent]]
+//!     name = "solo"
+//!     tools = ["write_file"]
+//! "#).unwrap();
+//! let dir = tempfile::tempdir().unwrap();
+//! let model = BoxModelService::new(FakeModel::new(Script::default()));
+//! let runner = team::build(&cfg, dir.path(), model, team::Options::default()).unwrap();
+//! assert_eq!(runner.team().len(), 1);
+//! ```
+
+use crate::config::Config;
+use anyhow::{Context, Result};
+use loopward_core::AgentId;
+use loopward_runner::model::BoxModelService;
+use loopward_runner::tool::ToolSet;
+use loopward_runner::tools::{EditFile, HandoffTool, ListDir, ReadFile, Shell, WriteFile};
+use loopward_runner::{BoxTurnService, Clock, LlmAgent, Runner, SystemClock, Workspace};
+use std::path::Path;
+use std::sync::Arc;
+
+/// What the caller decides beyond the config: the clock.
+#[derive(Clone)]
+pub struct Options {
+    /// The clock events are stamped with.
+    pub clock: Arc<dyn Clock>,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self {
+            clock: Arc::new(SystemClock),
+        }
+    }
+}
+
+impl std::fmt::Debug for Options {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Options").finish_non_exhaustive()
+    }
+}
+
+/// The named built-in tools, with `handoff` offering `team`.
+pub fn tool_set(names: &[String], team: &[AgentId]) -> ToolSet {
+    let mut set = ToolSet::new();
+    for n in names {
+        set = match n.as_str() {
+            "read_file" => set.with(ReadFile),
+            "write_file" => set.with(WriteFile),
+            "edit_file" => set.with(EditFile),
+            "list_dir" => set.with(ListDir),
+            "shell" => set.with(Shell::default()),
+            "handoff" => set.with(HandoffTool::new(team.to_vec())),
+            _ => set, // unreachable: the config refuses unknown tools
+        };
+    }
+    set
+}
+
+/// Builds the runner for `cfg` acting in `workspace`, every agent talking to `model`.
+pub fn build(
+    cfg: &Config,
+    workspace: &Path,
+    model: BoxModelService,
+    opts: Options,
+) -> Result<Runner> {
+    let ws = Workspace::new(workspace)
+        .with_context(|| format!("cannot use {} as the workspace", workspace.display()))?;
+    let team = cfg.team();
+    let mut runner = Runner::builder(ws).clock(opts.clock.clone());
+    if let Some(n) = cfg.limits.turns_per_run {
+        runner = runner.max_turns(n);
+    }
+    for a in &cfg.agents {
+        let mut agent = LlmAgent::builder(a.name.clone(), model.clone())
+            .system(&a.role)
+            .tools(tool_set(&a.tools, &team));
+        if let Some(n) = a.max_steps {
+            agent = agent.max_steps(n);
+        }
+        if let Some(n) = cfg.backend.max_tokens {
+            agent = agent.max_tokens(n);
+        }
+        runner = runner.agent(a.name.clone(), BoxTurnService::new(agent.build()))?;
+    }
+    Ok(runner.build()?)
+}
