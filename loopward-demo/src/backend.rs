@@ -65,3 +65,13 @@ fn real(
         kind.as_str()
     )
 }
+
+/// The llama backend over `model` (a GGUF file), configured by `cfg.backend`.
+pub fn llama(cfg: &Config, model: &Path) -> Result<BoxModelService> {
+    let choice = Choice {
+        kind: Some(BackendKind::Llama),
+        script: None,
+        model: Some(model.display().to_string()),
+    };
+    real(BackendKind::Llama, cfg, Path::new("."), &choice)
+}

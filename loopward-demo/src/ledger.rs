@@ -203,3 +203,113 @@ pub fn report(runs_dir: &Path, json: bool) -> anyhow::Result<String> {
         .collect::<Vec<_>>()
         .join("\n"))
 }
+
+/// Decisions of one gate (stand-in for the audit module's figures).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct GateFigures {
+    /// Allowed.
+    pub allowed: u64,
+    /// Denied.
+    pub denied: u64,
+    /// Allowed because an override was consumed.
+    pub overridden: u64,
+    /// Advisory would-be denials.
+    pub warned: u64,
+}
+
+/// Whether agents went ahead with warned actions.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct AdvisoryCompliance {
+    /// Calls warned.
+    pub warned_calls: u64,
+    /// Calls not gone ahead with.
+    pub heeded: u64,
+    /// Calls gone ahead with.
+    pub ignored: u64,
+}
+
+/// One run's figures, from its ledger alone (stand-in).
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct RunFigures {
+    /// The run.
+    pub run: String,
+    /// How it ended.
+    pub status: Option<loopward_core::RunStatus>,
+    /// Turns started.
+    pub turns: u64,
+    /// Handoffs registered.
+    pub handoffs: Vec<loopward_core::Handoff>,
+    /// Per gate.
+    pub gates: std::collections::BTreeMap<String, GateFigures>,
+    /// Advisory compliance.
+    pub advisory: AdvisoryCompliance,
+    /// Consumed overrides (id, reason).
+    pub overrides: Vec<(String, String)>,
+    /// Writes inside a territory by a non-owner that stand (path).
+    pub unauthorised_writes: Vec<String>,
+    /// Violations recorded.
+    pub violations: u64,
+}
+
+/// Folds a run folder's ledger into its figures.
+pub fn run_figures(run_dir: &Path) -> Result<RunFigures, LedgerError> {
+    use loopward_core::{Decision, EffectStatus};
+    let recs = read(run_dir)?;
+    let mut f = RunFigures {
+        run: recs
+            .first()
+            .map(|r| r.scope.run.to_string())
+            .unwrap_or_default(),
+        ..RunFigures::default()
+    };
+    let mut warned = Vec::new();
+    for r in &recs {
+        match &r.event {
+            AuditEvent::TurnStarted { .. } => f.turns += 1,
+            AuditEvent::GateDecision {
+                call_id,
+                gate,
+                decision,
+                ..
+            } => {
+                let g = f.gates.entry(gate.clone()).or_default();
+                match decision {
+                    Decision::Allow => g.allowed += 1,
+                    Decision::Deny(_) => g.denied += 1,
+                    Decision::Override { .. } => g.overridden += 1,
+                    Decision::Warn(_) => {
+                        g.warned += 1;
+                        warned.extend(call_id.clone());
+                    }
+                }
+            }
+            AuditEvent::OverrideConsumed { id, reason, .. } => {
+                f.overrides.push((id.clone(), reason.clone()))
+            }
+            AuditEvent::ToolFinished {
+                call_id,
+                is_error,
+                effects,
+                ..
+            } if warned.contains(call_id) => {
+                f.advisory.warned_calls += 1;
+                let ok: Vec<_> = effects
+                    .iter()
+                    .filter(|e| e.status == EffectStatus::Ok)
+                    .collect();
+                if !*is_error && !ok.is_empty() {
+                    f.advisory.ignored += 1;
+                    f.unauthorised_writes
+                        .extend(ok.iter().map(|e| e.path.clone()));
+                } else {
+                    f.advisory.heeded += 1;
+                }
+            }
+            AuditEvent::Violation { .. } => f.violations += 1,
+            AuditEvent::HandoffRegistered(h) => f.handoffs.push(h.clone()),
+            AuditEvent::RunEnded { status, .. } => f.status = Some(status.clone()),
+            _ => {}
+        }
+    }
+    Ok(f)
+}

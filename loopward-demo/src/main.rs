@@ -1,81 +1,73 @@
-//! `cargo run -p loopward-demo`: loopward's story, offline, on the scripted fake backend.
+//! `cargo run -p loopward-demo`: loopward's lessons acted out by a scripted team, offline, in
+//! a few seconds. The chapters live in `loopward_demo::demo`.
 
-#![allow(clippy::print_stdout, clippy::print_stderr)]
+#![allow(clippy::print_stderr)]
 
-use anyhow::{Context, Result};
-use loopward_core::{AgentId, RunId};
-use loopward_runner::audit::MemorySink;
-use loopward_runner::model::fake::{FakeModel, Script};
-use loopward_runner::model::BoxModelService;
-use loopward_runner::{tools, BoxTurnService, LlmAgent, RunSpec, Runner, Workspace};
-use serde_json::json;
-use std::sync::Arc;
+use clap::Parser;
+use loopward_demo::demo::{self, DemoBackend, GateAnswer, Options};
+use loopward_demo::render::Printer;
+use std::path::PathBuf;
+use std::process::ExitCode;
 
-fn agent(name: &str) -> AgentId {
-    AgentId::new(name).expect("demo agent names are valid")
+/// loopward demo: a scripted team acting out each lesson, offline, no keys.
+#[derive(Debug, Parser)]
+#[command(
+    name = "loopward-demo",
+    version,
+    after_help = "Examples:\n  cargo run -p loopward-demo\n  cargo run -p loopward-demo -- --gate interactive\n  cargo run -p loopward-demo --features llama -- --backend llama --model models/SmolLM2-135M-Instruct-Q8_0.gguf"
+)]
+struct Args {
+    /// The model backend: the scripted fake (default) or a local GGUF model.
+    #[arg(long, value_enum, default_value = "fake")]
+    backend: BackendArg,
+    /// The GGUF file, with --backend llama.
+    #[arg(long, required_if_eq("backend", "llama"))]
+    model: Option<PathBuf>,
+    /// How chapter 8's stop-gate is answered.
+    #[arg(long, value_enum, default_value = "auto")]
+    gate: GateAnswer,
+    /// Where to put the scratch workspace and the runs (default: a new temporary folder).
+    #[arg(long)]
+    dir: Option<PathBuf>,
+    /// Play only these chapters (1–8), e.g. `--chapter 1 --chapter 6`.
+    #[arg(long = "chapter", value_parser = clap::value_parser!(u8).range(1..=8))]
+    chapters: Vec<u8>,
 }
 
-#[tokio::main(flavor = "current_thread")]
-async fn main() -> Result<()> {
-    let scratch = tempfile::tempdir().context("could not create a scratch workspace")?;
-    let (planner, builder, reviewer) = (agent("planner"), agent("builder"), agent("reviewer"));
-    let team = vec![planner.clone(), builder.clone(), reviewer.clone()];
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+enum BackendArg {
+    Fake,
+    Llama,
+}
 
-    let mut script = Script::default();
-    script
-        .call(&planner, "write_file", json!({"path": "plan.md", "content": "# Plan\n1. add greet()\n"}))
-        .call(&planner, "handoff", json!({"to": "builder", "message": "plan.md has the plan"}))
-        .call(&builder, "write_file", json!({"path": "src/greet.rs", "content": "pub fn greet() -> &'static str { \"hello\" }\n"}))
-        .call(&builder, "handoff", json!({"to": "reviewer", "message": "greet() is in src/greet.rs"}))
-        .call(&reviewer, "read_file", json!({"path": "src/greet.rs"}))
-        .say(&reviewer, "Looks right. Done.");
-    let model = BoxModelService::new(FakeModel::new(script));
-
-    let mut runner = Runner::builder(Workspace::new(scratch.path())?);
-    for name in &team {
-        let a = LlmAgent::builder(name.clone(), model.clone())
-            .tools(tools::builtin(&team))
-            .build();
-        runner = runner.agent(name.clone(), BoxTurnService::new(a))?;
+fn main() -> ExitCode {
+    let args = Args::parse();
+    let backend = match (args.backend, args.model) {
+        (BackendArg::Llama, Some(model)) => DemoBackend::Llama { model },
+        _ => DemoBackend::Fake,
+    };
+    let opts = Options {
+        dir: args.dir,
+        gate: args.gate,
+        backend,
+        chapters: args.chapters,
+    };
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let out = demo::shared(Printer::stdout());
+    match rt.block_on(demo::run(opts, out)) {
+        Ok(_) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
     }
-    let runner = runner.build()?;
-    let sink = Arc::new(MemorySink::default());
-    println!("loopward demo — a scripted team on the offline fake backend\n");
-    let report = runner
-        .run_observed(
-            RunSpec {
-                id: RunId::new("demo").context("run id")?,
-                task: "add a greet() function".into(),
-                first: planner,
-                audit: sink.clone(),
-                audit_location: None,
-            },
-            |ev| match ev.outcome {
-                Ok(o) => {
-                    println!("turn {} · {}", ev.turn, ev.agent);
-                    for e in &o.effects {
-                        println!("    wrote {}", e.path);
-                    }
-                    if let Some(h) = &o.handoff {
-                        println!("  ↪ handoff → {}", h.to);
-                    }
-                }
-                Err(status) => println!(
-                    "turn {} · {} stopped: {}",
-                    ev.turn,
-                    ev.agent,
-                    status.label()
-                ),
-            },
-        )
-        .await;
-    println!(
-        "\nrun {}: {} after {} turns, {} handoffs, {} audit events",
-        report.run,
-        report.status.label(),
-        report.turns,
-        report.handoffs.len(),
-        sink.events().len()
-    );
-    Ok(())
 }

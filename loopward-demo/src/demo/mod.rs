@@ -1,1 +1,313 @@
-//! The eight chapters of `loopward-demo`.
+//! The eight chapters of `loopward-demo`: a scripted team acting out each lesson loopward is
+//! built on, in a scratch workspace, on the offline fake backend.
+//!
+//! Every run writes a ledger under the scratch folder's `runs/`; every figure a chapter prints
+//! is computed from those ledgers after the run, by the same code as `loopward report`.
+//! The fake agents are scripted to behave as agents were observed to behave: a warning did not
+//! stop them.
+
+mod ch1_advisory;
+mod ch2_override;
+mod ch3_sprawl;
+mod ch4_review;
+mod ch5_one_handoff;
+mod ch6_shell;
+mod ch7_anti_loop;
+mod ch8_stop_gate;
+mod team;
+
+use crate::config::Config;
+use crate::ledger::{self, FileLedger, RunFigures};
+use crate::render::{Printer, Tone};
+use crate::timeline::{LiveSink, SharedPrinter};
+use anyhow::{Context, Result};
+use loopward_core::{AgentId, RunId};
+use loopward_runner::model::fake::{FakeModel, Script};
+use loopward_runner::model::BoxModelService;
+use loopward_runner::{ManualClock, RunSpec};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+/// When every demo run's clock starts: 2026-01-01T00:00:00Z, so ledgers are byte-identical
+/// from one demo to the next.
+pub const DEMO_EPOCH_MILLIS: u64 = 1_767_225_600_000;
+
+/// How the stop-gate of chapter 8 gets its answer.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum GateAnswer {
+    /// Approve automatically, and log that it did.
+    #[default]
+    Auto,
+    /// Ask on the terminal.
+    Interactive,
+}
+
+/// Which model plays the team.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum DemoBackend {
+    /// Each chapter's script, on the fake backend.
+    #[default]
+    Fake,
+    /// A real local model (GGUF), through the llama backend.
+    Llama {
+        /// The model file.
+        model: PathBuf,
+    },
+}
+
+/// What `loopward-demo` was asked for.
+#[derive(Clone, Debug, Default)]
+pub struct Options {
+    /// Where the scratch workspace goes (default: a new temporary folder, kept afterwards).
+    pub dir: Option<PathBuf>,
+    /// Chapter 8's stop-gate.
+    pub gate: GateAnswer,
+    /// The model.
+    pub backend: DemoBackend,
+    /// Only these chapters (1–8); empty: all.
+    pub chapters: Vec<u8>,
+}
+
+/// Where the demo left its files.
+#[derive(Clone, Debug)]
+pub struct Summary {
+    /// The scratch folder.
+    pub scratch: PathBuf,
+    /// Its runs folder, one ledger per run.
+    pub runs_dir: PathBuf,
+}
+
+/// What chapters share: the printer, the scratch folder, the model choice.
+pub(crate) struct Stage<W: Write + Send + 'static> {
+    out: SharedPrinter<W>,
+    scratch: PathBuf,
+    runs_dir: PathBuf,
+    opts: Options,
+}
+
+/// One scripted run of a chapter.
+pub(crate) struct Act<'a> {
+    /// The fixed run id.
+    pub run: &'a str,
+    /// The workspace folder's name under `work/` (default: the run id); runs that share one
+    /// see each other's files.
+    pub workspace: Option<&'a str>,
+    /// The task the person gives.
+    pub task: &'a str,
+    /// The first agent.
+    pub first: &'a str,
+    /// The team's config (`loopward.toml` text).
+    pub config: String,
+    /// What the fake agents do.
+    pub script: Script,
+}
+
+/// A run as the ledger tells it.
+pub(crate) struct Played {
+    /// Its figures.
+    pub figures: RunFigures,
+    /// Its workspace.
+    pub workspace: PathBuf,
+}
+
+pub(crate) fn agent(name: &str) -> AgentId {
+    AgentId::new(name).unwrap_or_else(|e| unreachable!("demo agent names are valid: {e}"))
+}
+
+impl<W: Write + Send + 'static> Stage<W> {
+    pub(crate) fn say(&self, tone: Tone, text: impl AsRef<str>) {
+        self.out
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .line(tone, text);
+    }
+
+    pub(crate) fn blank(&self) {
+        self.out.lock().unwrap_or_else(|p| p.into_inner()).blank();
+    }
+
+    fn chapter(&self, n: u8, title: &str, lesson: &str) {
+        let mut o = self.out.lock().unwrap_or_else(|p| p.into_inner());
+        o.blank();
+        o.title(&format!("Chapter {n} · {title}"));
+        for l in lesson.lines() {
+            o.line(Tone::Dim, l);
+        }
+    }
+
+    /// The workspace of a run: a fresh folder under the scratch folder.
+    pub(crate) fn workspace(&self, run: &str) -> PathBuf {
+        self.scratch.join("work").join(run)
+    }
+
+    /// Plays one run and reads its figures back from its ledger.
+    pub(crate) async fn act(&self, act: Act<'_>) -> Result<Played> {
+        let run = RunId::new(act.run).context("demo run ids are valid")?;
+        let workspace = self.workspace(act.workspace.unwrap_or(act.run));
+        std::fs::create_dir_all(&workspace)
+            .with_context(|| format!("cannot create {}", workspace.display()))?;
+        let config_path = self
+            .scratch
+            .join("config")
+            .join(format!("{}.toml", act.run));
+        if let Some(parent) = config_path.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        std::fs::write(&config_path, &act.config)?;
+        let cfg = Config::parse(&config_path, &act.config)?;
+        let model = match &self.opts.backend {
+            DemoBackend::Fake => BoxModelService::new(FakeModel::new(act.script)),
+            DemoBackend::Llama { model } => crate::backend::llama(&cfg, model)?,
+        };
+        let clock = Arc::new(ManualClock::new(DEMO_EPOCH_MILLIS));
+        let runner = crate::team::build(
+            &cfg,
+            &workspace,
+            model,
+            crate::team::Options {
+                clock: clock.clone(),
+            },
+        )?;
+        let ledger = FileLedger::create(&self.runs_dir, &run, clock)?;
+        let sink = Arc::new(LiveSink::new(Arc::new(ledger), self.out.clone()));
+        self.say(Tone::Dim, format!("  ▸ run {run}: “{}”", act.task));
+        runner
+            .run(RunSpec {
+                id: run.clone(),
+                task: act.task.into(),
+                first: agent(act.first),
+                audit: sink,
+                audit_location: Some(ledger::run_dir(&self.runs_dir, &run)),
+            })
+            .await;
+        let figures = ledger::run_figures(&ledger::run_dir(&self.runs_dir, &run))?;
+        Ok(Played { figures, workspace })
+    }
+}
+
+/// Plays the demo, printing into `out`.
+pub async fn run<W: Write + Send + 'static>(
+    opts: Options,
+    out: SharedPrinter<W>,
+) -> Result<Summary> {
+    let scratch = match &opts.dir {
+        Some(d) => {
+            std::fs::create_dir_all(d).with_context(|| format!("cannot create {}", d.display()))?;
+            d.clone()
+        }
+        None => tempfile::Builder::new()
+            .prefix("loopward-demo-")
+            .tempdir()
+            .context("cannot create a scratch folder")?
+            .keep(),
+    };
+    let runs_dir = scratch.join("runs");
+    let stage = Stage {
+        out,
+        scratch: scratch.clone(),
+        runs_dir: runs_dir.clone(),
+        opts,
+    };
+    intro(&stage);
+    let wants = |n: u8| stage.opts.chapters.is_empty() || stage.opts.chapters.contains(&n);
+    if wants(1) {
+        stage.chapter(1, ch1_advisory::TITLE, ch1_advisory::LESSON);
+        ch1_advisory::play(&stage).await?;
+    }
+    if wants(2) {
+        stage.chapter(2, ch2_override::TITLE, ch2_override::LESSON);
+        ch2_override::play(&stage).await?;
+    }
+    if wants(3) {
+        stage.chapter(3, ch3_sprawl::TITLE, ch3_sprawl::LESSON);
+        ch3_sprawl::play(&stage).await?;
+    }
+    if wants(4) {
+        stage.chapter(4, ch4_review::TITLE, ch4_review::LESSON);
+        ch4_review::play(&stage).await?;
+    }
+    if wants(5) {
+        stage.chapter(5, ch5_one_handoff::TITLE, ch5_one_handoff::LESSON);
+        ch5_one_handoff::play(&stage).await?;
+    }
+    if wants(6) {
+        stage.chapter(6, ch6_shell::TITLE, ch6_shell::LESSON);
+        ch6_shell::play(&stage).await?;
+    }
+    if wants(7) {
+        stage.chapter(7, ch7_anti_loop::TITLE, ch7_anti_loop::LESSON);
+        ch7_anti_loop::play(&stage).await?;
+    }
+    if wants(8) {
+        stage.chapter(8, ch8_stop_gate::TITLE, ch8_stop_gate::LESSON);
+        ch8_stop_gate::play(&stage).await?;
+    }
+    outro(&stage)?;
+    Ok(Summary { scratch, runs_dir })
+}
+
+fn intro<W: Write + Send + 'static>(stage: &Stage<W>) {
+    let mut o = stage.out.lock().unwrap_or_else(|p| p.into_inner());
+    o.title("loopward demo — the lessons, acted out by a scripted team");
+    let backend = match &stage.opts.backend {
+        DemoBackend::Fake => "the offline fake backend (no keys, no network)".to_string(),
+        DemoBackend::Llama { model } => format!("a local model, {}", model.display()),
+    };
+    o.line(
+        Tone::Plain,
+        format!(
+            "Team: root (coordinator), planner, builder, auditor, tester, scribe — on {backend}."
+        ),
+    );
+    if stage.opts.backend == DemoBackend::Fake {
+        o.line(
+            Tone::Plain,
+            "The fake agents are scripted to behave as agents were observed to behave: a warning",
+        );
+        o.line(
+            Tone::Plain,
+            "did not stop them. What the rules do about it is not scripted: the gates decide.",
+        );
+    }
+    o.line(
+        Tone::Plain,
+        "Every figure below is computed from the runs' ledgers, not written into the script.",
+    );
+}
+
+fn outro<W: Write + Send + 'static>(stage: &Stage<W>) -> Result<()> {
+    let table = ledger::report(&stage.runs_dir, false)?;
+    let mut o = stage.out.lock().unwrap_or_else(|p| p.into_inner());
+    o.blank();
+    o.title("Compliance, computed from the ledgers (the same code as `loopward report`)");
+    o.block(Tone::Plain, &table);
+    o.blank();
+    o.line(
+        Tone::Plain,
+        format!("Audit files: {}", stage.runs_dir.display()),
+    );
+    o.line(
+        Tone::Dim,
+        "  each run: events.jsonl (the ledger) · check one with `loopward verify <run-dir>`",
+    );
+    o.line(
+        Tone::Dim,
+        format!(
+            "  figures again: loopward report {}",
+            stage.runs_dir.display()
+        ),
+    );
+    o.flush();
+    Ok(())
+}
+
+/// The demo's own runs folder under a scratch folder.
+pub fn runs_dir(scratch: &Path) -> PathBuf {
+    scratch.join("runs")
+}
+
+/// A printer shared with the live timeline.
+pub fn shared<W: Write + Send>(p: Printer<W>) -> SharedPrinter<W> {
+    Arc::new(Mutex::new(p))
+}

@@ -1,0 +1,119 @@
+//! Chapter 2: deny, deny, then a person's one-shot override — exactly one write goes through.
+
+use super::{agent, team, Act, Stage};
+use crate::render::Tone;
+use anyhow::Result;
+use loopward_runner::model::fake::Script;
+use serde_json::json;
+use std::io::Write;
+
+pub(super) const TITLE: &str = "Deny, deny, override";
+pub(super) const LESSON: &str = "\
+The builder needs a fix in plan.md, which the planner owns. It is refused twice. A person then
+grants a one-shot override with a reason: one write goes through, and the next is refused again.";
+
+const WORKSPACE: &str = "ch2";
+const AGENT: &str = "builder";
+const PATH: &str = "plan.md";
+const REASON: &str = "step 2 names the wrong file; the planner is away and agreed";
+
+fn blocked_script() -> Script {
+    let builder = agent(AGENT);
+    let mut s = Script::default();
+    s.call(
+        &builder,
+        "edit_file",
+        json!({"path": PATH, "old": "src/greet.py", "new": "src/greet.rs"}),
+    )
+    .call(
+        &builder,
+        "write_file",
+        json!({"path": PATH, "content": "# Plan\n1. add greet()\n2. write src/greet.rs\n"}),
+    )
+    .say(
+        &builder,
+        "plan.md is the planner's; I need a person to let me fix step 2.",
+    );
+    s
+}
+
+fn override_script() -> Script {
+    let builder = agent(AGENT);
+    let mut s = Script::default();
+    s.call(
+        &builder,
+        "edit_file",
+        json!({"path": PATH, "old": "src/greet.py", "new": "src/greet.rs"}),
+    )
+    .call(
+        &builder,
+        "edit_file",
+        json!({"path": PATH, "old": "add greet()", "new": "add greet() and farewell()"}),
+    )
+    .say(
+        &builder,
+        "Step 2 is fixed; the rest of plan.md is the planner's.",
+    );
+    s
+}
+
+pub(super) async fn play<W: Write + Send + 'static>(stage: &Stage<W>) -> Result<()> {
+    let ws = stage.workspace(WORKSPACE);
+    std::fs::create_dir_all(&ws)?;
+    std::fs::write(
+        ws.join(PATH),
+        "# Plan\n1. add greet()\n2. write src/greet.py\n",
+    )?;
+    let first = stage
+        .act(Act {
+            run: "ch2-denied",
+            workspace: Some(WORKSPACE),
+            task: "Fix step 2 of plan.md: the file is src/greet.rs.",
+            first: AGENT,
+            config: team::config(""),
+            script: blocked_script(),
+        })
+        .await?;
+    let denied: u64 = first.figures.gates.values().map(|g| g.denied).sum();
+    stage.say(
+        Tone::Plain,
+        format!("  {denied} refusals; plan.md is unchanged."),
+    );
+    stage.blank();
+    stage.say(
+        Tone::Title,
+        format!("  $ loopward override grant --agent {AGENT} --path {PATH} --ttl 10m --reason \"{REASON}\""),
+    );
+    let id = crate::team::grant_override(
+        &ws,
+        AGENT,
+        PATH,
+        REASON,
+        std::time::Duration::from_secs(600),
+    )?;
+    stage.say(
+        Tone::Dim,
+        format!("    granted {id}: one write, by {AGENT}, to {PATH}"),
+    );
+    let second = stage
+        .act(Act {
+            run: "ch2-override",
+            workspace: Some(WORKSPACE),
+            task: "Fix step 2 of plan.md: the file is src/greet.rs.",
+            first: AGENT,
+            config: team::config(""),
+            script: override_script(),
+        })
+        .await?;
+    let f = &second.figures;
+    let overridden: u64 = f.gates.values().map(|g| g.overridden).sum();
+    let denied: u64 = f.gates.values().map(|g| g.denied).sum();
+    stage.say(
+        Tone::Ok,
+        format!(
+            "  {overridden} write went through on the override ({} consumed, reason logged); the next was refused ({denied} refusal)",
+            f.overrides.len()
+        ),
+    );
+    Ok(())
+}

@@ -1,0 +1,56 @@
+//! Chapter 4: after touching src/**, the builder's handoff must go to the auditor.
+
+use super::{agent, team, Act, Stage};
+use crate::render::Tone;
+use anyhow::Result;
+use loopward_runner::model::fake::Script;
+use serde_json::json;
+use std::io::Write;
+
+pub(super) const TITLE: &str = "Review gate";
+pub(super) const LESSON: &str = "\
+The builder changes src/greet.rs and hands straight to the tester. The review gate, armed by
+that change, refuses with a correctable error; the builder hands off to the auditor instead.";
+
+fn script() -> Script {
+    let (b, a, t) = (agent("builder"), agent("auditor"), agent("tester"));
+    let mut s = Script::default();
+    s.call(&b, "write_file", json!({"path": "src/greet.rs", "content": "pub fn greet() -> &'static str { \"hello\" }\n"}))
+        .call(&b, "handoff", json!({"to": "tester", "message": "greet() is in; please test it."}))
+        .call(&b, "handoff", json!({"to": "auditor", "message": "greet() is in src/greet.rs; please review."}))
+        .call(&a, "read_file", json!({"path": "src/greet.rs"}))
+        .call(&a, "handoff", json!({"to": "tester", "message": "Reviewed: greet() is right. Please test."}))
+        .say(&t, "greet() returns \"hello\". Tests pass.");
+    s
+}
+
+pub(super) async fn play<W: Write + Send + 'static>(stage: &Stage<W>) -> Result<()> {
+    let played = stage
+        .act(Act {
+            run: "ch4-review",
+            workspace: None,
+            task: "Add greet() and get it tested.",
+            first: "builder",
+            config: team::config(""),
+            script: script(),
+        })
+        .await?;
+    let f = &played.figures;
+    let review: u64 = f
+        .gates
+        .iter()
+        .filter(|(g, _)| g.starts_with("review"))
+        .map(|(_, g)| g.denied)
+        .sum();
+    let path: Vec<&str> = std::iter::once("builder")
+        .chain(f.handoffs.iter().map(|h| h.to.as_str()))
+        .collect();
+    stage.say(
+        Tone::Ok,
+        format!(
+            "  review gate: {review} refusal; the work went {}",
+            path.join(" → ")
+        ),
+    );
+    Ok(())
+}
