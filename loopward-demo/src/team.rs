@@ -20,24 +20,29 @@
 use crate::config::Config;
 use anyhow::{Context, Result};
 use loopward_core::AgentId;
+use loopward_runner::gates::{ControlFiles, OverrideStore, Policy, PolicyLayer};
 use loopward_runner::model::BoxModelService;
-use loopward_runner::tool::ToolSet;
+use loopward_runner::tool::{BoxToolService, ToolExecutor, ToolSet};
 use loopward_runner::tools::{EditFile, HandoffTool, ListDir, ReadFile, Shell, WriteFile};
 use loopward_runner::{BoxTurnService, Clock, LlmAgent, Runner, SystemClock, Workspace};
 use std::path::Path;
 use std::sync::Arc;
 
-/// What the caller decides beyond the config: the clock.
+/// What the caller decides beyond the config.
 #[derive(Clone)]
 pub struct Options {
     /// The clock events are stamped with.
     pub clock: Arc<dyn Clock>,
+    /// The config file, workspace-relative (`""` when it lies outside the workspace); a control
+    /// file no agent may write.
+    pub config_file: String,
 }
 
 impl Default for Options {
     fn default() -> Self {
         Self {
             clock: Arc::new(SystemClock),
+            config_file: crate::config::CONFIG_FILE.into(),
         }
     }
 }
@@ -75,6 +80,9 @@ pub fn build(
     let ws = Workspace::new(workspace)
         .with_context(|| format!("cannot use {} as the workspace", workspace.display()))?;
     let team = cfg.team();
+    let control = ControlFiles::new(&opts.config_file, &cfg.run.runs_dir.to_string_lossy());
+    let policy = Policy::with_control(&cfg.policy(), ws.clone(), control)?;
+    let tool_stack = PolicyLayer::new(policy).wrap(BoxToolService::new(ToolExecutor));
     let mut runner = Runner::builder(ws).clock(opts.clock.clone());
     if let Some(n) = cfg.limits.turns_per_run {
         runner = runner.max_turns(n);
@@ -82,7 +90,8 @@ pub fn build(
     for a in &cfg.agents {
         let mut agent = LlmAgent::builder(a.name.clone(), model.clone())
             .system(&a.role)
-            .tools(tool_set(&a.tools, &team));
+            .tools(tool_set(&a.tools, &team))
+            .tool_stack(tool_stack.clone());
         if let Some(n) = a.max_steps {
             agent = agent.max_steps(n);
         }
@@ -94,14 +103,21 @@ pub fn build(
     Ok(runner.build()?)
 }
 
-/// Grants a one-shot override in `workspace`'s `.loopward/overrides/`; returns its id.
+/// Grants a one-shot override in `workspace`'s `.loopward/overrides/` (at most `max_ttl`);
+/// returns the sentinel's id.
 pub fn grant_override(
     workspace: &Path,
     agent: &str,
     path: &str,
     reason: &str,
     ttl: std::time::Duration,
+    max_ttl: std::time::Duration,
+    clock: &dyn Clock,
 ) -> Result<String> {
-    let _ = (workspace, agent, path, reason, ttl);
-    anyhow::bail!("overrides need the gates module")
+    let ws = Workspace::new(workspace)
+        .with_context(|| format!("cannot use {} as the workspace", workspace.display()))?;
+    let agent = AgentId::new(agent)?;
+    let target = ws.resolve(path)?;
+    let store = OverrideStore::for_workspace(&ws).max_ttl(max_ttl);
+    Ok(store.grant(&agent, &target, reason, ttl, clock)?.id)
 }

@@ -30,6 +30,7 @@ use std::sync::{Arc, Mutex};
 #[derive(Debug, Default)]
 pub struct Timeline {
     refused_calls: Vec<String>,
+    handoff_refusal_shown: bool,
 }
 
 /// A short form of a tool call's arguments: its path, command or target.
@@ -93,6 +94,7 @@ impl Timeline {
                     if let Some(id) = call_id {
                         self.refused_calls.push(id.clone());
                     }
+                    self.handoff_refusal_shown = gate == "one_handoff";
                 }
                 Decision::Override { id, reason } => out.line(
                     Tone::Warn,
@@ -138,10 +140,17 @@ impl Timeline {
                 format!("    ✗ violation: {path} — {reason}; {remedy}"),
             ),
             AuditEvent::HandoffRegistered(h) => out.handoff(h.from.as_str(), h.to.as_str()),
-            AuditEvent::HandoffRefused { to, standing } => out.line(
-                Tone::Refusal,
-                format!("    ✗ second handoff → {to} refused: the handoff → {standing} stands"),
-            ),
+            // The gate's refusal already said it, when a gate made it.
+            AuditEvent::HandoffRefused { to, standing } => {
+                if !std::mem::take(&mut self.handoff_refusal_shown) {
+                    out.line(
+                        Tone::Refusal,
+                        format!(
+                            "    ✗ second handoff → {to} refused: the handoff → {standing} stands"
+                        ),
+                    );
+                }
+            }
             AuditEvent::LayerDecision {
                 layer,
                 decision,

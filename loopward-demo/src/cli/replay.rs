@@ -153,6 +153,7 @@ pub(super) async fn run(args: Args) -> Result<ExitCode> {
         model,
         team::Options {
             clock: Arc::new(ManualClock::new(0)),
+            ..team::Options::default()
         },
     )?;
     let sink = Arc::new(MemorySink::default());

@@ -97,6 +97,7 @@ pub(super) async fn run(args: Args) -> Result<ExitCode> {
         model,
         team::Options {
             clock: clock.clone(),
+            ..team::Options::default()
         },
     )?;
     let id = match &args.id {

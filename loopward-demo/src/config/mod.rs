@@ -43,7 +43,10 @@ mod validate;
 
 pub use backend::{BackendConfig, BackendKind, PriceConfig};
 pub use error::ConfigError;
-pub use policy::{GatesConfig, LimitsConfig, ReviewGateConfig, SprawlConfig, TerritoryConfig};
+pub use policy::{
+    GatesConfig, LimitsConfig, OverridesConfig, PolicyConfig, ReviewConfig, ShellWatchConfig,
+    SprawlConfig, TerritoryConfig,
+};
 
 use loopward_core::AgentId;
 use serde::{Deserialize, Serialize};
@@ -81,9 +84,12 @@ pub struct Config {
     /// `[[territory]]`: paths only their owners may write.
     #[serde(rename = "territory", default)]
     pub territories: Vec<TerritoryConfig>,
-    /// `[gates]`: the sprawl gate, review gates and gate modes.
+    /// `[gates]`: the sprawl gate, review gates and the shell watch.
     #[serde(default)]
     pub gates: GatesConfig,
+    /// `[overrides]`: one-shot override settings (the longest TTL).
+    #[serde(default)]
+    pub overrides: OverridesConfig,
     /// `[limits]`: caps, budgets and timeouts.
     #[serde(default)]
     pub limits: LimitsConfig,
@@ -147,6 +153,15 @@ impl Config {
             fix,
         })?;
         Ok(cfg)
+    }
+
+    /// The gate sections, as the gates module takes them.
+    pub fn policy(&self) -> PolicyConfig {
+        PolicyConfig {
+            territory: self.territories.clone(),
+            gates: self.gates.clone(),
+            overrides: self.overrides.clone(),
+        }
     }
 
     /// The agent names, in configuration order.

@@ -84,13 +84,9 @@ pub(super) async fn play<W: Write + Send + 'static>(stage: &Stage<W>) -> Result<
         Tone::Title,
         format!("  $ loopward override grant --agent {AGENT} --path {PATH} --ttl 10m --reason \"{REASON}\""),
     );
-    let id = crate::team::grant_override(
-        &ws,
-        AGENT,
-        PATH,
-        REASON,
-        std::time::Duration::from_secs(600),
-    )?;
+    let ttl = std::time::Duration::from_secs(600);
+    let clock = loopward_runner::ManualClock::new(super::DEMO_EPOCH_MILLIS);
+    let id = crate::team::grant_override(&ws, AGENT, PATH, REASON, ttl, ttl, &clock)?;
     stage.say(
         Tone::Dim,
         format!("    granted {id}: one write, by {AGENT}, to {PATH}"),

@@ -45,9 +45,8 @@ pub(super) async fn play<W: Write + Send + 'static>(stage: &Stage<W>) -> Result<
     stage.say(
         Tone::Ok,
         format!(
-            "  sprawl gate: {} refusal, {} allowed; src/eval.rs {} after the plan",
+            "  sprawl gate: {} refusal; src/eval.rs {} after the plan",
             sprawl.denied,
-            sprawl.allowed,
             if eval_written {
                 "written"
             } else {

@@ -167,6 +167,7 @@ impl<W: Write + Send + 'static> Stage<W> {
             model,
             crate::team::Options {
                 clock: clock.clone(),
+                config_file: String::new(),
             },
         )?;
         let ledger = FileLedger::create(&self.runs_dir, &run, clock)?;
