@@ -7,7 +7,7 @@
 //! with the config the run was made with (copied into the run folder by `loopward run`).
 
 use crate::config::{Config, CONFIG_FILE};
-use crate::ledger::{self, Record};
+use crate::ledger;
 use crate::render::{Printer, Tone};
 use crate::team;
 use anyhow::{bail, Context, Result};
@@ -114,12 +114,8 @@ pub fn decisions(records: &[(Scope, AuditEvent)]) -> Vec<String> {
         .collect()
 }
 
-fn pairs(records: Vec<Record>) -> Vec<(Scope, AuditEvent)> {
-    records.into_iter().map(|r| (r.scope, r.event)).collect()
-}
-
 pub(super) async fn run(args: Args) -> Result<ExitCode> {
-    let recorded = pairs(ledger::read(&args.run_dir)?);
+    let recorded = ledger::events(&args.run_dir)?;
     let config_path = args
         .config
         .clone()

@@ -21,7 +21,12 @@ pub struct Args {
 }
 
 pub(super) fn run(args: &Args) -> Result<ExitCode> {
-    let text = crate::ledger::report(&args.runs_dir, args.json)?;
+    let report = crate::ledger::report(&args.runs_dir)?;
+    let text = if args.json {
+        report.to_json()
+    } else {
+        report.to_table()
+    };
     let mut out = crate::render::Printer::stdout();
     out.block(crate::render::Tone::Plain, &text);
     Ok(ExitCode::SUCCESS)

@@ -3,7 +3,7 @@
 
 use crate::backend::{self, Choice};
 use crate::config::{BackendKind, Config, CONFIG_FILE};
-use crate::ledger::{self, FileLedger};
+use crate::ledger;
 use crate::render::{Printer, Tone};
 use crate::team;
 use crate::timeline::LiveSink;
@@ -111,13 +111,13 @@ pub(super) async fn run(args: Args) -> Result<ExitCode> {
         .clone()
         .or_else(|| cfg.run.task.clone())
         .context("no task: pass --task \"…\" or set run.task in the config")?;
-    let ledger = FileLedger::create(&runs_dir, &id, clock.clone())?;
-    let run_dir = ledger::run_dir(&runs_dir, &id);
+    let ledger = ledger::create(&runs_dir, &id, clock.clone())?;
+    let run_dir = ledger.run_dir();
     // Replay reads the config the run was made with from its folder.
     std::fs::copy(&args.config, run_dir.join(CONFIG_FILE))
         .with_context(|| format!("cannot copy the config into {}", run_dir.display()))?;
     let out = Arc::new(Mutex::new(Printer::stdout()));
-    let sink = Arc::new(LiveSink::new(Arc::new(ledger), out.clone()));
+    let sink = Arc::new(LiveSink::new(ledger.clone(), out.clone()));
     {
         let mut o = out.lock().unwrap_or_else(|p| p.into_inner());
         o.line(
@@ -135,6 +135,7 @@ pub(super) async fn run(args: Args) -> Result<ExitCode> {
             audit_location: Some(run_dir.clone()),
         })
         .await;
+    let finished = ledger.finish();
     let mut o = out.lock().unwrap_or_else(|p| p.into_inner());
     let tone = if report.status == RunStatus::Completed {
         Tone::Ok
@@ -151,13 +152,29 @@ pub(super) async fn run(args: Args) -> Result<ExitCode> {
             report.usage.total()
         ),
     );
+    if let (Some(agent), false) = (&report.last_agent, report.final_text.is_empty()) {
+        o.line(Tone::Plain, format!("{agent}: {}", report.final_text));
+    }
     if let RunStatus::Failed { error } | RunStatus::AuditFailed { error } = &report.status {
         o.line(Tone::Refusal, format!("error: {error}"));
     }
-    o.line(
-        Tone::Dim,
-        format!("ledger: {}", run_dir.join(ledger::EVENTS_FILE).display()),
-    );
+    match finished {
+        Ok(f) => {
+            o.line(
+                Tone::Dim,
+                format!(
+                    "ledger: {} ({} records)",
+                    ledger.path().display(),
+                    f.final_seq
+                ),
+            );
+            o.line(Tone::Dim, format!("timeline: {}", f.audit_md.display()));
+        }
+        Err(e) => o.line(
+            Tone::Refusal,
+            format!("the ledger could not be finished: {e}"),
+        ),
+    }
     o.flush();
     Ok(ExitCode::from(exit_code(&report.status)))
 }

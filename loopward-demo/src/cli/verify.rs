@@ -1,6 +1,8 @@
 //! `loopward verify <run-dir>`: checks a run's ledger is intact.
 
+use crate::render::{Printer, Tone};
 use anyhow::Result;
+use loopward_runner::audit::verify;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -17,5 +19,29 @@ pub struct Args {
 }
 
 pub(super) fn run(args: &Args) -> Result<ExitCode> {
-    crate::ledger::verify_command(&args.run_dir)
+    let mut out = Printer::stdout();
+    match verify(&args.run_dir, None) {
+        Ok(ok) => {
+            let anchor = if ok.anchored {
+                "anchored in index.jsonl"
+            } else {
+                "NOT anchored (the run did not finish, or its anchor is gone: truncation cannot be ruled out)"
+            };
+            out.line(
+                Tone::Ok,
+                format!(
+                    "{}: intact — {} records, {} chain, final hash {}, {anchor}",
+                    ok.run, ok.final_seq, ok.mac, ok.final_hash
+                ),
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(e) => {
+            out.line(Tone::Refusal, format!("NOT intact: {e}"));
+            if let Some(seq) = e.first_bad_seq() {
+                out.line(Tone::Plain, format!("first bad sequence number: {seq}"));
+            }
+            Ok(ExitCode::FAILURE)
+        }
+    }
 }

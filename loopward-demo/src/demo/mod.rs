@@ -17,7 +17,7 @@ mod ch8_stop_gate;
 mod team;
 
 use crate::config::Config;
-use crate::ledger::{self, FileLedger, RunFigures};
+use crate::ledger::{self, RunFigures};
 use crate::render::{Printer, Tone};
 use crate::timeline::{LiveSink, SharedPrinter};
 use anyhow::{Context, Result};
@@ -170,8 +170,8 @@ impl<W: Write + Send + 'static> Stage<W> {
                 config_file: String::new(),
             },
         )?;
-        let ledger = FileLedger::create(&self.runs_dir, &run, clock)?;
-        let sink = Arc::new(LiveSink::new(Arc::new(ledger), self.out.clone()));
+        let ledger = ledger::create(&self.runs_dir, &run, clock)?;
+        let sink = Arc::new(LiveSink::new(ledger.clone(), self.out.clone()));
         self.say(Tone::Dim, format!("  ▸ run {run}: “{}”", act.task));
         runner
             .run(RunSpec {
@@ -182,7 +182,10 @@ impl<W: Write + Send + 'static> Stage<W> {
                 audit_location: Some(ledger::run_dir(&self.runs_dir, &run)),
             })
             .await;
-        let figures = ledger::run_figures(&ledger::run_dir(&self.runs_dir, &run))?;
+        ledger
+            .finish()
+            .with_context(|| format!("cannot finish the ledger of {run}"))?;
+        let figures = ledger::run_figures(&ledger.run_dir())?;
         Ok(Played { figures, workspace })
     }
 }
@@ -278,7 +281,7 @@ fn intro<W: Write + Send + 'static>(stage: &Stage<W>) {
 }
 
 fn outro<W: Write + Send + 'static>(stage: &Stage<W>) -> Result<()> {
-    let table = ledger::report(&stage.runs_dir, false)?;
+    let table = ledger::report(&stage.runs_dir)?.to_table();
     let mut o = stage.out.lock().unwrap_or_else(|p| p.into_inner());
     o.blank();
     o.title("Compliance, computed from the ledgers (the same code as `loopward report`)");
@@ -290,7 +293,7 @@ fn outro<W: Write + Send + 'static>(stage: &Stage<W>) -> Result<()> {
     );
     o.line(
         Tone::Dim,
-        "  each run: events.jsonl (the ledger) · check one with `loopward verify <run-dir>`",
+        "  each run: events.jsonl (the hash-chained ledger), audit.md (its timeline), audit.json",
     );
     o.line(
         Tone::Dim,
