@@ -13,6 +13,7 @@
 //! | [`cli`] | the `loopward` commands |
 //! | [`demo`] | the eight chapters of `loopward-demo` |
 
+pub mod approver;
 pub mod backend;
 pub mod cli;
 pub mod config;

@@ -21,6 +21,9 @@ use crate::config::Config;
 use anyhow::{Context, Result};
 use loopward_core::AgentId;
 use loopward_runner::gates::{ControlFiles, OverrideStore, Policy, PolicyLayer};
+use loopward_runner::layers::classjump::ClassJump;
+use loopward_runner::layers::stack::Stack;
+use loopward_runner::layers::stopgate::Approver;
 use loopward_runner::model::BoxModelService;
 use loopward_runner::tool::{BoxToolService, ToolExecutor, ToolSet};
 use loopward_runner::tools::{EditFile, HandoffTool, ListDir, ReadFile, Shell, WriteFile};
@@ -36,6 +39,8 @@ pub struct Options {
     /// The config file, workspace-relative (`""` when it lies outside the workspace); a control
     /// file no agent may write.
     pub config_file: String,
+    /// Who answers `interactive` stop-gates (none: they deny).
+    pub approver: Option<Arc<dyn Approver>>,
 }
 
 impl Default for Options {
@@ -43,6 +48,7 @@ impl Default for Options {
         Self {
             clock: Arc::new(SystemClock),
             config_file: crate::config::CONFIG_FILE.into(),
+            approver: None,
         }
     }
 }
@@ -53,8 +59,9 @@ impl std::fmt::Debug for Options {
     }
 }
 
-/// The named built-in tools, with `handoff` offering `team`.
-pub fn tool_set(names: &[String], team: &[AgentId]) -> ToolSet {
+/// The named built-in tools, with `handoff` offering `team` and `report_attempt` reporting to
+/// the class-jump tracker.
+pub fn tool_set(names: &[String], team: &[AgentId], class_jump: Option<&ClassJump>) -> ToolSet {
     let mut set = ToolSet::new();
     for n in names {
         set = match n.as_str() {
@@ -64,6 +71,10 @@ pub fn tool_set(names: &[String], team: &[AgentId]) -> ToolSet {
             "list_dir" => set.with(ListDir),
             "shell" => set.with(Shell::default()),
             "handoff" => set.with(HandoffTool::new(team.to_vec())),
+            "report_attempt" => match class_jump {
+                Some(cj) => set.with(cj.tool()),
+                None => set, // refused at load: report_attempt needs [class_jump]
+            },
             _ => set, // unreachable: the config refuses unknown tools
         };
     }
@@ -71,6 +82,13 @@ pub fn tool_set(names: &[String], team: &[AgentId]) -> ToolSet {
 }
 
 /// Builds the runner for `cfg` acting in `workspace`, every agent talking to `model`.
+///
+/// Each agent's stacks, outermost first: turn — the layers' turn stack (caps, stop-gates,
+/// budget, class-jump, timeout) around the agent; tool — the policy gates (control files,
+/// territories with overrides, sprawl, review, one handoff, shell watch), then the layers' tool
+/// stack (repeat, stop-gates, timeout) around the executor; model — the layers' model stack
+/// (budget meter, rate limits, timeout) around the backend. Territory decisions come first, so
+/// nobody is asked to approve a call the policy denies.
 pub fn build(
     cfg: &Config,
     workspace: &Path,
@@ -82,23 +100,32 @@ pub fn build(
     let team = cfg.team();
     let control = ControlFiles::new(&opts.config_file, &cfg.run.runs_dir.to_string_lossy());
     let policy = Policy::with_control(&cfg.policy(), ws.clone(), control)?;
-    let tool_stack = PolicyLayer::new(policy).wrap(BoxToolService::new(ToolExecutor));
-    let mut runner = Runner::builder(ws).clock(opts.clock.clone());
-    if let Some(n) = cfg.limits.turns_per_run {
-        runner = runner.max_turns(n);
+    let mut stack = Stack::new(&cfg.layers())?;
+    if let Some(a) = &opts.approver {
+        stack = stack.with_approver(a.clone());
     }
+    let tool_stack = PolicyLayer::new(policy).wrap(stack.tools(BoxToolService::new(ToolExecutor)));
+    let model = stack.model(model);
+    // The caps layer ends runs at its own bound (plus a wrap-up turn); the runner's is a backstop.
+    let mut runner = Runner::builder(ws)
+        .clock(opts.clock.clone())
+        .max_turns(cfg.limits.turns_per_run.saturating_add(1));
     for a in &cfg.agents {
+        let steps = a
+            .max_steps
+            .map_or(stack.steps_per_turn(), |n| n.min(stack.steps_per_turn()));
         let mut agent = LlmAgent::builder(a.name.clone(), model.clone())
             .system(&a.role)
-            .tools(tool_set(&a.tools, &team))
-            .tool_stack(tool_stack.clone());
-        if let Some(n) = a.max_steps {
-            agent = agent.max_steps(n);
-        }
+            .tools(tool_set(&a.tools, &team, stack.class_jump()))
+            .tool_stack(tool_stack.clone())
+            .max_steps(steps);
         if let Some(n) = cfg.backend.max_tokens {
             agent = agent.max_tokens(n);
         }
-        runner = runner.agent(a.name.clone(), BoxTurnService::new(agent.build()))?;
+        runner = runner.agent(
+            a.name.clone(),
+            stack.turn(BoxTurnService::new(agent.build())),
+        )?;
     }
     Ok(runner.build()?)
 }

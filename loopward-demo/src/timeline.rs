@@ -36,6 +36,9 @@ pub struct Timeline {
 /// A short form of a tool call's arguments: its path, command or target.
 pub fn call_summary(tool: &str, args: &serde_json::Value) -> String {
     let s = |k: &str| args.get(k).and_then(serde_json::Value::as_str);
+    if let (Some(st), Some(o)) = (s("strategy"), s("outcome")) {
+        return format!("{tool} {st}: {o}");
+    }
     match (s("path"), s("command"), s("to")) {
         (Some(p), _, _) => format!("{tool} {p}"),
         (_, Some(c), _) => format!("{tool} `{}`", clip(c, 60)),
@@ -151,13 +154,17 @@ impl Timeline {
                     );
                 }
             }
+            // Allows and admissions are a census for the report; the timeline shows decisions
+            // that changed what happened.
+            AuditEvent::LayerDecision { decision, .. } if is_census(decision) => {}
             AuditEvent::LayerDecision {
                 layer,
                 decision,
                 detail,
             } => {
                 let tone = match decision.as_str() {
-                    "approved" | "auto_approved" | "allow" => Tone::Ok,
+                    "approved" | "auto_approved" => Tone::Ok,
+                    "retry" => Tone::Dim,
                     _ => Tone::Warn,
                 };
                 let d = detail_summary(detail);
@@ -169,6 +176,11 @@ impl Timeline {
             _ => {}
         }
     }
+}
+
+/// Layer decisions that only count what was let through.
+fn is_census(decision: &str) -> bool {
+    matches!(decision, "allow" | "admitted")
 }
 
 /// `detail`'s scalar fields as ` (k=v, …)`.

@@ -44,8 +44,9 @@ mod validate;
 pub use backend::{BackendConfig, BackendKind, PriceConfig};
 pub use error::ConfigError;
 pub use policy::{
-    GatesConfig, LimitsConfig, OverridesConfig, PolicyConfig, ReviewConfig, ShellWatchConfig,
-    SprawlConfig, TerritoryConfig,
+    BudgetConfig, CapsConfig, ClassJumpConfig, GatesConfig, LayersConfig, OverridesConfig,
+    PolicyConfig, RateConfig, RepeatConfig, ReviewConfig, ShellWatchConfig, SprawlConfig,
+    StopGateConfig, TerritoryConfig, TimeoutConfig,
 };
 
 use loopward_core::AgentId;
@@ -64,10 +65,11 @@ pub const BUILTIN_TOOLS: &[&str] = &[
     "list_dir",
     "shell",
     "handoff",
+    "report_attempt",
 ];
 
 /// A whole `loopward.toml`.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
     /// `[run]`: where runs start and where their ledgers go.
@@ -90,9 +92,27 @@ pub struct Config {
     /// `[overrides]`: one-shot override settings (the longest TTL).
     #[serde(default)]
     pub overrides: OverridesConfig,
-    /// `[limits]`: caps, budgets and timeouts.
+    /// `[limits]`: turns, hops, steps and wall time per run, and what happens at a cap.
     #[serde(default)]
-    pub limits: LimitsConfig,
+    pub limits: CapsConfig,
+    /// `[repeat]`: how often the same tool call may be made in one run.
+    #[serde(default)]
+    pub repeat: RepeatConfig,
+    /// `[[stopgate]]`: points where a person approves (or the run waits).
+    #[serde(rename = "stopgate", default)]
+    pub stopgates: Vec<StopGateConfig>,
+    /// `[rate]`: request and token quotas per backend and per agent.
+    #[serde(default)]
+    pub rate: RateConfig,
+    /// `[budget]`: token and cost budgets per run.
+    #[serde(default)]
+    pub budget: Option<BudgetConfig>,
+    /// `[timeout]`: per model call, tool call and turn.
+    #[serde(default)]
+    pub timeout: TimeoutConfig,
+    /// `[class_jump]`: strategies for failing subtasks (gives agents `report_attempt`).
+    #[serde(default)]
+    pub class_jump: Option<ClassJumpConfig>,
 }
 
 /// `[run]`.
@@ -161,6 +181,30 @@ impl Config {
             territory: self.territories.clone(),
             gates: self.gates.clone(),
             overrides: self.overrides.clone(),
+        }
+    }
+
+    /// The layer sections, as the layers module takes them. Prices from `[prices]` fill the
+    /// budget's when it has none.
+    pub fn layers(&self) -> LayersConfig {
+        let budget = self.budget.clone().map(|mut b| {
+            if b.prices.is_empty() {
+                b.prices = self
+                    .prices
+                    .iter()
+                    .map(|(k, v)| (k.clone(), (*v).into()))
+                    .collect();
+            }
+            b
+        });
+        LayersConfig {
+            limits: self.limits.clone(),
+            repeat: self.repeat.clone(),
+            stopgate: self.stopgates.clone(),
+            rate: self.rate.clone(),
+            budget,
+            timeout: self.timeout.clone(),
+            class_jump: self.class_jump.clone(),
         }
     }
 

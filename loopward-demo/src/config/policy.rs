@@ -1,18 +1,18 @@
 //! The policy sections: `[[territory]]`, `[gates]` and `[overrides]` are the gates module's own
-//! types (see `loopward_runner::gates`), embedded field by field; `[limits]` is the layers'.
+//! types (see `loopward_runner::gates`), and `[limits]`, `[repeat]`, `[[stopgate]]`, `[rate]`,
+//! `[budget]`, `[timeout]` and `[class_jump]` the layers' (`loopward_runner::layers`), embedded
+//! field by field so the whole file refuses unknown keys.
 
 pub use loopward_runner::gates::{
     GatesConfig, OverridesConfig, PolicyConfig, ReviewConfig, ShellWatchConfig, SprawlConfig,
     TerritoryConfig,
 };
 
-use serde::{Deserialize, Serialize};
-
-/// `[limits]`: caps that bound every run.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct LimitsConfig {
-    /// Turns per run (default 32).
-    #[serde(default)]
-    pub turns_per_run: Option<u32>,
-}
+pub use loopward_runner::layers::budget::BudgetConfig;
+pub use loopward_runner::layers::caps::CapsConfig;
+pub use loopward_runner::layers::classjump::ClassJumpConfig;
+pub use loopward_runner::layers::ratelimit::RateConfig;
+pub use loopward_runner::layers::repeat::RepeatConfig;
+pub use loopward_runner::layers::stack::LayersConfig;
+pub use loopward_runner::layers::stopgate::StopGateConfig;
+pub use loopward_runner::layers::timeout::TimeoutConfig;

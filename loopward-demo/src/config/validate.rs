@@ -57,9 +57,41 @@ pub(super) fn check(cfg: &Config) -> Result<(), Problem> {
     if !team.contains(&cfg.run.first) {
         return Err(unknown("run.first".into(), &cfg.run.first));
     }
-    if cfg.limits.turns_per_run == Some(0) {
-        return Err(zero("limits.turns_per_run"));
+    if cfg.class_jump.is_none() {
+        for (i, a) in cfg.agents.iter().enumerate() {
+            if let Some(j) = a.tools.iter().position(|t| t == "report_attempt") {
+                return Err((
+                    format!("agent[{i}].tools[{j}]"),
+                    "report_attempt reports to the class-jump tracker, and there is no [class_jump] table".into(),
+                    "add [class_jump] with strategies = [\"…\", \"…\"], or remove the tool".into(),
+                ));
+            }
+        }
     }
+    for (i, g) in cfg.stopgates.iter().enumerate() {
+        for (field, who) in [("agent", &g.agent), ("to", &g.to)] {
+            if let Some(name) = who {
+                match AgentId::new(name.clone()) {
+                    Ok(id) if team.contains(&id) => {}
+                    Ok(id) => return Err(unknown(format!("stopgate[{i}].{field}"), &id)),
+                    Err(e) => {
+                        return Err((
+                            format!("stopgate[{i}].{field}"),
+                            e.to_string(),
+                            "name an agent of the team".into(),
+                        ))
+                    }
+                }
+            }
+        }
+    }
+    loopward_runner::layers::stack::Stack::new(&cfg.layers()).map_err(|e| {
+        (
+            e.field.clone(),
+            e.why.clone(),
+            "fix the value, or remove the key to use the default".into(),
+        )
+    })?;
     check_territories(cfg, &team, &unknown)?;
     Ok(())
 }

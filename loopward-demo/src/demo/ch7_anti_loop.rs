@@ -1,16 +1,87 @@
 //! Chapter 7: a failing strategy class-jumps; when strategies run out the run ends `Exhausted`.
 
-use super::Stage;
+use super::{agent, team, Act, Stage};
 use crate::render::Tone;
 use anyhow::Result;
+use loopward_core::{AuditEvent, RunStatus};
+use loopward_runner::model::fake::Script;
+use serde_json::json;
 use std::io::Write;
 
 pub(super) const TITLE: &str = "Anti-loop";
 pub(super) const LESSON: &str = "\
-The tester retries a failing approach. After 3 failures the strategy may not be retried and the
-next one is forced; when every strategy has failed, the run ends Exhausted at a known bound.";
+The tester keeps failing to make a test pass. After 3 failures a strategy may not be retried and
+the next is forced; when every strategy has failed, the run ends Exhausted at a known bound.";
+
+/// Each attempt: run a check that fails, then report the failure with the strategy used.
+fn script() -> Script {
+    let t = agent("tester");
+    let mut s = Script::default();
+    let checks = [
+        ("patch", "grep -q 'fn parse' src/parser.rs"),
+        ("patch", "grep -q 'pub fn parse' src/parser.rs"),
+        ("patch", "test -s src/parser.rs"),
+        ("rewrite", "grep -q 'fn parse' src/parser2.rs"),
+        ("rewrite", "grep -q 'pub fn parse' src/parser2.rs"),
+        ("rewrite", "test -s src/parser2.rs"),
+    ];
+    for (i, (strategy, check)) in checks.iter().enumerate() {
+        s.call(&t, "shell", json!({"command": check}));
+        s.call(
+            &t,
+            "report_attempt",
+            json!({"subtask": "parser-test", "strategy": strategy, "outcome": "failed",
+                   "note": format!("attempt {}: `{check}` failed", i + 1)}),
+        );
+    }
+    s.say(&t, "Every strategy failed; stopping.");
+    s
+}
 
 pub(super) async fn play<W: Write + Send + 'static>(stage: &Stage<W>) -> Result<()> {
-    stage.say(Tone::Dim, "  (needs the class-jump layer)");
+    let config = team::config("");
+    let played = stage
+        .act(Act {
+            run: "ch7-anti-loop",
+            workspace: None,
+            task: "Make the parser test pass.",
+            first: "tester",
+            config: config.clone(),
+            script: script(),
+        })
+        .await?;
+    let verdicts = verdicts(&played.events);
+    let failures = verdicts.len();
+    let jumps = verdicts
+        .iter()
+        .filter(|v| v.as_str() == "class_jump")
+        .count();
+    let bound = crate::config::Config::parse("demo.toml", &config)?
+        .class_jump
+        .map_or(0, |c| c.strategies.len() * c.failures_per_strategy as usize);
+    let status = played
+        .figures
+        .status
+        .as_ref()
+        .map_or("unfinished", RunStatus::label);
+    stage.say(
+        Tone::Ok,
+        format!(
+            "  {failures} failed attempts, {jumps} class-jump; the run ended {status} at the bound of {bound} (strategies × failures per strategy)"
+        ),
+    );
     Ok(())
+}
+
+/// Class-jump verdicts in a run's ledger, in order (`retry`, `jump`, `exhausted`).
+fn verdicts(events: &[(loopward_core::Scope, AuditEvent)]) -> Vec<String> {
+    events
+        .iter()
+        .filter_map(|(_, e)| match e {
+            AuditEvent::LayerDecision {
+                layer, decision, ..
+            } if layer == "class_jump" => Some(decision.clone()),
+            _ => None,
+        })
+        .collect()
 }

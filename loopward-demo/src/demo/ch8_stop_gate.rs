@@ -1,16 +1,80 @@
 //! Chapter 8: a critical phase waits for a person's approval.
 
-use super::Stage;
+use super::{agent, team, Act, GateAnswer, Stage};
 use crate::render::Tone;
 use anyhow::Result;
+use loopward_core::AuditEvent;
+use loopward_runner::model::fake::Script;
+use serde_json::json;
 use std::io::Write;
 
 pub(super) const TITLE: &str = "Stop-gate";
 pub(super) const LESSON: &str = "\
-Before the scribe publishes the changelog, the run stops and asks for approval: automatically
-here (and logged as such); with --gate interactive, on this terminal.";
+Publishing the changelog is a critical phase: before the scribe's turn the run stops for a
+person's approval — automatically here (and logged as such); with --gate interactive, on this
+terminal.";
+
+fn script() -> Script {
+    let (root, scribe) = (agent("root"), agent("scribe"));
+    let mut s = Script::default();
+    s.call(
+        &root,
+        "handoff",
+        json!({"to": "scribe", "message": "Publish the changelog for greet()."}),
+    )
+    .call(
+        &scribe,
+        "write_file",
+        json!({"path": "CHANGELOG.md", "content": "# Changelog\n\n- greet() says hello\n"}),
+    )
+    .say(&scribe, "CHANGELOG.md is published.");
+    s
+}
 
 pub(super) async fn play<W: Write + Send + 'static>(stage: &Stage<W>) -> Result<()> {
-    stage.say(Tone::Dim, "  (needs the stop-gate layer)");
+    let mode = match stage.opts.gate {
+        GateAnswer::Auto => "auto",
+        GateAnswer::Interactive => "interactive",
+    };
+    let gate = format!(
+        "[[stopgate]]\nname = \"publish\"\npoint = \"turn\"\nagent = \"scribe\"\nmode = \"{mode}\"\n"
+    );
+    let played = stage
+        .act(Act {
+            run: "ch8-stop-gate",
+            workspace: None,
+            task: "Publish the changelog.",
+            first: "root",
+            config: team::config(&gate),
+            script: script(),
+        })
+        .await?;
+    let decisions: Vec<String> = played
+        .events
+        .iter()
+        .filter_map(|(_, e)| match e {
+            AuditEvent::LayerDecision {
+                layer, decision, ..
+            } if layer == "stopgate" => Some(decision.clone()),
+            _ => None,
+        })
+        .collect();
+    let published = played.workspace.join("CHANGELOG.md").is_file();
+    stage.say(
+        Tone::Ok,
+        format!(
+            "  stop-gate decisions: {}; CHANGELOG.md {}",
+            if decisions.is_empty() {
+                "none".to_string()
+            } else {
+                decisions.join(", ")
+            },
+            if published {
+                "published"
+            } else {
+                "not published"
+            }
+        ),
+    );
     Ok(())
 }

@@ -107,6 +107,8 @@ pub(crate) struct Act<'a> {
 pub(crate) struct Played {
     /// Its figures.
     pub figures: RunFigures,
+    /// Its events, read back from the ledger.
+    pub events: Vec<(loopward_core::Scope, loopward_core::AuditEvent)>,
     /// Its workspace.
     pub workspace: PathBuf,
 }
@@ -168,6 +170,10 @@ impl<W: Write + Send + 'static> Stage<W> {
             crate::team::Options {
                 clock: clock.clone(),
                 config_file: String::new(),
+                approver: match self.opts.gate {
+                    GateAnswer::Interactive => Some(Arc::new(crate::approver::TerminalApprover)),
+                    GateAnswer::Auto => None,
+                },
             },
         )?;
         let ledger = ledger::create(&self.runs_dir, &run, clock)?;
@@ -186,7 +192,12 @@ impl<W: Write + Send + 'static> Stage<W> {
             .finish()
             .with_context(|| format!("cannot finish the ledger of {run}"))?;
         let figures = ledger::run_figures(&ledger.run_dir())?;
-        Ok(Played { figures, workspace })
+        let events = ledger::events(&ledger.run_dir())?;
+        Ok(Played {
+            figures,
+            events,
+            workspace,
+        })
     }
 }
 

@@ -28,7 +28,7 @@ tools = ["read_file", "list_dir", "handoff"]
 [[agent]]
 name = "tester"
 role = "You run the tests."
-tools = ["read_file", "shell", "handoff"]
+tools = ["read_file", "shell", "report_attempt", "handoff"]
 
 [[agent]]
 name = "scribe"
@@ -64,6 +64,10 @@ when = ["src/**"]
 
 [limits]
 turns_per_run = 12
+
+[class_jump]
+strategies = ["patch", "rewrite"]
+failures_per_strategy = 3
 "##;
 
 /// The team with every gate enforced, plus `extra` TOML.
