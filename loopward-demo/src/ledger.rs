@@ -72,3 +72,36 @@ pub fn report(runs_dir: &Path) -> Result<Report> {
     loopward_runner::audit::report(runs_dir)
         .with_context(|| format!("cannot report on {}", runs_dir.display()))
 }
+
+/// Reopens the ledger of a paused run to append to it (after a crash, a torn last line is cut
+/// and recorded).
+pub fn reopen(runs_dir: &Path, run: &RunId, clock: Arc<dyn Clock>) -> Result<Arc<Ledger>> {
+    let opts = LedgerOptions {
+        clock,
+        ..LedgerOptions::default()
+    };
+    Ledger::open_existing(runs_dir, run, opts)
+        .map(|(l, _)| l)
+        .with_context(|| {
+            format!(
+                "cannot reopen the ledger of run {run} in {}",
+                runs_dir.display()
+            )
+        })
+}
+
+/// The task and first agent a run was started with, from its `run_started` record.
+pub fn started(run_dir: &Path) -> Result<(String, loopward_core::AgentId)> {
+    events(run_dir)?
+        .into_iter()
+        .find_map(|(_, e)| match e {
+            AuditEvent::RunStarted { task, agent } => Some((task, agent)),
+            _ => None,
+        })
+        .with_context(|| {
+            format!(
+                "{}: the ledger has no run_started record",
+                run_dir.display()
+            )
+        })
+}

@@ -1,7 +1,9 @@
 //! `loopward approve|deny <run> <gate>`: answers a run's durable stop-gate.
 
 use crate::config::{Config, CONFIG_FILE};
+use crate::render::{Printer, Tone};
 use anyhow::{bail, Result};
+use loopward_runner::layers::stopgate::{self, find_pending, list_pending, pending_dir};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -10,30 +12,60 @@ use std::process::ExitCode;
 #[command(after_help = "\
 Examples:
   loopward approve run-20261130T052616Z-123 deploy
-  loopward deny run-20261130T052616Z-123 deploy --reason \"not on a Friday\"
+  loopward deny run-20261130T052616Z-123 deploy
 
-The pending approval is under .loopward/pending/; `loopward run` resumes the run afterwards and the
-approved action runs exactly once.")]
+A `durable` stop-gate writes a pending approval under .loopward/pending/ and ends the run
+`awaiting_approval` (exit status 7). Answer it here, then `loopward run --resume <run>`: an
+approved action runs exactly once; a denied one is refused.")]
 pub struct Args {
     /// The run waiting for approval.
     pub run: String,
-    /// The stop-gate (as printed by `loopward run` when it paused).
+    /// The stop-gate's name (as `loopward run` printed it when the run paused).
     pub gate: String,
-    /// Why (recorded in the ledger).
-    #[arg(long, default_value = "")]
-    pub reason: String,
-    /// The config file (its workspace holds .loopward/).
+    /// The config file (its workspace holds .loopward/pending/).
     #[arg(long, default_value = CONFIG_FILE)]
     pub config: PathBuf,
 }
 
 pub(super) fn run(args: &Args, approve: bool) -> Result<ExitCode> {
     let cfg = Config::load(&args.config)?;
-    let _workspace = cfg.workspace_dir(&args.config);
-    let verb = if approve { "approve" } else { "deny" };
-    bail!(
-        "cannot {verb} {} for run {}: this build has no durable stop-gates yet",
-        args.gate,
-        args.run
-    )
+    let dir = pending_dir(&cfg.workspace_dir(&args.config));
+    let found = find_pending(&dir, &args.run, &args.gate)?;
+    if found.is_empty() {
+        let waiting: Vec<String> = list_pending(&dir)?
+            .into_iter()
+            .map(|p| format!("{} {} ({})", p.run, p.gate, p.summary))
+            .collect();
+        bail!(
+            "no approval of gate {:?} is pending for run {}; pending now: {}",
+            args.gate,
+            args.run,
+            if waiting.is_empty() {
+                "none".to_string()
+            } else {
+                waiting.join("; ")
+            }
+        );
+    }
+    let mut out = Printer::stdout();
+    for p in found {
+        let decided = if approve {
+            stopgate::approve(&dir, &p.id)?
+        } else {
+            stopgate::deny(&dir, &p.id)?
+        };
+        let verb = if approve { "approved" } else { "denied" };
+        out.line(
+            Tone::Ok,
+            format!(
+                "{verb} {}: {} ({})",
+                decided.id, decided.summary, decided.gate
+            ),
+        );
+    }
+    out.line(
+        Tone::Dim,
+        format!("resume the run: loopward run --resume {}", args.run),
+    );
+    Ok(ExitCode::SUCCESS)
 }

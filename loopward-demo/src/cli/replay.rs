@@ -3,8 +3,12 @@
 //!
 //! The model's replies are rebuilt from the ledger: each `model_call` record says how many tool
 //! calls the reply made, and the `tool_requested` records that follow it are those calls, with
-//! their ids and arguments. The run happens in a scratch copy of nothing (an empty workspace),
-//! with the config the run was made with (copied into the run folder by `loopward run`).
+//! their ids and arguments. The replay runs in an empty scratch workspace, with the config the
+//! run was made with (copied into the run folder by `loopward run`). A run that was paused and
+//! resumed is replayed segment by segment; before each, what a person did is put back in place:
+//! the overrides the segment consumed are granted again and its pending approvals answered as
+//! they were. Files the workspace held before the run are not recorded, so a run that read them
+//! may replay differently.
 
 use crate::config::{Config, CONFIG_FILE};
 use crate::ledger;
@@ -13,6 +17,7 @@ use crate::team;
 use anyhow::{bail, Context, Result};
 use loopward_core::{AgentId, AuditEvent, AuditSink, RunId, Scope};
 use loopward_runner::audit::MemorySink;
+use loopward_runner::layers::stopgate::{self, pending_dir};
 use loopward_runner::model::fake::{FakeModel, Script, ScriptedCall, ScriptedReply};
 use loopward_runner::model::BoxModelService;
 use loopward_runner::{ManualClock, RunSpec};
@@ -114,6 +119,64 @@ pub fn decisions(records: &[(Scope, AuditEvent)]) -> Vec<String> {
         .collect()
 }
 
+/// A recorded run split where it was started (again): each `run_started` begins a segment.
+fn segments(records: &[(Scope, AuditEvent)]) -> Vec<&[(Scope, AuditEvent)]> {
+    let starts: Vec<usize> = records
+        .iter()
+        .enumerate()
+        .filter(|(_, (_, e))| matches!(e, AuditEvent::RunStarted { .. }))
+        .map(|(i, _)| i)
+        .collect();
+    starts
+        .iter()
+        .enumerate()
+        .map(|(k, &i)| &records[i..starts.get(k + 1).copied().unwrap_or(records.len())])
+        .collect()
+}
+
+/// Puts in place, in the scratch workspace, what a person did before a segment: the overrides
+/// it consumed are granted, and the pending approvals it consumed or was refused are answered.
+fn setup_segment(
+    ws: &std::path::Path,
+    cfg: &Config,
+    segment: &[(Scope, AuditEvent)],
+    clock: &ManualClock,
+) -> Result<()> {
+    let pending = pending_dir(ws);
+    for (_, e) in segment {
+        match e {
+            AuditEvent::OverrideConsumed {
+                agent,
+                path,
+                reason,
+                ..
+            } => {
+                let ttl = cfg.overrides.max_ttl;
+                team::grant_override(ws, agent.as_str(), path, reason, ttl, ttl, clock)?;
+            }
+            AuditEvent::LayerDecision {
+                layer,
+                decision,
+                detail,
+            } if layer == "stopgate" => {
+                let Some(id) = detail.get("id").and_then(serde_json::Value::as_str) else {
+                    continue;
+                };
+                if !pending.join(format!("{id}.json")).is_file() {
+                    continue;
+                }
+                match decision.as_str() {
+                    "approval_consumed" => drop(stopgate::approve(&pending, id)),
+                    "denied" => drop(stopgate::deny(&pending, id)),
+                    _ => {}
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
 pub(super) async fn run(args: Args) -> Result<ExitCode> {
     let recorded = ledger::events(&args.run_dir)?;
     let config_path = args
@@ -126,44 +189,53 @@ pub(super) async fn run(args: Args) -> Result<ExitCode> {
             args.run_dir.display()
         )
     })?;
-    let Some((task, first)) = recorded.iter().find_map(|(_, e)| match e {
-        AuditEvent::RunStarted { task, agent } => Some((task.clone(), agent.clone())),
-        _ => None,
-    }) else {
-        bail!(
-            "{}: the ledger has no run_started record",
-            args.run_dir.display()
-        );
-    };
     let run = recorded
         .first()
         .map(|(s, _)| s.run.clone())
         .or_else(|| RunId::new("replay"))
         .context("run id")?;
-    let script = script_from_ledger(&recorded);
+    let parts = segments(&recorded);
+    if parts.is_empty() {
+        bail!(
+            "{}: the ledger has no run_started record",
+            args.run_dir.display()
+        );
+    }
     let scratch = tempfile::tempdir().context("cannot create a scratch workspace")?;
-    let model = BoxModelService::new(FakeModel::new(script));
-    let runner = team::build(
-        &cfg,
-        scratch.path(),
-        model,
-        team::Options {
-            clock: Arc::new(ManualClock::new(0)),
-            ..team::Options::default()
-        },
-    )?;
-    let sink = Arc::new(MemorySink::default());
-    runner
-        .run(RunSpec {
-            id: run.clone(),
-            task,
-            first,
-            audit: sink.clone() as Arc<dyn AuditSink>,
-            audit_location: None,
-        })
-        .await;
+    let clock = Arc::new(ManualClock::new(0));
+    let mut replayed: Vec<(Scope, AuditEvent)> = Vec::new();
+    for part in &parts {
+        let Some((task, first)) = part.iter().find_map(|(_, e)| match e {
+            AuditEvent::RunStarted { task, agent } => Some((task.clone(), agent.clone())),
+            _ => None,
+        }) else {
+            continue;
+        };
+        setup_segment(scratch.path(), &cfg, part, &clock)?;
+        let model = BoxModelService::new(FakeModel::new(script_from_ledger(part)));
+        let runner = team::build(
+            &cfg,
+            scratch.path(),
+            model,
+            team::Options {
+                clock: clock.clone(),
+                ..team::Options::default()
+            },
+        )?;
+        let sink = Arc::new(MemorySink::default());
+        runner
+            .run(RunSpec {
+                id: run.clone(),
+                task,
+                first,
+                audit: sink.clone() as Arc<dyn AuditSink>,
+                audit_location: None,
+            })
+            .await;
+        replayed.extend(sink.events());
+    }
     let want = decisions(&recorded);
-    let got = decisions(&sink.events());
+    let got = decisions(&replayed);
     let mut out = Printer::stdout();
     let first_diff = want
         .iter()

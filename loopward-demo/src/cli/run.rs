@@ -40,8 +40,12 @@ pub struct Args {
     #[arg(long)]
     pub task: Option<String>,
     /// The run id (default: derived from the time); becomes the ledger folder's name.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "resume")]
     pub id: Option<String>,
+    /// Start a paused run again (after `loopward approve|deny`), appending to its ledger; its
+    /// task and first agent come from the ledger.
+    #[arg(long, conflicts_with_all = ["task", "id"])]
+    pub resume: Option<String>,
 }
 
 /// The process exit code for a run status (see `loopward run --help`).
@@ -72,6 +76,12 @@ pub(crate) fn new_run_id(clock: &dyn Clock) -> RunId {
     })
 }
 
+fn parse_id(flag: &str, s: &str) -> Result<RunId> {
+    RunId::new(s).with_context(|| {
+        format!("{flag} {s:?} is not a valid run id: use letters, digits, '-' and '_'")
+    })
+}
+
 pub(super) fn config_dir(config: &Path) -> PathBuf {
     config
         .parent()
@@ -97,25 +107,40 @@ pub(super) async fn run(args: Args) -> Result<ExitCode> {
         model,
         team::Options {
             clock: clock.clone(),
+            approver: Some(Arc::new(crate::approver::TerminalApprover)),
             ..team::Options::default()
         },
     )?;
-    let id = match &args.id {
-        Some(s) => RunId::new(s.clone()).with_context(|| {
-            format!("--id {s:?} is not a valid run id: use letters, digits, '-' and '_'")
-        })?,
-        None => new_run_id(&*clock),
+    let (id, task, first, ledger) = match &args.resume {
+        Some(r) => {
+            let id = parse_id("--resume", r)?;
+            let (task, first) = ledger::started(&ledger::run_dir(&runs_dir, &id))?;
+            (
+                id.clone(),
+                task,
+                first,
+                ledger::reopen(&runs_dir, &id, clock.clone())?,
+            )
+        }
+        None => {
+            let id = match &args.id {
+                Some(s) => parse_id("--id", s)?,
+                None => new_run_id(&*clock),
+            };
+            let task = args
+                .task
+                .clone()
+                .or_else(|| cfg.run.task.clone())
+                .context("no task: pass --task \"…\" or set run.task in the config")?;
+            let ledger = ledger::create(&runs_dir, &id, clock.clone())?;
+            // Replay reads the config the run was made with from its folder.
+            std::fs::copy(&args.config, ledger.run_dir().join(CONFIG_FILE)).with_context(|| {
+                format!("cannot copy the config into {}", ledger.run_dir().display())
+            })?;
+            (id, task, cfg.run.first.clone(), ledger)
+        }
     };
-    let task = args
-        .task
-        .clone()
-        .or_else(|| cfg.run.task.clone())
-        .context("no task: pass --task \"…\" or set run.task in the config")?;
-    let ledger = ledger::create(&runs_dir, &id, clock.clone())?;
     let run_dir = ledger.run_dir();
-    // Replay reads the config the run was made with from its folder.
-    std::fs::copy(&args.config, run_dir.join(CONFIG_FILE))
-        .with_context(|| format!("cannot copy the config into {}", run_dir.display()))?;
     let out = Arc::new(Mutex::new(Printer::stdout()));
     let sink = Arc::new(LiveSink::new(ledger.clone(), out.clone()));
     {
@@ -130,7 +155,7 @@ pub(super) async fn run(args: Args) -> Result<ExitCode> {
         .run(RunSpec {
             id: id.clone(),
             task,
-            first: cfg.run.first.clone(),
+            first,
             audit: sink,
             audit_location: Some(run_dir.clone()),
         })
@@ -154,6 +179,12 @@ pub(super) async fn run(args: Args) -> Result<ExitCode> {
     );
     if let (Some(agent), false) = (&report.last_agent, report.final_text.is_empty()) {
         o.line(Tone::Plain, format!("{agent}: {}", report.final_text));
+    }
+    if let RunStatus::AwaitingApproval { pending } = &report.status {
+        o.line(
+            Tone::Warn,
+            format!("waiting for a person: pending approval {pending} (see .loopward/pending/); answer with `loopward approve {id} <gate>` or `loopward deny {id} <gate>`, then `loopward run --resume {id}`"),
+        );
     }
     if let RunStatus::Failed { error } | RunStatus::AuditFailed { error } = &report.status {
         o.line(Tone::Refusal, format!("error: {error}"));

@@ -177,6 +177,11 @@ impl<W: Write + Send + 'static> Stage<W> {
             },
         )?;
         let ledger = ledger::create(&self.runs_dir, &run, clock)?;
+        // As `loopward run` does, so `loopward replay <run-dir>` finds the config.
+        std::fs::write(
+            ledger.run_dir().join(crate::config::CONFIG_FILE),
+            &act.config,
+        )?;
         let sink = Arc::new(LiveSink::new(ledger.clone(), self.out.clone()));
         self.say(Tone::Dim, format!("  ▸ run {run}: “{}”", act.task));
         runner
