@@ -1,7 +1,11 @@
 //! `loopward override grant|list|revoke`: one-shot, logged exceptions to a territory.
 
 use crate::config::{Config, CONFIG_FILE};
-use anyhow::{bail, Result};
+use crate::render::{Printer, Tone};
+use anyhow::{bail, Context, Result};
+use loopward_core::AgentId;
+use loopward_runner::gates::OverrideStore;
+use loopward_runner::{SystemClock, Workspace};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -50,6 +54,76 @@ pub enum Action {
 
 pub(super) fn run(args: Args) -> Result<ExitCode> {
     let cfg = Config::load(&args.config)?;
-    let _workspace = cfg.workspace_dir(&args.config);
-    bail!("overrides need the gates module, which this build does not have yet")
+    let dir = cfg.workspace_dir(&args.config);
+    let ws = Workspace::new(&dir)
+        .with_context(|| format!("cannot use {} as the workspace", dir.display()))?;
+    let store = OverrideStore::for_workspace(&ws).max_ttl(cfg.overrides.max_ttl);
+    let mut out = Printer::stdout();
+    match args.action {
+        Action::Grant {
+            agent,
+            path,
+            reason,
+            ttl,
+        } => {
+            if !cfg.team().iter().any(|a| a.as_str() == agent) {
+                bail!(
+                    "there is no agent named {agent:?} in {}; the team is: {}",
+                    args.config.display(),
+                    cfg.team()
+                        .iter()
+                        .map(AgentId::as_str)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                );
+            }
+            let id = crate::team::grant_override(
+                &dir,
+                &agent,
+                &path,
+                &reason,
+                ttl.into(),
+                cfg.overrides.max_ttl,
+                &SystemClock,
+            )?;
+            out.line(
+                Tone::Ok,
+                format!("granted {id}: one write by {agent} to {path}, for the next {ttl}"),
+            );
+            out.line(
+                Tone::Dim,
+                "it is consumed by that one write (logged with its reason) and cannot be used again",
+            );
+        }
+        Action::List => {
+            let listed = store.list(&SystemClock);
+            if listed.is_empty() {
+                out.line(
+                    Tone::Dim,
+                    format!("no overrides in {}", store.dir().display()),
+                );
+            }
+            for l in listed {
+                match (&l.sentinel, &l.problem) {
+                    (Some(s), None) => out.line(
+                        Tone::Ok,
+                        format!("{}  {} → {}  usable  ({})", s.id, s.agent, s.path, s.reason),
+                    ),
+                    (Some(s), Some(p)) => out.line(
+                        Tone::Warn,
+                        format!("{}  {} → {}  not usable: {p}", s.id, s.agent, s.path),
+                    ),
+                    (None, p) => out.line(
+                        Tone::Refusal,
+                        format!("{}  unreadable: {}", l.file, p.as_deref().unwrap_or("?")),
+                    ),
+                }
+            }
+        }
+        Action::Revoke { id } => {
+            store.revoke(&id)?;
+            out.line(Tone::Ok, format!("revoked {id}"));
+        }
+    }
+    Ok(ExitCode::SUCCESS)
 }
