@@ -48,22 +48,94 @@ pub fn model(cfg: &Config, config_dir: &Path, choice: &Choice) -> Result<BoxMode
     }
 }
 
+#[cfg_attr(not(feature = "llama"), allow(unused_variables))]
 fn real(
     kind: BackendKind,
-    _cfg: &Config,
-    _config_dir: &Path,
-    _choice: &Choice,
+    cfg: &Config,
+    config_dir: &Path,
+    choice: &Choice,
 ) -> Result<BoxModelService> {
-    let feature = if kind == BackendKind::Llama {
-        "llama"
-    } else {
-        "http"
-    };
-    bail!(
-        "this build has no {} backend; rebuild with `--features {feature}` (e.g. `cargo run -p loopward-demo --features {feature} --bin loopward -- run --backend {}`)",
-        kind.as_str(),
-        kind.as_str()
-    )
+    let model = choice.model.clone().or_else(|| cfg.backend.model.clone());
+    match kind {
+        #[cfg(feature = "llama")]
+        BackendKind::Llama => {
+            use loopward_runner::model::llama::{LlamaConfig, LlamaModel};
+            let path = model.context(
+                "the llama backend needs a model: pass --model <file.gguf> or set backend.model (`cargo xtask fetch-model` downloads a small one into models/)",
+            )?;
+            let path = if choice.model.is_some() {
+                PathBuf::from(path)
+            } else {
+                config_dir.join(path)
+            };
+            let mut c = LlamaConfig::new(path).greedy();
+            if let Some(n) = cfg.backend.context {
+                c = c.n_ctx(n);
+            }
+            if let Some(n) = cfg.backend.gpu_layers {
+                c = c.n_gpu_layers(n);
+            }
+            if let Some(n) = cfg.backend.max_tokens {
+                c = c.max_tokens(n);
+            }
+            // Blocks while the model loads; callers do this once, before any run starts.
+            let service = LlamaModel::load(c).map_err(|e| anyhow::anyhow!("{e}"))?;
+            Ok(BoxModelService::new(service))
+        }
+        #[cfg(feature = "http")]
+        BackendKind::Openai | BackendKind::Anthropic => {
+            use loopward_runner::model::http::{
+                AnthropicConfig, AnthropicModel, OpenAiConfig, OpenAiModel,
+            };
+            let mut t = toml::Table::new();
+            let model = model.context(
+                "an http backend needs a model name: pass --model <name> or set backend.model",
+            )?;
+            t.insert("model".into(), model.into());
+            if let Some(u) = &cfg.backend.base_url {
+                t.insert("base_url".into(), u.clone().into());
+            }
+            let default_key = if kind == BackendKind::Openai {
+                "OPENAI_API_KEY"
+            } else {
+                "ANTHROPIC_API_KEY"
+            };
+            let key_env = cfg
+                .backend
+                .api_key_env
+                .clone()
+                .unwrap_or_else(|| default_key.into());
+            t.insert("key_env".into(), key_env.into());
+            if let Some(n) = cfg.backend.max_tokens {
+                t.insert("max_tokens".into(), i64::from(n).into());
+            }
+            let env = |name: &str| std::env::var(name).ok();
+            if kind == BackendKind::Openai {
+                let c: OpenAiConfig = t.try_into().context("backend: invalid openai settings")?;
+                Ok(BoxModelService::new(OpenAiModel::from_config(c, env)?))
+            } else {
+                if !t.contains_key("max_tokens") {
+                    t.insert("max_tokens".into(), 4096.into());
+                }
+                let c: AnthropicConfig = t
+                    .try_into()
+                    .context("backend: invalid anthropic settings")?;
+                Ok(BoxModelService::new(AnthropicModel::from_config(c, env)?))
+            }
+        }
+        _ => {
+            let feature = if kind == BackendKind::Llama {
+                "llama"
+            } else {
+                "http"
+            };
+            bail!(
+                "this build has no {} backend; rebuild with `--features {feature}` (e.g. `cargo run -p loopward-demo --features {feature} --bin loopward -- run --backend {}`)",
+                kind.as_str(),
+                kind.as_str()
+            )
+        }
+    }
 }
 
 /// The llama backend over `model` (a GGUF file), configured by `cfg.backend`.

@@ -81,6 +81,8 @@ pub struct Summary {
 /// What chapters share: the printer, the scratch folder, the model choice.
 pub(crate) struct Stage<W: Write + Send + 'static> {
     out: SharedPrinter<W>,
+    /// The real model every run shares (loaded once), when not on the fake backend.
+    real: Option<BoxModelService>,
     scratch: PathBuf,
     runs_dir: PathBuf,
     opts: Options,
@@ -158,9 +160,9 @@ impl<W: Write + Send + 'static> Stage<W> {
         }
         std::fs::write(&config_path, &act.config)?;
         let cfg = Config::parse(&config_path, &act.config)?;
-        let model = match &self.opts.backend {
-            DemoBackend::Fake => BoxModelService::new(FakeModel::new(act.script)),
-            DemoBackend::Llama { model } => crate::backend::llama(&cfg, model)?,
+        let model = match &self.real {
+            None => BoxModelService::new(FakeModel::new(act.script)),
+            Some(m) => m.clone(),
         };
         let clock = Arc::new(ManualClock::new(DEMO_EPOCH_MILLIS));
         let runner = crate::team::build(
@@ -223,8 +225,16 @@ pub async fn run<W: Write + Send + 'static>(
             .keep(),
     };
     let runs_dir = scratch.join("runs");
+    let real = match &opts.backend {
+        DemoBackend::Fake => None,
+        DemoBackend::Llama { model } => {
+            let cfg = Config::parse("demo.toml", &team::config(""))?;
+            Some(crate::backend::llama(&cfg, model)?)
+        }
+    };
     let stage = Stage {
         out,
+        real,
         scratch: scratch.clone(),
         runs_dir: runs_dir.clone(),
         opts,
