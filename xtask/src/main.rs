@@ -4,6 +4,7 @@
 //! |---|---|
 //! | `ci` | exactly what CI runs: format check, clippy with `-D warnings`, the tests, then clippy and the local-model tests with feature `llama` |
 //! | `fmt` | formats the workspace |
+//! | `readme` | regenerates the README's demo-output section from the real demo (`--check`) |
 //! | `fetch-model` | downloads the SmolLM2 GGUF the llama tests use into `models/` |
 //! | `build-cuda` | installs the CUDA 13 toolkit from PyPI wheels and builds the `cuda` feature for sm_90 |
 
@@ -16,12 +17,15 @@ use anyhow::{bail, Context, Result};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+mod readme;
+
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let root = repo_root();
     match args.first().map(String::as_str) {
         Some("ci") => ci(&root),
         Some("fmt") => cargo(&root, &["fmt", "--all"]),
+        Some("readme") => readme::run(&root, args.get(1).is_some_and(|a| a == "--check")),
         Some("fetch-model") => model::fetch_model(&root),
         Some("build-cuda") => cuda::build_cuda(&root),
         Some("help" | "--help" | "-h") | None => {
@@ -37,7 +41,9 @@ usage: cargo xtask <command>
 
 commands:
   ci     run exactly what CI runs: cargo fmt --check, clippy -D warnings, tests
+  fmt    format the workspace";
   fmt    format the workspace
+  readme regenerate the README's demo-output section from the real demo (--check: verify only)
   fetch-model  download the SmolLM2 GGUF the llama tests use into models/
   build-cuda   install the CUDA 13 toolkit wheels and build the cuda feature for sm_90";
 
@@ -61,6 +67,8 @@ fn ci(root: &Path) -> Result<()> {
         root,
         &["check", "--package", "loopward-runner", "--all-targets"],
     )?;
+    cargo(root, &["test", "--workspace"])?;
+    readme::check(root)?;
     llama_ci(root)
 }
 
