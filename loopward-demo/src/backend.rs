@@ -18,6 +18,19 @@ pub struct Choice {
     pub model: Option<String>,
 }
 
+/// The model's name as prices are keyed: `fake`, the GGUF file's stem, or the http model name.
+pub fn model_name(cfg: &Config, choice: &Choice) -> String {
+    let kind = choice.kind.unwrap_or(cfg.backend.kind);
+    let model = choice.model.clone().or_else(|| cfg.backend.model.clone());
+    match (kind, model) {
+        (BackendKind::Fake, _) | (_, None) => "fake".into(),
+        (BackendKind::Llama, Some(m)) => Path::new(&m)
+            .file_stem()
+            .map_or(m.clone(), |s| s.to_string_lossy().into_owned()),
+        (_, Some(m)) => m,
+    }
+}
+
 /// Loads a fake script, TOML or JSON by extension.
 pub fn load_script(path: &Path) -> Result<Script> {
     let text = std::fs::read_to_string(path)

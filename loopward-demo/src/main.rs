@@ -23,6 +23,9 @@ struct Args {
     /// The GGUF file, with --backend llama.
     #[arg(long, required_if_eq("backend", "llama"))]
     model: Option<PathBuf>,
+    /// With --backend llama: model layers to offload to the GPU (a number, or `all`).
+    #[arg(long, value_parser = parse_layers)]
+    gpu_layers: Option<u32>,
     /// How chapter 8's stop-gate is answered.
     #[arg(long, value_enum, default_value = "auto")]
     gate: GateAnswer,
@@ -40,10 +43,21 @@ enum BackendArg {
     Llama,
 }
 
+fn parse_layers(s: &str) -> Result<u32, String> {
+    if s == "all" {
+        return Ok(u32::MAX);
+    }
+    s.parse()
+        .map_err(|_| format!("{s:?} is not a number of layers; give a number or `all`"))
+}
+
 fn main() -> ExitCode {
     let args = Args::parse();
     let backend = match (args.backend, args.model) {
-        (BackendArg::Llama, Some(model)) => DemoBackend::Llama { model },
+        (BackendArg::Llama, Some(model)) => DemoBackend::Llama {
+            model,
+            gpu_layers: args.gpu_layers,
+        },
         _ => DemoBackend::Fake,
     };
     let opts = Options {

@@ -41,6 +41,8 @@ pub struct Options {
     pub config_file: String,
     /// Who answers `interactive` stop-gates (none: they deny).
     pub approver: Option<Arc<dyn Approver>>,
+    /// The model's name, to find its `[prices.<model>]` (default `fake`).
+    pub model_name: String,
 }
 
 impl Default for Options {
@@ -49,6 +51,7 @@ impl Default for Options {
             clock: Arc::new(SystemClock),
             config_file: crate::config::CONFIG_FILE.into(),
             approver: None,
+            model_name: "fake".into(),
         }
     }
 }
@@ -122,12 +125,24 @@ pub fn build(
         if let Some(n) = cfg.backend.max_tokens {
             agent = agent.max_tokens(n);
         }
+        if let Some(p) = price(cfg, &opts.model_name) {
+            agent = agent.price(p);
+        }
         runner = runner.agent(
             a.name.clone(),
             stack.turn(BoxTurnService::new(agent.build())),
         )?;
     }
     Ok(runner.build()?)
+}
+
+/// The price of `model`: its `[prices.<model>]`, or the only price the config has.
+fn price(cfg: &Config, model: &str) -> Option<loopward_core::Price> {
+    match cfg.prices.get(model) {
+        Some(p) => Some((*p).into()),
+        None if cfg.prices.len() == 1 => cfg.prices.values().next().map(|p| (*p).into()),
+        None => None,
+    }
 }
 
 /// Grants a one-shot override in `workspace`'s `.loopward/overrides/` (at most `max_ttl`);

@@ -87,10 +87,11 @@ when = ["src/**"]
 [limits]
 turns_per_run = 12                  # no run takes more turns than this
 
-# Prices per model, in micro-dollars per million tokens (for cost figures and budgets).
+# Prices per model, in micro-dollars per million tokens (for cost figures and budgets). The fake
+# model's are pretend ($3 / $15 per million tokens) so the report shows what costs look like.
 [prices.fake]
-input_per_mtok_micros = 0
-output_per_mtok_micros = 0
+input_per_mtok_micros = 3000000
+output_per_mtok_micros = 15000000
 "##;
 
 /// The starter fake script: what each agent's "model" replies, in order.

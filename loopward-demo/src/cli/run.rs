@@ -108,6 +108,7 @@ pub(super) async fn run(args: Args) -> Result<ExitCode> {
         team::Options {
             clock: clock.clone(),
             approver: Some(Arc::new(crate::approver::TerminalApprover)),
+            model_name: backend::model_name(&cfg, &choice),
             ..team::Options::default()
         },
     )?;

@@ -53,6 +53,8 @@ pub enum DemoBackend {
     Llama {
         /// The model file.
         model: PathBuf,
+        /// Layers to offload to the GPU (`None`: the backend's default).
+        gpu_layers: Option<u32>,
     },
 }
 
@@ -176,6 +178,12 @@ impl<W: Write + Send + 'static> Stage<W> {
                     GateAnswer::Interactive => Some(Arc::new(crate::approver::TerminalApprover)),
                     GateAnswer::Auto => None,
                 },
+                model_name: match &self.opts.backend {
+                    DemoBackend::Fake => "fake".into(),
+                    DemoBackend::Llama { model, .. } => model
+                        .file_stem()
+                        .map_or_else(|| "llama".into(), |s| s.to_string_lossy().into_owned()),
+                },
             },
         )?;
         let ledger = ledger::create(&self.runs_dir, &run, clock)?;
@@ -227,8 +235,9 @@ pub async fn run<W: Write + Send + 'static>(
     let runs_dir = scratch.join("runs");
     let real = match &opts.backend {
         DemoBackend::Fake => None,
-        DemoBackend::Llama { model } => {
-            let cfg = Config::parse("demo.toml", &team::config(""))?;
+        DemoBackend::Llama { model, gpu_layers } => {
+            let mut cfg = Config::parse("demo.toml", &team::config(""))?;
+            cfg.backend.gpu_layers = *gpu_layers;
             Some(crate::backend::llama(&cfg, model)?)
         }
     };
@@ -282,7 +291,7 @@ fn intro<W: Write + Send + 'static>(stage: &Stage<W>) {
     o.title("loopward demo — the lessons, acted out by a scripted team");
     let backend = match &stage.opts.backend {
         DemoBackend::Fake => "the offline fake backend (no keys, no network)".to_string(),
-        DemoBackend::Llama { model } => format!("a local model, {}", model.display()),
+        DemoBackend::Llama { model, .. } => format!("a local model, {}", model.display()),
     };
     o.line(
         Tone::Plain,
