@@ -144,15 +144,13 @@ impl Timeline {
             ),
             AuditEvent::HandoffRegistered(h) => out.handoff(h.from.as_str(), h.to.as_str()),
             // The gate's refusal already said it, when a gate made it.
-            AuditEvent::HandoffRefused { to, standing } => {
-                if !std::mem::take(&mut self.handoff_refusal_shown) {
-                    out.line(
-                        Tone::Refusal,
-                        format!(
-                            "    ✗ second handoff → {to} refused: the handoff → {standing} stands"
-                        ),
-                    );
-                }
+            AuditEvent::HandoffRefused { to, standing }
+                if !std::mem::take(&mut self.handoff_refusal_shown) =>
+            {
+                out.line(
+                    Tone::Refusal,
+                    format!("    ✗ second handoff → {to} refused: the handoff → {standing} stands"),
+                );
             }
             // Allows and admissions are a census for the report; the timeline shows decisions
             // that changed what happened.
