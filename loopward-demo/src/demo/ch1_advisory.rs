@@ -57,7 +57,7 @@ fn enforced_script() -> Script {
 pub(super) async fn play<W: Write + Send + 'static>(stage: &Stage<W>) -> Result<()> {
     let mut ignored = 0;
     let mut runs = 0;
-    let mut unauthorised = 0;
+    let mut went_ahead = 0;
     for i in 1..=3 {
         let run = format!("ch1-advisory-{i}");
         let played = stage
@@ -75,12 +75,12 @@ pub(super) async fn play<W: Write + Send + 'static>(stage: &Stage<W>) -> Result<
         if f.advisory.ignored > 0 {
             ignored += 1;
         }
-        unauthorised += f.unauthorised_writes.len();
+        went_ahead += f.advisory.ignored;
     }
     stage.say(
         Tone::Warn,
         format!(
-            "  advisory: root wrote plan.md itself in {ignored} runs out of {runs}; {unauthorised} unauthorised writes stand"
+            "  advisory: root wrote plan.md itself in {ignored} runs out of {runs} ({went_ahead} warned writes went ahead)"
         ),
     );
     stage.blank();
