@@ -31,6 +31,7 @@ use std::sync::{Arc, Mutex};
 pub struct Timeline {
     refused_calls: Vec<String>,
     handoff_refusal_shown: bool,
+    hints_shown: std::collections::HashSet<String>,
 }
 
 /// A short form of a tool call's arguments: its path, command or target.
@@ -91,7 +92,8 @@ impl Timeline {
                         Tone::Refusal,
                         format!("    ✗ refused by {gate}: {}", r.reason),
                     );
-                    if !r.hint.is_empty() {
+                    // A hint is shown once per run; a repeated refusal repeats only its reason.
+                    if !r.hint.is_empty() && self.hints_shown.insert(r.hint.clone()) {
                         out.line(Tone::Dim, format!("      what to do: {}", r.hint));
                     }
                     if let Some(id) = call_id {
