@@ -91,6 +91,9 @@ fn real(
             if let Some(n) = cfg.backend.max_tokens {
                 c = c.max_tokens(n);
             }
+            if cfg.backend.tool_choice == crate::config::ToolChoice::CallThenAnswer {
+                c = c.tool_choice(loopward_runner::model::llama::ToolChoice::CallThenAnswer);
+            }
             // Blocks while the model loads; callers do this once, before any run starts.
             let service = LlamaModel::load(c).map_err(|e| anyhow::anyhow!("{e}"))?;
             Ok(BoxModelService::new(service))

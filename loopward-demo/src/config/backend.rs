@@ -59,6 +59,21 @@ pub struct BackendConfig {
     /// The most tokens one model call may generate.
     #[serde(default)]
     pub max_tokens: Option<u32>,
+    /// llama: `auto` (the model chooses between a tool call and text) or `call_then_answer`
+    /// (one tool call, then the answer: for small models).
+    #[serde(default)]
+    pub tool_choice: ToolChoice,
+}
+
+/// How a local model is steered between tool calls and text.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolChoice {
+    /// The model chooses.
+    #[default]
+    Auto,
+    /// One tool call in reply to a message, then the answer in reply to its result.
+    CallThenAnswer,
 }
 
 /// `[prices.<model>]`: micro-dollars per million tokens, so costs add up exactly.

@@ -41,7 +41,7 @@ mod error;
 mod policy;
 mod validate;
 
-pub use backend::{BackendConfig, BackendKind, PriceConfig};
+pub use backend::{BackendConfig, BackendKind, PriceConfig, ToolChoice};
 pub use error::ConfigError;
 pub use policy::{
     BudgetConfig, CapsConfig, ClassJumpConfig, GatesConfig, LayersConfig, OverridesConfig,

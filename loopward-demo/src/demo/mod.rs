@@ -194,14 +194,31 @@ impl<W: Write + Send + 'static> Stage<W> {
         )?;
         let sink = Arc::new(LiveSink::new(ledger.clone(), self.out.clone()));
         self.say(Tone::Dim, format!("  ▸ run {run}: “{}”", act.task));
+        let out = self.out.clone();
         runner
-            .run(RunSpec {
-                id: run.clone(),
-                task: act.task.into(),
-                first: agent(act.first),
-                audit: sink,
-                audit_location: Some(ledger::run_dir(&self.runs_dir, &run)),
-            })
+            .run_observed(
+                RunSpec {
+                    id: run.clone(),
+                    task: act.task.into(),
+                    first: agent(act.first),
+                    audit: sink,
+                    audit_location: Some(ledger::run_dir(&self.runs_dir, &run)),
+                },
+                // What the agent said at the end of its turn (not a figure: the model's words).
+                move |ev| {
+                    if let Ok(o) = ev.outcome {
+                        if let Some(line) = o.text.lines().find(|l| !l.trim().is_empty()) {
+                            let mut said: String = line.trim().chars().take(100).collect();
+                            if said.len() < line.trim().len() {
+                                said.push('…');
+                            }
+                            out.lock()
+                                .unwrap_or_else(|p| p.into_inner())
+                                .line(Tone::Dim, format!("    {}: “{said}”", ev.agent));
+                        }
+                    }
+                },
+            )
             .await;
         ledger
             .finish()
@@ -238,6 +255,9 @@ pub async fn run<W: Write + Send + 'static>(
         DemoBackend::Llama { model, gpu_layers } => {
             let mut cfg = Config::parse("demo.toml", &team::config(""))?;
             cfg.backend.gpu_layers = *gpu_layers;
+            // A small local model answers without acting unless steered to one call, then text.
+            cfg.backend.tool_choice = crate::config::ToolChoice::CallThenAnswer;
+            cfg.backend.max_tokens = Some(256);
             Some(crate::backend::llama(&cfg, model)?)
         }
     };
@@ -299,6 +319,16 @@ fn intro<W: Write + Send + 'static>(stage: &Stage<W>) {
             "Team: root (coordinator), planner, builder, auditor, tester, scribe — on {backend}."
         ),
     );
+    if let DemoBackend::Llama { .. } = stage.opts.backend {
+        o.line(
+            Tone::Plain,
+            "The chapters' texts describe the scripted team; here a real model decides what to do,",
+        );
+        o.line(
+            Tone::Plain,
+            "and the same gates and layers decide what it may do.",
+        );
+    }
     if stage.opts.backend == DemoBackend::Fake {
         o.line(
             Tone::Plain,
