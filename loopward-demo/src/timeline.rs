@@ -21,7 +21,7 @@
 //! ```
 
 use crate::render::{Printer, Tone};
-use loopward_core::{AuditError, AuditEvent, AuditSink, Decision, Scope};
+use loopward_core::{AuditError, AuditEvent, AuditSink, Decision, RunStatus, Scope};
 use std::io::Write;
 use std::sync::{Arc, Mutex};
 
@@ -171,7 +171,17 @@ impl Timeline {
                 out.line(tone, format!("    ◆ {layer}: {decision}{d}"));
             }
             AuditEvent::RunEnded { status, .. } => {
-                out.line(Tone::Title, format!("  run ended: {}", status.label()));
+                let why = match status {
+                    RunStatus::CapReached { cap } => format!(" ({cap})"),
+                    RunStatus::BudgetExceeded { budget } => format!(" ({budget})"),
+                    RunStatus::Stopped { reason } => format!(" ({reason})"),
+                    RunStatus::AwaitingApproval { pending } => format!(" (pending {pending})"),
+                    RunStatus::AuditFailed { error } | RunStatus::Failed { error } => {
+                        format!(" ({error})")
+                    }
+                    _ => String::new(),
+                };
+                out.line(Tone::Title, format!("  run ended: {}{why}", status.label()));
             }
             _ => {}
         }

@@ -257,7 +257,7 @@ pub async fn run<W: Write + Send + 'static>(
             cfg.backend.gpu_layers = *gpu_layers;
             // A small local model answers without acting unless steered to one call, then text.
             cfg.backend.tool_choice = crate::config::ToolChoice::CallThenAnswer;
-            cfg.backend.max_tokens = Some(256);
+            cfg.backend.max_tokens = Some(512);
             Some(crate::backend::llama(&cfg, model)?)
         }
     };
