@@ -3,7 +3,7 @@
 
 use futures::FutureExt as _;
 use loopward_runner::layers::stopgate::{Answer, ApprovalRequest, Approver};
-use std::io::{BufRead, Write};
+use std::io::{BufRead, IsTerminal, Write};
 
 /// Asks on the terminal: prints the request, reads `y` or `n` from standard input. Anything
 /// but `y`/`yes` — including end of input — denies.
@@ -46,10 +46,15 @@ impl Approver for TerminalApprover {
                 let _ = write!(out, "    ? approve once? [y/N] ");
                 let _ = out.flush();
                 let mut line = String::new();
-                match std::io::stdin().lock().read_line(&mut line) {
-                    Ok(_) => line,
-                    Err(_) => String::new(),
+                let stdin = std::io::stdin();
+                if stdin.lock().read_line(&mut line).is_err() {
+                    line.clear();
                 }
+                // A terminal echoes what was typed; a pipe does not, so show the answer read.
+                if !stdin.is_terminal() {
+                    let _ = writeln!(out, "{}", line.trim());
+                }
+                line
             })
             .await;
             answer_for(&read.unwrap_or_default())
