@@ -140,14 +140,18 @@ fn real(
             }
         }
         _ => {
+            let example = if kind == BackendKind::Llama {
+                "cargo run -p loopward-demo --features llama -- --backend llama --model models/<file>.gguf"
+            } else {
+                "cargo run -p loopward-demo --features http --bin loopward -- run --backend openai --model <name>"
+            };
             let feature = if kind == BackendKind::Llama {
                 "llama"
             } else {
                 "http"
             };
             bail!(
-                "this build has no {} backend; rebuild with `--features {feature}` (e.g. `cargo run -p loopward-demo --features {feature} --bin loopward -- run --backend {}`)",
-                kind.as_str(),
+                "this build has no {} backend; rebuild with `--features {feature}`, e.g. `{example}`",
                 kind.as_str()
             )
         }
