@@ -9,7 +9,7 @@ use loopward_core::{AgentId, RunId};
 use loopward_runner::audit::MemorySink;
 use loopward_runner::gates::{Policy, PolicyConfig, PolicyLayer};
 use loopward_runner::layers::stack::{LayersConfig, Stack};
-use loopward_runner::model::llama::{LlamaConfig, LlamaModel};
+use loopward_runner::model::llama::{LlamaConfig, LlamaModel, ToolChoice};
 use loopward_runner::model::BoxModelService;
 use loopward_runner::tool::{BoxToolService, ToolExecutor};
 use loopward_runner::{tools, BoxTurnService, LlmAgent, RunSpec, Runner, Workspace};
@@ -21,7 +21,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .nth(1)
         .ok_or("usage: llama_team <model.gguf> (`cargo xtask fetch-model` downloads one)")?;
     let model = BoxModelService::new(LlamaModel::load(
-        LlamaConfig::new(path).n_ctx(4096).greedy().max_tokens(256),
+        // Small models answer without acting unless steered: one tool call, then the answer.
+        LlamaConfig::new(path)
+            .n_ctx(4096)
+            .greedy()
+            .max_tokens(512)
+            .tool_choice(ToolChoice::CallThenAnswer),
     )?);
     let dir = tempfile::tempdir()?;
     let ws = Workspace::new(dir.path())?;
