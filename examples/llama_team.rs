@@ -5,7 +5,7 @@
 //! `cargo run -p loopward-examples --features llama --example llama_team -- models/<file>.gguf`.
 #![allow(clippy::print_stdout)]
 
-use loopward_core::{AgentId, RunId};
+use loopward_core::{AgentId, AuditEvent, RunId};
 use loopward_runner::audit::MemorySink;
 use loopward_runner::gates::{Policy, PolicyConfig, PolicyLayer};
 use loopward_runner::layers::stack::{LayersConfig, Stack};
@@ -77,20 +77,24 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         report.turns,
         report.handoffs.len()
     );
+    // What the model asked for, and what the gates said about it.
     for (scope, e) in sink.events() {
-        if let loopward_core::AuditEvent::GateDecision {
-            gate,
-            path,
-            decision,
-            ..
-        } = e
-        {
-            let who = scope.agent.map(|a| a.to_string()).unwrap_or_default();
-            println!(
+        let who = scope.agent.map(|a| a.to_string()).unwrap_or_default();
+        match e {
+            AuditEvent::ToolRequested {
+                tool, arguments, ..
+            } => println!("  {who} called {tool} {arguments}"),
+            AuditEvent::GateDecision {
+                gate,
+                path,
+                decision,
+                ..
+            } => println!(
                 "  {who}: {gate} {} {}",
                 path.unwrap_or_default(),
                 decision.label()
-            );
+            ),
+            _ => {}
         }
     }
     Ok(())
