@@ -5,17 +5,18 @@
 //! | `ci` | exactly what CI runs: format check, clippy with `-D warnings`, the tests, then clippy and the local-model tests with feature `llama` |
 //! | `fmt` | formats the workspace |
 //! | `readme` | regenerates the README's demo-output section from the real demo (`--check`) |
+//! | `fetch-model` | downloads the SmolLM2 GGUF the llama tests use into `models/` |
+//! | `build-cuda` | installs the CUDA 13 toolkit from PyPI wheels and builds the `cuda` feature for sm_90 |
 
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 mod cuda;
 mod model;
+mod readme;
 
 use anyhow::{bail, Context, Result};
 use std::path::{Path, PathBuf};
 use std::process::Command;
-
-mod readme;
 
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -24,6 +25,8 @@ fn main() -> Result<()> {
         Some("ci") => ci(&root),
         Some("fmt") => cargo(&root, &["fmt", "--all"]),
         Some("readme") => readme::run(&root, args.get(1).is_some_and(|a| a == "--check")),
+        Some("fetch-model") => model::fetch_model(&root),
+        Some("build-cuda") => cuda::build_cuda(&root),
         Some("help" | "--help" | "-h") | None => {
             println!("{}", HELP);
             Ok(())
@@ -38,7 +41,9 @@ usage: cargo xtask <command>
 commands:
   ci     run exactly what CI runs: cargo fmt --check, clippy -D warnings, tests
   fmt    format the workspace
-  readme regenerate the README's demo-output section from the real demo (--check: verify only)";
+  readme regenerate the README's demo-output section from the real demo (--check: verify only)
+  fetch-model  download the SmolLM2 GGUF the llama tests use into models/
+  build-cuda   install the CUDA 13 toolkit wheels and build the cuda feature for sm_90";
 
 fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -61,6 +66,24 @@ fn ci(root: &Path) -> Result<()> {
         root,
         &["check", "--package", "loopward-runner", "--all-targets"],
     )?;
+    llama_ci(root)
+}
+
+/// The local-model checks: one llama.cpp build (dev profile, feature `llama`) shared by clippy
+/// and the tests on the real model (`cargo xtask fetch-model` first).
+fn llama_ci(root: &Path) -> Result<()> {
+    let features = ["-p", "loopward-runner", "--features", "llama"];
+    let clippy = [
+        &["clippy"][..],
+        &features,
+        &["--all-targets", "--", "-D", "warnings"],
+    ]
+    .concat();
+    cargo(root, &clippy)?;
+    let test = [&["test"][..], &features, &["--lib", "--test", "llama_*"]].concat();
+    cargo(root, &test)?;
+    let doc = [&["test"][..], &features, &["--doc", "model::llama"]].concat();
+    cargo(root, &doc)?;
     Ok(())
 }
 
