@@ -22,6 +22,8 @@ use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// The name of the territory gate, whose advisory warnings count as unauthorised writes.
+/// Configured territories record their decisions as `territory:<name or owners>`; every name
+/// with that prefix counts (see [`crate::gates::is_territory_gate`]).
 pub const TERRITORY_GATE: &str = "territory";
 
 /// Decisions of one gate.
@@ -173,7 +175,7 @@ impl RunFigures {
                             g.warned += 1;
                             if let Some(id) = call_id {
                                 warned.insert((r.turn, id.clone()));
-                                if gate == TERRITORY_GATE {
+                                if crate::gates::is_territory_gate(gate) {
                                     territory_warned.insert((r.turn, id.clone()));
                                 }
                             }

@@ -363,10 +363,12 @@ impl TerritoryConfig {
         compile_territory_globs(&self.paths, section)
     }
 
-    /// The gate's name.
+    /// The gate's name: always `territory:<name or owners>`, so ledgers and reports can tell a
+    /// territory decision from any other gate's by its name alone.
     pub fn gate_name(&self) -> String {
         match &self.name {
-            Some(n) => n.clone(),
+            Some(n) if n.starts_with(TERRITORY_PREFIX) => n.clone(),
+            Some(n) => format!("{TERRITORY_PREFIX}{n}"),
             None => {
                 let mut owners: Vec<&str> = self
                     .owner
@@ -376,10 +378,18 @@ impl TerritoryConfig {
                     .collect();
                 owners.sort_unstable();
                 owners.dedup();
-                format!("territory:{}", owners.join("+"))
+                format!("{TERRITORY_PREFIX}{}", owners.join("+"))
             }
         }
     }
+}
+
+/// The prefix of every territory gate's name.
+pub const TERRITORY_PREFIX: &str = "territory:";
+
+/// Whether a gate name (as recorded in a ledger) is a territory gate's.
+pub fn is_territory_gate(name: &str) -> bool {
+    name == "territory" || name.starts_with(TERRITORY_PREFIX)
 }
 
 /// Builds one glob with `*` not crossing `/`.

@@ -59,8 +59,9 @@ mod territory;
 mod watch;
 
 pub use config::{
-    ConfigError, GatesConfig, OverridesConfig, PolicyConfig, ReviewConfig, ShellWatchConfig,
-    SprawlConfig, TerritoryConfig, DEFAULT_MAX_TTL, MAX_SPRAWL_THRESHOLD, TTL_CEILING,
+    is_territory_gate, ConfigError, GatesConfig, OverridesConfig, PolicyConfig, ReviewConfig,
+    ShellWatchConfig, SprawlConfig, TerritoryConfig, DEFAULT_MAX_TTL, MAX_SPRAWL_THRESHOLD,
+    TERRITORY_PREFIX, TTL_CEILING,
 };
 pub use control::{ControlFiles, CONTROL_GATE};
 pub use layer::{PolicyLayer, PolicyService};
