@@ -218,15 +218,23 @@ impl Report {
         for (s, n) in &self.statuses {
             let _ = writeln!(o, "  {s:<18} {n}");
         }
+        // The gate column is as wide as the longest name, so long review-gate names align.
+        let w = self
+            .gates
+            .keys()
+            .map(String::len)
+            .max()
+            .unwrap_or(0)
+            .max(20);
         let _ = writeln!(
             o,
-            "\n{:<20} {:>8} {:>8} {:>10} {:>8}",
+            "\n{:<w$} {:>8} {:>8} {:>10} {:>8}",
             "gate", "allowed", "denied", "overridden", "warned"
         );
         for (g, f) in &self.gates {
             let _ = writeln!(
                 o,
-                "{g:<20} {:>8} {:>8} {:>10} {:>8}",
+                "{g:<w$} {:>8} {:>8} {:>10} {:>8}",
                 f.allowed, f.denied, f.overridden, f.warned
             );
         }
