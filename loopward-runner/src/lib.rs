@@ -66,6 +66,7 @@ mod context;
 mod extensions;
 pub mod gates;
 pub mod layers;
+pub mod hook;
 pub mod model;
 mod runner;
 pub mod telemetry;

@@ -1,0 +1,360 @@
+//! Claude Code's hook protocol: the JSON a hook command reads on stdin and the answers it gives.
+//!
+//! What this module relies on (Claude Code hooks reference, code.claude.com/docs/en/hooks, as
+//! summarised in the hook input/output tables of the `claudetto` wiki pages "Claude Code Hooks
+//! Events Tool" and "Claude Code Hooks Output", and the Agent SDK's `PreToolUseHookInput` /
+//! `PostToolUseHookInput` types):
+//!
+//! - Every event carries `session_id`, `transcript_path`, `cwd` and `hook_event_name`; newer
+//!   versions add fields (`permission_mode`, `prompt_id`, …), so unknown fields are ignored.
+//! - Tool events carry `tool_name`, `tool_input` (file paths are absolute) and `tool_use_id`;
+//!   `PostToolUse` adds `tool_response`. Inside a subagent, `agent_id` and `agent_type` (the
+//!   subagent's name) are present; the main agent's events omit them.
+//! - `UserPromptSubmit` carries `prompt`. Plain stdout on exit 0 would be added to the model's
+//!   context, so this hook prints nothing for it.
+//! - `PreToolUse` answers with `hookSpecificOutput.permissionDecision` (`allow` skips Claude
+//!   Code's own permission prompt but not its deny rules; `deny` blocks and shows
+//!   `permissionDecisionReason` to the model).
+//! - `PostToolUse` cannot undo a tool call; `{"decision": "block", "reason": …}` feeds the reason
+//!   back to the model, which is how a reverted shell write is reported.
+//! - Exit status 2 is a blocking error whose stderr is the reason; any other non-zero status is a
+//!   non-blocking error and the tool goes ahead. So every failure of this hook exits 2.
+//!
+//! ```
+//! use loopward_runner::hook::claude_code::{HookInput, Event, ClaudeTool};
+//! let input = HookInput::parse(r#"{"session_id":"s1","transcript_path":"/t.jsonl","cwd":"/p",
+//!     "hook_event_name":"PreToolUse","tool_name":"Write","tool_use_id":"toolu_1",
+//!     "tool_input":{"file_path":"/p/plan.md","content":"x"},"agent_type":"planner"}"#).unwrap();
+//! assert_eq!(input.agent_type.as_deref(), Some("planner"));
+//! match input.event().unwrap() {
+//!     Event::PreToolUse(call) => assert_eq!(call.tool, ClaudeTool::Write { file_path: "/p/plan.md".into() }),
+//!     other => panic!("{other:?}"),
+//! }
+//! ```
+
+use serde::Deserialize;
+use serde_json::{json, Map, Value};
+
+/// The largest hook input accepted, in bytes; larger input is refused, not parsed.
+pub const MAX_INPUT_BYTES: usize = 8 * 1024 * 1024;
+
+/// Why a hook input was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ProtocolError {
+    /// The input is not JSON, or not a JSON object with the fields every event has.
+    #[error("the hook input is not a Claude Code hook event: {0}")]
+    Malformed(String),
+    /// The input is larger than [`MAX_INPUT_BYTES`].
+    #[error("the hook input is {0} bytes; the limit is {MAX_INPUT_BYTES}")]
+    TooLarge(usize),
+    /// A field the event needs is missing or has the wrong type.
+    #[error("{event} event: {field} {why}")]
+    Field {
+        /// The event.
+        event: String,
+        /// The field (`tool_input.file_path`, …).
+        field: &'static str,
+        /// What is wrong with it.
+        why: &'static str,
+    },
+}
+
+/// One hook event as Claude Code sends it on stdin.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+pub struct HookInput {
+    /// The session; becomes the ledger's run id (sanitised).
+    pub session_id: String,
+    /// The conversation transcript (recorded, never read).
+    #[serde(default)]
+    pub transcript_path: Option<String>,
+    /// The working directory when the hook runs.
+    #[serde(default)]
+    pub cwd: Option<String>,
+    /// `PreToolUse`, `PostToolUse`, `UserPromptSubmit`, …
+    pub hook_event_name: String,
+    /// The subagent's id, inside a subagent.
+    #[serde(default)]
+    pub agent_id: Option<String>,
+    /// The subagent's name, inside a subagent; absent for the main agent.
+    #[serde(default)]
+    pub agent_type: Option<String>,
+    /// The tool, for tool events.
+    #[serde(default)]
+    pub tool_name: Option<String>,
+    /// The tool's arguments, for tool events.
+    #[serde(default)]
+    pub tool_input: Option<Value>,
+    /// The tool's result, for `PostToolUse`.
+    #[serde(default)]
+    pub tool_response: Option<Value>,
+    /// The tool call's id, pairing a `PreToolUse` with its `PostToolUse`.
+    #[serde(default)]
+    pub tool_use_id: Option<String>,
+    /// The person's prompt, for `UserPromptSubmit`.
+    #[serde(default)]
+    pub prompt: Option<String>,
+}
+
+/// A tool call as the hook sees it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ToolUse {
+    /// What the tool is, with the arguments loopward judges.
+    pub tool: ClaudeTool,
+    /// The call's id (`toolu_…`).
+    pub id: Option<String>,
+    /// The arguments as given (logged).
+    pub input: Value,
+}
+
+/// The tools loopward judges, and everything else.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ClaudeTool {
+    /// `Write {file_path, content}`.
+    Write {
+        /// The path written.
+        file_path: String,
+    },
+    /// `Edit {file_path, old_string, new_string}`.
+    Edit {
+        /// The path edited.
+        file_path: String,
+    },
+    /// `MultiEdit {file_path, edits}`.
+    MultiEdit {
+        /// The path edited.
+        file_path: String,
+    },
+    /// `NotebookEdit {notebook_path, …}`.
+    NotebookEdit {
+        /// The notebook edited.
+        notebook_path: String,
+    },
+    /// `Bash {command}`: an unconstrained writer, judged by what it changes on disk.
+    Bash {
+        /// The command.
+        command: String,
+    },
+    /// Any other tool (read-only tools, MCP tools, `Task`, …): allowed without comment.
+    Other(String),
+}
+
+impl ClaudeTool {
+    /// The tool's name as Claude Code spells it.
+    pub fn name(&self) -> &str {
+        match self {
+            Self::Write { .. } => "Write",
+            Self::Edit { .. } => "Edit",
+            Self::MultiEdit { .. } => "MultiEdit",
+            Self::NotebookEdit { .. } => "NotebookEdit",
+            Self::Bash { .. } => "Bash",
+            Self::Other(name) => name,
+        }
+    }
+
+    /// The path a file-writing tool writes, as given.
+    pub fn write_path(&self) -> Option<&str> {
+        match self {
+            Self::Write { file_path }
+            | Self::Edit { file_path }
+            | Self::MultiEdit { file_path } => Some(file_path),
+            Self::NotebookEdit { notebook_path } => Some(notebook_path),
+            Self::Bash { .. } | Self::Other(_) => None,
+        }
+    }
+}
+
+/// A hook event, checked and typed.
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub enum Event {
+    /// Before a tool runs: the hook may deny it.
+    PreToolUse(ToolUse),
+    /// After a tool ran successfully: the hook records its effect and may report a violation.
+    PostToolUse(ToolUse),
+    /// A person submitted a prompt: the only event that starts a new turn.
+    UserPromptSubmit {
+        /// The prompt.
+        prompt: String,
+    },
+    /// Any other event (`Stop`, `Notification`, `PostToolUseFailure`, …): recorded, allowed.
+    Other(String),
+}
+
+impl HookInput {
+    /// Parses one hook input. Anything that is not a JSON object with a `session_id` and a
+    /// `hook_event_name` is refused.
+    pub fn parse(raw: &str) -> Result<Self, ProtocolError> {
+        if raw.len() > MAX_INPUT_BYTES {
+            return Err(ProtocolError::TooLarge(raw.len()));
+        }
+        serde_json::from_str(raw).map_err(|e| ProtocolError::Malformed(e.to_string()))
+    }
+
+    /// The typed event. A file-writing tool without a string path, a tool event without a tool
+    /// name or an object `tool_input`, or a prompt event without a prompt is refused.
+    pub fn event(&self) -> Result<Event, ProtocolError> {
+        let event = self.hook_event_name.as_str();
+        let field = |field: &'static str, why: &'static str| ProtocolError::Field {
+            event: event.to_string(),
+            field,
+            why,
+        };
+        match event {
+            "PreToolUse" | "PostToolUse" => {
+                let name = self
+                    .tool_name
+                    .as_deref()
+                    .filter(|n| !n.is_empty())
+                    .ok_or_else(|| field("tool_name", "is missing"))?;
+                let input = match &self.tool_input {
+                    Some(Value::Object(map)) => map,
+                    Some(_) => return Err(field("tool_input", "is not a JSON object")),
+                    None => return Err(field("tool_input", "is missing")),
+                };
+                let string = |key: &'static str, name: &'static str| match input.get(key) {
+                    Some(Value::String(s)) => Ok(s.clone()),
+                    Some(_) => Err(field(name, "is not a string")),
+                    None => Err(field(name, "is missing")),
+                };
+                let tool = match name {
+                    "Write" => ClaudeTool::Write {
+                        file_path: string("file_path", "tool_input.file_path")?,
+                    },
+                    "Edit" => ClaudeTool::Edit {
+                        file_path: string("file_path", "tool_input.file_path")?,
+                    },
+                    "MultiEdit" => ClaudeTool::MultiEdit {
+                        file_path: string("file_path", "tool_input.file_path")?,
+                    },
+                    "NotebookEdit" => ClaudeTool::NotebookEdit {
+                        notebook_path: string("notebook_path", "tool_input.notebook_path")?,
+                    },
+                    "Bash" => ClaudeTool::Bash {
+                        command: string("command", "tool_input.command")?,
+                    },
+                    other => ClaudeTool::Other(other.to_string()),
+                };
+                let call = ToolUse {
+                    tool,
+                    id: self.tool_use_id.clone(),
+                    input: Value::Object(input.clone()),
+                };
+                Ok(if event == "PreToolUse" {
+                    Event::PreToolUse(call)
+                } else {
+                    Event::PostToolUse(call)
+                })
+            }
+            "UserPromptSubmit" => match &self.prompt {
+                Some(prompt) => Ok(Event::UserPromptSubmit {
+                    prompt: prompt.clone(),
+                }),
+                None => Err(field("prompt", "is missing")),
+            },
+            "" => Err(field("hook_event_name", "is empty")),
+            other => Ok(Event::Other(other.to_string())),
+        }
+    }
+}
+
+/// What a hook answers, before it is rendered to stdout.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Reply {
+    /// Print nothing, exit 0: Claude Code carries on as it would without the hook.
+    Silent,
+    /// `PreToolUse`: the gates allow the call.
+    Allow {
+        /// Why (shown in Claude Code's debug log).
+        reason: String,
+    },
+    /// `PreToolUse`: the gates deny the call; the reason is shown to the model.
+    Deny {
+        /// What was wrong and what to do instead.
+        reason: String,
+    },
+    /// `PostToolUse`: the call already ran; the reason is fed back to the model.
+    Block {
+        /// What was reverted and why.
+        reason: String,
+    },
+}
+
+impl Reply {
+    /// The JSON printed on stdout for this reply (empty for [`Reply::Silent`]).
+    pub fn render(&self) -> String {
+        let value = match self {
+            Self::Silent => return String::new(),
+            Self::Allow { reason } => pre_tool_use("allow", reason),
+            Self::Deny { reason } => pre_tool_use("deny", reason),
+            Self::Block { reason } => json!({ "decision": "block", "reason": reason }),
+        };
+        let mut out = value.to_string();
+        out.push('\n');
+        out
+    }
+}
+
+fn pre_tool_use(decision: &str, reason: &str) -> Value {
+    let mut inner = Map::new();
+    inner.insert("hookEventName".into(), json!("PreToolUse"));
+    inner.insert("permissionDecision".into(), json!(decision));
+    inner.insert("permissionDecisionReason".into(), json!(reason));
+    json!({ "hookSpecificOutput": Value::Object(inner) })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(v: Value) -> Result<Event, ProtocolError> {
+        HookInput::parse(&v.to_string())?.event()
+    }
+
+    #[test]
+    fn write_without_a_string_path_is_refused() {
+        let e = parse(json!({"session_id":"s","hook_event_name":"PreToolUse",
+            "tool_name":"Write","tool_input":{"file_path": 7}}));
+        assert_eq!(
+            e.unwrap_err().to_string(),
+            "PreToolUse event: tool_input.file_path is not a string"
+        );
+    }
+
+    #[test]
+    fn unknown_tools_and_events_are_typed_as_other() {
+        let e = parse(json!({"session_id":"s","hook_event_name":"PreToolUse",
+            "tool_name":"Read","tool_input":{"file_path":"/x"}}));
+        assert!(
+            matches!(e, Ok(Event::PreToolUse(ToolUse { tool: ClaudeTool::Other(n), .. })) if n == "Read")
+        );
+        let e = parse(json!({"session_id":"s","hook_event_name":"Stop"}));
+        assert_eq!(e.unwrap(), Event::Other("Stop".into()));
+    }
+
+    #[test]
+    fn missing_session_or_event_name_is_malformed() {
+        assert!(matches!(
+            HookInput::parse(r#"{"hook_event_name":"Stop"}"#),
+            Err(ProtocolError::Malformed(_))
+        ));
+        assert!(matches!(
+            HookInput::parse("[1,2]"),
+            Err(ProtocolError::Malformed(_))
+        ));
+    }
+
+    #[test]
+    fn deny_renders_claude_codes_permission_decision() {
+        let out = Reply::Deny {
+            reason: "no".into(),
+        }
+        .render();
+        assert_eq!(
+            out,
+            "{\"hookSpecificOutput\":{\"hookEventName\":\"PreToolUse\",\"permissionDecision\":\"deny\",\"permissionDecisionReason\":\"no\"}}\n"
+        );
+        assert_eq!(Reply::Silent.render(), "");
+    }
+}

@@ -1,0 +1,431 @@
+//! The hook engine: one event in, one reply out, with the session's state and ledger updated
+//! under the session's lock.
+
+use super::claude_code::{ClaudeTool, Event, HookInput, Reply, ToolUse};
+use super::session::{SessionDir, SessionKey, SessionState};
+use super::shell::{self, Snapshot};
+use super::{HookContext, HookError};
+use crate::workspace::{WorkPath, Workspace};
+use loopward_core::{
+    AgentId, AuditEvent, AuditSink, Decision, Effect, EffectKind, EffectStatus, GateMode, RunId,
+    Scope, TurnNumber,
+};
+use serde_json::{json, Value};
+use std::path::Path;
+use std::sync::Arc;
+
+/// Strings in logged tool arguments longer than this are shortened (file contents, edits).
+const MAX_LOGGED_STRING: usize = 256;
+
+pub(super) fn handle(raw: &str, ctx: &HookContext) -> Result<Reply, HookError> {
+    let input = HookInput::parse(raw)?;
+    let event = input.event()?;
+    let ws = workspace(&input, ctx)?;
+    let key = SessionKey::new(&input.session_id)?;
+    let caller = caller(&input, ctx)?;
+    let dir = SessionDir::new(ws.root(), key);
+    dir.locked(|state| {
+        let run = dir.key().run_id();
+        let run_dir = ws.root().join(&ctx.runs_dir).join(run.as_str());
+        let ledger = ctx.ledgers.open(&run_dir, &run, ctx.clock.clone())?;
+        state.events += 1;
+        let mut e = Engine {
+            ctx,
+            ws: &ws,
+            dir: &dir,
+            input: &input,
+            caller,
+            run,
+            ledger,
+            state,
+        };
+        e.start()?;
+        match event {
+            Event::UserPromptSubmit { prompt } => e.human(prompt),
+            Event::PreToolUse(call) => e.pre(call),
+            Event::PostToolUse(call) => e.post(call),
+            Event::Other(name) => e.other(&name),
+        }
+    })
+}
+
+/// The project root: the configured one, or the event's `cwd`.
+fn workspace(input: &HookInput, ctx: &HookContext) -> Result<Workspace, HookError> {
+    match (&ctx.root, input.cwd.as_deref()) {
+        (Some(root), _) => Ok(Workspace::new(root)?),
+        (None, Some(cwd)) if Path::new(cwd).is_absolute() => Ok(Workspace::new(cwd)?),
+        _ => Err(HookError::NoRoot),
+    }
+}
+
+/// The acting agent: the subagent's name (lowercased), or the main agent.
+fn caller(input: &HookInput, ctx: &HookContext) -> Result<AgentId, HookError> {
+    match input.agent_type.as_deref() {
+        None | Some("") => Ok(ctx.main_agent.clone()),
+        Some(name) => AgentId::new(name.to_ascii_lowercase())
+            .map_err(|e| HookError::Caller(name.to_string(), e)),
+    }
+}
+
+struct Engine<'a> {
+    ctx: &'a HookContext,
+    ws: &'a Workspace,
+    dir: &'a SessionDir,
+    input: &'a HookInput,
+    caller: AgentId,
+    run: RunId,
+    ledger: Arc<dyn AuditSink>,
+    state: &'a mut SessionState,
+}
+
+impl Engine<'_> {
+    fn scope(&self, agent: Option<AgentId>) -> Scope {
+        Scope {
+            run: self.run.clone(),
+            turn: (self.state.turn > 0).then_some(TurnNumber(self.state.turn)),
+            agent,
+        }
+    }
+
+    fn record(&self, event: &AuditEvent) -> Result<(), HookError> {
+        Ok(self
+            .ledger
+            .record(&self.scope(Some(self.caller.clone())), event)?)
+    }
+
+    /// The first event of a session opens its ledger with `run_started`.
+    fn start(&mut self) -> Result<(), HookError> {
+        if self.state.ledger_started {
+            return Ok(());
+        }
+        self.ledger.record(
+            &self.scope(None),
+            &AuditEvent::RunStarted {
+                task: format!("Claude Code session {}", self.input.session_id),
+                agent: self.ctx.main_agent.clone(),
+            },
+        )?;
+        self.state.ledger_started = true;
+        Ok(())
+    }
+
+    fn human(&mut self, prompt: String) -> Result<Reply, HookError> {
+        self.state.human_prompt();
+        self.ledger.record(
+            &self.scope(None),
+            &AuditEvent::HumanMessage { content: prompt },
+        )?;
+        self.ledger.record(
+            &self.scope(Some(self.ctx.main_agent.clone())),
+            &AuditEvent::TurnStarted {
+                agent: self.ctx.main_agent.clone(),
+            },
+        )?;
+        Ok(Reply::Silent)
+    }
+
+    fn other(&mut self, name: &str) -> Result<Reply, HookError> {
+        self.record(&AuditEvent::LayerDecision {
+            layer: "claude_code".into(),
+            decision: "observed".into(),
+            detail: json!({ "event": name }),
+        })?;
+        Ok(Reply::Silent)
+    }
+
+    fn requested(&self, call: &ToolUse) -> Result<(), HookError> {
+        self.record(&AuditEvent::ToolRequested {
+            call_id: call.id.clone().unwrap_or_default(),
+            tool: call.tool.name().to_string(),
+            arguments: shorten(&call.input),
+        })
+    }
+
+    /// Resolves a path the model gave: relative paths against the event's `cwd` when it lies
+    /// inside the project, otherwise against the root.
+    fn resolve(&self, raw: &str) -> Result<WorkPath, crate::workspace::PathError> {
+        if Path::new(raw).is_absolute() {
+            return self.ws.resolve(raw);
+        }
+        let base = self
+            .input
+            .cwd
+            .as_deref()
+            .and_then(|c| Path::new(c).canonicalize().ok())
+            .and_then(|c| {
+                c.strip_prefix(self.ws.root())
+                    .ok()
+                    .map(|p| p.to_string_lossy().into_owned())
+            })
+            .filter(|p| !p.is_empty());
+        match base {
+            Some(base) => self.ws.resolve(&format!("{base}/{raw}")),
+            None => self.ws.resolve(raw),
+        }
+    }
+
+    fn pre(&mut self, call: ToolUse) -> Result<Reply, HookError> {
+        self.requested(&call)?;
+        if let Some(raw) = call.tool.write_path() {
+            return self.pre_write(&call, raw);
+        }
+        if let ClaudeTool::Bash { .. } = call.tool {
+            let id = call_id(&call)?;
+            let snap = shell::capture(self.ws, &self.blobs(), &|rel| self.ctx.rules.watched(rel))?;
+            snap.save(&self.snapshot_path(id))?;
+            self.record(&AuditEvent::GateDecision {
+                call_id: Some(id.to_string()),
+                gate: "shell".into(),
+                mode: GateMode::Enforce,
+                action: "tool:Bash".into(),
+                path_raw: None,
+                path: None,
+                decision: Decision::Allow,
+            })?;
+        }
+        Ok(Reply::Silent)
+    }
+
+    fn pre_write(&mut self, call: &ToolUse, raw: &str) -> Result<Reply, HookError> {
+        let action = format!("tool:{}", call.tool.name());
+        let path = match self.resolve(raw) {
+            Ok(p) => p,
+            Err(e) => {
+                let refusal = loopward_core::Refusal::new(
+                    "workspace",
+                    e.to_string(),
+                    "write inside the project; loopward cannot judge a path outside it, so it refuses",
+                );
+                self.record(&AuditEvent::GateDecision {
+                    call_id: call.id.clone(),
+                    gate: "workspace".into(),
+                    mode: GateMode::Enforce,
+                    action,
+                    path_raw: Some(raw.to_string()),
+                    path: None,
+                    decision: Decision::Deny(refusal.clone()),
+                })?;
+                return Ok(Reply::Deny {
+                    reason: refusal.to_string(),
+                });
+            }
+        };
+        let turn = self
+            .state
+            .agents
+            .get(self.caller.as_str())
+            .cloned()
+            .unwrap_or_default();
+        let verdict = self.ctx.rules.judge_write(
+            &self.caller,
+            call.id.as_deref(),
+            &action,
+            raw,
+            path.rel(),
+            &turn,
+            self.state.plan_is_fresh(),
+        );
+        for event in &verdict.events {
+            self.record(event)?;
+        }
+        if verdict.sprawl_fired {
+            self.state
+                .agents
+                .entry(self.caller.to_string())
+                .or_default()
+                .sprawl_fired = true;
+        }
+        if let Some(refusal) = verdict.denial {
+            return Ok(Reply::Deny {
+                reason: refusal.to_string(),
+            });
+        }
+        let mut reason = format!(
+            "loopward: {} may write {}",
+            self.caller,
+            if path.rel().is_empty() {
+                "."
+            } else {
+                path.rel()
+            }
+        );
+        for w in &verdict.warnings {
+            reason.push_str(&format!("\nadvisory {w}"));
+        }
+        Ok(Reply::Allow { reason })
+    }
+
+    fn post(&mut self, call: ToolUse) -> Result<Reply, HookError> {
+        if let Some(raw) = call.tool.write_path() {
+            let effects = match self.resolve(raw) {
+                Ok(path) => {
+                    // Claude Code's Write answers `{"type": "create" | "update", …}`.
+                    let created = self
+                        .input
+                        .tool_response
+                        .as_ref()
+                        .and_then(|r| r.get("type"))
+                        .and_then(Value::as_str)
+                        == Some("create");
+                    let kind = if created {
+                        EffectKind::Create
+                    } else {
+                        EffectKind::Modify
+                    };
+                    self.note_plan(path.rel());
+                    vec![Effect::ok(path.rel(), kind)]
+                }
+                Err(_) => vec![],
+            };
+            self.agent_effects(&effects);
+            self.record(&AuditEvent::ToolFinished {
+                call_id: call.id.clone().unwrap_or_default(),
+                tool: call.tool.name().to_string(),
+                is_error: false,
+                effects,
+                summary: format!("{} finished", call.tool.name()),
+            })?;
+            return Ok(Reply::Silent);
+        }
+        if let ClaudeTool::Bash { .. } = call.tool {
+            return self.post_bash(&call);
+        }
+        self.record(&AuditEvent::ToolFinished {
+            call_id: call.id.clone().unwrap_or_default(),
+            tool: call.tool.name().to_string(),
+            is_error: false,
+            effects: vec![],
+            summary: format!("{} finished", call.tool.name()),
+        })?;
+        Ok(Reply::Silent)
+    }
+
+    fn post_bash(&mut self, call: &ToolUse) -> Result<Reply, HookError> {
+        let id = call_id(call)?;
+        let snap_path = self.snapshot_path(id);
+        let before = Snapshot::load(&snap_path, id)?;
+        let after = shell::capture(self.ws, &self.blobs(), &|_| false)?;
+        let mut effects = Vec::new();
+        let mut reverted = Vec::new();
+        for change in shell::compare(&before, &after) {
+            let rule = self
+                .ctx
+                .rules
+                .guarded(&self.caller, &change.path)
+                .or_else(|| {
+                    shell::link_target(self.ws, &after, &change.path).and_then(|target| {
+                        self.ctx
+                            .rules
+                            .guarded(&self.caller, &target)
+                            .map(|r| format!("{} is a link into {target}: {r}", change.path))
+                    })
+                });
+            match rule {
+                Some(reason) => {
+                    let effect = shell::revert(self.ws, &self.blobs(), &before, &change.path)?;
+                    self.record(&AuditEvent::Violation {
+                        path: change.path.clone(),
+                        remedy: "reverted".into(),
+                        reason: reason.clone(),
+                    })?;
+                    reverted.push(format!("{} ({reason})", change.path));
+                    effects.push(effect);
+                }
+                None => {
+                    self.note_plan(&change.path);
+                    effects.push(Effect {
+                        path: change.path,
+                        kind: change.kind,
+                        status: EffectStatus::Ok,
+                    });
+                }
+            }
+        }
+        let ok: Vec<Effect> = effects
+            .iter()
+            .filter(|e| e.status == EffectStatus::Ok)
+            .cloned()
+            .collect();
+        self.agent_effects(&ok);
+        self.record(&AuditEvent::ToolFinished {
+            call_id: id.to_string(),
+            tool: "Bash".into(),
+            is_error: !reverted.is_empty(),
+            effects,
+            summary: if reverted.is_empty() {
+                "Bash finished".into()
+            } else {
+                format!("Bash finished; {} change(s) reverted", reverted.len())
+            },
+        })?;
+        // The snapshot is spent; a failure to remove it only leaves a file behind.
+        let _ = std::fs::remove_file(&snap_path);
+        if reverted.is_empty() {
+            return Ok(Reply::Silent);
+        }
+        Ok(Reply::Block {
+            reason: format!(
+                "refused by loopward: the command changed files {} may not change, and loopward put them back: {}.\nWhat to do: leave these files to their owners and say in your reply what should change there; other changes the command made stand.",
+                self.caller,
+                reverted.join("; ")
+            ),
+        })
+    }
+
+    /// A plan written (and standing) after the last human prompt clears the sprawl gate.
+    fn note_plan(&mut self, rel: &str) {
+        let content = std::fs::read_to_string(self.ws.root().join(rel)).unwrap_or_default();
+        if self.ctx.rules.is_plan(rel, &content) {
+            self.state.plan_written = Some(self.state.events);
+        }
+    }
+
+    fn agent_effects(&mut self, effects: &[Effect]) {
+        if effects.is_empty() {
+            return;
+        }
+        self.state
+            .agents
+            .entry(self.caller.to_string())
+            .or_default()
+            .effects
+            .extend(effects.iter().cloned());
+    }
+
+    fn blobs(&self) -> std::path::PathBuf {
+        self.dir.path().join("blobs")
+    }
+
+    fn snapshot_path(&self, id: &str) -> std::path::PathBuf {
+        let key = SessionKey::new(id)
+            .map(|k| k.as_str().to_string())
+            .unwrap_or_default();
+        self.dir.path().join("shell").join(format!("{key}.json"))
+    }
+}
+
+fn call_id(call: &ToolUse) -> Result<&str, HookError> {
+    call.id.as_deref().filter(|s| !s.is_empty()).ok_or_else(|| {
+        HookError::Protocol(super::claude_code::ProtocolError::Field {
+            event: "Bash".into(),
+            field: "tool_use_id",
+            why: "is missing (needed to pair the shell call's before and after)",
+        })
+    })
+}
+
+/// Tool arguments as logged: long strings (file contents, edits) shortened.
+fn shorten(v: &Value) -> Value {
+    match v {
+        Value::String(s) if s.len() > MAX_LOGGED_STRING => {
+            let mut end = MAX_LOGGED_STRING;
+            while !s.is_char_boundary(end) {
+                end -= 1;
+            }
+            json!(format!("{}… ({} bytes)", &s[..end], s.len()))
+        }
+        Value::Array(a) => Value::Array(a.iter().map(shorten).collect()),
+        Value::Object(o) => Value::Object(o.iter().map(|(k, v)| (k.clone(), shorten(v))).collect()),
+        other => other.clone(),
+    }
+}

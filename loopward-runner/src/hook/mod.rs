@@ -1,0 +1,234 @@
+//! # Claude Code hooks: one policy, two enforcement points
+//!
+//! The same `loopward.toml` territories, overrides and sprawl gate that bind a loopward run also
+//! bind a Claude Code session, through Claude Code's hooks. [`handle`] takes one hook event (the
+//! JSON Claude Code writes on the hook command's stdin) and returns what the command must print
+//! and its exit status; the `loopward hook claude-code` command is a thin wrapper around it.
+//!
+//! | event | what loopward does |
+//! |---|---|
+//! | `PreToolUse` `Write`/`Edit`/`MultiEdit`/`NotebookEdit` | control files, territory (with one-shot overrides), sprawl → `allow` or `deny` with what to do instead |
+//! | `PreToolUse` `Bash` | snapshots the workspace; Claude Code's own permission flow decides |
+//! | `PostToolUse` file tool | records the effect (it counts toward the sprawl gate; a plan written clears it) |
+//! | `PostToolUse` `Bash` | compares with the snapshot; reverts changes the caller may not make, and tells the model (`decision: block`) |
+//! | `UserPromptSubmit` | a person spoke: a new turn (the only event that starts one) |
+//! | anything else | recorded, no answer |
+//!
+//! The caller is the event's `agent_type` (a subagent's name, lowercased), or the main agent
+//! (`root` unless [`HookContextBuilder::main_agent`] says otherwise). Turn state lives under
+//! `<project>/.loopward/sessions/<session>/` ([`session`]); every decision, allow and deny, goes
+//! to the session's ledger `runs/claude-code-<session>/`. Anything that goes wrong — unreadable
+//! input, a state or ledger failure — answers exit status 2 with the reason on stderr, which
+//! Claude Code treats as blocking.
+//!
+//! ```
+//! use loopward_runner::hook::{handle, HookContext};
+//! let dir = tempfile::tempdir().unwrap();
+//! let ctx = HookContext::builder(r#"
+//!     [[territory]]
+//!     paths = ["plan.md"]
+//!     owner = "planner"
+//! "#).unwrap().root(dir.path()).build().unwrap();
+//! let event = serde_json::json!({
+//!     "session_id": "s1", "transcript_path": "/t.jsonl", "cwd": dir.path(),
+//!     "hook_event_name": "PreToolUse", "tool_name": "Write", "tool_use_id": "toolu_1",
+//!     "tool_input": {"file_path": "plan.md", "content": "mine now"},
+//! });
+//! let answer = handle(&event.to_string(), &ctx);
+//! assert_eq!(answer.exit_code, 0);
+//! assert!(answer.stdout.contains(r#""permissionDecision":"deny""#));
+//! assert!(answer.stdout.contains("owned by planner"));
+//! // The decision is in the session's ledger.
+//! assert!(dir.path().join("runs/claude-code-s1/events.jsonl").exists());
+//! // Input that is not a hook event blocks, with the reason on stderr.
+//! let bad = handle("{not json", &ctx);
+//! assert_eq!((bad.exit_code, bad.stdout.as_str()), (2, ""));
+//! ```
+
+pub mod claude_code;
+mod decide;
+mod ledger;
+mod rules;
+pub mod session;
+mod shell;
+
+pub use ledger::{JsonlLedgers, LedgerOpener};
+pub use rules::RulesError;
+pub use shell::{ShellWatchError, MAX_SNAPSHOT_BYTES};
+
+use crate::clock::{Clock, SystemClock};
+use loopward_core::{AgentId, AuditError};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// The exit status Claude Code treats as "blocked; show stderr to the model".
+pub const EXIT_BLOCK: i32 = 2;
+
+/// What the hook command prints and how it exits.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HookAnswer {
+    /// Printed on stdout (a JSON answer, or nothing).
+    pub stdout: String,
+    /// Printed on stderr (the reason, when blocking with exit status 2).
+    pub stderr: String,
+    /// The exit status: 0, or [`EXIT_BLOCK`].
+    pub exit_code: i32,
+}
+
+impl HookAnswer {
+    /// A blocking failure: nothing on stdout, the reason on stderr, exit status 2.
+    pub fn fail_closed(reason: impl std::fmt::Display) -> Self {
+        Self {
+            stdout: String::new(),
+            stderr: format!("loopward: {reason}\nThe tool call is blocked until this is fixed (loopward fails closed).\n"),
+            exit_code: EXIT_BLOCK,
+        }
+    }
+}
+
+/// Why a hook event could not be handled. Every one of these blocks the tool call.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum HookError {
+    /// The input is not a usable Claude Code hook event.
+    #[error(transparent)]
+    Protocol(#[from] claude_code::ProtocolError),
+    /// The session's state could not be used.
+    #[error(transparent)]
+    Session(#[from] session::SessionError),
+    /// The workspace could not be watched around a shell call.
+    #[error(transparent)]
+    Shell(#[from] ShellWatchError),
+    /// The ledger could not record a decision.
+    #[error(transparent)]
+    Audit(#[from] AuditError),
+    /// No project root: neither the config nor the event names one.
+    #[error("no project root: the event has no absolute cwd and the config names no root")]
+    NoRoot,
+    /// The project root is unusable.
+    #[error(transparent)]
+    Root(#[from] crate::workspace::PathError),
+    /// The event's `agent_type` is not a usable agent name.
+    #[error("agent_type {0:?} is not a usable agent name: {1}")]
+    Caller(String, loopward_core::InvalidAgentId),
+}
+
+/// What the hook needs besides the event: the policy, the project root, the main agent's name,
+/// the clock and where ledgers go.
+#[derive(Clone)]
+pub struct HookContext {
+    rules: rules::Rules,
+    root: Option<PathBuf>,
+    main_agent: AgentId,
+    clock: Arc<dyn Clock>,
+    ledgers: Arc<dyn LedgerOpener>,
+    runs_dir: String,
+}
+
+impl std::fmt::Debug for HookContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HookContext")
+            .field("root", &self.root)
+            .field("main_agent", &self.main_agent)
+            .field("runs_dir", &self.runs_dir)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Builds a [`HookContext`].
+pub struct HookContextBuilder {
+    policy: String,
+    config_file: String,
+    root: Option<PathBuf>,
+    main_agent: AgentId,
+    clock: Arc<dyn Clock>,
+    ledgers: Arc<dyn LedgerOpener>,
+    runs_dir: String,
+}
+
+impl HookContext {
+    /// Starts a context from the gate sections of a `loopward.toml` (territories, gates).
+    pub fn builder(policy_toml: &str) -> Result<HookContextBuilder, RulesError> {
+        // Parse now, so a bad policy fails here rather than on the first event.
+        rules::Rules::from_toml(policy_toml, "loopward.toml")?;
+        Ok(HookContextBuilder {
+            policy: policy_toml.to_string(),
+            config_file: "loopward.toml".into(),
+            root: None,
+            main_agent: AgentId::new("root").unwrap_or_else(|_| unreachable!("valid name")),
+            clock: Arc::new(SystemClock),
+            ledgers: Arc::new(JsonlLedgers),
+            runs_dir: "runs".into(),
+        })
+    }
+
+    /// The main agent's name.
+    pub fn main_agent(&self) -> &AgentId {
+        &self.main_agent
+    }
+}
+
+impl HookContextBuilder {
+    /// The project root (default: each event's `cwd`).
+    pub fn root(mut self, root: impl Into<PathBuf>) -> Self {
+        self.root = Some(root.into());
+        self
+    }
+
+    /// The config file's path relative to the root (a control file; default `loopward.toml`).
+    pub fn config_file(mut self, rel: impl Into<String>) -> Self {
+        self.config_file = rel.into();
+        self
+    }
+
+    /// The name the main agent goes by (default `root`).
+    pub fn main_agent(mut self, name: AgentId) -> Self {
+        self.main_agent = name;
+        self
+    }
+
+    /// The clock (default: the system clock).
+    pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// Where ledgers are opened (default: [`JsonlLedgers`]).
+    pub fn ledgers(mut self, ledgers: Arc<dyn LedgerOpener>) -> Self {
+        self.ledgers = ledgers;
+        self
+    }
+
+    /// The runs directory relative to the root (default `runs`).
+    pub fn runs_dir(mut self, rel: impl Into<String>) -> Self {
+        self.runs_dir = rel.into();
+        self
+    }
+
+    /// Builds the context.
+    pub fn build(self) -> Result<HookContext, RulesError> {
+        Ok(HookContext {
+            rules: rules::Rules::from_toml(&self.policy, &self.config_file)?,
+            root: self.root,
+            main_agent: self.main_agent,
+            clock: self.clock,
+            ledgers: self.ledgers,
+            runs_dir: self.runs_dir,
+        })
+    }
+}
+
+/// Handles one Claude Code hook event (`input` is what the hook command read on stdin).
+///
+/// Never panics on any input and never answers a failure with an exit status Claude Code would
+/// read as "go ahead": every error is exit status 2 with the reason on stderr.
+pub fn handle(input: &str, ctx: &HookContext) -> HookAnswer {
+    match decide::handle(input, ctx) {
+        Ok(reply) => HookAnswer {
+            stdout: reply.render(),
+            stderr: String::new(),
+            exit_code: 0,
+        },
+        Err(e) => HookAnswer::fail_closed(e),
+    }
+}

@@ -1,0 +1,300 @@
+//! Per-session turn state, kept on disk between hook processes.
+//!
+//! Claude Code starts one hook process per event, and runs hooks of parallel tool calls at the
+//! same time. Each process takes an exclusive advisory lock on
+//! `.loopward/sessions/<session>/lock` for the whole event (state read, gates, ledger append,
+//! state write), so events of one session are handled one at a time and the ledger has one writer.
+//! The state file is replaced atomically (write, fsync, rename), so a killed hook leaves either
+//! the old state or the new one.
+//!
+//! ```
+//! use loopward_runner::hook::session::SessionKey;
+//! assert_eq!(SessionKey::new("0b5f-11ee").unwrap().as_str(), "0b5f-11ee");
+//! let odd = SessionKey::new("../../etc/passwd").unwrap();
+//! assert!(odd.as_str().bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_'));
+//! assert!(SessionKey::new("").is_err());
+//! ```
+
+use loopward_core::{Effect, RunId};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use std::collections::BTreeMap;
+use std::fs::{self, File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// The longest session id used verbatim; longer or unusual ids are shortened and hashed.
+const MAX_VERBATIM: usize = 64;
+
+/// Why the session state could not be used.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SessionError {
+    /// The session id is empty.
+    #[error("the hook input has an empty session_id")]
+    EmptyId,
+    /// The state directory or a file in it could not be read or written.
+    #[error("session state {path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The error.
+        source: std::io::Error,
+    },
+    /// The state file is not valid.
+    #[error("session state {path} is corrupt ({why}); a person can inspect it, and remove the session folder to start the session's turn state afresh")]
+    Corrupt {
+        /// The file.
+        path: PathBuf,
+        /// The parse error.
+        why: String,
+    },
+}
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> SessionError + '_ {
+    move |source| SessionError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// A session id made safe to use as a file name and a run id.
+///
+/// Ids of `[A-Za-z0-9_-]`, at most 64 bytes, are kept as they are (Claude Code's are UUIDs);
+/// anything else keeps its safe characters (at most 32) followed by a hash of the whole id, so
+/// two different ids never share a folder and no id can climb out of it.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct SessionKey(String);
+
+impl SessionKey {
+    /// Sanitises a session id.
+    pub fn new(id: &str) -> Result<Self, SessionError> {
+        if id.is_empty() {
+            return Err(SessionError::EmptyId);
+        }
+        let safe = |b: u8| b.is_ascii_alphanumeric() || b == b'-' || b == b'_';
+        if id.len() <= MAX_VERBATIM && id.bytes().all(safe) {
+            return Ok(Self(id.to_string()));
+        }
+        let kept: String = id
+            .bytes()
+            .filter(|b| safe(*b))
+            .take(32)
+            .map(char::from)
+            .collect();
+        let hash = hex::encode(&Sha256::digest(id.as_bytes())[..8]);
+        Ok(Self(if kept.is_empty() {
+            format!("h-{hash}")
+        } else {
+            format!("{kept}-{hash}")
+        }))
+    }
+
+    /// The sanitised id.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// The ledger's run id for this session: `claude-code-<session>`.
+    pub fn run_id(&self) -> RunId {
+        // Only [A-Za-z0-9_-] and at most 64 + 12 + 17 bytes: always a valid run id.
+        RunId::new(format!("claude-code-{}", self.0))
+            .unwrap_or_else(|| unreachable!("sanitised session ids are valid run ids"))
+    }
+}
+
+/// What one agent has done in the current turn.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct AgentTurn {
+    /// Effects of its tool calls that stand, in order.
+    #[serde(default)]
+    pub effects: Vec<Effect>,
+    /// Whether the sprawl gate already refused once this turn.
+    #[serde(default)]
+    pub sprawl_fired: bool,
+}
+
+/// The turn state of one Claude Code session.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct SessionState {
+    /// Human prompts so far; the current turn's number (0 before the first prompt).
+    pub turn: u32,
+    /// Events handled so far; each event gets the next number (decides "newer than").
+    pub events: u64,
+    /// The event number of the last human prompt.
+    pub last_human: u64,
+    /// The event number of the last write to the plan file that stands, if any.
+    #[serde(default)]
+    pub plan_written: Option<u64>,
+    /// Whether the ledger has its `run_started` event.
+    #[serde(default)]
+    pub ledger_started: bool,
+    /// Per agent: what it did this turn. Cleared by a human prompt.
+    #[serde(default)]
+    pub agents: BTreeMap<String, AgentTurn>,
+}
+
+impl SessionState {
+    /// Starts a new turn: a person spoke.
+    pub fn human_prompt(&mut self) {
+        self.turn += 1;
+        self.last_human = self.events;
+        self.agents.clear();
+    }
+
+    /// Whether a plan was written after the last human prompt (by event order, never mtimes).
+    pub fn plan_is_fresh(&self) -> bool {
+        self.plan_written.is_some_and(|at| at > self.last_human)
+    }
+}
+
+/// The on-disk home of one session's state: `<root>/.loopward/sessions/<key>/`.
+#[derive(Clone, Debug)]
+pub struct SessionDir {
+    key: SessionKey,
+    dir: PathBuf,
+}
+
+impl SessionDir {
+    /// The folder for `key` under the project `root` (created on first use).
+    pub fn new(root: &Path, key: SessionKey) -> Self {
+        let dir = root.join(".loopward").join("sessions").join(key.as_str());
+        Self { key, dir }
+    }
+
+    /// The session's key.
+    pub fn key(&self) -> &SessionKey {
+        &self.key
+    }
+
+    /// The folder.
+    pub fn path(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Runs `f` on the session's state while holding the session's exclusive lock; the state is
+    /// saved only when `f` succeeds. Concurrent hook processes of one session wait their turn.
+    pub fn locked<T, E: From<SessionError>>(
+        &self,
+        f: impl FnOnce(&mut SessionState) -> Result<T, E>,
+    ) -> Result<T, E> {
+        fs::create_dir_all(&self.dir).map_err(io(&self.dir))?;
+        let lock_path = self.dir.join("lock");
+        let lock_file = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&lock_path)
+            .map_err(io(&lock_path))?;
+        let mut lock = fd_lock::RwLock::new(lock_file);
+        let _held = lock.write().map_err(io(&lock_path))?;
+        let mut state = self.load()?;
+        let out = f(&mut state)?;
+        self.save(&state)?;
+        Ok(out)
+    }
+
+    fn state_path(&self) -> PathBuf {
+        self.dir.join("state.json")
+    }
+
+    fn load(&self) -> Result<SessionState, SessionError> {
+        let path = self.state_path();
+        match fs::read(&path) {
+            Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| SessionError::Corrupt {
+                path,
+                why: e.to_string(),
+            }),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(SessionState::default()),
+            Err(e) => Err(io(&path)(e)),
+        }
+    }
+
+    fn save(&self, state: &SessionState) -> Result<(), SessionError> {
+        let path = self.state_path();
+        let tmp = self.dir.join("state.json.tmp");
+        let bytes = serde_json::to_vec_pretty(state).map_err(|e| SessionError::Corrupt {
+            path: path.clone(),
+            why: e.to_string(),
+        })?;
+        write_synced(&tmp, &bytes)?;
+        fs::rename(&tmp, &path).map_err(io(&path))
+    }
+}
+
+/// Writes a file and syncs it to disk.
+pub(crate) fn write_synced(path: &Path, bytes: &[u8]) -> Result<(), SessionError> {
+    let mut f = File::create(path).map_err(io(path))?;
+    f.write_all(bytes).map_err(io(path))?;
+    f.sync_all().map_err(io(path))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn different_odd_ids_never_share_a_folder() {
+        let a = SessionKey::new("a/b").unwrap();
+        let b = SessionKey::new("a\\b").unwrap();
+        assert_ne!(a, b);
+        assert!(a.as_str().starts_with("ab-"));
+        let long = "x".repeat(500);
+        assert!(SessionKey::new(&long).unwrap().as_str().len() < 64);
+        assert_eq!(SessionKey::new("..").unwrap().as_str().len(), 18);
+    }
+
+    #[test]
+    fn state_survives_between_processes_and_failures_do_not_save() {
+        let d = tempfile::tempdir().unwrap();
+        let s = SessionDir::new(d.path(), SessionKey::new("s1").unwrap());
+        s.locked(|st| {
+            st.human_prompt();
+            Ok::<_, SessionError>(())
+        })
+        .unwrap();
+        let r: Result<(), SessionError> = s.locked(|st| {
+            st.human_prompt();
+            Err(SessionError::EmptyId)
+        });
+        assert!(r.is_err());
+        let turn = s.locked(|st| Ok::<_, SessionError>(st.turn)).unwrap();
+        assert_eq!(turn, 1);
+    }
+
+    #[test]
+    fn corrupt_state_is_an_error_not_a_fresh_start() {
+        let d = tempfile::tempdir().unwrap();
+        let s = SessionDir::new(d.path(), SessionKey::new("s1").unwrap());
+        fs::create_dir_all(s.path()).unwrap();
+        fs::write(s.path().join("state.json"), "{not json").unwrap();
+        let r = s.locked(|_| Ok::<_, SessionError>(()));
+        assert!(matches!(r, Err(SessionError::Corrupt { .. })));
+    }
+
+    #[test]
+    fn concurrent_hooks_of_one_session_do_not_lose_updates() {
+        let d = tempfile::tempdir().unwrap();
+        let root = d.path().to_path_buf();
+        let threads: Vec<_> = (0..8)
+            .map(|_| {
+                let root = root.clone();
+                std::thread::spawn(move || {
+                    let s = SessionDir::new(&root, SessionKey::new("s1").unwrap());
+                    for _ in 0..10 {
+                        s.locked(|st| {
+                            st.events += 1;
+                            Ok::<_, SessionError>(())
+                        })
+                        .unwrap();
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        let s = SessionDir::new(&root, SessionKey::new("s1").unwrap());
+        assert_eq!(s.locked(|st| Ok::<_, SessionError>(st.events)).unwrap(), 80);
+    }
+}
