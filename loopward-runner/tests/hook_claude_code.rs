@@ -1,0 +1,194 @@
+//! `loopward hook claude-code`: recorded Claude Code hook inputs through the engine, with the
+//! exact answers Claude Code reads and the ledger entries they leave.
+
+mod hook_support;
+
+use hook_support::{shown, Project, SESSION};
+
+const POLICY: &str = r#"
+[[territory]]
+paths = ["plan.md", "plans/**"]
+owner = "planner"
+
+[gates.sprawl]
+enabled = false
+"#;
+
+fn project() -> Project {
+    let p = Project::new(POLICY);
+    p.write("plan.md", "# Plan\n1. greet\n");
+    p.write("docs/.keep", "");
+    p
+}
+
+#[test]
+fn main_agent_writing_a_planner_file_is_denied_with_the_way_out() {
+    let p = project();
+    let a = p.send_fixture("pre_write_plan_root.json");
+    insta::assert_snapshot!(shown(&a));
+    insta::assert_snapshot!(p.ledger(SESSION).join("\n"));
+}
+
+#[test]
+fn the_owning_subagent_is_allowed() {
+    let p = project();
+    let a = p.send_fixture("pre_write_plan_planner.json");
+    insta::assert_snapshot!(shown(&a));
+    let ledger = p.ledger(SESSION);
+    assert_eq!(
+        ledger.last().unwrap(),
+        "[planner t0] gate_decision territory:planner allow plan.md (toolu_01B)"
+    );
+}
+
+#[test]
+fn a_subagent_named_in_capitals_is_judged_as_its_lowercase_name() {
+    let p = project();
+    let a = p.send_fixture("pre_edit_plan_explore.json");
+    assert_eq!(a.exit_code, 0);
+    assert!(
+        a.stdout.contains(r#""permissionDecision":"deny""#),
+        "{}",
+        a.stdout
+    );
+    assert!(a.stdout.contains("explore does not own it"), "{}", a.stdout);
+    assert!(p
+        .ledger(SESSION)
+        .last()
+        .unwrap()
+        .starts_with("[explore t0] gate_decision territory:planner deny plan.md"));
+}
+
+#[test]
+fn a_dotdot_path_relative_to_the_events_cwd_is_judged_where_it_lands() {
+    let p = project();
+    let a = p.send_fixture("pre_edit_dotdot.json");
+    insta::assert_snapshot!(shown(&a));
+    assert_eq!(
+        p.ledger(SESSION).last().unwrap(),
+        "[root t0] gate_decision territory:planner deny plan.md (toolu_01D)"
+    );
+}
+
+#[test]
+fn a_relative_path_resolves_against_the_events_cwd() {
+    let p = project();
+    let a = p.send_fixture("pre_write_relative_docs.json");
+    insta::assert_snapshot!(shown(&a));
+    assert_eq!(
+        p.ledger(SESSION).last().unwrap(),
+        "[root t0] gate_decision territory allow docs/guide.md (toolu_01E)"
+    );
+}
+
+#[test]
+fn a_path_escaping_the_project_is_denied() {
+    let p = project();
+    let a = p.send_fixture("pre_write_escape.json");
+    insta::assert_snapshot!(shown(&a));
+    assert_eq!(
+        p.ledger(SESSION).last().unwrap(),
+        "[root t0] gate_decision workspace deny ../../etc/cron.d/evil (toolu_01F)"
+    );
+}
+
+#[test]
+fn a_write_through_a_symlinked_directory_is_judged_where_it_lands() {
+    let p = project();
+    std::fs::create_dir_all(p.path("plans")).unwrap();
+    std::os::unix::fs::symlink("plans", p.path("notes")).unwrap();
+    let a = p.send_fixture("pre_write_symlink.json");
+    insta::assert_snapshot!(shown(&a));
+    assert_eq!(
+        p.ledger(SESSION).last().unwrap(),
+        "[root t0] gate_decision territory:planner deny plans/roadmap.md (toolu_01G)"
+    );
+}
+
+#[test]
+fn control_files_are_denied_to_every_agent() {
+    let p = project();
+    let a = p.send_fixture("pre_notebook_control.json");
+    insta::assert_snapshot!(shown(&a));
+}
+
+#[test]
+fn read_only_tools_and_other_events_pass_silently_but_are_recorded() {
+    let p = project();
+    let a = p.send_fixture("pre_read.json");
+    assert_eq!(shown(&a), "exit 0\nstdout: \nstderr: \n");
+    let a = p.send_fixture("stop.json");
+    assert_eq!(shown(&a), "exit 0\nstdout: \nstderr: \n");
+    insta::assert_snapshot!(p.ledger(SESSION).join("\n"));
+}
+
+#[test]
+fn malformed_input_blocks_with_exit_2_and_the_reason_on_stderr() {
+    let p = project();
+    for (fixture, reason) in [
+        (
+            "malformed_truncated.json",
+            "is not a Claude Code hook event",
+        ),
+        (
+            "malformed_path_not_string.json",
+            "tool_input.file_path is not a string",
+        ),
+        ("malformed_no_session.json", "missing field `session_id`"),
+    ] {
+        let a = p.send_fixture(fixture);
+        assert_eq!((a.exit_code, a.stdout.as_str()), (2, ""), "{fixture}");
+        assert!(a.stderr.contains(reason), "{fixture}: {}", a.stderr);
+        assert!(a.stderr.contains("blocked"), "{fixture}: {}", a.stderr);
+    }
+    for junk in ["", "null", "[]", "{}", "\u{0}", &"{".repeat(100_000)] {
+        let a = p.send(junk);
+        assert_eq!(a.exit_code, 2, "{junk:?}");
+    }
+    assert!(
+        p.ledger(SESSION).is_empty(),
+        "nothing parseable, nothing recorded"
+    );
+}
+
+#[test]
+fn corrupt_session_state_blocks_instead_of_starting_afresh() {
+    let p = project();
+    p.write(
+        &format!(".loopward/sessions/{SESSION}/state.json"),
+        "{\"turn\": \"many\"}",
+    );
+    let a = p.send_fixture("pre_write_plan_planner.json");
+    assert_eq!(a.exit_code, 2);
+    assert!(a.stderr.contains("state.json is corrupt"), "{}", a.stderr);
+}
+
+#[test]
+fn a_ledger_that_cannot_be_written_blocks_the_call() {
+    let p = project();
+    // A file where the session's run directory must go.
+    p.write(&format!("runs/claude-code-{SESSION}"), "in the way");
+    let a = p.send_fixture("pre_write_plan_planner.json");
+    assert_eq!(a.exit_code, 2);
+    assert!(
+        a.stderr.contains("audit ledger write failed"),
+        "{}",
+        a.stderr
+    );
+}
+
+#[test]
+fn no_project_root_blocks() {
+    let p = project();
+    // No configured root, and a cwd that is not an absolute path.
+    let ctx = loopward_runner::hook::HookContext::builder(POLICY)
+        .unwrap()
+        .build()
+        .unwrap();
+    let event = p
+        .fixture("pre_read.json")
+        .replace(p.root.to_str().unwrap(), "relative/dir");
+    let a = loopward_runner::hook::handle(&event, &ctx);
+    assert_eq!(a.exit_code, 2);
+    assert!(a.stderr.contains("no project root"), "{}", a.stderr);
+}

@@ -1,0 +1,132 @@
+//! Claude Code `Bash` calls: the workspace is compared before and after; a change inside a
+//! territory the caller does not own is put back and reported to the model as a blocking reason.
+
+mod hook_support;
+
+use hook_support::{shown, Project, SESSION};
+
+const POLICY: &str = r#"
+[[territory]]
+paths = ["plan.md", "plans/**"]
+owner = "planner"
+
+[gates.sprawl]
+enabled = false
+"#;
+
+/// Runs the fixture's command the way Claude Code would, between the two hook events.
+fn run_bash(p: &Project, command: &str) {
+    let status = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(command)
+        .current_dir(&p.root)
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
+#[test]
+fn a_bash_write_into_a_territory_is_reverted_and_reported_as_blocking() {
+    let p = Project::new(POLICY);
+    p.write("plan.md", "# Plan\n1. greet\n");
+    let pre = p.send_fixture("pre_bash_into_plan.json");
+    assert_eq!(
+        shown(&pre),
+        "exit 0\nstdout: \nstderr: \n",
+        "Claude Code's own permission flow decides on Bash"
+    );
+    run_bash(&p, "echo '# Plan: mine' > plan.md && echo hi > notes.txt");
+    let post = p.send_fixture("post_bash_into_plan.json");
+    insta::assert_snapshot!(shown(&post));
+    assert_eq!(
+        p.read("plan.md").as_deref(),
+        Some("# Plan\n1. greet\n"),
+        "the territory file is put back"
+    );
+    assert_eq!(
+        p.read("notes.txt").as_deref(),
+        Some("hi\n"),
+        "changes outside territories stand"
+    );
+    insta::assert_snapshot!(p.ledger(SESSION).join("\n"));
+}
+
+#[test]
+fn a_file_created_in_a_territory_by_bash_is_removed() {
+    let p = Project::new(POLICY);
+    p.send_fixture("pre_bash_into_plan.json");
+    run_bash(&p, "mkdir -p plans && echo x > plans/new.md");
+    let post = p.send_fixture("post_bash_into_plan.json");
+    assert!(
+        post.stdout.contains(r#""decision":"block""#),
+        "{}",
+        post.stdout
+    );
+    assert!(post.stdout.contains("plans/new.md"), "{}", post.stdout);
+    assert!(p.read("plans/new.md").is_none());
+}
+
+#[test]
+fn a_symlink_made_by_bash_that_points_into_a_territory_is_removed() {
+    let p = Project::new(POLICY);
+    p.write("plan.md", "# Plan\n");
+    p.send_fixture("pre_bash_into_plan.json");
+    run_bash(&p, "ln -s plan.md innocent.txt");
+    let post = p.send_fixture("post_bash_into_plan.json");
+    assert!(
+        post.stdout.contains("innocent.txt is a link into plan.md"),
+        "{}",
+        post.stdout
+    );
+    assert!(std::fs::symlink_metadata(p.path("innocent.txt")).is_err());
+}
+
+#[test]
+fn bash_changes_by_the_owner_stand() {
+    let p = Project::new(POLICY);
+    p.write("plan.md", "# Plan\n");
+    let owned = |f: &str| {
+        p.fixture(f).replace(
+            r#""hook_event_name""#,
+            r#""agent_type": "planner", "hook_event_name""#,
+        )
+    };
+    p.send(&owned("pre_bash_into_plan.json"));
+    run_bash(&p, "echo '# Plan: mine' > plan.md");
+    let post = p.send(&owned("post_bash_into_plan.json"));
+    assert_eq!(shown(&post), "exit 0\nstdout: \nstderr: \n");
+    assert_eq!(p.read("plan.md").as_deref(), Some("# Plan: mine\n"));
+    assert!(p
+        .ledger(SESSION)
+        .last()
+        .unwrap()
+        .contains("plan.md modify ok"));
+}
+
+#[test]
+fn bash_editing_loopward_control_files_is_reverted() {
+    let p = Project::new(POLICY);
+    p.send_fixture("pre_bash_into_plan.json");
+    run_bash(&p, "echo '[gates.sprawl]' >> loopward.toml && mkdir -p .loopward/overrides && echo '{}' > .loopward/overrides/x.json");
+    let post = p.send_fixture("post_bash_into_plan.json");
+    assert!(post.stdout.contains("loopward.toml"), "{}", post.stdout);
+    assert!(
+        post.stdout.contains(".loopward/overrides/x.json"),
+        "{}",
+        post.stdout
+    );
+    assert_eq!(p.read("loopward.toml").as_deref(), Some(POLICY));
+    assert!(p.read(".loopward/overrides/x.json").is_none());
+}
+
+#[test]
+fn a_post_bash_without_its_snapshot_blocks() {
+    let p = Project::new(POLICY);
+    let post = p.send_fixture("post_bash_into_plan.json");
+    assert_eq!(post.exit_code, 2);
+    assert!(
+        post.stderr.contains("no workspace snapshot was taken"),
+        "{}",
+        post.stderr
+    );
+}
