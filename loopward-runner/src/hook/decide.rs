@@ -2,6 +2,7 @@
 //! under the session's lock.
 
 use super::claude_code::{ClaudeTool, Event, HookInput, Reply, ToolUse};
+use super::rules::WriteAsk;
 use super::session::{SessionDir, SessionKey, SessionState};
 use super::shell::{self, Snapshot};
 use super::{HookContext, HookError};
@@ -216,15 +217,17 @@ impl Engine<'_> {
             .get(self.caller.as_str())
             .cloned()
             .unwrap_or_default();
-        let verdict = self.ctx.rules.judge_write(
-            &self.caller,
-            call.id.as_deref(),
-            &action,
+        let ask = WriteAsk {
+            caller: &self.caller,
+            call_id: call.id.as_deref(),
+            action: &action,
             raw,
-            path.rel(),
-            &turn,
-            self.state.plan_is_fresh(),
-        );
+            rel: path.rel(),
+        };
+        let verdict = self
+            .ctx
+            .rules
+            .judge_write(&ask, &turn, self.state.plan_is_fresh());
         for event in &verdict.events {
             self.record(event)?;
         }

@@ -112,6 +112,19 @@ pub(crate) struct Rules {
     sprawl: Option<SprawlRule>,
 }
 
+/// One write to judge.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct WriteAsk<'a> {
+    pub(crate) caller: &'a AgentId,
+    pub(crate) call_id: Option<&'a str>,
+    /// `tool:Write`, …
+    pub(crate) action: &'a str,
+    /// The path as the model wrote it.
+    pub(crate) raw: &'a str,
+    /// The canonical workspace-relative path.
+    pub(crate) rel: &'a str,
+}
+
 /// What the rules say about one write, with the events to record before it runs, in order.
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct WriteVerdict {
@@ -244,14 +257,17 @@ impl Rules {
     /// Judges one write by `caller` to `rel` (`raw` as the model wrote it).
     pub(crate) fn judge_write(
         &self,
-        caller: &AgentId,
-        call_id: Option<&str>,
-        action: &str,
-        raw: &str,
-        rel: &str,
+        ask: &WriteAsk<'_>,
         turn: &AgentTurn,
         plan_fresh: bool,
     ) -> WriteVerdict {
+        let WriteAsk {
+            caller,
+            call_id,
+            action,
+            raw,
+            rel,
+        } = *ask;
         let mut v = WriteVerdict {
             events: Vec::new(),
             denial: None,

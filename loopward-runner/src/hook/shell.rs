@@ -202,7 +202,7 @@ pub(crate) fn compare(before: &Snapshot, after: &Snapshot) -> Vec<Change> {
                 path: path.clone(),
                 kind: EffectKind::Delete,
             }),
-            Some(a) if a != b => out.push(Change {
+            Some(a) if !same(a, b) => out.push(Change {
                 path: path.clone(),
                 kind: match a {
                     Entry::Link { .. } => EffectKind::Link,
@@ -225,6 +225,22 @@ pub(crate) fn compare(before: &Snapshot, after: &Snapshot) -> Vec<Change> {
     }
     out.sort_by(|x, y| x.path.cmp(&y.path));
     out
+}
+
+/// Whether two entries show the same content (whether a blob was kept does not matter).
+fn same(a: &Entry, b: &Entry) -> bool {
+    match (a, b) {
+        (
+            Entry::File {
+                sha256: x, mode: m, ..
+            },
+            Entry::File {
+                sha256: y, mode: n, ..
+            },
+        ) => x == y && m == n,
+        (Entry::Link { target: x }, Entry::Link { target: y }) => x == y,
+        _ => false,
+    }
 }
 
 /// Where a link created at `rel` in `after` points, workspace-relative, when it stays inside.
