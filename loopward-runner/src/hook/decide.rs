@@ -27,8 +27,8 @@ pub(super) fn handle(raw: &str, ctx: &HookContext) -> Result<Reply, HookError> {
     let dir = SessionDir::new(ws.root(), key);
     dir.locked(|state| {
         let run = dir.key().run_id();
-        let run_dir = ws.root().join(&ctx.runs_dir).join(run.as_str());
-        let ledger = ctx.ledgers.open(&run_dir, &run, ctx.clock.clone())?;
+        let runs_dir = ws.root().join(&ctx.runs_dir);
+        let ledger = ctx.ledgers.open(&runs_dir, &run, ctx.clock.clone())?;
         state.events += 1;
         let mut e = Engine {
             ctx,

@@ -11,10 +11,10 @@ use std::sync::{Arc, Mutex};
 /// Opens the ledger of one session. The hook holds the session's lock while it records, so a
 /// ledger has one writer at a time.
 pub trait LedgerOpener: Send + Sync {
-    /// Opens (creating or reopening) the ledger in `run_dir` for `run`.
+    /// Opens (creating or reopening) the ledger of `run` in `runs_dir/<run>/`.
     fn open(
         &self,
-        run_dir: &Path,
+        runs_dir: &Path,
         run: &RunId,
         clock: Arc<dyn Clock>,
     ) -> Result<Arc<dyn AuditSink>, AuditError>;
@@ -28,10 +28,12 @@ pub struct JsonlLedgers;
 impl LedgerOpener for JsonlLedgers {
     fn open(
         &self,
-        run_dir: &Path,
-        _run: &RunId,
+        runs_dir: &Path,
+        run: &RunId,
         clock: Arc<dyn Clock>,
     ) -> Result<Arc<dyn AuditSink>, AuditError> {
+        let run_dir = runs_dir.join(run.as_str());
+        let run_dir = run_dir.as_path();
         std::fs::create_dir_all(run_dir)
             .map_err(|e| AuditError(format!("{}: {e}", run_dir.display())))?;
         let path = run_dir.join("events.jsonl");

@@ -16,8 +16,8 @@ use std::collections::BTreeSet;
 #[error("policy: {0}")]
 pub struct RulesError(pub String);
 
+/// The gate sections; other sections of a whole `loopward.toml` are left to its loader.
 #[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
 struct PolicyToml {
     #[serde(default)]
     territory: Vec<TerritoryToml>,
@@ -26,7 +26,6 @@ struct PolicyToml {
 }
 
 #[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
 struct GatesToml {
     #[serde(default)]
     sprawl: Option<SprawlToml>,
