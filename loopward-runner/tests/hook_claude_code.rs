@@ -192,3 +192,54 @@ fn no_project_root_blocks() {
     assert_eq!(a.exit_code, 2);
     assert!(a.stderr.contains("no project root"), "{}", a.stderr);
 }
+
+#[test]
+fn a_territory_write_that_skipped_pre_tool_use_is_counted_and_reported() {
+    let p = project();
+    // Only the PostToolUse arrives (the PreToolUse hook was not installed for this tool).
+    let post = p
+        .fixture("pre_write_plan_root.json")
+        .replace("\"PreToolUse\"", "\"PostToolUse\"");
+    let a = p.send(&post);
+    insta::assert_snapshot!(shown(&a));
+    let ledger = p.ledger(SESSION);
+    assert!(
+        ledger.iter().any(|l| l.starts_with("[root t0] violation plan.md none:")),
+        "{ledger:#?}"
+    );
+}
+
+#[test]
+fn an_allowed_write_is_not_a_violation_when_it_lands() {
+    let p = project();
+    p.send_fixture("pre_write_plan_planner.json");
+    let post = p
+        .fixture("pre_write_plan_planner.json")
+        .replace("\"PreToolUse\"", "\"PostToolUse\"");
+    assert_eq!(shown(&p.send(&post)), "exit 0\nstdout: \nstderr: \n");
+    assert!(!p.ledger(SESSION).iter().any(|l| l.contains("violation")));
+}
+
+#[test]
+fn concurrent_hooks_of_one_session_all_reach_the_ledger_in_order() {
+    let p = std::sync::Arc::new(project());
+    let threads: Vec<_> = (0..8)
+        .map(|t| {
+            let p = p.clone();
+            std::thread::spawn(move || {
+                for i in 0..5 {
+                    let e = p
+                        .fixture("pre_read.json")
+                        .replace("toolu_01I", &format!("toolu_{t}_{i}"));
+                    assert_eq!(p.send(&e).exit_code, 0);
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    let ledger = p.ledger(SESSION);
+    assert_eq!(ledger.len(), 41, "run_started + 40 tool_requested");
+    assert_eq!(ledger.iter().filter(|l| l.contains("run_started")).count(), 1);
+}

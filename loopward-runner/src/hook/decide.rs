@@ -243,6 +243,9 @@ impl Engine<'_> {
                 reason: refusal.to_string(),
             });
         }
+        if let Some(id) = &call.id {
+            self.state.allowed_calls.insert(id.clone());
+        }
         let mut reason = format!(
             "loopward: {} may write {}",
             self.caller,
@@ -260,35 +263,7 @@ impl Engine<'_> {
 
     fn post(&mut self, call: ToolUse) -> Result<Reply, HookError> {
         if let Some(raw) = call.tool.write_path() {
-            let effects = match self.resolve(raw) {
-                Ok(path) => {
-                    // Claude Code's Write answers `{"type": "create" | "update", …}`.
-                    let created = self
-                        .input
-                        .tool_response
-                        .as_ref()
-                        .and_then(|r| r.get("type"))
-                        .and_then(Value::as_str)
-                        == Some("create");
-                    let kind = if created {
-                        EffectKind::Create
-                    } else {
-                        EffectKind::Modify
-                    };
-                    self.note_plan(path.rel());
-                    vec![Effect::ok(path.rel(), kind)]
-                }
-                Err(_) => vec![],
-            };
-            self.agent_effects(&effects);
-            self.record(&AuditEvent::ToolFinished {
-                call_id: call.id.clone().unwrap_or_default(),
-                tool: call.tool.name().to_string(),
-                is_error: false,
-                effects,
-                summary: format!("{} finished", call.tool.name()),
-            })?;
-            return Ok(Reply::Silent);
+            return self.post_write(&call, raw);
         }
         if let ClaudeTool::Bash { .. } = call.tool {
             return self.post_bash(&call);
@@ -301,6 +276,57 @@ impl Engine<'_> {
             summary: format!("{} finished", call.tool.name()),
         })?;
         Ok(Reply::Silent)
+    }
+
+    fn post_write(&mut self, call: &ToolUse, raw: &str) -> Result<Reply, HookError> {
+        let authorised = call
+            .id
+            .as_ref()
+            .is_some_and(|id| self.state.allowed_calls.remove(id));
+        let mut reply = Reply::Silent;
+        let effects = match self.resolve(raw) {
+            Ok(path) => {
+                // Claude Code's Write answers `{"type": "create" | "update", …}`.
+                let created = self
+                    .input
+                    .tool_response
+                    .as_ref()
+                    .and_then(|r| r.get("type"))
+                    .and_then(Value::as_str)
+                    == Some("create");
+                let kind = if created {
+                    EffectKind::Create
+                } else {
+                    EffectKind::Modify
+                };
+                // A write no PreToolUse allowed (the hook was not installed for this tool, or
+                // its answer was ignored) that breaks a rule: counted, and the model told.
+                if let (false, Some(rule)) =
+                    (authorised, self.ctx.rules.guarded(&self.caller, path.rel()))
+                {
+                    self.record(&AuditEvent::Violation {
+                        path: path.rel().to_string(),
+                        remedy: "none: it ran without a PreToolUse decision; restore it from version control".into(),
+                        reason: rule.clone(),
+                    })?;
+                    reply = Reply::Block {
+                        reason: format!("refused by loopward: {rule}; this write was not allowed before it ran.\nWhat to do: undo it, and leave the file to its owner."),
+                    };
+                }
+                self.note_plan(path.rel());
+                vec![Effect::ok(path.rel(), kind)]
+            }
+            Err(_) => vec![],
+        };
+        self.agent_effects(&effects);
+        self.record(&AuditEvent::ToolFinished {
+            call_id: call.id.clone().unwrap_or_default(),
+            tool: call.tool.name().to_string(),
+            is_error: false,
+            effects,
+            summary: format!("{} finished", call.tool.name()),
+        })?;
+        Ok(reply)
     }
 
     fn post_bash(&mut self, call: &ToolUse) -> Result<Reply, HookError> {

@@ -18,7 +18,7 @@
 use loopward_core::{Effect, RunId};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs::{self, File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -129,6 +129,9 @@ pub struct SessionState {
     /// Whether the ledger has its `run_started` event.
     #[serde(default)]
     pub ledger_started: bool,
+    /// File-tool calls allowed at `PreToolUse` whose `PostToolUse` has not come yet.
+    #[serde(default)]
+    pub allowed_calls: BTreeSet<String>,
     /// Per agent: what it did this turn. Cleared by a human prompt.
     #[serde(default)]
     pub agents: BTreeMap<String, AgentTurn>,
