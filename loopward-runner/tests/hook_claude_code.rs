@@ -204,7 +204,9 @@ fn a_territory_write_that_skipped_pre_tool_use_is_counted_and_reported() {
     insta::assert_snapshot!(shown(&a));
     let ledger = p.ledger(SESSION);
     assert!(
-        ledger.iter().any(|l| l.starts_with("[root t0] violation plan.md none:")),
+        ledger
+            .iter()
+            .any(|l| l.starts_with("[root t0] violation plan.md none:")),
         "{ledger:#?}"
     );
 }
@@ -241,5 +243,24 @@ fn concurrent_hooks_of_one_session_all_reach_the_ledger_in_order() {
     }
     let ledger = p.ledger(SESSION);
     assert_eq!(ledger.len(), 41, "run_started + 40 tool_requested");
-    assert_eq!(ledger.iter().filter(|l| l.contains("run_started")).count(), 1);
+    assert_eq!(
+        ledger.iter().filter(|l| l.contains("run_started")).count(),
+        1
+    );
+}
+
+#[test]
+fn an_unsafe_session_id_stays_inside_the_session_folders() {
+    let p = project();
+    let event = p
+        .fixture("pre_read.json")
+        .replace(SESSION, "../../../../tmp/x");
+    assert_eq!(p.send(&event).exit_code, 0);
+    let sessions: Vec<String> = std::fs::read_dir(p.path(".loopward/sessions"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(sessions.len(), 1);
+    assert!(sessions[0].starts_with("tmpx-"), "{sessions:?}");
+    assert_eq!(p.ledger(&sessions[0]).len(), 2);
 }

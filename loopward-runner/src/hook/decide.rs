@@ -12,6 +12,7 @@ use loopward_core::{
     Scope, TurnNumber,
 };
 use serde_json::{json, Value};
+use std::collections::BTreeSet;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -217,12 +218,17 @@ impl Engine<'_> {
             .get(self.caller.as_str())
             .cloned()
             .unwrap_or_default();
+        let keys = self
+            .ctx
+            .rules
+            .unit_keys(path.rel(), &replacements(&call.input));
         let ask = WriteAsk {
             caller: &self.caller,
             call_id: call.id.as_deref(),
             action: &action,
             raw,
             rel: path.rel(),
+            keys: &keys,
         };
         let verdict = self
             .ctx
@@ -314,11 +320,15 @@ impl Engine<'_> {
                     };
                 }
                 self.note_plan(path.rel());
+                let keys = self
+                    .ctx
+                    .rules
+                    .unit_keys(path.rel(), &replacements(&call.input));
+                self.touch(keys, BTreeSet::from([path.rel().to_string()]));
                 vec![Effect::ok(path.rel(), kind)]
             }
             Err(_) => vec![],
         };
-        self.agent_effects(&effects);
         self.record(&AuditEvent::ToolFinished {
             call_id: call.id.clone().unwrap_or_default(),
             tool: call.tool.name().to_string(),
@@ -370,12 +380,17 @@ impl Engine<'_> {
                 }
             }
         }
-        let ok: Vec<Effect> = effects
+        // Everything one command changed is one unit of work.
+        let files: BTreeSet<String> = effects
             .iter()
             .filter(|e| e.status == EffectStatus::Ok)
-            .cloned()
+            .map(|e| e.path.clone())
             .collect();
-        self.agent_effects(&ok);
+        let keys = files
+            .iter()
+            .flat_map(|f| self.ctx.rules.unit_keys(f, &[]))
+            .collect();
+        self.touch(keys, files);
         self.record(&AuditEvent::ToolFinished {
             call_id: id.to_string(),
             tool: "Bash".into(),
@@ -409,16 +424,12 @@ impl Engine<'_> {
         }
     }
 
-    fn agent_effects(&mut self, effects: &[Effect]) {
-        if effects.is_empty() {
-            return;
-        }
+    fn touch(&mut self, keys: BTreeSet<String>, files: BTreeSet<String>) {
         self.state
             .agents
             .entry(self.caller.to_string())
             .or_default()
-            .effects
-            .extend(effects.iter().cloned());
+            .touch(keys, files);
     }
 
     fn blobs(&self) -> std::path::PathBuf {
@@ -441,6 +452,21 @@ fn call_id(call: &ToolUse) -> Result<&str, HookError> {
             why: "is missing (needed to pair the shell call's before and after)",
         })
     })
+}
+
+/// The (old, new) replacements of an `Edit` or `MultiEdit` call.
+fn replacements(input: &Value) -> Vec<(&str, &str)> {
+    fn pair(v: &Value) -> Option<(&str, &str)> {
+        Some((
+            v.get("old_string")?.as_str()?,
+            v.get("new_string")?.as_str()?,
+        ))
+    }
+    let mut out: Vec<(&str, &str)> = pair(input).into_iter().collect();
+    if let Some(edits) = input.get("edits").and_then(Value::as_array) {
+        out.extend(edits.iter().filter_map(pair));
+    }
+    out
 }
 
 /// Tool arguments as logged: long strings (file contents, edits) shortened.

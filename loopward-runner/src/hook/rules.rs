@@ -9,6 +9,7 @@ use super::session::AgentTurn;
 use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
 use loopward_core::{AgentId, AuditEvent, Decision, GateMode, Refusal};
 use serde::Deserialize;
+use sha2::{Digest, Sha256};
 use std::collections::BTreeSet;
 
 /// Why a policy could not be built.
@@ -122,6 +123,8 @@ pub(crate) struct WriteAsk<'a> {
     pub(crate) raw: &'a str,
     /// The canonical workspace-relative path.
     pub(crate) rel: &'a str,
+    /// The unit keys of the call (see [`Rules::unit_keys`]).
+    pub(crate) keys: &'a BTreeSet<String>,
 }
 
 /// What the rules say about one write, with the events to record before it runs, in order.
@@ -218,6 +221,17 @@ impl Rules {
         format!("file:{rel}")
     }
 
+    /// The unit keys of a write to `rel`; `replacements` are an edit's (old, new) pairs, so one
+    /// replacement repeated across files (a mechanical rename) is one unit of work.
+    pub(crate) fn unit_keys(&self, rel: &str, replacements: &[(&str, &str)]) -> BTreeSet<String> {
+        let mut keys = BTreeSet::from([self.unit_key(rel)]);
+        for (old, new) in replacements {
+            let digest = Sha256::digest(format!("{old}\0{new}").as_bytes());
+            keys.insert(format!("replace:{}", hex::encode(&digest[..8])));
+        }
+        keys
+    }
+
     /// Whether `rel` is the plan file and `content` a plan.
     pub(crate) fn is_plan(&self, rel: &str, content: &str) -> bool {
         self.sprawl.as_ref().is_some_and(|s| {
@@ -266,6 +280,7 @@ impl Rules {
             action,
             raw,
             rel,
+            keys,
         } = *ask;
         let mut v = WriteVerdict {
             events: Vec::new(),
@@ -329,23 +344,15 @@ impl Rules {
             return v;
         }
         if let Some(s) = &self.sprawl {
-            let key = self.unit_key(rel);
-            let units: BTreeSet<String> = turn
-                .effects
-                .iter()
-                .map(|e| self.unit_key(&e.path))
-                .collect();
-            let n = units.len() + 1;
-            let starts_new = !units.contains(&key);
+            let n = turn.units.len() + 1;
             let is_plan = rel == s.plan_path;
-            if starts_new
+            if !turn.joins(keys)
                 && !is_plan
                 && !plan_fresh
                 && !turn.sprawl_fired
                 && n >= s.threshold as usize
             {
-                let touched: BTreeSet<&str> =
-                    turn.effects.iter().map(|e| e.path.as_str()).collect();
+                let touched = turn.files();
                 let refusal = Refusal::new(
                     "sprawl",
                     format!(

@@ -15,7 +15,7 @@
 //! assert!(SessionKey::new("").is_err());
 //! ```
 
-use loopward_core::{Effect, RunId};
+use loopward_core::RunId;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, BTreeSet};
@@ -103,15 +103,58 @@ impl SessionKey {
     }
 }
 
+/// One unit of work: the files of calls that share a unit key (a file with its test and doc
+/// siblings, one shell command's changes, one replacement repeated across files).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Unit {
+    /// The unit keys of its calls.
+    pub keys: BTreeSet<String>,
+    /// The files written.
+    pub files: BTreeSet<String>,
+}
+
 /// What one agent has done in the current turn.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AgentTurn {
-    /// Effects of its tool calls that stand, in order.
+    /// The units of work its standing writes touched.
     #[serde(default)]
-    pub effects: Vec<Effect>,
+    pub units: Vec<Unit>,
     /// Whether the sprawl gate already refused once this turn.
     #[serde(default)]
     pub sprawl_fired: bool,
+}
+
+impl AgentTurn {
+    /// Whether a call with unit `keys` continues a unit already touched.
+    pub fn joins(&self, keys: &BTreeSet<String>) -> bool {
+        self.units.iter().any(|u| !u.keys.is_disjoint(keys))
+    }
+
+    /// Records a standing write of `files` with unit `keys`, merging the units it links.
+    pub fn touch(&mut self, keys: BTreeSet<String>, files: BTreeSet<String>) {
+        if keys.is_empty() {
+            return;
+        }
+        let mut merged = Unit { keys, files };
+        self.units.retain(|u| {
+            if u.keys.is_disjoint(&merged.keys) {
+                true
+            } else {
+                merged.keys.extend(u.keys.iter().cloned());
+                merged.files.extend(u.files.iter().cloned());
+                false
+            }
+        });
+        self.units.push(merged);
+    }
+
+    /// Every file touched this turn, in path order.
+    pub fn files(&self) -> BTreeSet<&str> {
+        self.units
+            .iter()
+            .flat_map(|u| u.files.iter().map(String::as_str))
+            .collect()
+    }
 }
 
 /// The turn state of one Claude Code session.
