@@ -130,3 +130,19 @@ fn a_post_bash_without_its_snapshot_blocks() {
         post.stderr
     );
 }
+
+#[test]
+fn a_failing_bash_command_that_wrote_first_is_still_reverted() {
+    let p = Project::new(POLICY);
+    p.write("plan.md", "# Plan\n1. greet\n");
+    p.send_fixture("pre_bash_into_plan.json");
+    let _ = std::process::Command::new("sh")
+        .arg("-c")
+        .arg("echo '# Plan: mine' > plan.md && false")
+        .current_dir(&p.root)
+        .status();
+    let post = p.send_fixture("post_bash_failure.json");
+    insta::assert_snapshot!(shown(&post));
+    assert_eq!(p.read("plan.md").as_deref(), Some("# Plan\n1. greet\n"));
+    assert!(p.ledger(SESSION).last().unwrap().contains("error=true"));
+}

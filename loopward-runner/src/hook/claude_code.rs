@@ -17,6 +17,10 @@
 //!   `permissionDecisionReason` to the model).
 //! - `PostToolUse` cannot undo a tool call; `{"decision": "block", "reason": …}` feeds the reason
 //!   back to the model, which is how a reverted shell write is reported.
+//! - A tool call that fails (a `Bash` command exiting non-zero, an interrupted one) fires
+//!   `PostToolUseFailure` instead, with `error`; it can only add context for the model
+//!   (`hookSpecificOutput.additionalContext`). A failed command may still have written files, so
+//!   it is judged like a finished one.
 //! - Exit status 2 is a blocking error whose stderr is the reason; any other non-zero status is a
 //!   non-blocking error and the tool goes ahead. So every failure of this hook exits 2.
 //!
@@ -91,6 +95,9 @@ pub struct HookInput {
     /// The tool call's id, pairing a `PreToolUse` with its `PostToolUse`.
     #[serde(default)]
     pub tool_use_id: Option<String>,
+    /// Why the tool failed, for `PostToolUseFailure`.
+    #[serde(default)]
+    pub error: Option<String>,
     /// The person's prompt, for `UserPromptSubmit`.
     #[serde(default)]
     pub prompt: Option<String>,
@@ -173,12 +180,14 @@ pub enum Event {
     PreToolUse(ToolUse),
     /// After a tool ran successfully: the hook records its effect and may report a violation.
     PostToolUse(ToolUse),
+    /// After a tool call failed (or was interrupted): it may still have changed files.
+    PostToolUseFailure(ToolUse),
     /// A person submitted a prompt: the only event that starts a new turn.
     UserPromptSubmit {
         /// The prompt.
         prompt: String,
     },
-    /// Any other event (`Stop`, `Notification`, `PostToolUseFailure`, …): recorded, allowed.
+    /// Any other event (`Stop`, `Notification`, `SubagentStop`, …): recorded, allowed.
     Other(String),
 }
 
@@ -202,7 +211,7 @@ impl HookInput {
             why,
         };
         match event {
-            "PreToolUse" | "PostToolUse" => {
+            "PreToolUse" | "PostToolUse" | "PostToolUseFailure" => {
                 let name = self
                     .tool_name
                     .as_deref()
@@ -241,10 +250,10 @@ impl HookInput {
                     id: self.tool_use_id.clone(),
                     input: Value::Object(input.clone()),
                 };
-                Ok(if event == "PreToolUse" {
-                    Event::PreToolUse(call)
-                } else {
-                    Event::PostToolUse(call)
+                Ok(match event {
+                    "PreToolUse" => Event::PreToolUse(call),
+                    "PostToolUse" => Event::PostToolUse(call),
+                    _ => Event::PostToolUseFailure(call),
                 })
             }
             "UserPromptSubmit" => match &self.prompt {
@@ -279,6 +288,11 @@ pub enum Reply {
         /// What was reverted and why.
         reason: String,
     },
+    /// `PostToolUseFailure`: the call failed; the text is added to the model's context.
+    FailureContext {
+        /// What was reverted and why.
+        context: String,
+    },
 }
 
 impl Reply {
@@ -289,6 +303,8 @@ impl Reply {
             Self::Allow { reason } => pre_tool_use("allow", reason),
             Self::Deny { reason } => pre_tool_use("deny", reason),
             Self::Block { reason } => json!({ "decision": "block", "reason": reason }),
+            Self::FailureContext { context } => json!({ "hookSpecificOutput": {
+                "hookEventName": "PostToolUseFailure", "additionalContext": context } }),
         };
         let mut out = value.to_string();
         out.push('\n');

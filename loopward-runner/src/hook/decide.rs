@@ -46,6 +46,7 @@ pub(super) fn handle(raw: &str, ctx: &HookContext) -> Result<Reply, HookError> {
             Event::UserPromptSubmit { prompt } => e.human(prompt),
             Event::PreToolUse(call) => e.pre(call),
             Event::PostToolUse(call) => e.post(call),
+            Event::PostToolUseFailure(call) => e.failed(call),
             Event::Other(name) => e.other(&name),
         }
     })
@@ -272,7 +273,7 @@ impl Engine<'_> {
             return self.post_write(&call, raw);
         }
         if let ClaudeTool::Bash { .. } = call.tool {
-            return self.post_bash(&call);
+            return self.judge_bash(&call, false);
         }
         self.record(&AuditEvent::ToolFinished {
             call_id: call.id.clone().unwrap_or_default(),
@@ -280,6 +281,36 @@ impl Engine<'_> {
             is_error: false,
             effects: vec![],
             summary: format!("{} finished", call.tool.name()),
+        })?;
+        Ok(Reply::Silent)
+    }
+
+    /// A failed call: a failed shell command is judged like a finished one (it may have written
+    /// before failing); anything else changed nothing.
+    fn failed(&mut self, call: ToolUse) -> Result<Reply, HookError> {
+        if let ClaudeTool::Bash { .. } = call.tool {
+            return self.judge_bash(&call, true);
+        }
+        if let Some(id) = &call.id {
+            self.state.allowed_calls.remove(id);
+        }
+        let error = self
+            .input
+            .error
+            .as_deref()
+            .unwrap_or("failed")
+            .lines()
+            .next()
+            .unwrap_or("failed")
+            .chars()
+            .take(200)
+            .collect::<String>();
+        self.record(&AuditEvent::ToolFinished {
+            call_id: call.id.clone().unwrap_or_default(),
+            tool: call.tool.name().to_string(),
+            is_error: true,
+            effects: vec![],
+            summary: format!("{} failed: {error}", call.tool.name()),
         })?;
         Ok(Reply::Silent)
     }
@@ -339,7 +370,7 @@ impl Engine<'_> {
         Ok(reply)
     }
 
-    fn post_bash(&mut self, call: &ToolUse) -> Result<Reply, HookError> {
+    fn judge_bash(&mut self, call: &ToolUse, failed: bool) -> Result<Reply, HookError> {
         let id = call_id(call)?;
         let snap_path = self.snapshot_path(id);
         let before = Snapshot::load(&snap_path, id)?;
@@ -394,25 +425,32 @@ impl Engine<'_> {
         self.record(&AuditEvent::ToolFinished {
             call_id: id.to_string(),
             tool: "Bash".into(),
-            is_error: !reverted.is_empty(),
+            is_error: failed || !reverted.is_empty(),
             effects,
-            summary: if reverted.is_empty() {
-                "Bash finished".into()
-            } else {
-                format!("Bash finished; {} change(s) reverted", reverted.len())
-            },
+            summary: format!(
+                "Bash {}{}",
+                if failed { "failed" } else { "finished" },
+                if reverted.is_empty() {
+                    String::new()
+                } else {
+                    format!("; {} change(s) reverted", reverted.len())
+                }
+            ),
         })?;
         // The snapshot is spent; a failure to remove it only leaves a file behind.
         let _ = std::fs::remove_file(&snap_path);
         if reverted.is_empty() {
             return Ok(Reply::Silent);
         }
-        Ok(Reply::Block {
-            reason: format!(
+        let reason = format!(
                 "refused by loopward: the command changed files {} may not change, and loopward put them back: {}.\nWhat to do: leave these files to their owners and say in your reply what should change there; other changes the command made stand.",
                 self.caller,
                 reverted.join("; ")
-            ),
+            );
+        Ok(if failed {
+            Reply::FailureContext { context: reason }
+        } else {
+            Reply::Block { reason }
         })
     }
 
