@@ -264,3 +264,21 @@ fn an_unsafe_session_id_stays_inside_the_session_folders() {
     assert!(sessions[0].starts_with("tmpx-"), "{sessions:?}");
     assert_eq!(p.ledger(&sessions[0]).len(), 2);
 }
+
+#[test]
+fn a_project_reached_through_a_symlinked_path_is_judged_inside_it() {
+    let p = project();
+    let outside = tempfile::tempdir().unwrap();
+    let alias = outside.path().join("alias");
+    std::os::unix::fs::symlink(&p.root, &alias).unwrap();
+    let event = p.fixture("pre_write_plan_root.json").replace(
+        &format!("{}/plan.md", p.root.display()),
+        &format!("{}/plan.md", alias.display()),
+    );
+    let a = p.send(&event);
+    assert!(a.stdout.contains("owned by planner"), "{}", a.stdout);
+    assert_eq!(
+        p.ledger(SESSION).last().unwrap(),
+        "[root t0] gate_decision territory:planner deny plan.md (toolu_01A)"
+    );
+}

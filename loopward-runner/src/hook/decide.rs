@@ -148,7 +148,13 @@ impl Engine<'_> {
     /// inside the project, otherwise against the root.
     fn resolve(&self, raw: &str) -> Result<WorkPath, crate::workspace::PathError> {
         if Path::new(raw).is_absolute() {
-            return self.ws.resolve(raw);
+            return self.ws.resolve(raw).or_else(|e| {
+                // The project reached through a symlinked path (`/home/u/p` for `/data/u/p`):
+                // judge the path where its existing part really is.
+                physical(raw)
+                    .filter(|p| p != raw)
+                    .map_or(Err(e), |p| self.ws.resolve(&p))
+            });
         }
         let base = self
             .input
@@ -480,6 +486,16 @@ impl Engine<'_> {
             .unwrap_or_default();
         self.dir.path().join("shell").join(format!("{key}.json"))
     }
+}
+
+/// An absolute path with its longest existing ancestor canonicalised.
+fn physical(raw: &str) -> Option<String> {
+    let path = Path::new(raw);
+    path.ancestors().skip(1).find_map(|anc| {
+        let real = anc.canonicalize().ok()?;
+        let rest = path.strip_prefix(anc).ok()?;
+        Some(real.join(rest).to_string_lossy().into_owned())
+    })
 }
 
 fn call_id(call: &ToolUse) -> Result<&str, HookError> {
