@@ -67,6 +67,7 @@ mod extensions;
 pub mod gates;
 pub mod layers;
 pub mod hook;
+pub mod layers;
 pub mod model;
 mod runner;
 pub mod telemetry;
