@@ -1,0 +1,138 @@
+//! `loopward hook claude-code` as Claude Code runs it: one process per event, the event on stdin.
+
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+
+const CONFIG: &str = r#"
+[run]
+first = "planner"
+
+[[agent]]
+name = "planner"
+tools = ["read_file", "write_file"]
+
+[[territory]]
+paths = ["plan.md"]
+owner = "planner"
+"#;
+
+fn hook(config: &Path, stdin: &[u8]) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_loopward"))
+        .args(["hook", "claude-code", "--config"])
+        .arg(config)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(stdin).unwrap();
+    child.wait_with_output().unwrap()
+}
+
+fn write_event(root: &Path, agent: Option<&str>) -> String {
+    let mut e = serde_json::json!({
+        "session_id": "cli-1", "transcript_path": "/t.jsonl", "cwd": root,
+        "hook_event_name": "PreToolUse", "tool_name": "Write", "tool_use_id": "toolu_1",
+        "tool_input": {"file_path": root.join("plan.md"), "content": "# Plan"},
+    });
+    if let Some(a) = agent {
+        e["agent_type"] = a.into();
+    }
+    e.to_string()
+}
+
+#[test]
+fn a_foreign_write_is_denied_and_the_owners_allowed() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    std::fs::write(root.join("loopward.toml"), CONFIG).unwrap();
+    let out = hook(
+        &root.join("loopward.toml"),
+        write_event(&root, None).as_bytes(),
+    );
+    assert_eq!(out.status.code(), Some(0));
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        stdout.contains(r#""permissionDecision":"deny""#),
+        "{stdout}"
+    );
+    let out = hook(
+        &root.join("loopward.toml"),
+        write_event(&root, Some("planner")).as_bytes(),
+    );
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        stdout.contains(r#""permissionDecision":"allow""#),
+        "{stdout}"
+    );
+    assert!(root.join("runs/claude-code-cli-1/events.jsonl").exists());
+}
+
+#[test]
+fn a_missing_config_blocks_with_exit_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    let out = hook(&root.join("nope.toml"), write_event(&root, None).as_bytes());
+    assert_eq!(out.status.code(), Some(2));
+    assert!(out.stdout.is_empty());
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(stderr.contains("nope.toml"), "{stderr}");
+}
+
+#[test]
+fn an_invalid_config_blocks_with_exit_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    std::fs::write(
+        root.join("loopward.toml"),
+        "[[territory]]\npaths = [\"src/[\"]\nowner = \"x\"\n",
+    )
+    .unwrap();
+    let out = hook(
+        &root.join("loopward.toml"),
+        write_event(&root, None).as_bytes(),
+    );
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(stderr.contains("loopward.toml"), "{stderr}");
+}
+
+#[test]
+fn stdin_that_is_not_utf8_blocks_with_exit_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    std::fs::write(root.join("loopward.toml"), CONFIG).unwrap();
+    let out = hook(
+        &root.join("loopward.toml"),
+        b"{\"session_id\": \"\xff\xfe\"}",
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8(out.stderr).unwrap().contains("stdin"));
+}
+
+#[test]
+fn the_walkthrough_script_runs_and_shows_each_gate() {
+    let script =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/claude-code-walkthrough.sh");
+    let out = Command::new("bash")
+        .arg(&script)
+        .env("LOOPWARD", env!("CARGO_BIN_EXE_loopward"))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for want in [
+        r#""permissionDecision":"deny""#,
+        r#""permissionDecision":"allow""#,
+        r#""decision":"block""#,
+        "refused by sprawl",
+        "exit 2",
+    ] {
+        assert!(stdout.contains(want), "missing {want:?} in:\n{stdout}");
+    }
+}
