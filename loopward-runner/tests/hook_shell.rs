@@ -146,3 +146,39 @@ fn a_failing_bash_command_that_wrote_first_is_still_reverted() {
     assert_eq!(p.read("plan.md").as_deref(), Some("# Plan\n1. greet\n"));
     assert!(p.ledger(SESSION).last().unwrap().contains("error=true"));
 }
+
+#[test]
+fn the_session_ledger_verifies_reports_and_catches_an_edit() {
+    let p = Project::new(POLICY);
+    p.write("plan.md", "# Plan\n1. greet\n");
+    p.send_fixture("user_prompt.json");
+    p.send_fixture("pre_write_plan_root.json");
+    p.send_fixture("pre_write_plan_planner.json");
+    p.send_fixture("pre_bash_into_plan.json");
+    run_bash(&p, "echo '# Plan: mine' > plan.md && echo hi > notes.txt");
+    p.send_fixture("post_bash_into_plan.json");
+    let run_dir = p.path(&format!("runs/claude-code-{SESSION}"));
+    let ok = loopward_runner::audit::verify(&run_dir, None).unwrap();
+    assert!(
+        !ok.anchored,
+        "a session never finishes, so it is not anchored"
+    );
+    let report = loopward_runner::audit::report(&p.path("runs")).unwrap();
+    assert_eq!(report.runs, 1);
+    let territory = &report.gates["territory:planner"];
+    assert_eq!((territory.allowed, territory.denied), (1, 1));
+    assert_eq!(report.violations, 1);
+    assert_eq!(
+        report.unauthorised_writes.total, 0,
+        "the shell write was reverted"
+    );
+    assert_eq!(report.turns, 1);
+    // Any edit of the ledger is caught.
+    let events = run_dir.join("events.jsonl");
+    let text = std::fs::read_to_string(&events).unwrap();
+    std::fs::write(&events, text.replacen("\"deny\"", "\"allow\"", 1)).unwrap();
+    assert!(loopward_runner::audit::verify(&run_dir, None).is_err());
+    // And the hook refuses to append to a damaged ledger: it blocks.
+    let a = p.send_fixture("pre_read.json");
+    assert_eq!(a.exit_code, 2, "{a:?}");
+}

@@ -1,12 +1,12 @@
-//! Where the hook's decisions are recorded: one ledger per Claude Code session,
-//! `runs/claude-code-<session>/events.jsonl`, reopened by every hook process.
+//! Where the hook's decisions are recorded: one hash-chained [`Ledger`] per Claude Code session,
+//! `runs/claude-code-<session>/events.jsonl`, created by the session's first event and reopened
+//! (chain checked, a torn last line cut and recorded) by every later hook process.
 
+use crate::audit::{Ledger, LedgerKey, LedgerOptions};
 use crate::clock::Clock;
-use loopward_core::{AuditError, AuditEvent, AuditSink, RunId, Scope};
-use std::fs::OpenOptions;
-use std::io::Write;
-use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use loopward_core::{AuditError, AuditSink, RunId};
+use std::path::Path;
+use std::sync::Arc;
 
 /// Opens the ledger of one session. The hook holds the session's lock while it records, so a
 /// ledger has one writer at a time.
@@ -20,56 +20,39 @@ pub trait LedgerOpener: Send + Sync {
     ) -> Result<Arc<dyn AuditSink>, AuditError>;
 }
 
-/// INTERIM: an append-only JSON-lines ledger (one event a line, fsynced), until the
-/// hash-chained ledger lands.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct JsonlLedgers;
+/// The runs' own ledger format ([`Ledger`]), so `loopward verify` and `loopward report` read
+/// Claude Code sessions like runs. A session never finishes, so its ledger is not anchored.
+#[derive(Clone, Debug, Default)]
+pub struct FileLedgers {
+    key: Option<LedgerKey>,
+}
 
-impl LedgerOpener for JsonlLedgers {
+impl FileLedgers {
+    /// Ledgers chained with an HMAC under `key` instead of plain SHA-256.
+    pub fn keyed(key: LedgerKey) -> Self {
+        Self { key: Some(key) }
+    }
+}
+
+impl LedgerOpener for FileLedgers {
     fn open(
         &self,
         runs_dir: &Path,
         run: &RunId,
         clock: Arc<dyn Clock>,
     ) -> Result<Arc<dyn AuditSink>, AuditError> {
-        let run_dir = runs_dir.join(run.as_str());
-        let run_dir = run_dir.as_path();
-        std::fs::create_dir_all(run_dir)
-            .map_err(|e| AuditError(format!("{}: {e}", run_dir.display())))?;
-        let path = run_dir.join("events.jsonl");
-        let seq = std::fs::read_to_string(&path)
-            .map(|s| s.lines().count() as u64)
-            .unwrap_or(0);
-        Ok(Arc::new(Jsonl {
-            path,
-            seq: Mutex::new(seq),
+        let opts = LedgerOptions {
+            key: self.key.clone(),
             clock,
-        }))
-    }
-}
-
-struct Jsonl {
-    path: PathBuf,
-    seq: Mutex<u64>,
-    clock: Arc<dyn Clock>,
-}
-
-impl AuditSink for Jsonl {
-    fn record(&self, scope: &Scope, event: &AuditEvent) -> Result<(), AuditError> {
-        let mut seq = self.seq.lock().unwrap_or_else(|p| p.into_inner());
-        let line = serde_json::json!({
-            "seq": *seq, "time_ms": self.clock.now_millis(), "scope": scope, "kind": event.kind(),
-            "event": event,
-        });
-        let fail = |e: std::io::Error| AuditError(format!("{}: {e}", self.path.display()));
-        let mut f = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&self.path)
-            .map_err(fail)?;
-        f.write_all(format!("{line}\n").as_bytes()).map_err(fail)?;
-        f.sync_data().map_err(fail)?;
-        *seq += 1;
-        Ok(())
+            ..LedgerOptions::default()
+        };
+        let fail = |e: crate::audit::LedgerError| AuditError(e.to_string());
+        let events = runs_dir.join(run.as_str()).join("events.jsonl");
+        let ledger = if events.exists() {
+            Ledger::open_existing(runs_dir, run, opts).map_err(fail)?.0
+        } else {
+            Ledger::create(runs_dir, run, opts).map_err(fail)?
+        };
+        Ok(ledger)
     }
 }

@@ -52,7 +52,7 @@ mod rules;
 pub mod session;
 mod shell;
 
-pub use ledger::{JsonlLedgers, LedgerOpener};
+pub use ledger::{FileLedgers, LedgerOpener};
 pub use rules::RulesError;
 pub use shell::{ShellWatchError, MAX_SNAPSHOT_BYTES};
 
@@ -157,7 +157,7 @@ impl HookContext {
             root: None,
             main_agent: AgentId::new("root").unwrap_or_else(|_| unreachable!("valid name")),
             clock: Arc::new(SystemClock),
-            ledgers: Arc::new(JsonlLedgers),
+            ledgers: Arc::new(FileLedgers::default()),
             runs_dir: "runs".into(),
         })
     }
@@ -193,7 +193,7 @@ impl HookContextBuilder {
         self
     }
 
-    /// Where ledgers are opened (default: [`JsonlLedgers`]).
+    /// Where ledgers are opened (default: [`FileLedgers`], the runs' own hash-chained format).
     pub fn ledgers(mut self, ledgers: Arc<dyn LedgerOpener>) -> Self {
         self.ledgers = ledgers;
         self
