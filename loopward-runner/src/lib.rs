@@ -65,7 +65,6 @@ mod clock;
 mod context;
 mod extensions;
 pub mod gates;
-pub mod layers;
 pub mod hook;
 pub mod layers;
 pub mod model;

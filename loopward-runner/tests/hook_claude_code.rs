@@ -181,8 +181,8 @@ fn a_ledger_that_cannot_be_written_blocks_the_call() {
 fn no_project_root_blocks() {
     let p = project();
     // No configured root, and a cwd that is not an absolute path.
-    let ctx = loopward_runner::hook::HookContext::builder(POLICY)
-        .unwrap()
+    let policy = loopward_runner::gates::PolicyConfig::from_toml(POLICY).unwrap();
+    let ctx = loopward_runner::hook::HookContext::builder(&policy)
         .build()
         .unwrap();
     let event = p
@@ -276,9 +276,67 @@ fn a_project_reached_through_a_symlinked_path_is_judged_inside_it() {
         &format!("{}/plan.md", alias.display()),
     );
     let a = p.send(&event);
-    assert!(a.stdout.contains("owned by planner"), "{}", a.stdout);
+    assert!(
+        a.stdout.contains("plan.md belongs to planner"),
+        "{}",
+        a.stdout
+    );
     assert_eq!(
         p.ledger(SESSION).last().unwrap(),
         "[root t0] gate_decision territory:planner deny plan.md (toolu_01A)"
     );
+}
+
+fn grant(p: &Project, agent: &str, path: &str, reason: &str) {
+    let ws = loopward_runner::Workspace::new(&p.root).unwrap();
+    loopward_runner::gates::OverrideStore::for_workspace(&ws)
+        .grant(
+            &loopward_core::AgentId::new(agent).unwrap(),
+            &ws.resolve(path).unwrap(),
+            reason,
+            std::time::Duration::from_secs(600),
+            &loopward_runner::ManualClock::new(1_700_000_000_000),
+        )
+        .unwrap();
+}
+
+#[test]
+fn a_one_shot_override_lets_exactly_one_write_through_logged_first() {
+    let p = project();
+    grant(&p, "root", "plan.md", "fix the typo in step 1");
+    let first = p.send_fixture("pre_write_plan_root.json");
+    assert!(
+        first.stdout.contains(r#""permissionDecision":"allow""#),
+        "{}",
+        first.stdout
+    );
+    let again = p.send_fixture("pre_write_plan_root.json");
+    assert!(
+        again.stdout.contains(r#""permissionDecision":"deny""#),
+        "{}",
+        again.stdout
+    );
+    insta::assert_snapshot!(p.ledger(SESSION).join("\n"));
+}
+
+#[test]
+fn an_override_for_another_agent_is_not_honoured_and_the_refusal_says_why() {
+    let p = project();
+    grant(&p, "builder", "plan.md", "builder may fix it");
+    let a = p.send_fixture("pre_write_plan_root.json");
+    assert!(
+        a.stdout.contains(r#""permissionDecision":"deny""#),
+        "{}",
+        a.stdout
+    );
+    assert!(
+        a.stdout
+            .contains("refused: it is for agent builder, not root"),
+        "{}",
+        a.stdout
+    );
+    assert!(!p
+        .ledger(SESSION)
+        .iter()
+        .any(|l| l.contains("override_consumed")));
 }

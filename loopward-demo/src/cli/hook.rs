@@ -7,6 +7,7 @@
 
 use anyhow::{Context, Result};
 use loopward_core::AgentId;
+use loopward_runner::gates::PolicyConfig;
 use loopward_runner::hook::{claude_code::MAX_INPUT_BYTES, handle, HookAnswer, HookContext};
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -73,6 +74,12 @@ fn answer(config: &Path, main_agent: &str) -> Result<HookAnswer> {
 fn context(config: &Path, main_agent: &str) -> Result<HookContext> {
     let text = std::fs::read_to_string(config)
         .with_context(|| format!("reading the config {}", config.display()))?;
+    // INTERIM until the CLI's config loader lands: the gate sections of the file.
+    let mut table: toml::Table =
+        toml::from_str(&text).with_context(|| format!("{}", config.display()))?;
+    table.retain(|k, _| k == "territory" || k == "gates" || k == "overrides");
+    let policy = PolicyConfig::from_toml(&toml::to_string(&table)?)
+        .with_context(|| format!("{}", config.display()))?;
     let root = config
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
@@ -84,8 +91,7 @@ fn context(config: &Path, main_agent: &str) -> Result<HookContext> {
         .file_name()
         .map(|f| f.to_string_lossy().into_owned())
         .unwrap_or_else(|| "loopward.toml".into());
-    HookContext::builder(&text)
-        .with_context(|| format!("{}", config.display()))?
+    HookContext::builder(&policy)
         .root(root)
         .config_file(file)
         .main_agent(main)

@@ -180,7 +180,14 @@ impl Engine<'_> {
         }
         if let ClaudeTool::Bash { .. } = call.tool {
             let id = call_id(&call)?;
-            let snap = shell::capture(self.ws, &self.blobs(), &|rel| self.ctx.rules.watched(rel))?;
+            let watch = self.ctx.rules.shell();
+            let snap = shell::capture(
+                self.ws,
+                &self.blobs(),
+                &|rel| self.ctx.rules.watched(rel),
+                &watch.skip,
+                watch.max_snapshot_bytes,
+            )?;
             snap.save(&self.snapshot_path(id))?;
             self.record(&AuditEvent::GateDecision {
                 call_id: Some(id.to_string()),
@@ -237,10 +244,13 @@ impl Engine<'_> {
             rel: path.rel(),
             keys: &keys,
         };
-        let verdict = self
-            .ctx
-            .rules
-            .judge_write(&ask, &turn, self.state.plan_is_fresh());
+        let verdict = self.ctx.rules.judge_write(
+            &ask,
+            &turn,
+            self.state.plan_is_fresh(),
+            self.ws,
+            &*self.ctx.clock,
+        );
         for event in &verdict.events {
             self.record(event)?;
         }
@@ -380,7 +390,14 @@ impl Engine<'_> {
         let id = call_id(call)?;
         let snap_path = self.snapshot_path(id);
         let before = Snapshot::load(&snap_path, id)?;
-        let after = shell::capture(self.ws, &self.blobs(), &|_| false)?;
+        let watch = self.ctx.rules.shell();
+        let after = shell::capture(
+            self.ws,
+            &self.blobs(),
+            &|_| false,
+            &watch.skip,
+            watch.max_snapshot_bytes,
+        )?;
         let mut effects = Vec::new();
         let mut reverted = Vec::new();
         for change in shell::compare(&before, &after) {

@@ -22,13 +22,14 @@
 //! Claude Code treats as blocking.
 //!
 //! ```
-//! use loopward_runner::hook::{handle, HookContext};
+//! use loopward_runner::{gates::PolicyConfig, hook::{handle, HookContext}};
 //! let dir = tempfile::tempdir().unwrap();
-//! let ctx = HookContext::builder(r#"
+//! let policy = PolicyConfig::from_toml(r#"
 //!     [[territory]]
 //!     paths = ["plan.md"]
 //!     owner = "planner"
-//! "#).unwrap().root(dir.path()).build().unwrap();
+//! "#).unwrap();
+//! let ctx = HookContext::builder(&policy).root(dir.path()).build().unwrap();
 //! let event = serde_json::json!({
 //!     "session_id": "s1", "transcript_path": "/t.jsonl", "cwd": dir.path(),
 //!     "hook_event_name": "PreToolUse", "tool_name": "Write", "tool_use_id": "toolu_1",
@@ -37,7 +38,7 @@
 //! let answer = handle(&event.to_string(), &ctx);
 //! assert_eq!(answer.exit_code, 0);
 //! assert!(answer.stdout.contains(r#""permissionDecision":"deny""#));
-//! assert!(answer.stdout.contains("owned by planner"));
+//! assert!(answer.stdout.contains("plan.md belongs to planner"));
 //! // The decision is in the session's ledger.
 //! assert!(dir.path().join("runs/claude-code-s1/events.jsonl").exists());
 //! // Input that is not a hook event blocks, with the reason on stderr.
@@ -53,10 +54,10 @@ pub mod session;
 mod shell;
 
 pub use ledger::{FileLedgers, LedgerOpener};
-pub use rules::RulesError;
-pub use shell::{ShellWatchError, MAX_SNAPSHOT_BYTES};
+pub use shell::ShellWatchError;
 
 use crate::clock::{Clock, SystemClock};
+use crate::gates::{ConfigError, PolicyConfig};
 use loopward_core::{AgentId, AuditError};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -137,7 +138,7 @@ impl std::fmt::Debug for HookContext {
 
 /// Builds a [`HookContext`].
 pub struct HookContextBuilder {
-    policy: String,
+    policy: PolicyConfig,
     config_file: String,
     root: Option<PathBuf>,
     main_agent: AgentId,
@@ -147,19 +148,18 @@ pub struct HookContextBuilder {
 }
 
 impl HookContext {
-    /// Starts a context from the gate sections of a `loopward.toml` (territories, gates).
-    pub fn builder(policy_toml: &str) -> Result<HookContextBuilder, RulesError> {
-        // Parse now, so a bad policy fails here rather than on the first event.
-        rules::Rules::from_toml(policy_toml, "loopward.toml")?;
-        Ok(HookContextBuilder {
-            policy: policy_toml.to_string(),
+    /// Starts a context from the gate sections of a `loopward.toml` (territories, gates,
+    /// overrides), as [`PolicyConfig`] holds them.
+    pub fn builder(policy: &PolicyConfig) -> HookContextBuilder {
+        HookContextBuilder {
+            policy: policy.clone(),
             config_file: "loopward.toml".into(),
             root: None,
             main_agent: AgentId::new("root").unwrap_or_else(|_| unreachable!("valid name")),
             clock: Arc::new(SystemClock),
             ledgers: Arc::new(FileLedgers::default()),
             runs_dir: "runs".into(),
-        })
+        }
     }
 
     /// The main agent's name.
@@ -205,10 +205,10 @@ impl HookContextBuilder {
         self
     }
 
-    /// Builds the context.
-    pub fn build(self) -> Result<HookContext, RulesError> {
+    /// Builds the context; a policy that does not validate is refused here, before any event.
+    pub fn build(self) -> Result<HookContext, ConfigError> {
         Ok(HookContext {
-            rules: rules::Rules::from_toml(&self.policy, &self.config_file)?,
+            rules: rules::Rules::from_config(&self.policy, &self.config_file, &self.runs_dir)?,
             root: self.root,
             main_agent: self.main_agent,
             clock: self.clock,

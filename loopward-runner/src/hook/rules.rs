@@ -1,115 +1,30 @@
-//! The rules the hook applies to one write: control files, territories with one-shot overrides,
-//! and the sprawl gate. This is the seam between the hook engine and the policy gates.
-//!
-//! INTERIM: until the policy gates land, this holds a small local version of them (territories
-//! as globs with owners, control paths, sprawl units by file stem) so the engine can be built
-//! and tested; it is replaced by calls into `crate::gates` when they do.
+//! The rules the hook applies to one write, built from the policy gates' own pieces
+//! ([`ControlFiles`], [`Territory`], [`OverrideStore`], [`SprawlGate`]) in the order the policy
+//! layer applies them: control files, territories (an override found where one is needed),
+//! sprawl, and only when all allow, the override consumed. The sprawl gate's turn state is the
+//! session's ([`AgentTurn`]), kept on disk between hook processes, where the policy layer keeps
+//! it in the run's memory.
 
 use super::session::AgentTurn;
-use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
+use crate::clock::Clock;
+use crate::gates::{
+    ConfigError, ControlFiles, OverrideError, OverrideStore, PolicyConfig, ShellWatchConfig,
+    SprawlGate, Territory, CONTROL_GATE,
+};
+use crate::workspace::Workspace;
 use loopward_core::{AgentId, AuditEvent, Decision, GateMode, Refusal};
-use serde::Deserialize;
 use sha2::{Digest, Sha256};
 use std::collections::BTreeSet;
-
-/// Why a policy could not be built.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("policy: {0}")]
-pub struct RulesError(pub String);
-
-/// The gate sections; other sections of a whole `loopward.toml` are left to its loader.
-#[derive(Debug, Deserialize)]
-struct PolicyToml {
-    #[serde(default)]
-    territory: Vec<TerritoryToml>,
-    #[serde(default)]
-    gates: GatesToml,
-}
-
-#[derive(Debug, Default, Deserialize)]
-struct GatesToml {
-    #[serde(default)]
-    sprawl: Option<SprawlToml>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct TerritoryToml {
-    #[serde(default)]
-    name: Option<String>,
-    paths: Vec<String>,
-    #[serde(default)]
-    owner: Option<String>,
-    #[serde(default)]
-    owners: Vec<String>,
-    #[serde(default)]
-    mode: GateMode,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct SprawlToml {
-    #[serde(default = "yes")]
-    enabled: bool,
-    #[serde(default)]
-    mode: GateMode,
-    #[serde(default = "three")]
-    threshold: u32,
-    #[serde(default = "plan_md")]
-    plan_path: String,
-    #[serde(default = "plan_marker")]
-    marker: String,
-}
-
-fn yes() -> bool {
-    true
-}
-fn three() -> u32 {
-    3
-}
-fn plan_md() -> String {
-    "plan.md".into()
-}
-fn plan_marker() -> String {
-    "# Plan".into()
-}
-
-#[derive(Clone, Debug)]
-struct TerritoryRule {
-    name: String,
-    owners: Vec<AgentId>,
-    globs: GlobSet,
-    mode: GateMode,
-}
-
-impl TerritoryRule {
-    fn covers(&self, rel: &str) -> bool {
-        !rel.is_empty() && self.globs.is_match(rel)
-    }
-
-    fn owner_list(&self) -> String {
-        self.owners
-            .iter()
-            .map(AgentId::as_str)
-            .collect::<Vec<_>>()
-            .join(", ")
-    }
-}
-
-#[derive(Clone, Debug)]
-struct SprawlRule {
-    mode: GateMode,
-    threshold: u32,
-    plan_path: String,
-    marker: String,
-}
+use std::time::Duration;
 
 /// The compiled rules.
 #[derive(Clone, Debug)]
 pub(crate) struct Rules {
-    territories: Vec<TerritoryRule>,
-    control: Vec<String>,
-    sprawl: Option<SprawlRule>,
+    territories: Vec<Territory>,
+    control: ControlFiles,
+    sprawl: Option<SprawlGate>,
+    max_ttl: Duration,
+    shell: ShellWatchConfig,
 }
 
 /// One write to judge.
@@ -133,92 +48,56 @@ pub(crate) struct WriteVerdict {
     pub(crate) events: Vec<AuditEvent>,
     pub(crate) denial: Option<Refusal>,
     pub(crate) warnings: Vec<Refusal>,
-    /// The sprawl gate fired (refused once) on this call.
+    /// The sprawl gate fired (refused or warned once) on this call.
     pub(crate) sprawl_fired: bool,
 }
 
+fn show(rel: &str) -> &str {
+    if rel.is_empty() {
+        "the workspace root"
+    } else {
+        rel
+    }
+}
+
 impl Rules {
-    /// Builds the rules from the gate sections of a `loopward.toml`.
-    pub(crate) fn from_toml(text: &str, config_file: &str) -> Result<Self, RulesError> {
-        let t: PolicyToml = toml::from_str(text).map_err(|e| RulesError(e.to_string()))?;
-        let mut territories = Vec::new();
-        for (i, terr) in t.territory.iter().enumerate() {
-            let mut owners = Vec::new();
-            for o in terr.owner.iter().chain(terr.owners.iter()) {
-                owners.push(AgentId::new(o.clone()).map_err(|e| RulesError(e.to_string()))?);
-            }
-            if owners.is_empty() {
-                return Err(RulesError(format!("territory {} has no owner", i + 1)));
-            }
-            let mut set = GlobSetBuilder::new();
-            for p in &terr.paths {
-                for g in [
-                    p.trim_end_matches('/').to_string(),
-                    format!("{}/**", p.trim_end_matches('/')),
-                ] {
-                    let glob = GlobBuilder::new(&g)
-                        .literal_separator(true)
-                        .build()
-                        .map_err(|e| RulesError(format!("territory glob {p:?}: {e}")))?;
-                    set.add(glob);
-                }
-            }
-            let rule = TerritoryRule {
-                name: terr.name.clone().unwrap_or_default(),
-                owners,
-                globs: set.build().map_err(|e| RulesError(e.to_string()))?,
-                mode: terr.mode,
-            };
-            let name = if rule.name.is_empty() {
-                format!("territory:{}", rule.owner_list())
-            } else {
-                rule.name.clone()
-            };
-            territories.push(TerritoryRule { name, ..rule });
-        }
-        let sprawl = match t.gates.sprawl {
-            None => Some(SprawlRule {
-                mode: GateMode::Enforce,
-                threshold: 3,
-                plan_path: plan_md(),
-                marker: plan_marker(),
-            }),
-            Some(s) if !s.enabled => None,
-            Some(s) => Some(SprawlRule {
-                mode: s.mode,
-                threshold: s.threshold,
-                plan_path: s.plan_path,
-                marker: s.marker,
-            }),
+    /// Compiles the gate sections; `config_file` and `runs_dir` are workspace-relative control
+    /// paths.
+    pub(crate) fn from_config(
+        cfg: &PolicyConfig,
+        config_file: &str,
+        runs_dir: &str,
+    ) -> Result<Self, ConfigError> {
+        cfg.validate()?;
+        let territories = cfg
+            .territory
+            .iter()
+            .map(Territory::from_config)
+            .collect::<Result<Vec<_>, _>>()?;
+        let sprawl = if cfg.gates.sprawl.enabled {
+            Some(SprawlGate::from_config(&cfg.gates.sprawl)?)
+        } else {
+            None
         };
         Ok(Self {
             territories,
-            control: vec![".loopward".into(), config_file.into(), "runs".into()],
+            control: ControlFiles::new(config_file, runs_dir),
             sprawl,
+            max_ttl: cfg.overrides.max_ttl,
+            shell: cfg.gates.shell.clone(),
         })
     }
 
-    fn is_control(&self, rel: &str) -> bool {
-        rel.is_empty()
-            || self.control.iter().any(|c| {
-                rel == c
-                    || rel
-                        .strip_prefix(c.as_str())
-                        .is_some_and(|r| r.starts_with('/'))
-                    || c.strip_prefix(rel).is_some_and(|r| r.starts_with('/'))
-            })
+    fn overrides(ws: &Workspace, max_ttl: Duration) -> OverrideStore {
+        OverrideStore::for_workspace(ws).max_ttl(max_ttl)
     }
 
     /// The unit of work a path belongs to.
-    pub(crate) fn unit_key(&self, rel: &str) -> String {
-        let file = rel.rsplit('/').next().unwrap_or(rel);
-        let stem = file.split('.').next().unwrap_or(file);
-        for dir in ["src/", "tests/", "docs/"] {
-            if rel.starts_with(dir) {
-                return format!("stem:{stem}");
-            }
+    fn unit_key(&self, rel: &str) -> String {
+        match &self.sprawl {
+            Some(s) => s.unit_key(rel),
+            None => format!("file:{rel}"),
         }
-        format!("file:{rel}")
     }
 
     /// The unit keys of a write to `rel`; `replacements` are an edit's (old, new) pairs, so one
@@ -234,45 +113,87 @@ impl Rules {
 
     /// Whether `rel` is the plan file and `content` a plan.
     pub(crate) fn is_plan(&self, rel: &str, content: &str) -> bool {
-        self.sprawl.as_ref().is_some_and(|s| {
-            rel == s.plan_path
-                && content
-                    .lines()
-                    .next()
-                    .is_some_and(|l| l.starts_with(&s.marker))
-        })
+        self.sprawl
+            .as_ref()
+            .is_some_and(|s| rel == s.config().plan_path && s.is_plan(content))
+    }
+
+    fn foreign_enforced(&self, caller: &AgentId, rel: &str) -> Option<&Territory> {
+        let mut covering: Vec<&Territory> =
+            self.territories.iter().filter(|t| t.covers(rel)).collect();
+        covering.sort_by(|a, b| a.name().cmp(b.name()));
+        covering
+            .into_iter()
+            .find(|t| !t.owned_by(caller) && t.mode() == GateMode::Enforce)
     }
 
     /// Whether a shell change to `rel` by `caller` breaks a rule, and which.
     pub(crate) fn guarded(&self, caller: &AgentId, rel: &str) -> Option<String> {
-        if self.is_control(rel) {
+        if self.control.covers(rel) {
             return Some(format!(
-                "{rel} is a loopward control file; no agent may change it"
+                "{} is a control file; no agent may change it",
+                show(rel)
             ));
         }
-        self.territories
-            .iter()
-            .find(|t| t.covers(rel) && t.mode == GateMode::Enforce && !t.owners.contains(caller))
-            .map(|t| {
-                format!(
-                    "{rel} is in territory {}, owned by {}; {caller} does not own it",
-                    t.name,
-                    t.owner_list()
-                )
-            })
+        self.foreign_enforced(caller, rel).map(|t| {
+            format!(
+                "{} belongs to {} ({}); {caller} does not own it",
+                show(rel),
+                t.owner_list(),
+                t.name()
+            )
+        })
+    }
+
+    /// `[gates.shell]`: top-level folders not watched, and the snapshot size limit.
+    pub(crate) fn shell(&self) -> &ShellWatchConfig {
+        &self.shell
     }
 
     /// Whether `rel` is watched closely around shell calls (its content kept for a revert).
     pub(crate) fn watched(&self, rel: &str) -> bool {
-        self.is_control(rel) || self.territories.iter().any(|t| t.covers(rel))
+        self.control.covers(rel) || self.territories.iter().any(|t| t.covers(rel))
     }
 
-    /// Judges one write by `caller` to `rel` (`raw` as the model wrote it).
+    fn territory_refusal(
+        &self,
+        t: &Territory,
+        caller: &AgentId,
+        rel: &str,
+        no_override: Option<&OverrideError>,
+    ) -> Refusal {
+        let mut reason = format!(
+            "{} belongs to {} ({}); {caller} does not own it",
+            show(rel),
+            t.owner_list(),
+            t.name()
+        );
+        if let Some(OverrideError::NoneValid { rejections, .. }) = no_override {
+            for r in rejections {
+                reason.push_str(&format!("; override {} refused: {}", r.file, r.why));
+            }
+        }
+        let owner = t.owners().first().map_or("its owner", AgentId::as_str);
+        Refusal::new(
+            t.name(),
+            reason,
+            format!(
+                "leave the change to {owner}: delegate it to the {owner} subagent, saying exactly what to change and why; or ask the person for a one-shot override (loopward override grant --agent {caller} --path {} --reason \"<why>\" --ttl {}) and make the same call again",
+                show(rel),
+                humantime::format_duration(self.max_ttl.min(Duration::from_secs(600)))
+            ),
+        )
+    }
+
+    /// Judges one write. Consumes an override only when every gate allows; the consumption is
+    /// the first event returned, so it is recorded before the allow.
     pub(crate) fn judge_write(
         &self,
         ask: &WriteAsk<'_>,
         turn: &AgentTurn,
         plan_fresh: bool,
+        ws: &Workspace,
+        clock: &dyn Clock,
     ) -> WriteVerdict {
         let WriteAsk {
             caller,
@@ -288,91 +209,165 @@ impl Rules {
             warnings: Vec::new(),
             sprawl_fired: false,
         };
-        let decide = |v: &mut WriteVerdict, gate: &str, mode: GateMode, decision: Decision| {
-            v.events.push(AuditEvent::GateDecision {
+        let decision_event =
+            |gate: &str, mode: GateMode, decision: Decision| AuditEvent::GateDecision {
                 call_id: call_id.map(str::to_string),
                 gate: gate.to_string(),
                 mode,
                 action: action.to_string(),
                 path_raw: Some(raw.to_string()),
                 path: Some(rel.to_string()),
-                decision: decision.clone(),
-            });
-            match decision {
-                Decision::Deny(r) => {
-                    if v.denial.is_none() {
-                        v.denial = Some(r);
-                    }
-                }
-                Decision::Warn(r) => v.warnings.push(r),
-                Decision::Allow | Decision::Override { .. } => {}
+                decision,
+            };
+        let push = |v: &mut WriteVerdict, gate: &str, mode: GateMode, decision: Decision| {
+            match &decision {
+                Decision::Deny(r) if v.denial.is_none() => v.denial = Some(r.clone()),
+                Decision::Warn(r) => v.warnings.push(r.clone()),
+                _ => {}
             }
+            v.events.push(decision_event(gate, mode, decision));
         };
-        if self.is_control(rel) {
-            decide(
+        if self.control.covers(rel) {
+            push(
                 &mut v,
-                "control",
+                CONTROL_GATE,
                 GateMode::Enforce,
                 Decision::Deny(Refusal::new(
-                    "control",
-                    format!("{rel} is a loopward control file; no agent may write it, with or without an override"),
-                    "leave it as it is; loopward's configuration and state are changed by a person",
+                    CONTROL_GATE,
+                    format!("{} is a control file: .loopward/, the config file and the runs directory are never writable by agents, with or without an override", show(rel)),
+                    "leave it unchanged; if it must change, say so in your reply and the person will do it",
                 )),
             );
             return v;
         }
-        match self.territories.iter().find(|t| t.covers(rel)) {
-            Some(t) if !t.owners.contains(caller) => {
-                let refusal = Refusal::new(
-                    t.name.clone(),
-                    format!("{rel} is in territory {}, owned by {}; {caller} does not own it", t.name, t.owner_list()),
-                    format!(
-                        "leave {rel} to {owners}: say in your reply what should change and let {owners} make the change; if you believe the rule is wrong here, say so, and a person can grant a one-shot override (loopward override grant --agent {caller} --path {rel} --reason \"…\")",
-                        owners = t.owner_list()
-                    ),
-                );
-                let d = match t.mode {
-                    GateMode::Enforce => Decision::Deny(refusal),
-                    GateMode::Advisory => Decision::Warn(refusal),
-                };
-                decide(&mut v, &t.name, t.mode, d);
+        let overrides = Self::overrides(ws, self.max_ttl);
+        let mut covering: Vec<&Territory> =
+            self.territories.iter().filter(|t| t.covers(rel)).collect();
+        covering.sort_by(|a, b| a.name().cmp(b.name()));
+        let foreign: Vec<&Territory> = covering
+            .iter()
+            .copied()
+            .filter(|t| !t.owned_by(caller))
+            .collect();
+        // The territory whose override this write needs, once every gate allows.
+        let mut needs: Option<&Territory> = None;
+        let territory = match foreign.iter().find(|t| t.mode() == GateMode::Enforce) {
+            Some(t) => match overrides.find(caller, rel, clock) {
+                Ok(_) => {
+                    needs = Some(t);
+                    None
+                }
+                Err(e) => Some((
+                    t.name().to_string(),
+                    GateMode::Enforce,
+                    Decision::Deny(self.territory_refusal(t, caller, rel, Some(&e))),
+                )),
+            },
+            None => match foreign.first() {
+                Some(t) => Some((
+                    t.name().to_string(),
+                    GateMode::Advisory,
+                    Decision::Warn(self.territory_refusal(t, caller, rel, None)),
+                )),
+                None => Some((
+                    covering
+                        .first()
+                        .map_or("territory", |t| t.name())
+                        .to_string(),
+                    GateMode::Enforce,
+                    Decision::Allow,
+                )),
+            },
+        };
+        if let Some((gate, mode, d)) = territory.clone() {
+            if matches!(d, Decision::Deny(_)) {
+                push(&mut v, &gate, mode, d);
+                return v;
             }
-            Some(t) => decide(&mut v, &t.name, t.mode, Decision::Allow),
-            None => decide(&mut v, "territory", GateMode::Enforce, Decision::Allow),
         }
-        if v.denial.is_some() {
-            return v;
-        }
+        // The sprawl gate.
+        let mut sprawl_event = None;
         if let Some(s) = &self.sprawl {
             let n = turn.units.len() + 1;
-            let is_plan = rel == s.plan_path;
-            if !turn.joins(keys)
-                && !is_plan
+            let mode = s.config().mode;
+            let fires = !turn.joins(keys)
+                && rel != s.config().plan_path
                 && !plan_fresh
                 && !turn.sprawl_fired
-                && n >= s.threshold as usize
-            {
-                let touched = turn.files();
+                && n >= s.config().threshold as usize;
+            let d = if fires {
+                v.sprawl_fired = true;
+                let touched = turn.files().into_iter().collect::<Vec<_>>().join(", ");
                 let refusal = Refusal::new(
                     "sprawl",
+                    format!("{rel} would start unit of work number {n} since the person's last message, with no plan presented since then; touched so far: {touched}"),
                     format!(
-                        "{rel} would start unit of work number {n} this turn with no plan since the last message from a person; touched so far: {}",
-                        touched.into_iter().collect::<Vec<_>>().join(", ")
-                    ),
-                    format!(
-                        "write your plan to {} (its first line starting with {:?}) naming the units of work and their order, then go on; this gate refuses once per turn",
-                        s.plan_path, s.marker
+                        "write your plan to {} — its first line starting with {:?} — naming the units of work and their order, then make the same call again; this gate refuses once per turn",
+                        s.config().plan_path, s.config().marker
                     ),
                 );
-                v.sprawl_fired = true;
-                let d = match s.mode {
+                match mode {
                     GateMode::Enforce => Decision::Deny(refusal),
                     GateMode::Advisory => Decision::Warn(refusal),
-                };
-                decide(&mut v, "sprawl", s.mode, d);
+                }
             } else {
-                decide(&mut v, "sprawl", s.mode, Decision::Allow);
+                Decision::Allow
+            };
+            sprawl_event = Some((mode, d));
+        }
+        if let Some((mode, d @ Decision::Deny(_))) = &sprawl_event {
+            // The override, if one was found, stays for the next try.
+            if let Some(t) = needs {
+                push(
+                    &mut v,
+                    t.name(),
+                    GateMode::Enforce,
+                    Decision::Deny(Refusal::new(
+                        t.name(),
+                        format!("{rel} needs an override, which was not used because sprawl refused the call"),
+                        "",
+                    )),
+                );
+            } else if let Some((gate, m, td)) = territory {
+                push(&mut v, &gate, m, td);
             }
+            push(&mut v, "sprawl", *mode, d.clone());
+            return v;
+        }
+        // Every gate allows: consume the override this write needs, recorded first.
+        match needs {
+            Some(t) => match overrides.take(caller, rel, clock) {
+                Ok(taken) => {
+                    v.events.push(AuditEvent::OverrideConsumed {
+                        id: taken.id.clone(),
+                        agent: caller.clone(),
+                        path: taken.path.clone(),
+                        reason: taken.reason.clone(),
+                    });
+                    push(
+                        &mut v,
+                        t.name(),
+                        GateMode::Enforce,
+                        Decision::Override {
+                            id: taken.id,
+                            reason: taken.reason,
+                        },
+                    );
+                }
+                Err(e) => {
+                    let r = self.territory_refusal(t, caller, rel, Some(&e));
+                    push(&mut v, t.name(), GateMode::Enforce, Decision::Deny(r));
+                    return v;
+                }
+            },
+            None => {
+                if let Some((gate, mode, d)) = territory {
+                    push(&mut v, &gate, mode, d);
+                }
+            }
+        }
+        if let Some((mode, d)) = sprawl_event {
+            push(&mut v, "sprawl", mode, d);
         }
         v
     }

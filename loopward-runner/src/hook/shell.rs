@@ -5,7 +5,7 @@
 //! `PostToolUse` compares the workspace with it; a change the caller may not make is put back
 //! (the old content restored, a new file or link removed) and reported.
 //!
-//! Not watched: `.git/`, `target/`, the hook's own session folders (`.loopward/sessions/`) and
+//! Not watched: `.git/`, the `[gates.shell] skip` folders, the hook's own session folders (`.loopward/sessions/`) and
 //! the Claude Code session ledgers (`runs/claude-code-*`), which hook processes write while a
 //! command runs. Tampering with a ledger is caught by `loopward verify` instead.
 
@@ -18,9 +18,6 @@ use std::collections::BTreeMap;
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-
-/// The most bytes of files one snapshot reads; beyond it the shell call is refused.
-pub const MAX_SNAPSHOT_BYTES: u64 = 256 * 1024 * 1024;
 
 /// Why a snapshot could not be taken, compared or used to revert.
 #[derive(Debug, thiserror::Error)]
@@ -35,8 +32,8 @@ pub enum ShellWatchError {
         source: std::io::Error,
     },
     /// The workspace is too big to watch.
-    #[error("the workspace holds more than {MAX_SNAPSHOT_BYTES} bytes of files outside the skipped folders; shell calls cannot be watched, so they are refused")]
-    TooBig,
+    #[error("the workspace holds more than {0} bytes of files outside the skipped folders ([gates.shell] max_snapshot_bytes); shell calls cannot be watched, so they are refused")]
+    TooBig(u64),
     /// No snapshot was taken for this call.
     #[error("no workspace snapshot was taken before shell call {0:?} (was the PreToolUse hook installed for Bash?)")]
     NoSnapshot(String),
@@ -88,23 +85,26 @@ pub(crate) struct Change {
     pub(crate) kind: EffectKind,
 }
 
-fn skipped(rel: &str) -> bool {
+fn skipped(rel: &str, skip: &[String]) -> bool {
     rel == ".git"
-        || rel == "target"
+        || skip.iter().any(|s| s.trim_matches('/') == rel)
         || rel == ".loopward/sessions"
         || rel
             .strip_prefix("runs/")
             .is_some_and(|r| !r.contains('/') && r.starts_with("claude-code-"))
 }
 
-/// Captures the workspace; files for which `watched` holds have their content kept in `blobs`.
+/// Captures the workspace, skipping `.git/` and the top-level folders in `skip`, reading at most
+/// `max_bytes`; files for which `watched` holds have their content kept in `blobs`.
 pub(crate) fn capture(
     ws: &Workspace,
     blobs: &Path,
     watched: &dyn Fn(&str) -> bool,
+    skip: &[String],
+    max_bytes: u64,
 ) -> Result<Snapshot, ShellWatchError> {
     let mut snap = Snapshot::default();
-    let mut budget = MAX_SNAPSHOT_BYTES;
+    let mut budget = max_bytes;
     let mut stack = vec![String::new()];
     while let Some(dir) = stack.pop() {
         let abs = ws.root().join(&dir);
@@ -120,7 +120,7 @@ pub(crate) fn capture(
             } else {
                 format!("{dir}/{name}")
             };
-            if skipped(&rel) {
+            if skipped(&rel, skip) {
                 continue;
             }
             let path = e.path();
@@ -139,7 +139,7 @@ pub(crate) fn capture(
             } else if ft.is_file() {
                 budget = budget
                     .checked_sub(meta.len())
-                    .ok_or(ShellWatchError::TooBig)?;
+                    .ok_or(ShellWatchError::TooBig(max_bytes))?;
                 let bytes = fs::read(&path).map_err(io(&path))?;
                 let sha256 = hex::encode(Sha256::digest(&bytes));
                 let kept = watched(&rel);
@@ -330,11 +330,11 @@ mod tests {
         fs::write(ws.root().join("plan.md"), "# Plan\n").unwrap();
         fs::write(ws.root().join("free.txt"), "a").unwrap();
         let watched = |rel: &str| rel == "plan.md" || rel == "new.md";
-        let before = capture(&ws, &blobs, &watched).unwrap();
+        let before = capture(&ws, &blobs, &watched, &[], 1 << 20).unwrap();
         fs::write(ws.root().join("plan.md"), "hacked").unwrap();
         fs::write(ws.root().join("new.md"), "x").unwrap();
         fs::write(ws.root().join("free.txt"), "b").unwrap();
-        let after = capture(&ws, &blobs, &watched).unwrap();
+        let after = capture(&ws, &blobs, &watched, &[], 1 << 20).unwrap();
         let changes = compare(&before, &after);
         let paths: Vec<_> = changes.iter().map(|c| c.path.as_str()).collect();
         assert_eq!(paths, ["free.txt", "new.md", "plan.md"]);

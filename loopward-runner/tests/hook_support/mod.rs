@@ -24,8 +24,8 @@ impl Project {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path().canonicalize().unwrap();
         std::fs::write(root.join("loopward.toml"), policy).unwrap();
-        let ctx = HookContext::builder(policy)
-            .unwrap()
+        let policy = loopward_runner::gates::PolicyConfig::from_toml(policy).unwrap();
+        let ctx = HookContext::builder(&policy)
             .root(&root)
             .clock(Arc::new(ManualClock::new(1_700_000_000_000)))
             .build()
