@@ -340,3 +340,24 @@ fn an_override_for_another_agent_is_not_honoured_and_the_refusal_says_why() {
         .iter()
         .any(|l| l.contains("override_consumed")));
 }
+
+#[test]
+fn a_plugin_subagent_name_is_mapped_not_refused() {
+    let p = project();
+    let e = p.fixture("pre_write_relative_docs.json").replace(
+        "\"hook_event_name\"",
+        "\"agent_type\": \"review:Security\", \"hook_event_name\"",
+    );
+    let a = p.send(&e);
+    assert!(
+        a.stdout.contains("review-security may write docs/guide.md"),
+        "{}",
+        a.stdout
+    );
+    // A name that cannot become an agent name blocks.
+    let e = p.fixture("pre_write_relative_docs.json").replace(
+        "\"hook_event_name\"",
+        "\"agent_type\": \"9lives\", \"hook_event_name\"",
+    );
+    assert_eq!(p.send(&e).exit_code, 2);
+}

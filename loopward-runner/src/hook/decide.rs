@@ -61,12 +61,22 @@ fn workspace(input: &HookInput, ctx: &HookContext) -> Result<Workspace, HookErro
     }
 }
 
-/// The acting agent: the subagent's name (lowercased), or the main agent.
+/// The acting agent: the subagent's name, or the main agent. Subagent names are lowercased and
+/// any other character outside `[a-z0-9_-]` becomes `-` (`Explore` → `explore`, a plugin's
+/// `review:security` → `review-security`), so territories can name them.
 fn caller(input: &HookInput, ctx: &HookContext) -> Result<AgentId, HookError> {
     match input.agent_type.as_deref() {
         None | Some("") => Ok(ctx.main_agent.clone()),
-        Some(name) => AgentId::new(name.to_ascii_lowercase())
-            .map_err(|e| HookError::Caller(name.to_string(), e)),
+        Some(name) => {
+            let mapped: String = name
+                .chars()
+                .map(|c| match c.to_ascii_lowercase() {
+                    c @ ('a'..='z' | '0'..='9' | '_' | '-') => c,
+                    _ => '-',
+                })
+                .collect();
+            AgentId::new(mapped).map_err(|e| HookError::Caller(name.to_string(), e))
+        }
     }
 }
 

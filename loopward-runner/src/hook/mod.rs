@@ -14,7 +14,8 @@
 //! | `UserPromptSubmit` | a person spoke: a new turn (the only event that starts one) |
 //! | anything else | recorded, no answer |
 //!
-//! The caller is the event's `agent_type` (a subagent's name, lowercased), or the main agent
+//! The caller is the event's `agent_type` (a subagent's name, lowercased, other characters
+//! outside `[a-z0-9_-]` made `-`), or the main agent
 //! (`root` unless [`HookContextBuilder::main_agent`] says otherwise). Turn state lives under
 //! `<project>/.loopward/sessions/<session>/` ([`session`]); every decision, allow and deny, goes
 //! to the session's ledger `runs/claude-code-<session>/`. Anything that goes wrong — unreadable
