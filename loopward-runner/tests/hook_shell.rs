@@ -74,7 +74,7 @@ fn a_symlink_made_by_bash_that_points_into_a_territory_is_removed() {
     run_bash(&p, "ln -s plan.md innocent.txt");
     let post = p.send_fixture("post_bash_into_plan.json");
     assert!(
-        post.stdout.contains("innocent.txt is a link into plan.md"),
+        post.stdout.contains("innocent.txt is a link to plan.md"),
         "{}",
         post.stdout
     );
@@ -166,7 +166,8 @@ fn the_session_ledger_verifies_reports_and_catches_an_edit() {
     let report = loopward_runner::audit::report(&p.path("runs")).unwrap();
     assert_eq!(report.runs, 1);
     let territory = &report.gates["territory:planner"];
-    assert_eq!((territory.allowed, territory.denied), (1, 1));
+    // Allowed: the planner's write. Denied: the main agent's write, and its shell change.
+    assert_eq!((territory.allowed, territory.denied), (1, 2));
     assert_eq!(report.violations, 1);
     assert_eq!(
         report.unauthorised_writes.total, 0,
@@ -181,4 +182,41 @@ fn the_session_ledger_verifies_reports_and_catches_an_edit() {
     // And the hook refuses to append to a damaged ledger: it blocks.
     let a = p.send_fixture("pre_read.json");
     assert_eq!(a.exit_code, 2, "{a:?}");
+}
+
+#[test]
+fn a_bash_write_covered_by_a_one_shot_override_stands_and_consumes_it() {
+    let p = Project::new(POLICY);
+    p.write("plan.md", "# Plan\n1. greet\n");
+    let ws = loopward_runner::Workspace::new(&p.root).unwrap();
+    loopward_runner::gates::OverrideStore::for_workspace(&ws)
+        .grant(
+            &loopward_core::AgentId::new("root").unwrap(),
+            &ws.resolve("plan.md").unwrap(),
+            "regenerate the plan with the script",
+            std::time::Duration::from_secs(600),
+            &loopward_runner::ManualClock::new(1_700_000_000_000),
+        )
+        .unwrap();
+    p.send_fixture("pre_bash_into_plan.json");
+    run_bash(&p, "echo '# Plan: mine' > plan.md && echo hi > notes.txt");
+    let post = p.send_fixture("post_bash_into_plan.json");
+    assert_eq!(shown(&post), "exit 0\nstdout: \nstderr: \n");
+    assert_eq!(p.read("plan.md").as_deref(), Some("# Plan: mine\n"));
+    insta::assert_snapshot!(p.ledger(SESSION).join("\n"));
+}
+
+#[test]
+fn a_workspace_too_big_to_record_denies_the_command() {
+    let p =
+        Project::new("[gates.sprawl]\nenabled = false\n[gates.shell]\nmax_snapshot_bytes = 64\n");
+    p.write("big.bin", &"x".repeat(1000));
+    let pre = p.send_fixture("pre_bash_into_plan.json");
+    assert_eq!(pre.exit_code, 0);
+    assert!(
+        pre.stdout.contains(r#""permissionDecision":"deny""#),
+        "{}",
+        pre.stdout
+    );
+    assert!(pre.stdout.contains("max_snapshot_bytes"), "{}", pre.stdout);
 }

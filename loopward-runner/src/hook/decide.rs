@@ -6,10 +6,11 @@ use super::rules::WriteAsk;
 use super::session::{SessionDir, SessionKey, SessionState};
 use super::shell::{self, Snapshot};
 use super::{HookContext, HookError};
+use crate::gates::SHELL_GATE;
 use crate::workspace::{WorkPath, Workspace};
 use loopward_core::{
-    AgentId, AuditEvent, AuditSink, Decision, Effect, EffectKind, EffectStatus, GateMode, RunId,
-    Scope, TurnNumber,
+    AgentId, AuditEvent, AuditSink, Decision, Effect, EffectKind, EffectStatus, GateMode, Refusal,
+    RunId, Scope, TurnNumber,
 };
 use serde_json::{json, Value};
 use std::collections::BTreeSet;
@@ -189,27 +190,47 @@ impl Engine<'_> {
             return self.pre_write(&call, raw);
         }
         if let ClaudeTool::Bash { .. } = call.tool {
-            let id = call_id(&call)?;
-            let watch = self.ctx.rules.shell();
-            let snap = shell::capture(
-                self.ws,
-                &self.blobs(),
-                &|rel| self.ctx.rules.watched(rel),
-                &watch.skip,
-                watch.max_snapshot_bytes,
-            )?;
-            snap.save(&self.snapshot_path(id))?;
-            self.record(&AuditEvent::GateDecision {
-                call_id: Some(id.to_string()),
-                gate: "shell".into(),
-                mode: GateMode::Enforce,
-                action: "tool:Bash".into(),
-                path_raw: None,
-                path: None,
-                decision: Decision::Allow,
-            })?;
+            return self.pre_bash(&call);
         }
         Ok(Reply::Silent)
+    }
+
+    /// Records the workspace before a shell command; a workspace that cannot be recorded
+    /// cannot be checked afterwards, so the command is denied.
+    fn pre_bash(&mut self, call: &ToolUse) -> Result<Reply, HookError> {
+        let id = call_id(call)?;
+        let watch = self.ctx.rules.shell();
+        let taken = shell::capture(
+            self.ws,
+            &self.blobs(),
+            &|rel| self.ctx.rules.watched(rel),
+            &watch.skip,
+            watch.max_snapshot_bytes,
+        )
+        .and_then(|snap| snap.save(&self.snapshot_path(id)));
+        let decision = match taken {
+            Ok(()) => Decision::Allow,
+            Err(why) => Decision::Deny(Refusal::new(
+                SHELL_GATE,
+                format!("not run: the workspace could not be recorded before the command, so its changes could not be checked ({why})"),
+                "use the file tools instead, or ask the person to list big generated folders under [gates.shell] skip",
+            )),
+        };
+        self.record(&AuditEvent::GateDecision {
+            call_id: Some(id.to_string()),
+            gate: SHELL_GATE.into(),
+            mode: GateMode::Enforce,
+            action: "tool:Bash".into(),
+            path_raw: None,
+            path: None,
+            decision: decision.clone(),
+        })?;
+        Ok(match decision {
+            Decision::Deny(r) => Reply::Deny {
+                reason: r.to_string(),
+            },
+            _ => Reply::Silent,
+        })
     }
 
     fn pre_write(&mut self, call: &ToolUse, raw: &str) -> Result<Reply, HookError> {
@@ -217,7 +238,7 @@ impl Engine<'_> {
         let path = match self.resolve(raw) {
             Ok(p) => p,
             Err(e) => {
-                let refusal = loopward_core::Refusal::new(
+                let refusal = Refusal::new(
                     "workspace",
                     e.to_string(),
                     "write inside the project; loopward cannot judge a path outside it, so it refuses",
@@ -250,13 +271,13 @@ impl Engine<'_> {
             caller: &self.caller,
             call_id: call.id.as_deref(),
             action: &action,
-            raw,
+            raw: Some(raw),
             rel: path.rel(),
             keys: &keys,
         };
         let verdict = self.ctx.rules.judge_write(
             &ask,
-            &turn,
+            Some(&turn),
             self.state.plan_is_fresh(),
             self.ws,
             &*self.ctx.clock,
@@ -410,21 +431,36 @@ impl Engine<'_> {
         )?;
         let mut effects = Vec::new();
         let mut reverted = Vec::new();
+        let action = "tool:Bash";
         for change in shell::compare(&before, &after) {
-            let rule = self
+            // A link the command made is judged where it points; anything else where it is.
+            let target = match change.kind {
+                EffectKind::Delete => None,
+                _ => shell::link_target(self.ws, &after, &change.path),
+            };
+            let judged = target.as_deref().unwrap_or(&change.path);
+            let keys = BTreeSet::new();
+            let ask = WriteAsk {
+                caller: &self.caller,
+                call_id: Some(id),
+                action,
+                raw: None,
+                rel: judged,
+                keys: &keys,
+            };
+            let verdict = self
                 .ctx
                 .rules
-                .guarded(&self.caller, &change.path)
-                .or_else(|| {
-                    shell::link_target(self.ws, &after, &change.path).and_then(|target| {
-                        self.ctx
-                            .rules
-                            .guarded(&self.caller, &target)
-                            .map(|r| format!("{} is a link into {target}: {r}", change.path))
-                    })
-                });
-            match rule {
-                Some(reason) => {
+                .judge_write(&ask, None, false, self.ws, &*self.ctx.clock);
+            for event in &verdict.events {
+                self.record(event)?;
+            }
+            match verdict.denial {
+                Some(refusal) => {
+                    let mut reason = refusal.reason;
+                    if judged != change.path {
+                        reason = format!("{} is a link to {judged}: {reason}", change.path);
+                    }
                     let effect = shell::revert(self.ws, &self.blobs(), &before, &change.path)?;
                     self.record(&AuditEvent::Violation {
                         path: change.path.clone(),

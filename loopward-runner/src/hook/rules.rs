@@ -34,8 +34,8 @@ pub(crate) struct WriteAsk<'a> {
     pub(crate) call_id: Option<&'a str>,
     /// `tool:Write`, …
     pub(crate) action: &'a str,
-    /// The path as the model wrote it.
-    pub(crate) raw: &'a str,
+    /// The path as the model wrote it (none for a change found by the shell watch).
+    pub(crate) raw: Option<&'a str>,
     /// The canonical workspace-relative path.
     pub(crate) rel: &'a str,
     /// The unit keys of the call (see [`Rules::unit_keys`]).
@@ -186,11 +186,12 @@ impl Rules {
     }
 
     /// Judges one write. Consumes an override only when every gate allows; the consumption is
-    /// the first event returned, so it is recorded before the allow.
+    /// the first event returned, so it is recorded before the allow. `turn` is `None` for a
+    /// change a shell command already made: the sprawl gate counts the command as a whole.
     pub(crate) fn judge_write(
         &self,
         ask: &WriteAsk<'_>,
-        turn: &AgentTurn,
+        turn: Option<&AgentTurn>,
         plan_fresh: bool,
         ws: &Workspace,
         clock: &dyn Clock,
@@ -215,7 +216,7 @@ impl Rules {
                 gate: gate.to_string(),
                 mode,
                 action: action.to_string(),
-                path_raw: Some(raw.to_string()),
+                path_raw: raw.map(str::to_string),
                 path: Some(rel.to_string()),
                 decision,
             };
@@ -287,7 +288,7 @@ impl Rules {
         }
         // The sprawl gate.
         let mut sprawl_event = None;
-        if let Some(s) = &self.sprawl {
+        if let (Some(s), Some(turn)) = (&self.sprawl, turn) {
             let n = turn.units.len() + 1;
             let mode = s.config().mode;
             let fires = !turn.joins(keys)
