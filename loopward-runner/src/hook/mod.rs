@@ -8,9 +8,9 @@
 //! | event | what loopward does |
 //! |---|---|
 //! | `PreToolUse` `Write`/`Edit`/`MultiEdit`/`NotebookEdit` | control files, territory (with one-shot overrides), sprawl → `allow` or `deny` with what to do instead |
-//! | `PreToolUse` `Bash` | snapshots the workspace; Claude Code's own permission flow decides |
+//! | `PreToolUse` `Bash` | records the workspace; Claude Code's own permission flow decides (denied if the workspace cannot be recorded) |
 //! | `PostToolUse` file tool | records the effect (it counts toward the sprawl gate; a plan written clears it) |
-//! | `PostToolUse` `Bash` | compares with the snapshot; reverts changes the caller may not make, and tells the model (`decision: block`) |
+//! | `PostToolUse`/`PostToolUseFailure` `Bash` | compares with the record; judges each changed path like a write (overrides honoured), reverts what the caller may not change, and tells the model |
 //! | `UserPromptSubmit` | a person spoke: a new turn (the only event that starts one) |
 //! | anything else | recorded, no answer |
 //!
