@@ -4,13 +4,11 @@
 use super::claude_code::{ClaudeTool, Event, HookInput, Reply, ToolUse};
 use super::rules::WriteAsk;
 use super::session::{SessionDir, SessionKey, SessionState};
-use super::shell::{self, Snapshot};
 use super::{HookContext, HookError};
-use crate::gates::SHELL_GATE;
 use crate::workspace::{WorkPath, Workspace};
 use loopward_core::{
-    AgentId, AuditEvent, AuditSink, Decision, Effect, EffectKind, EffectStatus, GateMode, Refusal,
-    RunId, Scope, TurnNumber,
+    AgentId, AuditEvent, AuditSink, Decision, Effect, EffectKind, GateMode, Refusal, RunId, Scope,
+    TurnNumber,
 };
 use serde_json::{json, Value};
 use std::collections::BTreeSet;
@@ -81,15 +79,15 @@ fn caller(input: &HookInput, ctx: &HookContext) -> Result<AgentId, HookError> {
     }
 }
 
-struct Engine<'a> {
-    ctx: &'a HookContext,
-    ws: &'a Workspace,
-    dir: &'a SessionDir,
-    input: &'a HookInput,
-    caller: AgentId,
-    run: RunId,
-    ledger: Arc<dyn AuditSink>,
-    state: &'a mut SessionState,
+pub(super) struct Engine<'a> {
+    pub(super) ctx: &'a HookContext,
+    pub(super) ws: &'a Workspace,
+    pub(super) dir: &'a SessionDir,
+    pub(super) input: &'a HookInput,
+    pub(super) caller: AgentId,
+    pub(super) run: RunId,
+    pub(super) ledger: Arc<dyn AuditSink>,
+    pub(super) state: &'a mut SessionState,
 }
 
 impl Engine<'_> {
@@ -101,7 +99,7 @@ impl Engine<'_> {
         }
     }
 
-    fn record(&self, event: &AuditEvent) -> Result<(), HookError> {
+    pub(super) fn record(&self, event: &AuditEvent) -> Result<(), HookError> {
         Ok(self
             .ledger
             .record(&self.scope(Some(self.caller.clone())), event)?)
@@ -193,44 +191,6 @@ impl Engine<'_> {
             return self.pre_bash(&call);
         }
         Ok(Reply::Silent)
-    }
-
-    /// Records the workspace before a shell command; a workspace that cannot be recorded
-    /// cannot be checked afterwards, so the command is denied.
-    fn pre_bash(&mut self, call: &ToolUse) -> Result<Reply, HookError> {
-        let id = call_id(call)?;
-        let watch = self.ctx.rules.shell();
-        let taken = shell::capture(
-            self.ws,
-            &self.blobs(),
-            &|rel| self.ctx.rules.watched(rel),
-            &watch.skip,
-            watch.max_snapshot_bytes,
-        )
-        .and_then(|snap| snap.save(&self.snapshot_path(id)));
-        let decision = match taken {
-            Ok(()) => Decision::Allow,
-            Err(why) => Decision::Deny(Refusal::new(
-                SHELL_GATE,
-                format!("not run: the workspace could not be recorded before the command, so its changes could not be checked ({why})"),
-                "use the file tools instead, or ask the person to list big generated folders under [gates.shell] skip",
-            )),
-        };
-        self.record(&AuditEvent::GateDecision {
-            call_id: Some(id.to_string()),
-            gate: SHELL_GATE.into(),
-            mode: GateMode::Enforce,
-            action: "tool:Bash".into(),
-            path_raw: None,
-            path: None,
-            decision: decision.clone(),
-        })?;
-        Ok(match decision {
-            Decision::Deny(r) => Reply::Deny {
-                reason: r.to_string(),
-            },
-            _ => Reply::Silent,
-        })
     }
 
     fn pre_write(&mut self, call: &ToolUse, raw: &str) -> Result<Reply, HookError> {
@@ -417,121 +377,15 @@ impl Engine<'_> {
         Ok(reply)
     }
 
-    fn judge_bash(&mut self, call: &ToolUse, failed: bool) -> Result<Reply, HookError> {
-        let id = call_id(call)?;
-        let snap_path = self.snapshot_path(id);
-        let before = Snapshot::load(&snap_path, id)?;
-        let watch = self.ctx.rules.shell();
-        let after = shell::capture(
-            self.ws,
-            &self.blobs(),
-            &|_| false,
-            &watch.skip,
-            watch.max_snapshot_bytes,
-        )?;
-        let mut effects = Vec::new();
-        let mut reverted = Vec::new();
-        let action = "tool:Bash";
-        for change in shell::compare(&before, &after) {
-            // A link the command made is judged where it points; anything else where it is.
-            let target = match change.kind {
-                EffectKind::Delete => None,
-                _ => shell::link_target(self.ws, &after, &change.path),
-            };
-            let judged = target.as_deref().unwrap_or(&change.path);
-            let keys = BTreeSet::new();
-            let ask = WriteAsk {
-                caller: &self.caller,
-                call_id: Some(id),
-                action,
-                raw: None,
-                rel: judged,
-                keys: &keys,
-            };
-            let verdict = self
-                .ctx
-                .rules
-                .judge_write(&ask, None, false, self.ws, &*self.ctx.clock);
-            for event in &verdict.events {
-                self.record(event)?;
-            }
-            match verdict.denial {
-                Some(refusal) => {
-                    let mut reason = refusal.reason;
-                    if judged != change.path {
-                        reason = format!("{} is a link to {judged}: {reason}", change.path);
-                    }
-                    let effect = shell::revert(self.ws, &self.blobs(), &before, &change.path)?;
-                    self.record(&AuditEvent::Violation {
-                        path: change.path.clone(),
-                        remedy: "reverted".into(),
-                        reason: reason.clone(),
-                    })?;
-                    reverted.push(format!("{} ({reason})", change.path));
-                    effects.push(effect);
-                }
-                None => {
-                    self.note_plan(&change.path);
-                    effects.push(Effect {
-                        path: change.path,
-                        kind: change.kind,
-                        status: EffectStatus::Ok,
-                    });
-                }
-            }
-        }
-        // Everything one command changed is one unit of work.
-        let files: BTreeSet<String> = effects
-            .iter()
-            .filter(|e| e.status == EffectStatus::Ok)
-            .map(|e| e.path.clone())
-            .collect();
-        let keys = files
-            .iter()
-            .flat_map(|f| self.ctx.rules.unit_keys(f, &[]))
-            .collect();
-        self.touch(keys, files);
-        self.record(&AuditEvent::ToolFinished {
-            call_id: id.to_string(),
-            tool: "Bash".into(),
-            is_error: failed || !reverted.is_empty(),
-            effects,
-            summary: format!(
-                "Bash {}{}",
-                if failed { "failed" } else { "finished" },
-                if reverted.is_empty() {
-                    String::new()
-                } else {
-                    format!("; {} change(s) reverted", reverted.len())
-                }
-            ),
-        })?;
-        // The snapshot is spent; a failure to remove it only leaves a file behind.
-        let _ = std::fs::remove_file(&snap_path);
-        if reverted.is_empty() {
-            return Ok(Reply::Silent);
-        }
-        let reason = format!(
-                "refused by loopward: the command changed files {} may not change, and loopward put them back: {}.\nWhat to do: leave these files to their owners and say in your reply what should change there; other changes the command made stand.",
-                self.caller,
-                reverted.join("; ")
-            );
-        Ok(if failed {
-            Reply::FailureContext { context: reason }
-        } else {
-            Reply::Block { reason }
-        })
-    }
-
     /// A plan written (and standing) after the last human prompt clears the sprawl gate.
-    fn note_plan(&mut self, rel: &str) {
+    pub(super) fn note_plan(&mut self, rel: &str) {
         let content = std::fs::read_to_string(self.ws.root().join(rel)).unwrap_or_default();
         if self.ctx.rules.is_plan(rel, &content) {
             self.state.plan_written = Some(self.state.events);
         }
     }
 
-    fn touch(&mut self, keys: BTreeSet<String>, files: BTreeSet<String>) {
+    pub(super) fn touch(&mut self, keys: BTreeSet<String>, files: BTreeSet<String>) {
         self.state
             .agents
             .entry(self.caller.to_string())
@@ -539,11 +393,11 @@ impl Engine<'_> {
             .touch(keys, files);
     }
 
-    fn blobs(&self) -> std::path::PathBuf {
+    pub(super) fn blobs(&self) -> std::path::PathBuf {
         self.dir.path().join("blobs")
     }
 
-    fn snapshot_path(&self, id: &str) -> std::path::PathBuf {
+    pub(super) fn snapshot_path(&self, id: &str) -> std::path::PathBuf {
         let key = SessionKey::new(id)
             .map(|k| k.as_str().to_string())
             .unwrap_or_default();
@@ -561,7 +415,7 @@ fn physical(raw: &str) -> Option<String> {
     })
 }
 
-fn call_id(call: &ToolUse) -> Result<&str, HookError> {
+pub(super) fn call_id(call: &ToolUse) -> Result<&str, HookError> {
     call.id.as_deref().filter(|s| !s.is_empty()).ok_or_else(|| {
         HookError::Protocol(super::claude_code::ProtocolError::Field {
             event: "Bash".into(),

@@ -47,6 +47,7 @@
 //! assert_eq!((bad.exit_code, bad.stdout.as_str()), (2, ""));
 //! ```
 
+mod bash;
 pub mod claude_code;
 mod decide;
 mod ledger;
