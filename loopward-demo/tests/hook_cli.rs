@@ -136,3 +136,33 @@ fn the_walkthrough_script_runs_and_shows_each_gate() {
         assert!(stdout.contains(want), "missing {want:?} in:\n{stdout}");
     }
 }
+
+#[test]
+fn defer_allows_answers_nothing_on_allow_and_still_denies() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    std::fs::write(root.join("loopward.toml"), CONFIG).unwrap();
+    let run = |agent| {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_loopward"))
+            .args(["hook", "claude-code", "--defer-allows", "--config"])
+            .arg(root.join("loopward.toml"))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(write_event(&root, agent).as_bytes())
+            .unwrap();
+        child.wait_with_output().unwrap()
+    };
+    let allowed = run(Some("planner"));
+    assert_eq!((allowed.status.code(), allowed.stdout.len()), (Some(0), 0));
+    let denied = String::from_utf8(run(None).stdout).unwrap();
+    assert!(
+        denied.contains(r#""permissionDecision":"deny""#),
+        "{denied}"
+    );
+}

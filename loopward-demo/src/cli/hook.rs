@@ -40,13 +40,21 @@ pub enum Target {
         /// `agent_type`).
         #[arg(long, default_value = "root")]
         main_agent: String,
+        /// When loopward allows a file write, answer nothing rather than `allow`, so Claude
+        /// Code's own permission prompt still decides (denials are answered either way).
+        #[arg(long)]
+        defer_allows: bool,
     },
 }
 
 /// Runs the command: never fails in a way Claude Code would read as "go ahead".
 pub fn run(args: &Args) -> Result<ExitCode> {
-    let Target::ClaudeCode { config, main_agent } = &args.target;
-    let answer = match answer(config, main_agent) {
+    let Target::ClaudeCode {
+        config,
+        main_agent,
+        defer_allows,
+    } = &args.target;
+    let answer = match answer(config, main_agent, *defer_allows) {
         Ok(a) => a,
         Err(e) => HookAnswer::fail_closed(format!("{e:#}")),
     };
@@ -61,17 +69,17 @@ pub fn run(args: &Args) -> Result<ExitCode> {
     })
 }
 
-fn answer(config: &Path, main_agent: &str) -> Result<HookAnswer> {
+fn answer(config: &Path, main_agent: &str, defer_allows: bool) -> Result<HookAnswer> {
     let mut input = String::new();
     std::io::stdin()
         .take(MAX_INPUT_BYTES as u64 + 1)
         .read_to_string(&mut input)
         .context("reading the hook event on stdin")?;
-    let ctx = context(config, main_agent)?;
+    let ctx = context(config, main_agent, defer_allows)?;
     Ok(handle(&input, &ctx))
 }
 
-fn context(config: &Path, main_agent: &str) -> Result<HookContext> {
+fn context(config: &Path, main_agent: &str, defer_allows: bool) -> Result<HookContext> {
     let text = std::fs::read_to_string(config)
         .with_context(|| format!("reading the config {}", config.display()))?;
     // INTERIM until the CLI's config loader lands: the gate sections of the file.
@@ -95,6 +103,7 @@ fn context(config: &Path, main_agent: &str) -> Result<HookContext> {
         .root(root)
         .config_file(file)
         .main_agent(main)
+        .defer_allows(defer_allows)
         .build()
         .with_context(|| format!("{}", config.display()))
 }

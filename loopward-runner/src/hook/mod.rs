@@ -126,6 +126,7 @@ pub struct HookContext {
     clock: Arc<dyn Clock>,
     ledgers: Arc<dyn LedgerOpener>,
     runs_dir: String,
+    defer_allows: bool,
 }
 
 impl std::fmt::Debug for HookContext {
@@ -147,6 +148,7 @@ pub struct HookContextBuilder {
     clock: Arc<dyn Clock>,
     ledgers: Arc<dyn LedgerOpener>,
     runs_dir: String,
+    defer_allows: bool,
 }
 
 impl HookContext {
@@ -161,6 +163,7 @@ impl HookContext {
             clock: Arc::new(SystemClock),
             ledgers: Arc::new(FileLedgers::default()),
             runs_dir: "runs".into(),
+            defer_allows: false,
         }
     }
 
@@ -207,6 +210,13 @@ impl HookContextBuilder {
         self
     }
 
+    /// When the gates allow a file write, answer nothing instead of `allow`, so Claude Code's own
+    /// permission prompt still decides (default: answer `allow`, which skips that prompt).
+    pub fn defer_allows(mut self, defer: bool) -> Self {
+        self.defer_allows = defer;
+        self
+    }
+
     /// Builds the context; a policy that does not validate is refused here, before any event.
     pub fn build(self) -> Result<HookContext, ConfigError> {
         Ok(HookContext {
@@ -216,6 +226,7 @@ impl HookContextBuilder {
             clock: self.clock,
             ledgers: self.ledgers,
             runs_dir: self.runs_dir,
+            defer_allows: self.defer_allows,
         })
     }
 }
@@ -226,6 +237,11 @@ impl HookContextBuilder {
 /// read as "go ahead": every error is exit status 2 with the reason on stderr.
 pub fn handle(input: &str, ctx: &HookContext) -> HookAnswer {
     match decide::handle(input, ctx) {
+        Ok(claude_code::Reply::Allow { .. }) if ctx.defer_allows => HookAnswer {
+            stdout: String::new(),
+            stderr: String::new(),
+            exit_code: 0,
+        },
         Ok(reply) => HookAnswer {
             stdout: reply.render(),
             stderr: String::new(),
