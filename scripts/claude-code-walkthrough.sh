@@ -18,8 +18,13 @@ PROJECT="$(mktemp -d)"
 trap 'rm -rf "$PROJECT"' EXIT
 cd "$PROJECT"
 cat > loopward.toml <<'TOML'
+# The Claude Code main agent (root) and the subagents territories name.
 [run]
-first = "planner"
+first = "root"
+
+[[agent]]
+name = "root"
+tools = ["read_file", "write_file", "edit_file", "shell"]
 
 [[agent]]
 name = "planner"
@@ -85,6 +90,12 @@ event PreToolUse "" '"tool_name": "Bash", "tool_use_id": "toolu_04", "tool_input
 echo '3. world domination' >> plans/roadmap.md; echo ok > notes.txt   # what Claude Code runs
 event PostToolUse "" '"tool_name": "Bash", "tool_use_id": "toolu_04", "tool_input": {"command": "echo 3. world domination >> plans/roadmap.md; echo ok > notes.txt"}, "tool_response": {"stdout": "", "stderr": "", "interrupted": false}'
 echo "    plans/roadmap.md now: $(tr '\n' ' ' < plans/roadmap.md)| notes.txt stands: $(cat notes.txt)"
+
+echo; echo "== A person grants a one-shot override: exactly one edit goes through, logged first"
+"$LOOPWARD" override grant --config "$PROJECT/loopward.toml" --agent root --path plans/roadmap.md \
+  --reason "fix the typo in step 1" --ttl 10m | sed 's/^/    /'
+event PreToolUse "" '"tool_name": "Edit", "tool_use_id": "toolu_05", "tool_input": {"file_path": "'"$PROJECT"'/plans/roadmap.md", "old_string": "greeting", "new_string": "greetings"}'
+event PreToolUse "" '"tool_name": "Edit", "tool_use_id": "toolu_06", "tool_input": {"file_path": "'"$PROJECT"'/plans/roadmap.md", "old_string": "greeting", "new_string": "greetings"}'
 
 echo; echo "== The builder starts a third unit of work with no plan: refused once"
 for f in greeting farewell parse; do

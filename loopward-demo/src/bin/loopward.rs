@@ -7,6 +7,10 @@ use std::process::ExitCode;
 
 fn main() -> ExitCode {
     let cli = loopward_demo::cli::Cli::parse();
+    // A hook answers before anything else can fail: exit 1 would let Claude Code go ahead.
+    if let loopward_demo::cli::Command::Hook(a) = &cli.command {
+        return loopward_demo::cli::hook::run(a).unwrap_or(ExitCode::from(2));
+    }
     let rt = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

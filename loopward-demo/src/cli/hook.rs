@@ -5,9 +5,9 @@
 //! config, stdin that is not UTF-8) also blocks: exit status 2 with the reason on stderr, which
 //! Claude Code treats as "do not run the tool". See docs/claude-code.md.
 
+use crate::config::Config;
 use anyhow::{Context, Result};
 use loopward_core::AgentId;
-use loopward_runner::gates::PolicyConfig;
 use loopward_runner::hook::{claude_code::MAX_INPUT_BYTES, handle, HookAnswer, HookContext};
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -80,28 +80,26 @@ fn answer(config: &Path, main_agent: &str, defer_allows: bool) -> Result<HookAns
 }
 
 fn context(config: &Path, main_agent: &str, defer_allows: bool) -> Result<HookContext> {
-    let text = std::fs::read_to_string(config)
-        .with_context(|| format!("reading the config {}", config.display()))?;
-    // INTERIM until the CLI's config loader lands: the gate sections of the file.
-    let mut table: toml::Table =
-        toml::from_str(&text).with_context(|| format!("{}", config.display()))?;
-    table.retain(|k, _| k == "territory" || k == "gates" || k == "overrides");
-    let policy = PolicyConfig::from_toml(&toml::to_string(&table)?)
-        .with_context(|| format!("{}", config.display()))?;
-    let root = config
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."))
+    let cfg = Config::load(config)?;
+    let root = cfg
+        .workspace_dir(config)
         .canonicalize()
-        .with_context(|| format!("finding the folder of {}", config.display()))?;
+        .with_context(|| format!("finding the workspace of {}", config.display()))?;
     let main = AgentId::new(main_agent.to_string()).context("--main-agent")?;
-    let file = config
-        .file_name()
-        .map(|f| f.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "loopward.toml".into());
-    HookContext::builder(&policy)
+    // The config file is a control file when it lies inside the workspace.
+    let config_rel = config
+        .canonicalize()
+        .ok()
+        .and_then(|c| {
+            c.strip_prefix(&root)
+                .ok()
+                .map(|p| p.to_string_lossy().into_owned())
+        })
+        .unwrap_or_default();
+    HookContext::builder(&cfg.policy())
         .root(root)
-        .config_file(file)
+        .config_file(config_rel)
+        .runs_dir(cfg.run.runs_dir.to_string_lossy().into_owned())
         .main_agent(main)
         .defer_allows(defer_allows)
         .build()

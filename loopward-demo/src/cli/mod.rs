@@ -11,6 +11,7 @@
 
 pub mod approve;
 pub mod gates;
+pub mod hook;
 pub mod init;
 pub mod override_cmd;
 pub mod replay;
@@ -57,7 +58,8 @@ pub enum Command {
     Report(report::Args),
     /// Re-run a recorded run offline and check every decision comes out the same.
     Replay(replay::Args),
-    // `hook` (Claude Code hook integration) lives in `src/hook/` when it lands.
+    /// Answer agent-tool hooks (Claude Code) with the loopward.toml policy.
+    Hook(hook::Args),
 }
 
 /// Runs a parsed command line; errors are printed by the binary.
@@ -72,5 +74,6 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Verify(a) => verify::run(&a),
         Command::Report(a) => report::run(&a),
         Command::Replay(a) => replay::run(a).await,
+        Command::Hook(a) => hook::run(&a),
     }
 }

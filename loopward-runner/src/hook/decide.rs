@@ -269,6 +269,16 @@ impl Engine<'_> {
                 path.rel()
             }
         );
+        for e in &verdict.events {
+            if let AuditEvent::OverrideConsumed {
+                id, reason: why, ..
+            } = e
+            {
+                reason.push_str(&format!(
+                    ", once, on one-shot override {id} (\"{why}\"), now used up"
+                ));
+            }
+        }
         for w in &verdict.warnings {
             reason.push_str(&format!("\nadvisory {w}"));
         }
