@@ -220,3 +220,23 @@ fn a_workspace_too_big_to_record_denies_the_command() {
     );
     assert!(pre.stdout.contains("max_snapshot_bytes"), "{}", pre.stdout);
 }
+
+#[test]
+fn a_change_that_cannot_be_put_back_is_recorded_as_such_and_named() {
+    let p = Project::new(POLICY);
+    p.write("plan.md", "# Plan\n");
+    p.write("innocent.txt", "an ordinary file, not watched");
+    p.send_fixture("pre_bash_into_plan.json");
+    run_bash(&p, "rm innocent.txt && ln -s plan.md innocent.txt");
+    let post = p.send_fixture("post_bash_into_plan.json");
+    assert!(post.stdout.contains("NOT put back"), "{}", post.stdout);
+    let ledger = p.ledger(SESSION);
+    assert!(
+        ledger
+            .iter()
+            .any(|l| l.contains("violation innocent.txt not reverted")),
+        "{ledger:#?}"
+    );
+    let report = loopward_runner::audit::report(&p.path("runs")).unwrap();
+    assert_eq!(report.unauthorised_writes.unreverted_violations, 1);
+}

@@ -93,13 +93,33 @@ impl Engine<'_> {
                     if judged != change.path {
                         reason = format!("{} is a link to {judged}: {reason}", change.path);
                     }
-                    let effect = shell::revert(self.ws, &self.blobs(), &before, &change.path)?;
+                    // A revert that fails is recorded as such (it counts as unauthorised) and
+                    // named to the model; the other changes are still judged.
+                    let (remedy, effect) =
+                        match shell::revert(self.ws, &self.blobs(), &before, &change.path) {
+                            Ok(effect) => ("reverted".to_string(), effect),
+                            Err(e) => (
+                                format!("not reverted: {e}"),
+                                Effect {
+                                    path: change.path.clone(),
+                                    kind: change.kind.clone(),
+                                    status: EffectStatus::Ok,
+                                },
+                            ),
+                        };
                     self.record(&AuditEvent::Violation {
                         path: change.path.clone(),
-                        remedy: "reverted".into(),
+                        remedy: remedy.clone(),
                         reason: reason.clone(),
                     })?;
-                    reverted.push(format!("{} ({reason})", change.path));
+                    if remedy == "reverted" {
+                        reverted.push(format!("{} ({reason})", change.path));
+                    } else {
+                        reverted.push(format!(
+                            "{} ({reason}; NOT put back: {remedy}; a person must restore it)",
+                            change.path
+                        ));
+                    }
                     effects.push(effect);
                 }
                 None => {
