@@ -113,11 +113,11 @@ impl Policy {
                 let remedy = match before.revert(self.inner.workspace.root(), c) {
                     Ok(()) => {
                         reverted.push(c.path.clone());
-                        "reverted".to_string()
+                        crate::audit::REMEDY_REVERTED.to_string()
                     }
                     Err(e) => {
                         failures.push(format!("{}: {e}", c.path));
-                        format!("revert failed: {e}")
+                        format!("not reverted: {e}")
                     }
                 };
                 turn.record(&AuditEvent::Violation {

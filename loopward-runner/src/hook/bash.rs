@@ -97,7 +97,7 @@ impl Engine<'_> {
                     // named to the model; the other changes are still judged.
                     let (remedy, effect) =
                         match shell::revert(self.ws, &self.blobs(), &before, &change.path) {
-                            Ok(effect) => ("reverted".to_string(), effect),
+                            Ok(effect) => (crate::audit::REMEDY_REVERTED.to_string(), effect),
                             Err(e) => (
                                 format!("not reverted: {e}"),
                                 Effect {
@@ -112,7 +112,7 @@ impl Engine<'_> {
                         remedy: remedy.clone(),
                         reason: reason.clone(),
                     })?;
-                    if remedy == "reverted" {
+                    if remedy == crate::audit::REMEDY_REVERTED {
                         reverted.push(format!("{} ({reason})", change.path));
                     } else {
                         reverted.push(format!(
