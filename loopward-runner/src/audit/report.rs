@@ -285,15 +285,22 @@ impl Report {
             }
         );
         if !self.per_run.is_empty() {
+            let w = self
+                .per_run
+                .iter()
+                .map(|r| r.run.len())
+                .max()
+                .unwrap_or(0)
+                .max(24);
             let _ = writeln!(
                 o,
-                "\n{:<24} {:<18} {:>6} {:>9} {:>9}  cost",
+                "\n{:<w$} {:<18} {:>6} {:>9} {:>9}  cost",
                 "run", "status", "turns", "handoffs", "tokens"
             );
             for r in &self.per_run {
                 let _ = writeln!(
                     o,
-                    "{:<24} {:<18} {:>6} {:>9} {:>9}  {}",
+                    "{:<w$} {:<18} {:>6} {:>9} {:>9}  {}",
                     r.run,
                     r.status,
                     r.turns,
