@@ -53,6 +53,7 @@ fn repo_root() -> PathBuf {
 }
 
 fn ci(root: &Path) -> Result<()> {
+    preflight(root)?;
     cargo(root, &["fmt", "--all", "--", "--check"])?;
     // One feature set for the workspace: default plus `http` and `otel` (no C++ build). The
     // llama backend is built in its own, single configuration.
@@ -71,6 +72,34 @@ fn ci(root: &Path) -> Result<()> {
 
 /// The local-model checks: one llama.cpp build (dev profile, feature `llama`) shared by clippy
 /// and the tests on the real model (`cargo xtask fetch-model` first).
+/// Fails in seconds, not after the first half of CI, when the llama step cannot succeed.
+fn preflight(root: &Path) -> Result<()> {
+    let found = |tool: &str| {
+        Command::new(tool)
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.status.success())
+    };
+    let missing: Vec<&str> = ["cmake", "clang"]
+        .into_iter()
+        .filter(|t| !found(t))
+        .collect();
+    if !missing.is_empty() {
+        bail!(
+            "cargo xtask ci builds llama.cpp and needs {}: run `bash .ci/run` (installs them), or \
+             `apt-get install -y cmake clang libclang-dev`",
+            missing.join(" and ")
+        );
+    }
+    if !root.join(model::MODEL_FILE).exists() {
+        bail!(
+            "the llama tests need {}: run `cargo xtask fetch-model` first (or `bash .ci/run`)",
+            model::MODEL_FILE
+        );
+    }
+    Ok(())
+}
+
 fn llama_ci(root: &Path) -> Result<()> {
     let features = ["-p", "loopward-runner", "--features", "llama"];
     let clippy = [
