@@ -1,0 +1,32 @@
+//! # loopward-bench
+//!
+//! The cost of governance, measured side by side: every figure is a ratio against a baseline
+//! taken in the same run, on the same machine, interleaved round by round so that a noisy
+//! neighbour slows both sides alike. Run it with `cargo xtask bench`, which builds the two
+//! binaries in release mode, runs them, and writes `bench/results.json` and `bench/results.md`.
+//!
+//! | part | module | subject | baseline |
+//! |---|---|---|---|
+//! | 1 | `gates` | a tool call through the policy gates (10/100/1,000 territories) | the same no-op tool through the bare `ToolExecutor` |
+//! | 2 | [`stack`] | a turn through the recommended stack, audited to a ledger without fsync | the same fake model called bare |
+//! | 3 | [`ledger`] | ledger appends under each `Durability` | appends without fsync; raw line writes |
+//! | 4 | [`scale`] | 1, 100, 1,000 concurrent runs of a scripted team | one run |
+//! | 5 | `llama` (feature `llama`) | prefill and decode through the loopward backend | a direct llama-cpp-2 loop |
+//!
+//! Benchmarks are not tests: nothing here asserts a threshold. Each part returns a
+//! [`report::Section`] that states its targets next to the measured figures.
+//!
+//! ```
+//! use loopward_bench::harness::Stats;
+//! let s = Stats::from_samples(&mut [5, 1, 3, 2, 4]);
+//! assert_eq!(s.median_ns, 3.0);
+//! assert_eq!(loopward_bench::report::fmt_ns(1_500.0), "1.50 µs");
+//! ```
+
+pub mod harness;
+pub mod ledger;
+pub mod machine;
+pub mod report;
+pub mod scale;
+pub mod stack;
+pub mod support;

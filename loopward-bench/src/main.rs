@@ -1,0 +1,60 @@
+//! `loopward-bench`: the timing parts (1, 2, 3 and, with the `llama` feature, 5). Writes one
+//! JSON file; `cargo xtask bench` merges it with the scale binary's and renders
+//! `bench/results.md`.
+//!
+//! Usage: `loopward-bench --out FILE [--quick] [--only N]...`
+
+use anyhow::{bail, Context as _, Result};
+use loopward_bench::harness::{timer_overhead_ns, Effort};
+use loopward_bench::machine::{load_average, Machine};
+use loopward_bench::report::Section;
+use loopward_bench::{ledger, stack};
+use serde_json::json;
+use std::path::PathBuf;
+
+struct Args {
+    out: PathBuf,
+    effort: Effort,
+    only: Vec<u8>,
+}
+
+fn args() -> Result<Args> {
+    let mut out = None;
+    let mut effort = Effort::Full;
+    let mut only = vec![];
+    let mut it = std::env::args().skip(1);
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--out" => out = it.next().map(PathBuf::from),
+            "--quick" => effort = Effort::Quick,
+            "--only" => only.push(it.next().context("--only needs a part number")?.parse()?),
+            other => bail!(
+                "unknown argument {other:?}; usage: loopward-bench --out FILE [--quick] [--only N]"
+            ),
+        }
+    }
+    Ok(Args {
+        out: out.context("--out FILE is required")?,
+        effort,
+        only,
+    })
+}
+
+fn main() -> Result<()> {
+    let args = args()?;
+    let mut machine = Machine::probe();
+    let timer = timer_overhead_ns();
+    let wanted = |part: u8| args.only.is_empty() || args.only.contains(&part);
+    let mut sections: Vec<Section> = vec![];
+    if wanted(2) {
+        sections.push(stack::run(args.effort).context("part 2 (stack overhead)")?);
+    }
+    if wanted(3) {
+        sections.push(ledger::run(args.effort).context("part 3 (ledger throughput)")?);
+    }
+    machine.load_at_end = load_average();
+    let doc = json!({ "machine": machine, "timer_overhead_ns": timer, "sections": sections });
+    std::fs::write(&args.out, serde_json::to_vec_pretty(&doc)?)
+        .with_context(|| format!("writing {}", args.out.display()))?;
+    Ok(())
+}

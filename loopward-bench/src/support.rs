@@ -1,0 +1,219 @@
+//! Fixtures the parts share: a no-op tool, a counting audit sink, the benchmark's layer
+//! configuration, and a stateless scripted team model.
+
+use futures::future::BoxFuture;
+use loopward_core::{AgentId, AuditError, AuditEvent, AuditSink, Message, Scope, ToolCall, Usage};
+use loopward_runner::model::{ChatRequest, ChatResponse, ModelError};
+use loopward_runner::tool::{Access, Tool, ToolError, ToolInvocation, ToolOutput};
+use loopward_runner::TurnContext;
+use serde_json::json;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+/// The recommended stack as the benchmarks configure it: caps, a stop-gate in `auto` mode
+/// before every turn of `a`/`planner`/`builder` and before the `noop` tool, a rate limit with a
+/// generous quota (per backend and per agent), and a token budget. No timeouts.
+pub const STACK_TOML: &str = r#"
+[limits]
+turns_per_run = 10000
+
+[[stopgate]]
+point = "turn"
+agent = "a"
+mode = "auto"
+
+[[stopgate]]
+point = "turn"
+agent = "planner"
+mode = "auto"
+
+[[stopgate]]
+point = "turn"
+agent = "builder"
+mode = "auto"
+
+[[stopgate]]
+point = "tool"
+tool = "noop"
+mode = "auto"
+
+[rate.backend]
+requests = 1000000
+tokens = 1000000000
+
+[rate.per_agent]
+requests = 1000000
+tokens = 1000000000
+
+[budget]
+max_tokens = 1000000000000
+"#;
+
+/// A tool that touches nothing and answers `ok`.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Noop;
+
+impl Tool for Noop {
+    fn spec(&self) -> loopward_core::ToolSpec {
+        loopward_core::ToolSpec {
+            name: "noop".into(),
+            description: "Does nothing and answers ok.".into(),
+            parameters: json!({"type": "object", "properties": {}}),
+        }
+    }
+
+    fn accesses(
+        &self,
+        _arguments: &serde_json::Value,
+        _turn: &TurnContext,
+    ) -> Result<Vec<Access>, ToolError> {
+        Ok(vec![])
+    }
+
+    fn call(&self, _inv: ToolInvocation) -> BoxFuture<'static, Result<ToolOutput, ToolError>> {
+        Box::pin(futures::future::ready(Ok(ToolOutput::text("ok"))))
+    }
+}
+
+/// An audit sink that keeps nothing and counts what it was given, to take the ledger out of a
+/// measurement.
+#[derive(Debug, Default)]
+pub struct CountingSink(AtomicU64);
+
+impl CountingSink {
+    /// Events recorded so far.
+    pub fn count(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+impl AuditSink for CountingSink {
+    fn record(&self, _scope: &Scope, _event: &AuditEvent) -> Result<(), AuditError> {
+        self.0.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+}
+
+/// Holds every run's first model call until released, so that many runs can be observed idle
+/// at once.
+#[derive(Debug)]
+pub struct Hold {
+    arrived: AtomicUsize,
+    open: tokio::sync::watch::Sender<bool>,
+}
+
+impl Default for Hold {
+    fn default() -> Self {
+        Self {
+            arrived: AtomicUsize::new(0),
+            open: tokio::sync::watch::channel(false).0,
+        }
+    }
+}
+
+impl Hold {
+    /// Runs waiting at the hold.
+    pub fn arrived(&self) -> usize {
+        self.arrived.load(Ordering::SeqCst)
+    }
+
+    /// Lets every waiting (and later) call through.
+    pub fn release(&self) {
+        self.open.send_replace(true);
+    }
+
+    async fn wait(&self) {
+        let mut rx = self.open.subscribe();
+        self.arrived.fetch_add(1, Ordering::SeqCst);
+        // The sender lives in `self`, so the channel cannot close while we wait.
+        let _ = rx.wait_for(|open| *open).await;
+    }
+}
+
+/// How many turns the builder takes before it says it is done (the planner takes as many).
+pub const TEAM_ROUNDS: usize = 3;
+
+/// A scripted two-agent team whose replies follow from the conversation alone, so one model
+/// serves any number of concurrent runs deterministically: each turn calls `noop`, then the
+/// planner hands off to the builder and the builder back to the planner, until the builder's
+/// [`TEAM_ROUNDS`]th turn, where it says it is done. Every run takes `2 × TEAM_ROUNDS` turns.
+#[derive(Clone, Debug, Default)]
+pub struct TeamModel {
+    hold: Option<Arc<Hold>>,
+}
+
+impl TeamModel {
+    /// A team model whose runs wait at `hold` before their first model call.
+    pub fn held(hold: Arc<Hold>) -> Self {
+        Self { hold: Some(hold) }
+    }
+
+    fn reply(req: &ChatRequest) -> ChatResponse {
+        let last_was_noop =
+            matches!(req.messages.last(), Some(Message::Tool(r)) if r.name == "noop");
+        let call = |name: &str, arguments: serde_json::Value| ToolCall::new("c1", name, arguments);
+        let (content, tool_calls) = if !last_was_noop {
+            (String::new(), vec![call("noop", json!({}))])
+        } else if req.agent.as_str() == "planner" {
+            let to = json!({"to": "builder", "message": "your turn"});
+            (String::new(), vec![call("handoff", to)])
+        } else {
+            let handed = req
+                .messages
+                .iter()
+                .filter(|m| matches!(m, Message::Notice { .. }))
+                .count();
+            // The builder's first notice repeats the task; each of its turns adds one more.
+            if handed > TEAM_ROUNDS {
+                ("Done.".to_string(), vec![])
+            } else {
+                let to = json!({"to": "planner", "message": "back to you"});
+                (String::new(), vec![call("handoff", to)])
+            }
+        };
+        ChatResponse {
+            content,
+            tool_calls,
+            usage: Usage {
+                input_tokens: 10,
+                output_tokens: 5,
+                cached_tokens: 0,
+                calls: 1,
+            },
+            model: "team".into(),
+        }
+    }
+}
+
+impl tower::Service<ChatRequest> for TeamModel {
+    type Response = ChatResponse;
+    type Error = ModelError;
+    type Future = BoxFuture<'static, Result<ChatResponse, ModelError>>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), ModelError>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, req: ChatRequest) -> Self::Future {
+        let hold = self.hold.clone();
+        Box::pin(async move {
+            let first = matches!(req.messages.as_slice(), [Message::Human { .. }]);
+            if let (true, Some(hold)) = (first, hold) {
+                hold.wait().await;
+            }
+            Ok(Self::reply(&req))
+        })
+    }
+}
+
+/// The agent names the parts use.
+pub fn agent(name: &str) -> AgentId {
+    // The names used here are constants that satisfy AgentId's rules.
+    AgentId::new(name).unwrap_or_else(|e| panic!("bad agent name {name:?}: {e}"))
+}
+
+/// A run id from a name the benchmarks make up (letters, digits, dashes).
+pub fn run_id(id: String) -> anyhow::Result<loopward_core::RunId> {
+    loopward_core::RunId::new(id.clone()).ok_or_else(|| anyhow::anyhow!("bad run id {id:?}"))
+}
