@@ -2,7 +2,7 @@
 //! JSON file; `cargo xtask bench` merges it with the scale binary's and renders
 //! `bench/results.md`.
 //!
-//! Usage: `loopward-bench --out FILE [--quick] [--only N]...`
+//! Usage: `loopward-bench --out FILE [--quick] [--only N]... [--model GGUF]`
 
 use anyhow::{bail, Context as _, Result};
 use loopward_bench::harness::{timer_overhead_ns, Effort};
@@ -16,17 +16,20 @@ struct Args {
     out: PathBuf,
     effort: Effort,
     only: Vec<u8>,
+    model: Option<PathBuf>,
 }
 
 fn args() -> Result<Args> {
     let mut out = None;
     let mut effort = Effort::Full;
     let mut only = vec![];
+    let mut model = None;
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
         match a.as_str() {
             "--out" => out = it.next().map(PathBuf::from),
             "--quick" => effort = Effort::Quick,
+            "--model" => model = it.next().map(PathBuf::from),
             "--only" => only.push(it.next().context("--only needs a part number")?.parse()?),
             other => bail!(
                 "unknown argument {other:?}; usage: loopward-bench --out FILE [--quick] [--only N]"
@@ -37,11 +40,13 @@ fn args() -> Result<Args> {
         out: out.context("--out FILE is required")?,
         effort,
         only,
+        model,
     })
 }
 
 fn main() -> Result<()> {
     let args = args()?;
+    let started_at = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
     let mut machine = Machine::probe();
     let timer = timer_overhead_ns();
     let wanted = |part: u8| args.only.is_empty() || args.only.contains(&part);
@@ -52,9 +57,22 @@ fn main() -> Result<()> {
     if wanted(3) {
         sections.push(ledger::run(args.effort).context("part 3 (ledger throughput)")?);
     }
+    if wanted(5) {
+        sections.push(local_inference(args.model.as_deref(), args.effort)?);
+    }
     machine.load_at_end = load_average();
-    let doc = json!({ "machine": machine, "timer_overhead_ns": timer, "sections": sections });
+    let doc = json!({ "started_at": started_at, "machine": machine, "timer_overhead_ns": timer, "sections": sections });
     std::fs::write(&args.out, serde_json::to_vec_pretty(&doc)?)
         .with_context(|| format!("writing {}", args.out.display()))?;
     Ok(())
+}
+
+#[cfg(not(feature = "llama"))]
+fn local_inference(_model: Option<&std::path::Path>, _effort: Effort) -> Result<Section> {
+    Ok(Section::skipped(
+        5,
+        "Local inference",
+        "skipped: this run was built without the `llama` feature (`cargo xtask bench` turns it on \
+         when `models/SmolLM2-135M-Instruct.Q4_1.gguf` exists; `cargo xtask fetch-model` puts it there)",
+    ))
 }

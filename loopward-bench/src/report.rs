@@ -24,6 +24,22 @@ pub struct Section {
     pub data: serde_json::Value,
 }
 
+impl Section {
+    /// A part that did not run, with the reason in one line.
+    pub fn skipped(part: u8, title: &str, why: &str) -> Self {
+        Self {
+            part,
+            title: title.into(),
+            method: why.into(),
+            columns: vec![],
+            rows: vec![],
+            targets: vec![],
+            notes: vec![],
+            data: serde_json::json!({ "skipped": why }),
+        }
+    }
+}
+
 /// A target and the figure measured against it.
 #[derive(Clone, Debug, Serialize)]
 pub struct Target {

@@ -10,6 +10,7 @@
 
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
+mod bench;
 mod cuda;
 mod model;
 mod readme;
@@ -27,6 +28,7 @@ fn main() -> Result<()> {
         Some("readme") => readme::run(&root, args.get(1).is_some_and(|a| a == "--check")),
         Some("fetch-model") => model::fetch_model(&root),
         Some("build-cuda") => cuda::build_cuda(&root),
+        Some("bench") => bench::run(&root, &args[1..]),
         Some("help" | "--help" | "-h") | None => {
             println!("{}", HELP);
             Ok(())
@@ -43,7 +45,8 @@ commands:
   fmt    format the workspace
   readme regenerate the README's demo-output section from the real demo (--check: verify only)
   fetch-model  download the SmolLM2 GGUF the llama tests use into models/
-  build-cuda   install the CUDA 13 toolkit wheels and build the cuda feature for sm_90";
+  build-cuda   install the CUDA 13 toolkit wheels and build the cuda feature for sm_90
+  bench        measure the cost of governance; writes bench/results.md and bench/results.json";
 
 fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))

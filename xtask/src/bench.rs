@@ -1,0 +1,276 @@
+//! `cargo xtask bench`: builds `loopward-bench` in release mode, runs its two binaries, merges
+//! their JSON into `bench/results.json` and renders `bench/results.md` from it. Nothing in
+//! `bench/` is edited by hand.
+//!
+//! Flags: `--quick` (every code path, few samples; writes under `target/bench/` only),
+//! `--no-llama` (skip part 5 even when the model file is present).
+
+use anyhow::{bail, Context, Result};
+use serde_json::{json, Value};
+use std::fmt::Write as _;
+use std::path::Path;
+use std::process::Command;
+
+/// The model part 5 runs on (`cargo xtask fetch-model` puts it there).
+const MODEL_FILE: &str = "models/SmolLM2-135M-Instruct.Q4_1.gguf";
+
+pub(crate) fn run(root: &Path, args: &[String]) -> Result<()> {
+    let quick = args.iter().any(|a| a == "--quick");
+    let no_llama = args.iter().any(|a| a == "--no-llama");
+    if let Some(bad) = args
+        .iter()
+        .find(|a| !matches!(a.as_str(), "--quick" | "--no-llama"))
+    {
+        bail!("unknown flag {bad:?}; usage: cargo xtask bench [--quick] [--no-llama]");
+    }
+    let model = root.join(MODEL_FILE);
+    let llama = !no_llama && model.is_file();
+    let scratch = root.join("target").join("bench");
+    std::fs::create_dir_all(&scratch).with_context(|| scratch.display().to_string())?;
+    let (timing, scale) = (scratch.join("timing.json"), scratch.join("scale.json"));
+
+    let mut build = vec!["build", "--release", "-p", "loopward-bench", "--bins"];
+    if llama {
+        build.extend(["--features", "llama"]);
+    }
+    crate::cargo(root, &build)?;
+    let mut timing_args = vec!["--out".to_string(), timing.display().to_string()];
+    if llama {
+        timing_args.extend(["--model".to_string(), model.display().to_string()]);
+    }
+    let mut scale_args = vec!["--out".to_string(), scale.display().to_string()];
+    if quick {
+        timing_args.push("--quick".into());
+        scale_args.push("--quick".into());
+    }
+    let release = target_dir(root).join("release");
+    run_bin(root, &release.join("loopward-bench"), &timing_args)?;
+    run_bin(root, &release.join("loopward-bench-scale"), &scale_args)?;
+
+    let timing = read_json(&timing)?;
+    let scale = read_json(&scale)?;
+    let mut sections: Vec<Value> = [&timing, &scale]
+        .iter()
+        .flat_map(|d| d["sections"].as_array().cloned().unwrap_or_default())
+        .collect();
+    sections.sort_by_key(|s| s["part"].as_u64().unwrap_or(0));
+    let mut machine = timing["machine"].clone();
+    machine["load_at_end"] = scale["machine"]["load_at_end"].clone();
+    let doc = json!({
+        "generated_by": "cargo xtask bench",
+        "quick": quick,
+        "date": timing["started_at"],
+        "commit": git(root, &["rev-parse", "--short=12", "HEAD"])?,
+        "uncommitted_changes": !git(root, &["status", "--porcelain", "--", ".", ":!bench"])?.is_empty(),
+        "features": if llama { vec!["llama"] } else { vec![] },
+        "machine": machine,
+        "timer_overhead_ns": timing["timer_overhead_ns"],
+        "sections": sections,
+    });
+    let out = if quick {
+        scratch.clone()
+    } else {
+        root.join("bench")
+    };
+    std::fs::create_dir_all(&out).with_context(|| out.display().to_string())?;
+    std::fs::write(
+        out.join("results.json"),
+        serde_json::to_string_pretty(&doc)? + "\n",
+    )?;
+    std::fs::write(out.join("results.md"), render(&doc))?;
+    println!(
+        "wrote {} and {}",
+        out.join("results.json").display(),
+        out.join("results.md").display()
+    );
+    Ok(())
+}
+
+fn target_dir(root: &Path) -> std::path::PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), Into::into)
+}
+
+fn run_bin(root: &Path, bin: &Path, args: &[String]) -> Result<()> {
+    eprintln!("$ {} {}", bin.display(), args.join(" "));
+    let status = Command::new(bin)
+        .args(args)
+        .current_dir(root)
+        .env("GGML_NO_BACKTRACE", "1")
+        .status()
+        .with_context(|| format!("could not run {}", bin.display()))?;
+    if !status.success() {
+        bail!("{} failed ({status})", bin.display());
+    }
+    Ok(())
+}
+
+fn read_json(path: &Path) -> Result<Value> {
+    let text = std::fs::read_to_string(path).with_context(|| path.display().to_string())?;
+    serde_json::from_str(&text).with_context(|| format!("{} is not JSON", path.display()))
+}
+
+fn git(root: &Path, args: &[&str]) -> Result<String> {
+    let out = Command::new("git")
+        .args(args)
+        .current_dir(root)
+        .output()
+        .context("could not run git")?;
+    if !out.status.success() {
+        bail!(
+            "git {} failed: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+}
+
+fn s(v: &Value) -> &str {
+    v.as_str().unwrap_or("")
+}
+
+/// Renders `results.md` from the merged JSON.
+fn render(doc: &Value) -> String {
+    let m = &doc["machine"];
+    let cores = m["cores"].as_u64().unwrap_or(0);
+    let load = |k: &str| m[k].as_f64().map_or("?".to_string(), |l| format!("{l:.2}"));
+    let mut md = String::new();
+    let _ = writeln!(md, "# loopward benchmarks: the cost of governance\n");
+    let _ = writeln!(
+        md,
+        "Generated by `cargo xtask bench` from `bench/results.json`; regenerate it, never edit it by hand.\n"
+    );
+    let _ = writeln!(md, "| | |\n|---|---|");
+    let _ = writeln!(md, "| date | {} |", s(&doc["date"]));
+    let dirty = if doc["uncommitted_changes"].as_bool().unwrap_or(false) {
+        " (with uncommitted changes)"
+    } else {
+        ""
+    };
+    let _ = writeln!(md, "| commit | `{}`{dirty} |", s(&doc["commit"]));
+    let _ = writeln!(md, "| machine | {}, {cores} cores |", s(&m["cpu_model"]));
+    let _ = writeln!(
+        md,
+        "| load (1-minute average) | {} at start, {} at end |",
+        load("load_at_start"),
+        load("load_at_end")
+    );
+    let _ = writeln!(
+        md,
+        "| timer | two clock reads cost {:.0} ns; every per-operation sample includes them |",
+        doc["timer_overhead_ns"].as_f64().unwrap_or(0.0)
+    );
+    let features = doc["features"]
+        .as_array()
+        .map(|f| f.iter().map(s).collect::<Vec<_>>().join(", "))
+        .unwrap_or_default();
+    let _ = writeln!(
+        md,
+        "| features | {} |",
+        if features.is_empty() {
+            "(none)"
+        } else {
+            &features
+        }
+    );
+    let _ = writeln!(md);
+    if doc["quick"].as_bool().unwrap_or(false) {
+        let _ = writeln!(
+            md,
+            "**Quick run** (`--quick`): few samples; not for comparison.\n"
+        );
+    }
+    if m["load_at_start"].as_f64().is_some_and(|l| l > 0.5) {
+        let _ = writeln!(
+            md,
+            "**The machine was shared and noisy**: other work (builds) ran at the same time — the \
+             load average was {} when the run started, on {cores} cores. Each subject runs \
+             interleaved with its baseline, so ratios are fairer than absolute times, which are \
+             inflated; p99s especially.\n",
+            load("load_at_start")
+        );
+    }
+    let _ = writeln!(
+        md,
+        "Reproduce: `cargo xtask bench` (release build; the first one takes minutes, with the \
+         `llama` feature about ten). Part 5 runs when `{MODEL_FILE}` exists (`cargo xtask \
+         fetch-model`); `--no-llama` skips it, `--quick` makes a smoke run under `target/bench/`.\n"
+    );
+    let sections = doc["sections"].as_array().cloned().unwrap_or_default();
+    let _ = writeln!(
+        md,
+        "## Targets\n\n| part | what | target | measured | |\n|---|---|---|---|---|"
+    );
+    for sec in &sections {
+        for t in sec["targets"].as_array().into_iter().flatten() {
+            let verdict = match t["met"].as_bool() {
+                Some(true) => "met",
+                Some(false) => "**missed**",
+                None => "—",
+            };
+            let _ = writeln!(
+                md,
+                "| {} | {} | {} | {} | {verdict} |",
+                sec["part"],
+                s(&t["what"]),
+                s(&t["target"]),
+                s(&t["measured"])
+            );
+        }
+    }
+    let _ = writeln!(md);
+    for sec in &sections {
+        let _ = writeln!(
+            md,
+            "## {}. {}\n\n{}\n",
+            sec["part"],
+            s(&sec["title"]),
+            s(&sec["method"])
+        );
+        let cols: Vec<&str> = sec["columns"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(s)
+            .collect();
+        if !cols.is_empty() {
+            let _ = writeln!(md, "| {} |", cols.join(" | "));
+            let _ = writeln!(
+                md,
+                "|{}|",
+                cols.iter()
+                    .enumerate()
+                    .map(|(i, _)| if i == 0 { "---" } else { "---:" })
+                    .collect::<Vec<_>>()
+                    .join("|")
+            );
+            for row in sec["rows"].as_array().into_iter().flatten() {
+                let cells: Vec<&str> = row.as_array().into_iter().flatten().map(s).collect();
+                let _ = writeln!(md, "| {} |", cells.join(" | "));
+            }
+            let _ = writeln!(md);
+        }
+        for t in sec["targets"].as_array().into_iter().flatten() {
+            let verdict = match t["met"].as_bool() {
+                Some(true) => "met".to_string(),
+                Some(false) => "**missed**".to_string(),
+                None => "not judged".to_string(),
+            };
+            let _ = writeln!(
+                md,
+                "- Target — {}: {}; measured {} — {verdict}.",
+                s(&t["what"]),
+                s(&t["target"]),
+                s(&t["measured"])
+            );
+            if let Some(r) = t["reason"].as_str() {
+                let _ = writeln!(md, "  {r}");
+            }
+        }
+        for n in sec["notes"].as_array().into_iter().flatten() {
+            let _ = writeln!(md, "- {}", s(n));
+        }
+        let _ = writeln!(md);
+    }
+    md.trim_end().to_string() + "\n"
+}
