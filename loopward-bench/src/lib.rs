@@ -25,6 +25,8 @@
 
 pub mod harness;
 pub mod ledger;
+#[cfg(feature = "llama")]
+pub mod llama;
 pub mod machine;
 pub mod report;
 pub mod scale;

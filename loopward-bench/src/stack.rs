@@ -37,6 +37,22 @@ struct Variant {
     samples: Vec<u64>,
     events: u64,
     turns: u64,
+    /// Event kinds of one turn, from the ledger (e.g. `layer_decision(stopgate:approved)`).
+    kinds: Vec<String>,
+}
+
+impl Variant {
+    fn new(name: &'static str, service: Option<BoxTurnService>, ledger: bool) -> Self {
+        Self {
+            name,
+            service,
+            ledger,
+            samples: vec![],
+            events: 0,
+            turns: 0,
+            kinds: vec![],
+        }
+    }
 }
 
 fn script(a: &AgentId, replies: usize) -> Script {
@@ -92,38 +108,14 @@ async fn measure(
         }
     };
     let mut variants = vec![
-        Variant {
-            name: "bare model call",
-            service: None,
-            ledger: false,
-            samples: vec![],
-            events: 0,
-            turns: 0,
-        },
-        Variant {
-            name: "agent, no layers (audit discarded)",
-            service: Some(build(false)),
-            ledger: false,
-            samples: vec![],
-            events: 0,
-            turns: 0,
-        },
-        Variant {
-            name: "full stack (audit discarded)",
-            service: Some(build(true)),
-            ledger: false,
-            samples: vec![],
-            events: 0,
-            turns: 0,
-        },
-        Variant {
-            name: "full stack + ledger, no fsync",
-            service: Some(build(true)),
-            ledger: true,
-            samples: vec![],
-            events: 0,
-            turns: 0,
-        },
+        Variant::new("bare model call", None, false),
+        Variant::new(
+            "agent, no layers (audit discarded)",
+            Some(build(false)),
+            false,
+        ),
+        Variant::new("full stack (audit discarded)", Some(build(true)), false),
+        Variant::new("full stack + ledger, no fsync", Some(build(true)), true),
     ];
     let bare = FakeModel::new(script(&a, replies));
     let messages = vec![Message::human("Say you are done.")];
@@ -228,6 +220,27 @@ async fn one_turn(
     Ok(())
 }
 
+/// The kinds of the last turn's events in a ledger, decisions with their layer and word.
+fn last_turn_kinds(path: &Path) -> Result<Vec<String>> {
+    let text = std::fs::read_to_string(path).with_context(|| path.display().to_string())?;
+    let records: Vec<serde_json::Value> = text
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let last = records.last().and_then(|r| r["turn"].as_u64());
+    Ok(records
+        .iter()
+        .filter(|r| r["turn"].as_u64() == last)
+        .map(|r| {
+            let kind = r["kind"].as_str().unwrap_or("?");
+            match (r["data"]["layer"].as_str(), r["data"]["decision"].as_str()) {
+                (Some(layer), Some(word)) => format!("{kind}({layer}:{word})"),
+                _ => kind.to_string(),
+            }
+        })
+        .collect())
+}
+
 fn count_lines(path: &Path) -> Result<u64> {
     let text = std::fs::read(path).with_context(|| path.display().to_string())?;
     Ok(text.iter().filter(|&&b| b == b'\n').count() as u64)
@@ -284,6 +297,7 @@ fn section(mut variants: Vec<Variant>) -> Section {
         fmt_ns(agent_loop),
         fmt_ns(layers),
         fmt_ns(ledger),
+        variants[3].kinds.join(", "),
         fmt_ns(if events > 0.0 { ledger / events } else { 0.0 }),
     );
     let target = Target {

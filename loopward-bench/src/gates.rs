@@ -1,0 +1,160 @@
+//! Part 1: what a policy decision costs per tool call.
+//!
+//! The subject is a no-op tool that declares one write, called through `gates::PolicyLayer`
+//! over the bare `ToolExecutor`, with 10, 100 or 1,000 territories and the other gates on
+//! (control files, the sprawl gate, a review gate). The baseline is the same invocation
+//! through the bare `ToolExecutor`. Decisions are recorded to a sink that keeps nothing, so the
+//! figure is the gates' own cost (the ledger's is part 3's).
+
+use crate::harness::{time_n, Effort, Stats};
+use crate::report::{fmt_ns, fmt_ratio, Section, Target};
+use crate::support::{agent, run_id, CountingSink};
+use anyhow::Result;
+use futures::future::BoxFuture;
+use loopward_core::{ToolCall, ToolSpec, TurnNumber};
+use loopward_runner::gates::{Policy, PolicyConfig, PolicyLayer};
+use loopward_runner::tool::{Access, BoxToolService, Tool, ToolError, ToolExecutor, ToolInvocation, ToolOutput};
+use loopward_runner::{RunContext, SystemClock, TurnContext, Workspace};
+use serde_json::json;
+use std::sync::Arc;
+use tower::ServiceExt;
+
+/// The target: decision cost at 100 territories (median).
+pub const TARGET_NS: f64 = 2_000.0;
+
+/// Declares a write to its `path` argument and does nothing.
+#[derive(Clone, Copy, Debug, Default)]
+struct NoopWrite;
+
+impl Tool for NoopWrite {
+    fn spec(&self) -> ToolSpec {
+        ToolSpec {
+            name: "noop_write".into(),
+            description: "Declares a write and does nothing.".into(),
+            parameters: json!({"type": "object", "properties": {"path": {"type": "string"}}}),
+        }
+    }
+
+    fn accesses(&self, arguments: &serde_json::Value, turn: &TurnContext) -> Result<Vec<Access>, ToolError> {
+        let raw = arguments["path"].as_str().unwrap_or("");
+        let path = turn.workspace().resolve(raw).map_err(|e| ToolError::BadArguments {
+            tool: "noop_write".into(),
+            why: e.to_string(),
+        })?;
+        Ok(vec![Access::Write(path)])
+    }
+
+    fn call(&self, _inv: ToolInvocation) -> BoxFuture<'static, Result<ToolOutput, ToolError>> {
+        Box::pin(futures::future::ready(Ok(ToolOutput::text("ok"))))
+    }
+}
+
+/// `n` territories `area<i>/**`, owned round-robin by four agents; the builder owns `src/**`
+/// (the path written) last, so a linear scan would visit every territory first.
+fn policy_toml(n: usize) -> String {
+    let owners = ["planner", "auditor", "writer", "tester"];
+    let mut t = String::new();
+    for i in 0..n.saturating_sub(1) {
+        t.push_str(&format!("[[territory]]\npaths = [\"area{i}/**\"]\nowner = \"{}\"\n\n", owners[i % owners.len()]));
+    }
+    t.push_str("[[territory]]\npaths = [\"src/**\"]\nowner = \"builder\"\n\n");
+    t.push_str("[gates.sprawl]\nenabled = true\n\n[[gates.review]]\nfrom = \"builder\"\nvia = \"auditor\"\nwhen = [\"src/**\"]\n");
+    t
+}
+
+/// Runs part 1.
+pub fn run(effort: Effort) -> Result<Section> {
+    let rounds = effort.pick(20, 3);
+    let per_round = effort.pick(2_000, 200);
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let dir = tempfile::tempdir()?;
+    let ws = Workspace::new(dir.path())?;
+    let sizes = [10usize, 100, 1_000];
+    let mut stacks = vec![("bare ToolExecutor".to_string(), BoxToolService::new(ToolExecutor))];
+    for n in sizes {
+        let cfg = PolicyConfig::from_toml(&policy_toml(n))?;
+        let policy = Policy::from_config(&cfg, ws.clone())?;
+        stacks.push((format!("{n} territories + other gates"), PolicyLayer::new(policy).wrap(BoxToolService::new(ToolExecutor))));
+    }
+    let builder = agent("builder");
+    let team = ["builder", "planner", "auditor", "writer", "tester"].map(agent).to_vec();
+    let sink = Arc::new(CountingSink::default());
+    let run = RunContext::new(run_id("gates".into())?, team, ws, sink.clone(), Arc::new(SystemClock));
+    let turn = TurnContext::new(run, builder, TurnNumber(1));
+    let args = json!({"path": "src/lib.rs"});
+    let inv = ToolInvocation {
+        call: ToolCall::new("c1", "noop_write", args.clone()),
+        tool: Arc::new(NoopWrite),
+        accesses: NoopWrite.accesses(&args, &turn)?,
+        turn,
+    };
+    let mut samples: Vec<Vec<u64>> = vec![vec![]; stacks.len()];
+    let mut denied = 0u64;
+    rt.block_on(async {
+        for round in 0..=rounds {
+            for (i, (_, svc)) in stacks.iter().enumerate() {
+                let mut s = Vec::with_capacity(per_round);
+                time_n(per_round, &mut s, async || {
+                    let out = svc.clone().oneshot(inv.clone()).await;
+                    if out.is_err() {
+                        denied += 1;
+                    }
+                    std::hint::black_box(out.ok());
+                })
+                .await;
+                if round > 0 {
+                    samples[i].extend(s);
+                }
+            }
+        }
+    });
+    anyhow::ensure!(denied == 0, "{denied} gated calls were refused; the benchmark measures allowed calls");
+    let stats: Vec<Stats> = samples.iter_mut().map(|s| Stats::from_samples(s)).collect();
+    let base = stats[0];
+    let rows = stacks
+        .iter()
+        .zip(&stats)
+        .enumerate()
+        .map(|(i, ((name, _), s))| {
+            vec![
+                name.clone(),
+                fmt_ns(s.median_ns),
+                fmt_ns(s.p99_ns),
+                if i == 0 { "—".into() } else { fmt_ns(s.median_ns - base.median_ns) },
+                if i == 0 { "—".into() } else { fmt_ns(s.p99_ns - base.p99_ns) },
+                fmt_ratio(s.median_ns / base.median_ns),
+            ]
+        })
+        .collect();
+    let at100 = stats[2].median_ns - base.median_ns;
+    let met = at100 <= TARGET_NS;
+    let events = sink.count() as f64 / (3 * (rounds + 1) * per_round) as f64;
+    Ok(Section {
+        part: 1,
+        title: "Gate decision cost per tool call".into(),
+        method: format!(
+            "A no-op tool that declares one write (`src/lib.rs`, the caller's own territory, \
+             listed last) called through `gates::PolicyLayer` over the bare `ToolExecutor`, \
+             against the same invocation through the bare `ToolExecutor`. Territories are \
+             `area<i>/**` globs owned by four other agents; the sprawl gate and a review gate \
+             (`builder` → `auditor` on `src/**`) are on, and control files are always checked. \
+             Every call is allowed; its {events:.0} decision event(s) go to a sink that keeps \
+             nothing (ledger costs are part 3's). The four stacks run interleaved, {per_round} \
+             calls each per round; per-call wall time on a tokio current-thread runtime."
+        ),
+        columns: ["stack", "median", "p99", "decision (median)", "decision (p99)", "× bare"].map(String::from).to_vec(),
+        rows,
+        targets: vec![Target {
+            what: "gate decision at 100 territories (median, over the bare call)".into(),
+            target: format!("≤ {}", fmt_ns(TARGET_NS)),
+            measured: fmt_ns(at100),
+            met: Some(met),
+            reason: (!met).then(|| "missed: see the notes".to_string()),
+        }],
+        notes: vec![],
+        data: json!({
+            "stacks": stacks.iter().zip(&stats).map(|((n, _), s)| json!({"name": n, "stats": s})).collect::<Vec<_>>(),
+            "decision_events_per_call": events,
+        }),
+    })
+}
