@@ -13,7 +13,9 @@ use anyhow::Result;
 use futures::future::BoxFuture;
 use loopward_core::{ToolCall, ToolSpec, TurnNumber};
 use loopward_runner::gates::{Policy, PolicyConfig, PolicyLayer};
-use loopward_runner::tool::{Access, BoxToolService, Tool, ToolError, ToolExecutor, ToolInvocation, ToolOutput};
+use loopward_runner::tool::{
+    Access, BoxToolService, Tool, ToolError, ToolExecutor, ToolInvocation, ToolOutput,
+};
 use loopward_runner::{RunContext, SystemClock, TurnContext, Workspace};
 use serde_json::json;
 use std::sync::Arc;
@@ -35,12 +37,19 @@ impl Tool for NoopWrite {
         }
     }
 
-    fn accesses(&self, arguments: &serde_json::Value, turn: &TurnContext) -> Result<Vec<Access>, ToolError> {
+    fn accesses(
+        &self,
+        arguments: &serde_json::Value,
+        turn: &TurnContext,
+    ) -> Result<Vec<Access>, ToolError> {
         let raw = arguments["path"].as_str().unwrap_or("");
-        let path = turn.workspace().resolve(raw).map_err(|e| ToolError::BadArguments {
-            tool: "noop_write".into(),
-            why: e.to_string(),
-        })?;
+        let path = turn
+            .workspace()
+            .resolve(raw)
+            .map_err(|e| ToolError::BadArguments {
+                tool: "noop_write".into(),
+                why: e.to_string(),
+            })?;
         Ok(vec![Access::Write(path)])
     }
 
@@ -55,7 +64,10 @@ fn policy_toml(n: usize) -> String {
     let owners = ["planner", "auditor", "writer", "tester"];
     let mut t = String::new();
     for i in 0..n.saturating_sub(1) {
-        t.push_str(&format!("[[territory]]\npaths = [\"area{i}/**\"]\nowner = \"{}\"\n\n", owners[i % owners.len()]));
+        t.push_str(&format!(
+            "[[territory]]\npaths = [\"area{i}/**\"]\nowner = \"{}\"\n\n",
+            owners[i % owners.len()]
+        ));
     }
     t.push_str("[[territory]]\npaths = [\"src/**\"]\nowner = \"builder\"\n\n");
     t.push_str("[gates.sprawl]\nenabled = true\n\n[[gates.review]]\nfrom = \"builder\"\nvia = \"auditor\"\nwhen = [\"src/**\"]\n");
@@ -66,20 +78,36 @@ fn policy_toml(n: usize) -> String {
 pub fn run(effort: Effort) -> Result<Section> {
     let rounds = effort.pick(20, 3);
     let per_round = effort.pick(2_000, 200);
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
     let dir = tempfile::tempdir()?;
     let ws = Workspace::new(dir.path())?;
     let sizes = [10usize, 100, 1_000];
-    let mut stacks = vec![("bare ToolExecutor".to_string(), BoxToolService::new(ToolExecutor))];
+    let mut stacks = vec![(
+        "bare ToolExecutor".to_string(),
+        BoxToolService::new(ToolExecutor),
+    )];
     for n in sizes {
         let cfg = PolicyConfig::from_toml(&policy_toml(n))?;
         let policy = Policy::from_config(&cfg, ws.clone())?;
-        stacks.push((format!("{n} territories + other gates"), PolicyLayer::new(policy).wrap(BoxToolService::new(ToolExecutor))));
+        stacks.push((
+            format!("{n} territories + other gates"),
+            PolicyLayer::new(policy).wrap(BoxToolService::new(ToolExecutor)),
+        ));
     }
     let builder = agent("builder");
-    let team = ["builder", "planner", "auditor", "writer", "tester"].map(agent).to_vec();
+    let team = ["builder", "planner", "auditor", "writer", "tester"]
+        .map(agent)
+        .to_vec();
     let sink = Arc::new(CountingSink::default());
-    let run = RunContext::new(run_id("gates".into())?, team, ws, sink.clone(), Arc::new(SystemClock));
+    let run = RunContext::new(
+        run_id("gates".into())?,
+        team,
+        ws,
+        sink.clone(),
+        Arc::new(SystemClock),
+    );
     let turn = TurnContext::new(run, builder, TurnNumber(1));
     let args = json!({"path": "src/lib.rs"});
     let inv = ToolInvocation {
@@ -108,7 +136,10 @@ pub fn run(effort: Effort) -> Result<Section> {
             }
         }
     });
-    anyhow::ensure!(denied == 0, "{denied} gated calls were refused; the benchmark measures allowed calls");
+    anyhow::ensure!(
+        denied == 0,
+        "{denied} gated calls were refused; the benchmark measures allowed calls"
+    );
     let stats: Vec<Stats> = samples.iter_mut().map(|s| Stats::from_samples(s)).collect();
     let base = stats[0];
     let rows = stacks
@@ -120,8 +151,16 @@ pub fn run(effort: Effort) -> Result<Section> {
                 name.clone(),
                 fmt_ns(s.median_ns),
                 fmt_ns(s.p99_ns),
-                if i == 0 { "—".into() } else { fmt_ns(s.median_ns - base.median_ns) },
-                if i == 0 { "—".into() } else { fmt_ns(s.p99_ns - base.p99_ns) },
+                if i == 0 {
+                    "—".into()
+                } else {
+                    fmt_ns(s.median_ns - base.median_ns)
+                },
+                if i == 0 {
+                    "—".into()
+                } else {
+                    fmt_ns(s.p99_ns - base.p99_ns)
+                },
                 fmt_ratio(s.median_ns / base.median_ns),
             ]
         })
@@ -142,7 +181,16 @@ pub fn run(effort: Effort) -> Result<Section> {
              nothing (ledger costs are part 3's). The four stacks run interleaved, {per_round} \
              calls each per round; per-call wall time on a tokio current-thread runtime."
         ),
-        columns: ["stack", "median", "p99", "decision (median)", "decision (p99)", "× bare"].map(String::from).to_vec(),
+        columns: [
+            "stack",
+            "median",
+            "p99",
+            "decision (median)",
+            "decision (p99)",
+            "× bare",
+        ]
+        .map(String::from)
+        .to_vec(),
         rows,
         targets: vec![Target {
             what: "gate decision at 100 territories (median, over the bare call)".into(),

@@ -7,7 +7,7 @@
 //!
 //! | part | module | subject | baseline |
 //! |---|---|---|---|
-//! | 1 | `gates` | a tool call through the policy gates (10/100/1,000 territories) | the same no-op tool through the bare `ToolExecutor` |
+//! | 1 | [`gates`] | a tool call through the policy gates (10/100/1,000 territories) | the same no-op tool through the bare `ToolExecutor` |
 //! | 2 | [`stack`] | a turn through the recommended stack, audited to a ledger without fsync | the same fake model called bare |
 //! | 3 | [`ledger`] | ledger appends under each `Durability` | appends without fsync; raw line writes |
 //! | 4 | [`scale`] | 1, 100, 1,000 concurrent runs of a scripted team | one run |
@@ -23,6 +23,7 @@
 //! assert_eq!(loopward_bench::report::fmt_ns(1_500.0), "1.50 µs");
 //! ```
 
+pub mod gates;
 pub mod harness;
 pub mod ledger;
 #[cfg(feature = "llama")]

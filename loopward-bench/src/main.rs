@@ -8,7 +8,7 @@ use anyhow::{bail, Context as _, Result};
 use loopward_bench::harness::{timer_overhead_ns, Effort};
 use loopward_bench::machine::{load_average, Machine};
 use loopward_bench::report::Section;
-use loopward_bench::{ledger, stack};
+use loopward_bench::{gates, ledger, stack};
 use serde_json::json;
 use std::path::PathBuf;
 
@@ -51,6 +51,9 @@ fn main() -> Result<()> {
     let timer = timer_overhead_ns();
     let wanted = |part: u8| args.only.is_empty() || args.only.contains(&part);
     let mut sections: Vec<Section> = vec![];
+    if wanted(1) {
+        sections.push(gates::run(args.effort).context("part 1 (gate decisions)")?);
+    }
     if wanted(2) {
         sections.push(stack::run(args.effort).context("part 2 (stack overhead)")?);
     }

@@ -172,12 +172,12 @@ async fn measure(
                         anyhow::bail!("{}: a turn failed: {e}", v.name);
                     }
                     if v.ledger {
-                        v.events += count_lines(
-                            &runs_dir
-                                .path()
-                                .join(run.run().as_str())
-                                .join("events.jsonl"),
-                        )?;
+                        let path = runs_dir
+                            .path()
+                            .join(run.run().as_str())
+                            .join("events.jsonl");
+                        v.events += count_lines(&path)?;
+                        v.kinds = last_turn_kinds(&path)?;
                     } else {
                         v.events += counter.count();
                     }
@@ -292,7 +292,7 @@ fn section(mut variants: Vec<Variant>) -> Section {
     let breakdown = format!(
         "of the {} overhead, the agent loop itself (turn context, request building, `model_call` \
          and turn records) takes {}, the layers {}, and writing the ledger {} ({events:.0} events \
-         a turn, {} each: JSON, SHA-256, one `write(2)`)",
+         a turn: {}; {} each: JSON, SHA-256, one `write(2)`)",
         fmt_ns(overhead),
         fmt_ns(agent_loop),
         fmt_ns(layers),
