@@ -7,7 +7,7 @@
 
 use crate::harness::Effort;
 use crate::machine::fs_type;
-use crate::report::{fmt_rate, fmt_ratio, Section, Target};
+use crate::report::{fmt_ns, fmt_rate, fmt_ratio, Section, Target};
 use crate::support::agent;
 use anyhow::{Context as _, Result};
 use loopward_core::{AuditEvent, AuditSink, Decision, GateMode, RunId, Scope, TurnNumber, Usage};
@@ -63,6 +63,8 @@ enum Mode {
     Ledger(Durability),
     /// The same events serialised to JSON lines and appended with one `write(2)` each, no chain.
     Raw,
+    /// Lines serialised once beforehand, appended with one `write(2)` each: the syscall alone.
+    WriteOnly,
 }
 
 struct Row {
@@ -109,6 +111,12 @@ pub fn run(effort: Effort) -> Result<Section> {
             rates: vec![],
             syncs_per_event: "0",
         },
+        Row {
+            name: "pre-serialised lines: write(2) alone",
+            mode: Mode::WriteOnly,
+            rates: vec![],
+            syncs_per_event: "0",
+        },
     ];
     let evs = events();
     for rep in 0..reps {
@@ -116,7 +124,8 @@ pub fn run(effort: Effort) -> Result<Section> {
             let id = crate::support::run_id(format!("m{i}-{rep}"))?;
             let rate = match row.mode {
                 Mode::Ledger(d) => ledger_rate(dir.path(), &id, d, &evs, slice)?,
-                Mode::Raw => raw_rate(dir.path(), &id, &evs, slice)?,
+                Mode::Raw => raw_rate(dir.path(), &id, &evs, slice, false)?,
+                Mode::WriteOnly => raw_rate(dir.path(), &id, &evs, slice, true)?,
             };
             row.rates.push(rate);
         }
@@ -159,20 +168,30 @@ fn ledger_rate(
     Ok(n as f64 / start.elapsed().as_secs_f64())
 }
 
-fn raw_rate(dir: &Path, id: &RunId, evs: &[AuditEvent], slice: Duration) -> Result<f64> {
+fn raw_rate(dir: &Path, id: &RunId, evs: &[AuditEvent], slice: Duration, pre: bool) -> Result<f64> {
     let path = dir.join(format!("{id}.jsonl"));
     let mut file = std::fs::OpenOptions::new()
         .append(true)
         .create_new(true)
         .open(&path)?;
     let scope = scope(id);
+    let line = |e: &AuditEvent| -> Result<Vec<u8>> {
+        let mut line = serde_json::to_vec(&json!({"scope": &scope, "event": e}))?;
+        line.push(b'\n');
+        Ok(line)
+    };
+    let ready: Vec<Vec<u8>> = evs.iter().map(line).collect::<Result<_>>()?;
     let start = Instant::now();
     let mut n = 0u64;
     while start.elapsed() < slice {
-        for e in evs {
-            let mut line = serde_json::to_vec(&json!({"scope": &scope, "event": e}))?;
-            line.push(b'\n');
-            file.write_all(&line)?;
+        if pre {
+            for l in &ready {
+                file.write_all(l)?;
+            }
+        } else {
+            for e in evs {
+                file.write_all(&line(e)?)?;
+            }
         }
         n += evs.len() as u64;
     }
@@ -223,13 +242,28 @@ fn section(rows: &mut [Row], dir: &Path, slice: Duration) -> Section {
             met: None,
             reason: None,
         }],
-        notes: vec![format!(
-            "With fsync per decision event the ledger is bound by the disk's fsync latency \
+        notes: vec![
+            format!(
+                "With fsync per decision event the ledger is bound by the disk's fsync latency \
              (about {} fsyncs/s here); group commit recovers {} of the no-fsync rate at the price \
              of losing up to {GROUP} events, decisions included, on a power loss.",
-            fmt_rate(rates[0] / 4.0).trim_end_matches("/s"),
-            fmt_ratio(rates[2] / base),
-        )],
+                fmt_rate(rates[0] / 4.0).trim_end_matches("/s"),
+                fmt_ratio(rates[2] / base),
+            ),
+            {
+                let per = |r: f64| if r > 0.0 { 1e9 / r } else { 0.0 };
+                let (ledger, json, write) = (per(rates[3]), per(rates[4]), per(rates[5]));
+                format!(
+                    "Per event without fsync: {} in all — the `write(2)` alone {}, serialising to \
+                 JSON {} more, the hash chain and record (SHA-256, the event passed through a \
+                 `serde_json::Value`, the sealed record's copies) {} more.",
+                    fmt_ns(ledger),
+                    fmt_ns(write),
+                    fmt_ns(json - write),
+                    fmt_ns(ledger - json),
+                )
+            },
+        ],
         data: json!({
             "fs_type": fs,
             "modes": rows.iter().zip(&rates).map(|(r, rate)| json!({"name": r.name, "events_per_sec": rate, "reps": r.rates})).collect::<Vec<_>>(),

@@ -68,7 +68,11 @@ pub fn fmt_ns(ns: f64) -> String {
 
 /// Formats a ratio (`1.23×`).
 pub fn fmt_ratio(r: f64) -> String {
-    format!("{r:.2}×")
+    if r != 0.0 && r.abs() < 0.1 {
+        format!("{r:.4}×")
+    } else {
+        format!("{r:.2}×")
+    }
 }
 
 /// Formats a rate with thousands separators (`12,345/s`).
@@ -106,5 +110,7 @@ mod tests {
         assert_eq!(thousands(1_234_567), "1,234,567");
         assert_eq!(fmt_rate(999.6), "1,000/s");
         assert_eq!(fmt_kib(2048.0), "2.0 KiB");
+        assert_eq!(fmt_ratio(1.234), "1.23×");
+        assert_eq!(fmt_ratio(0.00123), "0.0012×");
     }
 }

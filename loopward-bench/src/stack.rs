@@ -189,7 +189,7 @@ async fn measure(
             }
         }
     }
-    Ok(section(variants))
+    Ok(section(variants, per_round))
 }
 
 async fn one_turn(
@@ -246,7 +246,7 @@ fn count_lines(path: &Path) -> Result<u64> {
     Ok(text.iter().filter(|&&b| b == b'\n').count() as u64)
 }
 
-fn section(mut variants: Vec<Variant>) -> Section {
+fn section(mut variants: Vec<Variant>, per_round: usize) -> Section {
     let stats: Vec<Stats> = variants
         .iter_mut()
         .map(|v| Stats::from_samples(&mut v.samples))
@@ -310,15 +310,16 @@ fn section(mut variants: Vec<Variant>) -> Section {
     Section {
         part: 2,
         title: "Stack overhead per turn".into(),
-        method: "One turn = one model call that answers in text, as the runner drives it \
+        method: format!(
+            "One turn = one model call that answers in text, as the runner drives it \
                  (`turn_started`, the turn service, `turn_ended`). The baseline calls the same \
                  scripted fake model bare with the request the agent would build. The stack is \
                  `layers::stack::Stack` from `LayersConfig`: caps, a stop-gate in `auto` mode \
                  before the agent's turns, a rate limit with a generous quota (1,000,000 \
                  requests/s per backend and per agent), a token budget; no timeouts. The four \
-                 variants run interleaved, 1,000 turns each per round, on one tokio \
+                 variants run interleaved, {per_round} turns each per round, on one tokio \
                  current-thread runtime; per-turn wall time."
-            .into(),
+        ),
         columns: [
             "variant",
             "median",
@@ -331,7 +332,24 @@ fn section(mut variants: Vec<Variant>) -> Section {
         .to_vec(),
         rows,
         targets: vec![target],
-        notes: vec![format!("Breakdown: {breakdown}.")],
+        notes: {
+            let mut notes = vec![format!("Breakdown: {breakdown}.")];
+            if !met {
+                notes.push(format!(
+                    "Without the ledger the stack costs {} a turn, inside the target: the miss is \
+                     the ledger's one line per event. Cheap ways down, found here (not applied: \
+                     not this branch's files): `Record::seal` turns every event into a \
+                     `serde_json::Value` before writing it, and part 3 shows JSON is about half of \
+                     an event's cost, so serialising the event straight into the line would save \
+                     most of that; and three of the {events:.0} events are layers letting the turn \
+                     through (`caps:allow`, `stopgate:auto_approved`, `rate_limit:admitted` with no \
+                     wait) — one record per turn carrying all pass-through verdicts would keep the \
+                     census and write two lines fewer.",
+                    fmt_ns(stats[2].median_ns - base.median_ns),
+                ));
+            }
+            notes
+        },
         data: json!({
             "variants": variants.iter().zip(&stats).map(|(v, s)| json!({
                 "name": v.name, "stats": s, "turns": v.turns, "events": v.events,
