@@ -227,8 +227,9 @@ fn section(rows: &mut [Row], dir: &Path, slice: Duration) -> Section {
              `tool_requested`, `gate_decision`, `tool_finished`; one in four is a decision) into \
              a fresh ledger in a temporary directory on the real disk ({fs}). Each mode appends \
              for {} ms, three times, interleaved with the others; the median rate is shown. \
-             The last row serialises the same events to JSON lines and appends them with one \
-             `write(2)` each, without the hash chain, as a floor.",
+             The last two rows are floors: the same events serialised to JSON lines (through \
+             `serde_json::Value`, as the ledger does) and appended with one `write(2)` each, \
+             without the hash chain; and lines serialised beforehand, so only the `write(2)`.",
             slice.as_millis(),
         ),
         columns: ["durability", "events/s", "fsyncs per event", "× no fsync"]

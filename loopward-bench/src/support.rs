@@ -217,3 +217,49 @@ pub fn agent(name: &str) -> AgentId {
 pub fn run_id(id: String) -> anyhow::Result<loopward_core::RunId> {
     loopward_core::RunId::new(id.clone()).ok_or_else(|| anyhow::anyhow!("bad run id {id:?}"))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use loopward_core::ToolResult;
+
+    fn ask(agent: &str, messages: Vec<Message>) -> ChatResponse {
+        TeamModel::reply(&ChatRequest {
+            agent: super::agent(agent),
+            messages,
+            tools: vec![],
+            max_tokens: None,
+        })
+    }
+
+    fn noop_result() -> Message {
+        Message::Tool(ToolResult {
+            call_id: "c1".into(),
+            name: "noop".into(),
+            content: "ok".into(),
+            is_error: false,
+        })
+    }
+
+    #[test]
+    fn team_calls_noop_then_hands_off_until_the_builders_last_round() {
+        let first = ask("planner", vec![Message::human("go")]);
+        assert_eq!(first.tool_calls[0].name, "noop");
+        let then = ask("planner", vec![Message::human("go"), noop_result()]);
+        assert_eq!(then.tool_calls[0].arguments["to"], "builder");
+        let mut builder = vec![Message::notice("task"), Message::notice("handed")];
+        builder.push(noop_result());
+        assert_eq!(
+            ask("builder", builder.clone()).tool_calls[0].arguments["to"],
+            "planner"
+        );
+        builder.extend([
+            Message::notice("handed"),
+            Message::notice("handed"),
+            noop_result(),
+        ]);
+        let last = ask("builder", builder);
+        assert!(last.tool_calls.is_empty());
+        assert_eq!(last.content, "Done.");
+    }
+}
