@@ -1,8 +1,12 @@
 //! `loopward-bench`: the timing parts (1, 2, 3 and, with the `llama` feature, 5). Writes one
-//! JSON file; `cargo xtask bench` merges it with the scale binary's and renders
+//! JSON file; with `--llama-child` it is one side of part 5 (see `loopward_bench::llama`).
+//! `cargo xtask bench` merges it with the scale binary's and renders
 //! `bench/results.md`.
 //!
 //! Usage: `loopward-bench --out FILE [--quick] [--only N]... [--model GGUF]`
+
+// A binary: its output is the point.
+#![allow(clippy::print_stdout, clippy::print_stderr)]
 
 use anyhow::{bail, Context as _, Result};
 use loopward_bench::harness::{timer_overhead_ns, Effort};
@@ -45,6 +49,10 @@ fn args() -> Result<Args> {
 }
 
 fn main() -> Result<()> {
+    #[cfg(feature = "llama")]
+    if llama_child()?.is_some() {
+        return Ok(());
+    }
     let args = args()?;
     let started_at = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
     let mut machine = Machine::probe();
@@ -52,15 +60,19 @@ fn main() -> Result<()> {
     let wanted = |part: u8| args.only.is_empty() || args.only.contains(&part);
     let mut sections: Vec<Section> = vec![];
     if wanted(1) {
+        eprintln!("part 1: gate decisions");
         sections.push(gates::run(args.effort).context("part 1 (gate decisions)")?);
     }
     if wanted(2) {
+        eprintln!("part 2: stack overhead per turn");
         sections.push(stack::run(args.effort).context("part 2 (stack overhead)")?);
     }
     if wanted(3) {
+        eprintln!("part 3: ledger throughput");
         sections.push(ledger::run(args.effort).context("part 3 (ledger throughput)")?);
     }
     if wanted(5) {
+        eprintln!("part 5: local inference");
         sections.push(local_inference(args.model.as_deref(), args.effort)?);
     }
     machine.load_at_end = load_average();
@@ -78,4 +90,30 @@ fn local_inference(_model: Option<&std::path::Path>, _effort: Effort) -> Result<
         "skipped: this run was built without the `llama` feature (`cargo xtask bench` turns it on \
          when `models/SmolLM2-135M-Instruct.Q4_1.gguf` exists; `cargo xtask fetch-model` puts it there)",
     ))
+}
+
+#[cfg(feature = "llama")]
+fn local_inference(model: Option<&std::path::Path>, effort: Effort) -> Result<Section> {
+    loopward_bench::llama::run(model, effort).context("part 5 (local inference)")
+}
+
+/// `--llama-child KIND --model GGUF --reps N --threads T`: one side of part 5, its JSON on stdout.
+#[cfg(feature = "llama")]
+fn llama_child() -> Result<Option<()>> {
+    let argv: Vec<String> = std::env::args().skip(1).collect();
+    let Some(at) = argv.iter().position(|a| a == "--llama-child") else {
+        return Ok(None);
+    };
+    let value = |flag: &str| {
+        argv.iter()
+            .position(|a| a == flag)
+            .and_then(|i| argv.get(i + 1))
+    };
+    let kind = argv.get(at + 1).context("--llama-child needs a kind")?;
+    let model = value("--model").context("--model GGUF is required")?;
+    let reps = value("--reps").map_or(Ok(3), |r| r.parse())?;
+    let threads = value("--threads").map_or(Ok(1), |t| t.parse())?;
+    let json = loopward_bench::llama::child(kind, std::path::Path::new(model), reps, threads)?;
+    println!("{json}");
+    Ok(Some(()))
 }
