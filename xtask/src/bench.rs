@@ -62,6 +62,7 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<()> {
         "date": timing["started_at"],
         "commit": git(root, &["rev-parse", "--short=12", "HEAD"])?,
         "uncommitted_changes": !git(root, &["status", "--porcelain", "--", ".", ":!bench"])?.is_empty(),
+        "rustc": rustc_version(),
         "features": if llama { vec!["llama"] } else { vec![] },
         "machine": machine,
         "timer_overhead_ns": timing["timer_overhead_ns"],
@@ -125,6 +126,15 @@ fn git(root: &Path, args: &[&str]) -> Result<String> {
     Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
 }
 
+fn rustc_version() -> String {
+    Command::new(std::env::var("RUSTC").unwrap_or_else(|_| "rustc".into()))
+        .arg("-V")
+        .output()
+        .ok()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_default()
+}
+
 fn s(v: &Value) -> &str {
     v.as_str().unwrap_or("")
 }
@@ -149,6 +159,7 @@ fn render(doc: &Value) -> String {
     };
     let _ = writeln!(md, "| commit | `{}`{dirty} |", s(&doc["commit"]));
     let _ = writeln!(md, "| machine | {}, {cores} cores |", s(&m["cpu_model"]));
+    let _ = writeln!(md, "| toolchain | {} |", s(&doc["rustc"]));
     let _ = writeln!(
         md,
         "| load (1-minute average) | {} at start, {} at end |",
@@ -183,8 +194,8 @@ fn render(doc: &Value) -> String {
     if m["load_at_start"].as_f64().is_some_and(|l| l > 0.5) {
         let _ = writeln!(
             md,
-            "**The machine was shared and noisy**: other work (builds) ran at the same time — the \
-             load average was {} when the run started, on {cores} cores. Each subject runs \
+            "**The machine was shared and noisy**: other processes ran at the same time — the \
+             1-minute load average was {} when the run started, on {cores} cores. Each subject runs \
              interleaved with its baseline, so ratios are fairer than absolute times, which are \
              inflated; p99s especially.\n",
             load("load_at_start")
@@ -273,4 +284,40 @@ fn render(doc: &Value) -> String {
         let _ = writeln!(md);
     }
     md.trim_end().to_string() + "\n"
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn results_md_states_targets_misses_and_skipped_parts() {
+        let doc = json!({
+            "date": "2026-11-30T06:00:00Z", "commit": "abc123", "uncommitted_changes": false,
+            "rustc": "rustc 1.95.0", "features": [], "timer_overhead_ns": 20.0, "quick": false,
+            "machine": {"cpu_model": "AMD EPYC", "cores": 2, "load_at_start": 3.5, "load_at_end": 2.0},
+            "sections": [
+                {"part": 2, "title": "Stack overhead per turn", "method": "m",
+                 "columns": ["variant", "median"], "rows": [["bare", "270 ns"]],
+                 "targets": [{"what": "overhead", "target": "≤ 10.00 µs", "measured": "17.91 µs",
+                              "met": false, "reason": "missed: the ledger"}],
+                 "notes": ["a note"]},
+                {"part": 5, "title": "Local inference", "method": "skipped: no model",
+                 "columns": [], "rows": [], "targets": [], "notes": []}
+            ]
+        });
+        let md = render(&doc);
+        assert!(
+            md.contains("| 2 | overhead | ≤ 10.00 µs | 17.91 µs | **missed** |"),
+            "{md}"
+        );
+        assert!(md.contains("  missed: the ledger"), "{md}");
+        assert!(md.contains("| bare | 270 ns |"), "{md}");
+        assert!(
+            md.contains("## 5. Local inference\n\nskipped: no model"),
+            "{md}"
+        );
+        assert!(md.contains("shared and noisy"), "{md}");
+        assert!(md.contains("| commit | `abc123` |"), "{md}");
+    }
 }
