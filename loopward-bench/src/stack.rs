@@ -345,9 +345,9 @@ fn section(mut variants: Vec<Variant>, per_round: usize) -> Section {
                     "Without the ledger the stack costs {} a turn, inside the target: the miss is \
                      the ledger's one line per event. Cheap ways down, found here (not applied: \
                      not this branch's files): `Record::seal` turns every event into a \
-                     `serde_json::Value` before writing it, and part 3 shows JSON is about half of \
-                     an event's cost, so serialising the event straight into the line would save \
-                     most of that; and three of the {events:.0} events are layers letting the turn \
+                     `serde_json::Value` before writing it, and part 3 measures that at several \
+                     times the cost of serialising straight from the event (its two JSON-lines \
+                     floor rows); and three of the {events:.0} events are layers letting the turn \
                      through (`caps:allow`, `stopgate:auto_approved`, `rate_limit:admitted` with no \
                      wait) — one record per turn carrying all pass-through verdicts would keep the \
                      census and write two lines fewer.",
