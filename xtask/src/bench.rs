@@ -11,8 +11,7 @@ use std::fmt::Write as _;
 use std::path::Path;
 use std::process::Command;
 
-/// The model part 5 runs on (`cargo xtask fetch-model` puts it there).
-const MODEL_FILE: &str = "models/SmolLM2-135M-Instruct.Q4_1.gguf";
+use crate::model::MODEL_FILE;
 
 pub(crate) fn run(root: &Path, args: &[String]) -> Result<()> {
     let quick = args.iter().any(|a| a == "--quick");
