@@ -467,7 +467,14 @@ fn section(model: &Path, direct: &[Rep], ours: &[Rep], conv: &[ConvTurn]) -> Sec
     )];
     notes.push(format!(
         "KV reuse over a 10-turn conversation through loopward ({ANSWER} tokens at most per answer): \"without\" is \
-         the whole prompt, what a backend without reuse prefills each turn.\n\n| turn | whole prompt (without reuse) | new since last turn | prefilled with reuse | excess | time |\n|---:|---:|---:|---:|---:|---:|\n{}",
+         the whole prompt, what a backend without reuse prefills each turn. Over the ten \
+         turns: {} tokens prefilled with reuse against {} without ({} as many).\n\n| turn | whole prompt (without reuse) | new since last turn | prefilled with reuse | excess | time |\n|---:|---:|---:|---:|---:|---:|\n{}",
+        conv.iter().map(|t| t.input - t.cached).sum::<u64>(),
+        conv.iter().map(|t| t.input).sum::<u64>(),
+        fmt_ratio(
+            conv.iter().map(|t| t.input).sum::<u64>() as f64
+                / conv.iter().map(|t| t.input - t.cached).sum::<u64>().max(1) as f64
+        ),
         kv_rows.iter().map(|r| format!("| {} |", r.join(" | "))).collect::<Vec<_>>().join("\n")
     ));
     Section {
