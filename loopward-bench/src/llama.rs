@@ -430,7 +430,12 @@ fn section(model: &Path, direct: &[Rep], ours: &[Rep], conv: &[ConvTurn]) -> Sec
                 } else {
                     format!(
                         "missed: every loopward request was slower ({olo:.1}–{ohi:.1} tok/s against \
-                         {dlo:.1}–{dhi:.1} direct); see the notes"
+                         {dlo:.1}–{dhi:.1} direct). Not found yet: perf profiles of the two sides \
+                         on this machine show the same ggml functions in the same shares (over \
+                         99% of samples) and loopward's own code (template, tokenizer, channel, \
+                         sampler plumbing) under 0.5%; the one known difference is that loopward \
+                         keeps the few cached tokens before the changed line and the direct loop \
+                         clears its cache. Rerun to see whether the gap holds"
                     )
                 }
             }),
