@@ -428,8 +428,10 @@ impl Policy {
         };
         let mut keys = BTreeSet::new();
         let mut files = BTreeSet::new();
+        // Resolved once per call (a link may move where the plan lands), not once per path.
+        let plan = self.plan_rel(sg);
         for (_, rel) in targets {
-            if Some(rel.as_str()) == self.plan_rel(sg).as_deref() {
+            if Some(rel.as_str()) == plan.as_deref() {
                 continue;
             }
             keys.insert(sg.unit_key(rel));

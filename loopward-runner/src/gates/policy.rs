@@ -188,7 +188,9 @@ pub(super) struct PolicyInner {
     pub(super) control: ControlFiles,
     pub(super) overrides: OverrideStore,
     pub(super) shell: ShellWatchConfig,
-    gates: RwLock<Gates>,
+    // Shared, not cloned per call: a call holds the compiled gates it started with, and a change
+    // swaps in a new set without touching calls in flight.
+    gates: RwLock<Arc<Gates>>,
 }
 
 impl std::fmt::Debug for Policy {
@@ -227,7 +229,7 @@ impl Policy {
                 control,
                 overrides,
                 shell: cfg.gates.shell.clone(),
-                gates: RwLock::new(gates),
+                gates: RwLock::new(Arc::new(gates)),
             }),
         })
     }
@@ -242,12 +244,8 @@ impl Policy {
         &self.inner.control
     }
 
-    pub(super) fn gates(&self) -> Gates {
-        self.inner
-            .gates
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
+    pub(super) fn gates(&self) -> Arc<Gates> {
+        Arc::clone(&self.inner.gates.read().unwrap_or_else(|p| p.into_inner()))
     }
 
     /// Every gate, the permanent control gate first.
@@ -273,7 +271,7 @@ impl Policy {
             gate: shown(&compiled),
         })
         .map_err(|e| PolicyError::Audit(e.0))?;
-        *guard = compiled;
+        *guard = Arc::new(compiled);
         Ok(())
     }
 

@@ -146,9 +146,10 @@ impl Policy {
         if let Some(sg) = &gates.sprawl {
             let mut keys = BTreeSet::new();
             let mut files = BTreeSet::new();
+            let plan = self.plan_rel(sg);
             for c in &kept {
                 let is_dir = after_is_dir(self.inner.workspace.root(), &c.path);
-                if Some(c.path.as_str()) != self.plan_rel(sg).as_deref() && !is_dir {
+                if Some(c.path.as_str()) != plan.as_deref() && !is_dir {
                     keys.insert(sg.unit_key(&c.path));
                     files.insert(c.path.clone());
                 }
