@@ -188,13 +188,13 @@ pub fn run(effort: Effort) -> Result<Section> {
     }
     if decision(1) > TARGET_NS {
         notes.push(
-            "The fixed part, profiled at 10 territories with the clone above removed: about \
-             half of it was file-system lookups. `Policy::plan_rel` re-resolves the sprawl \
-             gate's plan path through `Workspace::resolve` (an `lstat` per path component) twice \
-             per call, from `unit_keys` and `note_plan` — close to 40% of the call; resolving \
-             it once per call (or keeping the resolved path while the workspace's links do not \
-             change) would save most of that. `hard_link_aliases` stats the written path \
-             (about 15%): that is the hard-link defence and stays."
+            "The fixed part, profiled at 10 territories: about half of it was file-system \
+             lookups. `Policy::plan_rel` resolves the sprawl gate's plan path through \
+             `Workspace::resolve` (an `lstat` per path component) on every call, from both \
+             `unit_keys` and `note_plan` — close to 40% of the call; keeping the resolved path \
+             while the workspace's links do not change would save most of that. \
+             `hard_link_aliases` stats the written path (about 15%): that is the hard-link \
+             defence and stays."
                 .to_string(),
         );
     }
