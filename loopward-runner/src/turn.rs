@@ -36,13 +36,23 @@ pub struct TurnOutcome {
 pub enum TurnError {
     /// The model call failed beyond what its layers could retry.
     #[error("model call failed: {0}")]
-    Model(#[from] ModelError),
+    Model(ModelError),
     /// The audit ledger could not record an event; the action it was to record did not run.
     #[error("{0}")]
     Audit(#[from] AuditError),
     /// A layer ended the run (cap, budget, stop-gate, exhausted strategies, …).
     #[error("run stopped: {}", .0.label())]
     Stop(RunStatus),
+}
+
+impl From<ModelError> for TurnError {
+    /// A ledger failure inside a model layer is an audit failure of the run, not a model failure.
+    fn from(e: ModelError) -> Self {
+        match e {
+            ModelError::Audit(why) => Self::Audit(AuditError(why)),
+            other => Self::Model(other),
+        }
+    }
 }
 
 impl TurnError {
@@ -60,3 +70,21 @@ impl TurnError {
 
 /// The type-erased agent-turn service that stacks are built from.
 pub type BoxTurnService = tower::util::BoxCloneSyncService<TurnRequest, TurnOutcome, TurnError>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_ledger_failure_in_a_model_layer_ends_the_run_audit_failed() {
+        let e: TurnError = ModelError::Audit("disk full".into()).into();
+        assert_eq!(
+            e.status(),
+            RunStatus::AuditFailed {
+                error: "disk full".into()
+            }
+        );
+        let e: TurnError = ModelError::Transport("reset".into()).into();
+        assert!(matches!(e.status(), RunStatus::Failed { error } if error.contains("reset")));
+    }
+}

@@ -57,6 +57,10 @@ pub enum ModelError {
     /// A layer refused the call (budget, rate quota larger than the burst, …).
     #[error("{0}")]
     Refused(loopward_core::Refusal),
+    /// A layer's decision about this call could not be recorded in the audit ledger, so the call
+    /// did not go ahead; the run ends `AuditFailed`.
+    #[error("not run: the audit ledger could not record a decision on this model call ({0})")]
+    Audit(String),
 }
 
 impl ModelError {

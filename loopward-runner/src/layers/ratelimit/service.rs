@@ -126,7 +126,7 @@ where
                     ),
                 };
                 record::decision(&turn, "rate_limit", decision, detail)
-                    .map_err(|e| ModelError::Refused(Refusal::new("audit", e.0, "")))?;
+                    .map_err(|e| ModelError::Audit(e.0))?;
             }
             result?;
             inner.oneshot(req).await

@@ -5,7 +5,7 @@ use crate::model::{ChatRequest, ChatResponse, ModelError};
 use crate::tool::{ToolError, ToolInvocation, ToolOutput};
 use crate::turn::{TurnError, TurnOutcome, TurnRequest};
 use futures::future::BoxFuture;
-use loopward_core::{Refusal, RunStatus};
+use loopward_core::RunStatus;
 use serde_json::json;
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -71,7 +71,7 @@ where
                             "model_call_timed_out",
                             json!({"agent": agent, "limit_ms": limit.as_millis()}),
                         )
-                        .map_err(|e| ModelError::Refused(Refusal::new("audit", e.0, "")))?;
+                        .map_err(|e| ModelError::Audit(e.0))?;
                     }
                     Err(ModelError::Timeout(limit))
                 }
