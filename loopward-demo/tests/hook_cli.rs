@@ -166,3 +166,63 @@ fn defer_allows_answers_nothing_on_allow_and_still_denies() {
         "{denied}"
     );
 }
+
+/// The territory refusal tells an unlisted subagent to ask for `loopward override grant --agent
+/// <it> …`; that exact command must work, and the same call must then go through once.
+#[test]
+fn a_subagents_refusal_names_an_override_command_that_works() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    let config = root.join("loopward.toml");
+    std::fs::write(&config, CONFIG).unwrap();
+    let event = write_event(&root, Some("code-reviewer"));
+    let out = hook(&config, event.as_bytes());
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        stdout.contains(r#""permissionDecision":"deny""#),
+        "{stdout}"
+    );
+    let hint = "loopward override grant --agent code-reviewer --path plan.md";
+    assert!(stdout.contains(hint), "{stdout}");
+
+    let grant = Command::new(env!("CARGO_BIN_EXE_loopward"))
+        .args([
+            "override",
+            "grant",
+            "--agent",
+            "code-reviewer",
+            "--path",
+            "plan.md",
+        ])
+        .args([
+            "--reason",
+            "the reviewer fixes a typo",
+            "--ttl",
+            "10m",
+            "--config",
+        ])
+        .arg(&config)
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&grant.stdout);
+    assert_eq!(
+        grant.status.code(),
+        Some(0),
+        "{said}{}",
+        String::from_utf8_lossy(&grant.stderr)
+    );
+    assert!(said.contains("not an [[agent]]"), "{said}");
+
+    let out = hook(&config, event.as_bytes());
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        stdout.contains(r#""permissionDecision":"allow""#),
+        "{stdout}"
+    );
+    let out = hook(&config, event.as_bytes());
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        stdout.contains(r#""permissionDecision":"deny""#),
+        "the override is one-shot: {stdout}"
+    );
+}

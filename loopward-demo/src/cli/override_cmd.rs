@@ -66,15 +66,21 @@ pub(super) fn run(args: Args) -> Result<ExitCode> {
             reason,
             ttl,
         } => {
+            // Claude Code subagents are judged by their own names, which need not be in the
+            // team, and refusals tell them to ask for exactly this grant. A grant for a name no
+            // one acts under authorises nothing, so an unknown name is a note, not an error.
             if !cfg.team().iter().any(|a| a.as_str() == agent) {
-                bail!(
-                    "there is no agent named {agent:?} in {}; the team is: {}",
-                    args.config.display(),
-                    cfg.team()
-                        .iter()
-                        .map(AgentId::as_str)
-                        .collect::<Vec<_>>()
-                        .join(", ")
+                out.line(
+                    Tone::Dim,
+                    format!(
+                        "note: {agent} is not an [[agent]] in {} (the team: {}); the grant is usable only by an agent acting under that name, such as a Claude Code subagent",
+                        args.config.display(),
+                        cfg.team()
+                            .iter()
+                            .map(AgentId::as_str)
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
                 );
             }
             let id = crate::team::grant_override(
