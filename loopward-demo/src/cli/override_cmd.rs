@@ -2,7 +2,7 @@
 
 use crate::config::{Config, CONFIG_FILE};
 use crate::render::{Printer, Tone};
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use loopward_core::AgentId;
 use loopward_runner::gates::OverrideStore;
 use loopward_runner::{SystemClock, Workspace};
