@@ -5,7 +5,8 @@ mod audit_support;
 use audit_support::{id, run_to_ledger, team, SteppingClock};
 use loopward_core::{AuditEvent, AuditSink, Decision, GateMode, RunId, RunStatus, Scope};
 use loopward_runner::audit::{
-    verify, Chain, Durability, Ledger, LedgerError, LedgerKey, LedgerOp, LedgerOptions, Record,
+    verify, Chain, Durability, KeyRing, Ledger, LedgerError, LedgerKey, LedgerOp, LedgerOptions,
+    Record, VerifyOptions,
 };
 use loopward_runner::model::fake::Script;
 use serde_json::json;
@@ -37,6 +38,15 @@ fn decision() -> AuditEvent {
         path: Some("a.txt".into()),
         decision: Decision::Allow,
     }
+}
+
+/// The key the crash test's child and parent share.
+fn crash_key() -> LedgerKey {
+    LedgerKey::from_bytes(vec![42u8; 32]).unwrap()
+}
+
+fn keyless() -> VerifyOptions {
+    VerifyOptions::keyless()
 }
 
 fn kinds(run_dir: &Path) -> Vec<String> {
@@ -250,7 +260,7 @@ async fn an_injected_write_failure_stops_the_run_before_the_action() {
         ["run_started", "human_message", "turn_started", "model_call"]
     );
     ledger.finish().unwrap();
-    verify(&runs.path().join("r1"), None).unwrap();
+    verify(&runs.path().join("r1"), &keyless()).unwrap();
 }
 
 #[tokio::test]
@@ -306,7 +316,7 @@ fn a_torn_last_line_is_cut_and_recorded_on_reopen() {
     let (ledger, rec) = Ledger::open_existing(runs.path(), &run, LedgerOptions::default()).unwrap();
     assert_eq!((rec.kept, rec.truncated_bytes), (3, torn.len() as u64));
     ledger.finish().unwrap();
-    let ok = verify(&runs.path().join("r1"), None).unwrap();
+    let ok = verify(&runs.path().join("r1"), &keyless()).unwrap();
     assert_eq!(ok.final_seq, 4);
     let text = std::fs::read_to_string(&path).unwrap();
     let last = Record::parse_line(text.lines().last().unwrap().as_bytes())
@@ -363,7 +373,7 @@ fn crash_child_appends_until_killed() {
     let ledger = Ledger::create(
         Path::new(&runs),
         &RunId::new(run.clone()).unwrap(),
-        LedgerOptions::default(),
+        LedgerOptions::keyed(crash_key()),
     )
     .unwrap();
     let mut out = std::io::stdout().lock();
@@ -437,7 +447,7 @@ fn the_ledger_survives_being_killed_at_random_points() {
         let (ledger, rec) = Ledger::open_existing(
             runs.path(),
             &RunId::new(run.clone()).unwrap(),
-            LedgerOptions::default(),
+            LedgerOptions::keyed(crash_key()),
         )
         .unwrap();
         if cut > 0 {
@@ -452,7 +462,11 @@ fn the_ledger_survives_being_killed_at_random_points() {
             torn += 1;
         }
         let fin = ledger.finish().unwrap();
-        let ok = verify(&runs.path().join(&run), None).unwrap();
+        let ok = verify(
+            &runs.path().join(&run),
+            &VerifyOptions::keyed(KeyRing::single(crash_key())),
+        )
+        .unwrap();
         assert_eq!(ok.final_seq, fin.final_seq);
         let recovered = kinds(&runs.path().join(&run))
             .iter()
@@ -477,7 +491,7 @@ fn tear_next_record(run_dir: &Path, run: &str, rng: u64) -> usize {
         _ => return 0,
     };
     let (_, line) = Record::seal(
-        &Chain::Sha256,
+        &Chain::Hmac(crash_key()),
         seq,
         "2026-01-01T00:00:00.000Z",
         &scope(run),
@@ -492,4 +506,33 @@ fn tear_next_record(run_dir: &Path, run: &str, rng: u64) -> usize {
         .unwrap();
     f.write_all(&line[..cut]).unwrap();
     cut
+}
+
+#[test]
+fn finish_anchors_only_what_it_wrote_and_refuses_a_file_that_lost_records() {
+    let runs = tempfile::tempdir().unwrap();
+    let run = RunId::new("r1").unwrap();
+    let ledger = Ledger::create(runs.path(), &run, LedgerOptions::keyed(crash_key())).unwrap();
+    for t in ["a", "b", "c"] {
+        ledger.record(&scope("r1"), &note(t)).unwrap();
+    }
+    // Someone drops the last record behind the writer's back (the lock is advisory).
+    let path = runs.path().join("r1/events.jsonl");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let kept: Vec<&str> = text.lines().take(2).collect();
+    std::fs::write(&path, format!("{}\n", kept.join("\n"))).unwrap();
+    let err = ledger.finish().unwrap_err();
+    assert!(
+        matches!(
+            err,
+            LedgerError::Disagrees {
+                wrote_seq: 3,
+                file_seq: 2,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert!(err.to_string().contains("not anchored"), "{err}");
+    assert!(!runs.path().join("index.jsonl").exists());
 }

@@ -4,11 +4,20 @@ mod audit_support;
 
 use audit_support::{id, plan_and_build_script, run_to_ledger, team, Rule, SteppingClock};
 use loopward_core::{AuditEvent, AuditSink, Decision, GateMode, Refusal, RunId, Scope};
-use loopward_runner::audit::{report, Ledger, LedgerOptions};
+use loopward_runner::audit::{report, KeyRing, Ledger, LedgerKey, LedgerOptions, VerifyOptions};
 use loopward_runner::model::fake::Script;
 use serde_json::json;
 use std::path::Path;
 use std::sync::Arc;
+
+/// The fixed key every run here is chained under (fixed, so the snapshots are stable).
+fn key() -> LedgerKey {
+    LedgerKey::from_bytes(vec![11u8; 32]).unwrap()
+}
+
+fn opts() -> LedgerOptions {
+    LedgerOptions::keyed(key())
+}
 
 /// planner owns plan.md; in `mode`, builder's writes there are denied (or warned, advisory),
 /// except an edit covered by a consumed override under enforcement.
@@ -63,17 +72,10 @@ async fn build_runs(runs: &Path) {
         SteppingClock::new(),
         Some((GateMode::Enforce, territory(GateMode::Enforce))),
     );
-    run_to_ledger(
-        &runner,
-        runs,
-        "a-enforced",
-        "say hello",
-        "planner",
-        LedgerOptions::default(),
-    )
-    .await
-    .1
-    .unwrap();
+    run_to_ledger(&runner, runs, "a-enforced", "say hello", "planner", opts())
+        .await
+        .1
+        .unwrap();
     // b: advisory; the agent goes ahead once and its other warned call fails.
     let ws = tempfile::tempdir().unwrap();
     std::fs::write(ws.path().join("plan.md"), "# Plan").unwrap();
@@ -90,14 +92,14 @@ async fn build_runs(runs: &Path) {
         "b-advisory",
         "tidy the plan",
         "builder",
-        LedgerOptions::default(),
+        opts(),
     )
     .await
     .1
     .unwrap();
     // c: a shell write caught after the fact, one reverted and one not (recorded directly).
     let run = RunId::new("c-violations").unwrap();
-    let ledger = Ledger::create(runs, &run, LedgerOptions::default()).unwrap();
+    let ledger = Ledger::create(runs, &run, opts()).unwrap();
     let scope = Scope {
         run,
         turn: None,
@@ -135,7 +137,7 @@ async fn build_runs(runs: &Path) {
     ledger.finish().unwrap();
     // d: crashed (never finished): counted, marked unfinished.
     let run = RunId::new("d-crashed").unwrap();
-    let ledger = Ledger::create(runs, &run, LedgerOptions::default()).unwrap();
+    let ledger = Ledger::create(runs, &run, opts()).unwrap();
     ledger
         .record(
             &Scope {
@@ -151,7 +153,7 @@ async fn build_runs(runs: &Path) {
     drop(ledger);
     // e: tampered after finishing: left out, with the reason.
     let run = RunId::new("e-tampered").unwrap();
-    let ledger = Ledger::create(runs, &run, LedgerOptions::default()).unwrap();
+    let ledger = Ledger::create(runs, &run, opts()).unwrap();
     ledger
         .record(
             &Scope {
@@ -176,7 +178,23 @@ async fn build_runs(runs: &Path) {
 async fn report_json_figures_for_a_fixed_set_of_runs() {
     let runs = tempfile::tempdir().unwrap();
     build_runs(runs.path()).await;
-    let r = report(runs.path()).unwrap();
+    // Strict: the crashed run has no anchor, so it is left out.
+    let strict = report(runs.path(), &VerifyOptions::keyed(KeyRing::single(key()))).unwrap();
+    assert_eq!(strict.runs, 3);
+    assert!(
+        strict
+            .invalid
+            .iter()
+            .any(|i| i.run == "d-crashed" && i.error.contains("no anchor")),
+        "{:?}",
+        strict.invalid
+    );
+    // Accepting unfinished runs, it is counted and marked.
+    let r = report(
+        runs.path(),
+        &VerifyOptions::keyed(KeyRing::single(key())).unfinished(true),
+    )
+    .unwrap();
     assert_eq!(r.runs, 4);
     let t = &r.gates["territory"];
     assert_eq!((t.allowed, t.denied, t.overridden, t.warned), (2, 1, 1, 2));

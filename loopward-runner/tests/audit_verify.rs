@@ -1,12 +1,15 @@
-//! `verify` catches every way of tampering with a finished run's ledger, and names the first bad
-//! sequence number.
+//! `verify` catches every way of tampering with a finished run's ledger or its anchors, and
+//! names the first bad sequence number; unanchored, keyless and foreign-key ledgers are not
+//! verified unless the verifier says to accept them.
 
 mod audit_support;
 
 use audit_support::{plan_and_build_script, run_to_ledger, team, Rule, SteppingClock};
 use loopward_core::{AuditEvent, Decision, GateMode, Refusal, RunStatus};
+use loopward_core::{AuditSink, RunId, Scope};
 use loopward_runner::audit::{
-    verify, Breach, Chain, LedgerKey, LedgerOptions, Record, VerifyError,
+    append_anchor, verify, verify_all, Anchor, Breach, Chain, IndexError, KeyRing, Ledger,
+    LedgerKey, LedgerOptions, Record, VerifyError, VerifyOptions, INDEX_FILE,
 };
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -26,6 +29,20 @@ fn territory() -> Rule {
             Decision::Allow
         })
     })
+}
+
+fn the_key() -> LedgerKey {
+    LedgerKey::from_bytes(b"0123456789abcdef0123456789abcdef".to_vec()).unwrap()
+}
+
+/// What the key holder verifies with.
+fn keyed() -> VerifyOptions {
+    VerifyOptions::keyed(KeyRing::single(the_key()))
+}
+
+/// A finished scripted run, keyed with [`the_key`]; returns (guards, run dir).
+async fn finished() -> (tempfile::TempDir, tempfile::TempDir, PathBuf) {
+    finished_run(Some(the_key())).await
 }
 
 /// A finished scripted run; returns (runs dir guard, run dir, lines).
@@ -66,7 +83,11 @@ fn write_lines(dir: &Path, lines: &[String]) {
 }
 
 fn breach(dir: &Path) -> (u64, Breach) {
-    match verify(dir, None) {
+    breach_with(dir, &keyed())
+}
+
+fn breach_with(dir: &Path, opts: &VerifyOptions) -> (u64, Breach) {
+    match verify(dir, opts) {
         Err(VerifyError::Breach { seq, breach, .. }) => (seq, breach),
         other => panic!("expected a breach, got {other:?}"),
     }
@@ -91,28 +112,39 @@ fn parse(line: &str) -> Record {
 }
 
 #[tokio::test]
-async fn an_intact_finished_ledger_verifies_against_its_anchor() {
-    let (_ws, _runs, dir) = finished_run(None).await;
-    let ok = verify(&dir, None).unwrap();
+async fn an_intact_finished_ledger_verifies_against_its_anchor_and_names_its_key() {
+    let (_ws, _runs, dir) = finished().await;
+    let ok = verify(&dir, &keyed()).unwrap();
     assert!(ok.anchored);
+    assert_eq!(ok.anchors, 1);
     assert_eq!(ok.final_seq, lines(&dir).len() as u64);
-    assert_eq!(ok.mac, "sha256");
+    assert_eq!(ok.mac, "hmac-sha256");
+    assert_eq!(ok.schema, 2);
+    assert_eq!(ok.verified_by(), format!("key {}", the_key().id()));
+    // The first record names the schema and the key, under its MAC.
+    let first = parse(&lines(&dir)[0]);
+    let header = first.ledger.unwrap();
+    assert_eq!(
+        (header.schema, header.key.as_ref()),
+        (2, Some(the_key().id()))
+    );
+    assert!(parse(&lines(&dir)[1]).ledger.is_none());
 }
 
 #[tokio::test]
 async fn a_flipped_byte_is_caught_as_edited_at_its_seq() {
-    let (_ws, _runs, dir) = finished_run(None).await;
+    let (_ws, _runs, dir) = finished().await;
     let mut l = lines(&dir);
     l[4] = l[4].replacen("\"time\":\"2026", "\"time\":\"2027", 1);
     write_lines(&dir, &l);
     assert_eq!(breach(&dir), (5, Breach::Edited));
-    let msg = verify(&dir, None).unwrap_err().to_string();
+    let msg = verify(&dir, &keyed()).unwrap_err().to_string();
     assert!(msg.contains("seq 5: edited"), "{msg}");
 }
 
 #[tokio::test]
 async fn a_deleted_line_is_caught_as_missing() {
-    let (_ws, _runs, dir) = finished_run(None).await;
+    let (_ws, _runs, dir) = finished().await;
     let mut l = lines(&dir);
     l.remove(6);
     write_lines(&dir, &l);
@@ -121,7 +153,7 @@ async fn a_deleted_line_is_caught_as_missing() {
 
 #[tokio::test]
 async fn swapped_lines_are_caught_as_reordered() {
-    let (_ws, _runs, dir) = finished_run(None).await;
+    let (_ws, _runs, dir) = finished().await;
     let mut l = lines(&dir);
     l.swap(3, 4);
     write_lines(&dir, &l);
@@ -130,7 +162,7 @@ async fn swapped_lines_are_caught_as_reordered() {
 
 #[tokio::test]
 async fn a_truncated_ledger_is_caught_against_its_anchor() {
-    let (_ws, _runs, dir) = finished_run(None).await;
+    let (_ws, _runs, dir) = finished().await;
     let mut l = lines(&dir);
     let n = l.len() as u64;
     l.truncate(l.len() - 2);
@@ -148,7 +180,7 @@ async fn a_truncated_ledger_is_caught_against_its_anchor() {
 }
 
 #[tokio::test]
-async fn a_truncated_and_rechained_ledger_is_caught_as_anchor_mismatch() {
+async fn a_truncated_and_rechained_keyless_ledger_is_caught_as_anchor_mismatch() {
     let (_ws, _runs, dir) = finished_run(None).await;
     let mut l = lines(&dir);
     let n = l.len();
@@ -181,11 +213,15 @@ async fn a_truncated_and_rechained_ledger_is_caught_as_anchor_mismatch() {
     }
     write_lines(&dir, &l);
     // Every record checks out on its own; only the anchor shows the rewrite.
-    assert_eq!(breach(&dir), (n as u64, Breach::AnchorMismatch));
+    assert_eq!(
+        breach_with(&dir, &VerifyOptions::keyless()),
+        (n as u64, Breach::AnchorMismatch { line: 1 })
+    );
 }
 
 #[tokio::test]
 async fn an_edited_and_rehashed_record_breaks_the_next_link() {
+    // Keyless, so the forger can re-hash the record; the next link still breaks.
     let (_ws, _runs, dir) = finished_run(None).await;
     let mut l = lines(&dir);
     let victim = parse(&l[2]);
@@ -195,12 +231,22 @@ async fn an_edited_and_rehashed_record_breaks_the_next_link() {
     let (_, line) = reseal(&victim, &event, &victim.prev);
     l[2] = line;
     write_lines(&dir, &l);
-    assert_eq!(breach(&dir), (4, Breach::BadLink));
+    assert_eq!(
+        breach_with(&dir, &VerifyOptions::keyless()),
+        (4, Breach::BadLink)
+    );
+    // Keyed, the re-hashed record itself is caught.
+    let (_ws, _runs, dir) = finished().await;
+    let mut l = lines(&dir);
+    let (_, line) = reseal(&parse(&l[2]), &event, &parse(&l[2]).prev);
+    l[2] = line;
+    write_lines(&dir, &l);
+    assert_eq!(breach(&dir), (3, Breach::Edited));
 }
 
 #[tokio::test]
 async fn an_unparseable_line_is_named() {
-    let (_ws, _runs, dir) = finished_run(None).await;
+    let (_ws, _runs, dir) = finished().await;
     let mut l = lines(&dir);
     l[1] = "{not json".into();
     write_lines(&dir, &l);
@@ -211,18 +257,19 @@ async fn an_unparseable_line_is_named() {
 
 #[tokio::test]
 async fn an_hmac_chain_needs_its_key_and_cannot_be_rechained_without_it() {
-    let key = LedgerKey::from_bytes(b"0123456789abcdef0123456789abcdef".to_vec()).unwrap();
-    let (_ws, _runs, dir) = finished_run(Some(key.clone())).await;
-    let ok = verify(&dir, Some(&key)).unwrap();
-    assert_eq!(ok.mac, "hmac-sha256");
+    let (_ws, _runs, dir) = finished().await;
     assert!(matches!(
-        verify(&dir, None),
-        Err(VerifyError::KeyRequired { .. })
+        verify(&dir, &VerifyOptions::default()),
+        Err(VerifyError::KeyNotHeld { ref key, .. }) if key == the_key().id()
     ));
-    let wrong = LedgerKey::from_bytes(vec![9u8; 32]).unwrap();
-    assert_eq!(
-        verify(&dir, Some(&wrong)).unwrap_err().first_bad_seq(),
-        Some(1)
+    // A ring without the ledger's key: named, with the way out.
+    let other = VerifyOptions::keyed(KeyRing::single(
+        LedgerKey::from_bytes(vec![9u8; 32]).unwrap(),
+    ));
+    let msg = verify(&dir, &other).unwrap_err().to_string();
+    assert!(
+        msg.contains("does not hold") && msg.contains("--key"),
+        "{msg}"
     );
     // A forger re-chains the last record with plain SHA-256: the key catches it.
     let mut l = lines(&dir);
@@ -230,9 +277,377 @@ async fn an_hmac_chain_needs_its_key_and_cannot_be_rechained_without_it() {
     let (_, forged) = reseal(&last, &last.event().unwrap(), &last.prev);
     *l.last_mut().unwrap() = forged;
     write_lines(&dir, &l);
-    let err = verify(&dir, Some(&key)).unwrap_err();
+    let err = verify(&dir, &keyed()).unwrap_err();
     assert_eq!(err.breach(), Some(&Breach::Edited));
     assert_eq!(err.first_bad_seq(), Some(l.len() as u64));
+}
+
+/// Re-chains a whole ledger with `chain` (a forger's: keyless, or their own key).
+fn rechain_all(dir: &Path, keep: usize, chain: &Chain) -> (u64, String) {
+    let l = lines(dir);
+    let mut prev = loopward_runner::audit::GENESIS.to_string();
+    let mut out = vec![];
+    for (i, line) in l.iter().take(keep).enumerate() {
+        let r = parse(line);
+        let (rec, bytes) = Record::seal(
+            chain,
+            i as u64 + 1,
+            &r.time,
+            &r.scope(),
+            &r.event().unwrap(),
+            &prev,
+        )
+        .unwrap();
+        prev = rec.hash;
+        out.push(String::from_utf8(bytes).unwrap().trim_end().to_string());
+    }
+    write_lines(dir, &out);
+    (out.len() as u64, prev)
+}
+
+#[tokio::test]
+async fn a_rechained_ledger_with_a_fresh_anchor_is_caught() {
+    let (_ws, runs, dir) = finished().await;
+    let n = lines(&dir).len();
+    // Drop the last two records, re-chain keyless and append a fresh keyless anchor.
+    let (seq, hash) = rechain_all(&dir, n - 2, &Chain::Sha256);
+    append_anchor(
+        runs.path(),
+        &Anchor::new("r1", seq, hash, "T"),
+        &Chain::Sha256,
+        None,
+        None,
+    )
+    .unwrap();
+    // The header says keyless now: refused outright by a keyed verifier.
+    assert!(matches!(
+        verify(&dir, &keyed()),
+        Err(VerifyError::Keyless { .. })
+    ));
+    // Even a verifier that accepts keyless chains sees the original anchor contradict it.
+    let lax = VerifyOptions {
+        allow_keyless: true,
+        ..keyed()
+    };
+    assert!(
+        matches!(
+            verify(&dir, &lax),
+            Err(VerifyError::Breach {
+                breach: Breach::AnchorKey { line: 1, .. },
+                ..
+            })
+        ),
+        "{:?}",
+        verify(&dir, &lax)
+    );
+    // Re-chained under the forger's own key, with an anchor under it: the key is not held.
+    let forger = LedgerKey::from_bytes(vec![6u8; 32]).unwrap();
+    let (seq, hash) = rechain_all(&dir, n - 2, &Chain::Hmac(forger.clone()));
+    append_anchor(
+        runs.path(),
+        &Anchor::new("r1", seq, hash, "T"),
+        &Chain::Hmac(forger),
+        None,
+        None,
+    )
+    .unwrap();
+    assert!(matches!(
+        verify(&dir, &keyed()),
+        Err(VerifyError::KeyNotHeld { .. })
+    ));
+}
+
+#[tokio::test]
+async fn every_anchor_is_checked_not_only_the_latest() {
+    // Keyless (the opt-out): a forger can append anchors, but not remove the earlier one.
+    let (_ws, runs, dir) = finished_run(None).await;
+    let mut l = lines(&dir);
+    let victim = parse(&l[2]);
+    let (_, line) = reseal(
+        &victim,
+        &AuditEvent::HumanMessage {
+            content: "forged".into(),
+        },
+        &victim.prev,
+    );
+    l[2] = line;
+    write_lines(&dir, &l);
+    let (seq, hash) = rechain_all(&dir, l.len(), &Chain::Sha256);
+    append_anchor(
+        runs.path(),
+        &Anchor::new("r1", seq, hash, "T"),
+        &Chain::Sha256,
+        None,
+        None,
+    )
+    .unwrap();
+    let (at, b) = breach_with(&dir, &VerifyOptions::keyless());
+    assert_eq!((at, b), (seq, Breach::AnchorMismatch { line: 1 }));
+}
+
+fn unfinished_ledger(runs: &Path, run: &str) -> PathBuf {
+    let ledger = Ledger::create(
+        runs,
+        &RunId::new(run).unwrap(),
+        LedgerOptions::keyed(the_key()),
+    )
+    .unwrap();
+    let scope = Scope {
+        run: RunId::new(run).unwrap(),
+        turn: None,
+        agent: None,
+    };
+    ledger
+        .record(
+            &scope,
+            &AuditEvent::HumanMessage {
+                content: "start".into(),
+            },
+        )
+        .unwrap();
+    runs.join(run)
+}
+
+#[test]
+fn an_unanchored_ledger_is_not_verified_unless_accepted_as_unfinished() {
+    let runs = tempfile::tempdir().unwrap();
+    let dir = unfinished_ledger(runs.path(), "r1");
+    let err = verify(&dir, &keyed()).unwrap_err();
+    assert!(matches!(err, VerifyError::Unanchored { .. }), "{err}");
+    assert!(err.to_string().contains("--unfinished"), "{err}");
+    let ok = verify(&dir, &keyed().unfinished(true)).unwrap();
+    assert!(!ok.anchored);
+    assert_eq!(ok.anchors, 0);
+}
+
+#[tokio::test]
+async fn an_emptied_ledger_is_not_verified_with_or_without_its_index() {
+    let (_ws, runs, dir) = finished().await;
+    let n = lines(&dir).len() as u64;
+    std::fs::write(dir.join("events.jsonl"), "").unwrap();
+    assert_eq!(
+        breach(&dir),
+        (
+            1,
+            Breach::Truncated {
+                last: 0,
+                anchored: n
+            }
+        )
+    );
+    std::fs::remove_file(runs.path().join(INDEX_FILE)).unwrap();
+    assert!(matches!(
+        verify(&dir, &keyed()),
+        Err(VerifyError::Unanchored { .. })
+    ));
+}
+
+#[tokio::test]
+async fn records_appended_after_the_anchor_are_not_verified() {
+    let (_ws, runs, dir) = finished().await;
+    let (ledger, _) = Ledger::open_existing(
+        runs.path(),
+        &RunId::new("r1").unwrap(),
+        LedgerOptions::keyed(the_key()),
+    )
+    .unwrap();
+    let scope = Scope {
+        run: RunId::new("r1").unwrap(),
+        turn: None,
+        agent: None,
+    };
+    ledger
+        .record(
+            &scope,
+            &AuditEvent::HumanMessage {
+                content: "more".into(),
+            },
+        )
+        .unwrap();
+    let n = lines(&dir).len() as u64;
+    assert_eq!(breach(&dir), (n, Breach::AfterAnchor { anchored: n - 1 }));
+    assert!(!verify(&dir, &keyed().unfinished(true)).unwrap().anchored);
+    // Finishing again anchors the new end; both anchors are checked.
+    ledger.finish().unwrap();
+    assert_eq!(verify(&dir, &keyed()).unwrap().anchors, 2);
+}
+
+#[tokio::test]
+async fn an_edited_index_line_fails_every_run() {
+    let (_ws, runs, dir) = finished().await;
+    let index = runs.path().join(INDEX_FILE);
+    let text = std::fs::read_to_string(&index).unwrap();
+    std::fs::write(
+        &index,
+        text.replacen("\"final_seq\":", "\"final_seq\":1", 1),
+    )
+    .unwrap();
+    let err = verify(&dir, &keyed()).unwrap_err();
+    assert!(
+        matches!(err, VerifyError::Index(IndexError::Line { line: 1, .. })),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn anchors_dropped_from_the_end_of_the_index_are_caught_by_the_state_head() {
+    let ws = tempfile::tempdir().unwrap();
+    let runs = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let head = state.path().join("index-head.json");
+    let opts = LedgerOptions {
+        index_head: Some(head.clone()),
+        ..LedgerOptions::keyed(the_key())
+    };
+    let runner = team(
+        ws.path(),
+        &["planner", "builder"],
+        plan_and_build_script(),
+        SteppingClock::new(),
+        Some((GateMode::Enforce, territory())),
+    );
+    run_to_ledger(
+        &runner,
+        runs.path(),
+        "r1",
+        "say hello",
+        "planner",
+        opts.clone(),
+    )
+    .await
+    .1
+    .unwrap();
+    // A second segment of r1: resumed and finished again.
+    let (ledger, _) = Ledger::open_existing(runs.path(), &RunId::new("r1").unwrap(), opts).unwrap();
+    let scope = Scope {
+        run: RunId::new("r1").unwrap(),
+        turn: None,
+        agent: None,
+    };
+    ledger
+        .record(
+            &scope,
+            &AuditEvent::HumanMessage {
+                content: "second segment".into(),
+            },
+        )
+        .unwrap();
+    ledger.finish().unwrap();
+    let dir = runs.path().join("r1");
+    let check = keyed().head(&head);
+    assert!(verify(&dir, &check).unwrap().head_checked);
+    // Drop the second segment and its anchor: a valid prefix of both files.
+    let mut l = lines(&dir);
+    l.pop();
+    write_lines(&dir, &l);
+    let index = runs.path().join(INDEX_FILE);
+    let text = std::fs::read_to_string(&index).unwrap();
+    std::fs::write(&index, format!("{}\n", text.lines().next().unwrap())).unwrap();
+    // Without the head this looks whole; the head kept in the state directory says otherwise.
+    verify(&dir, &keyed()).unwrap();
+    let err = verify(&dir, &check).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            VerifyError::Index(IndexError::Head {
+                seq: 2,
+                found_seq: 1,
+                ..
+            })
+        ),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn a_witness_catches_a_rewrite_by_whoever_holds_the_key() {
+    let ws = tempfile::tempdir().unwrap();
+    let runs = tempfile::tempdir().unwrap();
+    let elsewhere = tempfile::tempdir().unwrap();
+    let witness = elsewhere.path().join("anchors.jsonl");
+    let opts = LedgerOptions {
+        witness: Some(witness.clone()),
+        ..LedgerOptions::keyed(the_key())
+    };
+    let runner = team(
+        ws.path(),
+        &["planner", "builder"],
+        plan_and_build_script(),
+        SteppingClock::new(),
+        Some((GateMode::Enforce, territory())),
+    );
+    run_to_ledger(&runner, runs.path(), "r1", "say hello", "planner", opts)
+        .await
+        .1
+        .unwrap();
+    let dir = runs.path().join("r1");
+    assert!(verify(&dir, &keyed().witness(&witness)).unwrap().witnessed);
+    // The key holder drops two records, re-chains, and rewrites the index from scratch.
+    let n = lines(&dir).len();
+    let (seq, hash) = rechain_all(&dir, n - 2, &Chain::Hmac(the_key()));
+    std::fs::remove_file(runs.path().join(INDEX_FILE)).unwrap();
+    append_anchor(
+        runs.path(),
+        &Anchor::new("r1", seq, hash, "T"),
+        &Chain::Hmac(the_key()),
+        None,
+        None,
+    )
+    .unwrap();
+    // With the key alone that is undetectable (the threat model says so); the witness is not.
+    verify(&dir, &keyed()).unwrap();
+    let err = verify(&dir, &keyed().witness(&witness)).unwrap_err();
+    assert!(matches!(err, VerifyError::Witness { .. }), "{err}");
+    assert!(err.to_string().contains("never witnessed"), "{err}");
+}
+
+#[tokio::test]
+async fn a_run_whose_folder_is_gone_is_reported_not_skipped() {
+    let (_ws, runs, dir) = finished().await;
+    let _still = unfinished_ledger(runs.path(), "r2");
+    std::fs::remove_dir_all(&dir).unwrap();
+    let all = verify_all(runs.path(), &keyed()).unwrap();
+    let names: Vec<&str> = all.iter().map(|v| v.run.as_str()).collect();
+    assert_eq!(names, ["r1", "r2"]);
+    assert!(matches!(
+        all[0].result,
+        Err(VerifyError::FolderGone { line: 1, .. })
+    ));
+    assert!(matches!(all[1].result, Err(VerifyError::Unanchored { .. })));
+}
+
+#[tokio::test]
+async fn a_keyless_ledger_is_refused_unless_accepted_and_then_labelled() {
+    let (_ws, _runs, dir) = finished_run(None).await;
+    let err = verify(&dir, &keyed()).unwrap_err();
+    assert!(matches!(err, VerifyError::Keyless { .. }), "{err}");
+    assert!(err.to_string().contains("--allow-keyless"), "{err}");
+    let ok = verify(&dir, &VerifyOptions::keyless()).unwrap();
+    assert_eq!(ok.verified_by(), "keyless (sha256)");
+}
+
+#[tokio::test]
+async fn a_second_header_spliced_into_a_ledger_is_caught() {
+    let (_ws, _runs, dir) = finished().await;
+    let mut l = lines(&dir);
+    let first = parse(&l[0]);
+    let third = parse(&l[2]);
+    // Seal record 1's content as if it were record 3, so it carries no header... then the
+    // reverse: a header-bearing first record moved to position 3 breaks the sequence anyway.
+    let (rec, bytes) = Record::seal(
+        &Chain::Hmac(the_key()),
+        1,
+        &third.time,
+        &third.scope(),
+        &third.event().unwrap(),
+        &first.prev,
+    )
+    .unwrap();
+    assert!(rec.ledger.is_some());
+    l[0] = String::from_utf8(bytes).unwrap().trim_end().to_string();
+    write_lines(&dir, &l);
+    // The new first record is well-formed and keyed; the chain from record 2 on breaks.
+    assert_eq!(breach(&dir), (2, Breach::BadLink));
 }
 
 #[test]
@@ -240,11 +655,13 @@ fn a_key_inside_the_workspace_is_refused() {
     let ws = tempfile::tempdir().unwrap();
     let inside = ws.path().join("ledger.key");
     std::fs::write(&inside, [5u8; 32]).unwrap();
+    std::fs::set_permissions(&inside, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
     let err = LedgerKey::from_file(&inside, Some(ws.path())).unwrap_err();
     assert!(err.to_string().contains("inside the workspace"), "{err}");
     let outside = tempfile::tempdir().unwrap();
     let short = outside.path().join("short.key");
     std::fs::write(&short, b"tiny\n").unwrap();
+    std::fs::set_permissions(&short, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
     let err = LedgerKey::from_file(&short, Some(ws.path())).unwrap_err();
     assert!(err.to_string().contains("has 4 bytes"), "{err}");
 }

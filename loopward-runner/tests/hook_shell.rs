@@ -147,6 +147,11 @@ fn a_failing_bash_command_that_wrote_first_is_still_reverted() {
     assert!(p.ledger(SESSION).last().unwrap().contains("error=true"));
 }
 
+/// The hook's session ledgers here are keyless, and a session never finishes.
+fn session_check() -> loopward_runner::audit::VerifyOptions {
+    loopward_runner::audit::VerifyOptions::keyless().unfinished(true)
+}
+
 #[test]
 fn the_session_ledger_verifies_reports_and_catches_an_edit() {
     let p = Project::new(POLICY);
@@ -158,12 +163,12 @@ fn the_session_ledger_verifies_reports_and_catches_an_edit() {
     run_bash(&p, "echo '# Plan: mine' > plan.md && echo hi > notes.txt");
     p.send_fixture("post_bash_into_plan.json");
     let run_dir = p.path(&format!("runs/claude-code-{SESSION}"));
-    let ok = loopward_runner::audit::verify(&run_dir, None).unwrap();
+    let ok = loopward_runner::audit::verify(&run_dir, &session_check()).unwrap();
     assert!(
         !ok.anchored,
         "a session never finishes, so it is not anchored"
     );
-    let report = loopward_runner::audit::report(&p.path("runs")).unwrap();
+    let report = loopward_runner::audit::report(&p.path("runs"), &session_check()).unwrap();
     assert_eq!(report.runs, 1);
     let territory = &report.gates["territory:planner"];
     // Allowed: the planner's write. Denied: the main agent's write, and its shell change.
@@ -178,7 +183,7 @@ fn the_session_ledger_verifies_reports_and_catches_an_edit() {
     let events = run_dir.join("events.jsonl");
     let text = std::fs::read_to_string(&events).unwrap();
     std::fs::write(&events, text.replacen("\"deny\"", "\"allow\"", 1)).unwrap();
-    assert!(loopward_runner::audit::verify(&run_dir, None).is_err());
+    assert!(loopward_runner::audit::verify(&run_dir, &session_check()).is_err());
     // And the hook refuses to append to a damaged ledger: it blocks.
     let a = p.send_fixture("pre_read.json");
     assert_eq!(a.exit_code, 2, "{a:?}");
@@ -237,6 +242,6 @@ fn a_change_that_cannot_be_put_back_is_recorded_as_such_and_named() {
             .any(|l| l.contains("violation innocent.txt not reverted")),
         "{ledger:#?}"
     );
-    let report = loopward_runner::audit::report(&p.path("runs")).unwrap();
+    let report = loopward_runner::audit::report(&p.path("runs"), &session_check()).unwrap();
     assert_eq!(report.unauthorised_writes.unreverted_violations, 1);
 }

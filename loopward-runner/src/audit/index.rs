@@ -1,23 +1,39 @@
-//! `runs/index.jsonl`: one anchor per finished run (its final sequence number and hash), so a
-//! ledger that was truncated and re-chained no longer matches its anchor.
+//! `runs/index.jsonl`: a chain of anchors. Each line records one run's end (its final sequence
+//! number and hash) and is itself chained and authenticated like a ledger record: it names the
+//! previous line's hash and carries an HMAC under the run's key (or a keyless SHA-256), so an
+//! anchor cannot be edited, dropped from the middle, reordered or forged without the key.
+//!
+//! Dropping the *last* lines keeps a valid prefix; two places catch that: the index head kept in
+//! loopward's state directory ([`IndexHead`], where agents cannot write), and an optional
+//! external witness that receives a copy of every anchor line.
 //!
 //! ```
-//! use loopward_runner::audit::{read_anchors, Anchor};
+//! use loopward_runner::audit::{append_anchor, read_index, Anchor, Chain, KeyRing, LedgerKey};
 //! let dir = tempfile::tempdir().unwrap();
-//! let a = Anchor { run: "r1".into(), final_seq: 3, final_hash: "ab".repeat(32), time: "T".into(), mac: "sha256".into() };
-//! loopward_runner::audit::append_anchor(dir.path(), &a).unwrap();
-//! assert_eq!(read_anchors(dir.path()).unwrap(), vec![a]);
+//! let key = LedgerKey::from_bytes(vec![7u8; 32]).unwrap();
+//! let a = Anchor::new("r1", 3, "ab".repeat(32), "T");
+//! append_anchor(dir.path(), &a, &Chain::Hmac(key.clone()), None, None).unwrap();
+//! let index = read_index(dir.path(), &KeyRing::single(key), false).unwrap();
+//! assert_eq!(index[0].anchor.final_seq, 3);
+//! assert_eq!(index[0].key.as_ref().map(|k| k.as_str().len()), Some(17));
+//! // Without the key, the index cannot be read as evidence.
+//! assert!(read_index(dir.path(), &KeyRing::empty(), false).is_err());
 //! ```
 
+use super::key::{KeyId, KeyRing};
+use super::record::{Chain, GENESIS};
 use nix::fcntl::{Flock, FlockArg};
 use serde::{Deserialize, Serialize};
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// The file name of the index, inside the runs directory.
 pub const INDEX_FILE: &str = "index.jsonl";
 
-/// One line of `runs/index.jsonl`.
+/// Domain separation prefix of every index line's hash.
+pub const INDEX_DOMAIN: &[u8] = b"loopward.index.v2\0";
+
+/// What one anchor says about one run.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Anchor {
     /// The run id.
@@ -28,58 +44,409 @@ pub struct Anchor {
     pub final_hash: String,
     /// When the run finished (RFC 3339).
     pub time: String,
-    /// How the chain is hashed: `sha256` or `hmac-sha256`.
-    #[serde(default = "default_mac")]
+}
+
+impl Anchor {
+    /// An anchor of `run` at `final_seq` / `final_hash`.
+    pub fn new(
+        run: impl Into<String>,
+        final_seq: u64,
+        final_hash: impl Into<String>,
+        time: impl Into<String>,
+    ) -> Self {
+        Self {
+            run: run.into(),
+            final_seq,
+            final_hash: final_hash.into(),
+            time: time.into(),
+        }
+    }
+}
+
+/// One authenticated line of `runs/index.jsonl`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct IndexEntry {
+    /// The line's position, counting from 1.
+    pub seq: u64,
+    /// The anchor.
+    pub anchor: Anchor,
+    /// `hmac-sha256` or `sha256` (keyless).
     pub mac: String,
+    /// The key the line (and the run's ledger) is authenticated under.
+    pub key: Option<KeyId>,
+    /// The previous line's hash ([`GENESIS`] for the first).
+    pub prev: String,
+    /// This line's hash.
+    pub hash: String,
 }
 
-fn default_mac() -> String {
-    "sha256".into()
+/// The line as written, without `hash`; the field order is fixed.
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Line {
+    seq: u64,
+    run: String,
+    final_seq: u64,
+    final_hash: String,
+    time: String,
+    mac: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    key: Option<KeyId>,
+    prev: String,
 }
 
-/// Appends `anchor` to `runs_dir/index.jsonl` under an exclusive lock, and syncs it.
-pub fn append_anchor(runs_dir: &Path, anchor: &Anchor) -> std::io::Result<()> {
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Sealed {
+    seq: u64,
+    run: String,
+    final_seq: u64,
+    final_hash: String,
+    time: String,
+    mac: String,
+    #[serde(default)]
+    key: Option<KeyId>,
+    prev: String,
+    hash: String,
+}
+
+impl Sealed {
+    fn split(self) -> (Line, String) {
+        let line = Line {
+            seq: self.seq,
+            run: self.run,
+            final_seq: self.final_seq,
+            final_hash: self.final_hash,
+            time: self.time,
+            mac: self.mac,
+            key: self.key,
+            prev: self.prev,
+        };
+        (line, self.hash)
+    }
+}
+
+/// The last line of an index, as kept in the state directory.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IndexHead {
+    /// The index it belongs to.
+    pub index: PathBuf,
+    /// Its last line's position.
+    pub seq: u64,
+    /// Its last line's hash.
+    pub hash: String,
+}
+
+/// The index is not evidence: a line is forged, edited, out of place or unreadable.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum IndexError {
+    /// The index could not be read or written.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// A line does not verify.
+    #[error("{path} line {line}: {why}")]
+    Line {
+        /// The index.
+        path: PathBuf,
+        /// The line number.
+        line: u64,
+        /// What is wrong and what to do.
+        why: String,
+    },
+    /// The index is shorter than, or differs from, the head kept in the state directory.
+    #[error("{path}: the index ends at line {found_seq} but loopward's state directory ({head}) records its last line as {seq} with hash {hash}: anchors were dropped from its end")]
+    Head {
+        /// The index.
+        path: PathBuf,
+        /// The head file.
+        head: PathBuf,
+        /// The recorded last line.
+        seq: u64,
+        /// Its hash.
+        hash: String,
+        /// The index's actual last line.
+        found_seq: u64,
+    },
+}
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> IndexError + '_ {
+    move |source| IndexError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// Appends `anchor` to `runs_dir/index.jsonl`, chained to the last line and authenticated with
+/// `chain`, under an exclusive lock, and syncs it. Then records the new head in `head` (a file in
+/// the state directory) and a copy of the line in `witness` (an append-only file elsewhere).
+pub fn append_anchor(
+    runs_dir: &Path,
+    anchor: &Anchor,
+    chain: &Chain,
+    head: Option<&Path>,
+    witness: Option<&Path>,
+) -> Result<IndexEntry, IndexError> {
     let path = runs_dir.join(INDEX_FILE);
     let file = std::fs::OpenOptions::new()
         .create(true)
+        .read(true)
         .append(true)
-        .open(&path)?;
-    // Writers in other processes append too; the lock keeps lines whole.
+        .open(&path)
+        .map_err(io(&path))?;
+    // Writers in other processes append too; the lock keeps lines whole and the chain linear.
     let mut file = Flock::lock(file, FlockArg::LockExclusive)
-        .map_err(|(_, e)| std::io::Error::from_raw_os_error(e as i32))?;
-    let mut line = serde_json::to_vec(anchor).map_err(std::io::Error::other)?;
-    line.push(b'\n');
-    file.write_all(&line)?;
-    file.sync_data()
+        .map_err(|(_, e)| io(&path)(std::io::Error::from_raw_os_error(e as i32)))?;
+    let text = std::fs::read(&path).map_err(io(&path))?;
+    // Only the last line's position and hash are needed to chain: the writer trusts nothing else.
+    let (seq, prev) = match text
+        .split(|b| *b == b'\n')
+        .rfind(|l| !l.is_empty())
+    {
+        None => (1, GENESIS.to_string()),
+        Some(l) => match serde_json::from_slice::<Sealed>(l) {
+            Ok(s) => (s.seq + 1, s.hash),
+            Err(e) => {
+                return Err(IndexError::Line {
+                    path,
+                    line: text.split(|b| *b == b'\n').filter(|l| !l.is_empty()).count() as u64,
+                    why: format!("not an index line ({e}); the index is damaged: run `loopward verify` on the runs folder and restore it from a backup or the witness"),
+                })
+            }
+        },
+    };
+    let line = Line {
+        seq,
+        run: anchor.run.clone(),
+        final_seq: anchor.final_seq,
+        final_hash: anchor.final_hash.clone(),
+        time: anchor.time.clone(),
+        mac: chain.label().into(),
+        key: chain.key_id().cloned(),
+        prev,
+    };
+    let (bytes, hash) = seal(&line, chain).map_err(io(&path))?;
+    file.write_all(&bytes).map_err(io(&path))?;
+    file.sync_data().map_err(io(&path))?;
+    if let Some(head) = head {
+        let h = IndexHead {
+            index: path.clone(),
+            seq,
+            hash: hash.clone(),
+        };
+        write_head(head, &h).map_err(io(head))?;
+    }
+    if let Some(w) = witness {
+        append_witness(w, &bytes).map_err(io(w))?;
+    }
+    Ok(IndexEntry {
+        seq,
+        anchor: anchor.clone(),
+        mac: line.mac,
+        key: line.key,
+        prev: line.prev,
+        hash,
+    })
 }
 
-/// Every anchor in `runs_dir/index.jsonl`, in order; empty when there is no index. Lines that
-/// are not anchors are an error: the index is evidence and is not skipped over.
-pub fn read_anchors(runs_dir: &Path) -> std::io::Result<Vec<Anchor>> {
+/// The line's bytes (with the newline) and its hash.
+fn seal(line: &Line, chain: &Chain) -> std::io::Result<(Vec<u8>, String)> {
+    let mut bytes = serde_json::to_vec(line).map_err(std::io::Error::other)?;
+    let hash = chain.digest_in(INDEX_DOMAIN, &bytes);
+    bytes.pop();
+    bytes.extend_from_slice(format!(",\"hash\":\"{hash}\"}}\n").as_bytes());
+    Ok((bytes, hash))
+}
+
+fn write_head(path: &Path, head: &IndexHead) -> std::io::Result<()> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    let tmp = path.with_extension(format!("{}.tmp", std::process::id()));
+    std::fs::write(
+        &tmp,
+        serde_json::to_vec(head).map_err(std::io::Error::other)?,
+    )?;
+    std::fs::File::open(&tmp)?.sync_all()?;
+    std::fs::rename(&tmp, path)
+}
+
+fn append_witness(path: &Path, line: &[u8]) -> std::io::Result<()> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    let f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)?;
+    let mut f = Flock::lock(f, FlockArg::LockExclusive)
+        .map_err(|(_, e)| std::io::Error::from_raw_os_error(e as i32))?;
+    f.write_all(line)?;
+    f.sync_data()
+}
+
+/// Reads and verifies every line of `runs_dir/index.jsonl`: each line's hash under the key it
+/// names (which `keys` must hold), its position and its link to the line before. Keyless lines
+/// are accepted only with `allow_keyless`. No index is an empty list.
+pub fn read_index(
+    runs_dir: &Path,
+    keys: &KeyRing,
+    allow_keyless: bool,
+) -> Result<Vec<IndexEntry>, IndexError> {
     let path = runs_dir.join(INDEX_FILE);
-    let text = match std::fs::read_to_string(&path) {
+    let text = match std::fs::read(&path) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(vec![]),
-        Err(e) => return Err(e),
+        Err(e) => return Err(io(&path)(e)),
     };
-    text.lines()
-        .enumerate()
-        .filter(|(_, l)| !l.trim().is_empty())
-        .map(|(i, l)| {
-            serde_json::from_str(l).map_err(|e| {
-                std::io::Error::new(
-                    std::io::ErrorKind::InvalidData,
-                    format!("{} line {}: not an anchor: {e}", path.display(), i + 1),
-                )
-            })
-        })
-        .collect()
+    parse_lines(&path, &text, keys, allow_keyless)
 }
 
-/// The latest anchor of `run`, if it ever finished.
-pub fn latest_anchor(runs_dir: &Path, run: &str) -> std::io::Result<Option<Anchor>> {
-    Ok(read_anchors(runs_dir)?
-        .into_iter()
-        .rev()
-        .find(|a| a.run == run))
+/// Verifies index lines (from the index itself, or a witness copy of it).
+fn parse_lines(
+    path: &Path,
+    text: &[u8],
+    keys: &KeyRing,
+    allow_keyless: bool,
+) -> Result<Vec<IndexEntry>, IndexError> {
+    let mut out: Vec<IndexEntry> = vec![];
+    let mut prev = GENESIS.to_string();
+    for (i, raw) in text.split_inclusive(|b| *b == b'\n').enumerate() {
+        let n = i as u64 + 1;
+        let entry = parse_one(path, n, raw, keys, allow_keyless)?;
+        let bad = |why: &str| IndexError::Line {
+            path: path.to_path_buf(),
+            line: n,
+            why: why.into(),
+        };
+        if entry.seq != n {
+            return Err(bad(&format!(
+                "it says it is line {}: lines were removed, inserted or moved",
+                entry.seq
+            )));
+        }
+        if entry.prev != prev {
+            return Err(bad(
+                "it does not chain to the line before it: lines were removed, inserted or moved",
+            ));
+        }
+        prev.clone_from(&entry.hash);
+        out.push(entry);
+    }
+    Ok(out)
+}
+
+/// Checks a verified index against the head kept at `head` (absent file: nothing to check).
+/// Returns whether a head was there.
+pub fn check_head(
+    runs_dir: &Path,
+    entries: &[IndexEntry],
+    head: &Path,
+) -> Result<bool, IndexError> {
+    let path = runs_dir.join(INDEX_FILE);
+    let text = match std::fs::read(head) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+        Err(e) => return Err(io(head)(e)),
+    };
+    let h: IndexHead = serde_json::from_slice(&text).map_err(|e| IndexError::Line {
+        path: head.to_path_buf(),
+        line: 1,
+        why: format!("not an index head: {e}"),
+    })?;
+    let found = entries.get(usize::try_from(h.seq).unwrap_or(usize::MAX).wrapping_sub(1));
+    // The index may have grown since (another writer); it may not have lost or changed lines.
+    if found.is_none_or(|e| e.hash != h.hash) {
+        return Err(IndexError::Head {
+            path,
+            head: head.to_path_buf(),
+            seq: h.seq,
+            hash: h.hash,
+            found_seq: entries.len() as u64,
+        });
+    }
+    Ok(true)
+}
+
+/// Reads an external witness: the copies of index lines it received, verified like the index.
+pub fn read_witness(
+    witness: &Path,
+    keys: &KeyRing,
+    allow_keyless: bool,
+) -> Result<Vec<IndexEntry>, IndexError> {
+    let text = std::fs::read(witness).map_err(io(witness))?;
+    // A witness holds copies of lines from one or more indexes: each is checked on its own
+    // (its hash), not as one chain.
+    let mut out = vec![];
+    for (i, raw) in text.split_inclusive(|b| *b == b'\n').enumerate() {
+        out.push(parse_one(witness, i as u64 + 1, raw, keys, allow_keyless)?);
+    }
+    Ok(out)
+}
+
+/// Checks one line's hash under the chain it names; not its place in the chain.
+fn parse_one(
+    path: &Path,
+    n: u64,
+    raw: &[u8],
+    keys: &KeyRing,
+    allow_keyless: bool,
+) -> Result<IndexEntry, IndexError> {
+    let bad = |why: String| IndexError::Line {
+        path: path.to_path_buf(),
+        line: n,
+        why,
+    };
+    if !raw.ends_with(b"\n") {
+        return Err(bad(
+            "the last line has no newline (a torn or edited write)".into()
+        ));
+    }
+    let sealed: Sealed = serde_json::from_slice(raw).map_err(|e| {
+        bad(format!(
+            "not an authenticated anchor ({e}); an index from before schema 2 or a hand-written line is not evidence"
+        ))
+    })?;
+    let (line, claimed) = sealed.split();
+    let chain = match (line.mac.as_str(), &line.key) {
+        ("hmac-sha256", Some(id)) => match keys.get(id) {
+            Some(k) => Chain::Hmac(k.clone()),
+            None => {
+                return Err(bad(format!(
+                    "it is keyed with {id}, which this machine does not hold; pass that key (`--key FILE`) to verify"
+                )))
+            }
+        },
+        ("sha256", None) if allow_keyless => Chain::Sha256,
+        ("sha256", None) => {
+            return Err(bad(
+                "a keyless (sha256) anchor: anyone who can write the file can make one; pass --allow-keyless to accept keyless chains".into(),
+            ))
+        }
+        (mac, _) => return Err(bad(format!("unknown chain {mac:?}"))),
+    };
+    let (bytes, hash) = seal(&line, &chain).map_err(|e| bad(e.to_string()))?;
+    if bytes != raw || hash != claimed {
+        return Err(bad(
+            "its content does not match its hash: it was edited or forged".into(),
+        ));
+    }
+    Ok(IndexEntry {
+        seq: line.seq,
+        anchor: Anchor {
+            run: line.run,
+            final_seq: line.final_seq,
+            final_hash: line.final_hash,
+            time: line.time,
+        },
+        mac: line.mac,
+        key: line.key,
+        prev: line.prev,
+        hash,
+    })
 }

@@ -8,22 +8,26 @@
 //!
 //! ```
 //! use loopward_core::{AuditEvent, AuditSink, RunId, Scope};
-//! use loopward_runner::audit::{verify, Ledger, LedgerOptions};
+//! use loopward_runner::audit::{verify, Ledger, LedgerKey, LedgerOptions, VerifyOptions, KeyRing};
 //! let runs = tempfile::tempdir().unwrap();
 //! let run = RunId::new("r1").unwrap();
-//! let ledger = Ledger::create(runs.path(), &run, LedgerOptions::default()).unwrap();
+//! let key = LedgerKey::generate().unwrap();
+//! let ledger = Ledger::create(runs.path(), &run, LedgerOptions::keyed(key.clone())).unwrap();
 //! // One writer per run: a second one is refused.
-//! assert!(Ledger::open_existing(runs.path(), &run, LedgerOptions::default()).is_err());
+//! assert!(Ledger::open_existing(runs.path(), &run, LedgerOptions::keyed(key.clone())).is_err());
 //! let scope = Scope { run: run.clone(), turn: None, agent: None };
 //! ledger.record(&scope, &AuditEvent::HumanMessage { content: "hi".into() }).unwrap();
 //! let done = ledger.finish().unwrap();
 //! assert_eq!(done.final_seq, 1);
 //! assert!(runs.path().join("r1/audit.md").exists());
-//! assert!(verify(&runs.path().join("r1"), None).unwrap().anchored);
+//! assert_eq!(done.key.as_ref(), Some(key.id()));
+//! let ok = verify(&runs.path().join("r1"), &VerifyOptions::keyed(KeyRing::single(key))).unwrap();
+//! assert!(ok.anchored);
 //! ```
 
-use super::index::{append_anchor, Anchor};
-use super::record::{rfc3339, Chain, LedgerKey, Record, GENESIS};
+use super::index::{append_anchor, Anchor, IndexError};
+use super::key::{KeyId, LedgerKey};
+use super::record::{rfc3339, Chain, LedgerHeader, Record, GENESIS};
 use super::render::{render_json, render_markdown};
 use super::verify::{scan, Breach, EVENTS_FILE};
 use crate::clock::{Clock, SystemClock};
@@ -91,12 +95,22 @@ where
 }
 
 /// How a ledger is opened.
+///
+/// The default is a keyless chain, which `verify` refuses unless told to accept keyless chains:
+/// applications pass the current key of the state directory's [`KeyRing`](super::KeyRing)
+/// ([`LedgerOptions::keyed`]), as `loopward run` does.
 #[derive(Clone)]
 pub struct LedgerOptions {
     /// When to sync.
     pub durability: Durability,
-    /// The key of an HMAC chain (load it with [`LedgerKey::from_file`]); `None`: plain SHA-256.
+    /// The key of the HMAC chain; `None`: a keyless SHA-256 chain (an explicit opt-out).
     pub key: Option<LedgerKey>,
+    /// The file in the state directory that keeps the index's last line (see
+    /// [`IndexHead`](super::IndexHead)); written at [`Ledger::finish`].
+    pub index_head: Option<PathBuf>,
+    /// An external witness: an append-only file outside the agents' reach that receives a copy
+    /// of every anchor line.
+    pub witness: Option<PathBuf>,
     /// The clock records are stamped with (use the runner's).
     pub clock: Arc<dyn Clock>,
     /// A fault injector for tests.
@@ -108,8 +122,20 @@ impl Default for LedgerOptions {
         Self {
             durability: Durability::default(),
             key: None,
+            index_head: None,
+            witness: None,
             clock: Arc::new(SystemClock),
             fault: None,
+        }
+    }
+}
+
+impl LedgerOptions {
+    /// Options for an HMAC chain under `key`.
+    pub fn keyed(key: LedgerKey) -> Self {
+        Self {
+            key: Some(key),
+            ..Self::default()
         }
     }
 }
@@ -118,7 +144,9 @@ impl std::fmt::Debug for LedgerOptions {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("LedgerOptions")
             .field("durability", &self.durability)
-            .field("keyed", &self.key.is_some())
+            .field("key", &self.key.as_ref().map(LedgerKey::id))
+            .field("index_head", &self.index_head)
+            .field("witness", &self.witness)
             .field("fault", &self.fault.is_some())
             .finish_non_exhaustive()
     }
@@ -165,6 +193,23 @@ pub enum LedgerError {
     /// The ledger was already finished.
     #[error("ledger {0} is finished; nothing more can be recorded")]
     Finished(PathBuf),
+    /// At finish, the file does not hold the records this writer wrote: nothing is anchored.
+    #[error("{path}: this writer wrote {wrote_seq} records ending in {wrote_hash}, but the file holds {file_seq} ending in {file_hash}; the ledger was changed behind the writer's back, so it is not anchored. Run `loopward verify` and restore it from a backup")]
+    Disagrees {
+        /// The ledger file.
+        path: PathBuf,
+        /// Records the writer accounts for.
+        wrote_seq: u64,
+        /// Its last record's hash.
+        wrote_hash: String,
+        /// Records in the file.
+        file_seq: u64,
+        /// The file's last record's hash.
+        file_hash: String,
+    },
+    /// The anchor could not be appended to the index.
+    #[error("cannot anchor the run: {0}")]
+    Index(#[from] IndexError),
 }
 
 /// What [`Ledger::finish`] wrote.
@@ -178,6 +223,10 @@ pub struct Finished {
     pub audit_json: PathBuf,
     /// `runs/<run-id>/audit.md`.
     pub audit_md: PathBuf,
+    /// The key the ledger and its anchor are authenticated under (`None`: keyless).
+    pub key: Option<KeyId>,
+    /// The anchor's line in `runs/index.jsonl`.
+    pub index_line: u64,
 }
 
 /// What [`Ledger::open_existing`] found.
@@ -205,6 +254,8 @@ struct State {
 
 /// The hash-chained ledger of one run. Implements [`AuditSink`]; share it as `Arc<Ledger>`.
 pub struct Ledger {
+    /// A schema 1 ledger reopened: records are appended without a header.
+    legacy: bool,
     run: RunId,
     runs_dir: PathBuf,
     path: PathBuf,
@@ -291,7 +342,8 @@ impl Ledger {
         let file = lock(file, &path)?;
         let bytes = std::fs::read(&path).map_err(io_err(&path))?;
         let chain = opts.key.clone().map_or(Chain::Sha256, Chain::Hmac);
-        let found = scan(&bytes, &chain, Some(run.as_str()));
+        let header = expected_header(&bytes, &chain);
+        let found = scan(&bytes, &chain, Some(run.as_str()), header.as_ref());
         // Only a torn write is cut: the last line, unparseable or without its newline. A whole
         // line whose hash is wrong is damage (or the wrong key), never cut.
         if let Some((seq, breach)) = found.bad {
@@ -309,7 +361,9 @@ impl Ledger {
             .records
             .last()
             .map_or_else(|| GENESIS.to_string(), |r| r.hash.clone());
-        let ledger = Arc::new(Self::new(run, runs_dir, path, opts, file, kept + 1, &prev));
+        let mut ledger = Self::new(run, runs_dir, path, opts, file, kept + 1, &prev);
+        ledger.legacy = header.is_none() && kept > 0;
+        let ledger = Arc::new(ledger);
         if truncated > 0 {
             let scope = Scope {
                 run: run.clone(),
@@ -348,6 +402,7 @@ impl Ledger {
         prev: &str,
     ) -> Self {
         Self {
+            legacy: false,
             run: run.clone(),
             runs_dir: runs_dir.to_path_buf(),
             path,
@@ -493,13 +548,35 @@ impl Ledger {
             });
         }
         st.phase = Phase::Finished;
+        let wrote_seq = st.next_seq - 1;
         let bytes = std::fs::read(&self.path).map_err(io_err(&self.path))?;
-        let found = scan(&bytes, &self.chain, Some(self.run.as_str()));
-        if let Some((seq, breach)) = found.bad {
-            return Err(LedgerError::Corrupt {
+        let header = (!self.legacy).then(|| self.chain.header());
+        let found = scan(
+            &bytes,
+            &self.chain,
+            Some(self.run.as_str()),
+            header.as_ref(),
+        );
+        let file_seq = found.records.len() as u64;
+        let file_hash = found
+            .records
+            .last()
+            .map_or_else(|| GENESIS.to_string(), |r| r.hash.clone());
+        // Anchor what this writer wrote, and only if the file holds exactly that.
+        if found.bad.is_some() || file_seq != wrote_seq || file_hash != st.prev {
+            if let Some((seq, breach)) = found.bad {
+                return Err(LedgerError::Corrupt {
+                    path: self.path.clone(),
+                    seq,
+                    breach,
+                });
+            }
+            return Err(LedgerError::Disagrees {
                 path: self.path.clone(),
-                seq,
-                breach,
+                wrote_seq,
+                wrote_hash: st.prev.clone(),
+                file_seq,
+                file_hash,
             });
         }
         let dir = self.run_dir();
@@ -509,28 +586,39 @@ impl Ledger {
         write_atomic(&audit_json, json.as_bytes()).map_err(io_err(&audit_json))?;
         write_atomic(&audit_md, render_markdown(&found.records).as_bytes())
             .map_err(io_err(&audit_md))?;
-        let final_seq = found.records.len() as u64;
-        let final_hash = found
-            .records
-            .last()
-            .map_or_else(|| GENESIS.to_string(), |r| r.hash.clone());
-        let anchor = Anchor {
-            run: self.run.to_string(),
-            final_seq,
-            final_hash: final_hash.clone(),
-            time: rfc3339(self.opts.clock.now_millis()),
-            mac: self.chain.label().into(),
-        };
-        append_anchor(&self.runs_dir, &anchor)
-            .map_err(io_err(&self.runs_dir.join(super::index::INDEX_FILE)))?;
+        let anchor = Anchor::new(
+            self.run.as_str(),
+            wrote_seq,
+            st.prev.clone(),
+            rfc3339(self.opts.clock.now_millis()),
+        );
+        let entry = append_anchor(
+            &self.runs_dir,
+            &anchor,
+            &self.chain,
+            self.opts.index_head.as_deref(),
+            self.opts.witness.as_deref(),
+        )?;
+        let (final_seq, final_hash) = (wrote_seq, st.prev.clone());
         st.file = None; // releases the lock
         Ok(Finished {
             final_seq,
             final_hash,
             audit_json,
             audit_md,
+            key: self.chain.key_id().cloned(),
+            index_line: entry.seq,
         })
     }
+}
+
+/// The header a reopened ledger's first record must carry: the chain's, or none for a schema 1
+/// ledger (keyless, written before headers existed), which is continued as it is.
+fn expected_header(bytes: &[u8], chain: &Chain) -> Option<LedgerHeader> {
+    let first = bytes.split(|b| *b == b'\n').next().unwrap_or_default();
+    let legacy = matches!(chain, Chain::Sha256)
+        && Record::parse_line(first).is_ok_and(|(r, _)| r.ledger.is_none());
+    (!legacy).then(|| chain.header())
 }
 
 impl AuditSink for Ledger {

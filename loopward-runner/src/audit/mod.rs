@@ -1,22 +1,27 @@
-//! The audit trail: the hash-chained, append-only ledger of each run, its verification, the
-//! `audit.json` / `audit.md` rendered from it, and the governance report over many runs.
+//! The audit trail: the keyed, hash-chained, append-only ledger of each run, its verification,
+//! the `audit.json` / `audit.md` rendered from it, and the governance report over many runs.
 //!
 //! | file | what |
 //! |---|---|
-//! | `runs/<run-id>/events.jsonl` | the ledger: one [`Record`] a line, written by [`Ledger`] |
+//! | `runs/<run-id>/events.jsonl` | the ledger: one [`Record`] a line, written by [`Ledger`]; the first names the schema and the key ([`LedgerHeader`]) |
 //! | `runs/<run-id>/audit.json`, `audit.md` | rendered from the ledger by [`Ledger::finish`] |
-//! | `runs/index.jsonl` | one [`Anchor`] per finished run: its final sequence number and hash |
+//! | `runs/index.jsonl` | a chain of anchors ([`IndexEntry`]): each finished run's final sequence number and hash, authenticated |
+//! | `<state>/keys/` | the [`KeyRing`]: the secret keys (0600), outside the workspace |
 //!
-//! [`verify`] checks a run's ledger and names the first bad sequence number; [`report`]
-//! recomputes the governance figures ([`RunFigures`]) over all runs from their ledgers alone.
-//! [`MemorySink`] keeps events in memory, for tests and embedding.
+//! Every record and anchor is an HMAC-SHA256 under a [`LedgerKey`] (a keyless SHA-256 chain is
+//! an explicit opt-out that [`verify`] refuses unless told to accept it). [`verify`] checks a
+//! run's ledger, its header and every anchor it ever had, and names the first bad sequence
+//! number; a run with no anchor is not verified unless it is accepted as unfinished.
+//! [`report`] recomputes the governance figures ([`RunFigures`]) over all runs from their
+//! verified ledgers alone. [`MemorySink`] keeps events in memory, for tests and embedding.
+//! What each level of key custody protects against is in `docs/ledger.md`.
 //!
 //! Wiring a run to a ledger: create it, hand the runner its [`RunSpec`](crate::RunSpec), then
 //! [`finish`](Ledger::finish) it (which writes `audit.json`, `audit.md` and the anchor).
 //!
 //! ```
 //! use loopward_core::{AgentId, RunId, RunStatus};
-//! use loopward_runner::audit::{report, verify, Ledger, LedgerOptions};
+//! use loopward_runner::audit::{report, verify, KeyRing, Ledger, LedgerOptions, VerifyOptions};
 //! use loopward_runner::model::{fake::{FakeModel, Script}, BoxModelService};
 //! use loopward_runner::{tools, BoxTurnService, LlmAgent, Runner, Workspace};
 //! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
@@ -29,19 +34,27 @@
 //! let runner = Runner::builder(Workspace::new(ws.path()).unwrap())
 //!     .agent(builder.clone(), BoxTurnService::new(agent)).unwrap().build().unwrap();
 //!
-//! let ledger = Ledger::create(runs.path(), &RunId::new("r1").unwrap(), LedgerOptions::default()).unwrap();
+//! let keys = KeyRing::load_or_create(&tempfile::tempdir().unwrap().path().join("keys")).unwrap();
+//! let opts = LedgerOptions::keyed(keys.current().unwrap().clone());
+//! let ledger = Ledger::create(runs.path(), &RunId::new("r1").unwrap(), opts).unwrap();
 //! let run = runner.run(ledger.run_spec("check the repo", builder)).await;
 //! assert_eq!(run.status, RunStatus::Completed);
 //! let done = ledger.finish().unwrap();
 //!
-//! assert_eq!(verify(&runs.path().join("r1"), None).unwrap().final_hash, done.final_hash);
+//! let check = VerifyOptions::keyed(keys.clone());
+//! let ok = verify(&runs.path().join("r1"), &check).unwrap();
+//! assert_eq!(ok.final_hash, done.final_hash);
+//! assert_eq!(ok.key.as_ref(), done.key.as_ref());
 //! assert!(std::fs::read_to_string(done.audit_md).unwrap().contains("human: check the repo"));
-//! assert_eq!(report(runs.path()).unwrap().turns, 1);
+//! assert_eq!(report(runs.path(), &check).unwrap().turns, 1);
+//! // Without the key, nothing verifies.
+//! assert!(verify(&runs.path().join("r1"), &VerifyOptions::default()).is_err());
 //! # });
 //! ```
 
 mod figures;
 mod index;
+mod key;
 mod ledger;
 mod memory;
 mod record;
@@ -53,14 +66,18 @@ pub use figures::{
     AdvisoryCompliance, GateFigures, OverrideUse, RunFigures, UnauthorisedWrite, REMEDY_REVERTED,
     TERRITORY_GATE,
 };
-pub use index::{append_anchor, latest_anchor, read_anchors, Anchor, INDEX_FILE};
+pub use index::{
+    append_anchor, check_head, read_index, read_witness, Anchor, IndexEntry, IndexError, IndexHead,
+    INDEX_DOMAIN, INDEX_FILE,
+};
+pub use key::{KeyError, KeyId, KeyRing, LedgerKey, MIN_KEY_BYTES};
 pub use ledger::{
     Durability, FaultHook, Finished, Ledger, LedgerError, LedgerOp, LedgerOptions, Recovery,
 };
 pub use memory::MemorySink;
-pub use record::{Chain, KeyError, LedgerKey, ParseError, Record, DOMAIN, GENESIS, MIN_KEY_BYTES};
+pub use record::{Chain, LedgerHeader, ParseError, Record, DOMAIN, GENESIS, SCHEMA};
 pub use render::{render_json, render_markdown};
-pub use report::{
-    report, report_with, InvalidRun, Report, ReportError, RunRow, UnauthorisedWrites,
+pub use report::{report, InvalidRun, Report, ReportError, RunRow, UnauthorisedWrites};
+pub use verify::{
+    verify, verify_all, Breach, RunVerdict, VerifyError, VerifyOk, VerifyOptions, EVENTS_FILE,
 };
-pub use verify::{verify, Breach, VerifyError, VerifyOk, EVENTS_FILE};

@@ -9,9 +9,10 @@
 //! The fields are always written in this order and `data`'s keys are sorted, so the same events
 //! give the same bytes. The **canonical bytes** of a record are the line without its trailing
 //! `,"hash":"…"` member (that is, the record serialised without `hash`). Its hash is
-//! `SHA-256(DOMAIN ‖ canonical bytes)`, or `HMAC-SHA256(key, DOMAIN ‖ canonical bytes)` when the
-//! ledger is keyed; `prev` is the previous record's hash ([`GENESIS`] for the first), so the
-//! records form a chain. Hashing the bytes as written (not a re-serialisation of parsed values)
+//! `HMAC-SHA256(key, DOMAIN ‖ canonical bytes)`, or `SHA-256(DOMAIN ‖ canonical bytes)` for a
+//! keyless ledger (an explicit opt-out); `prev` is the previous record's hash ([`GENESIS`] for the
+//! first), so the records form a chain. The first record also carries a [`LedgerHeader`] (the
+//! schema version, the chain and the key's id), covered by its hash. Hashing the bytes as written (not a re-serialisation of parsed values)
 //! means a verifier never depends on how a JSON library formats numbers.
 //!
 //! ```
@@ -26,11 +27,10 @@
 //! assert_eq!(parsed.event().unwrap(), event);
 //! ```
 
-use hmac::{Hmac, Mac};
+use super::key::{KeyId, LedgerKey};
 use loopward_core::{AgentId, AuditEvent, RunId, Scope, TurnNumber};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
-use std::path::Path;
 
 /// Domain separation prefix of every record hash.
 pub const DOMAIN: &[u8] = b"loopward.ledger.v1\0";
@@ -38,8 +38,9 @@ pub const DOMAIN: &[u8] = b"loopward.ledger.v1\0";
 /// The `prev` of the first record: 64 zeros.
 pub const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
 
-/// The smallest key accepted for an HMAC chain, in bytes.
-pub const MIN_KEY_BYTES: usize = 32;
+/// The ledger schema this version writes (in the first record's [`LedgerHeader`]). Schema 1
+/// ledgers have no header; they verify only as keyless chains.
+pub const SCHEMA: u32 = 2;
 
 const HASH_KEY: &[u8] = b",\"hash\":\"";
 
@@ -47,6 +48,9 @@ const HASH_KEY: &[u8] = b",\"hash\":\"";
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Record {
+    /// The ledger's header: present in the first record only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ledger: Option<LedgerHeader>,
     /// Position in the ledger, counting from 1 (equal to the line number).
     pub seq: u64,
     /// When it was recorded (RFC 3339, UTC, milliseconds), from the run's injected clock.
@@ -70,6 +74,8 @@ pub struct Record {
 /// The record without its hash: what is hashed, in the field order of [`Record`].
 #[derive(Serialize)]
 struct Body<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    ledger: Option<&'a LedgerHeader>,
     seq: u64,
     time: &'a str,
     run: &'a RunId,
@@ -78,6 +84,19 @@ struct Body<'a> {
     kind: &'a str,
     data: &'a serde_json::Value,
     prev: &'a str,
+}
+
+/// What the first record says about its ledger: the schema and how it is chained.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LedgerHeader {
+    /// The schema version ([`SCHEMA`]).
+    pub schema: u32,
+    /// `hmac-sha256` or `sha256` (keyless).
+    pub chain: String,
+    /// The id of the key an HMAC chain is keyed with.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<KeyId>,
 }
 
 /// Why a line is not a well-formed record.
@@ -100,7 +119,10 @@ impl Record {
             Some(serde_json::Value::String(k)) => k,
             _ => event.kind().to_string(),
         };
+        // The first record carries the header, so the chain and its key are named under the MAC.
+        let header = (seq == 1).then(|| chain.header());
         let body = Body {
+            ledger: header.as_ref(),
             seq,
             time,
             run: &scope.run,
@@ -117,6 +139,7 @@ impl Record {
         line.extend_from_slice(hash.as_bytes());
         line.extend_from_slice(b"\"}\n");
         let record = Record {
+            ledger: header,
             seq,
             time: time.to_string(),
             run: scope.run.clone(),
@@ -179,10 +202,10 @@ impl Record {
 }
 
 /// How record hashes are computed: plain SHA-256, or HMAC-SHA256 under a secret key.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub enum Chain {
-    /// `SHA-256(DOMAIN ‖ bytes)`: detects edits; anyone can re-chain, so the anchors in
-    /// `runs/index.jsonl` are what detect a rewritten tail.
+    /// `SHA-256(DOMAIN ‖ bytes)`, keyless: detects careless edits only; anyone who can write
+    /// the file can re-chain it. An explicit opt-out, labelled as such by `verify` and `report`.
     #[default]
     Sha256,
     /// `HMAC-SHA256(key, DOMAIN ‖ bytes)`: only a holder of the key can re-chain.
@@ -192,22 +215,36 @@ pub enum Chain {
 impl Chain {
     /// The hex digest of `canonical` bytes.
     pub fn digest(&self, canonical: &[u8]) -> String {
+        self.digest_in(DOMAIN, canonical)
+    }
+
+    /// The hex digest of `domain ‖ bytes`: the one hash every chain (ledger or index) uses.
+    pub(crate) fn digest_in(&self, domain: &[u8], bytes: &[u8]) -> String {
         match self {
             Self::Sha256 => {
                 let mut h = Sha256::new();
-                h.update(DOMAIN);
-                h.update(canonical);
+                h.update(domain);
+                h.update(bytes);
                 hex::encode(h.finalize())
             }
-            Self::Hmac(key) => {
-                // HMAC takes keys of any length; MIN_KEY_BYTES is enforced when loading.
-                let Ok(mut m) = Hmac::<Sha256>::new_from_slice(&key.0) else {
-                    return String::new();
-                };
-                m.update(DOMAIN);
-                m.update(canonical);
-                hex::encode(m.finalize().into_bytes())
-            }
+            Self::Hmac(key) => key.mac(domain, bytes),
+        }
+    }
+
+    /// The header the first record of a ledger chained this way carries.
+    pub fn header(&self) -> LedgerHeader {
+        LedgerHeader {
+            schema: SCHEMA,
+            chain: self.label().into(),
+            key: self.key_id().cloned(),
+        }
+    }
+
+    /// The key's id, for an HMAC chain.
+    pub fn key_id(&self) -> Option<&KeyId> {
+        match self {
+            Self::Sha256 => None,
+            Self::Hmac(k) => Some(k.id()),
         }
     }
 
@@ -217,82 +254,6 @@ impl Chain {
             Self::Sha256 => "sha256",
             Self::Hmac(_) => "hmac-sha256",
         }
-    }
-}
-
-/// A secret key for an HMAC chain. Its `Debug` never shows the key.
-#[derive(Clone)]
-pub struct LedgerKey(Vec<u8>);
-
-impl std::fmt::Debug for LedgerKey {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("LedgerKey(<redacted>)")
-    }
-}
-
-/// A ledger key could not be loaded.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum KeyError {
-    /// The file could not be read.
-    #[error("cannot read the ledger key {path}: {source}")]
-    Io {
-        /// The key file.
-        path: std::path::PathBuf,
-        /// Why.
-        source: std::io::Error,
-    },
-    /// The key file lies inside the workspace, where agents could read it.
-    #[error("the ledger key {path} lies inside the workspace {workspace}; keep it outside, where no agent can read it")]
-    InsideWorkspace {
-        /// The key file.
-        path: std::path::PathBuf,
-        /// The workspace root.
-        workspace: std::path::PathBuf,
-    },
-    /// The key is too short.
-    #[error("the ledger key {path} has {len} bytes; use at least {MIN_KEY_BYTES} random bytes (e.g. `head -c 32 /dev/urandom > key`)")]
-    TooShort {
-        /// The key file.
-        path: std::path::PathBuf,
-        /// Its length after trimming.
-        len: usize,
-    },
-}
-
-impl LedgerKey {
-    /// A key from bytes; `None` when shorter than [`MIN_KEY_BYTES`].
-    pub fn from_bytes(bytes: impl Into<Vec<u8>>) -> Option<Self> {
-        let bytes = bytes.into();
-        (bytes.len() >= MIN_KEY_BYTES).then_some(Self(bytes))
-    }
-
-    /// Reads a key file (its bytes, without a trailing newline). When `workspace` is given, a
-    /// key inside it is refused: agents can read the workspace.
-    pub fn from_file(path: &Path, workspace: Option<&Path>) -> Result<Self, KeyError> {
-        let io = |source| KeyError::Io {
-            path: path.to_path_buf(),
-            source,
-        };
-        if let Some(ws) = workspace {
-            let real = path.canonicalize().map_err(io)?;
-            let root = ws.canonicalize().map_err(io)?;
-            if real.starts_with(&root) {
-                return Err(KeyError::InsideWorkspace {
-                    path: path.to_path_buf(),
-                    workspace: ws.to_path_buf(),
-                });
-            }
-        }
-        let mut bytes = std::fs::read(path).map_err(io)?;
-        while bytes.last().is_some_and(|b| *b == b'\n' || *b == b'\r') {
-            bytes.pop();
-        }
-        let len = bytes.len();
-        Self::from_bytes(bytes).ok_or(KeyError::TooShort {
-            path: path.to_path_buf(),
-            len,
-        })
     }
 }
 
@@ -346,9 +307,8 @@ mod tests {
         assert_ne!(a, Chain::Sha256.digest(b"x"));
         assert_ne!(a, Chain::Hmac(other).digest(b"x"));
         assert!(LedgerKey::from_bytes(vec![1u8; 8]).is_none());
-        assert_eq!(
-            format!("{:?}", LedgerKey::from_bytes(vec![1u8; 32]).unwrap()),
-            "LedgerKey(<redacted>)"
+        assert!(
+            format!("{:?}", LedgerKey::from_bytes(vec![1u8; 32]).unwrap()).ends_with("<redacted>)")
         );
     }
 

@@ -70,9 +70,16 @@ pub fn render_markdown(records: &[Record]) -> String {
         f.violations
     );
     if let Some(last) = records.last() {
+        let chain = match records.first().and_then(|r| r.ledger.as_ref()) {
+            Some(h) => match &h.key {
+                Some(k) => format!("{} under key `{k}`", h.chain),
+                None => format!("{} (keyless)", h.chain),
+            },
+            None => "sha256 (keyless, schema 1)".into(),
+        };
         let _ = writeln!(
             out,
-            "- Ledger: {} records, final hash `{}`",
+            "- Ledger: {} records, {chain}, final hash `{}`",
             records.len(),
             last.hash
         );

@@ -5,22 +5,23 @@
 //!
 //! ```
 //! use loopward_core::{AuditEvent, AuditSink, RunId, Scope};
-//! use loopward_runner::audit::{report, Ledger, LedgerOptions};
+//! use loopward_runner::audit::{report, KeyRing, Ledger, LedgerKey, LedgerOptions, VerifyOptions};
 //! let runs = tempfile::tempdir().unwrap();
 //! let run = RunId::new("r1").unwrap();
-//! let ledger = Ledger::create(runs.path(), &run, LedgerOptions::default()).unwrap();
+//! let key = LedgerKey::generate().unwrap();
+//! let ledger = Ledger::create(runs.path(), &run, LedgerOptions::keyed(key.clone())).unwrap();
 //! let scope = Scope { run, turn: None, agent: None };
 //! ledger.record(&scope, &AuditEvent::HumanMessage { content: "hi".into() }).unwrap();
 //! ledger.finish().unwrap();
-//! let r = report(runs.path()).unwrap();
+//! let r = report(runs.path(), &VerifyOptions::keyed(KeyRing::single(key.clone()))).unwrap();
 //! assert_eq!(r.runs, 1);
+//! assert_eq!(r.per_run[0].verified_by, format!("key {}", key.id()));
 //! assert!(r.to_table().contains("unauthorised writes"));
 //! ```
 
 use super::figures::{AdvisoryCompliance, GateFigures, OverrideUse, RunFigures, UnauthorisedWrite};
-use super::record::Chain;
 use super::render::cost_text;
-use super::verify::{scan, verify, VerifyError, EVENTS_FILE};
+use super::verify::{each_run, verify_records, VerifyError, VerifyOptions};
 use loopward_core::Usage;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -42,6 +43,10 @@ pub struct RunRow {
     pub tokens: u64,
     /// Cost in micro-dollars, when known.
     pub cost_micros: Option<u64>,
+    /// What verified its ledger: `key k…` or `keyless (sha256)`.
+    pub verified_by: String,
+    /// Whether its last record is anchored (false only for unfinished runs, when accepted).
+    pub anchored: bool,
 }
 
 /// A run whose ledger did not verify (its figures are left out).
@@ -100,6 +105,8 @@ pub struct Report {
     pub per_run: Vec<RunRow>,
     /// Runs left out because their ledgers did not verify.
     pub invalid: Vec<InvalidRun>,
+    /// Runs that verified as keyless chains (accepted only when asked to).
+    pub keyless: u64,
 }
 
 /// The runs directory could not be read.
@@ -112,53 +119,44 @@ pub struct ReportError {
     pub source: std::io::Error,
 }
 
-/// Recomputes the report over every `runs_dir/<run>/events.jsonl`, in run-name order.
-/// Keyed (HMAC) ledgers are listed as invalid: use [`report_with`] and pass the key.
-pub fn report(runs_dir: &Path) -> Result<Report, ReportError> {
-    report_with(runs_dir, None)
-}
-
-/// Like [`report`], verifying HMAC chains with `key`.
-pub fn report_with(
-    runs_dir: &Path,
-    key: Option<&super::record::LedgerKey>,
-) -> Result<Report, ReportError> {
-    let err = |source| ReportError {
+/// Recomputes the report over every run under `runs_dir`, in run-name order. Each ledger is
+/// verified with `opts` first; a run that does not verify (including one the index anchors whose
+/// folder is gone) contributes no figures and is listed under `invalid`.
+pub fn report(runs_dir: &Path, opts: &VerifyOptions) -> Result<Report, ReportError> {
+    let runs = each_run(runs_dir, opts, verify_records).map_err(|e| ReportError {
         path: runs_dir.to_path_buf(),
-        source,
-    };
-    let mut dirs: Vec<PathBuf> = std::fs::read_dir(runs_dir)
-        .map_err(err)?
-        .filter_map(Result::ok)
-        .map(|e| e.path())
-        .filter(|p| p.join(EVENTS_FILE).is_file())
-        .collect();
-    dirs.sort();
-    let chain = key.cloned().map_or(Chain::Sha256, Chain::Hmac);
+        source: match e {
+            VerifyError::Io { source, .. } => source,
+            other => std::io::Error::other(other.to_string()),
+        },
+    })?;
     let mut rep = Report::default();
-    for dir in dirs {
-        let name = dir
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        if let Err(e) = verify(&dir, key) {
-            // The path is implied by the run's name; keep the report free of machine paths.
-            let error = match &e {
-                VerifyError::Breach { seq, breach, .. } => format!("seq {seq}: {breach}"),
-                _ => e.to_string(),
-            };
-            rep.invalid.push(InvalidRun { run: name, error });
-            continue;
+    for (name, result) in runs {
+        match result {
+            Ok((ok, records)) => {
+                rep.add(RunFigures::from_records(&records), &ok);
+                if ok.key.is_none() {
+                    rep.keyless += 1;
+                }
+            }
+            Err(e) => {
+                // The path is implied by the run's name; keep the report free of machine paths.
+                let error = match &e {
+                    VerifyError::Breach { seq, breach, .. } => format!("seq {seq}: {breach}"),
+                    VerifyError::FolderGone { line, .. } => {
+                        format!("anchored in index.jsonl (line {line}) but its folder is gone")
+                    }
+                    _ => e.to_string(),
+                };
+                rep.invalid.push(InvalidRun { run: name, error });
+            }
         }
-        let bytes = std::fs::read(dir.join(EVENTS_FILE)).map_err(err)?;
-        let records = scan(&bytes, &chain, Some(&name)).records;
-        rep.add(RunFigures::from_records(&records));
     }
     Ok(rep)
 }
 
 impl Report {
-    fn add(&mut self, f: RunFigures) {
+    fn add(&mut self, f: RunFigures, ok: &super::verify::VerifyOk) {
         self.runs += 1;
         let status = f
             .status
@@ -197,6 +195,8 @@ impl Report {
             handoffs: f.handoffs.len() as u64,
             tokens: f.usage.total(),
             cost_micros: f.cost_micros,
+            verified_by: ok.verified_by(),
+            anchored: ok.anchored,
         });
     }
 
@@ -215,6 +215,13 @@ impl Report {
             self.runs,
             self.invalid.len()
         );
+        if self.keyless > 0 {
+            let _ = writeln!(
+                o,
+                "  KEYLESS: {} run(s) verified as keyless sha256 chains (they prove nothing against whoever can write the files)",
+                self.keyless
+            );
+        }
         for (s, n) in &self.statuses {
             let _ = writeln!(o, "  {s:<18} {n}");
         }
@@ -294,20 +301,22 @@ impl Report {
                 .max(24);
             let _ = writeln!(
                 o,
-                "\n{:<w$} {:<18} {:>6} {:>9} {:>9}  cost",
-                "run", "status", "turns", "handoffs", "tokens"
+                "\n{:<w$} {:<18} {:>6} {:>9} {:>9}  {:<9} verified by",
+                "run", "status", "turns", "handoffs", "tokens", "cost"
             );
             for r in &self.per_run {
+                let cost = r
+                    .cost_micros
+                    .map_or_else(|| "-".into(), |c| cost_text(Some(c)));
+                let unanchored = if r.anchored {
+                    ""
+                } else {
+                    " (unfinished: not anchored)"
+                };
                 let _ = writeln!(
                     o,
-                    "{:<w$} {:<18} {:>6} {:>9} {:>9}  {}",
-                    r.run,
-                    r.status,
-                    r.turns,
-                    r.handoffs,
-                    r.tokens,
-                    r.cost_micros
-                        .map_or_else(|| "-".into(), |c| cost_text(Some(c)))
+                    "{:<w$} {:<18} {:>6} {:>9} {:>9}  {cost:<9} {}{unanchored}",
+                    r.run, r.status, r.turns, r.handoffs, r.tokens, r.verified_by
                 );
             }
         }
