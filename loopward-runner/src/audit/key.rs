@@ -218,6 +218,17 @@ impl LedgerKey {
     }
 }
 
+/// The authentication tag on a record loopward keeps outside the ledger (an override, an
+/// approval): the key's id and the MAC of the record's canonical bytes under it.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Seal {
+    /// The key.
+    pub key: KeyId,
+    /// The hex HMAC-SHA256 of `domain ‖ canonical bytes`.
+    pub mac: String,
+}
+
 /// The keys a machine holds: a folder of `<id>.key` files and the id of the current one.
 #[derive(Clone, Debug, Default)]
 pub struct KeyRing {
@@ -329,6 +340,41 @@ impl KeyRing {
     /// Every key held, by id.
     pub fn keys(&self) -> impl Iterator<Item = &LedgerKey> {
         self.keys.values()
+    }
+
+    /// Seals `bytes` (a record's canonical bytes) in `domain` under the current key; `None`
+    /// when the ring has no current key.
+    pub fn seal(&self, domain: &[u8], bytes: &[u8]) -> Option<Seal> {
+        self.current().map(|k| Seal {
+            key: k.id().clone(),
+            mac: k.mac(domain, bytes),
+        })
+    }
+
+    /// Checks a seal; the error says why it does not hold, for a refusal.
+    pub fn check_seal(
+        &self,
+        domain: &[u8],
+        bytes: &[u8],
+        seal: Option<&Seal>,
+    ) -> Result<(), String> {
+        let Some(seal) = seal else {
+            return Err("it carries no seal".into());
+        };
+        let Some(key) = self.get(&seal.key) else {
+            return Err(format!(
+                "it is sealed with key {}, which this machine does not hold",
+                seal.key
+            ));
+        };
+        if key.check(domain, bytes, &seal.mac) {
+            Ok(())
+        } else {
+            Err(format!(
+                "its seal does not verify under key {}: it was forged or edited",
+                seal.key
+            ))
+        }
     }
 
     /// The folder the ring was loaded from.

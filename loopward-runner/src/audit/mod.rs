@@ -70,11 +70,12 @@ pub use index::{
     append_anchor, check_head, read_index, read_witness, Anchor, IndexEntry, IndexError, IndexHead,
     INDEX_DOMAIN, INDEX_FILE,
 };
-pub use key::{KeyError, KeyId, KeyRing, LedgerKey, MIN_KEY_BYTES};
+pub use key::{KeyError, KeyId, KeyRing, LedgerKey, Seal, MIN_KEY_BYTES};
 pub use ledger::{
     Durability, FaultHook, Finished, Ledger, LedgerError, LedgerOp, LedgerOptions, Recovery,
 };
 pub use memory::MemorySink;
+pub(crate) use record::rfc3339;
 pub use record::{Chain, LedgerHeader, ParseError, Record, DOMAIN, GENESIS, SCHEMA};
 pub use render::{render_json, render_markdown};
 pub use report::{report, InvalidRun, Report, ReportError, RunRow, UnauthorisedWrites};

@@ -66,7 +66,7 @@ pub use config::{
 pub use control::{ControlFiles, CONTROL_GATE};
 pub use layer::{PolicyLayer, PolicyService};
 pub use overrides::{
-    Listed, OverrideError, OverrideStore, Rejection, Sentinel, MAX_SENTINEL_BYTES,
+    Listed, OverrideError, OverrideStore, Rejection, Sentinel, MAX_REASON_BYTES, MAX_SENTINEL_BYTES,
 };
 pub use policy::{
     GateInfo, GateSpec, Policy, PolicyError, MAX_AFFECTED_PATHS, POLICY_GATE, SHELL_GATE,

@@ -1,8 +1,14 @@
 //! One-shot overrides: a person authorises exactly one write by one agent to one path, for a
 //! short time, with a reason.
 //!
-//! A grant is a sentinel file `<workspace>/.loopward/overrides/<id>.json`. Its validity comes
-//! from its content (`not_before`, `expires`), never from its mtime. Taking it moves it into
+//! A grant is a sentinel file `<store>/<id>.json`, made only by [`OverrideStore::grant`] (behind
+//! `loopward override grant`). In a keyed store ([`OverrideStore::keyed`]) it is sealed under the
+//! current ledger key, and a sentinel whose seal does not verify (written by hand or by an
+//! agent's process, or edited since) is refused with the reason, which the territory gate
+//! records. `loopward` keeps the store in its state directory, outside the agents' reach;
+//! [`OverrideStore::for_workspace`] is the keyless in-workspace default for embedding and tests.
+//! Its validity comes from its content (`not_before`, `expires`), never from its mtime; its
+//! limits (reason length, TTL, size) are checked when granting, so a granted override is usable. Taking it moves it into
 //! `consumed/` with a no-replace link, so among any number of concurrent takers exactly one wins,
 //! and an id already in `consumed/` is never honoured again (a sentinel put back is refused).
 //! The policy layer records the consumption before the write it authorises runs.
@@ -25,6 +31,7 @@
 //! assert!(store.take(&builder, "plan.md", &clock).is_err());
 //! ```
 
+use crate::audit::{KeyRing, Seal};
 use crate::clock::Clock;
 use crate::workspace::{WorkPath, Workspace};
 use loopward_core::AgentId;
@@ -39,6 +46,15 @@ use super::config::{DEFAULT_MAX_TTL, TTL_CEILING};
 
 /// The largest sentinel file read, in bytes.
 pub const MAX_SENTINEL_BYTES: u64 = 4096;
+
+/// The longest reason a grant may carry, in bytes (a sentinel must stay under
+/// [`MAX_SENTINEL_BYTES`] with its path and seal).
+pub const MAX_REASON_BYTES: usize = 1000;
+
+/// Domain separation prefix of a sentinel's seal.
+const DOMAIN: &[u8] = b"loopward.override.v1\0";
+
+static TMP_COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 /// What a sentinel file holds.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -56,6 +72,18 @@ pub struct Sentinel {
     pub not_before: u64,
     /// Valid until, exclusive (ms since the epoch).
     pub expires: u64,
+    /// The seal over everything above (absent in a keyless store).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seal: Option<Seal>,
+}
+
+impl Sentinel {
+    /// The bytes the seal covers: the sentinel without its seal.
+    fn canonical(&self) -> Vec<u8> {
+        let mut bare = self.clone();
+        bare.seal = None;
+        serde_json::to_vec(&bare).unwrap_or_default()
+    }
 }
 
 /// Why an override could not be granted, listed, revoked or taken.
@@ -76,6 +104,22 @@ pub enum OverrideError {
     /// The path names the workspace root or a control file.
     #[error("{0} cannot be overridden: control files and the workspace root are never writable by agents")]
     NotOverridable(String),
+    /// The reason is longer than [`MAX_REASON_BYTES`].
+    #[error("the reason is {len} bytes; an override reason may be at most {max} bytes. Say it in one or two sentences")]
+    ReasonTooLong {
+        /// Its length.
+        len: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// The sentinel would be larger than [`MAX_SENTINEL_BYTES`] (a very long path).
+    #[error("the override would take {len} bytes; a sentinel may be at most {max}. Shorten the reason or the path")]
+    TooLarge {
+        /// Its size.
+        len: usize,
+        /// The limit.
+        max: u64,
+    },
     /// The id is not a valid sentinel id.
     #[error("{0:?} is not an override id (ids are letters, digits, '-' and '_')")]
     BadId(String),
@@ -135,6 +179,7 @@ pub struct Listed {
 pub struct OverrideStore {
     dir: PathBuf,
     max_ttl: Duration,
+    keys: Option<KeyRing>,
 }
 
 impl OverrideStore {
@@ -143,7 +188,20 @@ impl OverrideStore {
         Self {
             dir: dir.into(),
             max_ttl: DEFAULT_MAX_TTL,
+            keys: None,
         }
+    }
+
+    /// Seals every grant under the current key of `keys`, and honours only sentinels whose seal
+    /// verifies under one of them.
+    pub fn keyed(mut self, keys: KeyRing) -> Self {
+        self.keys = Some(keys);
+        self
+    }
+
+    /// Whether grants are sealed and checked.
+    pub fn is_keyed(&self) -> bool {
+        self.keys.is_some()
     }
 
     /// The store at `<workspace>/.loopward/overrides`.
@@ -183,8 +241,20 @@ impl OverrideStore {
         ttl: Duration,
         clock: &dyn Clock,
     ) -> Result<Sentinel, OverrideError> {
-        if reason.trim().is_empty() {
+        let reason = reason.trim();
+        if reason.is_empty() {
             return Err(OverrideError::EmptyReason);
+        }
+        if reason.len() > MAX_REASON_BYTES {
+            return Err(OverrideError::ReasonTooLong {
+                len: reason.len(),
+                max: MAX_REASON_BYTES,
+            });
+        }
+        if self.keys.as_ref().is_some_and(|k| k.current().is_none()) {
+            return Err(self.io(
+                "the key ring has no current key to seal the grant with; run `loopward init`",
+            ));
         }
         if ttl.is_zero() || ttl > self.max_ttl {
             return Err(OverrideError::BadTtl {
@@ -200,20 +270,35 @@ impl OverrideStore {
         let ttl_ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX);
         for n in 0u32..1000 {
             let id = format!("ov-{now}-{n}");
-            let s = Sentinel {
+            let mut s = Sentinel {
                 id: id.clone(),
                 agent: agent.to_string(),
                 path: path.rel().to_string(),
-                reason: reason.trim().to_string(),
+                reason: reason.to_string(),
                 not_before: now,
                 expires: now.saturating_add(ttl_ms),
+                seal: None,
             };
+            if let Some(keys) = &self.keys {
+                s.seal = keys.seal(DOMAIN, &s.canonical());
+            }
             if self.consumed_dir().join(format!("{id}.json")).exists() {
                 continue;
             }
             let body = serde_json::to_vec_pretty(&s).map_err(|e| self.io(e))?;
-            let tmp = self.dir.join(format!(".{id}.tmp"));
-            std::fs::write(&tmp, &body).map_err(|e| self.io(e))?;
+            // What can be granted can be used: the reader's size limit is checked here.
+            if body.len() as u64 > MAX_SENTINEL_BYTES {
+                return Err(OverrideError::TooLarge {
+                    len: body.len(),
+                    max: MAX_SENTINEL_BYTES,
+                });
+            }
+            // A temporary name of this writer's own: concurrent grants never share one.
+            let n = TMP_COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let tmp = self
+                .dir
+                .join(format!(".{id}.{}.{n}.tmp", std::process::id()));
+            write_new(&tmp, &body).map_err(|e| self.io(e))?;
             let dest = self.dir.join(format!("{id}.json"));
             // A no-replace publish: the link fails if the id is taken.
             let linked = std::fs::hard_link(&tmp, &dest);
@@ -412,6 +497,13 @@ impl OverrideStore {
         if s.id != stem || !valid_id(&s.id) {
             return bad(format!("its id {:?} does not match its file name", s.id));
         }
+        if let Some(keys) = &self.keys {
+            if let Err(why) = keys.check_seal(DOMAIN, &s.canonical(), s.seal.as_ref()) {
+                return bad(format!(
+                    "not a grant: {why}; only `loopward override grant` makes overrides"
+                ));
+            }
+        }
         if consumed_exists(&self.consumed_dir(), &s.id) {
             return bad("already consumed (a replayed sentinel is not honoured twice)".into());
         }
@@ -440,6 +532,18 @@ impl OverrideStore {
         }
         Ok(s)
     }
+}
+
+/// Creates `path` (never an existing file) with `body`, synced.
+fn write_new(path: &Path, body: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut f = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)?;
+    f.write_all(body)?;
+    f.sync_all()
 }
 
 /// A sentinel that cannot be used: its content when it parsed, and why.

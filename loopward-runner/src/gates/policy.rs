@@ -234,6 +234,21 @@ impl Policy {
         })
     }
 
+    /// Consumes overrides from `store` (for example a keyed store in loopward's state directory)
+    /// instead of the workspace's keyless default; the configured maximum TTL still applies.
+    pub fn with_overrides(self, store: OverrideStore) -> Self {
+        let inner = &self.inner;
+        Self {
+            inner: Arc::new(PolicyInner {
+                workspace: inner.workspace.clone(),
+                control: inner.control.clone(),
+                overrides: store.max_ttl(inner.overrides.ttl_limit()),
+                shell: inner.shell.clone(),
+                gates: RwLock::new(self.gates()),
+            }),
+        }
+    }
+
     /// The override store the policy consumes from.
     pub fn overrides(&self) -> &OverrideStore {
         &self.inner.overrides

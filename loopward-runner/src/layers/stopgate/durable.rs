@@ -1,21 +1,52 @@
-//! Durable approvals: pending records under `<workspace>/.loopward/pending/`, decided by a
-//! person with [`approve`] / [`deny`] (the `loopward approve|deny` commands), consumed
-//! atomically (a rename) by the gate when the run is started again.
+//! Durable approvals: pending records written by a `durable` gate, decided by a person with
+//! [`ApprovalStore::approve`] / [`ApprovalStore::deny`] (the `loopward approve|deny` commands),
+//! and consumed atomically (a rename) by the gate when the run is started again.
+//!
+//! Every record is sealed ([`Seal`]) under the current key of the store's [`KeyRing`]: the gate
+//! seals the request, the person's decision is sealed with who decided and when. A record whose
+//! seal does not verify (written or flipped by any other process) is refused with the reason,
+//! moved to `rejected/`, and the gate records the refusal. Decisions are taken under a lock, so
+//! of any number of racing `approve` and `deny` calls exactly one decides; the others are told
+//! who decided and when. A malformed record is skipped and reported; it never blocks the others.
+//!
+//! Where the store lives is the application's choice: `loopward` keeps it in its state directory,
+//! outside the agents' reach; [`ApprovalStore::for_workspace`] is the keyless in-workspace
+//! default for embedding and tests.
+//!
+//! ```
+//! use loopward_runner::audit::KeyRing;
+//! use loopward_runner::layers::stopgate::{ApprovalStore, DurableError};
+//! let dir = tempfile::tempdir().unwrap();
+//! let store = ApprovalStore::new(dir.path()).keyed(KeyRing::single(loopward_runner::audit::LedgerKey::generate().unwrap()));
+//! // Nothing waits yet; deciding an unknown id says so.
+//! assert!(store.scan().records.is_empty());
+//! assert!(matches!(store.approve("r1-0123", "ana", 0), Err(DurableError::NotFound { .. })));
+//! ```
 
 use super::action::GatedAction;
+use crate::audit::{KeyRing, Seal};
 use loopward_core::{AgentId, RunId};
+use nix::fcntl::{Flock, FlockArg};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
-use std::io::ErrorKind;
+use std::io::{ErrorKind, Read, Write};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 
-/// Where pending approvals live, relative to the workspace root.
+/// Where pending approvals live by default, relative to the workspace root.
 pub const PENDING_DIR: &str = ".loopward/pending";
 
 /// The largest pending record read, in bytes; a bigger file is refused (the gate denies).
 pub const MAX_RECORD_BYTES: u64 = 64 * 1024;
 
-/// The pending-approval folder of the workspace at `root`.
+/// The longest name a decider may give, in bytes.
+pub const MAX_DECIDER_BYTES: usize = 200;
+
+/// Domain separation prefix of a pending record's seal.
+const DOMAIN: &[u8] = b"loopward.approval.v1\0";
+
+/// The default pending-approval folder of the workspace at `root`.
 pub fn pending_dir(root: &Path) -> PathBuf {
     root.join(PENDING_DIR)
 }
@@ -30,6 +61,26 @@ pub enum PendingState {
     Approved,
     /// Denied; the next run that reaches the action consumes it and is refused.
     Denied,
+}
+
+impl PendingState {
+    fn word(self) -> &'static str {
+        match self {
+            Self::Pending => "pending",
+            Self::Approved => "approved",
+            Self::Denied => "denied",
+        }
+    }
+}
+
+/// Who decided a record, and when.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Decided {
+    /// The person, as they named themselves (`loopward approve --by`, or the login name).
+    pub by: String,
+    /// When (ms since the epoch).
+    pub at_ms: u64,
 }
 
 /// One pending-approval record (`<id>.json`).
@@ -52,6 +103,34 @@ pub struct PendingApproval {
     pub requested_at_ms: u64,
     /// Where it stands.
     pub state: PendingState,
+    /// Who decided, once decided.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decided: Option<Decided>,
+    /// The seal over everything above (absent in a keyless store).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seal: Option<Seal>,
+}
+
+impl PendingApproval {
+    /// The bytes the seal covers: the record without its seal.
+    fn canonical(&self) -> Vec<u8> {
+        let mut bare = self.clone();
+        bare.seal = None;
+        serde_json::to_vec(&bare).unwrap_or_default()
+    }
+
+    /// `approved by ana at 2026-…` (or `pending`).
+    pub fn decision_text(&self) -> String {
+        match &self.decided {
+            Some(d) => format!(
+                "{} by {} at {}",
+                self.state.word(),
+                d.by,
+                crate::audit::rfc3339(d.at_ms)
+            ),
+            None => self.state.word().into(),
+        }
+    }
 }
 
 /// A pending record could not be read, written or decided.
@@ -59,7 +138,7 @@ pub struct PendingApproval {
 #[non_exhaustive]
 pub enum DurableError {
     /// No pending record has this id.
-    #[error("no pending approval {id:?} in {dir}; list them with `loopward pending`")]
+    #[error("no pending approval {id:?} in {dir}; list them with `loopward approve --list`")]
     NotFound {
         /// The id asked for.
         id: String,
@@ -73,12 +152,14 @@ pub enum DurableError {
         id: String,
     },
     /// The record was already decided.
-    #[error("pending approval {id} was already {state:?}; a decision cannot be changed")]
+    #[error("pending approval {id}: already decided: {decision}; a decision cannot be changed")]
     AlreadyDecided {
         /// The id.
         id: String,
         /// Its state.
         state: PendingState,
+        /// `approved by … at …`.
+        decision: String,
     },
     /// A file is not a plain, small, well-formed record.
     #[error("pending approval file {path} is unusable: {why}")]
@@ -87,6 +168,22 @@ pub enum DurableError {
         path: String,
         /// What is wrong.
         why: String,
+    },
+    /// A record's seal does not verify: it was not written by loopward, or was edited since.
+    #[error("pending approval file {path} is refused: {why}; only the stop-gate and `loopward approve|deny` write these records")]
+    Forged {
+        /// The file.
+        path: String,
+        /// Why.
+        why: String,
+    },
+    /// The decider's name is empty or too long.
+    #[error(
+        "the decider's name must be 1 to {MAX_DECIDER_BYTES} bytes of one line; got {len} bytes"
+    )]
+    BadDecider {
+        /// Its length.
+        len: usize,
     },
     /// Reading or writing failed.
     #[error("could not access {path}: {why}")]
@@ -130,128 +227,343 @@ fn check_id(id: &str) -> Result<(), DurableError> {
     }
 }
 
-fn record_path(dir: &Path, id: &str) -> PathBuf {
-    dir.join(format!("{id}.json"))
+/// A record file that could not be used, found while listing.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Skipped {
+    /// The file name.
+    pub file: String,
+    /// Why it was skipped.
+    pub why: String,
 }
 
-/// Reads the record `id`, if there is one. Links, folders, huge and malformed files are errors.
-pub(super) fn read(dir: &Path, id: &str) -> Result<Option<PendingApproval>, DurableError> {
-    check_id(id)?;
-    let path = record_path(dir, id);
-    let meta = match std::fs::symlink_metadata(&path) {
-        Ok(m) => m,
-        Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(io(&path, &e)),
-    };
-    let malformed = |why: &str| DurableError::Malformed {
-        path: path.display().to_string(),
-        why: why.into(),
-    };
-    if !meta.file_type().is_file() {
-        return Err(malformed("not a regular file"));
-    }
-    if meta.len() > MAX_RECORD_BYTES {
-        return Err(malformed("larger than 64 KiB"));
-    }
-    let text = std::fs::read_to_string(&path).map_err(|e| io(&path, &e))?;
-    let record: PendingApproval =
-        serde_json::from_str(&text).map_err(|e| malformed(&e.to_string()))?;
-    if record.id != id {
-        return Err(malformed("its id does not match its file name"));
-    }
-    Ok(Some(record))
+/// Every record in a store, and the files that could not be used.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PendingScan {
+    /// Records that read and verified, oldest first (any state).
+    pub records: Vec<PendingApproval>,
+    /// Files skipped, with the reason (malformed, forged, not a regular file …).
+    pub skipped: Vec<Skipped>,
 }
 
-/// Writes `record` atomically (a temporary file renamed into place).
-pub(super) fn write(dir: &Path, record: &PendingApproval) -> Result<(), DurableError> {
-    check_id(&record.id)?;
-    std::fs::create_dir_all(dir).map_err(|e| io(dir, &e))?;
-    let tmp = dir.join(format!(".{}.json.tmp", record.id));
-    let text = serde_json::to_string_pretty(record).map_err(|e| DurableError::Malformed {
-        path: tmp.display().to_string(),
-        why: e.to_string(),
-    })?;
-    std::fs::write(&tmp, text).map_err(|e| io(&tmp, &e))?;
-    let path = record_path(dir, &record.id);
-    std::fs::rename(&tmp, &path).map_err(|e| io(&path, &e))
+/// The pending approvals of one workspace: a folder, and the keys records are sealed under.
+#[derive(Clone, Debug)]
+pub struct ApprovalStore {
+    dir: PathBuf,
+    keys: Option<KeyRing>,
 }
 
-/// Moves record `id` to `consumed/`: exactly one caller wins the rename. `Ok(false)`: someone
-/// else consumed it first.
-pub(super) fn consume(dir: &Path, id: &str, now_ms: u64) -> Result<bool, DurableError> {
-    check_id(id)?;
-    let consumed = dir.join("consumed");
-    std::fs::create_dir_all(&consumed).map_err(|e| io(&consumed, &e))?;
-    let from = record_path(dir, id);
-    let to = consumed.join(format!("{id}.{now_ms}.json"));
-    match std::fs::rename(&from, &to) {
-        Ok(()) => Ok(true),
-        Err(e) if e.kind() == ErrorKind::NotFound => Ok(false),
-        Err(e) => Err(io(&from, &e)),
-    }
-}
+static TMP_COUNTER: AtomicU64 = AtomicU64::new(0);
 
-/// Every record in `dir` still waiting for a person, oldest first.
-pub fn list_pending(dir: &Path) -> Result<Vec<PendingApproval>, DurableError> {
-    let entries = match std::fs::read_dir(dir) {
-        Ok(e) => e,
-        Err(e) if e.kind() == ErrorKind::NotFound => return Ok(vec![]),
-        Err(e) => return Err(io(dir, &e)),
-    };
-    let mut out = vec![];
-    for entry in entries {
-        let entry = entry.map_err(|e| io(dir, &e))?;
-        let name = entry.file_name().to_string_lossy().into_owned();
-        let Some(id) = name.strip_suffix(".json") else {
-            continue;
-        };
-        if id.starts_with('.') {
-            continue;
+impl ApprovalStore {
+    /// A keyless store at `dir` (records are not sealed; any well-formed file is honoured).
+    pub fn new(dir: impl Into<PathBuf>) -> Self {
+        Self {
+            dir: dir.into(),
+            keys: None,
         }
-        if let Some(r) = read(dir, id)? {
-            if r.state == PendingState::Pending {
-                out.push(r);
+    }
+
+    /// The keyless default store of the workspace at `root` (`<root>/.loopward/pending`).
+    pub fn for_workspace(root: &Path) -> Self {
+        Self::new(pending_dir(root))
+    }
+
+    /// Seals every record under the current key of `keys`, and honours only records whose seal
+    /// verifies under one of them.
+    pub fn keyed(mut self, keys: KeyRing) -> Self {
+        self.keys = Some(keys);
+        self
+    }
+
+    /// The folder.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Whether records are sealed and checked.
+    pub fn is_keyed(&self) -> bool {
+        self.keys.is_some()
+    }
+
+    fn path(&self, id: &str) -> PathBuf {
+        self.dir.join(format!("{id}.json"))
+    }
+
+    /// Reads the record `id`, if there is one. Links, folders, huge, malformed and (in a keyed
+    /// store) unsealed or badly sealed files are errors.
+    pub fn read(&self, id: &str) -> Result<Option<PendingApproval>, DurableError> {
+        check_id(id)?;
+        let path = self.path(id);
+        let malformed = |why: &str| DurableError::Malformed {
+            path: path.display().to_string(),
+            why: why.into(),
+        };
+        let flags = nix::fcntl::OFlag::O_NOFOLLOW | nix::fcntl::OFlag::O_NONBLOCK;
+        let file = match std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(flags.bits())
+            .open(&path)
+        {
+            Ok(f) => f,
+            Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
+            Err(e) if e.raw_os_error() == Some(nix::libc::ELOOP) => {
+                return Err(malformed("a symbolic link, not a regular file"))
+            }
+            Err(e) => return Err(io(&path, &e)),
+        };
+        let meta = file.metadata().map_err(|e| io(&path, &e))?;
+        if !meta.file_type().is_file() {
+            return Err(malformed("not a regular file"));
+        }
+        let mut text = Vec::new();
+        file.take(MAX_RECORD_BYTES + 1)
+            .read_to_end(&mut text)
+            .map_err(|e| io(&path, &e))?;
+        if text.len() as u64 > MAX_RECORD_BYTES {
+            return Err(malformed("larger than 64 KiB"));
+        }
+        let record: PendingApproval =
+            serde_json::from_slice(&text).map_err(|e| malformed(&e.to_string()))?;
+        if record.id != id {
+            return Err(malformed("its id does not match its file name"));
+        }
+        if let Some(keys) = &self.keys {
+            keys.check_seal(DOMAIN, &record.canonical(), record.seal.as_ref())
+                .map_err(|why| DurableError::Forged {
+                    path: path.display().to_string(),
+                    why,
+                })?;
+        }
+        Ok(Some(record))
+    }
+
+    fn seal(&self, record: &mut PendingApproval) {
+        record.seal = None;
+        if let Some(keys) = &self.keys {
+            record.seal = keys.seal(DOMAIN, &record.canonical());
+        }
+    }
+
+    /// Writes `record` (sealed) through a temporary file of its own, renamed into place.
+    fn put(&self, record: &mut PendingApproval, replace: bool) -> Result<bool, DurableError> {
+        check_id(&record.id)?;
+        std::fs::create_dir_all(&self.dir).map_err(|e| io(&self.dir, &e))?;
+        if self.keys.as_ref().is_some_and(|k| k.current().is_none()) {
+            return Err(DurableError::Io {
+                path: self.dir.display().to_string(),
+                why: "the key ring has no current key to seal with; run `loopward init`".into(),
+            });
+        }
+        self.seal(record);
+        let n = TMP_COUNTER.fetch_add(1, Ordering::Relaxed);
+        let tmp = self
+            .dir
+            .join(format!(".{}.{}.{n}.tmp", record.id, std::process::id()));
+        let text = serde_json::to_vec_pretty(record).map_err(|e| DurableError::Malformed {
+            path: tmp.display().to_string(),
+            why: e.to_string(),
+        })?;
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&tmp)
+            .map_err(|e| io(&tmp, &e))?;
+        f.write_all(&text)
+            .and_then(|()| f.sync_all())
+            .map_err(|e| io(&tmp, &e))?;
+        let path = self.path(&record.id);
+        let done = if replace {
+            std::fs::rename(&tmp, &path).map(|()| true)
+        } else {
+            // No-replace: a record already there (another process's request) stands.
+            let linked = std::fs::hard_link(&tmp, &path);
+            let _ = std::fs::remove_file(&tmp);
+            match linked {
+                Ok(()) => Ok(true),
+                Err(e) if e.kind() == ErrorKind::AlreadyExists => Ok(false),
+                Err(e) => Err(e),
+            }
+        };
+        let _ = std::fs::remove_file(&tmp);
+        done.map_err(|e| io(&path, &e))
+    }
+
+    /// Writes a new pending record unless one with its id is already there (then `Ok(false)`).
+    pub(super) fn request(&self, record: &mut PendingApproval) -> Result<bool, DurableError> {
+        self.put(record, false)
+    }
+
+    /// Moves record `id` to `consumed/`: exactly one caller wins the rename. `Ok(false)`:
+    /// someone else consumed it first.
+    pub(super) fn consume(&self, id: &str, now_ms: u64) -> Result<bool, DurableError> {
+        check_id(id)?;
+        let consumed = self.dir.join("consumed");
+        std::fs::create_dir_all(&consumed).map_err(|e| io(&consumed, &e))?;
+        let from = self.path(id);
+        let to = consumed.join(format!("{id}.{now_ms}.json"));
+        match std::fs::rename(&from, &to) {
+            Ok(()) => Ok(true),
+            Err(e) if e.kind() == ErrorKind::NotFound => Ok(false),
+            Err(e) => Err(io(&from, &e)),
+        }
+    }
+
+    /// Moves a refused record `id` to `rejected/`, so the gate can ask again; the refusal is
+    /// recorded by the caller.
+    pub(super) fn reject(&self, id: &str, now_ms: u64) -> Result<(), DurableError> {
+        check_id(id)?;
+        let rejected = self.dir.join("rejected");
+        std::fs::create_dir_all(&rejected).map_err(|e| io(&rejected, &e))?;
+        let from = self.path(id);
+        let to = rejected.join(format!("{id}.{now_ms}.json"));
+        match std::fs::rename(&from, &to) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(io(&from, &e)),
+        }
+    }
+
+    /// Every record, oldest first, and every file skipped with the reason. One bad file never
+    /// hides the others.
+    pub fn scan(&self) -> PendingScan {
+        let mut out = PendingScan::default();
+        let entries = match std::fs::read_dir(&self.dir) {
+            Ok(e) => e,
+            Err(e) if e.kind() == ErrorKind::NotFound => return out,
+            Err(e) => {
+                out.skipped.push(Skipped {
+                    file: self.dir.display().to_string(),
+                    why: e.to_string(),
+                });
+                return out;
+            }
+        };
+        for entry in entries.filter_map(Result::ok) {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let Some(id) = name.strip_suffix(".json") else {
+                continue;
+            };
+            if id.starts_with('.') {
+                continue;
+            }
+            match self.read(id) {
+                Ok(Some(r)) => out.records.push(r),
+                Ok(None) => {}
+                Err(e) => out.skipped.push(Skipped {
+                    file: name,
+                    why: e.to_string(),
+                }),
             }
         }
+        out.records
+            .sort_by(|a, b| (a.requested_at_ms, &a.id).cmp(&(b.requested_at_ms, &b.id)));
+        out.skipped.sort_by(|a, b| a.file.cmp(&b.file));
+        out
     }
-    out.sort_by(|a, b| (a.requested_at_ms, &a.id).cmp(&(b.requested_at_ms, &b.id)));
-    Ok(out)
+
+    /// The records still waiting for a person, oldest first (unusable files are skipped; see
+    /// [`scan`](Self::scan) for them).
+    pub fn list_pending(&self) -> Vec<PendingApproval> {
+        self.scan()
+            .records
+            .into_iter()
+            .filter(|r| r.state == PendingState::Pending)
+            .collect()
+    }
+
+    /// The records of `run` at gate `gate` still waiting (for `loopward approve <run> <gate>`).
+    pub fn find_pending(&self, run: &str, gate: &str) -> Vec<PendingApproval> {
+        self.list_pending()
+            .into_iter()
+            .filter(|r| r.run.as_str() == run && r.gate == gate)
+            .collect()
+    }
+
+    fn decide(
+        &self,
+        id: &str,
+        state: PendingState,
+        by: &str,
+        now_ms: u64,
+    ) -> Result<PendingApproval, DurableError> {
+        if by.trim().is_empty() || by.len() > MAX_DECIDER_BYTES || by.contains('\n') {
+            return Err(DurableError::BadDecider { len: by.len() });
+        }
+        check_id(id)?;
+        std::fs::create_dir_all(&self.dir).map_err(|e| io(&self.dir, &e))?;
+        // One decider at a time: the read, the check and the write are one step.
+        let lock_path = self.dir.join(".decide.lock");
+        let lock = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .mode(0o600)
+            .open(&lock_path)
+            .map_err(|e| io(&lock_path, &e))?;
+        let _held = Flock::lock(lock, FlockArg::LockExclusive)
+            .map_err(|(_, e)| io(&lock_path, &std::io::Error::from_raw_os_error(e as i32)))?;
+        let mut record = self.read(id)?.ok_or_else(|| DurableError::NotFound {
+            id: id.into(),
+            dir: self.dir.display().to_string(),
+        })?;
+        if record.state != PendingState::Pending {
+            return Err(DurableError::AlreadyDecided {
+                id: id.into(),
+                state: record.state,
+                decision: record.decision_text(),
+            });
+        }
+        record.state = state;
+        record.decided = Some(Decided {
+            by: by.trim().into(),
+            at_ms: now_ms,
+        });
+        self.put(&mut record, true)?;
+        Ok(record)
+    }
+
+    /// Approves pending record `id` as `by` at `now_ms`: the next run that reaches its action
+    /// runs it once. Of racing decisions exactly one wins; the others get
+    /// [`DurableError::AlreadyDecided`] naming it.
+    pub fn approve(
+        &self,
+        id: &str,
+        by: &str,
+        now_ms: u64,
+    ) -> Result<PendingApproval, DurableError> {
+        self.decide(id, PendingState::Approved, by, now_ms)
+    }
+
+    /// Denies pending record `id` as `by` at `now_ms`: the next run that reaches its action is
+    /// refused.
+    pub fn deny(&self, id: &str, by: &str, now_ms: u64) -> Result<PendingApproval, DurableError> {
+        self.decide(id, PendingState::Denied, by, now_ms)
+    }
 }
 
-/// The records of `run` at gate `gate` still waiting (for `loopward approve <run> <gate>`).
+/// Every record in the keyless store `dir` still waiting for a person, oldest first; unusable
+/// files are skipped ([`ApprovalStore::scan`] lists them).
+pub fn list_pending(dir: &Path) -> Result<Vec<PendingApproval>, DurableError> {
+    Ok(ApprovalStore::new(dir).list_pending())
+}
+
+/// The records of `run` at gate `gate` in the keyless store `dir` still waiting.
 pub fn find_pending(
     dir: &Path,
     run: &str,
     gate: &str,
 ) -> Result<Vec<PendingApproval>, DurableError> {
-    Ok(list_pending(dir)?
-        .into_iter()
-        .filter(|r| r.run.as_str() == run && r.gate == gate)
-        .collect())
+    Ok(ApprovalStore::new(dir).find_pending(run, gate))
 }
 
-fn decide(dir: &Path, id: &str, state: PendingState) -> Result<PendingApproval, DurableError> {
-    let mut record = read(dir, id)?.ok_or_else(|| DurableError::NotFound {
-        id: id.into(),
-        dir: dir.display().to_string(),
-    })?;
-    if record.state != PendingState::Pending {
-        return Err(DurableError::AlreadyDecided {
-            id: id.into(),
-            state: record.state,
-        });
-    }
-    record.state = state;
-    write(dir, &record)?;
-    Ok(record)
-}
-
-/// Approves pending record `id`: the next run that reaches its action runs it once.
+/// Approves record `id` of the keyless store `dir` (decided by `library`, at time 0); use
+/// [`ApprovalStore::approve`] to name the person and the time.
 pub fn approve(dir: &Path, id: &str) -> Result<PendingApproval, DurableError> {
-    decide(dir, id, PendingState::Approved)
+    ApprovalStore::new(dir).approve(id, "library", 0)
 }
 
-/// Denies pending record `id`: the next run that reaches its action is refused.
+/// Denies record `id` of the keyless store `dir`; see [`approve`].
 pub fn deny(dir: &Path, id: &str) -> Result<PendingApproval, DurableError> {
-    decide(dir, id, PendingState::Denied)
+    ApprovalStore::new(dir).deny(id, "library", 0)
 }

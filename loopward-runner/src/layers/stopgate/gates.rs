@@ -3,7 +3,7 @@
 use super::action::GatedAction;
 use super::approval::{Answer, Approval, ApprovalRequest, Approver, Granted};
 use super::config::{Gate, Point, StopGateConfig, StopMode};
-use super::durable::{self, PendingApproval, PendingState};
+use super::durable::{self, ApprovalStore, DurableError, PendingApproval, PendingState};
 use crate::context::TurnContext;
 use crate::layers::{record, ConfigError};
 use crate::tool::ToolInvocation;
@@ -24,6 +24,7 @@ pub struct StopGates {
 struct Inner {
     gates: Vec<Gate>,
     approver: Option<Arc<dyn Approver>>,
+    store: Option<ApprovalStore>,
 }
 
 impl std::fmt::Debug for StopGates {
@@ -61,6 +62,7 @@ impl StopGates {
             inner: Arc::new(Inner {
                 gates,
                 approver: None,
+                store: None,
             }),
         })
     }
@@ -71,6 +73,19 @@ impl StopGates {
             inner: Arc::new(Inner {
                 gates: self.inner.gates.clone(),
                 approver: Some(approver),
+                store: self.inner.store.clone(),
+            }),
+        }
+    }
+
+    /// Where `durable` gates keep their records, and the keys they are sealed under. Without
+    /// one, records go to the workspace's keyless `.loopward/pending/`.
+    pub fn with_store(self, store: ApprovalStore) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                gates: self.inner.gates.clone(),
+                approver: self.inner.approver.clone(),
+                store: Some(store),
             }),
         }
     }
@@ -243,7 +258,16 @@ impl StopGates {
         note: impl Fn(&str, serde_json::Value) -> Result<(), AuditError>,
     ) -> Result<Verdict, AuditError> {
         let run = turn.run();
-        let dir = durable::pending_dir(turn.workspace().root());
+        let store = self
+            .inner
+            .store
+            .clone()
+            .unwrap_or_else(|| ApprovalStore::for_workspace(turn.workspace().root()));
+        let where_ = if store.is_keyed() {
+            "<state>/pending"
+        } else {
+            durable::PENDING_DIR
+        };
         let id = durable::record_id(run.run(), &gate.name, action);
         let now = run.clock().now_millis();
         let deny = |why: String| -> Result<Verdict, AuditError> {
@@ -251,13 +275,22 @@ impl StopGates {
             Ok(Verdict::Denied(why))
         };
         let pending = |state: &str| -> Result<Verdict, AuditError> {
-            note(state, json!({"id": id, "dir": durable::PENDING_DIR}))?;
+            note(state, json!({"id": id, "dir": where_}))?;
             let awaiting = run.extensions().get_or_default::<Awaiting>();
             *awaiting.0.lock().unwrap_or_else(|p| p.into_inner()) = Some(id.clone());
             Ok(Verdict::Pending(id.clone()))
         };
-        let existing = match durable::read(&dir, &id) {
+        let existing = match store.read(&id) {
             Ok(r) => r,
+            // Not loopward's record, or damaged: refused (recorded by `deny`) and moved aside, so
+            // the next attempt asks a person afresh.
+            Err(e @ (DurableError::Forged { .. } | DurableError::Malformed { .. })) => {
+                let moved = match store.reject(&id, now) {
+                    Ok(()) => "moved to rejected/; the next attempt asks again".to_string(),
+                    Err(m) => format!("could not be moved aside: {m}"),
+                };
+                return deny(format!("the pending record was refused ({e}); {moved}"));
+            }
             Err(e) => return deny(format!("the pending record cannot be used ({e})")),
         };
         match existing {
@@ -265,7 +298,7 @@ impl StopGates {
                 format!("pending record {id} names another action; it was not honoured"),
             ),
             Some(r) if r.state == PendingState::Pending => pending("still_pending"),
-            Some(r) => match durable::consume(&dir, &id, now) {
+            Some(r) => match store.consume(&id, now) {
                 Ok(true) if r.state == PendingState::Approved => {
                     note("approval_consumed", json!({"id": id}))?;
                     Ok(Verdict::Approved(Approval::mint(
@@ -276,20 +309,20 @@ impl StopGates {
                         },
                     )))
                 }
-                Ok(true) => deny(format!("a person denied pending approval {id}")),
+                Ok(true) => deny(format!("pending approval {id} was {}", r.decision_text())),
                 Ok(false) => {
-                    self.request(&dir, turn, gate, action, summary, &id, now, pending, deny)
+                    self.request(&store, turn, gate, action, summary, &id, now, pending, deny)
                 }
                 Err(e) => deny(format!("the approval could not be consumed ({e})")),
             },
-            None => self.request(&dir, turn, gate, action, summary, &id, now, pending, deny),
+            None => self.request(&store, turn, gate, action, summary, &id, now, pending, deny),
         }
     }
 
     #[allow(clippy::too_many_arguments)]
     fn request(
         &self,
-        dir: &std::path::Path,
+        store: &ApprovalStore,
         turn: &TurnContext,
         gate: &Gate,
         action: &GatedAction,
@@ -299,7 +332,7 @@ impl StopGates {
         pending: impl Fn(&str) -> Result<Verdict, AuditError>,
         deny: impl Fn(String) -> Result<Verdict, AuditError>,
     ) -> Result<Verdict, AuditError> {
-        let record = PendingApproval {
+        let mut record = PendingApproval {
             id: id.into(),
             run: turn.run().run().clone(),
             agent: turn.agent().clone(),
@@ -308,9 +341,13 @@ impl StopGates {
             summary: summary.into(),
             requested_at_ms: now,
             state: PendingState::Pending,
+            decided: None,
+            seal: None,
         };
-        match durable::write(dir, &record) {
-            Ok(()) => pending("approval_requested"),
+        match store.request(&mut record) {
+            Ok(true) => pending("approval_requested"),
+            // Another process asked for the same action a moment ago: its record stands.
+            Ok(false) => pending("still_pending"),
             Err(e) => deny(format!("the pending record could not be written ({e})")),
         }
     }

@@ -54,8 +54,9 @@ pub use action::GatedAction;
 pub use approval::{Answer, Approval, ApprovalMismatch, ApprovalRequest, Approver, Granted};
 pub use config::{StopGateConfig, StopMode};
 pub use durable::{
-    approve, deny, find_pending, list_pending, pending_dir, DurableError, PendingApproval,
-    PendingState, MAX_RECORD_BYTES, PENDING_DIR,
+    approve, deny, find_pending, list_pending, pending_dir, ApprovalStore, Decided, DurableError,
+    PendingApproval, PendingScan, PendingState, Skipped, MAX_DECIDER_BYTES, MAX_RECORD_BYTES,
+    PENDING_DIR,
 };
 pub use gates::StopGates;
 pub use service::{StopGateToolLayer, StopGateToolService, StopGateTurnLayer, StopGateTurnService};
