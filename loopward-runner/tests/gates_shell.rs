@@ -241,7 +241,7 @@ async fn links_made_by_shell_into_a_territory_are_writes_there_and_reverted() {
 /// must neither see loopward's own appends as the command's changes nor "revert" them.
 #[tokio::test]
 async fn shell_in_the_init_layout_leaves_the_ledger_whole_and_verifying() {
-    use loopward_runner::audit::{verify, Ledger, LedgerOptions};
+    use loopward_runner::audit::{verify, Ledger, LedgerOptions, VerifyOptions};
     use loopward_runner::gates::{Policy, PolicyConfig};
     use loopward_runner::Workspace;
     let dir = tempfile::tempdir().unwrap();
@@ -273,7 +273,7 @@ async fn shell_in_the_init_layout_leaves_the_ledger_whole_and_verifying() {
     assert!(before_finish >= 4, "only {before_finish} records");
     let text = std::fs::read_to_string(&path).unwrap();
     assert!(!text.contains("\"violation\""), "{text}");
-    let ok = verify(&room.path("runs/r1"), None).unwrap();
+    let ok = verify(&room.path("runs/r1"), &VerifyOptions::keyless()).unwrap();
     assert_eq!(ok.final_seq, finished.final_seq);
     assert!(ok.anchored);
     assert_eq!(room.read("mine.txt").unwrap(), "mine\n");
