@@ -179,7 +179,8 @@ fn setup_segment(
 
 pub(super) async fn run(args: Args) -> Result<ExitCode> {
     // A replay compares against the recorded decisions, so they must be the ones recorded.
-    loopward_runner::audit::verify(&args.run_dir, None).map_err(|e| {
+    let opts = loopward_runner::audit::VerifyOptions::keyless().unfinished(true);
+    loopward_runner::audit::verify(&args.run_dir, &opts).map_err(|e| {
         anyhow::anyhow!("cannot replay a ledger that does not verify: {e}\nwhat to do: `loopward verify` names what is wrong; replay an intact run")
     })?;
     let recorded = ledger::events(&args.run_dir)?;

@@ -20,7 +20,8 @@ pub struct Args {
 
 pub(super) fn run(args: &Args) -> Result<ExitCode> {
     let mut out = Printer::stdout();
-    match verify(&args.run_dir, None) {
+    let opts = loopward_runner::audit::VerifyOptions::keyless().unfinished(true);
+    match verify(&args.run_dir, &opts) {
         Ok(ok) => {
             let anchor = if ok.anchored {
                 "anchored in index.jsonl"

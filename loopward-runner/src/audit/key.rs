@@ -240,8 +240,10 @@ pub struct KeyRing {
 impl KeyRing {
     /// A ring holding just `key` (current), kept in memory.
     pub fn single(key: LedgerKey) -> Self {
-        let mut ring = Self::default();
-        ring.current = Some(key.id().clone());
+        let mut ring = Self {
+            current: Some(key.id().clone()),
+            ..Self::default()
+        };
         ring.keys.insert(key.id().clone(), key);
         ring
     }

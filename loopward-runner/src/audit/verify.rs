@@ -551,13 +551,16 @@ pub fn verify_all(runs_dir: &Path, opts: &VerifyOptions) -> Result<Vec<RunVerdic
         .collect())
 }
 
+/// A run's name and what a check said about it.
+pub(crate) type Named<T> = (String, Result<T, VerifyError>);
+
 /// Runs `check` on every run folder under `runs_dir`, and reports anchored runs whose folder is
 /// gone, in run-name order.
 pub(crate) fn each_run<T>(
     runs_dir: &Path,
     opts: &VerifyOptions,
     check: impl Fn(&Path, &VerifyOptions) -> Result<T, VerifyError>,
-) -> Result<Vec<(String, Result<T, VerifyError>)>, VerifyError> {
+) -> Result<Vec<Named<T>>, VerifyError> {
     let io = |source| VerifyError::Io {
         path: runs_dir.to_path_buf(),
         source,
