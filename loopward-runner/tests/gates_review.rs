@@ -178,7 +178,10 @@ async fn two_armed_review_gates_are_satisfied_by_a_handoff_to_either_reviewer() 
     room.write_file(&builder, "src/lib.rs", "x").await.unwrap();
     let err = room.handoff(&builder, "planner").await.unwrap_err();
     let text = err.to_string();
-    assert!(text.contains("hand off to auditor or scribe instead"), "{text}");
+    assert!(
+        text.contains("hand off to auditor or scribe instead"),
+        "{text}"
+    );
     assert!(builder.state().handoff.is_none());
 }
 
@@ -203,14 +206,24 @@ async fn an_exclusive_review_gate_is_satisfied_only_by_its_own_reviewer() {
 
 #[test]
 fn review_gates_that_would_deadlock_do_not_load() {
-    let both = TWO_REVIEWERS.replace("when = [\"src/**\"]", "when = [\"src/**\"]\nexclusive = true");
+    let both = TWO_REVIEWERS.replace(
+        "when = [\"src/**\"]",
+        "when = [\"src/**\"]\nexclusive = true",
+    );
     let err = loopward_runner::gates::PolicyConfig::from_toml(&both).unwrap_err();
     let text = err.to_string();
     assert!(text.contains("#1 and #2"), "{text}");
-    assert!(text.contains("every handoff by builder is refused"), "{text}");
+    assert!(
+        text.contains("every handoff by builder is refused"),
+        "{text}"
+    );
     assert!(text.contains("Drop `exclusive` from one of them"), "{text}");
     // One exclusive gate, or two with the same reviewer, load.
-    let one = TWO_REVIEWERS.replacen("when = [\"src/**\"]", "when = [\"src/**\"]\nexclusive = true", 1);
+    let one = TWO_REVIEWERS.replacen(
+        "when = [\"src/**\"]",
+        "when = [\"src/**\"]\nexclusive = true",
+        1,
+    );
     loopward_runner::gates::PolicyConfig::from_toml(&one).unwrap();
 }
 
@@ -224,7 +237,9 @@ async fn a_handoff_to_an_unknown_agent_or_to_itself_is_not_a_review_decision() {
         assert!(!matches!(err, ToolError::Refused(_)), "{err:?}");
     }
     assert!(
-        room.decisions().iter().all(|(g, _, _)| !g.starts_with("review:")),
+        room.decisions()
+            .iter()
+            .all(|(g, _, _)| !g.starts_with("review:")),
         "{:?}",
         room.decisions()
     );

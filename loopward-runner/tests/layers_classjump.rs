@@ -233,12 +233,17 @@ async fn exhaustion_ends_the_reply_that_caused_it_no_later_call_runs_and_no_hand
         .any(|(_, e)| matches!(e, AuditEvent::HandoffRegistered(_))));
     // The agent's last words are kept, under its name, and the turn is recorded.
     assert_eq!(report.final_text, "I tried patch and rewrite.");
-    assert_eq!(report.last_agent.as_ref().map(AgentId::as_str), Some("builder"));
+    assert_eq!(
+        report.last_agent.as_ref().map(AgentId::as_str),
+        Some("builder")
+    );
     let not_run = sink
         .events()
         .into_iter()
-        .filter(|(_, e)| matches!(e, AuditEvent::ToolFinished { is_error: true, summary, .. }
-            if summary.starts_with("not run: the run ends after this reply (exhausted)")))
+        .filter(|(_, e)| {
+            matches!(e, AuditEvent::ToolFinished { is_error: true, summary, .. }
+            if summary.starts_with("not run: the run ends after this reply (exhausted)"))
+        })
         .count();
     assert_eq!(not_run, 2);
 }

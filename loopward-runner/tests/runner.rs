@@ -494,7 +494,10 @@ async fn a_turn_refused_before_it_ran_does_not_put_the_last_words_under_its_name
             .tools(tools::builtin(&members))
             .build();
         b = b
-            .agent(m.clone(), BoxTurnService::new(gates.turn_layer().layer(agent)))
+            .agent(
+                m.clone(),
+                BoxTurnService::new(gates.turn_layer().layer(agent)),
+            )
             .unwrap();
     }
     let report = b

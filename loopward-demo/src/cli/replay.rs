@@ -51,7 +51,15 @@ pub fn script_from_ledger(records: &[(Scope, AuditEvent)]) -> Script {
                 let Some(agent) = scope.agent.clone() else {
                     continue;
                 };
-                script.push(&agent, ScriptedReply::default());
+                // The ledger holds no reply text yet; a placeholder keeps a text answer from
+                // replaying as an empty one (which fails a run).
+                script.push(
+                    &agent,
+                    ScriptedReply {
+                        text: "(reply text not in the ledger)".into(),
+                        tool_calls: vec![],
+                    },
+                );
                 let due = usize::try_from(*tool_calls).unwrap_or(usize::MAX);
                 open = (due > 0).then_some((agent, due));
             }

@@ -529,23 +529,26 @@ impl Policy {
         }
         let effects = turn.effects();
         let to = inv.call.arguments.get("to").and_then(|v| v.as_str());
-        if to.is_some_and(|to| to == agent.as_str() || !turn.run().team().iter().any(|a| a.as_str() == to)) {
+        if to.is_some_and(|to| {
+            to == agent.as_str() || !turn.run().team().iter().any(|a| a.as_str() == to)
+        }) {
             // Not a handoff a review gate judges: the tool refuses an unknown target or the
             // caller itself, and that is not a review decision.
             return Ok(());
         }
         let action = format!("handoff:{}", to.unwrap_or("?"));
-        let verdicts: Vec<Verdict> = super::review::judge_handoff(&gates.reviews, agent, &effects, to)
-            .into_iter()
-            .map(|v| Verdict {
-                gate: v.gate.name().into(),
-                mode: v.gate.mode(),
-                path_raw: None,
-                path: None,
-                decision: v.decision,
-                needs: None,
-            })
-            .collect();
+        let verdicts: Vec<Verdict> =
+            super::review::judge_handoff(&gates.reviews, agent, &effects, to)
+                .into_iter()
+                .map(|v| Verdict {
+                    gate: v.gate.name().into(),
+                    mode: v.gate.mode(),
+                    path_raw: None,
+                    path: None,
+                    decision: v.decision,
+                    needs: None,
+                })
+                .collect();
         for v in &verdicts {
             record(turn, &inv.call.id, &action, v)?;
         }
