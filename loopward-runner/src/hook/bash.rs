@@ -20,7 +20,7 @@ impl Engine<'_> {
             self.ws,
             &self.blobs(),
             &|rel| self.ctx.rules.watched(rel),
-            &watch.skip,
+            &self.ctx.rules.unwatched(),
             watch.max_snapshot_bytes,
         )
         .and_then(|snap| snap.save(&self.snapshot_path(id)));
@@ -58,7 +58,7 @@ impl Engine<'_> {
             self.ws,
             &self.blobs(),
             &|_| false,
-            &watch.skip,
+            &self.ctx.rules.unwatched(),
             watch.max_snapshot_bytes,
         )?;
         let mut effects = Vec::new();
