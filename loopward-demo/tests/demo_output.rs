@@ -90,7 +90,13 @@ fn every_demo_run_verifies_and_replays_to_the_same_decisions() {
 fn demo_pages_are_deterministic_snapshots() {
     let (_, scratch) = play();
     let runs = scratch.path().join("runs");
-    for run in ["ch1-enforced", "ch2-override", "ch4-review", "ch7-anti-loop", "ch8-stop-gate"] {
+    for run in [
+        "ch1-enforced",
+        "ch2-override",
+        "ch4-review",
+        "ch7-anti-loop",
+        "ch8-stop-gate",
+    ] {
         let page = std::fs::read_to_string(runs.join(run).join("audit.html")).unwrap();
         insta::assert_snapshot!(format!("audit_html_{run}"), page);
     }
