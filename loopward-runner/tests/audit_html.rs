@@ -79,6 +79,7 @@ fn events() -> Vec<(Option<u32>, Option<&'static str>, AuditEvent)> {
                 is_error: false,
                 effects: vec![Effect::ok(XSS_PATH, EffectKind::Create)],
                 summary: format!("wrote {XSS_PATH}"),
+                output: None,
             },
         ),
         (

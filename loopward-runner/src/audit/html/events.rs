@@ -84,7 +84,10 @@ fn tone(e: &AuditEvent) -> &'static str {
         AuditEvent::HandoffRefused { .. } => "deny",
         AuditEvent::OverrideConsumed { .. } => "override",
         AuditEvent::HumanMessage { .. } | AuditEvent::RunStarted { .. } => "human",
-        AuditEvent::TurnStarted { .. } | AuditEvent::RunEnded { .. } => "edge",
+        AuditEvent::TurnStarted { .. }
+        | AuditEvent::RunEnded { .. }
+        | AuditEvent::RunResumed { .. } => "edge",
+        AuditEvent::ModelReply { .. } => "model",
         _ => "",
     }
 }
@@ -103,6 +106,28 @@ pub(crate) fn describe(e: &AuditEvent) -> String {
         } => format!(
             "model {model}: {} in / {} out tokens, {tool_calls} tool call(s)",
             usage.input_tokens, usage.output_tokens
+        ),
+        AuditEvent::ModelReply { text, tool_calls } => {
+            let calls: Vec<&str> = tool_calls.iter().map(|c| c.name.as_str()).collect();
+            match (text.trim().is_empty(), calls.is_empty()) {
+                (false, true) => format!("says: {text}"),
+                (false, false) => format!("says: {text} — calls {}", calls.join(", ")),
+                (true, _) => format!("calls {}", calls.join(", ")),
+            }
+        }
+        AuditEvent::ToolStarted { call_id, tool } => format!("{tool} ({call_id}) started"),
+        AuditEvent::RunResumed {
+            previous,
+            replayed_turns,
+            interrupted,
+        } => format!(
+            "run resumed after {}; {replayed_turns} turn(s) fed back from the ledger{}",
+            crate::audit::render::status_text(previous.as_ref()),
+            if interrupted.is_empty() {
+                String::new()
+            } else {
+                format!("; interrupted calls: {}", interrupted.join(", "))
+            }
         ),
         AuditEvent::ToolRequested {
             call_id,

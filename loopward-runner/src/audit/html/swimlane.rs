@@ -154,8 +154,17 @@ fn offset(kind: MarkerKind) -> f64 {
 }
 
 fn turn_title(t: &Timeline, bar: &super::timeline::TurnBar) -> String {
+    let said = if bar.said.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "\n{}: “{}”",
+            t.lanes.get(bar.lane).map_or("?", String::as_str),
+            bar.said
+        )
+    };
     format!(
-        "turn {} · {} · records {}–{} · {}",
+        "turn {} · {} · records {}–{} · {}{said}",
         bar.turn.map_or_else(|| "?".into(), |n| n.to_string()),
         t.lanes.get(bar.lane).map_or("?", String::as_str),
         bar.start,

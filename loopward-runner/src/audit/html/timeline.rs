@@ -80,6 +80,8 @@ pub(crate) struct TurnBar {
     pub(crate) end: u64,
     /// How it ended (`done`, `handoff`, …; `open` without a `turn_ended`).
     pub(crate) finish: String,
+    /// The model's last visible text in the turn.
+    pub(crate) said: String,
 }
 
 /// A handoff: solid when it stood, dashed when it was refused.
@@ -168,6 +170,7 @@ impl Timeline {
                         start: r.seq,
                         end: r.seq,
                         finish: "open".into(),
+                        said: String::new(),
                     });
                 }
                 AuditEvent::TurnEnded { finish, .. } => {
@@ -177,10 +180,15 @@ impl Timeline {
                         t.turns.push(bar);
                     }
                 }
-                AuditEvent::RunEnded { .. } => {
+                AuditEvent::RunEnded { .. } | AuditEvent::RunResumed { .. } => {
                     if let Some(mut bar) = open.take() {
                         bar.end = r.seq.saturating_sub(1).max(bar.start);
                         t.turns.push(bar);
+                    }
+                }
+                AuditEvent::ModelReply { text, .. } if !text.trim().is_empty() => {
+                    if let Some(bar) = open.as_mut() {
+                        bar.said.clone_from(text);
                     }
                 }
                 AuditEvent::HandoffRegistered(h) => {
