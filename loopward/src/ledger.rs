@@ -105,3 +105,17 @@ pub fn started(run_dir: &Path) -> Result<(String, loopward_core::AgentId)> {
             )
         })
 }
+
+/// A fresh run id from the clock: `run-<UTC stamp>-<millis>`.
+pub fn new_run_id(clock: &dyn Clock) -> RunId {
+    let ms = clock.now_millis();
+    let t = std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms);
+    let stamp: String = humantime::format_rfc3339_seconds(t)
+        .to_string()
+        .chars()
+        .filter(char::is_ascii_alphanumeric)
+        .collect();
+    RunId::new(format!("run-{stamp}-{:03}", ms % 1000)).unwrap_or_else(|| {
+        RunId::new("run").unwrap_or_else(|| unreachable!("\"run\" is a valid run id"))
+    })
+}

@@ -5,8 +5,8 @@
 //! config, stdin that is not UTF-8) also blocks: exit status 2 with the reason on stderr, which
 //! Claude Code treats as "do not run the tool". See docs/claude-code.md.
 
-use crate::config::Config;
 use anyhow::{Context, Result};
+use loopward::config::Config;
 use loopward_core::AgentId;
 use loopward_runner::hook::{claude_code::MAX_INPUT_BYTES, handle, HookAnswer, HookContext};
 use std::io::{Read, Write};

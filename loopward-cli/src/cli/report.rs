@@ -21,13 +21,13 @@ pub struct Args {
 }
 
 pub(super) fn run(args: &Args) -> Result<ExitCode> {
-    let report = crate::ledger::report(&args.runs_dir)?;
+    let report = loopward::ledger::report(&args.runs_dir)?;
     let text = if args.json {
         report.to_json()
     } else {
         report.to_table()
     };
-    let mut out = crate::render::Printer::stdout();
-    out.block(crate::render::Tone::Plain, &text);
+    let mut out = loopward_term::render::Printer::stdout();
+    out.block(loopward_term::render::Tone::Plain, &text);
     Ok(ExitCode::SUCCESS)
 }

@@ -1,9 +1,9 @@
 //! `loopward approve|deny <run> <gate>`: answers a run's durable stop-gate.
 
-use crate::config::{Config, CONFIG_FILE};
-use crate::render::{Printer, Tone};
 use anyhow::{bail, Result};
+use loopward::config::{Config, CONFIG_FILE};
 use loopward_runner::layers::stopgate::{self, find_pending, list_pending, pending_dir};
+use loopward_term::render::{Printer, Tone};
 use std::path::PathBuf;
 use std::process::ExitCode;
 

@@ -4,7 +4,7 @@
 //! to a terminal, a pipe, or a buffer in a snapshot test.
 //!
 //! ```
-//! use loopward_demo::render::{Printer, Tone};
+//! use loopward_term::render::{Printer, Tone};
 //! let mut out = Printer::plain(Vec::new());
 //! out.line(Tone::Refusal, "  ✗ refused by territory: plan.md belongs to planner");
 //! out.handoff("root", "planner");

@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 
 /// Which model backend a team talks to.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum BackendKind {
     /// The scripted fake backend: deterministic, offline, no keys.
@@ -20,6 +20,9 @@ pub enum BackendKind {
 }
 
 impl BackendKind {
+    /// Every kind, in the order `--help` lists them.
+    pub const ALL: [BackendKind; 4] = [Self::Fake, Self::Llama, Self::Openai, Self::Anthropic];
+
     /// The name as written in config and on the command line.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -92,5 +95,30 @@ impl From<PriceConfig> for Price {
             input_per_mtok_micros: p.input_per_mtok_micros,
             output_per_mtok_micros: p.output_per_mtok_micros,
         }
+    }
+}
+
+impl std::fmt::Display for BackendKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for BackendKind {
+    type Err = String;
+
+    /// ```
+    /// use loopward::config::BackendKind;
+    /// assert_eq!("llama".parse::<BackendKind>(), Ok(BackendKind::Llama));
+    /// assert!("carrier-pigeon".parse::<BackendKind>().unwrap_err().contains("fake, llama"));
+    /// ```
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Self::ALL
+            .into_iter()
+            .find(|k| k.as_str() == s)
+            .ok_or_else(|| {
+                let names: Vec<&str> = Self::ALL.iter().map(|k| k.as_str()).collect();
+                format!("unknown backend {s:?}: use one of {}", names.join(", "))
+            })
     }
 }

@@ -1,8 +1,8 @@
 //! `loopward verify <run-dir>`: checks a run's ledger is intact.
 
-use crate::render::{Printer, Tone};
 use anyhow::Result;
 use loopward_runner::audit::verify;
+use loopward_term::render::{Printer, Tone};
 use std::path::PathBuf;
 use std::process::ExitCode;
 

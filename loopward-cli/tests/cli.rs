@@ -321,38 +321,3 @@ fn every_command_has_help_with_an_example() {
         assert!(t.contains("Example"), "{cmd:?} --help has no example:\n{t}");
     }
 }
-
-/// Runs `loopward-demo` chapter 8 with the stop-gate asked on the terminal, answering `answer`.
-fn demo_gate(answer: &str) -> String {
-    use std::io::Write;
-    let dir = tempfile::tempdir().unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_loopward-demo"))
-        .args(["--chapter", "8", "--gate", "interactive", "--dir"])
-        .arg(dir.path())
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(answer.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(out.status.success(), "{}", text(&out));
-    text(&out)
-}
-
-#[test]
-fn demo_interactive_stop_gate_asks_on_the_terminal() {
-    let yes = demo_gate("y\n");
-    assert!(yes.contains("? approve once? [y/N] y\n"), "{yes}");
-    assert!(yes.contains("stopgate: approved"), "{yes}");
-    assert!(yes.contains("CHANGELOG.md published"), "{yes}");
-    let no = demo_gate("n\n");
-    assert!(no.contains("stopgate: denied"), "{no}");
-    assert!(no.contains("run ended: stopped"), "{no}");
-    assert!(no.contains("CHANGELOG.md not published"), "{no}");
-}

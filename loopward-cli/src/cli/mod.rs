@@ -3,7 +3,7 @@
 //!
 //! ```
 //! use clap::Parser;
-//! use loopward_demo::cli::{Cli, Command};
+//! use loopward_cli::cli::{Cli, Command};
 //! let cli = Cli::try_parse_from(["loopward", "verify", "runs/r1"]).unwrap();
 //! assert!(matches!(cli.command, Command::Verify(_)));
 //! assert!(Cli::try_parse_from(["loopward", "run", "--backend", "carrier-pigeon"]).is_err());

@@ -1,11 +1,11 @@
 //! `loopward gates list|add|rm`: the gates declared in loopward.toml.
 
-use crate::config::{Config, CONFIG_FILE};
-use crate::render::{Printer, Tone};
 use anyhow::{bail, Context, Result};
+use loopward::config::{Config, CONFIG_FILE};
 use loopward_core::{AuditEvent, AuditSink, GateMode, RunId, Scope};
 use loopward_runner::gates::{GateSpec, Policy};
 use loopward_runner::{SystemClock, Workspace};
+use loopward_term::render::{Printer, Tone};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -289,7 +289,7 @@ fn record_change(cfg: &Config, config: &Path, change: &str, gate: serde_json::Va
     let id = super::run::new_run_id(&*clock);
     let id = RunId::new(format!("gates-{}", id.as_str().trim_start_matches("run-")))
         .context("change id")?;
-    let ledger = crate::ledger::create(&changes, &id, clock)?;
+    let ledger = loopward::ledger::create(&changes, &id, clock)?;
     let by = std::env::var("USER").unwrap_or_else(|_| "cli".into());
     ledger.record(
         &Scope {

@@ -1,4 +1,4 @@
-//! The `loopward` command-line tool. The commands live in `loopward_demo::cli`.
+//! The `loopward` command-line tool. The commands live in `loopward_cli::cli`.
 
 #![allow(clippy::print_stderr)]
 
@@ -6,10 +6,10 @@ use clap::Parser;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
-    let cli = loopward_demo::cli::Cli::parse();
+    let cli = loopward_cli::cli::Cli::parse();
     // A hook answers before anything else can fail: exit 1 would let Claude Code go ahead.
-    if let loopward_demo::cli::Command::Hook(a) = &cli.command {
-        return loopward_demo::cli::hook::run(a).unwrap_or(ExitCode::from(2));
+    if let loopward_cli::cli::Command::Hook(a) = &cli.command {
+        return loopward_cli::cli::hook::run(a).unwrap_or(ExitCode::from(2));
     }
     let rt = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -21,7 +21,7 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match rt.block_on(loopward_demo::cli::dispatch(cli)) {
+    match rt.block_on(loopward_cli::cli::dispatch(cli)) {
         Ok(code) => code,
         Err(e) => {
             eprintln!("error: {e:#}");

@@ -10,17 +10,17 @@
 //! they were. Files the workspace held before the run are not recorded, so a run that read them
 //! may replay differently.
 
-use crate::config::{Config, CONFIG_FILE};
-use crate::ledger;
-use crate::render::{Printer, Tone};
-use crate::team;
 use anyhow::{bail, Context, Result};
+use loopward::config::{Config, CONFIG_FILE};
+use loopward::ledger;
+use loopward::team;
 use loopward_core::{AgentId, AuditEvent, AuditSink, RunId, Scope};
 use loopward_runner::audit::MemorySink;
 use loopward_runner::layers::stopgate::{self, pending_dir};
 use loopward_runner::model::fake::{FakeModel, Script, ScriptedCall, ScriptedReply};
 use loopward_runner::model::BoxModelService;
 use loopward_runner::{ManualClock, RunSpec};
+use loopward_term::render::{Printer, Tone};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;

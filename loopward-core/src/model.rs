@@ -1,6 +1,41 @@
-//! Errors of a model call.
+//! The model-call vocabulary: a chat request in, the model's reply out, and the typed ways a call
+//! fails. Backends (in `loopward-runner`, `loopward-llama`, …) implement
+//! `tower::Service<ChatRequest, Response = ChatResponse, Error = ModelError>`.
 
-use loopward_core::AgentId;
+use crate::{AgentId, Message, ToolCall, ToolSpec, Usage};
+
+/// One call to a model.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ChatRequest {
+    /// The agent the call is made for (used by per-agent scripts, quotas and logs).
+    pub agent: AgentId,
+    /// The conversation so far, system prompt first.
+    pub messages: Vec<Message>,
+    /// Tools the model may call (empty: answer in text).
+    pub tools: Vec<ToolSpec>,
+    /// The most tokens to generate, if limited.
+    pub max_tokens: Option<u32>,
+}
+
+/// The model's reply.
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct ChatResponse {
+    /// Visible text.
+    pub content: String,
+    /// Tool calls, in order.
+    pub tool_calls: Vec<ToolCall>,
+    /// Tokens used.
+    pub usage: Usage,
+    /// The model's name as the backend knows it.
+    pub model: String,
+}
+
+/// A rough, deterministic token estimate (about four bytes a token) for backends that do not
+/// count tokens themselves.
+pub fn estimate_tokens(text: &str) -> u64 {
+    (text.len() as u64).div_ceil(4)
+}
+
 use std::time::Duration;
 
 /// Why a model call failed.
@@ -56,7 +91,7 @@ pub enum ModelError {
     Local(String),
     /// A layer refused the call (budget, rate quota larger than the burst, …).
     #[error("{0}")]
-    Refused(loopward_core::Refusal),
+    Refused(crate::Refusal),
     /// A layer's decision about this call could not be recorded in the audit ledger, so the call
     /// did not go ahead; the run ends `AuditFailed`.
     #[error("not run: the audit ledger could not record a decision on this model call ({0})")]

@@ -13,7 +13,7 @@ pub struct TerminalApprover;
 /// The answer a typed line means.
 ///
 /// ```
-/// use loopward_demo::approver::answer_for;
+/// use loopward_term::approver::answer_for;
 /// use loopward_runner::layers::stopgate::Answer;
 /// assert!(matches!(answer_for("y\n"), Answer::Approve { .. }));
 /// assert!(matches!(answer_for(""), Answer::Deny { .. }));

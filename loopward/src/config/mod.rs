@@ -6,7 +6,7 @@
 //! problem fails the load with the file, the key and what to do; nothing defaults to allow.
 //!
 //! ```
-//! use loopward_demo::config::Config;
+//! use loopward::config::Config;
 //! let cfg = Config::parse("loopward.toml", r#"
 //!     [run]
 //!     first = "planner"

@@ -5,8 +5,8 @@
 //!
 //! ```
 //! use loopward_core::{AgentId, AuditEvent, AuditSink, Handoff, RunId, Scope, TurnNumber};
-//! use loopward_demo::render::Printer;
-//! use loopward_demo::timeline::LiveSink;
+//! use loopward_term::render::Printer;
+//! use loopward_term::timeline::LiveSink;
 //! use loopward_runner::audit::MemorySink;
 //! use std::sync::{Arc, Mutex};
 //! let out = Arc::new(Mutex::new(Printer::plain(Vec::new())));

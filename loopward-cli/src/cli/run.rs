@@ -1,15 +1,16 @@
 //! `loopward run`: runs the configured team on a task, printing the timeline as the ledger
 //! records it; the exit status says how the run ended.
 
-use crate::backend::{self, Choice};
-use crate::config::{BackendKind, Config, CONFIG_FILE};
-use crate::ledger;
-use crate::render::{Printer, Tone};
-use crate::team;
-use crate::timeline::LiveSink;
 use anyhow::{Context, Result};
+use clap::builder::TypedValueParser as _;
+use loopward::backend::{self, Choice};
+use loopward::config::{BackendKind, Config, CONFIG_FILE};
+use loopward::ledger;
+use loopward::team;
 use loopward_core::{RunId, RunStatus};
 use loopward_runner::{Clock, RunSpec, SystemClock};
+use loopward_term::render::{Printer, Tone};
+use loopward_term::timeline::LiveSink;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
@@ -28,7 +29,7 @@ pub struct Args {
     #[arg(long, default_value = CONFIG_FILE)]
     pub config: PathBuf,
     /// The model backend (default: the config's `backend.kind`).
-    #[arg(long, value_enum)]
+    #[arg(long, value_parser = clap::builder::PossibleValuesParser::new(["fake", "llama", "openai", "anthropic"]).map(|s| s.parse::<BackendKind>().expect("listed")))]
     pub backend: Option<BackendKind>,
     /// The fake backend's script (default: the config's `backend.script`).
     #[arg(long)]
@@ -64,16 +65,7 @@ pub fn exit_code(status: &RunStatus) -> u8 {
 
 /// A run id from the clock: `run-YYYYMMDDTHHMMSS-mmm`.
 pub(crate) fn new_run_id(clock: &dyn Clock) -> RunId {
-    let ms = clock.now_millis();
-    let t = std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms);
-    let stamp: String = humantime::format_rfc3339_seconds(t)
-        .to_string()
-        .chars()
-        .filter(char::is_ascii_alphanumeric)
-        .collect();
-    RunId::new(format!("run-{stamp}-{:03}", ms % 1000)).unwrap_or_else(|| {
-        RunId::new("run").unwrap_or_else(|| unreachable!("\"run\" is a valid run id"))
-    })
+    loopward::ledger::new_run_id(clock)
 }
 
 fn parse_id(flag: &str, s: &str) -> Result<RunId> {
@@ -107,7 +99,7 @@ pub(super) async fn run(args: Args) -> Result<ExitCode> {
         model,
         team::Options {
             clock: clock.clone(),
-            approver: Some(Arc::new(crate::approver::TerminalApprover)),
+            approver: Some(Arc::new(loopward_term::approver::TerminalApprover)),
             model_name: backend::model_name(&cfg, &choice),
             ..team::Options::default()
         },

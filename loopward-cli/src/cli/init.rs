@@ -1,8 +1,8 @@
 //! `loopward init`: a commented starter config and the fake script that plays it.
 
-use crate::config::{Config, CONFIG_FILE};
-use crate::render::{Printer, Tone};
 use anyhow::{bail, Context, Result};
+use loopward::config::{Config, CONFIG_FILE};
+use loopward_term::render::{Printer, Tone};
 use std::path::PathBuf;
 use std::process::ExitCode;
 

@@ -2,7 +2,7 @@
 //! its turn stack (layers), over one model service.
 //!
 //! ```
-//! use loopward_demo::{config::Config, team};
+//! use loopward::{config::Config, team};
 //! use loopward_runner::model::{fake::{FakeModel, Script}, BoxModelService};
 //! let cfg = Config::parse("t.toml", r#"
 //!     [run]
@@ -162,4 +162,128 @@ pub fn grant_override(
     let target = ws.resolve(path)?;
     let store = OverrideStore::for_workspace(&ws).max_ttl(max_ttl);
     Ok(store.grant(&agent, &target, reason, ttl, clock)?.id)
+}
+
+/// A governed team loaded from a `loopward.toml`: the config, its workspace and its backend,
+/// ready to [`build`](Team::build) into a [`Runner`] with every configured concern on.
+///
+/// ```
+/// # fn main() -> anyhow::Result<()> {
+/// # let dir = tempfile::tempdir()?;
+/// # std::fs::write(dir.path().join("loopward.toml"), r#"
+/// #     [run]
+/// #     first = "solo"
+/// #     [backend]
+/// #     script = "script.toml"
+/// #     [[agent]]
+/// #     name = "solo"
+/// #     tools = ["write_file"]
+/// # "#)?;
+/// # std::fs::write(dir.path().join("script.toml"), "[[agents.solo]]\ntext = \"done\"\n")?;
+/// let runner = loopward::Team::from_config(dir.path().join("loopward.toml"))?.build()?;
+/// assert_eq!(runner.team().len(), 1);
+/// # Ok(()) }
+/// ```
+#[derive(Debug)]
+pub struct Team {
+    config: Config,
+    config_path: std::path::PathBuf,
+    choice: crate::backend::Choice,
+    model: Option<BoxModelService>,
+    options: Options,
+}
+
+impl Team {
+    /// Loads and checks `path` (a `loopward.toml`); the workspace is the config's
+    /// `run.workspace`, resolved against the config's folder.
+    pub fn from_config(path: impl AsRef<Path>) -> Result<Self> {
+        let path = path.as_ref();
+        let config = Config::load(path)?;
+        let config_file = path
+            .file_name()
+            .map_or(crate::config::CONFIG_FILE.into(), |n| {
+                n.to_string_lossy().into_owned()
+            });
+        Ok(Self {
+            config,
+            config_path: path.to_path_buf(),
+            choice: crate::backend::Choice::default(),
+            model: None,
+            options: Options {
+                config_file,
+                ..Options::default()
+            },
+        })
+    }
+
+    /// The loaded config.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// Talk to `model` instead of the backend the config names.
+    pub fn model(mut self, model: BoxModelService) -> Self {
+        self.model = Some(model);
+        self
+    }
+
+    /// Who answers `interactive` stop-gates (none: they deny).
+    pub fn approver(mut self, approver: Arc<dyn Approver>) -> Self {
+        self.options.approver = Some(approver);
+        self
+    }
+
+    /// The clock events are stamped with (default: the system clock).
+    pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.options.clock = clock;
+        self
+    }
+
+    /// Runs `task` to the end as a new run: its ledger in the config's runs folder (with a copy
+    /// of the config, for `loopward replay`), started by the config's first agent, finished and
+    /// anchored afterwards.
+    pub async fn run(self, task: impl Into<String>) -> Result<loopward_runner::RunReport> {
+        let workspace = self.config.workspace_dir(&self.config_path);
+        let runs_dir = workspace.join(&self.config.run.runs_dir);
+        let first = self.config.run.first.clone();
+        let clock = self.options.clock.clone();
+        let config_path = self.config_path.clone();
+        let runner = self.build()?;
+        let id = crate::ledger::new_run_id(&*clock);
+        let ledger = crate::ledger::create(&runs_dir, &id, clock)?;
+        let copy = ledger.run_dir().join(crate::config::CONFIG_FILE);
+        std::fs::copy(&config_path, &copy)
+            .with_context(|| format!("cannot copy the config into {}", copy.display()))?;
+        let report = runner
+            .run(loopward_runner::RunSpec {
+                id,
+                task: task.into(),
+                first,
+                audit: ledger.clone(),
+                audit_location: Some(ledger.run_dir()),
+            })
+            .await;
+        ledger.finish()?;
+        Ok(report)
+    }
+
+    /// Builds the [`Runner`]: the config's backend (or the model given), every agent with its
+    /// tools, policy gates and layers (see [`build`]).
+    pub fn build(self) -> Result<Runner> {
+        let dir = self
+            .config_path
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        let workspace = self.config.workspace_dir(&self.config_path);
+        let model = match self.model {
+            Some(m) => m,
+            None => crate::backend::model(&self.config, dir, &self.choice)?,
+        };
+        let options = Options {
+            model_name: crate::backend::model_name(&self.config, &self.choice),
+            ..self.options
+        };
+        build(&self.config, &workspace, model, options)
+    }
 }

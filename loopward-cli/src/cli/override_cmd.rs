@@ -1,11 +1,11 @@
 //! `loopward override grant|list|revoke`: one-shot, logged exceptions to a territory.
 
-use crate::config::{Config, CONFIG_FILE};
-use crate::render::{Printer, Tone};
 use anyhow::{Context, Result};
+use loopward::config::{Config, CONFIG_FILE};
 use loopward_core::AgentId;
 use loopward_runner::gates::OverrideStore;
 use loopward_runner::{SystemClock, Workspace};
+use loopward_term::render::{Printer, Tone};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -83,7 +83,7 @@ pub(super) fn run(args: Args) -> Result<ExitCode> {
                     ),
                 );
             }
-            let id = crate::team::grant_override(
+            let id = loopward::team::grant_override(
                 &dir,
                 &agent,
                 &path,
