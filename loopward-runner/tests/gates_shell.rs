@@ -284,13 +284,18 @@ async fn init_layout_ledger_stays_whole(sandbox: &str) {
         .await
         .unwrap();
     assert!(!second.is_error, "{sandbox}: {}", second.content);
-    room.write_file(&builder, "notes.md", "more\n").await.unwrap();
+    room.write_file(&builder, "notes.md", "more\n")
+        .await
+        .unwrap();
     let path = room.path("runs/r1/events.jsonl");
     let before_finish = std::fs::read_to_string(&path).unwrap().lines().count();
     let finished = ledger.finish().unwrap();
     // Every record reached the one file on disk: none went to a deleted inode.
     assert_eq!(finished.final_seq as usize, before_finish, "{sandbox}");
-    assert!(before_finish >= 6, "{sandbox}: only {before_finish} records");
+    assert!(
+        before_finish >= 6,
+        "{sandbox}: only {before_finish} records"
+    );
     let text = std::fs::read_to_string(&path).unwrap();
     assert!(!text.contains("\"violation\""), "{sandbox}: {text}");
     let ok = verify(&room.path("runs/r1"), None).unwrap();

@@ -61,7 +61,12 @@ async fn a_command_writes_its_own_territory_and_is_refused_by_the_kernel_elsewhe
     assert!(!room.path("plans").exists());
     assert!(out.content.contains("Permission denied"), "{}", out.content);
     assert!(out.content.contains("stdout:\nx\n"), "{}", out.content);
-    assert!(out.content.contains("sandbox: this command could write only"), "{}", out.content);
+    assert!(
+        out.content
+            .contains("sandbox: this command could write only"),
+        "{}",
+        out.content
+    );
     assert!(violations(&room).is_empty());
     assert_eq!(sandbox_decisions(&room), vec![Decision::Allow]);
 }
@@ -71,7 +76,10 @@ async fn a_file_in_a_territory_folder_that_does_not_exist_yet_cannot_be_created(
     let room = Room::new(ROOM);
     let builder = room.turn("builder");
     let out = room
-        .shell(&builder, "mkdir plans; touch plans/a.md; touch plan.md; ln -s src plans2")
+        .shell(
+            &builder,
+            "mkdir plans; touch plans/a.md; touch plan.md; ln -s src plans2",
+        )
         .await
         .unwrap();
     assert!(!room.path("plans").exists(), "{}", out.content);
@@ -125,8 +133,15 @@ async fn links_and_hard_links_into_a_territory_do_not_open_it() {
     assert_eq!(room.read("plans/a.md").unwrap(), "keep", "{}", out.content);
     use std::os::unix::fs::MetadataExt;
     // The kernel refused the hard link (EXDEV) and the move; `>>` then made a file of its own.
-    assert_eq!(std::fs::metadata(room.path("plans/a.md")).unwrap().nlink(), 1);
-    assert!(out.content.contains("Invalid cross-device link"), "{}", out.content);
+    assert_eq!(
+        std::fs::metadata(room.path("plans/a.md")).unwrap().nlink(),
+        1
+    );
+    assert!(
+        out.content.contains("Invalid cross-device link"),
+        "{}",
+        out.content
+    );
     assert!(!room.path("src/moved.md").exists());
     // The symbolic link (harmless to the kernel: a write through it is checked where it lands)
     // is still a link into a territory, and the watch removed it.
@@ -158,22 +173,24 @@ async fn a_command_cannot_tamper_with_loopward_state_or_signal_loopward() {
 #[tokio::test]
 async fn a_config_edit_and_a_territory_write_in_one_command_are_both_stopped() {
     let room = Room::new(ROOM);
-    room.write("loopward.toml", "[[territory]]\npaths = [\"plan.md\"]\nowner = \"planner\"\n");
+    room.write(
+        "loopward.toml",
+        "[[territory]]\npaths = [\"plan.md\"]\nowner = \"planner\"\n",
+    );
     room.write("plan.md", "the plan");
     let builder = room.turn("builder");
-    room.shell(
-        &builder,
-        "printf '' > loopward.toml; echo hijack > plan.md",
-    )
-    .await
-    .unwrap();
+    room.shell(&builder, "printf '' > loopward.toml; echo hijack > plan.md")
+        .await
+        .unwrap();
     assert!(room.read("loopward.toml").unwrap().contains("planner"));
     assert_eq!(room.read("plan.md").unwrap(), "the plan");
 }
 
 #[tokio::test]
 async fn watch_only_is_an_explicit_opt_in_recorded_as_a_warning() {
-    let room = Room::new(&format!("{ROOM}\n[gates.shell]\nsandbox = \"watch-only\"\n"));
+    let room = Room::new(&format!(
+        "{ROOM}\n[gates.shell]\nsandbox = \"watch-only\"\n"
+    ));
     room.write("plan.md", "the plan");
     let builder = room.turn("builder");
     let out = room.shell(&builder, "echo hijack > plan.md").await.unwrap();
@@ -182,5 +199,8 @@ async fn watch_only_is_an_explicit_opt_in_recorded_as_a_warning() {
     assert_eq!(room.read("plan.md").unwrap(), "the plan");
     assert_eq!(violations(&room), vec!["plan.md".to_string()]);
     let d = sandbox_decisions(&room);
-    assert!(matches!(&d[..], [Decision::Warn(r)] if r.reason.contains("watch-only")), "{d:?}");
+    assert!(
+        matches!(&d[..], [Decision::Warn(r)] if r.reason.contains("watch-only")),
+        "{d:?}"
+    );
 }

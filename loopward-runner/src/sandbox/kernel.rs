@@ -176,7 +176,10 @@ fn restrict(grants: Option<Vec<Open>>) -> Result<RestrictionStatus, SandboxError
     let status = ruleset.restrict_self().map_err(|e| unsupported(&e))?;
     if status.ruleset == RulesetStatus::NotEnforced || !status.no_new_privs {
         return Err(SandboxError::Unsupported {
-            why: format!("Landlock is not enforced on this kernel ({:?})", status.landlock),
+            why: format!(
+                "Landlock is not enforced on this kernel ({:?})",
+                status.landlock
+            ),
         });
     }
     Ok(status)

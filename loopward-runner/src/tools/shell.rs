@@ -9,14 +9,14 @@
 //! killed by name or pattern. Processes that leave the group (`setsid`) keep the sandbox.
 
 use crate::context::TurnContext;
+use crate::gates::ControlFiles;
+use crate::sandbox::{spawn_confined, Confinement, ConfinementSlot, Planned, Protected};
 use crate::tool::{parse_args, Access, Tool, ToolError, ToolInvocation, ToolOutput};
 use futures::future::BoxFuture;
 use futures::FutureExt;
 use loopward_core::ToolSpec;
 use serde::Deserialize;
 use serde_json::json;
-use crate::gates::ControlFiles;
-use crate::sandbox::{spawn_confined, Confinement, ConfinementSlot, Planned, Protected};
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -204,10 +204,13 @@ impl Tool for Shell {
                     // No policy layer planned one: keep at least the control files read-only.
                     let ws = inv.turn.workspace().clone();
                     let protected = Protected::new(ControlFiles::default().resolved(&ws), vec![]);
-                    let plan = tokio::task::spawn_blocking(move || Confinement::plan(&ws, &protected))
-                        .await
-                        .map_err(|e| ToolError::Failed(format!("sandbox planning failed: {e}")))?
-                        .map_err(|e| ToolError::Failed(e.to_string()))?;
+                    let plan =
+                        tokio::task::spawn_blocking(move || Confinement::plan(&ws, &protected))
+                            .await
+                            .map_err(|e| {
+                                ToolError::Failed(format!("sandbox planning failed: {e}"))
+                            })?
+                            .map_err(|e| ToolError::Failed(e.to_string()))?;
                     Planned::Confined(plan)
                 }
             };
@@ -263,10 +266,16 @@ impl Tool for Shell {
                 clip(&out.stdout),
                 clip(&out.stderr)
             );
-            if let (Planned::Confined(plan), true) = (
-                &planned,
-                !out.status.success() || !out.stderr.is_empty(),
-            ) {
+            // Only when the command hit the sandbox (a hint for the model, not a decision).
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            let hit = [
+                "Permission denied",
+                "Invalid cross-device link",
+                "Operation not permitted",
+            ]
+            .iter()
+            .any(|m| stderr.contains(m));
+            if let (Planned::Confined(plan), true) = (&planned, hit) {
                 text.push_str(&format!("\n{}", plan.describe()));
             }
             Ok(ToolOutput {
