@@ -120,6 +120,7 @@ impl Timeline {
                 effects,
                 summary,
                 tool,
+                ..
             } => {
                 if *is_error {
                     if !self.refused_calls.contains(call_id) && tool != "handoff" {

@@ -188,6 +188,10 @@ impl Inner {
                 cost_micros: self.price.map(|p| p.cost_micros(&reply.usage)),
                 tool_calls: u32::try_from(reply.tool_calls.len()).unwrap_or(u32::MAX),
             })?;
+            turn.record(&AuditEvent::ModelReply {
+                text: reply.content.clone(),
+                tool_calls: reply.tool_calls.clone(),
+            })?;
             text.clone_from(&reply.content);
             let calls = reply.tool_calls.clone();
             history.push(Message::model(reply.content, reply.tool_calls));
@@ -280,6 +284,7 @@ impl Inner {
             is_error,
             effects,
             summary: summary(&content),
+            output: Some(content.clone()),
         })?;
         Ok(ToolResult {
             call_id: call.id,

@@ -157,6 +157,7 @@ impl Engine<'_> {
                     format!("; {} change(s) reverted", reverted.len())
                 }
             ),
+            output: None,
         })?;
         // The snapshot is spent; a failure to remove it only leaves a file behind.
         let _ = std::fs::remove_file(&snap_path);
