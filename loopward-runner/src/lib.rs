@@ -70,6 +70,7 @@ pub mod layers;
 pub mod model;
 mod runner;
 pub mod sandbox;
+mod state;
 pub mod telemetry;
 pub mod tool;
 pub mod tools;
@@ -83,5 +84,6 @@ pub use extensions::Extensions;
 pub use runner::{
     RunReport, RunSpec, Runner, RunnerBuilder, RunnerError, TurnEvent, DEFAULT_MAX_TURNS,
 };
+pub use state::StateDir;
 pub use turn::{BoxTurnService, TurnError, TurnOutcome, TurnRequest};
 pub use workspace::{PathError, WorkPath, Workspace, MAX_PATH_BYTES};
