@@ -349,6 +349,7 @@ fn intro<W: Write + Send + 'static>(stage: &Stage<W>) {
 
 fn outro<W: Write + Send + 'static>(stage: &Stage<W>) -> Result<()> {
     let table = ledger::report(&stage.runs_dir)?.to_table();
+    let index = ledger::write_index_html(&stage.runs_dir)?;
     let mut o = stage.out.lock().unwrap_or_else(|p| p.into_inner());
     o.blank();
     o.title("Compliance, computed from the ledgers (the same code as `loopward report`)");
@@ -360,7 +361,11 @@ fn outro<W: Write + Send + 'static>(stage: &Stage<W>) -> Result<()> {
     );
     o.line(
         Tone::Dim,
-        "  each run: events.jsonl (the hash-chained ledger), audit.md (its timeline), audit.json",
+        "  each run: events.jsonl (the hash-chained ledger), audit.md (its timeline), audit.html (its page), audit.json",
+    );
+    o.line(
+        Tone::Dim,
+        format!("  all runs at a glance: {}", index.display()),
     );
     o.line(
         Tone::Dim,
