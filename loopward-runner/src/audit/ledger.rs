@@ -25,6 +25,7 @@
 //! assert!(ok.anchored);
 //! ```
 
+use super::html::{render_html, LedgerState};
 use super::index::{append_anchor, Anchor, IndexError};
 use super::key::{KeyId, LedgerKey};
 use super::record::{rfc3339, Chain, LedgerHeader, Record, GENESIS};
@@ -227,6 +228,8 @@ pub struct Finished {
     pub key: Option<KeyId>,
     /// The anchor's line in `runs/index.jsonl`.
     pub index_line: u64,
+    /// `runs/<run-id>/audit.html`.
+    pub audit_html: PathBuf,
 }
 
 /// What [`Ledger::open_existing`] found.
@@ -586,6 +589,13 @@ impl Ledger {
         write_atomic(&audit_json, json.as_bytes()).map_err(io_err(&audit_json))?;
         write_atomic(&audit_md, render_markdown(&found.records).as_bytes())
             .map_err(io_err(&audit_md))?;
+        let audit_html = dir.join("audit.html");
+        let state = LedgerState {
+            key_id: self.chain.key_id().map(ToString::to_string),
+            ..LedgerState::verified(self.chain.label())
+        };
+        write_atomic(&audit_html, render_html(&found.records, &state).as_bytes())
+            .map_err(io_err(&audit_html))?;
         let anchor = Anchor::new(
             self.run.as_str(),
             wrote_seq,
@@ -608,6 +618,7 @@ impl Ledger {
             audit_md,
             key: self.chain.key_id().cloned(),
             index_line: entry.seq,
+            audit_html,
         })
     }
 }

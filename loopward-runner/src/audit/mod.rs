@@ -53,19 +53,21 @@
 //! ```
 
 mod figures;
+pub(crate) mod html;
 mod index;
 mod key;
 mod ledger;
 mod memory;
 mod record;
-mod render;
-mod report;
+pub(crate) mod render;
+pub(crate) mod report;
 mod verify;
 
 pub use figures::{
     AdvisoryCompliance, GateFigures, OverrideUse, RunFigures, UnauthorisedWrite, REMEDY_REVERTED,
     TERRITORY_GATE,
 };
+pub use html::{render_html, render_index, LedgerState};
 pub use index::{
     append_anchor, check_head, read_index, read_witness, Anchor, IndexEntry, IndexError, IndexHead,
     INDEX_DOMAIN, INDEX_FILE,

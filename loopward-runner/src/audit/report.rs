@@ -20,8 +20,9 @@
 //! ```
 
 use super::figures::{AdvisoryCompliance, GateFigures, OverrideUse, RunFigures, UnauthorisedWrite};
+use super::record::Record;
 use super::render::cost_text;
-use super::verify::{each_run, verify_records, VerifyError, VerifyOptions};
+use super::verify::{each_run, verify_records, VerifyError, VerifyOk, VerifyOptions};
 use loopward_core::Usage;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -123,6 +124,32 @@ pub struct ReportError {
 /// verified with `opts` first; a run that does not verify (including one the index anchors whose
 /// folder is gone) contributes no figures and is listed under `invalid`.
 pub fn report(runs_dir: &Path, opts: &VerifyOptions) -> Result<Report, ReportError> {
+    let mut rep = Report::default();
+    scan_runs(runs_dir, opts, |run| match run.outcome {
+        Ok((records, ok)) => rep.add(RunFigures::from_records(&records), &ok),
+        Err(error) => rep.invalid.push(InvalidRun {
+            run: run.name,
+            error,
+        }),
+    })?;
+    Ok(rep)
+}
+
+/// One run folder as the report sees it: its verified records, or why it did not verify.
+pub(crate) struct ScannedRun {
+    /// The run folder's name.
+    pub(crate) name: String,
+    /// The records and what `verify` said, or the reason it did not verify.
+    pub(crate) outcome: Result<(Vec<Record>, VerifyOk), String>,
+}
+
+/// Verifies and reads every run under `runs_dir` (and names anchored runs whose folder is
+/// gone), in run-name order, one run at a time.
+pub(crate) fn scan_runs(
+    runs_dir: &Path,
+    opts: &VerifyOptions,
+    mut each: impl FnMut(ScannedRun),
+) -> Result<(), ReportError> {
     let runs = each_run(runs_dir, opts, verify_records).map_err(|e| ReportError {
         path: runs_dir.to_path_buf(),
         source: match e {
@@ -130,34 +157,27 @@ pub fn report(runs_dir: &Path, opts: &VerifyOptions) -> Result<Report, ReportErr
             other => std::io::Error::other(other.to_string()),
         },
     })?;
-    let mut rep = Report::default();
     for (name, result) in runs {
-        match result {
-            Ok((ok, records)) => {
-                rep.add(RunFigures::from_records(&records), &ok);
-                if ok.key.is_none() {
-                    rep.keyless += 1;
-                }
-            }
-            Err(e) => {
-                // The path is implied by the run's name; keep the report free of machine paths.
-                let error = match &e {
-                    VerifyError::Breach { seq, breach, .. } => format!("seq {seq}: {breach}"),
-                    VerifyError::FolderGone { line, .. } => {
-                        format!("anchored in index.jsonl (line {line}) but its folder is gone")
-                    }
-                    _ => e.to_string(),
-                };
-                rep.invalid.push(InvalidRun { run: name, error });
-            }
-        }
+        let outcome = match result {
+            Ok((ok, records)) => Ok((records, ok)),
+            // The path is implied by the run's name; keep the report free of machine paths.
+            Err(VerifyError::Breach { seq, breach, .. }) => Err(format!("seq {seq}: {breach}")),
+            Err(VerifyError::FolderGone { line, .. }) => Err(format!(
+                "anchored in index.jsonl (line {line}) but its folder is gone"
+            )),
+            Err(e) => Err(e.to_string()),
+        };
+        each(ScannedRun { name, outcome });
     }
-    Ok(rep)
+    Ok(())
 }
 
 impl Report {
-    fn add(&mut self, f: RunFigures, ok: &super::verify::VerifyOk) {
+    pub(crate) fn add(&mut self, f: RunFigures, ok: &VerifyOk) {
         self.runs += 1;
+        if ok.key.is_none() {
+            self.keyless += 1;
+        }
         let status = f
             .status
             .as_ref()

@@ -289,7 +289,7 @@ impl StopGates {
                     Ok(()) => "moved to rejected/; the next attempt asks again".to_string(),
                     Err(m) => format!("could not be moved aside: {m}"),
                 };
-                return deny(format!("the pending record was refused ({e}); {moved}"));
+                return deny(format!("the pending record cannot be used ({e}); {moved}"));
             }
             Err(e) => return deny(format!("the pending record cannot be used ({e})")),
         };
@@ -309,7 +309,10 @@ impl StopGates {
                         },
                     )))
                 }
-                Ok(true) => deny(format!("pending approval {id} was {}", r.decision_text())),
+                Ok(true) => deny(format!(
+                    "a person denied pending approval {id} ({})",
+                    r.decision_text()
+                )),
                 Ok(false) => {
                     self.request(&store, turn, gate, action, summary, &id, now, pending, deny)
                 }
