@@ -175,7 +175,9 @@ fn bad_config_a_phase_stop_gate_is_refused_because_a_configured_team_has_no_phas
         c + "\n[[stopgate]]\npoint = \"phase\"\nphase = \"deploy\"\nmode = \"deny\"\n"
     });
     assert!(
-        t.contains("stopgate[0].point") && t.contains("never fire") && t.contains("point = \"turn\""),
+        t.contains("stopgate[0].point")
+            && t.contains("never fire")
+            && t.contains("point = \"turn\""),
         "{t}"
     );
 }
@@ -196,8 +198,10 @@ fn bad_config_a_class_jump_threshold_the_repeat_limit_blocks_is_refused() {
 #[test]
 fn bad_config_review_gates_that_would_deadlock_are_refused() {
     let t = bad_config(|c| {
-        c.replace("when = [\"src/**\"]", "when = [\"src/**\"]\nexclusive = true")
-            + "\n[[gates.review]]\nfrom = \"builder\"\nvia = \"planner\"\nexclusive = true\n"
+        c.replace(
+            "when = [\"src/**\"]",
+            "when = [\"src/**\"]\nexclusive = true",
+        ) + "\n[[gates.review]]\nfrom = \"builder\"\nvia = \"planner\"\nexclusive = true\n"
     });
     assert!(
         t.contains("every handoff by builder is refused") && t.contains("Drop `exclusive`"),
