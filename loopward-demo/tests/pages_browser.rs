@@ -123,7 +123,15 @@ fn play() -> tempfile::TempDir {
 }
 
 /// (run, lanes, stood arrows, refused arrows, [(marker class, count)]) as the chapters tell it.
-const CHAPTERS: &[(&str, usize, usize, usize, &[(&str, usize)])] = &[
+type Chapter = (
+    &'static str,
+    usize,
+    usize,
+    usize,
+    &'static [(&'static str, usize)],
+);
+
+const CHAPTERS: &[Chapter] = &[
     ("ch1-enforced", 2, 1, 0, &[("refusal", 2), ("write", 1)]),
     (
         "ch2-override",
