@@ -143,7 +143,7 @@ const CHAPTERS: &[Chapter] = &[
     ("ch3-sprawl", 1, 0, 0, &[("refusal", 1), ("write", 4)]),
     ("ch4-review", 3, 2, 1, &[("refusal", 1), ("write", 1)]),
     ("ch5-one-handoff", 3, 1, 1, &[("refusal", 1)]),
-    ("ch6-shell", 2, 1, 0, &[("refusal", 1), ("violation", 1)]),
+    ("ch6-shell", 2, 1, 0, &[]),
     ("ch7-anti-loop", 1, 0, 0, &[("classjump", 6)]),
     ("ch8-stop-gate", 2, 1, 0, &[("stopgate", 1), ("write", 1)]),
 ];
