@@ -9,7 +9,11 @@ bin=.restate/node_modules/@restatedev/restate-server-linux-x64/bin/restate-serve
 if [ -x "$bin" ] && [ "$("$bin" --version 2>/dev/null | grep -o '[0-9][0-9.]*' | head -1)" = "$version" ]; then
     exit 0
 fi
-command -v npm >/dev/null || { echo "restate-install: npm is needed (apt-get install -y npm)" >&2; exit 1; }
+if ! command -v npm >/dev/null; then
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update
+    apt-get install -y --no-install-recommends npm
+fi
 mkdir -p .restate
 npm install --prefix .restate --no-save --no-audit --no-fund --loglevel=error \
     "@restatedev/restate-server@$version"

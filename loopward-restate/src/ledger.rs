@@ -155,3 +155,96 @@ fn read_events(path: &Path) -> Result<Vec<(Scope, AuditEvent)>, OpenError> {
     }
     Ok(events)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use loopward_core::AgentId;
+
+    fn scope(run: &RunId) -> Scope {
+        Scope {
+            run: run.clone(),
+            turn: None,
+            agent: None,
+        }
+    }
+
+    fn human(text: &str) -> AuditEvent {
+        AuditEvent::HumanMessage {
+            content: text.into(),
+        }
+    }
+
+    fn lines(dir: &Path, run: &RunId) -> usize {
+        std::fs::read_to_string(dir.join(run.as_str()).join(EVENTS_FILE))
+            .unwrap()
+            .lines()
+            .count()
+    }
+
+    #[test]
+    fn a_replay_keeps_the_records_already_written_and_appends_the_rest() {
+        let dir = tempfile::tempdir().unwrap();
+        let run = RunId::new("r1").unwrap();
+        {
+            let first = ReplayLedger::open(dir.path(), &run, LedgerOptions::default()).unwrap();
+            first.record(&scope(&run), &human("a")).unwrap();
+            first.record(&scope(&run), &human("b")).unwrap();
+        }
+        let again = ReplayLedger::open(dir.path(), &run, LedgerOptions::default()).unwrap();
+        again.record(&scope(&run), &human("a")).unwrap();
+        again.record(&scope(&run), &human("b")).unwrap();
+        assert_eq!(
+            lines(dir.path(), &run),
+            2,
+            "matched records are not written twice"
+        );
+        again.record(&scope(&run), &human("c")).unwrap();
+        assert_eq!(lines(dir.path(), &run), 3);
+        again.ledger().finish().unwrap();
+        loopward_runner::audit::verify(&dir.path().join("r1"), None).unwrap();
+    }
+
+    #[test]
+    fn a_replay_that_makes_another_record_is_a_fork_and_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let run = RunId::new("r1").unwrap();
+        {
+            let first = ReplayLedger::open(dir.path(), &run, LedgerOptions::default()).unwrap();
+            first.record(&scope(&run), &human("a")).unwrap();
+        }
+        let again = ReplayLedger::open(dir.path(), &run, LedgerOptions::default()).unwrap();
+        let started = AuditEvent::RunStarted {
+            task: "a".into(),
+            agent: AgentId::new("x").unwrap(),
+        };
+        let err = again.record(&scope(&run), &started).unwrap_err();
+        assert!(err.0.contains("forked its ledger at record 1"), "{}", err.0);
+        assert_eq!(lines(dir.path(), &run), 1);
+    }
+
+    #[test]
+    fn a_step_replayed_past_the_ledgers_end_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let run = RunId::new("r1").unwrap();
+        let sink = ReplayLedger::open(dir.path(), &run, LedgerOptions::default()).unwrap();
+        sink.record(&scope(&run), &human("a")).unwrap();
+        sink.seek(1).unwrap();
+        sink.seek(0).unwrap();
+        let err = sink.seek(2).unwrap_err();
+        assert!(err.0.contains("lost records"), "{}", err.0);
+    }
+
+    #[test]
+    fn a_second_worker_cannot_open_a_ledger_the_first_still_holds() {
+        let dir = tempfile::tempdir().unwrap();
+        let run = RunId::new("r1").unwrap();
+        let first = ReplayLedger::open(dir.path(), &run, LedgerOptions::default()).unwrap();
+        first.record(&scope(&run), &human("a")).unwrap();
+        let second = ReplayLedger::open(dir.path(), &run, LedgerOptions::default());
+        assert!(matches!(
+            second,
+            Err(OpenError::Ledger(LedgerError::Locked(_)))
+        ));
+    }
+}

@@ -35,9 +35,10 @@
 //!     .agent(a, BoxTurnService::new(agent)).unwrap()
 //!     .build().unwrap();
 //! let service = LoopwardRunService::new(runner, dir.path().join("runs"), LedgerOptions::default());
-//! // A worker: restate_sdk::http_server::HttpServer::new(
-//! //     restate_sdk::endpoint::Endpoint::builder().bind(service.serve()).build()).serve(listener)
-//! # let _ = service;
+//! // A worker serves it; Restate (through a load balancer, for N workers) calls it.
+//! let endpoint = restate_sdk::endpoint::Endpoint::builder().bind(service).build();
+//! let _worker = restate_sdk::http_server::HttpServer::new(endpoint); // .serve(listener).await
+
 //! ```
 
 mod approver;

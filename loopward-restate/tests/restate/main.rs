@@ -50,6 +50,7 @@ fn main() {
                     }
                 }
             }
+            eprintln!("(kept for inspection: {})", dir.keep().display());
             println!("0 passed, 1 failed");
             std::process::exit(1);
         }
@@ -141,7 +142,9 @@ where
 }
 
 async fn scenario(dir: &Path) -> Result<(), String> {
-    for d in ["ws", "runs", "ctl"] {
+    // The shell's sandbox lets a command write only in folders that exist and hold nothing
+    // protected (never directly in the workspace root).
+    for d in ["ws/out", "runs", "ctl"] {
         std::fs::create_dir_all(dir.join(d)).map_err(|e| e.to_string())?;
     }
     let ctl = dir.join("ctl");
@@ -164,7 +167,7 @@ async fn scenario(dir: &Path) -> Result<(), String> {
         .start(
             &run,
             &StartRun {
-                task: "Append one, two and three to effects.log, then review it.".into(),
+                task: "Append one, two and three to out/effects.log, then review it.".into(),
                 first: AgentId::new("builder").unwrap(),
             },
         )
@@ -226,7 +229,8 @@ async fn scenario(dir: &Path) -> Result<(), String> {
     }
 
     // Each effect once, on disk.
-    let effects = std::fs::read_to_string(dir.join("ws/effects.log")).map_err(|e| e.to_string())?;
+    let effects = std::fs::read_to_string(dir.join("ws/out/effects.log"))
+        .map_err(|e| format!("ws/out/effects.log: {e}"))?;
     if effects != "one\ntwo\nthree\n" {
         return Err(format!(
             "effects.log is {effects:?}, expected each line once"
@@ -234,7 +238,8 @@ async fn scenario(dir: &Path) -> Result<(), String> {
     }
     // Model calls: each recorded reply was asked for once; only the call in flight when the
     // worker died was asked for again.
-    let calls = std::fs::read_to_string(ctl.join(team::CALLS)).map_err(|e| e.to_string())?;
+    let calls = std::fs::read_to_string(ctl.join(team::CALLS))
+        .map_err(|e| format!("{}: {e}", team::CALLS))?;
     let asked = |who: &str| calls.lines().filter(|l| l.starts_with(who)).count();
     let builder2 = calls
         .lines()

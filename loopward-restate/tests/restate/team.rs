@@ -78,7 +78,7 @@ fn shell(line: &str) -> Vec<ToolCall> {
     vec![ToolCall {
         id: "c1".into(),
         name: "shell".into(),
-        arguments: json!({"command": format!("echo {line} >> effects.log")}),
+        arguments: json!({"command": format!("echo {line} >> out/effects.log")}),
     }]
 }
 
@@ -119,12 +119,12 @@ impl tower::Service<ChatRequest> for ScriptedModel {
                     vec![ToolCall {
                         id: "c1".into(),
                         name: "handoff".into(),
-                        arguments: json!({"to": "reviewer", "message": "two lines are in effects.log"}),
+                        arguments: json!({"to": "reviewer", "message": "two lines are in out/effects.log"}),
                     }],
                 ),
                 ("reviewer", 1) => (String::new(), shell("three")),
                 _ => (
-                    "Reviewed: effects.log has its three lines.".to_string(),
+                    "Reviewed: out/effects.log has its three lines.".to_string(),
                     vec![],
                 ),
             };

@@ -20,7 +20,7 @@ impl Engine<'_> {
             self.ws,
             &self.blobs(),
             &|rel| self.ctx.rules.watched(rel),
-            &watch.skip,
+            &self.ctx.rules.unwatched(),
             watch.max_snapshot_bytes,
         )
         .and_then(|snap| snap.save(&self.snapshot_path(id)));
@@ -58,7 +58,7 @@ impl Engine<'_> {
             self.ws,
             &self.blobs(),
             &|_| false,
-            &watch.skip,
+            &self.ctx.rules.unwatched(),
             watch.max_snapshot_bytes,
         )?;
         let mut effects = Vec::new();
@@ -157,6 +157,7 @@ impl Engine<'_> {
                     format!("; {} change(s) reverted", reverted.len())
                 }
             ),
+            output: None,
         })?;
         // The snapshot is spent; a failure to remove it only leaves a file behind.
         let _ = std::fs::remove_file(&snap_path);

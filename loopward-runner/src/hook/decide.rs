@@ -298,6 +298,7 @@ impl Engine<'_> {
             is_error: false,
             effects: vec![],
             summary: format!("{} finished", call.tool.name()),
+            output: None,
         })?;
         Ok(Reply::Silent)
     }
@@ -328,6 +329,7 @@ impl Engine<'_> {
             is_error: true,
             effects: vec![],
             summary: format!("{} failed: {error}", call.tool.name()),
+            output: None,
         })?;
         Ok(Reply::Silent)
     }
@@ -383,6 +385,7 @@ impl Engine<'_> {
             is_error: false,
             effects,
             summary: format!("{} finished", call.tool.name()),
+            output: None,
         })?;
         Ok(reply)
     }

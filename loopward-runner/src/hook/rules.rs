@@ -150,6 +150,14 @@ impl Rules {
         &self.shell
     }
 
+    /// The paths the watch neither compares nor restores: the `[gates.shell] skip` folders and
+    /// the runs directory, where loopward appends ledgers while commands run.
+    pub(crate) fn unwatched(&self) -> Vec<String> {
+        let mut skip = self.shell.skip.clone();
+        skip.extend(self.control.runs_dir().map(str::to_string));
+        skip
+    }
+
     /// Whether `rel` is watched closely around shell calls (its content kept for a revert).
     pub(crate) fn watched(&self, rel: &str) -> bool {
         self.control.covers(rel) || self.territories.iter().any(|t| t.covers(rel))
