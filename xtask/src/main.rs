@@ -99,6 +99,15 @@ fn preflight(root: &Path) -> Result<()> {
             missing.join(" and ")
         );
     }
+    if !["chromium-headless-shell", "chromium"]
+        .into_iter()
+        .any(found)
+    {
+        bail!(
+            "the page tests drive a headless Chromium: run `bash .ci/run` (installs it), or \
+             `apt-get install -y chromium-headless-shell`"
+        );
+    }
     if !root.join(model::MODEL_FILE).exists() {
         bail!(
             "the llama tests need {}: run `cargo xtask fetch-model` first (or `bash .ci/run`)",
