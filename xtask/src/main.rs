@@ -69,6 +69,16 @@ fn ci(root: &Path) -> Result<()> {
     let clippy = ["clippy", "--workspace", "--all-targets", features];
     cargo(root, &[&clippy[..], &["--", "-D", "warnings"]].concat())?;
     cargo(root, &["test", "--workspace", features])?;
+    // The docs build without a warning (broken intra-doc links, missing docs).
+    let doc = Command::new(env!("CARGO"))
+        .args(["doc", "--no-deps", "--workspace", features])
+        .env("RUSTDOCFLAGS", "-D warnings")
+        .current_dir(root)
+        .status()
+        .context("cannot run cargo doc")?;
+    if !doc.success() {
+        bail!("cargo doc --no-deps failed with -D warnings (see above)");
+    }
     readme::check(root)?;
     // The default feature set must still build on its own.
     cargo(
