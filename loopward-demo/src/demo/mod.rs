@@ -356,9 +356,11 @@ fn outro<W: Write + Send + 'static>(stage: &Stage<W>) -> Result<()> {
     o.title("Compliance, computed from the ledgers (the same code as `loopward report`)");
     o.block(Tone::Plain, &table);
     o.blank();
-    o.blank();
-    o.title("Calibration: a stricter sprawl gate, tried on these runs first");
-    o.block(Tone::Plain, &calibration);
+    if let Some(calibration) = calibration {
+        o.blank();
+        o.title("Calibration: a stricter sprawl gate, tried on these runs first");
+        o.block(Tone::Plain, &calibration);
+    }
     o.blank();
     o.line(
         Tone::Plain,
@@ -385,8 +387,12 @@ fn outro<W: Write + Send + 'static>(stage: &Stage<W>) -> Result<()> {
 
 /// `loopward calibrate` on the demo's runs, in shadow mode (nothing executed): how often the
 /// sprawl gate would fire at the demo's threshold and at a stricter one.
-fn calibration(runs_dir: &Path) -> Result<String> {
+/// `None` when the sprawl chapter was not played.
+fn calibration(runs_dir: &Path) -> Result<Option<String>> {
     let config = runs_dir.join("ch3-sprawl").join("loopward.toml");
+    if !config.is_file() {
+        return Ok(None);
+    }
     let current = Config::load(&config)?.policy();
     let fired = |threshold: u32| -> Result<(u64, u64, u64)> {
         let mut candidate = current.clone();
@@ -400,12 +406,12 @@ fn calibration(runs_dir: &Path) -> Result<String> {
     let now = current.gates.sprawl.threshold;
     let (n3, turns, writes) = fired(now)?;
     let (n2, _, _) = fired(now - 1)?;
-    Ok(format!(
+    Ok(Some(format!(
         "{writes} recorded writes in {turns} turns re-judged, nothing executed:\n\
          sprawl at threshold {now} would have fired in {n3} of {turns} turns; at threshold {} in {n2} of {turns}\n\
          (loopward calibrate --config candidate.toml runs: per gate, with example refusals and a false-positive estimate)",
         now - 1
-    ))
+    )))
 }
 
 /// The demo's own runs folder under a scratch folder.
