@@ -7,11 +7,13 @@
 //! | `fmt` | formats the workspace |
 //! | `readme` | regenerates the README's demo-output section from the real demo (`--check`) |
 //! | `fetch-model` | downloads the SmolLM2 GGUF the llama tests use into `models/` |
+//! | `calibrate-corpus` | writes a deterministic corpus (Claude Code transcripts, copies of the demo's runs) for `loopward calibrate`'s throughput figure |
 //! | `build-cuda` | installs the CUDA 13 toolkit from PyPI wheels and builds the `cuda` feature for sm_90 |
 
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 mod bench;
+mod corpus;
 mod cuda;
 mod model;
 mod readme;
@@ -32,6 +34,13 @@ fn main() -> Result<()> {
         Some("fetch-model") => model::fetch_model(&root),
         Some("build-cuda") => cuda::build_cuda(&root),
         Some("bench") => bench::run(&root, &args[1..]),
+        Some("calibrate-corpus") => corpus::run(
+            &root,
+            Path::new(
+                args.get(1)
+                    .context("usage: cargo xtask calibrate-corpus <dir>")?,
+            ),
+        ),
         Some("help" | "--help" | "-h") | None => {
             println!("{}", HELP);
             Ok(())
@@ -48,6 +57,7 @@ commands:
   tidy   check the repository rules: crate graph, no env in libraries, time via the clock, code map
   fmt    format the workspace
   readme regenerate the README's demo-output section from the real demo (--check: verify only)
+  calibrate-corpus <dir>  a deterministic corpus for `loopward calibrate` (transcripts, demo runs)
   fetch-model  download the SmolLM2 GGUF the llama tests use into models/
   build-cuda   install the CUDA 13 toolkit wheels and build the cuda feature for sm_90
   bench        measure the cost of governance; writes bench/results.md and bench/results.json";
