@@ -11,6 +11,10 @@ fn main() -> ExitCode {
     if let loopward_cli::cli::Command::Hook(a) = &cli.command {
         return loopward_cli::cli::hook::run(a).unwrap_or(ExitCode::from(2));
     }
+    // The sandbox is set on this process before any other thread exists, then it runs the command.
+    if let loopward_cli::cli::Command::Sandbox(a) = &cli.command {
+        return loopward_cli::cli::sandbox::run(a);
+    }
     // Spans on stderr under RUST_LOG, OTLP export under OTEL_EXPORTER_OTLP_* (not for the hook:
     // its stderr is what Claude Code shows the model).
     let (_telemetry, note) = loopward_cli::observe::init(|k| std::env::var(k).ok());

@@ -124,6 +124,13 @@ fn preflight(root: &Path) -> Result<()> {
             model::MODEL_FILE
         );
     }
+    let restate = ".restate/node_modules/@restatedev/restate-server-linux-x64/bin/restate-server";
+    if !root.join(restate).exists() {
+        bail!(
+            "the loopward-restate tests start a Restate server ({restate}): run \
+             `bash scripts/restate-install.sh` first (or `bash .ci/run`)"
+        );
+    }
     Ok(())
 }
 
