@@ -73,8 +73,8 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Init(a) => init::run(&a),
         Command::Run(a) => run::run(a).await,
-        Command::Approve(a) => approve::run(&a, true),
-        Command::Deny(a) => approve::run(&a, false),
+        Command::Approve(a) => approve::run(&a, true).await,
+        Command::Deny(a) => approve::run(&a, false).await,
         Command::Override(a) => override_cmd::run(a),
         Command::Gates(a) => gates::run(a),
         Command::Verify(a) => verify::run(&a),
