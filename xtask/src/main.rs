@@ -65,7 +65,7 @@ fn ci(root: &Path) -> Result<()> {
     tidy::run(root)?;
     // One feature set for the workspace: default plus `http` and `otel` (no C++ build). The
     // llama backend is built in its own, single configuration.
-    let features = "--features=loopward-runner/http,loopward-runner/otel";
+    let features = "--features=loopward-runner/http,loopward-runner/otel,loopward-cli/otel";
     let clippy = ["clippy", "--workspace", "--all-targets", features];
     cargo(root, &[&clippy[..], &["--", "-D", "warnings"]].concat())?;
     cargo(root, &["test", "--workspace", features])?;
