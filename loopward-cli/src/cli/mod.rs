@@ -12,6 +12,7 @@
 pub mod approve;
 pub mod gates;
 pub mod hook;
+mod hook_install;
 pub mod init;
 pub mod override_cmd;
 pub mod replay;
