@@ -96,3 +96,22 @@ fn demo_interactive_stop_gate_asks_on_the_terminal() {
     assert!(no.contains("run ended: stopped"), "{no}");
     assert!(no.contains("CHANGELOG.md not published"), "{no}");
 }
+
+#[test]
+fn demo_pages_are_deterministic_snapshots() {
+    let (_, scratch) = play();
+    let runs = scratch.path().join("runs");
+    for run in [
+        "ch1-enforced",
+        "ch2-override",
+        "ch4-review",
+        "ch7-anti-loop",
+        "ch8-stop-gate",
+    ] {
+        let page = std::fs::read_to_string(runs.join(run).join("audit.html")).unwrap();
+        insta::assert_snapshot!(format!("audit_html_{run}"), page);
+    }
+    let index = loopward_runner::audit::render_index(&runs, None).unwrap();
+    assert_eq!(index.matches("<tr class=\"run\"").count(), 12);
+    insta::assert_snapshot!("index_html", index);
+}

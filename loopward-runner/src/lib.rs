@@ -61,6 +61,7 @@
 
 mod agent;
 pub mod audit;
+pub mod calibrate;
 mod clock;
 mod context;
 mod extensions;
@@ -69,6 +70,7 @@ pub mod hook;
 pub mod layers;
 pub mod model;
 mod runner;
+pub mod sandbox;
 mod state;
 pub mod telemetry;
 pub mod tool;

@@ -73,6 +73,16 @@ pub fn report(runs_dir: &Path) -> Result<Report> {
         .with_context(|| format!("cannot report on {}", runs_dir.display()))
 }
 
+/// Writes `runs_dir/index.html` (every run at a glance; runs that do not verify are marked) and
+/// returns its path.
+pub fn write_index_html(runs_dir: &Path) -> Result<PathBuf> {
+    let page = loopward_runner::audit::render_index(runs_dir, None)
+        .with_context(|| format!("cannot render the index of {}", runs_dir.display()))?;
+    let path = runs_dir.join("index.html");
+    std::fs::write(&path, page).with_context(|| format!("cannot write {}", path.display()))?;
+    Ok(path)
+}
+
 /// Reopens the ledger of a paused run to append to it (after a crash, a torn last line is cut
 /// and recorded).
 pub fn reopen(runs_dir: &Path, run: &RunId, clock: Arc<dyn Clock>) -> Result<Arc<Ledger>> {

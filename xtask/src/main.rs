@@ -3,8 +3,9 @@
 //! | command | does |
 //! |---|---|
 //! | `ci` | exactly what CI runs: format check, clippy with `-D warnings`, the tests, then clippy and the local-model tests with feature `llama` |
+//! | `tidy` | repository rules as code: crate graph, no environment in libraries, time only through the clock, every crate and public module in the code map |
 //! | `fmt` | formats the workspace |
-//! | `readme` | regenerates the README's demo-output section from the real demo (`--check`) |
+//! | `readme` | regenerates docs/demo.md's output section from the real demo (`--check`) |
 //! | `fetch-model` | downloads the SmolLM2 GGUF the llama tests use into `models/` |
 //! | `build-cuda` | installs the CUDA 13 toolkit from PyPI wheels and builds the `cuda` feature for sm_90 |
 //! | `gpu-check` | on a machine with an NVIDIA GPU: a 27B-shaped GGUF, loopward vs a direct loop vs `llama-bench`, into `bench/gpu.md` |
@@ -18,6 +19,7 @@ mod gguf;
 mod gpu;
 mod model;
 mod readme;
+mod tidy;
 
 use anyhow::{bail, Context, Result};
 use std::path::{Path, PathBuf};
@@ -28,6 +30,7 @@ fn main() -> Result<()> {
     let root = repo_root();
     match args.first().map(String::as_str) {
         Some("ci") => ci(&root),
+        Some("tidy") => tidy::run(&root),
         Some("fmt") => cargo(&root, &["fmt", "--all"]),
         Some("readme") => readme::run(&root, args.get(1).is_some_and(|a| a == "--check")),
         Some("fetch-model") => model::fetch_model(&root),
@@ -48,8 +51,9 @@ usage: cargo xtask <command>
 
 commands:
   ci     run exactly what CI runs: cargo fmt --check, clippy -D warnings, tests
+  tidy   check the repository rules: crate graph, no env in libraries, time via the clock, code map
   fmt    format the workspace
-  readme regenerate the README's demo-output section from the real demo (--check: verify only)
+  readme regenerate docs/demo.md's output section from the real demo (--check: verify only)
   fetch-model  download the SmolLM2 GGUF the llama tests use into models/
   build-cuda   install the CUDA 13 toolkit wheels and build the cuda feature for sm_90
   bench        measure the cost of governance; writes bench/results.md and bench/results.json
@@ -79,12 +83,23 @@ fn repo_root() -> PathBuf {
 fn ci(root: &Path) -> Result<()> {
     preflight(root)?;
     cargo(root, &["fmt", "--all", "--", "--check"])?;
+    tidy::run(root)?;
     // One feature set for the workspace: default plus `http` and `otel` (no C++ build). The
     // llama backend is built in its own, single configuration.
-    let features = "--features=loopward-runner/http,loopward-runner/otel";
+    let features = "--features=loopward-runner/http,loopward-runner/otel,loopward-cli/otel";
     let clippy = ["clippy", "--workspace", "--all-targets", features];
     cargo(root, &[&clippy[..], &["--", "-D", "warnings"]].concat())?;
     cargo(root, &["test", "--workspace", features])?;
+    // The docs build without a warning (broken intra-doc links, missing docs).
+    let doc = Command::new(env!("CARGO"))
+        .args(["doc", "--no-deps", "--workspace", features])
+        .env("RUSTDOCFLAGS", "-D warnings")
+        .current_dir(root)
+        .status()
+        .context("cannot run cargo doc")?;
+    if !doc.success() {
+        bail!("cargo doc --no-deps failed with -D warnings (see above)");
+    }
     readme::check(root)?;
     // The default feature set must still build on its own.
     cargo(
@@ -115,10 +130,26 @@ fn preflight(root: &Path) -> Result<()> {
             missing.join(" and ")
         );
     }
+    if !["chromium-headless-shell", "chromium"]
+        .into_iter()
+        .any(found)
+    {
+        bail!(
+            "the page tests drive a headless Chromium: run `bash .ci/run` (installs it), or \
+             `apt-get install -y chromium-headless-shell`"
+        );
+    }
     if !root.join(model::MODEL_FILE).exists() {
         bail!(
             "the llama tests need {}: run `cargo xtask fetch-model` first (or `bash .ci/run`)",
             model::MODEL_FILE
+        );
+    }
+    let restate = ".restate/node_modules/@restatedev/restate-server-linux-x64/bin/restate-server";
+    if !root.join(restate).exists() {
+        bail!(
+            "the loopward-restate tests start a Restate server ({restate}): run \
+             `bash scripts/restate-install.sh` first (or `bash .ci/run`)"
         );
     }
     Ok(())

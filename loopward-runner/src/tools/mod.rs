@@ -3,13 +3,14 @@
 //! Every path goes through the workspace canonicaliser; every tool validates its arguments
 //! against its schema before anything runs.
 
+mod beneath;
 mod fs;
 mod handoff;
 mod shell;
 
 pub use fs::{EditFile, ListDir, ReadFile, WriteFile};
 pub use handoff::HandoffTool;
-pub use shell::{ProcessTable, Shell};
+pub use shell::{ProcessTable, Shell, DEFAULT_SCRATCH_ROOT};
 
 use crate::tool::ToolSet;
 use loopward_core::AgentId;
