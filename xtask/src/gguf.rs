@@ -99,7 +99,8 @@ impl Tensor {
 }
 
 fn tensors(s: &Shape) -> Result<Vec<Tensor>> {
-    if s.n_embd % Q4_0_BLOCK != 0 || s.n_ff % Q4_0_BLOCK != 0 || s.n_vocab < 261 + 1 {
+    if !s.n_embd.is_multiple_of(Q4_0_BLOCK) || !s.n_ff.is_multiple_of(Q4_0_BLOCK) || s.n_vocab < 262
+    {
         bail!(
             "shape {}: widths must be multiples of {Q4_0_BLOCK} and the vocabulary hold at least 262 tokens",
             s.name
