@@ -9,11 +9,19 @@ fn main() -> ExitCode {
     let cli = loopward_cli::cli::Cli::parse();
     // A hook answers before anything else can fail: exit 1 would let Claude Code go ahead.
     if let loopward_cli::cli::Command::Hook(a) = &cli.command {
-        return loopward_cli::cli::hook::run(a).unwrap_or(ExitCode::from(2));
+        if matches!(a.target, loopward_cli::cli::hook::Target::ClaudeCode { .. }) {
+            return loopward_cli::cli::hook::run(a).unwrap_or(ExitCode::from(2));
+        }
     }
     // The sandbox is set on this process before any other thread exists, then it runs the command.
     if let loopward_cli::cli::Command::Sandbox(a) = &cli.command {
         return loopward_cli::cli::sandbox::run(a);
+    }
+    // Spans on stderr under RUST_LOG, OTLP export under OTEL_EXPORTER_OTLP_* (not for the hook:
+    // its stderr is what Claude Code shows the model).
+    let (_telemetry, note) = loopward_cli::observe::init(|k| std::env::var(k).ok());
+    if let Some(note) = note {
+        eprintln!("note: {note}");
     }
     let rt = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
