@@ -15,7 +15,7 @@
 //! | what changed on disk | [`Effect`], [`EffectKind`], [`EffectStatus`] |
 //! | passing the work on | [`Handoff`] |
 //! | what a gate said | [`Decision`], [`Refusal`], [`GateMode`] |
-//! | what the ledger records | [`AuditEvent`], [`Scope`], [`AuditSink`] |
+//! | what the ledger records | [`AuditEvent`], [`Scope`], [`AuditSink`], [`Remedy`] |
 //!
 //! ```
 //! use loopward_core::{AgentId, Decision, Refusal};
@@ -34,6 +34,7 @@ mod effect;
 mod handoff;
 mod id;
 mod message;
+mod remedy;
 mod tool;
 mod usage;
 
@@ -43,5 +44,6 @@ pub use effect::{Effect, EffectKind, EffectStatus};
 pub use handoff::Handoff;
 pub use id::{AgentId, InvalidAgentId, RunId, TurnNumber, MAX_AGENT_NAME};
 pub use message::{Message, Origin};
+pub use remedy::Remedy;
 pub use tool::{ToolCall, ToolResult, ToolSpec};
 pub use usage::{Price, Usage};

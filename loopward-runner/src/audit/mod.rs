@@ -50,8 +50,7 @@ mod report;
 mod verify;
 
 pub use figures::{
-    AdvisoryCompliance, GateFigures, OverrideUse, RunFigures, UnauthorisedWrite, REMEDY_REVERTED,
-    TERRITORY_GATE,
+    AdvisoryCompliance, GateFigures, OverrideUse, RunFigures, UnauthorisedWrite, TERRITORY_GATE,
 };
 pub use index::{append_anchor, latest_anchor, read_anchors, Anchor, INDEX_FILE};
 pub use ledger::{

@@ -234,6 +234,28 @@ impl Policy {
         })
     }
 
+    /// Checks a config as [`Policy::from_config`] would, without a workspace (for adapters that
+    /// meet their workspace only later, like the Claude Code hook).
+    pub fn check(cfg: &PolicyConfig) -> Result<(), ConfigError> {
+        Gates::compile(cfg).map(|_| ())
+    }
+
+    /// `[gates.shell]`: folders not watched around shell commands, and the snapshot size limit.
+    pub fn shell(&self) -> &ShellWatchConfig {
+        &self.inner.shell
+    }
+
+    /// Whether a shell change to `rel` could be refused (a control file, or in a territory), so
+    /// a snapshot must keep its content to put it back.
+    pub fn watched(&self, rel: &str) -> bool {
+        self.inner.control.covers(rel) || self.gates().territories.iter().any(|t| t.covers(rel))
+    }
+
+    /// The workspace the policy judges.
+    pub fn workspace(&self) -> &Workspace {
+        &self.inner.workspace
+    }
+
     /// The override store the policy consumes from.
     pub fn overrides(&self) -> &OverrideStore {
         &self.inner.overrides
