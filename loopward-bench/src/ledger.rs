@@ -54,6 +54,7 @@ fn events() -> Vec<AuditEvent> {
             is_error: false,
             effects: vec![],
             summary: "wrote 30 bytes to src/lib.rs".into(),
+            output: None,
         },
     ]
 }

@@ -8,6 +8,7 @@ use crate::effect::Effect;
 use crate::handoff::Handoff;
 use crate::id::{AgentId, RunId, TurnNumber};
 use crate::remedy::Remedy;
+use crate::tool::ToolCall;
 use crate::usage::Usage;
 use serde::{Deserialize, Serialize};
 
@@ -130,6 +131,16 @@ pub enum AuditEvent {
         /// How many tool calls the reply made.
         tool_calls: u32,
     },
+    /// What the model answered, recorded right after its [`AuditEvent::ModelCall`] (which holds
+    /// the reply's usage and cost). A resumed run feeds this reply back instead of calling the
+    /// model again; `replay` re-judges the run against it.
+    ModelReply {
+        /// The reply's visible text.
+        text: String,
+        /// The tool calls it made, with their ids and arguments, in order.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        tool_calls: Vec<ToolCall>,
+    },
     /// A tool call was requested by the model (before any gate looks at it).
     ToolRequested {
         /// Call id.
@@ -138,6 +149,15 @@ pub enum AuditEvent {
         tool: String,
         /// Arguments as given.
         arguments: serde_json::Value,
+    },
+    /// A tool call passed every gate and its tool is about to run: recorded by the innermost
+    /// tool service, just before the effect starts. A call with this record and no
+    /// [`AuditEvent::ToolFinished`] was interrupted while its effect may have been under way.
+    ToolStarted {
+        /// Call id.
+        call_id: String,
+        /// Tool name.
+        tool: String,
     },
     /// A gate decided on a tool call or other action.
     GateDecision {
@@ -183,6 +203,10 @@ pub enum AuditEvent {
         effects: Vec<Effect>,
         /// A short summary of the result (the first line, truncated).
         summary: String,
+        /// The whole result the model read, when the runner recorded it (a resumed run feeds it
+        /// back instead of running the call again).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        output: Option<String>,
     },
     /// A write was made that the rules forbid (caught after the fact, e.g. through `shell`).
     Violation {
@@ -234,6 +258,17 @@ pub enum AuditEvent {
         /// Bytes dropped.
         truncated_bytes: u64,
     },
+    /// A run was started again from its ledger: what follows continues the recorded run.
+    RunResumed {
+        /// How the previous part ended (`None`: it was killed before recording its end).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        previous: Option<RunStatus>,
+        /// Turns fed back from the ledger.
+        replayed_turns: u32,
+        /// Tool calls that were started but never finished (see the runner's resume rule).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        interrupted: Vec<String>,
+    },
     /// A run ended.
     RunEnded {
         /// How.
@@ -254,6 +289,9 @@ impl AuditEvent {
             Self::HumanMessage { .. } => "human_message",
             Self::TurnStarted { .. } => "turn_started",
             Self::ModelCall { .. } => "model_call",
+            Self::ModelReply { .. } => "model_reply",
+            Self::ToolStarted { .. } => "tool_started",
+            Self::RunResumed { .. } => "run_resumed",
             Self::ToolRequested { .. } => "tool_requested",
             Self::GateDecision { .. } => "gate_decision",
             Self::OverrideConsumed { .. } => "override_consumed",

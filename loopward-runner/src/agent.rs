@@ -188,17 +188,28 @@ impl Inner {
                 cost_micros: self.price.map(|p| p.cost_micros(&reply.usage)),
                 tool_calls: u32::try_from(reply.tool_calls.len()).unwrap_or(u32::MAX),
             })?;
+            turn.record(&AuditEvent::ModelReply {
+                text: reply.content.clone(),
+                tool_calls: reply.tool_calls.clone(),
+            })?;
             text.clone_from(&reply.content);
             let calls = reply.tool_calls.clone();
             history.push(Message::model(reply.content, reply.tool_calls));
             if calls.is_empty() {
+                // An empty answer completes nothing. Wrap-up words (tools disabled by a cap, an
+                // exhaustion or a denial, the run ending anyway) are optional.
+                if text.trim().is_empty() && !turn.state().tools_disabled {
+                    return Err(TurnError::EmptyReply {
+                        agent: self.name.clone(),
+                    });
+                }
                 break FinishReason::Done;
             }
             let mut seen = HashSet::new();
             for call in calls {
                 let span = crate::telemetry::tool_span(&call);
                 let result = self
-                    .run_call(&turn, call, &mut seen, tools_disabled)
+                    .run_call(&turn, call, &mut seen)
                     .instrument(span.clone())
                     .await;
                 crate::telemetry::record_tool(&span, result.as_ref());
@@ -230,12 +241,13 @@ impl Inner {
         turn: &crate::context::TurnContext,
         call: ToolCall,
         seen: &mut HashSet<String>,
-        tools_disabled: bool,
     ) -> Result<ToolResult, TurnError> {
-        let step = {
+        // Read live, not once per reply: a call that ends the run (exhaustion, a denied
+        // stop-gate) ends the rest of the reply that made it.
+        let (step, tools_disabled, run_ends) = {
             let mut st = turn.state();
             st.steps += 1;
-            st.steps
+            (st.steps, st.tools_disabled, st.run_ends.clone())
         };
         turn.record(&AuditEvent::ToolRequested {
             call_id: call.id.clone(),
@@ -250,6 +262,11 @@ impl Inner {
                     call.id
                 ),
             })
+        } else if let Some(status) = run_ends {
+            Err(ToolError::Failed(format!(
+                "not run: the run ends after this reply ({}); answer in text",
+                status.label()
+            )))
         } else if tools_disabled {
             Err(ToolError::Failed(
                 "tools are disabled for this wrap-up turn; answer in text".into(),
@@ -280,6 +297,7 @@ impl Inner {
             is_error,
             effects,
             summary: summary(&content),
+            output: Some(content.clone()),
         })?;
         Ok(ToolResult {
             call_id: call.id,

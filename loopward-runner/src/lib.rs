@@ -69,6 +69,7 @@ pub mod hook;
 pub mod layers;
 pub mod model;
 mod runner;
+mod state;
 pub mod telemetry;
 pub mod tool;
 pub mod tools;
@@ -82,5 +83,6 @@ pub use extensions::Extensions;
 pub use runner::{
     RunReport, RunSpec, Runner, RunnerBuilder, RunnerError, TurnEvent, DEFAULT_MAX_TURNS,
 };
+pub use state::StateDir;
 pub use turn::{BoxTurnService, TurnError, TurnOutcome, TurnRequest};
 pub use workspace::{PathError, WorkPath, Workspace, MAX_PATH_BYTES};

@@ -247,7 +247,13 @@ async fn an_injected_write_failure_stops_the_run_before_the_action() {
     assert_eq!(rec.truncated_bytes, 0);
     assert_eq!(
         kinds(&runs.path().join("r1")),
-        ["run_started", "human_message", "turn_started", "model_call"]
+        [
+            "run_started",
+            "human_message",
+            "turn_started",
+            "model_call",
+            "model_reply"
+        ]
     );
     ledger.finish().unwrap();
     verify(&runs.path().join("r1"), None).unwrap();

@@ -236,3 +236,45 @@ async fn links_made_by_shell_into_a_territory_are_writes_there_and_reverted() {
     assert!(out.is_error, "{}", out.content);
     assert_eq!(room.read("plans/a.md").unwrap(), "keep");
 }
+
+/// The `loopward init` layout: the runs directory (the ledger) is inside the workspace. The watch
+/// must neither see loopward's own appends as the command's changes nor "revert" them.
+#[tokio::test]
+async fn shell_in_the_init_layout_leaves_the_ledger_whole_and_verifying() {
+    use loopward_runner::audit::{verify, Ledger, LedgerOptions};
+    use loopward_runner::gates::{Policy, PolicyConfig};
+    use loopward_runner::Workspace;
+    let dir = tempfile::tempdir().unwrap();
+    let ws = Workspace::new(dir.path()).unwrap();
+    std::fs::write(dir.path().join("loopward.toml"), "# config\n").unwrap();
+    let cfg = PolicyConfig::from_toml(ROOM).unwrap();
+    let policy = Policy::from_config(&cfg, ws.clone()).unwrap();
+    let runs = dir.path().join("runs");
+    let ledger = Ledger::create(
+        &runs,
+        &loopward_core::RunId::new("r1").unwrap(),
+        LedgerOptions::default(),
+    )
+    .unwrap();
+    let room = Room::with_sink(dir, ws, policy, Some(ledger.clone()));
+    let builder = room.turn("builder");
+    let first = room.shell(&builder, "true").await.unwrap();
+    assert!(!first.is_error, "{}", first.content);
+    let second = room.shell(&builder, "echo mine > mine.txt").await.unwrap();
+    assert!(!second.is_error, "{}", second.content);
+    room.write_file(&builder, "notes.md", "more\n")
+        .await
+        .unwrap();
+    let path = room.path("runs/r1/events.jsonl");
+    let before_finish = std::fs::read_to_string(&path).unwrap().lines().count();
+    let finished = ledger.finish().unwrap();
+    // Every record reached the one file on disk: none went to a deleted inode.
+    assert_eq!(finished.final_seq as usize, before_finish);
+    assert!(before_finish >= 4, "only {before_finish} records");
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(!text.contains("\"violation\""), "{text}");
+    let ok = verify(&room.path("runs/r1"), None).unwrap();
+    assert_eq!(ok.final_seq, finished.final_seq);
+    assert!(ok.anchored);
+    assert_eq!(room.read("mine.txt").unwrap(), "mine\n");
+}

@@ -7,6 +7,7 @@
 //! assert!(c.covers(".loopward/overrides/x.json"));
 //! assert!(c.covers("loopward.toml") && c.covers("runs/r1/events.jsonl") && c.covers("runs"));
 //! assert!(!c.covers("runsheet.md") && !c.covers("src/loopward.toml"));
+//! assert_eq!(c.runs_dir(), Some("runs"));
 //! ```
 //!
 //! A `.loopward` that is a link is protected where it lands too ([`ControlFiles::resolved`]).
@@ -21,6 +22,9 @@ pub const CONTROL_GATE: &str = "control";
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ControlFiles {
     paths: Vec<String>,
+    /// The runs directory: loopward's own ledgers, appended to while a command runs, so never
+    /// compared or put back by a watch (a watch that "reverts" them destroys the evidence).
+    runs: Option<String>,
 }
 
 impl Default for ControlFiles {
@@ -40,7 +44,17 @@ impl ControlFiles {
                 paths.push(p.to_string());
             }
         }
-        Self { paths }
+        let runs = Some(runs_dir.trim_matches('/'))
+            .filter(|r| !r.is_empty())
+            .map(str::to_string);
+        Self { paths, runs }
+    }
+
+    /// The workspace-relative runs directory, when it lies in the workspace: loopward writes
+    /// ledgers there while agents act, so the shell watch neither compares nor restores it
+    /// (`loopward verify` guards the ledgers; the sandbox keeps commands from writing there).
+    pub fn runs_dir(&self) -> Option<&str> {
+        self.runs.as_deref()
     }
 
     /// `.loopward/` plus a config file and runs directory given as paths on disk (absolute, or

@@ -116,6 +116,7 @@ impl Policy {
             accesses: &inv.accesses,
             effects: &effects,
             handoff_stands: turn.state().handoff.is_some(),
+            team: turn.run().team(),
             clock: turn.run().clock(),
         };
         let sprawl = turn.run().extensions().get_or_default::<RunSprawl>();

@@ -245,6 +245,14 @@ impl Policy {
         &self.inner.shell
     }
 
+    /// The paths a shell watch neither compares nor restores: the `[gates.shell] skip` folders
+    /// and the runs directory, where loopward appends ledgers while commands run.
+    pub fn unwatched(&self) -> Vec<String> {
+        let mut skip = self.inner.shell.skip.clone();
+        skip.extend(self.inner.control.runs_dir().map(str::to_string));
+        skip
+    }
+
     /// Whether a shell change to `rel` could be refused (a control file, or in a territory), so
     /// a snapshot must keep its content to put it back.
     pub fn watched(&self, rel: &str) -> bool {

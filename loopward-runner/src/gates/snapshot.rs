@@ -88,7 +88,7 @@ pub struct Change {
 }
 
 impl Snapshot {
-    /// Records `root`, skipping the top-level directories in `skip`, reading at most
+    /// Records `root`, skipping the workspace-relative paths in `skip`, reading at most
     /// `max_bytes` of file content; `keep(path)` says whose content to keep for reverts.
     pub fn take(
         root: &Path,
@@ -115,7 +115,7 @@ impl Snapshot {
                 } else {
                     format!("{dir}/{name}")
                 };
-                if dir.is_empty() && skip.contains(&name) {
+                if skip.iter().any(|s| s.trim_matches('/') == rel) {
                     continue;
                 }
                 if snap.entries.len() >= MAX_SNAPSHOT_PATHS {

@@ -135,7 +135,10 @@ impl Policy {
 
     async fn snapshot(&self, gates: &Gates, agent: &AgentId) -> Result<Snapshot, String> {
         let root = self.inner.workspace.root().to_path_buf();
-        let skip = self.inner.shell.skip.clone();
+        // loopward's own ledgers are appended to while the command runs: never compared, never
+        // put back (the sandbox keeps commands out of them; `verify` checks them).
+        let mut skip = self.inner.shell.skip.clone();
+        skip.extend(self.inner.control.runs_dir().map(str::to_string));
         let max = self.inner.shell.max_snapshot_bytes;
         let control = self.inner.control.clone();
         let territories = gates.territories.clone();

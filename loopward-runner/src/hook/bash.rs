@@ -19,7 +19,7 @@ impl Engine<'_> {
             self.ws,
             &self.blobs(),
             &|rel| self.policy.watched(rel),
-            &watch.skip,
+            &self.policy.unwatched(),
             watch.max_snapshot_bytes,
         )
         .and_then(|snap| snap.save(&self.snapshot_path(id)));
@@ -53,7 +53,7 @@ impl Engine<'_> {
             self.ws,
             &self.blobs(),
             &|_| false,
-            &watch.skip,
+            &self.policy.unwatched(),
             watch.max_snapshot_bytes,
         )?;
         let changes: Vec<ChangedPath> = shell::compare(&before, &after)
@@ -111,6 +111,7 @@ impl Engine<'_> {
                     format!("; {reverted} change(s) reverted")
                 }
             ),
+            output: None,
         })?;
         // The snapshot is spent; a failure to remove it only leaves a file behind.
         let _ = std::fs::remove_file(&snap_path);

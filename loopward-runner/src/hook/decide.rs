@@ -225,6 +225,7 @@ impl Engine<'_> {
             accesses: &accesses,
             effects: &[],
             handoff_stands: false,
+            team: &[],
             clock: &*self.ctx.clock,
         };
         let judgement = self.policy.judge(&ask, &mut self.state.sprawl);
@@ -272,6 +273,7 @@ impl Engine<'_> {
             is_error: false,
             effects: vec![],
             summary: format!("{} finished", call.tool.name()),
+            output: None,
         })?;
         Ok(Reply::Silent)
     }
@@ -302,6 +304,7 @@ impl Engine<'_> {
             is_error: true,
             effects: vec![],
             summary: format!("{} failed: {error}", call.tool.name()),
+            output: None,
         })?;
         Ok(Reply::Silent)
     }
@@ -361,6 +364,7 @@ impl Engine<'_> {
             is_error: false,
             effects,
             summary: format!("{} finished", call.tool.name()),
+            output: None,
         })?;
         Ok(reply)
     }

@@ -5,9 +5,10 @@
 //! `PostToolUse` compares the workspace with it; a change the caller may not make is put back
 //! (the old content restored, a new file or link removed) and reported.
 //!
-//! Not watched: `.git/`, the `[gates.shell] skip` folders, the hook's own session folders (`.loopward/sessions/`) and
-//! the Claude Code session ledgers (`runs/claude-code-*`), which hook processes write while a
-//! command runs. Tampering with a ledger is caught by `loopward verify` instead.
+//! Not watched: `.git/`, the `[gates.shell] skip` folders, the hook's own session folders
+//! (`.loopward/sessions/`) and the runs directory (every ledger, which loopward appends to while
+//! a command runs; a watch must never "revert" them). Tampering with a ledger is caught by
+//! `loopward verify` instead.
 
 use super::session::{write_synced, SessionError};
 use crate::workspace::Workspace;
@@ -86,15 +87,10 @@ pub(crate) struct Change {
 }
 
 fn skipped(rel: &str, skip: &[String]) -> bool {
-    rel == ".git"
-        || skip.iter().any(|s| s.trim_matches('/') == rel)
-        || rel == ".loopward/sessions"
-        || rel
-            .strip_prefix("runs/")
-            .is_some_and(|r| !r.contains('/') && r.starts_with("claude-code-"))
+    rel == ".git" || skip.iter().any(|s| s.trim_matches('/') == rel) || rel == ".loopward/sessions"
 }
 
-/// Captures the workspace, skipping `.git/` and the top-level folders in `skip`, reading at most
+/// Captures the workspace, skipping `.git/` and the workspace-relative paths in `skip`, reading at most
 /// `max_bytes`; files for which `watched` holds have their content kept in `blobs`.
 pub(crate) fn capture(
     ws: &Workspace,

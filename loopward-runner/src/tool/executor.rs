@@ -2,9 +2,14 @@
 
 use super::{ToolError, ToolInvocation, ToolOutput};
 use futures::future::BoxFuture;
+use loopward_core::AuditEvent;
 use std::task::{Context, Poll};
 
 /// Runs a [`ToolInvocation`]'s tool. Every tool stack ends here.
+///
+/// Just before the tool runs, it records [`AuditEvent::ToolStarted`]: every gate has let the
+/// call through and its effect begins. A resumed run reads a call with that record and no end
+/// as interrupted (its effect may or may not have happened); a call without it never started.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct ToolExecutor;
 
@@ -18,6 +23,13 @@ impl tower::Service<ToolInvocation> for ToolExecutor {
     }
 
     fn call(&mut self, inv: ToolInvocation) -> Self::Future {
+        let started = inv.turn.record(&AuditEvent::ToolStarted {
+            call_id: inv.call.id.clone(),
+            tool: inv.call.name.clone(),
+        });
+        if let Err(e) = started {
+            return Box::pin(std::future::ready(Err(ToolError::Audit(e.0))));
+        }
         let tool = inv.tool.clone();
         tool.call(inv)
     }

@@ -45,6 +45,17 @@ impl Room {
     }
 
     pub fn with_policy(dir: tempfile::TempDir, ws: Workspace, policy: Policy) -> Self {
+        Self::with_sink(dir, ws, policy, None)
+    }
+
+    /// A room whose run records into `ledger` (its `events()` then stay empty) instead of
+    /// memory.
+    pub fn with_sink(
+        dir: tempfile::TempDir,
+        ws: Workspace,
+        policy: Policy,
+        ledger: Option<Arc<dyn loopward_core::AuditSink>>,
+    ) -> Self {
         let sink = Arc::new(MemorySink::default());
         let clock = Arc::new(ManualClock::new(NOW));
         let team = ["planner", "builder", "auditor", "scribe"]
@@ -54,7 +65,7 @@ impl Room {
             RunId::new("r1").unwrap(),
             team,
             ws.clone(),
-            sink.clone(),
+            ledger.unwrap_or_else(|| sink.clone()),
             clock.clone() as Arc<dyn Clock>,
         );
         let stack = PolicyLayer::new(policy.clone()).wrap(BoxToolService::new(ToolExecutor));

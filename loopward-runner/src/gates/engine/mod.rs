@@ -54,6 +54,8 @@ pub struct Ask<'a> {
     pub effects: &'a [Effect],
     /// Whether a handoff already stands this turn (then the one-handoff rule answers a second).
     pub handoff_stands: bool,
+    /// The team, when the adapter has one (a handoff outside it is not judged by review gates).
+    pub team: &'a [AgentId],
     /// The clock overrides are checked against.
     pub clock: &'a dyn Clock,
 }
@@ -73,6 +75,7 @@ impl<'a> Ask<'a> {
             accesses,
             effects: &[],
             handoff_stands: false,
+            team: &[],
             clock,
         }
     }
@@ -227,31 +230,24 @@ impl Policy {
         (verdicts, work, true)
     }
 
-    /// The review gates on a handoff to `to`. When a handoff already stands, the one-handoff
-    /// rule answers instead (the handoff tool refuses it, naming the one that stands).
+    /// The review gates on a handoff to `to` ([`judge_handoff`](super::review::judge_handoff)),
+    /// recorded as the action `handoff:<to>`. When a handoff already stands, the one-handoff rule
+    /// answers instead (the handoff tool refuses it, naming the one that stands); a handoff to
+    /// the caller itself or outside the team is not one a review gate judges (the tool refuses
+    /// it).
     fn judge_handoff(&self, gates: &Gates, ask: &Ask<'_>, to: &AgentId) -> Vec<Verdict> {
-        if ask.handoff_stands {
+        let outside = !ask.team.is_empty() && !ask.team.contains(to);
+        if ask.handoff_stands || to == ask.agent || outside {
             return vec![];
         }
-        let mut verdicts: Vec<Verdict> = gates
-            .reviews
-            .iter()
-            .filter(|r| r.from() == ask.agent)
-            .map(|r| {
-                let files = r.armed_by(ask.agent, ask.effects);
-                let decision = if files.is_empty() || to == r.via() {
-                    Decision::Allow
-                } else {
-                    match r.mode() {
-                        GateMode::Enforce => Decision::Deny(r.refusal(to.as_str(), &files)),
-                        GateMode::Advisory => Decision::Warn(r.refusal(to.as_str(), &files)),
-                    }
-                };
-                Verdict::whole(r.name(), r.mode(), decision)
+        super::review::judge_handoff(&gates.reviews, ask.agent, ask.effects, Some(to.as_str()))
+            .into_iter()
+            .map(|v| {
+                let mut verdict = Verdict::whole(v.gate.name(), v.gate.mode(), v.decision);
+                verdict.action = Some(format!("handoff:{to}"));
+                verdict
             })
-            .collect();
-        verdicts.sort_by(|a, b| a.gate.cmp(&b.gate));
-        verdicts
+            .collect()
     }
 
     /// The work a call with these accesses counts as for the sprawl gate: the unit keys of the

@@ -18,6 +18,8 @@ pub(crate) struct Verdict {
     pub(crate) decision: Decision,
     /// The override this path needs once every gate allows (found, not yet taken).
     pub(crate) needs: Option<Sentinel>,
+    /// The action as recorded, when not the ask's (a handoff's review: `handoff:<to>`).
+    pub(crate) action: Option<String>,
 }
 
 impl Verdict {
@@ -30,6 +32,7 @@ impl Verdict {
             path: None,
             decision,
             needs: None,
+            action: None,
         }
     }
 
@@ -43,7 +46,7 @@ impl Verdict {
             call_id: call_id.map(str::to_string),
             gate: self.gate.clone(),
             mode: self.mode,
-            action: action.into(),
+            action: self.action.clone().unwrap_or_else(|| action.into()),
             path_raw: self.path_raw.clone(),
             path: self.path.clone(),
             decision: self.decision.clone(),
@@ -80,6 +83,7 @@ impl Policy {
             path: Some(rel.to_string()),
             decision,
             needs,
+            action: None,
         };
         if self.inner.control.covers(rel) {
             return mk(
