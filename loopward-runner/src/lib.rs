@@ -69,6 +69,7 @@ pub mod hook;
 pub mod layers;
 pub mod model;
 mod runner;
+pub mod sandbox;
 mod state;
 pub mod telemetry;
 pub mod tool;

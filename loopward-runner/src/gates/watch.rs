@@ -5,12 +5,15 @@
 
 use super::engine::{ChangedPath, ShellAsk};
 use super::layer::{audit, record_all};
-use super::policy::{Gates, Policy, SHELL_GATE};
+use super::policy::{Gates, Policy, SANDBOX_GATE, SHELL_GATE};
 use super::refusals;
 use super::snapshot::Snapshot;
 use super::sprawl::RunSprawl;
+use crate::sandbox::{
+    kernel_support, Confinement, ConfinementSlot, Planned, Protected, SandboxError, SandboxMode,
+};
 use crate::tool::{ToolError, ToolInvocation, ToolOutput};
-use loopward_core::{AgentId, AuditEvent, Decision, GateMode, Remedy};
+use loopward_core::{AgentId, AuditEvent, Decision, GateMode, Refusal, Remedy};
 use tower::ServiceExt;
 
 impl Policy {
@@ -31,25 +34,65 @@ impl Policy {
         let call_id = inv.call.id.clone();
         let action = format!("tool:{}", inv.call.name);
         let agent = turn.agent().clone();
-        let decision = |d| AuditEvent::GateDecision {
+        let decision = |gate: &str, mode, d| AuditEvent::GateDecision {
             call_id: Some(call_id.clone()),
-            gate: SHELL_GATE.into(),
-            mode: GateMode::Enforce,
+            gate: gate.into(),
+            mode,
             action: action.clone(),
             path_raw: None,
             path: None,
             decision: d,
         };
+        let planned = match self.confine(&gates, &agent).await {
+            Ok(p) => p,
+            Err(why) => {
+                let r = Refusal::new(
+                    SANDBOX_GATE,
+                    format!("not run: {why}"),
+                    "use the file tools instead; a person can fix the sandbox as the reason says",
+                );
+                let d = decision(SANDBOX_GATE, GateMode::Enforce, Decision::Deny(r.clone()));
+                record_all(&turn, &[d])?;
+                return Err(ToolError::Refused(r));
+            }
+        };
+        let confined = match planned {
+            Planned::Confined(_) => decision(SANDBOX_GATE, GateMode::Enforce, Decision::Allow),
+            _ => decision(
+                SANDBOX_GATE,
+                GateMode::Advisory,
+                Decision::Warn(Refusal::new(
+                    SANDBOX_GATE,
+                    "watch-only: this command runs without a kernel sandbox; its changes are only compared and reverted afterwards",
+                    "remove `sandbox = \"watch-only\"` from [gates.shell] to contain commands",
+                )),
+            ),
+        };
+        record_all(&turn, &[confined])?;
         let before = match self.snapshot(&gates, &agent).await {
             Ok(s) => s,
             Err(why) => {
                 let r = refusals::unwatchable(&why);
-                record_all(&turn, &[decision(Decision::Deny(r.clone()))])?;
+                record_all(
+                    &turn,
+                    &[decision(
+                        SHELL_GATE,
+                        GateMode::Enforce,
+                        Decision::Deny(r.clone()),
+                    )],
+                )?;
                 return Err(ToolError::Refused(r));
             }
         };
-        record_all(&turn, &[decision(Decision::Allow)])?;
+        record_all(
+            &turn,
+            &[decision(SHELL_GATE, GateMode::Enforce, Decision::Allow)],
+        )?;
+        let slot = turn.extensions().get_or_default::<ConfinementSlot>();
+        slot.put(planned);
         let result = inner.oneshot(inv).await;
+        // A tool that did not take it (not the shell tool) must not leave it to the next call.
+        slot.take();
         if let Err(e) = &result {
             if e.is_fatal() {
                 return result;
@@ -131,6 +174,23 @@ impl Policy {
             out.content = format!("{}\n\n{text}", out.content);
         }
         Ok(out)
+    }
+
+    /// Plans the sandbox of `agent`'s command, or says why there can be none.
+    async fn confine(&self, gates: &Gates, agent: &AgentId) -> Result<Planned, String> {
+        if self.inner.shell.sandbox == SandboxMode::WatchOnly {
+            return Ok(Planned::WatchOnly);
+        }
+        if let Some(why) = kernel_support().missing.clone() {
+            return Err(SandboxError::Unsupported { why }.to_string());
+        }
+        let ws = self.inner.workspace.clone();
+        let protected = Protected::for_agent(self.inner.control.clone(), &gates.territories, agent);
+        tokio::task::spawn_blocking(move || Confinement::plan(&ws, &protected))
+            .await
+            .map_err(|e| format!("the sandbox planning task failed: {e}"))?
+            .map(Planned::Confined)
+            .map_err(|e| e.to_string())
     }
 
     async fn snapshot(&self, gates: &Gates, agent: &AgentId) -> Result<Snapshot, String> {
