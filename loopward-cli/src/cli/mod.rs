@@ -10,6 +10,7 @@
 //! ```
 
 pub mod approve;
+pub mod calibrate;
 pub mod gates;
 pub mod hook;
 pub mod init;
@@ -17,6 +18,7 @@ pub mod override_cmd;
 pub mod replay;
 pub mod report;
 pub mod run;
+pub mod sandbox;
 pub mod verify;
 
 pub use run::exit_code;
@@ -56,10 +58,14 @@ pub enum Command {
     Verify(verify::Args),
     /// Governance figures over all runs, computed from the ledgers.
     Report(report::Args),
+    /// How often a candidate config's gates would have fired on recorded history.
+    Calibrate(calibrate::Args),
     /// Re-run a recorded run offline and check every decision comes out the same.
     Replay(replay::Args),
     /// Answer agent-tool hooks (Claude Code) with the loopward.toml policy.
     Hook(hook::Args),
+    /// Run a command in the kernel sandbox of one agent.
+    Sandbox(sandbox::Args),
 }
 
 /// Runs a parsed command line; errors are printed by the binary.
@@ -67,13 +73,15 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Init(a) => init::run(&a),
         Command::Run(a) => run::run(a).await,
-        Command::Approve(a) => approve::run(&a, true),
-        Command::Deny(a) => approve::run(&a, false),
+        Command::Approve(a) => approve::run(&a, true).await,
+        Command::Deny(a) => approve::run(&a, false).await,
         Command::Override(a) => override_cmd::run(a),
         Command::Gates(a) => gates::run(a),
         Command::Verify(a) => verify::run(&a),
         Command::Report(a) => report::run(&a),
+        Command::Calibrate(a) => calibrate::run(&a),
         Command::Replay(a) => replay::run(a).await,
         Command::Hook(a) => hook::run(&a),
+        Command::Sandbox(a) => Ok(sandbox::run(&a)),
     }
 }

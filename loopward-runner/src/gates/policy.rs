@@ -190,6 +190,8 @@ pub(super) struct PolicyInner {
     pub(super) control: ControlFiles,
     pub(super) overrides: OverrideStore,
     pub(super) shell: ShellWatchConfig,
+    /// Judging recorded actions: no override store, no disk (see [`Policy::shadow`]).
+    pub(super) shadow: bool,
     // Shared, not cloned per call: a call holds the compiled gates it started with, and a change
     // swaps in a new set without touching calls in flight.
     gates: RwLock<Arc<Gates>>,
@@ -231,6 +233,23 @@ impl Policy {
                 control,
                 overrides,
                 shell: cfg.gates.shell.clone(),
+                shadow: false,
+                gates: RwLock::new(Arc::new(gates)),
+            }),
+        })
+    }
+
+    /// A policy for judging recorded actions ([`Policy::decide_recorded`]): the same gates, but
+    /// nothing is read from or written to disk, and no override exists.
+    pub fn shadow(cfg: &PolicyConfig) -> Result<Self, ConfigError> {
+        let gates = Gates::compile(cfg)?;
+        Ok(Self {
+            inner: Arc::new(PolicyInner {
+                workspace: Workspace::detached(),
+                control: ControlFiles::default(),
+                overrides: OverrideStore::new("/nonexistent/loopward-detached/overrides"),
+                shell: cfg.gates.shell.clone(),
+                shadow: true,
                 gates: RwLock::new(Arc::new(gates)),
             }),
         })

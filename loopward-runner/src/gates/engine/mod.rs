@@ -39,6 +39,17 @@ use crate::tool::Access;
 use loopward_core::Refusal;
 use loopward_core::{AgentId, AuditEvent, Decision, Effect, EffectKind, EffectStatus, GateMode};
 
+/// The (old, new) pairs of a call's edits.
+fn replacements(accesses: &[Access]) -> Vec<(&str, &str)> {
+    accesses
+        .iter()
+        .filter_map(|a| match a {
+            Access::Edit { old, new, .. } => Some((old.as_str(), new.as_str())),
+            _ => None,
+        })
+        .collect()
+}
+
 /// One action to judge: who acts and what it touches.
 #[derive(Clone, Copy)]
 pub struct Ask<'a> {
@@ -193,6 +204,20 @@ impl Policy {
                 return (verdicts, Work::default(), false);
             }
         };
+        let replacements = replacements(ask.accesses);
+        self.write_verdicts(gates, ask, verdicts, &targets, &replacements, tracker)
+    }
+
+    /// The verdicts on writing `targets` (with `replacements`), after `verdicts` already taken.
+    fn write_verdicts(
+        &self,
+        gates: &Gates,
+        ask: &Ask<'_>,
+        mut verdicts: Vec<Verdict>,
+        targets: &[(Option<String>, String)],
+        replacements: &[(&str, &str)],
+        tracker: &SprawlTracker,
+    ) -> (Vec<Verdict>, Work, bool) {
         verdicts.extend(
             targets
                 .iter()
@@ -205,7 +230,9 @@ impl Policy {
         let Some(sg) = &gates.sprawl else {
             return (verdicts, Work::default(), false);
         };
-        let work = self.work_of(sg, ask.accesses, &targets);
+        let plan = self.plan_rel();
+        let files = targets.iter().map(|(_, rel)| rel.as_str());
+        let work = sg.work(files, replacements, plan.as_deref());
         let SprawlVerdict::Refuse { touched, n } = tracker.verdict(sg, ask.agent, &work) else {
             return (verdicts, work, false);
         };
@@ -256,38 +283,58 @@ impl Policy {
     pub fn work(&self, accesses: &[Access]) -> Work {
         let gates = self.gates();
         match (&gates.sprawl, self.targets(accesses)) {
-            (Some(sg), Ok(targets)) => self.work_of(sg, accesses, &targets),
+            (Some(sg), Ok(targets)) => {
+                let plan = self.plan_rel();
+                let files = targets.iter().map(|(_, rel)| rel.as_str());
+                sg.work(files, &replacements(accesses), plan.as_deref())
+            }
             _ => Work::default(),
         }
-    }
-
-    fn work_of(
-        &self,
-        sg: &super::SprawlGate,
-        accesses: &[Access],
-        targets: &[(Option<String>, String)],
-    ) -> Work {
-        let replacements: Vec<(&str, &str)> = accesses
-            .iter()
-            .filter_map(|a| match a {
-                Access::Edit { old, new, .. } => Some((old.as_str(), new.as_str())),
-                _ => None,
-            })
-            .collect();
-        let plan = self.plan_rel();
-        let files = targets.iter().map(|(_, rel)| rel.as_str());
-        sg.work(files, &replacements, plan.as_deref())
     }
 
     /// Where the plan lands (the configured path, links followed), when a sprawl gate is on.
     pub fn plan_rel(&self) -> Option<String> {
         let gates = self.gates();
         let sg = gates.sprawl.as_ref()?;
+        if self.inner.shadow {
+            return Some(sg.config().plan_path.clone());
+        }
         self.inner
             .workspace
             .resolve(&sg.config().plan_path)
             .ok()
             .map(|p| p.rel().to_string())
+    }
+
+    /// Decides a recorded write to the canonical workspace-relative `rel` (with its edits'
+    /// `replacements`) under a [`Policy::shadow`]: what the engine would have said, judged like
+    /// [`Policy::judge`] with no override available and nothing on disk read. A sprawl refusal
+    /// is noted in `tracker`; note the work with [`SprawlTracker::touch`] if the write stood.
+    pub fn decide_recorded(
+        &self,
+        ask: &Ask<'_>,
+        rel: &str,
+        replacements: &[(&str, &str)],
+        tracker: &mut SprawlTracker,
+    ) -> Judgement {
+        let gates = self.gates();
+        let targets = [(None, rel.to_string())];
+        let (verdicts, work, fired) =
+            self.write_verdicts(&gates, ask, vec![], &targets, replacements, tracker);
+        if fired {
+            tracker.fire(ask.agent);
+        }
+        Judgement::from_verdicts(&verdicts, ask, work)
+    }
+
+    /// Whether `content` written to `rel` is a plan: `rel` is where the plan lands and its first
+    /// line carries the marker.
+    pub fn is_plan(&self, rel: &str, content: &str) -> bool {
+        let gates = self.gates();
+        gates
+            .sprawl
+            .as_ref()
+            .is_some_and(|sg| self.plan_rel().as_deref() == Some(rel) && sg.is_plan(content))
     }
 
     /// Notes a plan in `tracker` when `effects` (an action's, as they stand) wrote the plan file

@@ -103,7 +103,12 @@ impl Policy {
             .collect();
         let ttl = self.inner.overrides.ttl_limit();
         if let Some(t) = foreign.iter().find(|t| t.mode() == GateMode::Enforce) {
-            return match self.inner.overrides.find(agent, rel, clock) {
+            let found = if self.inner.shadow {
+                Err(None)
+            } else {
+                self.inner.overrides.find(agent, rel, clock).map_err(Some)
+            };
+            return match found {
                 Ok(s) => {
                     let d = Decision::Override {
                         id: s.id.clone(),
@@ -114,7 +119,7 @@ impl Policy {
                 Err(e) => mk(
                     t.name(),
                     GateMode::Enforce,
-                    Decision::Deny(refusals::territory(t, agent, rel, Some(&e), ttl)),
+                    Decision::Deny(refusals::territory(t, agent, rel, e.as_ref(), ttl)),
                     None,
                 ),
             };
