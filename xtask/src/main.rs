@@ -7,6 +7,7 @@
 //! | `fmt` | formats the workspace |
 //! | `readme` | regenerates docs/demo.md's output section from the real demo (`--check`) |
 //! | `fetch-model` | downloads the SmolLM2 GGUF the llama tests use into `models/` |
+//! | `calibrate-corpus` | writes a deterministic corpus (Claude Code transcripts, copies of the demo's runs) for `loopward calibrate`'s throughput figure |
 //! | `build-cuda` | installs the CUDA 13 toolkit from PyPI wheels and builds the `cuda` feature for sm_90 |
 //! | `gpu-check` | on a machine with an NVIDIA GPU: a 27B-shaped GGUF, loopward vs a direct loop vs `llama-bench`, into `bench/gpu.md` |
 //! | `gguf` | writes a GGUF with random weights in a named shape (`gguf tiny out.gguf`) |
@@ -14,6 +15,7 @@
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 mod bench;
+mod corpus;
 mod cuda;
 mod gguf;
 mod gpu;
@@ -36,6 +38,13 @@ fn main() -> Result<()> {
         Some("fetch-model") => model::fetch_model(&root),
         Some("build-cuda") => cuda::build_cuda(&root),
         Some("bench") => bench::run(&root, &args[1..]),
+        Some("calibrate-corpus") => corpus::run(
+            &root,
+            Path::new(
+                args.get(1)
+                    .context("usage: cargo xtask calibrate-corpus <dir>")?,
+            ),
+        ),
         Some("gpu-check") => gpu::run(&root, &args[1..]),
         Some("gguf") => write_gguf(&args[1..]),
         Some("help" | "--help" | "-h") | None => {
@@ -54,6 +63,7 @@ commands:
   tidy   check the repository rules: crate graph, no env in libraries, time via the clock, code map
   fmt    format the workspace
   readme regenerate docs/demo.md's output section from the real demo (--check: verify only)
+  calibrate-corpus <dir>  a deterministic corpus for `loopward calibrate` (transcripts, demo runs)
   fetch-model  download the SmolLM2 GGUF the llama tests use into models/
   build-cuda   install the CUDA 13 toolkit wheels and build the cuda feature for sm_90
   bench        measure the cost of governance; writes bench/results.md and bench/results.json
