@@ -66,6 +66,7 @@ mod context;
 mod extensions;
 pub mod gates;
 pub mod hook;
+pub mod journal;
 pub mod layers;
 pub mod model;
 mod runner;
@@ -80,7 +81,8 @@ pub use clock::{Clock, ManualClock, SystemClock};
 pub use context::{HandoffError, RunContext, TurnContext, TurnState};
 pub use extensions::Extensions;
 pub use runner::{
-    RunReport, RunSpec, Runner, RunnerBuilder, RunnerError, TurnEvent, DEFAULT_MAX_TURNS,
+    ResumeError, RunReport, RunSpec, Runner, RunnerBuilder, RunnerError, TurnEvent,
+    DEFAULT_MAX_TURNS,
 };
 pub use turn::{BoxTurnService, TurnError, TurnOutcome, TurnRequest};
 pub use workspace::{PathError, WorkPath, Workspace, MAX_PATH_BYTES};

@@ -57,5 +57,5 @@ pub use durable::{
     approve, deny, find_pending, list_pending, pending_dir, DurableError, PendingApproval,
     PendingState, MAX_RECORD_BYTES, PENDING_DIR,
 };
-pub use gates::StopGates;
+pub use gates::{StopGates, PENDING_DECISIONS};
 pub use service::{StopGateToolLayer, StopGateToolService, StopGateTurnLayer, StopGateTurnService};
