@@ -181,13 +181,20 @@ impl Inner {
             let calls = reply.tool_calls.clone();
             history.push(Message::model(reply.content, reply.tool_calls));
             if calls.is_empty() {
+                // An empty answer completes nothing. Wrap-up words (tools disabled by a cap, an
+                // exhaustion or a denial, the run ending anyway) are optional.
+                if text.trim().is_empty() && !turn.state().tools_disabled {
+                    return Err(TurnError::EmptyReply {
+                        agent: self.name.clone(),
+                    });
+                }
                 break FinishReason::Done;
             }
             let mut seen = HashSet::new();
             for call in calls {
                 let span = crate::telemetry::tool_span(&call);
                 let result = self
-                    .run_call(&turn, call, &mut seen, tools_disabled, feed.as_deref())
+                    .run_call(&turn, call, &mut seen, feed.as_deref())
                     .instrument(span.clone())
                     .await;
                 crate::telemetry::record_tool(&span, result.as_ref());
@@ -219,13 +226,14 @@ impl Inner {
         turn: &crate::context::TurnContext,
         call: ToolCall,
         seen: &mut HashSet<String>,
-        tools_disabled: bool,
         feed: Option<&TurnFeed>,
     ) -> Result<ToolResult, TurnError> {
-        let step = {
+        // Read live, not once per reply: a call that ends the run (exhaustion, a denied
+        // stop-gate) ends the rest of the reply that made it.
+        let (step, tools_disabled, run_ends) = {
             let mut st = turn.state();
             st.steps += 1;
-            st.steps
+            (st.steps, st.tools_disabled, st.run_ends.clone())
         };
         match feed.and_then(|f| f.take_call(&call.id, &call.name)) {
             None => turn.record(&AuditEvent::ToolRequested {
@@ -252,6 +260,11 @@ impl Inner {
                     call.id
                 ),
             })
+        } else if let Some(status) = run_ends {
+            Err(ToolError::Failed(format!(
+                "not run: the run ends after this reply ({}); answer in text",
+                status.label()
+            )))
         } else if tools_disabled {
             Err(ToolError::Failed(
                 "tools are disabled for this wrap-up turn; answer in text".into(),

@@ -5,7 +5,8 @@ use crate::clock::Clock;
 use crate::extensions::Extensions;
 use crate::workspace::Workspace;
 use loopward_core::{
-    AgentId, AuditError, AuditEvent, AuditSink, Effect, Handoff, RunId, Scope, TurnNumber,
+    AgentId, AuditError, AuditEvent, AuditSink, Effect, Handoff, RunId, RunStatus, Scope,
+    TurnNumber,
 };
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -122,6 +123,10 @@ pub struct TurnState {
     pub steps: u32,
     /// Whether tools are disabled for this turn (a final wrap-up turn).
     pub tools_disabled: bool,
+    /// Set by [`TurnContext::end_run`]: how the run ends after this turn. No later tool call of
+    /// the turn runs (the rest of the reply that caused it included), a handoff made after it
+    /// does not stand, and the runner ends the run with this status once the turn is recorded.
+    pub run_ends: Option<RunStatus>,
 }
 
 /// Why a handoff could not be registered.
@@ -198,6 +203,18 @@ impl TurnContext {
     /// Appends effects of a finished tool call.
     pub fn push_effects(&self, effects: impl IntoIterator<Item = Effect>) {
         self.state().effects.extend(effects);
+    }
+
+    /// Ends the run after this turn with `status` (the first call stands): tools are disabled
+    /// at once, so the rest of the reply that caused it does not run, and the model may only
+    /// answer in text. Used by class-jump when a subtask is exhausted and by stop-gates when a
+    /// person denies an action.
+    pub fn end_run(&self, status: RunStatus) {
+        let mut st = self.state();
+        st.tools_disabled = true;
+        if st.run_ends.is_none() {
+            st.run_ends = Some(status);
+        }
     }
 
     /// Registers a handoff. The first one stands; later ones are refused, naming it.

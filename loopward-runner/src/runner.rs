@@ -385,7 +385,6 @@ impl Runner {
                 .instrument(span.clone())
                 .await;
             crate::telemetry::record_turn(&span, result.as_ref());
-            report.last_agent = Some(agent.clone());
             let outcome = match result {
                 Ok(o) => o,
                 Err(e) => {
@@ -398,6 +397,9 @@ impl Runner {
                     return status;
                 }
             };
+            // Only an agent whose turn ran has words; a turn refused before it ran leaves the
+            // previous speaker's text under the previous speaker's name.
+            report.last_agent = Some(agent.clone());
             history.extend(outcome.messages.iter().cloned());
             report.usage += outcome.usage;
             report.final_text.clone_from(&outcome.text);
@@ -412,6 +414,9 @@ impl Runner {
                 agent: &agent,
                 outcome: Ok(&outcome),
             });
+            if let Some(status) = turn.state().run_ends.clone() {
+                return status;
+            }
             let Some(handoff) = outcome.handoff else {
                 return RunStatus::Completed;
             };

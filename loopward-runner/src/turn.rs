@@ -43,6 +43,23 @@ pub enum TurnError {
     /// A layer ended the run (cap, budget, stop-gate, exhausted strategies, …).
     #[error("run stopped: {}", .0.label())]
     Stop(RunStatus),
+    /// The model's final answer was empty or whitespace only (no text, no tool call). An empty
+    /// answer is not a finished task, so the run fails rather than completes.
+    #[error("{agent}'s model answered with nothing (no text, no tool call); an empty answer does not complete a run. Check the model and its prompt, or give it more tokens")]
+    EmptyReply {
+        /// The agent whose model answered.
+        agent: loopward_core::AgentId,
+    },
+    /// The model was cut off by its token limit while answering in text (a reply with
+    /// `finish_reason: "length"`): the answer is unfinished, so the run fails rather than
+    /// completes.
+    #[error("{agent}'s model was cut off at its token limit mid-answer ({max_tokens}); an unfinished answer does not complete a run. Raise max_tokens for this agent, or ask for a shorter answer")]
+    CutOff {
+        /// The agent whose model answered.
+        agent: loopward_core::AgentId,
+        /// The limit, as configured (or "the backend's limit").
+        max_tokens: String,
+    },
 }
 
 impl From<ModelError> for TurnError {
@@ -64,6 +81,9 @@ impl TurnError {
             },
             Self::Audit(e) => RunStatus::AuditFailed { error: e.0.clone() },
             Self::Stop(s) => s.clone(),
+            Self::EmptyReply { .. } | Self::CutOff { .. } => RunStatus::Failed {
+                error: self.to_string(),
+            },
         }
     }
 }

@@ -137,3 +137,128 @@ fn under_concurrent_registrations_exactly_one_handoff_stands() {
     });
     assert_eq!(wins, 1);
 }
+
+const TWO_REVIEWERS: &str = r#"
+[[gates.review]]
+from = "builder"
+via = "auditor"
+when = ["src/**"]
+
+[[gates.review]]
+from = "builder"
+via = "scribe"
+when = ["src/**"]
+
+[gates.sprawl]
+enabled = false
+"#;
+
+#[tokio::test]
+async fn two_armed_review_gates_are_satisfied_by_a_handoff_to_either_reviewer() {
+    for reviewer in ["auditor", "scribe"] {
+        let room = Room::new(TWO_REVIEWERS);
+        let builder = room.turn("builder");
+        room.write_file(&builder, "src/lib.rs", "x").await.unwrap();
+        room.handoff(&builder, reviewer).await.unwrap();
+        assert_eq!(
+            builder.state().handoff.as_ref().map(|h| h.to.as_str()),
+            Some(reviewer)
+        );
+        // Both gates recorded an allow for the handoff.
+        let allows: Vec<_> = room
+            .decisions()
+            .into_iter()
+            .filter(|(g, d, _)| g.starts_with("review:") && *d == "allow")
+            .collect();
+        assert_eq!(allows.len(), 2, "{allows:?}");
+    }
+    // Anyone else is still refused, and the refusal names both reviewers.
+    let room = Room::new(TWO_REVIEWERS);
+    let builder = room.turn("builder");
+    room.write_file(&builder, "src/lib.rs", "x").await.unwrap();
+    let err = room.handoff(&builder, "planner").await.unwrap_err();
+    let text = err.to_string();
+    assert!(
+        text.contains("hand off to auditor or scribe instead"),
+        "{text}"
+    );
+    assert!(builder.state().handoff.is_none());
+}
+
+#[tokio::test]
+async fn an_exclusive_review_gate_is_satisfied_only_by_its_own_reviewer() {
+    let room = Room::new(&TWO_REVIEWERS.replacen(
+        "via = \"auditor\"",
+        "via = \"auditor\"\nexclusive = true",
+        1,
+    ));
+    let builder = room.turn("builder");
+    room.write_file(&builder, "src/lib.rs", "x").await.unwrap();
+    let err = room.handoff(&builder, "scribe").await.unwrap_err();
+    let ToolError::Refused(r) = &err else {
+        panic!("{err:?}")
+    };
+    assert_eq!(r.gate, "review:builder->auditor");
+    assert!(r.hint.contains("hand off to auditor instead"), "{}", r.hint);
+    // The exclusive gate's reviewer satisfies the other gate as well.
+    room.handoff(&builder, "auditor").await.unwrap();
+}
+
+#[test]
+fn review_gates_that_would_deadlock_do_not_load() {
+    let both = TWO_REVIEWERS.replace(
+        "when = [\"src/**\"]",
+        "when = [\"src/**\"]\nexclusive = true",
+    );
+    let err = loopward_runner::gates::PolicyConfig::from_toml(&both).unwrap_err();
+    let text = err.to_string();
+    assert!(text.contains("#1 and #2"), "{text}");
+    assert!(
+        text.contains("every handoff by builder is refused"),
+        "{text}"
+    );
+    assert!(text.contains("Drop `exclusive` from one of them"), "{text}");
+    // One exclusive gate, or two with the same reviewer, load.
+    let one = TWO_REVIEWERS.replacen(
+        "when = [\"src/**\"]",
+        "when = [\"src/**\"]\nexclusive = true",
+        1,
+    );
+    loopward_runner::gates::PolicyConfig::from_toml(&one).unwrap();
+}
+
+#[tokio::test]
+async fn a_handoff_to_an_unknown_agent_or_to_itself_is_not_a_review_decision() {
+    let room = Room::new(ROOM);
+    let builder = room.turn("builder");
+    room.write_file(&builder, "src/lib.rs", "x").await.unwrap();
+    for to in ["nobody", "builder"] {
+        let err = room.handoff(&builder, to).await.unwrap_err();
+        assert!(!matches!(err, ToolError::Refused(_)), "{err:?}");
+    }
+    assert!(
+        room.decisions()
+            .iter()
+            .all(|(g, _, _)| !g.starts_with("review:")),
+        "{:?}",
+        room.decisions()
+    );
+}
+
+#[tokio::test]
+async fn a_review_gate_without_when_says_so_in_its_refusal() {
+    let room = Room::new(
+        "[[gates.review]]\nfrom = \"builder\"\nvia = \"auditor\"\n[gates.sprawl]\nenabled = false",
+    );
+    let builder = room.turn("builder");
+    let text = room
+        .handoff(&builder, "planner")
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        text.contains("every handoff by builder goes to auditor for review"),
+        "{text}"
+    );
+    assert!(!text.contains("you changed"), "{text}");
+}

@@ -149,3 +149,101 @@ fn bad_strategy_lists_are_refused_naming_the_field() {
     let parsed: ClassJumpConfig = toml::from_str("strategies = [\"a\", \"b\"]").unwrap();
     assert_eq!(parsed.failures_per_strategy, 3);
 }
+
+#[tokio::test]
+async fn exhaustion_ends_the_reply_that_caused_it_no_later_call_runs_and_no_handoff_stands() {
+    use loopward_runner::model::fake::{ScriptedCall, ScriptedReply};
+    let builder = AgentId::new("builder").unwrap();
+    let auditor = AgentId::new("auditor").unwrap();
+    let team = vec![builder.clone(), auditor.clone()];
+    let failed = |s: &str| ScriptedCall {
+        id: None,
+        name: "report_attempt".into(),
+        arguments: json!({"subtask": "fix", "strategy": s, "outcome": "failed"}),
+    };
+    let mut script = Script::default();
+    for s in ["patch", "patch", "rewrite"] {
+        script.push(
+            &builder,
+            ScriptedReply {
+                text: String::new(),
+                tool_calls: vec![failed(s)],
+            },
+        );
+    }
+    // The reply that exhausts the subtask also writes a file and hands off.
+    script.push(
+        &builder,
+        ScriptedReply {
+            text: String::new(),
+            tool_calls: vec![
+                failed("rewrite"),
+                ScriptedCall {
+                    id: None,
+                    name: "write_file".into(),
+                    arguments: json!({"path": "after.txt", "content": "x"}),
+                },
+                ScriptedCall {
+                    id: None,
+                    name: "handoff".into(),
+                    arguments: json!({"to": "auditor", "message": "over to you"}),
+                },
+            ],
+        },
+    );
+    script.say(&builder, "I tried patch and rewrite.");
+    let cj = ClassJump::new(ClassJumpConfig {
+        strategies: vec!["patch".into(), "rewrite".into()],
+        failures_per_strategy: 2,
+    })
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let model = BoxModelService::new(FakeModel::new(script));
+    let mut runner = Runner::builder(Workspace::new(dir.path()).unwrap());
+    for a in &team {
+        let agent = LlmAgent::builder(a.clone(), model.clone())
+            .tools(loopward_runner::tools::builtin(&team).with(cj.tool()))
+            .max_steps(50)
+            .build();
+        runner = runner
+            .agent(a.clone(), BoxTurnService::new(cj.layer().layer(agent)))
+            .unwrap();
+    }
+    let sink = Arc::new(MemorySink::default());
+    let report = runner
+        .build()
+        .unwrap()
+        .run(RunSpec {
+            id: RunId::new("r1").unwrap(),
+            task: "fix it".into(),
+            first: builder,
+            audit: sink.clone(),
+            audit_location: None,
+        })
+        .await;
+    assert_eq!(report.status, RunStatus::Exhausted);
+    assert!(
+        !dir.path().join("after.txt").exists(),
+        "a call after the exhausting one ran"
+    );
+    assert!(report.handoffs.is_empty());
+    assert!(!sink
+        .events()
+        .iter()
+        .any(|(_, e)| matches!(e, AuditEvent::HandoffRegistered(_))));
+    // The agent's last words are kept, under its name, and the turn is recorded.
+    assert_eq!(report.final_text, "I tried patch and rewrite.");
+    assert_eq!(
+        report.last_agent.as_ref().map(AgentId::as_str),
+        Some("builder")
+    );
+    let not_run = sink
+        .events()
+        .into_iter()
+        .filter(|(_, e)| {
+            matches!(e, AuditEvent::ToolFinished { is_error: true, summary, .. }
+            if summary.starts_with("not run: the run ends after this reply (exhausted)"))
+        })
+        .count();
+    assert_eq!(not_run, 2);
+}

@@ -203,7 +203,13 @@ async fn a_denied_durable_approval_refuses_the_call_and_the_model_reads_why() {
         "a decision cannot be changed"
     );
     let (second, sink) = start(dir.path()).await;
-    assert_eq!(second.status, RunStatus::Completed);
+    // A person's "no" ends the reply at the call and the run after the turn: stopped, not
+    // completed.
+    assert!(
+        matches!(&second.status, RunStatus::Stopped { reason } if reason.contains("a person denied pending approval")),
+        "{:?}",
+        second.status
+    );
     assert!(!dir.path().join("release/notes.md").exists());
     let refused = sink.events().into_iter().any(|(_, e)| {
         matches!(e, AuditEvent::ToolFinished { is_error: true, summary, .. }
@@ -229,7 +235,11 @@ async fn a_tampered_pending_record_is_not_honoured() {
     )
     .unwrap();
     let (second, sink) = start(dir.path()).await;
-    assert_eq!(second.status, RunStatus::Completed);
+    assert!(
+        matches!(&second.status, RunStatus::Stopped { reason } if reason.contains("cannot be used")),
+        "{:?}",
+        second.status
+    );
     assert!(!dir.path().join("release/notes.md").exists());
     assert_eq!(decisions(&sink), vec!["denied"]);
 }
@@ -336,7 +346,13 @@ async fn turn_and_handoff_gates_stop_or_refuse() {
     let handoff_gate =
         StopGates::new(&[StopGateConfig::handoff("builder", StopMode::Deny)]).unwrap();
     let report = build(&handoff_gate).run(spec()).await;
-    assert_eq!(report.status, RunStatus::Completed);
+    // A denied handoff stops the run as a denied turn does (exit 6 from the CLI), with the
+    // agent's last words kept.
+    assert!(
+        matches!(&report.status, RunStatus::Stopped { reason } if reason.starts_with("stop-gate handoff:builder denied handoff")),
+        "{:?}",
+        report.status
+    );
     assert!(report.handoffs.is_empty());
     assert_eq!(report.final_text, "I could not hand off.");
 }

@@ -449,3 +449,70 @@ async fn a_priced_agent_records_the_cost_of_each_model_call() {
     assert!(cost.unwrap() > 0);
     assert_eq!(report.usage.output_tokens, usage.output_tokens);
 }
+
+#[tokio::test]
+async fn an_empty_or_blank_answer_fails_the_run_instead_of_completing_it() {
+    for blank in ["", "  \n\t "] {
+        let mut s = Script::default();
+        s.say(&id("solo"), blank);
+        let t = team(&["solo"], s, 8);
+        let report = t.run("solo").await;
+        let RunStatus::Failed { error } = &report.status else {
+            panic!("{:?}", report.status)
+        };
+        assert!(
+            error.contains("solo's model answered with nothing (no text, no tool call)"),
+            "{error}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_turn_refused_before_it_ran_does_not_put_the_last_words_under_its_name() {
+    use loopward_runner::layers::stopgate::{StopGateConfig, StopGates, StopMode};
+    use tower::Layer;
+    let mut s = Script::default();
+    s.push(
+        &id("builder"),
+        ScriptedReply {
+            text: "Built it; auditor, please check.".into(),
+            tool_calls: vec![ScriptedCall {
+                id: None,
+                name: "handoff".into(),
+                arguments: json!({"to": "auditor", "message": "check"}),
+            }],
+        },
+    )
+    .say(&id("builder"), "unused");
+    let members = [id("builder"), id("auditor")];
+    let gates = StopGates::new(&[StopGateConfig::turn("auditor", StopMode::Deny)]).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let model = BoxModelService::new(FakeModel::new(s));
+    let mut b = Runner::builder(Workspace::new(dir.path()).unwrap());
+    for m in &members {
+        let agent = LlmAgent::builder(m.clone(), model.clone())
+            .tools(tools::builtin(&members))
+            .build();
+        b = b
+            .agent(
+                m.clone(),
+                BoxTurnService::new(gates.turn_layer().layer(agent)),
+            )
+            .unwrap();
+    }
+    let report = b
+        .build()
+        .unwrap()
+        .run(RunSpec {
+            id: RunId::new("r1").unwrap(),
+            task: "t".into(),
+            first: id("builder"),
+            audit: Arc::new(MemorySink::default()),
+            audit_location: None,
+        })
+        .await;
+    assert!(matches!(report.status, RunStatus::Stopped { .. }));
+    // The auditor never ran: the last words are the builder's, under the builder's name.
+    assert_eq!(report.last_agent, Some(id("builder")));
+    assert_eq!(report.final_text, "Built it; auditor, please check.");
+}

@@ -51,9 +51,27 @@ pub fn script_from_ledger(records: &[(Scope, AuditEvent)]) -> Script {
                 let Some(agent) = scope.agent.clone() else {
                     continue;
                 };
-                script.push(&agent, ScriptedReply::default());
+                // Until its model_reply record (older ledgers have none), a placeholder keeps a
+                // text answer from replaying as an empty one (which fails a run).
+                script.push(
+                    &agent,
+                    ScriptedReply {
+                        text: "(reply text not in the ledger)".into(),
+                        tool_calls: vec![],
+                    },
+                );
                 let due = usize::try_from(*tool_calls).unwrap_or(usize::MAX);
                 open = (due > 0).then_some((agent, due));
+            }
+            AuditEvent::ModelReply { text, .. } => {
+                if let Some(reply) = scope
+                    .agent
+                    .as_ref()
+                    .and_then(|a| script.agents.get_mut(a))
+                    .and_then(|r| r.last_mut())
+                {
+                    reply.text.clone_from(text);
+                }
             }
             AuditEvent::ToolRequested {
                 call_id,

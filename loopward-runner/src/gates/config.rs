@@ -160,6 +160,12 @@ pub struct ReviewConfig {
     /// `enforce` (default) or `advisory`.
     #[serde(default)]
     pub mode: GateMode,
+    /// Only a handoff to this gate's own `via` satisfies it. By default (`false`), when several
+    /// review gates on the same `from` are armed, a handoff to the `via` of any of them
+    /// satisfies them all. Two exclusive enforcing gates on one `from` with different `via`s
+    /// would refuse every handoff once both are armed, so such a config does not load.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub exclusive: bool,
 }
 
 /// `[gates.shell]`.
@@ -280,6 +286,7 @@ impl PolicyConfig {
         for (i, r) in self.gates.review.iter().enumerate() {
             r.validate(&format!("[[gates.review]] #{}", i + 1))?;
         }
+        super::review::check_deadlocks(&self.gates.review)?;
         let ttl = self.overrides.max_ttl;
         if ttl.is_zero() || ttl > TTL_CEILING {
             return Err(ConfigError::Invalid {

@@ -527,39 +527,28 @@ impl Policy {
             // One handoff per turn decides first: the tool refuses it, naming the one that stands.
             return Ok(());
         }
-        let applicable: Vec<_> = gates.reviews.iter().filter(|r| r.from() == agent).collect();
         let effects = turn.effects();
         let to = inv.call.arguments.get("to").and_then(|v| v.as_str());
-        let action = format!("handoff:{}", to.unwrap_or("?"));
-        let mut verdicts = Vec::new();
-        for r in applicable {
-            let files = r.armed_by(agent, &effects);
-            let decision = if files.is_empty() {
-                Decision::Allow
-            } else {
-                match to {
-                    Some(to) if to == r.via().as_str() => Decision::Allow,
-                    Some(to) => match r.mode() {
-                        GateMode::Enforce => Decision::Deny(r.refusal(to, &files)),
-                        GateMode::Advisory => Decision::Warn(r.refusal(to, &files)),
-                    },
-                    None => Decision::Deny(Refusal::new(
-                        r.name(),
-                        "could not read the handoff target (`to`), so the review gate cannot allow it",
-                        format!("call handoff with to = \"{}\"", r.via()),
-                    )),
-                }
-            };
-            verdicts.push(Verdict {
-                gate: r.name().into(),
-                mode: r.mode(),
-                path_raw: None,
-                path: None,
-                decision,
-                needs: None,
-            });
+        if to.is_some_and(|to| {
+            to == agent.as_str() || !turn.run().team().iter().any(|a| a.as_str() == to)
+        }) {
+            // Not a handoff a review gate judges: the tool refuses an unknown target or the
+            // caller itself, and that is not a review decision.
+            return Ok(());
         }
-        verdicts.sort_by(|a, b| a.gate.cmp(&b.gate));
+        let action = format!("handoff:{}", to.unwrap_or("?"));
+        let verdicts: Vec<Verdict> =
+            super::review::judge_handoff(&gates.reviews, agent, &effects, to)
+                .into_iter()
+                .map(|v| Verdict {
+                    gate: v.gate.name().into(),
+                    mode: v.gate.mode(),
+                    path_raw: None,
+                    path: None,
+                    decision: v.decision,
+                    needs: None,
+                })
+                .collect();
         for v in &verdicts {
             record(turn, &inv.call.id, &action, v)?;
         }

@@ -71,7 +71,7 @@ pub use overrides::{
 pub use policy::{
     GateInfo, GateSpec, Policy, PolicyError, MAX_AFFECTED_PATHS, POLICY_GATE, SHELL_GATE,
 };
-pub use review::{ReviewGate, APPEAL};
+pub use review::{check_deadlocks, judge_handoff, ReviewGate, ReviewVerdict, APPEAL};
 pub use snapshot::{Change, Snapshot, SnapshotError, MAX_SNAPSHOT_PATHS};
 pub use sprawl::{human_message, SprawlGate};
 pub use territory::Territory;

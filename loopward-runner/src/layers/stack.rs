@@ -83,7 +83,9 @@ pub struct LayersConfig {
 /// let sink = Arc::new(MemorySink::default());
 /// let report = runner.run(RunSpec { id: RunId::new("r1").unwrap(), task: "clean".into(),
 ///     first: a, audit: sink.clone(), audit_location: None }).await;
-/// assert_eq!(report.status, RunStatus::Completed);
+/// // A denied call ends the reply there and the run after the turn, with its last words kept.
+/// assert!(matches!(report.status, RunStatus::Stopped { .. }));
+/// assert_eq!(report.final_text, "I was not allowed to.");
 /// let denied = sink.events().iter().any(|(_, e)| matches!(e,
 ///     loopward_core::AuditEvent::LayerDecision { layer, decision, .. }
 ///         if layer == "stopgate" && decision == "denied"));

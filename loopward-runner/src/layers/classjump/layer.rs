@@ -53,8 +53,11 @@ where
             if exhausted(&run).is_some() {
                 return Err(TurnError::Stop(RunStatus::Exhausted));
             }
+            let turn = req.turn.clone();
             let result = inner.oneshot(req).await;
-            if exhausted(&run).is_some() {
+            // Exhausted in this turn: the runner records the turn (its words, its tokens) and
+            // ends the run from the turn state. Exhausted some other way: end it here.
+            if exhausted(&run).is_some() && turn.state().run_ends.is_none() {
                 return Err(TurnError::Stop(RunStatus::Exhausted));
             }
             result

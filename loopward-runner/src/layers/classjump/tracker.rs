@@ -296,7 +296,8 @@ impl ClassJump {
         drop(subs);
         if v.kind == VerdictKind::Exhausted {
             *state.exhausted.lock().unwrap_or_else(|p| p.into_inner()) = Some(subtask.into());
-            turn.state().tools_disabled = true;
+            // The rest of the reply that exhausted it does not run; the model may answer in text.
+            turn.end_run(loopward_core::RunStatus::Exhausted);
         }
         Ok(v)
     }

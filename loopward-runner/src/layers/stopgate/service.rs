@@ -159,11 +159,16 @@ where
                 match verdict {
                     Verdict::Approved(a) => approvals.push(a),
                     Verdict::Denied(reason) => {
+                        // A denial ends the reply at this call and the run after this turn,
+                        // as a denied turn does.
+                        inv.turn.end_run(RunStatus::Stopped {
+                            reason: format!("stop-gate {} denied {summary}: {reason}", gate.name),
+                        });
                         return Err(ToolError::Refused(Refusal::new(
                             format!("stopgate:{}", gate.name),
                             format!("a person's approval is required for {summary} and it was not given: {reason}"),
-                            "do not retry this call; continue without it or explain in your reply why it is needed",
-                        )))
+                            "the run stops after this reply; say in your reply what you were doing and why the call was needed",
+                        )));
                     }
                     Verdict::Pending(id) => {
                         inv.turn.state().tools_disabled = true;
