@@ -54,7 +54,10 @@ async fn an_override_authorises_exactly_one_write_and_is_logged_before_it() {
     assert_eq!(room.read("plans/a.md").unwrap(), "fixed");
     // The consumption and its reason are in the ledger, before the decision that lets it run.
     let kinds: Vec<_> = room.events().iter().map(|e| e.kind()).collect();
-    assert_eq!(kinds, vec!["override_consumed", "gate_decision"]);
+    assert_eq!(
+        kinds,
+        vec!["override_consumed", "gate_decision", "tool_started"]
+    );
     assert!(
         matches!(&room.events()[1], AuditEvent::GateDecision { decision: Decision::Override { id: i, reason }, .. }
         if *i == id && reason == "hotfix approved by ana")
