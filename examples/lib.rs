@@ -2,6 +2,7 @@
 //!
 //! | example | shows |
 //! |---|---|
+//! | `from_config` | a governed team from its `loopward.toml`, embedded in a few lines |
 //! | `minimal` | the smallest embedded runner: two scripted agents and an audit sink |
 //! | `custom_layer` | a turn layer of your own that ends runs and records its decisions |
 //! | `custom_gate` | a tool-stack gate of your own, stacked with the built-in territories |

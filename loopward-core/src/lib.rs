@@ -34,6 +34,7 @@ mod effect;
 mod handoff;
 mod id;
 mod message;
+pub mod model;
 mod tool;
 mod usage;
 

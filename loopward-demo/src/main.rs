@@ -5,7 +5,7 @@
 
 use clap::Parser;
 use loopward_demo::demo::{self, DemoBackend, GateAnswer, Options};
-use loopward_demo::render::Printer;
+use loopward_term::render::Printer;
 use std::path::PathBuf;
 use std::process::ExitCode;
 

@@ -1,9 +1,10 @@
-//! The demo's whole output, and `loopward report --json` over the runs it leaves, as snapshots.
+//! The demo's whole output, and the report over the runs it leaves (the code behind
+//! `loopward report --json`), as snapshots; the interactive stop-gate on a real terminal pipe.
 //! The demo is deterministic (fixed run ids, a fixed clock); only the scratch path varies.
 
 use loopward_demo::demo::{self, Options};
-use loopward_demo::render::Printer;
-use std::process::Command;
+use loopward_term::render::Printer;
+use std::process::{Command, Output};
 
 fn play() -> (String, tempfile::TempDir) {
     let scratch = tempfile::tempdir().unwrap();
@@ -46,42 +47,71 @@ fn demo_output_and_report_json_are_computed_from_the_ledgers() {
     assert!(text.contains("Audit files: <scratch>/runs"));
     insta::assert_snapshot!("demo_output", text);
 
-    let report = Command::new(env!("CARGO_BIN_EXE_loopward"))
-        .arg("report")
-        .arg(scratch.path().join("runs"))
-        .arg("--json")
-        .output()
-        .unwrap();
-    assert!(report.status.success(), "{report:?}");
-    let json: serde_json::Value = serde_json::from_slice(&report.stdout).unwrap();
+    // The same code as `loopward report --json`.
+    let report = loopward::ledger::report(&scratch.path().join("runs")).unwrap();
+    let json: serde_json::Value = serde_json::from_str(&report.to_json()).unwrap();
     assert_eq!(json["runs"], 12);
     insta::assert_json_snapshot!("demo_report_json", json);
 }
 
+fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// Runs `loopward-demo` chapter 8 with the stop-gate asked on the terminal, answering `answer`.
+fn demo_gate(answer: &str) -> String {
+    use std::io::Write;
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_loopward-demo"))
+        .args(["--chapter", "8", "--gate", "interactive", "--dir"])
+        .arg(dir.path())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(answer.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    text(&out)
+}
+
 #[test]
-fn every_demo_run_verifies_and_replays_to_the_same_decisions() {
+fn demo_interactive_stop_gate_asks_on_the_terminal() {
+    let yes = demo_gate("y\n");
+    assert!(yes.contains("? approve once? [y/N] y\n"), "{yes}");
+    assert!(yes.contains("stopgate: approved"), "{yes}");
+    assert!(yes.contains("CHANGELOG.md published"), "{yes}");
+    let no = demo_gate("n\n");
+    assert!(no.contains("stopgate: denied"), "{no}");
+    assert!(no.contains("run ended: stopped"), "{no}");
+    assert!(no.contains("CHANGELOG.md not published"), "{no}");
+}
+
+#[test]
+fn demo_pages_are_deterministic_snapshots() {
     let (_, scratch) = play();
     let runs = scratch.path().join("runs");
-    let mut n = 0;
-    for entry in std::fs::read_dir(&runs).unwrap() {
-        let dir = entry.unwrap().path();
-        if !dir.join("events.jsonl").is_file() {
-            continue;
-        }
-        n += 1;
-        for cmd in ["verify", "replay"] {
-            let out = Command::new(env!("CARGO_BIN_EXE_loopward"))
-                .arg(cmd)
-                .arg(&dir)
-                .output()
-                .unwrap();
-            assert!(
-                out.status.success(),
-                "{cmd} {}: {}",
-                dir.display(),
-                String::from_utf8_lossy(&out.stdout)
-            );
-        }
+    for run in [
+        "ch1-enforced",
+        "ch2-override",
+        "ch4-review",
+        "ch7-anti-loop",
+        "ch8-stop-gate",
+    ] {
+        let page = std::fs::read_to_string(runs.join(run).join("audit.html")).unwrap();
+        insta::assert_snapshot!(format!("audit_html_{run}"), page);
     }
-    assert_eq!(n, 12);
+    let index = loopward_runner::audit::render_index(&runs, None).unwrap();
+    assert_eq!(index.matches("<tr class=\"run\"").count(), 12);
+    insta::assert_snapshot!("index_html", index);
 }

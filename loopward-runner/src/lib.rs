@@ -70,6 +70,7 @@ pub mod journal;
 pub mod layers;
 pub mod model;
 mod runner;
+mod state;
 pub mod telemetry;
 pub mod tool;
 pub mod tools;
@@ -84,5 +85,6 @@ pub use runner::{
     ResumeError, RunReport, RunSpec, Runner, RunnerBuilder, RunnerError, TurnEvent,
     DEFAULT_MAX_TURNS,
 };
+pub use state::StateDir;
 pub use turn::{BoxTurnService, TurnError, TurnOutcome, TurnRequest};
 pub use workspace::{PathError, WorkPath, Workspace, MAX_PATH_BYTES};

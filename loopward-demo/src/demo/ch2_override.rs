@@ -1,9 +1,9 @@
 //! Chapter 2: deny, deny, then a person's one-shot override — exactly one write goes through.
 
 use super::{agent, team, Act, Stage};
-use crate::render::Tone;
 use anyhow::Result;
 use loopward_runner::model::fake::Script;
+use loopward_term::render::Tone;
 use serde_json::json;
 use std::io::Write;
 
@@ -86,7 +86,7 @@ pub(super) async fn play<W: Write + Send + 'static>(stage: &Stage<W>) -> Result<
     );
     let ttl = std::time::Duration::from_secs(600);
     let clock = loopward_runner::ManualClock::new(super::DEMO_EPOCH_MILLIS);
-    let id = crate::team::grant_override(&ws, AGENT, PATH, REASON, ttl, ttl, &clock)?;
+    let id = loopward::team::grant_override(&ws, AGENT, PATH, REASON, ttl, ttl, &clock)?;
     stage.say(
         Tone::Dim,
         format!("    granted {id}: one write, by {AGENT}, to {PATH}"),

@@ -1,9 +1,9 @@
 //! Chapter 3: the third unit of work in one turn needs a plan; writing the plan clears the way.
 
 use super::{agent, team, Act, Stage};
-use crate::render::Tone;
 use anyhow::Result;
 use loopward_runner::model::fake::Script;
+use loopward_term::render::Tone;
 use serde_json::json;
 use std::io::Write;
 

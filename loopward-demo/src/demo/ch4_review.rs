@@ -1,9 +1,9 @@
 //! Chapter 4: after touching src/**, the builder's handoff must go to the auditor.
 
 use super::{agent, team, Act, Stage};
-use crate::render::Tone;
 use anyhow::Result;
 use loopward_runner::model::fake::Script;
+use loopward_term::render::Tone;
 use serde_json::json;
 use std::io::Write;
 

@@ -1,10 +1,10 @@
 //! Chapter 5: one handoff per turn; the first stands.
 
 use super::{agent, team, Act, Stage};
-use crate::render::Tone;
 use anyhow::Result;
 use loopward_core::ToolCall;
 use loopward_runner::model::fake::{Script, ScriptedCall, ScriptedReply};
+use loopward_term::render::Tone;
 use serde_json::json;
 use std::io::Write;
 

@@ -1,9 +1,9 @@
 //! Chapter 6: writes through `shell` are judged by what changed on disk.
 
 use super::{agent, team, Act, Stage};
-use crate::render::Tone;
 use anyhow::Result;
 use loopward_runner::model::fake::Script;
+use loopward_term::render::Tone;
 use serde_json::json;
 use std::io::Write;
 

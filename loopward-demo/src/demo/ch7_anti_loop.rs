@@ -1,10 +1,10 @@
 //! Chapter 7: a failing strategy class-jumps; when strategies run out the run ends `Exhausted`.
 
 use super::{agent, team, Act, Stage};
-use crate::render::Tone;
 use anyhow::Result;
 use loopward_core::{AuditEvent, RunStatus};
 use loopward_runner::model::fake::Script;
+use loopward_term::render::Tone;
 use serde_json::json;
 use std::io::Write;
 
@@ -56,7 +56,7 @@ pub(super) async fn play<W: Write + Send + 'static>(stage: &Stage<W>) -> Result<
         .iter()
         .filter(|v| v.as_str() == "class_jump")
         .count();
-    let bound = crate::config::Config::parse("demo.toml", &config)?
+    let bound = loopward::config::Config::parse("demo.toml", &config)?
         .class_jump
         .map_or(0, |c| c.strategies.len() * c.failures_per_strategy as usize);
     let status = played

@@ -1,10 +1,10 @@
 //! Chapter 8: a critical phase waits for a person's approval.
 
 use super::{agent, team, Act, GateAnswer, Stage};
-use crate::render::Tone;
 use anyhow::Result;
 use loopward_core::AuditEvent;
 use loopward_runner::model::fake::Script;
+use loopward_term::render::Tone;
 use serde_json::json;
 use std::io::Write;
 

@@ -16,15 +16,15 @@ mod ch7_anti_loop;
 mod ch8_stop_gate;
 mod team;
 
-use crate::config::Config;
-use crate::ledger::{self, RunFigures};
-use crate::render::{Printer, Tone};
-use crate::timeline::{LiveSink, SharedPrinter};
 use anyhow::{Context, Result};
+use loopward::config::Config;
+use loopward::ledger::{self, RunFigures};
 use loopward_core::{AgentId, RunId};
 use loopward_runner::model::fake::{FakeModel, Script};
 use loopward_runner::model::BoxModelService;
 use loopward_runner::{ManualClock, RunSpec};
+use loopward_term::render::{Printer, Tone};
+use loopward_term::timeline::{LiveSink, SharedPrinter};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -167,15 +167,17 @@ impl<W: Write + Send + 'static> Stage<W> {
             Some(m) => m.clone(),
         };
         let clock = Arc::new(ManualClock::new(DEMO_EPOCH_MILLIS));
-        let runner = crate::team::build(
+        let runner = loopward::team::build(
             &cfg,
             &workspace,
             model,
-            crate::team::Options {
+            loopward::team::Options {
                 clock: clock.clone(),
                 config_file: String::new(),
                 approver: match self.opts.gate {
-                    GateAnswer::Interactive => Some(Arc::new(crate::approver::TerminalApprover)),
+                    GateAnswer::Interactive => {
+                        Some(Arc::new(loopward_term::approver::TerminalApprover))
+                    }
                     GateAnswer::Auto => None,
                 },
                 model_name: match &self.opts.backend {
@@ -189,7 +191,7 @@ impl<W: Write + Send + 'static> Stage<W> {
         let ledger = ledger::create(&self.runs_dir, &run, clock)?;
         // As `loopward run` does, so `loopward replay <run-dir>` finds the config.
         std::fs::write(
-            ledger.run_dir().join(crate::config::CONFIG_FILE),
+            ledger.run_dir().join(loopward::config::CONFIG_FILE),
             &act.config,
         )?;
         let sink = Arc::new(LiveSink::new(ledger.clone(), self.out.clone()));
@@ -256,9 +258,9 @@ pub async fn run<W: Write + Send + 'static>(
             let mut cfg = Config::parse("demo.toml", &team::config(""))?;
             cfg.backend.gpu_layers = *gpu_layers;
             // A small local model answers without acting unless steered to one call, then text.
-            cfg.backend.tool_choice = crate::config::ToolChoice::CallThenAnswer;
+            cfg.backend.tool_choice = loopward::config::ToolChoice::CallThenAnswer;
             cfg.backend.max_tokens = Some(512);
-            Some(crate::backend::llama(&cfg, model)?)
+            Some(loopward::backend::llama(&cfg, model)?)
         }
     };
     let stage = Stage {
@@ -347,6 +349,7 @@ fn intro<W: Write + Send + 'static>(stage: &Stage<W>) {
 
 fn outro<W: Write + Send + 'static>(stage: &Stage<W>) -> Result<()> {
     let table = ledger::report(&stage.runs_dir)?.to_table();
+    let index = ledger::write_index_html(&stage.runs_dir)?;
     let mut o = stage.out.lock().unwrap_or_else(|p| p.into_inner());
     o.blank();
     o.title("Compliance, computed from the ledgers (the same code as `loopward report`)");
@@ -358,7 +361,11 @@ fn outro<W: Write + Send + 'static>(stage: &Stage<W>) -> Result<()> {
     );
     o.line(
         Tone::Dim,
-        "  each run: events.jsonl (the hash-chained ledger), audit.md (its timeline), audit.json",
+        "  each run: events.jsonl (the hash-chained ledger), audit.md (its timeline), audit.html (its page), audit.json",
+    );
+    o.line(
+        Tone::Dim,
+        format!("  all runs at a glance: {}", index.display()),
     );
     o.line(
         Tone::Dim,

@@ -22,6 +22,7 @@
 //! assert!(verify(&runs.path().join("r1"), None).unwrap().anchored);
 //! ```
 
+use super::html::{render_html, LedgerState};
 use super::index::{append_anchor, Anchor};
 use super::record::{rfc3339, Chain, LedgerKey, Record, GENESIS};
 use super::render::{render_json, render_markdown};
@@ -178,6 +179,8 @@ pub struct Finished {
     pub audit_json: PathBuf,
     /// `runs/<run-id>/audit.md`.
     pub audit_md: PathBuf,
+    /// `runs/<run-id>/audit.html`.
+    pub audit_html: PathBuf,
 }
 
 /// What [`Ledger::open_existing`] found.
@@ -509,6 +512,16 @@ impl Ledger {
         write_atomic(&audit_json, json.as_bytes()).map_err(io_err(&audit_json))?;
         write_atomic(&audit_md, render_markdown(&found.records).as_bytes())
             .map_err(io_err(&audit_md))?;
+        let audit_html = dir.join("audit.html");
+        let state = LedgerState {
+            key_id: match &self.chain {
+                Chain::Hmac(key) => Some(key.id()),
+                Chain::Sha256 => None,
+            },
+            ..LedgerState::verified(self.chain.label())
+        };
+        write_atomic(&audit_html, render_html(&found.records, &state).as_bytes())
+            .map_err(io_err(&audit_html))?;
         let final_seq = found.records.len() as u64;
         let final_hash = found
             .records
@@ -529,6 +542,7 @@ impl Ledger {
             final_hash,
             audit_json,
             audit_md,
+            audit_html,
         })
     }
 }

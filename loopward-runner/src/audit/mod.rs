@@ -41,18 +41,20 @@
 //! ```
 
 mod figures;
+pub(crate) mod html;
 mod index;
 mod ledger;
 mod memory;
 mod record;
-mod render;
-mod report;
+pub(crate) mod render;
+pub(crate) mod report;
 mod verify;
 
 pub use figures::{
     AdvisoryCompliance, GateFigures, OverrideUse, RunFigures, UnauthorisedWrite, REMEDY_REVERTED,
     TERRITORY_GATE,
 };
+pub use html::{render_html, render_index, LedgerState};
 pub use index::{append_anchor, latest_anchor, read_anchors, Anchor, INDEX_FILE};
 pub use ledger::{
     Durability, FaultHook, Finished, Ledger, LedgerError, LedgerOp, LedgerOptions, Recovery,

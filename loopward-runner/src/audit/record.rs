@@ -267,6 +267,15 @@ impl LedgerKey {
         (bytes.len() >= MIN_KEY_BYTES).then_some(Self(bytes))
     }
 
+    /// A short public id of the key (16 hex digits of `HMAC-SHA256(key, "loopward.key-id")`):
+    /// names which key a ledger is chained with without disclosing it.
+    pub fn id(&self) -> String {
+        let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(&self.0)
+            .unwrap_or_else(|_| unreachable!("HMAC takes keys of any length"));
+        mac.update(b"loopward.key-id");
+        hex::encode(&mac.finalize().into_bytes()[..8])
+    }
+
     /// Reads a key file (its bytes, without a trailing newline). When `workspace` is given, a
     /// key inside it is refused: agents can read the workspace.
     pub fn from_file(path: &Path, workspace: Option<&Path>) -> Result<Self, KeyError> {

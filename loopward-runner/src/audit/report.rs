@@ -123,6 +123,31 @@ pub fn report_with(
     runs_dir: &Path,
     key: Option<&super::record::LedgerKey>,
 ) -> Result<Report, ReportError> {
+    let mut rep = Report::default();
+    scan_runs(runs_dir, key, |run| match run.outcome {
+        Ok((records, _)) => rep.add(RunFigures::from_records(&records)),
+        Err(error) => rep.invalid.push(InvalidRun {
+            run: run.name,
+            error,
+        }),
+    })?;
+    Ok(rep)
+}
+
+/// One run folder as the report sees it: its verified records, or why it did not verify.
+pub(crate) struct ScannedRun {
+    /// The run folder's name.
+    pub(crate) name: String,
+    /// The records and what `verify` said, or the reason it did not verify.
+    pub(crate) outcome: Result<(Vec<super::record::Record>, super::verify::VerifyOk), String>,
+}
+
+/// Verifies and reads every `runs_dir/<run>/events.jsonl`, in run-name order, one run at a time.
+pub(crate) fn scan_runs(
+    runs_dir: &Path,
+    key: Option<&super::record::LedgerKey>,
+    mut each: impl FnMut(ScannedRun),
+) -> Result<(), ReportError> {
     let err = |source| ReportError {
         path: runs_dir.to_path_buf(),
         source,
@@ -135,30 +160,38 @@ pub fn report_with(
         .collect();
     dirs.sort();
     let chain = key.cloned().map_or(Chain::Sha256, Chain::Hmac);
-    let mut rep = Report::default();
     for dir in dirs {
         let name = dir
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
-        if let Err(e) = verify(&dir, key) {
-            // The path is implied by the run's name; keep the report free of machine paths.
-            let error = match &e {
-                VerifyError::Breach { seq, breach, .. } => format!("seq {seq}: {breach}"),
-                _ => e.to_string(),
-            };
-            rep.invalid.push(InvalidRun { run: name, error });
-            continue;
-        }
+        let ok = match verify(&dir, key) {
+            Ok(ok) => ok,
+            Err(e) => {
+                // The path is implied by the run's name; keep the report free of machine paths.
+                let error = match &e {
+                    VerifyError::Breach { seq, breach, .. } => format!("seq {seq}: {breach}"),
+                    _ => e.to_string(),
+                };
+                each(ScannedRun {
+                    name,
+                    outcome: Err(error),
+                });
+                continue;
+            }
+        };
         let bytes = std::fs::read(dir.join(EVENTS_FILE)).map_err(err)?;
         let records = scan(&bytes, &chain, Some(&name)).records;
-        rep.add(RunFigures::from_records(&records));
+        each(ScannedRun {
+            name,
+            outcome: Ok((records, ok)),
+        });
     }
-    Ok(rep)
+    Ok(())
 }
 
 impl Report {
-    fn add(&mut self, f: RunFigures) {
+    pub(crate) fn add(&mut self, f: RunFigures) {
         self.runs += 1;
         let status = f
             .status

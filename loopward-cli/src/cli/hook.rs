@@ -1,0 +1,107 @@
+//! `loopward hook claude-code`: answers one Claude Code hook event with the loopward.toml policy.
+//!
+//! A thin wrapper: reads the event on stdin, loads the config, and hands both to
+//! [`loopward_runner::hook::handle`], which decides. Whatever goes wrong here (an unreadable
+//! config, stdin that is not UTF-8) also blocks: exit status 2 with the reason on stderr, which
+//! Claude Code treats as "do not run the tool". See docs/claude-code.md.
+
+use anyhow::{Context, Result};
+use loopward::config::Config;
+use loopward_core::AgentId;
+use loopward_runner::hook::{claude_code::MAX_INPUT_BYTES, handle, HookAnswer, HookContext};
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+/// Answer one Claude Code hook event (read on stdin) with the loopward.toml policy.
+#[derive(Debug, clap::Args)]
+#[command(after_help = "\
+Example (.claude/settings.json runs this for PreToolUse, PostToolUse and UserPromptSubmit):
+  echo '{\"session_id\":\"s1\",\"cwd\":\"'$PWD'\",\"hook_event_name\":\"PreToolUse\",\"tool_name\":\"Write\",\"tool_use_id\":\"t1\",\"tool_input\":{\"file_path\":\"plan.md\",\"content\":\"x\"}}' \\
+    | loopward hook claude-code --config loopward.toml
+
+Exit status: 0 with a JSON answer (or nothing) on stdout; 2 when the event cannot be judged,
+with the reason on stderr (Claude Code then blocks the tool call). See docs/claude-code.md.")]
+pub struct Args {
+    /// Which agent tool's hooks to answer.
+    #[command(subcommand)]
+    pub target: Target,
+}
+
+/// The agent tools whose hooks loopward answers.
+#[derive(Debug, clap::Subcommand)]
+pub enum Target {
+    /// Claude Code (PreToolUse, PostToolUse, UserPromptSubmit; other events are recorded).
+    ClaudeCode {
+        /// The config file; its folder is the project root.
+        #[arg(long, default_value = "loopward.toml")]
+        config: PathBuf,
+        /// The name Claude Code's main agent goes by in territories (subagents go by their
+        /// `agent_type`).
+        #[arg(long, default_value = "root")]
+        main_agent: String,
+        /// When loopward allows a file write, answer nothing rather than `allow`, so Claude
+        /// Code's own permission prompt still decides (denials are answered either way).
+        #[arg(long)]
+        defer_allows: bool,
+    },
+}
+
+/// Runs the command: never fails in a way Claude Code would read as "go ahead".
+pub fn run(args: &Args) -> Result<ExitCode> {
+    let Target::ClaudeCode {
+        config,
+        main_agent,
+        defer_allows,
+    } = &args.target;
+    let answer = match answer(config, main_agent, *defer_allows) {
+        Ok(a) => a,
+        Err(e) => HookAnswer::fail_closed(format!("{e:#}")),
+    };
+    // A hook whose answer cannot be written must still block: exit 2 whatever happens.
+    let printed = std::io::stdout()
+        .write_all(answer.stdout.as_bytes())
+        .and_then(|()| std::io::stdout().flush());
+    let _ = std::io::stderr().write_all(answer.stderr.as_bytes());
+    Ok(match (printed, answer.exit_code) {
+        (Ok(()), 0) => ExitCode::SUCCESS,
+        _ => ExitCode::from(2),
+    })
+}
+
+fn answer(config: &Path, main_agent: &str, defer_allows: bool) -> Result<HookAnswer> {
+    let mut input = String::new();
+    std::io::stdin()
+        .take(MAX_INPUT_BYTES as u64 + 1)
+        .read_to_string(&mut input)
+        .context("reading the hook event on stdin")?;
+    let ctx = context(config, main_agent, defer_allows)?;
+    Ok(handle(&input, &ctx))
+}
+
+fn context(config: &Path, main_agent: &str, defer_allows: bool) -> Result<HookContext> {
+    let cfg = Config::load(config)?;
+    let root = cfg
+        .workspace_dir(config)
+        .canonicalize()
+        .with_context(|| format!("finding the workspace of {}", config.display()))?;
+    let main = AgentId::new(main_agent.to_string()).context("--main-agent")?;
+    // The config file is a control file when it lies inside the workspace.
+    let config_rel = config
+        .canonicalize()
+        .ok()
+        .and_then(|c| {
+            c.strip_prefix(&root)
+                .ok()
+                .map(|p| p.to_string_lossy().into_owned())
+        })
+        .unwrap_or_default();
+    HookContext::builder(&cfg.policy())
+        .root(root)
+        .config_file(config_rel)
+        .runs_dir(cfg.run.runs_dir.to_string_lossy().into_owned())
+        .main_agent(main)
+        .defer_allows(defer_allows)
+        .build()
+        .with_context(|| format!("{}", config.display()))
+}

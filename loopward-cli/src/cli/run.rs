@@ -1,0 +1,204 @@
+//! `loopward run`: runs the configured team on a task, printing the timeline as the ledger
+//! records it; the exit status says how the run ended.
+
+use anyhow::{Context, Result};
+use clap::builder::TypedValueParser as _;
+use loopward::backend::{self, Choice};
+use loopward::config::{BackendKind, Config, CONFIG_FILE};
+use loopward::ledger;
+use loopward::team;
+use loopward_core::{RunId, RunStatus};
+use loopward_runner::{Clock, RunSpec, SystemClock};
+use loopward_term::render::{Printer, Tone};
+use loopward_term::timeline::LiveSink;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::{Arc, Mutex};
+
+/// Run the configured team on a task.
+#[derive(Debug, clap::Args)]
+#[command(after_help = "\
+Example:
+  loopward run --task \"Add a hello file\"
+
+Exit status: 0 completed · 3 a cap was reached · 4 strategies exhausted · 5 budget spent ·
+6 stopped by a gate · 7 waiting for `loopward approve` · 8 the ledger could not be written ·
+9 failed (backend error, script ran out) · 1 could not start (bad config, missing file).")]
+pub struct Args {
+    /// The config file.
+    #[arg(long, default_value = CONFIG_FILE)]
+    pub config: PathBuf,
+    /// The model backend (default: the config's `backend.kind`).
+    #[arg(long, value_parser = clap::builder::PossibleValuesParser::new(["fake", "llama", "openai", "anthropic"]).map(|s| s.parse::<BackendKind>().expect("listed")))]
+    pub backend: Option<BackendKind>,
+    /// The fake backend's script (default: the config's `backend.script`).
+    #[arg(long)]
+    pub script: Option<PathBuf>,
+    /// The model: a GGUF file for llama, a model name for http backends.
+    #[arg(long)]
+    pub model: Option<String>,
+    /// The task (default: the config's `run.task`).
+    #[arg(long)]
+    pub task: Option<String>,
+    /// The run id (default: derived from the time); becomes the ledger folder's name.
+    #[arg(long, conflicts_with = "resume")]
+    pub id: Option<String>,
+    /// Start a paused run again (after `loopward approve|deny`), appending to its ledger; its
+    /// task and first agent come from the ledger.
+    #[arg(long, conflicts_with_all = ["task", "id"])]
+    pub resume: Option<String>,
+}
+
+/// The process exit code for a run status (see `loopward run --help`).
+pub fn exit_code(status: &RunStatus) -> u8 {
+    match status {
+        RunStatus::Completed => 0,
+        RunStatus::CapReached { .. } => 3,
+        RunStatus::Exhausted => 4,
+        RunStatus::BudgetExceeded { .. } => 5,
+        RunStatus::Stopped { .. } => 6,
+        RunStatus::AwaitingApproval { .. } => 7,
+        RunStatus::AuditFailed { .. } => 8,
+        _ => 9,
+    }
+}
+
+/// A run id from the clock: `run-YYYYMMDDTHHMMSS-mmm`.
+pub(crate) fn new_run_id(clock: &dyn Clock) -> RunId {
+    loopward::ledger::new_run_id(clock)
+}
+
+fn parse_id(flag: &str, s: &str) -> Result<RunId> {
+    RunId::new(s).with_context(|| {
+        format!("{flag} {s:?} is not a valid run id: use letters, digits, '-' and '_'")
+    })
+}
+
+pub(super) fn config_dir(config: &Path) -> PathBuf {
+    config
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .map_or_else(|| PathBuf::from("."), Path::to_path_buf)
+}
+
+pub(super) async fn run(args: Args) -> Result<ExitCode> {
+    let cfg = Config::load(&args.config)?;
+    let dir = config_dir(&args.config);
+    let workspace = cfg.workspace_dir(&args.config);
+    let runs_dir = workspace.join(&cfg.run.runs_dir);
+    let choice = Choice {
+        kind: args.backend,
+        script: args.script.clone(),
+        model: args.model.clone(),
+    };
+    let model = backend::model(&cfg, &dir, &choice)?;
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let runner = team::build(
+        &cfg,
+        &workspace,
+        model,
+        team::Options {
+            clock: clock.clone(),
+            approver: Some(Arc::new(loopward_term::approver::TerminalApprover)),
+            model_name: backend::model_name(&cfg, &choice),
+            ..team::Options::default()
+        },
+    )?;
+    let (id, task, first, ledger) = match &args.resume {
+        Some(r) => {
+            let id = parse_id("--resume", r)?;
+            let (task, first) = ledger::started(&ledger::run_dir(&runs_dir, &id))?;
+            (
+                id.clone(),
+                task,
+                first,
+                ledger::reopen(&runs_dir, &id, clock.clone())?,
+            )
+        }
+        None => {
+            let id = match &args.id {
+                Some(s) => parse_id("--id", s)?,
+                None => new_run_id(&*clock),
+            };
+            let task = args
+                .task
+                .clone()
+                .or_else(|| cfg.run.task.clone())
+                .context("no task: pass --task \"…\" or set run.task in the config")?;
+            let ledger = ledger::create(&runs_dir, &id, clock.clone())?;
+            // Replay reads the config the run was made with from its folder.
+            std::fs::copy(&args.config, ledger.run_dir().join(CONFIG_FILE)).with_context(|| {
+                format!("cannot copy the config into {}", ledger.run_dir().display())
+            })?;
+            (id, task, cfg.run.first.clone(), ledger)
+        }
+    };
+    let run_dir = ledger.run_dir();
+    let out = Arc::new(Mutex::new(Printer::stdout()));
+    let sink = Arc::new(LiveSink::new(ledger.clone(), out.clone()));
+    {
+        let mut o = out.lock().unwrap_or_else(|p| p.into_inner());
+        o.line(
+            Tone::Title,
+            format!("run {id} · {}", cfg.backend.kind.as_str()),
+        );
+        o.line(Tone::Dim, format!("task: {task}"));
+    }
+    let report = runner
+        .run(RunSpec {
+            id: id.clone(),
+            task,
+            first,
+            audit: sink,
+            audit_location: Some(run_dir.clone()),
+        })
+        .await;
+    let finished = ledger.finish();
+    let mut o = out.lock().unwrap_or_else(|p| p.into_inner());
+    let tone = if report.status == RunStatus::Completed {
+        Tone::Ok
+    } else {
+        Tone::Refusal
+    };
+    o.line(
+        tone,
+        format!(
+            "{}: {} turns, {} handoffs, {} tokens",
+            report.status.label(),
+            report.turns,
+            report.handoffs.len(),
+            report.usage.total()
+        ),
+    );
+    if let (Some(agent), false) = (&report.last_agent, report.final_text.is_empty()) {
+        o.line(Tone::Plain, format!("{agent}: {}", report.final_text));
+    }
+    if let RunStatus::AwaitingApproval { pending } = &report.status {
+        o.line(
+            Tone::Warn,
+            format!("waiting for a person: pending approval {pending} (see .loopward/pending/); answer with `loopward approve {id} <gate>` or `loopward deny {id} <gate>`, then `loopward run --resume {id}`"),
+        );
+    }
+    if let RunStatus::Failed { error } | RunStatus::AuditFailed { error } = &report.status {
+        o.line(Tone::Refusal, format!("error: {error}"));
+    }
+    match finished {
+        Ok(f) => {
+            o.line(
+                Tone::Dim,
+                format!(
+                    "ledger: {} ({} records)",
+                    ledger.path().display(),
+                    f.final_seq
+                ),
+            );
+            o.line(Tone::Dim, format!("timeline: {}", f.audit_md.display()));
+        }
+        Err(e) => o.line(
+            Tone::Refusal,
+            format!("the ledger could not be finished: {e}"),
+        ),
+    }
+    o.flush();
+    Ok(ExitCode::from(exit_code(&report.status)))
+}

@@ -1,0 +1,4 @@
+//! The commands behind the `loopward` binary. This library exists for the binary and its tests;
+//! embedders use the `loopward` crate instead.
+
+pub mod cli;

@@ -1,0 +1,31 @@
+//! The `loopward` command-line tool. The commands live in `loopward_cli::cli`.
+
+#![allow(clippy::print_stderr)]
+
+use clap::Parser;
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    let cli = loopward_cli::cli::Cli::parse();
+    // A hook answers before anything else can fail: exit 1 would let Claude Code go ahead.
+    if let loopward_cli::cli::Command::Hook(a) = &cli.command {
+        return loopward_cli::cli::hook::run(a).unwrap_or(ExitCode::from(2));
+    }
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match rt.block_on(loopward_cli::cli::dispatch(cli)) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,323 @@
+//! The `loopward` binary as a new user meets it: init → run → verify → report → replay, bad
+//! config messages, exit codes, and `--help` everywhere.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn loopward(dir: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_loopward"))
+        .args(args)
+        .current_dir(dir)
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap()
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+fn initialised() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let o = loopward(dir.path(), &["init"]);
+    assert!(o.status.success(), "{}", text(&o));
+    dir
+}
+
+#[test]
+fn init_run_verify_report_replay_round_trip() {
+    let dir = initialised();
+    let d = dir.path();
+    let run = loopward(d, &["run", "--id", "r1"]);
+    let out = text(&run);
+    assert_eq!(run.status.code(), Some(0), "{out}");
+    for line in [
+        "turn 1 · root",
+        "↪ handoff → planner",
+        "✓ wrote plan.md",
+        "✓ wrote src/hello.txt",
+        "↪ handoff → auditor",
+        "completed: 4 turns, 3 handoffs",
+    ] {
+        assert!(out.contains(line), "missing {line:?} in:\n{out}");
+    }
+    assert_eq!(
+        std::fs::read_to_string(d.join("src/hello.txt")).unwrap(),
+        "hello\n"
+    );
+
+    let verify = loopward(d, &["verify", "runs/r1"]);
+    assert_eq!(verify.status.code(), Some(0), "{}", text(&verify));
+    assert!(text(&verify).contains("intact"));
+
+    let report = loopward(d, &["report", "--json"]);
+    assert!(report.status.success(), "{}", text(&report));
+    let json: serde_json::Value = serde_json::from_slice(&report.stdout).unwrap();
+    assert_eq!(json["runs"], 1);
+    assert_eq!(json["statuses"]["completed"], 1);
+    assert_eq!(json["unauthorised_writes"]["total"], 0);
+    let table = loopward(d, &["report"]);
+    assert!(
+        text(&table).contains("territory:planner"),
+        "{}",
+        text(&table)
+    );
+
+    let replay = loopward(d, &["replay", "runs/r1"]);
+    assert_eq!(replay.status.code(), Some(0), "{}", text(&replay));
+    assert!(text(&replay).contains("all the same"));
+}
+
+#[test]
+fn verify_names_the_first_bad_record_of_an_edited_ledger() {
+    let dir = initialised();
+    let d = dir.path();
+    assert!(loopward(d, &["run", "--id", "r1"]).status.success());
+    let ledger = d.join("runs/r1/events.jsonl");
+    let edited =
+        std::fs::read_to_string(&ledger)
+            .unwrap()
+            .replacen("src/hello.txt", "src/hellO.txt", 1);
+    std::fs::write(&ledger, edited).unwrap();
+    let o = loopward(d, &["verify", "runs/r1"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(
+        text(&o).contains("first bad sequence number"),
+        "{}",
+        text(&o)
+    );
+}
+
+#[test]
+fn replay_fails_when_a_decision_comes_out_differently() {
+    let dir = initialised();
+    let d = dir.path();
+    assert!(loopward(d, &["run", "--id", "r1"]).status.success());
+    // The same recorded outputs under a config where plan.md belongs to the builder instead.
+    let cfg = std::fs::read_to_string(d.join("runs/r1/loopward.toml"))
+        .unwrap()
+        .replace(
+            "paths = [\"plan.md\", \"plans/**\"]\nowner = \"planner\"",
+            "paths = [\"plan.md\", \"plans/**\"]\nowner = \"builder\"",
+        );
+    std::fs::write(d.join("other.toml"), cfg).unwrap();
+    let o = loopward(d, &["replay", "runs/r1", "--config", "other.toml"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("differs"), "{}", text(&o));
+}
+
+/// Writes a config made of the starter with `edit` applied, runs it, and returns the error text.
+fn bad_config(edit: impl Fn(String) -> String) -> String {
+    let dir = initialised();
+    let d = dir.path();
+    let cfg = edit(std::fs::read_to_string(d.join("loopward.toml")).unwrap());
+    std::fs::write(d.join("loopward.toml"), cfg).unwrap();
+    let o = loopward(d, &["run"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(
+        !d.join("runs").exists(),
+        "a bad config must stop before any run starts"
+    );
+    let t = text(&o);
+    assert!(t.contains("loopward.toml"), "names the file: {t}");
+    assert!(t.contains("what to do:"), "says what to do: {t}");
+    t
+}
+
+#[test]
+fn bad_config_invalid_glob_names_the_pattern() {
+    let t = bad_config(|c| c.replace("paths = [\"src/**\"]", "paths = [\"src/[\"]"));
+    assert!(t.contains("[[territory]] #2") && t.contains("src/["), "{t}");
+}
+
+#[test]
+fn bad_config_overlapping_territories_with_different_owners() {
+    let t = bad_config(|c| c.replace("paths = [\"src/**\"]", "paths = [\"src/**\", \"plan.md\"]"));
+    assert!(t.contains("overlap") && t.contains("plan.md"), "{t}");
+}
+
+#[test]
+fn bad_config_unknown_key_is_named_with_its_line() {
+    let t = bad_config(|c| c.replace("[run]\n", "[run]\nfirts = \"root\"\n"));
+    assert!(t.contains("firts (line"), "{t}");
+}
+
+#[test]
+fn bad_config_unknown_tool_lists_the_tools() {
+    let t = bad_config(|c| {
+        c.replace(
+            "tools = [\"read_file\", \"list_dir\", \"handoff\"]",
+            "tools = [\"read_file\", \"teleport\"]",
+        )
+    });
+    assert!(
+        t.contains("agent[0].tools[1]") && t.contains("teleport") && t.contains("write_file"),
+        "{t}"
+    );
+}
+
+#[test]
+fn bad_config_unknown_agent_lists_the_team() {
+    let t = bad_config(|c| c.replace("via = \"auditor\"", "via = \"reviewer\""));
+    assert!(
+        t.contains("gates.review[0].via") && t.contains("reviewer") && t.contains("auditor"),
+        "{t}"
+    );
+}
+
+#[test]
+fn bad_config_zero_cap_names_the_field() {
+    let t = bad_config(|c| c.replace("turns_per_run = 12", "turns_per_run = 0"));
+    assert!(t.contains("limits.turns_per_run"), "{t}");
+}
+
+#[test]
+fn exit_status_says_how_the_run_ended() {
+    // A cap: the starter's team with a two-turn limit.
+    let dir = initialised();
+    let d = dir.path();
+    let cfg = std::fs::read_to_string(d.join("loopward.toml"))
+        .unwrap()
+        .replace("turns_per_run = 12", "turns_per_run = 2");
+    std::fs::write(d.join("loopward.toml"), cfg).unwrap();
+    let o = loopward(d, &["run", "--id", "capped"]);
+    assert_eq!(o.status.code(), Some(3), "{}", text(&o));
+    assert!(text(&o).contains("cap_reached"));
+
+    // A script that runs out: the run fails.
+    let dir = initialised();
+    let d = dir.path();
+    std::fs::write(d.join("short.toml"), "[[agents.root]]\ntext = \"\"\ntool_calls = [{ name = \"handoff\", arguments = { to = \"planner\", message = \"go\" } }]\n").unwrap();
+    let o = loopward(d, &["run", "--script", "short.toml", "--id", "short"]);
+    assert_eq!(o.status.code(), Some(9), "{}", text(&o));
+    assert!(
+        text(&o).contains("no reply for agent planner"),
+        "{}",
+        text(&o)
+    );
+
+    // A durable stop-gate: the run waits (7), `approve` answers, `--resume` completes (0).
+    let dir = initialised();
+    let d = dir.path();
+    let mut cfg = std::fs::read_to_string(d.join("loopward.toml")).unwrap();
+    cfg.push_str("\n[[stopgate]]\nname = \"build\"\npoint = \"turn\"\nagent = \"builder\"\nmode = \"durable\"\n");
+    std::fs::write(d.join("loopward.toml"), cfg).unwrap();
+    let o = loopward(d, &["run", "--id", "r7"]);
+    assert_eq!(o.status.code(), Some(7), "{}", text(&o));
+    assert!(!d.join("src/hello.txt").exists());
+    let o = loopward(d, &["approve", "r7", "build"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let o = loopward(d, &["run", "--resume", "r7"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(d.join("src/hello.txt").exists());
+    let o = loopward(d, &["replay", "runs/r7"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+}
+
+#[test]
+fn override_grant_is_used_once_and_listed_until_then() {
+    let dir = initialised();
+    let d = dir.path();
+    let o = loopward(
+        d,
+        &[
+            "override", "grant", "--agent", "builder", "--path", "plan.md", "--reason", "typo fix",
+            "--ttl", "10m",
+        ],
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    let list = text(&loopward(d, &["override", "list"]));
+    assert!(
+        list.contains("builder → plan.md  usable  (typo fix)"),
+        "{list}"
+    );
+    let o = loopward(
+        d,
+        &[
+            "override", "grant", "--agent", "builder", "--path", "plan.md", "--reason", " ",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(1));
+    assert!(text(&o).contains("non-empty reason"), "{}", text(&o));
+    let id = list.split_whitespace().next().unwrap().to_string();
+    assert!(loopward(d, &["override", "revoke", &id]).status.success());
+    assert!(text(&loopward(d, &["override", "list"])).contains("no overrides"));
+}
+
+#[test]
+fn gates_add_refuses_a_change_that_would_not_load_and_leaves_the_file_alone() {
+    let dir = initialised();
+    let d = dir.path();
+    let before = std::fs::read_to_string(d.join("loopward.toml")).unwrap();
+    let o = loopward(
+        d,
+        &[
+            "gates",
+            "add",
+            "territory",
+            "--paths",
+            "src/main.rs",
+            "--owner",
+            "planner",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("nothing was written"), "{}", text(&o));
+    assert_eq!(
+        std::fs::read_to_string(d.join("loopward.toml")).unwrap(),
+        before
+    );
+    let o = loopward(
+        d,
+        &[
+            "gates",
+            "add",
+            "territory",
+            "--paths",
+            "docs/**",
+            "--owner",
+            "auditor",
+        ],
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(text(&loopward(d, &["gates", "list"])).contains("territory:auditor"));
+    assert!(loopward(d, &["gates", "rm", "territory:auditor"])
+        .status
+        .success());
+    assert!(!text(&loopward(d, &["gates", "list"])).contains("territory:auditor"));
+    assert!(
+        d.join(".loopward/changes").is_dir(),
+        "each change is recorded"
+    );
+}
+
+#[test]
+fn every_command_has_help_with_an_example() {
+    let dir = tempfile::tempdir().unwrap();
+    for cmd in [
+        &["init"][..],
+        &["run"],
+        &["approve"],
+        &["deny"],
+        &["override", "grant"],
+        &["override", "list"],
+        &["override", "revoke"],
+        &["gates", "list"],
+        &["gates", "add"],
+        &["gates", "rm"],
+        &["verify"],
+        &["report"],
+        &["replay"],
+    ] {
+        let mut args = cmd.to_vec();
+        args.push("--help");
+        let o = loopward(dir.path(), &args);
+        assert!(o.status.success(), "{cmd:?}");
+        let t = text(&o);
+        assert!(t.contains("Example"), "{cmd:?} --help has no example:\n{t}");
+    }
+}

@@ -1,0 +1,319 @@
+//! `audit.html` and `runs/index.html`: what a reader sees, folded from ledger records alone, and
+//! model-controlled text shown as text.
+
+use loopward_core::{
+    AgentId, AuditEvent, Decision, Effect, EffectKind, FinishReason, GateMode, Handoff, Refusal,
+    RunId, RunStatus, Scope, TurnNumber, Usage,
+};
+use loopward_runner::audit::{
+    render_html, render_index, Chain, Ledger, LedgerOptions, LedgerState, Record, GENESIS,
+};
+
+const XSS_PATH: &str = "docs/<img src=x onerror=alert(1)>.md";
+const XSS_CONTENT: &str = "<script>alert('owned')</script>";
+
+fn agent(name: &str) -> AgentId {
+    AgentId::new(name).unwrap()
+}
+
+/// A two-agent run: builder writes (with markup in its arguments), is refused a write to the
+/// auditor's file and a handoff to the tester, hands off to the auditor, whose second handoff is
+/// refused.
+fn events() -> Vec<(Option<u32>, Option<&'static str>, AuditEvent)> {
+    let refusal = Refusal::new(
+        "territory:auditor",
+        "review.md belongs to auditor; builder does not own it <b>bold</b>",
+        "hand the change to auditor",
+    );
+    vec![
+        (
+            None,
+            None,
+            AuditEvent::RunStarted {
+                task: "build <it>".into(),
+                agent: agent("builder"),
+            },
+        ),
+        (
+            None,
+            None,
+            AuditEvent::HumanMessage {
+                content: "build <it>".into(),
+            },
+        ),
+        (
+            Some(1),
+            Some("builder"),
+            AuditEvent::TurnStarted {
+                agent: agent("builder"),
+            },
+        ),
+        (
+            Some(1),
+            Some("builder"),
+            AuditEvent::ToolRequested {
+                call_id: "c1".into(),
+                tool: "write_file".into(),
+                arguments: serde_json::json!({"path": XSS_PATH, "content": XSS_CONTENT}),
+            },
+        ),
+        (
+            Some(1),
+            Some("builder"),
+            AuditEvent::GateDecision {
+                call_id: Some("c1".into()),
+                gate: "territory:builder".into(),
+                mode: GateMode::Enforce,
+                action: "tool:write_file".into(),
+                path_raw: Some(XSS_PATH.into()),
+                path: Some(XSS_PATH.into()),
+                decision: Decision::Allow,
+            },
+        ),
+        (
+            Some(1),
+            Some("builder"),
+            AuditEvent::ToolFinished {
+                call_id: "c1".into(),
+                tool: "write_file".into(),
+                is_error: false,
+                effects: vec![Effect::ok(XSS_PATH, EffectKind::Create)],
+                summary: format!("wrote {XSS_PATH}"),
+                output: None,
+            },
+        ),
+        (
+            Some(1),
+            Some("builder"),
+            AuditEvent::GateDecision {
+                call_id: Some("c2".into()),
+                gate: "territory:auditor".into(),
+                mode: GateMode::Enforce,
+                action: "tool:write_file".into(),
+                path_raw: Some("review.md".into()),
+                path: Some("review.md".into()),
+                decision: Decision::Deny(refusal.clone()),
+            },
+        ),
+        (
+            Some(1),
+            Some("builder"),
+            AuditEvent::GateDecision {
+                call_id: Some("c3".into()),
+                gate: "review:builder->auditor".into(),
+                mode: GateMode::Enforce,
+                action: "handoff:tester".into(),
+                path_raw: None,
+                path: None,
+                decision: Decision::Deny(Refusal::new(
+                    "review:builder->auditor",
+                    "auditor must review first",
+                    "hand off to auditor",
+                )),
+            },
+        ),
+        (
+            Some(1),
+            Some("builder"),
+            AuditEvent::HandoffRegistered(Handoff {
+                from: agent("builder"),
+                to: agent("auditor"),
+                message: "please review </svg><script>x()</script>".into(),
+            }),
+        ),
+        (
+            Some(1),
+            Some("builder"),
+            AuditEvent::TurnEnded {
+                finish: FinishReason::Handoff,
+                usage: Usage::default(),
+            },
+        ),
+        (
+            Some(2),
+            Some("auditor"),
+            AuditEvent::TurnStarted {
+                agent: agent("auditor"),
+            },
+        ),
+        (
+            Some(2),
+            Some("auditor"),
+            AuditEvent::HandoffRegistered(Handoff {
+                from: agent("auditor"),
+                to: agent("tester"),
+                message: "test it".into(),
+            }),
+        ),
+        (
+            Some(2),
+            Some("auditor"),
+            AuditEvent::HandoffRefused {
+                to: agent("builder"),
+                standing: agent("tester"),
+            },
+        ),
+        (
+            Some(2),
+            Some("auditor"),
+            AuditEvent::TurnEnded {
+                finish: FinishReason::Handoff,
+                usage: Usage::default(),
+            },
+        ),
+        (
+            Some(3),
+            Some("tester"),
+            AuditEvent::TurnStarted {
+                agent: agent("tester"),
+            },
+        ),
+        (
+            Some(3),
+            Some("tester"),
+            AuditEvent::LayerDecision {
+                layer: "stopgate".into(),
+                decision: "approved".into(),
+                detail: serde_json::json!({"gate": "publish", "action": "turn:tester", "by": "ana"}),
+            },
+        ),
+        (
+            Some(3),
+            Some("tester"),
+            AuditEvent::TurnEnded {
+                finish: FinishReason::Done,
+                usage: Usage::default(),
+            },
+        ),
+        (
+            None,
+            None,
+            AuditEvent::RunEnded {
+                status: RunStatus::Completed,
+                usage: Usage::default(),
+                cost_micros: None,
+            },
+        ),
+    ]
+}
+
+fn sealed() -> Vec<Record> {
+    let mut prev = GENESIS.to_string();
+    let mut out = Vec::new();
+    for (i, (turn, who, event)) in events().into_iter().enumerate() {
+        let scope = Scope {
+            run: RunId::new("r1").unwrap(),
+            turn: turn.map(TurnNumber),
+            agent: who.map(agent),
+        };
+        let (rec, _) = Record::seal(
+            &Chain::Sha256,
+            i as u64 + 1,
+            "2026-01-01T00:00:00.000Z",
+            &scope,
+            &event,
+            &prev,
+        )
+        .unwrap();
+        prev = rec.hash.clone();
+        out.push(rec);
+    }
+    out
+}
+
+fn count(page: &str, needle: &str) -> usize {
+    page.matches(needle).count()
+}
+
+#[test]
+fn markup_in_a_tool_argument_shows_as_text_not_as_markup() {
+    let page = render_html(&sealed(), &LedgerState::verified("sha256"));
+    for raw in ["<script", "<img", "<b>bold", "</svg><script", "<it>"] {
+        assert!(!page.contains(raw), "raw markup {raw:?} reached the page");
+    }
+    assert!(
+        page.contains("&lt;script&gt;alert('owned')&lt;/script&gt;")
+            || page.contains("&lt;script&gt;alert(&#39;owned&#39;)"),
+        "the argument is not shown as text"
+    );
+    assert!(page.contains("docs/&lt;img src=x onerror=alert(1)&gt;.md"));
+    assert!(page.contains("build &lt;it&gt;"));
+}
+
+#[test]
+fn audit_html_draws_a_lane_per_agent_arrows_and_linked_markers() {
+    let page = render_html(&sealed(), &LedgerState::verified("sha256"));
+    assert_eq!(
+        count(&page, "<g class=\"lane\""),
+        3,
+        "builder, auditor, tester"
+    );
+    assert_eq!(count(&page, "class=\"turn\""), 3);
+    assert_eq!(
+        count(&page, "class=\"arrow stood\""),
+        2,
+        "builder→auditor, auditor→tester"
+    );
+    assert_eq!(
+        count(&page, "class=\"arrow refused\""),
+        2,
+        "gate-refused handoff, second handoff"
+    );
+    assert_eq!(count(&page, "class=\"marker write\""), 1);
+    assert_eq!(count(&page, "class=\"marker refusal\""), 2);
+    assert_eq!(count(&page, "class=\"marker stopgate\""), 1);
+    // Every marker and arrow links to its record, and the record is on the page.
+    for seq in [6, 7, 8, 9, 13, 16] {
+        assert!(
+            page.contains(&format!("href=\"#seq-{seq}\"")),
+            "no link to #{seq}"
+        );
+        assert!(
+            page.contains(&format!("id=\"seq-{seq}\"")),
+            "no record #{seq}"
+        );
+    }
+    // The refusal's reason and way out are on hover.
+    assert!(page.contains("what to do: hand the change to auditor"));
+    assert!(page.contains("stop-gate publish approved by ana"));
+    // Pass-through verdicts are folded.
+    assert!(page.contains("<details><summary>1 pass-through verdict(s), #5</summary>"));
+    // Files × agents.
+    assert!(page.contains("refused ×1"));
+    // No script, nothing fetched.
+    assert!(
+        !page.contains("<script") && !page.contains("src=\"http") && !page.contains("href=\"http")
+    );
+}
+
+#[test]
+fn index_marks_runs_that_do_not_verify_and_links_the_rest() {
+    let runs = tempfile::tempdir().unwrap();
+    for name in ["good", "tampered"] {
+        let run = RunId::new(name).unwrap();
+        let ledger = Ledger::create(runs.path(), &run, LedgerOptions::default()).unwrap();
+        for (turn, who, event) in events() {
+            let scope = Scope {
+                run: run.clone(),
+                turn: turn.map(TurnNumber),
+                agent: who.map(agent),
+            };
+            loopward_core::AuditSink::record(&*ledger, &scope, &event).unwrap();
+        }
+        let fin = ledger.finish().unwrap();
+        assert!(fin.audit_html.is_file());
+    }
+    let events = runs.path().join("tampered/events.jsonl");
+    let text = std::fs::read_to_string(&events)
+        .unwrap()
+        .replace("test it", "TEST IT");
+    std::fs::write(&events, text).unwrap();
+
+    let page = render_index(runs.path(), None).unwrap();
+    assert_eq!(count(&page, "<tr class=\"run\""), 1);
+    assert_eq!(count(&page, "<tr class=\"invalid\""), 1);
+    assert!(page.contains("href=\"good/audit.html\""));
+    assert!(page.contains("LEFT OUT: the ledger did not verify"));
+    assert_eq!(count(&page, "<svg class=\"mini\""), 1);
+    assert!(!page.contains("<script"));
+}

@@ -1,0 +1,246 @@
+//! A run as a person reads it: turns, tool calls, refusals with their reasons, handoffs.
+//!
+//! [`LiveSink`] sits in front of the ledger: each event is printed only after the ledger has
+//! recorded it, so what scrolls past is what the ledger holds.
+//!
+//! ```
+//! use loopward_core::{AgentId, AuditEvent, AuditSink, Handoff, RunId, Scope, TurnNumber};
+//! use loopward_term::render::Printer;
+//! use loopward_term::timeline::LiveSink;
+//! use loopward_runner::audit::MemorySink;
+//! use std::sync::{Arc, Mutex};
+//! let out = Arc::new(Mutex::new(Printer::plain(Vec::new())));
+//! let sink = LiveSink::new(Arc::new(MemorySink::default()), out.clone());
+//! let root = AgentId::new("root").unwrap();
+//! let scope = Scope { run: RunId::new("r").unwrap(), turn: Some(TurnNumber(1)), agent: Some(root.clone()) };
+//! sink.record(&scope, &AuditEvent::TurnStarted { agent: root.clone() }).unwrap();
+//! sink.record(&scope, &AuditEvent::HandoffRegistered(Handoff {
+//!     from: root, to: AgentId::new("planner").unwrap(), message: "plan it".into() })).unwrap();
+//! let text = String::from_utf8(out.lock().unwrap().get_ref().clone()).unwrap();
+//! assert_eq!(text, "  turn 1 · root\n    ↪ handoff → planner\n");
+//! ```
+
+use crate::render::{Printer, Tone};
+use loopward_core::{AuditError, AuditEvent, AuditSink, Decision, RunStatus, Scope};
+use std::io::Write;
+use std::sync::{Arc, Mutex};
+
+/// Turns events into lines. Keeps just enough state to not repeat a refusal the gate already
+/// explained when the tool result reports it again.
+#[derive(Debug, Default)]
+pub struct Timeline {
+    refused_calls: Vec<String>,
+    handoff_refusal_shown: bool,
+    hints_shown: std::collections::HashSet<String>,
+}
+
+/// A short form of a tool call's arguments: its path, command or target.
+pub fn call_summary(tool: &str, args: &serde_json::Value) -> String {
+    let s = |k: &str| args.get(k).and_then(serde_json::Value::as_str);
+    if let (Some(st), Some(o)) = (s("strategy"), s("outcome")) {
+        return format!("{tool} {st}: {o}");
+    }
+    match (s("path"), s("command"), s("to")) {
+        (Some(p), _, _) => format!("{tool} {p}"),
+        (_, Some(c), _) => format!("{tool} `{}`", clip(c, 60)),
+        (_, _, Some(t)) => format!("{tool} → {t}"),
+        _ => tool.to_string(),
+    }
+}
+
+fn clip(s: &str, n: usize) -> String {
+    let mut out: String = s.chars().take(n).collect();
+    if out.len() < s.len() {
+        out.push('…');
+    }
+    out
+}
+
+impl Timeline {
+    /// Renders one event (some events render as nothing).
+    pub fn render<W: Write>(&mut self, out: &mut Printer<W>, scope: &Scope, event: &AuditEvent) {
+        match event {
+            AuditEvent::TurnStarted { agent } => {
+                let n = scope.turn.map_or(0, |t| t.0);
+                out.line(Tone::Turn, format!("  turn {n} · {agent}"));
+            }
+            // A handoff shows as its `↪` line once registered.
+            AuditEvent::ToolRequested {
+                tool, arguments, ..
+            } if tool != "handoff" => {
+                out.line(
+                    Tone::Dim,
+                    format!("    · {}", call_summary(tool, arguments)),
+                );
+            }
+            AuditEvent::GateDecision {
+                call_id,
+                gate,
+                decision,
+                ..
+            } => match decision {
+                Decision::Allow => {}
+                Decision::Warn(r) => out.line(
+                    Tone::Warn,
+                    format!(
+                        "    ⚠ {gate} (advisory) warned: {} — the action went ahead",
+                        r.reason
+                    ),
+                ),
+                Decision::Deny(r) => {
+                    out.line(
+                        Tone::Refusal,
+                        format!("    ✗ refused by {gate}: {}", r.reason),
+                    );
+                    // A hint is shown once per run; a repeated refusal repeats only its reason.
+                    if !r.hint.is_empty() && self.hints_shown.insert(r.hint.clone()) {
+                        out.line(Tone::Dim, format!("      what to do: {}", r.hint));
+                    }
+                    if let Some(id) = call_id {
+                        self.refused_calls.push(id.clone());
+                    }
+                    self.handoff_refusal_shown = gate == "one_handoff";
+                }
+                Decision::Override { id, reason } => out.line(
+                    Tone::Warn,
+                    format!("    ⚑ {gate}: allowed by one-shot override {id} ({reason:?})"),
+                ),
+            },
+            AuditEvent::OverrideConsumed {
+                id, agent, path, ..
+            } => out.line(
+                Tone::Dim,
+                format!(
+                    "    ⚑ override {id} for {agent} on {path} consumed (logged before the write)"
+                ),
+            ),
+            AuditEvent::ToolFinished {
+                call_id,
+                is_error,
+                effects,
+                summary,
+                tool,
+                ..
+            } => {
+                if *is_error {
+                    if !self.refused_calls.contains(call_id) && tool != "handoff" {
+                        out.line(Tone::Refusal, format!("    ✗ {summary}"));
+                    }
+                } else {
+                    for e in effects {
+                        let what = match e.status {
+                            loopward_core::EffectStatus::Ok => "wrote",
+                            loopward_core::EffectStatus::Failed => "failed to write",
+                            loopward_core::EffectStatus::Reverted => "reverted",
+                        };
+                        out.line(Tone::Ok, format!("    ✓ {what} {}", e.path));
+                    }
+                }
+            }
+            AuditEvent::Violation {
+                path,
+                remedy,
+                reason,
+            } => out.line(
+                Tone::Refusal,
+                format!("    ✗ violation: {path} — {reason}; {remedy}"),
+            ),
+            AuditEvent::HandoffRegistered(h) => out.handoff(h.from.as_str(), h.to.as_str()),
+            // The gate's refusal already said it, when a gate made it.
+            AuditEvent::HandoffRefused { to, standing }
+                if !std::mem::take(&mut self.handoff_refusal_shown) =>
+            {
+                out.line(
+                    Tone::Refusal,
+                    format!("    ✗ second handoff → {to} refused: the handoff → {standing} stands"),
+                );
+            }
+            // Allows and admissions are a census for the report; the timeline shows decisions
+            // that changed what happened.
+            AuditEvent::LayerDecision { decision, .. } if is_census(decision) => {}
+            AuditEvent::LayerDecision {
+                layer,
+                decision,
+                detail,
+            } => {
+                let tone = match decision.as_str() {
+                    "approved" | "auto_approved" => Tone::Ok,
+                    "retry" => Tone::Dim,
+                    _ => Tone::Warn,
+                };
+                let d = detail_summary(detail);
+                out.line(tone, format!("    ◆ {layer}: {decision}{d}"));
+            }
+            AuditEvent::RunEnded { status, .. } => {
+                let why = match status {
+                    RunStatus::CapReached { cap } => format!(" ({cap})"),
+                    RunStatus::BudgetExceeded { budget } => format!(" ({budget})"),
+                    RunStatus::Stopped { reason } => format!(" ({reason})"),
+                    RunStatus::AwaitingApproval { pending } => format!(" (pending {pending})"),
+                    RunStatus::AuditFailed { error } | RunStatus::Failed { error } => {
+                        format!(" ({error})")
+                    }
+                    _ => String::new(),
+                };
+                out.line(Tone::Title, format!("  run ended: {}{why}", status.label()));
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Layer decisions that only count what was let through.
+fn is_census(decision: &str) -> bool {
+    matches!(decision, "allow" | "admitted")
+}
+
+/// `detail`'s scalar fields as ` (k=v, …)`.
+fn detail_summary(detail: &serde_json::Value) -> String {
+    let Some(obj) = detail.as_object() else {
+        return String::new();
+    };
+    let parts: Vec<String> = obj
+        .iter()
+        .filter(|(_, v)| !v.is_object() && !v.is_array())
+        .map(|(k, v)| match v {
+            serde_json::Value::String(s) => format!("{k}={s}"),
+            other => format!("{k}={other}"),
+        })
+        .collect();
+    if parts.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", parts.join(", "))
+    }
+}
+
+/// A printer several owners write to.
+pub type SharedPrinter<W> = Arc<Mutex<Printer<W>>>;
+
+/// Records into the ledger, then prints the event.
+pub struct LiveSink<W: Write + Send> {
+    inner: Arc<dyn AuditSink>,
+    view: Mutex<Timeline>,
+    out: SharedPrinter<W>,
+}
+
+impl<W: Write + Send> LiveSink<W> {
+    /// Prints what `inner` records into `out`.
+    pub fn new(inner: Arc<dyn AuditSink>, out: SharedPrinter<W>) -> Self {
+        Self {
+            inner,
+            view: Mutex::default(),
+            out,
+        }
+    }
+}
+
+impl<W: Write + Send> AuditSink for LiveSink<W> {
+    fn record(&self, scope: &Scope, event: &AuditEvent) -> Result<(), AuditError> {
+        self.inner.record(scope, event)?;
+        let mut view = self.view.lock().unwrap_or_else(|p| p.into_inner());
+        let mut out = self.out.lock().unwrap_or_else(|p| p.into_inner());
+        view.render(&mut out, scope, event);
+        Ok(())
+    }
+}

@@ -1,0 +1,227 @@
+//! `loopward.toml`: the team, its tools, its backend, prices, territories, gates and limits.
+//!
+//! Loading is two steps, as in ripgrep: the file is parsed flag-for-flag into serde types that
+//! refuse unknown keys, then checked as a whole (names that must exist, globs that must compile,
+//! territories that must not overlap with different owners, caps that must be positive). Any
+//! problem fails the load with the file, the key and what to do; nothing defaults to allow.
+//!
+//! ```
+//! use loopward::config::Config;
+//! let cfg = Config::parse("loopward.toml", r#"
+//!     [run]
+//!     first = "planner"
+//!
+//!     [[agent]]
+//!     name = "planner"
+//!     tools = ["write_file", "handoff"]
+//!
+//!     [[agent]]
+//!     name = "builder"
+//!     tools = ["read_file", "write_file"]
+//!
+//!     [[territory]]
+//!     paths = ["plan.md"]
+//!     owner = "planner"
+//! "#).unwrap();
+//! assert_eq!(cfg.agents.len(), 2);
+//!
+//! let err = Config::parse("loopward.toml", r#"
+//!     [run]
+//!     first = "planner"
+//!     [[agent]]
+//!     name = "planner"
+//!     tools = ["teleport"]
+//! "#).unwrap_err();
+//! assert!(err.to_string().contains("agent[0].tools"));
+//! assert!(err.to_string().contains("teleport"));
+//! ```
+
+mod backend;
+mod error;
+mod policy;
+mod validate;
+
+pub use backend::{BackendConfig, BackendKind, PriceConfig, ToolChoice};
+pub use error::ConfigError;
+pub use policy::{
+    BudgetConfig, CapsConfig, ClassJumpConfig, GatesConfig, LayersConfig, OverridesConfig,
+    PolicyConfig, RateConfig, RepeatConfig, ReviewConfig, ShellWatchConfig, SprawlConfig,
+    StopGateConfig, TerritoryConfig, TimeoutConfig,
+};
+
+use loopward_core::AgentId;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// The default config file name.
+pub const CONFIG_FILE: &str = "loopward.toml";
+
+/// The tools an agent may be given, by name.
+pub const BUILTIN_TOOLS: &[&str] = &[
+    "read_file",
+    "write_file",
+    "edit_file",
+    "list_dir",
+    "shell",
+    "handoff",
+    "report_attempt",
+];
+
+/// A whole `loopward.toml`.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// `[run]`: where runs start and where their ledgers go.
+    pub run: RunConfig,
+    /// `[[agent]]`: the team, in order.
+    #[serde(rename = "agent", default)]
+    pub agents: Vec<AgentConfig>,
+    /// `[backend]`: which model backend the team talks to.
+    #[serde(default)]
+    pub backend: BackendConfig,
+    /// `[prices.<model>]`: prices per model name, for cost figures and budgets.
+    #[serde(default)]
+    pub prices: BTreeMap<String, PriceConfig>,
+    /// `[[territory]]`: paths only their owners may write.
+    #[serde(rename = "territory", default)]
+    pub territories: Vec<TerritoryConfig>,
+    /// `[gates]`: the sprawl gate, review gates and the shell watch.
+    #[serde(default)]
+    pub gates: GatesConfig,
+    /// `[overrides]`: one-shot override settings (the longest TTL).
+    #[serde(default)]
+    pub overrides: OverridesConfig,
+    /// `[limits]`: turns, hops, steps and wall time per run, and what happens at a cap.
+    #[serde(default)]
+    pub limits: CapsConfig,
+    /// `[repeat]`: how often the same tool call may be made in one run.
+    #[serde(default)]
+    pub repeat: RepeatConfig,
+    /// `[[stopgate]]`: points where a person approves (or the run waits).
+    #[serde(rename = "stopgate", default)]
+    pub stopgates: Vec<StopGateConfig>,
+    /// `[rate]`: request and token quotas per backend and per agent.
+    #[serde(default)]
+    pub rate: RateConfig,
+    /// `[budget]`: token and cost budgets per run.
+    #[serde(default)]
+    pub budget: Option<BudgetConfig>,
+    /// `[timeout]`: per model call, tool call and turn.
+    #[serde(default)]
+    pub timeout: TimeoutConfig,
+    /// `[class_jump]`: strategies for failing subtasks (gives agents `report_attempt`).
+    #[serde(default)]
+    pub class_jump: Option<ClassJumpConfig>,
+}
+
+/// `[run]`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunConfig {
+    /// The agent that takes the first turn.
+    pub first: AgentId,
+    /// The task when `loopward run` is given none.
+    #[serde(default)]
+    pub task: Option<String>,
+    /// The workspace agents act in, relative to the config file (default: its folder).
+    #[serde(default)]
+    pub workspace: Option<PathBuf>,
+    /// Where run ledgers go, relative to the workspace (default `runs`).
+    #[serde(default = "default_runs_dir")]
+    pub runs_dir: PathBuf,
+}
+
+fn default_runs_dir() -> PathBuf {
+    PathBuf::from("runs")
+}
+
+/// `[[agent]]`: one member of the team.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgentConfig {
+    /// Its name (lowercase letters, digits, `-`, `_`).
+    pub name: AgentId,
+    /// What it is told about its role (its system prompt).
+    #[serde(default)]
+    pub role: String,
+    /// The tools it may call (names from [`BUILTIN_TOOLS`]).
+    pub tools: Vec<String>,
+    /// The most tool calls in one of its turns (default 16).
+    #[serde(default)]
+    pub max_steps: Option<u32>,
+}
+
+impl Config {
+    /// Reads and checks a config file.
+    pub fn load(path: &Path) -> Result<Self, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|e| ConfigError::Read {
+            file: path.to_path_buf(),
+            why: e.to_string(),
+        })?;
+        Self::parse(path, &text)
+    }
+
+    /// Parses and checks config text; `file` is named in errors.
+    pub fn parse(file: impl AsRef<Path>, text: &str) -> Result<Self, ConfigError> {
+        let file = file.as_ref();
+        let cfg: Self = toml::from_str(text).map_err(|e| ConfigError::parse(file, text, &e))?;
+        validate::check(&cfg).map_err(|(key, problem, fix)| ConfigError::Invalid {
+            file: file.to_path_buf(),
+            key,
+            problem,
+            fix,
+        })?;
+        Ok(cfg)
+    }
+
+    /// The gate sections, as the gates module takes them.
+    pub fn policy(&self) -> PolicyConfig {
+        PolicyConfig {
+            territory: self.territories.clone(),
+            gates: self.gates.clone(),
+            overrides: self.overrides.clone(),
+        }
+    }
+
+    /// The layer sections, as the layers module takes them. Prices from `[prices]` fill the
+    /// budget's when it has none.
+    pub fn layers(&self) -> LayersConfig {
+        let budget = self.budget.clone().map(|mut b| {
+            if b.prices.is_empty() {
+                b.prices = self
+                    .prices
+                    .iter()
+                    .map(|(k, v)| (k.clone(), (*v).into()))
+                    .collect();
+            }
+            b
+        });
+        LayersConfig {
+            limits: self.limits.clone(),
+            repeat: self.repeat.clone(),
+            stopgate: self.stopgates.clone(),
+            rate: self.rate.clone(),
+            budget,
+            timeout: self.timeout.clone(),
+            class_jump: self.class_jump.clone(),
+        }
+    }
+
+    /// The agent names, in configuration order.
+    pub fn team(&self) -> Vec<AgentId> {
+        self.agents.iter().map(|a| a.name.clone()).collect()
+    }
+
+    /// The workspace, resolved against the folder of the config file at `config_path`.
+    pub fn workspace_dir(&self, config_path: &Path) -> PathBuf {
+        let base = config_path
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        match &self.run.workspace {
+            Some(w) => base.join(w),
+            None => base.to_path_buf(),
+        }
+    }
+}

@@ -1,0 +1,131 @@
+//! Where runs are recorded, and the application's one seam to `loopward_runner::audit`: one
+//! folder per run under the runs directory holding its hash-chained `events.jsonl`, and the
+//! `audit.json` / `audit.md` rendered from it when the run finishes.
+//!
+//! Everything the demo and the CLI show about a finished run is read back from these files.
+
+use anyhow::{Context, Result};
+use loopward_core::{AuditEvent, RunId, Scope};
+use loopward_runner::audit::{Ledger, LedgerOptions, Record};
+use loopward_runner::Clock;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+pub use loopward_runner::audit::{Report, RunFigures, EVENTS_FILE};
+
+/// The folder of `run` under `runs_dir`.
+pub fn run_dir(runs_dir: &Path, run: &RunId) -> PathBuf {
+    runs_dir.join(run.as_str())
+}
+
+/// Creates the ledger of a new run, stamped by `clock`.
+pub fn create(runs_dir: &Path, run: &RunId, clock: Arc<dyn Clock>) -> Result<Arc<Ledger>> {
+    let opts = LedgerOptions {
+        clock,
+        ..LedgerOptions::default()
+    };
+    Ledger::create(runs_dir, run, opts).with_context(|| {
+        format!(
+            "cannot create the ledger of run {run} in {}",
+            runs_dir.display()
+        )
+    })
+}
+
+/// Reads a run folder's records, in order. Reading is not verifying: use
+/// [`verify`](loopward_runner::audit::verify) for that.
+pub fn read(run_dir: &Path) -> Result<Vec<Record>> {
+    let path = run_dir.join(EVENTS_FILE);
+    let bytes = std::fs::read(&path).with_context(|| format!("cannot read {}", path.display()))?;
+    bytes
+        .split(|b| *b == b'\n')
+        .enumerate()
+        .filter(|(_, l)| !l.is_empty())
+        .map(|(i, l)| {
+            Record::parse_line(l)
+                .map(|(r, _)| r)
+                .map_err(|e| anyhow::anyhow!("{}: line {}: {}", path.display(), i + 1, e.0))
+        })
+        .collect()
+}
+
+/// A run's events with their scopes, in order.
+pub fn events(run_dir: &Path) -> Result<Vec<(Scope, AuditEvent)>> {
+    read(run_dir)?
+        .into_iter()
+        .map(|r| {
+            let event = r
+                .event()
+                .map_err(|e| anyhow::anyhow!("{}: record {}: {}", run_dir.display(), r.seq, e.0))?;
+            Ok((r.scope(), event))
+        })
+        .collect()
+}
+
+/// One run's figures, folded from its ledger by the audit module.
+pub fn run_figures(run_dir: &Path) -> Result<RunFigures> {
+    Ok(RunFigures::from_records(&read(run_dir)?))
+}
+
+/// The governance report over every run under `runs_dir` (the code behind `loopward report`).
+pub fn report(runs_dir: &Path) -> Result<Report> {
+    loopward_runner::audit::report(runs_dir)
+        .with_context(|| format!("cannot report on {}", runs_dir.display()))
+}
+
+/// Writes `runs_dir/index.html` (every run at a glance; runs that do not verify are marked) and
+/// returns its path.
+pub fn write_index_html(runs_dir: &Path) -> Result<PathBuf> {
+    let page = loopward_runner::audit::render_index(runs_dir, None)
+        .with_context(|| format!("cannot render the index of {}", runs_dir.display()))?;
+    let path = runs_dir.join("index.html");
+    std::fs::write(&path, page).with_context(|| format!("cannot write {}", path.display()))?;
+    Ok(path)
+}
+
+/// Reopens the ledger of a paused run to append to it (after a crash, a torn last line is cut
+/// and recorded).
+pub fn reopen(runs_dir: &Path, run: &RunId, clock: Arc<dyn Clock>) -> Result<Arc<Ledger>> {
+    let opts = LedgerOptions {
+        clock,
+        ..LedgerOptions::default()
+    };
+    Ledger::open_existing(runs_dir, run, opts)
+        .map(|(l, _)| l)
+        .with_context(|| {
+            format!(
+                "cannot reopen the ledger of run {run} in {}",
+                runs_dir.display()
+            )
+        })
+}
+
+/// The task and first agent a run was started with, from its `run_started` record.
+pub fn started(run_dir: &Path) -> Result<(String, loopward_core::AgentId)> {
+    events(run_dir)?
+        .into_iter()
+        .find_map(|(_, e)| match e {
+            AuditEvent::RunStarted { task, agent } => Some((task, agent)),
+            _ => None,
+        })
+        .with_context(|| {
+            format!(
+                "{}: the ledger has no run_started record",
+                run_dir.display()
+            )
+        })
+}
+
+/// A fresh run id from the clock: `run-<UTC stamp>-<millis>`.
+pub fn new_run_id(clock: &dyn Clock) -> RunId {
+    let ms = clock.now_millis();
+    let t = std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms);
+    let stamp: String = humantime::format_rfc3339_seconds(t)
+        .to_string()
+        .chars()
+        .filter(char::is_ascii_alphanumeric)
+        .collect();
+    RunId::new(format!("run-{stamp}-{:03}", ms % 1000)).unwrap_or_else(|| {
+        RunId::new("run").unwrap_or_else(|| unreachable!("\"run\" is a valid run id"))
+    })
+}

@@ -1,0 +1,40 @@
+//! # loopward
+//!
+//! Run LLM agent teams inside an outer loop that keeps them within their rules. This crate is
+//! what an embedder adds: the `loopward.toml` schema ([`config`]), the one place a config becomes
+//! a governed [`Runner`](loopward_runner::Runner) ([`team`]: tools → policy gates → layers, every
+//! configured concern on), the ledger seam ([`ledger`]), and re-exports of
+//! [`loopward_core`] (the vocabulary) and [`loopward_runner`] (the runner, layers, gates, audit).
+//!
+//! | module | what |
+//! |---|---|
+//! | [`config`] | `loopward.toml`: parsed strictly, checked as a whole, precise errors |
+//! | [`team`] | a governed [`Runner`](loopward_runner::Runner) from a config |
+//! | [`backend`] | the model backend a config names (fake; `http`, `llama` behind features) |
+//! | [`ledger`] | run folders and their `events.jsonl` |
+//!
+//! | feature | adds |
+//! |---|---|
+//! | `http` | the OpenAI-compatible and Anthropic HTTP backends |
+//! | `otel` | OpenTelemetry export of the runner's spans |
+//! | `llama` | local GGUF models through `loopward-llama` (compiles llama.cpp) |
+//! | `cuda` | `llama` built with CUDA |
+//!
+//! A team from its config, in a few lines (see [`Team`]):
+//!
+//! ```no_run
+//! # async fn run() -> anyhow::Result<()> {
+//! let team = loopward::Team::from_config("loopward.toml")?;
+//! let report = team.run("Write a hello file under src/").await?;
+//! println!("{}: {} turns", report.status.label(), report.turns);
+//! # Ok(()) }
+//! ```
+
+pub mod backend;
+pub mod config;
+pub mod ledger;
+pub mod team;
+
+pub use loopward_core as core;
+pub use loopward_runner as runner;
+pub use team::Team;

@@ -1,0 +1,289 @@
+//! Assembles a runnable team from a [`Config`]: each agent's tools, its tool stack (gates) and
+//! its turn stack (layers), over one model service.
+//!
+//! ```
+//! use loopward::{config::Config, team};
+//! use loopward_runner::model::{fake::{FakeModel, Script}, BoxModelService};
+//! let cfg = Config::parse("t.toml", r#"
+//!     [run]
+//!     first = "solo"
+//!     [[agent]]
+//!     name = "solo"
+//!     tools = ["write_file"]
+//! "#).unwrap();
+//! let dir = tempfile::tempdir().unwrap();
+//! let model = BoxModelService::new(FakeModel::new(Script::default()));
+//! let runner = team::build(&cfg, dir.path(), model, team::Options::default()).unwrap();
+//! assert_eq!(runner.team().len(), 1);
+//! ```
+
+use crate::config::Config;
+use anyhow::{Context, Result};
+use loopward_core::AgentId;
+use loopward_runner::gates::{ControlFiles, OverrideStore, Policy, PolicyLayer};
+use loopward_runner::layers::classjump::ClassJump;
+use loopward_runner::layers::stack::Stack;
+use loopward_runner::layers::stopgate::Approver;
+use loopward_runner::model::BoxModelService;
+use loopward_runner::tool::{BoxToolService, ToolExecutor, ToolSet};
+use loopward_runner::tools::{EditFile, HandoffTool, ListDir, ReadFile, Shell, WriteFile};
+use loopward_runner::{BoxTurnService, Clock, LlmAgent, Runner, SystemClock, Workspace};
+use std::path::Path;
+use std::sync::Arc;
+
+/// What the caller decides beyond the config.
+#[derive(Clone)]
+pub struct Options {
+    /// The clock events are stamped with.
+    pub clock: Arc<dyn Clock>,
+    /// The config file, workspace-relative (`""` when it lies outside the workspace); a control
+    /// file no agent may write.
+    pub config_file: String,
+    /// Who answers `interactive` stop-gates (none: they deny).
+    pub approver: Option<Arc<dyn Approver>>,
+    /// The model's name, to find its `[prices.<model>]` (default `fake`).
+    pub model_name: String,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self {
+            clock: Arc::new(SystemClock),
+            config_file: crate::config::CONFIG_FILE.into(),
+            approver: None,
+            model_name: "fake".into(),
+        }
+    }
+}
+
+impl std::fmt::Debug for Options {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Options").finish_non_exhaustive()
+    }
+}
+
+/// The named built-in tools, with `handoff` offering `team` and `report_attempt` reporting to
+/// the class-jump tracker.
+pub fn tool_set(names: &[String], team: &[AgentId], class_jump: Option<&ClassJump>) -> ToolSet {
+    let mut set = ToolSet::new();
+    for n in names {
+        set = match n.as_str() {
+            "read_file" => set.with(ReadFile),
+            "write_file" => set.with(WriteFile),
+            "edit_file" => set.with(EditFile),
+            "list_dir" => set.with(ListDir),
+            "shell" => set.with(Shell::default()),
+            "handoff" => set.with(HandoffTool::new(team.to_vec())),
+            "report_attempt" => match class_jump {
+                Some(cj) => set.with(cj.tool()),
+                None => set, // refused at load: report_attempt needs [class_jump]
+            },
+            _ => set, // unreachable: the config refuses unknown tools
+        };
+    }
+    set
+}
+
+/// Builds the runner for `cfg` acting in `workspace`, every agent talking to `model`.
+///
+/// Each agent's stacks, outermost first: turn — the layers' turn stack (caps, stop-gates,
+/// budget, class-jump, timeout) around the agent; tool — the policy gates (control files,
+/// territories with overrides, sprawl, review, one handoff, shell watch), then the layers' tool
+/// stack (repeat, stop-gates, timeout) around the executor; model — the layers' model stack
+/// (budget meter, rate limits, timeout) around the backend. Territory decisions come first, so
+/// nobody is asked to approve a call the policy denies.
+pub fn build(
+    cfg: &Config,
+    workspace: &Path,
+    model: BoxModelService,
+    opts: Options,
+) -> Result<Runner> {
+    let ws = Workspace::new(workspace)
+        .with_context(|| format!("cannot use {} as the workspace", workspace.display()))?;
+    let team = cfg.team();
+    let control = ControlFiles::new(&opts.config_file, &cfg.run.runs_dir.to_string_lossy());
+    let policy = Policy::with_control(&cfg.policy(), ws.clone(), control)?;
+    let mut stack = Stack::new(&cfg.layers())?;
+    if let Some(a) = &opts.approver {
+        stack = stack.with_approver(a.clone());
+    }
+    let tool_stack = PolicyLayer::new(policy).wrap(stack.tools(BoxToolService::new(ToolExecutor)));
+    let model = stack.model(model);
+    // The caps layer ends runs at its own bound (plus a wrap-up turn); the runner's is a backstop.
+    let mut runner = Runner::builder(ws)
+        .clock(opts.clock.clone())
+        .max_turns(cfg.limits.turns_per_run.saturating_add(1));
+    for a in &cfg.agents {
+        let steps = a
+            .max_steps
+            .map_or(stack.steps_per_turn(), |n| n.min(stack.steps_per_turn()));
+        let mut agent = LlmAgent::builder(a.name.clone(), model.clone())
+            .system(&a.role)
+            .tools(tool_set(&a.tools, &team, stack.class_jump()))
+            .tool_stack(tool_stack.clone())
+            .max_steps(steps);
+        if let Some(n) = cfg.backend.max_tokens {
+            agent = agent.max_tokens(n);
+        }
+        if let Some(p) = price(cfg, &opts.model_name) {
+            agent = agent.price(p);
+        }
+        runner = runner.agent(
+            a.name.clone(),
+            stack.turn(BoxTurnService::new(agent.build())),
+        )?;
+    }
+    Ok(runner.build()?)
+}
+
+/// The price of `model`: its `[prices.<model>]`, or the only price the config has.
+fn price(cfg: &Config, model: &str) -> Option<loopward_core::Price> {
+    match cfg.prices.get(model) {
+        Some(p) => Some((*p).into()),
+        None if cfg.prices.len() == 1 => cfg.prices.values().next().map(|p| (*p).into()),
+        None => None,
+    }
+}
+
+/// Grants a one-shot override in `workspace`'s `.loopward/overrides/` (at most `max_ttl`);
+/// returns the sentinel's id.
+pub fn grant_override(
+    workspace: &Path,
+    agent: &str,
+    path: &str,
+    reason: &str,
+    ttl: std::time::Duration,
+    max_ttl: std::time::Duration,
+    clock: &dyn Clock,
+) -> Result<String> {
+    let ws = Workspace::new(workspace)
+        .with_context(|| format!("cannot use {} as the workspace", workspace.display()))?;
+    let agent = AgentId::new(agent)?;
+    let target = ws.resolve(path)?;
+    let store = OverrideStore::for_workspace(&ws).max_ttl(max_ttl);
+    Ok(store.grant(&agent, &target, reason, ttl, clock)?.id)
+}
+
+/// A governed team loaded from a `loopward.toml`: the config, its workspace and its backend,
+/// ready to [`build`](Team::build) into a [`Runner`] with every configured concern on.
+///
+/// ```
+/// # fn main() -> anyhow::Result<()> {
+/// # let dir = tempfile::tempdir()?;
+/// # std::fs::write(dir.path().join("loopward.toml"), r#"
+/// #     [run]
+/// #     first = "solo"
+/// #     [backend]
+/// #     script = "script.toml"
+/// #     [[agent]]
+/// #     name = "solo"
+/// #     tools = ["write_file"]
+/// # "#)?;
+/// # std::fs::write(dir.path().join("script.toml"), "[[agents.solo]]\ntext = \"done\"\n")?;
+/// let runner = loopward::Team::from_config(dir.path().join("loopward.toml"))?.build()?;
+/// assert_eq!(runner.team().len(), 1);
+/// # Ok(()) }
+/// ```
+#[derive(Debug)]
+pub struct Team {
+    config: Config,
+    config_path: std::path::PathBuf,
+    choice: crate::backend::Choice,
+    model: Option<BoxModelService>,
+    options: Options,
+}
+
+impl Team {
+    /// Loads and checks `path` (a `loopward.toml`); the workspace is the config's
+    /// `run.workspace`, resolved against the config's folder.
+    pub fn from_config(path: impl AsRef<Path>) -> Result<Self> {
+        let path = path.as_ref();
+        let config = Config::load(path)?;
+        let config_file = path
+            .file_name()
+            .map_or(crate::config::CONFIG_FILE.into(), |n| {
+                n.to_string_lossy().into_owned()
+            });
+        Ok(Self {
+            config,
+            config_path: path.to_path_buf(),
+            choice: crate::backend::Choice::default(),
+            model: None,
+            options: Options {
+                config_file,
+                ..Options::default()
+            },
+        })
+    }
+
+    /// The loaded config.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// Talk to `model` instead of the backend the config names.
+    pub fn model(mut self, model: BoxModelService) -> Self {
+        self.model = Some(model);
+        self
+    }
+
+    /// Who answers `interactive` stop-gates (none: they deny).
+    pub fn approver(mut self, approver: Arc<dyn Approver>) -> Self {
+        self.options.approver = Some(approver);
+        self
+    }
+
+    /// The clock events are stamped with (default: the system clock).
+    pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.options.clock = clock;
+        self
+    }
+
+    /// Runs `task` to the end as a new run: its ledger in the config's runs folder (with a copy
+    /// of the config, for `loopward replay`), started by the config's first agent, finished and
+    /// anchored afterwards.
+    pub async fn run(self, task: impl Into<String>) -> Result<loopward_runner::RunReport> {
+        let workspace = self.config.workspace_dir(&self.config_path);
+        let runs_dir = workspace.join(&self.config.run.runs_dir);
+        let first = self.config.run.first.clone();
+        let clock = self.options.clock.clone();
+        let config_path = self.config_path.clone();
+        let runner = self.build()?;
+        let id = crate::ledger::new_run_id(&*clock);
+        let ledger = crate::ledger::create(&runs_dir, &id, clock)?;
+        let copy = ledger.run_dir().join(crate::config::CONFIG_FILE);
+        std::fs::copy(&config_path, &copy)
+            .with_context(|| format!("cannot copy the config into {}", copy.display()))?;
+        let report = runner
+            .run(loopward_runner::RunSpec {
+                id,
+                task: task.into(),
+                first,
+                audit: ledger.clone(),
+                audit_location: Some(ledger.run_dir()),
+            })
+            .await;
+        ledger.finish()?;
+        Ok(report)
+    }
+
+    /// Builds the [`Runner`]: the config's backend (or the model given), every agent with its
+    /// tools, policy gates and layers (see [`build`]).
+    pub fn build(self) -> Result<Runner> {
+        let dir = self
+            .config_path
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        let workspace = self.config.workspace_dir(&self.config_path);
+        let model = match self.model {
+            Some(m) => m,
+            None => crate::backend::model(&self.config, dir, &self.choice)?,
+        };
+        let options = Options {
+            model_name: crate::backend::model_name(&self.config, &self.choice),
+            ..self.options
+        };
+        build(&self.config, &workspace, model, options)
+    }
+}
