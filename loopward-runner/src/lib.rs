@@ -70,6 +70,7 @@ pub mod journal;
 pub mod layers;
 pub mod model;
 mod runner;
+pub mod sandbox;
 mod state;
 pub mod telemetry;
 pub mod tool;

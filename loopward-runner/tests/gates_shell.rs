@@ -1,5 +1,7 @@
 //! Effects, not tool names: shell writes are judged by comparing the workspace before and after,
-//! and forbidden changes are reverted and recorded as violations.
+//! and forbidden changes are reverted and recorded as violations. These tests run the watch
+//! alone (`sandbox = "watch-only"`), as the second line it is behind the kernel sandbox (see
+//! `sandbox_shell.rs`).
 
 mod gates_support;
 
@@ -13,6 +15,9 @@ owner = "planner"
 
 [gates.sprawl]
 enabled = false
+
+[gates.shell]
+sandbox = "watch-only"
 "#;
 
 fn violations(room: &Room) -> Vec<(String, String)> {
@@ -142,6 +147,7 @@ async fn the_owner_s_shell_changes_stand_and_are_reported_as_effects() {
     assert_eq!(
         gates,
         vec![
+            "sandbox:warn",
             "shell_watch:allow",
             "territory:planner:allow",
             "territory:planner:allow"
@@ -188,7 +194,9 @@ async fn a_workspace_too_big_to_watch_fails_closed() {
 
 #[tokio::test]
 async fn skipped_folders_are_not_watched() {
-    let room = Room::new("[gates.shell]\nskip = [\"target\"]\n[gates.sprawl]\nenabled = false");
+    let room = Room::new(
+        "[gates.shell]\nskip = [\"target\"]\nsandbox = \"watch-only\"\n[gates.sprawl]\nenabled = false",
+    );
     let builder = room.turn("builder");
     let out = room
         .shell(&builder, "mkdir target && echo x > target/a && echo y > b")
@@ -238,16 +246,27 @@ async fn links_made_by_shell_into_a_territory_are_writes_there_and_reverted() {
 }
 
 /// The `loopward init` layout: the runs directory (the ledger) is inside the workspace. The watch
-/// must neither see loopward's own appends as the command's changes nor "revert" them.
+/// must neither see loopward's own appends as the command's changes nor "revert" them; with the
+/// sandbox or without.
 #[tokio::test]
 async fn shell_in_the_init_layout_leaves_the_ledger_whole_and_verifying() {
+    for sandbox in ["kernel", "watch-only"] {
+        init_layout_ledger_stays_whole(sandbox).await;
+    }
+}
+
+async fn init_layout_ledger_stays_whole(sandbox: &str) {
     use loopward_runner::audit::{verify, Ledger, LedgerOptions};
     use loopward_runner::gates::{Policy, PolicyConfig};
     use loopward_runner::Workspace;
     let dir = tempfile::tempdir().unwrap();
     let ws = Workspace::new(dir.path()).unwrap();
     std::fs::write(dir.path().join("loopward.toml"), "# config\n").unwrap();
-    let cfg = PolicyConfig::from_toml(ROOM).unwrap();
+    std::fs::create_dir(dir.path().join("notes")).unwrap();
+    let toml = format!(
+        "[[territory]]\npaths = [\"plan.md\"]\nowner = \"planner\"\n[gates.sprawl]\nenabled = false\n[gates.shell]\nsandbox = \"{sandbox}\"\n"
+    );
+    let cfg = PolicyConfig::from_toml(&toml).unwrap();
     let policy = Policy::from_config(&cfg, ws.clone()).unwrap();
     let runs = dir.path().join("runs");
     let ledger = Ledger::create(
@@ -259,9 +278,12 @@ async fn shell_in_the_init_layout_leaves_the_ledger_whole_and_verifying() {
     let room = Room::with_sink(dir, ws, policy, Some(ledger.clone()));
     let builder = room.turn("builder");
     let first = room.shell(&builder, "true").await.unwrap();
-    assert!(!first.is_error, "{}", first.content);
-    let second = room.shell(&builder, "echo mine > mine.txt").await.unwrap();
-    assert!(!second.is_error, "{}", second.content);
+    assert!(!first.is_error, "{sandbox}: {}", first.content);
+    let second = room
+        .shell(&builder, "echo mine > notes/mine.txt")
+        .await
+        .unwrap();
+    assert!(!second.is_error, "{sandbox}: {}", second.content);
     room.write_file(&builder, "notes.md", "more\n")
         .await
         .unwrap();
@@ -269,12 +291,15 @@ async fn shell_in_the_init_layout_leaves_the_ledger_whole_and_verifying() {
     let before_finish = std::fs::read_to_string(&path).unwrap().lines().count();
     let finished = ledger.finish().unwrap();
     // Every record reached the one file on disk: none went to a deleted inode.
-    assert_eq!(finished.final_seq as usize, before_finish);
-    assert!(before_finish >= 4, "only {before_finish} records");
+    assert_eq!(finished.final_seq as usize, before_finish, "{sandbox}");
+    assert!(
+        before_finish >= 6,
+        "{sandbox}: only {before_finish} records"
+    );
     let text = std::fs::read_to_string(&path).unwrap();
-    assert!(!text.contains("\"violation\""), "{text}");
+    assert!(!text.contains("\"violation\""), "{sandbox}: {text}");
     let ok = verify(&room.path("runs/r1"), None).unwrap();
     assert_eq!(ok.final_seq, finished.final_seq);
     assert!(ok.anchored);
-    assert_eq!(room.read("mine.txt").unwrap(), "mine\n");
+    assert_eq!(room.read("notes/mine.txt").unwrap(), "mine\n");
 }

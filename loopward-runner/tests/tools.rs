@@ -139,6 +139,8 @@ async fn shell_runs_in_the_workspace_root() {
 #[tokio::test]
 async fn shell_timeout_ends_the_process_group_it_started() {
     let dir = tempfile::tempdir().unwrap();
+    // The sandbox lets a command write in existing folders, not create files at the root.
+    std::fs::create_dir(dir.path().join("work")).unwrap();
     let t = turn(dir.path());
     let shell = Shell::new(Duration::from_millis(300));
     let table = shell.processes();
@@ -146,13 +148,13 @@ async fn shell_timeout_ends_the_process_group_it_started() {
     let err = call_tool(
         Arc::new(shell),
         &t,
-        json!({"command": "sleep 30 & echo $! > grandchild.pid; wait"}),
+        json!({"command": "sleep 30 & echo $! > work/grandchild.pid; wait"}),
     )
     .await
     .unwrap_err();
     assert!(matches!(err, ToolError::Timeout { .. }), "{err}");
     assert!(table.running().is_empty(), "the process table is cleared");
-    let pid: i32 = std::fs::read_to_string(dir.path().join("grandchild.pid"))
+    let pid: i32 = std::fs::read_to_string(dir.path().join("work/grandchild.pid"))
         .unwrap()
         .trim()
         .parse()

@@ -7,9 +7,16 @@ use loopward_runner::model::fake::{FakeModel, Script};
 use loopward_runner::model::BoxModelService;
 use std::path::{Path, PathBuf};
 
+/// How a backend finds environment variables (API keys): the library reads no environment
+/// itself; the binary passes `|name| std::env::var(name).ok()`.
+pub type EnvLookup = fn(&str) -> Option<String>;
+
 /// What the command line chose, over the config.
 #[derive(Clone, Debug, Default)]
 pub struct Choice {
+    /// Where API keys named by `backend.api_key_env` are looked up (none: nowhere, so an http
+    /// backend that needs a key says it is missing).
+    pub env: Option<EnvLookup>,
     /// `--backend`.
     pub kind: Option<BackendKind>,
     /// `--script`.
@@ -125,7 +132,8 @@ fn real(
             if let Some(n) = cfg.backend.max_tokens {
                 t.insert("max_tokens".into(), i64::from(n).into());
             }
-            let env = |name: &str| std::env::var(name).ok();
+            let lookup = choice.env;
+            let env = move |name: &str| lookup.and_then(|f| f(name));
             if kind == BackendKind::Openai {
                 let c: OpenAiConfig = t.try_into().context("backend: invalid openai settings")?;
                 Ok(BoxModelService::new(OpenAiModel::from_config(c, env)?))
@@ -141,9 +149,9 @@ fn real(
         }
         _ => {
             let example = if kind == BackendKind::Llama {
-                "cargo run -p loopward-demo --features llama -- --backend llama --model models/<file>.gguf"
+                "cargo install --path loopward-cli --features llama && cargo xtask fetch-model && loopward run --backend llama --model models/SmolLM2-135M-Instruct.Q4_1.gguf"
             } else {
-                "cargo run -p loopward-demo --features http --bin loopward -- run --backend openai --model <name>"
+                "cargo install --path loopward-cli --features http && loopward run --backend openai --model <name>"
             };
             let feature = if kind == BackendKind::Llama {
                 "llama"
@@ -151,7 +159,7 @@ fn real(
                 "http"
             };
             bail!(
-                "this build has no {} backend; rebuild with `--features {feature}`, e.g. `{example}`",
+                "this build has no {} backend; install the CLI with `--features {feature}`: `{example}`",
                 kind.as_str()
             )
         }
@@ -164,6 +172,7 @@ pub fn llama(cfg: &Config, model: &Path) -> Result<BoxModelService> {
         kind: Some(BackendKind::Llama),
         script: None,
         model: Some(model.display().to_string()),
+        env: None,
     };
     real(BackendKind::Llama, cfg, Path::new("."), &choice)
 }

@@ -227,6 +227,13 @@ impl Team {
         self
     }
 
+    /// Where the backend finds API keys (`backend.api_key_env`); the library reads no
+    /// environment itself, so pass `|name| std::env::var(name).ok()` to use the process's.
+    pub fn env(mut self, lookup: crate::backend::EnvLookup) -> Self {
+        self.choice.env = Some(lookup);
+        self
+    }
+
     /// Who answers `interactive` stop-gates (none: they deny).
     pub fn approver(mut self, approver: Arc<dyn Approver>) -> Self {
         self.options.approver = Some(approver);

@@ -3,6 +3,7 @@
 //! | command | does |
 //! |---|---|
 //! | `ci` | exactly what CI runs: format check, clippy with `-D warnings`, the tests, then clippy and the local-model tests with feature `llama` |
+//! | `tidy` | repository rules as code: crate graph, no environment in libraries, time only through the clock, every crate and public module in the code map |
 //! | `fmt` | formats the workspace |
 //! | `readme` | regenerates the README's demo-output section from the real demo (`--check`) |
 //! | `fetch-model` | downloads the SmolLM2 GGUF the llama tests use into `models/` |
@@ -14,6 +15,7 @@ mod bench;
 mod cuda;
 mod model;
 mod readme;
+mod tidy;
 
 use anyhow::{bail, Context, Result};
 use std::path::{Path, PathBuf};
@@ -24,6 +26,7 @@ fn main() -> Result<()> {
     let root = repo_root();
     match args.first().map(String::as_str) {
         Some("ci") => ci(&root),
+        Some("tidy") => tidy::run(&root),
         Some("fmt") => cargo(&root, &["fmt", "--all"]),
         Some("readme") => readme::run(&root, args.get(1).is_some_and(|a| a == "--check")),
         Some("fetch-model") => model::fetch_model(&root),
@@ -42,6 +45,7 @@ usage: cargo xtask <command>
 
 commands:
   ci     run exactly what CI runs: cargo fmt --check, clippy -D warnings, tests
+  tidy   check the repository rules: crate graph, no env in libraries, time via the clock, code map
   fmt    format the workspace
   readme regenerate the README's demo-output section from the real demo (--check: verify only)
   fetch-model  download the SmolLM2 GGUF the llama tests use into models/
@@ -58,6 +62,7 @@ fn repo_root() -> PathBuf {
 fn ci(root: &Path) -> Result<()> {
     preflight(root)?;
     cargo(root, &["fmt", "--all", "--", "--check"])?;
+    tidy::run(root)?;
     // One feature set for the workspace: default plus `http` and `otel` (no C++ build). The
     // llama backend is built in its own, single configuration.
     let features = "--features=loopward-runner/http,loopward-runner/otel";

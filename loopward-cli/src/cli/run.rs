@@ -90,6 +90,7 @@ pub(super) async fn run(args: Args) -> Result<ExitCode> {
         kind: args.backend,
         script: args.script.clone(),
         model: args.model.clone(),
+        env: Some(|name| std::env::var(name).ok()),
     };
     let model = backend::model(&cfg, &dir, &choice)?;
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);

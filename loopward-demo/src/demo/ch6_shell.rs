@@ -9,8 +9,9 @@ use std::io::Write;
 
 pub(super) const TITLE: &str = "Shell side channel";
 pub(super) const LESSON: &str = "\
-Refused by the file tools, the builder rewrites plan.md through `shell`. The workspace is
-compared before and after the command; the change is reverted and recorded as a violation.";
+Refused by the file tools, the builder rewrites plan.md through `shell`. The command runs in a
+kernel sandbox (Landlock) that lets it write only what the builder may write: the write fails
+with \"Permission denied\", and the watch behind the sandbox finds nothing to revert.";
 
 const PLAN: &str = "# Plan\n1. add greet()\n";
 
@@ -49,7 +50,7 @@ pub(super) async fn play<W: Write + Send + 'static>(stage: &Stage<W>) -> Result<
     stage.say(
         Tone::Ok,
         format!(
-            "  {} violation recorded; plan.md {}; {} unauthorised writes stand",
+            "  the kernel refused the write; {} violations to revert; plan.md {}; {} unauthorised writes stand",
             played.figures.violations,
             if intact {
                 "is as the planner left it"

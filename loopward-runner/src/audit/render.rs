@@ -79,8 +79,15 @@ pub fn render_markdown(records: &[Record]) -> String {
     }
     out.push_str("\n## Timeline\n\n");
     for r in records {
-        if let Some(line) = timeline_line(r) {
+        if let Some(line) = timeline_line(r, f.cost_micros) {
             out.push_str(&line);
+        }
+    }
+    let appeals = appeals(records);
+    if !appeals.is_empty() {
+        out.push_str("\n## Replies after a refusal\n\nWhat an agent said in the turn a gate refused it (where a refusal's appeal is made).\n\n");
+        for (seq, who, text) in appeals {
+            let _ = writeln!(out, "- seq {seq}, {who}: {}", one_line(&text));
         }
     }
     if !f.gates.is_empty() {
@@ -113,7 +120,32 @@ fn gate_row(name: &str, g: &GateFigures) -> String {
     )
 }
 
-fn timeline_line(r: &Record) -> Option<String> {
+/// Replies with text made in a turn after a gate or layer refused something in it: where an
+/// agent contests a rule "in its reply", a person finds it here.
+fn appeals(records: &[Record]) -> Vec<(u64, String, String)> {
+    let mut refused_in: Option<loopward_core::TurnNumber> = None;
+    let mut out = vec![];
+    for r in records {
+        let Ok(event) = r.event() else { continue };
+        match event {
+            AuditEvent::GateDecision {
+                decision: Decision::Deny(_),
+                ..
+            } => refused_in = r.turn,
+            AuditEvent::TurnStarted { .. } => refused_in = None,
+            AuditEvent::ModelReply { text, .. }
+                if !text.trim().is_empty() && refused_in.is_some() && refused_in == r.turn =>
+            {
+                let who = r.agent.as_ref().map_or("?", |a| a.as_str()).to_string();
+                out.push((r.seq, who, text));
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+fn timeline_line(r: &Record, run_cost: Option<u64>) -> Option<String> {
     let t = r.time.get(11..23).unwrap_or(&r.time);
     let Ok(event) = r.event() else {
         return Some(format!(
@@ -256,17 +288,29 @@ fn timeline_line(r: &Record) -> Option<String> {
         AuditEvent::LedgerRecovered { truncated_bytes } => format!(
             "- `{t}` #{s} ledger reopened after a crash; {truncated_bytes} torn byte(s) cut"
         ),
+        // The journal's mark that an effect began; the tool's requested/finished lines say it.
+        AuditEvent::ToolStarted { .. } => return None,
+        AuditEvent::ModelReply { text, .. } => {
+            if text.trim().is_empty() {
+                return None; // a reply of tool calls only: the calls have their own lines
+            }
+            let who = r.agent.as_ref().map_or("?", |a| a.as_str());
+            let quoted: Vec<String> = text.lines().map(|l| format!("  > {l}")).collect();
+            format!("- `{t}` #{s} {who} replied:\n{}", quoted.join("\n"))
+        }
         AuditEvent::RunEnded {
             status,
             usage,
             cost_micros,
         } => {
+            // The run's cost is the sum of its model calls' (the runner knows no prices), the
+            // same figure the header shows.
             return Some(format!(
                 "\n### End\n\n- `{t}` #{s} run ended: {}, {}, cost {}\n",
                 status_text(Some(&status)),
                 usage_text(&usage),
-                cost_text(cost_micros)
-            ))
+                cost_text(cost_micros.or(run_cost))
+            ));
         }
         _ => format!("- `{t}` #{s} {}", r.kind),
     };

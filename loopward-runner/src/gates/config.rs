@@ -180,6 +180,12 @@ pub struct ShellWatchConfig {
     /// closed (default 256 MiB).
     #[serde(default = "default_snapshot_bytes")]
     pub max_snapshot_bytes: u64,
+    /// `"kernel"` (default): every command runs in a kernel sandbox that lets it write only
+    /// what its agent may write, and shell is refused where none can be set up. `"watch-only"`:
+    /// commands are only watched (compared and reverted afterwards), an explicit opt-out shown
+    /// in the banner, the ledger and the report.
+    #[serde(default)]
+    pub sandbox: crate::sandbox::SandboxMode,
 }
 
 fn default_snapshot_bytes() -> u64 {
@@ -191,6 +197,7 @@ impl Default for ShellWatchConfig {
         Self {
             skip: vec![],
             max_snapshot_bytes: default_snapshot_bytes(),
+            sandbox: crate::sandbox::SandboxMode::default(),
         }
     }
 }

@@ -69,11 +69,13 @@ pub use overrides::{
     Listed, OverrideError, OverrideStore, Rejection, Sentinel, MAX_SENTINEL_BYTES,
 };
 pub use policy::{
-    GateInfo, GateSpec, Policy, PolicyError, MAX_AFFECTED_PATHS, POLICY_GATE, SHELL_GATE,
+    GateInfo, GateSpec, Policy, PolicyError, MAX_AFFECTED_PATHS, POLICY_GATE, SANDBOX_GATE,
+    SHELL_GATE,
 };
 pub use review::{check_deadlocks, judge_handoff, ReviewGate, ReviewVerdict, APPEAL};
 pub use snapshot::{Change, Snapshot, SnapshotError, MAX_SNAPSHOT_PATHS};
 pub use sprawl::{human_message, SprawlGate};
+pub(crate) use territory::literal_prefix as territory_literal_prefix;
 pub use territory::Territory;
 
 /// The gate name of the one-handoff-per-turn refusal.

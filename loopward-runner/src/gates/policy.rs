@@ -18,6 +18,8 @@ use std::sync::{Arc, RwLock};
 
 /// The gate name for refusals that come from the policy layer itself failing closed.
 pub const POLICY_GATE: &str = "policy";
+/// The gate name for the kernel sandbox every shell command runs in.
+pub const SANDBOX_GATE: &str = "sandbox";
 /// The gate name for the workspace comparison around shell calls.
 pub const SHELL_GATE: &str = "shell_watch";
 /// The most paths a directory delete, rename or link may affect before it is refused.

@@ -82,6 +82,30 @@ impl Territory {
         !path.is_empty() && self.globs.is_match(path)
     }
 
+    /// Whether some path at or below the canonical workspace-relative directory `dir` (`""`:
+    /// the root) could lie in the territory, existing or not. Conservative: a glob component
+    /// (`*`, `?`, `[`, `{`, a backslash) is taken to match anything below it.
+    ///
+    /// ```
+    /// use loopward_runner::gates::{Territory, TerritoryConfig};
+    /// let t = Territory::from_config(&TerritoryConfig {
+    ///     paths: vec!["docs/api/**".into()],
+    ///     owner: Some("writer".into()),
+    ///     ..Default::default()
+    /// }).unwrap();
+    /// assert!(t.may_hold_below("") && t.may_hold_below("docs") && t.may_hold_below("docs/api/v1"));
+    /// assert!(!t.may_hold_below("src") && !t.may_hold_below("docs/guide"));
+    /// ```
+    pub fn may_hold_below(&self, dir: &str) -> bool {
+        let dir: Vec<&str> = dir.split('/').filter(|c| !c.is_empty()).collect();
+        self.config.paths.iter().any(|p| {
+            let literal = literal_prefix(p);
+            // `dir` is at or above the pattern's literal part, or inside it (what lies below a
+            // match is covered too, and a wild part may match anything deeper).
+            dir.iter().zip(&literal).all(|(a, b)| a == b)
+        })
+    }
+
     /// The owners, comma-separated, for messages.
     pub fn owner_list(&self) -> String {
         self.owners
@@ -90,4 +114,14 @@ impl Territory {
             .collect::<Vec<_>>()
             .join(", ")
     }
+}
+
+/// The leading components of a glob that contain no glob syntax.
+pub(crate) fn literal_prefix(pattern: &str) -> Vec<&str> {
+    pattern
+        .trim_end_matches('/')
+        .split('/')
+        .take_while(|c| !c.contains(['*', '?', '[', '{', '\\']))
+        .filter(|c| !c.is_empty())
+        .collect()
 }

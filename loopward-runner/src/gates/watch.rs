@@ -4,10 +4,13 @@
 //! the call's effects are the diff.
 
 use super::layer::{audit, record, refused, unused_override, Verdict};
-use super::policy::{Gates, Policy, SHELL_GATE};
+use super::policy::{Gates, Policy, SANDBOX_GATE, SHELL_GATE};
 use super::snapshot::{Change, Snapshot};
 use super::sprawl::{Epochs, SprawlState};
 use crate::context::TurnContext;
+use crate::sandbox::{
+    kernel_support, Confinement, ConfinementSlot, Planned, Protected, SandboxError, SandboxMode,
+};
 use crate::tool::{ToolError, ToolInvocation, ToolOutput};
 use loopward_core::{
     AgentId, AuditEvent, Decision, Effect, EffectKind, EffectStatus, GateMode, Refusal,
@@ -33,6 +36,48 @@ impl Policy {
         let call_id = inv.call.id.clone();
         let action = format!("tool:{}", inv.call.name);
         let agent = turn.agent().clone();
+        let planned = match self.confine(gates, &agent).await {
+            Ok(p) => p,
+            Err(why) => {
+                let v = Verdict {
+                    gate: SANDBOX_GATE.into(),
+                    mode: GateMode::Enforce,
+                    path_raw: None,
+                    path: None,
+                    decision: Decision::Deny(Refusal::new(
+                        SANDBOX_GATE,
+                        format!("not run: {why}"),
+                        "use the file tools instead; a person can fix the sandbox as the reason says",
+                    )),
+                    needs: None,
+                };
+                record(&turn, &call_id, &action, &v)?;
+                return Err(refused(v));
+            }
+        };
+        record(
+            &turn,
+            &call_id,
+            &action,
+            &Verdict {
+                gate: SANDBOX_GATE.into(),
+                mode: match planned {
+                    Planned::Confined(_) => GateMode::Enforce,
+                    _ => GateMode::Advisory,
+                },
+                path_raw: None,
+                path: None,
+                decision: match planned {
+                    Planned::Confined(_) => Decision::Allow,
+                    _ => Decision::Warn(Refusal::new(
+                        SANDBOX_GATE,
+                        "watch-only: this command runs without a kernel sandbox; its changes are only compared and reverted afterwards",
+                        "remove `sandbox = \"watch-only\"` from [gates.shell] to contain commands",
+                    )),
+                },
+                needs: None,
+            },
+        )?;
         let before = self.snapshot(gates, &agent).await;
         let before = match before {
             Ok(s) => s,
@@ -66,7 +111,11 @@ impl Policy {
                 needs: None,
             },
         )?;
+        let slot = turn.extensions().get_or_default::<ConfinementSlot>();
+        slot.put(planned);
         let result = inner.oneshot(inv).await;
+        // A tool that did not take it (not the shell tool) must not leave it to the next call.
+        slot.take();
         if let Err(e) = &result {
             if e.is_fatal() {
                 return result;
@@ -217,6 +266,23 @@ impl Policy {
                 v
             })
             .find(Verdict::denies)
+    }
+
+    /// Plans the sandbox of `agent`'s command, or says why there can be none.
+    async fn confine(&self, gates: &Gates, agent: &AgentId) -> Result<Planned, String> {
+        if self.inner.shell.sandbox == SandboxMode::WatchOnly {
+            return Ok(Planned::WatchOnly);
+        }
+        if let Some(why) = kernel_support().missing.clone() {
+            return Err(SandboxError::Unsupported { why }.to_string());
+        }
+        let ws = self.inner.workspace.clone();
+        let protected = Protected::for_agent(self.inner.control.clone(), &gates.territories, agent);
+        tokio::task::spawn_blocking(move || Confinement::plan(&ws, &protected))
+            .await
+            .map_err(|e| format!("the sandbox planning task failed: {e}"))?
+            .map(Planned::Confined)
+            .map_err(|e| e.to_string())
     }
 
     async fn snapshot(&self, gates: &Gates, agent: &AgentId) -> Result<Snapshot, String> {

@@ -9,7 +9,7 @@ mod shell;
 
 pub use fs::{EditFile, ListDir, ReadFile, WriteFile};
 pub use handoff::HandoffTool;
-pub use shell::{ProcessTable, Shell};
+pub use shell::{ProcessTable, Shell, DEFAULT_SCRATCH_ROOT};
 
 use crate::tool::ToolSet;
 use loopward_core::AgentId;

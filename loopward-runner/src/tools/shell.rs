@@ -1,10 +1,16 @@
 //! The `shell` tool: runs a command in the workspace, with a timeout.
 //!
+//! Every command runs in the kernel sandbox the policy layer planned for it (see
+//! [`crate::sandbox`]); without a policy layer, in one that keeps the default control files
+//! read-only. Where no sandbox can be set up, the command is not run.
+//!
 //! Every process it starts is placed in its own process group whose id is the recorded PID of
 //! the child; on timeout or when the call is dropped, only that group is ended. Nothing is ever
-//! killed by name or pattern.
+//! killed by name or pattern. Processes that leave the group (`setsid`) keep the sandbox.
 
 use crate::context::TurnContext;
+use crate::gates::ControlFiles;
+use crate::sandbox::{spawn_confined, Confinement, ConfinementSlot, Planned, Protected};
 use crate::tool::{parse_args, Access, Tool, ToolError, ToolInvocation, ToolOutput};
 use futures::future::BoxFuture;
 use futures::FutureExt;
@@ -12,6 +18,7 @@ use loopward_core::ToolSpec;
 use serde::Deserialize;
 use serde_json::json;
 use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -68,7 +75,11 @@ impl Drop for GroupGuard {
 pub struct Shell {
     timeout: Duration,
     processes: ProcessTable,
+    scratch_root: PathBuf,
 }
+
+/// Where per-command scratch folders (the command's `$TMPDIR`) are made by default.
+pub const DEFAULT_SCRATCH_ROOT: &str = "/tmp";
 
 impl Default for Shell {
     fn default() -> Self {
@@ -82,7 +93,15 @@ impl Shell {
         Self {
             timeout,
             processes: ProcessTable::default(),
+            scratch_root: PathBuf::from(DEFAULT_SCRATCH_ROOT),
         }
+    }
+
+    /// Makes each command's scratch folder (its `$TMPDIR`, writable inside the sandbox) under
+    /// `root` instead of `/tmp`.
+    pub fn scratch_root(mut self, root: impl Into<PathBuf>) -> Self {
+        self.scratch_root = root.into();
+        self
     }
 
     /// The table of process groups this tool started.
@@ -95,6 +114,34 @@ impl Shell {
 #[serde(deny_unknown_fields)]
 struct Args {
     command: String,
+}
+
+/// A command's scratch folder, removed when the call ends.
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn make(root: &Path, workspace: &Path) -> Result<Option<Self>, ToolError> {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        // A scratch folder inside the workspace would be a hole in the sandbox: go without.
+        if root.starts_with(workspace) || !root.is_dir() {
+            return Ok(None);
+        }
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir = root.join(format!("loopward-sh-{}-{n}", std::process::id()));
+        match std::fs::create_dir(&dir) {
+            Ok(()) => Ok(Some(Self(dir))),
+            Err(e) => Err(ToolError::Failed(format!(
+                "cannot create the command's scratch folder {}: {e}",
+                dir.display()
+            ))),
+        }
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
 
 fn clip(bytes: &[u8]) -> String {
@@ -143,9 +190,38 @@ impl Tool for Shell {
     fn call(&self, inv: ToolInvocation) -> BoxFuture<'static, Result<ToolOutput, ToolError>> {
         let timeout = self.timeout;
         let table = self.processes.clone();
+        let scratch_root = self.scratch_root.clone();
         async move {
             let a: Args = parse_args("shell", &inv.call.arguments)?;
+            let planned = match inv
+                .turn
+                .extensions()
+                .get::<ConfinementSlot>()
+                .and_then(|s| s.take())
+            {
+                Some(p) => p,
+                None => {
+                    // No policy layer planned one: keep at least the control files read-only.
+                    let ws = inv.turn.workspace().clone();
+                    let protected = Protected::new(ControlFiles::default().resolved(&ws), vec![]);
+                    let plan =
+                        tokio::task::spawn_blocking(move || Confinement::plan(&ws, &protected))
+                            .await
+                            .map_err(|e| {
+                                ToolError::Failed(format!("sandbox planning failed: {e}"))
+                            })?
+                            .map_err(|e| ToolError::Failed(e.to_string()))?;
+                    Planned::Confined(plan)
+                }
+            };
+            let scratch = match &planned {
+                Planned::Confined(_) => Scratch::make(&scratch_root, inv.turn.workspace().root())?,
+                Planned::WatchOnly => None,
+            };
             let mut cmd = tokio::process::Command::new("sh");
+            if let Some(s) = &scratch {
+                cmd.env("TMPDIR", &s.0);
+            }
             cmd.arg("-c")
                 .arg(&a.command)
                 .current_dir(inv.turn.workspace().root())
@@ -154,9 +230,20 @@ impl Tool for Shell {
                 .stderr(Stdio::piped())
                 .process_group(0)
                 .kill_on_drop(true);
-            let child = cmd
-                .spawn()
-                .map_err(|e| ToolError::Failed(format!("could not start sh: {e}")))?;
+            let child = match &planned {
+                Planned::Confined(plan) => {
+                    let plan = match &scratch {
+                        Some(s) => plan.clone().with_outside(s.0.clone()),
+                        None => plan.clone(),
+                    };
+                    spawn_confined(cmd, &plan)
+                        .await
+                        .map_err(|e| ToolError::Failed(format!("not run: {e}")))?
+                }
+                Planned::WatchOnly => cmd
+                    .spawn()
+                    .map_err(|e| ToolError::Failed(format!("could not start sh: {e}")))?,
+            };
             let pid = child
                 .id()
                 .ok_or_else(|| ToolError::Failed("sh exited before it started".into()))?;
@@ -174,11 +261,23 @@ impl Tool for Shell {
                 .status
                 .code()
                 .map_or_else(|| "killed by a signal".to_string(), |c| c.to_string());
-            let text = format!(
+            let mut text = format!(
                 "exit status: {code}\nstdout:\n{}\nstderr:\n{}",
                 clip(&out.stdout),
                 clip(&out.stderr)
             );
+            // Only when the command hit the sandbox (a hint for the model, not a decision).
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            let hit = [
+                "Permission denied",
+                "Invalid cross-device link",
+                "Operation not permitted",
+            ]
+            .iter()
+            .any(|m| stderr.contains(m));
+            if let (Planned::Confined(plan), true) = (&planned, hit) {
+                text.push_str(&format!("\n{}", plan.describe()));
+            }
             Ok(ToolOutput {
                 content: text,
                 is_error: !out.status.success(),

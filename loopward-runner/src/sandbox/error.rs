@@ -1,0 +1,24 @@
+use std::path::PathBuf;
+
+/// A sandbox could not be planned or set up. Shell is then refused (fail closed).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SandboxError {
+    /// The kernel cannot enforce the sandbox.
+    #[error("the kernel cannot sandbox shell commands: {why}. Run on Linux 6.2 or newer with Landlock enabled (`lsm=...,landlock` on the kernel command line), or opt out explicitly with `[gates.shell] sandbox = \"watch-only\"` in loopward.toml (then commands are only watched, not contained)")]
+    Unsupported {
+        /// What was missing.
+        why: String,
+    },
+    /// A path of the plan could not be read or opened.
+    #[error("planning the shell sandbox: {path}: {source}")]
+    Io {
+        /// The path.
+        path: PathBuf,
+        /// The error.
+        source: std::io::Error,
+    },
+    /// The sandboxed process could not be started.
+    #[error("starting the sandboxed command: {0}")]
+    Spawn(String),
+}

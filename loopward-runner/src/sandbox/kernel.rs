@@ -1,0 +1,186 @@
+//! Setting a confinement up with Landlock.
+//!
+//! Landlock restricts the calling *thread* and everything it starts afterwards. The runner is a
+//! multi-threaded library that must not restrict itself, and `pre_exec` would need `unsafe`; so
+//! each confined command is started from a fresh thread that restricts itself, spawns the
+//! command (which inherits the restriction, as do all its descendants), and ends.
+
+use super::{Confinement, SandboxError};
+use landlock::{
+    Access, AccessFs, CompatLevel, Compatible, LandlockStatus, PathBeneath, RestrictionStatus,
+    Ruleset, RulesetAttr, RulesetCreatedAttr, RulesetStatus, Scope, ABI,
+};
+use rustix::fs::{Mode, OFlags, ResolveFlags};
+use std::os::fd::OwnedFd;
+use std::path::Path;
+
+/// The Landlock ABI whose rights loopward asks for (the kernel may offer fewer; ABI 3, with
+/// truncation, is required).
+const WANTED: ABI = ABI::V7;
+
+/// What the running kernel offers, from [`probe`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KernelSupport {
+    /// The Landlock ABI in use (`None`: Landlock unavailable).
+    pub abi: Option<u32>,
+    /// Why shell cannot be sandboxed here, if it cannot.
+    pub missing: Option<String>,
+}
+
+impl KernelSupport {
+    /// Whether commands can be sandboxed.
+    pub fn ok(&self) -> bool {
+        self.missing.is_none()
+    }
+}
+
+/// What [`probe`] found, asked once per process (the kernel does not change while it runs).
+pub fn kernel_support() -> &'static KernelSupport {
+    static SUPPORT: std::sync::OnceLock<KernelSupport> = std::sync::OnceLock::new();
+    SUPPORT.get_or_init(probe)
+}
+
+/// Checks whether this kernel can sandbox commands (restricts a throwaway thread).
+pub fn probe() -> KernelSupport {
+    let r = std::thread::spawn(|| restrict(None)).join();
+    match r {
+        Ok(Ok(status)) => KernelSupport {
+            abi: abi_of(&status),
+            missing: None,
+        },
+        Ok(Err(SandboxError::Unsupported { why })) => KernelSupport {
+            abi: None,
+            missing: Some(why),
+        },
+        Ok(Err(e)) => KernelSupport {
+            abi: None,
+            missing: Some(e.to_string()),
+        },
+        Err(_) => KernelSupport {
+            abi: None,
+            missing: Some("the probe thread panicked".into()),
+        },
+    }
+}
+
+fn abi_of(status: &RestrictionStatus) -> Option<u32> {
+    match status.landlock {
+        LandlockStatus::Available { effective_abi, .. } => Some(effective_abi as u32),
+        _ => None,
+    }
+}
+
+/// Starts `cmd` inside `conf`. The command and every process it starts can write only what
+/// `conf` grants.
+pub async fn spawn_confined(
+    mut cmd: tokio::process::Command,
+    conf: &Confinement,
+) -> Result<tokio::process::Child, SandboxError> {
+    let handle = tokio::runtime::Handle::try_current()
+        .map_err(|e| SandboxError::Spawn(format!("no tokio runtime: {e}")))?;
+    // Opened here, beneath the root without following any link, so what is granted is what
+    // was planned even if a link was swapped in since.
+    let fds = open_grants(conf)?;
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    std::thread::Builder::new()
+        .name("loopward-sandbox".into())
+        .spawn(move || {
+            let r = restrict(Some(fds)).and_then(|_| {
+                let _rt = handle.enter();
+                cmd.spawn()
+                    .map_err(|e| SandboxError::Spawn(format!("could not start the command: {e}")))
+            });
+            let _ = tx.send(r);
+        })
+        .map_err(|e| SandboxError::Spawn(format!("could not start the sandbox thread: {e}")))?;
+    rx.await
+        .map_err(|_| SandboxError::Spawn("the sandbox thread ended without an answer".into()))?
+}
+
+/// An open grant: the file or folder, and whether it is a whole tree.
+struct Open {
+    fd: OwnedFd,
+    tree: bool,
+}
+
+fn open_grants(conf: &Confinement) -> Result<Vec<Open>, SandboxError> {
+    let io = |p: &Path, e: std::io::Error| SandboxError::Io {
+        path: p.to_path_buf(),
+        source: e,
+    };
+    let path_flags = OFlags::PATH | OFlags::CLOEXEC;
+    let root = rustix::fs::open(conf.root(), path_flags | OFlags::DIRECTORY, Mode::empty())
+        .map_err(|e| io(conf.root(), e.into()))?;
+    let mut out = Vec::new();
+    for g in conf.grants() {
+        let fd = rustix::fs::openat2(
+            &root,
+            g.rel.as_str(),
+            path_flags | OFlags::NOFOLLOW,
+            Mode::empty(),
+            ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS,
+        );
+        match fd {
+            Ok(fd) => out.push(Open { fd, tree: g.tree }),
+            // Gone since the plan (or turned into a link): nothing to grant.
+            Err(rustix::io::Errno::NOENT | rustix::io::Errno::LOOP) => {}
+            Err(e) => return Err(io(&conf.root().join(&g.rel), e.into())),
+        }
+    }
+    for p in conf.outside() {
+        match rustix::fs::open(p, path_flags, Mode::empty()) {
+            Ok(fd) => {
+                let tree = std::fs::metadata(p).is_ok_and(|m| m.is_dir());
+                out.push(Open { fd, tree });
+            }
+            Err(rustix::io::Errno::NOENT | rustix::io::Errno::NXIO) => {}
+            Err(e) => return Err(io(p, e.into())),
+        }
+    }
+    Ok(out)
+}
+
+/// Restricts the calling thread: read and execute everywhere, write only `grants` (`None`: a
+/// probe with no grants).
+fn restrict(grants: Option<Vec<Open>>) -> Result<RestrictionStatus, SandboxError> {
+    let unsupported = |e: &dyn std::fmt::Display| SandboxError::Unsupported { why: e.to_string() };
+    let ruleset = Ruleset::default()
+        .set_compatibility(CompatLevel::HardRequirement)
+        .handle_access(AccessFs::from_all(ABI::V3))
+        .map_err(|e| unsupported(&e))?
+        .set_compatibility(CompatLevel::BestEffort)
+        .handle_access(AccessFs::from_all(WANTED))
+        .map_err(|e| unsupported(&e))?
+        // The command may not signal loopward or anything else outside its sandbox.
+        .scope(Scope::Signal)
+        .map_err(|e| unsupported(&e))?
+        .create()
+        .map_err(|e| unsupported(&e))?;
+    let root = std::fs::File::open("/").map_err(|e| SandboxError::Io {
+        path: "/".into(),
+        source: e,
+    })?;
+    let mut ruleset = ruleset
+        .add_rule(PathBeneath::new(root, AccessFs::from_read(WANTED)))
+        .map_err(|e| unsupported(&e))?;
+    for g in grants.unwrap_or_default() {
+        let access = if g.tree {
+            AccessFs::from_all(WANTED)
+        } else {
+            AccessFs::from_file(WANTED)
+        };
+        ruleset = ruleset
+            .add_rule(PathBeneath::new(g.fd, access))
+            .map_err(|e| unsupported(&e))?;
+    }
+    let status = ruleset.restrict_self().map_err(|e| unsupported(&e))?;
+    if status.ruleset == RulesetStatus::NotEnforced || !status.no_new_privs {
+        return Err(SandboxError::Unsupported {
+            why: format!(
+                "Landlock is not enforced on this kernel ({:?})",
+                status.landlock
+            ),
+        });
+    }
+    Ok(status)
+}

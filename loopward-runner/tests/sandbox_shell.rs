@@ -1,0 +1,206 @@
+//! The kernel sandbox around the runner's `shell` tool: a command writes only what its agent may
+//! write, whatever it runs and however long its processes live.
+
+mod gates_support;
+
+use gates_support::*;
+use loopward_core::{AuditEvent, Decision};
+use std::time::Duration;
+
+const ROOM: &str = r#"
+[[territory]]
+paths = ["plan.md", "plans/**"]
+owner = "planner"
+
+[[territory]]
+paths = ["src/**"]
+owner = "builder"
+
+[gates.sprawl]
+enabled = false
+"#;
+
+fn sandbox_decisions(room: &Room) -> Vec<Decision> {
+    room.events()
+        .into_iter()
+        .filter_map(|e| match e {
+            AuditEvent::GateDecision { gate, decision, .. } if gate == "sandbox" => Some(decision),
+            _ => None,
+        })
+        .collect()
+}
+
+fn violations(room: &Room) -> Vec<String> {
+    room.events()
+        .into_iter()
+        .filter_map(|e| match e {
+            AuditEvent::Violation { path, .. } => Some(path),
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_command_writes_its_own_territory_and_is_refused_by_the_kernel_elsewhere() {
+    let room = Room::new(ROOM);
+    room.write("plan.md", "the plan");
+    room.write("loopward.toml", "# config");
+    let builder = room.turn("builder");
+    let out = room
+        .shell(
+            &builder,
+            "echo code > src/main.rs; echo hijack > plan.md; echo evil >> loopward.toml; \
+             mkdir -p plans; echo new > plans/new.md; echo x > $TMPDIR/scratch && cat $TMPDIR/scratch",
+        )
+        .await
+        .unwrap();
+    // The sandbox said no to each foreign write; nothing had to be reverted.
+    assert_eq!(room.read("src/main.rs").unwrap(), "code\n");
+    assert_eq!(room.read("plan.md").unwrap(), "the plan");
+    assert_eq!(room.read("loopward.toml").unwrap(), "# config");
+    assert!(!room.path("plans").exists());
+    assert!(out.content.contains("Permission denied"), "{}", out.content);
+    assert!(out.content.contains("stdout:\nx\n"), "{}", out.content);
+    assert!(
+        out.content
+            .contains("sandbox: this command could write only"),
+        "{}",
+        out.content
+    );
+    assert!(violations(&room).is_empty());
+    assert_eq!(sandbox_decisions(&room), vec![Decision::Allow]);
+}
+
+#[tokio::test]
+async fn a_file_in_a_territory_folder_that_does_not_exist_yet_cannot_be_created() {
+    let room = Room::new(ROOM);
+    let builder = room.turn("builder");
+    let out = room
+        .shell(
+            &builder,
+            "mkdir plans; touch plans/a.md; touch plan.md; ln -s src plans2",
+        )
+        .await
+        .unwrap();
+    assert!(!room.path("plans").exists(), "{}", out.content);
+    assert!(!room.path("plan.md").exists());
+    assert!(!room.path("plans2").exists());
+    // The builder's own territory folder was made for it, and is writable.
+    assert!(room.path("src").is_dir());
+}
+
+#[tokio::test]
+async fn a_background_writer_that_outlives_the_command_is_refused_by_the_kernel() {
+    let room = Room::new(ROOM);
+    room.write("plan.md", "the plan");
+    let builder = room.turn("builder");
+    let out = room
+        .shell(
+            &builder,
+            "setsid sh -c 'sleep 0.5; echo late > plan.md; echo late > src/late.txt' >/dev/null 2>&1 & \
+             nohup sh -c 'sleep 0.5; echo late >> loopward.toml' >/dev/null 2>&1 & echo started",
+        )
+        .await
+        .unwrap();
+    assert!(!out.is_error, "{}", out.content);
+    // Its own territory is still the background process's to write: wait for that write, then
+    // the others (made before it) have been tried.
+    for _ in 0..200 {
+        if room.path("src/late.txt").exists() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(room.read("src/late.txt").unwrap(), "late\n");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(room.read("plan.md").unwrap(), "the plan");
+    assert!(!room.path("loopward.toml").exists());
+}
+
+#[tokio::test]
+async fn links_and_hard_links_into_a_territory_do_not_open_it() {
+    let room = Room::new(ROOM);
+    room.write("plans/a.md", "keep");
+    let builder = room.turn("builder");
+    let out = room
+        .shell(
+            &builder,
+            "ln plans/a.md src/hard.md; ln -s ../plans/a.md src/soft.md; echo x > src/soft.md; \
+             mv plans/a.md src/moved.md; echo x >> src/hard.md",
+        )
+        .await
+        .unwrap();
+    assert_eq!(room.read("plans/a.md").unwrap(), "keep", "{}", out.content);
+    use std::os::unix::fs::MetadataExt;
+    // The kernel refused the hard link (EXDEV) and the move; `>>` then made a file of its own.
+    assert_eq!(
+        std::fs::metadata(room.path("plans/a.md")).unwrap().nlink(),
+        1
+    );
+    assert!(
+        out.content.contains("Invalid cross-device link"),
+        "{}",
+        out.content
+    );
+    assert!(!room.path("src/moved.md").exists());
+    // The symbolic link (harmless to the kernel: a write through it is checked where it lands)
+    // is still a link into a territory, and the watch removed it.
+    assert!(!room.path("src/soft.md").exists());
+    assert_eq!(violations(&room), vec!["src/soft.md".to_string()]);
+}
+
+#[tokio::test]
+async fn a_command_cannot_tamper_with_loopward_state_or_signal_loopward() {
+    let room = Room::new(ROOM);
+    room.write(".loopward/overrides/x.json", "{}");
+    room.write("runs/r0/events.jsonl", "{}\n");
+    let me = std::process::id();
+    let builder = room.turn("builder");
+    room.shell(
+        &builder,
+        &format!(
+            "echo forged > .loopward/overrides/y.json; rm -f .loopward/overrides/x.json; \
+             echo cut > runs/r0/events.jsonl; kill -STOP {me}; true"
+        ),
+    )
+    .await
+    .unwrap();
+    assert!(!room.path(".loopward/overrides/y.json").exists());
+    assert_eq!(room.read(".loopward/overrides/x.json").unwrap(), "{}");
+    assert_eq!(room.read("runs/r0/events.jsonl").unwrap(), "{}\n");
+}
+
+#[tokio::test]
+async fn a_config_edit_and_a_territory_write_in_one_command_are_both_stopped() {
+    let room = Room::new(ROOM);
+    room.write(
+        "loopward.toml",
+        "[[territory]]\npaths = [\"plan.md\"]\nowner = \"planner\"\n",
+    );
+    room.write("plan.md", "the plan");
+    let builder = room.turn("builder");
+    room.shell(&builder, "printf '' > loopward.toml; echo hijack > plan.md")
+        .await
+        .unwrap();
+    assert!(room.read("loopward.toml").unwrap().contains("planner"));
+    assert_eq!(room.read("plan.md").unwrap(), "the plan");
+}
+
+#[tokio::test]
+async fn watch_only_is_an_explicit_opt_in_recorded_as_a_warning() {
+    let room = Room::new(&format!(
+        "{ROOM}\n[gates.shell]\nsandbox = \"watch-only\"\n"
+    ));
+    room.write("plan.md", "the plan");
+    let builder = room.turn("builder");
+    let out = room.shell(&builder, "echo hijack > plan.md").await.unwrap();
+    // Not contained, only watched: the write happened and was put back.
+    assert!(out.is_error);
+    assert_eq!(room.read("plan.md").unwrap(), "the plan");
+    assert_eq!(violations(&room), vec!["plan.md".to_string()]);
+    let d = sandbox_decisions(&room);
+    assert!(
+        matches!(&d[..], [Decision::Warn(r)] if r.reason.contains("watch-only")),
+        "{d:?}"
+    );
+}
