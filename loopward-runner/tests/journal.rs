@@ -22,7 +22,7 @@ fn id(s: &str) -> AgentId {
 }
 
 fn shell(line: &str) -> serde_json::Value {
-    json!({ "command": format!("echo {line} >> effects.log") })
+    json!({ "command": format!("echo {line} >> out/effects.log") })
 }
 
 /// planner: shell p1, write notes, hand off · builder: shell b1 and b2 in one reply, hand back
@@ -34,7 +34,7 @@ fn script() -> Script {
         .call(
             &planner,
             "write_file",
-            json!({"path": "notes.md", "content": "# notes"}),
+            json!({"path": "out/notes.md", "content": "# notes"}),
         )
         .call(
             &planner,
@@ -119,6 +119,8 @@ async fn start_or_resume(
     gate: Option<&str>,
 ) -> RunReport {
     let run = RunId::new("r1").unwrap();
+    // Shell commands may write into folders of the workspace, not next to its control files.
+    std::fs::create_dir_all(ws.join("out")).unwrap();
     let runner = runner(ws, log, gate);
     if !runs.join("r1/events.jsonl").exists() {
         let ledger = Ledger::create(runs, &run, opts).unwrap();
@@ -192,11 +194,11 @@ async fn a_run_stopped_at_any_record_resumes_repeating_no_reply_and_no_effect() 
         assert_eq!(resumed.final_text, "All done.");
 
         // Each effect once.
-        let mut effects = lines(&ws.path().join("effects.log"));
+        let mut effects = lines(&ws.path().join("out/effects.log"));
         effects.sort();
         assert_eq!(effects, ["b1", "b2", "p1"], "stopped at #{seq} {kind}");
         assert_eq!(
-            std::fs::read_to_string(ws.path().join("notes.md")).unwrap(),
+            std::fs::read_to_string(ws.path().join("out/notes.md")).unwrap(),
             "# notes"
         );
         // Each reply asked once; only a reply whose record was lost is asked again.
@@ -248,12 +250,15 @@ async fn an_interrupted_shell_call_is_reported_to_the_agent_and_not_run_again() 
         ..LedgerOptions::default()
     };
     start_or_resume(ws.path(), runs.path(), &log, opts, None).await;
-    assert_eq!(lines(&ws.path().join("effects.log")), ["p1"]);
+    assert_eq!(lines(&ws.path().join("out/effects.log")), ["p1"]);
     let journal = Journal::from_records(&records(&runs.path().join("r1"))).unwrap();
     assert_eq!(journal.interrupted(), ["call-planner-1-1"]);
     let done = start_or_resume(ws.path(), runs.path(), &log, LedgerOptions::default(), None).await;
     assert_eq!(done.status, RunStatus::Completed);
-    assert_eq!(lines(&ws.path().join("effects.log")), ["p1", "b1", "b2"]);
+    assert_eq!(
+        lines(&ws.path().join("out/effects.log")),
+        ["p1", "b1", "b2"]
+    );
     let told = records(&runs.path().join("r1"))
         .into_iter()
         .find_map(|(_, e)| match e {
@@ -315,7 +320,10 @@ async fn a_finished_run_is_not_resumed_and_says_how_it_finished() {
         before,
         "nothing appended"
     );
-    assert_eq!(lines(&ws.path().join("effects.log")), ["p1", "b1", "b2"]);
+    assert_eq!(
+        lines(&ws.path().join("out/effects.log")),
+        ["p1", "b1", "b2"]
+    );
 }
 
 #[tokio::test]
@@ -379,7 +387,10 @@ async fn a_durable_turn_gate_on_an_agent_with_two_turns_completes_on_resume() {
     }
     assert_eq!(report.status, RunStatus::Completed);
     assert_eq!(pauses, 2);
-    assert_eq!(lines(&ws.path().join("effects.log")), ["p1", "b1", "b2"]);
+    assert_eq!(
+        lines(&ws.path().join("out/effects.log")),
+        ["p1", "b1", "b2"]
+    );
     assert_eq!(lines(&log).len(), 6, "no reply asked twice");
     verify(&runs.path().join("r1"), None).unwrap();
 }
