@@ -1,4 +1,4 @@
-//! A custom turn layer: a `tower::Layer` around each agent's turns that ends the run once one
+//! A custom turn layer made with `from_fn`: around each agent's turns, it ends the run once one
 //! agent has taken N turns, recording its decision in the ledger like the built-in layers do.
 //!
 //! Run it with `cargo run -p loopward-examples --example custom_layer`.
@@ -7,6 +7,7 @@
 use futures::future::BoxFuture;
 use loopward_core::{AgentId, AuditEvent, RunId, RunStatus};
 use loopward_runner::audit::MemorySink;
+use loopward_runner::layers::from_fn::{from_fn, FromFnLayer, NextTurn};
 use loopward_runner::model::{
     fake::{FakeModel, Script},
     BoxModelService,
@@ -18,51 +19,17 @@ use loopward_runner::{
 use serde_json::json;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll};
 
-/// Ends the run `Stopped` before an agent's turn number `limit + 1`.
-#[derive(Clone)]
-struct TurnsPerAgent {
-    limit: u32,
-}
-
-impl<S> tower::Layer<S> for TurnsPerAgent {
-    type Service = TurnsPerAgentService<S>;
-    fn layer(&self, inner: S) -> Self::Service {
-        TurnsPerAgentService {
-            limit: self.limit,
-            inner,
-        }
-    }
-}
-
-/// Turns taken per agent, kept on the run (not the service), so one stack serves many runs.
+/// Turns taken per agent, kept on the run (not the layer), so one stack serves many runs.
 #[derive(Default)]
 struct Taken(Mutex<HashMap<AgentId, u32>>);
 
-#[derive(Clone)]
-struct TurnsPerAgentService<S> {
+/// Ends the run `Stopped` before an agent's turn number `limit + 1`: the layer is its policy,
+/// written as an async function of the turn and the rest of the stack.
+fn turns_per_agent(
     limit: u32,
-    inner: S,
-}
-
-impl<S> tower::Service<TurnRequest> for TurnsPerAgentService<S>
-where
-    S: tower::Service<TurnRequest, Response = TurnOutcome, Error = TurnError>
-        + Clone
-        + Send
-        + 'static,
-    S::Future: Send,
-{
-    type Response = TurnOutcome;
-    type Error = TurnError;
-    type Future = BoxFuture<'static, Result<TurnOutcome, TurnError>>;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), TurnError>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, req: TurnRequest) -> Self::Future {
+) -> FromFnLayer<impl Fn(TurnRequest, NextTurn) -> TurnFuture + Clone> {
+    from_fn(move |req: TurnRequest, next: NextTurn| -> TurnFuture {
         let taken = req.turn.run().extensions().get_or_default::<Taken>();
         let n = {
             let mut map = taken.0.lock().unwrap_or_else(|p| p.into_inner());
@@ -70,28 +37,25 @@ where
             *n += 1;
             *n
         };
-        let limit = self.limit;
-        let turn = req.turn.clone();
-        // Take the service that was made ready, leave a fresh clone behind (tower's idiom).
-        let clone = self.inner.clone();
-        let mut inner = std::mem::replace(&mut self.inner, clone);
         Box::pin(async move {
             let decision = if n > limit { "stopped" } else { "allow" };
             // Record before acting: a decision the ledger cannot hold is not taken.
-            turn.record(&AuditEvent::LayerDecision {
+            req.turn.record(&AuditEvent::LayerDecision {
                 layer: "turns_per_agent".into(),
                 decision: decision.into(),
-                detail: json!({"agent": turn.agent().as_str(), "turn": n, "limit": limit}),
+                detail: json!({"agent": req.turn.agent().as_str(), "turn": n, "limit": limit}),
             })?;
             if n > limit {
                 return Err(TurnError::Stop(RunStatus::Stopped {
-                    reason: format!("{} took its {limit} turns", turn.agent()),
+                    reason: format!("{} took its {limit} turns", req.turn.agent()),
                 }));
             }
-            inner.call(req).await
+            next.run(req).await
         })
-    }
+    })
 }
+
+type TurnFuture = BoxFuture<'static, Result<TurnOutcome, TurnError>>;
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -105,7 +69,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         script.call(&b, "handoff", json!({"to": "ping", "message": "yours"}));
     }
     let model = BoxModelService::new(FakeModel::new(script));
-    let layer = TurnsPerAgent { limit: 2 };
+    let layer = turns_per_agent(2);
     let mut runner = Runner::builder(Workspace::new(dir.path())?);
     for name in &team {
         let agent = LlmAgent::builder(name.clone(), model.clone())

@@ -67,6 +67,16 @@ fn init_run_verify_report_replay_round_trip() {
         text(&table)
     );
 
+    let html = loopward(d, &["report", "--html"]);
+    assert!(
+        text(&html).contains("wrote runs/index.html"),
+        "{}",
+        text(&html)
+    );
+    let index = std::fs::read_to_string(d.join("runs/index.html")).unwrap();
+    assert!(index.contains("href=\"r1/audit.html\""));
+    assert!(d.join("runs/r1/audit.html").is_file());
+
     let replay = loopward(d, &["replay", "runs/r1"]);
     assert_eq!(replay.status.code(), Some(0), "{}", text(&replay));
     assert!(text(&replay).contains("all the same"));

@@ -69,6 +69,16 @@ fn ci(root: &Path) -> Result<()> {
     let clippy = ["clippy", "--workspace", "--all-targets", features];
     cargo(root, &[&clippy[..], &["--", "-D", "warnings"]].concat())?;
     cargo(root, &["test", "--workspace", features])?;
+    // The docs build without a warning (broken intra-doc links, missing docs).
+    let doc = Command::new(env!("CARGO"))
+        .args(["doc", "--no-deps", "--workspace", features])
+        .env("RUSTDOCFLAGS", "-D warnings")
+        .current_dir(root)
+        .status()
+        .context("cannot run cargo doc")?;
+    if !doc.success() {
+        bail!("cargo doc --no-deps failed with -D warnings (see above)");
+    }
     readme::check(root)?;
     // The default feature set must still build on its own.
     cargo(
@@ -99,10 +109,26 @@ fn preflight(root: &Path) -> Result<()> {
             missing.join(" and ")
         );
     }
+    if !["chromium-headless-shell", "chromium"]
+        .into_iter()
+        .any(found)
+    {
+        bail!(
+            "the page tests drive a headless Chromium: run `bash .ci/run` (installs it), or \
+             `apt-get install -y chromium-headless-shell`"
+        );
+    }
     if !root.join(model::MODEL_FILE).exists() {
         bail!(
             "the llama tests need {}: run `cargo xtask fetch-model` first (or `bash .ci/run`)",
             model::MODEL_FILE
+        );
+    }
+    let restate = ".restate/node_modules/@restatedev/restate-server-linux-x64/bin/restate-server";
+    if !root.join(restate).exists() {
+        bail!(
+            "the loopward-restate tests start a Restate server ({restate}): run \
+             `bash scripts/restate-install.sh` first (or `bash .ci/run`)"
         );
     }
     Ok(())

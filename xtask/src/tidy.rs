@@ -6,6 +6,8 @@
 //! - **no environment in libraries**: no `std::env` in the library crates (the binaries inject it);
 //! - **time only through the clock**: no `SystemTime::now`/`std::time::Instant` in library crates
 //!   outside `clock.rs` (tokio time, which tests pause, is allowed);
+//! - **a true `rust-version`**: the workspace's declared minimum Rust is at least every
+//!   dependency's own `rust-version` (the lock file's versions);
 //! - **code map**: every workspace crate and every public module of a library crate is named in
 //!   ARCHITECTURE.md.
 
@@ -93,6 +95,7 @@ const LIBRARIES: &[&str] = &[
 pub(crate) fn run(root: &Path) -> Result<()> {
     let mut problems = Vec::new();
     crate_graph(root, &mut problems)?;
+    rust_version(root, &mut problems)?;
     for lib in LIBRARIES {
         let dir = root.join(lib);
         if dir.is_dir() {
@@ -103,7 +106,7 @@ pub(crate) fn run(root: &Path) -> Result<()> {
     }
     code_map(root, &mut problems)?;
     if problems.is_empty() {
-        println!("tidy: crate graph, environment, clock and code map hold");
+        println!("tidy: crate graph, environment, clock, rust-version and code map hold");
         return Ok(());
     }
     for p in &problems {
@@ -160,6 +163,59 @@ fn crate_graph(root: &Path, problems: &mut Vec<String>) -> Result<()> {
         }
     }
     Ok(())
+}
+
+fn rust_version(root: &Path, problems: &mut Vec<String>) -> Result<()> {
+    let out = Command::new(env!("CARGO"))
+        .args(["metadata", "--format-version", "1", "--locked"])
+        .current_dir(root)
+        .output()
+        .context("cannot run cargo metadata")?;
+    if !out.status.success() {
+        bail!(
+            "cargo metadata failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let meta: serde_json::Value = serde_json::from_slice(&out.stdout)?;
+    let members: Vec<&str> = meta["workspace_members"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|m| m.as_str())
+        .collect();
+    let mut declared = None;
+    let mut needed: Option<(Vec<u64>, String)> = None;
+    for p in meta["packages"].as_array().into_iter().flatten() {
+        let Some(v) = p["rust_version"].as_str() else {
+            continue;
+        };
+        let parsed = parse_version(v);
+        if members.contains(&p["id"].as_str().unwrap_or_default()) {
+            declared = Some((parsed, v.to_string()));
+        } else if needed.as_ref().is_none_or(|(n, _)| parsed > *n) {
+            let who = format!(
+                "{} {} needs {v}",
+                p["name"].as_str().unwrap_or("?"),
+                p["version"].as_str().unwrap_or("?")
+            );
+            needed = Some((parsed, who));
+        }
+    }
+    if let (Some((declared, text)), Some((needed, who))) = (declared, needed) {
+        if needed > declared {
+            problems.push(format!(
+                "the workspace declares rust-version {text}, but {who}: raise `rust-version` in Cargo.toml"
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn parse_version(v: &str) -> Vec<u64> {
+    let mut parts: Vec<u64> = v.split('.').map(|p| p.parse().unwrap_or(0)).collect();
+    parts.resize(3, 0);
+    parts
 }
 
 fn library_rules(root: &Path, path: &Path, text: &str, problems: &mut Vec<String>) {
@@ -266,6 +322,12 @@ mod tests {
         assert!(problems("/r/loopward-runner/src/clock.rs", "SystemTime::now()").is_empty());
         assert!(problems("/r/a.rs", "let s = tokio::time::Instant::now();").is_empty());
         assert!(problems("/r/a.rs", "// std::env::var is read by the binary").is_empty());
+    }
+
+    #[test]
+    fn versions_compare_as_numbers_not_text() {
+        assert!(parse_version("1.88") > parse_version("1.9.0"));
+        assert_eq!(parse_version("1.88"), parse_version("1.88.0"));
     }
 
     #[test]

@@ -11,6 +11,9 @@
 //! | [`budget`] | turn | `BudgetExceeded` | tokens and cost per run |
 //! | [`timeout`] | model, tool, turn | `CapReached` (turn) | time per call |
 //!
+//! [`from_fn`] makes a layer of your own from an async function of the request and the rest of
+//! the stack (a layer is its policy; the readiness idiom is in one place).
+//!
 //! [`stack`] builds the recommended stacks from the `loopward.toml` tables, in this order
 //! (outermost first):
 //!
@@ -35,6 +38,7 @@ mod canonical;
 pub mod caps;
 pub mod classjump;
 mod config;
+pub mod from_fn;
 pub mod ratelimit;
 mod record;
 pub mod repeat;

@@ -141,8 +141,19 @@ impl Stack {
 
     /// Wraps a model backend.
     pub fn model(&self, backend: BoxModelService) -> BoxModelService {
+        self.model_step(backend, |s| s)
+    }
+
+    /// Wraps a model backend, with `step` between the budget meter and the rate limit: where a
+    /// durable engine journals the call (`loopward_restate::JournaledModelLayer`), so a reply
+    /// read back from the journal still counts toward the budget and waits for no quota again.
+    pub fn model_step(
+        &self,
+        backend: BoxModelService,
+        step: impl FnOnce(BoxModelService) -> BoxModelService,
+    ) -> BoxModelService {
         let inner = BoxModelService::new(self.timeouts.model_layer().layer(backend));
-        let inner = BoxModelService::new(self.rate.layer(inner));
+        let inner = step(BoxModelService::new(self.rate.layer(inner)));
         match &self.budget {
             Some(b) => BoxModelService::new(b.meter().layer(inner)),
             None => inner,

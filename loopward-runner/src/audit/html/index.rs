@@ -74,7 +74,7 @@ fn render(rows: &[Row], report: &Report, extra: Option<Markup>) -> String {
             div { dt { "advisory compliance" } dd { (a.heeded) " of " (a.warned_calls) " warned calls heeded, " (a.ignored) " went ahead" } }
             div { dt { "overrides · violations" } dd { (report.overrides.len()) " · " (report.violations) } }
             div { dt { "turns · handoffs" } dd { (report.turns) " · " (report.handoffs) } }
-            div { dt { "tokens · cost" } dd { (report.usage.total()) " · " (cost_text(Some(report.cost_micros))) } }
+            div { dt { "tokens · cost" } dd { (report.usage.total()) " · " (if report.runs_without_cost == report.runs { cost_text(None) } else { cost_text(Some(report.cost_micros)) }) } }
         }
         table.runs {
             thead { tr {
@@ -103,7 +103,7 @@ fn run_row(row: &Row) -> Markup {
     let Some((f, t)) = &row.run else {
         return html! {
             tr.invalid data-run=(row.name) {
-                td { (row.name) }
+                td.name { (row.name) }
                 td colspan="10" { strong { "LEFT OUT: the ledger did not verify — " }
                     (row.ledger.problem.as_deref().unwrap_or_default()) }
                 td { (ledger_badge(&row.ledger)) }
@@ -113,7 +113,7 @@ fn run_row(row: &Row) -> Markup {
     let status = f.status.as_ref().map_or("unfinished", |s| s.label());
     html! {
         tr.run data-run=(row.name) {
-            td { a href=(format!("{}/audit.html", row.name)) { (row.name) } }
+            td.name { a href=(format!("{}/audit.html", row.name)) { (row.name) } }
             td { a href=(format!("{}/audit.html", row.name)) { (swimlane::mini(t)) } }
             td { span class=(if status == "completed" { "badge ok" } else if status == "unfinished" { "badge warn" } else { "badge bad" }) { (status) } }
             td.num { (f.turns) } td.num { (f.handoffs.len()) }

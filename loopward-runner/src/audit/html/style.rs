@@ -49,7 +49,7 @@ tr.folded > td { padding: 0; } tr.folded details { padding: 2px 6px; color: var(
 tr.deny td.detail { color: var(--refusal); } tr.warn td.detail { color: #a35a00; } tr.override td.detail { color: var(--override); }
 tr.human td.detail { font-weight: 600; } tr.model td.detail { font-style: italic; } tr.edge td { border-top: 2px solid var(--line); }
 tr:target { outline: 2px solid var(--stopgate); background: #e7f5ff; }
-table.runs td { vertical-align: middle; } tr.invalid td { background: #fff5f5; }
+table.runs td { vertical-align: middle; } table.runs td.name { white-space: nowrap; } table.runs { font-size: 13px; } tr.invalid td { background: #fff5f5; }
 svg.mini { display: block; max-width: 320px; height: auto; border: 1px solid var(--line); }
 .mini .arrow { stroke-width: 1; }
 p.none { color: var(--muted); }

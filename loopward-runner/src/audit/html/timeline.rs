@@ -204,8 +204,13 @@ impl Timeline {
                     });
                 }
                 AuditEvent::HandoffRefused { to, standing } => {
-                    if let Some(from) = lane {
-                        let to_lane = t.lane(to.as_str());
+                    let to_lane = t.lane(to.as_str());
+                    // The gate's refusal of the same handoff already drew its arrow.
+                    let drawn = t
+                        .arrows
+                        .last()
+                        .is_some_and(|a| !a.stood && Some(a.from) == lane && a.to == to_lane);
+                    if let (Some(from), false) = (lane, drawn) {
                         t.arrows.push(Arrow {
                             seq: r.seq,
                             from,

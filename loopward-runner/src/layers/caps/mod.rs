@@ -1,7 +1,7 @@
 //! Anti-loop caps: turns per run, turns per agent, handoff hops, tool steps per turn and wall
 //! time per run. Every run ends within them whatever the model does.
 //!
-//! At a cap the layer either stops the run with [`RunStatus::CapReached`] naming the cap, or
+//! At a cap the layer either stops the run with [`RunStatus::CapReached`](loopward_core::RunStatus::CapReached) naming the cap, or
 //! ([`OnCap::WrapUp`]) grants one final turn with tools disabled and then stops: with wrap-up a
 //! run takes at most `turns_per_run + 1` turns. The steps cap is enforced by the agent
 //! ([`LlmAgentBuilder::max_steps`](crate::LlmAgentBuilder::max_steps), set it from

@@ -1,0 +1,76 @@
+//! Stop-gates that wait for a person on Restate.
+
+use crate::journal;
+use crate::wire::{PendingApproval, Verdict};
+use futures::future::BoxFuture;
+use loopward_runner::layers::stopgate::{Answer, ApprovalRequest, Approver};
+
+/// The [`Approver`] of `interactive` stop-gates on Restate: the run waits on a Restate
+/// awakeable, publishes what it waits for (`LoopwardRun/<run>/pending`), and Restate suspends
+/// the invocation; no worker holds the run while the person thinks. `loopward approve --restate`
+/// (or a POST to `LoopwardRun/<run>/approve`, from anywhere that reaches the ingress) resolves
+/// it, and the run resumes on whichever worker Restate picks.
+///
+/// Give the gates a long `ask_timeout_secs` (up to 86400): the timeout runs only while a worker
+/// holds the invocation, and a gate that times out denies.
+///
+/// Gates inside a journaled tool step (a stop-gate on a tool, which runs in the tool stack) cannot
+/// wait there, because Restate steps do not nest: they deny, saying so. Put the gate on the
+/// agent's turn, a phase or a handoff instead. Outside Restate this approver denies too.
+///
+/// ```
+/// use loopward_restate::RestateApprover;
+/// use loopward_runner::layers::stopgate::{StopGateConfig, StopGates, StopMode};
+/// use std::sync::Arc;
+/// let gates = StopGates::new(&[StopGateConfig::turn("reviewer", StopMode::Interactive)])
+///     .unwrap()
+///     .with_approver(Arc::new(RestateApprover));
+/// # let _ = gates;
+/// ```
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RestateApprover;
+
+/// The id a pending approval is approved by: the gate and the exact action.
+pub fn pending_id(gate: &str, action_key: &str) -> String {
+    format!("{gate}@{action_key}")
+}
+
+impl Approver for RestateApprover {
+    fn ask(&self, request: ApprovalRequest) -> BoxFuture<'static, Answer> {
+        let deny = |reason: &str| {
+            let answer = Answer::Deny {
+                reason: reason.into(),
+            };
+            Box::pin(async move { answer }) as BoxFuture<'static, Answer>
+        };
+        let Some(journal) = journal::current() else {
+            return deny("this stop-gate waits for a person through Restate, and this run is not executing on Restate");
+        };
+        if journal::in_step() {
+            return deny("a stop-gate inside a tool step cannot wait for a person on Restate (steps do not nest); put the gate on the agent's turn, a phase or a handoff");
+        }
+        let id = pending_id(&request.gate, &request.action.key());
+        let pending = PendingApproval {
+            id: id.clone(),
+            agent: request.agent,
+            gate: request.gate,
+            action: request.action,
+            summary: request.summary,
+        };
+        Box::pin(async move {
+            match journal.verdict(pending).await {
+                Ok(Verdict::Approve { id: got, by }) if got == id => Answer::Approve { by },
+                Ok(Verdict::Deny { id: got, reason }) if got == id => Answer::Deny { reason },
+                Ok(other) => Answer::Deny {
+                    reason: format!(
+                        "the verdict named pending approval {:?}, not {id:?}; it was not honoured",
+                        other.id()
+                    ),
+                },
+                Err(why) => Answer::Deny {
+                    reason: format!("no verdict could be had through Restate: {why}"),
+                },
+            }
+        })
+    }
+}

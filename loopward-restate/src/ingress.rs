@@ -1,0 +1,225 @@
+//! A client of Restate's HTTP ingress for loopward runs: start a run, see what it waits for,
+//! give a verdict, wait for its end; and register a worker with the admin API.
+//!
+//! Anyone who reaches the ingress can approve: the run is not held by any process while it
+//! waits, so the person needs no access to the machine that started it.
+
+use crate::journal::PENDING_STATE;
+use crate::wire::{PendingApproval, RunSummary, StartRun, Verdict, Waiting};
+use crate::workflow::WORKFLOW;
+use loopward_core::RunId;
+use serde::de::DeserializeOwned;
+use std::time::Duration;
+
+/// A call to Restate failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum IngressError {
+    /// The URL given is not an `http://` or `https://` URL.
+    #[error("{url:?} is not an http:// or https:// URL; give the Restate ingress as http://HOST:PORT (default port 8080)")]
+    BadUrl {
+        /// What was given.
+        url: String,
+    },
+    /// Restate could not be reached.
+    #[error("could not reach Restate at {url}: {error}; is restate-server running and is the URL right?")]
+    Unreachable {
+        /// The URL called.
+        url: String,
+        /// The transport error.
+        error: String,
+    },
+    /// Restate answered with an error status.
+    #[error("Restate answered {status} to {url}: {body}")]
+    Status {
+        /// The URL called.
+        url: String,
+        /// The HTTP status.
+        status: u16,
+        /// Restate's message.
+        body: String,
+    },
+    /// The run waits for no approval.
+    #[error("run {run} is not waiting for an approval (it may be running, finished, or not started); nothing was decided")]
+    NotWaiting {
+        /// The run.
+        run: RunId,
+    },
+    /// The run waits for another approval than the one named.
+    #[error("run {run} waits for approval {waiting:?}, not {given:?}; nothing was decided")]
+    OtherApproval {
+        /// The run.
+        run: RunId,
+        /// What it waits for.
+        waiting: String,
+        /// What was given.
+        given: String,
+    },
+    /// The answer could not be read.
+    #[error("Restate's answer from {url} could not be read: {why}")]
+    Body {
+        /// The URL called.
+        url: String,
+        /// Why.
+        why: String,
+    },
+}
+
+/// A client of one Restate server: its ingress (`http://HOST:8080` by default), where runs are
+/// started and awakeables resolved, and its admin API (`http://HOST:9070`), where a run's
+/// published state is read. Neither needs a worker to be running.
+#[derive(Clone, Debug)]
+pub struct Ingress {
+    base: String,
+    admin: String,
+    http: reqwest::Client,
+}
+
+#[derive(serde::Deserialize)]
+struct Rows {
+    rows: Vec<Row>,
+}
+
+#[derive(serde::Deserialize)]
+struct Row {
+    value_utf8: Option<String>,
+}
+
+impl Ingress {
+    /// A client of the ingress at `base` and the admin API at `admin`.
+    ///
+    /// ```
+    /// use loopward_restate::ingress::Ingress;
+    /// assert!(Ingress::new("http://127.0.0.1:8080", "http://127.0.0.1:9070").is_ok());
+    /// assert!(Ingress::new("127.0.0.1:8080", "http://127.0.0.1:9070").is_err());
+    /// ```
+    pub fn new(base: &str, admin: &str) -> Result<Self, IngressError> {
+        Ok(Self {
+            base: base_url(base)?,
+            admin: base_url(admin)?,
+            http: reqwest::Client::builder()
+                .connect_timeout(Duration::from_secs(10))
+                .build()
+                .map_err(|e| IngressError::Unreachable {
+                    url: base.into(),
+                    error: e.to_string(),
+                })?,
+        })
+    }
+
+    /// Submits run `run` (once per id: Restate refuses a second `run` of the same workflow).
+    pub async fn start(&self, run: &RunId, start: &StartRun) -> Result<(), IngressError> {
+        let url = format!("{}/{WORKFLOW}/{run}/run/send", self.base);
+        let _: serde_json::Value = send(self.http.post(&url).json(start), &url).await?;
+        Ok(())
+    }
+
+    async fn waiting(&self, run: &RunId) -> Result<Option<Waiting>, IngressError> {
+        let url = format!("{}/query", self.admin);
+        let query = format!(
+            "SELECT value_utf8 FROM state WHERE service_name = '{WORKFLOW}' AND service_key = '{}' AND key = '{PENDING_STATE}'",
+            run.as_str().replace('\'', "''")
+        );
+        let rows: Rows = send(
+            self.http
+                .post(&url)
+                .header("accept", "application/json")
+                .json(&serde_json::json!({ "query": query })),
+            &url,
+        )
+        .await?;
+        let Some(text) = rows.rows.into_iter().find_map(|r| r.value_utf8) else {
+            return Ok(None);
+        };
+        serde_json::from_str(&text)
+            .map(Some)
+            .map_err(|e| IngressError::Body {
+                url,
+                why: format!("the pending approval of run {run} cannot be read: {e}"),
+            })
+    }
+
+    /// The approval run `run` waits for, if any.
+    pub async fn pending(&self, run: &RunId) -> Result<Option<PendingApproval>, IngressError> {
+        Ok(self.waiting(run).await?.map(|w| w.approval))
+    }
+
+    /// Gives a person's verdict on the approval run `run` waits for, and returns that approval.
+    /// The verdict must name the pending id; Restate keeps it durably, and the run goes on as
+    /// soon as a worker is up (none needs to be now).
+    pub async fn decide(
+        &self,
+        run: &RunId,
+        verdict: &Verdict,
+    ) -> Result<PendingApproval, IngressError> {
+        let Some(waiting) = self.waiting(run).await? else {
+            return Err(IngressError::NotWaiting { run: run.clone() });
+        };
+        if waiting.approval.id != verdict.id() {
+            return Err(IngressError::OtherApproval {
+                run: run.clone(),
+                waiting: waiting.approval.id,
+                given: verdict.id().into(),
+            });
+        }
+        let url = format!(
+            "{}/restate/awakeables/{}/resolve",
+            self.base, waiting.awakeable
+        );
+        let _: serde_json::Value = send(self.http.post(&url).json(verdict), &url).await?;
+        Ok(waiting.approval)
+    }
+
+    /// Waits for run `run` to end and returns how it ended.
+    pub async fn outcome(&self, run: &RunId) -> Result<RunSummary, IngressError> {
+        let url = format!("{}/restate/workflow/{WORKFLOW}/{run}/attach", self.base);
+        send(self.http.get(&url), &url).await
+    }
+}
+
+/// Registers the worker (deployment) at `worker` with the Restate admin API at `admin`
+/// (`http://HOST:9070` by default). Workers behind one address (a load balancer) are one
+/// deployment: register the address once.
+pub async fn register(admin: &str, worker: &str) -> Result<(), IngressError> {
+    let url = format!("{}/deployments", base_url(admin)?);
+    let http = reqwest::Client::new();
+    let body = serde_json::json!({ "uri": worker, "force": true });
+    let _: serde_json::Value = send(http.post(&url).json(&body), &url).await?;
+    Ok(())
+}
+
+fn base_url(base: &str) -> Result<String, IngressError> {
+    let trimmed = base.trim_end_matches('/');
+    if !(trimmed.starts_with("http://") || trimmed.starts_with("https://")) {
+        return Err(IngressError::BadUrl { url: base.into() });
+    }
+    Ok(trimmed.to_string())
+}
+
+async fn send<T: DeserializeOwned>(
+    req: reqwest::RequestBuilder,
+    url: &str,
+) -> Result<T, IngressError> {
+    let resp = req.send().await.map_err(|e| IngressError::Unreachable {
+        url: url.into(),
+        error: e.to_string(),
+    })?;
+    let status = resp.status();
+    let body = resp.bytes().await.map_err(|e| IngressError::Body {
+        url: url.into(),
+        why: e.to_string(),
+    })?;
+    if !status.is_success() {
+        return Err(IngressError::Status {
+            url: url.into(),
+            status: status.as_u16(),
+            body: String::from_utf8_lossy(&body).chars().take(2000).collect(),
+        });
+    }
+    serde_json::from_slice(if body.is_empty() { b"null" } else { &body }).map_err(|e| {
+        IngressError::Body {
+            url: url.into(),
+            why: e.to_string(),
+        }
+    })
+}

@@ -1,0 +1,214 @@
+//! The bridge between a run's tower services and the Restate context of the invocation that
+//! drives it.
+//!
+//! The runner's services are `'static` and know nothing of Restate; the Restate context is
+//! borrowed by the handler. So the journaled layers send an [`Ask`] down a channel that the
+//! handler's [`drive`] loop serves with the context, while it keeps polling the run. The work of
+//! a step runs in the run's own task (its task-locals, such as the current turn, stay in
+//! place); the handler only tells it to go (live) or hands it the journaled result (replay).
+
+use crate::ledger::ReplayLedger;
+use crate::wire::{PendingApproval, Verdict};
+use restate_sdk::prelude::*;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use std::future::Future;
+use std::sync::Arc;
+use tokio::sync::{mpsc, oneshot};
+
+tokio::task_local! {
+    static JOURNAL: Journal;
+    static IN_STEP: ();
+}
+
+/// Whether the current task is doing the work of a journaled step (where no other step, and no
+/// wait for a person, can be journaled: Restate steps do not nest).
+pub(crate) fn in_step() -> bool {
+    IN_STEP.try_with(|()| ()).is_ok()
+}
+
+/// The journal of the invocation running the current task, if any.
+pub(crate) fn current() -> Option<Journal> {
+    JOURNAL.try_with(Clone::clone).ok()
+}
+
+/// Runs `fut` with `journal` as the current journal.
+pub(crate) async fn scope<F: Future>(journal: Journal, fut: F) -> F::Output {
+    JOURNAL.scope(journal, fut).await
+}
+
+/// A journaled step could not be completed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("the Restate journal could not complete step {step:?}: {why}")]
+pub struct JournalError {
+    /// The step's name.
+    pub step: String,
+    /// Why.
+    pub why: String,
+}
+
+/// What a completed step left in the journal: its result and how far the run's ledger had got.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub(crate) struct Done {
+    value: serde_json::Value,
+    cursor: u64,
+}
+
+/// One request from the run to the handler.
+pub(crate) enum Ask {
+    /// Journal a step: the handler answers `go` when the step must run live, and `done` with
+    /// the journaled result either way.
+    Step {
+        name: String,
+        go: oneshot::Sender<oneshot::Sender<Done>>,
+        done: oneshot::Sender<Result<Done, String>>,
+    },
+    /// Wait for a person's verdict on a stop-gate, durably.
+    Verdict {
+        pending: PendingApproval,
+        reply: oneshot::Sender<Result<Verdict, String>>,
+    },
+}
+
+/// The run's side of the bridge. Cheap to clone.
+#[derive(Clone)]
+pub(crate) struct Journal {
+    tx: mpsc::UnboundedSender<Ask>,
+    ledger: Arc<ReplayLedger>,
+    steps: Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl Journal {
+    pub(crate) fn new(ledger: Arc<ReplayLedger>) -> (Self, mpsc::UnboundedReceiver<Ask>) {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let journal = Self {
+            tx,
+            ledger,
+            steps: Arc::default(),
+        };
+        (journal, rx)
+    }
+
+    /// The ledger this run records into.
+    pub(crate) fn ledger(&self) -> &Arc<ReplayLedger> {
+        &self.ledger
+    }
+
+    /// Runs `work` as a journaled step named `name`: live the first time (the closure gets the
+    /// step's ordinal, stable across replays), from the journal after that. Either way the
+    /// caller gets the value as the journal holds it, so a live run and its replay see the same.
+    pub(crate) async fn step<T, F, Fut>(&self, name: &str, work: F) -> Result<T, JournalError>
+    where
+        T: Serialize + DeserializeOwned,
+        F: FnOnce(u64) -> Fut,
+        Fut: Future<Output = T>,
+    {
+        let ordinal = self.steps.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+        let fail = |why: String| JournalError {
+            step: name.to_string(),
+            why,
+        };
+        let (go_tx, go_rx) = oneshot::channel();
+        let (done_tx, done_rx) = oneshot::channel();
+        self.tx
+            .send(Ask::Step {
+                name: name.to_string(),
+                go: go_tx,
+                done: done_tx,
+            })
+            .map_err(|_| fail("the invocation driving this run has ended".into()))?;
+        if let Ok(result_tx) = go_rx.await {
+            let value = IN_STEP.scope((), work(ordinal)).await;
+            let value = serde_json::to_value(&value)
+                .map_err(|e| fail(format!("its result cannot be journaled: {e}")))?;
+            let _ = result_tx.send(Done {
+                value,
+                cursor: self.ledger.cursor(),
+            });
+        }
+        let done = done_rx
+            .await
+            .map_err(|_| fail("the invocation driving this run has ended".into()))?
+            .map_err(fail)?;
+        self.ledger.seek(done.cursor).map_err(|e| fail(e.0))?;
+        serde_json::from_value(done.value)
+            .map_err(|e| fail(format!("the journaled result cannot be read back: {e}")))
+    }
+
+    /// Waits, durably, for a person's verdict on `pending`.
+    pub(crate) async fn verdict(&self, pending: PendingApproval) -> Result<Verdict, String> {
+        let (reply, rx) = oneshot::channel();
+        self.tx
+            .send(Ask::Verdict { pending, reply })
+            .map_err(|_| "the invocation driving this run has ended".to_string())?;
+        rx.await
+            .map_err(|_| "the invocation driving this run has ended".to_string())?
+    }
+}
+
+/// The state key under which a run publishes the approval it waits for.
+pub(crate) const PENDING_STATE: &str = "pending";
+
+/// Polls `run` to the end, serving its journal requests with `ctx`.
+pub(crate) async fn drive<F: Future>(
+    ctx: &WorkflowContext<'_>,
+    mut asks: mpsc::UnboundedReceiver<Ask>,
+    run: F,
+) -> Result<F::Output, HandlerError> {
+    let mut run = std::pin::pin!(run);
+    loop {
+        let ask = tokio::select! {
+            biased;
+            ask = asks.recv() => ask,
+            out = &mut run => return Ok(out),
+        };
+        let Some(ask) = ask else {
+            return Ok(run.await);
+        };
+        match ask {
+            Ask::Step { name, go, done } => {
+                let step = ctx
+                    .run(move || async move {
+                        let (tx, rx) = oneshot::channel();
+                        go.send(tx)
+                            .map_err(|_| HandlerError::from("the run stopped waiting"))?;
+                        let d = rx
+                            .await
+                            .map_err(|_| HandlerError::from("the run dropped the step"))?;
+                        Ok(Json(d))
+                    })
+                    .name(name);
+                let result = while_running(step, run.as_mut()).await?;
+                let _ = done.send(result.map(Json::into_inner).map_err(|e| e.to_string()));
+            }
+            Ask::Verdict { pending, reply } => {
+                let (id, answer) = ctx.awakeable::<Json<Verdict>>();
+                ctx.set(
+                    PENDING_STATE,
+                    Json(crate::wire::Waiting {
+                        awakeable: id,
+                        approval: pending,
+                    }),
+                );
+                let result = while_running(answer, run.as_mut()).await?;
+                ctx.clear(PENDING_STATE);
+                let _ = reply.send(result.map(Json::into_inner).map_err(|e| e.to_string()));
+            }
+        }
+    }
+}
+
+/// Awaits `op` while still polling `run` (whose task does the step's work). The run cannot end
+/// while it waits for `op`; if it does, the invocation fails.
+async fn while_running<O, F: Future>(
+    op: impl Future<Output = O>,
+    mut run: std::pin::Pin<&mut F>,
+) -> Result<O, HandlerError> {
+    tokio::select! {
+        biased;
+        out = op => Ok(out),
+        _ = &mut run => Err(HandlerError::from(
+            "the run ended while a journaled step was still open; this is a bug in loopward-restate",
+        )),
+    }
+}

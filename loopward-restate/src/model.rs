@@ -1,0 +1,112 @@
+//! Model calls as journaled steps.
+
+use crate::journal;
+use futures::future::BoxFuture;
+use loopward_core::{ToolCall, Usage};
+use loopward_runner::model::{ChatRequest, ChatResponse, ModelError};
+use serde::{Deserialize, Serialize};
+use std::task::{Context, Poll};
+use tower::{Service, ServiceExt};
+
+/// Makes each model call a journaled step when the run executes on Restate: the reply is
+/// recorded in the invocation's journal, and a replay after a worker's death reads it from
+/// there instead of calling the model again. Outside Restate it passes calls through.
+///
+/// Put it inside the budget meter and outside the rate limit ([`Stack::model_step`]): a
+/// replayed reply still counts toward the run's budget, and does not wait for a quota again.
+///
+/// [`Stack::model_step`]: loopward_runner::layers::stack::Stack::model_step
+///
+/// ```
+/// use loopward_restate::JournaledModelLayer;
+/// use loopward_runner::model::{fake::{FakeModel, Script}, BoxModelService};
+/// use tower::Layer;
+/// let model = BoxModelService::new(JournaledModelLayer.layer(FakeModel::new(Script::default())));
+/// # let _ = model;
+/// ```
+#[derive(Clone, Copy, Debug, Default)]
+pub struct JournaledModelLayer;
+
+impl<S> tower::Layer<S> for JournaledModelLayer {
+    type Service = JournaledModel<S>;
+    fn layer(&self, inner: S) -> JournaledModel<S> {
+        JournaledModel { inner }
+    }
+}
+
+/// The service [`JournaledModelLayer`] builds.
+#[derive(Clone, Debug)]
+pub struct JournaledModel<S> {
+    inner: S,
+}
+
+/// A model reply as the journal holds it.
+#[derive(Serialize, Deserialize)]
+enum Journaled {
+    Reply {
+        content: String,
+        tool_calls: Vec<ToolCall>,
+        usage: Usage,
+        model: String,
+    },
+    /// The call failed; the text is the error's, `audit` marks a ledger failure (fatal).
+    Failed { text: String, audit: bool },
+}
+
+impl<S> Service<ChatRequest> for JournaledModel<S>
+where
+    S: Service<ChatRequest, Response = ChatResponse, Error = ModelError> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+{
+    type Response = ChatResponse;
+    type Error = ModelError;
+    type Future = BoxFuture<'static, Result<ChatResponse, ModelError>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), ModelError>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: ChatRequest) -> Self::Future {
+        let clone = self.inner.clone();
+        let inner = std::mem::replace(&mut self.inner, clone);
+        let Some(journal) = journal::current().filter(|_| !journal::in_step()) else {
+            return Box::pin(inner.oneshot(req));
+        };
+        Box::pin(async move {
+            let name = format!("model {}", req.agent);
+            let journaled = journal
+                .step(&name, |_| async move {
+                    match inner.oneshot(req).await {
+                        Ok(r) => Journaled::Reply {
+                            content: r.content,
+                            tool_calls: r.tool_calls,
+                            usage: r.usage,
+                            model: r.model,
+                        },
+                        Err(ModelError::Audit(text)) => Journaled::Failed { text, audit: true },
+                        Err(e) => Journaled::Failed {
+                            text: e.to_string(),
+                            audit: false,
+                        },
+                    }
+                })
+                .await
+                .map_err(|e| ModelError::Audit(e.to_string()))?;
+            match journaled {
+                Journaled::Reply {
+                    content,
+                    tool_calls,
+                    usage,
+                    model,
+                } => Ok(ChatResponse {
+                    content,
+                    tool_calls,
+                    usage,
+                    model,
+                }),
+                Journaled::Failed { text, audit: true } => Err(ModelError::Audit(text)),
+                Journaled::Failed { text, .. } => Err(ModelError::Local(text)),
+            }
+        })
+    }
+}

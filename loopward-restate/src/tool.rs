@@ -1,0 +1,150 @@
+//! Tool calls as journaled steps.
+
+use crate::journal;
+use futures::future::BoxFuture;
+use loopward_core::Effect;
+use loopward_runner::tool::{ToolError, ToolInvocation, ToolOutput};
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+use std::task::{Context, Poll};
+use tower::{Service, ServiceExt};
+
+/// Tools that change nothing but the run's own state (the turn's handoff slot, the class-jump
+/// tracker). They run again on a replay, which rebuilds that state; every other tool is a
+/// journaled step.
+pub const STATE_ONLY_TOOLS: &[&str] = &["handoff", "report_attempt"];
+
+/// Makes each tool call a journaled step when the run executes on Restate. Put it around the
+/// whole tool stack (outside the policy gates): a call's gate decisions, its effect and the
+/// shell watch's comparison are one step, done and recorded once; a replay reads the result
+/// from the journal and moves the ledger past the step's records.
+///
+/// A worker that dies inside a step leaves it open; Restate runs it again on another worker.
+/// The step's start was marked first (`<runs>/<run>/steps/<n>.started`, created exclusively),
+/// so the second attempt finds the mark and does not guess: the call is not run again, and the
+/// model reads that it was interrupted and that its effect may or may not have happened.
+///
+/// ```
+/// use loopward_restate::JournaledToolLayer;
+/// use loopward_runner::tool::{BoxToolService, ToolExecutor};
+/// use tower::Layer;
+/// let stack = BoxToolService::new(JournaledToolLayer.layer(ToolExecutor));
+/// # let _ = stack;
+/// ```
+#[derive(Clone, Copy, Debug, Default)]
+pub struct JournaledToolLayer;
+
+impl<S> tower::Layer<S> for JournaledToolLayer {
+    type Service = JournaledTool<S>;
+    fn layer(&self, inner: S) -> JournaledTool<S> {
+        JournaledTool { inner }
+    }
+}
+
+/// The service [`JournaledToolLayer`] builds.
+#[derive(Clone, Debug)]
+pub struct JournaledTool<S> {
+    inner: S,
+}
+
+/// A tool result as the journal holds it.
+#[derive(Serialize, Deserialize)]
+enum Journaled {
+    Output {
+        content: String,
+        is_error: bool,
+        effects: Vec<Effect>,
+    },
+    /// The call failed; `audit` marks a ledger failure (fatal to the run).
+    Failed { text: String, audit: bool },
+}
+
+/// What the model reads for a call whose worker died while it ran.
+pub const INTERRUPTED: &str = "interrupted: the worker running this call stopped before it \
+finished, so its effect may or may not have happened; it was not run again. Check the result \
+(read the files it would have changed) before calling it again";
+
+impl<S> Service<ToolInvocation> for JournaledTool<S>
+where
+    S: Service<ToolInvocation, Response = ToolOutput, Error = ToolError> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+{
+    type Response = ToolOutput;
+    type Error = ToolError;
+    type Future = BoxFuture<'static, Result<ToolOutput, ToolError>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), ToolError>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, inv: ToolInvocation) -> Self::Future {
+        let clone = self.inner.clone();
+        let inner = std::mem::replace(&mut self.inner, clone);
+        let journal = journal::current().filter(|_| !journal::in_step());
+        let Some(journal) = journal.filter(|_| !STATE_ONLY_TOOLS.contains(&inv.call.name.as_str()))
+        else {
+            return Box::pin(inner.oneshot(inv));
+        };
+        Box::pin(async move {
+            let name = format!("tool {} {}", inv.call.name, inv.call.id);
+            let marks = journal.ledger().ledger().run_dir().join("steps");
+            let journaled = journal
+                .step(&name, |n| async move {
+                    if let Err(text) = mark_started(&marks, n) {
+                        return Journaled::Failed { text, audit: false };
+                    }
+                    match inner.oneshot(inv).await {
+                        Ok(o) => Journaled::Output {
+                            content: o.content,
+                            is_error: o.is_error,
+                            effects: o.effects,
+                        },
+                        Err(ToolError::Audit(text)) => Journaled::Failed { text, audit: true },
+                        Err(e) => Journaled::Failed {
+                            text: e.to_string(),
+                            audit: false,
+                        },
+                    }
+                })
+                .await
+                .map_err(|e| ToolError::Audit(e.to_string()))?;
+            match journaled {
+                Journaled::Output {
+                    content,
+                    is_error,
+                    effects,
+                } => Ok(ToolOutput {
+                    content,
+                    is_error,
+                    effects,
+                }),
+                Journaled::Failed { text, audit: true } => Err(ToolError::Audit(text)),
+                Journaled::Failed { text, .. } => Err(ToolError::Failed(text)),
+            }
+        })
+    }
+}
+
+/// Marks step `n` started; an existing mark means an earlier attempt started it and died.
+fn mark_started(dir: &PathBuf, n: u64) -> Result<(), String> {
+    std::fs::create_dir_all(dir).map_err(|e| {
+        format!(
+            "not run: the step mark folder {} cannot be created ({e})",
+            dir.display()
+        )
+    })?;
+    let path = dir.join(format!("{n}.started"));
+    match std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&path)
+        .and_then(|f| f.sync_all())
+    {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Err(INTERRUPTED.into()),
+        Err(e) => Err(format!(
+            "not run: the step mark {} cannot be written ({e})",
+            path.display()
+        )),
+    }
+}

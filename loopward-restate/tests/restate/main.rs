@@ -1,0 +1,294 @@
+//! A run moves between workers and each effect happens once.
+//!
+//! Starts a Restate server and two workers (this binary, started again with `worker`) behind a
+//! proxy; starts a run; kills the worker running it mid-turn (by PID); the run goes on on the
+//! other worker. At a stop-gate the run waits for a person: both workers are killed, the gate is
+//! approved through the ingress, a fresh worker starts, and the run finishes there. Then: each
+//! shell effect is on disk once, no recorded model reply was asked for again, the ledger
+//! verifies and holds each call once.
+//!
+//! Needs the Restate server: `bash scripts/restate-install.sh` (what `.ci/run` does).
+
+// Without the libtest harness this binary is its own test runner: printing is its report.
+#![allow(clippy::print_stdout, clippy::print_stderr)]
+
+mod proxy;
+mod server;
+mod team;
+
+use loopward_core::{AgentId, AuditEvent, RunId, RunStatus};
+use loopward_restate::ingress::{self, Ingress};
+use loopward_restate::{LoopwardRunService, StartRun, Verdict};
+use loopward_runner::audit::{LedgerOptions, Record, EVENTS_FILE};
+use restate_sdk::prelude::{Endpoint, HttpServer};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if args.get(1).map(String::as_str) == Some("worker") {
+        worker(&args[2..]);
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    match rt.block_on(scenario(dir.path())) {
+        Ok(()) => println!("restate: a_run_moves_between_workers_and_each_effect_happens_once ... ok\n1 passed, 0 failed"),
+        Err(e) => {
+            eprintln!("FAILED: {e}");
+            for log in ["restate-server.log", "worker-a.log", "worker-b.log", "worker-c.log"] {
+                if let Ok(text) = std::fs::read_to_string(dir.path().join(log)) {
+                    let tail: Vec<&str> = text.lines().rev().take(40).collect();
+                    eprintln!("--- {log} (last lines) ---");
+                    for l in tail.into_iter().rev() {
+                        eprintln!("{l}");
+                    }
+                }
+            }
+            eprintln!("(kept for inspection: {})", dir.keep().display());
+            println!("0 passed, 1 failed");
+            std::process::exit(1);
+        }
+    }
+}
+
+/// `worker <workspace> <runs> <ctl> <port>`: serves the team until killed.
+fn worker(args: &[String]) {
+    let [ws, runs, ctl, port] = args else {
+        panic!("worker <workspace> <runs> <ctl> <port>");
+    };
+    let port: u16 = port.parse().unwrap();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let runner = team::runner(Path::new(ws), Path::new(ctl));
+        let service = LoopwardRunService::new(runner, runs, LedgerOptions::default());
+        let listener = tokio::net::TcpListener::bind(("127.0.0.1", port))
+            .await
+            .unwrap();
+        HttpServer::new(Endpoint::builder().bind(service).build())
+            .serve(listener)
+            .await;
+    });
+}
+
+struct Worker {
+    child: Child,
+    name: &'static str,
+}
+
+impl Worker {
+    fn start(name: &'static str, dir: &Path, port: u16) -> Result<Self, String> {
+        let log = std::fs::File::create(dir.join(format!("worker-{name}.log")))
+            .map_err(|e| e.to_string())?;
+        let child = Command::new(std::env::current_exe().map_err(|e| e.to_string())?)
+            .arg("worker")
+            .arg(dir.join("ws"))
+            .arg(dir.join("runs"))
+            .arg(dir.join("ctl"))
+            .arg(port.to_string())
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().map_err(|e| e.to_string())?)
+            .stderr(log)
+            .spawn()
+            .map_err(|e| format!("worker {name} did not start: {e}"))?;
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            if Instant::now() > deadline {
+                return Err(format!("worker {name} did not listen on {port} within 30s"));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Ok(Self { child, name })
+    }
+
+    /// Kills it by its PID (SIGKILL: no cleanup, as when a machine dies).
+    fn kill(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+async fn wait_for<T, F, Fut>(what: &str, secs: u64, mut probe: F) -> Result<T, String>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        if let Some(v) = probe().await {
+            return Ok(v);
+        }
+        if Instant::now() > deadline {
+            return Err(format!("timed out after {secs}s waiting for {what}"));
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+async fn scenario(dir: &Path) -> Result<(), String> {
+    // The shell's sandbox lets a command write only in folders that exist and hold nothing
+    // protected (never directly in the workspace root).
+    for d in ["ws/out", "runs", "ctl"] {
+        std::fs::create_dir_all(dir.join(d)).map_err(|e| e.to_string())?;
+    }
+    let ctl = dir.join("ctl");
+    let server = server::Server::start(dir)?;
+    let (port_a, port_b) = (server::free_port(), server::free_port());
+    let a = Worker::start("a", dir, port_a)?;
+    let b = Worker::start("b", dir, port_b)?;
+    let front = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .map_err(|e| e.to_string())?;
+    let front_port = front.local_addr().map_err(|e| e.to_string())?.port();
+    tokio::spawn(proxy::serve(front, vec![port_a, port_b]));
+    ingress::register(&server.admin, &format!("http://127.0.0.1:{front_port}"))
+        .await
+        .map_err(|e| e.to_string())?;
+
+    let run = RunId::new("moves-1").unwrap();
+    let ingress = Ingress::new(&server.ingress, &server.admin).map_err(|e| e.to_string())?;
+    ingress
+        .start(
+            &run,
+            &StartRun {
+                task: "Append one, two and three to out/effects.log, then review it.".into(),
+                first: AgentId::new("builder").unwrap(),
+            },
+        )
+        .await
+        .map_err(|e| e.to_string())?;
+
+    // Mid-turn: the builder's second model call holds; kill the worker that is making it.
+    let pid: u32 = wait_for("the builder's second model call", 90, || async {
+        std::fs::read_to_string(ctl.join(team::HOLDING))
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+    })
+    .await?;
+    let (victim, survivor) = if pid == a.child.id() {
+        (a, b)
+    } else if pid == b.child.id() {
+        (b, a)
+    } else {
+        return Err(format!(
+            "the run is held by pid {pid}, which is not a worker"
+        ));
+    };
+    let killed = victim.name;
+    victim.kill();
+    std::fs::write(ctl.join(team::RELEASE), "").map_err(|e| e.to_string())?;
+
+    // The other worker takes the run over and reaches the reviewer's stop-gate.
+    let pending = wait_for("the stop-gate's pending approval", 120, || async {
+        ingress.pending(&run).await.ok().flatten()
+    })
+    .await?;
+    if pending.gate.is_empty() || pending.agent.as_str() != "reviewer" {
+        return Err(format!("unexpected pending approval {pending:?}"));
+    }
+    // No worker holds the run while the person thinks: stop them all.
+    let survivor_name = survivor.name;
+    survivor.kill();
+    let approved = ingress
+        .decide(
+            &run,
+            &Verdict::Approve {
+                id: pending.id.clone(),
+                by: "a person, from elsewhere".into(),
+            },
+        )
+        .await
+        .map_err(|e| e.to_string())?;
+    if approved.id != pending.id {
+        return Err(format!("approved {approved:?}, expected {pending:?}"));
+    }
+    // A fresh worker, on the first worker's address: the run resumes there.
+    let _c = Worker::start("c", dir, port_a)?;
+    let summary = tokio::time::timeout(Duration::from_secs(180), ingress.outcome(&run))
+        .await
+        .map_err(|_| "the run did not end within 180s of the approval".to_string())?
+        .map_err(|e| e.to_string())?;
+    if summary.status != RunStatus::Completed {
+        return Err(format!("the run ended {:?}", summary.status));
+    }
+
+    // Each effect once, on disk.
+    let effects = std::fs::read_to_string(dir.join("ws/out/effects.log"))
+        .map_err(|e| format!("ws/out/effects.log: {e}"))?;
+    if effects != "one\ntwo\nthree\n" {
+        return Err(format!(
+            "effects.log is {effects:?}, expected each line once"
+        ));
+    }
+    // Model calls: each recorded reply was asked for once; only the call in flight when the
+    // worker died was asked for again.
+    let calls = std::fs::read_to_string(ctl.join(team::CALLS))
+        .map_err(|e| format!("{}: {e}", team::CALLS))?;
+    let asked = |who: &str| calls.lines().filter(|l| l.starts_with(who)).count();
+    let builder2 = calls
+        .lines()
+        .filter(|l| l.starts_with("builder 2 "))
+        .count();
+    if asked("builder ") != 4 || builder2 != 2 || asked("reviewer ") != 2 {
+        return Err(format!(
+            "model calls were repeated beyond the one in flight at the kill:\n{calls}"
+        ));
+    }
+    // The ledger: one, verified, each call once.
+    let run_dir = dir.join("runs").join(run.as_str());
+    loopward_runner::audit::verify(&run_dir, None).map_err(|e| format!("verify: {e}"))?;
+    check_ledger(&run_dir.join(EVENTS_FILE), summary.records)?;
+    println!(
+        "restate: killed worker {killed} mid-turn, the run went on on worker {survivor_name}; \
+         approved with no worker running; finished on worker c ({} records)",
+        summary.records
+    );
+    Ok(())
+}
+
+fn check_ledger(path: &PathBuf, records: u64) -> Result<(), String> {
+    let bytes = std::fs::read(path).map_err(|e| e.to_string())?;
+    let mut events = vec![];
+    for line in bytes.split_inclusive(|b| *b == b'\n') {
+        let (r, _) = Record::parse_line(line).map_err(|e| e.0)?;
+        events.push((r.scope(), r.event().map_err(|e| e.0)?));
+    }
+    if events.len() as u64 != records {
+        return Err(format!(
+            "the ledger has {} records, the run reported {records}",
+            events.len()
+        ));
+    }
+    let count = |f: &dyn Fn(&AuditEvent) -> bool| events.iter().filter(|(_, e)| f(e)).count();
+    let runs = count(&|e| matches!(e, AuditEvent::RunStarted { .. }));
+    let ends = count(&|e| matches!(e, AuditEvent::RunEnded { .. }));
+    let models = count(&|e| matches!(e, AuditEvent::ModelCall { .. }));
+    let tools = count(&|e| matches!(e, AuditEvent::ToolRequested { .. }));
+    let done = count(&|e| matches!(e, AuditEvent::ToolFinished { .. }));
+    let approvals = count(
+        &|e| matches!(e, AuditEvent::LayerDecision { layer, decision, .. } if layer == "stopgate" && decision == "approved"),
+    );
+    if (runs, ends, models, tools, done, approvals) != (1, 1, 5, 4, 4, 1) {
+        return Err(format!(
+            "the ledger holds {runs} starts, {ends} ends, {models} model calls, {tools} tool requests, \
+             {done} tool results, {approvals} approvals; expected 1, 1, 5, 4, 4, 1"
+        ));
+    }
+    Ok(())
+}

@@ -1,0 +1,174 @@
+//! A layer that is its policy and nothing else: [`from_fn`] turns an async function of the
+//! request and the [`Next`] service into a `tower::Layer`, for any of the three boundaries
+//! (turn, model call, tool call). axum's `middleware::from_fn` is the precedent.
+//!
+//! **The readiness idiom.** `poll_ready` polls the inner service; `call` takes *that* service
+//! (the one polled ready) and leaves a clone in its place, and [`Next::run`] calls it without
+//! polling again — as tower's own middleware does. Every layer here follows it.
+//!
+//! ```
+//! use loopward_core::{AuditEvent, RunStatus};
+//! use loopward_runner::layers::from_fn::{from_fn, NextTurn};
+//! use loopward_runner::{TurnError, TurnOutcome, TurnRequest};
+//! use serde_json::json;
+//!
+//! // Stop any turn of the agent "intern": record the decision first, then refuse.
+//! let no_interns = from_fn(|req: TurnRequest, next: NextTurn| async move {
+//!     if req.turn.agent().as_str() == "intern" {
+//!         req.turn.record(&AuditEvent::LayerDecision {
+//!             layer: "no_interns".into(),
+//!             decision: "stopped".into(),
+//!             detail: json!({}),
+//!         })?;
+//!         return Err(TurnError::Stop(RunStatus::Stopped { reason: "interns do not act".into() }));
+//!     }
+//!     next.run(req).await
+//! });
+//! // Stack it like any layer: `tower::Layer::layer(&no_interns, agent)`.
+//! # let _ = tower::Layer::layer(&no_interns, tower::service_fn(|_: TurnRequest| async {
+//! #     Err::<TurnOutcome, TurnError>(TurnError::Stop(RunStatus::Stopped { reason: "x".into() }))
+//! # }));
+//! ```
+
+use crate::model::{ChatRequest, ChatResponse, ModelError};
+use crate::tool::{ToolError, ToolInvocation, ToolOutput};
+use crate::turn::{TurnError, TurnOutcome, TurnRequest};
+use std::future::Future;
+use std::task::{Context, Poll};
+use tower::util::BoxCloneSyncService;
+use tower::{Layer, Service};
+
+/// A layer from an async function `f(request, next)`; see the [module docs](self).
+pub fn from_fn<F>(f: F) -> FromFnLayer<F> {
+    FromFnLayer { f }
+}
+
+/// The layer [`from_fn`] makes.
+#[derive(Clone, Copy, Debug)]
+pub struct FromFnLayer<F> {
+    f: F,
+}
+
+impl<S, F: Clone> Layer<S> for FromFnLayer<F> {
+    type Service = FromFn<F, S>;
+
+    fn layer(&self, inner: S) -> FromFn<F, S> {
+        FromFn {
+            f: self.f.clone(),
+            inner,
+        }
+    }
+}
+
+/// The service [`FromFnLayer`] wraps around `S`.
+#[derive(Clone, Copy, Debug)]
+pub struct FromFn<F, S> {
+    f: F,
+    inner: S,
+}
+
+/// The rest of the stack, already polled ready: call it once with [`Next::run`], or drop it to
+/// refuse the request. [`NextTurn`], [`NextModel`] and [`NextTool`] name it per boundary.
+pub struct Next<R, T, E> {
+    inner: BoxCloneSyncService<R, T, E>,
+}
+
+impl<R, T, E> std::fmt::Debug for Next<R, T, E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Next").finish_non_exhaustive()
+    }
+}
+
+impl<R, T, E> Next<R, T, E> {
+    /// Passes `req` on to the inner service (the one that was polled ready).
+    pub fn run(mut self, req: R) -> impl Future<Output = Result<T, E>> {
+        self.inner.call(req)
+    }
+}
+
+/// The rest of a turn stack.
+pub type NextTurn = Next<TurnRequest, TurnOutcome, TurnError>;
+/// The rest of a model-call stack.
+pub type NextModel = Next<ChatRequest, ChatResponse, ModelError>;
+/// The rest of a tool-call stack.
+pub type NextTool = Next<ToolInvocation, ToolOutput, ToolError>;
+
+impl<F, S, R, Fut> Service<R> for FromFn<F, S>
+where
+    S: Service<R> + Clone + Send + Sync + 'static,
+    S::Future: Send + 'static,
+    F: FnMut(R, Next<R, S::Response, S::Error>) -> Fut,
+    Fut: Future<Output = Result<S::Response, S::Error>>,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = Fut;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: R) -> Fut {
+        let clone = self.inner.clone();
+        let ready = std::mem::replace(&mut self.inner, clone);
+        let inner = BoxCloneSyncService::new(ready);
+        (self.f)(req, Next { inner })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    use tower::ServiceExt;
+
+    #[tokio::test]
+    async fn the_policy_runs_around_the_inner_service_and_can_refuse() {
+        let seen = Arc::new(AtomicUsize::new(0));
+        let counted = seen.clone();
+        let inner = tower::service_fn(move |n: u32| {
+            counted.fetch_add(1, Ordering::SeqCst);
+            async move { Ok::<u32, String>(n * 2) }
+        });
+        let layer = from_fn(|n: u32, next: Next<u32, u32, String>| async move {
+            if n > 10 {
+                return Err(format!("{n} is too big"));
+            }
+            next.run(n).await.map(|m| m + 1)
+        });
+        let svc = layer.layer(inner);
+        assert_eq!(svc.clone().oneshot(4).await, Ok(9));
+        assert_eq!(svc.oneshot(11).await, Err("11 is too big".into()));
+        assert_eq!(
+            seen.load(Ordering::SeqCst),
+            1,
+            "a refused request never reaches the inner service"
+        );
+    }
+
+    #[tokio::test]
+    async fn next_calls_the_service_that_was_polled_ready() {
+        // A service that is ready once: polling it a second time would never finish.
+        #[derive(Clone)]
+        struct ReadyOnce(bool);
+        impl Service<()> for ReadyOnce {
+            type Response = ();
+            type Error = ();
+            type Future = std::future::Ready<Result<(), ()>>;
+            fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), ()>> {
+                if std::mem::replace(&mut self.0, false) {
+                    Poll::Ready(Ok(()))
+                } else {
+                    Poll::Pending
+                }
+            }
+            fn call(&mut self, _: ()) -> Self::Future {
+                std::future::ready(Ok(()))
+            }
+        }
+        let svc = from_fn(|r: (), next: Next<(), (), ()>| next.run(r)).layer(ReadyOnce(true));
+        let done = tokio::time::timeout(std::time::Duration::from_secs(5), svc.oneshot(())).await;
+        assert_eq!(done.expect("no second poll"), Ok(()));
+    }
+}
