@@ -155,6 +155,14 @@ fn trial(seed: u64, delay: Duration) -> Trial {
         .count();
     let calls_before = lines(&d.join("calls.log")).len();
     let mut out = loopward(d, &["run", "--resume", "r"]);
+    // A child forked at the kill holds the ledger's lock until it has exec'd (microseconds).
+    for _ in 0..20 {
+        if !text(&out).contains("open in another writer") {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+        out = loopward(d, &["run", "--resume", "r"]);
+    }
     if text(&out).contains("nothing to resume") {
         // Killed before its first record: started again under its id.
         out = loopward(d, &["run", "--id", "r"]);
@@ -255,4 +263,66 @@ fn a_run_killed_at_100_random_points_resumes_with_each_effect_once() {
     eprintln!(
         "{mid} of {TRIALS} kills landed mid-run; {interrupted} call(s) interrupted mid-effect, every effect once (seed {seed})"
     );
+}
+
+#[test]
+fn replay_runs_no_command_on_the_host_and_rejudges_from_the_ledger() {
+    let dir = workspace();
+    let d = dir.path();
+    let outside = tempfile::tempdir().unwrap();
+    let target = outside.path().join("outside.log");
+    // Without the kernel sandbox a command can write outside the workspace: the live run does,
+    // once; its replay must not.
+    let cfg = format!("{CONFIG}\n[gates.shell]\nsandbox = \"watch-only\"\n");
+    std::fs::write(d.join("loopward.toml"), cfg).unwrap();
+    let script = SCRIPT.replace(
+        "echo p2 >> out/effects.log",
+        &format!(
+            "echo p2 >> out/effects.log; echo once >> {}",
+            target.display()
+        ),
+    );
+    std::fs::write(d.join("script.toml"), script).unwrap();
+    let o = loopward(d, &["run", "--id", "r"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert_eq!(lines(&target), ["once"]);
+    let o = loopward(d, &["replay", "runs/r"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(text(&o).contains("all the same"), "{}", text(&o));
+    assert_eq!(lines(&target), ["once"], "replay ran a command on the host");
+    assert_eq!(lines(&d.join("out/effects.log")).len(), 5);
+    assert_eq!(
+        lines(&d.join("calls.log")).len(),
+        REPLIES,
+        "replay called no model"
+    );
+}
+
+#[test]
+fn a_killed_and_resumed_run_replays_part_by_part() {
+    let dir = workspace();
+    let d = dir.path();
+    // Killed mid-run (a fixed kill: after the first handoff is on record), then resumed.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_loopward"))
+        .args(["run", "--id", "r"])
+        .current_dir(d)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let t0 = Instant::now();
+    while !events(d)
+        .iter()
+        .any(|e| matches!(e, AuditEvent::HandoffRegistered(_)))
+        && t0.elapsed() < Duration::from_secs(20)
+    {
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    let _ = child.kill();
+    child.wait().unwrap();
+    let o = loopward(d, &["run", "--resume", "r"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let o = loopward(d, &["replay", "runs/r"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(text(&o).contains("all the same"), "{}", text(&o));
 }

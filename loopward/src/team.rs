@@ -43,6 +43,9 @@ pub struct Options {
     pub approver: Option<Arc<dyn Approver>>,
     /// The model's name, to find its `[prices.<model>]` (default `fake`).
     pub model_name: String,
+    /// The innermost tool service (default: [`ToolExecutor`], which runs the tool). `replay`
+    /// passes one that returns the recorded results and runs nothing.
+    pub executor: Option<BoxToolService>,
 }
 
 impl Default for Options {
@@ -52,6 +55,7 @@ impl Default for Options {
             config_file: crate::config::CONFIG_FILE.into(),
             approver: None,
             model_name: "fake".into(),
+            executor: None,
         }
     }
 }
@@ -107,7 +111,13 @@ pub fn build(
     if let Some(a) = &opts.approver {
         stack = stack.with_approver(a.clone());
     }
-    let tool_stack = PolicyLayer::new(policy).wrap(stack.tools(BoxToolService::new(ToolExecutor)));
+    let tool_stack = PolicyLayer::new(policy).wrap(
+        stack.tools(
+            opts.executor
+                .clone()
+                .unwrap_or_else(|| BoxToolService::new(ToolExecutor)),
+        ),
+    );
     let model = stack.model(model);
     // The caps layer ends runs at its own bound (plus a wrap-up turn); the runner's is a backstop.
     let mut runner = Runner::builder(ws)

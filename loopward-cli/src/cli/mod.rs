@@ -14,6 +14,7 @@ pub mod gates;
 pub mod hook;
 pub mod init;
 pub mod override_cmd;
+mod recorded;
 pub mod replay;
 pub mod report;
 pub mod run;

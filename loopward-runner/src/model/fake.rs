@@ -141,6 +141,7 @@ pub struct FakeModel {
     script: Arc<Script>,
     cursor: Arc<Mutex<HashMap<AgentId, usize>>>,
     call_log: Option<Arc<PathBuf>>,
+    follow_conversation: bool,
 }
 
 impl FakeModel {
@@ -150,7 +151,16 @@ impl FakeModel {
             script: Arc::new(script),
             cursor: Arc::default(),
             call_log: None,
+            follow_conversation: true,
         }
+    }
+
+    /// Gives replies strictly in the order calls arrive, whatever the conversation already
+    /// holds (for a replay that feeds each part of a resumed run only the replies made live in
+    /// that part).
+    pub fn ignoring_conversation(mut self) -> Self {
+        self.follow_conversation = false;
+        self
     }
 
     /// Appends one line, `<agent> <n>`, to `path` for every reply given (the n-th reply of that
@@ -186,7 +196,9 @@ impl FakeModel {
             .iter()
             .filter(|m| matches!(m, Message::Model { .. }))
             .count();
-        *n = (*n).max(answered);
+        if self.follow_conversation {
+            *n = (*n).max(answered);
+        }
         let replies = self
             .script
             .agents
