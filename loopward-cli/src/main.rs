@@ -11,6 +11,10 @@ fn main() -> ExitCode {
     if let loopward_cli::cli::Command::Hook(a) = &cli.command {
         return loopward_cli::cli::hook::run(a).unwrap_or(ExitCode::from(2));
     }
+    // The sandbox is set on this process before any other thread exists, then it runs the command.
+    if let loopward_cli::cli::Command::Sandbox(a) = &cli.command {
+        return loopward_cli::cli::sandbox::run(a);
+    }
     let rt = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

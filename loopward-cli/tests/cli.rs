@@ -180,6 +180,46 @@ fn bad_config_unknown_agent_lists_the_team() {
 }
 
 #[test]
+fn bad_config_a_phase_stop_gate_is_refused_because_a_configured_team_has_no_phases() {
+    let t = bad_config(|c| {
+        c + "\n[[stopgate]]\npoint = \"phase\"\nphase = \"deploy\"\nmode = \"deny\"\n"
+    });
+    assert!(
+        t.contains("stopgate[0].point")
+            && t.contains("never fire")
+            && t.contains("point = \"turn\""),
+        "{t}"
+    );
+}
+
+#[test]
+fn bad_config_a_class_jump_threshold_the_repeat_limit_blocks_is_refused() {
+    let t = bad_config(|c| {
+        c + "\n[class_jump]\nstrategies = [\"patch\", \"rewrite\"]\nfailures_per_strategy = 5\n"
+    });
+    assert!(
+        t.contains("class_jump.failures_per_strategy")
+            && t.contains("repeat.max_identical is 3")
+            && t.contains("raise [repeat] max_identical to at least 5"),
+        "{t}"
+    );
+}
+
+#[test]
+fn bad_config_review_gates_that_would_deadlock_are_refused() {
+    let t = bad_config(|c| {
+        c.replace(
+            "when = [\"src/**\"]",
+            "when = [\"src/**\"]\nexclusive = true",
+        ) + "\n[[gates.review]]\nfrom = \"builder\"\nvia = \"planner\"\nexclusive = true\n"
+    });
+    assert!(
+        t.contains("every handoff by builder is refused") && t.contains("Drop `exclusive`"),
+        "{t}"
+    );
+}
+
+#[test]
 fn bad_config_zero_cap_names_the_field() {
     let t = bad_config(|c| c.replace("turns_per_run = 12", "turns_per_run = 0"));
     assert!(t.contains("limits.turns_per_run"), "{t}");

@@ -226,3 +226,78 @@ fn a_subagents_refusal_names_an_override_command_that_works() {
         "the override is one-shot: {stdout}"
     );
 }
+
+fn bash_event(root: &Path, event: &str, command: &str, agent: Option<&str>) -> String {
+    let mut e = serde_json::json!({
+        "session_id": "cli-sb", "transcript_path": "/t.jsonl", "cwd": root,
+        "hook_event_name": event, "tool_name": "Bash", "tool_use_id": "toolu_sb",
+        "tool_input": {"command": command, "description": "d", "run_in_background": false},
+        "tool_response": {"stdout": "", "stderr": "", "interrupted": false},
+    });
+    if let Some(a) = agent {
+        e["agent_type"] = a.into();
+    }
+    e.to_string()
+}
+
+/// Claude Code's `Bash` through the hook: the command is rewritten to run inside the calling
+/// agent's sandbox, and run as rewritten, the kernel refuses its writes to another agent's
+/// territory, the config and `.claude/`, also from a background process that outlives it.
+#[test]
+fn a_bash_command_runs_rewritten_in_the_sandbox_and_cannot_write_elsewhere() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    let config = root.join("loopward.toml");
+    std::fs::write(&config, CONFIG).unwrap();
+    std::fs::write(root.join("plan.md"), "# Plan\n").unwrap();
+    std::fs::create_dir_all(root.join(".claude")).unwrap();
+    std::fs::write(root.join(".claude/settings.json"), "{}").unwrap();
+    std::fs::create_dir_all(root.join("notes")).unwrap();
+    let command = "echo mine > notes/a.txt; echo x > plan.md; echo '{}' > .claude/settings.json; \
+                   echo y >> loopward.toml; (setsid sh -c 'sleep 0.3; echo late > plan.md' &); true";
+    let pre = hook(
+        &config,
+        bash_event(&root, "PreToolUse", command, None).as_bytes(),
+    );
+    assert_eq!(pre.status.code(), Some(0));
+    let v: serde_json::Value = serde_json::from_slice(&pre.stdout).unwrap();
+    let wrapped = v["hookSpecificOutput"]["updatedInput"]["command"]
+        .as_str()
+        .unwrap_or_else(|| panic!("not rewritten: {v}"));
+    assert!(wrapped.starts_with(&format!(
+        "'{}' sandbox exec",
+        env!("CARGO_BIN_EXE_loopward")
+    )));
+    // Run it as Claude Code would: the rewritten command, in the project, in a shell.
+    let ran = Command::new("bash")
+        .arg("-c")
+        .arg(wrapped)
+        .current_dir(&root)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&ran.stderr);
+    assert!(stderr.contains("Permission denied"), "{stderr}");
+    std::thread::sleep(std::time::Duration::from_millis(800));
+    assert_eq!(
+        std::fs::read_to_string(root.join("notes/a.txt")).unwrap(),
+        "mine\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(root.join("plan.md")).unwrap(),
+        "# Plan\n"
+    );
+    assert_eq!(std::fs::read_to_string(&config).unwrap(), CONFIG);
+    assert_eq!(
+        std::fs::read_to_string(root.join(".claude/settings.json")).unwrap(),
+        "{}"
+    );
+    let post = hook(
+        &config,
+        bash_event(&root, "PostToolUse", command, None).as_bytes(),
+    );
+    assert_eq!(post.status.code(), Some(0));
+    let ledger =
+        std::fs::read_to_string(root.join("runs/claude-code-cli-sb/events.jsonl")).unwrap();
+    assert!(!ledger.contains("\"violation\""), "{ledger}");
+    assert!(ledger.contains("\"sandbox\""), "{ledger}");
+}

@@ -147,22 +147,29 @@ impl Workspace {
         };
         let given = Path::new(raw);
         let relative: PathBuf = if given.is_absolute() {
-            let normal = lexical(given, &[]).ok_or_else(|| escapes("`..` above /"))?;
-            let abs: PathBuf = std::iter::once("/".to_string()).chain(normal).collect();
-            abs.strip_prefix(&self.root)
+            // Component-wise, not lexically: `/ws/link/../x` climbs from the link's target.
+            given
+                .strip_prefix(&self.root)
                 .map_err(|_| escapes("absolute path outside the workspace root"))?
                 .to_path_buf()
         } else {
             given.to_path_buf()
         };
-        let mut pending: Vec<String> = lexical(&relative, &[])
-            .ok_or_else(|| escapes("`..` above the workspace root"))?
+        // Components are taken one at a time, as the kernel does: `..` climbs from where the
+        // links so far have led (`link/..` is the parent of the link's target), never lexically.
+        let mut pending: Vec<String> = components(&relative)
+            .ok_or_else(|| escapes("the path is not valid UTF-8"))?
             .into_iter()
             .rev()
             .collect();
         let mut done: Vec<String> = Vec::new();
         let mut hops = 0;
         while let Some(part) = pending.pop() {
+            if part == ".." {
+                done.pop()
+                    .ok_or_else(|| escapes("`..` above the workspace root"))?;
+                continue;
+            }
             let here = self.root.join(done.iter().collect::<PathBuf>()).join(&part);
             let is_link = here
                 .symlink_metadata()
@@ -178,21 +185,28 @@ impl Workspace {
             }
             let target = std::fs::read_link(&here)
                 .map_err(|e| escapes(&format!("unreadable link {}: {e}", here.display())))?;
-            let base: Vec<String> = if target.is_absolute() {
-                let t = lexical(&target, &[]).ok_or_else(|| escapes("link target above /"))?;
-                let abs: PathBuf = std::iter::once("/".to_string()).chain(t).collect();
-                let inside = abs
+            // A target that is not UTF-8 cannot be judged faithfully: refused, never decoded
+            // lossily into another path.
+            let parts = components(&target).ok_or_else(|| {
+                escapes(&format!(
+                    "link {} has a target that is not valid UTF-8",
+                    here.display()
+                ))
+            })?;
+            if target.is_absolute() {
+                // Component-wise: its `..` are then climbed like any other, from the root.
+                let inside = target
                     .strip_prefix(&self.root)
                     .map_err(|_| escapes(&format!("link {} points outside", here.display())))?;
-                lexical(inside, &[]).unwrap_or_default()
+                done.clear();
+                pending.extend(
+                    components(inside)
+                        .ok_or_else(|| escapes("link target is not valid UTF-8"))?
+                        .into_iter()
+                        .rev(),
+                );
             } else {
-                lexical(&target, &done).ok_or_else(|| {
-                    escapes(&format!("link {} points above the root", here.display()))
-                })?
-            };
-            done.clear();
-            for p in base.into_iter().rev() {
-                pending.push(p);
+                pending.extend(parts.into_iter().rev());
             }
         }
         let rel = done.join("/");
@@ -205,17 +219,15 @@ impl Workspace {
     }
 }
 
-/// Normalises `path` lexically on top of `base`: drops `.`, applies `..`. `None` when `..` would
-/// climb above `base`'s root. Root and prefix components are dropped (callers handle absolutes).
-fn lexical(path: &Path, base: &[String]) -> Option<Vec<String>> {
-    let mut out: Vec<String> = base.to_vec();
+/// The parts of `path` as UTF-8 strings, `.` dropped and `..` kept (`None`: not UTF-8). Root
+/// and prefix components are dropped (callers handle absolutes).
+fn components(path: &Path) -> Option<Vec<String>> {
+    let mut out = Vec::new();
     for c in path.components() {
         match c {
-            Component::Normal(s) => out.push(s.to_string_lossy().into_owned()),
+            Component::Normal(s) => out.push(s.to_str()?.to_string()),
+            Component::ParentDir => out.push("..".into()),
             Component::CurDir | Component::RootDir | Component::Prefix(_) => {}
-            Component::ParentDir => {
-                out.pop()?;
-            }
         }
     }
     Some(out)
@@ -276,6 +288,28 @@ mod tests {
         ));
         symlink("../../x", w.root().join("up")).unwrap();
         assert!(w.resolve("up").is_err());
+    }
+
+    #[test]
+    fn dot_dot_after_a_link_climbs_from_its_target_as_the_kernel_does() {
+        let (_d, w) = ws();
+        std::fs::create_dir_all(w.root().join("plans/deep")).unwrap();
+        std::fs::create_dir(w.root().join("src")).unwrap();
+        symlink("plans/deep", w.root().join("d")).unwrap();
+        // Lexically `d/../x.md` would be `x.md`; the kernel lands in `plans/x.md`.
+        assert_eq!(w.resolve("d/../x.md").unwrap().rel(), "plans/x.md");
+        let abs = format!("{}/d/../y.md", w.root().display());
+        assert_eq!(w.resolve(&abs).unwrap().rel(), "plans/y.md");
+    }
+
+    #[test]
+    fn a_link_target_that_is_not_utf8_is_refused() {
+        use std::os::unix::ffi::OsStrExt;
+        let (_d, w) = ws();
+        let target = std::ffi::OsStr::from_bytes(b"pl\xffan.md");
+        symlink(target, w.root().join("odd")).unwrap();
+        let err = w.resolve("odd").unwrap_err();
+        assert!(err.to_string().contains("not valid UTF-8"), "{err}");
     }
 
     #[test]

@@ -1,5 +1,7 @@
 //! Claude Code `Bash` calls: the workspace is compared before and after; a change inside a
 //! territory the caller does not own is put back and reported to the model as a blocking reason.
+//! These tests run the watch alone (`sandbox = "watch-only"`), as the second line behind the
+//! sandbox the hook wraps commands in (see `hook_sandbox` below and the CLI's `hook_cli.rs`).
 
 mod hook_support;
 
@@ -12,6 +14,9 @@ owner = "planner"
 
 [gates.sprawl]
 enabled = false
+
+[gates.shell]
+sandbox = "watch-only"
 "#;
 
 /// Runs the fixture's command the way Claude Code would, between the two hook events.
@@ -209,7 +214,9 @@ fn a_bash_write_covered_by_a_one_shot_override_stands_and_consumes_it() {
 #[test]
 fn a_workspace_too_big_to_record_denies_the_command() {
     let p =
-        Project::new("[gates.sprawl]\nenabled = false\n[gates.shell]\nmax_snapshot_bytes = 64\n");
+        Project::new(
+            "[gates.sprawl]\nenabled = false\n[gates.shell]\nmax_snapshot_bytes = 64\nsandbox = \"watch-only\"\n",
+        );
     p.write("big.bin", &"x".repeat(1000));
     let pre = p.send_fixture("pre_bash_into_plan.json");
     assert_eq!(pre.exit_code, 0);
@@ -239,4 +246,46 @@ fn a_change_that_cannot_be_put_back_is_recorded_as_such_and_named() {
     );
     let report = loopward_runner::audit::report(&p.path("runs")).unwrap();
     assert_eq!(report.unauthorised_writes.unreverted_violations, 1);
+}
+
+/// With the kernel sandbox (the default), `PreToolUse` answers with the command wrapped in
+/// `loopward sandbox exec` for the calling agent; the rest of the input is kept.
+#[test]
+fn a_bash_command_is_rewritten_to_run_in_the_agent_s_sandbox() {
+    let policy = POLICY.replace("sandbox = \"watch-only\"", "");
+    let p = Project::with_sandbox(&policy, Some("/opt/loop ward/loopward"));
+    let pre = p.send_fixture("pre_bash_into_plan.json");
+    assert_eq!(pre.exit_code, 0, "{}", pre.stderr);
+    let v: serde_json::Value = serde_json::from_str(&pre.stdout).unwrap();
+    let out = &v["hookSpecificOutput"];
+    assert_eq!(out["permissionDecision"], "allow");
+    assert_eq!(out["updatedInput"]["description"], "Write the plan");
+    let cfg = p.path("loopward.toml");
+    assert_eq!(
+        out["updatedInput"]["command"].as_str().unwrap(),
+        format!(
+            "'/opt/loop ward/loopward' sandbox exec --config '{}' --agent 'root' --session '{SESSION}' -- bash -c 'echo '\\''# Plan: mine'\\'' > plan.md && echo hi > notes.txt'",
+            cfg.display()
+        )
+    );
+    assert!(p
+        .ledger(SESSION)
+        .iter()
+        .any(|l| l.contains("gate_decision sandbox allow")));
+}
+
+/// A hook that cannot wrap the command (it was not told the loopward binary) denies it: an
+/// unwrapped command would run unconfined.
+#[test]
+fn a_bash_command_that_cannot_be_wrapped_is_denied() {
+    let policy = POLICY.replace("sandbox = \"watch-only\"", "");
+    let p = Project::new(&policy);
+    let pre = p.send_fixture("pre_bash_into_plan.json");
+    assert_eq!(pre.exit_code, 0);
+    let v: serde_json::Value = serde_json::from_str(&pre.stdout).unwrap();
+    assert_eq!(v["hookSpecificOutput"]["permissionDecision"], "deny");
+    let reason = v["hookSpecificOutput"]["permissionDecisionReason"]
+        .as_str()
+        .unwrap();
+    assert!(reason.contains("loopward hook install"), "{reason}");
 }

@@ -106,7 +106,8 @@ fn one_replacement_repeated_across_files_is_one_unit_of_work() {
 
 #[test]
 fn everything_one_bash_command_changes_is_one_unit_of_work() {
-    let p = Project::new(POLICY);
+    // The command is wrapped in the sandbox at PreToolUse; what it changed is counted after.
+    let p = Project::with_sandbox(POLICY, Some("/usr/local/bin/loopward"));
     p.send(
         &serde_json::json!({"session_id": "rename-session", "cwd": p.root,
         "hook_event_name": "UserPromptSubmit", "prompt": "format everything"})

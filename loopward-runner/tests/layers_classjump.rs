@@ -18,6 +18,7 @@ fn tracker() -> ClassJump {
     ClassJump::new(ClassJumpConfig {
         strategies: vec!["patch".into(), "rewrite".into()],
         failures_per_strategy: 3,
+        count_failed_tools: vec![],
     })
     .unwrap()
 }
@@ -131,18 +132,21 @@ fn bad_strategy_lists_are_refused_naming_the_field() {
     let err = ClassJump::new(ClassJumpConfig {
         strategies: vec![],
         failures_per_strategy: 3,
+        count_failed_tools: vec![],
     })
     .unwrap_err();
     assert_eq!(err.field, "class_jump.strategies");
     let err = ClassJump::new(ClassJumpConfig {
         strategies: vec!["a".into(), "a".into()],
         failures_per_strategy: 3,
+        count_failed_tools: vec![],
     })
     .unwrap_err();
     assert_eq!(err.field, "class_jump.strategies");
     let err = ClassJump::new(ClassJumpConfig {
         strategies: vec!["a".into()],
         failures_per_strategy: 0,
+        count_failed_tools: vec![],
     })
     .unwrap_err();
     assert_eq!(err.field, "class_jump.failures_per_strategy");
@@ -195,6 +199,7 @@ async fn exhaustion_ends_the_reply_that_caused_it_no_later_call_runs_and_no_hand
     let cj = ClassJump::new(ClassJumpConfig {
         strategies: vec!["patch".into(), "rewrite".into()],
         failures_per_strategy: 2,
+        count_failed_tools: vec![],
     })
     .unwrap();
     let dir = tempfile::tempdir().unwrap();
@@ -246,4 +251,117 @@ async fn exhaustion_ends_the_reply_that_caused_it_no_later_call_runs_and_no_hand
         })
         .count();
     assert_eq!(not_run, 2);
+}
+
+/// A builder whose shell checks fail, through the recommended stack with `[class_jump]`.
+async fn failing_shell(
+    reports: &[serde_json::Value],
+    checks: usize,
+) -> (RunReport, Arc<MemorySink>, String) {
+    use loopward_runner::layers::stack::{LayersConfig, Stack};
+    use loopward_runner::tool::{BoxToolService, ToolExecutor};
+    let builder = AgentId::new("builder").unwrap();
+    let mut script = Script::default();
+    for i in 0..checks {
+        script.call(
+            &builder,
+            "shell",
+            json!({"command": format!("exit {}", 1 + i % 5)}),
+        );
+        if let Some(r) = reports.get(i) {
+            script.call(&builder, "report_attempt", r.clone());
+        }
+    }
+    script.say(&builder, "stopping");
+    let config: LayersConfig = toml::from_str(
+        "[class_jump]\nstrategies = [\"patch\", \"rewrite\"]\nfailures_per_strategy = 3\n[repeat]\nmax_identical = 3\n[limits]\nsteps_per_turn = 100\n",
+    )
+    .unwrap();
+    let stack = Stack::new(&config).unwrap();
+    let cj = stack.class_jump().unwrap().clone();
+    let agent = LlmAgent::builder(
+        builder.clone(),
+        stack.model(BoxModelService::new(FakeModel::new(script))),
+    )
+    .tools(loopward_runner::tools::builtin(std::slice::from_ref(&builder)).with(cj.tool()))
+    .tool_stack(stack.tools(BoxToolService::new(ToolExecutor)))
+    .max_steps(100)
+    .build();
+    let dir = tempfile::tempdir().unwrap();
+    let runner = Runner::builder(Workspace::new(dir.path()).unwrap())
+        .agent(builder.clone(), stack.turn(BoxTurnService::new(agent)))
+        .unwrap()
+        .build()
+        .unwrap();
+    let sink = Arc::new(MemorySink::default());
+    let report = runner
+        .run(RunSpec {
+            id: RunId::new("r1").unwrap(),
+            task: "make the check pass".into(),
+            first: builder,
+            audit: sink.clone(),
+            audit_location: None,
+        })
+        .await;
+    let results: Vec<String> = sink
+        .events()
+        .into_iter()
+        .filter_map(|(_, e)| match e {
+            AuditEvent::ToolFinished { tool, output, .. } if tool == "shell" => output,
+            _ => None,
+        })
+        .collect();
+    (report, sink, results.join("\n---\n"))
+}
+
+#[tokio::test]
+async fn failed_shell_results_count_toward_class_jump_without_any_report() {
+    let (report, sink, results) = failing_shell(&[], 12).await;
+    assert_eq!(report.status, RunStatus::Exhausted);
+    let evidence: Vec<_> = sink
+        .events()
+        .into_iter()
+        .filter_map(|(_, e)| match e {
+            AuditEvent::LayerDecision {
+                layer,
+                decision,
+                detail,
+            } if layer == "class_jump" => {
+                assert_eq!(detail["source"], "evidence");
+                Some(decision)
+            }
+            _ => None,
+        })
+        .collect();
+    // The bound: 2 strategies × 3 failures; the 6th failed check ends the reply and the run.
+    assert_eq!(
+        evidence,
+        [
+            "retry",
+            "retry",
+            "class_jump",
+            "retry",
+            "retry",
+            "exhausted"
+        ]
+    );
+    assert!(
+        results.contains("[class-jump, counted from this failed result] class-jump"),
+        "{results}"
+    );
+    let shells = sink
+        .events()
+        .iter()
+        .filter(|(_, e)| matches!(e, AuditEvent::ToolStarted { tool, .. } if tool == "shell"))
+        .count();
+    assert_eq!(shells, 6, "no shell call ran after exhaustion");
+}
+
+#[tokio::test]
+async fn renaming_the_subtask_does_not_escape_the_bound() {
+    let reports: Vec<_> = (0..12)
+        .map(|i| json!({"subtask": format!("fix-{i}"), "strategy": "patch", "outcome": "failed"}))
+        .collect();
+    let (report, _, _) = failing_shell(&reports, 12).await;
+    assert_eq!(report.status, RunStatus::Exhausted);
 }

@@ -8,7 +8,9 @@
 use anyhow::{Context, Result};
 use loopward::config::Config;
 use loopward_core::AgentId;
-use loopward_runner::hook::{claude_code::MAX_INPUT_BYTES, handle, HookAnswer, HookContext};
+use loopward_runner::hook::{
+    claude_code::MAX_INPUT_BYTES, handle, HookAnswer, HookContext, SandboxExec,
+};
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -96,8 +98,17 @@ fn context(config: &Path, main_agent: &str, defer_allows: bool) -> Result<HookCo
                 .map(|p| p.to_string_lossy().into_owned())
         })
         .unwrap_or_default();
+    let exe = std::env::current_exe()
+        .context("finding the loopward binary (to wrap Bash commands in its sandbox)")?;
+    let abs_config = config
+        .canonicalize()
+        .with_context(|| format!("resolving {}", config.display()))?;
     HookContext::builder(&cfg.policy())
         .root(root)
+        .sandbox_exec(SandboxExec {
+            exe,
+            config: abs_config,
+        })
         .config_file(config_rel)
         .runs_dir(cfg.run.runs_dir.to_string_lossy().into_owned())
         .main_agent(main)

@@ -18,6 +18,7 @@ mod recorded;
 pub mod replay;
 pub mod report;
 pub mod run;
+pub mod sandbox;
 pub mod verify;
 
 pub use run::exit_code;
@@ -61,6 +62,8 @@ pub enum Command {
     Replay(replay::Args),
     /// Answer agent-tool hooks (Claude Code) with the loopward.toml policy.
     Hook(hook::Args),
+    /// Run a command in the kernel sandbox of one agent.
+    Sandbox(sandbox::Args),
 }
 
 /// Runs a parsed command line; errors are printed by the binary.
@@ -76,5 +79,6 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Report(a) => report::run(&a),
         Command::Replay(a) => replay::run(a).await,
         Command::Hook(a) => hook::run(&a),
+        Command::Sandbox(a) => Ok(sandbox::run(&a)),
     }
 }

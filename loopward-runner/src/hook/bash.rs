@@ -1,12 +1,13 @@
 //! A Claude Code `Bash` call around the hook engine: the workspace recorded at `PreToolUse`, and
 //! compared at `PostToolUse` (or `PostToolUseFailure`), each changed path judged like a write.
 
-use super::claude_code::{Reply, ToolUse};
+use super::claude_code::{ClaudeTool, Reply, ToolUse};
 use super::decide::{call_id, Engine};
 use super::rules::WriteAsk;
 use super::shell::{self, Snapshot};
 use super::HookError;
-use crate::gates::SHELL_GATE;
+use crate::gates::{SANDBOX_GATE, SHELL_GATE};
+use crate::sandbox::{kernel_support, SandboxError, SandboxMode};
 use loopward_core::{AuditEvent, Decision, Effect, EffectKind, EffectStatus, GateMode, Refusal};
 use std::collections::BTreeSet;
 
@@ -15,6 +16,45 @@ impl Engine<'_> {
     /// cannot be checked afterwards, so the command is denied.
     pub(super) fn pre_bash(&mut self, call: &ToolUse) -> Result<Reply, HookError> {
         let id = call_id(call)?;
+        // Contain first: a command that cannot be wrapped in the sandbox does not run.
+        let wrapped = match self.sandbox_for(call) {
+            Ok(w) => w,
+            Err(refusal) => {
+                self.record(&AuditEvent::GateDecision {
+                    call_id: Some(id.to_string()),
+                    gate: SANDBOX_GATE.into(),
+                    mode: GateMode::Enforce,
+                    action: "tool:Bash".into(),
+                    path_raw: None,
+                    path: None,
+                    decision: Decision::Deny(refusal.clone()),
+                })?;
+                return Ok(Reply::Deny {
+                    reason: refusal.to_string(),
+                });
+            }
+        };
+        self.record(&AuditEvent::GateDecision {
+            call_id: Some(id.to_string()),
+            gate: SANDBOX_GATE.into(),
+            mode: if wrapped.is_some() {
+                GateMode::Enforce
+            } else {
+                GateMode::Advisory
+            },
+            action: "tool:Bash".into(),
+            path_raw: None,
+            path: None,
+            decision: if wrapped.is_some() {
+                Decision::Allow
+            } else {
+                Decision::Warn(Refusal::new(
+                    SANDBOX_GATE,
+                    "watch-only: this command runs without a kernel sandbox; its changes are only compared and reverted afterwards",
+                    "remove `sandbox = \"watch-only\"` from [gates.shell] to contain commands",
+                ))
+            },
+        })?;
         let watch = self.ctx.rules.shell();
         let taken = shell::capture(
             self.ws,
@@ -41,12 +81,49 @@ impl Engine<'_> {
             path: None,
             decision: decision.clone(),
         })?;
-        Ok(match decision {
-            Decision::Deny(r) => Reply::Deny {
+        Ok(match (decision, wrapped) {
+            (Decision::Deny(r), _) => Reply::Deny {
                 reason: r.to_string(),
             },
-            _ => Reply::Silent,
+            (_, Some(input)) => Reply::Rewrite {
+                reason: format!("loopward: runs in the sandbox of {}", self.caller),
+                input,
+            },
+            (_, None) => Reply::Silent,
         })
+    }
+
+    /// The call's input with its command wrapped in the sandbox (`None`: `watch-only`), or why
+    /// it cannot be.
+    fn sandbox_for(&self, call: &ToolUse) -> Result<Option<serde_json::Value>, Refusal> {
+        if self.ctx.rules.shell().sandbox == SandboxMode::WatchOnly {
+            return Ok(None);
+        }
+        let refuse = |why: String| {
+            Refusal::new(
+                SANDBOX_GATE,
+                format!("not run: {why}"),
+                "use the file tools (Write, Edit) instead; a person can fix the sandbox as the reason says",
+            )
+        };
+        if let Some(why) = kernel_support().missing.clone() {
+            return Err(refuse(SandboxError::Unsupported { why }.to_string()));
+        }
+        let Some(exec) = &self.ctx.sandbox_exec else {
+            return Err(refuse("the hook does not know the loopward binary, so the command cannot be wrapped in its sandbox; install the hook with `loopward hook install`".into()));
+        };
+        let ClaudeTool::Bash { command } = &call.tool else {
+            return Err(refuse("not a Bash call".into()));
+        };
+        let wrapped = exec
+            .wrap(&self.input.session_id, self.caller.as_str(), command)
+            .ok_or_else(|| refuse("the loopward binary or config path is not valid UTF-8, so it cannot be written into a command".into()))?;
+        let mut input = match &call.input {
+            serde_json::Value::Object(m) => m.clone(),
+            _ => serde_json::Map::new(),
+        };
+        input.insert("command".into(), serde_json::Value::String(wrapped));
+        Ok(Some(serde_json::Value::Object(input)))
     }
 
     pub(super) fn judge_bash(&mut self, call: &ToolUse, failed: bool) -> Result<Reply, HookError> {

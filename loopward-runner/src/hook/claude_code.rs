@@ -278,6 +278,14 @@ pub enum Reply {
         /// Why (shown in Claude Code's debug log).
         reason: String,
     },
+    /// `PreToolUse`: the call may run, but as rewritten (`updatedInput`): a `Bash` command
+    /// wrapped in loopward's sandbox.
+    Rewrite {
+        /// Why (shown in Claude Code's debug log).
+        reason: String,
+        /// The tool's whole input, as it must run.
+        input: Value,
+    },
     /// `PreToolUse`: the gates deny the call; the reason is shown to the model.
     Deny {
         /// What was wrong and what to do instead.
@@ -302,6 +310,11 @@ impl Reply {
             Self::Silent => return String::new(),
             Self::Allow { reason } => pre_tool_use("allow", reason),
             Self::Deny { reason } => pre_tool_use("deny", reason),
+            Self::Rewrite { reason, input } => {
+                let mut v = pre_tool_use("allow", reason);
+                v["hookSpecificOutput"]["updatedInput"] = input.clone();
+                v
+            }
             Self::Block { reason } => json!({ "decision": "block", "reason": reason }),
             Self::FailureContext { context } => json!({ "hookSpecificOutput": {
                 "hookEventName": "PostToolUseFailure", "additionalContext": context } }),

@@ -121,6 +121,7 @@ pub enum HookError {
 #[derive(Clone)]
 pub struct HookContext {
     rules: rules::Rules,
+    sandbox_exec: Option<SandboxExec>,
     root: Option<PathBuf>,
     main_agent: AgentId,
     clock: Arc<dyn Clock>,
@@ -139,9 +140,49 @@ impl std::fmt::Debug for HookContext {
     }
 }
 
+/// What a `Bash` command is wrapped with: `<exe> sandbox exec --config <config> --agent <agent>
+/// --session <session> -- bash -c <command>`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SandboxExec {
+    /// The absolute path of the `loopward` binary.
+    pub exe: PathBuf,
+    /// The absolute path of `loopward.toml`.
+    pub config: PathBuf,
+}
+
+impl SandboxExec {
+    /// The wrapped command line, each part quoted for a POSIX shell; `None` when a path is not
+    /// valid UTF-8 (it cannot be written into a command faithfully).
+    ///
+    /// ```
+    /// use loopward_runner::hook::SandboxExec;
+    /// let x = SandboxExec { exe: "/usr/bin/loopward".into(), config: "/p/loopward.toml".into() };
+    /// assert_eq!(
+    ///     x.wrap("s1", "builder", "echo 'hi'").unwrap(),
+    ///     "'/usr/bin/loopward' sandbox exec --config '/p/loopward.toml' --agent 'builder' --session 's1' -- bash -c 'echo '\\''hi'\\'''"
+    /// );
+    /// ```
+    pub fn wrap(&self, session: &str, agent: &str, command: &str) -> Option<String> {
+        Some(format!(
+            "{} sandbox exec --config {} --agent {} --session {} -- bash -c {}",
+            quote(self.exe.to_str()?),
+            quote(self.config.to_str()?),
+            quote(agent),
+            quote(session),
+            quote(command)
+        ))
+    }
+}
+
+/// `s` in single quotes for a POSIX shell.
+fn quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', "'\\''"))
+}
+
 /// Builds a [`HookContext`].
 pub struct HookContextBuilder {
     policy: PolicyConfig,
+    sandbox_exec: Option<SandboxExec>,
     config_file: String,
     root: Option<PathBuf>,
     main_agent: AgentId,
@@ -157,6 +198,7 @@ impl HookContext {
     pub fn builder(policy: &PolicyConfig) -> HookContextBuilder {
         HookContextBuilder {
             policy: policy.clone(),
+            sandbox_exec: None,
             config_file: "loopward.toml".into(),
             root: None,
             main_agent: AgentId::new("root").unwrap_or_else(|_| unreachable!("valid name")),
@@ -204,6 +246,14 @@ impl HookContextBuilder {
         self
     }
 
+    /// How `Bash` commands are wrapped in loopward's sandbox: the absolute path of the
+    /// `loopward` binary and of the config. Without it (and unless the config says
+    /// `sandbox = "watch-only"`), every `Bash` call is denied: it cannot be contained.
+    pub fn sandbox_exec(mut self, exec: SandboxExec) -> Self {
+        self.sandbox_exec = Some(exec);
+        self
+    }
+
     /// The runs directory relative to the root (default `runs`).
     pub fn runs_dir(mut self, rel: impl Into<String>) -> Self {
         self.runs_dir = rel.into();
@@ -221,6 +271,7 @@ impl HookContextBuilder {
     pub fn build(self) -> Result<HookContext, ConfigError> {
         Ok(HookContext {
             rules: rules::Rules::from_config(&self.policy, &self.config_file, &self.runs_dir)?,
+            sandbox_exec: self.sandbox_exec,
             root: self.root,
             main_agent: self.main_agent,
             clock: self.clock,

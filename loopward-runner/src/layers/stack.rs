@@ -5,8 +5,9 @@
 //! - **turn**: caps → stop-gates → budget → class-jump → turn timeout → turn scope → agent.
 //!   Caps first, so nothing runs past them; gates before any spending; the timeout innermost so
 //!   it measures the agent, not the gates' wait for a person.
-//! - **tool**: repeat → stop-gates → tool timeout → executor. A repeated call is refused before a
-//!   person is asked about it again.
+//! - **tool**: repeat → stop-gates → class-jump evidence → tool timeout → executor. A repeated
+//!   call is refused before a person is asked about it again; only what the tool itself did
+//!   (failed, timed out) counts as a failed attempt, never a refusal.
 //! - **model**: budget meter → rate limit → model timeout → backend. A spent budget does not
 //!   wait for a quota; waiting for a quota is not a timeout.
 
@@ -162,7 +163,10 @@ impl Stack {
 
     /// Wraps a tool executor.
     pub fn tools(&self, executor: BoxToolService) -> BoxToolService {
-        let inner = BoxToolService::new(self.timeouts.tool_layer().layer(executor));
+        let mut inner = BoxToolService::new(self.timeouts.tool_layer().layer(executor));
+        if let Some(cj) = &self.class_jump {
+            inner = BoxToolService::new(cj.evidence_layer().layer(inner));
+        }
         let inner = BoxToolService::new(self.gates.tool_layer().layer(inner));
         BoxToolService::new(self.repeat.layer(inner))
     }

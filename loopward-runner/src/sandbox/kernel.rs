@@ -97,6 +97,13 @@ pub async fn spawn_confined(
         .map_err(|_| SandboxError::Spawn("the sandbox thread ended without an answer".into()))?
 }
 
+/// Restricts the calling thread (and every process it starts from now on) to `conf`. For a
+/// single-threaded program about to `exec` a command (`loopward sandbox exec`); a library that
+/// keeps running uses [`spawn_confined`].
+pub fn confine_current_thread(conf: &Confinement) -> Result<(), SandboxError> {
+    restrict(Some(open_grants(conf)?)).map(|_| ())
+}
+
 /// An open grant: the file or folder, and whether it is a whole tree.
 struct Open {
     fd: OwnedFd,

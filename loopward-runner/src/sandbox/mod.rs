@@ -34,7 +34,7 @@ mod kernel;
 mod plan;
 
 pub use error::SandboxError;
-pub use kernel::{kernel_support, probe, spawn_confined, KernelSupport};
+pub use kernel::{confine_current_thread, kernel_support, probe, spawn_confined, KernelSupport};
 pub use plan::{Confinement, Grant, Protected, MAX_GRANTS};
 
 use serde::{Deserialize, Serialize};

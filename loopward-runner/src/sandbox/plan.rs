@@ -56,6 +56,20 @@ impl Protected {
         }
     }
 
+    /// What `agent` may not write under the territories of a `loopward.toml` policy.
+    pub fn from_policy(
+        control: ControlFiles,
+        policy: &crate::gates::PolicyConfig,
+        agent: &AgentId,
+    ) -> Result<Self, crate::gates::ConfigError> {
+        let territories = policy
+            .territory
+            .iter()
+            .map(Territory::from_config)
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Self::for_agent(control, &territories, agent))
+    }
+
     /// Whether the canonical workspace-relative `rel` is itself protected (a control path or
     /// below one, or in a read-only territory).
     pub fn holds(&self, rel: &str) -> bool {

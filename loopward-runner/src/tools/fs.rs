@@ -10,6 +10,9 @@ use serde_json::json;
 
 use super::MAX_READ_BYTES;
 
+/// The largest file `edit_file` reads.
+const MAX_EDIT_BYTES: u64 = 16 * 1024 * 1024;
+
 fn path_schema(extra: serde_json::Value, required: &[&str]) -> serde_json::Value {
     let mut props =
         json!({"path": {"type": "string", "description": "Path relative to the workspace root"}});
@@ -121,15 +124,17 @@ impl Tool for WriteFile {
         async move {
             let a: WriteArgs = parse_args("write_file", &inv.call.arguments)?;
             let p = first_path(&inv)?;
-            let existed = tokio::fs::symlink_metadata(p.abs()).await.is_ok();
-            if let Some(parent) = p.abs().parent() {
-                tokio::fs::create_dir_all(parent)
-                    .await
-                    .map_err(|e| io_err("create the folder of", p.rel(), e))?;
-            }
-            tokio::fs::write(p.abs(), a.content.as_bytes())
-                .await
-                .map_err(|e| io_err("write", p.rel(), e))?;
+            // Through a handle on the root, following no link: the file judged is the file
+            // written, or nothing is.
+            let root = inv.turn.workspace().root().to_path_buf();
+            let rel = p.rel().to_string();
+            let content = a.content.clone();
+            let existed = tokio::task::spawn_blocking(move || {
+                super::beneath::write(&root, &rel, content.as_bytes())
+            })
+            .await
+            .map_err(|e| ToolError::Failed(format!("the write task failed: {e}")))?
+            .map_err(|e| io_err("write", p.rel(), e))?;
             let kind = if existed {
                 EffectKind::Modify
             } else {
@@ -188,9 +193,17 @@ impl Tool for EditFile {
         async move {
             let a: EditArgs = parse_args("edit_file", &inv.call.arguments)?;
             let p = first_path(&inv)?;
-            let text = tokio::fs::read_to_string(p.abs())
-                .await
-                .map_err(|e| io_err("read", p.rel(), e))?;
+            let root = inv.turn.workspace().root().to_path_buf();
+            let rel = p.rel().to_string();
+            let bytes = tokio::task::spawn_blocking(move || {
+                super::beneath::read(&root, &rel, MAX_EDIT_BYTES)
+            })
+            .await
+            .map_err(|e| ToolError::Failed(format!("the read task failed: {e}")))?
+            .map_err(|e| io_err("read", p.rel(), e))?;
+            let text = String::from_utf8(bytes).map_err(|_| {
+                ToolError::Failed(format!("{} is not UTF-8 text; edit_file edits text", p.rel()))
+            })?;
             let n = text.matches(&a.old).count();
             if n != 1 {
                 return Err(ToolError::Failed(format!(
@@ -199,9 +212,14 @@ impl Tool for EditFile {
                 )));
             }
             let updated = text.replacen(&a.old, &a.new, 1);
-            tokio::fs::write(p.abs(), updated.as_bytes())
-                .await
-                .map_err(|e| io_err("write", p.rel(), e))?;
+            let root = inv.turn.workspace().root().to_path_buf();
+            let rel = p.rel().to_string();
+            tokio::task::spawn_blocking(move || {
+                super::beneath::write(&root, &rel, updated.as_bytes())
+            })
+            .await
+            .map_err(|e| ToolError::Failed(format!("the write task failed: {e}")))?
+            .map_err(|e| io_err("write", p.rel(), e))?;
             Ok(ToolOutput::with_effects(
                 format!("edited {}", p.rel()),
                 vec![Effect::ok(p.rel(), EffectKind::Modify)],

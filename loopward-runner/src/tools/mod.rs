@@ -3,6 +3,7 @@
 //! Every path goes through the workspace canonicaliser; every tool validates its arguments
 //! against its schema before anything runs.
 
+mod beneath;
 mod fs;
 mod handoff;
 mod shell;

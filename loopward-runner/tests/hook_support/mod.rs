@@ -21,15 +21,25 @@ pub(crate) struct Project {
 impl Project {
     /// A scratch project governed by `policy` (the gate sections of a loopward.toml).
     pub(crate) fn new(policy: &str) -> Self {
+        Self::with_sandbox(policy, None)
+    }
+
+    /// Like [`Project::new`], wrapping `Bash` commands with `exe` (a `loopward` binary path).
+    pub(crate) fn with_sandbox(policy: &str, exe: Option<&str>) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path().canonicalize().unwrap();
         std::fs::write(root.join("loopward.toml"), policy).unwrap();
         let policy = loopward_runner::gates::PolicyConfig::from_toml(policy).unwrap();
-        let ctx = HookContext::builder(&policy)
+        let mut b = HookContext::builder(&policy)
             .root(&root)
-            .clock(Arc::new(ManualClock::new(1_700_000_000_000)))
-            .build()
-            .unwrap();
+            .clock(Arc::new(ManualClock::new(1_700_000_000_000)));
+        if let Some(exe) = exe {
+            b = b.sandbox_exec(loopward_runner::hook::SandboxExec {
+                exe: exe.into(),
+                config: root.join("loopward.toml"),
+            });
+        }
+        let ctx = b.build().unwrap();
         Self {
             _dir: dir,
             root,

@@ -68,7 +68,36 @@ pub(super) fn check(cfg: &Config) -> Result<(), Problem> {
             }
         }
     }
+    if let Some(cj) = &cfg.class_jump {
+        // report_attempt with the same subtask, strategy and outcome is the same call each
+        // time: past max_identical the repeat layer refuses it before class-jump can count it.
+        if cj.failures_per_strategy > cfg.repeat.max_identical {
+            return Err((
+                "class_jump.failures_per_strategy".into(),
+                format!(
+                    "is {}, but repeat.max_identical is {}: the repeat limit refuses the {}th identical report_attempt before class-jump can count it, so class-jump would never fire",
+                    cj.failures_per_strategy,
+                    cfg.repeat.max_identical,
+                    cfg.repeat.max_identical + 1
+                ),
+                format!(
+                    "lower class_jump.failures_per_strategy to at most {}, or raise [repeat] max_identical to at least {}",
+                    cfg.repeat.max_identical, cj.failures_per_strategy
+                ),
+            ));
+        }
+    }
     for (i, g) in cfg.stopgates.iter().enumerate() {
+        if g.point == "phase" {
+            return Err((
+                format!("stopgate[{i}].point"),
+                format!(
+                    "is \"phase\" (phase {:?}), but a configured team has no phases: the gate would load and never fire",
+                    g.phase.as_deref().unwrap_or("")
+                ),
+                "gate the agent's turn instead (point = \"turn\", agent = \"…\"), a tool, a write or a handoff; phase gates are for a custom loop that calls StopGates::before_phase".into(),
+            ));
+        }
         for (field, who) in [("agent", &g.agent), ("to", &g.to)] {
             if let Some(name) = who {
                 match AgentId::new(name.clone()) {

@@ -9,6 +9,12 @@
 //! ([`ClassJump::tool`]). The answer is a [`Verdict`] only the tracker can mint: retry with the
 //! same strategy, jump to the next, or exhausted. Reporting a spent or out-of-turn strategy is
 //! refused. [`ClassJump::layer`] on the turn service ends the run once a subtask is exhausted.
+//!
+//! Reports are not the only evidence: [`ClassJump::evidence_layer`] on the tool stack counts
+//! each failed result of the tools in `count_failed_tools` (default `shell`: a non-zero exit,
+//! an error, a timeout) against the calling agent's own strategy track, so an agent that stops
+//! reporting, or renames its subtask, still reaches the bound. Exhaustion ends the reply at the
+//! call that caused it.
 //! Every verdict is a `LayerDecision { layer: "class_jump" }`.
 //!
 //! ```
@@ -17,6 +23,7 @@
 //! let cj = ClassJump::new(ClassJumpConfig {
 //!     strategies: vec!["patch".into(), "rewrite".into()],
 //!     failures_per_strategy: 3,
+//!     count_failed_tools: vec!["shell".into()],
 //! }).unwrap();
 //! let dir = tempfile::tempdir().unwrap();
 //! let (r, _) = run(dir.path(), "r1");
@@ -31,10 +38,12 @@
 //! assert!(cj.is_exhausted(&r));
 //! ```
 
+mod evidence;
 mod layer;
 mod tool;
 mod tracker;
 
+pub use evidence::{EvidenceLayer, EvidenceService};
 pub use layer::{ClassJumpLayer, ClassJumpService};
 pub use tool::ReportAttemptTool;
 pub use tracker::{

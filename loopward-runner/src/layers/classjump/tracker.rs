@@ -2,7 +2,7 @@
 
 use crate::context::{RunContext, TurnContext};
 use crate::layers::{record, ConfigError};
-use loopward_core::AuditError;
+use loopward_core::{AgentId, AuditError};
 use serde::Deserialize;
 use serde_json::json;
 use std::collections::{HashMap, HashSet};
@@ -15,6 +15,10 @@ fn default_failures() -> u32 {
     DEFAULT_FAILURES_PER_STRATEGY
 }
 
+fn default_counted() -> Vec<String> {
+    vec!["shell".into()]
+}
+
 /// The `[class_jump]` table of `loopward.toml`.
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -24,6 +28,12 @@ pub struct ClassJumpConfig {
     /// Failures a strategy may have before the next is forced (1..=100, default 3).
     #[serde(default = "default_failures")]
     pub failures_per_strategy: u32,
+    /// Tools whose failed results (an error, a non-zero exit) count as failed attempts of the
+    /// caller's current strategy, whether or not the agent reports them (default `["shell"]`;
+    /// `[]` counts reports only). Counted per agent, under no subtask name, so neither silence
+    /// nor a renamed subtask escapes the bound.
+    #[serde(default = "default_counted")]
+    pub count_failed_tools: Vec<String>,
 }
 
 /// How an attempt went.
@@ -152,6 +162,8 @@ struct Sub {
 #[derive(Default)]
 struct State {
     subtasks: Mutex<HashMap<String, Sub>>,
+    /// Failures counted from tool results, per agent.
+    evidence: Mutex<HashMap<AgentId, Sub>>,
     exhausted: Mutex<Option<String>>,
 }
 
@@ -297,6 +309,66 @@ impl ClassJump {
         if v.kind == VerdictKind::Exhausted {
             *state.exhausted.lock().unwrap_or_else(|p| p.into_inner()) = Some(subtask.into());
             // The rest of the reply that exhausted it does not run; the model may answer in text.
+            turn.end_run(loopward_core::RunStatus::Exhausted);
+        }
+        Ok(v)
+    }
+}
+
+impl ClassJump {
+    /// Whether a failed result of `tool` counts as a failed attempt.
+    pub fn counts(&self, tool: &str) -> bool {
+        self.config.count_failed_tools.iter().any(|t| t == tool)
+    }
+
+    /// Counts a failed result of `tool` (one [`ClassJump::counts`]) against the calling agent's
+    /// current strategy: the evidence the agent cannot leave unreported. The verdict is recorded
+    /// (`source: "evidence"`) before it is returned; on exhaustion the rest of the reply does
+    /// not run and the run ends `Exhausted` after the turn.
+    pub fn observe_failure(&self, turn: &TurnContext, tool: &str) -> Result<Verdict, AuditError> {
+        let all = &self.config.strategies;
+        let allowed = self.config.failures_per_strategy;
+        let agent = turn.agent().clone();
+        let subtask = format!("{agent}'s failed {tool} calls");
+        let state = turn.run().extensions().get_or_default::<State>();
+        let mut ev = state.evidence.lock().unwrap_or_else(|p| p.into_inner());
+        let sub = ev.entry(agent).or_default();
+        let strategy = all[sub.index].clone();
+        let mk = |kind, next: Option<&String>, failures| Verdict {
+            kind,
+            subtask: subtask.clone(),
+            strategy: next.cloned(),
+            failures,
+            allowed,
+        };
+        let v = if sub.ended.is_some() {
+            mk(VerdictKind::Exhausted, None, allowed)
+        } else if sub.failures + 1 < allowed {
+            sub.failures += 1;
+            mk(VerdictKind::Retry, Some(&strategy), sub.failures)
+        } else if let Some(next) = all.get(sub.index + 1) {
+            sub.index += 1;
+            sub.failures = 0;
+            mk(VerdictKind::Jump, Some(next), allowed)
+        } else {
+            sub.ended = Some("exhausted");
+            mk(VerdictKind::Exhausted, None, allowed)
+        };
+        let word = match v.kind {
+            VerdictKind::Retry => "retry",
+            VerdictKind::Jump => "class_jump",
+            _ => "exhausted",
+        };
+        record::decision(
+            turn,
+            "class_jump",
+            word,
+            json!({"source": "evidence", "tool": tool, "subtask": subtask, "strategy": strategy,
+                   "failures": v.failures, "allowed": allowed, "next": v.strategy}),
+        )?;
+        drop(ev);
+        if v.kind == VerdictKind::Exhausted {
+            *state.exhausted.lock().unwrap_or_else(|p| p.into_inner()) = Some(subtask);
             turn.end_run(loopward_core::RunStatus::Exhausted);
         }
         Ok(v)

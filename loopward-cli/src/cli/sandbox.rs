@@ -1,0 +1,123 @@
+//! `loopward sandbox exec`: runs one command inside the kernel sandbox of one agent.
+//!
+//! The Claude Code hook wraps every `Bash` command in this (see docs/claude-code.md), so a
+//! command, and every process it starts, can write only what that agent may write. The binary
+//! runs it before starting any thread: the sandbox is set on this process, which then becomes
+//! the command (`exec`). If the sandbox cannot be set up, the command does not run (exit 126).
+
+use anyhow::{bail, Context, Result};
+use loopward::config::Config;
+use loopward_core::AgentId;
+use loopward_runner::gates::ControlFiles;
+use loopward_runner::sandbox::{confine_current_thread, Confinement, Protected};
+use loopward_runner::Workspace;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+/// Run a command in the sandbox of an agent (what the Claude Code hook wraps `Bash` in).
+#[derive(Debug, clap::Args)]
+#[command(after_help = "\
+Example:
+  loopward sandbox exec --config loopward.toml --agent builder -- bash -c 'echo hi > src/a.txt'
+
+The command may write only the agent's own territories and unclaimed paths (and $TMPDIR);
+other agents' territories, loopward's control files and state are read-only to it and to
+every process it starts. Exit status 126 when the sandbox cannot be set up (nothing ran).")]
+pub struct Args {
+    /// What to do.
+    #[command(subcommand)]
+    pub action: Action,
+}
+
+/// `sandbox` sub-commands.
+#[derive(Debug, clap::Subcommand)]
+pub enum Action {
+    /// Run a command in an agent's sandbox.
+    Exec {
+        /// The config file; its folder is the project root.
+        #[arg(long, default_value = "loopward.toml")]
+        config: PathBuf,
+        /// The agent whose writes the command may make.
+        #[arg(long)]
+        agent: String,
+        /// The Claude Code session (recorded in the command's environment as
+        /// `LOOPWARD_SESSION`).
+        #[arg(long)]
+        session: Option<String>,
+        /// The command and its arguments.
+        #[arg(last = true, required = true)]
+        command: Vec<String>,
+    },
+}
+
+/// Runs the command; returns only when it could not be started.
+pub fn run(args: &Args) -> ExitCode {
+    let Action::Exec {
+        config,
+        agent,
+        session,
+        command,
+    } = &args.action;
+    let err = match confine(config, agent) {
+        Ok(scratch) => {
+            let mut cmd = std::process::Command::new(&command[0]);
+            cmd.args(&command[1..]);
+            if let Some(s) = session {
+                cmd.env("LOOPWARD_SESSION", s);
+            }
+            if let Some(dir) = scratch {
+                cmd.env("TMPDIR", dir);
+            }
+            anyhow::Error::new(cmd.exec()).context(format!("could not run {:?}", command[0]))
+        }
+        Err(e) => e,
+    };
+    #[allow(clippy::print_stderr)]
+    {
+        eprintln!("loopward sandbox: not run: {err:#}");
+    }
+    ExitCode::from(126)
+}
+
+/// Sets this process's sandbox; returns the scratch folder made for `$TMPDIR`.
+fn confine(config: &Path, agent: &str) -> Result<Option<PathBuf>> {
+    let cfg = Config::load(config)?;
+    let root = cfg
+        .workspace_dir(config)
+        .canonicalize()
+        .with_context(|| format!("finding the workspace of {}", config.display()))?;
+    let ws = Workspace::new(&root).context("opening the workspace")?;
+    let agent = AgentId::new(agent.to_string()).context("--agent")?;
+    let abs_config = config
+        .canonicalize()
+        .with_context(|| format!("resolving {}", config.display()))?;
+    let control =
+        ControlFiles::in_workspace(&ws, &abs_config, &root.join(&cfg.run.runs_dir)).resolved(&ws);
+    let protected = Protected::from_policy(control, &cfg.policy(), &agent)
+        .with_context(|| format!("{}", config.display()))?;
+    let mut plan = Confinement::plan(&ws, &protected)?;
+    let scratch = scratch_dir(&root)?;
+    if let Some(s) = &scratch {
+        plan = plan.with_outside(s.clone());
+    }
+    if cfg.policy().gates.shell.sandbox != loopward_runner::sandbox::SandboxMode::Kernel {
+        bail!("the config says `sandbox = \"watch-only\"`; the hook does not wrap commands then, and this command will not run unconfined");
+    }
+    confine_current_thread(&plan)?;
+    Ok(scratch)
+}
+
+/// A fresh folder under the system's temporary folder, outside the workspace.
+fn scratch_dir(root: &Path) -> Result<Option<PathBuf>> {
+    let base = std::env::temp_dir();
+    if base.starts_with(root) {
+        return Ok(None);
+    }
+    let dir = base.join(format!("loopward-sh-{}", std::process::id()));
+    match std::fs::create_dir(&dir) {
+        Ok(()) => Ok(Some(dir)),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(Some(dir)),
+        Err(e) => Err(e).with_context(|| format!("creating {}", dir.display())),
+    }
+}
