@@ -326,3 +326,33 @@ fn a_killed_and_resumed_run_replays_part_by_part() {
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     assert!(text(&o).contains("all the same"), "{}", text(&o));
 }
+
+#[test]
+fn an_interactively_approved_run_replays_with_its_recorded_answers() {
+    let dir = workspace();
+    let d = dir.path();
+    // Every `write_file` asks a person: approved here (the answer is read from stdin).
+    let cfg = format!(
+        "{CONFIG}\n[[stopgate]]\nname = \"ask\"\npoint = \"tool\"\ntool = \"write_file\"\nmode = \"interactive\"\n"
+    );
+    std::fs::write(d.join("loopward.toml"), cfg).unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_loopward"))
+        .args(["run", "--id", "r"])
+        .current_dir(d)
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        use std::io::Write;
+        child.stdin.take().unwrap().write_all(b"y\n").unwrap();
+    }
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert_eq!(lines(&d.join("out/plan.md")), ["# Plan"]);
+    let o = loopward(d, &["replay", "runs/r"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(text(&o).contains("all the same"), "{}", text(&o));
+}
