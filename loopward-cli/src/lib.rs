@@ -2,3 +2,4 @@
 //! embedders use the `loopward` crate instead.
 
 pub mod cli;
+pub mod observe;

@@ -15,6 +15,12 @@ fn main() -> ExitCode {
     if let loopward_cli::cli::Command::Sandbox(a) = &cli.command {
         return loopward_cli::cli::sandbox::run(a);
     }
+    // Spans on stderr under RUST_LOG, OTLP export under OTEL_EXPORTER_OTLP_* (not for the hook:
+    // its stderr is what Claude Code shows the model).
+    let (_telemetry, note) = loopward_cli::observe::init(|k| std::env::var(k).ok());
+    if let Some(note) = note {
+        eprintln!("note: {note}");
+    }
     let rt = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

@@ -258,6 +258,12 @@ fn exit_status_says_how_the_run_ended() {
     std::fs::write(d.join("loopward.toml"), cfg).unwrap();
     let o = loopward(d, &["run", "--id", "r7"]);
     assert_eq!(o.status.code(), Some(7), "{}", text(&o));
+    // The hint names the gate: the printed command works as printed.
+    assert!(
+        text(&o).contains("`loopward approve r7 build`"),
+        "{}",
+        text(&o)
+    );
     assert!(!d.join("src/hello.txt").exists());
     let o = loopward(d, &["approve", "r7", "build"]);
     assert!(o.status.success(), "{}", text(&o));
@@ -266,6 +272,88 @@ fn exit_status_says_how_the_run_ended() {
     assert!(d.join("src/hello.txt").exists());
     let o = loopward(d, &["replay", "runs/r7"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+}
+
+/// The starter with `extra` appended to its config, run with `script` (TOML) as the fake script.
+fn run_with(extra: &str, script: &str, id: &str) -> (Output, tempfile::TempDir) {
+    run_with_edit(extra, script, id, |c| c)
+}
+
+fn run_with_edit(
+    extra: &str,
+    script: &str,
+    id: &str,
+    edit: impl Fn(String) -> String,
+) -> (Output, tempfile::TempDir) {
+    let dir = initialised();
+    let d = dir.path();
+    let mut cfg = edit(std::fs::read_to_string(d.join("loopward.toml")).unwrap());
+    cfg.push_str(extra);
+    std::fs::write(d.join("loopward.toml"), cfg).unwrap();
+    std::fs::write(d.join("s.toml"), script).unwrap();
+    let o = loopward(d, &["run", "--script", "s.toml", "--id", id]);
+    (o, dir)
+}
+
+#[test]
+fn exit_status_4_exhausted_5_budget_6_stopped_by_a_tool_gate() {
+    // 4: every strategy spent (class-jump), through report_attempt.
+    let report = |s: &str| {
+        format!("[[agents.root]]\ntool_calls = [{{ name = \"report_attempt\", arguments = {{ subtask = \"t\", strategy = \"{s}\", outcome = \"failed\" }} }}]\n")
+    };
+    let script = report("a") + &report("b") + "[[agents.root]]\ntext = \"Both failed.\"\n";
+    let extra = "\n[class_jump]\nstrategies = [\"a\", \"b\"]\nfailures_per_strategy = 1\n";
+    let extra = extra.to_string() + "\n# root may report attempts\n";
+    let (o, _dir) = run_with_edit(&extra, &script, "ex", |c| {
+        c.replace(
+            "tools = [\"read_file\", \"list_dir\", \"handoff\"]",
+            "tools = [\"read_file\", \"list_dir\", \"handoff\", \"report_attempt\"]",
+        )
+    });
+    assert_eq!(o.status.code(), Some(4), "{}", text(&o));
+    assert!(text(&o).contains("exhausted"), "{}", text(&o));
+    assert!(text(&o).contains("root: Both failed."), "{}", text(&o));
+
+    // 5: a token budget smaller than the first reply.
+    let (o, _dir) = run_with("\n[budget]\nmax_tokens = 5\n", "[[agents.root]]\ntext = \"a long enough answer to pass five tokens of budget\"\n[[agents.root]]\ntext = \"more\"\n", "bu");
+    assert_eq!(o.status.code(), Some(5), "{}", text(&o));
+
+    // 6: a denying stop-gate on a handoff ends the run stopped, not completed.
+    let (o, _dir) = run_with(
+        "\n[[stopgate]]\nname = \"no-planner\"\npoint = \"handoff\"\nto = \"planner\"\nmode = \"deny\"\n",
+        "[[agents.root]]\ntool_calls = [{ name = \"handoff\", arguments = { to = \"planner\", message = \"go\" } }]\n[[agents.root]]\ntext = \"I may not hand off to the planner.\"\n",
+        "st",
+    );
+    assert_eq!(o.status.code(), Some(6), "{}", text(&o));
+    let t = text(&o);
+    assert!(t.contains("stopped"), "{t}");
+    assert!(
+        t.contains("root: I may not hand off to the planner."),
+        "{t}"
+    );
+    // The stop-gate's refusal is shown whole, not cut off.
+    assert!(
+        t.contains("the run stops after this reply; say in your reply what you were doing"),
+        "{t}"
+    );
+
+    // 9: an empty answer fails the run (it is not a completed task).
+    let (o, _dir) = run_with("", "[[agents.root]]\ntext = \"  \"\n", "em");
+    assert_eq!(o.status.code(), Some(9), "{}", text(&o));
+    assert!(text(&o).contains("answered with nothing"), "{}", text(&o));
+}
+
+#[test]
+fn the_run_banner_names_the_backend_actually_used() {
+    let dir = initialised();
+    let d = dir.path();
+    let cfg = std::fs::read_to_string(d.join("loopward.toml"))
+        .unwrap()
+        .replace("kind = \"fake\"", "kind = \"llama\"");
+    std::fs::write(d.join("loopward.toml"), cfg).unwrap();
+    let o = loopward(d, &["run", "--backend", "fake", "--id", "b1"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(text(&o).contains("run b1 · fake"), "{}", text(&o));
 }
 
 #[test]

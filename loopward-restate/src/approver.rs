@@ -31,8 +31,18 @@ use loopward_runner::layers::stopgate::{Answer, ApprovalRequest, Approver};
 pub struct RestateApprover;
 
 /// The id a pending approval is approved by: the gate and the exact action.
+///
+/// ```
+/// use loopward_restate::pending_id;
+/// assert_eq!(pending_id("turn:reviewer", "turn:reviewer"), "turn:reviewer");
+/// assert_eq!(pending_id("deploy", "tool:deploy:ab12"), "deploy@tool:deploy:ab12");
+/// ```
 pub fn pending_id(gate: &str, action_key: &str) -> String {
-    format!("{gate}@{action_key}")
+    if gate == action_key {
+        gate.to_string()
+    } else {
+        format!("{gate}@{action_key}")
+    }
 }
 
 impl Approver for RestateApprover {

@@ -8,14 +8,16 @@
 //! |---|---|
 //! | [`JournaledModelLayer`] | each model call is a journaled step |
 //! | [`JournaledToolLayer`] | each tool call (gates, effect, shell watch) is a journaled step |
+//! | [`Restate`] | the hook a `loopward.toml` team takes: `Team::durable(Arc::new(Restate))` |
 //! | [`RestateApprover`] | `interactive` stop-gates wait on a Restate awakeable; the worker lets go |
 //! | [`LoopwardRunService`] | the `LoopwardRun` workflow: `run`, `pending` |
 //! | [`ReplayLedger`] | the run's ledger: one ledger, each record once, across workers |
 //! | [`ingress`] | start a run, see what it waits for, approve or deny it, over HTTP |
 //!
 //! The layers pass calls straight through when a run is not executing on Restate, so one team
-//! serves both: switching a team to Restate is the three layers at build time and a worker
-//! that serves [`LoopwardRunService`]. See `docs/durability.md` for what survives what.
+//! serves both: switching a team to Restate is `.durable(Arc::new(Restate))` on its
+//! `loopward::Team` (or the three layers, by hand) and a worker that serves
+//! [`LoopwardRunService`] (`examples/worker.rs`). See `docs/durability.md` for what survives what.
 //!
 //! ```
 //! use loopward_core::AgentId;
@@ -42,6 +44,7 @@
 //! ```
 
 mod approver;
+mod engine;
 pub mod ingress;
 mod journal;
 mod ledger;
@@ -51,6 +54,7 @@ mod wire;
 mod workflow;
 
 pub use approver::{pending_id, RestateApprover};
+pub use engine::Restate;
 pub use journal::JournalError;
 pub use ledger::{OpenError, ReplayLedger};
 pub use model::{JournaledModel, JournaledModelLayer};

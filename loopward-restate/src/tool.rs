@@ -5,7 +5,7 @@ use futures::future::BoxFuture;
 use loopward_core::Effect;
 use loopward_runner::tool::{ToolError, ToolInvocation, ToolOutput};
 use serde::{Deserialize, Serialize};
-use std::path::PathBuf;
+use std::path::Path;
 use std::task::{Context, Poll};
 use tower::{Service, ServiceExt};
 
@@ -126,7 +126,7 @@ where
 }
 
 /// Marks step `n` started; an existing mark means an earlier attempt started it and died.
-fn mark_started(dir: &PathBuf, n: u64) -> Result<(), String> {
+fn mark_started(dir: &Path, n: u64) -> Result<(), String> {
     std::fs::create_dir_all(dir).map_err(|e| {
         format!(
             "not run: the step mark folder {} cannot be created ({e})",
@@ -146,5 +146,25 @@ fn mark_started(dir: &PathBuf, n: u64) -> Result<(), String> {
             "not run: the step mark {} cannot be written ({e})",
             path.display()
         )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_step_started_twice_is_interrupted_and_not_run_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let marks = dir.path().join("steps");
+        assert_eq!(mark_started(&marks, 3), Ok(()));
+        assert_eq!(
+            mark_started(&marks, 4),
+            Ok(()),
+            "another step has its own mark"
+        );
+        let again = mark_started(&marks, 3).unwrap_err();
+        assert_eq!(again, INTERRUPTED);
+        assert!(again.contains("may or may not have happened"));
     }
 }

@@ -61,6 +61,7 @@
 
 mod agent;
 pub mod audit;
+pub mod calibrate;
 mod clock;
 mod context;
 mod extensions;

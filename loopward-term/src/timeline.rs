@@ -119,12 +119,25 @@ impl Timeline {
                 is_error,
                 effects,
                 summary,
-                tool,
+                output,
                 ..
             } => {
                 if *is_error {
-                    if !self.refused_calls.contains(call_id) && tool != "handoff" {
-                        out.line(Tone::Refusal, format!("    ✗ {summary}"));
+                    // A refused handoff shows too (unknown target, itself); a gate's refusal
+                    // already said it. The whole first line: a refusal is not cut off.
+                    if !self.refused_calls.contains(call_id) {
+                        let text = output.as_deref().unwrap_or(summary);
+                        let mut lines = text.lines();
+                        out.line(
+                            Tone::Refusal,
+                            format!("    ✗ {}", lines.next().unwrap_or(summary)),
+                        );
+                        // A layer's refusal says what to do on its next line, shown once.
+                        if let Some(hint) = lines.find_map(|l| l.strip_prefix("What to do: ")) {
+                            if self.hints_shown.insert(hint.to_string()) {
+                                out.line(Tone::Dim, format!("      what to do: {hint}"));
+                            }
+                        }
                     }
                 } else {
                     for e in effects {

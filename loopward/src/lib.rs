@@ -38,3 +38,8 @@ pub mod team;
 pub use loopward_core as core;
 pub use loopward_runner as runner;
 pub use team::Team;
+
+/// The README's code, compiled and checked as a doctest so it cannot rot.
+#[doc = include_str!("../../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;

@@ -46,6 +46,20 @@ pub struct Options {
     /// The innermost tool service (default: [`ToolExecutor`], which runs the tool). `replay`
     /// passes one that returns the recorded results and runs nothing.
     pub executor: Option<BoxToolService>,
+    /// A durable-execution engine the runs execute on (none: runs execute in this process).
+    pub durable: Option<Arc<dyn Durable>>,
+}
+
+/// Where a durable-execution engine (such as `loopward_restate::Restate`) hooks into a team: it
+/// journals each model call and each tool call, and answers `interactive` stop-gates.
+pub trait Durable: Send + Sync + 'static {
+    /// Wraps the model stack between the budget meter and the rate limit
+    /// ([`Stack::model_step`]).
+    fn model_step(&self, model: BoxModelService) -> BoxModelService;
+    /// Wraps each agent's whole tool stack, outside the policy gates.
+    fn tool_step(&self, tools: BoxToolService) -> BoxToolService;
+    /// Who answers `interactive` stop-gates when the caller names no approver.
+    fn approver(&self) -> Option<Arc<dyn Approver>>;
 }
 
 impl Default for Options {
@@ -56,6 +70,7 @@ impl Default for Options {
             approver: None,
             model_name: "fake".into(),
             executor: None,
+            durable: None,
         }
     }
 }
@@ -108,8 +123,13 @@ pub fn build(
     let control = ControlFiles::new(&opts.config_file, &cfg.run.runs_dir.to_string_lossy());
     let policy = Policy::with_control(&cfg.policy(), ws.clone(), control)?;
     let mut stack = Stack::new(&cfg.layers())?;
-    if let Some(a) = &opts.approver {
-        stack = stack.with_approver(a.clone());
+    let durable = opts.durable.clone();
+    if let Some(a) = opts
+        .approver
+        .clone()
+        .or_else(|| durable.as_ref().and_then(|d| d.approver()))
+    {
+        stack = stack.with_approver(a);
     }
     let tool_stack = PolicyLayer::new(policy).wrap(
         stack.tools(
@@ -118,7 +138,13 @@ pub fn build(
                 .unwrap_or_else(|| BoxToolService::new(ToolExecutor)),
         ),
     );
-    let model = stack.model(model);
+    let (model, tool_stack) = match &durable {
+        Some(d) => (
+            stack.model_step(model, |m| d.model_step(m)),
+            d.tool_step(tool_stack),
+        ),
+        None => (stack.model(model), tool_stack),
+    };
     // The caps layer ends runs at its own bound (plus a wrap-up turn); the runner's is a backstop.
     let mut runner = Runner::builder(ws)
         .clock(opts.clock.clone())
@@ -247,6 +273,13 @@ impl Team {
     /// Who answers `interactive` stop-gates (none: they deny).
     pub fn approver(mut self, approver: Arc<dyn Approver>) -> Self {
         self.options.approver = Some(approver);
+        self
+    }
+
+    /// Runs execute on a durable-execution engine: one line moves a team to Restate,
+    /// `.durable(Arc::new(loopward_restate::Restate))`.
+    pub fn durable(mut self, engine: Arc<dyn Durable>) -> Self {
+        self.options.durable = Some(engine);
         self
     }
 

@@ -5,7 +5,7 @@
 //! | `ci` | exactly what CI runs: format check, clippy with `-D warnings`, the tests, then clippy and the local-model tests with feature `llama` |
 //! | `tidy` | repository rules as code: crate graph, no environment in libraries, time only through the clock, every crate and public module in the code map |
 //! | `fmt` | formats the workspace |
-//! | `readme` | regenerates the README's demo-output section from the real demo (`--check`) |
+//! | `readme` | regenerates docs/demo.md's output section from the real demo (`--check`) |
 //! | `fetch-model` | downloads the SmolLM2 GGUF the llama tests use into `models/` |
 //! | `build-cuda` | installs the CUDA 13 toolkit from PyPI wheels and builds the `cuda` feature for sm_90 |
 
@@ -47,7 +47,7 @@ commands:
   ci     run exactly what CI runs: cargo fmt --check, clippy -D warnings, tests
   tidy   check the repository rules: crate graph, no env in libraries, time via the clock, code map
   fmt    format the workspace
-  readme regenerate the README's demo-output section from the real demo (--check: verify only)
+  readme regenerate docs/demo.md's output section from the real demo (--check: verify only)
   fetch-model  download the SmolLM2 GGUF the llama tests use into models/
   build-cuda   install the CUDA 13 toolkit wheels and build the cuda feature for sm_90
   bench        measure the cost of governance; writes bench/results.md and bench/results.json";
@@ -65,7 +65,7 @@ fn ci(root: &Path) -> Result<()> {
     tidy::run(root)?;
     // One feature set for the workspace: default plus `http` and `otel` (no C++ build). The
     // llama backend is built in its own, single configuration.
-    let features = "--features=loopward-runner/http,loopward-runner/otel";
+    let features = "--features=loopward-runner/http,loopward-runner/otel,loopward-cli/otel";
     let clippy = ["clippy", "--workspace", "--all-targets", features];
     cargo(root, &[&clippy[..], &["--", "-D", "warnings"]].concat())?;
     cargo(root, &["test", "--workspace", features])?;

@@ -1,14 +1,17 @@
-//! `cargo xtask readme [--check]`: the README's demo-output section, regenerated from the real
-//! demo output (never pasted by hand).
+//! `cargo xtask readme [--check]`: the demo page's output section (`docs/demo.md`, linked from
+//! the README), regenerated from the real demo output (never pasted by hand).
 //!
 //! The section sits between `<!-- demo-output:start -->` and `<!-- demo-output:end -->`. The
 //! demo runs with a fixed scratch folder whose path is then shown as `<scratch>`; everything
 //! else in its output is deterministic (fixed run ids, a fixed clock), so `--check` (which
-//! `cargo xtask ci` runs) fails exactly when the demo's behaviour changed and the README did not.
+//! `cargo xtask ci` runs) fails exactly when the demo's behaviour changed and the page did not.
 
 use anyhow::{bail, Context, Result};
 use std::path::Path;
 use std::process::Command;
+
+/// The page that shows the demo's whole output.
+pub(crate) const DEMO_PAGE: &str = "docs/demo.md";
 
 /// The marker that opens the section.
 pub(crate) const START: &str = "<!-- demo-output:start -->";
@@ -57,10 +60,10 @@ fn tempfile_dir() -> Result<std::path::PathBuf> {
 /// `readme` with the section replaced by `output`.
 pub(crate) fn splice(readme: &str, output: &str) -> Result<String> {
     let (Some(a), Some(b)) = (readme.find(START), readme.find(END)) else {
-        bail!("README.md has no {START} … {END} section");
+        bail!("the demo page has no {START} … {END} section");
     };
     if b < a {
-        bail!("README.md has {END} before {START}");
+        bail!("the demo page has {END} before {START}");
     }
     let body = format!(
         "{START}\n```text\n$ cargo run -p loopward-demo\n{}```\n",
@@ -69,13 +72,13 @@ pub(crate) fn splice(readme: &str, output: &str) -> Result<String> {
     Ok(format!("{}{body}{}", &readme[..a], &readme[b..]))
 }
 
-/// Whether the README's section is what the demo prints now.
+/// Whether the page's section is what the demo prints now.
 pub(crate) fn check(root: &Path) -> Result<()> {
-    let path = root.join("README.md");
-    let readme = std::fs::read_to_string(&path).context("cannot read README.md")?;
+    let path = root.join(DEMO_PAGE);
+    let readme = std::fs::read_to_string(&path).context("cannot read the demo page")?;
     let want = splice(&readme, &demo_output(root)?)?;
     if want != readme {
-        bail!("README.md's demo output is out of date; run `cargo xtask readme` and commit it");
+        bail!("docs/demo.md is out of date; run `cargo xtask readme` and commit it");
     }
     Ok(())
 }
@@ -85,10 +88,10 @@ pub(crate) fn run(root: &Path, check_only: bool) -> Result<()> {
     if check_only {
         return check(root);
     }
-    let path = root.join("README.md");
-    let readme = std::fs::read_to_string(&path).context("cannot read README.md")?;
+    let path = root.join(DEMO_PAGE);
+    let readme = std::fs::read_to_string(&path).context("cannot read the demo page")?;
     let updated = splice(&readme, &demo_output(root)?)?;
-    std::fs::write(&path, updated).context("cannot write README.md")?;
-    eprintln!("README.md: demo output regenerated");
+    std::fs::write(&path, updated).context("cannot write the demo page")?;
+    eprintln!("docs/demo.md: demo output regenerated");
     Ok(())
 }

@@ -1,4 +1,5 @@
-//! `loopward approve|deny <run> <gate>`: answers a run's durable stop-gate.
+//! `loopward approve|deny <run> <gate>`: answers a run's durable stop-gate — in the workspace's
+//! `.loopward/pending/`, or, with `--restate`, the awakeable a run on Restate waits on.
 
 use anyhow::{bail, Result};
 use loopward::config::{Config, CONFIG_FILE};
@@ -16,7 +17,12 @@ Examples:
 
 A `durable` stop-gate writes a pending approval under .loopward/pending/ and ends the run
 `awaiting_approval` (exit status 7). Answer it here, then `loopward run --resume <run>`: an
-approved action runs exactly once; a denied one is refused.")]
+approved action runs exactly once; a denied one is refused.
+
+With --restate, the run executes on Restate (loopward-restate) and waits on an awakeable while no
+worker holds it; the verdict goes to the Restate server, from any machine that reaches it, and
+the run goes on on whichever worker Restate picks:
+  loopward approve moves-1 turn:reviewer --restate http://restate.internal:8080")]
 pub struct Args {
     /// The run waiting for approval.
     pub run: String,
@@ -25,9 +31,88 @@ pub struct Args {
     /// The config file (its workspace holds .loopward/pending/).
     #[arg(long, default_value = CONFIG_FILE)]
     pub config: PathBuf,
+    /// The run executes on Restate: its ingress (http://HOST:8080). No config is read.
+    #[arg(long, value_name = "URL")]
+    pub restate: Option<String>,
+    /// The Restate admin API, where the pending approval is read (default: the ingress's host,
+    /// port 9070).
+    #[arg(long, value_name = "URL", requires = "restate")]
+    pub restate_admin: Option<String>,
+    /// Who approves, as the ledger records it (with --restate).
+    #[arg(long, default_value = "loopward approve", requires = "restate")]
+    pub by: String,
 }
 
-pub(super) fn run(args: &Args, approve: bool) -> Result<ExitCode> {
+/// The admin URL: given, or the ingress's host on Restate's default admin port.
+fn admin_url(ingress: &str, admin: Option<&str>) -> Result<String> {
+    if let Some(a) = admin {
+        return Ok(a.to_string());
+    }
+    let (scheme, rest) = ingress.split_once("://").ok_or_else(|| {
+        anyhow::anyhow!("--restate {ingress:?} is not a URL like http://HOST:8080")
+    })?;
+    let authority = rest.split('/').next().unwrap_or(rest);
+    let host = match authority.rsplit_once(':') {
+        Some((h, port)) if port.chars().all(|c| c.is_ascii_digit()) => h,
+        _ => authority,
+    };
+    Ok(format!("{scheme}://{host}:9070"))
+}
+
+async fn run_restate(args: &Args, ingress: &str, approve: bool) -> Result<ExitCode> {
+    use loopward_restate::ingress::Ingress;
+    use loopward_restate::Verdict;
+    let run = loopward_core::RunId::new(&args.run)
+        .ok_or_else(|| anyhow::anyhow!("{:?} is not a run id", args.run))?;
+    let admin = admin_url(ingress, args.restate_admin.as_deref())?;
+    let client = Ingress::new(ingress, &admin)?;
+    let Some(pending) = client.pending(&run).await? else {
+        bail!(
+            "run {} is not waiting for an approval on Restate at {ingress} (it may be running, finished, or not started)",
+            args.run
+        );
+    };
+    if pending.gate != args.gate {
+        bail!(
+            "run {} waits at stop-gate {:?} ({}), not {:?}; nothing was decided",
+            args.run,
+            pending.gate,
+            pending.summary,
+            args.gate
+        );
+    }
+    let verdict = if approve {
+        Verdict::Approve {
+            id: pending.id.clone(),
+            by: args.by.clone(),
+        }
+    } else {
+        Verdict::Deny {
+            id: pending.id.clone(),
+            reason: format!("denied with loopward deny by {}", args.by),
+        }
+    };
+    let decided = client.decide(&run, &verdict).await?;
+    let verb = if approve { "approved" } else { "denied" };
+    let mut out = Printer::stdout();
+    out.line(
+        Tone::Ok,
+        format!(
+            "{verb} {}: {} ({})",
+            decided.id, decided.summary, decided.gate
+        ),
+    );
+    out.line(
+        Tone::Dim,
+        "Restate holds the verdict; the run goes on as soon as a worker is up",
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+pub(super) async fn run(args: &Args, approve: bool) -> Result<ExitCode> {
+    if let Some(ingress) = &args.restate {
+        return run_restate(args, ingress, approve).await;
+    }
     let cfg = Config::load(&args.config)?;
     let dir = pending_dir(&cfg.workspace_dir(&args.config));
     let found = find_pending(&dir, &args.run, &args.gate)?;
@@ -68,4 +153,26 @@ pub(super) fn run(args: &Args, approve: bool) -> Result<ExitCode> {
         format!("resume the run: loopward run --resume {}", args.run),
     );
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::admin_url;
+
+    #[test]
+    fn the_admin_api_defaults_to_the_ingress_host_on_port_9070() {
+        assert_eq!(
+            admin_url("http://restate.internal:8080", None).unwrap(),
+            "http://restate.internal:9070"
+        );
+        assert_eq!(
+            admin_url("https://r.example/", Some("https://admin.example")).unwrap(),
+            "https://admin.example"
+        );
+        assert_eq!(
+            admin_url("https://r.example/", None).unwrap(),
+            "https://r.example:9070"
+        );
+        assert!(admin_url("restate:8080", None).is_err());
+    }
 }

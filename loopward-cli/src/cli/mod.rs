@@ -10,6 +10,7 @@
 //! ```
 
 pub mod approve;
+pub mod calibrate;
 pub mod gates;
 pub mod hook;
 pub mod init;
@@ -58,6 +59,8 @@ pub enum Command {
     Verify(verify::Args),
     /// Governance figures over all runs, computed from the ledgers.
     Report(report::Args),
+    /// How often a candidate config's gates would have fired on recorded history.
+    Calibrate(calibrate::Args),
     /// Re-run a recorded run offline and check every decision comes out the same.
     Replay(replay::Args),
     /// Answer agent-tool hooks (Claude Code) with the loopward.toml policy.
@@ -71,12 +74,13 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Init(a) => init::run(&a),
         Command::Run(a) => run::run(a).await,
-        Command::Approve(a) => approve::run(&a, true),
-        Command::Deny(a) => approve::run(&a, false),
+        Command::Approve(a) => approve::run(&a, true).await,
+        Command::Deny(a) => approve::run(&a, false).await,
         Command::Override(a) => override_cmd::run(a),
         Command::Gates(a) => gates::run(a),
         Command::Verify(a) => verify::run(&a),
         Command::Report(a) => report::run(&a),
+        Command::Calibrate(a) => calibrate::run(&a),
         Command::Replay(a) => replay::run(a).await,
         Command::Hook(a) => hook::run(&a),
         Command::Sandbox(a) => Ok(sandbox::run(&a)),

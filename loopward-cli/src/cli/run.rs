@@ -22,9 +22,10 @@ use std::sync::{Arc, Mutex};
 Example:
   loopward run --task \"Add a hello file\"
 
-Exit status: 0 completed · 3 a cap was reached · 4 strategies exhausted · 5 budget spent ·
-6 stopped by a gate · 7 waiting for `loopward approve` · 8 the ledger could not be written ·
-9 failed (backend error, script ran out) · 1 could not start (bad config, missing file).")]
+Exit status: 0 completed · 3 a cap was reached · 4 strategies exhausted (class-jump) · 5 budget
+spent · 6 stopped by a stop-gate (a denied turn, tool call or handoff) · 7 waiting for `loopward
+approve` · 8 the ledger could not be written · 9 failed (backend error, empty or cut-off answer,
+script ran out) · 1 could not start (bad config, missing file, a config that cannot work).")]
 pub struct Args {
     /// The config file.
     #[arg(long, default_value = CONFIG_FILE)]
@@ -183,7 +184,10 @@ pub(super) async fn run(args: Args) -> Result<ExitCode> {
         let mut o = out.lock().unwrap_or_else(|p| p.into_inner());
         o.line(
             Tone::Title,
-            format!("run {id} · {}", cfg.backend.kind.as_str()),
+            format!(
+                "run {id} · {}",
+                args.backend.unwrap_or(cfg.backend.kind).as_str()
+            ),
         );
         o.line(Tone::Dim, format!("task: {task}"));
         if let Some(j) = &journal {
@@ -220,23 +224,39 @@ pub(super) async fn run(args: Args) -> Result<ExitCode> {
     } else {
         Tone::Refusal
     };
+    // The same figures `loopward report` shows: folded from the ledger, not from runner state
+    // (a stopped turn's tokens and handoffs are in the ledger either way).
+    let (turns, handoffs, tokens) = match ledger::run_figures(&run_dir) {
+        Ok(f) => (f.turns, f.handoffs.len(), f.usage.total()),
+        Err(_) => (
+            u64::from(report.turns),
+            report.handoffs.len(),
+            report.usage.total(),
+        ),
+    };
     o.line(
         tone,
         format!(
-            "{}: {} turns, {} handoffs, {} tokens",
+            "{}: {turns} {}, {handoffs} {}, {tokens} tokens",
             report.status.label(),
-            report.turns,
-            report.handoffs.len(),
-            report.usage.total()
+            plural(turns, "turn", "turns"),
+            plural(handoffs as u64, "handoff", "handoffs"),
         ),
     );
     if let (Some(agent), false) = (&report.last_agent, report.final_text.is_empty()) {
         o.line(Tone::Plain, format!("{agent}: {}", report.final_text));
     }
     if let RunStatus::AwaitingApproval { pending } = &report.status {
+        // The gate's name is in the pending record; print the command that works.
+        let gate = loopward_runner::layers::stopgate::list_pending(
+            &loopward_runner::layers::stopgate::pending_dir(&workspace),
+        )
+        .ok()
+        .and_then(|all| all.into_iter().find(|p| p.id == *pending))
+        .map_or_else(|| "<gate>".to_string(), |p| p.gate);
         o.line(
             Tone::Warn,
-            format!("waiting for a person: pending approval {pending} (see .loopward/pending/); answer with `loopward approve {id} <gate>` or `loopward deny {id} <gate>`, then `loopward run --resume {id}`"),
+            format!("waiting for a person: pending approval {pending} (see .loopward/pending/); answer with `loopward approve {id} {gate}` or `loopward deny {id} {gate}`, then `loopward run --resume {id}`"),
         );
     }
     if let RunStatus::Failed { error } | RunStatus::AuditFailed { error } = &report.status {
@@ -261,4 +281,56 @@ pub(super) async fn run(args: Args) -> Result<ExitCode> {
     }
     o.flush();
     Ok(ExitCode::from(exit_code(&report.status)))
+}
+
+fn plural<'a>(n: u64, one: &'a str, many: &'a str) -> &'a str {
+    if n == 1 {
+        one
+    } else {
+        many
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::exit_code;
+    use loopward_core::RunStatus;
+
+    #[test]
+    fn each_way_a_run_ends_has_its_own_exit_status() {
+        let s = |x: &str| x.to_string();
+        let codes = [
+            (RunStatus::Completed, 0),
+            (RunStatus::CapReached { cap: s("turns") }, 3),
+            (RunStatus::Exhausted, 4),
+            (
+                RunStatus::BudgetExceeded {
+                    budget: s("tokens"),
+                },
+                5,
+            ),
+            (
+                RunStatus::Stopped {
+                    reason: s("denied"),
+                },
+                6,
+            ),
+            (RunStatus::AwaitingApproval { pending: s("p1") }, 7),
+            (
+                RunStatus::AuditFailed {
+                    error: s("disk full"),
+                },
+                8,
+            ),
+            (
+                RunStatus::Failed {
+                    error: s("empty answer"),
+                },
+                9,
+            ),
+        ];
+        for (status, code) in codes {
+            assert_eq!(exit_code(&status), code, "{status:?}");
+        }
+    }
 }

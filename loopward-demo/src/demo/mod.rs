@@ -187,6 +187,7 @@ impl<W: Write + Send + 'static> Stage<W> {
                         .map_or_else(|| "llama".into(), |s| s.to_string_lossy().into_owned()),
                 },
                 executor: None,
+                durable: None,
             },
         )?;
         let ledger = ledger::create(&self.runs_dir, &run, clock)?;
@@ -351,10 +352,17 @@ fn intro<W: Write + Send + 'static>(stage: &Stage<W>) {
 fn outro<W: Write + Send + 'static>(stage: &Stage<W>) -> Result<()> {
     let table = ledger::report(&stage.runs_dir)?.to_table();
     let index = ledger::write_index_html(&stage.runs_dir)?;
+    let calibration = calibration(&stage.runs_dir)?;
     let mut o = stage.out.lock().unwrap_or_else(|p| p.into_inner());
     o.blank();
     o.title("Compliance, computed from the ledgers (the same code as `loopward report`)");
     o.block(Tone::Plain, &table);
+    o.blank();
+    if let Some(calibration) = calibration {
+        o.blank();
+        o.title("Calibration: a stricter sprawl gate, tried on these runs first");
+        o.block(Tone::Plain, &calibration);
+    }
     o.blank();
     o.line(
         Tone::Plain,
@@ -377,6 +385,35 @@ fn outro<W: Write + Send + 'static>(stage: &Stage<W>) -> Result<()> {
     );
     o.flush();
     Ok(())
+}
+
+/// `loopward calibrate` on the demo's runs, in shadow mode (nothing executed): how often the
+/// sprawl gate would fire at the demo's threshold and at a stricter one.
+/// `None` when the sprawl chapter was not played.
+fn calibration(runs_dir: &Path) -> Result<Option<String>> {
+    let config = runs_dir.join("ch3-sprawl").join("loopward.toml");
+    if !config.is_file() {
+        return Ok(None);
+    }
+    let current = Config::load(&config)?.policy();
+    let fired = |threshold: u32| -> Result<(u64, u64, u64)> {
+        let mut candidate = current.clone();
+        candidate.gates.sprawl.threshold = threshold;
+        let mut cal = loopward_runner::calibrate::Calibrator::new(&candidate, None, "root")?;
+        cal.add_path(runs_dir)?;
+        let r = cal.finish();
+        let n = r.gates.get("sprawl").map_or(0, |g| g.turns_fired);
+        Ok((n, r.turns, r.actions))
+    };
+    let now = current.gates.sprawl.threshold;
+    let (n3, turns, writes) = fired(now)?;
+    let (n2, _, _) = fired(now - 1)?;
+    Ok(Some(format!(
+        "{writes} recorded writes in {turns} turns re-judged, nothing executed:\n\
+         sprawl at threshold {now} would have fired in {n3} of {turns} turns; at threshold {} in {n2} of {turns}\n\
+         (loopward calibrate --config candidate.toml runs: per gate, with example refusals and a false-positive estimate)",
+        now - 1
+    )))
 }
 
 /// The demo's own runs folder under a scratch folder.

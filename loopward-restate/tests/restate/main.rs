@@ -18,7 +18,7 @@ mod team;
 
 use loopward_core::{AgentId, AuditEvent, RunId, RunStatus};
 use loopward_restate::ingress::{self, Ingress};
-use loopward_restate::{LoopwardRunService, StartRun, Verdict};
+use loopward_restate::{LoopwardRunService, StartRun};
 use loopward_runner::audit::{LedgerOptions, Record, EVENTS_FILE};
 use restate_sdk::prelude::{Endpoint, HttpServer};
 use std::path::{Path, PathBuf};
@@ -205,18 +205,33 @@ async fn scenario(dir: &Path) -> Result<(), String> {
     // No worker holds the run while the person thinks: stop them all.
     let survivor_name = survivor.name;
     survivor.kill();
-    let approved = ingress
-        .decide(
-            &run,
-            &Verdict::Approve {
-                id: pending.id.clone(),
-                by: "a person, from elsewhere".into(),
-            },
-        )
+    // The person approves from elsewhere, through the CLI: `loopward approve <run> <gate> --restate`.
+    let cli = <loopward_cli::cli::Cli as clap::Parser>::try_parse_from([
+        "loopward",
+        "approve",
+        run.as_str(),
+        pending.gate.as_str(),
+        "--restate",
+        server.ingress.as_str(),
+        "--restate-admin",
+        server.admin.as_str(),
+        "--by",
+        "a person, from elsewhere",
+    ])
+    .map_err(|e| e.to_string())?;
+    let code = loopward_cli::cli::dispatch(cli)
         .await
-        .map_err(|e| e.to_string())?;
-    if approved.id != pending.id {
-        return Err(format!("approved {approved:?}, expected {pending:?}"));
+        .map_err(|e| format!("loopward approve: {e:#}"))?;
+    if code != std::process::ExitCode::SUCCESS {
+        return Err(format!("loopward approve exited {code:?}"));
+    }
+    if ingress
+        .pending(&run)
+        .await
+        .map_err(|e| e.to_string())?
+        .is_none()
+    {
+        return Err("the approval was taken before any worker was up".into());
     }
     // A fresh worker, on the first worker's address: the run resumes there.
     let _c = Worker::start("c", dir, port_a)?;

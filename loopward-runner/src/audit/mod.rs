@@ -48,7 +48,7 @@ mod memory;
 mod record;
 pub(crate) mod render;
 pub(crate) mod report;
-mod verify;
+pub(crate) mod verify;
 
 pub use figures::{
     AdvisoryCompliance, GateFigures, OverrideUse, RunFigures, UnauthorisedWrite, REMEDY_REVERTED,

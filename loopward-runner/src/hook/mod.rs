@@ -51,7 +51,7 @@ mod bash;
 pub mod claude_code;
 mod decide;
 mod ledger;
-mod rules;
+pub(crate) mod rules;
 pub mod session;
 mod shell;
 

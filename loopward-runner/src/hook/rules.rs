@@ -204,6 +204,20 @@ impl Rules {
         ws: &Workspace,
         clock: &dyn Clock,
     ) -> WriteVerdict {
+        let overrides = Self::overrides(ws, self.max_ttl);
+        self.judge_write_with(ask, turn, plan_fresh, Some(&overrides), clock)
+    }
+
+    /// [`judge_write`](Self::judge_write) with the override store given; `None` judges as if no
+    /// override existed and touches nothing on disk (`loopward calibrate`'s shadow mode).
+    pub(crate) fn judge_write_with(
+        &self,
+        ask: &WriteAsk<'_>,
+        turn: Option<&AgentTurn>,
+        plan_fresh: bool,
+        overrides: Option<&OverrideStore>,
+        clock: &dyn Clock,
+    ) -> WriteVerdict {
         let WriteAsk {
             caller,
             call_id,
@@ -249,7 +263,6 @@ impl Rules {
             );
             return v;
         }
-        let overrides = Self::overrides(ws, self.max_ttl);
         let mut covering: Vec<&Territory> =
             self.territories.iter().filter(|t| t.covers(rel)).collect();
         covering.sort_by(|a, b| a.name().cmp(b.name()));
@@ -261,12 +274,17 @@ impl Rules {
         // The territory whose override this write needs, once every gate allows.
         let mut needs: Option<&Territory> = None;
         let territory = match foreign.iter().find(|t| t.mode() == GateMode::Enforce) {
-            Some(t) => match overrides.find(caller, rel, clock) {
-                Ok(_) => {
+            Some(t) => match overrides.map(|o| o.find(caller, rel, clock)) {
+                None => Some((
+                    t.name().to_string(),
+                    GateMode::Enforce,
+                    Decision::Deny(self.territory_refusal(t, caller, rel, None)),
+                )),
+                Some(Ok(_)) => {
                     needs = Some(t);
                     None
                 }
-                Err(e) => Some((
+                Some(Err(e)) => Some((
                     t.name().to_string(),
                     GateMode::Enforce,
                     Decision::Deny(self.territory_refusal(t, caller, rel, Some(&e))),
@@ -344,8 +362,8 @@ impl Rules {
             return v;
         }
         // Every gate allows: consume the override this write needs, recorded first.
-        match needs {
-            Some(t) => match overrides.take(caller, rel, clock) {
+        match needs.zip(overrides) {
+            Some((t, overrides)) => match overrides.take(caller, rel, clock) {
                 Ok(taken) => {
                     v.events.push(AuditEvent::OverrideConsumed {
                         id: taken.id.clone(),

@@ -1,0 +1,154 @@
+//! Observability from the command line alone: `RUST_LOG` shows spans on stderr, and the standard
+//! `OTEL_EXPORTER_OTLP_ENDPOINT` sends them to a collector (here a stand-in on 127.0.0.1).
+
+use std::io::{Read, Write};
+use std::net::TcpListener;
+use std::path::Path;
+use std::process::{Command, Output};
+use std::time::Duration;
+
+fn loopward(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_loopward"));
+    cmd.args(args)
+        .current_dir(dir)
+        .env("NO_COLOR", "1")
+        .env_remove("RUST_LOG")
+        .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+        .env_remove("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.output().unwrap()
+}
+
+fn initialised() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    assert!(loopward(dir.path(), &["init"], &[]).status.success());
+    dir
+}
+
+#[test]
+fn rust_log_shows_the_runs_spans_and_silence_is_the_default() {
+    let dir = initialised();
+    let quiet = loopward(dir.path(), &["run", "--id", "quiet"], &[]);
+    assert!(quiet.status.success());
+    let stderr = String::from_utf8_lossy(&quiet.stderr);
+    assert!(!stderr.contains("invoke_agent"), "{stderr}");
+
+    let loud = loopward(
+        dir.path(),
+        &["run", "--id", "loud"],
+        &[("RUST_LOG", "info")],
+    );
+    assert!(loud.status.success());
+    let stderr = String::from_utf8_lossy(&loud.stderr);
+    assert!(stderr.contains("invoke_agent"), "{stderr}");
+    assert!(stderr.contains("execute_tool"), "{stderr}");
+}
+
+#[test]
+fn an_invalid_rust_log_is_named_not_fatal() {
+    let dir = initialised();
+    let o = loopward(
+        dir.path(),
+        &["run", "--id", "bad-log"],
+        &[("RUST_LOG", "=[")],
+    );
+    assert!(o.status.success());
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        stderr.contains("RUST_LOG=\"=[\" is not a valid filter"),
+        "{stderr}"
+    );
+}
+
+/// A collector stand-in: accepts HTTP posts and keeps their paths and bodies.
+fn collector() -> (String, std::sync::mpsc::Receiver<(String, Vec<u8>)>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().take(16) {
+            let Ok(mut s) = stream else { break };
+            s.set_read_timeout(Some(Duration::from_secs(5))).ok();
+            let mut buf = Vec::new();
+            let mut chunk = [0u8; 8192];
+            // Read the head, then as many body bytes as Content-Length says.
+            let (head_end, len) = loop {
+                let n = s.read(&mut chunk).unwrap_or(0);
+                if n == 0 {
+                    break (buf.len(), 0);
+                }
+                buf.extend_from_slice(&chunk[..n]);
+                if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                    let head = String::from_utf8_lossy(&buf[..i]).to_lowercase();
+                    let len = head
+                        .lines()
+                        .find_map(|l| l.strip_prefix("content-length:"))
+                        .and_then(|v| v.trim().parse::<usize>().ok())
+                        .unwrap_or(0);
+                    break (i + 4, len);
+                }
+            };
+            while buf.len() < head_end + len {
+                let n = s.read(&mut chunk).unwrap_or(0);
+                if n == 0 {
+                    break;
+                }
+                buf.extend_from_slice(&chunk[..n]);
+            }
+            let line = String::from_utf8_lossy(&buf)
+                .lines()
+                .next()
+                .unwrap_or("")
+                .to_string();
+            let path = line.split_whitespace().nth(1).unwrap_or("").to_string();
+            let _ =
+                s.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n");
+            let _ = tx.send((path, buf[head_end.min(buf.len())..].to_vec()));
+        }
+    });
+    (url, rx)
+}
+
+#[test]
+fn otel_exporter_otlp_endpoint_alone_sends_the_spans_to_a_collector() {
+    if !cfg!(feature = "otel") {
+        // The export needs the `otel` feature; without it the binary says so (tested below).
+        let dir = initialised();
+        let o = loopward(
+            dir.path(),
+            &["run", "--id", "no-otel"],
+            &[("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:9")],
+        );
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert!(stderr.contains("--features otel"), "{stderr}");
+        return;
+    }
+    let (url, posts) = collector();
+    let dir = initialised();
+    let o = loopward(
+        dir.path(),
+        &["run", "--id", "exported"],
+        &[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", &url),
+            ("OTEL_SERVICE_NAME", "loopward-test"),
+        ],
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let mut bodies = Vec::new();
+    while let Ok((path, body)) = posts.recv_timeout(Duration::from_secs(10)) {
+        assert_eq!(path, "/v1/traces");
+        bodies.extend(body);
+        if bodies.windows(12).any(|w| w == b"invoke_agent") {
+            break;
+        }
+    }
+    let has = |s: &[u8]| bodies.windows(s.len()).any(|w| w == s);
+    assert!(has(b"invoke_agent"), "no invoke_agent span exported");
+    assert!(
+        has(b"loopward-test"),
+        "the service name is not OTEL_SERVICE_NAME"
+    );
+    assert!(has(b"gen_ai.agent.name"), "GenAI attributes missing");
+}

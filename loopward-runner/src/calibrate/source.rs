@@ -1,0 +1,417 @@
+//! Recorded history, streamed as steps: loopward ledgers (`events.jsonl`) and Claude Code
+//! transcripts (the JSONL session files under `~/.claude/projects/<project>/`).
+//!
+//! A Claude Code transcript holds one JSON object a line. The lines that matter here:
+//! - `{"type":"user","message":{"role":"user","content":"<text>"},"isMeta":…}` — a person's
+//!   prompt (a string, or text blocks) starts a turn; `isMeta` lines and tool results do not;
+//! - `{"type":"assistant","message":{"content":[{"type":"tool_use","id","name","input"}…]}}` —
+//!   the tool calls (`Write`, `Edit`, `MultiEdit`, `NotebookEdit` write files);
+//! - `{"type":"user","message":{"content":[{"type":"tool_result","tool_use_id","is_error"}]}}` —
+//!   what became of each call.
+//!
+//! Every line also carries `sessionId` and `cwd` (the project root the paths are under).
+//! Lines of other types (`summary`, `system`, …) and unknown fields are skipped.
+
+use crate::audit::Record;
+use loopward_core::{AuditEvent, Decision, EffectStatus};
+use serde_json::Value;
+use std::collections::HashMap;
+use std::io::BufRead;
+use std::path::Path;
+
+/// What became of a recorded write.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Outcome {
+    /// It ran and its change stood.
+    Kept,
+    /// It ran and its change was put back (or failed).
+    Reverted,
+    /// It was refused, or finished as an error, when it was recorded.
+    Refused,
+    /// The history does not say.
+    Unknown,
+}
+
+/// One recorded step of a session, in order.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum Step {
+    /// A person's message: a new turn for turn-scoped gates.
+    Human,
+    /// A file write, as requested.
+    Write(Write),
+}
+
+/// A recorded file write.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Write {
+    /// The agent that asked.
+    pub(crate) agent: String,
+    /// The tool call's id.
+    pub(crate) call_id: String,
+    /// The tool, as the history names it.
+    pub(crate) tool: String,
+    /// The path as written.
+    pub(crate) raw: String,
+    /// Workspace-relative (`None`: outside the workspace or not resolvable).
+    pub(crate) rel: Option<String>,
+    /// An edit's (old, new) pairs.
+    pub(crate) replacements: Vec<(String, String)>,
+    /// The content written, when the history holds it (to recognise a plan).
+    pub(crate) content: Option<String>,
+    /// What became of it.
+    pub(crate) outcome: Outcome,
+    /// The recorded refusal text, when it was refused.
+    pub(crate) refused_by: Option<String>,
+    /// The recorded config flagged it (an advisory warning, or an override a person granted).
+    pub(crate) flagged: bool,
+}
+
+/// A session's steps: a loopward run or a Claude Code session.
+#[derive(Debug)]
+pub(crate) struct Session {
+    /// `ledger` or `claude-code`.
+    pub(crate) kind: &'static str,
+    /// The run id or session id.
+    pub(crate) id: String,
+    /// Its steps, in order.
+    pub(crate) steps: Vec<Step>,
+}
+
+/// Normalises a path to workspace-relative form: strips the root of an absolute path, drops `.`,
+/// refuses `..` that climbs out. `None` when it lies outside.
+pub(crate) fn relative(raw: &str, root: Option<&str>) -> Option<String> {
+    let rest = if raw.starts_with('/') {
+        let root = root?.trim_end_matches('/');
+        raw.strip_prefix(root)?
+            .strip_prefix('/')
+            .or_else(|| (raw == root).then_some(""))?
+    } else {
+        raw
+    };
+    let mut parts: Vec<&str> = Vec::new();
+    for p in rest.split('/') {
+        match p {
+            "" | "." => {}
+            ".." => {
+                parts.pop()?;
+            }
+            p => parts.push(p),
+        }
+    }
+    Some(parts.join("/"))
+}
+
+/// Reads one loopward run's ledger (`events.jsonl`) into a session. The records are read one
+/// line at a time; the caller verifies the ledger first where that matters.
+pub(crate) fn ledger_session(name: &str, bytes: &[u8]) -> Session {
+    let mut steps: Vec<Step> = Vec::new();
+    // call id → index of its write in `steps`
+    let mut calls: HashMap<String, usize> = HashMap::new();
+    for line in bytes.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
+        let Ok((r, _)) = Record::parse_line(line) else {
+            continue;
+        };
+        let Ok(event) = r.event() else { continue };
+        let agent = r
+            .agent
+            .as_ref()
+            .map(ToString::to_string)
+            .unwrap_or_default();
+        match event {
+            AuditEvent::RunStarted { .. } | AuditEvent::HumanMessage { .. }
+                if !matches!(steps.last(), Some(Step::Human)) =>
+            {
+                steps.push(Step::Human);
+            }
+            AuditEvent::ToolRequested {
+                call_id,
+                tool,
+                arguments,
+            } => {
+                let Some(raw) = arguments.get("path").and_then(Value::as_str) else {
+                    continue;
+                };
+                if !matches!(tool.as_str(), "write_file" | "edit_file") {
+                    continue;
+                }
+                calls.insert(call_id.clone(), steps.len());
+                steps.push(Step::Write(Write {
+                    agent,
+                    call_id,
+                    tool,
+                    raw: raw.to_string(),
+                    rel: relative(raw, None),
+                    replacements: replacements(&arguments),
+                    content: arguments
+                        .get("content")
+                        .and_then(Value::as_str)
+                        .map(str::to_string),
+                    outcome: Outcome::Unknown,
+                    refused_by: None,
+                    flagged: false,
+                }));
+            }
+            AuditEvent::GateDecision {
+                call_id: Some(id),
+                decision: Decision::Deny(rf),
+                path,
+                ..
+            } => {
+                if let Some(Step::Write(w)) = calls.get(&id).and_then(|&i| steps.get_mut(i)) {
+                    w.outcome = Outcome::Refused;
+                    w.refused_by.get_or_insert(rf.gate);
+                    if let Some(p) = path {
+                        w.rel = Some(p);
+                    }
+                }
+            }
+            AuditEvent::GateDecision {
+                call_id: Some(id),
+                path: Some(p),
+                decision,
+                ..
+            } => {
+                if let Some(Step::Write(w)) = calls.get(&id).and_then(|&i| steps.get_mut(i)) {
+                    w.rel = Some(p);
+                    w.flagged |= matches!(decision, Decision::Warn(_) | Decision::Override { .. });
+                }
+            }
+            AuditEvent::ToolFinished {
+                call_id,
+                is_error,
+                effects,
+                ..
+            } => {
+                if let Some(Step::Write(w)) = calls.get(&call_id).and_then(|&i| steps.get_mut(i)) {
+                    if w.outcome != Outcome::Refused {
+                        w.outcome = if is_error {
+                            Outcome::Refused
+                        } else if effects.iter().any(|e| e.status == EffectStatus::Ok) {
+                            Outcome::Kept
+                        } else if effects.is_empty() {
+                            Outcome::Unknown
+                        } else {
+                            Outcome::Reverted
+                        };
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    Session {
+        kind: "ledger",
+        id: name.to_string(),
+        steps,
+    }
+}
+
+/// Reads Claude Code transcript lines into sessions (one file may hold one session; lines of
+/// several sessions are kept apart by `sessionId`). `main_agent` names the main agent;
+/// sidechain (subagent) lines go by `subagent` unless they name their agent.
+pub(crate) fn transcript_sessions(
+    reader: impl BufRead,
+    main_agent: &str,
+    fallback_id: &str,
+) -> std::io::Result<Vec<Session>> {
+    let mut sessions: Vec<Session> = Vec::new();
+    let mut index: HashMap<String, usize> = HashMap::new();
+    let mut calls: HashMap<(usize, String), usize> = HashMap::new();
+    for line in reader.lines() {
+        let line = line?;
+        let Ok(v) = serde_json::from_str::<Value>(&line) else {
+            continue;
+        };
+        let Some(kind) = v.get("type").and_then(Value::as_str) else {
+            continue;
+        };
+        if kind != "user" && kind != "assistant" {
+            continue;
+        }
+        let sid = v
+            .get("sessionId")
+            .and_then(Value::as_str)
+            .unwrap_or(fallback_id)
+            .to_string();
+        let si = *index.entry(sid.clone()).or_insert_with(|| {
+            sessions.push(Session {
+                kind: "claude-code",
+                id: sid,
+                steps: Vec::new(),
+            });
+            sessions.len() - 1
+        });
+        let cwd = v.get("cwd").and_then(Value::as_str);
+        let sidechain = v.get("isSidechain").and_then(Value::as_bool) == Some(true);
+        let agent = match (sidechain, v.get("agentType").and_then(Value::as_str)) {
+            (true, Some(name)) => name.to_ascii_lowercase(),
+            (true, None) => "subagent".to_string(),
+            (false, _) => main_agent.to_string(),
+        };
+        let content = v.get("message").and_then(|m| m.get("content"));
+        let steps = &mut sessions[si].steps;
+        match (kind, content) {
+            ("user", Some(Value::String(_))) if !meta(&v) && !sidechain => {
+                steps.push(Step::Human);
+            }
+            ("user", Some(Value::Array(blocks))) => {
+                let mut human = false;
+                for b in blocks {
+                    match b.get("type").and_then(Value::as_str) {
+                        Some("tool_result") => {
+                            let Some(id) = b.get("tool_use_id").and_then(Value::as_str) else {
+                                continue;
+                            };
+                            if let Some(Step::Write(w)) = calls
+                                .get(&(si, id.to_string()))
+                                .and_then(|&i| steps.get_mut(i))
+                            {
+                                let err = b.get("is_error").and_then(Value::as_bool) == Some(true);
+                                w.outcome = if err { Outcome::Refused } else { Outcome::Kept };
+                                if err {
+                                    w.refused_by = Some(first_line(b.get("content")));
+                                }
+                            }
+                        }
+                        Some("text") if !meta(&v) && !sidechain => human = true,
+                        _ => {}
+                    }
+                }
+                if human {
+                    steps.push(Step::Human);
+                }
+            }
+            ("assistant", Some(Value::Array(blocks))) => {
+                for b in blocks {
+                    if b.get("type").and_then(Value::as_str) != Some("tool_use") {
+                        continue;
+                    }
+                    let (Some(id), Some(name), Some(input)) = (
+                        b.get("id").and_then(Value::as_str),
+                        b.get("name").and_then(Value::as_str),
+                        b.get("input"),
+                    ) else {
+                        continue;
+                    };
+                    let key = match name {
+                        "Write" | "Edit" | "MultiEdit" => "file_path",
+                        "NotebookEdit" => "notebook_path",
+                        _ => continue,
+                    };
+                    let Some(raw) = input.get(key).and_then(Value::as_str) else {
+                        continue;
+                    };
+                    calls.insert((si, id.to_string()), steps.len());
+                    steps.push(Step::Write(Write {
+                        agent: agent.clone(),
+                        call_id: id.to_string(),
+                        tool: name.to_string(),
+                        raw: raw.to_string(),
+                        rel: relative(raw, cwd),
+                        replacements: replacements(input),
+                        content: input
+                            .get("content")
+                            .and_then(Value::as_str)
+                            .map(str::to_string),
+                        outcome: Outcome::Unknown,
+                        refused_by: None,
+                        flagged: false,
+                    }));
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(sessions)
+}
+
+fn meta(v: &Value) -> bool {
+    v.get("isMeta").and_then(Value::as_bool) == Some(true)
+}
+
+fn first_line(v: Option<&Value>) -> String {
+    let text = match v {
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Array(a)) => a
+            .iter()
+            .filter_map(|b| b.get("text").and_then(Value::as_str))
+            .collect::<Vec<_>>()
+            .join(" "),
+        _ => String::new(),
+    };
+    text.lines()
+        .next()
+        .unwrap_or_default()
+        .chars()
+        .take(200)
+        .collect()
+}
+
+fn replacements(input: &Value) -> Vec<(String, String)> {
+    let pair = |v: &Value| {
+        Some((
+            v.get("old_string")?.as_str()?.to_string(),
+            v.get("new_string")?.as_str()?.to_string(),
+        ))
+    };
+    let mut out: Vec<(String, String)> = pair(input).into_iter().collect();
+    if let Some(edits) = input.get("edits").and_then(Value::as_array) {
+        out.extend(edits.iter().filter_map(pair));
+    }
+    out
+}
+
+/// Whether `path` looks like a Claude Code transcript file.
+pub(crate) fn is_transcript(path: &Path) -> bool {
+    path.extension().is_some_and(|e| e == "jsonl")
+        && path
+            .file_name()
+            .is_some_and(|n| n != "events.jsonl" && n != "index.jsonl")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn relative_strips_the_root_and_refuses_escapes() {
+        assert_eq!(
+            relative("/p/src/a.rs", Some("/p")).as_deref(),
+            Some("src/a.rs")
+        );
+        assert_eq!(
+            relative("./src/../plan.md", None).as_deref(),
+            Some("plan.md")
+        );
+        assert_eq!(relative("/elsewhere/a", Some("/p")), None);
+        assert_eq!(relative("/pp/a", Some("/p")), None);
+        assert_eq!(relative("../a", None), None);
+    }
+
+    #[test]
+    fn a_transcript_yields_prompts_writes_and_their_results() {
+        let lines = [
+            r#"{"type":"summary","summary":"x"}"#,
+            r#"{"type":"user","sessionId":"s1","cwd":"/p","message":{"role":"user","content":"fix it"}}"#,
+            r#"{"type":"user","sessionId":"s1","cwd":"/p","isMeta":true,"message":{"role":"user","content":"<caveat>"}}"#,
+            r#"{"type":"assistant","sessionId":"s1","cwd":"/p","message":{"role":"assistant","content":[{"type":"text","text":"ok"},{"type":"tool_use","id":"t1","name":"Write","input":{"file_path":"/p/a.rs","content":"x"}},{"type":"tool_use","id":"t2","name":"Read","input":{"file_path":"/p/b.rs"}}]}}"#,
+            r#"{"type":"user","sessionId":"s1","cwd":"/p","message":{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":"File created"}]}}"#,
+            r#"{"type":"assistant","sessionId":"s1","cwd":"/p","message":{"role":"assistant","content":[{"type":"tool_use","id":"t3","name":"Edit","input":{"file_path":"/p/c.rs","old_string":"a","new_string":"b"}}]}}"#,
+            r#"{"type":"user","sessionId":"s1","cwd":"/p","message":{"role":"user","content":[{"type":"tool_result","tool_use_id":"t3","is_error":true,"content":"blocked by hook"}]}}"#,
+        ];
+        let s = transcript_sessions(lines.join("\n").as_bytes(), "root", "f").unwrap();
+        assert_eq!(s.len(), 1);
+        let steps = &s[0].steps;
+        assert_eq!(steps.len(), 3, "{steps:?}");
+        assert_eq!(steps[0], Step::Human);
+        let Step::Write(w1) = &steps[1] else { panic!() };
+        assert_eq!(
+            (w1.rel.as_deref(), w1.outcome),
+            (Some("a.rs"), Outcome::Kept)
+        );
+        let Step::Write(w2) = &steps[2] else { panic!() };
+        assert_eq!(w2.outcome, Outcome::Refused);
+        assert_eq!(w2.replacements, vec![("a".to_string(), "b".to_string())]);
+        assert_eq!(w2.refused_by.as_deref(), Some("blocked by hook"));
+    }
+}
