@@ -174,7 +174,14 @@ fn trial(seed: u64, delay: Duration) -> Trial {
     } else {
         assert_eq!(out.status.code(), Some(0), "{ctx}");
     }
-    // Each effect on disk once.
+    // Each effect on disk once. An interrupted command runs on in its own process group after
+    // the kill, so under load it may land after the resumed run ended: wait for it (bounded).
+    let t0 = Instant::now();
+    while lines(&d.join("out/effects.log")).len() < EFFECTS.len()
+        && t0.elapsed() < Duration::from_secs(10)
+    {
+        std::thread::sleep(Duration::from_millis(20));
+    }
     let mut effects = lines(&d.join("out/effects.log"));
     effects.sort();
     let evs = events(d);
