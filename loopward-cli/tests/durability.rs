@@ -327,6 +327,10 @@ fn a_killed_and_resumed_run_replays_part_by_part() {
     }
     let _ = child.kill();
     child.wait().unwrap();
+    // A command interrupted by the kill finishes on its own; let it land first, so the resumed
+    // run's shell watch does not see it as part of a later command (that would be a different
+    // run to replay, not a replay difference).
+    std::thread::sleep(Duration::from_millis(500));
     let o = loopward(d, &["run", "--resume", "r"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     let o = loopward(d, &["replay", "runs/r"]);
