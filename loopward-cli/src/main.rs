@@ -9,7 +9,9 @@ fn main() -> ExitCode {
     let cli = loopward_cli::cli::Cli::parse();
     // A hook answers before anything else can fail: exit 1 would let Claude Code go ahead.
     if let loopward_cli::cli::Command::Hook(a) = &cli.command {
-        return loopward_cli::cli::hook::run(a).unwrap_or(ExitCode::from(2));
+        if matches!(a.target, loopward_cli::cli::hook::Target::ClaudeCode { .. }) {
+            return loopward_cli::cli::hook::run(a).unwrap_or(ExitCode::from(2));
+        }
     }
     // The sandbox is set on this process before any other thread exists, then it runs the command.
     if let loopward_cli::cli::Command::Sandbox(a) = &cli.command {

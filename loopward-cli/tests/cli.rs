@@ -459,3 +459,50 @@ fn every_command_has_help_with_an_example() {
         assert!(t.contains("Example"), "{cmd:?} --help has no example:\n{t}");
     }
 }
+
+/// The issue that made the watch skip the runs directory: `loopward init`, the builder given
+/// `shell`, a harmless `shell "true"` and then writes. The ledger (inside the workspace in this
+/// layout) stays whole and verifying, and the builder's shell write to plan.md is refused by
+/// the sandbox.
+#[test]
+fn shell_in_the_init_layout_leaves_the_ledger_whole_and_verifying() {
+    let dir = initialised();
+    let d = dir.path();
+    let cfg = std::fs::read_to_string(d.join("loopward.toml"))
+        .unwrap()
+        .replace(
+            r#"tools = ["read_file", "write_file", "edit_file", "list_dir", "handoff"]"#,
+            r#"tools = ["read_file", "write_file", "edit_file", "list_dir", "shell", "handoff"]"#,
+        );
+    std::fs::write(d.join("loopward.toml"), cfg).unwrap();
+    let script = std::fs::read_to_string(d.join("loopward.script.toml"))
+        .unwrap()
+        .replace(
+            "[[agents.builder]]\ntool_calls = [{ name = \"write_file\"",
+            "[[agents.builder]]\ntool_calls = [{ name = \"shell\", arguments = { command = \"true\" } }]\n\n\
+             [[agents.builder]]\ntool_calls = [{ name = \"shell\", arguments = { command = \"echo mine > src/own.txt; echo hijack > plan.md\" } }]\n\n\
+             [[agents.builder]]\ntool_calls = [{ name = \"write_file\"",
+        );
+    std::fs::write(d.join("loopward.script.toml"), script).unwrap();
+    let run = loopward(d, &["run", "--id", "r1"]);
+    let out = text(&run);
+    assert_eq!(run.status.code(), Some(0), "{out}");
+    assert!(out.contains("completed: 4 turns"), "{out}");
+    assert_eq!(
+        std::fs::read_to_string(d.join("src/own.txt")).unwrap(),
+        "mine\n"
+    );
+    assert!(std::fs::read_to_string(d.join("plan.md"))
+        .unwrap()
+        .starts_with("# Plan"));
+    let verify = loopward(d, &["verify", "runs/r1"]);
+    assert_eq!(verify.status.code(), Some(0), "{}", text(&verify));
+    let ledger = std::fs::read_to_string(d.join("runs/r1/events.jsonl")).unwrap();
+    // Every record of the run is there, the last one the run's end.
+    assert!(ledger.lines().count() > 40, "{ledger}");
+    assert!(
+        ledger.lines().last().unwrap().contains("\"run_ended\""),
+        "{ledger}"
+    );
+    assert!(!ledger.contains("\"violation\""), "{ledger}");
+}

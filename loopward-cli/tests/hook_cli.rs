@@ -301,3 +301,53 @@ fn a_bash_command_runs_rewritten_in_the_sandbox_and_cannot_write_elsewhere() {
     assert!(!ledger.contains("\"violation\""), "{ledger}");
     assert!(ledger.contains("\"sandbox\""), "{ledger}");
 }
+
+fn loopward(root: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_loopward"))
+        .args(args)
+        .current_dir(root)
+        .env("PATH", "/usr/bin:/bin")
+        .output()
+        .unwrap()
+}
+
+/// `hook install` writes the absolute binary path (checked to run); `hook doctor` says a bare
+/// `loopward` that is not on Claude Code's PATH would fail open (exit 127 = go ahead).
+#[test]
+fn hook_install_writes_an_absolute_command_and_doctor_catches_one_that_fails_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    std::fs::write(root.join("loopward.toml"), CONFIG).unwrap();
+    std::fs::create_dir(root.join(".claude")).unwrap();
+    let bare = serde_json::json!({"hooks": {"PreToolUse": [{"matcher": "Write|Edit|MultiEdit|NotebookEdit|Bash",
+        "hooks": [{"type": "command", "command": "loopward hook claude-code --config loopward.toml"}]}]}});
+    std::fs::write(root.join(".claude/settings.json"), bare.to_string()).unwrap();
+    let doctor = loopward(&root, &["hook", "doctor"]);
+    let text = String::from_utf8_lossy(&doctor.stdout);
+    assert_eq!(doctor.status.code(), Some(1), "{text}");
+    assert!(text.contains("exits 127"), "{text}");
+    let install = loopward(&root, &["hook", "install"]);
+    assert_eq!(
+        install.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&install.stderr)
+    );
+    let settings: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(root.join(".claude/settings.json")).unwrap())
+            .unwrap();
+    let pre = settings["hooks"]["PreToolUse"].as_array().unwrap();
+    assert_eq!(pre.len(), 1, "the bare entry was replaced: {settings}");
+    let cmd = pre[0]["hooks"][0]["command"].as_str().unwrap();
+    assert!(
+        cmd.starts_with(&format!(
+            "'{}' hook claude-code",
+            env!("CARGO_BIN_EXE_loopward")
+        )),
+        "{cmd}"
+    );
+    let doctor = loopward(&root, &["hook", "doctor"]);
+    let text = String::from_utf8_lossy(&doctor.stdout);
+    assert_eq!(doctor.status.code(), Some(0), "{text}");
+    assert!(text.contains("would not fail open"), "{text}");
+}

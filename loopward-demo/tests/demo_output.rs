@@ -45,6 +45,10 @@ fn demo_output_and_report_json_are_computed_from_the_ledgers() {
     assert!(text.contains("↪ handoff → planner"));
     assert!(text.contains("run ended: exhausted"));
     assert!(text.contains("Audit files: <scratch>/runs"));
+    assert!(
+        text.contains("sprawl at threshold 3 would have fired in 1 of 12 turns"),
+        "{text}"
+    );
     insta::assert_snapshot!("demo_output", text);
 
     // The same code as `loopward report --json`.

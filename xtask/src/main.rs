@@ -7,12 +7,18 @@
 //! | `fmt` | formats the workspace |
 //! | `readme` | regenerates docs/demo.md's output section from the real demo (`--check`) |
 //! | `fetch-model` | downloads the SmolLM2 GGUF the llama tests use into `models/` |
+//! | `calibrate-corpus` | writes a deterministic corpus (Claude Code transcripts, copies of the demo's runs) for `loopward calibrate`'s throughput figure |
 //! | `build-cuda` | installs the CUDA 13 toolkit from PyPI wheels and builds the `cuda` feature for sm_90 |
+//! | `gpu-check` | on a machine with an NVIDIA GPU: a 27B-shaped GGUF, loopward vs a direct loop vs `llama-bench`, into `bench/gpu.md` |
+//! | `gguf` | writes a GGUF with random weights in a named shape (`gguf tiny out.gguf`) |
 
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 mod bench;
+mod corpus;
 mod cuda;
+mod gguf;
+mod gpu;
 mod model;
 mod readme;
 mod tidy;
@@ -32,6 +38,15 @@ fn main() -> Result<()> {
         Some("fetch-model") => model::fetch_model(&root),
         Some("build-cuda") => cuda::build_cuda(&root),
         Some("bench") => bench::run(&root, &args[1..]),
+        Some("calibrate-corpus") => corpus::run(
+            &root,
+            Path::new(
+                args.get(1)
+                    .context("usage: cargo xtask calibrate-corpus <dir>")?,
+            ),
+        ),
+        Some("gpu-check") => gpu::run(&root, &args[1..]),
+        Some("gguf") => write_gguf(&args[1..]),
         Some("help" | "--help" | "-h") | None => {
             println!("{}", HELP);
             Ok(())
@@ -48,9 +63,25 @@ commands:
   tidy   check the repository rules: crate graph, no env in libraries, time via the clock, code map
   fmt    format the workspace
   readme regenerate docs/demo.md's output section from the real demo (--check: verify only)
+  calibrate-corpus <dir>  a deterministic corpus for `loopward calibrate` (transcripts, demo runs)
   fetch-model  download the SmolLM2 GGUF the llama tests use into models/
   build-cuda   install the CUDA 13 toolkit wheels and build the cuda feature for sm_90
-  bench        measure the cost of governance; writes bench/results.md and bench/results.json";
+  bench        measure the cost of governance; writes bench/results.md and bench/results.json
+  gpu-check    on an NVIDIA GPU: 27B-shaped GGUF, loopward vs direct loop vs llama-bench -> bench/gpu.md
+  gguf SHAPE OUT  write a GGUF with random weights (shapes: gemma3-27b, tiny)";
+
+fn write_gguf(args: &[String]) -> Result<()> {
+    let [shape, out] = args else {
+        bail!("usage: cargo xtask gguf <gemma3-27b|tiny> <out.gguf>");
+    };
+    let shape = gguf::shape(shape)?;
+    let bytes = gguf::write(Path::new(out), &shape, 27)?;
+    println!(
+        "wrote {out}: {} weights, {bytes} bytes",
+        gguf::weights(&shape)?
+    );
+    Ok(())
+}
 
 fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))

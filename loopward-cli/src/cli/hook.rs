@@ -47,15 +47,38 @@ pub enum Target {
         #[arg(long)]
         defer_allows: bool,
     },
+    /// Write the Claude Code hook into .claude/settings.json: the absolute path of this binary,
+    /// checked to run first (a hook that cannot start lets Claude Code go ahead).
+    Install {
+        /// The config file; its folder is the project root.
+        #[arg(long, default_value = "loopward.toml")]
+        config: PathBuf,
+        /// The name Claude Code's main agent goes by in territories.
+        #[arg(long, default_value = "root")]
+        main_agent: String,
+    },
+    /// Tell whether the installed hook would fail open on this machine, and which sandbox Bash
+    /// commands get (exit 1 when it would fail open).
+    Doctor {
+        /// The config file; its folder is the project root.
+        #[arg(long, default_value = "loopward.toml")]
+        config: PathBuf,
+    },
 }
 
 /// Runs the command: never fails in a way Claude Code would read as "go ahead".
 pub fn run(args: &Args) -> Result<ExitCode> {
-    let Target::ClaudeCode {
-        config,
-        main_agent,
-        defer_allows,
-    } = &args.target;
+    let (config, main_agent, defer_allows) = match &args.target {
+        Target::ClaudeCode {
+            config,
+            main_agent,
+            defer_allows,
+        } => (config, main_agent, defer_allows),
+        Target::Install { config, main_agent } => {
+            return super::hook_install::install(config, main_agent)
+        }
+        Target::Doctor { config } => return super::hook_install::doctor(config),
+    };
     let answer = match answer(config, main_agent, *defer_allows) {
         Ok(a) => a,
         Err(e) => HookAnswer::fail_closed(format!("{e:#}")),

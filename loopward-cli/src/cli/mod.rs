@@ -13,6 +13,7 @@ pub mod approve;
 pub mod calibrate;
 pub mod gates;
 pub mod hook;
+mod hook_install;
 pub mod init;
 pub mod override_cmd;
 mod recorded;
