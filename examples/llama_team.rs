@@ -6,10 +6,10 @@
 #![allow(clippy::print_stdout)]
 
 use loopward_core::{AgentId, AuditEvent, RunId};
+use loopward_llama::{LlamaConfig, LlamaModel, ToolChoice};
 use loopward_runner::audit::MemorySink;
 use loopward_runner::gates::{Policy, PolicyConfig, PolicyLayer};
 use loopward_runner::layers::stack::{LayersConfig, Stack};
-use loopward_runner::model::llama::{LlamaConfig, LlamaModel, ToolChoice};
 use loopward_runner::model::BoxModelService;
 use loopward_runner::tool::{BoxToolService, ToolExecutor};
 use loopward_runner::{tools, BoxTurnService, LlmAgent, RunSpec, Runner, Workspace};

@@ -23,7 +23,7 @@ use llama_cpp_2::model::params::LlamaModelParams;
 use llama_cpp_2::model::LlamaModel as CppModel;
 use llama_cpp_2::sampling::LlamaSampler;
 use loopward_core::{AgentId, Message};
-use loopward_runner::model::llama::{LlamaConfig, LlamaModel};
+use loopward_llama::{LlamaConfig, LlamaModel};
 use loopward_runner::model::ChatRequest;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
@@ -235,7 +235,7 @@ fn direct(model_path: &Path, threads: u32, reps: usize) -> Result<Vec<Rep>> {
     Ok(out)
 }
 
-fn load(model_path: &Path, threads: u32) -> Result<loopward_runner::model::llama::LlamaService> {
+fn load(model_path: &Path, threads: u32) -> Result<loopward_llama::LlamaService> {
     let config = LlamaConfig::new(model_path)
         .n_ctx(N_CTX)
         .batch_size(BATCH)
@@ -510,7 +510,7 @@ fn section(model: &Path, direct: &[Rep], ours: &[Rep], conv: &[ConvTurn]) -> Sec
              the pairs' summed tokens and times. \
              The direct loop is a minimal llama-cpp-2 0.1.160 program (tokenize, prefill in \
              batches, `LlamaSampler::greedy`, decode one token at a time); loopward is \
-             `model::llama::LlamaModel` called as a tower service. Each request changes the \
+             `loopward_llama::LlamaModel` called as a tower service. Each request changes the \
              prompt's first line, so both sides reuse only the few cached tokens before it (the \
              direct loop keeps its cache the way LLAMA.md's KV-reuse recipe says, as the backend \
              does) and prefill the rest; rates count only what was actually prefilled.",

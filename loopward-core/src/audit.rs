@@ -7,6 +7,7 @@ use crate::decision::{Decision, GateMode};
 use crate::effect::Effect;
 use crate::handoff::Handoff;
 use crate::id::{AgentId, RunId, TurnNumber};
+use crate::remedy::Remedy;
 use crate::tool::ToolCall;
 use crate::usage::Usage;
 use serde::{Deserialize, Serialize};
@@ -212,7 +213,7 @@ pub enum AuditEvent {
         /// The path written.
         path: String,
         /// What was done about it.
-        remedy: String,
+        remedy: Remedy,
         /// The rule broken.
         reason: String,
     },

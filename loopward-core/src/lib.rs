@@ -15,7 +15,7 @@
 //! | what changed on disk | [`Effect`], [`EffectKind`], [`EffectStatus`] |
 //! | passing the work on | [`Handoff`] |
 //! | what a gate said | [`Decision`], [`Refusal`], [`GateMode`] |
-//! | what the ledger records | [`AuditEvent`], [`Scope`], [`AuditSink`] |
+//! | what the ledger records | [`AuditEvent`], [`Scope`], [`AuditSink`], [`Remedy`] |
 //!
 //! ```
 //! use loopward_core::{AgentId, Decision, Refusal};
@@ -35,6 +35,7 @@ mod handoff;
 mod id;
 mod message;
 pub mod model;
+mod remedy;
 mod tool;
 mod usage;
 
@@ -44,5 +45,6 @@ pub use effect::{Effect, EffectKind, EffectStatus};
 pub use handoff::Handoff;
 pub use id::{AgentId, InvalidAgentId, RunId, TurnNumber, MAX_AGENT_NAME};
 pub use message::{Message, Origin};
+pub use remedy::Remedy;
 pub use tool::{ToolCall, ToolResult, ToolSpec};
 pub use usage::{Price, Usage};

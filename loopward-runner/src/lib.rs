@@ -20,8 +20,6 @@
 //! | (none) | the runner, layers, gates, the ledger, the built-in tools, the scripted fake backend |
 //! | `http` | `model::http`: OpenAI-compatible and Anthropic backends (reqwest + rustls), streaming, retries |
 //! | `otel` | `telemetry::otel`: export the runner's spans over OTLP/HTTP to any OpenTelemetry collector |
-//! | `llama` | `model::llama`: local GGUF models through llama.cpp (compiles llama.cpp) |
-//! | `cuda` | `llama` built with CUDA (needs the CUDA toolkit at build time) |
 //!
 //! ## Example: a two-agent scripted team
 //!

@@ -108,6 +108,14 @@ pub struct Workspace {
 }
 
 impl Workspace {
+    /// A workspace nothing is read from or written to: for judging recorded actions whose paths
+    /// are already canonical (replays, calibration).
+    pub(crate) fn detached() -> Self {
+        Self {
+            root: PathBuf::from("/nonexistent/loopward-detached"),
+        }
+    }
+
     /// Opens a workspace at `root`, which must be an existing directory.
     pub fn new(root: impl AsRef<Path>) -> Result<Self, PathError> {
         let root = root.as_ref();

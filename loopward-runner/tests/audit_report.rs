@@ -3,7 +3,7 @@
 mod audit_support;
 
 use audit_support::{id, plan_and_build_script, run_to_ledger, team, Rule, SteppingClock};
-use loopward_core::{AuditEvent, AuditSink, Decision, GateMode, Refusal, RunId, Scope};
+use loopward_core::{AuditEvent, AuditSink, Decision, GateMode, Refusal, Remedy, RunId, Scope};
 use loopward_runner::audit::{report, Ledger, LedgerOptions};
 use loopward_runner::model::fake::Script;
 use serde_json::json;
@@ -104,15 +104,20 @@ async fn build_runs(runs: &Path) {
         agent: Some(id("builder")),
     };
     for (path, remedy) in [
-        ("src/a.rs", "reverted"),
-        ("src/b.rs", "left in place: revert failed"),
+        ("src/a.rs", Remedy::Reverted),
+        (
+            "src/b.rs",
+            Remedy::NotReverted {
+                why: "revert failed".into(),
+            },
+        ),
     ] {
         ledger
             .record(
                 &scope,
                 &AuditEvent::Violation {
                     path: path.into(),
-                    remedy: remedy.into(),
+                    remedy,
                     reason: "src/ belongs to planner".into(),
                 },
             )

@@ -24,7 +24,7 @@ fn violations(room: &Room) -> Vec<(String, String)> {
     room.events()
         .into_iter()
         .filter_map(|e| match e {
-            AuditEvent::Violation { path, remedy, .. } => Some((path, remedy)),
+            AuditEvent::Violation { path, remedy, .. } => Some((path, remedy.to_string())),
             _ => None,
         })
         .collect()

@@ -22,7 +22,7 @@ async fn sprawl_gate_refuses_the_third_unit_once_naming_the_files() {
     room.write_file(&b, "src/b.rs", "b").await.unwrap();
     let text = sprawl_refusal(room.write_file(&b, "src/c.rs", "c").await);
     assert!(
-        text.contains("would start unit of work #3 this turn (src/c.rs)"),
+        text.contains("would start unit of work #3 since the last human message (src/c.rs)"),
         "{text}"
     );
     assert!(
@@ -31,7 +31,7 @@ async fn sprawl_gate_refuses_the_third_unit_once_naming_the_files() {
     );
     assert!(text.contains("write your plan to plan.md"), "{text}");
     assert!(
-        text.contains("first line must start with \"# Plan\""),
+        text.contains("first line starting with \"# Plan\""),
         "{text}"
     );
     assert!(!room.path("src/c.rs").exists());
@@ -154,7 +154,7 @@ async fn when_the_plan_is_in_a_foreign_territory_the_refusal_points_to_its_owner
     room.write_file(&b, "src/b.rs", "b").await.unwrap();
     let text = sprawl_refusal(room.write_file(&b, "src/c.rs", "c").await);
     assert!(
-        text.contains("hand off to planner and ask for a plan"),
+        text.contains("hand the work to planner and ask for a plan"),
         "{text}"
     );
     // The way out: the planner writes the plan; the builder's next unit is no longer refused

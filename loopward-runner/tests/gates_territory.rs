@@ -40,7 +40,7 @@ async fn owner_writes_its_territory_and_anyone_else_is_refused_with_a_way_out() 
         text.contains("plans/a.md belongs to planner (territory:planner); builder does not own it"),
         "{text}"
     );
-    assert!(text.contains("hand the change to planner"), "{text}");
+    assert!(text.contains("hand it to planner"), "{text}");
     assert!(
         text.contains("loopward override grant --agent builder --path plans/a.md"),
         "{text}"

@@ -236,7 +236,11 @@ fn a_change_that_cannot_be_put_back_is_recorded_as_such_and_named() {
     p.send_fixture("pre_bash_into_plan.json");
     run_bash(&p, "rm innocent.txt && ln -s plan.md innocent.txt");
     let post = p.send_fixture("post_bash_into_plan.json");
-    assert!(post.stdout.contains("NOT put back"), "{}", post.stdout);
+    assert!(
+        post.stdout.contains("could not be put back"),
+        "{}",
+        post.stdout
+    );
     let ledger = p.ledger(SESSION);
     assert!(
         ledger

@@ -284,6 +284,9 @@ async fn interactive_gates_deny_without_an_approver_or_an_answer_in_time() {
         .unwrap()
         .with_approver(Arc::new(|r: &ApprovalRequest| {
             assert!(r.summary.starts_with("shell {"));
+            // The person is told who acts, what exactly, and why it is gated.
+            assert_eq!(r.agent.as_str(), "builder");
+            assert_eq!(r.why, "every shell call needs a person's approval");
             Answer::Approve { by: "ana".into() }
         }));
     yes.tool_layer()

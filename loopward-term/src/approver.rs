@@ -40,9 +40,10 @@ impl Approver for TerminalApprover {
                 let mut out = std::io::stdout().lock();
                 let _ = writeln!(
                     out,
-                    "    ? stop-gate {} — {} wants to: {}",
-                    request.gate, request.agent, request.summary
+                    "    ? stop-gate {} (run {}): {} wants to: {}",
+                    request.gate, request.run, request.agent, request.summary
                 );
+                let _ = writeln!(out, "    ? why you are asked: {}", request.why);
                 let _ = write!(out, "    ? approve once? [y/N] ");
                 let _ = out.flush();
                 let mut line = String::new();

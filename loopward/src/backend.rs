@@ -83,7 +83,7 @@ fn real(
     match kind {
         #[cfg(feature = "llama")]
         BackendKind::Llama => {
-            use loopward_runner::model::llama::{LlamaConfig, LlamaModel};
+            use loopward_llama::{LlamaConfig, LlamaModel};
             let path = model.context(
                 "the llama backend needs a model: pass --model <file.gguf> or set backend.model (`cargo xtask fetch-model` downloads a small one into models/)",
             )?;
@@ -103,7 +103,7 @@ fn real(
                 c = c.max_tokens(n);
             }
             if cfg.backend.tool_choice == crate::config::ToolChoice::CallThenAnswer {
-                c = c.tool_choice(loopward_runner::model::llama::ToolChoice::CallThenAnswer);
+                c = c.tool_choice(loopward_llama::ToolChoice::CallThenAnswer);
             }
             // Blocks while the model loads; callers do this once, before any run starts.
             let service = LlamaModel::load(c).map_err(|e| anyhow::anyhow!("{e}"))?;

@@ -36,6 +36,9 @@ pub mod ledger;
 pub mod team;
 
 pub use loopward_core as core;
+/// Local GGUF models through llama.cpp (feature `llama`): the `loopward-llama` crate.
+#[cfg(feature = "llama")]
+pub use loopward_llama as llama;
 pub use loopward_runner as runner;
 pub use team::Team;
 

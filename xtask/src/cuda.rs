@@ -2,7 +2,7 @@
 //! install. It pip-installs NVIDIA's CUDA 13 toolkit wheels into `target/cuda-toolkit/wheels`
 //! (they unpack to one toolkit tree, `nvidia/cu13`: `bin/nvcc`, `include`, `lib`, `nvvm`), adds
 //! the names CMake looks for (`lib64`, unversioned `.so` links), and builds
-//! `loopward-runner --features cuda` for sm_90 (H100/H200) into `target/cuda`.
+//! `loopward-llama --features cuda` for sm_90 (H100/H200) into `target/cuda`.
 //!
 //! The wheels ship cuBLAS only as shared libraries and no driver stub, so this build uses
 //! llama-cpp-2's `dynamic-link` (llama.cpp as shared libraries, linked against the wheel's
@@ -67,7 +67,7 @@ pub(crate) fn build_cuda(root: &Path) -> Result<()> {
         Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
             .current_dir(root)
             // The test executable proves the whole chain links, not just the library.
-            .args(["build", "-p", "loopward-runner", "--features", FEATURES])
+            .args(["build", "-p", "loopward-llama", "--features", FEATURES])
             .args(["--lib", "--test", "llama_local"])
             .arg("--target-dir")
             .arg(&target_dir)
@@ -80,7 +80,7 @@ pub(crate) fn build_cuda(root: &Path) -> Result<()> {
             .env("PATH", path),
     )?;
     println!(
-        "built loopward-runner --features {FEATURES} for sm_90 into {}\n\
+        "built loopward-llama --features {FEATURES} for sm_90 into {}\n\
          run its executables with LD_LIBRARY_PATH set to llama.cpp's shared libraries \
          ({}/debug/build/llama-cpp-sys-2-*/out/lib) and {} (the wheels' CUDA runtime and \
          cuBLAS); on a machine with the NVIDIA driver the layers run on the GPU",

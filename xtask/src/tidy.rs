@@ -80,8 +80,7 @@ const LEAVES: &[&str] = &[
 ];
 
 /// Crates allowed to declare `llama-cpp-2` (it compiles llama.cpp).
-/// `loopward-runner` keeps its optional `llama` feature until the backend's own crate lands.
-const LLAMA_ALLOWED: &[&str] = &["loopward-llama", "loopward-bench", "loopward-runner"];
+const LLAMA_ALLOWED: &[&str] = &["loopward-llama", "loopward-bench"];
 
 /// Library source folders the environment and clock rules apply to.
 const LIBRARIES: &[&str] = &[

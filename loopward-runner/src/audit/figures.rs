@@ -10,7 +10,7 @@
 //!   did not finish, finished as an error, or everything it changed was reverted or failed.
 //! - **Unauthorised writes**: (a) each `ok` effect of a call on which the `territory` gate said
 //!   `warn` (a write inside a territory by a non-owner, let through by an advisory gate, with no
-//!   consumed override), plus (b) each `violation` whose remedy is not exactly `reverted`. Under
+//!   consumed override), plus (b) each `violation` whose remedy is not [`Remedy::Reverted`](loopward_core::Remedy). Under
 //!   enforcement both are 0.
 //! - **Turns** count `turn_started`; **handoffs** count `handoff_registered`; **tokens** add up
 //!   `model_call` usage; **cost** adds up `model_call` costs, or takes `run_ended`'s when no call
@@ -20,10 +20,6 @@ use super::record::Record;
 use loopward_core::{AuditEvent, Decision, EffectStatus, Handoff, RunStatus, TurnNumber, Usage};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
-
-/// The remedy a `violation` records when the change was put back. Any other remedy (`revert
-/// failed: …`, `not reverted: …`, `none: …`) leaves an unauthorised write standing.
-pub const REMEDY_REVERTED: &str = "reverted";
 
 /// The name of the territory gate, whose advisory warnings count as unauthorised writes.
 /// Configured territories record their decisions as `territory:<name or owners>`; every name
@@ -205,7 +201,7 @@ impl RunFigures {
                 }
                 AuditEvent::Violation { path, remedy, .. } => {
                     f.violations += 1;
-                    if remedy.trim() != REMEDY_REVERTED {
+                    if !remedy.is_reverted() {
                         f.unauthorised_writes.push(UnauthorisedWrite {
                             run: f.run.clone(),
                             seq: r.seq,

@@ -51,8 +51,7 @@ pub(crate) mod report;
 pub(crate) mod verify;
 
 pub use figures::{
-    AdvisoryCompliance, GateFigures, OverrideUse, RunFigures, UnauthorisedWrite, REMEDY_REVERTED,
-    TERRITORY_GATE,
+    AdvisoryCompliance, GateFigures, OverrideUse, RunFigures, UnauthorisedWrite, TERRITORY_GATE,
 };
 pub use html::{render_html, render_index, LedgerState};
 pub use index::{append_anchor, latest_anchor, read_anchors, Anchor, INDEX_FILE};

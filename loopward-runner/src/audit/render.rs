@@ -251,7 +251,7 @@ fn timeline_line(r: &Record, run_cost: Option<u64>) -> Option<String> {
         } => format!(
             "- `{t}` #{s} **violation** `{path}`: {} — remedy: {}",
             one_line(&reason),
-            one_line(&remedy)
+            one_line(&remedy.to_string())
         ),
         AuditEvent::HandoffRegistered(h) => {
             format!(

@@ -40,8 +40,8 @@ mod shadow;
 mod source;
 
 use crate::audit::verify::{verify, EVENTS_FILE};
+use crate::gates::Policy;
 use crate::gates::{ConfigError, PolicyConfig};
-use crate::hook::rules::Rules;
 use loopward_core::Decision;
 use serde::Serialize;
 use shadow::judge_session;
@@ -158,8 +158,8 @@ pub struct Calibration {
 
 /// Reads sources and re-judges them; [`finish`](Self::finish) gives the report.
 pub struct Calibrator {
-    candidate: Rules,
-    current: Option<Rules>,
+    candidate: Policy,
+    current: Option<Policy>,
     main_agent: String,
     report: Calibration,
     fired_turns: BTreeMap<String, u64>,
@@ -182,8 +182,7 @@ impl Calibrator {
         main_agent: &str,
     ) -> Result<Self, CalibrateError> {
         let rules = |cfg: &PolicyConfig, which| {
-            Rules::from_config(cfg, "loopward.toml", "runs")
-                .map_err(|source| CalibrateError::Config { which, source })
+            Policy::shadow(cfg).map_err(|source| CalibrateError::Config { which, source })
         };
         Ok(Self {
             candidate: rules(candidate, "candidate")?,

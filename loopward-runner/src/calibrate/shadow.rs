@@ -1,13 +1,13 @@
-//! Shadow judging: every recorded write re-judged by the hook's engine ([`Rules`]) under a
-//! config, with no override store (nothing on disk is read or consumed) and the session's turn
-//! state following what actually happened.
+//! Shadow judging: every recorded write re-judged by the policy engine
+//! ([`Policy::decide_recorded`] under a [`Policy::shadow`]) under a config, with no override
+//! store (nothing on disk is read or consumed) and the session's turn state following what
+//! actually happened.
 
 use super::source::{Outcome, Session, Step, Write};
 use crate::clock::ManualClock;
-use crate::hook::rules::{Rules, WriteAsk};
-use crate::hook::session::AgentTurn;
+use crate::gates::{Ask, Policy, SprawlTracker};
 use loopward_core::{AgentId, AuditEvent, Decision};
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 
 /// What one config says about one recorded write.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -41,10 +41,9 @@ pub(crate) struct Judged<'s> {
 }
 
 /// Re-judges a session under `rules`. Returns each judged write and the number of turns.
-pub(crate) fn judge_session<'s>(rules: &Rules, session: &'s Session) -> (Vec<Judged<'s>>, u64) {
+pub(crate) fn judge_session<'s>(policy: &Policy, session: &'s Session) -> (Vec<Judged<'s>>, u64) {
     let clock = ManualClock::new(0);
-    let mut agents: HashMap<String, AgentTurn> = HashMap::new();
-    let mut plan_fresh = false;
+    let mut tracker = SprawlTracker::default();
     let mut turn = 0u64;
     let mut out = Vec::new();
     // Where each turn's writes start in `out`, to mark later plans.
@@ -53,8 +52,7 @@ pub(crate) fn judge_session<'s>(rules: &Rules, session: &'s Session) -> (Vec<Jud
         match step {
             Step::Human => {
                 turn += 1;
-                agents.clear();
-                plan_fresh = false;
+                tracker.human();
                 turn_start = out.len();
             }
             Step::Write(w) => {
@@ -69,21 +67,12 @@ pub(crate) fn judge_session<'s>(rules: &Rules, session: &'s Session) -> (Vec<Jud
                     .iter()
                     .map(|(a, b)| (a.as_str(), b.as_str()))
                     .collect();
-                let keys = rules.unit_keys(rel, &reps);
                 let action = format!("tool:{}", w.tool);
-                let ask = WriteAsk {
-                    caller: &caller,
+                let ask = Ask {
                     call_id: Some(&w.call_id),
-                    action: &action,
-                    raw: Some(&w.raw),
-                    rel,
-                    keys: &keys,
+                    ..Ask::new(&caller, &action, &[], &clock)
                 };
-                let state = agents.entry(w.agent.clone()).or_default();
-                let v = rules.judge_write_with(&ask, Some(state), plan_fresh, None, &clock);
-                if v.sprawl_fired {
-                    state.sprawl_fired = true;
-                }
+                let v = policy.decide_recorded(&ask, rel, &reps, &mut tracker);
                 let decisions = v
                     .events
                     .into_iter()
@@ -95,12 +84,12 @@ pub(crate) fn judge_session<'s>(rules: &Rules, session: &'s Session) -> (Vec<Jud
                 // The history goes on as it happened: a write that stood counts for the turn.
                 // A write with no recorded result is taken to have run (the history does not say otherwise).
                 let stood = matches!(w.outcome, Outcome::Kept | Outcome::Unknown);
-                let is_plan = stood && rules.is_plan(rel, w.content.as_deref().unwrap_or(""));
+                let is_plan = stood && policy.is_plan(rel, w.content.as_deref().unwrap_or(""));
                 if stood {
-                    state.touch(keys, BTreeSet::from([rel.clone()]));
+                    tracker.touch(&caller, v.work.clone());
                 }
                 if is_plan {
-                    plan_fresh = true;
+                    tracker.plan();
                     for j in &mut out[turn_start..] {
                         let j: &mut Judged<'_> = j;
                         j.plan_followed = true;

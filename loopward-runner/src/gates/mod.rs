@@ -48,9 +48,11 @@
 
 mod config;
 mod control;
+mod engine;
 mod layer;
 mod overrides;
 mod policy;
+pub(crate) mod refusals;
 mod review;
 mod snapshot;
 mod sprawl;
@@ -64,6 +66,7 @@ pub use config::{
     TERRITORY_PREFIX, TTL_CEILING,
 };
 pub use control::{ControlFiles, CONTROL_GATE};
+pub use engine::{Ask, ChangedPath, Judgement, ShellAsk, ShellJudgement, ShellOutcome};
 pub use layer::{PolicyLayer, PolicyService};
 pub use overrides::{
     Listed, OverrideError, OverrideStore, Rejection, Sentinel, MAX_SENTINEL_BYTES,
@@ -72,9 +75,10 @@ pub use policy::{
     GateInfo, GateSpec, Policy, PolicyError, MAX_AFFECTED_PATHS, POLICY_GATE, SANDBOX_GATE,
     SHELL_GATE,
 };
+pub use refusals::unwatchable;
 pub use review::{check_deadlocks, judge_handoff, ReviewGate, ReviewVerdict, APPEAL};
 pub use snapshot::{Change, Snapshot, SnapshotError, MAX_SNAPSHOT_PATHS};
-pub use sprawl::{human_message, SprawlGate};
+pub use sprawl::{human_message, SprawlGate, SprawlTracker, Work};
 pub(crate) use territory::literal_prefix as territory_literal_prefix;
 pub use territory::Territory;
 

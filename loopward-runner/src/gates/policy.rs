@@ -190,6 +190,8 @@ pub(super) struct PolicyInner {
     pub(super) control: ControlFiles,
     pub(super) overrides: OverrideStore,
     pub(super) shell: ShellWatchConfig,
+    /// Judging recorded actions: no override store, no disk (see [`Policy::shadow`]).
+    pub(super) shadow: bool,
     // Shared, not cloned per call: a call holds the compiled gates it started with, and a change
     // swaps in a new set without touching calls in flight.
     gates: RwLock<Arc<Gates>>,
@@ -231,9 +233,56 @@ impl Policy {
                 control,
                 overrides,
                 shell: cfg.gates.shell.clone(),
+                shadow: false,
                 gates: RwLock::new(Arc::new(gates)),
             }),
         })
+    }
+
+    /// A policy for judging recorded actions ([`Policy::decide_recorded`]): the same gates, but
+    /// nothing is read from or written to disk, and no override exists.
+    pub fn shadow(cfg: &PolicyConfig) -> Result<Self, ConfigError> {
+        let gates = Gates::compile(cfg)?;
+        Ok(Self {
+            inner: Arc::new(PolicyInner {
+                workspace: Workspace::detached(),
+                control: ControlFiles::default(),
+                overrides: OverrideStore::new("/nonexistent/loopward-detached/overrides"),
+                shell: cfg.gates.shell.clone(),
+                shadow: true,
+                gates: RwLock::new(Arc::new(gates)),
+            }),
+        })
+    }
+
+    /// Checks a config as [`Policy::from_config`] would, without a workspace (for adapters that
+    /// meet their workspace only later, like the Claude Code hook).
+    pub fn check(cfg: &PolicyConfig) -> Result<(), ConfigError> {
+        Gates::compile(cfg).map(|_| ())
+    }
+
+    /// `[gates.shell]`: folders not watched around shell commands, and the snapshot size limit.
+    pub fn shell(&self) -> &ShellWatchConfig {
+        &self.inner.shell
+    }
+
+    /// The paths a shell watch neither compares nor restores: the `[gates.shell] skip` folders
+    /// and the runs directory, where loopward appends ledgers while commands run.
+    pub fn unwatched(&self) -> Vec<String> {
+        let mut skip = self.inner.shell.skip.clone();
+        skip.extend(self.inner.control.runs_dir().map(str::to_string));
+        skip
+    }
+
+    /// Whether a shell change to `rel` could be refused (a control file, or in a territory), so
+    /// a snapshot must keep its content to put it back.
+    pub fn watched(&self, rel: &str) -> bool {
+        self.inner.control.covers(rel) || self.gates().territories.iter().any(|t| t.covers(rel))
+    }
+
+    /// The workspace the policy judges.
+    pub fn workspace(&self) -> &Workspace {
+        &self.inner.workspace
     }
 
     /// The override store the policy consumes from.

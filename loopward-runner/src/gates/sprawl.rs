@@ -19,7 +19,9 @@ use super::config::{glob, ConfigError, SprawlConfig};
 use crate::context::RunContext;
 use globset::GlobMatcher;
 use loopward_core::{AgentId, AuditError, AuditEvent};
-use std::collections::{BTreeSet, HashMap};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Mutex;
 
 /// One sibling template: a glob with `{stem}` in its file name.
@@ -105,6 +107,32 @@ impl SprawlGate {
         format!("file:{path}")
     }
 
+    /// The work a call writing `files` does; `replacements` are its edits' (old, new) pairs, so
+    /// one replacement repeated across files (a mechanical rename) is one unit of work. The plan
+    /// (`plan`, where it lands) is not work.
+    pub fn work<'a>(
+        &self,
+        files: impl IntoIterator<Item = &'a str>,
+        replacements: &[(&str, &str)],
+        plan: Option<&str>,
+    ) -> Work {
+        let mut w = Work::default();
+        for f in files {
+            if Some(f) != plan {
+                w.keys.insert(self.unit_key(f));
+                w.files.insert(f.to_string());
+            }
+        }
+        if !w.is_empty() {
+            for (old, new) in replacements {
+                let digest = Sha256::digest(format!("{old}\0{new}").as_bytes());
+                w.keys
+                    .insert(format!("replace:{}", hex::encode(&digest[..8])));
+            }
+        }
+        w
+    }
+
     /// Whether `content` is a plan: its first line starts with the marker.
     pub fn is_plan(&self, content: &str) -> bool {
         content.lines().next().is_some_and(|l| {
@@ -114,40 +142,166 @@ impl SprawlGate {
     }
 }
 
-/// Run-level order of human messages and plan writes.
-#[derive(Debug, Default)]
-pub(crate) struct Epochs {
-    inner: Mutex<EpochsInner>,
-}
-
-#[derive(Debug, Default)]
-struct EpochsInner {
-    next: u64,
+/// What the sprawl gate remembers between calls: the order of human messages and plan writes,
+/// and per agent the units of work touched since the last human message. The same type serves
+/// every enforcement point: the runner keeps it in the run's memory, the Claude Code hook in the
+/// session's state file (it is `serde`).
+///
+/// ```
+/// use loopward_core::AgentId;
+/// use loopward_runner::gates::{SprawlTracker, Work};
+/// let mut t = SprawlTracker::default();
+/// let a = AgentId::new("builder").unwrap();
+/// t.touch(&a, Work::one("file:src/a.rs", "src/a.rs"));
+/// assert_eq!(t.files(&a), ["src/a.rs"]);
+/// t.human();
+/// assert!(t.files(&a).is_empty());
+/// t.plan();
+/// assert!(t.planned());
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SprawlTracker {
+    /// Human messages and plan writes so far; "after" is decided by this order, never by time.
+    #[serde(default)]
+    order: u64,
+    #[serde(default)]
     last_human: u64,
+    #[serde(default)]
     last_plan: Option<u64>,
+    #[serde(default)]
+    agents: BTreeMap<AgentId, AgentWork>,
 }
 
-impl Epochs {
-    fn lock(&self) -> std::sync::MutexGuard<'_, EpochsInner> {
-        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+struct AgentWork {
+    #[serde(default)]
+    units: Vec<Work>,
+    /// The gate already refused (or warned) once this turn.
+    #[serde(default)]
+    fired: bool,
+}
+
+/// The units of work one action counts as: its unit keys and the files it writes. Actions whose
+/// keys meet are one unit.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Work {
+    /// The unit keys ([`SprawlGate::unit_key`], and one per repeated replacement).
+    pub keys: BTreeSet<String>,
+    /// The files written.
+    pub files: BTreeSet<String>,
+}
+
+impl Work {
+    /// One key, one file.
+    pub fn one(key: impl Into<String>, file: impl Into<String>) -> Self {
+        Self {
+            keys: BTreeSet::from([key.into()]),
+            files: BTreeSet::from([file.into()]),
+        }
     }
 
-    pub(crate) fn human(&self) {
-        let mut g = self.lock();
-        g.next += 1;
-        g.last_human = g.next;
+    /// Whether it counts as no work at all.
+    pub fn is_empty(&self) -> bool {
+        self.keys.is_empty()
+    }
+}
+
+/// What the sprawl gate says about one call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum SprawlVerdict {
+    /// Under the threshold, a plan exists, or the gate already fired this turn.
+    Pass,
+    /// This call starts unit number `n` (≥ threshold) without a plan.
+    Refuse {
+        /// Files touched so far.
+        touched: Vec<String>,
+        /// The unit number it would start.
+        n: usize,
+    },
+}
+
+impl SprawlTracker {
+    /// A person spoke: a new turn starts, every agent's units are forgotten.
+    pub fn human(&mut self) {
+        self.order += 1;
+        self.last_human = self.order;
+        self.agents.clear();
     }
 
-    pub(crate) fn plan(&self) {
-        let mut g = self.lock();
-        g.next += 1;
-        g.last_plan = Some(g.next);
+    /// A plan was written (and stands).
+    pub fn plan(&mut self) {
+        self.order += 1;
+        self.last_plan = Some(self.order);
     }
 
-    /// (the last human message's position, whether a plan came after it)
-    pub(crate) fn state(&self) -> (u64, bool) {
-        let g = self.lock();
-        (g.last_human, g.last_plan.is_some_and(|p| p > g.last_human))
+    /// Whether a plan was written after the last human message.
+    pub fn planned(&self) -> bool {
+        self.last_plan.is_some_and(|p| p > self.last_human)
+    }
+
+    /// Records that `agent`'s action, which stands, did `work` (merging the units it links).
+    pub fn touch(&mut self, agent: &AgentId, work: Work) {
+        if work.is_empty() {
+            return;
+        }
+        let st = self.agents.entry(agent.clone()).or_default();
+        let mut merged = work;
+        st.units.retain(|u| {
+            if u.keys.is_disjoint(&merged.keys) {
+                true
+            } else {
+                merged.keys.extend(u.keys.iter().cloned());
+                merged.files.extend(u.files.iter().cloned());
+                false
+            }
+        });
+        st.units.push(merged);
+    }
+
+    /// Every file `agent` touched this turn, in path order.
+    pub fn files(&self, agent: &AgentId) -> Vec<&str> {
+        let set: BTreeSet<&str> = self
+            .agents
+            .get(agent)
+            .into_iter()
+            .flat_map(|st| st.units.iter())
+            .flat_map(|u| u.files.iter().map(String::as_str))
+            .collect();
+        set.into_iter().collect()
+    }
+
+    /// What the gate says about `agent` starting `work` now. Decides; changes nothing.
+    pub(crate) fn verdict(&self, gate: &SprawlGate, agent: &AgentId, work: &Work) -> SprawlVerdict {
+        let st = self.agents.get(agent);
+        let fired = st.is_some_and(|s| s.fired);
+        if work.is_empty() || self.planned() || fired {
+            return SprawlVerdict::Pass;
+        }
+        let units = st.map_or(&[][..], |s| &s.units[..]);
+        let joins = units.iter().any(|u| !u.keys.is_disjoint(&work.keys));
+        let n = units.len() + 1;
+        if joins || n < gate.config.threshold as usize {
+            return SprawlVerdict::Pass;
+        }
+        SprawlVerdict::Refuse {
+            touched: self.files(agent).into_iter().map(String::from).collect(),
+            n,
+        }
+    }
+
+    /// The gate fired for `agent`: it stays quiet until the next human message.
+    pub(crate) fn fire(&mut self, agent: &AgentId) {
+        self.agents.entry(agent.clone()).or_default().fired = true;
+    }
+}
+
+/// The run's sprawl tracker, kept in the run's extensions.
+#[derive(Debug, Default)]
+pub(crate) struct RunSprawl(pub(crate) Mutex<SprawlTracker>);
+
+impl RunSprawl {
+    pub(crate) fn lock(&self) -> std::sync::MutexGuard<'_, SprawlTracker> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
 
@@ -170,111 +324,9 @@ pub fn human_message(run: &RunContext, content: &str) -> Result<(), AuditError> 
     run.record(&AuditEvent::HumanMessage {
         content: content.into(),
     })?;
-    run.extensions().get_or_default::<Epochs>().human();
+    run.extensions()
+        .get_or_default::<RunSprawl>()
+        .lock()
+        .human();
     Ok(())
-}
-
-/// Units of work one agent touched since the last human message.
-#[derive(Debug, Default)]
-pub(crate) struct SprawlState {
-    inner: Mutex<HashMap<AgentId, AgentUnits>>,
-}
-
-#[derive(Debug, Default, Clone)]
-pub(crate) struct AgentUnits {
-    epoch: u64,
-    units: Vec<Unit>,
-    pub(crate) fired: bool,
-}
-
-#[derive(Debug, Default, Clone)]
-struct Unit {
-    keys: BTreeSet<String>,
-    files: BTreeSet<String>,
-}
-
-/// What the sprawl gate says about one call.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum SprawlVerdict {
-    /// Under the threshold, a plan exists, or the gate already fired this turn.
-    Pass,
-    /// This call starts unit number `n` (≥ threshold) without a plan.
-    Refuse {
-        /// Files touched so far.
-        touched: Vec<String>,
-        /// The unit number it would start.
-        n: usize,
-    },
-}
-
-impl SprawlState {
-    fn with<R>(&self, agent: &AgentId, epoch: u64, f: impl FnOnce(&mut AgentUnits) -> R) -> R {
-        let mut g = self.inner.lock().unwrap_or_else(|p| p.into_inner());
-        let e = g.entry(agent.clone()).or_default();
-        if e.epoch != epoch {
-            *e = AgentUnits {
-                epoch,
-                ..AgentUnits::default()
-            };
-        }
-        f(e)
-    }
-
-    /// Decides on a call whose unit keys are `keys`; marks the gate fired on a refusal.
-    pub(crate) fn judge(
-        &self,
-        gate: &SprawlGate,
-        agent: &AgentId,
-        epochs: &Epochs,
-        keys: &BTreeSet<String>,
-        mark_fired: bool,
-    ) -> SprawlVerdict {
-        let (epoch, planned) = epochs.state();
-        self.with(agent, epoch, |st| {
-            if keys.is_empty() || planned || st.fired {
-                return SprawlVerdict::Pass;
-            }
-            let joins = st.units.iter().any(|u| !u.keys.is_disjoint(keys));
-            let n = st.units.len() + 1;
-            if joins || n < gate.config.threshold as usize {
-                return SprawlVerdict::Pass;
-            }
-            if mark_fired {
-                st.fired = true;
-            }
-            let touched = st
-                .units
-                .iter()
-                .flat_map(|u| u.files.iter().cloned())
-                .collect();
-            SprawlVerdict::Refuse { touched, n }
-        })
-    }
-
-    /// Records that a call touched `files` with unit `keys` (merging units it links).
-    pub(crate) fn touch(
-        &self,
-        agent: &AgentId,
-        epochs: &Epochs,
-        keys: BTreeSet<String>,
-        files: BTreeSet<String>,
-    ) {
-        if keys.is_empty() {
-            return;
-        }
-        let (epoch, _) = epochs.state();
-        self.with(agent, epoch, |st| {
-            let mut merged = Unit { keys, files };
-            st.units.retain(|u| {
-                if u.keys.is_disjoint(&merged.keys) {
-                    true
-                } else {
-                    merged.keys.extend(u.keys.iter().cloned());
-                    merged.files.extend(u.files.iter().cloned());
-                    false
-                }
-            });
-            st.units.push(merged);
-        });
-    }
 }

@@ -23,8 +23,7 @@ impl Policy {
         };
         for a in accesses {
             match a {
-                Access::Read(_) | Access::Exec => {}
-                Access::Write(p) => {
+                Access::Write(p) | Access::Edit { path: p, .. } => {
                     push(Some(p.raw().into()), p.rel().into());
                     for alias in hard_link_aliases(&root, p.rel())? {
                         push(None, alias);
@@ -55,9 +54,29 @@ impl Policy {
                         push(None, d);
                     }
                 }
+                // Reads, handoffs and commands write nothing a gate can name in advance.
+                _ => {}
             }
         }
         Ok(out)
+    }
+}
+
+impl Policy {
+    /// The other places a write to `rel` lands, as the workspace stands now: where a symbolic
+    /// link at `rel` points, and the other names of a file with several hard links. For an
+    /// adapter whose snapshot does not record links. An error says why they could not be found
+    /// (too many paths to search); the change is then refused.
+    pub fn link_ends(&self, rel: &str) -> Result<Vec<String>, String> {
+        let ws = &self.inner.workspace;
+        let mut ends = hard_link_aliases(ws.root(), rel)?;
+        if std::fs::symlink_metadata(ws.root().join(rel)).is_ok_and(|m| m.is_symlink()) {
+            if let Ok(p) = ws.resolve(rel) {
+                ends.push(p.rel().to_string());
+            }
+        }
+        ends.retain(|e| e != rel);
+        Ok(ends)
     }
 }
 

@@ -1,28 +1,25 @@
 //! The shell watch: a command is judged by what it changed. The workspace is recorded before
-//! and after (see [`Snapshot`]); each change is judged like a file tool's write (links made into
-//! a territory are writes there); forbidden changes are reverted and recorded as violations, and
-//! the call's effects are the diff.
+//! and after (see [`Snapshot`]); the engine judges the changes ([`Policy::judge_changes`]: links
+//! made into a territory are writes there); forbidden changes are reverted and recorded as
+//! violations, and the call's effects are the diff.
 
-use super::layer::{audit, record, refused, unused_override, Verdict};
+use super::engine::{ChangedPath, ShellAsk};
+use super::layer::{audit, record_all};
 use super::policy::{Gates, Policy, SANDBOX_GATE, SHELL_GATE};
-use super::snapshot::{Change, Snapshot};
-use super::sprawl::{Epochs, SprawlState};
-use crate::context::TurnContext;
+use super::refusals;
+use super::snapshot::Snapshot;
+use super::sprawl::RunSprawl;
 use crate::sandbox::{
     kernel_support, Confinement, ConfinementSlot, Planned, Protected, SandboxError, SandboxMode,
 };
 use crate::tool::{ToolError, ToolInvocation, ToolOutput};
-use loopward_core::{
-    AgentId, AuditEvent, Decision, Effect, EffectKind, EffectStatus, GateMode, Refusal,
-};
-use std::collections::BTreeSet;
+use loopward_core::{AgentId, AuditEvent, Decision, GateMode, Refusal, Remedy};
 use tower::ServiceExt;
 
 impl Policy {
     /// Shell: snapshot, run, compare, revert what the caller may not change.
     pub(super) async fn run_exec<S>(
         &self,
-        gates: &Gates,
         inner: S,
         inv: ToolInvocation,
     ) -> Result<ToolOutput, ToolError>
@@ -32,84 +29,64 @@ impl Policy {
             + 'static,
         S::Future: Send + 'static,
     {
+        let gates = self.gates();
         let turn = inv.turn.clone();
         let call_id = inv.call.id.clone();
         let action = format!("tool:{}", inv.call.name);
         let agent = turn.agent().clone();
-        let planned = match self.confine(gates, &agent).await {
+        let decision = |gate: &str, mode, d| AuditEvent::GateDecision {
+            call_id: Some(call_id.clone()),
+            gate: gate.into(),
+            mode,
+            action: action.clone(),
+            path_raw: None,
+            path: None,
+            decision: d,
+        };
+        let planned = match self.confine(&gates, &agent).await {
             Ok(p) => p,
             Err(why) => {
-                let v = Verdict {
-                    gate: SANDBOX_GATE.into(),
-                    mode: GateMode::Enforce,
-                    path_raw: None,
-                    path: None,
-                    decision: Decision::Deny(Refusal::new(
-                        SANDBOX_GATE,
-                        format!("not run: {why}"),
-                        "use the file tools instead; a person can fix the sandbox as the reason says",
-                    )),
-                    needs: None,
-                };
-                record(&turn, &call_id, &action, &v)?;
-                return Err(refused(v));
+                let r = Refusal::new(
+                    SANDBOX_GATE,
+                    format!("not run: {why}"),
+                    "use the file tools instead; a person can fix the sandbox as the reason says",
+                );
+                let d = decision(SANDBOX_GATE, GateMode::Enforce, Decision::Deny(r.clone()));
+                record_all(&turn, &[d])?;
+                return Err(ToolError::Refused(r));
             }
         };
-        record(
-            &turn,
-            &call_id,
-            &action,
-            &Verdict {
-                gate: SANDBOX_GATE.into(),
-                mode: match planned {
-                    Planned::Confined(_) => GateMode::Enforce,
-                    _ => GateMode::Advisory,
-                },
-                path_raw: None,
-                path: None,
-                decision: match planned {
-                    Planned::Confined(_) => Decision::Allow,
-                    _ => Decision::Warn(Refusal::new(
-                        SANDBOX_GATE,
-                        "watch-only: this command runs without a kernel sandbox; its changes are only compared and reverted afterwards",
-                        "remove `sandbox = \"watch-only\"` from [gates.shell] to contain commands",
-                    )),
-                },
-                needs: None,
-            },
-        )?;
-        let before = self.snapshot(gates, &agent).await;
-        let before = match before {
+        let confined = match planned {
+            Planned::Confined(_) => decision(SANDBOX_GATE, GateMode::Enforce, Decision::Allow),
+            _ => decision(
+                SANDBOX_GATE,
+                GateMode::Advisory,
+                Decision::Warn(Refusal::new(
+                    SANDBOX_GATE,
+                    "watch-only: this command runs without a kernel sandbox; its changes are only compared and reverted afterwards",
+                    "remove `sandbox = \"watch-only\"` from [gates.shell] to contain commands",
+                )),
+            ),
+        };
+        record_all(&turn, &[confined])?;
+        let before = match self.snapshot(&gates, &agent).await {
             Ok(s) => s,
             Err(why) => {
-                let v = Verdict {
-                    gate: SHELL_GATE.into(),
-                    mode: GateMode::Enforce,
-                    path_raw: None,
-                    path: None,
-                    decision: Decision::Deny(Refusal::new(
+                let r = refusals::unwatchable(&why);
+                record_all(
+                    &turn,
+                    &[decision(
                         SHELL_GATE,
-                        format!("not run: the workspace could not be recorded before the command, so its changes could not be checked ({why})"),
-                        "use the file tools instead, or ask a person to list big generated folders under [gates.shell] skip",
-                    )),
-                    needs: None,
-                };
-                record(&turn, &call_id, &action, &v)?;
-                return Err(refused(v));
+                        GateMode::Enforce,
+                        Decision::Deny(r.clone()),
+                    )],
+                )?;
+                return Err(ToolError::Refused(r));
             }
         };
-        record(
+        record_all(
             &turn,
-            &call_id,
-            &action,
-            &Verdict {
-                gate: SHELL_GATE.into(),
-                mode: GateMode::Enforce,
-                path_raw: None,
-                path: None,
-                decision: Decision::Allow,
-                needs: None,
-            },
+            &[decision(SHELL_GATE, GateMode::Enforce, Decision::Allow)],
         )?;
         let slot = turn.extensions().get_or_default::<ConfinementSlot>();
         slot.put(planned);
@@ -121,12 +98,14 @@ impl Policy {
                 return result;
             }
         }
-        let after = match self.snapshot(gates, &agent).await {
+        let after = match self.snapshot(&gates, &agent).await {
             Ok(s) => s,
             Err(why) => {
                 turn.record(&AuditEvent::Violation {
                     path: String::new(),
-                    remedy: "none: the workspace could not be compared".into(),
+                    remedy: Remedy::Unremedied {
+                        why: "the workspace could not be compared".into(),
+                    },
                     reason: why.clone(),
                 })
                 .map_err(audit)?;
@@ -135,80 +114,52 @@ impl Policy {
                 )));
             }
         };
-        let changes = before.diff(&after);
-        let epochs = turn.run().extensions().get_or_default::<Epochs>();
-        let mut verdicts = Vec::new();
-        for c in &changes {
-            let mut v = self.judge_path(gates, &agent, turn.run().clock(), None, &c.path);
-            if !v.denies() && c.kind != EffectKind::Delete {
-                // A link the command made into a territory is a write there.
-                if let Some(mut w) = self.judge_link(gates, &agent, &turn, &after, &c.path) {
-                    w.path = Some(c.path.clone());
-                    v = w;
-                }
-            }
-            if v.needs.is_some() {
-                self.consume(&turn, &agent, &mut v)?;
-            }
-            record(&turn, &call_id, &action, &v)?;
-            verdicts.push(v);
-        }
-        let mut effects = Vec::new();
-        let mut reverted = Vec::new();
-        let mut failures = Vec::new();
-        let mut first_refusal: Option<Refusal> = None;
-        for (c, v) in changes.iter().zip(&verdicts) {
-            let status = if let Decision::Deny(r) = &v.decision {
-                let remedy = match before.revert(self.inner.workspace.root(), c) {
-                    Ok(()) => {
-                        reverted.push(c.path.clone());
-                        crate::audit::REMEDY_REVERTED.to_string()
-                    }
-                    Err(e) => {
-                        failures.push(format!("{}: {e}", c.path));
-                        format!("not reverted: {e}")
-                    }
-                };
-                turn.record(&AuditEvent::Violation {
-                    path: c.path.clone(),
-                    remedy,
-                    reason: r.reason.clone(),
-                })
-                .map_err(audit)?;
-                first_refusal.get_or_insert_with(|| r.clone());
-                EffectStatus::Reverted
-            } else {
-                EffectStatus::Ok
-            };
-            effects.push(Effect {
-                path: c.path.clone(),
-                kind: c.kind.clone(),
-                status,
-            });
-        }
-        let kept: Vec<&Change> = changes
+        let diff = before.diff(&after);
+        let changes: Vec<ChangedPath> = diff
             .iter()
-            .zip(&effects)
-            .filter(|(_, e)| e.status == EffectStatus::Ok)
-            .map(|(c, _)| c)
-            .collect();
-        if let Some(sg) = &gates.sprawl {
-            let mut keys = BTreeSet::new();
-            let mut files = BTreeSet::new();
-            let plan = self.plan_rel(sg);
-            for c in &kept {
-                let is_dir = after_is_dir(self.inner.workspace.root(), &c.path);
-                if Some(c.path.as_str()) != plan.as_deref() && !is_dir {
-                    keys.insert(sg.unit_key(&c.path));
-                    files.insert(c.path.clone());
+            .map(|c| {
+                // The other ends of a link the command made, as the snapshot saw them.
+                let mut ends = after.hard_links_of(&c.path);
+                if after.is_link(&c.path) {
+                    if let Ok(p) = self.inner.workspace.resolve(&c.path) {
+                        ends.push(p.rel().to_string());
+                    }
                 }
-            }
-            turn.run()
-                .extensions()
-                .get_or_default::<SprawlState>()
-                .touch(&agent, &epochs, keys, files);
+                ChangedPath {
+                    path: c.path.clone(),
+                    kind: c.kind.clone(),
+                    dir: after_is_dir(self.inner.workspace.root(), &c.path),
+                    ends: Ok(ends),
+                }
+            })
+            .collect();
+        let judgement = self.judge_changes(&ShellAsk {
+            agent: &agent,
+            call_id: Some(&call_id),
+            action: &action,
+            changes: &changes,
+            clock: turn.run().clock(),
+        });
+        record_all(&turn, &judgement.events)?;
+        let remedies: Vec<Option<Remedy>> = diff
+            .iter()
+            .zip(&judgement.refusals)
+            .map(|(c, r)| {
+                r.as_ref()
+                    .map(|_| match before.revert(self.inner.workspace.root(), c) {
+                        Ok(()) => Remedy::Reverted,
+                        Err(e) => Remedy::NotReverted { why: e.to_string() },
+                    })
+            })
+            .collect();
+        let outcome = judgement.outcome(&changes, &remedies);
+        record_all(&turn, &outcome.violations)?;
+        {
+            let sprawl = turn.run().extensions().get_or_default::<RunSprawl>();
+            let mut tracker = sprawl.lock();
+            tracker.touch(&agent, judgement.work.clone());
+            self.note_plan(&outcome.effects, &mut tracker);
         }
-        self.note_plan(gates, &epochs, &effects);
         let mut out = match result {
             Ok(o) => o,
             Err(e) => ToolOutput {
@@ -217,55 +168,12 @@ impl Policy {
                 effects: vec![],
             },
         };
-        out.effects = effects;
-        if let Some(r) = first_refusal {
+        out.effects = outcome.effects;
+        if let Some(text) = outcome.message {
             out.is_error = true;
-            let mut text = format!(
-                "{}\n\nrefused by {}: the command changed paths you may not change, and those changes were reverted: {}. {}",
-                out.content,
-                r.gate,
-                reverted.join(", "),
-                r.reason
-            );
-            if !failures.is_empty() {
-                text.push_str(&format!(
-                    " Some could not be reverted and were reported: {}.",
-                    failures.join("; ")
-                ));
-            }
-            text.push_str(&format!("\nWhat to do: {}", r.hint));
-            out.content = text;
+            out.content = format!("{}\n\n{text}", out.content);
         }
         Ok(out)
-    }
-
-    /// When `path` is (after the command) a symbolic or hard link whose other end the caller may
-    /// not write, the denial that other end gets.
-    fn judge_link(
-        &self,
-        gates: &Gates,
-        agent: &AgentId,
-        turn: &TurnContext,
-        after: &Snapshot,
-        path: &str,
-    ) -> Option<Verdict> {
-        let mut ends = after.hard_links_of(path);
-        if after.is_link(path) {
-            if let Ok(p) = self.inner.workspace.resolve(path) {
-                ends.push(p.rel().to_string());
-            }
-        }
-        ends.into_iter()
-            .filter(|end| end != path)
-            .map(|end| {
-                let mut v = self.judge_path(gates, agent, turn.run().clock(), None, &end);
-                unused_override(
-                    &mut v,
-                    "the link rule (a link is not the write an override authorises)",
-                );
-                v
-            })
-            .find(Verdict::denies)
     }
 
     /// Plans the sandbox of `agent`'s command, or says why there can be none.

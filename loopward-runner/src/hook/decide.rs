@@ -2,16 +2,16 @@
 //! under the session's lock.
 
 use super::claude_code::{ClaudeTool, Event, HookInput, Reply, ToolUse};
-use super::rules::WriteAsk;
 use super::session::{SessionDir, SessionKey, SessionState};
 use super::{HookContext, HookError};
+use crate::gates::{refusals, Ask, Policy};
+use crate::tool::Access;
 use crate::workspace::{WorkPath, Workspace};
 use loopward_core::{
-    AgentId, AuditEvent, AuditSink, Decision, Effect, EffectKind, GateMode, Refusal, RunId, Scope,
+    AgentId, AuditEvent, AuditSink, Decision, Effect, EffectKind, GateMode, Remedy, RunId, Scope,
     TurnNumber,
 };
 use serde_json::{json, Value};
-use std::collections::BTreeSet;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -24,6 +24,7 @@ pub(super) fn handle(raw: &str, ctx: &HookContext) -> Result<Reply, HookError> {
     let ws = workspace(&input, ctx)?;
     let key = SessionKey::new(&input.session_id)?;
     let caller = caller(&input, ctx)?;
+    let policy = ctx.policy(&ws)?;
     let dir = SessionDir::new(ws.root(), key);
     dir.locked(|state| {
         let run = dir.key().run_id();
@@ -32,6 +33,7 @@ pub(super) fn handle(raw: &str, ctx: &HookContext) -> Result<Reply, HookError> {
         state.events += 1;
         let mut e = Engine {
             ctx,
+            policy: &policy,
             ws: &ws,
             dir: &dir,
             input: &input,
@@ -79,8 +81,10 @@ fn caller(input: &HookInput, ctx: &HookContext) -> Result<AgentId, HookError> {
     }
 }
 
+/// One event on its way through the hook: the adapter between Claude Code and the policy engine.
 pub(super) struct Engine<'a> {
     pub(super) ctx: &'a HookContext,
+    pub(super) policy: &'a Policy,
     pub(super) ws: &'a Workspace,
     pub(super) dir: &'a SessionDir,
     pub(super) input: &'a HookInput,
@@ -198,11 +202,7 @@ impl Engine<'_> {
         let path = match self.resolve(raw) {
             Ok(p) => p,
             Err(e) => {
-                let refusal = Refusal::new(
-                    "workspace",
-                    e.to_string(),
-                    "write inside the project; loopward cannot judge a path outside it, so it refuses",
-                );
+                let refusal = refusals::outside(&e.to_string());
                 self.record(&AuditEvent::GateDecision {
                     call_id: call.id.clone(),
                     gate: "workspace".into(),
@@ -217,42 +217,22 @@ impl Engine<'_> {
                 });
             }
         };
-        let turn = self
-            .state
-            .agents
-            .get(self.caller.as_str())
-            .cloned()
-            .unwrap_or_default();
-        let keys = self
-            .ctx
-            .rules
-            .unit_keys(path.rel(), &replacements(&call.input));
-        let ask = WriteAsk {
-            caller: &self.caller,
+        let accesses = accesses(&call.tool, &path, &call.input);
+        let ask = Ask {
+            agent: &self.caller,
             call_id: call.id.as_deref(),
             action: &action,
-            raw: Some(raw),
-            rel: path.rel(),
-            keys: &keys,
+            accesses: &accesses,
+            effects: &[],
+            handoff_stands: false,
+            team: &[],
+            clock: &*self.ctx.clock,
         };
-        let verdict = self.ctx.rules.judge_write(
-            &ask,
-            Some(&turn),
-            self.state.plan_is_fresh(),
-            self.ws,
-            &*self.ctx.clock,
-        );
-        for event in &verdict.events {
+        let judgement = self.policy.judge(&ask, &mut self.state.sprawl);
+        for event in &judgement.events {
             self.record(event)?;
         }
-        if verdict.sprawl_fired {
-            self.state
-                .agents
-                .entry(self.caller.to_string())
-                .or_default()
-                .sprawl_fired = true;
-        }
-        if let Some(refusal) = verdict.denial {
+        if let Some(refusal) = judgement.denial {
             return Ok(Reply::Deny {
                 reason: refusal.to_string(),
             });
@@ -269,17 +249,12 @@ impl Engine<'_> {
                 path.rel()
             }
         );
-        for e in &verdict.events {
-            if let AuditEvent::OverrideConsumed {
-                id, reason: why, ..
-            } = e
-            {
-                reason.push_str(&format!(
-                    ", once, on one-shot override {id} (\"{why}\"), now used up"
-                ));
-            }
+        for (id, why) in judgement.consumed() {
+            reason.push_str(&format!(
+                ", once, on one-shot override {id} (\"{why}\"), now used up"
+            ));
         }
-        for w in &verdict.warnings {
+        for w in &judgement.warnings {
             reason.push_str(&format!("\nadvisory {w}"));
         }
         Ok(Reply::Allow { reason })
@@ -357,25 +332,29 @@ impl Engine<'_> {
                 };
                 // A write no PreToolUse allowed (the hook was not installed for this tool, or
                 // its answer was ignored) that breaks a rule: counted, and the model told.
-                if let (false, Some(rule)) =
-                    (authorised, self.ctx.rules.guarded(&self.caller, path.rel()))
-                {
+                let guarded = (!authorised)
+                    .then(|| {
+                        self.policy
+                            .guarded(&self.caller, path.rel(), &*self.ctx.clock)
+                    })
+                    .flatten();
+                if let Some(rule) = guarded {
                     self.record(&AuditEvent::Violation {
                         path: path.rel().to_string(),
-                        remedy: "none: it ran without a PreToolUse decision; restore it from version control".into(),
-                        reason: rule.clone(),
+                        remedy: Remedy::Unremedied {
+                            why: "it ran without a PreToolUse decision; restore it from version control".into(),
+                        },
+                        reason: rule.reason.clone(),
                     })?;
                     reply = Reply::Block {
-                        reason: format!("refused by loopward: {rule}; this write was not allowed before it ran.\nWhat to do: undo it, and leave the file to its owner."),
+                        reason: format!("refused by loopward: {}; this write was not allowed before it ran.\nWhat to do: undo it, and leave the file to its owner.", rule.reason),
                     };
                 }
-                self.note_plan(path.rel());
-                let keys = self
-                    .ctx
-                    .rules
-                    .unit_keys(path.rel(), &replacements(&call.input));
-                self.touch(keys, BTreeSet::from([path.rel().to_string()]));
-                vec![Effect::ok(path.rel(), kind)]
+                let effects = vec![Effect::ok(path.rel(), kind)];
+                let work = self.policy.work(&accesses(&call.tool, &path, &call.input));
+                self.state.sprawl.touch(&self.caller, work);
+                self.policy.note_plan(&effects, &mut self.state.sprawl);
+                effects
             }
             Err(_) => vec![],
         };
@@ -388,22 +367,6 @@ impl Engine<'_> {
             output: None,
         })?;
         Ok(reply)
-    }
-
-    /// A plan written (and standing) after the last human prompt clears the sprawl gate.
-    pub(super) fn note_plan(&mut self, rel: &str) {
-        let content = std::fs::read_to_string(self.ws.root().join(rel)).unwrap_or_default();
-        if self.ctx.rules.is_plan(rel, &content) {
-            self.state.plan_written = Some(self.state.events);
-        }
-    }
-
-    pub(super) fn touch(&mut self, keys: BTreeSet<String>, files: BTreeSet<String>) {
-        self.state
-            .agents
-            .entry(self.caller.to_string())
-            .or_default()
-            .touch(keys, files);
     }
 
     pub(super) fn blobs(&self) -> std::path::PathBuf {
@@ -438,17 +401,29 @@ pub(super) fn call_id(call: &ToolUse) -> Result<&str, HookError> {
     })
 }
 
-/// The (old, new) replacements of an `Edit` or `MultiEdit` call.
-fn replacements(input: &Value) -> Vec<(&str, &str)> {
-    fn pair(v: &Value) -> Option<(&str, &str)> {
-        Some((
-            v.get("old_string")?.as_str()?,
-            v.get("new_string")?.as_str()?,
-        ))
+/// What a Claude Code file tool touches, as the engine's accesses: a write to `path`, and for
+/// `Edit` and `MultiEdit` each (old, new) replacement.
+pub(super) fn accesses(tool: &ClaudeTool, path: &WorkPath, input: &Value) -> Vec<Access> {
+    fn edit(path: &WorkPath, v: &Value) -> Option<Access> {
+        Some(Access::Edit {
+            path: path.clone(),
+            old: v.get("old_string")?.as_str()?.to_string(),
+            new: v.get("new_string")?.as_str()?.to_string(),
+        })
     }
-    let mut out: Vec<(&str, &str)> = pair(input).into_iter().collect();
-    if let Some(edits) = input.get("edits").and_then(Value::as_array) {
-        out.extend(edits.iter().filter_map(pair));
+    let mut out: Vec<Access> = match tool {
+        ClaudeTool::Edit { .. } => edit(path, input).into_iter().collect(),
+        ClaudeTool::MultiEdit { .. } => input
+            .get("edits")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(|e| edit(path, e))
+            .collect(),
+        _ => vec![],
+    };
+    if out.is_empty() {
+        out.push(Access::Write(path.clone()));
     }
     out
 }

@@ -51,7 +51,6 @@ mod bash;
 pub mod claude_code;
 mod decide;
 mod ledger;
-pub(crate) mod rules;
 pub mod session;
 mod shell;
 
@@ -59,7 +58,8 @@ pub use ledger::{FileLedgers, LedgerOpener};
 pub use shell::ShellWatchError;
 
 use crate::clock::{Clock, SystemClock};
-use crate::gates::{ConfigError, PolicyConfig};
+use crate::gates::{ConfigError, ControlFiles, Policy, PolicyConfig};
+use crate::workspace::Workspace;
 use loopward_core::{AgentId, AuditError};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -111,6 +111,9 @@ pub enum HookError {
     /// The project root is unusable.
     #[error(transparent)]
     Root(#[from] crate::workspace::PathError),
+    /// The policy could not be set up for this project.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
     /// The event's `agent_type` is not a usable agent name.
     #[error("agent_type {0:?} is not a usable agent name: {1}")]
     Caller(String, loopward_core::InvalidAgentId),
@@ -120,7 +123,8 @@ pub enum HookError {
 /// the clock and where ledgers go.
 #[derive(Clone)]
 pub struct HookContext {
-    rules: rules::Rules,
+    policy: PolicyConfig,
+    config_file: String,
     sandbox_exec: Option<SandboxExec>,
     root: Option<PathBuf>,
     main_agent: AgentId,
@@ -213,6 +217,13 @@ impl HookContext {
     pub fn main_agent(&self) -> &AgentId {
         &self.main_agent
     }
+
+    /// The policy engine for the project at `ws`, with the config file and runs directory as
+    /// control files.
+    fn policy(&self, ws: &Workspace) -> Result<Policy, ConfigError> {
+        let control = ControlFiles::new(&self.config_file, &self.runs_dir);
+        Policy::with_control(&self.policy, ws.clone(), control)
+    }
 }
 
 impl HookContextBuilder {
@@ -269,8 +280,10 @@ impl HookContextBuilder {
 
     /// Builds the context; a policy that does not validate is refused here, before any event.
     pub fn build(self) -> Result<HookContext, ConfigError> {
+        Policy::check(&self.policy)?;
         Ok(HookContext {
-            rules: rules::Rules::from_config(&self.policy, &self.config_file, &self.runs_dir)?,
+            policy: self.policy,
+            config_file: self.config_file,
             sandbox_exec: self.sandbox_exec,
             root: self.root,
             main_agent: self.main_agent,

@@ -15,10 +15,11 @@
 //! assert!(SessionKey::new("").is_err());
 //! ```
 
+use crate::gates::SprawlTracker;
 use loopward_core::RunId;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::fs::{self, File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -103,60 +104,6 @@ impl SessionKey {
     }
 }
 
-/// One unit of work: the files of calls that share a unit key (a file with its test and doc
-/// siblings, one shell command's changes, one replacement repeated across files).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Unit {
-    /// The unit keys of its calls.
-    pub keys: BTreeSet<String>,
-    /// The files written.
-    pub files: BTreeSet<String>,
-}
-
-/// What one agent has done in the current turn.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct AgentTurn {
-    /// The units of work its standing writes touched.
-    #[serde(default)]
-    pub units: Vec<Unit>,
-    /// Whether the sprawl gate already refused once this turn.
-    #[serde(default)]
-    pub sprawl_fired: bool,
-}
-
-impl AgentTurn {
-    /// Whether a call with unit `keys` continues a unit already touched.
-    pub fn joins(&self, keys: &BTreeSet<String>) -> bool {
-        self.units.iter().any(|u| !u.keys.is_disjoint(keys))
-    }
-
-    /// Records a standing write of `files` with unit `keys`, merging the units it links.
-    pub fn touch(&mut self, keys: BTreeSet<String>, files: BTreeSet<String>) {
-        if keys.is_empty() {
-            return;
-        }
-        let mut merged = Unit { keys, files };
-        self.units.retain(|u| {
-            if u.keys.is_disjoint(&merged.keys) {
-                true
-            } else {
-                merged.keys.extend(u.keys.iter().cloned());
-                merged.files.extend(u.files.iter().cloned());
-                false
-            }
-        });
-        self.units.push(merged);
-    }
-
-    /// Every file touched this turn, in path order.
-    pub fn files(&self) -> BTreeSet<&str> {
-        self.units
-            .iter()
-            .flat_map(|u| u.files.iter().map(String::as_str))
-            .collect()
-    }
-}
-
 /// The turn state of one Claude Code session.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct SessionState {
@@ -164,33 +111,23 @@ pub struct SessionState {
     pub turn: u32,
     /// Events handled so far; each event gets the next number (decides "newer than").
     pub events: u64,
-    /// The event number of the last human prompt.
-    pub last_human: u64,
-    /// The event number of the last write to the plan file that stands, if any.
-    #[serde(default)]
-    pub plan_written: Option<u64>,
     /// Whether the ledger has its `run_started` event.
     #[serde(default)]
     pub ledger_started: bool,
     /// File-tool calls allowed at `PreToolUse` whose `PostToolUse` has not come yet.
     #[serde(default)]
     pub allowed_calls: BTreeSet<String>,
-    /// Per agent: what it did this turn. Cleared by a human prompt.
+    /// The sprawl gate's memory: human prompts and plans in order, each agent's units of work
+    /// this turn (the same type the runner keeps in memory).
     #[serde(default)]
-    pub agents: BTreeMap<String, AgentTurn>,
+    pub sprawl: SprawlTracker,
 }
 
 impl SessionState {
     /// Starts a new turn: a person spoke.
     pub fn human_prompt(&mut self) {
         self.turn += 1;
-        self.last_human = self.events;
-        self.agents.clear();
-    }
-
-    /// Whether a plan was written after the last human prompt (by event order, never mtimes).
-    pub fn plan_is_fresh(&self) -> bool {
-        self.plan_written.is_some_and(|at| at > self.last_human)
+        self.sprawl.human();
     }
 }
 

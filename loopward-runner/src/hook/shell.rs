@@ -239,14 +239,6 @@ fn same(a: &Entry, b: &Entry) -> bool {
     }
 }
 
-/// Where a link created at `rel` in `after` points, workspace-relative, when it stays inside.
-pub(crate) fn link_target(ws: &Workspace, after: &Snapshot, rel: &str) -> Option<String> {
-    match after.entries.get(rel) {
-        Some(Entry::Link { .. }) => ws.resolve(rel).ok().map(|p| p.rel().to_string()),
-        _ => None,
-    }
-}
-
 /// Puts `rel` back as it was in `before`.
 pub(crate) fn revert(
     ws: &Workspace,

@@ -1,15 +1,13 @@
 //! The model-call service boundary: a chat request in, the model's reply out.
 //!
 //! Backends implement `tower::Service<ChatRequest, Response = ChatResponse, Error = ModelError>`.
-//! The scripted [`fake`] backend is always built; the HTTP backends sit behind the `http` feature,
-//! local GGUF models behind `llama`. The request and reply types are
+//! The scripted [`fake`] backend is always built; the HTTP backends sit behind the `http` feature;
+//! local GGUF models are the `loopward-llama` crate (it compiles llama.cpp). The request and reply types are
 //! `loopward_core::model`'s, re-exported here.
 
 pub mod fake;
 #[cfg(feature = "http")]
 pub mod http;
-#[cfg(feature = "llama")]
-pub mod llama;
 
 pub use loopward_core::model::{estimate_tokens, ChatRequest, ChatResponse, ModelError};
 

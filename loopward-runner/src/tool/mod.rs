@@ -15,7 +15,7 @@ pub use set::ToolSet;
 use crate::context::TurnContext;
 use crate::workspace::WorkPath;
 use futures::future::BoxFuture;
-use loopward_core::{Effect, ToolCall, ToolSpec};
+use loopward_core::{AgentId, Effect, ToolCall, ToolSpec};
 use std::sync::Arc;
 
 /// What a tool call will touch, declared by the tool before it runs.
@@ -42,6 +42,21 @@ pub enum Access {
         /// Where it points.
         target: WorkPath,
     },
+    /// Replaces the text `old` with `new` in the file at `path` (a write there; the same
+    /// replacement across many files is one unit of work for the sprawl gate).
+    Edit {
+        /// The file.
+        path: WorkPath,
+        /// The text replaced.
+        old: String,
+        /// The text put in its place.
+        new: String,
+    },
+    /// Hands the work to another agent (the review gates and one-handoff rule judge it).
+    Handoff {
+        /// The agent taking over.
+        to: AgentId,
+    },
     /// Runs a command whose writes cannot be known in advance; judged by what it changes.
     Exec,
 }
@@ -50,8 +65,8 @@ impl Access {
     /// The paths this access writes (empty for reads and exec).
     pub fn written_paths(&self) -> Vec<&WorkPath> {
         match self {
-            Self::Read(_) | Self::Exec => vec![],
-            Self::Write(p) | Self::Delete(p) => vec![p],
+            Self::Read(_) | Self::Exec | Self::Handoff { .. } => vec![],
+            Self::Write(p) | Self::Delete(p) | Self::Edit { path: p, .. } => vec![p],
             Self::Rename { from, to } => vec![from, to],
             Self::Link { path, target } => vec![path, target],
         }

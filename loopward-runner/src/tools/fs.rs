@@ -28,7 +28,7 @@ fn io_err(what: &str, path: &str, e: std::io::Error) -> ToolError {
 
 fn first_path(inv: &ToolInvocation) -> Result<crate::workspace::WorkPath, ToolError> {
     match inv.accesses.first() {
-        Some(Access::Read(p) | Access::Write(p)) => Ok(p.clone()),
+        Some(Access::Read(p) | Access::Write(p) | Access::Edit { path: p, .. }) => Ok(p.clone()),
         _ => Err(ToolError::Failed(
             "internal: the call declared no path".into(),
         )),
@@ -186,7 +186,11 @@ impl Tool for EditFile {
                 why: "`old` is empty; give the exact text to replace".into(),
             });
         }
-        Ok(vec![Access::Write(turn.workspace().resolve(&a.path)?)])
+        Ok(vec![Access::Edit {
+            path: turn.workspace().resolve(&a.path)?,
+            old: a.old,
+            new: a.new,
+        }])
     }
 
     fn call(&self, inv: ToolInvocation) -> BoxFuture<'static, Result<ToolOutput, ToolError>> {

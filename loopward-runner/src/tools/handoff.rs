@@ -55,11 +55,11 @@ impl Tool for HandoffTool {
         _turn: &TurnContext,
     ) -> Result<Vec<Access>, ToolError> {
         let a: Args = parse_args("handoff", args)?;
-        AgentId::new(a.to).map_err(|e| ToolError::BadArguments {
+        let to = AgentId::new(a.to).map_err(|e| ToolError::BadArguments {
             tool: "handoff".into(),
             why: e.to_string(),
         })?;
-        Ok(vec![])
+        Ok(vec![Access::Handoff { to }])
     }
 
     fn call(&self, inv: ToolInvocation) -> BoxFuture<'static, Result<ToolOutput, ToolError>> {

@@ -177,7 +177,9 @@ fn summarise(line: &Value) -> String {
         "violation" => format!(
             "{} {}: {}",
             event["path"].as_str().unwrap_or(""),
-            event["remedy"].as_str().unwrap_or(""),
+            serde_json::from_value::<loopward_core::Remedy>(event["remedy"].clone())
+                .map(|r| r.to_string())
+                .unwrap_or_default(),
             event["reason"].as_str().unwrap_or("")
         ),
         "override_consumed" => format!(

@@ -137,6 +137,8 @@ pub struct ApprovalRequest {
     pub action: GatedAction,
     /// A one-line human description (the tool and its arguments, the phase, …).
     pub summary: String,
+    /// Why the action is gated (what the gate stands before), in words.
+    pub why: String,
 }
 
 /// A person's answer.

@@ -134,6 +134,19 @@ pub(super) enum Point {
     Handoff(AgentId),
 }
 
+impl Point {
+    /// Why an action meets this gate, for the person asked.
+    pub(super) fn why(&self) -> String {
+        match self {
+            Self::Turn(a) => format!("every turn of {a} needs a person's approval"),
+            Self::Phase(p) => format!("entering phase {p} needs a person's approval"),
+            Self::Tool(t) => format!("every {t} call needs a person's approval"),
+            Self::Write(g) => format!("writes under {} need a person's approval", g.glob()),
+            Self::Handoff(a) => format!("a handoff to {a} needs a person's approval"),
+        }
+    }
+}
+
 /// A validated gate.
 #[derive(Clone, Debug)]
 pub(super) struct Gate {

@@ -217,6 +217,7 @@ impl StopGates {
                             gate: gate.name.clone(),
                             action: action.clone(),
                             summary: summary.into(),
+                            why: gate.point.why(),
                         };
                         let wait = Duration::from_secs(gate.ask_timeout_secs);
                         tokio::time::timeout(wait, approver.ask(request))

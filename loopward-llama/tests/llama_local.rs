@@ -1,10 +1,9 @@
 //! The llama backend on a real model: SmolLM2-135M-Instruct (`cargo xtask fetch-model`).
-#![cfg(feature = "llama")]
 
 use futures::future::BoxFuture;
 use loopward_core::{AgentId, AuditEvent, Message, RunId, RunStatus, ToolSpec};
+use loopward_llama::{LlamaConfig, LlamaModel, LlamaService, ToolChoice};
 use loopward_runner::audit::MemorySink;
-use loopward_runner::model::llama::{LlamaConfig, LlamaModel, LlamaService, ToolChoice};
 use loopward_runner::model::{BoxModelService, ChatRequest, ChatResponse, ModelError};
 use loopward_runner::tool::{Access, Tool, ToolError, ToolInvocation, ToolOutput, ToolSet};
 use loopward_runner::{BoxTurnService, LlmAgent, RunSpec, Runner, TurnContext, Workspace};

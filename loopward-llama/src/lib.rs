@@ -26,10 +26,12 @@
 //!
 //! `llama.cpp` is initialised once per process (on the first load); its logs go to `tracing`.
 //!
-//! ```no_run
-//! use loopward_runner::model::{llama::{LlamaConfig, LlamaModel}, BoxModelService, ChatRequest};
+//! ```
+//! use loopward_llama::{LlamaConfig, LlamaModel};
+//! use loopward_runner::model::{BoxModelService, ChatRequest};
 //! use loopward_core::{AgentId, Message};
 //! use tower::ServiceExt;
+//! # std::env::set_current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/..")).unwrap();
 //! # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
 //! // `cargo xtask fetch-model` puts this file in place.
 //! let config = LlamaConfig::new("models/SmolLM2-135M-Instruct.Q4_1.gguf").n_ctx(2048);
@@ -60,8 +62,8 @@ mod worker;
 
 pub use config::{LlamaConfig, ToolChoice};
 
-use crate::model::{ChatRequest, ChatResponse, ModelError};
 use futures::future::BoxFuture;
+use loopward_core::model::{ChatRequest, ChatResponse, ModelError};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{mpsc, Arc};
 use std::task::{Context, Poll};

@@ -7,7 +7,7 @@
 //! and tool results as user messages marked `[tool result …]`. A model without a template gets
 //! ChatML.
 
-use crate::model::ModelError;
+use loopward_core::model::ModelError;
 use loopward_core::{Message, ToolSpec};
 use minijinja::{Environment, ErrorKind};
 use serde_json::{json, Value};

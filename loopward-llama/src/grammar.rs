@@ -7,7 +7,7 @@
 //! converter over a `oneOf` of one schema per tool, with insignificant whitespace removed so the
 //! model cannot wander in blank space.
 
-use crate::model::ModelError;
+use loopward_core::model::ModelError;
 use loopward_core::ToolSpec;
 use serde_json::{json, Map, Value};
 

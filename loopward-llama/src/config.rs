@@ -5,7 +5,7 @@ use std::path::PathBuf;
 /// Everything needed to load a GGUF model and sample from it.
 ///
 /// ```
-/// use loopward_runner::model::llama::LlamaConfig;
+/// use loopward_llama::LlamaConfig;
 /// let config = LlamaConfig::new("models/SmolLM2-135M-Instruct.Q4_1.gguf").n_ctx(4096).greedy();
 /// assert_eq!(config.n_ctx, 4096);
 /// assert_eq!(config.temperature, 0.0);

@@ -4,7 +4,6 @@
 use super::config::{LlamaConfig, ToolChoice};
 use super::grammar::{parse_reply, tool_grammar, Reply, Shape};
 use super::prompt::PromptTemplate;
-use crate::model::{ChatRequest, ChatResponse, ModelError};
 use llama_cpp_2::context::params::LlamaContextParams;
 use llama_cpp_2::context::LlamaContext;
 use llama_cpp_2::llama_backend::LlamaBackend;
@@ -14,6 +13,7 @@ use llama_cpp_2::model::LlamaModel as CppModel;
 use llama_cpp_2::sampling::LlamaSampler;
 use llama_cpp_2::token::LlamaToken;
 use llama_cpp_2::{send_logs_to_tracing, LogOptions};
+use loopward_core::model::{ChatRequest, ChatResponse, ModelError};
 use loopward_core::{Message, ToolCall, Usage};
 use std::collections::{HashMap, VecDeque};
 use std::io::Read;

@@ -1,0 +1,185 @@
+//! One gate's verdict on one path, and the path judgement every action goes through: control
+//! files, then territories (finding a one-shot override where one is needed).
+
+use super::super::overrides::Sentinel;
+use super::super::policy::{Gates, Policy};
+use super::super::refusals;
+use super::super::territory::Territory;
+use crate::clock::Clock;
+use loopward_core::{AgentId, AuditEvent, Decision, GateMode, Refusal};
+
+/// One gate's verdict on one path of one action.
+#[derive(Clone, Debug)]
+pub(crate) struct Verdict {
+    pub(crate) gate: String,
+    pub(crate) mode: GateMode,
+    pub(crate) path_raw: Option<String>,
+    pub(crate) path: Option<String>,
+    pub(crate) decision: Decision,
+    /// The override this path needs once every gate allows (found, not yet taken).
+    pub(crate) needs: Option<Sentinel>,
+    /// The action as recorded, when not the ask's (a handoff's review: `handoff:<to>`).
+    pub(crate) action: Option<String>,
+}
+
+impl Verdict {
+    /// A verdict on the action as a whole (no path).
+    pub(crate) fn whole(gate: &str, mode: GateMode, decision: Decision) -> Self {
+        Self {
+            gate: gate.into(),
+            mode,
+            path_raw: None,
+            path: None,
+            decision,
+            needs: None,
+            action: None,
+        }
+    }
+
+    pub(crate) fn denies(&self) -> bool {
+        !self.decision.permits()
+    }
+
+    /// The ledger event.
+    pub(crate) fn event(&self, call_id: Option<&str>, action: &str) -> AuditEvent {
+        AuditEvent::GateDecision {
+            call_id: call_id.map(str::to_string),
+            gate: self.gate.clone(),
+            mode: self.mode,
+            action: self.action.clone().unwrap_or_else(|| action.into()),
+            path_raw: self.path_raw.clone(),
+            path: self.path.clone(),
+            decision: self.decision.clone(),
+        }
+    }
+
+    /// Another gate refused the action: an override this path would have used stays for the
+    /// next try, and the census says so.
+    pub(crate) fn leave_override(&mut self, refused_by: &str) {
+        if let Some(s) = self.needs.take() {
+            let path = self.path.as_deref().unwrap_or("");
+            self.decision = Decision::Deny(refusals::unused_override(
+                &self.gate, path, &s.id, refused_by,
+            ));
+        }
+    }
+}
+
+impl Policy {
+    /// Control, then territories (finding an override where one is needed). Decides; takes
+    /// nothing.
+    pub(in crate::gates) fn judge_path(
+        &self,
+        gates: &Gates,
+        agent: &AgentId,
+        clock: &dyn Clock,
+        raw: Option<String>,
+        rel: &str,
+    ) -> Verdict {
+        let mk = |gate: &str, mode, decision, needs| Verdict {
+            gate: gate.into(),
+            mode,
+            path_raw: raw.clone(),
+            path: Some(rel.to_string()),
+            decision,
+            needs,
+            action: None,
+        };
+        if self.inner.control.covers(rel) {
+            return mk(
+                super::super::CONTROL_GATE,
+                GateMode::Enforce,
+                Decision::Deny(refusals::control(rel)),
+                None,
+            );
+        }
+        let mut covering: Vec<&Territory> =
+            gates.territories.iter().filter(|t| t.covers(rel)).collect();
+        covering.sort_by(|a, b| a.name().cmp(b.name()));
+        let foreign: Vec<&Territory> = covering
+            .iter()
+            .copied()
+            .filter(|t| !t.owned_by(agent))
+            .collect();
+        let ttl = self.inner.overrides.ttl_limit();
+        if let Some(t) = foreign.iter().find(|t| t.mode() == GateMode::Enforce) {
+            let found = if self.inner.shadow {
+                Err(None)
+            } else {
+                self.inner.overrides.find(agent, rel, clock).map_err(Some)
+            };
+            return match found {
+                Ok(s) => {
+                    let d = Decision::Override {
+                        id: s.id.clone(),
+                        reason: s.reason.clone(),
+                    };
+                    mk(t.name(), GateMode::Enforce, d, Some(s))
+                }
+                Err(e) => mk(
+                    t.name(),
+                    GateMode::Enforce,
+                    Decision::Deny(refusals::territory(t, agent, rel, e.as_ref(), ttl)),
+                    None,
+                ),
+            };
+        }
+        if let Some(t) = foreign.first() {
+            return mk(
+                t.name(),
+                GateMode::Advisory,
+                Decision::Warn(refusals::territory(t, agent, rel, None, ttl)),
+                None,
+            );
+        }
+        let gate = covering.first().map_or("territory", |t| t.name());
+        mk(gate, GateMode::Enforce, Decision::Allow, None)
+    }
+
+    /// Why `agent` may not have written `rel`, for a write found after it ran without a
+    /// decision (`None` when control files and territories allow it, or an override would).
+    pub fn guarded(&self, agent: &AgentId, rel: &str, clock: &dyn Clock) -> Option<Refusal> {
+        let v = self.judge_path(&self.gates(), agent, clock, None, rel);
+        match v.decision {
+            Decision::Deny(r) => Some(r),
+            _ => None,
+        }
+    }
+
+    /// Takes the override a verdict needs: its consumption event, to be recorded before the
+    /// decision. On failure (taken by a racing call, expired since) the verdict becomes a denial.
+    pub(in crate::gates) fn consume(
+        &self,
+        gates: &Gates,
+        agent: &AgentId,
+        clock: &dyn Clock,
+        v: &mut Verdict,
+    ) -> Option<AuditEvent> {
+        v.needs.take()?;
+        let path = v.path.clone().unwrap_or_default();
+        match self.inner.overrides.take(agent, &path, clock) {
+            Ok(taken) => {
+                v.decision = Decision::Override {
+                    id: taken.id.clone(),
+                    reason: taken.reason.clone(),
+                };
+                Some(AuditEvent::OverrideConsumed {
+                    id: taken.id,
+                    agent: agent.clone(),
+                    path: taken.path,
+                    reason: taken.reason,
+                })
+            }
+            Err(e) => {
+                let ttl = self.inner.overrides.ttl_limit();
+                v.decision = Decision::Deny(
+                    match gates.territories.iter().find(|t| t.name() == v.gate) {
+                        Some(t) => refusals::territory(t, agent, &path, Some(&e), ttl),
+                        None => Refusal::new(v.gate.clone(), e.to_string(), ""),
+                    },
+                );
+                None
+            }
+        }
+    }
+}

@@ -1,0 +1,340 @@
+//! One policy, two enforcement points: the same script of writes, edits, shell changes, links
+//! and overrides, played through the runner's tool stack and through the Claude Code hook under
+//! the same config, leaves the same decisions, override consumptions and violations in their
+//! ledgers.
+
+mod gates_support;
+
+use gates_support::{Room, NOW};
+use loopward_core::{AuditError, AuditEvent, AuditSink, Decision, GateMode, RunId};
+use loopward_runner::audit::MemorySink;
+use loopward_runner::gates::{self, PolicyConfig};
+use loopward_runner::hook::{handle, HookContext, LedgerOpener};
+use loopward_runner::{Clock, ManualClock, TurnContext};
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+const CONFIG: &str = r#"
+[[territory]]
+paths = ["plans/**"]
+owner = "planner"
+
+[gates.shell]
+sandbox = "watch-only"
+"#;
+
+/// One step of the script, as an agent would attempt it.
+#[derive(Clone, Debug)]
+enum Step {
+    /// A file on disk before the session (no agent wrote it).
+    Seed(&'static str, &'static str),
+    /// A person speaks: a new turn.
+    Human(&'static str),
+    /// A person grants `agent` a one-shot override on `path`.
+    Grant(&'static str, &'static str),
+    /// Write a whole file.
+    Write(&'static str, &'static str),
+    /// Replace `old` with `new` in a file.
+    Edit(&'static str, &'static str, &'static str),
+    /// A shell command (`sh -c`).
+    Shell(&'static str),
+}
+
+use Step::*;
+
+/// The script: each rule's allow and deny, its way out, and the divergences the two engines
+/// used to have (a hard link made by a command into a territory; an override covering where a
+/// symbolic link lands; unit keys of a repeated replacement; the plan clearing the sprawl gate).
+fn script() -> Vec<Step> {
+    vec![
+        Seed("src/util.rs", "use crate::lex;\n"),
+        Seed("plans/roadmap.md", "the planner's\n"),
+        Human("build the parser"),
+        Write("src/lexer.rs", "fn lex() {}\n"),
+        Edit("src/lexer.rs", "lex", "tokens"),
+        Write("tests/lexer.rs", "#[test] fn t() {}\n"),
+        Write("src/parser.rs", "fn parse() { lex() }\n"),
+        // The same replacement in another file is the same unit of work (a mechanical rename).
+        Edit("src/util.rs", "lex", "tokens"),
+        Write("plans/roadmap.md", "mine now"),
+        Write(".loopward/overrides/forged.json", "{}"),
+        // A third unit with no plan: refused once; the plan clears it.
+        Write("src/eval.rs", "fn eval() {}\n"),
+        Write("plan.md", "# Plan\n1. lexer\n2. parser\n3. eval\n"),
+        Write("src/eval.rs", "fn eval() {}\n"),
+        // One override, one write.
+        Grant("builder", "plans/roadmap.md"),
+        Write("plans/roadmap.md", "typo fixed"),
+        Write("plans/roadmap.md", "and again"),
+        // Shell: a write into a territory is put back, the rest stands.
+        Shell("echo hijack > plans/roadmap.md; echo ok > src/notes.txt"),
+        // A hard link into a territory, and a symbolic one.
+        Shell("ln plans/roadmap.md src/hard.md"),
+        Shell("ln -s ../plans/roadmap.md src/soft.md"),
+        // A symbolic link whose landing place an override covers: consumed, and it stands.
+        Grant("builder", "plans/next.md"),
+        Shell("ln -s ../plans/next.md src/next.md"),
+        Human("now the docs"),
+        Write("docs/lexer.md", "# Lexer\n"),
+        Shell("echo '# Plan' > plans/readme.md"),
+    ]
+}
+
+/// A decision record, without what only one adapter can know (call ids, the action's tool
+/// name, the raw path as typed).
+#[derive(Debug, PartialEq)]
+enum Seen {
+    Gate {
+        gate: String,
+        mode: GateMode,
+        path: Option<String>,
+        decision: Decision,
+    },
+    Override {
+        id: String,
+        path: String,
+        reason: String,
+    },
+    Violation {
+        path: String,
+        remedy: String,
+        reason: String,
+    },
+}
+
+fn seen(events: Vec<AuditEvent>) -> Vec<Seen> {
+    events
+        .into_iter()
+        .filter_map(|e| match e {
+            // The kernel sandbox is the runner's containment of a command, not a decision of
+            // the policy; the hook has none.
+            AuditEvent::GateDecision { gate, .. } if gate == gates::SANDBOX_GATE => None,
+            AuditEvent::GateDecision {
+                gate,
+                mode,
+                path,
+                decision,
+                ..
+            } => Some(Seen::Gate {
+                gate,
+                mode,
+                path,
+                decision,
+            }),
+            AuditEvent::OverrideConsumed {
+                id, path, reason, ..
+            } => Some(Seen::Override { id, path, reason }),
+            AuditEvent::Violation {
+                path,
+                remedy,
+                reason,
+            } => Some(Seen::Violation {
+                path,
+                remedy: remedy.to_string(),
+                reason,
+            }),
+            _ => None,
+        })
+        .collect()
+}
+
+fn grant(store: &gates::OverrideStore, ws: &loopward_runner::Workspace, who: &str, path: &str) {
+    let clock = ManualClock::new(NOW);
+    store
+        .grant(
+            &gates_support::agent(who),
+            &ws.resolve(path).unwrap(),
+            "approved by Ana",
+            Duration::from_secs(600),
+            &clock,
+        )
+        .unwrap();
+}
+
+/// The script through the runner's tool stack, as agent `builder`.
+async fn through_the_runner() -> Vec<Seen> {
+    let room = Room::new(CONFIG);
+    let mut turn: Option<TurnContext> = None;
+    for step in script() {
+        match step {
+            Seed(path, content) => room.write(path, content),
+            Human(text) => {
+                gates::human_message(&room.run, text).unwrap();
+                turn = Some(room.turn("builder"));
+            }
+            Grant(who, path) => grant(room.policy.overrides(), &room.ws, who, path),
+            Write(path, content) => {
+                let _ = room.write_file(turn.as_ref().unwrap(), path, content).await;
+            }
+            Edit(path, old, new) => {
+                let _ = room.edit_file(turn.as_ref().unwrap(), path, old, new).await;
+            }
+            Shell(command) => {
+                let _ = room.shell(turn.as_ref().unwrap(), command).await;
+            }
+        }
+    }
+    seen(room.events())
+}
+
+/// Every session's ledger in one memory sink.
+struct Memory(Arc<MemorySink>);
+
+impl LedgerOpener for Memory {
+    fn open(
+        &self,
+        _runs_dir: &Path,
+        _run: &RunId,
+        _clock: Arc<dyn Clock>,
+    ) -> Result<Arc<dyn AuditSink>, AuditError> {
+        Ok(self.0.clone())
+    }
+}
+
+/// Claude Code, scripted: it asks the hook before each tool, does what the tool does when
+/// allowed, and reports after.
+struct Session {
+    root: PathBuf,
+    ctx: HookContext,
+    calls: u32,
+}
+
+impl Session {
+    fn send(&mut self, event: &str, tool: Option<(&str, Value)>, extra: Value) -> String {
+        let (name, input) = tool.unwrap_or(("", Value::Null));
+        let mut e = json!({
+            "session_id": "parity", "transcript_path": "/t.jsonl", "cwd": self.root,
+            "hook_event_name": event, "agent_type": "builder",
+        });
+        if !name.is_empty() {
+            e["tool_name"] = json!(name);
+            e["tool_input"] = input;
+            e["tool_use_id"] = json!(format!("toolu_{}", self.calls));
+        }
+        for (k, v) in extra.as_object().into_iter().flatten() {
+            e[k] = v.clone();
+        }
+        let answer = handle(&e.to_string(), &self.ctx);
+        assert_eq!(answer.exit_code, 0, "{}", answer.stderr);
+        answer.stdout
+    }
+
+    /// Pre, then the tool itself when not denied, then Post.
+    fn tool(&mut self, name: &str, input: Value, run: impl FnOnce(&Path)) {
+        self.calls += 1;
+        let pre = self.send("PreToolUse", Some((name, input.clone())), json!({}));
+        if pre.contains(r#""permissionDecision":"deny""#) {
+            return;
+        }
+        run(&self.root);
+        self.send(
+            "PostToolUse",
+            Some((name, input)),
+            json!({"tool_response": {}}),
+        );
+    }
+}
+
+/// The script through the Claude Code hook, as subagent `builder`.
+fn through_the_hook() -> Vec<Seen> {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    let sink = Arc::new(MemorySink::default());
+    let cfg = PolicyConfig::from_toml(CONFIG).unwrap();
+    let ctx = HookContext::builder(&cfg)
+        .root(&root)
+        .clock(Arc::new(ManualClock::new(NOW)))
+        .ledgers(Arc::new(Memory(sink.clone())))
+        .build()
+        .unwrap();
+    let ws = loopward_runner::Workspace::new(&root).unwrap();
+    let store = gates::OverrideStore::for_workspace(&ws);
+    let mut s = Session {
+        root: root.clone(),
+        ctx,
+        calls: 0,
+    };
+    for step in script() {
+        match step {
+            Seed(path, content) => {
+                std::fs::create_dir_all(root.join(path).parent().unwrap()).unwrap();
+                std::fs::write(root.join(path), content).unwrap();
+            }
+            Human(text) => {
+                s.send("UserPromptSubmit", None, json!({"prompt": text}));
+            }
+            Grant(who, path) => grant(&store, &ws, who, path),
+            Write(path, content) => {
+                let abs = root.join(path);
+                let input = json!({"file_path": abs, "content": content});
+                s.tool("Write", input, |_| {
+                    std::fs::create_dir_all(abs.parent().unwrap()).unwrap();
+                    std::fs::write(&abs, content).unwrap();
+                });
+            }
+            Edit(path, old, new) => {
+                let abs = root.join(path);
+                let input = json!({"file_path": abs, "old_string": old, "new_string": new});
+                s.tool("Edit", input, |_| {
+                    let text = std::fs::read_to_string(&abs).unwrap();
+                    std::fs::write(&abs, text.replacen(old, new, 1)).unwrap();
+                });
+            }
+            Shell(command) => {
+                s.tool("Bash", json!({ "command": command }), |root| {
+                    std::process::Command::new("sh")
+                        .arg("-c")
+                        .arg(command)
+                        .current_dir(root)
+                        .status()
+                        .unwrap();
+                });
+            }
+        }
+    }
+    seen(sink.events().into_iter().map(|(_, e)| e).collect())
+}
+
+#[tokio::test]
+async fn the_runner_and_the_hook_decide_the_same_script_identically() {
+    let runner = through_the_runner().await;
+    let hook = through_the_hook();
+    // The script exercised every kind of record, so agreeing is not agreeing on nothing.
+    let denials = runner
+        .iter()
+        .filter(|s| {
+            matches!(
+                s,
+                Seen::Gate {
+                    decision: Decision::Deny(_),
+                    ..
+                }
+            )
+        })
+        .count();
+    let overrides = runner
+        .iter()
+        .filter(|s| matches!(s, Seen::Override { .. }))
+        .count();
+    let violations = runner
+        .iter()
+        .filter(|s| matches!(s, Seen::Violation { .. }))
+        .count();
+    assert!(
+        denials >= 5 && overrides == 2 && violations >= 3,
+        "{runner:#?}"
+    );
+    for (i, (r, h)) in runner.iter().zip(&hook).enumerate() {
+        assert_eq!(
+            r, h,
+            "record {i} differs\nrunner: {runner:#?}\nhook: {hook:#?}"
+        );
+    }
+    assert_eq!(
+        runner.len(),
+        hook.len(),
+        "runner: {runner:#?}\nhook: {hook:#?}"
+    );
+}
