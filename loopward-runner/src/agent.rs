@@ -1,6 +1,7 @@
 //! `LlmAgent`: the model ↔ tools inner loop of one turn.
 
-use crate::model::{BoxModelService, ChatRequest};
+use crate::journal::{FedCall, TurnFeed, RESUME_LAYER};
+use crate::model::{BoxModelService, ChatRequest, ChatResponse};
 use crate::tool::{BoxToolService, ToolError, ToolInvocation, ToolSet};
 use crate::turn::{TurnError, TurnOutcome, TurnRequest};
 use futures::future::BoxFuture;
@@ -152,6 +153,8 @@ impl Service<TurnRequest> for LlmAgent {
 impl Inner {
     async fn run_turn(&self, req: TurnRequest) -> Result<TurnOutcome, TurnError> {
         let turn = req.turn;
+        // A resumed turn takes its recorded steps from here before going live.
+        let feed = turn.extensions().get::<TurnFeed>();
         let mut history = Vec::with_capacity(req.messages.len() + 1);
         if !self.system.is_empty() {
             history.push(Message::system(self.system.clone()));
@@ -172,26 +175,8 @@ impl Inner {
                 },
                 max_tokens: self.max_tokens,
             };
-            let span = crate::telemetry::model_span(&self.name, self.max_tokens);
-            let reply = self
-                .model
-                .clone()
-                .oneshot(request)
-                .instrument(span.clone())
-                .await;
-            crate::telemetry::record_model(&span, reply.as_ref());
-            let reply = reply?;
+            let reply = self.reply(&turn, request, feed.as_deref()).await?;
             usage += reply.usage;
-            turn.record(&AuditEvent::ModelCall {
-                model: reply.model.clone(),
-                usage: reply.usage,
-                cost_micros: self.price.map(|p| p.cost_micros(&reply.usage)),
-                tool_calls: u32::try_from(reply.tool_calls.len()).unwrap_or(u32::MAX),
-            })?;
-            turn.record(&AuditEvent::ModelReply {
-                text: reply.content.clone(),
-                tool_calls: reply.tool_calls.clone(),
-            })?;
             text.clone_from(&reply.content);
             let calls = reply.tool_calls.clone();
             history.push(Message::model(reply.content, reply.tool_calls));
@@ -209,7 +194,7 @@ impl Inner {
             for call in calls {
                 let span = crate::telemetry::tool_span(&call);
                 let result = self
-                    .run_call(&turn, call, &mut seen)
+                    .run_call(&turn, call, &mut seen, feed.as_deref())
                     .instrument(span.clone())
                     .await;
                 crate::telemetry::record_tool(&span, result.as_ref());
@@ -241,6 +226,7 @@ impl Inner {
         turn: &crate::context::TurnContext,
         call: ToolCall,
         seen: &mut HashSet<String>,
+        feed: Option<&TurnFeed>,
     ) -> Result<ToolResult, TurnError> {
         // Read live, not once per reply: a call that ends the run (exhaustion, a denied
         // stop-gate) ends the rest of the reply that made it.
@@ -249,11 +235,23 @@ impl Inner {
             st.steps += 1;
             (st.steps, st.tools_disabled, st.run_ends.clone())
         };
-        turn.record(&AuditEvent::ToolRequested {
-            call_id: call.id.clone(),
-            tool: call.name.clone(),
-            arguments: call.arguments.clone(),
-        })?;
+        match feed.and_then(|f| f.take_call(&call.id, &call.name)) {
+            None => turn.record(&AuditEvent::ToolRequested {
+                call_id: call.id.clone(),
+                tool: call.name.clone(),
+                arguments: call.arguments.clone(),
+            })?,
+            Some(fed) => {
+                seen.insert(call.id.clone());
+                match resume_call(turn, &call, fed)? {
+                    Some(result) => return Ok(result),
+                    None => {
+                        let outcome = self.dispatch(turn, &call).await;
+                        return self.finish_call(turn, call, outcome);
+                    }
+                }
+            }
+        }
         let outcome = if !seen.insert(call.id.clone()) {
             Err(ToolError::BadArguments {
                 tool: call.name.clone(),
@@ -283,6 +281,16 @@ impl Inner {
         } else {
             self.dispatch(turn, &call).await
         };
+        self.finish_call(turn, call, outcome)
+    }
+
+    /// Records how a call ended and makes its result; a fatal error (the ledger) ends the turn.
+    fn finish_call(
+        &self,
+        turn: &crate::context::TurnContext,
+        call: ToolCall,
+        outcome: Result<crate::tool::ToolOutput, ToolError>,
+    ) -> Result<ToolResult, TurnError> {
         let (content, is_error, effects) = match outcome {
             Ok(out) => (out.content, out.is_error, out.effects),
             Err(e) if e.is_fatal() => {
@@ -307,6 +315,44 @@ impl Inner {
         })
     }
 
+    /// The model's next reply: the recorded one when the turn is being resumed and the journal
+    /// holds it (no model call, nothing recorded again), else a live call, recorded.
+    async fn reply(
+        &self,
+        turn: &crate::context::TurnContext,
+        request: ChatRequest,
+        feed: Option<&TurnFeed>,
+    ) -> Result<ChatResponse, TurnError> {
+        if let Some(r) = feed.and_then(TurnFeed::next_reply) {
+            return Ok(ChatResponse {
+                content: r.text,
+                tool_calls: r.tool_calls,
+                usage: r.usage,
+                model: String::new(),
+            });
+        }
+        let span = crate::telemetry::model_span(&self.name, self.max_tokens);
+        let reply = self
+            .model
+            .clone()
+            .oneshot(request)
+            .instrument(span.clone())
+            .await;
+        crate::telemetry::record_model(&span, reply.as_ref());
+        let reply = reply?;
+        turn.record(&AuditEvent::ModelCall {
+            model: reply.model.clone(),
+            usage: reply.usage,
+            cost_micros: self.price.map(|p| p.cost_micros(&reply.usage)),
+            tool_calls: u32::try_from(reply.tool_calls.len()).unwrap_or(u32::MAX),
+        })?;
+        turn.record(&AuditEvent::ModelReply {
+            text: reply.content.clone(),
+            tool_calls: reply.tool_calls.clone(),
+        })?;
+        Ok(reply)
+    }
+
     async fn dispatch(
         &self,
         turn: &crate::context::TurnContext,
@@ -321,6 +367,75 @@ impl Inner {
             turn: turn.clone(),
         };
         self.tool_stack.clone().oneshot(inv).await
+    }
+}
+
+/// A call the journal holds, on resume: `Some(result)` when its result is settled (recorded, or
+/// interrupted and not run again), `None` when it is to run through the tool stack again.
+fn resume_call(
+    turn: &crate::context::TurnContext,
+    call: &ToolCall,
+    fed: FedCall,
+) -> Result<Option<ToolResult>, TurnError> {
+    let result = |content: String, is_error: bool| ToolResult {
+        call_id: call.id.clone(),
+        name: call.name.clone(),
+        content,
+        is_error,
+    };
+    let note = |decision: &str| {
+        turn.record(&AuditEvent::LayerDecision {
+            layer: RESUME_LAYER.into(),
+            decision: decision.into(),
+            detail: serde_json::json!({"call_id": call.id, "tool": call.name}),
+        })
+    };
+    match fed {
+        FedCall::Finished {
+            content,
+            is_error,
+            effects,
+            handoff,
+        } => {
+            let mut st = turn.state();
+            st.effects.extend(effects);
+            if let Some(h) = handoff {
+                st.handoff.get_or_insert(h);
+            }
+            Ok(Some(result(content, is_error)))
+        }
+        FedCall::Again { retried } => {
+            if retried {
+                note("retried")?;
+            }
+            Ok(None)
+        }
+        FedCall::Interrupted { handoff } => {
+            note("interrupted")?;
+            let (content, is_error) = match handoff {
+                Some(h) => {
+                    let content = format!("handed off to {}: {}", h.to, h.message);
+                    turn.state().handoff.get_or_insert(h);
+                    (content, false)
+                }
+                None => (
+                    format!(
+                        "interrupted: this {} call started, then the run stopped (its process ended) before it finished, so whether it took effect is unknown; it was not run again. Check its effect before you repeat it.",
+                        call.name
+                    ),
+                    true,
+                ),
+            };
+            turn.record(&AuditEvent::ToolFinished {
+                call_id: call.id.clone(),
+                tool: call.name.clone(),
+                is_error,
+                effects: vec![],
+                summary: summary(&content),
+                output: Some(content.clone()),
+            })?;
+            Ok(Some(result(content, is_error)))
+        }
     }
 }
 

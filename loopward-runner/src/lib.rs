@@ -65,6 +65,7 @@ mod context;
 mod extensions;
 pub mod gates;
 pub mod hook;
+pub mod journal;
 pub mod layers;
 pub mod model;
 mod runner;
@@ -81,7 +82,8 @@ pub use clock::{Clock, ManualClock, SystemClock};
 pub use context::{HandoffError, RunContext, TurnContext, TurnState};
 pub use extensions::Extensions;
 pub use runner::{
-    RunReport, RunSpec, Runner, RunnerBuilder, RunnerError, TurnEvent, DEFAULT_MAX_TURNS,
+    ResumeError, RunReport, RunSpec, Runner, RunnerBuilder, RunnerError, TurnEvent,
+    DEFAULT_MAX_TURNS,
 };
 pub use state::StateDir;
 pub use turn::{BoxTurnService, TurnError, TurnOutcome, TurnRequest};

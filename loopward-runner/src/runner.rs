@@ -3,10 +3,12 @@
 
 use crate::clock::{Clock, SystemClock};
 use crate::context::{RunContext, TurnContext};
+use crate::journal::{Journal, RecordedTurn, ResumePolicy, Step, TurnFeed};
 use crate::turn::{BoxTurnService, TurnOutcome, TurnRequest};
 use crate::workspace::Workspace;
 use loopward_core::{
-    AgentId, AuditEvent, AuditSink, Handoff, Message, RunId, RunStatus, TurnNumber, Usage,
+    AgentId, AuditEvent, AuditSink, Handoff, Message, RunId, RunStatus, ToolResult, TurnNumber,
+    Usage,
 };
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -25,6 +27,7 @@ pub struct Runner {
     workspace: Workspace,
     clock: Arc<dyn Clock>,
     max_turns: u32,
+    resume: ResumePolicy,
 }
 
 impl std::fmt::Debug for Runner {
@@ -44,6 +47,7 @@ pub struct RunnerBuilder {
     workspace: Workspace,
     clock: Arc<dyn Clock>,
     max_turns: u32,
+    resume: ResumePolicy,
 }
 
 /// A runner could not be built.
@@ -70,6 +74,7 @@ impl Runner {
             workspace,
             clock: Arc::new(SystemClock),
             max_turns: DEFAULT_MAX_TURNS,
+            resume: ResumePolicy::default(),
         }
     }
 
@@ -107,6 +112,12 @@ impl RunnerBuilder {
         self
     }
 
+    /// Which interrupted tool calls a resumed run runs again (see [`ResumePolicy`]).
+    pub fn resume_policy(mut self, policy: ResumePolicy) -> Self {
+        self.resume = policy;
+        self
+    }
+
     /// Builds the runner.
     pub fn build(self) -> Result<Runner, RunnerError> {
         if self.agents.is_empty() {
@@ -121,6 +132,7 @@ impl RunnerBuilder {
             workspace: self.workspace,
             clock: self.clock,
             max_turns: self.max_turns,
+            resume: self.resume,
         })
     }
 }
@@ -183,6 +195,49 @@ impl Runner {
         spec: RunSpec,
         mut observe: impl FnMut(TurnEvent<'_>),
     ) -> RunReport {
+        self.execute(spec, None, &mut observe).await
+    }
+
+    /// Resumes a run from its journal: the recorded turns and steps are fed back (no model
+    /// call, no tool run, nothing recorded again), then the run goes on live from the first
+    /// step the journal does not hold. `spec` names the run (its id must be the journal's) and
+    /// the sink that continues its ledger; its task and first agent are the journal's.
+    ///
+    /// A finished run ([`Journal::finished`]) is refused.
+    pub async fn resume(&self, spec: RunSpec, journal: &Journal) -> Result<RunReport, ResumeError> {
+        self.resume_observed(spec, journal, |_| {}).await
+    }
+
+    /// [`Runner::resume`], calling `observe` after each turn that runs live.
+    pub async fn resume_observed(
+        &self,
+        mut spec: RunSpec,
+        journal: &Journal,
+        mut observe: impl FnMut(TurnEvent<'_>),
+    ) -> Result<RunReport, ResumeError> {
+        if spec.id != *journal.run() {
+            return Err(ResumeError::OtherRun {
+                spec: spec.id,
+                journal: journal.run().clone(),
+            });
+        }
+        if let Some(status) = journal.finished() {
+            return Err(ResumeError::Finished {
+                run: spec.id,
+                status: status.clone(),
+            });
+        }
+        spec.task = journal.task().to_string();
+        spec.first = journal.first().clone();
+        Ok(self.execute(spec, Some(journal), &mut observe).await)
+    }
+
+    async fn execute(
+        &self,
+        spec: RunSpec,
+        journal: Option<&Journal>,
+        observe: &mut impl FnMut(TurnEvent<'_>),
+    ) -> RunReport {
         let ctx = RunContext::new(
             spec.id.clone(),
             self.team.clone(),
@@ -202,7 +257,7 @@ impl Runner {
         };
         let span = crate::telemetry::run_span(&spec.id, &spec.first);
         report.status = self
-            .drive(&ctx, &spec, &mut report, &mut observe)
+            .drive(&ctx, &spec, journal, &mut report, observe)
             .instrument(span.clone())
             .await;
         // A failure to record the end is itself an audit failure, unless one already stopped us.
@@ -223,6 +278,7 @@ impl Runner {
         &self,
         ctx: &RunContext,
         spec: &RunSpec,
+        journal: Option<&Journal>,
         report: &mut RunReport,
         observe: &mut impl FnMut(TurnEvent<'_>),
     ) -> RunStatus {
@@ -240,20 +296,61 @@ impl Runner {
                 ),
             };
         }
-        let started = AuditEvent::RunStarted {
-            task: spec.task.clone(),
-            agent: spec.first.clone(),
+        let opening = match journal {
+            Some(j) => ctx.record(&AuditEvent::RunResumed {
+                previous: j.end().cloned(),
+                replayed_turns: j
+                    .recorded_turns()
+                    .iter()
+                    .filter(|t| t.ended.is_some())
+                    .count() as u32,
+                interrupted: j.interrupted(),
+            }),
+            None => ctx
+                .record(&AuditEvent::RunStarted {
+                    task: spec.task.clone(),
+                    agent: spec.first.clone(),
+                })
+                .and_then(|()| {
+                    ctx.record(&AuditEvent::HumanMessage {
+                        content: spec.task.clone(),
+                    })
+                }),
         };
-        if let Err(e) = ctx.record(&started).and_then(|()| {
-            ctx.record(&AuditEvent::HumanMessage {
-                content: spec.task.clone(),
-            })
-        }) {
+        if let Err(e) = opening {
             return audit_failed(e);
         }
         let mut histories: BTreeMap<AgentId, Vec<Message>> = BTreeMap::new();
         histories.insert(spec.first.clone(), vec![Message::human(spec.task.clone())]);
         let mut agent = spec.first.clone();
+        // The journal's finished turns are fed back whole; its unfinished last turn is run
+        // through the agent's stack with its recorded steps.
+        let recorded = journal.map_or(&[][..], Journal::recorded_turns);
+        let mut unfinished: Option<&RecordedTurn> = None;
+        for t in recorded {
+            if t.agent != agent || t.number != report.turns + 1 {
+                return diverged(t, &agent);
+            }
+            if t.ended.is_none() {
+                unfinished = Some(t);
+                break;
+            }
+            report.turns = t.number;
+            report.last_agent = Some(agent.clone());
+            let (outcome_messages, text, handoff) = fed_back(t);
+            histories
+                .entry(agent.clone())
+                .or_default()
+                .extend(outcome_messages);
+            if let Some((_, usage)) = &t.ended {
+                report.usage += *usage;
+            }
+            report.final_text = text;
+            let Some(handoff) = handoff else {
+                return RunStatus::Completed;
+            };
+            agent = self.hand_over(&mut histories, spec, handoff, report);
+        }
         loop {
             if report.turns >= self.max_turns {
                 return RunStatus::CapReached {
@@ -263,10 +360,19 @@ impl Runner {
             report.turns += 1;
             let number = TurnNumber(report.turns);
             let turn = TurnContext::new(ctx.clone(), agent.clone(), number);
-            if let Err(e) = turn.record(&AuditEvent::TurnStarted {
-                agent: agent.clone(),
-            }) {
-                return audit_failed(e);
+            match unfinished.take() {
+                // Its turn_started is in the ledger already.
+                Some(t) => {
+                    turn.extensions()
+                        .get_or_insert_with(|| TurnFeed::new(t, self.resume.clone()));
+                }
+                None => {
+                    if let Err(e) = turn.record(&AuditEvent::TurnStarted {
+                        agent: agent.clone(),
+                    }) {
+                        return audit_failed(e);
+                    }
+                }
             }
             let history = histories.entry(agent.clone()).or_default();
             let service = self.agents[&agent].clone();
@@ -314,19 +420,94 @@ impl Runner {
             let Some(handoff) = outcome.handoff else {
                 return RunStatus::Completed;
             };
-            let next = histories.entry(handoff.to.clone()).or_default();
-            if next.is_empty() {
-                next.push(Message::notice(format!(
-                    "The task this run was started with (from a person): {}",
-                    spec.task
-                )));
-            }
-            next.push(Message::notice(format!(
-                "{} handed the work to you: {}",
-                handoff.from, handoff.message
-            )));
-            agent = handoff.to.clone();
-            report.handoffs.push(handoff);
+            agent = self.hand_over(&mut histories, spec, handoff, report);
         }
     }
+
+    /// Passes the work to the handoff's target: its conversation gets the task (the first
+    /// time) and the handoff's message, as notices.
+    fn hand_over(
+        &self,
+        histories: &mut BTreeMap<AgentId, Vec<Message>>,
+        spec: &RunSpec,
+        handoff: Handoff,
+        report: &mut RunReport,
+    ) -> AgentId {
+        let next = histories.entry(handoff.to.clone()).or_default();
+        if next.is_empty() {
+            next.push(Message::notice(format!(
+                "The task this run was started with (from a person): {}",
+                spec.task
+            )));
+        }
+        next.push(Message::notice(format!(
+            "{} handed the work to you: {}",
+            handoff.from, handoff.message
+        )));
+        let to = handoff.to.clone();
+        report.handoffs.push(handoff);
+        to
+    }
+}
+
+/// A finished recorded turn as the agent's conversation saw it: its replies and results, its
+/// last text and its handoff.
+fn fed_back(t: &RecordedTurn) -> (Vec<Message>, String, Option<Handoff>) {
+    let mut messages = vec![];
+    let mut text = String::new();
+    let mut handoff = None;
+    for step in &t.steps {
+        match step {
+            Step::Reply(r) => {
+                text.clone_from(&r.text);
+                messages.push(Message::model(r.text.clone(), r.tool_calls.clone()));
+            }
+            Step::Call(c) => {
+                if let crate::journal::CallState::Finished { content, is_error } = &c.state {
+                    messages.push(Message::Tool(ToolResult {
+                        call_id: c.call_id.clone(),
+                        name: c.tool.clone(),
+                        content: content.clone(),
+                        is_error: *is_error,
+                    }));
+                }
+                if handoff.is_none() {
+                    handoff.clone_from(&c.handoff);
+                }
+            }
+        }
+    }
+    (messages, text, handoff)
+}
+
+/// The journal does not follow the run's own order: resuming would guess, so it fails.
+fn diverged(t: &RecordedTurn, agent: &AgentId) -> RunStatus {
+    RunStatus::Failed {
+        error: format!(
+            "the journal's turn {} is {}'s, but the run reaches turn {} with {agent}: the ledger does not follow this team; resume with the config the run was made with",
+            t.number, t.agent, t.number
+        ),
+    }
+}
+
+/// A run could not be resumed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ResumeError {
+    /// The run already finished; resuming would run it twice.
+    #[error("run {run} finished ({}); a finished run is not resumed. Read it with `loopward report`, re-judge it with `loopward replay`, or start a new run under a new id", .status.label())]
+    Finished {
+        /// The run.
+        run: RunId,
+        /// How it ended.
+        status: RunStatus,
+    },
+    /// The spec names another run than the journal.
+    #[error("the journal is run {journal}'s, but the spec names run {spec}")]
+    OtherRun {
+        /// The spec's run.
+        spec: RunId,
+        /// The journal's run.
+        journal: RunId,
+    },
 }

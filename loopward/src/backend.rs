@@ -62,7 +62,11 @@ pub fn model(cfg: &Config, config_dir: &Path, choice: &Choice) -> Result<BoxMode
                     "the fake backend needs a script: pass --script <file> or set backend.script in the config (`loopward init` writes one)"
                 ),
             };
-            Ok(BoxModelService::new(FakeModel::new(load_script(&script)?)))
+            let mut fake = FakeModel::new(load_script(&script)?);
+            if let Some(log) = &cfg.backend.call_log {
+                fake = fake.with_call_log(config_dir.join(log));
+            }
+            Ok(BoxModelService::new(fake))
         }
         other => real(other, cfg, config_dir, choice),
     }

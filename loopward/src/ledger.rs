@@ -32,6 +32,34 @@ pub fn create(runs_dir: &Path, run: &RunId, clock: Arc<dyn Clock>) -> Result<Arc
     })
 }
 
+/// The ledger a run starts with: a new one, or — for a run stopped before its first record (an
+/// empty ledger, or one holding only a torn line) — its existing one, reopened. A run that
+/// began is not started again: resume it (`loopward run --resume <id>`).
+pub fn start(runs_dir: &Path, run: &RunId, clock: Arc<dyn Clock>) -> Result<Arc<Ledger>> {
+    let dir = run_dir(runs_dir, run);
+    if !dir.join(EVENTS_FILE).exists() {
+        return create(runs_dir, run, clock);
+    }
+    let ledger = reopen(runs_dir, run, clock)?;
+    let began = events(&dir)?
+        .iter()
+        .any(|(_, e)| matches!(e, AuditEvent::RunStarted { .. }));
+    if began {
+        anyhow::bail!(
+            "run {run} already began (its ledger is {}); run ids are not reused: resume it with `loopward run --resume {run}`, or pick another id",
+            dir.join(EVENTS_FILE).display()
+        );
+    }
+    Ok(ledger)
+}
+
+/// The journal of a run: its ledger's records read back as the steps it took (see
+/// [`loopward_runner::journal`]).
+pub fn journal(run_dir: &Path) -> Result<loopward_runner::journal::Journal> {
+    loopward_runner::journal::Journal::from_records(&events(run_dir)?)
+        .with_context(|| format!("cannot resume from {}", run_dir.display()))
+}
+
 /// Reads a run folder's records, in order. Reading is not verifying: use
 /// [`verify`](loopward_runner::audit::verify) for that.
 pub fn read(run_dir: &Path) -> Result<Vec<Record>> {

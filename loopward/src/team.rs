@@ -43,6 +43,9 @@ pub struct Options {
     pub approver: Option<Arc<dyn Approver>>,
     /// The model's name, to find its `[prices.<model>]` (default `fake`).
     pub model_name: String,
+    /// The innermost tool service (default: [`ToolExecutor`], which runs the tool). `replay`
+    /// passes one that returns the recorded results and runs nothing.
+    pub executor: Option<BoxToolService>,
     /// A durable-execution engine the runs execute on (none: runs execute in this process).
     pub durable: Option<Arc<dyn Durable>>,
 }
@@ -66,6 +69,7 @@ impl Default for Options {
             config_file: crate::config::CONFIG_FILE.into(),
             approver: None,
             model_name: "fake".into(),
+            executor: None,
             durable: None,
         }
     }
@@ -127,7 +131,13 @@ pub fn build(
     {
         stack = stack.with_approver(a);
     }
-    let tool_stack = PolicyLayer::new(policy).wrap(stack.tools(BoxToolService::new(ToolExecutor)));
+    let tool_stack = PolicyLayer::new(policy).wrap(
+        stack.tools(
+            opts.executor
+                .clone()
+                .unwrap_or_else(|| BoxToolService::new(ToolExecutor)),
+        ),
+    );
     let (model, tool_stack) = match &durable {
         Some(d) => (
             stack.model_step(model, |m| d.model_step(m)),

@@ -16,6 +16,7 @@ pub mod hook;
 mod hook_install;
 pub mod init;
 pub mod override_cmd;
+mod recorded;
 pub mod replay;
 pub mod report;
 pub mod run;

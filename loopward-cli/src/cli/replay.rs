@@ -1,14 +1,18 @@
-//! `loopward replay <run-dir>`: re-runs a recorded run offline, through the same stack, feeding
-//! the model outputs the ledger recorded, and fails if any decision comes out differently.
+//! `loopward replay <run-dir>`: re-judges a recorded run offline, through the same stack, and
+//! fails if any decision comes out differently. Nothing runs on the host: no model is called and
+//! no tool is executed.
 //!
-//! The model's replies are rebuilt from the ledger: each `model_call` record says how many tool
-//! calls the reply made, and the `tool_requested` records that follow it are those calls, with
-//! their ids and arguments. The replay runs in an empty scratch workspace, with the config the
-//! run was made with (copied into the run folder by `loopward run`). A run that was paused and
-//! resumed is replayed segment by segment; before each, what a person did is put back in place:
-//! the overrides the segment consumed are granted again and its pending approvals answered as
-//! they were. Files the workspace held before the run are not recorded, so a run that read them
-//! may replay differently.
+//! The model's replies come from the ledger's `model_reply` records; every tool call that got
+//! past its gates returns the result the ledger recorded (`tool_finished`), and the changes it
+//! recorded (its effects, and the writes the shell watch reverted) are made again in an empty
+//! scratch workspace with placeholder content, so the gates and the watch judge the same paths.
+//! The config is the one the run was made with (copied into the run folder by `loopward run`).
+//! A run that was paused or killed and resumed is replayed part by part: the first part is
+//! started, each later part is resumed from the journal of the records before it, exactly as
+//! `loopward run --resume` did; before each part, what a person did is put back in place (the
+//! overrides it consumed are granted again, its pending approvals answered as they were, an
+//! interactive approval given as recorded). Files the workspace held before the run are not
+//! recorded, so a run whose decisions depended on them may replay differently.
 
 use anyhow::{bail, Context, Result};
 use loopward::config::{Config, CONFIG_FILE};
@@ -16,9 +20,11 @@ use loopward::ledger;
 use loopward::team;
 use loopward_core::{AgentId, AuditEvent, AuditSink, RunId, Scope};
 use loopward_runner::audit::MemorySink;
+use loopward_runner::journal::Journal;
 use loopward_runner::layers::stopgate::{self, pending_dir};
 use loopward_runner::model::fake::{FakeModel, Script, ScriptedCall, ScriptedReply};
 use loopward_runner::model::BoxModelService;
+use loopward_runner::tool::BoxToolService;
 use loopward_runner::{ManualClock, RunSpec};
 use loopward_term::render::{Printer, Tone};
 use std::path::PathBuf;
@@ -137,19 +143,60 @@ pub fn decisions(records: &[(Scope, AuditEvent)]) -> Vec<String> {
         .collect()
 }
 
-/// A recorded run split where it was started (again): each `run_started` begins a segment.
-fn segments(records: &[(Scope, AuditEvent)]) -> Vec<&[(Scope, AuditEvent)]> {
+/// A recorded run split where it was started or resumed: (where the part begins, the part).
+fn segments(records: &[(Scope, AuditEvent)]) -> Vec<(usize, &[(Scope, AuditEvent)])> {
     let starts: Vec<usize> = records
         .iter()
         .enumerate()
-        .filter(|(_, (_, e))| matches!(e, AuditEvent::RunStarted { .. }))
+        .filter(|(_, (_, e))| {
+            matches!(
+                e,
+                AuditEvent::RunStarted { .. } | AuditEvent::RunResumed { .. }
+            )
+        })
         .map(|(i, _)| i)
         .collect();
     starts
         .iter()
         .enumerate()
-        .map(|(k, &i)| &records[i..starts.get(k + 1).copied().unwrap_or(records.len())])
+        .map(|(k, &i)| {
+            (
+                i,
+                &records[i..starts.get(k + 1).copied().unwrap_or(records.len())],
+            )
+        })
         .collect()
+}
+
+/// The model replies a part of a run recorded (`model_reply`), per agent, in order; a part
+/// recorded before replies were journaled falls back to [`script_from_ledger`].
+fn script_of(part: &[(Scope, AuditEvent)]) -> Script {
+    let journaled = part
+        .iter()
+        .any(|(_, e)| matches!(e, AuditEvent::ModelReply { .. }));
+    if !journaled {
+        return script_from_ledger(part);
+    }
+    let mut script = Script::default();
+    for (scope, e) in part {
+        if let (AuditEvent::ModelReply { text, tool_calls }, Some(agent)) = (e, &scope.agent) {
+            script.push(
+                agent,
+                ScriptedReply {
+                    text: text.clone(),
+                    tool_calls: tool_calls
+                        .iter()
+                        .map(|c| ScriptedCall {
+                            id: Some(c.id.clone()),
+                            name: c.name.clone(),
+                            arguments: c.arguments.clone(),
+                        })
+                        .collect(),
+                },
+            );
+        }
+    }
+    script
 }
 
 /// Puts in place, in the scratch workspace, what a person did before a segment: the overrides
@@ -218,7 +265,8 @@ pub(super) async fn run(args: Args) -> Result<ExitCode> {
         .or_else(|| RunId::new("replay"))
         .context("run id")?;
     let parts = segments(&recorded);
-    if parts.is_empty() {
+    if !matches!(parts.first(), Some((_, p)) if matches!(p.first(), Some((_, AuditEvent::RunStarted { .. }))))
+    {
         bail!(
             "{}: the ledger has no run_started record",
             args.run_dir.display()
@@ -226,39 +274,61 @@ pub(super) async fn run(args: Args) -> Result<ExitCode> {
     }
     let scratch = tempfile::tempdir().context("cannot create a scratch workspace")?;
     let clock = Arc::new(ManualClock::new(0));
-    let mut replayed: Vec<(Scope, AuditEvent)> = Vec::new();
-    for part in &parts {
-        let Some((task, first)) = part.iter().find_map(|(_, e)| match e {
-            AuditEvent::RunStarted { task, agent } => Some((task.clone(), agent.clone())),
-            _ => None,
-        }) else {
-            continue;
-        };
+    let outputs = super::recorded::RecordedTools::from_records(&recorded);
+    super::recorded::prepare_folders(scratch.path(), &recorded);
+    let (mut want, mut got) = (Vec::new(), Vec::new());
+    for (start, part) in &parts {
         setup_segment(scratch.path(), &cfg, part, &clock)?;
-        let model = BoxModelService::new(FakeModel::new(script_from_ledger(part)));
+        let model = BoxModelService::new(FakeModel::new(script_of(part)).ignoring_conversation());
         let runner = team::build(
             &cfg,
             scratch.path(),
             model,
             team::Options {
                 clock: clock.clone(),
+                approver: Some(Arc::new(super::recorded::RecordedApprovals::from_records(
+                    part,
+                ))),
+                executor: Some(BoxToolService::new(outputs.clone())),
                 ..team::Options::default()
             },
         )?;
         let sink = Arc::new(MemorySink::default());
-        runner
-            .run(RunSpec {
-                id: run.clone(),
-                task,
-                first,
-                audit: sink.clone() as Arc<dyn AuditSink>,
-                audit_location: None,
-            })
-            .await;
-        replayed.extend(sink.events());
+        let spec = |task: String, first: AgentId| RunSpec {
+            id: run.clone(),
+            task,
+            first,
+            audit: sink.clone() as Arc<dyn AuditSink>,
+            audit_location: None,
+        };
+        match part.first().map(|(_, e)| e) {
+            Some(AuditEvent::RunStarted { task, agent }) => {
+                runner.run(spec(task.clone(), agent.clone())).await;
+            }
+            _ => {
+                let journal = Journal::from_records(&recorded[..*start]).with_context(|| {
+                    format!(
+                        "cannot replay the part that resumed at record {}",
+                        start + 1
+                    )
+                })?;
+                runner
+                    .resume(spec(String::new(), journal.first().clone()), &journal)
+                    .await?;
+            }
+        }
+        let (w, mut g) = (decisions(part), decisions(&sink.events()));
+        // A part killed before its end is compared as far as it was recorded: the replay
+        // has no replies beyond that point and stops there.
+        let killed = !part
+            .iter()
+            .any(|(_, e)| matches!(e, AuditEvent::RunEnded { .. }));
+        if killed {
+            g.truncate(w.len());
+        }
+        want.extend(w);
+        got.extend(g);
     }
-    let want = decisions(&recorded);
-    let got = decisions(&replayed);
     let mut out = Printer::stdout();
     let first_diff = want
         .iter()

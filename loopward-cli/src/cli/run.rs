@@ -1,13 +1,14 @@
 //! `loopward run`: runs the configured team on a task, printing the timeline as the ledger
 //! records it; the exit status says how the run ended.
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use clap::builder::TypedValueParser as _;
 use loopward::backend::{self, Choice};
 use loopward::config::{BackendKind, Config, CONFIG_FILE};
 use loopward::ledger;
 use loopward::team;
 use loopward_core::{RunId, RunStatus};
+use loopward_runner::journal::JournalError;
 use loopward_runner::{Clock, RunSpec, SystemClock};
 use loopward_term::render::{Printer, Tone};
 use loopward_term::timeline::LiveSink;
@@ -44,8 +45,9 @@ pub struct Args {
     /// The run id (default: derived from the time); becomes the ledger folder's name.
     #[arg(long, conflicts_with = "resume")]
     pub id: Option<String>,
-    /// Start a paused run again (after `loopward approve|deny`), appending to its ledger; its
-    /// task and first agent come from the ledger.
+    /// Resume a run from its ledger: paused for `loopward approve|deny`, or killed. Recorded
+    /// model replies and tool results are fed back (no model call, no effect repeated), then it
+    /// goes on live; its task and first agent come from the ledger. A finished run is refused.
     #[arg(long, conflicts_with_all = ["task", "id"])]
     pub resume: Option<String>,
 }
@@ -61,6 +63,16 @@ pub fn exit_code(status: &RunStatus) -> u8 {
         RunStatus::AwaitingApproval { .. } => 7,
         RunStatus::AuditFailed { .. } => 8,
         _ => 9,
+    }
+}
+
+/// What a status says beyond its label, for messages.
+fn status_detail(status: &RunStatus) -> String {
+    match status {
+        RunStatus::CapReached { cap } => format!(": {cap}"),
+        RunStatus::BudgetExceeded { budget } => format!(": {budget}"),
+        RunStatus::Stopped { reason } => format!(": {reason}"),
+        _ => String::new(),
     }
 }
 
@@ -106,16 +118,46 @@ pub(super) async fn run(args: Args) -> Result<ExitCode> {
             ..team::Options::default()
         },
     )?;
-    let (id, task, first, ledger) = match &args.resume {
+    let (id, task, first, ledger, journal) = match &args.resume {
         Some(r) => {
             let id = parse_id("--resume", r)?;
-            let (task, first) = ledger::started(&ledger::run_dir(&runs_dir, &id))?;
-            (
-                id.clone(),
-                task,
-                first,
-                ledger::reopen(&runs_dir, &id, clock.clone())?,
-            )
+            let dir = ledger::run_dir(&runs_dir, &id);
+            if !dir.join(ledger::EVENTS_FILE).exists() {
+                bail!(
+                    "there is no run {id} in {}: nothing to resume; start it with `loopward run --id {id}`",
+                    runs_dir.display()
+                );
+            }
+            let ledger = ledger::reopen(&runs_dir, &id, clock.clone())?;
+            let journal = match ledger::journal(&dir) {
+                Ok(j) => j,
+                Err(e) if e.downcast_ref::<JournalError>().is_some_and(|e| matches!(e, JournalError::NotStarted { .. })) => bail!(
+                    "run {id} was stopped before its first record, so there is nothing to resume; start it again under its id: `loopward run --id {id}`"
+                ),
+                Err(e) => return Err(e),
+            };
+            if let Some(status) = journal.finished() {
+                // Killed after its end was recorded but before the ledger was closed: close it
+                // now (audit files, anchor), so the finished run verifies.
+                let records = ledger::read(&dir)?.len() as u64;
+                let anchored = loopward_runner::audit::latest_anchor(&runs_dir, id.as_str())
+                    .ok()
+                    .flatten()
+                    .is_some_and(|a| a.final_seq == records);
+                if !anchored {
+                    ledger
+                        .finish()
+                        .with_context(|| format!("cannot close the ledger of run {id}"))?;
+                }
+                bail!(
+                    "run {id} finished ({}{}); a finished run is not resumed. Read it with `loopward report`, re-judge it with `loopward replay {}`, or start a new run",
+                    status.label(),
+                    status_detail(status),
+                    dir.display()
+                );
+            }
+            let (task, first) = (journal.task().to_string(), journal.first().clone());
+            (id, task, first, ledger, Some(journal))
         }
         None => {
             let id = match &args.id {
@@ -127,12 +169,12 @@ pub(super) async fn run(args: Args) -> Result<ExitCode> {
                 .clone()
                 .or_else(|| cfg.run.task.clone())
                 .context("no task: pass --task \"…\" or set run.task in the config")?;
-            let ledger = ledger::create(&runs_dir, &id, clock.clone())?;
+            let ledger = ledger::start(&runs_dir, &id, clock.clone())?;
             // Replay reads the config the run was made with from its folder.
             std::fs::copy(&args.config, ledger.run_dir().join(CONFIG_FILE)).with_context(|| {
                 format!("cannot copy the config into {}", ledger.run_dir().display())
             })?;
-            (id, task, cfg.run.first.clone(), ledger)
+            (id, task, cfg.run.first.clone(), ledger, None)
         }
     };
     let run_dir = ledger.run_dir();
@@ -148,16 +190,33 @@ pub(super) async fn run(args: Args) -> Result<ExitCode> {
             ),
         );
         o.line(Tone::Dim, format!("task: {task}"));
+        if let Some(j) = &journal {
+            let interrupted = j.interrupted();
+            o.line(
+                Tone::Dim,
+                format!(
+                    "resumed from the ledger: {} turn(s) recorded{}",
+                    j.turns(),
+                    if interrupted.is_empty() {
+                        String::new()
+                    } else {
+                        format!("; interrupted call(s): {}", interrupted.join(", "))
+                    }
+                ),
+            );
+        }
     }
-    let report = runner
-        .run(RunSpec {
-            id: id.clone(),
-            task,
-            first,
-            audit: sink,
-            audit_location: Some(run_dir.clone()),
-        })
-        .await;
+    let spec = RunSpec {
+        id: id.clone(),
+        task,
+        first,
+        audit: sink,
+        audit_location: Some(run_dir.clone()),
+    };
+    let report = match &journal {
+        None => runner.run(spec).await,
+        Some(j) => runner.resume(spec, j).await?,
+    };
     let finished = ledger.finish();
     let mut o = out.lock().unwrap_or_else(|p| p.into_inner());
     let tone = if report.status == RunStatus::Completed {

@@ -186,6 +186,7 @@ impl<W: Write + Send + 'static> Stage<W> {
                         .file_stem()
                         .map_or_else(|| "llama".into(), |s| s.to_string_lossy().into_owned()),
                 },
+                executor: None,
                 durable: None,
             },
         )?;

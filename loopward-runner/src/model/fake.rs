@@ -2,7 +2,10 @@
 //!
 //! A script lists, per agent, the replies that agent's model gives, in order. Each reply has
 //! optional text and tool calls. The n-th call made for an agent gets its n-th reply; when the
-//! replies run out the call fails with [`ModelError::ScriptExhausted`].
+//! replies run out the call fails with [`ModelError::ScriptExhausted`]. A conversation that
+//! already holds k replies of the model gets at least the (k+1)-th reply, so a run resumed from
+//! its journal in a new process (its recorded replies fed back, not asked again) goes on with
+//! the script where it stopped.
 //!
 //! Scripts load from JSON or TOML. In TOML:
 //!
@@ -37,9 +40,11 @@
 
 use super::{estimate_tokens, ChatRequest, ChatResponse, ModelError};
 use futures::future::{ready, Ready};
-use loopward_core::{AgentId, ToolCall, Usage};
+use loopward_core::{AgentId, Message, ToolCall, Usage};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
+use std::io::Write;
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
@@ -135,6 +140,8 @@ impl Script {
 pub struct FakeModel {
     script: Arc<Script>,
     cursor: Arc<Mutex<HashMap<AgentId, usize>>>,
+    call_log: Option<Arc<PathBuf>>,
+    follow_conversation: bool,
 }
 
 impl FakeModel {
@@ -143,12 +150,55 @@ impl FakeModel {
         Self {
             script: Arc::new(script),
             cursor: Arc::default(),
+            call_log: None,
+            follow_conversation: true,
         }
+    }
+
+    /// Gives replies strictly in the order calls arrive, whatever the conversation already
+    /// holds (for a replay that feeds each part of a resumed run only the replies made live in
+    /// that part).
+    pub fn ignoring_conversation(mut self) -> Self {
+        self.follow_conversation = false;
+        self
+    }
+
+    /// Appends one line, `<agent> <n>`, to `path` for every reply given (the n-th reply of that
+    /// agent's script), with one write each: a count of model calls that survives the process,
+    /// for tests that kill a run and resume it.
+    pub fn with_call_log(mut self, path: impl Into<PathBuf>) -> Self {
+        self.call_log = Some(Arc::new(path.into()));
+        self
+    }
+
+    fn log_call(&self, agent: &AgentId, step: usize) -> Result<(), ModelError> {
+        let Some(path) = &self.call_log else {
+            return Ok(());
+        };
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path.as_path())
+            .and_then(|mut f| f.write_all(format!("{agent} {step}\n").as_bytes()))
+            .map_err(|e| {
+                ModelError::Transport(format!(
+                    "the fake backend cannot append to its call log {}: {e}",
+                    path.display()
+                ))
+            })
     }
 
     fn reply(&self, req: &ChatRequest) -> Result<ChatResponse, ModelError> {
         let mut cursor = self.cursor.lock().unwrap_or_else(|p| p.into_inner());
         let n = cursor.entry(req.agent.clone()).or_insert(0);
+        let answered = req
+            .messages
+            .iter()
+            .filter(|m| matches!(m, Message::Model { .. }))
+            .count();
+        if self.follow_conversation {
+            *n = (*n).max(answered);
+        }
         let replies = self
             .script
             .agents
@@ -163,6 +213,7 @@ impl FakeModel {
         };
         *n += 1;
         let step = *n;
+        self.log_call(&req.agent, step)?;
         let tool_calls = reply
             .tool_calls
             .iter()

@@ -9,7 +9,9 @@ use std::task::{Context, Poll};
 ///
 /// Just before the tool runs, it records [`AuditEvent::ToolStarted`]: every gate has let the
 /// call through and its effect begins. A resumed run reads a call with that record and no end
-/// as interrupted (its effect may or may not have happened); a call without it never started.
+/// as interrupted (its effect may or may not have happened); a call without it never started. A
+/// tool that can release its effect later than that records the start itself
+/// ([`Tool::records_own_start`](super::Tool::records_own_start)).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct ToolExecutor;
 
@@ -23,12 +25,14 @@ impl tower::Service<ToolInvocation> for ToolExecutor {
     }
 
     fn call(&mut self, inv: ToolInvocation) -> Self::Future {
-        let started = inv.turn.record(&AuditEvent::ToolStarted {
-            call_id: inv.call.id.clone(),
-            tool: inv.call.name.clone(),
-        });
-        if let Err(e) = started {
-            return Box::pin(std::future::ready(Err(ToolError::Audit(e.0))));
+        if !inv.tool.records_own_start() {
+            let started = inv.turn.record(&AuditEvent::ToolStarted {
+                call_id: inv.call.id.clone(),
+                tool: inv.call.name.clone(),
+            });
+            if let Err(e) = started {
+                return Box::pin(std::future::ready(Err(ToolError::Audit(e.0))));
+            }
         }
         let tool = inv.tool.clone();
         tool.call(inv)

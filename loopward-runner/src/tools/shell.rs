@@ -14,6 +14,7 @@ use crate::sandbox::{spawn_confined, Confinement, ConfinementSlot, Planned, Prot
 use crate::tool::{parse_args, Access, Tool, ToolError, ToolInvocation, ToolOutput};
 use futures::future::BoxFuture;
 use futures::FutureExt;
+use loopward_core::AuditEvent;
 use loopward_core::ToolSpec;
 use serde::Deserialize;
 use serde_json::json;
@@ -22,6 +23,31 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use tokio::io::AsyncWriteExt;
+
+/// Runs `$1` once a line arrives on stdin; exits 125 without running it when stdin closes first.
+const RELEASE_GATE: &str = r#"IFS= read -r go || exit 125; exec sh -c "$1" </dev/null"#;
+
+/// Records the call's start, then lets the waiting command run. If the start cannot be recorded
+/// the command is never released (its stdin closes and it exits without running).
+async fn release(inv: &ToolInvocation, child: &mut tokio::process::Child) -> Result<(), ToolError> {
+    let stdin = child.stdin.take();
+    inv.turn
+        .record(&AuditEvent::ToolStarted {
+            call_id: inv.call.id.clone(),
+            tool: inv.call.name.clone(),
+        })
+        .map_err(|e| ToolError::Audit(e.0))?;
+    let Some(mut stdin) = stdin else {
+        return Err(ToolError::Failed(
+            "not run: the command's stdin was not open".into(),
+        ));
+    };
+    stdin
+        .write_all(b"go\n")
+        .await
+        .map_err(|e| ToolError::Failed(format!("could not release the command: {e}")))
+}
 
 /// How much of stdout and stderr each is returned to the model.
 const MAX_OUTPUT_BYTES: usize = 16 * 1024;
@@ -157,6 +183,10 @@ fn clip(bytes: &[u8]) -> String {
 }
 
 impl Tool for Shell {
+    fn records_own_start(&self) -> bool {
+        true
+    }
+
     fn spec(&self) -> ToolSpec {
         ToolSpec {
             name: "shell".into(),
@@ -222,15 +252,19 @@ impl Tool for Shell {
             if let Some(s) = &scratch {
                 cmd.env("TMPDIR", &s.0);
             }
+            // The command waits for a line on stdin before it runs: it is released only once its
+            // start is on record, so a runner killed before that leaves no effect behind.
             cmd.arg("-c")
+                .arg(RELEASE_GATE)
+                .arg("loopward-shell")
                 .arg(&a.command)
                 .current_dir(inv.turn.workspace().root())
-                .stdin(Stdio::null())
+                .stdin(Stdio::piped())
                 .stdout(Stdio::piped())
                 .stderr(Stdio::piped())
                 .process_group(0)
                 .kill_on_drop(true);
-            let child = match &planned {
+            let mut child = match &planned {
                 Planned::Confined(plan) => {
                     let plan = match &scratch {
                         Some(s) => plan.clone().with_outside(s.0.clone()),
@@ -249,6 +283,7 @@ impl Tool for Shell {
                 .ok_or_else(|| ToolError::Failed("sh exited before it started".into()))?;
             table.insert(pid);
             let _guard = GroupGuard { pid, table };
+            release(&inv, &mut child).await?;
             let out = match tokio::time::timeout(timeout, child.wait_with_output()).await {
                 Ok(r) => r.map_err(|e| ToolError::Failed(format!("command failed: {e}")))?,
                 Err(_) => {

@@ -44,6 +44,11 @@ pub struct BackendConfig {
     /// fake: the script file, relative to the config file.
     #[serde(default)]
     pub script: Option<PathBuf>,
+    /// fake: a file, relative to the config file, to which every model call appends one line
+    /// (`<agent> <n>`): a count of model calls that survives the process (tests that kill a
+    /// run and resume it check that no recorded reply is asked for again).
+    #[serde(default)]
+    pub call_log: Option<PathBuf>,
     /// llama: the GGUF file; http: the model name.
     #[serde(default)]
     pub model: Option<String>,

@@ -39,6 +39,10 @@ impl std::fmt::Debug for StopGates {
     }
 }
 
+/// The decisions (layer `stopgate`) that leave an action waiting for a person: a resumed run
+/// runs that action through its gates again, so the approval given meanwhile is consumed.
+pub const PENDING_DECISIONS: &[&str] = &["approval_requested", "still_pending"];
+
 /// A gate's verdict on one action.
 pub(super) enum Verdict {
     Approved(Approval),
@@ -188,6 +192,13 @@ impl StopGates {
     ) -> Result<Verdict, AuditError> {
         let base = json!({"gate": gate.name, "mode": gate.mode.as_str(), "action": action.key(),
                           "summary": summary});
+        if let Some(granted) = recorded_approval(turn, gate, action) {
+            return Ok(Verdict::Approved(Approval::mint(
+                &gate.name,
+                action.clone(),
+                granted,
+            )));
+        }
         let note = |decision: &str, extra: serde_json::Value| {
             let mut detail = base.clone();
             if let (Some(d), Some(e)) = (detail.as_object_mut(), extra.as_object()) {
@@ -355,4 +366,30 @@ impl StopGates {
             Err(e) => deny(format!("the pending record could not be written ({e})")),
         }
     }
+}
+
+/// In a turn resumed from its journal, the approval this gate gave `action` before the process
+/// ended: it stands (it was recorded, and a durable one was consumed) and is not asked again.
+fn recorded_approval(turn: &TurnContext, gate: &Gate, action: &GatedAction) -> Option<Granted> {
+    let feed = turn.extensions().get::<crate::journal::TurnFeed>()?;
+    let key = action.key();
+    let d = feed.take_decision("stopgate", |decision, detail| {
+        matches!(decision, "auto_approved" | "approved" | "approval_consumed")
+            && detail.get("gate").and_then(|g| g.as_str()) == Some(gate.name.as_str())
+            && detail.get("action").and_then(|a| a.as_str()) == Some(key.as_str())
+    })?;
+    let text = |k: &str| {
+        d.detail
+            .get(k)
+            .and_then(|v| v.as_str())
+            .unwrap_or_default()
+            .to_string()
+    };
+    Some(match d.decision.as_str() {
+        "auto_approved" => Granted::Auto,
+        "approved" => Granted::Person { by: text("by") },
+        _ => Granted::Durable {
+            pending: text("id"),
+        },
+    })
 }

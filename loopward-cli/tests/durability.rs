@@ -1,0 +1,369 @@
+//! Durability of the embedded journal, shown on the real binary: a scripted multi-turn run with
+//! shell effects is killed (`SIGKILL`, by its PID) at 100 random moments; `loopward run
+//! --resume` then completes every run with each effect on disk once, no model call repeated for
+//! a step the ledger recorded, and a ledger that verifies.
+//!
+//! Wall time: about 40 s on 2 busy cores (four trials at a time; each run is ~0.7 s, most of it
+//! the ledger's fsyncs).
+
+use loopward_core::AuditEvent;
+use loopward_runner::audit::Record;
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+const TRIALS: u64 = 100;
+const WORKERS: u64 = 4;
+
+const CONFIG: &str = r#"
+[run]
+first = "planner"
+task = "Count the effects in out/effects.log."
+runs_dir = "runs"
+
+[backend]
+kind = "fake"
+script = "script.toml"
+call_log = "calls.log"
+
+[[agent]]
+name = "planner"
+role = "You plan."
+tools = ["shell", "write_file", "handoff"]
+
+[[agent]]
+name = "builder"
+role = "You build."
+tools = ["shell", "handoff"]
+"#;
+
+/// Three turns, five shell effects (two in one reply), one file write, two handoffs.
+const SCRIPT: &str = r##"
+[[agents.planner]]
+tool_calls = [{ name = "shell", arguments = { command = "echo p1 >> out/effects.log" } }]
+[[agents.planner]]
+tool_calls = [{ name = "write_file", arguments = { path = "out/plan.md", content = "# Plan" } }]
+[[agents.planner]]
+tool_calls = [{ name = "handoff", arguments = { to = "builder", message = "build" } }]
+[[agents.builder]]
+text = "two at once"
+tool_calls = [
+  { name = "shell", arguments = { command = "echo b1 >> out/effects.log" } },
+  { name = "shell", arguments = { command = "echo b2 >> out/effects.log" } },
+]
+[[agents.builder]]
+tool_calls = [{ name = "shell", arguments = { command = "echo b3 >> out/effects.log" } }]
+[[agents.builder]]
+tool_calls = [{ name = "handoff", arguments = { to = "planner", message = "built" } }]
+[[agents.planner]]
+tool_calls = [{ name = "shell", arguments = { command = "echo p2 >> out/effects.log" } }]
+[[agents.planner]]
+text = "Done."
+"##;
+
+const EFFECTS: [&str; 5] = ["b1", "b2", "b3", "p1", "p2"];
+/// The script's replies, per agent.
+const REPLIES: usize = 8;
+
+fn loopward(dir: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_loopward"))
+        .args(args)
+        .current_dir(dir)
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap()
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+fn workspace() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("loopward.toml"), CONFIG).unwrap();
+    std::fs::write(dir.path().join("script.toml"), SCRIPT).unwrap();
+    // Shell commands write into a folder (the workspace root holds the control files).
+    std::fs::create_dir(dir.path().join("out")).unwrap();
+    dir
+}
+
+fn lines(path: &Path) -> Vec<String> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+/// The ledger's records, a torn last line (a kill mid-write) left out.
+fn events(dir: &Path) -> Vec<AuditEvent> {
+    let bytes = std::fs::read(dir.join("runs/r/events.jsonl")).unwrap_or_default();
+    bytes
+        .split(|b| *b == b'\n')
+        .filter_map(|l| Record::parse_line(l).ok())
+        .filter_map(|(r, _)| r.event().ok())
+        .collect()
+}
+
+/// xorshift64*: the kill moments, reproducible from the seed printed on failure.
+fn next(state: &mut u64) -> u64 {
+    *state ^= *state >> 12;
+    *state ^= *state << 25;
+    *state ^= *state >> 27;
+    state.wrapping_mul(0x2545_F491_4F6C_DD1D)
+}
+
+/// What one trial saw.
+#[derive(Debug, Default)]
+struct Trial {
+    /// The kill landed before the run finished.
+    killed_mid_run: bool,
+    /// Calls the resumed run found interrupted (started, never finished).
+    interrupted: usize,
+}
+
+/// One trial: start the run, kill it after `delay`, resume it to the end, check the outcome.
+fn trial(seed: u64, delay: Duration) -> Trial {
+    let dir = workspace();
+    let d = dir.path();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_loopward"))
+        .args(["run", "--id", "r"])
+        .current_dir(d)
+        .env("NO_COLOR", "1")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(delay);
+    // SIGKILL, to this child's PID only.
+    let _ = child.kill();
+    let status = child.wait().unwrap();
+    // What the ledger held at the kill: those replies must not be asked for again.
+    let at_kill = events(d);
+    let ended_before_kill = at_kill
+        .iter()
+        .any(|e| matches!(e, AuditEvent::RunEnded { .. }));
+    let killed_mid_run = !status.success() && !ended_before_kill;
+    let replied_before = at_kill
+        .iter()
+        .filter(|e| matches!(e, AuditEvent::ModelReply { .. }))
+        .count();
+    let calls_before = lines(&d.join("calls.log")).len();
+    let mut out = loopward(d, &["run", "--resume", "r"]);
+    // A child forked at the kill holds the ledger's lock until it has exec'd (microseconds).
+    for _ in 0..20 {
+        if !text(&out).contains("open in another writer") {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+        out = loopward(d, &["run", "--resume", "r"]);
+    }
+    if text(&out).contains("nothing to resume") {
+        // Killed before its first record: started again under its id.
+        out = loopward(d, &["run", "--id", "r"]);
+    }
+    let ctx = format!("seed {seed}, kill after {delay:?}:\n{}", text(&out));
+    if ended_before_kill {
+        // Its end was recorded before the kill: resuming is refused, saying how it finished.
+        assert!(text(&out).contains("finished (completed)"), "{ctx}");
+    } else {
+        assert_eq!(out.status.code(), Some(0), "{ctx}");
+    }
+    // Each effect on disk once. An interrupted command runs on in its own process group after
+    // the kill, so under load it may land after the resumed run ended: wait for it (bounded).
+    let t0 = Instant::now();
+    while lines(&d.join("out/effects.log")).len() < EFFECTS.len()
+        && t0.elapsed() < Duration::from_secs(10)
+    {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let mut effects = lines(&d.join("out/effects.log"));
+    effects.sort();
+    let evs = events(d);
+    let interrupted: Vec<String> = evs
+        .iter()
+        .filter_map(|e| match e {
+            AuditEvent::RunResumed { interrupted, .. } => Some(interrupted.clone()),
+            _ => None,
+        })
+        .flatten()
+        .collect();
+    assert_eq!(
+        effects, EFFECTS,
+        "{ctx}\nledger says interrupted: {interrupted:?}"
+    );
+    assert_eq!(lines(&d.join("out/plan.md")), ["# Plan"], "{ctx}");
+    // No model call repeated for a recorded step: the calls made after the kill are exactly
+    // the replies the ledger did not hold.
+    let calls = lines(&d.join("calls.log"));
+    let mut per_agent: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    for c in &calls {
+        let (agent, n) = c.split_once(' ').unwrap();
+        per_agent.entry(agent).or_default().push(n);
+    }
+    let replies = evs
+        .iter()
+        .filter(|e| matches!(e, AuditEvent::ModelReply { .. }))
+        .count();
+    assert_eq!(replies, REPLIES, "{ctx}: each reply recorded once");
+    let repeated = calls.len() - REPLIES;
+    assert!(
+        repeated <= 1 && calls.len() - calls_before == REPLIES - replied_before,
+        "{ctx}: {} call(s) before the kill, {} after; the ledger held {} replies",
+        calls_before,
+        calls.len() - calls_before,
+        replied_before
+    );
+    // The ledger verifies.
+    let v = loopward(d, &["verify", "runs/r"]);
+    assert_eq!(v.status.code(), Some(0), "{ctx}\n{}", text(&v));
+    Trial {
+        killed_mid_run,
+        interrupted: interrupted.len(),
+    }
+}
+
+#[test]
+fn a_run_killed_at_100_random_points_resumes_with_each_effect_once() {
+    // How long a whole run takes here, so the kills land inside it.
+    let dir = workspace();
+    let t0 = Instant::now();
+    let whole = loopward(dir.path(), &["run", "--id", "r"]);
+    let span = t0.elapsed();
+    assert_eq!(whole.status.code(), Some(0), "{}", text(&whole));
+    assert_eq!(lines(&dir.path().join("calls.log")).len(), REPLIES);
+
+    let seed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64
+        | 1;
+    let workers: Vec<_> = (0..WORKERS)
+        .map(|w| {
+            std::thread::spawn(move || {
+                let mut state = seed ^ (w + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+                (0..TRIALS / WORKERS)
+                    .map(|_| {
+                        let s = next(&mut state);
+                        // Uniform over the run's span, with room for a slower start.
+                        let micros = s % (span.as_micros() as u64 * 5 / 4 + 1);
+                        trial(seed, Duration::from_micros(micros))
+                    })
+                    .collect::<Vec<_>>()
+            })
+        })
+        .collect();
+    let trials: Vec<Trial> = workers
+        .into_iter()
+        .flat_map(|w| w.join().unwrap())
+        .collect();
+    assert_eq!(trials.len() as u64, TRIALS);
+    let mid = trials.iter().filter(|t| t.killed_mid_run).count();
+    let interrupted: usize = trials.iter().map(|t| t.interrupted).sum();
+    // Most kills must land mid-run, or the test shows little.
+    assert!(mid >= 60, "only {mid} of {TRIALS} kills landed mid-run");
+    eprintln!(
+        "{mid} of {TRIALS} kills landed mid-run; {interrupted} call(s) interrupted mid-effect, every effect once (seed {seed})"
+    );
+}
+
+#[test]
+fn replay_runs_no_command_on_the_host_and_rejudges_from_the_ledger() {
+    let dir = workspace();
+    let d = dir.path();
+    let outside = tempfile::tempdir().unwrap();
+    let target = outside.path().join("outside.log");
+    // Without the kernel sandbox a command can write outside the workspace: the live run does,
+    // once; its replay must not.
+    let cfg = format!("{CONFIG}\n[gates.shell]\nsandbox = \"watch-only\"\n");
+    std::fs::write(d.join("loopward.toml"), cfg).unwrap();
+    let script = SCRIPT.replace(
+        "echo p2 >> out/effects.log",
+        &format!(
+            "echo p2 >> out/effects.log; echo once >> {}",
+            target.display()
+        ),
+    );
+    std::fs::write(d.join("script.toml"), script).unwrap();
+    let o = loopward(d, &["run", "--id", "r"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert_eq!(lines(&target), ["once"]);
+    let o = loopward(d, &["replay", "runs/r"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(text(&o).contains("all the same"), "{}", text(&o));
+    assert_eq!(lines(&target), ["once"], "replay ran a command on the host");
+    assert_eq!(lines(&d.join("out/effects.log")).len(), 5);
+    assert_eq!(
+        lines(&d.join("calls.log")).len(),
+        REPLIES,
+        "replay called no model"
+    );
+}
+
+#[test]
+fn a_killed_and_resumed_run_replays_part_by_part() {
+    let dir = workspace();
+    let d = dir.path();
+    // Killed mid-run (a fixed kill: after the first handoff is on record), then resumed.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_loopward"))
+        .args(["run", "--id", "r"])
+        .current_dir(d)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let t0 = Instant::now();
+    while !events(d)
+        .iter()
+        .any(|e| matches!(e, AuditEvent::HandoffRegistered(_)))
+        && t0.elapsed() < Duration::from_secs(20)
+    {
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    let _ = child.kill();
+    child.wait().unwrap();
+    // A command interrupted by the kill finishes on its own; let it land first, so the resumed
+    // run's shell watch does not see it as part of a later command (that would be a different
+    // run to replay, not a replay difference).
+    std::thread::sleep(Duration::from_millis(500));
+    let o = loopward(d, &["run", "--resume", "r"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let o = loopward(d, &["replay", "runs/r"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(text(&o).contains("all the same"), "{}", text(&o));
+}
+
+#[test]
+fn an_interactively_approved_run_replays_with_its_recorded_answers() {
+    let dir = workspace();
+    let d = dir.path();
+    // Every `write_file` asks a person: approved here (the answer is read from stdin).
+    let cfg = format!(
+        "{CONFIG}\n[[stopgate]]\nname = \"ask\"\npoint = \"tool\"\ntool = \"write_file\"\nmode = \"interactive\"\n"
+    );
+    std::fs::write(d.join("loopward.toml"), cfg).unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_loopward"))
+        .args(["run", "--id", "r"])
+        .current_dir(d)
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        use std::io::Write;
+        child.stdin.take().unwrap().write_all(b"y\n").unwrap();
+    }
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert_eq!(lines(&d.join("out/plan.md")), ["# Plan"]);
+    let o = loopward(d, &["replay", "runs/r"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(text(&o).contains("all the same"), "{}", text(&o));
+}

@@ -1,0 +1,104 @@
+//! What a resumed turn is fed from its journal: the agent takes recorded replies and results
+//! from here, in the order it took them, and goes live at the first step that is not here.
+
+use super::{CallState, RecordedDecision, RecordedReply, RecordedTurn, ResumePolicy, Step};
+use loopward_core::{Effect, Handoff};
+use std::collections::VecDeque;
+use std::sync::Mutex;
+
+/// The recorded steps of the one turn a resumed run continues, kept in that turn's extensions.
+#[derive(Debug)]
+pub(crate) struct TurnFeed {
+    steps: Mutex<VecDeque<Step>>,
+    decisions: Mutex<Vec<RecordedDecision>>,
+    policy: ResumePolicy,
+}
+
+/// What the agent does with a call the journal holds.
+#[derive(Debug)]
+pub(crate) enum FedCall {
+    /// It finished: its recorded result is the result.
+    Finished {
+        content: String,
+        is_error: bool,
+        effects: Vec<Effect>,
+        handoff: Option<Handoff>,
+    },
+    /// Run it through the tool stack again, without recording its request twice: it never
+    /// started, it was paused for an approval, or it was interrupted and the policy retries it.
+    Again { retried: bool },
+    /// It was interrupted and the policy does not run it again.
+    Interrupted { handoff: Option<Handoff> },
+}
+
+impl TurnFeed {
+    pub(crate) fn new(turn: &RecordedTurn, policy: ResumePolicy) -> Self {
+        Self {
+            steps: Mutex::new(turn.steps.iter().cloned().collect()),
+            decisions: Mutex::new(turn.decisions.clone()),
+            policy,
+        }
+    }
+
+    fn steps(&self) -> std::sync::MutexGuard<'_, VecDeque<Step>> {
+        self.steps.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The next recorded reply, if the next step is one. Anything else means the turn went
+    /// another way than recorded: the rest of the feed is dropped and the turn goes live.
+    pub(crate) fn next_reply(&self) -> Option<RecordedReply> {
+        let mut steps = self.steps();
+        match steps.pop_front() {
+            Some(Step::Reply(r)) => Some(r),
+            Some(Step::Call(_)) => {
+                steps.clear();
+                None
+            }
+            None => None,
+        }
+    }
+
+    /// The recorded fate of call `id`, if the next step is that call.
+    pub(crate) fn take_call(&self, id: &str, tool: &str) -> Option<FedCall> {
+        let mut steps = self.steps();
+        let Some(Step::Call(c)) = steps.front() else {
+            steps.clear();
+            return None;
+        };
+        if c.call_id != id || c.tool != tool {
+            steps.clear();
+            return None;
+        }
+        let Some(Step::Call(c)) = steps.pop_front() else {
+            return None;
+        };
+        Some(match c.state {
+            CallState::Finished { content, is_error } => FedCall::Finished {
+                content,
+                is_error,
+                effects: c.effects,
+                handoff: c.handoff,
+            },
+            CallState::Requested => FedCall::Again { retried: false },
+            CallState::Started if c.handoff.is_some() => {
+                FedCall::Interrupted { handoff: c.handoff }
+            }
+            CallState::Started if self.policy.retries(tool) => FedCall::Again { retried: true },
+            CallState::Started => FedCall::Interrupted { handoff: None },
+        })
+    }
+
+    /// Takes the first recorded decision of `layer` before the turn's first step that `pick`
+    /// accepts (a turn gate's verdict given before the process ended is not asked again).
+    pub(crate) fn take_decision(
+        &self,
+        layer: &str,
+        pick: impl Fn(&str, &serde_json::Value) -> bool,
+    ) -> Option<RecordedDecision> {
+        let mut decisions = self.decisions.lock().unwrap_or_else(|p| p.into_inner());
+        let at = decisions
+            .iter()
+            .position(|d| d.layer == layer && pick(&d.decision, &d.detail))?;
+        Some(decisions.remove(at))
+    }
+}

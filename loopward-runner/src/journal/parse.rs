@@ -1,0 +1,251 @@
+//! Folding ledger records into a [`Journal`].
+
+use super::{
+    CallState, Journal, RecordedCall, RecordedDecision, RecordedReply, RecordedTurn, Step,
+};
+use crate::layers::stopgate::PENDING_DECISIONS;
+use loopward_core::{AuditEvent, RunId, Scope, Usage};
+
+/// A ledger that cannot be read as a journal.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum JournalError {
+    /// The ledger holds no `run_started` record: the run was killed before its first record.
+    #[error("the ledger of run {run} has no run_started record: the run was stopped before it began; start it again under the same id")]
+    NotStarted {
+        /// The run (`-` when the ledger is empty).
+        run: String,
+    },
+    /// Records of two runs are mixed.
+    #[error("record {index} belongs to run {found}, not {run}; a journal is one run's ledger")]
+    OtherRun {
+        /// The run the ledger is of.
+        run: RunId,
+        /// The run the record names.
+        found: RunId,
+        /// The record's position (from 1).
+        index: usize,
+    },
+    /// A step was recorded before model replies were (a ledger from an older loopward).
+    #[error("record {index} ({kind}) follows a model call whose reply was not recorded: this ledger was written before runs were journaled and cannot be resumed mid-run; start a new run")]
+    Unjournaled {
+        /// The record's position (from 1).
+        index: usize,
+        /// Its kind.
+        kind: &'static str,
+    },
+}
+
+impl Journal {
+    /// Reads a run's records (in ledger order) as its journal.
+    pub fn from_records(records: &[(Scope, AuditEvent)]) -> Result<Self, JournalError> {
+        let mut p = Parser::default();
+        for (i, (scope, event)) in records.iter().enumerate() {
+            p.fold(i + 1, scope, event)?;
+        }
+        let (Some(run), Some((task, first))) = (p.run, p.started) else {
+            return Err(JournalError::NotStarted {
+                run: records
+                    .first()
+                    .map_or_else(|| "-".into(), |(s, _)| s.run.to_string()),
+            });
+        };
+        let mut turns = p.turns;
+        if let Some(last) = turns.last_mut() {
+            if last.ended.is_none() {
+                drop_after_pause(last);
+            }
+        }
+        Ok(Self {
+            run,
+            task,
+            first,
+            turns,
+            end: p.end,
+        })
+    }
+}
+
+#[derive(Default)]
+struct Parser {
+    run: Option<RunId>,
+    started: Option<(String, loopward_core::AgentId)>,
+    turns: Vec<RecordedTurn>,
+    end: Option<loopward_core::RunStatus>,
+    /// Usage of a model call whose reply is not recorded yet.
+    call_usage: Option<Usage>,
+}
+
+impl Parser {
+    fn fold(
+        &mut self,
+        index: usize,
+        scope: &Scope,
+        event: &AuditEvent,
+    ) -> Result<(), JournalError> {
+        match &self.run {
+            None => self.run = Some(scope.run.clone()),
+            Some(run) if *run != scope.run => {
+                return Err(JournalError::OtherRun {
+                    run: run.clone(),
+                    found: scope.run.clone(),
+                    index,
+                })
+            }
+            Some(_) => {}
+        }
+        let unjournaled = |call_usage: &Option<Usage>| match call_usage {
+            Some(_) => Err(JournalError::Unjournaled {
+                index,
+                kind: event.kind(),
+            }),
+            None => Ok(()),
+        };
+        match event {
+            AuditEvent::RunStarted { task, agent } => {
+                // A ledger resumed by an older loopward restarted the run from its first turn.
+                self.started = Some((task.clone(), agent.clone()));
+                self.turns.clear();
+                self.end = None;
+            }
+            AuditEvent::RunResumed { .. } => {
+                self.end = None;
+                self.call_usage = None;
+                if let Some(last) = self.turns.last_mut() {
+                    drop_after_pause(last);
+                }
+            }
+            AuditEvent::RunEnded { status, .. } => self.end = Some(status.clone()),
+            AuditEvent::TurnStarted { agent } => {
+                self.call_usage = None;
+                self.turns.push(RecordedTurn {
+                    number: scope.turn.map_or(self.turns.len() as u32 + 1, |t| t.0),
+                    agent: agent.clone(),
+                    steps: vec![],
+                    decisions: vec![],
+                    ended: None,
+                });
+            }
+            AuditEvent::ModelCall { usage, .. } => {
+                // A model call without a recorded reply (killed in between) is made again.
+                self.call_usage = Some(*usage);
+            }
+            AuditEvent::ModelReply { text, tool_calls } => {
+                let usage = self.call_usage.take().unwrap_or_default();
+                if let Some(turn) = self.turns.last_mut() {
+                    turn.steps.push(Step::Reply(RecordedReply {
+                        text: text.clone(),
+                        tool_calls: tool_calls.clone(),
+                        usage,
+                    }));
+                }
+            }
+            AuditEvent::ToolRequested { call_id, tool, .. } => {
+                unjournaled(&self.call_usage)?;
+                if let Some(turn) = self.turns.last_mut() {
+                    turn.steps.push(Step::Call(RecordedCall {
+                        call_id: call_id.clone(),
+                        tool: tool.clone(),
+                        state: CallState::Requested,
+                        effects: vec![],
+                        handoff: None,
+                        paused: false,
+                    }));
+                }
+            }
+            AuditEvent::ToolStarted { call_id, .. } => {
+                if let Some(c) = self.call(call_id) {
+                    c.state = CallState::Started;
+                }
+            }
+            AuditEvent::ToolFinished {
+                call_id,
+                is_error,
+                effects,
+                summary,
+                output,
+                ..
+            } => {
+                if let Some(c) = self.call(call_id) {
+                    c.effects.clone_from(effects);
+                    c.state = CallState::Finished {
+                        content: output.clone().unwrap_or_else(|| summary.clone()),
+                        is_error: *is_error,
+                    };
+                }
+            }
+            AuditEvent::HandoffRegistered(h) => {
+                if let Some(c) = self.open_call() {
+                    c.handoff = Some(h.clone());
+                }
+            }
+            AuditEvent::LayerDecision {
+                layer,
+                decision,
+                detail,
+            } => {
+                let pending = layer == "stopgate" && PENDING_DECISIONS.contains(&decision.as_str());
+                if let Some(c) = self.open_call() {
+                    c.paused |= pending;
+                } else if let Some(turn) = self.turns.last_mut().filter(|t| t.steps.is_empty()) {
+                    turn.decisions.push(RecordedDecision {
+                        layer: layer.clone(),
+                        decision: decision.clone(),
+                        detail: detail.clone(),
+                    });
+                }
+            }
+            AuditEvent::TurnEnded { finish, usage } => {
+                unjournaled(&self.call_usage)?;
+                if let Some(turn) = self.turns.last_mut() {
+                    turn.ended = Some((finish.clone(), *usage));
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// The last call of the current turn with this id that has not finished (a call resumed
+    /// after a pause finishes a second time: its last result stands).
+    fn call(&mut self, id: &str) -> Option<&mut RecordedCall> {
+        let turn = self.turns.last_mut()?;
+        let mut found = None;
+        for step in turn.steps.iter_mut().rev() {
+            if let Step::Call(c) = step {
+                if c.call_id == id {
+                    let open = !matches!(c.state, CallState::Finished { .. }) || c.paused;
+                    if open {
+                        return Some(c);
+                    }
+                    found.get_or_insert(c);
+                }
+            }
+        }
+        found
+    }
+
+    /// The call under way: the current turn's last call, if it has not finished.
+    fn open_call(&mut self) -> Option<&mut RecordedCall> {
+        match self.turns.last_mut()?.steps.last_mut()? {
+            Step::Call(c) if !matches!(c.state, CallState::Finished { .. }) => Some(c),
+            _ => None,
+        }
+    }
+}
+
+/// A turn paused for a durable approval continues at the paused call: what the agent did after
+/// the pause (its wrap-up reply, with tools disabled) is not part of the run that goes on.
+fn drop_after_pause(turn: &mut RecordedTurn) {
+    let Some(at) = turn.steps.iter().position(
+        |s| matches!(s, Step::Call(c) if c.paused && matches!(c.state, CallState::Finished { .. })),
+    ) else {
+        return;
+    };
+    turn.steps.truncate(at + 1);
+    if let Some(Step::Call(c)) = turn.steps.last_mut() {
+        c.state = CallState::Requested;
+        c.paused = false;
+        c.effects.clear();
+    }
+}
