@@ -215,7 +215,11 @@ async fn a_run_stopped_at_any_record_resumes_repeating_no_reply_and_no_effect() 
             .filter(|(_, e)| matches!(e, AuditEvent::ModelReply { .. }))
             .count();
         assert_eq!(replies_recorded, replies, "stopped at #{seq} {kind}");
-        verify(&runs.path().join("r1"), None).unwrap();
+        verify(
+            &runs.path().join("r1"),
+            &loopward_runner::audit::VerifyOptions::keyless(),
+        )
+        .unwrap();
         // An effect stopped between its start and its end is interrupted, told, not rerun.
         if *kind == "tool_finished" {
             let interrupted = recs.iter().any(|(_, e)| {
@@ -349,7 +353,11 @@ async fn a_run_stopped_before_its_first_record_starts_again_under_its_id() {
     ));
     let done = start_or_resume(ws.path(), runs.path(), &log, LedgerOptions::default(), None).await;
     assert_eq!(done.status, RunStatus::Completed);
-    verify(&runs.path().join("r1"), None).unwrap();
+    verify(
+        &runs.path().join("r1"),
+        &loopward_runner::audit::VerifyOptions::keyless(),
+    )
+    .unwrap();
 }
 
 #[tokio::test]
@@ -392,5 +400,9 @@ async fn a_durable_turn_gate_on_an_agent_with_two_turns_completes_on_resume() {
         ["p1", "b1", "b2"]
     );
     assert_eq!(lines(&log).len(), 6, "no reply asked twice");
-    verify(&runs.path().join("r1"), None).unwrap();
+    verify(
+        &runs.path().join("r1"),
+        &loopward_runner::audit::VerifyOptions::keyless(),
+    )
+    .unwrap();
 }

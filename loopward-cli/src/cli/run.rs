@@ -139,11 +139,9 @@ pub(super) async fn run(args: Args) -> Result<ExitCode> {
             if let Some(status) = journal.finished() {
                 // Killed after its end was recorded but before the ledger was closed: close it
                 // now (audit files, anchor), so the finished run verifies.
-                let records = ledger::read(&dir)?.len() as u64;
-                let anchored = loopward_runner::audit::latest_anchor(&runs_dir, id.as_str())
-                    .ok()
-                    .flatten()
-                    .is_some_and(|a| a.final_seq == records);
+                let strict = loopward_runner::audit::VerifyOptions::keyless();
+                let anchored =
+                    loopward_runner::audit::verify(&dir, &strict).is_ok_and(|ok| ok.anchored);
                 if !anchored {
                     ledger
                         .finish()
