@@ -26,7 +26,7 @@
 //!
 //! `llama.cpp` is initialised once per process (on the first load); its logs go to `tracing`.
 //!
-//! ```
+//! ```no_run
 //! use loopward_llama::{LlamaConfig, LlamaModel};
 //! use loopward_runner::model::{BoxModelService, ChatRequest};
 //! use loopward_core::{AgentId, Message};

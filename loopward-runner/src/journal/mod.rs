@@ -2,9 +2,9 @@
 //! step.
 //!
 //! A run's ledger already records every step in order: each model reply
-//! ([`AuditEvent::ModelReply`], after its [`AuditEvent::ModelCall`]), each tool call from
-//! request to result ([`AuditEvent::ToolRequested`], [`AuditEvent::ToolStarted`] just before
-//! the effect, [`AuditEvent::ToolFinished`] with the whole result), each handoff and each turn's
+//! ([`AuditEvent::ModelReply`](loopward_core::AuditEvent::ModelReply), after its [`AuditEvent::ModelCall`](loopward_core::AuditEvent::ModelCall)), each tool call from
+//! request to result ([`AuditEvent::ToolRequested`](loopward_core::AuditEvent::ToolRequested), [`AuditEvent::ToolStarted`](loopward_core::AuditEvent::ToolStarted) just before
+//! the effect, [`AuditEvent::ToolFinished`](loopward_core::AuditEvent::ToolFinished) with the whole result), each handoff and each turn's
 //! end. [`Journal::from_records`] folds those records into recorded turns;
 //! [`Runner::resume`](crate::Runner::resume) feeds them back (no model call, no tool run, nothing
 //! recorded twice) and goes on live from the first step the ledger does not hold.

@@ -152,15 +152,27 @@ impl Scratch {
         if root.starts_with(workspace) || !root.is_dir() {
             return Ok(None);
         }
-        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let dir = root.join(format!("loopward-sh-{}-{n}", std::process::id()));
-        match std::fs::create_dir(&dir) {
-            Ok(()) => Ok(Some(Self(dir))),
-            Err(e) => Err(ToolError::Failed(format!(
-                "cannot create the command's scratch folder {}: {e}",
-                dir.display()
-            ))),
+        // A process killed mid-call leaves its folder behind, and a later process may get the
+        // same pid: skip names that exist rather than fail the call.
+        let mut last = None;
+        for _ in 0..64 {
+            let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let dir = root.join(format!("loopward-sh-{}-{n}", std::process::id()));
+            match std::fs::create_dir(&dir) {
+                Ok(()) => return Ok(Some(Self(dir))),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => last = Some((dir, e)),
+                Err(e) => {
+                    last = Some((dir, e));
+                    break;
+                }
+            }
         }
+        let (dir, e) =
+            last.unwrap_or_else(|| (root.to_path_buf(), std::io::ErrorKind::Other.into()));
+        Err(ToolError::Failed(format!(
+            "cannot create the command's scratch folder {}: {e}",
+            dir.display()
+        )))
     }
 }
 
