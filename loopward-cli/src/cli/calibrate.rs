@@ -29,11 +29,11 @@ pub struct Args {
     /// Print stable JSON instead of a table.
     #[arg(long)]
     pub json: bool,
-    /// Also write <DIR>/index.html: the runs of DIR with this report after them.
+    /// Also write DIR/index.html: the runs of DIR with this report after them.
     #[arg(long, value_name = "DIR")]
     pub html: Option<PathBuf>,
     /// Sources: a runs/ folder, a run's folder, Claude Code transcripts (*.jsonl) or folders of
-    /// them (~/.claude/projects/<project>).
+    /// them (`~/.claude/projects/<project>`).
     #[arg(required = true)]
     pub sources: Vec<PathBuf>,
 }
