@@ -45,8 +45,12 @@ pub fn init(env: impl Fn(&str) -> Option<String>) -> (Guard, Option<String>) {
             ));
             EnvFilter::new("warn")
         });
+        // Colour only on a terminal, and never under NO_COLOR.
+        let ansi =
+            std::io::IsTerminal::is_terminal(&std::io::stderr()) && env("NO_COLOR").is_none();
         tracing_subscriber::fmt::layer()
             .with_writer(std::io::stderr)
+            .with_ansi(ansi)
             .with_target(false)
             .with_span_events(tracing_subscriber::fmt::format::FmtSpan::CLOSE)
             .with_filter(filter)
