@@ -27,6 +27,12 @@ fn play() -> tempfile::TempDir {
 fn every_demo_run_verifies_and_replays_to_the_same_decisions() {
     let scratch = play();
     let runs = scratch.path().join("runs");
+    // The demo chains its ledgers under its fixed key, kept as a file in its state folder.
+    let key = std::fs::read_dir(runs.parent().unwrap().join("state/keys"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|x| x == "key"))
+        .unwrap();
     let mut n = 0;
     for entry in std::fs::read_dir(&runs).unwrap() {
         let dir = entry.unwrap().path();
@@ -38,6 +44,8 @@ fn every_demo_run_verifies_and_replays_to_the_same_decisions() {
             let out = Command::new(env!("CARGO_BIN_EXE_loopward"))
                 .arg(cmd)
                 .arg(&dir)
+                .arg("--key")
+                .arg(&key)
                 .output()
                 .unwrap();
             assert!(

@@ -15,12 +15,14 @@ pub mod gates;
 pub mod hook;
 mod hook_install;
 pub mod init;
+pub mod key;
 pub mod override_cmd;
 mod recorded;
 pub mod replay;
 pub mod report;
 pub mod run;
 pub mod sandbox;
+pub mod state;
 pub mod verify;
 
 pub use run::exit_code;
@@ -56,8 +58,10 @@ pub enum Command {
     Override(override_cmd::Args),
     /// List, add or remove gates in loopward.toml.
     Gates(gates::Args),
-    /// Check that a run's ledger is intact.
+    /// Check that a run's ledger is intact, keyed and anchored.
     Verify(verify::Args),
+    /// Show or rotate the ledger keys.
+    Key(key::Args),
     /// Governance figures over all runs, computed from the ledgers.
     Report(report::Args),
     /// How often a candidate config's gates would have fired on recorded history.
@@ -80,6 +84,7 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Override(a) => override_cmd::run(a),
         Command::Gates(a) => gates::run(a),
         Command::Verify(a) => verify::run(&a),
+        Command::Key(a) => key::run(&a),
         Command::Report(a) => report::run(&a),
         Command::Calibrate(a) => calibrate::run(&a),
         Command::Replay(a) => replay::run(a).await,

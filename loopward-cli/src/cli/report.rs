@@ -1,7 +1,10 @@
 //! `loopward report [<runs-dir>] [--json] [--html]`: governance figures over all runs, recomputed from
-//! the ledgers alone.
+//! the ledgers that verify (strictly, as `loopward verify` checks them).
 
+use super::state::{verify_options, CheckArgs};
 use anyhow::Result;
+use loopward::config::CONFIG_FILE;
+use loopward_term::render::{Printer, Tone};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -11,7 +14,11 @@ use std::process::ExitCode;
 Examples:
   loopward report              # the runs/ folder here, as a table
   loopward report runs --json  # stable JSON, for scripts
-  loopward report --html       # also write runs/index.html: every run at a glance")]
+  loopward report --html       # also write runs/index.html: every run at a glance
+  loopward report --unfinished # also count runs still going
+
+Only ledgers that verify are counted (keyed, every anchor checked); the others are listed as
+LEFT OUT with the reason. Exit status: 0 every run verified; 1 some run was left out.")]
 pub struct Args {
     /// The folder holding one folder per run.
     #[arg(default_value = "runs")]
@@ -23,25 +30,33 @@ pub struct Args {
     /// run's `audit.html` (runs that do not verify are marked).
     #[arg(long)]
     pub html: bool,
+    /// The config file: its state directory holds the keys.
+    #[arg(long, default_value = CONFIG_FILE)]
+    pub config: PathBuf,
+    /// What is accepted, and the keys and witness to check with.
+    #[command(flatten)]
+    pub check: CheckArgs,
 }
 
 pub(super) fn run(args: &Args) -> Result<ExitCode> {
-    let report = loopward::ledger::report(&args.runs_dir)?;
+    let opts = verify_options(&args.config, &args.runs_dir, &args.check)?;
+    let report = loopward::ledger::report(&args.runs_dir, &opts)?;
     let text = if args.json {
         report.to_json()
     } else {
         report.to_table()
     };
-    let mut out = loopward_term::render::Printer::stdout();
-    out.block(loopward_term::render::Tone::Plain, &text);
+    let mut out = Printer::stdout();
+    out.block(Tone::Plain, &text);
     if args.html {
-        let path = loopward::ledger::write_index_html(&args.runs_dir)?;
+        let path = loopward::ledger::write_index_html(&args.runs_dir, &opts)?;
         if !args.json {
-            out.line(
-                loopward_term::render::Tone::Dim,
-                format!("wrote {}", path.display()),
-            );
+            out.line(Tone::Dim, format!("wrote {}", path.display()));
         }
     }
-    Ok(ExitCode::SUCCESS)
+    if report.invalid.is_empty() {
+        Ok(ExitCode::SUCCESS)
+    } else {
+        Ok(ExitCode::FAILURE)
+    }
 }

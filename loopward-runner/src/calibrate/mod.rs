@@ -163,6 +163,7 @@ pub struct Calibrator {
     main_agent: String,
     report: Calibration,
     fired_turns: BTreeMap<String, u64>,
+    verify: crate::audit::VerifyOptions,
 }
 
 impl std::fmt::Debug for Calibrator {
@@ -193,7 +194,17 @@ impl Calibrator {
                 ..Calibration::default()
             },
             fired_turns: BTreeMap::new(),
+            // History as it was recorded: keyless and unfinished ledgers count, tampered ones not.
+            verify: crate::audit::VerifyOptions::keyless().unfinished(true),
         })
+    }
+
+    /// How each run's ledger is checked before it counts (default: keyless chains and
+    /// unfinished runs accepted). Pass the key ring of loopward's state directory so keyed
+    /// ledgers are read: they are left out, with the reason, under keys not held.
+    pub fn verify_options(mut self, opts: crate::audit::VerifyOptions) -> Self {
+        self.verify = opts;
+        self
     }
 
     /// Reads a source: a runs folder, a run's folder, a folder of transcripts (searched two
@@ -229,9 +240,7 @@ impl Calibrator {
                 .file_name()
                 .map(|n| n.to_string_lossy().into_owned())
                 .unwrap_or_default();
-            // History as it was recorded: keyless and unfinished ledgers count, tampered ones not.
-            let opts = crate::audit::VerifyOptions::keyless().unfinished(true);
-            if let Err(e) = verify(path, &opts) {
+            if let Err(e) = verify(path, &self.verify) {
                 self.report.left_out.push((name, e.to_string()));
                 return Ok(());
             }

@@ -58,7 +58,7 @@ pub use ledger::{FileLedgers, LedgerOpener};
 pub use shell::ShellWatchError;
 
 use crate::clock::{Clock, SystemClock};
-use crate::gates::{ConfigError, ControlFiles, Policy, PolicyConfig};
+use crate::gates::{ConfigError, ControlFiles, OverrideStore, Policy, PolicyConfig};
 use crate::workspace::Workspace;
 use loopward_core::{AgentId, AuditError};
 use std::path::PathBuf;
@@ -132,6 +132,7 @@ pub struct HookContext {
     ledgers: Arc<dyn LedgerOpener>,
     runs_dir: String,
     defer_allows: bool,
+    overrides: Option<OverrideStore>,
 }
 
 impl std::fmt::Debug for HookContext {
@@ -194,6 +195,7 @@ pub struct HookContextBuilder {
     ledgers: Arc<dyn LedgerOpener>,
     runs_dir: String,
     defer_allows: bool,
+    overrides: Option<OverrideStore>,
 }
 
 impl HookContext {
@@ -210,6 +212,7 @@ impl HookContext {
             ledgers: Arc::new(FileLedgers::default()),
             runs_dir: "runs".into(),
             defer_allows: false,
+            overrides: None,
         }
     }
 
@@ -222,7 +225,11 @@ impl HookContext {
     /// control files.
     fn policy(&self, ws: &Workspace) -> Result<Policy, ConfigError> {
         let control = ControlFiles::new(&self.config_file, &self.runs_dir);
-        Policy::with_control(&self.policy, ws.clone(), control)
+        let policy = Policy::with_control(&self.policy, ws.clone(), control)?;
+        Ok(match &self.overrides {
+            Some(store) => policy.with_overrides(store.clone()),
+            None => policy,
+        })
     }
 }
 
@@ -278,6 +285,13 @@ impl HookContextBuilder {
         self
     }
 
+    /// Where one-shot overrides are consumed from (default: the workspace's keyless
+    /// `.loopward/overrides/`); `loopward` passes the sealed store in its state directory.
+    pub fn overrides(mut self, store: OverrideStore) -> Self {
+        self.overrides = Some(store);
+        self
+    }
+
     /// Builds the context; a policy that does not validate is refused here, before any event.
     pub fn build(self) -> Result<HookContext, ConfigError> {
         Policy::check(&self.policy)?;
@@ -291,6 +305,7 @@ impl HookContextBuilder {
             ledgers: self.ledgers,
             runs_dir: self.runs_dir,
             defer_allows: self.defer_allows,
+            overrides: self.overrides,
         })
     }
 }
