@@ -54,7 +54,7 @@ fn demo_output_and_report_json_are_computed_from_the_ledgers() {
     // The same code as `loopward report --json`.
     let report = loopward::ledger::report(
         &scratch.path().join("runs"),
-        &demo::verify_options(scratch.path()),
+        &demo::verify_options(scratch.path()).unwrap(),
     )
     .unwrap();
     let json: serde_json::Value = serde_json::from_str(&report.to_json()).unwrap();
@@ -120,7 +120,8 @@ fn demo_pages_are_deterministic_snapshots() {
         insta::assert_snapshot!(format!("audit_html_{run}"), page);
     }
     let index =
-        loopward_runner::audit::render_index(&runs, &demo::verify_options(scratch.path())).unwrap();
+        loopward_runner::audit::render_index(&runs, &demo::verify_options(scratch.path()).unwrap())
+            .unwrap();
     assert_eq!(index.matches("<tr class=\"run\"").count(), 12);
     insta::assert_snapshot!("index_html", index);
 }

@@ -36,9 +36,6 @@ use loopward_runner::{Clock, StateDir};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-/// The file in the state directory that keeps the last line of the runs index.
-pub const INDEX_HEAD_FILE: &str = "index-head.json";
-
 /// The base folder of loopward's state from the environment `env` gives: `$XDG_STATE_HOME`
 /// when set to an absolute path, else `$HOME/.local/state`; `None` when neither is usable.
 /// Pass `|k| std::env::var(k).ok()` from a binary.
@@ -174,9 +171,9 @@ impl Custody {
         self.witness.as_deref()
     }
 
-    /// The file keeping the runs index's last line.
-    pub fn index_head(&self) -> PathBuf {
-        self.state.root().join(INDEX_HEAD_FILE)
+    /// The file keeping the last line of `runs_dir`'s index (see [`StateDir::index_head`]).
+    pub fn index_head(&self, runs_dir: &Path) -> Result<PathBuf> {
+        Ok(self.state.index_head(runs_dir)?)
     }
 
     /// The key new ledgers are chained under (`None`: keyless, the config's opt-out).
@@ -193,12 +190,12 @@ impl Custody {
         }
     }
 
-    /// Options for a new or reopened ledger: chained under the current key, anchored into the
-    /// index with its head kept here, copied to the witness, stamped by `clock`.
-    pub fn ledger_options(&self, clock: Arc<dyn Clock>) -> Result<LedgerOptions> {
+    /// Options for a new ledger under `runs_dir`: chained under the current key, anchored into
+    /// the index with its head kept here, copied to the witness, stamped by `clock`.
+    pub fn ledger_options(&self, runs_dir: &Path, clock: Arc<dyn Clock>) -> Result<LedgerOptions> {
         Ok(LedgerOptions {
             key: self.ledger_key()?,
-            index_head: Some(self.index_head()),
+            index_head: Some(self.index_head(runs_dir)?),
             witness: self.witness.clone(),
             clock,
             ..LedgerOptions::default()
@@ -208,7 +205,8 @@ impl Custody {
     /// Options to reopen the ledger in `run_dir` (to resume it): chained under the key its
     /// first record names (an old key after a rotation), or keyless when it is keyless.
     pub fn reopen_options(&self, run_dir: &Path, clock: Arc<dyn Clock>) -> Result<LedgerOptions> {
-        let mut opts = self.ledger_options(clock)?;
+        let runs_dir = run_dir.parent().unwrap_or(Path::new("."));
+        let mut opts = self.ledger_options(runs_dir, clock)?;
         let path = run_dir.join(loopward_runner::audit::EVENTS_FILE);
         let bytes =
             std::fs::read(&path).with_context(|| format!("cannot read {}", path.display()))?;
@@ -229,12 +227,14 @@ impl Custody {
         Ok(opts)
     }
 
-    /// Strict verification with this ring and the index head (no keyless chains, no unfinished
-    /// runs; loosen with [`VerifyOptions`]'s fields). A keyless config accepts keyless chains.
-    pub fn verify_options(&self) -> VerifyOptions {
-        let mut opts = VerifyOptions::keyed(self.keys.clone()).head(self.index_head());
+    /// Strict verification of the runs under `runs_dir` with this ring, the index head and the
+    /// witness (no keyless chains, no unfinished runs; loosen with [`VerifyOptions`]'s fields).
+    /// A keyless config accepts keyless chains.
+    pub fn verify_options(&self, runs_dir: &Path) -> Result<VerifyOptions> {
+        let mut opts = VerifyOptions::keyed(self.keys.clone()).head(self.index_head(runs_dir)?);
         opts.allow_keyless = self.chain == ChainKind::Sha256;
-        opts
+        opts.witness.clone_from(&self.witness);
+        Ok(opts)
     }
 
     /// The override store: sealed grants in `<state>/overrides/`.
@@ -320,6 +320,6 @@ mod tests {
         assert_eq!(c.state().root(), st.path().join("s"));
         assert!(c.keys().current().is_none());
         assert!(c.ledger_key().unwrap().is_none());
-        assert!(c.verify_options().allow_keyless);
+        assert!(c.verify_options(ws.path()).unwrap().allow_keyless);
     }
 }

@@ -344,7 +344,8 @@ impl Team {
         let config_path = self.config_path.clone();
         let runner = self.build()?;
         let id = crate::ledger::new_run_id(&*clock);
-        let ledger = crate::ledger::create(&runs_dir, &id, custody.ledger_options(clock)?)?;
+        let ledger =
+            crate::ledger::create(&runs_dir, &id, custody.ledger_options(&runs_dir, clock)?)?;
         let copy = ledger.run_dir().join(crate::config::CONFIG_FILE);
         std::fs::copy(&config_path, &copy)
             .with_context(|| format!("cannot copy the config into {}", copy.display()))?;

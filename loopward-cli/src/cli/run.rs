@@ -143,7 +143,7 @@ pub(super) async fn run(args: Args) -> Result<ExitCode> {
             if let Some(status) = journal.finished() {
                 // Killed after its end was recorded but before the ledger was closed: close it
                 // now (audit files, anchor), so the finished run verifies.
-                let strict = custody.verify_options();
+                let strict = custody.verify_options(&runs_dir)?;
                 let anchored =
                     loopward_runner::audit::verify(&dir, &strict).is_ok_and(|ok| ok.anchored);
                 if !anchored {
@@ -171,7 +171,11 @@ pub(super) async fn run(args: Args) -> Result<ExitCode> {
                 .clone()
                 .or_else(|| cfg.run.task.clone())
                 .context("no task: pass --task \"…\" or set run.task in the config")?;
-            let ledger = ledger::start(&runs_dir, &id, custody.ledger_options(clock.clone())?)?;
+            let ledger = ledger::start(
+                &runs_dir,
+                &id,
+                custody.ledger_options(&runs_dir, clock.clone())?,
+            )?;
             // Replay reads the config the run was made with from its folder.
             std::fs::copy(&args.config, ledger.run_dir().join(CONFIG_FILE)).with_context(|| {
                 format!("cannot copy the config into {}", ledger.run_dir().display())

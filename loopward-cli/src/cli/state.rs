@@ -45,9 +45,7 @@ pub fn verify_options(config: &Path, runs_dir: &Path, args: &CheckArgs) -> Resul
     let mut opts = match config.exists().then(|| Config::load(config)).transpose()? {
         Some(cfg) => {
             let custody = Custody::for_checking(&cfg, config, base().as_deref())?;
-            let mut o = custody.verify_options();
-            o.witness = custody.witness_file().map(Path::to_path_buf);
-            o
+            custody.verify_options(runs_dir)?
         }
         None => fallback(runs_dir)?,
     };
@@ -78,5 +76,5 @@ fn fallback(runs_dir: &Path) -> Result<VerifyOptions> {
     let dir = state.root().join("keys");
     let keys = KeyRing::load(&dir)
         .with_context(|| format!("cannot read the ledger keys in {}", dir.display()))?;
-    Ok(VerifyOptions::keyed(keys).head(state.root().join(loopward::state::INDEX_HEAD_FILE)))
+    Ok(VerifyOptions::keyed(keys).head(state.index_head(runs_dir)?))
 }

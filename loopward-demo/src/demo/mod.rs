@@ -195,7 +195,11 @@ impl<W: Write + Send + 'static> Stage<W> {
                 custody: Some(self.custody.clone()),
             },
         )?;
-        let ledger = ledger::create(&self.runs_dir, &run, self.custody.ledger_options(clock)?)?;
+        let ledger = ledger::create(
+            &self.runs_dir,
+            &run,
+            self.custody.ledger_options(&self.runs_dir, clock)?,
+        )?;
         // As `loopward run` does, so `loopward replay <run-dir>` finds the config.
         std::fs::write(
             ledger.run_dir().join(loopward::config::CONFIG_FILE),
@@ -323,11 +327,13 @@ const DEMO_KEY: &[u8; 32] = b"loopward demo key: not a secret!";
 
 /// How the demo's runs in `scratch` verify: under the demo key, with the index head kept in
 /// `<scratch>/state` (what `loopward verify --key` does from the command line).
-pub fn verify_options(scratch: &Path) -> loopward_runner::audit::VerifyOptions {
-    let key = LedgerKey::from_bytes(DEMO_KEY.to_vec())
-        .unwrap_or_else(|| unreachable!("the demo key is 32 bytes"));
-    loopward_runner::audit::VerifyOptions::keyed(KeyRing::single(key))
-        .head(scratch.join("state").join(loopward::state::INDEX_HEAD_FILE))
+pub fn verify_options(scratch: &Path) -> Result<loopward_runner::audit::VerifyOptions> {
+    let key = LedgerKey::from_bytes(DEMO_KEY.to_vec()).context("the demo key is 32 bytes")?;
+    let state = loopward_runner::StateDir::at(scratch.join("state"))?;
+    Ok(
+        loopward_runner::audit::VerifyOptions::keyed(KeyRing::single(key))
+            .head(state.index_head(&runs_dir(scratch))?),
+    )
 }
 
 /// The demo's state directory (`<scratch>/state`, beside the workspaces, never in one) holding
@@ -386,7 +392,7 @@ fn intro<W: Write + Send + 'static>(stage: &Stage<W>) {
 }
 
 fn outro<W: Write + Send + 'static>(stage: &Stage<W>) -> Result<()> {
-    let check = stage.custody.verify_options();
+    let check = stage.custody.verify_options(&stage.runs_dir)?;
     let table = ledger::report(&stage.runs_dir, &check)?.to_table();
     let index = ledger::write_index_html(&stage.runs_dir, &check)?;
     let calibration = calibration(&stage.runs_dir, &check)?;

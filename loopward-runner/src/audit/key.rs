@@ -392,15 +392,21 @@ fn write_key(dir: &Path, key: &LedgerKey) -> Result<(), KeyError> {
     };
     std::fs::create_dir_all(dir).map_err(io(dir))?;
     std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).map_err(io(dir))?;
+    // Written whole under a temporary name, then linked into place: a process killed midway
+    // leaves a stray temporary file, never a short `<id>.key` that would stop every later run.
     let path = dir.join(format!("{}.key", key.id()));
+    let part = dir.join(format!(".{}.{}.part", key.id(), std::process::id()));
     let mut f = std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
         .mode(0o600)
-        .open(&path)
-        .map_err(io(&path))?;
-    f.write_all(&key.bytes).map_err(io(&path))?;
-    f.sync_all().map_err(io(&path))?;
+        .open(&part)
+        .map_err(io(&part))?;
+    f.write_all(&key.bytes).map_err(io(&part))?;
+    f.sync_all().map_err(io(&part))?;
+    let linked = std::fs::hard_link(&part, &path);
+    let _ = std::fs::remove_file(&part);
+    linked.map_err(io(&path))?;
     // `current` is replaced by a rename, so a reader sees the old id or the new one.
     let tmp = dir.join(format!(".current.{}.tmp", key.id()));
     std::fs::write(&tmp, format!("{}\n", key.id())).map_err(io(&tmp))?;
@@ -430,6 +436,24 @@ mod tests {
             0o700
         );
         assert_eq!(KeyRing::load(&dir).unwrap().current().unwrap().id(), &id);
+    }
+
+    #[test]
+    fn a_key_file_appears_whole_or_not_at_all() {
+        let d = tempfile::tempdir().unwrap();
+        let dir = d.path().join("keys");
+        let ring = KeyRing::load_or_create(&dir).unwrap();
+        // Only the key and `current` are left: no temporary file a reader could take for a key.
+        let mut names: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        let id = ring.current().unwrap().id().to_string();
+        assert_eq!(names, vec![CURRENT.to_string(), format!("{id}.key")]);
+        // A stray partial file from a killed process is not read as a key.
+        std::fs::write(dir.join(format!(".{id}.99.part")), b"").unwrap();
+        assert_eq!(KeyRing::load(&dir).unwrap().keys().count(), 1);
     }
 
     #[test]
