@@ -131,12 +131,24 @@ fn a_reused_run_id_names_the_cli_command_not_an_api() {
 
 #[test]
 fn a_cause_is_said_once() {
+    // `runs` is a file: the ledger's folder cannot be made, and the IO error (which the ledger
+    // error quotes and also carries as its source) is said once.
+    let dir = initialised();
+    let d = dir.path();
+    std::fs::write(d.join("runs"), "not a folder").unwrap();
+    let o = loopward(d, &["run", "--id", "r1"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let t = text(&o);
+    assert_eq!(t.matches("Not a directory").count(), 1, "{t}");
+    insta::assert_snapshot!("ledger_folder_is_a_file", t);
+}
+
+#[test]
+fn report_without_a_runs_folder_says_what_to_do() {
     let dir = tempfile::tempdir().unwrap();
     let o = loopward(dir.path(), &["report", "no-such-folder"]);
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
-    let t = text(&o);
-    assert_eq!(t.matches("No such file or directory").count(), 1, "{t}");
-    insta::assert_snapshot!("report_missing_folder", t);
+    insta::assert_snapshot!("report_missing_folder", text(&o));
 }
 
 #[test]
