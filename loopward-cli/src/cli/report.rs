@@ -48,7 +48,9 @@ fn runs_dir(args: &Args) -> Result<PathBuf> {
     let cfg = Config::load(&config)?;
     let dir = cfg.workspace_dir(&config).join(&cfg.run.runs_dir);
     // `./runs` reads as `runs`.
-    Ok(dir.strip_prefix(".").map_or_else(|_| dir.clone(), PathBuf::from))
+    Ok(dir
+        .strip_prefix(".")
+        .map_or_else(|_| dir.clone(), PathBuf::from))
 }
 
 pub(super) fn run(args: &Args) -> Result<ExitCode> {
