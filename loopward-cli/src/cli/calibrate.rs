@@ -17,9 +17,9 @@ Examples:
   loopward calibrate --config candidate.toml ~/.claude/projects/my-project --json
   loopward calibrate --config candidate.toml --current loopward.toml runs --html runs")]
 pub struct Args {
-    /// The candidate config (a loopward.toml with the gates to try).
+    /// The candidate config (a loopward.toml with the gates to try; required).
     #[arg(long)]
-    pub config: PathBuf,
+    pub config: Option<PathBuf>,
     /// The config in force, to say what would change (default: ./loopward.toml when present).
     #[arg(long)]
     pub current: Option<PathBuf>,
@@ -39,7 +39,10 @@ pub struct Args {
 }
 
 pub(super) fn run(args: &Args) -> Result<ExitCode> {
-    let candidate = Config::load(&args.config)?.policy();
+    let candidate_path = args.config.as_ref().context(
+        "calibrate needs the candidate config: pass --config <candidate.toml> (a loopward.toml with the gates to try)",
+    )?;
+    let candidate = Config::load(candidate_path)?.policy();
     let current_path = args.current.clone().or_else(|| {
         let p = PathBuf::from("loopward.toml");
         p.is_file().then_some(p)
@@ -49,8 +52,20 @@ pub(super) fn run(args: &Args) -> Result<ExitCode> {
         .map(|p| Config::load(p).map(|c| c.policy()))
         .transpose()?;
     let started = Instant::now();
+    // Keyed ledgers are read with the keys of the state directory (of ./loopward.toml, or of
+    // the workspace holding the first source).
+    let history = super::state::history_options(
+        current_path
+            .as_deref()
+            .unwrap_or(std::path::Path::new("loopward.toml")),
+        args.sources
+            .first()
+            .map_or(std::path::Path::new("runs"), |s| s.as_path()),
+        &[],
+    )?;
     let mut cal = Calibrator::new(&candidate, current.as_ref(), &args.main_agent)
-        .with_context(|| args.config.display().to_string())?;
+        .with_context(|| candidate_path.display().to_string())?
+        .verify_options(history.clone());
     for s in &args.sources {
         cal.add_path(s)?;
     }
@@ -77,11 +92,7 @@ pub(super) fn run(args: &Args) -> Result<ExitCode> {
         );
     }
     if let Some(dir) = &args.html {
-        let page = render_index_with_calibration(
-            dir,
-            &loopward_runner::audit::VerifyOptions::keyless().unfinished(true),
-            &report,
-        )?;
+        let page = render_index_with_calibration(dir, &history, &report)?;
         let path = dir.join("index.html");
         std::fs::write(&path, page).with_context(|| format!("cannot write {}", path.display()))?;
         if !args.json {

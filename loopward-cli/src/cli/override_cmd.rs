@@ -10,6 +10,11 @@ use std::time::Duration;
 
 /// Grant, list or revoke one-shot overrides.
 #[derive(Debug, clap::Args)]
+#[command(after_help = "\
+Examples:
+  loopward override grant --agent builder --path plan.md --reason \"fix a typo the planner approved\" --ttl 10m
+  loopward override list
+  loopward override revoke <id>")]
 pub struct Args {
     /// What to do.
     #[command(subcommand)]

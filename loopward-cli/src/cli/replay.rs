@@ -66,13 +66,13 @@ pub fn script_from_ledger(records: &[(Scope, AuditEvent)]) -> Script {
                     &agent,
                     ScriptedReply {
                         text: "(reply text not in the ledger)".into(),
-                        tool_calls: vec![],
+                        ..ScriptedReply::default()
                     },
                 );
                 let due = usize::try_from(*tool_calls).unwrap_or(usize::MAX);
                 open = (due > 0).then_some((agent, due));
             }
-            AuditEvent::ModelReply { text, .. } => {
+            AuditEvent::ModelReply { text, stop, .. } => {
                 if let Some(reply) = scope
                     .agent
                     .as_ref()
@@ -80,6 +80,7 @@ pub fn script_from_ledger(records: &[(Scope, AuditEvent)]) -> Script {
                     .and_then(|r| r.last_mut())
                 {
                     reply.text.clone_from(text);
+                    reply.stop = *stop;
                 }
             }
             AuditEvent::ToolRequested {
@@ -182,7 +183,15 @@ fn script_of(part: &[(Scope, AuditEvent)]) -> Script {
     }
     let mut script = Script::default();
     for (scope, e) in part {
-        if let (AuditEvent::ModelReply { text, tool_calls }, Some(agent)) = (e, &scope.agent) {
+        if let (
+            AuditEvent::ModelReply {
+                text,
+                tool_calls,
+                stop,
+            },
+            Some(agent),
+        ) = (e, &scope.agent)
+        {
             script.push(
                 agent,
                 ScriptedReply {
@@ -195,6 +204,7 @@ fn script_of(part: &[(Scope, AuditEvent)]) -> Script {
                             arguments: c.arguments.clone(),
                         })
                         .collect(),
+                    stop: *stop,
                 },
             );
         }
@@ -255,13 +265,8 @@ pub(super) async fn run(args: Args) -> Result<ExitCode> {
         .ok()
         .and_then(|d| d.parent().map(std::path::Path::to_path_buf))
         .unwrap_or_else(|| std::path::PathBuf::from("."));
-    let check = super::state::CheckArgs {
-        unfinished: true,
-        allow_keyless: true,
-        keys: args.keys.clone(),
-        witness: None,
-    };
-    let opts = super::state::verify_options(std::path::Path::new(CONFIG_FILE), &runs_dir, &check)?;
+    let opts =
+        super::state::history_options(std::path::Path::new(CONFIG_FILE), &runs_dir, &args.keys)?;
     loopward_runner::audit::verify(&args.run_dir, &opts).map_err(|e| {
         anyhow::anyhow!("cannot replay a ledger that does not verify: {e}\nwhat to do: `loopward verify` names what is wrong; replay an intact run")
     })?;

@@ -78,3 +78,18 @@ fn fallback(runs_dir: &Path) -> Result<VerifyOptions> {
         .with_context(|| format!("cannot read the ledger keys in {}", dir.display()))?;
     Ok(VerifyOptions::keyed(keys).head(state.index_head(runs_dir)?))
 }
+
+/// Verify options for reading recorded history (`calibrate`, `replay`): the keys of the state
+/// directory of the config at `config` (or of the workspace holding `runs_dir`) and `keys`;
+/// keyless and unfinished runs accepted, tampered ones not.
+pub fn history_options(config: &Path, runs_dir: &Path, keys: &[PathBuf]) -> Result<VerifyOptions> {
+    let check = CheckArgs {
+        unfinished: true,
+        allow_keyless: true,
+        keys: keys.to_vec(),
+        witness: None,
+    };
+    let mut opts = verify_options(config, runs_dir, &check)?;
+    opts.witness = None;
+    Ok(opts)
+}
