@@ -59,6 +59,7 @@ fn script() -> Script {
                     arguments: shell("b2"),
                 },
             ],
+            ..Default::default()
         },
     );
     s.call(
