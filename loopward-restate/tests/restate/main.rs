@@ -44,7 +44,7 @@ fn main() {
         println!("restate: a_run_moves_between_workers_and_each_effect_happens_once ... ok");
         let shown = rt
             .block_on(quota::scenario(quota_dir.path()))
-            .map_err(|e| {
+            .inspect_err(|_| {
                 // Its logs are the ones to read.
                 for log in [
                     "restate-server.log",
@@ -53,7 +53,6 @@ fn main() {
                 ] {
                     let _ = std::fs::copy(quota_dir.path().join(log), dir.path().join(log));
                 }
-                e
             })?;
         println!("{shown}");
         println!("restate: two_workers_together_hold_one_provider_quota ... ok");
