@@ -168,6 +168,19 @@ fn llama_ci(root: &Path) -> Result<()> {
     cargo(root, &test)?;
     let doc = [&["test"][..], &features, &["--doc", "model::llama"]].concat();
     cargo(root, &doc)?;
+    // The demo acted out on the real model: every run ends in a defined state.
+    cargo(
+        root,
+        &[
+            "test",
+            "-p",
+            "loopward-demo",
+            "--features",
+            "llama",
+            "--test",
+            "demo_llama",
+        ],
+    )?;
     Ok(())
 }
 
