@@ -137,7 +137,7 @@ impl LlamaConfig {
     /// for schemas that declare none.
     ///
     /// ```
-    /// use loopward_runner::model::llama::LlamaConfig;
+    /// use loopward_llama::LlamaConfig;
     /// let config = LlamaConfig::new("m.gguf").argument_bounds(80, 4);
     /// assert_eq!((config.max_string_chars, config.max_array_items), (80, 4));
     /// ```
