@@ -43,12 +43,12 @@ impl Layers {
     }
 }
 
-/// Whether the recorded run ended well.
-fn completed(session: &Session) -> Option<bool> {
+/// Whether the recorded run ended well (`None`: it did not end, or a transcript).
+pub(super) fn completed(session: &Session) -> Option<bool> {
     session
         .ended
         .as_ref()
-        .map(|s| matches!(s, RunStatus::Completed { .. }))
+        .map(|s| matches!(s, RunStatus::Completed))
 }
 
 /// What a stop of the whole run at this point would have cut short: a run that went on to

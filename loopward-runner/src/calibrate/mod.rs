@@ -590,10 +590,7 @@ impl History {
         Self {
             writes,
             turns,
-            completed: session
-                .ended
-                .as_ref()
-                .map(|s| matches!(s, loopward_core::RunStatus::Completed { .. })),
+            completed: layers::completed(session),
             transcript: session.kind != "ledger",
         }
     }
@@ -675,7 +672,7 @@ impl Calibration {
         );
         let _ = writeln!(
             o,
-            "\n{:<28} {:>7} {:>7} {:>7} {:>12} {:>9} {:>7} {:>9} {:>9}  {}",
+            "\n{:<28} {:>7} {:>7} {:>7} {:>12} {:>9} {:>7} {:>9} {:>9}  FP estimate (range)",
             "gate",
             "actions",
             "denied",
@@ -685,7 +682,6 @@ impl Calibration {
             "rate",
             "current",
             "recorded",
-            "FP estimate (range)"
         );
         for (name, g) in &self.gates {
             let _ = writeln!(
