@@ -284,3 +284,33 @@ async fn a_shell_command_cannot_read_loopward_keys() {
     assert!(!out.content.contains("secret"), "{}", out.content);
     assert!(room.read("src/stolen").is_none());
 }
+
+#[tokio::test]
+async fn a_huge_file_next_to_a_territory_write_blinds_nothing() {
+    let room = Room::new(&format!(
+        "{ROOM}\n[gates.shell]\nmax_snapshot_bytes = 4096\n"
+    ));
+    room.write("plan.md", "the plan");
+    let builder = room.turn("builder");
+    let out = room
+        .shell(
+            &builder,
+            "head -c 100000 /dev/zero > src/huge.bin; echo hijack > plan.md; true",
+        )
+        .await;
+    // The kernel refused the territory write; the watch, blinded, fails the call closed and
+    // records that the command's changes went unchecked.
+    assert_eq!(room.read("plan.md").unwrap(), "the plan");
+    let err = out.unwrap_err().to_string();
+    assert!(err.contains("could not be compared"), "{err}");
+    let unremedied = room.events().into_iter().any(|e| {
+        matches!(
+            e,
+            AuditEvent::Violation {
+                remedy: loopward_core::Remedy::Unremedied { .. },
+                ..
+            }
+        )
+    });
+    assert!(unremedied, "{:#?}", room.events());
+}
