@@ -137,12 +137,13 @@ impl tower::Service<ChatRequest> for ScriptedModel {
                     ..Usage::default()
                 },
                 model: "scripted".into(),
+                ..Default::default()
             })
         })
     }
 }
 
-fn append(path: &Path, line: &str) {
+pub(crate) fn append(path: &Path, line: &str) {
     use std::io::Write;
     let mut f = std::fs::OpenOptions::new()
         .create(true)

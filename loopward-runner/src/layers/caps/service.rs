@@ -1,6 +1,7 @@
 //! The caps service.
 
 use super::layer::{CapsConfig, OnCap};
+use crate::journal::Resumed;
 use crate::layers::record;
 use crate::turn::{TurnError, TurnOutcome, TurnRequest};
 use futures::future::BoxFuture;
@@ -28,23 +29,39 @@ impl<S> CapsService<S> {
 #[derive(Default)]
 struct CapsState(Mutex<Counts>);
 
+impl CapsState {
+    /// The counts of a resumed run's finished turns (the unfinished one is counted when it runs
+    /// again); zero for a new run. The wall-time cap counts from the resume.
+    fn rebuilt(resumed: Option<&Resumed>) -> Self {
+        let mut counts = Counts::default();
+        for t in resumed.map_or(&[][..], Resumed::finished_turns) {
+            counts.turns += 1;
+            *counts.per_agent.entry(t.agent.clone()).or_insert(0) += 1;
+            counts.hops += u32::from(t.handed_off);
+        }
+        Self(Mutex::new(counts))
+    }
+}
+
+/// A run's counts so far (also replayed from a ledger by `calibrate`).
 #[derive(Default)]
-struct Counts {
-    turns: u32,
-    per_agent: HashMap<AgentId, u32>,
-    hops: u32,
-    started_ms: Option<u64>,
+pub(crate) struct Counts {
+    pub(crate) turns: u32,
+    pub(crate) per_agent: HashMap<AgentId, u32>,
+    pub(crate) hops: u32,
+    pub(crate) started_ms: Option<u64>,
     wrapped_up: bool,
 }
 
 /// A cap that was hit: its label (`turns_per_run (3)`) and the figures.
-struct Hit {
-    cap: String,
+pub(crate) struct Hit {
+    pub(crate) cap: String,
     detail: serde_json::Value,
 }
 
 impl Counts {
-    fn check(&self, c: &CapsConfig, agent: &AgentId, now_ms: u64) -> Option<Hit> {
+    /// The cap a turn of `agent` starting at `now_ms` would hit, if any.
+    pub(crate) fn check(&self, c: &CapsConfig, agent: &AgentId, now_ms: u64) -> Option<Hit> {
         let hit = |name: &str, limit: u64, value: u64| Hit {
             cap: format!("{name} ({limit})"),
             detail: json!({"cap": name, "limit": limit, "value": value}),
@@ -98,7 +115,10 @@ where
         Box::pin(async move {
             let turn = req.turn.clone();
             let run = turn.run().clone();
-            let state = run.extensions().get_or_default::<CapsState>();
+            let resumed = Resumed::of(&run);
+            let state = run
+                .extensions()
+                .get_or_insert_with(|| CapsState::rebuilt(resumed.as_deref()));
             let now = run.clock().now_millis();
             let (hit, wrapped) = {
                 let mut counts = state.0.lock().unwrap_or_else(|p| p.into_inner());

@@ -1,6 +1,7 @@
 //! The tracker: per-run state of each subtask and the verdicts it mints.
 
 use crate::context::{RunContext, TurnContext};
+use crate::journal::Resumed;
 use crate::layers::{record, ConfigError};
 use loopward_core::{AgentId, AuditError};
 use serde::Deserialize;
@@ -151,11 +152,31 @@ pub enum ClassJumpError {
     Audit(#[from] AuditError),
 }
 
+/// One subtask's (or one agent's counted tool failures') progress through the strategies
+/// (also replayed from a ledger by `calibrate`).
 #[derive(Default)]
-struct Sub {
+pub(crate) struct Sub {
     index: usize,
-    failures: u32,
-    ended: Option<&'static str>,
+    pub(crate) failures: u32,
+    pub(crate) ended: Option<&'static str>,
+}
+
+impl Sub {
+    /// Counts one failed attempt: retry while the strategy has failures left, then the next of
+    /// `strategies`, then exhausted.
+    pub(crate) fn fail(&mut self, strategies: usize, allowed: u32) -> VerdictKind {
+        if self.failures + 1 < allowed {
+            self.failures += 1;
+            VerdictKind::Retry
+        } else if self.index + 1 < strategies {
+            self.index += 1;
+            self.failures = 0;
+            VerdictKind::Jump
+        } else {
+            self.ended = Some("exhausted");
+            VerdictKind::Exhausted
+        }
+    }
 }
 
 /// Per-run state, in the run's extensions.
@@ -165,6 +186,55 @@ struct State {
     /// Failures counted from tool results, per agent.
     evidence: Mutex<HashMap<AgentId, Sub>>,
     exhausted: Mutex<Option<String>>,
+}
+
+impl State {
+    /// A resumed run's state, from the verdicts its journal settled (in order); empty for a
+    /// new run. A verdict's detail names where the subtask went: `failures` on a retry, `next`
+    /// on a jump.
+    fn rebuilt(resumed: Option<&Resumed>, strategies: &[String]) -> Self {
+        let state = Self::default();
+        let mut subtasks = HashMap::new();
+        let mut evidence = HashMap::new();
+        let mut exhausted = None;
+        for d in resumed.into_iter().flat_map(|r| r.decisions("class_jump")) {
+            let detail = &d.decision.detail;
+            let Some(subtask) = detail["subtask"].as_str() else {
+                continue;
+            };
+            let sub: &mut Sub = if detail["source"] == "evidence" {
+                evidence.entry(d.agent.clone()).or_default()
+            } else {
+                subtasks.entry(subtask.to_string()).or_default()
+            };
+            match d.decision.decision.as_str() {
+                "retry" => {
+                    sub.failures = detail["failures"]
+                        .as_u64()
+                        .map_or(sub.failures + 1, |f| u32::try_from(f).unwrap_or(u32::MAX));
+                }
+                "class_jump" => {
+                    let next = detail["next"].as_str();
+                    sub.index = strategies
+                        .iter()
+                        .position(|s| Some(s.as_str()) == next)
+                        .unwrap_or(sub.index + 1)
+                        .min(strategies.len().saturating_sub(1));
+                    sub.failures = 0;
+                }
+                "exhausted" => {
+                    sub.ended = Some("exhausted");
+                    exhausted = Some(subtask.to_string());
+                }
+                "succeeded" => sub.ended = Some("done"),
+                _ => {}
+            }
+        }
+        *state.subtasks.lock().unwrap_or_else(|p| p.into_inner()) = subtasks;
+        *state.evidence.lock().unwrap_or_else(|p| p.into_inner()) = evidence;
+        *state.exhausted.lock().unwrap_or_else(|p| p.into_inner()) = exhausted;
+        state
+    }
 }
 
 /// The class-jump tracker. Cheap to clone; its state is per run.
@@ -213,6 +283,11 @@ impl ClassJump {
         &self.config.strategies
     }
 
+    /// The settings.
+    pub(crate) fn config(&self) -> &ClassJumpConfig {
+        &self.config
+    }
+
     /// Whether a subtask of this run ran out of strategies.
     pub fn is_exhausted(&self, run: &RunContext) -> bool {
         exhausted(run).is_some()
@@ -247,7 +322,7 @@ impl ClassJump {
                 all: all.join(", "),
             });
         }
-        let state = turn.run().extensions().get_or_default::<State>();
+        let state = self.state(turn.run());
         let mut subs = state.subtasks.lock().unwrap_or_else(|p| p.into_inner());
         let sub = subs.entry(subtask.to_string()).or_default();
         if let Some(how) = sub.ended {
@@ -276,20 +351,10 @@ impl ClassJump {
                 sub.ended = Some("done");
                 verdict(VerdictKind::Done, None, sub.failures)
             }
-            Attempt::Failed if sub.failures + 1 < allowed => {
-                sub.failures += 1;
-                verdict(VerdictKind::Retry, Some(current), sub.failures)
-            }
-            Attempt::Failed => match all.get(sub.index + 1) {
-                Some(next) => {
-                    sub.index += 1;
-                    sub.failures = 0;
-                    verdict(VerdictKind::Jump, Some(next), allowed)
-                }
-                None => {
-                    sub.ended = Some("exhausted");
-                    verdict(VerdictKind::Exhausted, None, allowed)
-                }
+            Attempt::Failed => match sub.fail(all.len(), allowed) {
+                VerdictKind::Retry => verdict(VerdictKind::Retry, Some(current), sub.failures),
+                VerdictKind::Jump => verdict(VerdictKind::Jump, all.get(sub.index), allowed),
+                _ => verdict(VerdictKind::Exhausted, None, allowed),
             },
         };
         let word = match v.kind {
@@ -316,6 +381,13 @@ impl ClassJump {
 }
 
 impl ClassJump {
+    /// The run's state: for a resumed run, first rebuilt from its journal.
+    fn state(&self, run: &RunContext) -> Arc<State> {
+        let resumed = Resumed::of(run);
+        run.extensions()
+            .get_or_insert_with(|| State::rebuilt(resumed.as_deref(), &self.config.strategies))
+    }
+
     /// Whether a failed result of `tool` counts as a failed attempt.
     pub fn counts(&self, tool: &str) -> bool {
         self.config.count_failed_tools.iter().any(|t| t == tool)
@@ -330,7 +402,7 @@ impl ClassJump {
         let allowed = self.config.failures_per_strategy;
         let agent = turn.agent().clone();
         let subtask = format!("{agent}'s failed {tool} calls");
-        let state = turn.run().extensions().get_or_default::<State>();
+        let state = self.state(turn.run());
         let mut ev = state.evidence.lock().unwrap_or_else(|p| p.into_inner());
         let sub = ev.entry(agent).or_default();
         let strategy = all[sub.index].clone();
@@ -343,16 +415,12 @@ impl ClassJump {
         };
         let v = if sub.ended.is_some() {
             mk(VerdictKind::Exhausted, None, allowed)
-        } else if sub.failures + 1 < allowed {
-            sub.failures += 1;
-            mk(VerdictKind::Retry, Some(&strategy), sub.failures)
-        } else if let Some(next) = all.get(sub.index + 1) {
-            sub.index += 1;
-            sub.failures = 0;
-            mk(VerdictKind::Jump, Some(next), allowed)
         } else {
-            sub.ended = Some("exhausted");
-            mk(VerdictKind::Exhausted, None, allowed)
+            match sub.fail(all.len(), allowed) {
+                VerdictKind::Retry => mk(VerdictKind::Retry, Some(&strategy), sub.failures),
+                VerdictKind::Jump => mk(VerdictKind::Jump, all.get(sub.index), allowed),
+                _ => mk(VerdictKind::Exhausted, None, allowed),
+            }
         };
         let word = match v.kind {
             VerdictKind::Retry => "retry",
@@ -377,10 +445,16 @@ impl ClassJump {
 
 /// The subtask that ran out of strategies in `run`, if any.
 pub(super) fn exhausted(run: &RunContext) -> Option<String> {
-    run.extensions().get::<State>().and_then(|s| {
-        s.exhausted
+    match run.extensions().get::<State>() {
+        Some(s) => s
+            .exhausted
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .clone()
-    })
+            .clone(),
+        // Not asked yet in this process: a resumed run's journal may hold the exhaustion.
+        None => State::rebuilt(Resumed::of(run).as_deref(), &[])
+            .exhausted
+            .into_inner()
+            .unwrap_or_else(|p| p.into_inner()),
+    }
 }
