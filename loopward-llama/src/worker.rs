@@ -344,7 +344,13 @@ impl<'m> Engine<'m> {
                 tool_calls: vec![],
                 usage,
                 model: self.name.clone(),
-                stop: StopReason::Finished,
+                // Text that ran into max_tokens is unfinished: the runner does not take it as
+                // an answer.
+                stop: if cut_off {
+                    StopReason::TokenLimit
+                } else {
+                    StopReason::Finished
+                },
             },
             Ok(Reply::Call { name, arguments }) => {
                 self.calls_made += 1;

@@ -4,7 +4,7 @@ use futures::future::BoxFuture;
 use loopward_core::{AgentId, AuditEvent, Message, RunId, RunStatus, ToolSpec};
 use loopward_llama::{LlamaConfig, LlamaModel, LlamaService, ToolChoice};
 use loopward_runner::audit::MemorySink;
-use loopward_runner::model::{BoxModelService, ChatRequest, ChatResponse, ModelError};
+use loopward_runner::model::{BoxModelService, ChatRequest, ChatResponse, ModelError, StopReason};
 use loopward_runner::tool::{Access, Tool, ToolError, ToolInvocation, ToolOutput, ToolSet};
 use loopward_runner::{BoxTurnService, LlmAgent, RunSpec, Runner, TurnContext, Workspace};
 use serde_json::json;
@@ -307,6 +307,29 @@ async fn seeded_sampling_repeats_itself_for_the_same_seed() {
     let b = load(config).oneshot(req).await.unwrap();
     assert_eq!(a.content, b.content);
     assert!(a.usage.output_tokens > 0);
+}
+
+/// A text answer that runs into max_tokens says so (the runner does not take it as an answer);
+/// one that ends by itself is finished.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_text_answer_cut_by_max_tokens_says_so() {
+    let model = load(LlamaConfig::new(model_path()).n_ctx(1024));
+    let cut = model
+        .clone()
+        .oneshot(ask(
+            vec![Message::human("Write a long story about a dragon.")],
+            vec![],
+            8,
+        ))
+        .await
+        .unwrap();
+    assert_eq!(cut.stop, StopReason::TokenLimit, "{cut:?}");
+    assert_eq!(cut.usage.output_tokens, 8);
+    let whole = load(LlamaConfig::new(model_path()).n_ctx(1024))
+        .oneshot(ask(vec![Message::human("Say hi.")], vec![], 64))
+        .await
+        .unwrap();
+    assert_eq!(whole.stop, StopReason::Finished, "{whole:?}");
 }
 
 /// A tool-call budget too small for the call: a recorded error, never a half call, and the
