@@ -471,11 +471,11 @@ fn calibration(
         let mut candidate = current.clone();
         candidate.gates.sprawl.threshold = threshold;
         let mut cal = loopward_runner::calibrate::Calibrator::new(&candidate, None, "root")?
-            .verify_options(check.clone());
+            .with_verify(check.clone());
         cal.add_path(runs_dir)?;
         let r = cal.finish();
         let n = r.gates.get("sprawl").map_or(0, |g| g.turns_fired);
-        Ok((n, r.turns, r.actions))
+        Ok((n, r.turns, r.writes))
     };
     let now = current.gates.sprawl.threshold;
     let (n3, turns, writes) = fired(now)?;
