@@ -21,6 +21,7 @@ pub mod replay;
 pub mod report;
 pub mod run;
 pub mod sandbox;
+pub mod say;
 pub mod verify;
 
 pub use run::exit_code;
@@ -68,6 +69,8 @@ pub enum Command {
     Hook(hook::Args),
     /// Run a command in the kernel sandbox of one agent.
     Sandbox(sandbox::Args),
+    /// Say something to a running run (taken at its next turn boundary).
+    Say(say::Args),
 }
 
 /// Runs a parsed command line; errors are printed by the binary.
@@ -85,5 +88,6 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Replay(a) => replay::run(a).await,
         Command::Hook(a) => hook::run(&a),
         Command::Sandbox(a) => Ok(sandbox::run(&a)),
+        Command::Say(a) => say::run(&a),
     }
 }

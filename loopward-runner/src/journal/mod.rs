@@ -75,6 +75,9 @@ pub(crate) struct RecordedTurn {
     /// Stop-gate decisions taken before the turn's first step (turn gates), in order.
     pub(crate) decisions: Vec<RecordedDecision>,
     pub(crate) ended: Option<(FinishReason, Usage)>,
+    /// What people said into the run after this turn, before the next one started
+    /// (`human_message` records), in order.
+    pub(crate) heard: Vec<String>,
 }
 
 /// One step of a turn, in the order the agent took it.

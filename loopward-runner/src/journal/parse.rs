@@ -124,7 +124,14 @@ impl Parser {
                     steps: vec![],
                     decisions: vec![],
                     ended: None,
+                    heard: vec![],
                 });
+            }
+            AuditEvent::HumanMessage { content } => {
+                // The task's own record comes before any turn; later ones follow a turn.
+                if let Some(turn) = self.turns.last_mut() {
+                    turn.heard.push(content.clone());
+                }
             }
             AuditEvent::ModelCall { usage, .. } => {
                 // A model call without a recorded reply (killed in between) is made again.
