@@ -86,8 +86,8 @@ impl std::fmt::Debug for Options {
     }
 }
 
-/// The named built-in tools, with `handoff` offering `team` and `report_attempt` reporting to
-/// the class-jump tracker.
+/// The named built-in tools, with `handoff` offering `team` (pass the agents other than the
+/// caller) and `report_attempt` reporting to the class-jump tracker.
 pub fn tool_set(names: &[String], team: &[AgentId], class_jump: Option<&ClassJump>) -> ToolSet {
     let mut set = ToolSet::new();
     for n in names {
@@ -163,9 +163,11 @@ pub fn build(
         let steps = a
             .max_steps
             .map_or(stack.steps_per_turn(), |n| n.min(stack.steps_per_turn()));
+        // The handoff tool offers everyone but the caller (handing off to oneself is refused).
+        let others: Vec<AgentId> = team.iter().filter(|n| **n != a.name).cloned().collect();
         let mut agent = LlmAgent::builder(a.name.clone(), model.clone())
             .system(&a.role)
-            .tools(tool_set(&a.tools, &team, stack.class_jump()))
+            .tools(tool_set(&a.tools, &others, stack.class_jump()))
             .tool_stack(tool_stack.clone())
             .max_steps(steps);
         if let Some(n) = cfg.backend.max_tokens {
