@@ -127,6 +127,7 @@ fn events() -> Vec<(Option<u32>, Option<&'static str>, AuditEvent)> {
             AuditEvent::TurnEnded {
                 finish: FinishReason::Handoff,
                 usage: Usage::default(),
+                ends_run: None,
             },
         ),
         (
@@ -159,6 +160,7 @@ fn events() -> Vec<(Option<u32>, Option<&'static str>, AuditEvent)> {
             AuditEvent::TurnEnded {
                 finish: FinishReason::Handoff,
                 usage: Usage::default(),
+                ends_run: None,
             },
         ),
         (
@@ -183,6 +185,7 @@ fn events() -> Vec<(Option<u32>, Option<&'static str>, AuditEvent)> {
             AuditEvent::TurnEnded {
                 finish: FinishReason::Done,
                 usage: Usage::default(),
+                ends_run: None,
             },
         ),
         (
