@@ -80,6 +80,7 @@ impl Cli {
             Command::Approve(a) | Command::Deny(a) => set(&mut a.config),
             Command::Override(a) => set(&mut a.config),
             Command::Gates(a) => set(&mut a.config),
+            Command::Say(a) => set(&mut a.config),
             Command::Report(a) => set_opt(&mut a.config),
             Command::Calibrate(a) => set_opt(&mut a.config),
             Command::Replay(a) => set_opt(&mut a.config),
