@@ -24,7 +24,7 @@ use loopward_runner::gates::{ControlFiles, OverrideStore, Policy, PolicyLayer};
 use loopward_runner::inbox::HumanInbox;
 use loopward_runner::layers::classjump::ClassJump;
 use loopward_runner::layers::stack::Stack;
-use loopward_runner::layers::stopgate::Approver;
+use loopward_runner::layers::stopgate::{Approver, StopGates};
 use loopward_runner::model::BoxModelService;
 use loopward_runner::tool::{BoxToolService, ToolExecutor, ToolSet};
 use loopward_runner::tools::{EditFile, HandoffTool, ListDir, ReadFile, Shell, WriteFile};
@@ -62,6 +62,12 @@ pub trait Durable: Send + Sync + 'static {
     fn model_step(&self, model: BoxModelService) -> BoxModelService;
     /// Wraps each agent's whole tool stack, outside the policy gates.
     fn tool_step(&self, tools: BoxToolService) -> BoxToolService;
+    /// [`Durable::tool_step`], knowing the team's stop-gates, so an engine can ask their
+    /// `interactive` tool gates outside the tool's step (default: `tool_step`).
+    fn gated_tool_step(&self, tools: BoxToolService, gates: &StopGates) -> BoxToolService {
+        let _ = gates;
+        self.tool_step(tools)
+    }
     /// Who answers `interactive` stop-gates when the caller names no approver.
     fn approver(&self) -> Option<Arc<dyn Approver>>;
 }
@@ -146,7 +152,7 @@ pub fn build(
     let (model, tool_stack) = match &durable {
         Some(d) => (
             stack.model_step(model, |m| d.model_step(m)),
-            d.tool_step(tool_stack),
+            d.gated_tool_step(tool_stack, stack.gates()),
         ),
         None => (stack.model(model), tool_stack),
     };
