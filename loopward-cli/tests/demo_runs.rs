@@ -142,6 +142,8 @@ fn calibrate_reproduces_each_demo_run_under_its_own_config_and_judges_a_stricter
         strict.as_os_str(),
         "--current".as_ref(),
         current.as_os_str(),
+        "--html".as_ref(),
+        runs.as_os_str(),
         runs.as_os_str(),
     ]);
     assert_eq!(r["sessions"], 12);
@@ -157,4 +159,19 @@ fn calibrate_reproduces_each_demo_run_under_its_own_config_and_judges_a_stricter
     let (key, n) = by.iter().next().unwrap();
     assert!(key.starts_with("key k"), "{key}");
     assert_eq!(n, 12);
+    // The same report in the runs' index page, after the runs.
+    let page = std::fs::read_to_string(runs.join("index.html")).unwrap();
+    let section = &page[page
+        .find("id=\"calibration\"")
+        .expect("calibration section")..];
+    assert!(
+        section.contains("<td>stopgate:tool:shell</td>"),
+        "{section}"
+    );
+    assert!(section.contains("<td>caps:turns_per_run</td>"));
+    assert!(
+        section.contains(&format!("Ledgers verified by {key}: 12.")),
+        "{section}"
+    );
+    assert!(section.contains("likely false positives"));
 }

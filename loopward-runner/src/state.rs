@@ -66,13 +66,12 @@ impl StateDir {
     /// `index-heads/<runs folder id>.json`. The folder is created; the file is written at each
     /// anchor ([`IndexHead`](crate::audit::IndexHead)).
     pub fn index_head(&self, runs_dir: &Path) -> io::Result<PathBuf> {
-        std::fs::create_dir_all(runs_dir).map_err(|e| {
-            io::Error::new(
-                e.kind(),
-                format!("cannot create the runs folder {}: {e}", runs_dir.display()),
-            )
-        })?;
-        let canonical = runs_dir.canonicalize()?;
+        // Named by its canonical path, the same before the first run as after; a folder that
+        // cannot be made is left for the ledger to report.
+        let _ = std::fs::create_dir_all(runs_dir);
+        let canonical = runs_dir
+            .canonicalize()
+            .or_else(|_| std::path::absolute(runs_dir))?;
         Ok(self
             .sub("index-heads")?
             .join(format!("{}.json", workspace_id(&canonical))))
