@@ -10,7 +10,7 @@
 //! a command runs; a watch must never "revert" them). Tampering with a ledger is caught by
 //! `loopward verify` instead.
 
-use super::session::{write_synced, SessionError};
+use super::session::SessionError;
 use crate::workspace::Workspace;
 use loopward_core::{Effect, EffectKind, EffectStatus};
 use serde::{Deserialize, Serialize};
@@ -143,7 +143,8 @@ pub(crate) fn capture(
                     let blob = blobs.join(&sha256);
                     if !blob.exists() {
                         fs::create_dir_all(blobs).map_err(io(blobs))?;
-                        write_synced(&blob, &bytes)?;
+                        crate::atomic_file::write_atomic(&blob, &bytes, 0o600)
+                            .map_err(io(&blob))?;
                     }
                 }
                 snap.entries.insert(
@@ -170,7 +171,7 @@ impl Snapshot {
             path: path.to_path_buf(),
             why: e.to_string(),
         })?;
-        Ok(write_synced(path, &bytes)?)
+        crate::atomic_file::write_atomic(path, &bytes, 0o600).map_err(io(path))
     }
 
     /// Loads a saved snapshot.
@@ -281,17 +282,9 @@ pub(crate) fn revert(
             if let Some(parent) = abs.parent() {
                 fs::create_dir_all(parent).map_err(io(parent))?;
             }
-            // Write to a temporary name and rename, so a link put in place is replaced, not
-            // followed.
-            let tmp = abs.with_file_name(format!(
-                ".{}.loopward-revert",
-                abs.file_name()
-                    .map(|n| n.to_string_lossy())
-                    .unwrap_or_default()
-            ));
-            write_synced(&tmp, &bytes)?;
-            fs::set_permissions(&tmp, fs::Permissions::from_mode(*mode)).map_err(io(&tmp))?;
-            fs::rename(&tmp, &abs).map_err(io(&abs))?;
+            // Replaced by a rename, so a link put in place is replaced, not followed.
+            crate::atomic_file::write_atomic(&abs, &bytes, 0o600).map_err(io(&abs))?;
+            fs::set_permissions(&abs, fs::Permissions::from_mode(*mode)).map_err(io(&abs))?;
             if existed {
                 EffectKind::Modify
             } else {
