@@ -7,7 +7,8 @@ use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
-/// Replaces `path` with `bytes`, created with `mode` (less the umask).
+/// Replaces `path` with `bytes`, with exactly the permissions `mode` (set before the rename, so
+/// the file is never seen with others).
 pub(crate) fn write_atomic(path: &Path, bytes: &[u8], mode: u32) -> std::io::Result<()> {
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
@@ -17,9 +18,11 @@ pub(crate) fn write_atomic(path: &Path, bytes: &[u8], mode: u32) -> std::io::Res
     let mut tmp = tempfile::Builder::new()
         .prefix(&format!(".{name}."))
         .suffix(".tmp")
-        .permissions(std::fs::Permissions::from_mode(mode))
+        .permissions(std::fs::Permissions::from_mode(0o600))
         .tempfile_in(dir)?;
     tmp.write_all(bytes)?;
+    tmp.as_file()
+        .set_permissions(std::fs::Permissions::from_mode(mode))?;
     tmp.as_file().sync_all()?;
     tmp.persist(path).map_err(|e| e.error)?;
     std::fs::File::open(dir)?.sync_all()
@@ -35,11 +38,11 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let path = d.path().join("state.json");
         write_atomic(&path, b"one", 0o600).unwrap();
-        write_atomic(&path, b"two", 0o600).unwrap();
+        write_atomic(&path, b"two", 0o640).unwrap();
         assert_eq!(std::fs::read(&path).unwrap(), b"two");
         assert_eq!(
             std::fs::metadata(&path).unwrap().permissions().mode() & 0o777,
-            0o600
+            0o640
         );
         // A link put where the file goes is replaced, and its target left alone.
         let target = d.path().join("elsewhere");

@@ -268,7 +268,7 @@ fn write_head(path: &Path, head: &IndexHead) -> std::io::Result<()> {
         std::fs::create_dir_all(dir)?;
     }
     let bytes = serde_json::to_vec(head).map_err(std::io::Error::other)?;
-    crate::atomic_file::write_atomic(path, &bytes, 0o666)
+    crate::atomic_file::write_atomic(path, &bytes, 0o644)
 }
 
 fn append_witness(path: &Path, line: &[u8]) -> std::io::Result<()> {

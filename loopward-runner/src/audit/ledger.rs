@@ -644,5 +644,5 @@ fn sync_dir(dir: &Path) -> std::io::Result<()> {
 
 /// Writes `bytes` to `path` so readers see the old file or the new one, never half of one.
 fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    crate::atomic_file::write_atomic(path, bytes, 0o666)
+    crate::atomic_file::write_atomic(path, bytes, 0o644)
 }
