@@ -21,6 +21,7 @@ use crate::config::Config;
 use anyhow::{Context, Result};
 use loopward_core::AgentId;
 use loopward_runner::gates::{ControlFiles, OverrideStore, Policy, PolicyLayer};
+use loopward_runner::inbox::HumanInbox;
 use loopward_runner::layers::classjump::ClassJump;
 use loopward_runner::layers::stack::Stack;
 use loopward_runner::layers::stopgate::{Approver, StopGates};
@@ -48,6 +49,9 @@ pub struct Options {
     pub executor: Option<BoxToolService>,
     /// A durable-execution engine the runs execute on (none: runs execute in this process).
     pub durable: Option<Arc<dyn Durable>>,
+    /// Where people's messages to running runs wait (default: the workspace's
+    /// `.loopward/inbox/`, which `loopward say` writes). `replay` passes the recorded ones.
+    pub inbox: Option<HumanInbox>,
 }
 
 /// Where a durable-execution engine (such as `loopward_restate::Restate`) hooks into a team: it
@@ -77,6 +81,7 @@ impl Default for Options {
             model_name: "fake".into(),
             executor: None,
             durable: None,
+            inbox: None,
         }
     }
 }
@@ -87,8 +92,8 @@ impl std::fmt::Debug for Options {
     }
 }
 
-/// The named built-in tools, with `handoff` offering `team` and `report_attempt` reporting to
-/// the class-jump tracker.
+/// The named built-in tools, with `handoff` offering `team` (pass the agents other than the
+/// caller) and `report_attempt` reporting to the class-jump tracker.
 pub fn tool_set(names: &[String], team: &[AgentId], class_jump: Option<&ClassJump>) -> ToolSet {
     let mut set = ToolSet::new();
     for n in names {
@@ -152,16 +157,23 @@ pub fn build(
         None => (stack.model(model), tool_stack),
     };
     // The caps layer ends runs at its own bound (plus a wrap-up turn); the runner's is a backstop.
-    let mut runner = Runner::builder(ws)
+    let inbox = opts
+        .inbox
+        .clone()
+        .unwrap_or_else(|| HumanInbox::for_workspace(ws.root()));
+    let mut runner = Runner::builder(ws.clone())
         .clock(opts.clock.clone())
+        .inbox(inbox)
         .max_turns(cfg.limits.turns_per_run.saturating_add(1));
     for a in &cfg.agents {
         let steps = a
             .max_steps
             .map_or(stack.steps_per_turn(), |n| n.min(stack.steps_per_turn()));
+        // The handoff tool offers everyone but the caller (handing off to oneself is refused).
+        let others: Vec<AgentId> = team.iter().filter(|n| **n != a.name).cloned().collect();
         let mut agent = LlmAgent::builder(a.name.clone(), model.clone())
             .system(&a.role)
-            .tools(tool_set(&a.tools, &team, stack.class_jump()))
+            .tools(tool_set(&a.tools, &others, stack.class_jump()))
             .tool_stack(tool_stack.clone())
             .max_steps(steps);
         if let Some(n) = cfg.backend.max_tokens {
