@@ -131,8 +131,13 @@ fn calibrate_reproduces_each_demo_run_under_its_own_config_and_judges_a_stricter
     assert_eq!(r["verified_by"]["keyless (sha256)"], 12);
     // The same report in the runs' index page, after the runs.
     let page = std::fs::read_to_string(runs.join("index.html")).unwrap();
-    let section = &page[page.find("id=\"calibration\"").expect("calibration section")..];
-    assert!(section.contains("<td>stopgate:tool:shell</td>"), "{section}");
+    let section = &page[page
+        .find("id=\"calibration\"")
+        .expect("calibration section")..];
+    assert!(
+        section.contains("<td>stopgate:tool:shell</td>"),
+        "{section}"
+    );
     assert!(section.contains("<td>caps:turns_per_run</td>"));
     assert!(section.contains("Ledgers verified by keyless (sha256): 12."));
     assert!(section.contains("likely false positives"));
