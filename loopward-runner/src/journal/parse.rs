@@ -1,8 +1,8 @@
 //! Folding ledger records into a [`Journal`].
 
 use super::{
-    CallState, Journal, PastDecision, RecordedCall, RecordedDecision, RecordedReply, RecordedTurn,
-    Step,
+    CallState, Journal, PastDecision, PastSprawl, RecordedCall, RecordedDecision, RecordedReply,
+    RecordedTurn, SprawlStep, Step,
 };
 use crate::layers::stopgate::PENDING_DECISIONS;
 use loopward_core::{AuditEvent, RunId, Scope, Usage};
@@ -65,6 +65,7 @@ impl Journal {
             end: p.end,
             decisions: p.decisions,
             model_calls: p.model_calls,
+            sprawl: p.sprawl,
         })
     }
 }
@@ -81,6 +82,8 @@ struct Parser {
     decisions: Vec<PastDecision>,
     /// Every model call made (paid for), with its model.
     model_calls: Vec<(String, Usage)>,
+    /// What the sprawl gate's tracker saw.
+    sprawl: Vec<PastSprawl>,
     /// Which part of the run the records are of (0, then +1 at each `run_resumed`).
     part: u32,
 }
@@ -143,6 +146,13 @@ impl Parser {
                 if let Some(turn) = self.turns.last_mut() {
                     turn.heard.push(content.clone());
                 }
+                self.sprawl.push(PastSprawl {
+                    part: self.part,
+                    turn: None,
+                    agent: None,
+                    call: None,
+                    step: SprawlStep::Human,
+                });
             }
             AuditEvent::ModelCall { usage, model, .. } => {
                 // A model call without a recorded reply (killed in between) is made again.
@@ -164,7 +174,11 @@ impl Parser {
                     }));
                 }
             }
-            AuditEvent::ToolRequested { call_id, tool, .. } => {
+            AuditEvent::ToolRequested {
+                call_id,
+                tool,
+                arguments,
+            } => {
                 unjournaled(&self.call_usage)?;
                 if let Some(turn) = self.turns.last_mut() {
                     turn.steps.push(Step::Call(RecordedCall {
@@ -173,6 +187,7 @@ impl Parser {
                         state: CallState::Requested,
                         effects: vec![],
                         handoff: None,
+                        arguments: arguments.clone(),
                         paused: false,
                     }));
                 }
@@ -190,13 +205,36 @@ impl Parser {
                 output,
                 ..
             } => {
+                let part = self.part;
+                let (turn, agent) = (scope.turn.map(|t| t.0), scope.agent.clone());
+                let mut noted = None;
                 if let Some(c) = self.call(call_id) {
+                    noted = Some(PastSprawl {
+                        part,
+                        turn,
+                        agent,
+                        call: Some(call_id.clone()),
+                        step: SprawlStep::Finished {
+                            effects: effects.clone(),
+                            replacements: replacement(&c.tool, &c.arguments),
+                        },
+                    });
                     c.effects.clone_from(effects);
                     c.state = CallState::Finished {
                         content: output.clone().unwrap_or_else(|| summary.clone()),
                         is_error: *is_error,
                     };
                 }
+                self.sprawl.extend(noted);
+            }
+            AuditEvent::GateDecision { call_id, gate, .. } if gate == "sprawl" => {
+                self.sprawl.push(PastSprawl {
+                    part: self.part,
+                    turn: scope.turn.map(|t| t.0),
+                    agent: scope.agent.clone(),
+                    call: call_id.clone(),
+                    step: SprawlStep::Fired,
+                });
             }
             AuditEvent::HandoffRegistered(h) => {
                 if let Some(c) = self.open_call() {
@@ -274,6 +312,22 @@ impl Parser {
             Step::Call(c) if !matches!(c.state, CallState::Finished { .. }) => Some(c),
             _ => None,
         }
+    }
+}
+
+/// The (old, new) pair an `edit_file` call's arguments replace: one replacement repeated across
+/// files is one unit of work for the sprawl gate.
+fn replacement(tool: &str, arguments: &serde_json::Value) -> Vec<(String, String)> {
+    if tool != "edit_file" {
+        return vec![];
+    }
+    match (arguments.get("old"), arguments.get("new")) {
+        (Some(serde_json::Value::String(old)), Some(serde_json::Value::String(new)))
+            if !old.is_empty() =>
+        {
+            vec![(old.clone(), new.clone())]
+        }
+        _ => vec![],
     }
 }
 
