@@ -2,7 +2,7 @@
 
 use crate::journal;
 use futures::future::BoxFuture;
-use loopward_core::Effect;
+use loopward_core::{AuditError, Effect};
 use loopward_runner::tool::{ToolError, ToolInvocation, ToolOutput};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
@@ -99,7 +99,10 @@ where
                             is_error: o.is_error,
                             effects: o.effects,
                         },
-                        Err(ToolError::Audit(text)) => Journaled::Failed { text, audit: true },
+                        Err(ToolError::Audit(e)) => Journaled::Failed {
+                            text: e.0,
+                            audit: true,
+                        },
                         Err(e) => Journaled::Failed {
                             text: e.to_string(),
                             audit: false,
@@ -107,7 +110,7 @@ where
                     }
                 })
                 .await
-                .map_err(|e| ToolError::Audit(e.to_string()))?;
+                .map_err(|e| ToolError::Audit(AuditError(e.to_string())))?;
             match journaled {
                 Journaled::Output {
                     content,
@@ -118,7 +121,7 @@ where
                     is_error,
                     effects,
                 }),
-                Journaled::Failed { text, audit: true } => Err(ToolError::Audit(text)),
+                Journaled::Failed { text, audit: true } => Err(ToolError::Audit(AuditError(text))),
                 Journaled::Failed { text, .. } => Err(ToolError::Failed(text)),
             }
         })

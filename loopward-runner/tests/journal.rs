@@ -224,7 +224,7 @@ async fn a_run_stopped_at_any_record_resumes_repeating_no_reply_and_no_effect() 
         if *kind == "tool_finished" {
             let interrupted = recs.iter().any(|(_, e)| {
                 matches!(e, AuditEvent::LayerDecision { layer, decision, .. }
-                    if layer == "resume" && (decision == "interrupted" || decision == "retried"))
+                    if layer == "resume" && (decision.as_str() == "interrupted" || decision.as_str() == "retried"))
             });
             let resumed_mid_effect = recs.iter().any(|(_, e)| {
                 matches!(e, AuditEvent::RunResumed { interrupted, .. } if !interrupted.is_empty())

@@ -77,7 +77,9 @@ pub(crate) fn judge_session<'s>(policy: &Policy, session: &'s Session) -> (Vec<J
                     .events
                     .into_iter()
                     .filter_map(|e| match e {
-                        AuditEvent::GateDecision { gate, decision, .. } => Some((gate, decision)),
+                        AuditEvent::GateDecision { gate, decision, .. } => {
+                            Some((gate.name, decision))
+                        }
                         _ => None,
                     })
                     .collect();

@@ -3,7 +3,6 @@
 use super::{
     CallState, Journal, RecordedCall, RecordedDecision, RecordedReply, RecordedTurn, Step,
 };
-use crate::layers::stopgate::PENDING_DECISIONS;
 use loopward_core::{AuditEvent, RunId, Scope, Usage};
 
 /// A ledger that cannot be read as a journal.
@@ -184,13 +183,15 @@ impl Parser {
                 decision,
                 detail,
             } => {
-                let pending = layer == "stopgate" && PENDING_DECISIONS.contains(&decision.as_str());
+                // A stop-gate decision that left the action waiting: a resumed run runs that action
+                // through its gates again, so the approval given meanwhile is consumed.
+                let pending = layer == "stopgate" && decision.pending();
                 if let Some(c) = self.open_call() {
                     c.paused |= pending;
                 } else if let Some(turn) = self.turns.last_mut().filter(|t| t.steps.is_empty()) {
                     turn.decisions.push(RecordedDecision {
                         layer: layer.clone(),
-                        decision: decision.clone(),
+                        decision: *decision,
                         detail: detail.clone(),
                     });
                 }

@@ -2,7 +2,7 @@
 
 use crate::context::{RunContext, TurnContext};
 use crate::layers::{record, ConfigError};
-use loopward_core::{AgentId, AuditError};
+use loopward_core::{AgentId, AuditError, LayerVerdict};
 use serde::Deserialize;
 use serde_json::json;
 use std::collections::{HashMap, HashSet};
@@ -236,7 +236,7 @@ impl ClassJump {
             record::decision(
                 turn,
                 "class_jump",
-                "refused",
+                LayerVerdict::Refused,
                 json!({"subtask": subtask, "strategy": strategy, "reason": e.to_string()}),
             )?;
             Err(e)
@@ -293,10 +293,10 @@ impl ClassJump {
             },
         };
         let word = match v.kind {
-            VerdictKind::Retry => "retry",
-            VerdictKind::Jump => "class_jump",
-            VerdictKind::Exhausted => "exhausted",
-            VerdictKind::Done => "succeeded",
+            VerdictKind::Retry => LayerVerdict::Retry,
+            VerdictKind::Jump => LayerVerdict::ClassJump,
+            VerdictKind::Exhausted => LayerVerdict::Exhausted,
+            VerdictKind::Done => LayerVerdict::Succeeded,
         };
         record::decision(
             turn,
@@ -355,9 +355,9 @@ impl ClassJump {
             mk(VerdictKind::Exhausted, None, allowed)
         };
         let word = match v.kind {
-            VerdictKind::Retry => "retry",
-            VerdictKind::Jump => "class_jump",
-            _ => "exhausted",
+            VerdictKind::Retry => LayerVerdict::Retry,
+            VerdictKind::Jump => LayerVerdict::ClassJump,
+            _ => LayerVerdict::Exhausted,
         };
         record::decision(
             turn,
