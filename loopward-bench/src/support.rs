@@ -182,6 +182,7 @@ impl TeamModel {
                 calls: 1,
             },
             model: "team".into(),
+            ..ChatResponse::default()
         }
     }
 }
@@ -198,7 +199,7 @@ impl tower::Service<ChatRequest> for TeamModel {
     fn call(&mut self, req: ChatRequest) -> Self::Future {
         let hold = self.hold.clone();
         Box::pin(async move {
-            let first = matches!(req.messages.as_slice(), [Message::Human { .. }]);
+            let first = matches!(req.messages.as_slice(), [Message::Human(_)]);
             if let (true, Some(hold)) = (first, hold) {
                 hold.wait().await;
             }

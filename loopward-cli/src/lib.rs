@@ -2,4 +2,7 @@
 //! embedders use the `loopward` crate instead.
 
 pub mod cli;
+mod error_text;
 pub mod observe;
+
+pub use error_text::error_text;

@@ -6,7 +6,7 @@ use clap::Parser;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
-    let cli = loopward_cli::cli::Cli::parse();
+    let cli = loopward_cli::cli::Cli::parse().with_config();
     // A hook answers before anything else can fail: exit 1 would let Claude Code go ahead.
     if let loopward_cli::cli::Command::Hook(a) = &cli.command {
         if matches!(a.target, loopward_cli::cli::hook::Target::ClaudeCode { .. }) {
@@ -36,7 +36,7 @@ fn main() -> ExitCode {
     match rt.block_on(loopward_cli::cli::dispatch(cli)) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", loopward_cli::error_text(&e));
             ExitCode::FAILURE
         }
     }

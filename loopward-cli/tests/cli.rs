@@ -341,6 +341,22 @@ fn exit_status_4_exhausted_5_budget_6_stopped_by_a_tool_gate() {
     let (o, _dir) = run_with("", "[[agents.root]]\ntext = \"  \"\n", "em");
     assert_eq!(o.status.code(), Some(9), "{}", text(&o));
     assert!(text(&o).contains("answered with nothing"), "{}", text(&o));
+
+    // 9: an answer cut off at its token limit (finish_reason "length") fails the run too, and
+    // replaying the ledger reaches the same end.
+    let (o, dir) = run_with(
+        "",
+        "[[agents.root]]\ntext = \"The plan has three\"\nstop = \"token_limit\"\n",
+        "cut",
+    );
+    assert_eq!(o.status.code(), Some(9), "{}", text(&o));
+    assert!(
+        text(&o).contains("cut off at its token limit"),
+        "{}",
+        text(&o)
+    );
+    let o = loopward(dir.path(), &["replay", "runs/cut"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
 }
 
 #[test]

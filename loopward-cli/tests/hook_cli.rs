@@ -351,3 +351,52 @@ fn hook_install_writes_an_absolute_command_and_doctor_catches_one_that_fails_ope
     assert_eq!(doctor.status.code(), Some(0), "{text}");
     assert!(text.contains("would not fail open"), "{text}");
 }
+
+/// A command that makes the workspace too big to compare next to a territory write: the kernel
+/// refused the write; the hook, blinded, blocks and records the command as unchecked.
+#[test]
+fn a_huge_file_next_to_a_territory_write_is_refused_and_recorded_as_unchecked() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    let config = root.join("loopward.toml");
+    let cfg = format!("{CONFIG}\n[gates.shell]\nmax_snapshot_bytes = 4096\n");
+    std::fs::write(&config, &cfg).unwrap();
+    std::fs::write(root.join("plan.md"), "# Plan\n").unwrap();
+    std::fs::create_dir_all(root.join("notes")).unwrap();
+    let command = "head -c 100000 /dev/zero > notes/huge.bin; echo x > plan.md; true";
+    let pre = hook(
+        &config,
+        bash_event(&root, "PreToolUse", command, None).as_bytes(),
+    );
+    let v: serde_json::Value = serde_json::from_slice(&pre.stdout).unwrap();
+    let wrapped = v["hookSpecificOutput"]["updatedInput"]["command"]
+        .as_str()
+        .unwrap_or_else(|| panic!("not rewritten: {v}"));
+    let ran = Command::new("bash")
+        .arg("-c")
+        .arg(wrapped)
+        .current_dir(&root)
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&ran.stderr).contains("Permission denied"));
+    assert_eq!(
+        std::fs::read_to_string(root.join("plan.md")).unwrap(),
+        "# Plan\n"
+    );
+    let post = hook(
+        &config,
+        bash_event(&root, "PostToolUse", command, None).as_bytes(),
+    );
+    assert_eq!(post.status.code(), Some(0));
+    let stdout = String::from_utf8_lossy(&post.stdout);
+    assert!(
+        stdout.contains(r#""decision":"block""#) && stdout.contains("could not be compared"),
+        "{stdout}"
+    );
+    let ledger =
+        std::fs::read_to_string(root.join("runs/claude-code-cli-sb/events.jsonl")).unwrap();
+    assert!(
+        ledger.contains("\"violation\"") && ledger.contains("unremedied"),
+        "{ledger}"
+    );
+}

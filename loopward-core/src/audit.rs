@@ -141,6 +141,9 @@ pub enum AuditEvent {
         /// The tool calls it made, with their ids and arguments, in order.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         tool_calls: Vec<ToolCall>,
+        /// How the reply ended (absent: finished; `token_limit`: cut off mid-reply).
+        #[serde(default, skip_serializing_if = "crate::model::StopReason::is_finished")]
+        stop: crate::model::StopReason,
     },
     /// A tool call was requested by the model (before any gate looks at it).
     ToolRequested {

@@ -46,7 +46,7 @@ pub use decision::{Decision, GateId, GateKind, GateMode, Refusal};
 pub use effect::{Effect, EffectKind, EffectStatus};
 pub use handoff::Handoff;
 pub use id::{AgentId, InvalidAgentId, RunId, TurnNumber, MAX_AGENT_NAME};
-pub use message::{Message, Origin};
+pub use message::{HumanWords, Message, Origin};
 pub use remedy::Remedy;
 pub use tool::{ToolCall, ToolResult, ToolSpec};
 pub use usage::{Price, Usage};

@@ -3,6 +3,7 @@
 //! `tower::Service<ChatRequest, Response = ChatResponse, Error = ModelError>`.
 
 use crate::{AgentId, Message, ToolCall, ToolSpec, Usage};
+use serde::{Deserialize, Serialize};
 
 /// One call to a model.
 #[derive(Clone, Debug, PartialEq)]
@@ -28,6 +29,43 @@ pub struct ChatResponse {
     pub usage: Usage,
     /// The model's name as the backend knows it.
     pub model: String,
+    /// How the reply ended: finished, or cut off by the token limit (then its text is
+    /// unfinished and the runner does not take it as an answer). Backends that cannot tell leave
+    /// the default, [`StopReason::Finished`].
+    pub stop: StopReason,
+}
+
+/// How a model's reply ended.
+///
+/// ```
+/// use loopward_core::model::{ChatResponse, StopReason};
+/// let reply = ChatResponse { content: "The plan is to".into(), stop: StopReason::TokenLimit, ..ChatResponse::default() };
+/// assert!(reply.stop.is_cut_off());
+/// assert_eq!(ChatResponse::default().stop, StopReason::Finished);
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum StopReason {
+    /// The model ended its reply itself (end of turn, a stop sequence, tool calls).
+    #[default]
+    Finished,
+    /// The model was cut off by its token limit mid-reply: OpenAI-compatible
+    /// `finish_reason: "length"`, Anthropic `stop_reason: "max_tokens"`, a local model that
+    /// generated `max_tokens` tokens without ending.
+    TokenLimit,
+}
+
+impl StopReason {
+    /// Whether the reply was cut off before the model ended it.
+    pub fn is_cut_off(self) -> bool {
+        matches!(self, Self::TokenLimit)
+    }
+
+    /// Whether the model ended the reply itself (for `skip_serializing_if`).
+    pub fn is_finished(&self) -> bool {
+        matches!(self, Self::Finished)
+    }
 }
 
 /// A rough, deterministic token estimate (about four bytes a token) for backends that do not

@@ -14,7 +14,7 @@ use std::process::ExitCode;
 #[command(
     name = "loopward-demo",
     version,
-    after_help = "Examples:\n  cargo run -p loopward-demo\n  cargo run -p loopward-demo -- --gate interactive\n  cargo run -p loopward-demo --features llama -- --backend llama --model models/SmolLM2-135M-Instruct-Q8_0.gguf"
+    after_help = "Examples:\n  cargo run -p loopward-demo\n  cargo run -p loopward-demo -- --gate interactive\n  cargo run -p loopward-demo --features llama -- --backend llama --model models/SmolLM2-135M-Instruct.Q4_1.gguf"
 )]
 struct Args {
     /// The model backend: the scripted fake (default) or a local GGUF model.

@@ -113,7 +113,7 @@ impl PromptTemplate {
     fn message(&self, m: &Message, raw_calls: &HashMap<String, String>) -> Value {
         match m {
             Message::System { content } => json!({"role": "system", "content": content}),
-            Message::Human { content } => json!({"role": "user", "content": content}),
+            Message::Human(words) => json!({"role": "user", "content": words.content()}),
             // A notice is shown as user text but marked, so it never reads as the person.
             Message::Notice { content } => {
                 json!({"role": "user", "content": format!("[notice] {content}")})

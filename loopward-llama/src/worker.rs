@@ -13,7 +13,7 @@ use llama_cpp_2::model::LlamaModel as CppModel;
 use llama_cpp_2::sampling::LlamaSampler;
 use llama_cpp_2::token::LlamaToken;
 use llama_cpp_2::{send_logs_to_tracing, LogOptions};
-use loopward_core::model::{ChatRequest, ChatResponse, ModelError};
+use loopward_core::model::{ChatRequest, ChatResponse, ModelError, StopReason};
 use loopward_core::{Message, ToolCall, Usage};
 use std::collections::{HashMap, VecDeque};
 use std::io::Read;
@@ -340,6 +340,7 @@ impl<'m> Engine<'m> {
                 tool_calls: vec![],
                 usage,
                 model: self.name.clone(),
+                stop: StopReason::Finished,
             },
             Ok(Reply::Call { name, arguments }) => {
                 self.calls_made += 1;
@@ -350,6 +351,7 @@ impl<'m> Engine<'m> {
                     tool_calls: vec![ToolCall::new(id, name, arguments)],
                     usage,
                     model: self.name.clone(),
+                    stop: StopReason::Finished,
                 }
             }
             Err(_) if cut_off => {

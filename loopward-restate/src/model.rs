@@ -3,7 +3,7 @@
 use crate::journal;
 use futures::future::BoxFuture;
 use loopward_core::{AuditError, ToolCall, Usage};
-use loopward_runner::model::{ChatRequest, ChatResponse, ModelError};
+use loopward_runner::model::{ChatRequest, ChatResponse, ModelError, StopReason};
 use serde::{Deserialize, Serialize};
 use std::task::{Context, Poll};
 use tower::{Service, ServiceExt};
@@ -48,6 +48,8 @@ enum Journaled {
         tool_calls: Vec<ToolCall>,
         usage: Usage,
         model: String,
+        #[serde(default)]
+        stop: StopReason,
     },
     /// The call failed; the text is the error's, `audit` marks a ledger failure (fatal).
     Failed { text: String, audit: bool },
@@ -82,6 +84,7 @@ where
                             tool_calls: r.tool_calls,
                             usage: r.usage,
                             model: r.model,
+                            stop: r.stop,
                         },
                         Err(ModelError::Audit(e)) => Journaled::Failed {
                             text: e.0,
@@ -101,11 +104,13 @@ where
                     tool_calls,
                     usage,
                     model,
+                    stop,
                 } => Ok(ChatResponse {
                     content,
                     tool_calls,
                     usage,
                     model,
+                    stop,
                 }),
                 Journaled::Failed { text, audit: true } => Err(ModelError::Audit(AuditError(text))),
                 Journaled::Failed { text, .. } => Err(ModelError::Local(text)),

@@ -177,9 +177,21 @@ impl Inner {
             };
             let reply = self.reply(&turn, request, feed.as_deref()).await?;
             usage += reply.usage;
+            let cut_off = reply.stop.is_cut_off();
             text.clone_from(&reply.content);
             let calls = reply.tool_calls.clone();
             history.push(Message::model(reply.content, reply.tool_calls));
+            // A reply cut off at the token limit is unfinished, whatever it says: not an answer,
+            // and none of its calls run. (Wrap-up words, when the run ends anyway, are optional.)
+            if cut_off && !turn.state().tools_disabled {
+                return Err(TurnError::CutOff {
+                    agent: self.name.clone(),
+                    max_tokens: self.max_tokens.map_or_else(
+                        || "the backend's limit".to_owned(),
+                        |n| format!("{n} tokens"),
+                    ),
+                });
+            }
             if calls.is_empty() {
                 // An empty answer completes nothing. Wrap-up words (tools disabled by a cap, an
                 // exhaustion or a denial, the run ending anyway) are optional.
@@ -328,6 +340,7 @@ impl Inner {
                 tool_calls: r.tool_calls,
                 usage: r.usage,
                 model: String::new(),
+                stop: r.stop,
             });
         }
         let span = crate::telemetry::model_span(&self.name, self.max_tokens);
@@ -348,6 +361,7 @@ impl Inner {
         turn.record(&AuditEvent::ModelReply {
             text: reply.content.clone(),
             tool_calls: reply.tool_calls.clone(),
+            stop: reply.stop,
         })?;
         Ok(reply)
     }

@@ -50,9 +50,11 @@ pub enum TurnError {
         /// The agent whose model answered.
         agent: loopward_core::AgentId,
     },
-    /// The model was cut off by its token limit while answering in text (a reply with
-    /// `finish_reason: "length"`): the answer is unfinished, so the run fails rather than
-    /// completes.
+    /// The model was cut off by its token limit mid-reply (a reply whose
+    /// [`StopReason`](crate::model::StopReason) is `TokenLimit`: OpenAI-compatible
+    /// `finish_reason: "length"`, Anthropic `stop_reason: "max_tokens"`): the answer is
+    /// unfinished, so the turn ends here (none of the reply's calls run) and the run fails rather
+    /// than completes. The reply is in the ledger (`model_reply` with `stop: token_limit`).
     #[error("{agent}'s model was cut off at its token limit mid-answer ({max_tokens}); an unfinished answer does not complete a run. Raise max_tokens for this agent, or ask for a shorter answer")]
     CutOff {
         /// The agent whose model answered.

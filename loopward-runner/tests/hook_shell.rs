@@ -298,3 +298,35 @@ fn a_bash_command_that_cannot_be_wrapped_is_denied() {
         .unwrap();
     assert!(reason.contains("loopward hook install"), "{reason}");
 }
+
+#[test]
+fn with_a_state_directory_the_hook_keeps_nothing_in_the_workspace() {
+    let p = Project::with_state_dir(POLICY);
+    p.write("plan.md", "# Plan\n1. greet\n");
+    p.send_fixture("pre_bash_into_plan.json");
+    let sessions = p
+        .state
+        .as_ref()
+        .unwrap()
+        .1
+        .root()
+        .join("sessions")
+        .join(SESSION);
+    // The snapshot taken before the command, and the territory file's content, are kept there.
+    let snapshots: Vec<_> = std::fs::read_dir(sessions.join("shell")).unwrap().collect();
+    assert_eq!(snapshots.len(), 1);
+    assert!(std::fs::read_dir(sessions.join("blobs")).unwrap().count() >= 1);
+    assert!(
+        !p.path(".loopward").exists(),
+        "nothing of the hook's in the workspace"
+    );
+    run_bash(&p, "echo '# Plan: mine' > plan.md");
+    let post = p.send_fixture("post_bash_into_plan.json");
+    assert!(
+        post.stdout.contains(r#""decision":"block""#),
+        "{}",
+        post.stdout
+    );
+    assert_eq!(p.read("plan.md").as_deref(), Some("# Plan\n1. greet\n"));
+    assert!(sessions.join("state.json").is_file());
+}

@@ -1,14 +1,17 @@
-//! An agent turn over the OpenAI-compatible backend: the model calls a tool, the tool runs, the
-//! model finishes; a transient server error on the way is retried inside the backend.
+//! An agent turn over the HTTP backends: the model calls a tool, the tool runs, the model
+//! finishes; a transient server error on the way is retried inside the backend; an answer cut off
+//! by the token limit fails the run.
 #![cfg(feature = "http")]
 
 mod http_support;
 
 use http_support::{data, json, sse, MockServer, RecordingSleeper};
-use loopward_core::{AgentId, RunId, RunStatus};
+use loopward_core::{AgentId, AuditEvent, RunId, RunStatus};
 use loopward_runner::audit::MemorySink;
-use loopward_runner::model::http::{OpenAiConfig, OpenAiModel};
-use loopward_runner::model::BoxModelService;
+use loopward_runner::model::http::{
+    AnthropicConfig, AnthropicModel, ApiKey, OpenAiConfig, OpenAiModel,
+};
+use loopward_runner::model::{BoxModelService, StopReason};
 use loopward_runner::{tools, BoxTurnService, LlmAgent, RunSpec, Runner, Workspace};
 use serde_json::json;
 use std::sync::Arc;
@@ -77,4 +80,93 @@ async fn an_agent_writes_a_file_through_a_streamed_tool_call_and_retries_do_not_
         .find(|m| m["role"] == "tool")
         .expect("the tool result went back");
     assert_eq!(result["tool_call_id"], "call_1");
+}
+
+/// A one-agent run through `model` (max_tokens 16): how it ended and what the ledger holds.
+async fn run_one(model: BoxModelService) -> (RunStatus, Vec<AuditEvent>) {
+    let dir = tempfile::tempdir().unwrap();
+    let builder = AgentId::new("builder").unwrap();
+    let agent = LlmAgent::builder(builder.clone(), model)
+        .max_tokens(16)
+        .build();
+    let runner = Runner::builder(Workspace::new(dir.path()).unwrap())
+        .agent(builder.clone(), BoxTurnService::new(agent))
+        .unwrap()
+        .build()
+        .unwrap();
+    let sink = Arc::new(MemorySink::default());
+    let report = runner
+        .run(RunSpec {
+            id: RunId::new("cut-run").unwrap(),
+            task: "explain the plan".into(),
+            first: builder,
+            audit: sink.clone(),
+            audit_location: None,
+        })
+        .await;
+    (
+        report.status,
+        sink.events().into_iter().map(|(_, e)| e).collect(),
+    )
+}
+
+fn assert_cut_off(status: &RunStatus, events: &[AuditEvent]) {
+    assert!(
+        matches!(status, RunStatus::Failed { error } if error.contains("cut off at its token limit") && error.contains("16 tokens") && error.contains("Raise max_tokens")),
+        "{status:?}"
+    );
+    assert!(
+        events.iter().any(|e| matches!(e, AuditEvent::ModelReply { text, stop: StopReason::TokenLimit, .. } if text == "The plan has three")),
+        "the cut-off reply is in the ledger, marked: {events:?}"
+    );
+    assert!(
+        events.iter().any(|e| matches!(
+            e,
+            AuditEvent::RunEnded {
+                status: RunStatus::Failed { .. },
+                ..
+            }
+        )),
+        "{events:?}"
+    );
+}
+
+#[tokio::test]
+async fn an_openai_answer_cut_off_by_finish_reason_length_fails_the_run_not_completes_it() {
+    let server = MockServer::start(vec![sse(
+        &[
+            data(&json!({"choices": [{"index": 0, "delta": {"content": "The plan has three"}}]})),
+            data(&json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "length"}]})),
+            "data: [DONE]\n\n".into(),
+        ],
+        true,
+    )])
+    .await;
+    let model = OpenAiModel::new(
+        OpenAiConfig::new(format!("{}/v1", server.url), "local"),
+        None,
+    )
+    .unwrap();
+    let (status, events) = run_one(BoxModelService::new(model)).await;
+    assert_cut_off(&status, &events);
+    assert_eq!(server.requests()[0].json()["max_tokens"], 16);
+}
+
+#[tokio::test]
+async fn an_anthropic_answer_stopped_at_max_tokens_fails_the_run_not_completes_it() {
+    let server = MockServer::start(vec![json(
+        200,
+        &json!({"id": "msg_1", "type": "message", "role": "assistant", "model": "claude-test",
+            "content": [{"type": "text", "text": "The plan has three"}], "stop_reason": "max_tokens",
+            "usage": {"input_tokens": 5, "output_tokens": 16}}),
+    )])
+    .await;
+    let config = AnthropicConfig {
+        base_url: server.url.clone(),
+        stream: false,
+        ..AnthropicConfig::new("claude-test", "ANTHROPIC_API_KEY")
+    };
+    let model = AnthropicModel::new(config, ApiKey::new("sk-ant-test").unwrap()).unwrap();
+    let (status, events) = run_one(BoxModelService::new(model)).await;
+    assert_cut_off(&status, &events);
 }

@@ -6,7 +6,7 @@ mod http_support;
 use http_support::{event, http, json, sse, MockServer, RecordingSleeper, Reply};
 use loopward_core::{AgentId, Message, ToolCall, ToolResult, ToolSpec};
 use loopward_runner::model::http::{AnthropicConfig, AnthropicModel, ApiKey, RetryPolicy};
-use loopward_runner::model::{ChatRequest, ChatResponse, ModelError};
+use loopward_runner::model::{ChatRequest, ChatResponse, ModelError, StopReason};
 use serde_json::{json, Value};
 use std::time::Duration;
 use tower::ServiceExt;
@@ -413,4 +413,41 @@ fn from_config_reads_the_key_from_a_key_file_and_validates() {
         err.to_string().contains("unknown field `attempts`"),
         "{err}"
     );
+}
+
+#[tokio::test]
+async fn a_text_reply_stopped_at_max_tokens_is_marked_cut_off_streamed_or_whole() {
+    let [delta, stop] = message_end("max_tokens");
+    let text = |t: &str| {
+        event(
+            "content_block_delta",
+            &json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": t}}),
+        )
+    };
+    let mut cut_whole = full_reply("The plan has three");
+    cut_whole["stop_reason"] = json!("max_tokens");
+    let server = MockServer::start(vec![
+        sse(
+            &[
+                message_start(),
+                event("content_block_start", &json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}})),
+                text("The plan has "),
+                text("three"),
+                block_stop(0),
+                delta,
+                stop,
+            ],
+            true,
+        ),
+        json(200, &cut_whole),
+        json(200, &full_reply("Done.")),
+    ])
+    .await;
+    let streamed = call(model(&server, true).0).await.unwrap();
+    assert_eq!(streamed.content, "The plan has three");
+    assert_eq!(streamed.stop, StopReason::TokenLimit);
+    let whole = call(model(&server, false).0).await.unwrap();
+    assert_eq!(whole.stop, StopReason::TokenLimit);
+    let finished = call(model(&server, false).0).await.unwrap();
+    assert_eq!(finished.stop, StopReason::Finished);
 }

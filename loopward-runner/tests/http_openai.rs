@@ -6,7 +6,7 @@ mod http_support;
 use http_support::{data, http, json, json_with, sse, MockServer, RecordingSleeper, Reply};
 use loopward_core::{AgentId, Message, ToolCall, ToolResult, ToolSpec};
 use loopward_runner::model::http::{ApiKey, OpenAiConfig, OpenAiModel, RetryPolicy};
-use loopward_runner::model::{BoxModelService, ChatRequest, ChatResponse, ModelError};
+use loopward_runner::model::{BoxModelService, ChatRequest, ChatResponse, ModelError, StopReason};
 use loopward_runner::ManualClock;
 use serde_json::{json, Value};
 use std::time::Duration;
@@ -586,4 +586,39 @@ fn config_rejects_bad_fields_with_precise_messages() {
         .unwrap_err()
         .to_string()
         .contains("retry.max_attempts"));
+}
+
+#[tokio::test]
+async fn a_text_reply_stopped_by_the_token_limit_is_marked_cut_off_streamed_or_whole() {
+    let server = MockServer::start(vec![
+        sse(
+            &[
+                text_chunk("The plan has three"),
+                finish_chunk("length"),
+                "data: [DONE]\n\n".into(),
+            ],
+            true,
+        ),
+        json(
+            200,
+            &json!({"model": "gpt-test", "choices": [{"index": 0, "message": {"role": "assistant",
+                "content": "The plan has three"}, "finish_reason": "length"}]}),
+        ),
+        sse(
+            &[
+                text_chunk("Done."),
+                finish_chunk("stop"),
+                "data: [DONE]\n\n".into(),
+            ],
+            true,
+        ),
+    ])
+    .await;
+    let streamed = call(model(&server, true).0).await.unwrap();
+    assert_eq!(streamed.content, "The plan has three");
+    assert_eq!(streamed.stop, StopReason::TokenLimit);
+    let whole = call(model(&server, false).0).await.unwrap();
+    assert_eq!(whole.stop, StopReason::TokenLimit);
+    let finished = call(model(&server, true).0).await.unwrap();
+    assert_eq!(finished.stop, StopReason::Finished);
 }

@@ -57,6 +57,7 @@ fn script() -> Script {
                     arguments: shell("b2"),
                 },
             ],
+            ..Default::default()
         },
     );
     s.call(

@@ -26,6 +26,7 @@ fn forever(tool: &'static str, args: serde_json::Value) -> BoxModelService {
                 tool_calls: vec![ToolCall::new(format!("c{id}"), tool, args)],
                 usage: Usage::default(),
                 model: "forever".into(),
+                ..Default::default()
             })
         }
     }))
@@ -44,6 +45,7 @@ fn ping_pong() -> BoxModelService {
             )],
             usage: Usage::default(),
             model: "ping-pong".into(),
+            ..Default::default()
         })
     }))
 }

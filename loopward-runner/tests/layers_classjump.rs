@@ -172,6 +172,7 @@ async fn exhaustion_ends_the_reply_that_caused_it_no_later_call_runs_and_no_hand
             ScriptedReply {
                 text: String::new(),
                 tool_calls: vec![failed(s)],
+                ..Default::default()
             },
         );
     }
@@ -193,6 +194,7 @@ async fn exhaustion_ends_the_reply_that_caused_it_no_later_call_runs_and_no_hand
                     arguments: json!({"to": "auditor", "message": "over to you"}),
                 },
             ],
+            ..Default::default()
         },
     );
     script.say(&builder, "I tried patch and rewrite.");

@@ -180,6 +180,7 @@ async fn a_second_handoff_in_one_turn_is_refused_and_the_first_stands() {
                     arguments: json!({"to": "builder", "message": "build it"}),
                 },
             ],
+            ..Default::default()
         },
     )
     .say(&id("planner"), "planned");
@@ -252,6 +253,7 @@ async fn duplicate_call_ids_in_one_reply_do_not_run_twice() {
         ScriptedReply {
             text: String::new(),
             tool_calls: vec![call("first"), call("second")],
+            ..Default::default()
         },
     )
     .say(&id("builder"), "ok");
@@ -481,6 +483,7 @@ async fn a_turn_refused_before_it_ran_does_not_put_the_last_words_under_its_name
                 name: "handoff".into(),
                 arguments: json!({"to": "auditor", "message": "check"}),
             }],
+            ..Default::default()
         },
     )
     .say(&id("builder"), "unused");
@@ -515,4 +518,35 @@ async fn a_turn_refused_before_it_ran_does_not_put_the_last_words_under_its_name
     // The auditor never ran: the last words are the builder's, under the builder's name.
     assert_eq!(report.last_agent, Some(id("builder")));
     assert_eq!(report.final_text, "Built it; auditor, please check.");
+}
+
+#[tokio::test]
+async fn a_reply_cut_off_at_the_token_limit_ends_the_run_failed_and_none_of_its_calls_run() {
+    let mut s = Script::default();
+    s.push(
+        &id("builder"),
+        ScriptedReply {
+            text: "Writing the file now, then I will".into(),
+            tool_calls: vec![ScriptedCall {
+                id: None,
+                name: "write_file".into(),
+                arguments: json!({"path": "half.txt", "content": "x"}),
+            }],
+            stop: loopward_runner::model::StopReason::TokenLimit,
+        },
+    )
+    .say(&id("builder"), "unused");
+    let t = team(&["builder"], s, 8);
+    let report = t.run("builder").await;
+    assert!(
+        matches!(&report.status, RunStatus::Failed { error } if error.contains("builder's model was cut off at its token limit")),
+        "{:?}",
+        report.status
+    );
+    assert!(!t.dir.path().join("half.txt").exists());
+    assert!(!t.sink.kinds().contains(&"tool_requested"));
+    assert!(t.sink.events().iter().any(|(_, e)| matches!(
+        e,
+        AuditEvent::ModelReply { stop, .. } if stop.is_cut_off()
+    )));
 }

@@ -208,3 +208,113 @@ async fn watch_only_is_an_explicit_opt_in_recorded_as_a_warning() {
         "{d:?}"
     );
 }
+
+#[tokio::test]
+async fn a_confined_command_cannot_read_an_unreadable_folder_but_reads_its_neighbours() {
+    use loopward_runner::gates::ControlFiles;
+    use loopward_runner::sandbox::{spawn_confined, Confinement, Protected};
+    let ws_dir = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let keys = state.path().join("keys");
+    std::fs::create_dir(&keys).unwrap();
+    std::fs::write(keys.join("k1.key"), "secret").unwrap();
+    std::fs::write(state.path().join("index-head.json"), "head").unwrap();
+    std::fs::write(ws_dir.path().join("a.txt"), "mine").unwrap();
+    let ws = loopward_runner::Workspace::new(ws_dir.path()).unwrap();
+    let plan = Confinement::plan(&ws, &Protected::new(ControlFiles::default(), vec![]))
+        .unwrap()
+        .with_unreadable(keys.clone());
+    let script = format!(
+        "cat {k}; echo \"cat=$?\"; ls {kd}; cat {head}; echo; cat {ws}/a.txt; echo; cat /etc/hostname > /dev/null && echo etc-ok; echo new > {ws}/a.txt && echo write-ok",
+        k = keys.join("k1.key").display(),
+        kd = keys.display(),
+        head = state.path().join("index-head.json").display(),
+        ws = ws_dir.path().display(),
+    );
+    let mut cmd = tokio::process::Command::new("bash");
+    cmd.arg("-c").arg(script);
+    cmd.stdout(std::process::Stdio::piped());
+    cmd.stderr(std::process::Stdio::piped());
+    let out = spawn_confined(cmd, &plan)
+        .await
+        .unwrap()
+        .wait_with_output()
+        .await
+        .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    // The key is not readable (EACCES), though its name can be listed; everything else reads.
+    assert!(stderr.contains("k1.key: Permission denied"), "{stderr}");
+    assert!(stdout.contains("cat=1"), "{stdout}");
+    assert!(!stdout.contains("secret"), "{stdout}");
+    assert!(stdout.contains("k1.key\n"), "{stdout}");
+    assert!(
+        stdout.contains("head\nmine\netc-ok\nwrite-ok"),
+        "{stdout}\n{stderr}"
+    );
+}
+
+#[tokio::test]
+async fn a_shell_command_cannot_read_loopward_keys() {
+    let state = tempfile::tempdir().unwrap();
+    let keys = state.path().join("keys");
+    std::fs::create_dir(&keys).unwrap();
+    std::fs::write(keys.join("k1.key"), "secret").unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let ws = loopward_runner::Workspace::new(dir.path()).unwrap();
+    let cfg = loopward_runner::gates::PolicyConfig::from_toml(ROOM).unwrap();
+    let policy = loopward_runner::gates::Policy::from_config(&cfg, ws.clone())
+        .unwrap()
+        .with_unreadable(vec![keys.clone()]);
+    let room = Room::with_policy(dir, ws, policy);
+    let builder = room.turn("builder");
+    let out = room
+        .shell(
+            &builder,
+            &format!(
+                "cat {k}; cp {k} src/stolen; echo copied=$?",
+                k = keys.join("k1.key").display()
+            ),
+        )
+        .await
+        .unwrap();
+    assert!(
+        out.content.contains("k1.key: Permission denied"),
+        "{}",
+        out.content
+    );
+    assert!(!out.content.contains("secret"), "{}", out.content);
+    assert!(room.read("src/stolen").is_none());
+}
+
+#[tokio::test]
+async fn a_huge_file_next_to_a_territory_write_blinds_nothing() {
+    let room = Room::new(&format!(
+        "{ROOM}\n[gates.shell]\nmax_snapshot_bytes = 4096\n"
+    ));
+    room.write("plan.md", "the plan");
+    let builder = room.turn("builder");
+    let out = room
+        .shell(
+            &builder,
+            "head -c 100000 /dev/zero > src/huge.bin; echo hijack > plan.md; true",
+        )
+        .await;
+    // The kernel refused the territory write; the watch, blinded, fails the call closed and
+    // records that the command's changes went unchecked.
+    assert_eq!(room.read("plan.md").unwrap(), "the plan");
+    let err = out.unwrap_err().to_string();
+    assert!(err.contains("could not be compared"), "{err}");
+    let unremedied = room.events().into_iter().any(|e| {
+        matches!(
+            e,
+            AuditEvent::Violation {
+                remedy: loopward_core::Remedy::Unremedied { .. },
+                ..
+            }
+        )
+    });
+    assert!(unremedied, "{:#?}", room.events());
+}

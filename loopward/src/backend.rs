@@ -72,7 +72,7 @@ pub fn model(cfg: &Config, config_dir: &Path, choice: &Choice) -> Result<BoxMode
     }
 }
 
-#[cfg_attr(not(feature = "llama"), allow(unused_variables))]
+#[cfg_attr(not(any(feature = "llama", feature = "http")), allow(unused_variables))]
 fn real(
     kind: BackendKind,
     cfg: &Config,
@@ -127,12 +127,19 @@ fn real(
             } else {
                 "ANTHROPIC_API_KEY"
             };
-            let key_env = cfg
-                .backend
-                .api_key_env
-                .clone()
-                .unwrap_or_else(|| default_key.into());
-            t.insert("key_env".into(), key_env.into());
+            match (&cfg.backend.api_key_file, &cfg.backend.api_key_env) {
+                (Some(file), None) => {
+                    let file = config_dir.join(file).to_string_lossy().into_owned();
+                    t.insert("key_file".into(), file.into());
+                }
+                (Some(_), Some(_)) => bail!(
+                    "backend: api_key_env and api_key_file are both set; keep one (the variable that holds the key, or the file that does)"
+                ),
+                (None, env) => {
+                    let key_env = env.clone().unwrap_or_else(|| default_key.into());
+                    t.insert("key_env".into(), key_env.into());
+                }
+            }
             if let Some(n) = cfg.backend.max_tokens {
                 t.insert("max_tokens".into(), i64::from(n).into());
             }

@@ -17,9 +17,9 @@ Examples:
   loopward calibrate --config candidate.toml ~/.claude/projects/my-project --json
   loopward calibrate --config candidate.toml --current loopward.toml runs --html runs")]
 pub struct Args {
-    /// The candidate config (a loopward.toml with the gates to try).
+    /// The candidate config (a loopward.toml with the gates to try; required).
     #[arg(long)]
-    pub config: PathBuf,
+    pub config: Option<PathBuf>,
     /// The config in force, to say what would change (default: ./loopward.toml when present).
     #[arg(long)]
     pub current: Option<PathBuf>,
@@ -39,7 +39,10 @@ pub struct Args {
 }
 
 pub(super) fn run(args: &Args) -> Result<ExitCode> {
-    let candidate = Config::load(&args.config)?.policy();
+    let candidate_path = args.config.as_ref().context(
+        "calibrate needs the candidate config: pass --config <candidate.toml> (a loopward.toml with the gates to try)",
+    )?;
+    let candidate = Config::load(candidate_path)?.policy();
     let current_path = args.current.clone().or_else(|| {
         let p = PathBuf::from("loopward.toml");
         p.is_file().then_some(p)
@@ -50,7 +53,7 @@ pub(super) fn run(args: &Args) -> Result<ExitCode> {
         .transpose()?;
     let started = Instant::now();
     let mut cal = Calibrator::new(&candidate, current.as_ref(), &args.main_agent)
-        .with_context(|| args.config.display().to_string())?;
+        .with_context(|| candidate_path.display().to_string())?;
     for s in &args.sources {
         cal.add_path(s)?;
     }

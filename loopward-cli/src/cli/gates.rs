@@ -12,6 +12,11 @@ use std::sync::Arc;
 
 /// List, add or remove gates.
 #[derive(Debug, clap::Args)]
+#[command(after_help = "\
+Examples:
+  loopward gates list
+  loopward gates add territory --paths 'docs/**' --owner scribe
+  loopward gates rm territory:scribe")]
 pub struct Args {
     /// What to do.
     #[command(subcommand)]
@@ -29,7 +34,7 @@ pub enum Action {
     List,
     /// Add a territory or a review gate.
     #[command(
-        after_help = "Examples:\n  loopward gates add territory --paths 'docs/**' --owner scribe\n  loopward gates add review --from builder --via auditor --when 'src/**'"
+        after_help = "Examples:\n  loopward gates add territory --paths 'docs/**' --owner scribe\n  loopward gates add review --from builder --via auditor --when 'src/**'\n  loopward gates add review --from builder --via auditor --when 'docs/**' --name docs-review"
     )]
     Add {
         /// `territory` or `review`.
@@ -53,6 +58,10 @@ pub enum Action {
         /// `enforce` (default) or `advisory`.
         #[arg(long, default_value = "enforce", value_parser = ["enforce", "advisory"])]
         mode: String,
+        /// review: the gate's name (default `review:<from>-><via>`); needed for a second
+        /// review gate between the same two agents.
+        #[arg(long)]
+        name: Option<String>,
     },
     /// Remove a gate by the name `gates list` shows.
     #[command(after_help = "Example:\n  loopward gates rm territory:planner")]
@@ -102,6 +111,7 @@ pub(super) fn run(args: Args) -> Result<ExitCode> {
             via,
             when,
             mode,
+            name,
         } => {
             let mut table = toml_edit::Table::new();
             let list = |v: &[String]| {
@@ -122,6 +132,28 @@ pub(super) fn run(args: Args) -> Result<ExitCode> {
                 let (from, via) = from
                     .zip(via)
                     .context("a review gate needs --from <agent> and --via <reviewer>")?;
+                let gate = name
+                    .clone()
+                    .unwrap_or_else(|| format!("review:{from}->{via}"));
+                if let Some(old) = cfg.gates.review.iter().find(|r| r.gate_name() == gate) {
+                    let mut all = old.when.clone();
+                    all.extend(when.iter().filter(|w| !old.when.contains(w)).cloned());
+                    let quoted = |v: &[String]| {
+                        v.iter()
+                            .map(|w| format!("'{w}'"))
+                            .collect::<Vec<_>>()
+                            .join(" ")
+                    };
+                    bail!(
+                        "{}: there is already a review gate named {gate} (when {}); nothing was written\nwhat to do: to arm it on more paths, replace it: `loopward gates rm {gate} && loopward gates add review --from {from} --via {via} --when {}`; for a second gate between them, give it its own name: --name <name>",
+                        args.config.display(),
+                        if old.when.is_empty() { "anything".to_string() } else { old.when.join(", ") },
+                        quoted(&all),
+                    );
+                }
+                if let Some(n) = &name {
+                    table["name"] = toml_edit::value(n.as_str());
+                }
                 table["from"] = toml_edit::value(from.as_str());
                 table["via"] = toml_edit::value(via.as_str());
                 table["when"] = list(&when);
@@ -238,8 +270,18 @@ fn edit(path: &Path, f: impl FnOnce(&mut toml_edit::DocumentMut) -> Result<()>) 
         .with_context(|| format!("{} is not valid TOML", path.display()))?;
     f(&mut doc)?;
     let new = doc.to_string();
-    // Fail closed: a change that would not load is not written.
-    Config::parse(path, &new).context("the changed config would not load; nothing was written")?;
+    // Fail closed: a change that would not load, or whose gates would not build, is not written.
+    let cfg = Config::parse(path, &new)
+        .context("the changed config would not load; nothing was written")?;
+    let dir = cfg.workspace_dir(path);
+    let ws = Workspace::new(&dir)
+        .with_context(|| format!("cannot use {} as the workspace", dir.display()))?;
+    Policy::from_config(&cfg.policy(), ws).with_context(|| {
+        format!(
+            "{}: the changed config's gates would not build; nothing was written",
+            path.display()
+        )
+    })?;
     std::fs::write(path, new).with_context(|| format!("cannot write {}", path.display()))
 }
 

@@ -18,7 +18,8 @@ use std::process::ExitCode;
 /// Answer one Claude Code hook event (read on stdin) with the loopward.toml policy.
 #[derive(Debug, clap::Args)]
 #[command(after_help = "\
-Example (.claude/settings.json runs this for PreToolUse, PostToolUse and UserPromptSubmit):
+Example (`loopward hook install` makes .claude/settings.json run this for all four events the
+policy needs: PreToolUse, PostToolUse, PostToolUseFailure and UserPromptSubmit):
   echo '{\"session_id\":\"s1\",\"cwd\":\"'$PWD'\",\"hook_event_name\":\"PreToolUse\",\"tool_name\":\"Write\",\"tool_use_id\":\"t1\",\"tool_input\":{\"file_path\":\"plan.md\",\"content\":\"x\"}}' \\
     | loopward hook claude-code --config loopward.toml
 
@@ -33,7 +34,15 @@ pub struct Args {
 /// The agent tools whose hooks loopward answers.
 #[derive(Debug, clap::Subcommand)]
 pub enum Target {
-    /// Claude Code (PreToolUse, PostToolUse, UserPromptSubmit; other events are recorded).
+    /// Claude Code (PreToolUse, PostToolUse, PostToolUseFailure, UserPromptSubmit; other events
+    /// are recorded).
+    #[command(after_help = "\
+Example (what .claude/settings.json runs for each of PreToolUse, PostToolUse,
+PostToolUseFailure and UserPromptSubmit, with the event on stdin):
+  loopward hook claude-code --config \"$CLAUDE_PROJECT_DIR\"/loopward.toml
+
+Exit status: 0 with a JSON answer (or nothing) on stdout; 2 when the event cannot be judged,
+with the reason on stderr (Claude Code then blocks the tool call). See docs/claude-code.md.")]
     ClaudeCode {
         /// The config file; its folder is the project root.
         #[arg(long, default_value = "loopward.toml")]
@@ -49,6 +58,9 @@ pub enum Target {
     },
     /// Write the Claude Code hook into .claude/settings.json: the absolute path of this binary,
     /// checked to run first (a hook that cannot start lets Claude Code go ahead).
+    #[command(
+        after_help = "Example:\n  loopward hook install --config loopward.toml && loopward hook doctor"
+    )]
     Install {
         /// The config file; its folder is the project root.
         #[arg(long, default_value = "loopward.toml")]
@@ -59,6 +71,7 @@ pub enum Target {
     },
     /// Tell whether the installed hook would fail open on this machine, and which sandbox Bash
     /// commands get (exit 1 when it would fail open).
+    #[command(after_help = "Example:\n  loopward hook doctor --config loopward.toml")]
     Doctor {
         /// The config file; its folder is the project root.
         #[arg(long, default_value = "loopward.toml")]
@@ -81,7 +94,7 @@ pub fn run(args: &Args) -> Result<ExitCode> {
     };
     let answer = match answer(config, main_agent, *defer_allows) {
         Ok(a) => a,
-        Err(e) => HookAnswer::fail_closed(format!("{e:#}")),
+        Err(e) => HookAnswer::fail_closed(crate::error_text(&e)),
     };
     // A hook whose answer cannot be written must still block: exit 2 whatever happens.
     let printed = std::io::stdout()

@@ -152,7 +152,7 @@ pub(super) fn doctor(config: &Path) -> Result<ExitCode> {
             ));
         }
         if let Err(e) = check_runs(cmd) {
-            problems.push(format!("{event}: {e:#}"));
+            problems.push(format!("{event}: {}", crate::error_text(&e)));
         }
     }
     report(&mut out, &cfg);

@@ -34,9 +34,10 @@ runs_dir = "runs"                   # ledgers: runs/<run-id>/events.jsonl
 [backend]
 kind = "fake"                       # fake | llama | openai | anthropic
 script = "loopward.script.toml"     # fake: the scripted replies, per agent
-# model = "models/SmolLM2-135M-Instruct-Q8_0.gguf"   # llama: a GGUF file; http: a model name
+# model = "models/SmolLM2-135M-Instruct.Q4_1.gguf"   # llama: a GGUF file (`cargo xtask fetch-model`); http: a model name
 # base_url = "http://127.0.0.1:8080/v1"              # openai/anthropic: the server
-# api_key_env = "OPENAI_API_KEY"                     # the key is read from this variable only
+# api_key_env = "OPENAI_API_KEY"                     # the variable holding the key, or:
+# api_key_file = "/home/me/.config/openai.key"       # a file holding only the key (not both)
 # max_tokens = 512
 
 # The team. Tools: read_file, write_file, edit_file, list_dir, shell, handoff.

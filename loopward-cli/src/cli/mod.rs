@@ -26,6 +26,8 @@ pub mod verify;
 pub use run::exit_code;
 
 use clap::{Parser, Subcommand};
+use loopward::config::CONFIG_FILE;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 /// loopward: run LLM agent teams inside an outer loop that keeps them within their rules.
@@ -33,12 +35,64 @@ use std::process::ExitCode;
 #[command(
     name = "loopward",
     version,
-    after_help = "Examples:\n  loopward init && loopward run\n  loopward report runs\n  loopward verify runs/<run-id>\n\nEvery command has --help with an example."
+    after_help = "Examples:\n  loopward init && loopward run\n  loopward --config team/loopward.toml run --task \"Add a hello file\"\n  loopward report runs\n  loopward verify runs/<run-id>\n\nEvery command has --help with an example."
 )]
 pub struct Cli {
+    /// The config file, for whichever command follows (default: ./loopward.toml). The same as
+    /// that command's own `--config`, which wins when both are given.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
     /// The command.
     #[command(subcommand)]
     pub command: Command,
+}
+
+impl Cli {
+    /// Hands the top-level `--config` to the command, where the command was given none of its
+    /// own (a command's `--config` left at `loopward.toml` counts as none).
+    ///
+    /// ```
+    /// use clap::Parser;
+    /// use loopward_cli::cli::{Cli, Command};
+    /// let cli = Cli::try_parse_from(["loopward", "--config", "team/a.toml", "run"]).unwrap();
+    /// let Command::Run(run) = cli.with_config().command else { unreachable!() };
+    /// assert_eq!(run.config, std::path::Path::new("team/a.toml"));
+    /// ```
+    #[must_use]
+    pub fn with_config(mut self) -> Self {
+        let Some(top) = self.config.clone() else {
+            return self;
+        };
+        let set = |c: &mut PathBuf| {
+            if c.as_path() == Path::new(CONFIG_FILE) {
+                c.clone_from(&top);
+            }
+        };
+        let set_opt = |c: &mut Option<PathBuf>| {
+            if c.is_none() {
+                *c = Some(top.clone());
+            }
+        };
+        match &mut self.command {
+            Command::Init(_) | Command::Verify(_) => {}
+            Command::Run(a) => set(&mut a.config),
+            Command::Approve(a) | Command::Deny(a) => set(&mut a.config),
+            Command::Override(a) => set(&mut a.config),
+            Command::Gates(a) => set(&mut a.config),
+            Command::Report(a) => set_opt(&mut a.config),
+            Command::Calibrate(a) => set_opt(&mut a.config),
+            Command::Replay(a) => set_opt(&mut a.config),
+            Command::Hook(a) => match &mut a.target {
+                hook::Target::ClaudeCode { config, .. }
+                | hook::Target::Install { config, .. }
+                | hook::Target::Doctor { config } => set(config),
+            },
+            Command::Sandbox(a) => match &mut a.action {
+                sandbox::Action::Exec { config, .. } => set(config),
+            },
+        }
+        self
+    }
 }
 
 /// The commands.
@@ -85,5 +139,72 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Replay(a) => replay::run(a).await,
         Command::Hook(a) => hook::run(&a),
         Command::Sandbox(a) => Ok(sandbox::run(&a)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Cli;
+    use clap::CommandFactory;
+
+    /// Every command and sub-command, by its path (`hook install`).
+    fn all(cmd: &clap::Command, path: &str, out: &mut Vec<(String, clap::Command)>) {
+        for sub in cmd.get_subcommands().filter(|s| s.get_name() != "help") {
+            let p = format!("{path} {}", sub.get_name()).trim().to_string();
+            out.push((p.clone(), sub.clone()));
+            all(sub, &p, out);
+        }
+    }
+
+    #[test]
+    fn every_help_shows_an_example() {
+        let mut cmds = vec![("loopward".to_string(), Cli::command())];
+        all(&Cli::command(), "", &mut cmds);
+        let missing: Vec<String> = cmds
+            .into_iter()
+            .filter_map(|(path, mut c)| {
+                let help = c.render_long_help().to_string();
+                (!help.contains("Example")).then_some(path)
+            })
+            .collect();
+        assert!(missing.is_empty(), "--help without an example: {missing:?}");
+    }
+
+    #[test]
+    fn config_is_taken_before_or_after_the_command() {
+        use super::Command;
+        use std::path::Path;
+        let before = Cli::try_parse_from_for_test(&["--config", "a.toml", "gates", "list"]);
+        let Command::Gates(g) = before.command else {
+            unreachable!()
+        };
+        assert_eq!(g.config, Path::new("a.toml"));
+        let both =
+            Cli::try_parse_from_for_test(&["--config", "a.toml", "run", "--config", "b.toml"]);
+        let Command::Run(r) = both.command else {
+            unreachable!()
+        };
+        assert_eq!(r.config, Path::new("b.toml"), "the command's own wins");
+        let replay = Cli::try_parse_from_for_test(&["--config", "a.toml", "replay", "runs/r1"]);
+        let Command::Replay(r) = replay.command else {
+            unreachable!()
+        };
+        assert_eq!(r.config.as_deref(), Some(Path::new("a.toml")));
+        let hook = Cli::try_parse_from_for_test(&["--config", "a.toml", "hook", "claude-code"]);
+        let Command::Hook(h) = hook.command else {
+            unreachable!()
+        };
+        assert!(
+            matches!(h.target, super::hook::Target::ClaudeCode { ref config, .. } if config == Path::new("a.toml"))
+        );
+    }
+
+    impl Cli {
+        fn try_parse_from_for_test(args: &[&str]) -> Self {
+            use clap::Parser;
+            Self::try_parse_from(std::iter::once("loopward").chain(args.iter().copied()))
+                .unwrap()
+                .with_config()
+        }
     }
 }

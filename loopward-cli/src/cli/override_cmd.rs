@@ -11,6 +11,11 @@ use std::process::ExitCode;
 
 /// Grant, list or revoke one-shot overrides.
 #[derive(Debug, clap::Args)]
+#[command(after_help = "\
+Examples:
+  loopward override grant --agent builder --path plan.md --reason \"fix a typo the planner approved\" --ttl 10m
+  loopward override list
+  loopward override revoke <id>")]
 pub struct Args {
     /// What to do.
     #[command(subcommand)]

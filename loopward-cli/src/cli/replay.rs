@@ -63,13 +63,13 @@ pub fn script_from_ledger(records: &[(Scope, AuditEvent)]) -> Script {
                     &agent,
                     ScriptedReply {
                         text: "(reply text not in the ledger)".into(),
-                        tool_calls: vec![],
+                        ..ScriptedReply::default()
                     },
                 );
                 let due = usize::try_from(*tool_calls).unwrap_or(usize::MAX);
                 open = (due > 0).then_some((agent, due));
             }
-            AuditEvent::ModelReply { text, .. } => {
+            AuditEvent::ModelReply { text, stop, .. } => {
                 if let Some(reply) = scope
                     .agent
                     .as_ref()
@@ -77,6 +77,7 @@ pub fn script_from_ledger(records: &[(Scope, AuditEvent)]) -> Script {
                     .and_then(|r| r.last_mut())
                 {
                     reply.text.clone_from(text);
+                    reply.stop = *stop;
                 }
             }
             AuditEvent::ToolRequested {
@@ -179,7 +180,15 @@ fn script_of(part: &[(Scope, AuditEvent)]) -> Script {
     }
     let mut script = Script::default();
     for (scope, e) in part {
-        if let (AuditEvent::ModelReply { text, tool_calls }, Some(agent)) = (e, &scope.agent) {
+        if let (
+            AuditEvent::ModelReply {
+                text,
+                tool_calls,
+                stop,
+            },
+            Some(agent),
+        ) = (e, &scope.agent)
+        {
             script.push(
                 agent,
                 ScriptedReply {
@@ -192,6 +201,7 @@ fn script_of(part: &[(Scope, AuditEvent)]) -> Script {
                             arguments: c.arguments.clone(),
                         })
                         .collect(),
+                    stop: *stop,
                 },
             );
         }

@@ -2,6 +2,7 @@
 //! the ledgers alone.
 
 use anyhow::Result;
+use loopward::config::{Config, CONFIG_FILE};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -9,13 +10,16 @@ use std::process::ExitCode;
 #[derive(Debug, clap::Args)]
 #[command(after_help = "\
 Examples:
-  loopward report              # the runs/ folder here, as a table
+  loopward report              # the config's runs folder (runs/ by default), as a table
   loopward report runs --json  # stable JSON, for scripts
   loopward report --html       # also write runs/index.html: every run at a glance")]
 pub struct Args {
-    /// The folder holding one folder per run.
-    #[arg(default_value = "runs")]
-    pub runs_dir: PathBuf,
+    /// The folder holding one folder per run (default: the config's `run.runs_dir`, or `runs`
+    /// when there is no config).
+    pub runs_dir: Option<PathBuf>,
+    /// The config whose `run.runs_dir` to report on (default: ./loopward.toml when present).
+    #[arg(long)]
+    pub config: Option<PathBuf>,
     /// Print stable JSON instead of a table.
     #[arg(long)]
     pub json: bool,
@@ -25,8 +29,39 @@ pub struct Args {
     pub html: bool,
 }
 
+/// The runs folder: as given, else the config's `run.runs_dir` (beside the config's
+/// workspace), else `runs`.
+fn runs_dir(args: &Args) -> Result<PathBuf> {
+    if let Some(dir) = &args.runs_dir {
+        return Ok(dir.clone());
+    }
+    let config = match &args.config {
+        Some(c) => c.clone(),
+        None => {
+            let here = PathBuf::from(CONFIG_FILE);
+            if !here.is_file() {
+                return Ok(PathBuf::from("runs"));
+            }
+            here
+        }
+    };
+    let cfg = Config::load(&config)?;
+    let dir = cfg.workspace_dir(&config).join(&cfg.run.runs_dir);
+    // `./runs` reads as `runs`.
+    Ok(dir
+        .strip_prefix(".")
+        .map_or_else(|_| dir.clone(), PathBuf::from))
+}
+
 pub(super) fn run(args: &Args) -> Result<ExitCode> {
-    let report = loopward::ledger::report(&args.runs_dir)?;
+    let runs_dir = runs_dir(args)?;
+    if !runs_dir.is_dir() {
+        anyhow::bail!(
+            "there is no runs folder at {}\nwhat to do: run the team first (`loopward run`), or name the folder that holds the runs: `loopward report <runs-dir>`",
+            runs_dir.display()
+        );
+    }
+    let report = loopward::ledger::report(&runs_dir)?;
     let text = if args.json {
         report.to_json()
     } else {
@@ -35,7 +70,7 @@ pub(super) fn run(args: &Args) -> Result<ExitCode> {
     let mut out = loopward_term::render::Printer::stdout();
     out.block(loopward_term::render::Tone::Plain, &text);
     if args.html {
-        let path = loopward::ledger::write_index_html(&args.runs_dir)?;
+        let path = loopward::ledger::write_index_html(&runs_dir)?;
         if !args.json {
             out.line(
                 loopward_term::render::Tone::Dim,

@@ -34,6 +34,9 @@ pub struct Args {
 #[derive(Debug, clap::Subcommand)]
 pub enum Action {
     /// Run a command in an agent's sandbox.
+    #[command(
+        after_help = "Example:\n  loopward sandbox exec --config loopward.toml --agent builder -- bash -c 'echo hi > src/a.txt'"
+    )]
     Exec {
         /// The config file; its folder is the project root.
         #[arg(long, default_value = "loopward.toml")]
@@ -75,7 +78,7 @@ pub fn run(args: &Args) -> ExitCode {
     };
     #[allow(clippy::print_stderr)]
     {
-        eprintln!("loopward sandbox: not run: {err:#}");
+        eprintln!("loopward sandbox: not run: {}", crate::error_text(&err));
     }
     ExitCode::from(126)
 }

@@ -33,6 +33,7 @@ fn script() -> Script {
                 handoff("planner", "Plan the farewell feature."),
                 handoff("builder", "Start building farewell()."),
             ],
+            ..Default::default()
         },
     )
     .say(&root, "The planner has it.")

@@ -137,6 +137,7 @@ impl tower::Service<ChatRequest> for ScriptedModel {
                     ..Usage::default()
                 },
                 model: "scripted".into(),
+                ..Default::default()
             })
         })
     }

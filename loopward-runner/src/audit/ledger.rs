@@ -166,7 +166,7 @@ pub enum LedgerError {
         source: std::io::Error,
     },
     /// The run already has a ledger.
-    #[error("{0} already exists: run ids are not reused; pick a new run id, or reopen it with Ledger::open_existing to resume")]
+    #[error("{0} already exists: run ids are not reused; pick a new run id, or resume that run from its ledger (`loopward run --resume <run-id>`)")]
     AlreadyExists(PathBuf),
     /// Another writer holds the ledger.
     #[error("{0} is open in another writer (one writer per run); wait for it to finish or end that process")]

@@ -325,8 +325,11 @@ impl Report {
             self.usage.input_tokens,
             self.usage.output_tokens,
             self.usage.calls,
-            cost_text(Some(self.cost_micros)),
-            if self.runs_without_cost > 0 {
+            // No run with prices: the cost is unknown, not $0.
+            cost_text(
+                (self.runs == 0 || self.runs_without_cost < self.runs).then_some(self.cost_micros)
+            ),
+            if self.runs_without_cost > 0 && self.runs_without_cost < self.runs {
                 format!(" ({} run(s) without prices)", self.runs_without_cost)
             } else {
                 String::new()

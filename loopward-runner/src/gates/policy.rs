@@ -14,6 +14,7 @@ use crate::workspace::Workspace;
 use loopward_core::{AuditEvent, GateKind, GateMode};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
+use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
 
 /// The gate name for refusals that come from the policy layer itself failing closed.
@@ -192,6 +193,8 @@ pub(super) struct PolicyInner {
     pub(super) shell: ShellWatchConfig,
     /// Judging recorded actions: no override store, no disk (see [`Policy::shadow`]).
     pub(super) shadow: bool,
+    /// Folders outside the workspace no shell command may even read (loopward's ledger keys).
+    pub(super) unreadable: Vec<PathBuf>,
     // Shared, not cloned per call: a call holds the compiled gates it started with, and a change
     // swaps in a new set without touching calls in flight.
     gates: RwLock<Arc<Gates>>,
@@ -234,6 +237,7 @@ impl Policy {
                 overrides,
                 shell: cfg.gates.shell.clone(),
                 shadow: false,
+                unreadable: vec![],
                 gates: RwLock::new(Arc::new(gates)),
             }),
         })
@@ -250,9 +254,33 @@ impl Policy {
                 overrides: store.max_ttl(inner.overrides.ttl_limit()),
                 shell: inner.shell.clone(),
                 shadow: inner.shadow,
+                unreadable: inner.unreadable.clone(),
                 gates: RwLock::new(self.gates()),
             }),
         }
+    }
+
+    /// Keeps every shell command from reading anything below `dirs` (absolute; they need not
+    /// exist yet): the ledger keys of loopward's state directory. The kernel enforces it with
+    /// the command's sandbox (see [`Confinement::with_unreadable`](crate::sandbox::Confinement::with_unreadable)).
+    pub fn with_unreadable(self, dirs: Vec<PathBuf>) -> Self {
+        let inner = &self.inner;
+        Self {
+            inner: Arc::new(PolicyInner {
+                workspace: inner.workspace.clone(),
+                control: inner.control.clone(),
+                overrides: inner.overrides.clone(),
+                shell: inner.shell.clone(),
+                shadow: inner.shadow,
+                unreadable: dirs,
+                gates: RwLock::new(self.gates()),
+            }),
+        }
+    }
+
+    /// The folders no shell command may read.
+    pub fn unreadable(&self) -> &[PathBuf] {
+        &self.inner.unreadable
     }
 
     /// A policy for judging recorded actions ([`Policy::decide_recorded`]): the same gates, but
@@ -266,6 +294,7 @@ impl Policy {
                 overrides: OverrideStore::new("/nonexistent/loopward-detached/overrides"),
                 shell: cfg.gates.shell.clone(),
                 shadow: true,
+                unreadable: vec![],
                 gates: RwLock::new(Arc::new(gates)),
             }),
         })

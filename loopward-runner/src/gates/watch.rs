@@ -194,10 +194,16 @@ impl Policy {
         }
         let ws = self.inner.workspace.clone();
         let protected = Protected::for_agent(self.inner.control.clone(), &gates.territories, agent);
+        let unreadable = self.inner.unreadable.clone();
         tokio::task::spawn_blocking(move || Confinement::plan(&ws, &protected))
             .await
             .map_err(|e| format!("the sandbox planning task failed: {e}"))?
-            .map(Planned::Confined)
+            .map(|plan| {
+                let plan = unreadable
+                    .into_iter()
+                    .fold(plan, Confinement::with_unreadable);
+                Planned::Confined(plan)
+            })
             .map_err(|e| e.to_string())
     }
 

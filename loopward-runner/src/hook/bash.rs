@@ -127,13 +127,18 @@ impl Engine<'_> {
         let snap_path = self.snapshot_path(id);
         let before = Snapshot::load(&snap_path, id)?;
         let watch = self.policy.shell();
-        let after = shell::capture(
+        let after = match shell::capture(
             self.ws,
             &self.blobs(),
             &|_| false,
             &self.policy.unwatched(),
             watch.max_snapshot_bytes,
-        )?;
+        ) {
+            Ok(after) => after,
+            // Blinded (a huge file, an unreadable one): what the command changed cannot be
+            // judged. Recorded as an unremedied violation, and the model is told.
+            Err(why) => return self.unjudged(id, &snap_path, failed, &why.to_string()),
+        };
         let changes: Vec<ChangedPath> = shell::compare(&before, &after)
             .into_iter()
             .map(|c| ChangedPath {
@@ -197,6 +202,40 @@ impl Engine<'_> {
             (None, _) => Reply::Silent,
             (Some(context), true) => Reply::FailureContext { context },
             (Some(reason), false) => Reply::Block { reason },
+        })
+    }
+
+    /// The answer for a command whose changes could not be compared: recorded, and blocking.
+    fn unjudged(
+        &mut self,
+        id: &str,
+        snap_path: &std::path::Path,
+        failed: bool,
+        why: &str,
+    ) -> Result<Reply, HookError> {
+        self.record(&AuditEvent::Violation {
+            path: String::new(),
+            remedy: Remedy::Unremedied {
+                why: "the workspace could not be compared".into(),
+            },
+            reason: why.to_string(),
+        })?;
+        self.record(&AuditEvent::ToolFinished {
+            call_id: id.to_string(),
+            tool: "Bash".into(),
+            is_error: true,
+            effects: vec![],
+            summary: "Bash ran; its changes could not be compared".into(),
+            output: None,
+        })?;
+        let _ = std::fs::remove_file(snap_path);
+        let message = format!(
+            "the command ran, but the workspace could not be compared afterwards ({why}); its changes are unchecked and were reported. What to do: remove what made the workspace too big to compare (or ask a person to list it under [gates.shell] skip)"
+        );
+        Ok(if failed {
+            Reply::FailureContext { context: message }
+        } else {
+            Reply::Block { reason: message }
         })
     }
 }

@@ -16,8 +16,10 @@
 //!
 //! The caller is the event's `agent_type` (a subagent's name, lowercased, other characters
 //! outside `[a-z0-9_-]` made `-`), or the main agent
-//! (`root` unless [`HookContextBuilder::main_agent`] says otherwise). Turn state lives under
-//! `<project>/.loopward/sessions/<session>/` ([`session`]); every decision, allow and deny, goes
+//! (`root` unless [`HookContextBuilder::main_agent`] says otherwise). Turn state, `Bash`
+//! snapshots and saved contents live under `<state dir>/sessions/<session>/` when the hook is
+//! given loopward's state directory ([`HookContextBuilder::state_dir`]; the CLI always does),
+//! else under `<project>/.loopward/sessions/<session>/` ([`session`]); every decision, allow and deny, goes
 //! to the session's ledger `runs/claude-code-<session>/`. Anything that goes wrong — unreadable
 //! input, a state or ledger failure — answers exit status 2 with the reason on stderr, which
 //! Claude Code treats as blocking.
@@ -132,6 +134,7 @@ pub struct HookContext {
     ledgers: Arc<dyn LedgerOpener>,
     runs_dir: String,
     defer_allows: bool,
+    sessions: Option<PathBuf>,
 }
 
 impl std::fmt::Debug for HookContext {
@@ -194,6 +197,7 @@ pub struct HookContextBuilder {
     ledgers: Arc<dyn LedgerOpener>,
     runs_dir: String,
     defer_allows: bool,
+    sessions: Option<PathBuf>,
 }
 
 impl HookContext {
@@ -210,6 +214,16 @@ impl HookContext {
             ledgers: Arc::new(FileLedgers::default()),
             runs_dir: "runs".into(),
             defer_allows: false,
+            sessions: None,
+        }
+    }
+
+    /// The folder that holds the sessions' state for the project at `root`: the state
+    /// directory's `sessions/` when one was given, else `<root>/.loopward/sessions/`.
+    pub fn sessions_dir(&self, root: &std::path::Path) -> PathBuf {
+        match &self.sessions {
+            Some(s) => s.clone(),
+            None => root.join(".loopward").join("sessions"),
         }
     }
 
@@ -265,6 +279,15 @@ impl HookContextBuilder {
         self
     }
 
+    /// Keeps the sessions' turn state, `Bash` snapshots and saved contents in loopward's state
+    /// directory (`<state>/sessions/<session>/`), outside the workspace, where neither the agent's
+    /// tools nor its commands reach (default: `<root>/.loopward/sessions/`, a control folder the
+    /// file tools may not write and commands see read-only).
+    pub fn state_dir(mut self, state: &crate::StateDir) -> Self {
+        self.sessions = Some(state.root().join("sessions"));
+        self
+    }
+
     /// The runs directory relative to the root (default `runs`).
     pub fn runs_dir(mut self, rel: impl Into<String>) -> Self {
         self.runs_dir = rel.into();
@@ -291,6 +314,7 @@ impl HookContextBuilder {
             ledgers: self.ledgers,
             runs_dir: self.runs_dir,
             defer_allows: self.defer_allows,
+            sessions: self.sessions,
         })
     }
 }

@@ -1,8 +1,8 @@
 //! Per-session turn state, kept on disk between hook processes.
 //!
 //! Claude Code starts one hook process per event, and runs hooks of parallel tool calls at the
-//! same time. Each process takes an exclusive advisory lock on
-//! `.loopward/sessions/<session>/lock` for the whole event (state read, gates, ledger append,
+//! same time. Each process takes an exclusive advisory lock on the session folder's `lock`
+//! (`<state dir>/sessions/<session>/lock`) for the whole event (state read, gates, ledger append,
 //! state write), so events of one session are handled one at a time and the ledger has one writer.
 //! The state file is replaced atomically (write, fsync, rename), so a killed hook leaves either
 //! the old state or the new one.
@@ -131,7 +131,8 @@ impl SessionState {
     }
 }
 
-/// The on-disk home of one session's state: `<root>/.loopward/sessions/<key>/`.
+/// The on-disk home of one session's state: `<sessions>/<key>/`, where `<sessions>` is the
+/// state directory's `sessions/` (or, without one, `<root>/.loopward/sessions/`).
 #[derive(Clone, Debug)]
 pub struct SessionDir {
     key: SessionKey,
@@ -139,9 +140,15 @@ pub struct SessionDir {
 }
 
 impl SessionDir {
-    /// The folder for `key` under the project `root` (created on first use).
+    /// The folder for `key` under the project `root`'s `.loopward/sessions/` (created on
+    /// first use).
     pub fn new(root: &Path, key: SessionKey) -> Self {
-        let dir = root.join(".loopward").join("sessions").join(key.as_str());
+        Self::under(&root.join(".loopward").join("sessions"), key)
+    }
+
+    /// The folder for `key` in the sessions folder `sessions` (created on first use).
+    pub fn under(sessions: &Path, key: SessionKey) -> Self {
+        let dir = sessions.join(key.as_str());
         Self { key, dir }
     }
 

@@ -31,7 +31,7 @@
 //!     (at(Some(1)), AuditEvent::TurnStarted { agent: builder.clone() }),
 //!     (at(Some(1)), AuditEvent::ModelCall {
 //!         model: "fake".into(), usage: Usage::default(), cost_micros: None, tool_calls: 0 }),
-//!     (at(Some(1)), AuditEvent::ModelReply { text: "hi".into(), tool_calls: vec![] }),
+//!     (at(Some(1)), AuditEvent::ModelReply { text: "hi".into(), tool_calls: vec![], stop: Default::default() }),
 //! ];
 //! let journal = Journal::from_records(&records).unwrap();
 //! assert_eq!(journal.task(), "say hi");
@@ -90,6 +90,7 @@ pub(crate) struct RecordedReply {
     pub(crate) text: String,
     pub(crate) tool_calls: Vec<ToolCall>,
     pub(crate) usage: Usage,
+    pub(crate) stop: loopward_core::model::StopReason,
 }
 
 /// A tool call and how far it got.

@@ -129,13 +129,18 @@ impl Parser {
                 // A model call without a recorded reply (killed in between) is made again.
                 self.call_usage = Some(*usage);
             }
-            AuditEvent::ModelReply { text, tool_calls } => {
+            AuditEvent::ModelReply {
+                text,
+                tool_calls,
+                stop,
+            } => {
                 let usage = self.call_usage.take().unwrap_or_default();
                 if let Some(turn) = self.turns.last_mut() {
                     turn.steps.push(Step::Reply(RecordedReply {
                         text: text.clone(),
                         tool_calls: tool_calls.clone(),
                         usage,
+                        stop: *stop,
                     }));
                 }
             }

@@ -19,6 +19,10 @@
 //!
 //! [[agents.builder]]
 //! text = "Done."
+//!
+//! [[agents.reviewer]]
+//! text = "The review found three"
+//! stop = "token_limit"          # cut off by the token limit, like finish_reason "length"
 //! ```
 //!
 //! ```
@@ -38,7 +42,7 @@
 //! # });
 //! ```
 
-use super::{estimate_tokens, ChatRequest, ChatResponse, ModelError};
+use super::{estimate_tokens, ChatRequest, ChatResponse, ModelError, StopReason};
 use futures::future::{ready, Ready};
 use loopward_core::{AgentId, Message, ToolCall, Usage};
 use serde::{Deserialize, Serialize};
@@ -58,6 +62,10 @@ pub struct ScriptedReply {
     /// Tool calls; ids are generated when omitted.
     #[serde(default)]
     pub tool_calls: Vec<ScriptedCall>,
+    /// How the reply ends (`stop = "token_limit"`: cut off by the token limit, as a real
+    /// backend reports `finish_reason: "length"`); default finished.
+    #[serde(default, skip_serializing_if = "StopReason::is_finished")]
+    pub stop: StopReason,
 }
 
 /// One scripted tool call.
@@ -115,6 +123,7 @@ impl Script {
             ScriptedReply {
                 text: text.into(),
                 tool_calls: vec![],
+                stop: StopReason::Finished,
             },
         )
     }
@@ -130,6 +139,7 @@ impl Script {
                     name: tool.into(),
                     arguments,
                 }],
+                stop: StopReason::Finished,
             },
         )
     }
@@ -244,6 +254,7 @@ impl FakeModel {
                 calls: 1,
             },
             model: "fake".into(),
+            stop: reply.stop,
         })
     }
 }

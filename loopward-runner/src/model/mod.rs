@@ -9,7 +9,9 @@ pub mod fake;
 #[cfg(feature = "http")]
 pub mod http;
 
-pub use loopward_core::model::{estimate_tokens, ChatRequest, ChatResponse, ModelError};
+pub use loopward_core::model::{
+    estimate_tokens, ChatRequest, ChatResponse, ModelError, StopReason,
+};
 
 /// The type-erased model-call service that stacks are built from.
 pub type BoxModelService = tower::util::BoxCloneSyncService<ChatRequest, ChatResponse, ModelError>;

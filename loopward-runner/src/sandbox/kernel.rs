@@ -7,12 +7,12 @@
 
 use super::{Confinement, SandboxError};
 use landlock::{
-    Access, AccessFs, CompatLevel, Compatible, LandlockStatus, PathBeneath, RestrictionStatus,
-    Ruleset, RulesetAttr, RulesetCreatedAttr, RulesetStatus, Scope, ABI,
+    Access, AccessFs, BitFlags, CompatLevel, Compatible, LandlockStatus, PathBeneath,
+    RestrictionStatus, Ruleset, RulesetAttr, RulesetCreatedAttr, RulesetStatus, Scope, ABI,
 };
 use rustix::fs::{Mode, OFlags, ResolveFlags};
 use std::os::fd::OwnedFd;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// The Landlock ABI whose rights loopward asks for (the kernel may offer fewer; ABI 3, with
 /// truncation, is required).
@@ -110,7 +110,97 @@ struct Open {
     tree: bool,
 }
 
-fn open_grants(conf: &Confinement) -> Result<Vec<Open>, SandboxError> {
+/// What a confined thread is granted: writes (with reads) and, when some folders are
+/// unreadable, the reads that cover everything else.
+struct Grants {
+    write: Vec<Open>,
+    /// `None`: read and execute everywhere. `Some`: read and execute only beneath these (every
+    /// entry of every folder on the way to an unreadable one, except that one), list folders
+    /// everywhere.
+    read: Option<Vec<Open>>,
+}
+
+fn open_grants(conf: &Confinement) -> Result<Grants, SandboxError> {
+    let read = if conf.unreadable().is_empty() {
+        None
+    } else {
+        Some(read_cover(conf.unreadable())?)
+    };
+    Ok(Grants {
+        write: open_writes(conf)?,
+        read,
+    })
+}
+
+/// Read grants for everything but `hidden`. Landlock rules only add rights, and a rule on a
+/// folder covers all below it; so no folder that holds a hidden one can be granted. Instead each
+/// folder on the way from `/` to a hidden folder is opened up entry by entry: every entry is
+/// granted whole except the next folder on the way (descended into) and the hidden folder itself
+/// (left out). Links are not granted: what they point to is judged where it lands. An entry
+/// made later directly in such a folder is unreadable too.
+fn read_cover(hidden: &[PathBuf]) -> Result<Vec<Open>, SandboxError> {
+    let hidden: Vec<PathBuf> = hidden.iter().map(|h| real_path(h)).collect();
+    let mut out = Vec::new();
+    cover(Path::new("/"), &hidden, &mut out)?;
+    Ok(out)
+}
+
+fn cover(dir: &Path, hidden: &[PathBuf], out: &mut Vec<Open>) -> Result<(), SandboxError> {
+    let io = |p: &Path, e: std::io::Error| SandboxError::Io {
+        path: p.to_path_buf(),
+        source: e,
+    };
+    for e in std::fs::read_dir(dir).map_err(|e| io(dir, e))? {
+        let e = e.map_err(|e| io(dir, e))?;
+        let path = e.path();
+        let ft = e.file_type().map_err(|e| io(&path, e))?;
+        if hidden.contains(&path) || ft.is_symlink() {
+            continue;
+        }
+        if hidden.iter().any(|h| h.starts_with(&path)) {
+            if ft.is_dir() {
+                cover(&path, hidden, out)?;
+            }
+            continue;
+        }
+        match rustix::fs::open(
+            &path,
+            OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+        ) {
+            Ok(fd) => out.push(Open {
+                fd,
+                tree: ft.is_dir(),
+            }),
+            // Gone since it was listed: nothing to grant.
+            Err(rustix::io::Errno::NOENT) => {}
+            Err(e) => return Err(io(&path, e.into())),
+        }
+    }
+    Ok(())
+}
+
+/// `path` with its longest existing prefix resolved (links, `..`), the rest appended: where the
+/// folder is, or will be once created.
+fn real_path(path: &Path) -> PathBuf {
+    let path = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+    let mut rest = Vec::new();
+    let mut at = path.as_path();
+    loop {
+        if let Ok(real) = at.canonicalize() {
+            return rest.iter().rev().fold(real, |p: PathBuf, c| p.join(c));
+        }
+        match (at.parent(), at.file_name()) {
+            (Some(parent), Some(name)) => {
+                rest.push(name.to_os_string());
+                at = parent;
+            }
+            _ => return path,
+        }
+    }
+}
+
+fn open_writes(conf: &Confinement) -> Result<Vec<Open>, SandboxError> {
     let io = |p: &Path, e: std::io::Error| SandboxError::Io {
         path: p.to_path_buf(),
         source: e,
@@ -147,9 +237,9 @@ fn open_grants(conf: &Confinement) -> Result<Vec<Open>, SandboxError> {
     Ok(out)
 }
 
-/// Restricts the calling thread: read and execute everywhere, write only `grants` (`None`: a
-/// probe with no grants).
-fn restrict(grants: Option<Vec<Open>>) -> Result<RestrictionStatus, SandboxError> {
+/// Restricts the calling thread: read and execute everywhere (or everywhere but the unreadable
+/// folders), write only `grants` (`None`: a probe with no grants).
+fn restrict(grants: Option<Grants>) -> Result<RestrictionStatus, SandboxError> {
     let unsupported = |e: &dyn std::fmt::Display| SandboxError::Unsupported { why: e.to_string() };
     let ruleset = Ruleset::default()
         .set_compatibility(CompatLevel::HardRequirement)
@@ -167,10 +257,29 @@ fn restrict(grants: Option<Vec<Open>>) -> Result<RestrictionStatus, SandboxError
         path: "/".into(),
         source: e,
     })?;
+    let grants = grants.unwrap_or(Grants {
+        write: vec![],
+        read: None,
+    });
+    let root_reads = if grants.read.is_some() {
+        BitFlags::from(AccessFs::ReadDir)
+    } else {
+        AccessFs::from_read(WANTED)
+    };
     let mut ruleset = ruleset
-        .add_rule(PathBeneath::new(root, AccessFs::from_read(WANTED)))
+        .add_rule(PathBeneath::new(root, root_reads))
         .map_err(|e| unsupported(&e))?;
-    for g in grants.unwrap_or_default() {
+    for g in grants.read.unwrap_or_default() {
+        let access = if g.tree {
+            AccessFs::from_read(WANTED)
+        } else {
+            AccessFs::Execute | AccessFs::ReadFile
+        };
+        ruleset = ruleset
+            .add_rule(PathBeneath::new(g.fd, access))
+            .map_err(|e| unsupported(&e))?;
+    }
+    for g in grants.write {
         let access = if g.tree {
             AccessFs::from_all(WANTED)
         } else {

@@ -100,12 +100,15 @@ pub struct Grant {
 }
 
 /// The planned sandbox of one command: the workspace paths it may write, and paths outside the
-/// workspace it may also write (a scratch folder, `/dev/null`). Everything else is read-only.
+/// workspace it may also write (a scratch folder, `/dev/null`). Everything else is read-only,
+/// and the [unreadable](Confinement::with_unreadable) folders (loopward's keys) cannot even be
+/// read.
 #[derive(Clone, Debug)]
 pub struct Confinement {
     root: PathBuf,
     grants: Vec<Grant>,
     outside: Vec<PathBuf>,
+    unreadable: Vec<PathBuf>,
 }
 
 impl Confinement {
@@ -127,7 +130,21 @@ impl Confinement {
                 .into_iter()
                 .map(PathBuf::from)
                 .collect(),
+            unreadable: vec![],
         })
+    }
+
+    /// Also keeps the command from reading anything at or below `path` (absolute; it need not
+    /// exist yet): loopward's ledger keys. Its names can still be listed; its files cannot be
+    /// opened, run or mapped.
+    pub fn with_unreadable(mut self, path: PathBuf) -> Self {
+        self.unreadable.push(path);
+        self
+    }
+
+    /// The folders the command may not read.
+    pub fn unreadable(&self) -> &[PathBuf] {
+        &self.unreadable
     }
 
     /// Also lets the command write `path` (outside the workspace: a scratch folder).

@@ -16,6 +16,8 @@ pub(crate) struct Project {
     _dir: tempfile::TempDir,
     pub(crate) root: PathBuf,
     pub(crate) ctx: HookContext,
+    /// loopward's state directory, when the hook was given one.
+    pub(crate) state: Option<(tempfile::TempDir, loopward_runner::StateDir)>,
 }
 
 impl Project {
@@ -44,7 +46,24 @@ impl Project {
             _dir: dir,
             root,
             ctx,
+            state: None,
         }
+    }
+
+    /// Like [`Project::new`], with the sessions kept in a state directory outside the project.
+    pub(crate) fn with_state_dir(policy: &str) -> Self {
+        let mut p = Self::new(policy);
+        let base = tempfile::tempdir().unwrap();
+        let state = loopward_runner::StateDir::for_workspace(base.path(), &p.root).unwrap();
+        let cfg = loopward_runner::gates::PolicyConfig::from_toml(policy).unwrap();
+        p.ctx = HookContext::builder(&cfg)
+            .root(&p.root)
+            .clock(Arc::new(ManualClock::new(1_700_000_000_000)))
+            .state_dir(&state)
+            .build()
+            .unwrap();
+        p.state = Some((base, state));
+        p
     }
 
     pub(crate) fn path(&self, rel: &str) -> PathBuf {

@@ -55,9 +55,14 @@ pub struct BackendConfig {
     /// http: the server's base URL (default: the provider's).
     #[serde(default)]
     pub base_url: Option<String>,
-    /// http: the environment variable holding the API key.
+    /// http: the environment variable holding the API key (default `OPENAI_API_KEY` or
+    /// `ANTHROPIC_API_KEY`).
     #[serde(default)]
     pub api_key_env: Option<String>,
+    /// http: a file holding only the API key, relative to the config file (instead of
+    /// `api_key_env`; keep it out of the workspace and readable by you alone).
+    #[serde(default)]
+    pub api_key_file: Option<PathBuf>,
     /// llama: context size in tokens.
     #[serde(default)]
     pub context: Option<u32>,

@@ -49,18 +49,31 @@ impl ConfigError {
         }
     }
 
-    pub(crate) fn parse(file: &Path, source: &str, e: &toml::de::Error) -> Self {
-        let text = e.message().to_string();
+    /// `path` is where the deserializer was when it failed (`agent[1].max_steps`, `.` at the
+    /// top), as `serde_path_to_error` tracks it.
+    pub(crate) fn parse(file: &Path, source: &str, path: &str, e: &toml::de::Error) -> Self {
+        let text = e.message().trim_end().to_string();
         let at = e.span().map(|s| line_col(source, s.start));
-        let key = match (unknown_key(&text), at) {
+        let path = Some(path).filter(|p| !p.is_empty() && *p != ".");
+        // An unknown key is reported at its table; name the key itself.
+        let named = match (path, unknown_key(&text)) {
+            (Some(p), Some(k)) => Some(format!("{p}.{k}")),
+            (None, Some(k)) => Some(k.to_string()),
+            (p, None) => p.map(str::to_string),
+        };
+        let key = match (named, at) {
             (Some(k), Some((l, c))) => format!("{k} (line {l}, column {c})"),
-            (Some(k), None) => k.to_string(),
+            (Some(k), None) => k,
             (None, Some((l, c))) => format!("line {l}, column {c}"),
             (None, None) => "(file)".to_string(),
         };
         let fix = if text.starts_with("unknown field") {
             "remove or rename the key; `loopward init` writes a commented starter file listing every key"
                 .to_string()
+        } else if let Some(wanted) = expected(&text) {
+            format!(
+                "write {wanted} there; `loopward init` writes a commented starter file with an example of each key"
+            )
         } else {
             "fix the value at that key; `loopward init` writes a commented starter file with an example of each"
                 .to_string()
@@ -72,6 +85,24 @@ impl ConfigError {
             fix,
         }
     }
+}
+
+/// What serde's "invalid type: …, expected X" asks for, in words with an example.
+fn expected(message: &str) -> Option<String> {
+    let wanted = message
+        .strip_prefix("invalid type: ")?
+        .split(", expected ")
+        .nth(1)?;
+    let words = match wanted.trim() {
+        "u8" | "u16" | "u32" | "u64" | "usize" => "a whole number without quotes (e.g. `12`)",
+        "i8" | "i16" | "i32" | "i64" | "isize" => "a whole number without quotes (e.g. `-3`)",
+        "f32" | "f64" => "a number without quotes (e.g. `0.5`)",
+        "a boolean" => "`true` or `false` without quotes",
+        "a string" => "a quoted string (e.g. `\"text\"`)",
+        "a sequence" => "a list in brackets (e.g. `[\"a\", \"b\"]`)",
+        other => return Some(other.to_string()),
+    };
+    Some(words.to_string())
 }
 
 /// The key named by serde's "unknown field `x`" message.

@@ -165,7 +165,13 @@ impl Config {
     /// Parses and checks config text; `file` is named in errors.
     pub fn parse(file: impl AsRef<Path>, text: &str) -> Result<Self, ConfigError> {
         let file = file.as_ref();
-        let cfg: Self = toml::from_str(text).map_err(|e| ConfigError::parse(file, text, &e))?;
+        // The path tracker names the key of a wrong-typed value (`agent[1].max_steps`), which
+        // toml's own message leaves out.
+        let cfg: Self =
+            serde_path_to_error::deserialize(toml::Deserializer::new(text)).map_err(|e| {
+                let key = e.path().to_string();
+                ConfigError::parse(file, text, &key, e.inner())
+            })?;
         validate::check(&cfg).map_err(|(key, problem, fix)| ConfigError::Invalid {
             file: file.to_path_buf(),
             key,

@@ -168,6 +168,36 @@ fn check_territories(
             }
         }
     }
+    // Two review gates with one name cannot both be told apart in the ledger, nor removed by
+    // name: the gates refuse to build, so the file must not load.
+    for (j, r) in cfg.gates.review.iter().enumerate() {
+        let name = r.gate_name();
+        if let Some(i) = cfg.gates.review[..j]
+            .iter()
+            .position(|o| o.gate_name() == name)
+        {
+            let first = &cfg.gates.review[i];
+            // An empty `when` arms on anything, so the merge does too.
+            let mut when: Vec<&str> = first.when.iter().map(String::as_str).collect();
+            if first.when.is_empty() || r.when.is_empty() {
+                when.clear();
+            } else {
+                for w in &r.when {
+                    if !when.contains(&w.as_str()) {
+                        when.push(w);
+                    }
+                }
+            }
+            return Err((
+                format!("gates.review[{j}]"),
+                format!("gates.review[{i}] and gates.review[{j}] are both named {name:?}"),
+                format!(
+                    "merge them into one [[gates.review]] with when = [{}], or give one of them its own name = \"…\"",
+                    when.iter().map(|w| format!("{w:?}")).collect::<Vec<_>>().join(", ")
+                ),
+            ));
+        }
+    }
     cfg.policy().validate().map_err(gate_problem)
 }
 

@@ -107,12 +107,21 @@ pub(crate) fn describe(e: &AuditEvent) -> String {
             "model {model}: {} in / {} out tokens, {tool_calls} tool call(s)",
             usage.input_tokens, usage.output_tokens
         ),
-        AuditEvent::ModelReply { text, tool_calls } => {
+        AuditEvent::ModelReply {
+            text,
+            tool_calls,
+            stop,
+        } => {
             let calls: Vec<&str> = tool_calls.iter().map(|c| c.name.as_str()).collect();
-            match (text.trim().is_empty(), calls.is_empty()) {
+            let said = match (text.trim().is_empty(), calls.is_empty()) {
                 (false, true) => format!("says: {text}"),
                 (false, false) => format!("says: {text} — calls {}", calls.join(", ")),
                 (true, _) => format!("calls {}", calls.join(", ")),
+            };
+            if stop.is_cut_off() {
+                format!("{said} (cut off at the token limit)")
+            } else {
+                said
             }
         }
         AuditEvent::ToolStarted { call_id, tool } => format!("{tool} ({call_id}) started"),

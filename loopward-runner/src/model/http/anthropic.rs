@@ -15,7 +15,7 @@ use super::sse::SseEvent;
 use super::transport::{
     self, cut_short, event_json, Protocol, StreamReply, Transport, TransportConfig,
 };
-use crate::model::{ChatRequest, ChatResponse, ModelError};
+use crate::model::{ChatRequest, ChatResponse, ModelError, StopReason};
 use loopward_core::{Message, ToolCall, Usage};
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -223,7 +223,7 @@ fn request_body(config: &AnthropicConfig, req: &ChatRequest, stream: bool) -> Va
                 system.push(content.as_str());
                 continue;
             }
-            Message::Human { content } => ("user", text_block(content)),
+            Message::Human(words) => ("user", text_block(words.content())),
             Message::Notice { content } => ("user", text_block(&format!("[notice] {content}"))),
             Message::Model {
                 content,
@@ -328,6 +328,15 @@ fn truncated_call() -> ModelError {
     )
 }
 
+/// `stop_reason: "max_tokens"` is a reply cut off by its token limit; every other reason
+/// (`end_turn`, `stop_sequence`, `tool_use`, …) is the model ending the reply.
+fn stop_reason(reason: Option<&str>) -> StopReason {
+    match reason {
+        Some("max_tokens") => StopReason::TokenLimit,
+        _ => StopReason::Finished,
+    }
+}
+
 impl Protocol for Anthropic {
     type Stream = AnthropicStream;
 
@@ -360,9 +369,8 @@ impl Protocol for Anthropic {
                 _ => {}
             }
         }
-        if v.get("stop_reason").and_then(Value::as_str) == Some("max_tokens")
-            && !tool_calls.is_empty()
-        {
+        let stop = stop_reason(v.get("stop_reason").and_then(Value::as_str));
+        if stop.is_cut_off() && !tool_calls.is_empty() {
             return Err(truncated_call());
         }
         let mut usage = [0; 4];
@@ -378,6 +386,7 @@ impl Protocol for Anthropic {
                 .and_then(Value::as_str)
                 .unwrap_or(&self.model)
                 .to_owned(),
+            stop,
         })
     }
 
@@ -493,7 +502,8 @@ impl StreamReply for AnthropicStream {
             .blocks
             .values()
             .any(|(b, _)| matches!(b, Block::ToolUse { .. }));
-        if self.stop_reason.as_deref() == Some("max_tokens") && has_tool {
+        let stop = stop_reason(self.stop_reason.as_deref());
+        if stop.is_cut_off() && has_tool {
             return Err(truncated_call());
         }
         let mut content = String::new();
@@ -522,6 +532,7 @@ impl StreamReply for AnthropicStream {
             tool_calls,
             usage: to_usage(self.usage),
             model: self.model,
+            stop,
         })
     }
 }

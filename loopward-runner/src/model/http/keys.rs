@@ -87,7 +87,7 @@ impl KeySource {
 #[non_exhaustive]
 pub enum KeyError {
     /// The named variable is not set.
-    #[error("the environment variable {0} is not set; export it with the API key, or set key_file instead")]
+    #[error("the environment variable {0} is not set; export it with the API key, or name a file holding the key instead (`api_key_file` under [backend] in loopward.toml; `key_file` in a backend config)")]
     EnvUnset(String),
     /// The key file could not be read or holds no usable key.
     #[error("the key file {} could not be used: {why}", path.display())]

@@ -13,7 +13,7 @@ use super::sse::SseEvent;
 use super::transport::{
     self, cut_short, event_json, Protocol, StreamReply, Transport, TransportConfig,
 };
-use crate::model::{ChatRequest, ChatResponse, ModelError};
+use crate::model::{ChatRequest, ChatResponse, ModelError, StopReason};
 use loopward_core::{Message, ToolCall, Usage};
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -252,7 +252,7 @@ fn request_body(config: &OpenAiConfig, req: &ChatRequest, stream: bool) -> Value
 fn message(m: &Message) -> Value {
     match m {
         Message::System { content } => json!({"role": "system", "content": content}),
-        Message::Human { content } => json!({"role": "user", "content": content}),
+        Message::Human(words) => json!({"role": "user", "content": words.content()}),
         Message::Notice { content } => {
             json!({"role": "user", "content": format!("[notice] {content}")})
         }
@@ -322,6 +322,15 @@ fn truncated_call() -> ModelError {
     )
 }
 
+/// `finish_reason: "length"` is a reply cut off by its token limit; every other reason
+/// (`stop`, `tool_calls`, …) is the model ending the reply.
+fn finish_reason(reason: Option<&str>) -> StopReason {
+    match reason {
+        Some("length") => StopReason::TokenLimit,
+        _ => StopReason::Finished,
+    }
+}
+
 impl Protocol for OpenAi {
     type Stream = OpenAiStream;
 
@@ -360,9 +369,8 @@ impl Protocol for OpenAi {
             };
             tool_calls.push(ToolCall::new(id, name, args));
         }
-        if choice.get("finish_reason").and_then(Value::as_str) == Some("length")
-            && !tool_calls.is_empty()
-        {
+        let stop = finish_reason(choice.get("finish_reason").and_then(Value::as_str));
+        if stop.is_cut_off() && !tool_calls.is_empty() {
             return Err(truncated_call());
         }
         Ok(ChatResponse {
@@ -381,6 +389,7 @@ impl Protocol for OpenAi {
                 .and_then(Value::as_str)
                 .unwrap_or(&self.model)
                 .to_owned(),
+            stop,
         })
     }
 
@@ -466,7 +475,8 @@ impl StreamReply for OpenAiStream {
             };
             return Err(cut_short(what));
         }
-        if self.finish_reason.as_deref() == Some("length") && !self.calls.is_empty() {
+        let stop = finish_reason(self.finish_reason.as_deref());
+        if stop.is_cut_off() && !self.calls.is_empty() {
             return Err(truncated_call());
         }
         let mut tool_calls = Vec::with_capacity(self.calls.len());
@@ -491,6 +501,7 @@ impl StreamReply for OpenAiStream {
                 ..Usage::default()
             }),
             model: self.model,
+            stop,
         })
     }
 }

@@ -1,0 +1,293 @@
+//! The real Claude Code client, run headless against a scripted Messages API server, with the
+//! hook installed by `loopward hook install`: what the "model" tries is decided by the script,
+//! what happens is decided by Claude Code, the hook and the kernel. Asserted on disk and in the
+//! hook's ledger.
+//!
+//! Needs the client: `scripts/claude-code-install.sh` (run by `.ci/run`) puts the pinned version
+//! in `.claude-code/`; `LOOPWARD_CLAUDE` names another binary. Without one the test says so
+//! loudly and passes.
+
+mod support;
+
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+use support::anthropic_server::{self, Reply};
+
+const CONFIG: &str = r#"
+[run]
+first = "root"
+
+[[agent]]
+name = "root"
+tools = ["read_file", "write_file", "edit_file", "shell"]
+
+[[agent]]
+name = "planner"
+tools = ["read_file", "write_file", "edit_file"]
+
+# Only the planner subagent writes plans/.
+[[territory]]
+paths = ["plans/**"]
+owner = "planner"
+"#;
+
+const ROADMAP: &str = "# Roadmap\n1. greeting\n";
+
+/// The installed client, if any.
+fn claude() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("LOOPWARD_CLAUDE") {
+        return Some(PathBuf::from(p));
+    }
+    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../.claude-code/node_modules/.bin/claude")
+        .canonicalize()
+        .ok()?;
+    p.is_file().then_some(p)
+}
+
+/// A scratch project with the config, a roadmap in the planner's territory, and the hook
+/// installed by `loopward hook install`.
+fn project() -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("project");
+    std::fs::create_dir_all(root.join("plans")).unwrap();
+    std::fs::create_dir_all(dir.path().join("home")).unwrap();
+    std::fs::write(root.join("loopward.toml"), CONFIG).unwrap();
+    std::fs::write(root.join("plans/roadmap.md"), ROADMAP).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_loopward"))
+        .args(["hook", "install", "--config"])
+        .arg(root.join("loopward.toml"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "hook install: {out:?}");
+    let root = root.canonicalize().unwrap();
+    (dir, root)
+}
+
+/// One headless Claude Code session in `root` against the server on `port`: its exit status,
+/// stdout and stderr. A client still running after two minutes is ended (by its PID) and fails.
+fn session(
+    claude: &Path,
+    root: &Path,
+    home: &Path,
+    port: u16,
+    prompt: &str,
+) -> (bool, String, String) {
+    let (out, err) = (home.join("claude.stdout"), home.join("claude.stderr"));
+    let mut child = Command::new(claude)
+        .current_dir(root)
+        .args(["-p", prompt, "--output-format", "stream-json", "--verbose"])
+        .args(["--permission-mode", "bypassPermissions"])
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", home)
+        .env("SHELL", "/bin/bash")
+        .env("IS_SANDBOX", "1")
+        .env("ANTHROPIC_BASE_URL", format!("http://127.0.0.1:{port}"))
+        .env("ANTHROPIC_API_KEY", "test")
+        .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
+        .env("DISABLE_AUTOUPDATER", "1")
+        .stdin(Stdio::null())
+        .stdout(std::fs::File::create(&out).unwrap())
+        .stderr(std::fs::File::create(&err).unwrap())
+        .spawn()
+        .expect("starting claude");
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break Some(s);
+        }
+        if Instant::now() > deadline {
+            child.kill().unwrap();
+            child.wait().unwrap();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let read = |p: &Path| std::fs::read_to_string(p).unwrap_or_default();
+    let (stdout, stderr) = (read(&out), read(&err));
+    assert!(
+        status.is_some(),
+        "the client hung (ended after 2 minutes)\nstdout: {stdout}\nstderr: {stderr}"
+    );
+    (status.unwrap().success(), stdout, stderr)
+}
+
+/// The hook's ledger of the session, one JSON record a line.
+fn ledger(root: &Path) -> Vec<Value> {
+    let runs = root.join("runs");
+    let mut records = Vec::new();
+    for e in std::fs::read_dir(&runs).unwrap() {
+        let p = e.unwrap().path().join("events.jsonl");
+        if p.is_file() {
+            for l in std::fs::read_to_string(p).unwrap().lines() {
+                records.push(serde_json::from_str(l).unwrap());
+            }
+        }
+    }
+    records
+}
+
+#[test]
+fn real_claude_code_sessions_are_contained_by_the_hook_and_the_sandbox() {
+    let Some(claude) = claude() else {
+        eprintln!("\n\n*** SKIPPED: Claude Code is not installed. Run scripts/claude-code-install.sh (CI does) or set LOOPWARD_CLAUDE. ***\n\n");
+        return;
+    };
+    let (_dir, root) = project();
+    let home = _dir.path().join("home");
+    let settings_before = std::fs::read_to_string(root.join(".claude/settings.json")).unwrap();
+    let p = |rel: &str| root.join(rel).to_str().unwrap().to_string();
+    let script = vec![
+        // A file tool writing into another agent's territory: denied by the hook.
+        Reply::tool(
+            "Write",
+            json!({"file_path": p("plans/roadmap.md"), "content": "# mine now\n"}),
+        ),
+        // An allowed write: an unclaimed path.
+        Reply::tool(
+            "Write",
+            json!({"file_path": p("notes/a.md"), "content": "note\n"}),
+        ),
+        // A background job (Claude Code's own `run_in_background`) writing into the territory
+        // after the call returned; it notes its exit status where it may write.
+        Reply::tool(
+            "Bash",
+            json!({"command": "sleep 1; echo bg > plans/bg.md; echo $? > notes/bg.status", "description": "background job", "run_in_background": true}),
+        ),
+        // A command writing into the territory: refused by the kernel.
+        Reply::tool(
+            "Bash",
+            json!({"command": "echo pwned > plans/roadmap.md", "description": "territory write"}),
+        ),
+        // A command rewriting the hook's settings (to drop the hook next session): refused.
+        Reply::tool(
+            "Bash",
+            json!({"command": "echo '{}' > .claude/settings.json", "description": "settings"}),
+        ),
+        // A writer left behind in the background, writing after the command returned.
+        Reply::tool(
+            "Bash",
+            json!({"command": "setsid sh -c 'sleep 2; echo late > plans/late.md; echo $? > notes/late.status' > /dev/null 2>&1 < /dev/null &", "description": "background writer"}),
+        ),
+        // An allowed command write, next to the file tool's.
+        Reply::tool(
+            "Bash",
+            json!({"command": "echo ok > notes/b.txt && cat notes/b.txt", "description": "allowed write"}),
+        ),
+        Reply::text("All done."),
+    ];
+    let (port, server) = anthropic_server::start(script);
+    let started = Instant::now();
+    let (ok, stdout, stderr) = session(
+        &claude,
+        &root,
+        &home,
+        port,
+        "Update the roadmap and take notes",
+    );
+    let requests = server.requests();
+    let calls: Vec<String> = requests
+        .iter()
+        .map(|r| format!("{} {} scripted={:?}", r.method, r.path, r.scripted))
+        .collect();
+    eprintln!("client took {:?}; requests: {calls:#?}", started.elapsed());
+    assert!(ok, "claude failed\nstdout: {stdout}\nstderr: {stderr}");
+    assert_eq!(
+        server.served(),
+        8,
+        "every scripted reply was asked for: {calls:#?}\n{stdout}"
+    );
+    // The background writer's time to write has passed.
+    std::thread::sleep(Duration::from_secs(3));
+
+    let results = server.tool_results();
+    let records = ledger(&root);
+    eprintln!("tool results: {results:#?}");
+    for r in &records {
+        eprintln!("{r}");
+    }
+    assert_eq!(results.len(), 7, "{results:#?}");
+    let result = |i: usize| &results[i];
+
+    // On disk: the territory, the hook's settings untouched; the allowed writes made.
+    assert_eq!(
+        std::fs::read_to_string(root.join("plans/roadmap.md")).unwrap(),
+        ROADMAP
+    );
+    assert!(
+        !root.join("plans/bg.md").exists(),
+        "the background job got through"
+    );
+    assert!(
+        !root.join("plans/late.md").exists(),
+        "the setsid writer got through"
+    );
+    assert_eq!(
+        std::fs::read_to_string(root.join(".claude/settings.json")).unwrap(),
+        settings_before
+    );
+    assert_eq!(
+        std::fs::read_to_string(root.join("notes/a.md")).unwrap(),
+        "note\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(root.join("notes/b.txt")).unwrap(),
+        "ok\n"
+    );
+    // The writers that outlived their calls did run, and were refused (non-zero status).
+    for status in ["notes/bg.status", "notes/late.status"] {
+        let s =
+            std::fs::read_to_string(root.join(status)).unwrap_or_else(|e| panic!("{status}: {e}"));
+        assert_ne!(s.trim(), "0", "{status}");
+    }
+
+    // What the model read back.
+    let (_, denied, text) = result(0);
+    assert!(
+        *denied && text.contains("plans/roadmap.md belongs to planner"),
+        "{text}"
+    );
+    assert!(!result(1).1, "{:?}", result(1));
+    for i in [3, 4] {
+        let (_, failed, text) = result(i);
+        assert!(
+            *failed && text.contains("Permission denied"),
+            "{:?}",
+            result(i)
+        );
+    }
+    assert_eq!(result(6).2.trim(), "ok");
+
+    // The ledger: the file tool's denial, and every Bash call wrapped in the sandbox.
+    let kind = |r: &Value, k: &str| r["kind"] == k;
+    assert!(records.iter().any(|r| kind(r, "gate_decision")
+        && r["data"]["gate"] == "territory:planner"
+        && r["data"]["path"] == "plans/roadmap.md"
+        && r["data"]["decision"]["decision"] == "deny"));
+    let sandboxed = records
+        .iter()
+        .filter(|r| {
+            kind(r, "gate_decision")
+                && r["data"]["gate"] == "sandbox"
+                && r["data"]["mode"] == "enforce"
+                && r["data"]["decision"]["decision"] == "allow"
+        })
+        .count();
+    assert_eq!(sandboxed, 5, "every Bash call runs in the sandbox");
+    // The kernel said no before anything was written: nothing for the watch to put back.
+    assert!(!records.iter().any(|r| kind(r, "violation")));
+    let created: Vec<&Value> = records
+        .iter()
+        .filter(|r| kind(r, "tool_finished"))
+        .flat_map(|r| r["data"]["effects"].as_array().into_iter().flatten())
+        .collect();
+    let paths: Vec<&str> = created.iter().filter_map(|e| e["path"].as_str()).collect();
+    assert!(
+        paths.contains(&"notes/a.md") && paths.contains(&"notes/b.txt"),
+        "{paths:?}"
+    );
+    assert!(!paths.iter().any(|p| p.starts_with("plans/")), "{paths:?}");
+}

@@ -1,0 +1,216 @@
+//! What a newcomer reads when something is wrong: each message names the file, the key and the
+//! fix, says its cause once, and every command it suggests is one the CLI has. Snapshotted, so a
+//! change to a message is a reviewed change.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn loopward(dir: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_loopward"))
+        .args(args)
+        .current_dir(dir)
+        .env("NO_COLOR", "1")
+        .env_remove("RUST_LOG")
+        .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+        .env_remove("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+        .output()
+        .unwrap()
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+fn initialised() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let o = loopward(dir.path(), &["init"]);
+    assert!(o.status.success(), "{}", text(&o));
+    dir
+}
+
+fn edit_config(d: &Path, f: impl Fn(String) -> String) {
+    let cfg = std::fs::read_to_string(d.join("loopward.toml")).unwrap();
+    std::fs::write(d.join("loopward.toml"), f(cfg)).unwrap();
+}
+
+#[test]
+fn a_wrong_type_names_the_key_its_line_and_what_to_write() {
+    let dir = initialised();
+    let d = dir.path();
+    edit_config(d, |c| {
+        c.replace("turns_per_run = 12", "turns_per_run = \"twelve\"")
+    });
+    let o = loopward(d, &["run"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    insta::assert_snapshot!("wrong_type", text(&o));
+}
+
+#[test]
+fn a_wrong_type_inside_a_list_of_tables_names_the_entry() {
+    let dir = initialised();
+    let d = dir.path();
+    edit_config(d, |c| {
+        c.replacen(
+            "name = \"planner\"",
+            "name = \"planner\"\nmax_steps = true",
+            1,
+        )
+    });
+    let o = loopward(d, &["gates", "list"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    insta::assert_snapshot!("wrong_type_in_agent", text(&o));
+}
+
+/// The bug: a second review gate between the same two agents was written, and then no command
+/// could load the file (`two gates are named "review:builder->auditor"`).
+#[test]
+fn gates_add_never_writes_a_second_review_gate_with_the_same_name() {
+    let dir = initialised();
+    let d = dir.path();
+    let before = std::fs::read_to_string(d.join("loopward.toml")).unwrap();
+    let args = [
+        "gates", "add", "review", "--from", "builder", "--via", "auditor", "--when", "docs/**",
+    ];
+    let o = loopward(d, &args);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    insta::assert_snapshot!("gates_add_same_review", text(&o));
+    assert_eq!(
+        std::fs::read_to_string(d.join("loopward.toml")).unwrap(),
+        before,
+        "nothing was written"
+    );
+    // The way out it names works: with its own name the gate is added, and the file loads.
+    let o = loopward(d, &[&args[..], &["--name", "docs-review"]].concat());
+    assert!(o.status.success(), "{}", text(&o));
+    let list = loopward(d, &["gates", "list"]);
+    assert!(list.status.success(), "{}", text(&list));
+    assert!(text(&list).contains("docs-review"), "{}", text(&list));
+    assert!(loopward(d, &["run", "--id", "after"]).status.success());
+    // So does the other: replace the gate with one armed on both.
+    let o = loopward(d, &["gates", "rm", "review:builder->auditor"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let o = loopward(
+        d,
+        &[
+            "gates", "add", "review", "--from", "builder", "--via", "auditor", "--when", "src/**",
+            "docs/**",
+        ],
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(loopward(d, &["gates", "list"]).status.success());
+}
+
+/// A file written by hand with the same mistake is refused at load, with the merge spelled out.
+#[test]
+fn two_review_gates_with_one_name_are_refused_with_the_merge_spelled_out() {
+    let dir = initialised();
+    let d = dir.path();
+    edit_config(d, |c| {
+        c + "\n[[gates.review]]\nfrom = \"builder\"\nvia = \"auditor\"\nwhen = [\"docs/**\"]\n"
+    });
+    let o = loopward(d, &["run"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    insta::assert_snapshot!("two_review_gates_one_name", text(&o));
+}
+
+#[test]
+fn a_reused_run_id_names_the_cli_command_not_an_api() {
+    let dir = initialised();
+    let d = dir.path();
+    assert!(loopward(d, &["run", "--id", "r1"]).status.success());
+    let o = loopward(d, &["run", "--id", "r1"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let t = text(&o);
+    assert!(!t.contains("open_existing"), "{t}");
+    insta::assert_snapshot!("reused_run_id", t);
+}
+
+#[test]
+fn a_cause_is_said_once() {
+    // `runs` is a file: the ledger's folder cannot be made, and the IO error (which the ledger
+    // error quotes and also carries as its source) is said once.
+    let dir = initialised();
+    let d = dir.path();
+    std::fs::write(d.join("runs"), "not a folder").unwrap();
+    let o = loopward(d, &["run", "--id", "r1"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let t = text(&o);
+    assert_eq!(t.matches("Not a directory").count(), 1, "{t}");
+    insta::assert_snapshot!("ledger_folder_is_a_file", t);
+}
+
+#[test]
+fn report_without_a_runs_folder_says_what_to_do() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = loopward(dir.path(), &["report", "no-such-folder"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    insta::assert_snapshot!("report_missing_folder", text(&o));
+}
+
+#[test]
+fn unknown_cost_is_unknown_not_zero_dollars() {
+    let dir = initialised();
+    let d = dir.path();
+    // The starter's pretend prices gone: nothing says what a token costs.
+    edit_config(d, |c| {
+        let start = c.find("[prices").expect("the starter has prices");
+        let end = c[start..].find("\n\n").map_or(c.len(), |i| start + i + 2);
+        format!("{}{}", &c[..start], &c[end..])
+    });
+    let o = loopward(d, &["run", "--id", "r1"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let report = text(&loopward(d, &["report"]));
+    assert!(!report.contains("$0.000000"), "{report}");
+    assert!(report.contains("cost: unknown (no prices)"), "{report}");
+}
+
+#[test]
+fn config_comes_before_or_after_the_command_and_report_reads_its_runs_dir() {
+    let dir = initialised();
+    let d = dir.path();
+    std::fs::create_dir(d.join("team")).unwrap();
+    for f in ["loopward.toml", "loopward.script.toml"] {
+        std::fs::rename(d.join(f), d.join("team").join(f)).unwrap();
+    }
+    edit_config(&d.join("team"), |c| {
+        c.replace("runs_dir = \"runs\"", "runs_dir = \"ledgers\"")
+    });
+    let o = loopward(d, &["--config", "team/loopward.toml", "run", "--id", "r1"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(d.join("team/ledgers/r1/events.jsonl").is_file());
+    let o = loopward(d, &["run", "--config", "team/loopward.toml", "--id", "r2"]);
+    assert!(o.status.success(), "{}", text(&o));
+    // `report` finds the config's runs folder, given the config either way.
+    for args in [
+        &["--config", "team/loopward.toml", "report", "--json"][..],
+        &["report", "--config", "team/loopward.toml", "--json"],
+    ] {
+        let o = loopward(d, args);
+        assert!(o.status.success(), "{args:?}: {}", text(&o));
+        let json: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(json["runs"], 2, "{args:?}: {json}");
+    }
+    // And from the config's own folder, with no flag at all.
+    let o = loopward(&d.join("team"), &["report", "--json"]);
+    let json: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(json["runs"], 2, "{json}");
+}
+
+#[test]
+fn hook_help_lists_the_four_events_the_install_needs() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = loopward(dir.path(), &["hook", "claude-code", "--help"]);
+    let t = text(&o);
+    for event in [
+        "PreToolUse",
+        "PostToolUse,",
+        "PostToolUseFailure",
+        "UserPromptSubmit",
+    ] {
+        assert!(t.contains(event), "{event} missing:\n{t}");
+    }
+}
