@@ -216,6 +216,7 @@ async fn one_turn(
     turn.record(&AuditEvent::TurnEnded {
         finish: outcome.finish,
         usage: outcome.usage,
+        ends_run: None,
     })?;
     Ok(())
 }

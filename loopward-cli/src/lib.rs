@@ -3,6 +3,7 @@
 
 pub mod cli;
 mod error_text;
+pub mod heartbeat;
 pub mod observe;
 
 pub use error_text::error_text;

@@ -77,6 +77,7 @@ pub fn init(env: impl Fn(&str) -> Option<String>) -> (Guard, Option<String>) {
         let _ = tracing_subscriber::registry()
             .with(stderr)
             .with(layer)
+            .with(progress())
             .try_init();
         (Guard { _otel: guard }, note)
     }
@@ -88,7 +89,20 @@ pub fn init(env: impl Fn(&str) -> Option<String>) -> (Guard, Option<String>) {
                  install with `cargo install --path loopward-cli --features otel`"
             ));
         }
-        let _ = tracing_subscriber::registry().with(stderr).try_init();
+        let _ = tracing_subscriber::registry()
+            .with(stderr)
+            .with(progress())
+            .try_init();
         (Guard::default(), note)
     }
+}
+
+/// The spinner's feed: streamed-token events only, whatever `RUST_LOG` says.
+fn progress<S>() -> impl Layer<S>
+where
+    S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
+{
+    crate::heartbeat::ProgressLayer.with_filter(tracing_subscriber::filter::filter_fn(|m| {
+        m.target() == loopward_runner::telemetry::PROGRESS_TARGET
+    }))
 }

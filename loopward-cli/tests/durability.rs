@@ -306,9 +306,6 @@ fn replay_runs_no_command_on_the_host_and_rejudges_from_the_ledger() {
 }
 
 #[test]
-#[ignore = "known defect (2026-11-30): when the kill lands inside a shell call, the resumed part's \
-            replay misses the watch's territory decision for the interrupted call's change \
-            (decision N: recorded `territory allow`, replayed `sandbox allow`); fix, then un-ignore"]
 fn a_killed_and_resumed_run_replays_part_by_part() {
     let dir = workspace();
     let d = dir.path();

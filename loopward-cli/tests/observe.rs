@@ -151,4 +151,25 @@ fn otel_exporter_otlp_endpoint_alone_sends_the_spans_to_a_collector() {
         "the service name is not OTEL_SERVICE_NAME"
     );
     assert!(has(b"gen_ai.agent.name"), "GenAI attributes missing");
+    // The backend names its provider on each model call's span.
+    let contains = |b: &[u8], s: &[u8]| b.windows(s.len()).any(|w| w == s);
+    while !contains(&bodies, b"gen_ai.provider.name") {
+        match posts.recv_timeout(Duration::from_secs(10)) {
+            Ok((_, body)) => bodies.extend(body),
+            Err(_) => break,
+        }
+    }
+    let has = |s: &[u8]| contains(&bodies, s);
+    assert!(
+        has(b"gen_ai.provider.name"),
+        "no gen_ai.provider.name exported"
+    );
+    assert!(
+        has(b"loopward.fake"),
+        "the fake backend is not named as the provider"
+    );
+    assert!(
+        has(b"gen_ai.response.finish_reasons"),
+        "no finish reasons exported"
+    );
 }

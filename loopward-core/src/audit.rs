@@ -237,6 +237,10 @@ pub enum AuditEvent {
         finish: FinishReason,
         /// Tokens used in the turn.
         usage: Usage,
+        /// How the run ends after this turn, when the turn ended it (a stop-gate denied, a
+        /// subtask was exhausted): a run resumed after this record ends so too.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        ends_run: Option<RunStatus>,
     },
     /// A layer took a decision that is not a gate decision (cap reached, budget spent,
     /// rate-limit wait, timeout, class-jump, approval requested/granted/denied …).

@@ -1,15 +1,17 @@
 //! A Restate worker serving the team of a `loopward.toml`: each run is a `LoopwardRun` workflow.
 //!
 //! ```sh
-//! cargo run -p loopward-restate --example worker -- loopward.toml 127.0.0.1:9080
+//! cargo run -p loopward-restate --example worker -- loopward.toml 127.0.0.1:9080 [openai=500]
 //! ```
 //!
 //! Start as many as you like behind one address and register that address with Restate once.
+//! With `<provider>=<calls-per-minute>`, the model calls of all of them together are held to
+//! that rate (a `LoopwardQuota` virtual object keyed by the provider; give every worker the same).
 
 #![allow(clippy::print_stdout)]
 
 use anyhow::{bail, Context, Result};
-use loopward_restate::{LoopwardRunService, Restate};
+use loopward_restate::{LoopwardRunService, ProviderQuota, Restate, SharedQuota};
 use loopward_runner::audit::LedgerOptions;
 use restate_sdk::prelude::{Endpoint, HttpServer};
 use std::sync::Arc;
@@ -17,13 +19,26 @@ use std::sync::Arc;
 #[tokio::main]
 async fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let [config, listen] = args.as_slice() else {
-        bail!("usage: worker <loopward.toml> <HOST:PORT>");
+    let (config, listen, quota) = match args.as_slice() {
+        [config, listen] => (config, listen, None),
+        [config, listen, quota] => {
+            let Some((provider, rate)) = quota.split_once('=') else {
+                bail!("the quota {quota:?} is not <provider>=<calls-per-minute> (e.g. openai=500)");
+            };
+            let rate = rate.parse().with_context(|| {
+                format!("the quota's rate {rate:?} is not a number of calls a minute")
+            })?;
+            (config, listen, Some(SharedQuota::new(provider, rate)?))
+        }
+        _ => bail!("usage: worker <loopward.toml> <HOST:PORT> [<provider>=<calls-per-minute>]"),
     };
     let team = loopward::Team::from_config(config)?;
     let workspace = team.config().workspace_dir(config.as_ref());
     let runs = workspace.join(&team.config().run.runs_dir);
-    let runner = team.durable(Arc::new(Restate)).build()?;
+    let runner = match quota {
+        Some(q) => team.durable(Arc::new(Restate.with_quota(q))).build()?,
+        None => team.durable(Arc::new(Restate)).build()?,
+    };
     let service = LoopwardRunService::new(runner, &runs, LedgerOptions::default());
     let listener = tokio::net::TcpListener::bind(listen)
         .await
@@ -33,8 +48,10 @@ async fn main() -> Result<()> {
          curl -X POST http://127.0.0.1:9070/deployments -H 'content-type: application/json' -d '{{\"uri\": \"http://{listen}\"}}'",
         runs.display()
     );
-    HttpServer::new(Endpoint::builder().bind(service).build())
-        .serve(listener)
-        .await;
+    let endpoint = Endpoint::builder()
+        .bind(service)
+        .bind(ProviderQuota::default())
+        .build();
+    HttpServer::new(endpoint).serve(listener).await;
     Ok(())
 }

@@ -8,6 +8,8 @@
 //! place); the handler only tells it to go (live) or hands it the journaled result (replay).
 
 use crate::ledger::ReplayLedger;
+use crate::quota::object::{Debit, ProviderQuotaClient};
+use crate::quota::SharedQuota;
 use crate::wire::{PendingApproval, Verdict};
 use restate_sdk::prelude::*;
 use serde::de::DeserializeOwned;
@@ -63,6 +65,13 @@ pub(crate) enum Ask {
         go: oneshot::Sender<oneshot::Sender<Done>>,
         done: oneshot::Sender<Result<Done, String>>,
     },
+    /// Take a permit from a provider's shared quota, waiting (durably) until it is given.
+    Permit {
+        quota: SharedQuota,
+        reply: oneshot::Sender<Result<(), String>>,
+    },
+    /// Debit a reply's tokens from a provider's shared quota.
+    Debit { quota: SharedQuota, tokens: u64 },
     /// Wait for a person's verdict on a stop-gate, durably.
     Verdict {
         pending: PendingApproval,
@@ -135,6 +144,23 @@ impl Journal {
             .map_err(|e| fail(format!("the journaled result cannot be read back: {e}")))
     }
 
+    /// Takes a permit from `quota`'s provider, waiting durably until the quota gives one.
+    pub(crate) async fn permit(&self, quota: SharedQuota) -> Result<(), String> {
+        let (reply, rx) = oneshot::channel();
+        self.tx
+            .send(Ask::Permit { quota, reply })
+            .map_err(|_| "the invocation driving this run has ended".to_string())?;
+        rx.await
+            .map_err(|_| "the invocation driving this run has ended".to_string())?
+    }
+
+    /// Debits `tokens` from `quota`'s provider (journaled; the run does not wait for it).
+    pub(crate) fn debit(&self, quota: SharedQuota, tokens: u64) -> Result<(), String> {
+        self.tx
+            .send(Ask::Debit { quota, tokens })
+            .map_err(|_| "the invocation driving this run has ended".to_string())
+    }
+
     /// Waits, durably, for a person's verdict on `pending`.
     pub(crate) async fn verdict(&self, pending: PendingApproval) -> Result<Verdict, String> {
         let (reply, rx) = oneshot::channel();
@@ -181,6 +207,15 @@ pub(crate) async fn drive<F: Future>(
                 let result = while_running(step, run.as_mut()).await?;
                 let _ = done.send(result.map(Json::into_inner).map_err(|e| e.to_string()));
             }
+            Ask::Permit { quota, reply } => {
+                let result = while_running(permit(ctx, quota), run.as_mut()).await?;
+                let _ = reply.send(result);
+            }
+            Ask::Debit { quota, tokens } => {
+                ctx.object_client::<ProviderQuotaClient>(quota.provider())
+                    .debit(Json(Debit { quota, tokens }))
+                    .send();
+            }
             Ask::Verdict { pending, reply } => {
                 let (id, answer) = ctx.awakeable::<Json<Verdict>>();
                 ctx.set(
@@ -195,6 +230,26 @@ pub(crate) async fn drive<F: Future>(
                 let _ = reply.send(result.map(Json::into_inner).map_err(|e| e.to_string()));
             }
         }
+    }
+}
+
+/// Asks the provider's quota object for a permit until it gives one, sleeping (a durable
+/// timer) as long as it says between asks.
+async fn permit(ctx: &WorkflowContext<'_>, quota: SharedQuota) -> Result<(), String> {
+    loop {
+        let grant = ctx
+            .object_client::<ProviderQuotaClient>(quota.provider())
+            .acquire(Json(quota.clone()))
+            .call()
+            .await
+            .map_err(|e| e.to_string())?
+            .into_inner();
+        if grant.wait_ms == 0 {
+            return Ok(());
+        }
+        ctx.sleep(std::time::Duration::from_millis(grant.wait_ms))
+            .await
+            .map_err(|e| e.to_string())?;
     }
 }
 

@@ -9,6 +9,7 @@
 //! | [`JournaledModelLayer`] | each model call is a journaled step |
 //! | [`JournaledToolLayer`] | each tool call (gates, effect, shell watch) is a journaled step |
 //! | [`Restate`] | the hook a `loopward.toml` team takes: `Team::durable(Arc::new(Restate))` |
+//! | [`SharedQuotaLayer`], [`ProviderQuota`] | a provider's rate limit held by all workers together (a virtual object keyed by provider) |
 //! | [`RestateApprover`] | `interactive` stop-gates wait on a Restate awakeable; the worker lets go |
 //! | [`LoopwardRunService`] | the `LoopwardRun` workflow: `run`, `pending` |
 //! | [`ReplayLedger`] | the run's ledger: one ledger, each record once, across workers |
@@ -49,15 +50,19 @@ pub mod ingress;
 mod journal;
 mod ledger;
 mod model;
+mod quota;
 mod tool;
 mod wire;
 mod workflow;
 
 pub use approver::{pending_id, RestateApprover};
-pub use engine::Restate;
+pub use engine::{Restate, RestateWithQuota};
 pub use journal::JournalError;
 pub use ledger::{OpenError, ReplayLedger};
 pub use model::{JournaledModel, JournaledModelLayer};
+pub use quota::{
+    ProviderQuota, QuotaError, SharedQuota, SharedQuotaLayer, SharedQuotaService, QUOTA_OBJECT,
+};
 pub use tool::{JournaledTool, JournaledToolLayer, INTERRUPTED, STATE_ONLY_TOOLS};
 pub use wire::{PendingApproval, RunSummary, StartRun, Verdict};
 pub use workflow::{LoopwardRunService, WORKFLOW};

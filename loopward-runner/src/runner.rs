@@ -3,7 +3,7 @@
 
 use crate::clock::{Clock, SystemClock};
 use crate::context::{RunContext, TurnContext};
-use crate::journal::{Journal, RecordedTurn, ResumePolicy, Step, TurnFeed};
+use crate::journal::{Journal, RecordedTurn, ResumePolicy, Resumed, Step, TurnFeed};
 use crate::turn::{BoxTurnService, TurnOutcome, TurnRequest};
 use crate::workspace::Workspace;
 use loopward_core::{
@@ -296,6 +296,11 @@ impl Runner {
                 ),
             };
         }
+        if let Some(j) = journal {
+            // The layers' per-run counters start from what the journal settled.
+            ctx.extensions()
+                .get_or_insert_with(|| Resumed::new(j, &self.resume));
+        }
         let opening = match journal {
             Some(j) => ctx.record(&AuditEvent::RunResumed {
                 previous: j.end().cloned(),
@@ -346,6 +351,10 @@ impl Runner {
                 report.usage += *usage;
             }
             report.final_text = text;
+            // A turn that ended the run (killed before the run's end was recorded) ends it again.
+            if let Some(status) = &t.ends_run {
+                return status.clone();
+            }
             let Some(handoff) = handoff else {
                 return RunStatus::Completed;
             };
@@ -403,9 +412,11 @@ impl Runner {
             history.extend(outcome.messages.iter().cloned());
             report.usage += outcome.usage;
             report.final_text.clone_from(&outcome.text);
+            let ends_run = turn.state().run_ends.clone();
             if let Err(e) = turn.record(&AuditEvent::TurnEnded {
                 finish: outcome.finish.clone(),
                 usage: outcome.usage,
+                ends_run: ends_run.clone(),
             }) {
                 return audit_failed(e);
             }
@@ -414,7 +425,7 @@ impl Runner {
                 agent: &agent,
                 outcome: Ok(&outcome),
             });
-            if let Some(status) = turn.state().run_ends.clone() {
+            if let Some(status) = ends_run {
                 return status;
             }
             let Some(handoff) = outcome.handoff else {

@@ -6,11 +6,17 @@
 //! |---|---|---|
 //! | `loopward.run` | — | `gen_ai.conversation.id` (run id), `gen_ai.agent.name` (first agent), `loopward.run.status`, usage |
 //! | `invoke_agent` | `invoke_agent` | `gen_ai.agent.name`, `gen_ai.conversation.id`, `loopward.turn`, `loopward.turn.finish`, usage |
-//! | `chat` | `chat` | `gen_ai.agent.name`, `gen_ai.request.model`, `gen_ai.response.model`, `gen_ai.request.max_tokens`, usage, `error.type` |
+//! | `chat` | `chat` | `gen_ai.provider.name`, `gen_ai.agent.name`, `gen_ai.request.model`, `gen_ai.response.model`, `gen_ai.request.max_tokens`, `gen_ai.response.finish_reasons`, usage, `server.address` and `server.port` (http backends), `error.type` |
 //! | `execute_tool` | `execute_tool` | `gen_ai.tool.name`, `gen_ai.tool.call.id`, `gen_ai.tool.type`, `error.type` |
 //!
 //! Usage is `gen_ai.usage.input_tokens` and `gen_ai.usage.output_tokens`. `otel.name` carries the
-//! conventional span name (`chat`, `execute_tool {tool}`, `invoke_agent {agent}`).
+//! conventional span name (`chat`, `execute_tool {tool}`, `invoke_agent {agent}`). The backend
+//! names its provider ([`record_provider`]: `openai`, `anthropic`, `llama.cpp`, `loopward.fake`)
+//! from inside the call, so a model service used without loopward's agent names none.
+//!
+//! A streaming backend also emits an event per streamed delta on the target [`PROGRESS_TARGET`]
+//! with the field `tokens_so_far` (one per delta, an estimate), so a front end can show a model
+//! call moving before it ends.
 //!
 //! With the `otel` feature, `otel::otlp_layer` exports these spans over OTLP/HTTP.
 //!
@@ -53,6 +59,32 @@ pub mod attr {
     pub const TOOL_TYPE: &str = "gen_ai.tool.type";
     /// The error class, when the operation failed.
     pub const ERROR_TYPE: &str = "error.type";
+    /// Who serves the model: `openai`, `anthropic`, `llama.cpp`, `loopward.fake`.
+    pub const PROVIDER_NAME: &str = "gen_ai.provider.name";
+    /// Why the model stopped: `["stop"]`, `["tool_calls"]` or `["length"]`.
+    pub const RESPONSE_FINISH_REASONS: &str = "gen_ai.response.finish_reasons";
+    /// The HTTP backend's host.
+    pub const SERVER_ADDRESS: &str = "server.address";
+    /// The HTTP backend's port.
+    pub const SERVER_PORT: &str = "server.port";
+}
+
+/// The `tracing` target of streaming progress events (field `tokens_so_far`).
+pub const PROGRESS_TARGET: &str = "loopward::progress";
+
+/// Names the provider on the model call's span; a backend calls it from inside its call.
+///
+/// ```
+/// // Outside a model call's span this records nothing, and never fails.
+/// loopward_runner::telemetry::record_provider("openai");
+/// ```
+pub fn record_provider(provider: &str) {
+    Span::current().record(attr::PROVIDER_NAME, provider);
+}
+
+/// Reports a streaming model call's progress (see [`PROGRESS_TARGET`]).
+pub fn record_progress(tokens_so_far: u64) {
+    tracing::trace!(target: PROGRESS_TARGET, tokens_so_far);
 }
 
 /// The span of one run.
@@ -115,10 +147,14 @@ pub(crate) fn model_span(agent: &AgentId, max_tokens: Option<u32>) -> Span {
         "chat",
         otel.name = "chat",
         gen_ai.operation.name = "chat",
+        gen_ai.provider.name = Empty,
         gen_ai.agent.name = %agent,
         gen_ai.request.model = Empty,
         gen_ai.response.model = Empty,
         gen_ai.request.max_tokens = Empty,
+        gen_ai.response.finish_reasons = Empty,
+        server.address = Empty,
+        server.port = Empty,
         gen_ai.usage.input_tokens = Empty,
         gen_ai.usage.output_tokens = Empty,
         "error.type" = Empty,
@@ -136,6 +172,14 @@ pub(crate) fn record_model(span: &Span, reply: Result<&ChatResponse, &ModelError
             // The backend reports the model it was configured with; that is the request model.
             span.record("gen_ai.request.model", r.model.as_str());
             span.record("gen_ai.response.model", r.model.as_str());
+            let reason = if r.stop.is_cut_off() {
+                "length"
+            } else if r.tool_calls.is_empty() {
+                "stop"
+            } else {
+                "tool_calls"
+            };
+            span.record(attr::RESPONSE_FINISH_REASONS, format!("[\"{reason}\"]"));
             record_usage(span, &r.usage);
         }
         Err(e) => {

@@ -136,6 +136,7 @@ fn events() -> Vec<(Option<u32>, Option<&'static str>, AuditEvent)> {
             AuditEvent::TurnEnded {
                 finish: FinishReason::Handoff,
                 usage: Usage::default(),
+                ends_run: None,
             },
         ),
         (
@@ -168,6 +169,7 @@ fn events() -> Vec<(Option<u32>, Option<&'static str>, AuditEvent)> {
             AuditEvent::TurnEnded {
                 finish: FinishReason::Handoff,
                 usage: Usage::default(),
+                ends_run: None,
             },
         ),
         (
@@ -192,6 +194,7 @@ fn events() -> Vec<(Option<u32>, Option<&'static str>, AuditEvent)> {
             AuditEvent::TurnEnded {
                 finish: FinishReason::Done,
                 usage: Usage::default(),
+                ends_run: None,
             },
         ),
         (

@@ -123,6 +123,14 @@ async fn spans_follow_the_genai_conventions_and_nest_run_turn_call() {
         .iter()
         .all(|c| c.parent.as_deref() == Some("invoke_agent")));
     assert_eq!(chats[0].fields["gen_ai.request.model"], "fake");
+    // The backend names itself from inside the call; the reply says why the model stopped.
+    assert!(chats
+        .iter()
+        .all(|c| c.fields["gen_ai.provider.name"] == "loopward.fake"));
+    assert_eq!(
+        chats[0].fields["gen_ai.response.finish_reasons"],
+        "[\"tool_calls\"]"
+    );
     assert_eq!(chats[0].fields["otel.name"], "chat");
     let out: u64 = chats
         .iter()

@@ -189,9 +189,17 @@ async fn a_truncated_and_rechained_keyless_ledger_is_caught_as_anchor_mismatch()
     let mut prev = parse(&l[n - 4]).hash;
     for r in &tail {
         let forged = match r.event().unwrap() {
-            AuditEvent::TurnEnded { finish, mut usage } => {
+            AuditEvent::TurnEnded {
+                finish,
+                mut usage,
+                ends_run,
+            } => {
                 usage.output_tokens = 0;
-                AuditEvent::TurnEnded { finish, usage }
+                AuditEvent::TurnEnded {
+                    finish,
+                    usage,
+                    ends_run,
+                }
             }
             AuditEvent::RunEnded {
                 status,

@@ -109,6 +109,11 @@ tool_calls = [{ name = "write_file", arguments = { path = "plan.md", content = "
 [[agents.planner]]
 tool_calls = [{ name = "handoff", arguments = { to = "builder", message = "plan.md has the steps." } }]
 
+# The builder first tries to tick step 1 in the planner's plan.md: refused by the planner's
+# territory, with what to do instead. It goes on with its own work and leaves the plan alone.
+[[agents.builder]]
+tool_calls = [{ name = "write_file", arguments = { path = "plan.md", content = "# Plan\n1. [x] write src/hello.txt\n2. auditor reviews it\n" } }]
+
 [[agents.builder]]
 tool_calls = [{ name = "write_file", arguments = { path = "src/hello.txt", content = "hello\n" } }]
 

@@ -21,7 +21,8 @@ struct Execution {
     content: String,
     is_error: bool,
     effects: Vec<loopward_core::Effect>,
-    /// Writes the shell watch caught and reverted.
+    /// Writes the shell watch caught and reverted, and, for an interrupted call, the changes it
+    /// judged: made again as modifications.
     violations: Vec<String>,
 }
 
@@ -34,16 +35,53 @@ pub(super) struct RecordedTools {
 }
 
 impl RecordedTools {
-    /// Every call of `records` that started (`tool_started`) and finished.
+    /// Every call of `records` that started (`tool_started`): finished, with its result; or
+    /// interrupted (the process ended before `tool_finished`), with the changes the shell watch
+    /// had judged before it ended, so the replay of that part judges them too.
     pub(super) fn from_records(records: &[(Scope, AuditEvent)]) -> Self {
         let mut runs: HashMap<String, VecDeque<Execution>> = HashMap::new();
-        let mut open: Option<(String, Vec<String>)> = None;
+        // The call under way: its id, the writes reverted, the paths the watch judged.
+        let mut open: Option<(String, Vec<String>, Vec<String>)> = None;
+        let interrupted =
+            |runs: &mut HashMap<String, VecDeque<Execution>>,
+             open: Option<(String, Vec<String>, Vec<String>)>| {
+                if let Some((id, mut violations, judged)) = open {
+                    violations.extend(
+                        judged
+                            .into_iter()
+                            .filter(|p| !violations.contains(p))
+                            .collect::<Vec<_>>(),
+                    );
+                    runs.entry(id).or_default().push_back(Execution {
+                        content: "replay: this call was interrupted in the recorded run".into(),
+                        is_error: true,
+                        effects: vec![],
+                        violations,
+                    });
+                }
+            };
         for (_, e) in records {
             match e {
-                AuditEvent::ToolStarted { call_id, .. } => open = Some((call_id.clone(), vec![])),
+                AuditEvent::ToolStarted { call_id, .. } => {
+                    interrupted(&mut runs, open.take());
+                    open = Some((call_id.clone(), vec![], vec![]));
+                }
+                AuditEvent::RunResumed { .. } | AuditEvent::RunEnded { .. } => {
+                    interrupted(&mut runs, open.take());
+                }
                 AuditEvent::Violation { path, .. } => {
-                    if let Some((_, v)) = &mut open {
+                    if let Some((_, v, _)) = &mut open {
                         v.push(path.clone());
+                    }
+                }
+                // A change the watch judged (its path) before the call's end was recorded.
+                AuditEvent::GateDecision {
+                    call_id: Some(id),
+                    path: Some(path),
+                    ..
+                } => {
+                    if let Some((_, _, judged)) = open.as_mut().filter(|(o, _, _)| o == id) {
+                        judged.push(path.clone());
                     }
                 }
                 AuditEvent::ToolFinished {
@@ -54,7 +92,7 @@ impl RecordedTools {
                     output,
                     ..
                 } => {
-                    if let Some((id, violations)) = open.take_if(|(id, _)| id == call_id) {
+                    if let Some((id, violations, _)) = open.take_if(|(id, _, _)| id == call_id) {
                         runs.entry(id).or_default().push_back(Execution {
                             content: output.clone().unwrap_or_else(|| summary.clone()),
                             is_error: *is_error,
@@ -66,6 +104,7 @@ impl RecordedTools {
                 _ => {}
             }
         }
+        interrupted(&mut runs, open);
         Self {
             runs: Arc::new(Mutex::new(runs)),
         }

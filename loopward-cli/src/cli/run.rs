@@ -10,6 +10,7 @@ use loopward::team;
 use loopward_core::{RunId, RunStatus};
 use loopward_runner::journal::JournalError;
 use loopward_runner::{Clock, RunSpec, SystemClock};
+use loopward_term::json::JsonSink;
 use loopward_term::render::{Printer, Tone};
 use loopward_term::timeline::LiveSink;
 use std::path::{Path, PathBuf};
@@ -19,8 +20,14 @@ use std::sync::{Arc, Mutex};
 /// Run the configured team on a task.
 #[derive(Debug, clap::Args)]
 #[command(after_help = "\
-Example:
+Examples:
   loopward run --task \"Add a hello file\"
+  loopward run --json | jq -c 'select(.type == \"event\") | .event.kind'   # one JSON object per event
+  loopward run --quiet && echo done                                      # only the outcome
+
+--json prints one JSON object per line: `start`, then an `event` per ledger record as it is
+recorded, then `end` with the status and exit code (schema \"loopward.run/1\", documented in
+docs/json-output.md). On a terminal a spinner on stderr shows each model call while it runs.
 
 Exit status: 0 completed · 3 a cap was reached · 4 strategies exhausted (class-jump) · 5 budget
 spent · 6 stopped by a stop-gate (a denied turn, tool call or handoff) · 7 waiting for `loopward
@@ -50,6 +57,13 @@ pub struct Args {
     /// goes on live; its task and first agent come from the ledger. A finished run is refused.
     #[arg(long, conflicts_with_all = ["task", "id"])]
     pub resume: Option<String>,
+    /// Print one JSON object per line instead of the timeline: `start`, an `event` per ledger
+    /// record, then `end` (schema `loopward.run/1`, docs/json-output.md).
+    #[arg(long, conflicts_with = "quiet")]
+    pub json: bool,
+    /// Print only the outcome: the status line, and what to do when the run waits or fails.
+    #[arg(long, short)]
+    pub quiet: bool,
 }
 
 /// The process exit code for a run status (see `loopward run --help`).
@@ -106,6 +120,12 @@ pub(super) async fn run(args: Args) -> Result<ExitCode> {
         env: Some(|name| std::env::var(name).ok()),
     };
     let model = backend::model(&cfg, &dir, &choice)?;
+    // A spinner while each model call runs: for a person at a terminal only.
+    let spinner = !args.json
+        && !args.quiet
+        && std::io::IsTerminal::is_terminal(&std::io::stderr())
+        && std::env::var_os("RUST_LOG").is_none();
+    let model = crate::heartbeat::wrap(model, spinner);
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let runner = team::build(
         &cfg,
@@ -177,16 +197,23 @@ pub(super) async fn run(args: Args) -> Result<ExitCode> {
     };
     let run_dir = ledger.run_dir();
     let out = Arc::new(Mutex::new(Printer::stdout()));
-    let sink = Arc::new(LiveSink::new(ledger.clone(), out.clone()));
-    {
-        let mut o = out.lock().unwrap_or_else(|p| p.into_inner());
-        o.line(
-            Tone::Title,
-            format!(
-                "run {id} · {}",
-                args.backend.unwrap_or(cfg.backend.kind).as_str()
-            ),
+    let backend_name = args.backend.unwrap_or(cfg.backend.kind).as_str();
+    let json_out = Arc::new(Mutex::new(std::io::stdout()));
+    let sink: Arc<dyn loopward_core::AuditSink> = if args.json {
+        let start = loopward_term::json::line(
+            "start",
+            serde_json::json!({"run": id, "task": task, "backend": backend_name, "resumed": journal.is_some()}),
         );
+        println_json(&json_out, &start);
+        Arc::new(JsonSink::new(ledger.clone(), json_out.clone()))
+    } else if args.quiet {
+        ledger.clone()
+    } else {
+        Arc::new(LiveSink::new(ledger.clone(), out.clone()))
+    };
+    if !args.json && !args.quiet {
+        let mut o = out.lock().unwrap_or_else(|p| p.into_inner());
+        o.line(Tone::Title, format!("run {id} · {backend_name}"));
         o.line(Tone::Dim, format!("task: {task}"));
         if let Some(j) = &journal {
             let interrupted = j.interrupted();
@@ -216,6 +243,56 @@ pub(super) async fn run(args: Args) -> Result<ExitCode> {
         Some(j) => runner.resume(spec, j).await?,
     };
     let finished = ledger.finish();
+    // The gate's name is in the pending record: the commands printed name it.
+    let approve = match &report.status {
+        RunStatus::AwaitingApproval { pending } => {
+            let gate = loopward_runner::layers::stopgate::list_pending(
+                &loopward_runner::layers::stopgate::pending_dir(&workspace),
+            )
+            .ok()
+            .and_then(|all| all.into_iter().find(|p| p.id == *pending))
+            .map_or_else(|| "<gate>".to_string(), |p| p.gate);
+            Some((
+                pending.clone(),
+                format!("loopward approve {id} {gate}"),
+                format!("loopward deny {id} {gate}"),
+            ))
+        }
+        _ => None,
+    };
+    let code = exit_code(&report.status);
+    if args.json {
+        let (turns, handoffs, tokens) = figures(&run_dir, &report);
+        let error = match (&report.status, &finished) {
+            (RunStatus::Failed { error } | RunStatus::AuditFailed { error }, _) => {
+                Some(error.clone())
+            }
+            (_, Err(e)) => Some(format!("the ledger could not be finished: {e}")),
+            _ => None,
+        };
+        let end = loopward_term::json::line(
+            "end",
+            serde_json::json!({
+                "run": id,
+                "status": report.status,
+                "exit_code": code,
+                "turns": turns,
+                "handoffs": handoffs,
+                "tokens": tokens,
+                "ledger": finished.as_ref().ok().map(|_| ledger.path().display().to_string()),
+                "final_text": Some(&report.final_text).filter(|t| !t.is_empty()),
+                "approve": approve.as_ref().map(|(pending, yes, no)| serde_json::json!({
+                    "pending": pending,
+                    "approve": yes,
+                    "deny": no,
+                    "then": format!("loopward run --resume {id}"),
+                })),
+                "error": error,
+            }),
+        );
+        println_json(&json_out, &end);
+        return Ok(ExitCode::from(code));
+    }
     let mut o = out.lock().unwrap_or_else(|p| p.into_inner());
     let tone = if report.status == RunStatus::Completed {
         Tone::Ok
@@ -224,14 +301,7 @@ pub(super) async fn run(args: Args) -> Result<ExitCode> {
     };
     // The same figures `loopward report` shows: folded from the ledger, not from runner state
     // (a stopped turn's tokens and handoffs are in the ledger either way).
-    let (turns, handoffs, tokens) = match ledger::run_figures(&run_dir) {
-        Ok(f) => (f.turns, f.handoffs.len(), f.usage.total()),
-        Err(_) => (
-            u64::from(report.turns),
-            report.handoffs.len(),
-            report.usage.total(),
-        ),
-    };
+    let (turns, handoffs, tokens) = figures(&run_dir, &report);
     o.line(
         tone,
         format!(
@@ -242,25 +312,21 @@ pub(super) async fn run(args: Args) -> Result<ExitCode> {
         ),
     );
     if let (Some(agent), false) = (&report.last_agent, report.final_text.is_empty()) {
-        o.line(Tone::Plain, format!("{agent}: {}", report.final_text));
+        if !args.quiet {
+            o.line(Tone::Plain, format!("{agent}: {}", report.final_text));
+        }
     }
-    if let RunStatus::AwaitingApproval { pending } = &report.status {
-        // The gate's name is in the pending record; print the command that works.
-        let gate = loopward_runner::layers::stopgate::list_pending(
-            &loopward_runner::layers::stopgate::pending_dir(&workspace),
-        )
-        .ok()
-        .and_then(|all| all.into_iter().find(|p| p.id == *pending))
-        .map_or_else(|| "<gate>".to_string(), |p| p.gate);
+    if let Some((pending, yes, no)) = &approve {
         o.line(
             Tone::Warn,
-            format!("waiting for a person: pending approval {pending} (see .loopward/pending/); answer with `loopward approve {id} {gate}` or `loopward deny {id} {gate}`, then `loopward run --resume {id}`"),
+            format!("waiting for a person: pending approval {pending} (see .loopward/pending/); answer with `{yes}` or `{no}`, then `loopward run --resume {id}`"),
         );
     }
     if let RunStatus::Failed { error } | RunStatus::AuditFailed { error } = &report.status {
         o.line(Tone::Refusal, format!("error: {error}"));
     }
     match finished {
+        Ok(_) if args.quiet => {}
         Ok(f) => {
             o.line(
                 Tone::Dim,
@@ -278,7 +344,27 @@ pub(super) async fn run(args: Args) -> Result<ExitCode> {
         ),
     }
     o.flush();
-    Ok(ExitCode::from(exit_code(&report.status)))
+    Ok(ExitCode::from(code))
+}
+
+/// Turns, handoffs and tokens as `loopward report` shows them: folded from the ledger, not
+/// from runner state (a stopped turn's tokens and handoffs are in the ledger either way).
+fn figures(run_dir: &Path, report: &loopward_runner::RunReport) -> (u64, usize, u64) {
+    match ledger::run_figures(run_dir) {
+        Ok(f) => (f.turns, f.handoffs.len(), f.usage.total()),
+        Err(_) => (
+            u64::from(report.turns),
+            report.handoffs.len(),
+            report.usage.total(),
+        ),
+    }
+}
+
+/// One JSON line on stdout, flushed (a script reads it as the run goes).
+fn println_json(out: &Mutex<std::io::Stdout>, line: &str) {
+    use std::io::Write as _;
+    let mut out = out.lock().unwrap_or_else(|p| p.into_inner());
+    let _ = writeln!(out, "{line}").and_then(|()| out.flush());
 }
 
 fn plural<'a>(n: u64, one: &'a str, many: &'a str) -> &'a str {

@@ -13,6 +13,7 @@
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 mod proxy;
+mod quota;
 mod server;
 mod team;
 
@@ -27,9 +28,10 @@ use std::time::{Duration, Instant};
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    if args.get(1).map(String::as_str) == Some("worker") {
-        worker(&args[2..]);
-        return;
+    match args.get(1).map(String::as_str) {
+        Some("worker") => return worker(&args[2..]),
+        Some("worker-quota") => return quota::worker(&args[2..]),
+        _ => {}
     }
     let dir = tempfile::tempdir().unwrap();
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -37,11 +39,37 @@ fn main() {
         .enable_all()
         .build()
         .unwrap();
-    match rt.block_on(scenario(dir.path())) {
-        Ok(()) => println!("restate: a_run_moves_between_workers_and_each_effect_happens_once ... ok\n1 passed, 0 failed"),
+    let quota_dir = tempfile::tempdir().unwrap();
+    let result = rt.block_on(scenario(dir.path())).and_then(|()| {
+        println!("restate: a_run_moves_between_workers_and_each_effect_happens_once ... ok");
+        let shown = rt
+            .block_on(quota::scenario(quota_dir.path()))
+            .inspect_err(|_| {
+                // Its logs are the ones to read.
+                for log in [
+                    "restate-server.log",
+                    "worker-quota-a.log",
+                    "worker-quota-b.log",
+                ] {
+                    let _ = std::fs::copy(quota_dir.path().join(log), dir.path().join(log));
+                }
+            })?;
+        println!("{shown}");
+        println!("restate: two_workers_together_hold_one_provider_quota ... ok");
+        Ok(())
+    });
+    match result {
+        Ok(()) => println!("2 passed, 0 failed"),
         Err(e) => {
             eprintln!("FAILED: {e}");
-            for log in ["restate-server.log", "worker-a.log", "worker-b.log", "worker-c.log"] {
+            for log in [
+                "restate-server.log",
+                "worker-a.log",
+                "worker-b.log",
+                "worker-c.log",
+                "worker-quota-a.log",
+                "worker-quota-b.log",
+            ] {
                 if let Ok(text) = std::fs::read_to_string(dir.path().join(log)) {
                     let tail: Vec<&str> = text.lines().rev().take(40).collect();
                     eprintln!("--- {log} (last lines) ---");
@@ -87,10 +115,15 @@ struct Worker {
 
 impl Worker {
     fn start(name: &'static str, dir: &Path, port: u16) -> Result<Self, String> {
+        Self::start_as("worker", name, dir, port)
+    }
+
+    /// Starts this binary again as `mode` (`worker`, `worker-quota`).
+    fn start_as(mode: &str, name: &'static str, dir: &Path, port: u16) -> Result<Self, String> {
         let log = std::fs::File::create(dir.join(format!("worker-{name}.log")))
             .map_err(|e| e.to_string())?;
         let child = Command::new(std::env::current_exe().map_err(|e| e.to_string())?)
-            .arg("worker")
+            .arg(mode)
             .arg(dir.join("ws"))
             .arg(dir.join("runs"))
             .arg(dir.join("ctl"))

@@ -143,7 +143,7 @@ impl tower::Service<ChatRequest> for ScriptedModel {
     }
 }
 
-fn append(path: &Path, line: &str) {
+pub(crate) fn append(path: &Path, line: &str) {
     use std::io::Write;
     let mut f = std::fs::OpenOptions::new()
         .create(true)

@@ -270,7 +270,7 @@ fn timeline_line(r: &Record, run_cost: Option<u64>) -> Option<String> {
         AuditEvent::HandoffRefused { to, standing } => {
             format!("- `{t}` #{s} second handoff to {to} refused (handoff to {standing} stands)")
         }
-        AuditEvent::TurnEnded { finish, usage } => {
+        AuditEvent::TurnEnded { finish, usage, .. } => {
             let finish = serde_json::to_value(finish)
                 .ok()
                 .and_then(|v| v.as_str().map(str::to_string))

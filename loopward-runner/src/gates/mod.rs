@@ -76,7 +76,9 @@ pub use policy::{
 };
 pub use refusals::unwatchable;
 pub use review::{check_deadlocks, judge_handoff, ReviewGate, ReviewVerdict, APPEAL};
-pub use snapshot::{Change, Snapshot, SnapshotError, MAX_SNAPSHOT_PATHS};
+pub use snapshot::{
+    Change, ContentStore, DirStore, MemoryStore, Snapshot, SnapshotError, MAX_SNAPSHOT_PATHS,
+};
 pub use sprawl::{human_message, SprawlGate, SprawlTracker, Work};
 pub(crate) use territory::literal_prefix as territory_literal_prefix;
 pub use territory::Territory;

@@ -7,13 +7,14 @@ use super::engine::{ChangedPath, ShellAsk};
 use super::layer::{audit, record_all};
 use super::policy::{Gates, Policy, SANDBOX_GATE};
 use super::refusals;
-use super::snapshot::Snapshot;
+use super::snapshot::{MemoryStore, Snapshot};
 use super::sprawl::RunSprawl;
 use crate::sandbox::{
     kernel_support, Confinement, ConfinementSlot, Planned, Protected, SandboxError, SandboxMode,
 };
 use crate::tool::{ToolError, ToolInvocation, ToolOutput};
 use loopward_core::{AgentId, AuditEvent, Decision, GateId, GateKind, GateMode, Refusal, Remedy};
+use std::sync::Arc;
 use tower::ServiceExt;
 
 impl Policy {
@@ -73,7 +74,9 @@ impl Policy {
             ),
         };
         record_all(&turn, &[confined])?;
-        let before = match self.snapshot(&gates, &agent).await {
+        // The contents the watch may have to put back, for this call only.
+        let store = Arc::new(MemoryStore::default());
+        let before = match self.snapshot(&gates, &agent, &store).await {
             Ok(s) => s,
             Err(why) => {
                 let r = refusals::unwatchable(&why);
@@ -106,7 +109,7 @@ impl Policy {
                 return result;
             }
         }
-        let after = match self.snapshot(&gates, &agent).await {
+        let after = match self.snapshot(&gates, &agent, &store).await {
             Ok(s) => s,
             Err(why) => {
                 turn.record(&AuditEvent::Violation {
@@ -153,11 +156,12 @@ impl Policy {
             .iter()
             .zip(&judgement.refusals)
             .map(|(c, r)| {
-                r.as_ref()
-                    .map(|_| match before.revert(self.inner.workspace.root(), c) {
+                r.as_ref().map(
+                    |_| match before.revert(self.inner.workspace.root(), c, &*store) {
                         Ok(()) => Remedy::Reverted,
                         Err(e) => Remedy::NotReverted { why: e.to_string() },
-                    })
+                    },
+                )
             })
             .collect();
         let outcome = judgement.outcome(&changes, &remedies);
@@ -207,7 +211,13 @@ impl Policy {
             .map_err(|e| e.to_string())
     }
 
-    async fn snapshot(&self, gates: &Gates, agent: &AgentId) -> Result<Snapshot, String> {
+    async fn snapshot(
+        &self,
+        gates: &Gates,
+        agent: &AgentId,
+        store: &Arc<MemoryStore>,
+    ) -> Result<Snapshot, String> {
+        let store = store.clone();
         let root = self.inner.workspace.root().to_path_buf();
         // loopward's own ledgers are appended to while the command runs: never compared, never
         // put back (the sandbox keeps commands out of them; `verify` checks them).
@@ -224,7 +234,7 @@ impl Policy {
                         .iter()
                         .any(|t| t.covers(p) && !t.owned_by(&agent))
             };
-            Snapshot::take(&root, &skip, max, &keep).map_err(|e| e.to_string())
+            Snapshot::take(&root, &skip, max, &keep, &*store).map_err(|e| e.to_string())
         })
         .await
         .map_err(|e| format!("the snapshot task failed: {e}"))?

@@ -5,7 +5,7 @@
 
 use super::claude_code::{ClaudeTool, Reply, ToolUse};
 use super::decide::{call_id, Engine};
-use super::shell::{self, Snapshot};
+use super::shell;
 use super::HookError;
 use crate::gates::{unwatchable, ChangedPath, ShellAsk, SANDBOX_GATE};
 use crate::sandbox::{kernel_support, SandboxError, SandboxMode};
@@ -63,7 +63,7 @@ impl Engine<'_> {
             &self.policy.unwatched(),
             watch.max_snapshot_bytes,
         )
-        .and_then(|snap| snap.save(&self.snapshot_path(id)));
+        .and_then(|snap| shell::save(&snap, &self.snapshot_path(id)));
         let decision = match taken {
             Ok(()) => Decision::Allow,
             Err(why) => Decision::Deny(unwatchable(&why.to_string())),
@@ -125,7 +125,7 @@ impl Engine<'_> {
     pub(super) fn judge_bash(&mut self, call: &ToolUse, failed: bool) -> Result<Reply, HookError> {
         let id = call_id(call)?;
         let snap_path = self.snapshot_path(id);
-        let before = Snapshot::load(&snap_path, id)?;
+        let before = shell::load(&snap_path, id)?;
         let watch = self.policy.shell();
         let after = match shell::capture(
             self.ws,
@@ -139,13 +139,14 @@ impl Engine<'_> {
             // judged. Recorded as an unremedied violation, and the model is told.
             Err(why) => return self.unjudged(id, &snap_path, failed, &why.to_string()),
         };
-        let changes: Vec<ChangedPath> = shell::compare(&before, &after)
-            .into_iter()
+        let diff = before.diff(&after);
+        let changes: Vec<ChangedPath> = diff
+            .iter()
             .map(|c| ChangedPath {
                 ends: self.policy.link_ends(&c.path),
-                path: c.path,
-                kind: c.kind,
-                dir: false,
+                path: c.path.clone(),
+                kind: c.kind.clone(),
+                dir: after.is_dir(&c.path),
             })
             .collect();
         let judgement = self.policy.judge_changes(&ShellAsk {
@@ -158,12 +159,12 @@ impl Engine<'_> {
         for event in &judgement.events {
             self.record(event)?;
         }
-        let remedies: Vec<Option<Remedy>> = changes
+        let remedies: Vec<Option<Remedy>> = diff
             .iter()
             .zip(&judgement.refusals)
             .map(|(c, r)| {
                 r.as_ref().map(
-                    |_| match shell::revert(self.ws, &self.blobs(), &before, &c.path) {
+                    |_| match shell::revert(self.ws, &self.blobs(), &before, c) {
                         Ok(_) => Remedy::Reverted,
                         Err(e) => Remedy::NotReverted { why: e.to_string() },
                     },

@@ -43,11 +43,13 @@
 //! assert_eq!(Journal::from_records(&done).unwrap().finished(), Some(&RunStatus::Completed));
 //! ```
 
+mod bounds;
 mod feed;
 mod parse;
 
 pub use parse::JournalError;
 
+pub(crate) use bounds::Resumed;
 pub(crate) use feed::{FedCall, TurnFeed};
 
 use loopward_core::{AgentId, Effect, FinishReason, Handoff, RunId, RunStatus, ToolCall, Usage};
@@ -64,6 +66,21 @@ pub struct Journal {
     first: AgentId,
     turns: Vec<RecordedTurn>,
     end: Option<RunStatus>,
+    /// Every layer decision recorded in a turn, in order.
+    decisions: Vec<PastDecision>,
+    /// Every model call recorded (each one was paid for): its model and usage.
+    model_calls: Vec<(String, Usage)>,
+}
+
+/// A layer decision as the ledger holds it, with where it was taken: the run's part (0 before
+/// the first resume, then one more per `run_resumed`), the turn and, inside a tool call, the call.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct PastDecision {
+    pub(crate) part: u32,
+    pub(crate) turn: u32,
+    pub(crate) agent: AgentId,
+    pub(crate) call: Option<String>,
+    pub(crate) decision: RecordedDecision,
 }
 
 /// One recorded turn.
@@ -75,6 +92,8 @@ pub(crate) struct RecordedTurn {
     /// Stop-gate decisions taken before the turn's first step (turn gates), in order.
     pub(crate) decisions: Vec<RecordedDecision>,
     pub(crate) ended: Option<(FinishReason, Usage)>,
+    /// How the run ends after this turn, when the turn ended it.
+    pub(crate) ends_run: Option<RunStatus>,
 }
 
 /// One step of a turn, in the order the agent took it.

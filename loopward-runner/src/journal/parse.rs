@@ -1,7 +1,8 @@
 //! Folding ledger records into a [`Journal`].
 
 use super::{
-    CallState, Journal, RecordedCall, RecordedDecision, RecordedReply, RecordedTurn, Step,
+    CallState, Journal, PastDecision, RecordedCall, RecordedDecision, RecordedReply, RecordedTurn,
+    Step,
 };
 use loopward_core::{AuditEvent, RunId, Scope, Usage};
 
@@ -61,6 +62,8 @@ impl Journal {
             first,
             turns,
             end: p.end,
+            decisions: p.decisions,
+            model_calls: p.model_calls,
         })
     }
 }
@@ -73,6 +76,12 @@ struct Parser {
     end: Option<loopward_core::RunStatus>,
     /// Usage of a model call whose reply is not recorded yet.
     call_usage: Option<Usage>,
+    /// Every layer decision, where it was taken.
+    decisions: Vec<PastDecision>,
+    /// Every model call made (paid for), with its model.
+    model_calls: Vec<(String, Usage)>,
+    /// Which part of the run the records are of (0, then +1 at each `run_resumed`).
+    part: u32,
 }
 
 impl Parser {
@@ -108,6 +117,7 @@ impl Parser {
                 self.end = None;
             }
             AuditEvent::RunResumed { .. } => {
+                self.part += 1;
                 self.end = None;
                 self.call_usage = None;
                 if let Some(last) = self.turns.last_mut() {
@@ -123,11 +133,13 @@ impl Parser {
                     steps: vec![],
                     decisions: vec![],
                     ended: None,
+                    ends_run: None,
                 });
             }
-            AuditEvent::ModelCall { usage, .. } => {
+            AuditEvent::ModelCall { usage, model, .. } => {
                 // A model call without a recorded reply (killed in between) is made again.
                 self.call_usage = Some(*usage);
+                self.model_calls.push((model.clone(), *usage));
             }
             AuditEvent::ModelReply {
                 text,
@@ -191,6 +203,20 @@ impl Parser {
                 // A stop-gate decision that left the action waiting: a resumed run runs that action
                 // through its gates again, so the approval given meanwhile is consumed.
                 let pending = layer == "stopgate" && decision.pending();
+                let (part, call) = (self.part, self.open_call().map(|c| c.call_id.clone()));
+                if let (Some(turn), Some(agent)) = (scope.turn, &scope.agent) {
+                    self.decisions.push(PastDecision {
+                        part,
+                        turn: turn.0,
+                        agent: agent.clone(),
+                        call,
+                        decision: RecordedDecision {
+                            layer: layer.clone(),
+                            decision: *decision,
+                            detail: detail.clone(),
+                        },
+                    });
+                }
                 if let Some(c) = self.open_call() {
                     c.paused |= pending;
                 } else if let Some(turn) = self.turns.last_mut().filter(|t| t.steps.is_empty()) {
@@ -201,10 +227,15 @@ impl Parser {
                     });
                 }
             }
-            AuditEvent::TurnEnded { finish, usage } => {
+            AuditEvent::TurnEnded {
+                finish,
+                usage,
+                ends_run,
+            } => {
                 unjournaled(&self.call_usage)?;
                 if let Some(turn) = self.turns.last_mut() {
                     turn.ended = Some((finish.clone(), *usage));
+                    turn.ends_run.clone_from(ends_run);
                 }
             }
             _ => {}

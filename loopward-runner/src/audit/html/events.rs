@@ -207,7 +207,7 @@ pub(crate) fn describe(e: &AuditEvent) -> String {
         AuditEvent::HandoffRefused { to, standing } => {
             format!("second handoff to {to} refused (handoff to {standing} stands)")
         }
-        AuditEvent::TurnEnded { finish, usage } => format!(
+        AuditEvent::TurnEnded { finish, usage, .. } => format!(
             "turn ended ({}), {} in / {} out tokens",
             serde_json::to_value(finish)
                 .ok()

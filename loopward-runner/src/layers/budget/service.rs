@@ -2,6 +2,7 @@
 
 use super::layer::Limits;
 use crate::context::{RunContext, TurnContext};
+use crate::journal::Resumed;
 use crate::layers::{record, scope};
 use crate::model::{ChatRequest, ChatResponse, ModelError};
 use crate::turn::{TurnError, TurnOutcome, TurnRequest};
@@ -13,7 +14,6 @@ use std::task::{Context, Poll};
 use tower::{Service, ServiceExt};
 
 /// What a run has spent, in its extensions.
-#[derive(Default)]
 struct Spent(Mutex<Totals>);
 
 #[derive(Default, Clone)]
@@ -50,8 +50,36 @@ impl Totals {
     }
 }
 
-fn totals(run: &RunContext) -> Totals {
-    let spent = run.extensions().get_or_default::<Spent>();
+impl Totals {
+    /// Counts one model call's reply.
+    fn add(&mut self, limits: &Limits, model: &str, usage: &Usage) {
+        self.usage += *usage;
+        match limits.prices.get(model) {
+            Some(price) => {
+                self.cost_micros = self.cost_micros.saturating_add(price.cost_micros(usage));
+            }
+            None if limits.max_cost_micros.is_some() => {
+                self.unpriced.get_or_insert_with(|| model.to_string());
+            }
+            None => {}
+        }
+    }
+}
+
+/// What the run has spent: for a resumed run, from every model call its journal holds first.
+fn spent(run: &RunContext, limits: &Limits) -> Arc<Spent> {
+    let resumed = Resumed::of(run);
+    run.extensions().get_or_insert_with(|| {
+        let mut t = Totals::default();
+        for (model, usage) in resumed.as_deref().map_or(&[][..], Resumed::model_calls) {
+            t.add(limits, model, usage);
+        }
+        Spent(Mutex::new(t))
+    })
+}
+
+fn totals(run: &RunContext, limits: &Limits) -> Totals {
+    let spent = spent(run, limits);
     let t = spent.0.lock().unwrap_or_else(|p| p.into_inner()).clone();
     t
 }
@@ -70,7 +98,7 @@ impl<S> BudgetService<S> {
 }
 
 fn exceeded(turn: &TurnContext, limits: &Limits) -> Result<(), TurnError> {
-    if let Some((label, detail)) = totals(turn.run()).over(limits) {
+    if let Some((label, detail)) = totals(turn.run(), limits).over(limits) {
         record::decision(turn, "budget", LayerVerdict::BudgetExceeded, detail)?;
         return Err(TurnError::Stop(RunStatus::BudgetExceeded { budget: label }));
     }
@@ -146,7 +174,7 @@ where
                     "wrap the agent's turn service in the BudgetLayer that made this meter",
                 )));
             };
-            if let Some((label, _)) = totals(turn.run()).over(&limits) {
+            if let Some((label, _)) = totals(turn.run(), &limits).over(&limits) {
                 return Err(ModelError::Refused(Refusal::new(
                     "budget",
                     format!("the run's budget is spent: {label}"),
@@ -154,20 +182,12 @@ where
                 )));
             }
             let reply = inner.oneshot(req).await?;
-            let spent = turn.run().extensions().get_or_default::<Spent>();
-            let mut t = spent.0.lock().unwrap_or_else(|p| p.into_inner());
-            t.usage += reply.usage;
-            match limits.prices.get(&reply.model) {
-                Some(price) => {
-                    t.cost_micros = t
-                        .cost_micros
-                        .saturating_add(price.cost_micros(&reply.usage));
-                }
-                None if limits.max_cost_micros.is_some() => {
-                    t.unpriced.get_or_insert_with(|| reply.model.clone());
-                }
-                None => {}
-            }
+            let spent = spent(turn.run(), &limits);
+            spent.0.lock().unwrap_or_else(|p| p.into_inner()).add(
+                &limits,
+                &reply.model,
+                &reply.usage,
+            );
             Ok(reply)
         })
     }

@@ -1,6 +1,7 @@
 //! The caps service.
 
 use super::layer::{CapsConfig, OnCap};
+use crate::journal::Resumed;
 use crate::layers::record;
 use crate::turn::{TurnError, TurnOutcome, TurnRequest};
 use futures::future::BoxFuture;
@@ -27,6 +28,20 @@ impl<S> CapsService<S> {
 /// Per-run counts, kept in the run's extensions.
 #[derive(Default)]
 struct CapsState(Mutex<Counts>);
+
+impl CapsState {
+    /// The counts of a resumed run's finished turns (the unfinished one is counted when it runs
+    /// again); zero for a new run. The wall-time cap counts from the resume.
+    fn rebuilt(resumed: Option<&Resumed>) -> Self {
+        let mut counts = Counts::default();
+        for t in resumed.map_or(&[][..], Resumed::finished_turns) {
+            counts.turns += 1;
+            *counts.per_agent.entry(t.agent.clone()).or_insert(0) += 1;
+            counts.hops += u32::from(t.handed_off);
+        }
+        Self(Mutex::new(counts))
+    }
+}
 
 #[derive(Default)]
 struct Counts {
@@ -98,7 +113,10 @@ where
         Box::pin(async move {
             let turn = req.turn.clone();
             let run = turn.run().clone();
-            let state = run.extensions().get_or_default::<CapsState>();
+            let resumed = Resumed::of(&run);
+            let state = run
+                .extensions()
+                .get_or_insert_with(|| CapsState::rebuilt(resumed.as_deref()));
             let now = run.clock().now_millis();
             let (hit, wrapped) = {
                 let mut counts = state.0.lock().unwrap_or_else(|p| p.into_inner());

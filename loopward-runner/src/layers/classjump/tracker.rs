@@ -1,6 +1,7 @@
 //! The tracker: per-run state of each subtask and the verdicts it mints.
 
 use crate::context::{RunContext, TurnContext};
+use crate::journal::Resumed;
 use crate::layers::{record, ConfigError};
 use loopward_core::{AgentId, AuditError, LayerVerdict};
 use serde::Deserialize;
@@ -167,6 +168,55 @@ struct State {
     exhausted: Mutex<Option<String>>,
 }
 
+impl State {
+    /// A resumed run's state, from the verdicts its journal settled (in order); empty for a
+    /// new run. A verdict's detail names where the subtask went: `failures` on a retry, `next`
+    /// on a jump.
+    fn rebuilt(resumed: Option<&Resumed>, strategies: &[String]) -> Self {
+        let state = Self::default();
+        let mut subtasks = HashMap::new();
+        let mut evidence = HashMap::new();
+        let mut exhausted = None;
+        for d in resumed.into_iter().flat_map(|r| r.decisions("class_jump")) {
+            let detail = &d.decision.detail;
+            let Some(subtask) = detail["subtask"].as_str() else {
+                continue;
+            };
+            let sub: &mut Sub = if detail["source"] == "evidence" {
+                evidence.entry(d.agent.clone()).or_default()
+            } else {
+                subtasks.entry(subtask.to_string()).or_default()
+            };
+            match d.decision.decision.as_str() {
+                "retry" => {
+                    sub.failures = detail["failures"]
+                        .as_u64()
+                        .map_or(sub.failures + 1, |f| u32::try_from(f).unwrap_or(u32::MAX));
+                }
+                "class_jump" => {
+                    let next = detail["next"].as_str();
+                    sub.index = strategies
+                        .iter()
+                        .position(|s| Some(s.as_str()) == next)
+                        .unwrap_or(sub.index + 1)
+                        .min(strategies.len().saturating_sub(1));
+                    sub.failures = 0;
+                }
+                "exhausted" => {
+                    sub.ended = Some("exhausted");
+                    exhausted = Some(subtask.to_string());
+                }
+                "succeeded" => sub.ended = Some("done"),
+                _ => {}
+            }
+        }
+        *state.subtasks.lock().unwrap_or_else(|p| p.into_inner()) = subtasks;
+        *state.evidence.lock().unwrap_or_else(|p| p.into_inner()) = evidence;
+        *state.exhausted.lock().unwrap_or_else(|p| p.into_inner()) = exhausted;
+        state
+    }
+}
+
 /// The class-jump tracker. Cheap to clone; its state is per run.
 #[derive(Clone, Debug)]
 pub struct ClassJump {
@@ -247,7 +297,7 @@ impl ClassJump {
                 all: all.join(", "),
             });
         }
-        let state = turn.run().extensions().get_or_default::<State>();
+        let state = self.state(turn.run());
         let mut subs = state.subtasks.lock().unwrap_or_else(|p| p.into_inner());
         let sub = subs.entry(subtask.to_string()).or_default();
         if let Some(how) = sub.ended {
@@ -316,6 +366,13 @@ impl ClassJump {
 }
 
 impl ClassJump {
+    /// The run's state: for a resumed run, first rebuilt from its journal.
+    fn state(&self, run: &RunContext) -> Arc<State> {
+        let resumed = Resumed::of(run);
+        run.extensions()
+            .get_or_insert_with(|| State::rebuilt(resumed.as_deref(), &self.config.strategies))
+    }
+
     /// Whether a failed result of `tool` counts as a failed attempt.
     pub fn counts(&self, tool: &str) -> bool {
         self.config.count_failed_tools.iter().any(|t| t == tool)
@@ -330,7 +387,7 @@ impl ClassJump {
         let allowed = self.config.failures_per_strategy;
         let agent = turn.agent().clone();
         let subtask = format!("{agent}'s failed {tool} calls");
-        let state = turn.run().extensions().get_or_default::<State>();
+        let state = self.state(turn.run());
         let mut ev = state.evidence.lock().unwrap_or_else(|p| p.into_inner());
         let sub = ev.entry(agent).or_default();
         let strategy = all[sub.index].clone();
@@ -377,10 +434,16 @@ impl ClassJump {
 
 /// The subtask that ran out of strategies in `run`, if any.
 pub(super) fn exhausted(run: &RunContext) -> Option<String> {
-    run.extensions().get::<State>().and_then(|s| {
-        s.exhausted
+    match run.extensions().get::<State>() {
+        Some(s) => s
+            .exhausted
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .clone()
-    })
+            .clone(),
+        // Not asked yet in this process: a resumed run's journal may hold the exhaustion.
+        None => State::rebuilt(Resumed::of(run).as_deref(), &[])
+            .exhausted
+            .into_inner()
+            .unwrap_or_else(|p| p.into_inner()),
+    }
 }

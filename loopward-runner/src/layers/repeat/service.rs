@@ -1,11 +1,12 @@
 //! The repeat service.
 
+use crate::journal::Resumed;
 use crate::layers::{call_digest, record};
 use crate::tool::{ToolError, ToolInvocation, ToolOutput};
 use futures::future::BoxFuture;
 use loopward_core::{LayerVerdict, Refusal};
 use serde_json::json;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 use std::task::{Context, Poll};
 use tower::{Service, ServiceExt};
@@ -26,6 +27,25 @@ impl<S> RepeatService<S> {
 #[derive(Default)]
 struct Seen(Mutex<HashMap<String, u32>>);
 
+impl Seen {
+    /// A resumed run's counts: each settled call this layer judged, once per digest.
+    fn rebuilt(resumed: Option<&Resumed>) -> Self {
+        let mut calls: HashMap<String, HashSet<&str>> = HashMap::new();
+        for d in resumed.into_iter().flat_map(|r| r.decisions("repeat")) {
+            if let (Some(digest), Some(call)) =
+                (d.decision.detail["digest"].as_str(), d.call.as_deref())
+            {
+                calls.entry(digest.to_string()).or_default().insert(call);
+            }
+        }
+        let counts = calls
+            .into_iter()
+            .map(|(digest, calls)| (digest, u32::try_from(calls.len()).unwrap_or(u32::MAX)))
+            .collect();
+        Self(Mutex::new(counts))
+    }
+}
+
 impl<S> Service<ToolInvocation> for RepeatService<S>
 where
     S: Service<ToolInvocation, Response = ToolOutput, Error = ToolError> + Clone + Send + 'static,
@@ -45,7 +65,12 @@ where
         let max = self.max;
         Box::pin(async move {
             let digest = call_digest(&inv.call.name, &inv.call.arguments);
-            let seen = inv.turn.run().extensions().get_or_default::<Seen>();
+            let resumed = Resumed::of(inv.turn.run());
+            let seen = inv
+                .turn
+                .run()
+                .extensions()
+                .get_or_insert_with(|| Seen::rebuilt(resumed.as_deref()));
             let count = {
                 let mut map = seen.0.lock().unwrap_or_else(|p| p.into_inner());
                 let n = map.entry(digest.clone()).or_insert(0);

@@ -99,6 +99,15 @@ impl Transport {
         body: Vec<u8>,
         stream: bool,
     ) -> Result<ChatResponse, ModelError> {
+        if let Ok(url) = reqwest::Url::parse(&self.url) {
+            let span = tracing::Span::current();
+            if let Some(host) = url.host_str() {
+                span.record(crate::telemetry::attr::SERVER_ADDRESS, host);
+            }
+            if let Some(port) = url.port_or_known_default() {
+                span.record(crate::telemetry::attr::SERVER_PORT, port);
+            }
+        }
         self.retrier
             .run(|_| self.attempt(proto, body.clone(), stream))
             .await
@@ -198,6 +207,7 @@ impl Transport {
             for ev in parser.push(&chunk)? {
                 events += 1;
                 reply.event(ev)?;
+                crate::telemetry::record_progress(events as u64);
             }
         }
         if let Some(ev) = parser.finish()? {

@@ -1,0 +1,215 @@
+//! Two workers, one provider quota: the model calls of runs on both workers together are held
+//! to the quota's rate (a `LoopwardQuota` virtual object keyed by provider), not each worker to
+//! its own.
+
+use futures::future::BoxFuture;
+use loopward_core::{AgentId, Message, RunId, RunStatus, ToolCall, Usage};
+use loopward_restate::ingress::{self, Ingress};
+use loopward_restate::{
+    JournaledModelLayer, JournaledToolLayer, LoopwardRunService, ProviderQuota, SharedQuota,
+    SharedQuotaLayer, StartRun,
+};
+use loopward_runner::audit::LedgerOptions;
+use loopward_runner::model::{BoxModelService, ChatRequest, ChatResponse, ModelError, StopReason};
+use loopward_runner::tool::{BoxToolService, ToolExecutor};
+use loopward_runner::{tools, BoxTurnService, LlmAgent, Runner, Workspace};
+use restate_sdk::prelude::{Endpoint, HttpServer};
+use serde_json::json;
+use std::path::{Path, PathBuf};
+use std::task::{Context, Poll};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use tower::Layer;
+
+/// The quota: one call a second, to provider `scripted`, for every worker.
+const PER_MINUTE: u32 = 60;
+/// Model calls per run.
+const CALLS_PER_RUN: usize = 4;
+/// The file each live model call is logged in: `<pid> <unix ms>`.
+const CALLS: &str = "quota-calls.log";
+
+fn runner(ws: &Path, ctl: &Path) -> Runner {
+    let caller = AgentId::new("caller").unwrap();
+    let quota = SharedQuotaLayer::new(SharedQuota::new("scripted", PER_MINUTE).unwrap());
+    let model = BoxModelService::new(quota.layer(JournaledModelLayer.layer(Model {
+        ctl: ctl.to_path_buf(),
+    })));
+    let agent = LlmAgent::builder(caller.clone(), model)
+        .tools(tools::builtin(std::slice::from_ref(&caller)))
+        .tool_stack(BoxToolService::new(JournaledToolLayer.layer(ToolExecutor)))
+        .build();
+    Runner::builder(Workspace::new(ws).unwrap())
+        .agent(caller, BoxTurnService::new(agent))
+        .unwrap()
+        .build()
+        .unwrap()
+}
+
+/// `worker-quota <workspace> <runs> <ctl> <port>`: serves the quota team until killed.
+pub(crate) fn worker(args: &[String]) {
+    let [ws, runs, ctl, port] = args else {
+        panic!("worker-quota <workspace> <runs> <ctl> <port>");
+    };
+    let port: u16 = port.parse().unwrap();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let service = LoopwardRunService::new(
+            runner(Path::new(ws), Path::new(ctl)),
+            runs,
+            LedgerOptions::default(),
+        );
+        let listener = tokio::net::TcpListener::bind(("127.0.0.1", port))
+            .await
+            .unwrap();
+        let endpoint = Endpoint::builder()
+            .bind(service)
+            .bind(ProviderQuota::default())
+            .build();
+        HttpServer::new(endpoint).serve(listener).await;
+    });
+}
+
+/// Lists the workspace three times, then says it is done; logs each live call.
+#[derive(Clone)]
+struct Model {
+    ctl: PathBuf,
+}
+
+impl tower::Service<ChatRequest> for Model {
+    type Response = ChatResponse;
+    type Error = ModelError;
+    type Future = BoxFuture<'static, Result<ChatResponse, ModelError>>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), ModelError>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, req: ChatRequest) -> Self::Future {
+        let ctl = self.ctl.clone();
+        Box::pin(async move {
+            let step = 1 + req
+                .messages
+                .iter()
+                .filter(|m| matches!(m, Message::Model { .. }))
+                .count();
+            let now = SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .unwrap()
+                .as_millis();
+            super::team::append(&ctl.join(CALLS), &format!("{} {now}\n", std::process::id()));
+            let (content, tool_calls) = if step < CALLS_PER_RUN {
+                (
+                    String::new(),
+                    vec![ToolCall {
+                        id: format!("c{step}"),
+                        name: "list_dir".into(),
+                        arguments: json!({"path": "."}),
+                    }],
+                )
+            } else {
+                ("done".to_string(), vec![])
+            };
+            Ok(ChatResponse {
+                content,
+                tool_calls,
+                usage: Usage::default(),
+                model: "scripted".into(),
+                stop: StopReason::Finished,
+            })
+        })
+    }
+}
+
+pub(crate) async fn scenario(dir: &Path) -> Result<String, String> {
+    for d in ["ws", "runs", "ctl"] {
+        std::fs::create_dir_all(dir.join(d)).map_err(|e| e.to_string())?;
+    }
+    let server = super::server::Server::start(dir)?;
+    let ingress = Ingress::new(&server.ingress, &server.admin).map_err(|e| e.to_string())?;
+    let start =
+        |port: u16, name: &'static str| super::Worker::start_as("worker-quota", name, dir, port);
+    // Worker a takes the first run: Restate keeps an invocation on the deployment it began on.
+    let port_a = super::server::free_port();
+    let a = start(port_a, "quota-a")?;
+    ingress::register(&server.admin, &format!("http://127.0.0.1:{port_a}"))
+        .await
+        .map_err(|e| e.to_string())?;
+    let task = |n: u32| StartRun {
+        task: format!("List the workspace three times ({n})."),
+        first: AgentId::new("caller").unwrap(),
+    };
+    let (q1, q2) = (
+        RunId::new("quota-1").unwrap(),
+        RunId::new("quota-2").unwrap(),
+    );
+    ingress
+        .start(&q1, &task(1))
+        .await
+        .map_err(|e| e.to_string())?;
+    // Worker b, registered next, takes the second run while the first still runs on a.
+    let port_b = super::server::free_port();
+    let b = start(port_b, "quota-b")?;
+    ingress::register(&server.admin, &format!("http://127.0.0.1:{port_b}"))
+        .await
+        .map_err(|e| e.to_string())?;
+    ingress
+        .start(&q2, &task(2))
+        .await
+        .map_err(|e| e.to_string())?;
+    for run in [&q1, &q2] {
+        let summary = tokio::time::timeout(Duration::from_secs(120), ingress.outcome(run))
+            .await
+            .map_err(|_| format!("run {run} did not end within 120s"))?
+            .map_err(|e| e.to_string())?;
+        if summary.status != RunStatus::Completed {
+            return Err(format!("run {run} ended {:?}", summary.status));
+        }
+    }
+    let log = std::fs::read_to_string(dir.join("ctl").join(CALLS)).map_err(|e| e.to_string())?;
+    let calls: Vec<(u32, u128)> = log
+        .lines()
+        .filter_map(|l| {
+            let (pid, at) = l.split_once(' ')?;
+            Some((pid.parse().ok()?, at.parse().ok()?))
+        })
+        .collect();
+    let on = |pid: u32| calls.iter().filter(|(p, _)| *p == pid).count();
+    let (pid_a, pid_b) = (a.child.id(), b.child.id());
+    if calls.len() != 2 * CALLS_PER_RUN || on(pid_a) == 0 || on(pid_b) == 0 {
+        return Err(format!(
+            "expected {} calls, made by both workers (a: pid {pid_a}, b: pid {pid_b}):\n{log}",
+            2 * CALLS_PER_RUN
+        ));
+    }
+    // The runs overlapped: a call of one worker falls between two calls of the other.
+    let mut order: Vec<(u128, u32)> = calls.iter().map(|(p, t)| (*t, *p)).collect();
+    order.sort_unstable();
+    let switches = order.windows(2).filter(|w| w[0].1 != w[1].1).count();
+    if switches < 2 {
+        return Err(format!(
+            "the two runs did not overlap, so the test shows nothing:\n{log}"
+        ));
+    }
+    // Together, one call a second: no two calls closer than half the interval (without the
+    // shared quota, the two workers' calls come milliseconds apart), and the whole span at
+    // least the intervals it holds (less that slack).
+    let interval = 60_000 / u128::from(PER_MINUTE);
+    let closest = order.windows(2).map(|w| w[1].0 - w[0].0).min().unwrap_or(0);
+    let span = order.last().unwrap().0 - order[0].0;
+    if closest < interval / 2 || span + interval / 2 < interval * (order.len() as u128 - 1) {
+        return Err(format!(
+            "the quota of one call every {interval} ms did not hold across the workers \
+             (closest two calls {closest} ms apart, {} calls in {span} ms):\n{log}",
+            order.len()
+        ));
+    }
+    drop((a, b));
+    Ok(format!(
+        "restate: two workers, one quota of {PER_MINUTE}/min: {} calls, {switches} switches \
+         between workers, closest two {closest} ms apart",
+        order.len()
+    ))
+}

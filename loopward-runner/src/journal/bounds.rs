@@ -1,0 +1,125 @@
+//! What a resumed run's layers count from, so it is held to the same bounds as a run that was
+//! never stopped: the turns, the layer decisions and the model calls of the part of the run that
+//! is settled (fed back, not taken again).
+//!
+//! A layer that keeps a per-run counter (caps, the repeat layer, class-jump, the budget meter)
+//! builds it from [`Resumed`] the first time a resumed run asks for it, instead of from zero.
+//! What runs again on resume (the unfinished turn's turn layers, a call that never started or
+//! that the policy retries) is left out: it is counted when it runs again, once.
+
+use super::{CallState, Journal, RecordedDecision, ResumePolicy, Step};
+use crate::context::RunContext;
+use loopward_core::{AgentId, Usage};
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+/// The settled part of a resumed run, kept in the run's extensions.
+#[derive(Debug)]
+pub(crate) struct Resumed {
+    finished_turns: Vec<FinishedTurn>,
+    decisions: Vec<Settled>,
+    model_calls: Vec<(String, Usage)>,
+}
+
+/// A turn the journal holds whole: whose it was and whether it handed off.
+#[derive(Debug)]
+pub(crate) struct FinishedTurn {
+    pub(crate) agent: AgentId,
+    pub(crate) handed_off: bool,
+}
+
+/// A settled layer decision: its agent, its call (inside a tool call) and what was decided.
+#[derive(Debug)]
+pub(crate) struct Settled {
+    pub(crate) agent: AgentId,
+    pub(crate) call: Option<String>,
+    pub(crate) decision: RecordedDecision,
+}
+
+impl Resumed {
+    /// What `journal` settles, when resumed with `policy`.
+    pub(crate) fn new(journal: &Journal, policy: &ResumePolicy) -> Self {
+        let turns = journal.recorded_turns();
+        let finished_turns = turns
+            .iter()
+            .filter(|t| t.ended.is_some())
+            .map(|t| FinishedTurn {
+                agent: t.agent.clone(),
+                handed_off: t
+                    .steps
+                    .iter()
+                    .any(|s| matches!(s, Step::Call(c) if c.handoff.is_some())),
+            })
+            .collect();
+        // The unfinished turn runs its turn layers again, and the calls that go through the tool
+        // stack again: their earlier decisions are taken again, so they are not counted here.
+        let unfinished = turns.last().filter(|t| t.ended.is_none());
+        let rerun: BTreeSet<&str> = unfinished
+            .map(|t| {
+                t.steps
+                    .iter()
+                    .filter_map(|s| match s {
+                        Step::Call(c) => Some(c),
+                        Step::Reply(_) => None,
+                    })
+                    .filter(|c| match c.state {
+                        CallState::Requested => true,
+                        CallState::Started => c.handoff.is_none() && policy.retries(&c.tool),
+                        CallState::Finished { .. } => false,
+                    })
+                    .map(|c| c.call_id.as_str())
+                    .collect()
+            })
+            .unwrap_or_default();
+        // A call (or a turn's own layers) taken again in a later part of the run counts from
+        // that part only: its last part stands.
+        let mut last_part: BTreeMap<(u32, Option<&str>), u32> = BTreeMap::new();
+        for d in &journal.decisions {
+            let part = last_part.entry((d.turn, d.call.as_deref())).or_default();
+            *part = (*part).max(d.part);
+        }
+        let decisions = journal
+            .decisions
+            .iter()
+            .filter(|d| last_part[&(d.turn, d.call.as_deref())] == d.part)
+            .filter(|d| {
+                let again = unfinished.is_some_and(|t| t.number == d.turn)
+                    && d.call.as_deref().is_none_or(|c| rerun.contains(c));
+                !again
+            })
+            .map(|d| Settled {
+                agent: d.agent.clone(),
+                call: d.call.clone(),
+                decision: d.decision.clone(),
+            })
+            .collect();
+        Self {
+            finished_turns,
+            decisions,
+            model_calls: journal.model_calls.clone(),
+        }
+    }
+
+    /// What the run this context belongs to settled before it was resumed (`None`: it was not
+    /// resumed). Ask before taking the lock of the run's extensions for something else.
+    pub(crate) fn of(run: &RunContext) -> Option<Arc<Self>> {
+        run.extensions().get::<Self>()
+    }
+
+    /// The turns the journal holds whole, in order.
+    pub(crate) fn finished_turns(&self) -> &[FinishedTurn] {
+        &self.finished_turns
+    }
+
+    /// The settled decisions of `layer`, in ledger order.
+    pub(crate) fn decisions<'a>(&'a self, layer: &'a str) -> impl Iterator<Item = &'a Settled> {
+        self.decisions
+            .iter()
+            .filter(move |d| d.decision.layer == layer)
+    }
+
+    /// Every model call made before the resume (each was paid for): its model and usage.
+    pub(crate) fn model_calls(&self) -> &[(String, Usage)] {
+        &self.model_calls
+    }
+}
