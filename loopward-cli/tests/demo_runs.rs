@@ -50,3 +50,95 @@ fn every_demo_run_verifies_and_replays_to_the_same_decisions() {
     }
     assert_eq!(n, 12);
 }
+
+fn calibrate(args: &[&std::ffi::OsStr]) -> serde_json::Value {
+    let out = Command::new(env!("CARGO_BIN_EXE_loopward"))
+        .arg("calibrate")
+        .args(args)
+        .arg("--json")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn calibrate_reproduces_each_demo_run_under_its_own_config_and_judges_a_stricter_one() {
+    let scratch = play();
+    let runs = scratch.path().join("runs");
+    // Each run under the config it was recorded with: every refusal, stop and forced jump the
+    // ledger recorded, the shadow judge makes again. Where it makes more, the ledger shows why:
+    // a person's override (ch2-override), or an advisory chapter's warning.
+    let mut reproduced = 0;
+    for entry in std::fs::read_dir(&runs).unwrap() {
+        let dir = entry.unwrap().path();
+        if !dir.join("events.jsonl").is_file() {
+            continue;
+        }
+        let cfg = dir.join("loopward.toml");
+        let r = calibrate(&[
+            "--config".as_ref(),
+            cfg.as_os_str(),
+            "--current".as_ref(),
+            cfg.as_os_str(),
+            dir.as_os_str(),
+        ]);
+        assert_eq!(r["changed"], 0, "{}", dir.display());
+        for (gate, g) in r["gates"].as_object().unwrap() {
+            let fired = g["denied"].as_u64().unwrap() + g["warned"].as_u64().unwrap();
+            let recorded = g["recorded_refusals"].as_u64().unwrap();
+            assert!(fired >= recorded, "{} {gate}: {g}", dir.display());
+            reproduced += recorded;
+        }
+    }
+    assert_eq!(
+        reproduced, 10,
+        "the demo's recorded refusals, stops and jumps"
+    );
+
+    // A stricter candidate against the sprawl chapter's config, on all runs.
+    let current = runs.join("ch3-sprawl").join("loopward.toml");
+    let text = std::fs::read_to_string(&current).unwrap();
+    let strict = scratch.path().join("strict.toml");
+    std::fs::write(
+        &strict,
+        text.replace("threshold = 3", "threshold = 2").replace(
+            "turns_per_run = 12",
+            "turns_per_run = 2\nsteps_per_turn = 4",
+        ) + "\n[[stopgate]]\npoint = \"tool\"\ntool = \"shell\"\nmode = \"interactive\"\n",
+    )
+    .unwrap();
+    let r = calibrate(&[
+        "--config".as_ref(),
+        strict.as_os_str(),
+        "--current".as_ref(),
+        current.as_os_str(),
+        "--html".as_ref(),
+        runs.as_os_str(),
+        runs.as_os_str(),
+    ]);
+    assert_eq!(r["sessions"], 12);
+    let gate = |name: &str| r["gates"][name].clone();
+    assert_eq!(gate("caps:turns_per_run")["turns_fired"], 1);
+    assert_eq!(gate("caps:turns_per_run")["current_turns_fired"], 0);
+    assert!(gate("stopgate:tool:shell")["denied"].as_u64().unwrap() > 0);
+    assert_eq!(gate("sprawl")["turns_fired"], 1);
+    assert!(r["changed"].as_u64().unwrap() > 0);
+    assert_eq!(r["verified_by"]["keyless (sha256)"], 12);
+    // The same report in the runs' index page, after the runs.
+    let page = std::fs::read_to_string(runs.join("index.html")).unwrap();
+    let section = &page[page
+        .find("id=\"calibration\"")
+        .expect("calibration section")..];
+    assert!(
+        section.contains("<td>stopgate:tool:shell</td>"),
+        "{section}"
+    );
+    assert!(section.contains("<td>caps:turns_per_run</td>"));
+    assert!(section.contains("Ledgers verified by keyless (sha256): 12."));
+    assert!(section.contains("likely false positives"));
+}

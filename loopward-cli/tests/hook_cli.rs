@@ -400,3 +400,38 @@ fn a_huge_file_next_to_a_territory_write_is_refused_and_recorded_as_unchecked() 
         "{ledger}"
     );
 }
+
+/// `loopward sandbox exec --unreadable DIR`: the command cannot read what is in DIR (a ledger
+/// key), though it reads everything else it did before.
+#[test]
+fn a_key_is_unreadable_inside_sandbox_exec() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("project");
+    std::fs::create_dir(&root).unwrap();
+    let config = root.join("loopward.toml");
+    std::fs::write(&config, CONFIG).unwrap();
+    std::fs::write(root.join("notes.md"), "readable\n").unwrap();
+    let keys = dir.path().join("state/keys");
+    std::fs::create_dir_all(&keys).unwrap();
+    std::fs::write(keys.join("k1.key"), "secret").unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_loopward"))
+        .args(["sandbox", "exec", "--config"])
+        .arg(&config)
+        .args(["--agent", "root", "--unreadable"])
+        .arg(&keys)
+        .args(["--", "bash", "-c"])
+        .arg(format!(
+            "cat notes.md; cat '{}'",
+            keys.join("k1.key").display()
+        ))
+        .current_dir(&root)
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert_eq!(stdout, "readable\n", "{stderr}");
+    assert!(stderr.contains("k1.key: Permission denied"), "{stderr}");
+    assert_eq!(out.status.code(), Some(1));
+}

@@ -39,6 +39,11 @@ pub struct LlamaConfig {
     pub stop: Vec<String>,
     /// Whether a tool call is required when tools are offered.
     pub tool_choice: ToolChoice,
+    /// The longest a tool-call argument string may be, in characters, when its schema sets no
+    /// `maxLength` (the grammar enforces it, so a call ends within a known length).
+    pub max_string_chars: u32,
+    /// The most items a tool-call argument array may have when its schema sets no `maxItems`.
+    pub max_array_items: u32,
 }
 
 /// Whether the model may answer in text when tools are offered.
@@ -56,7 +61,8 @@ pub enum ToolChoice {
 
 impl LlamaConfig {
     /// Defaults for `model_path`: 4096-token context, every layer on the GPU with the `cuda`
-    /// feature (CPU only without it), greedy decoding, 512 new tokens.
+    /// feature (CPU only without it), greedy decoding, 512 new tokens, argument strings of at
+    /// most 256 characters and arrays of at most 16 items.
     pub fn new(model_path: impl Into<PathBuf>) -> Self {
         Self {
             model_path: model_path.into(),
@@ -71,6 +77,8 @@ impl LlamaConfig {
             max_tokens: 512,
             stop: Vec::new(),
             tool_choice: ToolChoice::Auto,
+            max_string_chars: 256,
+            max_array_items: 16,
         }
     }
 
@@ -122,6 +130,20 @@ impl LlamaConfig {
     /// Adds a stop string.
     pub fn stop(mut self, stop: impl Into<String>) -> Self {
         self.stop.push(stop.into());
+        self
+    }
+
+    /// Sets the default bound on tool-call argument strings (characters) and arrays (items),
+    /// for schemas that declare none.
+    ///
+    /// ```
+    /// use loopward_llama::LlamaConfig;
+    /// let config = LlamaConfig::new("m.gguf").argument_bounds(80, 4);
+    /// assert_eq!((config.max_string_chars, config.max_array_items), (80, 4));
+    /// ```
+    pub fn argument_bounds(mut self, string_chars: u32, array_items: u32) -> Self {
+        self.max_string_chars = string_chars;
+        self.max_array_items = array_items;
         self
     }
 

@@ -3,7 +3,7 @@
 //! With tools offered, a reply is either a tool call — one compact JSON object
 //! `{"name": <one of the tool names>, "arguments": <that tool's argument schema>}`, optionally
 //! wrapped in `<tool_call>…</tool_call>` for templates trained that way — or plain text that
-//! does not start with `{` or `<`. The object's grammar comes from llama.cpp's JSON-schema
+//! does not start with `{`, `<` or blank space. The object's grammar comes from llama.cpp's JSON-schema
 //! converter over a `oneOf` of one schema per tool, with insignificant whitespace removed so the
 //! model cannot wander in blank space.
 
@@ -24,13 +24,30 @@ pub(crate) enum Shape {
     Text,
 }
 
-/// Builds the GBNF for `tools` (root rule `root`) allowing replies of `shape`.
-pub(crate) fn tool_grammar(tools: &[ToolSpec], shape: Shape) -> Result<String, ModelError> {
-    const FREE_TEXT: &str = "free-text ::= [^{<] .*\n";
+/// How long the unbounded parts of a tool's argument schema may grow in the grammar, so that a
+/// constrained call always ends within a known number of characters.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Bounds {
+    /// `maxLength` given to every string schema that has none.
+    pub(crate) string_chars: u32,
+    /// `maxItems` given to every array schema that has none.
+    pub(crate) array_items: u32,
+}
+
+/// Builds the GBNF for `tools` (root rule `root`) allowing replies of `shape`; every string and
+/// array without a declared bound gets the one in `bounds`, and every object is closed to
+/// undeclared properties unless it says otherwise.
+pub(crate) fn tool_grammar(
+    tools: &[ToolSpec],
+    shape: Shape,
+    bounds: Bounds,
+) -> Result<String, ModelError> {
+    // Text starts with a visible character: a reply of blank space is no answer.
+    const FREE_TEXT: &str = "free-text ::= [^{< \\t\\n\\r] .*\n";
     if shape == Shape::Text {
         return Ok(format!("root ::= free-text\n{FREE_TEXT}"));
     }
-    let alternatives: Vec<Value> = tools.iter().map(call_schema).collect();
+    let alternatives: Vec<Value> = tools.iter().map(|t| call_schema(t, bounds)).collect();
     let schema = json!({ "oneOf": alternatives });
     let gbnf = llama_cpp_2::json_schema_to_grammar(&schema.to_string()).map_err(|e| {
         ModelError::Local(format!(
@@ -60,22 +77,65 @@ pub(crate) fn tool_grammar(tools: &[ToolSpec], shape: Shape) -> Result<String, M
     Ok(out)
 }
 
-/// The schema of a call to one tool: its name as a constant, its arguments as declared
-/// (closed to undeclared properties unless the tool says otherwise).
-fn call_schema(tool: &ToolSpec) -> Value {
+/// The schema of a call to one tool: its name as a constant, its arguments as declared, bounded
+/// by [`bound`].
+fn call_schema(tool: &ToolSpec, bounds: Bounds) -> Value {
     let mut args = tool.parameters.clone();
-    if let Value::Object(map) = &mut args {
-        if map.get("type") == Some(&Value::String("object".into())) {
-            map.entry("additionalProperties")
-                .or_insert(Value::Bool(false));
-        }
-    }
+    bound(&mut args, bounds);
     json!({
         "type": "object",
         "properties": { "name": { "const": tool.name }, "arguments": args },
         "required": ["name", "arguments"],
         "additionalProperties": false,
     })
+}
+
+/// Gives every string and array in `schema` (at any depth) a length bound unless it declares
+/// one, and closes every object with declared properties to undeclared ones unless it says
+/// otherwise. Strings with a `pattern`, `enum` or `const` are left as they are. (A value without
+/// a type, or an array without `items`, stays unbounded: the token budget still ends it.)
+fn bound(schema: &mut Value, bounds: Bounds) {
+    let Value::Object(map) = schema else { return };
+    let types: Vec<String> = match map.get("type") {
+        Some(Value::String(t)) => vec![t.clone()],
+        Some(Value::Array(ts)) => ts
+            .iter()
+            .filter_map(Value::as_str)
+            .map(str::to_owned)
+            .collect(),
+        _ => vec![],
+    };
+    let has = |t: &str| types.iter().any(|x| x == t);
+    let fixed = ["pattern", "enum", "const"]
+        .iter()
+        .any(|k| map.contains_key(*k));
+    if has("string") && !fixed {
+        map.entry("maxLength")
+            .or_insert(Value::from(bounds.string_chars));
+    }
+    if has("array") {
+        map.entry("maxItems")
+            .or_insert(Value::from(bounds.array_items));
+    }
+    if has("object") && map.contains_key("properties") {
+        map.entry("additionalProperties")
+            .or_insert(Value::Bool(false));
+    }
+    for key in ["properties", "$defs", "definitions"] {
+        if let Some(Value::Object(children)) = map.get_mut(key) {
+            children.values_mut().for_each(|c| bound(c, bounds));
+        }
+    }
+    for key in ["items", "additionalProperties", "not"] {
+        if let Some(child) = map.get_mut(key) {
+            bound(child, bounds);
+        }
+    }
+    for key in ["oneOf", "anyOf", "allOf", "prefixItems"] {
+        if let Some(Value::Array(children)) = map.get_mut(key) {
+            children.iter_mut().for_each(|c| bound(c, bounds));
+        }
+    }
 }
 
 /// What a reply says: text, or one tool call (name and arguments).
@@ -146,17 +206,57 @@ mod tests {
         }
     }
 
+    const BOUNDS: Bounds = Bounds {
+        string_chars: 64,
+        array_items: 4,
+    };
+
+    #[test]
+    fn every_string_and_array_gets_a_bound_unless_it_has_one() {
+        let mut schema = json!({"type": "object", "properties": {
+            "path": {"type": "string"},
+            "note": {"type": ["string", "null"], "maxLength": 9},
+            "mode": {"type": "string", "enum": ["a", "b"]},
+            "tags": {"type": "array", "items": {"type": "string"}},
+            "nested": {"type": "object", "properties": {"x": {"type": "string"}}},
+            "either": {"anyOf": [{"type": "string"}, {"type": "integer"}]}
+        }});
+        bound(&mut schema, BOUNDS);
+        let p = &schema["properties"];
+        assert_eq!(p["path"]["maxLength"], 64);
+        assert_eq!(p["note"]["maxLength"], 9);
+        assert!(p["mode"].get("maxLength").is_none());
+        assert_eq!(p["tags"]["maxItems"], 4);
+        assert_eq!(p["tags"]["items"]["maxLength"], 64);
+        assert_eq!(p["nested"]["additionalProperties"], false);
+        assert_eq!(p["nested"]["properties"]["x"]["maxLength"], 64);
+        assert_eq!(p["either"]["anyOf"][0]["maxLength"], 64);
+        assert_eq!(schema["additionalProperties"], false);
+    }
+
+    #[test]
+    fn the_grammar_bounds_argument_strings() {
+        let echo = ToolSpec {
+            name: "echo".into(),
+            description: "Echoes.".into(),
+            parameters: json!({"type": "object", "properties": {"s": {"type": "string"}},
+                "required": ["s"]}),
+        };
+        let g = tool_grammar(&[echo], Shape::Call, BOUNDS).unwrap();
+        assert!(g.contains("{0,64}"), "{g}");
+    }
+
     #[test]
     fn grammar_offers_a_call_or_text_and_has_no_free_whitespace() {
-        let g = tool_grammar(&[add()], Shape::CallOrText).unwrap();
+        let g = tool_grammar(&[add()], Shape::CallOrText, BOUNDS).unwrap();
         assert!(g.contains("root ::= tool-call | free-text"), "{g}");
         assert!(g.contains("space ::= \"\""), "{g}");
         assert!(g.contains("\\\"add\\\""), "{g}");
-        let g = tool_grammar(&[add()], Shape::Call).unwrap();
+        let g = tool_grammar(&[add()], Shape::Call, BOUNDS).unwrap();
         assert!(g.contains("root ::= tool-call\n"), "{g}");
         assert!(!g.contains("free-text"), "{g}");
-        let g = tool_grammar(&[add()], Shape::Text).unwrap();
-        assert_eq!(g, "root ::= free-text\nfree-text ::= [^{<] .*\n");
+        let g = tool_grammar(&[add()], Shape::Text, BOUNDS).unwrap();
+        assert_eq!(g, "root ::= free-text\nfree-text ::= [^{< \\t\\n\\r] .*\n");
     }
 
     #[test]

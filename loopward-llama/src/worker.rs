@@ -2,7 +2,7 @@
 //! token ids in the KV cache, and answers jobs from a channel in order.
 
 use super::config::{LlamaConfig, ToolChoice};
-use super::grammar::{parse_reply, tool_grammar, Reply, Shape};
+use super::grammar::{parse_reply, tool_grammar, Bounds, Reply, Shape};
 use super::prompt::PromptTemplate;
 use llama_cpp_2::context::params::LlamaContextParams;
 use llama_cpp_2::context::LlamaContext;
@@ -238,7 +238,11 @@ impl<'m> Engine<'m> {
                 (ToolChoice::CallThenAnswer, _) => Shape::Call,
                 _ => Shape::CallOrText,
             };
-            Some(tool_grammar(&req.tools, shape)?)
+            let bounds = Bounds {
+                string_chars: self.config.max_string_chars,
+                array_items: self.config.max_array_items,
+            };
+            Some(tool_grammar(&req.tools, shape, bounds)?)
         };
         let mut sampler = self.sampler(grammar.as_deref())?;
 
@@ -340,7 +344,13 @@ impl<'m> Engine<'m> {
                 tool_calls: vec![],
                 usage,
                 model: self.name.clone(),
-                stop: StopReason::Finished,
+                // Text that ran into max_tokens is unfinished: the runner does not take it as
+                // an answer.
+                stop: if cut_off {
+                    StopReason::TokenLimit
+                } else {
+                    StopReason::Finished
+                },
             },
             Ok(Reply::Call { name, arguments }) => {
                 self.calls_made += 1;
@@ -354,10 +364,13 @@ impl<'m> Engine<'m> {
                     stop: StopReason::Finished,
                 }
             }
+            // Never a half call: the request fails as a whole and the model stays usable (the
+            // next request re-prefills from where its prompt differs).
             Err(_) if cut_off => {
-                return Err(ModelError::Local(format!(
-                    "the model's tool call was cut off at max_tokens ({max_tokens}): raise \
-                     max_tokens"
+                return Err(ModelError::InvalidResponse(format!(
+                    "the model's tool call was cut off at max_tokens ({max_tokens}) before it \
+                     was complete, so nothing was called: raise max_tokens, or lower the \
+                     argument bounds (LlamaConfig::argument_bounds) or the tool's maxLength"
                 )))
             }
             Err(e) => return Err(e),

@@ -332,6 +332,17 @@ fn index_marks_runs_that_do_not_verify_and_links_the_rest() {
     assert_eq!(count(&page, "<tr class=\"invalid\""), 1);
     assert!(page.contains("href=\"good/audit.html\""));
     assert!(page.contains("LEFT OUT: the ledger did not verify"));
+    // The ledger state names the key that verified the run, on the index and on its page.
+    let id = key.id().to_string();
+    assert_eq!(
+        count(
+            &page,
+            &format!("<code class=\"key\" title=\"the key that verified it\">{id}</code>")
+        ),
+        1
+    );
+    let good = std::fs::read_to_string(runs.path().join("good/audit.html")).unwrap();
+    assert!(good.contains(&format!(" key <code>{id}</code>")), "{id}");
     assert_eq!(count(&page, "<svg class=\"mini\""), 1);
     assert!(!page.contains("<script"));
 }

@@ -179,6 +179,19 @@ fn llama_ci(root: &Path) -> Result<()> {
     cargo(root, &[&clippy[..], &["--", "-D", "warnings"]].concat())?;
     // Unit tests, the tests on the real model and the doc examples (which load it too).
     cargo(root, &["test", "-p", "loopward-llama"])?;
+    // The demo acted out on the real model: every run ends in a defined state.
+    cargo(
+        root,
+        &[
+            "test",
+            "-p",
+            "loopward-demo",
+            "--features",
+            "llama",
+            "--test",
+            "demo_llama",
+        ],
+    )?;
     Ok(())
 }
 

@@ -4,6 +4,7 @@
 
 use anyhow::{Context, Result};
 use loopward::config::Config;
+use loopward_runner::audit::{KeyRing, LedgerKey, VerifyOptions};
 use loopward_runner::calibrate::{render_index_with_calibration, Calibrator};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -26,6 +27,10 @@ pub struct Args {
     /// The name Claude Code's main agent goes by in territories.
     #[arg(long, default_value = "root")]
     pub main_agent: String,
+    /// A ledger key file to verify keyed ledgers with (repeatable: old keys too). Keyless
+    /// ledgers are read as well, and counted as such in the report.
+    #[arg(long, value_name = "FILE")]
+    pub key: Vec<PathBuf>,
     /// Print stable JSON instead of a table.
     #[arg(long)]
     pub json: bool,
@@ -42,18 +47,38 @@ pub(super) fn run(args: &Args) -> Result<ExitCode> {
     let candidate_path = args.config.as_ref().context(
         "calibrate needs the candidate config: pass --config <candidate.toml> (a loopward.toml with the gates to try)",
     )?;
-    let candidate = Config::load(candidate_path)?.policy();
+    let candidate = Config::load(candidate_path)?;
     let current_path = args.current.clone().or_else(|| {
         let p = PathBuf::from("loopward.toml");
         p.is_file().then_some(p)
     });
-    let current = current_path
-        .as_ref()
-        .map(|p| Config::load(p).map(|c| c.policy()))
-        .transpose()?;
+    let current = current_path.as_ref().map(|p| Config::load(p)).transpose()?;
+    let mut keys = KeyRing::empty();
+    for k in &args.key {
+        keys = keys.with(
+            LedgerKey::from_file(k, None)
+                .with_context(|| format!("cannot use the ledger key {}", k.display()))?,
+        );
+    }
+    let verify = VerifyOptions {
+        allow_keyless: true,
+        allow_unfinished: true,
+        ..VerifyOptions::keyed(keys)
+    };
     let started = Instant::now();
-    let mut cal = Calibrator::new(&candidate, current.as_ref(), &args.main_agent)
-        .with_context(|| candidate_path.display().to_string())?;
+    let mut cal = Calibrator::new(
+        &candidate.policy(),
+        current.as_ref().map(Config::policy).as_ref(),
+        &args.main_agent,
+    )
+    .and_then(|c| {
+        c.with_layers(
+            &candidate.layers(),
+            current.as_ref().map(Config::layers).as_ref(),
+        )
+    })
+    .with_context(|| candidate_path.display().to_string())?
+    .with_verify(verify.clone());
     for s in &args.sources {
         cal.add_path(s)?;
     }
@@ -67,11 +92,13 @@ pub(super) fn run(args: &Args) -> Result<ExitCode> {
         out.line(
             loopward_term::render::Tone::Dim,
             format!(
-                "{} write(s) in {} session(s) re-judged in {:.2} s ({:.0} writes/s){}",
+                "{} action(s) ({} record(s)) in {} session(s) re-judged in {:.2} s ({:.0} actions/s, {:.0} records/s){}",
                 report.actions,
+                report.records,
                 report.sessions,
                 took.as_secs_f64(),
                 report.actions as f64 / took.as_secs_f64().max(1e-9),
+                report.records as f64 / took.as_secs_f64().max(1e-9),
                 current_path.map_or_else(String::new, |p| format!(
                     "; current config: {}",
                     p.display()
@@ -80,11 +107,7 @@ pub(super) fn run(args: &Args) -> Result<ExitCode> {
         );
     }
     if let Some(dir) = &args.html {
-        let page = render_index_with_calibration(
-            dir,
-            &loopward_runner::audit::VerifyOptions::keyless().unfinished(true),
-            &report,
-        )?;
+        let page = render_index_with_calibration(dir, &verify, &report)?;
         let path = dir.join("index.html");
         std::fs::write(&path, page).with_context(|| format!("cannot write {}", path.display()))?;
         if !args.json {

@@ -23,7 +23,7 @@ Example:
 
 The command may write only the agent's own territories and unclaimed paths (and $TMPDIR);
 other agents' territories, loopward's control files and state are read-only to it and to
-every process it starts. Exit status 126 when the sandbox cannot be set up (nothing ran).")]
+every process it starts, and the --unreadable folders cannot even be read. Exit status 126 when the sandbox cannot be set up (nothing ran).")]
 pub struct Args {
     /// What to do.
     #[command(subcommand)]
@@ -48,6 +48,10 @@ pub enum Action {
         /// `LOOPWARD_SESSION`).
         #[arg(long)]
         session: Option<String>,
+        /// A folder the command may not even read (loopward's ledger keys); may be given more
+        /// than once. The Claude Code hook passes its state directory's `keys`.
+        #[arg(long, value_name = "DIR")]
+        unreadable: Vec<PathBuf>,
         /// The command and its arguments.
         #[arg(last = true, required = true)]
         command: Vec<String>,
@@ -60,9 +64,10 @@ pub fn run(args: &Args) -> ExitCode {
         config,
         agent,
         session,
+        unreadable,
         command,
     } = &args.action;
-    let err = match confine(config, agent) {
+    let err = match confine(config, agent, unreadable) {
         Ok(scratch) => {
             let mut cmd = std::process::Command::new(&command[0]);
             cmd.args(&command[1..]);
@@ -84,7 +89,7 @@ pub fn run(args: &Args) -> ExitCode {
 }
 
 /// Sets this process's sandbox; returns the scratch folder made for `$TMPDIR`.
-fn confine(config: &Path, agent: &str) -> Result<Option<PathBuf>> {
+fn confine(config: &Path, agent: &str, unreadable: &[PathBuf]) -> Result<Option<PathBuf>> {
     let cfg = Config::load(config)?;
     let root = cfg
         .workspace_dir(config)
@@ -100,6 +105,9 @@ fn confine(config: &Path, agent: &str) -> Result<Option<PathBuf>> {
     let protected = Protected::from_policy(control, &cfg.policy(), &agent)
         .with_context(|| format!("{}", config.display()))?;
     let mut plan = Confinement::plan(&ws, &protected)?;
+    for dir in unreadable {
+        plan = plan.with_unreadable(dir.clone());
+    }
     let scratch = scratch_dir(&root)?;
     if let Some(s) = &scratch {
         plan = plan.with_outside(s.clone());

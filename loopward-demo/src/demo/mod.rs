@@ -403,7 +403,7 @@ fn calibration(runs_dir: &Path) -> Result<Option<String>> {
         cal.add_path(runs_dir)?;
         let r = cal.finish();
         let n = r.gates.get("sprawl").map_or(0, |g| g.turns_fired);
-        Ok((n, r.turns, r.actions))
+        Ok((n, r.turns, r.writes))
     };
     let now = current.gates.sprawl.threshold;
     let (n3, turns, writes) = fired(now)?;

@@ -19,9 +19,10 @@ fn section(c: &Calibration) -> Markup {
     html! {
         h2 #calibration { "Calibration: the candidate config on recorded history" }
         p.none { (c.sessions) " session(s), " (c.turns) " turn(s), " (c.actions)
-            " recorded write(s) re-judged in shadow mode (nothing executed); "
+            " recorded action(s) re-judged in shadow mode (nothing executed); "
             (c.unjudged) " left unjudged."
-            @if let Some(n) = c.changed { " Against the current config, " (n) " write(s) would be judged differently." } }
+            @if let Some(n) = c.changed { " Against the current config, " (n) " action(s) would be judged differently." }
+            @for (by, n) in &c.verified_by { " Ledgers verified by " (by) ": " (n) "." } }
         table.calibration {
             thead { tr {
                 th { "gate" } th.num { "writes" } th.num { "denied" } th.num { "warned" }
@@ -34,11 +35,9 @@ fn section(c: &Calibration) -> Markup {
                     td.num { (g.turns_fired) " of " (c.turns) } td.num { (g.sessions_fired) }
                     td.num { (format!("{:.1}%", 100.0 * g.turn_rate)) }
                     td.num { @match g.current_turns_fired { Some(n) => (n), None => "–" } }
-                    td.num title=(format!("afterwards: {} refused anyway, {} reverted, {} followed by a plan, {} stood, {} unknown",
-                        g.aftermath.agreed, g.aftermath.reverted, g.aftermath.plan_followed, g.aftermath.stood, g.aftermath.unknown)) {
-                        @match g.false_positive_estimate { Some(f) => (format!("{:.0}%", 100.0 * f)), None => "–" } }
+                    td.num title=(format!("afterwards: {}", g.aftermath.describe())) { (super::fp_text(g)) }
                     td { @for e in &g.examples {
-                        div title=(e.text) { (e.session) " · turn " (e.turn) " · " (e.agent) " · " (e.action) }
+                        div title=(format!("{} [{}]", e.text, e.assessment.describe())) { (e.session) " · turn " (e.turn) " · " (e.agent) " · " (e.action) }
                     } }
                 }
             } }

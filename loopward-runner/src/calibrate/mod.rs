@@ -36,17 +36,23 @@
 //! ```
 
 mod html;
+mod layers;
 mod shadow;
 mod source;
+#[cfg(test)]
+mod tests;
 
-use crate::audit::verify::{verify, EVENTS_FILE};
+use crate::audit::verify::{verify_records, EVENTS_FILE};
+use crate::audit::VerifyOptions;
 use crate::gates::Policy;
 use crate::gates::{ConfigError, PolicyConfig};
+use crate::layers::stack::LayersConfig;
+use layers::{judge_layers, Layers};
 use loopward_core::Decision;
 use serde::Serialize;
-use shadow::judge_session;
-use source::{ledger_session, transcript_sessions, Outcome, Session};
-use std::collections::{BTreeMap, BTreeSet};
+use shadow::{judge_session, Judged};
+use source::{ledger_session, transcript_sessions, Outcome, Session, Step};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 
 pub use html::render_index_with_calibration;
@@ -66,6 +72,14 @@ pub enum CalibrateError {
         /// Why.
         source: ConfigError,
     },
+    /// The candidate or current config's layer tables are invalid.
+    #[error("the {which} config's layer tables are invalid: {source}")]
+    Layers {
+        /// `candidate` or `current`.
+        which: &'static str,
+        /// Why.
+        source: crate::layers::ConfigError,
+    },
     /// A source could not be read.
     #[error("cannot read {path}: {source}; pass a runs/ folder, a run's folder or Claude Code transcripts (*.jsonl)")]
     Io {
@@ -74,6 +88,46 @@ pub enum CalibrateError {
         /// Why.
         source: std::io::Error,
     },
+}
+
+/// What the history shows of one firing, and so whether it looks right.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Assessment {
+    /// The action was refused or failed when it was recorded, or the recorded config flagged it
+    /// (a warning, an override a person granted), or the recorded run did not complete anyway
+    /// (for a firing that would have stopped it): right.
+    Agreed,
+    /// The write was reverted: right.
+    Reverted,
+    /// A plan was written later in the same turn: right (the sprawl gate asks for one).
+    PlanFollowed,
+    /// The same file was written again later by another agent or in a later turn: right (the
+    /// work was not done yet).
+    Reworked,
+    /// The action stood and the history went on well without the firing (the run completed; a
+    /// person's next message came; a repeat came after the workspace changed): a false positive.
+    LikelyFalse,
+    /// The action stood, but the history ends before it shows whether that was well.
+    Unclear,
+    /// The history does not say what became of the action.
+    Unknown,
+}
+
+impl Assessment {
+    /// Says it for a person.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Self::Agreed => "right: refused, failed or flagged anyway",
+            Self::Reverted => "right: reverted",
+            Self::PlanFollowed => "right: a plan followed",
+            Self::Reworked => "right: reworked later",
+            Self::LikelyFalse => "likely false positive: it stood and the history went on well",
+            Self::Unclear => "unclear: it stood, the history ends there",
+            Self::Unknown => "unknown",
+        }
+    }
 }
 
 /// One example firing.
@@ -89,30 +143,82 @@ pub struct Firing {
     pub action: String,
     /// The refusal (or warning) the agent would have read.
     pub text: String,
+    /// What the history shows of it.
+    pub assessment: Assessment,
 }
 
-/// What came of the writes a gate fired on, as the history shows it.
+/// What came of the actions a gate fired on, as the history shows it: each firing assessed.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct Aftermath {
-    /// The write was refused or failed when it was recorded, or the recorded config flagged it
-    /// (warned, or a person granted an override): the firing agrees with history.
+    /// [`Assessment::Agreed`].
     pub agreed: u64,
-    /// The write was reverted: the firing was right.
+    /// [`Assessment::Reverted`].
     pub reverted: u64,
-    /// A plan was written later in the same turn: the firing was right (it asks for one).
+    /// [`Assessment::PlanFollowed`].
     pub plan_followed: u64,
-    /// The write stood and no plan followed: a possible false positive.
-    pub stood: u64,
-    /// The history does not say.
+    /// [`Assessment::Reworked`].
+    pub reworked: u64,
+    /// [`Assessment::LikelyFalse`].
+    pub likely_false: u64,
+    /// [`Assessment::Unclear`].
+    pub unclear: u64,
+    /// [`Assessment::Unknown`].
     pub unknown: u64,
+}
+
+impl Aftermath {
+    fn add(&mut self, a: Assessment) {
+        let n = match a {
+            Assessment::Agreed => &mut self.agreed,
+            Assessment::Reverted => &mut self.reverted,
+            Assessment::PlanFollowed => &mut self.plan_followed,
+            Assessment::Reworked => &mut self.reworked,
+            Assessment::LikelyFalse => &mut self.likely_false,
+            Assessment::Unclear => &mut self.unclear,
+            Assessment::Unknown => &mut self.unknown,
+        };
+        *n += 1;
+    }
+
+    /// Says it for a person.
+    pub fn describe(&self) -> String {
+        format!(
+            "{} refused, failed or flagged anyway, {} reverted, {} followed by a plan, {} reworked later; {} likely false positives; {} unclear, {} unknown",
+            self.agreed, self.reverted, self.plan_followed, self.reworked, self.likely_false, self.unclear, self.unknown
+        )
+    }
+
+    /// Firings the history shows were right.
+    pub fn right(&self) -> u64 {
+        self.agreed + self.reverted + self.plan_followed + self.reworked
+    }
+
+    /// The false-positive estimate: likely false positives over the firings whose outcome is
+    /// clear (right or likely false), and the range it lies in whichever way the unclear ones
+    /// went. `None` when no firing's outcome is known.
+    pub fn false_positives(&self) -> Option<(f64, (f64, f64))> {
+        let clear = self.right() + self.likely_false;
+        let known = clear + self.unclear;
+        if known == 0 {
+            return None;
+        }
+        let point = if clear == 0 {
+            (self.likely_false + self.unclear) as f64 / known as f64
+        } else {
+            self.likely_false as f64 / clear as f64
+        };
+        let lo = self.likely_false as f64 / known as f64;
+        let hi = (self.likely_false + self.unclear) as f64 / known as f64;
+        Some((point, (lo, hi)))
+    }
 }
 
 /// One gate's figures under the candidate config.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct GateCalibration {
-    /// Writes it decided on.
+    /// Actions it decided on.
     pub actions: u64,
-    /// Denials (enforce) it would have given.
+    /// Denials (enforce) it would have given, or stops it would have made.
     pub denied: u64,
     /// Warnings (advisory) it would have given.
     pub warned: u64,
@@ -122,15 +228,18 @@ pub struct GateCalibration {
     pub sessions_fired: u64,
     /// `turns_fired` over all turns.
     pub turn_rate: f64,
-    /// What came of the writes it fired on.
+    /// What came of the actions it fired on, firing by firing.
     pub aftermath: Aftermath,
-    /// Possible false positives over the firings whose aftermath is known (`None`: none known).
+    /// Likely false positives over the firings whose outcome is clear (`None`: none clear).
     pub false_positive_estimate: Option<f64>,
+    /// The range the false-positive rate lies in, whichever way the unclear firings went.
+    pub false_positive_range: Option<(f64, f64)>,
     /// The first few firings.
     pub examples: Vec<Firing>,
     /// Under the current config: turns it fired in (`None`: no current config given).
     pub current_turns_fired: Option<u64>,
-    /// Refusals by this gate recorded in the ledgers (what actually happened).
+    /// Refusals, stops and forced jumps by this gate recorded in the ledgers (what actually
+    /// happened under the recorded config).
     pub recorded_refusals: u64,
 }
 
@@ -141,26 +250,63 @@ pub struct Calibration {
     pub sessions: u64,
     /// Turns (a person's message starts one).
     pub turns: u64,
-    /// Recorded file writes re-judged.
+    /// Recorded actions re-judged: file writes (all sources), and every other tool call and
+    /// agent turn of a ledger.
     pub actions: u64,
+    /// Recorded file writes re-judged (a part of `actions`).
+    pub writes: u64,
+    /// Records (ledger records, transcript lines) read, for the throughput.
+    pub records: u64,
     /// Writes left out: outside the workspace or by an agent name loopward cannot use.
     pub unjudged: u64,
     /// Per gate, under the candidate.
     pub gates: BTreeMap<String, GateCalibration>,
-    /// Writes whose verdict differs between the current config and the candidate (`None`: no
+    /// Actions whose verdict differs between the current config and the candidate (`None`: no
     /// current config given).
     pub changed: Option<u64>,
     /// The first few of them: (firing under the candidate, or the action it stops firing on).
     pub changed_examples: Vec<Firing>,
+    /// Ledgers read, by what verified them (`key k…`, `keyless (sha256)`).
+    pub verified_by: BTreeMap<String, u64>,
     /// Ledgers left out because they did not verify, with the reason.
     pub left_out: Vec<(String, String)>,
 }
 
+/// One config, compiled for shadow judging.
+struct Rules {
+    policy: Policy,
+    layers: Layers,
+}
+
+impl Rules {
+    fn new(
+        policy: &PolicyConfig,
+        layers: &LayersConfig,
+        which: &'static str,
+    ) -> Result<Self, CalibrateError> {
+        Ok(Self {
+            policy: Policy::shadow(policy)
+                .map_err(|source| CalibrateError::Config { which, source })?,
+            layers: Layers::new(layers)
+                .map_err(|source| CalibrateError::Layers { which, source })?,
+        })
+    }
+
+    /// Every judged action of a session, in step order, and the session's turns.
+    fn judge(&self, session: &Session) -> (Vec<Judged>, u64) {
+        let (mut judged, turns) = judge_session(&self.policy, session);
+        judged.extend(judge_layers(&self.layers, session));
+        judged.sort_by_key(|j| j.step);
+        (judged, turns)
+    }
+}
+
 /// Reads sources and re-judges them; [`finish`](Self::finish) gives the report.
 pub struct Calibrator {
-    candidate: Policy,
-    current: Option<Policy>,
+    candidate: Rules,
+    current: Option<Rules>,
     main_agent: String,
+    verify: VerifyOptions,
     report: Calibration,
     fired_turns: BTreeMap<String, u64>,
 }
@@ -174,26 +320,52 @@ impl std::fmt::Debug for Calibrator {
 }
 
 impl Calibrator {
-    /// A calibrator for `candidate`, compared with `current` when given. `main_agent` names
-    /// Claude Code's main agent (as `loopward hook claude-code --main-agent` does).
+    /// A calibrator for the gates of `candidate`, compared with `current` when given, with the
+    /// default layer tables (see [`with_layers`](Self::with_layers)). `main_agent` names Claude
+    /// Code's main agent (as `loopward hook claude-code --main-agent` does). Ledgers must verify
+    /// keyless or unfinished (see [`with_verify`](Self::with_verify)).
     pub fn new(
         candidate: &PolicyConfig,
         current: Option<&PolicyConfig>,
         main_agent: &str,
     ) -> Result<Self, CalibrateError> {
-        let rules = |cfg: &PolicyConfig, which| {
-            Policy::shadow(cfg).map_err(|source| CalibrateError::Config { which, source })
-        };
+        let layers = LayersConfig::default();
         Ok(Self {
-            candidate: rules(candidate, "candidate")?,
-            current: current.map(|c| rules(c, "current")).transpose()?,
+            candidate: Rules::new(candidate, &layers, "candidate")?,
+            current: current
+                .map(|c| Rules::new(c, &layers, "current"))
+                .transpose()?,
             main_agent: main_agent.to_string(),
+            verify: VerifyOptions::keyless().unfinished(true),
             report: Calibration {
                 changed: current.map(|_| 0),
                 ..Calibration::default()
             },
             fired_turns: BTreeMap::new(),
         })
+    }
+
+    /// The layer tables (caps, repeat, stop-gates, class-jump) of the candidate and of the
+    /// current config, judged on ledgers.
+    pub fn with_layers(
+        mut self,
+        candidate: &LayersConfig,
+        current: Option<&LayersConfig>,
+    ) -> Result<Self, CalibrateError> {
+        let layers =
+            |c, which| Layers::new(c).map_err(|source| CalibrateError::Layers { which, source });
+        self.candidate.layers = layers(candidate, "candidate")?;
+        if let (Some(rules), Some(c)) = (self.current.as_mut(), current) {
+            rules.layers = layers(c, "current")?;
+        }
+        Ok(self)
+    }
+
+    /// What a ledger must verify under (default: keyless and unfinished ledgers accepted,
+    /// tampered ones not). A ledger that does not verify is left out and listed.
+    pub fn with_verify(mut self, opts: VerifyOptions) -> Self {
+        self.verify = opts;
+        self
     }
 
     /// Reads a source: a runs folder, a run's folder, a folder of transcripts (searched two
@@ -216,9 +388,10 @@ impl Calibrator {
                 .file_stem()
                 .map(|s| s.to_string_lossy().into_owned())
                 .unwrap_or_default();
-            let sessions =
+            let (sessions, lines) =
                 transcript_sessions(std::io::BufReader::new(file), &self.main_agent, &name)
                     .map_err(io)?;
+            self.report.records += lines;
             for s in sessions {
                 self.add_session(&s);
             }
@@ -229,15 +402,17 @@ impl Calibrator {
                 .file_name()
                 .map(|n| n.to_string_lossy().into_owned())
                 .unwrap_or_default();
-            // History as it was recorded: keyless and unfinished ledgers count, tampered ones not.
-            let opts = crate::audit::VerifyOptions::keyless().unfinished(true);
-            if let Err(e) = verify(path, &opts) {
-                self.report.left_out.push((name, e.to_string()));
-                return Ok(());
+            // One read: the records come out of the verifier, checked.
+            match verify_records(path, &self.verify) {
+                Ok((ok, records)) => {
+                    *self.report.verified_by.entry(ok.verified_by()).or_default() += 1;
+                    self.report.records += records.len() as u64;
+                    let session = ledger_session(&name, &records);
+                    drop(records);
+                    self.add_session(&session);
+                }
+                Err(e) => self.report.left_out.push((name, e.to_string())),
             }
-            let bytes = std::fs::read(path.join(EVENTS_FILE)).map_err(io)?;
-            let session = ledger_session(&name, &bytes);
-            self.add_session(&session);
             return Ok(());
         }
         let mut entries: Vec<PathBuf> = std::fs::read_dir(path)
@@ -255,25 +430,31 @@ impl Calibrator {
     }
 
     fn add_session(&mut self, session: &Session) {
-        let (judged, turns) = judge_session(&self.candidate, session);
-        let current = self
-            .current
-            .as_ref()
-            .map(|rules| judge_session(rules, session).0);
+        let (judged, turns) = self.candidate.judge(session);
+        let current = self.current.as_ref().map(|rules| rules.judge(session).0);
+        let history = History::of(session, turns);
         let r = &mut self.report;
         r.sessions += 1;
         r.turns += turns;
-        let judged_writes = judged.len() as u64;
-        let all_writes = session
-            .steps
-            .iter()
-            .filter(|s| matches!(s, source::Step::Write(_)))
-            .count() as u64;
-        r.actions += judged_writes;
-        r.unjudged += all_writes - judged_writes;
+        let (mut writes, mut judged_writes, mut other) = (0u64, 0u64, 0u64);
+        for s in &session.steps {
+            match s {
+                Step::Write(w) => {
+                    writes += 1;
+                    judged_writes += u64::from(
+                        w.rel.is_some() && loopward_core::AgentId::new(w.agent.clone()).is_ok(),
+                    );
+                }
+                Step::Call(_) | Step::Turn(..) => other += 1,
+                Step::Human => {}
+            }
+        }
+        r.actions += judged_writes + other;
+        r.writes += judged_writes;
+        r.unjudged += writes - judged_writes;
         let mut fired_in_session: BTreeSet<String> = BTreeSet::new();
         let mut fired_turn: BTreeSet<(String, u64)> = BTreeSet::new();
-        for (i, j) in judged.iter().enumerate() {
+        for j in &judged {
             for (gate, d) in &j.verdict.decisions {
                 let g = r.gates.entry(gate.clone()).or_default();
                 g.actions += 1;
@@ -292,32 +473,48 @@ impl Calibrator {
                 if fired_turn.insert((gate.clone(), j.turn)) {
                     g.turns_fired += 1;
                 }
-                let a = &mut g.aftermath;
-                match (j.write.outcome, j.plan_followed) {
-                    (Outcome::Refused, _) => a.agreed += 1,
-                    (_, _) if j.write.flagged => a.agreed += 1,
-                    (Outcome::Reverted, _) => a.reverted += 1,
-                    (Outcome::Kept, true) => a.plan_followed += 1,
-                    (Outcome::Kept, false) => a.stood += 1,
-                    (Outcome::Unknown, _) => a.unknown += 1,
-                }
+                let assessment = j.fixed(gate).unwrap_or_else(|| history.assess(j));
+                g.aftermath.add(assessment);
                 if g.examples.len() < EXAMPLES {
-                    g.examples.push(firing(session, j, text));
+                    g.examples.push(firing(session, j, text, assessment));
                 }
             }
-            if let (Some(cur), Some(changed)) = (&current, r.changed.as_mut()) {
-                let before = cur.get(i).map(|c| c.verdict.fired()).unwrap_or_default();
-                if before != j.verdict.fired() {
-                    *changed += 1;
-                    if r.changed_examples.len() < EXAMPLES {
-                        let now: Vec<&str> = j.verdict.fired().into_iter().collect();
-                        let was: Vec<&str> = before.into_iter().collect();
-                        r.changed_examples.push(firing(
-                            session,
-                            j,
-                            format!("fired: [{}] → [{}]", was.join(", "), now.join(", ")),
-                        ));
-                    }
+        }
+        if let (Some(cur), Some(changed)) = (&current, r.changed.as_mut()) {
+            let mut before: BTreeMap<usize, BTreeSet<&str>> = BTreeMap::new();
+            for c in cur {
+                before.entry(c.step).or_default().extend(c.verdict.fired());
+            }
+            let mut after: BTreeMap<usize, (BTreeSet<&str>, &Judged)> = BTreeMap::new();
+            for j in &judged {
+                after
+                    .entry(j.step)
+                    .or_insert_with(|| (BTreeSet::new(), j))
+                    .0
+                    .extend(j.verdict.fired());
+            }
+            let steps: BTreeSet<usize> = before.keys().chain(after.keys()).copied().collect();
+            let empty = BTreeSet::new();
+            for step in steps {
+                let was = before.get(&step).unwrap_or(&empty);
+                let now = after.get(&step).map_or(&empty, |(s, _)| s);
+                if was == now {
+                    continue;
+                }
+                *changed += 1;
+                let Some(j) = after
+                    .get(&step)
+                    .map(|(_, j)| *j)
+                    .or_else(|| cur.iter().find(|c| c.step == step))
+                else {
+                    continue;
+                };
+                if r.changed_examples.len() < EXAMPLES {
+                    let was: Vec<&str> = was.iter().copied().collect();
+                    let now: Vec<&str> = now.iter().copied().collect();
+                    let text = format!("fired: [{}] → [{}]", was.join(", "), now.join(", "));
+                    let a = history.assess(j);
+                    r.changed_examples.push(firing(session, j, text, a));
                 }
             }
         }
@@ -336,14 +533,8 @@ impl Calibrator {
                 }
             }
         }
-        for step in &session.steps {
-            if let source::Step::Write(w) = step {
-                if let Some(gate) = &w.refused_by {
-                    if session.kind == "ledger" {
-                        r.gates.entry(gate.clone()).or_default().recorded_refusals += 1;
-                    }
-                }
-            }
+        for gate in &session.recorded {
+            r.gates.entry(gate.clone()).or_default().recorded_refusals += 1;
         }
     }
 
@@ -353,9 +544,10 @@ impl Calibrator {
         let has_current = self.current.is_some();
         for (name, g) in &mut self.report.gates {
             g.turn_rate = g.turns_fired as f64 / turns;
-            let a = g.aftermath;
-            let known = a.agreed + a.reverted + a.plan_followed + a.stood;
-            g.false_positive_estimate = (known > 0).then(|| a.stood as f64 / known as f64);
+            if let Some((point, range)) = g.aftermath.false_positives() {
+                g.false_positive_estimate = Some(point);
+                g.false_positive_range = Some(range);
+            }
             if has_current {
                 g.current_turns_fired = Some(self.fired_turns.get(name).copied().unwrap_or(0));
             }
@@ -364,17 +556,101 @@ impl Calibrator {
     }
 }
 
-fn firing(session: &Session, j: &shadow::Judged<'_>, text: String) -> Firing {
+/// What the rest of a session shows about an action: later writes of each file, and whether
+/// the session went on well.
+struct History {
+    /// Per file: (step, turn, agent) of each write that stood.
+    writes: HashMap<String, Vec<(usize, u64, String)>>,
+    /// Turns in the session.
+    turns: u64,
+    /// The recorded run completed (`None`: a transcript, or the run did not end).
+    completed: Option<bool>,
+    transcript: bool,
+}
+
+impl History {
+    fn of(session: &Session, turns: u64) -> Self {
+        let mut writes: HashMap<String, Vec<(usize, u64, String)>> = HashMap::new();
+        let mut turn = 0u64;
+        for (i, s) in session.steps.iter().enumerate() {
+            match s {
+                Step::Human => turn += 1,
+                Step::Write(w) if matches!(w.outcome, Outcome::Kept) => {
+                    if let Some(rel) = &w.rel {
+                        writes.entry(rel.clone()).or_default().push((
+                            i,
+                            turn.max(1),
+                            w.agent.clone(),
+                        ));
+                    }
+                }
+                _ => {}
+            }
+        }
+        Self {
+            writes,
+            turns,
+            completed: layers::completed(session),
+            transcript: session.kind != "ledger",
+        }
+    }
+
+    /// One firing's assessment from the action's own outcome and what came after it.
+    fn assess(&self, j: &Judged) -> Assessment {
+        match j.act.outcome {
+            Outcome::Refused => return Assessment::Agreed,
+            _ if j.act.flagged => return Assessment::Agreed,
+            Outcome::Reverted => return Assessment::Reverted,
+            Outcome::Unknown => return Assessment::Unknown,
+            Outcome::Kept => {}
+        }
+        if j.plan_followed {
+            return Assessment::PlanFollowed;
+        }
+        let reworked = j
+            .act
+            .file
+            .as_ref()
+            .and_then(|f| self.writes.get(f))
+            .is_some_and(|ws| {
+                ws.iter().any(|(step, turn, agent)| {
+                    *step > j.step && (*turn > j.turn || *agent != j.act.agent)
+                })
+            });
+        if reworked {
+            return Assessment::Reworked;
+        }
+        let went_on_well = if self.transcript {
+            Some(j.turn < self.turns)
+        } else {
+            self.completed
+        };
+        match went_on_well {
+            Some(true) => Assessment::LikelyFalse,
+            _ => Assessment::Unclear,
+        }
+    }
+}
+
+/// The false-positive estimate and its range, for a table cell.
+pub(crate) fn fp_text(g: &GateCalibration) -> String {
+    match (g.false_positive_estimate, g.false_positive_range) {
+        (Some(p), Some((lo, hi))) if (hi - lo).abs() < 1e-9 => format!("{:.0}%", 100.0 * p),
+        (Some(p), Some((lo, hi))) => {
+            format!("{:.0}% ({:.0}–{:.0}%)", 100.0 * p, 100.0 * lo, 100.0 * hi)
+        }
+        _ => "-".into(),
+    }
+}
+
+fn firing(session: &Session, j: &Judged, text: String, assessment: Assessment) -> Firing {
     Firing {
         session: format!("{} {}", session.kind, session.id),
         turn: j.turn,
-        agent: j.write.agent.clone(),
-        action: format!(
-            "{} {}",
-            j.write.tool,
-            j.write.rel.as_deref().unwrap_or(&j.write.raw)
-        ),
+        agent: j.act.agent.clone(),
+        action: j.act.action.clone(),
         text,
+        assessment,
     }
 }
 
@@ -391,14 +667,14 @@ impl Calibration {
         let mut o = String::new();
         let _ = writeln!(
             o,
-            "{} session(s), {} turn(s), {} recorded write(s) re-judged ({} left unjudged: outside the workspace or unnamed agent)",
-            self.sessions, self.turns, self.actions, self.unjudged
+            "{} session(s), {} turn(s), {} recorded action(s) re-judged from {} record(s) ({} write(s) left unjudged: outside the workspace or unnamed agent)",
+            self.sessions, self.turns, self.actions, self.records, self.unjudged
         );
         let _ = writeln!(
             o,
-            "\n{:<24} {:>7} {:>7} {:>7} {:>12} {:>9} {:>7} {:>9} {:>9} {:>9}",
+            "\n{:<28} {:>7} {:>7} {:>7} {:>12} {:>9} {:>7} {:>9} {:>9}  FP estimate (range)",
             "gate",
-            "writes",
+            "actions",
             "denied",
             "warned",
             "turns fired",
@@ -406,12 +682,11 @@ impl Calibration {
             "rate",
             "current",
             "recorded",
-            "FP est."
         );
         for (name, g) in &self.gates {
             let _ = writeln!(
                 o,
-                "{:<24} {:>7} {:>7} {:>7} {:>12} {:>9} {:>6.1}% {:>9} {:>9} {:>9}",
+                "{:<28} {:>7} {:>7} {:>7} {:>12} {:>9} {:>6.1}% {:>9} {:>9}  {}",
                 name,
                 g.actions,
                 g.denied,
@@ -422,8 +697,7 @@ impl Calibration {
                 g.current_turns_fired
                     .map_or_else(|| "-".into(), |n| format!("{n} turns")),
                 g.recorded_refusals,
-                g.false_positive_estimate
-                    .map_or_else(|| "-".into(), |f| format!("{:.0}%", 100.0 * f)),
+                fp_text(g),
             );
         }
         for (name, g) in &self.gates {
@@ -431,23 +705,24 @@ impl Calibration {
                 continue;
             }
             let a = g.aftermath;
-            let _ = writeln!(
-                o,
-                "\n{name}: afterwards {} refused anyway, {} reverted, {} followed by a plan, {} stood (possible false positives), {} unknown",
-                a.agreed, a.reverted, a.plan_followed, a.stood, a.unknown
-            );
+            let _ = writeln!(o, "\n{name}: afterwards {}", a.describe());
             for e in &g.examples {
                 let _ = writeln!(
                     o,
-                    "  {} turn {} · {} · {}: {}",
-                    e.session, e.turn, e.agent, e.action, e.text
+                    "  {} turn {} · {} · {}: {} [{}]",
+                    e.session,
+                    e.turn,
+                    e.agent,
+                    e.action,
+                    e.text,
+                    e.assessment.describe()
                 );
             }
         }
         if let Some(n) = self.changed {
             let _ = writeln!(
                 o,
-                "\nagainst the current config: {n} write(s) would be judged differently"
+                "\nagainst the current config: {n} action(s) would be judged differently"
             );
             for e in &self.changed_examples {
                 let _ = writeln!(
@@ -456,6 +731,13 @@ impl Calibration {
                     e.session, e.turn, e.agent, e.action, e.text
                 );
             }
+        }
+        let _ = writeln!(
+            o,
+            "\nFP estimate: each firing is assessed from what the history shows came next; the estimate is the likely false positives (the action stood and the history went on well: the run completed, the person's next message came, a repeat followed a change) over the firings whose outcome is clear; the range counts the unclear ones (the history ends there) as right, then as false."
+        );
+        for (by, n) in &self.verified_by {
+            let _ = writeln!(o, "ledgers verified by {by}: {n}");
         }
         for (run, why) in &self.left_out {
             let _ = writeln!(o, "LEFT OUT {run}: {why}");

@@ -13,7 +13,7 @@
 //! Lines of other types (`summary`, `system`, …) and unknown fields are skipped.
 
 use crate::audit::Record;
-use loopward_core::{AuditEvent, Decision, EffectStatus};
+use loopward_core::{AuditEvent, Decision, Effect, EffectStatus, LayerVerdict, RunStatus};
 use serde_json::Value;
 use std::collections::HashMap;
 use std::io::BufRead;
@@ -39,6 +39,30 @@ pub(crate) enum Step {
     Human,
     /// A file write, as requested.
     Write(Write),
+    /// An agent's turn starts (ledgers: the runner called it), and when (ms since the epoch,
+    /// when the record's time parses).
+    Turn(String, Option<u64>),
+    /// Any other tool call (ledgers: shell, handoff, report_attempt, reads…).
+    Call(Call),
+}
+
+/// A recorded tool call that is not a file write.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Call {
+    /// The agent that asked.
+    pub(crate) agent: String,
+    /// The tool call's id.
+    pub(crate) call_id: String,
+    /// The tool, as the history names it.
+    pub(crate) tool: String,
+    /// Its arguments, as requested.
+    pub(crate) arguments: Value,
+    /// What became of it.
+    pub(crate) outcome: Outcome,
+    /// The gate or layer that refused it, when one did.
+    pub(crate) refused_by: Option<String>,
+    /// The files it changed, as recorded.
+    pub(crate) effects: Vec<Effect>,
 }
 
 /// A recorded file write.
@@ -64,6 +88,10 @@ pub(crate) struct Write {
     pub(crate) refused_by: Option<String>,
     /// The recorded config flagged it (an advisory warning, or an override a person granted).
     pub(crate) flagged: bool,
+    /// The tool's arguments, as requested (for repeat limits and stop-gates).
+    pub(crate) arguments: Value,
+    /// The files it changed, as recorded (ledgers).
+    pub(crate) effects: Vec<Effect>,
 }
 
 /// A session's steps: a loopward run or a Claude Code session.
@@ -75,6 +103,10 @@ pub(crate) struct Session {
     pub(crate) id: String,
     /// Its steps, in order.
     pub(crate) steps: Vec<Step>,
+    /// How the run ended, as recorded (ledgers; `None`: it did not, or a transcript).
+    pub(crate) ended: Option<RunStatus>,
+    /// The refusals and stops the recorded config made, by gate (ledgers).
+    pub(crate) recorded: Vec<String>,
 }
 
 /// Normalises a path to workspace-relative form: strips the root of an absolute path, drops `.`,
@@ -101,16 +133,14 @@ pub(crate) fn relative(raw: &str, root: Option<&str>) -> Option<String> {
     Some(parts.join("/"))
 }
 
-/// Reads one loopward run's ledger (`events.jsonl`) into a session. The records are read one
-/// line at a time; the caller verifies the ledger first where that matters.
-pub(crate) fn ledger_session(name: &str, bytes: &[u8]) -> Session {
+/// Reads one loopward run's verified records into a session.
+pub(crate) fn ledger_session(name: &str, records: &[Record]) -> Session {
     let mut steps: Vec<Step> = Vec::new();
-    // call id → index of its write in `steps`
+    let mut ended = None;
+    let mut recorded = Vec::new();
+    // call id → index of its step in `steps`
     let mut calls: HashMap<String, usize> = HashMap::new();
-    for line in bytes.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
-        let Ok((r, _)) = Record::parse_line(line) else {
-            continue;
-        };
+    for r in records {
         let Ok(event) = r.event() else { continue };
         let agent = r
             .agent
@@ -123,57 +153,121 @@ pub(crate) fn ledger_session(name: &str, bytes: &[u8]) -> Session {
             {
                 steps.push(Step::Human);
             }
+            AuditEvent::TurnStarted { agent } => {
+                steps.push(Step::Turn(agent.to_string(), millis(&r.time)));
+            }
+            AuditEvent::RunEnded { status, .. } => ended = Some(status),
             AuditEvent::ToolRequested {
                 call_id,
                 tool,
                 arguments,
             } => {
-                let Some(raw) = arguments.get("path").and_then(Value::as_str) else {
-                    continue;
-                };
-                if !matches!(tool.as_str(), "write_file" | "edit_file") {
-                    continue;
-                }
                 calls.insert(call_id.clone(), steps.len());
-                steps.push(Step::Write(Write {
-                    agent,
-                    call_id,
-                    tool,
-                    raw: raw.to_string(),
-                    rel: relative(raw, None),
-                    replacements: replacements(&arguments),
-                    content: arguments
-                        .get("content")
-                        .and_then(Value::as_str)
-                        .map(str::to_string),
-                    outcome: Outcome::Unknown,
-                    refused_by: None,
-                    flagged: false,
-                }));
+                let path = arguments.get("path").and_then(Value::as_str);
+                let step = match path {
+                    Some(raw) if matches!(tool.as_str(), "write_file" | "edit_file") => {
+                        Step::Write(Write {
+                            agent,
+                            call_id,
+                            tool,
+                            raw: raw.to_string(),
+                            rel: relative(raw, None),
+                            replacements: replacements(&arguments),
+                            content: arguments
+                                .get("content")
+                                .and_then(Value::as_str)
+                                .map(str::to_string),
+                            outcome: Outcome::Unknown,
+                            refused_by: None,
+                            flagged: false,
+                            arguments,
+                            effects: vec![],
+                        })
+                    }
+                    _ => Step::Call(Call {
+                        agent,
+                        call_id,
+                        tool,
+                        arguments,
+                        outcome: Outcome::Unknown,
+                        refused_by: None,
+                        effects: vec![],
+                    }),
+                };
+                steps.push(step);
             }
             AuditEvent::GateDecision {
+                gate: recorded_gate,
+                decision: Decision::Deny(_),
+                call_id: None,
+                ..
+            } => recorded.push(recorded_gate.name),
+            AuditEvent::GateDecision {
                 call_id: Some(id),
-                decision: Decision::Deny(rf),
+                decision,
                 path,
                 ..
-            } => {
-                if let Some(Step::Write(w)) = calls.get(&id).and_then(|&i| steps.get_mut(i)) {
-                    w.outcome = Outcome::Refused;
-                    w.refused_by.get_or_insert(rf.gate);
+            } => match calls.get(&id).and_then(|&i| steps.get_mut(i)) {
+                Some(Step::Write(w)) => {
+                    if let Decision::Deny(rf) = &decision {
+                        recorded.push(rf.gate.clone());
+                        w.outcome = Outcome::Refused;
+                        w.refused_by.get_or_insert(rf.gate.clone());
+                    }
                     if let Some(p) = path {
                         w.rel = Some(p);
                     }
+                    w.flagged |= matches!(decision, Decision::Warn(_) | Decision::Override { .. });
+                }
+                Some(Step::Call(c)) => {
+                    if let Decision::Deny(rf) = decision {
+                        recorded.push(rf.gate.clone());
+                        c.outcome = Outcome::Refused;
+                        c.refused_by.get_or_insert(rf.gate);
+                    }
+                }
+                _ => {
+                    if let Decision::Deny(rf) = decision {
+                        recorded.push(rf.gate);
+                    }
+                }
+            },
+            AuditEvent::LayerDecision {
+                ref layer,
+                decision,
+                ref detail,
+            } if layer_firing(layer, decision, detail).is_some() => {
+                let gate = layer_firing(layer, decision, detail).unwrap_or_default();
+                recorded.push(gate.clone());
+                let id = detail.get("call_id").and_then(Value::as_str).unwrap_or("");
+                match calls.get(id).and_then(|&i| steps.get_mut(i)) {
+                    Some(Step::Write(w)) if decision != LayerVerdict::Approved => {
+                        w.outcome = Outcome::Refused;
+                        w.refused_by.get_or_insert(gate);
+                    }
+                    Some(Step::Call(c)) if decision != LayerVerdict::Approved => {
+                        c.outcome = Outcome::Refused;
+                        c.refused_by.get_or_insert(gate);
+                    }
+                    _ => {}
                 }
             }
-            AuditEvent::GateDecision {
-                call_id: Some(id),
-                path: Some(p),
+            AuditEvent::LayerDecision {
+                layer,
                 decision,
-                ..
-            } => {
-                if let Some(Step::Write(w)) = calls.get(&id).and_then(|&i| steps.get_mut(i)) {
-                    w.rel = Some(p);
-                    w.flagged |= matches!(decision, Decision::Warn(_) | Decision::Override { .. });
+                detail,
+            } if matches!(decision, LayerVerdict::Refused | LayerVerdict::Denied) => {
+                let id = detail.get("call_id").and_then(Value::as_str).unwrap_or("");
+                match calls.get(id).and_then(|&i| steps.get_mut(i)) {
+                    Some(Step::Write(w)) => {
+                        w.outcome = Outcome::Refused;
+                        w.refused_by.get_or_insert(layer);
+                    }
+                    Some(Step::Call(c)) => {
+                        c.outcome = Outcome::Refused;
+                        c.refused_by.get_or_insert(layer);
+                    }
+                    _ => {}
                 }
             }
             AuditEvent::ToolFinished {
@@ -181,21 +275,21 @@ pub(crate) fn ledger_session(name: &str, bytes: &[u8]) -> Session {
                 is_error,
                 effects,
                 ..
-            } => {
-                if let Some(Step::Write(w)) = calls.get(&call_id).and_then(|&i| steps.get_mut(i)) {
-                    if w.outcome != Outcome::Refused {
-                        w.outcome = if is_error {
-                            Outcome::Refused
-                        } else if effects.iter().any(|e| e.status == EffectStatus::Ok) {
-                            Outcome::Kept
-                        } else if effects.is_empty() {
-                            Outcome::Unknown
-                        } else {
-                            Outcome::Reverted
-                        };
-                    }
+            } => match calls.get(&call_id).and_then(|&i| steps.get_mut(i)) {
+                Some(Step::Write(w)) if w.outcome != Outcome::Refused => {
+                    w.outcome = finished(is_error, &effects);
+                    w.effects = effects;
                 }
-            }
+                Some(Step::Call(c)) if c.outcome != Outcome::Refused => {
+                    c.outcome = if is_error {
+                        Outcome::Refused
+                    } else {
+                        Outcome::Kept
+                    };
+                    c.effects = effects;
+                }
+                _ => {}
+            },
             _ => {}
         }
     }
@@ -203,22 +297,64 @@ pub(crate) fn ledger_session(name: &str, bytes: &[u8]) -> Session {
         kind: "ledger",
         id: name.to_string(),
         steps,
+        ended,
+        recorded,
+    }
+}
+
+/// The gate a recorded layer decision is a firing of (a refusal, a stop, a forced jump).
+fn layer_firing(layer: &str, decision: LayerVerdict, detail: &Value) -> Option<String> {
+    use LayerVerdict as V;
+    let field = |k: &str| detail.get(k).and_then(Value::as_str).unwrap_or("");
+    match (layer, decision) {
+        ("repeat", V::Refused) => Some("repeat".into()),
+        ("caps", V::CapReached) => Some(format!(
+            "caps:{}",
+            field("cap").split(' ').next().unwrap_or_default()
+        )),
+        ("stopgate", V::Denied | V::Approved | V::ApprovalRequested) => {
+            Some(format!("stopgate:{}", field("gate")))
+        }
+        ("class_jump", V::ClassJump | V::Exhausted) => Some("class_jump".into()),
+        _ => None,
+    }
+}
+
+/// A record's time in ms since the epoch.
+fn millis(time: &str) -> Option<u64> {
+    let t = humantime::parse_rfc3339_weak(time).ok()?;
+    let d = t.duration_since(std::time::UNIX_EPOCH).ok()?;
+    u64::try_from(d.as_millis()).ok()
+}
+
+/// What became of a write, from its recorded result.
+fn finished(is_error: bool, effects: &[Effect]) -> Outcome {
+    if is_error {
+        Outcome::Refused
+    } else if effects.iter().any(|e| e.status == EffectStatus::Ok) {
+        Outcome::Kept
+    } else if effects.is_empty() {
+        Outcome::Unknown
+    } else {
+        Outcome::Reverted
     }
 }
 
 /// Reads Claude Code transcript lines into sessions (one file may hold one session; lines of
-/// several sessions are kept apart by `sessionId`). `main_agent` names the main agent;
-/// sidechain (subagent) lines go by `subagent` unless they name their agent.
+/// several sessions are kept apart by `sessionId`), and counts the lines. `main_agent` names
+/// the main agent; sidechain (subagent) lines go by `subagent` unless they name their agent.
 pub(crate) fn transcript_sessions(
     reader: impl BufRead,
     main_agent: &str,
     fallback_id: &str,
-) -> std::io::Result<Vec<Session>> {
+) -> std::io::Result<(Vec<Session>, u64)> {
+    let mut lines = 0u64;
     let mut sessions: Vec<Session> = Vec::new();
     let mut index: HashMap<String, usize> = HashMap::new();
     let mut calls: HashMap<(usize, String), usize> = HashMap::new();
     for line in reader.lines() {
         let line = line?;
+        lines += 1;
         let Ok(v) = serde_json::from_str::<Value>(&line) else {
             continue;
         };
@@ -238,6 +374,8 @@ pub(crate) fn transcript_sessions(
                 kind: "claude-code",
                 id: sid,
                 steps: Vec::new(),
+                ended: None,
+                recorded: Vec::new(),
             });
             sessions.len() - 1
         });
@@ -316,13 +454,15 @@ pub(crate) fn transcript_sessions(
                         outcome: Outcome::Unknown,
                         refused_by: None,
                         flagged: false,
+                        arguments: input.clone(),
+                        effects: vec![],
                     }));
                 }
             }
             _ => {}
         }
     }
-    Ok(sessions)
+    Ok((sessions, lines))
 }
 
 fn meta(v: &Value) -> bool {
@@ -399,7 +539,7 @@ mod tests {
             r#"{"type":"assistant","sessionId":"s1","cwd":"/p","message":{"role":"assistant","content":[{"type":"tool_use","id":"t3","name":"Edit","input":{"file_path":"/p/c.rs","old_string":"a","new_string":"b"}}]}}"#,
             r#"{"type":"user","sessionId":"s1","cwd":"/p","message":{"role":"user","content":[{"type":"tool_result","tool_use_id":"t3","is_error":true,"content":"blocked by hook"}]}}"#,
         ];
-        let s = transcript_sessions(lines.join("\n").as_bytes(), "root", "f").unwrap();
+        let (s, _) = transcript_sessions(lines.join("\n").as_bytes(), "root", "f").unwrap();
         assert_eq!(s.len(), 1);
         let steps = &s[0].steps;
         assert_eq!(steps.len(), 3, "{steps:?}");

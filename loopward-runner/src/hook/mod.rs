@@ -148,13 +148,15 @@ impl std::fmt::Debug for HookContext {
 }
 
 /// What a `Bash` command is wrapped with: `<exe> sandbox exec --config <config> --agent <agent>
-/// --session <session> -- bash -c <command>`.
+/// --session <session> [--unreadable <dir>]… -- bash -c <command>`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SandboxExec {
     /// The absolute path of the `loopward` binary.
     pub exe: PathBuf,
     /// The absolute path of `loopward.toml`.
     pub config: PathBuf,
+    /// Folders the command may not even read (the state directory's ledger keys).
+    pub unreadable: Vec<PathBuf>,
 }
 
 impl SandboxExec {
@@ -163,15 +165,24 @@ impl SandboxExec {
     ///
     /// ```
     /// use loopward_runner::hook::SandboxExec;
-    /// let x = SandboxExec { exe: "/usr/bin/loopward".into(), config: "/p/loopward.toml".into() };
+    /// let x = SandboxExec {
+    ///     exe: "/usr/bin/loopward".into(),
+    ///     config: "/p/loopward.toml".into(),
+    ///     unreadable: vec![],
+    /// };
     /// assert_eq!(
     ///     x.wrap("s1", "builder", "echo 'hi'").unwrap(),
     ///     "'/usr/bin/loopward' sandbox exec --config '/p/loopward.toml' --agent 'builder' --session 's1' -- bash -c 'echo '\\''hi'\\'''"
     /// );
     /// ```
     pub fn wrap(&self, session: &str, agent: &str, command: &str) -> Option<String> {
+        let mut hidden = String::new();
+        for dir in &self.unreadable {
+            hidden.push_str(" --unreadable ");
+            hidden.push_str(&quote(dir.to_str()?));
+        }
         Some(format!(
-            "{} sandbox exec --config {} --agent {} --session {} -- bash -c {}",
+            "{} sandbox exec --config {} --agent {} --session {}{hidden} -- bash -c {}",
             quote(self.exe.to_str()?),
             quote(self.config.to_str()?),
             quote(agent),

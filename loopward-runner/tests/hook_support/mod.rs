@@ -39,6 +39,7 @@ impl Project {
             b = b.sandbox_exec(loopward_runner::hook::SandboxExec {
                 exe: exe.into(),
                 config: root.join("loopward.toml"),
+                unreadable: vec![],
             });
         }
         let ctx = b.build().unwrap();

@@ -120,7 +120,8 @@ fn run_row(row: &Row) -> Markup {
             td.num { (t.count(MarkerKind::Write)) } td.num { (t.count(MarkerKind::Refusal)) }
             td.num { (t.count(MarkerKind::Warning)) } td.num { (f.overrides.len()) }
             td.num { (f.violations) } td.num { (f.unauthorised_writes.len()) }
-            td { (ledger_badge(&row.ledger)) }
+            td { (ledger_badge(&row.ledger))
+                @if let Some(id) = &row.ledger.key_id { " " code.key title="the key that verified it" { (id) } } }
         }
     }
 }

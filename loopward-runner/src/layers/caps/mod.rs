@@ -48,3 +48,4 @@ mod service;
 
 pub use layer::{CapsConfig, CapsLayer, OnCap};
 pub use service::CapsService;
+pub(crate) use service::Counts;

@@ -43,23 +43,25 @@ impl CapsState {
     }
 }
 
+/// A run's counts so far (also replayed from a ledger by `calibrate`).
 #[derive(Default)]
-struct Counts {
-    turns: u32,
-    per_agent: HashMap<AgentId, u32>,
-    hops: u32,
-    started_ms: Option<u64>,
+pub(crate) struct Counts {
+    pub(crate) turns: u32,
+    pub(crate) per_agent: HashMap<AgentId, u32>,
+    pub(crate) hops: u32,
+    pub(crate) started_ms: Option<u64>,
     wrapped_up: bool,
 }
 
 /// A cap that was hit: its label (`turns_per_run (3)`) and the figures.
-struct Hit {
-    cap: String,
+pub(crate) struct Hit {
+    pub(crate) cap: String,
     detail: serde_json::Value,
 }
 
 impl Counts {
-    fn check(&self, c: &CapsConfig, agent: &AgentId, now_ms: u64) -> Option<Hit> {
+    /// The cap a turn of `agent` starting at `now_ms` would hit, if any.
+    pub(crate) fn check(&self, c: &CapsConfig, agent: &AgentId, now_ms: u64) -> Option<Hit> {
         let hit = |name: &str, limit: u64, value: u64| Hit {
             cap: format!("{name} ({limit})"),
             detail: json!({"cap": name, "limit": limit, "value": value}),

@@ -46,6 +46,7 @@ mod tracker;
 pub use evidence::{EvidenceLayer, EvidenceService};
 pub use layer::{ClassJumpLayer, ClassJumpService};
 pub use tool::ReportAttemptTool;
+pub(crate) use tracker::Sub;
 pub use tracker::{
     Attempt, ClassJump, ClassJumpConfig, ClassJumpError, Verdict, VerdictKind,
     DEFAULT_FAILURES_PER_STRATEGY,

@@ -152,11 +152,31 @@ pub enum ClassJumpError {
     Audit(#[from] AuditError),
 }
 
+/// One subtask's (or one agent's counted tool failures') progress through the strategies
+/// (also replayed from a ledger by `calibrate`).
 #[derive(Default)]
-struct Sub {
+pub(crate) struct Sub {
     index: usize,
-    failures: u32,
-    ended: Option<&'static str>,
+    pub(crate) failures: u32,
+    pub(crate) ended: Option<&'static str>,
+}
+
+impl Sub {
+    /// Counts one failed attempt: retry while the strategy has failures left, then the next of
+    /// `strategies`, then exhausted.
+    pub(crate) fn fail(&mut self, strategies: usize, allowed: u32) -> VerdictKind {
+        if self.failures + 1 < allowed {
+            self.failures += 1;
+            VerdictKind::Retry
+        } else if self.index + 1 < strategies {
+            self.index += 1;
+            self.failures = 0;
+            VerdictKind::Jump
+        } else {
+            self.ended = Some("exhausted");
+            VerdictKind::Exhausted
+        }
+    }
 }
 
 /// Per-run state, in the run's extensions.
@@ -263,6 +283,11 @@ impl ClassJump {
         &self.config.strategies
     }
 
+    /// The settings.
+    pub(crate) fn config(&self) -> &ClassJumpConfig {
+        &self.config
+    }
+
     /// Whether a subtask of this run ran out of strategies.
     pub fn is_exhausted(&self, run: &RunContext) -> bool {
         exhausted(run).is_some()
@@ -326,20 +351,10 @@ impl ClassJump {
                 sub.ended = Some("done");
                 verdict(VerdictKind::Done, None, sub.failures)
             }
-            Attempt::Failed if sub.failures + 1 < allowed => {
-                sub.failures += 1;
-                verdict(VerdictKind::Retry, Some(current), sub.failures)
-            }
-            Attempt::Failed => match all.get(sub.index + 1) {
-                Some(next) => {
-                    sub.index += 1;
-                    sub.failures = 0;
-                    verdict(VerdictKind::Jump, Some(next), allowed)
-                }
-                None => {
-                    sub.ended = Some("exhausted");
-                    verdict(VerdictKind::Exhausted, None, allowed)
-                }
+            Attempt::Failed => match sub.fail(all.len(), allowed) {
+                VerdictKind::Retry => verdict(VerdictKind::Retry, Some(current), sub.failures),
+                VerdictKind::Jump => verdict(VerdictKind::Jump, all.get(sub.index), allowed),
+                _ => verdict(VerdictKind::Exhausted, None, allowed),
             },
         };
         let word = match v.kind {
@@ -400,16 +415,12 @@ impl ClassJump {
         };
         let v = if sub.ended.is_some() {
             mk(VerdictKind::Exhausted, None, allowed)
-        } else if sub.failures + 1 < allowed {
-            sub.failures += 1;
-            mk(VerdictKind::Retry, Some(&strategy), sub.failures)
-        } else if let Some(next) = all.get(sub.index + 1) {
-            sub.index += 1;
-            sub.failures = 0;
-            mk(VerdictKind::Jump, Some(next), allowed)
         } else {
-            sub.ended = Some("exhausted");
-            mk(VerdictKind::Exhausted, None, allowed)
+            match sub.fail(all.len(), allowed) {
+                VerdictKind::Retry => mk(VerdictKind::Retry, Some(&strategy), sub.failures),
+                VerdictKind::Jump => mk(VerdictKind::Jump, all.get(sub.index), allowed),
+                _ => mk(VerdictKind::Exhausted, None, allowed),
+            }
         };
         let word = match v.kind {
             VerdictKind::Retry => LayerVerdict::Retry,

@@ -157,23 +157,59 @@ impl StopGates {
 
     /// The gates standing before this tool call.
     pub(super) fn tool_gates(&self, inv: &ToolInvocation) -> Vec<&Gate> {
+        let written: Vec<&str> = inv
+            .accesses
+            .iter()
+            .flat_map(|a| a.written_paths())
+            .map(|p| p.rel())
+            .collect();
+        self.call_gates(&inv.call.name, &inv.call.arguments, &written)
+    }
+
+    /// The gates standing before a call of `tool` with `arguments` that writes `written`
+    /// (workspace-relative paths).
+    fn call_gates(
+        &self,
+        tool: &str,
+        arguments: &serde_json::Value,
+        written: &[&str],
+    ) -> Vec<&Gate> {
         self.inner
             .gates
             .iter()
             .filter(|g| match &g.point {
-                Point::Tool(t) => *t == inv.call.name,
-                Point::Write(glob) => inv
-                    .accesses
-                    .iter()
-                    .flat_map(|a| a.written_paths())
-                    .any(|p| glob.is_match(p.rel())),
+                Point::Tool(t) => t == tool,
+                Point::Write(glob) => written.iter().any(|p| glob.is_match(p)),
                 Point::Handoff(to) => {
-                    inv.call.name == "handoff"
-                        && inv.call.arguments.get("to").and_then(|v| v.as_str())
-                            == Some(to.as_str())
+                    tool == "handoff"
+                        && arguments.get("to").and_then(|v| v.as_str()) == Some(to.as_str())
                 }
                 Point::Turn(_) | Point::Phase(_) => false,
             })
+            .collect()
+    }
+
+    /// The gates a recorded call would meet, as (name, mode, why): for `calibrate`.
+    pub(crate) fn met_by_call(
+        &self,
+        tool: &str,
+        arguments: &serde_json::Value,
+        written: &[&str],
+    ) -> Vec<(&str, StopMode, String)> {
+        let gates = self.call_gates(tool, arguments, written);
+        gates
+            .into_iter()
+            .map(|g| (g.name.as_str(), g.mode, g.point.why()))
+            .collect()
+    }
+
+    /// The gates a recorded turn of `agent` would meet, as (name, mode, why): for `calibrate`.
+    pub(crate) fn met_by_turn(&self, agent: &str) -> Vec<(&str, StopMode, String)> {
+        self.inner
+            .gates
+            .iter()
+            .filter(|g| matches!(&g.point, Point::Turn(a) if a.as_str() == agent))
+            .map(|g| (g.name.as_str(), g.mode, g.point.why()))
             .collect()
     }
 

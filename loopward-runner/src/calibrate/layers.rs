@@ -1,0 +1,289 @@
+//! Shadow judging by the runner's layers: caps, repeat limits, stop-gates and class-jump
+//! thresholds re-judged on a recorded run, with their own decision code (the caps' counts, the
+//! repeat digest, the stop-gates' points, the class-jump step) and the run going on as it
+//! happened.
+//!
+//! These gates stand in the runner's stack, so only loopward ledgers are judged by them: a
+//! Claude Code session goes through the hook, which has none of them. Not judged: the wall-time
+//! cap's `on_cap = "wrap_up"` turn (the cap is judged, the wrap-up text cannot be), `phase`
+//! stop-gates (a phase is the embedding application's, not in the ledger), and rate limits,
+//! budgets and timeouts (they depend on the backend's timing and prices, not on the actions).
+
+use super::shadow::{Act, Judged, Verdict};
+use super::source::{Outcome, Session, Step};
+use super::Assessment;
+use crate::layers::caps::{CapsConfig, Counts};
+use crate::layers::classjump::{ClassJump, Sub, VerdictKind};
+use crate::layers::stack::LayersConfig;
+use crate::layers::stopgate::{StopGates, StopMode};
+use crate::layers::{call_digest, ConfigError};
+use loopward_core::{AgentId, Decision, Refusal, RunStatus};
+use serde_json::Value;
+use std::collections::HashMap;
+
+/// The layer settings of one config, validated.
+pub(crate) struct Layers {
+    caps: CapsConfig,
+    repeat: u32,
+    stopgates: StopGates,
+    class_jump: Option<ClassJump>,
+}
+
+impl Layers {
+    /// Validates the layer tables (as [`Stack::new`](crate::layers::stack::Stack::new) does).
+    pub(crate) fn new(cfg: &LayersConfig) -> Result<Self, ConfigError> {
+        cfg.limits.validate()?;
+        crate::layers::repeat::RepeatLayer::new(cfg.repeat.clone())?;
+        Ok(Self {
+            caps: cfg.limits.clone(),
+            repeat: cfg.repeat.max_identical,
+            stopgates: StopGates::new(&cfg.stopgate)?,
+            class_jump: cfg.class_jump.clone().map(ClassJump::new).transpose()?,
+        })
+    }
+}
+
+/// Whether the recorded run ended well (`None`: it did not end, or a transcript).
+pub(super) fn completed(session: &Session) -> Option<bool> {
+    session
+        .ended
+        .as_ref()
+        .map(|s| matches!(s, RunStatus::Completed))
+}
+
+/// What a stop of the whole run at this point would have cut short: a run that went on to
+/// complete (a possible false positive), or one that did not complete anyway (agreed).
+fn run_stop(session: &Session) -> Assessment {
+    match completed(session) {
+        Some(true) => Assessment::LikelyFalse,
+        Some(false) => Assessment::Agreed,
+        None => Assessment::Unclear,
+    }
+}
+
+/// Re-judges a ledger session's turns and tool calls by the layers.
+pub(crate) fn judge_layers(layers: &Layers, session: &Session) -> Vec<Judged> {
+    if session.kind != "ledger" {
+        return vec![];
+    }
+    let mut out = Vec::new();
+    let mut turn = 0u64;
+    let mut counts = Counts::default();
+    let mut capped = false;
+    let mut steps = 0u32;
+    let mut seen: HashMap<String, (u32, usize)> = HashMap::new();
+    // Stood writes and effects so far: a repeat after the workspace changed may see new results.
+    let mut changes = 0usize;
+    let mut subtasks: HashMap<String, Sub> = HashMap::new();
+    let mut evidence: HashMap<String, Sub> = HashMap::new();
+    let deny = |gate: &str, reason: String, hint: &str| {
+        (
+            gate.to_string(),
+            Decision::Deny(Refusal::new(gate, reason, hint)),
+        )
+    };
+    for (step, s) in session.steps.iter().enumerate() {
+        let mut decisions: Vec<(String, Decision)> = Vec::new();
+        let mut fixed: Vec<(String, Assessment)> = Vec::new();
+        let act = match s {
+            Step::Human => {
+                turn += 1;
+                continue;
+            }
+            Step::Turn(who, at) => {
+                turn = turn.max(1);
+                steps = 0;
+                let Ok(id) = AgentId::new(who.clone()) else {
+                    continue;
+                };
+                let now = at.unwrap_or(0);
+                if !capped {
+                    counts.started_ms.get_or_insert(now);
+                    if let Some(hit) = counts.check(&layers.caps, &id, now) {
+                        capped = true;
+                        let name = format!("caps:{}", hit.cap.split(' ').next().unwrap_or(""));
+                        fixed.push((name.clone(), run_stop(session)));
+                        decisions.push(deny(
+                            &name,
+                            format!("the run would have stopped here: cap {} reached", hit.cap),
+                            "raise the cap in [limits], or set on_cap = \"wrap_up\"",
+                        ));
+                    }
+                    counts.turns += 1;
+                    *counts.per_agent.entry(id).or_insert(0) += 1;
+                }
+                for (name, mode, why) in layers.stopgates.met_by_turn(who) {
+                    let (gate, d) = stop(name, mode, &why);
+                    fixed.push((gate.clone(), Assessment::Unknown));
+                    decisions.push((gate, d));
+                }
+                Act {
+                    agent: who.clone(),
+                    action: format!("turn of {who}"),
+                    file: None,
+                    outcome: Outcome::Unknown,
+                    flagged: false,
+                }
+            }
+            Step::Write(_) | Step::Call(_) => {
+                turn = turn.max(1);
+                let (who, tool, args, outcome, refused_by, file) = match s {
+                    Step::Write(w) => (
+                        &w.agent,
+                        &w.tool,
+                        &w.arguments,
+                        w.outcome,
+                        &w.refused_by,
+                        w.rel.clone(),
+                    ),
+                    Step::Call(c) => (
+                        &c.agent,
+                        &c.tool,
+                        &c.arguments,
+                        c.outcome,
+                        &c.refused_by,
+                        None,
+                    ),
+                    _ => continue,
+                };
+                steps += 1;
+                if !capped && steps > layers.caps.steps_per_turn {
+                    capped = true;
+                    fixed.push(("caps:steps_per_turn".into(), run_stop(session)));
+                    decisions.push(deny(
+                        "caps:steps_per_turn",
+                        format!(
+                            "the run would have stopped here: cap steps_per_turn ({}) reached",
+                            layers.caps.steps_per_turn
+                        ),
+                        "raise limits.steps_per_turn, or split the work over turns",
+                    ));
+                }
+                // Repeat: the same call (tool + canonical arguments) more than the limit.
+                let digest = call_digest(tool, args);
+                let entry = seen.entry(digest).or_insert((0, changes));
+                entry.0 += 1;
+                let changed_since = entry.1 != changes;
+                entry.1 = changes;
+                if entry.0 > layers.repeat {
+                    decisions.push(deny(
+                        "repeat",
+                        format!(
+                            "this exact call ({tool} with the same arguments) was already made {} times in this run; repeating it will not give a different result",
+                            layers.repeat
+                        ),
+                        "change the arguments, try a different approach, or finish and report what blocks you",
+                    ));
+                    // A repeat after the workspace changed may well give a new result.
+                    let a = match (outcome, changed_since) {
+                        (Outcome::Refused, _) => Assessment::Agreed,
+                        (_, true) => Assessment::LikelyFalse,
+                        (Outcome::Kept, false) => Assessment::Unclear,
+                        _ => Assessment::Unknown,
+                    };
+                    fixed.push(("repeat".into(), a));
+                }
+                let written: Vec<&str> = file.as_deref().into_iter().collect();
+                for (name, mode, why) in layers.stopgates.met_by_call(tool, args, &written) {
+                    let (gate, d) = stop(name, mode, &why);
+                    fixed.push((gate.clone(), Assessment::Unknown));
+                    decisions.push((gate, d));
+                }
+                if let Some(cj) = &layers.class_jump {
+                    let all = cj.strategies().len();
+                    let allowed = cj.config().failures_per_strategy;
+                    let sub = if tool == "report_attempt" {
+                        let name = args.get("subtask").and_then(Value::as_str).unwrap_or("");
+                        let failed = args.get("outcome").and_then(Value::as_str) == Some("failed");
+                        let sub = subtasks.entry(name.to_string()).or_default();
+                        if !failed && sub.ended.is_none() {
+                            sub.ended = Some("done");
+                        }
+                        (failed && sub.ended.is_none()).then_some((name.to_string(), sub))
+                    } else if cj.counts(tool) && outcome == Outcome::Refused && refused_by.is_none()
+                    {
+                        let sub = evidence.entry(who.clone()).or_default();
+                        (sub.ended.is_none()).then(|| (format!("{who}'s failed {tool} calls"), sub))
+                    } else {
+                        None
+                    };
+                    if let Some((name, sub)) = sub {
+                        match sub.fail(all, allowed) {
+                            VerdictKind::Jump => {
+                                fixed.push(("class_jump".into(), run_stop(session)));
+                                decisions.push((
+                                "class_jump".into(),
+                                Decision::Warn(Refusal::new(
+                                    "class_jump",
+                                    format!("class-jump: the strategy failed {allowed} times on {name}; the next one would have been forced"),
+                                    "use the next strategy",
+                                )),
+                            ));
+                            }
+                            VerdictKind::Exhausted => {
+                                fixed.push(("class_jump".into(), run_stop(session)));
+                                decisions.push(deny(
+                                    "class_jump",
+                                    format!("every strategy for {name} would have been spent here; the run would have ended Exhausted"),
+                                    "report what you tried in your reply",
+                                ));
+                            }
+                            _ => {}
+                        }
+                    }
+                }
+                if outcome != Outcome::Refused {
+                    changes += 1;
+                }
+                Act {
+                    agent: who.clone(),
+                    action: match &file {
+                        Some(f) => format!("{tool} {f}"),
+                        None => tool.clone(),
+                    },
+                    file,
+                    outcome,
+                    flagged: false,
+                }
+            }
+        };
+        if matches!(s, Step::Call(c) if c.tool == "handoff" && c.outcome == Outcome::Kept) {
+            counts.hops += 1;
+        }
+        if decisions.is_empty() {
+            continue;
+        }
+        out.push(Judged {
+            step,
+            act,
+            turn,
+            plan_followed: false,
+            verdict: Verdict { decisions },
+            fixed,
+        });
+    }
+    out
+}
+
+/// A stop-gate's verdict in shadow: `auto` approves; every other mode stops the action for a
+/// person's decision (or denies it).
+fn stop(name: &str, mode: StopMode, why: &str) -> (String, Decision) {
+    let gate = format!("stopgate:{name}");
+    let d = match mode {
+        StopMode::Auto => Decision::Allow,
+        StopMode::Deny => Decision::Deny(Refusal::new(
+            gate.clone(),
+            format!("would have been denied here: {why}"),
+            "the gate's mode is deny",
+        )),
+        m => Decision::Deny(Refusal::new(
+            gate.clone(),
+            format!(
+                "would have stopped here for a person ({}): {why}",
+                m.as_str()
+            ),
+            "a person approves or denies",
+        )),
+    };
+    (gate, d)
+}
