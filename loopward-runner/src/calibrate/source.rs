@@ -254,9 +254,9 @@ pub(crate) fn ledger_session(name: &str, records: &[Record]) -> Session {
             }
             AuditEvent::LayerDecision {
                 layer,
-                decision,
+                decision: LayerVerdict::Refused | LayerVerdict::Denied,
                 detail,
-            } if matches!(decision, LayerVerdict::Refused | LayerVerdict::Denied) => {
+            } => {
                 let id = detail.get("call_id").and_then(Value::as_str).unwrap_or("");
                 match calls.get(id).and_then(|&i| steps.get_mut(i)) {
                     Some(Step::Write(w)) => {
