@@ -12,6 +12,7 @@
 //! | 3 | [`ledger`] | ledger appends under each `Durability` | appends without fsync; raw line writes |
 //! | 4 | [`scale`] | 1, 100, 1,000 concurrent runs of a scripted team | one run |
 //! | 5 | `llama` (feature `llama`) | prefill and decode through the loopward backend | a direct llama-cpp-2 loop |
+//! | 6 | `concurrent` (feature `llama`) | 1, 2, 4, 8 requests at once on one model, decoded in one batch | the same requests one after another |
 //!
 //! Benchmarks are not tests: nothing here asserts a threshold. Each part returns a
 //! [`report::Section`] that states its targets next to the measured figures.
@@ -23,6 +24,8 @@
 //! assert_eq!(loopward_bench::report::fmt_ns(1_500.0), "1.50 µs");
 //! ```
 
+#[cfg(feature = "llama")]
+pub mod concurrent;
 pub mod gates;
 pub mod harness;
 pub mod ledger;

@@ -142,6 +142,7 @@ pub fn child(kind: &str, model: &Path, reps: usize, threads: u32) -> Result<Stri
         "direct" => serde_json::to_string(&direct(model, threads, reps)?)?,
         "loopward" => serde_json::to_string(&through_loopward(model, threads, reps)?)?,
         "conversation" => serde_json::to_string(&conversation(model, threads)?)?,
+        "concurrent" => serde_json::to_string(&crate::concurrent::child(model, threads, reps)?)?,
         other => bail!("unknown llama child {other:?}"),
     })
 }
@@ -339,7 +340,7 @@ fn conversation(model_path: &Path, threads: u32) -> Result<Vec<ConvTurn>> {
     Ok(turns)
 }
 
-fn run_child(kind: &str, model: &Path, reps: usize, threads: u32) -> Result<String> {
+pub(crate) fn run_child(kind: &str, model: &Path, reps: usize, threads: u32) -> Result<String> {
     let exe = std::env::current_exe().context("finding this binary")?;
     let out = std::process::Command::new(exe)
         .args(["--llama-child", kind, "--model"])
@@ -381,8 +382,8 @@ pub fn run(model: Option<&Path>, effort: Effort) -> Result<Section> {
              `models/SmolLM2-135M-Instruct.Q4_1.gguf` in place",
         ));
     };
-    let rounds = effort.pick(3, 1);
-    let reps = effort.pick(2, 1);
+    let rounds = effort.pick(4, 1);
+    let reps = effort.pick(3, 1);
     let threads = llama_threads();
     let (mut direct, mut ours) = (vec![], vec![]);
     for _ in 0..rounds {
@@ -395,6 +396,22 @@ pub fn run(model: Option<&Path>, effort: Effort) -> Result<Section> {
     }
     let conv: Vec<ConvTurn> = serde_json::from_str(&run_child("conversation", model, 0, threads)?)?;
     Ok(section(model, &direct, &ours, &conv))
+}
+
+/// The smallest, median and largest of `f` over `reps`.
+fn min_med_max(reps: &[Rep], f: fn(&Rep) -> f64) -> (f64, f64, f64) {
+    let mut v: Vec<f64> = reps.iter().map(f).collect();
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n == 0 {
+        return (0.0, 0.0, 0.0);
+    }
+    let med = if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    };
+    (v[0], med, v[n - 1])
 }
 
 fn section(model: &Path, direct: &[Rep], ours: &[Rep], conv: &[ConvTurn]) -> Section {
@@ -480,14 +497,33 @@ fn section(model: &Path, direct: &[Rep], ours: &[Rep], conv: &[ConvTurn]) -> Sec
         prev = Some(t);
     }
     let kv_met = worst <= KV_SLACK as i64;
+    let spread = |what: &str, f: fn(&Rep) -> f64| {
+        let (d, o) = (min_med_max(direct_all, f), min_med_max(ours_all, f));
+        format!(
+            "| {what} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {} |",
+            d.0,
+            d.1,
+            d.2,
+            o.0,
+            o.1,
+            o.2,
+            fmt_ratio(o.1 / d.1.max(1e-9))
+        )
+    };
     let mut notes = vec![format!(
+        "Per request pair ({} a side), tok/s: min / median / max.\n\n| | direct min | direct median | direct max | loopward min | loopward median | loopward max | median ÷ median |\n|---|---:|---:|---:|---:|---:|---:|---:|\n{}\n{}",
+        direct_all.len().min(ours_all.len()),
+        spread("prefill", Rep::prefill_rate),
+        spread("decode", Rep::decode_rate)
+    )];
+    notes.push(format!(
         "Prompt: {} tokens prefilled per request by the direct loop, {} by loopward (the same \
          ChatML text, which loopward renders from messages with the model's template, less the \
          few cached tokens before the changed first line). Decode: up to \
          {DECODE} extra tokens, greedy, on both sides.",
         tokens(direct),
         tokens(ours)
-    )];
+    ));
     notes.push(format!(
         "KV reuse over a 10-turn conversation through loopward ({ANSWER} tokens at most per answer): \"without\" is \
          the whole prompt, what a backend without reuse prefills each turn. Over the ten \
@@ -505,8 +541,8 @@ fn section(model: &Path, direct: &[Rep], ours: &[Rep], conv: &[ConvTurn]) -> Sec
         title: "Local inference".into(),
         method: format!(
             "`{}` on {threads} thread(s) (half the cores: with every core busy, llama.cpp's threads spin at their barriers whenever another process holds one), context {N_CTX}, batch {BATCH}, greedy, CPU. Each side \
-             runs in its own child process (llama.cpp initialises once per process), three \
-             children a side alternating, two request pairs each after a warm-up pair; rates from \
+             runs in its own child process (llama.cpp initialises once per process), four \
+             children a side alternating, three request pairs each after a warm-up pair; rates from \
              the pairs' summed tokens and times. \
              The direct loop is a minimal llama-cpp-2 0.1.160 program (tokenize, prefill in \
              batches, `LlamaSampler::greedy`, decode one token at a time); loopward is \

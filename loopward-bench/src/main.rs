@@ -1,4 +1,4 @@
-//! `loopward-bench`: the timing parts (1, 2, 3 and, with the `llama` feature, 5). Writes one
+//! `loopward-bench`: the timing parts (1, 2, 3 and, with the `llama` feature, 5 and 6). Writes one
 //! JSON file; with `--llama-child` it is one side of part 5 (see `loopward_bench::llama`).
 //! `cargo xtask bench` merges it with the scale binary's and renders
 //! `bench/results.md`.
@@ -75,6 +75,10 @@ fn main() -> Result<()> {
         eprintln!("part 5: local inference");
         sections.push(local_inference(args.model.as_deref(), args.effort)?);
     }
+    if wanted(6) {
+        eprintln!("part 6: concurrent runs on one model");
+        sections.push(concurrent_runs(args.model.as_deref(), args.effort)?);
+    }
     machine.load_at_end = load_average();
     let doc = json!({ "started_at": started_at, "machine": machine, "timer_overhead_ns": timer, "sections": sections });
     std::fs::write(&args.out, serde_json::to_vec_pretty(&doc)?)
@@ -95,6 +99,29 @@ fn local_inference(_model: Option<&std::path::Path>, _effort: Effort) -> Result<
 #[cfg(feature = "llama")]
 fn local_inference(model: Option<&std::path::Path>, effort: Effort) -> Result<Section> {
     loopward_bench::llama::run(model, effort).context("part 5 (local inference)")
+}
+
+#[cfg(not(feature = "llama"))]
+fn concurrent_runs(_model: Option<&std::path::Path>, _effort: Effort) -> Result<Section> {
+    Ok(Section::skipped(
+        6,
+        "Concurrent runs on one model",
+        "skipped: this run was built without the `llama` feature",
+    ))
+}
+
+#[cfg(feature = "llama")]
+fn concurrent_runs(model: Option<&std::path::Path>, effort: Effort) -> Result<Section> {
+    match model.filter(|m| m.is_file()) {
+        Some(m) => {
+            loopward_bench::concurrent::run(m, effort, loopward_bench::llama::llama_threads())
+        }
+        None => Ok(Section::skipped(
+            6,
+            "Concurrent runs on one model",
+            "skipped: the model file is missing; `cargo xtask fetch-model` puts it in place",
+        )),
+    }
 }
 
 /// `--llama-child KIND --model GGUF --reps N --threads T`: one side of part 5, its JSON on stdout.

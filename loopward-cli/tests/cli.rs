@@ -466,6 +466,7 @@ fn every_command_has_help_with_an_example() {
         &["verify"],
         &["report"],
         &["replay"],
+        &["say"],
     ] {
         let mut args = cmd.to_vec();
         args.push("--help");
@@ -521,4 +522,131 @@ fn shell_in_the_init_layout_leaves_the_ledger_whole_and_verifying() {
         "{ledger}"
     );
     assert!(!ledger.contains("\"violation\""), "{ledger}");
+}
+
+#[test]
+fn a_person_says_something_to_a_paused_run_and_it_is_heard_at_the_next_turn_boundary() {
+    let dir = initialised();
+    let d = dir.path();
+    let mut cfg = std::fs::read_to_string(d.join("loopward.toml")).unwrap();
+    cfg.push_str("\n[[stopgate]]\nname = \"audit\"\npoint = \"turn\"\nagent = \"auditor\"\nmode = \"durable\"\n");
+    std::fs::write(d.join("loopward.toml"), cfg).unwrap();
+    let mut script = std::fs::read_to_string(d.join("loopward.script.toml")).unwrap();
+    script.push_str("\n[[agents.auditor]]\ntext = \"Noted the date as well.\"\n");
+    std::fs::write(d.join("loopward.script.toml"), script).unwrap();
+
+    // Nobody to speak to yet.
+    let o = loopward(d, &["say", "r-say", "hello?"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("there is no run r-say"), "{}", text(&o));
+
+    let o = loopward(d, &["run", "--id", "r-say"]);
+    assert_eq!(o.status.code(), Some(7), "{}", text(&o));
+    let o = loopward(d, &["say", "r-say", "also note the date"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(text(&o).contains("next turn boundary"), "{}", text(&o));
+    assert!(loopward(d, &["approve", "r-say", "audit"]).status.success());
+    let o = loopward(d, &["run", "--resume", "r-say"]);
+    // The auditor answered, then the message made the run go on: the auditor answers the
+    // person in a new turn (which its turn gate asks about again).
+    assert_eq!(o.status.code(), Some(7), "{}", text(&o));
+    assert!(
+        text(&o).contains("person: also note the date"),
+        "{}",
+        text(&o)
+    );
+    assert!(loopward(d, &["approve", "r-say", "audit"]).status.success());
+    let o = loopward(d, &["run", "--resume", "r-say"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let t = text(&o);
+    assert!(t.contains("auditor: Noted the date as well."), "{t}");
+    let events = std::fs::read_to_string(d.join("runs/r-say/events.jsonl")).unwrap();
+    let heard: Vec<&str> = events
+        .lines()
+        .filter(|l| l.contains(r#""kind":"human_message""#))
+        .collect();
+    assert_eq!(heard.len(), 2, "the task and the message: {events}");
+    assert!(
+        heard[1].contains(r#""content":"also note the date""#),
+        "{}",
+        heard[1]
+    );
+    // The run heard it where replay hears it, and a finished run hears nothing more.
+    let o = loopward(d, &["replay", "runs/r-say"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let o = loopward(d, &["say", "r-say", "one more thing"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(
+        text(&o).contains("has finished (completed)"),
+        "{}",
+        text(&o)
+    );
+}
+
+#[test]
+fn the_summary_of_a_stopped_run_agrees_with_report() {
+    // A turn gate that denies the auditor: the run stops after the builder's handoff.
+    let (o, dir) = run_with(
+        "\n[[stopgate]]\nname = \"no-audit\"\npoint = \"turn\"\nagent = \"auditor\"\nmode = \"deny\"\n",
+        &std::fs::read_to_string(initialised().path().join("loopward.script.toml")).unwrap(),
+        "stop",
+    );
+    assert_eq!(o.status.code(), Some(6), "{}", text(&o));
+    let t = text(&o);
+    let summary = t
+        .lines()
+        .find(|l| l.starts_with("stopped: "))
+        .unwrap_or_else(|| panic!("no summary in {t}"));
+    let report = loopward(dir.path(), &["report", "--json"]);
+    let json: serde_json::Value = serde_json::from_slice(&report.stdout).unwrap();
+    let row = &json["per_run"][0];
+    let expected = format!(
+        "stopped: {} turns, {} handoffs, {} tokens",
+        row["turns"], row["handoffs"], row["tokens"]
+    );
+    assert_eq!(summary, expected, "{t}");
+    // The auditor never ran: no words under its name.
+    assert!(!t.contains("auditor: "), "{t}");
+}
+
+#[test]
+fn run_help_documents_every_exit_status() {
+    let dir = tempfile::tempdir().unwrap();
+    let help = text(&loopward(dir.path(), &["run", "--help"]));
+    for status in [
+        "0 completed",
+        "3 a cap was reached",
+        "4 strategies exhausted",
+        "5 budget",
+        "6 stopped by a stop-gate",
+        "7 waiting for `loopward",
+        "8 the ledger could not be written",
+        "9 failed",
+        "1 could not start",
+    ] {
+        assert!(
+            help.contains(status),
+            "`run --help` does not say {status:?}:\n{help}"
+        );
+    }
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md")).unwrap();
+    for status in [
+        "exits 0 when",
+        "3 at a cap",
+        "4 when",
+        "5 over budget",
+        "6 when",
+        "7\nwhile",
+        "8 when",
+        "9 when",
+        "1 when it could not start",
+    ] {
+        assert!(
+            readme
+                .replace('\n', " ")
+                .contains(&status.replace('\n', " ")),
+            "README does not say {status:?}"
+        );
+    }
 }

@@ -59,6 +59,10 @@ fn on_smollm2_every_demo_run_ends_completed_exhausted_or_stopped_by_a_gate() {
         ));
     }
     ends.sort_by(|a, b| a.0.cmp(&b.0));
+    // How each run ended, for the record (`-- --nocapture` shows it).
+    for (run, status) in &ends {
+        eprintln!("{run}: {status:?}");
+    }
     assert_eq!(ends.len(), 12, "{ends:#?}\n{text}");
     for (run, status) in &ends {
         assert!(

@@ -15,8 +15,8 @@ use std::path::PathBuf;
 pub struct LlamaConfig {
     /// The GGUF file.
     pub model_path: PathBuf,
-    /// Context size in tokens (prompt and answer together); llama.cpp rounds it up to a
-    /// multiple of 256.
+    /// Context size in tokens (prompt and answer together) of each sequence slot; llama.cpp
+    /// rounds the whole context up to a multiple of 256.
     pub n_ctx: u32,
     /// CPU threads for generation and prompt processing (`None`: what llama.cpp picks).
     pub threads: Option<u32>,
@@ -44,6 +44,10 @@ pub struct LlamaConfig {
     pub max_string_chars: u32,
     /// The most items a tool-call argument array may have when its schema sets no `maxItems`.
     pub max_array_items: u32,
+    /// Sequence slots: how many requests the model answers at once, decoded together in one
+    /// batch, each in its own region of the KV cache (`n_ctx` tokens each, so the cache takes
+    /// `parallel` times the memory). `1` answers one request at a time.
+    pub parallel: u32,
 }
 
 /// Whether the model may answer in text when tools are offered.
@@ -79,6 +83,7 @@ impl LlamaConfig {
             tool_choice: ToolChoice::Auto,
             max_string_chars: 256,
             max_array_items: 16,
+            parallel: 1,
         }
     }
 
@@ -144,6 +149,19 @@ impl LlamaConfig {
     pub fn argument_bounds(mut self, string_chars: u32, array_items: u32) -> Self {
         self.max_string_chars = string_chars;
         self.max_array_items = array_items;
+        self
+    }
+
+    /// Sets how many requests are answered at once (sequence slots, each with `n_ctx` tokens
+    /// of KV cache).
+    ///
+    /// ```
+    /// use loopward_llama::LlamaConfig;
+    /// let config = LlamaConfig::new("m.gguf").n_ctx(2048).parallel(4);
+    /// assert_eq!(config.parallel, 4);
+    /// ```
+    pub fn parallel(mut self, slots: u32) -> Self {
+        self.parallel = slots.max(1);
         self
     }
 

@@ -3,8 +3,14 @@
 //! [`LlamaModel::load`] starts one OS thread per model that owns the model, its context and the
 //! token ids in its KV cache; [`LlamaService`] (a cheap, cloneable `tower::Service`) sends it
 //! jobs over a channel and awaits the answer, so no tokio worker ever blocks on inference.
-//! Requests are answered one at a time, in order. Clones share one KV cache: agents that take
-//! turns on one model re-prefill from the first token where their prompts differ.
+//!
+//! - **Many runs, one model.** The context has [`LlamaConfig::parallel`] sequence slots, each
+//!   with its own region of the KV cache. A request goes to the free slot whose cache shares
+//!   the longest prefix with its prompt, and every request in a slot advances in the same
+//!   `decode` call: the next token of each generating request and the prompt chunks of the
+//!   starting ones share one batch, so runs on one model do not queue behind one another token
+//!   by token. With more requests than slots, the rest wait their turn in order. With one slot
+//!   (the default) requests are answered one at a time.
 //!
 //! - **Chat template.** The model's own Jinja template, rendered with minijinja, carries tool
 //!   definitions, calls and results; without a template the prompt is ChatML. Human messages are
@@ -15,7 +21,7 @@
 //!   text ([`ToolChoice::CallThenAnswer`] makes small models call first, then answer). Every call the service returns has parsed and
 //!   names an offered tool with its required arguments.
 //! - **KV-cache reuse.** Each request decodes only the tokens after the longest common prefix
-//!   with what is already cached. [`Usage::input_tokens`](loopward_core::Usage) counts the whole
+//!   with what its slot already holds. [`Usage::input_tokens`](loopward_core::Usage) counts the whole
 //!   prompt, `cached_tokens` the reused prefix; the tokens actually prefilled are
 //!   `input_tokens - cached_tokens`.
 //! - **Cancellation.** Dropping the response future stops the job between prompt chunks
@@ -64,7 +70,7 @@ pub use config::{LlamaConfig, ToolChoice};
 
 use futures::future::BoxFuture;
 use loopward_core::model::{ChatRequest, ChatResponse, ModelError};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{mpsc, Arc};
 use std::task::{Context, Poll};
 use tokio::sync::oneshot;
@@ -81,22 +87,22 @@ impl LlamaModel {
     /// `tokio::task::spawn_blocking`). The thread ends when the last clone of the service is
     /// dropped.
     pub fn load(config: LlamaConfig) -> Result<LlamaService, ModelError> {
-        let cancelled = Arc::new(AtomicU64::new(0));
-        let (jobs, name) = worker::spawn(config, cancelled.clone())?;
+        let counters = Arc::new(worker::Counters::default());
+        let (jobs, name) = worker::spawn(config, counters.clone())?;
         Ok(LlamaService {
             jobs,
             name: name.into(),
-            cancelled,
+            counters,
         })
     }
 }
 
-/// The model-call service of one loaded local model. Clones share the model and its cache.
+/// The model-call service of one loaded local model. Clones share the model and its cache slots.
 #[derive(Clone, Debug)]
 pub struct LlamaService {
     jobs: mpsc::Sender<Job>,
     name: Arc<str>,
-    cancelled: Arc<AtomicU64>,
+    counters: Arc<worker::Counters>,
 }
 
 impl LlamaService {
@@ -107,7 +113,13 @@ impl LlamaService {
 
     /// How many requests were dropped by their caller and stopped before they finished.
     pub fn cancelled_jobs(&self) -> u64 {
-        self.cancelled.load(Ordering::Relaxed)
+        self.counters.cancelled.load(Ordering::Relaxed)
+    }
+
+    /// The most requests decoded together in one batch so far (at most
+    /// [`LlamaConfig::parallel`]).
+    pub fn peak_batched_requests(&self) -> u64 {
+        self.counters.peak_together.load(Ordering::Relaxed)
     }
 }
 

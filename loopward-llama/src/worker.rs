@@ -1,5 +1,9 @@
-//! The inference thread: one OS thread per loaded model owns the model, its context and the
-//! token ids in the KV cache, and answers jobs from a channel in order.
+//! The inference thread: one OS thread per loaded model owns the model, its context and, for
+//! each of its sequence slots ([`LlamaConfig::parallel`]), the token ids in that slot's region of
+//! the KV cache. Jobs arrive on a channel; each goes to a free slot (the one whose cache shares
+//! the longest prefix with its prompt), and every active job advances in the same `decode` call:
+//! the next token of each generating request and the prompt chunks of starting ones share one
+//! batch.
 
 use super::config::{LlamaConfig, ToolChoice};
 use super::grammar::{parse_reply, tool_grammar, Bounds, Reply, Shape};
@@ -76,14 +80,14 @@ pub(crate) fn check_gguf(path: &Path) -> Result<(), ModelError> {
 /// job queue and the model's name.
 pub(crate) fn spawn(
     config: LlamaConfig,
-    cancelled: Arc<AtomicU64>,
+    counters: Arc<Counters>,
 ) -> Result<(mpsc::Sender<Job>, String), ModelError> {
     check_gguf(&config.model_path)?;
     let (jobs, queue) = mpsc::channel::<Job>();
     let (ready_tx, ready_rx) = mpsc::sync_channel(1);
     std::thread::Builder::new()
         .name("loopward-llama".into())
-        .spawn(move || run(config, queue, ready_tx, &cancelled))
+        .spawn(move || run(config, queue, ready_tx, &counters))
         .map_err(|e| ModelError::Local(format!("could not start the inference thread: {e}")))?;
     let name = ready_rx.recv().map_err(|_| {
         ModelError::Local("the inference thread stopped while loading the model".into())
@@ -95,8 +99,9 @@ fn run(
     config: LlamaConfig,
     queue: mpsc::Receiver<Job>,
     ready: mpsc::SyncSender<Result<String, ModelError>>,
-    cancelled: &AtomicU64,
+    counters: &Counters,
 ) {
+    let cancelled = &counters.cancelled;
     let loaded = backend().and_then(|backend| {
         let params = LlamaModelParams::default().with_n_gpu_layers(config.n_gpu_layers);
         let model =
@@ -115,8 +120,7 @@ fn run(
             return;
         }
     };
-    let engine = Engine::new(backend, &model, config);
-    let mut engine = match engine {
+    let mut engine = match Engine::new(backend, &model, config) {
         Ok(engine) => {
             let _ = ready.send(Ok(engine.name.clone()));
             engine
@@ -126,36 +130,99 @@ fn run(
             return;
         }
     };
-    // Ends when every service handle is dropped.
-    while let Ok(job) = queue.recv() {
-        let answer = if job.reply.is_closed() {
-            None
-        } else {
-            engine.complete(&job.request, &job.reply).transpose()
-        };
-        match answer {
-            Some(result) => {
-                let _ = job.reply.send(result);
+    let mut waiting: VecDeque<Job> = VecDeque::new();
+    let mut open = true;
+    loop {
+        // Block only when there is nothing to do; ends when every service handle is dropped
+        // and the last job is answered.
+        if !engine.busy() && waiting.is_empty() {
+            if !open {
+                break;
             }
-            None => {
-                cancelled.fetch_add(1, Ordering::Relaxed);
+            match queue.recv() {
+                Ok(job) => waiting.push_back(job),
+                Err(_) => break,
             }
         }
+        loop {
+            match queue.try_recv() {
+                Ok(job) => waiting.push_back(job),
+                Err(mpsc::TryRecvError::Empty) => break,
+                Err(mpsc::TryRecvError::Disconnected) => {
+                    open = false;
+                    break;
+                }
+            }
+        }
+        while let Some(job) = waiting.pop_front() {
+            if job.reply.is_closed() {
+                cancelled.fetch_add(1, Ordering::Relaxed);
+                continue;
+            }
+            if let Err(job) = engine.start(job) {
+                waiting.push_front(job);
+                break;
+            }
+        }
+        engine.step(counters);
     }
 }
 
-/// Model, context and what sits in sequence 0 of the KV cache.
+/// What the inference thread counts, for [`crate::LlamaService`]'s accessors.
+#[derive(Debug, Default)]
+pub(crate) struct Counters {
+    /// Requests dropped by their caller and stopped before they finished.
+    pub(crate) cancelled: AtomicU64,
+    /// The most sequences decoded together in one batch.
+    pub(crate) peak_together: AtomicU64,
+}
+
+/// One sequence of the context: its KV region's token ids, and the job it serves.
+struct Slot {
+    seq: i32,
+    /// Token ids in this sequence's KV region, in order.
+    cached: Vec<LlamaToken>,
+    /// The text those ids came from, when known exactly (empty otherwise).
+    cached_text: String,
+    job: Option<Active>,
+}
+
+/// A request being answered in a slot.
+struct Active {
+    job: Job,
+    text: String,
+    tokens: Vec<LlamaToken>,
+    reused: usize,
+    sampler: LlamaSampler,
+    constrained: bool,
+    max_tokens: usize,
+    answer: Vec<u8>,
+    decoded_text: Vec<u8>,
+    generated: usize,
+    /// The sampled token to decode next (generation phase).
+    next: Option<LlamaToken>,
+    /// Where this job's logits sit in the batch just decoded.
+    logits_at: Option<i32>,
+}
+
+/// What a job's last sampling step decided.
+enum Next {
+    Token(LlamaToken),
+    Done { cut_off: bool },
+}
+
+/// Model, context and its sequence slots.
 struct Engine<'m> {
     model: &'m CppModel,
     ctx: LlamaContext<'m>,
     config: LlamaConfig,
     template: PromptTemplate,
     name: String,
+    batch: LlamaBatch<'static>,
     batch_size: usize,
-    /// Token ids in the KV cache, in order.
-    cached: Vec<LlamaToken>,
-    /// The text those ids came from, when known exactly (empty otherwise).
-    cached_text: String,
+    /// Context per sequence, in tokens.
+    n_ctx: usize,
+    slots: Vec<Slot>,
     /// Call id → the exact text the model generated for it.
     raw_calls: HashMap<String, String>,
     raw_order: VecDeque<String>,
@@ -168,11 +235,15 @@ impl<'m> Engine<'m> {
         model: &'m CppModel,
         config: LlamaConfig,
     ) -> Result<Self, ModelError> {
-        let batch = config.batch_size.clamp(1, config.n_ctx.max(1));
+        let parallel = config.parallel.max(1);
+        let total = config.n_ctx.max(1).saturating_mul(parallel);
+        let batch = config.batch_size.clamp(1, total);
         let mut params = LlamaContextParams::default()
-            .with_n_ctx(NonZeroU32::new(config.n_ctx))
+            .with_n_ctx(NonZeroU32::new(total))
             .with_n_batch(batch)
-            .with_n_ubatch(batch);
+            .with_n_ubatch(batch)
+            .with_n_seq_max(parallel)
+            .with_kv_unified(false);
         if let Some(t) = config.threads {
             let t = i32::try_from(t).unwrap_or(i32::MAX);
             params = params.with_n_threads(t).with_n_threads_batch(t);
@@ -194,40 +265,113 @@ impl<'m> Engine<'m> {
                 .map(|s| s.to_string_lossy().into_owned())
                 .unwrap_or_else(|| "gguf".into())
         });
+        let n_ctx = (ctx.n_ctx() / parallel) as usize;
+        let slots = (0..parallel)
+            .map(|i| Slot {
+                seq: i32::try_from(i).unwrap_or(i32::MAX),
+                cached: Vec::new(),
+                cached_text: String::new(),
+                job: None,
+            })
+            .collect();
         Ok(Self {
             model,
             ctx,
             template,
             name,
+            batch: LlamaBatch::new(batch as usize, 1),
             batch_size: batch as usize,
+            n_ctx,
             config,
-            cached: Vec::new(),
-            cached_text: String::new(),
+            slots,
             raw_calls: HashMap::new(),
             raw_order: VecDeque::new(),
             calls_made: 0,
         })
     }
 
-    /// Answers one request; `Ok(None)` when the caller went away.
-    fn complete(
+    fn busy(&self) -> bool {
+        self.slots.iter().any(|s| s.job.is_some())
+    }
+
+    /// Puts `job` in the free slot whose cache shares the longest prefix with its prompt, or
+    /// answers it at once when it cannot start (a prompt too long, a bad grammar). Gives the
+    /// job back when every slot is busy.
+    fn start(&mut self, job: Job) -> Result<(), Job> {
+        let free: Vec<usize> = (0..self.slots.len())
+            .filter(|&i| self.slots[i].job.is_none())
+            .collect();
+        if free.is_empty() {
+            return Err(job);
+        }
+        let text =
+            match self
+                .template
+                .render(&job.request.messages, &job.request.tools, &self.raw_calls)
+            {
+                Ok(text) => text,
+                Err(e) => {
+                    let _ = job.reply.send(Err(e));
+                    return Ok(());
+                }
+            };
+        let plain = self.tokenize_plain(&text);
+        let (mut best, mut best_len) = (free[0], 0usize);
+        for &i in &free {
+            let s = &self.slots[i];
+            let len = if !s.cached_text.is_empty() && text.starts_with(s.cached_text.as_str()) {
+                s.cached.len()
+            } else {
+                common_prefix(&s.cached, &plain)
+            };
+            if len > best_len {
+                (best, best_len) = (i, len);
+            }
+        }
+        let tokens = self.tokenize_for(best, &text).unwrap_or(plain);
+        match self.prepare(best, &job.request, &tokens) {
+            Ok((sampler, constrained, reused)) => {
+                let max_tokens = job.request.max_tokens.unwrap_or(self.config.max_tokens) as usize;
+                self.slots[best].job = Some(Active {
+                    job,
+                    text,
+                    tokens,
+                    reused,
+                    sampler,
+                    constrained,
+                    max_tokens,
+                    answer: Vec::new(),
+                    decoded_text: Vec::new(),
+                    generated: 0,
+                    next: None,
+                    logits_at: None,
+                });
+            }
+            Err(e) => {
+                let _ = job.reply.send(Err(e));
+            }
+        }
+        Ok(())
+    }
+
+    /// Checks the prompt against the context, builds the sampler, and trims slot `i`'s cache to
+    /// the prefix it shares with `tokens`. Returns the sampler, whether a grammar constrains
+    /// it, and how many tokens are reused.
+    fn prepare(
         &mut self,
+        i: usize,
         req: &ChatRequest,
-        reply: &oneshot::Sender<Result<ChatResponse, ModelError>>,
-    ) -> Result<Option<ChatResponse>, ModelError> {
-        let text = self
-            .template
-            .render(&req.messages, &req.tools, &self.raw_calls)?;
-        let tokens = self.tokenize_prompt(&text);
-        let n_ctx = self.ctx.n_ctx() as usize;
+        tokens: &[LlamaToken],
+    ) -> Result<(LlamaSampler, bool, usize), ModelError> {
         if tokens.is_empty() {
             return Err(ModelError::Local("the rendered prompt is empty".into()));
         }
-        if tokens.len() >= n_ctx {
+        if tokens.len() >= self.n_ctx {
             return Err(ModelError::Local(format!(
-                "the prompt has {} tokens but the context holds {n_ctx}: raise n_ctx or shorten \
+                "the prompt has {} tokens but the context holds {}: raise n_ctx or shorten \
                  the conversation",
-                tokens.len()
+                tokens.len(),
+                self.n_ctx
             )));
         }
         let grammar = if req.tools.is_empty() {
@@ -244,102 +388,235 @@ impl<'m> Engine<'m> {
             };
             Some(tool_grammar(&req.tools, shape, bounds)?)
         };
-        let mut sampler = self.sampler(grammar.as_deref())?;
-
+        let sampler = self.sampler(grammar.as_deref())?;
         // Reuse the longest common prefix; always decode at least one token for fresh logits.
-        let mut reused = self
-            .cached
-            .iter()
-            .zip(&tokens)
-            .take_while(|(a, b)| a == b)
-            .count()
-            .min(tokens.len() - 1);
+        let slot = &mut self.slots[i];
+        let mut reused = common_prefix(&slot.cached, tokens).min(tokens.len() - 1);
         if self
             .ctx
-            .kv_cache_seq_rm(0, u32::try_from(reused).ok(), None)
+            .kv_cache_seq_rm(slot.seq, u32::try_from(reused).ok(), None)
             .is_err()
         {
-            self.ctx.clear_kv_cache();
+            let _ = self.ctx.kv_cache_seq_rm(slot.seq, None, None);
             reused = 0;
         }
-        self.cached.truncate(reused);
-        self.cached_text.clear();
+        slot.cached.truncate(reused);
+        slot.cached_text.clear();
+        Ok((sampler, grammar.is_some(), reused))
+    }
 
-        let mut batch = LlamaBatch::new(self.batch_size, 1);
-        let tail = &tokens[reused..];
-        let chunks = tail.chunks(self.batch_size).count();
-        for (i, chunk) in tail.chunks(self.batch_size).enumerate() {
-            if reply.is_closed() {
-                return Ok(None);
+    /// One `decode` for every active job: the generating ones' next tokens first, then prompt
+    /// chunks up to the batch size; then each job whose logits came back samples its next token.
+    fn step(&mut self, counters: &Counters) {
+        let cancelled = &counters.cancelled;
+        self.batch.clear();
+        let mut fed: Vec<(usize, usize)> = Vec::new(); // (slot, tokens added)
+        let mut room = self.batch_size;
+        for pass in [true, false] {
+            for i in 0..self.slots.len() {
+                let Some(active) = self.slots[i].job.as_mut() else {
+                    continue;
+                };
+                if active.job.reply.is_closed() {
+                    if pass {
+                        self.slots[i].job = None;
+                        cancelled.fetch_add(1, Ordering::Relaxed);
+                    }
+                    continue;
+                }
+                if pass {
+                    active.logits_at = None;
+                }
+                let slot = &self.slots[i];
+                let active = slot.job.as_ref().expect("checked above");
+                let (toks, with_logits): (Vec<LlamaToken>, bool) = match (pass, active.next) {
+                    (true, Some(tok)) => (vec![tok], true),
+                    (false, None) => {
+                        let start = slot.cached.len();
+                        let n = (active.tokens.len() - start).min(room);
+                        let end = start + n;
+                        (
+                            active.tokens[start..end].to_vec(),
+                            end == active.tokens.len(),
+                        )
+                    }
+                    _ => continue,
+                };
+                if toks.is_empty() || toks.len() > room {
+                    continue;
+                }
+                let base = slot.cached.len();
+                let seq = slot.seq;
+                let mut failed = None;
+                for (j, &tok) in toks.iter().enumerate() {
+                    let last = with_logits && j + 1 == toks.len();
+                    if let Err(e) = add(&mut self.batch, tok, base + j, seq, last) {
+                        failed = Some(e);
+                        break;
+                    }
+                }
+                if let Some(e) = failed {
+                    self.fail(i, e);
+                    continue;
+                }
+                if with_logits {
+                    let at = self.batch.n_tokens() - 1;
+                    if let Some(a) = self.slots[i].job.as_mut() {
+                        a.logits_at = Some(at);
+                    }
+                }
+                room -= toks.len();
+                fed.push((i, toks.len()));
             }
-            batch.clear();
-            for (j, &tok) in chunk.iter().enumerate() {
-                let last = i + 1 == chunks && j + 1 == chunk.len();
-                self.add(&mut batch, tok, self.cached.len() + j, last)?;
-            }
-            self.decode(&mut batch)?;
-            self.cached.extend_from_slice(chunk);
         }
+        if fed.is_empty() {
+            return;
+        }
+        counters
+            .peak_together
+            .fetch_max(fed.len() as u64, Ordering::Relaxed);
+        if let Err(e) = self.ctx.decode(&mut self.batch) {
+            // The cache's state is unknown: every job in this batch fails, every slot starts
+            // clean.
+            self.ctx.clear_kv_cache();
+            let why = format!("llama.cpp could not decode: {e}");
+            for i in 0..self.slots.len() {
+                self.slots[i].cached.clear();
+                self.slots[i].cached_text.clear();
+                if self.slots[i].job.is_some() {
+                    self.fail(i, ModelError::Local(why.clone()));
+                }
+            }
+            return;
+        }
+        for &(i, n) in &fed {
+            let slot = &mut self.slots[i];
+            let Some(active) = slot.job.as_mut() else {
+                continue;
+            };
+            match active.next.take() {
+                Some(tok) => slot.cached.push(tok),
+                None => {
+                    let start = slot.cached.len();
+                    slot.cached
+                        .extend_from_slice(&active.tokens[start..start + n]);
+                }
+            }
+        }
+        for i in 0..self.slots.len() {
+            let Some(at) = self.slots[i].job.as_ref().and_then(|a| a.logits_at) else {
+                continue;
+            };
+            match self.sample(i, at) {
+                Ok(Next::Token(tok)) => {
+                    if let Some(a) = self.slots[i].job.as_mut() {
+                        a.next = Some(tok);
+                    }
+                }
+                Ok(Next::Done { cut_off }) => self.finish(i, cut_off),
+                Err(e) => self.fail(i, e),
+            }
+        }
+    }
 
+    /// Samples slot `i`'s next token from the logits at batch index `at`.
+    fn sample(&mut self, i: usize, at: i32) -> Result<Next, ModelError> {
+        let n_ctx = self.n_ctx;
         let vocab = self.model.vocab();
-        let max_tokens = req.max_tokens.unwrap_or(self.config.max_tokens) as usize;
-        let mut answer: Vec<u8> = Vec::new();
-        let mut decoded_text: Vec<u8> = Vec::new();
-        let mut generated = 0usize;
-        let mut logits_at = batch.n_tokens() - 1;
-        let mut cut_off = false;
-        loop {
-            if reply.is_closed() {
-                return Ok(None);
-            }
-            if generated >= max_tokens {
-                cut_off = true;
-                break;
-            }
-            let mut candidates = self.ctx.token_data_array_ith(logits_at);
-            candidates.apply_sampler(&mut sampler);
+        let slot = &mut self.slots[i];
+        let Some(a) = slot.job.as_mut() else {
+            return Ok(Next::Done { cut_off: false });
+        };
+        if a.generated >= a.max_tokens {
+            return Ok(Next::Done { cut_off: true });
+        }
+        let tok = if a.constrained {
+            let mut candidates = self.ctx.token_data_array_ith(at);
+            candidates.apply_sampler(&mut a.sampler);
             let Some(tok) = candidates.selected_token() else {
                 return Err(ModelError::Local("the sampler selected no token".into()));
             };
             // Stop before accepting: a grammar that has completed must not see another token.
-            if vocab.is_eog(tok) || sampler.try_accept(tok).is_err() {
-                break;
+            if vocab.is_eog(tok) || a.sampler.try_accept(tok).is_err() {
+                return Ok(Next::Done { cut_off: false });
             }
-            generated += 1;
-            answer.extend(vocab.token_to_piece(tok, false, None));
-            if let Some(at) = stop_at(&answer, &self.config.stop) {
-                answer.truncate(at);
-                break;
+            tok
+        } else {
+            // Without a grammar, llama.cpp's own sample-and-accept (as a direct loop does).
+            let tok = a.sampler.sample(&self.ctx, at);
+            if vocab.is_eog(tok) {
+                return Ok(Next::Done { cut_off: false });
             }
-            if self.cached.len() + 1 >= n_ctx {
-                return Err(ModelError::Local(format!(
-                    "the context of {n_ctx} tokens filled up after {generated} generated tokens \
-                     (prompt {} tokens): raise n_ctx or lower max_tokens",
-                    tokens.len()
-                )));
-            }
-            batch.clear();
-            self.add(&mut batch, tok, self.cached.len(), true)?;
-            self.decode(&mut batch)?;
-            self.cached.push(tok);
-            decoded_text.extend(vocab.token_to_piece(tok, true, None));
-            logits_at = 0;
+            tok
+        };
+        a.generated += 1;
+        a.answer.extend(vocab.token_to_piece(tok, false, None));
+        if let Some(cut) = stop_at(&a.answer, &self.config.stop) {
+            a.answer.truncate(cut);
+            return Ok(Next::Done { cut_off: false });
         }
-        if self.cached.len() == tokens.len() + generated {
-            if let Ok(gen) = String::from_utf8(decoded_text) {
-                self.cached_text = format!("{text}{gen}");
-            }
+        if slot.cached.len() + 1 >= n_ctx {
+            return Err(ModelError::Local(format!(
+                "the context of {n_ctx} tokens filled up after {} generated tokens (prompt {} \
+                 tokens): raise n_ctx or lower max_tokens",
+                a.generated,
+                a.tokens.len()
+            )));
         }
+        a.decoded_text.extend(vocab.token_to_piece(tok, true, None));
+        Ok(Next::Token(tok))
+    }
 
-        let answer = String::from_utf8_lossy(&answer).into_owned();
+    /// Answers slot `i`'s job with an error and frees the slot.
+    fn fail(&mut self, i: usize, e: ModelError) {
+        if let Some(a) = self.slots[i].job.take() {
+            let _ = a.job.reply.send(Err(e));
+        }
+    }
+
+    /// Answers slot `i`'s finished job and frees the slot.
+    fn finish(&mut self, i: usize, cut_off: bool) {
+        let Some(a) = self.slots[i].job.take() else {
+            return;
+        };
+        let slot = &mut self.slots[i];
+        if slot.cached.len() == a.tokens.len() + a.generated {
+            if let Ok(gen) = String::from_utf8(a.decoded_text) {
+                slot.cached_text = format!("{}{gen}", a.text);
+            }
+        }
+        let result = self.reply(
+            &a.job.request,
+            &a.answer,
+            a.tokens.len(),
+            a.reused,
+            a.generated,
+            a.max_tokens,
+            cut_off,
+        );
+        let _ = a.job.reply.send(result);
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn reply(
+        &mut self,
+        req: &ChatRequest,
+        answer: &[u8],
+        input: usize,
+        reused: usize,
+        generated: usize,
+        max_tokens: usize,
+        cut_off: bool,
+    ) -> Result<ChatResponse, ModelError> {
+        let answer = String::from_utf8_lossy(answer).into_owned();
         let usage = Usage {
-            input_tokens: tokens.len() as u64,
+            input_tokens: input as u64,
             output_tokens: generated as u64,
             cached_tokens: reused as u64,
             calls: 1,
         };
-        let reply = match parse_reply(&answer, &req.tools) {
-            Ok(Reply::Text(content)) => ChatResponse {
+        match parse_reply(&answer, &req.tools) {
+            Ok(Reply::Text(content)) => Ok(ChatResponse {
                 content,
                 tool_calls: vec![],
                 usage,
@@ -351,44 +628,47 @@ impl<'m> Engine<'m> {
                 } else {
                     StopReason::Finished
                 },
-            },
+            }),
             Ok(Reply::Call { name, arguments }) => {
                 self.calls_made += 1;
                 let id = format!("call_{}", self.calls_made);
                 self.remember_raw(&id, answer.trim().to_owned());
-                ChatResponse {
+                Ok(ChatResponse {
                     content: String::new(),
                     tool_calls: vec![ToolCall::new(id, name, arguments)],
                     usage,
                     model: self.name.clone(),
                     stop: StopReason::Finished,
-                }
+                })
             }
             // Never a half call: the request fails as a whole and the model stays usable (the
             // next request re-prefills from where its prompt differs).
-            Err(_) if cut_off => {
-                return Err(ModelError::InvalidResponse(format!(
-                    "the model's tool call was cut off at max_tokens ({max_tokens}) before it \
-                     was complete, so nothing was called: raise max_tokens, or lower the \
-                     argument bounds (LlamaConfig::argument_bounds) or the tool's maxLength"
-                )))
-            }
-            Err(e) => return Err(e),
-        };
-        Ok(Some(reply))
+            Err(_) if cut_off => Err(ModelError::InvalidResponse(format!(
+                "the model's tool call was cut off at max_tokens ({max_tokens}) before it \
+                 was complete, so nothing was called: raise max_tokens, or lower the \
+                 argument bounds (LlamaConfig::argument_bounds) or the tool's maxLength"
+            ))),
+            Err(e) => Err(e),
+        }
     }
 
-    /// Tokenises the prompt, keeping the cached ids verbatim when the prompt extends the text
-    /// they came from (re-tokenising an earlier answer may not give the sampled ids back).
-    fn tokenize_prompt(&self, text: &str) -> Vec<LlamaToken> {
-        let vocab = self.model.vocab();
-        if !self.cached_text.is_empty() {
-            if let Some(rest) = text.strip_prefix(self.cached_text.as_str()) {
-                let mut tokens = self.cached.clone();
-                tokens.extend(vocab.tokenize(rest.as_bytes(), false, true));
-                return tokens;
-            }
+    /// The prompt's tokens for slot `i`, keeping its cached ids verbatim when the prompt extends
+    /// the text they came from (re-tokenising an earlier answer may not give the sampled ids
+    /// back). `None` when it does not.
+    fn tokenize_for(&self, i: usize, text: &str) -> Option<Vec<LlamaToken>> {
+        let slot = &self.slots[i];
+        if slot.cached_text.is_empty() {
+            return None;
         }
+        let rest = text.strip_prefix(slot.cached_text.as_str())?;
+        let mut tokens = slot.cached.clone();
+        tokens.extend(self.model.vocab().tokenize(rest.as_bytes(), false, true));
+        Some(tokens)
+    }
+
+    /// The prompt's tokens from scratch (the same `add_special` choice every time).
+    fn tokenize_plain(&self, text: &str) -> Vec<LlamaToken> {
+        let vocab = self.model.vocab();
         let bos =
             String::from_utf8_lossy(&vocab.token_to_piece(vocab.bos(), true, None)).into_owned();
         let add_bos = vocab.should_add_bos() && (bos.is_empty() || !text.starts_with(&bos));
@@ -419,30 +699,10 @@ impl<'m> Engine<'m> {
             chain.push(LlamaSampler::temp(c.temperature));
             chain.push(LlamaSampler::dist(c.seed));
         }
-        Ok(LlamaSampler::chain_simple(chain))
-    }
-
-    fn add(
-        &self,
-        batch: &mut LlamaBatch<'_>,
-        tok: LlamaToken,
-        pos: usize,
-        logits: bool,
-    ) -> Result<(), ModelError> {
-        let pos = i32::try_from(pos)
-            .map_err(|_| ModelError::Local(format!("token position {pos} is out of range")))?;
-        batch
-            .add(tok, pos, &[0], logits)
-            .map_err(|e| ModelError::Local(format!("could not fill a batch: {e}")))
-    }
-
-    /// Decodes `batch`; on failure the cache is cleared so the next call starts clean.
-    fn decode(&mut self, batch: &mut LlamaBatch<'_>) -> Result<(), ModelError> {
-        self.ctx.decode(batch).map_err(|e| {
-            self.ctx.clear_kv_cache();
-            self.cached.clear();
-            self.cached_text.clear();
-            ModelError::Local(format!("llama.cpp could not decode: {e}"))
+        Ok(if chain.len() == 1 {
+            chain.pop().expect("one sampler")
+        } else {
+            LlamaSampler::chain_simple(chain)
         })
     }
 
@@ -455,6 +715,24 @@ impl<'m> Engine<'m> {
             }
         }
     }
+}
+
+fn add(
+    batch: &mut LlamaBatch<'_>,
+    tok: LlamaToken,
+    pos: usize,
+    seq: i32,
+    logits: bool,
+) -> Result<(), ModelError> {
+    let pos = i32::try_from(pos)
+        .map_err(|_| ModelError::Local(format!("token position {pos} is out of range")))?;
+    batch
+        .add(tok, pos, &[seq], logits)
+        .map_err(|e| ModelError::Local(format!("could not fill a batch: {e}")))
+}
+
+fn common_prefix(a: &[LlamaToken], b: &[LlamaToken]) -> usize {
+    a.iter().zip(b).take_while(|(x, y)| x == y).count()
 }
 
 /// Where the first stop string starts in `answer`, if any.

@@ -332,6 +332,70 @@ async fn a_text_answer_cut_by_max_tokens_says_so() {
     assert_eq!(whole.stop, StopReason::Finished, "{whole:?}");
 }
 
+/// Four runs on one model with four sequence slots: their requests are decoded together in one
+/// batch, each is answered, and each keeps its own KV region: asked again, every request reuses
+/// all but one token of its prompt.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_requests_share_one_batch_and_each_keeps_its_own_cache() {
+    let model = load(LlamaConfig::new(model_path()).n_ctx(1024).parallel(4));
+    let request = |k: usize| {
+        ask(
+            vec![
+                Message::system(format!("You are assistant number {k}. Answer briefly.")),
+                Message::human("What is the capital of France?"),
+            ],
+            vec![],
+            24,
+        )
+    };
+    for round in 0..2 {
+        let replies =
+            futures::future::try_join_all((0..4).map(|k| model.clone().oneshot(request(k))))
+                .await
+                .unwrap();
+        for (k, r) in replies.iter().enumerate() {
+            assert!(
+                !r.content.trim().is_empty() && r.usage.output_tokens > 0,
+                "round {round}, run {k}: {r:?}"
+            );
+            if round == 1 {
+                assert_eq!(
+                    r.usage.cached_tokens + 1,
+                    r.usage.input_tokens,
+                    "run {k} did not find its own prompt in its slot: {:?}",
+                    r.usage
+                );
+            }
+        }
+    }
+    assert!(
+        model.peak_batched_requests() >= 3,
+        "at most {} requests were decoded together",
+        model.peak_batched_requests()
+    );
+}
+
+/// More requests than slots: the rest wait their turn and every one is answered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn more_requests_than_slots_wait_their_turn() {
+    let model = load(LlamaConfig::new(model_path()).n_ctx(512).parallel(2));
+    let replies = futures::future::try_join_all((0..5).map(|k| {
+        model.clone().oneshot(ask(
+            vec![Message::human(format!("Say the number {k}."))],
+            vec![],
+            8,
+        ))
+    }))
+    .await
+    .unwrap();
+    assert_eq!(replies.len(), 5);
+    assert!(
+        replies.iter().all(|r| r.usage.output_tokens > 0),
+        "{replies:?}"
+    );
+    assert_eq!(model.peak_batched_requests(), 2);
+}
+
 /// A tool-call budget too small for the call: a recorded error, never a half call, and the
 /// model answers the next request.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

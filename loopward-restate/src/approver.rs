@@ -14,9 +14,10 @@ use loopward_runner::layers::stopgate::{Answer, ApprovalRequest, Approver};
 /// Give the gates a long `ask_timeout_secs` (up to 86400): the timeout runs only while a worker
 /// holds the invocation, and a gate that times out denies.
 ///
-/// Gates inside a journaled tool step (a stop-gate on a tool, which runs in the tool stack) cannot
-/// wait there, because Restate steps do not nest: they deny, saying so. Put the gate on the
-/// agent's turn, a phase or a handoff instead. Outside Restate this approver denies too.
+/// A stop-gate on a tool (or a written path) runs inside the call's journaled step, where Restate
+/// cannot wait (steps do not nest): [`JournaledToolLayer::asking`](crate::JournaledToolLayer::asking)
+/// asks the person before the step, and this approver answers the gate inside it with that
+/// verdict. Without it, such a gate denies, saying so. Outside Restate this approver denies too.
 ///
 /// ```
 /// use loopward_restate::RestateApprover;
@@ -29,6 +30,29 @@ use loopward_runner::layers::stopgate::{Answer, ApprovalRequest, Approver};
 /// ```
 #[derive(Clone, Copy, Debug, Default)]
 pub struct RestateApprover;
+
+tokio::task_local! {
+    /// The verdicts given for the call whose step runs in this task.
+    pub(crate) static GIVEN: Given;
+}
+
+/// Verdicts a person gave before a tool call's step, by gate and action.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Given(Vec<(String, String, Answer)>);
+
+impl Given {
+    pub(crate) fn insert(&mut self, gate: &str, action_key: &str, answer: Answer) {
+        self.0
+            .push((gate.to_string(), action_key.to_string(), answer));
+    }
+
+    fn get(&self, gate: &str, action_key: &str) -> Option<Answer> {
+        self.0
+            .iter()
+            .find(|(g, a, _)| g == gate && a == action_key)
+            .map(|(_, _, answer)| answer.clone())
+    }
+}
 
 /// The id a pending approval is approved by: the gate and the exact action.
 ///
@@ -57,7 +81,15 @@ impl Approver for RestateApprover {
             return deny("this stop-gate waits for a person through Restate, and this run is not executing on Restate");
         };
         if journal::in_step() {
-            return deny("a stop-gate inside a tool step cannot wait for a person on Restate (steps do not nest); put the gate on the agent's turn, a phase or a handoff");
+            let key = request.action.key();
+            if let Some(answer) = GIVEN
+                .try_with(|g| g.get(&request.gate, &key))
+                .ok()
+                .flatten()
+            {
+                return Box::pin(async move { answer });
+            }
+            return deny("a stop-gate inside a tool step cannot wait for a person on Restate (steps do not nest); give the gates to the tool step (`JournaledToolLayer.asking(gates)`, as `Team::durable` does), or put the gate on the agent's turn, a phase or a handoff");
         }
         let id = pending_id(&request.gate, &request.action.key());
         let pending = PendingApproval {

@@ -3,7 +3,7 @@
 use crate::{
     JournaledModelLayer, JournaledToolLayer, RestateApprover, SharedQuota, SharedQuotaLayer,
 };
-use loopward_runner::layers::stopgate::Approver;
+use loopward_runner::layers::stopgate::{Approver, StopGates};
 use loopward_runner::model::BoxModelService;
 use loopward_runner::tool::BoxToolService;
 use std::sync::Arc;
@@ -31,6 +31,10 @@ impl loopward::team::Durable for Restate {
 
     fn tool_step(&self, tools: BoxToolService) -> BoxToolService {
         BoxToolService::new(JournaledToolLayer.layer(tools))
+    }
+
+    fn gated_tool_step(&self, tools: BoxToolService, gates: &StopGates) -> BoxToolService {
+        BoxToolService::new(JournaledToolLayer.asking(gates.clone()).layer(tools))
     }
 
     fn approver(&self) -> Option<Arc<dyn Approver>> {
@@ -73,6 +77,10 @@ impl loopward::team::Durable for RestateWithQuota {
 
     fn tool_step(&self, tools: BoxToolService) -> BoxToolService {
         Restate.tool_step(tools)
+    }
+
+    fn gated_tool_step(&self, tools: BoxToolService, gates: &StopGates) -> BoxToolService {
+        Restate.gated_tool_step(tools, gates)
     }
 
     fn approver(&self) -> Option<Arc<dyn Approver>> {

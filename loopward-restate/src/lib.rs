@@ -63,6 +63,6 @@ pub use model::{JournaledModel, JournaledModelLayer};
 pub use quota::{
     ProviderQuota, QuotaError, SharedQuota, SharedQuotaLayer, SharedQuotaService, QUOTA_OBJECT,
 };
-pub use tool::{JournaledTool, JournaledToolLayer, INTERRUPTED, STATE_ONLY_TOOLS};
+pub use tool::{AskingToolLayer, JournaledTool, JournaledToolLayer, INTERRUPTED, STATE_ONLY_TOOLS};
 pub use wire::{PendingApproval, RunSummary, StartRun, Verdict};
 pub use workflow::{LoopwardRunService, WORKFLOW};

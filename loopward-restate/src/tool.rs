@@ -1,8 +1,11 @@
 //! Tool calls as journaled steps.
 
+use crate::approver::{pending_id, Given, GIVEN};
 use crate::journal;
+use crate::wire::{PendingApproval, Verdict};
 use futures::future::BoxFuture;
 use loopward_core::{AuditError, Effect};
+use loopward_runner::layers::stopgate::StopGates;
 use loopward_runner::tool::{ToolError, ToolInvocation, ToolOutput};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
@@ -37,7 +40,50 @@ pub struct JournaledToolLayer;
 impl<S> tower::Layer<S> for JournaledToolLayer {
     type Service = JournaledTool<S>;
     fn layer(&self, inner: S) -> JournaledTool<S> {
-        JournaledTool { inner }
+        JournaledTool { inner, gates: None }
+    }
+}
+
+impl JournaledToolLayer {
+    /// The same layer, asking the `interactive` stop-gates among `gates` that stand before a
+    /// call (on its tool, or on a path it writes) for a person's verdict before the call's step:
+    /// the run waits on a Restate awakeable there, outside any step, so Restate suspends it and
+    /// no worker holds it; the gate inside the step is then answered with the verdict given
+    /// (and records it, once). Give it the gates of the stack inside ([`StopGates`] are cheap
+    /// to clone).
+    ///
+    /// ```
+    /// use loopward_restate::{JournaledToolLayer, RestateApprover};
+    /// use loopward_runner::layers::stopgate::{StopGateConfig, StopGates, StopMode};
+    /// use loopward_runner::tool::{BoxToolService, ToolExecutor};
+    /// use std::sync::Arc;
+    /// use tower::Layer;
+    /// let gates = StopGates::new(&[StopGateConfig::tool("shell", StopMode::Interactive)])
+    ///     .unwrap()
+    ///     .with_approver(Arc::new(RestateApprover));
+    /// let inner = BoxToolService::new(gates.tool_layer().layer(ToolExecutor));
+    /// let stack = BoxToolService::new(JournaledToolLayer.asking(gates).layer(inner));
+    /// # let _ = stack;
+    /// ```
+    pub fn asking(self, gates: StopGates) -> AskingToolLayer {
+        AskingToolLayer { gates }
+    }
+}
+
+/// [`JournaledToolLayer`] that asks a call's `interactive` stop-gates before its step (see
+/// [`JournaledToolLayer::asking`]).
+#[derive(Clone, Debug)]
+pub struct AskingToolLayer {
+    gates: StopGates,
+}
+
+impl<S> tower::Layer<S> for AskingToolLayer {
+    type Service = JournaledTool<S>;
+    fn layer(&self, inner: S) -> JournaledTool<S> {
+        JournaledTool {
+            inner,
+            gates: Some(self.gates.clone()),
+        }
     }
 }
 
@@ -45,6 +91,7 @@ impl<S> tower::Layer<S> for JournaledToolLayer {
 #[derive(Clone, Debug)]
 pub struct JournaledTool<S> {
     inner: S,
+    gates: Option<StopGates>,
 }
 
 /// A tool result as the journal holds it.
@@ -85,29 +132,58 @@ where
         else {
             return Box::pin(inner.oneshot(inv));
         };
+        let asks = self
+            .gates
+            .as_ref()
+            .map(|g| g.asks_for(&inv))
+            .unwrap_or_default();
         Box::pin(async move {
+            // A person's verdicts first, each waited for outside any step.
+            let mut given = Given::default();
+            for request in asks {
+                let id = pending_id(&request.gate, &request.action.key());
+                let pending = PendingApproval {
+                    id: id.clone(),
+                    agent: request.agent,
+                    gate: request.gate.clone(),
+                    action: request.action.clone(),
+                    summary: request.summary,
+                };
+                let verdict = journal.verdict(pending).await.map_err(|why| {
+                    ToolError::Audit(AuditError(format!(
+                        "no verdict could be had through Restate: {why}"
+                    )))
+                })?;
+                given.insert(
+                    &request.gate,
+                    &request.action.key(),
+                    verdict_for(&id, verdict),
+                );
+            }
             let name = format!("tool {} {}", inv.call.name, inv.call.id);
             let marks = journal.ledger().ledger().run_dir().join("steps");
             let journaled = journal
-                .step(&name, |n| async move {
-                    if let Err(text) = mark_started(&marks, n) {
-                        return Journaled::Failed { text, audit: false };
-                    }
-                    match inner.oneshot(inv).await {
-                        Ok(o) => Journaled::Output {
-                            content: o.content,
-                            is_error: o.is_error,
-                            effects: o.effects,
-                        },
-                        Err(ToolError::Audit(e)) => Journaled::Failed {
-                            text: e.0,
-                            audit: true,
-                        },
-                        Err(e) => Journaled::Failed {
-                            text: e.to_string(),
-                            audit: false,
-                        },
-                    }
+                .step(&name, |n| {
+                    GIVEN.scope(given, async move {
+                        if let Err(text) = mark_started(&marks, n) {
+                            return Journaled::Failed { text, audit: false };
+                        }
+                        match inner.oneshot(inv).await {
+                            Ok(o) => Journaled::Output {
+                                content: o.content,
+                                is_error: o.is_error,
+                                effects: o.effects,
+                            },
+                            Err(ToolError::Audit(e)) => Journaled::Failed {
+                                text: e.0,
+                                audit: true,
+                            },
+                            Err(e) => Journaled::Failed {
+                                text: e.to_string(),
+                                audit: false,
+                            },
+                        }
+                    })
                 })
                 .await
                 .map_err(|e| ToolError::Audit(AuditError(e.to_string())))?;
@@ -125,6 +201,21 @@ where
                 Journaled::Failed { text, .. } => Err(ToolError::Failed(text)),
             }
         })
+    }
+}
+
+/// A person's verdict on pending approval `id`, as the gate's answer.
+fn verdict_for(id: &str, verdict: Verdict) -> loopward_runner::layers::stopgate::Answer {
+    use loopward_runner::layers::stopgate::Answer;
+    match verdict {
+        Verdict::Approve { id: got, by } if got == id => Answer::Approve { by },
+        Verdict::Deny { id: got, reason } if got == id => Answer::Deny { reason },
+        other => Answer::Deny {
+            reason: format!(
+                "the verdict named pending approval {:?}, not {id:?}; it was not honoured",
+                other.id()
+            ),
+        },
     }
 }
 

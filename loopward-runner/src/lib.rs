@@ -11,7 +11,9 @@
 //!
 //! [`Runner`] starts a run with a human task and a first agent, calls agents turn by turn,
 //! follows handoffs, and stops when an agent finishes without handing off, on caps, or on fatal
-//! errors. Every step is an [`AuditEvent`](loopward_core::AuditEvent) in the run's sink.
+//! errors. A person speaks into a running run through its [`inbox`]: a message is picked up at
+//! the next turn boundary and starts a new turn for the gates. Every step is an
+//! [`AuditEvent`](loopward_core::AuditEvent) in the run's sink.
 //!
 //! ## Features
 //!
@@ -65,6 +67,7 @@ mod context;
 mod extensions;
 pub mod gates;
 pub mod hook;
+pub mod inbox;
 pub mod journal;
 pub mod layers;
 pub mod model;

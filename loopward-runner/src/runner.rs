@@ -3,6 +3,7 @@
 
 use crate::clock::{Clock, SystemClock};
 use crate::context::{RunContext, TurnContext};
+use crate::inbox::HumanInbox;
 use crate::journal::{Journal, RecordedTurn, ResumePolicy, Resumed, Step, TurnFeed};
 use crate::turn::{BoxTurnService, TurnOutcome, TurnRequest};
 use crate::workspace::Workspace;
@@ -28,6 +29,7 @@ pub struct Runner {
     clock: Arc<dyn Clock>,
     max_turns: u32,
     resume: ResumePolicy,
+    inbox: Option<HumanInbox>,
 }
 
 impl std::fmt::Debug for Runner {
@@ -48,6 +50,7 @@ pub struct RunnerBuilder {
     clock: Arc<dyn Clock>,
     max_turns: u32,
     resume: ResumePolicy,
+    inbox: Option<HumanInbox>,
 }
 
 /// A runner could not be built.
@@ -75,6 +78,7 @@ impl Runner {
             clock: Arc::new(SystemClock),
             max_turns: DEFAULT_MAX_TURNS,
             resume: ResumePolicy::default(),
+            inbox: None,
         }
     }
 
@@ -118,6 +122,16 @@ impl RunnerBuilder {
         self
     }
 
+    /// Where people's messages to a running run wait (see [`crate::inbox`]): at each turn
+    /// boundary the runner takes the run's messages, records each as `human_message` (a new
+    /// turn for the sprawl gate) and gives them to the agent that acts next — the handoff's
+    /// target, or, when the turn did not hand off, the same agent, so the run goes on instead of
+    /// ending. Without one, nobody can speak into a run after its task.
+    pub fn inbox(mut self, inbox: HumanInbox) -> Self {
+        self.inbox = Some(inbox);
+        self
+    }
+
     /// Builds the runner.
     pub fn build(self) -> Result<Runner, RunnerError> {
         if self.agents.is_empty() {
@@ -133,6 +147,7 @@ impl RunnerBuilder {
             clock: self.clock,
             max_turns: self.max_turns,
             resume: self.resume,
+            inbox: self.inbox,
         })
     }
 }
@@ -355,10 +370,17 @@ impl Runner {
             if let Some(status) = &t.ends_run {
                 return status.clone();
             }
-            let Some(handoff) = handoff else {
-                return RunStatus::Completed;
-            };
-            agent = self.hand_over(&mut histories, spec, handoff, report);
+            match self.next_agent(
+                &mut histories,
+                spec,
+                handoff,
+                &agent,
+                t.heard.clone(),
+                report,
+            ) {
+                Some(next) => agent = next,
+                None => return RunStatus::Completed,
+            }
         }
         loop {
             if report.turns >= self.max_turns {
@@ -428,11 +450,60 @@ impl Runner {
             if let Some(status) = ends_run {
                 return status;
             }
-            let Some(handoff) = outcome.handoff else {
-                return RunStatus::Completed;
+            let heard = match self.hear(ctx) {
+                Ok(heard) => heard,
+                Err(e) => return audit_failed(e),
             };
-            agent = self.hand_over(&mut histories, spec, handoff, report);
+            match self.next_agent(&mut histories, spec, outcome.handoff, &agent, heard, report) {
+                Some(next) => agent = next,
+                None => return RunStatus::Completed,
+            }
         }
+    }
+
+    /// Takes what people said into the run since the last turn boundary: each message is
+    /// recorded as a human message (a new turn for the sprawl gate); each file the inbox would
+    /// not deliver is recorded with the reason.
+    fn hear(&self, ctx: &RunContext) -> Result<Vec<String>, loopward_core::AuditError> {
+        let Some(inbox) = &self.inbox else {
+            return Ok(vec![]);
+        };
+        let taken = inbox.take(ctx.run(), self.clock.now_millis());
+        for why in &taken.refused {
+            ctx.record(&AuditEvent::LayerDecision {
+                layer: "inbox".into(),
+                decision: loopward_core::LayerVerdict::Refused,
+                detail: serde_json::json!({ "why": why }),
+            })?;
+        }
+        for said in &taken.said {
+            crate::gates::human_message(ctx, said)?;
+        }
+        Ok(taken.said)
+    }
+
+    /// Who acts next, after `agent`'s turn: the handoff's target, else `agent` itself when a
+    /// person spoke (it answers), else nobody (the run is complete). What people said goes to
+    /// that agent's conversation after the handoff's notice.
+    fn next_agent(
+        &self,
+        histories: &mut BTreeMap<AgentId, Vec<Message>>,
+        spec: &RunSpec,
+        handoff: Option<Handoff>,
+        agent: &AgentId,
+        heard: Vec<String>,
+        report: &mut RunReport,
+    ) -> Option<AgentId> {
+        let next = match handoff {
+            Some(h) => self.hand_over(histories, spec, h, report),
+            None if heard.is_empty() => return None,
+            None => agent.clone(),
+        };
+        histories
+            .entry(next.clone())
+            .or_default()
+            .extend(heard.into_iter().map(Message::human));
+        Some(next)
     }
 
     /// Passes the work to the handoff's target: its conversation gets the task (the first

@@ -90,3 +90,88 @@ async fn audit_md_of_a_scripted_run_shows_turns_handoffs_gates_and_overrides() {
     assert_eq!(v["events"].as_array().unwrap().len(), recs.len());
     assert_eq!(v["usage"], serde_json::to_value(report.usage).unwrap());
 }
+
+#[test]
+fn audit_md_states_one_cost_in_its_header_and_its_end_line() {
+    use loopward_core::{AgentId, AuditEvent, RunId, Scope, TurnNumber, Usage};
+    use loopward_runner::audit::{Chain, GENESIS};
+    let run = RunId::new("r1").unwrap();
+    let builder = AgentId::new("builder").unwrap();
+    let at = |turn: Option<u32>| Scope {
+        run: run.clone(),
+        turn: turn.map(TurnNumber),
+        agent: turn.map(|_| builder.clone()),
+    };
+    let usage = Usage {
+        input_tokens: 1000,
+        output_tokens: 200,
+        cached_tokens: 0,
+        calls: 1,
+    };
+    let events = [
+        (
+            at(None),
+            AuditEvent::RunStarted {
+                task: "t".into(),
+                agent: builder.clone(),
+            },
+        ),
+        (
+            at(Some(1)),
+            AuditEvent::TurnStarted {
+                agent: builder.clone(),
+            },
+        ),
+        (
+            at(Some(1)),
+            AuditEvent::ModelCall {
+                model: "m".into(),
+                usage,
+                cost_micros: Some(1_500),
+                tool_calls: 0,
+            },
+        ),
+        (
+            at(Some(1)),
+            AuditEvent::ModelCall {
+                model: "m".into(),
+                usage,
+                cost_micros: Some(2_500),
+                tool_calls: 0,
+            },
+        ),
+        // The runner knows no prices: the run's end carries no cost of its own.
+        (
+            at(None),
+            AuditEvent::RunEnded {
+                status: RunStatus::Completed,
+                usage,
+                cost_micros: None,
+            },
+        ),
+    ];
+    let mut prev = GENESIS.to_string();
+    let mut recs = vec![];
+    for (i, (scope, e)) in events.iter().enumerate() {
+        let (rec, _) = Record::seal(
+            &Chain::Sha256,
+            i as u64 + 1,
+            "2026-01-01T00:00:00.000Z",
+            scope,
+            e,
+            &prev,
+        )
+        .unwrap();
+        prev.clone_from(&rec.hash);
+        recs.push(rec);
+    }
+    let md = render_markdown(&recs);
+    let header = md.lines().find(|l| l.starts_with("- Cost: ")).unwrap();
+    let end = md.lines().find(|l| l.contains("run ended")).unwrap();
+    let cost = header.trim_start_matches("- Cost: ");
+    assert!(
+        end.ends_with(&format!("cost {cost}")),
+        "header {header:?}, end {end:?}"
+    );
+    assert!(!md.contains("cost unknown"), "{md}");
+}

@@ -262,3 +262,29 @@ async fn a_review_gate_without_when_says_so_in_its_refusal() {
     );
     assert!(!text.contains("you changed"), "{text}");
 }
+
+#[tokio::test]
+async fn a_file_written_through_shell_arms_the_review_gate_as_a_file_tool_write_does() {
+    let room = Room::new(ROOM);
+    room.write("src/keep.txt", "");
+    let builder = room.turn("builder");
+    let out = room
+        .shell(&builder, "echo 'fn main() {}' > src/main.rs && echo ok")
+        .await
+        .unwrap();
+    assert!(!out.is_error, "{}", out.content);
+    assert_eq!(room.read("src/main.rs").as_deref(), Some("fn main() {}\n"));
+    let err = room.handoff(&builder, "scribe").await.unwrap_err();
+    assert!(err.to_string().contains("src/main.rs"), "{err}");
+    assert!(err.to_string().contains("auditor must review"), "{err}");
+    room.handoff(&builder, "auditor").await.unwrap();
+}
+
+#[tokio::test]
+async fn a_shell_command_that_only_reads_does_not_arm_the_review_gate() {
+    let room = Room::new(ROOM);
+    room.write("src/keep.txt", "x");
+    let builder = room.turn("builder");
+    room.shell(&builder, "cat src/keep.txt").await.unwrap();
+    room.handoff(&builder, "scribe").await.unwrap();
+}

@@ -34,6 +34,7 @@ pub struct Timeline {
     refused_calls: Vec<String>,
     handoff_refusal_shown: bool,
     hints_shown: std::collections::HashSet<String>,
+    task_next: bool,
 }
 
 /// A short form of a tool call's arguments: its path, command or target.
@@ -62,6 +63,12 @@ impl Timeline {
     /// Renders one event (some events render as nothing).
     pub fn render<W: Write>(&mut self, out: &mut Printer<W>, scope: &Scope, event: &AuditEvent) {
         match event {
+            // The task (the message right after run_started) is shown above the timeline; a
+            // person's later words show where the run took them.
+            AuditEvent::RunStarted { .. } => self.task_next = true,
+            AuditEvent::HumanMessage { content } if !std::mem::take(&mut self.task_next) => {
+                out.line(Tone::Plain, format!("  person: {}", clip(content, 200)));
+            }
             AuditEvent::TurnStarted { agent } => {
                 let n = scope.turn.map_or(0, |t| t.0);
                 out.line(Tone::Turn, format!("  turn {n} · {agent}"));

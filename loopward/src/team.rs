@@ -21,9 +21,10 @@ use crate::config::Config;
 use anyhow::{Context, Result};
 use loopward_core::AgentId;
 use loopward_runner::gates::{ControlFiles, OverrideStore, Policy, PolicyLayer};
+use loopward_runner::inbox::HumanInbox;
 use loopward_runner::layers::classjump::ClassJump;
 use loopward_runner::layers::stack::Stack;
-use loopward_runner::layers::stopgate::Approver;
+use loopward_runner::layers::stopgate::{Approver, StopGates};
 use loopward_runner::model::BoxModelService;
 use loopward_runner::tool::{BoxToolService, ToolExecutor, ToolSet};
 use loopward_runner::tools::{EditFile, HandoffTool, ListDir, ReadFile, Shell, WriteFile};
@@ -48,6 +49,9 @@ pub struct Options {
     pub executor: Option<BoxToolService>,
     /// A durable-execution engine the runs execute on (none: runs execute in this process).
     pub durable: Option<Arc<dyn Durable>>,
+    /// Where people's messages to running runs wait (default: the workspace's
+    /// `.loopward/inbox/`, which `loopward say` writes). `replay` passes the recorded ones.
+    pub inbox: Option<HumanInbox>,
 }
 
 /// Where a durable-execution engine (such as `loopward_restate::Restate`) hooks into a team: it
@@ -58,6 +62,12 @@ pub trait Durable: Send + Sync + 'static {
     fn model_step(&self, model: BoxModelService) -> BoxModelService;
     /// Wraps each agent's whole tool stack, outside the policy gates.
     fn tool_step(&self, tools: BoxToolService) -> BoxToolService;
+    /// [`Durable::tool_step`], knowing the team's stop-gates, so an engine can ask their
+    /// `interactive` tool gates outside the tool's step (default: `tool_step`).
+    fn gated_tool_step(&self, tools: BoxToolService, gates: &StopGates) -> BoxToolService {
+        let _ = gates;
+        self.tool_step(tools)
+    }
     /// Who answers `interactive` stop-gates when the caller names no approver.
     fn approver(&self) -> Option<Arc<dyn Approver>>;
 }
@@ -71,6 +81,7 @@ impl Default for Options {
             model_name: "fake".into(),
             executor: None,
             durable: None,
+            inbox: None,
         }
     }
 }
@@ -81,8 +92,8 @@ impl std::fmt::Debug for Options {
     }
 }
 
-/// The named built-in tools, with `handoff` offering `team` and `report_attempt` reporting to
-/// the class-jump tracker.
+/// The named built-in tools, with `handoff` offering `team` (pass the agents other than the
+/// caller) and `report_attempt` reporting to the class-jump tracker.
 pub fn tool_set(names: &[String], team: &[AgentId], class_jump: Option<&ClassJump>) -> ToolSet {
     let mut set = ToolSet::new();
     for n in names {
@@ -141,21 +152,28 @@ pub fn build(
     let (model, tool_stack) = match &durable {
         Some(d) => (
             stack.model_step(model, |m| d.model_step(m)),
-            d.tool_step(tool_stack),
+            d.gated_tool_step(tool_stack, stack.gates()),
         ),
         None => (stack.model(model), tool_stack),
     };
     // The caps layer ends runs at its own bound (plus a wrap-up turn); the runner's is a backstop.
-    let mut runner = Runner::builder(ws)
+    let inbox = opts
+        .inbox
+        .clone()
+        .unwrap_or_else(|| HumanInbox::for_workspace(ws.root()));
+    let mut runner = Runner::builder(ws.clone())
         .clock(opts.clock.clone())
+        .inbox(inbox)
         .max_turns(cfg.limits.turns_per_run.saturating_add(1));
     for a in &cfg.agents {
         let steps = a
             .max_steps
             .map_or(stack.steps_per_turn(), |n| n.min(stack.steps_per_turn()));
+        // The handoff tool offers everyone but the caller (handing off to oneself is refused).
+        let others: Vec<AgentId> = team.iter().filter(|n| **n != a.name).cloned().collect();
         let mut agent = LlmAgent::builder(a.name.clone(), model.clone())
             .system(&a.role)
-            .tools(tool_set(&a.tools, &team, stack.class_jump()))
+            .tools(tool_set(&a.tools, &others, stack.class_jump()))
             .tool_stack(tool_stack.clone())
             .max_steps(steps);
         if let Some(n) = cfg.backend.max_tokens {

@@ -203,7 +203,7 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<()> {
 
     let json = work.join("part5.json");
     let status = Command::new(&bench)
-        .args(["--only", "5", "--model"])
+        .args(["--only", "5", "--only", "6", "--model"])
         .arg(&model)
         .arg("--out")
         .arg(&json)
@@ -253,25 +253,29 @@ fn render(
     reference: &str,
     started: Instant,
 ) -> String {
-    let section = part5["sections"]
-        .as_array()
-        .and_then(|s| s.iter().find(|s| s["part"] == 5))
-        .cloned()
-        .unwrap_or_default();
-    let rows: Vec<String> = section["rows"]
-        .as_array()
-        .map(|rows| {
-            rows.iter()
-                .map(|r| {
-                    let cells: Vec<&str> = r
-                        .as_array()
-                        .map(|c| c.iter().filter_map(|v| v.as_str()).collect())
-                        .unwrap_or_default();
-                    format!("| {} |", cells.join(" | "))
-                })
-                .collect()
-        })
-        .unwrap_or_default();
+    let rows_of = |part: u64| -> Vec<String> {
+        let section = part5["sections"]
+            .as_array()
+            .and_then(|s| s.iter().find(|s| s["part"] == part))
+            .cloned()
+            .unwrap_or_default();
+        section["rows"]
+            .as_array()
+            .map(|rows| {
+                rows.iter()
+                    .map(|r| {
+                        let cells: Vec<&str> = r
+                            .as_array()
+                            .map(|c| c.iter().filter_map(|v| v.as_str()).collect())
+                            .unwrap_or_default();
+                        format!("| {} |", cells.join(" | "))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let rows = rows_of(5);
+    let concurrent = rows_of(6);
     format!(
         "# GPU check\n\nWritten by `cargo xtask gpu-check` ({:.0} s in all).\n\n\
          - GPU: {} (driver {}, {})\n- CUDA: {cuda}\n- Model: random Q4_0 weights in the shape \
@@ -279,7 +283,9 @@ fn render(
          ## Through loopward against a direct llama-cpp-2 loop\n\n\
          | | direct llama-cpp-2 | loopward | loopward ÷ direct |\n|---|---:|---:|---:|\n{}\n\n\
          ## llama.cpp's own llama-bench (pp512, tg128)\n\n{reference}\n\
-         ## Not measured here\n\nConcurrent runs on one model (1/4/16): not built yet.\n",
+         ## Concurrent runs on one model, one batch (1/4/16)\n\n\
+         | runs | one after another | at once (one batch) | at once ÷ one after another (range) | at once ÷ one run |\n\
+         |---:|---:|---:|---:|---:|\n{}\n",
         started.elapsed().as_secs_f64(),
         gpu.name,
         gpu.driver,
@@ -288,6 +294,7 @@ fn render(
         shape.n_layer,
         shape.n_embd,
         rows.join("\n"),
+        concurrent.join("\n"),
     )
 }
 

@@ -8,6 +8,8 @@
 //!   outside `clock.rs` (tokio time, which tests pause, is allowed);
 //! - **a true `rust-version`**: the workspace's declared minimum Rust is at least every
 //!   dependency's own `rust-version` (the lock file's versions);
+//! - **human origin**: in library code, only the runner (the task, people's inbox messages) and
+//!   `message.rs` itself name `Message::human` — no model, tool or backend text becomes a person's;
 //! - **code map**: every workspace crate and every public module of a library crate is named in
 //!   ARCHITECTURE.md.
 
@@ -91,6 +93,13 @@ const LIBRARIES: &[&str] = &[
     "loopward-restate/src",
 ];
 
+/// The library files that may make a `Message::human`: its definition, and the runner, which
+/// makes one only from the run's task and the messages its inbox delivered.
+const HUMAN_SOURCES: &[&str] = &[
+    "loopward-core/src/message.rs",
+    "loopward-runner/src/runner.rs",
+];
+
 pub(crate) fn run(root: &Path) -> Result<()> {
     let mut problems = Vec::new();
     crate_graph(root, &mut problems)?;
@@ -105,7 +114,9 @@ pub(crate) fn run(root: &Path) -> Result<()> {
     }
     code_map(root, &mut problems)?;
     if problems.is_empty() {
-        println!("tidy: crate graph, environment, clock, rust-version and code map hold");
+        println!(
+            "tidy: crate graph, environment, clock, human origin, rust-version and code map hold"
+        );
         return Ok(());
     }
     for p in &problems {
@@ -223,12 +234,20 @@ fn library_rules(root: &Path, path: &Path, text: &str, problems: &mut Vec<String
         .unwrap_or(path)
         .display()
         .to_string();
+    let speaks_for_people = HUMAN_SOURCES.iter().any(|f| rel.ends_with(f));
+    let mut in_tests = false;
     for (i, line) in text.lines().enumerate() {
         let code = line.trim_start();
         if code.starts_with("//") {
             continue;
         }
         let at = format!("{rel}:{}", i + 1);
+        in_tests |= code.starts_with("#[cfg(test)]");
+        if !speaks_for_people && !in_tests && code.contains("Message::human") {
+            problems.push(format!(
+                "{at}: makes a message of human origin; only the runner's task and inbox speak for a person (see ARCHITECTURE.md, loopward-core)"
+            ));
+        }
         if code.contains("std::env::") || code.contains("use std::env") {
             problems.push(format!(
                 "{at}: a library reads the environment; take the value (or a lookup) from the caller"

@@ -21,6 +21,7 @@ pub mod replay;
 pub mod report;
 pub mod run;
 pub mod sandbox;
+pub mod say;
 pub mod verify;
 
 pub use run::exit_code;
@@ -79,6 +80,7 @@ impl Cli {
             Command::Approve(a) | Command::Deny(a) => set(&mut a.config),
             Command::Override(a) => set(&mut a.config),
             Command::Gates(a) => set(&mut a.config),
+            Command::Say(a) => set(&mut a.config),
             Command::Report(a) => set_opt(&mut a.config),
             Command::Calibrate(a) => set_opt(&mut a.config),
             Command::Replay(a) => set_opt(&mut a.config),
@@ -122,6 +124,8 @@ pub enum Command {
     Hook(hook::Args),
     /// Run a command in the kernel sandbox of one agent.
     Sandbox(sandbox::Args),
+    /// Say something to a running run (taken at its next turn boundary).
+    Say(say::Args),
 }
 
 /// Runs a parsed command line; errors are printed by the binary.
@@ -139,6 +143,7 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Replay(a) => replay::run(a).await,
         Command::Hook(a) => hook::run(&a),
         Command::Sandbox(a) => Ok(sandbox::run(&a)),
+        Command::Say(a) => say::run(&a),
     }
 }
 

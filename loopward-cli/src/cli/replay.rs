@@ -20,6 +20,7 @@ use loopward::ledger;
 use loopward::team;
 use loopward_core::{AgentId, AuditEvent, AuditSink, RunId, Scope};
 use loopward_runner::audit::MemorySink;
+use loopward_runner::inbox::HumanInbox;
 use loopward_runner::journal::Journal;
 use loopward_runner::layers::stopgate::{self, pending_dir};
 use loopward_runner::model::fake::{FakeModel, Script, ScriptedCall, ScriptedReply};
@@ -142,6 +143,24 @@ pub fn decisions(records: &[(Scope, AuditEvent)]) -> Vec<String> {
             Some(format!("turn {turn} {who}: {line}"))
         })
         .collect()
+}
+
+/// What people said into a part of a run, per turn boundary the part reached live (after each
+/// `turn_ended` it recorded), so the replay hears each message where the run did.
+fn heard_in(part: &[(Scope, AuditEvent)]) -> Vec<Vec<String>> {
+    let mut boundaries: Vec<Vec<String>> = vec![];
+    for (_, e) in part {
+        match e {
+            AuditEvent::TurnEnded { .. } => boundaries.push(vec![]),
+            AuditEvent::HumanMessage { content } => {
+                if let Some(last) = boundaries.last_mut() {
+                    last.push(content.clone());
+                }
+            }
+            _ => {}
+        }
+    }
+    boundaries
 }
 
 /// A recorded run split where it was started or resumed: (where the part begins, the part).
@@ -300,6 +319,7 @@ pub(super) async fn run(args: Args) -> Result<ExitCode> {
                     part,
                 ))),
                 executor: Some(BoxToolService::new(outputs.clone())),
+                inbox: Some(HumanInbox::recorded(heard_in(part))),
                 ..team::Options::default()
             },
         )?;

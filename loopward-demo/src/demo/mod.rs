@@ -188,6 +188,7 @@ impl<W: Write + Send + 'static> Stage<W> {
                 },
                 executor: None,
                 durable: None,
+                inbox: None,
             },
         )?;
         let ledger = ledger::create(&self.runs_dir, &run, clock)?;

@@ -16,6 +16,7 @@ mod proxy;
 mod quota;
 mod server;
 mod team;
+mod toolgate;
 
 use loopward_core::{AgentId, AuditEvent, RunId, RunStatus};
 use loopward_restate::ingress::{self, Ingress};
@@ -31,6 +32,7 @@ fn main() {
     match args.get(1).map(String::as_str) {
         Some("worker") => return worker(&args[2..]),
         Some("worker-quota") => return quota::worker(&args[2..]),
+        Some("worker-gated") => return toolgate::worker(&args[2..]),
         _ => {}
     }
     let dir = tempfile::tempdir().unwrap();
@@ -56,10 +58,26 @@ fn main() {
             })?;
         println!("{shown}");
         println!("restate: two_workers_together_hold_one_provider_quota ... ok");
+        let gated_dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+        let shown = rt
+            .block_on(toolgate::scenario(gated_dir.path()))
+            .inspect_err(|_| {
+                for log in [
+                    "restate-server.log",
+                    "worker-gated-a.log",
+                    "worker-gated-b.log",
+                ] {
+                    let _ = std::fs::copy(gated_dir.path().join(log), dir.path().join(log));
+                }
+            })?;
+        println!("{shown}");
+        println!(
+            "restate: a_tool_stop_gate_approved_with_no_worker_running_resumes_the_run ... ok"
+        );
         Ok(())
     });
     match result {
-        Ok(()) => println!("2 passed, 0 failed"),
+        Ok(()) => println!("3 passed, 0 failed"),
         Err(e) => {
             eprintln!("FAILED: {e}");
             for log in [
@@ -69,6 +87,8 @@ fn main() {
                 "worker-c.log",
                 "worker-quota-a.log",
                 "worker-quota-b.log",
+                "worker-gated-a.log",
+                "worker-gated-b.log",
             ] {
                 if let Ok(text) = std::fs::read_to_string(dir.path().join(log)) {
                     let tail: Vec<&str> = text.lines().rev().take(40).collect();

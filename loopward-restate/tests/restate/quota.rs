@@ -26,6 +26,10 @@ const PER_MINUTE: u32 = 60;
 const CALLS_PER_RUN: usize = 4;
 /// The file each live model call is logged in: `<pid> <unix ms>`.
 const CALLS: &str = "quota-calls.log";
+/// Holds the pid of the worker whose run waits for the other run at its second call.
+const HOLD: &str = "quota-hold";
+/// Lets it go on.
+const GO: &str = "quota-go";
 
 fn runner(ws: &Path, ctl: &Path) -> Runner {
     let caller = AgentId::new("caller").unwrap();
@@ -100,6 +104,14 @@ impl tower::Service<ChatRequest> for Model {
                 .unwrap()
                 .as_millis();
             super::team::append(&ctl.join(CALLS), &format!("{} {now}\n", std::process::id()));
+            // The first run holds its second call until the second run has made its first, so
+            // the two runs overlap however slowly the second one starts.
+            let me = std::process::id().to_string();
+            if step == 2 && std::fs::read_to_string(ctl.join(HOLD)).ok().as_deref() == Some(&me) {
+                while !ctl.join(GO).exists() {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            }
             let (content, tool_calls) = if step < CALLS_PER_RUN {
                 (
                     String::new(),
@@ -134,6 +146,8 @@ pub(crate) async fn scenario(dir: &Path) -> Result<String, String> {
     // Worker a takes the first run: Restate keeps an invocation on the deployment it began on.
     let port_a = super::server::free_port();
     let a = start(port_a, "quota-a")?;
+    let ctl = dir.join("ctl");
+    std::fs::write(ctl.join(HOLD), a.child.id().to_string()).map_err(|e| e.to_string())?;
     ingress::register(&server.admin, &format!("http://127.0.0.1:{port_a}"))
         .await
         .map_err(|e| e.to_string())?;
@@ -159,6 +173,15 @@ pub(crate) async fn scenario(dir: &Path) -> Result<String, String> {
         .start(&q2, &task(2))
         .await
         .map_err(|e| e.to_string())?;
+    let pid_b = b.child.id().to_string();
+    super::wait_for("the second run's first call, on worker b", 90, || async {
+        let log = std::fs::read_to_string(ctl.join(CALLS)).unwrap_or_default();
+        log.lines()
+            .any(|l| l.starts_with(&format!("{pid_b} ")))
+            .then_some(())
+    })
+    .await?;
+    std::fs::write(ctl.join(GO), "").map_err(|e| e.to_string())?;
     for run in [&q1, &q2] {
         let summary = tokio::time::timeout(Duration::from_secs(120), ingress.outcome(run))
             .await

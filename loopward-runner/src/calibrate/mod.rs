@@ -1,19 +1,22 @@
 //! Shadow-mode calibration: how often a candidate config's gates would have fired on recorded
 //! history, and whether those firings look right, before anyone switches them to enforce.
 //!
-//! Sources are loopward ledgers (a `runs/` folder or one run's folder; each ledger is verified
-//! first, and one that does not verify is left out and listed) and Claude Code transcripts (the
-//! JSONL session files under `~/.claude/projects/<project>/`). Every recorded file write is
-//! re-judged by the engine the Claude Code hook uses (control files, territories, sprawl), with
-//! no override store: nothing is executed, nothing on disk is read but the sources, and nothing
-//! is written. Sources are read one session at a time.
+//! Sources are loopward ledgers (a `runs/` folder or one run's folder; each ledger is read once,
+//! through the verifier, and one that does not verify is left out and listed) and Claude Code
+//! transcripts (the JSONL session files under `~/.claude/projects/<project>/`). Every recorded
+//! file write, command change and handoff is re-judged by the policy engine with no override
+//! store; a ledger's agent turns and tool calls are also re-judged by the runner's layers (caps,
+//! repeat limit, stop-gates, class-jump) with their own decision code. Nothing is executed,
+//! nothing on disk is read but the sources, and nothing is written. Sources are read one session
+//! at a time.
 //!
-//! Per gate the [`Calibration`] says how many writes it judged, in how many turns and sessions
-//! it would have fired (and the rate over all turns), example refusals, and — where the history
-//! shows what came next — an estimate of false positives: a firing on a write that was refused
-//! anyway agrees with history; one on a write that was reverted, or followed by a plan in the
-//! same turn, was right; one on a write that stood with no plan after it is a possible false
-//! positive. Given the current config too, it says what would change.
+//! Per gate the [`Calibration`] says how many actions it judged, in how many turns and sessions
+//! it would have fired (and the rate over all turns), example refusals, and a false-positive
+//! estimate: each firing gets an [`Assessment`] from what the history shows came next (refused
+//! anyway, reverted, a plan followed, reworked later: right; it stood and the history went on
+//! well: likely false; the history ends there: unclear), and the estimate is the likely false
+//! over the clear ones, with the range the unclear ones allow. Given the current config too, it
+//! says what would change.
 //!
 //! ```
 //! use loopward_runner::calibrate::Calibrator;

@@ -94,6 +94,9 @@ pub(crate) struct RecordedTurn {
     pub(crate) ended: Option<(FinishReason, Usage)>,
     /// How the run ends after this turn, when the turn ended it.
     pub(crate) ends_run: Option<RunStatus>,
+    /// What people said into the run after this turn, before the next one started
+    /// (`human_message` records), in order.
+    pub(crate) heard: Vec<String>,
 }
 
 /// One step of a turn, in the order the agent took it.

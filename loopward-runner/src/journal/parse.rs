@@ -134,7 +134,14 @@ impl Parser {
                     decisions: vec![],
                     ended: None,
                     ends_run: None,
+                    heard: vec![],
                 });
+            }
+            AuditEvent::HumanMessage { content } => {
+                // The task's own record comes before any turn; later ones follow a turn.
+                if let Some(turn) = self.turns.last_mut() {
+                    turn.heard.push(content.clone());
+                }
             }
             AuditEvent::ModelCall { usage, model, .. } => {
                 // A model call without a recorded reply (killed in between) is made again.

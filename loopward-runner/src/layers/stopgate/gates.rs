@@ -155,6 +155,33 @@ impl StopGates {
         Ok(approvals)
     }
 
+    /// The requests the `interactive` gates standing before this tool call would put to their
+    /// approver, without asking or recording anything. A durable-execution engine asks them
+    /// before the call's journaled step (a person cannot be waited for inside one) and has its
+    /// approver answer the gates inside the step from the verdicts given.
+    ///
+    /// ```
+    /// use loopward_runner::layers::stopgate::{StopGateConfig, StopGates, StopMode};
+    /// let gates = StopGates::new(&[StopGateConfig::tool("shell", StopMode::Interactive)]).unwrap();
+    /// # let _ = gates;
+    /// // gates.asks_for(&invocation): one request for a `shell` call, none for another tool.
+    /// ```
+    pub fn asks_for(&self, inv: &ToolInvocation) -> Vec<ApprovalRequest> {
+        let action = GatedAction::tool(&inv.call.name, &inv.call.arguments);
+        self.tool_gates(inv)
+            .into_iter()
+            .filter(|g| g.mode == StopMode::Interactive)
+            .map(|g| ApprovalRequest {
+                run: inv.turn.run().run().clone(),
+                agent: inv.turn.agent().clone(),
+                gate: g.name.clone(),
+                action: action.clone(),
+                summary: super::service::summary(inv),
+                why: g.point.why(),
+            })
+            .collect()
+    }
+
     /// The gates standing before this tool call.
     pub(super) fn tool_gates(&self, inv: &ToolInvocation) -> Vec<&Gate> {
         let written: Vec<&str> = inv

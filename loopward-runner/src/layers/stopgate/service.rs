@@ -121,7 +121,7 @@ where
 }
 
 /// A one-line description of a call for the person deciding (at most 300 characters).
-fn summary(inv: &ToolInvocation) -> String {
+pub(super) fn summary(inv: &ToolInvocation) -> String {
     let s = format!("{} {}", inv.call.name, canonical_json(&inv.call.arguments));
     let mut out: String = s.chars().take(300).collect();
     if out.len() < s.len() {
