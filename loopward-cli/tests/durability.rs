@@ -155,8 +155,9 @@ fn trial(seed: u64, delay: Duration) -> Trial {
         .count();
     let calls_before = lines(&d.join("calls.log")).len();
     let mut out = loopward(d, &["run", "--resume", "r"]);
-    // A child forked at the kill holds the ledger's lock until it has exec'd (microseconds).
-    for _ in 0..20 {
+    // A child forked at the kill holds the ledger's lock until it has exec'd (microseconds, but
+    // under heavy load a forked child may wait long for a core: up to 10 s here).
+    for _ in 0..200 {
         if !text(&out).contains("open in another writer") {
             break;
         }

@@ -60,6 +60,7 @@
 //! ```
 
 mod agent;
+mod atomic_file;
 pub mod audit;
 pub mod calibrate;
 mod clock;

@@ -267,13 +267,8 @@ fn write_head(path: &Path, head: &IndexHead) -> std::io::Result<()> {
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir)?;
     }
-    let tmp = path.with_extension(format!("{}.tmp", std::process::id()));
-    std::fs::write(
-        &tmp,
-        serde_json::to_vec(head).map_err(std::io::Error::other)?,
-    )?;
-    std::fs::File::open(&tmp)?.sync_all()?;
-    std::fs::rename(&tmp, path)
+    let bytes = serde_json::to_vec(head).map_err(std::io::Error::other)?;
+    crate::atomic_file::write_atomic(path, &bytes, 0o644)
 }
 
 fn append_witness(path: &Path, line: &[u8]) -> std::io::Result<()> {

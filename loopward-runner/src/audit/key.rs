@@ -402,12 +402,9 @@ fn write_key(dir: &Path, key: &LedgerKey) -> Result<(), KeyError> {
     f.write_all(&key.bytes).map_err(io(&path))?;
     f.sync_all().map_err(io(&path))?;
     // `current` is replaced by a rename, so a reader sees the old id or the new one.
-    let tmp = dir.join(format!(".current.{}.tmp", key.id()));
-    std::fs::write(&tmp, format!("{}\n", key.id())).map_err(io(&tmp))?;
-    std::fs::rename(&tmp, dir.join(CURRENT)).map_err(io(dir))?;
-    std::fs::File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(io(dir))
+    let current = dir.join(CURRENT);
+    crate::atomic_file::write_atomic(&current, format!("{}\n", key.id()).as_bytes(), 0o600)
+        .map_err(io(&current))
 }
 
 #[cfg(test)]

@@ -642,15 +642,7 @@ fn sync_dir(dir: &Path) -> std::io::Result<()> {
     File::open(dir)?.sync_all()
 }
 
-/// Writes `bytes` to `path` through a synced temporary file and a rename, so readers see the
-/// old file or the new one, never half of one.
+/// Writes `bytes` to `path` so readers see the old file or the new one, never half of one.
 fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let mut name = path.file_name().unwrap_or_default().to_os_string();
-    name.push(".tmp");
-    let tmp = path.with_file_name(name);
-    let mut f = File::create(&tmp)?;
-    f.write_all(bytes)?;
-    f.sync_all()?;
-    std::fs::rename(&tmp, path)?;
-    path.parent().map_or(Ok(()), sync_dir)
+    crate::atomic_file::write_atomic(path, bytes, 0o644)
 }

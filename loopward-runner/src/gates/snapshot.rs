@@ -31,7 +31,6 @@ use loopward_core::EffectKind;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::io::Write;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -94,11 +93,7 @@ impl ContentStore for DirStore {
         }
         let err = |e: std::io::Error| SnapshotError(format!("cannot keep {}: {e}", path.display()));
         std::fs::create_dir_all(&self.dir).map_err(err)?;
-        let tmp = self.dir.join(format!("{sha256}.tmp{}", std::process::id()));
-        let mut f = std::fs::File::create(&tmp).map_err(err)?;
-        f.write_all(bytes).map_err(err)?;
-        f.sync_all().map_err(err)?;
-        std::fs::rename(&tmp, &path).map_err(err)
+        crate::atomic_file::write_atomic(&path, bytes, 0o600).map_err(err)
     }
 
     fn get(&self, sha256: &str) -> Result<Vec<u8>, SnapshotError> {
@@ -346,18 +341,9 @@ impl Snapshot {
                     )));
                 }
                 let bytes = store.get(sha256)?;
-                // Written under a temporary name and renamed over, so a link put in place
-                // meanwhile is replaced, not followed.
-                let tmp = abs.with_file_name(format!(
-                    ".{}.loopward-revert",
-                    abs.file_name()
-                        .map(|n| n.to_string_lossy())
-                        .unwrap_or_default()
-                ));
-                std::fs::write(&tmp, bytes).map_err(|e| err("restore", e))?;
-                std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(*mode))
-                    .map_err(|e| err("restore the mode of", e))?;
-                std::fs::rename(&tmp, &abs).map_err(|e| err("restore", e))?;
+                // Renamed over, so a link put in place meanwhile is replaced, not followed.
+                crate::atomic_file::write_atomic(&abs, &bytes, *mode)
+                    .map_err(|e| err("restore", e))?;
             }
             Entry::Dir { mode } => {
                 std::fs::create_dir_all(&abs).map_err(|e| err("recreate", e))?;

@@ -20,8 +20,7 @@ use loopward_core::RunId;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::collections::BTreeSet;
-use std::fs::{self, File, OpenOptions};
-use std::io::Write;
+use std::fs::{self, OpenOptions};
 use std::path::{Path, PathBuf};
 
 /// The longest session id used verbatim; longer or unusual ids are shortened and hashed.
@@ -176,8 +175,8 @@ impl SessionDir {
             .write(true)
             .open(&lock_path)
             .map_err(io(&lock_path))?;
-        let mut lock = fd_lock::RwLock::new(lock_file);
-        let _held = lock.write().map_err(io(&lock_path))?;
+        let _held = nix::fcntl::Flock::lock(lock_file, nix::fcntl::FlockArg::LockExclusive)
+            .map_err(|(_, errno)| io(&lock_path)(std::io::Error::from(errno)))?;
         let mut state = self.load()?;
         let out = f(&mut state)?;
         self.save(&state)?;
@@ -202,21 +201,12 @@ impl SessionDir {
 
     fn save(&self, state: &SessionState) -> Result<(), SessionError> {
         let path = self.state_path();
-        let tmp = self.dir.join("state.json.tmp");
         let bytes = serde_json::to_vec_pretty(state).map_err(|e| SessionError::Corrupt {
             path: path.clone(),
             why: e.to_string(),
         })?;
-        write_synced(&tmp, &bytes)?;
-        fs::rename(&tmp, &path).map_err(io(&path))
+        crate::atomic_file::write_atomic(&path, &bytes, 0o600).map_err(io(&path))
     }
-}
-
-/// Writes a file and syncs it to disk.
-pub(crate) fn write_synced(path: &Path, bytes: &[u8]) -> Result<(), SessionError> {
-    let mut f = File::create(path).map_err(io(path))?;
-    f.write_all(bytes).map_err(io(path))?;
-    f.sync_all().map_err(io(path))
 }
 
 #[cfg(test)]

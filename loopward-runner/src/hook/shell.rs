@@ -11,7 +11,7 @@
 //! a command runs; a watch must never "revert" them). Tampering with a ledger is caught by
 //! `loopward verify` instead.
 
-use super::session::{write_synced, SessionError};
+use super::session::SessionError;
 use crate::gates::{Change, DirStore, Snapshot, SnapshotError};
 use crate::workspace::Workspace;
 use std::fs;
@@ -85,7 +85,7 @@ pub(crate) fn save(snap: &Snapshot, path: &Path) -> Result<(), ShellWatchError> 
         path: path.to_path_buf(),
         why: e.to_string(),
     })?;
-    Ok(write_synced(path, &bytes)?)
+    crate::atomic_file::write_atomic(path, &bytes, 0o600).map_err(io(path))
 }
 
 /// Loads the snapshot saved for shell call `call`.

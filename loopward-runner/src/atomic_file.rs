@@ -1,0 +1,61 @@
+//! The one way loopward replaces a file: write a temporary file beside it, sync it, rename it
+//! over the old one (`tempfile`'s persist), sync the folder. A reader sees the old file or the
+//! new one, never half of one; a link at the destination is replaced, not followed; two writers
+//! never share a temporary name.
+
+use std::io::Write;
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+
+/// Replaces `path` with `bytes`, with exactly the permissions `mode` (set before the rename, so
+/// the file is never seen with others).
+pub(crate) fn write_atomic(path: &Path, bytes: &[u8], mode: u32) -> std::io::Result<()> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let name = path.file_name().unwrap_or_default().to_string_lossy();
+    let mut tmp = tempfile::Builder::new()
+        .prefix(&format!(".{name}."))
+        .suffix(".tmp")
+        .permissions(std::fs::Permissions::from_mode(0o600))
+        .tempfile_in(dir)?;
+    tmp.write_all(bytes)?;
+    tmp.as_file()
+        .set_permissions(std::fs::Permissions::from_mode(mode))?;
+    tmp.as_file().sync_all()?;
+    tmp.persist(path).map_err(|e| e.error)?;
+    std::fs::File::open(dir)?.sync_all()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::write_atomic;
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn replaces_the_file_and_a_link_in_its_place_leaving_no_temporary() {
+        let d = tempfile::tempdir().unwrap();
+        let path = d.path().join("state.json");
+        write_atomic(&path, b"one", 0o600).unwrap();
+        write_atomic(&path, b"two", 0o640).unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), b"two");
+        assert_eq!(
+            std::fs::metadata(&path).unwrap().permissions().mode() & 0o777,
+            0o640
+        );
+        // A link put where the file goes is replaced, and its target left alone.
+        let target = d.path().join("elsewhere");
+        std::fs::write(&target, "keep").unwrap();
+        std::fs::remove_file(&path).unwrap();
+        std::os::unix::fs::symlink(&target, &path).unwrap();
+        write_atomic(&path, b"three", 0o600).unwrap();
+        assert_eq!(std::fs::read_to_string(&target).unwrap(), "keep");
+        assert!(!std::fs::symlink_metadata(&path).unwrap().is_symlink());
+        let names: Vec<String> = std::fs::read_dir(d.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert!(names.iter().all(|n| !n.ends_with(".tmp")), "{names:?}");
+    }
+}
