@@ -84,7 +84,7 @@ where
 }
 
 pub(super) fn audit(e: loopward_core::AuditError) -> ToolError {
-    ToolError::Audit(e.0)
+    ToolError::Audit(e)
 }
 
 /// Records `events` in order in `turn`'s ledger; the first failure stops the call.

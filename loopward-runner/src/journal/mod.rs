@@ -171,7 +171,7 @@ pub(crate) enum CallState {
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct RecordedDecision {
     pub(crate) layer: String,
-    pub(crate) decision: String,
+    pub(crate) decision: loopward_core::LayerVerdict,
     pub(crate) detail: serde_json::Value,
 }
 

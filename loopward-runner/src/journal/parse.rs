@@ -4,7 +4,6 @@ use super::{
     CallState, Journal, PastDecision, PastSprawl, RecordedCall, RecordedDecision, RecordedReply,
     RecordedTurn, SprawlStep, Step,
 };
-use crate::layers::stopgate::PENDING_DECISIONS;
 use loopward_core::{AuditEvent, RunId, Scope, Usage};
 
 /// A ledger that cannot be read as a journal.
@@ -246,7 +245,9 @@ impl Parser {
                 decision,
                 detail,
             } => {
-                let pending = layer == "stopgate" && PENDING_DECISIONS.contains(&decision.as_str());
+                // A stop-gate decision that left the action waiting: a resumed run runs that action
+                // through its gates again, so the approval given meanwhile is consumed.
+                let pending = layer == "stopgate" && decision.pending();
                 let (part, call) = (self.part, self.open_call().map(|c| c.call_id.clone()));
                 if let (Some(turn), Some(agent)) = (scope.turn, &scope.agent) {
                     self.decisions.push(PastDecision {
@@ -256,7 +257,7 @@ impl Parser {
                         call,
                         decision: RecordedDecision {
                             layer: layer.clone(),
-                            decision: decision.clone(),
+                            decision: *decision,
                             detail: detail.clone(),
                         },
                     });
@@ -266,7 +267,7 @@ impl Parser {
                 } else if let Some(turn) = self.turns.last_mut().filter(|t| t.steps.is_empty()) {
                     turn.decisions.push(RecordedDecision {
                         layer: layer.clone(),
-                        decision: decision.clone(),
+                        decision: *decision,
                         detail: detail.clone(),
                     });
                 }
