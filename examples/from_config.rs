@@ -13,7 +13,9 @@ async fn main() -> anyhow::Result<()> {
             dir.path().join(f),
         )?;
     }
-    let team = loopward::Team::from_config(dir.path().join("loopward.toml"))?;
+    // The environment lookup finds API keys and loopward's state directory (the ledger key).
+    let team = loopward::Team::from_config(dir.path().join("loopward.toml"))?
+        .env(|k| std::env::var(k).ok());
     let report = team.run("Write a hello file under src/").await?;
     println!(
         "{}: {} turns, last word: {}",

@@ -9,6 +9,10 @@ fn loopward(dir: &Path, args: &[&str]) -> Output {
         .args(args)
         .current_dir(dir)
         .env("NO_COLOR", "1")
+        .env(
+            "XDG_STATE_HOME",
+            std::env::temp_dir().join("loopward-test-state"),
+        )
         .output()
         .unwrap()
 }
@@ -52,7 +56,11 @@ fn init_run_verify_report_replay_round_trip() {
 
     let verify = loopward(d, &["verify", "runs/r1"]);
     assert_eq!(verify.status.code(), Some(0), "{}", text(&verify));
-    assert!(text(&verify).contains("intact"));
+    assert!(
+        text(&verify).contains("r1: verified by key k"),
+        "{}",
+        text(&verify)
+    );
 
     let report = loopward(d, &["report", "--json"]);
     assert!(report.status.success(), "{}", text(&report));

@@ -27,6 +27,12 @@ fn play() -> tempfile::TempDir {
 fn every_demo_run_verifies_and_replays_to_the_same_decisions() {
     let scratch = play();
     let runs = scratch.path().join("runs");
+    // The demo chains its ledgers under its fixed key, kept as a file in its state folder.
+    let key = std::fs::read_dir(runs.parent().unwrap().join("state/keys"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|x| x == "key"))
+        .unwrap();
     let mut n = 0;
     for entry in std::fs::read_dir(&runs).unwrap() {
         let dir = entry.unwrap().path();
@@ -38,6 +44,8 @@ fn every_demo_run_verifies_and_replays_to_the_same_decisions() {
             let out = Command::new(env!("CARGO_BIN_EXE_loopward"))
                 .arg(cmd)
                 .arg(&dir)
+                .arg("--key")
+                .arg(&key)
                 .output()
                 .unwrap();
             assert!(
@@ -51,10 +59,27 @@ fn every_demo_run_verifies_and_replays_to_the_same_decisions() {
     assert_eq!(n, 12);
 }
 
+/// The demo's fixed ledger key, kept as a file in its state folder.
+fn demo_key(scratch: &std::path::Path) -> std::path::PathBuf {
+    std::fs::read_dir(scratch.join("state/keys"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|x| x == "key"))
+        .unwrap()
+}
+
 fn calibrate(args: &[&std::ffi::OsStr]) -> serde_json::Value {
+    // The runs are keyed under the demo key: calibrate reads them with it.
+    let runs = std::path::Path::new(args.last().unwrap());
+    let scratch = runs
+        .ancestors()
+        .find(|a| a.join("state/keys").is_dir())
+        .unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_loopward"))
         .arg("calibrate")
         .args(args)
+        .arg("--key")
+        .arg(demo_key(scratch))
         .arg("--json")
         .output()
         .unwrap();
@@ -128,7 +153,12 @@ fn calibrate_reproduces_each_demo_run_under_its_own_config_and_judges_a_stricter
     assert!(gate("stopgate:tool:shell")["denied"].as_u64().unwrap() > 0);
     assert_eq!(gate("sprawl")["turns_fired"], 1);
     assert!(r["changed"].as_u64().unwrap() > 0);
-    assert_eq!(r["verified_by"]["keyless (sha256)"], 12);
+    // Every run verified under the demo key, none as a keyless chain.
+    let by = r["verified_by"].as_object().unwrap();
+    assert_eq!(by.len(), 1, "{by:?}");
+    let (key, n) = by.iter().next().unwrap();
+    assert!(key.starts_with("key k"), "{key}");
+    assert_eq!(n, 12);
     // The same report in the runs' index page, after the runs.
     let page = std::fs::read_to_string(runs.join("index.html")).unwrap();
     let section = &page[page
@@ -139,6 +169,9 @@ fn calibrate_reproduces_each_demo_run_under_its_own_config_and_judges_a_stricter
         "{section}"
     );
     assert!(section.contains("<td>caps:turns_per_run</td>"));
-    assert!(section.contains("Ledgers verified by keyless (sha256): 12."));
+    assert!(
+        section.contains(&format!("Ledgers verified by {key}: 12.")),
+        "{section}"
+    );
     assert!(section.contains("likely false positives"));
 }

@@ -71,6 +71,10 @@ fn loopward(dir: &Path, args: &[&str]) -> Output {
         .args(args)
         .current_dir(dir)
         .env("NO_COLOR", "1")
+        .env(
+            "XDG_STATE_HOME",
+            std::env::temp_dir().join("loopward-test-state"),
+        )
         .output()
         .unwrap()
 }
@@ -135,6 +139,10 @@ fn trial(seed: u64, delay: Duration) -> Trial {
         .args(["run", "--id", "r"])
         .current_dir(d)
         .env("NO_COLOR", "1")
+        .env(
+            "XDG_STATE_HOME",
+            std::env::temp_dir().join("loopward-test-state"),
+        )
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -314,6 +322,10 @@ fn a_killed_and_resumed_run_replays_part_by_part() {
     let mut child = Command::new(env!("CARGO_BIN_EXE_loopward"))
         .args(["run", "--id", "r"])
         .current_dir(d)
+        .env(
+            "XDG_STATE_HOME",
+            std::env::temp_dir().join("loopward-test-state"),
+        )
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -352,6 +364,10 @@ fn an_interactively_approved_run_replays_with_its_recorded_answers() {
         .args(["run", "--id", "r"])
         .current_dir(d)
         .env("NO_COLOR", "1")
+        .env(
+            "XDG_STATE_HOME",
+            std::env::temp_dir().join("loopward-test-state"),
+        )
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

@@ -191,6 +191,7 @@ fn a_subagents_refusal_names_an_override_command_that_works() {
             "grant",
             "--agent",
             "code-reviewer",
+            "--subagent",
             "--path",
             "plan.md",
         ])
@@ -211,7 +212,7 @@ fn a_subagents_refusal_names_an_override_command_that_works() {
         "{said}{}",
         String::from_utf8_lossy(&grant.stderr)
     );
-    assert!(said.contains("not an [[agent]]"), "{said}");
+    assert!(said.contains("granted"), "{said}");
 
     let out = hook(&config, event.as_bytes());
     let stdout = String::from_utf8(out.stdout).unwrap();

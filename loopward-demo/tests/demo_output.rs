@@ -52,7 +52,11 @@ fn demo_output_and_report_json_are_computed_from_the_ledgers() {
     insta::assert_snapshot!("demo_output", text);
 
     // The same code as `loopward report --json`.
-    let report = loopward::ledger::report(&scratch.path().join("runs")).unwrap();
+    let report = loopward::ledger::report(
+        &scratch.path().join("runs"),
+        &demo::verify_options(scratch.path()).unwrap(),
+    )
+    .unwrap();
     let json: serde_json::Value = serde_json::from_str(&report.to_json()).unwrap();
     assert_eq!(json["runs"], 12);
     insta::assert_json_snapshot!("demo_report_json", json);
@@ -115,11 +119,9 @@ fn demo_pages_are_deterministic_snapshots() {
         let page = std::fs::read_to_string(runs.join(run).join("audit.html")).unwrap();
         insta::assert_snapshot!(format!("audit_html_{run}"), page);
     }
-    let index = loopward_runner::audit::render_index(
-        &runs,
-        &loopward_runner::audit::VerifyOptions::keyless().unfinished(true),
-    )
-    .unwrap();
+    let index =
+        loopward_runner::audit::render_index(&runs, &demo::verify_options(scratch.path()).unwrap())
+            .unwrap();
     assert_eq!(index.matches("<tr class=\"run\"").count(), 12);
     insta::assert_snapshot!("index_html", index);
 }

@@ -60,6 +60,24 @@ impl StateDir {
     }
 }
 
+impl StateDir {
+    /// The file keeping the last line of the runs index of `runs_dir` (one per runs folder, so
+    /// two folders anchoring into this state never overwrite each other's head):
+    /// `index-heads/<runs folder id>.json`. The folder is created; the file is written at each
+    /// anchor ([`IndexHead`](crate::audit::IndexHead)).
+    pub fn index_head(&self, runs_dir: &Path) -> io::Result<PathBuf> {
+        // Named by its canonical path, the same before the first run as after; a folder that
+        // cannot be made is left for the ledger to report.
+        let _ = std::fs::create_dir_all(runs_dir);
+        let canonical = runs_dir
+            .canonicalize()
+            .or_else(|_| std::path::absolute(runs_dir))?;
+        Ok(self
+            .sub("index-heads")?
+            .join(format!("{}.json", workspace_id(&canonical))))
+    }
+}
+
 /// `<folder name>-<16 hex digits of SHA-256 of the canonical path>`: readable and unique.
 fn workspace_id(canonical: &Path) -> String {
     let digest = Sha256::digest(canonical.as_os_str().as_encoded_bytes());

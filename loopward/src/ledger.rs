@@ -3,10 +3,12 @@
 //! `audit.json` / `audit.md` rendered from it when the run finishes.
 //!
 //! Everything the demo and the CLI show about a finished run is read back from these files.
+//! Ledgers are chained under the key of loopward's state directory: pass the options of a
+//! [`Custody`](crate::state::Custody) ([`Custody::ledger_options`](crate::state::Custody::ledger_options)).
 
 use anyhow::{Context, Result};
 use loopward_core::{AuditEvent, RunId, Scope};
-use loopward_runner::audit::{Ledger, LedgerOptions, Record};
+use loopward_runner::audit::{Ledger, LedgerOptions, Record, VerifyOptions};
 use loopward_runner::Clock;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -18,12 +20,8 @@ pub fn run_dir(runs_dir: &Path, run: &RunId) -> PathBuf {
     runs_dir.join(run.as_str())
 }
 
-/// Creates the ledger of a new run, stamped by `clock`.
-pub fn create(runs_dir: &Path, run: &RunId, clock: Arc<dyn Clock>) -> Result<Arc<Ledger>> {
-    let opts = LedgerOptions {
-        clock,
-        ..LedgerOptions::default()
-    };
+/// Creates the ledger of a new run with `opts` (its key, index head, witness and clock).
+pub fn create(runs_dir: &Path, run: &RunId, opts: LedgerOptions) -> Result<Arc<Ledger>> {
     Ledger::create(runs_dir, run, opts).with_context(|| {
         format!(
             "cannot create the ledger of run {run} in {}",
@@ -35,12 +33,12 @@ pub fn create(runs_dir: &Path, run: &RunId, clock: Arc<dyn Clock>) -> Result<Arc
 /// The ledger a run starts with: a new one, or — for a run stopped before its first record (an
 /// empty ledger, or one holding only a torn line) — its existing one, reopened. A run that
 /// began is not started again: resume it (`loopward run --resume <id>`).
-pub fn start(runs_dir: &Path, run: &RunId, clock: Arc<dyn Clock>) -> Result<Arc<Ledger>> {
+pub fn start(runs_dir: &Path, run: &RunId, opts: LedgerOptions) -> Result<Arc<Ledger>> {
     let dir = run_dir(runs_dir, run);
     if !dir.join(EVENTS_FILE).exists() {
-        return create(runs_dir, run, clock);
+        return create(runs_dir, run, opts);
     }
-    let ledger = reopen(runs_dir, run, clock)?;
+    let ledger = reopen(runs_dir, run, opts)?;
     let began = events(&dir)?
         .iter()
         .any(|(_, e)| matches!(e, AuditEvent::RunStarted { .. }));
@@ -95,19 +93,17 @@ pub fn run_figures(run_dir: &Path) -> Result<RunFigures> {
     Ok(RunFigures::from_records(&read(run_dir)?))
 }
 
-/// The governance report over every run under `runs_dir` (the code behind `loopward report`).
-pub fn report(runs_dir: &Path) -> Result<Report> {
-    // Until the application keys its ledgers (state directory), they are keyless; labelled so.
-    let opts = loopward_runner::audit::VerifyOptions::keyless().unfinished(true);
-    loopward_runner::audit::report(runs_dir, &opts)
+/// The governance report over every run under `runs_dir` (the code behind `loopward report`),
+/// from the ledgers that verify under `opts`; the others are listed as not verified.
+pub fn report(runs_dir: &Path, opts: &VerifyOptions) -> Result<Report> {
+    loopward_runner::audit::report(runs_dir, opts)
         .with_context(|| format!("cannot report on {}", runs_dir.display()))
 }
 
 /// Writes `runs_dir/index.html` (every run at a glance; runs that do not verify are marked) and
 /// returns its path.
-pub fn write_index_html(runs_dir: &Path) -> Result<PathBuf> {
-    let opts = loopward_runner::audit::VerifyOptions::keyless().unfinished(true);
-    let page = loopward_runner::audit::render_index(runs_dir, &opts)
+pub fn write_index_html(runs_dir: &Path, opts: &VerifyOptions) -> Result<PathBuf> {
+    let page = loopward_runner::audit::render_index(runs_dir, opts)
         .with_context(|| format!("cannot render the index of {}", runs_dir.display()))?;
     let path = runs_dir.join("index.html");
     std::fs::write(&path, page).with_context(|| format!("cannot write {}", path.display()))?;
@@ -115,12 +111,8 @@ pub fn write_index_html(runs_dir: &Path) -> Result<PathBuf> {
 }
 
 /// Reopens the ledger of a paused run to append to it (after a crash, a torn last line is cut
-/// and recorded).
-pub fn reopen(runs_dir: &Path, run: &RunId, clock: Arc<dyn Clock>) -> Result<Arc<Ledger>> {
-    let opts = LedgerOptions {
-        clock,
-        ..LedgerOptions::default()
-    };
+/// and recorded), with `opts` (the key it was created under, and where to anchor).
+pub fn reopen(runs_dir: &Path, run: &RunId, opts: LedgerOptions) -> Result<Arc<Ledger>> {
     Ledger::open_existing(runs_dir, run, opts)
         .map(|(l, _)| l)
         .with_context(|| {

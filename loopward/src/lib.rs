@@ -12,6 +12,7 @@
 //! | [`team`] | a governed [`Runner`](loopward_runner::Runner) from a config |
 //! | [`backend`] | the model backend a config names (fake; `http`, `llama` behind features) |
 //! | [`ledger`] | run folders and their `events.jsonl` |
+//! | [`state`] | loopward's state directory (outside the workspace): ledger keys, sealed approvals and overrides |
 //!
 //! | feature | adds |
 //! |---|---|
@@ -24,7 +25,7 @@
 //!
 //! ```no_run
 //! # async fn run() -> anyhow::Result<()> {
-//! let team = loopward::Team::from_config("loopward.toml")?;
+//! let team = loopward::Team::from_config("loopward.toml")?.env(|k| std::env::var(k).ok());
 //! let report = team.run("Write a hello file under src/").await?;
 //! println!("{}: {} turns", report.status.label(), report.turns);
 //! # Ok(()) }
@@ -33,6 +34,7 @@
 pub mod backend;
 pub mod config;
 pub mod ledger;
+pub mod state;
 pub mod team;
 
 pub use loopward_core as core;

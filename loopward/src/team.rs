@@ -18,6 +18,7 @@
 //! ```
 
 use crate::config::Config;
+use crate::state::Custody;
 use anyhow::{Context, Result};
 use loopward_core::AgentId;
 use loopward_runner::gates::{ControlFiles, OverrideStore, Policy, PolicyLayer};
@@ -49,6 +50,9 @@ pub struct Options {
     pub executor: Option<BoxToolService>,
     /// A durable-execution engine the runs execute on (none: runs execute in this process).
     pub durable: Option<Arc<dyn Durable>>,
+    /// Where overrides and stop-gate approvals are kept, sealed under the ledger key (none: the
+    /// workspace's keyless `.loopward/` stores, for embedding and tests).
+    pub custody: Option<Custody>,
     /// Where people's messages to running runs wait (default: the workspace's
     /// `.loopward/inbox/`, which `loopward say` writes). `replay` passes the recorded ones.
     pub inbox: Option<HumanInbox>,
@@ -81,6 +85,7 @@ impl Default for Options {
             model_name: "fake".into(),
             executor: None,
             durable: None,
+            custody: None,
             inbox: None,
         }
     }
@@ -132,8 +137,12 @@ pub fn build(
         .with_context(|| format!("cannot use {} as the workspace", workspace.display()))?;
     let team = cfg.team();
     let control = ControlFiles::new(&opts.config_file, &cfg.run.runs_dir.to_string_lossy());
-    let policy = Policy::with_control(&cfg.policy(), ws.clone(), control)?;
+    let mut policy = Policy::with_control(&cfg.policy(), ws.clone(), control)?;
     let mut stack = Stack::new(&cfg.layers())?;
+    if let Some(c) = &opts.custody {
+        policy = policy.with_overrides(c.overrides()?);
+        stack = stack.with_approvals(c.approvals()?);
+    }
     let durable = opts.durable.clone();
     if let Some(a) = opts
         .approver
@@ -199,10 +208,12 @@ fn price(cfg: &Config, model: &str) -> Option<loopward_core::Price> {
     }
 }
 
-/// Grants a one-shot override in `workspace`'s `.loopward/overrides/` (at most `max_ttl`);
-/// returns the sentinel's id.
+/// Grants a one-shot override, sealed in `custody`'s store (none: the workspace's keyless
+/// `.loopward/overrides/`), at most `max_ttl`; returns the sentinel's id.
+#[allow(clippy::too_many_arguments)]
 pub fn grant_override(
     workspace: &Path,
+    custody: Option<&Custody>,
     agent: &str,
     path: &str,
     reason: &str,
@@ -214,7 +225,11 @@ pub fn grant_override(
         .with_context(|| format!("cannot use {} as the workspace", workspace.display()))?;
     let agent = AgentId::new(agent)?;
     let target = ws.resolve(path)?;
-    let store = OverrideStore::for_workspace(&ws).max_ttl(max_ttl);
+    let store = match custody {
+        Some(c) => c.overrides()?,
+        None => OverrideStore::for_workspace(&ws),
+    }
+    .max_ttl(max_ttl);
     Ok(store.grant(&agent, &target, reason, ttl, clock)?.id)
 }
 
@@ -301,6 +316,27 @@ impl Team {
         self
     }
 
+    /// Where the evidence is kept: the state directory and the ledger key (default: the
+    /// config's `[state] dir`, else the state directory under `$XDG_STATE_HOME` or
+    /// `~/.local/state` as found through [`env`](Self::env)).
+    pub fn custody(mut self, custody: Custody) -> Self {
+        self.options.custody = Some(custody);
+        self
+    }
+
+    /// The custody given, or the one the config and the environment lookup find; `None` when
+    /// there is no way to find a state directory.
+    fn find_custody(&self) -> Result<Option<Custody>> {
+        if let Some(c) = &self.options.custody {
+            return Ok(Some(c.clone()));
+        }
+        let base = self.choice.env.and_then(crate::state::state_base);
+        if base.is_none() && self.config.state.dir.is_none() {
+            return Ok(None);
+        }
+        Custody::open(&self.config, &self.config_path, base.as_deref()).map(Some)
+    }
+
     /// The clock events are stamped with (default: the system clock).
     pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
         self.options.clock = clock;
@@ -309,8 +345,16 @@ impl Team {
 
     /// Runs `task` to the end as a new run: its ledger in the config's runs folder (with a copy
     /// of the config, for `loopward replay`), started by the config's first agent, finished and
-    /// anchored afterwards.
-    pub async fn run(self, task: impl Into<String>) -> Result<loopward_runner::RunReport> {
+    /// anchored afterwards. The ledger is chained under the key of loopward's state directory
+    /// (created on first use), so it needs one: see [`custody`](Self::custody).
+    pub async fn run(mut self, task: impl Into<String>) -> Result<loopward_runner::RunReport> {
+        let custody = self.find_custody()?.with_context(|| {
+            format!(
+                "no state directory to keep the ledger key in: give the team an environment lookup (Team::env) so $XDG_STATE_HOME or $HOME is used, a Custody (Team::custody), or set [state] dir in {}",
+                self.config_path.display()
+            )
+        })?;
+        self.options.custody = Some(custody.clone());
         let workspace = self.config.workspace_dir(&self.config_path);
         let runs_dir = workspace.join(&self.config.run.runs_dir);
         let first = self.config.run.first.clone();
@@ -318,7 +362,8 @@ impl Team {
         let config_path = self.config_path.clone();
         let runner = self.build()?;
         let id = crate::ledger::new_run_id(&*clock);
-        let ledger = crate::ledger::create(&runs_dir, &id, clock)?;
+        let ledger =
+            crate::ledger::create(&runs_dir, &id, custody.ledger_options(&runs_dir, clock)?)?;
         let copy = ledger.run_dir().join(crate::config::CONFIG_FILE);
         std::fs::copy(&config_path, &copy)
             .with_context(|| format!("cannot copy the config into {}", copy.display()))?;
@@ -338,6 +383,7 @@ impl Team {
     /// Builds the [`Runner`]: the config's backend (or the model given), every agent with its
     /// tools, policy gates and layers (see [`build`]).
     pub fn build(self) -> Result<Runner> {
+        let custody = self.find_custody()?;
         let dir = self
             .config_path
             .parent()
@@ -350,6 +396,7 @@ impl Team {
         };
         let options = Options {
             model_name: crate::backend::model_name(&self.config, &self.choice),
+            custody,
             ..self.options
         };
         build(&self.config, &workspace, model, options)

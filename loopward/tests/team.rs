@@ -37,9 +37,19 @@ async fn the_handoff_tool_offers_every_agent_but_the_caller() {
             })
         }
     }));
+    // The ledger is keyed: its key lives in a state directory outside the workspace.
+    let state = tempfile::tempdir().unwrap();
+    let custody = loopward::state::Custody::new(
+        loopward_runner::StateDir::at(state.path()).unwrap(),
+        loopward_runner::audit::KeyRing::single(
+            loopward_runner::audit::LedgerKey::generate().unwrap(),
+        ),
+        loopward::config::ChainKind::HmacSha256,
+    );
     let report = Team::from_config(&path)
         .unwrap()
         .model(model)
+        .custody(custody)
         .run("plan it")
         .await
         .unwrap();

@@ -3,7 +3,8 @@
 
 use anyhow::{bail, Result};
 use loopward::config::{Config, CONFIG_FILE};
-use loopward_runner::layers::stopgate::{self, find_pending, list_pending, pending_dir};
+use loopward_runner::layers::stopgate::{DurableError, PendingState};
+use loopward_runner::{Clock, SystemClock};
 use loopward_term::render::{Printer, Tone};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -15,9 +16,11 @@ Examples:
   loopward approve run-20261130T052616Z-123 deploy
   loopward deny run-20261130T052616Z-123 deploy
 
-A `durable` stop-gate writes a pending approval under .loopward/pending/ and ends the run
+A `durable` stop-gate writes a sealed pending approval in loopward's state directory (outside
+the workspace; a record any other process wrote or edited is refused) and ends the run
 `awaiting_approval` (exit status 7). Answer it here, then `loopward run --resume <run>`: an
-approved action runs exactly once; a denied one is refused.
+approved action runs exactly once; a denied one is refused. Of racing `approve` and `deny`
+calls exactly one decides; the others say who decided and when, and exit 1.
 
 With --restate, the run executes on Restate (loopward-restate) and waits on an awakeable while no
 worker holds it; the verdict goes to the Restate server, from any machine that reaches it, and
@@ -28,7 +31,7 @@ pub struct Args {
     pub run: String,
     /// The stop-gate's name (as `loopward run` printed it when the run paused).
     pub gate: String,
-    /// The config file (its workspace holds .loopward/pending/).
+    /// The config file (its state directory holds the pending approvals).
     #[arg(long, default_value = CONFIG_FILE)]
     pub config: PathBuf,
     /// The run executes on Restate: its ingress (http://HOST:8080). No config is read.
@@ -38,9 +41,9 @@ pub struct Args {
     /// port 9070).
     #[arg(long, value_name = "URL", requires = "restate")]
     pub restate_admin: Option<String>,
-    /// Who approves, as the ledger records it (with --restate).
-    #[arg(long, default_value = "loopward approve", requires = "restate")]
-    pub by: String,
+    /// Who decides, as the record and the ledger keep it (default: the login name).
+    #[arg(long)]
+    pub by: Option<String>,
 }
 
 /// The admin URL: given, or the ingress's host on Restate's default admin port.
@@ -84,12 +87,15 @@ async fn run_restate(args: &Args, ingress: &str, approve: bool) -> Result<ExitCo
     let verdict = if approve {
         Verdict::Approve {
             id: pending.id.clone(),
-            by: args.by.clone(),
+            by: args.by.clone().unwrap_or_else(|| "loopward approve".into()),
         }
     } else {
         Verdict::Deny {
             id: pending.id.clone(),
-            reason: format!("denied with loopward deny by {}", args.by),
+            reason: format!(
+                "denied with loopward deny by {}",
+                args.by.as_deref().unwrap_or("loopward deny")
+            ),
         }
     };
     let decided = client.decide(&run, &verdict).await?;
@@ -114,45 +120,87 @@ pub(super) async fn run(args: &Args, approve: bool) -> Result<ExitCode> {
         return run_restate(args, ingress, approve).await;
     }
     let cfg = Config::load(&args.config)?;
-    let dir = pending_dir(&cfg.workspace_dir(&args.config));
-    let found = find_pending(&dir, &args.run, &args.gate)?;
-    if found.is_empty() {
-        let waiting: Vec<String> = list_pending(&dir)?
-            .into_iter()
+    let custody = super::state::open(&cfg, &args.config)?;
+    let store = custody.approvals()?;
+    let mut out = Printer::stdout();
+    let scan = store.scan();
+    // A record no stop-gate or `loopward approve` wrote (forged, edited, malformed) is refused
+    // with the reason; it never blocks the others.
+    for s in &scan.skipped {
+        out.line(Tone::Refusal, format!("refused {}: {}", s.file, s.why));
+    }
+    let mine: Vec<_> = scan
+        .records
+        .iter()
+        .filter(|r| r.run.as_str() == args.run && r.gate == args.gate)
+        .collect();
+    let waiting: Vec<_> = mine
+        .iter()
+        .filter(|r| r.state == PendingState::Pending)
+        .collect();
+    if waiting.is_empty() {
+        if let Some(done) = mine.last() {
+            bail!(
+                "run {} at gate {:?}: already decided: {}; a decision cannot be changed. Resume the run: loopward run --resume {}",
+                args.run,
+                args.gate,
+                done.decision_text(),
+                args.run
+            );
+        }
+        let others: Vec<String> = scan
+            .records
+            .iter()
+            .filter(|p| p.state == PendingState::Pending)
             .map(|p| format!("{} {} ({})", p.run, p.gate, p.summary))
             .collect();
         bail!(
-            "no approval of gate {:?} is pending for run {}; pending now: {}",
+            "no approval of gate {:?} is pending for run {} in {}; pending now: {}",
             args.gate,
             args.run,
-            if waiting.is_empty() {
+            store.dir().display(),
+            if others.is_empty() {
                 "none".to_string()
             } else {
-                waiting.join("; ")
+                others.join("; ")
             }
         );
     }
-    let mut out = Printer::stdout();
-    for p in found {
+    let by = args
+        .by
+        .clone()
+        .or_else(|| std::env::var("USER").ok())
+        .unwrap_or_else(|| "loopward approve".into());
+    let now = SystemClock.now_millis();
+    let verb = if approve { "approved" } else { "denied" };
+    let mut code = ExitCode::SUCCESS;
+    for p in waiting {
         let decided = if approve {
-            stopgate::approve(&dir, &p.id)?
+            store.approve(&p.id, &by, now)
         } else {
-            stopgate::deny(&dir, &p.id)?
+            store.deny(&p.id, &by, now)
         };
-        let verb = if approve { "approved" } else { "denied" };
-        out.line(
-            Tone::Ok,
-            format!(
-                "{verb} {}: {} ({})",
-                decided.id, decided.summary, decided.gate
+        match decided {
+            Ok(d) => out.line(
+                Tone::Ok,
+                format!("{verb} {}: {} ({}) by {by}", d.id, d.summary, d.gate),
             ),
-        );
+            // Another `approve` or `deny` decided first: exactly one decision stands.
+            Err(DurableError::AlreadyDecided { decision, .. }) => {
+                out.line(
+                    Tone::Refusal,
+                    format!("{}: already decided: {decision}; nothing changed", p.id),
+                );
+                code = ExitCode::FAILURE;
+            }
+            Err(e) => return Err(e.into()),
+        }
     }
     out.line(
         Tone::Dim,
         format!("resume the run: loopward run --resume {}", args.run),
     );
-    Ok(ExitCode::SUCCESS)
+    Ok(code)
 }
 
 #[cfg(test)]

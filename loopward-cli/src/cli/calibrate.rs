@@ -4,7 +4,6 @@
 
 use anyhow::{Context, Result};
 use loopward::config::Config;
-use loopward_runner::audit::{KeyRing, LedgerKey, VerifyOptions};
 use loopward_runner::calibrate::{render_index_with_calibration, Calibrator};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -53,18 +52,17 @@ pub(super) fn run(args: &Args) -> Result<ExitCode> {
         p.is_file().then_some(p)
     });
     let current = current_path.as_ref().map(|p| Config::load(p)).transpose()?;
-    let mut keys = KeyRing::empty();
-    for k in &args.key {
-        keys = keys.with(
-            LedgerKey::from_file(k, None)
-                .with_context(|| format!("cannot use the ledger key {}", k.display()))?,
-        );
-    }
-    let verify = VerifyOptions {
-        allow_keyless: true,
-        allow_unfinished: true,
-        ..VerifyOptions::keyed(keys)
-    };
+    // Keyed ledgers are read with the keys of the state directory (of ./loopward.toml, or of
+    // the workspace holding the first source) and the --key files.
+    let verify = super::state::history_options(
+        current_path
+            .as_deref()
+            .unwrap_or(std::path::Path::new("loopward.toml")),
+        args.sources
+            .first()
+            .map_or(std::path::Path::new("runs"), |s| s.as_path()),
+        &args.key,
+    )?;
     let started = Instant::now();
     let mut cal = Calibrator::new(
         &candidate.policy(),

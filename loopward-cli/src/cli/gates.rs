@@ -331,7 +331,8 @@ fn record_change(cfg: &Config, config: &Path, change: &str, gate: serde_json::Va
     let id = super::run::new_run_id(&*clock);
     let id = RunId::new(format!("gates-{}", id.as_str().trim_start_matches("run-")))
         .context("change id")?;
-    let ledger = loopward::ledger::create(&changes, &id, clock)?;
+    let custody = super::state::open(cfg, config)?;
+    let ledger = loopward::ledger::create(&changes, &id, custody.ledger_options(&changes, clock)?)?;
     let by = std::env::var("USER").unwrap_or_else(|_| "cli".into());
     ledger.record(
         &Scope {

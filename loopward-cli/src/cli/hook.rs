@@ -9,7 +9,7 @@ use anyhow::{Context, Result};
 use loopward::config::Config;
 use loopward_core::AgentId;
 use loopward_runner::hook::{
-    claude_code::MAX_INPUT_BYTES, handle, HookAnswer, HookContext, SandboxExec,
+    claude_code::MAX_INPUT_BYTES, handle, FileLedgers, HookAnswer, HookContext, SandboxExec,
 };
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -139,7 +139,16 @@ fn context(config: &Path, main_agent: &str, defer_allows: bool) -> Result<HookCo
     let abs_config = config
         .canonicalize()
         .with_context(|| format!("resolving {}", config.display()))?;
+    // The session ledgers are chained under the ledger key, and overrides come from the
+    // sealed store, both in loopward's state directory.
+    let custody = super::state::open(&cfg, config)?;
+    let ledgers = match custody.ledger_key()? {
+        Some(key) => FileLedgers::keyed(key),
+        None => FileLedgers::default(),
+    };
     HookContext::builder(&cfg.policy())
+        .ledgers(std::sync::Arc::new(ledgers))
+        .overrides(custody.overrides()?.max_ttl(cfg.overrides.max_ttl))
         .root(root)
         .sandbox_exec(SandboxExec {
             exe,

@@ -88,6 +88,14 @@ when = ["src/**"]
 [limits]
 turns_per_run = 12                  # no run takes more turns than this
 
+# Ledgers are chained with HMAC-SHA256 under a key `loopward init` keeps in loopward's state
+# directory ($XDG_STATE_HOME/loopward/<workspace>/, else ~/.local/state/…), outside the workspace.
+# [ledger]
+# chain = "sha256"                  # opt out: keyless ledgers (verify then needs --allow-keyless)
+# witness = "/mnt/log/anchors.jsonl"  # also append every anchor here, out of the agents' reach
+# [state]
+# dir = "/var/lib/loopward/team"    # keep the state directory here instead
+
 # Prices per model, in micro-dollars per million tokens (for cost figures and budgets). The fake
 # model's are pretend ($3 / $15 per million tokens) so the report shows what costs look like.
 [prices.fake]
@@ -149,6 +157,19 @@ pub(super) fn run(args: &Args) -> Result<ExitCode> {
     let mut out = Printer::stdout();
     out.line(Tone::Ok, format!("wrote {}", cfg.display()));
     out.line(Tone::Ok, format!("wrote {}", script.display()));
+    // The ledger key: every run is chained under it; agents never see it.
+    let loaded = Config::load(&cfg)?;
+    let custody = super::state::open(&loaded, &cfg)?;
+    if let Some(key) = custody.keys().current() {
+        out.line(
+            Tone::Ok,
+            format!(
+                "ledger key {} in {} (owner-only, outside the workspace)",
+                key.id(),
+                custody.state().root().join("keys").display()
+            ),
+        );
+    }
     out.line(
         Tone::Dim,
         "next: `loopward run` runs the team on the fake backend; `loopward report` shows the figures",

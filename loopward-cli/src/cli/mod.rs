@@ -15,6 +15,7 @@ pub mod gates;
 pub mod hook;
 mod hook_install;
 pub mod init;
+pub mod key;
 pub mod override_cmd;
 mod recorded;
 pub mod replay;
@@ -22,6 +23,7 @@ pub mod report;
 pub mod run;
 pub mod sandbox;
 pub mod say;
+pub mod state;
 pub mod verify;
 
 pub use run::exit_code;
@@ -75,7 +77,9 @@ impl Cli {
             }
         };
         match &mut self.command {
-            Command::Init(_) | Command::Verify(_) => {}
+            Command::Init(_) => {}
+            Command::Verify(a) => set(&mut a.config),
+            Command::Key(a) => set(&mut a.config),
             Command::Run(a) => set(&mut a.config),
             Command::Approve(a) | Command::Deny(a) => set(&mut a.config),
             Command::Override(a) => set(&mut a.config),
@@ -112,8 +116,10 @@ pub enum Command {
     Override(override_cmd::Args),
     /// List, add or remove gates in loopward.toml.
     Gates(gates::Args),
-    /// Check that a run's ledger is intact.
+    /// Check that a run's ledger is intact, keyed and anchored.
     Verify(verify::Args),
+    /// Show or rotate the ledger keys.
+    Key(key::Args),
     /// Governance figures over all runs, computed from the ledgers.
     Report(report::Args),
     /// How often a candidate config's gates would have fired on recorded history.
@@ -138,6 +144,7 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Override(a) => override_cmd::run(a),
         Command::Gates(a) => gates::run(a),
         Command::Verify(a) => verify::run(&a),
+        Command::Key(a) => key::run(&a),
         Command::Report(a) => report::run(&a),
         Command::Calibrate(a) => calibrate::run(&a),
         Command::Replay(a) => replay::run(a).await,

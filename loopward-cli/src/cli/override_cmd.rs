@@ -1,13 +1,12 @@
 //! `loopward override grant|list|revoke`: one-shot, logged exceptions to a territory.
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use loopward::config::{Config, CONFIG_FILE};
-use loopward_core::AgentId;
-use loopward_runner::gates::OverrideStore;
 use loopward_runner::{SystemClock, Workspace};
 use loopward_term::render::{Printer, Tone};
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
 
 /// Grant, list or revoke one-shot overrides.
 #[derive(Debug, clap::Args)]
@@ -20,7 +19,7 @@ pub struct Args {
     /// What to do.
     #[command(subcommand)]
     pub action: Action,
-    /// The config file (its workspace holds .loopward/overrides/).
+    /// The config file (its state directory holds the sealed overrides).
     #[arg(long, global = true, default_value = CONFIG_FILE)]
     pub config: PathBuf,
 }
@@ -45,6 +44,10 @@ pub enum Action {
         /// How long it stays valid (`10m`, `1h`; at most the config's overrides.max_ttl).
         #[arg(long, default_value = "15m")]
         ttl: humantime::Duration,
+        /// The agent is a Claude Code subagent, acting under its own name (not an `[[agent]]`
+        /// of the config).
+        #[arg(long)]
+        subagent: bool,
     },
     /// List overrides waiting to be used, and the ones used.
     #[command(after_help = "Example:\n  loopward override list")]
@@ -60,9 +63,10 @@ pub enum Action {
 pub(super) fn run(args: Args) -> Result<ExitCode> {
     let cfg = Config::load(&args.config)?;
     let dir = cfg.workspace_dir(&args.config);
-    let ws = Workspace::new(&dir)
+    Workspace::new(&dir)
         .with_context(|| format!("cannot use {} as the workspace", dir.display()))?;
-    let store = OverrideStore::for_workspace(&ws).max_ttl(cfg.overrides.max_ttl);
+    let custody = super::state::open(&cfg, &args.config)?;
+    let store = custody.overrides()?.max_ttl(cfg.overrides.max_ttl);
     let mut out = Printer::stdout();
     match args.action {
         Action::Grant {
@@ -70,26 +74,27 @@ pub(super) fn run(args: Args) -> Result<ExitCode> {
             path,
             reason,
             ttl,
+            subagent,
         } => {
-            // Claude Code subagents are judged by their own names, which need not be in the
-            // team, and refusals tell them to ask for exactly this grant. A grant for a name no
-            // one acts under authorises nothing, so an unknown name is a note, not an error.
-            if !cfg.team().iter().any(|a| a.as_str() == agent) {
-                out.line(
-                    Tone::Dim,
-                    format!(
-                        "note: {agent} is not an [[agent]] in {} (the team: {}); the grant is usable only by an agent acting under that name, such as a Claude Code subagent",
-                        args.config.display(),
-                        cfg.team()
-                            .iter()
-                            .map(AgentId::as_str)
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    ),
+            let team: Vec<&str> = cfg.agents.iter().map(|a| a.name.as_str()).collect();
+            if !subagent && !team.contains(&agent.as_str()) {
+                bail!(
+                    "{agent} is not an [[agent]] in {} (the team: {}); nothing was granted. For a Claude Code subagent, which acts under its own name, pass --subagent",
+                    args.config.display(),
+                    team.join(", ")
+                );
+            }
+            let limit = store.ttl_limit();
+            if Duration::from(ttl) > limit {
+                bail!(
+                    "--ttl {ttl} is longer than the longest override allowed here ({}); nothing was granted. Ask for less, or raise [overrides] max_ttl in {} (at most 24h)",
+                    humantime::format_duration(limit),
+                    args.config.display()
                 );
             }
             let id = loopward::team::grant_override(
                 &dir,
+                Some(&custody),
                 &agent,
                 &path,
                 &reason,
@@ -108,7 +113,8 @@ pub(super) fn run(args: Args) -> Result<ExitCode> {
         }
         Action::List => {
             let listed = store.list(&SystemClock);
-            if listed.is_empty() {
+            let used = store.list_consumed();
+            if listed.is_empty() && used.is_empty() {
                 out.line(
                     Tone::Dim,
                     format!("no overrides in {}", store.dir().display()),
@@ -130,8 +136,29 @@ pub(super) fn run(args: Args) -> Result<ExitCode> {
                     ),
                 }
             }
+            for s in used {
+                out.line(
+                    Tone::Dim,
+                    format!("{}  {} → {}  used  ({})", s.id, s.agent, s.path, s.reason),
+                );
+            }
         }
         Action::Revoke { id } => {
+            let waiting = store
+                .list(&SystemClock)
+                .into_iter()
+                .any(|l| l.file == format!("{id}.json"));
+            if !waiting {
+                let used = store.list_consumed().into_iter().any(|s| s.id == id);
+                bail!(
+                    "{}; see `loopward override list`",
+                    if used {
+                        format!("override {id} was already used; a used override cannot be revoked")
+                    } else {
+                        format!("there is no override {id} in {}", store.dir().display())
+                    }
+                );
+            }
             store.revoke(&id)?;
             out.line(Tone::Ok, format!("revoked {id}"));
         }

@@ -46,6 +46,9 @@ pub struct Args {
     /// The config to replay with (default: the copy in the run folder).
     #[arg(long)]
     pub config: Option<PathBuf>,
+    /// A ledger key file the run may be chained under (beyond the state directory's keys).
+    #[arg(long = "key", value_name = "FILE")]
+    pub keys: Vec<PathBuf>,
 }
 
 /// The model replies a ledger recorded, per agent, in order.
@@ -246,7 +249,7 @@ fn setup_segment(
                 ..
             } => {
                 let ttl = cfg.overrides.max_ttl;
-                team::grant_override(ws, agent.as_str(), path, reason, ttl, ttl, clock)?;
+                team::grant_override(ws, None, agent.as_str(), path, reason, ttl, ttl, clock)?;
             }
             AuditEvent::LayerDecision {
                 layer,
@@ -273,7 +276,16 @@ fn setup_segment(
 
 pub(super) async fn run(args: Args) -> Result<ExitCode> {
     // A replay compares against the recorded decisions, so they must be the ones recorded.
-    let opts = loopward_runner::audit::VerifyOptions::keyless().unfinished(true);
+    // (A re-judgement, not evidence: keyless and paused runs replay too; keyed ones must verify
+    // under the state directory's keys.)
+    let runs_dir = args
+        .run_dir
+        .canonicalize()
+        .ok()
+        .and_then(|d| d.parent().map(std::path::Path::to_path_buf))
+        .unwrap_or_else(|| std::path::PathBuf::from("."));
+    let opts =
+        super::state::history_options(std::path::Path::new(CONFIG_FILE), &runs_dir, &args.keys)?;
     loopward_runner::audit::verify(&args.run_dir, &opts).map_err(|e| {
         anyhow::anyhow!("cannot replay a ledger that does not verify: {e}\nwhat to do: `loopward verify` names what is wrong; replay an intact run")
     })?;

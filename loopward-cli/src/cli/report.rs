@@ -1,8 +1,10 @@
 //! `loopward report [<runs-dir>] [--json] [--html]`: governance figures over all runs, recomputed from
-//! the ledgers alone.
+//! the ledgers that verify (strictly, as `loopward verify` checks them).
 
+use super::state::{verify_options, CheckArgs};
 use anyhow::Result;
 use loopward::config::{Config, CONFIG_FILE};
+use loopward_term::render::{Printer, Tone};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -12,12 +14,17 @@ use std::process::ExitCode;
 Examples:
   loopward report              # the config's runs folder (runs/ by default), as a table
   loopward report runs --json  # stable JSON, for scripts
-  loopward report --html       # also write runs/index.html: every run at a glance")]
+  loopward report --html       # also write runs/index.html: every run at a glance
+  loopward report --unfinished # also count runs still going
+
+Only ledgers that verify are counted (keyed, every anchor checked); the others are listed as
+LEFT OUT with the reason. Exit status: 0 every run verified; 1 some run was left out.")]
 pub struct Args {
     /// The folder holding one folder per run (default: the config's `run.runs_dir`, or `runs`
     /// when there is no config).
     pub runs_dir: Option<PathBuf>,
-    /// The config whose `run.runs_dir` to report on (default: ./loopward.toml when present).
+    /// The config whose `run.runs_dir` to report on, and whose state directory holds the keys
+    /// (default: ./loopward.toml when present).
     #[arg(long)]
     pub config: Option<PathBuf>,
     /// Print stable JSON instead of a table.
@@ -27,6 +34,9 @@ pub struct Args {
     /// run's `audit.html` (runs that do not verify are marked).
     #[arg(long)]
     pub html: bool,
+    /// What is accepted, and the keys and witness to check with.
+    #[command(flatten)]
+    pub check: CheckArgs,
 }
 
 /// The runs folder: as given, else the config's `run.runs_dir` (beside the config's
@@ -61,22 +71,28 @@ pub(super) fn run(args: &Args) -> Result<ExitCode> {
             runs_dir.display()
         );
     }
-    let report = loopward::ledger::report(&runs_dir)?;
+    let config = args
+        .config
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(CONFIG_FILE));
+    let opts = verify_options(&config, &runs_dir, &args.check)?;
+    let report = loopward::ledger::report(&runs_dir, &opts)?;
     let text = if args.json {
         report.to_json()
     } else {
         report.to_table()
     };
-    let mut out = loopward_term::render::Printer::stdout();
-    out.block(loopward_term::render::Tone::Plain, &text);
+    let mut out = Printer::stdout();
+    out.block(Tone::Plain, &text);
     if args.html {
-        let path = loopward::ledger::write_index_html(&runs_dir)?;
+        let path = loopward::ledger::write_index_html(&runs_dir, &opts)?;
         if !args.json {
-            out.line(
-                loopward_term::render::Tone::Dim,
-                format!("wrote {}", path.display()),
-            );
+            out.line(Tone::Dim, format!("wrote {}", path.display()));
         }
     }
-    Ok(ExitCode::SUCCESS)
+    if report.invalid.is_empty() {
+        Ok(ExitCode::SUCCESS)
+    } else {
+        Ok(ExitCode::FAILURE)
+    }
 }

@@ -127,6 +127,8 @@ pub(super) async fn run(args: Args) -> Result<ExitCode> {
         && std::env::var_os("RUST_LOG").is_none();
     let model = crate::heartbeat::wrap(model, spinner);
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    // The ledger key, approvals and overrides live in the state directory, outside the workspace.
+    let custody = super::state::open(&cfg, &args.config)?;
     let runner = team::build(
         &cfg,
         &workspace,
@@ -135,6 +137,7 @@ pub(super) async fn run(args: Args) -> Result<ExitCode> {
             clock: clock.clone(),
             approver: Some(Arc::new(loopward_term::approver::TerminalApprover)),
             model_name: backend::model_name(&cfg, &choice),
+            custody: Some(custody.clone()),
             ..team::Options::default()
         },
     )?;
@@ -148,7 +151,8 @@ pub(super) async fn run(args: Args) -> Result<ExitCode> {
                     runs_dir.display()
                 );
             }
-            let ledger = ledger::reopen(&runs_dir, &id, clock.clone())?;
+            let ledger =
+                ledger::reopen(&runs_dir, &id, custody.reopen_options(&dir, clock.clone())?)?;
             let journal = match ledger::journal(&dir) {
                 Ok(j) => j,
                 Err(e) if e.downcast_ref::<JournalError>().is_some_and(|e| matches!(e, JournalError::NotStarted { .. })) => bail!(
@@ -159,7 +163,7 @@ pub(super) async fn run(args: Args) -> Result<ExitCode> {
             if let Some(status) = journal.finished() {
                 // Killed after its end was recorded but before the ledger was closed: close it
                 // now (audit files, anchor), so the finished run verifies.
-                let strict = loopward_runner::audit::VerifyOptions::keyless();
+                let strict = custody.verify_options(&runs_dir)?;
                 let anchored =
                     loopward_runner::audit::verify(&dir, &strict).is_ok_and(|ok| ok.anchored);
                 if !anchored {
@@ -187,7 +191,11 @@ pub(super) async fn run(args: Args) -> Result<ExitCode> {
                 .clone()
                 .or_else(|| cfg.run.task.clone())
                 .context("no task: pass --task \"…\" or set run.task in the config")?;
-            let ledger = ledger::start(&runs_dir, &id, clock.clone())?;
+            let ledger = ledger::start(
+                &runs_dir,
+                &id,
+                custody.ledger_options(&runs_dir, clock.clone())?,
+            )?;
             // Replay reads the config the run was made with from its folder.
             std::fs::copy(&args.config, ledger.run_dir().join(CONFIG_FILE)).with_context(|| {
                 format!("cannot copy the config into {}", ledger.run_dir().display())
@@ -246,12 +254,11 @@ pub(super) async fn run(args: Args) -> Result<ExitCode> {
     // The gate's name is in the pending record: the commands printed name it.
     let approve = match &report.status {
         RunStatus::AwaitingApproval { pending } => {
-            let gate = loopward_runner::layers::stopgate::list_pending(
-                &loopward_runner::layers::stopgate::pending_dir(&workspace),
-            )
-            .ok()
-            .and_then(|all| all.into_iter().find(|p| p.id == *pending))
-            .map_or_else(|| "<gate>".to_string(), |p| p.gate);
+            let gate = custody
+                .approvals()
+                .ok()
+                .and_then(|s| s.list_pending().into_iter().find(|p| p.id == *pending))
+                .map_or_else(|| "<gate>".to_string(), |p| p.gate);
             Some((
                 pending.clone(),
                 format!("loopward approve {id} {gate}"),
@@ -317,9 +324,12 @@ pub(super) async fn run(args: Args) -> Result<ExitCode> {
         }
     }
     if let Some((pending, yes, no)) = &approve {
+        let dir = custody
+            .approvals()
+            .map_or_else(|_| String::new(), |s| format!(" in {}", s.dir().display()));
         o.line(
             Tone::Warn,
-            format!("waiting for a person: pending approval {pending} (see .loopward/pending/); answer with `{yes}` or `{no}`, then `loopward run --resume {id}`"),
+            format!("waiting for a person: pending approval {pending}{dir}; answer with `{yes}` or `{no}`, then `loopward run --resume {id}`"),
         );
     }
     if let RunStatus::Failed { error } | RunStatus::AuditFailed { error } = &report.status {

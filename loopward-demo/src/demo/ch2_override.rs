@@ -86,7 +86,16 @@ pub(super) async fn play<W: Write + Send + 'static>(stage: &Stage<W>) -> Result<
     );
     let ttl = std::time::Duration::from_secs(600);
     let clock = loopward_runner::ManualClock::new(super::DEMO_EPOCH_MILLIS);
-    let id = loopward::team::grant_override(&ws, AGENT, PATH, REASON, ttl, ttl, &clock)?;
+    let id = loopward::team::grant_override(
+        &ws,
+        Some(&stage.custody),
+        AGENT,
+        PATH,
+        REASON,
+        ttl,
+        ttl,
+        &clock,
+    )?;
     stage.say(
         Tone::Dim,
         format!("    granted {id}: one write, by {AGENT}, to {PATH}"),

@@ -19,7 +19,9 @@ mod team;
 use anyhow::{Context, Result};
 use loopward::config::Config;
 use loopward::ledger::{self, RunFigures};
+use loopward::state::Custody;
 use loopward_core::{AgentId, RunId};
+use loopward_runner::audit::{KeyRing, LedgerKey};
 use loopward_runner::model::fake::{FakeModel, Script};
 use loopward_runner::model::BoxModelService;
 use loopward_runner::{ManualClock, RunSpec};
@@ -88,6 +90,8 @@ pub(crate) struct Stage<W: Write + Send + 'static> {
     scratch: PathBuf,
     runs_dir: PathBuf,
     opts: Options,
+    /// The demo's state directory and its fixed ledger key.
+    pub(crate) custody: Custody,
 }
 
 /// One scripted run of a chapter.
@@ -188,10 +192,15 @@ impl<W: Write + Send + 'static> Stage<W> {
                 },
                 executor: None,
                 durable: None,
+                custody: Some(self.custody.clone()),
                 inbox: None,
             },
         )?;
-        let ledger = ledger::create(&self.runs_dir, &run, clock)?;
+        let ledger = ledger::create(
+            &self.runs_dir,
+            &run,
+            self.custody.ledger_options(&self.runs_dir, clock)?,
+        )?;
         // As `loopward run` does, so `loopward replay <run-dir>` finds the config.
         std::fs::write(
             ledger.run_dir().join(loopward::config::CONFIG_FILE),
@@ -266,12 +275,14 @@ pub async fn run<W: Write + Send + 'static>(
             Some(loopward::backend::llama(&cfg, model)?)
         }
     };
+    let custody = demo_custody(&scratch)?;
     let stage = Stage {
         out,
         real,
         scratch: scratch.clone(),
         runs_dir: runs_dir.clone(),
         opts,
+        custody,
     };
     intro(&stage);
     let wants = |n: u8| stage.opts.chapters.is_empty() || stage.opts.chapters.contains(&n);
@@ -309,6 +320,37 @@ pub async fn run<W: Write + Send + 'static>(
     }
     outro(&stage)?;
     Ok(Summary { scratch, runs_dir })
+}
+
+/// The demo's key: fixed, so its ledgers are byte-identical from one demo to the next. It is no
+/// secret (it is in this file); real runs use the random key `loopward init` creates.
+const DEMO_KEY: &[u8; 32] = b"loopward demo key: not a secret!";
+
+/// How the demo's runs in `scratch` verify: under the demo key, with the index head kept in
+/// `<scratch>/state` (what `loopward verify --key` does from the command line).
+pub fn verify_options(scratch: &Path) -> Result<loopward_runner::audit::VerifyOptions> {
+    let key = LedgerKey::from_bytes(DEMO_KEY.to_vec()).context("the demo key is 32 bytes")?;
+    let state = loopward_runner::StateDir::at(scratch.join("state"))?;
+    Ok(
+        loopward_runner::audit::VerifyOptions::keyed(KeyRing::single(key))
+            .head(state.index_head(&runs_dir(scratch))?),
+    )
+}
+
+/// The demo's state directory (`<scratch>/state`, beside the workspaces, never in one) holding
+/// the demo key as a file, so `loopward verify --key` can check the demo's runs.
+fn demo_custody(scratch: &Path) -> Result<Custody> {
+    use std::os::unix::fs::PermissionsExt;
+    let state = loopward_runner::StateDir::at(scratch.join("state"))?;
+    let key = LedgerKey::from_bytes(DEMO_KEY.to_vec()).context("the demo key is 32 bytes")?;
+    let file = state.sub("keys")?.join(format!("{}.key", key.id()));
+    std::fs::write(&file, DEMO_KEY).with_context(|| format!("cannot write {}", file.display()))?;
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600))?;
+    Ok(Custody::new(
+        state,
+        KeyRing::single(key),
+        loopward::config::ChainKind::HmacSha256,
+    ))
 }
 
 fn intro<W: Write + Send + 'static>(stage: &Stage<W>) {
@@ -351,9 +393,10 @@ fn intro<W: Write + Send + 'static>(stage: &Stage<W>) {
 }
 
 fn outro<W: Write + Send + 'static>(stage: &Stage<W>) -> Result<()> {
-    let table = ledger::report(&stage.runs_dir)?.to_table();
-    let index = ledger::write_index_html(&stage.runs_dir)?;
-    let calibration = calibration(&stage.runs_dir)?;
+    let check = stage.custody.verify_options(&stage.runs_dir)?;
+    let table = ledger::report(&stage.runs_dir, &check)?.to_table();
+    let index = ledger::write_index_html(&stage.runs_dir, &check)?;
+    let calibration = calibration(&stage.runs_dir, &check)?;
     let mut o = stage.out.lock().unwrap_or_else(|p| p.into_inner());
     o.blank();
     o.title("Compliance, computed from the ledgers (the same code as `loopward report`)");
@@ -371,7 +414,23 @@ fn outro<W: Write + Send + 'static>(stage: &Stage<W>) -> Result<()> {
     );
     o.line(
         Tone::Dim,
-        "  each run: events.jsonl (the hash-chained ledger), audit.md (its timeline), audit.html (its page), audit.json",
+        "  each run: events.jsonl (the ledger, HMAC-chained), audit.md (its timeline), audit.html (its page), audit.json",
+    );
+    let key = stage
+        .custody
+        .keys()
+        .current()
+        .map(|k| k.id().to_string())
+        .unwrap_or_default();
+    let key_file = stage
+        .custody
+        .state()
+        .root()
+        .join("keys")
+        .join(format!("{key}.key"));
+    o.line(
+        Tone::Dim,
+        format!("  chained under the demo's fixed key {key} (no secret: real runs use the random key `loopward init` makes)"),
     );
     o.line(
         Tone::Dim,
@@ -380,8 +439,17 @@ fn outro<W: Write + Send + 'static>(stage: &Stage<W>) -> Result<()> {
     o.line(
         Tone::Dim,
         format!(
-            "  figures again: loopward report {}",
-            stage.runs_dir.display()
+            "  verify them: loopward verify {} --key {}",
+            stage.runs_dir.display(),
+            key_file.display()
+        ),
+    );
+    o.line(
+        Tone::Dim,
+        format!(
+            "  figures again: loopward report {} --key {}",
+            stage.runs_dir.display(),
+            key_file.display()
         ),
     );
     o.flush();
@@ -391,7 +459,10 @@ fn outro<W: Write + Send + 'static>(stage: &Stage<W>) -> Result<()> {
 /// `loopward calibrate` on the demo's runs, in shadow mode (nothing executed): how often the
 /// sprawl gate would fire at the demo's threshold and at a stricter one.
 /// `None` when the sprawl chapter was not played.
-fn calibration(runs_dir: &Path) -> Result<Option<String>> {
+fn calibration(
+    runs_dir: &Path,
+    check: &loopward_runner::audit::VerifyOptions,
+) -> Result<Option<String>> {
     let config = runs_dir.join("ch3-sprawl").join("loopward.toml");
     if !config.is_file() {
         return Ok(None);
@@ -400,7 +471,8 @@ fn calibration(runs_dir: &Path) -> Result<Option<String>> {
     let fired = |threshold: u32| -> Result<(u64, u64, u64)> {
         let mut candidate = current.clone();
         candidate.gates.sprawl.threshold = threshold;
-        let mut cal = loopward_runner::calibrate::Calibrator::new(&candidate, None, "root")?;
+        let mut cal = loopward_runner::calibrate::Calibrator::new(&candidate, None, "root")?
+            .with_verify(check.clone());
         cal.add_path(runs_dir)?;
         let r = cal.finish();
         let n = r.gates.get("sprawl").map_or(0, |g| g.turns_fired);

@@ -152,7 +152,14 @@ impl LedgerKey {
     /// A new random key.
     pub fn generate() -> Result<Self, KeyError> {
         let mut bytes = vec![0u8; MIN_KEY_BYTES];
-        getrandom::fill(&mut bytes).map_err(|e| KeyError::Random(e.to_string()))?;
+        // A key file is read without a trailing newline: a key ending in one would not read
+        // back as itself, so such a draw (2 in 256) is drawn again.
+        loop {
+            getrandom::fill(&mut bytes).map_err(|e| KeyError::Random(e.to_string()))?;
+            if !matches!(bytes.last(), Some(b'\n' | b'\r')) {
+                break;
+            }
+        }
         Ok(Self::from_bytes(bytes).expect("MIN_KEY_BYTES bytes"))
     }
 
@@ -207,7 +214,10 @@ impl LedgerKey {
             });
         }
         let mut bytes = std::fs::read(path).map_err(io)?;
-        while bytes.last().is_some_and(|b| *b == b'\n' || *b == b'\r') {
+        // A trailing newline (a key pasted into a file) is not part of the key, unless dropping
+        // it would leave too few bytes: then the bytes are the key (`head -c 32 /dev/urandom`
+        // may end in one).
+        while bytes.len() > MIN_KEY_BYTES && matches!(bytes.last(), Some(b'\n' | b'\r')) {
             bytes.pop();
         }
         let len = bytes.len();
@@ -392,15 +402,21 @@ fn write_key(dir: &Path, key: &LedgerKey) -> Result<(), KeyError> {
     };
     std::fs::create_dir_all(dir).map_err(io(dir))?;
     std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).map_err(io(dir))?;
+    // Written whole under a temporary name, then linked into place: a process killed midway
+    // leaves a stray temporary file, never a short `<id>.key` that would stop every later run.
     let path = dir.join(format!("{}.key", key.id()));
+    let part = dir.join(format!(".{}.{}.part", key.id(), std::process::id()));
     let mut f = std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
         .mode(0o600)
-        .open(&path)
-        .map_err(io(&path))?;
-    f.write_all(&key.bytes).map_err(io(&path))?;
-    f.sync_all().map_err(io(&path))?;
+        .open(&part)
+        .map_err(io(&part))?;
+    f.write_all(&key.bytes).map_err(io(&part))?;
+    f.sync_all().map_err(io(&part))?;
+    let linked = std::fs::hard_link(&part, &path);
+    let _ = std::fs::remove_file(&part);
+    linked.map_err(io(&path))?;
     // `current` is replaced by a rename, so a reader sees the old id or the new one.
     let current = dir.join(CURRENT);
     crate::atomic_file::write_atomic(&current, format!("{}\n", key.id()).as_bytes(), 0o600)
@@ -427,6 +443,46 @@ mod tests {
             0o700
         );
         assert_eq!(KeyRing::load(&dir).unwrap().current().unwrap().id(), &id);
+    }
+
+    #[test]
+    fn a_32_byte_key_ending_in_a_newline_reads_back_as_itself() {
+        let d = tempfile::tempdir().unwrap();
+        let path = d.path().join("k.key");
+        let mut bytes = vec![9u8; 31];
+        bytes.push(b'\n');
+        std::fs::write(&path, &bytes).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let read = LedgerKey::from_file(&path, None).unwrap();
+        assert_eq!(read.id(), LedgerKey::from_bytes(bytes).unwrap().id());
+        // A longer key pasted with a newline loses the newline.
+        let mut pasted = vec![7u8; 40];
+        std::fs::write(&path, [&pasted[..], b"\n"].concat()).unwrap();
+        let read = LedgerKey::from_file(&path, None).unwrap();
+        pasted.truncate(40);
+        assert_eq!(read.id(), LedgerKey::from_bytes(pasted).unwrap().id());
+        for _ in 0..2000 {
+            let k = LedgerKey::generate().unwrap();
+            assert!(!matches!(k.bytes.last(), Some(b'\n' | b'\r')));
+        }
+    }
+
+    #[test]
+    fn a_key_file_appears_whole_or_not_at_all() {
+        let d = tempfile::tempdir().unwrap();
+        let dir = d.path().join("keys");
+        let ring = KeyRing::load_or_create(&dir).unwrap();
+        // Only the key and `current` are left: no temporary file a reader could take for a key.
+        let mut names: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        let id = ring.current().unwrap().id().to_string();
+        assert_eq!(names, vec![CURRENT.to_string(), format!("{id}.key")]);
+        // A stray partial file from a killed process is not read as a key.
+        std::fs::write(dir.join(format!(".{id}.99.part")), b"").unwrap();
+        assert_eq!(KeyRing::load(&dir).unwrap().keys().count(), 1);
     }
 
     #[test]

@@ -322,6 +322,23 @@ impl OverrideStore {
         out
     }
 
+    /// The sentinels already used (moved into `consumed/`), sorted by id. Files that do not
+    /// parse are left out: this is a listing for people, not a check.
+    pub fn list_consumed(&self) -> Vec<Sentinel> {
+        let Ok(rd) = std::fs::read_dir(self.consumed_dir()) else {
+            return vec![];
+        };
+        let mut out: Vec<Sentinel> = rd
+            .filter_map(Result::ok)
+            .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
+            .filter(|e| e.metadata().is_ok_and(|m| m.len() <= MAX_SENTINEL_BYTES))
+            .filter_map(|e| std::fs::read(e.path()).ok())
+            .filter_map(|b| serde_json::from_slice(&b).ok())
+            .collect();
+        out.sort_by(|a, b| a.id.cmp(&b.id));
+        out
+    }
+
     /// Deletes a waiting sentinel.
     pub fn revoke(&self, id: &str) -> Result<(), OverrideError> {
         if !valid_id(id) {

@@ -60,7 +60,7 @@ pub use ledger::{FileLedgers, LedgerOpener};
 pub use shell::ShellWatchError;
 
 use crate::clock::{Clock, SystemClock};
-use crate::gates::{ConfigError, ControlFiles, Policy, PolicyConfig};
+use crate::gates::{ConfigError, ControlFiles, OverrideStore, Policy, PolicyConfig};
 use crate::workspace::Workspace;
 use loopward_core::{AgentId, AuditError};
 use std::path::PathBuf;
@@ -134,6 +134,7 @@ pub struct HookContext {
     ledgers: Arc<dyn LedgerOpener>,
     runs_dir: String,
     defer_allows: bool,
+    overrides: Option<OverrideStore>,
     sessions: Option<PathBuf>,
 }
 
@@ -208,6 +209,7 @@ pub struct HookContextBuilder {
     ledgers: Arc<dyn LedgerOpener>,
     runs_dir: String,
     defer_allows: bool,
+    overrides: Option<OverrideStore>,
     sessions: Option<PathBuf>,
 }
 
@@ -225,6 +227,7 @@ impl HookContext {
             ledgers: Arc::new(FileLedgers::default()),
             runs_dir: "runs".into(),
             defer_allows: false,
+            overrides: None,
             sessions: None,
         }
     }
@@ -247,7 +250,11 @@ impl HookContext {
     /// control files.
     fn policy(&self, ws: &Workspace) -> Result<Policy, ConfigError> {
         let control = ControlFiles::new(&self.config_file, &self.runs_dir);
-        Policy::with_control(&self.policy, ws.clone(), control)
+        let policy = Policy::with_control(&self.policy, ws.clone(), control)?;
+        Ok(match &self.overrides {
+            Some(store) => policy.with_overrides(store.clone()),
+            None => policy,
+        })
     }
 }
 
@@ -312,6 +319,13 @@ impl HookContextBuilder {
         self
     }
 
+    /// Where one-shot overrides are consumed from (default: the workspace's keyless
+    /// `.loopward/overrides/`); `loopward` passes the sealed store in its state directory.
+    pub fn overrides(mut self, store: OverrideStore) -> Self {
+        self.overrides = Some(store);
+        self
+    }
+
     /// Builds the context; a policy that does not validate is refused here, before any event.
     pub fn build(self) -> Result<HookContext, ConfigError> {
         Policy::check(&self.policy)?;
@@ -325,6 +339,7 @@ impl HookContextBuilder {
             ledgers: self.ledgers,
             runs_dir: self.runs_dir,
             defer_allows: self.defer_allows,
+            overrides: self.overrides,
             sessions: self.sessions,
         })
     }

@@ -125,6 +125,13 @@ impl Stack {
         self
     }
 
+    /// Where `durable` stop-gates keep their records, and the keys they are sealed under
+    /// (default: the workspace's keyless `.loopward/pending/`).
+    pub fn with_approvals(mut self, store: crate::layers::stopgate::ApprovalStore) -> Self {
+        self.gates = self.gates.with_store(store);
+        self
+    }
+
     /// The stop-gates (for [`StopGates::before_phase`]).
     pub fn gates(&self) -> &StopGates {
         &self.gates

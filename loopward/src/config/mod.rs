@@ -38,11 +38,13 @@
 
 mod backend;
 mod error;
+mod ledger;
 mod policy;
 mod validate;
 
 pub use backend::{BackendConfig, BackendKind, PriceConfig, ToolChoice};
 pub use error::ConfigError;
+pub use ledger::{ChainKind, LedgerConfig, StateConfig};
 pub use policy::{
     BudgetConfig, CapsConfig, ClassJumpConfig, GatesConfig, LayersConfig, OverridesConfig,
     PolicyConfig, RateConfig, RepeatConfig, ReviewConfig, ShellWatchConfig, SprawlConfig,
@@ -113,6 +115,12 @@ pub struct Config {
     /// `[class_jump]`: strategies for failing subtasks (gives agents `report_attempt`).
     #[serde(default)]
     pub class_jump: Option<ClassJumpConfig>,
+    /// `[ledger]`: how ledgers are chained (keyed by default) and an optional external witness.
+    #[serde(default)]
+    pub ledger: LedgerConfig,
+    /// `[state]`: where loopward keeps keys, approvals and overrides (outside the workspace).
+    #[serde(default)]
+    pub state: StateConfig,
 }
 
 /// `[run]`.
@@ -217,6 +225,15 @@ impl Config {
     /// The agent names, in configuration order.
     pub fn team(&self) -> Vec<AgentId> {
         self.agents.iter().map(|a| a.name.clone()).collect()
+    }
+
+    /// A path the config names, resolved against the folder of the config file at `config_path`.
+    pub fn resolve(config_path: &Path, path: &Path) -> PathBuf {
+        let base = config_path
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        base.join(path)
     }
 
     /// The workspace, resolved against the folder of the config file at `config_path`.
