@@ -6,7 +6,9 @@
 #![allow(clippy::print_stdout)]
 
 use futures::future::BoxFuture;
-use loopward_core::{AgentId, AuditEvent, Decision, GateMode, Refusal, RunId, RunStatus};
+use loopward_core::{
+    AgentId, AuditEvent, Decision, GateId, GateKind, GateMode, Refusal, RunId, RunStatus,
+};
 use loopward_runner::audit::MemorySink;
 use loopward_runner::gates::{Policy, PolicyConfig, PolicyLayer};
 use loopward_runner::model::{
@@ -64,14 +66,14 @@ impl tower::Service<ToolInvocation> for FileTypes<BoxToolService> {
                 inv.turn
                     .record(&AuditEvent::GateDecision {
                         call_id: Some(inv.call.id.clone()),
-                        gate: GATE.into(),
+                        gate: GateId::new(GateKind::Custom, GATE),
                         mode: GateMode::Enforce,
                         action: format!("tool:{}", inv.call.name),
                         path_raw: Some(p.raw().into()),
                         path: Some(p.rel().into()),
                         decision: decision.clone(),
                     })
-                    .map_err(|e| ToolError::Audit(e.0))?;
+                    .map_err(ToolError::Audit)?;
                 if let Decision::Deny(r) = decision {
                     return Err(ToolError::Refused(r));
                 }

@@ -5,7 +5,7 @@
 #![allow(clippy::print_stdout)]
 
 use futures::future::BoxFuture;
-use loopward_core::{AgentId, AuditEvent, RunId, RunStatus};
+use loopward_core::{AgentId, AuditEvent, LayerVerdict, RunId, RunStatus};
 use loopward_runner::audit::MemorySink;
 use loopward_runner::layers::from_fn::{from_fn, FromFnLayer, NextTurn};
 use loopward_runner::model::{
@@ -38,11 +38,15 @@ fn turns_per_agent(
             *n
         };
         Box::pin(async move {
-            let decision = if n > limit { "stopped" } else { "allow" };
+            let decision = if n > limit {
+                LayerVerdict::Stopped
+            } else {
+                LayerVerdict::Allow
+            };
             // Record before acting: a decision the ledger cannot hold is not taken.
             req.turn.record(&AuditEvent::LayerDecision {
                 layer: "turns_per_agent".into(),
-                decision: decision.into(),
+                decision,
                 detail: json!({"agent": req.turn.agent().as_str(), "turn": n, "limit": limit}),
             })?;
             if n > limit {

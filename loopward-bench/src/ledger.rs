@@ -41,7 +41,10 @@ fn events() -> Vec<AuditEvent> {
         },
         AuditEvent::GateDecision {
             call_id: Some("call-1".into()),
-            gate: "territory:builder".into(),
+            gate: loopward_core::GateId::new(
+                loopward_core::GateKind::Territory,
+                "territory:builder",
+            ),
             mode: GateMode::Enforce,
             action: "tool:write_file".into(),
             path_raw: Some("src/lib.rs".into()),

@@ -3,13 +3,14 @@
 //! Every governance figure loopward shows is computed from these events, so allows are recorded
 //! as well as denials (a census, not an invariant).
 
-use crate::decision::{Decision, GateMode};
+use crate::decision::{Decision, GateId, GateMode};
 use crate::effect::Effect;
 use crate::handoff::Handoff;
 use crate::id::{AgentId, RunId, TurnNumber};
 use crate::remedy::Remedy;
 use crate::tool::ToolCall;
 use crate::usage::Usage;
+use crate::verdict::LayerVerdict;
 use serde::{Deserialize, Serialize};
 
 /// Where in a run an event happened. Filled in by the runner, not by whoever emits the event.
@@ -167,8 +168,9 @@ pub enum AuditEvent {
         /// The tool call decided on, when the action is a tool call.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         call_id: Option<String>,
-        /// The gate's name.
-        gate: String,
+        /// The gate: its kind and name (`gate_kind` and `gate` in the ledger).
+        #[serde(flatten)]
+        gate: GateId,
         /// Its mode.
         mode: GateMode,
         /// The action decided on (`tool:write_file`, `handoff:auditor`, `phase:deploy`, …).
@@ -245,8 +247,8 @@ pub enum AuditEvent {
     LayerDecision {
         /// The layer.
         layer: String,
-        /// What it decided, in a word (`cap_reached`, `approved`, `class_jump` …).
-        decision: String,
+        /// What it decided (`cap_reached`, `approved`, `class_jump` … in the ledger).
+        decision: LayerVerdict,
         /// Figures and details.
         #[serde(default)]
         detail: serde_json::Value,

@@ -14,6 +14,101 @@ pub enum GateMode {
     Advisory,
 }
 
+/// What kind of gate decided: loopward's own gates, and [`GateKind::Custom`] for yours.
+///
+/// Reports read the kind, never the name: a territory's decisions count as territory decisions
+/// (and its advisory warnings as unauthorised writes) whatever the territory is called.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum GateKind {
+    /// Control files (the config, loopward's state): never writable by an agent.
+    Control,
+    /// A territory: paths only its owners may write.
+    Territory,
+    /// The sprawl gate: a plan before the third unit of work in a turn.
+    Sprawl,
+    /// A review gate: a handoff that must pass through a reviewer.
+    Review,
+    /// The policy itself could not tell what a call would change.
+    Policy,
+    /// A path outside the workspace.
+    Workspace,
+    /// The kernel sandbox around a shell command.
+    Sandbox,
+    /// The watch around a shell command (snapshot, compare, revert).
+    ShellWatch,
+    /// One handoff per turn.
+    OneHandoff,
+    /// A gate someone else wrote.
+    Custom,
+}
+
+impl GateKind {
+    /// The kind's word, as the ledger writes it (and the name of a gate of which there is one).
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Control => "control",
+            Self::Territory => "territory",
+            Self::Sprawl => "sprawl",
+            Self::Review => "review",
+            Self::Policy => "policy",
+            Self::Workspace => "workspace",
+            Self::Sandbox => "sandbox",
+            Self::ShellWatch => "shell_watch",
+            Self::OneHandoff => "one_handoff",
+            Self::Custom => "custom",
+        }
+    }
+}
+
+impl fmt::Display for GateKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.pad(self.as_str())
+    }
+}
+
+/// Which gate decided: its kind and its name. In a ledger record the name is `gate` and the kind
+/// `gate_kind`.
+///
+/// ```
+/// use loopward_core::{GateId, GateKind};
+/// let t = GateId::new(GateKind::Territory, "territory:planner");
+/// assert_eq!(t.kind, GateKind::Territory);
+/// assert_eq!(t.to_string(), "territory:planner");
+/// assert_eq!(GateId::of(GateKind::Sprawl).name, "sprawl");
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct GateId {
+    /// The gate's kind.
+    #[serde(rename = "gate_kind")]
+    pub kind: GateKind,
+    /// The gate's name, as configured (unique in a policy; what `loopward gates` lists).
+    #[serde(rename = "gate")]
+    pub name: String,
+}
+
+impl GateId {
+    /// A gate of `kind` called `name`.
+    pub fn new(kind: GateKind, name: impl Into<String>) -> Self {
+        Self {
+            kind,
+            name: name.into(),
+        }
+    }
+
+    /// The one gate of a kind there is one of (`control`, `sprawl`, …): named after its kind.
+    pub fn of(kind: GateKind) -> Self {
+        Self::new(kind, kind.as_str())
+    }
+}
+
+impl fmt::Display for GateId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.pad(&self.name)
+    }
+}
+
 /// A refusal: which gate refused, why, and what the model can do about it.
 ///
 /// ```

@@ -14,7 +14,8 @@
 //! | what the tool answered | [`ToolResult`] |
 //! | what changed on disk | [`Effect`], [`EffectKind`], [`EffectStatus`] |
 //! | passing the work on | [`Handoff`] |
-//! | what a gate said | [`Decision`], [`Refusal`], [`GateMode`] |
+//! | what a gate said | [`GateId`] ([`GateKind`] + name), [`Decision`], [`Refusal`], [`GateMode`] |
+//! | what a layer said | [`LayerVerdict`], [`VerdictEffect`] |
 //! | what the ledger records | [`AuditEvent`], [`Scope`], [`AuditSink`], [`Remedy`] |
 //!
 //! ```
@@ -38,9 +39,10 @@ pub mod model;
 mod remedy;
 mod tool;
 mod usage;
+mod verdict;
 
 pub use audit::{AuditError, AuditEvent, AuditSink, FinishReason, RunStatus, Scope};
-pub use decision::{Decision, GateMode, Refusal};
+pub use decision::{Decision, GateId, GateKind, GateMode, Refusal};
 pub use effect::{Effect, EffectKind, EffectStatus};
 pub use handoff::Handoff;
 pub use id::{AgentId, InvalidAgentId, RunId, TurnNumber, MAX_AGENT_NAME};
@@ -48,3 +50,4 @@ pub use message::{HumanWords, Message, Origin};
 pub use remedy::Remedy;
 pub use tool::{ToolCall, ToolResult, ToolSpec};
 pub use usage::{Price, Usage};
+pub use verdict::{LayerVerdict, VerdictEffect};

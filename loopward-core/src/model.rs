@@ -132,8 +132,8 @@ pub enum ModelError {
     Refused(crate::Refusal),
     /// A layer's decision about this call could not be recorded in the audit ledger, so the call
     /// did not go ahead; the run ends `AuditFailed`.
-    #[error("not run: the audit ledger could not record a decision on this model call ({0})")]
-    Audit(String),
+    #[error("not run: the audit ledger could not record a decision on this model call ({})", .0.0)]
+    Audit(crate::AuditError),
 }
 
 impl ModelError {

@@ -2,7 +2,7 @@
 
 use crate::journal;
 use futures::future::BoxFuture;
-use loopward_core::{ToolCall, Usage};
+use loopward_core::{AuditError, ToolCall, Usage};
 use loopward_runner::model::{ChatRequest, ChatResponse, ModelError, StopReason};
 use serde::{Deserialize, Serialize};
 use std::task::{Context, Poll};
@@ -86,7 +86,10 @@ where
                             model: r.model,
                             stop: r.stop,
                         },
-                        Err(ModelError::Audit(text)) => Journaled::Failed { text, audit: true },
+                        Err(ModelError::Audit(e)) => Journaled::Failed {
+                            text: e.0,
+                            audit: true,
+                        },
                         Err(e) => Journaled::Failed {
                             text: e.to_string(),
                             audit: false,
@@ -94,7 +97,7 @@ where
                     }
                 })
                 .await
-                .map_err(|e| ModelError::Audit(e.to_string()))?;
+                .map_err(|e| ModelError::Audit(AuditError(e.to_string())))?;
             match journaled {
                 Journaled::Reply {
                     content,
@@ -109,7 +112,7 @@ where
                     model,
                     stop,
                 }),
-                Journaled::Failed { text, audit: true } => Err(ModelError::Audit(text)),
+                Journaled::Failed { text, audit: true } => Err(ModelError::Audit(AuditError(text))),
                 Journaled::Failed { text, .. } => Err(ModelError::Local(text)),
             }
         })

@@ -4,7 +4,7 @@ use crate::approver::{pending_id, Given, GIVEN};
 use crate::journal;
 use crate::wire::{PendingApproval, Verdict};
 use futures::future::BoxFuture;
-use loopward_core::Effect;
+use loopward_core::{AuditError, Effect};
 use loopward_runner::layers::stopgate::StopGates;
 use loopward_runner::tool::{ToolError, ToolInvocation, ToolOutput};
 use serde::{Deserialize, Serialize};
@@ -150,7 +150,9 @@ where
                     summary: request.summary,
                 };
                 let verdict = journal.verdict(pending).await.map_err(|why| {
-                    ToolError::Audit(format!("no verdict could be had through Restate: {why}"))
+                    ToolError::Audit(AuditError(format!(
+                        "no verdict could be had through Restate: {why}"
+                    )))
                 })?;
                 given.insert(
                     &request.gate,
@@ -172,7 +174,10 @@ where
                                 is_error: o.is_error,
                                 effects: o.effects,
                             },
-                            Err(ToolError::Audit(text)) => Journaled::Failed { text, audit: true },
+                            Err(ToolError::Audit(e)) => Journaled::Failed {
+                                text: e.0,
+                                audit: true,
+                            },
                             Err(e) => Journaled::Failed {
                                 text: e.to_string(),
                                 audit: false,
@@ -181,7 +186,7 @@ where
                     })
                 })
                 .await
-                .map_err(|e| ToolError::Audit(e.to_string()))?;
+                .map_err(|e| ToolError::Audit(AuditError(e.to_string())))?;
             match journaled {
                 Journaled::Output {
                     content,
@@ -192,7 +197,7 @@ where
                     is_error,
                     effects,
                 }),
-                Journaled::Failed { text, audit: true } => Err(ToolError::Audit(text)),
+                Journaled::Failed { text, audit: true } => Err(ToolError::Audit(AuditError(text))),
                 Journaled::Failed { text, .. } => Err(ToolError::Failed(text)),
             }
         })

@@ -6,7 +6,7 @@ use crate::tool::{BoxToolService, ToolError, ToolInvocation, ToolSet};
 use crate::turn::{TurnError, TurnOutcome, TurnRequest};
 use futures::future::BoxFuture;
 use loopward_core::{
-    AgentId, AuditEvent, FinishReason, Message, Price, ToolCall, ToolResult, Usage,
+    AgentId, AuditEvent, FinishReason, LayerVerdict, Message, Price, ToolCall, ToolResult, Usage,
 };
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -305,9 +305,8 @@ impl Inner {
     ) -> Result<ToolResult, TurnError> {
         let (content, is_error, effects) = match outcome {
             Ok(out) => (out.content, out.is_error, out.effects),
-            Err(e) if e.is_fatal() => {
-                return Err(TurnError::Audit(loopward_core::AuditError(e.to_string())))
-            }
+            // The one fatal tool error: the ledger's, carried by value into the turn's.
+            Err(ToolError::Audit(e)) => return Err(TurnError::Audit(e)),
             Err(e) => (e.to_string(), true, vec![]),
         };
         turn.push_effects(effects.iter().cloned());
@@ -397,10 +396,10 @@ fn resume_call(
         content,
         is_error,
     };
-    let note = |decision: &str| {
+    let note = |decision: LayerVerdict| {
         turn.record(&AuditEvent::LayerDecision {
             layer: RESUME_LAYER.into(),
-            decision: decision.into(),
+            decision,
             detail: serde_json::json!({"call_id": call.id, "tool": call.name}),
         })
     };
@@ -420,12 +419,12 @@ fn resume_call(
         }
         FedCall::Again { retried } => {
             if retried {
-                note("retried")?;
+                note(LayerVerdict::Retried)?;
             }
             Ok(None)
         }
         FedCall::Interrupted { handoff } => {
-            note("interrupted")?;
+            note(LayerVerdict::Interrupted)?;
             let (content, is_error) = match handoff {
                 Some(h) => {
                     let content = format!("handed off to {}: {}", h.to, h.message);

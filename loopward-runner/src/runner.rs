@@ -472,7 +472,7 @@ impl Runner {
         for why in &taken.refused {
             ctx.record(&AuditEvent::LayerDecision {
                 layer: "inbox".into(),
-                decision: "refused".into(),
+                decision: loopward_core::LayerVerdict::Refused,
                 detail: serde_json::json!({ "why": why }),
             })?;
         }

@@ -68,7 +68,7 @@ impl From<ModelError> for TurnError {
     /// A ledger failure inside a model layer is an audit failure of the run, not a model failure.
     fn from(e: ModelError) -> Self {
         match e {
-            ModelError::Audit(why) => Self::Audit(AuditError(why)),
+            ModelError::Audit(e) => Self::Audit(e),
             other => Self::Model(other),
         }
     }
@@ -99,7 +99,7 @@ mod tests {
 
     #[test]
     fn a_ledger_failure_in_a_model_layer_ends_the_run_audit_failed() {
-        let e: TurnError = ModelError::Audit("disk full".into()).into();
+        let e: TurnError = ModelError::Audit(AuditError("disk full".into())).into();
         assert_eq!(
             e.status(),
             RunStatus::AuditFailed {

@@ -62,7 +62,10 @@ fn events() -> Vec<(Option<u32>, Option<&'static str>, AuditEvent)> {
             Some("builder"),
             AuditEvent::GateDecision {
                 call_id: Some("c1".into()),
-                gate: "territory:builder".into(),
+                gate: loopward_core::GateId::new(
+                    loopward_core::GateKind::Territory,
+                    "territory:builder",
+                ),
                 mode: GateMode::Enforce,
                 action: "tool:write_file".into(),
                 path_raw: Some(XSS_PATH.into()),
@@ -87,7 +90,10 @@ fn events() -> Vec<(Option<u32>, Option<&'static str>, AuditEvent)> {
             Some("builder"),
             AuditEvent::GateDecision {
                 call_id: Some("c2".into()),
-                gate: "territory:auditor".into(),
+                gate: loopward_core::GateId::new(
+                    loopward_core::GateKind::Territory,
+                    "territory:auditor",
+                ),
                 mode: GateMode::Enforce,
                 action: "tool:write_file".into(),
                 path_raw: Some("review.md".into()),
@@ -100,7 +106,10 @@ fn events() -> Vec<(Option<u32>, Option<&'static str>, AuditEvent)> {
             Some("builder"),
             AuditEvent::GateDecision {
                 call_id: Some("c3".into()),
-                gate: "review:builder->auditor".into(),
+                gate: loopward_core::GateId::new(
+                    loopward_core::GateKind::Review,
+                    "review:builder->auditor",
+                ),
                 mode: GateMode::Enforce,
                 action: "handoff:tester".into(),
                 path_raw: None,
@@ -175,7 +184,7 @@ fn events() -> Vec<(Option<u32>, Option<&'static str>, AuditEvent)> {
             Some("tester"),
             AuditEvent::LayerDecision {
                 layer: "stopgate".into(),
-                decision: "approved".into(),
+                decision: loopward_core::LayerVerdict::Approved,
                 detail: serde_json::json!({"gate": "publish", "action": "turn:tester", "by": "ana"}),
             },
         ),

@@ -31,7 +31,7 @@ fn note(text: &str) -> AuditEvent {
 fn decision() -> AuditEvent {
     AuditEvent::GateDecision {
         call_id: Some("c1".into()),
-        gate: "territory".into(),
+        gate: loopward_core::GateId::of(loopward_core::GateKind::Territory),
         mode: GateMode::Enforce,
         action: "tool:write_file".into(),
         path_raw: None,

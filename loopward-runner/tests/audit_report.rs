@@ -229,3 +229,54 @@ async fn report_json_figures_for_a_fixed_set_of_runs() {
     insta::assert_snapshot!("report_json", r.to_json());
     insta::assert_snapshot!("report_table", r.to_table());
 }
+
+/// A run a stop-gate stopped: its census counts the stop-gate's decision beside the gates'
+/// (none here), so the report never says there were no decisions.
+#[tokio::test]
+async fn the_census_counts_layer_decisions_of_a_run_a_stop_gate_stopped() {
+    use loopward_runner::layers::stack::{LayersConfig, Stack};
+    use loopward_runner::model::{fake::FakeModel, BoxModelService};
+    use loopward_runner::tool::{BoxToolService, ToolExecutor};
+    use loopward_runner::{tools, BoxTurnService, LlmAgent, Runner, Workspace};
+    let config: LayersConfig =
+        toml::from_str("[[stopgate]]\npoint = \"tool\"\ntool = \"shell\"\nmode = \"deny\"\n")
+            .unwrap();
+    let stack = Stack::new(&config).unwrap();
+    let a = id("builder");
+    let mut script = Script::default();
+    script.call(&a, "shell", json!({"command": "rm -rf build"}));
+    script.say(&a, "I was not allowed to.");
+    let model = stack.model(BoxModelService::new(FakeModel::new(script)));
+    let agent = LlmAgent::builder(a.clone(), model)
+        .tools(tools::builtin(std::slice::from_ref(&a)))
+        .tool_stack(stack.tools(BoxToolService::new(ToolExecutor)))
+        .max_steps(stack.steps_per_turn())
+        .build();
+    let ws = tempfile::tempdir().unwrap();
+    let runner = Runner::builder(Workspace::new(ws.path()).unwrap())
+        .agent(a, stack.turn(BoxTurnService::new(agent)))
+        .unwrap()
+        .build()
+        .unwrap();
+    let runs = tempfile::tempdir().unwrap();
+    let (run, finished) =
+        run_to_ledger(&runner, runs.path(), "stopped", "clean", "builder", opts()).await;
+    finished.unwrap();
+    assert!(matches!(
+        run.status,
+        loopward_core::RunStatus::Stopped { .. }
+    ));
+    let r = report(runs.path(), &VerifyOptions::keyed(KeyRing::single(key()))).unwrap();
+    let sg = r.layers["stopgate"];
+    assert_eq!((sg.allowed, sg.refused, sg.stopped), (0, 0, 1));
+    let table = r.to_table();
+    assert!(!table.contains("no gate"), "{table}");
+    let row = table
+        .lines()
+        .find(|l| l.starts_with("stopgate"))
+        .unwrap_or_else(|| panic!("no stopgate row in\n{table}"));
+    assert_eq!(
+        row.split_whitespace().collect::<Vec<_>>(),
+        ["stopgate", "0", "0", "1", "0"]
+    );
+}

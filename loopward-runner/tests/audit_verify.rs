@@ -119,14 +119,14 @@ async fn an_intact_finished_ledger_verifies_against_its_anchor_and_names_its_key
     assert_eq!(ok.anchors, 1);
     assert_eq!(ok.final_seq, lines(&dir).len() as u64);
     assert_eq!(ok.mac, "hmac-sha256");
-    assert_eq!(ok.schema, 2);
+    assert_eq!(ok.schema, 3);
     assert_eq!(ok.verified_by(), format!("key {}", the_key().id()));
     // The first record names the schema and the key, under its MAC.
     let first = parse(&lines(&dir)[0]);
     let header = first.ledger.unwrap();
     assert_eq!(
         (header.schema, header.key.as_ref()),
-        (2, Some(the_key().id()))
+        (3, Some(the_key().id()))
     );
     assert!(parse(&lines(&dir)[1]).ledger.is_none());
 }

@@ -110,7 +110,11 @@ fn seen(events: Vec<AuditEvent>) -> Vec<Seen> {
         .filter_map(|e| match e {
             // The kernel sandbox is the runner's containment of a command, not a decision of
             // the policy; the hook has none.
-            AuditEvent::GateDecision { gate, .. } if gate == gates::SANDBOX_GATE => None,
+            AuditEvent::GateDecision { gate, .. }
+                if gate.kind == loopward_core::GateKind::Sandbox =>
+            {
+                None
+            }
             AuditEvent::GateDecision {
                 gate,
                 mode,
@@ -118,7 +122,7 @@ fn seen(events: Vec<AuditEvent>) -> Vec<Seen> {
                 decision,
                 ..
             } => Some(Seen::Gate {
-                gate,
+                gate: gate.name,
                 mode,
                 path,
                 decision,

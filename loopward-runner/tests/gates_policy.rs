@@ -65,16 +65,14 @@ async fn the_runtime_api_lists_adds_removes_and_changes_modes_each_audited() {
     room.policy
         .add(GateSpec::Territory(t), "ana", &room.run)
         .unwrap();
-    assert_eq!(names(&room.policy), vec!["control", "territory:plans"]);
+    assert_eq!(names(&room.policy), vec!["control", "plans"]);
     let b = room.turn("builder");
     assert!(room.write_file(&b, "plans/a.md", "x").await.is_err());
     room.policy
-        .set_mode("territory:plans", GateMode::Advisory, "ana", &room.run)
+        .set_mode("plans", GateMode::Advisory, "ana", &room.run)
         .unwrap();
     room.write_file(&b, "plans/a.md", "x").await.unwrap();
-    room.policy
-        .remove("territory:plans", "ana", &room.run)
-        .unwrap();
+    room.policy.remove("plans", "ana", &room.run).unwrap();
     assert_eq!(names(&room.policy), vec!["control"]);
     let changes: Vec<_> = room
         .events()
@@ -88,8 +86,8 @@ async fn the_runtime_api_lists_adds_removes_and_changes_modes_each_audited() {
         .collect();
     assert_eq!(changes.len(), 3);
     assert_eq!(changes[0].0, "ana");
-    assert_eq!(changes[0].2.as_deref(), Some("territory:plans"));
-    assert_eq!(changes[2].2.as_deref(), Some("territory:plans"));
+    assert_eq!(changes[0].2.as_deref(), Some("plans"));
+    assert_eq!(changes[2].2.as_deref(), Some("plans"));
     assert_eq!(
         changes.iter().map(|c| c.1.as_str()).collect::<Vec<_>>(),
         vec!["add", "mode", "remove"]

@@ -69,7 +69,7 @@ async fn every_decision_allow_and_deny_is_recorded_with_raw_and_canonical_path()
                 gate,
                 ..
             } => Some((
-                gate,
+                gate.name,
                 path_raw.unwrap_or_default(),
                 path.unwrap_or_default(),
                 decision.label(),

@@ -63,7 +63,7 @@ fn exceeded(sink: &MemorySink) -> Vec<serde_json::Value> {
                 layer,
                 decision,
                 detail,
-            } if layer == "budget" && decision == "budget_exceeded" => Some(detail),
+            } if layer == "budget" && decision.as_str() == "budget_exceeded" => Some(detail),
             _ => None,
         })
         .collect()

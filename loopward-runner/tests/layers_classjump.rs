@@ -70,7 +70,7 @@ fn verdicts(sink: &MemorySink) -> Vec<String> {
         .filter_map(|(_, e)| match e {
             AuditEvent::LayerDecision {
                 layer, decision, ..
-            } if layer == "class_jump" => Some(decision),
+            } if layer == "class_jump" => Some(decision.to_string()),
             _ => None,
         })
         .collect()
@@ -330,7 +330,7 @@ async fn failed_shell_results_count_toward_class_jump_without_any_report() {
                 detail,
             } if layer == "class_jump" => {
                 assert_eq!(detail["source"], "evidence");
-                Some(decision)
+                Some(decision.to_string())
             }
             _ => None,
         })

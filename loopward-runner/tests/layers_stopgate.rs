@@ -25,7 +25,7 @@ fn decisions(sink: &MemorySink) -> Vec<String> {
         .filter_map(|(_, e)| match e {
             AuditEvent::LayerDecision {
                 layer, decision, ..
-            } if layer == "stopgate" => Some(decision),
+            } if layer == "stopgate" => Some(decision.to_string()),
             _ => None,
         })
         .collect()
@@ -516,7 +516,7 @@ fn denial_notes(sink: &MemorySink) -> Vec<String> {
                 layer,
                 decision,
                 detail,
-            } if layer == "stopgate" && decision == "denied" => {
+            } if layer == "stopgate" && decision.as_str() == "denied" => {
                 Some(detail["reason"].as_str().unwrap_or_default().to_string())
             }
             _ => None,

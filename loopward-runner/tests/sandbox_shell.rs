@@ -24,7 +24,11 @@ fn sandbox_decisions(room: &Room) -> Vec<Decision> {
     room.events()
         .into_iter()
         .filter_map(|e| match e {
-            AuditEvent::GateDecision { gate, decision, .. } if gate == "sandbox" => Some(decision),
+            AuditEvent::GateDecision { gate, decision, .. }
+                if gate.kind == loopward_core::GateKind::Sandbox =>
+            {
+                Some(decision)
+            }
             _ => None,
         })
         .collect()

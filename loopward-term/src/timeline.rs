@@ -21,7 +21,9 @@
 //! ```
 
 use crate::render::{Printer, Tone};
-use loopward_core::{AuditError, AuditEvent, AuditSink, Decision, RunStatus, Scope};
+use loopward_core::{
+    AuditError, AuditEvent, AuditSink, Decision, GateKind, LayerVerdict, RunStatus, Scope,
+};
 use std::io::Write;
 use std::sync::{Arc, Mutex};
 
@@ -106,7 +108,7 @@ impl Timeline {
                     if let Some(id) = call_id {
                         self.refused_calls.push(id.clone());
                     }
-                    self.handoff_refusal_shown = gate == "one_handoff";
+                    self.handoff_refusal_shown = gate.kind == GateKind::OneHandoff;
                 }
                 Decision::Override { id, reason } => out.line(
                     Tone::Warn,
@@ -210,8 +212,8 @@ impl Timeline {
 }
 
 /// Layer decisions that only count what was let through.
-fn is_census(decision: &str) -> bool {
-    matches!(decision, "allow" | "admitted")
+fn is_census(decision: &LayerVerdict) -> bool {
+    matches!(decision, LayerVerdict::Allow | LayerVerdict::Admitted)
 }
 
 /// `detail`'s scalar fields as ` (k=v, …)`.

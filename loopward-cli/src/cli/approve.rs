@@ -170,7 +170,13 @@ pub(super) async fn run(args: &Args, approve: bool) -> Result<ExitCode> {
         .by
         .clone()
         .or_else(|| std::env::var("USER").ok())
-        .unwrap_or_else(|| "loopward approve".into());
+        .unwrap_or_else(|| {
+            if approve {
+                "loopward approve".into()
+            } else {
+                "loopward deny".into()
+            }
+        });
     let now = SystemClock.now_millis();
     let verb = if approve { "approved" } else { "denied" };
     let mut code = ExitCode::SUCCESS;

@@ -165,7 +165,7 @@ impl tower::Service<ToolInvocation> for RecordedTools {
                         call_id: inv.call.id.clone(),
                         tool: inv.call.name.clone(),
                     })
-                    .map_err(|e| ToolError::Audit(e.0))?;
+                    .map_err(ToolError::Audit)?;
                 let tool = inv.tool.clone();
                 return tool.call(inv).await;
             }
@@ -180,7 +180,7 @@ impl tower::Service<ToolInvocation> for RecordedTools {
                     call_id: inv.call.id.clone(),
                     tool: inv.call.name.clone(),
                 })
-                .map_err(|e| ToolError::Audit(e.0))?;
+                .map_err(ToolError::Audit)?;
             let root = inv.turn.workspace().root().to_path_buf();
             for e in run
                 .effects

@@ -38,9 +38,9 @@ pub(super) async fn play<W: Write + Send + 'static>(stage: &Stage<W>) -> Result<
     let f = &played.figures;
     let review: u64 = f
         .gates
-        .iter()
-        .filter(|(g, _)| g.starts_with("review"))
-        .map(|(_, g)| g.denied)
+        .values()
+        .filter(|g| g.kind == Some(loopward_core::GateKind::Review))
+        .map(|g| g.denied)
         .sum();
     let path: Vec<&str> = std::iter::once("builder")
         .chain(f.handoffs.iter().map(|h| h.to.as_str()))

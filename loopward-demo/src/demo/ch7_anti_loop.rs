@@ -80,7 +80,7 @@ fn verdicts(events: &[(loopward_core::Scope, AuditEvent)]) -> Vec<String> {
         .filter_map(|(_, e)| match e {
             AuditEvent::LayerDecision {
                 layer, decision, ..
-            } if layer == "class_jump" => Some(decision.clone()),
+            } if layer == "class_jump" => Some(decision.to_string()),
             _ => None,
         })
         .collect()

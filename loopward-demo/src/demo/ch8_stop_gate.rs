@@ -55,7 +55,7 @@ pub(super) async fn play<W: Write + Send + 'static>(stage: &Stage<W>) -> Result<
         .filter_map(|(_, e)| match e {
             AuditEvent::LayerDecision {
                 layer, decision, ..
-            } if layer == "stopgate" => Some(decision.clone()),
+            } if layer == "stopgate" => Some(decision.to_string()),
             _ => None,
         })
         .collect();

@@ -3,6 +3,7 @@
 use super::SharedQuota;
 use crate::journal;
 use futures::future::BoxFuture;
+use loopward_core::AuditError;
 use loopward_runner::model::{ChatRequest, ChatResponse, ModelError};
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -78,20 +79,20 @@ where
         let quota = self.quota.clone();
         Box::pin(async move {
             journal.permit((*quota).clone()).await.map_err(|why| {
-                ModelError::Audit(format!(
+                ModelError::Audit(AuditError(format!(
                     "no permit from the shared quota of provider {:?}: {why}",
                     quota.provider()
-                ))
+                )))
             })?;
             let reply = inner.oneshot(req).await?;
             if quota.tokens_per_minute > 0 {
                 journal
                     .debit((*quota).clone(), reply.usage.total())
                     .map_err(|why| {
-                        ModelError::Audit(format!(
+                        ModelError::Audit(AuditError(format!(
                             "the reply's tokens could not be debited from the shared quota of provider {:?}: {why}",
                             quota.provider()
-                        ))
+                        )))
                     })?;
             }
             Ok(reply)

@@ -354,7 +354,7 @@ fn check_ledger(path: &PathBuf, records: u64) -> Result<(), String> {
     let tools = count(&|e| matches!(e, AuditEvent::ToolRequested { .. }));
     let done = count(&|e| matches!(e, AuditEvent::ToolFinished { .. }));
     let approvals = count(
-        &|e| matches!(e, AuditEvent::LayerDecision { layer, decision, .. } if layer == "stopgate" && decision == "approved"),
+        &|e| matches!(e, AuditEvent::LayerDecision { layer, decision, .. } if layer == "stopgate" && *decision == loopward_core::LayerVerdict::Approved),
     );
     if (runs, ends, models, tools, done, approvals) != (1, 1, 5, 4, 4, 1) {
         return Err(format!(

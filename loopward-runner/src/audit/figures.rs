@@ -8,8 +8,11 @@
 //!   was *ignored* when the agent went ahead: its `tool_finished` says no error and it left a
 //!   standing (`ok`) effect, or it has no effects at all. It was *heeded* otherwise: the call
 //!   did not finish, finished as an error, or everything it changed was reverted or failed.
-//! - **Unauthorised writes**: (a) each `ok` effect of a call on which the `territory` gate said
-//!   `warn` (a write inside a territory by a non-owner, let through by an advisory gate, with no
+//! - **Layer figures**: every `layer_decision` counts once under its layer, by what its verdict
+//!   did ([`LayerVerdict::effect`](loopward_core::LayerVerdict::effect)): `allowed`, `refused`
+//!   (the run went on), `stopped` (the run stopped or paused) or `noted`.
+//! - **Unauthorised writes**: (a) each `ok` effect of a call on which a territory gate
+//!   (`gate_kind` `territory`) said `warn` (a write inside a territory by a non-owner, let through by an advisory gate, with no
 //!   consumed override), plus (b) each `violation` whose remedy is not [`Remedy::Reverted`](loopward_core::Remedy). Under
 //!   enforcement both are 0.
 //! - **Turns** count `turn_started`; **handoffs** count `handoff_registered`; **tokens** add up
@@ -17,18 +20,18 @@
 //!   carries one.
 
 use super::record::Record;
-use loopward_core::{AuditEvent, Decision, EffectStatus, Handoff, RunStatus, TurnNumber, Usage};
+use loopward_core::{
+    AuditEvent, Decision, EffectStatus, GateKind, Handoff, RunStatus, TurnNumber, Usage,
+    VerdictEffect,
+};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
-
-/// The name of the territory gate, whose advisory warnings count as unauthorised writes.
-/// Configured territories record their decisions as `territory:<name or owners>`; every name
-/// with that prefix counts (see [`crate::gates::is_territory_gate`]).
-pub const TERRITORY_GATE: &str = "territory";
 
 /// Decisions of one gate.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct GateFigures {
+    /// The gate's kind (`None` only in a default, before any decision was counted).
+    pub kind: Option<GateKind>,
     /// Allowed.
     pub allowed: u64,
     /// Denied.
@@ -41,6 +44,7 @@ pub struct GateFigures {
 
 impl std::ops::AddAssign for GateFigures {
     fn add_assign(&mut self, o: Self) {
+        self.kind = self.kind.or(o.kind);
         self.allowed += o.allowed;
         self.denied += o.denied;
         self.overridden += o.overridden;
@@ -64,6 +68,39 @@ impl std::ops::AddAssign for AdvisoryCompliance {
         self.warned_calls += o.warned_calls;
         self.heeded += o.heeded;
         self.ignored += o.ignored;
+    }
+}
+
+/// Decisions of one layer (stop-gates, caps, repeats, rate limits, …), by what they did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct LayerFigures {
+    /// Let the action go ahead.
+    pub allowed: u64,
+    /// Refused the action; the run went on.
+    pub refused: u64,
+    /// Stopped (or paused) the run.
+    pub stopped: u64,
+    /// Recorded for the census only (a class-jump step, an observed event).
+    pub noted: u64,
+}
+
+impl LayerFigures {
+    fn count(&mut self, effect: VerdictEffect) {
+        match effect {
+            VerdictEffect::Allowed => self.allowed += 1,
+            VerdictEffect::Refused => self.refused += 1,
+            VerdictEffect::Stopped => self.stopped += 1,
+            VerdictEffect::Noted => self.noted += 1,
+        }
+    }
+}
+
+impl std::ops::AddAssign for LayerFigures {
+    fn add_assign(&mut self, o: Self) {
+        self.allowed += o.allowed;
+        self.refused += o.refused;
+        self.stopped += o.stopped;
+        self.noted += o.noted;
     }
 }
 
@@ -118,6 +155,8 @@ pub struct RunFigures {
     pub cost_micros: Option<u64>,
     /// Decisions per gate.
     pub gates: BTreeMap<String, GateFigures>,
+    /// Decisions per layer (`layer_decision` records), beside the gates'.
+    pub layers: BTreeMap<String, LayerFigures>,
     /// Advisory compliance.
     pub advisory: AdvisoryCompliance,
     /// Consumed overrides with their reasons.
@@ -166,7 +205,8 @@ impl RunFigures {
                     decision,
                     ..
                 } => {
-                    let g = f.gates.entry(gate.clone()).or_default();
+                    let g = f.gates.entry(gate.name.clone()).or_default();
+                    g.kind.get_or_insert(gate.kind);
                     match decision {
                         Decision::Allow => g.allowed += 1,
                         Decision::Deny(_) => g.denied += 1,
@@ -175,13 +215,20 @@ impl RunFigures {
                             g.warned += 1;
                             if let Some(id) = call_id {
                                 warned.insert((r.turn, id.clone()));
-                                if crate::gates::is_territory_gate(gate) {
+                                if gate.kind == GateKind::Territory {
                                     territory_warned.insert((r.turn, id.clone()));
                                 }
                             }
                         }
                     }
                 }
+                AuditEvent::LayerDecision {
+                    layer, decision, ..
+                } => f
+                    .layers
+                    .entry(layer.clone())
+                    .or_default()
+                    .count(decision.effect()),
                 AuditEvent::OverrideConsumed {
                     id,
                     agent,

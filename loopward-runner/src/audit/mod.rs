@@ -64,7 +64,7 @@ pub(crate) mod report;
 pub(crate) mod verify;
 
 pub use figures::{
-    AdvisoryCompliance, GateFigures, OverrideUse, RunFigures, UnauthorisedWrite, TERRITORY_GATE,
+    AdvisoryCompliance, GateFigures, LayerFigures, OverrideUse, RunFigures, UnauthorisedWrite,
 };
 pub use html::{render_html, render_index, LedgerState};
 pub use index::{

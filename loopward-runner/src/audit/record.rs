@@ -39,8 +39,9 @@ pub const DOMAIN: &[u8] = b"loopward.ledger.v1\0";
 pub const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
 
 /// The ledger schema this version writes (in the first record's [`LedgerHeader`]). Schema 1
-/// ledgers have no header; they verify only as keyless chains.
-pub const SCHEMA: u32 = 2;
+/// ledgers have no header; they verify only as keyless chains. Schema 3 added `gate_kind` to
+/// every `gate_decision` (a gate is a kind and a name; nothing reads a kind from a name).
+pub const SCHEMA: u32 = 3;
 
 const HASH_KEY: &[u8] = b",\"hash\":\"";
 

@@ -19,7 +19,9 @@
 //! assert!(r.to_table().contains("unauthorised writes"));
 //! ```
 
-use super::figures::{AdvisoryCompliance, GateFigures, OverrideUse, RunFigures, UnauthorisedWrite};
+use super::figures::{
+    AdvisoryCompliance, GateFigures, LayerFigures, OverrideUse, RunFigures, UnauthorisedWrite,
+};
 use super::record::Record;
 use super::render::cost_text;
 use super::verify::{each_run, verify_records, VerifyError, VerifyOk, VerifyOptions};
@@ -82,6 +84,8 @@ pub struct Report {
     pub statuses: BTreeMap<String, u64>,
     /// Decisions per gate.
     pub gates: BTreeMap<String, GateFigures>,
+    /// Decisions per layer (stop-gates, caps, repeats, rate limits, …).
+    pub layers: BTreeMap<String, LayerFigures>,
     /// Advisory compliance.
     pub advisory: AdvisoryCompliance,
     /// Unauthorised writes.
@@ -187,6 +191,9 @@ impl Report {
         for (g, n) in &f.gates {
             *self.gates.entry(g.clone()).or_default() += *n;
         }
+        for (l, n) in &f.layers {
+            *self.layers.entry(l.clone()).or_default() += *n;
+        }
         self.advisory += f.advisory;
         for w in &f.unauthorised_writes {
             match w.via {
@@ -265,8 +272,22 @@ impl Report {
                 f.allowed, f.denied, f.overridden, f.warned
             );
         }
-        if self.gates.is_empty() {
-            let _ = writeln!(o, "(no gate decisions)");
+        if self.gates.is_empty() && self.layers.is_empty() {
+            let _ = writeln!(o, "(no gate or layer decisions)");
+        }
+        if !self.layers.is_empty() {
+            let _ = writeln!(
+                o,
+                "\n{:<w$} {:>8} {:>8} {:>10} {:>8}",
+                "layer", "allowed", "refused", "stopped", "noted"
+            );
+            for (l, f) in &self.layers {
+                let _ = writeln!(
+                    o,
+                    "{l:<w$} {:>8} {:>8} {:>10} {:>8}",
+                    f.allowed, f.refused, f.stopped, f.noted
+                );
+            }
         }
         let a = &self.advisory;
         let _ = writeln!(

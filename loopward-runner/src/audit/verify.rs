@@ -150,6 +150,16 @@ pub enum VerifyError {
         /// ` from schema 1` when the ledger has no header.
         legacy: &'static str,
     },
+    /// The ledger was written under another schema than the one this version reads ([`SCHEMA`]).
+    #[error("{path}: ledger schema {schema} is not the one this version of loopward reads ({SCHEMA}): it was written by {by} loopward; verify and report it with the version that wrote it")]
+    OtherSchema {
+        /// The ledger file.
+        path: PathBuf,
+        /// The schema its header names.
+        schema: u32,
+        /// `an older` or `a newer`.
+        by: &'static str,
+    },
     /// The run has no anchor in `runs/index.jsonl`.
     #[error("{path}: run {run} has no anchor in runs/index.jsonl: it did not finish, or its anchor was removed; truncation cannot be ruled out. Pass --unfinished to check a run that is still going")]
     Unanchored {
@@ -403,10 +413,15 @@ fn chain_of(
         breach: Breach::Header(why),
     };
     if header.schema != SCHEMA {
-        return Err(bad(format!(
-            "schema {} is not one this version of loopward reads (it reads {SCHEMA}); use a newer loopward",
-            header.schema
-        )));
+        return Err(VerifyError::OtherSchema {
+            path: path.to_path_buf(),
+            schema: header.schema,
+            by: if header.schema < SCHEMA {
+                "an older"
+            } else {
+                "a newer"
+            },
+        });
     }
     let chain = match (header.chain.as_str(), &header.key) {
         ("hmac-sha256", Some(id)) => match opts.keys.get(id) {

@@ -255,7 +255,7 @@ fn decisions(events: Vec<AuditEvent>) -> Vec<(String, Decision)> {
     events
         .into_iter()
         .filter_map(|e| match e {
-            AuditEvent::GateDecision { gate, decision, .. } => Some((gate, decision)),
+            AuditEvent::GateDecision { gate, decision, .. } => Some((gate.name, decision)),
             _ => None,
         })
         .collect()

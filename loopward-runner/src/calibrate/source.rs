@@ -13,7 +13,7 @@
 //! Lines of other types (`summary`, `system`, …) and unknown fields are skipped.
 
 use crate::audit::Record;
-use loopward_core::{AuditEvent, Decision, Effect, EffectStatus, RunStatus};
+use loopward_core::{AuditEvent, Decision, Effect, EffectStatus, LayerVerdict, RunStatus};
 use serde_json::Value;
 use std::collections::HashMap;
 use std::io::BufRead;
@@ -201,7 +201,7 @@ pub(crate) fn ledger_session(name: &str, records: &[Record]) -> Session {
                 decision: Decision::Deny(_),
                 call_id: None,
                 ..
-            } => recorded.push(recorded_gate),
+            } => recorded.push(recorded_gate.name),
             AuditEvent::GateDecision {
                 call_id: Some(id),
                 decision,
@@ -234,18 +234,18 @@ pub(crate) fn ledger_session(name: &str, records: &[Record]) -> Session {
             },
             AuditEvent::LayerDecision {
                 ref layer,
-                ref decision,
+                decision,
                 ref detail,
             } if layer_firing(layer, decision, detail).is_some() => {
                 let gate = layer_firing(layer, decision, detail).unwrap_or_default();
                 recorded.push(gate.clone());
                 let id = detail.get("call_id").and_then(Value::as_str).unwrap_or("");
                 match calls.get(id).and_then(|&i| steps.get_mut(i)) {
-                    Some(Step::Write(w)) if decision != "approved" => {
+                    Some(Step::Write(w)) if decision != LayerVerdict::Approved => {
                         w.outcome = Outcome::Refused;
                         w.refused_by.get_or_insert(gate);
                     }
-                    Some(Step::Call(c)) if decision != "approved" => {
+                    Some(Step::Call(c)) if decision != LayerVerdict::Approved => {
                         c.outcome = Outcome::Refused;
                         c.refused_by.get_or_insert(gate);
                     }
@@ -254,9 +254,9 @@ pub(crate) fn ledger_session(name: &str, records: &[Record]) -> Session {
             }
             AuditEvent::LayerDecision {
                 layer,
-                decision,
+                decision: LayerVerdict::Refused | LayerVerdict::Denied,
                 detail,
-            } if decision == "refused" || decision == "denied" => {
+            } => {
                 let id = detail.get("call_id").and_then(Value::as_str).unwrap_or("");
                 match calls.get(id).and_then(|&i| steps.get_mut(i)) {
                     Some(Step::Write(w)) => {
@@ -303,18 +303,19 @@ pub(crate) fn ledger_session(name: &str, records: &[Record]) -> Session {
 }
 
 /// The gate a recorded layer decision is a firing of (a refusal, a stop, a forced jump).
-fn layer_firing(layer: &str, decision: &str, detail: &Value) -> Option<String> {
+fn layer_firing(layer: &str, decision: LayerVerdict, detail: &Value) -> Option<String> {
+    use LayerVerdict as V;
     let field = |k: &str| detail.get(k).and_then(Value::as_str).unwrap_or("");
     match (layer, decision) {
-        ("repeat", "refused") => Some("repeat".into()),
-        ("caps", "cap_reached") => Some(format!(
+        ("repeat", V::Refused) => Some("repeat".into()),
+        ("caps", V::CapReached) => Some(format!(
             "caps:{}",
             field("cap").split(' ').next().unwrap_or_default()
         )),
-        ("stopgate", "denied" | "approved" | "approval_requested") => {
+        ("stopgate", V::Denied | V::Approved | V::ApprovalRequested) => {
             Some(format!("stopgate:{}", field("gate")))
         }
-        ("class_jump", "class_jump" | "exhausted") => Some("class_jump".into()),
+        ("class_jump", V::ClassJump | V::Exhausted) => Some("class_jump".into()),
         _ => None,
     }
 }

@@ -246,7 +246,10 @@ fn the_recorded_config_is_reproduced_refusal_for_refusal() {
             Some("builder"),
             AuditEvent::GateDecision {
                 call_id: Some("w1".into()),
-                gate: "territory:planner".into(),
+                gate: loopward_core::GateId::new(
+                    loopward_core::GateKind::Territory,
+                    "territory:planner",
+                ),
                 mode: loopward_core::GateMode::Enforce,
                 action: "tool:write_file".into(),
                 path_raw: None,

@@ -377,12 +377,12 @@ impl TerritoryConfig {
         compile_territory_globs(&self.paths, section)
     }
 
-    /// The gate's name: always `territory:<name or owners>`, so ledgers and reports can tell a
-    /// territory decision from any other gate's by its name alone.
+    /// The gate's name: its `name`, or `territory:<owners>` when it has none. Ledgers and reports
+    /// tell a territory's decisions by their kind ([`GateKind::Territory`](loopward_core::GateKind)),
+    /// never by the name.
     pub fn gate_name(&self) -> String {
         match &self.name {
-            Some(n) if n.starts_with(TERRITORY_PREFIX) => n.clone(),
-            Some(n) => format!("{TERRITORY_PREFIX}{n}"),
+            Some(n) => n.clone(),
             None => {
                 let mut owners: Vec<&str> = self
                     .owner
@@ -392,18 +392,10 @@ impl TerritoryConfig {
                     .collect();
                 owners.sort_unstable();
                 owners.dedup();
-                format!("{TERRITORY_PREFIX}{}", owners.join("+"))
+                format!("territory:{}", owners.join("+"))
             }
         }
     }
-}
-
-/// The prefix of every territory gate's name.
-pub const TERRITORY_PREFIX: &str = "territory:";
-
-/// Whether a gate name (as recorded in a ledger) is a territory gate's.
-pub fn is_territory_gate(name: &str) -> bool {
-    name == "territory" || name.starts_with(TERRITORY_PREFIX)
 }
 
 /// Builds one glob with `*` not crossing `/`.

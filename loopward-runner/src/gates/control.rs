@@ -17,7 +17,7 @@ use crate::workspace::Workspace;
 use std::path::Path;
 
 /// The gate name control-file refusals carry.
-pub const CONTROL_GATE: &str = "control";
+pub const CONTROL_GATE: &str = loopward_core::GateKind::Control.as_str();
 
 /// The workspace-relative control paths. Each covers itself and everything below it.
 #[derive(Clone, Debug, PartialEq, Eq)]

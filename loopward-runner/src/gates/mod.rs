@@ -61,9 +61,8 @@ mod territory;
 mod watch;
 
 pub use config::{
-    is_territory_gate, ConfigError, GatesConfig, OverridesConfig, PolicyConfig, ReviewConfig,
-    ShellWatchConfig, SprawlConfig, TerritoryConfig, DEFAULT_MAX_TTL, MAX_SPRAWL_THRESHOLD,
-    TERRITORY_PREFIX, TTL_CEILING,
+    ConfigError, GatesConfig, OverridesConfig, PolicyConfig, ReviewConfig, ShellWatchConfig,
+    SprawlConfig, TerritoryConfig, DEFAULT_MAX_TTL, MAX_SPRAWL_THRESHOLD, TTL_CEILING,
 };
 pub use control::{ControlFiles, CONTROL_GATE};
 pub use engine::{Ask, ChangedPath, Judgement, ShellAsk, ShellJudgement, ShellOutcome};
@@ -85,4 +84,4 @@ pub(crate) use territory::literal_prefix as territory_literal_prefix;
 pub use territory::Territory;
 
 /// The gate name of the one-handoff-per-turn refusal.
-pub const ONE_HANDOFF_GATE: &str = "one_handoff";
+pub const ONE_HANDOFF_GATE: &str = loopward_core::GateKind::OneHandoff.as_str();

@@ -11,18 +11,18 @@ use super::sprawl::SprawlGate;
 use super::territory::Territory;
 use crate::context::RunContext;
 use crate::workspace::Workspace;
-use loopward_core::{AuditEvent, GateMode};
+use loopward_core::{AuditEvent, GateKind, GateMode};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
 
 /// The gate name for refusals that come from the policy layer itself failing closed.
-pub const POLICY_GATE: &str = "policy";
+pub const POLICY_GATE: &str = GateKind::Policy.as_str();
 /// The gate name for the kernel sandbox every shell command runs in.
-pub const SANDBOX_GATE: &str = "sandbox";
+pub const SANDBOX_GATE: &str = GateKind::Sandbox.as_str();
 /// The gate name for the workspace comparison around shell calls.
-pub const SHELL_GATE: &str = "shell_watch";
+pub const SHELL_GATE: &str = GateKind::ShellWatch.as_str();
 /// The most paths a directory delete, rename or link may affect before it is refused.
 pub const MAX_AFFECTED_PATHS: usize = 10_000;
 
@@ -67,7 +67,7 @@ pub enum PolicyError {
     Duplicate(String),
     /// The change could not be recorded, so it was not made.
     #[error("not changed: {0}")]
-    Audit(String),
+    Audit(#[from] loopward_core::AuditError),
 }
 
 #[derive(Clone, Debug, Default)]
@@ -366,7 +366,7 @@ impl Policy {
             change: change.into(),
             gate: shown(&compiled),
         })
-        .map_err(|e| PolicyError::Audit(e.0))?;
+        .map_err(PolicyError::Audit)?;
         *guard = Arc::new(compiled);
         Ok(())
     }

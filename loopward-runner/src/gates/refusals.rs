@@ -96,7 +96,7 @@ pub(crate) fn sprawl(
         ),
     };
     Refusal::new(
-        "sprawl",
+        loopward_core::GateKind::Sprawl.as_str(),
         format!(
             "this call would start unit of work #{n} since the last human message ({}) with no plan since then; files touched so far: {}",
             files.join(", "),
@@ -118,7 +118,7 @@ pub(crate) fn undecidable(why: &str) -> Refusal {
 /// A path outside the workspace, which no gate can judge.
 pub(crate) fn outside(why: &str) -> Refusal {
     Refusal::new(
-        "workspace",
+        loopward_core::GateKind::Workspace.as_str(),
         why,
         "write inside the project; loopward cannot judge a path outside it, so it refuses",
     )

@@ -22,7 +22,9 @@
 
 use super::config::{glob, ConfigError, ReviewConfig};
 use globset::{GlobSet, GlobSetBuilder};
-use loopward_core::{AgentId, Decision, Effect, EffectKind, EffectStatus, GateMode, Refusal};
+use loopward_core::{
+    AgentId, Decision, Effect, EffectKind, EffectStatus, GateId, GateKind, GateMode, Refusal,
+};
 
 /// The appeal every review refusal carries.
 pub const APPEAL: &str =
@@ -69,6 +71,11 @@ impl ReviewGate {
     /// The gate's name.
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// The gate's identity: kind [`GateKind::Review`] and its name.
+    pub fn id(&self) -> GateId {
+        GateId::new(GateKind::Review, self.name.clone())
     }
 
     /// Its configuration.

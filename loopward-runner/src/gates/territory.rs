@@ -20,7 +20,7 @@
 
 use super::config::{ConfigError, TerritoryConfig};
 use globset::GlobSet;
-use loopward_core::{AgentId, GateMode};
+use loopward_core::{AgentId, GateId, GateKind, GateMode};
 
 /// A compiled territory.
 #[derive(Clone, Debug)]
@@ -55,6 +55,11 @@ impl Territory {
     /// The gate's name.
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// The gate's identity: kind [`GateKind::Territory`] and its name.
+    pub fn id(&self) -> GateId {
+        GateId::new(GateKind::Territory, self.name.clone())
     }
 
     /// The configuration it was built from.

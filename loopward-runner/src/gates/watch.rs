@@ -5,7 +5,7 @@
 
 use super::engine::{ChangedPath, ShellAsk};
 use super::layer::{audit, record_all};
-use super::policy::{Gates, Policy, SANDBOX_GATE, SHELL_GATE};
+use super::policy::{Gates, Policy, SANDBOX_GATE};
 use super::refusals;
 use super::snapshot::{MemoryStore, Snapshot};
 use super::sprawl::RunSprawl;
@@ -13,7 +13,7 @@ use crate::sandbox::{
     kernel_support, Confinement, ConfinementSlot, Planned, Protected, SandboxError, SandboxMode,
 };
 use crate::tool::{ToolError, ToolInvocation, ToolOutput};
-use loopward_core::{AgentId, AuditEvent, Decision, GateMode, Refusal, Remedy};
+use loopward_core::{AgentId, AuditEvent, Decision, GateId, GateKind, GateMode, Refusal, Remedy};
 use std::sync::Arc;
 use tower::ServiceExt;
 
@@ -35,9 +35,9 @@ impl Policy {
         let call_id = inv.call.id.clone();
         let action = format!("tool:{}", inv.call.name);
         let agent = turn.agent().clone();
-        let decision = |gate: &str, mode, d| AuditEvent::GateDecision {
+        let decision = |gate: GateKind, mode, d| AuditEvent::GateDecision {
             call_id: Some(call_id.clone()),
-            gate: gate.into(),
+            gate: GateId::of(gate),
             mode,
             action: action.clone(),
             path_raw: None,
@@ -52,15 +52,19 @@ impl Policy {
                     format!("not run: {why}"),
                     "use the file tools instead; a person can fix the sandbox as the reason says",
                 );
-                let d = decision(SANDBOX_GATE, GateMode::Enforce, Decision::Deny(r.clone()));
+                let d = decision(
+                    GateKind::Sandbox,
+                    GateMode::Enforce,
+                    Decision::Deny(r.clone()),
+                );
                 record_all(&turn, &[d])?;
                 return Err(ToolError::Refused(r));
             }
         };
         let confined = match planned {
-            Planned::Confined(_) => decision(SANDBOX_GATE, GateMode::Enforce, Decision::Allow),
+            Planned::Confined(_) => decision(GateKind::Sandbox, GateMode::Enforce, Decision::Allow),
             _ => decision(
-                SANDBOX_GATE,
+                GateKind::Sandbox,
                 GateMode::Advisory,
                 Decision::Warn(Refusal::new(
                     SANDBOX_GATE,
@@ -79,7 +83,7 @@ impl Policy {
                 record_all(
                     &turn,
                     &[decision(
-                        SHELL_GATE,
+                        GateKind::ShellWatch,
                         GateMode::Enforce,
                         Decision::Deny(r.clone()),
                     )],
@@ -89,7 +93,11 @@ impl Policy {
         };
         record_all(
             &turn,
-            &[decision(SHELL_GATE, GateMode::Enforce, Decision::Allow)],
+            &[decision(
+                GateKind::ShellWatch,
+                GateMode::Enforce,
+                Decision::Allow,
+            )],
         )?;
         let slot = turn.extensions().get_or_default::<ConfinementSlot>();
         slot.put(planned);
@@ -159,7 +167,7 @@ impl Policy {
         let outcome = judgement.outcome(&changes, &remedies);
         record_all(&turn, &outcome.violations)?;
         {
-            let sprawl = turn.run().extensions().get_or_default::<RunSprawl>();
+            let sprawl = RunSprawl::of(turn.run(), self);
             let mut tracker = sprawl.lock();
             tracker.touch(&agent, judgement.work.clone());
             self.note_plan(&outcome.effects, &mut tracker);

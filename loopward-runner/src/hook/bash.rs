@@ -7,9 +7,9 @@ use super::claude_code::{ClaudeTool, Reply, ToolUse};
 use super::decide::{call_id, Engine};
 use super::shell;
 use super::HookError;
-use crate::gates::{unwatchable, ChangedPath, ShellAsk, SANDBOX_GATE, SHELL_GATE};
+use crate::gates::{unwatchable, ChangedPath, ShellAsk, SANDBOX_GATE};
 use crate::sandbox::{kernel_support, SandboxError, SandboxMode};
-use loopward_core::{AuditEvent, Decision, GateMode, Refusal, Remedy};
+use loopward_core::{AuditEvent, Decision, GateId, GateKind, GateMode, Refusal, Remedy};
 
 impl Engine<'_> {
     /// Records the workspace before a shell command; a workspace that cannot be recorded
@@ -22,7 +22,7 @@ impl Engine<'_> {
             Err(refusal) => {
                 self.record(&AuditEvent::GateDecision {
                     call_id: Some(id.to_string()),
-                    gate: SANDBOX_GATE.into(),
+                    gate: GateId::of(GateKind::Sandbox),
                     mode: GateMode::Enforce,
                     action: "tool:Bash".into(),
                     path_raw: None,
@@ -36,7 +36,7 @@ impl Engine<'_> {
         };
         self.record(&AuditEvent::GateDecision {
             call_id: Some(id.to_string()),
-            gate: SANDBOX_GATE.into(),
+            gate: GateId::of(GateKind::Sandbox),
             mode: if wrapped.is_some() {
                 GateMode::Enforce
             } else {
@@ -70,7 +70,7 @@ impl Engine<'_> {
         };
         self.record(&AuditEvent::GateDecision {
             call_id: Some(id.to_string()),
-            gate: SHELL_GATE.into(),
+            gate: GateId::of(GateKind::ShellWatch),
             mode: GateMode::Enforce,
             action: "tool:Bash".into(),
             path_raw: None,

@@ -8,8 +8,8 @@ use crate::gates::{refusals, Ask, Policy};
 use crate::tool::Access;
 use crate::workspace::{WorkPath, Workspace};
 use loopward_core::{
-    AgentId, AuditEvent, AuditSink, Decision, Effect, EffectKind, GateMode, Remedy, RunId, Scope,
-    TurnNumber,
+    AgentId, AuditEvent, AuditSink, Decision, Effect, EffectKind, GateId, GateKind, GateMode,
+    Remedy, RunId, Scope, TurnNumber,
 };
 use serde_json::{json, Value};
 use std::path::Path;
@@ -143,7 +143,7 @@ impl Engine<'_> {
     fn other(&mut self, name: &str) -> Result<Reply, HookError> {
         self.record(&AuditEvent::LayerDecision {
             layer: "claude_code".into(),
-            decision: "observed".into(),
+            decision: loopward_core::LayerVerdict::Observed,
             detail: json!({ "event": name }),
         })?;
         Ok(Reply::Silent)
@@ -205,7 +205,7 @@ impl Engine<'_> {
                 let refusal = refusals::outside(&e.to_string());
                 self.record(&AuditEvent::GateDecision {
                     call_id: call.id.clone(),
-                    gate: "workspace".into(),
+                    gate: GateId::of(GateKind::Workspace),
                     mode: GateMode::Enforce,
                     action,
                     path_raw: Some(raw.to_string()),

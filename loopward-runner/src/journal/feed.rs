@@ -2,7 +2,7 @@
 //! from here, in the order it took them, and goes live at the first step that is not here.
 
 use super::{CallState, RecordedDecision, RecordedReply, RecordedTurn, ResumePolicy, Step};
-use loopward_core::{Effect, Handoff};
+use loopward_core::{Effect, Handoff, LayerVerdict};
 use std::collections::VecDeque;
 use std::sync::Mutex;
 
@@ -93,12 +93,12 @@ impl TurnFeed {
     pub(crate) fn take_decision(
         &self,
         layer: &str,
-        pick: impl Fn(&str, &serde_json::Value) -> bool,
+        pick: impl Fn(LayerVerdict, &serde_json::Value) -> bool,
     ) -> Option<RecordedDecision> {
         let mut decisions = self.decisions.lock().unwrap_or_else(|p| p.into_inner());
         let at = decisions
             .iter()
-            .position(|d| d.layer == layer && pick(&d.decision, &d.detail))?;
+            .position(|d| d.layer == layer && pick(d.decision, &d.detail))?;
         Some(decisions.remove(at))
     }
 }

@@ -7,7 +7,7 @@
 //! polling again — as tower's own middleware does. Every layer here follows it.
 //!
 //! ```
-//! use loopward_core::{AuditEvent, RunStatus};
+//! use loopward_core::{AuditEvent, LayerVerdict, RunStatus};
 //! use loopward_runner::layers::from_fn::{from_fn, NextTurn};
 //! use loopward_runner::{TurnError, TurnOutcome, TurnRequest};
 //! use serde_json::json;
@@ -17,7 +17,7 @@
 //!     if req.turn.agent().as_str() == "intern" {
 //!         req.turn.record(&AuditEvent::LayerDecision {
 //!             layer: "no_interns".into(),
-//!             decision: "stopped".into(),
+//!             decision: LayerVerdict::Stopped,
 //!             detail: json!({}),
 //!         })?;
 //!         return Err(TurnError::Stop(RunStatus::Stopped { reason: "interns do not act".into() }));

@@ -1,7 +1,7 @@
 //! Errors of a tool call. Every one becomes an error result the model reads in the same turn.
 
 use crate::workspace::PathError;
-use loopward_core::Refusal;
+use loopward_core::{AuditError, Refusal};
 
 /// Why a tool call did not succeed. The `Display` text is what the model reads.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -41,12 +41,14 @@ pub enum ToolError {
         secs: u64,
     },
     /// The audit ledger could not record the call; it did not run.
-    #[error("not run: the audit ledger could not record it ({0})")]
-    Audit(String),
+    #[error("not run: the audit ledger could not record it ({})", .0.0)]
+    Audit(#[from] AuditError),
 }
 
 impl ToolError {
-    /// Whether this error must stop the run rather than go back to the model.
+    /// Whether this error must stop the run rather than go back to the model: only
+    /// [`ToolError::Audit`], which carries the ledger's [`AuditError`] on to
+    /// [`TurnError::Audit`](crate::TurnError::Audit).
     pub fn is_fatal(&self) -> bool {
         matches!(self, Self::Audit(_))
     }

@@ -31,7 +31,7 @@ impl tower::Service<ToolInvocation> for ToolExecutor {
                 tool: inv.call.name.clone(),
             });
             if let Err(e) = started {
-                return Box::pin(std::future::ready(Err(ToolError::Audit(e.0))));
+                return Box::pin(std::future::ready(Err(ToolError::Audit(e))));
             }
         }
         let tool = inv.tool.clone();

@@ -78,7 +78,7 @@ impl Tool for HandoffTool {
                 Ok(()) => {
                     inv.turn
                         .record(&AuditEvent::HandoffRegistered(handoff))
-                        .map_err(|e| ToolError::Audit(e.0))?;
+                        .map_err(ToolError::Audit)?;
                     Ok(ToolOutput::text(format!(
                         "handed off to {to}; your turn ends here"
                     )))
@@ -93,7 +93,7 @@ impl Tool for HandoffTool {
                         inv.turn
                             .record(&AuditEvent::GateDecision {
                                 call_id: Some(inv.call.id.clone()),
-                                gate: crate::gates::ONE_HANDOFF_GATE.into(),
+                                gate: loopward_core::GateId::of(loopward_core::GateKind::OneHandoff),
                                 mode: GateMode::Enforce,
                                 action: format!("handoff:{to}"),
                                 path_raw: None,
@@ -106,7 +106,7 @@ impl Tool for HandoffTool {
                                     standing: standing.clone(),
                                 })
                             })
-                            .map_err(|e| ToolError::Audit(e.0))?;
+                            .map_err(ToolError::Audit)?;
                         return Err(ToolError::Refused(refusal));
                     }
                     Err(ToolError::Failed(err.to_string()))

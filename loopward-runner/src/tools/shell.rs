@@ -37,7 +37,7 @@ async fn release(inv: &ToolInvocation, child: &mut tokio::process::Child) -> Res
             call_id: inv.call.id.clone(),
             tool: inv.call.name.clone(),
         })
-        .map_err(|e| ToolError::Audit(e.0))?;
+        .map_err(ToolError::Audit)?;
     let Some(mut stdin) = stdin else {
         return Err(ToolError::Failed(
             "not run: the command's stdin was not open".into(),

@@ -55,19 +55,19 @@ impl tower::Service<ToolInvocation> for TestGate {
                             path: path.unwrap_or_default().into(),
                             reason: reason.clone(),
                         })
-                        .map_err(|e| ToolError::Audit(e.0))?;
+                        .map_err(ToolError::Audit)?;
                 }
                 inv.turn
                     .record(&AuditEvent::GateDecision {
                         call_id: Some(inv.call.id.clone()),
-                        gate: "territory".into(),
+                        gate: loopward_core::GateId::of(loopward_core::GateKind::Territory),
                         mode: this.mode,
                         action: format!("tool:{}", inv.call.name),
                         path_raw: path.map(str::to_string),
                         path: path.map(str::to_string),
                         decision: decision.clone(),
                     })
-                    .map_err(|e| ToolError::Audit(e.0))?;
+                    .map_err(ToolError::Audit)?;
                 if let Decision::Deny(r) = decision {
                     return Err(ToolError::Refused(r));
                 }

@@ -188,7 +188,7 @@ impl Room {
                     decision,
                     path,
                     ..
-                } => Some((gate, decision.label(), path)),
+                } => Some((gate.name, decision.label(), path)),
                 _ => None,
             })
             .collect()

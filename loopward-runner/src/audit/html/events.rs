@@ -2,7 +2,7 @@
 //! `<details>` so the decisions that mattered stand out.
 
 use crate::audit::record::Record;
-use loopward_core::{AuditEvent, Decision, EffectStatus};
+use loopward_core::{AuditEvent, Decision, EffectStatus, LayerVerdict};
 use maud::{html, Markup};
 
 /// Whether a record is a verdict that let something through without comment (a gate's `allow`,
@@ -11,7 +11,7 @@ pub(crate) fn is_pass_through(event: &AuditEvent) -> bool {
     match event {
         AuditEvent::GateDecision { decision, .. } => matches!(decision, Decision::Allow),
         AuditEvent::LayerDecision { decision, .. } => {
-            matches!(decision.as_str(), "allow" | "admitted")
+            matches!(decision, LayerVerdict::Allow | LayerVerdict::Admitted)
         }
         _ => false,
     }

@@ -2,7 +2,7 @@
 //! run's records alone (nothing is read from runner state).
 
 use crate::audit::record::Record;
-use loopward_core::{AuditEvent, Decision, EffectStatus};
+use loopward_core::{AuditEvent, Decision, EffectStatus, LayerVerdict};
 
 /// What a marker stands for. The CSS class of each marker is [`MarkerKind::class`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -337,14 +337,14 @@ fn marker(event: &AuditEvent) -> Option<(MarkerKind, String)> {
             layer,
             decision,
             detail,
-        } => layer_marker(layer, decision, detail),
+        } => layer_marker(layer, *decision, detail),
         _ => None,
     }
 }
 
 fn layer_marker(
     layer: &str,
-    decision: &str,
+    decision: LayerVerdict,
     detail: &serde_json::Value,
 ) -> Option<(MarkerKind, String)> {
     let field = |k: &str| match detail.get(k) {
@@ -352,14 +352,14 @@ fn layer_marker(
         Some(serde_json::Value::Null) | None => None,
         Some(v) => Some(v.to_string()),
     };
-    if matches!(decision, "allow" | "admitted") {
+    if matches!(decision, LayerVerdict::Allow | LayerVerdict::Admitted) {
         return None;
     }
     match layer {
         "stopgate" => {
             let who = field("by").map_or_else(
                 || {
-                    if decision == "auto_approved" {
+                    if decision == LayerVerdict::AutoApproved {
                         " (auto)".to_string()
                     } else {
                         String::new()

@@ -99,7 +99,7 @@ impl Policy {
                         v
                     })),
                     Err(why) => verdicts.push(Verdict::whole(
-                        super::super::policy::POLICY_GATE,
+                        loopward_core::GateId::of(loopward_core::GateKind::Policy),
                         loopward_core::GateMode::Enforce,
                         Decision::Deny(refusals::undecidable(&format!(
                             "where the link {} lands: {why}",

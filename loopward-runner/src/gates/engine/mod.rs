@@ -31,13 +31,13 @@ mod verdict;
 pub use changes::{ChangedPath, ShellAsk, ShellJudgement, ShellOutcome};
 pub(crate) use verdict::Verdict;
 
-use super::policy::{Gates, Policy, POLICY_GATE};
+use super::policy::{Gates, Policy};
 use super::refusals;
 use super::sprawl::{SprawlTracker, SprawlVerdict, Work};
 use crate::clock::Clock;
 use crate::tool::Access;
-use loopward_core::Refusal;
 use loopward_core::{AgentId, AuditEvent, Decision, Effect, EffectKind, EffectStatus, GateMode};
+use loopward_core::{GateId, GateKind, Refusal};
 
 /// The (old, new) pairs of a call's edits.
 fn replacements(accesses: &[Access]) -> Vec<(&str, &str)> {
@@ -200,7 +200,11 @@ impl Policy {
             Ok(t) => t,
             Err(why) => {
                 let d = Decision::Deny(refusals::undecidable(&why));
-                verdicts.push(Verdict::whole(POLICY_GATE, GateMode::Enforce, d));
+                verdicts.push(Verdict::whole(
+                    GateId::of(GateKind::Policy),
+                    GateMode::Enforce,
+                    d,
+                ));
                 return (verdicts, Work::default(), false);
             }
         };
@@ -248,10 +252,10 @@ impl Policy {
             GateMode::Enforce => Decision::Deny(refusal),
             GateMode::Advisory => Decision::Warn(refusal),
         };
-        let mut v = Verdict::whole("sprawl", mode, decision);
+        let mut v = Verdict::whole(GateId::of(GateKind::Sprawl), mode, decision);
         v.path = work.files.iter().next().cloned();
         if v.denies() {
-            verdicts.iter_mut().for_each(|x| x.leave_override("sprawl"));
+            verdicts.iter_mut().for_each(|x| x.leave_override(&v.gate));
         }
         verdicts.push(v);
         (verdicts, work, true)
@@ -270,7 +274,7 @@ impl Policy {
         super::review::judge_handoff(&gates.reviews, ask.agent, ask.effects, Some(to.as_str()))
             .into_iter()
             .map(|v| {
-                let mut verdict = Verdict::whole(v.gate.name(), v.gate.mode(), v.decision);
+                let mut verdict = Verdict::whole(v.gate.id(), v.gate.mode(), v.decision);
                 verdict.action = Some(format!("handoff:{to}"));
                 verdict
             })
@@ -290,6 +294,27 @@ impl Policy {
             }
             _ => Work::default(),
         }
+    }
+
+    /// The work a finished call counts as, from its recorded `effects` (those that stand, both
+    /// ends of a rename) and its edit's `replacements`: what [`Policy::work`] said of it when it
+    /// was judged, for a tracker rebuilt from a run's ledger.
+    pub(crate) fn recorded_work(&self, effects: &[Effect], replacements: &[(&str, &str)]) -> Work {
+        let gates = self.gates();
+        let Some(sg) = &gates.sprawl else {
+            return Work::default();
+        };
+        let files = effects
+            .iter()
+            .filter(|e| e.status == EffectStatus::Ok)
+            .flat_map(|e| {
+                let from = match &e.kind {
+                    EffectKind::Rename { from } => Some(from.as_str()),
+                    _ => None,
+                };
+                std::iter::once(e.path.as_str()).chain(from)
+            });
+        sg.work(files, replacements, self.plan_rel().as_deref())
     }
 
     /// Where the plan lands (the configured path, links followed), when a sprawl gate is on.

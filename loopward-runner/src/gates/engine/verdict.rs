@@ -6,12 +6,12 @@ use super::super::policy::{Gates, Policy};
 use super::super::refusals;
 use super::super::territory::Territory;
 use crate::clock::Clock;
-use loopward_core::{AgentId, AuditEvent, Decision, GateMode, Refusal};
+use loopward_core::{AgentId, AuditEvent, Decision, GateId, GateKind, GateMode, Refusal};
 
 /// One gate's verdict on one path of one action.
 #[derive(Clone, Debug)]
 pub(crate) struct Verdict {
-    pub(crate) gate: String,
+    pub(crate) gate: GateId,
     pub(crate) mode: GateMode,
     pub(crate) path_raw: Option<String>,
     pub(crate) path: Option<String>,
@@ -24,9 +24,9 @@ pub(crate) struct Verdict {
 
 impl Verdict {
     /// A verdict on the action as a whole (no path).
-    pub(crate) fn whole(gate: &str, mode: GateMode, decision: Decision) -> Self {
+    pub(crate) fn whole(gate: GateId, mode: GateMode, decision: Decision) -> Self {
         Self {
-            gate: gate.into(),
+            gate,
             mode,
             path_raw: None,
             path: None,
@@ -55,11 +55,14 @@ impl Verdict {
 
     /// Another gate refused the action: an override this path would have used stays for the
     /// next try, and the census says so.
-    pub(crate) fn leave_override(&mut self, refused_by: &str) {
+    pub(crate) fn leave_override(&mut self, refused_by: &GateId) {
         if let Some(s) = self.needs.take() {
             let path = self.path.as_deref().unwrap_or("");
             self.decision = Decision::Deny(refusals::unused_override(
-                &self.gate, path, &s.id, refused_by,
+                &self.gate.name,
+                path,
+                &s.id,
+                &refused_by.name,
             ));
         }
     }
@@ -76,8 +79,8 @@ impl Policy {
         raw: Option<String>,
         rel: &str,
     ) -> Verdict {
-        let mk = |gate: &str, mode, decision, needs| Verdict {
-            gate: gate.into(),
+        let mk = |gate: GateId, mode, decision, needs| Verdict {
+            gate,
             mode,
             path_raw: raw.clone(),
             path: Some(rel.to_string()),
@@ -87,7 +90,7 @@ impl Policy {
         };
         if self.inner.control.covers(rel) {
             return mk(
-                super::super::CONTROL_GATE,
+                GateId::of(GateKind::Control),
                 GateMode::Enforce,
                 Decision::Deny(refusals::control(rel)),
                 None,
@@ -114,10 +117,10 @@ impl Policy {
                         id: s.id.clone(),
                         reason: s.reason.clone(),
                     };
-                    mk(t.name(), GateMode::Enforce, d, Some(s))
+                    mk(t.id(), GateMode::Enforce, d, Some(s))
                 }
                 Err(e) => mk(
-                    t.name(),
+                    t.id(),
                     GateMode::Enforce,
                     Decision::Deny(refusals::territory(t, agent, rel, e.as_ref(), ttl)),
                     None,
@@ -126,13 +129,15 @@ impl Policy {
         }
         if let Some(t) = foreign.first() {
             return mk(
-                t.name(),
+                t.id(),
                 GateMode::Advisory,
                 Decision::Warn(refusals::territory(t, agent, rel, None, ttl)),
                 None,
             );
         }
-        let gate = covering.first().map_or("territory", |t| t.name());
+        let gate = covering
+            .first()
+            .map_or_else(|| GateId::of(GateKind::Territory), |t| t.id());
         mk(gate, GateMode::Enforce, Decision::Allow, None)
     }
 
@@ -172,12 +177,11 @@ impl Policy {
             }
             Err(e) => {
                 let ttl = self.inner.overrides.ttl_limit();
-                v.decision = Decision::Deny(
-                    match gates.territories.iter().find(|t| t.name() == v.gate) {
+                v.decision =
+                    Decision::Deny(match gates.territories.iter().find(|t| t.id() == v.gate) {
                         Some(t) => refusals::territory(t, agent, &path, Some(&e), ttl),
-                        None => Refusal::new(v.gate.clone(), e.to_string(), ""),
-                    },
-                );
+                        None => Refusal::new(v.gate.name.clone(), e.to_string(), ""),
+                    });
                 None
             }
         }

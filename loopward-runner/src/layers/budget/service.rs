@@ -7,7 +7,7 @@ use crate::layers::{record, scope};
 use crate::model::{ChatRequest, ChatResponse, ModelError};
 use crate::turn::{TurnError, TurnOutcome, TurnRequest};
 use futures::future::BoxFuture;
-use loopward_core::{Refusal, RunStatus, Usage};
+use loopward_core::{LayerVerdict, Refusal, RunStatus, Usage};
 use serde_json::json;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
@@ -99,7 +99,7 @@ impl<S> BudgetService<S> {
 
 fn exceeded(turn: &TurnContext, limits: &Limits) -> Result<(), TurnError> {
     if let Some((label, detail)) = totals(turn.run(), limits).over(limits) {
-        record::decision(turn, "budget", "budget_exceeded", detail)?;
+        record::decision(turn, "budget", LayerVerdict::BudgetExceeded, detail)?;
         return Err(TurnError::Stop(RunStatus::BudgetExceeded { budget: label }));
     }
     Ok(())

@@ -7,7 +7,7 @@
 //! ([`LlmAgentBuilder::max_steps`](crate::LlmAgentBuilder::max_steps), set it from
 //! [`CapsConfig::steps_per_turn`]); this layer turns a turn that ended on it into the run's end.
 //!
-//! Each turn let through is recorded as `LayerDecision { layer: "caps", decision: "allow" }`
+//! Each turn let through is recorded as `LayerDecision { layer: "caps", decision: LayerVerdict::Allow }`
 //! with the counts; a cap as `cap_reached` (or `wrap_up`) with the figures.
 //!
 //! ```

@@ -5,7 +5,7 @@ use crate::journal::Resumed;
 use crate::layers::record;
 use crate::turn::{TurnError, TurnOutcome, TurnRequest};
 use futures::future::BoxFuture;
-use loopward_core::{AgentId, FinishReason, RunStatus};
+use loopward_core::{AgentId, FinishReason, LayerVerdict, RunStatus};
 use serde_json::json;
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -137,23 +137,23 @@ where
                         json!({"turn": counts.turns, "turns_per_run": config.turns_per_run,
                                "hops": counts.hops})
                     };
-                    record::decision(&turn, "caps", "allow", detail)?;
+                    record::decision(&turn, "caps", LayerVerdict::Allow, detail)?;
                 }
                 Some(hit) if config.on_cap == OnCap::WrapUp && !wrapped => {
-                    record::decision(&turn, "caps", "wrap_up", hit.detail)?;
+                    record::decision(&turn, "caps", LayerVerdict::WrapUp, hit.detail)?;
                     state.0.lock().unwrap_or_else(|p| p.into_inner()).wrapped_up = true;
                     turn.state().tools_disabled = true;
                     let outcome = inner.oneshot(req).await?;
                     record::decision(
                         &turn,
                         "caps",
-                        "cap_reached",
+                        LayerVerdict::CapReached,
                         json!({"cap": hit.cap, "after": "wrap_up", "text": outcome.text}),
                     )?;
                     return Err(TurnError::Stop(RunStatus::CapReached { cap: hit.cap }));
                 }
                 Some(hit) => {
-                    record::decision(&turn, "caps", "cap_reached", hit.detail)?;
+                    record::decision(&turn, "caps", LayerVerdict::CapReached, hit.detail)?;
                     return Err(TurnError::Stop(RunStatus::CapReached { cap: hit.cap }));
                 }
             }
@@ -163,7 +163,7 @@ where
                 record::decision(
                     &turn,
                     "caps",
-                    "cap_reached",
+                    LayerVerdict::CapReached,
                     json!({"cap": "steps_per_turn", "limit": config.steps_per_turn,
                            "value": turn.state().steps}),
                 )?;

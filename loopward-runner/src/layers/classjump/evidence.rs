@@ -75,7 +75,7 @@ where
             }
             let verdict = tracker
                 .observe_failure(&turn, &tool)
-                .map_err(|e| ToolError::Audit(e.0))?;
+                .map_err(ToolError::Audit)?;
             let note = format!(
                 "\n[class-jump, counted from this failed result] {}",
                 verdict.message()

@@ -69,7 +69,7 @@ impl Tool for ReportAttemptTool {
             let a: Args = parse_args("report_attempt", &inv.call.arguments)?;
             match tracker.report(&inv.turn, &a.subtask, &a.strategy, a.outcome) {
                 Ok(v) => Ok(ToolOutput::text(v.message())),
-                Err(ClassJumpError::Audit(e)) => Err(ToolError::Audit(e.0)),
+                Err(ClassJumpError::Audit(e)) => Err(ToolError::Audit(e)),
                 Err(e) => Err(ToolError::Refused(Refusal::new(
                     "class_jump",
                     e.to_string(),

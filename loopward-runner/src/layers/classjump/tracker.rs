@@ -3,7 +3,7 @@
 use crate::context::{RunContext, TurnContext};
 use crate::journal::Resumed;
 use crate::layers::{record, ConfigError};
-use loopward_core::{AgentId, AuditError};
+use loopward_core::{AgentId, AuditError, LayerVerdict};
 use serde::Deserialize;
 use serde_json::json;
 use std::collections::{HashMap, HashSet};
@@ -311,7 +311,7 @@ impl ClassJump {
             record::decision(
                 turn,
                 "class_jump",
-                "refused",
+                LayerVerdict::Refused,
                 json!({"subtask": subtask, "strategy": strategy, "reason": e.to_string()}),
             )?;
             Err(e)
@@ -358,10 +358,10 @@ impl ClassJump {
             },
         };
         let word = match v.kind {
-            VerdictKind::Retry => "retry",
-            VerdictKind::Jump => "class_jump",
-            VerdictKind::Exhausted => "exhausted",
-            VerdictKind::Done => "succeeded",
+            VerdictKind::Retry => LayerVerdict::Retry,
+            VerdictKind::Jump => LayerVerdict::ClassJump,
+            VerdictKind::Exhausted => LayerVerdict::Exhausted,
+            VerdictKind::Done => LayerVerdict::Succeeded,
         };
         record::decision(
             turn,
@@ -423,9 +423,9 @@ impl ClassJump {
             }
         };
         let word = match v.kind {
-            VerdictKind::Retry => "retry",
-            VerdictKind::Jump => "class_jump",
-            _ => "exhausted",
+            VerdictKind::Retry => LayerVerdict::Retry,
+            VerdictKind::Jump => LayerVerdict::ClassJump,
+            _ => LayerVerdict::Exhausted,
         };
         record::decision(
             turn,

@@ -5,7 +5,7 @@ use crate::layers::{record, scope::current_turn};
 use crate::model::{estimate_tokens, ChatRequest, ChatResponse, ModelError};
 use futures::future::BoxFuture;
 use governor::clock::Clock;
-use loopward_core::Refusal;
+use loopward_core::{LayerVerdict, Refusal};
 use serde_json::json;
 use std::num::NonZeroU32;
 use std::sync::Arc;
@@ -115,18 +115,18 @@ where
             if let Some(turn) = current_turn() {
                 let (decision, detail) = match &result {
                     Ok(()) => (
-                        "admitted",
+                        LayerVerdict::Admitted,
                         json!({"agent": req.agent, "tokens": tokens,
                                                   "waited_ms": waited.as_millis()}),
                     ),
                     Err(e) => (
-                        "refused",
+                        LayerVerdict::Refused,
                         json!({"agent": req.agent, "tokens": tokens,
                                                  "reason": e.to_string()}),
                     ),
                 };
                 record::decision(&turn, "rate_limit", decision, detail)
-                    .map_err(|e| ModelError::Audit(e.0))?;
+                    .map_err(ModelError::Audit)?;
             }
             result?;
             inner.oneshot(req).await

@@ -4,7 +4,7 @@ use crate::journal::Resumed;
 use crate::layers::{call_digest, record};
 use crate::tool::{ToolError, ToolInvocation, ToolOutput};
 use futures::future::BoxFuture;
-use loopward_core::Refusal;
+use loopward_core::{LayerVerdict, Refusal};
 use serde_json::json;
 use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
@@ -80,8 +80,8 @@ where
             let detail = json!({"call_id": inv.call.id, "tool": inv.call.name,
                                 "digest": digest, "count": count, "limit": max});
             if count > max {
-                record::decision(&inv.turn, "repeat", "refused", detail)
-                    .map_err(|e| ToolError::Audit(e.0))?;
+                record::decision(&inv.turn, "repeat", LayerVerdict::Refused, detail)
+                    .map_err(ToolError::Audit)?;
                 return Err(ToolError::Refused(Refusal::new(
                     "repeat",
                     format!(
@@ -91,8 +91,8 @@ where
                     "change the arguments, try a different approach, or finish and report what blocks you",
                 )));
             }
-            record::decision(&inv.turn, "repeat", "allow", detail)
-                .map_err(|e| ToolError::Audit(e.0))?;
+            record::decision(&inv.turn, "repeat", LayerVerdict::Allow, detail)
+                .map_err(ToolError::Audit)?;
             inner.oneshot(inv).await
         })
     }

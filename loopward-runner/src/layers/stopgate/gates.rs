@@ -8,7 +8,7 @@ use crate::context::TurnContext;
 use crate::layers::{record, ConfigError};
 use crate::tool::ToolInvocation;
 use crate::turn::TurnError;
-use loopward_core::{AuditError, RunStatus};
+use loopward_core::{AuditError, LayerVerdict, RunStatus};
 use serde_json::json;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -38,10 +38,6 @@ impl std::fmt::Debug for StopGates {
             .finish()
     }
 }
-
-/// The decisions (layer `stopgate`) that leave an action waiting for a person: a resumed run
-/// runs that action through its gates again, so the approval given meanwhile is consumed.
-pub const PENDING_DECISIONS: &[&str] = &["approval_requested", "still_pending"];
 
 /// A gate's verdict on one action.
 pub(super) enum Verdict {
@@ -262,7 +258,7 @@ impl StopGates {
                 granted,
             )));
         }
-        let note = |decision: &str, extra: serde_json::Value| {
+        let note = |decision: LayerVerdict, extra: serde_json::Value| {
             let mut detail = base.clone();
             if let (Some(d), Some(e)) = (detail.as_object_mut(), extra.as_object()) {
                 d.extend(e.clone());
@@ -271,7 +267,7 @@ impl StopGates {
         };
         match gate.mode {
             StopMode::Auto => {
-                note("auto_approved", json!({}))?;
+                note(LayerVerdict::AutoApproved, json!({}))?;
                 Ok(Verdict::Approved(Approval::mint(
                     &gate.name,
                     action.clone(),
@@ -280,7 +276,7 @@ impl StopGates {
             }
             StopMode::Deny => {
                 let reason = format!("gate {} always denies this action", gate.name);
-                note("denied", json!({"reason": reason}))?;
+                note(LayerVerdict::Denied, json!({"reason": reason}))?;
                 Ok(Verdict::Denied(reason))
             }
             StopMode::Interactive => {
@@ -307,7 +303,7 @@ impl StopGates {
                 };
                 match answer {
                     Answer::Approve { by } => {
-                        note("approved", json!({"by": by}))?;
+                        note(LayerVerdict::Approved, json!({"by": by}))?;
                         Ok(Verdict::Approved(Approval::mint(
                             &gate.name,
                             action.clone(),
@@ -315,7 +311,7 @@ impl StopGates {
                         )))
                     }
                     Answer::Deny { reason } => {
-                        note("denied", json!({"reason": reason}))?;
+                        note(LayerVerdict::Denied, json!({"reason": reason}))?;
                         Ok(Verdict::Denied(reason))
                     }
                 }
@@ -330,7 +326,7 @@ impl StopGates {
         gate: &Gate,
         action: &GatedAction,
         summary: &str,
-        note: impl Fn(&str, serde_json::Value) -> Result<(), AuditError>,
+        note: impl Fn(LayerVerdict, serde_json::Value) -> Result<(), AuditError>,
     ) -> Result<Verdict, AuditError> {
         let run = turn.run();
         let store = self
@@ -346,10 +342,10 @@ impl StopGates {
         let id = durable::record_id(run.run(), &gate.name, action);
         let now = run.clock().now_millis();
         let deny = |why: String| -> Result<Verdict, AuditError> {
-            note("denied", json!({"id": id, "reason": why}))?;
+            note(LayerVerdict::Denied, json!({"id": id, "reason": why}))?;
             Ok(Verdict::Denied(why))
         };
-        let pending = |state: &str| -> Result<Verdict, AuditError> {
+        let pending = |state: LayerVerdict| -> Result<Verdict, AuditError> {
             note(state, json!({"id": id, "dir": where_}))?;
             let awaiting = run.extensions().get_or_default::<Awaiting>();
             *awaiting.0.lock().unwrap_or_else(|p| p.into_inner()) = Some(id.clone());
@@ -372,10 +368,10 @@ impl StopGates {
             Some(r) if r.action != *action || r.run != *run.run() || r.gate != gate.name => deny(
                 format!("pending record {id} names another action; it was not honoured"),
             ),
-            Some(r) if r.state == PendingState::Pending => pending("still_pending"),
+            Some(r) if r.state == PendingState::Pending => pending(LayerVerdict::StillPending),
             Some(r) => match store.consume(&id, now) {
                 Ok(true) if r.state == PendingState::Approved => {
-                    note("approval_consumed", json!({"id": id}))?;
+                    note(LayerVerdict::ApprovalConsumed, json!({"id": id}))?;
                     Ok(Verdict::Approved(Approval::mint(
                         &gate.name,
                         action.clone(),
@@ -407,7 +403,7 @@ impl StopGates {
         summary: &str,
         id: &str,
         now: u64,
-        pending: impl Fn(&str) -> Result<Verdict, AuditError>,
+        pending: impl Fn(LayerVerdict) -> Result<Verdict, AuditError>,
         deny: impl Fn(String) -> Result<Verdict, AuditError>,
     ) -> Result<Verdict, AuditError> {
         let mut record = PendingApproval {
@@ -423,9 +419,9 @@ impl StopGates {
             seal: None,
         };
         match store.request(&mut record) {
-            Ok(true) => pending("approval_requested"),
+            Ok(true) => pending(LayerVerdict::ApprovalRequested),
             // Another process asked for the same action a moment ago: its record stands.
-            Ok(false) => pending("still_pending"),
+            Ok(false) => pending(LayerVerdict::StillPending),
             Err(e) => deny(format!("the pending record could not be written ({e})")),
         }
     }
@@ -437,7 +433,7 @@ fn recorded_approval(turn: &TurnContext, gate: &Gate, action: &GatedAction) -> O
     let feed = turn.extensions().get::<crate::journal::TurnFeed>()?;
     let key = action.key();
     let d = feed.take_decision("stopgate", |decision, detail| {
-        matches!(decision, "auto_approved" | "approved" | "approval_consumed")
+        decision.approves()
             && detail.get("gate").and_then(|g| g.as_str()) == Some(gate.name.as_str())
             && detail.get("action").and_then(|a| a.as_str()) == Some(key.as_str())
     })?;
@@ -448,9 +444,9 @@ fn recorded_approval(turn: &TurnContext, gate: &Gate, action: &GatedAction) -> O
             .unwrap_or_default()
             .to_string()
     };
-    Some(match d.decision.as_str() {
-        "auto_approved" => Granted::Auto,
-        "approved" => Granted::Person { by: text("by") },
+    Some(match d.decision {
+        LayerVerdict::AutoApproved => Granted::Auto,
+        LayerVerdict::Approved => Granted::Person { by: text("by") },
         _ => Granted::Durable {
             pending: text("id"),
         },

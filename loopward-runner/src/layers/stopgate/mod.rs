@@ -58,5 +58,5 @@ pub use durable::{
     PendingApproval, PendingScan, PendingState, Skipped, MAX_DECIDER_BYTES, MAX_RECORD_BYTES,
     PENDING_DIR,
 };
-pub use gates::{StopGates, PENDING_DECISIONS};
+pub use gates::StopGates;
 pub use service::{StopGateToolLayer, StopGateToolService, StopGateTurnLayer, StopGateTurnService};

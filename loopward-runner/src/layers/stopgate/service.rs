@@ -155,7 +155,7 @@ where
                 let verdict = gates
                     .decide(&inv.turn, gate, &action, &summary)
                     .await
-                    .map_err(|e| ToolError::Audit(e.0))?;
+                    .map_err(ToolError::Audit)?;
                 match verdict {
                     Verdict::Approved(a) => approvals.push(a),
                     Verdict::Denied(reason) => {

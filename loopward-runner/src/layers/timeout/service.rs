@@ -5,7 +5,7 @@ use crate::model::{ChatRequest, ChatResponse, ModelError};
 use crate::tool::{ToolError, ToolInvocation, ToolOutput};
 use crate::turn::{TurnError, TurnOutcome, TurnRequest};
 use futures::future::BoxFuture;
-use loopward_core::RunStatus;
+use loopward_core::{LayerVerdict, RunStatus};
 use serde_json::json;
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -68,10 +68,10 @@ where
                         record::decision(
                             &turn,
                             "timeout",
-                            "model_call_timed_out",
+                            LayerVerdict::ModelCallTimedOut,
                             json!({"agent": agent, "limit_ms": limit.as_millis()}),
                         )
-                        .map_err(|e| ModelError::Audit(e.0))?;
+                        .map_err(ModelError::Audit)?;
                     }
                     Err(ModelError::Timeout(limit))
                 }
@@ -105,8 +105,8 @@ where
             match tokio::time::timeout(Duration::from_secs(secs), inner.oneshot(inv)).await {
                 Ok(r) => r,
                 Err(_) => {
-                    record::decision(&turn, "timeout", "tool_call_timed_out", detail)
-                        .map_err(|e| ToolError::Audit(e.0))?;
+                    record::decision(&turn, "timeout", LayerVerdict::ToolCallTimedOut, detail)
+                        .map_err(ToolError::Audit)?;
                     Err(ToolError::Timeout { secs })
                 }
             }
@@ -141,7 +141,7 @@ where
                     record::decision(
                         &turn,
                         "timeout",
-                        "turn_timed_out",
+                        LayerVerdict::TurnTimedOut,
                         json!({"limit_secs": secs}),
                     )?;
                     Err(TurnError::Stop(RunStatus::CapReached {

@@ -1,0 +1,287 @@
+//! Evidence through the binary, as a user (and an attacker with a shell) meets it: keyed
+//! ledgers from `init`, strict `verify`, key rotation, sealed approvals and overrides in the
+//! state directory, and one decision among racing `approve` and `deny` processes.
+
+use loopward_core::{AuditEvent, AuditSink, RunId, Scope};
+use loopward_runner::audit::{KeyRing, Ledger, LedgerKey, LedgerOptions};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// A workspace and its own state base (`$XDG_STATE_HOME`).
+struct Team {
+    ws: tempfile::TempDir,
+    xdg: tempfile::TempDir,
+}
+
+impl Team {
+    fn new() -> Self {
+        let t = Self {
+            ws: tempfile::tempdir().unwrap(),
+            xdg: tempfile::tempdir().unwrap(),
+        };
+        let o = t.run(&["init"]);
+        assert!(o.status.success(), "{}", text(&o));
+        assert!(text(&o).contains("ledger key k"), "{}", text(&o));
+        t
+    }
+
+    fn d(&self) -> &Path {
+        self.ws.path()
+    }
+
+    fn command(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_loopward"));
+        c.args(args)
+            .current_dir(self.d())
+            .env("NO_COLOR", "1")
+            .env("XDG_STATE_HOME", self.xdg.path());
+        c
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        self.command(args).output().unwrap()
+    }
+
+    /// The workspace's state directory (the only one under the base).
+    fn state(&self) -> PathBuf {
+        std::fs::read_dir(self.xdg.path().join("loopward"))
+            .unwrap()
+            .next()
+            .unwrap()
+            .unwrap()
+            .path()
+    }
+
+    fn keys(&self) -> KeyRing {
+        KeyRing::load(&self.state().join("keys")).unwrap()
+    }
+
+    fn with_gate(self) -> Self {
+        let cfg = self.d().join("loopward.toml");
+        let mut text = std::fs::read_to_string(&cfg).unwrap();
+        text.push_str("\n[[stopgate]]\nname = \"build\"\npoint = \"turn\"\nagent = \"builder\"\nmode = \"durable\"\n");
+        std::fs::write(cfg, text).unwrap();
+        self
+    }
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+fn say(ledger: &Ledger, run: &str, what: &str) {
+    let scope = Scope {
+        run: RunId::new(run).unwrap(),
+        turn: None,
+        agent: None,
+    };
+    ledger
+        .record(
+            &scope,
+            &AuditEvent::HumanMessage {
+                content: what.into(),
+            },
+        )
+        .unwrap();
+}
+
+#[test]
+fn init_run_verify_is_keyed_and_a_rotated_key_still_verifies_old_runs() {
+    let t = Team::new();
+    assert_eq!(t.run(&["run", "--id", "r1"]).status.code(), Some(0));
+    let first = t.keys().current().unwrap().id().to_string();
+    let o = t.run(&["verify", "runs/r1"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(
+        text(&o).contains(&format!("r1: verified by key {first}")),
+        "{}",
+        text(&o)
+    );
+    let o = t.run(&["key", "rotate"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let second = t.keys().current().unwrap().id().to_string();
+    assert_ne!(first, second);
+    assert!(text(&o).contains("kept for verifying"), "{}", text(&o));
+    assert_eq!(t.run(&["run", "--id", "r2"]).status.code(), Some(0));
+    let o = t.run(&["verify", "runs"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let out = text(&o);
+    assert!(
+        out.contains(&format!("r1: verified by key {first}")),
+        "{out}"
+    );
+    assert!(
+        out.contains(&format!("r2: verified by key {second}")),
+        "{out}"
+    );
+    let o = t.run(&["report"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+}
+
+#[test]
+fn a_rechained_ledger_with_a_fresh_anchor_is_not_verified() {
+    let t = Team::new();
+    assert_eq!(t.run(&["run", "--id", "r1"]).status.code(), Some(0));
+    let runs = t.d().join("runs");
+    // The attacker drops the ledger and writes its own, keyless and under a key of its own,
+    // each with a fresh anchor appended to runs/index.jsonl.
+    for (name, opts) in [
+        ("r1", LedgerOptions::default()),
+        ("r1", LedgerOptions::keyed(LedgerKey::generate().unwrap())),
+    ] {
+        std::fs::remove_dir_all(runs.join(name)).unwrap();
+        let ledger = Ledger::create(&runs, &RunId::new(name).unwrap(), opts).unwrap();
+        say(&ledger, name, "nothing to see");
+        ledger.finish().unwrap();
+        let o = t.run(&["verify", "runs/r1"]);
+        assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+        assert!(text(&o).contains("NOT verified"), "{}", text(&o));
+        let o = t.run(&["verify", "runs/r1", "--unfinished"]);
+        assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    }
+}
+
+#[test]
+fn unanchored_emptied_and_gone_runs_are_not_verified() {
+    let t = Team::new();
+    assert_eq!(t.run(&["run", "--id", "r1"]).status.code(), Some(0));
+    // A run still going (never finished): not verified, unless accepted as unfinished.
+    let key = t.keys().current().unwrap().clone();
+    let runs = t.d().join("runs");
+    let ledger =
+        Ledger::create(&runs, &RunId::new("r2").unwrap(), LedgerOptions::keyed(key)).unwrap();
+    say(&ledger, "r2", "working");
+    let o = t.run(&["verify", "runs/r2"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("no anchor"), "{}", text(&o));
+    let o = t.run(&["verify", "runs/r2", "--unfinished"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(text(&o).contains("NOT anchored"), "{}", text(&o));
+    drop(ledger);
+    // Emptied: not verified, even as unfinished (its anchor says more).
+    std::fs::write(runs.join("r1/events.jsonl"), "").unwrap();
+    for extra in [&[][..], &["--unfinished"][..]] {
+        let o = t.run(&[&["verify", "runs/r1"][..], extra].concat());
+        assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    }
+    // Gone: the index still anchors it.
+    std::fs::remove_dir_all(runs.join("r1")).unwrap();
+    let o = t.run(&["verify", "runs/r1"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("folder"), "{}", text(&o));
+    let o = t.run(&["verify", "runs"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("r1: NOT verified"), "{}", text(&o));
+    // No run folder at all: said as such, not as tampering.
+    let o = t.run(&["verify", "nowhere/r9"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(
+        text(&o).contains("no run folder at nowhere/r9"),
+        "{}",
+        text(&o)
+    );
+}
+
+#[test]
+fn a_forged_approval_in_the_state_dir_is_refused_by_approve_and_resume() {
+    let t = Team::new().with_gate();
+    assert_eq!(t.run(&["run", "--id", "r7"]).status.code(), Some(7));
+    // Nothing of it in the workspace: the pending record is in the state directory.
+    assert!(!t.d().join(".loopward/pending").exists());
+    let pending = t.state().join("pending");
+    let file = std::fs::read_dir(&pending)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|x| x == "json"))
+        .unwrap();
+    // An agent's process flips it to approved.
+    let forged = std::fs::read_to_string(&file)
+        .unwrap()
+        .replace("\"pending\"", "\"approved\"");
+    std::fs::write(&file, forged).unwrap();
+    let o = t.run(&["approve", "r7", "build"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("forged or edited"), "{}", text(&o));
+    let o = t.run(&["run", "--resume", "r7"]);
+    assert_ne!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(!t.d().join("src/hello.txt").exists(), "{}", text(&o));
+}
+
+#[test]
+fn racing_approve_and_deny_processes_make_one_decision() {
+    let t = Team::new().with_gate();
+    assert_eq!(t.run(&["run", "--id", "r7"]).status.code(), Some(7));
+    let spawn = |args: &[&str]| {
+        t.command(args)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let a = spawn(&["approve", "r7", "build"]);
+    let d = spawn(&["deny", "r7", "build"]);
+    let (a, d) = (a.wait_with_output().unwrap(), d.wait_with_output().unwrap());
+    let won: Vec<bool> = [&a, &d].iter().map(|o| o.status.success()).collect();
+    assert_eq!(
+        won.iter().filter(|w| **w).count(),
+        1,
+        "{}\n{}",
+        text(&a),
+        text(&d)
+    );
+    let lost = if won[0] { &d } else { &a };
+    assert!(text(lost).contains("already decided: "), "{}", text(lost));
+    assert!(text(lost).contains(" by "), "{}", text(lost));
+}
+
+#[test]
+fn overrides_are_checked_when_granted_and_kept_in_the_state_dir() {
+    let t = Team::new();
+    let long = "x".repeat(2000);
+    let grant = |agent: &str, reason: &str, ttl: &str| {
+        t.run(&[
+            "override", "grant", "--agent", agent, "--path", "plan.md", "--reason", reason,
+            "--ttl", ttl,
+        ])
+    };
+    let o = grant("builder", &long, "10m");
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("at most 1000 bytes"), "{}", text(&o));
+    let o = grant("buidler", "typo fix", "10m");
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(
+        text(&o).contains("root, planner, builder, auditor"),
+        "{}",
+        text(&o)
+    );
+    let o = grant("builder", "typo fix", "5d");
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("[overrides] max_ttl"), "{}", text(&o));
+    let o = t.run(&["override", "revoke", "ov-1-0"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(
+        text(&o).contains("there is no override ov-1-0"),
+        "{}",
+        text(&o)
+    );
+    let o = grant("builder", "typo fix", "10m");
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(!t.d().join(".loopward/overrides").exists());
+    // A grant written by hand into the store is listed as not usable.
+    let store = t.state().join("overrides");
+    std::fs::write(
+        store.join("ov-9-0.json"),
+        r#"{"id":"ov-9-0","agent":"builder","path":"src/x","reason":"r","not_before":0,"expires":99999999999999}"#,
+    )
+    .unwrap();
+    let list = text(&t.run(&["override", "list"]));
+    assert!(list.contains("usable  (typo fix)"), "{list}");
+    assert!(
+        list.contains("ov-9-0  builder → src/x  not usable"),
+        "{list}"
+    );
+}
