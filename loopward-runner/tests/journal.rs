@@ -852,7 +852,9 @@ async fn gated(ws: &Path, runs: &Path, log: &Path, opts: LedgerOptions) -> RunRe
 fn sprawl_refusals(run_dir: &Path) -> usize {
     records(run_dir)
         .iter()
-        .filter(|(_, e)| matches!(e, AuditEvent::GateDecision { gate, .. } if gate == "sprawl"))
+        .filter(
+            |(_, e)| matches!(e, AuditEvent::GateDecision { gate, .. } if gate.name == "sprawl"),
+        )
         .count()
 }
 

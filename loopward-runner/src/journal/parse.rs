@@ -4,7 +4,7 @@ use super::{
     CallState, Journal, PastDecision, PastSprawl, RecordedCall, RecordedDecision, RecordedReply,
     RecordedTurn, SprawlStep, Step,
 };
-use loopward_core::{AuditEvent, RunId, Scope, Usage};
+use loopward_core::{AuditEvent, GateKind, RunId, Scope, Usage};
 
 /// A ledger that cannot be read as a journal.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -226,7 +226,7 @@ impl Parser {
                 }
                 self.sprawl.extend(noted);
             }
-            AuditEvent::GateDecision { call_id, gate, .. } if gate == "sprawl" => {
+            AuditEvent::GateDecision { call_id, gate, .. } if gate.kind == GateKind::Sprawl => {
                 self.sprawl.push(PastSprawl {
                     part: self.part,
                     turn: scope.turn.map(|t| t.0),
