@@ -63,7 +63,7 @@ pub struct HumanInbox {
 #[derive(Debug)]
 enum Store {
     Memory(Mutex<BTreeMap<RunId, VecDeque<String>>>),
-    Recorded(Mutex<VecDeque<Vec<String>>>),
+    Recorded(Mutex<VecDeque<Taken>>),
     Folder { dir: PathBuf, keys: Option<KeyRing> },
 }
 
@@ -131,9 +131,9 @@ impl HumanInbox {
     }
 
     /// What a recorded run heard, for replaying it: the k-th turn boundary the run reaches
-    /// takes the k-th list (whatever the run), later ones take nothing. Nothing can be said
-    /// into it.
-    pub fn recorded(boundaries: Vec<Vec<String>>) -> Self {
+    /// takes the k-th entry (the messages heard and the files refused there, whatever the run),
+    /// later ones take nothing. Nothing can be said into it.
+    pub fn recorded(boundaries: Vec<Taken>) -> Self {
         Self {
             store: Arc::new(Store::Recorded(Mutex::new(boundaries.into()))),
         }
@@ -219,14 +219,11 @@ impl HumanInbox {
                     .unwrap_or_default(),
                 refused: vec![],
             },
-            Store::Recorded(b) => Taken {
-                said: b
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .pop_front()
-                    .unwrap_or_default(),
-                refused: vec![],
-            },
+            Store::Recorded(b) => b
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .pop_front()
+                .unwrap_or_default(),
             Store::Folder { dir, keys } => {
                 take(&dir.join(run.as_str()), run, keys.as_ref(), now_ms)
             }

@@ -31,6 +31,7 @@ use crate::config::{ChainKind, Config};
 use anyhow::{bail, Context, Result};
 use loopward_runner::audit::{KeyRing, LedgerKey, LedgerOptions, VerifyOptions};
 use loopward_runner::gates::OverrideStore;
+use loopward_runner::inbox::HumanInbox;
 use loopward_runner::layers::stopgate::ApprovalStore;
 use loopward_runner::{Clock, StateDir};
 use std::path::{Path, PathBuf};
@@ -174,6 +175,16 @@ impl Custody {
     /// The file keeping the last line of `runs_dir`'s index (see [`StateDir::index_head`]).
     pub fn index_head(&self, runs_dir: &Path) -> Result<PathBuf> {
         Ok(self.state.index_head(runs_dir)?)
+    }
+
+    /// The workspace's inbox for a person's messages (`loopward say`), sealed under the current
+    /// ledger key so that only a holder of the key can speak into a run (keyless: unsealed).
+    pub fn inbox(&self, workspace: &Path) -> Result<HumanInbox> {
+        let inbox = HumanInbox::for_workspace(workspace);
+        Ok(match self.ledger_key()? {
+            Some(_) => inbox.keyed(self.keys.clone()),
+            None => inbox,
+        })
     }
 
     /// The key new ledgers are chained under (`None`: keyless, the config's opt-out).

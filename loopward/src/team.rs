@@ -170,10 +170,11 @@ pub fn build(
         None => (stack.model(model), tool_stack),
     };
     // The caps layer ends runs at its own bound (plus a wrap-up turn); the runner's is a backstop.
-    let inbox = opts
-        .inbox
-        .clone()
-        .unwrap_or_else(|| HumanInbox::for_workspace(ws.root()));
+    let inbox = match (&opts.inbox, &opts.custody) {
+        (Some(inbox), _) => inbox.clone(),
+        (None, Some(c)) => c.inbox(ws.root())?,
+        (None, None) => HumanInbox::for_workspace(ws.root()),
+    };
     let mut runner = Runner::builder(ws.clone())
         .clock(opts.clock.clone())
         .inbox(inbox)

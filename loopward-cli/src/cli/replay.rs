@@ -20,7 +20,7 @@ use loopward::ledger;
 use loopward::team;
 use loopward_core::{AgentId, AuditEvent, AuditSink, RunId, Scope};
 use loopward_runner::audit::MemorySink;
-use loopward_runner::inbox::HumanInbox;
+use loopward_runner::inbox::{HumanInbox, Taken};
 use loopward_runner::journal::Journal;
 use loopward_runner::layers::stopgate::{self, pending_dir};
 use loopward_runner::model::fake::{FakeModel, Script, ScriptedCall, ScriptedReply};
@@ -150,14 +150,20 @@ pub fn decisions(records: &[(Scope, AuditEvent)]) -> Vec<String> {
 
 /// What people said into a part of a run, per turn boundary the part reached live (after each
 /// `turn_ended` it recorded), so the replay hears each message where the run did.
-fn heard_in(part: &[(Scope, AuditEvent)]) -> Vec<Vec<String>> {
-    let mut boundaries: Vec<Vec<String>> = vec![];
+fn heard_in(part: &[(Scope, AuditEvent)]) -> Vec<Taken> {
+    let mut boundaries: Vec<Taken> = vec![];
     for (_, e) in part {
         match e {
-            AuditEvent::TurnEnded { .. } => boundaries.push(vec![]),
+            AuditEvent::TurnEnded { .. } => boundaries.push(Taken::default()),
             AuditEvent::HumanMessage { content } => {
                 if let Some(last) = boundaries.last_mut() {
-                    last.push(content.clone());
+                    last.said.push(content.clone());
+                }
+            }
+            // A file the inbox refused (a forged seal, a link…) is refused again where it was.
+            AuditEvent::LayerDecision { layer, detail, .. } if layer == "inbox" => {
+                if let (Some(last), Some(why)) = (boundaries.last_mut(), detail["why"].as_str()) {
+                    last.refused.push(why.to_string());
                 }
             }
             _ => {}

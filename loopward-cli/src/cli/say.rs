@@ -1,12 +1,12 @@
 //! `loopward say <run> "…"`: a person's message into a running (or paused) run, through the
-//! workspace's inbox (`.loopward/inbox/<run>/`, a control folder no agent can write). The run
+//! workspace's inbox (`.loopward/inbox/<run>/`, a control folder no agent can write), sealed
+//! under the ledger key. The run
 //! picks it up at its next turn boundary and records it as a human message.
 
 use anyhow::{bail, Context, Result};
 use loopward::config::{Config, CONFIG_FILE};
 use loopward::ledger;
 use loopward_core::RunId;
-use loopward_runner::inbox::HumanInbox;
 use loopward_runner::{Clock, SystemClock};
 use loopward_term::render::{Printer, Tone};
 use std::path::PathBuf;
@@ -19,7 +19,7 @@ Example:
   loopward say run-20261130T052616Z-123 \"Also add a test for the empty case.\"
 
 The message waits in .loopward/inbox/<run>/ (a control folder: no agent's tool or sandboxed
-command can write it). The run takes it at its next turn boundary, records it in the ledger as a
+command can write it), sealed under the ledger key (a file put there any other way is refused). The run takes it at its next turn boundary, records it in the ledger as a
 human message (which starts a new turn for the sprawl gate) and gives it to the agent that acts
 next; if that turn did not hand off, the same agent goes on to answer you. A run paused for an
 approval takes it when it is resumed. A finished run is refused.")]
@@ -58,7 +58,9 @@ pub(super) fn run(args: &Args) -> Result<ExitCode> {
             );
         }
     }
-    HumanInbox::for_workspace(&workspace)
+    // Sealed under the ledger key, as the run expects (a file written any other way is refused).
+    super::state::open(&cfg, &args.config)?
+        .inbox(&workspace)?
         .say(&id, &args.message, SystemClock.now_millis())
         .with_context(|| format!("cannot send the message to run {id}"))?;
     let mut out = Printer::stdout();
