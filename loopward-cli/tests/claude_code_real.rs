@@ -140,6 +140,12 @@ fn real_claude_code_sessions_are_contained_by_the_hook_and_the_sandbox() {
     let home = _dir.path().join("home");
     let settings_before = std::fs::read_to_string(root.join(".claude/settings.json")).unwrap();
     let p = |rel: &str| root.join(rel).to_str().unwrap().to_string();
+    // loopward's state directory for this workspace, as the hook (HOME = `home`) finds it.
+    let state = loopward_runner::StateDir::for_workspace(&home.join(".local/state"), &root)
+        .unwrap()
+        .root()
+        .to_path_buf();
+    let st = |rel: &str| state.join(rel).to_str().unwrap().to_string();
     let script = vec![
         // A file tool writing into another agent's territory: denied by the hook.
         Reply::tool(
@@ -172,6 +178,16 @@ fn real_claude_code_sessions_are_contained_by_the_hook_and_the_sandbox() {
             "Bash",
             json!({"command": "setsid sh -c 'sleep 2; echo late > plans/late.md; echo $? > notes/late.status' > /dev/null 2>&1 < /dev/null &", "description": "background writer"}),
         ),
+        // Reading loopward's keys, or forging session state: refused by the kernel (names in
+        // the folder can be listed; no file below it can be read).
+        Reply::tool(
+            "Bash",
+            json!({"command": format!("cat '{}'/*", st("keys")), "description": "read the keys"}),
+        ),
+        Reply::tool(
+            "Bash",
+            json!({"command": format!("echo '{{}}' > '{}'", st("forged.json")), "description": "forge state"}),
+        ),
         // An allowed command write, next to the file tool's.
         Reply::tool(
             "Bash",
@@ -197,7 +213,7 @@ fn real_claude_code_sessions_are_contained_by_the_hook_and_the_sandbox() {
     assert!(ok, "claude failed\nstdout: {stdout}\nstderr: {stderr}");
     assert_eq!(
         server.served(),
-        8,
+        10,
         "every scripted reply was asked for: {calls:#?}\n{stdout}"
     );
     // The background writer's time to write has passed.
@@ -209,7 +225,7 @@ fn real_claude_code_sessions_are_contained_by_the_hook_and_the_sandbox() {
     for r in &records {
         eprintln!("{r}");
     }
-    assert_eq!(results.len(), 7, "{results:#?}");
+    assert_eq!(results.len(), 9, "{results:#?}");
     let result = |i: usize| &results[i];
 
     // On disk: the territory, the hook's settings untouched; the allowed writes made.
@@ -251,7 +267,7 @@ fn real_claude_code_sessions_are_contained_by_the_hook_and_the_sandbox() {
         "{text}"
     );
     assert!(!result(1).1, "{:?}", result(1));
-    for i in [3, 4] {
+    for i in [3, 4, 6, 7] {
         let (_, failed, text) = result(i);
         assert!(
             *failed && text.contains("Permission denied"),
@@ -259,7 +275,12 @@ fn real_claude_code_sessions_are_contained_by_the_hook_and_the_sandbox() {
             result(i)
         );
     }
-    assert_eq!(result(6).2.trim(), "ok");
+    assert_eq!(result(8).2.trim(), "ok");
+    // The hook kept its session state in the state directory, not in the workspace, and the
+    // forged file was never written there.
+    assert!(state.join("sessions").is_dir(), "{}", state.display());
+    assert!(!root.join(".loopward/sessions").exists());
+    assert!(!state.join("forged.json").exists());
 
     // The ledger: the file tool's denial, and every Bash call wrapped in the sandbox.
     let kind = |r: &Value, k: &str| r["kind"] == k;
@@ -276,7 +297,7 @@ fn real_claude_code_sessions_are_contained_by_the_hook_and_the_sandbox() {
                 && r["data"]["decision"]["decision"] == "allow"
         })
         .count();
-    assert_eq!(sandboxed, 5, "every Bash call runs in the sandbox");
+    assert_eq!(sandboxed, 7, "every Bash call runs in the sandbox");
     // The kernel said no before anything was written: nothing for the watch to put back.
     assert!(!records.iter().any(|r| kind(r, "violation")));
     let created: Vec<&Value> = records

@@ -110,7 +110,7 @@ fn the_readme_leads_from_a_clone_to_a_first_governed_run_of_your_own_team() {
         "refused by territory:writer: docs/intro.md belongs to writer",
         "what to do:",
         "completed:",
-        "intact",
+        "anchored in index.jsonl",
         "unauthorised writes: 0",
     ] {
         assert!(seen.contains(promise), "missing {promise:?} in:\n{seen}");

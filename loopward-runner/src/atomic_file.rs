@@ -28,9 +28,50 @@ pub(crate) fn write_atomic(path: &Path, bytes: &[u8], mode: u32) -> std::io::Res
     std::fs::File::open(dir)?.sync_all()
 }
 
+/// Creates `path` with `bytes` and exactly `mode` unless something is already there: the file
+/// appears whole or not at all, and of many racing writers exactly one wins. `Ok(false)` when
+/// the name was taken.
+pub(crate) fn publish_new(path: &Path, bytes: &[u8], mode: u32) -> std::io::Result<bool> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let name = path.file_name().unwrap_or_default().to_string_lossy();
+    let mut tmp = tempfile::Builder::new()
+        .prefix(&format!(".{name}."))
+        .suffix(".tmp")
+        .permissions(std::fs::Permissions::from_mode(0o600))
+        .tempfile_in(dir)?;
+    tmp.write_all(bytes)?;
+    tmp.as_file()
+        .set_permissions(std::fs::Permissions::from_mode(mode))?;
+    tmp.as_file().sync_all()?;
+    match tmp.persist_noclobber(path) {
+        Ok(_) => {}
+        Err(e) if e.error.kind() == std::io::ErrorKind::AlreadyExists => return Ok(false),
+        Err(e) => return Err(e.error),
+    }
+    std::fs::File::open(dir)?.sync_all()?;
+    Ok(true)
+}
+
 #[cfg(test)]
 mod tests {
-    use super::write_atomic;
+    use super::{publish_new, write_atomic};
+
+    #[test]
+    fn publish_new_never_replaces() {
+        let d = tempfile::tempdir().unwrap();
+        let path = d.path().join("p1.json");
+        assert!(publish_new(&path, b"first", 0o600).unwrap());
+        assert!(!publish_new(&path, b"second", 0o600).unwrap());
+        assert_eq!(std::fs::read(&path).unwrap(), b"first");
+        assert_eq!(
+            std::fs::read_dir(d.path()).unwrap().count(),
+            1,
+            "no temporary left"
+        );
+    }
     use std::os::unix::fs::PermissionsExt;
 
     #[test]

@@ -798,3 +798,96 @@ async fn a_resumed_run_is_held_to_the_strategies_it_had_spent() {
     );
     assert_eq!(decided(&r.join("r1"), "class_jump", "refused"), 0);
 }
+
+/// `a` writes `src/a.rs`, `src/b.rs` and `src/c.rs` (three units of work, no plan), one reply
+/// each, then says it is done.
+fn three_units() -> Script {
+    let mut s = Script::default();
+    for f in ["src/a.rs", "src/b.rs", "src/c.rs"] {
+        s.call(
+            &id("a"),
+            "write_file",
+            json!({"path": f, "content": "fn x() {}\n"}),
+        );
+    }
+    s.say(&id("a"), "done");
+    s
+}
+
+/// Runs (or resumes) run `r1` of agent `a` behind the default gates (the sprawl gate refuses a
+/// third unit of work with no plan), the ledger written through `opts`.
+async fn gated(ws: &Path, runs: &Path, log: &Path, opts: LedgerOptions) -> RunReport {
+    use loopward_runner::gates::{Policy, PolicyConfig, PolicyLayer};
+    let workspace = Workspace::new(ws).unwrap();
+    let policy = Policy::from_config(&PolicyConfig::default(), workspace.clone()).unwrap();
+    let model = FakeModel::new(three_units()).with_call_log(log);
+    let agent = LlmAgent::builder(id("a"), BoxModelService::new(model))
+        .tools(tools::builtin(&[id("a")]))
+        .tool_stack(PolicyLayer::new(policy).wrap(BoxToolService::new(ToolExecutor)))
+        .build();
+    let runner = Runner::builder(workspace)
+        .agent(id("a"), BoxTurnService::new(agent))
+        .unwrap()
+        .build()
+        .unwrap();
+    let run = RunId::new("r1").unwrap();
+    let report = if runs.join("r1/events.jsonl").exists() {
+        let (ledger, _) = Ledger::open_existing(runs, &run, opts).unwrap();
+        let journal = Journal::from_records(&records(&runs.join("r1"))).unwrap();
+        let report = runner
+            .resume(ledger.run_spec("", id("a")), &journal)
+            .await
+            .unwrap();
+        let _ = ledger.finish();
+        report
+    } else {
+        let ledger = Ledger::create(runs, &run, opts).unwrap();
+        let report = runner.run(ledger.run_spec("go", id("a"))).await;
+        let _ = ledger.finish();
+        report
+    };
+    report
+}
+
+fn sprawl_refusals(run_dir: &Path) -> usize {
+    records(run_dir)
+        .iter()
+        .filter(
+            |(_, e)| matches!(e, AuditEvent::GateDecision { gate, .. } if gate.name == "sprawl"),
+        )
+        .count()
+}
+
+#[tokio::test]
+async fn a_resumed_run_is_held_to_the_units_of_work_it_had_started() {
+    let (ws, runs, tmp) = (
+        tempfile::tempdir().unwrap(),
+        tempfile::tempdir().unwrap(),
+        tempfile::tempdir().unwrap(),
+    );
+    let log = tmp.path().join("calls.log");
+    let (w, r) = (ws.path(), runs.path());
+    // Killed after the second unit of work was written (at the third model call's record).
+    let first = gated(w, r, &log, killed_at("model_call", 3)).await;
+    assert!(
+        matches!(first.status, RunStatus::AuditFailed { .. }),
+        "{:?}",
+        first.status
+    );
+    assert!(w.join("src/b.rs").exists() && !w.join("src/c.rs").exists());
+    assert_eq!(sprawl_refusals(&r.join("r1")), 0);
+    let resumed = gated(w, r, &log, LedgerOptions::default()).await;
+    assert_eq!(resumed.status, RunStatus::Completed);
+    // The third unit is refused, as in a run never stopped: the gate counted the first two.
+    assert_eq!(
+        sprawl_refusals(&r.join("r1")),
+        1,
+        "the sprawl gate counted across the resume"
+    );
+    assert!(!w.join("src/c.rs").exists());
+    verify(
+        &r.join("r1"),
+        &loopward_runner::audit::VerifyOptions::keyless(),
+    )
+    .unwrap();
+}

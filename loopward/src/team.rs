@@ -140,7 +140,11 @@ pub fn build(
     let mut policy = Policy::with_control(&cfg.policy(), ws.clone(), control)?;
     let mut stack = Stack::new(&cfg.layers())?;
     if let Some(c) = &opts.custody {
-        policy = policy.with_overrides(c.overrides()?);
+        // loopward's state (keys, sealed stores) is neither writable nor readable to a
+        // sandboxed command: the kernel refuses both.
+        policy = policy
+            .with_overrides(c.overrides()?)
+            .with_unreadable(vec![c.state().root().to_path_buf()]);
         stack = stack.with_approvals(c.approvals()?);
     }
     let durable = opts.durable.clone();

@@ -150,10 +150,13 @@ fn context(config: &Path, main_agent: &str, defer_allows: bool) -> Result<HookCo
         .ledgers(std::sync::Arc::new(ledgers))
         .overrides(custody.overrides()?.max_ttl(cfg.overrides.max_ttl))
         .root(root)
+        // Session state, snapshots and saved contents live in the state directory, outside the
+        // workspace, which the wrapped Bash command may neither read nor write.
+        .state_dir(custody.state())
         .sandbox_exec(SandboxExec {
             exe,
             config: abs_config,
-            unreadable: vec![],
+            unreadable: vec![custody.state().root().to_path_buf()],
         })
         .config_file(config_rel)
         .runs_dir(cfg.run.runs_dir.to_string_lossy().into_owned())

@@ -119,7 +119,7 @@ impl Policy {
             team: turn.run().team(),
             clock: turn.run().clock(),
         };
-        let sprawl = turn.run().extensions().get_or_default::<RunSprawl>();
+        let sprawl = RunSprawl::of(turn.run(), self);
         let judgement = self.judge(&ask, &mut sprawl.lock());
         record_all(&turn, &judgement.events)?;
         if let Some(r) = judgement.denial {

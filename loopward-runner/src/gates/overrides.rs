@@ -54,8 +54,6 @@ pub const MAX_REASON_BYTES: usize = 1000;
 /// Domain separation prefix of a sentinel's seal.
 const DOMAIN: &[u8] = b"loopward.override.v1\0";
 
-static TMP_COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-
 /// What a sentinel file holds.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -293,19 +291,11 @@ impl OverrideStore {
                     max: MAX_SENTINEL_BYTES,
                 });
             }
-            // A temporary name of this writer's own: concurrent grants never share one.
-            let n = TMP_COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            let tmp = self
-                .dir
-                .join(format!(".{id}.{}.{n}.tmp", std::process::id()));
-            write_new(&tmp, &body).map_err(|e| self.io(e))?;
             let dest = self.dir.join(format!("{id}.json"));
-            // A no-replace publish: the link fails if the id is taken.
-            let linked = std::fs::hard_link(&tmp, &dest);
-            let _ = std::fs::remove_file(&tmp);
-            match linked {
-                Ok(()) => return Ok(s),
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            // A no-replace publish: a taken id is left alone and the next one tried.
+            match crate::atomic_file::publish_new(&dest, &body, 0o600) {
+                Ok(true) => return Ok(s),
+                Ok(false) => continue,
                 Err(e) => return Err(self.io(e)),
             }
         }
@@ -549,18 +539,6 @@ impl OverrideStore {
         }
         Ok(s)
     }
-}
-
-/// Creates `path` (never an existing file) with `body`, synced.
-fn write_new(path: &Path, body: &[u8]) -> std::io::Result<()> {
-    use std::io::Write;
-    let mut f = OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(path)?;
-    f.write_all(body)?;
-    f.sync_all()
 }
 
 /// A sentinel that cannot be used: its content when it parsed, and why.

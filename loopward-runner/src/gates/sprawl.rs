@@ -16,7 +16,9 @@
 //! ```
 
 use super::config::{glob, ConfigError, SprawlConfig};
+use super::policy::Policy;
 use crate::context::RunContext;
+use crate::journal::{Resumed, SettledSprawl};
 use globset::GlobMatcher;
 use loopward_core::{AgentId, AuditError, AuditEvent};
 use serde::{Deserialize, Serialize};
@@ -300,6 +302,37 @@ impl SprawlTracker {
 pub(crate) struct RunSprawl(pub(crate) Mutex<SprawlTracker>);
 
 impl RunSprawl {
+    /// The tracker of `run`, judged by `policy`. A resumed run's tracker starts from what the
+    /// settled part of the run noted (its people's messages, the gate's firings, the work of its
+    /// finished calls, a plan among their writes, read where it stands now), so the gate counts
+    /// the units of work of the part before the kill. (A person's message taken live before any
+    /// call asks starts a new turn anyway: what came before it no longer counts.)
+    pub(crate) fn of(run: &RunContext, policy: &Policy) -> std::sync::Arc<Self> {
+        let resumed = Resumed::of(run);
+        run.extensions().get_or_insert_with(|| {
+            let mut tracker = SprawlTracker::default();
+            for s in resumed.as_deref().map_or(&[][..], Resumed::sprawl) {
+                match s {
+                    SettledSprawl::Human => tracker.human(),
+                    SettledSprawl::Fired(agent) => tracker.fire(agent),
+                    SettledSprawl::Finished {
+                        agent,
+                        effects,
+                        replacements,
+                    } => {
+                        let reps: Vec<(&str, &str)> = replacements
+                            .iter()
+                            .map(|(o, n)| (o.as_str(), n.as_str()))
+                            .collect();
+                        tracker.touch(agent, policy.recorded_work(effects, &reps));
+                        policy.note_plan(effects, &mut tracker);
+                    }
+                }
+            }
+            Self(Mutex::new(tracker))
+        })
+    }
+
     pub(crate) fn lock(&self) -> std::sync::MutexGuard<'_, SprawlTracker> {
         self.0.lock().unwrap_or_else(|p| p.into_inner())
     }

@@ -167,7 +167,7 @@ impl Policy {
         let outcome = judgement.outcome(&changes, &remedies);
         record_all(&turn, &outcome.violations)?;
         {
-            let sprawl = turn.run().extensions().get_or_default::<RunSprawl>();
+            let sprawl = RunSprawl::of(turn.run(), self);
             let mut tracker = sprawl.lock();
             tracker.touch(&agent, judgement.work.clone());
             self.note_plan(&outcome.effects, &mut tracker);

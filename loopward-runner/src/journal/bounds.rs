@@ -2,14 +2,14 @@
 //! never stopped: the turns, the layer decisions and the model calls of the part of the run that
 //! is settled (fed back, not taken again).
 //!
-//! A layer that keeps a per-run counter (caps, the repeat layer, class-jump, the budget meter)
-//! builds it from [`Resumed`] the first time a resumed run asks for it, instead of from zero.
+//! A layer that keeps a per-run counter (caps, the repeat layer, class-jump, the budget meter,
+//! the sprawl gate's tracker) builds it from [`Resumed`] the first time a resumed run asks for it, instead of from zero.
 //! What runs again on resume (the unfinished turn's turn layers, a call that never started or
 //! that the policy retries) is left out: it is counted when it runs again, once.
 
-use super::{CallState, Journal, RecordedDecision, ResumePolicy, Step};
+use super::{CallState, Journal, RecordedDecision, ResumePolicy, SprawlStep, Step};
 use crate::context::RunContext;
-use loopward_core::{AgentId, Usage};
+use loopward_core::{AgentId, Effect, Usage};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
@@ -19,6 +19,22 @@ pub(crate) struct Resumed {
     finished_turns: Vec<FinishedTurn>,
     decisions: Vec<Settled>,
     model_calls: Vec<(String, Usage)>,
+    sprawl: Vec<SettledSprawl>,
+}
+
+/// What the sprawl gate's tracker noted in the settled part of the run, in ledger order.
+#[derive(Debug)]
+pub(crate) enum SettledSprawl {
+    /// A person spoke.
+    Human,
+    /// The gate fired for this agent.
+    Fired(AgentId),
+    /// This agent's call finished with these effects (and its edit's replacement).
+    Finished {
+        agent: AgentId,
+        effects: Vec<Effect>,
+        replacements: Vec<(String, String)>,
+    },
 }
 
 /// A turn the journal holds whole: whose it was and whether it handed off.
@@ -93,10 +109,44 @@ impl Resumed {
                 decision: d.decision.clone(),
             })
             .collect();
+        let mut sprawl_part: BTreeMap<(u32, Option<&str>), u32> = BTreeMap::new();
+        for s in &journal.sprawl {
+            if let Some(turn) = s.turn {
+                let part = sprawl_part.entry((turn, s.call.as_deref())).or_default();
+                *part = (*part).max(s.part);
+            }
+        }
+        let sprawl = journal
+            .sprawl
+            .iter()
+            .filter_map(|s| {
+                let (Some(turn), Some(agent)) = (s.turn, &s.agent) else {
+                    return matches!(s.step, SprawlStep::Human).then_some(SettledSprawl::Human);
+                };
+                let again = unfinished.is_some_and(|t| t.number == turn)
+                    && s.call.as_deref().is_none_or(|c| rerun.contains(c));
+                if again || sprawl_part[&(turn, s.call.as_deref())] != s.part {
+                    return None;
+                }
+                Some(match &s.step {
+                    SprawlStep::Human => SettledSprawl::Human,
+                    SprawlStep::Fired => SettledSprawl::Fired(agent.clone()),
+                    SprawlStep::Finished {
+                        effects,
+                        replacements,
+                    } => SettledSprawl::Finished {
+                        agent: agent.clone(),
+                        effects: effects.clone(),
+                        replacements: replacements.clone(),
+                    },
+                })
+            })
+            .collect();
         Self {
             finished_turns,
             decisions,
             model_calls: journal.model_calls.clone(),
+            sprawl,
         }
     }
 
@@ -116,6 +166,11 @@ impl Resumed {
         self.decisions
             .iter()
             .filter(move |d| d.decision.layer == layer)
+    }
+
+    /// What the sprawl gate's tracker noted before the resume, in ledger order.
+    pub(crate) fn sprawl(&self) -> &[SettledSprawl] {
+        &self.sprawl
     }
 
     /// Every model call made before the resume (each was paid for): its model and usage.

@@ -49,7 +49,7 @@ mod parse;
 
 pub use parse::JournalError;
 
-pub(crate) use bounds::Resumed;
+pub(crate) use bounds::{Resumed, SettledSprawl};
 pub(crate) use feed::{FedCall, TurnFeed};
 
 use loopward_core::{AgentId, Effect, FinishReason, Handoff, RunId, RunStatus, ToolCall, Usage};
@@ -70,6 +70,33 @@ pub struct Journal {
     decisions: Vec<PastDecision>,
     /// Every model call recorded (each one was paid for): its model and usage.
     model_calls: Vec<(String, Usage)>,
+    /// What the sprawl gate's tracker saw, in order.
+    sprawl: Vec<PastSprawl>,
+}
+
+/// Something the sprawl gate's tracker notes, as the ledger holds it, with where it happened
+/// (like [`PastDecision`]; `turn` and `agent` are `None` for a person's message).
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct PastSprawl {
+    pub(crate) part: u32,
+    pub(crate) turn: Option<u32>,
+    pub(crate) agent: Option<AgentId>,
+    pub(crate) call: Option<String>,
+    pub(crate) step: SprawlStep,
+}
+
+/// What the sprawl gate's tracker notes.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum SprawlStep {
+    /// A person spoke (`human_message`).
+    Human,
+    /// The gate refused (or warned about) a call (a `sprawl` gate decision).
+    Fired,
+    /// A call finished with these effects; `replacements` are its edit's (old, new) pair.
+    Finished {
+        effects: Vec<Effect>,
+        replacements: Vec<(String, String)>,
+    },
 }
 
 /// A layer decision as the ledger holds it, with where it was taken: the run's part (0 before
@@ -123,6 +150,8 @@ pub(crate) struct RecordedCall {
     pub(crate) state: CallState,
     pub(crate) effects: Vec<Effect>,
     pub(crate) handoff: Option<Handoff>,
+    /// Its arguments as given.
+    pub(crate) arguments: serde_json::Value,
     /// A stop-gate left it waiting for a durable approval.
     pub(crate) paused: bool,
 }

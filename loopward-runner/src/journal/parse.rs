@@ -1,10 +1,10 @@
 //! Folding ledger records into a [`Journal`].
 
 use super::{
-    CallState, Journal, PastDecision, RecordedCall, RecordedDecision, RecordedReply, RecordedTurn,
-    Step,
+    CallState, Journal, PastDecision, PastSprawl, RecordedCall, RecordedDecision, RecordedReply,
+    RecordedTurn, SprawlStep, Step,
 };
-use loopward_core::{AuditEvent, RunId, Scope, Usage};
+use loopward_core::{AuditEvent, GateKind, RunId, Scope, Usage};
 
 /// A ledger that cannot be read as a journal.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -64,6 +64,7 @@ impl Journal {
             end: p.end,
             decisions: p.decisions,
             model_calls: p.model_calls,
+            sprawl: p.sprawl,
         })
     }
 }
@@ -80,6 +81,8 @@ struct Parser {
     decisions: Vec<PastDecision>,
     /// Every model call made (paid for), with its model.
     model_calls: Vec<(String, Usage)>,
+    /// What the sprawl gate's tracker saw.
+    sprawl: Vec<PastSprawl>,
     /// Which part of the run the records are of (0, then +1 at each `run_resumed`).
     part: u32,
 }
@@ -142,6 +145,13 @@ impl Parser {
                 if let Some(turn) = self.turns.last_mut() {
                     turn.heard.push(content.clone());
                 }
+                self.sprawl.push(PastSprawl {
+                    part: self.part,
+                    turn: None,
+                    agent: None,
+                    call: None,
+                    step: SprawlStep::Human,
+                });
             }
             AuditEvent::ModelCall { usage, model, .. } => {
                 // A model call without a recorded reply (killed in between) is made again.
@@ -163,7 +173,11 @@ impl Parser {
                     }));
                 }
             }
-            AuditEvent::ToolRequested { call_id, tool, .. } => {
+            AuditEvent::ToolRequested {
+                call_id,
+                tool,
+                arguments,
+            } => {
                 unjournaled(&self.call_usage)?;
                 if let Some(turn) = self.turns.last_mut() {
                     turn.steps.push(Step::Call(RecordedCall {
@@ -172,6 +186,7 @@ impl Parser {
                         state: CallState::Requested,
                         effects: vec![],
                         handoff: None,
+                        arguments: arguments.clone(),
                         paused: false,
                     }));
                 }
@@ -189,13 +204,36 @@ impl Parser {
                 output,
                 ..
             } => {
+                let part = self.part;
+                let (turn, agent) = (scope.turn.map(|t| t.0), scope.agent.clone());
+                let mut noted = None;
                 if let Some(c) = self.call(call_id) {
+                    noted = Some(PastSprawl {
+                        part,
+                        turn,
+                        agent,
+                        call: Some(call_id.clone()),
+                        step: SprawlStep::Finished {
+                            effects: effects.clone(),
+                            replacements: replacement(&c.tool, &c.arguments),
+                        },
+                    });
                     c.effects.clone_from(effects);
                     c.state = CallState::Finished {
                         content: output.clone().unwrap_or_else(|| summary.clone()),
                         is_error: *is_error,
                     };
                 }
+                self.sprawl.extend(noted);
+            }
+            AuditEvent::GateDecision { call_id, gate, .. } if gate.kind == GateKind::Sprawl => {
+                self.sprawl.push(PastSprawl {
+                    part: self.part,
+                    turn: scope.turn.map(|t| t.0),
+                    agent: scope.agent.clone(),
+                    call: call_id.clone(),
+                    step: SprawlStep::Fired,
+                });
             }
             AuditEvent::HandoffRegistered(h) => {
                 if let Some(c) = self.open_call() {
@@ -275,6 +313,22 @@ impl Parser {
             Step::Call(c) if !matches!(c.state, CallState::Finished { .. }) => Some(c),
             _ => None,
         }
+    }
+}
+
+/// The (old, new) pair an `edit_file` call's arguments replace: one replacement repeated across
+/// files is one unit of work for the sprawl gate.
+fn replacement(tool: &str, arguments: &serde_json::Value) -> Vec<(String, String)> {
+    if tool != "edit_file" {
+        return vec![];
+    }
+    match (arguments.get("old"), arguments.get("new")) {
+        (Some(serde_json::Value::String(old)), Some(serde_json::Value::String(new)))
+            if !old.is_empty() =>
+        {
+            vec![(old.clone(), new.clone())]
+        }
+        _ => vec![],
     }
 }
 

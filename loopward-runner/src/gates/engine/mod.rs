@@ -296,6 +296,27 @@ impl Policy {
         }
     }
 
+    /// The work a finished call counts as, from its recorded `effects` (those that stand, both
+    /// ends of a rename) and its edit's `replacements`: what [`Policy::work`] said of it when it
+    /// was judged, for a tracker rebuilt from a run's ledger.
+    pub(crate) fn recorded_work(&self, effects: &[Effect], replacements: &[(&str, &str)]) -> Work {
+        let gates = self.gates();
+        let Some(sg) = &gates.sprawl else {
+            return Work::default();
+        };
+        let files = effects
+            .iter()
+            .filter(|e| e.status == EffectStatus::Ok)
+            .flat_map(|e| {
+                let from = match &e.kind {
+                    EffectKind::Rename { from } => Some(from.as_str()),
+                    _ => None,
+                };
+                std::iter::once(e.path.as_str()).chain(from)
+            });
+        sg.work(files, replacements, self.plan_rel().as_deref())
+    }
+
     /// Where the plan lands (the configured path, links followed), when a sprawl gate is on.
     pub fn plan_rel(&self) -> Option<String> {
         let gates = self.gates();

@@ -29,10 +29,9 @@ use loopward_core::{AgentId, RunId};
 use nix::fcntl::{Flock, FlockArg};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
-use std::io::{ErrorKind, Read, Write};
+use std::io::{ErrorKind, Read};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Where pending approvals live by default, relative to the workspace root.
 pub const PENDING_DIR: &str = ".loopward/pending";
@@ -252,8 +251,6 @@ pub struct ApprovalStore {
     keys: Option<KeyRing>,
 }
 
-static TMP_COUNTER: AtomicU64 = AtomicU64::new(0);
-
 impl ApprovalStore {
     /// A keyless store at `dir` (records are not sealed; any well-formed file is honoured).
     pub fn new(dir: impl Into<PathBuf>) -> Self {
@@ -355,37 +352,17 @@ impl ApprovalStore {
             });
         }
         self.seal(record);
-        let n = TMP_COUNTER.fetch_add(1, Ordering::Relaxed);
-        let tmp = self
-            .dir
-            .join(format!(".{}.{}.{n}.tmp", record.id, std::process::id()));
+        let path = self.path(&record.id);
         let text = serde_json::to_vec_pretty(record).map_err(|e| DurableError::Malformed {
-            path: tmp.display().to_string(),
+            path: path.display().to_string(),
             why: e.to_string(),
         })?;
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&tmp)
-            .map_err(|e| io(&tmp, &e))?;
-        f.write_all(&text)
-            .and_then(|()| f.sync_all())
-            .map_err(|e| io(&tmp, &e))?;
-        let path = self.path(&record.id);
         let done = if replace {
-            std::fs::rename(&tmp, &path).map(|()| true)
+            crate::atomic_file::write_atomic(&path, &text, 0o600).map(|()| true)
         } else {
             // No-replace: a record already there (another process's request) stands.
-            let linked = std::fs::hard_link(&tmp, &path);
-            let _ = std::fs::remove_file(&tmp);
-            match linked {
-                Ok(()) => Ok(true),
-                Err(e) if e.kind() == ErrorKind::AlreadyExists => Ok(false),
-                Err(e) => Err(e),
-            }
+            crate::atomic_file::publish_new(&path, &text, 0o600)
         };
-        let _ = std::fs::remove_file(&tmp);
         done.map_err(|e| io(&path, &e))
     }
 
