@@ -884,3 +884,25 @@ mod tamper {
         }
     }
 }
+
+/// A ledger whose header names another schema is refused as such (which loopward wrote it),
+/// not reported as a tampered header, and never as verified.
+#[tokio::test]
+async fn a_ledger_of_another_schema_is_named_as_such() {
+    let (_ws, _runs, dir) = finished().await;
+    let mut all = lines(&dir);
+    all[0] = all[0].replacen("\"schema\":3", "\"schema\":2", 1);
+    write_lines(&dir, &all);
+    let err = verify(&dir, &keyed()).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            loopward_runner::audit::VerifyError::OtherSchema { schema: 2, .. }
+        ),
+        "{err}"
+    );
+    assert!(
+        err.to_string().contains("written by an older loopward"),
+        "{err}"
+    );
+}
