@@ -368,3 +368,42 @@ fn a_run_started_before_a_key_rotation_resumes_under_its_own_key() {
     let head = std::fs::read_to_string(t.d().join("runs/r8/events.jsonl")).unwrap();
     assert!(head.lines().next().unwrap().contains(&second), "{head}");
 }
+
+/// The override command a refusal tells the agent to ask a person for, run as written (the
+/// `"<why>"` placeholder filled in).
+fn follow_hint(t: &Team, said: &str) -> Output {
+    let answer: serde_json::Value = serde_json::from_str(said.trim()).unwrap();
+    let reason = answer["hookSpecificOutput"]["permissionDecisionReason"]
+        .as_str()
+        .unwrap();
+    let start = reason.find("(loopward override grant ").expect(reason) + 1;
+    let hint = &reason[start..start + reason[start..].find(')').unwrap()];
+    let args: Vec<&str> = hint
+        .split_whitespace()
+        .skip(1)
+        .map(|a| {
+            if a == "\"<why>\"" {
+                "a person said so"
+            } else {
+                a
+            }
+        })
+        .collect();
+    t.run(&args)
+}
+
+#[test]
+fn the_override_a_refusal_suggests_can_be_granted_as_printed() {
+    let t = Team::new();
+    // A team agent (builder) and a Claude Code subagent outside the team, each refused.
+    for (agent, subagent) in [("builder", false), ("code-reviewer", true)] {
+        let said = hook_write(&t, agent);
+        assert!(said.contains(r#""permissionDecision":"deny""#), "{said}");
+        assert_eq!(said.contains("--subagent"), subagent, "{said}");
+        let o = follow_hint(&t, &said);
+        assert!(o.status.success(), "{agent}: {}", text(&o));
+        assert!(text(&o).contains("granted"), "{}", text(&o));
+        let said = hook_write(&t, agent);
+        assert!(said.contains(r#""permissionDecision":"allow""#), "{said}");
+    }
+}
