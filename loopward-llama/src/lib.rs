@@ -133,6 +133,8 @@ impl tower::Service<ChatRequest> for LlamaService {
     }
 
     fn call(&mut self, request: ChatRequest) -> Self::Future {
+        // Named here, in the caller's span and task (the inference thread has neither).
+        loopward_runner::telemetry::record_provider("llama.cpp");
         let (reply, answer) = oneshot::channel();
         let sent = self.jobs.send(Job { request, reply });
         Box::pin(async move {
