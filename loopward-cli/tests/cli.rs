@@ -670,3 +670,58 @@ fn run_help_documents_every_exit_status() {
         );
     }
 }
+
+/// 8: the ledger cannot be written mid-run. A real OS write failure, made deterministic and
+/// unprivileged (it binds root too): the process's file-size limit (`prlimit --fsize`, with
+/// `SIGXFSZ` ignored so the write returns `EFBIG` like a full disk) is set inside the
+/// `tool_started` record of a first, unlimited run of the same script. The second run cannot
+/// record that the write is starting, so the write must not happen, and the run exits 8.
+#[test]
+fn exit_status_8_when_the_ledger_cannot_be_written_and_the_action_does_not_run() {
+    let script = "[[agents.root]]\ntool_calls = [{ name = \"write_file\", arguments = { path = \"out/x.txt\", content = \"hi\" } }]\n[[agents.root]]\ntext = \"Wrote it.\"\n";
+    let edit = |c: String| {
+        c.replacen(
+            "tools = [\"read_file\", \"list_dir\", \"handoff\"]",
+            "tools = [\"read_file\", \"list_dir\", \"handoff\", \"write_file\"]",
+            1,
+        )
+    };
+    let (o, dir) = run_with_edit("", script, "full", edit);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(dir.path().join("out/x.txt").exists());
+    let ledger = std::fs::read_to_string(dir.path().join("runs/full/events.jsonl")).unwrap();
+    let start = ledger
+        .find("{\"seq\":11,")
+        .expect("record 11 in the unlimited run");
+    let line = ledger[start..].lines().next().unwrap();
+    assert!(line.contains("\"kind\":\"tool_started\""), "{line}");
+    // Half-way into the record: the records before it fit whatever their timings' digits.
+    let limit = start + line.len() / 2;
+
+    let dir = initialised();
+    let d = dir.path();
+    let cfg = edit(std::fs::read_to_string(d.join("loopward.toml")).unwrap());
+    std::fs::write(d.join("loopward.toml"), cfg).unwrap();
+    std::fs::write(d.join("s.toml"), script).unwrap();
+    let o = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "trap '' XFSZ; exec prlimit --fsize={limit} -- \"$0\" run --script s.toml --id full"
+        ))
+        .arg(env!("CARGO_BIN_EXE_loopward"))
+        .current_dir(d)
+        .env("NO_COLOR", "1")
+        .env(
+            "XDG_STATE_HOME",
+            std::env::temp_dir().join("loopward-test-state"),
+        )
+        .output()
+        .expect("sh and prlimit (util-linux) on PATH");
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(8), "{t}");
+    assert!(t.contains("audit_failed"), "{t}");
+    assert!(t.contains("writing seq 11 (tool_started)"), "{t}");
+    assert!(t.contains("File too large"), "{t}");
+    // The action the failed record was to record did not run.
+    assert!(!d.join("out/x.txt").exists(), "{t}");
+}

@@ -285,3 +285,125 @@ fn overrides_are_checked_when_granted_and_kept_in_the_state_dir() {
         "{list}"
     );
 }
+
+/// `loopward hook claude-code` on one Write of `plan.md` by `agent`, in the team's workspace.
+fn hook_write(t: &Team, agent: &str) -> String {
+    use std::io::Write;
+    let root = t.d().canonicalize().unwrap();
+    let event = serde_json::json!({
+        "session_id": "ev-1", "transcript_path": "/t.jsonl", "cwd": root,
+        "hook_event_name": "PreToolUse", "tool_name": "Write", "tool_use_id": "toolu_1",
+        "tool_input": {"file_path": root.join("plan.md"), "content": "# Plan"},
+        "agent_type": agent,
+    });
+    let mut child = t
+        .command(&["hook", "claude-code", "--config", "loopward.toml"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(event.to_string().as_bytes())
+        .unwrap();
+    text(&child.wait_with_output().unwrap())
+}
+
+#[test]
+fn a_used_override_is_listed_as_used() {
+    let t = Team::new();
+    let o = t.run(&[
+        "override", "grant", "--agent", "builder", "--path", "plan.md", "--reason", "typo fix",
+        "--ttl", "10m",
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    let list = text(&t.run(&["override", "list"]));
+    assert!(
+        list.contains("builder → plan.md  usable  (typo fix)"),
+        "{list}"
+    );
+    let said = hook_write(&t, "builder");
+    assert!(said.contains(r#""permissionDecision":"allow""#), "{said}");
+    let list = text(&t.run(&["override", "list"]));
+    assert!(
+        list.contains("builder → plan.md  used  (typo fix)"),
+        "{list}"
+    );
+    assert!(!list.contains("usable"), "{list}");
+    // Used: it cannot be revoked, and the next write is refused.
+    let id = list.split_whitespace().next().unwrap();
+    let o = t.run(&["override", "revoke", id]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("already used"), "{}", text(&o));
+    let said = hook_write(&t, "builder");
+    assert!(said.contains(r#""permissionDecision":"deny""#), "{said}");
+}
+
+#[test]
+fn a_run_started_before_a_key_rotation_resumes_under_its_own_key() {
+    let t = Team::new().with_gate();
+    assert_eq!(t.run(&["run", "--id", "r7"]).status.code(), Some(7));
+    let first = t.keys().current().unwrap().id().to_string();
+    let o = t.run(&["key", "rotate"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let second = t.keys().current().unwrap().id().to_string();
+    assert_ne!(first, second);
+    let o = t.run(&["approve", "r7", "build"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let o = t.run(&["run", "--resume", "r7"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(t.d().join("src/hello.txt").exists(), "{}", text(&o));
+    let o = t.run(&["verify", "runs/r7"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(
+        text(&o).contains(&format!("r7: verified by key {first}")),
+        "{}",
+        text(&o)
+    );
+    // A run started after the rotation is chained under the new key.
+    assert_eq!(t.run(&["run", "--id", "r8"]).status.code(), Some(7));
+    let head = std::fs::read_to_string(t.d().join("runs/r8/events.jsonl")).unwrap();
+    assert!(head.lines().next().unwrap().contains(&second), "{head}");
+}
+
+/// The override command a refusal tells the agent to ask a person for, run as written (the
+/// `"<why>"` placeholder filled in).
+fn follow_hint(t: &Team, said: &str) -> Output {
+    let answer: serde_json::Value = serde_json::from_str(said.trim()).unwrap();
+    let reason = answer["hookSpecificOutput"]["permissionDecisionReason"]
+        .as_str()
+        .unwrap();
+    let start = reason.find("(loopward override grant ").expect(reason) + 1;
+    let hint = &reason[start..start + reason[start..].find(')').unwrap()];
+    let args: Vec<&str> = hint
+        .split_whitespace()
+        .skip(1)
+        .map(|a| {
+            if a == "\"<why>\"" {
+                "a person said so"
+            } else {
+                a
+            }
+        })
+        .collect();
+    t.run(&args)
+}
+
+#[test]
+fn the_override_a_refusal_suggests_can_be_granted_as_printed() {
+    let t = Team::new();
+    // A team agent (builder) and a Claude Code subagent outside the team, each refused.
+    for (agent, subagent) in [("builder", false), ("code-reviewer", true)] {
+        let said = hook_write(&t, agent);
+        assert!(said.contains(r#""permissionDecision":"deny""#), "{said}");
+        assert_eq!(said.contains("--subagent"), subagent, "{said}");
+        let o = follow_hint(&t, &said);
+        assert!(o.status.success(), "{agent}: {}", text(&o));
+        assert!(text(&o).contains("granted"), "{}", text(&o));
+        let said = hook_write(&t, agent);
+        assert!(said.contains(r#""permissionDecision":"allow""#), "{said}");
+    }
+}

@@ -168,7 +168,7 @@ fn defer_allows_answers_nothing_on_allow_and_still_denies() {
 }
 
 /// The territory refusal tells an unlisted subagent to ask for `loopward override grant --agent
-/// <it> …`; that exact command must work, and the same call must then go through once.
+/// <it> --subagent …`; that exact command must work, and the same call must then go through once.
 #[test]
 fn a_subagents_refusal_names_an_override_command_that_works() {
     let dir = tempfile::tempdir().unwrap();
@@ -182,7 +182,7 @@ fn a_subagents_refusal_names_an_override_command_that_works() {
         stdout.contains(r#""permissionDecision":"deny""#),
         "{stdout}"
     );
-    let hint = "loopward override grant --agent code-reviewer --path plan.md";
+    let hint = "loopward override grant --agent code-reviewer --subagent --path plan.md";
     assert!(stdout.contains(hint), "{stdout}");
 
     let grant = Command::new(env!("CARGO_BIN_EXE_loopward"))

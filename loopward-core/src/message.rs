@@ -91,13 +91,12 @@ impl Message {
         }
     }
 
-    /// A genuine human message: the only constructor of [`Origin::Human`]. Call it only with
-    /// what a person said (a task, a message a person sent into the run), never with text a model
-    /// or a tool produced.
+    /// A genuine human message: shorthand for
+    /// `Person::at_the_keyboard().says(content).into()` (see [`Person`](crate::Person)). Call it
+    /// only with what a person said (a task, a message a person sent into the run), never with
+    /// text a model or a tool produced; in library code only the runner may (`cargo xtask tidy`).
     pub fn human(content: impl Into<String>) -> Self {
-        Self::Human(HumanWords {
-            content: content.into(),
-        })
+        crate::Person::at_the_keyboard().says(content).into()
     }
 
     /// A runner notice (never human, whatever its text).
@@ -151,6 +150,11 @@ pub struct HumanWords {
 }
 
 impl HumanWords {
+    /// Only [`Person::says`](crate::Person::says) (and [`Message::human`]) make words.
+    pub(crate) fn new(content: String) -> Self {
+        Self { content }
+    }
+
     /// What the person wrote.
     pub fn content(&self) -> &str {
         &self.content

@@ -81,6 +81,12 @@ impl ReplayLedger {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// The events the run has accounted for so far (replayed or appended), in order.
+    pub(crate) fn accounted(&self) -> Vec<(Scope, AuditEvent)> {
+        let st = self.state();
+        st.events[..st.cursor].to_vec()
+    }
+
     /// How many events the run has accounted for.
     pub(crate) fn cursor(&self) -> u64 {
         self.state().cursor as u64

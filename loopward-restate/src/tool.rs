@@ -2,11 +2,14 @@
 
 use crate::approver::{pending_id, Given, GIVEN};
 use crate::journal;
+use crate::ledger::ReplayLedger;
 use crate::wire::{PendingApproval, Verdict};
 use futures::future::BoxFuture;
 use loopward_core::{AuditError, Effect};
+use loopward_runner::journal::seed_tool_stack;
 use loopward_runner::layers::stopgate::StopGates;
 use loopward_runner::tool::{ToolError, ToolInvocation, ToolOutput};
+use loopward_runner::RunContext;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 use std::task::{Context, Poll};
@@ -94,6 +97,9 @@ pub struct JournaledTool<S> {
     gates: Option<StopGates>,
 }
 
+/// Marks a run whose tool stack was seeded from its ledger in this process.
+struct Seeded;
+
 /// A tool result as the journal holds it.
 #[derive(Serialize, Deserialize)]
 enum Journaled {
@@ -128,8 +134,18 @@ where
         let clone = self.inner.clone();
         let inner = std::mem::replace(&mut self.inner, clone);
         let journal = journal::current().filter(|_| !journal::in_step());
-        let Some(journal) = journal.filter(|_| !STATE_ONLY_TOOLS.contains(&inv.call.name.as_str()))
-        else {
+        if let Some(j) = journal.as_ref() {
+            if STATE_ONLY_TOOLS.contains(&inv.call.name.as_str()) {
+                // Not a step: it reaches the tool stack on a replay too, so the stack's counters
+                // are seeded before it if this is the first call they see in this process.
+                let seeded = seed(j.ledger(), inv.turn.run());
+                return Box::pin(async move {
+                    seeded.map_err(|text| ToolError::Audit(AuditError(text)))?;
+                    inner.oneshot(inv).await
+                });
+            }
+        }
+        let Some(journal) = journal else {
             return Box::pin(inner.oneshot(inv));
         };
         let asks = self
@@ -162,11 +178,15 @@ where
             }
             let name = format!("tool {} {}", inv.call.name, inv.call.id);
             let marks = journal.ledger().ledger().run_dir().join("steps");
+            let ledger = journal.ledger().clone();
             let journaled = journal
                 .step(&name, |n| {
                     GIVEN.scope(given, async move {
                         if let Err(text) = mark_started(&marks, n) {
                             return Journaled::Failed { text, audit: false };
+                        }
+                        if let Err(text) = seed(&ledger, inv.turn.run()) {
+                            return Journaled::Failed { text, audit: true };
                         }
                         match inner.oneshot(inv).await {
                             Ok(o) => Journaled::Output {
@@ -202,6 +222,23 @@ where
             }
         })
     }
+}
+
+/// Seeds the tool stack's per-run counters of `run` from what the run accounted for in its
+/// ledger, the first time a call reaches the stack in this process: the calls Restate's journal
+/// fed back before it never reached the stack, so it counts them from the ledger (the repeat
+/// layer, class-jump's failure evidence, the sprawl gate). Later calls find it done.
+fn seed(ledger: &ReplayLedger, run: &RunContext) -> Result<(), String> {
+    if run.extensions().get::<Seeded>().is_some() {
+        return Ok(());
+    }
+    run.extensions().get_or_insert_with(|| Seeded);
+    seed_tool_stack(run, &ledger.accounted()).map_err(|e| {
+        format!(
+            "the tool stack's counters cannot be rebuilt from the ledger {} ({e}); run `loopward verify` on it",
+            ledger.ledger().path().display()
+        )
+    })
 }
 
 /// A person's verdict on pending approval `id`, as the gate's answer.

@@ -343,13 +343,10 @@ impl Inner {
                 stop: r.stop,
             });
         }
+        let turn_span = tracing::Span::current();
         let span = crate::telemetry::model_span(&self.name, self.max_tokens);
-        let reply = self
-            .model
-            .clone()
-            .oneshot(request)
-            .instrument(span.clone())
-            .await;
+        let call = self.model.clone().oneshot(request).instrument(span.clone());
+        let reply = crate::telemetry::naming_provider(&turn_span, call).await;
         crate::telemetry::record_model(&span, reply.as_ref());
         let reply = reply?;
         turn.record(&AuditEvent::ModelCall {

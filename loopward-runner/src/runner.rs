@@ -8,8 +8,8 @@ use crate::journal::{Journal, RecordedTurn, ResumePolicy, Resumed, Step, TurnFee
 use crate::turn::{BoxTurnService, TurnOutcome, TurnRequest};
 use crate::workspace::Workspace;
 use loopward_core::{
-    AgentId, AuditEvent, AuditSink, Handoff, Message, RunId, RunStatus, ToolResult, TurnNumber,
-    Usage,
+    AgentId, AuditEvent, AuditSink, Handoff, Message, Person, RunId, RunStatus, ToolResult,
+    TurnNumber, Usage,
 };
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -341,7 +341,9 @@ impl Runner {
             return audit_failed(e);
         }
         let mut histories: BTreeMap<AgentId, Vec<Message>> = BTreeMap::new();
-        histories.insert(spec.first.clone(), vec![Message::human(spec.task.clone())]);
+        // The task is what the application's person gave the run (`RunSpec::task`).
+        let task = Person::at_the_keyboard().says(spec.task.clone());
+        histories.insert(spec.first.clone(), vec![task.into()]);
         let mut agent = spec.first.clone();
         // The journal's finished turns are fed back whole; its unfinished last turn is run
         // through the agent's stack with its recorded steps.
@@ -502,7 +504,10 @@ impl Runner {
         histories
             .entry(next.clone())
             .or_default()
-            .extend(heard.into_iter().map(Message::human));
+            .extend(heard.into_iter().map(|said| {
+                // Only what a person sent into the inbox (`loopward say`) is heard here.
+                Message::from(Person::at_the_keyboard().says(said))
+            }));
         Some(next)
     }
 

@@ -5,14 +5,16 @@
 //! | span | `gen_ai.operation.name` | attributes |
 //! |---|---|---|
 //! | `loopward.run` | — | `gen_ai.conversation.id` (run id), `gen_ai.agent.name` (first agent), `loopward.run.status`, usage |
-//! | `invoke_agent` | `invoke_agent` | `gen_ai.agent.name`, `gen_ai.conversation.id`, `loopward.turn`, `loopward.turn.finish`, usage |
-//! | `chat` | `chat` | `gen_ai.provider.name`, `gen_ai.agent.name`, `gen_ai.request.model`, `gen_ai.response.model`, `gen_ai.request.max_tokens`, `gen_ai.response.finish_reasons`, usage, `server.address` and `server.port` (http backends), `error.type` |
+//! | `invoke_agent` | `invoke_agent` | `gen_ai.provider.name`, `gen_ai.agent.name`, `gen_ai.conversation.id`, `loopward.turn`, `loopward.turn.finish`, usage |
+//! | `chat` | `chat` | `gen_ai.provider.name`, `gen_ai.agent.name`, `gen_ai.request.model`, `gen_ai.response.model`, `gen_ai.response.id` (http backends), `gen_ai.request.max_tokens`, `gen_ai.response.finish_reasons`, usage, `server.address` and `server.port` (http backends), `error.type` |
 //! | `execute_tool` | `execute_tool` | `gen_ai.tool.name`, `gen_ai.tool.call.id`, `gen_ai.tool.type`, `error.type` |
 //!
 //! Usage is `gen_ai.usage.input_tokens` and `gen_ai.usage.output_tokens`. `otel.name` carries the
 //! conventional span name (`chat`, `execute_tool {tool}`, `invoke_agent {agent}`). The backend
 //! names its provider ([`record_provider`]: `openai`, `anthropic`, `llama.cpp`, `loopward.fake`)
-//! from inside the call, so a model service used without loopward's agent names none.
+//! from inside the call, so a model service used without loopward's agent names none; the
+//! turn's `invoke_agent` span carries the provider its model call named. An http backend records
+//! the reply's id ([`record_response_id`]: OpenAI's `id`, Anthropic's `message.id`).
 //!
 //! A streaming backend also emits an event per streamed delta on the target [`PROGRESS_TARGET`]
 //! with the field `tokens_so_far` (one per delta, an estimate), so a front end can show a model
@@ -61,6 +63,8 @@ pub mod attr {
     pub const ERROR_TYPE: &str = "error.type";
     /// Who serves the model: `openai`, `anthropic`, `llama.cpp`, `loopward.fake`.
     pub const PROVIDER_NAME: &str = "gen_ai.provider.name";
+    /// The provider's id of the reply (`chatcmpl-…`, `msg_…`).
+    pub const RESPONSE_ID: &str = "gen_ai.response.id";
     /// Why the model stopped: `["stop"]`, `["tool_calls"]` or `["length"]`.
     pub const RESPONSE_FINISH_REASONS: &str = "gen_ai.response.finish_reasons";
     /// The HTTP backend's host.
@@ -80,6 +84,39 @@ pub const PROGRESS_TARGET: &str = "loopward::progress";
 /// ```
 pub fn record_provider(provider: &str) {
     Span::current().record(attr::PROVIDER_NAME, provider);
+    // The turn's span is the chat span's parent, which `tracing` cannot reach from here: the
+    // name goes to the slot the agent's model call opened, and the agent records it there.
+    let _ = PROVIDER.try_with(|p| *p.borrow_mut() = Some(provider.to_owned()));
+}
+
+/// Names the reply's id on the model call's span (`gen_ai.response.id`); a backend calls it
+/// from inside its call when the provider returns one.
+///
+/// ```
+/// // Outside a model call's span this records nothing, and never fails.
+/// loopward_runner::telemetry::record_response_id("chatcmpl-123");
+/// ```
+pub fn record_response_id(id: &str) {
+    Span::current().record(attr::RESPONSE_ID, id);
+}
+
+tokio::task_local! {
+    /// The provider the model call in progress named (see [`record_provider`]).
+    static PROVIDER: std::cell::RefCell<Option<String>>;
+}
+
+/// Runs a model call and records the provider it named on `turn` (the turn's span).
+pub(crate) async fn naming_provider<F: std::future::Future>(turn: &Span, call: F) -> F::Output {
+    let (out, provider) = PROVIDER
+        .scope(std::cell::RefCell::new(None), async {
+            let out = call.await;
+            (out, PROVIDER.with(|p| p.borrow_mut().take()))
+        })
+        .await;
+    if let Some(p) = provider {
+        turn.record(attr::PROVIDER_NAME, p.as_str());
+    }
+    out
 }
 
 /// Reports a streaming model call's progress (see [`PROGRESS_TARGET`]).
@@ -112,6 +149,7 @@ pub(crate) fn turn_span(run: &RunId, agent: &AgentId, turn: TurnNumber) -> Span 
         "invoke_agent",
         otel.name = %format!("invoke_agent {agent}"),
         gen_ai.operation.name = "invoke_agent",
+        gen_ai.provider.name = Empty,
         gen_ai.agent.name = %agent,
         gen_ai.conversation.id = %run,
         loopward.turn = turn.0,
@@ -151,6 +189,7 @@ pub(crate) fn model_span(agent: &AgentId, max_tokens: Option<u32>) -> Span {
         gen_ai.agent.name = %agent,
         gen_ai.request.model = Empty,
         gen_ai.response.model = Empty,
+        gen_ai.response.id = Empty,
         gen_ai.request.max_tokens = Empty,
         gen_ai.response.finish_reasons = Empty,
         server.address = Empty,

@@ -127,6 +127,10 @@ async fn spans_follow_the_genai_conventions_and_nest_run_turn_call() {
     assert!(chats
         .iter()
         .all(|c| c.fields["gen_ai.provider.name"] == "loopward.fake"));
+    // The turn names the provider its model call named.
+    assert!(turns
+        .iter()
+        .all(|t| t.fields["gen_ai.provider.name"] == "loopward.fake"));
     assert_eq!(
         chats[0].fields["gen_ai.response.finish_reasons"],
         "[\"tool_calls\"]"
@@ -163,4 +167,168 @@ async fn spans_follow_the_genai_conventions_and_nest_run_turn_call() {
         .iter()
         .all(|t| t.parent.as_deref() == Some("invoke_agent")));
     assert!(!tools[0].fields.contains_key("error.type"));
+}
+
+#[cfg(feature = "http")]
+mod http_support;
+
+/// One agent on `model` runs one task; the spans it left.
+#[cfg(feature = "http")]
+async fn trace_of(model: loopward_runner::model::BoxModelService) -> Vec<SpanData> {
+    use loopward_runner::tool::{BoxToolService, ToolExecutor};
+    use loopward_runner::{tools, BoxTurnService, LlmAgent, Runner, Workspace};
+    let capture = Capture::default();
+    let subscriber = tracing_subscriber::registry().with(capture.clone());
+    let _guard = tracing::subscriber::set_default(subscriber);
+    let ws = tempfile::tempdir().unwrap();
+    let runs = tempfile::tempdir().unwrap();
+    let solo = audit_support::id("solo");
+    let agent = LlmAgent::builder(solo.clone(), model)
+        .tools(tools::builtin(std::slice::from_ref(&solo)))
+        .tool_stack(BoxToolService::new(ToolExecutor))
+        .build();
+    let runner = Runner::builder(Workspace::new(ws.path()).unwrap())
+        .clock(SteppingClock::new())
+        .agent(solo, BoxTurnService::new(agent))
+        .unwrap()
+        .build()
+        .unwrap();
+    let (report, _) = run_to_ledger(
+        &runner,
+        runs.path(),
+        "r1",
+        "say hi",
+        "solo",
+        LedgerOptions::default(),
+    )
+    .await;
+    assert_eq!(report.status, RunStatus::Completed);
+    let spans = capture.0.lock().unwrap().0.clone();
+    spans
+}
+
+/// An http backend's chat span carries the reply's id (`gen_ai.response.id`: OpenAI's `id`,
+/// Anthropic's `message.id`), streamed or whole, and the turn's `invoke_agent` span names the
+/// provider the call named.
+#[cfg(feature = "http")]
+#[tokio::test]
+async fn http_chat_spans_carry_the_reply_id_and_turns_name_the_provider() {
+    use http_support::{data, event, json, sse, MockServer};
+    use loopward_runner::model::http::{
+        AnthropicConfig, AnthropicModel, ApiKey, OpenAiConfig, OpenAiModel,
+    };
+    use loopward_runner::model::BoxModelService;
+    use serde_json::json;
+
+    let openai = |url: &str, stream: bool| {
+        let c = OpenAiConfig {
+            stream,
+            ..OpenAiConfig::new(format!("{url}/v1"), "gpt-test")
+        };
+        BoxModelService::new(OpenAiModel::new(c, None).unwrap())
+    };
+    let anthropic = |url: &str, stream: bool| {
+        let c = AnthropicConfig {
+            base_url: url.to_owned(),
+            stream,
+            ..AnthropicConfig::new("claude-test", "ANTHROPIC_API_KEY")
+        };
+        BoxModelService::new(AnthropicModel::new(c, ApiKey::new("sk-ant").unwrap()).unwrap())
+    };
+    let openai_chunk = |delta: serde_json::Value, finish: serde_json::Value| {
+        data(&json!({"id": "chatcmpl-streamed", "model": "gpt-test",
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}))
+    };
+    let cases = [
+        (
+            "openai",
+            "chatcmpl-streamed",
+            sse(
+                &[
+                    openai_chunk(json!({"content": "hi"}), json!(null)),
+                    openai_chunk(json!({}), json!("stop")),
+                    "data: [DONE]\n\n".to_owned(),
+                ],
+                true,
+            ),
+            true,
+        ),
+        (
+            "openai",
+            "chatcmpl-whole",
+            json(
+                200,
+                &json!({"id": "chatcmpl-whole", "model": "gpt-test", "choices": [{"index": 0,
+                    "message": {"role": "assistant", "content": "hi"}, "finish_reason": "stop"}],
+                    "usage": {"prompt_tokens": 3, "completion_tokens": 1}}),
+            ),
+            false,
+        ),
+        (
+            "anthropic",
+            "msg_streamed",
+            sse(
+                &[
+                    event(
+                        "message_start",
+                        &json!({"type": "message_start", "message": {
+                        "id": "msg_streamed", "model": "claude-test",
+                        "usage": {"input_tokens": 3, "output_tokens": 1}}}),
+                    ),
+                    event(
+                        "content_block_start",
+                        &json!({"type": "content_block_start", "index": 0,
+                        "content_block": {"type": "text", "text": ""}}),
+                    ),
+                    event(
+                        "content_block_delta",
+                        &json!({"type": "content_block_delta", "index": 0,
+                        "delta": {"type": "text_delta", "text": "hi"}}),
+                    ),
+                    event(
+                        "content_block_stop",
+                        &json!({"type": "content_block_stop", "index": 0}),
+                    ),
+                    event(
+                        "message_delta",
+                        &json!({"type": "message_delta",
+                        "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 1}}),
+                    ),
+                    event("message_stop", &json!({"type": "message_stop"})),
+                ],
+                true,
+            ),
+            true,
+        ),
+        (
+            "anthropic",
+            "msg_whole",
+            json(
+                200,
+                &json!({"id": "msg_whole", "type": "message", "role": "assistant", "model": "claude-test",
+                    "content": [{"type": "text", "text": "hi"}], "stop_reason": "end_turn",
+                    "usage": {"input_tokens": 3, "output_tokens": 1}}),
+            ),
+            false,
+        ),
+    ];
+    for (provider, id, reply, stream) in cases {
+        let server = MockServer::start(vec![reply]).await;
+        let model = if provider == "openai" {
+            openai(&server.url, stream)
+        } else {
+            anthropic(&server.url, stream)
+        };
+        let spans = trace_of(model).await;
+        let chats: Vec<_> = spans.iter().filter(|s| s.name == "chat").collect();
+        assert_eq!(chats.len(), 1, "{provider} {id}: {spans:#?}");
+        assert_eq!(chats[0].fields["gen_ai.response.id"], id, "{chats:#?}");
+        assert_eq!(chats[0].fields["gen_ai.provider.name"], provider);
+        let turns: Vec<_> = spans.iter().filter(|s| s.name == "invoke_agent").collect();
+        assert_eq!(turns.len(), 1, "{spans:#?}");
+        assert_eq!(
+            turns[0].fields["gen_ai.provider.name"], provider,
+            "{turns:#?}"
+        );
+    }
 }

@@ -671,7 +671,7 @@ fn a_key_inside_the_workspace_is_refused() {
     std::fs::write(&short, b"tiny\n").unwrap();
     std::fs::set_permissions(&short, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
     let err = LedgerKey::from_file(&short, Some(ws.path())).unwrap_err();
-    assert!(err.to_string().contains("has 4 bytes"), "{err}");
+    assert!(err.to_string().contains("has 5 bytes"), "{err}");
 }
 
 // ---- property: no change to a keyed ledger or to the index verifies without the key ----

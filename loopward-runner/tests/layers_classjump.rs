@@ -367,3 +367,42 @@ async fn renaming_the_subtask_does_not_escape_the_bound() {
     let (report, _, _) = failing_shell(&reports, 12).await;
     assert_eq!(report.status, RunStatus::Exhausted);
 }
+
+/// A run that moved to another process (an engine that journals each tool call: the calls fed
+/// back never reach the tool stack) goes on counting its failure evidence from the ledger once
+/// `journal::seed_tool_stack` seeded it, not from zero.
+#[tokio::test]
+async fn failure_evidence_seeded_from_the_ledger_goes_on_counting_in_another_process() {
+    use loopward_runner::{journal, RunContext, SystemClock, TurnContext};
+    let (report, sink, _) = failing_shell(&[], 2).await;
+    assert_eq!(report.status, RunStatus::Completed);
+    let records = sink.events();
+    let builder = AgentId::new("builder").unwrap();
+    let go_on = |seeded: bool| {
+        let dir = tempfile::tempdir().unwrap();
+        let run = RunContext::new(
+            RunId::new("r1").unwrap(),
+            vec![builder.clone()],
+            Workspace::new(dir.path()).unwrap(),
+            Arc::new(MemorySink::default()),
+            Arc::new(SystemClock),
+        );
+        if seeded {
+            journal::seed_tool_stack(&run, &records).unwrap();
+        }
+        let turn = TurnContext::new(run, builder.clone(), loopward_core::TurnNumber(2));
+        let cj = ClassJump::new(ClassJumpConfig {
+            strategies: vec!["patch".into(), "rewrite".into()],
+            failures_per_strategy: 3,
+            count_failed_tools: vec!["shell".into()],
+        })
+        .unwrap();
+        (0..4)
+            .map(|_| format!("{:?}", cj.observe_failure(&turn, "shell").unwrap().kind()))
+            .collect::<Vec<_>>()
+    };
+    // Two failures were counted before the move: the third jumps, and the sixth exhausts.
+    assert_eq!(go_on(true), ["Jump", "Retry", "Retry", "Exhausted"]);
+    // Unseeded (the defect it fixes), the count restarts.
+    assert_eq!(go_on(false), ["Retry", "Retry", "Jump", "Retry"]);
+}

@@ -94,10 +94,12 @@ fn ci(root: &Path) -> Result<()> {
     preflight(root)?;
     cargo(root, &["fmt", "--all", "--", "--check"])?;
     tidy::run(root)?;
-    // One feature set for the workspace: default plus `http` and `otel` (no C++ build). The
+    // One feature set for the workspace: default plus `http` (the runner's backends and the
+    // facade's `[backend]` → backend path) and `otel` (no C++ build). The
     // llama backend (the `loopward-llama` crate, which compiles llama.cpp) is built in its own,
     // single configuration by `llama_ci`.
-    let features = "--features=loopward-runner/http,loopward-runner/otel,loopward-cli/otel";
+    let features =
+        "--features=loopward/http,loopward-runner/http,loopward-runner/otel,loopward-cli/otel";
     let fast = ["--workspace", "--exclude", "loopward-llama"];
     let clippy = [&["clippy"][..], &fast, &["--all-targets", features]].concat();
     cargo(root, &[&clippy[..], &["--", "-D", "warnings"]].concat())?;

@@ -9,7 +9,7 @@
 //! - **a true `rust-version`**: the workspace's declared minimum Rust is at least every
 //!   dependency's own `rust-version` (the lock file's versions);
 //! - **human origin**: in library code, only the runner (the task, people's inbox messages) and
-//!   `message.rs` itself name `Message::human` — no model, tool or backend text becomes a person's;
+//!   `message.rs`/`person.rs` name `Message::human` or `Person::at_the_keyboard` — no model, tool or backend text becomes a person's;
 //! - **code map**: every workspace crate and every public module of a library crate is named in
 //!   ARCHITECTURE.md.
 
@@ -93,10 +93,11 @@ const LIBRARIES: &[&str] = &[
     "loopward-restate/src",
 ];
 
-/// The library files that may make a `Message::human`: its definition, and the runner, which
-/// makes one only from the run's task and the messages its inbox delivered.
+/// The library files that may make a `Message::human` or a `Person`: their definitions, and the
+/// runner, which makes one only from the run's task and the messages its inbox delivered.
 const HUMAN_SOURCES: &[&str] = &[
     "loopward-core/src/message.rs",
+    "loopward-core/src/person.rs",
     "loopward-runner/src/runner.rs",
 ];
 
@@ -243,7 +244,10 @@ fn library_rules(root: &Path, path: &Path, text: &str, problems: &mut Vec<String
         }
         let at = format!("{rel}:{}", i + 1);
         in_tests |= code.starts_with("#[cfg(test)]");
-        if !speaks_for_people && !in_tests && code.contains("Message::human") {
+        if !speaks_for_people
+            && !in_tests
+            && (code.contains("Message::human") || code.contains("Person::at_the_keyboard"))
+        {
             problems.push(format!(
                 "{at}: makes a message of human origin; only the runner's task and inbox speak for a person (see ARCHITECTURE.md, loopward-core)"
             ));

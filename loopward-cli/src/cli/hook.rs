@@ -149,6 +149,7 @@ fn context(config: &Path, main_agent: &str, defer_allows: bool) -> Result<HookCo
     HookContext::builder(&cfg.policy())
         .ledgers(std::sync::Arc::new(ledgers))
         .overrides(custody.overrides()?.max_ttl(cfg.overrides.max_ttl))
+        .team(cfg.team())
         .root(root)
         // Session state, snapshots and saved contents live in the state directory, outside the
         // workspace, which the wrapped Bash command may neither read nor write.

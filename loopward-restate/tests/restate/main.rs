@@ -356,10 +356,28 @@ fn check_ledger(path: &PathBuf, records: u64) -> Result<(), String> {
     let approvals = count(
         &|e| matches!(e, AuditEvent::LayerDecision { layer, decision, .. } if layer == "stopgate" && *decision == loopward_core::LayerVerdict::Approved),
     );
-    if (runs, ends, models, tools, done, approvals) != (1, 1, 5, 4, 4, 1) {
+    if (runs, ends, models, tools, done, approvals) != (1, 1, 5, 6, 6, 1) {
         return Err(format!(
             "the ledger holds {runs} starts, {ends} ends, {models} model calls, {tools} tool requests, \
-             {done} tool results, {approvals} approvals; expected 1, 1, 5, 4, 4, 1"
+             {done} tool results, {approvals} approvals; expected 1, 1, 5, 6, 6, 1"
+        ));
+    }
+    // The repeat bound held across the move: the read made before the kill was counted on the
+    // worker that took the run over (which read it back from Restate's journal, never ran it),
+    // so the same read after the kill was the second and was refused.
+    let repeats = |verdict: loopward_core::LayerVerdict| {
+        count(
+            &|e| matches!(e, AuditEvent::LayerDecision { layer, decision, .. } if layer == "repeat" && *decision == verdict),
+        )
+    };
+    let (allowed, refused) = (
+        repeats(loopward_core::LayerVerdict::Allow),
+        repeats(loopward_core::LayerVerdict::Refused),
+    );
+    if (allowed, refused) != (5, 1) {
+        return Err(format!(
+            "the repeat layer allowed {allowed} calls and refused {refused}; expected 5 and 1 \
+             (the builder's second identical read, made on the worker the run moved to)"
         ));
     }
     Ok(())

@@ -1,5 +1,6 @@
-//! The team every worker serves: a builder that appends to `effects.log` with the shell and hands
-//! off, and a reviewer behind an interactive turn stop-gate. The model is scripted and stateless
+//! The team every worker serves: a builder that appends to `effects.log` with the shell (reading
+//! it back each time, under a repeat bound of one identical call per run) and hands off, and a
+//! reviewer behind an interactive turn stop-gate. The model is scripted and stateless
 //! (its reply depends only on the agent and how many replies that agent already has), so any
 //! worker gives the same reply at the same point of the run.
 
@@ -36,6 +37,12 @@ pub(crate) fn runner(workspace: &Path, ctl: &Path) -> Runner {
         agent = "reviewer"
         mode = "interactive"
         ask_timeout_secs = 86400
+
+        # The builder reads out/effects.log back once before the kill and once after it, on
+        # another worker: the second read is refused only if that worker's repeat layer counts
+        # the first, which it read back from Restate's journal and never ran.
+        [repeat]
+        max_identical = 1
         "#,
     )
     .unwrap();
@@ -82,6 +89,17 @@ fn shell(line: &str) -> Vec<ToolCall> {
     }]
 }
 
+/// The shell call, then the same read of `out/effects.log` each time.
+fn shell_and_read(line: &str) -> Vec<ToolCall> {
+    let mut calls = shell(line);
+    calls.push(ToolCall {
+        id: "c2".into(),
+        name: "read_file".into(),
+        arguments: json!({"path": "out/effects.log"}),
+    });
+    calls
+}
+
 impl tower::Service<ChatRequest> for ScriptedModel {
     type Response = ChatResponse;
     type Error = ModelError;
@@ -103,7 +121,7 @@ impl tower::Service<ChatRequest> for ScriptedModel {
             let line = format!("{who} {step} {}\n", std::process::id());
             append(&ctl.join(CALLS), &line);
             let (content, tool_calls) = match (who.as_str(), step) {
-                ("builder", 1) => (String::new(), shell("one")),
+                ("builder", 1) => (String::new(), shell_and_read("one")),
                 ("builder", 2) => {
                     // Mid-turn: hold here until the test has killed this worker and let go.
                     if !ctl.join(RELEASE).exists() {
@@ -112,7 +130,7 @@ impl tower::Service<ChatRequest> for ScriptedModel {
                             tokio::time::sleep(Duration::from_millis(50)).await;
                         }
                     }
-                    (String::new(), shell("two"))
+                    (String::new(), shell_and_read("two"))
                 }
                 ("builder", 3) => (
                     String::new(),

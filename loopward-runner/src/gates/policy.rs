@@ -11,7 +11,7 @@ use super::sprawl::SprawlGate;
 use super::territory::Territory;
 use crate::context::RunContext;
 use crate::workspace::Workspace;
-use loopward_core::{AuditEvent, GateKind, GateMode};
+use loopward_core::{AgentId, AuditEvent, GateKind, GateMode};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
 use std::path::PathBuf;
@@ -195,6 +195,9 @@ pub(super) struct PolicyInner {
     pub(super) shadow: bool,
     /// Folders outside the workspace no shell command may even read (loopward's ledger keys).
     pub(super) unreadable: Vec<PathBuf>,
+    /// The agents `loopward override grant` takes without `--subagent` (see
+    /// [`Policy::with_team`]); `None` when not known, and then no refusal suggests it.
+    pub(super) team: Option<Vec<AgentId>>,
     // Shared, not cloned per call: a call holds the compiled gates it started with, and a change
     // swaps in a new set without touching calls in flight.
     gates: RwLock<Arc<Gates>>,
@@ -238,6 +241,7 @@ impl Policy {
                 shell: cfg.gates.shell.clone(),
                 shadow: false,
                 unreadable: vec![],
+                team: None,
                 gates: RwLock::new(Arc::new(gates)),
             }),
         })
@@ -255,6 +259,7 @@ impl Policy {
                 shell: inner.shell.clone(),
                 shadow: inner.shadow,
                 unreadable: inner.unreadable.clone(),
+                team: inner.team.clone(),
                 gates: RwLock::new(self.gates()),
             }),
         }
@@ -273,9 +278,34 @@ impl Policy {
                 shell: inner.shell.clone(),
                 shadow: inner.shadow,
                 unreadable: dirs,
+                team: inner.team.clone(),
                 gates: RwLock::new(self.gates()),
             }),
         }
+    }
+
+    /// Names the config's `[[agent]]`s. Any other agent (a Claude Code subagent, acting under
+    /// its own name) is told to ask for `loopward override grant --agent <it> --subagent …`,
+    /// the form `override grant` takes for an agent outside the team.
+    pub fn with_team(self, team: Vec<AgentId>) -> Self {
+        let inner = &self.inner;
+        Self {
+            inner: Arc::new(PolicyInner {
+                workspace: inner.workspace.clone(),
+                control: inner.control.clone(),
+                overrides: inner.overrides.clone(),
+                shell: inner.shell.clone(),
+                shadow: inner.shadow,
+                unreadable: inner.unreadable.clone(),
+                team: Some(team),
+                gates: RwLock::new(self.gates()),
+            }),
+        }
+    }
+
+    /// Whether `agent` is outside the team [`Policy::with_team`] named (false when none was).
+    pub(super) fn outside_team(&self, agent: &AgentId) -> bool {
+        self.inner.team.as_ref().is_some_and(|t| !t.contains(agent))
     }
 
     /// The folders no shell command may read.
@@ -295,6 +325,7 @@ impl Policy {
                 shell: cfg.gates.shell.clone(),
                 shadow: true,
                 unreadable: vec![],
+                team: None,
                 gates: RwLock::new(Arc::new(gates)),
             }),
         })

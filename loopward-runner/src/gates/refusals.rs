@@ -31,12 +31,15 @@ pub(crate) fn control(rel: &str) -> Refusal {
 }
 
 /// What a territory says to a non-owner, with why each override on offer was refused.
+/// `subagent`: the agent is not one of the config's `[[agent]]`s, so the override command it is
+/// told to ask for carries `--subagent` (without it, `override grant` refuses the name).
 pub(crate) fn territory(
     t: &Territory,
     agent: &AgentId,
     rel: &str,
     no_override: Option<&OverrideError>,
     max_ttl: Duration,
+    subagent: bool,
 ) -> Refusal {
     let mut reason = format!(
         "{} belongs to {} ({}); {agent} does not own it",
@@ -54,7 +57,8 @@ pub(crate) fn territory(
         t.name(),
         reason,
         format!(
-            "leave the change to {owner}: hand it to {owner}, saying exactly what to change and why; or ask a person for a one-shot override (loopward override grant --agent {agent} --path {} --reason \"<why>\" --ttl {}) and make the same call again",
+            "leave the change to {owner}: hand it to {owner}, saying exactly what to change and why; or ask a person for a one-shot override (loopward override grant --agent {agent}{} --path {} --reason \"<why>\" --ttl {}) and make the same call again",
+            if subagent { " --subagent" } else { "" },
             show(rel),
             humantime::format_duration(max_ttl.min(SUGGESTED_TTL))
         ),

@@ -137,6 +137,7 @@ pub struct HookContext {
     defer_allows: bool,
     overrides: Option<OverrideStore>,
     sessions: Option<PathBuf>,
+    team: Option<Vec<AgentId>>,
 }
 
 impl std::fmt::Debug for HookContext {
@@ -212,6 +213,7 @@ pub struct HookContextBuilder {
     defer_allows: bool,
     overrides: Option<OverrideStore>,
     sessions: Option<PathBuf>,
+    team: Option<Vec<AgentId>>,
 }
 
 impl HookContext {
@@ -230,6 +232,7 @@ impl HookContext {
             defer_allows: false,
             overrides: None,
             sessions: None,
+            team: None,
         }
     }
 
@@ -252,8 +255,12 @@ impl HookContext {
     fn policy(&self, ws: &Workspace) -> Result<Policy, ConfigError> {
         let control = ControlFiles::new(&self.config_file, &self.runs_dir);
         let policy = Policy::with_control(&self.policy, ws.clone(), control)?;
-        Ok(match &self.overrides {
+        let policy = match &self.overrides {
             Some(store) => policy.with_overrides(store.clone()),
+            None => policy,
+        };
+        Ok(match &self.team {
+            Some(team) => policy.with_team(team.clone()),
             None => policy,
         })
     }
@@ -327,6 +334,14 @@ impl HookContextBuilder {
         self
     }
 
+    /// The config's `[[agent]]` names: a refusal tells any other caller (a subagent acting
+    /// under its own name) to ask for an override with `--subagent`, as `loopward override
+    /// grant` requires for a name outside the team (default: not known, never suggested).
+    pub fn team(mut self, team: Vec<AgentId>) -> Self {
+        self.team = Some(team);
+        self
+    }
+
     /// Builds the context; a policy that does not validate is refused here, before any event.
     pub fn build(self) -> Result<HookContext, ConfigError> {
         Policy::check(&self.policy)?;
@@ -342,6 +357,7 @@ impl HookContextBuilder {
             defer_allows: self.defer_allows,
             overrides: self.overrides,
             sessions: self.sessions,
+            team: self.team,
         })
     }
 }

@@ -150,6 +150,21 @@ impl Resumed {
         }
     }
 
+    /// Only what the tool stack counts (the repeat layer's and class-jump's evidence decisions,
+    /// the sprawl tracker's notes): the part a run on an engine that journals each tool call
+    /// does not rebuild by replaying, see [`super::seed_tool_stack`].
+    pub(crate) fn tool_stack_only(mut self) -> Self {
+        self.finished_turns.clear();
+        self.model_calls.clear();
+        self.decisions.retain(|d| {
+            d.call.is_some()
+                && (d.decision.layer == "repeat"
+                    || (d.decision.layer == "class_jump"
+                        && d.decision.detail["source"] == "evidence"))
+        });
+        self
+    }
+
     /// What the run this context belongs to settled before it was resumed (`None`: it was not
     /// resumed). Ask before taking the lock of the run's extensions for something else.
     pub(crate) fn of(run: &RunContext) -> Option<Arc<Self>> {

@@ -230,6 +230,51 @@ impl Journal {
     }
 }
 
+/// Seeds the per-run counters of the tool stack of `run` (the repeat layer's counts, class-jump's
+/// failure evidence, the sprawl gate's tracker) from `records`, the run's ledger as written so
+/// far, so a run that moved to another process is held to the same bounds.
+///
+/// For an engine that journals each tool call as a step (Restate): on a new worker the calls
+/// read back from the engine's journal never reach the tool stack, so call this before the
+/// first call the stack runs in this process, when `records` hold exactly the calls to count.
+/// What sits outside the steps (caps, the budget meter, `report_attempt`'s subtasks) is left
+/// out: the replay rebuilds it. An interrupted call (started, never finished) counts, since it
+/// is not run again. A run already resumed through [`Runner::resume`](crate::Runner::resume)
+/// keeps what that seeded, and a counter that already exists is not touched: call it once.
+///
+/// ```
+/// use loopward_core::{AgentId, AuditEvent, RunId, Scope};
+/// use loopward_runner::{audit::MemorySink, journal, RunContext, SystemClock, Workspace};
+/// use std::sync::Arc;
+/// let dir = tempfile::tempdir().unwrap();
+/// let run = RunId::new("r1").unwrap();
+/// let builder = AgentId::new("builder").unwrap();
+/// let records = vec![(
+///     Scope { run: run.clone(), turn: None, agent: None },
+///     AuditEvent::RunStarted { task: "say hi".into(), agent: builder.clone() },
+/// )];
+/// let ctx = RunContext::new(run, vec![builder], Workspace::new(dir.path()).unwrap(),
+///     Arc::new(MemorySink::default()), Arc::new(SystemClock));
+/// journal::seed_tool_stack(&ctx, &records).unwrap();
+/// assert!(journal::seed_tool_stack(&ctx, &[]).is_ok(), "seeded once; a second call changes nothing");
+/// ```
+///
+/// # Errors
+/// [`JournalError`] when `records` do not read back as a run's journal.
+pub fn seed_tool_stack(
+    run: &crate::RunContext,
+    records: &[(loopward_core::Scope, loopward_core::AuditEvent)],
+) -> Result<(), JournalError> {
+    if Resumed::of(run).is_some() {
+        return Ok(());
+    }
+    let journal = Journal::from_records(records)?;
+    let none: [&str; 0] = [];
+    let settled = Resumed::new(&journal, &ResumePolicy::retrying(none)).tool_stack_only();
+    run.extensions().get_or_insert_with(|| settled);
+    Ok(())
+}
+
 /// Whether a run that ended with `status` may be resumed: it waits for a person
 /// (`awaiting_approval`), or it failed for a reason outside the run (a backend beyond its
 /// retries, a ledger that could not be written) that may be fixed. A run that completed, was

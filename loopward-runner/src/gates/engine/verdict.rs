@@ -122,7 +122,14 @@ impl Policy {
                 Err(e) => mk(
                     t.id(),
                     GateMode::Enforce,
-                    Decision::Deny(refusals::territory(t, agent, rel, e.as_ref(), ttl)),
+                    Decision::Deny(refusals::territory(
+                        t,
+                        agent,
+                        rel,
+                        e.as_ref(),
+                        ttl,
+                        self.outside_team(agent),
+                    )),
                     None,
                 ),
             };
@@ -131,7 +138,14 @@ impl Policy {
             return mk(
                 t.id(),
                 GateMode::Advisory,
-                Decision::Warn(refusals::territory(t, agent, rel, None, ttl)),
+                Decision::Warn(refusals::territory(
+                    t,
+                    agent,
+                    rel,
+                    None,
+                    ttl,
+                    self.outside_team(agent),
+                )),
                 None,
             );
         }
@@ -179,7 +193,14 @@ impl Policy {
                 let ttl = self.inner.overrides.ttl_limit();
                 v.decision =
                     Decision::Deny(match gates.territories.iter().find(|t| t.id() == v.gate) {
-                        Some(t) => refusals::territory(t, agent, &path, Some(&e), ttl),
+                        Some(t) => refusals::territory(
+                            t,
+                            agent,
+                            &path,
+                            Some(&e),
+                            ttl,
+                            self.outside_team(agent),
+                        ),
                         None => Refusal::new(v.gate.name.clone(), e.to_string(), ""),
                     });
                 None

@@ -183,8 +183,11 @@ impl Sub {
 #[derive(Default)]
 struct State {
     subtasks: Mutex<HashMap<String, Sub>>,
-    /// Failures counted from tool results, per agent.
-    evidence: Mutex<HashMap<AgentId, Sub>>,
+    /// Failures counted from tool results, per agent; `None` until the first failure this
+    /// process counts. It is rebuilt then, apart from the subtasks: the evidence is counted
+    /// inside the tool stack, which a run executed on an engine that journals tool calls (see
+    /// [`crate::journal::seed_tool_stack`]) reaches later than `report_attempt`'s replay.
+    evidence: Mutex<Option<HashMap<AgentId, Sub>>>,
     exhausted: Mutex<Option<String>>,
 }
 
@@ -231,7 +234,9 @@ impl State {
             }
         }
         *state.subtasks.lock().unwrap_or_else(|p| p.into_inner()) = subtasks;
-        *state.evidence.lock().unwrap_or_else(|p| p.into_inner()) = evidence;
+        if resumed.is_some() {
+            *state.evidence.lock().unwrap_or_else(|p| p.into_inner()) = Some(evidence);
+        }
         *state.exhausted.lock().unwrap_or_else(|p| p.into_inner()) = exhausted;
         state
     }
@@ -403,7 +408,16 @@ impl ClassJump {
         let agent = turn.agent().clone();
         let subtask = format!("{agent}'s failed {tool} calls");
         let state = self.state(turn.run());
-        let mut ev = state.evidence.lock().unwrap_or_else(|p| p.into_inner());
+        let mut guard = state.evidence.lock().unwrap_or_else(|p| p.into_inner());
+        let ev = guard.get_or_insert_with(|| {
+            // The first failure counted in this process: what the journal settled, if anything.
+            let settled = State::rebuilt(Resumed::of(turn.run()).as_deref(), all);
+            let ev = settled
+                .evidence
+                .into_inner()
+                .unwrap_or_else(|p| p.into_inner());
+            ev.unwrap_or_default()
+        });
         let sub = ev.entry(agent).or_default();
         let strategy = all[sub.index].clone();
         let mk = |kind, next: Option<&String>, failures| Verdict {
@@ -434,7 +448,7 @@ impl ClassJump {
             json!({"source": "evidence", "tool": tool, "subtask": subtask, "strategy": strategy,
                    "failures": v.failures, "allowed": allowed, "next": v.strategy}),
         )?;
-        drop(ev);
+        drop(guard);
         if v.kind == VerdictKind::Exhausted {
             *state.exhausted.lock().unwrap_or_else(|p| p.into_inner()) = Some(subtask);
             turn.end_run(loopward_core::RunStatus::Exhausted);

@@ -342,6 +342,9 @@ impl Protocol for Anthropic {
     type Stream = AnthropicStream;
 
     fn parse_full(&self, v: Value) -> Result<ChatResponse, ModelError> {
+        if let Some(id) = v.get("id").and_then(Value::as_str) {
+            crate::telemetry::record_response_id(id);
+        }
         let blocks = v
             .get("content")
             .and_then(Value::as_array)
@@ -436,6 +439,9 @@ impl StreamReply for AnthropicStream {
             "message_start" => {
                 if let Some(m) = v.pointer("/message/model").and_then(Value::as_str) {
                     self.model = m.to_owned();
+                }
+                if let Some(id) = v.pointer("/message/id").and_then(Value::as_str) {
+                    crate::telemetry::record_response_id(id);
                 }
                 if let Some(u) = v.pointer("/message/usage") {
                     read_usage(u, &mut self.usage);

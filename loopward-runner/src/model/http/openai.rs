@@ -336,6 +336,9 @@ impl Protocol for OpenAi {
     type Stream = OpenAiStream;
 
     fn parse_full(&self, v: Value) -> Result<ChatResponse, ModelError> {
+        if let Some(id) = v.get("id").and_then(Value::as_str) {
+            crate::telemetry::record_response_id(id);
+        }
         let choice = v
             .pointer("/choices/0")
             .ok_or_else(|| ModelError::InvalidResponse("the reply has no choices".into()))?;
@@ -432,6 +435,9 @@ impl StreamReply for OpenAiStream {
         }
         if let Some(m) = v.get("model").and_then(Value::as_str) {
             self.model = m.to_owned();
+        }
+        if let Some(id) = v.get("id").and_then(Value::as_str) {
+            crate::telemetry::record_response_id(id);
         }
         if let Some(u) = v.get("usage").filter(|u| u.is_object()) {
             self.usage = Some(usage(u));
