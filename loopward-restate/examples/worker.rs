@@ -12,7 +12,6 @@
 
 use anyhow::{bail, Context, Result};
 use loopward_restate::{LoopwardRunService, ProviderQuota, Restate, SharedQuota};
-use loopward_runner::audit::LedgerOptions;
 use restate_sdk::prelude::{Endpoint, HttpServer};
 use std::sync::Arc;
 
@@ -32,14 +31,19 @@ async fn main() -> Result<()> {
         }
         _ => bail!("usage: worker <loopward.toml> <HOST:PORT> [<provider>=<calls-per-minute>]"),
     };
-    let team = loopward::Team::from_config(config)?;
+    let team = loopward::Team::from_config(config)?.env(|name| std::env::var(name).ok());
+    // The ledgers are keyed as `loopward run` keys them: every worker must see the same state
+    // directory (set [state] dir in the config when they run on different machines).
+    let custody = team.find_custody()?.context(
+        "no state directory for the ledger key: set $XDG_STATE_HOME or $HOME, or [state] dir in the config",
+    )?;
     let workspace = team.config().workspace_dir(config.as_ref());
     let runs = workspace.join(&team.config().run.runs_dir);
     let runner = match quota {
         Some(q) => team.durable(Arc::new(Restate.with_quota(q))).build()?,
         None => team.durable(Arc::new(Restate)).build()?,
     };
-    let service = LoopwardRunService::new(runner, &runs, LedgerOptions::default());
+    let service = LoopwardRunService::keyed(runner, &runs, custody);
     let listener = tokio::net::TcpListener::bind(listen)
         .await
         .with_context(|| format!("cannot listen on {listen}"))?;

@@ -191,13 +191,16 @@ mod tests {
     #[test]
     fn a_replay_keeps_the_records_already_written_and_appends_the_rest() {
         let dir = tempfile::tempdir().unwrap();
+        let keys =
+            loopward_runner::audit::KeyRing::load_or_create(&dir.path().join("keys")).unwrap();
+        let opts = || LedgerOptions::keyed(keys.current().unwrap().clone());
         let run = RunId::new("r1").unwrap();
         {
-            let first = ReplayLedger::open(dir.path(), &run, LedgerOptions::default()).unwrap();
+            let first = ReplayLedger::open(dir.path(), &run, opts()).unwrap();
             first.record(&scope(&run), &human("a")).unwrap();
             first.record(&scope(&run), &human("b")).unwrap();
         }
-        let again = ReplayLedger::open(dir.path(), &run, LedgerOptions::default()).unwrap();
+        let again = ReplayLedger::open(dir.path(), &run, opts()).unwrap();
         again.record(&scope(&run), &human("a")).unwrap();
         again.record(&scope(&run), &human("b")).unwrap();
         assert_eq!(
@@ -208,11 +211,14 @@ mod tests {
         again.record(&scope(&run), &human("c")).unwrap();
         assert_eq!(lines(dir.path(), &run), 3);
         again.ledger().finish().unwrap();
-        loopward_runner::audit::verify(
+        // Strictly: keyed, anchored.
+        let ok = loopward_runner::audit::verify(
             &dir.path().join("r1"),
-            &loopward_runner::audit::VerifyOptions::keyless(),
+            &loopward_runner::audit::VerifyOptions::keyed(keys.clone()),
         )
         .unwrap();
+        assert_eq!(ok.key.as_ref(), Some(keys.current().unwrap().id()));
+        assert!(ok.anchored);
     }
 
     #[test]

@@ -3,8 +3,10 @@
 use crate::journal::{self, Journal, PENDING_STATE};
 use crate::ledger::ReplayLedger;
 use crate::wire::{PendingApproval, RunSummary, StartRun, Waiting};
+use loopward::state::Custody;
 use loopward_core::RunId;
-use loopward_runner::audit::LedgerOptions;
+use loopward_runner::audit::{LedgerOptions, EVENTS_FILE};
+use loopward_runner::{Clock, SystemClock};
 use loopward_runner::{RunSpec, Runner};
 use restate_sdk::prelude::*;
 use std::path::PathBuf;
@@ -26,7 +28,33 @@ pub struct LoopwardRunService {
 struct Inner {
     runner: Runner,
     runs_dir: PathBuf,
-    ledger: LedgerOptions,
+    ledger: Ledgers,
+}
+
+/// How a run's ledger is opened.
+enum Ledgers {
+    /// With these options, always.
+    Options(LedgerOptions),
+    /// Under the custody's keys: a new ledger under the current key, a reopened one under the
+    /// key its first record names (an older key, after `loopward key rotate`).
+    Custody(Custody, Arc<dyn Clock>),
+}
+
+impl Ledgers {
+    fn options(&self, runs_dir: &std::path::Path, run: &RunId) -> Result<LedgerOptions, String> {
+        match self {
+            Self::Options(o) => Ok(o.clone()),
+            Self::Custody(c, clock) => {
+                let run_dir = runs_dir.join(run.as_str());
+                let opts = if run_dir.join(EVENTS_FILE).exists() {
+                    c.reopen_options(&run_dir, clock.clone())
+                } else {
+                    c.ledger_options(runs_dir, clock.clone())
+                };
+                opts.map_err(|e| format!("the ledger of run {run}: {e:#}"))
+            }
+        }
+    }
 }
 
 impl std::fmt::Debug for LoopwardRunService {
@@ -46,7 +74,33 @@ impl LoopwardRunService {
             inner: Arc::new(Inner {
                 runner,
                 runs_dir: runs_dir.into(),
-                ledger,
+                ledger: Ledgers::Options(ledger),
+            }),
+        }
+    }
+
+    /// Serves `runner`'s runs with their ledgers keyed as `loopward run` keys them: chained
+    /// under `custody`'s current key (a run reopened on another worker, or after `loopward key
+    /// rotate`, under the key its ledger names), anchored with the index head kept in the
+    /// state directory and copied to its witness; `loopward verify` checks them strictly. Get
+    /// the custody from the facade ([`loopward::Team::find_custody`]) and give every worker
+    /// the same state directory. Stamped by the system clock.
+    pub fn keyed(runner: Runner, runs_dir: impl Into<PathBuf>, custody: Custody) -> Self {
+        Self::keyed_with_clock(runner, runs_dir, custody, Arc::new(SystemClock))
+    }
+
+    /// [`LoopwardRunService::keyed`], with records stamped by `clock`.
+    pub fn keyed_with_clock(
+        runner: Runner,
+        runs_dir: impl Into<PathBuf>,
+        custody: Custody,
+        clock: Arc<dyn Clock>,
+    ) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                runner,
+                runs_dir: runs_dir.into(),
+                ledger: Ledgers::Custody(custody, clock),
             }),
         }
     }
@@ -72,7 +126,13 @@ impl LoopwardRunService {
             )
         })?;
         // Another worker still holding the ledger, or an IO error: retried by Restate.
-        let ledger = ReplayLedger::open(&self.inner.runs_dir, &run, self.inner.ledger.clone())
+        // A key this worker does not hold (yet): retried too, until the key file is back.
+        let opts = self
+            .inner
+            .ledger
+            .options(&self.inner.runs_dir, &run)
+            .map_err(HandlerError::from)?;
+        let ledger = ReplayLedger::open(&self.inner.runs_dir, &run, opts)
             .map_err(|e| HandlerError::from(e.to_string()))?;
         let (journal, asks) = Journal::new(ledger.clone());
         let spec = RunSpec {
@@ -116,5 +176,55 @@ impl LoopwardRunService {
     ) -> Result<Json<Option<PendingApproval>>, HandlerError> {
         let waiting = ctx.get::<Json<Waiting>>(PENDING_STATE).await?;
         Ok(Json(waiting.map(|w| w.into_inner().approval)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use loopward_runner::audit::KeyRing;
+
+    /// A new run takes the current key; a run reopened after a rotation keeps the key its
+    /// ledger names.
+    #[test]
+    fn a_reopened_ledger_keeps_its_key_after_a_rotation() {
+        let dir = tempfile::tempdir().unwrap();
+        let runs = dir.path().join("runs");
+        let state = loopward_runner::StateDir::at(dir.path().join("state")).unwrap();
+        let keys = KeyRing::load_or_create(&state.root().join("keys")).unwrap();
+        let first = keys.current().unwrap().id().clone();
+        let custody = |keys| {
+            Ledgers::Custody(
+                Custody::new(state.clone(), keys, loopward::config::ChainKind::HmacSha256),
+                Arc::new(SystemClock),
+            )
+        };
+        let run = RunId::new("r1").unwrap();
+        let opts = custody(keys.clone()).options(&runs, &run).unwrap();
+        assert_eq!(opts.key.as_ref().map(|k| k.id()), Some(&first));
+        let ledger = ReplayLedger::open(&runs, &run, opts).unwrap();
+        let scope = loopward_core::Scope {
+            run: run.clone(),
+            turn: None,
+            agent: None,
+        };
+        let said = loopward_core::AuditEvent::HumanMessage {
+            content: "go".into(),
+        };
+        loopward_core::AuditSink::record(&*ledger, &scope, &said).unwrap();
+        drop(ledger);
+        let rotated = keys.rotate().unwrap();
+        let second = rotated.current().unwrap().id().clone();
+        assert_ne!(first, second);
+        let ledgers = custody(rotated);
+        let opts = ledgers.options(&runs, &run).unwrap();
+        assert_eq!(opts.key.as_ref().map(|k| k.id()), Some(&first));
+        let fresh = ledgers.options(&runs, &RunId::new("r2").unwrap()).unwrap();
+        assert_eq!(fresh.key.as_ref().map(|k| k.id()), Some(&second));
+        // Without the ledger's key: refused, with what to do.
+        let state2 = loopward_runner::StateDir::at(dir.path().join("other")).unwrap();
+        let other = KeyRing::load_or_create(&state2.root().join("keys")).unwrap();
+        let err = custody(other).options(&runs, &run).unwrap_err();
+        assert!(err.contains("does not hold"), "{err}");
     }
 }

@@ -20,18 +20,20 @@
 //! [`gates::human_message`]: crate::gates::human_message
 //!
 //! ```
-//! use loopward_core::RunId;
+//! use loopward_core::{Person, RunId};
 //! use loopward_runner::inbox::HumanInbox;
 //! let inbox = HumanInbox::memory();
 //! let run = RunId::new("r1").unwrap();
-//! inbox.say(&run, "also add a test", 0).unwrap();
+//! // Only code that talks to a person makes a `Person`, and only a `Person`'s words go in.
+//! let person = Person::at_the_keyboard();
+//! inbox.say(&run, &person.says("also add a test"), 0).unwrap();
 //! let taken = inbox.take(&run, 1);
 //! assert_eq!(taken.said, vec!["also add a test".to_string()]);
 //! assert!(inbox.take(&run, 2).said.is_empty()); // once only
 //! ```
 
 use crate::audit::{KeyRing, Seal};
-use loopward_core::RunId;
+use loopward_core::{HumanWords, RunId};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, VecDeque};
 use std::io::{ErrorKind, Read, Write};
@@ -168,9 +170,11 @@ impl HumanInbox {
         }
     }
 
-    /// Sends `content` into `run`, to be picked up at its next turn boundary. `now_ms` stamps
-    /// the message (and orders messages sent in one millisecond by arrival).
-    pub fn say(&self, run: &RunId, content: &str, now_ms: u64) -> Result<(), InboxError> {
+    /// Sends a person's `words` into `run`, to be picked up at its next turn boundary. `now_ms`
+    /// stamps the message (and orders messages sent in one millisecond by arrival). The words
+    /// come from a [`Person`](loopward_core::Person): nothing else can make them.
+    pub fn say(&self, run: &RunId, words: &HumanWords, now_ms: u64) -> Result<(), InboxError> {
+        let content = words.content();
         if content.trim().is_empty() {
             return Err(InboxError::Empty);
         }
@@ -378,6 +382,11 @@ fn read(path: &Path, run: &RunId, keys: Option<&KeyRing>) -> Result<String, Stri
 #[cfg(test)]
 mod tests {
     use super::*;
+    use loopward_core::Person;
+
+    fn w(s: &str) -> HumanWords {
+        Person::at_the_keyboard().says(s)
+    }
     use crate::audit::LedgerKey;
 
     fn run() -> RunId {
@@ -388,10 +397,10 @@ mod tests {
     fn folder_messages_arrive_in_order_once_and_only_for_their_run() {
         let dir = tempfile::tempdir().unwrap();
         let inbox = HumanInbox::for_workspace(dir.path());
-        inbox.say(&run(), "first", 5).unwrap();
-        inbox.say(&run(), "second", 5).unwrap();
+        inbox.say(&run(), &w("first"), 5).unwrap();
+        inbox.say(&run(), &w("second"), 5).unwrap();
         inbox
-            .say(&RunId::new("other").unwrap(), "elsewhere", 1)
+            .say(&RunId::new("other").unwrap(), &w("elsewhere"), 1)
             .unwrap();
         let taken = inbox.take(&run(), 9);
         assert_eq!(taken.said, ["first", "second"]);
@@ -403,10 +412,10 @@ mod tests {
     #[test]
     fn blank_and_huge_messages_are_refused_at_send() {
         let inbox = HumanInbox::memory();
-        assert_eq!(inbox.say(&run(), "  \n", 0), Err(InboxError::Empty));
+        assert_eq!(inbox.say(&run(), &w("  \n"), 0), Err(InboxError::Empty));
         let huge = "x".repeat(MAX_MESSAGE_BYTES + 1);
         assert!(matches!(
-            inbox.say(&run(), &huge, 0),
+            inbox.say(&run(), &w(&huge), 0),
             Err(InboxError::TooLong(_))
         ));
     }
@@ -416,7 +425,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let keys = KeyRing::single(LedgerKey::generate().unwrap());
         let inbox = HumanInbox::for_workspace(dir.path()).keyed(keys);
-        inbox.say(&run(), "sealed", 1).unwrap();
+        inbox.say(&run(), &w("sealed"), 1).unwrap();
         let folder = dir.path().join(".loopward/inbox/r1");
         // A well-formed file with no seal, as anything that could write the folder would make.
         std::fs::write(
@@ -427,7 +436,7 @@ mod tests {
         // A message sealed under a key this machine does not hold.
         HumanInbox::for_workspace(dir.path())
             .keyed(KeyRing::single(LedgerKey::generate().unwrap()))
-            .say(&run(), "other key", 3)
+            .say(&run(), &w("other key"), 3)
             .unwrap();
         std::os::unix::fs::symlink("/etc/hostname", folder.join("0000000000000004-link.json"))
             .unwrap();
@@ -448,7 +457,9 @@ mod tests {
     fn a_message_for_another_run_moved_into_this_runs_folder_is_refused() {
         let dir = tempfile::tempdir().unwrap();
         let inbox = HumanInbox::for_workspace(dir.path());
-        inbox.say(&RunId::new("r2").unwrap(), "for r2", 1).unwrap();
+        inbox
+            .say(&RunId::new("r2").unwrap(), &w("for r2"), 1)
+            .unwrap();
         let from = dir.path().join(".loopward/inbox/r2");
         let to = dir.path().join(".loopward/inbox/r1");
         std::fs::rename(&from, &to).unwrap();

@@ -1,6 +1,6 @@
 //! The outer loop and the inner model ↔ tools loop, on the scripted fake backend.
 
-use loopward_core::{AgentId, AuditEvent, Message, RunId, RunStatus};
+use loopward_core::{AgentId, AuditEvent, Message, Person, RunId, RunStatus};
 use loopward_runner::audit::MemorySink;
 use loopward_runner::inbox::HumanInbox;
 use loopward_runner::model::fake::{FakeModel, Script, ScriptedCall, ScriptedReply};
@@ -572,7 +572,9 @@ async fn a_person_speaks_into_a_running_run_and_the_agent_answers_at_the_next_tu
     let inbox = HumanInbox::memory();
     let t = team_inbox(&["builder"], s, inbox.clone());
     let run = RunId::new("test-run").unwrap();
-    inbox.say(&run, "also add a test", 0).unwrap();
+    inbox
+        .say(&run, &Person::at_the_keyboard().says("also add a test"), 0)
+        .unwrap();
     let report = t.run("builder").await;
     assert_eq!(report.status, RunStatus::Completed);
     assert_eq!(report.turns, 2, "the message made the run go on");
@@ -610,7 +612,7 @@ async fn a_message_sent_during_a_handoff_goes_to_the_agent_taking_over() {
     inbox
         .say(
             &RunId::new("test-run").unwrap(),
-            "check the docs as well",
+            &Person::at_the_keyboard().says("check the docs as well"),
             0,
         )
         .unwrap();
@@ -640,7 +642,9 @@ async fn a_resumed_run_gives_a_recorded_message_to_the_next_turn_and_does_not_re
     let inbox = HumanInbox::memory();
     let t = team_inbox(&["builder"], script(), inbox.clone());
     let run = RunId::new("test-run").unwrap();
-    inbox.say(&run, "also add a test", 0).unwrap();
+    inbox
+        .say(&run, &Person::at_the_keyboard().says("also add a test"), 0)
+        .unwrap();
     t.run("builder").await;
     // The run as a process killed right after recording the message would have left it.
     let mut records = t.sink.events();

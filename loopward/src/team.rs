@@ -329,9 +329,10 @@ impl Team {
         self
     }
 
-    /// The custody given, or the one the config and the environment lookup find; `None` when
-    /// there is no way to find a state directory.
-    fn find_custody(&self) -> Result<Option<Custody>> {
+    /// The custody given, or the one the config and the environment lookup find (its first key
+    /// created when there is none); `None` when there is no way to find a state directory. A
+    /// Restate worker keys its runs' ledgers with it (`LoopwardRunService::keyed`).
+    pub fn find_custody(&self) -> Result<Option<Custody>> {
         if let Some(c) = &self.options.custody {
             return Ok(Some(c.clone()));
         }

@@ -99,7 +99,7 @@ fn ci(root: &Path) -> Result<()> {
     // llama backend (the `loopward-llama` crate, which compiles llama.cpp) is built in its own,
     // single configuration by `llama_ci`.
     let features =
-        "--features=loopward/http,loopward-runner/http,loopward-runner/otel,loopward-cli/otel";
+        "--features=loopward/http,loopward-runner/http,loopward-runner/otel,loopward-cli/http,loopward-cli/otel";
     let fast = ["--workspace", "--exclude", "loopward-llama"];
     let clippy = [&["clippy"][..], &fast, &["--all-targets", features]].concat();
     cargo(root, &[&clippy[..], &["--", "-D", "warnings"]].concat())?;

@@ -6,7 +6,7 @@
 use anyhow::{bail, Context, Result};
 use loopward::config::{Config, CONFIG_FILE};
 use loopward::ledger;
-use loopward_core::RunId;
+use loopward_core::{Person, RunId};
 use loopward_runner::{Clock, SystemClock};
 use loopward_term::render::{Printer, Tone};
 use std::path::PathBuf;
@@ -61,7 +61,12 @@ pub(super) fn run(args: &Args) -> Result<ExitCode> {
     // Sealed under the ledger key, as the run expects (a file written any other way is refused).
     super::state::open(&cfg, &args.config)?
         .inbox(&workspace)?
-        .say(&id, &args.message, SystemClock.now_millis())
+        // The person at this terminal typed the message: this command talks to a person.
+        .say(
+            &id,
+            &Person::at_the_keyboard().says(args.message.as_str()),
+            SystemClock.now_millis(),
+        )
         .with_context(|| format!("cannot send the message to run {id}"))?;
     let mut out = Printer::stdout();
     out.line(

@@ -21,7 +21,7 @@ mod toolgate;
 use loopward_core::{AgentId, AuditEvent, RunId, RunStatus};
 use loopward_restate::ingress::{self, Ingress};
 use loopward_restate::{LoopwardRunService, StartRun};
-use loopward_runner::audit::{LedgerOptions, Record, EVENTS_FILE};
+use loopward_runner::audit::{KeyRing, Record, EVENTS_FILE};
 use restate_sdk::prelude::{Endpoint, HttpServer};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -105,6 +105,14 @@ fn main() {
     }
 }
 
+/// The evidence custody every worker shares: the state directory beside `runs` (outside the
+/// workspace), its keys made by the test before any worker starts.
+fn custody(runs: &Path) -> loopward::state::Custody {
+    let state = loopward_runner::StateDir::at(runs.parent().unwrap().join("state")).unwrap();
+    let keys = KeyRing::load_or_create(&state.root().join("keys")).unwrap();
+    loopward::state::Custody::new(state, keys, loopward::config::ChainKind::HmacSha256)
+}
+
 /// `worker <workspace> <runs> <ctl> <port>`: serves the team until killed.
 fn worker(args: &[String]) {
     let [ws, runs, ctl, port] = args else {
@@ -118,7 +126,7 @@ fn worker(args: &[String]) {
         .unwrap();
     rt.block_on(async {
         let runner = team::runner(Path::new(ws), Path::new(ctl));
-        let service = LoopwardRunService::new(runner, runs, LedgerOptions::default());
+        let service = LoopwardRunService::keyed(runner, runs, custody(Path::new(runs)));
         let listener = tokio::net::TcpListener::bind(("127.0.0.1", port))
             .await
             .unwrap();
@@ -201,6 +209,7 @@ async fn scenario(dir: &Path) -> Result<(), String> {
         std::fs::create_dir_all(dir.join(d)).map_err(|e| e.to_string())?;
     }
     let ctl = dir.join("ctl");
+    let custody = custody(&dir.join("runs"));
     let server = server::Server::start(dir)?;
     let (port_a, port_b) = (server::free_port(), server::free_port());
     let a = Worker::start("a", dir, port_a)?;
@@ -320,11 +329,18 @@ async fn scenario(dir: &Path) -> Result<(), String> {
     }
     // The ledger: one, verified, each call once.
     let run_dir = dir.join("runs").join(run.as_str());
-    loopward_runner::audit::verify(
-        &run_dir,
-        &loopward_runner::audit::VerifyOptions::keyless().unfinished(true),
-    )
-    .map_err(|e| format!("verify: {e}"))?;
+    // Strictly: chained under the custody's key, anchored, the index head in the state dir.
+    let strict = custody
+        .verify_options(&dir.join("runs"))
+        .map_err(|e| format!("{e:#}"))?;
+    let verified =
+        loopward_runner::audit::verify(&run_dir, &strict).map_err(|e| format!("verify: {e}"))?;
+    let key = custody.keys().current().map(|k| k.id().clone());
+    if verified.key != key || !verified.anchored {
+        return Err(format!(
+            "not verified, anchored, under key {key:?}: {verified:?}"
+        ));
+    }
     check_ledger(&run_dir.join(EVENTS_FILE), summary.records)?;
     println!(
         "restate: killed worker {killed} mid-turn, the run went on on worker {survivor_name}; \
