@@ -164,6 +164,11 @@ pub struct Change {
     pub kind: EffectKind,
 }
 
+/// Whether an error says the path is no longer there.
+fn gone(e: &std::io::Error) -> bool {
+    e.kind() == std::io::ErrorKind::NotFound
+}
+
 impl Snapshot {
     /// Records `root`, skipping the workspace-relative paths in `skip`, reading at most
     /// `max_bytes` of file content; `keep(path)` says whose content to keep in `store` for
@@ -184,8 +189,15 @@ impl Snapshot {
             } else {
                 root.join(&dir)
             };
-            let rd = std::fs::read_dir(&abs)
-                .map_err(|e| SnapshotError(format!("cannot list {}: {e}", abs.display())))?;
+            // A path removed while it is being recorded (a temporary file another process
+            // made and removed) was not there at that moment: it is left out, not an error.
+            let rd = match std::fs::read_dir(&abs) {
+                Err(e) if gone(&e) && !dir.is_empty() => {
+                    snap.entries.remove(&dir);
+                    continue;
+                }
+                r => r.map_err(|e| SnapshotError(format!("cannot list {}: {e}", abs.display())))?,
+            };
             for ent in rd {
                 let ent = ent.map_err(|e| SnapshotError(format!("cannot list {dir:?}: {e}")))?;
                 let name = ent.file_name().to_string_lossy().into_owned();
@@ -202,13 +214,19 @@ impl Snapshot {
                         "more than {MAX_SNAPSHOT_PATHS} paths; list big generated folders under [gates.shell] skip"
                     )));
                 }
-                let meta = std::fs::symlink_metadata(ent.path())
-                    .map_err(|e| SnapshotError(format!("cannot stat {rel}: {e}")))?;
+                let meta = match std::fs::symlink_metadata(ent.path()) {
+                    Err(e) if gone(&e) => continue,
+                    r => r.map_err(|e| SnapshotError(format!("cannot stat {rel}: {e}")))?,
+                };
                 let ft = meta.file_type();
                 let entry = if ft.is_symlink() {
                     Entry::Link {
-                        target: std::fs::read_link(ent.path())
-                            .map_err(|e| SnapshotError(format!("cannot read link {rel}: {e}")))?,
+                        target: match std::fs::read_link(ent.path()) {
+                            Err(e) if gone(&e) => continue,
+                            r => r.map_err(|e| {
+                                SnapshotError(format!("cannot read link {rel}: {e}"))
+                            })?,
+                        },
                     }
                 } else if ft.is_dir() {
                     stack.push(rel.clone());
@@ -222,8 +240,10 @@ impl Snapshot {
                         )));
                     }
                     budget -= meta.len();
-                    let bytes = std::fs::read(ent.path())
-                        .map_err(|e| SnapshotError(format!("cannot read {rel}: {e}")))?;
+                    let bytes = match std::fs::read(ent.path()) {
+                        Err(e) if gone(&e) => continue,
+                        r => r.map_err(|e| SnapshotError(format!("cannot read {rel}: {e}")))?,
+                    };
                     let sha256 = hex::encode(Sha256::digest(&bytes));
                     let kept = keep(&rel);
                     if kept {

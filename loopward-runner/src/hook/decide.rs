@@ -237,8 +237,14 @@ impl Engine<'_> {
                 reason: refusal.to_string(),
             });
         }
-        if let Some(id) = &call.id {
-            self.state.allowed_calls.insert(id.clone());
+        if let Some(id) = call.id.as_deref().filter(|s| !s.is_empty()) {
+            // The second line: where the write really lands is checked afterwards.
+            if let Some(refusal) = self.watch_write(call, id, path.rel())? {
+                return Ok(Reply::Deny {
+                    reason: refusal.to_string(),
+                });
+            }
+            self.state.allowed_calls.insert(id.to_string());
         }
         let mut reason = format!(
             "loopward: {} may write {}",
@@ -287,6 +293,11 @@ impl Engine<'_> {
         if let Some(id) = &call.id {
             self.state.allowed_calls.remove(id);
         }
+        let (reverted, message) = if call.tool.write_path().is_some() {
+            self.judge_write(&call)?
+        } else {
+            (vec![], None)
+        };
         let error = self
             .input
             .error
@@ -302,11 +313,11 @@ impl Engine<'_> {
             call_id: call.id.clone().unwrap_or_default(),
             tool: call.tool.name().to_string(),
             is_error: true,
-            effects: vec![],
+            effects: reverted,
             summary: format!("{} failed: {error}", call.tool.name()),
             output: None,
         })?;
-        Ok(Reply::Silent)
+        Ok(message.map_or(Reply::Silent, |context| Reply::FailureContext { context }))
     }
 
     fn post_write(&mut self, call: &ToolUse, raw: &str) -> Result<Reply, HookError> {
@@ -350,7 +361,14 @@ impl Engine<'_> {
                         reason: format!("refused by loopward: {}; this write was not allowed before it ran.\nWhat to do: undo it, and leave the file to its owner.", rule.reason),
                     };
                 }
-                let effects = vec![Effect::ok(path.rel(), kind)];
+                // Where PreToolUse judged the write (a link swapped since may make the path
+                // resolve elsewhere now; what landed there is judged by the watch).
+                let judged = call
+                    .id
+                    .as_ref()
+                    .and_then(|id| self.state.write_targets.get(id))
+                    .map_or(path.rel(), String::as_str);
+                let effects = vec![Effect::ok(judged, kind)];
                 let work = self.policy.work(&accesses(&call.tool, &path, &call.input));
                 self.state.sprawl.touch(&self.caller, work);
                 self.policy.note_plan(&effects, &mut self.state.sprawl);
@@ -358,10 +376,17 @@ impl Engine<'_> {
             }
             Err(_) => vec![],
         };
+        let (judged, message) = self.judge_write(call)?;
+        let mut effects = effects;
+        let is_error = message.is_some();
+        effects.extend(judged);
+        if let Some(reason) = message {
+            reply = Reply::Block { reason };
+        }
         self.record(&AuditEvent::ToolFinished {
             call_id: call.id.clone().unwrap_or_default(),
             tool: call.tool.name().to_string(),
-            is_error: false,
+            is_error,
             effects,
             summary: format!("{} finished", call.tool.name()),
             output: None,

@@ -7,9 +7,9 @@
 //!
 //! | event | what loopward does |
 //! |---|---|
-//! | `PreToolUse` `Write`/`Edit`/`MultiEdit`/`NotebookEdit` | control files, territory (with one-shot overrides), sprawl → `allow` or `deny` with what to do instead |
+//! | `PreToolUse` `Write`/`Edit`/`MultiEdit`/`NotebookEdit` | control files, territory (with one-shot overrides), sprawl → `allow` (the workspace recorded) or `deny` with what to do instead |
 //! | `PreToolUse` `Bash` | records the workspace; Claude Code's own permission flow decides (denied if the workspace cannot be recorded) |
-//! | `PostToolUse` file tool | records the effect (it counts toward the sprawl gate; a plan written clears it) |
+//! | `PostToolUse` file tool | records the effect (it counts toward the sprawl gate; a plan written clears it); compares with the record taken at `PreToolUse` and reverts a territory or control file changed through a link swapped in since |
 //! | `PostToolUse`/`PostToolUseFailure` `Bash` | compares with the record; judges each changed path like a write (overrides honoured), reverts what the caller may not change, and tells the model |
 //! | `UserPromptSubmit` | a person spoke: a new turn (the only event that starts one) |
 //! | anything else | recorded, no answer |
@@ -55,6 +55,7 @@ mod decide;
 mod ledger;
 pub mod session;
 mod shell;
+mod write_watch;
 
 pub use ledger::{FileLedgers, LedgerOpener};
 pub use shell::ShellWatchError;

@@ -19,7 +19,7 @@ use crate::gates::SprawlTracker;
 use loopward_core::RunId;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs::{self, OpenOptions};
 use std::path::{Path, PathBuf};
 
@@ -116,6 +116,10 @@ pub struct SessionState {
     /// File-tool calls allowed at `PreToolUse` whose `PostToolUse` has not come yet.
     #[serde(default)]
     pub allowed_calls: BTreeSet<String>,
+    /// Allowed file-tool calls whose workspace was recorded at `PreToolUse`: call id → the
+    /// workspace-relative path the call was allowed to write (judged then, not again).
+    #[serde(default)]
+    pub write_targets: BTreeMap<String, String>,
     /// The sprawl gate's memory: human prompts and plans in order, each agent's units of work
     /// this turn (the same type the runner keeps in memory).
     #[serde(default)]

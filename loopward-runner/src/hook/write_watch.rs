@@ -1,0 +1,172 @@
+//! The second line behind a Claude Code file tool (`Write`, `Edit`, …): Claude Code writes in its
+//! own process and follows links, so a link swapped in after `PreToolUse` judged the path (by a
+//! process a command left running) can carry the write into a territory. Like a `Bash` call, the
+//! workspace is recorded at `PreToolUse` and compared at `PostToolUse` (or
+//! `PostToolUseFailure`); a change to a territory or control file other than the path the call
+//! was allowed to write is judged by the engine
+//! ([`Policy::judge_changes`](crate::gates::Policy::judge_changes)), put back when it may not
+//! stand, recorded as a violation, and reported to the model. Observed and repaired, not
+//! prevented: for the moment between the write and `PostToolUse` the territory holds it.
+
+use super::claude_code::ToolUse;
+use super::decide::Engine;
+use super::shell::{self, ShellWatchError};
+use super::HookError;
+use crate::gates::{ChangedPath, ShellAsk, SHELL_GATE};
+use loopward_core::{AuditEvent, Decision, Effect, GateId, GateKind, GateMode, Refusal, Remedy};
+
+impl Engine<'_> {
+    /// Records the workspace before an allowed file-tool call `id` (allowed to write `target`).
+    /// A workspace that cannot be recorded cannot be checked afterwards: the refusal to answer.
+    pub(super) fn watch_write(
+        &mut self,
+        call: &ToolUse,
+        id: &str,
+        target: &str,
+    ) -> Result<Option<Refusal>, HookError> {
+        let taken = shell::capture(
+            self.ws,
+            &self.blobs(),
+            &|rel| self.policy.watched(rel),
+            &self.policy.unwatched(),
+            self.policy.shell().max_snapshot_bytes,
+        )
+        .and_then(|snap| shell::save(&snap, &self.snapshot_path(id)));
+        match taken {
+            Ok(()) => {
+                self.state
+                    .write_targets
+                    .insert(id.to_string(), target.to_string());
+                Ok(None)
+            }
+            Err(why) => {
+                let refusal = Refusal::new(
+                    SHELL_GATE,
+                    format!("not written: the workspace could not be recorded before the write, so where it lands could not be checked ({why})"),
+                    "ask a person to list big generated folders under [gates.shell] skip",
+                );
+                self.record(&AuditEvent::GateDecision {
+                    call_id: Some(id.to_string()),
+                    gate: GateId::of(GateKind::ShellWatch),
+                    mode: GateMode::Enforce,
+                    action: format!("tool:{}", call.tool.name()),
+                    path_raw: None,
+                    path: None,
+                    decision: Decision::Deny(refusal.clone()),
+                })?;
+                Ok(Some(refusal))
+            }
+        }
+    }
+
+    /// Compares the workspace with the record taken before file-tool call `call`: every change
+    /// to a territory or control file other than the allowed target is judged, and put back
+    /// when it may not stand. Returns the effects of what was judged and, when anything was
+    /// refused, what to tell the model. A call without a record (not allowed by this hook) is
+    /// left to the caller.
+    pub(super) fn judge_write(
+        &mut self,
+        call: &ToolUse,
+    ) -> Result<(Vec<Effect>, Option<String>), HookError> {
+        let Some(id) = call.id.as_deref().filter(|s| !s.is_empty()) else {
+            return Ok((vec![], None));
+        };
+        let target = self.state.write_targets.remove(id);
+        let snap_path = self.snapshot_path(id);
+        let before = match shell::load(&snap_path, id) {
+            Ok(b) => b,
+            Err(ShellWatchError::NoSnapshot(_)) if target.is_none() => return Ok((vec![], None)),
+            Err(e) => return Err(e.into()),
+        };
+        let tool = call.tool.name();
+        let after = shell::capture(
+            self.ws,
+            &self.blobs(),
+            &|_| false,
+            &self.policy.unwatched(),
+            self.policy.shell().max_snapshot_bytes,
+        );
+        let _ = std::fs::remove_file(&snap_path);
+        let after = match after {
+            Ok(a) => a,
+            Err(why) => {
+                self.record(&AuditEvent::Violation {
+                    path: String::new(),
+                    remedy: Remedy::Unremedied {
+                        why: "the workspace could not be compared".into(),
+                    },
+                    reason: why.to_string(),
+                })?;
+                return Ok((vec![], Some(format!(
+                    "the {tool} ran, but the workspace could not be compared afterwards ({why}), so where it landed is unchecked; this was reported. What to do: check that the write landed where you meant it to"
+                ))));
+            }
+        };
+        let diff: Vec<_> = before
+            .diff(&after)
+            .into_iter()
+            .filter(|c| Some(&c.path) != target.as_ref() && self.policy.watched(&c.path))
+            .collect();
+        if diff.is_empty() {
+            return Ok((vec![], None));
+        }
+        let changes: Vec<ChangedPath> = diff
+            .iter()
+            .map(|c| ChangedPath {
+                ends: self.policy.link_ends(&c.path),
+                path: c.path.clone(),
+                kind: c.kind.clone(),
+                dir: after.is_dir(&c.path),
+            })
+            .collect();
+        let action = format!("tool:{tool}");
+        let judgement = self.policy.judge_changes(&ShellAsk {
+            agent: &self.caller,
+            call_id: Some(id),
+            action: &action,
+            changes: &changes,
+            clock: &*self.ctx.clock,
+        });
+        for event in &judgement.events {
+            self.record(event)?;
+        }
+        let remedies: Vec<Option<Remedy>> = diff
+            .iter()
+            .zip(&judgement.refusals)
+            .map(|(c, r)| {
+                r.as_ref().map(
+                    |_| match shell::revert(self.ws, &self.blobs(), &before, c) {
+                        Ok(()) => Remedy::Reverted,
+                        Err(e) => Remedy::NotReverted { why: e.to_string() },
+                    },
+                )
+            })
+            .collect();
+        let outcome = judgement.outcome(&changes, &remedies);
+        for v in &outcome.violations {
+            self.record(v)?;
+        }
+        let message = outcome.message.map(|_| {
+            let paths: Vec<String> = outcome
+                .violations
+                .iter()
+                .filter_map(|v| match v {
+                    AuditEvent::Violation { path, remedy, .. } => Some(format!("{path} ({remedy})")),
+                    _ => None,
+                })
+                .collect();
+            let reason = judgement
+                .refusals
+                .iter()
+                .flatten()
+                .next()
+                .map(|r| r.reason.clone())
+                .unwrap_or_default();
+            format!(
+                "refused by loopward: this {tool} landed on paths you may not change (a link on its way was changed after the write was allowed): {}. {reason}\nWhat to do: write only to the path you named, and remove links that point into other agents' files.",
+                paths.join(", ")
+            )
+        });
+        Ok((outcome.effects, message))
+    }
+}

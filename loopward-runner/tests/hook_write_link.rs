@@ -1,0 +1,201 @@
+//! Claude Code's own `Write` and `Edit` run in Claude Code's process and follow links, so a link
+//! swapped in after `PreToolUse` judged the path can carry the write into a territory. The hook
+//! records the workspace at `PreToolUse` and compares at `PostToolUse`: a territory changed
+//! through the link is put back, the violation recorded, and the model told. These tests play
+//! the client: `PreToolUse`, then the write through the (swapped) link, then `PostToolUse`.
+
+mod hook_support;
+
+use hook_support::{Project, SESSION};
+use loopward_runner::hook::handle;
+use serde_json::json;
+use std::os::unix::fs::symlink;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+const POLICY: &str = r#"
+[[territory]]
+paths = ["plans/**"]
+owner = "planner"
+
+[gates.sprawl]
+enabled = false
+
+[gates.shell]
+sandbox = "watch-only"
+"#;
+
+fn event(p: &Project, name: &str, id: &str, file: &str, content: &str) -> String {
+    let mut v = json!({
+        "session_id": SESSION, "transcript_path": "/t.jsonl", "cwd": p.root,
+        "hook_event_name": name, "tool_name": "Write", "tool_use_id": id,
+        "tool_input": {"file_path": p.path(file), "content": content},
+    });
+    if name == "PostToolUse" {
+        v["tool_response"] = json!({"type": "update", "filePath": p.path(file)});
+    }
+    v.to_string()
+}
+
+#[test]
+fn a_write_whose_folder_became_a_link_into_a_territory_is_put_back() {
+    let p = Project::new(POLICY);
+    p.write("plans/a.md", "# the planner's plan\n");
+    p.write("scratch/a.md", "draft\n");
+    let pre = handle(
+        &event(&p, "PreToolUse", "toolu_w1", "scratch/a.md", "mine"),
+        &p.ctx,
+    );
+    assert!(
+        pre.stdout.contains(r#""permissionDecision":"allow""#),
+        "{pre:?}"
+    );
+    // Between the check and the write, something swaps the folder for a link into plans/.
+    std::fs::remove_dir_all(p.path("scratch")).unwrap();
+    symlink(p.path("plans"), p.path("scratch")).unwrap();
+    // Claude Code writes, following the link.
+    std::fs::write(p.path("scratch/a.md"), "mine").unwrap();
+    assert_eq!(p.read("plans/a.md").as_deref(), Some("mine"));
+    let post = handle(
+        &event(&p, "PostToolUse", "toolu_w1", "scratch/a.md", "mine"),
+        &p.ctx,
+    );
+    assert_eq!(post.exit_code, 0);
+    assert!(post.stdout.contains(r#""decision":"block""#), "{post:?}");
+    assert!(
+        post.stdout.contains("plans/a.md (reverted)") && post.stdout.contains("belongs to planner"),
+        "{}",
+        post.stdout
+    );
+    assert_eq!(
+        p.read("plans/a.md").as_deref(),
+        Some("# the planner's plan\n"),
+        "the territory file is restored"
+    );
+    let ledger = p.ledger(SESSION);
+    assert!(
+        ledger
+            .iter()
+            .any(|l| l.contains("violation plans/a.md reverted")),
+        "{ledger:#?}"
+    );
+    assert!(
+        ledger
+            .iter()
+            .any(|l| l.contains("tool_finished Write toolu_w1 error=true")
+                && l.contains("plans/a.md modify reverted")),
+        "{ledger:#?}"
+    );
+}
+
+#[test]
+fn a_new_file_landed_in_a_territory_through_a_link_is_removed_and_a_plain_write_stands() {
+    let p = Project::new(POLICY);
+    p.write("plans/a.md", "# plan\n");
+    p.write("scratch/keep.md", "k\n");
+    // A plain write: nothing else changed, nothing judged, the write stands.
+    handle(
+        &event(&p, "PreToolUse", "toolu_1", "scratch/b.md", "b"),
+        &p.ctx,
+    );
+    std::fs::write(p.path("scratch/b.md"), "b").unwrap();
+    let post = handle(
+        &event(&p, "PostToolUse", "toolu_1", "scratch/b.md", "b"),
+        &p.ctx,
+    );
+    assert_eq!((post.exit_code, post.stdout.as_str()), (0, ""));
+    assert_eq!(p.read("scratch/b.md").as_deref(), Some("b"));
+    // Swapped: the new file lands in plans/ and is removed.
+    handle(
+        &event(&p, "PreToolUse", "toolu_2", "scratch/new.md", "x"),
+        &p.ctx,
+    );
+    std::fs::rename(p.path("scratch"), p.path("moved")).unwrap();
+    symlink(p.path("plans"), p.path("scratch")).unwrap();
+    std::fs::write(p.path("scratch/new.md"), "x").unwrap();
+    let post = handle(
+        &event(&p, "PostToolUse", "toolu_2", "scratch/new.md", "x"),
+        &p.ctx,
+    );
+    assert!(post.stdout.contains("plans/new.md (reverted)"), "{post:?}");
+    assert!(!p.path("plans/new.md").exists());
+    assert_eq!(p.read("plans/a.md").as_deref(), Some("# plan\n"));
+}
+
+#[test]
+fn a_link_flipped_in_a_loop_while_many_writes_run_leaves_the_territory_untouched() {
+    let p = Project::new(POLICY);
+    let plan = "# the planner's plan\n";
+    for i in 0..4 {
+        p.write(&format!("plans/p{i}.md"), plan);
+    }
+    std::fs::create_dir_all(p.path("scratch")).unwrap();
+    symlink(p.path("scratch"), p.path("free")).unwrap();
+    // Another process flips `free` between scratch/ and plans/, atomically, as fast as it can.
+    let stop = Arc::new(AtomicBool::new(false));
+    let flipper = {
+        let stop = stop.clone();
+        let (root, free) = (p.root.clone(), p.path("free"));
+        std::thread::spawn(move || {
+            let mut n = 0u64;
+            let tmp = root.join("free.tmp");
+            while !stop.load(Ordering::Relaxed) {
+                let to = if n & 1 == 0 { "plans" } else { "scratch" };
+                let _ = std::fs::remove_file(&tmp);
+                symlink(root.join(to), &tmp).unwrap();
+                std::fs::rename(&tmp, &free).unwrap();
+                n += 1;
+            }
+            n
+        })
+    };
+    let (mut landed, mut blocked) = (0, 0);
+    for i in 0..60 {
+        let id = format!("toolu_{i}");
+        let file = format!("free/p{}.md", i % 4);
+        let pre = handle(&event(&p, "PreToolUse", &id, &file, "mine"), &p.ctx);
+        assert_eq!(pre.exit_code, 0, "{pre:?}");
+        if pre.stdout.contains(r#""permissionDecision":"deny""#) {
+            continue; // judged while the link pointed into plans/: not written
+        }
+        if std::fs::write(p.path(&file), "mine").is_err() {
+            continue;
+        }
+        if p.read(&file.replace("free/", "plans/")).as_deref() == Some("mine") {
+            landed += 1;
+        }
+        let post = handle(&event(&p, "PostToolUse", &id, &file, "mine"), &p.ctx);
+        assert_eq!(post.exit_code, 0, "{post:?}");
+        if post.stdout.contains(r#""decision":"block""#) {
+            blocked += 1;
+        }
+        for j in 0..4 {
+            assert_eq!(
+                p.read(&format!("plans/p{j}.md")).as_deref(),
+                Some(plan),
+                "after call {i}: pre {pre:?} post {post:?} ledger {:#?}",
+                p.ledger(SESSION).iter().rev().take(12).collect::<Vec<_>>()
+            );
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    let flips = flipper.join().unwrap();
+    assert!(flips > 60, "the link flipped {flips} times");
+    assert!(
+        landed > 0,
+        "no write went through the swapped link; the race was not exercised"
+    );
+    assert!(
+        blocked >= landed,
+        "{blocked} blocked, {landed} landed in plans/"
+    );
+    let violations = p
+        .ledger(SESSION)
+        .iter()
+        .filter(|l| l.contains(" violation plans/"))
+        .count();
+    assert!(
+        violations >= landed,
+        "{violations} violations, {landed} landed"
+    );
+}
