@@ -199,3 +199,47 @@ fn a_link_flipped_in_a_loop_while_many_writes_run_leaves_the_territory_untouched
         "{violations} violations, {landed} landed"
     );
 }
+
+#[test]
+fn a_file_tool_that_failed_after_writing_through_a_link_is_compared_too() {
+    let p = Project::new(POLICY);
+    p.write("plans/a.md", "# the planner's plan\n");
+    p.write("scratch/a.md", "draft\n");
+    let pre = handle(
+        &event(&p, "PreToolUse", "toolu_f1", "scratch/a.md", "mine"),
+        &p.ctx,
+    );
+    assert!(
+        pre.stdout.contains(r#""permissionDecision":"allow""#),
+        "{pre:?}"
+    );
+    std::fs::remove_dir_all(p.path("scratch")).unwrap();
+    symlink(p.path("plans"), p.path("scratch")).unwrap();
+    // The write lands through the link, then the tool reports a failure (Claude Code sends
+    // PostToolUseFailure instead of PostToolUse).
+    std::fs::write(p.path("scratch/a.md"), "mine").unwrap();
+    let mut failed: serde_json::Value = serde_json::from_str(&event(
+        &p,
+        "PostToolUseFailure",
+        "toolu_f1",
+        "scratch/a.md",
+        "mine",
+    ))
+    .unwrap();
+    failed["error"] = json!("the write was interrupted");
+    let post = handle(&failed.to_string(), &p.ctx);
+    assert_eq!(post.exit_code, 0, "{post:?}");
+    assert!(post.stdout.contains("plans/a.md (reverted)"), "{post:?}");
+    assert_eq!(
+        p.read("plans/a.md").as_deref(),
+        Some("# the planner's plan\n"),
+        "the territory file is restored"
+    );
+    assert!(
+        p.ledger(SESSION)
+            .iter()
+            .any(|l| l.contains("violation plans/a.md reverted")),
+        "{:#?}",
+        p.ledger(SESSION)
+    );
+}

@@ -20,7 +20,12 @@ const EVENTS: [(&str, Option<&str>); 4] = [
         "PostToolUse",
         Some("Write|Edit|MultiEdit|NotebookEdit|Bash"),
     ),
-    ("PostToolUseFailure", Some("Bash")),
+    // A failed call may still have written (a shell command that then failed, a file tool
+    // whose write went through a link swapped in after the check): compared all the same.
+    (
+        "PostToolUseFailure",
+        Some("Write|Edit|MultiEdit|NotebookEdit|Bash"),
+    ),
     ("UserPromptSubmit", None),
 ];
 
