@@ -101,8 +101,12 @@ async fn a_background_writer_that_outlives_the_command_is_refused_by_the_kernel(
     let out = room
         .shell(
             &builder,
-            "setsid sh -c 'sleep 0.5; echo late > plan.md; echo late > src/late.txt' >/dev/null 2>&1 & \
-             nohup sh -c 'sleep 0.5; echo late >> loopward.toml' >/dev/null 2>&1 & echo started",
+            // The command returns only once the writer has left its process group (`setsid`
+            // runs before `sh` touches src/.left): the shell tool ends the group when the call
+            // ends, and a writer still in it would be killed, not refused.
+            "setsid sh -c 'touch src/.left; sleep 0.5; echo late > plan.md; echo late > src/late.txt' >/dev/null 2>&1 & \
+             nohup sh -c 'sleep 0.5; echo late >> loopward.toml' >/dev/null 2>&1 & \
+             while [ ! -e src/.left ]; do sleep 0.01; done; echo started",
         )
         .await
         .unwrap();
