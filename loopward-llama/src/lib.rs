@@ -133,8 +133,9 @@ impl tower::Service<ChatRequest> for LlamaService {
     }
 
     fn call(&mut self, request: ChatRequest) -> Self::Future {
-        // Named here, in the caller's span and task (the inference thread has neither).
-        loopward_runner::telemetry::record_provider("llama.cpp");
+        // Named here, on the caller's model-call span (the inference thread has none). This
+        // crate depends only on the vocabulary, so the turn's span is not reached from here.
+        tracing::Span::current().record("gen_ai.provider.name", "llama.cpp");
         let (reply, answer) = oneshot::channel();
         let sent = self.jobs.send(Job { request, reply });
         Box::pin(async move {
