@@ -1,5 +1,6 @@
-//! `loopward approve|deny <run> <gate>`: answers a run's durable stop-gate — in the workspace's
-//! `.loopward/pending/`, or, with `--restate`, the awakeable a run on Restate waits on.
+//! `loopward approve|deny <run> <gate>`: answers a run's durable stop-gate — its sealed record in
+//! loopward's state directory (`<state>/pending/`), or, with `--restate`, the awakeable a run on
+//! Restate waits on.
 
 use anyhow::{bail, Result};
 use loopward::config::{Config, CONFIG_FILE};
