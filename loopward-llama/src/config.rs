@@ -44,6 +44,11 @@ pub struct LlamaConfig {
     pub max_string_chars: u32,
     /// The most items a tool-call argument array may have when its schema sets no `maxItems`.
     pub max_array_items: u32,
+    /// Bounded text answers: when set, a text answer is one line of printable ASCII of at most
+    /// this many characters (and fewer than the request's `max_tokens`), enforced by a grammar
+    /// that then ends it. Such an answer cannot be cut off by `max_tokens`: every token holds at
+    /// least one character. `None` (the default): text is free and can run into `max_tokens`.
+    pub answer_chars: Option<u32>,
     /// Sequence slots: how many requests the model answers at once, decoded together in one
     /// batch, each in its own region of the KV cache (`n_ctx` tokens each, so the cache takes
     /// `parallel` times the memory). `1` answers one request at a time.
@@ -83,6 +88,7 @@ impl LlamaConfig {
             tool_choice: ToolChoice::Auto,
             max_string_chars: 256,
             max_array_items: 16,
+            answer_chars: None,
             parallel: 1,
         }
     }
@@ -149,6 +155,21 @@ impl LlamaConfig {
     pub fn argument_bounds(mut self, string_chars: u32, array_items: u32) -> Self {
         self.max_string_chars = string_chars;
         self.max_array_items = array_items;
+        self
+    }
+
+    /// Bounds text answers to one line of at most `chars` printable-ASCII characters (and
+    /// always fewer than the request's `max_tokens`), so that a model — a small one especially —
+    /// ends its answer before its token budget instead of being cut off. The grammar ends the
+    /// answer at the bound; a model that stops earlier ends earlier.
+    ///
+    /// ```
+    /// use loopward_llama::LlamaConfig;
+    /// let config = LlamaConfig::new("m.gguf").max_tokens(256).answer_chars(200);
+    /// assert_eq!(config.answer_chars, Some(200));
+    /// ```
+    pub fn answer_chars(mut self, chars: u32) -> Self {
+        self.answer_chars = Some(chars);
         self
     }
 

@@ -6,6 +6,11 @@
 //! does not start with `{`, `<` or blank space. The object's grammar comes from llama.cpp's JSON-schema
 //! converter over a `oneOf` of one schema per tool, with insignificant whitespace removed so the
 //! model cannot wander in blank space.
+//!
+//! With [`Bounds::answer_chars`] set, plain text is *bounded*: one line of printable ASCII of at
+//! most that many characters. Every token of such text holds at least one character, so an
+//! answer of `n` characters ends within `n` tokens plus its end-of-generation token: a bound
+//! below `max_tokens` means a text answer cannot be cut off.
 
 use loopward_core::model::ModelError;
 use loopward_core::ToolSpec;
@@ -32,6 +37,29 @@ pub(crate) struct Bounds {
     pub(crate) string_chars: u32,
     /// `maxItems` given to every array schema that has none.
     pub(crate) array_items: u32,
+    /// When set, text answers are one line of printable ASCII of at most this many characters.
+    pub(crate) answer_chars: Option<u32>,
+}
+
+/// The rule for plain text: it starts with a visible character other than `{` and `<` (a reply
+/// of blank space is no answer, and a call never reads as text); bounded, it is one line of
+/// printable ASCII (`' '..='~'`) of at most `answer_chars` characters.
+fn free_text(answer_chars: Option<u32>) -> String {
+    match answer_chars {
+        None => "free-text ::= [^{< \\t\\n\\r] .*\n".to_owned(),
+        Some(n) => format!(
+            "free-text ::= [!-;=-z|-~] [ -~]{{0,{}}}\n",
+            n.max(1) - 1
+        ),
+    }
+}
+
+/// The bound on a text answer of a request with `max_tokens`, given the configured one: at most
+/// `max_tokens - 1` characters (and at least 1), so the answer ends before the budget — each of
+/// its tokens holds at least one of its characters, and the end-of-generation token needs one
+/// more.
+pub(crate) fn answer_bound(configured: Option<u32>, max_tokens: u32) -> Option<u32> {
+    configured.map(|n| n.min(max_tokens.saturating_sub(1)).max(1))
 }
 
 /// Builds the GBNF for `tools` (root rule `root`) allowing replies of `shape`; every string and
@@ -42,10 +70,9 @@ pub(crate) fn tool_grammar(
     shape: Shape,
     bounds: Bounds,
 ) -> Result<String, ModelError> {
-    // Text starts with a visible character: a reply of blank space is no answer.
-    const FREE_TEXT: &str = "free-text ::= [^{< \\t\\n\\r] .*\n";
+    let text = free_text(bounds.answer_chars);
     if shape == Shape::Text {
-        return Ok(format!("root ::= free-text\n{FREE_TEXT}"));
+        return Ok(format!("root ::= free-text\n{text}"));
     }
     let alternatives: Vec<Value> = tools.iter().map(|t| call_schema(t, bounds)).collect();
     let schema = json!({ "oneOf": alternatives });
@@ -72,7 +99,7 @@ pub(crate) fn tool_grammar(
         out.push_str("root ::= tool-call\n");
     } else {
         out.push_str("root ::= tool-call | free-text\n");
-        out.push_str(FREE_TEXT);
+        out.push_str(&text);
     }
     Ok(out)
 }
@@ -209,6 +236,7 @@ mod tests {
     const BOUNDS: Bounds = Bounds {
         string_chars: 64,
         array_items: 4,
+        answer_chars: None,
     };
 
     #[test]
@@ -257,6 +285,31 @@ mod tests {
         assert!(!g.contains("free-text"), "{g}");
         let g = tool_grammar(&[add()], Shape::Text, BOUNDS).unwrap();
         assert_eq!(g, "root ::= free-text\nfree-text ::= [^{< \\t\\n\\r] .*\n");
+    }
+
+    #[test]
+    fn bounded_text_is_one_line_of_printable_ascii_of_at_most_n_characters() {
+        let bounds = Bounds {
+            answer_chars: Some(120),
+            ..BOUNDS
+        };
+        let g = tool_grammar(&[add()], Shape::Text, bounds).unwrap();
+        assert_eq!(
+            g,
+            "root ::= free-text\nfree-text ::= [!-;=-z|-~] [ -~]{0,119}\n"
+        );
+        let g = tool_grammar(&[add()], Shape::CallOrText, bounds).unwrap();
+        assert!(g.contains("root ::= tool-call | free-text\n"), "{g}");
+        assert!(g.ends_with("free-text ::= [!-;=-z|-~] [ -~]{0,119}\n"), "{g}");
+    }
+
+    #[test]
+    fn the_answer_bound_always_fits_the_token_budget() {
+        assert_eq!(answer_bound(None, 512), None);
+        assert_eq!(answer_bound(Some(200), 512), Some(200));
+        assert_eq!(answer_bound(Some(200), 48), Some(47));
+        assert_eq!(answer_bound(Some(200), 1), Some(1));
+        assert_eq!(answer_bound(Some(0), 512), Some(1));
     }
 
     #[test]

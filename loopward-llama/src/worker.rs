@@ -6,7 +6,7 @@
 //! batch.
 
 use super::config::{LlamaConfig, ToolChoice};
-use super::grammar::{parse_reply, tool_grammar, Bounds, Reply, Shape};
+use super::grammar::{answer_bound, parse_reply, tool_grammar, Bounds, Reply, Shape};
 use super::prompt::PromptTemplate;
 use llama_cpp_2::context::params::LlamaContextParams;
 use llama_cpp_2::context::LlamaContext;
@@ -185,6 +185,8 @@ struct Slot {
     /// The text those ids came from, when known exactly (empty otherwise).
     cached_text: String,
     job: Option<Active>,
+    /// When a job last started here (a count of jobs started; 0: never).
+    last_used: u64,
 }
 
 /// A request being answered in a slot.
@@ -227,6 +229,8 @@ struct Engine<'m> {
     raw_calls: HashMap<String, String>,
     raw_order: VecDeque<String>,
     calls_made: u64,
+    /// Jobs started so far (orders the slots by when they were last used).
+    jobs_started: u64,
 }
 
 impl<'m> Engine<'m> {
@@ -272,6 +276,7 @@ impl<'m> Engine<'m> {
                 cached: Vec::new(),
                 cached_text: String::new(),
                 job: None,
+                last_used: 0,
             })
             .collect();
         Ok(Self {
@@ -287,6 +292,7 @@ impl<'m> Engine<'m> {
             raw_calls: HashMap::new(),
             raw_order: VecDeque::new(),
             calls_made: 0,
+            jobs_started: 0,
         })
     }
 
@@ -316,18 +322,23 @@ impl<'m> Engine<'m> {
                 }
             };
         let plain = self.tokenize_plain(&text);
-        let (mut best, mut best_len) = (free[0], 0usize);
-        for &i in &free {
-            let s = &self.slots[i];
-            let len = if !s.cached_text.is_empty() && text.starts_with(s.cached_text.as_str()) {
-                s.cached.len()
-            } else {
-                common_prefix(&s.cached, &plain)
-            };
-            if len > best_len {
-                (best, best_len) = (i, len);
-            }
-        }
+        let prefixes: Vec<(usize, usize)> = free
+            .iter()
+            .map(|&i| {
+                let s = &self.slots[i];
+                let len = if !s.cached_text.is_empty() && text.starts_with(s.cached_text.as_str())
+                {
+                    s.cached.len()
+                } else {
+                    common_prefix(&s.cached, &plain)
+                };
+                (i, len)
+            })
+            .collect();
+        let lru: Vec<(usize, u64)> = free.iter().map(|&i| (i, self.slots[i].last_used)).collect();
+        let best = pick_slot(&prefixes, &lru, plain.len());
+        self.jobs_started += 1;
+        self.slots[best].last_used = self.jobs_started;
         let tokens = self.tokenize_for(best, &text).unwrap_or(plain);
         match self.prepare(best, &job.request, &tokens) {
             Ok((sampler, constrained, reused)) => {
@@ -374,18 +385,21 @@ impl<'m> Engine<'m> {
                 self.n_ctx
             )));
         }
-        let grammar = if req.tools.is_empty() {
+        let max_tokens = req.max_tokens.unwrap_or(self.config.max_tokens);
+        let bounds = Bounds {
+            string_chars: self.config.max_string_chars,
+            array_items: self.config.max_array_items,
+            answer_chars: answer_bound(self.config.answer_chars, max_tokens),
+        };
+        let shape = match (self.config.tool_choice, req.messages.last()) {
+            _ if req.tools.is_empty() => Shape::Text,
+            (ToolChoice::CallThenAnswer, Some(Message::Tool(_))) => Shape::Text,
+            (ToolChoice::CallThenAnswer, _) => Shape::Call,
+            _ => Shape::CallOrText,
+        };
+        let grammar = if req.tools.is_empty() && bounds.answer_chars.is_none() {
             None
         } else {
-            let shape = match (self.config.tool_choice, req.messages.last()) {
-                (ToolChoice::CallThenAnswer, Some(Message::Tool(_))) => Shape::Text,
-                (ToolChoice::CallThenAnswer, _) => Shape::Call,
-                _ => Shape::CallOrText,
-            };
-            let bounds = Bounds {
-                string_chars: self.config.max_string_chars,
-                array_items: self.config.max_array_items,
-            };
             Some(tool_grammar(&req.tools, shape, bounds)?)
         };
         let sampler = self.sampler(grammar.as_deref())?;
@@ -731,6 +745,26 @@ fn add(
         .map_err(|e| ModelError::Local(format!("could not fill a batch: {e}")))
 }
 
+/// Which free slot a prompt of `prompt_len` tokens goes to, given each free slot's common
+/// prefix with it (`prefixes`) and when each was last used (`lru`): the one sharing the longest
+/// prefix when that covers at least a tenth of the prompt, else the least recently used — so
+/// agents that take turns on one model each keep their own conversation cached instead of
+/// overwriting one slot that shares only the chat template's first tokens.
+fn pick_slot(prefixes: &[(usize, usize)], lru: &[(usize, u64)], prompt_len: usize) -> usize {
+    let best = prefixes
+        .iter()
+        .copied()
+        .max_by_key(|&(i, len)| (len, std::cmp::Reverse(i)));
+    match best {
+        Some((i, len)) if len > 0 && len * 10 >= prompt_len => i,
+        _ => lru
+            .iter()
+            .copied()
+            .min_by_key(|&(i, used)| (used, i))
+            .map_or(0, |(i, _)| i),
+    }
+}
+
 fn common_prefix(a: &[LlamaToken], b: &[LlamaToken]) -> usize {
     a.iter().zip(b).take_while(|(x, y)| x == y).count()
 }
@@ -747,6 +781,18 @@ fn stop_at(answer: &[u8], stops: &[String]) -> Option<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_prompt_goes_to_the_slot_sharing_a_real_prefix_else_the_least_recently_used() {
+        let lru = [(0, 3), (1, 0), (2, 2)];
+        // Slot 2 shares half the prompt.
+        assert_eq!(pick_slot(&[(0, 4), (1, 0), (2, 50)], &lru, 100), 2);
+        // Only the template's first tokens in common: the least recently used (never) slot.
+        assert_eq!(pick_slot(&[(0, 4), (1, 0), (2, 4)], &lru, 100), 1);
+        // Ties on the prefix go to the lower slot.
+        assert_eq!(pick_slot(&[(0, 40), (2, 40)], &[(0, 3), (2, 2)], 100), 0);
+        assert_eq!(pick_slot(&[(1, 0)], &[(1, 9)], 100), 1);
+    }
 
     #[test]
     fn stop_strings_cut_at_the_earliest_match() {

@@ -332,6 +332,33 @@ async fn a_text_answer_cut_by_max_tokens_says_so() {
     assert_eq!(whole.stop, StopReason::Finished, "{whole:?}");
 }
 
+/// With bounded answers, the same rambling request ends by itself before its budget: one line of
+/// printable ASCII, shorter than `max_tokens`, finished — with or without tools offered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bounded_answer_ends_before_its_budget_instead_of_being_cut_off() {
+    let model = load(LlamaConfig::new(model_path()).n_ctx(1024).answer_chars(200));
+    for tools in [vec![], vec![Weather.spec()]] {
+        let reply = model
+            .clone()
+            .oneshot(ask(
+                vec![Message::human("Write a long story about a dragon.")],
+                tools,
+                64,
+            ))
+            .await
+            .unwrap();
+        assert_eq!(reply.stop, StopReason::Finished, "{reply:?}");
+        if reply.tool_calls.is_empty() {
+            assert!(reply.usage.output_tokens < 64, "{reply:?}");
+            assert!(reply.content.len() <= 63, "{reply:?}");
+            assert!(
+                reply.content.chars().all(|c| (' '..='~').contains(&c)),
+                "{reply:?}"
+            );
+        }
+    }
+}
+
 /// Four runs on one model with four sequence slots: their requests are decoded together in one
 /// batch, each is answered, and each keeps its own KV region: asked again, every request reuses
 /// all but one token of its prompt.

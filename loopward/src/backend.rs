@@ -102,6 +102,16 @@ fn real(
             if let Some(n) = cfg.backend.max_tokens {
                 c = c.max_tokens(n);
             }
+            if let Some(n) = cfg.backend.answer_chars {
+                c = c.answer_chars(n);
+            }
+            if let Some(n) = cfg.backend.argument_chars {
+                let items = c.max_array_items;
+                c = c.argument_bounds(n, items);
+            }
+            if let Some(n) = cfg.backend.parallel {
+                c = c.parallel(n);
+            }
             if cfg.backend.tool_choice == crate::config::ToolChoice::CallThenAnswer {
                 c = c.tool_choice(loopward_llama::ToolChoice::CallThenAnswer);
             }

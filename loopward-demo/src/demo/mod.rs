@@ -272,6 +272,14 @@ pub async fn run<W: Write + Send + 'static>(
             // A small local model answers without acting unless steered to one call, then text.
             cfg.backend.tool_choice = loopward::config::ToolChoice::CallThenAnswer;
             cfg.backend.max_tokens = Some(512);
+            // …and its answer to a tool's result ends within one line, before the token budget,
+            // instead of running on until it is cut off.
+            cfg.backend.answer_chars = Some(160);
+            // Short arguments (a handoff note, a file's content) keep each call a few dozen
+            // tokens, and one cache slot per agent keeps each agent's conversation prefilled
+            // from one turn to its next.
+            cfg.backend.argument_chars = Some(64);
+            cfg.backend.parallel = Some(team::AGENTS);
             Some(loopward::backend::llama(&cfg, model)?)
         }
     };

@@ -1,6 +1,9 @@
 //! The demo team's `loopward.toml`: one team and one set of rules for every chapter; a chapter
 //! changes only what its lesson is about.
 
+/// How many agents the team has.
+pub(crate) const AGENTS: u32 = 6;
+
 /// The team and the rules, with `{plan_mode}` for chapter 1's advisory runs.
 const TEAM: &str = r##"[run]
 first = "root"
@@ -84,4 +87,15 @@ pub(crate) fn with_plan_mode(mode: &str, extra: &str) -> String {
         s.push_str(extra);
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn agents_counts_the_team() {
+        assert_eq!(
+            super::TEAM.matches("[[agent]]").count(),
+            super::AGENTS as usize
+        );
+    }
 }

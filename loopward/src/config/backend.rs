@@ -76,6 +76,21 @@ pub struct BackendConfig {
     /// (one tool call, then the answer: for small models).
     #[serde(default)]
     pub tool_choice: ToolChoice,
+    /// llama: bounded text answers — one line of at most this many printable-ASCII characters
+    /// (and fewer than `max_tokens`), so an answer ends before its token budget instead of
+    /// being cut off (for small models). Unset: text is free.
+    #[serde(default)]
+    pub answer_chars: Option<u32>,
+    /// llama: the longest a tool-call argument string may be, in characters, when its schema
+    /// sets no `maxLength` (default 256): shorter calls for small models.
+    #[serde(default)]
+    pub argument_chars: Option<u32>,
+    /// llama: sequence slots — how many requests the model answers at once, each slot with its
+    /// own `context` tokens of KV cache. Agents that take turns on one model each keep their
+    /// conversation's prefix cached in a slot of their own when there are as many slots as
+    /// agents (default 1).
+    #[serde(default)]
+    pub parallel: Option<u32>,
 }
 
 /// How a local model is steered between tool calls and text.
