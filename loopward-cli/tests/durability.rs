@@ -17,6 +17,10 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 const TRIALS: u64 = 100;
+/// Held by the tests that run many kills at once, so they do not run beside each other: the
+/// 100-kill test times one whole run to place its kills, and a run timed beside the other
+/// test's runs is slower than the runs it then kills (most kills would land after the end).
+static KILLS: std::sync::Mutex<()> = std::sync::Mutex::new(());
 const WORKERS: u64 = 4;
 
 const CONFIG: &str = r#"
@@ -242,6 +246,9 @@ fn trial(seed: u64, delay: Duration) -> Trial {
 
 #[test]
 fn a_run_killed_at_100_random_points_resumes_with_each_effect_once() {
+    let _alone = KILLS
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     // How long a whole run takes here, so the kills land inside it.
     let dir = workspace();
     let t0 = Instant::now();
@@ -341,8 +348,9 @@ fn landing(evs: &[AuditEvent]) -> &'static str {
     let has = |f: &dyn Fn(&AuditEvent) -> bool| evs.iter().any(f);
     if has(&|e| matches!(e, AuditEvent::ToolFinished { call_id, .. } if *call_id == id)) {
         "after b1 finished"
-    } else if has(&|e| matches!(e, AuditEvent::GateDecision { call_id: Some(c), path: Some(_), .. } if *c == id))
-    {
+    } else if has(
+        &|e| matches!(e, AuditEvent::GateDecision { call_id: Some(c), path: Some(_), .. } if *c == id),
+    ) {
         "b1 judged by the watch, not finished"
     } else if has(&|e| matches!(e, AuditEvent::ToolStarted { call_id, .. } if *call_id == id)) {
         "inside b1's command"
@@ -395,6 +403,9 @@ fn kill_and_resume(d: &Path, at: &dyn Fn(&[AuditEvent]) -> bool) -> &'static str
 
 #[test]
 fn a_killed_and_resumed_run_replays_part_by_part() {
+    let _alone = KILLS
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     // `b1` takes a moment, so a kill can land inside its command.
     let script = SCRIPT.replace("echo b1 >>", "sleep 0.2; echo b1 >>");
     type At = fn(&[AuditEvent]) -> bool;
@@ -409,9 +420,8 @@ fn a_killed_and_resumed_run_replays_part_by_part() {
         }),
         ("b1's start", |evs| {
             call_of(evs, "echo b1").is_some_and(|id| {
-                evs.iter().any(
-                    |e| matches!(e, AuditEvent::ToolStarted { call_id, .. } if *call_id == id),
-                )
+                evs.iter()
+                    .any(|e| matches!(e, AuditEvent::ToolStarted { call_id, .. } if *call_id == id))
             })
         }),
         ("b1's watch", |evs| {
