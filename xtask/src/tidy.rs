@@ -14,6 +14,8 @@
 //!   tests (libraries emit audit events and `tracing` spans);
 //! - **a vocabulary without IO**: `loopward-core` touches no file, socket, process or runtime,
 //!   and depends on none of tokio, reqwest, clap, hyper;
+//! - **the turn travels in the request**: no `task_local!` in the runner's layers (a layer that
+//!   spawns, or is spawned, would lose a turn kept in one; read it from the request);
 //! - **code map**: every workspace crate and every public module of a library crate is named in
 //!   ARCHITECTURE.md;
 //! - **invariants**: every row of ARCHITECTURE.md's `## Invariants` table names what enforces it
@@ -110,6 +112,7 @@ const CHECKS: &[&str] = &[
     "printing",
     "core io",
     "human origin",
+    "turn in the request",
     "code map",
     "rust-version",
     "invariants",
@@ -157,7 +160,7 @@ pub(crate) fn run(root: &Path) -> Result<()> {
     );
     if problems.is_empty() {
         println!(
-            "tidy: crate graph, environment, clock, printing, core io, human origin, rust-version, code map and invariants hold"
+            "tidy: crate graph, environment, clock, printing, core io, human origin, turn in the request, rust-version, code map and invariants hold"
         );
         return Ok(());
     }
@@ -309,6 +312,11 @@ fn library_rules(root: &Path, path: &Path, text: &str, problems: &mut Vec<String
         {
             problems.push(format!(
                 "{at}: a library reads the environment; take the value (or a lookup) from the caller"
+            ));
+        }
+        if rel.contains("loopward-runner/src/layers/") && code.contains("task_local!") {
+            problems.push(format!(
+                "{at}: a task-local in a layer; the turn travels in the request (`TurnRequest::turn`, `ToolInvocation::turn`, `TurnContext::of(&ChatRequest)`)"
             ));
         }
         if !in_tests
@@ -512,6 +520,17 @@ mod tests {
         assert_eq!(p.len(), 2, "{p:?}");
         assert!(p[0].starts_with("loopward-runner/src/x.rs:2:"), "{p:?}");
         assert!(p[1].contains("outside the clock"), "{p:?}");
+    }
+
+    #[test]
+    fn a_task_local_in_a_layer_is_named_by_line() {
+        let text = "use x;\ntokio::task_local! { static T: u32; }\n";
+        let p = problems("/r/loopward-runner/src/layers/budget/service.rs", text);
+        assert_eq!(p.len(), 1, "{p:?}");
+        assert!(p[0].starts_with(
+            "loopward-runner/src/layers/budget/service.rs:2: a task-local in a layer"
+        ));
+        assert!(problems("/r/loopward-runner/src/telemetry.rs", text).is_empty());
     }
 
     #[test]
