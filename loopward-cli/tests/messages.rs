@@ -72,7 +72,10 @@ fn an_old_seconds_key_is_refused_with_its_line_and_the_new_spelling() {
     let dir = initialised();
     let d = dir.path();
     edit_config(d, |c| {
-        c.replace("turns_per_run = 12", "wall_time_secs = 600\nturns_per_run = 12")
+        c.replace(
+            "turns_per_run = 12",
+            "wall_time_secs = 600\nturns_per_run = 12",
+        )
     });
     let o = loopward(d, &["run"]);
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
@@ -83,7 +86,9 @@ fn an_old_seconds_key_is_refused_with_its_line_and_the_new_spelling() {
 fn a_duration_without_a_unit_is_refused_naming_the_format() {
     let dir = initialised();
     let d = dir.path();
-    edit_config(d, |c| c.replace("turns_per_run = 12", "wall_time = 600\nturns_per_run = 12"));
+    edit_config(d, |c| {
+        c.replace("turns_per_run = 12", "wall_time = 600\nturns_per_run = 12")
+    });
     let o = loopward(d, &["gates", "list"]);
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
     insta::assert_snapshot!("duration_without_unit", text(&o));

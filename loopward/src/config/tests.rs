@@ -70,7 +70,11 @@ fn old_seconds_keys_are_refused_with_the_new_spelling() {
         let shown = err.to_string();
         // The key once, at its own line in the whole file.
         let line = TEAM.lines().count() + text.lines().count();
-        assert_eq!(err.key(), format!("{key} (line {line}, column 1)"), "{shown}");
+        assert_eq!(
+            err.key(),
+            format!("{key} (line {line}, column 1)"),
+            "{shown}"
+        );
         assert!(shown.contains(spelling), "{spelling}: {shown}");
     }
 }
