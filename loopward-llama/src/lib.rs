@@ -38,7 +38,7 @@
 //!
 //! ```
 //! use loopward_llama::{LlamaConfig, LlamaModel};
-//! use loopward_runner::model::{BoxModelService, ChatRequest, StopReason};
+//! use loopward_runner::model::{BoxModelService, ChatRequest, StopReason, TurnSlot};
 //! use loopward_core::{AgentId, Message};
 //! use tower::ServiceExt;
 //! # std::env::set_current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/..")).unwrap();
@@ -53,6 +53,7 @@
 //!     messages: vec![Message::human("What is the capital of France?")],
 //!     tools: vec![],
 //!     max_tokens: Some(48),
+//!     turn: TurnSlot::empty(),
 //! }).await.unwrap();
 //! // Whether a 135M model's answer is right is another matter (SmolLM2-135M does not say
 //! // "Paris" here); what the backend guarantees is its shape: one finished line that ends
