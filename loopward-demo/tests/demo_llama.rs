@@ -54,18 +54,45 @@ fn on_smollm2_every_demo_run_ends_completed_exhausted_or_stopped_by_a_gate() {
                 _ => None,
             })
             .unwrap_or_else(|| panic!("{} has no run_ended record\n{text}", dir.display()));
+        let (mut replies, mut calls, mut longest) = (0, 0, 0);
+        for (_, e) in &events {
+            if let AuditEvent::ModelReply {
+                text: said,
+                tool_calls,
+                stop,
+            } = e
+            {
+                assert!(
+                    !stop.is_cut_off(),
+                    "{}: a reply was cut off\n{text}",
+                    dir.display()
+                );
+                assert!(
+                    said.chars().count() <= ANSWER_CHARS && !said.contains('\n'),
+                    "{}: an answer longer than one line of {ANSWER_CHARS}: {said:?}",
+                    dir.display()
+                );
+                replies += 1;
+                calls += tool_calls.len();
+                longest = longest.max(said.chars().count());
+            }
+        }
         ends.push((
             dir.file_name().unwrap().to_string_lossy().into_owned(),
             status,
+            (replies, calls, longest),
         ));
     }
     ends.sort_by(|a, b| a.0.cmp(&b.0));
     // How each run ended, for the record (`-- --nocapture` shows it).
-    for (run, status) in &ends {
-        eprintln!("{run}: {status:?}");
+    for (run, status, (replies, calls, longest)) in &ends {
+        eprintln!(
+            "{run}: {status:?} ({replies} model replies, {calls} tool calls, longest answer \
+             {longest} characters)"
+        );
     }
     assert_eq!(ends.len(), 12, "{ends:#?}\n{text}");
-    for (run, status) in &ends {
+    for (run, status, _) in &ends {
         assert!(
             matches!(
                 status,
@@ -76,3 +103,6 @@ fn on_smollm2_every_demo_run_ends_completed_exhausted_or_stopped_by_a_gate() {
     }
     assert!(!text.contains("cut off"), "{text}");
 }
+
+/// The demo's bound on a text answer (its llama mode's `answer_chars`).
+const ANSWER_CHARS: usize = 160;

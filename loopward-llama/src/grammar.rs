@@ -47,10 +47,7 @@ pub(crate) struct Bounds {
 fn free_text(answer_chars: Option<u32>) -> String {
     match answer_chars {
         None => "free-text ::= [^{< \\t\\n\\r] .*\n".to_owned(),
-        Some(n) => format!(
-            "free-text ::= [!-;=-z|-~] [ -~]{{0,{}}}\n",
-            n.max(1) - 1
-        ),
+        Some(n) => format!("free-text ::= [!-;=-z|-~] [ -~]{{0,{}}}\n", n.max(1) - 1),
     }
 }
 
@@ -300,7 +297,10 @@ mod tests {
         );
         let g = tool_grammar(&[add()], Shape::CallOrText, bounds).unwrap();
         assert!(g.contains("root ::= tool-call | free-text\n"), "{g}");
-        assert!(g.ends_with("free-text ::= [!-;=-z|-~] [ -~]{0,119}\n"), "{g}");
+        assert!(
+            g.ends_with("free-text ::= [!-;=-z|-~] [ -~]{0,119}\n"),
+            "{g}"
+        );
     }
 
     #[test]

@@ -326,8 +326,7 @@ impl<'m> Engine<'m> {
             .iter()
             .map(|&i| {
                 let s = &self.slots[i];
-                let len = if !s.cached_text.is_empty() && text.starts_with(s.cached_text.as_str())
-                {
+                let len = if !s.cached_text.is_empty() && text.starts_with(s.cached_text.as_str()) {
                     s.cached.len()
                 } else {
                     common_prefix(&s.cached, &plain)
