@@ -223,6 +223,7 @@ pub fn run_id(id: String) -> anyhow::Result<loopward_core::RunId> {
 mod tests {
     use super::*;
     use loopward_core::ToolResult;
+    use loopward_runner::model::TurnSlot;
 
     fn ask(agent: &str, messages: Vec<Message>) -> ChatResponse {
         TeamModel::reply(&ChatRequest {
@@ -230,6 +231,7 @@ mod tests {
             messages,
             tools: vec![],
             max_tokens: None,
+            turn: TurnSlot::empty(),
         })
     }
 

@@ -5,6 +5,8 @@
 use crate::{AgentId, Message, ToolCall, ToolSpec, Usage};
 use serde::{Deserialize, Serialize};
 
+pub use crate::slot::TurnSlot;
+
 /// One call to a model.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ChatRequest {
@@ -16,6 +18,9 @@ pub struct ChatRequest {
     pub tools: Vec<ToolSpec>,
     /// The most tokens to generate, if limited.
     pub max_tokens: Option<u32>,
+    /// The turn this call belongs to, set by the runner's agent and read by the layers around
+    /// the model; [`TurnSlot::empty`] for a call made outside a turn. Backends ignore it.
+    pub turn: TurnSlot,
 }
 
 /// The model's reply.

@@ -6,7 +6,9 @@ mod http_support;
 use http_support::{data, http, json, json_with, sse, MockServer, RecordingSleeper, Reply};
 use loopward_core::{AgentId, Message, ToolCall, ToolResult, ToolSpec};
 use loopward_runner::model::http::{ApiKey, OpenAiConfig, OpenAiModel, RetryPolicy};
-use loopward_runner::model::{BoxModelService, ChatRequest, ChatResponse, ModelError, StopReason};
+use loopward_runner::model::{
+    BoxModelService, ChatRequest, ChatResponse, ModelError, StopReason, TurnSlot,
+};
 use loopward_runner::ManualClock;
 use serde_json::{json, Value};
 use std::time::Duration;
@@ -49,6 +51,7 @@ fn request() -> ChatRequest {
             parameters: json!({"type": "object", "properties": {"path": {"type": "string"}}}),
         }],
         max_tokens: Some(256),
+        turn: TurnSlot::empty(),
     }
 }
 

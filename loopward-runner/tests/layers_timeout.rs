@@ -4,7 +4,7 @@
 use loopward_core::{AgentId, RunStatus};
 use loopward_runner::layers::testing::{run, turn, Probe};
 use loopward_runner::layers::timeout::{TimeoutConfig, Timeouts};
-use loopward_runner::model::{ChatRequest, ChatResponse, ModelError};
+use loopward_runner::model::{ChatRequest, ChatResponse, ModelError, TurnSlot};
 use loopward_runner::tool::{ToolError, ToolExecutor};
 use loopward_runner::{TurnError, TurnOutcome, TurnRequest};
 use std::time::Duration;
@@ -32,6 +32,7 @@ async fn a_slow_model_call_times_out_at_its_limit() {
         messages: vec![],
         tools: vec![],
         max_tokens: None,
+        turn: TurnSlot::empty(),
     };
     let err = timeouts()
         .model_layer()

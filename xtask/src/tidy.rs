@@ -10,6 +10,8 @@
 //!   dependency's own `rust-version` (the lock file's versions);
 //! - **human origin**: in library code, only the runner (the task, people's inbox messages) and
 //!   `message.rs`/`person.rs` name `Message::human` or `Person::at_the_keyboard` — no model, tool or backend text becomes a person's;
+//! - **the turn travels in the request**: no `task_local!` in the runner's layers (a layer that
+//!   spawns, or is spawned, would lose a turn kept in one; read it from the request);
 //! - **code map**: every workspace crate and every public module of a library crate is named in
 //!   ARCHITECTURE.md.
 
@@ -116,7 +118,7 @@ pub(crate) fn run(root: &Path) -> Result<()> {
     code_map(root, &mut problems)?;
     if problems.is_empty() {
         println!(
-            "tidy: crate graph, environment, clock, human origin, rust-version and code map hold"
+            "tidy: crate graph, environment, clock, human origin, turn in the request, rust-version and code map hold"
         );
         return Ok(());
     }
@@ -257,6 +259,11 @@ fn library_rules(root: &Path, path: &Path, text: &str, problems: &mut Vec<String
                 "{at}: a library reads the environment; take the value (or a lookup) from the caller"
             ));
         }
+        if rel.contains("loopward-runner/src/layers/") && code.contains("task_local!") {
+            problems.push(format!(
+                "{at}: a task-local in a layer; the turn travels in the request (`TurnRequest::turn`, `ToolInvocation::turn`, `TurnContext::of(&ChatRequest)`)"
+            ));
+        }
         let clock_file = rel.ends_with("/clock.rs");
         if !clock_file && (code.contains("SystemTime::now") || code.contains("std::time::Instant"))
         {
@@ -337,6 +344,17 @@ mod tests {
         assert_eq!(p.len(), 2, "{p:?}");
         assert!(p[0].starts_with("loopward-runner/src/x.rs:2:"), "{p:?}");
         assert!(p[1].contains("outside the clock"), "{p:?}");
+    }
+
+    #[test]
+    fn a_task_local_in_a_layer_is_named_by_line() {
+        let text = "use x;\ntokio::task_local! { static T: u32; }\n";
+        let p = problems("/r/loopward-runner/src/layers/budget/service.rs", text);
+        assert_eq!(p.len(), 1, "{p:?}");
+        assert!(p[0].starts_with(
+            "loopward-runner/src/layers/budget/service.rs:2: a task-local in a layer"
+        ));
+        assert!(problems("/r/loopward-runner/src/telemetry.rs", text).is_empty());
     }
 
     #[test]

@@ -10,7 +10,7 @@
 //!
 //! ```
 //! use loopward_runner::layers::ratelimit::{QuotaConfig, RateConfig, RateLimitLayer};
-//! use loopward_runner::model::{fake::{FakeModel, Script}, ChatRequest};
+//! use loopward_runner::model::{fake::{FakeModel, Script}, ChatRequest, TurnSlot};
 //! use loopward_core::AgentId;
 //! use tower::{Layer, ServiceExt};
 //! # tokio::runtime::Builder::new_current_thread().enable_time().start_paused(true).build().unwrap().block_on(async {
@@ -22,7 +22,7 @@
 //!     ..RateConfig::default()
 //! }).unwrap();
 //! let model = limit.layer(FakeModel::new(script));
-//! let req = ChatRequest { agent: a, messages: vec![], tools: vec![], max_tokens: None };
+//! let req = ChatRequest { agent: a, messages: vec![], tools: vec![], max_tokens: None, turn: TurnSlot::empty() };
 //! let start = tokio::time::Instant::now();
 //! model.clone().oneshot(req.clone()).await.unwrap();
 //! model.clone().oneshot(req).await.unwrap(); // waits for the next slot

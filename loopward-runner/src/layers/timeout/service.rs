@@ -1,6 +1,7 @@
 //! The timeout services.
 
-use crate::layers::{record, scope};
+use crate::context::TurnContext;
+use crate::layers::record;
 use crate::model::{ChatRequest, ChatResponse, ModelError};
 use crate::tool::{ToolError, ToolInvocation, ToolOutput};
 use crate::turn::{TurnError, TurnOutcome, TurnRequest};
@@ -61,10 +62,12 @@ where
                 return inner.oneshot(req).await;
             };
             let agent = req.agent.clone();
+            let turn = TurnContext::of(&req).cloned();
             match tokio::time::timeout(limit, inner.oneshot(req)).await {
                 Ok(r) => r,
                 Err(_) => {
-                    if let Some(turn) = scope::current_turn() {
+                    // A call that carries no turn times out the same, unrecorded: no ledger.
+                    if let Some(turn) = turn {
                         record::decision(
                             &turn,
                             "timeout",
