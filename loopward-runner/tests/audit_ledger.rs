@@ -320,7 +320,10 @@ async fn no_action_runs_before_the_sync_covering_its_decisions_returned() {
             ["sync", seq, _] => synced_up_to = seq.parse().unwrap(),
             ["ran", _] => {
                 let last = *decided.last().expect("a decision before the effect");
-                assert!(last <= synced_up_to, "ran before seq {last} was synced: {log:?}");
+                assert!(
+                    last <= synced_up_to,
+                    "ran before seq {last} was synced: {log:?}"
+                );
             }
             _ => {}
         }

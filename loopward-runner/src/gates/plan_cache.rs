@@ -64,7 +64,13 @@ mod tests {
         for rel in ["plans/plan.md", "plans", "", "docs", "docs/plan.md"] {
             assert!(moves_plan(rel, "plans/plan.md", landed), "{rel}");
         }
-        for rel in ["plansx", "plans/plan.md.bak", "src/lib.rs", "doc", "docs/plan"] {
+        for rel in [
+            "plansx",
+            "plans/plan.md.bak",
+            "src/lib.rs",
+            "doc",
+            "docs/plan",
+        ] {
             assert!(!moves_plan(rel, "plans/plan.md", landed), "{rel}");
         }
     }

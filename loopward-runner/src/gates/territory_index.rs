@@ -48,7 +48,11 @@ impl TerritoryIndex {
 
     /// The territories covering the canonical workspace-relative `rel`, sorted by name: the
     /// same as filtering `territories` with [`Territory::covers`], in one match of the path.
-    pub(crate) fn covering<'t>(&self, territories: &'t [Territory], rel: &str) -> Vec<&'t Territory> {
+    pub(crate) fn covering<'t>(
+        &self,
+        territories: &'t [Territory],
+        rel: &str,
+    ) -> Vec<&'t Territory> {
         if rel.is_empty() || self.set.is_empty() {
             return vec![];
         }

@@ -201,7 +201,10 @@ impl loopward_runner::tool::Tool for NotingTool {
     }
 
     fn call(&self, inv: ToolInvocation) -> BoxFuture<'static, Result<ToolOutput, ToolError>> {
-        let path = inv.call.arguments["path"].as_str().unwrap_or("?").to_string();
+        let path = inv.call.arguments["path"]
+            .as_str()
+            .unwrap_or("?")
+            .to_string();
         self.log.lock().unwrap().push(format!("ran {path}"));
         Box::pin(futures::future::ready(Ok(ToolOutput::text("noted"))))
     }
