@@ -65,6 +65,7 @@ pub mod audit;
 pub mod calibrate;
 mod clock;
 mod context;
+mod duration;
 mod extensions;
 pub mod gates;
 pub mod hook;

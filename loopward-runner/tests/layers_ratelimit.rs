@@ -32,7 +32,7 @@ fn requests(n: u32, per_secs: u64) -> Option<QuotaConfig> {
     Some(QuotaConfig {
         requests: Some(n),
         tokens: None,
-        per_secs,
+        per: Duration::from_secs(per_secs),
     })
 }
 
@@ -108,7 +108,7 @@ async fn a_call_larger_than_the_burst_fails_at_once_with_a_clear_error() {
         backend: Some(QuotaConfig {
             requests: None,
             tokens: Some(100),
-            per_secs: 60,
+            per: Duration::from_secs(60),
         }),
         ..RateConfig::default()
     })
@@ -177,8 +177,8 @@ fn zero_or_empty_quotas_are_refused_naming_the_field() {
         ..RateConfig::default()
     })
     .unwrap_err();
-    assert_eq!(err.field, "rate.per_agent.per_secs");
-    let err: Result<RateConfig, _> = toml::from_str("[backend]\nper_secs = 1\n");
+    assert_eq!(err.field, "rate.per_agent.per");
+    let err: Result<RateConfig, _> = toml::from_str("[backend]\nper = \"1s\"\n");
     let err = RateLimitLayer::new(err.unwrap()).unwrap_err();
     assert_eq!(err.field, "rate.backend");
 }

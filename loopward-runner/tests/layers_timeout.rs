@@ -13,9 +13,9 @@ use tower::{Layer, ServiceExt};
 
 fn timeouts() -> Timeouts {
     Timeouts::new(TimeoutConfig {
-        model_secs: Some(30),
-        tool_secs: Some(10),
-        turn_secs: Some(120),
+        model: Some(Duration::from_secs(30)),
+        tool: Some(Duration::from_secs(10)),
+        turn: Some(Duration::from_secs(120)),
     })
     .unwrap()
 }
@@ -96,7 +96,7 @@ async fn a_turn_that_runs_too_long_ends_the_run_at_a_named_cap() {
     assert_eq!(
         err.status(),
         RunStatus::CapReached {
-            cap: "turn_secs (120)".into()
+            cap: "timeout.turn (2m)".into()
         }
     );
 }
@@ -104,15 +104,15 @@ async fn a_turn_that_runs_too_long_ends_the_run_at_a_named_cap() {
 #[test]
 fn zero_or_absurd_timeouts_are_refused_naming_the_field() {
     let err = Timeouts::new(TimeoutConfig {
-        tool_secs: Some(0),
+        tool: Some(Duration::ZERO),
         ..TimeoutConfig::default()
     })
     .unwrap_err();
-    assert_eq!(err.field, "timeout.tool_secs");
+    assert_eq!(err.field, "timeout.tool");
     let err = Timeouts::new(TimeoutConfig {
-        turn_secs: Some(10_000_000),
+        turn: Some(Duration::from_secs(10_000_000)),
         ..TimeoutConfig::default()
     })
     .unwrap_err();
-    assert_eq!(err.field, "timeout.turn_secs");
+    assert_eq!(err.field, "timeout.turn");
 }

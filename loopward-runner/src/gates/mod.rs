@@ -62,6 +62,7 @@ mod territory;
 mod territory_index;
 mod watch;
 
+pub(crate) use config::glob as workspace_glob;
 pub use config::{
     ConfigError, GatesConfig, OverridesConfig, PolicyConfig, ReviewConfig, ShellWatchConfig,
     SprawlConfig, TerritoryConfig, DEFAULT_MAX_TTL, MAX_SPRAWL_THRESHOLD, TTL_CEILING,

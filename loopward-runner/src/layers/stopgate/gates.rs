@@ -11,7 +11,6 @@ use crate::turn::TurnError;
 use loopward_core::{AuditError, LayerVerdict, RunStatus};
 use serde_json::json;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 /// The stop-gates of a stack. Cheap to clone; build the turn and tool layers from it with
 /// [`StopGates::turn_layer`] and [`StopGates::tool_layer`] (use both: a tool gate that waits
@@ -293,11 +292,13 @@ impl StopGates {
                             summary: summary.into(),
                             why: gate.point.why(),
                         };
-                        let wait = Duration::from_secs(gate.ask_timeout_secs);
-                        tokio::time::timeout(wait, approver.ask(request))
+                        tokio::time::timeout(gate.ask_timeout, approver.ask(request))
                             .await
                             .unwrap_or_else(|_| Answer::Deny {
-                                reason: format!("no answer within {}s", gate.ask_timeout_secs),
+                                reason: format!(
+                                    "no answer within {}",
+                                    crate::duration::format(gate.ask_timeout)
+                                ),
                             })
                     }
                 };
@@ -431,11 +432,14 @@ impl StopGates {
 /// ended: it stands (it was recorded, and a durable one was consumed) and is not asked again.
 fn recorded_approval(turn: &TurnContext, gate: &Gate, action: &GatedAction) -> Option<Granted> {
     let feed = turn.extensions().get::<crate::journal::TurnFeed>()?;
-    let key = action.key();
     let d = feed.take_decision("stopgate", |decision, detail| {
         decision.approves()
             && detail.get("gate").and_then(|g| g.as_str()) == Some(gate.name.as_str())
-            && detail.get("action").and_then(|a| a.as_str()) == Some(key.as_str())
+            && detail
+                .get("action")
+                .and_then(|a| a.as_str()?.parse::<GatedAction>().ok())
+                .as_ref()
+                == Some(action)
     })?;
     let text = |k: &str| {
         d.detail
