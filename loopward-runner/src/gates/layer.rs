@@ -10,7 +10,7 @@ use super::sprawl::RunSprawl;
 use crate::context::TurnContext;
 use crate::tool::{Access, BoxToolService, ToolError, ToolInvocation, ToolOutput};
 use futures::future::BoxFuture;
-use loopward_core::AuditEvent;
+use loopward_core::{Action, AuditEvent};
 use std::task::{Context, Poll};
 use tower::ServiceExt;
 
@@ -103,11 +103,15 @@ impl Policy {
         S::Future: Send + 'static,
     {
         if inv.accesses.iter().any(|a| matches!(a, Access::Exec)) {
-            return self.run_exec(inner, inv).await;
+            // A command can change any link, also while it runs.
+            super::plan_cache::links_may_have_changed();
+            let out = self.run_exec(inner, inv).await;
+            super::plan_cache::links_may_have_changed();
+            return out;
         }
         let turn = inv.turn.clone();
         let agent = turn.agent().clone();
-        let action = format!("tool:{}", inv.call.name);
+        let action = Action::tool(inv.call.name.clone());
         let effects = turn.effects();
         let ask = Ask {
             agent: &agent,
@@ -125,7 +129,12 @@ impl Policy {
         if let Some(r) = judgement.denial {
             return Err(ToolError::Refused(r));
         }
-        let out = inner.oneshot(inv).await?;
+        let moves_plan = self.may_move_plan(&inv.accesses);
+        let out = inner.oneshot(inv).await;
+        if moves_plan {
+            super::plan_cache::links_may_have_changed();
+        }
+        let out = out?;
         if !out.is_error {
             let mut tracker = sprawl.lock();
             tracker.touch(&agent, judgement.work);

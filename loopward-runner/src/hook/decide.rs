@@ -8,8 +8,8 @@ use crate::gates::{refusals, Ask, Policy};
 use crate::tool::Access;
 use crate::workspace::{WorkPath, Workspace};
 use loopward_core::{
-    AgentId, AuditEvent, AuditSink, Decision, Effect, EffectKind, GateId, GateKind, GateMode,
-    Remedy, RunId, Scope, TurnNumber,
+    Action, AgentId, AuditEvent, AuditSink, Decision, Effect, EffectKind, GateId, GateKind,
+    GateMode, Remedy, RunId, Scope, TurnNumber,
 };
 use serde_json::{json, Value};
 use std::path::Path;
@@ -43,13 +43,16 @@ pub(super) fn handle(raw: &str, ctx: &HookContext) -> Result<Reply, HookError> {
             state,
         };
         e.start()?;
-        match event {
+        let reply = match event {
             Event::UserPromptSubmit { prompt } => e.human(prompt),
             Event::PreToolUse(call) => e.pre(call),
             Event::PostToolUse(call) => e.post(call),
             Event::PostToolUseFailure(call) => e.failed(call),
             Event::Other(name) => e.other(&name),
-        }
+        }?;
+        // The client acts on the reply: the decisions behind it are durable first.
+        e.ledger.commit()?;
+        Ok(reply)
     })
 }
 
@@ -198,7 +201,7 @@ impl Engine<'_> {
     }
 
     fn pre_write(&mut self, call: &ToolUse, raw: &str) -> Result<Reply, HookError> {
-        let action = format!("tool:{}", call.tool.name());
+        let action = Action::tool(call.tool.name());
         let path = match self.resolve(raw) {
             Ok(p) => p,
             Err(e) => {
