@@ -12,7 +12,7 @@ use crate::gates::{
     SANDBOX_GATE,
 };
 use crate::sandbox::{kernel_support, SandboxError, SandboxMode};
-use loopward_core::{AuditEvent, Decision, GateId, GateKind, GateMode, Refusal, Remedy};
+use loopward_core::{Action, AuditEvent, Decision, GateId, GateKind, GateMode, Refusal, Remedy};
 
 impl Engine<'_> {
     /// Records the workspace before a shell command; a workspace that cannot be recorded
@@ -27,7 +27,7 @@ impl Engine<'_> {
                     call_id: Some(id.to_string()),
                     gate: GateId::of(GateKind::Sandbox),
                     mode: GateMode::Enforce,
-                    action: "tool:Bash".into(),
+                    action: Action::tool("Bash"),
                     path_raw: None,
                     path: None,
                     decision: Decision::Deny(refusal.clone()),
@@ -45,7 +45,7 @@ impl Engine<'_> {
             } else {
                 GateMode::Advisory
             },
-            action: "tool:Bash".into(),
+            action: Action::tool("Bash"),
             path_raw: None,
             path: None,
             decision: if wrapped.is_some() {
@@ -75,7 +75,7 @@ impl Engine<'_> {
             call_id: Some(id.to_string()),
             gate: GateId::of(GateKind::ShellWatch),
             mode: GateMode::Enforce,
-            action: "tool:Bash".into(),
+            action: Action::tool("Bash"),
             path_raw: None,
             path: None,
             decision: decision.clone(),
@@ -143,7 +143,8 @@ impl Engine<'_> {
             Err(why) => return self.unjudged(id, &snap_path, failed, &why.to_string()),
         };
         let diff = before.diff(&after);
-        let (judgement, outcome) = self.judge_diff(id, "tool:Bash", &before, &after, &diff)?;
+        let (judgement, outcome) =
+            self.judge_diff(id, &Action::tool("Bash"), &before, &after, &diff)?;
         self.state
             .sprawl
             .touch(&self.caller, judgement.work.clone());
@@ -183,7 +184,7 @@ impl Engine<'_> {
     pub(super) fn judge_diff(
         &mut self,
         id: &str,
-        action: &str,
+        action: &Action,
         before: &Snapshot,
         after: &Snapshot,
         diff: &[Change],

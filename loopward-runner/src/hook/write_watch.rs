@@ -13,7 +13,7 @@ use super::decide::Engine;
 use super::shell::{self, ShellWatchError};
 use super::HookError;
 use crate::gates::SHELL_GATE;
-use loopward_core::{AuditEvent, Decision, Effect, GateId, GateKind, GateMode, Refusal};
+use loopward_core::{Action, AuditEvent, Decision, Effect, GateId, GateKind, GateMode, Refusal};
 
 impl Engine<'_> {
     /// Records the workspace before an allowed file-tool call `id` (allowed to write `target`).
@@ -49,7 +49,7 @@ impl Engine<'_> {
                     call_id: Some(id.to_string()),
                     gate: GateId::of(GateKind::ShellWatch),
                     mode: GateMode::Enforce,
-                    action: format!("tool:{}", call.tool.name()),
+                    action: Action::tool(call.tool.name()),
                     path_raw: None,
                     path: None,
                     decision: Decision::Deny(refusal.clone()),
@@ -104,7 +104,7 @@ impl Engine<'_> {
         if diff.is_empty() {
             return Ok((vec![], None));
         }
-        let action = format!("tool:{tool}");
+        let action = Action::tool(tool);
         let (judgement, outcome) = self.judge_diff(id, &action, &before, &after, &diff)?;
         let message = outcome.message.map(|_| {
             let paths: Vec<String> = outcome
