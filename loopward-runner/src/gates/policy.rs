@@ -6,9 +6,11 @@ use super::config::{
 };
 use super::control::{ControlFiles, CONTROL_GATE};
 use super::overrides::OverrideStore;
+use super::plan_cache::PlanCache;
 use super::review::ReviewGate;
 use super::sprawl::SprawlGate;
 use super::territory::Territory;
+use super::territory_index::TerritoryIndex;
 use crate::context::RunContext;
 use crate::workspace::Workspace;
 use loopward_core::{AgentId, AuditEvent, GateKind, GateMode};
@@ -73,6 +75,8 @@ pub enum PolicyError {
 #[derive(Clone, Debug, Default)]
 pub(super) struct Gates {
     pub(super) territories: Vec<Territory>,
+    /// All territories' globs in one set: a path is matched once.
+    pub(super) index: TerritoryIndex,
     pub(super) sprawl: Option<SprawlGate>,
     pub(super) reviews: Vec<ReviewGate>,
 }
@@ -162,6 +166,7 @@ impl Gates {
             None
         };
         Ok(Self {
+            index: TerritoryIndex::new(&territories)?,
             territories,
             sprawl,
             reviews,
@@ -201,6 +206,8 @@ pub(super) struct PolicyInner {
     // Shared, not cloned per call: a call holds the compiled gates it started with, and a change
     // swaps in a new set without touching calls in flight.
     gates: RwLock<Arc<Gates>>,
+    /// Where the sprawl gate's plan lands, while links cannot have changed.
+    pub(super) plan_cache: PlanCache,
 }
 
 impl std::fmt::Debug for Policy {
@@ -242,6 +249,7 @@ impl Policy {
                 shadow: false,
                 unreadable: vec![],
                 team: None,
+                plan_cache: PlanCache::default(),
                 gates: RwLock::new(Arc::new(gates)),
             }),
         })
@@ -280,6 +288,8 @@ impl Policy {
             shadow: inner.shadow,
             unreadable: inner.unreadable.clone(),
             team: inner.team.clone(),
+            // A new policy resolves plan paths afresh.
+            plan_cache: PlanCache::default(),
             gates: RwLock::new(self.gates()),
         };
         edit(&mut next);
@@ -311,6 +321,7 @@ impl Policy {
                 shadow: true,
                 unreadable: vec![],
                 team: None,
+                plan_cache: PlanCache::default(),
                 gates: RwLock::new(Arc::new(gates)),
             }),
         })
@@ -338,7 +349,7 @@ impl Policy {
     /// Whether a shell change to `rel` could be refused (a control file, or in a territory), so
     /// a snapshot must keep its content to put it back.
     pub fn watched(&self, rel: &str) -> bool {
-        self.inner.control.covers(rel) || self.gates().territories.iter().any(|t| t.covers(rel))
+        self.inner.control.covers(rel) || self.gates().index.any(rel)
     }
 
     /// The workspace the policy judges.

@@ -143,8 +143,9 @@ pub trait Tool: Send + Sync + 'static {
     /// Runs the call.
     fn call(&self, inv: ToolInvocation) -> BoxFuture<'static, Result<ToolOutput, ToolError>>;
 
-    /// Whether the tool records [`AuditEvent::ToolStarted`](loopward_core::AuditEvent) itself,
-    /// at the moment its effect is released (the shell tool: after the command's process
+    /// Whether the tool records [`AuditEvent::ToolStarted`](loopward_core::AuditEvent) itself
+    /// and commits the audit sink ([`TurnContext::commit`](crate::TurnContext::commit)), at the
+    /// moment its effect is released (the shell tool: after the command's process
     /// exists and before it may run). Otherwise [`ToolExecutor`] records it just before calling
     /// the tool. Either way, a call with no such record had no effect.
     fn records_own_start(&self) -> bool {
