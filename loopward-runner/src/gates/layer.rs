@@ -75,7 +75,11 @@ pub(super) fn record_all(turn: &TurnContext, events: &[AuditEvent]) -> Result<()
 impl Policy {
     async fn run_call(&self, next: NextTool, inv: ToolInvocation) -> Result<ToolOutput, ToolError> {
         if inv.accesses.iter().any(|a| matches!(a, Access::Exec)) {
-            return self.run_exec(next, inv).await;
+            // A command can change any link, also while it runs.
+            super::plan_cache::links_may_have_changed();
+            let out = self.run_exec(next, inv).await;
+            super::plan_cache::links_may_have_changed();
+            return out;
         }
         let turn = inv.turn.clone();
         let agent = turn.agent().clone();
@@ -97,7 +101,12 @@ impl Policy {
         if let Some(r) = judgement.denial {
             return Err(ToolError::Refused(r));
         }
-        let out = next.run(inv).await?;
+        let moves_plan = self.may_move_plan(&inv.accesses);
+        let out = next.run(inv).await;
+        if moves_plan {
+            super::plan_cache::links_may_have_changed();
+        }
+        let out = out?;
         if !out.is_error {
             let mut tracker = sprawl.lock();
             tracker.touch(&agent, judgement.work);
