@@ -220,6 +220,24 @@ pub fn run(effort: Effort) -> Result<Section> {
         fmt_ns(s.median_ns - b.median_ns),
         fmt_ns(b.median_ns)
     )];
+    if !time_met || !allocs_met {
+        notes.push(
+            "Where it goes, profiled with `perf record --call-graph dwarf` on this machine and \
+             read against the code: most samples are in `layers::record::decision`, which \
+             builds each verdict's details as a `serde_json` map (`json!`: a `BTreeMap` node and \
+             an owned `String` per key and value) and an owned `AuditEvent` around it; the \
+             stop-gate also clones and extends its detail map per decision \
+             (`BTreeMap::clone_subtree`), builds its action and summary with `format!`, and \
+             returns its approval in a fresh `Vec`; `ClassJump::report` allocates the subtask's \
+             name for the map lookup (`subtask.to_string()`) and owned strings in its verdict; \
+             and `MemorySink::record` deep-copies every event and scope (the baseline's \
+             allocations are mostly that copy). What the issue proposes — typed, borrowed \
+             decision details serialised only when written, `Arc<str>` ids, lookups by `&str`, \
+             sinks that take events by value — changes `AuditEvent::LayerDecision` and \
+             `AuditSink` for every layer and sink; not done in this change."
+                .to_string(),
+        );
+    }
     if let Err(why) = &allocs {
         notes.push(format!("Allocations were not counted: {why}"));
     }

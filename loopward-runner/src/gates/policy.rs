@@ -258,59 +258,43 @@ impl Policy {
     /// Consumes overrides from `store` (for example a keyed store in loopward's state directory)
     /// instead of the workspace's keyless default; the configured maximum TTL still applies.
     pub fn with_overrides(self, store: OverrideStore) -> Self {
-        let inner = &self.inner;
-        Self {
-            inner: Arc::new(PolicyInner {
-                workspace: inner.workspace.clone(),
-                control: inner.control.clone(),
-                overrides: store.max_ttl(inner.overrides.ttl_limit()),
-                shell: inner.shell.clone(),
-                shadow: inner.shadow,
-                unreadable: inner.unreadable.clone(),
-                team: inner.team.clone(),
-                plan_cache: PlanCache::default(),
-                gates: RwLock::new(self.gates()),
-            }),
-        }
+        let ttl = self.inner.overrides.ttl_limit();
+        self.derive(|next| next.overrides = store.max_ttl(ttl))
     }
 
     /// Keeps every shell command from reading anything below `dirs` (absolute; they need not
     /// exist yet): the ledger keys of loopward's state directory. The kernel enforces it with
     /// the command's sandbox (see [`Confinement::with_unreadable`](crate::sandbox::Confinement::with_unreadable)).
     pub fn with_unreadable(self, dirs: Vec<PathBuf>) -> Self {
-        let inner = &self.inner;
-        Self {
-            inner: Arc::new(PolicyInner {
-                workspace: inner.workspace.clone(),
-                control: inner.control.clone(),
-                overrides: inner.overrides.clone(),
-                shell: inner.shell.clone(),
-                shadow: inner.shadow,
-                unreadable: dirs,
-                team: inner.team.clone(),
-                plan_cache: PlanCache::default(),
-                gates: RwLock::new(self.gates()),
-            }),
-        }
+        self.derive(|next| next.unreadable = dirs)
     }
 
     /// Names the config's `[[agent]]`s. Any other agent (a Claude Code subagent, acting under
     /// its own name) is told to ask for `loopward override grant --agent <it> --subagent …`,
     /// the form `override grant` takes for an agent outside the team.
     pub fn with_team(self, team: Vec<AgentId>) -> Self {
+        self.derive(|next| next.team = Some(team))
+    }
+
+    /// A new policy with this one's settings and its current gates, changed by `edit` (the
+    /// `with_*` builders).
+    fn derive(&self, edit: impl FnOnce(&mut PolicyInner)) -> Self {
         let inner = &self.inner;
+        let mut next = PolicyInner {
+            workspace: inner.workspace.clone(),
+            control: inner.control.clone(),
+            overrides: inner.overrides.clone(),
+            shell: inner.shell.clone(),
+            shadow: inner.shadow,
+            unreadable: inner.unreadable.clone(),
+            team: inner.team.clone(),
+            // A new policy resolves plan paths afresh.
+            plan_cache: PlanCache::default(),
+            gates: RwLock::new(self.gates()),
+        };
+        edit(&mut next);
         Self {
-            inner: Arc::new(PolicyInner {
-                workspace: inner.workspace.clone(),
-                control: inner.control.clone(),
-                overrides: inner.overrides.clone(),
-                shell: inner.shell.clone(),
-                shadow: inner.shadow,
-                unreadable: inner.unreadable.clone(),
-                team: Some(team),
-                plan_cache: PlanCache::default(),
-                gates: RwLock::new(self.gates()),
-            }),
+            inner: Arc::new(next),
         }
     }
 

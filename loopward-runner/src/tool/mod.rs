@@ -153,6 +153,17 @@ pub trait Tool: Send + Sync + 'static {
     }
 }
 
+/// The JSON schema of a tool's arguments: an object with exactly `properties`, of which
+/// `required` must be given (the built-in tools' one shape: no other member is accepted).
+pub(crate) fn object_schema(properties: serde_json::Value, required: &[&str]) -> serde_json::Value {
+    serde_json::json!({
+        "type": "object",
+        "properties": properties,
+        "required": required,
+        "additionalProperties": false
+    })
+}
+
 /// Parses arguments into a typed struct, turning serde's message into a correctable error.
 pub fn parse_args<T: serde::de::DeserializeOwned>(
     tool: &str,

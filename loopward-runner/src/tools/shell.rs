@@ -11,7 +11,7 @@
 use crate::context::TurnContext;
 use crate::gates::ControlFiles;
 use crate::sandbox::{spawn_confined, Confinement, ConfinementSlot, Planned, Protected};
-use crate::tool::{parse_args, Access, Tool, ToolError, ToolInvocation, ToolOutput};
+use crate::tool::{object_schema, parse_args, Access, Tool, ToolError, ToolInvocation, ToolOutput};
 use futures::future::BoxFuture;
 use futures::FutureExt;
 use loopward_core::AuditEvent;
@@ -206,12 +206,7 @@ impl Tool for Shell {
             description:
                 "Run a shell command in the workspace root; returns exit status, stdout and stderr."
                     .into(),
-            parameters: json!({
-                "type": "object",
-                "properties": {"command": {"type": "string"}},
-                "required": ["command"],
-                "additionalProperties": false
-            }),
+            parameters: object_schema(json!({"command": {"type": "string"}}), &["command"]),
         }
     }
 
