@@ -8,8 +8,10 @@
 //!   outside `clock.rs` (tokio time, which tests pause, is allowed);
 //! - **a true `rust-version`**: the workspace's declared minimum Rust is at least every
 //!   dependency's own `rust-version` (the lock file's versions);
-//! - **human origin**: in library code, only the runner (the task, people's inbox messages) and
-//!   `message.rs`/`person.rs` name `Message::human` or `Person::at_the_keyboard` — no model, tool or backend text becomes a person's;
+//! - **human origin**: the types make a person's words only through a `Person`
+//!   (`Message::human` and `RunSpec::task` take `HumanWords`); as a second line, in library code
+//!   only `person.rs`, the runner (its inbox's messages, the journal's task on resume) and the
+//!   Restate workflow (its start request) make a `Person` — no model, tool or backend does;
 //! - **code map**: every workspace crate and every public module of a library crate is named in
 //!   ARCHITECTURE.md.
 
@@ -93,12 +95,14 @@ const LIBRARIES: &[&str] = &[
     "loopward-restate/src",
 ];
 
-/// The library files that may make a `Message::human` or a `Person`: their definitions, and the
-/// runner, which makes one only from the run's task and the messages its inbox delivered.
+/// The library files that may make a `Person` (`Person::at_the_keyboard`): its definition; the
+/// runner, for the messages its inbox delivered and, on resume, the task its journal read from
+/// the `run_started` record; the Restate workflow, whose start request carries the run's task
+/// (as argv does the CLI's). Binaries, tests, examples and the demo talk to a person themselves.
 const HUMAN_SOURCES: &[&str] = &[
-    "loopward-core/src/message.rs",
     "loopward-core/src/person.rs",
     "loopward-runner/src/runner.rs",
+    "loopward-restate/src/workflow.rs",
 ];
 
 pub(crate) fn run(root: &Path) -> Result<()> {
@@ -246,10 +250,10 @@ fn library_rules(root: &Path, path: &Path, text: &str, problems: &mut Vec<String
         in_tests |= code.starts_with("#[cfg(test)]");
         if !speaks_for_people
             && !in_tests
-            && (code.contains("Message::human") || code.contains("Person::at_the_keyboard"))
+            && code.contains("Person::at_the_keyboard")
         {
             problems.push(format!(
-                "{at}: makes a message of human origin; only the runner's task and inbox speak for a person (see ARCHITECTURE.md, loopward-core)"
+                "{at}: makes a `Person`, the capability to speak for one; in library code only the runner (inbox, resumed task) and the Restate workflow (start request) do — take `HumanWords` from the caller instead (see ARCHITECTURE.md, loopward-core)"
             ));
         }
         if code.contains("std::env::") || code.contains("use std::env") {
@@ -344,6 +348,26 @@ mod tests {
         assert!(problems("/r/loopward-runner/src/clock.rs", "SystemTime::now()").is_empty());
         assert!(problems("/r/a.rs", "let s = tokio::time::Instant::now();").is_empty());
         assert!(problems("/r/a.rs", "// std::env::var is read by the binary").is_empty());
+    }
+
+    #[test]
+    fn only_the_runner_and_the_workflow_make_a_person_in_library_code() {
+        let mint = "let p = Person::at_the_keyboard();\n";
+        let p = problems("/r/loopward-llama/src/lib.rs", mint);
+        assert_eq!(p.len(), 1, "{p:?}");
+        assert!(p[0].starts_with("loopward-llama/src/lib.rs:1:"), "{p:?}");
+        for allowed in [
+            "/r/loopward-runner/src/runner.rs",
+            "/r/loopward-restate/src/workflow.rs",
+            "/r/loopward-core/src/person.rs",
+        ] {
+            assert!(problems(allowed, mint).is_empty(), "{allowed}");
+        }
+        // Tests and doc examples talk to a person; taking words is not making them.
+        let test = "#[cfg(test)]\nmod t { let p = Person::at_the_keyboard(); }\n";
+        assert!(problems("/r/loopward-runner/src/x.rs", test).is_empty());
+        let doc = "/// let p = Person::at_the_keyboard();\nfn f(w: HumanWords) -> Message { Message::human(w) }\n";
+        assert!(problems("/r/loopward-runner/src/x.rs", doc).is_empty());
     }
 
     #[test]
