@@ -7,7 +7,7 @@
 
 use futures::future::BoxFuture;
 use loopward_core::{
-    AgentId, Person, AuditEvent, Decision, GateId, GateKind, GateMode, Refusal, RunId, RunStatus,
+    AgentId, AuditEvent, Decision, GateId, GateKind, GateMode, Person, Refusal, RunId, RunStatus,
 };
 use loopward_runner::audit::MemorySink;
 use loopward_runner::gates::{Policy, PolicyConfig, PolicyLayer};

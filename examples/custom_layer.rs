@@ -5,7 +5,7 @@
 #![allow(clippy::print_stdout)]
 
 use futures::future::BoxFuture;
-use loopward_core::{Person, AgentId, AuditEvent, LayerVerdict, RunId, RunStatus};
+use loopward_core::{AgentId, AuditEvent, LayerVerdict, Person, RunId, RunStatus};
 use loopward_runner::audit::MemorySink;
 use loopward_runner::layers::from_fn::{from_fn, FromFnLayer, NextTurn};
 use loopward_runner::model::{

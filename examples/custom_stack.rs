@@ -6,7 +6,7 @@
 //! Run it with `cargo run -p loopward-examples --example custom_stack`.
 #![allow(clippy::print_stdout, clippy::unwrap_used)]
 
-use loopward_core::{Person, AgentId, RunId, RunStatus};
+use loopward_core::{AgentId, Person, RunId, RunStatus};
 use loopward_runner::audit::MemorySink;
 use loopward_runner::layers::stack::{LayersConfig, Stack};
 use loopward_runner::layers::stopgate::{approve, pending_dir};

@@ -5,7 +5,7 @@
 //! `cargo run -p loopward-examples --features llama --example llama_team -- models/<file>.gguf`.
 #![allow(clippy::print_stdout)]
 
-use loopward_core::{Person, AgentId, AuditEvent, RunId};
+use loopward_core::{AgentId, AuditEvent, Person, RunId};
 use loopward_llama::{LlamaConfig, LlamaModel, ToolChoice};
 use loopward_runner::audit::MemorySink;
 use loopward_runner::gates::{Policy, PolicyConfig, PolicyLayer};

@@ -3,7 +3,7 @@
 //! Run it with `cargo run -p loopward-examples --example minimal`.
 #![allow(clippy::print_stdout)]
 
-use loopward_core::{Person, AgentId, RunId, RunStatus};
+use loopward_core::{AgentId, Person, RunId, RunStatus};
 use loopward_runner::audit::MemorySink;
 use loopward_runner::model::{
     fake::{FakeModel, Script},

@@ -118,7 +118,9 @@ async fn measure(
         Variant::new("full stack + ledger, no fsync", Some(build(true)), true),
     ];
     let bare = FakeModel::new(script(&a, replies));
-    let messages = vec![Message::human(Person::at_the_keyboard().says("Say you are done."))];
+    let messages = vec![Message::human(
+        Person::at_the_keyboard().says("Say you are done."),
+    )];
     let specs = tools.specs();
 
     for round in 0..=rounds {

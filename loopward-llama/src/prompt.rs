@@ -225,7 +225,11 @@ mod tests {
             parameters: json!({"type": "object"}),
         };
         let text = chatml()
-            .render(&[Message::human(Person::at_the_keyboard().says("hi"))], &[tool], &HashMap::new())
+            .render(
+                &[Message::human(Person::at_the_keyboard().says("hi"))],
+                &[tool],
+                &HashMap::new(),
+            )
             .unwrap();
         assert!(
             text.starts_with("<|im_start|>system\nYou can call tools."),

@@ -1,7 +1,7 @@
 //! The llama backend on a real model: SmolLM2-135M-Instruct (`cargo xtask fetch-model`).
 
 use futures::future::BoxFuture;
-use loopward_core::{Person, AgentId, AuditEvent, Message, RunId, RunStatus, ToolSpec};
+use loopward_core::{AgentId, AuditEvent, Message, Person, RunId, RunStatus, ToolSpec};
 use loopward_llama::{LlamaConfig, LlamaModel, LlamaService, ToolChoice};
 use loopward_runner::audit::MemorySink;
 use loopward_runner::model::{BoxModelService, ChatRequest, ChatResponse, ModelError, StopReason};
@@ -152,7 +152,9 @@ async fn second_turn_prefills_only_the_new_tokens() {
     let first_prompt = first.usage.input_tokens;
 
     messages.push(Message::model(first.content.clone(), vec![]));
-    messages.push(Message::human(Person::at_the_keyboard().says("And of Germany?")));
+    messages.push(Message::human(
+        Person::at_the_keyboard().says("And of Germany?"),
+    ));
     let second = model
         .clone()
         .oneshot(ask(messages, vec![], 24))
@@ -173,7 +175,13 @@ async fn second_turn_prefills_only_the_new_tokens() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn greedy_decoding_is_deterministic_and_a_repeated_prompt_reuses_all_but_one_token() {
     let model = load(LlamaConfig::new(model_path()).n_ctx(1024));
-    let req = ask(vec![Message::human(Person::at_the_keyboard().says("Name a colour."))], vec![], 12);
+    let req = ask(
+        vec![Message::human(
+            Person::at_the_keyboard().says("Name a colour."),
+        )],
+        vec![],
+        12,
+    );
     let a = model.clone().oneshot(req.clone()).await.unwrap();
     let b = model.clone().oneshot(req).await.unwrap();
     assert_eq!(a.content, b.content);
@@ -206,7 +214,11 @@ async fn a_prompt_longer_than_the_context_is_an_error_and_the_model_still_answer
     let long = "word ".repeat(400);
     let err = model
         .clone()
-        .oneshot(ask(vec![Message::human(Person::at_the_keyboard().says(long))], vec![], 8))
+        .oneshot(ask(
+            vec![Message::human(Person::at_the_keyboard().says(long))],
+            vec![],
+            8,
+        ))
         .await
         .unwrap_err();
     assert!(matches!(err, ModelError::Local(_)));
@@ -216,7 +228,11 @@ async fn a_prompt_longer_than_the_context_is_an_error_and_the_model_still_answer
         "{err}"
     );
     let ok: ChatResponse = model
-        .oneshot(ask(vec![Message::human(Person::at_the_keyboard().says("Hi"))], vec![], 4))
+        .oneshot(ask(
+            vec![Message::human(Person::at_the_keyboard().says("Hi"))],
+            vec![],
+            4,
+        ))
         .await
         .unwrap();
     assert!(ok.usage.output_tokens > 0);
@@ -228,9 +244,10 @@ async fn generation_that_fills_the_context_is_an_error() {
     let filler = "Once upon a time. ".repeat(35);
     let err = model
         .oneshot(ask(
-            vec![Message::human(Person::at_the_keyboard().says(format!(
-                "{filler}Write a long story about a dragon."
-            )))],
+            vec![Message::human(
+                Person::at_the_keyboard()
+                    .says(format!("{filler}Write a long story about a dragon.")),
+            )],
             vec![],
             500,
         ))
@@ -243,7 +260,9 @@ async fn generation_that_fills_the_context_is_an_error() {
 async fn a_dropped_request_stops_and_the_next_one_is_served() {
     let model = load(LlamaConfig::new(model_path()).n_ctx(2048));
     let long = ask(
-        vec![Message::human(Person::at_the_keyboard().says("Write a long story about a dragon."))],
+        vec![Message::human(
+            Person::at_the_keyboard().says("Write a long story about a dragon."),
+        )],
         vec![],
         2000,
     );
@@ -253,7 +272,11 @@ async fn a_dropped_request_stops_and_the_next_one_is_served() {
     assert!(raced.is_err(), "the long job cannot have finished already");
     let next = model
         .clone()
-        .oneshot(ask(vec![Message::human(Person::at_the_keyboard().says("Say hi."))], vec![], 8))
+        .oneshot(ask(
+            vec![Message::human(Person::at_the_keyboard().says("Say hi."))],
+            vec![],
+            8,
+        ))
         .await
         .unwrap();
     assert!(next.usage.output_tokens > 0);
@@ -302,7 +325,13 @@ async fn seeded_sampling_repeats_itself_for_the_same_seed() {
     let config = LlamaConfig::new(model_path())
         .n_ctx(1024)
         .sampling(0.9, 0.95, 40, 7);
-    let req = ask(vec![Message::human(Person::at_the_keyboard().says("Invent a name for a cat."))], vec![], 16);
+    let req = ask(
+        vec![Message::human(
+            Person::at_the_keyboard().says("Invent a name for a cat."),
+        )],
+        vec![],
+        16,
+    );
     let a = load(config.clone()).oneshot(req.clone()).await.unwrap();
     let b = load(config).oneshot(req).await.unwrap();
     assert_eq!(a.content, b.content);
@@ -317,7 +346,9 @@ async fn a_text_answer_cut_by_max_tokens_says_so() {
     let cut = model
         .clone()
         .oneshot(ask(
-            vec![Message::human(Person::at_the_keyboard().says("Write a long story about a dragon."))],
+            vec![Message::human(
+                Person::at_the_keyboard().says("Write a long story about a dragon."),
+            )],
             vec![],
             8,
         ))
@@ -326,7 +357,11 @@ async fn a_text_answer_cut_by_max_tokens_says_so() {
     assert_eq!(cut.stop, StopReason::TokenLimit, "{cut:?}");
     assert_eq!(cut.usage.output_tokens, 8);
     let whole = load(LlamaConfig::new(model_path()).n_ctx(1024))
-        .oneshot(ask(vec![Message::human(Person::at_the_keyboard().says("Say hi."))], vec![], 64))
+        .oneshot(ask(
+            vec![Message::human(Person::at_the_keyboard().says("Say hi."))],
+            vec![],
+            64,
+        ))
         .await
         .unwrap();
     assert_eq!(whole.stop, StopReason::Finished, "{whole:?}");
@@ -381,7 +416,9 @@ async fn more_requests_than_slots_wait_their_turn() {
     let model = load(LlamaConfig::new(model_path()).n_ctx(512).parallel(2));
     let replies = futures::future::try_join_all((0..5).map(|k| {
         model.clone().oneshot(ask(
-            vec![Message::human(Person::at_the_keyboard().says(format!("Say the number {k}.")))],
+            vec![Message::human(
+                Person::at_the_keyboard().says(format!("Say the number {k}.")),
+            )],
             vec![],
             8,
         ))
@@ -408,7 +445,9 @@ async fn a_call_cut_off_by_its_budget_is_an_error_and_the_model_recovers() {
     let err = model
         .clone()
         .oneshot(ask(
-            vec![Message::human(Person::at_the_keyboard().says("What is the weather in Paris today?"))],
+            vec![Message::human(
+                Person::at_the_keyboard().says("What is the weather in Paris today?"),
+            )],
             vec![Weather.spec()],
             3,
         ))
@@ -422,7 +461,9 @@ async fn a_call_cut_off_by_its_budget_is_an_error_and_the_model_recovers() {
     );
     let call = model
         .oneshot(ask(
-            vec![Message::human(Person::at_the_keyboard().says("What is the weather in Paris today?"))],
+            vec![Message::human(
+                Person::at_the_keyboard().says("What is the weather in Paris today?"),
+            )],
             vec![Weather.spec()],
             64,
         ))

@@ -8,8 +8,8 @@ use crate::journal::{Journal, RecordedTurn, ResumePolicy, Resumed, Step, TurnFee
 use crate::turn::{BoxTurnService, TurnOutcome, TurnRequest};
 use crate::workspace::Workspace;
 use loopward_core::{
-    AgentId, AuditEvent, AuditSink, Handoff, HumanWords, Message, Person, RunId, RunStatus, ToolResult,
-    TurnNumber, Usage,
+    AgentId, AuditEvent, AuditSink, Handoff, HumanWords, Message, Person, RunId, RunStatus,
+    ToolResult, TurnNumber, Usage,
 };
 use std::collections::BTreeMap;
 use std::path::PathBuf;

@@ -3,7 +3,7 @@
 mod gates_support;
 
 use gates_support::*;
-use loopward_core::{Person, AuditEvent, Decision, GateMode};
+use loopward_core::{AuditEvent, Decision, GateMode, Person};
 use loopward_runner::tool::ToolError;
 use std::os::unix::fs::symlink;
 

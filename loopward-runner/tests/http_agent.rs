@@ -6,7 +6,7 @@
 mod http_support;
 
 use http_support::{data, json, sse, MockServer, RecordingSleeper};
-use loopward_core::{Person, AgentId, AuditEvent, RunId, RunStatus};
+use loopward_core::{AgentId, AuditEvent, Person, RunId, RunStatus};
 use loopward_runner::audit::MemorySink;
 use loopward_runner::model::http::{
     AnthropicConfig, AnthropicModel, ApiKey, OpenAiConfig, OpenAiModel,

@@ -1,7 +1,7 @@
 //! Anti-loop caps and repeat detection, end to end through the runner.
 #![allow(clippy::unwrap_used)] // helpers of tests, not only #[test] fns
 
-use loopward_core::{Person, AgentId, AuditEvent, RunId, RunStatus, ToolCall, Usage};
+use loopward_core::{AgentId, AuditEvent, Person, RunId, RunStatus, ToolCall, Usage};
 use loopward_runner::audit::MemorySink;
 use loopward_runner::layers::caps::{CapsConfig, CapsLayer, OnCap};
 use loopward_runner::layers::repeat::{RepeatConfig, RepeatLayer};

@@ -1,7 +1,7 @@
 //! Class-jump through the runner, driven by a scripted agent calling `report_attempt`.
 #![allow(clippy::unwrap_used)] // helpers of tests, not only #[test] fns
 
-use loopward_core::{Person, AgentId, AuditEvent, RunId, RunStatus};
+use loopward_core::{AgentId, AuditEvent, Person, RunId, RunStatus};
 use loopward_runner::audit::MemorySink;
 use loopward_runner::layers::classjump::{ClassJump, ClassJumpConfig};
 use loopward_runner::model::{

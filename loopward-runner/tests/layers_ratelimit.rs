@@ -114,7 +114,9 @@ async fn a_call_larger_than_the_burst_fails_at_once_with_a_clear_error() {
     let start = Instant::now();
     let model = layer.layer(recording(start, Arc::default()));
     let mut big = req("a");
-    big.messages = vec![Message::human(Person::at_the_keyboard().says("x".repeat(4000)))];
+    big.messages = vec![Message::human(
+        Person::at_the_keyboard().says("x".repeat(4000)),
+    )];
     let err = model.clone().oneshot(big).await.unwrap_err();
     assert!(
         err.to_string()
@@ -123,7 +125,9 @@ async fn a_call_larger_than_the_burst_fails_at_once_with_a_clear_error() {
     );
     assert!(start.elapsed().is_zero());
     let mut small = req("a");
-    small.messages = vec![Message::human(Person::at_the_keyboard().says("x".repeat(400)))];
+    small.messages = vec![Message::human(
+        Person::at_the_keyboard().says("x".repeat(400)),
+    )];
     model.oneshot(small).await.unwrap();
 }
 

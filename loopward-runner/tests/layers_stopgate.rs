@@ -1,7 +1,7 @@
 //! Stop-gates: approvals bound to one action, durable approvals across restarts, modes.
 #![allow(clippy::unwrap_used)] // helpers of tests, not only #[test] fns
 
-use loopward_core::{Person, AgentId, AuditEvent, RunId, RunStatus};
+use loopward_core::{AgentId, AuditEvent, Person, RunId, RunStatus};
 use loopward_runner::audit::MemorySink;
 use loopward_runner::layers::stopgate::{
     approve, deny, list_pending, pending_dir, Answer, ApprovalRequest, GatedAction, StopGateConfig,

@@ -3,7 +3,7 @@
 //! in this loopward's words. Differences are in ARCHITECTURE.md ("Where loopward differs from
 //! its peers").
 
-use loopward_core::{Person, AgentId, RunId, RunStatus};
+use loopward_core::{AgentId, Person, RunId, RunStatus};
 use loopward_runner::audit::MemorySink;
 use loopward_runner::layers::classjump::{Attempt, ClassJump, ClassJumpConfig, VerdictKind};
 use loopward_runner::layers::stopgate::{StopGateConfig, StopGates, StopMode};

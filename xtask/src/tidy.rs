@@ -248,10 +248,7 @@ fn library_rules(root: &Path, path: &Path, text: &str, problems: &mut Vec<String
         }
         let at = format!("{rel}:{}", i + 1);
         in_tests |= code.starts_with("#[cfg(test)]");
-        if !speaks_for_people
-            && !in_tests
-            && code.contains("Person::at_the_keyboard")
-        {
+        if !speaks_for_people && !in_tests && code.contains("Person::at_the_keyboard") {
             problems.push(format!(
                 "{at}: makes a `Person`, the capability to speak for one; in library code only the runner (inbox, resumed task) and the Restate workflow (start request) do — take `HumanWords` from the caller instead (see ARCHITECTURE.md, loopward-core)"
             ));
