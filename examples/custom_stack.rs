@@ -36,15 +36,15 @@ mode = "durable"
 
 [rate.backend]
 requests = 20
-per_secs = 1
+per = "1s"
 
 [budget]
 max_tokens = 50000
 
 [timeout]
-model_secs = 60
-tool_secs = 30
-turn_secs = 600
+model = "60s"
+tool = "30s"
+turn = "10m"
 
 [class_jump]
 strategies = ["patch", "rewrite"]

@@ -10,7 +10,7 @@ use crate::report::{fmt_ratio, Section, Target};
 use anyhow::{Context as _, Result};
 use loopward_core::{AgentId, Message, Person};
 use loopward_llama::{LlamaConfig, LlamaModel, LlamaService};
-use loopward_runner::model::ChatRequest;
+use loopward_runner::model::{ChatRequest, TurnSlot};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use std::path::Path;
@@ -72,6 +72,7 @@ fn request(k: usize) -> Result<ChatRequest> {
         ],
         tools: vec![],
         max_tokens: Some(GENERATE),
+        turn: TurnSlot::empty(),
     })
 }
 

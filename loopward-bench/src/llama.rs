@@ -24,7 +24,7 @@ use llama_cpp_2::model::LlamaModel as CppModel;
 use llama_cpp_2::sampling::LlamaSampler;
 use loopward_core::{AgentId, Message, Person};
 use loopward_llama::{LlamaConfig, LlamaModel};
-use loopward_runner::model::ChatRequest;
+use loopward_runner::model::{ChatRequest, TurnSlot};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use std::num::NonZeroU32;
@@ -251,6 +251,7 @@ fn request(messages: Vec<Message>, max_tokens: u32) -> Result<ChatRequest> {
         messages,
         tools: vec![],
         max_tokens: Some(max_tokens),
+        turn: TurnSlot::empty(),
     })
 }
 

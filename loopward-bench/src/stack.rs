@@ -17,7 +17,7 @@ use loopward_core::{AgentId, AuditEvent, AuditSink, FinishReason, Message, Perso
 use loopward_runner::audit::{Durability, Ledger, LedgerOptions};
 use loopward_runner::layers::stack::{LayersConfig, Stack};
 use loopward_runner::model::fake::{FakeModel, Script};
-use loopward_runner::model::{BoxModelService, ChatRequest};
+use loopward_runner::model::{BoxModelService, ChatRequest, TurnSlot};
 use loopward_runner::tool::{BoxToolService, ToolExecutor, ToolSet};
 use loopward_runner::{
     BoxTurnService, LlmAgent, RunContext, SystemClock, TurnContext, TurnRequest, Workspace,
@@ -135,6 +135,7 @@ async fn measure(
                             messages: messages.clone(),
                             tools: specs.clone(),
                             max_tokens: None,
+                            turn: TurnSlot::empty(),
                         };
                         let reply = bare.clone().oneshot(req).await;
                         std::hint::black_box(reply.ok());

@@ -224,6 +224,7 @@ mod tests {
     use super::*;
     use loopward_core::Person;
     use loopward_core::ToolResult;
+    use loopward_runner::model::TurnSlot;
 
     fn ask(agent: &str, messages: Vec<Message>) -> ChatResponse {
         TeamModel::reply(&ChatRequest {
@@ -231,6 +232,7 @@ mod tests {
             messages,
             tools: vec![],
             max_tokens: None,
+            turn: TurnSlot::empty(),
         })
     }
 

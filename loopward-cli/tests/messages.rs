@@ -65,6 +65,35 @@ fn a_wrong_type_inside_a_list_of_tables_names_the_entry() {
     insta::assert_snapshot!("wrong_type_in_agent", text(&o));
 }
 
+/// Durations are strings with a unit; a key from before (`wall_time_secs = 600`) is refused,
+/// not read as an alias, with its line and the new spelling of its own value.
+#[test]
+fn an_old_seconds_key_is_refused_with_its_line_and_the_new_spelling() {
+    let dir = initialised();
+    let d = dir.path();
+    edit_config(d, |c| {
+        c.replace(
+            "turns_per_run = 12",
+            "wall_time_secs = 600\nturns_per_run = 12",
+        )
+    });
+    let o = loopward(d, &["run"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    insta::assert_snapshot!("old_seconds_key", text(&o));
+}
+
+#[test]
+fn a_duration_without_a_unit_is_refused_naming_the_format() {
+    let dir = initialised();
+    let d = dir.path();
+    edit_config(d, |c| {
+        c.replace("turns_per_run = 12", "wall_time = 600\nturns_per_run = 12")
+    });
+    let o = loopward(d, &["gates", "list"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    insta::assert_snapshot!("duration_without_unit", text(&o));
+}
+
 /// The bug: a second review gate between the same two agents was written, and then no command
 /// could load the file (`two gates are named "review:builder->auditor"`).
 #[test]

@@ -16,6 +16,7 @@
 //! | passing the work on | [`Handoff`] |
 //! | what a gate said | [`GateId`] ([`GateKind`] + name), [`Decision`], [`Refusal`], [`GateMode`] |
 //! | what a layer said | [`LayerVerdict`], [`VerdictEffect`] |
+//! | which turn a model call belongs to | [`model::TurnSlot`] (opaque here; the runner fills it) |
 //! | what the ledger records | [`AuditEvent`], [`Scope`], [`AuditSink`], [`Remedy`] |
 //!
 //! ```
@@ -38,6 +39,7 @@ mod message;
 pub mod model;
 mod person;
 mod remedy;
+mod slot;
 mod tool;
 mod usage;
 mod verdict;

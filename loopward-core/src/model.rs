@@ -5,6 +5,8 @@
 use crate::{AgentId, Message, ToolCall, ToolSpec, Usage};
 use serde::{Deserialize, Serialize};
 
+pub use crate::slot::TurnSlot;
+
 /// One call to a model.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ChatRequest {
@@ -16,6 +18,9 @@ pub struct ChatRequest {
     pub tools: Vec<ToolSpec>,
     /// The most tokens to generate, if limited.
     pub max_tokens: Option<u32>,
+    /// The turn this call belongs to, set by the runner's agent and read by the layers around
+    /// the model; [`TurnSlot::empty`] for a call made outside a turn. Backends ignore it.
+    pub turn: TurnSlot,
 }
 
 /// The model's reply.
@@ -130,6 +135,17 @@ pub enum ModelError {
     /// A layer refused the call (budget, rate quota larger than the burst, …).
     #[error("{0}")]
     Refused(crate::Refusal),
+    /// A quota shared with other workers (kept outside this process, e.g. a provider quota
+    /// every worker of a Restate deployment asks) gave this call no permit, or could not take
+    /// its reply's tokens: the call did not go ahead (or its reply is not used). Retrying later
+    /// may succeed.
+    #[error("rate limited: the quota shared by the workers for provider {provider:?} is unavailable ({why}); the call was not made. Retry later, or check the service that keeps the quota")]
+    QuotaUnavailable {
+        /// The provider the quota is kept for.
+        provider: String,
+        /// Why no permit was given.
+        why: String,
+    },
     /// A layer's decision about this call could not be recorded in the audit ledger, so the call
     /// did not go ahead; the run ends `AuditFailed`.
     #[error("not run: the audit ledger could not record a decision on this model call ({})", .0.0)]
@@ -141,7 +157,11 @@ impl ModelError {
     pub fn is_retryable(&self) -> bool {
         matches!(
             self,
-            Self::RateLimited { .. } | Self::Server { .. } | Self::Transport(_) | Self::Timeout(_)
+            Self::RateLimited { .. }
+                | Self::QuotaUnavailable { .. }
+                | Self::Server { .. }
+                | Self::Transport(_)
+                | Self::Timeout(_)
         )
     }
 }

@@ -34,7 +34,7 @@
 //!
 //! ```no_run
 //! use loopward_llama::{LlamaConfig, LlamaModel};
-//! use loopward_runner::model::{BoxModelService, ChatRequest};
+//! use loopward_runner::model::{BoxModelService, ChatRequest, TurnSlot};
 //! use loopward_core::{AgentId, Message, Person};
 //! use tower::ServiceExt;
 //! # std::env::set_current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/..")).unwrap();
@@ -47,6 +47,7 @@
 //!     messages: vec![Message::human(Person::at_the_keyboard().says("What is the capital of France?"))],
 //!     tools: vec![],
 //!     max_tokens: Some(32),
+//!     turn: TurnSlot::empty(),
 //! }).await.unwrap();
 //! assert!(reply.content.contains("Paris"));
 //! # });

@@ -4,7 +4,9 @@ use futures::future::BoxFuture;
 use loopward_core::{AgentId, AuditEvent, Message, Person, RunId, RunStatus, ToolSpec};
 use loopward_llama::{LlamaConfig, LlamaModel, LlamaService, ToolChoice};
 use loopward_runner::audit::MemorySink;
-use loopward_runner::model::{BoxModelService, ChatRequest, ChatResponse, ModelError, StopReason};
+use loopward_runner::model::{
+    BoxModelService, ChatRequest, ChatResponse, ModelError, StopReason, TurnSlot,
+};
 use loopward_runner::tool::{Access, Tool, ToolError, ToolInvocation, ToolOutput, ToolSet};
 use loopward_runner::{BoxTurnService, LlmAgent, RunSpec, Runner, TurnContext, Workspace};
 use serde_json::json;
@@ -35,6 +37,7 @@ fn ask(messages: Vec<Message>, tools: Vec<ToolSpec>, max_tokens: u32) -> ChatReq
         messages,
         tools,
         max_tokens: Some(max_tokens),
+        turn: TurnSlot::empty(),
     }
 }
 

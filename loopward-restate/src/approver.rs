@@ -11,7 +11,7 @@ use loopward_runner::layers::stopgate::{Answer, ApprovalRequest, Approver};
 /// (or a POST to `LoopwardRun/<run>/approve`, from anywhere that reaches the ingress) resolves
 /// it, and the run resumes on whichever worker Restate picks.
 ///
-/// Give the gates a long `ask_timeout_secs` (up to 86400): the timeout runs only while a worker
+/// Give the gates a long `ask_timeout` (up to `"24h"`): the timeout runs only while a worker
 /// holds the invocation, and a gate that times out denies.
 ///
 /// A stop-gate on a tool (or a written path) runs inside the call's journaled step, where Restate

@@ -4,8 +4,8 @@
 //! The runner's services are `'static` and know nothing of Restate; the Restate context is
 //! borrowed by the handler. So the journaled layers send an [`Ask`] down a channel that the
 //! handler's [`drive`] loop serves with the context, while it keeps polling the run. The work of
-//! a step runs in the run's own task (its task-locals, such as the current turn, stay in
-//! place); the handler only tells it to go (live) or hands it the journaled result (replay).
+//! a step runs in the run's own task (its task-locals stay in place; the turn travels in the
+//! requests themselves); the handler only tells it to go (live) or hands it the journaled result (replay).
 
 use crate::ledger::ReplayLedger;
 use crate::quota::object::{Debit, ProviderQuotaClient};

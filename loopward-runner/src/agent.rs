@@ -174,6 +174,7 @@ impl Inner {
                     self.tools.specs()
                 },
                 max_tokens: self.max_tokens,
+                turn: turn.slot(),
             };
             let reply = self.reply(&turn, request, feed.as_deref()).await?;
             usage += reply.usage;

@@ -3,6 +3,7 @@
 
 use crate::clock::Clock;
 use crate::extensions::Extensions;
+use crate::model::{ChatRequest, TurnSlot};
 use crate::workspace::Workspace;
 use loopward_core::{
     AgentId, AuditError, AuditEvent, AuditSink, Effect, Handoff, RunId, RunStatus, Scope,
@@ -163,6 +164,40 @@ impl TurnContext {
                 extensions: Extensions::default(),
             }),
         }
+    }
+
+    /// The slot a model call of this turn carries ([`ChatRequest::turn`]); [`LlmAgent`] sets
+    /// it on every request it makes, so the layers around the model know the turn on whatever
+    /// task they run.
+    ///
+    /// [`LlmAgent`]: crate::LlmAgent
+    pub fn slot(&self) -> TurnSlot {
+        TurnSlot::new(self.clone())
+    }
+
+    /// The turn a model call belongs to, if its request carries one (see [`TurnContext::slot`]).
+    /// A call without a turn (a backend called directly) has no ledger to record on: a layer
+    /// that must record its decision refuses it, a layer that only waits or times it lets it
+    /// through unrecorded.
+    ///
+    /// ```
+    /// use loopward_core::{AgentId, RunId, TurnNumber};
+    /// use loopward_runner::{audit::MemorySink, model::{ChatRequest, TurnSlot}, RunContext,
+    ///     SystemClock, TurnContext, Workspace};
+    /// use std::sync::Arc;
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let a = AgentId::new("a").unwrap();
+    /// let run = RunContext::new(RunId::new("r").unwrap(), vec![a.clone()], Workspace::new(dir.path()).unwrap(),
+    ///     Arc::new(MemorySink::default()), Arc::new(SystemClock));
+    /// let turn = TurnContext::new(run, a.clone(), TurnNumber(1));
+    /// let mut req = ChatRequest { agent: a, messages: vec![], tools: vec![], max_tokens: None,
+    ///     turn: TurnSlot::empty() };
+    /// assert!(TurnContext::of(&req).is_none());
+    /// req.turn = turn.slot();
+    /// assert_eq!(TurnContext::of(&req).unwrap().turn(), TurnNumber(1));
+    /// ```
+    pub fn of(req: &ChatRequest) -> Option<&TurnContext> {
+        req.turn.get()
     }
 
     /// The run this turn belongs to.

@@ -67,6 +67,7 @@ pub mod audit;
 pub mod calibrate;
 mod clock;
 mod context;
+mod duration;
 mod extensions;
 pub mod gates;
 pub mod hook;

@@ -16,8 +16,8 @@ fn config_error(toml: &str) -> String {
 #[test]
 fn bad_configs_fail_with_a_precise_message() {
     let cases = [
-        ("[[territory]]\npaths = [\"src/[\"]\nowner = \"b\"", "[[territory]] #1: invalid glob \"src/[\""),
-        ("[[territory]]\npaths = [\"src\"]", "[[territory]] #1: no owner"),
+        ("[[territory]]\npaths = [\"src/[\"]\nowner = \"b\"", "territory[0]: invalid glob \"src/[\""),
+        ("[[territory]]\npaths = [\"src\"]", "territory[0]: no owner"),
         ("[[territory]]\npaths = [\"src\"]\nowners = []", "no owner"),
         ("[[territory]]\npaths = []\nowner = \"b\"", "paths is empty"),
         ("[[territory]]\npaths = [\"../x\"]\nowner = \"b\"", "workspace-relative"),
@@ -25,10 +25,10 @@ fn bad_configs_fail_with_a_precise_message() {
         ("[[territory]]\npaths = [\"src\"]\nowner = \"b\"\ncolour = \"red\"", "unknown field `colour`"),
         (
             "[[territory]]\npaths = [\"src/**\"]\nowner = \"a\"\n[[territory]]\npaths = [\"src/gates/*.rs\"]\nowner = \"b\"",
-            "territories [[territory]] #2 and [[territory]] #1 overlap at \"src/gates/x.rs\"",
+            "territories territory[1] and territory[0] overlap at \"src/gates/x.rs\"",
         ),
-        ("[gates.sprawl]\nthreshold = 0", "threshold 0 must be between 2 and 100"),
-        ("[gates.sprawl]\nthreshold = 1000", "threshold 1000"),
+        ("[gates.sprawl]\nthreshold = 0", "gates.sprawl.threshold: 0 must be between 2 and 100"),
+        ("[gates.sprawl]\nthreshold = 1000", "gates.sprawl.threshold: 1000"),
         ("[gates.sprawl]\nsiblings = [[\"src/*.rs\"]]", "needs exactly one {stem}"),
         ("[[gates.review]]\nfrom = \"b\"\nvia = \"b\"", "an agent cannot review itself"),
         ("[[gates.review]]\nfrom = \"b\"\nvia = \"a\"\nwhen = [\"{\"]", "invalid glob"),

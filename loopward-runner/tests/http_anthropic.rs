@@ -6,7 +6,7 @@ mod http_support;
 use http_support::{event, http, json, sse, MockServer, RecordingSleeper, Reply};
 use loopward_core::{AgentId, Message, Person, ToolCall, ToolResult, ToolSpec};
 use loopward_runner::model::http::{AnthropicConfig, AnthropicModel, ApiKey, RetryPolicy};
-use loopward_runner::model::{ChatRequest, ChatResponse, ModelError, StopReason};
+use loopward_runner::model::{ChatRequest, ChatResponse, ModelError, StopReason, TurnSlot};
 use serde_json::{json, Value};
 use std::time::Duration;
 use tower::ServiceExt;
@@ -50,6 +50,7 @@ fn request() -> ChatRequest {
             parameters: json!({"type": "object"}),
         }],
         max_tokens: None,
+        turn: TurnSlot::empty(),
     }
 }
 

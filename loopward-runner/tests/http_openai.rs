@@ -6,7 +6,9 @@ mod http_support;
 use http_support::{data, http, json, json_with, sse, MockServer, RecordingSleeper, Reply};
 use loopward_core::{AgentId, Message, Person, ToolCall, ToolResult, ToolSpec};
 use loopward_runner::model::http::{ApiKey, OpenAiConfig, OpenAiModel, RetryPolicy};
-use loopward_runner::model::{BoxModelService, ChatRequest, ChatResponse, ModelError, StopReason};
+use loopward_runner::model::{
+    BoxModelService, ChatRequest, ChatResponse, ModelError, StopReason, TurnSlot,
+};
 use loopward_runner::ManualClock;
 use serde_json::{json, Value};
 use std::time::Duration;
@@ -49,6 +51,7 @@ fn request() -> ChatRequest {
             parameters: json!({"type": "object", "properties": {"path": {"type": "string"}}}),
         }],
         max_tokens: Some(256),
+        turn: TurnSlot::empty(),
     }
 }
 
@@ -557,7 +560,10 @@ fn config_rejects_bad_fields_with_precise_messages() {
     let err = toml::from_str::<OpenAiConfig>("model = \"m\"\napi_key = \"sk\"").unwrap_err();
     assert!(err.to_string().contains("unknown field `api_key`"), "{err}");
     let err = toml::from_str::<OpenAiConfig>("model = \"m\"\nread_timeout = \"soon\"").unwrap_err();
-    assert!(err.to_string().contains("is not a duration"), "{err}");
+    assert!(
+        err.to_string().contains("invalid duration \"soon\""),
+        "{err}"
+    );
     let base = OpenAiConfig::new("ftp://host", "m");
     assert!(base
         .validate()

@@ -6,14 +6,28 @@ use loopward_runner::audit::MemorySink;
 use loopward_runner::layers::budget::{BudgetConfig, BudgetLayer};
 use loopward_runner::model::{
     fake::{FakeModel, Script},
-    BoxModelService,
+    BoxModelService, ChatRequest, ModelError, TurnSlot,
 };
 use loopward_runner::{tools, BoxTurnService, LlmAgent, RunReport, RunSpec, Runner, Workspace};
 use serde_json::json;
 use std::sync::Arc;
-use tower::Layer;
+use tower::{Layer, ServiceExt};
 
 async fn run_with(config: BudgetConfig) -> (RunReport, Arc<MemorySink>) {
+    run_on(config, false).await
+}
+
+/// A model service that runs each call of `inner` on a task of its own, as a backend or layer
+/// that spawns does.
+fn spawning(inner: BoxModelService) -> BoxModelService {
+    BoxModelService::new(tower::service_fn(move |req: ChatRequest| {
+        let inner = inner.clone();
+        async move { tokio::spawn(inner.oneshot(req)).await.unwrap() }
+    }))
+}
+
+/// A run of `a` under `config`; with `spawn`, the metered model runs on another task.
+async fn run_on(config: BudgetConfig, spawn: bool) -> (RunReport, Arc<MemorySink>) {
     let a = AgentId::new("a").unwrap();
     let mut script = Script::default();
     for i in 0..20 {
@@ -21,7 +35,10 @@ async fn run_with(config: BudgetConfig) -> (RunReport, Arc<MemorySink>) {
     }
     script.say(&a, "done");
     let budget = BudgetLayer::new(config).unwrap();
-    let model = BoxModelService::new(budget.meter().layer(FakeModel::new(script)));
+    let mut model = BoxModelService::new(budget.meter().layer(FakeModel::new(script)));
+    if spawn {
+        model = spawning(model);
+    }
     let agent = LlmAgent::builder(a.clone(), model)
         .tools(tools::builtin(std::slice::from_ref(&a)))
         .max_steps(100)
@@ -136,6 +153,63 @@ async fn a_run_within_its_budget_completes() {
     .await;
     assert_eq!(report.status, RunStatus::Completed);
     assert!(exceeded(&sink).is_empty());
+}
+
+#[tokio::test]
+async fn the_meter_charges_the_turn_its_request_carries_even_on_another_task() {
+    // The turn travels in the request: a meter spawned onto another task (where a task-local
+    // set by the turn would be gone) still finds its turn, charges it and stops the run.
+    let (report, sink) = run_on(
+        BudgetConfig {
+            max_tokens: Some(300),
+            ..BudgetConfig::default()
+        },
+        true,
+    )
+    .await;
+    let total: u64 = model_call_tokens(&sink).iter().sum();
+    assert!(total >= 300, "{total}");
+    assert_eq!(
+        report.status,
+        RunStatus::BudgetExceeded {
+            budget: format!("tokens (used {total} of 300)")
+        }
+    );
+    assert_eq!(exceeded(&sink).len(), 1);
+}
+
+#[tokio::test]
+async fn a_model_call_that_carries_no_turn_is_refused_by_the_meter() {
+    let a = AgentId::new("a").unwrap();
+    let mut script = Script::default();
+    script.say(&a, "hi");
+    let budget = BudgetLayer::new(BudgetConfig {
+        max_tokens: Some(1_000),
+        ..BudgetConfig::default()
+    })
+    .unwrap();
+    let fake = FakeModel::new(script);
+    let err = budget
+        .meter()
+        .layer(fake)
+        .oneshot(ChatRequest {
+            agent: a,
+            messages: vec![],
+            tools: vec![],
+            max_tokens: None,
+            turn: TurnSlot::empty(),
+        })
+        .await
+        .unwrap_err();
+    let ModelError::Refused(refusal) = err else {
+        panic!("expected a refusal, got {err:?}");
+    };
+    assert_eq!(refusal.gate, "budget");
+    assert!(
+        refusal.reason.contains("carries no turn"),
+        "{}",
+        refusal.reason
+    );
 }
 
 #[test]

@@ -12,6 +12,7 @@ use loopward_runner::{tools, BoxTurnService, LlmAgent, RunReport, RunSpec, Runne
 use serde_json::json;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 use tower::Layer;
 
 /// A model that answers every call with the same tool call, forever.
@@ -258,10 +259,10 @@ fn zero_or_absurd_caps_are_refused_naming_the_field() {
         ),
         (
             CapsConfig {
-                wall_time_secs: Some(0),
+                wall_time: Some(Duration::ZERO),
                 ..CapsConfig::default()
             },
-            "limits.wall_time_secs",
+            "limits.wall_time",
         ),
     ];
     for (config, field) in bad {
@@ -287,7 +288,7 @@ async fn wall_time_is_measured_on_the_run_clock() {
         }))
     };
     let layer = CapsLayer::new(CapsConfig {
-        wall_time_secs: Some(25),
+        wall_time: Some(Duration::from_secs(25)),
         ..CapsConfig::default()
     })
     .unwrap();
@@ -305,7 +306,7 @@ async fn wall_time_is_measured_on_the_run_clock() {
     assert_eq!(
         report.status,
         RunStatus::CapReached {
-            cap: "wall_time_secs (25)".into()
+            cap: "wall_time (25s)".into()
         }
     );
     assert_eq!(

@@ -1,9 +1,10 @@
 //! Rate limits under paused tokio time: deterministic, no wall clock.
 #![allow(clippy::unwrap_used)] // helpers of tests, not only #[test] fns
 
-use loopward_core::{AgentId, Message, Person};
+use loopward_core::{AgentId, AuditEvent, LayerVerdict, Message, Person, TurnNumber};
 use loopward_runner::layers::ratelimit::{QuotaConfig, RateConfig, RateLimitLayer};
-use loopward_runner::model::{BoxModelService, ChatRequest, ChatResponse, ModelError};
+use loopward_runner::layers::testing;
+use loopward_runner::model::{BoxModelService, ChatRequest, ChatResponse, ModelError, TurnSlot};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::time::Instant;
@@ -23,6 +24,7 @@ fn req(agent: &str) -> ChatRequest {
         messages: vec![],
         tools: vec![],
         max_tokens: None,
+        turn: TurnSlot::empty(),
     }
 }
 
@@ -30,7 +32,7 @@ fn requests(n: u32, per_secs: u64) -> Option<QuotaConfig> {
     Some(QuotaConfig {
         requests: Some(n),
         tokens: None,
-        per_secs,
+        per: Duration::from_secs(per_secs),
     })
 }
 
@@ -106,7 +108,7 @@ async fn a_call_larger_than_the_burst_fails_at_once_with_a_clear_error() {
         backend: Some(QuotaConfig {
             requests: None,
             tokens: Some(100),
-            per_secs: 60,
+            per: Duration::from_secs(60),
         }),
         ..RateConfig::default()
     })
@@ -131,6 +133,41 @@ async fn a_call_larger_than_the_burst_fails_at_once_with_a_clear_error() {
     model.oneshot(small).await.unwrap();
 }
 
+#[tokio::test(start_paused = true)]
+async fn admissions_are_recorded_on_the_turn_the_request_carries_even_on_another_task() {
+    let dir = tempfile::tempdir().unwrap();
+    let (run, sink) = testing::run(dir.path(), "r1");
+    let turn = testing::turn(&run, "a", 1);
+    let layer = RateLimitLayer::new(RateConfig {
+        backend: requests(1, 10),
+        ..RateConfig::default()
+    })
+    .unwrap();
+    let model = layer.layer(recording(Instant::now(), Arc::default()));
+    let mut in_turn = req("a");
+    in_turn.turn = turn.slot();
+    // Spawned: the layer runs on a task the turn never ran on.
+    tokio::spawn(model.clone().oneshot(in_turn))
+        .await
+        .unwrap()
+        .unwrap();
+    let admitted: Vec<_> = sink
+        .events()
+        .into_iter()
+        .filter(|(_, e)| {
+            matches!(e, AuditEvent::LayerDecision { layer, decision, .. }
+                if layer == "rate_limit" && *decision == LayerVerdict::Admitted)
+        })
+        .collect();
+    assert_eq!(admitted.len(), 1, "{admitted:?}");
+    assert_eq!(admitted[0].0.turn, Some(TurnNumber(1)));
+    // A call that carries no turn (a backend called directly) waits the same, unrecorded.
+    let start = Instant::now();
+    model.oneshot(req("a")).await.unwrap();
+    assert_eq!(start.elapsed(), Duration::from_secs(10));
+    assert_eq!(sink.events().len(), 1, "nothing recorded without a turn");
+}
+
 #[test]
 fn zero_or_empty_quotas_are_refused_naming_the_field() {
     let err = RateLimitLayer::new(RateConfig {
@@ -144,8 +181,8 @@ fn zero_or_empty_quotas_are_refused_naming_the_field() {
         ..RateConfig::default()
     })
     .unwrap_err();
-    assert_eq!(err.field, "rate.per_agent.per_secs");
-    let err: Result<RateConfig, _> = toml::from_str("[backend]\nper_secs = 1\n");
+    assert_eq!(err.field, "rate.per_agent.per");
+    let err: Result<RateConfig, _> = toml::from_str("[backend]\nper = \"1s\"\n");
     let err = RateLimitLayer::new(err.unwrap()).unwrap_err();
     assert_eq!(err.field, "rate.backend");
 }

@@ -17,6 +17,7 @@ use loopward_runner::{tools, BoxTurnService, LlmAgent, RunReport, RunSpec, Runne
 use serde_json::json;
 use std::path::Path;
 use std::sync::Arc;
+use std::time::Duration;
 use tower::{Layer, ServiceExt};
 
 fn decisions(sink: &MemorySink) -> Vec<String> {
@@ -267,7 +268,7 @@ async fn interactive_gates_deny_without_an_approver_or_an_answer_in_time() {
         }
     }
     let mut config = StopGateConfig::tool("shell", StopMode::Interactive);
-    config.ask_timeout_secs = Some(30);
+    config.ask_timeout = Some(Duration::from_secs(30));
     let silent = StopGates::new(&[config])
         .unwrap()
         .with_approver(Arc::new(Silent));

@@ -4,7 +4,7 @@
 use loopward_core::{AgentId, RunStatus};
 use loopward_runner::layers::testing::{run, turn, Probe};
 use loopward_runner::layers::timeout::{TimeoutConfig, Timeouts};
-use loopward_runner::model::{ChatRequest, ChatResponse, ModelError};
+use loopward_runner::model::{ChatRequest, ChatResponse, ModelError, TurnSlot};
 use loopward_runner::tool::{ToolError, ToolExecutor};
 use loopward_runner::{TurnError, TurnOutcome, TurnRequest};
 use std::time::Duration;
@@ -13,9 +13,9 @@ use tower::{Layer, ServiceExt};
 
 fn timeouts() -> Timeouts {
     Timeouts::new(TimeoutConfig {
-        model_secs: Some(30),
-        tool_secs: Some(10),
-        turn_secs: Some(120),
+        model: Some(Duration::from_secs(30)),
+        tool: Some(Duration::from_secs(10)),
+        turn: Some(Duration::from_secs(120)),
     })
     .unwrap()
 }
@@ -32,6 +32,7 @@ async fn a_slow_model_call_times_out_at_its_limit() {
         messages: vec![],
         tools: vec![],
         max_tokens: None,
+        turn: TurnSlot::empty(),
     };
     let err = timeouts()
         .model_layer()
@@ -95,7 +96,7 @@ async fn a_turn_that_runs_too_long_ends_the_run_at_a_named_cap() {
     assert_eq!(
         err.status(),
         RunStatus::CapReached {
-            cap: "turn_secs (120)".into()
+            cap: "timeout.turn (2m)".into()
         }
     );
 }
@@ -103,15 +104,15 @@ async fn a_turn_that_runs_too_long_ends_the_run_at_a_named_cap() {
 #[test]
 fn zero_or_absurd_timeouts_are_refused_naming_the_field() {
     let err = Timeouts::new(TimeoutConfig {
-        tool_secs: Some(0),
+        tool: Some(Duration::ZERO),
         ..TimeoutConfig::default()
     })
     .unwrap_err();
-    assert_eq!(err.field, "timeout.tool_secs");
+    assert_eq!(err.field, "timeout.tool");
     let err = Timeouts::new(TimeoutConfig {
-        turn_secs: Some(10_000_000),
+        turn: Some(Duration::from_secs(10_000_000)),
         ..TimeoutConfig::default()
     })
     .unwrap_err();
-    assert_eq!(err.field, "timeout.turn_secs");
+    assert_eq!(err.field, "timeout.turn");
 }

@@ -7,7 +7,7 @@
 use loopward::backend::{self, Choice};
 use loopward::config::Config;
 use loopward::core::{AgentId, Message, Person};
-use loopward::runner::model::ChatRequest;
+use loopward::runner::model::{ChatRequest, TurnSlot};
 use std::io::{Read, Write};
 use std::net::TcpListener;
 use std::path::Path;
@@ -68,6 +68,7 @@ fn request() -> ChatRequest {
         messages: vec![Message::human(Person::at_the_keyboard().says("say hi"))],
         tools: vec![],
         max_tokens: Some(16),
+        turn: TurnSlot::empty(),
     }
 }
 

@@ -2,8 +2,8 @@
 //!
 //! | command | does |
 //! |---|---|
-//! | `ci` | exactly what CI runs: format check, clippy with `-D warnings`, the tests and the docs of the workspace without `loopward-llama`, then clippy, tests and doc tests of `loopward-llama` on the real model |
-//! | `tidy` | repository rules as code: crate graph, no environment in libraries, time only through the clock, every crate and public module in the code map |
+//! | `ci` | exactly what CI runs: format check, clippy with `-D warnings`, the tests and the docs of the workspace without `loopward-llama`, then clippy, tests and doc tests of `loopward-llama` on the real model; `--no-llama`: the fast path, all but `loopward-llama` (no cmake, clang or model; no llama.cpp build) |
+//! | `tidy` | repository rules as code: crate graph, no environment, printing or wall clock in libraries, no IO in the vocabulary, every crate and public module in the code map, every invariant in ARCHITECTURE.md backed by a test or a check |
 //! | `fmt` | formats the workspace |
 //! | `readme` | regenerates docs/demo.md's output section from the real demo (`--check`) |
 //! | `fetch-model` | downloads the SmolLM2 GGUF the llama tests use into `models/` |
@@ -31,7 +31,7 @@ fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let root = repo_root();
     match args.first().map(String::as_str) {
-        Some("ci") => ci(&root),
+        Some("ci") => ci(&root, args.get(1).is_some_and(|a| a == "--no-llama")),
         Some("tidy") => tidy::run(&root),
         Some("fmt") => cargo(&root, &["fmt", "--all"]),
         Some("readme") => readme::run(&root, args.get(1).is_some_and(|a| a == "--check")),
@@ -60,7 +60,9 @@ usage: cargo xtask <command>
 
 commands:
   ci     run exactly what CI runs: cargo fmt --check, clippy -D warnings, tests
-  tidy   check the repository rules: crate graph, no env in libraries, time via the clock, code map
+         (--no-llama: all but loopward-llama, without cmake, clang, the model or a llama.cpp build)
+  tidy   check the repository rules: crate graph, no env/printing in libraries, time via the clock,
+         code map, every ARCHITECTURE.md invariant backed by a test or a check
   fmt    format the workspace
   readme regenerate docs/demo.md's output section from the real demo (--check: verify only)
   calibrate-corpus <dir>  a deterministic corpus for `loopward calibrate` (transcripts, demo runs)
@@ -90,8 +92,10 @@ fn repo_root() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from("."))
 }
 
-fn ci(root: &Path) -> Result<()> {
-    preflight(root)?;
+/// `no_llama`: the fast path, everything but `loopward-llama` (and so no preflight for cmake,
+/// clang and the model).
+fn ci(root: &Path, no_llama: bool) -> Result<()> {
+    preflight(root, no_llama)?;
     cargo(root, &["fmt", "--all", "--", "--check"])?;
     tidy::run(root)?;
     // One feature set for the workspace: default plus `http` (the runner's backends and the
@@ -127,13 +131,17 @@ fn ci(root: &Path) -> Result<()> {
         root,
         &["check", "--package", "loopward-runner", "--all-targets"],
     )?;
+    if no_llama {
+        eprintln!("ci --no-llama: loopward-llama (llama.cpp build, real-model tests) skipped");
+        return Ok(());
+    }
     llama_ci(root)
 }
 
 /// The local-model checks: one llama.cpp build (dev profile, crate `loopward-llama`) shared by
 /// clippy and the tests on the real model (`cargo xtask fetch-model` first).
 /// Fails in seconds, not after the first half of CI, when the llama step cannot succeed.
-fn preflight(root: &Path) -> Result<()> {
+fn preflight(root: &Path, no_llama: bool) -> Result<()> {
     let found = |tool: &str| {
         Command::new(tool)
             .arg("--version")
@@ -142,7 +150,7 @@ fn preflight(root: &Path) -> Result<()> {
     };
     let missing: Vec<&str> = ["cmake", "clang"]
         .into_iter()
-        .filter(|t| !found(t))
+        .filter(|t| !no_llama && !found(t))
         .collect();
     if !missing.is_empty() {
         bail!(
@@ -160,7 +168,7 @@ fn preflight(root: &Path) -> Result<()> {
              `apt-get install -y chromium-headless-shell`"
         );
     }
-    if !root.join(model::MODEL_FILE).exists() {
+    if !no_llama && !root.join(model::MODEL_FILE).exists() {
         bail!(
             "the llama tests need {}: run `cargo xtask fetch-model` first (or `bash .ci/run`)",
             model::MODEL_FILE

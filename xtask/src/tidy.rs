@@ -12,8 +12,17 @@
 //!   (`Message::human` and `RunSpec::task` take `HumanWords`); as a second line, in library code
 //!   only `person.rs`, the runner (its inbox's messages, the journal's task on resume) and the
 //!   Restate workflow (its start request) make a `Person` — no model, tool or backend does;
+//! - **no printing in libraries**: no `print!`/`println!`/`eprint!`/`eprintln!`/`dbg!` outside
+//!   tests (libraries emit audit events and `tracing` spans);
+//! - **a vocabulary without IO**: `loopward-core` touches no file, socket, process or runtime,
+//!   and depends on none of tokio, reqwest, clap, hyper;
+//! - **the turn travels in the request**: no `task_local!` in the runner's layers (a layer that
+//!   spawns, or is spawned, would lose a turn kept in one; read it from the request);
 //! - **code map**: every workspace crate and every public module of a library crate is named in
-//!   ARCHITECTURE.md.
+//!   ARCHITECTURE.md;
+//! - **invariants**: every row of ARCHITECTURE.md's `## Invariants` table names what enforces it
+//!   (a test `file::fn` that exists, a doc example, or one of these checks), and no invariant is
+//!   stated outside that table.
 
 use anyhow::{bail, Context, Result};
 use std::path::Path;
@@ -83,6 +92,34 @@ const LEAVES: &[&str] = &[
     "loopward-examples",
 ];
 
+/// What `loopward-core`, the vocabulary, may not depend on (DESIGN.md: no IO, no runtime, no
+/// argv parsing).
+const NOT_IN_CORE: &[&str] = &["tokio", "reqwest", "clap", "hyper", "tokio-util"];
+
+/// What `loopward-core` may not name in its code: files, sockets, processes, stdio, a runtime.
+const CORE_IO: &[&str] = &[
+    "std::fs",
+    "std::net",
+    "std::process",
+    "std::io::std",
+    "tokio::",
+];
+
+/// The checks a row of ARCHITECTURE.md's invariants table may name as `tidy: <check>`.
+const CHECKS: &[&str] = &[
+    "crate graph",
+    "llama",
+    "environment",
+    "clock",
+    "printing",
+    "core io",
+    "human origin",
+    "turn in the request",
+    "code map",
+    "rust-version",
+    "invariants",
+];
+
 /// Crates allowed to declare `llama-cpp-2` (it compiles llama.cpp).
 const LLAMA_ALLOWED: &[&str] = &["loopward-llama", "loopward-bench"];
 
@@ -118,9 +155,16 @@ pub(crate) fn run(root: &Path) -> Result<()> {
         }
     }
     code_map(root, &mut problems)?;
+    let map = std::fs::read_to_string(root.join("ARCHITECTURE.md"))
+        .context("cannot read ARCHITECTURE.md")?;
+    invariant_problems(
+        &map,
+        &|path| std::fs::read_to_string(root.join(path)).ok(),
+        &mut problems,
+    );
     if problems.is_empty() {
         println!(
-            "tidy: crate graph, environment, clock, human origin, rust-version and code map hold"
+            "tidy: crate graph, environment, clock, printing, core io, human origin, turn in the request, rust-version, code map and invariants hold"
         );
         return Ok(());
     }
@@ -143,6 +187,11 @@ fn crate_graph(root: &Path, problems: &mut Vec<String>) -> Result<()> {
         );
     }
     let meta: serde_json::Value = serde_json::from_slice(&out.stdout)?;
+    graph_problems(&meta, problems)
+}
+
+/// The crate-graph rules over `cargo metadata --no-deps` output.
+fn graph_problems(meta: &serde_json::Value, problems: &mut Vec<String>) -> Result<()> {
     let packages = meta["packages"]
         .as_array()
         .context("no packages in metadata")?;
@@ -158,6 +207,11 @@ fn crate_graph(root: &Path, problems: &mut Vec<String>) -> Result<()> {
         for d in p["dependencies"].as_array().into_iter().flatten() {
             let dep = d["name"].as_str().unwrap_or_default();
             let dev = d["kind"].as_str() == Some("dev");
+            if name == "loopward-core" && NOT_IN_CORE.contains(&dep) && !dev {
+                problems.push(format!(
+                    "loopward-core depends on {dep}; the vocabulary does no IO and needs no runtime"
+                ));
+            }
             if dep == "llama-cpp-2" && !LLAMA_ALLOWED.contains(&name) {
                 problems.push(format!(
                     "{name} depends on llama-cpp-2; only {LLAMA_ALLOWED:?} may"
@@ -253,14 +307,39 @@ fn library_rules(root: &Path, path: &Path, text: &str, problems: &mut Vec<String
                 "{at}: makes a `Person`, the capability to speak for one; in library code only the runner (inbox, resumed task) and the Restate workflow (start request) do — take `HumanWords` from the caller instead (see ARCHITECTURE.md, loopward-core)"
             ));
         }
-        if code.contains("std::env::") || code.contains("use std::env") {
+        if code.contains("std::env::")
+            || code.contains("use std::env")
+            || (code.starts_with("use std::{") && code.contains("env"))
+        {
             problems.push(format!(
                 "{at}: a library reads the environment; take the value (or a lookup) from the caller"
             ));
         }
-        let clock_file = rel.ends_with("/clock.rs");
-        if !clock_file && (code.contains("SystemTime::now") || code.contains("std::time::Instant"))
+        if rel.contains("loopward-runner/src/layers/") && code.contains("task_local!") {
+            problems.push(format!(
+                "{at}: a task-local in a layer; the turn travels in the request (`TurnRequest::turn`, `ToolInvocation::turn`, `TurnContext::of(&ChatRequest)`)"
+            ));
+        }
+        if !in_tests
+            && ["print!(", "println!(", "eprint!(", "eprintln!(", "dbg!("]
+                .iter()
+                .any(|m| code.contains(m))
         {
+            problems.push(format!(
+                "{at}: a library prints; record an audit event or a `tracing` span instead"
+            ));
+        }
+        if rel.starts_with("loopward-core/") && CORE_IO.iter().any(|m| code.contains(m)) {
+            problems.push(format!(
+                "{at}: loopward-core does IO; the vocabulary only describes, the runner acts"
+            ));
+        }
+        let clock_file = rel.ends_with("/clock.rs");
+        // `Instant::now()` is the wall clock unless it is tokio's (paused in tests).
+        let std_instant = code.contains("std::time::Instant")
+            || (code.starts_with("use std::time::{") && code.contains("Instant"))
+            || (code.contains("Instant::now") && !code.contains("tokio::time::Instant::now"));
+        if !clock_file && (code.contains("SystemTime::now") || std_instant) {
             problems.push(format!(
                 "{at}: time outside the clock; use the injected `Clock` (or tokio time)"
             ));
@@ -271,6 +350,7 @@ fn library_rules(root: &Path, path: &Path, text: &str, problems: &mut Vec<String
 fn code_map(root: &Path, problems: &mut Vec<String>) -> Result<()> {
     let map = std::fs::read_to_string(root.join("ARCHITECTURE.md"))
         .context("cannot read ARCHITECTURE.md")?;
+    let mut crates = Vec::new();
     for entry in std::fs::read_dir(root)? {
         let dir = entry?.path();
         if !dir.join("Cargo.toml").is_file() {
@@ -281,16 +361,23 @@ fn code_map(root: &Path, problems: &mut Vec<String>) -> Result<()> {
             .unwrap_or_default()
             .to_string_lossy()
             .into_owned();
+        let lib = std::fs::read_to_string(dir.join("src/lib.rs")).ok();
+        crates.push((folder, lib));
+    }
+    map_problems(&map, &crates, problems);
+    Ok(())
+}
+
+/// The code-map rule: every crate folder, and every `pub mod` of a crate's `lib.rs`, is named
+/// (in backticks) in the map.
+fn map_problems(map: &str, crates: &[(String, Option<String>)], problems: &mut Vec<String>) {
+    for (folder, lib) in crates {
         if !map.contains(&format!("`{folder}/`")) {
             problems.push(format!(
                 "ARCHITECTURE.md's code map does not name the crate folder `{folder}/`"
             ));
         }
-        let lib = dir.join("src/lib.rs");
-        let Ok(text) = std::fs::read_to_string(&lib) else {
-            continue;
-        };
-        for line in text.lines() {
+        for line in lib.iter().flat_map(|t| t.lines()) {
             let Some(rest) = line.trim().strip_prefix("pub mod ") else {
                 continue;
             };
@@ -302,7 +389,103 @@ fn code_map(root: &Path, problems: &mut Vec<String>) -> Result<()> {
             }
         }
     }
-    Ok(())
+}
+
+/// The invariants rule: ARCHITECTURE.md states each invariant once, as a row of the table under
+/// `## Invariants`, and each row names what enforces it — `file.rs::fn` (the file must have that
+/// function), `file.rs` followed by `(doctest)` or `(compile_fail)` (the file must have such a
+/// doc example), or `tidy: <check>` (one of [`CHECKS`]). `read` reads a repository file.
+fn invariant_problems(
+    map: &str,
+    read: &dyn Fn(&str) -> Option<String>,
+    problems: &mut Vec<String>,
+) {
+    let heading = "## Invariants";
+    let Some(start) = map.lines().position(|l| l.trim_end() == heading) else {
+        problems.push(format!(
+            "ARCHITECTURE.md has no `{heading}` section: state the invariants there, one a row"
+        ));
+        return;
+    };
+    let lines: Vec<&str> = map.lines().collect();
+    let end = lines[start + 1..]
+        .iter()
+        .position(|l| l.starts_with("## "))
+        .map_or(lines.len(), |n| start + 1 + n);
+    for (i, line) in lines.iter().enumerate() {
+        if (i < start || i >= end) && line.contains("**Invariant") {
+            problems.push(format!(
+                "ARCHITECTURE.md:{}: an invariant stated outside `{heading}`; make it a row there, with what enforces it",
+                i + 1
+            ));
+        }
+    }
+    for (i, line) in lines.iter().enumerate().take(end).skip(start + 1) {
+        let row = line.trim();
+        if !row.starts_with('|') || row.starts_with("|---") || row.starts_with("| invariant |") {
+            continue;
+        }
+        let at = format!("ARCHITECTURE.md:{}", i + 1);
+        let cells: Vec<&str> = row.trim_matches('|').split(" | ").collect();
+        let Some(by) = cells.last().filter(|_| cells.len() >= 2) else {
+            problems.push(format!(
+                "{at}: a row needs an invariant and what enforces it"
+            ));
+            continue;
+        };
+        let mut backed = 0;
+        let mut rest = *by;
+        while let Some(open) = rest.find('`') {
+            let Some(len) = rest[open + 1..].find('`') else {
+                break;
+            };
+            let reference = &rest[open + 1..open + 1 + len];
+            rest = &rest[open + len + 2..];
+            let after = rest.trim_start();
+            if let Some(check) = reference.strip_prefix("tidy: ") {
+                if CHECKS.contains(&check) {
+                    backed += 1;
+                } else {
+                    problems.push(format!(
+                        "{at}: `tidy: {check}` is not a tidy check (one of {CHECKS:?})"
+                    ));
+                }
+            } else if let Some((file, function)) = reference.split_once("::") {
+                let found = read(file).is_some_and(|text| {
+                    text.contains(&format!("fn {function}("))
+                        || text.contains(&format!("fn {function}<"))
+                });
+                if found {
+                    backed += 1;
+                } else {
+                    problems.push(format!(
+                        "{at}: names {reference}, which does not exist: name the test that enforces the invariant"
+                    ));
+                }
+            } else if reference.ends_with(".rs") {
+                let kinds: &[&str] = if after.starts_with("(compile_fail)") {
+                    &["```compile_fail"]
+                } else if after.starts_with("(doctest)") {
+                    &["//! ```", "/// ```"]
+                } else {
+                    problems.push(format!(
+                        "{at}: after {reference} say `(doctest)` or `(compile_fail)`, or name a test `file::fn`"
+                    ));
+                    continue;
+                };
+                if read(reference).is_some_and(|t| kinds.iter().any(|k| t.contains(k))) {
+                    backed += 1;
+                } else {
+                    problems.push(format!("{at}: {reference} has no {} doc example", kinds[0]));
+                }
+            }
+        }
+        if backed == 0 {
+            problems.push(format!(
+                "{at}: names nothing that enforces it: add a test (`file::fn`), a doc example or a tidy check, or move the line to the list of what is not enforced"
+            ));
+        }
+    }
 }
 
 fn sources(dir: &Path, f: &mut dyn FnMut(&Path, &str)) -> Result<()> {
@@ -341,6 +524,17 @@ mod tests {
     }
 
     #[test]
+    fn a_task_local_in_a_layer_is_named_by_line() {
+        let text = "use x;\ntokio::task_local! { static T: u32; }\n";
+        let p = problems("/r/loopward-runner/src/layers/budget/service.rs", text);
+        assert_eq!(p.len(), 1, "{p:?}");
+        assert!(p[0].starts_with(
+            "loopward-runner/src/layers/budget/service.rs:2: a task-local in a layer"
+        ));
+        assert!(problems("/r/loopward-runner/src/telemetry.rs", text).is_empty());
+    }
+
+    #[test]
     fn the_clock_tokio_time_and_comments_are_allowed() {
         assert!(problems("/r/loopward-runner/src/clock.rs", "SystemTime::now()").is_empty());
         assert!(problems("/r/a.rs", "let s = tokio::time::Instant::now();").is_empty());
@@ -365,6 +559,146 @@ mod tests {
         assert!(problems("/r/loopward-runner/src/x.rs", test).is_empty());
         let doc = "/// let p = Person::at_the_keyboard();\nfn f(w: HumanWords) -> Message { Message::human(w) }\n";
         assert!(problems("/r/loopward-runner/src/x.rs", doc).is_empty());
+    }
+
+    #[test]
+    fn imported_wall_clocks_and_environments_are_caught_too() {
+        let p = problems(
+            "/r/loopward/src/x.rs",
+            "use std::time::{Duration, Instant};\nlet t = Instant::now();\nuse std::{env, fs};\n",
+        );
+        assert_eq!(p.len(), 3, "{p:?}");
+        assert!(p[2].contains("reads the environment"), "{p:?}");
+    }
+
+    fn graph(packages: serde_json::Value) -> Vec<String> {
+        let mut p = Vec::new();
+        graph_problems(&serde_json::json!({ "packages": packages }), &mut p).unwrap();
+        p
+    }
+
+    fn package(name: &str, deps: &[(&str, &str)]) -> serde_json::Value {
+        let deps: Vec<_> = deps
+            .iter()
+            .map(|(d, kind)| serde_json::json!({"name": d, "kind": if kind.is_empty() { serde_json::Value::Null } else { (*kind).into() }}))
+            .collect();
+        serde_json::json!({"name": name, "dependencies": deps})
+    }
+
+    #[test]
+    fn the_crate_graph_refuses_an_upward_dependency_a_leaf_and_llama_in_the_runner() {
+        let ok = graph(serde_json::json!([
+            package("loopward-core", &[("serde", "")]),
+            package(
+                "loopward-runner",
+                &[("loopward-core", ""), ("loopward-demo", "dev")]
+            ),
+            package("loopward-demo", &[]),
+        ]));
+        assert!(ok.is_empty(), "{ok:?}");
+        let p = graph(serde_json::json!([
+            package("loopward-core", &[("loopward-runner", "")]),
+            package(
+                "loopward-runner",
+                &[("loopward-cli", ""), ("llama-cpp-2", "")]
+            ),
+            package("loopward-cli", &[]),
+            package("loopward-newcrate", &[]),
+        ]));
+        assert_eq!(p.len(), 4, "{p:?}");
+        assert!(
+            p[0].contains("loopward-core depends on loopward-runner"),
+            "{p:?}"
+        );
+        assert!(
+            p.iter().any(|m| m.contains("nothing may depend on")),
+            "{p:?}"
+        );
+        assert!(p.iter().any(|m| m.contains("llama-cpp-2")), "{p:?}");
+        assert!(p.iter().any(|m| m.contains("no row")), "{p:?}");
+    }
+
+    #[test]
+    fn the_code_map_names_every_crate_folder_and_public_module() {
+        let map = "### `loopward-core/`\n- `audit/` the trail\n";
+        let crates = vec![
+            (
+                "loopward-core".to_string(),
+                Some("pub mod audit;\npub mod hook;\nmod private;\n".to_string()),
+            ),
+            ("loopward-new".to_string(), None),
+        ];
+        let mut p = Vec::new();
+        map_problems(map, &crates, &mut p);
+        assert_eq!(p.len(), 2, "{p:?}");
+        assert!(p[0].contains("`hook` of loopward-core"), "{p:?}");
+        assert!(p[1].contains("`loopward-new/`"), "{p:?}");
+    }
+
+    fn invariants(map: &str) -> Vec<String> {
+        let files = |path: &str| match path {
+            "a/tests/t.rs" => Some("#[test]\nfn holds() {}\n".to_string()),
+            "a/src/lib.rs" => Some("/// ```compile_fail\n/// x\n/// ```\n".to_string()),
+            "a/src/none.rs" => Some("fn x() {}\n".to_string()),
+            _ => None,
+        };
+        let mut p = Vec::new();
+        invariant_problems(map, &files, &mut p);
+        p
+    }
+
+    #[test]
+    fn every_invariant_row_names_a_test_a_doc_example_or_a_check_that_exists() {
+        let good = "# A\n## Invariants\n| invariant | enforced by |\n|---|---|\n| x holds | `a/tests/t.rs::holds` |\n| y holds | `a/src/lib.rs` (compile_fail), `tidy: clock` |\n## Next\n";
+        assert!(invariants(good).is_empty(), "{:?}", invariants(good));
+        let bad = "Text. **Invariant:** z.\n## Invariants\n| invariant | enforced by |\n| x | `a/tests/t.rs::gone` |\n| y | nobody |\n| w | `tidy: vibes` |\n| v | `a/src/none.rs` (doctest) |\n";
+        let p = invariants(bad);
+        assert_eq!(p.len(), 8, "{p:?}");
+        assert!(
+            p[0].contains("ARCHITECTURE.md:1: an invariant stated outside"),
+            "{p:?}"
+        );
+        assert!(
+            p[1].contains("a/tests/t.rs::gone, which does not exist"),
+            "{p:?}"
+        );
+        assert!(
+            p.iter()
+                .any(|m| m.contains("ARCHITECTURE.md:5: names nothing")),
+            "{p:?}"
+        );
+        assert!(
+            p.iter()
+                .any(|m| m.contains("`tidy: vibes` is not a tidy check")),
+            "{p:?}"
+        );
+        assert!(
+            p.iter()
+                .any(|m| m.contains("none.rs has no //! ``` doc example")),
+            "{p:?}"
+        );
+        assert_eq!(invariants("no section").len(), 1);
+    }
+
+    #[test]
+    fn a_library_that_prints_or_a_core_that_does_io_is_named() {
+        let p = problems("/r/loopward-runner/src/x.rs", "println!(\"hi\");\n");
+        assert_eq!(p.len(), 1, "{p:?}");
+        assert!(p[0].contains("a library prints"), "{p:?}");
+        assert!(problems("/r/loopward-runner/src/x.rs", "#[cfg(test)]\ndbg!(1);").is_empty());
+        let p = problems(
+            "/r/loopward-core/src/x.rs",
+            "let f = std::fs::read(\"x\");\n",
+        );
+        assert_eq!(p.len(), 1, "{p:?}");
+        assert!(p[0].contains("loopward-core does IO"), "{p:?}");
+        assert!(problems("/r/loopward-runner/src/x.rs", "std::fs::read(\"x\");").is_empty());
+        let p = graph(serde_json::json!([package(
+            "loopward-core",
+            &[("tokio", "")]
+        )]));
+        assert_eq!(p.len(), 1, "{p:?}");
+        assert!(p[0].contains("loopward-core depends on tokio"), "{p:?}");
     }
 
     #[test]

@@ -87,6 +87,18 @@ when = ["src/**"]
 
 [limits]
 turns_per_run = 12                  # no run takes more turns than this
+# wall_time = "30m"                 # durations are strings with a unit: "500ms", "30s", "15m", "1h"
+
+# [timeout]                         # per model call, tool call and turn (unset: no limit)
+# model = "2m"
+# tool = "30s"
+# turn = "10m"
+
+# [overrides]
+# max_ttl = "15m"                   # the longest a one-shot override may live (at most "24h")
+
+# Every key, its format and default: docs/config.md. Paths in territories and gates are globs
+# relative to the workspace (`*` stays in one folder, `**` crosses folders).
 
 # Ledgers are chained with HMAC-SHA256 under a key `loopward init` keeps in loopward's state
 # directory ($XDG_STATE_HOME/loopward/<workspace>/, else ~/.local/state/…), outside the workspace.

@@ -37,7 +37,9 @@ pub(super) struct RecordedTools {
 impl RecordedTools {
     /// Every call of `records` that started (`tool_started`): finished, with its result; or
     /// interrupted (the process ended before `tool_finished`), with the changes the shell watch
-    /// had judged before it ended, so the replay of that part judges them too.
+    /// had judged before it ended, so the replay of that part judges them too. `replay` builds
+    /// one per part of a resumed run, from that part's records only: a call that part did not
+    /// start has no result there.
     pub(super) fn from_records(records: &[(Scope, AuditEvent)]) -> Self {
         let mut runs: HashMap<String, VecDeque<Execution>> = HashMap::new();
         // The call under way: its id, the writes reverted, the paths the watch judged.

@@ -321,11 +321,15 @@ pub(super) async fn run(args: Args) -> Result<ExitCode> {
     }
     let scratch = tempfile::tempdir().context("cannot create a scratch workspace")?;
     let clock = Arc::new(ManualClock::new(0));
-    let outputs = super::recorded::RecordedTools::from_records(&recorded);
     super::recorded::prepare_folders(scratch.path(), &recorded);
     let (mut want, mut got) = (Vec::new(), Vec::new());
     for (start, part) in &parts {
         setup_segment(scratch.path(), &cfg, part, &clock)?;
+        // Only the calls this part started return results. A part killed between a reply and
+        // its calls' starts replays past its last record (truncated below), and must not take
+        // the results of the calls the resumed part ran: their changes would land in the scratch
+        // workspace early, and the resumed part's replay would find no result to judge.
+        let outputs = super::recorded::RecordedTools::from_records(part);
         let model = BoxModelService::new(FakeModel::new(script_of(part)).ignoring_conversation());
         let runner = team::build(
             &cfg,
@@ -336,7 +340,7 @@ pub(super) async fn run(args: Args) -> Result<ExitCode> {
                 approver: Some(Arc::new(super::recorded::RecordedApprovals::from_records(
                     part,
                 ))),
-                executor: Some(BoxToolService::new(outputs.clone())),
+                executor: Some(BoxToolService::new(outputs)),
                 inbox: Some(HumanInbox::recorded(heard_in(part))),
                 ..team::Options::default()
             },

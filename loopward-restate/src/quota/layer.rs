@@ -3,7 +3,6 @@
 use super::SharedQuota;
 use crate::journal;
 use futures::future::BoxFuture;
-use loopward_core::AuditError;
 use loopward_runner::model::{ChatRequest, ChatResponse, ModelError};
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -78,24 +77,81 @@ where
         };
         let quota = self.quota.clone();
         Box::pin(async move {
-            journal.permit((*quota).clone()).await.map_err(|why| {
-                ModelError::Audit(AuditError(format!(
-                    "no permit from the shared quota of provider {:?}: {why}",
-                    quota.provider()
-                )))
-            })?;
+            // Not a ledger failure: the run ends `failed` (resumable), not `audit_failed`.
+            let unavailable = |why: String| ModelError::QuotaUnavailable {
+                provider: quota.provider().to_string(),
+                why,
+            };
+            journal
+                .permit((*quota).clone())
+                .await
+                .map_err(|why| unavailable(format!("no permit: {why}")))?;
             let reply = inner.oneshot(req).await?;
             if quota.tokens_per_minute > 0 {
                 journal
                     .debit((*quota).clone(), reply.usage.total())
                     .map_err(|why| {
-                        ModelError::Audit(AuditError(format!(
-                            "the reply's tokens could not be debited from the shared quota of provider {:?}: {why}",
-                            quota.provider()
-                        )))
+                        unavailable(format!("the reply's tokens could not be debited: {why}"))
                     })?;
             }
             Ok(reply)
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::journal::{Ask, Journal};
+    use crate::ledger::ReplayLedger;
+    use loopward_core::{AgentId, RunId};
+    use loopward_runner::audit::LedgerOptions;
+    use loopward_runner::model::fake::{FakeModel, Script, ScriptedReply};
+    use loopward_runner::model::TurnSlot;
+    use loopward_runner::TurnError;
+    use tower::Layer;
+
+    #[tokio::test]
+    async fn a_quota_that_gives_no_permit_fails_the_call_retryably_not_the_ledger() {
+        let dir = tempfile::tempdir().unwrap();
+        let run = RunId::new("r1").unwrap();
+        let ledger = ReplayLedger::open(dir.path(), &run, LedgerOptions::default()).unwrap();
+        let (journal, mut asks) = Journal::new(ledger);
+        // The Restate side answers the permit with a failure (a terminal error from the quota
+        // object, or the invocation ending).
+        tokio::spawn(async move {
+            while let Some(ask) = asks.recv().await {
+                if let Ask::Permit { reply, .. } = ask {
+                    let _ = reply.send(Err("the quota object failed: boom".into()));
+                }
+            }
+        });
+        let agent = AgentId::new("builder").unwrap();
+        let mut script = Script::default();
+        script.push(&agent, ScriptedReply::default());
+        let model = FakeModel::new(script);
+        let service = SharedQuotaLayer::new(SharedQuota::new("openai", 60).unwrap()).layer(model);
+        let req = ChatRequest {
+            agent,
+            messages: vec![],
+            tools: vec![],
+            max_tokens: None,
+            turn: TurnSlot::empty(),
+        };
+        let err = crate::journal::scope(journal, service.oneshot(req))
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(&err, ModelError::QuotaUnavailable { provider, why } if provider == "openai" && why.contains("boom")),
+            "{err:?}"
+        );
+        assert!(err.is_retryable());
+        assert!(err.to_string().starts_with("rate limited"), "{err}");
+        // The run ends `failed` (which `--resume` takes up), not `audit_failed`.
+        let status = TurnError::from(err).status();
+        assert!(
+            matches!(&status, loopward_core::RunStatus::Failed { error } if error.contains("openai")),
+            "{status:?}"
+        );
     }
 }

@@ -36,7 +36,7 @@ pub(crate) fn runner(workspace: &Path, ctl: &Path) -> Runner {
         point = "turn"
         agent = "reviewer"
         mode = "interactive"
-        ask_timeout_secs = 86400
+        ask_timeout = "24h"
 
         # The builder reads out/effects.log back once before the kill and once after it, on
         # another worker: the second read is refused only if that worker's repeat layer counts

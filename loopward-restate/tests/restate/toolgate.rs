@@ -31,7 +31,7 @@ fn runner(ws: &Path) -> Runner {
         point = "tool"
         tool = "shell"
         mode = "interactive"
-        ask_timeout_secs = 86400
+        ask_timeout = "24h"
         "#,
     )
     .unwrap();

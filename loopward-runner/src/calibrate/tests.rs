@@ -227,6 +227,49 @@ fn every_gate_family_is_rejudged_from_a_ledger() {
     assert_eq!(g("repeat").current_turns_fired, Some(0));
 }
 
+/// Every file under `dir` with its bytes.
+fn tree(dir: &Path) -> std::collections::BTreeMap<std::path::PathBuf, Vec<u8>> {
+    let mut out = std::collections::BTreeMap::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                todo.push(p);
+            } else {
+                out.insert(p.clone(), std::fs::read(&p).unwrap());
+            }
+        }
+    }
+    out
+}
+
+/// Shadow mode re-judges recorded writes, commands and handoffs: none of them happens again,
+/// and nothing on disk changes (the report is returned, not written).
+#[test]
+fn shadow_mode_executes_nothing_and_writes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let runs = dir.path().join("runs");
+    busy_run(&runs, LedgerOptions::default());
+    let before = tree(dir.path());
+    let strict = policy(
+        "[[territory]]\npaths = [\"src/**\"]\nowner = \"tester\"\n[gates.sprawl]\nthreshold = 2\n",
+    );
+    let mut cal = Calibrator::new(&strict, Some(&PolicyConfig::default()), "root")
+        .unwrap()
+        .with_layers(&LayersConfig::default(), None)
+        .unwrap();
+    cal.add_path(&runs).unwrap();
+    let r = cal.finish();
+    assert_eq!(r.sessions, 1);
+    assert!(r.writes > 0, "the recorded writes were judged");
+    assert_eq!(tree(dir.path()), before, "calibration changed a file");
+    assert!(
+        !dir.path().join("src").exists(),
+        "a recorded write was executed"
+    );
+}
+
 #[test]
 fn the_recorded_config_is_reproduced_refusal_for_refusal() {
     let dir = tempfile::tempdir().unwrap();

@@ -207,7 +207,7 @@ impl Default for ShellWatchConfig {
 #[serde(deny_unknown_fields)]
 pub struct OverridesConfig {
     /// The longest TTL a grant may have (`"15m"`, `"1h"`; at most 24h).
-    #[serde(default = "default_max_ttl", with = "humantime_serde_compat")]
+    #[serde(default = "default_max_ttl", with = "crate::duration::required")]
     pub max_ttl: Duration,
 }
 
@@ -220,21 +220,6 @@ impl Default for OverridesConfig {
         Self {
             max_ttl: DEFAULT_MAX_TTL,
         }
-    }
-}
-
-mod humantime_serde_compat {
-    use serde::{Deserialize, Deserializer, Serializer};
-    use std::time::Duration;
-
-    pub(super) fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&humantime::format_duration(*d).to_string())
-    }
-
-    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
-        let text = String::deserialize(d)?;
-        humantime::parse_duration(&text)
-            .map_err(|e| serde::de::Error::custom(format!("invalid duration {text:?}: {e}")))
     }
 }
 
@@ -286,25 +271,25 @@ impl PolicyConfig {
     /// Checks every section; the first problem is returned.
     pub fn validate(&self) -> Result<(), ConfigError> {
         for (i, t) in self.territory.iter().enumerate() {
-            t.validate(&format!("[[territory]] #{}", i + 1))?;
+            t.validate(&format!("territory[{i}]"))?;
         }
         check_overlaps(&self.territory)?;
         self.gates.sprawl.validate()?;
         for (i, r) in self.gates.review.iter().enumerate() {
-            r.validate(&format!("[[gates.review]] #{}", i + 1))?;
+            r.validate(&format!("gates.review[{i}]"))?;
         }
         super::review::check_deadlocks(&self.gates.review)?;
         let ttl = self.overrides.max_ttl;
         if ttl.is_zero() || ttl > TTL_CEILING {
             return Err(ConfigError::Invalid {
-                section: "[overrides]".into(),
+                section: "overrides.max_ttl".into(),
                 why: format!(
-                    "max_ttl {} must be more than zero and at most 24h",
+                    "{} must be more than zero and at most \"24h\"",
                     humantime::format_duration(ttl)
                 ),
             });
         }
-        for s in &self.gates.shell.skip {
+        for (j, s) in self.gates.shell.skip.iter().enumerate() {
             if s.is_empty()
                 || s == "."
                 || s == ".."
@@ -313,24 +298,26 @@ impl PolicyConfig {
                 || super::ControlFiles::default().covers(s)
             {
                 return Err(ConfigError::Invalid {
-                    section: "[gates.shell]".into(),
-                    why: format!("skip entry {s:?} must be a plain top-level directory name, not a control path"),
+                    section: format!("gates.shell.skip[{j}]"),
+                    why: format!(
+                        "{s:?} must be a plain top-level directory name, not a control path"
+                    ),
                 });
             }
             for (i, t) in self.territory.iter().enumerate() {
-                let set = t.compile(&format!("[[territory]] #{}", i + 1))?;
+                let set = t.compile(&format!("territory[{i}]"))?;
                 if set.is_match(s) || set.is_match(format!("{s}/x")) {
                     return Err(ConfigError::Invalid {
-                        section: "[gates.shell]".into(),
-                        why: format!("skip entry {s:?} overlaps [[territory]] #{}; a territory must be watched", i + 1),
+                        section: format!("gates.shell.skip[{j}]"),
+                        why: format!("{s:?} overlaps territory[{i}]; a territory must be watched"),
                     });
                 }
             }
         }
         if self.gates.shell.max_snapshot_bytes == 0 {
             return Err(ConfigError::Invalid {
-                section: "[gates.shell]".into(),
-                why: "max_snapshot_bytes must be more than zero".into(),
+                section: "gates.shell.max_snapshot_bytes".into(),
+                why: "must be more than zero".into(),
             });
         }
         Ok(())
@@ -513,7 +500,7 @@ fn samples(pattern: &str) -> Vec<String> {
 fn check_overlaps(territories: &[TerritoryConfig]) -> Result<(), ConfigError> {
     let mut compiled = Vec::new();
     for (i, t) in territories.iter().enumerate() {
-        let section = format!("[[territory]] #{}", i + 1);
+        let section = format!("territory[{i}]");
         compiled.push((
             section.clone(),
             t.owner_ids(&section)?,
@@ -556,19 +543,21 @@ fn check_overlaps(territories: &[TerritoryConfig]) -> Result<(), ConfigError> {
 impl SprawlConfig {
     /// Checks the section.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        let section = "[gates.sprawl]";
-        let invalid = |why: String| ConfigError::Invalid {
-            section: section.into(),
+        let invalid = |key: &str, why: String| ConfigError::Invalid {
+            section: format!("gates.sprawl.{key}"),
             why,
         };
         if self.threshold < 2 || self.threshold > MAX_SPRAWL_THRESHOLD {
-            return Err(invalid(format!(
-                "threshold {} must be between 2 and {MAX_SPRAWL_THRESHOLD}",
-                self.threshold
-            )));
+            return Err(invalid(
+                "threshold",
+                format!(
+                    "{} must be between 2 and {MAX_SPRAWL_THRESHOLD}",
+                    self.threshold
+                ),
+            ));
         }
         if self.marker.trim().is_empty() || self.marker.contains('\n') {
-            return Err(invalid("marker must be a non-empty single line".into()));
+            return Err(invalid("marker", "must be a non-empty single line".into()));
         }
         if self.plan_path.is_empty()
             || self.plan_path.starts_with('/')
@@ -577,17 +566,26 @@ impl SprawlConfig {
                 .split('/')
                 .any(|c| c == ".." || c == "." || c.is_empty())
         {
-            return Err(invalid(format!(
-                "plan_path {:?} must be a plain workspace-relative path",
-                self.plan_path
-            )));
+            return Err(invalid(
+                "plan_path",
+                format!(
+                    "{:?} must be a plain workspace-relative path",
+                    self.plan_path
+                ),
+            ));
         }
-        for rule in &self.siblings {
+        for (i, rule) in self.siblings.iter().enumerate() {
             if rule.is_empty() {
-                return Err(invalid("a sibling rule is empty".into()));
+                return Err(invalid(
+                    &format!("siblings[{i}]"),
+                    "a sibling rule is empty".into(),
+                ));
             }
             for t in rule {
-                crate::gates::sprawl::SiblingTemplate::parse(t, section)?;
+                crate::gates::sprawl::SiblingTemplate::parse(
+                    t,
+                    &format!("gates.sprawl.siblings[{i}]"),
+                )?;
             }
         }
         Ok(())

@@ -60,6 +60,7 @@ mod targets;
 mod territory;
 mod watch;
 
+pub(crate) use config::glob as workspace_glob;
 pub use config::{
     ConfigError, GatesConfig, OverridesConfig, PolicyConfig, ReviewConfig, ShellWatchConfig,
     SprawlConfig, TerritoryConfig, DEFAULT_MAX_TTL, MAX_SPRAWL_THRESHOLD, TTL_CEILING,

@@ -150,7 +150,7 @@ impl Gates {
             let g = ReviewGate::from_config(r)?;
             if !names.insert(g.name().to_string()) {
                 return Err(ConfigError::Invalid {
-                    section: "[[gates.review]]".into(),
+                    section: "gates.review".into(),
                     why: format!("two gates are named {:?}", g.name()),
                 });
             }
@@ -228,8 +228,8 @@ impl Policy {
         let control = control.resolved(&workspace);
         if let Some(s) = cfg.gates.shell.skip.iter().find(|s| control.covers(s)) {
             return Err(ConfigError::Invalid {
-                section: "[gates.shell]".into(),
-                why: format!("skip entry {s:?} holds control files; they must be watched"),
+                section: "gates.shell.skip".into(),
+                why: format!("{s:?} holds control files; they must be watched"),
             });
         }
         let overrides = OverrideStore::for_workspace(&workspace).max_ttl(cfg.overrides.max_ttl);

@@ -263,7 +263,7 @@ pub fn check_deadlocks(reviews: &[ReviewConfig]) -> Result<(), ConfigError> {
         for (j, b) in &strict[n + 1..] {
             if a.from == b.from && a.via != b.via {
                 return Err(ConfigError::Invalid {
-                    section: format!("[[gates.review]] #{} and #{}", i + 1, j + 1),
+                    section: format!("gates.review[{i}] and gates.review[{j}]"),
                     why: format!(
                         "{} and {} are both exclusive review gates on {} with different reviewers ({} and {}); once both are armed every handoff by {} is refused. Drop `exclusive` from one of them (then a handoff to either reviewer satisfies both), or make one advisory",
                         a.gate_name(), b.gate_name(), a.from, a.via, b.via, a.from

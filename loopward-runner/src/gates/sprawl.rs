@@ -78,10 +78,13 @@ impl SprawlGate {
     /// Compiles `[gates.sprawl]`.
     pub fn from_config(config: &SprawlConfig) -> Result<Self, ConfigError> {
         let mut rules = Vec::new();
-        for rule in &config.siblings {
+        for (i, rule) in config.siblings.iter().enumerate() {
             let mut r = Vec::new();
             for t in rule {
-                r.push(SiblingTemplate::parse(t, "[gates.sprawl]")?);
+                r.push(SiblingTemplate::parse(
+                    t,
+                    &format!("gates.sprawl.siblings[{i}]"),
+                )?);
             }
             rules.push(r);
         }

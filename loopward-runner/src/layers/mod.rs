@@ -42,7 +42,6 @@ pub mod from_fn;
 pub mod ratelimit;
 mod record;
 pub mod repeat;
-pub mod scope;
 pub mod stack;
 pub mod stopgate;
 #[doc(hidden)]

@@ -2,7 +2,7 @@
 //!
 //! Order, outermost first, and why:
 //!
-//! - **turn**: caps → stop-gates → budget → class-jump → turn timeout → turn scope → agent.
+//! - **turn**: caps → stop-gates → budget → class-jump → turn timeout → agent.
 //!   Caps first, so nothing runs past them; gates before any spending; the timeout innermost so
 //!   it measures the agent, not the gates' wait for a person.
 //! - **tool**: repeat → stop-gates → class-jump evidence → tool timeout → executor. A repeated
@@ -16,7 +16,6 @@ use super::caps::{CapsConfig, CapsLayer};
 use super::classjump::{ClassJump, ClassJumpConfig};
 use super::ratelimit::{RateConfig, RateLimitLayer};
 use super::repeat::{RepeatConfig, RepeatLayer};
-use super::scope::TurnScopeLayer;
 use super::stopgate::{Approver, StopGateConfig, StopGates};
 use super::timeout::{TimeoutConfig, Timeouts};
 use super::ConfigError;
@@ -181,8 +180,7 @@ impl Stack {
 
     /// Wraps an agent's turn service.
     pub fn turn(&self, agent: BoxTurnService) -> BoxTurnService {
-        let mut s = BoxTurnService::new(TurnScopeLayer.layer(agent));
-        s = BoxTurnService::new(self.timeouts.turn_layer().layer(s));
+        let mut s = BoxTurnService::new(self.timeouts.turn_layer().layer(agent));
         if let Some(cj) = &self.class_jump {
             s = BoxTurnService::new(cj.layer().layer(s));
         }

@@ -26,7 +26,7 @@
 //! ```
 //!
 //! ```
-//! use loopward_runner::model::{fake::{FakeModel, Script}, ChatRequest};
+//! use loopward_runner::model::{fake::{FakeModel, Script}, ChatRequest, TurnSlot};
 //! use loopward_core::AgentId;
 //! use tower::ServiceExt;
 //! # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
@@ -35,7 +35,7 @@
 //!     text = "hello"
 //! "#).unwrap();
 //! let model = FakeModel::new(script);
-//! let req = ChatRequest { agent: AgentId::new("builder").unwrap(), messages: vec![], tools: vec![], max_tokens: None };
+//! let req = ChatRequest { agent: AgentId::new("builder").unwrap(), messages: vec![], tools: vec![], max_tokens: None, turn: TurnSlot::empty() };
 //! let reply = model.clone().oneshot(req.clone()).await.unwrap();
 //! assert_eq!(reply.content, "hello");
 //! assert!(model.oneshot(req).await.is_err()); // the script ran out

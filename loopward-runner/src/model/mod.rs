@@ -10,7 +10,7 @@ pub mod fake;
 pub mod http;
 
 pub use loopward_core::model::{
-    estimate_tokens, ChatRequest, ChatResponse, ModelError, StopReason,
+    estimate_tokens, ChatRequest, ChatResponse, ModelError, StopReason, TurnSlot,
 };
 
 /// The type-erased model-call service that stacks are built from.

@@ -57,6 +57,8 @@ impl ConfigError {
         let path = Some(path).filter(|p| !p.is_empty() && *p != ".");
         // An unknown key is reported at its table; name the key itself.
         let named = match (path, unknown_key(&text)) {
+            // serde_path_to_error's path may already end in the unknown key.
+            (Some(p), Some(k)) if p == k || p.ends_with(&format!(".{k}")) => Some(p.to_string()),
             (Some(p), Some(k)) => Some(format!("{p}.{k}")),
             (None, Some(k)) => Some(k.to_string()),
             (p, None) => p.map(str::to_string),
@@ -67,7 +69,10 @@ impl ConfigError {
             (None, Some((l, c))) => format!("line {l}, column {c}"),
             (None, None) => "(file)".to_string(),
         };
-        let fix = if text.starts_with("unknown field") {
+        let renamed = unknown_key(&text).and_then(|k| renamed(k, source, e.span()));
+        let fix = if let Some(fix) = renamed {
+            fix
+        } else if text.starts_with("unknown field") {
             "remove or rename the key; `loopward init` writes a commented starter file listing every key"
                 .to_string()
         } else if let Some(wanted) = expected(&text) {
@@ -103,6 +108,36 @@ fn expected(message: &str) -> Option<String> {
         other => return Some(other.to_string()),
     };
     Some(words.to_string())
+}
+
+/// Keys that held a number of seconds before durations were written one way everywhere, and
+/// the key that replaced each. An old key is refused (never read as an alias), with the new
+/// spelling of its own value.
+const RENAMED_DURATION_KEYS: &[(&str, &str)] = &[
+    ("model_secs", "model"),
+    ("tool_secs", "tool"),
+    ("turn_secs", "turn"),
+    ("wall_time_secs", "wall_time"),
+    ("per_secs", "per"),
+    ("ask_timeout_secs", "ask_timeout"),
+];
+
+/// What to write instead of a renamed duration key: `model = "30s"` for `model_secs = 30`.
+fn renamed(key: &str, source: &str, span: Option<std::ops::Range<usize>>) -> Option<String> {
+    let new = RENAMED_DURATION_KEYS
+        .iter()
+        .find(|(old, _)| *old == key)
+        .map(|(_, new)| *new)?;
+    // The value as written on the key's line, when it is a plain number of seconds.
+    let value = span
+        .and_then(|s| source.get(s.start..)?.lines().next())
+        .and_then(|line| line.split_once('='))
+        .map(|(_, v)| v.split('#').next().unwrap_or("").trim().replace('_', ""))
+        .filter(|v| !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()));
+    let value = value.as_deref().unwrap_or("N");
+    Some(format!(
+        "durations are written with a unit now: replace `{key} = {value}` with `{new} = \"{value}s\"` (or \"15m\", \"1h\"; see docs/config.md)"
+    ))
 }
 
 /// The key named by serde's "unknown field `x`" message.

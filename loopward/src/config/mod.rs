@@ -248,3 +248,6 @@ impl Config {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

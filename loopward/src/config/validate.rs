@@ -54,6 +54,7 @@ pub(super) fn check(cfg: &Config) -> Result<(), Problem> {
             format!("use one of: {}", names()),
         )
     };
+    workspace_path("run.runs_dir", &cfg.run.runs_dir.to_string_lossy())?;
     if !team.contains(&cfg.run.first) {
         return Err(unknown("run.first".into(), &cfg.run.first));
     }
@@ -122,6 +123,27 @@ pub(super) fn check(cfg: &Config) -> Result<(), Problem> {
         )
     })?;
     check_territories(cfg, &team, &unknown)?;
+    Ok(())
+}
+
+/// A path inside the workspace as `loopward.toml` writes it: relative to the workspace,
+/// `/`-separated, no `.`, `..` or empty parts (the one path format of the file; see
+/// docs/config.md).
+fn workspace_path(key: &str, path: &str) -> Result<(), Problem> {
+    let bad = path.is_empty()
+        || path.starts_with('/')
+        || path.contains('\\')
+        || path
+            .trim_end_matches('/')
+            .split('/')
+            .any(|c| c.is_empty() || c == "." || c == "..");
+    if bad {
+        return Err((
+            key.into(),
+            format!("{path:?} is not a workspace path"),
+            "write it relative to the workspace, with `/` between folders and no `.`, `..` or leading `/` (e.g. \"runs\")".into(),
+        ));
+    }
     Ok(())
 }
 
@@ -210,7 +232,7 @@ fn gate_problem(e: GateConfigError) -> Problem {
             "fix the pattern (`*` matches within one folder, `**` across folders, `{a,b}` alternatives)".into(),
         ),
         GateConfigError::Overlap { a, b, path } => (
-            "territory".into(),
+            a.clone(),
             format!("territories {a} and {b} overlap at {path:?} but have different owners"),
             "give each path one set of owners: narrow one pattern, or merge the two territories with owners = [...]".into(),
         ),

@@ -3,7 +3,7 @@
 use super::layer::Limits;
 use crate::context::{RunContext, TurnContext};
 use crate::journal::Resumed;
-use crate::layers::{record, scope};
+use crate::layers::record;
 use crate::model::{ChatRequest, ChatResponse, ModelError};
 use crate::turn::{TurnError, TurnOutcome, TurnRequest};
 use futures::future::BoxFuture;
@@ -125,9 +125,7 @@ where
         Box::pin(async move {
             let turn = req.turn.clone();
             exceeded(&turn, &limits)?;
-            let result = tower::Layer::layer(&scope::TurnScopeLayer, inner)
-                .oneshot(req)
-                .await;
+            let result = inner.oneshot(req).await;
             // A budget spent mid-turn shows as the meter's refusal; either way the run ends here.
             exceeded(&turn, &limits)?;
             result
@@ -166,12 +164,12 @@ where
         let inner = std::mem::replace(&mut self.inner, clone);
         let limits = self.limits.clone();
         Box::pin(async move {
-            let Some(turn) = scope::current_turn() else {
-                // Outside a budgeted turn there is no run to charge: fail closed.
+            let Some(turn) = TurnContext::of(&req).cloned() else {
+                // A call that carries no turn has no run to charge: fail closed.
                 return Err(ModelError::Refused(Refusal::new(
                     "budget",
-                    "this model call is not inside a budgeted turn",
-                    "wrap the agent's turn service in the BudgetLayer that made this meter",
+                    "this model call carries no turn (ChatRequest::turn is empty), so there is no run to charge it to",
+                    "make model calls through an LlmAgent, or set the request's turn with TurnContext::slot",
                 )));
             };
             if let Some((label, _)) = totals(turn.run(), &limits).over(&limits) {

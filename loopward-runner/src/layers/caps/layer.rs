@@ -3,6 +3,7 @@
 use super::service::CapsService;
 use crate::layers::config::{in_range, ConfigError};
 use serde::Deserialize;
+use std::time::Duration;
 
 /// What happens when a cap is reached.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
@@ -28,8 +29,9 @@ pub struct CapsConfig {
     pub handoff_hops: Option<u32>,
     /// Tool calls in one turn (1..=1000); give it to the agent's `max_steps`.
     pub steps_per_turn: u32,
-    /// Wall time of a run in seconds, measured on the run's clock (1..=604800), if limited.
-    pub wall_time_secs: Option<u64>,
+    /// Wall time of a run, measured on the run's clock (`"1s"` to `"7days"`), if limited.
+    #[serde(with = "crate::duration::optional")]
+    pub wall_time: Option<Duration>,
     /// What happens at a cap.
     pub on_cap: OnCap,
 }
@@ -41,7 +43,7 @@ impl Default for CapsConfig {
             turns_per_agent: None,
             handoff_hops: None,
             steps_per_turn: crate::DEFAULT_MAX_STEPS,
-            wall_time_secs: None,
+            wall_time: None,
             on_cap: OnCap::Stop,
         }
     }
@@ -58,8 +60,13 @@ impl CapsConfig {
             in_range("limits.handoff_hops", n.into(), 10_000)?;
         }
         in_range("limits.steps_per_turn", self.steps_per_turn.into(), 1_000)?;
-        if let Some(s) = self.wall_time_secs {
-            in_range("limits.wall_time_secs", s, 7 * 24 * 3600)?;
+        if let Some(d) = self.wall_time {
+            crate::duration::in_range(
+                "limits.wall_time",
+                d,
+                Duration::from_secs(1),
+                Duration::from_secs(7 * 24 * 3600),
+            )?;
         }
         Ok(())
     }

@@ -16,7 +16,7 @@ use std::time::Duration;
 
 pub(super) type Limiter = RateLimiter<NotKeyed, InMemoryState, TokioClock, NoOpMiddleware<Nanos>>;
 
-/// One quota: requests and/or tokens per `per_secs` seconds. The whole amount is also the
+/// One quota: requests and/or tokens per interval `per`. The whole amount is also the
 /// burst: a quota of 20 requests per second admits 20 at once, then one every 50 ms.
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -27,13 +27,13 @@ pub struct QuotaConfig {
     /// Tokens per interval (1..=1000000000).
     #[serde(default)]
     pub tokens: Option<u32>,
-    /// The interval in seconds (1..=86400, default 1).
-    #[serde(default = "one")]
-    pub per_secs: u64,
+    /// The interval (`"1s"` to `"24h"`, default `"1s"`).
+    #[serde(default = "one_second", with = "crate::duration::required")]
+    pub per: Duration,
 }
 
-fn one() -> u64 {
-    1
+fn one_second() -> Duration {
+    Duration::from_secs(1)
 }
 
 /// The `[rate]` table of `loopward.toml`.
@@ -57,12 +57,12 @@ fn limiter(
     field: &str,
     n: u32,
     max: u64,
-    per: u64,
+    per: Duration,
     clock: TokioClock,
 ) -> Result<Limiter, ConfigError> {
     in_range(field, n.into(), max)?;
     let burst = NonZeroU32::new(n).ok_or_else(|| ConfigError::new(field, "must be at least 1"))?;
-    let quota = Quota::with_period(Duration::from_secs(per) / n)
+    let quota = Quota::with_period(per / n)
         .ok_or_else(|| ConfigError::new(field, "the interval is too short for this amount"))?
         .allow_burst(burst);
     Ok(RateLimiter::direct_with_clock(quota, clock))
@@ -70,7 +70,12 @@ fn limiter(
 
 impl QuotaConfig {
     fn validate(&self, at: &str) -> Result<(), ConfigError> {
-        in_range(&format!("{at}.per_secs"), self.per_secs, 86_400)?;
+        crate::duration::in_range(
+            &format!("{at}.per"),
+            self.per,
+            Duration::from_secs(1),
+            Duration::from_secs(86_400),
+        )?;
         if self.requests.is_none() && self.tokens.is_none() {
             return Err(ConfigError::new(at, "set `requests`, `tokens` or both"));
         }
@@ -87,27 +92,11 @@ impl QuotaConfig {
         let clock = TokioClock::new();
         let requests = self
             .requests
-            .map(|n| {
-                limiter(
-                    &format!("{at}.requests"),
-                    n,
-                    1_000_000,
-                    self.per_secs,
-                    clock,
-                )
-            })
+            .map(|n| limiter(&format!("{at}.requests"), n, 1_000_000, self.per, clock))
             .transpose()?;
         let tokens = self
             .tokens
-            .map(|n| {
-                limiter(
-                    &format!("{at}.tokens"),
-                    n,
-                    1_000_000_000,
-                    self.per_secs,
-                    clock,
-                )
-            })
+            .map(|n| limiter(&format!("{at}.tokens"), n, 1_000_000_000, self.per, clock))
             .transpose()?;
         Ok(Quotas {
             requests,

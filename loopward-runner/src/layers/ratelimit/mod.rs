@@ -10,19 +10,20 @@
 //!
 //! ```
 //! use loopward_runner::layers::ratelimit::{QuotaConfig, RateConfig, RateLimitLayer};
-//! use loopward_runner::model::{fake::{FakeModel, Script}, ChatRequest};
+//! use loopward_runner::model::{fake::{FakeModel, Script}, ChatRequest, TurnSlot};
 //! use loopward_core::AgentId;
+//! use std::time::Duration;
 //! use tower::{Layer, ServiceExt};
 //! # tokio::runtime::Builder::new_current_thread().enable_time().start_paused(true).build().unwrap().block_on(async {
 //! let a = AgentId::new("a").unwrap();
 //! let mut script = Script::default();
 //! script.say(&a, "one").say(&a, "two");
 //! let limit = RateLimitLayer::new(RateConfig {
-//!     backend: Some(QuotaConfig { requests: Some(1), tokens: None, per_secs: 10 }),
+//!     backend: Some(QuotaConfig { requests: Some(1), tokens: None, per: Duration::from_secs(10) }),
 //!     ..RateConfig::default()
 //! }).unwrap();
 //! let model = limit.layer(FakeModel::new(script));
-//! let req = ChatRequest { agent: a, messages: vec![], tools: vec![], max_tokens: None };
+//! let req = ChatRequest { agent: a, messages: vec![], tools: vec![], max_tokens: None, turn: TurnSlot::empty() };
 //! let start = tokio::time::Instant::now();
 //! model.clone().oneshot(req.clone()).await.unwrap();
 //! model.clone().oneshot(req).await.unwrap(); // waits for the next slot

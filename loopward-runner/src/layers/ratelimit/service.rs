@@ -1,7 +1,8 @@
 //! The rate-limit service.
 
 use super::layer::{Limiter, Quotas, Shared};
-use crate::layers::{record, scope::current_turn};
+use crate::context::TurnContext;
+use crate::layers::record;
 use crate::model::{estimate_tokens, ChatRequest, ChatResponse, ModelError};
 use futures::future::BoxFuture;
 use governor::clock::Clock;
@@ -112,7 +113,9 @@ where
                 Ok::<_, ModelError>(())
             }
             .await;
-            if let Some(turn) = current_turn() {
+            // A call that carries no turn (a backend called directly) is limited the same; there
+            // is no ledger to record the wait on.
+            if let Some(turn) = TurnContext::of(&req) {
                 let (decision, detail) = match &result {
                     Ok(()) => (
                         LayerVerdict::Admitted,
@@ -125,7 +128,7 @@ where
                                                  "reason": e.to_string()}),
                     ),
                 };
-                record::decision(&turn, "rate_limit", decision, detail)
+                record::decision(turn, "rate_limit", decision, detail)
                     .map_err(ModelError::Audit)?;
             }
             result?;

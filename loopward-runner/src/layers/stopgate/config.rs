@@ -1,9 +1,10 @@
 //! `[[stopgate]]` settings.
 
 use crate::layers::config::ConfigError;
-use globset::{GlobBuilder, GlobMatcher};
+use globset::GlobMatcher;
 use loopward_core::AgentId;
 use serde::Deserialize;
+use std::time::Duration;
 
 /// How a gate gets its answer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
@@ -63,9 +64,10 @@ pub struct StopGateConfig {
     pub to: Option<String>,
     /// How the gate answers.
     pub mode: StopMode,
-    /// `interactive`: seconds to wait for an answer before denying (default 300).
-    #[serde(default)]
-    pub ask_timeout_secs: Option<u64>,
+    /// `interactive`: how long to wait for an answer before denying (`"1s"` to `"24h"`,
+    /// default `"5m"`).
+    #[serde(default, with = "crate::duration::optional")]
+    pub ask_timeout: Option<Duration>,
 }
 
 impl StopGateConfig {
@@ -79,7 +81,7 @@ impl StopGateConfig {
             glob: None,
             to: None,
             mode,
-            ask_timeout_secs: None,
+            ask_timeout: None,
         }
     }
 
@@ -153,7 +155,7 @@ pub(super) struct Gate {
     pub(super) name: String,
     pub(super) point: Point,
     pub(super) mode: StopMode,
-    pub(super) ask_timeout_secs: u64,
+    pub(super) ask_timeout: Duration,
 }
 
 const POINTS: &str = "turn, phase, tool, write, handoff";
@@ -210,22 +212,31 @@ impl Gate {
             "phase" => Point::Phase(target.clone()),
             "tool" => Point::Tool(target.clone()),
             "to" => Point::Handoff(agent(&target)?),
+            // The one glob format of `loopward.toml`: workspace-relative, `*` within a folder.
             _ => Point::Write(
-                GlobBuilder::new(&target)
-                    .literal_separator(true)
-                    .build()
-                    .map_err(|e| ConfigError::new(field("glob"), e.to_string()))?
+                crate::gates::workspace_glob(&target, &field("glob"))
+                    .map_err(|e| match e {
+                        crate::gates::ConfigError::BadGlob { glob, why, .. } => {
+                            ConfigError::new(field("glob"), format!("invalid glob {glob:?}: {why}"))
+                        }
+                        other => ConfigError::new(field("glob"), other.to_string()),
+                    })?
                     .compile_matcher(),
             ),
         };
-        if c.ask_timeout_secs.is_some() && c.mode != StopMode::Interactive {
+        if c.ask_timeout.is_some() && c.mode != StopMode::Interactive {
             return Err(ConfigError::new(
-                field("ask_timeout_secs"),
+                field("ask_timeout"),
                 "only applies to mode = \"interactive\"",
             ));
         }
-        let ask_timeout_secs = c.ask_timeout_secs.unwrap_or(300);
-        crate::layers::config::in_range(&field("ask_timeout_secs"), ask_timeout_secs, 86_400)?;
+        let ask_timeout = c.ask_timeout.unwrap_or(Duration::from_secs(300));
+        crate::duration::in_range(
+            &field("ask_timeout"),
+            ask_timeout,
+            Duration::from_secs(1),
+            Duration::from_secs(86_400),
+        )?;
         let name = match &c.name {
             Some(n) if n.trim().is_empty() => {
                 return Err(ConfigError::new(field("name"), "must not be empty"))
@@ -237,7 +248,7 @@ impl Gate {
             name,
             point,
             mode: c.mode,
-            ask_timeout_secs,
+            ask_timeout,
         })
     }
 }

@@ -11,7 +11,6 @@ use crate::turn::TurnError;
 use loopward_core::{AuditError, LayerVerdict, RunStatus};
 use serde_json::json;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 /// The stop-gates of a stack. Cheap to clone; build the turn and tool layers from it with
 /// [`StopGates::turn_layer`] and [`StopGates::tool_layer`] (use both: a tool gate that waits
@@ -293,11 +292,13 @@ impl StopGates {
                             summary: summary.into(),
                             why: gate.point.why(),
                         };
-                        let wait = Duration::from_secs(gate.ask_timeout_secs);
-                        tokio::time::timeout(wait, approver.ask(request))
+                        tokio::time::timeout(gate.ask_timeout, approver.ask(request))
                             .await
                             .unwrap_or_else(|_| Answer::Deny {
-                                reason: format!("no answer within {}s", gate.ask_timeout_secs),
+                                reason: format!(
+                                    "no answer within {}",
+                                    crate::duration::format(gate.ask_timeout)
+                                ),
                             })
                     }
                 };

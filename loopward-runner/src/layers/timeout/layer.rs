@@ -1,21 +1,27 @@
 //! Timeout settings and layers.
 
 use super::service::{ModelTimeout, ToolTimeout, TurnTimeout};
-use crate::layers::config::{in_range, ConfigError};
+use crate::layers::config::ConfigError;
 use serde::Deserialize;
 use std::time::Duration;
 
-/// The `[timeout]` table of `loopward.toml` (seconds; unset: no limit).
+/// The `[timeout]` table of `loopward.toml` (durations such as `"30s"`; unset: no limit).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct TimeoutConfig {
-    /// One model call (1..=86400).
-    pub model_secs: Option<u64>,
-    /// One tool call (1..=86400).
-    pub tool_secs: Option<u64>,
-    /// One turn (1..=86400).
-    pub turn_secs: Option<u64>,
+    /// One model call (`"1s"` to `"24h"`).
+    #[serde(with = "crate::duration::optional")]
+    pub model: Option<Duration>,
+    /// One tool call (`"1s"` to `"24h"`).
+    #[serde(with = "crate::duration::optional")]
+    pub tool: Option<Duration>,
+    /// One turn (`"1s"` to `"24h"`).
+    #[serde(with = "crate::duration::optional")]
+    pub turn: Option<Duration>,
 }
+
+const ONE_SECOND: Duration = Duration::from_secs(1);
+const ONE_DAY: Duration = Duration::from_secs(86_400);
 
 /// Validated timeouts; hands out the three layers.
 #[derive(Clone, Debug)]
@@ -27,30 +33,30 @@ impl Timeouts {
     /// Validates the settings; the error names the bad field.
     pub fn new(config: TimeoutConfig) -> Result<Self, ConfigError> {
         for (field, v) in [
-            ("timeout.model_secs", config.model_secs),
-            ("timeout.tool_secs", config.tool_secs),
-            ("timeout.turn_secs", config.turn_secs),
+            ("timeout.model", config.model),
+            ("timeout.tool", config.tool),
+            ("timeout.turn", config.turn),
         ] {
             if let Some(v) = v {
-                in_range(field, v, 86_400)?;
+                crate::duration::in_range(field, v, ONE_SECOND, ONE_DAY)?;
             }
         }
         Ok(Self { config })
     }
 
-    /// The model-call layer (no limit when `model_secs` is unset).
+    /// The model-call layer (no limit when `model` is unset).
     pub fn model_layer(&self) -> ModelTimeoutLayer {
-        ModelTimeoutLayer(self.config.model_secs.map(Duration::from_secs))
+        ModelTimeoutLayer(self.config.model)
     }
 
     /// The tool-call layer.
     pub fn tool_layer(&self) -> ToolTimeoutLayer {
-        ToolTimeoutLayer(self.config.tool_secs)
+        ToolTimeoutLayer(self.config.tool)
     }
 
     /// The turn layer.
     pub fn turn_layer(&self) -> TurnTimeoutLayer {
-        TurnTimeoutLayer(self.config.turn_secs)
+        TurnTimeoutLayer(self.config.turn)
     }
 }
 
@@ -58,13 +64,13 @@ impl Timeouts {
 #[derive(Clone, Copy, Debug)]
 pub struct ModelTimeoutLayer(Option<Duration>);
 
-/// Limits each tool call (whole seconds).
+/// Limits each tool call.
 #[derive(Clone, Copy, Debug)]
-pub struct ToolTimeoutLayer(Option<u64>);
+pub struct ToolTimeoutLayer(Option<Duration>);
 
-/// Limits each turn (whole seconds).
+/// Limits each turn.
 #[derive(Clone, Copy, Debug)]
-pub struct TurnTimeoutLayer(Option<u64>);
+pub struct TurnTimeoutLayer(Option<Duration>);
 
 impl<S> tower::Layer<S> for ModelTimeoutLayer {
     type Service = ModelTimeout<S>;

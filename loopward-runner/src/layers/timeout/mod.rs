@@ -1,7 +1,7 @@
 //! Timeouts per model call, per tool call and per turn, on tokio time. A timed-out model call
 //! is [`ModelError::Timeout`](crate::model::ModelError::Timeout); a timed-out tool call is
 //! [`ToolError::Timeout`](crate::tool::ToolError::Timeout), an error result the model reads;
-//! a timed-out turn ends the run `CapReached { cap: "turn_secs (N)" }`. Each is recorded as
+//! a timed-out turn ends the run `CapReached { cap: "timeout.turn (2m)" }`. Each is recorded as
 //! `LayerDecision { layer: "timeout" }`.
 //!
 //! ```
@@ -11,7 +11,7 @@
 //! use std::time::Duration;
 //! use tower::{Layer, ServiceExt};
 //! # tokio::runtime::Builder::new_current_thread().enable_time().start_paused(true).build().unwrap().block_on(async {
-//! let t = Timeouts::new(TimeoutConfig { tool_secs: Some(5), ..TimeoutConfig::default() }).unwrap();
+//! let t = Timeouts::new(TimeoutConfig { tool: Some(Duration::from_secs(5)), ..TimeoutConfig::default() }).unwrap();
 //! let slow = tower::service_fn(|_inv: ToolInvocation| async {
 //!     tokio::time::sleep(Duration::from_secs(60)).await;
 //!     Ok::<_, ToolError>(ToolOutput::text("late"))

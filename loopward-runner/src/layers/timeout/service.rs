@@ -1,6 +1,7 @@
 //! The timeout services.
 
-use crate::layers::{record, scope};
+use crate::context::TurnContext;
+use crate::layers::record;
 use crate::model::{ChatRequest, ChatResponse, ModelError};
 use crate::tool::{ToolError, ToolInvocation, ToolOutput};
 use crate::turn::{TurnError, TurnOutcome, TurnRequest};
@@ -37,8 +38,8 @@ macro_rules! timeout_service {
 }
 
 timeout_service!(ModelTimeout, Duration);
-timeout_service!(ToolTimeout, u64);
-timeout_service!(TurnTimeout, u64);
+timeout_service!(ToolTimeout, Duration);
+timeout_service!(TurnTimeout, Duration);
 
 impl<S> Service<ChatRequest> for ModelTimeout<S>
 where
@@ -61,10 +62,12 @@ where
                 return inner.oneshot(req).await;
             };
             let agent = req.agent.clone();
+            let turn = TurnContext::of(&req).cloned();
             match tokio::time::timeout(limit, inner.oneshot(req)).await {
                 Ok(r) => r,
                 Err(_) => {
-                    if let Some(turn) = scope::current_turn() {
+                    // A call that carries no turn times out the same, unrecorded: no ledger.
+                    if let Some(turn) = turn {
                         record::decision(
                             &turn,
                             "timeout",
@@ -97,17 +100,19 @@ where
         let limit = self.limit;
         let inner = self.take();
         Box::pin(async move {
-            let Some(secs) = limit else {
+            let Some(limit) = limit else {
                 return inner.oneshot(inv).await;
             };
             let turn = inv.turn.clone();
-            let detail = json!({"call_id": inv.call.id, "tool": inv.call.name, "limit_secs": secs});
-            match tokio::time::timeout(Duration::from_secs(secs), inner.oneshot(inv)).await {
+            let detail = json!({"call_id": inv.call.id, "tool": inv.call.name, "limit_ms": limit.as_millis()});
+            match tokio::time::timeout(limit, inner.oneshot(inv)).await {
                 Ok(r) => r,
                 Err(_) => {
                     record::decision(&turn, "timeout", LayerVerdict::ToolCallTimedOut, detail)
                         .map_err(ToolError::Audit)?;
-                    Err(ToolError::Timeout { secs })
+                    Err(ToolError::Timeout {
+                        secs: limit.as_secs(),
+                    })
                 }
             }
         })
@@ -131,21 +136,21 @@ where
         let limit = self.limit;
         let inner = self.take();
         Box::pin(async move {
-            let Some(secs) = limit else {
+            let Some(limit) = limit else {
                 return inner.oneshot(req).await;
             };
             let turn = req.turn.clone();
-            match tokio::time::timeout(Duration::from_secs(secs), inner.oneshot(req)).await {
+            match tokio::time::timeout(limit, inner.oneshot(req)).await {
                 Ok(r) => r,
                 Err(_) => {
                     record::decision(
                         &turn,
                         "timeout",
                         LayerVerdict::TurnTimedOut,
-                        json!({"limit_secs": secs}),
+                        json!({"limit_ms": limit.as_millis()}),
                     )?;
                     Err(TurnError::Stop(RunStatus::CapReached {
-                        cap: format!("turn_secs ({secs})"),
+                        cap: format!("timeout.turn ({})", crate::duration::format(limit)),
                     }))
                 }
             }

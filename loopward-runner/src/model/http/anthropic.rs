@@ -7,7 +7,7 @@
 //! requires. Usage: input counts `input_tokens` plus both cache fields; cached is
 //! `cache_read_input_tokens`.
 
-use super::config::{duration_str, endpoint, Common, ConfigError};
+use super::config::{endpoint, Common, ConfigError};
 use super::keys::ApiKey;
 use super::openai::{default_connect_timeout, default_read_timeout, yes};
 use super::retry::RetryPolicy;
@@ -60,10 +60,13 @@ pub struct AnthropicConfig {
     #[serde(default = "yes")]
     pub stream: bool,
     /// How long to wait for a connection.
-    #[serde(default = "default_connect_timeout", with = "duration_str")]
+    #[serde(
+        default = "default_connect_timeout",
+        with = "crate::duration::required"
+    )]
     pub connect_timeout: Duration,
     /// How long to wait for each read.
-    #[serde(default = "default_read_timeout", with = "duration_str")]
+    #[serde(default = "default_read_timeout", with = "crate::duration::required")]
     pub read_timeout: Duration,
     /// Retries of failed calls.
     #[serde(default)]

@@ -127,18 +127,3 @@ impl Common<'_> {
 pub(crate) fn endpoint(base_url: &str, path: &str) -> String {
     format!("{}/{path}", base_url.trim_end_matches('/'))
 }
-
-/// Serde for durations written as `"30s"`, `"250ms"`, `"1m 30s"`.
-pub(crate) mod duration_str {
-    use serde::{Deserialize, Deserializer};
-    use std::time::Duration;
-
-    pub(crate) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
-        let text = String::deserialize(d)?;
-        humantime::parse_duration(&text).map_err(|e| {
-            serde::de::Error::custom(format!(
-                "{text:?} is not a duration ({e}); write e.g. \"30s\" or \"250ms\""
-            ))
-        })
-    }
-}

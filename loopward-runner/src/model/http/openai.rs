@@ -6,7 +6,7 @@
 //! `[notice] `. Usage comes from `usage` (`prompt_tokens_details.cached_tokens` is the cached
 //! part); a streamed call asks for it with `stream_options.include_usage`.
 
-use super::config::{duration_str, endpoint, Common, ConfigError};
+use super::config::{endpoint, Common, ConfigError};
 use super::keys::ApiKey;
 use super::retry::RetryPolicy;
 use super::sse::SseEvent;
@@ -65,10 +65,13 @@ pub struct OpenAiConfig {
     #[serde(default = "yes")]
     pub stream: bool,
     /// How long to wait for a connection.
-    #[serde(default = "default_connect_timeout", with = "duration_str")]
+    #[serde(
+        default = "default_connect_timeout",
+        with = "crate::duration::required"
+    )]
     pub connect_timeout: Duration,
     /// How long to wait for each read (so a stalled stream fails, a slow one does not).
-    #[serde(default = "default_read_timeout", with = "duration_str")]
+    #[serde(default = "default_read_timeout", with = "crate::duration::required")]
     pub read_timeout: Duration,
     /// Retries of failed calls.
     #[serde(default)]

@@ -7,7 +7,6 @@
 //! quota ([`ModelError::QuotaExhausted`]) or a rejected request fails at once. These retries are
 //! invisible to the agent: they never count against its step or iteration caps.
 
-use super::config::duration_str;
 use crate::model::ModelError;
 use futures::future::BoxFuture;
 use serde::Deserialize;
@@ -31,13 +30,13 @@ pub struct RetryPolicy {
     /// Tries in all, the first included (1 = never retry).
     pub max_attempts: u32,
     /// The backoff before the first retry; it doubles each retry.
-    #[serde(with = "duration_str")]
+    #[serde(with = "crate::duration::required")]
     pub initial_backoff: Duration,
     /// The longest backoff between two tries (a server's `retry-after` may ask for more).
-    #[serde(with = "duration_str")]
+    #[serde(with = "crate::duration::required")]
     pub max_backoff: Duration,
     /// The most time spent waiting between tries of one call, all waits together.
-    #[serde(with = "duration_str")]
+    #[serde(with = "crate::duration::required")]
     pub max_total_wait: Duration,
 }
 
