@@ -7,7 +7,8 @@
 
 use futures::future::BoxFuture;
 use loopward_core::{
-    AgentId, AuditEvent, Decision, GateId, GateKind, GateMode, Person, Refusal, RunId, RunStatus,
+    Action, AgentId, AuditEvent, Decision, GateId, GateKind, GateMode, Person, Refusal, RunId,
+    RunStatus,
 };
 use loopward_runner::audit::MemorySink;
 use loopward_runner::gates::{Policy, PolicyConfig, PolicyLayer};
@@ -68,7 +69,7 @@ impl tower::Service<ToolInvocation> for FileTypes<BoxToolService> {
                         call_id: Some(inv.call.id.clone()),
                         gate: GateId::new(GateKind::Custom, GATE),
                         mode: GateMode::Enforce,
-                        action: format!("tool:{}", inv.call.name),
+                        action: Action::tool(inv.call.name.clone()),
                         path_raw: Some(p.raw().into()),
                         path: Some(p.rel().into()),
                         decision: decision.clone(),

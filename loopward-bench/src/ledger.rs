@@ -46,7 +46,7 @@ fn events() -> Vec<AuditEvent> {
                 "territory:builder",
             ),
             mode: GateMode::Enforce,
-            action: "tool:write_file".into(),
+            action: loopward_core::Action::tool("write_file"),
             path_raw: Some("src/lib.rs".into()),
             path: Some("src/lib.rs".into()),
             decision: Decision::Allow,

@@ -3,6 +3,7 @@
 //! Every governance figure loopward shows is computed from these events, so allows are recorded
 //! as well as denials (a census, not an invariant).
 
+use crate::action::Action;
 use crate::decision::{Decision, GateId, GateMode};
 use crate::effect::Effect;
 use crate::handoff::Handoff;
@@ -173,8 +174,8 @@ pub enum AuditEvent {
         gate: GateId,
         /// Its mode.
         mode: GateMode,
-        /// The action decided on (`tool:write_file`, `handoff:auditor`, `phase:deploy`, …).
-        action: String,
+        /// The action decided on (`tool:write_file`, `handoff:auditor` in the ledger).
+        action: Action,
         /// Path as the model wrote it, when the action names one.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         path_raw: Option<String>,

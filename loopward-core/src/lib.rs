@@ -14,6 +14,7 @@
 //! | what the tool answered | [`ToolResult`] |
 //! | what changed on disk | [`Effect`], [`EffectKind`], [`EffectStatus`] |
 //! | passing the work on | [`Handoff`] |
+//! | what was decided on | [`Action`] (`tool:write_file`, `handoff:auditor`) |
 //! | what a gate said | [`GateId`] ([`GateKind`] + name), [`Decision`], [`Refusal`], [`GateMode`] |
 //! | what a layer said | [`LayerVerdict`], [`VerdictEffect`] |
 //! | which turn a model call belongs to | [`model::TurnSlot`] (opaque here; the runner fills it) |
@@ -30,6 +31,7 @@
 //! assert!(!d.permits());
 //! ```
 
+mod action;
 mod audit;
 mod decision;
 mod effect;
@@ -44,6 +46,7 @@ mod tool;
 mod usage;
 mod verdict;
 
+pub use action::{Action, InvalidAction};
 pub use audit::{AuditError, AuditEvent, AuditSink, FinishReason, RunStatus, Scope};
 pub use decision::{Decision, GateId, GateKind, GateMode, Refusal};
 pub use effect::{Effect, EffectKind, EffectStatus};

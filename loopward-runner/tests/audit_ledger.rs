@@ -33,7 +33,7 @@ fn decision() -> AuditEvent {
         call_id: Some("c1".into()),
         gate: loopward_core::GateId::of(loopward_core::GateKind::Territory),
         mode: GateMode::Enforce,
-        action: "tool:write_file".into(),
+        action: loopward_core::Action::tool("write_file"),
         path_raw: None,
         path: Some("a.txt".into()),
         decision: Decision::Allow,

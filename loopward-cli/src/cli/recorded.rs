@@ -3,7 +3,7 @@
 
 use futures::future::BoxFuture;
 use loopward_core::{AuditEvent, EffectKind, EffectStatus, Scope};
-use loopward_runner::layers::stopgate::{Answer, ApprovalRequest, Approver};
+use loopward_runner::layers::stopgate::{Answer, ApprovalRequest, Approver, GatedAction};
 use loopward_runner::tool::{ToolError, ToolInvocation, ToolOutput};
 use std::collections::{HashMap, VecDeque};
 use std::path::Path;
@@ -206,7 +206,7 @@ impl tower::Service<ToolInvocation> for RecordedTools {
 /// The answers interactive stop-gates got in the live run, given again in the same order.
 #[derive(Debug, Default)]
 pub(super) struct RecordedApprovals {
-    answers: Mutex<Vec<(String, String, Answer)>>,
+    answers: Mutex<Vec<(String, GatedAction, Answer)>>,
 }
 
 impl RecordedApprovals {
@@ -236,7 +236,9 @@ impl RecordedApprovals {
                         },
                         _ => return None,
                     };
-                    Some((text("gate"), text("action"), answer))
+                    // An action that does not read back is never the one asked about.
+                    let action = text("action").parse::<GatedAction>().ok()?;
+                    Some((text("gate"), action, answer))
                 }
                 _ => None,
             })
@@ -250,10 +252,9 @@ impl RecordedApprovals {
 impl Approver for RecordedApprovals {
     fn ask(&self, request: ApprovalRequest) -> BoxFuture<'static, Answer> {
         let mut answers = self.answers.lock().unwrap_or_else(|p| p.into_inner());
-        let key = request.action.key();
         let answer = answers
             .iter()
-            .position(|(g, a, _)| *g == request.gate && *a == key)
+            .position(|(g, a, _)| *g == request.gate && *a == request.action)
             .map(|i| answers.remove(i).2)
             .unwrap_or_else(|| Answer::Deny {
                 reason: "replay: the ledger records no answer for this request".into(),

@@ -5,7 +5,7 @@
 //! other worker. At a stop-gate the run waits for a person: both workers are killed, the gate is
 //! approved through the ingress, a fresh worker starts, and the run finishes there. Then: each
 //! shell effect is on disk once, no recorded model reply was asked for again, the ledger
-//! verifies and holds each call once.
+//! verifies and holds each call once, and the repeat and sprawl bounds held across the move.
 //!
 //! Needs the Restate server: `bash scripts/restate-install.sh` (what `.ci/run` does).
 
@@ -372,10 +372,10 @@ fn check_ledger(path: &PathBuf, records: u64) -> Result<(), String> {
     let approvals = count(
         &|e| matches!(e, AuditEvent::LayerDecision { layer, decision, .. } if layer == "stopgate" && *decision == loopward_core::LayerVerdict::Approved),
     );
-    if (runs, ends, models, tools, done, approvals) != (1, 1, 5, 6, 6, 1) {
+    if (runs, ends, models, tools, done, approvals) != (1, 1, 5, 8, 8, 1) {
         return Err(format!(
             "the ledger holds {runs} starts, {ends} ends, {models} model calls, {tools} tool requests, \
-             {done} tool results, {approvals} approvals; expected 1, 1, 5, 6, 6, 1"
+             {done} tool results, {approvals} approvals; expected 1, 1, 5, 8, 8, 1"
         ));
     }
     // The repeat bound held across the move: the read made before the kill was counted on the
@@ -390,9 +390,36 @@ fn check_ledger(path: &PathBuf, records: u64) -> Result<(), String> {
         repeats(loopward_core::LayerVerdict::Allow),
         repeats(loopward_core::LayerVerdict::Refused),
     );
-    if (allowed, refused) != (5, 1) {
+    // The sprawl bound held across the move too: the builder's units of work before the kill
+    // (out/effects.log, out/u1.md) were in the tracker of the worker that took the run over,
+    // so out/u2.md, its third, was refused there (it asks for a plan).
+    let sprawl: Vec<String> = events
+        .iter()
+        .filter_map(|(_, e)| match e {
+            AuditEvent::GateDecision {
+                gate,
+                decision,
+                path,
+                ..
+            } if gate.to_string() == "sprawl" && *decision != loopward_core::Decision::Allow => {
+                Some(format!(
+                    "{} {}",
+                    decision.label(),
+                    path.as_deref().unwrap_or("")
+                ))
+            }
+            _ => None,
+        })
+        .collect();
+    if sprawl != ["deny out/u2.md"] {
         return Err(format!(
-            "the repeat layer allowed {allowed} calls and refused {refused}; expected 5 and 1 \
+            "the sprawl gate refused {sprawl:?}; expected only out/u2.md (the builder's third \
+             unit of work, written on the worker the run moved to)"
+        ));
+    }
+    if (allowed, refused) != (6, 1) {
+        return Err(format!(
+            "the repeat layer allowed {allowed} calls and refused {refused}; expected 6 and 1 \
              (the builder's second identical read, made on the worker the run moved to)"
         ));
     }

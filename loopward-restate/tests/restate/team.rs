@@ -1,6 +1,7 @@
 //! The team every worker serves: a builder that appends to `effects.log` with the shell (reading
-//! it back each time, under a repeat bound of one identical call per run) and hands off, and a
-//! reviewer behind an interactive turn stop-gate. The model is scripted and stateless
+//! it back each time, under a repeat bound of one identical call per run, and writing a note
+//! each time, under the sprawl gate's default threshold of three units of work) and hands off,
+//! and a reviewer behind an interactive turn stop-gate. The model is scripted and stateless
 //! (its reply depends only on the agent and how many replies that agent already has), so any
 //! worker gives the same reply at the same point of the run.
 
@@ -50,6 +51,10 @@ pub(crate) fn runner(workspace: &Path, ctl: &Path) -> Runner {
         .unwrap()
         .with_approver(Arc::new(RestateApprover));
     let ws = Workspace::new(workspace).unwrap();
+    // The sprawl gate is on by default (the third unit of work needs a plan): before the
+    // kill the builder touches out/effects.log and out/u1.md; after it, on another worker,
+    // out/u2.md is the third unit only if that worker's tracker holds the first two, which
+    // it read back from the ledger, not from calls it ran.
     let policy = Policy::from_config(&PolicyConfig::default(), ws.clone()).unwrap();
     // The three lines that put a team on Restate: the model step, the tool step, the approver.
     let model = stack.model_step(
@@ -89,13 +94,19 @@ fn shell(line: &str) -> Vec<ToolCall> {
     }]
 }
 
-/// The shell call, then the same read of `out/effects.log` each time.
-fn shell_and_read(line: &str) -> Vec<ToolCall> {
+/// The shell call, then the same read of `out/effects.log` each time, then a note written to
+/// `out/<note>.md`: one more unit of work for the sprawl gate.
+fn shell_read_and_note(line: &str, note: &str) -> Vec<ToolCall> {
     let mut calls = shell(line);
     calls.push(ToolCall {
         id: "c2".into(),
         name: "read_file".into(),
         arguments: json!({"path": "out/effects.log"}),
+    });
+    calls.push(ToolCall {
+        id: "c3".into(),
+        name: "write_file".into(),
+        arguments: json!({"path": format!("out/{note}.md"), "content": note}),
     });
     calls
 }
@@ -121,7 +132,7 @@ impl tower::Service<ChatRequest> for ScriptedModel {
             let line = format!("{who} {step} {}\n", std::process::id());
             append(&ctl.join(CALLS), &line);
             let (content, tool_calls) = match (who.as_str(), step) {
-                ("builder", 1) => (String::new(), shell_and_read("one")),
+                ("builder", 1) => (String::new(), shell_read_and_note("one", "u1")),
                 ("builder", 2) => {
                     // Mid-turn: hold here until the test has killed this worker and let go.
                     if !ctl.join(RELEASE).exists() {
@@ -130,7 +141,7 @@ impl tower::Service<ChatRequest> for ScriptedModel {
                             tokio::time::sleep(Duration::from_millis(50)).await;
                         }
                     }
-                    (String::new(), shell_and_read("two"))
+                    (String::new(), shell_read_and_note("two", "u2"))
                 }
                 ("builder", 3) => (
                     String::new(),

@@ -204,7 +204,7 @@ fn timeline_line(r: &Record, run_cost: Option<u64>) -> Option<String> {
             decision,
             ..
         } => {
-            let on = path.map_or(action.clone(), |p| format!("{action} `{p}`"));
+            let on = path.map_or(action.to_string(), |p| format!("{action} `{p}`"));
             let mode = serde_json::to_value(mode)
                 .ok()
                 .and_then(|v| v.as_str().map(str::to_string))

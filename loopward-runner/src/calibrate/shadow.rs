@@ -8,7 +8,9 @@ use super::Assessment;
 use crate::clock::ManualClock;
 use crate::gates::{Ask, Policy, SprawlTracker, ONE_HANDOFF_GATE};
 use crate::tool::Access;
-use loopward_core::{AgentId, AuditEvent, Decision, Effect, EffectKind, EffectStatus, Refusal};
+use loopward_core::{
+    Action, AgentId, AuditEvent, Decision, Effect, EffectKind, EffectStatus, Refusal,
+};
 use std::collections::BTreeSet;
 
 /// What one config says about one recorded action.
@@ -116,7 +118,7 @@ pub(crate) fn judge_session(policy: &Policy, session: &Session) -> (Vec<Judged>,
                     .iter()
                     .map(|(a, b)| (a.as_str(), b.as_str()))
                     .collect();
-                let action = format!("tool:{}", w.tool);
+                let action = Action::tool(w.tool.clone());
                 let ask = Ask {
                     call_id: Some(&w.call_id),
                     ..Ask::new(&caller, &action, &[], &clock)
@@ -164,7 +166,7 @@ pub(crate) fn judge_session(policy: &Policy, session: &Session) -> (Vec<Judged>,
                         continue;
                     };
                     for e in &c.effects {
-                        let action = format!("tool:{}", c.tool);
+                        let action = Action::tool(c.tool.clone());
                         let ask = Ask {
                             call_id: Some(&c.call_id),
                             ..Ask::new(&caller, &action, &[], &clock)
@@ -218,7 +220,7 @@ pub(crate) fn judge_session(policy: &Policy, session: &Session) -> (Vec<Judged>,
                     )],
                     None => {
                         let accesses = [Access::Handoff { to: to.clone() }];
-                        let action = format!("tool:{}", c.tool);
+                        let action = Action::tool(c.tool.clone());
                         let ask = Ask {
                             call_id: Some(&c.call_id),
                             effects: &effects,

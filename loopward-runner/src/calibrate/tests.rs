@@ -294,7 +294,7 @@ fn the_recorded_config_is_reproduced_refusal_for_refusal() {
                     "territory:planner",
                 ),
                 mode: loopward_core::GateMode::Enforce,
-                action: "tool:write_file".into(),
+                action: loopward_core::Action::tool("write_file"),
                 path_raw: None,
                 path: Some("plan.md".into()),
                 decision: Decision::Deny(Refusal::new("territory:planner", "no", "ask")),

@@ -10,7 +10,7 @@ use super::sprawl::RunSprawl;
 use crate::context::TurnContext;
 use crate::tool::{Access, BoxToolService, ToolError, ToolInvocation, ToolOutput};
 use futures::future::BoxFuture;
-use loopward_core::AuditEvent;
+use loopward_core::{Action, AuditEvent};
 use std::task::{Context, Poll};
 use tower::ServiceExt;
 
@@ -107,7 +107,7 @@ impl Policy {
         }
         let turn = inv.turn.clone();
         let agent = turn.agent().clone();
-        let action = format!("tool:{}", inv.call.name);
+        let action = Action::tool(inv.call.name.clone());
         let effects = turn.effects();
         let ask = Ask {
             agent: &agent,

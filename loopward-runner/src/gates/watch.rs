@@ -13,7 +13,9 @@ use crate::sandbox::{
     kernel_support, Confinement, ConfinementSlot, Planned, Protected, SandboxError, SandboxMode,
 };
 use crate::tool::{ToolError, ToolInvocation, ToolOutput};
-use loopward_core::{AgentId, AuditEvent, Decision, GateId, GateKind, GateMode, Refusal, Remedy};
+use loopward_core::{
+    Action, AgentId, AuditEvent, Decision, GateId, GateKind, GateMode, Refusal, Remedy,
+};
 use std::sync::Arc;
 use tower::ServiceExt;
 
@@ -33,7 +35,7 @@ impl Policy {
         let gates = self.gates();
         let turn = inv.turn.clone();
         let call_id = inv.call.id.clone();
-        let action = format!("tool:{}", inv.call.name);
+        let action = Action::tool(inv.call.name.clone());
         let agent = turn.agent().clone();
         let decision = |gate: GateKind, mode, d| AuditEvent::GateDecision {
             call_id: Some(call_id.clone()),

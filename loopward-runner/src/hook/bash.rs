@@ -9,7 +9,7 @@ use super::shell;
 use super::HookError;
 use crate::gates::{unwatchable, ChangedPath, ShellAsk, SANDBOX_GATE};
 use crate::sandbox::{kernel_support, SandboxError, SandboxMode};
-use loopward_core::{AuditEvent, Decision, GateId, GateKind, GateMode, Refusal, Remedy};
+use loopward_core::{Action, AuditEvent, Decision, GateId, GateKind, GateMode, Refusal, Remedy};
 
 impl Engine<'_> {
     /// Records the workspace before a shell command; a workspace that cannot be recorded
@@ -24,7 +24,7 @@ impl Engine<'_> {
                     call_id: Some(id.to_string()),
                     gate: GateId::of(GateKind::Sandbox),
                     mode: GateMode::Enforce,
-                    action: "tool:Bash".into(),
+                    action: Action::tool("Bash"),
                     path_raw: None,
                     path: None,
                     decision: Decision::Deny(refusal.clone()),
@@ -42,7 +42,7 @@ impl Engine<'_> {
             } else {
                 GateMode::Advisory
             },
-            action: "tool:Bash".into(),
+            action: Action::tool("Bash"),
             path_raw: None,
             path: None,
             decision: if wrapped.is_some() {
@@ -72,7 +72,7 @@ impl Engine<'_> {
             call_id: Some(id.to_string()),
             gate: GateId::of(GateKind::ShellWatch),
             mode: GateMode::Enforce,
-            action: "tool:Bash".into(),
+            action: Action::tool("Bash"),
             path_raw: None,
             path: None,
             decision: decision.clone(),
@@ -152,7 +152,7 @@ impl Engine<'_> {
         let judgement = self.policy.judge_changes(&ShellAsk {
             agent: &self.caller,
             call_id: Some(id),
-            action: "tool:Bash",
+            action: &Action::tool("Bash"),
             changes: &changes,
             clock: &*self.ctx.clock,
         });

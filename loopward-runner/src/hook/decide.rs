@@ -8,8 +8,8 @@ use crate::gates::{refusals, Ask, Policy};
 use crate::tool::Access;
 use crate::workspace::{WorkPath, Workspace};
 use loopward_core::{
-    AgentId, AuditEvent, AuditSink, Decision, Effect, EffectKind, GateId, GateKind, GateMode,
-    Remedy, RunId, Scope, TurnNumber,
+    Action, AgentId, AuditEvent, AuditSink, Decision, Effect, EffectKind, GateId, GateKind,
+    GateMode, Remedy, RunId, Scope, TurnNumber,
 };
 use serde_json::{json, Value};
 use std::path::Path;
@@ -198,7 +198,7 @@ impl Engine<'_> {
     }
 
     fn pre_write(&mut self, call: &ToolUse, raw: &str) -> Result<Reply, HookError> {
-        let action = format!("tool:{}", call.tool.name());
+        let action = Action::tool(call.tool.name());
         let path = match self.resolve(raw) {
             Ok(p) => p,
             Err(e) => {

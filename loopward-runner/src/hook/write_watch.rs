@@ -13,7 +13,9 @@ use super::decide::Engine;
 use super::shell::{self, ShellWatchError};
 use super::HookError;
 use crate::gates::{ChangedPath, ShellAsk, SHELL_GATE};
-use loopward_core::{AuditEvent, Decision, Effect, GateId, GateKind, GateMode, Refusal, Remedy};
+use loopward_core::{
+    Action, AuditEvent, Decision, Effect, GateId, GateKind, GateMode, Refusal, Remedy,
+};
 
 impl Engine<'_> {
     /// Records the workspace before an allowed file-tool call `id` (allowed to write `target`).
@@ -49,7 +51,7 @@ impl Engine<'_> {
                     call_id: Some(id.to_string()),
                     gate: GateId::of(GateKind::ShellWatch),
                     mode: GateMode::Enforce,
-                    action: format!("tool:{}", call.tool.name()),
+                    action: Action::tool(call.tool.name()),
                     path_raw: None,
                     path: None,
                     decision: Decision::Deny(refusal.clone()),
@@ -119,7 +121,7 @@ impl Engine<'_> {
                 dir: after.is_dir(&c.path),
             })
             .collect();
-        let action = format!("tool:{tool}");
+        let action = Action::tool(tool);
         let judgement = self.policy.judge_changes(&ShellAsk {
             agent: &self.caller,
             call_id: Some(id),

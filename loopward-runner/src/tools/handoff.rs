@@ -4,7 +4,7 @@ use crate::context::TurnContext;
 use crate::tool::{parse_args, Access, Tool, ToolError, ToolInvocation, ToolOutput};
 use futures::future::BoxFuture;
 use futures::FutureExt;
-use loopward_core::{AgentId, AuditEvent, Decision, GateMode, Handoff, Refusal, ToolSpec};
+use loopward_core::{Action, AgentId, AuditEvent, Decision, GateMode, Handoff, Refusal, ToolSpec};
 use serde::Deserialize;
 use serde_json::json;
 
@@ -95,7 +95,7 @@ impl Tool for HandoffTool {
                                 call_id: Some(inv.call.id.clone()),
                                 gate: loopward_core::GateId::of(loopward_core::GateKind::OneHandoff),
                                 mode: GateMode::Enforce,
-                                action: format!("handoff:{to}"),
+                                action: Action::Handoff(to.clone()),
                                 path_raw: None,
                                 path: None,
                                 decision: Decision::Deny(refusal.clone()),

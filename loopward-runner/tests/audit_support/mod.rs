@@ -62,7 +62,7 @@ impl tower::Service<ToolInvocation> for TestGate {
                         call_id: Some(inv.call.id.clone()),
                         gate: loopward_core::GateId::of(loopward_core::GateKind::Territory),
                         mode: this.mode,
-                        action: format!("tool:{}", inv.call.name),
+                        action: loopward_core::Action::tool(inv.call.name.clone()),
                         path_raw: path.map(str::to_string),
                         path: path.map(str::to_string),
                         decision: decision.clone(),

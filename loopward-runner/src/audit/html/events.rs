@@ -152,7 +152,7 @@ pub(crate) fn describe(e: &AuditEvent) -> String {
         } => {
             let on = path
                 .as_ref()
-                .map_or_else(|| action.clone(), |p| format!("{action} {p}"));
+                .map_or_else(|| action.to_string(), |p| format!("{action} {p}"));
             match decision {
                 Decision::Allow => format!("{gate}: allow {on}"),
                 Decision::Deny(rf) => {

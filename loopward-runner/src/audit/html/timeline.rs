@@ -2,7 +2,7 @@
 //! run's records alone (nothing is read from runner state).
 
 use crate::audit::record::Record;
-use loopward_core::{AuditEvent, Decision, EffectStatus, LayerVerdict};
+use loopward_core::{Action, AuditEvent, Decision, EffectStatus, LayerVerdict};
 
 /// What a marker stands for. The CSS class of each marker is [`MarkerKind::class`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -227,25 +227,20 @@ impl Timeline {
             }
             if let (Some(lane), Some((kind, title))) = (lane, marker(&event)) {
                 if let AuditEvent::GateDecision {
-                    action,
+                    action: Action::Handoff(target),
                     decision: Decision::Deny(rf),
                     ..
                 } = &event
                 {
-                    if let Some(target) = action.strip_prefix("handoff:") {
-                        let to = t.lane(target);
-                        t.arrows.push(Arrow {
-                            seq: r.seq,
-                            from: lane,
-                            to,
-                            land: r.seq,
-                            stood: false,
-                            title: format!(
-                                "handoff to {target} refused by {}: {}",
-                                rf.gate, rf.reason
-                            ),
-                        });
-                    }
+                    let to = t.lane(target.as_str());
+                    t.arrows.push(Arrow {
+                        seq: r.seq,
+                        from: lane,
+                        to,
+                        land: r.seq,
+                        stood: false,
+                        title: format!("handoff to {target} refused by {}: {}", rf.gate, rf.reason),
+                    });
                 }
                 t.markers.push(Marker {
                     seq: r.seq,
@@ -287,7 +282,7 @@ fn marker(event: &AuditEvent) -> Option<(MarkerKind, String)> {
             decision,
             ..
         } => {
-            let on = path.as_deref().unwrap_or(action);
+            let on = path.clone().unwrap_or_else(|| action.to_string());
             match decision {
                 Decision::Allow => None,
                 Decision::Deny(rf) => Some((

@@ -9,7 +9,7 @@ use super::super::sprawl::Work;
 use super::verdict::Verdict;
 use crate::clock::Clock;
 use loopward_core::{
-    AgentId, AuditEvent, Decision, Effect, EffectKind, EffectStatus, Refusal, Remedy,
+    Action, AgentId, AuditEvent, Decision, Effect, EffectKind, EffectStatus, Refusal, Remedy,
 };
 
 /// One path a command changed, as the adapter's before/after comparison found it.
@@ -46,8 +46,8 @@ pub struct ShellAsk<'a> {
     pub agent: &'a AgentId,
     /// The tool call's id.
     pub call_id: Option<&'a str>,
-    /// The action as the ledger names it (`tool:shell`, `tool:Bash`).
-    pub action: &'a str,
+    /// The action (`tool:shell`, `tool:Bash` in the ledger).
+    pub action: &'a Action,
     /// What changed, in path order.
     pub changes: &'a [ChangedPath],
     /// The clock overrides are checked against.

@@ -9,7 +9,7 @@
 //! every gate allows ([`Policy::judge`]; [`Policy::decide`] is the dry run that takes nothing).
 //!
 //! ```
-//! use loopward_core::{AgentId, Decision};
+//! use loopward_core::{Action, AgentId, Decision};
 //! use loopward_runner::gates::{Ask, Policy, PolicyConfig, SprawlTracker};
 //! use loopward_runner::{tool::Access, ManualClock, Workspace};
 //! let dir = tempfile::tempdir().unwrap();
@@ -19,7 +19,8 @@
 //! let builder = AgentId::new("builder").unwrap();
 //! let accesses = [Access::Write(ws.resolve("plan.md").unwrap())];
 //! let clock = ManualClock::new(0);
-//! let ask = Ask::new(&builder, "tool:write_file", &accesses, &clock);
+//! let write = Action::tool("write_file");
+//! let ask = Ask::new(&builder, &write, &accesses, &clock);
 //! let j = policy.judge(&ask, &mut SprawlTracker::default());
 //! assert!(j.denial.unwrap().reason.contains("plan.md belongs to planner"));
 //! assert_eq!(j.events.len(), 1); // the denial, to record before answering
@@ -36,7 +37,9 @@ use super::refusals;
 use super::sprawl::{SprawlTracker, SprawlVerdict, Work};
 use crate::clock::Clock;
 use crate::tool::Access;
-use loopward_core::{AgentId, AuditEvent, Decision, Effect, EffectKind, EffectStatus, GateMode};
+use loopward_core::{
+    Action, AgentId, AuditEvent, Decision, Effect, EffectKind, EffectStatus, GateMode,
+};
 use loopward_core::{GateId, GateKind, Refusal};
 
 /// The (old, new) pairs of a call's edits.
@@ -57,8 +60,8 @@ pub struct Ask<'a> {
     pub agent: &'a AgentId,
     /// The tool call's id, when the action is one.
     pub call_id: Option<&'a str>,
-    /// The action as the ledger names it (`tool:write_file`, `tool:Edit`).
-    pub action: &'a str,
+    /// The action (`tool:write_file`, `tool:Edit` in the ledger).
+    pub action: &'a Action,
     /// What it touches, declared before it runs and resolved by the canonicaliser.
     pub accesses: &'a [Access],
     /// This turn's effects so far (the review gates arm on them).
@@ -75,7 +78,7 @@ impl<'a> Ask<'a> {
     /// An action with no turn history (no effects yet, no handoff standing).
     pub fn new(
         agent: &'a AgentId,
-        action: &'a str,
+        action: &'a Action,
         accesses: &'a [Access],
         clock: &'a dyn Clock,
     ) -> Self {
@@ -262,7 +265,7 @@ impl Policy {
     }
 
     /// The review gates on a handoff to `to` ([`judge_handoff`](super::review::judge_handoff)),
-    /// recorded as the action `handoff:<to>`. When a handoff already stands, the one-handoff rule
+    /// recorded as the action [`Action::Handoff`]. When a handoff already stands, the one-handoff rule
     /// answers instead (the handoff tool refuses it, naming the one that stands); a handoff to
     /// the caller itself or outside the team is not one a review gate judges (the tool refuses
     /// it).
@@ -275,7 +278,7 @@ impl Policy {
             .into_iter()
             .map(|v| {
                 let mut verdict = Verdict::whole(v.gate.id(), v.gate.mode(), v.decision);
-                verdict.action = Some(format!("handoff:{to}"));
+                verdict.action = Some(Action::Handoff(to.clone()));
                 verdict
             })
             .collect()

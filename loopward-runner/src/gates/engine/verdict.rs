@@ -6,7 +6,7 @@ use super::super::policy::{Gates, Policy};
 use super::super::refusals;
 use super::super::territory::Territory;
 use crate::clock::Clock;
-use loopward_core::{AgentId, AuditEvent, Decision, GateId, GateKind, GateMode, Refusal};
+use loopward_core::{Action, AgentId, AuditEvent, Decision, GateId, GateKind, GateMode, Refusal};
 
 /// One gate's verdict on one path of one action.
 #[derive(Clone, Debug)]
@@ -18,8 +18,8 @@ pub(crate) struct Verdict {
     pub(crate) decision: Decision,
     /// The override this path needs once every gate allows (found, not yet taken).
     pub(crate) needs: Option<Sentinel>,
-    /// The action as recorded, when not the ask's (a handoff's review: `handoff:<to>`).
-    pub(crate) action: Option<String>,
+    /// The action as recorded, when not the ask's (a handoff's review: [`Action::Handoff`]).
+    pub(crate) action: Option<Action>,
 }
 
 impl Verdict {
@@ -41,12 +41,12 @@ impl Verdict {
     }
 
     /// The ledger event.
-    pub(crate) fn event(&self, call_id: Option<&str>, action: &str) -> AuditEvent {
+    pub(crate) fn event(&self, call_id: Option<&str>, action: &Action) -> AuditEvent {
         AuditEvent::GateDecision {
             call_id: call_id.map(str::to_string),
             gate: self.gate.clone(),
             mode: self.mode,
-            action: self.action.clone().unwrap_or_else(|| action.into()),
+            action: self.action.clone().unwrap_or_else(|| action.clone()),
             path_raw: self.path_raw.clone(),
             path: self.path.clone(),
             decision: self.decision.clone(),

@@ -1,7 +1,7 @@
 //! What a gate approves: one exact action.
 
 use crate::layers::call_digest;
-use loopward_core::AgentId;
+use loopward_core::{Action, AgentId, InvalidAction};
 use serde::{Deserialize, Serialize};
 
 /// The exact action an [`Approval`](super::Approval) is bound to.
@@ -46,12 +46,70 @@ impl GatedAction {
         }
     }
 
-    /// A stable one-line key: `turn:<agent>`, `phase:<name>`, `tool:<tool>:<digest>`.
+    /// A stable one-line key: `turn:<agent>`, `phase:<name>`, `tool:<tool>:<digest>` (its
+    /// [`Display`](std::fmt::Display); [`str::parse`] reads it back).
     pub fn key(&self) -> String {
+        self.to_string()
+    }
+
+    /// The [`Action`] it is, without the arguments' digest (what the ledger's `action` fields
+    /// name).
+    pub fn action(&self) -> Action {
         match self {
-            Self::Turn { agent } => format!("turn:{agent}"),
-            Self::Phase { name } => format!("phase:{name}"),
-            Self::Tool { tool, digest } => format!("tool:{tool}:{digest}"),
+            Self::Turn { agent } => Action::Turn(agent.clone()),
+            Self::Phase { name } => Action::Phase(name.clone()),
+            Self::Tool { tool, .. } => Action::Tool(tool.clone()),
+        }
+    }
+}
+
+impl std::fmt::Display for GatedAction {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Tool { tool, digest } => write!(f, "tool:{tool}:{digest}"),
+            other => other.action().fmt(f),
+        }
+    }
+}
+
+/// Reads a [`GatedAction::key`] back; a tool's key must end in its digest.
+///
+/// ```
+/// use loopward_runner::layers::stopgate::GatedAction;
+/// use serde_json::json;
+/// let a = GatedAction::tool("mcp:deploy", &json!({"env": "prod"}));
+/// assert_eq!(a.key().parse::<GatedAction>().unwrap(), a);
+/// assert_eq!("turn:reviewer".parse::<GatedAction>().unwrap().key(), "turn:reviewer");
+/// assert!("tool:deploy".parse::<GatedAction>().is_err(), "no digest");
+/// assert!("handoff:auditor".parse::<GatedAction>().is_err(), "not a stop-gate action");
+/// ```
+impl std::str::FromStr for GatedAction {
+    type Err = InvalidAction;
+
+    fn from_str(key: &str) -> Result<Self, InvalidAction> {
+        let bad = |why: &str| InvalidAction {
+            text: key.to_string(),
+            why: why.to_string(),
+        };
+        match key.parse::<Action>()? {
+            Action::Turn(agent) => Ok(Self::Turn { agent }),
+            Action::Phase(name) => Ok(Self::Phase { name }),
+            Action::Tool(rest) => match rest.rsplit_once(':') {
+                Some((tool, digest))
+                    if !tool.is_empty()
+                        && digest.len() == 64
+                        && digest.bytes().all(|b| b.is_ascii_hexdigit()) =>
+                {
+                    Ok(Self::Tool {
+                        tool: tool.into(),
+                        digest: digest.into(),
+                    })
+                }
+                _ => Err(bad(
+                    "a gated tool call's key ends in :<sha-256 of its arguments>",
+                )),
+            },
+            _ => Err(bad("a stop-gate gates turns, phases and tool calls")),
         }
     }
 }

@@ -432,11 +432,14 @@ impl StopGates {
 /// ended: it stands (it was recorded, and a durable one was consumed) and is not asked again.
 fn recorded_approval(turn: &TurnContext, gate: &Gate, action: &GatedAction) -> Option<Granted> {
     let feed = turn.extensions().get::<crate::journal::TurnFeed>()?;
-    let key = action.key();
     let d = feed.take_decision("stopgate", |decision, detail| {
         decision.approves()
             && detail.get("gate").and_then(|g| g.as_str()) == Some(gate.name.as_str())
-            && detail.get("action").and_then(|a| a.as_str()) == Some(key.as_str())
+            && detail
+                .get("action")
+                .and_then(|a| a.as_str()?.parse::<GatedAction>().ok())
+                .as_ref()
+                == Some(action)
     })?;
     let text = |k: &str| {
         d.detail
