@@ -9,6 +9,7 @@ use crate::harness::Effort;
 use crate::machine::fs_type;
 use crate::report::{fmt_ns, fmt_rate, fmt_ratio, Section, Target};
 use crate::support::agent;
+use crate::team_run::{team_run, TeamRun};
 use anyhow::{Context as _, Result};
 use loopward_core::{AuditEvent, AuditSink, Decision, GateMode, RunId, Scope, TurnNumber, Usage};
 use loopward_runner::audit::{Durability, Ledger, LedgerOptions};
@@ -93,6 +94,9 @@ struct Row {
     syncs_per_event: &'static str,
 }
 
+/// The target: a record without fsync.
+pub const TARGET_RECORD_NS: f64 = 1_000.0;
+
 /// Runs part 3.
 pub fn run(effort: Effort) -> Result<Section> {
     let slice = Duration::from_millis(effort.pick(700, 100));
@@ -101,7 +105,7 @@ pub fn run(effort: Effort) -> Result<Section> {
     let group = NonZeroU32::new(GROUP).context("group size")?;
     let mut rows = vec![
         Row {
-            name: "fsync per decision event (default)",
+            name: "fsync at the commit before each action (default)",
             mode: Mode::Ledger(Durability::Decisions),
             rates: vec![],
             syncs_per_event: "1 in 4",
@@ -154,7 +158,30 @@ pub fn run(effort: Effort) -> Result<Section> {
             row.rates.push(rate);
         }
     }
-    Ok(section(&mut rows, dir.path(), slice))
+    let team = team_runs(dir.path(), reps)?;
+    Ok(section(&mut rows, dir.path(), slice, &team))
+}
+
+/// The scripted team run into a ledger `reps` times under each durability, interleaved; the
+/// median run of each.
+fn team_runs(dir: &Path, reps: usize) -> Result<[TeamRun; 2]> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let (mut synced, mut unsynced) = (vec![], vec![]);
+    for rep in 0..reps.max(3) {
+        synced.push(rt.block_on(team_run(
+            dir,
+            &format!("team-d-{rep}"),
+            Durability::Decisions,
+        ))?);
+        unsynced.push(rt.block_on(team_run(dir, &format!("team-n-{rep}"), Durability::NoSync))?);
+    }
+    let mid = |mut v: Vec<TeamRun>| {
+        v.sort_by(|a, b| a.seconds.total_cmp(&b.seconds));
+        v[v.len() / 2]
+    };
+    Ok([mid(synced), mid(unsynced)])
 }
 
 fn scope(run: &RunId) -> Scope {
@@ -186,6 +213,10 @@ fn ledger_rate(
     while start.elapsed() < slice {
         for e in evs {
             ledger.record(&scope, e)?;
+            if e.is_decision() {
+                // The commit point before the action the decision authorises (the tool runs).
+                ledger.commit()?;
+            }
         }
         n += evs.len() as u64;
     }
@@ -240,9 +271,12 @@ fn median(v: &mut [f64]) -> f64 {
     v.get(v.len() / 2).copied().unwrap_or(0.0)
 }
 
-fn section(rows: &mut [Row], dir: &Path, slice: Duration) -> Section {
+fn section(rows: &mut [Row], dir: &Path, slice: Duration, team: &[TeamRun; 2]) -> Section {
     let rates: Vec<f64> = rows.iter_mut().map(|r| median(&mut r.rates)).collect();
     let base = rates[3];
+    let per_record = if base > 0.0 { 1e9 / base } else { f64::NAN };
+    let record_met = per_record <= TARGET_RECORD_NS;
+    let [synced, unsynced] = team;
     let table = rows
         .iter()
         .zip(&rates)
@@ -261,7 +295,8 @@ fn section(rows: &mut [Row], dir: &Path, slice: Duration) -> Section {
         title: "Ledger throughput".into(),
         method: format!(
             "`audit::Ledger::record` of a repeating tool call's worth of events (`model_call`, \
-             `tool_requested`, `gate_decision`, `tool_finished`; one in four is a decision) into \
+             `tool_requested`, `gate_decision`, `tool_finished`; one in four is a decision, and \
+             the ledger is committed after it, where the tool would run) into \
              a fresh ledger in a temporary directory on the real disk ({fs}). Each mode appends \
              for {} ms, three times, interleaved with the others; the median rate is shown. \
              The last three rows are floors: the same events as JSON lines appended with one \
@@ -274,16 +309,31 @@ fn section(rows: &mut [Row], dir: &Path, slice: Duration) -> Section {
             .to_vec(),
         rows: table,
         targets: vec![Target {
-            what: "ledger throughput".into(),
-            target: "no target set; measured for the record".into(),
-            measured: format!("{} with fsync per decision", fmt_rate(rates[0])),
-            met: None,
-            reason: None,
+            what: "ledger record without fsync (median rate, as time per record)".into(),
+            target: format!("≤ {}", fmt_ns(TARGET_RECORD_NS)),
+            measured: fmt_ns(per_record),
+            met: Some(record_met),
+            reason: (!record_met).then(|| "missed: see the per-event breakdown below".to_string()),
         }],
         notes: vec![
             format!(
-                "With fsync per decision event the ledger is bound by the disk's fsync latency \
-             (about {} fsyncs/s here); group commit recovers {} of the no-fsync rate at the price \
+                "Syncs per run, the scripted team of part 4 ({} records, {} of them decisions) \
+                 into a real ledger: {} `fdatasync`s with the default durability — one at the \
+                 commit before each action the decisions authorise (a model call, a tool call) \
+                 and one at finish — where syncing each decision as it was recorded made {} \
+                 (one per decision and one at finish). Whole run, ledger finished: {} with the \
+                 default durability, {} without fsync ({} as long).",
+                synced.records,
+                synced.decisions,
+                synced.syncs,
+                synced.decisions + 1,
+                fmt_ns(synced.seconds * 1e9),
+                fmt_ns(unsynced.seconds * 1e9),
+                fmt_ratio(synced.seconds / unsynced.seconds),
+            ),
+            format!(
+                "With a sync at each action's commit (one decision per action in this stream) \
+             the ledger is bound by the disk's fsync latency (about {} fsyncs/s here); group commit recovers {} of the no-fsync rate at the price \
              of losing up to {GROUP} events, decisions included, on a power loss.",
                 fmt_rate(rates[0] / 4.0).trim_end_matches("/s"),
                 fmt_ratio(rates[2] / base),
@@ -305,6 +355,8 @@ fn section(rows: &mut [Row], dir: &Path, slice: Duration) -> Section {
             },
         ],
         data: json!({
+            "team_run_default": synced,
+            "team_run_no_fsync": unsynced,
             "fs_type": fs,
             "modes": rows.iter().zip(&rates).map(|(r, rate)| json!({"name": r.name, "events_per_sec": rate, "reps": r.rates})).collect::<Vec<_>>(),
         }),

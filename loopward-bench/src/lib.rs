@@ -13,6 +13,7 @@
 //! | 4 | [`scale`] | 1, 100, 1,000 concurrent runs of a scripted team | one run |
 //! | 5 | `llama` (feature `llama`) | prefill and decode through the loopward backend | a direct llama-cpp-2 loop |
 //! | 6 | `concurrent` (feature `llama`) | 1, 2, 4, 8 requests at once on one model, decoded in one batch | the same requests one after another |
+//! | 7 | [`governed`] | a class-jump verdict, an auto stop-gate and a record, into memory (time and allocations) | the same three records, made beforehand |
 //!
 //! Benchmarks are not tests: nothing here asserts a threshold. Each part returns a
 //! [`report::Section`] that states its targets next to the measured figures.
@@ -27,6 +28,7 @@
 #[cfg(feature = "llama")]
 pub mod concurrent;
 pub mod gates;
+pub mod governed;
 pub mod harness;
 pub mod ledger;
 #[cfg(feature = "llama")]
@@ -36,3 +38,4 @@ pub mod report;
 pub mod scale;
 pub mod stack;
 pub mod support;
+pub mod team_run;

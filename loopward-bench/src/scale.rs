@@ -23,7 +23,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// The target: heap per idle concurrent run.
-pub const TARGET_IDLE_BYTES: f64 = 100.0 * 1024.0;
+pub const TARGET_IDLE_BYTES: f64 = 16.0 * 1024.0;
 
 /// Reads the process's heap figures; the scale binary implements it over its counting global
 /// allocator.
@@ -59,7 +59,7 @@ pub struct Point {
 
 /// Runs part 4.
 pub fn run(effort: Effort, mem: &dyn MemProbe) -> Result<Section> {
-    let sizes: &[usize] = effort.pick(&[1, 100, 1_000], &[1, 10, 100]);
+    let sizes: &[usize] = effort.pick(&[1, 100, 1_000, 10_000], &[1, 10, 100]);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;

@@ -28,7 +28,7 @@ use std::sync::Arc;
 use tower::ServiceExt;
 
 /// The target: full stack overhead per turn, without fsync.
-pub const TARGET_NS: f64 = 10_000.0;
+pub const TARGET_NS: f64 = 5_000.0;
 
 struct Variant {
     name: &'static str,

@@ -7,7 +7,7 @@
 //! (`loopward replay`): each replay must come out the same.
 //!
 //! Wall time: about 40 s on 2 busy cores for the 100 kills (four trials at a time; each run is
-//! ~0.7 s, most of it the ledger's fsyncs), about 10 s for the 12 replayed kills.
+//! ~0.7 s, most of it the ledger's fsyncs), about 15 s for the 12 replayed kills.
 
 use loopward_core::AuditEvent;
 use loopward_runner::audit::Record;
@@ -407,7 +407,7 @@ fn a_killed_and_resumed_run_replays_part_by_part() {
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
     // `b1` takes a moment, so a kill can land inside its command.
-    let script = SCRIPT.replace("echo b1 >>", "sleep 0.2; echo b1 >>");
+    let script = SCRIPT.replace("echo b1 >>", "sleep 0.5; echo b1 >>");
     type At = fn(&[AuditEvent]) -> bool;
     let points: [(&str, At); 4] = [
         // Between the builder's reply and its first call's start: the calls of that reply run

@@ -331,12 +331,22 @@ impl AuditEvent {
 
 /// Receives audit events. Implemented by the ledger (and by test sinks).
 ///
-/// `record` returns only once the event is as durable as its kind requires
-/// ([`AuditEvent::is_decision`] events must be on stable storage). An error means the action the
-/// event describes must not run.
+/// `record` writes the event (once it returns, a killed process no longer loses it); an error
+/// means the action the event describes must not run. [`AuditEvent::is_decision`] events must
+/// also be on stable storage before the action they authorise runs: whoever is about to run an
+/// action calls [`commit`](AuditSink::commit) first, so all the decisions gating one action
+/// share one sync (a group commit) instead of one each.
 pub trait AuditSink: Send + Sync {
     /// Records one event.
     fn record(&self, scope: &Scope, event: &AuditEvent) -> Result<(), AuditError>;
+
+    /// Makes every decision recorded so far durable; called just before the action they
+    /// authorise runs (a tool's effect, a model call). An error means that action must not run.
+    /// Sinks without stable storage have nothing to do (the default); a sink that wraps another
+    /// forwards it.
+    fn commit(&self) -> Result<(), AuditError> {
+        Ok(())
+    }
 }
 
 /// The ledger could not record an event.

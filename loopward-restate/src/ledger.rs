@@ -110,6 +110,10 @@ impl ReplayLedger {
 }
 
 impl AuditSink for ReplayLedger {
+    fn commit(&self) -> Result<(), AuditError> {
+        self.ledger.commit()
+    }
+
     fn record(&self, scope: &Scope, event: &AuditEvent) -> Result<(), AuditError> {
         let mut st = self.state();
         let at = st.cursor;

@@ -344,6 +344,8 @@ impl Inner {
                 stop: r.stop,
             });
         }
+        // The layers' decisions that let this call through are durable before it is made.
+        turn.commit()?;
         let turn_span = tracing::Span::current();
         let span = crate::telemetry::model_span(&self.name, self.max_tokens);
         let call = self.model.clone().oneshot(request).instrument(span.clone());

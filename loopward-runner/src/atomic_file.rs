@@ -7,9 +7,13 @@ use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
-/// Replaces `path` with `bytes`, with exactly the permissions `mode` (set before the rename, so
-/// the file is never seen with others).
-pub(crate) fn write_atomic(path: &Path, bytes: &[u8], mode: u32) -> std::io::Result<()> {
+/// `bytes` in a synced temporary file beside `path` (in its folder, also returned), with exactly
+/// the permissions `mode`, set before anything can open it by name under `path`.
+fn staged<'a>(
+    path: &'a Path,
+    bytes: &[u8],
+    mode: u32,
+) -> std::io::Result<(tempfile::NamedTempFile, &'a Path)> {
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
@@ -24,6 +28,13 @@ pub(crate) fn write_atomic(path: &Path, bytes: &[u8], mode: u32) -> std::io::Res
     tmp.as_file()
         .set_permissions(std::fs::Permissions::from_mode(mode))?;
     tmp.as_file().sync_all()?;
+    Ok((tmp, dir))
+}
+
+/// Replaces `path` with `bytes`, with exactly the permissions `mode` (set before the rename, so
+/// the file is never seen with others).
+pub(crate) fn write_atomic(path: &Path, bytes: &[u8], mode: u32) -> std::io::Result<()> {
+    let (tmp, dir) = staged(path, bytes, mode)?;
     tmp.persist(path).map_err(|e| e.error)?;
     std::fs::File::open(dir)?.sync_all()
 }
@@ -32,20 +43,7 @@ pub(crate) fn write_atomic(path: &Path, bytes: &[u8], mode: u32) -> std::io::Res
 /// appears whole or not at all, and of many racing writers exactly one wins. `Ok(false)` when
 /// the name was taken.
 pub(crate) fn publish_new(path: &Path, bytes: &[u8], mode: u32) -> std::io::Result<bool> {
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
-    let name = path.file_name().unwrap_or_default().to_string_lossy();
-    let mut tmp = tempfile::Builder::new()
-        .prefix(&format!(".{name}."))
-        .suffix(".tmp")
-        .permissions(std::fs::Permissions::from_mode(0o600))
-        .tempfile_in(dir)?;
-    tmp.write_all(bytes)?;
-    tmp.as_file()
-        .set_permissions(std::fs::Permissions::from_mode(mode))?;
-    tmp.as_file().sync_all()?;
+    let (tmp, dir) = staged(path, bytes, mode)?;
     match tmp.persist_noclobber(path) {
         Ok(_) => {}
         Err(e) if e.error.kind() == std::io::ErrorKind::AlreadyExists => return Ok(false),

@@ -294,4 +294,10 @@ impl TurnContext {
     pub fn record(&self, event: &AuditEvent) -> Result<(), AuditError> {
         self.run().audit_sink().record(&self.scope(), event)
     }
+
+    /// Makes the decisions recorded so far durable ([`AuditSink::commit`]): called just before
+    /// the action they authorise runs. An error means the action must not run.
+    pub fn commit(&self) -> Result<(), AuditError> {
+        self.run().audit_sink().commit()
+    }
 }

@@ -42,15 +42,9 @@ impl std::fmt::Debug for Runner {
     }
 }
 
-/// Builds a [`Runner`].
+/// Builds a [`Runner`]: the runner being assembled, checked by [`RunnerBuilder::build`].
 pub struct RunnerBuilder {
-    agents: BTreeMap<AgentId, BoxTurnService>,
-    team: Vec<AgentId>,
-    workspace: Workspace,
-    clock: Arc<dyn Clock>,
-    max_turns: u32,
-    resume: ResumePolicy,
-    inbox: Option<HumanInbox>,
+    runner: Runner,
 }
 
 /// A runner could not be built.
@@ -72,13 +66,15 @@ impl Runner {
     /// Starts building a runner over `workspace`.
     pub fn builder(workspace: Workspace) -> RunnerBuilder {
         RunnerBuilder {
-            agents: BTreeMap::new(),
-            team: Vec::new(),
-            workspace,
-            clock: Arc::new(SystemClock),
-            max_turns: DEFAULT_MAX_TURNS,
-            resume: ResumePolicy::default(),
-            inbox: None,
+            runner: Runner {
+                agents: BTreeMap::new(),
+                team: Vec::new(),
+                workspace,
+                clock: Arc::new(SystemClock),
+                max_turns: DEFAULT_MAX_TURNS,
+                resume: ResumePolicy::default(),
+                inbox: None,
+            },
         }
     }
 
@@ -96,29 +92,29 @@ impl Runner {
 impl RunnerBuilder {
     /// Adds an agent and the turn service (stack) that runs it.
     pub fn agent(mut self, name: AgentId, service: BoxTurnService) -> Result<Self, RunnerError> {
-        if self.agents.contains_key(&name) {
+        if self.runner.agents.contains_key(&name) {
             return Err(RunnerError::DuplicateAgent(name));
         }
-        self.team.push(name.clone());
-        self.agents.insert(name, service);
+        self.runner.team.push(name.clone());
+        self.runner.agents.insert(name, service);
         Ok(self)
     }
 
     /// The clock events are stamped with.
     pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
-        self.clock = clock;
+        self.runner.clock = clock;
         self
     }
 
     /// The hard cap on turns per run (the anti-loop layers add finer caps).
     pub fn max_turns(mut self, n: u32) -> Self {
-        self.max_turns = n;
+        self.runner.max_turns = n;
         self
     }
 
     /// Which interrupted tool calls a resumed run runs again (see [`ResumePolicy`]).
     pub fn resume_policy(mut self, policy: ResumePolicy) -> Self {
-        self.resume = policy;
+        self.runner.resume = policy;
         self
     }
 
@@ -128,27 +124,19 @@ impl RunnerBuilder {
     /// target, or, when the turn did not hand off, the same agent, so the run goes on instead of
     /// ending. Without one, nobody can speak into a run after its task.
     pub fn inbox(mut self, inbox: HumanInbox) -> Self {
-        self.inbox = Some(inbox);
+        self.runner.inbox = Some(inbox);
         self
     }
 
     /// Builds the runner.
     pub fn build(self) -> Result<Runner, RunnerError> {
-        if self.agents.is_empty() {
+        if self.runner.agents.is_empty() {
             return Err(RunnerError::NoAgents);
         }
-        if self.max_turns == 0 {
+        if self.runner.max_turns == 0 {
             return Err(RunnerError::ZeroTurns);
         }
-        Ok(Runner {
-            agents: self.agents,
-            team: self.team,
-            workspace: self.workspace,
-            clock: self.clock,
-            max_turns: self.max_turns,
-            resume: self.resume,
-            inbox: self.inbox,
-        })
+        Ok(self.runner)
     }
 }
 

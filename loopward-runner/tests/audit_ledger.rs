@@ -103,7 +103,7 @@ fn logging_hook(log: Arc<Mutex<Vec<String>>>) -> Arc<dyn loopward_runner::audit:
 }
 
 #[test]
-fn decisions_are_synced_before_record_returns_and_the_rest_at_finish() {
+fn decisions_share_one_sync_at_the_commit_and_the_rest_are_synced_at_finish() {
     let runs = tempfile::tempdir().unwrap();
     let log = Arc::new(Mutex::new(vec![]));
     let opts = LedgerOptions {
@@ -112,19 +112,26 @@ fn decisions_are_synced_before_record_returns_and_the_rest_at_finish() {
     };
     let ledger = Ledger::create(runs.path(), &RunId::new("r1").unwrap(), opts).unwrap();
     ledger.record(&scope("r1"), &note("a")).unwrap();
+    ledger.commit().unwrap(); // no decision yet: nothing to sync
     ledger.record(&scope("r1"), &decision()).unwrap();
+    ledger.record(&scope("r1"), &decision()).unwrap();
+    ledger.commit().unwrap(); // both decisions, one sync
     ledger.record(&scope("r1"), &note("b")).unwrap();
+    ledger.commit().unwrap(); // synced already: nothing new to sync
     ledger.finish().unwrap();
     assert_eq!(
         *log.lock().unwrap(),
         [
             "write 1 human_message",
             "write 2 gate_decision",
-            "sync 2 gate_decision",
-            "write 3 human_message",
-            "sync 3 finish"
+            "write 3 gate_decision",
+            "sync 3 commit",
+            "write 4 human_message",
+            "sync 4 finish"
         ]
     );
+    // After finish a commit is refused like a record: nothing may act on a closed ledger.
+    assert!(ledger.commit().unwrap_err().0.contains("finished"));
 }
 
 #[test]
@@ -276,6 +283,104 @@ async fn an_injected_write_failure_stops_the_run_before_the_action() {
     verify(&runs.path().join("r1"), &keyless()).unwrap();
 }
 
+/// A tool that notes in the shared log when its effect runs.
+fn noting_tool(log: Arc<Mutex<Vec<String>>>) -> Arc<dyn loopward_runner::tool::Tool> {
+    Arc::new(audit_support::NotingTool { log })
+}
+
+#[tokio::test]
+async fn no_action_runs_before_the_sync_covering_its_decisions_returned() {
+    let ws = tempfile::tempdir().unwrap();
+    let runs = tempfile::tempdir().unwrap();
+    let log = Arc::new(Mutex::new(vec![]));
+    let allow: audit_support::Rule =
+        Arc::new(|_, tool, _| (tool == "note").then_some(Decision::Allow));
+    let mut script = Script::default();
+    script
+        .call(&id("builder"), "note", json!({"path": "a.txt"}))
+        .call(&id("builder"), "note", json!({"path": "b.txt"}))
+        .say(&id("builder"), "Done.");
+    let runner = audit_support::team_with_tool(
+        ws.path(),
+        "builder",
+        script,
+        noting_tool(log.clone()),
+        (GateMode::Enforce, allow),
+    );
+    let opts = LedgerOptions {
+        fault: Some(logging_hook(log.clone())),
+        ..LedgerOptions::default()
+    };
+    let (report, finished) =
+        run_to_ledger(&runner, runs.path(), "r1", "note twice", "builder", opts).await;
+    assert_eq!(report.status, RunStatus::Completed);
+    finished.unwrap();
+    let log = log.lock().unwrap().clone();
+    // Each effect is preceded by a sync covering the decision that let it through, and no
+    // decision is synced on its own: one sync per authorised action, one at the end.
+    let mut synced_up_to = 0;
+    let mut decided = vec![];
+    for line in &log {
+        let words: Vec<&str> = line.split(' ').collect();
+        match words[..] {
+            ["write", seq, "gate_decision"] => decided.push(seq.parse::<u64>().unwrap()),
+            ["sync", seq, _] => synced_up_to = seq.parse().unwrap(),
+            ["ran", _] => {
+                let last = *decided.last().expect("a decision before the effect");
+                assert!(
+                    last <= synced_up_to,
+                    "ran before seq {last} was synced: {log:?}"
+                );
+            }
+            _ => {}
+        }
+    }
+    let syncs: Vec<&String> = log.iter().filter(|l| l.starts_with("sync")).collect();
+    assert_eq!(decided.len(), 2, "{log:?}");
+    assert_eq!(log.iter().filter(|l| l.starts_with("ran")).count(), 2);
+    assert_eq!(syncs.len(), 3, "two actions and the finish: {log:?}");
+    assert!(syncs[..2].iter().all(|l| l.ends_with(" commit")), "{log:?}");
+}
+
+#[tokio::test]
+async fn a_failed_sync_before_the_action_stops_it_and_the_run() {
+    let ws = tempfile::tempdir().unwrap();
+    let runs = tempfile::tempdir().unwrap();
+    let log = Arc::new(Mutex::new(vec![]));
+    let allow: audit_support::Rule =
+        Arc::new(|_, tool, _| (tool == "note").then_some(Decision::Allow));
+    let mut script = Script::default();
+    script
+        .call(&id("builder"), "note", json!({"path": "a.txt"}))
+        .say(&id("builder"), "Done.");
+    let runner = audit_support::team_with_tool(
+        ws.path(),
+        "builder",
+        script,
+        noting_tool(log.clone()),
+        (GateMode::Enforce, allow),
+    );
+    let hook = Arc::new(|op: LedgerOp<'_>| match op {
+        LedgerOp::Sync { kind: "commit", .. } => Err(std::io::Error::other("injected: fsync EIO")),
+        _ => Ok(()),
+    });
+    let opts = LedgerOptions {
+        fault: Some(hook),
+        ..LedgerOptions::default()
+    };
+    let (report, finished) =
+        run_to_ledger(&runner, runs.path(), "r1", "note", "builder", opts).await;
+    match &report.status {
+        RunStatus::AuditFailed { error } => assert!(
+            error.contains("before the action they authorise") && error.contains("fsync EIO"),
+            "{error}"
+        ),
+        other => panic!("expected audit_failed, got {other:?}"),
+    }
+    assert!(log.lock().unwrap().is_empty(), "the tool ran: {log:?}");
+    assert!(matches!(finished, Err(LedgerError::Poisoned { .. })));
+}
+
 #[tokio::test]
 async fn a_failed_fsync_of_the_gate_decision_stops_the_action() {
     let ws = tempfile::tempdir().unwrap();
@@ -290,10 +395,7 @@ async fn a_failed_fsync_of_the_gate_decision_stops_the_action() {
         Some((GateMode::Enforce, allow)),
     );
     let hook = Arc::new(|op: LedgerOp<'_>| match op {
-        LedgerOp::Sync {
-            kind: "gate_decision",
-            ..
-        } => Err(std::io::Error::other("injected: fsync EIO")),
+        LedgerOp::Sync { kind: "commit", .. } => Err(std::io::Error::other("injected: fsync EIO")),
         _ => Ok(()),
     });
     let opts = LedgerOptions {

@@ -71,6 +71,10 @@ impl<W: Write + Send> JsonSink<W> {
 }
 
 impl<W: Write + Send> AuditSink for JsonSink<W> {
+    fn commit(&self) -> Result<(), AuditError> {
+        self.inner.commit()
+    }
+
     fn record(&self, scope: &Scope, event: &AuditEvent) -> Result<(), AuditError> {
         self.inner.record(scope, event)?;
         let text = line(

@@ -258,6 +258,10 @@ impl<W: Write + Send> LiveSink<W> {
 }
 
 impl<W: Write + Send> AuditSink for LiveSink<W> {
+    fn commit(&self) -> Result<(), AuditError> {
+        self.inner.commit()
+    }
+
     fn record(&self, scope: &Scope, event: &AuditEvent) -> Result<(), AuditError> {
         self.inner.record(scope, event)?;
         let mut view = self.view.lock().unwrap_or_else(|p| p.into_inner());

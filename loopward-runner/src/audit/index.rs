@@ -95,35 +95,17 @@ struct Line {
     prev: String,
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Sealed {
-    seq: u64,
-    run: String,
-    final_seq: u64,
-    final_hash: String,
-    time: String,
-    mac: String,
-    #[serde(default)]
-    key: Option<KeyId>,
-    prev: String,
-    hash: String,
-}
-
-impl Sealed {
-    fn split(self) -> (Line, String) {
-        let line = Line {
-            seq: self.seq,
-            run: self.run,
-            final_seq: self.final_seq,
-            final_hash: self.final_hash,
-            time: self.time,
-            mac: self.mac,
-            key: self.key,
-            prev: self.prev,
-        };
-        (line, self.hash)
-    }
+/// A line as read back: the `Line` and its `hash`, split. Unknown members are still refused
+/// (by `Line`), and so is a missing or non-string `hash`.
+fn sealed(raw: &[u8]) -> Result<(Line, String), String> {
+    let mut members: serde_json::Map<String, serde_json::Value> =
+        serde_json::from_slice(raw).map_err(|e| e.to_string())?;
+    let Some(serde_json::Value::String(hash)) = members.remove("hash") else {
+        return Err("missing field `hash`".into());
+    };
+    let line =
+        serde_json::from_value(serde_json::Value::Object(members)).map_err(|e| e.to_string())?;
+    Ok((line, hash))
 }
 
 /// The last line of an index, as kept in the state directory.
@@ -209,8 +191,8 @@ pub fn append_anchor(
         .rfind(|l| !l.is_empty())
     {
         None => (1, GENESIS.to_string()),
-        Some(l) => match serde_json::from_slice::<Sealed>(l) {
-            Ok(s) => (s.seq + 1, s.hash),
+        Some(l) => match sealed(l) {
+            Ok((line, hash)) => (line.seq + 1, hash),
             Err(e) => {
                 return Err(IndexError::Line {
                     path,
@@ -402,12 +384,11 @@ fn parse_one(
             "the last line has no newline (a torn or edited write)".into()
         ));
     }
-    let sealed: Sealed = serde_json::from_slice(raw).map_err(|e| {
+    let (line, claimed) = sealed(raw).map_err(|e| {
         bad(format!(
             "not an authenticated anchor ({e}); an index from before schema 2 or a hand-written line is not evidence"
         ))
     })?;
-    let (line, claimed) = sealed.split();
     let chain = match (line.mac.as_str(), &line.key) {
         ("hmac-sha256", Some(id)) => match keys.get(id) {
             Some(k) => Chain::Hmac(k.clone()),

@@ -2,9 +2,11 @@
 //! per run.
 //!
 //! Each [`record`](AuditSink::record) writes one whole line with a single `write` call, so a
-//! killed process leaves at most a torn last line; decision events are `fsync`ed before `record`
-//! returns (see [`Durability`]). Any write or sync failure poisons the ledger: that `record` and
-//! every later one fail, so the action the event was to record does not run.
+//! killed process leaves at most a torn last line; decision events are `fsync`ed at the next
+//! [`commit`](AuditSink::commit), which the runner makes just before the action they authorise
+//! runs — one sync per action, however many decisions gate it (see [`Durability`]). Any write or
+//! sync failure poisons the ledger: that `record` or `commit` and every later one fail, so the
+//! action the event was to record or authorise does not run.
 //!
 //! ```
 //! use loopward_core::{AuditEvent, AuditSink, RunId, Scope};
@@ -45,8 +47,10 @@ use std::sync::{Arc, Mutex};
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Durability {
-    /// Decision events ([`AuditEvent::is_decision`]) are synced before `record` returns; the
-    /// others are written (they survive a killed process) and synced at the next decision or at
+    /// Every event is written when it is recorded (it survives a killed process); the file is
+    /// synced at each [`commit`](AuditSink::commit) that follows a decision event
+    /// ([`AuditEvent::is_decision`]) — the runner commits just before the action the decisions
+    /// authorise runs, so all the decisions gating one action share one sync — and at
     /// [`Ledger::finish`]. The default.
     #[default]
     Decisions,
@@ -74,7 +78,8 @@ pub enum LedgerOp<'a> {
     Sync {
         /// The last sequence number written.
         seq: u64,
-        /// Its kind.
+        /// Its kind; `commit` for the sync of a [`commit`](AuditSink::commit), `finish` for
+        /// [`Ledger::finish`]'s.
         kind: &'a str,
     },
 }
@@ -252,6 +257,8 @@ struct State {
     next_seq: u64,
     prev: String,
     unsynced: u32,
+    /// Decision events written since the last sync: the next commit syncs.
+    decisions_unsynced: bool,
     phase: Phase,
 }
 
@@ -416,6 +423,7 @@ impl Ledger {
                 next_seq,
                 prev: prev.to_string(),
                 unsynced: 0,
+                decisions_unsynced: false,
                 phase: Phase::Open,
             }),
         }
@@ -453,22 +461,7 @@ impl Ledger {
         event: &AuditEvent,
         force_sync: bool,
     ) -> Result<(), AuditError> {
-        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        match &st.phase {
-            Phase::Open => {}
-            Phase::Poisoned(error) => {
-                return Err(AuditError(format!(
-                    "ledger {} is unusable after an earlier failure: {error}",
-                    self.path.display()
-                )))
-            }
-            Phase::Finished => {
-                return Err(AuditError(format!(
-                    "ledger {} is finished; nothing more can be recorded",
-                    self.path.display()
-                )))
-            }
-        }
+        let mut st = self.open_state()?;
         if scope.run != self.run {
             return Err(AuditError(format!(
                 "event of run {} sent to the ledger of run {}",
@@ -492,23 +485,65 @@ impl Ledger {
         st.next_seq += 1;
         st.prev = record.hash;
         st.unsynced += 1;
+        st.decisions_unsynced |= event.is_decision();
         let sync = force_sync
             || match self.opts.durability {
-                Durability::Decisions => event.is_decision(),
+                // Decisions wait for the commit before the action they authorise.
+                Durability::Decisions | Durability::NoSync => false,
                 Durability::EveryEvent => true,
                 Durability::GroupCommit(n) => st.unsynced >= n.get(),
-                Durability::NoSync => false,
             };
         if sync {
-            let synced = self
-                .fault(LedgerOp::Sync { seq, kind })
-                .and_then(|()| st.file.as_ref().map_or(Ok(()), |f| f.sync_data()));
-            if let Err(e) = synced {
-                return Err(self.poison(&mut st, format!("syncing seq {seq} ({kind}): {e}")));
-            }
-            st.unsynced = 0;
+            self.sync(&mut st, seq, kind, || format!("syncing seq {seq} ({kind})"))?;
         }
         Ok(())
+    }
+
+    /// The state, if records may still be appended.
+    fn open_state(&self) -> Result<std::sync::MutexGuard<'_, State>, AuditError> {
+        let st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        match &st.phase {
+            Phase::Open => Ok(st),
+            Phase::Poisoned(error) => Err(AuditError(format!(
+                "ledger {} is unusable after an earlier failure: {error}",
+                self.path.display()
+            ))),
+            Phase::Finished => Err(AuditError(format!(
+                "ledger {} is finished; nothing more can be recorded",
+                self.path.display()
+            ))),
+        }
+    }
+
+    /// Syncs the file (through the fault hook); a failure poisons the ledger.
+    fn sync(
+        &self,
+        st: &mut State,
+        seq: u64,
+        kind: &str,
+        what: impl FnOnce() -> String,
+    ) -> Result<(), AuditError> {
+        let synced = self
+            .fault(LedgerOp::Sync { seq, kind })
+            .and_then(|()| st.file.as_ref().map_or(Ok(()), |f| f.sync_data()));
+        if let Err(e) = synced {
+            return Err(self.poison(st, format!("{}: {e}", what())));
+        }
+        st.unsynced = 0;
+        st.decisions_unsynced = false;
+        Ok(())
+    }
+
+    /// Syncs the decisions written since the last sync, if any (see [`Durability::Decisions`]).
+    fn commit_decisions(&self) -> Result<(), AuditError> {
+        let mut st = self.open_state()?;
+        if !st.decisions_unsynced || self.opts.durability != Durability::Decisions {
+            return Ok(());
+        }
+        let seq = st.next_seq - 1;
+        self.sync(&mut st, seq, "commit", || {
+            format!("syncing the decisions up to seq {seq} before the action they authorise")
+        })
     }
 
     fn fault(&self, op: LedgerOp<'_>) -> std::io::Result<()> {
@@ -635,6 +670,10 @@ fn expected_header(bytes: &[u8], chain: &Chain) -> Option<LedgerHeader> {
 impl AuditSink for Ledger {
     fn record(&self, scope: &Scope, event: &AuditEvent) -> Result<(), AuditError> {
         self.append(scope, event, false)
+    }
+
+    fn commit(&self) -> Result<(), AuditError> {
+        self.commit_decisions()
     }
 }
 

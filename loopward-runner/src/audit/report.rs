@@ -229,8 +229,7 @@ impl Report {
 
     /// The report as pretty, stable JSON.
     pub fn to_json(&self) -> String {
-        serde_json::to_string_pretty(self)
-            .unwrap_or_else(|e| format!("{{\"error\":{:?}}}", e.to_string()))
+        pretty_json(self)
     }
 
     /// The report as a plain-text table for a terminal.
@@ -260,34 +259,34 @@ impl Report {
             .max()
             .unwrap_or(0)
             .max(20);
-        let _ = writeln!(
-            o,
-            "\n{:<w$} {:>8} {:>8} {:>10} {:>8}",
-            "gate", "allowed", "denied", "overridden", "warned"
+        // One table shape for gates and layers: a name, then four counts.
+        let table = |o: &mut String, head: [&str; 5], rows: Vec<(&String, [u64; 4])>| {
+            let [name, a, b, c, d] = head;
+            let _ = writeln!(o, "\n{name:<w$} {a:>8} {b:>8} {c:>10} {d:>8}");
+            for (n, [a, b, c, d]) in rows {
+                let _ = writeln!(o, "{n:<w$} {a:>8} {b:>8} {c:>10} {d:>8}");
+            }
+        };
+        table(
+            &mut o,
+            ["gate", "allowed", "denied", "overridden", "warned"],
+            self.gates
+                .iter()
+                .map(|(g, f)| (g, [f.allowed, f.denied, f.overridden, f.warned]))
+                .collect(),
         );
-        for (g, f) in &self.gates {
-            let _ = writeln!(
-                o,
-                "{g:<w$} {:>8} {:>8} {:>10} {:>8}",
-                f.allowed, f.denied, f.overridden, f.warned
-            );
-        }
         if self.gates.is_empty() && self.layers.is_empty() {
             let _ = writeln!(o, "(no gate or layer decisions)");
         }
         if !self.layers.is_empty() {
-            let _ = writeln!(
-                o,
-                "\n{:<w$} {:>8} {:>8} {:>10} {:>8}",
-                "layer", "allowed", "refused", "stopped", "noted"
+            table(
+                &mut o,
+                ["layer", "allowed", "refused", "stopped", "noted"],
+                self.layers
+                    .iter()
+                    .map(|(l, f)| (l, [f.allowed, f.refused, f.stopped, f.noted]))
+                    .collect(),
             );
-            for (l, f) in &self.layers {
-                let _ = writeln!(
-                    o,
-                    "{l:<w$} {:>8} {:>8} {:>10} {:>8}",
-                    f.allowed, f.refused, f.stopped, f.noted
-                );
-            }
         }
         let a = &self.advisory;
         let _ = writeln!(
@@ -369,4 +368,11 @@ impl Report {
         }
         o
     }
+}
+
+/// `value` as pretty, stable JSON (the reports' `--json`); a value that cannot be serialised
+/// becomes `{"error": …}` rather than no output.
+pub(crate) fn pretty_json(value: &impl Serialize) -> String {
+    serde_json::to_string_pretty(value)
+        .unwrap_or_else(|e| format!("{{\"error\":{:?}}}", e.to_string()))
 }

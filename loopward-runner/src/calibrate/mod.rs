@@ -660,8 +660,7 @@ fn firing(session: &Session, j: &Judged, text: String, assessment: Assessment) -
 impl Calibration {
     /// Stable, pretty JSON.
     pub fn to_json(&self) -> String {
-        serde_json::to_string_pretty(self)
-            .unwrap_or_else(|e| format!("{{\"error\":{:?}}}", e.to_string()))
+        crate::audit::report::pretty_json(self)
     }
 
     /// A plain-text table for a terminal.

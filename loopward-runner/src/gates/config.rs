@@ -413,25 +413,34 @@ pub(crate) fn compile_territory_globs(
     section: &str,
 ) -> Result<GlobSet, ConfigError> {
     let mut b = GlobSetBuilder::new();
-    for p in paths {
-        let trimmed = p.trim_end_matches('/');
-        b.add(glob(trimmed, section)?);
-        if !trimmed.ends_with("**") {
-            b.add(glob(&format!("{trimmed}/**"), section)?);
-        }
-        let mut root = trimmed;
-        while let Some(r) = root.strip_suffix("/**") {
-            root = r;
-            if !root.is_empty() {
-                b.add(glob(root, section)?);
-            }
-        }
+    for g in territory_globs(paths, section)? {
+        b.add(g);
     }
     b.build().map_err(|e| ConfigError::BadGlob {
         section: section.into(),
         glob: paths.join(", "),
         why: e.to_string(),
     })
+}
+
+/// A territory's globs, widened: each pattern `p` also covers `p/**`, and `d/**` covers `d`.
+pub(crate) fn territory_globs(paths: &[String], section: &str) -> Result<Vec<Glob>, ConfigError> {
+    let mut out = vec![];
+    for p in paths {
+        let trimmed = p.trim_end_matches('/');
+        out.push(glob(trimmed, section)?);
+        if !trimmed.ends_with("**") {
+            out.push(glob(&format!("{trimmed}/**"), section)?);
+        }
+        let mut root = trimmed;
+        while let Some(r) = root.strip_suffix("/**") {
+            root = r;
+            if !root.is_empty() {
+                out.push(glob(root, section)?);
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// Concrete paths a glob stands for, to test overlaps: its literal prefix and one instance.

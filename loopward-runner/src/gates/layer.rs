@@ -103,7 +103,11 @@ impl Policy {
         S::Future: Send + 'static,
     {
         if inv.accesses.iter().any(|a| matches!(a, Access::Exec)) {
-            return self.run_exec(inner, inv).await;
+            // A command can change any link, also while it runs.
+            super::plan_cache::links_may_have_changed();
+            let out = self.run_exec(inner, inv).await;
+            super::plan_cache::links_may_have_changed();
+            return out;
         }
         let turn = inv.turn.clone();
         let agent = turn.agent().clone();
@@ -125,7 +129,12 @@ impl Policy {
         if let Some(r) = judgement.denial {
             return Err(ToolError::Refused(r));
         }
-        let out = inner.oneshot(inv).await?;
+        let moves_plan = self.may_move_plan(&inv.accesses);
+        let out = inner.oneshot(inv).await;
+        if moves_plan {
+            super::plan_cache::links_may_have_changed();
+        }
+        let out = out?;
         if !out.is_error {
             let mut tracker = sprawl.lock();
             tracker.touch(&agent, judgement.work);

@@ -51,6 +51,7 @@ mod control;
 mod engine;
 mod layer;
 mod overrides;
+pub(crate) mod plan_cache;
 mod policy;
 pub(crate) mod refusals;
 mod review;
@@ -58,6 +59,7 @@ mod snapshot;
 mod sprawl;
 mod targets;
 mod territory;
+mod territory_index;
 mod watch;
 
 pub(crate) use config::glob as workspace_glob;

@@ -6,9 +6,11 @@ use super::config::{
 };
 use super::control::{ControlFiles, CONTROL_GATE};
 use super::overrides::OverrideStore;
+use super::plan_cache::PlanCache;
 use super::review::ReviewGate;
 use super::sprawl::SprawlGate;
 use super::territory::Territory;
+use super::territory_index::TerritoryIndex;
 use crate::context::RunContext;
 use crate::workspace::Workspace;
 use loopward_core::{AgentId, AuditEvent, GateKind, GateMode};
@@ -73,6 +75,8 @@ pub enum PolicyError {
 #[derive(Clone, Debug, Default)]
 pub(super) struct Gates {
     pub(super) territories: Vec<Territory>,
+    /// All territories' globs in one set: a path is matched once.
+    pub(super) index: TerritoryIndex,
     pub(super) sprawl: Option<SprawlGate>,
     pub(super) reviews: Vec<ReviewGate>,
 }
@@ -162,6 +166,7 @@ impl Gates {
             None
         };
         Ok(Self {
+            index: TerritoryIndex::new(&territories)?,
             territories,
             sprawl,
             reviews,
@@ -201,6 +206,8 @@ pub(super) struct PolicyInner {
     // Shared, not cloned per call: a call holds the compiled gates it started with, and a change
     // swaps in a new set without touching calls in flight.
     gates: RwLock<Arc<Gates>>,
+    /// Where the sprawl gate's plan lands, while links cannot have changed.
+    pub(super) plan_cache: PlanCache,
 }
 
 impl std::fmt::Debug for Policy {
@@ -242,6 +249,7 @@ impl Policy {
                 shadow: false,
                 unreadable: vec![],
                 team: None,
+                plan_cache: PlanCache::default(),
                 gates: RwLock::new(Arc::new(gates)),
             }),
         })
@@ -250,56 +258,43 @@ impl Policy {
     /// Consumes overrides from `store` (for example a keyed store in loopward's state directory)
     /// instead of the workspace's keyless default; the configured maximum TTL still applies.
     pub fn with_overrides(self, store: OverrideStore) -> Self {
-        let inner = &self.inner;
-        Self {
-            inner: Arc::new(PolicyInner {
-                workspace: inner.workspace.clone(),
-                control: inner.control.clone(),
-                overrides: store.max_ttl(inner.overrides.ttl_limit()),
-                shell: inner.shell.clone(),
-                shadow: inner.shadow,
-                unreadable: inner.unreadable.clone(),
-                team: inner.team.clone(),
-                gates: RwLock::new(self.gates()),
-            }),
-        }
+        let ttl = self.inner.overrides.ttl_limit();
+        self.derive(|next| next.overrides = store.max_ttl(ttl))
     }
 
     /// Keeps every shell command from reading anything below `dirs` (absolute; they need not
     /// exist yet): the ledger keys of loopward's state directory. The kernel enforces it with
     /// the command's sandbox (see [`Confinement::with_unreadable`](crate::sandbox::Confinement::with_unreadable)).
     pub fn with_unreadable(self, dirs: Vec<PathBuf>) -> Self {
-        let inner = &self.inner;
-        Self {
-            inner: Arc::new(PolicyInner {
-                workspace: inner.workspace.clone(),
-                control: inner.control.clone(),
-                overrides: inner.overrides.clone(),
-                shell: inner.shell.clone(),
-                shadow: inner.shadow,
-                unreadable: dirs,
-                team: inner.team.clone(),
-                gates: RwLock::new(self.gates()),
-            }),
-        }
+        self.derive(|next| next.unreadable = dirs)
     }
 
     /// Names the config's `[[agent]]`s. Any other agent (a Claude Code subagent, acting under
     /// its own name) is told to ask for `loopward override grant --agent <it> --subagent …`,
     /// the form `override grant` takes for an agent outside the team.
     pub fn with_team(self, team: Vec<AgentId>) -> Self {
+        self.derive(|next| next.team = Some(team))
+    }
+
+    /// A new policy with this one's settings and its current gates, changed by `edit` (the
+    /// `with_*` builders).
+    fn derive(&self, edit: impl FnOnce(&mut PolicyInner)) -> Self {
         let inner = &self.inner;
+        let mut next = PolicyInner {
+            workspace: inner.workspace.clone(),
+            control: inner.control.clone(),
+            overrides: inner.overrides.clone(),
+            shell: inner.shell.clone(),
+            shadow: inner.shadow,
+            unreadable: inner.unreadable.clone(),
+            team: inner.team.clone(),
+            // A new policy resolves plan paths afresh.
+            plan_cache: PlanCache::default(),
+            gates: RwLock::new(self.gates()),
+        };
+        edit(&mut next);
         Self {
-            inner: Arc::new(PolicyInner {
-                workspace: inner.workspace.clone(),
-                control: inner.control.clone(),
-                overrides: inner.overrides.clone(),
-                shell: inner.shell.clone(),
-                shadow: inner.shadow,
-                unreadable: inner.unreadable.clone(),
-                team: Some(team),
-                gates: RwLock::new(self.gates()),
-            }),
+            inner: Arc::new(next),
         }
     }
 
@@ -326,6 +321,7 @@ impl Policy {
                 shadow: true,
                 unreadable: vec![],
                 team: None,
+                plan_cache: PlanCache::default(),
                 gates: RwLock::new(Arc::new(gates)),
             }),
         })
@@ -353,7 +349,7 @@ impl Policy {
     /// Whether a shell change to `rel` could be refused (a control file, or in a territory), so
     /// a snapshot must keep its content to put it back.
     pub fn watched(&self, rel: &str) -> bool {
-        self.inner.control.covers(rel) || self.gates().territories.iter().any(|t| t.covers(rel))
+        self.inner.control.covers(rel) || self.gates().index.any(rel)
     }
 
     /// The workspace the policy judges.

@@ -7,7 +7,10 @@ use super::claude_code::{ClaudeTool, Reply, ToolUse};
 use super::decide::{call_id, Engine};
 use super::shell;
 use super::HookError;
-use crate::gates::{unwatchable, ChangedPath, ShellAsk, SANDBOX_GATE};
+use crate::gates::{
+    unwatchable, Change, ChangedPath, ShellAsk, ShellJudgement, ShellOutcome, Snapshot,
+    SANDBOX_GATE,
+};
 use crate::sandbox::{kernel_support, SandboxError, SandboxMode};
 use loopward_core::{Action, AuditEvent, Decision, GateId, GateKind, GateMode, Refusal, Remedy};
 
@@ -140,41 +143,8 @@ impl Engine<'_> {
             Err(why) => return self.unjudged(id, &snap_path, failed, &why.to_string()),
         };
         let diff = before.diff(&after);
-        let changes: Vec<ChangedPath> = diff
-            .iter()
-            .map(|c| ChangedPath {
-                ends: self.policy.link_ends(&c.path),
-                path: c.path.clone(),
-                kind: c.kind.clone(),
-                dir: after.is_dir(&c.path),
-            })
-            .collect();
-        let judgement = self.policy.judge_changes(&ShellAsk {
-            agent: &self.caller,
-            call_id: Some(id),
-            action: &Action::tool("Bash"),
-            changes: &changes,
-            clock: &*self.ctx.clock,
-        });
-        for event in &judgement.events {
-            self.record(event)?;
-        }
-        let remedies: Vec<Option<Remedy>> = diff
-            .iter()
-            .zip(&judgement.refusals)
-            .map(|(c, r)| {
-                r.as_ref().map(
-                    |_| match shell::revert(self.ws, &self.blobs(), &before, c) {
-                        Ok(_) => Remedy::Reverted,
-                        Err(e) => Remedy::NotReverted { why: e.to_string() },
-                    },
-                )
-            })
-            .collect();
-        let outcome = judgement.outcome(&changes, &remedies);
-        for v in &outcome.violations {
-            self.record(v)?;
-        }
+        let (judgement, outcome) =
+            self.judge_diff(id, &Action::tool("Bash"), &before, &after, &diff)?;
         self.state
             .sprawl
             .touch(&self.caller, judgement.work.clone());
@@ -207,6 +177,67 @@ impl Engine<'_> {
     }
 
     /// The answer for a command whose changes could not be compared: recorded, and blocking.
+    /// Judges what `diff` (the workspace from `before` to `after`) changed as the caller's
+    /// `action` on call `id`, the one way both the `Bash` watch and the file-tool watch do:
+    /// the engine's events recorded, each change that may not stand put back from `before`,
+    /// and its violation recorded.
+    pub(super) fn judge_diff(
+        &mut self,
+        id: &str,
+        action: &Action,
+        before: &Snapshot,
+        after: &Snapshot,
+        diff: &[Change],
+    ) -> Result<(ShellJudgement, ShellOutcome), HookError> {
+        let changes: Vec<ChangedPath> = diff
+            .iter()
+            .map(|c| ChangedPath {
+                ends: self.policy.link_ends(&c.path),
+                path: c.path.clone(),
+                kind: c.kind.clone(),
+                dir: after.is_dir(&c.path),
+            })
+            .collect();
+        let judgement = self.policy.judge_changes(&ShellAsk {
+            agent: &self.caller,
+            call_id: Some(id),
+            action,
+            changes: &changes,
+            clock: &*self.ctx.clock,
+        });
+        for event in &judgement.events {
+            self.record(event)?;
+        }
+        let remedies: Vec<Option<Remedy>> = diff
+            .iter()
+            .zip(&judgement.refusals)
+            .map(|(c, r)| {
+                r.as_ref()
+                    .map(|_| match shell::revert(self.ws, &self.blobs(), before, c) {
+                        Ok(()) => Remedy::Reverted,
+                        Err(e) => Remedy::NotReverted { why: e.to_string() },
+                    })
+            })
+            .collect();
+        let outcome = judgement.outcome(&changes, &remedies);
+        for v in &outcome.violations {
+            self.record(v)?;
+        }
+        Ok((judgement, outcome))
+    }
+
+    /// Records that the workspace could not be compared after a call (a file too big or
+    /// unreadable): what the call changed is unchecked, an unremedied violation.
+    pub(super) fn record_uncompared(&mut self, why: &str) -> Result<(), HookError> {
+        self.record(&AuditEvent::Violation {
+            path: String::new(),
+            remedy: Remedy::Unremedied {
+                why: "the workspace could not be compared".into(),
+            },
+            reason: why.to_string(),
+        })
+    }
+
     fn unjudged(
         &mut self,
         id: &str,
@@ -214,13 +245,7 @@ impl Engine<'_> {
         failed: bool,
         why: &str,
     ) -> Result<Reply, HookError> {
-        self.record(&AuditEvent::Violation {
-            path: String::new(),
-            remedy: Remedy::Unremedied {
-                why: "the workspace could not be compared".into(),
-            },
-            reason: why.to_string(),
-        })?;
+        self.record_uncompared(why)?;
         self.record(&AuditEvent::ToolFinished {
             call_id: id.to_string(),
             tool: "Bash".into(),

@@ -43,13 +43,16 @@ pub(super) fn handle(raw: &str, ctx: &HookContext) -> Result<Reply, HookError> {
             state,
         };
         e.start()?;
-        match event {
+        let reply = match event {
             Event::UserPromptSubmit { prompt } => e.human(prompt),
             Event::PreToolUse(call) => e.pre(call),
             Event::PostToolUse(call) => e.post(call),
             Event::PostToolUseFailure(call) => e.failed(call),
             Event::Other(name) => e.other(&name),
-        }
+        }?;
+        // The client acts on the reply: the decisions behind it are durable first.
+        e.ledger.commit()?;
+        Ok(reply)
     })
 }
 

@@ -12,10 +12,8 @@ use super::claude_code::ToolUse;
 use super::decide::Engine;
 use super::shell::{self, ShellWatchError};
 use super::HookError;
-use crate::gates::{ChangedPath, ShellAsk, SHELL_GATE};
-use loopward_core::{
-    Action, AuditEvent, Decision, Effect, GateId, GateKind, GateMode, Refusal, Remedy,
-};
+use crate::gates::SHELL_GATE;
+use loopward_core::{Action, AuditEvent, Decision, Effect, GateId, GateKind, GateMode, Refusal};
 
 impl Engine<'_> {
     /// Records the workspace before an allowed file-tool call `id` (allowed to write `target`).
@@ -92,13 +90,7 @@ impl Engine<'_> {
         let after = match after {
             Ok(a) => a,
             Err(why) => {
-                self.record(&AuditEvent::Violation {
-                    path: String::new(),
-                    remedy: Remedy::Unremedied {
-                        why: "the workspace could not be compared".into(),
-                    },
-                    reason: why.to_string(),
-                })?;
+                self.record_uncompared(&why.to_string())?;
                 return Ok((vec![], Some(format!(
                     "the {tool} ran, but the workspace could not be compared afterwards ({why}), so where it landed is unchecked; this was reported. What to do: check that the write landed where you meant it to"
                 ))));
@@ -112,42 +104,8 @@ impl Engine<'_> {
         if diff.is_empty() {
             return Ok((vec![], None));
         }
-        let changes: Vec<ChangedPath> = diff
-            .iter()
-            .map(|c| ChangedPath {
-                ends: self.policy.link_ends(&c.path),
-                path: c.path.clone(),
-                kind: c.kind.clone(),
-                dir: after.is_dir(&c.path),
-            })
-            .collect();
         let action = Action::tool(tool);
-        let judgement = self.policy.judge_changes(&ShellAsk {
-            agent: &self.caller,
-            call_id: Some(id),
-            action: &action,
-            changes: &changes,
-            clock: &*self.ctx.clock,
-        });
-        for event in &judgement.events {
-            self.record(event)?;
-        }
-        let remedies: Vec<Option<Remedy>> = diff
-            .iter()
-            .zip(&judgement.refusals)
-            .map(|(c, r)| {
-                r.as_ref().map(
-                    |_| match shell::revert(self.ws, &self.blobs(), &before, c) {
-                        Ok(()) => Remedy::Reverted,
-                        Err(e) => Remedy::NotReverted { why: e.to_string() },
-                    },
-                )
-            })
-            .collect();
-        let outcome = judgement.outcome(&changes, &remedies);
-        for v in &outcome.violations {
-            self.record(v)?;
-        }
+        let (judgement, outcome) = self.judge_diff(id, &action, &before, &after, &diff)?;
         let message = outcome.message.map(|_| {
             let paths: Vec<String> = outcome
                 .violations

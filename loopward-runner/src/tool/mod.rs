@@ -143,13 +143,25 @@ pub trait Tool: Send + Sync + 'static {
     /// Runs the call.
     fn call(&self, inv: ToolInvocation) -> BoxFuture<'static, Result<ToolOutput, ToolError>>;
 
-    /// Whether the tool records [`AuditEvent::ToolStarted`](loopward_core::AuditEvent) itself,
-    /// at the moment its effect is released (the shell tool: after the command's process
+    /// Whether the tool records [`AuditEvent::ToolStarted`](loopward_core::AuditEvent) itself
+    /// and commits the audit sink ([`TurnContext::commit`](crate::TurnContext::commit)), at the
+    /// moment its effect is released (the shell tool: after the command's process
     /// exists and before it may run). Otherwise [`ToolExecutor`] records it just before calling
     /// the tool. Either way, a call with no such record had no effect.
     fn records_own_start(&self) -> bool {
         false
     }
+}
+
+/// The JSON schema of a tool's arguments: an object with exactly `properties`, of which
+/// `required` must be given (the built-in tools' one shape: no other member is accepted).
+pub(crate) fn object_schema(properties: serde_json::Value, required: &[&str]) -> serde_json::Value {
+    serde_json::json!({
+        "type": "object",
+        "properties": properties,
+        "required": required,
+        "additionalProperties": false
+    })
 }
 
 /// Parses arguments into a typed struct, turning serde's message into a correctable error.

@@ -1,7 +1,7 @@
 //! File tools.
 
 use crate::context::TurnContext;
-use crate::tool::{parse_args, Access, Tool, ToolError, ToolInvocation, ToolOutput};
+use crate::tool::{object_schema, parse_args, Access, Tool, ToolError, ToolInvocation, ToolOutput};
 use futures::future::BoxFuture;
 use futures::FutureExt;
 use loopward_core::{Effect, EffectKind, ToolSpec};
@@ -19,7 +19,7 @@ fn path_schema(extra: serde_json::Value, required: &[&str]) -> serde_json::Value
     if let (Some(p), Some(e)) = (props.as_object_mut(), extra.as_object()) {
         p.extend(e.clone());
     }
-    json!({"type": "object", "properties": props, "required": required, "additionalProperties": false})
+    object_schema(props, required)
 }
 
 fn io_err(what: &str, path: &str, e: std::io::Error) -> ToolError {

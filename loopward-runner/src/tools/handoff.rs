@@ -1,7 +1,7 @@
 //! The `handoff` tool: ends the turn and gives the work to another agent.
 
 use crate::context::TurnContext;
-use crate::tool::{parse_args, Access, Tool, ToolError, ToolInvocation, ToolOutput};
+use crate::tool::{object_schema, parse_args, Access, Tool, ToolError, ToolInvocation, ToolOutput};
 use futures::future::BoxFuture;
 use futures::FutureExt;
 use loopward_core::{Action, AgentId, AuditEvent, Decision, GateMode, Handoff, Refusal, ToolSpec};
@@ -37,15 +37,13 @@ impl Tool for HandoffTool {
             name: "handoff".into(),
             description:
                 "End your turn and hand the work to another agent, with a message for them.".into(),
-            parameters: json!({
-                "type": "object",
-                "properties": {
+            parameters: object_schema(
+                json!({
                     "to": {"type": "string", "enum": names},
                     "message": {"type": "string"}
-                },
-                "required": ["to", "message"],
-                "additionalProperties": false
-            }),
+                }),
+                &["to", "message"],
+            ),
         }
     }
 

@@ -11,7 +11,7 @@
 use crate::context::TurnContext;
 use crate::gates::ControlFiles;
 use crate::sandbox::{spawn_confined, Confinement, ConfinementSlot, Planned, Protected};
-use crate::tool::{parse_args, Access, Tool, ToolError, ToolInvocation, ToolOutput};
+use crate::tool::{object_schema, parse_args, Access, Tool, ToolError, ToolInvocation, ToolOutput};
 use futures::future::BoxFuture;
 use futures::FutureExt;
 use loopward_core::AuditEvent;
@@ -28,8 +28,8 @@ use tokio::io::AsyncWriteExt;
 /// Runs `$1` once a line arrives on stdin; exits 125 without running it when stdin closes first.
 const RELEASE_GATE: &str = r#"IFS= read -r go || exit 125; exec sh -c "$1" </dev/null"#;
 
-/// Records the call's start, then lets the waiting command run. If the start cannot be recorded
-/// the command is never released (its stdin closes and it exits without running).
+/// Records the call's start and commits the decisions that let it through, then lets the waiting
+/// command run. If either fails the command is never released (its stdin closes and it exits without running).
 async fn release(inv: &ToolInvocation, child: &mut tokio::process::Child) -> Result<(), ToolError> {
     let stdin = child.stdin.take();
     inv.turn
@@ -37,6 +37,7 @@ async fn release(inv: &ToolInvocation, child: &mut tokio::process::Child) -> Res
             call_id: inv.call.id.clone(),
             tool: inv.call.name.clone(),
         })
+        .and_then(|()| inv.turn.commit())
         .map_err(ToolError::Audit)?;
     let Some(mut stdin) = stdin else {
         return Err(ToolError::Failed(
@@ -205,12 +206,7 @@ impl Tool for Shell {
             description:
                 "Run a shell command in the workspace root; returns exit status, stdout and stderr."
                     .into(),
-            parameters: json!({
-                "type": "object",
-                "properties": {"command": {"type": "string"}},
-                "required": ["command"],
-                "additionalProperties": false
-            }),
+            parameters: object_schema(json!({"command": {"type": "string"}}), &["command"]),
         }
     }
 

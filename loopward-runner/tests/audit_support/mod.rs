@@ -176,3 +176,64 @@ pub fn plan_and_build_script() -> Script {
     .say(&id("builder"), "Done.");
     s
 }
+
+/// A tool called `note` that pushes `ran <path>` to a shared log when its effect runs, to see
+/// where the effect falls among the ledger's writes and syncs.
+pub struct NotingTool {
+    pub log: Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+impl loopward_runner::tool::Tool for NotingTool {
+    fn spec(&self) -> loopward_core::ToolSpec {
+        loopward_core::ToolSpec {
+            name: "note".into(),
+            description: "Notes that it ran.".into(),
+            parameters: serde_json::json!({"type": "object"}),
+        }
+    }
+
+    fn accesses(
+        &self,
+        _arguments: &serde_json::Value,
+        _turn: &loopward_runner::TurnContext,
+    ) -> Result<Vec<loopward_runner::tool::Access>, ToolError> {
+        Ok(vec![])
+    }
+
+    fn call(&self, inv: ToolInvocation) -> BoxFuture<'static, Result<ToolOutput, ToolError>> {
+        let path = inv.call.arguments["path"]
+            .as_str()
+            .unwrap_or("?")
+            .to_string();
+        self.log.lock().unwrap().push(format!("ran {path}"));
+        Box::pin(futures::future::ready(Ok(ToolOutput::text("noted"))))
+    }
+}
+
+/// One agent on the fake backend whose only tool is `tool`, behind `gate`.
+pub fn team_with_tool(
+    workspace: &Path,
+    name: &str,
+    script: Script,
+    tool: Arc<dyn loopward_runner::tool::Tool>,
+    gate: (GateMode, Rule),
+) -> Runner {
+    let mut set = loopward_runner::tool::ToolSet::new();
+    set.insert(tool);
+    let stack = BoxToolService::new(TestGate {
+        mode: gate.0,
+        rule: gate.1,
+        inner: BoxToolService::new(ToolExecutor),
+    });
+    let agent = LlmAgent::builder(id(name), BoxModelService::new(FakeModel::new(script)))
+        .tools(set)
+        .tool_stack(stack)
+        .max_steps(8)
+        .build();
+    Runner::builder(Workspace::new(workspace).unwrap())
+        .clock(SteppingClock::new())
+        .agent(id(name), BoxTurnService::new(agent))
+        .unwrap()
+        .build()
+        .unwrap()
+}

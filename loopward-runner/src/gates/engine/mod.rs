@@ -321,17 +321,42 @@ impl Policy {
     }
 
     /// Where the plan lands (the configured path, links followed), when a sprawl gate is on.
+    /// Resolved once while no link on its way can have changed (see [`plan_cache`]).
+    ///
+    /// [`plan_cache`]: super::plan_cache
     pub fn plan_rel(&self) -> Option<String> {
         let gates = self.gates();
         let sg = gates.sprawl.as_ref()?;
         if self.inner.shadow {
             return Some(sg.config().plan_path.clone());
         }
-        self.inner
-            .workspace
-            .resolve(&sg.config().plan_path)
-            .ok()
-            .map(|p| p.rel().to_string())
+        self.inner.plan_cache.get(|| {
+            self.inner
+                .workspace
+                .resolve(&sg.config().plan_path)
+                .ok()
+                .map(|p| p.rel().to_string())
+        })
+    }
+
+    /// Whether one of `accesses` may move where the plan lands (see
+    /// [`plan_cache`](super::plan_cache)): then the cache is dropped once the call has run.
+    pub(in crate::gates) fn may_move_plan(&self, accesses: &[Access]) -> bool {
+        let gates = self.gates();
+        let Some(sg) = &gates.sprawl else {
+            return false;
+        };
+        let landed = self.plan_rel();
+        let moves = |p: &crate::WorkPath| {
+            super::plan_cache::moves_plan(p.rel(), &sg.config().plan_path, landed.as_deref())
+        };
+        accesses.iter().any(|a| match a {
+            Access::Read(_) | Access::Handoff { .. } => false,
+            Access::Write(p) | Access::Delete(p) | Access::Edit { path: p, .. } => moves(p),
+            Access::Rename { from, to } => moves(from) || moves(to),
+            Access::Link { path, target } => moves(path) || moves(target),
+            Access::Exec => true,
+        })
     }
 
     /// Decides a recorded write to the canonical workspace-relative `rel` (with its edits'

@@ -96,9 +96,7 @@ impl Policy {
                 None,
             );
         }
-        let mut covering: Vec<&Territory> =
-            gates.territories.iter().filter(|t| t.covers(rel)).collect();
-        covering.sort_by(|a, b| a.name().cmp(b.name()));
+        let covering = gates.index.covering(&gates.territories, rel);
         let foreign: Vec<&Territory> = covering
             .iter()
             .copied()
