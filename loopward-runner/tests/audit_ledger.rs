@@ -311,8 +311,15 @@ async fn no_action_runs_before_the_sync_covering_its_decisions_returned() {
         fault: Some(logging_hook(log.clone())),
         ..LedgerOptions::default()
     };
-    let (report, finished) =
-        run_to_ledger(&runner, runs.path(), "r1", "note twice", "builder", opts).await;
+    let (report, finished) = run_to_ledger(
+        &runner,
+        runs.path(),
+        "r1",
+        Person::at_the_keyboard().says("note twice"),
+        "builder",
+        opts,
+    )
+    .await;
     assert_eq!(report.status, RunStatus::Completed);
     finished.unwrap();
     let log = log.lock().unwrap().clone();
@@ -368,8 +375,15 @@ async fn a_failed_sync_before_the_action_stops_it_and_the_run() {
         fault: Some(hook),
         ..LedgerOptions::default()
     };
-    let (report, finished) =
-        run_to_ledger(&runner, runs.path(), "r1", "note", "builder", opts).await;
+    let (report, finished) = run_to_ledger(
+        &runner,
+        runs.path(),
+        "r1",
+        Person::at_the_keyboard().says("note"),
+        "builder",
+        opts,
+    )
+    .await;
     match &report.status {
         RunStatus::AuditFailed { error } => assert!(
             error.contains("before the action they authorise") && error.contains("fsync EIO"),
