@@ -12,6 +12,7 @@ use loopward_core::{
 };
 use loopward_runner::audit::MemorySink;
 use loopward_runner::gates::{Policy, PolicyConfig, PolicyLayer};
+use loopward_runner::layers::from_fn::{from_fn, FromFnLayer, NextTool};
 use loopward_runner::model::{
     fake::{FakeModel, Script},
     BoxModelService,
@@ -22,37 +23,19 @@ use loopward_runner::tool::{
 use loopward_runner::{tools, BoxTurnService, LlmAgent, RunSpec, Runner, Workspace};
 use serde_json::json;
 use std::sync::Arc;
-use std::task::{Context, Poll};
+use tower::Layer;
 
 const GATE: &str = "file_types";
 
-/// Allows writes only to paths ending in one of `allowed`.
-#[derive(Clone)]
-struct FileTypes<S> {
-    allowed: Arc<[&'static str]>,
-    inner: S,
-}
-
-impl tower::Service<ToolInvocation> for FileTypes<BoxToolService> {
-    type Response = ToolOutput;
-    type Error = ToolError;
-    type Future = BoxFuture<'static, Result<ToolOutput, ToolError>>;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), ToolError>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, inv: ToolInvocation) -> Self::Future {
-        let written: Vec<_> = inv
-            .accesses
-            .iter()
-            .flat_map(Access::written_paths)
-            .cloned()
-            .collect();
-        let allowed = self.allowed.clone();
-        let mut inner = self.inner.clone();
+/// Allows writes only to paths ending in one of `allowed`: the gate is its policy, an async
+/// function of the call and the rest of the stack (`from_fn`), and nothing else.
+fn file_types(
+    allowed: &'static [&'static str],
+) -> FromFnLayer<impl Fn(ToolInvocation, NextTool) -> ToolFuture + Clone> {
+    from_fn(move |inv: ToolInvocation, next: NextTool| -> ToolFuture {
         Box::pin(async move {
-            for p in &written {
+            let written = inv.accesses.iter().flat_map(Access::written_paths);
+            for p in written {
                 let ok = allowed.iter().any(|ext| p.rel().ends_with(ext));
                 let decision = if ok {
                     Decision::Allow
@@ -79,10 +62,12 @@ impl tower::Service<ToolInvocation> for FileTypes<BoxToolService> {
                     return Err(ToolError::Refused(r));
                 }
             }
-            inner.call(inv).await
+            next.run(inv).await
         })
-    }
+    })
 }
+
+type ToolFuture = BoxFuture<'static, Result<ToolOutput, ToolError>>;
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -110,10 +95,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         &PolicyConfig::from_toml("[[territory]]\npaths = [\"src/**\"]\nowner = \"builder\"")?,
         ws.clone(),
     )?;
-    let custom = BoxToolService::new(FileTypes {
-        allowed: Arc::from([".rs", ".md", ".toml"]),
-        inner: BoxToolService::new(ToolExecutor),
-    });
+    let custom = BoxToolService::new(file_types(&[".rs", ".md", ".toml"]).layer(ToolExecutor));
     let stack = PolicyLayer::new(policy).wrap(custom);
 
     let agent = LlmAgent::builder(builder.clone(), model)

@@ -71,22 +71,46 @@ pub fn state_dir(cfg: &Config, config_path: &Path, base: Option<&Path>) -> Resul
             config_path.display()
         ),
     };
-    let (real, ws) = (
-        state
-            .root()
-            .canonicalize()
-            .unwrap_or_else(|_| state.root().to_path_buf()),
-        workspace.canonicalize().unwrap_or(workspace),
-    );
-    if real.starts_with(&ws) {
+    outside_workspace(
+        config_path,
+        &workspace,
+        state.root(),
+        "the state directory",
+        "set [state] dir to a folder outside it",
+    )?;
+    Ok(state)
+}
+
+/// Refuses `path` (a host path loopward itself writes: the state directory, the witness) when
+/// it lies inside `workspace`, where agents can write. Links are resolved as far as they exist.
+fn outside_workspace(
+    config_path: &Path,
+    workspace: &Path,
+    path: &Path,
+    what: &str,
+    fix: &str,
+) -> Result<()> {
+    let real = |p: &Path| {
+        p.canonicalize().unwrap_or_else(|_| {
+            match (
+                p.parent().and_then(|d| d.canonicalize().ok()),
+                p.file_name(),
+            ) {
+                (Some(dir), Some(name)) => dir.join(name),
+                _ => p.to_path_buf(),
+            }
+        })
+    };
+    let ws = real(workspace);
+    if real(path).starts_with(&ws) {
         bail!(
-            "{}: the state directory {} lies inside the workspace {}, where agents can write; set [state] dir to a folder outside it",
+            "{}: {what} {} lies inside the workspace {}, where agents can write; {fix}",
             config_path.display(),
-            state.root().display(),
+            path.display(),
             ws.display()
         );
     }
-    Ok(state)
+    Ok(())
 }
 
 /// What a workspace's evidence is kept under: its state directory, its key ring, how its
@@ -111,7 +135,7 @@ impl Custody {
             ChainKind::Sha256 => KeyRing::load(&dir),
         }
         .with_context(|| format!("cannot open the ledger keys in {}", dir.display()))?;
-        Ok(Self::with(state, keys, cfg, config_path))
+        Self::with(state, keys, cfg, config_path)
     }
 
     /// Opens the custody for checking evidence only: the key ring as it is (no key is created).
@@ -120,7 +144,7 @@ impl Custody {
         let dir = state.root().join("keys");
         let keys = KeyRing::load(&dir)
             .with_context(|| format!("cannot read the ledger keys in {}", dir.display()))?;
-        Ok(Self::with(state, keys, cfg, config_path))
+        Self::with(state, keys, cfg, config_path)
     }
 
     /// Custody in `state` with `keys`, chained as `chain` (for embedders and tests).
@@ -133,17 +157,28 @@ impl Custody {
         }
     }
 
-    fn with(state: StateDir, keys: KeyRing, cfg: &Config, config_path: &Path) -> Self {
-        Self {
+    /// A witness inside the workspace is refused: an agent could rewrite it with the ledger.
+    fn with(state: StateDir, keys: KeyRing, cfg: &Config, config_path: &Path) -> Result<Self> {
+        let witness = cfg
+            .ledger
+            .witness
+            .as_ref()
+            .map(|w| Config::resolve(config_path, w));
+        if let Some(w) = &witness {
+            outside_workspace(
+                config_path,
+                &cfg.workspace_dir(config_path),
+                w,
+                "the witness",
+                "set [ledger] witness to an append-only file outside it (another disk, a mounted log)",
+            )?;
+        }
+        Ok(Self {
             state,
             keys,
             chain: cfg.ledger.chain,
-            witness: cfg
-                .ledger
-                .witness
-                .as_ref()
-                .map(|w| Config::resolve(config_path, w)),
-        }
+            witness,
+        })
     }
 
     /// Adds an external witness file (`[ledger] witness`).
@@ -310,6 +345,33 @@ mod tests {
             format!("{err:#}").contains("inside the workspace"),
             "{err:#}"
         );
+    }
+
+    #[test]
+    fn a_witness_inside_the_workspace_is_refused() {
+        let ws = tempfile::tempdir().unwrap();
+        let st = tempfile::tempdir().unwrap();
+        let config = ws.path().join("loopward.toml");
+        let state = format!(
+            "[state]\ndir = {:?}\n",
+            st.path().join("s").display().to_string()
+        );
+        let inside = cfg(&format!(
+            "{state}[ledger]\nwitness = \"logs/anchors.jsonl\"\n"
+        ));
+        let err = Custody::open(&inside, &config, None).unwrap_err();
+        assert!(
+            format!("{err:#}").contains("the witness")
+                && format!("{err:#}").contains("inside the workspace"),
+            "{err:#}"
+        );
+        let elsewhere = st.path().join("w.jsonl");
+        let outside = cfg(&format!(
+            "{state}[ledger]\nwitness = {:?}\n",
+            elsewhere.display().to_string()
+        ));
+        let c = Custody::open(&outside, &config, None).unwrap();
+        assert_eq!(c.witness_file(), Some(elsewhere.as_path()));
     }
 
     #[test]

@@ -171,10 +171,15 @@ impl LedgerKey {
     /// The hex HMAC-SHA256 of `domain ‖ bytes` under this key. Every MAC loopward writes goes
     /// through here, each kind of record with its own `domain`.
     pub fn mac(&self, domain: &[u8], bytes: &[u8]) -> String {
+        hex::encode(self.mac_raw(domain, bytes))
+    }
+
+    /// The MAC of `domain ‖ bytes`, as bytes.
+    pub(crate) fn mac_raw(&self, domain: &[u8], bytes: &[u8]) -> [u8; 32] {
         let mut m = Hmac::<Sha256>::new_from_slice(&self.bytes).expect("HMAC takes any key length");
         m.update(domain);
         m.update(bytes);
-        hex::encode(m.finalize().into_bytes())
+        m.finalize().into_bytes().into()
     }
 
     /// Whether `tag` is the MAC of `domain ‖ bytes` (compared in constant time).

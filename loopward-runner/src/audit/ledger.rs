@@ -256,6 +256,8 @@ struct State {
     file: Option<Flock<File>>,
     next_seq: u64,
     prev: String,
+    /// The line being written, reused from record to record.
+    line: Vec<u8>,
     unsynced: u32,
     /// Decision events written since the last sync: the next commit syncs.
     decisions_unsynced: bool,
@@ -422,6 +424,7 @@ impl Ledger {
                 file: Some(file),
                 next_seq,
                 prev: prev.to_string(),
+                line: Vec::with_capacity(1024),
                 unsynced: 0,
                 decisions_unsynced: false,
                 phase: Phase::Open,
@@ -470,20 +473,32 @@ impl Ledger {
         }
         let seq = st.next_seq;
         let time = rfc3339(self.opts.clock.now_millis());
-        let (record, line) = Record::seal(&self.chain, seq, &time, scope, event, &st.prev)
-            .map_err(|e| AuditError(format!("cannot serialise {}: {e}", event.kind())))?;
-        let kind = record.kind.as_str();
+        let kind = event.kind();
+        let st = &mut *st;
+        let hash = Record::seal_into(
+            &self.chain,
+            seq,
+            &time,
+            scope,
+            event,
+            &st.prev,
+            &mut st.line,
+        )
+        .map_err(|e| AuditError(format!("cannot serialise {kind}: {e}")))?;
+        // One `write` per record: a crash tears at most this line.
         let written =
             self.fault(LedgerOp::Write { seq, kind })
                 .and_then(|()| match st.file.as_mut() {
-                    Some(f) => f.write_all(&line),
+                    Some(f) => f.write_all(&st.line),
                     None => Err(std::io::Error::other("the ledger file is closed")),
                 });
         if let Err(e) = written {
-            return Err(self.poison(&mut st, format!("writing seq {seq} ({kind}): {e}")));
+            return Err(self.poison(st, format!("writing seq {seq} ({kind}): {e}")));
         }
         st.next_seq += 1;
-        st.prev = record.hash;
+        st.prev.clear();
+        st.prev
+            .push_str(std::str::from_utf8(&hash).unwrap_or_default());
         st.unsynced += 1;
         st.decisions_unsynced |= event.is_decision();
         let sync = force_sync
@@ -494,7 +509,7 @@ impl Ledger {
                 Durability::GroupCommit(n) => st.unsynced >= n.get(),
             };
         if sync {
-            self.sync(&mut st, seq, kind, || format!("syncing seq {seq} ({kind})"))?;
+            self.sync(st, seq, kind, || format!("syncing seq {seq} ({kind})"))?;
         }
         Ok(())
     }

@@ -154,6 +154,46 @@ impl Record {
         Ok((record, line))
     }
 
+    /// Writes the line for `event` at `seq` after `prev` into `line` (cleared first; a buffer
+    /// the caller reuses) and returns its hash as hex, without building the [`Record`]: the
+    /// ledger's append. The bytes are [`Record::seal`]'s.
+    pub(crate) fn seal_into(
+        chain: &Chain,
+        seq: u64,
+        time: &str,
+        scope: &Scope,
+        event: &AuditEvent,
+        prev: &str,
+        line: &mut Vec<u8>,
+    ) -> Result<[u8; 64], ParseError> {
+        let mut data = serde_json::to_value(event).map_err(|e| ParseError(e.to_string()))?;
+        if let Some(m) = data.as_object_mut() {
+            m.remove("kind");
+        }
+        let header = (seq == 1).then(|| chain.header());
+        let body = Body {
+            ledger: header.as_ref(),
+            seq,
+            time,
+            run: &scope.run,
+            turn: scope.turn,
+            agent: scope.agent.as_ref(),
+            kind: event.kind(),
+            data: &data,
+            prev,
+        };
+        line.clear();
+        serde_json::to_writer(&mut *line, &body).map_err(|e| ParseError(e.to_string()))?;
+        let mut hex = [0u8; 64];
+        hex::encode_to_slice(chain.digest_raw(DOMAIN, line), &mut hex)
+            .map_err(|e| ParseError(e.to_string()))?;
+        line.pop(); // the closing brace; the hash member goes before it
+        line.extend_from_slice(HASH_KEY);
+        line.extend_from_slice(&hex);
+        line.extend_from_slice(b"\"}\n");
+        Ok(hex)
+    }
+
     /// Parses one line (with or without its newline) and returns the record and its canonical
     /// bytes (the bytes its hash covers).
     pub fn parse_line(line: &[u8]) -> Result<(Record, Vec<u8>), ParseError> {
@@ -232,6 +272,19 @@ impl Chain {
         }
     }
 
+    /// The digest of `domain ‖ bytes`, as bytes.
+    pub(crate) fn digest_raw(&self, domain: &[u8], bytes: &[u8]) -> [u8; 32] {
+        match self {
+            Self::Sha256 => {
+                let mut h = Sha256::new();
+                h.update(domain);
+                h.update(bytes);
+                h.finalize().into()
+            }
+            Self::Hmac(key) => key.mac_raw(domain, bytes),
+        }
+    }
+
     /// The header the first record of a ledger chained this way carries.
     pub fn header(&self) -> LedgerHeader {
         LedgerHeader {
@@ -287,6 +340,36 @@ mod tests {
         let text = String::from_utf8(line).unwrap();
         assert!(text.starts_with(r#"{"seq":7,"time":"T","run":"r1","turn":2,"agent":"planner","kind":"tool_requested","data":{"arguments":{"a":2,"z":1},"call_id":"c1","tool":"write_file"},"prev":"000"#), "{text}");
         assert!(text.ends_with("\"}\n"));
+    }
+
+    #[test]
+    fn seal_into_writes_seal_s_bytes_into_a_reused_buffer() {
+        let key = LedgerKey::from_bytes(vec![7u8; 32]).unwrap();
+        let mut buf = b"left over from the last record".to_vec();
+        for chain in [Chain::Sha256, Chain::Hmac(key)] {
+            for (seq, ev) in [
+                (
+                    1,
+                    AuditEvent::HumanMessage {
+                        content: "hi".into(),
+                    },
+                ),
+                (
+                    2,
+                    AuditEvent::ToolRequested {
+                        call_id: "c1".into(),
+                        tool: "write_file".into(),
+                        arguments: serde_json::json!({"z": 1, "a": 2}),
+                    },
+                ),
+            ] {
+                let (rec, line) = Record::seal(&chain, seq, "T", &scope(), &ev, GENESIS).unwrap();
+                let hash =
+                    Record::seal_into(&chain, seq, "T", &scope(), &ev, GENESIS, &mut buf).unwrap();
+                assert_eq!(buf, line);
+                assert_eq!(&hash[..], rec.hash.as_bytes());
+            }
+        }
     }
 
     #[test]

@@ -8,11 +8,10 @@ use super::engine::Ask;
 use super::policy::Policy;
 use super::sprawl::RunSprawl;
 use crate::context::TurnContext;
+use crate::layers::from_fn::{from_fn, FromFn, LayerFn, NextTool};
 use crate::tool::{Access, BoxToolService, ToolError, ToolInvocation, ToolOutput};
 use futures::future::BoxFuture;
 use loopward_core::{Action, AuditEvent};
-use std::task::{Context, Poll};
-use tower::ServiceExt;
 
 /// Wraps a tool stack with the policy gates.
 ///
@@ -46,40 +45,19 @@ impl PolicyLayer {
 impl<S> tower::Layer<S> for PolicyLayer {
     type Service = PolicyService<S>;
     fn layer(&self, inner: S) -> Self::Service {
-        PolicyService {
-            policy: self.policy.clone(),
-            inner,
-        }
+        tower::Layer::layer(&from_fn(self.policy.clone()), inner)
     }
 }
 
-/// The service [`PolicyLayer`] builds.
-#[derive(Clone, Debug)]
-pub struct PolicyService<S> {
-    policy: Policy,
-    inner: S,
-}
+/// The service [`PolicyLayer`] builds: the [`Policy`] is the layer's policy.
+pub type PolicyService<S> = FromFn<Policy, S>;
 
-impl<S> tower::Service<ToolInvocation> for PolicyService<S>
-where
-    S: tower::Service<ToolInvocation, Response = ToolOutput, Error = ToolError>
-        + Clone
-        + Send
-        + 'static,
-    S::Future: Send + 'static,
-{
-    type Response = ToolOutput;
-    type Error = ToolError;
+impl LayerFn<ToolInvocation, ToolOutput, ToolError> for Policy {
     type Future = BoxFuture<'static, Result<ToolOutput, ToolError>>;
 
-    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), ToolError>> {
-        Poll::Ready(Ok(()))
-    }
-
-    fn call(&mut self, inv: ToolInvocation) -> Self::Future {
-        let policy = self.policy.clone();
-        let inner = self.inner.clone();
-        Box::pin(async move { policy.run_call(inner, inv).await })
+    fn call(&mut self, inv: ToolInvocation, next: NextTool) -> Self::Future {
+        let policy = self.clone();
+        Box::pin(async move { policy.run_call(next, inv).await })
     }
 }
 
@@ -95,17 +73,11 @@ pub(super) fn record_all(turn: &TurnContext, events: &[AuditEvent]) -> Result<()
 }
 
 impl Policy {
-    async fn run_call<S>(&self, inner: S, inv: ToolInvocation) -> Result<ToolOutput, ToolError>
-    where
-        S: tower::Service<ToolInvocation, Response = ToolOutput, Error = ToolError>
-            + Send
-            + 'static,
-        S::Future: Send + 'static,
-    {
+    async fn run_call(&self, next: NextTool, inv: ToolInvocation) -> Result<ToolOutput, ToolError> {
         if inv.accesses.iter().any(|a| matches!(a, Access::Exec)) {
             // A command can change any link, also while it runs.
             super::plan_cache::links_may_have_changed();
-            let out = self.run_exec(inner, inv).await;
+            let out = self.run_exec(next, inv).await;
             super::plan_cache::links_may_have_changed();
             return out;
         }
@@ -130,7 +102,7 @@ impl Policy {
             return Err(ToolError::Refused(r));
         }
         let moves_plan = self.may_move_plan(&inv.accesses);
-        let out = inner.oneshot(inv).await;
+        let out = next.run(inv).await;
         if moves_plan {
             super::plan_cache::links_may_have_changed();
         }

@@ -9,6 +9,7 @@ use super::policy::{Gates, Policy, SANDBOX_GATE};
 use super::refusals;
 use super::snapshot::{MemoryStore, Snapshot};
 use super::sprawl::RunSprawl;
+use crate::layers::from_fn::NextTool;
 use crate::sandbox::{
     kernel_support, Confinement, ConfinementSlot, Planned, Protected, SandboxError, SandboxMode,
 };
@@ -17,21 +18,14 @@ use loopward_core::{
     Action, AgentId, AuditEvent, Decision, GateId, GateKind, GateMode, Refusal, Remedy,
 };
 use std::sync::Arc;
-use tower::ServiceExt;
 
 impl Policy {
     /// Shell: snapshot, run, compare, revert what the caller may not change.
-    pub(super) async fn run_exec<S>(
+    pub(super) async fn run_exec(
         &self,
-        inner: S,
+        next: NextTool,
         inv: ToolInvocation,
-    ) -> Result<ToolOutput, ToolError>
-    where
-        S: tower::Service<ToolInvocation, Response = ToolOutput, Error = ToolError>
-            + Send
-            + 'static,
-        S::Future: Send + 'static,
-    {
+    ) -> Result<ToolOutput, ToolError> {
         let gates = self.gates();
         let turn = inv.turn.clone();
         let call_id = inv.call.id.clone();
@@ -103,7 +97,7 @@ impl Policy {
         )?;
         let slot = turn.extensions().get_or_default::<ConfinementSlot>();
         slot.put(planned);
-        let result = inner.oneshot(inv).await;
+        let result = next.run(inv).await;
         // A tool that did not take it (not the shell tool) must not leave it to the next call.
         slot.take();
         if let Err(e) = &result {

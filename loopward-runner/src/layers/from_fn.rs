@@ -2,9 +2,18 @@
 //! request and the [`Next`] service into a `tower::Layer`, for any of the three boundaries
 //! (turn, model call, tool call). axum's `middleware::from_fn` is the precedent.
 //!
-//! **The readiness idiom.** `poll_ready` polls the inner service; `call` takes *that* service
-//! (the one polled ready) and leaves a clone in its place, and [`Next::run`] calls it without
-//! polling again — as tower's own middleware does. Every layer here follows it.
+//! A closure is the policy of a one-off layer. A built-in layer, whose service type must have a
+//! name, is a struct that implements [`LayerFn`] (closures implement it too), so
+//! `RepeatService<S>` is `FromFn<RepeatPolicy, S>`: the layer is its policy, and `FromFn` is
+//! the only `Service` impl around it.
+//!
+//! **The readiness idiom** (one for every layer, `from_fn` or not). `poll_ready` polls the
+//! inner service; `call` takes *that* service (the one polled ready) and leaves a clone in its
+//! place, and [`Next::run`] calls it without polling again — as tower's own middleware does. A
+//! layer is therefore exactly as ready as what it wraps: it never waits itself in `poll_ready`
+//! (a layer that waits — the rate limit — waits inside the call, where a dropped call gives its
+//! place back). The agents are always ready, so a whole stack (`layers::stack`, a `Box*Service`)
+//! is ready at once and callers may use `oneshot`.
 //!
 //! ```
 //! use loopward_core::{AuditEvent, LayerVerdict, RunStatus};
@@ -93,26 +102,48 @@ pub type NextModel = Next<ChatRequest, ChatResponse, ModelError>;
 /// The rest of a tool-call stack.
 pub type NextTool = Next<ToolInvocation, ToolOutput, ToolError>;
 
-impl<F, S, R, Fut> Service<R> for FromFn<F, S>
+/// A layer's policy: what it does with one request, given the rest of the stack. Implemented
+/// by every `FnMut(R, Next) -> impl Future` closure, and by the built-in layers' policy structs
+/// (so their services have names).
+pub trait LayerFn<R, T, E> {
+    /// The future of one call.
+    type Future: Future<Output = Result<T, E>>;
+
+    /// Decides on `req`: pass it on with [`Next::run`], or answer without calling `next`.
+    fn call(&mut self, req: R, next: Next<R, T, E>) -> Self::Future;
+}
+
+impl<F, R, T, E, Fut> LayerFn<R, T, E> for F
+where
+    F: FnMut(R, Next<R, T, E>) -> Fut,
+    Fut: Future<Output = Result<T, E>>,
+{
+    type Future = Fut;
+
+    fn call(&mut self, req: R, next: Next<R, T, E>) -> Fut {
+        self(req, next)
+    }
+}
+
+impl<F, S, R> Service<R> for FromFn<F, S>
 where
     S: Service<R> + Clone + Send + Sync + 'static,
     S::Future: Send + 'static,
-    F: FnMut(R, Next<R, S::Response, S::Error>) -> Fut,
-    Fut: Future<Output = Result<S::Response, S::Error>>,
+    F: LayerFn<R, S::Response, S::Error>,
 {
     type Response = S::Response;
     type Error = S::Error;
-    type Future = Fut;
+    type Future = F::Future;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
         self.inner.poll_ready(cx)
     }
 
-    fn call(&mut self, req: R) -> Fut {
+    fn call(&mut self, req: R) -> F::Future {
         let clone = self.inner.clone();
         let ready = std::mem::replace(&mut self.inner, clone);
         let inner = BoxCloneSyncService::new(ready);
-        (self.f)(req, Next { inner })
+        self.f.call(req, Next { inner })
     }
 }
 
@@ -145,6 +176,41 @@ mod tests {
             1,
             "a refused request never reaches the inner service"
         );
+    }
+
+    #[test]
+    fn the_built_in_tool_layers_are_exactly_as_ready_as_what_they_wrap() {
+        use crate::gates::{Policy, PolicyConfig, PolicyLayer};
+        use crate::layers::{repeat, stopgate, timeout};
+        // A tool service that is never ready: a layer that answers ready over it would call a
+        // service that did not say it could take the call.
+        #[derive(Clone)]
+        struct NeverReady;
+        impl Service<ToolInvocation> for NeverReady {
+            type Response = ToolOutput;
+            type Error = ToolError;
+            type Future = std::future::Pending<Result<ToolOutput, ToolError>>;
+            fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), ToolError>> {
+                Poll::Pending
+            }
+            fn call(&mut self, _: ToolInvocation) -> Self::Future {
+                std::future::pending()
+            }
+        }
+        fn pending<S: Service<ToolInvocation>>(mut s: S) -> bool {
+            let waker = futures::task::noop_waker();
+            s.poll_ready(&mut Context::from_waker(&waker)).is_pending()
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let ws = crate::Workspace::new(dir.path()).unwrap();
+        let policy = Policy::from_config(&PolicyConfig::default(), ws).unwrap();
+        let repeat = repeat::RepeatLayer::new(repeat::RepeatConfig::default()).unwrap();
+        let gates = stopgate::StopGates::new(&[]).unwrap();
+        let timeouts = timeout::Timeouts::new(timeout::TimeoutConfig::default()).unwrap();
+        assert!(pending(PolicyLayer::new(policy).layer(NeverReady)));
+        assert!(pending(repeat.layer(NeverReady)));
+        assert!(pending(gates.tool_layer().layer(NeverReady)));
+        assert!(pending(timeouts.tool_layer().layer(NeverReady)));
     }
 
     #[tokio::test]

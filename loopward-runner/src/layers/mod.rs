@@ -12,7 +12,10 @@
 //! | [`timeout`] | model, tool, turn | `CapReached` (turn) | time per call |
 //!
 //! [`from_fn`] makes a layer of your own from an async function of the request and the rest of
-//! the stack (a layer is its policy; the readiness idiom is in one place).
+//! the stack (a layer is its policy; the readiness idiom is in one place). Every built-in layer
+//! above, and the gates' `PolicyLayer`, is made the same way: its service is
+//! `FromFn<TheirPolicy, S>` (a struct implementing [`from_fn::LayerFn`]), so no layer writes its
+//! own `poll_ready`.
 //!
 //! [`stack`] builds the recommended stacks from the `loopward.toml` tables, in this order
 //! (outermost first):

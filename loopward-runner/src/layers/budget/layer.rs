@@ -1,7 +1,8 @@
 //! Budget settings and the layers.
 
-use super::service::{BudgetMeter, BudgetService};
+use super::service::{BudgetMeter, BudgetPolicy, BudgetService};
 use crate::layers::config::ConfigError;
+use crate::layers::from_fn::from_fn;
 use loopward_core::Price;
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -95,13 +96,19 @@ impl BudgetLayer {
 impl<S> tower::Layer<S> for BudgetLayer {
     type Service = BudgetService<S>;
     fn layer(&self, inner: S) -> BudgetService<S> {
-        BudgetService::new(inner, self.limits.clone())
+        let policy = BudgetPolicy {
+            limits: self.limits.clone(),
+        };
+        tower::Layer::layer(&from_fn(policy), inner)
     }
 }
 
 impl<S> tower::Layer<S> for BudgetMeterLayer {
     type Service = BudgetMeter<S>;
     fn layer(&self, inner: S) -> BudgetMeter<S> {
-        BudgetMeter::new(inner, self.limits.clone())
+        let policy = BudgetPolicy {
+            limits: self.limits.clone(),
+        };
+        tower::Layer::layer(&from_fn(policy), inner)
     }
 }

@@ -1,8 +1,9 @@
-//! The budget services.
+//! The budget policies.
 
 use super::layer::Limits;
 use crate::context::{RunContext, TurnContext};
 use crate::journal::Resumed;
+use crate::layers::from_fn::{FromFn, LayerFn, NextModel, NextTurn};
 use crate::layers::record;
 use crate::model::{ChatRequest, ChatResponse, ModelError};
 use crate::turn::{TurnError, TurnOutcome, TurnRequest};
@@ -10,8 +11,6 @@ use futures::future::BoxFuture;
 use loopward_core::{LayerVerdict, Refusal, RunStatus, Usage};
 use serde_json::json;
 use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll};
-use tower::{Service, ServiceExt};
 
 /// What a run has spent, in its extensions.
 struct Spent(Mutex<Totals>);
@@ -85,16 +84,17 @@ fn totals(run: &RunContext, limits: &Limits) -> Totals {
 }
 
 /// See [`BudgetLayer`](super::BudgetLayer).
-#[derive(Clone, Debug)]
-pub struct BudgetService<S> {
-    inner: S,
-    limits: Arc<Limits>,
-}
+pub type BudgetService<S> = FromFn<BudgetPolicy, S>;
 
-impl<S> BudgetService<S> {
-    pub(super) fn new(inner: S, limits: Arc<Limits>) -> Self {
-        Self { inner, limits }
-    }
+/// See [`BudgetMeterLayer`](super::BudgetMeterLayer).
+pub type BudgetMeter<S> = FromFn<BudgetPolicy, S>;
+
+/// The budget's policy: at a turn, no turn once the run's budget is spent (and the run ends
+/// after the turn that spent it); at a model call, charge the call's reply to the run of the
+/// turn the request carries, and refuse a call once the budget is spent.
+#[derive(Clone, Debug)]
+pub struct BudgetPolicy {
+    pub(super) limits: Arc<Limits>,
 }
 
 fn exceeded(turn: &TurnContext, limits: &Limits) -> Result<(), TurnError> {
@@ -105,27 +105,15 @@ fn exceeded(turn: &TurnContext, limits: &Limits) -> Result<(), TurnError> {
     Ok(())
 }
 
-impl<S> Service<TurnRequest> for BudgetService<S>
-where
-    S: Service<TurnRequest, Response = TurnOutcome, Error = TurnError> + Clone + Send + 'static,
-    S::Future: Send,
-{
-    type Response = TurnOutcome;
-    type Error = TurnError;
+impl LayerFn<TurnRequest, TurnOutcome, TurnError> for BudgetPolicy {
     type Future = BoxFuture<'static, Result<TurnOutcome, TurnError>>;
 
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), TurnError>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, req: TurnRequest) -> Self::Future {
-        let clone = self.inner.clone();
-        let inner = std::mem::replace(&mut self.inner, clone);
+    fn call(&mut self, req: TurnRequest, next: NextTurn) -> Self::Future {
         let limits = self.limits.clone();
         Box::pin(async move {
             let turn = req.turn.clone();
             exceeded(&turn, &limits)?;
-            let result = inner.oneshot(req).await;
+            let result = next.run(req).await;
             // A budget spent mid-turn shows as the meter's refusal; either way the run ends here.
             exceeded(&turn, &limits)?;
             result
@@ -133,35 +121,10 @@ where
     }
 }
 
-/// See [`BudgetMeterLayer`](super::BudgetMeterLayer).
-#[derive(Clone, Debug)]
-pub struct BudgetMeter<S> {
-    inner: S,
-    limits: Arc<Limits>,
-}
-
-impl<S> BudgetMeter<S> {
-    pub(super) fn new(inner: S, limits: Arc<Limits>) -> Self {
-        Self { inner, limits }
-    }
-}
-
-impl<S> Service<ChatRequest> for BudgetMeter<S>
-where
-    S: Service<ChatRequest, Response = ChatResponse, Error = ModelError> + Clone + Send + 'static,
-    S::Future: Send,
-{
-    type Response = ChatResponse;
-    type Error = ModelError;
+impl LayerFn<ChatRequest, ChatResponse, ModelError> for BudgetPolicy {
     type Future = BoxFuture<'static, Result<ChatResponse, ModelError>>;
 
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), ModelError>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, req: ChatRequest) -> Self::Future {
-        let clone = self.inner.clone();
-        let inner = std::mem::replace(&mut self.inner, clone);
+    fn call(&mut self, req: ChatRequest, next: NextModel) -> Self::Future {
         let limits = self.limits.clone();
         Box::pin(async move {
             let Some(turn) = TurnContext::of(&req).cloned() else {
@@ -179,7 +142,7 @@ where
                     "",
                 )));
             }
-            let reply = inner.oneshot(req).await?;
+            let reply = next.run(req).await?;
             let spent = spent(turn.run(), &limits);
             spent.0.lock().unwrap_or_else(|p| p.into_inner()).add(
                 &limits,

@@ -1,7 +1,8 @@
 //! Caps settings and the layer.
 
-use super::service::CapsService;
+use super::service::{CapsPolicy, CapsService};
 use crate::layers::config::{in_range, ConfigError};
+use crate::layers::from_fn::from_fn;
 use serde::Deserialize;
 use std::time::Duration;
 
@@ -96,6 +97,9 @@ impl<S> tower::Layer<S> for CapsLayer {
     type Service = CapsService<S>;
 
     fn layer(&self, inner: S) -> CapsService<S> {
-        CapsService::new(inner, self.config.clone())
+        let policy = CapsPolicy {
+            config: self.config.clone(),
+        };
+        tower::Layer::layer(&from_fn(policy), inner)
     }
 }

@@ -48,5 +48,5 @@ mod layer;
 mod service;
 
 pub use layer::{CapsConfig, CapsLayer, OnCap};
-pub use service::CapsService;
 pub(crate) use service::Counts;
+pub use service::{CapsPolicy, CapsService};

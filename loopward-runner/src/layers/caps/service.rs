@@ -1,7 +1,8 @@
-//! The caps service.
+//! The caps policy.
 
 use super::layer::{CapsConfig, OnCap};
 use crate::journal::Resumed;
+use crate::layers::from_fn::{FromFn, LayerFn, NextTurn};
 use crate::layers::record;
 use crate::turn::{TurnError, TurnOutcome, TurnRequest};
 use futures::future::BoxFuture;
@@ -9,20 +10,15 @@ use loopward_core::{AgentId, FinishReason, LayerVerdict, RunStatus};
 use serde_json::json;
 use std::collections::HashMap;
 use std::sync::Mutex;
-use std::task::{Context, Poll};
-use tower::{Service, ServiceExt};
 
 /// A turn service that ends the run at the configured caps.
-#[derive(Clone, Debug)]
-pub struct CapsService<S> {
-    inner: S,
-    config: CapsConfig,
-}
+pub type CapsService<S> = FromFn<CapsPolicy, S>;
 
-impl<S> CapsService<S> {
-    pub(super) fn new(inner: S, config: CapsConfig) -> Self {
-        Self { inner, config }
-    }
+/// The caps layer's policy: count the run's turns, hops and time; at a cap, stop the run (or
+/// give one wrap-up turn with tools disabled first).
+#[derive(Clone, Debug)]
+pub struct CapsPolicy {
+    pub(super) config: CapsConfig,
 }
 
 /// Per-run counts, kept in the run's extensions.
@@ -99,23 +95,10 @@ impl Counts {
     }
 }
 
-impl<S> Service<TurnRequest> for CapsService<S>
-where
-    S: Service<TurnRequest, Response = TurnOutcome, Error = TurnError> + Clone + Send + 'static,
-    S::Future: Send,
-{
-    type Response = TurnOutcome;
-    type Error = TurnError;
+impl LayerFn<TurnRequest, TurnOutcome, TurnError> for CapsPolicy {
     type Future = BoxFuture<'static, Result<TurnOutcome, TurnError>>;
 
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), TurnError>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, req: TurnRequest) -> Self::Future {
-        // The clone that was polled ready runs this call (tower's usual swap).
-        let clone = self.inner.clone();
-        let inner = std::mem::replace(&mut self.inner, clone);
+    fn call(&mut self, req: TurnRequest, next: NextTurn) -> Self::Future {
         let config = self.config.clone();
         Box::pin(async move {
             let turn = req.turn.clone();
@@ -148,7 +131,7 @@ where
                     record::decision(&turn, "caps", LayerVerdict::WrapUp, hit.detail)?;
                     state.0.lock().unwrap_or_else(|p| p.into_inner()).wrapped_up = true;
                     turn.state().tools_disabled = true;
-                    let outcome = inner.oneshot(req).await?;
+                    let outcome = next.run(req).await?;
                     record::decision(
                         &turn,
                         "caps",
@@ -162,7 +145,7 @@ where
                     return Err(TurnError::Stop(RunStatus::CapReached { cap: hit.cap }));
                 }
             }
-            let outcome = inner.oneshot(req).await?;
+            let outcome = next.run(req).await?;
             if outcome.finish == FinishReason::StepCap {
                 let cap = format!("steps_per_turn ({})", config.steps_per_turn);
                 record::decision(

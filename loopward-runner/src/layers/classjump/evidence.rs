@@ -1,10 +1,9 @@
 //! The tool layer that counts failed tool results toward class-jump, reported or not.
 
 use super::tracker::ClassJump;
+use crate::layers::from_fn::{from_fn, FromFn, LayerFn, NextTool};
 use crate::tool::{ToolError, ToolInvocation, ToolOutput};
 use futures::future::BoxFuture;
-use std::task::{Context, Poll};
-use tower::{Service, ServiceExt};
 
 /// Counts each failed result (an error result, a failure, a timeout) of a counted tool as a
 /// failed attempt of the caller's current strategy, and tells the model the verdict in the
@@ -27,41 +26,32 @@ impl ClassJump {
 impl<S> tower::Layer<S> for EvidenceLayer {
     type Service = EvidenceService<S>;
     fn layer(&self, inner: S) -> EvidenceService<S> {
-        EvidenceService {
-            inner,
+        let policy = EvidencePolicy {
             tracker: self.tracker.clone(),
-        }
+        };
+        tower::Layer::layer(&from_fn(policy), inner)
     }
 }
 
 /// See [`EvidenceLayer`].
+pub type EvidenceService<S> = FromFn<EvidencePolicy, S>;
+
+/// The evidence layer's policy: after a counted tool's call, a failed result is a failed
+/// attempt of the caller's strategy, and the verdict is added to the result.
 #[derive(Clone, Debug)]
-pub struct EvidenceService<S> {
-    inner: S,
+pub struct EvidencePolicy {
     tracker: ClassJump,
 }
 
-impl<S> Service<ToolInvocation> for EvidenceService<S>
-where
-    S: Service<ToolInvocation, Response = ToolOutput, Error = ToolError> + Clone + Send + 'static,
-    S::Future: Send,
-{
-    type Response = ToolOutput;
-    type Error = ToolError;
+impl LayerFn<ToolInvocation, ToolOutput, ToolError> for EvidencePolicy {
     type Future = BoxFuture<'static, Result<ToolOutput, ToolError>>;
 
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), ToolError>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, inv: ToolInvocation) -> Self::Future {
-        let clone = self.inner.clone();
-        let inner = std::mem::replace(&mut self.inner, clone);
+    fn call(&mut self, inv: ToolInvocation, next: NextTool) -> Self::Future {
         let tracker = self.tracker.clone();
         Box::pin(async move {
             let turn = inv.turn.clone();
             let tool = inv.call.name.clone();
-            let result = inner.oneshot(inv).await;
+            let result = next.run(inv).await;
             if !tracker.counts(&tool) {
                 return result;
             }

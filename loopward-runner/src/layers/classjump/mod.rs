@@ -43,8 +43,8 @@ mod layer;
 mod tool;
 mod tracker;
 
-pub use evidence::{EvidenceLayer, EvidenceService};
-pub use layer::{ClassJumpLayer, ClassJumpService};
+pub use evidence::{EvidenceLayer, EvidencePolicy, EvidenceService};
+pub use layer::{ClassJumpLayer, ClassJumpPolicy, ClassJumpService};
 pub use tool::ReportAttemptTool;
 pub(crate) use tracker::Sub;
 pub use tracker::{

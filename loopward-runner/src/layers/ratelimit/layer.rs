@@ -1,8 +1,9 @@
 //! Rate settings, the shared limiters, and the layer.
 
 use super::clock::TokioClock;
-use super::service::RateLimitService;
+use super::service::{RateLimitPolicy, RateLimitService};
 use crate::layers::config::{in_range, ConfigError};
+use crate::layers::from_fn::from_fn;
 use governor::middleware::NoOpMiddleware;
 use governor::nanos::Nanos;
 use governor::state::{InMemoryState, NotKeyed};
@@ -172,6 +173,9 @@ impl<S> tower::Layer<S> for RateLimitLayer {
     type Service = RateLimitService<S>;
 
     fn layer(&self, inner: S) -> RateLimitService<S> {
-        RateLimitService::new(inner, self.shared.clone())
+        let policy = RateLimitPolicy {
+            shared: self.shared.clone(),
+        };
+        tower::Layer::layer(&from_fn(policy), inner)
     }
 }

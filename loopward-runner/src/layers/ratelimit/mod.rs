@@ -37,4 +37,4 @@ mod service;
 
 pub use clock::TokioClock;
 pub use layer::{QuotaConfig, RateConfig, RateLimitLayer};
-pub use service::RateLimitService;
+pub use service::{RateLimitPolicy, RateLimitService};

@@ -1,7 +1,8 @@
-//! The rate-limit service.
+//! The rate-limit policy.
 
 use super::layer::{Limiter, Quotas, Shared};
 use crate::context::TurnContext;
+use crate::layers::from_fn::{FromFn, LayerFn, NextModel};
 use crate::layers::record;
 use crate::model::{estimate_tokens, ChatRequest, ChatResponse, ModelError};
 use futures::future::BoxFuture;
@@ -10,26 +11,21 @@ use loopward_core::{LayerVerdict, Refusal};
 use serde_json::json;
 use std::num::NonZeroU32;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 use std::time::Duration;
-use tower::{Service, ServiceExt};
 
 /// A model service whose calls wait for their quotas.
+pub type RateLimitService<S> = FromFn<RateLimitPolicy, S>;
+
+/// The rate limit's policy: a call waits, inside the call (holding nothing), until the
+/// backend's and its agent's quotas admit it; a call no quota could ever admit is refused.
 #[derive(Clone)]
-pub struct RateLimitService<S> {
-    inner: S,
-    shared: Arc<Shared>,
+pub struct RateLimitPolicy {
+    pub(super) shared: Arc<Shared>,
 }
 
-impl<S> std::fmt::Debug for RateLimitService<S> {
+impl std::fmt::Debug for RateLimitPolicy {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RateLimitService").finish_non_exhaustive()
-    }
-}
-
-impl<S> RateLimitService<S> {
-    pub(super) fn new(inner: S, shared: Arc<Shared>) -> Self {
-        Self { inner, shared }
+        f.debug_struct("RateLimitPolicy").finish_non_exhaustive()
     }
 }
 
@@ -78,22 +74,10 @@ async fn admit_all(quotas: &Quotas, tokens: u64, whose: &str) -> Result<Duration
     Ok(waited)
 }
 
-impl<S> Service<ChatRequest> for RateLimitService<S>
-where
-    S: Service<ChatRequest, Response = ChatResponse, Error = ModelError> + Clone + Send + 'static,
-    S::Future: Send,
-{
-    type Response = ChatResponse;
-    type Error = ModelError;
+impl LayerFn<ChatRequest, ChatResponse, ModelError> for RateLimitPolicy {
     type Future = BoxFuture<'static, Result<ChatResponse, ModelError>>;
 
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), ModelError>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, req: ChatRequest) -> Self::Future {
-        let clone = self.inner.clone();
-        let inner = std::mem::replace(&mut self.inner, clone);
+    fn call(&mut self, req: ChatRequest, next: NextModel) -> Self::Future {
         let shared = self.shared.clone();
         Box::pin(async move {
             let tokens = req
@@ -132,7 +116,7 @@ where
                     .map_err(ModelError::Audit)?;
             }
             result?;
-            inner.oneshot(req).await
+            next.run(req).await
         })
     }
 }

@@ -1,7 +1,8 @@
 //! Repeat settings and the layer.
 
-use super::service::RepeatService;
+use super::service::{RepeatPolicy, RepeatService};
 use crate::layers::config::{in_range, ConfigError};
+use crate::layers::from_fn::from_fn;
 use serde::Deserialize;
 
 /// How many times one identical call may run by default.
@@ -43,6 +44,6 @@ impl<S> tower::Layer<S> for RepeatLayer {
     type Service = RepeatService<S>;
 
     fn layer(&self, inner: S) -> RepeatService<S> {
-        RepeatService::new(inner, self.max)
+        tower::Layer::layer(&from_fn(RepeatPolicy { max: self.max }), inner)
     }
 }

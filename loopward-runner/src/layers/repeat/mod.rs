@@ -30,4 +30,4 @@ mod layer;
 mod service;
 
 pub use layer::{RepeatConfig, RepeatLayer, DEFAULT_MAX_IDENTICAL};
-pub use service::RepeatService;
+pub use service::{RepeatPolicy, RepeatService};

@@ -1,6 +1,7 @@
-//! The repeat service.
+//! The repeat policy.
 
 use crate::journal::Resumed;
+use crate::layers::from_fn::{FromFn, LayerFn, NextTool};
 use crate::layers::{call_digest, record};
 use crate::tool::{ToolError, ToolInvocation, ToolOutput};
 use futures::future::BoxFuture;
@@ -8,20 +9,15 @@ use loopward_core::{LayerVerdict, Refusal};
 use serde_json::json;
 use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
-use std::task::{Context, Poll};
-use tower::{Service, ServiceExt};
 
 /// A tool service that refuses a call made more than `max_identical` times in a run.
-#[derive(Clone, Debug)]
-pub struct RepeatService<S> {
-    inner: S,
-    max: u32,
-}
+pub type RepeatService<S> = FromFn<RepeatPolicy, S>;
 
-impl<S> RepeatService<S> {
-    pub(super) fn new(inner: S, max: u32) -> Self {
-        Self { inner, max }
-    }
+/// The repeat layer's policy: count each identical call (tool + canonical arguments) in the
+/// run, record the verdict, refuse past the limit.
+#[derive(Clone, Copy, Debug)]
+pub struct RepeatPolicy {
+    pub(super) max: u32,
 }
 
 #[derive(Default)]
@@ -46,22 +42,10 @@ impl Seen {
     }
 }
 
-impl<S> Service<ToolInvocation> for RepeatService<S>
-where
-    S: Service<ToolInvocation, Response = ToolOutput, Error = ToolError> + Clone + Send + 'static,
-    S::Future: Send,
-{
-    type Response = ToolOutput;
-    type Error = ToolError;
+impl LayerFn<ToolInvocation, ToolOutput, ToolError> for RepeatPolicy {
     type Future = BoxFuture<'static, Result<ToolOutput, ToolError>>;
 
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), ToolError>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, inv: ToolInvocation) -> Self::Future {
-        let clone = self.inner.clone();
-        let inner = std::mem::replace(&mut self.inner, clone);
+    fn call(&mut self, inv: ToolInvocation, next: NextTool) -> Self::Future {
         let max = self.max;
         Box::pin(async move {
             let digest = call_digest(&inv.call.name, &inv.call.arguments);
@@ -93,7 +77,7 @@ where
             }
             record::decision(&inv.turn, "repeat", LayerVerdict::Allow, detail)
                 .map_err(ToolError::Audit)?;
-            inner.oneshot(inv).await
+            next.run(inv).await
         })
     }
 }

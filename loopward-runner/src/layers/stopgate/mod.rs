@@ -59,4 +59,6 @@ pub use durable::{
     PENDING_DIR,
 };
 pub use gates::StopGates;
-pub use service::{StopGateToolLayer, StopGateToolService, StopGateTurnLayer, StopGateTurnService};
+pub use service::{
+    StopGatePolicy, StopGateToolLayer, StopGateToolService, StopGateTurnLayer, StopGateTurnService,
+};

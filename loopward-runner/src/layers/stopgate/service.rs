@@ -3,12 +3,11 @@
 use super::action::GatedAction;
 use super::gates::{Awaiting, StopGates, Verdict};
 use crate::layers::canonical_json;
+use crate::layers::from_fn::{from_fn, FromFn, LayerFn, NextTool, NextTurn};
 use crate::tool::{ToolError, ToolInvocation, ToolOutput};
 use crate::turn::{TurnError, TurnOutcome, TurnRequest};
 use futures::future::BoxFuture;
 use loopward_core::{Refusal, RunStatus};
-use std::task::{Context, Poll};
-use tower::{Service, ServiceExt};
 
 /// Gates an agent's turns (`point = "turn"`) and pauses the run when a tool gate waits for a
 /// durable approval.
@@ -42,34 +41,34 @@ impl StopGates {
 impl<S> tower::Layer<S> for StopGateTurnLayer {
     type Service = StopGateTurnService<S>;
     fn layer(&self, inner: S) -> Self::Service {
-        StopGateTurnService {
-            inner,
+        let policy = StopGatePolicy {
             gates: self.gates.clone(),
-        }
+        };
+        tower::Layer::layer(&from_fn(policy), inner)
     }
 }
 
 impl<S> tower::Layer<S> for StopGateToolLayer {
     type Service = StopGateToolService<S>;
     fn layer(&self, inner: S) -> Self::Service {
-        StopGateToolService {
-            inner,
+        let policy = StopGatePolicy {
             gates: self.gates.clone(),
-        }
+        };
+        tower::Layer::layer(&from_fn(policy), inner)
     }
 }
 
 /// See [`StopGateTurnLayer`].
-#[derive(Clone, Debug)]
-pub struct StopGateTurnService<S> {
-    inner: S,
-    gates: StopGates,
-}
+pub type StopGateTurnService<S> = FromFn<StopGatePolicy, S>;
 
 /// See [`StopGateToolLayer`].
+pub type StopGateToolService<S> = FromFn<StopGatePolicy, S>;
+
+/// The stop-gates' policy, at a turn (the turn gates; a run waiting for a durable approval
+/// pauses) and at a tool call (the tool, write and handoff gates; an approval is bound to the
+/// exact call).
 #[derive(Clone, Debug)]
-pub struct StopGateToolService<S> {
-    inner: S,
+pub struct StopGatePolicy {
     gates: StopGates,
 }
 
@@ -79,22 +78,10 @@ fn awaiting(run: &crate::RunContext) -> Option<String> {
         .and_then(|a| a.0.lock().unwrap_or_else(|p| p.into_inner()).clone())
 }
 
-impl<S> Service<TurnRequest> for StopGateTurnService<S>
-where
-    S: Service<TurnRequest, Response = TurnOutcome, Error = TurnError> + Clone + Send + 'static,
-    S::Future: Send,
-{
-    type Response = TurnOutcome;
-    type Error = TurnError;
+impl LayerFn<TurnRequest, TurnOutcome, TurnError> for StopGatePolicy {
     type Future = BoxFuture<'static, Result<TurnOutcome, TurnError>>;
 
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), TurnError>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, req: TurnRequest) -> Self::Future {
-        let clone = self.inner.clone();
-        let inner = std::mem::replace(&mut self.inner, clone);
+    fn call(&mut self, req: TurnRequest, next: NextTurn) -> Self::Future {
         let gates = self.gates.clone();
         Box::pin(async move {
             let turn = req.turn.clone();
@@ -111,7 +98,7 @@ where
                     })
                 })?;
             }
-            let result = inner.oneshot(req).await;
+            let result = next.run(req).await;
             if let Some(pending) = awaiting(turn.run()) {
                 return Err(TurnError::Stop(RunStatus::AwaitingApproval { pending }));
             }
@@ -130,22 +117,10 @@ pub(super) fn summary(inv: &ToolInvocation) -> String {
     out
 }
 
-impl<S> Service<ToolInvocation> for StopGateToolService<S>
-where
-    S: Service<ToolInvocation, Response = ToolOutput, Error = ToolError> + Clone + Send + 'static,
-    S::Future: Send,
-{
-    type Response = ToolOutput;
-    type Error = ToolError;
+impl LayerFn<ToolInvocation, ToolOutput, ToolError> for StopGatePolicy {
     type Future = BoxFuture<'static, Result<ToolOutput, ToolError>>;
 
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), ToolError>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, inv: ToolInvocation) -> Self::Future {
-        let clone = self.inner.clone();
-        let inner = std::mem::replace(&mut self.inner, clone);
+    fn call(&mut self, inv: ToolInvocation, next: NextTool) -> Self::Future {
         let gates = self.gates.clone();
         Box::pin(async move {
             let action = GatedAction::tool(&inv.call.name, &inv.call.arguments);
@@ -185,7 +160,7 @@ where
                     .authorise(&action)
                     .map_err(|e| ToolError::Refused(Refusal::new("stopgate", e.to_string(), "")))?;
             }
-            inner.oneshot(inv).await
+            next.run(inv).await
         })
     }
 }

@@ -1,7 +1,8 @@
 //! Timeout settings and layers.
 
-use super::service::{ModelTimeout, ToolTimeout, TurnTimeout};
+use super::service::{ModelTimeout, TimeoutPolicy, ToolTimeout, TurnTimeout};
 use crate::layers::config::ConfigError;
+use crate::layers::from_fn::from_fn;
 use serde::Deserialize;
 use std::time::Duration;
 
@@ -75,20 +76,20 @@ pub struct TurnTimeoutLayer(Option<Duration>);
 impl<S> tower::Layer<S> for ModelTimeoutLayer {
     type Service = ModelTimeout<S>;
     fn layer(&self, inner: S) -> ModelTimeout<S> {
-        ModelTimeout::new(inner, self.0)
+        tower::Layer::layer(&from_fn(TimeoutPolicy { limit: self.0 }), inner)
     }
 }
 
 impl<S> tower::Layer<S> for ToolTimeoutLayer {
     type Service = ToolTimeout<S>;
     fn layer(&self, inner: S) -> ToolTimeout<S> {
-        ToolTimeout::new(inner, self.0)
+        tower::Layer::layer(&from_fn(TimeoutPolicy { limit: self.0 }), inner)
     }
 }
 
 impl<S> tower::Layer<S> for TurnTimeoutLayer {
     type Service = TurnTimeout<S>;
     fn layer(&self, inner: S) -> TurnTimeout<S> {
-        TurnTimeout::new(inner, self.0)
+        tower::Layer::layer(&from_fn(TimeoutPolicy { limit: self.0 }), inner)
     }
 }

@@ -28,4 +28,4 @@ mod layer;
 mod service;
 
 pub use layer::{ModelTimeoutLayer, TimeoutConfig, Timeouts, ToolTimeoutLayer, TurnTimeoutLayer};
-pub use service::{ModelTimeout, ToolTimeout, TurnTimeout};
+pub use service::{ModelTimeout, TimeoutPolicy, ToolTimeout, TurnTimeout};

@@ -1,6 +1,7 @@
-//! The timeout services.
+//! The timeout policy.
 
 use crate::context::TurnContext;
+use crate::layers::from_fn::{FromFn, LayerFn, NextModel, NextTool, NextTurn};
 use crate::layers::record;
 use crate::model::{ChatRequest, ChatResponse, ModelError};
 use crate::tool::{ToolError, ToolInvocation, ToolOutput};
@@ -8,62 +9,34 @@ use crate::turn::{TurnError, TurnOutcome, TurnRequest};
 use futures::future::BoxFuture;
 use loopward_core::{LayerVerdict, RunStatus};
 use serde_json::json;
-use std::task::{Context, Poll};
 use std::time::Duration;
-use tower::{Service, ServiceExt};
 
-macro_rules! timeout_service {
-    ($name:ident, $limit:ty) => {
-        /// See the layer of the same name.
-        #[derive(Clone, Debug)]
-        pub struct $name<S> {
-            inner: S,
-            limit: Option<$limit>,
-        }
-
-        impl<S> $name<S> {
-            pub(super) fn new(inner: S, limit: Option<$limit>) -> Self {
-                Self { inner, limit }
-            }
-
-            fn take(&mut self) -> S
-            where
-                S: Clone,
-            {
-                let clone = self.inner.clone();
-                std::mem::replace(&mut self.inner, clone)
-            }
-        }
-    };
+/// A time limit (`None`: none), the policy of the three timeout layers: past it, the call is
+/// dropped, the decision recorded on its turn, and the caller told.
+#[derive(Clone, Copy, Debug)]
+pub struct TimeoutPolicy {
+    pub(super) limit: Option<Duration>,
 }
 
-timeout_service!(ModelTimeout, Duration);
-timeout_service!(ToolTimeout, Duration);
-timeout_service!(TurnTimeout, Duration);
+/// See [`ModelTimeoutLayer`](super::ModelTimeoutLayer).
+pub type ModelTimeout<S> = FromFn<TimeoutPolicy, S>;
+/// See [`ToolTimeoutLayer`](super::ToolTimeoutLayer).
+pub type ToolTimeout<S> = FromFn<TimeoutPolicy, S>;
+/// See [`TurnTimeoutLayer`](super::TurnTimeoutLayer).
+pub type TurnTimeout<S> = FromFn<TimeoutPolicy, S>;
 
-impl<S> Service<ChatRequest> for ModelTimeout<S>
-where
-    S: Service<ChatRequest, Response = ChatResponse, Error = ModelError> + Clone + Send + 'static,
-    S::Future: Send,
-{
-    type Response = ChatResponse;
-    type Error = ModelError;
+impl LayerFn<ChatRequest, ChatResponse, ModelError> for TimeoutPolicy {
     type Future = BoxFuture<'static, Result<ChatResponse, ModelError>>;
 
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), ModelError>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, req: ChatRequest) -> Self::Future {
+    fn call(&mut self, req: ChatRequest, next: NextModel) -> Self::Future {
         let limit = self.limit;
-        let inner = self.take();
         Box::pin(async move {
             let Some(limit) = limit else {
-                return inner.oneshot(req).await;
+                return next.run(req).await;
             };
             let agent = req.agent.clone();
             let turn = TurnContext::of(&req).cloned();
-            match tokio::time::timeout(limit, inner.oneshot(req)).await {
+            match tokio::time::timeout(limit, next.run(req)).await {
                 Ok(r) => r,
                 Err(_) => {
                     // A call that carries no turn times out the same, unrecorded: no ledger.
@@ -83,29 +56,18 @@ where
     }
 }
 
-impl<S> Service<ToolInvocation> for ToolTimeout<S>
-where
-    S: Service<ToolInvocation, Response = ToolOutput, Error = ToolError> + Clone + Send + 'static,
-    S::Future: Send,
-{
-    type Response = ToolOutput;
-    type Error = ToolError;
+impl LayerFn<ToolInvocation, ToolOutput, ToolError> for TimeoutPolicy {
     type Future = BoxFuture<'static, Result<ToolOutput, ToolError>>;
 
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), ToolError>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, inv: ToolInvocation) -> Self::Future {
+    fn call(&mut self, inv: ToolInvocation, next: NextTool) -> Self::Future {
         let limit = self.limit;
-        let inner = self.take();
         Box::pin(async move {
             let Some(limit) = limit else {
-                return inner.oneshot(inv).await;
+                return next.run(inv).await;
             };
             let turn = inv.turn.clone();
             let detail = json!({"call_id": inv.call.id, "tool": inv.call.name, "limit_ms": limit.as_millis()});
-            match tokio::time::timeout(limit, inner.oneshot(inv)).await {
+            match tokio::time::timeout(limit, next.run(inv)).await {
                 Ok(r) => r,
                 Err(_) => {
                     record::decision(&turn, "timeout", LayerVerdict::ToolCallTimedOut, detail)
@@ -119,28 +81,17 @@ where
     }
 }
 
-impl<S> Service<TurnRequest> for TurnTimeout<S>
-where
-    S: Service<TurnRequest, Response = TurnOutcome, Error = TurnError> + Clone + Send + 'static,
-    S::Future: Send,
-{
-    type Response = TurnOutcome;
-    type Error = TurnError;
+impl LayerFn<TurnRequest, TurnOutcome, TurnError> for TimeoutPolicy {
     type Future = BoxFuture<'static, Result<TurnOutcome, TurnError>>;
 
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), TurnError>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, req: TurnRequest) -> Self::Future {
+    fn call(&mut self, req: TurnRequest, next: NextTurn) -> Self::Future {
         let limit = self.limit;
-        let inner = self.take();
         Box::pin(async move {
             let Some(limit) = limit else {
-                return inner.oneshot(req).await;
+                return next.run(req).await;
             };
             let turn = req.turn.clone();
-            match tokio::time::timeout(limit, inner.oneshot(req)).await {
+            match tokio::time::timeout(limit, next.run(req)).await {
                 Ok(r) => r,
                 Err(_) => {
                     record::decision(
