@@ -212,7 +212,10 @@ fn review_gates_that_would_deadlock_do_not_load() {
     );
     let err = loopward_runner::gates::PolicyConfig::from_toml(&both).unwrap_err();
     let text = err.to_string();
-    assert!(text.contains("gates.review[0] and gates.review[1]"), "{text}");
+    assert!(
+        text.contains("gates.review[0] and gates.review[1]"),
+        "{text}"
+    );
     assert!(
         text.contains("every handoff by builder is refused"),
         "{text}"
