@@ -13,7 +13,7 @@ use crate::harness::{time_n, Effort, Stats};
 use crate::report::{fmt_ns, fmt_ratio, Section, Target};
 use crate::support::{agent, CountingSink, Noop, STACK_TOML};
 use anyhow::{Context as _, Result};
-use loopward_core::{AgentId, AuditEvent, AuditSink, FinishReason, Message, TurnNumber};
+use loopward_core::{AgentId, AuditEvent, AuditSink, FinishReason, Message, Person, TurnNumber};
 use loopward_runner::audit::{Durability, Ledger, LedgerOptions};
 use loopward_runner::layers::stack::{LayersConfig, Stack};
 use loopward_runner::model::fake::{FakeModel, Script};
@@ -118,7 +118,9 @@ async fn measure(
         Variant::new("full stack + ledger, no fsync", Some(build(true)), true),
     ];
     let bare = FakeModel::new(script(&a, replies));
-    let messages = vec![Message::human("Say you are done.")];
+    let messages = vec![Message::human(
+        Person::at_the_keyboard().says("Say you are done."),
+    )];
     let specs = tools.specs();
 
     for round in 0..=rounds {
