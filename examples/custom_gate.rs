@@ -7,7 +7,8 @@
 
 use futures::future::BoxFuture;
 use loopward_core::{
-    Action, AgentId, AuditEvent, Decision, GateId, GateKind, GateMode, Refusal, RunId, RunStatus,
+    Action, AgentId, AuditEvent, Decision, GateId, GateKind, GateMode, Person, Refusal, RunId,
+    RunStatus,
 };
 use loopward_runner::audit::MemorySink;
 use loopward_runner::gates::{Policy, PolicyConfig, PolicyLayer};
@@ -107,7 +108,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .build()?
         .run(RunSpec {
             id: RunId::new("custom-gate").ok_or("run id")?,
-            task: "add an entry point".into(),
+            task: Person::at_the_keyboard().says("add an entry point"),
             first: builder,
             audit: sink.clone(),
             audit_location: None,

@@ -5,7 +5,7 @@
 #![allow(clippy::print_stdout)]
 
 use futures::future::BoxFuture;
-use loopward_core::{AgentId, AuditEvent, LayerVerdict, RunId, RunStatus};
+use loopward_core::{AgentId, AuditEvent, LayerVerdict, Person, RunId, RunStatus};
 use loopward_runner::audit::MemorySink;
 use loopward_runner::layers::from_fn::{from_fn, FromFnLayer, NextTurn};
 use loopward_runner::model::{
@@ -87,7 +87,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .build()?
         .run(RunSpec {
             id: RunId::new("ping-pong").ok_or("run id")?,
-            task: "play".into(),
+            task: Person::at_the_keyboard().says("play"),
             first: a,
             audit: sink.clone(),
             audit_location: None,

@@ -6,7 +6,7 @@
 //! Run it with `cargo run -p loopward-examples --example custom_stack`.
 #![allow(clippy::print_stdout, clippy::unwrap_used)]
 
-use loopward_core::{AgentId, RunId, RunStatus};
+use loopward_core::{AgentId, Person, RunId, RunStatus};
 use loopward_runner::audit::MemorySink;
 use loopward_runner::layers::stack::{LayersConfig, Stack};
 use loopward_runner::layers::stopgate::{approve, pending_dir};
@@ -106,7 +106,7 @@ async fn start(dir: &Path, config: &LayersConfig) -> RunReport {
         .unwrap()
         .run(RunSpec {
             id: RunId::new("release-1").unwrap(),
-            task: "write the release notes".into(),
+            task: Person::at_the_keyboard().says("write the release notes"),
             first: planner,
             audit: Arc::new(MemorySink::default()),
             audit_location: None,

@@ -16,7 +16,9 @@ async fn main() -> anyhow::Result<()> {
     // The environment lookup finds API keys and loopward's state directory (the ledger key).
     let team = loopward::Team::from_config(dir.path().join("loopward.toml"))?
         .env(|k| std::env::var(k).ok());
-    let report = team.run("Write a hello file under src/").await?;
+    // The task is what the person at the keyboard asked for (only a `Person` makes their words).
+    let task = loopward::core::Person::at_the_keyboard().says("Write a hello file under src/");
+    let report = team.run(task).await?;
     println!(
         "{}: {} turns, last word: {}",
         report.status.label(),

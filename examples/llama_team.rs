@@ -5,7 +5,7 @@
 //! `cargo run -p loopward-examples --features llama --example llama_team -- models/<file>.gguf`.
 #![allow(clippy::print_stdout)]
 
-use loopward_core::{AgentId, AuditEvent, RunId};
+use loopward_core::{AgentId, AuditEvent, Person, RunId};
 use loopward_llama::{LlamaConfig, LlamaModel, ToolChoice};
 use loopward_runner::audit::MemorySink;
 use loopward_runner::gates::{Policy, PolicyConfig, PolicyLayer};
@@ -65,7 +65,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .build()?
         .run(RunSpec {
             id: RunId::new("llama-team").ok_or("run id")?,
-            task: "Plan and write a hello file.".into(),
+            task: Person::at_the_keyboard().says("Plan and write a hello file."),
             first: planner,
             audit: sink.clone(),
             audit_location: None,

@@ -3,7 +3,7 @@
 //! Run it with `cargo run -p loopward-examples --example minimal`.
 #![allow(clippy::print_stdout)]
 
-use loopward_core::{AgentId, RunId, RunStatus};
+use loopward_core::{AgentId, Person, RunId, RunStatus};
 use loopward_runner::audit::MemorySink;
 use loopward_runner::model::{
     fake::{FakeModel, Script},
@@ -53,7 +53,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .build()?
         .run(RunSpec {
             id: RunId::new("minimal").ok_or("run id")?,
-            task: "say hello".into(),
+            task: Person::at_the_keyboard().says("say hello"),
             first: planner,
             audit: sink.clone(),
             audit_location: None,

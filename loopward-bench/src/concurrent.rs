@@ -8,7 +8,7 @@
 use crate::harness::{elapsed_ns, Effort};
 use crate::report::{fmt_ratio, Section, Target};
 use anyhow::{Context as _, Result};
-use loopward_core::{AgentId, Message};
+use loopward_core::{AgentId, Message, Person};
 use loopward_llama::{LlamaConfig, LlamaModel, LlamaService};
 use loopward_runner::model::{ChatRequest, TurnSlot};
 use serde::{Deserialize, Serialize};
@@ -66,9 +66,9 @@ fn request(k: usize) -> Result<ChatRequest> {
             Message::system(format!(
                 "Writer {k}. You are a patient storyteller. You write long, detailed stories."
             )),
-            Message::human(
+            Message::human(Person::at_the_keyboard().says(
                 "Write a long story about a beekeeper's daughter who finds a map in an old boat.",
-            ),
+            )),
         ],
         tools: vec![],
         max_tokens: Some(GENERATE),

@@ -22,7 +22,7 @@ use llama_cpp_2::llama_batch::LlamaBatch;
 use llama_cpp_2::model::params::LlamaModelParams;
 use llama_cpp_2::model::LlamaModel as CppModel;
 use llama_cpp_2::sampling::LlamaSampler;
-use loopward_core::{AgentId, Message};
+use loopward_core::{AgentId, Message, Person};
 use loopward_llama::{LlamaConfig, LlamaModel};
 use loopward_runner::model::{ChatRequest, TurnSlot};
 use serde::{Deserialize, Serialize};
@@ -267,7 +267,7 @@ fn through_loopward(model_path: &Path, threads: u32, reps: usize) -> Result<Vec<
             let messages = |n: usize| {
                 vec![
                     Message::system(format!("Session {n}. {SYSTEM}")),
-                    Message::human(user.clone()),
+                    Message::human(Person::at_the_keyboard().says(user.clone())),
                 ]
             };
             let start = Instant::now();
@@ -321,7 +321,7 @@ fn conversation(model_path: &Path, threads: u32) -> Result<Vec<ConvTurn>> {
     let mut turns = vec![];
     rt.block_on(async {
         for q in questions {
-            messages.push(Message::human(q));
+            messages.push(Message::human(Person::at_the_keyboard().says(q)));
             let start = Instant::now();
             let reply = service
                 .clone()

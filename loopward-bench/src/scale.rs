@@ -11,7 +11,7 @@ use crate::machine::proc_status_bytes;
 use crate::report::{fmt_kib, fmt_rate, fmt_ratio, thousands, Section, Target};
 use crate::support::{agent, CountingSink, Hold, Noop, TeamModel, STACK_TOML, TEAM_ROUNDS};
 use anyhow::{Context as _, Result};
-use loopward_core::RunStatus;
+use loopward_core::{Person, RunStatus};
 use loopward_runner::layers::stack::{LayersConfig, Stack};
 use loopward_runner::model::BoxModelService;
 use loopward_runner::tool::{BoxToolService, ToolExecutor, ToolSet};
@@ -118,7 +118,7 @@ async fn point(n: usize, ws: &std::path::Path, mem: &dyn MemProbe) -> Result<Poi
             runner
                 .run(RunSpec {
                     id,
-                    task: "build it".into(),
+                    task: Person::at_the_keyboard().says("build it"),
                     first,
                     audit: sink,
                     audit_location: None,

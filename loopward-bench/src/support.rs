@@ -222,6 +222,7 @@ pub fn run_id(id: String) -> anyhow::Result<loopward_core::RunId> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use loopward_core::Person;
     use loopward_core::ToolResult;
     use loopward_runner::model::TurnSlot;
 
@@ -246,9 +247,18 @@ mod tests {
 
     #[test]
     fn team_calls_noop_then_hands_off_until_the_builders_last_round() {
-        let first = ask("planner", vec![Message::human("go")]);
+        let first = ask(
+            "planner",
+            vec![Message::human(Person::at_the_keyboard().says("go"))],
+        );
         assert_eq!(first.tool_calls[0].name, "noop");
-        let then = ask("planner", vec![Message::human("go"), noop_result()]);
+        let then = ask(
+            "planner",
+            vec![
+                Message::human(Person::at_the_keyboard().says("go")),
+                noop_result(),
+            ],
+        );
         assert_eq!(then.tool_calls[0].arguments["to"], "builder");
         let mut builder = vec![Message::notice("task"), Message::notice("handed")];
         builder.push(noop_result());

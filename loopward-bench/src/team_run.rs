@@ -4,7 +4,7 @@
 
 use crate::support::{agent, Noop, TeamModel, STACK_TOML};
 use anyhow::Result;
-use loopward_core::{AuditEvent, RunStatus};
+use loopward_core::{AuditEvent, Person, RunStatus};
 use loopward_runner::audit::{Durability, Ledger, LedgerOp, LedgerOptions};
 use loopward_runner::layers::stack::{LayersConfig, Stack};
 use loopward_runner::model::BoxModelService;
@@ -71,7 +71,9 @@ pub async fn team_run(
     };
     let start = Instant::now();
     let ledger = Ledger::create(runs_dir, &crate::support::run_id(id.into())?, opts)?;
-    let report = runner.run(ledger.run_spec("build it", planner)).await;
+    let report = runner
+        .run(ledger.run_spec(Person::at_the_keyboard().says("build it"), planner))
+        .await;
     anyhow::ensure!(
         report.status == RunStatus::Completed,
         "the team run ended {:?}",

@@ -2,9 +2,12 @@
 //! [`Message`] of [`Origin::Human`](crate::Origin::Human) comes to be.
 //!
 //! Only code that talks to a person makes a `Person`: the application's prompt, form or
-//! terminal, the runner for the run's task and its inbox (`loopward say`). Models, tools,
-//! backends and layers are never handed one, and `cargo xtask tidy` refuses library code outside
-//! the runner that makes one, so no model or tool text becomes a person's words.
+//! terminal (the `loopward` CLI for a run's task and for `loopward say`), and in library code
+//! the runner, for what its inbox delivered and, on resume, for the words its journal read from
+//! records whose kind it checked. A run's task is [`HumanWords`] too
+//! (`RunSpec::task`), so whoever starts a run says whose words it carries. Models, tools,
+//! backends and layers are never handed a `Person`, and `cargo xtask tidy` refuses library code
+//! elsewhere that makes one, so no model or tool text becomes a person's words.
 //!
 //! ```
 //! use loopward_core::{Message, Person};
@@ -44,6 +47,6 @@ impl Person {
 
 impl From<HumanWords> for Message {
     fn from(words: HumanWords) -> Self {
-        Message::Human(words)
+        Message::human(words)
     }
 }

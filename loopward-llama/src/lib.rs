@@ -39,7 +39,7 @@
 //! ```
 //! use loopward_llama::{LlamaConfig, LlamaModel};
 //! use loopward_runner::model::{BoxModelService, ChatRequest, StopReason, TurnSlot};
-//! use loopward_core::{AgentId, Message};
+//! use loopward_core::{AgentId, Message, Person};
 //! use tower::ServiceExt;
 //! # std::env::set_current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/..")).unwrap();
 //! # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
@@ -50,7 +50,7 @@
 //! let model = BoxModelService::new(LlamaModel::load(config).unwrap());
 //! let reply = model.oneshot(ChatRequest {
 //!     agent: AgentId::new("asker").unwrap(),
-//!     messages: vec![Message::human("What is the capital of France?")],
+//!     messages: vec![Message::human(Person::at_the_keyboard().says("What is the capital of France?"))],
 //!     tools: vec![],
 //!     max_tokens: Some(48),
 //!     turn: TurnSlot::empty(),

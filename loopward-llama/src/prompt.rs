@@ -183,7 +183,7 @@ fn tool_instructions(tools: &[ToolSpec]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use loopward_core::{ToolCall, ToolResult};
+    use loopward_core::{Person, ToolCall, ToolResult};
 
     fn chatml() -> PromptTemplate {
         PromptTemplate::new(None, String::new(), String::new()).unwrap()
@@ -193,7 +193,7 @@ mod tests {
     fn chatml_fallback_marks_notices_and_tool_results() {
         let messages = vec![
             Message::system("Be brief."),
-            Message::human("hi"),
+            Message::human(Person::at_the_keyboard().says("hi")),
             Message::model("", vec![ToolCall::new("c1", "add", json!({"a": 1}))]),
             Message::Tool(ToolResult {
                 call_id: "c1".into(),
@@ -225,7 +225,11 @@ mod tests {
             parameters: json!({"type": "object"}),
         };
         let text = chatml()
-            .render(&[Message::human("hi")], &[tool], &HashMap::new())
+            .render(
+                &[Message::human(Person::at_the_keyboard().says("hi"))],
+                &[tool],
+                &HashMap::new(),
+            )
             .unwrap();
         assert!(
             text.starts_with("<|im_start|>system\nYou can call tools."),

@@ -1,7 +1,7 @@
 //! The llama backend on a real model: SmolLM2-135M-Instruct (`cargo xtask fetch-model`).
 
 use futures::future::BoxFuture;
-use loopward_core::{AgentId, AuditEvent, Message, RunId, RunStatus, ToolSpec};
+use loopward_core::{AgentId, AuditEvent, Message, Person, RunId, RunStatus, ToolSpec};
 use loopward_llama::{LlamaConfig, LlamaModel, LlamaService, ToolChoice};
 use loopward_runner::audit::MemorySink;
 use loopward_runner::model::{
@@ -91,7 +91,7 @@ async fn smollm2_calls_a_constrained_tool_and_finishes_with_the_call_in_the_ledg
     let report = runner
         .run(RunSpec {
             id: RunId::new("llama-weather").unwrap(),
-            task: "What is the weather in Paris today?".into(),
+            task: Person::at_the_keyboard().says("What is the weather in Paris today?"),
             first: name,
             audit: sink.clone(),
             audit_location: None,
@@ -143,7 +143,7 @@ async fn second_turn_prefills_only_the_new_tokens() {
     let model = load(LlamaConfig::new(model_path()).n_ctx(2048));
     let mut messages = vec![
         Message::system("You are a helpful assistant."),
-        Message::human("What is the capital of France?"),
+        Message::human(Person::at_the_keyboard().says("What is the capital of France?")),
     ];
     let first = model
         .clone()
@@ -155,7 +155,9 @@ async fn second_turn_prefills_only_the_new_tokens() {
     let first_prompt = first.usage.input_tokens;
 
     messages.push(Message::model(first.content.clone(), vec![]));
-    messages.push(Message::human("And of Germany?"));
+    messages.push(Message::human(
+        Person::at_the_keyboard().says("And of Germany?"),
+    ));
     let second = model
         .clone()
         .oneshot(ask(messages, vec![], 24))
@@ -176,7 +178,13 @@ async fn second_turn_prefills_only_the_new_tokens() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn greedy_decoding_is_deterministic_and_a_repeated_prompt_reuses_all_but_one_token() {
     let model = load(LlamaConfig::new(model_path()).n_ctx(1024));
-    let req = ask(vec![Message::human("Name a colour.")], vec![], 12);
+    let req = ask(
+        vec![Message::human(
+            Person::at_the_keyboard().says("Name a colour."),
+        )],
+        vec![],
+        12,
+    );
     let a = model.clone().oneshot(req.clone()).await.unwrap();
     let b = model.clone().oneshot(req).await.unwrap();
     assert_eq!(a.content, b.content);
@@ -209,7 +217,11 @@ async fn a_prompt_longer_than_the_context_is_an_error_and_the_model_still_answer
     let long = "word ".repeat(400);
     let err = model
         .clone()
-        .oneshot(ask(vec![Message::human(long)], vec![], 8))
+        .oneshot(ask(
+            vec![Message::human(Person::at_the_keyboard().says(long))],
+            vec![],
+            8,
+        ))
         .await
         .unwrap_err();
     assert!(matches!(err, ModelError::Local(_)));
@@ -219,7 +231,11 @@ async fn a_prompt_longer_than_the_context_is_an_error_and_the_model_still_answer
         "{err}"
     );
     let ok: ChatResponse = model
-        .oneshot(ask(vec![Message::human("Hi")], vec![], 4))
+        .oneshot(ask(
+            vec![Message::human(Person::at_the_keyboard().says("Hi"))],
+            vec![],
+            4,
+        ))
         .await
         .unwrap();
     assert!(ok.usage.output_tokens > 0);
@@ -231,9 +247,10 @@ async fn generation_that_fills_the_context_is_an_error() {
     let filler = "Once upon a time. ".repeat(35);
     let err = model
         .oneshot(ask(
-            vec![Message::human(format!(
-                "{filler}Write a long story about a dragon."
-            ))],
+            vec![Message::human(
+                Person::at_the_keyboard()
+                    .says(format!("{filler}Write a long story about a dragon.")),
+            )],
             vec![],
             500,
         ))
@@ -246,7 +263,9 @@ async fn generation_that_fills_the_context_is_an_error() {
 async fn a_dropped_request_stops_and_the_next_one_is_served() {
     let model = load(LlamaConfig::new(model_path()).n_ctx(2048));
     let long = ask(
-        vec![Message::human("Write a long story about a dragon.")],
+        vec![Message::human(
+            Person::at_the_keyboard().says("Write a long story about a dragon."),
+        )],
         vec![],
         2000,
     );
@@ -256,7 +275,11 @@ async fn a_dropped_request_stops_and_the_next_one_is_served() {
     assert!(raced.is_err(), "the long job cannot have finished already");
     let next = model
         .clone()
-        .oneshot(ask(vec![Message::human("Say hi.")], vec![], 8))
+        .oneshot(ask(
+            vec![Message::human(Person::at_the_keyboard().says("Say hi."))],
+            vec![],
+            8,
+        ))
         .await
         .unwrap();
     assert!(next.usage.output_tokens > 0);
@@ -268,7 +291,7 @@ async fn with_tools_offered_a_text_answer_is_still_possible() {
     let model = load(LlamaConfig::new(model_path()).n_ctx(2048));
     let reply = model
         .oneshot(ask(
-            vec![Message::human("Say hello.")],
+            vec![Message::human(Person::at_the_keyboard().says("Say hello."))],
             vec![Weather.spec()],
             24,
         ))
@@ -290,7 +313,7 @@ async fn a_stop_string_ends_the_answer_before_it() {
         .oneshot(ask(
             vec![
                 Message::system("You are a helpful assistant."),
-                Message::human("What is the capital of France?"),
+                Message::human(Person::at_the_keyboard().says("What is the capital of France?")),
             ],
             vec![],
             24,
@@ -305,7 +328,13 @@ async fn seeded_sampling_repeats_itself_for_the_same_seed() {
     let config = LlamaConfig::new(model_path())
         .n_ctx(1024)
         .sampling(0.9, 0.95, 40, 7);
-    let req = ask(vec![Message::human("Invent a name for a cat.")], vec![], 16);
+    let req = ask(
+        vec![Message::human(
+            Person::at_the_keyboard().says("Invent a name for a cat."),
+        )],
+        vec![],
+        16,
+    );
     let a = load(config.clone()).oneshot(req.clone()).await.unwrap();
     let b = load(config).oneshot(req).await.unwrap();
     assert_eq!(a.content, b.content);
@@ -320,7 +349,9 @@ async fn a_text_answer_cut_by_max_tokens_says_so() {
     let cut = model
         .clone()
         .oneshot(ask(
-            vec![Message::human("Write a long story about a dragon.")],
+            vec![Message::human(
+                Person::at_the_keyboard().says("Write a long story about a dragon."),
+            )],
             vec![],
             8,
         ))
@@ -329,7 +360,11 @@ async fn a_text_answer_cut_by_max_tokens_says_so() {
     assert_eq!(cut.stop, StopReason::TokenLimit, "{cut:?}");
     assert_eq!(cut.usage.output_tokens, 8);
     let whole = load(LlamaConfig::new(model_path()).n_ctx(1024))
-        .oneshot(ask(vec![Message::human("Say hi.")], vec![], 64))
+        .oneshot(ask(
+            vec![Message::human(Person::at_the_keyboard().says("Say hi."))],
+            vec![],
+            64,
+        ))
         .await
         .unwrap();
     assert_eq!(whole.stop, StopReason::Finished, "{whole:?}");
@@ -344,7 +379,9 @@ async fn a_bounded_answer_ends_before_its_budget_instead_of_being_cut_off() {
         let reply = model
             .clone()
             .oneshot(ask(
-                vec![Message::human("Write a long story about a dragon.")],
+                vec![Message::human(
+                    Person::at_the_keyboard().says("Write a long story about a dragon."),
+                )],
                 tools,
                 64,
             ))
@@ -372,7 +409,7 @@ async fn concurrent_requests_share_one_batch_and_each_keeps_its_own_cache() {
         ask(
             vec![
                 Message::system(format!("You are assistant number {k}. Answer briefly.")),
-                Message::human("What is the capital of France?"),
+                Message::human(Person::at_the_keyboard().says("What is the capital of France?")),
             ],
             vec![],
             24,
@@ -411,7 +448,9 @@ async fn more_requests_than_slots_wait_their_turn() {
     let model = load(LlamaConfig::new(model_path()).n_ctx(512).parallel(2));
     let replies = futures::future::try_join_all((0..5).map(|k| {
         model.clone().oneshot(ask(
-            vec![Message::human(format!("Say the number {k}."))],
+            vec![Message::human(
+                Person::at_the_keyboard().says(format!("Say the number {k}.")),
+            )],
             vec![],
             8,
         ))
@@ -438,7 +477,9 @@ async fn a_call_cut_off_by_its_budget_is_an_error_and_the_model_recovers() {
     let err = model
         .clone()
         .oneshot(ask(
-            vec![Message::human("What is the weather in Paris today?")],
+            vec![Message::human(
+                Person::at_the_keyboard().says("What is the weather in Paris today?"),
+            )],
             vec![Weather.spec()],
             3,
         ))
@@ -452,7 +493,9 @@ async fn a_call_cut_off_by_its_budget_is_an_error_and_the_model_recovers() {
     );
     let call = model
         .oneshot(ask(
-            vec![Message::human("What is the weather in Paris today?")],
+            vec![Message::human(
+                Person::at_the_keyboard().says("What is the weather in Paris today?"),
+            )],
             vec![Weather.spec()],
             64,
         ))
@@ -480,9 +523,9 @@ async fn an_unbounded_string_argument_is_cut_by_the_grammar_not_the_budget() {
     );
     let reply = model
         .oneshot(ask(
-            vec![Message::human(
+            vec![Message::human(Person::at_the_keyboard().says(
                 "Write a very long note about the history of Paris, at least a thousand words.",
-            )],
+            ))],
             vec![note],
             200,
         ))
@@ -615,7 +658,7 @@ mod property {
                 description: "Records facts about a topic.".into(),
                 parameters: parameters.clone(),
             };
-            let req = ask(vec![Message::human(format!("Record facts about {topic}."))], vec![tool], budget);
+            let req = ask(vec![Message::human(Person::at_the_keyboard().says(format!("Record facts about {topic}.")))], vec![tool], budget);
             match rt.block_on(model.clone().oneshot(req)) {
                 Ok(reply) => {
                     prop_assert_eq!(reply.tool_calls.len(), 1, "{:?}", reply);

@@ -9,7 +9,9 @@ use serde::{Deserialize, Serialize};
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct StartRun {
-    /// The task, as a person gave it.
+    /// The task, as a person gave it: the workflow makes it the run's
+    /// [`HumanWords`](loopward_core::HumanWords), so only an application that talks to a person
+    /// should start runs (whoever can call the ingress can).
     pub task: String,
     /// The agent that takes the first turn.
     pub first: AgentId,

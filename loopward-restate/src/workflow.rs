@@ -4,7 +4,7 @@ use crate::journal::{self, Journal, PENDING_STATE};
 use crate::ledger::ReplayLedger;
 use crate::wire::{PendingApproval, RunSummary, StartRun, Waiting};
 use loopward::state::Custody;
-use loopward_core::RunId;
+use loopward_core::{Person, RunId};
 use loopward_runner::audit::{LedgerOptions, EVENTS_FILE};
 use loopward_runner::{Clock, SystemClock};
 use loopward_runner::{RunSpec, Runner};
@@ -137,7 +137,9 @@ impl LoopwardRunService {
         let (journal, asks) = Journal::new(ledger.clone());
         let spec = RunSpec {
             id: run.clone(),
-            task: start.task,
+            // The start request is the run's task channel, as argv is the CLI's: the application
+            // that calls the ingress sends what its person asked for (journaled by Restate).
+            task: Person::at_the_keyboard().says(start.task),
             first: start.first,
             audit: ledger.clone(),
             audit_location: Some(ledger.ledger().run_dir()),

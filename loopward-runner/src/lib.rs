@@ -26,7 +26,7 @@
 //! ## Example: a two-agent scripted team
 //!
 //! ```
-//! use loopward_core::{AgentId, RunId, RunStatus};
+//! use loopward_core::{AgentId, Person, RunId, RunStatus};
 //! use loopward_runner::{audit::MemorySink, model::{fake::{FakeModel, Script}, BoxModelService},
 //!     tools, LlmAgent, Runner, RunSpec, BoxTurnService, Workspace};
 //! use serde_json::json;
@@ -49,8 +49,10 @@
 //! }
 //! let runner = runner.build().unwrap();
 //! let sink = Arc::new(MemorySink::default());
+//! // The task is a person's words: only a `Person` makes them.
+//! let person = Person::at_the_keyboard();
 //! let report = runner.run(RunSpec {
-//!     id: RunId::new("r1").unwrap(), task: "say hello".into(), first: planner,
+//!     id: RunId::new("r1").unwrap(), task: person.says("say hello"), first: planner,
 //!     audit: sink.clone(), audit_location: None,
 //! }).await;
 //! assert_eq!(report.status, RunStatus::Completed);

@@ -8,8 +8,8 @@ use crate::journal::{Journal, RecordedTurn, ResumePolicy, Resumed, Step, TurnFee
 use crate::turn::{BoxTurnService, TurnOutcome, TurnRequest};
 use crate::workspace::Workspace;
 use loopward_core::{
-    AgentId, AuditEvent, AuditSink, Handoff, Message, Person, RunId, RunStatus, ToolResult,
-    TurnNumber, Usage,
+    AgentId, AuditEvent, AuditSink, Handoff, HumanWords, Message, Person, RunId, RunStatus,
+    ToolResult, TurnNumber, Usage,
 };
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -141,11 +141,27 @@ impl RunnerBuilder {
 }
 
 /// One run to start.
+///
+/// Its task is a person's words: a string is not a task, so no model or tool text can start a
+/// run as if a person had asked for it.
+///
+/// ```compile_fail
+/// fn forge(spec: &mut loopward_runner::RunSpec) {
+///     spec.task = "approve it".to_string().into();
+/// }
+/// ```
+///
+/// ```
+/// fn give(spec: &mut loopward_runner::RunSpec) {
+///     spec.task = loopward_core::Person::at_the_keyboard().says("approve it");
+/// }
+/// ```
 pub struct RunSpec {
     /// The run's id (becomes its ledger folder name).
     pub id: RunId,
-    /// The task, as a person gave it.
-    pub task: String,
+    /// The task, as a person gave it: only a [`Person`] makes [`HumanWords`], so whoever
+    /// starts a run says whose words the task is (`Person::at_the_keyboard().says(…)`).
+    pub task: HumanWords,
     /// The agent that takes the first turn.
     pub first: AgentId,
     /// Where the run's events go.
@@ -230,7 +246,8 @@ impl Runner {
                 status: status.clone(),
             });
         }
-        spec.task = journal.task().to_string();
+        // The journal read the task from the run's `run_started` record, whose kind it checked.
+        spec.task = Person::at_the_keyboard().says(journal.task());
         spec.first = journal.first().clone();
         Ok(self.execute(spec, Some(journal), &mut observe).await)
     }
@@ -316,12 +333,12 @@ impl Runner {
             }),
             None => ctx
                 .record(&AuditEvent::RunStarted {
-                    task: spec.task.clone(),
+                    task: spec.task.content().to_string(),
                     agent: spec.first.clone(),
                 })
                 .and_then(|()| {
                     ctx.record(&AuditEvent::HumanMessage {
-                        content: spec.task.clone(),
+                        content: spec.task.content().to_string(),
                     })
                 }),
         };
@@ -329,9 +346,7 @@ impl Runner {
             return audit_failed(e);
         }
         let mut histories: BTreeMap<AgentId, Vec<Message>> = BTreeMap::new();
-        // The task is what the application's person gave the run (`RunSpec::task`).
-        let task = Person::at_the_keyboard().says(spec.task.clone());
-        histories.insert(spec.first.clone(), vec![task.into()]);
+        histories.insert(spec.first.clone(), vec![Message::human(spec.task.clone())]);
         let mut agent = spec.first.clone();
         // The journal's finished turns are fed back whole; its unfinished last turn is run
         // through the agent's stack with its recorded steps.
@@ -494,7 +509,7 @@ impl Runner {
             .or_default()
             .extend(heard.into_iter().map(|said| {
                 // Only what a person sent into the inbox (`loopward say`) is heard here.
-                Message::from(Person::at_the_keyboard().says(said))
+                Message::human(Person::at_the_keyboard().says(said))
             }));
         Some(next)
     }
@@ -512,7 +527,7 @@ impl Runner {
         if next.is_empty() {
             next.push(Message::notice(format!(
                 "The task this run was started with (from a person): {}",
-                spec.task
+                spec.task.content()
             )));
         }
         next.push(Message::notice(format!(

@@ -3,7 +3,7 @@
 mod audit_support;
 
 use audit_support::{id, run_to_ledger, team, SteppingClock};
-use loopward_core::{AuditEvent, AuditSink, Decision, GateMode, RunId, RunStatus, Scope};
+use loopward_core::{AuditEvent, AuditSink, Decision, GateMode, Person, RunId, RunStatus, Scope};
 use loopward_runner::audit::{
     verify, Chain, Durability, KeyRing, Ledger, LedgerError, LedgerKey, LedgerOp, LedgerOptions,
     Record, VerifyOptions,
@@ -241,8 +241,15 @@ async fn an_injected_write_failure_stops_the_run_before_the_action() {
         fault: Some(hook),
         ..LedgerOptions::default()
     };
-    let (report, finished) =
-        run_to_ledger(&runner, runs.path(), "r1", "say hello", "builder", opts).await;
+    let (report, finished) = run_to_ledger(
+        &runner,
+        runs.path(),
+        "r1",
+        Person::at_the_keyboard().says("say hello"),
+        "builder",
+        opts,
+    )
+    .await;
     match &report.status {
         RunStatus::AuditFailed { error } => {
             assert!(error.contains("no space left on device"), "{error}")
@@ -304,8 +311,15 @@ async fn no_action_runs_before_the_sync_covering_its_decisions_returned() {
         fault: Some(logging_hook(log.clone())),
         ..LedgerOptions::default()
     };
-    let (report, finished) =
-        run_to_ledger(&runner, runs.path(), "r1", "note twice", "builder", opts).await;
+    let (report, finished) = run_to_ledger(
+        &runner,
+        runs.path(),
+        "r1",
+        Person::at_the_keyboard().says("note twice"),
+        "builder",
+        opts,
+    )
+    .await;
     assert_eq!(report.status, RunStatus::Completed);
     finished.unwrap();
     let log = log.lock().unwrap().clone();
@@ -361,8 +375,15 @@ async fn a_failed_sync_before_the_action_stops_it_and_the_run() {
         fault: Some(hook),
         ..LedgerOptions::default()
     };
-    let (report, finished) =
-        run_to_ledger(&runner, runs.path(), "r1", "note", "builder", opts).await;
+    let (report, finished) = run_to_ledger(
+        &runner,
+        runs.path(),
+        "r1",
+        Person::at_the_keyboard().says("note"),
+        "builder",
+        opts,
+    )
+    .await;
     match &report.status {
         RunStatus::AuditFailed { error } => assert!(
             error.contains("before the action they authorise") && error.contains("fsync EIO"),
@@ -395,7 +416,15 @@ async fn a_failed_fsync_of_the_gate_decision_stops_the_action() {
         fault: Some(hook),
         ..LedgerOptions::default()
     };
-    let (report, _) = run_to_ledger(&runner, runs.path(), "r1", "say hello", "builder", opts).await;
+    let (report, _) = run_to_ledger(
+        &runner,
+        runs.path(),
+        "r1",
+        Person::at_the_keyboard().says("say hello"),
+        "builder",
+        opts,
+    )
+    .await;
     assert!(
         matches!(&report.status, RunStatus::AuditFailed { error } if error.contains("fsync EIO")),
         "{:?}",

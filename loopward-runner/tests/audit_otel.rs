@@ -4,6 +4,7 @@
 mod audit_support;
 
 use audit_support::{plan_and_build_script, run_to_ledger, team, SteppingClock};
+use loopward_core::Person;
 use loopward_runner::audit::LedgerOptions;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
@@ -64,7 +65,7 @@ fn spans_are_exported_over_otlp_http() {
                 &runner,
                 runs.path(),
                 "r1",
-                "say hello",
+                Person::at_the_keyboard().says("say hello"),
                 "planner",
                 LedgerOptions::default(),
             )

@@ -3,7 +3,7 @@
 mod audit_support;
 
 use audit_support::{plan_and_build_script, run_to_ledger, team, Rule, SteppingClock};
-use loopward_core::{Decision, GateMode, Refusal, RunStatus};
+use loopward_core::{Decision, GateMode, Person, Refusal, RunStatus};
 use loopward_runner::audit::{render_json, render_markdown, LedgerOptions, Record};
 use std::path::Path;
 use std::sync::Arc;
@@ -54,8 +54,15 @@ async fn audit_md_of_a_scripted_run_shows_turns_handoffs_gates_and_overrides() {
         clock,
         ..LedgerOptions::default()
     };
-    let (report, fin) =
-        run_to_ledger(&runner, runs.path(), "r1", "say hello", "planner", opts).await;
+    let (report, fin) = run_to_ledger(
+        &runner,
+        runs.path(),
+        "r1",
+        Person::at_the_keyboard().says("say hello"),
+        "planner",
+        opts,
+    )
+    .await;
     assert_eq!(report.status, RunStatus::Completed);
     let fin = fin.unwrap();
     let md = std::fs::read_to_string(&fin.audit_md).unwrap();

@@ -3,7 +3,9 @@
 mod audit_support;
 
 use audit_support::{id, plan_and_build_script, run_to_ledger, team, Rule, SteppingClock};
-use loopward_core::{AuditEvent, AuditSink, Decision, GateMode, Refusal, Remedy, RunId, Scope};
+use loopward_core::{
+    AuditEvent, AuditSink, Decision, GateMode, Person, Refusal, Remedy, RunId, Scope,
+};
 use loopward_runner::audit::{report, KeyRing, Ledger, LedgerKey, LedgerOptions, VerifyOptions};
 use loopward_runner::model::fake::Script;
 use serde_json::json;
@@ -72,10 +74,17 @@ async fn build_runs(runs: &Path) {
         SteppingClock::new(),
         Some((GateMode::Enforce, territory(GateMode::Enforce))),
     );
-    run_to_ledger(&runner, runs, "a-enforced", "say hello", "planner", opts())
-        .await
-        .1
-        .unwrap();
+    run_to_ledger(
+        &runner,
+        runs,
+        "a-enforced",
+        Person::at_the_keyboard().says("say hello"),
+        "planner",
+        opts(),
+    )
+    .await
+    .1
+    .unwrap();
     // b: advisory; the agent goes ahead once and its other warned call fails.
     let ws = tempfile::tempdir().unwrap();
     std::fs::write(ws.path().join("plan.md"), "# Plan").unwrap();
@@ -90,7 +99,7 @@ async fn build_runs(runs: &Path) {
         &runner,
         runs,
         "b-advisory",
-        "tidy the plan",
+        Person::at_the_keyboard().says("tidy the plan"),
         "builder",
         opts(),
     )
@@ -259,8 +268,15 @@ async fn the_census_counts_layer_decisions_of_a_run_a_stop_gate_stopped() {
         .build()
         .unwrap();
     let runs = tempfile::tempdir().unwrap();
-    let (run, finished) =
-        run_to_ledger(&runner, runs.path(), "stopped", "clean", "builder", opts()).await;
+    let (run, finished) = run_to_ledger(
+        &runner,
+        runs.path(),
+        "stopped",
+        Person::at_the_keyboard().says("clean"),
+        "builder",
+        opts(),
+    )
+    .await;
     finished.unwrap();
     assert!(matches!(
         run.status,

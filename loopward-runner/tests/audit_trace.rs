@@ -4,7 +4,7 @@
 mod audit_support;
 
 use audit_support::{plan_and_build_script, run_to_ledger, team, SteppingClock};
-use loopward_core::RunStatus;
+use loopward_core::{Person, RunStatus};
 use loopward_runner::audit::LedgerOptions;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -80,7 +80,7 @@ async fn spans_follow_the_genai_conventions_and_nest_run_turn_call() {
         &runner,
         runs.path(),
         "r1",
-        "say hello",
+        Person::at_the_keyboard().says("say hello"),
         "planner",
         LedgerOptions::default(),
     )
@@ -197,7 +197,7 @@ async fn trace_of(model: loopward_runner::model::BoxModelService) -> Vec<SpanDat
         &runner,
         runs.path(),
         "r1",
-        "say hi",
+        Person::at_the_keyboard().says("say hi"),
         "solo",
         LedgerOptions::default(),
     )

@@ -5,7 +5,7 @@
 mod audit_support;
 
 use audit_support::{plan_and_build_script, run_to_ledger, team, Rule, SteppingClock};
-use loopward_core::{AuditEvent, Decision, GateMode, Refusal, RunStatus};
+use loopward_core::{AuditEvent, Decision, GateMode, Person, Refusal, RunStatus};
 use loopward_core::{AuditSink, RunId, Scope};
 use loopward_runner::audit::{
     append_anchor, verify, verify_all, Anchor, Breach, Chain, IndexError, KeyRing, Ledger,
@@ -60,8 +60,15 @@ async fn finished_run(key: Option<LedgerKey>) -> (tempfile::TempDir, tempfile::T
         key,
         ..LedgerOptions::default()
     };
-    let (report, fin) =
-        run_to_ledger(&runner, runs.path(), "r1", "say hello", "planner", opts).await;
+    let (report, fin) = run_to_ledger(
+        &runner,
+        runs.path(),
+        "r1",
+        Person::at_the_keyboard().says("say hello"),
+        "planner",
+        opts,
+    )
+    .await;
     assert_eq!(report.status, RunStatus::Completed);
     fin.unwrap();
     let dir = runs.path().join("r1");
@@ -518,7 +525,7 @@ async fn anchors_dropped_from_the_end_of_the_index_are_caught_by_the_state_head(
         &runner,
         runs.path(),
         "r1",
-        "say hello",
+        Person::at_the_keyboard().says("say hello"),
         "planner",
         opts.clone(),
     )
@@ -584,10 +591,17 @@ async fn a_witness_catches_a_rewrite_by_whoever_holds_the_key() {
         SteppingClock::new(),
         Some((GateMode::Enforce, territory())),
     );
-    run_to_ledger(&runner, runs.path(), "r1", "say hello", "planner", opts)
-        .await
-        .1
-        .unwrap();
+    run_to_ledger(
+        &runner,
+        runs.path(),
+        "r1",
+        Person::at_the_keyboard().says("say hello"),
+        "planner",
+        opts,
+    )
+    .await
+    .1
+    .unwrap();
     let dir = runs.path().join("r1");
     assert!(verify(&dir, &keyed().witness(&witness)).unwrap().witnessed);
     // The key holder drops two records, re-chains, and rewrites the index from scratch.

@@ -3,7 +3,7 @@
 mod gates_support;
 
 use gates_support::*;
-use loopward_core::{AuditEvent, Decision, GateMode};
+use loopward_core::{AuditEvent, Decision, GateMode, Person};
 use loopward_runner::tool::ToolError;
 use std::os::unix::fs::symlink;
 
@@ -285,7 +285,7 @@ async fn the_refusals_way_out_hand_off_to_the_owner_works_in_a_run() {
         .unwrap()
         .run(RunSpec {
             id: RunId::new("r2").unwrap(),
-            task: "plan it".into(),
+            task: Person::at_the_keyboard().says("plan it"),
             first: builder,
             audit: room.sink.clone(),
             audit_location: None,

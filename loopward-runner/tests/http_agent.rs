@@ -6,7 +6,7 @@
 mod http_support;
 
 use http_support::{data, json, sse, MockServer, RecordingSleeper};
-use loopward_core::{AgentId, AuditEvent, RunId, RunStatus};
+use loopward_core::{AgentId, AuditEvent, Person, RunId, RunStatus};
 use loopward_runner::audit::MemorySink;
 use loopward_runner::model::http::{
     AnthropicConfig, AnthropicModel, ApiKey, OpenAiConfig, OpenAiModel,
@@ -55,7 +55,7 @@ async fn an_agent_writes_a_file_through_a_streamed_tool_call_and_retries_do_not_
     let report = runner
         .run(RunSpec {
             id: RunId::new("http-run").unwrap(),
-            task: "write hello.txt".into(),
+            task: Person::at_the_keyboard().says("write hello.txt"),
             first: builder,
             audit: Arc::new(MemorySink::default()),
             audit_location: None,
@@ -98,7 +98,7 @@ async fn run_one(model: BoxModelService) -> (RunStatus, Vec<AuditEvent>) {
     let report = runner
         .run(RunSpec {
             id: RunId::new("cut-run").unwrap(),
-            task: "explain the plan".into(),
+            task: Person::at_the_keyboard().says("explain the plan"),
             first: builder,
             audit: sink.clone(),
             audit_location: None,

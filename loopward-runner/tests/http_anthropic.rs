@@ -4,7 +4,7 @@
 mod http_support;
 
 use http_support::{event, http, json, sse, MockServer, RecordingSleeper, Reply};
-use loopward_core::{AgentId, Message, ToolCall, ToolResult, ToolSpec};
+use loopward_core::{AgentId, Message, Person, ToolCall, ToolResult, ToolSpec};
 use loopward_runner::model::http::{AnthropicConfig, AnthropicModel, ApiKey, RetryPolicy};
 use loopward_runner::model::{ChatRequest, ChatResponse, ModelError, StopReason, TurnSlot};
 use serde_json::{json, Value};
@@ -42,7 +42,7 @@ fn request() -> ChatRequest {
         agent: AgentId::new("builder").unwrap(),
         messages: vec![
             Message::system("be brief"),
-            Message::human("write hello.txt"),
+            Message::human(Person::at_the_keyboard().says("write hello.txt")),
         ],
         tools: vec![ToolSpec {
             name: "write_file".into(),

@@ -3,7 +3,7 @@
 //! finished run is not resumed; a durable turn gate on an agent with two turns completes.
 #![allow(clippy::unwrap_used)]
 
-use loopward_core::{AgentId, AuditEvent, RunId, RunStatus, Scope};
+use loopward_core::{AgentId, AuditEvent, Person, RunId, RunStatus, Scope};
 use loopward_runner::audit::{verify, Ledger, LedgerOp, LedgerOptions, Record};
 use loopward_runner::journal::{Journal, JournalError, ResumePolicy};
 use loopward_runner::layers::stack::{LayersConfig, Stack};
@@ -127,7 +127,9 @@ async fn start_or_resume(
     let runner = runner(ws, log, gate);
     if !runs.join("r1/events.jsonl").exists() {
         let ledger = Ledger::create(runs, &run, opts).unwrap();
-        let report = runner.run(ledger.run_spec("ship it", id("planner"))).await;
+        let report = runner
+            .run(ledger.run_spec(Person::at_the_keyboard().says("ship it"), id("planner")))
+            .await;
         let _ = ledger.finish();
         return report;
     }
@@ -135,11 +137,16 @@ async fn start_or_resume(
     let report = match Journal::from_records(&records(&runs.join("r1"))) {
         // Stopped before its first record: it starts again under its id.
         Err(JournalError::NotStarted { .. }) => {
-            runner.run(ledger.run_spec("ship it", id("planner"))).await
+            runner
+                .run(ledger.run_spec(Person::at_the_keyboard().says("ship it"), id("planner")))
+                .await
         }
         Err(e) => panic!("{e}"),
         Ok(journal) => runner
-            .resume(ledger.run_spec("", id("planner")), &journal)
+            .resume(
+                ledger.run_spec(Person::at_the_keyboard().says(""), id("planner")),
+                &journal,
+            )
             .await
             .unwrap(),
     };
@@ -312,7 +319,10 @@ async fn a_finished_run_is_not_resumed_and_says_how_it_finished() {
     )
     .unwrap();
     let err = runner(ws.path(), &log, None)
-        .resume(ledger.run_spec("", id("planner")), &journal)
+        .resume(
+            ledger.run_spec(Person::at_the_keyboard().says(""), id("planner")),
+            &journal,
+        )
         .await
         .unwrap_err();
     assert!(matches!(err, ResumeError::Finished { .. }));
@@ -453,14 +463,19 @@ async fn bounded(
         let (ledger, _) = Ledger::open_existing(runs, &run, opts).unwrap();
         let journal = Journal::from_records(&records(&runs.join("r1"))).unwrap();
         let report = runner
-            .resume(ledger.run_spec("", id("a")), &journal)
+            .resume(
+                ledger.run_spec(Person::at_the_keyboard().says(""), id("a")),
+                &journal,
+            )
             .await
             .unwrap();
         let _ = ledger.finish();
         report
     } else {
         let ledger = Ledger::create(runs, &run, opts).unwrap();
-        let report = runner.run(ledger.run_spec("go", id("a"))).await;
+        let report = runner
+            .run(ledger.run_spec(Person::at_the_keyboard().says("go"), id("a")))
+            .await;
         let _ = ledger.finish();
         report
     };
@@ -835,14 +850,19 @@ async fn gated(ws: &Path, runs: &Path, log: &Path, opts: LedgerOptions) -> RunRe
         let (ledger, _) = Ledger::open_existing(runs, &run, opts).unwrap();
         let journal = Journal::from_records(&records(&runs.join("r1"))).unwrap();
         let report = runner
-            .resume(ledger.run_spec("", id("a")), &journal)
+            .resume(
+                ledger.run_spec(Person::at_the_keyboard().says(""), id("a")),
+                &journal,
+            )
             .await
             .unwrap();
         let _ = ledger.finish();
         report
     } else {
         let ledger = Ledger::create(runs, &run, opts).unwrap();
-        let report = runner.run(ledger.run_spec("go", id("a"))).await;
+        let report = runner
+            .run(ledger.run_spec(Person::at_the_keyboard().says("go"), id("a")))
+            .await;
         let _ = ledger.finish();
         report
     };

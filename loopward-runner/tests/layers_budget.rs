@@ -1,7 +1,7 @@
 //! Token and cost budgets end the run with the figures, overshooting by at most one model call.
 #![allow(clippy::unwrap_used)] // helpers of tests, not only #[test] fns
 
-use loopward_core::{AgentId, AuditEvent, Price, RunId, RunStatus};
+use loopward_core::{AgentId, AuditEvent, Person, Price, RunId, RunStatus};
 use loopward_runner::audit::MemorySink;
 use loopward_runner::layers::budget::{BudgetConfig, BudgetLayer};
 use loopward_runner::model::{
@@ -53,7 +53,7 @@ async fn run_on(config: BudgetConfig, spawn: bool) -> (RunReport, Arc<MemorySink
     let report = runner
         .run(RunSpec {
             id: RunId::new("r1").unwrap(),
-            task: "list".into(),
+            task: Person::at_the_keyboard().says("list"),
             first: a,
             audit: sink.clone(),
             audit_location: None,

@@ -1,7 +1,7 @@
 //! Anti-loop caps and repeat detection, end to end through the runner.
 #![allow(clippy::unwrap_used)] // helpers of tests, not only #[test] fns
 
-use loopward_core::{AgentId, AuditEvent, RunId, RunStatus, ToolCall, Usage};
+use loopward_core::{AgentId, AuditEvent, Person, RunId, RunStatus, ToolCall, Usage};
 use loopward_runner::audit::MemorySink;
 use loopward_runner::layers::caps::{CapsConfig, CapsLayer, OnCap};
 use loopward_runner::layers::repeat::{RepeatConfig, RepeatLayer};
@@ -56,7 +56,7 @@ async fn run(runner: Runner, first: &AgentId) -> (RunReport, Arc<MemorySink>) {
     let report = runner
         .run(RunSpec {
             id: RunId::new("r1").unwrap(),
-            task: "go".into(),
+            task: Person::at_the_keyboard().says("go"),
             first: first.clone(),
             audit: sink.clone(),
             audit_location: None,

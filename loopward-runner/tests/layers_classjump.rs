@@ -1,7 +1,7 @@
 //! Class-jump through the runner, driven by a scripted agent calling `report_attempt`.
 #![allow(clippy::unwrap_used)] // helpers of tests, not only #[test] fns
 
-use loopward_core::{AgentId, AuditEvent, RunId, RunStatus};
+use loopward_core::{AgentId, AuditEvent, Person, RunId, RunStatus};
 use loopward_runner::audit::MemorySink;
 use loopward_runner::layers::classjump::{ClassJump, ClassJumpConfig};
 use loopward_runner::model::{
@@ -55,7 +55,7 @@ async fn play(strategies: &[&str], then_say: &str) -> (RunReport, Arc<MemorySink
     let report = runner
         .run(RunSpec {
             id: RunId::new("r1").unwrap(),
-            task: "fix the flaky test".into(),
+            task: Person::at_the_keyboard().says("fix the flaky test"),
             first: builder,
             audit: sink.clone(),
             audit_location: None,
@@ -222,7 +222,7 @@ async fn exhaustion_ends_the_reply_that_caused_it_no_later_call_runs_and_no_hand
         .unwrap()
         .run(RunSpec {
             id: RunId::new("r1").unwrap(),
-            task: "fix it".into(),
+            task: Person::at_the_keyboard().says("fix it"),
             first: builder,
             audit: sink.clone(),
             audit_location: None,
@@ -299,7 +299,7 @@ async fn failing_shell(
     let report = runner
         .run(RunSpec {
             id: RunId::new("r1").unwrap(),
-            task: "make the check pass".into(),
+            task: Person::at_the_keyboard().says("make the check pass"),
             first: builder,
             audit: sink.clone(),
             audit_location: None,

@@ -1,7 +1,7 @@
 //! Rate limits under paused tokio time: deterministic, no wall clock.
 #![allow(clippy::unwrap_used)] // helpers of tests, not only #[test] fns
 
-use loopward_core::{AgentId, AuditEvent, LayerVerdict, Message, TurnNumber};
+use loopward_core::{AgentId, AuditEvent, LayerVerdict, Message, Person, TurnNumber};
 use loopward_runner::layers::ratelimit::{QuotaConfig, RateConfig, RateLimitLayer};
 use loopward_runner::layers::testing;
 use loopward_runner::model::{BoxModelService, ChatRequest, ChatResponse, ModelError, TurnSlot};
@@ -116,7 +116,9 @@ async fn a_call_larger_than_the_burst_fails_at_once_with_a_clear_error() {
     let start = Instant::now();
     let model = layer.layer(recording(start, Arc::default()));
     let mut big = req("a");
-    big.messages = vec![Message::human("x".repeat(4000))];
+    big.messages = vec![Message::human(
+        Person::at_the_keyboard().says("x".repeat(4000)),
+    )];
     let err = model.clone().oneshot(big).await.unwrap_err();
     assert!(
         err.to_string()
@@ -125,7 +127,9 @@ async fn a_call_larger_than_the_burst_fails_at_once_with_a_clear_error() {
     );
     assert!(start.elapsed().is_zero());
     let mut small = req("a");
-    small.messages = vec![Message::human("x".repeat(400))];
+    small.messages = vec![Message::human(
+        Person::at_the_keyboard().says("x".repeat(400)),
+    )];
     model.oneshot(small).await.unwrap();
 }
 

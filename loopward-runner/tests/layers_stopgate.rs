@@ -1,7 +1,7 @@
 //! Stop-gates: approvals bound to one action, durable approvals across restarts, modes.
 #![allow(clippy::unwrap_used)] // helpers of tests, not only #[test] fns
 
-use loopward_core::{AgentId, AuditEvent, RunId, RunStatus};
+use loopward_core::{AgentId, AuditEvent, Person, RunId, RunStatus};
 use loopward_runner::audit::MemorySink;
 use loopward_runner::layers::stopgate::{
     approve, deny, list_pending, pending_dir, Answer, ApprovalRequest, GatedAction, StopGateConfig,
@@ -141,7 +141,7 @@ async fn start(dir: &Path) -> (RunReport, Arc<MemorySink>) {
     let report = runner
         .run(RunSpec {
             id: RunId::new("r1").unwrap(),
-            task: "write the release notes".into(),
+            task: Person::at_the_keyboard().says("write the release notes"),
             first: builder,
             audit: sink.clone(),
             audit_location: None,
@@ -333,7 +333,7 @@ async fn turn_and_handoff_gates_stop_or_refuse() {
     };
     let spec = || RunSpec {
         id: RunId::new("r1").unwrap(),
-        task: "t".into(),
+        task: Person::at_the_keyboard().says("t"),
         first: planner.clone(),
         audit: Arc::new(MemorySink::default()),
         audit_location: None,
@@ -450,7 +450,7 @@ async fn a_durable_turn_gate_pauses_before_the_agent_runs_and_lets_one_turn_thro
         let report = runner
             .run(RunSpec {
                 id: RunId::new("r2").unwrap(),
-                task: "build".into(),
+                task: Person::at_the_keyboard().says("build"),
                 first: builder.clone(),
                 audit: sink.clone(),
                 audit_location: None,

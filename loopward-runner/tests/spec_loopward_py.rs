@@ -3,7 +3,7 @@
 //! in this loopward's words. Differences are in ARCHITECTURE.md ("Where loopward differs from
 //! its peers").
 
-use loopward_core::{AgentId, RunId, RunStatus};
+use loopward_core::{AgentId, Person, RunId, RunStatus};
 use loopward_runner::audit::MemorySink;
 use loopward_runner::layers::classjump::{Attempt, ClassJump, ClassJumpConfig, VerdictKind};
 use loopward_runner::layers::stopgate::{StopGateConfig, StopGates, StopMode};
@@ -129,7 +129,7 @@ async fn one_agent(script: Script, gates: &StopGates) -> loopward_runner::RunRep
         .unwrap()
         .run(RunSpec {
             id: RunId::new("r1").unwrap(),
-            task: "review the diff".into(),
+            task: Person::at_the_keyboard().says("review the diff"),
             first: a,
             audit: Arc::new(MemorySink::default()),
             audit_location: None,

@@ -26,7 +26,9 @@
 //! ```no_run
 //! # async fn run() -> anyhow::Result<()> {
 //! let team = loopward::Team::from_config("loopward.toml")?.env(|k| std::env::var(k).ok());
-//! let report = team.run("Write a hello file under src/").await?;
+//! // The task is what the person at the keyboard asked for (only a `Person` makes their words).
+//! let task = loopward::core::Person::at_the_keyboard().says("Write a hello file under src/");
+//! let report = team.run(task).await?;
 //! println!("{}: {} turns", report.status.label(), report.turns);
 //! # Ok(()) }
 //! ```

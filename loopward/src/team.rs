@@ -353,7 +353,14 @@ impl Team {
     /// of the config, for `loopward replay`), started by the config's first agent, finished and
     /// anchored afterwards. The ledger is chained under the key of loopward's state directory
     /// (created on first use), so it needs one: see [`custody`](Self::custody).
-    pub async fn run(mut self, task: impl Into<String>) -> Result<loopward_runner::RunReport> {
+    ///
+    /// The task is a person's words ([`HumanWords`](loopward_core::HumanWords), made by
+    /// [`Person::says`](loopward_core::Person::says)): the application that talks to the person
+    /// makes them.
+    pub async fn run(
+        mut self,
+        task: loopward_core::HumanWords,
+    ) -> Result<loopward_runner::RunReport> {
         let custody = self.find_custody()?.with_context(|| {
             format!(
                 "no state directory to keep the ledger key in: give the team an environment lookup (Team::env) so $XDG_STATE_HOME or $HOME is used, a Custody (Team::custody), or set [state] dir in {}",
@@ -376,7 +383,7 @@ impl Team {
         let report = runner
             .run(loopward_runner::RunSpec {
                 id,
-                task: task.into(),
+                task,
                 first,
                 audit: ledger.clone(),
                 audit_location: Some(ledger.run_dir()),

@@ -6,7 +6,7 @@
 
 use loopward::backend::{self, Choice};
 use loopward::config::Config;
-use loopward::core::{AgentId, Message};
+use loopward::core::{AgentId, Message, Person};
 use loopward::runner::model::{ChatRequest, TurnSlot};
 use std::io::{Read, Write};
 use std::net::TcpListener;
@@ -65,7 +65,7 @@ fn config(dir: &Path, backend: &str) -> Config {
 fn request() -> ChatRequest {
     ChatRequest {
         agent: AgentId::new("builder").unwrap(),
-        messages: vec![Message::human("say hi")],
+        messages: vec![Message::human(Person::at_the_keyboard().says("say hi"))],
         tools: vec![],
         max_tokens: Some(16),
         turn: TurnSlot::empty(),

@@ -50,7 +50,7 @@ async fn the_handoff_tool_offers_every_agent_but_the_caller() {
         .unwrap()
         .model(model)
         .custody(custody)
-        .run("plan it")
+        .run(loopward::core::Person::at_the_keyboard().says("plan it"))
         .await
         .unwrap();
     assert_eq!(report.turns, 1);

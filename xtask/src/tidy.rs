@@ -8,8 +8,10 @@
 //!   outside `clock.rs` (tokio time, which tests pause, is allowed);
 //! - **a true `rust-version`**: the workspace's declared minimum Rust is at least every
 //!   dependency's own `rust-version` (the lock file's versions);
-//! - **human origin**: in library code, only the runner (the task, people's inbox messages) and
-//!   `message.rs`/`person.rs` name `Message::human` or `Person::at_the_keyboard` — no model, tool or backend text becomes a person's;
+//! - **human origin**: the types make a person's words only through a `Person`
+//!   (`Message::human` and `RunSpec::task` take `HumanWords`); as a second line, in library code
+//!   only `person.rs`, the runner (its inbox's messages, the journal's task on resume) and the
+//!   Restate workflow (its start request) make a `Person` — no model, tool or backend does;
 //! - **no printing in libraries**: no `print!`/`println!`/`eprint!`/`eprintln!`/`dbg!` outside
 //!   tests (libraries emit audit events and `tracing` spans);
 //! - **a vocabulary without IO**: `loopward-core` touches no file, socket, process or runtime,
@@ -130,12 +132,14 @@ const LIBRARIES: &[&str] = &[
     "loopward-restate/src",
 ];
 
-/// The library files that may make a `Message::human` or a `Person`: their definitions, and the
-/// runner, which makes one only from the run's task and the messages its inbox delivered.
+/// The library files that may make a `Person` (`Person::at_the_keyboard`): its definition; the
+/// runner, for the messages its inbox delivered and, on resume, the task its journal read from
+/// the `run_started` record; the Restate workflow, whose start request carries the run's task
+/// (as argv does the CLI's). Binaries, tests, examples and the demo talk to a person themselves.
 const HUMAN_SOURCES: &[&str] = &[
-    "loopward-core/src/message.rs",
     "loopward-core/src/person.rs",
     "loopward-runner/src/runner.rs",
+    "loopward-restate/src/workflow.rs",
 ];
 
 pub(crate) fn run(root: &Path) -> Result<()> {
@@ -298,12 +302,9 @@ fn library_rules(root: &Path, path: &Path, text: &str, problems: &mut Vec<String
         }
         let at = format!("{rel}:{}", i + 1);
         in_tests |= code.starts_with("#[cfg(test)]");
-        if !speaks_for_people
-            && !in_tests
-            && (code.contains("Message::human") || code.contains("Person::at_the_keyboard"))
-        {
+        if !speaks_for_people && !in_tests && code.contains("Person::at_the_keyboard") {
             problems.push(format!(
-                "{at}: makes a message of human origin; only the runner's task and inbox speak for a person (see ARCHITECTURE.md, loopward-core)"
+                "{at}: makes a `Person`, the capability to speak for one; in library code only the runner (inbox, resumed task) and the Restate workflow (start request) do — take `HumanWords` from the caller instead (see ARCHITECTURE.md, loopward-core)"
             ));
         }
         if code.contains("std::env::")
@@ -541,6 +542,26 @@ mod tests {
     }
 
     #[test]
+    fn only_the_runner_and_the_workflow_make_a_person_in_library_code() {
+        let mint = "let p = Person::at_the_keyboard();\n";
+        let p = problems("/r/loopward-llama/src/lib.rs", mint);
+        assert_eq!(p.len(), 1, "{p:?}");
+        assert!(p[0].starts_with("loopward-llama/src/lib.rs:1:"), "{p:?}");
+        for allowed in [
+            "/r/loopward-runner/src/runner.rs",
+            "/r/loopward-restate/src/workflow.rs",
+            "/r/loopward-core/src/person.rs",
+        ] {
+            assert!(problems(allowed, mint).is_empty(), "{allowed}");
+        }
+        // Tests and doc examples talk to a person; taking words is not making them.
+        let test = "#[cfg(test)]\nmod t { let p = Person::at_the_keyboard(); }\n";
+        assert!(problems("/r/loopward-runner/src/x.rs", test).is_empty());
+        let doc = "/// let p = Person::at_the_keyboard();\nfn f(w: HumanWords) -> Message { Message::human(w) }\n";
+        assert!(problems("/r/loopward-runner/src/x.rs", doc).is_empty());
+    }
+
+    #[test]
     fn imported_wall_clocks_and_environments_are_caught_too() {
         let p = problems(
             "/r/loopward/src/x.rs",
@@ -548,23 +569,6 @@ mod tests {
         );
         assert_eq!(p.len(), 3, "{p:?}");
         assert!(p[2].contains("reads the environment"), "{p:?}");
-    }
-
-    #[test]
-    fn only_the_runner_and_the_vocabulary_speak_for_a_person() {
-        let text = "let m = Message::human(\"hi\");\n";
-        let p = problems("/r/loopward-runner/src/tools/shell.rs", text);
-        assert_eq!(p.len(), 1, "{p:?}");
-        assert!(p[0].contains("human origin"), "{p:?}");
-        assert!(problems("/r/loopward-runner/src/runner.rs", text).is_empty());
-        let p = problems("/r/loopward/src/x.rs", "Person::at_the_keyboard()");
-        assert_eq!(p.len(), 1, "{p:?}");
-        // Test code may make one.
-        let p = problems(
-            "/r/loopward/src/x.rs",
-            "#[cfg(test)]\nmod t { Message::human(\"x\"); }",
-        );
-        assert!(p.is_empty(), "{p:?}");
     }
 
     fn graph(packages: serde_json::Value) -> Vec<String> {

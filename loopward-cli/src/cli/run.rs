@@ -7,7 +7,7 @@ use loopward::backend::{self, Choice};
 use loopward::config::{BackendKind, Config, CONFIG_FILE};
 use loopward::ledger;
 use loopward::team;
-use loopward_core::{RunId, RunStatus};
+use loopward_core::{Person, RunId, RunStatus};
 use loopward_runner::journal::JournalError;
 use loopward_runner::{Clock, RunSpec, SystemClock};
 use loopward_term::json::JsonSink;
@@ -241,7 +241,9 @@ pub(super) async fn run(args: Args) -> Result<ExitCode> {
     }
     let spec = RunSpec {
         id: id.clone(),
-        task,
+        // The CLI speaks for the person at the terminal: the task is what they passed (`--task`)
+        // or wrote in their config (`run.task`); resumed, the runner takes the journal's.
+        task: Person::at_the_keyboard().says(task),
         first,
         audit: sink,
         audit_location: Some(run_dir.clone()),

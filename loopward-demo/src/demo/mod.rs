@@ -20,7 +20,7 @@ use anyhow::{Context, Result};
 use loopward::config::Config;
 use loopward::ledger::{self, RunFigures};
 use loopward::state::Custody;
-use loopward_core::{AgentId, RunId};
+use loopward_core::{AgentId, Person, RunId};
 use loopward_runner::audit::{KeyRing, LedgerKey};
 use loopward_runner::model::fake::{FakeModel, Script};
 use loopward_runner::model::BoxModelService;
@@ -213,7 +213,8 @@ impl<W: Write + Send + 'static> Stage<W> {
             .run_observed(
                 RunSpec {
                     id: run.clone(),
-                    task: act.task.into(),
+                    // The demo plays the person who gives each run its task.
+                    task: Person::at_the_keyboard().says(act.task),
                     first: agent(act.first),
                     audit: sink,
                     audit_location: Some(ledger::run_dir(&self.runs_dir, &run)),

@@ -35,7 +35,7 @@ use super::render::{render_json, render_markdown};
 use super::verify::{scan, Breach, EVENTS_FILE};
 use crate::clock::{Clock, SystemClock};
 use crate::runner::RunSpec;
-use loopward_core::{AgentId, AuditError, AuditEvent, AuditSink, RunId, Scope};
+use loopward_core::{AgentId, AuditError, AuditEvent, AuditSink, HumanWords, RunId, Scope};
 use nix::fcntl::{Flock, FlockArg};
 use std::fs::File;
 use std::io::Write;
@@ -447,11 +447,11 @@ impl Ledger {
         &self.path
     }
 
-    /// A [`RunSpec`] whose events go to this ledger.
-    pub fn run_spec(self: &Arc<Self>, task: impl Into<String>, first: AgentId) -> RunSpec {
+    /// A [`RunSpec`] whose events go to this ledger, for a task a person gave.
+    pub fn run_spec(self: &Arc<Self>, task: HumanWords, first: AgentId) -> RunSpec {
         RunSpec {
             id: self.run.clone(),
-            task: task.into(),
+            task,
             first,
             audit: self.clone(),
             audit_location: Some(self.run_dir()),

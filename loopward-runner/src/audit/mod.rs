@@ -20,7 +20,7 @@
 //! [`finish`](Ledger::finish) it (which writes `audit.json`, `audit.md` and the anchor).
 //!
 //! ```
-//! use loopward_core::{AgentId, RunId, RunStatus};
+//! use loopward_core::{AgentId, Person, RunId, RunStatus};
 //! use loopward_runner::audit::{report, verify, KeyRing, Ledger, LedgerOptions, VerifyOptions};
 //! use loopward_runner::model::{fake::{FakeModel, Script}, BoxModelService};
 //! use loopward_runner::{tools, BoxTurnService, LlmAgent, Runner, Workspace};
@@ -37,7 +37,7 @@
 //! let keys = KeyRing::load_or_create(&tempfile::tempdir().unwrap().path().join("keys")).unwrap();
 //! let opts = LedgerOptions::keyed(keys.current().unwrap().clone());
 //! let ledger = Ledger::create(runs.path(), &RunId::new("r1").unwrap(), opts).unwrap();
-//! let run = runner.run(ledger.run_spec("check the repo", builder)).await;
+//! let run = runner.run(ledger.run_spec(Person::at_the_keyboard().says("check the repo"), builder)).await;
 //! assert_eq!(run.status, RunStatus::Completed);
 //! let done = ledger.finish().unwrap();
 //!

@@ -50,7 +50,7 @@ pub struct LayersConfig {
 /// Validated layers, ready to wrap an agent, its tool executor and its model.
 ///
 /// ```
-/// use loopward_core::{AgentId, RunId, RunStatus};
+/// use loopward_core::{AgentId, Person, RunId, RunStatus};
 /// use loopward_runner::layers::stack::{LayersConfig, Stack};
 /// use loopward_runner::{audit::MemorySink, model::{fake::{FakeModel, Script}, BoxModelService},
 ///     tool::{BoxToolService, ToolExecutor}, tools, BoxTurnService, LlmAgent, Runner, RunSpec, Workspace};
@@ -81,7 +81,8 @@ pub struct LayersConfig {
 /// let runner = Runner::builder(Workspace::new(dir.path()).unwrap())
 ///     .agent(a.clone(), stack.turn(BoxTurnService::new(agent))).unwrap().build().unwrap();
 /// let sink = Arc::new(MemorySink::default());
-/// let report = runner.run(RunSpec { id: RunId::new("r1").unwrap(), task: "clean".into(),
+/// let task = Person::at_the_keyboard().says("clean");
+/// let report = runner.run(RunSpec { id: RunId::new("r1").unwrap(), task,
 ///     first: a, audit: sink.clone(), audit_location: None }).await;
 /// // A denied call ends the reply there and the run after the turn, with its last words kept.
 /// assert!(matches!(report.status, RunStatus::Stopped { .. }));

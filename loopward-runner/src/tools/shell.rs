@@ -28,26 +28,36 @@ use tokio::io::AsyncWriteExt;
 /// Runs `$1` once a line arrives on stdin; exits 125 without running it when stdin closes first.
 const RELEASE_GATE: &str = r#"IFS= read -r go || exit 125; exec sh -c "$1" </dev/null"#;
 
-/// Records the call's start and commits the decisions that let it through, then lets the waiting
-/// command run. If either fails the command is never released (its stdin closes and it exits without running).
+/// Commits the decisions that let the call through, records its start, lets the waiting command
+/// run, then makes the start durable. If anything before the release fails the command is never
+/// released (its stdin closes and it exits without running).
+///
+/// Why this order: a process kill leaves every written record on disk (the page cache outlives the
+/// process), so between the start's `write` and the release there are no syscalls to be killed in
+/// but the release's own: killed before the record, the command never runs and the resumed call
+/// runs it; killed after, it runs once and the call is reported interrupted. Syncing the start
+/// before the release would leave the command unrun for as long as the fdatasync takes.
 async fn release(inv: &ToolInvocation, child: &mut tokio::process::Child) -> Result<(), ToolError> {
     let stdin = child.stdin.take();
-    inv.turn
-        .record(&AuditEvent::ToolStarted {
-            call_id: inv.call.id.clone(),
-            tool: inv.call.name.clone(),
-        })
-        .and_then(|()| inv.turn.commit())
-        .map_err(ToolError::Audit)?;
+    inv.turn.commit().map_err(ToolError::Audit)?;
     let Some(mut stdin) = stdin else {
         return Err(ToolError::Failed(
             "not run: the command's stdin was not open".into(),
         ));
     };
+    inv.turn
+        .record(&AuditEvent::ToolStarted {
+            call_id: inv.call.id.clone(),
+            tool: inv.call.name.clone(),
+        })
+        .map_err(ToolError::Audit)?;
     stdin
         .write_all(b"go\n")
         .await
-        .map_err(|e| ToolError::Failed(format!("could not release the command: {e}")))
+        .map_err(|e| ToolError::Failed(format!("could not release the command: {e}")))?;
+    // The start on disk (against machine loss, not only a process kill); a failure stops the
+    // command (the caller's group guard ends it) and the run.
+    inv.turn.commit().map_err(ToolError::Audit)
 }
 
 /// How much of stdout and stderr each is returned to the model.

@@ -3,7 +3,7 @@
 #![allow(dead_code, unreachable_pub)]
 
 use futures::future::BoxFuture;
-use loopward_core::{AgentId, AuditEvent, Decision, GateMode, RunId};
+use loopward_core::{AgentId, AuditEvent, Decision, GateMode, HumanWords, RunId};
 use loopward_runner::audit::{Finished, Ledger, LedgerOptions};
 use loopward_runner::model::fake::{FakeModel, Script};
 use loopward_runner::model::BoxModelService;
@@ -131,7 +131,7 @@ pub async fn run_to_ledger(
     runner: &Runner,
     runs_dir: &Path,
     run: &str,
-    task: &str,
+    task: HumanWords,
     first: &str,
     opts: LedgerOptions,
 ) -> (

@@ -7,7 +7,7 @@
 //! one model call that crossed the line.
 //!
 //! ```
-//! use loopward_core::{AgentId, Price, RunId, RunStatus};
+//! use loopward_core::{AgentId, Person, Price, RunId, RunStatus};
 //! use loopward_runner::layers::budget::{BudgetConfig, BudgetLayer};
 //! use loopward_runner::{audit::MemorySink, model::{fake::{FakeModel, Script}, BoxModelService},
 //!     BoxTurnService, LlmAgent, Runner, RunSpec, Workspace};
@@ -23,7 +23,8 @@
 //! let dir = tempfile::tempdir().unwrap();
 //! let runner = Runner::builder(Workspace::new(dir.path()).unwrap())
 //!     .agent(a.clone(), BoxTurnService::new(budget.layer(agent))).unwrap().build().unwrap();
-//! let report = runner.run(RunSpec { id: RunId::new("r1").unwrap(), task: "hi".into(),
+//! let task = Person::at_the_keyboard().says("hi");
+//! let report = runner.run(RunSpec { id: RunId::new("r1").unwrap(), task,
 //!     first: a, audit: Arc::new(MemorySink::default()), audit_location: None }).await;
 //! assert!(matches!(report.status, RunStatus::BudgetExceeded { budget } if budget.starts_with("tokens")));
 //! # });

@@ -11,7 +11,7 @@
 //! with the counts; a cap as `cap_reached` (or `wrap_up`) with the figures.
 //!
 //! ```
-//! use loopward_core::{AgentId, RunId, RunStatus};
+//! use loopward_core::{AgentId, Person, RunId, RunStatus};
 //! use loopward_runner::layers::caps::{CapsConfig, CapsLayer};
 //! use loopward_runner::{audit::MemorySink, model::{fake::{FakeModel, Script}, BoxModelService},
 //!     tools, BoxTurnService, LlmAgent, Runner, RunSpec, Workspace};
@@ -34,8 +34,9 @@
 //!         .tools(tools::builtin(&[a.clone(), b.clone()])).build();
 //!     runner = runner.agent(name.clone(), BoxTurnService::new(caps.layer(agent))).unwrap();
 //! }
+//! let task = Person::at_the_keyboard().says("ping-pong");
 //! let report = runner.build().unwrap().run(RunSpec {
-//!     id: RunId::new("r1").unwrap(), task: "ping-pong".into(), first: a.clone(),
+//!     id: RunId::new("r1").unwrap(), task, first: a.clone(),
 //!     audit: Arc::new(MemorySink::default()), audit_location: None,
 //! }).await;
 //! assert_eq!(report.status, RunStatus::CapReached { cap: "turns_per_run (3)".into() });
