@@ -34,7 +34,11 @@ echo $! >"$PIDFILE"
 stop() {
     pid=$(cat "$PIDFILE" 2>/dev/null || true)
     if [ -n "$pid" ]; then
+        # SIGTERM, then SIGKILL to the same PID if it is still up after 10 s (llama-server has
+        # been seen to ignore a first SIGTERM; an unbounded wait would hang CI).
         kill "$pid" 2>/dev/null || true
+        for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+        kill -9 "$pid" 2>/dev/null || true
         wait "$pid" 2>/dev/null || true
     fi
     rm -f "$PIDFILE"
