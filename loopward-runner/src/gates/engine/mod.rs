@@ -321,9 +321,8 @@ impl Policy {
     }
 
     /// Where the plan lands (the configured path, links followed), when a sprawl gate is on.
-    /// Resolved once while no link on its way can have changed (see [`plan_cache`]).
-    ///
-    /// [`plan_cache`]: super::plan_cache
+    /// Resolved once while no link on its way can have changed (the gates' `plan_cache` module
+    /// says when the cached answer is dropped).
     pub fn plan_rel(&self) -> Option<String> {
         let gates = self.gates();
         let sg = gates.sprawl.as_ref()?;
