@@ -117,12 +117,13 @@ impl Fixture {
                 layer: "class_jump".into(),
                 decision: LayerVerdict::Retry,
                 detail: json!({"subtask": "make the build pass #0", "strategy": "strategy-0",
-                               "failures": 1, "allowed": 100, "next": "strategy-0"}),
+                               "failures": 1, "allowed": 100, "next": "strategy-0"})
+                .into(),
             },
             AuditEvent::LayerDecision {
                 layer: "stopgate".into(),
                 decision: LayerVerdict::AutoApproved,
-                detail: json!({"gate": "stopgate-1", "action": "phase:deploy"}),
+                detail: json!({"gate": "stopgate-1", "action": "phase:deploy"}).into(),
             },
             AuditEvent::ToolFinished {
                 call_id: "c1".into(),
