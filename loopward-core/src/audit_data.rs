@@ -64,9 +64,8 @@ mod tests {
     use crate::model::StopReason;
     use crate::{
         Action, AgentId, CapsAllowDetail, ClassJumpDetail, Decision, Effect, EffectKind,
-        EffectStatus, FinishReason, GateId, GateKind, GateMode, Handoff, LayerDetail,
-        LayerVerdict, RateLimitDetail, Refusal, Remedy, RunStatus, StopGateDetail, ToolCall,
-        Usage,
+        EffectStatus, FinishReason, GateId, GateKind, GateMode, Handoff, LayerDetail, LayerVerdict,
+        RateLimitDetail, Refusal, Remedy, RunStatus, StopGateDetail, ToolCall, Usage,
     };
     use serde_json::json;
 
@@ -115,7 +114,12 @@ mod tests {
                 tool: Some("shell".into()),
             }),
             gate(None, None, None, None),
-            gate(Some("ann"), Some("p1"), Some("no"), Some(".loopward/pending")),
+            gate(
+                Some("ann"),
+                Some("p1"),
+                Some("no"),
+                Some(".loopward/pending"),
+            ),
             LayerDetail::CapsAllow(CapsAllowDetail {
                 hops: 1,
                 turn: 2,
