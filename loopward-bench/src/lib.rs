@@ -34,6 +34,7 @@ pub mod ledger;
 #[cfg(feature = "llama")]
 pub mod llama;
 pub mod machine;
+pub mod ratio;
 pub mod report;
 pub mod scale;
 pub mod stack;
