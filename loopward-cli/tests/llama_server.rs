@@ -203,7 +203,12 @@ impl OwnServer {
                 "-c", "4096", "-np", "1", "--temp", "0", "--seed", "1", "-t", "1",
             ])
             .args(["--jinja", "--no-webui", "--api-key", &e.key])
-            .args(template.map(|t| [Path::new("--chat-template-file"), t]).into_iter().flatten())
+            .args(
+                template
+                    .map(|t| [Path::new("--chat-template-file"), t])
+                    .into_iter()
+                    .flatten(),
+            )
             .stdout(log.try_clone().unwrap())
             .stderr(log)
             .spawn()
@@ -496,7 +501,10 @@ fn gated_calls(dir: &Path, run: &str) -> Vec<Gated> {
             } => calls.push((
                 call_id,
                 Gated {
-                    agent: scope.agent.map(|a| a.as_str().to_owned()).unwrap_or_default(),
+                    agent: scope
+                        .agent
+                        .map(|a| a.as_str().to_owned())
+                        .unwrap_or_default(),
                     tool,
                     arguments,
                     territory: None,
@@ -567,7 +575,10 @@ fn real_tool_calls_stream_through_llama_server_and_are_gated() {
     // territory lets them through; what they wrote is on disk.
     let (built, calls, shown) = run("Create src/hello.txt.", "built");
     let writes: Vec<&Gated> = calls.iter().filter(|c| c.tool == "write_file").collect();
-    assert!(!writes.is_empty(), "the builder made no write_file call\n{shown}");
+    assert!(
+        !writes.is_empty(),
+        "the builder made no write_file call\n{shown}"
+    );
     for w in &writes {
         assert_eq!(w.agent, "builder", "{w:?}");
         assert_eq!(w.territory, Some(Decision::Allow), "{w:?}\n{shown}");
@@ -579,14 +590,23 @@ fn real_tool_calls_stream_through_llama_server_and_are_gated() {
     let last = writes.last().unwrap();
     let path = last.arguments["path"].as_str().unwrap();
     let on_disk = std::fs::read_to_string(built.path().join(path)).unwrap();
-    assert_eq!(on_disk, last.arguments["content"].as_str().unwrap(), "{path}");
+    assert_eq!(
+        on_disk,
+        last.arguments["content"].as_str().unwrap(),
+        "{path}"
+    );
 
     // Asked to hand off first, the builder does, and the reviewer's write is refused by the
     // builder's territory: a `gate_decision` deny, no effect, nothing on disk.
-    let (refused, calls, shown) = run("Hand off to the reviewer, who checks src/hello.txt.", "refused");
+    let (refused, calls, shown) = run(
+        "Hand off to the reviewer, who checks src/hello.txt.",
+        "refused",
+    );
     let events = ledger::events(&refused.path().join("runs/refused")).unwrap();
     assert!(
-        events.iter().any(|(_, e)| matches!(e, AuditEvent::HandoffRegistered(h)
+        events
+            .iter()
+            .any(|(_, e)| matches!(e, AuditEvent::HandoffRegistered(h)
             if h.from.as_str() == "builder" && h.to.as_str() == "reviewer")),
         "the builder did not hand off to the reviewer\n{shown}"
     );
@@ -594,7 +614,10 @@ fn real_tool_calls_stream_through_llama_server_and_are_gated() {
         .iter()
         .filter(|c| c.agent == "reviewer" && c.tool == "write_file")
         .collect();
-    assert!(!denied.is_empty(), "the reviewer made no write_file call\n{shown}");
+    assert!(
+        !denied.is_empty(),
+        "the reviewer made no write_file call\n{shown}"
+    );
     for d in &denied {
         assert!(
             matches!(&d.territory, Some(Decision::Deny(_))),

@@ -155,7 +155,8 @@ async fn tool_choice_and_the_argument_bound_travel_with_the_tools_only() {
     // The default (`auto`) is the servers' own and is not sent: see the exact body above.
     let c: OpenAiConfig = toml::from_str("model = \"m\"\ntool_choice = \"none\"").unwrap();
     assert_eq!(c.tool_choice, ToolChoice::None);
-    let err = toml::from_str::<OpenAiConfig>("model = \"m\"\ntool_choice = \"always\"").unwrap_err();
+    let err =
+        toml::from_str::<OpenAiConfig>("model = \"m\"\ntool_choice = \"always\"").unwrap_err();
     assert!(err.to_string().contains("`auto`, `required`"), "{err}");
     let zero = OpenAiConfig {
         argument_chars: Some(0),

@@ -157,11 +157,11 @@ async fn tool_choice_and_argument_chars_reach_the_openai_request() {
     }];
     model.oneshot(req).await.unwrap();
     let sent = server.join().unwrap();
-    let body: serde_json::Value = serde_json::from_str(&sent[sent.find("\r\n\r\n").unwrap() + 4..]).unwrap();
+    let body: serde_json::Value =
+        serde_json::from_str(&sent[sent.find("\r\n\r\n").unwrap() + 4..]).unwrap();
     assert_eq!(body["tool_choice"], "required", "{body}");
     assert_eq!(
-        body["tools"][0]["function"]["parameters"]["properties"]["path"]["maxLength"],
-        40,
+        body["tools"][0]["function"]["parameters"]["properties"]["path"]["maxLength"], 40,
         "{body}"
     );
 }
