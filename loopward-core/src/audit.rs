@@ -12,7 +12,8 @@ use crate::remedy::Remedy;
 use crate::tool::ToolCall;
 use crate::usage::Usage;
 use crate::verdict::LayerVerdict;
-use serde::{Deserialize, Serialize};
+use serde::ser::SerializeStruct;
+use serde::{Deserialize, Serialize, Serializer};
 
 /// Where in a run an event happened. Filled in by the runner, not by whoever emits the event.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -28,7 +29,10 @@ pub struct Scope {
 }
 
 /// How a run ended.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+///
+/// Written as one object with its keys sorted (`{"cap":"turns","status":"cap_reached"}`), as the
+/// ledger writes every object.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
 #[serde(tag = "status", rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum RunStatus {
@@ -84,6 +88,27 @@ impl RunStatus {
     }
 }
 
+impl Serialize for RunStatus {
+    /// By hand, because a derived one writes the `status` tag first and every field's name sorts
+    /// before it; the ledger's keys are sorted.
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let field = match self {
+            Self::Completed | Self::Exhausted => None,
+            Self::CapReached { cap } => Some(("cap", cap)),
+            Self::BudgetExceeded { budget } => Some(("budget", budget)),
+            Self::Stopped { reason } => Some(("reason", reason)),
+            Self::AwaitingApproval { pending } => Some(("pending", pending)),
+            Self::AuditFailed { error } | Self::Failed { error } => Some(("error", error)),
+        };
+        let mut st = s.serialize_struct("RunStatus", 1 + usize::from(field.is_some()))?;
+        if let Some((name, value)) = field {
+            st.serialize_field(name, value)?;
+        }
+        st.serialize_field("status", self.label())?;
+        st.end()
+    }
+}
+
 /// Why a turn ended.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -100,16 +125,22 @@ pub enum FinishReason {
 }
 
 /// One thing that happened in a run.
+///
+/// Every variant's fields, and the fields of every type they hold, are declared in sorted order of
+/// their written names (`rename` and `flatten` included): the ledger writes an event's fields
+/// straight from it, in declaration order, and its format promises them sorted. A debug build of
+/// the ledger checks each record against a sorted re-serialisation, so a field out of place fails
+/// the tests that write one.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum AuditEvent {
     /// A run began.
     RunStarted {
-        /// The task, as the human gave it.
-        task: String,
         /// The first agent.
         agent: AgentId,
+        /// The task, as the human gave it.
+        task: String,
     },
     /// A genuine human message entered the run (starts a new turn for turn-scoped gates).
     HumanMessage {
@@ -123,37 +154,37 @@ pub enum AuditEvent {
     },
     /// A model call finished.
     ModelCall {
-        /// The model's name, as configured.
-        model: String,
-        /// Tokens used.
-        usage: Usage,
         /// Cost of this call in micro-dollars, when a price is known.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         cost_micros: Option<u64>,
+        /// The model's name, as configured.
+        model: String,
         /// How many tool calls the reply made.
         tool_calls: u32,
+        /// Tokens used.
+        usage: Usage,
     },
     /// What the model answered, recorded right after its [`AuditEvent::ModelCall`] (which holds
     /// the reply's usage and cost). A resumed run feeds this reply back instead of calling the
     /// model again; `replay` re-judges the run against it.
     ModelReply {
+        /// How the reply ended (absent: finished; `token_limit`: cut off mid-reply).
+        #[serde(default, skip_serializing_if = "crate::model::StopReason::is_finished")]
+        stop: crate::model::StopReason,
         /// The reply's visible text.
         text: String,
         /// The tool calls it made, with their ids and arguments, in order.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         tool_calls: Vec<ToolCall>,
-        /// How the reply ended (absent: finished; `token_limit`: cut off mid-reply).
-        #[serde(default, skip_serializing_if = "crate::model::StopReason::is_finished")]
-        stop: crate::model::StopReason,
     },
     /// A tool call was requested by the model (before any gate looks at it).
     ToolRequested {
+        /// Arguments as given.
+        arguments: serde_json::Value,
         /// Call id.
         call_id: String,
         /// Tool name.
         tool: String,
-        /// Arguments as given.
-        arguments: serde_json::Value,
     },
     /// A tool call passed every gate and its tool is about to run: recorded by the innermost
     /// tool service, just before the effect starts. A call with this record and no
@@ -166,31 +197,31 @@ pub enum AuditEvent {
     },
     /// A gate decided on a tool call or other action.
     GateDecision {
+        /// The action decided on (`tool:write_file`, `handoff:auditor` in the ledger).
+        action: Action,
         /// The tool call decided on, when the action is a tool call.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         call_id: Option<String>,
+        /// The decision.
+        decision: Decision,
         /// The gate: its kind and name (`gate_kind` and `gate` in the ledger).
         #[serde(flatten)]
         gate: GateId,
         /// Its mode.
         mode: GateMode,
-        /// The action decided on (`tool:write_file`, `handoff:auditor` in the ledger).
-        action: Action,
-        /// Path as the model wrote it, when the action names one.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        path_raw: Option<String>,
         /// Canonical workspace-relative path, when it could be resolved.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         path: Option<String>,
-        /// The decision.
-        decision: Decision,
+        /// Path as the model wrote it, when the action names one.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        path_raw: Option<String>,
     },
     /// A one-shot override was consumed (recorded before the write it authorises runs).
     OverrideConsumed {
-        /// The sentinel's id.
-        id: String,
         /// The agent it was granted to.
         agent: AgentId,
+        /// The sentinel's id.
+        id: String,
         /// The path it covers.
         path: String,
         /// Why it was granted.
@@ -200,59 +231,59 @@ pub enum AuditEvent {
     ToolFinished {
         /// Call id.
         call_id: String,
-        /// Tool name.
-        tool: String,
-        /// Whether the model reads it as an error.
-        is_error: bool,
         /// What changed on disk.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         effects: Vec<Effect>,
-        /// A short summary of the result (the first line, truncated).
-        summary: String,
+        /// Whether the model reads it as an error.
+        is_error: bool,
         /// The whole result the model read, when the runner recorded it (a resumed run feeds it
         /// back instead of running the call again).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         output: Option<String>,
+        /// A short summary of the result (the first line, truncated).
+        summary: String,
+        /// Tool name.
+        tool: String,
     },
     /// A write was made that the rules forbid (caught after the fact, e.g. through `shell`).
     Violation {
         /// The path written.
         path: String,
-        /// What was done about it.
-        remedy: Remedy,
         /// The rule broken.
         reason: String,
+        /// What was done about it.
+        remedy: Remedy,
     },
     /// A handoff was registered and will end the turn.
     HandoffRegistered(Handoff),
     /// A second handoff in the same turn was refused.
     HandoffRefused {
-        /// The refused target.
-        to: AgentId,
         /// The handoff that stands.
         standing: AgentId,
+        /// The refused target.
+        to: AgentId,
     },
     /// A turn ended.
     TurnEnded {
-        /// Why.
-        finish: FinishReason,
-        /// Tokens used in the turn.
-        usage: Usage,
         /// How the run ends after this turn, when the turn ended it (a stop-gate denied, a
         /// subtask was exhausted): a run resumed after this record ends so too.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         ends_run: Option<RunStatus>,
+        /// Why.
+        finish: FinishReason,
+        /// Tokens used in the turn.
+        usage: Usage,
     },
     /// A layer took a decision that is not a gate decision (cap reached, budget spent,
     /// rate-limit wait, timeout, class-jump, approval requested/granted/denied …).
     LayerDecision {
-        /// The layer.
-        layer: String,
         /// What it decided (`cap_reached`, `approved`, `class_jump` … in the ledger).
         decision: LayerVerdict,
         /// Figures and details.
         #[serde(default)]
         detail: serde_json::Value,
+        /// The layer.
+        layer: String,
     },
     /// A gate was added, removed or changed at run time.
     GateChanged {
@@ -270,24 +301,24 @@ pub enum AuditEvent {
     },
     /// A run was started again from its ledger: what follows continues the recorded run.
     RunResumed {
+        /// Tool calls that were started but never finished (see the runner's resume rule).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        interrupted: Vec<String>,
         /// How the previous part ended (`None`: it was killed before recording its end).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         previous: Option<RunStatus>,
         /// Turns fed back from the ledger.
         replayed_turns: u32,
-        /// Tool calls that were started but never finished (see the runner's resume rule).
-        #[serde(default, skip_serializing_if = "Vec::is_empty")]
-        interrupted: Vec<String>,
     },
     /// A run ended.
     RunEnded {
+        /// Total cost in micro-dollars, when prices are known.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cost_micros: Option<u64>,
         /// How.
         status: RunStatus,
         /// Total tokens used.
         usage: Usage,
-        /// Total cost in micro-dollars, when prices are known.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        cost_micros: Option<u64>,
     },
 }
 

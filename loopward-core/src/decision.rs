@@ -78,14 +78,28 @@ impl fmt::Display for GateKind {
 /// assert_eq!(t.to_string(), "territory:planner");
 /// assert_eq!(GateId::of(GateKind::Sprawl).name, "sprawl");
 /// ```
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct GateId {
-    /// The gate's kind.
-    #[serde(rename = "gate_kind")]
-    pub kind: GateKind,
+    // Fields in sorted order of their serialised names (`gate` < `gate_kind`): the ledger writes
+    // them as declared (see `AuditEvent`). Gate ids still order by kind, then name (below).
     /// The gate's name, as configured (unique in a policy; what `loopward gates` lists).
     #[serde(rename = "gate")]
     pub name: String,
+    /// The gate's kind.
+    #[serde(rename = "gate_kind")]
+    pub kind: GateKind,
+}
+
+impl Ord for GateId {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        (self.kind, &self.name).cmp(&(other.kind, &other.name))
+    }
+}
+
+impl PartialOrd for GateId {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
 }
 
 impl GateId {
@@ -118,12 +132,13 @@ impl fmt::Display for GateId {
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Refusal {
+    // Fields in sorted order of their names: the ledger writes them as declared (see `AuditEvent`).
     /// The name of the gate or layer that refused.
     pub gate: String,
-    /// What was wrong: names the thing touched and the rule.
-    pub reason: String,
     /// What to do instead, and how to contest the rule.
     pub hint: String,
+    /// What was wrong: names the thing touched and the rule.
+    pub reason: String,
 }
 
 impl Refusal {

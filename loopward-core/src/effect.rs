@@ -1,6 +1,7 @@
 //! Effects: what a tool call actually changed on disk.
 
-use serde::{Deserialize, Serialize};
+use serde::ser::SerializeStruct;
+use serde::{Deserialize, Serialize, Serializer};
 
 /// What happened to a path.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -35,7 +36,10 @@ pub enum EffectStatus {
 }
 
 /// One change to one workspace path, made by a tool call.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+///
+/// Written as one object with its keys sorted (`{"from":…,"kind":"rename","path":…,"status":"ok"}`),
+/// as the ledger writes every object.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Deserialize)]
 pub struct Effect {
     /// The canonical workspace-relative path (forward slashes, no `.` or `..`).
     pub path: String,
@@ -44,6 +48,38 @@ pub struct Effect {
     pub kind: EffectKind,
     /// Whether it stands.
     pub status: EffectStatus,
+}
+
+impl EffectKind {
+    /// The kind as written (`create`, `rename`, …).
+    fn label(&self) -> &'static str {
+        match self {
+            Self::Create => "create",
+            Self::Modify => "modify",
+            Self::Delete => "delete",
+            Self::Rename { .. } => "rename",
+            Self::Link => "link",
+        }
+    }
+}
+
+impl Serialize for Effect {
+    /// By hand, because a derived one writes the flattened kind's tag before its fields
+    /// (`"kind":"rename","from":…`) and the ledger's keys are sorted.
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let from = match &self.kind {
+            EffectKind::Rename { from } => Some(from),
+            EffectKind::Create | EffectKind::Modify | EffectKind::Delete | EffectKind::Link => None,
+        };
+        let mut st = s.serialize_struct("Effect", 3 + usize::from(from.is_some()))?;
+        if let Some(from) = from {
+            st.serialize_field("from", from)?;
+        }
+        st.serialize_field("kind", self.kind.label())?;
+        st.serialize_field("path", &self.path)?;
+        st.serialize_field("status", &self.status)?;
+        st.end()
+    }
 }
 
 impl Effect {

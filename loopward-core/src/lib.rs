@@ -33,6 +33,7 @@
 
 mod action;
 mod audit;
+mod audit_data;
 mod decision;
 mod effect;
 mod handoff;

@@ -6,12 +6,13 @@ use serde::{Deserialize, Serialize};
 /// tool stack's job, and a malformed call must still be recorded.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ToolCall {
+    // Fields in sorted order of their names: the ledger writes them as declared (see `AuditEvent`).
+    /// The arguments the model gave (should be a JSON object; may not be).
+    pub arguments: serde_json::Value,
     /// The call id, unique within one model reply.
     pub id: String,
     /// The tool the model asked for.
     pub name: String,
-    /// The arguments the model gave (should be a JSON object; may not be).
-    pub arguments: serde_json::Value,
 }
 
 impl ToolCall {

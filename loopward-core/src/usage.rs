@@ -6,16 +6,17 @@ use std::ops::AddAssign;
 /// Tokens used by one or more model calls.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Usage {
-    /// Prompt tokens the model read (reused + prefilled for local backends).
-    pub input_tokens: u64,
-    /// Tokens the model generated.
-    pub output_tokens: u64,
+    // Fields in sorted order of their names: the ledger writes them as declared (see `AuditEvent`).
     /// Prompt tokens served from a cache (KV reuse locally, prompt caching remotely).
     #[serde(default)]
     pub cached_tokens: u64,
     /// Number of model calls this covers.
     #[serde(default)]
     pub calls: u64,
+    /// Prompt tokens the model read (reused + prefilled for local backends).
+    pub input_tokens: u64,
+    /// Tokens the model generated.
+    pub output_tokens: u64,
 }
 
 impl Usage {

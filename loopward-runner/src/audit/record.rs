@@ -72,9 +72,9 @@ pub struct Record {
     pub hash: String,
 }
 
-/// The record without its hash: what is hashed, in the field order of [`Record`].
-#[derive(Serialize)]
-struct Body<'a> {
+/// The members of a record before `data`, in the field order of [`Record`].
+#[derive(Clone, Copy, Serialize)]
+struct Head<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     ledger: Option<&'a LedgerHeader>,
     seq: u64,
@@ -83,6 +83,16 @@ struct Body<'a> {
     turn: Option<TurnNumber>,
     agent: Option<&'a AgentId>,
     kind: &'a str,
+}
+
+/// The record without its hash, with `data` as a [`serde_json::Value`]: how lines were built
+/// before they were written straight from the event. Debug builds build every line this way too
+/// and check that the bytes agree (see [`Record::seal_into`]).
+#[cfg(any(test, debug_assertions))]
+#[derive(Serialize)]
+struct Body<'a> {
+    #[serde(flatten)]
+    head: Head<'a>,
     data: &'a serde_json::Value,
     prev: &'a str,
 }
@@ -115,48 +125,31 @@ impl Record {
         event: &AuditEvent,
         prev: &str,
     ) -> Result<(Record, Vec<u8>), ParseError> {
-        let mut data = serde_json::to_value(event).map_err(|e| ParseError(e.to_string()))?;
-        let kind = match data.as_object_mut().and_then(|m| m.remove("kind")) {
-            Some(serde_json::Value::String(k)) => k,
-            _ => event.kind().to_string(),
-        };
-        // The first record carries the header, so the chain and its key are named under the MAC.
-        let header = (seq == 1).then(|| chain.header());
-        let body = Body {
-            ledger: header.as_ref(),
-            seq,
-            time,
-            run: &scope.run,
-            turn: scope.turn,
-            agent: scope.agent.as_ref(),
-            kind: &kind,
-            data: &data,
-            prev,
-        };
-        let mut line = serde_json::to_vec(&body).map_err(|e| ParseError(e.to_string()))?;
-        let hash = chain.digest(&line);
-        line.pop(); // the closing brace; the hash member goes before it
-        line.extend_from_slice(HASH_KEY);
-        line.extend_from_slice(hash.as_bytes());
-        line.extend_from_slice(b"\"}\n");
+        let mut line = Vec::new();
+        let hash = Self::seal_into(chain, seq, time, scope, event, prev, &mut line)?;
         let record = Record {
-            ledger: header,
+            ledger: (seq == 1).then(|| chain.header()),
             seq,
             time: time.to_string(),
             run: scope.run.clone(),
             turn: scope.turn,
             agent: scope.agent.clone(),
-            kind,
-            data,
+            kind: event.kind().to_string(),
+            data: untagged_value(event)?,
             prev: prev.to_string(),
-            hash,
+            hash: String::from_utf8_lossy(&hash).into_owned(),
         };
         Ok((record, line))
     }
 
     /// Writes the line for `event` at `seq` after `prev` into `line` (cleared first; a buffer
     /// the caller reuses) and returns its hash as hex, without building the [`Record`]: the
-    /// ledger's append. The bytes are [`Record::seal`]'s.
+    /// ledger's append, and the bytes of [`Record::seal`].
+    ///
+    /// `data` is serialised straight from the event ([`AuditEvent::write_data`]): its keys come
+    /// out sorted because every type in an event declares its fields in sorted order. Debug builds also build the line through a [`serde_json::Value`] (whose
+    /// maps sort their keys) and panic if the bytes differ, so every test that writes a ledger
+    /// checks the order.
     pub(crate) fn seal_into(
         chain: &Chain,
         seq: u64,
@@ -166,12 +159,9 @@ impl Record {
         prev: &str,
         line: &mut Vec<u8>,
     ) -> Result<[u8; 64], ParseError> {
-        let mut data = serde_json::to_value(event).map_err(|e| ParseError(e.to_string()))?;
-        if let Some(m) = data.as_object_mut() {
-            m.remove("kind");
-        }
+        // The first record carries the header, so the chain and its key are named under the MAC.
         let header = (seq == 1).then(|| chain.header());
-        let body = Body {
+        let head = Head {
             ledger: header.as_ref(),
             seq,
             time,
@@ -179,11 +169,19 @@ impl Record {
             turn: scope.turn,
             agent: scope.agent.as_ref(),
             kind: event.kind(),
-            data: &data,
-            prev,
         };
         line.clear();
-        serde_json::to_writer(&mut *line, &body).map_err(|e| ParseError(e.to_string()))?;
+        serde_json::to_writer(&mut *line, &head).map_err(|e| ParseError(e.to_string()))?;
+        line.pop(); // the closing brace; `data` and `prev` follow
+        line.extend_from_slice(b",\"data\":");
+        event
+            .write_data(line)
+            .map_err(|e| ParseError(e.to_string()))?;
+        line.extend_from_slice(b",\"prev\":");
+        serde_json::to_writer(&mut *line, prev).map_err(|e| ParseError(e.to_string()))?;
+        line.push(b'}');
+        #[cfg(debug_assertions)]
+        check_against_value(&head, event, prev, line);
         let mut hex = [0u8; 64];
         hex::encode_to_slice(chain.digest_raw(DOMAIN, line), &mut hex)
             .map_err(|e| ParseError(e.to_string()))?;
@@ -311,6 +309,43 @@ impl Chain {
     }
 }
 
+/// `value` (an internally tagged enum) as a [`serde_json::Value`] without its `kind` member.
+fn untagged_value<T: Serialize>(value: &T) -> Result<serde_json::Value, ParseError> {
+    let mut data = serde_json::to_value(value).map_err(|e| ParseError(e.to_string()))?;
+    if let Some(m) = data.as_object_mut() {
+        m.remove("kind");
+    }
+    Ok(data)
+}
+
+/// The line without its hash built the old way, through a [`serde_json::Value`] (whose maps
+/// sort their keys).
+#[cfg(any(test, debug_assertions))]
+fn line_via_value<T: Serialize>(head: &Head<'_>, value: &T, prev: &str) -> Vec<u8> {
+    let data = untagged_value(value).expect("the event serialises");
+    let body = Body {
+        head: *head,
+        data: &data,
+        prev,
+    };
+    serde_json::to_vec(&body).expect("the record serialises")
+}
+
+/// Panics when `line` (without its hash) is not the bytes the old way builds: a field of an
+/// event type is declared out of sorted order.
+#[cfg(any(test, debug_assertions))]
+fn check_against_value<T: Serialize>(head: &Head<'_>, value: &T, prev: &str, line: &[u8]) {
+    let expected = line_via_value(head, value, prev);
+    assert!(
+        line == expected.as_slice(),
+        "a ledger record written straight from its event differs from the same record written \
+         through serde_json::Value: a field of an event type is declared out of sorted order \
+         (declare it where its name sorts; see AuditEvent's docs)\n straight: {}\n sorted:   {}",
+        String::from_utf8_lossy(line),
+        String::from_utf8_lossy(&expected),
+    );
+}
+
 /// Formats milliseconds since the Unix epoch as RFC 3339 (UTC, milliseconds).
 pub(crate) fn rfc3339(millis: u64) -> String {
     let t = std::time::UNIX_EPOCH + std::time::Duration::from_millis(millis);
@@ -370,6 +405,66 @@ mod tests {
                 assert_eq!(&hash[..], rec.hash.as_bytes());
             }
         }
+    }
+
+    #[test]
+    fn the_debug_check_catches_a_record_whose_data_is_out_of_sorted_order() {
+        let ev = AuditEvent::HumanMessage {
+            content: "hi".into(),
+        };
+        let header = Chain::Sha256.header();
+        let scope = scope();
+        let head = Head {
+            ledger: Some(&header),
+            seq: 1,
+            time: "T",
+            run: &scope.run,
+            turn: scope.turn,
+            agent: scope.agent.as_ref(),
+            kind: ev.kind(),
+        };
+        let mut line = Vec::new();
+        Record::seal_into(&Chain::Sha256, 1, "T", &scope, &ev, GENESIS, &mut line).unwrap();
+        let good = line_via_value(&head, &ev, GENESIS);
+        assert!(line.starts_with(&good[..good.len() - 1]));
+        check_against_value(&head, &ev, GENESIS, &good);
+        // The same record with a struct whose fields are declared out of order.
+        #[derive(Serialize)]
+        struct Unsorted {
+            zebra: u32,
+            apple: u32,
+        }
+        let unsorted = Unsorted { zebra: 1, apple: 2 };
+        let mut straight = serde_json::to_vec(&head).unwrap();
+        straight.pop();
+        straight.extend_from_slice(b",\"data\":");
+        serde_json::to_writer(&mut straight, &unsorted).unwrap();
+        straight.extend_from_slice(b",\"prev\":\"p\"}");
+        let caught = std::panic::catch_unwind(|| {
+            check_against_value(&head, &unsorted, "p", &straight);
+        });
+        let message = caught.expect_err("the check panics");
+        let message = message.downcast_ref::<String>().unwrap();
+        assert!(message.contains("out of sorted order"), "{message}");
+        assert!(
+            message.contains(r#""data":{"zebra":1,"apple":2}"#),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn seal_s_record_holds_the_event_and_the_line_s_hash() {
+        let ev = AuditEvent::ToolRequested {
+            arguments: serde_json::json!({"z": 1, "a": 2}),
+            call_id: "c1".into(),
+            tool: "write_file".into(),
+        };
+        let (rec, line) = Record::seal(&Chain::Sha256, 1, "T", &scope(), &ev, GENESIS).unwrap();
+        let (parsed, canonical) = Record::parse_line(&line).unwrap();
+        assert_eq!(parsed, rec);
+        assert_eq!(rec.ledger, Some(Chain::Sha256.header()));
+        assert_eq!(Chain::Sha256.digest(&canonical), rec.hash);
+        assert_eq!(rec.event().unwrap(), ev);
     }
 
     #[test]

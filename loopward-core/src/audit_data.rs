@@ -1,0 +1,493 @@
+//! An event's `data`: its fields as the ledger writes them, serialised straight from the event.
+//!
+//! The ledger's format promises `data`'s keys sorted. They come out sorted because every type an
+//! event holds declares its fields in sorted order of their written names (and the two types whose
+//! derived order cannot be sorted, [`RunStatus`](crate::RunStatus) and [`Effect`](crate::Effect),
+//! serialise by hand); `serde_json::Value` fields sort their own maps. The tests below check every
+//! variant against a re-serialisation through `serde_json::Value`, whose maps sort their keys.
+
+use crate::audit::AuditEvent;
+use serde::Serialize;
+
+/// The first bytes serde writes for an internally tagged (`kind`) enum: `{"kind":"`.
+const TAG_OPEN: &[u8] = b"{\"kind\":\"";
+
+impl AuditEvent {
+    /// Appends the event's fields (all but its `kind`) to `out` as one JSON object with its keys
+    /// sorted: a ledger record's `data`, written without an intermediate `serde_json::Value`.
+    ///
+    /// ```
+    /// use loopward_core::{AgentId, AuditEvent};
+    /// let ev = AuditEvent::RunStarted { task: "fix it".into(), agent: AgentId::new("planner").unwrap() };
+    /// let mut out = b"data=".to_vec();
+    /// ev.write_data(&mut out).unwrap();
+    /// assert_eq!(out, br#"data={"agent":"planner","task":"fix it"}"#);
+    /// ```
+    pub fn write_data(&self, out: &mut Vec<u8>) -> Result<(), serde_json::Error> {
+        write_untagged(self, self.kind(), out)
+    }
+}
+
+/// Appends `value`, an enum tagged `kind` whose tag is `kind`, to `out` as a JSON object without
+/// its tag. Serde writes the tag first; it is cut out of the bytes just written, and a value that
+/// does not start with it is refused (nothing is appended).
+fn write_untagged<T: Serialize>(
+    value: &T,
+    kind: &str,
+    out: &mut Vec<u8>,
+) -> Result<(), serde_json::Error> {
+    let start = out.len();
+    serde_json::to_writer(&mut *out, value)?;
+    let tag_end = start + TAG_OPEN.len() + kind.len() + 1; // just past the tag's closing quote
+    let written = &out[start..];
+    let tagged = written.starts_with(TAG_OPEN)
+        && written[TAG_OPEN.len()..].starts_with(kind.as_bytes())
+        && out.get(tag_end - 1) == Some(&b'"');
+    let cut_end = match out.get(tag_end) {
+        Some(b',') if tagged => tag_end + 1, // `"kind":"…",` before the other members
+        Some(b'}') if tagged => tag_end,     // `"kind":"…"` alone
+        _ => {
+            out.truncate(start);
+            return Err(serde::ser::Error::custom(format!(
+                "the value does not serialise with \"kind\":{kind:?} as its first member, \
+                 so it cannot be written without its tag"
+            )));
+        }
+    };
+    out.drain(start + 1..cut_end);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::StopReason;
+    use crate::{
+        Action, AgentId, Decision, Effect, EffectKind, EffectStatus, FinishReason, GateId,
+        GateKind, GateMode, Handoff, LayerVerdict, Refusal, Remedy, RunStatus, ToolCall, Usage,
+    };
+    use serde_json::json;
+
+    /// `value` without its tag, the old way: through a `serde_json::Value`, whose maps sort.
+    fn via_value<T: Serialize>(value: &T) -> Vec<u8> {
+        let mut v = serde_json::to_value(value).unwrap();
+        v.as_object_mut().unwrap().remove("kind");
+        serde_json::to_vec(&v).unwrap()
+    }
+
+    fn agent(name: &str) -> AgentId {
+        AgentId::new(name).unwrap()
+    }
+
+    /// A string that needs escaping.
+    fn odd() -> String {
+        "quote \" backslash \\ newline \n tab \t nul \u{0} é ☃ 😀".into()
+    }
+
+    fn usage() -> Usage {
+        Usage {
+            input_tokens: u64::MAX,
+            output_tokens: 2,
+            cached_tokens: 3,
+            calls: 4,
+        }
+    }
+
+    fn every_status() -> Vec<RunStatus> {
+        vec![
+            RunStatus::Completed,
+            RunStatus::CapReached { cap: odd() },
+            RunStatus::Exhausted,
+            RunStatus::BudgetExceeded {
+                budget: "tokens".into(),
+            },
+            RunStatus::Stopped { reason: odd() },
+            RunStatus::AwaitingApproval {
+                pending: "p1".into(),
+            },
+            RunStatus::AuditFailed {
+                error: "disk full".into(),
+            },
+            RunStatus::Failed { error: odd() },
+        ]
+    }
+
+    fn every_decision() -> Vec<Decision> {
+        let refusal = Refusal::new("territory", odd(), "ask the planner");
+        vec![
+            Decision::Allow,
+            Decision::Override {
+                id: "o1".into(),
+                reason: odd(),
+            },
+            Decision::Warn(refusal.clone()),
+            Decision::Deny(refusal),
+        ]
+    }
+
+    fn every_effect() -> Vec<Effect> {
+        vec![
+            Effect::ok("a.txt", EffectKind::Create),
+            Effect::ok("b.txt", EffectKind::Modify),
+            Effect {
+                path: "c.txt".into(),
+                kind: EffectKind::Delete,
+                status: EffectStatus::Failed,
+            },
+            Effect {
+                path: "d.txt".into(),
+                kind: EffectKind::Rename { from: odd() },
+                status: EffectStatus::Reverted,
+            },
+            Effect::ok("e", EffectKind::Link),
+        ]
+    }
+
+    /// Examples of the variant `of` is: every optional field set and unset, every nested enum's
+    /// variants. The match is exhaustive, so a new variant does not compile until it has some.
+    fn examples_like(of: &AuditEvent) -> Vec<AuditEvent> {
+        let args =
+            json!({"z": [1, 2.5, {"y": null, "b": true}], "a": "x", "m": {"k2": 1, "k1": -1}});
+        match of {
+            AuditEvent::RunStarted { .. } => vec![AuditEvent::RunStarted {
+                agent: agent("planner"),
+                task: odd(),
+            }],
+            AuditEvent::HumanMessage { .. } => vec![AuditEvent::HumanMessage { content: odd() }],
+            AuditEvent::TurnStarted { .. } => vec![AuditEvent::TurnStarted {
+                agent: agent("builder"),
+            }],
+            AuditEvent::ModelCall { .. } => [None, Some(7)]
+                .into_iter()
+                .map(|cost_micros| AuditEvent::ModelCall {
+                    cost_micros,
+                    model: "m".into(),
+                    tool_calls: 2,
+                    usage: usage(),
+                })
+                .collect(),
+            AuditEvent::ModelReply { .. } => {
+                let calls = vec![
+                    ToolCall::new("c1", "write_file", args.clone()),
+                    ToolCall::new("c2", "read_file", json!("not an object")),
+                ];
+                let mut out = Vec::new();
+                for stop in [StopReason::Finished, StopReason::TokenLimit] {
+                    for tool_calls in [Vec::new(), calls.clone()] {
+                        out.push(AuditEvent::ModelReply {
+                            stop,
+                            text: odd(),
+                            tool_calls,
+                        });
+                    }
+                }
+                out
+            }
+            AuditEvent::ToolRequested { .. } => vec![AuditEvent::ToolRequested {
+                arguments: args,
+                call_id: "c1".into(),
+                tool: "write_file".into(),
+            }],
+            AuditEvent::ToolStarted { .. } => vec![AuditEvent::ToolStarted {
+                call_id: "c1".into(),
+                tool: "shell".into(),
+            }],
+            AuditEvent::GateDecision { .. } => {
+                let mut out = Vec::new();
+                for decision in every_decision() {
+                    for some in [false, true] {
+                        out.push(AuditEvent::GateDecision {
+                            action: Action::Handoff(agent("auditor")),
+                            call_id: some.then(|| "c1".into()),
+                            decision: decision.clone(),
+                            gate: GateId::new(GateKind::Territory, "territory:planner"),
+                            mode: GateMode::Advisory,
+                            path: some.then(|| "src/a.rs".into()),
+                            path_raw: some.then(|| "./src/a.rs".into()),
+                        });
+                    }
+                }
+                out
+            }
+            AuditEvent::OverrideConsumed { .. } => vec![AuditEvent::OverrideConsumed {
+                agent: agent("builder"),
+                id: "o1".into(),
+                path: "src/a.rs".into(),
+                reason: odd(),
+            }],
+            AuditEvent::ToolFinished { .. } => [false, true]
+                .into_iter()
+                .map(|some| AuditEvent::ToolFinished {
+                    call_id: "c1".into(),
+                    effects: if some { every_effect() } else { Vec::new() },
+                    is_error: !some,
+                    output: some.then(odd),
+                    summary: odd(),
+                    tool: "write_file".into(),
+                })
+                .collect(),
+            AuditEvent::Violation { .. } => [
+                Remedy::Reverted,
+                Remedy::NotReverted { why: odd() },
+                Remedy::Unremedied { why: "gone".into() },
+            ]
+            .into_iter()
+            .map(|remedy| AuditEvent::Violation {
+                path: "x".into(),
+                reason: odd(),
+                remedy,
+            })
+            .collect(),
+            AuditEvent::HandoffRegistered(_) => vec![AuditEvent::HandoffRegistered(Handoff {
+                from: agent("planner"),
+                message: odd(),
+                to: agent("builder"),
+            })],
+            AuditEvent::HandoffRefused { .. } => vec![AuditEvent::HandoffRefused {
+                standing: agent("builder"),
+                to: agent("auditor"),
+            }],
+            AuditEvent::TurnEnded { .. } => {
+                let finishes = [
+                    FinishReason::Done,
+                    FinishReason::Handoff,
+                    FinishReason::StepCap,
+                    FinishReason::Stopped,
+                ];
+                let ends = std::iter::once(None).chain(every_status().into_iter().map(Some));
+                ends.zip(finishes.into_iter().cycle())
+                    .map(|(ends_run, finish)| AuditEvent::TurnEnded {
+                        ends_run,
+                        finish,
+                        usage: usage(),
+                    })
+                    .collect()
+            }
+            AuditEvent::LayerDecision { .. } => [json!({}), json!(null), args]
+                .into_iter()
+                .map(|detail| AuditEvent::LayerDecision {
+                    decision: LayerVerdict::ClassJump,
+                    detail,
+                    layer: "anti_loop".into(),
+                })
+                .collect(),
+            AuditEvent::GateChanged { .. } => vec![AuditEvent::GateChanged {
+                by: "person".into(),
+                change: "add".into(),
+                gate: json!({"name": "g", "kind": "territory", "allow": ["src/**"]}),
+            }],
+            AuditEvent::LedgerRecovered { .. } => vec![AuditEvent::LedgerRecovered {
+                truncated_bytes: 17,
+            }],
+            AuditEvent::RunResumed { .. } => {
+                let previous = std::iter::once(None).chain(every_status().into_iter().map(Some));
+                previous
+                    .enumerate()
+                    .map(|(i, previous)| AuditEvent::RunResumed {
+                        interrupted: if i % 2 == 0 {
+                            vec!["c1".into(), "c2".into()]
+                        } else {
+                            Vec::new()
+                        },
+                        previous,
+                        replayed_turns: 3,
+                    })
+                    .collect()
+            }
+            AuditEvent::RunEnded { .. } => every_status()
+                .into_iter()
+                .flat_map(|status| {
+                    [None, Some(9)].map(|cost_micros| AuditEvent::RunEnded {
+                        cost_micros,
+                        status: status.clone(),
+                        usage: usage(),
+                    })
+                })
+                .collect(),
+        }
+    }
+
+    /// The examples of every variant (a seed of each, expanded by `examples_like`).
+    fn every_example() -> Vec<AuditEvent> {
+        let seeds = [
+            AuditEvent::RunStarted {
+                agent: agent("a"),
+                task: String::new(),
+            },
+            AuditEvent::HumanMessage {
+                content: String::new(),
+            },
+            AuditEvent::TurnStarted { agent: agent("a") },
+            AuditEvent::ModelCall {
+                cost_micros: None,
+                model: String::new(),
+                tool_calls: 0,
+                usage: Usage::default(),
+            },
+            AuditEvent::ModelReply {
+                stop: StopReason::Finished,
+                text: String::new(),
+                tool_calls: Vec::new(),
+            },
+            AuditEvent::ToolRequested {
+                arguments: json!(null),
+                call_id: String::new(),
+                tool: String::new(),
+            },
+            AuditEvent::ToolStarted {
+                call_id: String::new(),
+                tool: String::new(),
+            },
+            AuditEvent::GateDecision {
+                action: Action::tool("t"),
+                call_id: None,
+                decision: Decision::Allow,
+                gate: GateId::of(GateKind::Custom),
+                mode: GateMode::Enforce,
+                path: None,
+                path_raw: None,
+            },
+            AuditEvent::OverrideConsumed {
+                agent: agent("a"),
+                id: String::new(),
+                path: String::new(),
+                reason: String::new(),
+            },
+            AuditEvent::ToolFinished {
+                call_id: String::new(),
+                effects: Vec::new(),
+                is_error: false,
+                output: None,
+                summary: String::new(),
+                tool: String::new(),
+            },
+            AuditEvent::Violation {
+                path: String::new(),
+                reason: String::new(),
+                remedy: Remedy::Reverted,
+            },
+            AuditEvent::HandoffRegistered(Handoff {
+                from: agent("a"),
+                message: String::new(),
+                to: agent("b"),
+            }),
+            AuditEvent::HandoffRefused {
+                standing: agent("a"),
+                to: agent("b"),
+            },
+            AuditEvent::TurnEnded {
+                ends_run: None,
+                finish: FinishReason::Done,
+                usage: Usage::default(),
+            },
+            AuditEvent::LayerDecision {
+                decision: LayerVerdict::Allow,
+                detail: json!(null),
+                layer: String::new(),
+            },
+            AuditEvent::GateChanged {
+                by: String::new(),
+                change: String::new(),
+                gate: json!(null),
+            },
+            AuditEvent::LedgerRecovered { truncated_bytes: 0 },
+            AuditEvent::RunResumed {
+                interrupted: Vec::new(),
+                previous: None,
+                replayed_turns: 0,
+            },
+            AuditEvent::RunEnded {
+                cost_micros: None,
+                status: RunStatus::Completed,
+                usage: Usage::default(),
+            },
+        ];
+        seeds.iter().flat_map(examples_like).collect()
+    }
+
+    /// Every kind serde knows, read from the error it gives for an unknown one (`unknown variant
+    /// `x`, expected one of `run_started`, …`): a list no one has to keep up to date.
+    fn every_kind() -> std::collections::BTreeSet<String> {
+        let err = serde_json::from_str::<AuditEvent>(r#"{"kind":"no_such_kind"}"#).unwrap_err();
+        let text = err.to_string();
+        let list = text
+            .split("expected one of")
+            .nth(1)
+            .expect("serde lists the variants");
+        let kinds: std::collections::BTreeSet<String> = list
+            .split('`')
+            .skip(1)
+            .step_by(2)
+            .map(str::to_string)
+            .collect();
+        assert!(
+            kinds.contains("run_started") && kinds.contains("run_ended"),
+            "{text}"
+        );
+        kinds
+    }
+
+    #[test]
+    fn every_variant_writes_the_bytes_a_sorted_value_writes() {
+        let examples = every_example();
+        let covered: std::collections::BTreeSet<String> =
+            examples.iter().map(|e| e.kind().to_string()).collect();
+        assert_eq!(
+            covered,
+            every_kind(),
+            "every variant has examples: add a seed"
+        );
+        assert!(examples.len() > 60, "{} examples", examples.len());
+        for ev in &examples {
+            let mut out = b"[".to_vec();
+            ev.write_data(&mut out).unwrap();
+            assert_eq!(
+                String::from_utf8_lossy(&out[1..]),
+                String::from_utf8_lossy(&via_value(ev)),
+                "{}",
+                ev.kind()
+            );
+            assert_eq!(out[0], b'[', "what was in the buffer stays");
+            // And it reads back as the event.
+            let mut v: serde_json::Value = serde_json::from_slice(&out[1..]).unwrap();
+            v.as_object_mut()
+                .unwrap()
+                .insert("kind".into(), ev.kind().into());
+            assert_eq!(&serde_json::from_value::<AuditEvent>(v).unwrap(), ev);
+        }
+    }
+
+    #[derive(Serialize)]
+    #[serde(tag = "kind", rename_all = "snake_case")]
+    enum Unsorted {
+        Thing { zebra: u32, apple: u32 },
+        Bare {},
+    }
+
+    #[test]
+    fn a_field_out_of_sorted_order_is_caught_by_the_comparison() {
+        let ev = Unsorted::Thing { zebra: 1, apple: 2 };
+        let mut out = Vec::new();
+        write_untagged(&ev, "thing", &mut out).unwrap();
+        assert_eq!(out, br#"{"zebra":1,"apple":2}"#);
+        assert_ne!(out, via_value(&ev), "the sorted re-serialisation differs");
+        assert_eq!(via_value(&ev), br#"{"apple":2,"zebra":1}"#);
+    }
+
+    #[test]
+    fn a_variant_without_fields_writes_an_empty_object() {
+        let mut out = Vec::new();
+        write_untagged(&Unsorted::Bare {}, "bare", &mut out).unwrap();
+        assert_eq!(out, b"{}");
+    }
+
+    #[test]
+    fn a_value_without_the_tag_first_is_refused_and_nothing_is_appended() {
+        let mut out = b"keep".to_vec();
+        let err = write_untagged(&Unsorted::Bare {}, "thing", &mut out).unwrap_err();
+        assert!(err.to_string().contains("\"kind\":\"thing\""), "{err}");
+        assert!(write_untagged(&json!({"a": 1}), "a", &mut out).is_err());
+        assert!(write_untagged(&json!("kind"), "kind", &mut out).is_err());
+        assert_eq!(out, b"keep");
+    }
+}
