@@ -12,7 +12,7 @@
 //! (with a marker such as Qwen's `<tool_call>`, its grammar lets free text come first, and a
 //! 135M model never reaches the marker). Those calls stream back, are gated and recorded: an
 //! allowed write shows on disk and in the ledger, a territory's refusal as a `gate_decision`
-//! deny.
+//! deny; a call cut off mid-stream by its token limit fails the run and reaches no tool.
 //!
 //! These tests need the server: `bash scripts/llama-server-ci.sh` builds it (cached under
 //! `target/llama-server/`), starts it on 127.0.0.1 with its PID recorded, runs this file with
@@ -314,7 +314,8 @@ fn a_governed_team_runs_on_llama_server_over_streamed_replies() {
 #[ignore = "needs llama-server: run `bash scripts/llama-server-ci.sh`"]
 fn a_reply_stopped_mid_stream_by_its_token_limit_is_a_recorded_failure_not_a_half_call() {
     let e = env();
-    // Six tokens cannot hold a whole tool call: the server stops the stream inside it.
+    // Six tokens cannot hold a whole answer: the server stops the stream inside it (a text
+    // answer here; the tool-call test below cuts a call).
     let dir = workspace(&e.url, 6);
     let d = dir.path();
     let out = loopward(d, &e.key, &["run", "--id", "cut", "--backend", "openai"])
@@ -631,5 +632,32 @@ fn real_tool_calls_stream_through_llama_server_and_are_gated() {
         );
     }
     assert!(shown.contains("refused by territory:builder"), "{shown}");
+
+    // Six tokens cannot hold a whole call: the server stops the stream inside it, and the run
+    // fails with that said; no half call reaches a tool.
+    let cut = tempfile::tempdir().unwrap();
+    let team = gated_team(&url).replace("max_tokens = 200", "max_tokens = 6");
+    std::fs::write(cut.path().join("loopward.toml"), team).unwrap();
+    let out = loopward(
+        cut.path(),
+        &e.key,
+        &[
+            "run",
+            "--id",
+            "cut",
+            "--backend",
+            "openai",
+            "--task",
+            "Create src/hello.txt.",
+        ],
+    )
+    .output()
+    .unwrap();
+    let shown = text(&out);
+    assert_eq!(out.status.code(), Some(9), "{shown}");
+    let (status, _, tools) = ledger_of(cut.path(), "cut", &e.key);
+    assert!(matches!(status, RunStatus::Failed { .. }), "{status:?}");
+    assert_eq!(tools, 0, "a cut-off call reached a tool\n{shown}");
+    assert!(shown.contains("in the middle of a tool call"), "{shown}");
     drop(server);
 }
