@@ -12,7 +12,7 @@
 //! (with a marker such as Qwen's `<tool_call>`, its grammar lets free text come first, and a
 //! 135M model never reaches the marker). Those calls stream back, are gated and recorded: an
 //! allowed write shows on disk and in the ledger, a territory's refusal as a `gate_decision`
-//! deny.
+//! deny; a call cut off mid-stream by its token limit fails the run and reaches no tool.
 //!
 //! These tests need the server: `bash scripts/llama-server-ci.sh` builds it (cached under
 //! `target/llama-server/`), starts it on 127.0.0.1 with its PID recorded, runs this file with
@@ -52,6 +52,19 @@ fn env() -> Env {
     }
 }
 
+/// The `[backend]` table: the openai backend at `url`, replies of at most `max_tokens`.
+fn backend(url: &str, max_tokens: u32) -> String {
+    format!(
+        r#"[backend]
+kind = "openai"
+model = "smollm2"
+base_url = "{url}/v1"
+api_key_env = "LOOPWARD_TEST_SERVER_KEY"
+max_tokens = {max_tokens}
+"#
+    )
+}
+
 /// A governed team on the openai backend at `url`: a coordinator that hands off, a builder that
 /// owns `src/**` and must hand its changes to the auditor, caps that end every run.
 fn team(url: &str, max_tokens: u32) -> String {
@@ -61,13 +74,7 @@ first = "root"
 task = "Create the file src/hello.txt containing the word hello."
 runs_dir = "runs"
 
-[backend]
-kind = "openai"
-model = "smollm2"
-base_url = "{url}/v1"
-api_key_env = "LOOPWARD_TEST_SERVER_KEY"
-max_tokens = {max_tokens}
-
+{backend}
 [[agent]]
 name = "root"
 role = "You coordinate. Answer in one short sentence."
@@ -97,7 +104,8 @@ when = ["src/**"]
 
 [limits]
 turns_per_run = 4
-"#
+"#,
+        backend = backend(url, max_tokens)
     )
 }
 
@@ -314,7 +322,8 @@ fn a_governed_team_runs_on_llama_server_over_streamed_replies() {
 #[ignore = "needs llama-server: run `bash scripts/llama-server-ci.sh`"]
 fn a_reply_stopped_mid_stream_by_its_token_limit_is_a_recorded_failure_not_a_half_call() {
     let e = env();
-    // Six tokens cannot hold a whole tool call: the server stops the stream inside it.
+    // Six tokens cannot hold a whole answer: the server stops the stream inside it (a text
+    // answer here; the tool-call test below cuts a call).
     let dir = workspace(&e.url, 6);
     let d = dir.path();
     let out = loopward(d, &e.key, &["run", "--id", "cut", "--backend", "openai"])
@@ -437,21 +446,16 @@ fn tools_template() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/llama-server-tools.jinja")
 }
 
-/// A team on the openai backend at `url` in which every reply is a tool call: the builder owns
+/// A team on the openai backend at `url` in which every reply is a tool call of at most
+/// `max_tokens`: the builder owns
 /// every file; the reviewer may write too, but its territory is none.
-fn gated_team(url: &str) -> String {
+fn gated_team(url: &str, max_tokens: u32) -> String {
     format!(
         r#"[run]
 first = "builder"
 runs_dir = "runs"
 
-[backend]
-kind = "openai"
-model = "smollm2"
-base_url = "{url}/v1"
-api_key_env = "LOOPWARD_TEST_SERVER_KEY"
-max_tokens = 200
-tool_choice = "required"
+{backend}tool_choice = "required"
 argument_chars = 48
 
 [[agent]]
@@ -472,7 +476,8 @@ owner = "builder"
 
 [limits]
 turns_per_run = 2
-"#
+"#,
+        backend = backend(url, max_tokens)
     )
 }
 
@@ -549,7 +554,7 @@ fn real_tool_calls_stream_through_llama_server_and_are_gated() {
     );
     let run = |task: &str, id: &str| {
         let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join("loopward.toml"), gated_team(&url)).unwrap();
+        std::fs::write(dir.path().join("loopward.toml"), gated_team(&url, 200)).unwrap();
         let child = loopward(
             dir.path(),
             &e.key,
@@ -631,5 +636,31 @@ fn real_tool_calls_stream_through_llama_server_and_are_gated() {
         );
     }
     assert!(shown.contains("refused by territory:builder"), "{shown}");
+
+    // Six tokens cannot hold a whole call: the server stops the stream inside it, and the run
+    // fails with that said; no half call reaches a tool.
+    let cut = tempfile::tempdir().unwrap();
+    std::fs::write(cut.path().join("loopward.toml"), gated_team(&url, 6)).unwrap();
+    let out = loopward(
+        cut.path(),
+        &e.key,
+        &[
+            "run",
+            "--id",
+            "cut",
+            "--backend",
+            "openai",
+            "--task",
+            "Create src/hello.txt.",
+        ],
+    )
+    .output()
+    .unwrap();
+    let shown = text(&out);
+    assert_eq!(out.status.code(), Some(9), "{shown}");
+    let (status, _, tools) = ledger_of(cut.path(), "cut", &e.key);
+    assert!(matches!(status, RunStatus::Failed { .. }), "{status:?}");
+    assert_eq!(tools, 0, "a cut-off call reached a tool\n{shown}");
+    assert!(shown.contains("in the middle of a tool call"), "{shown}");
     drop(server);
 }
