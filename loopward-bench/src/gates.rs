@@ -185,11 +185,14 @@ pub fn run(effort: Effort) -> Result<Section> {
              machine (the policy layer's own samples): the judgement is about two thirds of it. \
              Of the judgement, about 40% is `targets` — `hard_link_aliases`, a `statx` of the \
              written path, the hard-link defence, which stays — and the rest the verdicts and \
-             the sprawl gate's unit keys, spent mostly in `malloc`/`free`: every verdict and \
-             event owns its strings (gate names, raw and canonical paths, `tool:<name>`), the \
-             turn's effects are copied for the review gate, and the sprawl tracker clones its \
-             unit keys. Borrowed verdicts, events serialised only when written and unit keys \
-             interned per run would remove most of those allocations; not done in this change."
+             the sprawl gate's unit keys, spent mostly in `malloc`/`free`: every verdict owns \
+             its strings (gate names, raw and canonical paths, `tool:<name>`) and each call \
+             makes its unit keys and paths afresh. Since that profile the verdicts are moved \
+             into their events instead of copied and handed to the sink by value, the turn's \
+             effects are copied only for a handoff (the review gates judge handoffs alone), the \
+             plan's location is shared instead of copied three times a call, and the sprawl \
+             tracker moves the keys of the units it merges; borrowed verdicts and unit keys \
+             interned per run would remove most of the rest; not done."
                 .to_string(),
         );
     }

@@ -1,6 +1,7 @@
 //! An in-memory audit sink.
 
 use loopward_core::{AuditError, AuditEvent, AuditSink, Scope};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 /// Keeps every event in memory, in order. Can be told to fail, to test fail-closed paths.
@@ -13,16 +14,26 @@ use std::sync::Mutex;
 /// sink.record(&scope, &AuditEvent::HumanMessage { content: "hi".into() }).unwrap();
 /// assert_eq!(sink.kinds(), vec!["human_message"]);
 /// ```
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct MemorySink {
     events: Mutex<Vec<(Scope, AuditEvent)>>,
-    fail_after: Mutex<Option<usize>>,
+    /// Records fail once this many are kept (`usize::MAX`: never).
+    fail_after: AtomicUsize,
+}
+
+impl Default for MemorySink {
+    fn default() -> Self {
+        Self {
+            events: Mutex::default(),
+            fail_after: AtomicUsize::new(usize::MAX),
+        }
+    }
 }
 
 impl MemorySink {
     /// Makes every `record` after the first `n` events fail.
     pub fn fail_after(&self, n: usize) {
-        *self.fail_after.lock().unwrap_or_else(|p| p.into_inner()) = Some(n);
+        self.fail_after.store(n, Ordering::SeqCst);
     }
 
     /// A copy of the events so far.
@@ -47,12 +58,10 @@ impl AuditSink for MemorySink {
     /// Keeps the event itself, not a copy (the scope's ids are shared, not copied).
     fn record_owned(&self, scope: &Scope, event: AuditEvent) -> Result<(), AuditError> {
         let mut events = self.events.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(n) = *self.fail_after.lock().unwrap_or_else(|p| p.into_inner()) {
-            if events.len() >= n {
-                return Err(AuditError(
-                    "injected failure (MemorySink::fail_after)".into(),
-                ));
-            }
+        if events.len() >= self.fail_after.load(Ordering::SeqCst) {
+            return Err(AuditError(
+                "injected failure (MemorySink::fail_after)".into(),
+            ));
         }
         events.push((scope.clone(), event));
         Ok(())

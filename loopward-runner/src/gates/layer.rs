@@ -84,7 +84,16 @@ impl Policy {
         let turn = inv.turn.clone();
         let agent = turn.agent().clone();
         let action = Action::tool(inv.call.name.clone());
-        let effects = turn.effects();
+        // The turn's effects arm the review gates, which judge handoffs only: copied for one.
+        let hands_off = inv
+            .accesses
+            .iter()
+            .any(|a| matches!(a, Access::Handoff { .. }));
+        let effects = if hands_off {
+            turn.effects()
+        } else {
+            Vec::new()
+        };
         let ask = Ask {
             agent: &agent,
             call_id: Some(&inv.call.id),
@@ -96,8 +105,10 @@ impl Policy {
             clock: turn.run().clock(),
         };
         let sprawl = RunSprawl::of(turn.run(), self);
-        let judgement = self.judge(&ask, &mut sprawl.lock());
-        record_all(&turn, &judgement.events)?;
+        let mut judgement = self.judge(&ask, &mut sprawl.lock());
+        for e in std::mem::take(&mut judgement.events) {
+            turn.record_owned(e).map_err(audit)?;
+        }
         if let Some(r) = judgement.denial {
             return Err(ToolError::Refused(r));
         }

@@ -8,7 +8,7 @@
 //! territories, control files and the hard-link defence resolve every path they judge, every time.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 /// Moves whenever a link under any workspace of this process may have changed.
 static EPOCH: AtomicU64 = AtomicU64::new(0);
@@ -20,11 +20,11 @@ pub(crate) fn links_may_have_changed() {
 
 /// One policy's cached plan location, valid for the epoch it was resolved in.
 #[derive(Debug, Default)]
-pub(super) struct PlanCache(Mutex<Option<(u64, Option<String>)>>);
+pub(super) struct PlanCache(Mutex<Option<(u64, Option<Arc<str>>)>>);
 
 impl PlanCache {
     /// The cached location, or `resolve()`'s (then cached).
-    pub(super) fn get(&self, resolve: impl FnOnce() -> Option<String>) -> Option<String> {
+    pub(super) fn get(&self, resolve: impl FnOnce() -> Option<Arc<str>>) -> Option<Arc<str>> {
         // Read before resolving: a change while resolving moves the epoch past this one, so
         // the value is not reused.
         let epoch = EPOCH.load(Ordering::Acquire);
@@ -38,7 +38,7 @@ impl PlanCache {
         landed
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Option<(u64, Option<String>)>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Option<(u64, Option<Arc<str>>)>> {
         self.0.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
@@ -82,7 +82,7 @@ mod tests {
         let get = || {
             cache.get(|| {
                 calls.set(calls.get() + 1);
-                Some("plan.md".to_string())
+                Some("plan.md".into())
             })
         };
         // Other tests in this process may move the epoch too: then a second resolve is allowed.

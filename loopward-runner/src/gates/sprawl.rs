@@ -251,15 +251,21 @@ impl SprawlTracker {
         }
         let st = self.agents.entry(agent.clone()).or_default();
         let mut merged = work;
-        st.units.retain(|u| {
-            if u.keys.is_disjoint(&merged.keys) {
-                true
-            } else {
-                merged.keys.extend(u.keys.iter().cloned());
-                merged.files.extend(u.files.iter().cloned());
-                false
+        // The units it links are moved into it, not copied (the same unit touched again is
+        // the common case: its keys and files are kept, the call's duplicates dropped).
+        let mut i = 0;
+        while i < st.units.len() {
+            if st.units[i].keys.is_disjoint(&merged.keys) {
+                i += 1;
+                continue;
             }
-        });
+            let mut unit = st.units.remove(i);
+            if unit.keys.len() + unit.files.len() < merged.keys.len() + merged.files.len() {
+                std::mem::swap(&mut unit, &mut merged);
+            }
+            merged.keys.append(&mut unit.keys);
+            merged.files.append(&mut unit.files);
+        }
         st.units.push(merged);
     }
 

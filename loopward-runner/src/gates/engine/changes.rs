@@ -112,19 +112,19 @@ impl Policy {
                 verdicts.iter_mut().for_each(|v| v.leave_override(&by));
             }
             let mut refusal = None;
-            for v in &mut verdicts {
+            for mut v in verdicts {
                 if !v.denies() {
-                    if let Some(e) = self.consume(&gates, ask.agent, ask.clock, v) {
+                    if let Some(e) = self.consume(&gates, ask.agent, ask.clock, &mut v) {
                         events.push(e);
                     }
                 }
                 if v.path.is_none() {
                     v.path = Some(c.path.clone());
                 }
-                events.push(v.event(ask.call_id, ask.action));
                 if let (None, Decision::Deny(r)) = (&refusal, &v.decision) {
                     refusal = Some(r.clone());
                 }
+                events.push(v.into_event(ask.call_id, ask.action));
             }
             if refusal.is_none() && !c.dir {
                 kept.push(c.path.as_str());
@@ -132,7 +132,7 @@ impl Policy {
             refusals.push(refusal);
         }
         let work = match &gates.sprawl {
-            Some(sg) => sg.work(kept, &[], self.plan_rel().as_deref()),
+            Some(sg) => sg.work(kept, &[], self.plan_landed().as_deref()),
             None => Work::default(),
         };
         ShellJudgement {

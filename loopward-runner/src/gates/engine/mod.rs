@@ -127,13 +127,14 @@ impl Judgement {
         })
     }
 
-    fn from_verdicts(verdicts: &[Verdict], ask: &Ask<'_>, work: Work) -> Self {
+    /// The verdicts' events, moved into them (not copied), with the denial and warnings.
+    fn from_verdicts(verdicts: Vec<Verdict>, ask: &Ask<'_>, work: Work) -> Self {
         let mut j = Self {
             work,
+            events: Vec::with_capacity(verdicts.len()),
             ..Self::default()
         };
         for v in verdicts {
-            j.events.push(v.event(ask.call_id, ask.action));
             match &v.decision {
                 Decision::Deny(r) if j.denial.is_none() => j.denial = Some(r.clone()),
                 Decision::Warn(r) => j.warnings.push(r.clone()),
@@ -142,6 +143,7 @@ impl Judgement {
             if let Some(s) = &v.needs {
                 j.pending.push(s.id.clone());
             }
+            j.events.push(v.into_event(ask.call_id, ask.action));
         }
         j
     }
@@ -159,7 +161,7 @@ impl Policy {
             tracker.fire(ask.agent);
         }
         if verdicts.iter().any(Verdict::denies) {
-            return Judgement::from_verdicts(&verdicts, ask, work);
+            return Judgement::from_verdicts(verdicts, ask, work);
         }
         let mut consumed = Vec::new();
         for (i, v) in verdicts.iter_mut().enumerate() {
@@ -167,7 +169,7 @@ impl Policy {
                 consumed.push((i, e));
             }
         }
-        let mut j = Judgement::from_verdicts(&verdicts, ask, work);
+        let mut j = Judgement::from_verdicts(verdicts, ask, work);
         // Each consumption goes right before the decision it authorises.
         for (i, e) in consumed.into_iter().rev() {
             j.events.insert(i, e);
@@ -181,7 +183,7 @@ impl Policy {
     pub fn decide(&self, ask: &Ask<'_>, tracker: &SprawlTracker) -> Judgement {
         let gates = self.gates();
         let (verdicts, work, _) = self.verdicts(&gates, ask, tracker);
-        Judgement::from_verdicts(&verdicts, ask, work)
+        Judgement::from_verdicts(verdicts, ask, work)
     }
 
     /// Every verdict on an action, the work it does, and whether the sprawl gate fired.
@@ -237,7 +239,7 @@ impl Policy {
         let Some(sg) = &gates.sprawl else {
             return (verdicts, Work::default(), false);
         };
-        let plan = self.plan_rel();
+        let plan = self.plan_landed();
         let files = targets.iter().map(|(_, rel)| rel.as_str());
         let work = sg.work(files, replacements, plan.as_deref());
         let SprawlVerdict::Refuse { touched, n } = tracker.verdict(sg, ask.agent, &work) else {
@@ -291,7 +293,7 @@ impl Policy {
         let gates = self.gates();
         match (&gates.sprawl, self.targets(accesses)) {
             (Some(sg), Ok(targets)) => {
-                let plan = self.plan_rel();
+                let plan = self.plan_landed();
                 let files = targets.iter().map(|(_, rel)| rel.as_str());
                 sg.work(files, &replacements(accesses), plan.as_deref())
             }
@@ -317,24 +319,29 @@ impl Policy {
                 };
                 std::iter::once(e.path.as_str()).chain(from)
             });
-        sg.work(files, replacements, self.plan_rel().as_deref())
+        sg.work(files, replacements, self.plan_landed().as_deref())
     }
 
     /// Where the plan lands (the configured path, links followed), when a sprawl gate is on.
     /// Resolved once while no link on its way can have changed (the gates' `plan_cache` module
     /// says when the cached answer is dropped).
     pub fn plan_rel(&self) -> Option<String> {
+        self.plan_landed().map(|p| p.to_string())
+    }
+
+    /// [`Policy::plan_rel`], shared with the cache rather than copied (asked a few times a call).
+    pub(in crate::gates) fn plan_landed(&self) -> Option<std::sync::Arc<str>> {
         let gates = self.gates();
         let sg = gates.sprawl.as_ref()?;
         if self.inner.shadow {
-            return Some(sg.config().plan_path.clone());
+            return Some(sg.config().plan_path.as_str().into());
         }
         self.inner.plan_cache.get(|| {
             self.inner
                 .workspace
                 .resolve(&sg.config().plan_path)
                 .ok()
-                .map(|p| p.rel().to_string())
+                .map(|p| p.rel().into())
         })
     }
 
@@ -345,7 +352,7 @@ impl Policy {
         let Some(sg) = &gates.sprawl else {
             return false;
         };
-        let landed = self.plan_rel();
+        let landed = self.plan_landed();
         let moves = |p: &crate::WorkPath| {
             super::plan_cache::moves_plan(p.rel(), &sg.config().plan_path, landed.as_deref())
         };
@@ -376,7 +383,7 @@ impl Policy {
         if fired {
             tracker.fire(ask.agent);
         }
-        Judgement::from_verdicts(&verdicts, ask, work)
+        Judgement::from_verdicts(verdicts, ask, work)
     }
 
     /// Whether `content` written to `rel` is a plan: `rel` is where the plan lands and its first
@@ -386,7 +393,7 @@ impl Policy {
         gates
             .sprawl
             .as_ref()
-            .is_some_and(|sg| self.plan_rel().as_deref() == Some(rel) && sg.is_plan(content))
+            .is_some_and(|sg| self.plan_landed().as_deref() == Some(rel) && sg.is_plan(content))
     }
 
     /// Notes a plan in `tracker` when `effects` (an action's, as they stand) wrote the plan file
@@ -394,16 +401,18 @@ impl Policy {
     /// next human message.
     pub fn note_plan(&self, effects: &[Effect], tracker: &mut SprawlTracker) {
         let gates = self.gates();
-        let (Some(sg), Some(plan)) = (&gates.sprawl, self.plan_rel()) else {
+        let (Some(sg), Some(plan)) = (&gates.sprawl, self.plan_landed()) else {
             return;
         };
         let wrote = effects.iter().any(|e| {
-            e.status == EffectStatus::Ok && e.path == plan && !matches!(e.kind, EffectKind::Delete)
+            e.status == EffectStatus::Ok
+                && *e.path == *plan
+                && !matches!(e.kind, EffectKind::Delete)
         });
         if !wrote {
             return;
         }
-        let abs = self.inner.workspace.root().join(&plan);
+        let abs = self.inner.workspace.root().join(&*plan);
         if std::fs::symlink_metadata(&abs).is_ok_and(|m| m.is_file()) {
             if let Ok(text) = std::fs::read_to_string(&abs) {
                 if sg.is_plan(&text) {

@@ -40,16 +40,16 @@ impl Verdict {
         !self.decision.permits()
     }
 
-    /// The ledger event.
-    pub(crate) fn event(&self, call_id: Option<&str>, action: &Action) -> AuditEvent {
+    /// The ledger event, made of the verdict itself.
+    pub(crate) fn into_event(self, call_id: Option<&str>, action: &Action) -> AuditEvent {
         AuditEvent::GateDecision {
             call_id: call_id.map(str::to_string),
-            gate: self.gate.clone(),
+            gate: self.gate,
             mode: self.mode,
-            action: self.action.clone().unwrap_or_else(|| action.clone()),
-            path_raw: self.path_raw.clone(),
-            path: self.path.clone(),
-            decision: self.decision.clone(),
+            action: self.action.unwrap_or_else(|| action.clone()),
+            path_raw: self.path_raw,
+            path: self.path,
+            decision: self.decision,
         }
     }
 
