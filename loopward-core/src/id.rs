@@ -18,9 +18,16 @@ pub const MAX_AGENT_NAME: usize = 64;
 /// assert!(AgentId::new("../etc").is_err());
 /// assert!(AgentId::new("").is_err());
 /// ```
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(try_from = "String", into = "String")]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Deserialize)]
+#[serde(try_from = "String")]
 pub struct AgentId(String);
+
+impl Serialize for AgentId {
+    /// As its name, a string (without the copy a `into = "String"` conversion would make).
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.0)
+    }
+}
 
 /// Why a string is not a valid [`AgentId`].
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
