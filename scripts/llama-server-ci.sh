@@ -3,8 +3,10 @@
 # under target/llama-server/, see llama-server-build.sh), serves the CI model with it on
 # 127.0.0.1 (PID recorded in target/llama-server/server.pid, stopped by that PID on exit), and
 # runs loopward-cli/tests/llama_server.rs against it (`loopward run --backend openai`: a governed
-# team, streamed tool calls, a stop mid-stream, a run killed mid-stream, a server restarted
-# mid-run). Needs the model: `cargo xtask fetch-model`.
+# team over streamed replies, a stop mid-stream, a run killed mid-stream, a server restarted
+# mid-run, and real tool calls, gated). The restart and tool-call tests start servers of their
+# own from the test (child processes they stop themselves; the tool-call one with
+# --chat-template-file scripts/llama-server-tools.jinja). Needs the model: `cargo xtask fetch-model`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

@@ -2,9 +2,17 @@
 //! model (SmolLM2-135M), driven through `loopward run --backend openai` by a governed team
 //! (territories, a review gate, caps). Streaming is the backend's default, so every call here
 //! streams; one run is stopped mid-stream by its token limit, one is killed mid-stream, and in
-//! one the server is restarted mid-run and the backend's retry carries the run on. (Tools are
-//! offered, but SmolLM2's chat template has no tool support, so llama-server does not render
-//! them and the model answers in text.)
+//! one the server is restarted mid-run and the backend's retry carries the run on.
+//!
+//! Tool calls: with SmolLM2's own chat template llama-server renders no tools and the model
+//! answers in text (the first four tests). The last test starts a server of its own with
+//! `--chat-template-file scripts/llama-server-tools.jinja`, a template that renders the tools and
+//! writes a call as the tool's name and its JSON arguments with no marker around it; with
+//! `tool_choice = "required"` llama-server then constrains every reply to one well-formed call
+//! (with a marker such as Qwen's `<tool_call>`, its grammar lets free text come first, and a
+//! 135M model never reaches the marker). Those calls stream back, are gated and recorded: an
+//! allowed write shows on disk and in the ledger, a territory's refusal as a `gate_decision`
+//! deny; a call cut off mid-stream by its token limit fails the run and reaches no tool.
 //!
 //! These tests need the server: `bash scripts/llama-server-ci.sh` builds it (cached under
 //! `target/llama-server/`), starts it on 127.0.0.1 with its PID recorded, runs this file with
@@ -12,7 +20,7 @@
 #![cfg(feature = "http")]
 
 use loopward::ledger;
-use loopward_core::{AuditEvent, RunStatus};
+use loopward_core::{AuditEvent, Decision, EffectStatus, RunStatus};
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
@@ -180,7 +188,8 @@ struct OwnServer {
 }
 
 impl OwnServer {
-    fn start(e: &Env, port: u16, log: &Path) -> Self {
+    /// Starts it on `port`, logging to `log`, with the model's own chat template or `template`.
+    fn start(e: &Env, port: u16, log: &Path, template: Option<&Path>) -> Self {
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -194,6 +203,12 @@ impl OwnServer {
                 "-c", "4096", "-np", "1", "--temp", "0", "--seed", "1", "-t", "1",
             ])
             .args(["--jinja", "--no-webui", "--api-key", &e.key])
+            .args(
+                template
+                    .map(|t| [Path::new("--chat-template-file"), t])
+                    .into_iter()
+                    .flatten(),
+            )
             .stdout(log.try_clone().unwrap())
             .stderr(log)
             .spawn()
@@ -286,8 +301,9 @@ fn a_governed_team_runs_on_llama_server_over_streamed_replies() {
         calls.iter().all(|(_, out)| *out > 0),
         "a model call reported no output tokens (usage must come from the server's stream): {calls:?}"
     );
-    // SmolLM2's chat template has no tool support, so llama-server renders no tools for it and
-    // the model answers in text: tool calls through this server are not exercised here.
+    // SmolLM2's own chat template has no tool support, so llama-server renders no tools for it
+    // and the model answers in text here; real tool calls through this server are the last
+    // test's (`real_tool_calls_stream_through_llama_server_and_are_gated`).
     eprintln!(
         "team run: {status:?}, {} model calls, {tools} tool calls\n{shown}",
         calls.len()
@@ -298,7 +314,8 @@ fn a_governed_team_runs_on_llama_server_over_streamed_replies() {
 #[ignore = "needs llama-server: run `bash scripts/llama-server-ci.sh`"]
 fn a_reply_stopped_mid_stream_by_its_token_limit_is_a_recorded_failure_not_a_half_call() {
     let e = env();
-    // Six tokens cannot hold a whole tool call: the server stops the stream inside it.
+    // Six tokens cannot hold a whole answer: the server stops the stream inside it (a text
+    // answer here; the tool-call test below cuts a call).
     let dir = workspace(&e.url, 6);
     let d = dir.path();
     let out = loopward(d, &e.key, &["run", "--id", "cut", "--backend", "openai"])
@@ -374,7 +391,7 @@ fn the_server_restarted_mid_run_is_retried_and_the_run_goes_on() {
     let port = free_port();
     let url = format!("http://127.0.0.1:{port}");
     let logs = tempfile::tempdir().unwrap();
-    let first = OwnServer::start(&e, port, &logs.path().join("first.log"));
+    let first = OwnServer::start(&e, port, &logs.path().join("first.log"), None);
     let dir = workspace(&url, 400);
     let d = dir.path();
     let run = loopward(
@@ -395,7 +412,7 @@ fn the_server_restarted_mid_run_is_retried_and_the_run_goes_on() {
     std::thread::sleep(Duration::from_millis(500));
     first.stop();
     let second_log = logs.path().join("second.log");
-    let second = OwnServer::start(&e, port, &second_log);
+    let second = OwnServer::start(&e, port, &second_log, None);
     let out = wait_for(run, Duration::from_secs(300), "the restarted run");
     drop(second);
     let shown = text(&out);
@@ -414,4 +431,233 @@ fn the_server_restarted_mid_run_is_retried_and_the_run_goes_on() {
         served.contains("prompt eval time"),
         "the restarted server answered nothing:\n{served}"
     );
+}
+
+/// The chat template that gets tool calls out of SmolLM2 through llama-server.
+fn tools_template() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/llama-server-tools.jinja")
+}
+
+/// A team on the openai backend at `url` in which every reply is a tool call: the builder owns
+/// every file; the reviewer may write too, but its territory is none.
+fn gated_team(url: &str) -> String {
+    format!(
+        r#"[run]
+first = "builder"
+runs_dir = "runs"
+
+[backend]
+kind = "openai"
+model = "smollm2"
+base_url = "{url}/v1"
+api_key_env = "LOOPWARD_TEST_SERVER_KEY"
+max_tokens = 200
+tool_choice = "required"
+argument_chars = 48
+
+[[agent]]
+name = "builder"
+role = "You are the builder. You write files with write_file and hand work to the reviewer with handoff."
+tools = ["write_file", "handoff"]
+max_steps = 2
+
+[[agent]]
+name = "reviewer"
+role = "You check the builder's files."
+tools = ["write_file"]
+max_steps = 1
+
+[[territory]]
+paths = ["**"]
+owner = "builder"
+
+[limits]
+turns_per_run = 2
+"#
+    )
+}
+
+/// One gated tool call as the ledger has it.
+#[derive(Debug)]
+struct Gated {
+    agent: String,
+    tool: String,
+    arguments: serde_json::Value,
+    /// The territory gate's decision on it.
+    territory: Option<Decision>,
+    /// Its effects, when it ran.
+    effects: Vec<loopward_core::Effect>,
+}
+
+/// Every requested tool call of `run`, with the territory gate's decision and its effects.
+fn gated_calls(dir: &Path, run: &str) -> Vec<Gated> {
+    let events = ledger::events(&dir.join("runs").join(run)).unwrap();
+    let mut calls: Vec<(String, Gated)> = vec![];
+    for (scope, e) in events {
+        match e {
+            AuditEvent::ToolRequested {
+                call_id,
+                tool,
+                arguments,
+            } => calls.push((
+                call_id,
+                Gated {
+                    agent: scope
+                        .agent
+                        .map(|a| a.as_str().to_owned())
+                        .unwrap_or_default(),
+                    tool,
+                    arguments,
+                    territory: None,
+                    effects: vec![],
+                },
+            )),
+            AuditEvent::GateDecision {
+                call_id: Some(id),
+                gate,
+                decision,
+                ..
+            } if gate.name == "territory:builder" => {
+                if let Some((_, c)) = calls.iter_mut().find(|(c, _)| *c == id) {
+                    c.territory = Some(decision);
+                }
+            }
+            AuditEvent::ToolFinished {
+                call_id, effects, ..
+            } => {
+                if let Some((_, c)) = calls.iter_mut().find(|(c, _)| *c == call_id) {
+                    c.effects = effects;
+                }
+            }
+            _ => {}
+        }
+    }
+    calls.into_iter().map(|(_, c)| c).collect()
+}
+
+#[test]
+#[ignore = "needs llama-server: run `bash scripts/llama-server-ci.sh`"]
+fn real_tool_calls_stream_through_llama_server_and_are_gated() {
+    let e = env();
+    let port = free_port();
+    let url = format!("http://127.0.0.1:{port}");
+    let logs = tempfile::tempdir().unwrap();
+    let server = OwnServer::start(
+        &e,
+        port,
+        &logs.path().join("tools.log"),
+        Some(&tools_template()),
+    );
+    let run = |task: &str, id: &str| {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("loopward.toml"), gated_team(&url)).unwrap();
+        let child = loopward(
+            dir.path(),
+            &e.key,
+            &["run", "--id", id, "--backend", "openai", "--task", task],
+        )
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+        let out = wait_for(child, Duration::from_secs(300), id);
+        let (status, calls, _) = ledger_of(dir.path(), id, &e.key);
+        let shown = text(&out);
+        assert!(defined(&status), "{id} ended {status:?}\n{shown}");
+        assert!(
+            calls.iter().all(|(_, out)| *out > 0),
+            "{id}: a model call reported no output tokens: {calls:?}"
+        );
+        let calls = gated_calls(dir.path(), id);
+        (dir, calls, shown)
+    };
+
+    // The builder is asked to write: its calls are the model's own, streamed back whole, and its
+    // territory lets them through; what they wrote is on disk.
+    let (built, calls, shown) = run("Create src/hello.txt.", "built");
+    let writes: Vec<&Gated> = calls.iter().filter(|c| c.tool == "write_file").collect();
+    assert!(
+        !writes.is_empty(),
+        "the builder made no write_file call\n{shown}"
+    );
+    for w in &writes {
+        assert_eq!(w.agent, "builder", "{w:?}");
+        assert_eq!(w.territory, Some(Decision::Allow), "{w:?}\n{shown}");
+        assert!(
+            w.effects.iter().any(|f| f.status == EffectStatus::Ok),
+            "an allowed write changed nothing: {w:?}\n{shown}"
+        );
+    }
+    let last = writes.last().unwrap();
+    let path = last.arguments["path"].as_str().unwrap();
+    let on_disk = std::fs::read_to_string(built.path().join(path)).unwrap();
+    assert_eq!(
+        on_disk,
+        last.arguments["content"].as_str().unwrap(),
+        "{path}"
+    );
+
+    // Asked to hand off first, the builder does, and the reviewer's write is refused by the
+    // builder's territory: a `gate_decision` deny, no effect, nothing on disk.
+    let (refused, calls, shown) = run(
+        "Hand off to the reviewer, who checks src/hello.txt.",
+        "refused",
+    );
+    let events = ledger::events(&refused.path().join("runs/refused")).unwrap();
+    assert!(
+        events
+            .iter()
+            .any(|(_, e)| matches!(e, AuditEvent::HandoffRegistered(h)
+            if h.from.as_str() == "builder" && h.to.as_str() == "reviewer")),
+        "the builder did not hand off to the reviewer\n{shown}"
+    );
+    let denied: Vec<&Gated> = calls
+        .iter()
+        .filter(|c| c.agent == "reviewer" && c.tool == "write_file")
+        .collect();
+    assert!(
+        !denied.is_empty(),
+        "the reviewer made no write_file call\n{shown}"
+    );
+    for d in &denied {
+        assert!(
+            matches!(&d.territory, Some(Decision::Deny(_))),
+            "the reviewer's write was not refused by the territory: {d:?}\n{shown}"
+        );
+        assert!(d.effects.is_empty(), "{d:?}");
+        let path = d.arguments["path"].as_str().unwrap_or_default();
+        assert!(
+            path.is_empty() || !refused.path().join(path).exists(),
+            "the refused write's file {path:?} exists"
+        );
+    }
+    assert!(shown.contains("refused by territory:builder"), "{shown}");
+
+    // Six tokens cannot hold a whole call: the server stops the stream inside it, and the run
+    // fails with that said; no half call reaches a tool.
+    let cut = tempfile::tempdir().unwrap();
+    let team = gated_team(&url).replace("max_tokens = 200", "max_tokens = 6");
+    std::fs::write(cut.path().join("loopward.toml"), team).unwrap();
+    let out = loopward(
+        cut.path(),
+        &e.key,
+        &[
+            "run",
+            "--id",
+            "cut",
+            "--backend",
+            "openai",
+            "--task",
+            "Create src/hello.txt.",
+        ],
+    )
+    .output()
+    .unwrap();
+    let shown = text(&out);
+    assert_eq!(out.status.code(), Some(9), "{shown}");
+    let (status, _, tools) = ledger_of(cut.path(), "cut", &e.key);
+    assert!(matches!(status, RunStatus::Failed { .. }), "{status:?}");
+    assert_eq!(tools, 0, "a cut-off call reached a tool\n{shown}");
+    assert!(shown.contains("in the middle of a tool call"), "{shown}");
+    drop(server);
 }

@@ -5,7 +5,7 @@ mod http_support;
 
 use http_support::{data, http, json, json_with, sse, MockServer, RecordingSleeper, Reply};
 use loopward_core::{AgentId, Message, Person, ToolCall, ToolResult, ToolSpec};
-use loopward_runner::model::http::{ApiKey, OpenAiConfig, OpenAiModel, RetryPolicy};
+use loopward_runner::model::http::{ApiKey, OpenAiConfig, OpenAiModel, RetryPolicy, ToolChoice};
 use loopward_runner::model::{
     BoxModelService, ChatRequest, ChatResponse, ModelError, StopReason, TurnSlot,
 };
@@ -124,6 +124,49 @@ async fn request_maps_every_message_kind_tools_and_the_bearer_key() {
                 "parameters": {"type": "object", "properties": {"path": {"type": "string"}}}}}],
         })
     );
+}
+
+#[tokio::test]
+async fn tool_choice_and_the_argument_bound_travel_with_the_tools_only() {
+    let server = MockServer::start(vec![
+        json(200, &full_reply("ok")),
+        json(200, &full_reply("ok")),
+    ])
+    .await;
+    let c = OpenAiConfig {
+        tool_choice: ToolChoice::Required,
+        argument_chars: Some(64),
+        ..config(&server, false)
+    };
+    let m = OpenAiModel::new(c, None).unwrap();
+    m.clone().oneshot(request()).await.unwrap();
+    let mut no_tools = request();
+    no_tools.tools.clear();
+    m.oneshot(no_tools).await.unwrap();
+    let sent: Vec<Value> = server.requests().iter().map(|r| r.json()).collect();
+    assert_eq!(sent[0]["tool_choice"], "required");
+    assert_eq!(
+        sent[0]["tools"][0]["function"]["parameters"],
+        json!({"type": "object", "properties": {"path": {"type": "string", "maxLength": 64}}})
+    );
+    // Without tools there is nothing to choose: no `tool_choice` (servers refuse one alone).
+    assert!(sent[1].get("tool_choice").is_none(), "{}", sent[1]);
+    assert!(sent[1].get("tools").is_none(), "{}", sent[1]);
+    // The default (`auto`) is the servers' own and is not sent: see the exact body above.
+    let c: OpenAiConfig = toml::from_str("model = \"m\"\ntool_choice = \"none\"").unwrap();
+    assert_eq!(c.tool_choice, ToolChoice::None);
+    let err =
+        toml::from_str::<OpenAiConfig>("model = \"m\"\ntool_choice = \"always\"").unwrap_err();
+    assert!(err.to_string().contains("`auto`, `required`"), "{err}");
+    let zero = OpenAiConfig {
+        argument_chars: Some(0),
+        ..OpenAiConfig::new("http://h", "m")
+    };
+    assert!(zero
+        .validate()
+        .unwrap_err()
+        .to_string()
+        .contains("argument_chars is 0"));
 }
 
 #[tokio::test]

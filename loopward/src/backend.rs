@@ -80,6 +80,24 @@ fn real(
     choice: &Choice,
 ) -> Result<BoxModelService> {
     let model = choice.model.clone().or_else(|| cfg.backend.model.clone());
+    let tool_choice = cfg.backend.tool_choice;
+    if !tool_choice.fits(kind) {
+        let fits: Vec<&str> = [
+            crate::config::ToolChoice::Auto,
+            crate::config::ToolChoice::CallThenAnswer,
+            crate::config::ToolChoice::Required,
+            crate::config::ToolChoice::None,
+        ]
+        .into_iter()
+        .filter(|c| c.fits(kind))
+        .map(|c| c.as_str())
+        .collect();
+        bail!(
+            "backend.tool_choice = {:?} does not work with the {kind} backend; use {}",
+            tool_choice.as_str(),
+            fits.join(" or ")
+        );
+    }
     match kind {
         #[cfg(feature = "llama")]
         BackendKind::Llama => {
@@ -156,6 +174,10 @@ fn real(
             let lookup = choice.env;
             let env = move |name: &str| lookup.and_then(|f| f(name));
             if kind == BackendKind::Openai {
+                t.insert("tool_choice".into(), tool_choice.as_str().into());
+                if let Some(n) = cfg.backend.argument_chars {
+                    t.insert("argument_chars".into(), i64::from(n).into());
+                }
                 let c: OpenAiConfig = t.try_into().context("backend: invalid openai settings")?;
                 Ok(BoxModelService::new(OpenAiModel::from_config(c, env)?))
             } else {

@@ -1,12 +1,14 @@
 //! `[backend]`'s API key, as the facade builds a backend from `loopward.toml`: `api_key_file` is
 //! read (relative to the config file) and sent, and a missing key's message names the file
 //! setting as the other way to give it. The messages are snapshotted as the CLI prints them: the
-//! error's own text, which already quotes its cause (the CLI says each cause once).
+//! error's own text, which already quotes its cause (the CLI says each cause once). And the
+//! openai backend's `tool_choice` and `argument_chars` reach the request, or are refused where
+//! the backend cannot honour them.
 #![cfg(feature = "http")]
 
 use loopward::backend::{self, Choice};
 use loopward::config::Config;
-use loopward::core::{AgentId, Message, Person};
+use loopward::core::{AgentId, Message, Person, ToolSpec};
 use loopward::runner::model::{ChatRequest, TurnSlot};
 use std::io::{Read, Write};
 use std::net::TcpListener;
@@ -132,4 +134,55 @@ fn api_key_env_and_api_key_file_together_are_refused() {
     );
     let err = backend::model(&cfg, dir.path(), &Choice::default()).unwrap_err();
     insta::assert_snapshot!("both_keys", err.to_string());
+}
+
+#[tokio::test]
+async fn tool_choice_and_argument_chars_reach_the_openai_request() {
+    let dir = tempfile::tempdir().unwrap();
+    let (url, server) = serve_once();
+    let cfg = config(
+        dir.path(),
+        &format!("base_url = \"{url}\"\ntool_choice = \"required\"\nargument_chars = 40"),
+    );
+    let choice = Choice {
+        env: Some(|_| Some("sk-test".to_owned())),
+        ..Choice::default()
+    };
+    let model = backend::model(&cfg, dir.path(), &choice).unwrap();
+    let mut req = request();
+    req.tools = vec![ToolSpec {
+        name: "write_file".into(),
+        description: "Writes a file.".into(),
+        parameters: serde_json::json!({"type": "object", "properties": {"path": {"type": "string"}}}),
+    }];
+    model.oneshot(req).await.unwrap();
+    let sent = server.join().unwrap();
+    let body: serde_json::Value =
+        serde_json::from_str(&sent[sent.find("\r\n\r\n").unwrap() + 4..]).unwrap();
+    assert_eq!(body["tool_choice"], "required", "{body}");
+    assert_eq!(
+        body["tools"][0]["function"]["parameters"]["properties"]["path"]["maxLength"], 40,
+        "{body}"
+    );
+}
+
+#[test]
+fn a_tool_choice_the_backend_cannot_honour_is_refused_naming_what_works() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path(), "tool_choice = \"call_then_answer\"");
+    let err = backend::model(&cfg, dir.path(), &Choice::default()).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "backend.tool_choice = \"call_then_answer\" does not work with the openai backend; use auto or required or none"
+    );
+    let choice = Choice {
+        kind: Some(loopward::config::BackendKind::Anthropic),
+        ..Choice::default()
+    };
+    let cfg = config(dir.path(), "tool_choice = \"required\"");
+    let err = backend::model(&cfg, dir.path(), &choice).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "backend.tool_choice = \"required\" does not work with the anthropic backend; use auto"
+    );
 }

@@ -72,8 +72,9 @@ pub struct BackendConfig {
     /// The most tokens one model call may generate.
     #[serde(default)]
     pub max_tokens: Option<u32>,
-    /// llama: `auto` (the model chooses between a tool call and text) or `call_then_answer`
-    /// (one tool call, then the answer: for small models).
+    /// `auto` (the model chooses between a tool call and text); llama: `call_then_answer` (one
+    /// tool call, then the answer: for small models); openai: `required` (every reply is a tool
+    /// call) or `none` (text only).
     #[serde(default)]
     pub tool_choice: ToolChoice,
     /// llama: bounded text answers — one line of at most this many printable-ASCII characters
@@ -81,8 +82,9 @@ pub struct BackendConfig {
     /// being cut off (for small models). Unset: text is free.
     #[serde(default)]
     pub answer_chars: Option<u32>,
-    /// llama: the longest a tool-call argument string may be, in characters, when its schema
-    /// sets no `maxLength` (default 256): shorter calls for small models.
+    /// llama, openai: the longest a tool-call argument string may be, in characters, when its
+    /// schema sets no `maxLength` (llama: default 256, enforced by its grammar; openai: unset by
+    /// default, sent as `maxLength` for servers that constrain output, like llama.cpp's).
     #[serde(default)]
     pub argument_chars: Option<u32>,
     /// llama: sequence slots — how many requests the model answers at once, each slot with its
@@ -93,15 +95,48 @@ pub struct BackendConfig {
     pub parallel: Option<u32>,
 }
 
-/// How a local model is steered between tool calls and text.
+/// How a model is steered between tool calls and text.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ToolChoice {
-    /// The model chooses.
+    /// The model chooses (every backend).
     #[default]
     Auto,
-    /// One tool call in reply to a message, then the answer in reply to its result.
+    /// llama: one tool call in reply to a message, then the answer in reply to its result.
     CallThenAnswer,
+    /// openai: every reply is a tool call (`tool_choice: "required"`).
+    Required,
+    /// openai: no tool calls (`tool_choice: "none"`).
+    None,
+}
+
+impl ToolChoice {
+    /// The name as written in config.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Auto => "auto",
+            Self::CallThenAnswer => "call_then_answer",
+            Self::Required => "required",
+            Self::None => "none",
+        }
+    }
+
+    /// Whether `kind` can steer its model this way.
+    ///
+    /// ```
+    /// use loopward::config::{BackendKind, ToolChoice};
+    /// assert!(ToolChoice::Required.fits(BackendKind::Openai));
+    /// assert!(!ToolChoice::Required.fits(BackendKind::Llama));
+    /// assert!(ToolChoice::CallThenAnswer.fits(BackendKind::Llama));
+    /// assert!(ToolChoice::Auto.fits(BackendKind::Anthropic));
+    /// ```
+    pub fn fits(self, kind: BackendKind) -> bool {
+        match self {
+            Self::Auto => true,
+            Self::CallThenAnswer => kind == BackendKind::Llama,
+            Self::Required | Self::None => kind == BackendKind::Openai,
+        }
+    }
 }
 
 /// `[prices.<model>]`: micro-dollars per million tokens, so costs add up exactly.

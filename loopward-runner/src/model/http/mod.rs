@@ -46,6 +46,7 @@ mod error;
 mod keys;
 mod openai;
 mod retry;
+mod schema;
 pub mod sse;
 mod transport;
 
@@ -54,6 +55,7 @@ pub use config::ConfigError;
 pub use keys::{ApiKey, KeyError, KeySource};
 pub use openai::{MaxTokensField, OpenAiConfig, OpenAiModel};
 pub use retry::{Jitter, RandomJitter, RetryPolicy, Sleeper, TokioSleeper};
+pub use schema::ToolChoice;
 
 /// The smaller of the config's and the request's token limits.
 fn min_limit(config: Option<u32>, request: Option<u32>) -> Option<u32> {

@@ -4,11 +4,14 @@
 //! Messages map as: system → `system`; human → `user`; model → `assistant` with `tool_calls`;
 //! tool result → `tool` (an error result's text starts `[error] `); notice → `user` text starting
 //! `[notice] `. Usage comes from `usage` (`prompt_tokens_details.cached_tokens` is the cached
-//! part); a streamed call asks for it with `stream_options.include_usage`.
+//! part); a streamed call asks for it with `stream_options.include_usage`. With tools, a
+//! [`ToolChoice`] other than `auto` travels as `tool_choice`, and `argument_chars` bounds every
+//! argument string in the tools' schemas (`maxLength`).
 
 use super::config::{endpoint, Common, ConfigError};
 use super::keys::ApiKey;
 use super::retry::RetryPolicy;
+use super::schema::{bound_strings, ToolChoice};
 use super::sse::SseEvent;
 use super::transport::{
     self, cut_short, event_json, Protocol, StreamReply, Transport, TransportConfig,
@@ -76,6 +79,15 @@ pub struct OpenAiConfig {
     /// Retries of failed calls.
     #[serde(default)]
     pub retry: RetryPolicy,
+    /// Whether a reply must call a tool: `auto` (the model chooses; not sent), `required`
+    /// or `none`. Sent only with tools.
+    #[serde(default)]
+    pub tool_choice: ToolChoice,
+    /// The longest a tool-call argument string may be, in characters: sent as `maxLength` on
+    /// every string in the tools' schemas that sets none, so a server that constrains output to
+    /// the schema (llama.cpp's) ends each argument within it. Unset: schemas go as they are.
+    #[serde(default)]
+    pub argument_chars: Option<u32>,
 }
 
 /// Which request field carries the token limit.
@@ -126,6 +138,8 @@ impl OpenAiConfig {
             connect_timeout: default_connect_timeout(),
             read_timeout: default_read_timeout(),
             retry: RetryPolicy::default(),
+            tool_choice: ToolChoice::default(),
+            argument_chars: None,
         }
     }
 
@@ -150,6 +164,13 @@ impl OpenAiConfig {
                 backend: BACKEND,
                 field: "max_tokens",
                 why: "is 0; leave it out or give a positive limit".into(),
+            });
+        }
+        if self.argument_chars == Some(0) {
+            return Err(ConfigError::Invalid {
+                backend: BACKEND,
+                field: "argument_chars",
+                why: "is 0; leave it out or give a positive length".into(),
             });
         }
         Ok(())
@@ -240,11 +261,18 @@ fn request_body(config: &OpenAiConfig, req: &ChatRequest, stream: bool) -> Value
             .tools
             .iter()
             .map(|t| {
+                let parameters = match config.argument_chars {
+                    Some(chars) => bound_strings(&t.parameters, chars),
+                    None => t.parameters.clone(),
+                };
                 json!({"type": "function", "function": {
-                    "name": t.name, "description": t.description, "parameters": t.parameters,
+                    "name": t.name, "description": t.description, "parameters": parameters,
                 }})
             })
             .collect();
+        if let Some(choice) = config.tool_choice.wire() {
+            body["tool_choice"] = json!(choice);
+        }
     }
     if stream {
         body["stream"] = json!(true);
