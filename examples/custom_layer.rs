@@ -47,7 +47,8 @@ fn turns_per_agent(
             req.turn.record(&AuditEvent::LayerDecision {
                 layer: "turns_per_agent".into(),
                 decision,
-                detail: json!({"agent": req.turn.agent().as_str(), "turn": n, "limit": limit}),
+                detail: json!({"agent": req.turn.agent().as_str(), "turn": n, "limit": limit})
+                    .into(),
             })?;
             if n > limit {
                 return Err(TurnError::Stop(RunStatus::Stopped {

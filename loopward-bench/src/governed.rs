@@ -12,7 +12,9 @@ use crate::harness::{time_n, Effort, Stats};
 use crate::report::{fmt_ns, fmt_ratio, Section, Target};
 use crate::support::{agent, run_id};
 use anyhow::{Context as _, Result};
-use loopward_core::{AuditEvent, LayerVerdict, TurnNumber};
+use loopward_core::{
+    AuditEvent, ClassJumpDetail, LayerDetail, LayerVerdict, StopGateDetail, TurnNumber,
+};
 use loopward_runner::audit::MemorySink;
 use loopward_runner::layers::classjump::{Attempt, ClassJump, ClassJumpConfig, VerdictKind};
 use loopward_runner::layers::stopgate::{StopGateConfig, StopGates, StopMode};
@@ -110,19 +112,35 @@ impl Fixture {
         Ok(())
     }
 
-    /// The baseline: three events of the same kinds, made beforehand, recorded.
+    /// The baseline: the three events an iteration records, made beforehand.
     pub fn baseline_events() -> [AuditEvent; 3] {
         [
             AuditEvent::LayerDecision {
                 layer: "class_jump".into(),
                 decision: LayerVerdict::Retry,
-                detail: json!({"subtask": "make the build pass #0", "strategy": "strategy-0",
-                               "failures": 1, "allowed": 100, "next": "strategy-0"}),
+                detail: LayerDetail::ClassJump(ClassJumpDetail {
+                    allowed: 100,
+                    failures: 1,
+                    next: Some("strategy-0".into()),
+                    source: None,
+                    strategy: "strategy-0".into(),
+                    subtask: "make the build pass #0".into(),
+                    tool: None,
+                }),
             },
             AuditEvent::LayerDecision {
                 layer: "stopgate".into(),
                 decision: LayerVerdict::AutoApproved,
-                detail: json!({"gate": "stopgate-1", "action": "phase:deploy"}),
+                detail: LayerDetail::StopGate(StopGateDetail {
+                    action: "phase:deploy".into(),
+                    by: None,
+                    dir: None,
+                    gate: "phase:deploy".into(),
+                    id: None,
+                    mode: "auto",
+                    reason: None,
+                    summary: "enter phase deploy".into(),
+                }),
             },
             AuditEvent::ToolFinished {
                 call_id: "c1".into(),
@@ -220,24 +238,28 @@ pub fn run(effort: Effort) -> Result<Section> {
         fmt_ns(s.median_ns - b.median_ns),
         fmt_ns(b.median_ns)
     )];
-    if !time_met || !allocs_met {
-        notes.push(
-            "Where it goes, profiled with `perf record --call-graph dwarf` on this machine and \
-             read against the code: most samples are in `layers::record::decision`, which \
-             builds each verdict's details as a `serde_json` map (`json!`: a `BTreeMap` node and \
-             an owned `String` per key and value) and an owned `AuditEvent` around it; the \
-             stop-gate also clones and extends its detail map per decision \
-             (`BTreeMap::clone_subtree`), builds its action and summary with `format!`, and \
-             returns its approval in a fresh `Vec`; `ClassJump::report` allocates the subtask's \
-             name for the map lookup (`subtask.to_string()`) and owned strings in its verdict; \
-             and `MemorySink::record` deep-copies every event and scope (the baseline's \
-             allocations are mostly that copy). What the issue proposes — typed, borrowed \
-             decision details serialised only when written, `Arc<str>` ids, lookups by `&str`, \
-             sinks that take events by value — changes `AuditEvent::LayerDecision` and \
-             `AuditSink` for every layer and sink; not done in this change."
-                .to_string(),
-        );
-    }
+    notes.push(
+        "What the deciding no longer costs: a layer's decision carries a typed `LayerDetail` \
+         (the class-jump and stop-gate figures as fields, names shared as `Arc<str>`), \
+         serialised only if a sink writes it, to the bytes the `serde_json` map gave; the ids \
+         in every scope are `Arc<str>`, so a scope is copied by reference counts; \
+         `ClassJump::report` looks its subtask up by `&str` and its verdict shares the \
+         subtask's and strategy's names; a phase gate's action, key and summary are made once \
+         at configuration and every approval shares them; and decisions reach the sink by \
+         value (`AuditSink::record_owned`), which `MemorySink` keeps without a copy."
+            .to_string(),
+    );
+    notes.push(
+        "What is left, read from `perf record` of `loopward-bench-allocs` and the code: of the \
+         allocations per iteration, three are the copy `MemorySink::record` makes of the \
+         `tool_finished` the fixture holds and records by reference (its call id, tool and \
+         summary; a runner hands its own event over with `record_owned`), one is the `Vec` \
+         `StopGates::before_phase` returns its approval in. The time left is the locks (the \
+         run's extensions, the subtask map, the sink), hashing the subtask's name, and the \
+         in-memory sink itself: it keeps every event, so its `Vec` grows and touches fresh \
+         pages (page faults) as the iterations go on; the baseline pays that too."
+            .to_string(),
+    );
     if let Err(why) = &allocs {
         notes.push(format!("Allocations were not counted: {why}"));
     }
@@ -249,8 +271,8 @@ pub fn run(effort: Effort) -> Result<Section> {
              recorded), a stop-gate in `auto` mode cleared before a phase (its approval \
              recorded) and a `tool_finished` recorded, into a `MemorySink`; the subtask changes \
              every {PER_SUBTASK} iterations so no subtask runs out of strategies. The baseline \
-             records three events of the same kinds, made beforehand, into the same kind of \
-             sink. Subject and baseline alternate, {per_round} iterations each per round, on a \
+             records the same three events, made beforehand, into the same kind of sink (by \
+             reference, so the sink copies them). Subject and baseline alternate, {per_round} iterations each per round, on a \
              tokio current-thread runtime. Heap allocations are counted in a separate process \
              (`loopward-bench-allocs`, whose global allocator counts them: `stats_alloc`, as \
              `peak_alloc` in part 4 counts bytes but not allocations) over the same iterations."

@@ -52,6 +52,19 @@ fn env() -> Env {
     }
 }
 
+/// The `[backend]` table: the openai backend at `url`, replies of at most `max_tokens`.
+fn backend(url: &str, max_tokens: u32) -> String {
+    format!(
+        r#"[backend]
+kind = "openai"
+model = "smollm2"
+base_url = "{url}/v1"
+api_key_env = "LOOPWARD_TEST_SERVER_KEY"
+max_tokens = {max_tokens}
+"#
+    )
+}
+
 /// A governed team on the openai backend at `url`: a coordinator that hands off, a builder that
 /// owns `src/**` and must hand its changes to the auditor, caps that end every run.
 fn team(url: &str, max_tokens: u32) -> String {
@@ -61,13 +74,7 @@ first = "root"
 task = "Create the file src/hello.txt containing the word hello."
 runs_dir = "runs"
 
-[backend]
-kind = "openai"
-model = "smollm2"
-base_url = "{url}/v1"
-api_key_env = "LOOPWARD_TEST_SERVER_KEY"
-max_tokens = {max_tokens}
-
+{backend}
 [[agent]]
 name = "root"
 role = "You coordinate. Answer in one short sentence."
@@ -97,7 +104,8 @@ when = ["src/**"]
 
 [limits]
 turns_per_run = 4
-"#
+"#,
+        backend = backend(url, max_tokens)
     )
 }
 
@@ -438,21 +446,16 @@ fn tools_template() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/llama-server-tools.jinja")
 }
 
-/// A team on the openai backend at `url` in which every reply is a tool call: the builder owns
+/// A team on the openai backend at `url` in which every reply is a tool call of at most
+/// `max_tokens`: the builder owns
 /// every file; the reviewer may write too, but its territory is none.
-fn gated_team(url: &str) -> String {
+fn gated_team(url: &str, max_tokens: u32) -> String {
     format!(
         r#"[run]
 first = "builder"
 runs_dir = "runs"
 
-[backend]
-kind = "openai"
-model = "smollm2"
-base_url = "{url}/v1"
-api_key_env = "LOOPWARD_TEST_SERVER_KEY"
-max_tokens = 200
-tool_choice = "required"
+{backend}tool_choice = "required"
 argument_chars = 48
 
 [[agent]]
@@ -473,7 +476,8 @@ owner = "builder"
 
 [limits]
 turns_per_run = 2
-"#
+"#,
+        backend = backend(url, max_tokens)
     )
 }
 
@@ -550,7 +554,7 @@ fn real_tool_calls_stream_through_llama_server_and_are_gated() {
     );
     let run = |task: &str, id: &str| {
         let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join("loopward.toml"), gated_team(&url)).unwrap();
+        std::fs::write(dir.path().join("loopward.toml"), gated_team(&url, 200)).unwrap();
         let child = loopward(
             dir.path(),
             &e.key,
@@ -636,8 +640,7 @@ fn real_tool_calls_stream_through_llama_server_and_are_gated() {
     // Six tokens cannot hold a whole call: the server stops the stream inside it, and the run
     // fails with that said; no half call reaches a tool.
     let cut = tempfile::tempdir().unwrap();
-    let team = gated_team(&url).replace("max_tokens = 200", "max_tokens = 6");
-    std::fs::write(cut.path().join("loopward.toml"), team).unwrap();
+    std::fs::write(cut.path().join("loopward.toml"), gated_team(&url, 6)).unwrap();
     let out = loopward(
         cut.path(),
         &e.key,

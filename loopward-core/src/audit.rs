@@ -5,6 +5,7 @@
 
 use crate::action::Action;
 use crate::decision::{Decision, GateId, GateMode};
+use crate::detail::LayerDetail;
 use crate::effect::Effect;
 use crate::handoff::Handoff;
 use crate::id::{AgentId, RunId, TurnNumber};
@@ -14,6 +15,7 @@ use crate::usage::Usage;
 use crate::verdict::LayerVerdict;
 use serde::ser::SerializeStruct;
 use serde::{Deserialize, Serialize, Serializer};
+use std::borrow::Cow;
 
 /// Where in a run an event happened. Filled in by the runner, not by whoever emits the event.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -279,11 +281,12 @@ pub enum AuditEvent {
     LayerDecision {
         /// What it decided (`cap_reached`, `approved`, `class_jump` … in the ledger).
         decision: LayerVerdict,
-        /// Figures and details.
+        /// Figures and details: typed for the built-in layers' frequent decisions, JSON
+        /// otherwise and when read back; written the same either way.
         #[serde(default)]
-        detail: serde_json::Value,
-        /// The layer.
-        layer: String,
+        detail: LayerDetail,
+        /// The layer (the built-in layers name themselves statically).
+        layer: Cow<'static, str>,
     },
     /// A gate was added, removed or changed at run time.
     GateChanged {
@@ -370,6 +373,13 @@ impl AuditEvent {
 pub trait AuditSink: Send + Sync {
     /// Records one event.
     fn record(&self, scope: &Scope, event: &AuditEvent) -> Result<(), AuditError>;
+
+    /// Records one event the caller no longer needs: a sink that keeps events (in memory)
+    /// takes it instead of copying it. The default records it by reference; whatever a sink
+    /// does here must mean the same as [`record`](AuditSink::record).
+    fn record_owned(&self, scope: &Scope, event: AuditEvent) -> Result<(), AuditError> {
+        self.record(scope, &event)
+    }
 
     /// Makes every decision recorded so far durable; called just before the action they
     /// authorise runs (a tool's effect, a model call). An error means that action must not run.

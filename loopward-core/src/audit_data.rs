@@ -63,8 +63,9 @@ mod tests {
     use super::*;
     use crate::model::StopReason;
     use crate::{
-        Action, AgentId, Decision, Effect, EffectKind, EffectStatus, FinishReason, GateId,
-        GateKind, GateMode, Handoff, LayerVerdict, Refusal, Remedy, RunStatus, ToolCall, Usage,
+        Action, AgentId, CapsAllowDetail, ClassJumpDetail, Decision, Effect, EffectKind,
+        EffectStatus, FinishReason, GateId, GateKind, GateMode, Handoff, LayerDetail, LayerVerdict,
+        RateLimitDetail, Refusal, Remedy, RunStatus, StopGateDetail, ToolCall, Usage,
     };
     use serde_json::json;
 
@@ -77,6 +78,66 @@ mod tests {
 
     fn agent(name: &str) -> AgentId {
         AgentId::new(name).unwrap()
+    }
+
+    /// One detail of each typed kind, with and without its optional keys.
+    fn typed_details() -> Vec<LayerDetail> {
+        let gate = |by: Option<&str>, id: Option<&str>, reason: Option<&str>, dir| {
+            LayerDetail::StopGate(StopGateDetail {
+                action: "tool:shell:00".into(),
+                by: by.map(Into::into),
+                dir,
+                gate: "tool:shell".into(),
+                id: id.map(Into::into),
+                mode: "durable",
+                reason: reason.map(Into::into),
+                summary: "shell {\"cmd\":\"ls\"}".into(),
+            })
+        };
+        vec![
+            LayerDetail::ClassJump(ClassJumpDetail {
+                allowed: 3,
+                failures: 2,
+                next: Some("b".into()),
+                source: None,
+                strategy: "a".into(),
+                subtask: "fix it".into(),
+                tool: None,
+            }),
+            LayerDetail::ClassJump(ClassJumpDetail {
+                allowed: 3,
+                failures: 3,
+                next: None,
+                source: Some("evidence"),
+                strategy: "a".into(),
+                subtask: "b's failed shell calls".into(),
+                tool: Some("shell".into()),
+            }),
+            gate(None, None, None, None),
+            gate(
+                Some("ann"),
+                Some("p1"),
+                Some("no"),
+                Some(".loopward/pending"),
+            ),
+            LayerDetail::CapsAllow(CapsAllowDetail {
+                hops: 1,
+                turn: 2,
+                turns_per_run: 40,
+            }),
+            LayerDetail::RateLimit(RateLimitDetail {
+                agent: agent("a"),
+                reason: Some("over".into()),
+                tokens: 7,
+                waited_ms: None,
+            }),
+            LayerDetail::RateLimit(RateLimitDetail {
+                agent: agent("a"),
+                reason: None,
+                tokens: 7,
+                waited_ms: Some(12),
+            }),
+        ]
     }
 
     /// A string that needs escaping.
@@ -265,6 +326,8 @@ mod tests {
             }
             AuditEvent::LayerDecision { .. } => [json!({}), json!(null), args]
                 .into_iter()
+                .map(LayerDetail::from)
+                .chain(typed_details())
                 .map(|detail| AuditEvent::LayerDecision {
                     decision: LayerVerdict::ClassJump,
                     detail,
@@ -382,8 +445,8 @@ mod tests {
             },
             AuditEvent::LayerDecision {
                 decision: LayerVerdict::Allow,
-                detail: json!(null),
-                layer: String::new(),
+                detail: json!(null).into(),
+                layer: "".into(),
             },
             AuditEvent::GateChanged {
                 by: String::new(),

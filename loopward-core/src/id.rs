@@ -1,7 +1,8 @@
 //! Identifiers for runs, agents and turns.
 
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::fmt;
+use std::sync::Arc;
 
 /// The longest agent name accepted; names appear in paths, prompts and ledgers.
 pub const MAX_AGENT_NAME: usize = 64;
@@ -18,16 +19,10 @@ pub const MAX_AGENT_NAME: usize = 64;
 /// assert!(AgentId::new("../etc").is_err());
 /// assert!(AgentId::new("").is_err());
 /// ```
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Deserialize)]
-#[serde(try_from = "String")]
-pub struct AgentId(String);
-
-impl Serialize for AgentId {
-    /// As its name, a string (without the copy a `into = "String"` conversion would make).
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&self.0)
-    }
-}
+///
+/// Cloning one is a reference-count increment: the name is shared, not copied.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct AgentId(Arc<str>);
 
 /// Why a string is not a valid [`AgentId`].
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -59,7 +54,7 @@ impl AgentId {
         };
         match why {
             Some(why) => Err(InvalidAgentId { name, why }),
-            None => Ok(Self(name)),
+            None => Ok(Self(name.into())),
         }
     }
 
@@ -78,7 +73,19 @@ impl TryFrom<String> for AgentId {
 
 impl From<AgentId> for String {
     fn from(a: AgentId) -> String {
-        a.0
+        a.0.as_ref().to_owned()
+    }
+}
+
+impl Serialize for AgentId {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.0)
+    }
+}
+
+impl<'de> Deserialize<'de> for AgentId {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Self::new(String::deserialize(d)?).map_err(serde::de::Error::custom)
     }
 }
 
@@ -89,9 +96,11 @@ impl fmt::Display for AgentId {
 }
 
 /// The identifier of one run (one task given to a team). Chosen by the runner.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(transparent)]
-pub struct RunId(String);
+///
+/// Cloning one is a reference-count increment. In serialised form it is the bare string (read
+/// back as written, as before: a ledger names its run, and a reader reports what it names).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct RunId(Arc<str>);
 
 impl RunId {
     /// Wraps a run id. Run ids become directory names, so only `[A-Za-z0-9_-]` is accepted.
@@ -102,12 +111,24 @@ impl RunId {
             && id
                 .bytes()
                 .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
-        ok.then_some(Self(id))
+        ok.then(|| Self(id.into()))
     }
 
     /// The id as a string slice.
     pub fn as_str(&self) -> &str {
         &self.0
+    }
+}
+
+impl Serialize for RunId {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.0)
+    }
+}
+
+impl<'de> Deserialize<'de> for RunId {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Ok(Self(String::deserialize(d)?.into()))
     }
 }
 

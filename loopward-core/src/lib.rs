@@ -16,7 +16,7 @@
 //! | passing the work on | [`Handoff`] |
 //! | what was decided on | [`Action`] (`tool:write_file`, `handoff:auditor`) |
 //! | what a gate said | [`GateId`] ([`GateKind`] + name), [`Decision`], [`Refusal`], [`GateMode`] |
-//! | what a layer said | [`LayerVerdict`], [`VerdictEffect`] |
+//! | what a layer said | [`LayerVerdict`], [`VerdictEffect`], [`LayerDetail`] (typed or JSON figures) |
 //! | which turn a model call belongs to | [`model::TurnSlot`] (opaque here; the runner fills it) |
 //! | what the ledger records | [`AuditEvent`], [`Scope`], [`AuditSink`], [`Remedy`] |
 //!
@@ -35,6 +35,7 @@ mod action;
 mod audit;
 mod audit_data;
 mod decision;
+mod detail;
 mod effect;
 mod handoff;
 mod id;
@@ -50,6 +51,7 @@ mod verdict;
 pub use action::{Action, InvalidAction};
 pub use audit::{AuditError, AuditEvent, AuditSink, FinishReason, RunStatus, Scope};
 pub use decision::{Decision, GateId, GateKind, GateMode, Refusal};
+pub use detail::{CapsAllowDetail, ClassJumpDetail, LayerDetail, RateLimitDetail, StopGateDetail};
 pub use effect::{Effect, EffectKind, EffectStatus};
 pub use handoff::Handoff;
 pub use id::{AgentId, InvalidAgentId, RunId, TurnNumber, MAX_AGENT_NAME};

@@ -249,7 +249,7 @@ impl Inner {
             (st.steps, st.tools_disabled, st.run_ends.clone())
         };
         match feed.and_then(|f| f.take_call(&call.id, &call.name)) {
-            None => turn.record(&AuditEvent::ToolRequested {
+            None => turn.record_owned(AuditEvent::ToolRequested {
                 call_id: call.id.clone(),
                 tool: call.name.clone(),
                 arguments: call.arguments.clone(),
@@ -311,7 +311,7 @@ impl Inner {
             Err(e) => (e.to_string(), true, vec![]),
         };
         turn.push_effects(effects.iter().cloned());
-        turn.record(&AuditEvent::ToolFinished {
+        turn.record_owned(AuditEvent::ToolFinished {
             call_id: call.id.clone(),
             tool: call.name.clone(),
             is_error,
@@ -352,13 +352,13 @@ impl Inner {
         let reply = crate::telemetry::naming_provider(&turn_span, call).await;
         crate::telemetry::record_model(&span, reply.as_ref());
         let reply = reply?;
-        turn.record(&AuditEvent::ModelCall {
+        turn.record_owned(AuditEvent::ModelCall {
             model: reply.model.clone(),
             usage: reply.usage,
             cost_micros: self.price.map(|p| p.cost_micros(&reply.usage)),
             tool_calls: u32::try_from(reply.tool_calls.len()).unwrap_or(u32::MAX),
         })?;
-        turn.record(&AuditEvent::ModelReply {
+        turn.record_owned(AuditEvent::ModelReply {
             text: reply.content.clone(),
             tool_calls: reply.tool_calls.clone(),
             stop: reply.stop,
@@ -397,10 +397,10 @@ fn resume_call(
         is_error,
     };
     let note = |decision: LayerVerdict| {
-        turn.record(&AuditEvent::LayerDecision {
+        turn.record_owned(AuditEvent::LayerDecision {
             layer: RESUME_LAYER.into(),
             decision,
-            detail: serde_json::json!({"call_id": call.id, "tool": call.name}),
+            detail: serde_json::json!({"call_id": call.id, "tool": call.name}).into(),
         })
     };
     match fed {
@@ -439,7 +439,7 @@ fn resume_call(
                     true,
                 ),
             };
-            turn.record(&AuditEvent::ToolFinished {
+            turn.record_owned(AuditEvent::ToolFinished {
                 call_id: call.id.clone(),
                 tool: call.name.clone(),
                 is_error,

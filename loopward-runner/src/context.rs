@@ -79,12 +79,22 @@ impl RunContext {
 
     /// Records a run-level event (no turn, no agent).
     pub fn record(&self, event: &AuditEvent) -> Result<(), AuditError> {
-        let scope = Scope {
+        self.inner.audit.record(&self.scope(), event)
+    }
+
+    /// Records a run-level event the caller no longer needs ([`AuditSink::record_owned`]: a
+    /// sink that keeps events takes it instead of copying it).
+    pub fn record_owned(&self, event: AuditEvent) -> Result<(), AuditError> {
+        self.inner.audit.record_owned(&self.scope(), event)
+    }
+
+    /// The scope of run-level events. The ids are shared, so this copies no text.
+    fn scope(&self) -> Scope {
+        Scope {
             run: self.inner.run.clone(),
             turn: None,
             agent: None,
-        };
-        self.inner.audit.record(&scope, event)
+        }
     }
 }
 
@@ -281,7 +291,8 @@ impl TurnContext {
         Ok(())
     }
 
-    /// The scope events of this turn are recorded under.
+    /// The scope events of this turn are recorded under. The ids are shared, so this copies
+    /// no text.
     pub fn scope(&self) -> Scope {
         Scope {
             run: self.run().run().clone(),
@@ -293,6 +304,12 @@ impl TurnContext {
     /// Records an event of this turn.
     pub fn record(&self, event: &AuditEvent) -> Result<(), AuditError> {
         self.run().audit_sink().record(&self.scope(), event)
+    }
+
+    /// Records an event of this turn that the caller no longer needs
+    /// ([`AuditSink::record_owned`]: a sink that keeps events takes it instead of copying it).
+    pub fn record_owned(&self, event: AuditEvent) -> Result<(), AuditError> {
+        self.run().audit_sink().record_owned(&self.scope(), event)
     }
 
     /// Makes the decisions recorded so far durable ([`AuditSink::commit`]): called just before

@@ -281,7 +281,7 @@ impl Runner {
             .instrument(span.clone())
             .await;
         // A failure to record the end is itself an audit failure, unless one already stopped us.
-        if let Err(e) = ctx.record(&AuditEvent::RunEnded {
+        if let Err(e) = ctx.record_owned(AuditEvent::RunEnded {
             status: report.status.clone(),
             usage: report.usage,
             cost_micros: None,
@@ -322,7 +322,7 @@ impl Runner {
                 .get_or_insert_with(|| Resumed::new(j, &self.resume));
         }
         let opening = match journal {
-            Some(j) => ctx.record(&AuditEvent::RunResumed {
+            Some(j) => ctx.record_owned(AuditEvent::RunResumed {
                 previous: j.end().cloned(),
                 replayed_turns: j
                     .recorded_turns()
@@ -332,12 +332,12 @@ impl Runner {
                 interrupted: j.interrupted(),
             }),
             None => ctx
-                .record(&AuditEvent::RunStarted {
+                .record_owned(AuditEvent::RunStarted {
                     task: spec.task.content().to_string(),
                     agent: spec.first.clone(),
                 })
                 .and_then(|()| {
-                    ctx.record(&AuditEvent::HumanMessage {
+                    ctx.record_owned(AuditEvent::HumanMessage {
                         content: spec.task.content().to_string(),
                     })
                 }),
@@ -403,7 +403,7 @@ impl Runner {
                         .get_or_insert_with(|| TurnFeed::new(t, self.resume.clone()));
                 }
                 None => {
-                    if let Err(e) = turn.record(&AuditEvent::TurnStarted {
+                    if let Err(e) = turn.record_owned(AuditEvent::TurnStarted {
                         agent: agent.clone(),
                     }) {
                         return audit_failed(e);
@@ -440,7 +440,7 @@ impl Runner {
             report.usage += outcome.usage;
             report.final_text.clone_from(&outcome.text);
             let ends_run = turn.state().run_ends.clone();
-            if let Err(e) = turn.record(&AuditEvent::TurnEnded {
+            if let Err(e) = turn.record_owned(AuditEvent::TurnEnded {
                 finish: outcome.finish.clone(),
                 usage: outcome.usage,
                 ends_run: ends_run.clone(),
@@ -475,10 +475,10 @@ impl Runner {
         };
         let taken = inbox.take(ctx.run(), self.clock.now_millis());
         for why in &taken.refused {
-            ctx.record(&AuditEvent::LayerDecision {
+            ctx.record_owned(AuditEvent::LayerDecision {
                 layer: "inbox".into(),
                 decision: loopward_core::LayerVerdict::Refused,
-                detail: serde_json::json!({ "why": why }),
+                detail: serde_json::json!({ "why": why }).into(),
             })?;
         }
         for said in &taken.said {

@@ -185,7 +185,9 @@ fn events() -> Vec<(Option<u32>, Option<&'static str>, AuditEvent)> {
             AuditEvent::LayerDecision {
                 layer: "stopgate".into(),
                 decision: loopward_core::LayerVerdict::Approved,
-                detail: serde_json::json!({"gate": "publish", "action": "turn:tester", "by": "ana"}),
+                detail:
+                    serde_json::json!({"gate": "publish", "action": "turn:tester", "by": "ana"})
+                        .into(),
             },
         ),
         (

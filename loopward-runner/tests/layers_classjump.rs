@@ -329,7 +329,7 @@ async fn failed_shell_results_count_toward_class_jump_without_any_report() {
                 decision,
                 detail,
             } if layer == "class_jump" => {
-                assert_eq!(detail["source"], "evidence");
+                assert_eq!(detail.to_json()["source"], "evidence");
                 Some(decision.to_string())
             }
             _ => None,

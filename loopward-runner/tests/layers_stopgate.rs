@@ -517,9 +517,12 @@ fn denial_notes(sink: &MemorySink) -> Vec<String> {
                 layer,
                 decision,
                 detail,
-            } if layer == "stopgate" && decision.as_str() == "denied" => {
-                Some(detail["reason"].as_str().unwrap_or_default().to_string())
-            }
+            } if layer == "stopgate" && decision.as_str() == "denied" => Some(
+                detail.to_json()["reason"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string(),
+            ),
             _ => None,
         })
         .collect()

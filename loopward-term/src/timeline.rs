@@ -190,7 +190,7 @@ impl Timeline {
                     "retry" => Tone::Dim,
                     _ => Tone::Warn,
                 };
-                let d = detail_summary(detail);
+                let d = detail_summary(&detail.to_json());
                 out.line(tone, format!("    ◆ {layer}: {decision}{d}"));
             }
             AuditEvent::RunEnded { status, .. } => {

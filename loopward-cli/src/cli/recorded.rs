@@ -220,8 +220,10 @@ impl RecordedApprovals {
                     decision,
                     detail,
                 } if layer == "stopgate"
-                    && detail.get("mode").and_then(|m| m.as_str()) == Some("interactive") =>
+                    && detail.to_json().get("mode").and_then(|m| m.as_str())
+                        == Some("interactive") =>
                 {
+                    let detail = detail.to_json();
                     let text = |k: &str| {
                         detail
                             .get(k)

@@ -162,7 +162,9 @@ fn heard_in(part: &[(Scope, AuditEvent)]) -> Vec<Taken> {
             }
             // A file the inbox refused (a forged seal, a link…) is refused again where it was.
             AuditEvent::LayerDecision { layer, detail, .. } if layer == "inbox" => {
-                if let (Some(last), Some(why)) = (boundaries.last_mut(), detail["why"].as_str()) {
+                if let (Some(last), Some(why)) =
+                    (boundaries.last_mut(), detail.to_json()["why"].as_str())
+                {
                     last.refused.push(why.to_string());
                 }
             }
@@ -262,6 +264,7 @@ fn setup_segment(
                 decision,
                 detail,
             } if layer == "stopgate" => {
+                let detail = detail.to_json();
                 let Some(id) = detail.get("id").and_then(serde_json::Value::as_str) else {
                     continue;
                 };

@@ -226,7 +226,7 @@ impl RunFigures {
                     layer, decision, ..
                 } => f
                     .layers
-                    .entry(layer.clone())
+                    .entry(layer.to_string())
                     .or_default()
                     .count(decision.effect()),
                 AuditEvent::OverrideConsumed {

@@ -41,6 +41,11 @@ impl MemorySink {
 
 impl AuditSink for MemorySink {
     fn record(&self, scope: &Scope, event: &AuditEvent) -> Result<(), AuditError> {
+        self.record_owned(scope, event.clone())
+    }
+
+    /// Keeps the event itself, not a copy (the scope's ids are shared, not copied).
+    fn record_owned(&self, scope: &Scope, event: AuditEvent) -> Result<(), AuditError> {
         let mut events = self.events.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(n) = *self.fail_after.lock().unwrap_or_else(|p| p.into_inner()) {
             if events.len() >= n {
@@ -49,7 +54,7 @@ impl AuditSink for MemorySink {
                 ));
             }
         }
-        events.push((scope.clone(), event.clone()));
+        events.push((scope.clone(), event));
         Ok(())
     }
 }

@@ -236,8 +236,9 @@ pub(crate) fn ledger_session(name: &str, records: &[Record]) -> Session {
                 ref layer,
                 decision,
                 ref detail,
-            } if layer_firing(layer, decision, detail).is_some() => {
-                let gate = layer_firing(layer, decision, detail).unwrap_or_default();
+            } if layer_firing(layer, decision, &detail.to_json()).is_some() => {
+                let detail = detail.to_json();
+                let gate = layer_firing(layer, decision, &detail).unwrap_or_default();
                 recorded.push(gate.clone());
                 let id = detail.get("call_id").and_then(Value::as_str).unwrap_or("");
                 match calls.get(id).and_then(|&i| steps.get_mut(i)) {
@@ -257,15 +258,16 @@ pub(crate) fn ledger_session(name: &str, records: &[Record]) -> Session {
                 decision: LayerVerdict::Refused | LayerVerdict::Denied,
                 detail,
             } => {
+                let detail = detail.to_json();
                 let id = detail.get("call_id").and_then(Value::as_str).unwrap_or("");
                 match calls.get(id).and_then(|&i| steps.get_mut(i)) {
                     Some(Step::Write(w)) => {
                         w.outcome = Outcome::Refused;
-                        w.refused_by.get_or_insert(layer);
+                        w.refused_by.get_or_insert(layer.into_owned());
                     }
                     Some(Step::Call(c)) => {
                         c.outcome = Outcome::Refused;
-                        c.refused_by.get_or_insert(layer);
+                        c.refused_by.get_or_insert(layer.into_owned());
                     }
                     _ => {}
                 }

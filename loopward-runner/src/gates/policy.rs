@@ -388,7 +388,7 @@ impl Policy {
         let mut cfg = guard.to_config();
         edit(&mut cfg)?;
         let compiled = Gates::compile(&cfg)?;
-        run.record(&AuditEvent::GateChanged {
+        run.record_owned(AuditEvent::GateChanged {
             by: by.into(),
             change: change.into(),
             gate: shown(&compiled),

@@ -357,7 +357,7 @@ impl RunSprawl {
 /// assert_eq!(sink.kinds(), vec!["human_message"]);
 /// ```
 pub fn human_message(run: &RunContext, content: &str) -> Result<(), AuditError> {
-    run.record(&AuditEvent::HumanMessage {
+    run.record_owned(AuditEvent::HumanMessage {
         content: content.into(),
     })?;
     run.extensions()

@@ -108,7 +108,7 @@ impl Policy {
         let after = match self.snapshot(&gates, &agent, &store).await {
             Ok(s) => s,
             Err(why) => {
-                turn.record(&AuditEvent::Violation {
+                turn.record_owned(AuditEvent::Violation {
                     path: String::new(),
                     remedy: Remedy::Unremedied {
                         why: "the workspace could not be compared".into(),

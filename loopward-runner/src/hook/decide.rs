@@ -147,7 +147,7 @@ impl Engine<'_> {
         self.record(&AuditEvent::LayerDecision {
             layer: "claude_code".into(),
             decision: loopward_core::LayerVerdict::Observed,
-            detail: json!({ "event": name }),
+            detail: json!({ "event": name }).into(),
         })?;
         Ok(Reply::Silent)
     }

@@ -256,9 +256,9 @@ impl Parser {
                         agent: agent.clone(),
                         call,
                         decision: RecordedDecision {
-                            layer: layer.clone(),
+                            layer: layer.to_string(),
                             decision: *decision,
-                            detail: detail.clone(),
+                            detail: detail.to_json().into_owned(),
                         },
                     });
                 }
@@ -266,9 +266,9 @@ impl Parser {
                     c.paused |= pending;
                 } else if let Some(turn) = self.turns.last_mut().filter(|t| t.steps.is_empty()) {
                     turn.decisions.push(RecordedDecision {
-                        layer: layer.clone(),
+                        layer: layer.to_string(),
                         decision: *decision,
-                        detail: detail.clone(),
+                        detail: detail.to_json().into_owned(),
                     });
                 }
             }

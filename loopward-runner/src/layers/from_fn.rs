@@ -24,10 +24,10 @@
 //! // Stop any turn of the agent "intern": record the decision first, then refuse.
 //! let no_interns = from_fn(|req: TurnRequest, next: NextTurn| async move {
 //!     if req.turn.agent().as_str() == "intern" {
-//!         req.turn.record(&AuditEvent::LayerDecision {
+//!         req.turn.record_owned(AuditEvent::LayerDecision {
 //!             layer: "no_interns".into(),
 //!             decision: LayerVerdict::Stopped,
-//!             detail: json!({}),
+//!             detail: json!({}).into(),
 //!         })?;
 //!         return Err(TurnError::Stop(RunStatus::Stopped { reason: "interns do not act".into() }));
 //!     }

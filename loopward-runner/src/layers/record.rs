@@ -1,18 +1,19 @@
 //! Recording a layer's decision in the run's ledger.
 
 use crate::context::TurnContext;
-use loopward_core::{AuditError, AuditEvent, LayerVerdict};
+use loopward_core::{AuditError, AuditEvent, LayerDetail, LayerVerdict};
 
-/// Records `LayerDecision { layer, decision, detail }` for a turn.
+/// Records `LayerDecision { layer, decision, detail }` for a turn, handing the event to the
+/// sink (a typed detail is serialised only if the sink writes it).
 pub(crate) fn decision(
     turn: &TurnContext,
-    layer: &str,
+    layer: &'static str,
     decision: LayerVerdict,
-    detail: serde_json::Value,
+    detail: impl Into<LayerDetail>,
 ) -> Result<(), AuditError> {
-    turn.record(&AuditEvent::LayerDecision {
+    turn.record_owned(AuditEvent::LayerDecision {
         layer: layer.into(),
         decision,
-        detail,
+        detail: detail.into(),
     })
 }

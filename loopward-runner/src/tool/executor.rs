@@ -31,7 +31,7 @@ impl tower::Service<ToolInvocation> for ToolExecutor {
             // effect begins: one sync for all of them.
             let started = inv
                 .turn
-                .record(&AuditEvent::ToolStarted {
+                .record_owned(AuditEvent::ToolStarted {
                     call_id: inv.call.id.clone(),
                     tool: inv.call.name.clone(),
                 })

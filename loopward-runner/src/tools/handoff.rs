@@ -75,7 +75,7 @@ impl Tool for HandoffTool {
             match inv.turn.register_handoff(handoff.clone()) {
                 Ok(()) => {
                     inv.turn
-                        .record(&AuditEvent::HandoffRegistered(handoff))
+                        .record_owned(AuditEvent::HandoffRegistered(handoff))
                         .map_err(ToolError::Audit)?;
                     Ok(ToolOutput::text(format!(
                         "handed off to {to}; your turn ends here"
@@ -89,7 +89,7 @@ impl Tool for HandoffTool {
                             format!("finish your reply; {standing} takes over next"),
                         );
                         inv.turn
-                            .record(&AuditEvent::GateDecision {
+                            .record_owned(AuditEvent::GateDecision {
                                 call_id: Some(inv.call.id.clone()),
                                 gate: loopward_core::GateId::of(loopward_core::GateKind::OneHandoff),
                                 mode: GateMode::Enforce,
@@ -99,7 +99,7 @@ impl Tool for HandoffTool {
                                 decision: Decision::Deny(refusal.clone()),
                             })
                             .and_then(|()| {
-                                inv.turn.record(&AuditEvent::HandoffRefused {
+                                inv.turn.record_owned(AuditEvent::HandoffRefused {
                                     to,
                                     standing: standing.clone(),
                                 })

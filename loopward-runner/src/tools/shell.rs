@@ -46,7 +46,7 @@ async fn release(inv: &ToolInvocation, child: &mut tokio::process::Child) -> Res
         ));
     };
     inv.turn
-        .record(&AuditEvent::ToolStarted {
+        .record_owned(AuditEvent::ToolStarted {
             call_id: inv.call.id.clone(),
             tool: inv.call.name.clone(),
         })

@@ -332,7 +332,7 @@ fn marker(event: &AuditEvent) -> Option<(MarkerKind, String)> {
             layer,
             decision,
             detail,
-        } => layer_marker(layer, *decision, detail),
+        } => layer_marker(layer, *decision, &detail.to_json()),
         _ => None,
     }
 }

@@ -6,7 +6,7 @@ use crate::layers::from_fn::{FromFn, LayerFn, NextTurn};
 use crate::layers::record;
 use crate::turn::{TurnError, TurnOutcome, TurnRequest};
 use futures::future::BoxFuture;
-use loopward_core::{AgentId, FinishReason, LayerVerdict, RunStatus};
+use loopward_core::{AgentId, CapsAllowDetail, FinishReason, LayerDetail, LayerVerdict, RunStatus};
 use serde_json::json;
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -122,8 +122,11 @@ impl LayerFn<TurnRequest, TurnOutcome, TurnError> for CapsPolicy {
                 None => {
                     let detail = {
                         let counts = state.0.lock().unwrap_or_else(|p| p.into_inner());
-                        json!({"turn": counts.turns, "turns_per_run": config.turns_per_run,
-                               "hops": counts.hops})
+                        LayerDetail::CapsAllow(CapsAllowDetail {
+                            hops: counts.hops,
+                            turn: counts.turns,
+                            turns_per_run: config.turns_per_run,
+                        })
                     };
                     record::decision(&turn, "caps", LayerVerdict::Allow, detail)?;
                 }

@@ -3,7 +3,7 @@
 use crate::context::{RunContext, TurnContext};
 use crate::journal::Resumed;
 use crate::layers::{record, ConfigError};
-use loopward_core::{AgentId, AuditError, LayerVerdict};
+use loopward_core::{AgentId, AuditError, ClassJumpDetail, LayerDetail, LayerVerdict};
 use serde::Deserialize;
 use serde_json::json;
 use std::collections::{HashMap, HashSet};
@@ -64,8 +64,8 @@ pub enum VerdictKind {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Verdict {
     kind: VerdictKind,
-    subtask: String,
-    strategy: Option<String>,
+    subtask: Arc<str>,
+    strategy: Option<Arc<str>>,
     failures: u32,
     allowed: u32,
 }
@@ -89,6 +89,16 @@ impl Verdict {
     /// Failures of the current strategy so far, and how many it is allowed.
     pub fn failures(&self) -> (u32, u32) {
         (self.failures, self.allowed)
+    }
+
+    /// The word the ledger records for it.
+    fn layer_verdict(&self) -> LayerVerdict {
+        match self.kind {
+            VerdictKind::Retry => LayerVerdict::Retry,
+            VerdictKind::Jump => LayerVerdict::ClassJump,
+            VerdictKind::Exhausted => LayerVerdict::Exhausted,
+            VerdictKind::Done => LayerVerdict::Succeeded,
+        }
     }
 
     /// The sentence the agent reads.
@@ -182,7 +192,8 @@ impl Sub {
 /// Per-run state, in the run's extensions.
 #[derive(Default)]
 struct State {
-    subtasks: Mutex<HashMap<String, Sub>>,
+    /// Keyed by the subtask's name, shared with the verdicts and records that name it.
+    subtasks: Mutex<HashMap<Arc<str>, Sub>>,
     /// Failures counted from tool results, per agent; `None` until the first failure this
     /// process counts. It is rebuilt then, apart from the subtasks: the evidence is counted
     /// inside the tool stack, which a run executed on an engine that journals tool calls (see
@@ -208,7 +219,7 @@ impl State {
             let sub: &mut Sub = if detail["source"] == "evidence" {
                 evidence.entry(d.agent.clone()).or_default()
             } else {
-                subtasks.entry(subtask.to_string()).or_default()
+                subtasks.entry(Arc::from(subtask)).or_default()
             };
             match d.decision.decision.as_str() {
                 "retry" => {
@@ -246,6 +257,8 @@ impl State {
 #[derive(Clone, Debug)]
 pub struct ClassJump {
     config: Arc<ClassJumpConfig>,
+    /// The strategies, shared with the verdicts and records that name them.
+    strategies: Arc<[Arc<str>]>,
 }
 
 impl ClassJump {
@@ -273,6 +286,11 @@ impl ClassJump {
             }
         }
         Ok(Self {
+            strategies: config
+                .strategies
+                .iter()
+                .map(|s| Arc::from(s.as_str()))
+                .collect(),
             config: Arc::new(config),
         })
     }
@@ -310,7 +328,7 @@ impl ClassJump {
         if subtask.is_empty() || subtask.len() > 200 {
             return Err(ClassJumpError::BadSubtask);
         }
-        let all = &self.config.strategies;
+        let all = &self.strategies;
         let allowed = self.config.failures_per_strategy;
         let refuse = |e: ClassJumpError| -> Result<Verdict, ClassJumpError> {
             record::decision(
@@ -321,32 +339,43 @@ impl ClassJump {
             )?;
             Err(e)
         };
-        if !all.iter().any(|s| s == strategy) {
+        let Some(position) = all.iter().position(|s| &**s == strategy) else {
             return refuse(ClassJumpError::UnknownStrategy {
                 strategy: strategy.chars().take(80).collect(),
-                all: all.join(", "),
+                all: self.config.strategies.join(", "),
             });
-        }
+        };
         let state = self.state(turn.run());
         let mut subs = state.subtasks.lock().unwrap_or_else(|p| p.into_inner());
-        let sub = subs.entry(subtask.to_string()).or_default();
+        // Looked up by `&str`: the name is copied only the first time the subtask is seen.
+        let name = match subs.get_key_value(subtask) {
+            Some((name, _)) => name.clone(),
+            None => {
+                let name = Arc::<str>::from(subtask);
+                subs.insert(name.clone(), Sub::default());
+                name
+            }
+        };
+        let Some(sub) = subs.get_mut(subtask) else {
+            unreachable!("inserted above")
+        };
         if let Some(how) = sub.ended {
             return refuse(ClassJumpError::Ended {
                 subtask: subtask.into(),
                 how,
             });
         }
-        let current = &all[sub.index];
-        if current != strategy {
+        if sub.index != position {
             return refuse(ClassJumpError::NotCurrent {
                 subtask: subtask.into(),
                 strategy: strategy.into(),
-                current: current.clone(),
+                current: all[sub.index].to_string(),
             });
         }
-        let verdict = |kind, strategy: Option<&String>, failures| Verdict {
+        let current = &all[sub.index];
+        let verdict = |kind, strategy: Option<&Arc<str>>, failures| Verdict {
             kind,
-            subtask: subtask.into(),
+            subtask: name.clone(),
             strategy: strategy.cloned(),
             failures,
             allowed,
@@ -362,18 +391,19 @@ impl ClassJump {
                 _ => verdict(VerdictKind::Exhausted, None, allowed),
             },
         };
-        let word = match v.kind {
-            VerdictKind::Retry => LayerVerdict::Retry,
-            VerdictKind::Jump => LayerVerdict::ClassJump,
-            VerdictKind::Exhausted => LayerVerdict::Exhausted,
-            VerdictKind::Done => LayerVerdict::Succeeded,
-        };
         record::decision(
             turn,
             "class_jump",
-            word,
-            json!({"subtask": subtask, "strategy": strategy, "failures": v.failures,
-                   "allowed": allowed, "next": v.strategy}),
+            v.layer_verdict(),
+            LayerDetail::ClassJump(ClassJumpDetail {
+                allowed,
+                failures: v.failures,
+                next: v.strategy.clone(),
+                source: None,
+                strategy: current.clone(),
+                subtask: v.subtask.clone(),
+                tool: None,
+            }),
         )?;
         drop(subs);
         if v.kind == VerdictKind::Exhausted {
@@ -403,15 +433,16 @@ impl ClassJump {
     /// (`source: "evidence"`) before it is returned; on exhaustion the rest of the reply does
     /// not run and the run ends `Exhausted` after the turn.
     pub fn observe_failure(&self, turn: &TurnContext, tool: &str) -> Result<Verdict, AuditError> {
-        let all = &self.config.strategies;
+        let all = &self.strategies;
         let allowed = self.config.failures_per_strategy;
         let agent = turn.agent().clone();
-        let subtask = format!("{agent}'s failed {tool} calls");
+        let subtask: Arc<str> = format!("{agent}'s failed {tool} calls").into();
         let state = self.state(turn.run());
         let mut guard = state.evidence.lock().unwrap_or_else(|p| p.into_inner());
         let ev = guard.get_or_insert_with(|| {
             // The first failure counted in this process: what the journal settled, if anything.
-            let settled = State::rebuilt(Resumed::of(turn.run()).as_deref(), all);
+            let settled =
+                State::rebuilt(Resumed::of(turn.run()).as_deref(), &self.config.strategies);
             let ev = settled
                 .evidence
                 .into_inner()
@@ -420,7 +451,7 @@ impl ClassJump {
         });
         let sub = ev.entry(agent).or_default();
         let strategy = all[sub.index].clone();
-        let mk = |kind, next: Option<&String>, failures| Verdict {
+        let mk = |kind, next: Option<&Arc<str>>, failures| Verdict {
             kind,
             subtask: subtask.clone(),
             strategy: next.cloned(),
@@ -436,21 +467,23 @@ impl ClassJump {
                 _ => mk(VerdictKind::Exhausted, None, allowed),
             }
         };
-        let word = match v.kind {
-            VerdictKind::Retry => LayerVerdict::Retry,
-            VerdictKind::Jump => LayerVerdict::ClassJump,
-            _ => LayerVerdict::Exhausted,
-        };
         record::decision(
             turn,
             "class_jump",
-            word,
-            json!({"source": "evidence", "tool": tool, "subtask": subtask, "strategy": strategy,
-                   "failures": v.failures, "allowed": allowed, "next": v.strategy}),
+            v.layer_verdict(),
+            LayerDetail::ClassJump(ClassJumpDetail {
+                allowed,
+                failures: v.failures,
+                next: v.strategy.clone(),
+                source: Some("evidence"),
+                strategy,
+                subtask: subtask.clone(),
+                tool: Some(tool.into()),
+            }),
         )?;
         drop(guard);
         if v.kind == VerdictKind::Exhausted {
-            *state.exhausted.lock().unwrap_or_else(|p| p.into_inner()) = Some(subtask);
+            *state.exhausted.lock().unwrap_or_else(|p| p.into_inner()) = Some(subtask.to_string());
             turn.end_run(loopward_core::RunStatus::Exhausted);
         }
         Ok(v)

@@ -7,8 +7,7 @@ use crate::layers::record;
 use crate::model::{estimate_tokens, ChatRequest, ChatResponse, ModelError};
 use futures::future::BoxFuture;
 use governor::clock::Clock;
-use loopward_core::{LayerVerdict, Refusal};
-use serde_json::json;
+use loopward_core::{LayerDetail, LayerVerdict, RateLimitDetail, Refusal};
 use std::num::NonZeroU32;
 use std::sync::Arc;
 use std::time::Duration;
@@ -103,15 +102,24 @@ impl LayerFn<ChatRequest, ChatResponse, ModelError> for RateLimitPolicy {
                 let (decision, detail) = match &result {
                     Ok(()) => (
                         LayerVerdict::Admitted,
-                        json!({"agent": req.agent, "tokens": tokens,
-                                                  "waited_ms": waited.as_millis()}),
+                        RateLimitDetail {
+                            agent: req.agent.clone(),
+                            reason: None,
+                            tokens,
+                            waited_ms: Some(u64::try_from(waited.as_millis()).unwrap_or(u64::MAX)),
+                        },
                     ),
                     Err(e) => (
                         LayerVerdict::Refused,
-                        json!({"agent": req.agent, "tokens": tokens,
-                                                 "reason": e.to_string()}),
+                        RateLimitDetail {
+                            agent: req.agent.clone(),
+                            reason: Some(e.to_string()),
+                            tokens,
+                            waited_ms: None,
+                        },
                     ),
                 };
+                let detail = LayerDetail::RateLimit(detail);
                 record::decision(turn, "rate_limit", decision, detail)
                     .map_err(ModelError::Audit)?;
             }

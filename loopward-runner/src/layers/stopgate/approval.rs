@@ -4,6 +4,7 @@ use super::action::GatedAction;
 use futures::future::BoxFuture;
 use loopward_core::{AgentId, RunId};
 use serde::Serialize;
+use std::sync::Arc;
 
 /// Permission to run one exact action, minted only by a stop-gate.
 ///
@@ -45,8 +46,8 @@ use serde::Serialize;
 /// ```
 #[derive(Debug, PartialEq, Eq)]
 pub struct Approval {
-    action: GatedAction,
-    gate: String,
+    action: Arc<GatedAction>,
+    gate: Arc<str>,
     granted: Granted,
 }
 
@@ -82,10 +83,10 @@ pub struct ApprovalMismatch {
 }
 
 impl Approval {
-    pub(super) fn mint(gate: &str, action: GatedAction, granted: Granted) -> Self {
+    pub(super) fn mint(gate: &Arc<str>, action: &Arc<GatedAction>, granted: Granted) -> Self {
         Self {
-            action,
-            gate: gate.into(),
+            action: action.clone(),
+            gate: gate.clone(),
             granted,
         }
     }
@@ -107,7 +108,7 @@ impl Approval {
 
     /// Whether it names `action`.
     pub fn authorises(&self, action: &GatedAction) -> bool {
-        self.action == *action
+        *self.action == *action
     }
 
     /// Uses the approval for `action`; it is consumed either way, so it can serve only once.
@@ -116,7 +117,7 @@ impl Approval {
             Ok(())
         } else {
             Err(ApprovalMismatch {
-                gate: self.gate,
+                gate: self.gate.to_string(),
                 approved: self.action.key(),
                 attempted: action.key(),
             })

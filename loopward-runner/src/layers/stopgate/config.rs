@@ -1,9 +1,11 @@
 //! `[[stopgate]]` settings.
 
+use super::action::GatedAction;
 use crate::layers::config::ConfigError;
 use globset::GlobMatcher;
 use loopward_core::AgentId;
 use serde::Deserialize;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// How a gate gets its answer.
@@ -152,10 +154,31 @@ impl Point {
 /// A validated gate.
 #[derive(Clone, Debug)]
 pub(super) struct Gate {
-    pub(super) name: String,
+    pub(super) name: Arc<str>,
     pub(super) point: Point,
     pub(super) mode: StopMode,
     pub(super) ask_timeout: Duration,
+    /// For a turn or phase gate, the one action it stands before, made once.
+    pub(super) fixed: Option<Fixed>,
+}
+
+/// The action a turn or phase gate stands before, with its key and summary: shared by every
+/// verdict and record the gate makes, not rebuilt for each.
+#[derive(Clone, Debug)]
+pub(super) struct Fixed {
+    pub(super) action: Arc<GatedAction>,
+    pub(super) key: Arc<str>,
+    pub(super) summary: Arc<str>,
+}
+
+impl Fixed {
+    pub(super) fn new(action: GatedAction, summary: String) -> Self {
+        Self {
+            key: action.key().into(),
+            action: Arc::new(action),
+            summary: summary.into(),
+        }
+    }
 }
 
 const POINTS: &str = "turn, phase, tool, write, handoff";
@@ -244,11 +267,27 @@ impl Gate {
             Some(n) => n.clone(),
             None => format!("{}:{target}", c.point),
         };
+        let fixed = match &point {
+            Point::Turn(agent) => Some(Fixed::new(
+                GatedAction::Turn {
+                    agent: agent.clone(),
+                },
+                format!("start a turn of {agent}"),
+            )),
+            Point::Phase(phase) => Some(Fixed::new(
+                GatedAction::Phase {
+                    name: phase.clone(),
+                },
+                format!("enter phase {phase}"),
+            )),
+            _ => None,
+        };
         Ok(Self {
-            name,
+            name: name.into(),
             point,
             mode: c.mode,
             ask_timeout,
+            fixed,
         })
     }
 }

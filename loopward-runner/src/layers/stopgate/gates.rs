@@ -2,14 +2,13 @@
 
 use super::action::GatedAction;
 use super::approval::{Answer, Approval, ApprovalRequest, Approver, Granted};
-use super::config::{Gate, Point, StopGateConfig, StopMode};
+use super::config::{Fixed, Gate, Point, StopGateConfig, StopMode};
 use super::durable::{self, ApprovalStore, DurableError, PendingApproval, PendingState};
 use crate::context::TurnContext;
 use crate::layers::{record, ConfigError};
 use crate::tool::ToolInvocation;
 use crate::turn::TurnError;
-use loopward_core::{AuditError, LayerVerdict, RunStatus};
-use serde_json::json;
+use loopward_core::{AuditError, LayerDetail, LayerVerdict, RunStatus, StopGateDetail};
 use std::sync::{Arc, Mutex};
 
 /// The stop-gates of a stack. Cheap to clone; build the turn and tool layers from it with
@@ -91,7 +90,7 @@ impl StopGates {
 
     /// The gates' names, in configuration order.
     pub fn names(&self) -> Vec<&str> {
-        self.inner.gates.iter().map(|g| g.name.as_str()).collect()
+        self.inner.gates.iter().map(|g| &*g.name).collect()
     }
 
     /// Asks every gate standing before `phase`. Returns their approvals (empty when the phase is
@@ -102,44 +101,35 @@ impl StopGates {
         turn: &TurnContext,
         phase: &str,
     ) -> Result<Vec<Approval>, TurnError> {
-        let action = GatedAction::Phase { name: phase.into() };
         let gates = self
             .inner
             .gates
             .iter()
             .filter(|g| matches!(&g.point, Point::Phase(p) if p == phase));
-        self.clear_or_stop(turn, gates, &action, &format!("enter phase {phase}"))
-            .await
+        self.clear_or_stop(turn, gates).await
     }
 
     pub(super) async fn before_turn(&self, turn: &TurnContext) -> Result<Vec<Approval>, TurnError> {
-        let action = GatedAction::Turn {
-            agent: turn.agent().clone(),
-        };
         let gates = self
             .inner
             .gates
             .iter()
             .filter(|g| matches!(&g.point, Point::Turn(a) if a == turn.agent()));
-        self.clear_or_stop(
-            turn,
-            gates,
-            &action,
-            &format!("start a turn of {}", turn.agent()),
-        )
-        .await
+        self.clear_or_stop(turn, gates).await
     }
 
+    /// Asks turn or phase gates, each about the one action it stands before.
     async fn clear_or_stop<'a>(
         &self,
         turn: &TurnContext,
         gates: impl Iterator<Item = &'a Gate>,
-        action: &GatedAction,
-        summary: &str,
     ) -> Result<Vec<Approval>, TurnError> {
         let mut approvals = vec![];
         for gate in gates {
-            match self.decide(turn, gate, action, summary).await? {
+            let Some(fixed) = &gate.fixed else {
+                unreachable!("turn and phase gates have their action made at configuration")
+            };
+            match self.decide(turn, gate, fixed).await? {
                 Verdict::Approved(a) => approvals.push(a),
                 Verdict::Denied(reason) => {
                     return Err(TurnError::Stop(RunStatus::Stopped {
@@ -173,7 +163,7 @@ impl StopGates {
             .map(|g| ApprovalRequest {
                 run: inv.turn.run().run().clone(),
                 agent: inv.turn.agent().clone(),
-                gate: g.name.clone(),
+                gate: g.name.to_string(),
                 action: action.clone(),
                 summary: super::service::summary(inv),
                 why: g.point.why(),
@@ -225,7 +215,7 @@ impl StopGates {
         let gates = self.call_gates(tool, arguments, written);
         gates
             .into_iter()
-            .map(|g| (g.name.as_str(), g.mode, g.point.why()))
+            .map(|g| (&*g.name, g.mode, g.point.why()))
             .collect()
     }
 
@@ -235,7 +225,7 @@ impl StopGates {
             .gates
             .iter()
             .filter(|g| matches!(&g.point, Point::Turn(a) if a.as_str() == agent))
-            .map(|g| (g.name.as_str(), g.mode, g.point.why()))
+            .map(|g| (&*g.name, g.mode, g.point.why()))
             .collect()
     }
 
@@ -245,37 +235,39 @@ impl StopGates {
         &self,
         turn: &TurnContext,
         gate: &Gate,
-        action: &GatedAction,
-        summary: &str,
+        fixed: &Fixed,
     ) -> Result<Verdict, AuditError> {
-        let base = json!({"gate": gate.name, "mode": gate.mode.as_str(), "action": action.key(),
-                          "summary": summary});
+        let action = &fixed.action;
         if let Some(granted) = recorded_approval(turn, gate, action) {
             return Ok(Verdict::Approved(Approval::mint(
-                &gate.name,
-                action.clone(),
-                granted,
+                &gate.name, action, granted,
             )));
         }
-        let note = |decision: LayerVerdict, extra: serde_json::Value| {
-            let mut detail = base.clone();
-            if let (Some(d), Some(e)) = (detail.as_object_mut(), extra.as_object()) {
-                d.extend(e.clone());
-            }
-            record::decision(turn, "stopgate", decision, detail)
+        let note = |decision: LayerVerdict, extra: Extra| {
+            let detail = StopGateDetail {
+                action: fixed.key.clone(),
+                by: extra.by,
+                dir: extra.dir,
+                gate: gate.name.clone(),
+                id: extra.id,
+                mode: gate.mode.as_str(),
+                reason: extra.reason,
+                summary: fixed.summary.clone(),
+            };
+            record::decision(turn, "stopgate", decision, LayerDetail::StopGate(detail))
         };
         match gate.mode {
             StopMode::Auto => {
-                note(LayerVerdict::AutoApproved, json!({}))?;
+                note(LayerVerdict::AutoApproved, Extra::default())?;
                 Ok(Verdict::Approved(Approval::mint(
                     &gate.name,
-                    action.clone(),
+                    action,
                     Granted::Auto,
                 )))
             }
             StopMode::Deny => {
                 let reason = format!("gate {} always denies this action", gate.name);
-                note(LayerVerdict::Denied, json!({"reason": reason}))?;
+                note(LayerVerdict::Denied, Extra::reason(reason.clone()))?;
                 Ok(Verdict::Denied(reason))
             }
             StopMode::Interactive => {
@@ -287,9 +279,9 @@ impl StopGates {
                         let request = ApprovalRequest {
                             run: turn.run().run().clone(),
                             agent: turn.agent().clone(),
-                            gate: gate.name.clone(),
-                            action: action.clone(),
-                            summary: summary.into(),
+                            gate: gate.name.to_string(),
+                            action: (**action).clone(),
+                            summary: fixed.summary.to_string(),
                             why: gate.point.why(),
                         };
                         tokio::time::timeout(gate.ask_timeout, approver.ask(request))
@@ -304,20 +296,24 @@ impl StopGates {
                 };
                 match answer {
                     Answer::Approve { by } => {
-                        note(LayerVerdict::Approved, json!({"by": by}))?;
+                        let extra = Extra {
+                            by: Some(by.clone()),
+                            ..Extra::default()
+                        };
+                        note(LayerVerdict::Approved, extra)?;
                         Ok(Verdict::Approved(Approval::mint(
                             &gate.name,
-                            action.clone(),
+                            action,
                             Granted::Person { by },
                         )))
                     }
                     Answer::Deny { reason } => {
-                        note(LayerVerdict::Denied, json!({"reason": reason}))?;
+                        note(LayerVerdict::Denied, Extra::reason(reason.clone()))?;
                         Ok(Verdict::Denied(reason))
                     }
                 }
             }
-            StopMode::Durable => self.durable(turn, gate, action, summary, note),
+            StopMode::Durable => self.durable(turn, gate, fixed, note),
         }
     }
 
@@ -325,10 +321,10 @@ impl StopGates {
         &self,
         turn: &TurnContext,
         gate: &Gate,
-        action: &GatedAction,
-        summary: &str,
-        note: impl Fn(LayerVerdict, serde_json::Value) -> Result<(), AuditError>,
+        fixed: &Fixed,
+        note: impl Fn(LayerVerdict, Extra) -> Result<(), AuditError>,
     ) -> Result<Verdict, AuditError> {
+        let (action, summary) = (&fixed.action, &*fixed.summary);
         let run = turn.run();
         let store = self
             .inner
@@ -343,11 +339,21 @@ impl StopGates {
         let id = durable::record_id(run.run(), &gate.name, action);
         let now = run.clock().now_millis();
         let deny = |why: String| -> Result<Verdict, AuditError> {
-            note(LayerVerdict::Denied, json!({"id": id, "reason": why}))?;
+            let extra = Extra {
+                id: Some(id.clone()),
+                reason: Some(why.clone()),
+                ..Extra::default()
+            };
+            note(LayerVerdict::Denied, extra)?;
             Ok(Verdict::Denied(why))
         };
         let pending = |state: LayerVerdict| -> Result<Verdict, AuditError> {
-            note(state, json!({"id": id, "dir": where_}))?;
+            let extra = Extra {
+                id: Some(id.clone()),
+                dir: Some(where_),
+                ..Extra::default()
+            };
+            note(state, extra)?;
             let awaiting = run.extensions().get_or_default::<Awaiting>();
             *awaiting.0.lock().unwrap_or_else(|p| p.into_inner()) = Some(id.clone());
             Ok(Verdict::Pending(id.clone()))
@@ -366,16 +372,22 @@ impl StopGates {
             Err(e) => return deny(format!("the pending record cannot be used ({e})")),
         };
         match existing {
-            Some(r) if r.action != *action || r.run != *run.run() || r.gate != gate.name => deny(
-                format!("pending record {id} names another action; it was not honoured"),
-            ),
+            Some(r) if r.action != **action || r.run != *run.run() || *r.gate != *gate.name => {
+                deny(format!(
+                    "pending record {id} names another action; it was not honoured"
+                ))
+            }
             Some(r) if r.state == PendingState::Pending => pending(LayerVerdict::StillPending),
             Some(r) => match store.consume(&id, now) {
                 Ok(true) if r.state == PendingState::Approved => {
-                    note(LayerVerdict::ApprovalConsumed, json!({"id": id}))?;
+                    let extra = Extra {
+                        id: Some(id.clone()),
+                        ..Extra::default()
+                    };
+                    note(LayerVerdict::ApprovalConsumed, extra)?;
                     Ok(Verdict::Approved(Approval::mint(
                         &gate.name,
-                        action.clone(),
+                        action,
                         Granted::Durable {
                             pending: id.clone(),
                         },
@@ -411,7 +423,7 @@ impl StopGates {
             id: id.into(),
             run: turn.run().run().clone(),
             agent: turn.agent().clone(),
-            gate: gate.name.clone(),
+            gate: gate.name.to_string(),
             action: action.clone(),
             summary: summary.into(),
             requested_at_ms: now,
@@ -428,13 +440,31 @@ impl StopGates {
     }
 }
 
+/// What a verdict's record adds to the gate, action and summary.
+#[derive(Default)]
+pub(super) struct Extra {
+    by: Option<String>,
+    dir: Option<&'static str>,
+    id: Option<String>,
+    reason: Option<String>,
+}
+
+impl Extra {
+    fn reason(reason: String) -> Self {
+        Self {
+            reason: Some(reason),
+            ..Self::default()
+        }
+    }
+}
+
 /// In a turn resumed from its journal, the approval this gate gave `action` before the process
 /// ended: it stands (it was recorded, and a durable one was consumed) and is not asked again.
 fn recorded_approval(turn: &TurnContext, gate: &Gate, action: &GatedAction) -> Option<Granted> {
     let feed = turn.extensions().get::<crate::journal::TurnFeed>()?;
     let d = feed.take_decision("stopgate", |decision, detail| {
         decision.approves()
-            && detail.get("gate").and_then(|g| g.as_str()) == Some(gate.name.as_str())
+            && detail.get("gate").and_then(|g| g.as_str()) == Some(&*gate.name)
             && detail
                 .get("action")
                 .and_then(|a| a.as_str()?.parse::<GatedAction>().ok())

@@ -1,6 +1,7 @@
 //! The stop-gate layers and services for turns and tool calls.
 
 use super::action::GatedAction;
+use super::config::Fixed;
 use super::gates::{Awaiting, StopGates, Verdict};
 use crate::layers::canonical_json;
 use crate::layers::from_fn::{from_fn, FromFn, LayerFn, NextTool, NextTurn};
@@ -123,12 +124,19 @@ impl LayerFn<ToolInvocation, ToolOutput, ToolError> for StopGatePolicy {
     fn call(&mut self, inv: ToolInvocation, next: NextTool) -> Self::Future {
         let gates = self.gates.clone();
         Box::pin(async move {
-            let action = GatedAction::tool(&inv.call.name, &inv.call.arguments);
-            let summary = summary(&inv);
+            let gated = gates.tool_gates(&inv);
+            if gated.is_empty() {
+                return next.run(inv).await;
+            }
+            let fixed = Fixed::new(
+                GatedAction::tool(&inv.call.name, &inv.call.arguments),
+                summary(&inv),
+            );
+            let (action, summary) = (&*fixed.action, &*fixed.summary);
             let mut approvals = vec![];
-            for gate in gates.tool_gates(&inv) {
+            for gate in gated {
                 let verdict = gates
-                    .decide(&inv.turn, gate, &action, &summary)
+                    .decide(&inv.turn, gate, &fixed)
                     .await
                     .map_err(ToolError::Audit)?;
                 match verdict {
@@ -157,7 +165,7 @@ impl LayerFn<ToolInvocation, ToolOutput, ToolError> for StopGatePolicy {
             }
             for approval in approvals {
                 approval
-                    .authorise(&action)
+                    .authorise(action)
                     .map_err(|e| ToolError::Refused(Refusal::new("stopgate", e.to_string(), "")))?;
             }
             next.run(inv).await
