@@ -71,8 +71,8 @@ pub struct LedgerKey {
     bytes: Vec<u8>,
     id: KeyId,
     /// An HMAC keyed with `bytes`, cloned for each MAC: keying one hashes two blocks, which
-    /// every ledger record would otherwise pay again.
-    keyed: Hmac<Sha256>,
+    /// every ledger record would otherwise pay again. Boxed: it is larger than the rest.
+    keyed: Box<Hmac<Sha256>>,
 }
 
 impl std::fmt::Debug for LedgerKey {
@@ -149,7 +149,8 @@ impl LedgerKey {
         h.update(b"loopward.key-id.v1\0");
         h.update(&bytes);
         let id = KeyId(format!("k{}", &hex::encode(h.finalize())[..16]));
-        let keyed = Hmac::<Sha256>::new_from_slice(&bytes).expect("HMAC takes any key length");
+        let keyed =
+            Box::new(Hmac::<Sha256>::new_from_slice(&bytes).expect("HMAC takes any key length"));
         Some(Self { bytes, id, keyed })
     }
 
@@ -180,7 +181,7 @@ impl LedgerKey {
 
     /// The MAC of `domain ‖ bytes`, as bytes.
     pub(crate) fn mac_raw(&self, domain: &[u8], bytes: &[u8]) -> [u8; 32] {
-        let mut m = self.keyed.clone();
+        let mut m = Hmac::clone(&self.keyed);
         m.update(domain);
         m.update(bytes);
         m.finalize().into_bytes().into()
@@ -191,7 +192,7 @@ impl LedgerKey {
         let Ok(tag) = hex::decode(tag) else {
             return false;
         };
-        let mut m = self.keyed.clone();
+        let mut m = Hmac::clone(&self.keyed);
         m.update(domain);
         m.update(bytes);
         m.verify_slice(&tag).is_ok()
