@@ -354,11 +354,11 @@ fn section(mut variants: Vec<Variant>, per_round: usize) -> Section {
                 };
                 notes.push(format!(
                     "Without the ledger the stack costs {} a turn, {inside}. Ways down, found \
-                     here: the ledger writes each record into a reused buffer now, but still \
-                     turns every event into a \
-                     `serde_json::Value` before writing it, and part 3 measures that at several \
-                     times the cost of serialising straight from the event (its two JSON-lines \
-                     floor rows); and three of the {events:.0} events are layers letting the turn \
+                     here: the ledger already serialises each event straight into a reused \
+                     buffer (no `serde_json::Value`), and a line's cost is now the `write(2)`, \
+                     the SHA-256 of the line and the serialisation, a few hundred nanoseconds \
+                     each (part 3's breakdown); so fewer lines is the way down: three of the \
+                     {events:.0} events are layers letting the turn \
                      through (`caps:allow`, `stopgate:auto_approved`, `rate_limit:admitted` with no \
                      wait) — one record per turn carrying all pass-through verdicts would keep the \
                      census and write two lines fewer.",

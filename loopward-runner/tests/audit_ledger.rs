@@ -58,6 +58,38 @@ fn kinds(run_dir: &Path) -> Vec<String> {
 }
 
 #[test]
+fn each_record_is_stamped_with_the_clock_s_millisecond_at_its_append() {
+    let runs = tempfile::tempdir().unwrap();
+    let clock = Arc::new(loopward_runner::ManualClock::new(1_700_000_000_123));
+    let opts = LedgerOptions {
+        clock: clock.clone(),
+        ..LedgerOptions::default()
+    };
+    let ledger = Ledger::create(runs.path(), &RunId::new("r1").unwrap(), opts).unwrap();
+    for step in [0, 0, 1, 0, 999, 1_000, 0] {
+        clock.advance_millis(step);
+        ledger.record(&scope("r1"), &note("n")).unwrap();
+    }
+    let times: Vec<String> = std::fs::read_to_string(runs.path().join("r1/events.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| Record::parse_line(l.as_bytes()).unwrap().0.time)
+        .collect();
+    assert_eq!(
+        times,
+        [
+            "2023-11-14T22:13:20.123Z",
+            "2023-11-14T22:13:20.123Z",
+            "2023-11-14T22:13:20.124Z",
+            "2023-11-14T22:13:20.124Z",
+            "2023-11-14T22:13:21.123Z",
+            "2023-11-14T22:13:22.123Z",
+            "2023-11-14T22:13:22.123Z",
+        ]
+    );
+}
+
+#[test]
 fn a_second_writer_for_the_same_run_is_refused() {
     let runs = tempfile::tempdir().unwrap();
     let run = RunId::new("r1").unwrap();

@@ -30,7 +30,7 @@
 use super::html::{render_html, LedgerState};
 use super::index::{append_anchor, Anchor, IndexError};
 use super::key::{KeyId, LedgerKey};
-use super::record::{rfc3339, Chain, LedgerHeader, Record, GENESIS};
+use super::record::{rfc3339, write_rfc3339, Chain, LedgerHeader, Record, GENESIS};
 use super::render::{render_json, render_markdown};
 use super::verify::{scan, Breach, EVENTS_FILE};
 use crate::clock::{Clock, SystemClock};
@@ -258,6 +258,11 @@ struct State {
     prev: String,
     /// The line being written, reused from record to record.
     line: Vec<u8>,
+    /// The clock's millisecond that `time` formats: records stamped within the same
+    /// millisecond reuse it instead of formatting it again.
+    time_millis: Option<u64>,
+    /// `time_millis` as RFC 3339 (UTC, milliseconds).
+    time: String,
     unsynced: u32,
     /// Decision events written since the last sync: the next commit syncs.
     decisions_unsynced: bool,
@@ -425,6 +430,8 @@ impl Ledger {
                 next_seq,
                 prev: prev.to_string(),
                 line: Vec::with_capacity(1024),
+                time_millis: None,
+                time: String::with_capacity(32),
                 unsynced: 0,
                 decisions_unsynced: false,
                 phase: Phase::Open,
@@ -472,13 +479,18 @@ impl Ledger {
             )));
         }
         let seq = st.next_seq;
-        let time = rfc3339(self.opts.clock.now_millis());
         let kind = event.kind();
         let st = &mut *st;
+        let now = self.opts.clock.now_millis();
+        if st.time_millis != Some(now) {
+            st.time.clear();
+            write_rfc3339(&mut st.time, now);
+            st.time_millis = Some(now);
+        }
         let hash = Record::seal_into(
             &self.chain,
             seq,
-            &time,
+            &st.time,
             scope,
             event,
             &st.prev,

@@ -348,8 +348,17 @@ fn check_against_value<T: Serialize>(head: &Head<'_>, value: &T, prev: &str, lin
 
 /// Formats milliseconds since the Unix epoch as RFC 3339 (UTC, milliseconds).
 pub(crate) fn rfc3339(millis: u64) -> String {
+    let mut out = String::with_capacity(24);
+    write_rfc3339(&mut out, millis);
+    out
+}
+
+/// Appends milliseconds since the Unix epoch as RFC 3339 (UTC, milliseconds) to `out`.
+pub(crate) fn write_rfc3339(out: &mut String, millis: u64) {
+    use std::fmt::Write as _;
     let t = std::time::UNIX_EPOCH + std::time::Duration::from_millis(millis);
-    humantime::format_rfc3339_millis(t).to_string()
+    // Writing into a String cannot fail.
+    let _ = write!(out, "{}", humantime::format_rfc3339_millis(t));
 }
 
 #[cfg(test)]
