@@ -65,7 +65,7 @@ mod tests {
     use crate::{
         Action, AgentId, CapsAllowDetail, ClassJumpDetail, Decision, Effect, EffectKind,
         EffectStatus, FinishReason, GateId, GateKind, GateMode, Handoff, LayerDetail, LayerVerdict,
-        RateLimitDetail, Refusal, Remedy, RunStatus, StopGateDetail, ToolCall, Usage,
+        RateLimitDetail, Refusal, Remedy, RepeatDetail, RunStatus, StopGateDetail, ToolCall, Usage,
     };
     use serde_json::json;
 
@@ -136,6 +136,13 @@ mod tests {
                 reason: None,
                 tokens: 7,
                 waited_ms: Some(12),
+            }),
+            LayerDetail::Repeat(RepeatDetail {
+                call_id: "c1".into(),
+                count: 2,
+                digest: "0f".into(),
+                limit: 3,
+                tool: "write_file".into(),
             }),
         ]
     }

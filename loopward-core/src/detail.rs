@@ -44,6 +44,8 @@ pub enum LayerDetail {
     CapsAllow(CapsAllowDetail),
     /// The rate limiter admitting or refusing a model call.
     RateLimit(RateLimitDetail),
+    /// The repeat layer counting an identical tool call.
+    Repeat(RepeatDetail),
 }
 
 impl LayerDetail {
@@ -107,6 +109,7 @@ impl Serialize for LayerDetail {
             Self::StopGate(d) => d.serialize(s),
             Self::CapsAllow(d) => d.serialize(s),
             Self::RateLimit(d) => d.serialize(s),
+            Self::Repeat(d) => d.serialize(s),
         }
     }
 }
@@ -241,6 +244,33 @@ impl Serialize for RateLimitDetail {
     }
 }
 
+/// The repeat layer's count of an identical call: `{call_id, count, digest, limit, tool}`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RepeatDetail {
+    /// The tool call.
+    pub call_id: String,
+    /// How many times this exact call was made in the run, this one included.
+    pub count: u32,
+    /// The SHA-256 of the tool and its canonical arguments.
+    pub digest: String,
+    /// How many identical calls are allowed.
+    pub limit: u32,
+    /// The tool.
+    pub tool: String,
+}
+
+impl Serialize for RepeatDetail {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        sorted_map!(s;
+            "call_id" => Some(&self.call_id),
+            "count" => Some(self.count),
+            "digest" => Some(&self.digest),
+            "limit" => Some(self.limit),
+            "tool" => Some(&self.tool),
+        )
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -326,6 +356,21 @@ mod tests {
                 waited_ms: None,
             }),
             json!({"agent": agent, "tokens": u64::MAX, "reason": "quota"}),
+        );
+    }
+
+    #[test]
+    fn a_repeat_detail_writes_the_bytes_of_its_json_map() {
+        same_bytes(
+            LayerDetail::Repeat(RepeatDetail {
+                call_id: "c\u{1}".into(),
+                count: 3,
+                digest: "ab".into(),
+                limit: 2,
+                tool: "write_file".into(),
+            }),
+            json!({"call_id": "c\u{1}", "tool": "write_file", "digest": "ab", "count": 3,
+                   "limit": 2}),
         );
     }
 

@@ -51,7 +51,9 @@ mod verdict;
 pub use action::{Action, InvalidAction};
 pub use audit::{AuditError, AuditEvent, AuditSink, FinishReason, RunStatus, Scope};
 pub use decision::{Decision, GateId, GateKind, GateMode, Refusal};
-pub use detail::{CapsAllowDetail, ClassJumpDetail, LayerDetail, RateLimitDetail, StopGateDetail};
+pub use detail::{
+    CapsAllowDetail, ClassJumpDetail, LayerDetail, RateLimitDetail, RepeatDetail, StopGateDetail,
+};
 pub use effect::{Effect, EffectKind, EffectStatus};
 pub use handoff::Handoff;
 pub use id::{AgentId, InvalidAgentId, RunId, TurnNumber, MAX_AGENT_NAME};

@@ -5,8 +5,7 @@ use crate::layers::from_fn::{FromFn, LayerFn, NextTool};
 use crate::layers::{call_digest, record};
 use crate::tool::{ToolError, ToolInvocation, ToolOutput};
 use futures::future::BoxFuture;
-use loopward_core::{LayerVerdict, Refusal};
-use serde_json::json;
+use loopward_core::{LayerDetail, LayerVerdict, Refusal, RepeatDetail};
 use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 
@@ -57,12 +56,22 @@ impl LayerFn<ToolInvocation, ToolOutput, ToolError> for RepeatPolicy {
                 .get_or_insert_with(|| Seen::rebuilt(resumed.as_deref()));
             let count = {
                 let mut map = seen.0.lock().unwrap_or_else(|p| p.into_inner());
-                let n = map.entry(digest.clone()).or_insert(0);
-                *n += 1;
-                *n
+                // Looked up by `&str`: the digest is copied into the map only when it is new.
+                if let Some(n) = map.get_mut(&digest) {
+                    *n += 1;
+                    *n
+                } else {
+                    map.insert(digest.clone(), 1);
+                    1
+                }
             };
-            let detail = json!({"call_id": inv.call.id, "tool": inv.call.name,
-                                "digest": digest, "count": count, "limit": max});
+            let detail = LayerDetail::Repeat(RepeatDetail {
+                call_id: inv.call.id.clone(),
+                count,
+                digest,
+                limit: max,
+                tool: inv.call.name.clone(),
+            });
             if count > max {
                 record::decision(&inv.turn, "repeat", LayerVerdict::Refused, detail)
                     .map_err(ToolError::Audit)?;
