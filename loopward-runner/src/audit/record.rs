@@ -147,9 +147,9 @@ impl Record {
     /// ledger's append, and the bytes of [`Record::seal`].
     ///
     /// `data` is serialised straight from the event ([`AuditEvent::write_data`]): its keys come
-    /// out sorted because every type in an event declares its fields in sorted order. Debug builds also build the line through a [`serde_json::Value`] (whose
-    /// maps sort their keys) and panic if the bytes differ, so every test that writes a ledger
-    /// checks the order.
+    /// out sorted because every type in an event declares its fields in sorted order. Debug
+    /// builds also build the line through a [`serde_json::Value`] (whose maps sort their keys)
+    /// and panic if the bytes differ, so every test that writes a ledger checks the order.
     pub(crate) fn seal_into(
         chain: &Chain,
         seq: u64,
