@@ -103,10 +103,15 @@ impl LayerFn<TurnRequest, TurnOutcome, TurnError> for CapsPolicy {
         Box::pin(async move {
             let turn = req.turn.clone();
             let run = turn.run().clone();
-            let resumed = Resumed::of(&run);
-            let state = run
-                .extensions()
-                .get_or_insert_with(|| CapsState::rebuilt(resumed.as_deref()));
+            // Made once per run: after that, one lookup (the journal is not asked again).
+            let state = match run.extensions().get::<CapsState>() {
+                Some(state) => state,
+                None => {
+                    let resumed = Resumed::of(&run);
+                    run.extensions()
+                        .get_or_insert_with(|| CapsState::rebuilt(resumed.as_deref()))
+                }
+            };
             let now = run.clock().now_millis();
             let (hit, wrapped) = {
                 let mut counts = state.0.lock().unwrap_or_else(|p| p.into_inner());

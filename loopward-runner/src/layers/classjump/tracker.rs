@@ -418,6 +418,10 @@ impl ClassJump {
 impl ClassJump {
     /// The run's state: for a resumed run, first rebuilt from its journal.
     fn state(&self, run: &RunContext) -> Arc<State> {
+        // Made once per run: after that, one lookup (the journal is not asked again).
+        if let Some(state) = run.extensions().get::<State>() {
+            return state;
+        }
         let resumed = Resumed::of(run);
         run.extensions()
             .get_or_insert_with(|| State::rebuilt(resumed.as_deref(), &self.config.strategies))
