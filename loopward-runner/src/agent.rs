@@ -218,6 +218,7 @@ impl Inner {
                 break FinishReason::Handoff;
             }
             if turn.state().steps >= self.max_steps {
+                turn.state().step_limit = Some(self.max_steps);
                 break FinishReason::StepCap;
             }
         };

@@ -132,6 +132,12 @@ pub struct TurnState {
     pub handoff: Option<Handoff>,
     /// Tool calls made so far this turn (refused ones included).
     pub steps: u32,
+    /// The step cap the agent ended this turn on ([`FinishReason::StepCap`]), when it did: its
+    /// own `max_steps`, which may be lower than the run's `limits.steps_per_turn`, so the caps
+    /// layer records the limit that was actually reached.
+    ///
+    /// [`FinishReason::StepCap`]: loopward_core::FinishReason::StepCap
+    pub step_limit: Option<u32>,
     /// Whether tools are disabled for this turn (a final wrap-up turn).
     pub tools_disabled: bool,
     /// Set by [`TurnContext::end_run`]: how the run ends after this turn. No later tool call of

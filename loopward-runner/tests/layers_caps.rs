@@ -127,6 +127,40 @@ async fn a_model_repeating_one_call_forever_stops_exactly_at_the_step_cap() {
     );
 }
 
+#[tokio::test]
+async fn an_agent_stopped_by_its_own_lower_step_cap_is_recorded_with_that_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let builder = AgentId::new("builder").unwrap();
+    let probe = Probe::new("probe");
+    let caps = CapsConfig {
+        steps_per_turn: 16,
+        ..CapsConfig::default()
+    };
+    let agent = LlmAgent::builder(builder.clone(), forever("probe", json!({"x": 1})))
+        .tools(ToolSet::new().with(probe.clone()))
+        .max_steps(2)
+        .build();
+    let runner = Runner::builder(Workspace::new(dir.path()).unwrap())
+        .agent(
+            builder.clone(),
+            BoxTurnService::new(CapsLayer::new(caps).unwrap().layer(agent)),
+        )
+        .unwrap()
+        .build()
+        .unwrap();
+    let (report, sink) = run(runner, &builder).await;
+    assert_eq!(
+        report.status,
+        RunStatus::CapReached {
+            cap: "steps_per_turn (2)".into()
+        }
+    );
+    assert_eq!(
+        decisions(&sink, "caps", "cap_reached"),
+        vec![json!({"cap": "steps_per_turn", "limit": 2, "value": 2})]
+    );
+}
+
 fn ping_pong_runner(dir: &std::path::Path, caps: CapsConfig) -> (Runner, AgentId) {
     let (a, b) = (AgentId::new("a").unwrap(), AgentId::new("b").unwrap());
     let model = ping_pong();

@@ -155,13 +155,20 @@ impl LayerFn<TurnRequest, TurnOutcome, TurnError> for CapsPolicy {
             }
             let outcome = next.run(req).await?;
             if outcome.finish == FinishReason::StepCap {
-                let cap = format!("steps_per_turn ({})", config.steps_per_turn);
+                // The agent's own cap may be lower than the run's: name the one reached.
+                let (limit, steps) = {
+                    let state = turn.state();
+                    (
+                        state.step_limit.unwrap_or(config.steps_per_turn),
+                        state.steps,
+                    )
+                };
+                let cap = format!("steps_per_turn ({limit})");
                 record::decision(
                     &turn,
                     "caps",
                     LayerVerdict::CapReached,
-                    json!({"cap": "steps_per_turn", "limit": config.steps_per_turn,
-                           "value": turn.state().steps}),
+                    json!({"cap": "steps_per_turn", "limit": limit, "value": steps}),
                 )?;
                 return Err(TurnError::Stop(RunStatus::CapReached { cap }));
             }
