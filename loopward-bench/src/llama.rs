@@ -7,12 +7,14 @@
 //! alternates them, six children a side, and compares the median request of each side, with a
 //! bootstrap interval around the ratio ([`crate::ratio`]).
 //!
-//! Both sides are measured the same way: a request that generates one token (prefill + one
-//! step) and one that generates up to `1 + DECODE` tokens, on a prompt whose first line changes
-//! every request, so neither side can reuse more than the few cached tokens before the change
-//! (both keep their cache the same way) and only what was actually prefilled counts. Decode rate =
-//! extra tokens ÷ extra time; prefill rate = prefilled tokens ÷ (time of the short request −
-//! one decode step).
+//! Both sides are measured the same way, in pairs of requests on one prompt: the short request
+//! prefills it and generates one token; the long one repeats the prompt, so both sides reuse it
+//! from the cache (they keep their cache the same way) and prefill one token, and generates up to
+//! `1 + DECODE` tokens. Decode rate = the long request's tokens ÷ its time — no prefill in it, so
+//! the prefill's noise (single prefills on a shared machine vary by tens of percent) does not
+//! enter; prefill rate = prefilled tokens ÷ (time of the short request − one decode step). Each
+//! pair's prompt changes its first line, so a short request reuses only the few cached tokens
+//! before the change, and only what was actually prefilled counts.
 
 use crate::harness::{elapsed_ns, Effort};
 use crate::ratio::median_ratio;
@@ -38,7 +40,7 @@ use tower::ServiceExt;
 pub const N_CTX: u32 = 2048;
 /// Prompt batch size on both sides.
 pub const BATCH: u32 = 512;
-/// Tokens the long request generates beyond the short one.
+/// Tokens the long request generates beyond its first.
 pub const DECODE: u32 = 192;
 /// The target: loopward's rates as a share of the direct loop's.
 pub const TARGET_SHARE: f64 = 0.97;
@@ -78,6 +80,9 @@ pub struct Rep {
     pub long_ns: u64,
     /// Tokens the long request generated.
     pub long_gen: u64,
+    /// Tokens the long request prefilled (its prompt is the short one's, so about one: the rest
+    /// comes from the cache).
+    pub long_prefilled: u64,
 }
 
 impl Rep {
@@ -91,6 +96,7 @@ impl Rep {
                 short_gen: 0,
                 long_ns: 0,
                 long_gen: 0,
+                long_prefilled: 0,
             },
             |a, r| Rep {
                 prefilled: a.prefilled + r.prefilled,
@@ -98,18 +104,17 @@ impl Rep {
                 short_gen: a.short_gen + r.short_gen,
                 long_ns: a.long_ns + r.long_ns,
                 long_gen: a.long_gen + r.long_gen,
+                long_prefilled: a.long_prefilled + r.long_prefilled,
             },
         )
     }
 
-    /// Decode tokens per second.
+    /// Decode tokens per second: the long request's (its prompt came from the cache).
     pub fn decode_rate(&self) -> f64 {
-        let extra = self.long_gen.saturating_sub(self.short_gen) as f64;
-        let dt = self.long_ns.saturating_sub(self.short_ns) as f64;
-        if dt <= 0.0 {
+        if self.long_ns == 0 {
             0.0
         } else {
-            extra / (dt / 1e9)
+            self.long_gen as f64 / (self.long_ns as f64 / 1e9)
         }
     }
 
@@ -218,11 +223,12 @@ fn direct(model_path: &Path, threads: u32, reps: usize) -> Result<Vec<Rep>> {
     let mut out = vec![];
     for k in 0..=reps {
         let text = |n: usize| chatml(&format!("Session {n}. {SYSTEM}"), &user);
+        // The long request repeats the short one's prompt: both come from the cache.
         let start = Instant::now();
         let (prefilled, short_gen) = complete(&text(2 * k), 1)?;
         let short_ns = elapsed_ns(start);
         let start = Instant::now();
-        let (_, long_gen) = complete(&text(2 * k + 1), 1 + DECODE)?;
+        let (long_prefilled, long_gen) = complete(&text(2 * k), 1 + DECODE)?;
         let long_ns = elapsed_ns(start);
         // The first pair warms caches and page-ins; it is not counted.
         if k > 0 {
@@ -232,6 +238,7 @@ fn direct(model_path: &Path, threads: u32, reps: usize) -> Result<Vec<Rep>> {
                 short_gen,
                 long_ns,
                 long_gen,
+                long_prefilled,
             });
         }
     }
@@ -281,7 +288,7 @@ fn through_loopward(model_path: &Path, threads: u32, reps: usize) -> Result<Vec<
             let start = Instant::now();
             let long = service
                 .clone()
-                .oneshot(request(messages(2 * k + 1), 1 + DECODE)?)
+                .oneshot(request(messages(2 * k), 1 + DECODE)?)
                 .await?;
             let long_ns = elapsed_ns(start);
             let prefilled = short.usage.input_tokens - short.usage.cached_tokens;
@@ -292,6 +299,7 @@ fn through_loopward(model_path: &Path, threads: u32, reps: usize) -> Result<Vec<
                     short_gen: short.usage.output_tokens,
                     long_ns,
                     long_gen: long.usage.output_tokens,
+                    long_prefilled: long.usage.input_tokens - long.usage.cached_tokens,
                 });
             }
         }
@@ -399,6 +407,11 @@ pub fn run(model: Option<&Path>, effort: Effort) -> Result<Section> {
     }
     let conv: Vec<ConvTurn> = serde_json::from_str(&run_child("conversation", model, 0, threads)?)?;
     Ok(section(model, &direct, &ours, &conv))
+}
+
+/// Tokens a side's long requests prefilled, on average.
+fn mean_long_prefill(reps: &[Rep]) -> f64 {
+    reps.iter().map(|r| r.long_prefilled as f64).sum::<f64>() / reps.len().max(1) as f64
 }
 
 /// The smallest, median and largest of `f` over `reps`.
@@ -525,10 +538,14 @@ fn section(model: &Path, direct: &[Rep], ours: &[Rep], conv: &[ConvTurn]) -> Sec
     notes.push(format!(
         "Prompt: {} tokens prefilled per request by the direct loop, {} by loopward (the same \
          ChatML text, which loopward renders from messages with the model's template, less the \
-         few cached tokens before the changed first line). Decode: up to \
-         {DECODE} extra tokens, greedy, on both sides.",
+         few cached tokens before the changed first line). Decode: the long request repeats \
+         the prompt and generates up to {} tokens, greedy, on both sides; it prefilled {:.1} tokens \
+         on average directly and {:.1} through loopward (the rest came from the cache).",
         tokens(direct),
-        tokens(ours)
+        tokens(ours),
+        1 + DECODE,
+        mean_long_prefill(direct),
+        mean_long_prefill(ours)
     ));
     notes.push(format!(
         "KV reuse over a 10-turn conversation through loopward ({ANSWER} tokens at most per answer): \"without\" is \
@@ -554,8 +571,8 @@ fn section(model: &Path, direct: &[Rep], ours: &[Rep], conv: &[ConvTurn]) -> Sec
              interval is at or above the target; the table's rates pool the pairs' summed tokens and times. \
              The direct loop is a minimal llama-cpp-2 0.1.160 program (tokenize, prefill in \
              batches, `LlamaSampler::greedy`, decode one token at a time); loopward is \
-             `loopward_llama::LlamaModel` called as a tower service. Each request changes the \
-             prompt's first line, so both sides reuse only the few cached tokens before it (the \
+             `loopward_llama::LlamaModel` called as a tower service. Each pair changes the \
+             prompt's first line, so both sides' short requests reuse only the few cached tokens before it (the \
              direct loop keeps its cache the way LLAMA.md's KV-reuse recipe says, as the backend \
              does) and prefill the rest; rates count only what was actually prefilled.",
             model
