@@ -12,7 +12,9 @@
 //! (with a marker such as Qwen's `<tool_call>`, its grammar lets free text come first, and a
 //! 135M model never reaches the marker). Those calls stream back, are gated and recorded: an
 //! allowed write shows on disk and in the ledger, a territory's refusal as a `gate_decision`
-//! deny; a call cut off mid-stream by its token limit fails the run and reaches no tool.
+//! deny; a call cut off mid-stream by its token limit fails the run and reaches no tool. The
+//! allowed and the refused write are two runs of one team: SmolLM2-135M repeats whichever tool it
+//! calls first, so in one run it never writes and then hands off (ten wordings were tried).
 //!
 //! These tests need the server: `bash scripts/llama-server-ci.sh` builds it (cached under
 //! `target/llama-server/`), starts it on 127.0.0.1 with its PID recorded, runs this file with
