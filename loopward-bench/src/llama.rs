@@ -2,10 +2,12 @@
 //! llama-cpp-2 loop on the same model, thread count and prompt; and KV-cache reuse over a
 //! ten-turn conversation.
 //!
-//! llama.cpp is initialised once per process and cannot be initialised twice, so each side runs
-//! in a child process of this binary (`--llama-child direct|loopward|conversation`); the parent
-//! alternates them, six children a side, and compares the median request of each side, with a
-//! bootstrap interval around the ratio ([`crate::ratio`]).
+//! Both sides run in one child process of this binary (`--llama-child paired`; the
+//! conversation in another, `--llama-child conversation`), sharing the one llama.cpp backend a
+//! process may initialise. They take turns request pair by request pair, the side that goes first
+//! alternating, so each pair saw about the same machine; the target is the geometric mean of the
+//! pairs' ratios, with a bootstrap interval ([`crate::ratio`]). Several children run one after
+//! another, so one process's memory layout does not decide the figure.
 //!
 //! Both sides are measured the same way, in pairs of requests on one prompt: the short request
 //! prefills it and generates one token; the long one repeats the prompt, so both sides reuse it
@@ -17,11 +19,10 @@
 //! before the change, and only what was actually prefilled counts.
 
 use crate::harness::{elapsed_ns, Effort};
-use crate::ratio::median_ratio;
+use crate::ratio::paired_ratio;
 use crate::report::{fmt_ratio, Section, Target};
 use anyhow::{bail, Context as _, Result};
 use llama_cpp_2::context::params::LlamaContextParams;
-use llama_cpp_2::llama_backend::LlamaBackend;
 use llama_cpp_2::llama_batch::LlamaBatch;
 use llama_cpp_2::model::params::LlamaModelParams;
 use llama_cpp_2::model::LlamaModel as CppModel;
@@ -42,6 +43,10 @@ pub const N_CTX: u32 = 2048;
 pub const BATCH: u32 = 512;
 /// Tokens the long request generates beyond its first.
 pub const DECODE: u32 = 192;
+/// Child processes of part 5, and measured request pairs in each (after a warm-up pair).
+pub const ROUNDS: usize = 8;
+/// See [`ROUNDS`].
+pub const PAIRS_PER_ROUND: usize = 9;
 /// The target: loopward's rates as a share of the direct loop's.
 pub const TARGET_SHARE: f64 = 0.97;
 /// The most tokens one conversation answer generates.
@@ -146,20 +151,28 @@ pub struct ConvTurn {
 /// The child processes' entry point: runs one side and prints its JSON on stdout.
 pub fn child(kind: &str, model: &Path, reps: usize, threads: u32) -> Result<String> {
     Ok(match kind {
-        "direct" => serde_json::to_string(&direct(model, threads, reps)?)?,
-        "loopward" => serde_json::to_string(&through_loopward(model, threads, reps)?)?,
+        "paired" => serde_json::to_string(&paired(model, threads, reps)?)?,
         "conversation" => serde_json::to_string(&conversation(model, threads)?)?,
         "concurrent" => serde_json::to_string(&crate::concurrent::child(model, threads, reps)?)?,
         other => bail!("unknown llama child {other:?}"),
     })
 }
 
-/// The minimal direct loop: tokenize, prefill in batches, then sample greedily and decode one
-/// token at a time until end-of-generation or `max_tokens`.
-fn direct(model_path: &Path, threads: u32, reps: usize) -> Result<Vec<Rep>> {
-    llama_cpp_2::send_logs_to_tracing(llama_cpp_2::LogOptions::default());
-    let backend = LlamaBackend::init()?;
-    let model = CppModel::load_from_file(&backend, model_path, &LlamaModelParams::default())?;
+/// Which side of a pair runs a request.
+#[derive(Clone, Copy)]
+enum Side {
+    Direct,
+    Loopward,
+}
+
+/// Both sides in one process, pair by pair: each pair of requests runs on the direct loop and
+/// through loopward back to back, the side that goes first alternating, so whatever else the
+/// machine does in those seconds weighs on both alike. Returns `(direct, loopward)` per pair.
+fn paired(model_path: &Path, threads: u32, reps: usize) -> Result<Vec<(Rep, Rep)>> {
+    // One llama.cpp backend per process: the loopward crate's, shared with the direct loop.
+    let backend = loopward_llama::llama_backend()?;
+    let service = load(model_path, threads)?;
+    let model = CppModel::load_from_file(backend, model_path, &LlamaModelParams::default())?;
     let t = i32::try_from(threads)?;
     let params = LlamaContextParams::default()
         .with_n_ctx(NonZeroU32::new(N_CTX))
@@ -167,13 +180,18 @@ fn direct(model_path: &Path, threads: u32, reps: usize) -> Result<Vec<Rep>> {
         .with_n_ubatch(BATCH)
         .with_n_threads(t)
         .with_n_threads_batch(t);
-    let mut ctx = model.new_context(&backend, params)?;
+    let mut ctx = model.new_context(backend, params)?;
     let vocab = model.vocab();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
     let user = user_prompt();
-    // The token ids in sequence 0, so that a request reuses the prefix it shares with the last
-    // one, as the loopward backend does (and as LLAMA.md's KV-reuse recipe says).
+    // The minimal direct loop: tokenize, prefill in batches, then sample greedily and decode
+    // one token at a time until end-of-generation or `max_tokens`. It keeps the token ids in
+    // sequence 0, so that a request reuses the prefix it shares with the last one, as the
+    // loopward backend does (and as LLAMA.md's KV-reuse recipe says).
     let mut cached: Vec<llama_cpp_2::token::LlamaToken> = vec![];
-    let mut complete = |text: &str, max_tokens: u32| -> Result<(u64, u64)> {
+    let mut direct = |text: &str, max_tokens: u32| -> Result<(u64, u64)> {
         let tokens = vocab.tokenize(text.as_bytes(), vocab.should_add_bos(), true);
         let mut reused = cached
             .iter()
@@ -220,26 +238,59 @@ fn direct(model_path: &Path, threads: u32, reps: usize) -> Result<Vec<Rep>> {
         }
         Ok((tail.len() as u64, generated))
     };
-    let mut out = vec![];
-    for k in 0..=reps {
-        let text = |n: usize| chatml(&format!("Session {n}. {SYSTEM}"), &user);
+    // The same requests as messages, through the loopward backend as a tower service; returns
+    // (tokens prefilled, tokens generated) as the direct loop does.
+    let through_loopward = |n: usize, max_tokens: u32| -> Result<(u64, u64)> {
+        let messages = vec![
+            Message::system(format!("Session {n}. {SYSTEM}")),
+            Message::human(Person::at_the_keyboard().says(user.clone())),
+        ];
+        let reply = rt.block_on(service.clone().oneshot(request(messages, max_tokens)?))?;
+        Ok((
+            reply.usage.input_tokens - reply.usage.cached_tokens,
+            reply.usage.output_tokens,
+        ))
+    };
+    let mut pair = |side: Side, n: usize| -> Result<Rep> {
+        let text = chatml(&format!("Session {n}. {SYSTEM}"), &user);
+        let mut complete = |max_tokens: u32| match side {
+            Side::Direct => direct(&text, max_tokens),
+            Side::Loopward => through_loopward(n, max_tokens),
+        };
         // The long request repeats the short one's prompt: both come from the cache.
         let start = Instant::now();
-        let (prefilled, short_gen) = complete(&text(2 * k), 1)?;
+        let (prefilled, short_gen) = complete(1)?;
         let short_ns = elapsed_ns(start);
         let start = Instant::now();
-        let (long_prefilled, long_gen) = complete(&text(2 * k), 1 + DECODE)?;
+        let (long_prefilled, long_gen) = complete(1 + DECODE)?;
         let long_ns = elapsed_ns(start);
+        Ok(Rep {
+            prefilled,
+            short_ns,
+            short_gen,
+            long_ns,
+            long_gen,
+            long_prefilled,
+        })
+    };
+    let mut out = vec![];
+    for k in 0..=reps {
+        let order = if k % 2 == 0 {
+            [Side::Direct, Side::Loopward]
+        } else {
+            [Side::Loopward, Side::Direct]
+        };
+        let (mut d, mut o) = (None, None);
+        for side in order {
+            let rep = pair(side, 2 * k)?;
+            match side {
+                Side::Direct => d = Some(rep),
+                Side::Loopward => o = Some(rep),
+            }
+        }
         // The first pair warms caches and page-ins; it is not counted.
-        if k > 0 {
-            out.push(Rep {
-                prefilled,
-                short_ns,
-                short_gen,
-                long_ns,
-                long_gen,
-                long_prefilled,
-            });
+        if let (true, Some(d), Some(o)) = (k > 0, d, o) {
+            out.push((d, o));
         }
     }
     Ok(out)
@@ -262,50 +313,6 @@ fn request(messages: Vec<Message>, max_tokens: u32) -> Result<ChatRequest> {
         max_tokens: Some(max_tokens),
         turn: TurnSlot::empty(),
     })
-}
-
-fn through_loopward(model_path: &Path, threads: u32, reps: usize) -> Result<Vec<Rep>> {
-    let service = load(model_path, threads)?;
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
-    let user = user_prompt();
-    let mut out = vec![];
-    rt.block_on(async {
-        for k in 0..=reps {
-            let messages = |n: usize| {
-                vec![
-                    Message::system(format!("Session {n}. {SYSTEM}")),
-                    Message::human(Person::at_the_keyboard().says(user.clone())),
-                ]
-            };
-            let start = Instant::now();
-            let short = service
-                .clone()
-                .oneshot(request(messages(2 * k), 1)?)
-                .await?;
-            let short_ns = elapsed_ns(start);
-            let start = Instant::now();
-            let long = service
-                .clone()
-                .oneshot(request(messages(2 * k), 1 + DECODE)?)
-                .await?;
-            let long_ns = elapsed_ns(start);
-            let prefilled = short.usage.input_tokens - short.usage.cached_tokens;
-            if k > 0 {
-                out.push(Rep {
-                    prefilled,
-                    short_ns,
-                    short_gen: short.usage.output_tokens,
-                    long_ns,
-                    long_gen: long.usage.output_tokens,
-                    long_prefilled: long.usage.input_tokens - long.usage.cached_tokens,
-                });
-            }
-        }
-        anyhow::Ok(())
-    })?;
-    Ok(out)
 }
 
 fn conversation(model_path: &Path, threads: u32) -> Result<Vec<ConvTurn>> {
@@ -393,20 +400,17 @@ pub fn run(model: Option<&Path>, effort: Effort) -> Result<Section> {
              `models/SmolLM2-135M-Instruct.Q4_1.gguf` in place",
         ));
     };
-    let rounds = effort.pick(6, 1);
-    let reps = effort.pick(4, 1);
+    let rounds = effort.pick(ROUNDS, 1);
+    let reps = effort.pick(PAIRS_PER_ROUND, 1);
     let threads = llama_threads();
-    let (mut direct, mut ours) = (vec![], vec![]);
+    let mut pairs = vec![];
     for _ in 0..rounds {
-        direct.extend(serde_json::from_str::<Vec<Rep>>(&run_child(
-            "direct", model, reps, threads,
-        )?)?);
-        ours.extend(serde_json::from_str::<Vec<Rep>>(&run_child(
-            "loopward", model, reps, threads,
+        pairs.extend(serde_json::from_str::<Vec<(Rep, Rep)>>(&run_child(
+            "paired", model, reps, threads,
         )?)?);
     }
     let conv: Vec<ConvTurn> = serde_json::from_str(&run_child("conversation", model, 0, threads)?)?;
-    Ok(section(model, &direct, &ours, &conv))
+    Ok(section(model, (rounds, reps), &pairs, &conv))
 }
 
 /// Tokens a side's long requests prefilled, on average.
@@ -430,7 +434,15 @@ fn min_med_max(reps: &[Rep], f: fn(&Rep) -> f64) -> (f64, f64, f64) {
     (v[0], med, v[n - 1])
 }
 
-fn section(model: &Path, direct: &[Rep], ours: &[Rep], conv: &[ConvTurn]) -> Section {
+fn section(
+    model: &Path,
+    (rounds, reps): (usize, usize),
+    pairs: &[(Rep, Rep)],
+    conv: &[ConvTurn],
+) -> Section {
+    let direct: Vec<Rep> = pairs.iter().map(|p| p.0).collect();
+    let ours: Vec<Rep> = pairs.iter().map(|p| p.1).collect();
+    let (direct, ours) = (&direct[..], &ours[..]);
     let (direct_all, ours_all) = (direct, ours);
     let rate = |reps: &[Rep], f: fn(&Rep) -> f64| f(&Rep::pooled(reps));
     let (dp, dd) = (
@@ -462,7 +474,7 @@ fn section(model: &Path, direct: &[Rep], ours: &[Rep], conv: &[ConvTurn]) -> Sec
     };
     let share = |what: &str, f: fn(&Rep) -> f64| {
         let per_request = |reps: &[Rep]| reps.iter().map(f).collect::<Vec<f64>>();
-        let r = median_ratio(&per_request(ours_all), &per_request(direct_all));
+        let r = paired_ratio(&per_request(ours_all), &per_request(direct_all));
         let pooled = rate(ours_all, f) / rate(direct_all, f);
         let (olo, ohi) = range(ours_all, f);
         let (dlo, dhi) = range(direct_all, f);
@@ -471,12 +483,12 @@ fn section(model: &Path, direct: &[Rep], ours: &[Rep], conv: &[ConvTurn]) -> Sec
         );
         Target {
             what: format!(
-                "local inference {what} through loopward ÷ direct llama-cpp-2 loop (median of requests, 95% interval)"
+                "local inference {what} through loopward ÷ direct llama-cpp-2 loop (geometric mean of paired requests' ratios, 95% interval)"
             ),
             target: format!("≥ {TARGET_SHARE:.2}"),
             measured: format!(
                 "{:.3} [{:.3}–{:.3}] (pooled {pooled:.3})",
-                r.median, r.low, r.high
+                r.point, r.low, r.high
             ),
             met: Some(r.above(TARGET_SHARE)),
             reason: (!r.above(TARGET_SHARE)).then(|| {
@@ -530,11 +542,24 @@ fn section(model: &Path, direct: &[Rep], ours: &[Rep], conv: &[ConvTurn]) -> Sec
         )
     };
     let mut notes = vec![format!(
-        "Per request pair ({} a side), tok/s: min / median / max.\n\n| | direct min | direct median | direct max | loopward min | loopward median | loopward max | median ÷ median |\n|---|---:|---:|---:|---:|---:|---:|---:|\n{}\n{}",
+        "Per request pair ({} a side, each side's own spread), tok/s: min / median / max.\n\n| | direct min | direct median | direct max | loopward min | loopward median | loopward max | median ÷ median |\n|---|---:|---:|---:|---:|---:|---:|---:|\n{}\n{}",
         direct_all.len().min(ours_all.len()),
         spread("prefill", Rep::prefill_rate),
         spread("decode", Rep::decode_rate)
     )];
+    let pair_ratios = |f: fn(&Rep) -> f64| {
+        let v: Vec<f64> = pairs.iter().map(|(d, o)| f(o) / f(d).max(1e-9)).collect();
+        let (lo, hi) = v.iter().fold((f64::INFINITY, 0.0_f64), |(lo, hi), &r| {
+            (lo.min(r), hi.max(r))
+        });
+        format!("{lo:.3} / {:.3} / {hi:.3}", crate::ratio::median(&v))
+    };
+    notes.push(format!(
+        "Loopward ÷ direct within each pair (min / median / max over {} pairs): prefill {}, decode {}.",
+        pairs.len(),
+        pair_ratios(Rep::prefill_rate),
+        pair_ratios(Rep::decode_rate)
+    ));
     notes.push(format!(
         "Prompt: {} tokens prefilled per request by the direct loop, {} by loopward (the same \
          ChatML text, which loopward renders from messages with the model's template, less the \
@@ -563,12 +588,15 @@ fn section(model: &Path, direct: &[Rep], ours: &[Rep], conv: &[ConvTurn]) -> Sec
         part: 5,
         title: "Local inference".into(),
         method: format!(
-            "`{}` on {threads} thread(s) (half the cores: with every core busy, llama.cpp's threads spin at their barriers whenever another process holds one), context {N_CTX}, batch {BATCH}, greedy, CPU. Each side \
-             runs in its own child process (llama.cpp initialises once per process), six \
-             children a side alternating, four request pairs each after a warm-up pair. The target \
-             compares the median request's rate of each side, with a 95% bootstrap interval around \
-             the ratio (4,000 resamples of each side's requests): it is met only when the whole \
-             interval is at or above the target; the table's rates pool the pairs' summed tokens and times. \
+            "`{}` on {threads} thread(s) (half the cores: with every core busy, llama.cpp's threads spin at their barriers whenever another process holds one), context {N_CTX}, batch {BATCH}, greedy, CPU. Both sides \
+             run in one child process, taking turns: each request pair runs on the direct loop and \
+             through loopward back to back, the side that goes first alternating; {rounds} children \
+             one after another, {reps} pairs each after a warm-up pair. The target is the \
+             geometric mean of the pairs' ratios (a pair's ratio cancels what the machine did to \
+             both sides in those seconds), with a 95% bootstrap interval (4,000 resamples of the \
+             pairs): it is met only \
+             when the whole interval is at or above the target; the table's rates pool the pairs' \
+             summed tokens and times. \
              The direct loop is a minimal llama-cpp-2 0.1.160 program (tokenize, prefill in \
              batches, `LlamaSampler::greedy`, decode one token at a time); loopward is \
              `loopward_llama::LlamaModel` called as a tower service. Each pair changes the \

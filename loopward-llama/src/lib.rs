@@ -88,6 +88,13 @@ use std::task::{Context, Poll};
 use tokio::sync::oneshot;
 use worker::Job;
 
+/// The process-wide llama.cpp backend this crate initialises on first use. A program that also
+/// drives `llama-cpp-2` directly in the same process must use this one: llama.cpp initialises
+/// once per process, and a second `LlamaBackend::init` fails.
+pub fn llama_backend() -> Result<&'static llama_cpp_2::llama_backend::LlamaBackend, ModelError> {
+    worker::backend()
+}
+
 /// Loads GGUF models.
 #[derive(Debug)]
 #[non_exhaustive]

@@ -41,7 +41,7 @@ const RAW_CALLS_KEPT: usize = 256;
 static BACKEND: OnceLock<Result<LlamaBackend, String>> = OnceLock::new();
 
 /// The process-wide llama.cpp backend (`LlamaBackend::init` fails when called twice).
-fn backend() -> Result<&'static LlamaBackend, ModelError> {
+pub(crate) fn backend() -> Result<&'static LlamaBackend, ModelError> {
     BACKEND
         .get_or_init(|| {
             send_logs_to_tracing(LogOptions::default());
