@@ -20,7 +20,7 @@
 
 use crate::harness::{elapsed_ns, Effort};
 use crate::ratio::paired_ratio;
-use crate::report::{fmt_ratio, Section, Target};
+use crate::report::{fmt_ns, fmt_ratio, Section, Target};
 use anyhow::{bail, Context as _, Result};
 use llama_cpp_2::context::params::LlamaContextParams;
 use llama_cpp_2::llama_batch::LlamaBatch;
@@ -88,6 +88,9 @@ pub struct Rep {
     /// Tokens the long request prefilled (its prompt is the short one's, so about one: the rest
     /// comes from the cache).
     pub long_prefilled: u64,
+    /// Of `long_ns`, the time spent inside llama.cpp's `decode` (ns): the model's compute; the
+    /// rest is the code around it.
+    pub long_decode_ns: u64,
 }
 
 impl Rep {
@@ -102,6 +105,7 @@ impl Rep {
                 long_ns: 0,
                 long_gen: 0,
                 long_prefilled: 0,
+                long_decode_ns: 0,
             },
             |a, r| Rep {
                 prefilled: a.prefilled + r.prefilled,
@@ -110,6 +114,7 @@ impl Rep {
                 long_ns: a.long_ns + r.long_ns,
                 long_gen: a.long_gen + r.long_gen,
                 long_prefilled: a.long_prefilled + r.long_prefilled,
+                long_decode_ns: a.long_decode_ns + r.long_decode_ns,
             },
         )
     }
@@ -121,6 +126,21 @@ impl Rep {
         } else {
             self.long_gen as f64 / (self.long_ns as f64 / 1e9)
         }
+    }
+
+    /// Decode tokens per second counting only the time inside llama.cpp's `decode`: the speed
+    /// of the model's compute itself, without the code around it.
+    pub fn compute_rate(&self) -> f64 {
+        if self.long_decode_ns == 0 {
+            0.0
+        } else {
+            self.long_gen as f64 / (self.long_decode_ns as f64 / 1e9)
+        }
+    }
+
+    /// Per generated token of the long request, the time outside llama.cpp's `decode` (ns).
+    pub fn outside_per_token_ns(&self) -> f64 {
+        self.long_ns.saturating_sub(self.long_decode_ns) as f64 / self.long_gen.max(1) as f64
     }
 
     /// Prefill tokens per second (the short request less its decode steps).
@@ -158,6 +178,54 @@ pub fn child(kind: &str, model: &Path, reps: usize, threads: u32) -> Result<Stri
     })
 }
 
+/// Splits each side's decode time into llama.cpp's `decode` (the model's compute) and
+/// everything around it, so a gap between the sides can be placed: in loopward's code, or in the
+/// compute itself.
+fn where_the_decode_time_goes(pairs: &[(Rep, Rep)]) -> String {
+    let compute = |f: fn(&(Rep, Rep)) -> &Rep| pairs.iter().map(|p| f(p).compute_rate()).collect();
+    let (direct, ours): (Vec<f64>, Vec<f64>) = (compute(|p| &p.0), compute(|p| &p.1));
+    let r = paired_ratio(&ours, &direct);
+    let outside = |f: fn(&(Rep, Rep)) -> &Rep| {
+        let v: Vec<f64> = pairs.iter().map(|p| f(p).outside_per_token_ns()).collect();
+        crate::ratio::median(&v)
+    };
+    let per_token = |f: fn(&(Rep, Rep)) -> &Rep| 1e9 / crate::ratio::median(&compute(f)).max(1e-9);
+    format!(
+        "Where the decode time goes (the long request, per generated token, medians over the \
+         pairs): inside llama.cpp's `decode` {} directly and {} through loopward; outside it \
+         (sampling, detokenizing, and for loopward its queue, stop-string check and reply) {} \
+         directly and {} through loopward. The compute alone, loopward's context ÷ the direct \
+         loop's, paired as above: {:.3} [{:.3}–{:.3}] — a gap there is llama.cpp running the \
+         same model slower in one context than in the other, not loopward's code.",
+        fmt_ns(per_token(|p| &p.0)),
+        fmt_ns(per_token(|p| &p.1)),
+        fmt_ns(outside(|p| &p.0)),
+        fmt_ns(outside(|p| &p.1)),
+        r.point,
+        r.low,
+        r.high
+    )
+}
+
+/// Pins this thread, and the threads it starts later, to `n` CPUs (this one and the next
+/// allowed ones). Both sides then decode on the same CPUs: the direct loop on this thread,
+/// loopward on its inference thread, which inherits the mask. Left free, the two threads settle
+/// on different virtual CPUs, whose speeds differ by several per cent for minutes at a time on a
+/// shared host — a gap that belongs to neither side.
+fn pin_to_cpus(n: u32) -> Result<()> {
+    use rustix::thread::{sched_getaffinity, sched_getcpu, sched_setaffinity, CpuSet};
+    let allowed = sched_getaffinity(None).context("reading this process's CPUs")?;
+    let cpus: Vec<usize> = (0..CpuSet::MAX_CPU)
+        .filter(|c| allowed.is_set(*c))
+        .collect();
+    let here = cpus.iter().position(|c| *c == sched_getcpu()).unwrap_or(0);
+    let mut set = CpuSet::new();
+    for k in 0..(n as usize).clamp(1, cpus.len().max(1)) {
+        set.set(cpus[(here + k) % cpus.len()]);
+    }
+    sched_setaffinity(None, &set).context("pinning part 5's child to its CPUs")
+}
+
 /// Which side of a pair runs a request.
 #[derive(Clone, Copy)]
 enum Side {
@@ -169,6 +237,7 @@ enum Side {
 /// through loopward back to back, the side that goes first alternating, so whatever else the
 /// machine does in those seconds weighs on both alike. Returns `(direct, loopward)` per pair.
 fn paired(model_path: &Path, threads: u32, reps: usize) -> Result<Vec<(Rep, Rep)>> {
+    pin_to_cpus(threads)?;
     // One llama.cpp backend per process: the loopward crate's, shared with the direct loop.
     let backend = loopward_llama::llama_backend()?;
     let service = load(model_path, threads)?;
@@ -191,7 +260,8 @@ fn paired(model_path: &Path, threads: u32, reps: usize) -> Result<Vec<(Rep, Rep)
     // sequence 0, so that a request reuses the prefix it shares with the last one, as the
     // loopward backend does (and as LLAMA.md's KV-reuse recipe says).
     let mut cached: Vec<llama_cpp_2::token::LlamaToken> = vec![];
-    let mut direct = |text: &str, max_tokens: u32| -> Result<(u64, u64)> {
+    // Returns (tokens prefilled, tokens generated, ns inside `decode`).
+    let mut direct = |text: &str, max_tokens: u32| -> Result<(u64, u64, u64)> {
         let tokens = vocab.tokenize(text.as_bytes(), vocab.should_add_bos(), true);
         let mut reused = cached
             .iter()
@@ -210,6 +280,15 @@ fn paired(model_path: &Path, threads: u32, reps: usize) -> Result<Vec<(Rep, Rep)
         let tail = &tokens[reused..];
         let mut batch = LlamaBatch::new(BATCH as usize, 1);
         let mut pos = i32::try_from(reused)?;
+        let mut decode_ns = 0u64;
+        let mut timed_decode = |ctx: &mut llama_cpp_2::context::LlamaContext<'_>,
+                                batch: &mut LlamaBatch<'_>|
+         -> Result<()> {
+            let start = Instant::now();
+            let out = ctx.decode(batch);
+            decode_ns += elapsed_ns(start);
+            Ok(out?)
+        };
         let chunks = tail.chunks(BATCH as usize).count();
         for (i, chunk) in tail.chunks(BATCH as usize).enumerate() {
             batch.clear();
@@ -217,7 +296,7 @@ fn paired(model_path: &Path, threads: u32, reps: usize) -> Result<Vec<(Rep, Rep)
                 batch.add(tok, pos, &[0], i + 1 == chunks && j + 1 == chunk.len())?;
                 pos += 1;
             }
-            ctx.decode(&mut batch)?;
+            timed_decode(&mut ctx, &mut batch)?;
             cached.extend_from_slice(chunk);
         }
         let mut sampler = LlamaSampler::greedy();
@@ -232,23 +311,26 @@ fn paired(model_path: &Path, threads: u32, reps: usize) -> Result<Vec<(Rep, Rep)
             batch.clear();
             batch.add(tok, pos, &[0], true)?;
             pos += 1;
-            ctx.decode(&mut batch)?;
+            timed_decode(&mut ctx, &mut batch)?;
             cached.push(tok);
             at = 0;
         }
-        Ok((tail.len() as u64, generated))
+        Ok((tail.len() as u64, generated, decode_ns))
     };
     // The same requests as messages, through the loopward backend as a tower service; returns
-    // (tokens prefilled, tokens generated) as the direct loop does.
-    let through_loopward = |n: usize, max_tokens: u32| -> Result<(u64, u64)> {
+    // (tokens prefilled, tokens generated, ns inside `decode`) as the direct loop does.
+    let through_loopward = |n: usize, max_tokens: u32| -> Result<(u64, u64, u64)> {
         let messages = vec![
             Message::system(format!("Session {n}. {SYSTEM}")),
             Message::human(Person::at_the_keyboard().says(user.clone())),
         ];
+        let before = service.decode_time();
         let reply = rt.block_on(service.clone().oneshot(request(messages, max_tokens)?))?;
+        let decode_ns = u64::try_from((service.decode_time() - before).as_nanos())?;
         Ok((
             reply.usage.input_tokens - reply.usage.cached_tokens,
             reply.usage.output_tokens,
+            decode_ns,
         ))
     };
     let mut pair = |side: Side, n: usize| -> Result<Rep> {
@@ -259,10 +341,10 @@ fn paired(model_path: &Path, threads: u32, reps: usize) -> Result<Vec<(Rep, Rep)
         };
         // The long request repeats the short one's prompt: both come from the cache.
         let start = Instant::now();
-        let (prefilled, short_gen) = complete(1)?;
+        let (prefilled, short_gen, _) = complete(1)?;
         let short_ns = elapsed_ns(start);
         let start = Instant::now();
-        let (long_prefilled, long_gen) = complete(1 + DECODE)?;
+        let (long_prefilled, long_gen, long_decode_ns) = complete(1 + DECODE)?;
         let long_ns = elapsed_ns(start);
         Ok(Rep {
             prefilled,
@@ -271,6 +353,7 @@ fn paired(model_path: &Path, threads: u32, reps: usize) -> Result<Vec<(Rep, Rep)
             long_ns,
             long_gen,
             long_prefilled,
+            long_decode_ns,
         })
     };
     let mut out = vec![];
@@ -554,12 +637,27 @@ fn section(
         });
         format!("{lo:.3} / {:.3} / {hi:.3}", crate::ratio::median(&v))
     };
+    // Each child's own decode ratio: a child-wide offset (something both sides did not share
+    // for that process's lifetime) would show here as children that disagree.
+    let per_child: Vec<String> = pairs
+        .chunks(reps.max(1))
+        .map(|c| {
+            let (d, o): (Vec<f64>, Vec<f64>) = c
+                .iter()
+                .map(|(d, o)| (d.decode_rate(), o.decode_rate()))
+                .unzip();
+            format!("{:.3}", paired_ratio(&o, &d).point)
+        })
+        .collect();
     notes.push(format!(
-        "Loopward ÷ direct within each pair (min / median / max over {} pairs): prefill {}, decode {}.",
+        "Loopward ÷ direct within each pair (min / median / max over {} pairs): prefill {}, \
+         decode {}. Decode per child process (geometric mean of its {reps} pairs): {}.",
         pairs.len(),
         pair_ratios(Rep::prefill_rate),
-        pair_ratios(Rep::decode_rate)
+        pair_ratios(Rep::decode_rate),
+        per_child.join(", ")
     ));
+    notes.push(where_the_decode_time_goes(pairs));
     notes.push(format!(
         "Prompt: {} tokens prefilled per request by the direct loop, {} by loopward (the same \
          ChatML text, which loopward renders from messages with the model's template, less the \
@@ -590,7 +688,8 @@ fn section(
         method: format!(
             "`{}` on {threads} thread(s) (half the cores: with every core busy, llama.cpp's threads spin at their barriers whenever another process holds one), context {N_CTX}, batch {BATCH}, greedy, CPU. Both sides \
              run in one child process, taking turns: each request pair runs on the direct loop and \
-             through loopward back to back, the side that goes first alternating; {rounds} children \
+             through loopward back to back, the side that goes first alternating, both pinned \
+             to the same CPU(s); {rounds} children \
              one after another, {reps} pairs each after a warm-up pair. The target is the \
              geometric mean of the pairs' ratios (a pair's ratio cancels what the machine did to \
              both sides in those seconds), with a 95% bootstrap interval (4,000 resamples of the \

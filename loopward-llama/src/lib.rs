@@ -140,6 +140,13 @@ impl LlamaService {
     pub fn peak_batched_requests(&self) -> u64 {
         self.counters.peak_together.load(Ordering::Relaxed)
     }
+
+    /// How long the inference thread has spent inside llama.cpp's `decode` so far, all requests
+    /// together: the model's own compute. Wall time less this is what the backend around it
+    /// costs (tokenizing, sampling, queueing, replies).
+    pub fn decode_time(&self) -> std::time::Duration {
+        std::time::Duration::from_nanos(self.counters.decode_ns.load(Ordering::Relaxed))
+    }
 }
 
 impl tower::Service<ChatRequest> for LlamaService {

@@ -175,6 +175,8 @@ pub(crate) struct Counters {
     pub(crate) cancelled: AtomicU64,
     /// The most sequences decoded together in one batch.
     pub(crate) peak_together: AtomicU64,
+    /// Nanoseconds spent inside llama.cpp's `decode`, all sequences together.
+    pub(crate) decode_ns: AtomicU64,
 }
 
 /// One sequence of the context: its KV region's token ids, and the job it serves.
@@ -488,7 +490,11 @@ impl<'m> Engine<'m> {
         counters
             .peak_together
             .fetch_max(fed.len() as u64, Ordering::Relaxed);
-        if let Err(e) = self.ctx.decode(&mut self.batch) {
+        let started = std::time::Instant::now();
+        let decoded = self.ctx.decode(&mut self.batch);
+        let spent = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        counters.decode_ns.fetch_add(spent, Ordering::Relaxed);
+        if let Err(e) = decoded {
             // The cache's state is unknown: every job in this batch fails, every slot starts
             // clean.
             self.ctx.clear_kv_cache();

@@ -185,8 +185,19 @@ async fn greedy_decoding_is_deterministic_and_a_repeated_prompt_reuses_all_but_o
         vec![],
         12,
     );
+    assert_eq!(model.decode_time(), std::time::Duration::ZERO);
+    let started = std::time::Instant::now();
     let a = model.clone().oneshot(req.clone()).await.unwrap();
+    let first = model.decode_time();
+    assert!(
+        first > std::time::Duration::ZERO && first < started.elapsed(),
+        "decode time {first:?} is spent within the request's wall time"
+    );
     let b = model.clone().oneshot(req).await.unwrap();
+    assert!(
+        model.decode_time() > first,
+        "the second request decodes too"
+    );
     assert_eq!(a.content, b.content);
     assert_eq!(b.usage.cached_tokens, b.usage.input_tokens - 1);
 }
