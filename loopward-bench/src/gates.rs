@@ -191,8 +191,15 @@ pub fn run(effort: Effort) -> Result<Section> {
              into their events instead of copied and handed to the sink by value, the turn's \
              effects are copied only for a handoff (the review gates judge handoffs alone), the \
              plan's location is shared instead of copied three times a call, and the sprawl \
-             tracker moves the keys of the units it merges; borrowed verdicts and unit keys \
-             interned per run would remove most of the rest; not done."
+             tracker moves the keys of the units it merges; later still (about 0.4 µs less, \
+             measured side by side with the binary before), the declared paths stay borrowed \
+             until the verdict takes its two strings, the territory index matches into a \
+             per-thread buffer, the run's sprawl tracker is found with one lookup, units merge \
+             by insertion instead of `BTreeSet::append` (which rebuilt the larger set on every \
+             call), and the sibling templates check the file name's literal ends before their \
+             glob. What is left is the `statx`, the gate-id, action and call-id strings each \
+             decision event owns (`loopward_core` types), and the unit keys; interning those \
+             per run is the next step; not done."
                 .to_string(),
         );
     }

@@ -57,13 +57,13 @@ impl SiblingTemplate {
     }
 
     fn stem<'a>(&self, path: &'a str) -> Option<&'a str> {
-        if !self.matcher.is_match(path) {
-            return None;
-        }
+        // The literal file-name check first: it rejects most paths without running the glob.
         let file = path.rsplit('/').next().unwrap_or(path);
-        file.strip_prefix(self.prefix.as_str())?
+        let stem = file
+            .strip_prefix(self.prefix.as_str())?
             .strip_suffix(self.suffix.as_str())
-            .filter(|s| !s.is_empty())
+            .filter(|s| !s.is_empty())?;
+        self.matcher.is_match(path).then_some(stem)
     }
 }
 
@@ -263,8 +263,9 @@ impl SprawlTracker {
             if unit.keys.len() + unit.files.len() < merged.keys.len() + merged.files.len() {
                 std::mem::swap(&mut unit, &mut merged);
             }
-            merged.keys.append(&mut unit.keys);
-            merged.files.append(&mut unit.files);
+            // Inserted one by one: `BTreeSet::append` would rebuild the larger set each time.
+            merged.keys.extend(std::mem::take(&mut unit.keys));
+            merged.files.extend(std::mem::take(&mut unit.files));
         }
         st.units.push(merged);
     }
@@ -317,6 +318,10 @@ impl RunSprawl {
     /// the units of work of the part before the kill. (A person's message taken live before any
     /// call asks starts a new turn anyway: what came before it no longer counts.)
     pub(crate) fn of(run: &RunContext, policy: &Policy) -> std::sync::Arc<Self> {
+        // Every call asks: the settled part of a resumed run is read only by the first.
+        if let Some(tracker) = run.extensions().get::<Self>() {
+            return tracker;
+        }
         let resumed = Resumed::of(run);
         run.extensions().get_or_insert_with(|| {
             let mut tracker = SprawlTracker::default();

@@ -4,19 +4,22 @@
 
 use super::policy::{Policy, MAX_AFFECTED_PATHS};
 use crate::tool::Access;
+use std::borrow::Cow;
 use std::os::unix::fs::MetadataExt;
+
+/// A path a call writes: the raw path as given (where there is one) and the canonical
+/// workspace-relative path.
+pub(super) type Target<'a> = (Option<&'a str>, Cow<'a, str>);
 
 impl Policy {
     /// The canonical paths a call writes, with the raw path given where there is one. A
     /// directory deleted, renamed or linked to stands for everything below it; a file with other
     /// hard links stands for those too.
-    pub(super) fn targets(
-        &self,
-        accesses: &[Access],
-    ) -> Result<Vec<(Option<String>, String)>, String> {
-        let root = self.inner.workspace.root().to_path_buf();
-        let mut out: Vec<(Option<String>, String)> = Vec::new();
-        let mut push = |raw: Option<String>, rel: String| {
+    pub(super) fn targets<'a>(&self, accesses: &'a [Access]) -> Result<Vec<Target<'a>>, String> {
+        let root = self.inner.workspace.root();
+        let mut out: Vec<Target<'a>> = Vec::new();
+        // Declared paths are borrowed; only the paths found on disk are owned.
+        let mut push = |raw: Option<&'a str>, rel: Cow<'a, str>| {
             if !out.iter().any(|(_, r)| *r == rel) {
                 out.push((raw, rel));
             }
@@ -24,34 +27,34 @@ impl Policy {
         for a in accesses {
             match a {
                 Access::Write(p) | Access::Edit { path: p, .. } => {
-                    push(Some(p.raw().into()), p.rel().into());
-                    for alias in hard_link_aliases(&root, p.rel())? {
-                        push(None, alias);
+                    push(Some(p.raw()), p.rel().into());
+                    for alias in hard_link_aliases(root, p.rel())? {
+                        push(None, alias.into());
                     }
                 }
                 Access::Delete(p) => {
-                    push(Some(p.raw().into()), p.rel().into());
-                    for d in descendants(&root, p.rel())? {
-                        push(None, d);
+                    push(Some(p.raw()), p.rel().into());
+                    for d in descendants(root, p.rel())? {
+                        push(None, d.into());
                     }
                 }
                 Access::Rename { from, to } => {
-                    push(Some(from.raw().into()), from.rel().into());
-                    push(Some(to.raw().into()), to.rel().into());
-                    for d in descendants(&root, from.rel())? {
+                    push(Some(from.raw()), from.rel().into());
+                    push(Some(to.raw()), to.rel().into());
+                    for d in descendants(root, from.rel())? {
                         let moved = format!("{}{}", to.rel(), &d[from.rel().len()..]);
-                        push(None, d);
-                        push(None, moved);
+                        push(None, d.into());
+                        push(None, moved.into());
                     }
-                    for d in descendants(&root, to.rel())? {
-                        push(None, d);
+                    for d in descendants(root, to.rel())? {
+                        push(None, d.into());
                     }
                 }
                 Access::Link { path, target } => {
-                    push(Some(path.raw().into()), path.rel().into());
-                    push(Some(target.raw().into()), target.rel().into());
-                    for d in descendants(&root, target.rel())? {
-                        push(None, d);
+                    push(Some(path.raw()), path.rel().into());
+                    push(Some(target.raw()), target.rel().into());
+                    for d in descendants(root, target.rel())? {
+                        push(None, d.into());
                     }
                 }
                 // Reads, handoffs and commands write nothing a gate can name in advance.

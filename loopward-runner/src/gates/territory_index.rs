@@ -4,6 +4,7 @@
 use super::config::{territory_globs, ConfigError};
 use super::territory::Territory;
 use globset::{Candidate, GlobSet, GlobSetBuilder};
+use std::cell::RefCell;
 
 /// Which territories cover a path, in one match.
 #[derive(Clone, Debug, Default)]
@@ -56,16 +57,21 @@ impl TerritoryIndex {
         if rel.is_empty() || self.set.is_empty() {
             return vec![];
         }
-        let candidate = Candidate::new(rel);
-        let mut hits: Vec<usize> = self
-            .set
-            .matches_candidate(&candidate)
-            .into_iter()
-            .map(|g| self.owner_of[g])
-            .collect();
-        hits.sort_unstable_by_key(|i| self.rank[*i]);
-        hits.dedup();
-        hits.into_iter().map(|i| &territories[i]).collect()
+        // The matched globs go into a buffer kept per thread: a decision allocates only the
+        // list it returns.
+        thread_local! {
+            static HITS: RefCell<Vec<usize>> = const { RefCell::new(Vec::new()) };
+        }
+        HITS.with_borrow_mut(|hits| {
+            hits.clear();
+            self.set.matches_candidate_into(&Candidate::new(rel), hits);
+            for h in hits.iter_mut() {
+                *h = self.owner_of[*h];
+            }
+            hits.sort_unstable_by_key(|i| self.rank[*i]);
+            hits.dedup();
+            hits.iter().map(|i| &territories[*i]).collect()
+        })
     }
 
     /// Whether any territory covers `rel`.

@@ -35,6 +35,7 @@ pub(crate) use verdict::Verdict;
 use super::policy::{Gates, Policy};
 use super::refusals;
 use super::sprawl::{SprawlTracker, SprawlVerdict, Work};
+use super::targets::Target;
 use crate::clock::Clock;
 use crate::tool::Access;
 use loopward_core::{
@@ -223,14 +224,14 @@ impl Policy {
         gates: &Gates,
         ask: &Ask<'_>,
         mut verdicts: Vec<Verdict>,
-        targets: &[(Option<String>, String)],
+        targets: &[Target<'_>],
         replacements: &[(&str, &str)],
         tracker: &SprawlTracker,
     ) -> (Vec<Verdict>, Work, bool) {
         verdicts.extend(
             targets
                 .iter()
-                .map(|(raw, rel)| self.judge_path(gates, ask.agent, ask.clock, raw.clone(), rel)),
+                .map(|(raw, rel)| self.judge_path(gates, ask.agent, ask.clock, *raw, rel)),
         );
         if let Some(by) = verdicts.iter().find(|v| v.denies()).map(|v| v.gate.clone()) {
             verdicts.iter_mut().for_each(|v| v.leave_override(&by));
@@ -239,8 +240,8 @@ impl Policy {
         let Some(sg) = &gates.sprawl else {
             return (verdicts, Work::default(), false);
         };
-        let plan = self.plan_landed();
-        let files = targets.iter().map(|(_, rel)| rel.as_str());
+        let plan = self.plan_landed_in(gates);
+        let files = targets.iter().map(|(_, rel)| rel.as_ref());
         let work = sg.work(files, replacements, plan.as_deref());
         let SprawlVerdict::Refuse { touched, n } = tracker.verdict(sg, ask.agent, &work) else {
             return (verdicts, work, false);
@@ -294,7 +295,7 @@ impl Policy {
         match (&gates.sprawl, self.targets(accesses)) {
             (Some(sg), Ok(targets)) => {
                 let plan = self.plan_landed();
-                let files = targets.iter().map(|(_, rel)| rel.as_str());
+                let files = targets.iter().map(|(_, rel)| rel.as_ref());
                 sg.work(files, &replacements(accesses), plan.as_deref())
             }
             _ => Work::default(),
@@ -331,7 +332,11 @@ impl Policy {
 
     /// [`Policy::plan_rel`], shared with the cache rather than copied (asked a few times a call).
     pub(in crate::gates) fn plan_landed(&self) -> Option<std::sync::Arc<str>> {
-        let gates = self.gates();
+        self.plan_landed_in(&self.gates())
+    }
+
+    /// [`Policy::plan_landed`] under gates the caller already holds.
+    fn plan_landed_in(&self, gates: &Gates) -> Option<std::sync::Arc<str>> {
         let sg = gates.sprawl.as_ref()?;
         if self.inner.shadow {
             return Some(sg.config().plan_path.as_str().into());
@@ -352,7 +357,7 @@ impl Policy {
         let Some(sg) = &gates.sprawl else {
             return false;
         };
-        let landed = self.plan_landed();
+        let landed = self.plan_landed_in(&gates);
         let moves = |p: &crate::WorkPath| {
             super::plan_cache::moves_plan(p.rel(), &sg.config().plan_path, landed.as_deref())
         };
@@ -377,7 +382,7 @@ impl Policy {
         tracker: &mut SprawlTracker,
     ) -> Judgement {
         let gates = self.gates();
-        let targets = [(None, rel.to_string())];
+        let targets = [(None, rel.into())];
         let (verdicts, work, fired) =
             self.write_verdicts(&gates, ask, vec![], &targets, replacements, tracker);
         if fired {
@@ -400,8 +405,11 @@ impl Policy {
     /// and its first line carries the marker. A plan so written clears the sprawl gate until the
     /// next human message.
     pub fn note_plan(&self, effects: &[Effect], tracker: &mut SprawlTracker) {
+        if effects.is_empty() {
+            return;
+        }
         let gates = self.gates();
-        let (Some(sg), Some(plan)) = (&gates.sprawl, self.plan_landed()) else {
+        let (Some(sg), Some(plan)) = (&gates.sprawl, self.plan_landed_in(&gates)) else {
             return;
         };
         let wrote = effects.iter().any(|e| {

@@ -76,34 +76,41 @@ impl Policy {
         gates: &Gates,
         agent: &AgentId,
         clock: &dyn Clock,
-        raw: Option<String>,
+        raw: Option<&str>,
         rel: &str,
     ) -> Verdict {
-        let mk = |gate: GateId, mode, decision, needs| Verdict {
+        let (gate, mode, decision, needs) = self.path_decision(gates, agent, clock, rel);
+        Verdict {
             gate,
             mode,
-            path_raw: raw.clone(),
+            path_raw: raw.map(str::to_string),
             path: Some(rel.to_string()),
             decision,
             needs,
             action: None,
-        };
+        }
+    }
+
+    /// [`Policy::judge_path`]'s decision: which gate, its mode, what it says, and the override
+    /// it needs.
+    fn path_decision(
+        &self,
+        gates: &Gates,
+        agent: &AgentId,
+        clock: &dyn Clock,
+        rel: &str,
+    ) -> (GateId, GateMode, Decision, Option<Sentinel>) {
         if self.inner.control.covers(rel) {
-            return mk(
-                GateId::of(GateKind::Control),
-                GateMode::Enforce,
-                Decision::Deny(refusals::control(rel)),
-                None,
-            );
+            let d = Decision::Deny(refusals::control(rel));
+            return (GateId::of(GateKind::Control), GateMode::Enforce, d, None);
         }
         let covering = gates.index.covering(&gates.territories, rel);
-        let foreign: Vec<&Territory> = covering
-            .iter()
-            .copied()
-            .filter(|t| !t.owned_by(agent))
-            .collect();
+        let foreign = || covering.iter().copied().filter(|t| !t.owned_by(agent));
         let ttl = self.inner.overrides.ttl_limit();
-        if let Some(t) = foreign.iter().find(|t| t.mode() == GateMode::Enforce) {
+        let refusal = |t: &Territory, e: Option<&_>| {
+            refusals::territory(t, agent, rel, e, ttl, self.outside_team(agent))
+        };
+        if let Some(t) = foreign().find(|t| t.mode() == GateMode::Enforce) {
             let found = if self.inner.shadow {
                 Err(None)
             } else {
@@ -115,42 +122,22 @@ impl Policy {
                         id: s.id.clone(),
                         reason: s.reason.clone(),
                     };
-                    mk(t.id(), GateMode::Enforce, d, Some(s))
+                    (t.id(), GateMode::Enforce, d, Some(s))
                 }
-                Err(e) => mk(
-                    t.id(),
-                    GateMode::Enforce,
-                    Decision::Deny(refusals::territory(
-                        t,
-                        agent,
-                        rel,
-                        e.as_ref(),
-                        ttl,
-                        self.outside_team(agent),
-                    )),
-                    None,
-                ),
+                Err(e) => {
+                    let d = Decision::Deny(refusal(t, e.as_ref()));
+                    (t.id(), GateMode::Enforce, d, None)
+                }
             };
         }
-        if let Some(t) = foreign.first() {
-            return mk(
-                t.id(),
-                GateMode::Advisory,
-                Decision::Warn(refusals::territory(
-                    t,
-                    agent,
-                    rel,
-                    None,
-                    ttl,
-                    self.outside_team(agent),
-                )),
-                None,
-            );
+        if let Some(t) = foreign().next() {
+            let d = Decision::Warn(refusal(t, None));
+            return (t.id(), GateMode::Advisory, d, None);
         }
         let gate = covering
             .first()
             .map_or_else(|| GateId::of(GateKind::Territory), |t| t.id());
-        mk(gate, GateMode::Enforce, Decision::Allow, None)
+        (gate, GateMode::Enforce, Decision::Allow, None)
     }
 
     /// Why `agent` may not have written `rel`, for a write found after it ran without a
