@@ -490,7 +490,9 @@ impl<'m> Engine<'m> {
         counters
             .peak_together
             .fetch_max(fed.len() as u64, Ordering::Relaxed);
-        let started = std::time::Instant::now();
+        // A duration for `decode_time`, not a time of day: the inference thread has no runtime,
+        // so tokio's clock reads the monotonic clock here.
+        let started = tokio::time::Instant::now();
         let decoded = self.ctx.decode(&mut self.batch);
         let spent = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
         counters.decode_ns.fetch_add(spent, Ordering::Relaxed);
