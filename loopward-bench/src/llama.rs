@@ -241,7 +241,13 @@ fn paired(model_path: &Path, threads: u32, reps: usize) -> Result<Vec<(Rep, Rep)
     // One llama.cpp backend per process: the loopward crate's, shared with the direct loop.
     let backend = loopward_llama::llama_backend()?;
     let service = load(model_path, threads)?;
-    let model = CppModel::load_from_file(backend, model_path, &LlamaModelParams::default())?;
+    // Loaded as the backend loads it (llama.cpp's own default offloads every layer).
+    let offload = config(model_path, threads).n_gpu_layers;
+    let model = CppModel::load_from_file(
+        backend,
+        model_path,
+        &LlamaModelParams::default().with_n_gpu_layers(offload),
+    )?;
     let t = i32::try_from(threads)?;
     let params = LlamaContextParams::default()
         .with_n_ctx(NonZeroU32::new(N_CTX))
@@ -379,13 +385,16 @@ fn paired(model_path: &Path, threads: u32, reps: usize) -> Result<Vec<(Rep, Rep)
     Ok(out)
 }
 
-fn load(model_path: &Path, threads: u32) -> Result<loopward_llama::LlamaService> {
-    let config = LlamaConfig::new(model_path)
+fn config(model_path: &Path, threads: u32) -> LlamaConfig {
+    LlamaConfig::new(model_path)
         .n_ctx(N_CTX)
         .batch_size(BATCH)
         .threads(threads)
-        .greedy();
-    Ok(LlamaModel::load(config)?)
+        .greedy()
+}
+
+fn load(model_path: &Path, threads: u32) -> Result<loopward_llama::LlamaService> {
+    Ok(LlamaModel::load(config(model_path, threads))?)
 }
 
 fn request(messages: Vec<Message>, max_tokens: u32) -> Result<ChatRequest> {
