@@ -191,8 +191,7 @@ pub fn run(effort: Effort) -> Result<Section> {
              into their events instead of copied and handed to the sink by value, the turn's \
              effects are copied only for a handoff (the review gates judge handoffs alone), the \
              plan's location is shared instead of copied three times a call, and the sprawl \
-             tracker moves the keys of the units it merges; later still (about 0.4 µs less, \
-             measured side by side with the binary before), the declared paths stay borrowed \
+             tracker moves the keys of the units it merges; later still, the declared paths stay borrowed \
              until the verdict takes its two strings, the territory index matches into a \
              per-thread buffer, the run's sprawl tracker is found with one lookup, units merge \
              by insertion instead of `BTreeSet::append` (which rebuilt the larger set on every \
