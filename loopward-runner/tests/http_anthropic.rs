@@ -416,6 +416,25 @@ fn from_config_reads_the_key_from_a_key_file_and_validates() {
     );
 }
 
+#[test]
+fn an_unset_key_variable_is_said_once_when_an_embedder_prints_the_chain() {
+    let c = AnthropicConfig::new("claude-test", "LOOPWARD_TEST_KEY");
+    let err = AnthropicModel::from_config(c, |_| None).unwrap_err();
+    let text = format!("{:#}", anyhow::Error::new(err));
+    assert_eq!(
+        text.matches("LOOPWARD_TEST_KEY is not set").count(),
+        1,
+        "{text}"
+    );
+    // The top-level message alone still says what to do.
+    assert!(
+        text.starts_with(
+            "anthropic config: the environment variable LOOPWARD_TEST_KEY is not set; export it"
+        ),
+        "{text}"
+    );
+}
+
 #[tokio::test]
 async fn a_text_reply_stopped_at_max_tokens_is_marked_cut_off_streamed_or_whole() {
     let [delta, stop] = message_end("max_tokens");

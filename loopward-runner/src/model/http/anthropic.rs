@@ -194,9 +194,9 @@ impl AnthropicModel {
             field: "key_env",
             why: "is missing".into(),
         })?;
-        let key = source.resolve(env).map_err(|source| ConfigError::Key {
+        let key = source.resolve(env).map_err(|why| ConfigError::Key {
             backend: BACKEND,
-            source,
+            why,
         })?;
         Self::new(config, key)
     }

@@ -20,12 +20,13 @@ pub enum ConfigError {
         why: String,
     },
     /// The API key could not be read.
-    #[error("{backend} config: {source}")]
+    // Quoted, not returned as `source()`: anyhow's `{:#}` would print it twice.
+    #[error("{backend} config: {why}")]
     Key {
         /// `openai` or `anthropic`.
         backend: &'static str,
         /// Why.
-        source: KeyError,
+        why: KeyError,
     },
     /// The HTTP client could not be built (TLS setup).
     #[error("{backend}: could not build the HTTP client: {why}")]

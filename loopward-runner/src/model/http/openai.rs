@@ -224,9 +224,9 @@ impl OpenAiModel {
     ) -> Result<Self, ConfigError> {
         config.validate()?;
         let key = match config.common().key_source() {
-            Some(src) => Some(src.resolve(env).map_err(|source| ConfigError::Key {
+            Some(src) => Some(src.resolve(env).map_err(|why| ConfigError::Key {
                 backend: BACKEND,
-                source,
+                why,
             })?),
             None => None,
         };
