@@ -282,6 +282,41 @@ fn exit_status_says_how_the_run_ended() {
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
 }
 
+#[test]
+fn a_resumed_run_plays_the_script_it_was_started_with() {
+    let dir = initialised();
+    let d = dir.path();
+    let mut cfg = std::fs::read_to_string(d.join("loopward.toml")).unwrap();
+    cfg.push_str("\n[[stopgate]]\nname = \"plan\"\npoint = \"turn\"\nagent = \"planner\"\nmode = \"durable\"\n");
+    std::fs::write(d.join("loopward.toml"), cfg).unwrap();
+    std::fs::create_dir(d.join("scripts")).unwrap();
+    std::fs::write(
+        d.join("scripts/own.toml"),
+        "[[agents.root]]\ntool_calls = [{ name = \"handoff\", arguments = { to = \"planner\", message = \"go\" } }]\n\n[[agents.planner]]\ntext = \"Planned by own.toml.\"\n",
+    )
+    .unwrap();
+    let o = loopward(d, &["run", "--script", "scripts/own.toml", "--id", "rs"]);
+    assert_eq!(o.status.code(), Some(7), "{}", text(&o));
+    assert!(loopward(d, &["approve", "rs", "plan"]).status.success());
+
+    // Resumed from another folder, without --script: the run's own script, not the config's.
+    let elsewhere = d.join("scripts");
+    let o = loopward(
+        &elsewhere,
+        &["--config", "../loopward.toml", "run", "--resume", "rs"],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(
+        text(&o).contains("planner: Planned by own.toml."),
+        "{}",
+        text(&o)
+    );
+    assert!(
+        !d.join("plan.md").exists(),
+        "the starter script did not play"
+    );
+}
+
 /// The starter with `extra` appended to its config, run with `script` (TOML) as the fake script.
 fn run_with(extra: &str, script: &str, id: &str) -> (Output, tempfile::TempDir) {
     run_with_edit(extra, script, id, |c| c)

@@ -40,7 +40,8 @@ pub struct Args {
     /// The model backend (default: the config's `backend.kind`).
     #[arg(long, value_parser = clap::builder::PossibleValuesParser::new(["fake", "llama", "openai", "anthropic"]).map(|s| s.parse::<BackendKind>().expect("listed")))]
     pub backend: Option<BackendKind>,
-    /// The fake backend's script (default: the config's `backend.script`).
+    /// The fake backend's script (default: the config's `backend.script`). Remembered in the
+    /// run's folder: a resumed run plays the script it was started with.
     #[arg(long)]
     pub script: Option<PathBuf>,
     /// The model: a GGUF file for llama, a model name for http backends.
@@ -54,8 +55,9 @@ pub struct Args {
     pub id: Option<String>,
     /// Resume a run from its ledger: paused for `loopward approve|deny`, or killed. Recorded
     /// model replies and tool results are fed back (no model call, no effect repeated), then it
-    /// goes on live; its task and first agent come from the ledger. A finished run is refused.
-    #[arg(long, conflicts_with_all = ["task", "id"])]
+    /// goes on live; its task and first agent come from the ledger, its `--script` from its
+    /// folder. A finished run is refused.
+    #[arg(long, conflicts_with_all = ["task", "id", "script"])]
     pub resume: Option<String>,
     /// Print one JSON object per line instead of the timeline: `start`, an `event` per ledger
     /// record, then `end` (schema `loopward.run/1`, docs/json-output.md).
@@ -113,9 +115,24 @@ pub(super) async fn run(args: Args) -> Result<ExitCode> {
     let dir = config_dir(&args.config);
     let workspace = cfg.workspace_dir(&args.config);
     let runs_dir = workspace.join(&cfg.run.runs_dir);
+    let resume = args
+        .resume
+        .as_deref()
+        .map(|r| parse_id("--resume", r))
+        .transpose()?;
+    let script = match &resume {
+        Some(id) => StartedWith::read(&ledger::run_dir(&runs_dir, id))?.script,
+        // Absolute: the run may be resumed from another folder.
+        None => args
+            .script
+            .as_deref()
+            .map(std::path::absolute)
+            .transpose()
+            .context("cannot resolve --script against the current folder")?,
+    };
     let choice = Choice {
         kind: args.backend,
-        script: args.script.clone(),
+        script: script.clone(),
         model: args.model.clone(),
         env: Some(|name| std::env::var(name).ok()),
     };
@@ -141,9 +158,8 @@ pub(super) async fn run(args: Args) -> Result<ExitCode> {
             ..team::Options::default()
         },
     )?;
-    let (id, task, first, ledger, journal) = match &args.resume {
-        Some(r) => {
-            let id = parse_id("--resume", r)?;
+    let (id, task, first, ledger, journal) = match resume {
+        Some(id) => {
             let dir = ledger::run_dir(&runs_dir, &id);
             if !dir.join(ledger::EVENTS_FILE).exists() {
                 bail!(
@@ -200,6 +216,7 @@ pub(super) async fn run(args: Args) -> Result<ExitCode> {
             std::fs::copy(&args.config, ledger.run_dir().join(CONFIG_FILE)).with_context(|| {
                 format!("cannot copy the config into {}", ledger.run_dir().display())
             })?;
+            StartedWith { script }.keep(&ledger.run_dir())?;
             (id, task, cfg.run.first.clone(), ledger, None)
         }
     };
@@ -369,6 +386,53 @@ fn figures(run_dir: &Path, report: &loopward_runner::RunReport) -> (u64, usize, 
             report.handoffs.len(),
             report.usage.total(),
         ),
+    }
+}
+
+/// What a run was started with beyond its config and its `run_started` record (task, first
+/// agent), kept in its folder so that `--resume` goes on with the same backend.
+#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
+struct StartedWith {
+    /// `--script`, absolute.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    script: Option<PathBuf>,
+}
+
+impl StartedWith {
+    /// Its file in the run's folder.
+    const FILE: &'static str = "started_with.json";
+
+    /// What the run in `run_dir` was started with; nothing for a run started without flags to
+    /// remember (or by a loopward that did not remember them).
+    fn read(run_dir: &Path) -> Result<Self> {
+        let path = run_dir.join(Self::FILE);
+        match std::fs::read(&path) {
+            Ok(bytes) => serde_json::from_slice(&bytes).with_context(|| {
+                format!(
+                    "{} is not what `loopward run` wrote; restore it, or delete it to resume with the config's script",
+                    path.display()
+                )
+            }),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Self::default()),
+            Err(e) => Err(e).with_context(|| format!("cannot read {}", path.display())),
+        }
+    }
+
+    /// Kept in `run_dir` before the run's first record, so a run that can be resumed has it
+    /// whole; nothing to remember removes what an earlier start under the same id left.
+    fn keep(&self, run_dir: &Path) -> Result<()> {
+        let path = run_dir.join(Self::FILE);
+        if self.script.is_none() {
+            return match std::fs::remove_file(&path) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                    Err(e).with_context(|| format!("cannot remove {}", path.display()))
+                }
+                _ => Ok(()),
+            };
+        }
+        let json =
+            serde_json::to_vec_pretty(self).context("cannot encode what the run started with")?;
+        std::fs::write(&path, json).with_context(|| format!("cannot write {}", path.display()))
     }
 }
 
