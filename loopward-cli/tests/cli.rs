@@ -710,7 +710,8 @@ fn run_help_documents_every_exit_status() {
 /// unprivileged (it binds root too): the process's file-size limit (`prlimit --fsize`, with
 /// `SIGXFSZ` ignored so the write returns `EFBIG` like a full disk) is set inside the
 /// `tool_started` record of a first, unlimited run of the same script. The second run cannot
-/// record that the write is starting, so the write must not happen, and the run exits 8.
+/// record that the write is starting, so the write must not happen, and the run exits 8. Its
+/// summary counts the tokens the ledger recorded and says the count may be short.
 #[test]
 fn exit_status_8_when_the_ledger_cannot_be_written_and_the_action_does_not_run() {
     let script = "[[agents.root]]\ntool_calls = [{ name = \"write_file\", arguments = { path = \"out/x.txt\", content = \"hi\" } }]\n[[agents.root]]\ntext = \"Wrote it.\"\n";
@@ -759,4 +760,12 @@ fn exit_status_8_when_the_ledger_cannot_be_written_and_the_action_does_not_run()
     assert!(t.contains("File too large"), "{t}");
     // The action the failed record was to record did not run.
     assert!(!d.join("out/x.txt").exists(), "{t}");
+    // The summary counts the model call the ledger recorded before it failed (not a torn
+    // record's "0"), and says the figure may be short: a call whose record was lost is not in it.
+    let tokens = t
+        .lines()
+        .find_map(|l| l.strip_prefix("audit_failed: 1 turn, 0 handoffs, at least "))
+        .and_then(|rest| rest.strip_suffix(" tokens (the ledger stopped recording)"))
+        .and_then(|n| n.parse::<u64>().ok());
+    assert!(tokens.is_some_and(|n| n > 0), "{t}");
 }

@@ -63,6 +63,10 @@ pub fn journal(run_dir: &Path) -> Result<loopward_runner::journal::Journal> {
 pub fn read(run_dir: &Path) -> Result<Vec<Record>> {
     let path = run_dir.join(EVENTS_FILE);
     let bytes = std::fs::read(&path).with_context(|| format!("cannot read {}", path.display()))?;
+    parse(&path, &bytes)
+}
+
+fn parse(path: &Path, bytes: &[u8]) -> Result<Vec<Record>> {
     bytes
         .split(|b| *b == b'\n')
         .enumerate()
@@ -88,9 +92,13 @@ pub fn events(run_dir: &Path) -> Result<Vec<(Scope, AuditEvent)>> {
         .collect()
 }
 
-/// One run's figures, folded from its ledger by the audit module.
+/// One run's figures, folded from its ledger by the audit module. A torn last line (a write cut
+/// short by a kill or a full disk, without its newline) recorded nothing and is left out.
 pub fn run_figures(run_dir: &Path) -> Result<RunFigures> {
-    Ok(RunFigures::from_records(&read(run_dir)?))
+    let path = run_dir.join(EVENTS_FILE);
+    let bytes = std::fs::read(&path).with_context(|| format!("cannot read {}", path.display()))?;
+    let whole = bytes.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
+    Ok(RunFigures::from_records(&parse(&path, &bytes[..whole])?))
 }
 
 /// The governance report over every run under `runs_dir` (the code behind `loopward report`),

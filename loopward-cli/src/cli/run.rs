@@ -288,7 +288,7 @@ pub(super) async fn run(args: Args) -> Result<ExitCode> {
     };
     let code = exit_code(&report.status);
     if args.json {
-        let (turns, handoffs, tokens) = figures(&run_dir, &report);
+        let figures = Figures::of(&run_dir, &report);
         let error = match (&report.status, &finished) {
             (RunStatus::Failed { error } | RunStatus::AuditFailed { error }, _) => {
                 Some(error.clone())
@@ -302,9 +302,10 @@ pub(super) async fn run(args: Args) -> Result<ExitCode> {
                 "run": id,
                 "status": report.status,
                 "exit_code": code,
-                "turns": turns,
-                "handoffs": handoffs,
-                "tokens": tokens,
+                "turns": figures.turns,
+                "handoffs": figures.handoffs,
+                "tokens": figures.tokens,
+                "tokens_incomplete": figures.short,
                 "ledger": finished.as_ref().ok().map(|_| ledger.path().display().to_string()),
                 "final_text": Some(&report.final_text).filter(|t| !t.is_empty()),
                 "approve": approve.as_ref().map(|(pending, yes, no)| serde_json::json!({
@@ -325,17 +326,10 @@ pub(super) async fn run(args: Args) -> Result<ExitCode> {
     } else {
         Tone::Refusal
     };
-    // The same figures `loopward report` shows: folded from the ledger, not from runner state
-    // (a stopped turn's tokens and handoffs are in the ledger either way).
-    let (turns, handoffs, tokens) = figures(&run_dir, &report);
+    let figures = Figures::of(&run_dir, &report);
     o.line(
         tone,
-        format!(
-            "{}: {turns} {}, {handoffs} {}, {tokens} tokens",
-            report.status.label(),
-            plural(turns, "turn", "turns"),
-            plural(handoffs as u64, "handoff", "handoffs"),
-        ),
+        format!("{}: {}", report.status.label(), figures.text()),
     );
     if let (Some(agent), false) = (&report.last_agent, report.final_text.is_empty()) {
         if !args.quiet {
@@ -378,14 +372,52 @@ pub(super) async fn run(args: Args) -> Result<ExitCode> {
 
 /// Turns, handoffs and tokens as `loopward report` shows them: folded from the ledger, not
 /// from runner state (a stopped turn's tokens and handoffs are in the ledger either way).
-fn figures(run_dir: &Path, report: &loopward_runner::RunReport) -> (u64, usize, u64) {
-    match ledger::run_figures(run_dir) {
-        Ok(f) => (f.turns, f.handoffs.len(), f.usage.total()),
-        Err(_) => (
-            u64::from(report.turns),
-            report.handoffs.len(),
-            report.usage.total(),
-        ),
+#[derive(Debug)]
+struct Figures {
+    turns: u64,
+    handoffs: usize,
+    tokens: u64,
+    /// Why `tokens` may be short, when it may be.
+    short: Option<&'static str>,
+}
+
+impl Figures {
+    fn of(run_dir: &Path, report: &loopward_runner::RunReport) -> Self {
+        // A model call is paid before its record is written: once the ledger has failed, a
+        // call whose record was lost is in no count.
+        let stopped = matches!(report.status, RunStatus::AuditFailed { .. })
+            .then_some("the ledger stopped recording");
+        match ledger::run_figures(run_dir) {
+            Ok(f) => Self {
+                turns: f.turns,
+                handoffs: f.handoffs.len(),
+                tokens: f.usage.total(),
+                short: stopped,
+            },
+            // The runner counts a turn's tokens only when the turn ends.
+            Err(_) => Self {
+                turns: u64::from(report.turns),
+                handoffs: report.handoffs.len(),
+                tokens: report.usage.total(),
+                short: stopped.or(Some("the ledger could not be read")),
+            },
+        }
+    }
+
+    /// `2 turns, 1 handoff, 170 tokens`; a count that may be short says so.
+    fn text(&self) -> String {
+        let tokens = match (self.short, self.tokens) {
+            (None, n) => format!("{n} tokens"),
+            (Some(why), 0) => format!("tokens unknown ({why})"),
+            (Some(why), n) => format!("at least {n} tokens ({why})"),
+        };
+        format!(
+            "{} {}, {} {}, {tokens}",
+            self.turns,
+            plural(self.turns, "turn", "turns"),
+            self.handoffs,
+            plural(self.handoffs as u64, "handoff", "handoffs"),
+        )
     }
 }
 
@@ -453,8 +485,28 @@ fn plural<'a>(n: u64, one: &'a str, many: &'a str) -> &'a str {
 
 #[cfg(test)]
 mod tests {
-    use super::exit_code;
+    use super::{exit_code, Figures};
     use loopward_core::RunStatus;
+
+    #[test]
+    fn a_token_count_the_ledger_may_have_missed_is_never_said_as_exact() {
+        let figures = |tokens, short| Figures {
+            turns: 1,
+            handoffs: 0,
+            tokens,
+            short,
+        };
+        assert_eq!(figures(170, None).text(), "1 turn, 0 handoffs, 170 tokens");
+        let why = Some("the ledger stopped recording");
+        assert_eq!(
+            figures(170, why).text(),
+            "1 turn, 0 handoffs, at least 170 tokens (the ledger stopped recording)"
+        );
+        assert_eq!(
+            figures(0, why).text(),
+            "1 turn, 0 handoffs, tokens unknown (the ledger stopped recording)"
+        );
+    }
 
     #[test]
     fn each_way_a_run_ends_has_its_own_exit_status() {
