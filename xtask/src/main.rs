@@ -85,11 +85,43 @@ fn write_gguf(args: &[String]) -> Result<()> {
     Ok(())
 }
 
+/// The repository root, from the `CARGO_MANIFEST_DIR` that `cargo run` sets now. A target folder
+/// shared between worktrees may run an xtask built in another worktree, whose compiled-in root
+/// is that worktree's.
 fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .map(Path::to_path_buf)
-        .unwrap_or_else(|| PathBuf::from("."))
+    let run_time = std::env::var_os("CARGO_MANIFEST_DIR").map(PathBuf::from);
+    let (root, note) = choose_root(run_time, Path::new(env!("CARGO_MANIFEST_DIR")));
+    if let Some(note) = note {
+        eprintln!("{note}");
+    }
+    root
+}
+
+/// The root above xtask's manifest folder as cargo gives it at run time (`run_time`), else as
+/// compiled in; when the two differ, the run-time one, and a line that says so.
+fn choose_root(run_time: Option<PathBuf>, compiled: &Path) -> (PathBuf, Option<String>) {
+    let above = |dir: &Path| {
+        dir.parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_else(|| PathBuf::from("."))
+    };
+    let compiled = above(compiled);
+    match run_time
+        .filter(|d| !d.as_os_str().is_empty())
+        .map(|d| above(&d))
+    {
+        Some(root) if root != compiled => {
+            let note = format!(
+                "xtask: built in {} but run in {}; using {} (a target folder shared between worktrees)",
+                compiled.display(),
+                root.display(),
+                root.display()
+            );
+            (root, Some(note))
+        }
+        Some(root) => (root, None),
+        None => (compiled, None),
+    }
 }
 
 /// `no_llama`: the fast path, everything but `loopward-llama` (and so no preflight for cmake,
@@ -217,4 +249,33 @@ fn cargo(root: &Path, args: &[&str]) -> Result<()> {
         bail!("cargo {} failed ({status})", args.join(" "));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::choose_root;
+    use std::path::{Path, PathBuf};
+
+    #[test]
+    fn the_root_cargo_gives_at_run_time_wins_over_the_compiled_in_one_and_says_so() {
+        let compiled = Path::new("/work/wt/a/xtask");
+        assert_eq!(
+            choose_root(None, compiled),
+            (PathBuf::from("/work/wt/a"), None),
+            "not run by cargo: the compiled-in root"
+        );
+        assert_eq!(
+            choose_root(Some("/work/wt/a/xtask".into()), compiled),
+            (PathBuf::from("/work/wt/a"), None)
+        );
+        let (root, note) = choose_root(Some("/work/wt/b/xtask".into()), compiled);
+        assert_eq!(root, PathBuf::from("/work/wt/b"));
+        let note = note.expect("a note when the two differ");
+        assert!(
+            note.contains("/work/wt/a")
+                && note.contains("using /work/wt/b")
+                && !note.contains('\n'),
+            "{note}"
+        );
+    }
 }
