@@ -6,7 +6,7 @@
 //! It runs in its own child process (`--llama-child concurrent`), as part 5's sides do.
 
 use crate::harness::{elapsed_ns, Effort};
-use crate::report::{fmt_ratio, Section, Target};
+use crate::report::{fmt_ratio, Section, Target, Verdict};
 use anyhow::{Context as _, Result};
 use loopward_core::{AgentId, Message, Person};
 use loopward_llama::{LlamaConfig, LlamaModel, LlamaService};
@@ -235,7 +235,7 @@ fn section(model: &Path, threads: u32, reps: usize, points: &[Point]) -> Section
             what: "aggregate decode rate, 4 runs at once ÷ the same 4 one after another".into(),
             target: "> 1 (no target set in the issue: measured for the record)".into(),
             measured: fmt_ratio(four),
-            met: None,
+            verdict: Verdict::NotMeasured,
             reason: None,
         }],
         notes: vec![

@@ -7,7 +7,7 @@
 //! figure is the gates' own cost (the ledger's is part 3's).
 
 use crate::harness::{time_n, Effort, Stats};
-use crate::report::{fmt_ns, fmt_ratio, Section, Target};
+use crate::report::{fmt_ns, fmt_ratio, Section, Target, Verdict};
 use crate::support::{agent, run_id, CountingSink};
 use anyhow::Result;
 use futures::future::BoxFuture;
@@ -235,7 +235,7 @@ pub fn run(effort: Effort) -> Result<Section> {
                 what: "gate decision at 100 territories (median, over the bare call)".into(),
                 target: format!("≤ {}", fmt_ns(TARGET_NS)),
                 measured: fmt_ns(at100),
-                met: Some(met),
+                verdict: Verdict::met_if(met),
                 reason: (!met).then(|| {
                     if slope > 10.0 {
                         "missed: the decision still grows with the territories; see the notes below"
@@ -249,7 +249,7 @@ pub fn run(effort: Effort) -> Result<Section> {
                 what: "gate decision at 1,000 territories (median, over the bare call)".into(),
                 target: format!("≤ {}", fmt_ns(TARGET_1000_NS)),
                 measured: fmt_ns(at1000),
-                met: Some(met1000),
+                verdict: Verdict::met_if(met1000),
                 reason: (!met1000)
                     .then(|| "missed: a fixed cost per call; see the notes below".to_string()),
             },

@@ -9,7 +9,7 @@
 //! beside this binary), so the timing here is not slowed by counting.
 
 use crate::harness::{time_n, Effort, Stats};
-use crate::report::{fmt_ns, fmt_ratio, Section, Target};
+use crate::report::{fmt_ns, fmt_ratio, Section, Target, Verdict};
 use crate::support::{agent, run_id};
 use anyhow::{Context as _, Result};
 use loopward_core::{
@@ -301,14 +301,18 @@ pub fn run(effort: Effort) -> Result<Section> {
                 what: "governed iteration in memory (median)".into(),
                 target: format!("≤ {}", fmt_ns(TARGET_NS)),
                 measured: fmt_ns(s.median_ns),
-                met: Some(time_met),
+                verdict: Verdict::met_if(time_met),
                 reason: (!time_met).then(|| "missed: see the notes below".to_string()),
             },
             Target {
                 what: "heap allocations per governed iteration".into(),
                 target: format!("≤ {TARGET_ALLOCS:.0}"),
                 measured: fmt_allocs(sub_allocs),
-                met: (!sub_allocs.is_nan()).then_some(allocs_met),
+                verdict: if sub_allocs.is_nan() {
+                    Verdict::NotMeasured
+                } else {
+                    Verdict::met_if(allocs_met)
+                },
                 reason: (!allocs_met).then(|| "missed: see the notes below".to_string()),
             },
         ],

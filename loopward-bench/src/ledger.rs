@@ -7,7 +7,7 @@
 
 use crate::harness::Effort;
 use crate::machine::fs_type;
-use crate::report::{fmt_ns, fmt_rate, fmt_ratio, Section, Target};
+use crate::report::{fmt_ns, fmt_rate, fmt_ratio, Section, Target, Verdict};
 use crate::support::agent;
 use crate::team_run::{team_run, TeamRun};
 use anyhow::{Context as _, Result};
@@ -313,7 +313,7 @@ fn section(rows: &mut [Row], dir: &Path, slice: Duration, team: &[TeamRun; 2]) -
             what: "ledger record without fsync (median rate, as time per record)".into(),
             target: format!("≤ {}", fmt_ns(TARGET_RECORD_NS)),
             measured: fmt_ns(per_record),
-            met: Some(record_met),
+            verdict: Verdict::met_if(record_met),
             reason: (!record_met).then(|| "missed: see the per-event breakdown below".to_string()),
         }],
         notes: vec![

@@ -49,10 +49,36 @@ pub struct Target {
     pub target: String,
     /// The measured figure.
     pub measured: String,
-    /// Whether it was met (`None`: not measured in this run).
-    pub met: Option<bool>,
-    /// Why it was missed (or not measured), as found.
+    /// How the figure stands against the target.
+    pub verdict: Verdict,
+    /// Why it was missed or not shown (or not measured), as found.
     pub reason: Option<String>,
+}
+
+/// How a measured figure stands against its target. Written into the JSON in snake case
+/// (`"not_shown"`); `cargo xtask bench` renders it into `results.md`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    /// Met; for an estimate with an interval, by the whole interval.
+    Met,
+    /// The estimate meets the target but its interval reaches past it: this run cannot tell.
+    NotShown,
+    /// The estimate misses the target.
+    Missed,
+    /// Not measured in this run.
+    NotMeasured,
+}
+
+impl Verdict {
+    /// [`Met`](Self::Met) or [`Missed`](Self::Missed), for a figure without an interval.
+    pub fn met_if(met: bool) -> Self {
+        if met {
+            Self::Met
+        } else {
+            Self::Missed
+        }
+    }
 }
 
 /// Formats nanoseconds with a unit that keeps three significant figures.

@@ -8,7 +8,7 @@
 
 use crate::harness::Effort;
 use crate::machine::proc_status_bytes;
-use crate::report::{fmt_kib, fmt_rate, fmt_ratio, thousands, Section, Target};
+use crate::report::{fmt_kib, fmt_rate, fmt_ratio, thousands, Section, Target, Verdict};
 use crate::support::{agent, CountingSink, Hold, Noop, TeamModel, STACK_TOML, TEAM_ROUNDS};
 use anyhow::{Context as _, Result};
 use loopward_core::{Person, RunStatus};
@@ -221,7 +221,7 @@ fn section(points: &[Point]) -> Section {
             ),
             target: format!("≤ {}", fmt_kib(TARGET_IDLE_BYTES)),
             measured: fmt_kib(idle),
-            met: Some(met),
+            verdict: Verdict::met_if(met),
             reason: (!met).then(|| "missed: see the note below".to_string()),
         }],
         notes: vec![],

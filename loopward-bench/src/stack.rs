@@ -10,7 +10,7 @@
 //! Each turn also records `turn_started`/`turn_ended`, as the runner does.
 
 use crate::harness::{time_n, Effort, Stats};
-use crate::report::{fmt_ns, fmt_ratio, Section, Target};
+use crate::report::{fmt_ns, fmt_ratio, Section, Target, Verdict};
 use crate::support::{agent, CountingSink, Noop, STACK_TOML};
 use anyhow::{Context as _, Result};
 use loopward_core::{AgentId, AuditEvent, AuditSink, FinishReason, Message, Person, TurnNumber};
@@ -308,7 +308,7 @@ fn section(mut variants: Vec<Variant>, per_round: usize) -> Section {
         what: "full stack overhead per turn, ledger without fsync (median)".into(),
         target: format!("≤ {}", fmt_ns(TARGET_NS)),
         measured: fmt_ns(overhead),
-        met: Some(met),
+        verdict: Verdict::met_if(met),
         reason: (!met).then(|| {
             format!(
                 "missed: writing the ledger takes {} of it ({events:.0} lines a turn); see the \

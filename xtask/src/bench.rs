@@ -138,6 +138,17 @@ fn s(v: &Value) -> &str {
     v.as_str().unwrap_or("")
 }
 
+/// A target's verdict (`loopward_bench::report::Verdict`, in snake case) as `results.md` says it;
+/// `unmeasured` for a target not measured in the run.
+fn verdict<'a>(target: &Value, unmeasured: &'a str) -> &'a str {
+    match target["verdict"].as_str() {
+        Some("met") => "met",
+        Some("not_shown") => "not shown",
+        Some("missed") => "**missed**",
+        _ => unmeasured,
+    }
+}
+
 /// Renders `results.md` from the merged JSON.
 fn render(doc: &Value) -> String {
     let m = &doc["machine"];
@@ -213,11 +224,7 @@ fn render(doc: &Value) -> String {
     );
     for sec in &sections {
         for t in sec["targets"].as_array().into_iter().flatten() {
-            let verdict = match t["met"].as_bool() {
-                Some(true) => "met",
-                Some(false) => "**missed**",
-                None => "—",
-            };
+            let verdict = verdict(t, "—");
             let _ = writeln!(
                 md,
                 "| {} | {} | {} | {} | {verdict} |",
@@ -261,11 +268,7 @@ fn render(doc: &Value) -> String {
             let _ = writeln!(md);
         }
         for t in sec["targets"].as_array().into_iter().flatten() {
-            let verdict = match t["met"].as_bool() {
-                Some(true) => "met".to_string(),
-                Some(false) => "**missed**".to_string(),
-                None => "not judged".to_string(),
-            };
+            let verdict = verdict(t, "not judged");
             let _ = writeln!(
                 md,
                 "- Target — {}: {}; measured {} — {verdict}.",
@@ -299,8 +302,16 @@ mod tests {
                 {"part": 2, "title": "Stack overhead per turn", "method": "m",
                  "columns": ["variant", "median"], "rows": [["bare", "270 ns"]],
                  "targets": [{"what": "overhead", "target": "≤ 10.00 µs", "measured": "17.91 µs",
-                              "met": false, "reason": "missed: the ledger"}],
+                              "verdict": "missed", "reason": "missed: the ledger"}],
                  "notes": ["a note"]},
+                {"part": 4, "title": "Local inference", "method": "m", "columns": [], "rows": [],
+                 "targets": [{"what": "decode", "target": "≥ 0.97", "measured": "0.984 [0.963–1.007]",
+                              "verdict": "not_shown", "reason": "not shown: the interval"},
+                             {"what": "KV reuse", "target": "≤ 2", "measured": "+0",
+                              "verdict": "met", "reason": null},
+                             {"what": "batching", "target": "—", "measured": "1.9×",
+                              "verdict": "not_measured", "reason": null}],
+                 "notes": []},
                 {"part": 5, "title": "Local inference", "method": "skipped: no model",
                  "columns": [], "rows": [], "targets": [], "notes": []}
             ]
@@ -311,6 +322,18 @@ mod tests {
             "{md}"
         );
         assert!(md.contains("  missed: the ledger"), "{md}");
+        // An estimate that meets its target with an interval that does not: not shown, not missed.
+        assert!(
+            md.contains("| 4 | decode | ≥ 0.97 | 0.984 [0.963–1.007] | not shown |"),
+            "{md}"
+        );
+        assert!(
+            md.contains("- Target — decode: ≥ 0.97; measured 0.984 [0.963–1.007] — not shown.\n  not shown: the interval"),
+            "{md}"
+        );
+        assert!(md.contains("| 4 | KV reuse | ≤ 2 | +0 | met |"), "{md}");
+        assert!(md.contains("| 4 | batching | — | 1.9× | — |"), "{md}");
+        assert!(md.contains("measured 1.9× — not judged."), "{md}");
         assert!(md.contains("| bare | 270 ns |"), "{md}");
         assert!(
             md.contains("## 5. Local inference\n\nskipped: no model"),
