@@ -4,23 +4,33 @@
 //!
 //! Both sides run in one child process of this binary (`--llama-child paired`; the
 //! conversation in another, `--llama-child conversation`), sharing the one llama.cpp backend a
-//! process may initialise. They take turns request pair by request pair, the side that goes first
-//! alternating, so each pair saw about the same machine; the target is the geometric mean of the
-//! pairs' ratios, with a bootstrap interval ([`crate::ratio`]). Several children run one after
-//! another, so one process's memory layout does not decide the figure.
+//! process may initialise, **at the same time on the same CPU**: the process is pinned to one
+//! CPU, each side decodes on one thread, and the kernel interleaves the two every few
+//! milliseconds. Each side is timed by the CPU time of the threads doing its work
+//! (`/proc/self/task/<tid>/schedstat`): for the direct loop the thread it runs on, for loopward
+//! its inference thread and the thread waiting for its reply. Why not one after the other: on
+//! this kind of machine (a VM's vCPU) the speed drifts by several percent over seconds, and the
+//! drift is the vCPU's own — two direct loops measured in adjacent 4-second windows differed by
+//! 8% (standard deviation of the log ratio), on two CPUs at once by 7–10%, and sharing one CPU
+//! at once, by CPU time, by 0.6%. Interleaved within milliseconds, both sides meet the same
+//! drift. CPU time is a side's whole time only if its threads do not wait between tokens; the
+//! voluntary context switches of each side's threads during a request are counted and reported
+//! to show that they do not.
 //!
 //! Both sides are measured the same way, in pairs of requests on one prompt: the short request
 //! prefills it and generates one token; the long one repeats the prompt, so both sides reuse it
 //! from the cache (they keep their cache the same way) and prefill one token, and generates up to
-//! `1 + DECODE` tokens. Decode rate = the long request's tokens ÷ its time — no prefill in it, so
-//! the prefill's noise (single prefills on a shared machine vary by tens of percent) does not
-//! enter; prefill rate = prefilled tokens ÷ (time of the short request − one decode step). Each
-//! pair's prompt changes its first line, so a short request reuses only the few cached tokens
-//! before the change, and only what was actually prefilled counts.
+//! `1 + DECODE` tokens. Decode rate = the long request's tokens ÷ its CPU time; prefill rate =
+//! prefilled tokens ÷ (CPU time of the short request − one decode step). Each pair's prompt
+//! changes its first line, so a short request reuses only the few cached tokens before the
+//! change, and only what was actually prefilled counts. Both legs of a pair start together (a
+//! barrier). The target is the geometric mean of the pairs' ratios with a bootstrap interval
+//! ([`crate::ratio`]); several children run one after another, so one process's memory layout
+//! does not decide the figure.
 
 use crate::harness::{elapsed_ns, Effort};
 use crate::ratio::paired_ratio;
-use crate::report::{fmt_ns, fmt_ratio, Section, Target, Verdict};
+use crate::report::{fmt_ratio, Section, Target, Verdict};
 use anyhow::{bail, Context as _, Result};
 use llama_cpp_2::context::params::LlamaContextParams;
 use llama_cpp_2::llama_batch::LlamaBatch;
@@ -44,9 +54,15 @@ pub const BATCH: u32 = 512;
 /// Tokens the long request generates beyond its first.
 pub const DECODE: u32 = 192;
 /// Child processes of part 5, and measured request pairs in each (after a warm-up pair).
-pub const ROUNDS: usize = 8;
+pub const ROUNDS: usize = 4;
 /// See [`ROUNDS`].
-pub const PAIRS_PER_ROUND: usize = 9;
+pub const PAIRS_PER_ROUND: usize = 6;
+/// The most times a side's threads may block during a long request (handing over the request
+/// and the reply) for its CPU time to be its whole time.
+pub const MAX_WAITS: u64 = 2;
+/// Threads each side decodes on. One: the two sides share one CPU, and llama.cpp's threads
+/// spin at their barriers while a sibling is descheduled, which CPU time would count.
+pub const PAIRED_THREADS: u32 = 1;
 /// The target: loopward's rates as a share of the direct loop's.
 pub const TARGET_SHARE: f64 = 0.97;
 /// The most tokens one conversation answer generates.
@@ -72,25 +88,26 @@ fn chatml(system: &str, user: &str) -> String {
     )
 }
 
-/// One measured pair of requests.
+/// One side's measured pair of requests. Times are CPU time of the threads doing the side's
+/// work (the two sides run at once on one CPU, so wall time would count the other side too).
 #[derive(Clone, Copy, Debug, Serialize, Deserialize)]
 pub struct Rep {
     /// Tokens prefilled by the requests.
     pub prefilled: u64,
-    /// Time of the short request (ns) and what it generated.
+    /// CPU time of the short request (ns).
     pub short_ns: u64,
     /// Tokens the short request generated.
     pub short_gen: u64,
-    /// Time of the long request (ns).
+    /// CPU time of the long request (ns).
     pub long_ns: u64,
     /// Tokens the long request generated.
     pub long_gen: u64,
     /// Tokens the long request prefilled (its prompt is the short one's, so about one: the rest
     /// comes from the cache).
     pub long_prefilled: u64,
-    /// Of `long_ns`, the time spent inside llama.cpp's `decode` (ns): the model's compute; the
-    /// rest is the code around it.
-    pub long_decode_ns: u64,
+    /// Times the side's threads blocked during the long request (voluntary context switches):
+    /// about none, or CPU time would not be the side's whole time.
+    pub long_waits: u64,
 }
 
 impl Rep {
@@ -105,7 +122,7 @@ impl Rep {
                 long_ns: 0,
                 long_gen: 0,
                 long_prefilled: 0,
-                long_decode_ns: 0,
+                long_waits: 0,
             },
             |a, r| Rep {
                 prefilled: a.prefilled + r.prefilled,
@@ -114,33 +131,18 @@ impl Rep {
                 long_ns: a.long_ns + r.long_ns,
                 long_gen: a.long_gen + r.long_gen,
                 long_prefilled: a.long_prefilled + r.long_prefilled,
-                long_decode_ns: a.long_decode_ns + r.long_decode_ns,
+                long_waits: a.long_waits + r.long_waits,
             },
         )
     }
 
-    /// Decode tokens per second: the long request's (its prompt came from the cache).
+    /// Decode tokens per CPU-second: the long request's (its prompt came from the cache).
     pub fn decode_rate(&self) -> f64 {
         if self.long_ns == 0 {
             0.0
         } else {
             self.long_gen as f64 / (self.long_ns as f64 / 1e9)
         }
-    }
-
-    /// Decode tokens per second counting only the time inside llama.cpp's `decode`: the speed
-    /// of the model's compute itself, without the code around it.
-    pub fn compute_rate(&self) -> f64 {
-        if self.long_decode_ns == 0 {
-            0.0
-        } else {
-            self.long_gen as f64 / (self.long_decode_ns as f64 / 1e9)
-        }
-    }
-
-    /// Per generated token of the long request, the time outside llama.cpp's `decode` (ns).
-    pub fn outside_per_token_ns(&self) -> f64 {
-        self.long_ns.saturating_sub(self.long_decode_ns) as f64 / self.long_gen.max(1) as f64
     }
 
     /// Prefill tokens per second (the short request less its decode steps).
@@ -178,69 +180,69 @@ pub fn child(kind: &str, model: &Path, reps: usize, threads: u32) -> Result<Stri
     })
 }
 
-/// Splits each side's decode time into llama.cpp's `decode` (the model's compute) and
-/// everything around it, so a gap between the sides can be placed: in loopward's code, or in the
-/// compute itself.
-fn where_the_decode_time_goes(pairs: &[(Rep, Rep)]) -> String {
-    let compute = |f: fn(&(Rep, Rep)) -> &Rep| pairs.iter().map(|p| f(p).compute_rate()).collect();
-    let (direct, ours): (Vec<f64>, Vec<f64>) = (compute(|p| &p.0), compute(|p| &p.1));
-    let r = paired_ratio(&ours, &direct);
-    let outside = |f: fn(&(Rep, Rep)) -> &Rep| {
-        let v: Vec<f64> = pairs.iter().map(|p| f(p).outside_per_token_ns()).collect();
-        crate::ratio::median(&v)
-    };
-    let per_token = |f: fn(&(Rep, Rep)) -> &Rep| 1e9 / crate::ratio::median(&compute(f)).max(1e-9);
-    format!(
-        "Where the decode time goes (the long request, per generated token, medians over the \
-         pairs): inside llama.cpp's `decode` {} directly and {} through loopward; outside it \
-         (sampling, detokenizing, and for loopward its queue, stop-string check and reply) {} \
-         directly and {} through loopward. The compute alone, loopward's context ÷ the direct \
-         loop's, paired as above: {:.3} [{:.3}–{:.3}] — a gap there is llama.cpp running the \
-         same model slower in one context than in the other, not loopward's code.",
-        fmt_ns(per_token(|p| &p.0)),
-        fmt_ns(per_token(|p| &p.1)),
-        fmt_ns(outside(|p| &p.0)),
-        fmt_ns(outside(|p| &p.1)),
-        r.point,
-        r.low,
-        r.high
-    )
-}
-
-/// Pins this thread, and the threads it starts later, to `n` CPUs (this one and the next
-/// allowed ones). Both sides then decode on the same CPUs: the direct loop on this thread,
-/// loopward on its inference thread, which inherits the mask. Left free, the two threads settle
-/// on different virtual CPUs, whose speeds differ by several per cent for minutes at a time on a
-/// shared host — a gap that belongs to neither side.
-fn pin_to_cpus(n: u32) -> Result<()> {
-    use rustix::thread::{sched_getaffinity, sched_getcpu, sched_setaffinity, CpuSet};
-    let allowed = sched_getaffinity(None).context("reading this process's CPUs")?;
-    let cpus: Vec<usize> = (0..CpuSet::MAX_CPU)
-        .filter(|c| allowed.is_set(*c))
-        .collect();
-    let here = cpus.iter().position(|c| *c == sched_getcpu()).unwrap_or(0);
+/// Pins this thread, and the threads it starts later, to one CPU (the one it runs on). Both
+/// sides then decode on it at once: the direct loop on this thread, loopward on its inference
+/// thread, which inherits the mask.
+fn pin_to_one_cpu() -> Result<()> {
+    use rustix::thread::{sched_getcpu, sched_setaffinity, CpuSet};
     let mut set = CpuSet::new();
-    for k in 0..(n as usize).clamp(1, cpus.len().max(1)) {
-        set.set(cpus[(here + k) % cpus.len()]);
+    set.set(sched_getcpu());
+    sched_setaffinity(None, &set).context("pinning part 5's child to one CPU")
+}
+
+/// A thread's CPU time so far (ns) and how often it has blocked (voluntary context switches),
+/// from `/proc`: `task` is `thread-self` for the calling thread or `self/task/<tid>`.
+fn cpu_and_waits(task: &str) -> Result<(u64, u64)> {
+    let read = |file: &str| {
+        let path = format!("/proc/{task}/{file}");
+        std::fs::read_to_string(&path).with_context(|| {
+            format!("reading {path} (part 5 times each side by its threads' CPU time: Linux only)")
+        })
+    };
+    let cpu = read("schedstat")?
+        .split_whitespace()
+        .next()
+        .and_then(|v| v.parse().ok())
+        .context("reading the CPU time in schedstat")?;
+    let waits = read("status")?
+        .lines()
+        .find_map(|l| l.strip_prefix("voluntary_ctxt_switches:"))
+        .and_then(|v| v.trim().parse().ok())
+        .context("reading voluntary_ctxt_switches in status")?;
+    Ok((cpu, waits))
+}
+
+/// The `/proc` task of this process's thread named `name`.
+fn thread_named(name: &str) -> Result<String> {
+    for entry in std::fs::read_dir("/proc/self/task").context("listing /proc/self/task")? {
+        let tid = entry?.file_name().to_string_lossy().into_owned();
+        let comm =
+            std::fs::read_to_string(format!("/proc/self/task/{tid}/comm")).unwrap_or_default();
+        if comm.trim_end() == name {
+            return Ok(format!("self/task/{tid}"));
+        }
     }
-    sched_setaffinity(None, &set).context("pinning part 5's child to its CPUs")
+    bail!("no thread named {name:?} in this process")
 }
 
-/// Which side of a pair runs a request.
-#[derive(Clone, Copy)]
-enum Side {
-    Direct,
-    Loopward,
+/// CPU time and waits of a set of threads, added up.
+fn sum_cpu_and_waits(tasks: &[&str]) -> Result<(u64, u64)> {
+    tasks.iter().try_fold((0, 0), |(c, w), t| {
+        let (c2, w2) = cpu_and_waits(t)?;
+        Ok((c + c2, w + w2))
+    })
 }
 
-/// Both sides in one process, pair by pair: each pair of requests runs on the direct loop and
-/// through loopward back to back, the side that goes first alternating, so whatever else the
-/// machine does in those seconds weighs on both alike. Returns `(direct, loopward)` per pair.
+/// Both sides in one process at once, pair by pair: each pair of requests runs on the direct
+/// loop (this thread) and through loopward (a second thread waiting on its inference thread)
+/// together on one CPU, each leg starting at a barrier, each side timed by its threads' CPU time.
+/// Returns `(direct, loopward)` per pair.
 fn paired(model_path: &Path, threads: u32, reps: usize) -> Result<Vec<(Rep, Rep)>> {
-    pin_to_cpus(threads)?;
+    pin_to_one_cpu()?;
     // One llama.cpp backend per process: the loopward crate's, shared with the direct loop.
     let backend = loopward_llama::llama_backend()?;
     let service = load(model_path, threads)?;
+    let inference = thread_named(loopward_llama::INFERENCE_THREAD)?;
     // Loaded as the backend loads it (llama.cpp's own default offloads every layer).
     let offload = config(model_path, threads).n_gpu_layers;
     let model = CppModel::load_from_file(
@@ -255,46 +257,118 @@ fn paired(model_path: &Path, threads: u32, reps: usize) -> Result<Vec<(Rep, Rep)
         .with_n_ubatch(BATCH)
         .with_n_threads(t)
         .with_n_threads_batch(t);
-    let mut ctx = model.new_context(backend, params)?;
-    let vocab = model.vocab();
+    let mut direct = DirectLoop::new(&model, backend, params)?;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
     let user = user_prompt();
-    // The minimal direct loop: tokenize, prefill in batches, then sample greedily and decode
-    // one token at a time until end-of-generation or `max_tokens`. It keeps the token ids in
-    // sequence 0, so that a request reuses the prefix it shares with the last one, as the
-    // loopward backend does (and as LLAMA.md's KV-reuse recipe says).
-    let mut cached: Vec<llama_cpp_2::token::LlamaToken> = vec![];
-    // Returns (tokens prefilled, tokens generated, ns inside `decode`).
-    let mut direct = |text: &str, max_tokens: u32| -> Result<(u64, u64, u64)> {
+    // The same requests as messages, through the loopward backend as a tower service; returns
+    // (tokens prefilled, tokens generated).
+    let through_loopward = |n: usize, max_tokens: u32| -> Result<(u64, u64)> {
+        let messages = vec![
+            Message::system(format!("Session {n}. {SYSTEM}")),
+            Message::human(Person::at_the_keyboard().says(user.clone())),
+        ];
+        let reply = rt.block_on(service.clone().oneshot(request(messages, max_tokens)?))?;
+        Ok((
+            reply.usage.input_tokens - reply.usage.cached_tokens,
+            reply.usage.output_tokens,
+        ))
+    };
+    let barrier = std::sync::Barrier::new(2);
+    // One side's pair: each leg starts when the other side's does, timed by the CPU time of
+    // `tasks`, the threads doing this side's work.
+    let pair = |tasks: &[&str], complete: &mut dyn FnMut(u32) -> Result<(u64, u64)>| {
+        let mut leg = |max_tokens: u32| -> Result<(u64, u64, u64, u64)> {
+            barrier.wait();
+            let (cpu, waits) = sum_cpu_and_waits(tasks)?;
+            let (prefilled, generated) = complete(max_tokens)?;
+            let (cpu2, waits2) = sum_cpu_and_waits(tasks)?;
+            Ok((prefilled, generated, cpu2 - cpu, waits2 - waits))
+        };
+        // The long request repeats the short one's prompt: both come from the cache.
+        let (prefilled, short_gen, short_ns, _) = leg(1)?;
+        let (long_prefilled, long_gen, long_ns, long_waits) = leg(1 + DECODE)?;
+        anyhow::Ok(Rep {
+            prefilled,
+            short_ns,
+            short_gen,
+            long_ns,
+            long_gen,
+            long_prefilled,
+            long_waits,
+        })
+    };
+    let mut out = vec![];
+    for k in 0..=reps {
+        let n = 2 * k;
+        let text = chatml(&format!("Session {n}. {SYSTEM}"), &user);
+        let (d, o) = std::thread::scope(|s| {
+            let ours = s.spawn(|| {
+                pair(&["thread-self", &inference], &mut |max| {
+                    through_loopward(n, max)
+                })
+            });
+            let d = pair(&["thread-self"], &mut |max| direct.complete(&text, max));
+            let o = ours
+                .join()
+                .map_err(|_| anyhow::anyhow!("the loopward side's thread panicked"))?;
+            anyhow::Ok((d?, o?))
+        })?;
+        // The first pair warms caches and page-ins; it is not counted.
+        if k > 0 {
+            out.push((d, o));
+        }
+    }
+    Ok(out)
+}
+
+/// The minimal direct loop: tokenize, prefill in batches, then sample greedily and decode one
+/// token at a time until end-of-generation or `max_tokens`. It keeps the token ids in sequence
+/// 0, so that a request reuses the prefix it shares with the last one, as the loopward backend
+/// does (and as LLAMA.md's KV-reuse recipe says).
+struct DirectLoop<'m> {
+    model: &'m CppModel,
+    ctx: llama_cpp_2::context::LlamaContext<'m>,
+    cached: Vec<llama_cpp_2::token::LlamaToken>,
+}
+
+impl<'m> DirectLoop<'m> {
+    fn new(
+        model: &'m CppModel,
+        backend: &llama_cpp_2::llama_backend::LlamaBackend,
+        params: LlamaContextParams,
+    ) -> Result<Self> {
+        Ok(Self {
+            model,
+            ctx: model.new_context(backend, params)?,
+            cached: vec![],
+        })
+    }
+
+    /// Returns (tokens prefilled, tokens generated).
+    fn complete(&mut self, text: &str, max_tokens: u32) -> Result<(u64, u64)> {
+        let vocab = self.model.vocab();
         let tokens = vocab.tokenize(text.as_bytes(), vocab.should_add_bos(), true);
-        let mut reused = cached
+        let mut reused = self
+            .cached
             .iter()
             .zip(&tokens)
             .take_while(|(a, b)| a == b)
             .count()
             .min(tokens.len() - 1);
-        if ctx
+        if self
+            .ctx
             .kv_cache_seq_rm(0, u32::try_from(reused).ok(), None)
             .is_err()
         {
-            ctx.clear_kv_cache();
+            self.ctx.clear_kv_cache();
             reused = 0;
         }
-        cached.truncate(reused);
+        self.cached.truncate(reused);
         let tail = &tokens[reused..];
         let mut batch = LlamaBatch::new(BATCH as usize, 1);
         let mut pos = i32::try_from(reused)?;
-        let mut decode_ns = 0u64;
-        let mut timed_decode = |ctx: &mut llama_cpp_2::context::LlamaContext<'_>,
-                                batch: &mut LlamaBatch<'_>|
-         -> Result<()> {
-            let start = Instant::now();
-            let out = ctx.decode(batch);
-            decode_ns += elapsed_ns(start);
-            Ok(out?)
-        };
         let chunks = tail.chunks(BATCH as usize).count();
         for (i, chunk) in tail.chunks(BATCH as usize).enumerate() {
             batch.clear();
@@ -302,14 +376,14 @@ fn paired(model_path: &Path, threads: u32, reps: usize) -> Result<Vec<(Rep, Rep)
                 batch.add(tok, pos, &[0], i + 1 == chunks && j + 1 == chunk.len())?;
                 pos += 1;
             }
-            timed_decode(&mut ctx, &mut batch)?;
-            cached.extend_from_slice(chunk);
+            self.ctx.decode(&mut batch)?;
+            self.cached.extend_from_slice(chunk);
         }
         let mut sampler = LlamaSampler::greedy();
         let mut generated = 0u64;
         let mut at = batch.n_tokens() - 1;
         while generated < u64::from(max_tokens) {
-            let tok = sampler.sample(&ctx, at);
+            let tok = sampler.sample(&self.ctx, at);
             if vocab.is_eog(tok) {
                 break;
             }
@@ -317,72 +391,12 @@ fn paired(model_path: &Path, threads: u32, reps: usize) -> Result<Vec<(Rep, Rep)
             batch.clear();
             batch.add(tok, pos, &[0], true)?;
             pos += 1;
-            timed_decode(&mut ctx, &mut batch)?;
-            cached.push(tok);
+            self.ctx.decode(&mut batch)?;
+            self.cached.push(tok);
             at = 0;
         }
-        Ok((tail.len() as u64, generated, decode_ns))
-    };
-    // The same requests as messages, through the loopward backend as a tower service; returns
-    // (tokens prefilled, tokens generated, ns inside `decode`) as the direct loop does.
-    let through_loopward = |n: usize, max_tokens: u32| -> Result<(u64, u64, u64)> {
-        let messages = vec![
-            Message::system(format!("Session {n}. {SYSTEM}")),
-            Message::human(Person::at_the_keyboard().says(user.clone())),
-        ];
-        let before = service.decode_time();
-        let reply = rt.block_on(service.clone().oneshot(request(messages, max_tokens)?))?;
-        let decode_ns = u64::try_from((service.decode_time() - before).as_nanos())?;
-        Ok((
-            reply.usage.input_tokens - reply.usage.cached_tokens,
-            reply.usage.output_tokens,
-            decode_ns,
-        ))
-    };
-    let mut pair = |side: Side, n: usize| -> Result<Rep> {
-        let text = chatml(&format!("Session {n}. {SYSTEM}"), &user);
-        let mut complete = |max_tokens: u32| match side {
-            Side::Direct => direct(&text, max_tokens),
-            Side::Loopward => through_loopward(n, max_tokens),
-        };
-        // The long request repeats the short one's prompt: both come from the cache.
-        let start = Instant::now();
-        let (prefilled, short_gen, _) = complete(1)?;
-        let short_ns = elapsed_ns(start);
-        let start = Instant::now();
-        let (long_prefilled, long_gen, long_decode_ns) = complete(1 + DECODE)?;
-        let long_ns = elapsed_ns(start);
-        Ok(Rep {
-            prefilled,
-            short_ns,
-            short_gen,
-            long_ns,
-            long_gen,
-            long_prefilled,
-            long_decode_ns,
-        })
-    };
-    let mut out = vec![];
-    for k in 0..=reps {
-        let order = if k % 2 == 0 {
-            [Side::Direct, Side::Loopward]
-        } else {
-            [Side::Loopward, Side::Direct]
-        };
-        let (mut d, mut o) = (None, None);
-        for side in order {
-            let rep = pair(side, 2 * k)?;
-            match side {
-                Side::Direct => d = Some(rep),
-                Side::Loopward => o = Some(rep),
-            }
-        }
-        // The first pair warms caches and page-ins; it is not counted.
-        if let (true, Some(d), Some(o)) = (k > 0, d, o) {
-            out.push((d, o));
-        }
+        Ok((tail.len() as u64, generated))
     }
-    Ok(out)
 }
 
 fn config(model_path: &Path, threads: u32) -> LlamaConfig {
@@ -494,14 +508,17 @@ pub fn run(model: Option<&Path>, effort: Effort) -> Result<Section> {
     };
     let rounds = effort.pick(ROUNDS, 1);
     let reps = effort.pick(PAIRS_PER_ROUND, 1);
-    let threads = llama_threads();
     let mut pairs = vec![];
     for _ in 0..rounds {
         pairs.extend(serde_json::from_str::<Vec<(Rep, Rep)>>(&run_child(
-            "paired", model, reps, threads,
+            "paired",
+            model,
+            reps,
+            PAIRED_THREADS,
         )?)?);
     }
-    let conv: Vec<ConvTurn> = serde_json::from_str(&run_child("conversation", model, 0, threads)?)?;
+    let conv: Vec<ConvTurn> =
+        serde_json::from_str(&run_child("conversation", model, 0, llama_threads())?)?;
     Ok(section(model, (rounds, reps), &pairs, &conv))
 }
 
@@ -557,13 +574,15 @@ fn section(
             fmt_ratio(od / dd),
         ],
     ];
-    let threads = llama_threads();
+    let threads = PAIRED_THREADS;
     let range = |reps: &[Rep], f: fn(&Rep) -> f64| {
         let v: Vec<f64> = reps.iter().map(f).collect();
         let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
         let hi = v.iter().copied().fold(0.0, f64::max);
         (lo, hi)
     };
+    let most_waits = |reps: &[Rep]| reps.iter().map(|r| r.long_waits).max().unwrap_or(0);
+    let waits_ok = most_waits(direct_all).max(most_waits(ours_all)) <= MAX_WAITS;
     let share = |what: &str, f: fn(&Rep) -> f64| {
         let per_request = |reps: &[Rep]| reps.iter().map(f).collect::<Vec<f64>>();
         let r = paired_ratio(&per_request(ours_all), &per_request(direct_all));
@@ -573,7 +592,10 @@ fn section(
         let spread = format!(
             "single requests ranged {olo:.1}–{ohi:.1} tok/s through loopward and {dlo:.1}–{dhi:.1} tok/s direct"
         );
-        let verdict = r.verdict(TARGET_SHARE);
+        let verdict = match r.verdict(TARGET_SHARE) {
+            Verdict::Met if !waits_ok => Verdict::NotShown,
+            v => v,
+        };
         Target {
             what: format!(
                 "local inference {what} through loopward ÷ direct llama-cpp-2 loop (geometric mean of paired requests' ratios, 95% interval)"
@@ -586,6 +608,10 @@ fn section(
             verdict,
             reason: match verdict {
                 Verdict::Met | Verdict::NotMeasured => None,
+                Verdict::NotShown if !waits_ok => Some(format!(
+                    "not shown: a side's threads blocked more than {MAX_WAITS} times during a \
+                     request, and its CPU time leaves the waiting out (see the notes)"
+                )),
                 Verdict::NotShown => Some(format!(
                     "not shown: the estimate meets {TARGET_SHARE:.2} but the interval reaches below \
                      it — this run's noise is larger than the gap ({spread}; a shared machine: \
@@ -650,8 +676,9 @@ fn section(
         });
         format!("{lo:.3} / {:.3} / {hi:.3}", crate::ratio::median(&v))
     };
-    // Each child's own decode ratio: a child-wide offset (something both sides did not share
-    // for that process's lifetime) would show here as children that disagree.
+    // Each child's own decode ratio: a child-wide offset (something the two sides did not share
+    // for that process's lifetime, such as where their buffers landed) would show here as
+    // children that disagree.
     let per_child: Vec<String> = pairs
         .chunks(reps.max(1))
         .map(|c| {
@@ -670,7 +697,26 @@ fn section(
         pair_ratios(Rep::decode_rate),
         per_child.join(", ")
     ));
-    notes.push(where_the_decode_time_goes(pairs));
+    notes.push(format!(
+        "Waiting: during a long request ({} tokens) the direct loop's thread blocked at most {} \
+         times, loopward's threads (its inference thread and the one awaiting the reply) at \
+         most {}. {}",
+        1 + DECODE,
+        most_waits(direct),
+        most_waits(ours),
+        if waits_ok {
+            format!(
+                "At most {MAX_WAITS} is the hand-over of a request and of its reply, not a \
+                 wait per token: neither side waits between tokens, so its CPU time is its \
+                 whole time."
+            )
+        } else {
+            format!(
+                "More than {MAX_WAITS}: a side waits within a request, and CPU time leaves that \
+                 time out, so the ratios are not shown."
+            )
+        }
+    ));
     notes.push(format!(
         "Prompt: {} tokens prefilled per request by the direct loop, {} by loopward (the same \
          ChatML text, which loopward renders from messages with the model's template, less the \
@@ -699,23 +745,28 @@ fn section(
         part: 5,
         title: "Local inference".into(),
         method: format!(
-            "`{}` on {threads} thread(s) (half the cores: with every core busy, llama.cpp's threads spin at their barriers whenever another process holds one), context {N_CTX}, batch {BATCH}, greedy, CPU. Both sides \
-             run in one child process, taking turns: each request pair runs on the direct loop and \
-             through loopward back to back, the side that goes first alternating, both pinned \
-             to the same CPU(s); {rounds} children \
-             one after another, {reps} pairs each after a warm-up pair. The target is the \
-             geometric mean of the pairs' ratios (a pair's ratio cancels what the machine did to \
-             both sides in those seconds), with a 95% bootstrap interval (4,000 resamples of the \
-             pairs): it is met only \
-             when the whole interval is at or above the target, and not shown when only the \
-             estimate is; the table's rates pool the pairs' \
-             summed tokens and times. \
+            "`{}` on {threads} thread a side, context {N_CTX}, batch {BATCH}, greedy, CPU. Both \
+             sides run in one child process at the same time, pinned to the same single CPU: \
+             the kernel interleaves them every few milliseconds, so the machine's speed, which \
+             drifts by several per cent over seconds on this kind of machine, is the same for \
+             both; each side is timed by the CPU time of the threads doing its work \
+             (`/proc/self/task/<tid>/schedstat`: the direct loop's thread; loopward's inference \
+             thread and the thread awaiting its reply), and rates are tokens per CPU-second. \
+             Measured before choosing this: two direct loops timed in adjacent 4-second windows \
+             one after the other differed by 8% (standard deviation of the log ratio), on two \
+             CPUs at once by 7–10%, sharing one CPU at once by 0.6%. Each leg of a pair starts \
+             when the other side's does (a barrier); {rounds} children one after another, \
+             {reps} pairs each after a warm-up pair. The target is the geometric mean of the \
+             pairs' ratios, with a 95% bootstrap interval (4,000 resamples of the pairs): it is \
+             met only when the whole interval is at or above the target, and not shown when \
+             only the estimate is; the table's rates pool the pairs' summed tokens and times. \
              The direct loop is a minimal llama-cpp-2 0.1.160 program (tokenize, prefill in \
              batches, `LlamaSampler::greedy`, decode one token at a time); loopward is \
              `loopward_llama::LlamaModel` called as a tower service. Each pair changes the \
-             prompt's first line, so both sides' short requests reuse only the few cached tokens before it (the \
-             direct loop keeps its cache the way LLAMA.md's KV-reuse recipe says, as the backend \
-             does) and prefill the rest; rates count only what was actually prefilled.",
+             prompt's first line, so both sides' short requests reuse only the few cached \
+             tokens before it (the direct loop keeps its cache the way LLAMA.md's KV-reuse \
+             recipe says, as the backend does) and prefill the rest; rates count only what was \
+             actually prefilled.",
             model
                 .file_name()
                 .map_or_else(String::new, |n| n.to_string_lossy().into_owned())
@@ -740,5 +791,87 @@ fn section(
         notes,
         data: json!({ "direct": direct, "loopward": ours, "conversation": conv,
             "prefill_tok_s": {"direct": dp, "loopward": op}, "decode_tok_s": {"direct": dd, "loopward": od} }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rep(long_ns: u64, long_waits: u64) -> Rep {
+        Rep {
+            prefilled: 240,
+            short_ns: 2_000_000_000,
+            short_gen: 1,
+            long_ns,
+            long_gen: 193,
+            long_prefilled: 1,
+            long_waits,
+        }
+    }
+
+    fn decode_verdict(pairs: &[(Rep, Rep)]) -> (Verdict, Option<String>) {
+        let s = section(Path::new("m.gguf"), (1, pairs.len()), pairs, &[]);
+        let t = s
+            .targets
+            .iter()
+            .find(|t| t.what.contains("decode"))
+            .expect("a decode target");
+        (t.verdict, t.reason.clone())
+    }
+
+    #[test]
+    fn equal_sides_that_do_not_wait_meet_the_target() {
+        let pairs: Vec<(Rep, Rep)> = (0..6)
+            .map(|i| (rep(5_000_000_000 + i, 0), rep(5_000_000_000 + i, 1)))
+            .collect();
+        assert_eq!(decode_verdict(&pairs).0, Verdict::Met);
+    }
+
+    #[test]
+    fn a_side_that_waits_within_a_request_is_not_shown_whatever_its_cpu_time_says() {
+        // Loopward's CPU time equals the direct loop's, but its threads blocked 193 times: time
+        // CPU time does not see.
+        let pairs: Vec<(Rep, Rep)> = (0..6)
+            .map(|_| (rep(5_000_000_000, 0), rep(5_000_000_000, 193)))
+            .collect();
+        let (verdict, reason) = decode_verdict(&pairs);
+        assert_eq!(verdict, Verdict::NotShown);
+        assert!(reason.is_some_and(|r| r.contains("blocked")));
+    }
+
+    #[test]
+    fn a_threads_cpu_time_and_waits_are_read_from_proc() {
+        let (cpu, _) = cpu_and_waits("thread-self").expect("this thread");
+        let mut x = 0u64;
+        let start = std::time::Instant::now();
+        while start.elapsed() < std::time::Duration::from_millis(30) {
+            x = std::hint::black_box(x.wrapping_add(1));
+        }
+        let (cpu2, _) = cpu_and_waits("thread-self").expect("this thread");
+        assert!(
+            cpu2 - cpu >= 10_000_000,
+            "{cpu} → {cpu2} after 30 ms of work"
+        );
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        let h = std::thread::Builder::new()
+            .name("lw-test-named".into())
+            .spawn(move || rx.recv())
+            .expect("spawn");
+        let task = thread_named("lw-test-named").expect("found by name");
+        // It blocks in `recv` soon after it starts: a voluntary switch.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let waited = std::iter::repeat_with(|| {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+            cpu_and_waits(&task).expect("the named thread").1
+        })
+        .find(|w| *w >= 1 || std::time::Instant::now() > deadline);
+        tx.send(()).expect("send");
+        h.join().expect("join").expect("recv");
+        assert!(
+            waited >= Some(1),
+            "a thread blocked in recv has waited: {waited:?}"
+        );
+        assert!(thread_named("no-such-thread").is_err());
     }
 }

@@ -80,6 +80,10 @@ mod worker;
 
 pub use config::{LlamaConfig, ToolChoice};
 
+/// The name of a loaded model's inference thread (the one thread that runs llama.cpp for it):
+/// what `top -H`, `perf` and `/proc/<pid>/task/*/comm` show.
+pub const INFERENCE_THREAD: &str = "loopward-llama";
+
 use futures::future::BoxFuture;
 use loopward_core::model::{ChatRequest, ChatResponse, ModelError};
 use std::sync::atomic::Ordering;

@@ -86,7 +86,7 @@ pub(crate) fn spawn(
     let (jobs, queue) = mpsc::channel::<Job>();
     let (ready_tx, ready_rx) = mpsc::sync_channel(1);
     std::thread::Builder::new()
-        .name("loopward-llama".into())
+        .name(crate::INFERENCE_THREAD.into())
         .spawn(move || run(config, queue, ready_tx, &counters))
         .map_err(|e| ModelError::Local(format!("could not start the inference thread: {e}")))?;
     let name = ready_rx.recv().map_err(|_| {

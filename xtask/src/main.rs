@@ -221,6 +221,18 @@ fn llama_ci(root: &Path) -> Result<()> {
     cargo(root, &[&clippy[..], &["--", "-D", "warnings"]].concat())?;
     // Unit tests, the tests on the real model and the doc examples (which load it too).
     cargo(root, &["test", "-p", "loopward-llama"])?;
+    // Part 5's measurement helpers and verdicts (the bench itself runs in `cargo xtask bench`).
+    cargo(
+        root,
+        &[
+            "test",
+            "-p",
+            "loopward-bench",
+            "--features",
+            "llama",
+            "--lib",
+        ],
+    )?;
     // The demo acted out on the real model: every one of its 12 runs ends completed, exhausted
     // or stopped by a gate.
     cargo(
