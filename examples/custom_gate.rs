@@ -49,10 +49,10 @@ fn file_types(
                 // The decision is on the record before anything runs (fail closed if it cannot be).
                 inv.turn
                     .record(&AuditEvent::GateDecision {
-                        call_id: Some(inv.call.id.clone()),
+                        call_id: Some(inv.call.id.as_str().into()),
                         gate: GateId::new(GateKind::Custom, GATE),
                         mode: GateMode::Enforce,
-                        action: Action::tool(inv.call.name.clone()),
+                        action: Action::tool(inv.call.name.as_str()),
                         path_raw: Some(p.raw().into()),
                         path: Some(p.rel().into()),
                         decision: decision.clone(),

@@ -349,7 +349,7 @@ fn landing(evs: &[AuditEvent]) -> &'static str {
     if has(&|e| matches!(e, AuditEvent::ToolFinished { call_id, .. } if *call_id == id)) {
         "after b1 finished"
     } else if has(
-        &|e| matches!(e, AuditEvent::GateDecision { call_id: Some(c), path: Some(_), .. } if *c == id),
+        &|e| matches!(e, AuditEvent::GateDecision { call_id: Some(c), path: Some(_), .. } if **c == *id),
     ) {
         "b1 judged by the watch, not finished"
     } else if has(&|e| matches!(e, AuditEvent::ToolStarted { call_id, .. } if *call_id == id)) {
@@ -427,7 +427,7 @@ fn a_killed_and_resumed_run_replays_part_by_part() {
         ("b1's watch", |evs| {
             call_of(evs, "echo b1").is_some_and(|id| {
                 evs.iter().any(|e| {
-                    matches!(e, AuditEvent::GateDecision { call_id: Some(c), path: Some(_), .. } if *c == id)
+                    matches!(e, AuditEvent::GateDecision { call_id: Some(c), path: Some(_), .. } if **c == *id)
                 })
             })
         }),

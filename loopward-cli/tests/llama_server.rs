@@ -523,8 +523,8 @@ fn gated_calls(dir: &Path, run: &str) -> Vec<Gated> {
                 gate,
                 decision,
                 ..
-            } if gate.name == "territory:builder" => {
-                if let Some((_, c)) = calls.iter_mut().find(|(c, _)| *c == id) {
+            } if &*gate.name == "territory:builder" => {
+                if let Some((_, c)) = calls.iter_mut().find(|(c, _)| **c == *id) {
                     c.territory = Some(decision);
                 }
             }

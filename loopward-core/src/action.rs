@@ -5,6 +5,7 @@ use crate::{AgentId, InvalidAgentId};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::fmt;
 use std::str::FromStr;
+use std::sync::Arc;
 
 /// One action a decision is taken on. Its text form, `kind:name`, is what the ledger's
 /// `action` fields hold; [`Action::from_str`] reads it back and refuses anything else.
@@ -20,23 +21,26 @@ use std::str::FromStr;
 /// assert!(err.to_string().contains("expected kind:name"), "{err}");
 /// assert!("handoff:".parse::<Action>().is_err());
 /// assert_eq!(serde_json::to_string(&Action::tool("shell")).unwrap(), r#""tool:shell""#);
+/// // The name is shared: every decision on one call clones the action without copying it.
+/// let call = Action::tool(String::from("write_file"));
+/// assert!(matches!(&call, Action::Tool(name) if &**name == "write_file"));
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[non_exhaustive]
 pub enum Action {
     /// Calling a tool (`tool:<name>`), as the agent's tool set or the client names it.
-    Tool(String),
+    Tool(Arc<str>),
     /// Handing the work on to an agent (`handoff:<agent>`).
     Handoff(AgentId),
     /// An agent's turn (`turn:<agent>`).
     Turn(AgentId),
     /// Entering a named phase of the run (`phase:<name>`).
-    Phase(String),
+    Phase(Arc<str>),
 }
 
 impl Action {
     /// The action of calling `tool`.
-    pub fn tool(tool: impl Into<String>) -> Self {
+    pub fn tool(tool: impl Into<Arc<str>>) -> Self {
         Self::Tool(tool.into())
     }
 

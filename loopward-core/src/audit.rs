@@ -16,6 +16,7 @@ use crate::verdict::LayerVerdict;
 use serde::ser::SerializeStruct;
 use serde::{Deserialize, Serialize, Serializer};
 use std::borrow::Cow;
+use std::sync::Arc;
 
 /// Where in a run an event happened. Filled in by the runner, not by whoever emits the event.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -197,13 +198,14 @@ pub enum AuditEvent {
         /// Tool name.
         tool: String,
     },
-    /// A gate decided on a tool call or other action.
+    /// A gate decided on a tool call or other action. Its text is shared (`Arc<str>`): the
+    /// decisions on one call, and of one gate, hold the same strings instead of copies.
     GateDecision {
         /// The action decided on (`tool:write_file`, `handoff:auditor` in the ledger).
         action: Action,
         /// The tool call decided on, when the action is a tool call.
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        call_id: Option<String>,
+        call_id: Option<Arc<str>>,
         /// The decision.
         decision: Decision,
         /// The gate: its kind and name (`gate_kind` and `gate` in the ledger).
@@ -213,10 +215,10 @@ pub enum AuditEvent {
         mode: GateMode,
         /// Canonical workspace-relative path, when it could be resolved.
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        path: Option<String>,
+        path: Option<Arc<str>>,
         /// Path as the model wrote it, when the action names one.
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        path_raw: Option<String>,
+        path_raw: Option<Arc<str>>,
     },
     /// A one-shot override was consumed (recorded before the write it authorises runs).
     OverrideConsumed {

@@ -2,6 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 use std::fmt;
+use std::sync::{Arc, LazyLock};
 
 /// How a gate acts on what it would deny.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -45,6 +46,20 @@ pub enum GateKind {
 }
 
 impl GateKind {
+    /// Every kind, in declaration order (a kind's place is its discriminant).
+    const ALL: [Self; 10] = [
+        Self::Control,
+        Self::Territory,
+        Self::Sprawl,
+        Self::Review,
+        Self::Policy,
+        Self::Workspace,
+        Self::Sandbox,
+        Self::ShellWatch,
+        Self::OneHandoff,
+        Self::Custom,
+    ];
+
     /// The kind's word, as the ledger writes it (and the name of a gate of which there is one).
     pub const fn as_str(self) -> &'static str {
         match self {
@@ -62,6 +77,10 @@ impl GateKind {
     }
 }
 
+/// Each kind's word, made once: the name [`GateId::of`] shares instead of allocating per decision.
+static KIND_NAMES: LazyLock<[Arc<str>; GateKind::ALL.len()]> =
+    LazyLock::new(|| GateKind::ALL.map(|k| Arc::from(k.as_str())));
+
 impl fmt::Display for GateKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.pad(self.as_str())
@@ -76,15 +95,17 @@ impl fmt::Display for GateKind {
 /// let t = GateId::new(GateKind::Territory, "territory:planner");
 /// assert_eq!(t.kind, GateKind::Territory);
 /// assert_eq!(t.to_string(), "territory:planner");
-/// assert_eq!(GateId::of(GateKind::Sprawl).name, "sprawl");
+/// assert_eq!(&*GateId::of(GateKind::Sprawl).name, "sprawl");
 /// ```
+///
+/// The name is shared: cloning an id, as every decision of a gate does, copies no text.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct GateId {
     // Fields in sorted order of their serialised names (`gate` < `gate_kind`): the ledger writes
     // them as declared (see `AuditEvent`). Gate ids still order by kind, then name (below).
     /// The gate's name, as configured (unique in a policy; what `loopward gates` lists).
     #[serde(rename = "gate")]
-    pub name: String,
+    pub name: Arc<str>,
     /// The gate's kind.
     #[serde(rename = "gate_kind")]
     pub kind: GateKind,
@@ -103,17 +124,18 @@ impl PartialOrd for GateId {
 }
 
 impl GateId {
-    /// A gate of `kind` called `name`.
-    pub fn new(kind: GateKind, name: impl Into<String>) -> Self {
+    /// A gate of `kind` called `name`. A gate that decides often makes its id once and clones it.
+    pub fn new(kind: GateKind, name: impl Into<Arc<str>>) -> Self {
         Self {
             kind,
             name: name.into(),
         }
     }
 
-    /// The one gate of a kind there is one of (`control`, `sprawl`, …): named after its kind.
+    /// The one gate of a kind there is one of (`control`, `sprawl`, …): named after its kind,
+    /// with a name made once per kind, not per call.
     pub fn of(kind: GateKind) -> Self {
-        Self::new(kind, kind.as_str())
+        Self::new(kind, Arc::clone(&KIND_NAMES[kind as usize]))
     }
 }
 
@@ -199,5 +221,36 @@ impl Decision {
             Self::Warn(_) => "warn",
             Self::Deny(_) => "deny",
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{GateId, GateKind};
+    use std::sync::Arc;
+
+    #[test]
+    fn every_kind_has_its_own_word_in_its_place() {
+        for (i, k) in GateKind::ALL.into_iter().enumerate() {
+            assert_eq!(k as usize, i, "{k}");
+            assert_eq!(&*GateId::of(k).name, k.as_str());
+        }
+    }
+
+    #[test]
+    fn ids_of_one_kind_share_their_name() {
+        let (a, b) = (GateId::of(GateKind::Sprawl), GateId::of(GateKind::Sprawl));
+        assert!(Arc::ptr_eq(&a.name, &b.name));
+    }
+
+    #[test]
+    fn a_shared_name_is_written_and_read_as_a_string() {
+        let id = GateId::new(GateKind::Territory, "territory:planner");
+        let text = serde_json::to_string(&id).unwrap();
+        assert_eq!(
+            text,
+            r#"{"gate":"territory:planner","gate_kind":"territory"}"#
+        );
+        assert_eq!(serde_json::from_str::<GateId>(&text).unwrap(), id);
     }
 }

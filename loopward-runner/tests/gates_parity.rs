@@ -122,9 +122,9 @@ fn seen(events: Vec<AuditEvent>) -> Vec<Seen> {
                 decision,
                 ..
             } => Some(Seen::Gate {
-                gate: gate.name,
+                gate: gate.name.to_string(),
                 mode,
-                path,
+                path: path.as_deref().map(str::to_string),
                 decision,
             }),
             AuditEvent::OverrideConsumed {

@@ -69,9 +69,9 @@ async fn every_decision_allow_and_deny_is_recorded_with_raw_and_canonical_path()
                 gate,
                 ..
             } => Some((
-                gate.name,
-                path_raw.unwrap_or_default(),
-                path.unwrap_or_default(),
+                gate.name.to_string(),
+                path_raw.as_deref().unwrap_or_default().to_string(),
+                path.as_deref().unwrap_or_default().to_string(),
                 decision.label(),
             )),
             _ => None,

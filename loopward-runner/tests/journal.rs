@@ -873,7 +873,7 @@ fn sprawl_refusals(run_dir: &Path) -> usize {
     records(run_dir)
         .iter()
         .filter(
-            |(_, e)| matches!(e, AuditEvent::GateDecision { gate, .. } if gate.name == "sprawl"),
+            |(_, e)| matches!(e, AuditEvent::GateDecision { gate, .. } if &*gate.name == "sprawl"),
         )
         .count()
 }

@@ -106,7 +106,7 @@ impl Timeline {
                         out.line(Tone::Dim, format!("      what to do: {}", r.hint));
                     }
                     if let Some(id) = call_id {
-                        self.refused_calls.push(id.clone());
+                        self.refused_calls.push(id.to_string());
                     }
                     self.handoff_refusal_shown = gate.kind == GateKind::OneHandoff;
                 }

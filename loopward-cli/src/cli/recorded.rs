@@ -82,8 +82,8 @@ impl RecordedTools {
                     path: Some(path),
                     ..
                 } => {
-                    if let Some((_, _, judged)) = open.as_mut().filter(|(o, _, _)| o == id) {
-                        judged.push(path.clone());
+                    if let Some((_, _, judged)) = open.as_mut().filter(|(o, _, _)| **o == **id) {
+                        judged.push(path.to_string());
                     }
                 }
                 AuditEvent::ToolFinished {

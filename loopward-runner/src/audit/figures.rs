@@ -205,7 +205,7 @@ impl RunFigures {
                     decision,
                     ..
                 } => {
-                    let g = f.gates.entry(gate.name.clone()).or_default();
+                    let g = f.gates.entry(gate.name.to_string()).or_default();
                     g.kind.get_or_insert(gate.kind);
                     match decision {
                         Decision::Allow => g.allowed += 1,
@@ -214,9 +214,9 @@ impl RunFigures {
                         Decision::Warn(_) => {
                             g.warned += 1;
                             if let Some(id) = call_id {
-                                warned.insert((r.turn, id.clone()));
+                                warned.insert((r.turn, id.to_string()));
                                 if gate.kind == GateKind::Territory {
-                                    territory_warned.insert((r.turn, id.clone()));
+                                    territory_warned.insert((r.turn, id.to_string()));
                                 }
                             }
                         }

@@ -257,7 +257,9 @@ fn decisions(events: Vec<AuditEvent>) -> Vec<(String, Decision)> {
     events
         .into_iter()
         .filter_map(|e| match e {
-            AuditEvent::GateDecision { gate, decision, .. } => Some((gate.name, decision)),
+            AuditEvent::GateDecision { gate, decision, .. } => {
+                Some((gate.name.to_string(), decision))
+            }
             _ => None,
         })
         .collect()

@@ -201,13 +201,13 @@ pub(crate) fn ledger_session(name: &str, records: &[Record]) -> Session {
                 decision: Decision::Deny(_),
                 call_id: None,
                 ..
-            } => recorded.push(recorded_gate.name),
+            } => recorded.push(recorded_gate.name.to_string()),
             AuditEvent::GateDecision {
                 call_id: Some(id),
                 decision,
                 path,
                 ..
-            } => match calls.get(&id).and_then(|&i| steps.get_mut(i)) {
+            } => match calls.get(&*id).and_then(|&i| steps.get_mut(i)) {
                 Some(Step::Write(w)) => {
                     if let Decision::Deny(rf) = &decision {
                         recorded.push(rf.gate.clone());
@@ -215,7 +215,7 @@ pub(crate) fn ledger_session(name: &str, records: &[Record]) -> Session {
                         w.refused_by.get_or_insert(rf.gate.clone());
                     }
                     if let Some(p) = path {
-                        w.rel = Some(p);
+                        w.rel = Some(p.to_string());
                     }
                     w.flagged |= matches!(decision, Decision::Warn(_) | Decision::Override { .. });
                 }

@@ -83,7 +83,8 @@ impl Policy {
         }
         let turn = inv.turn.clone();
         let agent = turn.agent().clone();
-        let action = Action::tool(inv.call.name.clone());
+        // Made once: every decision on the call shares it.
+        let action = Action::tool(inv.call.name.as_str());
         // The turn's effects arm the review gates, which judge handoffs only: copied for one.
         let hands_off = inv
             .accesses

@@ -25,6 +25,7 @@ use globset::{GlobSet, GlobSetBuilder};
 use loopward_core::{
     AgentId, Decision, Effect, EffectKind, EffectStatus, GateId, GateKind, GateMode, Refusal,
 };
+use std::sync::Arc;
 
 /// The appeal every review refusal carries.
 pub const APPEAL: &str =
@@ -33,7 +34,8 @@ pub const APPEAL: &str =
 /// A compiled `[[gates.review]]`.
 #[derive(Clone, Debug)]
 pub struct ReviewGate {
-    name: String,
+    /// Shared with every decision the gate takes.
+    name: Arc<str>,
     config: ReviewConfig,
     from: AgentId,
     via: AgentId,
@@ -60,7 +62,7 @@ impl ReviewGate {
         }
         let when = b.build().map_err(|e| invalid(e.to_string()))?;
         Ok(Self {
-            name,
+            name: name.into(),
             config: config.clone(),
             from,
             via,
@@ -73,9 +75,9 @@ impl ReviewGate {
         &self.name
     }
 
-    /// The gate's identity: kind [`GateKind::Review`] and its name.
+    /// The gate's identity: kind [`GateKind::Review`] and its name (shared, not copied).
     pub fn id(&self) -> GateId {
-        GateId::new(GateKind::Review, self.name.clone())
+        GateId::new(GateKind::Review, Arc::clone(&self.name))
     }
 
     /// Its configuration.
@@ -164,7 +166,7 @@ impl ReviewGate {
             )
         };
         Refusal::new(
-            self.name.clone(),
+            &*self.name,
             format!("{what}; you handed off to {to}"),
             format!("{instead}, saying what changed; {APPEAL}"),
         )

@@ -4,57 +4,56 @@
 
 use super::policy::{Policy, MAX_AFFECTED_PATHS};
 use crate::tool::Access;
-use std::borrow::Cow;
 use std::os::unix::fs::MetadataExt;
+use std::sync::Arc;
 
 /// A path a call writes: the raw path as given (where there is one) and the canonical
-/// workspace-relative path.
-pub(super) type Target<'a> = (Option<&'a str>, Cow<'a, str>);
+/// workspace-relative path, made once per call and shared by the verdicts on it.
+pub(super) type Target = (Option<Arc<str>>, Arc<str>);
 
 impl Policy {
     /// The canonical paths a call writes, with the raw path given where there is one. A
     /// directory deleted, renamed or linked to stands for everything below it; a file with other
     /// hard links stands for those too.
-    pub(super) fn targets<'a>(&self, accesses: &'a [Access]) -> Result<Vec<Target<'a>>, String> {
+    pub(super) fn targets(&self, accesses: &[Access]) -> Result<Vec<Target>, String> {
         let root = self.inner.workspace.root();
-        let mut out: Vec<Target<'a>> = Vec::new();
-        // Declared paths are borrowed; only the paths found on disk are owned.
-        let mut push = |raw: Option<&'a str>, rel: Cow<'a, str>| {
-            if !out.iter().any(|(_, r)| *r == rel) {
-                out.push((raw, rel));
+        let mut out: Vec<Target> = Vec::new();
+        let mut push = |raw: Option<&str>, rel: &str| {
+            if !out.iter().any(|(_, r)| **r == *rel) {
+                out.push((raw.map(Arc::from), Arc::from(rel)));
             }
         };
         for a in accesses {
             match a {
                 Access::Write(p) | Access::Edit { path: p, .. } => {
-                    push(Some(p.raw()), p.rel().into());
+                    push(Some(p.raw()), p.rel());
                     for alias in hard_link_aliases(root, p.rel())? {
-                        push(None, alias.into());
+                        push(None, &alias);
                     }
                 }
                 Access::Delete(p) => {
-                    push(Some(p.raw()), p.rel().into());
+                    push(Some(p.raw()), p.rel());
                     for d in descendants(root, p.rel())? {
-                        push(None, d.into());
+                        push(None, &d);
                     }
                 }
                 Access::Rename { from, to } => {
-                    push(Some(from.raw()), from.rel().into());
-                    push(Some(to.raw()), to.rel().into());
+                    push(Some(from.raw()), from.rel());
+                    push(Some(to.raw()), to.rel());
                     for d in descendants(root, from.rel())? {
                         let moved = format!("{}{}", to.rel(), &d[from.rel().len()..]);
-                        push(None, d.into());
-                        push(None, moved.into());
+                        push(None, &d);
+                        push(None, &moved);
                     }
                     for d in descendants(root, to.rel())? {
-                        push(None, d.into());
+                        push(None, &d);
                     }
                 }
                 Access::Link { path, target } => {
-                    push(Some(path.raw()), path.rel().into());
-                    push(Some(target.raw()), target.rel().into());
+                    push(Some(path.raw()), path.rel());
+                    push(Some(target.raw()), target.rel());
                     for d in descendants(root, target.rel())? {
-                        push(None, d.into());
+                        push(None, &d);
                     }
                 }
                 // Reads, handoffs and commands write nothing a gate can name in advance.

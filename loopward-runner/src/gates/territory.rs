@@ -21,11 +21,13 @@
 use super::config::{ConfigError, TerritoryConfig};
 use globset::GlobSet;
 use loopward_core::{AgentId, GateId, GateKind, GateMode};
+use std::sync::Arc;
 
 /// A compiled territory.
 #[derive(Clone, Debug)]
 pub struct Territory {
-    name: String,
+    /// Shared with every decision the territory takes.
+    name: Arc<str>,
     config: TerritoryConfig,
     owners: Vec<AgentId>,
     globs: GlobSet,
@@ -45,7 +47,7 @@ impl Territory {
         }
         let globs = config.compile(&section)?;
         Ok(Self {
-            name,
+            name: name.into(),
             config: config.clone(),
             owners,
             globs,
@@ -57,9 +59,9 @@ impl Territory {
         &self.name
     }
 
-    /// The gate's identity: kind [`GateKind::Territory`] and its name.
+    /// The gate's identity: kind [`GateKind::Territory`] and its name (shared, not copied).
     pub fn id(&self) -> GateId {
-        GateId::new(GateKind::Territory, self.name.clone())
+        GateId::new(GateKind::Territory, Arc::clone(&self.name))
     }
 
     /// The configuration it was built from.

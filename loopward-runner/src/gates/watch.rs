@@ -28,11 +28,12 @@ impl Policy {
     ) -> Result<ToolOutput, ToolError> {
         let gates = self.gates();
         let turn = inv.turn.clone();
-        let call_id = inv.call.id.clone();
-        let action = Action::tool(inv.call.name.clone());
+        // Made once: the command's decisions share them.
+        let call_id: Arc<str> = inv.call.id.as_str().into();
+        let action = Action::tool(inv.call.name.as_str());
         let agent = turn.agent().clone();
         let decision = |gate: GateKind, mode, d| AuditEvent::GateDecision {
-            call_id: Some(call_id.clone()),
+            call_id: Some(Arc::clone(&call_id)),
             gate: GateId::of(gate),
             mode,
             action: action.clone(),
@@ -142,7 +143,7 @@ impl Policy {
             .collect();
         let judgement = self.judge_changes(&ShellAsk {
             agent: &agent,
-            call_id: Some(&call_id),
+            call_id: Some(&*call_id),
             action: &action,
             changes: &changes,
             clock: turn.run().clock(),

@@ -24,7 +24,7 @@ impl Engine<'_> {
             Ok(w) => w,
             Err(refusal) => {
                 self.record(&AuditEvent::GateDecision {
-                    call_id: Some(id.to_string()),
+                    call_id: Some(id.into()),
                     gate: GateId::of(GateKind::Sandbox),
                     mode: GateMode::Enforce,
                     action: Action::tool("Bash"),
@@ -38,7 +38,7 @@ impl Engine<'_> {
             }
         };
         self.record(&AuditEvent::GateDecision {
-            call_id: Some(id.to_string()),
+            call_id: Some(id.into()),
             gate: GateId::of(GateKind::Sandbox),
             mode: if wrapped.is_some() {
                 GateMode::Enforce
@@ -72,7 +72,7 @@ impl Engine<'_> {
             Err(why) => Decision::Deny(unwatchable(&why.to_string())),
         };
         self.record(&AuditEvent::GateDecision {
-            call_id: Some(id.to_string()),
+            call_id: Some(id.into()),
             gate: GateId::of(GateKind::ShellWatch),
             mode: GateMode::Enforce,
             action: Action::tool("Bash"),

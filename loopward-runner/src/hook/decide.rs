@@ -207,11 +207,11 @@ impl Engine<'_> {
             Err(e) => {
                 let refusal = refusals::outside(&e.to_string());
                 self.record(&AuditEvent::GateDecision {
-                    call_id: call.id.clone(),
+                    call_id: call.id.as_deref().map(Into::into),
                     gate: GateId::of(GateKind::Workspace),
                     mode: GateMode::Enforce,
                     action,
-                    path_raw: Some(raw.to_string()),
+                    path_raw: Some(raw.into()),
                     path: None,
                     decision: Decision::Deny(refusal.clone()),
                 })?;

@@ -46,7 +46,7 @@ impl Engine<'_> {
                     "ask a person to list big generated folders under [gates.shell] skip",
                 );
                 self.record(&AuditEvent::GateDecision {
-                    call_id: Some(id.to_string()),
+                    call_id: Some(id.into()),
                     gate: GateId::of(GateKind::ShellWatch),
                     mode: GateMode::Enforce,
                     action: Action::tool(call.tool.name()),

@@ -231,7 +231,7 @@ impl Parser {
                     part: self.part,
                     turn: scope.turn.map(|t| t.0),
                     agent: scope.agent.clone(),
-                    call: call_id.clone(),
+                    call: call_id.as_deref().map(str::to_string),
                     step: SprawlStep::Fired,
                 });
             }

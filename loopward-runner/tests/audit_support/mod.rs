@@ -59,12 +59,12 @@ impl tower::Service<ToolInvocation> for TestGate {
                 }
                 inv.turn
                     .record(&AuditEvent::GateDecision {
-                        call_id: Some(inv.call.id.clone()),
+                        call_id: Some(inv.call.id.as_str().into()),
                         gate: loopward_core::GateId::of(loopward_core::GateKind::Territory),
                         mode: this.mode,
-                        action: loopward_core::Action::tool(inv.call.name.clone()),
-                        path_raw: path.map(str::to_string),
-                        path: path.map(str::to_string),
+                        action: loopward_core::Action::tool(inv.call.name.as_str()),
+                        path_raw: path.map(Into::into),
+                        path: path.map(Into::into),
                         decision: decision.clone(),
                     })
                     .map_err(ToolError::Audit)?;

@@ -188,7 +188,11 @@ impl Room {
                     decision,
                     path,
                     ..
-                } => Some((gate.name, decision.label(), path)),
+                } => Some((
+                    gate.name.to_string(),
+                    decision.label(),
+                    path.as_deref().map(str::to_string),
+                )),
                 _ => None,
             })
             .collect()

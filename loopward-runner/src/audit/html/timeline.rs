@@ -282,7 +282,9 @@ fn marker(event: &AuditEvent) -> Option<(MarkerKind, String)> {
             decision,
             ..
         } => {
-            let on = path.clone().unwrap_or_else(|| action.to_string());
+            let on = path
+                .as_deref()
+                .map_or_else(|| action.to_string(), str::to_string);
             match decision {
                 Decision::Allow => None,
                 Decision::Deny(rf) => Some((

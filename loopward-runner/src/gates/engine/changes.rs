@@ -11,6 +11,7 @@ use crate::clock::Clock;
 use loopward_core::{
     Action, AgentId, AuditEvent, Decision, Effect, EffectKind, EffectStatus, Refusal, Remedy,
 };
+use std::sync::Arc;
 
 /// One path a command changed, as the adapter's before/after comparison found it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -87,12 +88,17 @@ impl Policy {
         let mut events = Vec::new();
         let mut refusals = Vec::new();
         let mut kept = Vec::new();
+        // Made once, shared by the command's decisions.
+        let call_id: Option<Arc<str>> = ask.call_id.map(Arc::from);
         for c in ask.changes {
-            let mut verdicts = vec![self.judge_path(&gates, ask.agent, ask.clock, None, &c.path)];
+            let path: Arc<str> = c.path.as_str().into();
+            let mut verdicts =
+                vec![self.judge_path(&gates, ask.agent, ask.clock, None, Arc::clone(&path))];
             if c.kind != EffectKind::Delete {
                 match &c.ends {
                     Ok(ends) => verdicts.extend(ends.iter().filter(|e| **e != c.path).map(|e| {
-                        let mut v = self.judge_path(&gates, ask.agent, ask.clock, None, e);
+                        let mut v =
+                            self.judge_path(&gates, ask.agent, ask.clock, None, e.as_str().into());
                         if let Decision::Deny(r) = &mut v.decision {
                             r.reason = format!("{} is a link to {e}: {}", c.path, r.reason);
                         }
@@ -119,12 +125,12 @@ impl Policy {
                     }
                 }
                 if v.path.is_none() {
-                    v.path = Some(c.path.clone());
+                    v.path = Some(Arc::clone(&path));
                 }
                 if let (None, Decision::Deny(r)) = (&refusal, &v.decision) {
                     refusal = Some(r.clone());
                 }
-                events.push(v.into_event(ask.call_id, ask.action));
+                events.push(v.into_event(call_id.as_ref(), ask.action));
             }
             if refusal.is_none() && !c.dir {
                 kept.push(c.path.as_str());

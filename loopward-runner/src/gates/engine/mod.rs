@@ -42,6 +42,7 @@ use loopward_core::{
     Action, AgentId, AuditEvent, Decision, Effect, EffectKind, EffectStatus, GateMode,
 };
 use loopward_core::{GateId, GateKind, Refusal};
+use std::sync::Arc;
 
 /// The (old, new) pairs of a call's edits.
 fn replacements(accesses: &[Access]) -> Vec<(&str, &str)> {
@@ -128,13 +129,15 @@ impl Judgement {
         })
     }
 
-    /// The verdicts' events, moved into them (not copied), with the denial and warnings.
+    /// The verdicts' events, moved into them (not copied), with the denial and warnings. The
+    /// call's id is made once and shared by its events.
     fn from_verdicts(verdicts: Vec<Verdict>, ask: &Ask<'_>, work: Work) -> Self {
         let mut j = Self {
             work,
             events: Vec::with_capacity(verdicts.len()),
             ..Self::default()
         };
+        let call_id: Option<Arc<str>> = ask.call_id.filter(|_| !verdicts.is_empty()).map(Arc::from);
         for v in verdicts {
             match &v.decision {
                 Decision::Deny(r) if j.denial.is_none() => j.denial = Some(r.clone()),
@@ -144,7 +147,7 @@ impl Judgement {
             if let Some(s) = &v.needs {
                 j.pending.push(s.id.clone());
             }
-            j.events.push(v.into_event(ask.call_id, ask.action));
+            j.events.push(v.into_event(call_id.as_ref(), ask.action));
         }
         j
     }
@@ -224,15 +227,13 @@ impl Policy {
         gates: &Gates,
         ask: &Ask<'_>,
         mut verdicts: Vec<Verdict>,
-        targets: &[Target<'_>],
+        targets: &[Target],
         replacements: &[(&str, &str)],
         tracker: &SprawlTracker,
     ) -> (Vec<Verdict>, Work, bool) {
-        verdicts.extend(
-            targets
-                .iter()
-                .map(|(raw, rel)| self.judge_path(gates, ask.agent, ask.clock, *raw, rel)),
-        );
+        verdicts.extend(targets.iter().map(|(raw, rel)| {
+            self.judge_path(gates, ask.agent, ask.clock, raw.clone(), Arc::clone(rel))
+        }));
         if let Some(by) = verdicts.iter().find(|v| v.denies()).map(|v| v.gate.clone()) {
             verdicts.iter_mut().for_each(|v| v.leave_override(&by));
             return (verdicts, Work::default(), false);
@@ -259,7 +260,7 @@ impl Policy {
             GateMode::Advisory => Decision::Warn(refusal),
         };
         let mut v = Verdict::whole(GateId::of(GateKind::Sprawl), mode, decision);
-        v.path = work.files.iter().next().cloned();
+        v.path = work.files.iter().next().map(|f| Arc::from(f.as_str()));
         if v.denies() {
             verdicts.iter_mut().for_each(|x| x.leave_override(&v.gate));
         }
@@ -331,12 +332,12 @@ impl Policy {
     }
 
     /// [`Policy::plan_rel`], shared with the cache rather than copied (asked a few times a call).
-    pub(in crate::gates) fn plan_landed(&self) -> Option<std::sync::Arc<str>> {
+    pub(in crate::gates) fn plan_landed(&self) -> Option<Arc<str>> {
         self.plan_landed_in(&self.gates())
     }
 
     /// [`Policy::plan_landed`] under gates the caller already holds.
-    fn plan_landed_in(&self, gates: &Gates) -> Option<std::sync::Arc<str>> {
+    fn plan_landed_in(&self, gates: &Gates) -> Option<Arc<str>> {
         let sg = gates.sprawl.as_ref()?;
         if self.inner.shadow {
             return Some(sg.config().plan_path.as_str().into());
@@ -382,7 +383,7 @@ impl Policy {
         tracker: &mut SprawlTracker,
     ) -> Judgement {
         let gates = self.gates();
-        let targets = [(None, rel.into())];
+        let targets = [(None, Arc::from(rel))];
         let (verdicts, work, fired) =
             self.write_verdicts(&gates, ask, vec![], &targets, replacements, tracker);
         if fired {

@@ -7,14 +7,16 @@ use super::super::refusals;
 use super::super::territory::Territory;
 use crate::clock::Clock;
 use loopward_core::{Action, AgentId, AuditEvent, Decision, GateId, GateKind, GateMode, Refusal};
+use std::sync::Arc;
 
-/// One gate's verdict on one path of one action.
+/// One gate's verdict on one path of one action. Its gate id and paths are shared with the gate
+/// and the call's other verdicts, not copied.
 #[derive(Clone, Debug)]
 pub(crate) struct Verdict {
     pub(crate) gate: GateId,
     pub(crate) mode: GateMode,
-    pub(crate) path_raw: Option<String>,
-    pub(crate) path: Option<String>,
+    pub(crate) path_raw: Option<Arc<str>>,
+    pub(crate) path: Option<Arc<str>>,
     pub(crate) decision: Decision,
     /// The override this path needs once every gate allows (found, not yet taken).
     pub(crate) needs: Option<Sentinel>,
@@ -40,10 +42,10 @@ impl Verdict {
         !self.decision.permits()
     }
 
-    /// The ledger event, made of the verdict itself.
-    pub(crate) fn into_event(self, call_id: Option<&str>, action: &Action) -> AuditEvent {
+    /// The ledger event, made of the verdict itself and the call's shared id and action.
+    pub(crate) fn into_event(self, call_id: Option<&Arc<str>>, action: &Action) -> AuditEvent {
         AuditEvent::GateDecision {
-            call_id: call_id.map(str::to_string),
+            call_id: call_id.cloned(),
             gate: self.gate,
             mode: self.mode,
             action: self.action.unwrap_or_else(|| action.clone()),
@@ -70,21 +72,21 @@ impl Verdict {
 
 impl Policy {
     /// Control, then territories (finding an override where one is needed). Decides; takes
-    /// nothing.
+    /// nothing. The verdict holds the paths given, shared.
     pub(in crate::gates) fn judge_path(
         &self,
         gates: &Gates,
         agent: &AgentId,
         clock: &dyn Clock,
-        raw: Option<&str>,
-        rel: &str,
+        raw: Option<Arc<str>>,
+        rel: Arc<str>,
     ) -> Verdict {
-        let (gate, mode, decision, needs) = self.path_decision(gates, agent, clock, rel);
+        let (gate, mode, decision, needs) = self.path_decision(gates, agent, clock, &rel);
         Verdict {
             gate,
             mode,
-            path_raw: raw.map(str::to_string),
-            path: Some(rel.to_string()),
+            path_raw: raw,
+            path: Some(rel),
             decision,
             needs,
             action: None,
@@ -143,9 +145,8 @@ impl Policy {
     /// Why `agent` may not have written `rel`, for a write found after it ran without a
     /// decision (`None` when control files and territories allow it, or an override would).
     pub fn guarded(&self, agent: &AgentId, rel: &str, clock: &dyn Clock) -> Option<Refusal> {
-        let v = self.judge_path(&self.gates(), agent, clock, None, rel);
-        match v.decision {
-            Decision::Deny(r) => Some(r),
+        match self.path_decision(&self.gates(), agent, clock, rel) {
+            (_, _, Decision::Deny(r), _) => Some(r),
             _ => None,
         }
     }
@@ -186,7 +187,7 @@ impl Policy {
                             ttl,
                             self.outside_team(agent),
                         ),
-                        None => Refusal::new(v.gate.name.clone(), e.to_string(), ""),
+                        None => Refusal::new(&*v.gate.name, e.to_string(), ""),
                     });
                 None
             }

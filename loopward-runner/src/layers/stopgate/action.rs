@@ -57,8 +57,8 @@ impl GatedAction {
     pub fn action(&self) -> Action {
         match self {
             Self::Turn { agent } => Action::Turn(agent.clone()),
-            Self::Phase { name } => Action::Phase(name.clone()),
-            Self::Tool { tool, .. } => Action::Tool(tool.clone()),
+            Self::Phase { name } => Action::Phase(name.as_str().into()),
+            Self::Tool { tool, .. } => Action::tool(tool.as_str()),
         }
     }
 }
@@ -93,7 +93,9 @@ impl std::str::FromStr for GatedAction {
         };
         match key.parse::<Action>()? {
             Action::Turn(agent) => Ok(Self::Turn { agent }),
-            Action::Phase(name) => Ok(Self::Phase { name }),
+            Action::Phase(name) => Ok(Self::Phase {
+                name: name.to_string(),
+            }),
             Action::Tool(rest) => match rest.rsplit_once(':') {
                 Some((tool, digest))
                     if !tool.is_empty()
