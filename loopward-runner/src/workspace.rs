@@ -6,6 +6,7 @@
 //! followed to where a write would land, and that place must still be inside the workspace.
 
 use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
 
 /// The longest path, in bytes, an agent may name.
 pub const MAX_PATH_BYTES: usize = 4096;
@@ -64,8 +65,9 @@ pub enum PathError {
 /// A path inside the workspace, resolved.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct WorkPath {
-    raw: String,
-    rel: String,
+    // Shared: the gate decisions on a call hold these, and a clone copies no text.
+    raw: Arc<str>,
+    rel: Arc<str>,
     abs: PathBuf,
 }
 
@@ -77,6 +79,16 @@ impl WorkPath {
 
     /// The canonical workspace-relative path (`/`-separated, `""` for the root itself).
     pub fn rel(&self) -> &str {
+        &self.rel
+    }
+
+    /// [`WorkPath::raw`], shared.
+    pub(crate) fn shared_raw(&self) -> &Arc<str> {
+        &self.raw
+    }
+
+    /// [`WorkPath::rel`], shared.
+    pub(crate) fn shared_rel(&self) -> &Arc<str> {
         &self.rel
     }
 
@@ -219,11 +231,14 @@ impl Workspace {
         }
         let rel = done.join("/");
         let abs = self.root.join(&rel);
-        Ok(WorkPath {
-            raw: raw.into(),
-            rel,
-            abs,
-        })
+        let raw: Arc<str> = raw.into();
+        // Most paths are given canonical already: then one text serves as both.
+        let rel = if *rel == *raw {
+            Arc::clone(&raw)
+        } else {
+            rel.into()
+        };
+        Ok(WorkPath { raw, rel, abs })
     }
 }
 

@@ -8,7 +8,7 @@ use std::os::unix::fs::MetadataExt;
 use std::sync::Arc;
 
 /// A path a call writes: the raw path as given (where there is one) and the canonical
-/// workspace-relative path, made once per call and shared by the verdicts on it.
+/// workspace-relative path, shared with the access that declared it and the verdicts on it.
 pub(super) type Target = (Option<Arc<str>>, Arc<str>);
 
 impl Policy {
@@ -18,42 +18,43 @@ impl Policy {
     pub(super) fn targets(&self, accesses: &[Access]) -> Result<Vec<Target>, String> {
         let root = self.inner.workspace.root();
         let mut out: Vec<Target> = Vec::new();
-        let mut push = |raw: Option<&str>, rel: &str| {
-            if !out.iter().any(|(_, r)| **r == *rel) {
-                out.push((raw.map(Arc::from), Arc::from(rel)));
+        // Declared paths are shared with their access; only the paths found on disk are made.
+        let mut push = |raw: Option<&Arc<str>>, rel: Arc<str>| {
+            if !out.iter().any(|(_, r)| *r == rel) {
+                out.push((raw.cloned(), rel));
             }
         };
         for a in accesses {
             match a {
                 Access::Write(p) | Access::Edit { path: p, .. } => {
-                    push(Some(p.raw()), p.rel());
+                    push(Some(p.shared_raw()), Arc::clone(p.shared_rel()));
                     for alias in hard_link_aliases(root, p.rel())? {
-                        push(None, &alias);
+                        push(None, alias.into());
                     }
                 }
                 Access::Delete(p) => {
-                    push(Some(p.raw()), p.rel());
+                    push(Some(p.shared_raw()), Arc::clone(p.shared_rel()));
                     for d in descendants(root, p.rel())? {
-                        push(None, &d);
+                        push(None, d.into());
                     }
                 }
                 Access::Rename { from, to } => {
-                    push(Some(from.raw()), from.rel());
-                    push(Some(to.raw()), to.rel());
+                    push(Some(from.shared_raw()), Arc::clone(from.shared_rel()));
+                    push(Some(to.shared_raw()), Arc::clone(to.shared_rel()));
                     for d in descendants(root, from.rel())? {
                         let moved = format!("{}{}", to.rel(), &d[from.rel().len()..]);
-                        push(None, &d);
-                        push(None, &moved);
+                        push(None, d.into());
+                        push(None, moved.into());
                     }
                     for d in descendants(root, to.rel())? {
-                        push(None, &d);
+                        push(None, d.into());
                     }
                 }
                 Access::Link { path, target } => {
-                    push(Some(path.raw()), path.rel());
-                    push(Some(target.raw()), target.rel());
+                    push(Some(path.shared_raw()), Arc::clone(path.shared_rel()));
+                    push(Some(target.shared_raw()), Arc::clone(target.shared_rel()));
                     for d in descendants(root, target.rel())? {
-                        push(None, &d);
+                        push(None, d.into());
                     }
                 }
                 // Reads, handoffs and commands write nothing a gate can name in advance.
