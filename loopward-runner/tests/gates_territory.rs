@@ -337,3 +337,67 @@ fn control_files_can_be_named_by_their_place_on_disk() {
     assert!(c.covers("conf/team.toml") && c.covers(".loopward/x"));
     assert!(!c.covers("runs/x"));
 }
+
+#[test]
+fn a_calls_decisions_share_its_id_action_and_paths_and_a_gate_its_name() {
+    use loopward_core::{Action, AgentId};
+    use loopward_runner::gates::{Ask, Policy, PolicyConfig, SprawlTracker};
+    use loopward_runner::tool::Access;
+    use loopward_runner::{ManualClock, Workspace};
+    use std::sync::Arc;
+    let dir = tempfile::tempdir().unwrap();
+    let ws = Workspace::new(dir.path()).unwrap();
+    let policy = Policy::from_config(&PolicyConfig::from_toml(PLANS).unwrap(), ws.clone()).unwrap();
+    let builder = AgentId::new("builder").unwrap();
+    let clock = ManualClock::new(0);
+    let action = Action::tool("move_file");
+    let accesses = [Access::Rename {
+        from: ws.resolve("src/a.rs").unwrap(),
+        to: ws.resolve("src/b.rs").unwrap(),
+    }];
+    let decide = || {
+        let mut ask = Ask::new(&builder, &action, &accesses, &clock);
+        ask.call_id = Some("c1");
+        let j = policy.judge(&ask, &mut SprawlTracker::default());
+        assert!(j.permits(), "{:?}", j.denial);
+        j.events
+            .into_iter()
+            .map(|e| match e {
+                AuditEvent::GateDecision {
+                    action,
+                    call_id,
+                    gate,
+                    path,
+                    path_raw,
+                    ..
+                } => (
+                    action,
+                    call_id.unwrap(),
+                    gate.name,
+                    path.unwrap(),
+                    path_raw.unwrap(),
+                ),
+                other => panic!("{other:?}"),
+            })
+            .collect::<Vec<_>>()
+    };
+    let (first, again) = (decide(), decide());
+    let [(a1, id1, gate1, path1, raw1), (a2, id2, gate2, path2, _)] = &first[..] else {
+        panic!("one decision per end of the rename: {first:?}");
+    };
+    let name = |a: &Action| match a {
+        Action::Tool(name) => Arc::clone(name),
+        other => panic!("{other:?}"),
+    };
+    assert!(Arc::ptr_eq(&name(a1), &name(a2)), "one action per call");
+    assert!(Arc::ptr_eq(id1, id2), "one id per call");
+    assert!(
+        Arc::ptr_eq(gate1, gate2) && Arc::ptr_eq(gate1, &again[0].2),
+        "one name per gate"
+    );
+    assert_eq!((&**path1, &**path2), ("src/a.rs", "src/b.rs"));
+    assert!(
+        Arc::ptr_eq(path1, raw1),
+        "a canonical path given is its own raw text"
+    );
+}
