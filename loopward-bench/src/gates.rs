@@ -196,9 +196,11 @@ pub fn run(effort: Effort) -> Result<Section> {
              per-thread buffer, the run's sprawl tracker is found with one lookup, units merge \
              by insertion instead of `BTreeSet::append` (which rebuilt the larger set on every \
              call), and the sibling templates check the file name's literal ends before their \
-             glob. What is left is the `statx`, the gate-id, action and call-id strings each \
-             decision event owns (`loopward_core` types), and the unit keys; interning those \
-             per run is the next step; not done."
+             glob. The decision events share their text (`Arc<str>`): a gate's name is made \
+             once per gate, a call's action and id once per call, and its paths are the \
+             declared accesses' own. What is left is the `statx` (and the path it joins), the \
+             call's action and id (a `ToolCall` owns them as `String`s), the sprawl gate's unit \
+             keys and file names, and the layer's boxed futures; not done."
                 .to_string(),
         );
     }
