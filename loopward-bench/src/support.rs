@@ -79,18 +79,29 @@ impl Tool for Noop {
 /// An audit sink that keeps nothing and counts what it was given, to take the ledger out of a
 /// measurement.
 #[derive(Debug, Default)]
-pub struct CountingSink(AtomicU64);
+pub struct CountingSink {
+    events: AtomicU64,
+    decisions: AtomicU64,
+}
 
 impl CountingSink {
     /// Events recorded so far.
     pub fn count(&self) -> u64 {
-        self.0.load(Ordering::Relaxed)
+        self.events.load(Ordering::Relaxed)
+    }
+
+    /// Of those, the decisions ([`AuditEvent::is_decision`]).
+    pub fn decisions(&self) -> u64 {
+        self.decisions.load(Ordering::Relaxed)
     }
 }
 
 impl AuditSink for CountingSink {
-    fn record(&self, _scope: &Scope, _event: &AuditEvent) -> Result<(), AuditError> {
-        self.0.fetch_add(1, Ordering::Relaxed);
+    fn record(&self, _scope: &Scope, event: &AuditEvent) -> Result<(), AuditError> {
+        self.events.fetch_add(1, Ordering::Relaxed);
+        if event.is_decision() {
+            self.decisions.fetch_add(1, Ordering::Relaxed);
+        }
         Ok(())
     }
 }
