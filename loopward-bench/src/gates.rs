@@ -176,7 +176,8 @@ pub fn run(effort: Effort) -> Result<Section> {
          once per path (`TerritoryIndex`), so the decision is flat in the number of territories; \
          the sprawl gate's plan location is cached while no link on its way can have changed \
          (`gates::plan_cache`), instead of an `lstat` per component twice a call.",
-        fmt_ns(slope),
+        // Under half a nanosecond is flat; its sign is noise ("-0 ns" said nothing).
+        fmt_ns(if slope.abs() < 0.5 { 0.0 } else { slope }),
         fmt_ns(decision(1)),
     )];
     if decision(2) > TARGET_NS {
