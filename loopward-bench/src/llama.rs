@@ -583,9 +583,8 @@ fn together_method(rounds: usize, reps: usize) -> String {
              thread and the thread awaiting its reply), and rates are tokens per CPU-second (sharing \
              one CPU's caches, each side runs slower than alone: the rates compare the sides, they \
              do not size a machine). \
-             Measured before choosing this: two direct loops timed in adjacent 4-second windows \
-             one after the other differed by 8% (standard deviation of the log ratio), on two \
-             CPUs at once by 7–10%, sharing one CPU at once by 0.6%. Each leg of a pair starts \
+             One after the other, the drift between requests seconds apart was larger than the \
+             gap being measured; this run's own figures for both are in the notes. Each leg of a pair starts \
              when the other side's does (a barrier); {rounds} children one after another, \
              {reps} pairs each after a warm-up pair. The target is the geometric mean of the \
              pairs' ratios, with a 95% bootstrap interval (4,000 resamples of the pairs): it is \
@@ -598,6 +597,45 @@ fn together_method(rounds: usize, reps: usize) -> String {
              tokens before it (the direct loop keeps its cache the way LLAMA.md's KV-reuse \
              recipe says, as the backend does) and prefill the rest; rates count only what was \
              actually prefilled."
+    )
+}
+
+/// How much the machine moved under the measurement, from this run's own pairs: the direct
+/// loop's decode rate from one pair to the next in a child (what comparing the sides one after
+/// the other would have carried), against loopward ÷ direct within a pair.
+fn drift_note(pairs: &[(Rep, Rep)], reps: usize) -> String {
+    let sd = |v: &[f64]| {
+        let n = v.len().max(1) as f64;
+        let mean = v.iter().sum::<f64>() / n;
+        (v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / n).sqrt()
+    };
+    let next: Vec<f64> = pairs
+        .chunks(reps.max(1))
+        .flat_map(|c| {
+            c.windows(2)
+                .map(|w| (w[1].0.decode_rate() / w[0].0.decode_rate().max(1e-9)).ln())
+                .collect::<Vec<_>>()
+        })
+        .filter(|x| x.is_finite())
+        .collect();
+    let within: Vec<f64> = pairs
+        .iter()
+        .map(|(d, o)| (o.decode_rate() / d.decode_rate().max(1e-9)).ln())
+        .filter(|x| x.is_finite())
+        .collect();
+    let seconds: Vec<f64> = pairs
+        .iter()
+        .map(|(d, o)| (d.short_ns + d.long_ns + o.short_ns + o.long_ns) as f64 / 1e9)
+        .collect();
+    format!(
+        "How much the machine moved (standard deviation of the log ratio, decode): the direct \
+         loop's own rate from one pair to the next, about {:.0} s apart, {:.1}% ({} steps); \
+         loopward ÷ direct within a pair, both running at once, {:.2}% ({} pairs).",
+        crate::ratio::median(&seconds),
+        100.0 * sd(&next),
+        next.len(),
+        100.0 * sd(&within),
+        within.len()
     )
 }
 
@@ -779,6 +817,7 @@ fn section(
         pair_ratios(Rep::decode_rate),
         per_child.join(", ")
     ));
+    notes.push(drift_note(pairs, reps));
     notes.push(format!(
         "Waiting: during a long request ({} tokens) the direct loop's thread blocked at most {} \
          times, loopward's threads (its inference thread and the one awaiting the reply) at \
@@ -917,6 +956,24 @@ mod tests {
         let (verdict, reason) = decode_verdict(&pairs);
         assert_eq!(verdict, Verdict::NotShown);
         assert!(reason.is_some_and(|r| r.contains("blocked")));
+    }
+
+    #[test]
+    fn the_drift_note_sets_the_machines_drift_against_the_pairs() {
+        // The machine swings between two speeds from pair to pair; both sides swing together.
+        let pairs: Vec<(Rep, Rep)> = (0..6)
+            .map(|i| {
+                let ns = if i % 2 == 0 {
+                    4_000_000_000
+                } else {
+                    5_000_000_000
+                };
+                (rep(ns, 0), rep(ns, 1))
+            })
+            .collect();
+        let note = drift_note(&pairs, 6);
+        assert!(note.contains("21.9% (5 steps)"), "{note}");
+        assert!(note.contains("0.00% (6 pairs)"), "{note}");
     }
 
     #[test]
