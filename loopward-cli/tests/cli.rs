@@ -298,6 +298,12 @@ fn a_resumed_run_plays_the_script_it_was_started_with() {
     let o = loopward(d, &["run", "--script", "scripts/own.toml", "--id", "rs"]);
     assert_eq!(o.status.code(), Some(7), "{}", text(&o));
     assert!(loopward(d, &["approve", "rs", "plan"]).status.success());
+    // The script is remembered, so a second one is refused as a usage error (as `--task` is).
+    let o = loopward(
+        d,
+        &["run", "--resume", "rs", "--script", "scripts/own.toml"],
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
 
     // Resumed from another folder, without --script: the run's own script, not the config's.
     let elsewhere = d.join("scripts");
