@@ -353,6 +353,28 @@ impl AuditEvent {
         }
     }
 
+    /// Whether a sink may hold the event in memory until the next
+    /// [`commit`](AuditSink::commit) (or the next event it does not hold) and write them
+    /// together: the event is a step on the way to an action that has not run yet — the turn's
+    /// start, a verdict that lets the action through, the tool request and start, the model call
+    /// whose reply is recorded right after it. A killed process that loses such an event had not
+    /// acted on it; everything else — a reply, an effect's end, a refusal, a person's word — is
+    /// written when it is recorded.
+    pub fn may_wait_for_commit(&self) -> bool {
+        match self {
+            Self::TurnStarted { .. }
+            | Self::ModelCall { .. }
+            | Self::ToolRequested { .. }
+            | Self::ToolStarted { .. } => true,
+            Self::GateDecision { decision, .. } => matches!(decision, Decision::Allow),
+            Self::LayerDecision { decision, .. } => matches!(
+                decision,
+                LayerVerdict::Allow | LayerVerdict::Admitted | LayerVerdict::AutoApproved
+            ),
+            _ => false,
+        }
+    }
+
     /// Whether the event authorises an action and must be durable before the action runs.
     pub fn is_decision(&self) -> bool {
         matches!(
@@ -367,8 +389,10 @@ impl AuditEvent {
 
 /// Receives audit events. Implemented by the ledger (and by test sinks).
 ///
-/// `record` writes the event (once it returns, a killed process no longer loses it); an error
-/// means the action the event describes must not run. [`AuditEvent::is_decision`] events must
+/// `record` writes the event (once it returns, a killed process no longer loses it), except
+/// that events which [may wait for the commit](AuditEvent::may_wait_for_commit) may be held
+/// until the next `commit` or the next event written at once, so that one `write` carries them
+/// all; an error means the action the event describes must not run. [`AuditEvent::is_decision`] events must
 /// also be on stable storage before the action they authorise runs: whoever is about to run an
 /// action calls [`commit`](AuditSink::commit) first, so all the decisions gating one action
 /// share one sync (a group commit) instead of one each.
@@ -383,8 +407,8 @@ pub trait AuditSink: Send + Sync {
         self.record(scope, &event)
     }
 
-    /// Makes every decision recorded so far durable; called just before the action they
-    /// authorise runs (a tool's effect, a model call). An error means that action must not run.
+    /// Writes every event held so far and makes every decision recorded so far durable; called
+    /// just before the action they authorise runs (a tool's effect, a model call). An error means that action must not run.
     /// Sinks without stable storage have nothing to do (the default); a sink that wraps another
     /// forwards it.
     fn commit(&self) -> Result<(), AuditError> {

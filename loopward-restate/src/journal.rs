@@ -130,6 +130,9 @@ impl Journal {
             let value = IN_STEP.scope((), work(ordinal)).await;
             let value = serde_json::to_value(&value)
                 .map_err(|e| fail(format!("its result cannot be journaled: {e}")))?;
+            // The step's records are in the file before Restate journals the position they
+            // reached (the ledger may hold records on the way to an action until a commit).
+            loopward_core::AuditSink::commit(&*self.ledger).map_err(|e| fail(e.0))?;
             let _ = result_tx.send(Done {
                 value,
                 cursor: self.ledger.cursor(),

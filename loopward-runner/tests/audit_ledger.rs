@@ -240,6 +240,95 @@ fn a_failed_write_poisons_the_ledger() {
     assert_eq!(kinds(&runs.path().join("r1")), ["human_message"]);
 }
 
+fn lines_on_file(run_dir: &Path) -> usize {
+    std::fs::read_to_string(run_dir.join("events.jsonl"))
+        .unwrap()
+        .lines()
+        .count()
+}
+
+#[test]
+fn events_on_the_way_to_an_action_wait_for_the_commit_and_go_out_together() {
+    let runs = tempfile::tempdir().unwrap();
+    let dir = runs.path().join("r1");
+    let ledger = Ledger::create(
+        runs.path(),
+        &RunId::new("r1").unwrap(),
+        LedgerOptions::default(),
+    )
+    .unwrap();
+    assert!(decision().may_wait_for_commit() && !note("x").may_wait_for_commit());
+    ledger.record(&scope("r1"), &decision()).unwrap();
+    assert_eq!(lines_on_file(&dir), 0, "an allow is held until the commit");
+    ledger.record(&scope("r1"), &note("a")).unwrap();
+    assert_eq!(
+        lines_on_file(&dir),
+        2,
+        "a record written at once takes the held one along"
+    );
+    ledger.record(&scope("r1"), &decision()).unwrap();
+    ledger.record(&scope("r1"), &decision()).unwrap();
+    assert_eq!(lines_on_file(&dir), 2);
+    ledger.commit().unwrap();
+    assert_eq!(lines_on_file(&dir), 4, "the commit writes what is held");
+    // A refusal is evidence of an attempt: written at once.
+    let mut deny = decision();
+    if let AuditEvent::GateDecision { decision, .. } = &mut deny {
+        *decision = Decision::Deny(loopward_core::Refusal::new("territory", "no", "leave it"));
+    }
+    assert!(!deny.may_wait_for_commit());
+    ledger.record(&scope("r1"), &deny).unwrap();
+    assert_eq!(lines_on_file(&dir), 5);
+    // A ledger dropped without a last commit (the process ends) still writes what it held.
+    ledger.record(&scope("r1"), &decision()).unwrap();
+    assert_eq!(lines_on_file(&dir), 5);
+    drop(ledger);
+    assert_eq!(lines_on_file(&dir), 6);
+    let (ledger, rec) = Ledger::open_existing(
+        runs.path(),
+        &RunId::new("r1").unwrap(),
+        LedgerOptions::default(),
+    )
+    .unwrap();
+    assert_eq!((rec.kept, rec.truncated_bytes), (6, 0));
+    ledger.record(&scope("r1"), &decision()).unwrap();
+    let done = ledger.finish().unwrap();
+    assert_eq!(done.final_seq, 7, "finish writes what is held");
+    let ok = verify(&dir, &VerifyOptions::keyless()).unwrap();
+    assert_eq!(ok.final_seq, 7);
+}
+
+#[test]
+fn a_failure_loses_the_held_records_as_a_kill_would_and_nothing_acts_on_them() {
+    let runs = tempfile::tempdir().unwrap();
+    let dir = runs.path().join("r1");
+    let hook = Arc::new(|op: LedgerOp<'_>| match op {
+        LedgerOp::Write { seq: 4, .. } => Err(std::io::Error::other("killed")),
+        _ => Ok(()),
+    });
+    let opts = LedgerOptions {
+        fault: Some(hook),
+        ..LedgerOptions::default()
+    };
+    let ledger = Ledger::create(runs.path(), &RunId::new("r1").unwrap(), opts).unwrap();
+    ledger.record(&scope("r1"), &note("a")).unwrap();
+    ledger.record(&scope("r1"), &decision()).unwrap();
+    ledger.record(&scope("r1"), &decision()).unwrap();
+    let err = ledger.record(&scope("r1"), &decision()).unwrap_err();
+    assert!(
+        err.0.contains("writing seq 4 (gate_decision): killed"),
+        "{err}"
+    );
+    // The commit before the action fails: the action they would have let through never runs.
+    assert!(ledger
+        .commit()
+        .unwrap_err()
+        .0
+        .contains("unusable after an earlier failure"));
+    drop(ledger);
+    assert_eq!(kinds(&dir), ["human_message"], "the held allows were lost");
+}
+
 fn builder_writes_hello() -> Script {
     let mut s = Script::default();
     s.call(
@@ -531,7 +620,9 @@ fn damage_before_the_last_line_or_a_wrong_key_is_refused_not_cut() {
 const CHILD_ENV: &str = "LOOPWARD_LEDGER_CRASH_CHILD";
 
 /// Runs only as the child of `the_ledger_survives_being_killed_at_random_points`: appends events
-/// to a ledger forever, printing `ack N` after record N returned.
+/// to a ledger forever, printing `ack N` once record N is acknowledged: when `record` returned
+/// for an event written at once, when a later one or a commit returned for one that may wait
+/// for the commit.
 #[test]
 #[ignore = "child process of the_ledger_survives_being_killed_at_random_points"]
 fn crash_child_appends_until_killed() {
@@ -559,6 +650,12 @@ fn crash_child_appends_until_killed() {
             _ => note(&"y".repeat(size / 3)),
         };
         ledger.record(&scope(&run), &event).unwrap();
+        if event.may_wait_for_commit() {
+            if i % 5 != 0 {
+                continue;
+            }
+            ledger.commit().unwrap();
+        }
         writeln!(out, "ack {i}").unwrap();
         out.flush().unwrap();
     }

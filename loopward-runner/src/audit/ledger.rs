@@ -1,12 +1,15 @@
 //! The ledger writer: `runs/<run-id>/events.jsonl`, append-only and hash-chained, one writer
 //! per run.
 //!
-//! Each [`record`](AuditSink::record) writes one whole line with a single `write` call, so a
-//! killed process leaves at most a torn last line; decision events are `fsync`ed at the next
-//! [`commit`](AuditSink::commit), which the runner makes just before the action they authorise
-//! runs — one sync per action, however many decisions gate it (see [`Durability`]). Any write or
-//! sync failure poisons the ledger: that `record` or `commit` and every later one fail, so the
-//! action the event was to record or authorise does not run.
+//! Records are whole lines written with one `write` call each time the file grows, so a killed
+//! process leaves at most a torn last line. Events on the way to an action
+//! ([`AuditEvent::may_wait_for_commit`]: the turn's start, verdicts that let it through, the
+//! request) are held in memory until the next [`commit`](AuditSink::commit) — which the runner
+//! makes just before the action runs — or the next event written at once, and go out in that
+//! one `write`; everything else is written before `record` returns. Decision events are
+//! `fsync`ed at the commit: one sync per action, however many decisions gate it (see
+//! [`Durability`]). Any write or sync failure poisons the ledger: that `record` or `commit` and
+//! every later one fail, so the action the event was to record or authorise does not run.
 //!
 //! ```
 //! use loopward_core::{AuditEvent, AuditSink, RunId, Scope};
@@ -43,18 +46,23 @@ use std::num::NonZeroU32;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
+/// Held lines are written once they reach this many bytes, even before the commit.
+const HOLD_BYTES: usize = 16 * 1024;
+
 /// When the ledger calls `fsync`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Durability {
-    /// Every event is written when it is recorded (it survives a killed process); the file is
-    /// synced at each [`commit`](AuditSink::commit) that follows a decision event
+    /// Every event is written when it is recorded (it survives a killed process), but those that
+    /// [may wait for the commit](AuditEvent::may_wait_for_commit), which are written with the
+    /// next one that may not or at the next [`commit`](AuditSink::commit); the file is
+    /// synced at each commit that follows a decision event
     /// ([`AuditEvent::is_decision`]) — the runner commits just before the action the decisions
     /// authorise runs, so all the decisions gating one action share one sync — and at
     /// [`Ledger::finish`]. The default.
     #[default]
     Decisions,
-    /// Every event is synced before `record` returns.
+    /// Every event is written and synced before `record` returns.
     EveryEvent,
     /// Benchmarks only: sync once every `n` events and at finish. A power loss may lose
     /// decisions that were already acted on.
@@ -67,7 +75,10 @@ pub enum Durability {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum LedgerOp<'a> {
-    /// Writing the record `seq` of `kind`.
+    /// Adding the record `seq` of `kind` to the file. A record that may wait for the commit
+    /// is shown here when it is recorded, and reaches the file with the next `write`; failing it
+    /// is failing the process there: the records held before it are lost with it, as they are
+    /// when a process is killed.
     Write {
         /// Its sequence number.
         seq: u64,
@@ -256,8 +267,10 @@ struct State {
     file: Option<Flock<File>>,
     next_seq: u64,
     prev: String,
-    /// The line being written, reused from record to record.
+    /// Sealed lines not yet written (records that may wait for the commit); reused.
     line: Vec<u8>,
+    /// The first sequence number in `line`.
+    held_from: u64,
     /// The clock's millisecond that `time` formats: records stamped within the same
     /// millisecond reuse it instead of formatting it again.
     time_millis: Option<u64>,
@@ -430,6 +443,7 @@ impl Ledger {
                 next_seq,
                 prev: prev.to_string(),
                 line: Vec::with_capacity(1024),
+                held_from: next_seq,
                 time_millis: None,
                 time: String::with_capacity(32),
                 unsynced: 0,
@@ -487,7 +501,11 @@ impl Ledger {
             write_rfc3339(&mut st.time, now);
             st.time_millis = Some(now);
         }
-        let hash = Record::seal_into(
+        if let Err(e) = self.fault(LedgerOp::Write { seq, kind }) {
+            return Err(self.poison(st, format!("writing seq {seq} ({kind}): {e}")));
+        }
+        let start = st.line.len();
+        let hash = match Record::seal_into(
             &self.chain,
             seq,
             &st.time,
@@ -495,17 +513,15 @@ impl Ledger {
             event,
             &st.prev,
             &mut st.line,
-        )
-        .map_err(|e| AuditError(format!("cannot serialise {kind}: {e}")))?;
-        // One `write` per record: a crash tears at most this line.
-        let written =
-            self.fault(LedgerOp::Write { seq, kind })
-                .and_then(|()| match st.file.as_mut() {
-                    Some(f) => f.write_all(&st.line),
-                    None => Err(std::io::Error::other("the ledger file is closed")),
-                });
-        if let Err(e) = written {
-            return Err(self.poison(st, format!("writing seq {seq} ({kind}): {e}")));
+        ) {
+            Ok(hash) => hash,
+            Err(e) => {
+                st.line.truncate(start);
+                return Err(AuditError(format!("cannot serialise {kind}: {e}")));
+            }
+        };
+        if start == 0 {
+            st.held_from = seq;
         }
         st.next_seq += 1;
         st.prev.clear();
@@ -520,9 +536,35 @@ impl Ledger {
                 Durability::EveryEvent => true,
                 Durability::GroupCommit(n) => st.unsynced >= n.get(),
             };
+        if sync || !event.may_wait_for_commit() || st.line.len() >= HOLD_BYTES {
+            self.write_held(st)?;
+        }
         if sync {
             self.sync(st, seq, kind, || format!("syncing seq {seq} ({kind})"))?;
         }
+        Ok(())
+    }
+
+    /// Writes the held lines with one `write`: a crash tears at most the last of them.
+    fn write_held(&self, st: &mut State) -> Result<(), AuditError> {
+        if st.line.is_empty() {
+            return Ok(());
+        }
+        let written = match st.file.as_mut() {
+            Some(f) => f.write_all(&st.line),
+            None => Err(std::io::Error::other("the ledger file is closed")),
+        };
+        if let Err(e) = written {
+            let (first, last) = (st.held_from, st.next_seq - 1);
+            let seqs = if first == last {
+                format!("seq {last}")
+            } else {
+                format!("seqs {first}–{last}")
+            };
+            return Err(self.poison(st, format!("writing {seqs}: {e}")));
+        }
+        st.line.clear();
+        st.held_from = st.next_seq;
         Ok(())
     }
 
@@ -561,9 +603,11 @@ impl Ledger {
         Ok(())
     }
 
-    /// Syncs the decisions written since the last sync, if any (see [`Durability::Decisions`]).
+    /// Writes the held records and syncs the decisions written since the last sync, if any
+    /// (see [`Durability::Decisions`]).
     fn commit_decisions(&self) -> Result<(), AuditError> {
         let mut st = self.open_state()?;
+        self.write_held(&mut st)?;
         if !st.decisions_unsynced || self.opts.durability != Durability::Decisions {
             return Ok(());
         }
@@ -577,8 +621,11 @@ impl Ledger {
         self.opts.fault.as_ref().map_or(Ok(()), |h| h.before(op))
     }
 
+    /// Stops the ledger after a failure. Held records are dropped, as a killed process would
+    /// lose them: none of them was acted on.
     fn poison(&self, st: &mut State, error: String) -> AuditError {
         st.phase = Phase::Poisoned(error.clone());
+        st.line.clear();
         AuditError(format!("ledger {}: {error}", self.path.display()))
     }
 
@@ -598,6 +645,12 @@ impl Ledger {
             Phase::Finished => return Err(LedgerError::Finished(self.path.clone())),
         }
         let seq = st.next_seq - 1;
+        if let Err(e) = self.write_held(&mut st) {
+            return Err(LedgerError::Poisoned {
+                path: self.path.clone(),
+                error: e.0,
+            });
+        }
         let synced = self
             .fault(LedgerOp::Sync {
                 seq,
@@ -701,6 +754,20 @@ impl AuditSink for Ledger {
 
     fn commit(&self) -> Result<(), AuditError> {
         self.commit_decisions()
+    }
+}
+
+impl Drop for Ledger {
+    /// Writes what is held, as a process that ends without a last commit would have (a dropped
+    /// ledger that was never finished can still be reopened and resumed). A failure here is
+    /// lost with the process: nothing was acted on after these records.
+    fn drop(&mut self) {
+        let st = self.state.get_mut().unwrap_or_else(|p| p.into_inner());
+        if matches!(st.phase, Phase::Open) && !st.line.is_empty() {
+            if let Some(f) = st.file.as_mut() {
+                let _ = f.write_all(&st.line);
+            }
+        }
     }
 }
 
