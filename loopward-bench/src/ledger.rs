@@ -6,7 +6,7 @@
 //! counts.
 
 use crate::harness::Effort;
-use crate::machine::fs_type;
+use crate::machine::{fs_type, write_syscalls};
 use crate::report::{fmt_ns, fmt_rate, fmt_ratio, Section, Target, Verdict};
 use crate::support::agent;
 use crate::team_run::{team_run, TeamRun};
@@ -66,7 +66,7 @@ fn events() -> Vec<AuditEvent> {
 #[derive(Clone, Copy)]
 enum Mode {
     Ledger(Durability),
-    /// The same events as JSON lines, appended with one `write(2)` each, no chain.
+    /// The same events as JSON lines, appended as the ledger appends them, no chain.
     Raw(Floor),
 }
 
@@ -92,7 +92,19 @@ struct Row {
     mode: Mode,
     rates: Vec<f64>,
     syncs_per_event: &'static str,
+    /// `write(2)` calls per event, over all repetitions.
+    writes: Option<(u64, u64)>,
 }
+
+/// What a profile of the record loop found (`perf record --call-graph dwarf`, by hand: a bench
+/// run does not profile).
+const PROFILE: &str = "Profiled by hand at f5b991d (`perf record --call-graph dwarf`, this \
+     stream into a ledger without fsync in a loop, 1.2–1.3 µs a record there): about 29% of a \
+     record is its share of the `write(2)`s (two for four records), 22% the SHA-256 of its line \
+     (SHA-NI), 25–30% serialising the event and the record's head (a third of that escaping \
+     strings), the rest the lock, the clock and copies; no heap allocation. Under 1 µs would take \
+     a cheaper hash than SHA-256 over each whole line (the chain's format; not changed) or fewer \
+     lines (part 2's note).";
 
 /// The target: a record without fsync.
 pub const TARGET_RECORD_NS: f64 = 1_000.0;
@@ -108,42 +120,49 @@ pub fn run(effort: Effort) -> Result<Section> {
             name: "fsync at the commit before each action (default)",
             mode: Mode::Ledger(Durability::Decisions),
             rates: vec![],
+            writes: None,
             syncs_per_event: "1 in 4",
         },
         Row {
             name: "fsync every event",
             mode: Mode::Ledger(Durability::EveryEvent),
             rates: vec![],
+            writes: None,
             syncs_per_event: "1",
         },
         Row {
             name: "group commit (64 events)",
             mode: Mode::Ledger(Durability::GroupCommit(group)),
             rates: vec![],
+            writes: None,
             syncs_per_event: "1 in 64",
         },
         Row {
             name: "no fsync (baseline)",
             mode: Mode::Ledger(Durability::NoSync),
             rates: vec![],
+            writes: None,
             syncs_per_event: "0",
         },
         Row {
             name: "JSON lines through serde_json::Value, no chain, no fsync",
             mode: Mode::Raw(Floor::ViaValue),
             rates: vec![],
+            writes: None,
             syncs_per_event: "0",
         },
         Row {
             name: "JSON lines serialised straight from the event, no chain, no fsync",
             mode: Mode::Raw(Floor::Direct),
             rates: vec![],
+            writes: None,
             syncs_per_event: "0",
         },
         Row {
             name: "pre-serialised lines: write(2) alone",
             mode: Mode::Raw(Floor::WriteOnly),
             rates: vec![],
+            writes: None,
             syncs_per_event: "0",
         },
     ];
@@ -151,11 +170,16 @@ pub fn run(effort: Effort) -> Result<Section> {
     for rep in 0..reps {
         for (i, row) in rows.iter_mut().enumerate() {
             let id = crate::support::run_id(format!("m{i}-{rep}"))?;
-            let rate = match row.mode {
+            let before = write_syscalls();
+            let (rate, n) = match row.mode {
                 Mode::Ledger(d) => ledger_rate(dir.path(), &id, d, &evs, slice)?,
                 Mode::Raw(floor) => raw_rate(dir.path(), &id, &evs, slice, floor)?,
             };
             row.rates.push(rate);
+            if let (Some(a), Some(b)) = (before, write_syscalls()) {
+                let (w, e) = row.writes.unwrap_or_default();
+                row.writes = Some((w + b.saturating_sub(a), e + n));
+            }
         }
     }
     let team = team_runs(dir.path(), reps)?;
@@ -198,7 +222,7 @@ fn ledger_rate(
     d: Durability,
     evs: &[AuditEvent],
     slice: Duration,
-) -> Result<f64> {
+) -> Result<(f64, u64)> {
     let ledger = Ledger::create(
         dir,
         id,
@@ -220,7 +244,9 @@ fn ledger_rate(
         }
         n += evs.len() as u64;
     }
-    Ok(n as f64 / start.elapsed().as_secs_f64())
+    let rate = n as f64 / start.elapsed().as_secs_f64();
+    drop(ledger); // writes nothing more: the stream ends with a record written at once
+    Ok((rate, n))
 }
 
 fn raw_rate(
@@ -229,7 +255,7 @@ fn raw_rate(
     evs: &[AuditEvent],
     slice: Duration,
     floor: Floor,
-) -> Result<f64> {
+) -> Result<(f64, u64)> {
     let path = dir.join(format!("{id}.jsonl"));
     let mut file = std::fs::OpenOptions::new()
         .append(true)
@@ -249,21 +275,26 @@ fn raw_rate(
         Ok(line)
     };
     let ready: Vec<Vec<u8>> = evs.iter().map(line).collect::<Result<_>>()?;
+    // Grouped as the ledger writes them: what may wait for the commit goes out with the commit
+    // (after a decision, here) or with the next record written at once.
+    let mut held = Vec::with_capacity(4096);
     let start = Instant::now();
     let mut n = 0u64;
     while start.elapsed() < slice {
-        if floor == Floor::WriteOnly {
-            for l in &ready {
-                file.write_all(l)?;
+        for (e, ready) in evs.iter().zip(&ready) {
+            if floor == Floor::WriteOnly {
+                held.extend_from_slice(ready);
+            } else {
+                held.extend_from_slice(&line(e)?);
             }
-        } else {
-            for e in evs {
-                file.write_all(&line(e)?)?;
+            if !e.may_wait_for_commit() || e.is_decision() {
+                file.write_all(&held)?;
+                held.clear();
             }
         }
         n += evs.len() as u64;
     }
-    Ok(n as f64 / start.elapsed().as_secs_f64())
+    Ok((n as f64 / start.elapsed().as_secs_f64(), n))
 }
 
 fn median(v: &mut [f64]) -> f64 {
@@ -285,6 +316,10 @@ fn section(rows: &mut [Row], dir: &Path, slice: Duration, team: &[TeamRun; 2]) -
                 r.name.to_string(),
                 fmt_rate(*rate),
                 r.syncs_per_event.to_string(),
+                r.writes.filter(|(_, e)| *e > 0).map_or_else(
+                    || "—".to_string(),
+                    |(w, e)| format!("{:.2}", w as f64 / e as f64),
+                ),
                 fmt_ratio(rate / base),
             ]
         })
@@ -299,13 +334,27 @@ fn section(rows: &mut [Row], dir: &Path, slice: Duration, team: &[TeamRun; 2]) -
              the ledger is committed after it, where the tool would run) into \
              a fresh ledger in a temporary directory on the real disk ({fs}). Each mode appends \
              for {} ms, three times, interleaved with the others; the median rate is shown. \
-             The last three rows are floors: the same events as JSON lines appended with one \
-             `write(2)` each, without the hash chain — serialised through a `serde_json::Value` \
-             (as the ledger did before), straight from the event (as the ledger does), or \
-             beforehand (the `write(2)` alone).",
+             The ledger holds the records on the way to an action (`model_call`, \
+             `tool_requested`, the allowing `gate_decision`) until the commit and writes them \
+             with one `write(2)`, and writes `tool_finished` when it is recorded: {} `write(2)`s \
+             an event without fsync, counted (`syscw` in `/proc/self/io`). The last three rows \
+             are floors: the same events as JSON lines appended in the same groups, without the \
+             hash chain — serialised through a `serde_json::Value` (as the ledger did before), \
+             straight from the event (as the ledger does), or beforehand (the `write(2)`s \
+             alone).",
             slice.as_millis(),
+            rows[3]
+                .writes
+                .filter(|(_, e)| *e > 0)
+                .map_or_else(|| "(not counted)".to_string(), |(w, e)| format!("{:.2}", w as f64 / e as f64)),
         ),
-        columns: ["durability", "events/s", "fsyncs per event", "× no fsync"]
+        columns: [
+            "durability",
+            "events/s",
+            "fsyncs per event",
+            "`write(2)`s per event",
+            "× no fsync",
+        ]
             .map(String::from)
             .to_vec(),
         rows: table,
@@ -344,16 +393,10 @@ fn section(rows: &mut [Row], dir: &Path, slice: Duration, team: &[TeamRun; 2]) -
                 let (ledger, json, direct, write) =
                     (per(rates[3]), per(rates[4]), per(rates[5]), per(rates[6]));
                 format!(
-                    "Per event without fsync: {} in all — the `write(2)` alone {}, serialising \
-                     straight from the event, as the ledger does, {} more (through a \
-                     `serde_json::Value`, as it did before: {} more), and the rest of a sealed \
-                     record {}. Profiled (`perf record --call-graph dwarf`, a loop of these \
-                     records without fsync): about 37% of a record is the `write(2)`, 20% the \
-                     SHA-256 of its line (SHA-NI), 25% serialising the event and the record's \
-                     head (a third of that escaping strings), the rest the lock, the clock and \
-                     copies; no heap allocation. Under 1 µs would take fewer `write(2)`s (one \
-                     per commit point, not per record) and a cheaper hash than SHA-256 over \
-                     each whole line; neither is done.",
+                    "Per event without fsync: {} in all — its share of the `write(2)`s alone {}, \
+                     serialising straight from the event, as the ledger does, {} more (through \
+                     a `serde_json::Value`, as it did before: {} more), and the rest of a sealed \
+                     record {}. {PROFILE}",
                     fmt_ns(ledger),
                     fmt_ns(write),
                     fmt_ns(direct - write),
@@ -376,7 +419,7 @@ fn section(rows: &mut [Row], dir: &Path, slice: Duration, team: &[TeamRun; 2]) -
             "team_run_default": synced,
             "team_run_no_fsync": unsynced,
             "fs_type": fs,
-            "modes": rows.iter().zip(&rates).map(|(r, rate)| json!({"name": r.name, "events_per_sec": rate, "reps": r.rates})).collect::<Vec<_>>(),
+            "modes": rows.iter().zip(&rates).map(|(r, rate)| json!({"name": r.name, "events_per_sec": rate, "reps": r.rates, "writes_events": r.writes})).collect::<Vec<_>>(),
         }),
     }
 }

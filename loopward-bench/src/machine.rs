@@ -54,6 +54,16 @@ pub fn proc_status_bytes(field: &str) -> Option<u64> {
     Some(kb * 1024)
 }
 
+/// The `write` system calls this process has made so far (`syscw` in `/proc/self/io`).
+pub fn write_syscalls() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/self/io").ok()?;
+    text.lines()
+        .find_map(|l| l.strip_prefix("syscw:"))?
+        .trim()
+        .parse()
+        .ok()
+}
+
 /// The file system type `path` lives on (longest mount point in `/proc/mounts` that holds it).
 pub fn fs_type(path: &Path) -> Option<String> {
     let mounts = std::fs::read_to_string("/proc/mounts").ok()?;

@@ -10,6 +10,7 @@
 //! Each turn also records `turn_started`/`turn_ended`, as the runner does.
 
 use crate::harness::{time_n, Effort, Stats};
+use crate::machine::write_syscalls;
 use crate::report::{fmt_ns, fmt_ratio, Section, Target, Verdict};
 use crate::support::{agent, CountingSink, Noop, STACK_TOML};
 use anyhow::{Context as _, Result};
@@ -37,6 +38,8 @@ struct Variant {
     samples: Vec<u64>,
     events: u64,
     turns: u64,
+    /// `write(2)` calls during the measured turns (`syscw` in `/proc/self/io`), when counted.
+    writes: Option<u64>,
     /// Event kinds of one turn, from the ledger (e.g. `layer_decision(stopgate:approved)`).
     kinds: Vec<String>,
 }
@@ -50,6 +53,7 @@ impl Variant {
             samples: vec![],
             events: 0,
             turns: 0,
+            writes: None,
             kinds: vec![],
         }
     }
@@ -164,6 +168,7 @@ async fn measure(
                     );
                     let mut k = 0u32;
                     let mut failed = None;
+                    let before = write_syscalls();
                     time_n(n, &mut samples, async || {
                         k += 1;
                         if let Err(e) = one_turn(service, &run, &a, k, &messages).await {
@@ -171,18 +176,23 @@ async fn measure(
                         }
                     })
                     .await;
+                    if let (true, Some(a), Some(b)) = (round > 0, before, write_syscalls()) {
+                        v.writes = Some(v.writes.unwrap_or(0) + b.saturating_sub(a));
+                    }
                     if let Some(e) = failed {
                         anyhow::bail!("{}: a turn failed: {e}", v.name);
                     }
+                    // The warm-up round's events are not counted: its turns are not.
+                    let counted = if round == 0 { 0 } else { 1 };
                     if v.ledger {
                         let path = runs_dir
                             .path()
                             .join(run.run().as_str())
                             .join("events.jsonl");
-                        v.events += count_lines(&path)?;
+                        v.events += counted * count_lines(&path)?;
                         v.kinds = last_turn_kinds(&path)?;
                     } else {
-                        v.events += counter.count();
+                        v.events += counted * counter.count();
                     }
                 }
             }
@@ -292,11 +302,17 @@ fn section(mut variants: Vec<Variant>, per_round: usize) -> Section {
     let layers = stats[2].median_ns - stats[1].median_ns;
     let ledger = stats[3].median_ns - stats[2].median_ns;
     let events = per_turn(3);
+    let writes = match (variants[3].writes, variants[3].turns) {
+        (Some(w), t) if t > 0 => format!("{:.1}", w as f64 / t as f64),
+        _ => "uncounted".into(),
+    };
     let met = overhead <= TARGET_NS;
     let breakdown = format!(
         "of the {} overhead, the agent loop itself (turn context, request building, `model_call` \
          and turn records) takes {}, the layers {}, and writing the ledger {} ({events:.0} events \
-         a turn: {}; {} each: JSON, SHA-256, one `write(2)`)",
+         a turn: {}; {} each: JSON, SHA-256 and a share of the turn's {writes} `write(2)`s — the \
+         steps on the way to the model call go out together at its commit, the reply and the \
+         turn's end when they are recorded)",
         fmt_ns(overhead),
         fmt_ns(agent_loop),
         fmt_ns(layers),
@@ -347,21 +363,21 @@ fn section(mut variants: Vec<Variant>, per_round: usize) -> Section {
             if !met {
                 let bare_stack = stats[2].median_ns - base.median_ns;
                 let inside = if bare_stack <= TARGET_NS {
-                    "inside the target: the miss is the ledger's one line per event"
+                    "inside the target: the miss is the ledger's sealed line per event"
                 } else {
-                    "itself over the target on this loaded run, and the ledger's one line per \
-                     event adds most of the rest"
+                    "itself over the target on this run, and the ledger's sealed line per event \
+                     adds most of the rest"
                 };
                 notes.push(format!(
                     "Without the ledger the stack costs {} a turn, {inside}. Ways down, found \
-                     here: the ledger already serialises each event straight into a reused \
-                     buffer (no `serde_json::Value`), and a line's cost is now the `write(2)`, \
-                     the SHA-256 of the line and the serialisation, a few hundred nanoseconds \
-                     each (part 3's breakdown); so fewer lines is the way down: three of the \
-                     {events:.0} events are layers letting the turn \
+                     here: the ledger serialises each event straight into a reused buffer and \
+                     writes the steps before an action together, so a line's cost is mostly its \
+                     serialisation and the SHA-256 over it (part 3's breakdown); fewer lines is \
+                     the way down: three of the {events:.0} events are layers letting the turn \
                      through (`caps:allow`, `stopgate:auto_approved`, `rate_limit:admitted` with no \
                      wait) — one record per turn carrying all pass-through verdicts would keep the \
-                     census and write two lines fewer.",
+                     census and seal two lines fewer; not done (it changes what the ledger's \
+                     readers — the journal, the census, the reports — read).",
                     fmt_ns(bare_stack),
                 ));
             }
@@ -375,6 +391,7 @@ fn section(mut variants: Vec<Variant>, per_round: usize) -> Section {
             "agent_loop_ns": agent_loop,
             "layers_ns": layers,
             "ledger_ns": ledger,
+            "ledger_writes": variants[3].writes,
         }),
     }
 }
