@@ -356,16 +356,14 @@ impl AuditEvent {
     /// Whether a sink may hold the event in memory until the next
     /// [`commit`](AuditSink::commit) (or the next event it does not hold) and write them
     /// together: the event is a step on the way to an action that has not run yet — the turn's
-    /// start, a verdict that lets the action through, the tool request and start, the model call
-    /// whose reply is recorded right after it. A killed process that loses such an event had not
-    /// acted on it; everything else — a reply, an effect's end, a refusal, a person's word — is
-    /// written when it is recorded.
+    /// start, a verdict that lets the action through, the tool request, the model call whose
+    /// reply is recorded right after it. A killed process that loses such an event had not acted
+    /// on it; everything else — a tool's start (a tool may release its effect right after
+    /// recording it), a reply, an effect's end, a refusal, a person's word — is written when it
+    /// is recorded.
     pub fn may_wait_for_commit(&self) -> bool {
         match self {
-            Self::TurnStarted { .. }
-            | Self::ModelCall { .. }
-            | Self::ToolRequested { .. }
-            | Self::ToolStarted { .. } => true,
+            Self::TurnStarted { .. } | Self::ModelCall { .. } | Self::ToolRequested { .. } => true,
             Self::GateDecision { decision, .. } => matches!(decision, Decision::Allow),
             Self::LayerDecision { decision, .. } => matches!(
                 decision,

@@ -279,23 +279,36 @@ fn events_on_the_way_to_an_action_wait_for_the_commit_and_go_out_together() {
     assert!(!deny.may_wait_for_commit());
     ledger.record(&scope("r1"), &deny).unwrap();
     assert_eq!(lines_on_file(&dir), 5);
+    // A tool's start is on file when `record` returns: the shell tool releases its command right
+    // after recording it, and a resumed run must find the start of a command that may have run.
+    ledger.record(&scope("r1"), &decision()).unwrap();
+    let started = AuditEvent::ToolStarted {
+        call_id: "c1".into(),
+        tool: "shell".into(),
+    };
+    ledger.record(&scope("r1"), &started).unwrap();
+    assert_eq!(
+        lines_on_file(&dir),
+        7,
+        "the start takes the held allow along"
+    );
     // A ledger dropped without a last commit (the process ends) still writes what it held.
     ledger.record(&scope("r1"), &decision()).unwrap();
-    assert_eq!(lines_on_file(&dir), 5);
+    assert_eq!(lines_on_file(&dir), 7);
     drop(ledger);
-    assert_eq!(lines_on_file(&dir), 6);
+    assert_eq!(lines_on_file(&dir), 8);
     let (ledger, rec) = Ledger::open_existing(
         runs.path(),
         &RunId::new("r1").unwrap(),
         LedgerOptions::default(),
     )
     .unwrap();
-    assert_eq!((rec.kept, rec.truncated_bytes), (6, 0));
+    assert_eq!((rec.kept, rec.truncated_bytes), (8, 0));
     ledger.record(&scope("r1"), &decision()).unwrap();
     let done = ledger.finish().unwrap();
-    assert_eq!(done.final_seq, 7, "finish writes what is held");
+    assert_eq!(done.final_seq, 9, "finish writes what is held");
     let ok = verify(&dir, &VerifyOptions::keyless()).unwrap();
-    assert_eq!(ok.final_seq, 7);
+    assert_eq!(ok.final_seq, 9);
 }
 
 #[test]
