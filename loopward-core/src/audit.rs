@@ -390,10 +390,10 @@ impl AuditEvent {
 /// `record` writes the event (once it returns, a killed process no longer loses it), except
 /// that events which [may wait for the commit](AuditEvent::may_wait_for_commit) may be held
 /// until the next `commit` or the next event written at once, so that one `write` carries them
-/// all; an error means the action the event describes must not run. [`AuditEvent::is_decision`] events must
-/// also be on stable storage before the action they authorise runs: whoever is about to run an
-/// action calls [`commit`](AuditSink::commit) first, so all the decisions gating one action
-/// share one sync (a group commit) instead of one each.
+/// all; an error means the action the event describes must not run. [`AuditEvent::is_decision`]
+/// events must also be on stable storage before the action they authorise runs: whoever is about
+/// to run an action calls [`commit`](AuditSink::commit) first, so all the decisions gating one
+/// action share one sync (a group commit) instead of one each.
 pub trait AuditSink: Send + Sync {
     /// Records one event.
     fn record(&self, scope: &Scope, event: &AuditEvent) -> Result<(), AuditError>;
@@ -406,7 +406,8 @@ pub trait AuditSink: Send + Sync {
     }
 
     /// Writes every event held so far and makes every decision recorded so far durable; called
-    /// just before the action they authorise runs (a tool's effect, a model call). An error means that action must not run.
+    /// just before the action they authorise runs (a tool's effect, a model call). An error
+    /// means that action must not run.
     /// Sinks without stable storage have nothing to do (the default); a sink that wraps another
     /// forwards it.
     fn commit(&self) -> Result<(), AuditError> {

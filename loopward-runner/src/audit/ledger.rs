@@ -646,9 +646,14 @@ impl Ledger {
         }
         let seq = st.next_seq - 1;
         if let Err(e) = self.write_held(&mut st) {
+            // The failure as the ledger keeps it (without the path, which the error names).
+            let error = match &st.phase {
+                Phase::Poisoned(error) => error.clone(),
+                _ => e.0,
+            };
             return Err(LedgerError::Poisoned {
                 path: self.path.clone(),
-                error: e.0,
+                error,
             });
         }
         let synced = self
