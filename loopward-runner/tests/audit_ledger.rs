@@ -213,17 +213,22 @@ fn group_commit_syncs_every_n_events_and_no_sync_never_until_finish() {
     }
 }
 
+/// Ledger options whose write of record `seq` fails with `why`.
+fn failing_write(seq: u64, why: &'static str) -> LedgerOptions {
+    let hook = Arc::new(move |op: LedgerOp<'_>| match op {
+        LedgerOp::Write { seq: s, .. } if s == seq => Err(std::io::Error::other(why)),
+        _ => Ok(()),
+    });
+    LedgerOptions {
+        fault: Some(hook),
+        ..LedgerOptions::default()
+    }
+}
+
 #[test]
 fn a_failed_write_poisons_the_ledger() {
     let runs = tempfile::tempdir().unwrap();
-    let hook = Arc::new(|op: LedgerOp<'_>| match op {
-        LedgerOp::Write { seq: 2, .. } => Err(std::io::Error::other("disk full")),
-        _ => Ok(()),
-    });
-    let opts = LedgerOptions {
-        fault: Some(hook),
-        ..LedgerOptions::default()
-    };
+    let opts = failing_write(2, "disk full");
     let ledger = Ledger::create(runs.path(), &RunId::new("r1").unwrap(), opts).unwrap();
     ledger.record(&scope("r1"), &note("a")).unwrap();
     let err = ledger.record(&scope("r1"), &note("b")).unwrap_err();
@@ -315,14 +320,7 @@ fn events_on_the_way_to_an_action_wait_for_the_commit_and_go_out_together() {
 fn a_failure_loses_the_held_records_as_a_kill_would_and_nothing_acts_on_them() {
     let runs = tempfile::tempdir().unwrap();
     let dir = runs.path().join("r1");
-    let hook = Arc::new(|op: LedgerOp<'_>| match op {
-        LedgerOp::Write { seq: 4, .. } => Err(std::io::Error::other("killed")),
-        _ => Ok(()),
-    });
-    let opts = LedgerOptions {
-        fault: Some(hook),
-        ..LedgerOptions::default()
-    };
+    let opts = failing_write(4, "killed");
     let ledger = Ledger::create(runs.path(), &RunId::new("r1").unwrap(), opts).unwrap();
     ledger.record(&scope("r1"), &note("a")).unwrap();
     ledger.record(&scope("r1"), &decision()).unwrap();
