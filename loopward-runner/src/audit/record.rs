@@ -85,6 +85,56 @@ struct Head<'a> {
     kind: &'a str,
 }
 
+impl Head<'_> {
+    /// Appends the head as serde_json writes it, without its closing brace (`data` and `prev`
+    /// follow). By hand: its strings (the clock's time, validated ids, a kind) need no escaping,
+    /// which [`push_json_str`] checks before it skips serde_json's escaper.
+    fn write_open(&self, line: &mut Vec<u8>) -> Result<(), ParseError> {
+        line.push(b'{');
+        if let Some(header) = self.ledger {
+            line.extend_from_slice(b"\"ledger\":");
+            serde_json::to_writer(&mut *line, header).map_err(|e| ParseError(e.to_string()))?;
+            line.push(b',');
+        }
+        line.extend_from_slice(b"\"seq\":");
+        line.extend_from_slice(itoa::Buffer::new().format(self.seq).as_bytes());
+        line.extend_from_slice(b",\"time\":");
+        push_json_str(line, self.time);
+        line.extend_from_slice(b",\"run\":");
+        push_json_str(line, self.run.as_str());
+        line.extend_from_slice(b",\"turn\":");
+        match self.turn {
+            Some(t) => line.extend_from_slice(itoa::Buffer::new().format(t.0).as_bytes()),
+            None => line.extend_from_slice(b"null"),
+        }
+        line.extend_from_slice(b",\"agent\":");
+        match self.agent {
+            Some(a) => push_json_str(line, a.as_str()),
+            None => line.extend_from_slice(b"null"),
+        }
+        line.extend_from_slice(b",\"kind\":");
+        push_json_str(line, self.kind);
+        Ok(())
+    }
+}
+
+/// Appends `s` as a JSON string: quoted as it is when no byte needs escaping (serde_json escapes
+/// only `"`, `\\` and control characters), else through serde_json's escaper.
+fn push_json_str(line: &mut Vec<u8>, s: &str) {
+    // A fold without early exit, so the compiler can check many bytes at once.
+    let escape = s
+        .bytes()
+        .fold(false, |e, b| e | (b < 0x20) | (b == b'"') | (b == b'\\'));
+    if !escape {
+        line.push(b'"');
+        line.extend_from_slice(s.as_bytes());
+        line.push(b'"');
+    } else {
+        // Writing a string into a Vec cannot fail.
+        let _ = serde_json::to_writer(&mut *line, s);
+    }
+}
+
 /// The record without its hash, with `data` as a [`serde_json::Value`]: how lines were built
 /// before they were written straight from the event. Debug builds build every line this way too
 /// and check that the bytes agree (see [`Record::seal_into`]).
@@ -171,14 +221,13 @@ impl Record {
             kind: event.kind(),
         };
         let start = line.len();
-        serde_json::to_writer(&mut *line, &head).map_err(|e| ParseError(e.to_string()))?;
-        line.pop(); // the closing brace; `data` and `prev` follow
+        head.write_open(line)?;
         line.extend_from_slice(b",\"data\":");
         event
             .write_data(line)
             .map_err(|e| ParseError(e.to_string()))?;
         line.extend_from_slice(b",\"prev\":");
-        serde_json::to_writer(&mut *line, prev).map_err(|e| ParseError(e.to_string()))?;
+        push_json_str(line, prev);
         line.push(b'}');
         #[cfg(debug_assertions)]
         check_against_value(&head, event, prev, &line[start..]);
@@ -384,6 +433,25 @@ mod tests {
         let text = String::from_utf8(line).unwrap();
         assert!(text.starts_with(r#"{"seq":7,"time":"T","run":"r1","turn":2,"agent":"planner","kind":"tool_requested","data":{"arguments":{"a":2,"z":1},"call_id":"c1","tool":"write_file"},"prev":"000"#), "{text}");
         assert!(text.ends_with("\"}\n"));
+    }
+
+    #[test]
+    fn strings_written_without_the_escaper_are_the_bytes_serde_json_writes() {
+        for s in [
+            "",
+            "r1",
+            "2026-01-01T00:00:00.000Z",
+            "héllo ✓",
+            "a\"b",
+            "a\\b",
+            "tab\there",
+            "\u{7f}",
+            "nl\n",
+        ] {
+            let mut line = Vec::new();
+            push_json_str(&mut line, s);
+            assert_eq!(line, serde_json::to_vec(s).unwrap(), "{s:?}");
+        }
     }
 
     #[test]
