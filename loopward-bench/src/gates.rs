@@ -28,7 +28,7 @@ pub const TARGET_1000_NS: f64 = 1_500.0;
 
 /// Declares a write to its `path` argument and does nothing.
 #[derive(Clone, Copy, Debug, Default)]
-struct NoopWrite;
+pub struct NoopWrite;
 
 impl Tool for NoopWrite {
     fn spec(&self) -> ToolSpec {
@@ -62,7 +62,7 @@ impl Tool for NoopWrite {
 
 /// `n` territories `area<i>/**`, owned round-robin by four agents; the builder owns `src/**`
 /// (the path written) last, so a linear scan would visit every territory first.
-fn policy_toml(n: usize) -> String {
+pub fn policy_toml(n: usize) -> String {
     let owners = ["planner", "auditor", "writer", "tester"];
     let mut t = String::new();
     for i in 0..n.saturating_sub(1) {

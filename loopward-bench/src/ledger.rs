@@ -22,7 +22,8 @@ use std::time::{Duration, Instant};
 /// The group size of the group-commit mode.
 pub const GROUP: u32 = 64;
 
-fn events() -> Vec<AuditEvent> {
+/// A tool call's worth of events, as part 3 records them.
+pub fn events() -> Vec<AuditEvent> {
     vec![
         AuditEvent::ModelCall {
             model: "fake".into(),
