@@ -97,15 +97,20 @@ struct Row {
     writes: Option<(u64, u64)>,
 }
 
-/// What a profile of the record loop found (`perf record --call-graph dwarf`, by hand: a bench
-/// run does not profile).
-const PROFILE: &str = "Profiled by hand at f5b991d (`perf record --call-graph dwarf`, this \
-     stream into a ledger without fsync in a loop, 1.2–1.3 µs a record there): about 29% of a \
-     record is its share of the `write(2)`s (two for four records), 22% the SHA-256 of its line \
-     (SHA-NI), 25–30% serialising the event and the record's head (a third of that escaping \
-     strings), the rest the lock, the clock and copies; no heap allocation. Under 1 µs would take \
-     a cheaper hash than SHA-256 over each whole line (the chain's format; not changed) or fewer \
-     lines (part 2's note).";
+/// What a profile of the record loop found (`examples/ledger_loop.rs` under `perf record`, by
+/// hand: a bench run does not profile).
+const PROFILE: &str = "Profiled at 7ccffa8 with `examples/ledger_loop.rs` (this stream into a \
+     ledger without fsync in a loop, 1.2 µs a record there; `perf record --call-graph dwarf`): \
+     35% of a record is its share of the `write(2)`s (two for four records, 0.8 KB each; one \
+     `write` to ext4 here costs about 0.8 µs, most of it the page cache's write path), 23% the \
+     SHA-256 of its line (SHA-NI; about 400 bytes, seven blocks, 40 ns a block), 21% serialising \
+     the event's data, 6% the head's strings (written by hand since 7ccffa8, which took 5% off), \
+     the rest the hex, copies, the clock and the lock; no heap allocation. So the writes and the \
+     hash alone take about 0.7 µs of a record, leaving 0.3 µs to serialise 400 bytes of JSON: \
+     under 1 µs would take fewer `write`s — holding what records a finished action (a tool's \
+     end, a model's reply) until the next commit, which a kill would then lose, and which the \
+     ledger refuses (docs/durability.md) — or a cheaper chain than SHA-256 over each line (a new \
+     format; not changed).";
 
 /// The target: a record without fsync.
 pub const TARGET_RECORD_NS: f64 = 1_000.0;

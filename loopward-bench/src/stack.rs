@@ -380,6 +380,19 @@ fn section(mut variants: Vec<Variant>, per_round: usize) -> Section {
                      readers — the journal, the census, the reports — read).",
                     fmt_ns(bare_stack),
                 ));
+                let per_line = if events > 0.0 { ledger / events } else { 0.0 };
+                if per_line > 0.0 && bare_stack < TARGET_NS {
+                    let room = TARGET_NS - bare_stack;
+                    notes.push(format!(
+                        "What the target leaves the ledger: {} after the stack's {}, that is                          {:.1} lines a turn at this run's {} a line, or {:.1} at part 3's target                          of {} a record — fewer than the {events:.0} events a turn, so the                          target needs fewer records a turn as well as cheaper ones.",
+                        fmt_ns(room),
+                        fmt_ns(bare_stack),
+                        room / per_line,
+                        fmt_ns(per_line),
+                        room / crate::ledger::TARGET_RECORD_NS,
+                        fmt_ns(crate::ledger::TARGET_RECORD_NS),
+                    ));
+                }
             }
             notes
         },
