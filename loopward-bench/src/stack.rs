@@ -384,7 +384,10 @@ fn section(mut variants: Vec<Variant>, per_round: usize) -> Section {
                 if per_line > 0.0 && bare_stack < TARGET_NS {
                     let room = TARGET_NS - bare_stack;
                     notes.push(format!(
-                        "What the target leaves the ledger: {} after the stack's {}, that is                          {:.1} lines a turn at this run's {} a line, or {:.1} at part 3's target                          of {} a record — fewer than the {events:.0} events a turn, so the                          target needs fewer records a turn as well as cheaper ones.",
+                        "What the target leaves the ledger: {} after the stack's {}, that is \
+                         {:.1} lines a turn at this run's {} a line, or {:.1} at part 3's \
+                         target of {} a record — fewer than the {events:.0} events a turn, so \
+                         the target needs fewer records a turn as well as cheaper ones.",
                         fmt_ns(room),
                         fmt_ns(bare_stack),
                         room / per_line,
