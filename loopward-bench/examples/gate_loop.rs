@@ -10,13 +10,12 @@
 
 #![allow(clippy::print_stdout)] // its report is its output
 
-use loopward_bench::gates::{policy_toml, NoopWrite};
+use loopward_bench::gates::{noop_write_call, policy_toml};
 use loopward_bench::support::{agent, run_id, CountingSink};
-use loopward_core::{ToolCall, TurnNumber};
+use loopward_core::TurnNumber;
 use loopward_runner::gates::{Policy, PolicyConfig, PolicyLayer};
-use loopward_runner::tool::{BoxToolService, Tool, ToolExecutor, ToolInvocation};
+use loopward_runner::tool::{BoxToolService, ToolExecutor};
 use loopward_runner::{RunContext, SystemClock, TurnContext, Workspace};
-use serde_json::json;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tower::ServiceExt;
@@ -37,14 +36,7 @@ fn main() -> anyhow::Result<()> {
         sink,
         Arc::new(SystemClock),
     );
-    let turn = TurnContext::new(run, agent("builder"), TurnNumber(1));
-    let args = json!({"path": "src/lib.rs"});
-    let inv = ToolInvocation {
-        call: ToolCall::new("c1", "noop_write", args.clone()),
-        tool: Arc::new(NoopWrite),
-        accesses: NoopWrite.accesses(&args, &turn)?,
-        turn,
-    };
+    let inv = noop_write_call(TurnContext::new(run, agent("builder"), TurnNumber(1)))?;
     let rt = tokio::runtime::Builder::new_current_thread().build()?;
     let (mut ns, mut n) = ([0u128; 2], 0u128);
     let end = Instant::now() + Duration::from_secs(secs);

@@ -60,6 +60,17 @@ impl Tool for NoopWrite {
     }
 }
 
+/// The measured call: `noop_write` of `src/lib.rs` (the builder's own territory) in `turn`.
+pub fn noop_write_call(turn: TurnContext) -> Result<ToolInvocation> {
+    let args = json!({"path": "src/lib.rs"});
+    Ok(ToolInvocation {
+        call: ToolCall::new("c1", "noop_write", args.clone()),
+        tool: Arc::new(NoopWrite),
+        accesses: NoopWrite.accesses(&args, &turn)?,
+        turn,
+    })
+}
+
 /// `n` territories `area<i>/**`, owned round-robin by four agents; the builder owns `src/**`
 /// (the path written) last, so a linear scan would visit every territory first.
 pub fn policy_toml(n: usize) -> String {
@@ -110,14 +121,7 @@ pub fn run(effort: Effort) -> Result<Section> {
         sink.clone(),
         Arc::new(SystemClock),
     );
-    let turn = TurnContext::new(run, builder, TurnNumber(1));
-    let args = json!({"path": "src/lib.rs"});
-    let inv = ToolInvocation {
-        call: ToolCall::new("c1", "noop_write", args.clone()),
-        tool: Arc::new(NoopWrite),
-        accesses: NoopWrite.accesses(&args, &turn)?,
-        turn,
-    };
+    let inv = noop_write_call(TurnContext::new(run, builder, TurnNumber(1)))?;
     let mut samples: Vec<Vec<u64>> = vec![vec![]; stacks.len()];
     let mut denied = 0u64;
     rt.block_on(async {
