@@ -22,6 +22,10 @@ use tower::ServiceExt;
 
 fn main() -> anyhow::Result<()> {
     let secs: u64 = std::env::args().nth(1).map_or(Ok(3), |s| s.parse())?;
+    anyhow::ensure!(
+        secs > 0,
+        "run for at least 1 second (the argument is seconds)"
+    );
     let dir = tempfile::tempdir()?;
     let ws = Workspace::new(dir.path())?;
     let policy = Policy::from_config(&PolicyConfig::from_toml(&policy_toml(100))?, ws.clone())?;
@@ -56,7 +60,7 @@ fn main() -> anyhow::Result<()> {
     let (gated, bare) = (ns[0] / n, ns[1] / n);
     println!(
         "{n} calls each: gated {gated} ns, bare {bare} ns, decision {} ns",
-        gated - bare
+        gated.saturating_sub(bare)
     );
     Ok(())
 }

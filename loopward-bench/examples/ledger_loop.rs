@@ -16,6 +16,10 @@ use std::time::{Duration, Instant};
 
 fn main() -> anyhow::Result<()> {
     let secs: u64 = std::env::args().nth(1).map_or(Ok(3), |s| s.parse())?;
+    anyhow::ensure!(
+        secs > 0,
+        "run for at least 1 second (the argument is seconds)"
+    );
     let dir = tempfile::tempdir()?;
     let run = RunId::new("profile").expect("a valid run id");
     let options = LedgerOptions {
