@@ -407,3 +407,108 @@ fn the_override_a_refusal_suggests_can_be_granted_as_printed() {
         assert!(said.contains(r#""permissionDecision":"allow""#), "{said}");
     }
 }
+
+/// Two projects of one user under one state base: the shell of a run in one project, and a
+/// command the Claude Code hook wraps there, cannot read the other project's ledger key (nor
+/// their own); the key's bytes reach neither the ledger nor the command's output.
+#[test]
+fn another_projects_key_is_unreadable_to_a_runs_shell_and_to_sandbox_exec() {
+    let xdg = tempfile::tempdir().unwrap();
+    let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let loopward = |dir: &Path, args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_loopward"))
+            .args(args)
+            .current_dir(dir)
+            .env("NO_COLOR", "1")
+            .env("XDG_STATE_HOME", xdg.path())
+            .output()
+            .unwrap()
+    };
+    for d in [a.path(), b.path()] {
+        let o = loopward(d, &["init"]);
+        assert!(o.status.success(), "{}", text(&o));
+    }
+    let states: Vec<PathBuf> = std::fs::read_dir(xdg.path().join("loopward"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(states.len(), 2, "{states:?}");
+    let keys: Vec<(PathBuf, Vec<u8>)> = states
+        .iter()
+        .flat_map(|s| std::fs::read_dir(s.join("keys")).unwrap())
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "key"))
+        .map(|p| {
+            let bytes = std::fs::read(&p).unwrap();
+            (p, bytes)
+        })
+        .collect();
+    assert_eq!(keys.len(), 2, "{keys:?}");
+    let cats: String = keys
+        .iter()
+        .map(|(p, _)| format!("cat '{}'; ", p.display()))
+        .collect();
+
+    // A run's shell in project b.
+    let d = b.path();
+    let cfg = std::fs::read_to_string(d.join("loopward.toml"))
+        .unwrap()
+        .replace(
+            r#"tools = ["read_file", "write_file", "edit_file", "list_dir", "handoff"]"#,
+            r#"tools = ["read_file", "write_file", "edit_file", "list_dir", "shell", "handoff"]"#,
+        );
+    std::fs::write(d.join("loopward.toml"), cfg).unwrap();
+    let script = std::fs::read_to_string(d.join("loopward.script.toml"))
+        .unwrap()
+        .replacen(
+            "[[agents.builder]]\ntool_calls = [{ name = \"write_file\"",
+            &format!(
+                "[[agents.builder]]\ntool_calls = [{{ name = \"shell\", arguments = {{ command = {:?} }} }}]\n\n\
+                 [[agents.builder]]\ntool_calls = [{{ name = \"write_file\"",
+                format!("{cats}echo tried")
+            ),
+            1,
+        );
+    std::fs::write(d.join("loopward.script.toml"), script).unwrap();
+    let run = loopward(d, &["run", "--id", "r1"]);
+    assert_eq!(run.status.code(), Some(0), "{}", text(&run));
+    let ledger = std::fs::read(d.join("runs/r1/events.jsonl")).unwrap();
+    let ledger_text = String::from_utf8_lossy(&ledger);
+    assert!(
+        ledger_text.contains("tried"),
+        "the shell call ran: {ledger_text}"
+    );
+    assert_eq!(
+        ledger_text.matches("Permission denied").count(),
+        2,
+        "both keys refused: {ledger_text}"
+    );
+
+    // The command the hook wraps (`sandbox exec`, no --unreadable given) in project a.
+    let out = Command::new(env!("CARGO_BIN_EXE_loopward"))
+        .args([
+            "sandbox",
+            "exec",
+            "--config",
+            "loopward.toml",
+            "--agent",
+            "root",
+        ])
+        .args(["--", "bash", "-c", &cats])
+        .current_dir(a.path())
+        .env("XDG_STATE_HOME", xdg.path())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(stderr.matches("Permission denied").count(), 2, "{stderr}");
+    // The ledger is JSON (a key's bytes would be escaped there): both cats were refused above.
+    for (path, bytes) in &keys {
+        assert!(
+            !out.stdout
+                .windows(bytes.len())
+                .any(|w| w == bytes.as_slice()),
+            "{} leaked",
+            path.display()
+        );
+    }
+}

@@ -81,6 +81,18 @@ pub fn state_dir(cfg: &Config, config_path: &Path, base: Option<&Path>) -> Resul
     Ok(state)
 }
 
+/// What no agent-driven process may read, for a workspace whose state directory is `state`:
+/// `<base>/loopward/` (the state of every project in the default layout) when the base is
+/// known, and `state` itself when it lies elsewhere (`[state] dir`). A `[state] dir` of another
+/// project outside the base is not known here: keep such folders under one base, or list them.
+pub fn unreadable(state: &Path, base: Option<&Path>) -> Vec<PathBuf> {
+    let mut dirs: Vec<PathBuf> = base.map(|b| b.join("loopward")).into_iter().collect();
+    if !dirs.iter().any(|d| state.starts_with(d)) {
+        dirs.push(state.to_path_buf());
+    }
+    dirs
+}
+
 /// Refuses `path` (a host path loopward itself writes: the state directory, the witness) when
 /// it lies inside `workspace`, where agents can write. Links are resolved as far as they exist.
 fn outside_workspace(
@@ -121,6 +133,7 @@ pub struct Custody {
     keys: KeyRing,
     chain: ChainKind,
     witness: Option<PathBuf>,
+    unreadable: Vec<PathBuf>,
 }
 
 impl Custody {
@@ -135,7 +148,7 @@ impl Custody {
             ChainKind::Sha256 => KeyRing::load(&dir),
         }
         .with_context(|| format!("cannot open the ledger keys in {}", dir.display()))?;
-        Self::with(state, keys, cfg, config_path)
+        Self::with(state, keys, cfg, config_path, base)
     }
 
     /// Opens the custody for checking evidence only: the key ring as it is (no key is created).
@@ -144,21 +157,29 @@ impl Custody {
         let dir = state.root().join("keys");
         let keys = KeyRing::load(&dir)
             .with_context(|| format!("cannot read the ledger keys in {}", dir.display()))?;
-        Self::with(state, keys, cfg, config_path)
+        Self::with(state, keys, cfg, config_path, base)
     }
 
     /// Custody in `state` with `keys`, chained as `chain` (for embedders and tests).
     pub fn new(state: StateDir, keys: KeyRing, chain: ChainKind) -> Self {
+        let unreadable = vec![state.root().to_path_buf()];
         Self {
             state,
             keys,
             chain,
             witness: None,
+            unreadable,
         }
     }
 
     /// A witness inside the workspace is refused: an agent could rewrite it with the ledger.
-    fn with(state: StateDir, keys: KeyRing, cfg: &Config, config_path: &Path) -> Result<Self> {
+    fn with(
+        state: StateDir,
+        keys: KeyRing,
+        cfg: &Config,
+        config_path: &Path,
+        base: Option<&Path>,
+    ) -> Result<Self> {
         let witness = cfg
             .ledger
             .witness
@@ -173,11 +194,13 @@ impl Custody {
                 "set [ledger] witness to an append-only file outside it (another disk, a mounted log)",
             )?;
         }
+        let unreadable = unreadable(state.root(), base);
         Ok(Self {
             state,
             keys,
             chain: cfg.ledger.chain,
             witness,
+            unreadable,
         })
     }
 
@@ -190,6 +213,15 @@ impl Custody {
     /// The state directory.
     pub fn state(&self) -> &StateDir {
         &self.state
+    }
+
+    /// The folders no agent-driven process may read: every project's state under the state
+    /// base (`<base>/loopward/`, where the default layout keeps each workspace's keys, sessions
+    /// and sealed stores), and this workspace's own state directory when `[state] dir` puts it
+    /// elsewhere. A sandboxed command gets these as its unreadable folders, so one project's
+    /// agent cannot take another project's ledger key.
+    pub fn unreadable(&self) -> &[PathBuf] {
+        &self.unreadable
     }
 
     /// The key ring.

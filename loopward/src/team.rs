@@ -141,10 +141,10 @@ pub fn build(
     let mut stack = Stack::new(&cfg.layers())?;
     if let Some(c) = &opts.custody {
         // loopward's state (keys, sealed stores) is neither writable nor readable to a
-        // sandboxed command: the kernel refuses both.
+        // sandboxed command, this project's nor any other's: the kernel refuses both.
         policy = policy
             .with_overrides(c.overrides()?)
-            .with_unreadable(vec![c.state().root().to_path_buf()]);
+            .with_unreadable(c.unreadable().to_vec());
         stack = stack.with_approvals(c.approvals()?);
     }
     let durable = opts.durable.clone();

@@ -157,7 +157,7 @@ fn context(config: &Path, main_agent: &str, defer_allows: bool) -> Result<HookCo
         .sandbox_exec(SandboxExec {
             exe,
             config: abs_config,
-            unreadable: vec![custody.state().root().to_path_buf()],
+            unreadable: custody.unreadable().to_vec(),
         })
         .config_file(config_rel)
         .runs_dir(cfg.run.runs_dir.to_string_lossy().into_owned())

@@ -23,7 +23,7 @@ Example:
 
 The command may write only the agent's own territories and unclaimed paths (and $TMPDIR);
 other agents' territories, loopward's control files and state are read-only to it and to
-every process it starts, and the --unreadable folders cannot even be read. Exit status 126 when the sandbox cannot be set up (nothing ran).")]
+every process it starts; loopward's state (every project's) and the --unreadable folders cannot even be read. Exit status 126 when the sandbox cannot be set up (nothing ran).")]
 pub struct Args {
     /// What to do.
     #[command(subcommand)]
@@ -48,8 +48,9 @@ pub enum Action {
         /// `LOOPWARD_SESSION`).
         #[arg(long)]
         session: Option<String>,
-        /// A folder the command may not even read (loopward's ledger keys); may be given more
-        /// than once. The Claude Code hook passes its state directory's `keys`.
+        /// A folder the command may not even read, besides loopward's state (every project's
+        /// under `$XDG_STATE_HOME/loopward`, and the config's `[state] dir`), which is always
+        /// unreadable; may be given more than once.
         #[arg(long, value_name = "DIR")]
         unreadable: Vec<PathBuf>,
         /// The command and its arguments.
@@ -105,8 +106,22 @@ fn confine(config: &Path, agent: &str, unreadable: &[PathBuf]) -> Result<Option<
     let protected = Protected::from_policy(control, &cfg.policy(), &agent)
         .with_context(|| format!("{}", config.display()))?;
     let mut plan = Confinement::plan(&ws, &protected)?;
-    for dir in unreadable {
-        plan = plan.with_unreadable(dir.clone());
+    // loopward's state — every project's under the state base, and this one's wherever
+    // `[state] dir` puts it — is unreadable whoever starts the command, flags or not.
+    let state = cfg
+        .state
+        .dir
+        .as_ref()
+        .map(|d| Config::resolve(config, d))
+        .or_else(|| super::state::base().map(|b| b.join("loopward")));
+    let base = super::state::base();
+    let defaults = state.map(|s| loopward::state::unreadable(&s, base.as_deref()));
+    for dir in defaults
+        .into_iter()
+        .flatten()
+        .chain(unreadable.iter().cloned())
+    {
+        plan = plan.with_unreadable(dir);
     }
     let scratch = scratch_dir(&root)?;
     if let Some(s) = &scratch {
