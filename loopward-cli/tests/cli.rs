@@ -618,6 +618,44 @@ fn shell_in_the_init_layout_leaves_the_ledger_whole_and_verifying() {
     assert!(!ledger.contains("\"violation\""), "{ledger}");
 }
 
+/// The fake backend's script sits in the workspace in the `init` layout: an agent that rewrote it
+/// would choose its own next replies. It is a control file, to the file tools and to commands.
+#[test]
+fn the_fake_script_in_the_workspace_is_a_control_file_to_tools_and_commands() {
+    let dir = initialised();
+    let d = dir.path();
+    let cfg = std::fs::read_to_string(d.join("loopward.toml"))
+        .unwrap()
+        .replace(
+            r#"tools = ["read_file", "write_file", "edit_file", "list_dir", "handoff"]"#,
+            r#"tools = ["read_file", "write_file", "edit_file", "list_dir", "shell", "handoff"]"#,
+        );
+    std::fs::write(d.join("loopward.toml"), cfg).unwrap();
+    let script = std::fs::read_to_string(d.join("loopward.script.toml"))
+        .unwrap()
+        .replacen(
+            "[[agents.builder]]\ntool_calls = [{ name = \"write_file\"",
+            "[[agents.builder]]\ntool_calls = [{ name = \"shell\", arguments = { command = \"echo '# rewritten' >> loopward.script.toml\" } }]\n\n\
+             [[agents.builder]]\ntool_calls = [{ name = \"write_file\", arguments = { path = \"loopward.script.toml\", content = \"# mine\" } }]\n\n\
+             [[agents.builder]]\ntool_calls = [{ name = \"write_file\"",
+            1,
+        );
+    std::fs::write(d.join("loopward.script.toml"), &script).unwrap();
+    let run = loopward(d, &["run", "--id", "r1"]);
+    assert_eq!(run.status.code(), Some(0), "{}", text(&run));
+    assert_eq!(
+        std::fs::read_to_string(d.join("loopward.script.toml")).unwrap(),
+        script,
+        "the script was rewritten"
+    );
+    let ledger = std::fs::read_to_string(d.join("runs/r1/events.jsonl")).unwrap();
+    assert!(
+        ledger.contains("loopward.script.toml is a control file"),
+        "{ledger}"
+    );
+    assert!(ledger.contains("Permission denied"), "{ledger}");
+}
+
 #[test]
 fn a_person_says_something_to_a_paused_run_and_it_is_heard_at_the_next_turn_boundary() {
     let dir = initialised();

@@ -50,6 +50,36 @@ pub fn load_script(path: &Path) -> Result<Script> {
     script.with_context(|| format!("{}: not a valid fake script", path.display()))
 }
 
+/// The files on the host the backend `choice` reads or writes for a run — the fake script and
+/// its call log, an API key file, a local model — resolved against the folder of the config
+/// file. Those inside the workspace are control files: an agent that rewrote the script would
+/// choose its own next replies.
+pub fn host_files(cfg: &Config, config_dir: &Path, choice: &Choice) -> Vec<PathBuf> {
+    let kind = choice.kind.unwrap_or(cfg.backend.kind);
+    let mut files = Vec::new();
+    match kind {
+        BackendKind::Fake => {
+            files.extend(choice.script.clone());
+            if choice.script.is_none() {
+                files.extend(cfg.backend.script.as_ref().map(|p| config_dir.join(p)));
+            }
+            files.extend(cfg.backend.call_log.as_ref().map(|p| config_dir.join(p)));
+        }
+        BackendKind::Llama => match &choice.model {
+            Some(m) => files.push(PathBuf::from(m)),
+            None => files.extend(cfg.backend.model.as_ref().map(|m| config_dir.join(m))),
+        },
+        _ => {}
+    }
+    files.extend(
+        cfg.backend
+            .api_key_file
+            .as_ref()
+            .map(|p| config_dir.join(p)),
+    );
+    files
+}
+
 /// The model service for `cfg`, resolved against the folder of the config file.
 pub fn model(cfg: &Config, config_dir: &Path, choice: &Choice) -> Result<BoxModelService> {
     let kind = choice.kind.unwrap_or(cfg.backend.kind);

@@ -53,6 +53,10 @@ pub struct Options {
     /// Where overrides and stop-gate approvals are kept, sealed under the ledger key (none: the
     /// workspace's keyless `.loopward/` stores, for embedding and tests).
     pub custody: Option<Custody>,
+    /// Files on the host loopward reads or writes for the run (the fake script, a key file:
+    /// [`crate::backend::host_files`]); those inside the workspace are control files no agent
+    /// may write, with its tools or its commands.
+    pub host_files: Vec<std::path::PathBuf>,
     /// Where people's messages to running runs wait (default: the workspace's
     /// `.loopward/inbox/`, which `loopward say` writes). `replay` passes the recorded ones.
     pub inbox: Option<HumanInbox>,
@@ -86,6 +90,7 @@ impl Default for Options {
             executor: None,
             durable: None,
             custody: None,
+            host_files: Vec::new(),
             inbox: None,
         }
     }
@@ -136,7 +141,8 @@ pub fn build(
     let ws = Workspace::new(workspace)
         .with_context(|| format!("cannot use {} as the workspace", workspace.display()))?;
     let team = cfg.team();
-    let control = ControlFiles::new(&opts.config_file, &cfg.run.runs_dir.to_string_lossy());
+    let control = ControlFiles::new(&opts.config_file, &cfg.run.runs_dir.to_string_lossy())
+        .with_host_files(&ws, &opts.host_files);
     let mut policy = Policy::with_control(&cfg.policy(), ws.clone(), control)?;
     let mut stack = Stack::new(&cfg.layers())?;
     if let Some(c) = &opts.custody {
@@ -409,6 +415,7 @@ impl Team {
         };
         let options = Options {
             model_name: crate::backend::model_name(&self.config, &self.choice),
+            host_files: crate::backend::host_files(&self.config, dir, &self.choice),
             custody,
             ..self.options
         };

@@ -155,6 +155,7 @@ pub(super) async fn run(args: Args) -> Result<ExitCode> {
             approver: Some(Arc::new(loopward_term::approver::TerminalApprover)),
             model_name: backend::model_name(&cfg, &choice),
             custody: Some(custody.clone()),
+            host_files: backend::host_files(&cfg, &dir, &choice),
             ..team::Options::default()
         },
     )?;

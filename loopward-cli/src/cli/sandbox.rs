@@ -101,8 +101,11 @@ fn confine(config: &Path, agent: &str, unreadable: &[PathBuf]) -> Result<Option<
     let abs_config = config
         .canonicalize()
         .with_context(|| format!("resolving {}", config.display()))?;
-    let control =
-        ControlFiles::in_workspace(&ws, &abs_config, &root.join(&cfg.run.runs_dir)).resolved(&ws);
+    let config_dir = abs_config.parent().unwrap_or(&root);
+    let host_files = loopward::backend::host_files(&cfg, config_dir, &Default::default());
+    let control = ControlFiles::in_workspace(&ws, &abs_config, &root.join(&cfg.run.runs_dir))
+        .with_host_files(&ws, &host_files)
+        .resolved(&ws);
     let protected = Protected::from_policy(control, &cfg.policy(), &agent)
         .with_context(|| format!("{}", config.display()))?;
     let mut plan = Confinement::plan(&ws, &protected)?;

@@ -193,6 +193,7 @@ impl<W: Write + Send + 'static> Stage<W> {
                 executor: None,
                 durable: None,
                 custody: Some(self.custody.clone()),
+                host_files: Vec::new(),
                 inbox: None,
             },
         )?;

@@ -51,6 +51,22 @@ impl ControlFiles {
         Self { paths, runs }
     }
 
+    /// Adds another control path (workspace-relative; `""` is ignored): a file loopward itself
+    /// reads for the run, such as the fake backend's script.
+    ///
+    /// ```
+    /// use loopward_runner::gates::ControlFiles;
+    /// let c = ControlFiles::default().with_path("loopward.script.toml");
+    /// assert!(c.covers("loopward.script.toml") && !c.covers("src/a.rs"));
+    /// ```
+    pub fn with_path(mut self, rel: &str) -> Self {
+        let p = rel.trim_matches('/');
+        if !p.is_empty() && !self.paths.iter().any(|c| c == p) {
+            self.paths.push(p.to_string());
+        }
+        self
+    }
+
     /// The workspace-relative runs directory, when it lies in the workspace: loopward writes
     /// ledgers there while agents act, so the shell watch neither compares nor restores it
     /// (`loopward verify` guards the ledgers; the sandbox keeps commands from writing there).
@@ -72,6 +88,22 @@ impl ControlFiles {
                 .unwrap_or_default()
         };
         Self::new(&rel(config_file), &rel(runs_dir))
+    }
+
+    /// [`ControlFiles::with_path`] for each of `files` that lies in the workspace (absolute, or
+    /// relative to the workspace root); links are followed as far as they exist.
+    pub fn with_host_files(self, ws: &Workspace, files: &[std::path::PathBuf]) -> Self {
+        files.iter().fold(self, |c, p| {
+            let abs = if p.is_absolute() {
+                p.clone()
+            } else {
+                ws.root().join(p)
+            };
+            match ws.resolve(&abs.to_string_lossy()) {
+                Ok(w) => c.with_path(w.rel()),
+                Err(_) => c,
+            }
+        })
     }
 
     /// Adds where each control path lands when links are followed, so a control folder that is

@@ -141,3 +141,24 @@ fn a_write_stop_gate_takes_the_same_globs_as_territories() {
     }
     parse("[[stopgate]]\npoint = \"write\"\nglob = \"src/**/*.rs\"\nmode = \"deny\"\n").unwrap();
 }
+
+#[test]
+fn a_review_gate_from_an_agent_without_handoff_is_refused_at_load() {
+    let team = "[[agent]]\nname = \"auditor\"\ntools = [\"read_file\"]\n\n[[gates.review]]\nfrom = \"planner\"\nvia = \"auditor\"\n";
+    let err = parse(team).unwrap_err();
+    assert_eq!(err.key(), "gates.review[0].from", "{err}");
+    let text = err.to_string();
+    assert!(
+        text.contains("planner has no handoff tool") && text.contains("add \"handoff\""),
+        "{text}"
+    );
+    // The way out the message names loads.
+    Config::parse(
+        "loopward.toml",
+        &format!(
+            "{}{team}",
+            TEAM.replace("[\"write_file\"]", "[\"write_file\", \"handoff\"]")
+        ),
+    )
+    .unwrap();
+}

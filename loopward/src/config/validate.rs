@@ -190,6 +190,24 @@ fn check_territories(
             }
         }
     }
+    // A review gate judges `from`'s handoffs: without the handoff tool it can never fire, and a
+    // gate that cannot fire is a promise the config does not keep.
+    for (i, r) in cfg.gates.review.iter().enumerate() {
+        let from = cfg.agents.iter().find(|a| a.name.as_str() == r.from);
+        if from.is_some_and(|a| !a.tools.iter().any(|t| t == "handoff")) {
+            return Err((
+                format!("gates.review[{i}].from"),
+                format!(
+                    "agent {} has no handoff tool, so this review gate on its handoffs can never fire",
+                    r.from
+                ),
+                format!(
+                    "add \"handoff\" to the tools of [[agent]] {}, or remove this [[gates.review]]",
+                    r.from
+                ),
+            ));
+        }
+    }
     // Two review gates with one name cannot both be told apart in the ledger, nor removed by
     // name: the gates refuse to build, so the file must not load.
     for (j, r) in cfg.gates.review.iter().enumerate() {
