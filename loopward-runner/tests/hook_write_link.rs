@@ -8,7 +8,7 @@ mod hook_support;
 
 use hook_support::{Project, SESSION};
 use loopward_runner::hook::handle;
-use serde_json::json;
+use serde_json::{json, Value};
 use std::os::unix::fs::symlink;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -241,5 +241,134 @@ fn a_file_tool_that_failed_after_writing_through_a_link_is_compared_too() {
             .any(|l| l.contains("violation plans/a.md reverted")),
         "{:#?}",
         p.ledger(SESSION)
+    );
+}
+
+/// A Claude Code event of a subagent (`agent_type`): a `Write` of `file`, or a `Bash` command.
+fn agent_event(p: &Project, name: &str, agent: &str, id: &str, tool: Value) -> String {
+    let (tool_name, input) = match &tool {
+        Value::String(command) => ("Bash", json!({"command": command})),
+        other => ("Write", other.clone()),
+    };
+    let mut v = json!({
+        "session_id": SESSION, "transcript_path": "/t.jsonl", "cwd": p.root,
+        "hook_event_name": name, "tool_name": tool_name, "tool_use_id": id,
+        "agent_id": format!("a-{agent}"), "agent_type": agent, "tool_input": input,
+    });
+    if name == "PostToolUse" {
+        v["tool_response"] = if tool_name == "Write" {
+            json!({"type": "create", "filePath": input["file_path"]})
+        } else {
+            json!({"stdout": "", "stderr": "", "interrupted": false})
+        };
+    }
+    v.to_string()
+}
+
+const TWO_TEAMS: &str = r#"
+[[territory]]
+paths = ["plans/**"]
+owner = "planner"
+
+[[territory]]
+paths = ["src/**"]
+owner = "builder"
+
+[gates.sprawl]
+enabled = false
+
+[gates.shell]
+sandbox = "watch-only"
+"#;
+
+/// Two subagents in the background, each writing its own territory while the other's write is
+/// between its `PreToolUse` and `PostToolUse`: both writes stand, nothing is blamed on anyone.
+#[test]
+fn two_subagents_writing_their_own_territories_at_once_both_stand() {
+    let p = Project::new(TWO_TEAMS);
+    let write = |file: &str, text: &str| json!({"file_path": p.path(file), "content": text});
+    for (agent, id, file) in [
+        ("planner", "toolu_p1", "plans/a.md"),
+        ("builder", "toolu_b1", "src/b.rs"),
+    ] {
+        let pre = handle(
+            &agent_event(&p, "PreToolUse", agent, id, write(file, "x")),
+            &p.ctx,
+        );
+        assert!(
+            pre.stdout.contains(r#""permissionDecision":"allow""#),
+            "{pre:?}"
+        );
+    }
+    p.write("plans/a.md", "the planner's\n");
+    p.write("src/b.rs", "the builder's\n");
+    for (agent, id, file) in [
+        ("planner", "toolu_p1", "plans/a.md"),
+        ("builder", "toolu_b1", "src/b.rs"),
+    ] {
+        let post = handle(
+            &agent_event(&p, "PostToolUse", agent, id, write(file, "x")),
+            &p.ctx,
+        );
+        assert_eq!(
+            (post.exit_code, post.stdout.as_str()),
+            (0, ""),
+            "{agent}: {post:?}"
+        );
+    }
+    assert_eq!(p.read("plans/a.md").as_deref(), Some("the planner's\n"));
+    assert_eq!(p.read("src/b.rs").as_deref(), Some("the builder's\n"));
+    let ledger = p.ledger(SESSION);
+    assert!(
+        !ledger.iter().any(|l| l.contains("violation")),
+        "{ledger:#?}"
+    );
+}
+
+/// While the planner's write is live, the builder's command writes into the planner's
+/// territory: only that change is put back, and the ledger names the builder, not the planner.
+#[test]
+fn a_subagent_writing_the_others_territory_during_an_overlap_is_put_back_and_named() {
+    let p = Project::new(TWO_TEAMS);
+    let write = json!({"file_path": p.path("plans/a.md"), "content": "the planner's\n"});
+    let cmd = Value::String("echo evil > plans/evil.md".into());
+    let pre = handle(
+        &agent_event(&p, "PreToolUse", "planner", "toolu_p1", write.clone()),
+        &p.ctx,
+    );
+    assert!(
+        pre.stdout.contains(r#""permissionDecision":"allow""#),
+        "{pre:?}"
+    );
+    let pre = handle(
+        &agent_event(&p, "PreToolUse", "builder", "toolu_b1", cmd.clone()),
+        &p.ctx,
+    );
+    assert_eq!(pre.exit_code, 0, "{pre:?}");
+    p.write("plans/a.md", "the planner's\n");
+    p.write("plans/evil.md", "evil\n");
+    // The planner's write ends first: the command's change is not its to answer for.
+    let post = handle(
+        &agent_event(&p, "PostToolUse", "planner", "toolu_p1", write),
+        &p.ctx,
+    );
+    assert_eq!((post.exit_code, post.stdout.as_str()), (0, ""), "{post:?}");
+    let post = handle(
+        &agent_event(&p, "PostToolUse", "builder", "toolu_b1", cmd),
+        &p.ctx,
+    );
+    assert!(post.stdout.contains(r#""decision":"block""#), "{post:?}");
+    assert_eq!(p.read("plans/a.md").as_deref(), Some("the planner's\n"));
+    assert_eq!(
+        p.read("plans/evil.md"),
+        None,
+        "the builder's change is put back"
+    );
+    let ledger = p.ledger(SESSION);
+    let blamed: Vec<&String> = ledger.iter().filter(|l| l.contains("violation")).collect();
+    assert_eq!(blamed.len(), 1, "{ledger:#?}");
+    assert!(
+        blamed[0].starts_with("[builder") && blamed[0].contains("plans/evil.md"),
+        "{ledger:#?}"
     );
 }

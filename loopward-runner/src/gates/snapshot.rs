@@ -316,6 +316,14 @@ impl Snapshot {
         out
     }
 
+    /// The SHA-256 (hex) of the regular file at `path`, when it is one.
+    pub fn content_sha256(&self, path: &str) -> Option<&str> {
+        match self.entries.get(path) {
+            Some(Entry::File { sha256, .. }) => Some(sha256),
+            _ => None,
+        }
+    }
+
     /// Whether `path` is a directory in this snapshot.
     pub fn is_dir(&self, path: &str) -> bool {
         matches!(self.entries.get(path), Some(Entry::Dir { .. }))

@@ -80,6 +80,9 @@ impl Engine<'_> {
             path: None,
             decision: decision.clone(),
         })?;
+        if decision == Decision::Allow {
+            self.begin_watch(id, None, None);
+        }
         Ok(match (decision, wrapped) {
             (Decision::Deny(r), _) => Reply::Deny {
                 reason: r.to_string(),
@@ -140,11 +143,21 @@ impl Engine<'_> {
             Ok(after) => after,
             // Blinded (a huge file, an unreadable one): what the command changed cannot be
             // judged. Recorded as an unremedied violation, and the model is told.
-            Err(why) => return self.unjudged(id, &snap_path, failed, &why.to_string()),
+            Err(why) => {
+                self.end_watch(id, vec![]);
+                return self.unjudged(id, &snap_path, failed, &why.to_string());
+            }
         };
-        let diff = before.diff(&after);
-        let (judgement, outcome) =
-            self.judge_diff(id, &Action::tool("Bash"), &before, &after, &diff)?;
+        let action = Action::tool("Bash");
+        let diff = self.own_changes(id, &action, before.diff(&after), &after)?;
+        let (judgement, outcome) = self.judge_diff(id, &action, &before, &after, &diff)?;
+        let own: Vec<String> = diff
+            .iter()
+            .zip(&judgement.refusals)
+            .filter(|(_, r)| r.is_none())
+            .map(|(c, _)| c.path.clone())
+            .collect();
+        self.end_watch(id, own);
         self.state
             .sprawl
             .touch(&self.caller, judgement.work.clone());

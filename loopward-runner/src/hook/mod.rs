@@ -51,6 +51,7 @@
 
 mod bash;
 pub mod claude_code;
+pub mod concurrent;
 mod decide;
 mod ledger;
 pub mod session;

@@ -124,6 +124,13 @@ pub struct SessionState {
     /// this turn (the same type the runner keeps in memory).
     #[serde(default)]
     pub sprawl: SprawlTracker,
+    /// Watched calls (shell commands, allowed file writes) between their `PreToolUse` and
+    /// `PostToolUse`: call id → who and since when ([`super::concurrent`]).
+    #[serde(default)]
+    pub live: BTreeMap<String, super::concurrent::WatchedCall>,
+    /// Watched calls that finished while others were live, with what they judged as their own.
+    #[serde(default)]
+    pub finished: Vec<super::concurrent::FinishedCall>,
 }
 
 impl SessionState {
@@ -131,6 +138,10 @@ impl SessionState {
     pub fn human_prompt(&mut self) {
         self.turn += 1;
         self.sprawl.human();
+        // A call whose PostToolUse never came (the person interrupted it) must not stand as
+        // "overlapping" forever: the overlap bookkeeping starts afresh each human turn.
+        self.live.clear();
+        self.finished.clear();
     }
 }
 

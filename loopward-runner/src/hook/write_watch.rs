@@ -37,6 +37,11 @@ impl Engine<'_> {
                 self.state
                     .write_targets
                     .insert(id.to_string(), target.to_string());
+                let content = match &call.tool {
+                    super::claude_code::ClaudeTool::Write { .. } => call.input["content"].as_str(),
+                    _ => None,
+                };
+                self.begin_watch(id, Some(target), content);
                 Ok(None)
             }
             Err(why) => {
@@ -75,8 +80,14 @@ impl Engine<'_> {
         let snap_path = self.snapshot_path(id);
         let before = match shell::load(&snap_path, id) {
             Ok(b) => b,
-            Err(ShellWatchError::NoSnapshot(_)) if target.is_none() => return Ok((vec![], None)),
-            Err(e) => return Err(e.into()),
+            Err(ShellWatchError::NoSnapshot(_)) if target.is_none() => {
+                self.end_watch(id, vec![]);
+                return Ok((vec![], None));
+            }
+            Err(e) => {
+                self.end_watch(id, vec![]);
+                return Err(e.into());
+            }
         };
         let tool = call.tool.name();
         let after = shell::capture(
@@ -90,6 +101,7 @@ impl Engine<'_> {
         let after = match after {
             Ok(a) => a,
             Err(why) => {
+                self.end_watch(id, vec![]);
                 self.record_uncompared(&why.to_string())?;
                 return Ok((vec![], Some(format!(
                     "the {tool} ran, but the workspace could not be compared afterwards ({why}), so where it landed is unchecked; this was reported. What to do: check that the write landed where you meant it to"
@@ -101,11 +113,14 @@ impl Engine<'_> {
             .into_iter()
             .filter(|c| Some(&c.path) != target.as_ref() && self.policy.watched(&c.path))
             .collect();
+        let action = Action::tool(tool);
+        let diff = self.own_changes(id, &action, diff, &after)?;
         if diff.is_empty() {
+            self.end_watch(id, vec![]);
             return Ok((vec![], None));
         }
-        let action = Action::tool(tool);
         let (judgement, outcome) = self.judge_diff(id, &action, &before, &after, &diff)?;
+        self.end_watch(id, vec![]);
         let message = outcome.message.map(|_| {
             let paths: Vec<String> = outcome
                 .violations
