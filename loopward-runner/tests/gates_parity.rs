@@ -125,7 +125,7 @@ fn seen(events: Vec<AuditEvent>) -> Vec<Seen> {
                 gate: gate.name.to_string(),
                 mode,
                 path: path.as_deref().map(str::to_string),
-                decision,
+                decision: same_host(decision),
             }),
             AuditEvent::OverrideConsumed {
                 id, path, reason, ..
@@ -142,6 +142,25 @@ fn seen(events: Vec<AuditEvent>) -> Vec<Seen> {
             _ => None,
         })
         .collect()
+}
+
+/// A refusal's remedy names the move that exists on the host that shows it (the runner hands
+/// off; Claude Code delegates to a subagent): read as the runner's, the decisions must agree.
+fn same_host(decision: Decision) -> Decision {
+    let as_runner = |mut r: loopward_core::Refusal| {
+        for owner in ["planner", "builder", "root"] {
+            r.hint = r.hint.replace(
+                &gates::Host::ClaudeCode.pass_to(owner),
+                &gates::Host::Runner.pass_to(owner),
+            );
+        }
+        r
+    };
+    match decision {
+        Decision::Deny(r) => Decision::Deny(as_runner(r)),
+        Decision::Warn(r) => Decision::Warn(as_runner(r)),
+        other => other,
+    }
 }
 
 fn grant(store: &gates::OverrideStore, ws: &loopward_runner::Workspace, who: &str, path: &str) {

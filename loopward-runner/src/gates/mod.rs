@@ -49,6 +49,7 @@
 mod config;
 mod control;
 mod engine;
+mod host;
 mod layer;
 mod overrides;
 pub(crate) mod plan_cache;
@@ -69,6 +70,7 @@ pub use config::{
 };
 pub use control::{ControlFiles, CONTROL_GATE};
 pub use engine::{Ask, ChangedPath, Judgement, ShellAsk, ShellJudgement, ShellOutcome};
+pub use host::Host;
 pub use layer::{PolicyLayer, PolicyService};
 pub use overrides::{
     Listed, OverrideError, OverrideStore, Rejection, Sentinel, MAX_REASON_BYTES, MAX_SENTINEL_BYTES,

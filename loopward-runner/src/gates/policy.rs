@@ -5,6 +5,7 @@ use super::config::{
     ConfigError, PolicyConfig, ReviewConfig, ShellWatchConfig, SprawlConfig, TerritoryConfig,
 };
 use super::control::{ControlFiles, CONTROL_GATE};
+use super::host::Host;
 use super::overrides::OverrideStore;
 use super::plan_cache::PlanCache;
 use super::review::ReviewGate;
@@ -203,6 +204,8 @@ pub(super) struct PolicyInner {
     /// The agents `loopward override grant` takes without `--subagent` (see
     /// [`Policy::with_team`]); `None` when not known, and then no refusal suggests it.
     pub(super) team: Option<Vec<AgentId>>,
+    /// Where refusals are shown: their remedies name moves that exist there.
+    pub(super) host: Host,
     // Shared, not cloned per call: a call holds the compiled gates it started with, and a change
     // swaps in a new set without touching calls in flight.
     gates: RwLock<Arc<Gates>>,
@@ -249,6 +252,7 @@ impl Policy {
                 shadow: false,
                 unreadable: vec![],
                 team: None,
+                host: Host::default(),
                 plan_cache: PlanCache::default(),
                 gates: RwLock::new(Arc::new(gates)),
             }),
@@ -276,6 +280,12 @@ impl Policy {
         self.derive(|next| next.team = Some(team))
     }
 
+    /// Names the host refusals are shown on ([`Host`], default the runner), so a refusal's
+    /// remedy names a move that exists there.
+    pub fn with_host(self, host: Host) -> Self {
+        self.derive(|next| next.host = host)
+    }
+
     /// A new policy with this one's settings and its current gates, changed by `edit` (the
     /// `with_*` builders).
     fn derive(&self, edit: impl FnOnce(&mut PolicyInner)) -> Self {
@@ -288,6 +298,7 @@ impl Policy {
             shadow: inner.shadow,
             unreadable: inner.unreadable.clone(),
             team: inner.team.clone(),
+            host: inner.host,
             // A new policy resolves plan paths afresh.
             plan_cache: PlanCache::default(),
             gates: RwLock::new(self.gates()),
@@ -321,6 +332,7 @@ impl Policy {
                 shadow: true,
                 unreadable: vec![],
                 team: None,
+                host: Host::default(),
                 plan_cache: PlanCache::default(),
                 gates: RwLock::new(Arc::new(gates)),
             }),

@@ -3,6 +3,7 @@
 
 use super::config::SprawlConfig;
 use super::control::CONTROL_GATE;
+use super::host::Host;
 use super::overrides::OverrideError;
 use super::policy::{POLICY_GATE, SHELL_GATE};
 use super::territory::Territory;
@@ -40,6 +41,7 @@ pub(crate) fn territory(
     no_override: Option<&OverrideError>,
     max_ttl: Duration,
     subagent: bool,
+    host: Host,
 ) -> Refusal {
     let mut reason = format!(
         "{} belongs to {} ({}); {agent} does not own it",
@@ -57,7 +59,8 @@ pub(crate) fn territory(
         t.name(),
         reason,
         format!(
-            "leave the change to {owner}: hand it to {owner}, saying exactly what to change and why; or ask a person for a one-shot override (loopward override grant --agent {agent}{} --path {} --reason \"<why>\" --ttl {}) and make the same call again",
+            "leave the change to {owner}: {}, saying exactly what to change and why; or ask a person for a one-shot override (loopward override grant --agent {agent}{} --path {} --reason \"<why>\" --ttl {}) and make the same call again",
+            host.pass_to(owner),
             if subagent { " --subagent" } else { "" },
             show(rel),
             humantime::format_duration(max_ttl.min(SUGGESTED_TTL))

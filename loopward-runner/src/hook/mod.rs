@@ -255,7 +255,8 @@ impl HookContext {
     /// control files.
     fn policy(&self, ws: &Workspace) -> Result<Policy, ConfigError> {
         let control = ControlFiles::new(&self.config_file, &self.runs_dir);
-        let policy = Policy::with_control(&self.policy, ws.clone(), control)?;
+        let policy = Policy::with_control(&self.policy, ws.clone(), control)?
+            .with_host(crate::gates::Host::ClaudeCode);
         let policy = match &self.overrides {
             Some(store) => policy.with_overrides(store.clone()),
             None => policy,

@@ -110,7 +110,15 @@ impl Policy {
         let foreign = || covering.iter().copied().filter(|t| !t.owned_by(agent));
         let ttl = self.inner.overrides.ttl_limit();
         let refusal = |t: &Territory, e: Option<&_>| {
-            refusals::territory(t, agent, rel, e, ttl, self.outside_team(agent))
+            refusals::territory(
+                t,
+                agent,
+                rel,
+                e,
+                ttl,
+                self.outside_team(agent),
+                self.inner.host,
+            )
         };
         if let Some(t) = foreign().find(|t| t.mode() == GateMode::Enforce) {
             let found = if self.inner.shadow {
@@ -186,6 +194,7 @@ impl Policy {
                             Some(&e),
                             ttl,
                             self.outside_team(agent),
+                            self.inner.host,
                         ),
                         None => Refusal::new(&*v.gate.name, e.to_string(), ""),
                     });

@@ -1,0 +1,32 @@
+//! Where a refusal is shown. A refusal's remedy must name a move that exists there: the runner's
+//! agents hand work on with the `handoff` tool; a Claude Code agent delegates to a subagent.
+//!
+//! ```
+//! use loopward_runner::gates::Host;
+//! assert!(Host::Runner.pass_to("planner").contains("hand it to planner"));
+//! assert!(Host::ClaudeCode.pass_to("planner").contains("subagent_type \"planner\""));
+//! ```
+
+/// The enforcement point a refusal is shown on.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Host {
+    /// loopward's own runner: agents have the `handoff` tool.
+    #[default]
+    Runner,
+    /// Claude Code, through its hooks: the main agent delegates with its `Agent` tool to a
+    /// subagent defined in `.claude/agents/`; there is no handoff.
+    ClaudeCode,
+}
+
+impl Host {
+    /// How an agent passes a change to `owner` on this host.
+    pub fn pass_to(self, owner: &str) -> String {
+        match self {
+            Self::Runner => format!("hand it to {owner}"),
+            Self::ClaudeCode => format!(
+                "delegate it to the {owner} subagent (the Agent tool with subagent_type \"{owner}\"; a person defines it in .claude/agents/ if it is missing)"
+            ),
+        }
+    }
+}
