@@ -84,6 +84,12 @@ struct Shared {
     next: usize,
     log: Vec<Request>,
     tool_ids: usize,
+    /// Scripts of their own for conversations whose first user message holds the marker (a
+    /// subagent's, whose prompt the main script wrote): marker, replies, next.
+    lanes: Vec<(String, Vec<Reply>, usize)>,
+    /// Lanes that asked for their first reply: none is answered until all have (so subagents
+    /// act at the same time).
+    arrived: usize,
 }
 
 /// The running server; stops when dropped.
@@ -148,6 +154,13 @@ impl Drop for Server {
 
 /// Starts the server on a free port of 127.0.0.1: `(port, server)`.
 pub fn start(script: Vec<Reply>) -> (u16, Server) {
+    start_with_lanes(script, vec![])
+}
+
+/// [`start`], with a script per lane: a conversation whose first user message contains a
+/// lane's marker (a subagent given that prompt) is answered from that lane's replies, and the
+/// lanes' first replies wait until every lane asked (at most 20 s), so they run at once.
+pub fn start_with_lanes(script: Vec<Reply>, lanes: Vec<(&str, Vec<Reply>)>) -> (u16, Server) {
     let listener = TcpListener::bind(("127.0.0.1", 0)).expect("binding 127.0.0.1");
     let port = listener.local_addr().unwrap().port();
     let shared = Arc::new(Mutex::new(Shared {
@@ -155,6 +168,11 @@ pub fn start(script: Vec<Reply>) -> (u16, Server) {
         next: 0,
         log: Vec::new(),
         tool_ids: 0,
+        lanes: lanes
+            .into_iter()
+            .map(|(m, r)| (m.to_string(), r, 0))
+            .collect(),
+        arrived: 0,
     }));
     let stop = Arc::new(AtomicBool::new(false));
     let thread = {
@@ -268,6 +286,18 @@ fn answer(
 ) -> (&'static str, &'static str, Vec<u8>) {
     let mut s = shared.lock().unwrap();
     let route = path.split('?').next().unwrap_or("");
+    let lane = lane_of(&s, &body);
+    if let Some(l) = lane {
+        if s.lanes[l].2 == 0 && body["tools"].as_array().is_some_and(|t| !t.is_empty()) {
+            s.arrived += 1;
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+            while s.arrived < s.lanes.len() && std::time::Instant::now() < deadline {
+                drop(s);
+                std::thread::sleep(std::time::Duration::from_millis(20));
+                s = shared.lock().unwrap();
+            }
+        }
+    }
     let mut scripted = None;
     let response = if method == "GET" || method == "HEAD" {
         ("200 OK", "application/json", b"{}".to_vec())
@@ -279,7 +309,14 @@ fn answer(
         )
     } else if method == "POST" && route == "/v1/messages" {
         let agent_loop = body["tools"].as_array().is_some_and(|t| !t.is_empty());
-        let reply = if agent_loop && s.next < s.script.len() {
+        let reply = if let (true, Some(l)) = (agent_loop, lane) {
+            let (_, replies, next) = &mut s.lanes[l];
+            *next += 1;
+            replies
+                .get(*next - 1)
+                .cloned()
+                .unwrap_or_else(|| Reply::text("done"))
+        } else if agent_loop && s.next < s.script.len() {
             scripted = Some(s.next);
             s.next += 1;
             s.script[s.next - 1].clone()
@@ -320,6 +357,23 @@ fn answer(
         scripted,
     });
     response
+}
+
+/// The lane whose marker is in the conversation's first user message.
+fn lane_of(s: &Shared, body: &Value) -> Option<usize> {
+    let first = &body["messages"][0]["content"];
+    let text = match first {
+        Value::String(t) => t.clone(),
+        Value::Array(parts) => parts
+            .iter()
+            .filter_map(|p| p["text"].as_str())
+            .collect::<Vec<_>>()
+            .join("\n"),
+        _ => return None,
+    };
+    s.lanes
+        .iter()
+        .position(|(m, _, _)| text.contains(m.as_str()))
 }
 
 fn stop_reason(reply: &Reply) -> &'static str {

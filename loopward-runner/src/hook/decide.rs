@@ -44,6 +44,11 @@ pub(super) fn handle(raw: &str, ctx: &HookContext) -> Result<Reply, HookError> {
         };
         e.start()?;
         let reply = match event {
+            // The client submits a background agent's completion as a prompt: a notice, not
+            // the person, so it starts no turn.
+            Event::UserPromptSubmit { prompt } if is_task_notification(&prompt) => {
+                e.other("UserPromptSubmit:task-notification")
+            }
             Event::UserPromptSubmit { prompt } => e.human(prompt),
             Event::PreToolUse(call) => e.pre(call),
             Event::PostToolUse(call) => e.post(call),
@@ -417,6 +422,12 @@ fn physical(raw: &str) -> Option<String> {
         let rest = path.strip_prefix(anc).ok()?;
         Some(real.join(rest).to_string_lossy().into_owned())
     })
+}
+
+/// Whether a submitted prompt is Claude Code's notice that a background task (a subagent, a
+/// background command) finished, which the client submits as if typed.
+fn is_task_notification(prompt: &str) -> bool {
+    prompt.trim_start().starts_with("<task-notification>")
 }
 
 pub(super) fn call_id(call: &ToolUse) -> Result<&str, HookError> {
