@@ -436,3 +436,27 @@ fn a_key_is_unreadable_inside_sandbox_exec() {
     assert!(stderr.contains("k1.key: Permission denied"), "{stderr}");
     assert_eq!(out.status.code(), Some(1));
 }
+
+/// A command's scratch `$TMPDIR` (outside the workspace) is there while it runs and gone when
+/// it ends; its exit status is passed on.
+#[test]
+fn sandbox_exec_leaves_no_scratch_folder_behind() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("project");
+    std::fs::create_dir(&root).unwrap();
+    let config = root.join("loopward.toml");
+    std::fs::write(&config, CONFIG).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_loopward"))
+        .args(["sandbox", "exec", "--config"])
+        .arg(&config)
+        .args(["--agent", "root", "--", "bash", "-c"])
+        .arg("echo x > \"$TMPDIR/t\" && echo \"$TMPDIR\" && exit 3")
+        .current_dir(&root)
+        .env("XDG_STATE_HOME", dir.path().join("state"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3), "{out:?}");
+    let scratch = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    assert!(scratch.contains("loopward-sh-"), "{scratch}");
+    assert!(!std::path::Path::new(&scratch).exists(), "{scratch} left behind");
+}

@@ -2,8 +2,9 @@
 //!
 //! The Claude Code hook wraps every `Bash` command in this (see docs/claude-code.md), so a
 //! command, and every process it starts, can write only what that agent may write. The binary
-//! runs it before starting any thread: the sandbox is set on this process, which then becomes
-//! the command (`exec`). If the sandbox cannot be set up, the command does not run (exit 126).
+//! sets the sandbox on a thread that then starts the command, and waits for it outside the
+//! sandbox, removing the command's scratch `$TMPDIR` afterwards. If the sandbox cannot be set up,
+//! the command does not run (exit 126); otherwise the command's exit status is passed on.
 
 use anyhow::{bail, Context, Result};
 use loopward::config::Config;
@@ -11,7 +12,7 @@ use loopward_core::AgentId;
 use loopward_runner::gates::ControlFiles;
 use loopward_runner::sandbox::{confine_current_thread, Confinement, Protected};
 use loopward_runner::Workspace;
-use std::os::unix::process::CommandExt;
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -59,7 +60,11 @@ pub enum Action {
     },
 }
 
-/// Runs the command; returns only when it could not be started.
+/// Runs the command in the sandbox and exits with its status (126 when it could not start).
+///
+/// The command is started from a thread that set the sandbox on itself (Landlock binds that
+/// thread and everything it starts); this process stays outside, waits, and removes the
+/// command's scratch `$TMPDIR` afterwards, which a confined process could not.
 pub fn run(args: &Args) -> ExitCode {
     let Action::Exec {
         config,
@@ -68,29 +73,71 @@ pub fn run(args: &Args) -> ExitCode {
         unreadable,
         command,
     } = &args.action;
-    let err = match confine(config, agent, unreadable) {
-        Ok(scratch) => {
-            let mut cmd = std::process::Command::new(&command[0]);
-            cmd.args(&command[1..]);
-            if let Some(s) = session {
-                cmd.env("LOOPWARD_SESSION", s);
-            }
-            if let Some(dir) = scratch {
-                cmd.env("TMPDIR", dir);
-            }
-            anyhow::Error::new(cmd.exec()).context(format!("could not run {:?}", command[0]))
-        }
-        Err(e) => e,
+    let (plan, scratch) = match plan(config, agent, unreadable) {
+        Ok(p) => p,
+        Err(e) => return not_run(&e),
     };
+    let mut cmd = std::process::Command::new(&command[0]);
+    cmd.args(&command[1..]);
+    if let Some(s) = session {
+        cmd.env("LOOPWARD_SESSION", s);
+    }
+    if let Some(dir) = &scratch {
+        cmd.env("TMPDIR", dir.path());
+    }
+    let program = command[0].clone();
+    let started = std::thread::scope(|s| {
+        s.spawn(move || -> Result<std::process::Child> {
+            confine_current_thread(&plan)?;
+            cmd.spawn()
+                .with_context(|| format!("could not run {program:?}"))
+        })
+        .join()
+        .unwrap_or_else(|_| Err(anyhow::anyhow!("the sandbox thread failed")))
+    });
+    let status = match started.and_then(|mut child| child.wait().context("waiting for the command"))
+    {
+        Ok(status) => status,
+        Err(e) => return not_run(&e),
+    };
+    drop(scratch);
+    use std::os::unix::process::ExitStatusExt;
+    let code = status
+        .code()
+        .or_else(|| status.signal().map(|sig| 128 + sig))
+        .unwrap_or(1);
+    ExitCode::from(u8::try_from(code).unwrap_or(1))
+}
+
+fn not_run(err: &anyhow::Error) -> ExitCode {
     #[allow(clippy::print_stderr)]
     {
-        eprintln!("loopward sandbox: not run: {}", crate::error_text(&err));
+        eprintln!("loopward sandbox: not run: {}", crate::error_text(err));
     }
     ExitCode::from(126)
 }
 
-/// Sets this process's sandbox; returns the scratch folder made for `$TMPDIR`.
-fn confine(config: &Path, agent: &str, unreadable: &[PathBuf]) -> Result<Option<PathBuf>> {
+/// A command's scratch `$TMPDIR`, removed when the command ends.
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Plans the agent's sandbox; returns it and the scratch folder made for `$TMPDIR`.
+fn plan(
+    config: &Path,
+    agent: &str,
+    unreadable: &[PathBuf],
+) -> Result<(Confinement, Option<Scratch>)> {
     let cfg = Config::load(config)?;
     let root = cfg
         .workspace_dir(config)
@@ -128,25 +175,32 @@ fn confine(config: &Path, agent: &str, unreadable: &[PathBuf]) -> Result<Option<
     }
     let scratch = scratch_dir(&root)?;
     if let Some(s) = &scratch {
-        plan = plan.with_outside(s.clone());
+        plan = plan.with_outside(s.path().to_path_buf());
     }
     if cfg.policy().gates.shell.sandbox != loopward_runner::sandbox::SandboxMode::Kernel {
         bail!("the config says `sandbox = \"watch-only\"`; the hook does not wrap commands then, and this command will not run unconfined");
     }
-    confine_current_thread(&plan)?;
-    Ok(scratch)
+    Ok((plan, scratch))
 }
 
-/// A fresh folder under the system's temporary folder, outside the workspace.
-fn scratch_dir(root: &Path) -> Result<Option<PathBuf>> {
+/// A fresh folder under the system's temporary folder, outside the workspace (private to
+/// this user, never one that already existed).
+fn scratch_dir(root: &Path) -> Result<Option<Scratch>> {
     let base = std::env::temp_dir();
     if base.starts_with(root) {
         return Ok(None);
     }
-    let dir = base.join(format!("loopward-sh-{}", std::process::id()));
-    match std::fs::create_dir(&dir) {
-        Ok(()) => Ok(Some(dir)),
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(Some(dir)),
-        Err(e) => Err(e).with_context(|| format!("creating {}", dir.display())),
+    for n in 0..64u32 {
+        let dir = base.join(format!("loopward-sh-{}-{n}", std::process::id()));
+        match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
+            Ok(()) => return Ok(Some(Scratch(dir))),
+            // Left by a process killed before it could clean up, whose pid came round again.
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(e).with_context(|| format!("creating {}", dir.display())),
+        }
     }
+    bail!(
+        "cannot create a scratch folder in {}: 64 names taken; remove the stale loopward-sh-* folders there",
+        base.display()
+    )
 }
