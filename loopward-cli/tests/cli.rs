@@ -863,3 +863,36 @@ fn exit_status_8_when_the_ledger_cannot_be_written_and_the_action_does_not_run()
         .and_then(|n| n.parse::<u64>().ok());
     assert!(tokens.is_some_and(|n| n > 0), "{t}");
 }
+
+/// `loopward verify runs/*`, as a shell expands it: every run folder is verified, and the runs
+/// folder's own index files are skipped, not refused as a usage error.
+#[test]
+fn verify_takes_what_a_shell_glob_of_runs_gives() {
+    let dir = initialised();
+    let d = dir.path();
+    for id in ["r1", "r2"] {
+        let run = loopward(d, &["run", "--id", id]);
+        assert_eq!(run.status.code(), Some(0), "{}", text(&run));
+    }
+    assert!(loopward(d, &["report", "--html"]).status.success());
+    let mut glob: Vec<String> = std::fs::read_dir(d.join("runs"))
+        .unwrap()
+        .map(|e| format!("runs/{}", e.unwrap().file_name().to_string_lossy()))
+        .collect();
+    glob.sort();
+    assert!(glob.iter().any(|g| g == "runs/index.jsonl"), "{glob:?}");
+    let args: Vec<&str> = ["verify"]
+        .into_iter()
+        .chain(glob.iter().map(String::as_str))
+        .collect();
+    let o = loopward(d, &args);
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{t}");
+    assert!(t.contains("r1: verified") && t.contains("r2: verified"), "{t}");
+    assert!(t.contains("runs/index.jsonl: the runs folder's index"), "{t}");
+    // One bad run among them fails the whole, and names it.
+    std::fs::remove_file(d.join("runs/r2/events.jsonl")).unwrap();
+    let o = loopward(d, &args);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("r1: verified"), "{}", text(&o));
+}

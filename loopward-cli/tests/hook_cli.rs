@@ -458,5 +458,8 @@ fn sandbox_exec_leaves_no_scratch_folder_behind() {
     assert_eq!(out.status.code(), Some(3), "{out:?}");
     let scratch = String::from_utf8_lossy(&out.stdout).trim().to_string();
     assert!(scratch.contains("loopward-sh-"), "{scratch}");
-    assert!(!std::path::Path::new(&scratch).exists(), "{scratch} left behind");
+    assert!(
+        !std::path::Path::new(&scratch).exists(),
+        "{scratch} left behind"
+    );
 }

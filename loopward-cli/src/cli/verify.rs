@@ -15,6 +15,7 @@ use std::process::ExitCode;
 Examples:
   loopward verify runs/run-20261130T052616Z-123
   loopward verify runs                       # every run, and anchored runs whose folder is gone
+  loopward verify runs/*                     # each run folder given (runs/index.* are skipped)
   loopward verify runs/r1 --key /media/usb/k0123456789abcdef.key --witness /mnt/log/anchors.jsonl
   loopward verify runs/r1 --unfinished       # a run still going
 
@@ -27,8 +28,10 @@ each level proves.
 Exit status: 0 verified; 1 not verified (what is wrong is named, with the first bad sequence
 number), or no run folder there.")]
 pub struct Args {
-    /// The run's folder (holding events.jsonl), or a runs folder (every run in it).
-    pub run_dir: PathBuf,
+    /// Run folders (each holding events.jsonl), or runs folders (every run in each); the runs
+    /// folder's own index files, as a shell's `runs/*` lists them, are skipped.
+    #[arg(required = true, value_name = "RUN_DIR")]
+    pub run_dirs: Vec<PathBuf>,
     /// The config file: its state directory holds the keys (default: the workspace holding the
     /// runs folder).
     #[arg(long, default_value = CONFIG_FILE)]
@@ -40,17 +43,45 @@ pub struct Args {
 
 pub(super) fn run(args: &Args) -> Result<ExitCode> {
     let mut out = Printer::stdout();
-    let path = &args.run_dir;
+    let mut code = ExitCode::SUCCESS;
+    for path in &args.run_dirs {
+        if is_index_file(path) {
+            out.line(
+                Tone::Plain,
+                format!(
+                    "{}: the runs folder's index, checked with each run's anchors (skipped)",
+                    path.display()
+                ),
+            );
+            continue;
+        }
+        if verify_path(&mut out, args, path)? != ExitCode::SUCCESS {
+            code = ExitCode::FAILURE;
+        }
+    }
+    Ok(code)
+}
+
+/// A runs folder's own file (`index.jsonl`, `index.html`…), as `runs/*` expands to.
+fn is_index_file(path: &Path) -> bool {
+    path.is_file()
+        && path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| n.starts_with("index."))
+}
+
+fn verify_path(out: &mut Printer<std::io::Stdout>, args: &Args, path: &Path) -> Result<ExitCode> {
     let one = path.join(EVENTS_FILE).is_file();
     let runs_dir = if one {
         path.canonicalize()?
             .parent()
             .map_or_else(|| PathBuf::from("."), Path::to_path_buf)
     } else {
-        path.clone()
+        path.to_path_buf()
     };
     if !one && !path.is_dir() {
-        return gone(&mut out, args);
+        return gone(out, args, path);
     }
     let opts = verify_options(&args.config, &runs_dir, &args.check)?;
     if one {
@@ -60,7 +91,7 @@ pub(super) fn run(args: &Args) -> Result<ExitCode> {
             .ok()
             .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
             .unwrap_or_else(|| path.display().to_string());
-        return Ok(say(&mut out, &name, &result));
+        return Ok(say(out, &name, &result));
     }
     let all = verify_all(path, &opts)?;
     if all.is_empty() {
@@ -75,7 +106,7 @@ pub(super) fn run(args: &Args) -> Result<ExitCode> {
     }
     let mut code = ExitCode::SUCCESS;
     for v in &all {
-        if say(&mut out, &v.run, &v.result) != ExitCode::SUCCESS {
+        if say(out, &v.run, &v.result) != ExitCode::SUCCESS {
             code = ExitCode::FAILURE;
         }
     }
@@ -84,8 +115,7 @@ pub(super) fn run(args: &Args) -> Result<ExitCode> {
 
 /// The folder is not there: an anchored run whose folder is gone is not verified; anything
 /// else is just not a run folder.
-fn gone(out: &mut Printer<std::io::Stdout>, args: &Args) -> Result<ExitCode> {
-    let path = &args.run_dir;
+fn gone(out: &mut Printer<std::io::Stdout>, args: &Args, path: &Path) -> Result<ExitCode> {
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
     let runs_dir = path
         .parent()
@@ -96,7 +126,7 @@ fn gone(out: &mut Printer<std::io::Stdout>, args: &Args) -> Result<ExitCode> {
         if let Ok(index) = read_index(runs_dir, &opts.keys, true) {
             if let Some(e) = index.iter().rev().find(|e| &e.anchor.run == name) {
                 let err = VerifyError::FolderGone {
-                    path: path.clone(),
+                    path: path.to_path_buf(),
                     run: name.clone(),
                     line: e.seq,
                 };
