@@ -1,10 +1,21 @@
 //! Workspace snapshots around shell calls: effects, not tool names.
 //!
-//! Before a command runs, every path of the workspace is recorded (kind, size, mode, content
-//! hash; link targets; for protected paths the content itself, in a [`ContentStore`]). After
-//! it, the two are compared; each change is judged like a file tool's write, and a forbidden one
-//! is reverted from the snapshot (content restored, created paths deleted, deleted paths
-//! recreated).
+//! Before a command runs, every path of the workspace is recorded (kind, mode; a file's size,
+//! inode, times and content hash; link targets; for protected paths the content itself, in a
+//! [`ContentStore`]). After it, the two are compared; each change is judged like a file tool's
+//! write, and a forbidden one is reverted from the snapshot (content restored, created paths
+//! deleted, deleted paths recreated).
+//!
+//! Paths and link targets are bytes on Linux, and are recorded as such: each is kept as its
+//! lossless text (`path_text`: a UTF-8 path is itself, any other byte is
+//! `U+FFFD` and two hex digits), so a name that is not UTF-8 is compared, judged by where it
+//! lies (its folders are kept as they are), put back by its real bytes, and saved between the
+//! hook's processes without loss — it neither breaks the record nor hides in it.
+//!
+//! A snapshot is not blinded by what a command can make next to a watched path (see
+//! [`Snapshot::take`] and `unchecked.rs`): watched files are read first and in full; any
+//! other file too big for what is left of the budget, unreadable or changing while it is read
+//! is compared by its `stat` instead of its content.
 //!
 //! One type for both enforcement points: the runner keeps contents in memory
 //! ([`MemoryStore`]) for the length of a call; the Claude Code hook, whose `PreToolUse` and
@@ -27,100 +38,64 @@
 //! assert!(!dir.path().join("b.txt").exists());
 //! ```
 
+use crate::path_text;
 use loopward_core::EffectKind;
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
-use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::os::unix::fs::{MetadataExt, PermissionsExt};
-use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::collections::{BTreeMap, BTreeSet};
+use std::os::unix::fs::MetadataExt;
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+
+mod store;
+mod take;
+
+pub use store::{ContentStore, DirStore, MemoryStore};
 
 /// The most paths one snapshot records before it fails closed.
 pub const MAX_SNAPSHOT_PATHS: usize = 200_000;
 
-/// Where a snapshot keeps the contents it may have to put back, by SHA-256 (hex).
-pub trait ContentStore: Send + Sync {
-    /// Keeps `bytes`, whose hash is `sha256`.
-    fn put(&self, sha256: &str, bytes: &[u8]) -> Result<(), SnapshotError>;
-    /// The bytes kept under `sha256`.
-    fn get(&self, sha256: &str) -> Result<Vec<u8>, SnapshotError>;
+/// A file's size and times, to compare a file whose content was not read.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+struct Stat {
+    size: u64,
+    /// Modified, seconds and nanoseconds.
+    mtime: (i64, i64),
+    /// Changed (content, mode, links; not settable by a command), seconds and nanoseconds.
+    ctime: (i64, i64),
 }
 
-/// Contents kept in memory (the runner: one shell call, one process).
-#[derive(Debug, Default)]
-pub struct MemoryStore(Mutex<HashMap<String, Vec<u8>>>);
-
-impl ContentStore for MemoryStore {
-    fn put(&self, sha256: &str, bytes: &[u8]) -> Result<(), SnapshotError> {
-        self.0
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .entry(sha256.to_string())
-            .or_insert_with(|| bytes.to_vec());
-        Ok(())
-    }
-
-    fn get(&self, sha256: &str) -> Result<Vec<u8>, SnapshotError> {
-        self.0
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(sha256)
-            .cloned()
-            .ok_or_else(|| SnapshotError(format!("no saved content {sha256}")))
-    }
-}
-
-/// Contents kept as files named by their hash in a folder (the hook: kept between the
-/// `PreToolUse` and `PostToolUse` processes). Each is written to a temporary name, synced and
-/// renamed into place, so a reader finds a whole file or none.
-#[derive(Clone, Debug)]
-pub struct DirStore {
-    dir: PathBuf,
-}
-
-impl DirStore {
-    /// A store in `dir` (created on first use).
-    pub fn new(dir: impl Into<PathBuf>) -> Self {
-        Self { dir: dir.into() }
-    }
-}
-
-impl ContentStore for DirStore {
-    fn put(&self, sha256: &str, bytes: &[u8]) -> Result<(), SnapshotError> {
-        let path = self.dir.join(sha256);
-        if path.exists() {
-            return Ok(());
+impl Stat {
+    fn of(m: &std::fs::Metadata) -> Self {
+        Self {
+            size: m.len(),
+            mtime: (m.mtime(), m.mtime_nsec()),
+            ctime: (m.ctime(), m.ctime_nsec()),
         }
-        let err = |e: std::io::Error| SnapshotError(format!("cannot keep {}: {e}", path.display()));
-        std::fs::create_dir_all(&self.dir).map_err(err)?;
-        crate::atomic_file::write_atomic(&path, bytes, 0o600).map_err(err)
-    }
-
-    fn get(&self, sha256: &str) -> Result<Vec<u8>, SnapshotError> {
-        let path = self.dir.join(sha256);
-        std::fs::read(&path).map_err(|e| {
-            SnapshotError(format!("cannot read saved content {}: {e}", path.display()))
-        })
     }
 }
 
-/// One path's state.
+/// One path's state. Paths and link targets are `path_text`: any bytes, losslessly.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 enum Entry {
     File {
         mode: u32,
-        sha256: String,
+        /// The content's SHA-256; `None` when it was not read (see [`Snapshot::take`]), and the
+        /// file is compared by its `stat`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        sha256: Option<String>,
         /// Whether its content is in the store.
         kept: bool,
         /// (device, inode, link count), to see hard links.
         node: (u64, u64, u64),
+        #[serde(default)]
+        stat: Stat,
     },
     Dir {
         mode: u32,
     },
     Link {
-        target: std::path::PathBuf,
+        target: String,
     },
     Other,
 }
@@ -130,12 +105,28 @@ impl Entry {
         match (self, other) {
             (
                 Self::File {
-                    mode: a, sha256: h, ..
+                    mode: a,
+                    sha256: h,
+                    node: n,
+                    stat: s,
+                    ..
                 },
                 Self::File {
-                    mode: b, sha256: g, ..
+                    mode: b,
+                    sha256: g,
+                    node: m,
+                    stat: t,
+                    ..
                 },
-            ) => a == b && h == g,
+            ) => {
+                a == b
+                    && match (h, g) {
+                        (Some(h), Some(g)) => h == g,
+                        // One side unread: the same file, untouched, has the same inode, size
+                        // and times (the change time moves on every write and cannot be set).
+                        _ => (n.0, n.1) == (m.0, m.1) && s == t,
+                    }
+            }
             (Self::Dir { mode: a }, Self::Dir { mode: b }) => a == b,
             (Self::Link { target: a }, Self::Link { target: b }) => a == b,
             (Self::Other, Self::Other) => true,
@@ -144,10 +135,81 @@ impl Entry {
     }
 }
 
-/// Why a snapshot could not be taken or a change reverted.
+/// Why a snapshot could not be taken or a change put back. Each names the workspace path it is
+/// about ([`SnapshotError::path`]; `.` for the workspace itself).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("workspace snapshot: {0}")]
-pub struct SnapshotError(pub String);
+#[non_exhaustive]
+pub enum SnapshotError {
+    /// A folder could not be listed, or its entries not looked at.
+    #[error("workspace snapshot: folder {path} cannot be listed ({why}); what is in it cannot be compared. What to do: make it readable again (`chmod u+rwx {path}`) or remove it; a person can list it under [gates.shell] skip")]
+    Unlistable {
+        /// The folder.
+        path: String,
+        /// The error.
+        why: String,
+    },
+    /// A path that must be read could not be.
+    #[error("workspace snapshot: {path} cannot be read ({why}); it is watched, so it must be. What to do: make it readable again (`chmod u+r {path}`); a person can restore it")]
+    Unreadable {
+        /// The path.
+        path: String,
+        /// The error.
+        why: String,
+    },
+    /// A watched file is too big to keep.
+    #[error("workspace snapshot: {path} is watched (its content is kept to put it back) and holds {size} bytes, more than the {left} bytes left of the {limit} a snapshot may read ([gates.shell] max_snapshot_bytes). What to do: a person shrinks it, raises max_snapshot_bytes or lists big generated folders under [gates.shell] skip")]
+    TooBig {
+        /// The file.
+        path: String,
+        /// Its size.
+        size: u64,
+        /// What was left of the budget.
+        left: u64,
+        /// `max_snapshot_bytes`.
+        limit: u64,
+    },
+    /// A watched file changed while it was read.
+    #[error("workspace snapshot: {path} is watched and changed while it was being recorded. What to do: try again when nothing is writing it")]
+    Changing {
+        /// The file.
+        path: String,
+    },
+    /// Too many paths.
+    #[error("workspace snapshot: listing {dir} took the workspace past {MAX_SNAPSHOT_PATHS} paths. What to do: remove what made so many, or a person lists big generated folders under [gates.shell] skip")]
+    TooManyPaths {
+        /// The folder being listed.
+        dir: String,
+    },
+    /// Kept content could not be written or read.
+    #[error("workspace snapshot: {what}")]
+    Store {
+        /// What failed.
+        what: String,
+    },
+    /// A change could not be put back.
+    #[error("cannot put back {path}: {why}")]
+    Revert {
+        /// The path.
+        path: String,
+        /// Why.
+        why: String,
+    },
+}
+
+impl SnapshotError {
+    /// The workspace path the error is about (`.`: the workspace, or the store outside it).
+    pub fn path(&self) -> &str {
+        match self {
+            Self::Unlistable { path, .. }
+            | Self::Unreadable { path, .. }
+            | Self::TooBig { path, .. }
+            | Self::Changing { path }
+            | Self::Revert { path, .. } => path,
+            Self::TooManyPaths { dir } => dir,
+            Self::Store { .. } => ".",
+        }
+    }
+}
 
 /// The state of a workspace at one moment.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
@@ -158,115 +220,24 @@ pub struct Snapshot {
 /// One changed path.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Change {
-    /// The canonical workspace-relative path.
+    /// The canonical workspace-relative path, as `path_text` writes it.
     pub path: String,
     /// Created, modified or deleted.
     pub kind: EffectKind,
 }
 
-/// Whether an error says the path is no longer there.
-fn gone(e: &std::io::Error) -> bool {
-    e.kind() == std::io::ErrorKind::NotFound
-}
-
 impl Snapshot {
-    /// Records `root`, skipping the workspace-relative paths in `skip`, reading at most
-    /// `max_bytes` of file content; `keep(path)` says whose content to keep in `store` for
-    /// reverts.
-    pub fn take(
-        root: &Path,
-        skip: &[String],
-        max_bytes: u64,
-        keep: &dyn Fn(&str) -> bool,
-        store: &dyn ContentStore,
-    ) -> Result<Self, SnapshotError> {
-        let mut snap = Self::default();
-        let mut budget = max_bytes;
-        let mut stack = vec![String::new()];
-        while let Some(dir) = stack.pop() {
-            let abs = if dir.is_empty() {
-                root.to_path_buf()
-            } else {
-                root.join(&dir)
-            };
-            // A path removed while it is being recorded (a temporary file another process
-            // made and removed) was not there at that moment: it is left out, not an error.
-            let rd = match std::fs::read_dir(&abs) {
-                Err(e) if gone(&e) && !dir.is_empty() => {
-                    snap.entries.remove(&dir);
-                    continue;
-                }
-                r => r.map_err(|e| SnapshotError(format!("cannot list {}: {e}", abs.display())))?,
-            };
-            for ent in rd {
-                let ent = ent.map_err(|e| SnapshotError(format!("cannot list {dir:?}: {e}")))?;
-                let name = ent.file_name().to_string_lossy().into_owned();
-                let rel = if dir.is_empty() {
-                    name.clone()
-                } else {
-                    format!("{dir}/{name}")
-                };
-                if skip.iter().any(|s| s.trim_matches('/') == rel) {
-                    continue;
-                }
-                if snap.entries.len() >= MAX_SNAPSHOT_PATHS {
-                    return Err(SnapshotError(format!(
-                        "more than {MAX_SNAPSHOT_PATHS} paths; list big generated folders under [gates.shell] skip"
-                    )));
-                }
-                let meta = match std::fs::symlink_metadata(ent.path()) {
-                    Err(e) if gone(&e) => continue,
-                    r => r.map_err(|e| SnapshotError(format!("cannot stat {rel}: {e}")))?,
-                };
-                let ft = meta.file_type();
-                let entry = if ft.is_symlink() {
-                    Entry::Link {
-                        target: match std::fs::read_link(ent.path()) {
-                            Err(e) if gone(&e) => continue,
-                            r => r.map_err(|e| {
-                                SnapshotError(format!("cannot read link {rel}: {e}"))
-                            })?,
-                        },
-                    }
-                } else if ft.is_dir() {
-                    stack.push(rel.clone());
-                    Entry::Dir {
-                        mode: meta.permissions().mode(),
-                    }
-                } else if ft.is_file() {
-                    if meta.len() > budget {
-                        return Err(SnapshotError(format!(
-                            "the workspace holds more than the {max_bytes} bytes a snapshot may read ([gates.shell] max_snapshot_bytes); list big generated folders under [gates.shell] skip"
-                        )));
-                    }
-                    budget -= meta.len();
-                    let bytes = match std::fs::read(ent.path()) {
-                        Err(e) if gone(&e) => continue,
-                        r => r.map_err(|e| SnapshotError(format!("cannot read {rel}: {e}")))?,
-                    };
-                    let sha256 = hex::encode(Sha256::digest(&bytes));
-                    let kept = keep(&rel);
-                    if kept {
-                        store.put(&sha256, &bytes)?;
-                    }
-                    Entry::File {
-                        mode: meta.mode() & 0o7777,
-                        sha256,
-                        kept,
-                        node: (meta.dev(), meta.ino(), meta.nlink()),
-                    }
-                } else {
-                    Entry::Other
-                };
-                snap.entries.insert(rel, entry);
-            }
-        }
-        Ok(snap)
-    }
-
     /// The paths recorded.
     pub fn paths(&self) -> impl Iterator<Item = &str> {
         self.entries.keys().map(String::as_str)
+    }
+
+    /// The paths whose content is kept (watched: they may have to be put back).
+    pub fn kept_paths(&self) -> impl Iterator<Item = &str> {
+        self.entries
+            .iter()
+            .filter(|(_, e)| matches!(e, Entry::File { kept: true, .. }))
+            .map(|(p, _)| p.as_str())
     }
 
     /// Whether `path` is a symbolic link in this snapshot.
@@ -329,9 +300,10 @@ impl Snapshot {
         change: &Change,
         store: &dyn ContentStore,
     ) -> Result<(), SnapshotError> {
-        let abs = root.join(&change.path);
-        let err = |what: &str, e: std::io::Error| {
-            SnapshotError(format!("cannot {what} {}: {e}", change.path))
+        let abs = root.join(path_text::path(&change.path));
+        let err = |what: &str, e: std::io::Error| SnapshotError::Revert {
+            path: change.path.clone(),
+            why: format!("cannot {what} it: {e}"),
         };
         // Remove whatever is there now (unless it is a directory we must keep).
         let now = std::fs::symlink_metadata(&abs).ok();
@@ -354,12 +326,12 @@ impl Snapshot {
             Entry::File {
                 mode, sha256, kept, ..
             } => {
-                if !kept {
-                    return Err(SnapshotError(format!(
-                        "no saved content to restore {}",
-                        change.path
-                    )));
-                }
+                let (true, Some(sha256)) = (kept, sha256) else {
+                    return Err(SnapshotError::Revert {
+                        path: change.path.clone(),
+                        why: "no saved content to restore it from".into(),
+                    });
+                };
                 let bytes = store.get(sha256)?;
                 // Renamed over, so a link put in place meanwhile is replaced, not followed.
                 crate::atomic_file::write_atomic(&abs, &bytes, *mode)
@@ -371,13 +343,14 @@ impl Snapshot {
                     .map_err(|e| err("restore the mode of", e))?;
             }
             Entry::Link { target } => {
-                std::os::unix::fs::symlink(target, &abs).map_err(|e| err("restore link", e))?;
+                std::os::unix::fs::symlink(path_text::path(target), &abs)
+                    .map_err(|e| err("restore the link", e))?;
             }
             Entry::Other => {
-                return Err(SnapshotError(format!(
-                    "{} was a special file and cannot be restored",
-                    change.path
-                )))
+                return Err(SnapshotError::Revert {
+                    path: change.path.clone(),
+                    why: "it was a special file, which cannot be restored".into(),
+                })
             }
         }
         Ok(())
