@@ -511,4 +511,18 @@ fn names_that_are_not_utf8_made_by_bash_stop_no_write_and_are_judged_by_their_by
         .collect();
     assert_eq!(left, ["a.md"]);
     assert!(std::fs::symlink_metadata(p.path("free/into")).is_err());
+    // The ledger names the odd name in its lossless text: U+FFFD and the byte in hex.
+    let ledger = p.ledger(SESSION);
+    assert!(
+        ledger
+            .iter()
+            .any(|l| l.contains("violation plans/\u{fffd}ff reverted")),
+        "{ledger:#?}"
+    );
+    assert!(
+        ledger
+            .iter()
+            .any(|l| l.contains("free/\u{fffd}fe create ok")),
+        "{ledger:#?}"
+    );
 }
