@@ -394,4 +394,33 @@ mod tests {
             "outside"
         );
     }
+
+    #[test]
+    fn odd_names_and_link_targets_travel_as_json_and_are_put_back_by_their_bytes() {
+        use std::ffi::OsStr;
+        use std::os::unix::ffi::OsStrExt;
+        let d = tempfile::tempdir().unwrap();
+        let (ws, blobs) = (d.path().join("ws"), d.path().join("blobs"));
+        std::fs::create_dir(&ws).unwrap();
+        let odd = ws.join(OsStr::from_bytes(b"pl\xffan.md"));
+        std::fs::write(&odd, "kept").unwrap();
+        std::os::unix::fs::symlink(OsStr::from_bytes(b"\xfe"), ws.join("link")).unwrap();
+        let store = DirStore::new(&blobs);
+        let before = Snapshot::take(&ws, &[], u64::MAX, &|_: &str| true, &store).unwrap();
+        let before: Snapshot =
+            serde_json::from_str(&serde_json::to_string(&before).unwrap()).unwrap();
+        std::fs::write(&odd, "changed").unwrap();
+        std::fs::remove_file(ws.join("link")).unwrap();
+        std::os::unix::fs::symlink("elsewhere", ws.join("link")).unwrap();
+        let after = Snapshot::take(&ws, &[], u64::MAX, &|_: &str| false, &store).unwrap();
+        let changes = before.diff(&after);
+        let paths: Vec<_> = changes.iter().map(|c| c.path.as_str()).collect();
+        assert_eq!(paths, ["link", "pl\u{fffd}ffan.md"]);
+        for c in &changes {
+            before.revert(&ws, c, &store).unwrap();
+        }
+        assert_eq!(std::fs::read_to_string(&odd).unwrap(), "kept");
+        let target = std::fs::read_link(ws.join("link")).unwrap();
+        assert_eq!(target.as_os_str().as_bytes(), b"\xfe");
+    }
 }
