@@ -75,6 +75,7 @@ pub mod inbox;
 pub mod journal;
 pub mod layers;
 pub mod model;
+mod path_text;
 mod runner;
 pub mod sandbox;
 mod state;

@@ -5,6 +5,9 @@
 //! over-long paths are refused. Symbolic links along the path — existing or dangling — are
 //! followed to where a write would land, and that place must still be inside the workspace.
 
+use crate::path_text;
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
 
@@ -45,6 +48,14 @@ pub enum PathError {
         raw: String,
         /// How it escapes.
         why: String,
+    },
+    /// The path lands on a name that is not text, which file tools do not write.
+    #[error("{raw:?} leads to {landed:?}, a name that is not valid UTF-8 text (its other bytes are shown as U+FFFD and hex); the file tools write only names that are text, so write another path or use a command")]
+    NotText {
+        /// The path as given.
+        raw: String,
+        /// Where it lands, as text.
+        landed: String,
     },
     /// Too many symbolic links.
     #[error("{raw:?} goes through more than {MAX_LINK_HOPS} symbolic links")]
@@ -147,25 +158,58 @@ impl Workspace {
         &self.root
     }
 
-    /// Resolves a path an agent gave to where it lands inside the workspace.
+    /// Resolves a path an agent gave to where it lands inside the workspace. A path that lands
+    /// on a name that is not text (bytes that are not UTF-8, or a `U+FFFD` in it) is refused:
+    /// the file tools write only names that are their own text.
     pub fn resolve(&self, raw: &str) -> Result<WorkPath, PathError> {
-        if raw.is_empty() {
+        let landed = self.land(raw, raw.as_bytes())?;
+        let text = path_text::encode(&landed);
+        if !path_text::is_plain(&text) {
+            return Err(PathError::NotText {
+                raw: raw.into(),
+                landed: text.into_owned(),
+            });
+        }
+        let rel = text.into_owned();
+        let abs = self.root.join(&rel);
+        let raw: Arc<str> = raw.into();
+        // Most paths are given canonical already: then one text serves as both.
+        let rel = if *rel == *raw {
+            Arc::clone(&raw)
+        } else {
+            rel.into()
+        };
+        Ok(WorkPath { raw, rel, abs })
+    }
+
+    /// Where the workspace path whose `path_text` is `text` (a name a snapshot found, of any
+    /// bytes) lands, links followed, as text: the watch judges a link a command made by it.
+    pub(crate) fn land_text(&self, text: &str) -> Result<String, PathError> {
+        let landed = self.land(text, &path_text::decode(text))?;
+        Ok(path_text::encode(&landed).into_owned())
+    }
+
+    /// Where the path `raw_bytes` lands, as bytes (`raw`, its text, names it in errors).
+    fn land(&self, raw: &str, raw_bytes: &[u8]) -> Result<Vec<u8>, PathError> {
+        if raw_bytes.is_empty() {
             return Err(PathError::Empty);
         }
-        if raw.contains('\0') {
+        if raw_bytes.contains(&0) {
             return Err(PathError::Nul);
         }
-        if raw.len() > MAX_PATH_BYTES {
-            return Err(PathError::TooLong { len: raw.len() });
+        if raw_bytes.len() > MAX_PATH_BYTES {
+            return Err(PathError::TooLong {
+                len: raw_bytes.len(),
+            });
         }
-        if raw.starts_with('~') {
+        if raw_bytes.starts_with(b"~") {
             return Err(PathError::HomeRelative { raw: raw.into() });
         }
         let escapes = |why: &str| PathError::Escapes {
             raw: raw.into(),
             why: why.into(),
         };
-        let given = Path::new(raw);
+        let given = Path::new(OsStr::from_bytes(raw_bytes));
         let relative: PathBuf = if given.is_absolute() {
             // Component-wise, not lexically: `/ws/link/../x` climbs from the link's target.
             given
@@ -177,12 +221,10 @@ impl Workspace {
         };
         // Components are taken one at a time, as the kernel does: `..` climbs from where the
         // links so far have led (`link/..` is the parent of the link's target), never lexically.
-        let mut pending: Vec<String> = components(&relative)
-            .ok_or_else(|| escapes("the path is not valid UTF-8"))?
-            .into_iter()
-            .rev()
-            .collect();
-        let mut done: Vec<String> = Vec::new();
+        // They are bytes: a name or link target that is not UTF-8 is followed like any other.
+        let mut pending: Vec<std::ffi::OsString> =
+            components(&relative).into_iter().rev().collect();
+        let mut done: Vec<std::ffi::OsString> = Vec::new();
         let mut hops = 0;
         while let Some(part) = pending.pop() {
             if part == ".." {
@@ -205,55 +247,38 @@ impl Workspace {
             }
             let target = std::fs::read_link(&here)
                 .map_err(|e| escapes(&format!("unreadable link {}: {e}", here.display())))?;
-            // A target that is not UTF-8 cannot be judged faithfully: refused, never decoded
-            // lossily into another path.
-            let parts = components(&target).ok_or_else(|| {
-                escapes(&format!(
-                    "link {} has a target that is not valid UTF-8",
-                    here.display()
-                ))
-            })?;
             if target.is_absolute() {
                 // Component-wise: its `..` are then climbed like any other, from the root.
                 let inside = target
                     .strip_prefix(&self.root)
                     .map_err(|_| escapes(&format!("link {} points outside", here.display())))?;
                 done.clear();
-                pending.extend(
-                    components(inside)
-                        .ok_or_else(|| escapes("link target is not valid UTF-8"))?
-                        .into_iter()
-                        .rev(),
-                );
+                pending.extend(components(inside).into_iter().rev());
             } else {
-                pending.extend(parts.into_iter().rev());
+                pending.extend(components(&target).into_iter().rev());
             }
         }
-        let rel = done.join("/");
-        let abs = self.root.join(&rel);
-        let raw: Arc<str> = raw.into();
-        // Most paths are given canonical already: then one text serves as both.
-        let rel = if *rel == *raw {
-            Arc::clone(&raw)
-        } else {
-            rel.into()
-        };
-        Ok(WorkPath { raw, rel, abs })
+        let mut out = Vec::new();
+        for (i, part) in done.iter().enumerate() {
+            if i > 0 {
+                out.push(b'/');
+            }
+            out.extend_from_slice(part.as_bytes());
+        }
+        Ok(out)
     }
 }
 
-/// The parts of `path` as UTF-8 strings, `.` dropped and `..` kept (`None`: not UTF-8). Root
-/// and prefix components are dropped (callers handle absolutes).
-fn components(path: &Path) -> Option<Vec<String>> {
-    let mut out = Vec::new();
-    for c in path.components() {
-        match c {
-            Component::Normal(s) => out.push(s.to_str()?.to_string()),
-            Component::ParentDir => out.push("..".into()),
-            Component::CurDir | Component::RootDir | Component::Prefix(_) => {}
-        }
-    }
-    Some(out)
+/// The parts of `path`, `.` dropped and `..` kept. Root and prefix components are dropped
+/// (callers handle absolutes).
+fn components(path: &Path) -> Vec<std::ffi::OsString> {
+    path.components()
+        .filter_map(|c| match c {
+            Component::Normal(s) => Some(s.to_os_string()),
+            Component::ParentDir => Some("..".into()),
+            Component::CurDir | Component::RootDir | Component::Prefix(_) => None,
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -326,13 +351,20 @@ mod tests {
     }
 
     #[test]
-    fn a_link_target_that_is_not_utf8_is_refused() {
-        use std::os::unix::ffi::OsStrExt;
+    fn a_link_target_that_is_not_utf8_is_followed_by_the_watch_and_refused_to_file_tools() {
         let (_d, w) = ws();
-        let target = std::ffi::OsStr::from_bytes(b"pl\xffan.md");
-        symlink(target, w.root().join("odd")).unwrap();
+        std::fs::create_dir(w.root().join("plans")).unwrap();
+        symlink(OsStr::from_bytes(b"pl\xffan.md"), w.root().join("odd")).unwrap();
         let err = w.resolve("odd").unwrap_err();
         assert!(err.to_string().contains("not valid UTF-8"), "{err}");
+        assert_eq!(w.land_text("odd").unwrap(), "pl\u{fffd}ffan.md");
+        // A link whose target is not text and leads into a folder lands there.
+        symlink(OsStr::from_bytes(b"\xfe"), w.root().join("hop")).unwrap();
+        symlink("plans", w.root().join(OsStr::from_bytes(b"\xfe"))).unwrap();
+        assert_eq!(w.land_text("hop/x.md").unwrap(), "plans/x.md");
+        assert_eq!(w.resolve("hop/x.md").unwrap().rel(), "plans/x.md");
+        // A name the file tools could be made to write under another text is refused.
+        assert!(w.resolve("a\u{fffd}ff").is_err());
     }
 
     #[test]

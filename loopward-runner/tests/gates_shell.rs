@@ -180,16 +180,149 @@ async fn a_shell_change_with_a_valid_override_stands_and_consumes_it() {
 }
 
 #[tokio::test]
-async fn a_workspace_too_big_to_watch_fails_closed() {
-    let room = Room::new("[gates.shell]\nmax_snapshot_bytes = 10\n[gates.sprawl]\nenabled = false");
-    room.write("big.txt", "more than ten bytes");
+async fn a_watched_file_too_big_to_keep_fails_closed_naming_it() {
+    let room = Room::new(
+        "[[territory]]\npaths = [\"plan.md\"]\nowner = \"planner\"\n\
+         [gates.shell]\nmax_snapshot_bytes = 10\nsandbox = \"watch-only\"\n[gates.sprawl]\nenabled = false",
+    );
+    room.write("plan.md", "more than ten bytes");
     let builder = room.turn("builder");
     let err = room.shell(&builder, "echo hi > x").await.unwrap_err();
     assert!(
         err.to_string().contains("refused by shell_watch: not run"),
         "{err}"
     );
+    assert!(err.to_string().contains("plan.md is watched"), "{err}");
     assert!(!room.path("x").exists());
+}
+
+/// The config of the blinding tests: a territory, a small snapshot budget, the watch alone.
+const SMALL: &str = r#"
+[[territory]]
+paths = ["plan.md", "plans/**"]
+owner = "planner"
+
+[gates.sprawl]
+enabled = false
+
+[gates.shell]
+sandbox = "watch-only"
+max_snapshot_bytes = 4096
+"#;
+
+fn mode(room: &Room, rel: &str) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(room.path(rel))
+        .unwrap()
+        .permissions()
+        .mode()
+        & 0o7777
+}
+
+#[tokio::test]
+async fn a_huge_file_in_a_free_folder_does_not_blind_the_watch_to_a_mode_change_and_a_link() {
+    let room = Room::new(SMALL);
+    room.write("plan.md", "the plan");
+    room.write("free/small.txt", "small");
+    let before_mode = mode(&room, "plan.md");
+    let builder = room.turn("builder");
+    let out = room
+        .shell(
+            &builder,
+            "chmod 777 plan.md; ln -s ../plan.md free/link.md; truncate -s 300M free/huge.bin; \
+             echo more >> free/small.txt",
+        )
+        .await
+        .unwrap();
+    assert!(out.is_error, "{out:?}");
+    assert!(
+        out.content.contains("reverted: free/link.md, plan.md"),
+        "{}",
+        out.content
+    );
+    assert_eq!(mode(&room, "plan.md"), before_mode);
+    assert!(std::fs::symlink_metadata(room.path("free/link.md")).is_err());
+    // The free changes stand and are the call's effects, the huge file among them.
+    let paths: Vec<_> = out.effects.iter().map(|e| e.path.as_str()).collect();
+    assert_eq!(
+        paths,
+        ["free/huge.bin", "free/link.md", "free/small.txt", "plan.md"]
+    );
+    assert!(
+        violations(&room).iter().all(|(p, _)| !p.is_empty()),
+        "{:?}",
+        violations(&room)
+    );
+    // The next call sees the huge file as unchanged, and nothing else.
+    let out = room.shell(&builder, "true").await.unwrap();
+    assert!(!out.is_error && out.effects.is_empty(), "{out:?}");
+}
+
+/// A folder nested deeper than a path can name (`PATH_MAX`): no record of the workspace can be
+/// taken while it is there, whoever runs the watch.
+fn too_deep() -> String {
+    let name = "d".repeat(200);
+    format!("mkdir -p free/deep && cd free/deep && for i in $(seq 1 25); do mkdir {name} && cd {name}; done")
+}
+
+#[tokio::test]
+async fn a_blinded_call_moves_no_baseline_and_is_judged_once_the_workspace_can_be_compared() {
+    let room = Room::new(SMALL);
+    room.write("plan.md", "the plan");
+    let before_mode = mode(&room, "plan.md");
+    let builder = room.turn("builder");
+    let err = room
+        .shell(
+            &builder,
+            &format!(
+                "chmod 777 plan.md; ln -s plan.md link.md; echo hijack > plans.txt; {}",
+                too_deep()
+            ),
+        )
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("could not be compared"), "{err}");
+    // The violation names what blinded the watch and what is unchecked, never an empty path.
+    let blind = violations(&room);
+    assert_eq!(blind.len(), 1, "{blind:?}");
+    assert!(blind[0].0.starts_with("free/deep/ddd"), "{blind:?}");
+    let reason = room
+        .events()
+        .into_iter()
+        .find_map(|e| match e {
+            AuditEvent::Violation { reason, .. } => Some(reason),
+            _ => None,
+        })
+        .unwrap();
+    assert!(
+        reason.contains("unchecked until then") && reason.contains("plan.md"),
+        "{reason}"
+    );
+    // While it cannot be compared, nothing that writes runs: not a command, not a file tool.
+    let refused = room.shell(&builder, "echo x > x.txt").await.unwrap_err();
+    assert!(refused.to_string().contains("still unchecked"), "{refused}");
+    assert!(!room.path("x.txt").exists());
+    assert!(room.write_file(&builder, "y.txt", "y").await.is_err());
+    assert!(!room.path("y.txt").exists());
+    assert_eq!(mode(&room, "plan.md"), 0o777, "nothing was judged yet");
+    // A person removes what blinds it: the next call first judges the blinded call's changes.
+    std::fs::remove_dir_all(room.path("free/deep")).unwrap();
+    let out = room.shell(&builder, "echo x > x.txt").await.unwrap();
+    assert!(!out.is_error, "{}", out.content);
+    assert_eq!(mode(&room, "plan.md"), before_mode);
+    assert!(std::fs::symlink_metadata(room.path("link.md")).is_err());
+    assert_eq!(room.read("plans.txt").as_deref(), Some("hijack\n"));
+    let settled: Vec<_> = violations(&room).into_iter().skip(1).collect();
+    assert_eq!(
+        settled,
+        [
+            ("link.md".to_string(), "reverted".to_string()),
+            ("plan.md".to_string(), "reverted".to_string())
+        ]
+    );
+    // And what the next call did is its own.
+    assert_eq!(room.read("x.txt").as_deref(), Some("x\n"));
 }
 
 #[tokio::test]
@@ -302,4 +435,50 @@ async fn init_layout_ledger_stays_whole(sandbox: &str) {
     assert_eq!(ok.final_seq, finished.final_seq);
     assert!(ok.anchored);
     assert_eq!(room.read("notes/mine.txt").unwrap(), "mine\n");
+}
+
+/// Names are bytes: a link whose target is not UTF-8, and a file whose name is not, made in a
+/// free folder stand and stop no other write; made in (or pointing into) a territory they are
+/// judged by their bytes and put back.
+#[tokio::test]
+async fn names_that_are_not_utf8_are_judged_by_their_bytes_and_stop_no_other_write() {
+    let room = Room::new(ROOM);
+    room.write("plans/a.md", "keep");
+    let builder = room.turn("builder");
+    let out = room
+        .shell(
+            &builder,
+            "mkdir -p free && ln -s \"$(printf '\\377')\" free/odd && touch \"free/$(printf '\\376')\"",
+        )
+        .await
+        .unwrap();
+    assert!(!out.is_error, "{}", out.content);
+    let paths: Vec<_> = out.effects.iter().map(|e| e.path.as_str()).collect();
+    assert_eq!(paths, ["free", "free/odd", "free/\u{fffd}fe"]);
+    let out = room.write_file(&builder, "notes.txt", "still writes").await;
+    assert!(out.is_ok(), "{out:?}");
+    let out = room.shell(&builder, "echo ok > free/ok.txt").await.unwrap();
+    assert!(!out.is_error, "{}", out.content);
+    // Inside a territory, or a link into one: refused and put back, named in the ledger.
+    let out = room
+        .shell(
+            &builder,
+            "touch \"plans/$(printf '\\377')\"; ln -s \"../plans/$(printf '\\375')\" free/into",
+        )
+        .await
+        .unwrap();
+    assert!(out.is_error, "{}", out.content);
+    assert!(
+        out.content
+            .contains("reverted: free/into, plans/\u{fffd}ff"),
+        "{}",
+        out.content
+    );
+    let left: Vec<_> = std::fs::read_dir(room.path("plans"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(left, ["a.md"]);
+    assert!(std::fs::symlink_metadata(room.path("free/into")).is_err());
+    assert!(std::fs::symlink_metadata(room.path("free/odd")).is_ok());
 }

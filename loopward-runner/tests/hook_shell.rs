@@ -217,12 +217,12 @@ fn a_bash_write_covered_by_a_one_shot_override_stands_and_consumes_it() {
 }
 
 #[test]
-fn a_workspace_too_big_to_record_denies_the_command() {
-    let p =
-        Project::new(
-            "[gates.sprawl]\nenabled = false\n[gates.shell]\nmax_snapshot_bytes = 64\nsandbox = \"watch-only\"\n",
-        );
-    p.write("big.bin", &"x".repeat(1000));
+fn a_watched_file_too_big_to_record_denies_the_command_naming_it() {
+    let p = Project::new(
+        "[[territory]]\npaths = [\"plan.md\"]\nowner = \"planner\"\n\
+         [gates.sprawl]\nenabled = false\n[gates.shell]\nmax_snapshot_bytes = 512\nsandbox = \"watch-only\"\n",
+    );
+    p.write("plan.md", &"x".repeat(1000));
     let pre = p.send_fixture("pre_bash_into_plan.json");
     assert_eq!(pre.exit_code, 0);
     assert!(
@@ -231,6 +231,7 @@ fn a_workspace_too_big_to_record_denies_the_command() {
         pre.stdout
     );
     assert!(pre.stdout.contains("max_snapshot_bytes"), "{}", pre.stdout);
+    assert!(pre.stdout.contains("plan.md is watched"), "{}", pre.stdout);
 }
 
 #[test]
@@ -329,4 +330,199 @@ fn with_a_state_directory_the_hook_keeps_nothing_in_the_workspace() {
     );
     assert_eq!(p.read("plan.md").as_deref(), Some("# Plan\n1. greet\n"));
     assert!(sessions.join("state.json").is_file());
+}
+
+/// The blinding tests' config: a territory, a small snapshot budget, the watch alone.
+const SMALL: &str = r#"
+[[territory]]
+paths = ["plan.md", "plans/**"]
+owner = "planner"
+
+[gates.sprawl]
+enabled = false
+
+[gates.shell]
+sandbox = "watch-only"
+max_snapshot_bytes = 4096
+"#;
+
+/// The recorded `Bash` event `name` as call `id`.
+fn bash(p: &Project, name: &str, id: &str) -> String {
+    p.fixture(name).replace("toolu_01J", id)
+}
+
+/// A `Write` event of `file` as call `id`.
+fn write(p: &Project, name: &str, id: &str, file: &str, content: &str) -> String {
+    let mut v = serde_json::json!({
+        "session_id": SESSION, "transcript_path": "/t.jsonl", "cwd": p.root,
+        "hook_event_name": name, "tool_name": "Write", "tool_use_id": id,
+        "tool_input": {"file_path": p.path(file), "content": content},
+    });
+    if name == "PostToolUse" {
+        v["tool_response"] = serde_json::json!({"type": "create", "filePath": p.path(file)});
+    }
+    v.to_string()
+}
+
+fn mode(p: &Project, rel: &str) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(p.path(rel)).unwrap().permissions().mode() & 0o7777
+}
+
+#[test]
+fn a_huge_file_in_a_free_folder_does_not_blind_the_bash_watch_to_a_mode_change_and_a_link() {
+    let p = Project::new(SMALL);
+    p.write("plan.md", "# Plan\n");
+    p.write("free/small.txt", "small");
+    let before_mode = mode(&p, "plan.md");
+    p.send(&bash(&p, "pre_bash_into_plan.json", "toolu_b1"));
+    run_bash(
+        &p,
+        "chmod 777 plan.md && ln -s ../plan.md free/link.md && truncate -s 300M free/huge.bin",
+    );
+    let post = p.send(&bash(&p, "post_bash_into_plan.json", "toolu_b1"));
+    assert!(
+        post.stdout.contains(r#""decision":"block""#)
+            && post.stdout.contains("reverted: free/link.md, plan.md"),
+        "{}",
+        post.stdout
+    );
+    assert_eq!(mode(&p, "plan.md"), before_mode);
+    assert!(std::fs::symlink_metadata(p.path("free/link.md")).is_err());
+    let ledger = p.ledger(SESSION);
+    assert!(
+        ledger.iter().any(|l| l.contains("free/huge.bin create ok")),
+        "{ledger:#?}"
+    );
+    assert!(
+        !ledger.iter().any(|l| l.contains("violation :")),
+        "{ledger:#?}"
+    );
+}
+
+/// A folder nested deeper than a path can name (`PATH_MAX`): no record of the workspace can be
+/// taken while it is there, whoever runs the hook.
+fn too_deep() -> String {
+    let name = "d".repeat(200);
+    // bash: dash's `cd` refuses a path longer than `PATH_MAX`.
+    format!("bash -c 'mkdir -p free/deep && cd free/deep && for i in $(seq 1 25); do mkdir {name} && cd {name}; done'")
+}
+
+#[test]
+fn a_blinded_bash_call_moves_no_baseline_and_is_judged_once_the_workspace_can_be_compared() {
+    let p = Project::new(SMALL);
+    p.write("plan.md", "# Plan\n");
+    let before_mode = mode(&p, "plan.md");
+    p.send(&bash(&p, "pre_bash_into_plan.json", "toolu_b1"));
+    run_bash(
+        &p,
+        &format!(
+            "chmod 777 plan.md && ln -s plan.md link.md && {}",
+            too_deep()
+        ),
+    );
+    let post = p.send(&bash(&p, "post_bash_into_plan.json", "toolu_b1"));
+    assert!(
+        post.stdout.contains(r#""decision":"block""#)
+            && post.stdout.contains("could not be compared"),
+        "{}",
+        post.stdout
+    );
+    // Named: what blinded the watch, and what is unchecked; never an empty path.
+    let ledger = p.ledger(SESSION);
+    let blind: Vec<_> = ledger.iter().filter(|l| l.contains("violation")).collect();
+    assert_eq!(blind.len(), 1, "{ledger:#?}");
+    assert!(blind[0].contains("violation free/deep/ddd"), "{blind:?}");
+    assert!(blind[0].contains("unchecked until then"), "{blind:?}");
+    // While it cannot be compared, neither a command nor a write runs.
+    let pre = p.send(&bash(&p, "pre_bash_into_plan.json", "toolu_b2"));
+    assert!(
+        pre.stdout.contains(r#""permissionDecision":"deny""#)
+            && pre.stdout.contains("still unchecked"),
+        "{}",
+        pre.stdout
+    );
+    let pre = p.send(&write(&p, "PreToolUse", "toolu_w1", "notes.txt", "x"));
+    assert!(
+        pre.stdout.contains(r#""permissionDecision":"deny""#),
+        "{}",
+        pre.stdout
+    );
+    assert_eq!(mode(&p, "plan.md"), 0o777, "nothing was judged yet");
+    // A person removes what blinds it: the next call first judges the blinded call's changes.
+    std::fs::remove_dir_all(p.path("free/deep")).unwrap();
+    let pre = p.send(&bash(&p, "pre_bash_into_plan.json", "toolu_b3"));
+    assert!(
+        !pre.stdout.contains(r#""permissionDecision":"deny""#),
+        "{}",
+        pre.stdout
+    );
+    assert_eq!(mode(&p, "plan.md"), before_mode);
+    assert!(std::fs::symlink_metadata(p.path("link.md")).is_err());
+    let ledger = p.ledger(SESSION);
+    for path in ["link.md", "plan.md"] {
+        assert!(
+            ledger
+                .iter()
+                .any(|l| l.contains(&format!("violation {path} reverted"))),
+            "{path}: {ledger:#?}"
+        );
+    }
+}
+
+/// Names are bytes: an odd link and an odd name made by `Bash` in a free folder stop no write;
+/// made in a territory, an odd name is put back.
+#[test]
+fn names_that_are_not_utf8_made_by_bash_stop_no_write_and_are_judged_by_their_bytes() {
+    let p = Project::new(POLICY);
+    p.write("plans/a.md", "keep");
+    p.send(&bash(&p, "pre_bash_into_plan.json", "toolu_b1"));
+    run_bash(
+        &p,
+        "mkdir -p free && ln -s \"$(printf '\\377')\" free/odd && touch \"free/$(printf '\\376')\"",
+    );
+    let post = p.send(&bash(&p, "post_bash_into_plan.json", "toolu_b1"));
+    assert_eq!(shown(&post), "exit 0\nstdout: \nstderr: \n");
+    let pre = p.send(&write(&p, "PreToolUse", "toolu_w1", "notes.txt", "x"));
+    assert!(
+        pre.stdout.contains(r#""permissionDecision":"allow""#),
+        "{}",
+        pre.stdout
+    );
+    let post = p.send(&write(&p, "PostToolUse", "toolu_w1", "notes.txt", "x"));
+    assert_eq!(post.exit_code, 0, "{}", post.stderr);
+    assert!(!post.stdout.contains("block"), "{}", post.stdout);
+    assert_eq!(p.read("notes.txt").as_deref(), Some("x"));
+    p.send(&bash(&p, "pre_bash_into_plan.json", "toolu_b2"));
+    run_bash(
+        &p,
+        "touch \"plans/$(printf '\\377')\" && ln -s \"../plans/$(printf '\\375')\" free/into",
+    );
+    let post = p.send(&bash(&p, "post_bash_into_plan.json", "toolu_b2"));
+    assert!(
+        post.stdout
+            .contains("reverted: free/into, plans/\u{fffd}ff"),
+        "{}",
+        post.stdout
+    );
+    let left: Vec<_> = std::fs::read_dir(p.path("plans"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(left, ["a.md"]);
+    assert!(std::fs::symlink_metadata(p.path("free/into")).is_err());
+    // The ledger names the odd name in its lossless text: U+FFFD and the byte in hex.
+    let ledger = p.ledger(SESSION);
+    assert!(
+        ledger
+            .iter()
+            .any(|l| l.contains("violation plans/\u{fffd}ff reverted")),
+        "{ledger:#?}"
+    );
+    assert!(
+        ledger
+            .iter()
+            .any(|l| l.contains("free/\u{fffd}fe create ok")),
+        "{ledger:#?}"
+    );
 }

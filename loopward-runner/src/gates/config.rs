@@ -176,8 +176,10 @@ pub struct ShellWatchConfig {
     /// overlap a territory or a control path.
     #[serde(default)]
     pub skip: Vec<String>,
-    /// The most bytes of files one snapshot reads; a bigger workspace makes shell calls fail
-    /// closed (default 256 MiB).
+    /// The most bytes of file content one snapshot reads (default 256 MiB): watched files
+    /// (territories, control files) first and in full — one that does not fit makes shell calls
+    /// fail closed, naming it — then other files while it lasts; the rest are compared by size,
+    /// inode and times.
     #[serde(default = "default_snapshot_bytes")]
     pub max_snapshot_bytes: u64,
     /// `"kernel"` (default): every command runs in a kernel sandbox that lets it write only

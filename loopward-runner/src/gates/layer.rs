@@ -74,6 +74,16 @@ pub(super) fn record_all(turn: &TurnContext, events: &[AuditEvent]) -> Result<()
 
 impl Policy {
     async fn run_call(&self, next: NextTool, inv: ToolInvocation) -> Result<ToolOutput, ToolError> {
+        // A blinded command's changes are judged before anything else can write.
+        if inv
+            .accesses
+            .iter()
+            .any(|a| matches!(a, Access::Exec) || !a.written_paths().is_empty())
+        {
+            let action = Action::tool(inv.call.name.as_str());
+            self.settle_unchecked(&inv.turn, &inv.call.id, &action)
+                .await?;
+        }
         if inv.accesses.iter().any(|a| matches!(a, Access::Exec)) {
             // A command can change any link, also while it runs.
             super::plan_cache::links_may_have_changed();

@@ -61,6 +61,7 @@ mod sprawl;
 mod targets;
 mod territory;
 mod territory_index;
+mod unchecked;
 mod watch;
 
 pub(crate) use config::glob as workspace_glob;
@@ -87,6 +88,7 @@ pub use snapshot::{
 pub use sprawl::{human_message, SprawlGate, SprawlTracker, Work};
 pub(crate) use territory::literal_prefix as territory_literal_prefix;
 pub use territory::Territory;
+pub use unchecked::Unchecked;
 
 /// The gate name of the one-handoff-per-turn refusal.
 pub const ONE_HANDOFF_GATE: &str = loopward_core::GateKind::OneHandoff.as_str();

@@ -3,7 +3,9 @@
 //! those too.
 
 use super::policy::{Policy, MAX_AFFECTED_PATHS};
+use crate::path_text;
 use crate::tool::Access;
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::sync::Arc;
 
@@ -73,9 +75,13 @@ impl Policy {
     pub fn link_ends(&self, rel: &str) -> Result<Vec<String>, String> {
         let ws = &self.inner.workspace;
         let mut ends = hard_link_aliases(ws.root(), rel)?;
-        if std::fs::symlink_metadata(ws.root().join(rel)).is_ok_and(|m| m.is_symlink()) {
-            if let Ok(p) = ws.resolve(rel) {
-                ends.push(p.rel().to_string());
+        if std::fs::symlink_metadata(ws.root().join(path_text::path(rel)))
+            .is_ok_and(|m| m.is_symlink())
+        {
+            // Where it lands, whatever bytes its target holds (a link out of the workspace or
+            // into a loop lands on nothing a rule here covers).
+            if let Ok(p) = ws.land_text(rel) {
+                ends.push(p);
             }
         }
         ends.retain(|e| e != rel);
@@ -85,7 +91,7 @@ impl Policy {
 
 /// Everything below `rel` on disk (not following links), capped.
 fn descendants(root: &std::path::Path, rel: &str) -> Result<Vec<String>, String> {
-    let abs = root.join(rel);
+    let abs = root.join(path_text::path(rel));
     let is_dir = std::fs::symlink_metadata(&abs).is_ok_and(|m| m.is_dir());
     if !is_dir {
         return Ok(vec![]);
@@ -93,13 +99,15 @@ fn descendants(root: &std::path::Path, rel: &str) -> Result<Vec<String>, String>
     let mut out = Vec::new();
     let mut stack = vec![rel.to_string()];
     while let Some(d) = stack.pop() {
-        let rd = std::fs::read_dir(root.join(&d)).map_err(|e| format!("cannot list {d}: {e}"))?;
+        let rd = std::fs::read_dir(root.join(path_text::path(&d)))
+            .map_err(|e| format!("cannot list {d}: {e}"))?;
         for e in rd {
             let e = e.map_err(|e| format!("cannot list {d}: {e}"))?;
+            let name = path_text::encode(e.file_name().as_bytes()).into_owned();
             let child = if d.is_empty() {
-                e.file_name().to_string_lossy().into_owned()
+                name
             } else {
-                format!("{d}/{}", e.file_name().to_string_lossy())
+                format!("{d}/{name}")
             };
             if e.file_type().is_ok_and(|t| t.is_dir()) {
                 stack.push(child.clone());
@@ -115,7 +123,7 @@ fn descendants(root: &std::path::Path, rel: &str) -> Result<Vec<String>, String>
 
 /// Other paths in the workspace that are hard links to the same file as `rel`.
 fn hard_link_aliases(root: &std::path::Path, rel: &str) -> Result<Vec<String>, String> {
-    let Ok(meta) = std::fs::symlink_metadata(root.join(rel)) else {
+    let Ok(meta) = std::fs::symlink_metadata(root.join(path_text::path(rel))) else {
         return Ok(vec![]);
     };
     if !meta.is_file() || meta.nlink() < 2 {
@@ -127,7 +135,8 @@ fn hard_link_aliases(root: &std::path::Path, rel: &str) -> Result<Vec<String>, S
         if p == rel {
             continue;
         }
-        if std::fs::symlink_metadata(root.join(&p)).is_ok_and(|m| m.dev() == dev && m.ino() == ino)
+        if std::fs::symlink_metadata(root.join(path_text::path(&p)))
+            .is_ok_and(|m| m.dev() == dev && m.ino() == ino)
         {
             out.push(p);
         }

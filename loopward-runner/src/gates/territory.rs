@@ -84,9 +84,11 @@ impl Territory {
         self.owners.contains(agent)
     }
 
-    /// Whether the canonical workspace-relative `path` lies in the territory.
+    /// Whether the canonical workspace-relative `path` lies in the territory. A name that is
+    /// not text (written as `U+FFFD` and hex, see the watch's snapshots) is matched by its
+    /// bytes, as the globs would match the name on disk.
     pub fn covers(&self, path: &str) -> bool {
-        !path.is_empty() && self.globs.is_match(path)
+        !path.is_empty() && self.globs.is_match(&*crate::path_text::path(path))
     }
 
     /// Whether some path at or below the canonical workspace-relative directory `dir` (`""`:

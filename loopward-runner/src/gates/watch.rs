@@ -3,12 +3,14 @@
 //! made into a territory are writes there); forbidden changes are reverted and recorded as
 //! violations, and the call's effects are the diff.
 
-use super::engine::{ChangedPath, ShellAsk};
+use super::engine::{ChangedPath, ShellAsk, ShellJudgement, ShellOutcome};
 use super::layer::{audit, record_all};
 use super::policy::{Gates, Policy, SANDBOX_GATE};
 use super::refusals;
-use super::snapshot::{MemoryStore, Snapshot};
+use super::snapshot::{ContentStore, MemoryStore, Snapshot, SnapshotError};
 use super::sprawl::RunSprawl;
+use super::unchecked::{RunUnchecked, Unchecked};
+use crate::context::TurnContext;
 use crate::layers::from_fn::NextTool;
 use crate::sandbox::{
     kernel_support, Confinement, ConfinementSlot, Planned, Protected, SandboxError, SandboxMode,
@@ -73,10 +75,10 @@ impl Policy {
         record_all(&turn, &[confined])?;
         // The contents the watch may have to put back, for this call only.
         let store = Arc::new(MemoryStore::default());
-        let before = match self.snapshot(&gates, &agent, &store).await {
+        let before = match self.snapshot(&gates, &agent, Some(&store)).await {
             Ok(s) => s,
             Err(why) => {
-                let r = refusals::unwatchable(&why);
+                let r = refusals::unwatchable(&why.to_string());
                 record_all(
                     &turn,
                     &[decision(
@@ -98,6 +100,7 @@ impl Policy {
         )?;
         let slot = turn.extensions().get_or_default::<ConfinementSlot>();
         slot.put(planned);
+        let tool_name = inv.call.name.clone();
         let result = next.run(inv).await;
         // A tool that did not take it (not the shell tool) must not leave it to the next call.
         slot.take();
@@ -106,67 +109,40 @@ impl Policy {
                 return result;
             }
         }
-        let after = match self.snapshot(&gates, &agent, &store).await {
+        let after = match self.snapshot(&gates, &agent, None).await {
             Ok(s) => s,
             Err(why) => {
-                turn.record_owned(AuditEvent::Violation {
-                    path: String::new(),
-                    remedy: Remedy::Unremedied {
-                        why: "the workspace could not be compared".into(),
-                    },
-                    reason: why.clone(),
-                })
-                .map_err(audit)?;
+                // Blinded: the record from before stays the baseline (see `unchecked.rs`).
+                let unchecked = Unchecked {
+                    before,
+                    call_id: call_id.to_string(),
+                    agent: agent.clone(),
+                    tool: tool_name,
+                    path: why.path().to_string(),
+                    why: why.to_string(),
+                };
+                turn.record_owned(unchecked.violation()).map_err(audit)?;
+                RunUnchecked::of(&turn).put(unchecked, store);
                 return Err(ToolError::Failed(format!(
-                    "the command ran, but the workspace could not be compared afterwards ({why}); its changes are unchecked and were reported"
+                    "the command ran, but the workspace could not be compared afterwards ({why}); its changes are unchecked and were reported, and they will be compared (and what may not stand put back) as soon as the workspace can be"
                 )));
             }
         };
-        let diff = before.diff(&after);
-        let changes: Vec<ChangedPath> = diff
-            .iter()
-            .map(|c| {
-                // The other ends of a link the command made, as the snapshot saw them.
-                let mut ends = after.hard_links_of(&c.path);
-                if after.is_link(&c.path) {
-                    if let Ok(p) = self.inner.workspace.resolve(&c.path) {
-                        ends.push(p.rel().to_string());
-                    }
-                }
-                ChangedPath {
-                    path: c.path.clone(),
-                    kind: c.kind.clone(),
-                    dir: after_is_dir(self.inner.workspace.root(), &c.path),
-                    ends: Ok(ends),
-                }
-            })
-            .collect();
-        let judgement = self.judge_changes(&ShellAsk {
-            agent: &agent,
-            call_id: Some(&*call_id),
-            action: &action,
-            changes: &changes,
-            clock: turn.run().clock(),
-        });
-        record_all(&turn, &judgement.events)?;
-        let remedies: Vec<Option<Remedy>> = diff
-            .iter()
-            .zip(&judgement.refusals)
-            .map(|(c, r)| {
-                r.as_ref().map(
-                    |_| match before.revert(self.inner.workspace.root(), c, &*store) {
-                        Ok(()) => Remedy::Reverted,
-                        Err(e) => Remedy::NotReverted { why: e.to_string() },
-                    },
-                )
-            })
-            .collect();
-        let outcome = judgement.outcome(&changes, &remedies);
-        record_all(&turn, &outcome.violations)?;
+        let (judgement, outcome) = self.judge_watched(
+            &turn,
+            Watched {
+                agent: &agent,
+                call_id: &call_id,
+                action: &action,
+                before: &before,
+                after: &after,
+                store: &*store,
+            },
+        )?;
         {
             let sprawl = RunSprawl::of(turn.run(), self);
             let mut tracker = sprawl.lock();
-            tracker.touch(&agent, judgement.work.clone());
+            tracker.touch(&agent, judgement.work);
             self.note_plan(&outcome.effects, &mut tracker);
         }
         let mut out = match result {
@@ -208,36 +184,105 @@ impl Policy {
             .map_err(|e| e.to_string())
     }
 
-    async fn snapshot(
+    /// Records the workspace for `agent`'s command: a baseline (`store`: the contents of
+    /// control files and other agents' territories kept there, to put back) or the record to
+    /// compare with it (`None`: nothing kept, nothing that must be kept can fail it).
+    pub(super) async fn snapshot(
         &self,
         gates: &Gates,
         agent: &AgentId,
-        store: &Arc<MemoryStore>,
-    ) -> Result<Snapshot, String> {
-        let store = store.clone();
+        store: Option<&Arc<MemoryStore>>,
+    ) -> Result<Snapshot, SnapshotError> {
+        let store = store.cloned();
         let root = self.inner.workspace.root().to_path_buf();
         // loopward's own ledgers are appended to while the command runs: never compared, never
         // put back (the sandbox keeps commands out of them; `verify` checks them).
-        let mut skip = self.inner.shell.skip.clone();
-        skip.extend(self.inner.control.runs_dir().map(str::to_string));
+        let skip = self.unwatched();
         let max = self.inner.shell.max_snapshot_bytes;
         let control = self.inner.control.clone();
         let territories = gates.territories.clone();
         let agent = agent.clone();
         tokio::task::spawn_blocking(move || {
             let keep = |p: &str| {
-                control.covers(p)
-                    || territories
-                        .iter()
-                        .any(|t| t.covers(p) && !t.owned_by(&agent))
+                store.is_some()
+                    && (control.covers(p)
+                        || territories
+                            .iter()
+                            .any(|t| t.covers(p) && !t.owned_by(&agent)))
             };
-            Snapshot::take(&root, &skip, max, &keep, &*store).map_err(|e| e.to_string())
+            let none = MemoryStore::default();
+            let store: &dyn ContentStore = match &store {
+                Some(s) => &**s,
+                None => &none,
+            };
+            Snapshot::take(&root, &skip, max, &keep, store)
         })
         .await
-        .map_err(|e| format!("the snapshot task failed: {e}"))?
+        .map_err(|e| SnapshotError::Store {
+            what: format!("the snapshot task failed: {e}"),
+        })?
+    }
+
+    /// Judges what changed from `w.before` to `w.after` as `w.agent`'s call: the engine's
+    /// events recorded, each change that may not stand put back from `w.before` (kept contents
+    /// in `w.store`) and its violation recorded.
+    pub(super) fn judge_watched(
+        &self,
+        turn: &TurnContext,
+        w: Watched<'_>,
+    ) -> Result<(ShellJudgement, ShellOutcome), ToolError> {
+        let diff = w.before.diff(w.after);
+        let ws = &self.inner.workspace;
+        let changes: Vec<ChangedPath> = diff
+            .iter()
+            .map(|c| {
+                // The other ends of a link the command made, as the snapshot saw them; a
+                // symbolic link is followed by its bytes, whatever they are.
+                let mut ends = w.after.hard_links_of(&c.path);
+                if w.after.is_link(&c.path) {
+                    if let Ok(p) = ws.land_text(&c.path) {
+                        ends.push(p);
+                    }
+                }
+                ChangedPath {
+                    path: c.path.clone(),
+                    kind: c.kind.clone(),
+                    dir: w.after.is_dir(&c.path),
+                    ends: Ok(ends),
+                }
+            })
+            .collect();
+        let judgement = self.judge_changes(&ShellAsk {
+            agent: w.agent,
+            call_id: Some(w.call_id),
+            action: w.action,
+            changes: &changes,
+            clock: turn.run().clock(),
+        });
+        record_all(turn, &judgement.events)?;
+        let remedies: Vec<Option<Remedy>> = diff
+            .iter()
+            .zip(&judgement.refusals)
+            .map(|(c, r)| {
+                r.as_ref()
+                    .map(|_| match w.before.revert(ws.root(), c, w.store) {
+                        Ok(()) => Remedy::Reverted,
+                        Err(e) => Remedy::NotReverted { why: e.to_string() },
+                    })
+            })
+            .collect();
+        let outcome = judgement.outcome(&changes, &remedies);
+        record_all(turn, &outcome.violations)?;
+        Ok((judgement, outcome))
     }
 }
 
-fn after_is_dir(root: &std::path::Path, rel: &str) -> bool {
-    std::fs::symlink_metadata(root.join(rel)).is_ok_and(|m| m.is_dir())
+/// One comparison to judge: whose call, and the two records.
+pub(super) struct Watched<'a> {
+    pub(super) agent: &'a AgentId,
+    pub(super) call_id: &'a str,
+    pub(super) action: &'a Action,
+    pub(super) before: &'a Snapshot,
+    pub(super) after: &'a Snapshot,
+    pub(super) store: &'a dyn ContentStore,
 }

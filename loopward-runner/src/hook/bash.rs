@@ -5,7 +5,7 @@
 
 use super::claude_code::{ClaudeTool, Reply, ToolUse};
 use super::decide::{call_id, Engine};
-use super::shell;
+use super::shell::{self, ShellWatchError};
 use super::HookError;
 use crate::gates::{
     unwatchable, Change, ChangedPath, ShellAsk, ShellJudgement, ShellOutcome, Snapshot,
@@ -58,6 +58,12 @@ impl Engine<'_> {
                 ))
             },
         })?;
+        // A blinded call's changes are judged before this command can add to them.
+        if let Some(refusal) = self.settle_unchecked(id, "Bash")? {
+            return Ok(Reply::Deny {
+                reason: refusal.to_string(),
+            });
+        }
         let watch = self.policy.shell();
         let taken = shell::capture(
             self.ws,
@@ -141,11 +147,11 @@ impl Engine<'_> {
             watch.max_snapshot_bytes,
         ) {
             Ok(after) => after,
-            // Blinded (a huge file, an unreadable one): what the command changed cannot be
-            // judged. Recorded as an unremedied violation, and the model is told.
+            // Blinded (a folder that cannot be listed, too many paths): what the command changed
+            // cannot be judged now. `before` stays the baseline until it can (`unchecked.rs`).
             Err(why) => {
                 self.end_watch(id, vec![]);
-                return self.unjudged(id, &snap_path, failed, &why.to_string());
+                return self.unjudged(id, &snap_path, failed, before, &why);
             }
         };
         let action = Action::tool("Bash");
@@ -239,26 +245,15 @@ impl Engine<'_> {
         Ok((judgement, outcome))
     }
 
-    /// Records that the workspace could not be compared after a call (a file too big or
-    /// unreadable): what the call changed is unchecked, an unremedied violation.
-    pub(super) fn record_uncompared(&mut self, why: &str) -> Result<(), HookError> {
-        self.record(&AuditEvent::Violation {
-            path: String::new(),
-            remedy: Remedy::Unremedied {
-                why: "the workspace could not be compared".into(),
-            },
-            reason: why.to_string(),
-        })
-    }
-
     fn unjudged(
         &mut self,
         id: &str,
         snap_path: &std::path::Path,
         failed: bool,
-        why: &str,
+        before: Snapshot,
+        why: &ShellWatchError,
     ) -> Result<Reply, HookError> {
-        self.record_uncompared(why)?;
+        self.keep_unchecked(id, "Bash", before, why)?;
         self.record(&AuditEvent::ToolFinished {
             call_id: id.to_string(),
             tool: "Bash".into(),
@@ -269,7 +264,7 @@ impl Engine<'_> {
         })?;
         let _ = std::fs::remove_file(snap_path);
         let message = format!(
-            "the command ran, but the workspace could not be compared afterwards ({why}); its changes are unchecked and were reported. What to do: remove what made the workspace too big to compare (or ask a person to list it under [gates.shell] skip)"
+            "the command ran, but the workspace could not be compared afterwards ({why}); its changes are unchecked and were reported, and they will be compared with the workspace as it was before the command (what may not stand put back) as soon as it can be; until then commands and writes are refused"
         );
         Ok(if failed {
             Reply::FailureContext { context: message }

@@ -56,6 +56,7 @@ mod decide;
 mod ledger;
 pub mod session;
 mod shell;
+mod unchecked;
 mod write_watch;
 
 pub use ledger::{FileLedgers, LedgerOpener};

@@ -6,6 +6,11 @@
 //! workspace with it; a change the caller may not make is put back (the old content restored, a
 //! new file or link removed) and reported.
 //!
+//! A record after the call that cannot be taken (a folder that cannot be listed, too many
+//! paths) moves no baseline: the record from before is kept for the next watched call to compare
+//! with first (`unchecked.rs`). Paths are kept as lossless text, so a name that is not UTF-8 is
+//! saved and read back exactly.
+//!
 //! Not watched: `.git/`, the `[gates.shell] skip` folders, the hook's own session folders
 //! (`.loopward/sessions/`) and the runs directory (every ledger, which loopward appends to while
 //! a command runs; a watch must never "revert" them). Tampering with a ledger is caught by

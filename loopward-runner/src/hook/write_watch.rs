@@ -24,6 +24,9 @@ impl Engine<'_> {
         id: &str,
         target: &str,
     ) -> Result<Option<Refusal>, HookError> {
+        if let Some(refusal) = self.settle_unchecked(id, call.tool.name())? {
+            return Ok(Some(refusal));
+        }
         let taken = shell::capture(
             self.ws,
             &self.blobs(),
@@ -102,9 +105,10 @@ impl Engine<'_> {
             Ok(a) => a,
             Err(why) => {
                 self.end_watch(id, vec![]);
-                self.record_uncompared(&why.to_string())?;
+                // `before` stays the baseline until the workspace can be compared.
+                self.keep_unchecked(id, tool, before, &why)?;
                 return Ok((vec![], Some(format!(
-                    "the {tool} ran, but the workspace could not be compared afterwards ({why}), so where it landed is unchecked; this was reported. What to do: check that the write landed where you meant it to"
+                    "the {tool} ran, but the workspace could not be compared afterwards ({why}), so where it landed is unchecked; this was reported, and it is compared (what may not stand put back) as soon as the workspace can be. What to do: check that the write landed where you meant it to"
                 ))));
             }
         };

@@ -1,0 +1,112 @@
+//! A blinded call in a Claude Code session (see [`Unchecked`]): its baseline is kept in the
+//! session folder (`shell/unchecked.json`, contents in the session's blobs), and the next watched
+//! call (`Bash`, or a file tool's `PreToolUse`) compares the workspace with it first.
+
+use super::decide::Engine;
+use super::shell::{self, ShellWatchError};
+use super::HookError;
+use crate::gates::{Snapshot, Unchecked};
+use loopward_core::{Action, AuditEvent, Decision, GateId, GateKind, GateMode, Refusal};
+use std::path::PathBuf;
+
+impl Engine<'_> {
+    fn unchecked_path(&self) -> PathBuf {
+        self.dir.path().join("shell").join("unchecked.json")
+    }
+
+    /// Records that call `id` (its tool `tool`) could not be compared with `before`, which
+    /// stays the baseline: the violation naming what blinded the watch, and the baseline saved
+    /// for the next call to compare with.
+    pub(super) fn keep_unchecked(
+        &mut self,
+        id: &str,
+        tool: &str,
+        before: Snapshot,
+        why: &ShellWatchError,
+    ) -> Result<(), HookError> {
+        let unchecked = Unchecked {
+            before,
+            call_id: id.to_string(),
+            agent: self.caller.clone(),
+            tool: tool.to_string(),
+            path: match why {
+                ShellWatchError::Snapshot(e) => e.path().to_string(),
+                _ => ".".into(),
+            },
+            why: why.to_string(),
+        };
+        self.record(&unchecked.violation())?;
+        let path = self.unchecked_path();
+        let bytes = serde_json::to_vec(&unchecked).map_err(|e| ShellWatchError::Corrupt {
+            path: path.clone(),
+            why: e.to_string(),
+        })?;
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).map_err(|source| ShellWatchError::Io {
+                path: dir.to_path_buf(),
+                source,
+            })?;
+        }
+        crate::atomic_file::write_atomic(&path, &bytes, 0o600)
+            .map_err(|source| ShellWatchError::Io { path, source })?;
+        Ok(())
+    }
+
+    /// Before watched call `id` (tool `tool`): when an earlier call was blinded, compares the
+    /// workspace with the baseline it left, judging each change as that call's (put back when
+    /// it may not stand, recorded under its id and agent). `Some`: the workspace still cannot
+    /// be compared; the call is refused (and the refusal recorded) and the baseline kept.
+    pub(super) fn settle_unchecked(
+        &mut self,
+        id: &str,
+        tool: &str,
+    ) -> Result<Option<Refusal>, HookError> {
+        let path = self.unchecked_path();
+        let bytes = match std::fs::read(&path) {
+            Ok(b) => b,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(source) => return Err(ShellWatchError::Io { path, source }.into()),
+        };
+        let unchecked: Unchecked =
+            serde_json::from_slice(&bytes).map_err(|e| ShellWatchError::Corrupt {
+                path: path.clone(),
+                why: e.to_string(),
+            })?;
+        let now = match shell::capture(
+            self.ws,
+            &self.blobs(),
+            &|_| false,
+            &self.policy.unwatched(),
+            self.policy.shell().max_snapshot_bytes,
+        ) {
+            Ok(now) => now,
+            Err(why) => {
+                let refusal = unchecked.refusal(&why.to_string());
+                self.record(&AuditEvent::GateDecision {
+                    call_id: Some(id.into()),
+                    gate: GateId::of(GateKind::ShellWatch),
+                    mode: GateMode::Enforce,
+                    action: Action::tool(tool),
+                    path_raw: None,
+                    path: None,
+                    decision: Decision::Deny(refusal.clone()),
+                })?;
+                return Ok(Some(refusal));
+            }
+        };
+        let diff = unchecked.before.diff(&now);
+        // Judged, and recorded, as the blinded call's.
+        let caller = std::mem::replace(&mut self.caller, unchecked.agent.clone());
+        let judged = self.judge_diff(
+            &unchecked.call_id,
+            &Action::tool(unchecked.tool.as_str()),
+            &unchecked.before,
+            &now,
+            &diff,
+        );
+        self.caller = caller;
+        judged?;
+        std::fs::remove_file(&path).map_err(|source| ShellWatchError::Io { path, source })?;
+        Ok(None)
+    }
+}
