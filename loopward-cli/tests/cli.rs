@@ -888,8 +888,14 @@ fn verify_takes_what_a_shell_glob_of_runs_gives() {
     let o = loopward(d, &args);
     let t = text(&o);
     assert_eq!(o.status.code(), Some(0), "{t}");
-    assert!(t.contains("r1: verified") && t.contains("r2: verified"), "{t}");
-    assert!(t.contains("runs/index.jsonl: the runs folder's index"), "{t}");
+    assert!(
+        t.contains("r1: verified") && t.contains("r2: verified"),
+        "{t}"
+    );
+    assert!(
+        t.contains("runs/index.jsonl: the runs folder's index"),
+        "{t}"
+    );
     // One bad run among them fails the whole, and names it.
     std::fs::remove_file(d.join("runs/r2/events.jsonl")).unwrap();
     let o = loopward(d, &args);

@@ -9,13 +9,13 @@ use crate::detail::LayerDetail;
 use crate::effect::Effect;
 use crate::handoff::Handoff;
 use crate::id::{AgentId, RunId, TurnNumber};
+use crate::layer_id::LayerId;
 use crate::remedy::Remedy;
 use crate::tool::ToolCall;
 use crate::usage::Usage;
 use crate::verdict::LayerVerdict;
 use serde::ser::SerializeStruct;
 use serde::{Deserialize, Serialize, Serializer};
-use std::borrow::Cow;
 use std::sync::Arc;
 
 /// Where in a run an event happened. Filled in by the runner, not by whoever emits the event.
@@ -287,8 +287,8 @@ pub enum AuditEvent {
         /// otherwise and when read back; written the same either way.
         #[serde(default)]
         detail: LayerDetail,
-        /// The layer (the built-in layers name themselves statically).
-        layer: Cow<'static, str>,
+        /// The layer, typed: a built-in one, or a custom layer by its own name.
+        layer: LayerId,
     },
     /// A gate was added, removed or changed at run time.
     GateChanged {

@@ -39,6 +39,7 @@ mod detail;
 mod effect;
 mod handoff;
 mod id;
+mod layer_id;
 mod message;
 pub mod model;
 mod person;
@@ -57,6 +58,7 @@ pub use detail::{
 pub use effect::{Effect, EffectKind, EffectStatus};
 pub use handoff::Handoff;
 pub use id::{AgentId, InvalidAgentId, RunId, TurnNumber, MAX_AGENT_NAME};
+pub use layer_id::LayerId;
 pub use message::{HumanWords, Message, Origin};
 pub use person::Person;
 pub use remedy::Remedy;

@@ -234,7 +234,7 @@ async fn a_run_stopped_at_any_record_resumes_repeating_no_reply_and_no_effect() 
         if *kind == "tool_finished" {
             let interrupted = recs.iter().any(|(_, e)| {
                 matches!(e, AuditEvent::LayerDecision { layer, decision, .. }
-                    if layer == "resume" && (decision.as_str() == "interrupted" || decision.as_str() == "retried"))
+                    if *layer == loopward_core::LayerId::Resume && (decision.as_str() == "interrupted" || decision.as_str() == "retried"))
             });
             let resumed_mid_effect = recs.iter().any(|(_, e)| {
                 matches!(e, AuditEvent::RunResumed { interrupted, .. } if !interrupted.is_empty())
@@ -513,7 +513,7 @@ fn decided(run_dir: &Path, layer: &str, decision: &str) -> usize {
         .iter()
         .filter(|(_, e)| {
             matches!(e, AuditEvent::LayerDecision { layer: l, decision: d, .. }
-                if l == layer && d.as_str() == decision)
+                if l.as_str() == layer && d.as_str() == decision)
         })
         .count()
 }

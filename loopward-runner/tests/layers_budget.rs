@@ -80,7 +80,9 @@ fn exceeded(sink: &MemorySink) -> Vec<serde_json::Value> {
                 layer,
                 decision,
                 detail,
-            } if layer == "budget" && decision.as_str() == "budget_exceeded" => {
+            } if layer == loopward_core::LayerId::Budget
+                && decision.as_str() == "budget_exceeded" =>
+            {
                 Some(detail.into_json())
             }
             _ => None,

@@ -73,7 +73,7 @@ fn decisions(sink: &MemorySink, layer: &str, decision: &str) -> Vec<serde_json::
                 layer: l,
                 decision: d,
                 detail,
-            } if l == layer && d.as_str() == decision => Some(detail.into_json()),
+            } if l.as_str() == layer && d.as_str() == decision => Some(detail.into_json()),
             _ => None,
         })
         .collect()

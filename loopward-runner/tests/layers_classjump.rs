@@ -70,7 +70,7 @@ fn verdicts(sink: &MemorySink) -> Vec<String> {
         .filter_map(|(_, e)| match e {
             AuditEvent::LayerDecision {
                 layer, decision, ..
-            } if layer == "class_jump" => Some(decision.to_string()),
+            } if layer == loopward_core::LayerId::ClassJump => Some(decision.to_string()),
             _ => None,
         })
         .collect()
@@ -328,7 +328,7 @@ async fn failed_shell_results_count_toward_class_jump_without_any_report() {
                 layer,
                 decision,
                 detail,
-            } if layer == "class_jump" => {
+            } if layer == loopward_core::LayerId::ClassJump => {
                 assert_eq!(detail.to_json()["source"], "evidence");
                 Some(decision.to_string())
             }

@@ -156,7 +156,7 @@ async fn admissions_are_recorded_on_the_turn_the_request_carries_even_on_another
         .into_iter()
         .filter(|(_, e)| {
             matches!(e, AuditEvent::LayerDecision { layer, decision, .. }
-                if layer == "rate_limit" && *decision == LayerVerdict::Admitted)
+                if *layer == loopward_core::LayerId::RateLimit && *decision == LayerVerdict::Admitted)
         })
         .collect();
     assert_eq!(admitted.len(), 1, "{admitted:?}");

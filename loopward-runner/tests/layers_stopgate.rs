@@ -26,7 +26,7 @@ fn decisions(sink: &MemorySink) -> Vec<String> {
         .filter_map(|(_, e)| match e {
             AuditEvent::LayerDecision {
                 layer, decision, ..
-            } if layer == "stopgate" => Some(decision.to_string()),
+            } if layer == loopward_core::LayerId::StopGate => Some(decision.to_string()),
             _ => None,
         })
         .collect()
@@ -517,12 +517,14 @@ fn denial_notes(sink: &MemorySink) -> Vec<String> {
                 layer,
                 decision,
                 detail,
-            } if layer == "stopgate" && decision.as_str() == "denied" => Some(
-                detail.to_json()["reason"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .to_string(),
-            ),
+            } if layer == loopward_core::LayerId::StopGate && decision.as_str() == "denied" => {
+                Some(
+                    detail.to_json()["reason"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_string(),
+                )
+            }
             _ => None,
         })
         .collect()

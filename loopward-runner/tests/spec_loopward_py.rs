@@ -100,7 +100,7 @@ async fn spec_stop_gate_auto_approves_and_deny_refuses_each_audited() {
         .filter_map(|(_, e)| match e {
             loopward_core::AuditEvent::LayerDecision {
                 layer, decision, ..
-            } if layer == "stopgate" => Some(decision.to_string()),
+            } if layer == loopward_core::LayerId::StopGate => Some(decision.to_string()),
             _ => None,
         })
         .collect();

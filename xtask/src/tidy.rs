@@ -118,6 +118,35 @@ const CHECKS: &[&str] = &[
     "code map",
     "rust-version",
     "invariants",
+    "layer names",
+];
+
+/// The words the built-in layers are written as in the ledger; only `LayerId` spells them.
+const LAYER_WORDS: &[&str] = &[
+    "caps",
+    "repeat",
+    "class_jump",
+    "stopgate",
+    "rate_limit",
+    "budget",
+    "timeout",
+    "inbox",
+    "resume",
+    "claude_code",
+];
+
+/// Every crate's source folder: the layer-name rule holds in binaries too.
+const ALL_SOURCES: &[&str] = &[
+    "loopward-core/src",
+    "loopward-runner/src",
+    "loopward-llama/src",
+    "loopward/src",
+    "loopward-restate/src",
+    "loopward-term/src",
+    "loopward-cli/src",
+    "loopward-demo/src",
+    "loopward-bench/src",
+    "examples",
 ];
 
 /// Crates allowed to declare `llama-cpp-2` (it compiles llama.cpp).
@@ -154,6 +183,14 @@ pub(crate) fn run(root: &Path) -> Result<()> {
             })?;
         }
     }
+    for dir in ALL_SOURCES {
+        let dir = root.join(dir);
+        if dir.is_dir() {
+            sources(&dir, &mut |path, text| {
+                layer_name_rules(root, path, text, &mut problems)
+            })?;
+        }
+    }
     code_map(root, &mut problems)?;
     let map = std::fs::read_to_string(root.join("ARCHITECTURE.md"))
         .context("cannot read ARCHITECTURE.md")?;
@@ -164,7 +201,7 @@ pub(crate) fn run(root: &Path) -> Result<()> {
     );
     if problems.is_empty() {
         println!(
-            "tidy: crate graph, environment, clock, printing, core io, human origin, turn in the request, rust-version, code map and invariants hold"
+            "tidy: crate graph, environment, clock, printing, core io, human origin, turn in the request, layer names, rust-version, code map and invariants hold"
         );
         return Ok(());
     }
@@ -347,6 +384,41 @@ fn library_rules(root: &Path, path: &Path, text: &str, problems: &mut Vec<String
     }
 }
 
+/// A layer is read back as a `LayerId`: no source compares or matches a layer by the word the
+/// ledger writes (a drifting spelling is how `classjump` and `class_jump` came apart).
+fn layer_name_rules(root: &Path, path: &Path, text: &str, problems: &mut Vec<String>) {
+    let rel = path
+        .strip_prefix(root)
+        .unwrap_or(path)
+        .display()
+        .to_string();
+    if rel.ends_with("loopward-core/src/layer_id.rs") {
+        return;
+    }
+    let mut in_tests = false;
+    for (i, line) in text.lines().enumerate() {
+        let code = line.trim_start();
+        in_tests |= code.starts_with("#[cfg(test)]");
+        if in_tests || code.starts_with("//") {
+            continue;
+        }
+        let by_word = code.contains("layer == \"")
+            || code.contains("layer != \"")
+            || LAYER_WORDS.iter().any(|w| {
+                code.contains(&format!("(\"{w}\", V::"))
+                    || code.contains(&format!("(\"{w}\", LayerVerdict::"))
+                    || code.contains(&format!("\"{w}\" =>"))
+                    || code.contains(&format!("\"{w}\" |"))
+            });
+        if by_word {
+            problems.push(format!(
+                "{rel}:{}: a layer matched by its ledger word; match `LayerId` (loopward_core::LayerId::StopGate, …) instead",
+                i + 1
+            ));
+        }
+    }
+}
+
 fn code_map(root: &Path, problems: &mut Vec<String>) -> Result<()> {
     let map = std::fs::read_to_string(root.join("ARCHITECTURE.md"))
         .context("cannot read ARCHITECTURE.md")?;
@@ -510,6 +582,32 @@ mod tests {
         let mut p = Vec::new();
         library_rules(Path::new("/r"), Path::new(file), text, &mut p);
         p
+    }
+
+    #[test]
+    fn a_layer_matched_by_its_ledger_word_is_named_and_a_typed_match_is_not() {
+        let check = |file: &str, text: &str| {
+            let mut p = Vec::new();
+            layer_name_rules(Path::new("/r"), Path::new(file), text, &mut p);
+            p
+        };
+        let p = check(
+            "/r/loopward-cli/src/x.rs",
+            "if layer == \"stopgate\" {}\nmatch l { \"class_jump\" => 1 }\nmatch (l, v) { (\"caps\", V::X) => 1 }\n",
+        );
+        assert_eq!(p.len(), 3, "{p:?}");
+        assert!(p[0].starts_with("loopward-cli/src/x.rs:1:"), "{p:?}");
+        assert!(check(
+            "/r/loopward-cli/src/x.rs",
+            "if *layer == LayerId::StopGate {}\n"
+        )
+        .is_empty());
+        assert!(check("/r/loopward-core/src/layer_id.rs", "\"caps\" => 1\n").is_empty());
+        assert!(check(
+            "/r/loopward-cli/src/x.rs",
+            "#[cfg(test)]\nlayer == \"caps\"\n"
+        )
+        .is_empty());
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! calls (no tool runs) and the recorded answers of interactive stop-gates.
 
 use futures::future::BoxFuture;
-use loopward_core::{AuditEvent, EffectKind, EffectStatus, Scope};
+use loopward_core::{AuditEvent, EffectKind, EffectStatus, LayerId, Scope};
 use loopward_runner::layers::stopgate::{Answer, ApprovalRequest, Approver, GatedAction};
 use loopward_runner::tool::{ToolError, ToolInvocation, ToolOutput};
 use std::collections::{HashMap, VecDeque};
@@ -219,7 +219,7 @@ impl RecordedApprovals {
                     layer,
                     decision,
                     detail,
-                } if layer == "stopgate"
+                } if *layer == LayerId::StopGate
                     && detail.to_json().get("mode").and_then(|m| m.as_str())
                         == Some("interactive") =>
                 {

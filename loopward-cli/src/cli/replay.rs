@@ -18,7 +18,7 @@ use anyhow::{bail, Context, Result};
 use loopward::config::{Config, CONFIG_FILE};
 use loopward::ledger;
 use loopward::team;
-use loopward_core::{AgentId, AuditEvent, AuditSink, Person, RunId, Scope};
+use loopward_core::{AgentId, AuditEvent, AuditSink, LayerId, Person, RunId, Scope};
 use loopward_runner::audit::MemorySink;
 use loopward_runner::inbox::{HumanInbox, Taken};
 use loopward_runner::journal::Journal;
@@ -161,7 +161,7 @@ fn heard_in(part: &[(Scope, AuditEvent)]) -> Vec<Taken> {
                 }
             }
             // A file the inbox refused (a forged seal, a link…) is refused again where it was.
-            AuditEvent::LayerDecision { layer, detail, .. } if layer == "inbox" => {
+            AuditEvent::LayerDecision { layer, detail, .. } if *layer == LayerId::Inbox => {
                 if let (Some(last), Some(why)) =
                     (boundaries.last_mut(), detail.to_json()["why"].as_str())
                 {
@@ -263,7 +263,7 @@ fn setup_segment(
                 layer,
                 decision,
                 detail,
-            } if layer == "stopgate" => {
+            } if *layer == LayerId::StopGate => {
                 let detail = detail.to_json();
                 let Some(id) = detail.get("id").and_then(serde_json::Value::as_str) else {
                     continue;

@@ -2,7 +2,7 @@
 
 use super::{agent, team, Act, Stage};
 use anyhow::Result;
-use loopward_core::{AuditEvent, RunStatus};
+use loopward_core::{AuditEvent, LayerId, RunStatus};
 use loopward_runner::model::fake::Script;
 use loopward_term::render::Tone;
 use serde_json::json;
@@ -80,7 +80,7 @@ fn verdicts(events: &[(loopward_core::Scope, AuditEvent)]) -> Vec<String> {
         .filter_map(|(_, e)| match e {
             AuditEvent::LayerDecision {
                 layer, decision, ..
-            } if layer == "class_jump" => Some(decision.to_string()),
+            } if *layer == LayerId::ClassJump => Some(decision.to_string()),
             _ => None,
         })
         .collect()

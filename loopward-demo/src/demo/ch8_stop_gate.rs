@@ -2,7 +2,7 @@
 
 use super::{agent, team, Act, GateAnswer, Stage};
 use anyhow::Result;
-use loopward_core::AuditEvent;
+use loopward_core::{AuditEvent, LayerId};
 use loopward_runner::model::fake::Script;
 use loopward_term::render::Tone;
 use serde_json::json;
@@ -55,7 +55,7 @@ pub(super) async fn play<W: Write + Send + 'static>(stage: &Stage<W>) -> Result<
         .filter_map(|(_, e)| match e {
             AuditEvent::LayerDecision {
                 layer, decision, ..
-            } if layer == "stopgate" => Some(decision.to_string()),
+            } if *layer == LayerId::StopGate => Some(decision.to_string()),
             _ => None,
         })
         .collect();

@@ -370,7 +370,7 @@ fn check_ledger(path: &PathBuf, records: u64) -> Result<(), String> {
     let tools = count(&|e| matches!(e, AuditEvent::ToolRequested { .. }));
     let done = count(&|e| matches!(e, AuditEvent::ToolFinished { .. }));
     let approvals = count(
-        &|e| matches!(e, AuditEvent::LayerDecision { layer, decision, .. } if layer == "stopgate" && *decision == loopward_core::LayerVerdict::Approved),
+        &|e| matches!(e, AuditEvent::LayerDecision { layer, decision, .. } if *layer == loopward_core::LayerId::StopGate && *decision == loopward_core::LayerVerdict::Approved),
     );
     if (runs, ends, models, tools, done, approvals) != (1, 1, 5, 8, 8, 1) {
         return Err(format!(
@@ -383,7 +383,7 @@ fn check_ledger(path: &PathBuf, records: u64) -> Result<(), String> {
     // so the same read after the kill was the second and was refused.
     let repeats = |verdict: loopward_core::LayerVerdict| {
         count(
-            &|e| matches!(e, AuditEvent::LayerDecision { layer, decision, .. } if layer == "repeat" && *decision == verdict),
+            &|e| matches!(e, AuditEvent::LayerDecision { layer, decision, .. } if *layer == loopward_core::LayerId::Repeat && *decision == verdict),
         )
     };
     let (allowed, refused) = (

@@ -206,7 +206,7 @@ pub(crate) async fn scenario(dir: &Path) -> Result<String, String> {
         .filter_map(|l| Record::parse_line(l).ok()?.0.event().ok())
         .filter(|e| {
             matches!(e, AuditEvent::LayerDecision { layer, decision, .. }
-                if layer == "stopgate" && decision.as_str() == "approved")
+                if *layer == loopward_core::LayerId::StopGate && decision.as_str() == "approved")
         })
         .count();
     if approved != 1 {

@@ -13,7 +13,7 @@
 //! Lines of other types (`summary`, `system`, …) and unknown fields are skipped.
 
 use crate::audit::Record;
-use loopward_core::{AuditEvent, Decision, Effect, EffectStatus, LayerVerdict, RunStatus};
+use loopward_core::{AuditEvent, Decision, Effect, EffectStatus, LayerId, LayerVerdict, RunStatus};
 use serde_json::Value;
 use std::collections::HashMap;
 use std::io::BufRead;
@@ -263,11 +263,11 @@ pub(crate) fn ledger_session(name: &str, records: &[Record]) -> Session {
                 match calls.get(id).and_then(|&i| steps.get_mut(i)) {
                     Some(Step::Write(w)) => {
                         w.outcome = Outcome::Refused;
-                        w.refused_by.get_or_insert(layer.into_owned());
+                        w.refused_by.get_or_insert(layer.to_string());
                     }
                     Some(Step::Call(c)) => {
                         c.outcome = Outcome::Refused;
-                        c.refused_by.get_or_insert(layer.into_owned());
+                        c.refused_by.get_or_insert(layer.to_string());
                     }
                     _ => {}
                 }
@@ -305,19 +305,19 @@ pub(crate) fn ledger_session(name: &str, records: &[Record]) -> Session {
 }
 
 /// The gate a recorded layer decision is a firing of (a refusal, a stop, a forced jump).
-fn layer_firing(layer: &str, decision: LayerVerdict, detail: &Value) -> Option<String> {
+fn layer_firing(layer: &LayerId, decision: LayerVerdict, detail: &Value) -> Option<String> {
     use LayerVerdict as V;
     let field = |k: &str| detail.get(k).and_then(Value::as_str).unwrap_or("");
     match (layer, decision) {
-        ("repeat", V::Refused) => Some("repeat".into()),
-        ("caps", V::CapReached) => Some(format!(
+        (LayerId::Repeat, V::Refused) => Some("repeat".into()),
+        (LayerId::Caps, V::CapReached) => Some(format!(
             "caps:{}",
             field("cap").split(' ').next().unwrap_or_default()
         )),
-        ("stopgate", V::Denied | V::Approved | V::ApprovalRequested) => {
+        (LayerId::StopGate, V::Denied | V::Approved | V::ApprovalRequested) => {
             Some(format!("stopgate:{}", field("gate")))
         }
-        ("class_jump", V::ClassJump | V::Exhausted) => Some("class_jump".into()),
+        (LayerId::ClassJump, V::ClassJump | V::Exhausted) => Some("class_jump".into()),
         _ => None,
     }
 }

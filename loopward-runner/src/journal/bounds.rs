@@ -9,7 +9,7 @@
 
 use super::{CallState, Journal, RecordedDecision, ResumePolicy, SprawlStep, Step};
 use crate::context::RunContext;
-use loopward_core::{AgentId, Effect, Usage};
+use loopward_core::{AgentId, Effect, LayerId, Usage};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
@@ -158,8 +158,8 @@ impl Resumed {
         self.model_calls.clear();
         self.decisions.retain(|d| {
             d.call.is_some()
-                && (d.decision.layer == "repeat"
-                    || (d.decision.layer == "class_jump"
+                && (d.decision.layer == LayerId::Repeat
+                    || (d.decision.layer == LayerId::ClassJump
                         && d.decision.detail["source"] == "evidence"))
         });
         self
@@ -177,10 +177,10 @@ impl Resumed {
     }
 
     /// The settled decisions of `layer`, in ledger order.
-    pub(crate) fn decisions<'a>(&'a self, layer: &'a str) -> impl Iterator<Item = &'a Settled> {
+    pub(crate) fn decisions<'a>(&'a self, layer: &'a LayerId) -> impl Iterator<Item = &'a Settled> {
         self.decisions
             .iter()
-            .filter(move |d| d.decision.layer == layer)
+            .filter(move |d| &d.decision.layer == layer)
     }
 
     /// What the sprawl gate's tracker noted before the resume, in ledger order.

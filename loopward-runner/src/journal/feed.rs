@@ -92,13 +92,13 @@ impl TurnFeed {
     /// accepts (a turn gate's verdict given before the process ended is not asked again).
     pub(crate) fn take_decision(
         &self,
-        layer: &str,
+        layer: &loopward_core::LayerId,
         pick: impl Fn(LayerVerdict, &serde_json::Value) -> bool,
     ) -> Option<RecordedDecision> {
         let mut decisions = self.decisions.lock().unwrap_or_else(|p| p.into_inner());
         let at = decisions
             .iter()
-            .position(|d| d.layer == layer && pick(d.decision, &d.detail))?;
+            .position(|d| &d.layer == layer && pick(d.decision, &d.detail))?;
         Some(decisions.remove(at))
     }
 }

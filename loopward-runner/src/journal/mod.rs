@@ -170,7 +170,7 @@ pub(crate) enum CallState {
 /// A layer decision recorded in a turn before its first step.
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct RecordedDecision {
-    pub(crate) layer: String,
+    pub(crate) layer: loopward_core::LayerId,
     pub(crate) decision: loopward_core::LayerVerdict,
     pub(crate) detail: serde_json::Value,
 }

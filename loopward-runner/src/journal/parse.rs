@@ -4,7 +4,7 @@ use super::{
     CallState, Journal, PastDecision, PastSprawl, RecordedCall, RecordedDecision, RecordedReply,
     RecordedTurn, SprawlStep, Step,
 };
-use loopward_core::{AuditEvent, GateKind, RunId, Scope, Usage};
+use loopward_core::{AuditEvent, GateKind, LayerId, RunId, Scope, Usage};
 
 /// A ledger that cannot be read as a journal.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -247,7 +247,7 @@ impl Parser {
             } => {
                 // A stop-gate decision that left the action waiting: a resumed run runs that action
                 // through its gates again, so the approval given meanwhile is consumed.
-                let pending = layer == "stopgate" && decision.pending();
+                let pending = *layer == LayerId::StopGate && decision.pending();
                 let (part, call) = (self.part, self.open_call().map(|c| c.call_id.clone()));
                 if let (Some(turn), Some(agent)) = (scope.turn, &scope.agent) {
                     self.decisions.push(PastDecision {
@@ -256,7 +256,7 @@ impl Parser {
                         agent: agent.clone(),
                         call,
                         decision: RecordedDecision {
-                            layer: layer.to_string(),
+                            layer: layer.clone(),
                             decision: *decision,
                             detail: detail.to_json().into_owned(),
                         },
@@ -266,7 +266,7 @@ impl Parser {
                     c.paused |= pending;
                 } else if let Some(turn) = self.turns.last_mut().filter(|t| t.steps.is_empty()) {
                     turn.decisions.push(RecordedDecision {
-                        layer: layer.to_string(),
+                        layer: layer.clone(),
                         decision: *decision,
                         detail: detail.to_json().into_owned(),
                     });

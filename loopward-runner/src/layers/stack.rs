@@ -89,7 +89,7 @@ pub struct LayersConfig {
 /// assert_eq!(report.final_text, "I was not allowed to.");
 /// let denied = sink.events().iter().any(|(_, e)| matches!(e,
 ///     loopward_core::AuditEvent::LayerDecision { layer, decision, .. }
-///         if layer == "stopgate" && *decision == loopward_core::LayerVerdict::Denied));
+///         if *layer == loopward_core::LayerId::StopGate && *decision == loopward_core::LayerVerdict::Denied));
 /// assert!(denied);
 /// # });
 /// ```

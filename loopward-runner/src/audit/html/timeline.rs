@@ -2,7 +2,7 @@
 //! run's records alone (nothing is read from runner state).
 
 use crate::audit::record::Record;
-use loopward_core::{Action, AuditEvent, Decision, EffectStatus, LayerVerdict};
+use loopward_core::{Action, AuditEvent, Decision, EffectStatus, LayerId, LayerVerdict};
 
 /// What a marker stands for. The CSS class of each marker is [`MarkerKind::class`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -340,7 +340,7 @@ fn marker(event: &AuditEvent) -> Option<(MarkerKind, String)> {
 }
 
 fn layer_marker(
-    layer: &str,
+    layer: &LayerId,
     decision: LayerVerdict,
     detail: &serde_json::Value,
 ) -> Option<(MarkerKind, String)> {
@@ -353,7 +353,7 @@ fn layer_marker(
         return None;
     }
     match layer {
-        "stopgate" => {
+        LayerId::StopGate => {
             let who = field("by").map_or_else(
                 || {
                     if decision == LayerVerdict::AutoApproved {
@@ -374,7 +374,7 @@ fn layer_marker(
                 ),
             ))
         }
-        "class_jump" => Some((
+        LayerId::ClassJump => Some((
             MarkerKind::ClassJump,
             format!(
                 "class-jump {decision}: {} failure(s) of {} allowed with strategy {} on {}",
@@ -384,7 +384,7 @@ fn layer_marker(
                 field("subtask").unwrap_or_else(|| "?".into()),
             ),
         )),
-        "repeat" => Some((
+        LayerId::Repeat => Some((
             MarkerKind::Refusal,
             format!(
                 "repeat refused {}: {} of {} identical calls",

@@ -8,6 +8,7 @@ use crate::layers::record;
 use crate::model::{ChatRequest, ChatResponse, ModelError};
 use crate::turn::{TurnError, TurnOutcome, TurnRequest};
 use futures::future::BoxFuture;
+use loopward_core::LayerId;
 use loopward_core::{LayerVerdict, Refusal, RunStatus, Usage};
 use serde_json::json;
 use std::sync::{Arc, Mutex};
@@ -99,7 +100,7 @@ pub struct BudgetPolicy {
 
 fn exceeded(turn: &TurnContext, limits: &Limits) -> Result<(), TurnError> {
     if let Some((label, detail)) = totals(turn.run(), limits).over(limits) {
-        record::decision(turn, "budget", LayerVerdict::BudgetExceeded, detail)?;
+        record::decision(turn, LayerId::Budget, LayerVerdict::BudgetExceeded, detail)?;
         return Err(TurnError::Stop(RunStatus::BudgetExceeded { budget: label }));
     }
     Ok(())

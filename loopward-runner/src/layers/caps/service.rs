@@ -6,6 +6,7 @@ use crate::layers::from_fn::{FromFn, LayerFn, NextTurn};
 use crate::layers::record;
 use crate::turn::{TurnError, TurnOutcome, TurnRequest};
 use futures::future::BoxFuture;
+use loopward_core::LayerId;
 use loopward_core::{AgentId, CapsAllowDetail, FinishReason, LayerDetail, LayerVerdict, RunStatus};
 use serde_json::json;
 use std::collections::HashMap;
@@ -133,23 +134,23 @@ impl LayerFn<TurnRequest, TurnOutcome, TurnError> for CapsPolicy {
                             turns_per_run: config.turns_per_run,
                         })
                     };
-                    record::decision(&turn, "caps", LayerVerdict::Allow, detail)?;
+                    record::decision(&turn, LayerId::Caps, LayerVerdict::Allow, detail)?;
                 }
                 Some(hit) if config.on_cap == OnCap::WrapUp && !wrapped => {
-                    record::decision(&turn, "caps", LayerVerdict::WrapUp, hit.detail)?;
+                    record::decision(&turn, LayerId::Caps, LayerVerdict::WrapUp, hit.detail)?;
                     state.0.lock().unwrap_or_else(|p| p.into_inner()).wrapped_up = true;
                     turn.state().tools_disabled = true;
                     let outcome = next.run(req).await?;
                     record::decision(
                         &turn,
-                        "caps",
+                        LayerId::Caps,
                         LayerVerdict::CapReached,
                         json!({"cap": hit.cap, "after": "wrap_up", "text": outcome.text}),
                     )?;
                     return Err(TurnError::Stop(RunStatus::CapReached { cap: hit.cap }));
                 }
                 Some(hit) => {
-                    record::decision(&turn, "caps", LayerVerdict::CapReached, hit.detail)?;
+                    record::decision(&turn, LayerId::Caps, LayerVerdict::CapReached, hit.detail)?;
                     return Err(TurnError::Stop(RunStatus::CapReached { cap: hit.cap }));
                 }
             }
@@ -166,7 +167,7 @@ impl LayerFn<TurnRequest, TurnOutcome, TurnError> for CapsPolicy {
                 let cap = format!("steps_per_turn ({limit})");
                 record::decision(
                     &turn,
-                    "caps",
+                    LayerId::Caps,
                     LayerVerdict::CapReached,
                     json!({"cap": "steps_per_turn", "limit": limit, "value": steps}),
                 )?;

@@ -3,6 +3,7 @@
 use crate::context::{RunContext, TurnContext};
 use crate::journal::Resumed;
 use crate::layers::{record, ConfigError};
+use loopward_core::LayerId;
 use loopward_core::{AgentId, AuditError, ClassJumpDetail, LayerDetail, LayerVerdict};
 use serde::Deserialize;
 use serde_json::json;
@@ -211,7 +212,10 @@ impl State {
         let mut subtasks = HashMap::new();
         let mut evidence = HashMap::new();
         let mut exhausted = None;
-        for d in resumed.into_iter().flat_map(|r| r.decisions("class_jump")) {
+        for d in resumed
+            .into_iter()
+            .flat_map(|r| r.decisions(&LayerId::ClassJump))
+        {
             let detail = &d.decision.detail;
             let Some(subtask) = detail["subtask"].as_str() else {
                 continue;
@@ -221,13 +225,13 @@ impl State {
             } else {
                 subtasks.entry(Arc::from(subtask)).or_default()
             };
-            match d.decision.decision.as_str() {
-                "retry" => {
+            match d.decision.decision {
+                LayerVerdict::Retry => {
                     sub.failures = detail["failures"]
                         .as_u64()
                         .map_or(sub.failures + 1, |f| u32::try_from(f).unwrap_or(u32::MAX));
                 }
-                "class_jump" => {
+                LayerVerdict::ClassJump => {
                     let next = detail["next"].as_str();
                     sub.index = strategies
                         .iter()
@@ -236,11 +240,11 @@ impl State {
                         .min(strategies.len().saturating_sub(1));
                     sub.failures = 0;
                 }
-                "exhausted" => {
+                LayerVerdict::Exhausted => {
                     sub.ended = Some("exhausted");
                     exhausted = Some(subtask.to_string());
                 }
-                "succeeded" => sub.ended = Some("done"),
+                LayerVerdict::Succeeded => sub.ended = Some("done"),
                 _ => {}
             }
         }
@@ -333,7 +337,7 @@ impl ClassJump {
         let refuse = |e: ClassJumpError| -> Result<Verdict, ClassJumpError> {
             record::decision(
                 turn,
-                "class_jump",
+                LayerId::ClassJump,
                 LayerVerdict::Refused,
                 json!({"subtask": subtask, "strategy": strategy, "reason": e.to_string()}),
             )?;
@@ -393,7 +397,7 @@ impl ClassJump {
         };
         record::decision(
             turn,
-            "class_jump",
+            LayerId::ClassJump,
             v.layer_verdict(),
             LayerDetail::ClassJump(ClassJumpDetail {
                 allowed,
@@ -473,7 +477,7 @@ impl ClassJump {
         };
         record::decision(
             turn,
-            "class_jump",
+            LayerId::ClassJump,
             v.layer_verdict(),
             LayerDetail::ClassJump(ClassJumpDetail {
                 allowed,

@@ -7,6 +7,7 @@ use crate::layers::record;
 use crate::model::{estimate_tokens, ChatRequest, ChatResponse, ModelError};
 use futures::future::BoxFuture;
 use governor::clock::Clock;
+use loopward_core::LayerId;
 use loopward_core::{LayerDetail, LayerVerdict, RateLimitDetail, Refusal};
 use std::num::NonZeroU32;
 use std::sync::Arc;
@@ -120,7 +121,7 @@ impl LayerFn<ChatRequest, ChatResponse, ModelError> for RateLimitPolicy {
                     ),
                 };
                 let detail = LayerDetail::RateLimit(detail);
-                record::decision(turn, "rate_limit", decision, detail)
+                record::decision(turn, LayerId::RateLimit, decision, detail)
                     .map_err(ModelError::Audit)?;
             }
             result?;

@@ -5,6 +5,7 @@ use crate::layers::from_fn::{FromFn, LayerFn, NextTool};
 use crate::layers::{call_digest, record};
 use crate::tool::{ToolError, ToolInvocation, ToolOutput};
 use futures::future::BoxFuture;
+use loopward_core::LayerId;
 use loopward_core::{LayerDetail, LayerVerdict, Refusal, RepeatDetail};
 use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
@@ -26,7 +27,10 @@ impl Seen {
     /// A resumed run's counts: each settled call this layer judged, once per digest.
     fn rebuilt(resumed: Option<&Resumed>) -> Self {
         let mut calls: HashMap<String, HashSet<&str>> = HashMap::new();
-        for d in resumed.into_iter().flat_map(|r| r.decisions("repeat")) {
+        for d in resumed
+            .into_iter()
+            .flat_map(|r| r.decisions(&LayerId::Repeat))
+        {
             if let (Some(digest), Some(call)) =
                 (d.decision.detail["digest"].as_str(), d.call.as_deref())
             {
@@ -73,7 +77,7 @@ impl LayerFn<ToolInvocation, ToolOutput, ToolError> for RepeatPolicy {
                 tool: inv.call.name.clone(),
             });
             if count > max {
-                record::decision(&inv.turn, "repeat", LayerVerdict::Refused, detail)
+                record::decision(&inv.turn, LayerId::Repeat, LayerVerdict::Refused, detail)
                     .map_err(ToolError::Audit)?;
                 return Err(ToolError::Refused(Refusal::new(
                     "repeat",
@@ -84,7 +88,7 @@ impl LayerFn<ToolInvocation, ToolOutput, ToolError> for RepeatPolicy {
                     "change the arguments, try a different approach, or finish and report what blocks you",
                 )));
             }
-            record::decision(&inv.turn, "repeat", LayerVerdict::Allow, detail)
+            record::decision(&inv.turn, LayerId::Repeat, LayerVerdict::Allow, detail)
                 .map_err(ToolError::Audit)?;
             next.run(inv).await
         })

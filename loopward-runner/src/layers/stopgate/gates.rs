@@ -8,6 +8,7 @@ use crate::context::TurnContext;
 use crate::layers::{record, ConfigError};
 use crate::tool::ToolInvocation;
 use crate::turn::TurnError;
+use loopward_core::LayerId;
 use loopward_core::{AuditError, LayerDetail, LayerVerdict, RunStatus, StopGateDetail};
 use std::sync::{Arc, Mutex};
 
@@ -254,7 +255,12 @@ impl StopGates {
                 reason: extra.reason,
                 summary: fixed.summary.clone(),
             };
-            record::decision(turn, "stopgate", decision, LayerDetail::StopGate(detail))
+            record::decision(
+                turn,
+                LayerId::StopGate,
+                decision,
+                LayerDetail::StopGate(detail),
+            )
         };
         match gate.mode {
             StopMode::Auto => {
@@ -462,7 +468,7 @@ impl Extra {
 /// ended: it stands (it was recorded, and a durable one was consumed) and is not asked again.
 fn recorded_approval(turn: &TurnContext, gate: &Gate, action: &GatedAction) -> Option<Granted> {
     let feed = turn.extensions().get::<crate::journal::TurnFeed>()?;
-    let d = feed.take_decision("stopgate", |decision, detail| {
+    let d = feed.take_decision(&LayerId::StopGate, |decision, detail| {
         decision.approves()
             && detail.get("gate").and_then(|g| g.as_str()) == Some(&*gate.name)
             && detail

@@ -7,6 +7,7 @@ use crate::model::{ChatRequest, ChatResponse, ModelError};
 use crate::tool::{ToolError, ToolInvocation, ToolOutput};
 use crate::turn::{TurnError, TurnOutcome, TurnRequest};
 use futures::future::BoxFuture;
+use loopward_core::LayerId;
 use loopward_core::{LayerVerdict, RunStatus};
 use serde_json::json;
 use std::time::Duration;
@@ -43,7 +44,7 @@ impl LayerFn<ChatRequest, ChatResponse, ModelError> for TimeoutPolicy {
                     if let Some(turn) = turn {
                         record::decision(
                             &turn,
-                            "timeout",
+                            LayerId::Timeout,
                             LayerVerdict::ModelCallTimedOut,
                             json!({"agent": agent, "limit_ms": limit.as_millis()}),
                         )
@@ -70,8 +71,13 @@ impl LayerFn<ToolInvocation, ToolOutput, ToolError> for TimeoutPolicy {
             match tokio::time::timeout(limit, next.run(inv)).await {
                 Ok(r) => r,
                 Err(_) => {
-                    record::decision(&turn, "timeout", LayerVerdict::ToolCallTimedOut, detail)
-                        .map_err(ToolError::Audit)?;
+                    record::decision(
+                        &turn,
+                        LayerId::Timeout,
+                        LayerVerdict::ToolCallTimedOut,
+                        detail,
+                    )
+                    .map_err(ToolError::Audit)?;
                     Err(ToolError::Timeout {
                         secs: limit.as_secs(),
                     })
@@ -96,7 +102,7 @@ impl LayerFn<TurnRequest, TurnOutcome, TurnError> for TimeoutPolicy {
                 Err(_) => {
                     record::decision(
                         &turn,
-                        "timeout",
+                        LayerId::Timeout,
                         LayerVerdict::TurnTimedOut,
                         json!({"limit_ms": limit.as_millis()}),
                     )?;
