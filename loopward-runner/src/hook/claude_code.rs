@@ -15,6 +15,14 @@
 //! - `PreToolUse` answers with `hookSpecificOutput.permissionDecision` (`allow` skips Claude
 //!   Code's own permission prompt but not its deny rules; `deny` blocks and shows
 //!   `permissionDecisionReason` to the model).
+//! - `hookSpecificOutput.updatedInput` replaces the tool's input. Given without a
+//!   `permissionDecision`, the client still makes its own permission decision (its mode, its
+//!   allow/ask/deny rules), on the replaced input: in the default mode without a rule that
+//!   allows it, a rewritten `Bash` call is asked about (refused in `-p`), with `"allow"` it
+//!   would run unasked, and `"ask"` asks even where a rule allows it. Checked against Claude
+//!   Code 2.1.332 (`loopward-cli/tests/claude_code_real.rs`). Because the rules are matched
+//!   against the replaced input, a rule naming the original command (`Bash(npm test:*)`,
+//!   `deny: Bash(curl:*)`) no longer matches it.
 //! - `PostToolUse` cannot undo a tool call; `{"decision": "block", "reason": …}` feeds the reason
 //!   back to the model, which is how a reverted shell write is reported.
 //! - A tool call that fails (a `Bash` command exiting non-zero, an interrupted one) fires
@@ -278,8 +286,10 @@ pub enum Reply {
         /// Why (shown in Claude Code's debug log).
         reason: String,
     },
-    /// `PreToolUse`: the call may run, but as rewritten (`updatedInput`): a `Bash` command
-    /// wrapped in loopward's sandbox.
+    /// `PreToolUse`: if it runs, the call runs as rewritten (`updatedInput`): a `Bash` command
+    /// wrapped in loopward's sandbox. No `permissionDecision` is given, so whether it runs stays
+    /// the client's own decision (its permission mode and rules, asking the person where they
+    /// say to): the wrap never turns a call the client would ask about into one it runs.
     Rewrite {
         /// Why (shown in Claude Code's debug log).
         reason: String,
@@ -310,11 +320,11 @@ impl Reply {
             Self::Silent => return String::new(),
             Self::Allow { reason } => pre_tool_use("allow", reason),
             Self::Deny { reason } => pre_tool_use("deny", reason),
-            Self::Rewrite { reason, input } => {
-                let mut v = pre_tool_use("allow", reason);
-                v["hookSpecificOutput"]["updatedInput"] = input.clone();
-                v
-            }
+            Self::Rewrite { reason, input } => json!({ "hookSpecificOutput": {
+                "hookEventName": "PreToolUse",
+                "permissionDecisionReason": reason,
+                "updatedInput": input,
+            } }),
             Self::Block { reason } => json!({ "decision": "block", "reason": reason }),
             Self::FailureContext { context } => json!({ "hookSpecificOutput": {
                 "hookEventName": "PostToolUseFailure", "additionalContext": context } }),
@@ -385,5 +395,24 @@ mod tests {
             "{\"hookSpecificOutput\":{\"hookEventName\":\"PreToolUse\",\"permissionDecision\":\"deny\",\"permissionDecisionReason\":\"no\"}}\n"
         );
         assert_eq!(Reply::Silent.render(), "");
+    }
+
+    #[test]
+    fn a_rewrite_leaves_the_permission_decision_to_the_client() {
+        let out = Reply::Rewrite {
+            reason: "wrapped".into(),
+            input: json!({"command": "wrapped"}),
+        }
+        .render();
+        let v: Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(
+            v["hookSpecificOutput"]["updatedInput"]["command"],
+            "wrapped"
+        );
+        assert_eq!(v["hookSpecificOutput"]["hookEventName"], "PreToolUse");
+        assert!(
+            v["hookSpecificOutput"].get("permissionDecision").is_none(),
+            "{out}"
+        );
     }
 }
