@@ -361,3 +361,58 @@ fn a_plugin_subagent_name_is_mapped_not_refused() {
     );
     assert_eq!(p.send(&e).exit_code, 2);
 }
+
+/// A session lock held by another process (a stuck hook, an operator's tool) is waited on only
+/// up to the hook's bound; then the call is blocked (exit status 2, the reason on stderr), well
+/// before Claude Code's hook timeout would let it go ahead. Released, the session goes on.
+#[test]
+fn a_session_lock_held_by_another_process_blocks_the_call_within_the_bound() {
+    let mut p = project();
+    let cfg = loopward_runner::gates::PolicyConfig::from_toml(POLICY).unwrap();
+    p.ctx = loopward_runner::hook::HookContext::builder(&cfg)
+        .root(&p.root)
+        .lock_wait(std::time::Duration::from_millis(300))
+        .build()
+        .unwrap();
+    let dir = p.path(&format!(".loopward/sessions/{SESSION}"));
+    std::fs::create_dir_all(&dir).unwrap();
+    // flock(1) from util-linux holds the lock in its own process (`-F`: no fork, so its PID is
+    // the holder's) and says when it has it.
+    let mut holder = std::process::Command::new("flock")
+        .arg("-F")
+        .arg(dir.join("lock"))
+        .args(["sh", "-c", "echo held; exec sleep 600"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("flock from util-linux is needed for this test");
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(holder.stdout.take().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    assert_eq!(line.trim(), "held");
+    let (tx, rx) = std::sync::mpsc::channel();
+    let event = p.fixture("pre_write_plan_root.json");
+    let ctx = p.ctx.clone();
+    std::thread::spawn(move || tx.send(loopward_runner::hook::handle(&event, &ctx)));
+    let answer = rx.recv_timeout(std::time::Duration::from_secs(60));
+    // Ended by its recorded PID, whatever the answer was.
+    holder.kill().unwrap();
+    holder.wait().unwrap();
+    let a = answer.expect("the hook did not answer while the lock was held");
+    assert_eq!((a.exit_code, a.stdout.as_str()), (2, ""), "{}", shown(&a));
+    assert!(
+        a.stderr.contains("still held by another process"),
+        "{}",
+        a.stderr
+    );
+    assert!(a.stderr.contains("fails closed"), "{}", a.stderr);
+    // The lock is free again: the same event is judged.
+    let a = p.send_fixture("pre_write_plan_root.json");
+    assert!(
+        a.stdout.contains(r#""permissionDecision":"deny""#),
+        "{}",
+        shown(&a)
+    );
+}

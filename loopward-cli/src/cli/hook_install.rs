@@ -7,11 +7,13 @@
 
 use anyhow::{bail, Context, Result};
 use loopward::config::Config;
+use loopward_runner::hook::session::LOCK_WAIT;
 use loopward_runner::sandbox::{kernel_support, SandboxMode};
 use loopward_term::render::{Printer, Tone};
 use serde_json::{json, Value};
 use std::path::Path;
 use std::process::ExitCode;
+use std::time::Duration;
 
 /// The Claude Code events the hook answers, and the tools each matches.
 const EVENTS: [(&str, Option<&str>); 4] = [
@@ -28,6 +30,12 @@ const EVENTS: [(&str, Option<&str>); 4] = [
     ),
     ("UserPromptSubmit", None),
 ];
+
+/// The `timeout` written on each hook entry. A hook Claude Code stops for taking longer is a
+/// non-blocking error (the call goes ahead), so it is far above the longest wait on the hook's
+/// path: the session lock ([`LOCK_WAIT`]), after which the hook blocks the call itself.
+const HOOK_TIMEOUT: Duration = Duration::from_secs(60);
+const _: () = assert!(HOOK_TIMEOUT.as_secs() >= 4 * LOCK_WAIT.as_secs());
 
 /// What marks a hook entry as loopward's.
 const MARK: &str = " hook claude-code";
@@ -102,7 +110,7 @@ pub(super) fn install(config: &Path, main_agent: &str) -> Result<ExitCode> {
         };
         // An older loopward entry (a bare `loopward` on PATH, say) is replaced, not kept beside.
         list.retain(|e| !e.to_string().contains(MARK));
-        let mut entry = json!({"hooks": [{"type": "command", "command": cmd, "timeout": 60}]});
+        let mut entry = json!({"hooks": [{"type": "command", "command": cmd, "timeout": HOOK_TIMEOUT.as_secs()}]});
         if let Some(m) = matcher {
             entry["matcher"] = json!(m);
         }
@@ -150,6 +158,15 @@ pub(super) fn doctor(config: &Path) -> Result<ExitCode> {
                 problems.push(format!("{event} matches {have:?}, not every tool of {m:?}"));
             }
         }
+        // The client's own default applies where no timeout is given (longer than ours).
+        if let Some(t) = entry["hooks"][0]["timeout"].as_f64() {
+            if t < 2.0 * LOCK_WAIT.as_secs_f64() {
+                problems.push(format!(
+                    "{event}: timeout {t} s is not comfortably above the {} s the hook may wait for its session's lock; a hook Claude Code stops for taking too long lets the call go ahead",
+                    LOCK_WAIT.as_secs()
+                ));
+            }
+        }
         let cmd = entry["hooks"][0]["command"].as_str().unwrap_or("");
         if !cmd.starts_with('\'') && !cmd.starts_with('/') {
             problems.push(format!(
@@ -175,8 +192,16 @@ pub(super) fn doctor(config: &Path) -> Result<ExitCode> {
     Ok(ExitCode::from(1))
 }
 
-/// The sandbox Bash commands will run in.
+/// The sandbox Bash commands will run in, and the bounds the hook keeps.
 fn report<W: std::io::Write>(out: &mut Printer<W>, cfg: &Config) {
+    out.line(
+        Tone::Dim,
+        format!(
+            "bound: a session lock held by another process is waited on for at most {} s, then the call is blocked (hook timeout {} s)",
+            LOCK_WAIT.as_secs(),
+            HOOK_TIMEOUT.as_secs()
+        ),
+    );
     let support = kernel_support();
     match (cfg.policy().gates.shell.sandbox, &support.missing) {
         (SandboxMode::WatchOnly, _) => out.line(

@@ -25,7 +25,7 @@ pub(super) fn handle(raw: &str, ctx: &HookContext) -> Result<Reply, HookError> {
     let key = SessionKey::new(&input.session_id)?;
     let caller = caller(&input, ctx)?;
     let policy = ctx.policy(&ws)?;
-    let dir = SessionDir::under(&ctx.sessions_dir(ws.root()), key);
+    let dir = SessionDir::under(&ctx.sessions_dir(ws.root()), key).lock_wait(ctx.lock_wait);
     dir.locked(|state| {
         let run = dir.key().run_id();
         let runs_dir = ws.root().join(&ctx.runs_dir);

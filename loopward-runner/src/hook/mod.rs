@@ -66,6 +66,7 @@ use crate::workspace::Workspace;
 use loopward_core::{AgentId, AuditError};
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
 /// The exit status Claude Code treats as "blocked; show stderr to the model".
 pub const EXIT_BLOCK: i32 = 2;
@@ -138,6 +139,7 @@ pub struct HookContext {
     overrides: Option<OverrideStore>,
     sessions: Option<PathBuf>,
     team: Option<Vec<AgentId>>,
+    lock_wait: Duration,
 }
 
 impl std::fmt::Debug for HookContext {
@@ -146,6 +148,7 @@ impl std::fmt::Debug for HookContext {
             .field("root", &self.root)
             .field("main_agent", &self.main_agent)
             .field("runs_dir", &self.runs_dir)
+            .field("lock_wait", &self.lock_wait)
             .finish_non_exhaustive()
     }
 }
@@ -214,6 +217,7 @@ pub struct HookContextBuilder {
     overrides: Option<OverrideStore>,
     sessions: Option<PathBuf>,
     team: Option<Vec<AgentId>>,
+    lock_wait: Duration,
 }
 
 impl HookContext {
@@ -233,6 +237,7 @@ impl HookContext {
             overrides: None,
             sessions: None,
             team: None,
+            lock_wait: session::LOCK_WAIT,
         }
     }
 
@@ -342,6 +347,14 @@ impl HookContextBuilder {
         self
     }
 
+    /// How long an event waits for its session's lock, held by another hook or process, before
+    /// the hook gives up and blocks the call (default [`session::LOCK_WAIT`]; keep it well
+    /// inside the hook `timeout` Claude Code is given).
+    pub fn lock_wait(mut self, wait: Duration) -> Self {
+        self.lock_wait = wait;
+        self
+    }
+
     /// Builds the context; a policy that does not validate is refused here, before any event.
     pub fn build(self) -> Result<HookContext, ConfigError> {
         Policy::check(&self.policy)?;
@@ -358,6 +371,7 @@ impl HookContextBuilder {
             overrides: self.overrides,
             sessions: self.sessions,
             team: self.team,
+            lock_wait: self.lock_wait,
         })
     }
 }
