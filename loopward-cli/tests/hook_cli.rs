@@ -513,3 +513,58 @@ fn a_session_lock_held_by_another_process_blocks_instead_of_waiting_forever() {
         "{stderr}"
     );
 }
+
+/// `hook install` hooks the client's own read tools too (they read outside the sandbox) and gives
+/// each entry a timeout far above the hook's own bound; `hook doctor` states the bound, and says
+/// an install that leaves the reads out, or times the hook out too soon, would fail open.
+#[test]
+fn hook_install_covers_the_read_tools_and_a_timeout_above_the_bound() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    std::fs::write(root.join("loopward.toml"), CONFIG).unwrap();
+    let install = loopward(&root, &["hook", "install"]);
+    assert_eq!(install.status.code(), Some(0), "{install:?}");
+    let path = root.join(".claude/settings.json");
+    let mut settings: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let entry = &settings["hooks"]["PreToolUse"][0];
+    let matcher: Vec<&str> = entry["matcher"].as_str().unwrap().split('|').collect();
+    for tool in [
+        "Read",
+        "NotebookRead",
+        "LS",
+        "Grep",
+        "Glob",
+        "Bash",
+        "Write",
+    ] {
+        assert!(matcher.contains(&tool), "{tool} not in {matcher:?}");
+    }
+    for event in [
+        "PreToolUse",
+        "PostToolUse",
+        "PostToolUseFailure",
+        "UserPromptSubmit",
+    ] {
+        let timeout = settings["hooks"][event][0]["hooks"][0]["timeout"]
+            .as_u64()
+            .unwrap();
+        assert!(timeout >= 20, "{event}: {timeout}");
+    }
+    let doctor = loopward(&root, &["hook", "doctor"]);
+    let text = String::from_utf8_lossy(&doctor.stdout);
+    assert_eq!(doctor.status.code(), Some(0), "{text}");
+    assert!(
+        text.contains("waited on for at most 5 s, then the call is blocked"),
+        "{text}"
+    );
+    // An older install's matcher (no read tools) and a timeout inside the bound.
+    settings["hooks"]["PreToolUse"][0]["matcher"] = "Write|Edit|MultiEdit|NotebookEdit|Bash".into();
+    settings["hooks"]["PostToolUse"][0]["hooks"][0]["timeout"] = 3.into();
+    std::fs::write(&path, settings.to_string()).unwrap();
+    let doctor = loopward(&root, &["hook", "doctor"]);
+    let text = String::from_utf8_lossy(&doctor.stdout);
+    assert_eq!(doctor.status.code(), Some(1), "{text}");
+    assert!(text.contains("not every tool of"), "{text}");
+    assert!(text.contains("PostToolUse: timeout 3 s"), "{text}");
+}

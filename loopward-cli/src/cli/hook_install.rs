@@ -7,6 +7,7 @@
 
 use anyhow::{bail, Context, Result};
 use loopward::config::Config;
+use loopward_runner::hook::claude_code::ReadTool;
 use loopward_runner::hook::session::LOCK_WAIT;
 use loopward_runner::sandbox::{kernel_support, SandboxMode};
 use loopward_term::render::{Printer, Tone};
@@ -15,9 +16,14 @@ use std::path::Path;
 use std::process::ExitCode;
 use std::time::Duration;
 
-/// The Claude Code events the hook answers, and the tools each matches.
+/// The Claude Code events the hook answers, and the tools each matches. `PreToolUse` also
+/// matches the tools that read files in Claude Code's own process (`Read`, `Grep`, …: every
+/// [`ReadTool`]), so a read of loopward's state is refused before it runs.
 const EVENTS: [(&str, Option<&str>); 4] = [
-    ("PreToolUse", Some("Write|Edit|MultiEdit|NotebookEdit|Bash")),
+    (
+        "PreToolUse",
+        Some("Write|Edit|MultiEdit|NotebookEdit|Bash|Read|NotebookRead|LS|Grep|Glob"),
+    ),
     (
         "PostToolUse",
         Some("Write|Edit|MultiEdit|NotebookEdit|Bash"),
@@ -197,6 +203,13 @@ fn report<W: std::io::Write>(out: &mut Printer<W>, cfg: &Config) {
     out.line(
         Tone::Dim,
         format!(
+            "reads: {} of loopward's state are denied at PreToolUse (observed at the hook, not contained)",
+            ReadTool::ALL.map(ReadTool::name).join("/")
+        ),
+    );
+    out.line(
+        Tone::Dim,
+        format!(
             "bound: a session lock held by another process is waited on for at most {} s, then the call is blocked (hook timeout {} s)",
             LOCK_WAIT.as_secs(),
             HOOK_TIMEOUT.as_secs()
@@ -219,5 +232,18 @@ fn report<W: std::io::Write>(out: &mut Printer<W>, cfg: &Config) {
             Tone::Refusal,
             format!("sandbox: unavailable here ({why}); Bash calls will be denied"),
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pre_tool_use_matches_every_read_tool() {
+        let pre = EVENTS[0].1.unwrap();
+        for tool in ReadTool::ALL {
+            assert!(pre.split('|').any(|t| t == tool.name()), "{tool:?}");
+        }
     }
 }

@@ -151,6 +151,9 @@ pub enum ClaudeTool {
         /// The command.
         command: String,
     },
+    /// A tool that reads files by path in Claude Code's own process, outside loopward's
+    /// sandbox: judged by where its target lies (its arguments are read from the call's input).
+    Reads(ReadTool),
     /// Any other tool (read-only tools, MCP tools, `Task`, …): allowed without comment.
     Other(String),
 }
@@ -164,6 +167,7 @@ impl ClaudeTool {
             Self::MultiEdit { .. } => "MultiEdit",
             Self::NotebookEdit { .. } => "NotebookEdit",
             Self::Bash { .. } => "Bash",
+            Self::Reads(tool) => tool.name(),
             Self::Other(name) => name,
         }
     }
@@ -175,8 +179,53 @@ impl ClaudeTool {
             | Self::Edit { file_path }
             | Self::MultiEdit { file_path } => Some(file_path),
             Self::NotebookEdit { notebook_path } => Some(notebook_path),
-            Self::Bash { .. } | Self::Other(_) => None,
+            Self::Bash { .. } | Self::Reads(_) | Self::Other(_) => None,
         }
+    }
+}
+
+/// The client-side tools that read files by path, each with the arguments that name what it
+/// reads: `Read {file_path}`, `NotebookRead {notebook_path}`, `LS {path}` (older clients),
+/// `Grep {pattern, path?, glob?}` and `Glob {pattern, path?}`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ReadTool {
+    /// `Read {file_path}`: one file's bytes.
+    Read,
+    /// `NotebookRead {notebook_path}`: one notebook's cells.
+    NotebookRead,
+    /// `LS {path}`: one folder's entries.
+    Ls,
+    /// `Grep {pattern, path?, glob?}`: the lines of every file under `path` that match.
+    Grep,
+    /// `Glob {pattern, path?}`: the names of the files under `path` that match.
+    Glob,
+}
+
+impl ReadTool {
+    /// Every read tool, as matched by the hook's installed matcher.
+    pub const ALL: [Self; 5] = [
+        Self::Read,
+        Self::NotebookRead,
+        Self::Ls,
+        Self::Grep,
+        Self::Glob,
+    ];
+
+    /// The tool's name as Claude Code spells it.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Self::Read => "Read",
+            Self::NotebookRead => "NotebookRead",
+            Self::Ls => "LS",
+            Self::Grep => "Grep",
+            Self::Glob => "Glob",
+        }
+    }
+
+    /// The read tool called `name`, if it is one.
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|t| t.name() == name)
     }
 }
 
@@ -251,7 +300,10 @@ impl HookInput {
                     "Bash" => ClaudeTool::Bash {
                         command: string("command", "tool_input.command")?,
                     },
-                    other => ClaudeTool::Other(other.to_string()),
+                    other => match ReadTool::from_name(other) {
+                        Some(tool) => ClaudeTool::Reads(tool),
+                        None => ClaudeTool::Other(other.to_string()),
+                    },
                 };
                 let call = ToolUse {
                     tool,
@@ -364,10 +416,19 @@ mod tests {
     #[test]
     fn unknown_tools_and_events_are_typed_as_other() {
         let e = parse(json!({"session_id":"s","hook_event_name":"PreToolUse",
-            "tool_name":"Read","tool_input":{"file_path":"/x"}}));
+            "tool_name":"WebFetch","tool_input":{"url":"https://example.org"}}));
         assert!(
-            matches!(e, Ok(Event::PreToolUse(ToolUse { tool: ClaudeTool::Other(n), .. })) if n == "Read")
+            matches!(e, Ok(Event::PreToolUse(ToolUse { tool: ClaudeTool::Other(n), .. })) if n == "WebFetch")
         );
+        let e = parse(json!({"session_id":"s","hook_event_name":"PreToolUse",
+            "tool_name":"Read","tool_input":{"file_path":"/x"}}));
+        assert!(matches!(
+            e,
+            Ok(Event::PreToolUse(ToolUse {
+                tool: ClaudeTool::Reads(ReadTool::Read),
+                ..
+            }))
+        ));
         let e = parse(json!({"session_id":"s","hook_event_name":"Stop"}));
         assert_eq!(e.unwrap(), Event::Other("Stop".into()));
     }

@@ -197,6 +197,9 @@ impl Engine<'_> {
         if let ClaudeTool::Bash { .. } = call.tool {
             return self.pre_bash(&call);
         }
+        if let ClaudeTool::Reads(tool) = call.tool {
+            return self.pre_read(&call, tool);
+        }
         Ok(Reply::Silent)
     }
 

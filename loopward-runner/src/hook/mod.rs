@@ -53,6 +53,7 @@ mod bash;
 pub mod claude_code;
 mod decide;
 mod ledger;
+mod read;
 pub mod session;
 mod shell;
 mod write_watch;
@@ -139,6 +140,7 @@ pub struct HookContext {
     overrides: Option<OverrideStore>,
     sessions: Option<PathBuf>,
     team: Option<Vec<AgentId>>,
+    unreadable: Vec<PathBuf>,
     lock_wait: Duration,
 }
 
@@ -148,6 +150,7 @@ impl std::fmt::Debug for HookContext {
             .field("root", &self.root)
             .field("main_agent", &self.main_agent)
             .field("runs_dir", &self.runs_dir)
+            .field("unreadable", &self.unreadable)
             .field("lock_wait", &self.lock_wait)
             .finish_non_exhaustive()
     }
@@ -217,6 +220,7 @@ pub struct HookContextBuilder {
     overrides: Option<OverrideStore>,
     sessions: Option<PathBuf>,
     team: Option<Vec<AgentId>>,
+    unreadable: Vec<PathBuf>,
     lock_wait: Duration,
 }
 
@@ -237,6 +241,7 @@ impl HookContext {
             overrides: None,
             sessions: None,
             team: None,
+            unreadable: Vec::new(),
             lock_wait: session::LOCK_WAIT,
         }
     }
@@ -347,6 +352,17 @@ impl HookContextBuilder {
         self
     }
 
+    /// Folders no agent-driven read may reach: a `Read`, `NotebookRead`, `LS`, `Grep` or `Glob`
+    /// call — tools that run in Claude Code's own process, outside loopward's sandbox — whose
+    /// target resolves (every symbolic link followed) at or under one of them is denied, and so
+    /// is one whose target cannot be judged (see [`read`](self#reads)). `loopward` passes its
+    /// state directory, the same folders it makes unreadable to `Bash` commands
+    /// ([`SandboxExec::unreadable`]). Default: none, and reads are only recorded.
+    pub fn unreadable(mut self, folders: Vec<PathBuf>) -> Self {
+        self.unreadable = folders;
+        self
+    }
+
     /// How long an event waits for its session's lock, held by another hook or process, before
     /// the hook gives up and blocks the call (default [`session::LOCK_WAIT`]; keep it well
     /// inside the hook `timeout` Claude Code is given).
@@ -371,6 +387,7 @@ impl HookContextBuilder {
             overrides: self.overrides,
             sessions: self.sessions,
             team: self.team,
+            unreadable: self.unreadable,
             lock_wait: self.lock_wait,
         })
     }
