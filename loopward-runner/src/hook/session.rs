@@ -26,7 +26,7 @@ use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs::{self, OpenOptions};
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The longest session id used verbatim; longer or unusual ids are shortened and hashed.
 const MAX_VERBATIM: usize = 64;
@@ -249,7 +249,9 @@ impl SessionDir {
     }
 }
 
-/// Takes the exclusive lock on `file`, trying again with growing pauses until `wait` has passed.
+/// Takes the exclusive lock on `file`, trying again with growing pauses until they add up to
+/// `wait`. The pauses are counted, not the clock read: each try is non-blocking, so the time
+/// spent is the pauses' sum and a little more.
 fn lock_within(
     file: std::fs::File,
     path: &Path,
@@ -257,7 +259,7 @@ fn lock_within(
 ) -> Result<nix::fcntl::Flock<std::fs::File>, SessionError> {
     use nix::errno::Errno;
     use nix::fcntl::{Flock, FlockArg};
-    let started = Instant::now();
+    let mut waited = Duration::ZERO;
     let mut pause = FIRST_LOCK_PAUSE;
     let mut file = file;
     loop {
@@ -266,14 +268,15 @@ fn lock_within(
             Err((back, Errno::EWOULDBLOCK | Errno::EINTR)) => file = back,
             Err((_, errno)) => return Err(io(path)(std::io::Error::from(errno))),
         }
-        let waited = started.elapsed();
         if waited >= wait {
             return Err(SessionError::Busy {
                 path: path.to_path_buf(),
                 waited,
             });
         }
-        std::thread::sleep(pause.min(wait - waited));
+        let step = pause.min(wait - waited);
+        std::thread::sleep(step);
+        waited += step;
         pause = (pause * 2).min(MAX_LOCK_PAUSE);
     }
 }
