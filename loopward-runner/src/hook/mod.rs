@@ -8,7 +8,8 @@
 //! | event | what loopward does |
 //! |---|---|
 //! | `PreToolUse` `Write`/`Edit`/`MultiEdit`/`NotebookEdit` | control files, territory (with one-shot overrides), sprawl → `allow` (the workspace recorded) or `deny` with what to do instead |
-//! | `PreToolUse` `Bash` | records the workspace; Claude Code's own permission flow decides (denied if the workspace cannot be recorded) |
+//! | `PreToolUse` `Bash` | wraps the command in `loopward sandbox exec` (`updatedInput`, with no permission decision: Claude Code's own permission mode and rules still decide whether it runs) and records the workspace (denied if it cannot be wrapped or recorded) |
+//! | `PreToolUse` `Read`/`NotebookRead`/`LS`/`Grep`/`Glob` | denied when what it would read, every link followed, lies in an unreadable folder (loopward's state), or cannot be judged; else no answer (see [Reads](#reads)) |
 //! | `PostToolUse` file tool | records the effect (it counts toward the sprawl gate; a plan written clears it); compares with the record taken at `PreToolUse` and reverts a territory or control file changed through a link swapped in since |
 //! | `PostToolUse`/`PostToolUseFailure` `Bash` | compares with the record; judges each changed path like a write (overrides honoured), reverts what the caller may not change, and tells the model |
 //! | `UserPromptSubmit` | a person spoke: a new turn (the only event that starts one) |
@@ -22,7 +23,21 @@
 //! else under `<project>/.loopward/sessions/<session>/` ([`session`]); every decision, allow and deny, goes
 //! to the session's ledger `runs/claude-code-<session>/`. Anything that goes wrong — unreadable
 //! input, a state or ledger failure — answers exit status 2 with the reason on stderr, which
-//! Claude Code treats as blocking.
+//! Claude Code treats as blocking. So does a session lock another process holds for longer
+//! than [`session::LOCK_WAIT`] ([`HookContextBuilder::lock_wait`]): the hook never waits until
+//! Claude Code's hook timeout lets the call go ahead.
+//!
+//! ## Reads
+//!
+//! Claude Code's `Read`, `NotebookRead`, `LS`, `Grep` and `Glob` read files in the client's own
+//! process, where loopward's sandbox does not reach. Given the folders no agent may read
+//! ([`HookContextBuilder::unreadable`]; the CLI passes loopward's state directory), the hook
+//! denies at `PreToolUse` a read whose target — relative to the event's `cwd`, every symbolic
+//! link followed, a path that does not exist judged by its longest existing ancestor — lies at
+//! or under one of them, a `Grep`/`Glob` that starts in or above one, and a read whose target
+//! it cannot judge; each decision is a `gate_decision` of the `unreadable` gate. This is
+//! observed at the hook, not contained: a link swapped between the check and the client's read
+//! can race it, and only running the whole client inside the sandbox closes that.
 //!
 //! ```
 //! use loopward_runner::{gates::PolicyConfig, hook::{handle, HookContext}};
@@ -355,7 +370,7 @@ impl HookContextBuilder {
     /// Folders no agent-driven read may reach: a `Read`, `NotebookRead`, `LS`, `Grep` or `Glob`
     /// call — tools that run in Claude Code's own process, outside loopward's sandbox — whose
     /// target resolves (every symbolic link followed) at or under one of them is denied, and so
-    /// is one whose target cannot be judged (see [`read`](self#reads)). `loopward` passes its
+    /// is one whose target cannot be judged (see [Reads](crate::hook#reads)). `loopward` passes its
     /// state directory, the same folders it makes unreadable to `Bash` commands
     /// ([`SandboxExec::unreadable`]). Default: none, and reads are only recorded.
     pub fn unreadable(mut self, folders: Vec<PathBuf>) -> Self {
