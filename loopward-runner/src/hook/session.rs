@@ -58,7 +58,7 @@ pub enum SessionError {
         source: std::io::Error,
     },
     /// The session's lock was still held by another process when the wait for it ran out.
-    #[error("session lock {path} is still held by another process after waiting {waited:?} (another hook of this session that is stuck, or a tool outside the sandbox holding it); the call is refused rather than left to Claude Code's hook timeout, which would let it go ahead. What to do: find the holder (`fuser {path}`), end it by its PID, and make the call again", path = path.display())]
+    #[error("session lock {path} is still held by another process after waiting {waited:?} (another hook of this session still busy, such as one hashing a large workspace around a Bash call, or stuck, or a tool outside the sandbox holding it); the call is refused rather than left to Claude Code's hook timeout, which would let it go ahead. What to do: make the call again; if this keeps happening, find the holder (`fuser {path}`) and end it by its PID", path = path.display())]
     Busy {
         /// The lock file.
         path: PathBuf,
