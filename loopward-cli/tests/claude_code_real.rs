@@ -1,7 +1,9 @@
 //! The real Claude Code client, run headless against a scripted Messages API server, with the
 //! hook installed by `loopward hook install`: what the "model" tries is decided by the script,
-//! what happens is decided by Claude Code, the hook and the kernel. Asserted on disk and in the
-//! hook's ledger.
+//! what happens is decided by Claude Code, the hook and the kernel. Asserted on disk, on what
+//! the "model" was sent back, and in the hook's ledger: what the sandbox contains, what the
+//! hook refuses to the client's own read tools, and that the client's permission decision for a
+//! wrapped command is still its own.
 //!
 //! Needs the client: `scripts/claude-code-install.sh` (run by `.ci/run`) puts the pinned version
 //! in `.claude-code/`; `LOOPWARD_CLAUDE` names another binary. Without one the test says so
@@ -66,20 +68,24 @@ fn project() -> (tempfile::TempDir, PathBuf) {
     (dir, root)
 }
 
-/// One headless Claude Code session in `root` against the server on `port`: its exit status,
-/// stdout and stderr. A client still running after two minutes is ended (by its PID) and fails.
+/// One headless Claude Code session in `root` against the server on `port`, in permission
+/// `mode` with `extra` arguments: its exit status, stdout and stderr. A client still running
+/// after two minutes is ended (by its PID) and fails.
 fn session(
     claude: &Path,
     root: &Path,
     home: &Path,
     port: u16,
     prompt: &str,
+    mode: &str,
+    extra: &[&str],
 ) -> (bool, String, String) {
     let (out, err) = (home.join("claude.stdout"), home.join("claude.stderr"));
     let mut child = Command::new(claude)
         .current_dir(root)
         .args(["-p", prompt, "--output-format", "stream-json", "--verbose"])
-        .args(["--permission-mode", "bypassPermissions"])
+        .args(["--permission-mode", mode])
+        .args(extra)
         .env_clear()
         .env("PATH", std::env::var_os("PATH").unwrap_or_default())
         .env("HOME", home)
@@ -203,6 +209,8 @@ fn real_claude_code_sessions_are_contained_by_the_hook_and_the_sandbox() {
         &home,
         port,
         "Update the roadmap and take notes",
+        "bypassPermissions",
+        &[],
     );
     let requests = server.requests();
     let calls: Vec<String> = requests
@@ -311,6 +319,228 @@ fn real_claude_code_sessions_are_contained_by_the_hook_and_the_sandbox() {
         "{paths:?}"
     );
     assert!(!paths.iter().any(|p| p.starts_with("plans/")), "{paths:?}");
+}
+
+/// loopward's state directory for the project at `root`, as the hook (HOME = `home`) finds it.
+fn state_dir(home: &Path, root: &Path) -> PathBuf {
+    loopward_runner::StateDir::for_workspace(&home.join(".local/state"), root)
+        .unwrap()
+        .root()
+        .to_path_buf()
+}
+
+/// Marks `root` trusted in the scratch home's client config: the client ignores an untrusted
+/// project's `permissions` (it says so on stderr), though it runs its hooks.
+fn trust(home: &Path, root: &Path) {
+    let config = json!({"projects": {root.to_str().unwrap(): {"hasTrustDialogAccepted": true}}});
+    std::fs::write(home.join(".claude.json"), config.to_string()).unwrap();
+}
+
+/// Sets the project's `permissions.allow` to `allow` and, with `defer`, adds `--defer-allows`
+/// to every loopward hook command `hook install` wrote.
+fn configure(root: &Path, allow: &[&str], defer: bool) {
+    let path = root.join(".claude/settings.json");
+    let mut settings: Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    settings["permissions"] = json!({ "allow": allow });
+    for entries in settings["hooks"].as_object_mut().unwrap().values_mut() {
+        for entry in entries.as_array_mut().unwrap() {
+            for hook in entry["hooks"].as_array_mut().unwrap() {
+                let cmd = hook["command"].as_str().unwrap().to_string();
+                if defer {
+                    hook["command"] = json!(format!("{cmd} --defer-allows"));
+                }
+            }
+        }
+    }
+    std::fs::write(&path, settings.to_string()).unwrap();
+}
+
+/// Claude Code's own read tools run in the client, outside the sandbox: the hook refuses a
+/// `Read` of a ledger key, a `Read` through a link in the workspace that lands on it, and a
+/// `Grep` or `Glob` over the state folder, before they run. Not a byte of the key reaches the
+/// "model"; an ordinary read still does.
+#[test]
+fn real_claude_code_cannot_read_loopward_state_with_its_own_tools() {
+    let Some(claude) = claude() else {
+        eprintln!("\n\n*** SKIPPED: Claude Code is not installed. Run scripts/claude-code-install.sh (CI does) or set LOOPWARD_CLAUDE. ***\n\n");
+        return;
+    };
+    let (dir, root) = project();
+    let home = dir.path().join("home");
+    let state = state_dir(&home, &root);
+    // The key exists before the session (made on first use, as any hook event would).
+    let made = Command::new(env!("CARGO_BIN_EXE_loopward"))
+        .args(["key", "show", "--config"])
+        .arg(root.join("loopward.toml"))
+        .env("HOME", &home)
+        .env_remove("XDG_STATE_HOME")
+        .output()
+        .unwrap();
+    assert!(made.status.success(), "{made:?}");
+    let key = std::fs::read_dir(state.join("keys"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|x| x == "key"))
+        .expect("a key file");
+    let bytes = std::fs::read(&key).unwrap();
+    std::fs::create_dir_all(root.join("docs")).unwrap();
+    std::os::unix::fs::symlink(&key, root.join("docs/notes.md")).unwrap();
+    let script = vec![
+        Reply::tool("Read", json!({"file_path": key})),
+        Reply::tool("Read", json!({"file_path": root.join("docs/notes.md")})),
+        Reply::tool(
+            "Grep",
+            json!({"pattern": ".", "path": state, "output_mode": "content"}),
+        ),
+        Reply::tool("Glob", json!({"pattern": "**/*.key", "path": state})),
+        Reply::tool("Read", json!({"file_path": root.join("plans/roadmap.md")})),
+        Reply::text("All done."),
+    ];
+    let (port, server) = anthropic_server::start(script);
+    // This client offers Grep and Glob only when asked for them.
+    let (ok, stdout, stderr) = session(
+        &claude,
+        &root,
+        &home,
+        port,
+        "Look around",
+        "bypassPermissions",
+        &["--allowedTools", "Grep", "Glob"],
+    );
+    assert!(ok, "claude failed\nstdout: {stdout}\nstderr: {stderr}");
+    let results = server.tool_results();
+    eprintln!("tool results: {results:#?}");
+    assert_eq!(results.len(), 5, "{results:#?}\n{stdout}");
+    // No tool result the client sent to the "model" holds the key: not in hex, nor any line of
+    // it as text, however the client decoded it (UTF-8 with U+FFFD for what is not, or byte by
+    // byte as a legacy encoding); the client numbers the lines it reads.
+    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    let utf8 = String::from_utf8_lossy(&bytes).into_owned();
+    let latin1: String = bytes.iter().map(|&b| char::from(b)).collect();
+    let mut forms = vec![hex.clone(), hex.to_uppercase()];
+    for decoded in [&utf8, &latin1] {
+        forms.extend(
+            decoded
+                .split('\n')
+                .map(|line| line.trim_end_matches('\r'))
+                .filter(|line| line.chars().count() >= 8)
+                .map(str::to_string),
+        );
+    }
+    for (_, _, said) in &results {
+        let leaked = forms.iter().find(|f| said.contains(f.as_str()));
+        assert!(leaked.is_none(), "the key reached the model: {said}");
+    }
+    for (i, (_, denied, text)) in results.iter().take(4).enumerate() {
+        assert!(*denied, "{i}: {text}");
+        assert!(text.contains("refused by unreadable"), "{i}: {text}");
+        assert!(text.contains("What to do"), "{i}: {text}");
+    }
+    assert!(results[1].2.contains("docs/notes.md"), "{}", results[1].2);
+    assert!(results[4].2.contains("Roadmap"), "{:?}", results[4]);
+    let denials = ledger(&root)
+        .iter()
+        .filter(|r| {
+            r["kind"] == "gate_decision"
+                && r["data"]["gate"] == "unreadable"
+                && r["data"]["decision"]["decision"] == "deny"
+        })
+        .count();
+    assert_eq!(denials, 4);
+}
+
+/// The sandbox wrap leaves Claude Code's own permission decision alone. In the default mode with
+/// no rule, a `Bash` command is not run (headless, a call that needs permission is refused);
+/// with a `permissions.allow` rule for `Bash` it runs, wrapped (the kernel refuses its write into
+/// the planner's territory). With `--defer-allows`, a `Write` loopward allows is still the
+/// client's to decide; without it, loopward's `allow` lets it through.
+#[test]
+fn real_claude_code_keeps_its_own_permission_decision_for_wrapped_commands() {
+    let Some(claude) = claude() else {
+        eprintln!("\n\n*** SKIPPED: Claude Code is not installed. Run scripts/claude-code-install.sh (CI does) or set LOOPWARD_CLAUDE. ***\n\n");
+        return;
+    };
+    let p = |root: &Path, rel: &str| root.join(rel).to_str().unwrap().to_string();
+
+    // No rule, the hook as installed.
+    let (dir, root) = project();
+    let home = dir.path().join("home");
+    std::fs::create_dir_all(root.join("notes")).unwrap();
+    trust(&home, &root);
+    let script = vec![
+        Reply::tool(
+            "Bash",
+            json!({"command": "touch notes/unasked.txt", "description": "no rule"}),
+        ),
+        Reply::tool(
+            "Write",
+            json!({"file_path": p(&root, "notes/w.md"), "content": "w\n"}),
+        ),
+        Reply::text("All done."),
+    ];
+    let (port, server) = anthropic_server::start(script);
+    let (ok, stdout, stderr) = session(&claude, &root, &home, port, "Go", "default", &[]);
+    assert!(ok, "claude failed\nstdout: {stdout}\nstderr: {stderr}");
+    let results = server.tool_results();
+    eprintln!("no rule: {results:#?}");
+    assert_eq!(results.len(), 2, "{results:#?}\n{stdout}");
+    assert!(results[0].1, "the command ran unasked: {:?}", results[0]);
+    assert!(
+        !root.join("notes/unasked.txt").exists(),
+        "the command ran unasked"
+    );
+    assert!(!results[1].1, "{:?}", results[1]);
+    assert_eq!(
+        std::fs::read_to_string(root.join("notes/w.md")).unwrap(),
+        "w\n"
+    );
+
+    // A rule for Bash, and --defer-allows.
+    let (dir, root) = project();
+    let home = dir.path().join("home");
+    std::fs::create_dir_all(root.join("notes")).unwrap();
+    trust(&home, &root);
+    configure(&root, &["Bash"], true);
+    let script = vec![
+        Reply::tool(
+            "Bash",
+            json!({"command": "echo pwned > plans/roadmap.md; touch notes/ran.txt", "description": "allowed by rule"}),
+        ),
+        Reply::tool(
+            "Write",
+            json!({"file_path": p(&root, "notes/deferred.md"), "content": "d\n"}),
+        ),
+        Reply::tool(
+            "Write",
+            json!({"file_path": p(&root, "plans/roadmap.md"), "content": "# mine now\n"}),
+        ),
+        Reply::text("All done."),
+    ];
+    let (port, server) = anthropic_server::start(script);
+    let (ok, stdout, stderr) = session(&claude, &root, &home, port, "Go", "default", &[]);
+    assert!(ok, "claude failed\nstdout: {stdout}\nstderr: {stderr}");
+    let results = server.tool_results();
+    eprintln!("Bash rule, deferred allows: {results:#?}");
+    assert_eq!(results.len(), 3, "{results:#?}\n{stdout}");
+    assert!(root.join("notes/ran.txt").exists(), "{:?}", results[0]);
+    assert!(
+        results[0].2.contains("Permission denied"),
+        "{:?}",
+        results[0]
+    );
+    assert_eq!(
+        std::fs::read_to_string(root.join("plans/roadmap.md")).unwrap(),
+        ROADMAP
+    );
+    // loopward allowed it and answered nothing; the client had no rule for it, so it asked.
+    assert!(results[1].1, "{:?}", results[1]);
+    assert!(!root.join("notes/deferred.md").exists());
+    assert!(
+        results[2].1 && results[2].2.contains("plans/roadmap.md belongs to planner"),
+        "{:?}",
+        results[2]
+    );
 }
 
 const TEAM_CONFIG: &str = r#"
@@ -422,7 +652,15 @@ fn the_printed_remedy_works_and_parallel_subagents_keep_their_own_writes() {
         ),
     ];
     let (port, server) = anthropic_server::start_with_lanes(script, lanes);
-    let (ok, stdout, stderr) = session(&claude, &root, &home, port, "Update the roadmap and build");
+    let (ok, stdout, stderr) = session(
+        &claude,
+        &root,
+        &home,
+        port,
+        "Update the roadmap and build",
+        "bypassPermissions",
+        &[],
+    );
     let results = server.tool_results();
     let records = ledger(&root);
     eprintln!("tool results: {results:#?}");

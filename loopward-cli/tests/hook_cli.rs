@@ -459,3 +459,135 @@ fn sandbox_exec_leaves_no_scratch_folder_behind() {
         "{scratch} left behind"
     );
 }
+
+/// The hook binary, with loopward's state under `state_home` (`$XDG_STATE_HOME`), started with
+/// `stdin`; the caller waits for it.
+fn hook_started(config: &Path, stdin: &[u8], state_home: &Path) -> std::process::Child {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_loopward"))
+        .args(["hook", "claude-code", "--config"])
+        .arg(config)
+        .env("XDG_STATE_HOME", state_home)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(stdin).unwrap();
+    child
+}
+
+/// A session lock held by another process (a stuck hook, an operator's tool) does not make the
+/// hook wait past Claude Code's hook timeout, which would let the call go ahead: it answers
+/// exit status 2 (blocking), with the holder named, within its bound.
+#[test]
+fn a_session_lock_held_by_another_process_blocks_instead_of_waiting_forever() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("project");
+    std::fs::create_dir(&root).unwrap();
+    let root = root.canonicalize().unwrap();
+    let config = root.join("loopward.toml");
+    std::fs::write(&config, CONFIG).unwrap();
+    let state_home = dir.path().join("state");
+    let state = loopward_runner::StateDir::for_workspace(&state_home, &root).unwrap();
+    let session = state.root().join("sessions/cli-1");
+    std::fs::create_dir_all(&session).unwrap();
+    // flock(1) from util-linux holds the lock in its own process (`-F`: no fork, so its PID is
+    // the holder's) and says when it has it.
+    let mut holder = Command::new("flock")
+        .arg("-F")
+        .arg(session.join("lock"))
+        .args(["sh", "-c", "echo held; exec sleep 600"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("flock from util-linux is needed for this test");
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(holder.stdout.take().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    assert_eq!(line.trim(), "held");
+    let mut child = hook_started(&config, write_event(&root, None).as_bytes(), &state_home);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let answered = loop {
+        if child.try_wait().unwrap().is_some() {
+            break true;
+        }
+        if std::time::Instant::now() > deadline {
+            // Ended by its recorded PID.
+            child.kill().unwrap();
+            break false;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    let out = child.wait_with_output().unwrap();
+    holder.kill().unwrap();
+    holder.wait().unwrap();
+    assert!(
+        answered,
+        "the hook was still waiting for the lock after 60 s"
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(out.stdout.is_empty());
+    assert!(stderr.contains("still held by another process"), "{stderr}");
+    assert!(
+        stderr.contains(session.join("lock").to_str().unwrap()),
+        "{stderr}"
+    );
+}
+
+/// `hook install` hooks the client's own read tools too (they read outside the sandbox) and gives
+/// each entry a timeout far above the hook's own bound; `hook doctor` states the bound, and says
+/// an install that leaves the reads out, or times the hook out too soon, would fail open.
+#[test]
+fn hook_install_covers_the_read_tools_and_a_timeout_above_the_bound() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    std::fs::write(root.join("loopward.toml"), CONFIG).unwrap();
+    let install = loopward(&root, &["hook", "install"]);
+    assert_eq!(install.status.code(), Some(0), "{install:?}");
+    let path = root.join(".claude/settings.json");
+    let mut settings: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let entry = &settings["hooks"]["PreToolUse"][0];
+    let matcher: Vec<&str> = entry["matcher"].as_str().unwrap().split('|').collect();
+    for tool in [
+        "Read",
+        "NotebookRead",
+        "LS",
+        "Grep",
+        "Glob",
+        "Bash",
+        "Write",
+    ] {
+        assert!(matcher.contains(&tool), "{tool} not in {matcher:?}");
+    }
+    for event in [
+        "PreToolUse",
+        "PostToolUse",
+        "PostToolUseFailure",
+        "UserPromptSubmit",
+    ] {
+        let timeout = settings["hooks"][event][0]["hooks"][0]["timeout"]
+            .as_u64()
+            .unwrap();
+        assert!(timeout >= 20, "{event}: {timeout}");
+    }
+    let doctor = loopward(&root, &["hook", "doctor"]);
+    let text = String::from_utf8_lossy(&doctor.stdout);
+    assert_eq!(doctor.status.code(), Some(0), "{text}");
+    assert!(
+        text.contains("waited on for at most 5 s, then the call is blocked"),
+        "{text}"
+    );
+    // An older install's matcher (no read tools) and a timeout inside the bound.
+    settings["hooks"]["PreToolUse"][0]["matcher"] = "Write|Edit|MultiEdit|NotebookEdit|Bash".into();
+    settings["hooks"]["PostToolUse"][0]["hooks"][0]["timeout"] = 3.into();
+    std::fs::write(&path, settings.to_string()).unwrap();
+    let doctor = loopward(&root, &["hook", "doctor"]);
+    let text = String::from_utf8_lossy(&doctor.stdout);
+    assert_eq!(doctor.status.code(), Some(1), "{text}");
+    assert!(text.contains("not every tool of"), "{text}");
+    assert!(text.contains("PostToolUse: timeout 3 s"), "{text}");
+}

@@ -362,6 +362,159 @@ fn a_plugin_subagent_name_is_mapped_not_refused() {
     assert_eq!(p.send(&e).exit_code, 2);
 }
 
+/// A read tool event (`Read`, `Grep`, …) of the recorded session, in `cwd`.
+fn read_event(p: &Project, tool: &str, id: &str, input: serde_json::Value) -> String {
+    serde_json::json!({
+        "session_id": SESSION, "transcript_path": "/t.jsonl", "cwd": p.root,
+        "hook_event_name": "PreToolUse", "tool_name": tool, "tool_use_id": id,
+        "tool_input": input,
+    })
+    .to_string()
+}
+
+/// `Read`, `Grep` and the other read tools run in Claude Code's process, outside the sandbox: a
+/// read that lands in loopward's state, through a link or from a search above it, is denied
+/// with the path and the way out, and recorded; an ordinary read is recorded and left to the
+/// client.
+#[test]
+fn a_read_that_reaches_loopward_state_is_denied_wherever_its_links_land() {
+    let mut p = project();
+    let state = tempfile::tempdir().unwrap();
+    let state_root = state.path().canonicalize().unwrap().join("loopward");
+    std::fs::create_dir_all(state_root.join("keys")).unwrap();
+    let key = state_root.join("keys/k0123456789abcdef.key");
+    std::fs::write(&key, "0123456789abcdef").unwrap();
+    std::os::unix::fs::symlink(&key, p.path("docs/key.md")).unwrap();
+    let cfg = loopward_runner::gates::PolicyConfig::from_toml(POLICY).unwrap();
+    p.ctx = loopward_runner::hook::HookContext::builder(&cfg)
+        .root(&p.root)
+        .unreadable(vec![state_root.clone()])
+        .build()
+        .unwrap();
+    let key_s = key.to_str().unwrap();
+    let denied = [
+        ("Read", serde_json::json!({"file_path": key_s})),
+        ("Read", serde_json::json!({"file_path": "docs/key.md"})),
+        (
+            "Grep",
+            serde_json::json!({"pattern": ".", "path": state_root}),
+        ),
+        (
+            "Glob",
+            serde_json::json!({"pattern": "**/*.key", "path": state.path()}),
+        ),
+        ("Read", serde_json::json!({"file_path": "~/notes.md"})),
+    ];
+    for (i, (tool, input)) in denied.iter().enumerate() {
+        let a = p.send(&read_event(&p, tool, &format!("toolu_r{i}"), input.clone()));
+        assert_eq!(a.exit_code, 0, "{}", a.stderr);
+        let v: serde_json::Value = serde_json::from_str(&a.stdout).unwrap();
+        let out = &v["hookSpecificOutput"];
+        assert_eq!(out["permissionDecision"], "deny", "{tool} {input}");
+        let reason = out["permissionDecisionReason"].as_str().unwrap();
+        assert!(reason.contains("refused by unreadable"), "{reason}");
+        assert!(reason.contains("What to do:"), "{reason}");
+    }
+    let reason = |i: usize| {
+        let ledger =
+            std::fs::read_to_string(p.path(&format!("runs/claude-code-{SESSION}/events.jsonl")))
+                .unwrap();
+        ledger
+            .lines()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+            .find(|r| r["kind"] == "gate_decision" && r["data"]["call_id"] == format!("toolu_r{i}"))
+            .map(|r| r["data"]["decision"]["reason"].to_string())
+            .unwrap_or_default()
+    };
+    // The reason names the path and where it landed.
+    assert!(
+        reason(1).contains("docs/key.md") && reason(1).contains(key_s),
+        "{}",
+        reason(1)
+    );
+    assert!(reason(3).contains("would search"), "{}", reason(3));
+    assert!(reason(4).contains("cannot be judged"), "{}", reason(4));
+    // An ordinary read: no answer (the client decides), and recorded as allowed.
+    let a = p.send(&read_event(
+        &p,
+        "Read",
+        "toolu_ok",
+        serde_json::json!({"file_path": p.path("plan.md")}),
+    ));
+    assert_eq!((a.exit_code, a.stdout.as_str()), (0, ""), "{}", a.stderr);
+    let ledger = p.ledger(SESSION);
+    assert_eq!(
+        ledger
+            .iter()
+            .filter(|l| l.contains("gate_decision unreadable deny"))
+            .count(),
+        5,
+        "{ledger:#?}"
+    );
+    assert!(
+        ledger
+            .last()
+            .unwrap()
+            .contains("gate_decision unreadable allow"),
+        "{ledger:#?}"
+    );
+}
+
+/// A session lock held by another process (a stuck hook, an operator's tool) is waited on only
+/// up to the hook's bound; then the call is blocked (exit status 2, the reason on stderr), well
+/// before Claude Code's hook timeout would let it go ahead. Released, the session goes on.
+#[test]
+fn a_session_lock_held_by_another_process_blocks_the_call_within_the_bound() {
+    let mut p = project();
+    let cfg = loopward_runner::gates::PolicyConfig::from_toml(POLICY).unwrap();
+    p.ctx = loopward_runner::hook::HookContext::builder(&cfg)
+        .root(&p.root)
+        .lock_wait(std::time::Duration::from_millis(300))
+        .build()
+        .unwrap();
+    let dir = p.path(&format!(".loopward/sessions/{SESSION}"));
+    std::fs::create_dir_all(&dir).unwrap();
+    // flock(1) from util-linux holds the lock in its own process (`-F`: no fork, so its PID is
+    // the holder's) and says when it has it.
+    let mut holder = std::process::Command::new("flock")
+        .arg("-F")
+        .arg(dir.join("lock"))
+        .args(["sh", "-c", "echo held; exec sleep 600"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("flock from util-linux is needed for this test");
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(holder.stdout.take().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    assert_eq!(line.trim(), "held");
+    let (tx, rx) = std::sync::mpsc::channel();
+    let event = p.fixture("pre_write_plan_root.json");
+    let ctx = p.ctx.clone();
+    std::thread::spawn(move || tx.send(loopward_runner::hook::handle(&event, &ctx)));
+    let answer = rx.recv_timeout(std::time::Duration::from_secs(60));
+    // Ended by its recorded PID, whatever the answer was.
+    holder.kill().unwrap();
+    holder.wait().unwrap();
+    let a = answer.expect("the hook did not answer while the lock was held");
+    assert_eq!((a.exit_code, a.stdout.as_str()), (2, ""), "{}", shown(&a));
+    assert!(
+        a.stderr.contains("still held by another process"),
+        "{}",
+        a.stderr
+    );
+    assert!(a.stderr.contains("fails closed"), "{}", a.stderr);
+    // The lock is free again: the same event is judged.
+    let a = p.send_fixture("pre_write_plan_root.json");
+    assert!(
+        a.stdout.contains(r#""permissionDecision":"deny""#),
+        "{}",
+        shown(&a)
+    );
+}
+
 /// Claude Code submits a background subagent's completion as a prompt: it is recorded as a
 /// notice, and starts no turn (only a person does).
 #[test]

@@ -146,6 +146,9 @@ fn context(config: &Path, main_agent: &str, defer_allows: bool) -> Result<HookCo
         Some(key) => FileLedgers::keyed(key),
         None => FileLedgers::default(),
     };
+    // What no agent may read, by any tool: one list for the sandbox around `Bash` and for the
+    // hook's judgement of the client's own read tools (`Read`, `Grep`, …).
+    let unreadable = custody.unreadable().to_vec();
     HookContext::builder(&cfg.policy())
         .ledgers(std::sync::Arc::new(ledgers))
         .overrides(custody.overrides()?.max_ttl(cfg.overrides.max_ttl))
@@ -157,8 +160,9 @@ fn context(config: &Path, main_agent: &str, defer_allows: bool) -> Result<HookCo
         .sandbox_exec(SandboxExec {
             exe,
             config: abs_config,
-            unreadable: custody.unreadable().to_vec(),
+            unreadable: unreadable.clone(),
         })
+        .unreadable(unreadable)
         .config_file(config_rel)
         .runs_dir(cfg.run.runs_dir.to_string_lossy().into_owned())
         .main_agent(main)

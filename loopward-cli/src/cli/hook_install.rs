@@ -7,15 +7,23 @@
 
 use anyhow::{bail, Context, Result};
 use loopward::config::Config;
+use loopward_runner::hook::claude_code::ReadTool;
+use loopward_runner::hook::session::LOCK_WAIT;
 use loopward_runner::sandbox::{kernel_support, SandboxMode};
 use loopward_term::render::{Printer, Tone};
 use serde_json::{json, Value};
 use std::path::Path;
 use std::process::ExitCode;
+use std::time::Duration;
 
-/// The Claude Code events the hook answers, and the tools each matches.
+/// The Claude Code events the hook answers, and the tools each matches. `PreToolUse` also
+/// matches the tools that read files in Claude Code's own process (`Read`, `Grep`, …: every
+/// [`ReadTool`]), so a read of loopward's state is refused before it runs.
 const EVENTS: [(&str, Option<&str>); 4] = [
-    ("PreToolUse", Some("Write|Edit|MultiEdit|NotebookEdit|Bash")),
+    (
+        "PreToolUse",
+        Some("Write|Edit|MultiEdit|NotebookEdit|Bash|Read|NotebookRead|LS|Grep|Glob"),
+    ),
     (
         "PostToolUse",
         Some("Write|Edit|MultiEdit|NotebookEdit|Bash"),
@@ -28,6 +36,12 @@ const EVENTS: [(&str, Option<&str>); 4] = [
     ),
     ("UserPromptSubmit", None),
 ];
+
+/// The `timeout` written on each hook entry. A hook Claude Code stops for taking longer is a
+/// non-blocking error (the call goes ahead), so it is far above the longest wait on the hook's
+/// path: the session lock ([`LOCK_WAIT`]), after which the hook blocks the call itself.
+const HOOK_TIMEOUT: Duration = Duration::from_secs(60);
+const _: () = assert!(HOOK_TIMEOUT.as_secs() >= 4 * LOCK_WAIT.as_secs());
 
 /// What marks a hook entry as loopward's.
 const MARK: &str = " hook claude-code";
@@ -102,7 +116,7 @@ pub(super) fn install(config: &Path, main_agent: &str) -> Result<ExitCode> {
         };
         // An older loopward entry (a bare `loopward` on PATH, say) is replaced, not kept beside.
         list.retain(|e| !e.to_string().contains(MARK));
-        let mut entry = json!({"hooks": [{"type": "command", "command": cmd, "timeout": 60}]});
+        let mut entry = json!({"hooks": [{"type": "command", "command": cmd, "timeout": HOOK_TIMEOUT.as_secs()}]});
         if let Some(m) = matcher {
             entry["matcher"] = json!(m);
         }
@@ -150,6 +164,15 @@ pub(super) fn doctor(config: &Path) -> Result<ExitCode> {
                 problems.push(format!("{event} matches {have:?}, not every tool of {m:?}"));
             }
         }
+        // The client's own default applies where no timeout is given (longer than ours).
+        if let Some(t) = entry["hooks"][0]["timeout"].as_f64() {
+            if t < 2.0 * LOCK_WAIT.as_secs_f64() {
+                problems.push(format!(
+                    "{event}: timeout {t} s is not comfortably above the {} s the hook may wait for its session's lock; a hook Claude Code stops for taking too long lets the call go ahead",
+                    LOCK_WAIT.as_secs()
+                ));
+            }
+        }
         let cmd = entry["hooks"][0]["command"].as_str().unwrap_or("");
         if !cmd.starts_with('\'') && !cmd.starts_with('/') {
             problems.push(format!(
@@ -175,8 +198,23 @@ pub(super) fn doctor(config: &Path) -> Result<ExitCode> {
     Ok(ExitCode::from(1))
 }
 
-/// The sandbox Bash commands will run in.
+/// The sandbox Bash commands will run in, and the bounds the hook keeps.
 fn report<W: std::io::Write>(out: &mut Printer<W>, cfg: &Config) {
+    out.line(
+        Tone::Dim,
+        format!(
+            "reads: {} of loopward's state are denied at PreToolUse (observed at the hook, not contained)",
+            ReadTool::ALL.map(ReadTool::name).join("/")
+        ),
+    );
+    out.line(
+        Tone::Dim,
+        format!(
+            "bound: a session lock held by another process is waited on for at most {} s, then the call is blocked (hook timeout {} s)",
+            LOCK_WAIT.as_secs(),
+            HOOK_TIMEOUT.as_secs()
+        ),
+    );
     let support = kernel_support();
     match (cfg.policy().gates.shell.sandbox, &support.missing) {
         (SandboxMode::WatchOnly, _) => out.line(
@@ -194,5 +232,18 @@ fn report<W: std::io::Write>(out: &mut Printer<W>, cfg: &Config) {
             Tone::Refusal,
             format!("sandbox: unavailable here ({why}); Bash calls will be denied"),
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pre_tool_use_matches_every_read_tool() {
+        let pre = EVENTS[0].1.unwrap();
+        for tool in ReadTool::ALL {
+            assert!(pre.split('|').any(|t| t == tool.name()), "{tool:?}");
+        }
     }
 }

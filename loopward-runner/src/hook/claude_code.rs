@@ -15,6 +15,14 @@
 //! - `PreToolUse` answers with `hookSpecificOutput.permissionDecision` (`allow` skips Claude
 //!   Code's own permission prompt but not its deny rules; `deny` blocks and shows
 //!   `permissionDecisionReason` to the model).
+//! - `hookSpecificOutput.updatedInput` replaces the tool's input. Given without a
+//!   `permissionDecision`, the client still makes its own permission decision (its mode, its
+//!   allow/ask/deny rules), on the replaced input: in the default mode without a rule that
+//!   allows it, a rewritten `Bash` call is asked about (refused in `-p`), with `"allow"` it
+//!   would run unasked, and `"ask"` asks even where a rule allows it. Checked against Claude
+//!   Code 2.1.332 (`loopward-cli/tests/claude_code_real.rs`). Because the rules are matched
+//!   against the replaced input, a rule naming the original command (`Bash(npm test:*)`,
+//!   `deny: Bash(curl:*)`) no longer matches it.
 //! - `PostToolUse` cannot undo a tool call; `{"decision": "block", "reason": …}` feeds the reason
 //!   back to the model, which is how a reverted shell write is reported.
 //! - A tool call that fails (a `Bash` command exiting non-zero, an interrupted one) fires
@@ -143,6 +151,9 @@ pub enum ClaudeTool {
         /// The command.
         command: String,
     },
+    /// A tool that reads files by path in Claude Code's own process, outside loopward's
+    /// sandbox: judged by where its target lies (its arguments are read from the call's input).
+    Reads(ReadTool),
     /// Any other tool (read-only tools, MCP tools, `Task`, …): allowed without comment.
     Other(String),
 }
@@ -156,6 +167,7 @@ impl ClaudeTool {
             Self::MultiEdit { .. } => "MultiEdit",
             Self::NotebookEdit { .. } => "NotebookEdit",
             Self::Bash { .. } => "Bash",
+            Self::Reads(tool) => tool.name(),
             Self::Other(name) => name,
         }
     }
@@ -167,8 +179,53 @@ impl ClaudeTool {
             | Self::Edit { file_path }
             | Self::MultiEdit { file_path } => Some(file_path),
             Self::NotebookEdit { notebook_path } => Some(notebook_path),
-            Self::Bash { .. } | Self::Other(_) => None,
+            Self::Bash { .. } | Self::Reads(_) | Self::Other(_) => None,
         }
+    }
+}
+
+/// The client-side tools that read files by path, each with the arguments that name what it
+/// reads: `Read {file_path}`, `NotebookRead {notebook_path}`, `LS {path}` (older clients),
+/// `Grep {pattern, path?, glob?}` and `Glob {pattern, path?}`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ReadTool {
+    /// `Read {file_path}`: one file's bytes.
+    Read,
+    /// `NotebookRead {notebook_path}`: one notebook's cells.
+    NotebookRead,
+    /// `LS {path}`: one folder's entries.
+    Ls,
+    /// `Grep {pattern, path?, glob?}`: the lines of every file under `path` that match.
+    Grep,
+    /// `Glob {pattern, path?}`: the names of the files under `path` that match.
+    Glob,
+}
+
+impl ReadTool {
+    /// Every read tool, as matched by the hook's installed matcher.
+    pub const ALL: [Self; 5] = [
+        Self::Read,
+        Self::NotebookRead,
+        Self::Ls,
+        Self::Grep,
+        Self::Glob,
+    ];
+
+    /// The tool's name as Claude Code spells it.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Self::Read => "Read",
+            Self::NotebookRead => "NotebookRead",
+            Self::Ls => "LS",
+            Self::Grep => "Grep",
+            Self::Glob => "Glob",
+        }
+    }
+
+    /// The read tool called `name`, if it is one.
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|t| t.name() == name)
     }
 }
 
@@ -243,7 +300,10 @@ impl HookInput {
                     "Bash" => ClaudeTool::Bash {
                         command: string("command", "tool_input.command")?,
                     },
-                    other => ClaudeTool::Other(other.to_string()),
+                    other => match ReadTool::from_name(other) {
+                        Some(tool) => ClaudeTool::Reads(tool),
+                        None => ClaudeTool::Other(other.to_string()),
+                    },
                 };
                 let call = ToolUse {
                     tool,
@@ -278,8 +338,10 @@ pub enum Reply {
         /// Why (shown in Claude Code's debug log).
         reason: String,
     },
-    /// `PreToolUse`: the call may run, but as rewritten (`updatedInput`): a `Bash` command
-    /// wrapped in loopward's sandbox.
+    /// `PreToolUse`: if it runs, the call runs as rewritten (`updatedInput`): a `Bash` command
+    /// wrapped in loopward's sandbox. No `permissionDecision` is given, so whether it runs stays
+    /// the client's own decision (its permission mode and rules, asking the person where they
+    /// say to): the wrap never turns a call the client would ask about into one it runs.
     Rewrite {
         /// Why (shown in Claude Code's debug log).
         reason: String,
@@ -310,11 +372,11 @@ impl Reply {
             Self::Silent => return String::new(),
             Self::Allow { reason } => pre_tool_use("allow", reason),
             Self::Deny { reason } => pre_tool_use("deny", reason),
-            Self::Rewrite { reason, input } => {
-                let mut v = pre_tool_use("allow", reason);
-                v["hookSpecificOutput"]["updatedInput"] = input.clone();
-                v
-            }
+            Self::Rewrite { reason, input } => json!({ "hookSpecificOutput": {
+                "hookEventName": "PreToolUse",
+                "permissionDecisionReason": reason,
+                "updatedInput": input,
+            } }),
             Self::Block { reason } => json!({ "decision": "block", "reason": reason }),
             Self::FailureContext { context } => json!({ "hookSpecificOutput": {
                 "hookEventName": "PostToolUseFailure", "additionalContext": context } }),
@@ -354,10 +416,19 @@ mod tests {
     #[test]
     fn unknown_tools_and_events_are_typed_as_other() {
         let e = parse(json!({"session_id":"s","hook_event_name":"PreToolUse",
-            "tool_name":"Read","tool_input":{"file_path":"/x"}}));
+            "tool_name":"WebFetch","tool_input":{"url":"https://example.org"}}));
         assert!(
-            matches!(e, Ok(Event::PreToolUse(ToolUse { tool: ClaudeTool::Other(n), .. })) if n == "Read")
+            matches!(e, Ok(Event::PreToolUse(ToolUse { tool: ClaudeTool::Other(n), .. })) if n == "WebFetch")
         );
+        let e = parse(json!({"session_id":"s","hook_event_name":"PreToolUse",
+            "tool_name":"Read","tool_input":{"file_path":"/x"}}));
+        assert!(matches!(
+            e,
+            Ok(Event::PreToolUse(ToolUse {
+                tool: ClaudeTool::Reads(ReadTool::Read),
+                ..
+            }))
+        ));
         let e = parse(json!({"session_id":"s","hook_event_name":"Stop"}));
         assert_eq!(e.unwrap(), Event::Other("Stop".into()));
     }
@@ -385,5 +456,24 @@ mod tests {
             "{\"hookSpecificOutput\":{\"hookEventName\":\"PreToolUse\",\"permissionDecision\":\"deny\",\"permissionDecisionReason\":\"no\"}}\n"
         );
         assert_eq!(Reply::Silent.render(), "");
+    }
+
+    #[test]
+    fn a_rewrite_leaves_the_permission_decision_to_the_client() {
+        let out = Reply::Rewrite {
+            reason: "wrapped".into(),
+            input: json!({"command": "wrapped"}),
+        }
+        .render();
+        let v: Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(
+            v["hookSpecificOutput"]["updatedInput"]["command"],
+            "wrapped"
+        );
+        assert_eq!(v["hookSpecificOutput"]["hookEventName"], "PreToolUse");
+        assert!(
+            v["hookSpecificOutput"].get("permissionDecision").is_none(),
+            "{out}"
+        );
     }
 }

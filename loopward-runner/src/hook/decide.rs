@@ -25,7 +25,7 @@ pub(super) fn handle(raw: &str, ctx: &HookContext) -> Result<Reply, HookError> {
     let key = SessionKey::new(&input.session_id)?;
     let caller = caller(&input, ctx)?;
     let policy = ctx.policy(&ws)?;
-    let dir = SessionDir::under(&ctx.sessions_dir(ws.root()), key);
+    let dir = SessionDir::under(&ctx.sessions_dir(ws.root()), key).lock_wait(ctx.lock_wait);
     dir.locked(|state| {
         let run = dir.key().run_id();
         let runs_dir = ws.root().join(&ctx.runs_dir);
@@ -201,6 +201,9 @@ impl Engine<'_> {
         }
         if let ClaudeTool::Bash { .. } = call.tool {
             return self.pre_bash(&call);
+        }
+        if let ClaudeTool::Reads(tool) = call.tool {
+            return self.pre_read(&call, tool);
         }
         Ok(Reply::Silent)
     }

@@ -8,7 +8,8 @@
 //! | event | what loopward does |
 //! |---|---|
 //! | `PreToolUse` `Write`/`Edit`/`MultiEdit`/`NotebookEdit` | control files, territory (with one-shot overrides), sprawl → `allow` (the workspace recorded) or `deny` with what to do instead |
-//! | `PreToolUse` `Bash` | records the workspace; Claude Code's own permission flow decides (denied if the workspace cannot be recorded) |
+//! | `PreToolUse` `Bash` | wraps the command in `loopward sandbox exec` (`updatedInput`, with no permission decision: Claude Code's own permission mode and rules still decide whether it runs) and records the workspace (denied if it cannot be wrapped or recorded) |
+//! | `PreToolUse` `Read`/`NotebookRead`/`LS`/`Grep`/`Glob` | denied when what it would read, every link followed, lies in an unreadable folder (loopward's state), or cannot be judged; else no answer (see [Reads](#reads)) |
 //! | `PostToolUse` file tool | records the effect (it counts toward the sprawl gate; a plan written clears it); compares with the record taken at `PreToolUse` and reverts a territory or control file changed through a link swapped in since |
 //! | `PostToolUse`/`PostToolUseFailure` `Bash` | compares with the record; judges each changed path like a write (overrides honoured), reverts what the caller may not change, and tells the model |
 //! | `UserPromptSubmit` | a person spoke: a new turn (the only event that starts one) |
@@ -22,7 +23,21 @@
 //! else under `<project>/.loopward/sessions/<session>/` ([`session`]); every decision, allow and deny, goes
 //! to the session's ledger `runs/claude-code-<session>/`. Anything that goes wrong — unreadable
 //! input, a state or ledger failure — answers exit status 2 with the reason on stderr, which
-//! Claude Code treats as blocking.
+//! Claude Code treats as blocking. So does a session lock another process holds for longer
+//! than [`session::LOCK_WAIT`] ([`HookContextBuilder::lock_wait`]): the hook never waits until
+//! Claude Code's hook timeout lets the call go ahead.
+//!
+//! ## Reads
+//!
+//! Claude Code's `Read`, `NotebookRead`, `LS`, `Grep` and `Glob` read files in the client's own
+//! process, where loopward's sandbox does not reach. Given the folders no agent may read
+//! ([`HookContextBuilder::unreadable`]; the CLI passes loopward's state directory), the hook
+//! denies at `PreToolUse` a read whose target — relative to the event's `cwd`, every symbolic
+//! link followed, a path that does not exist judged by its longest existing ancestor — lies at
+//! or under one of them, a `Grep`/`Glob` that starts in or above one, and a read whose target
+//! it cannot judge; each decision is a `gate_decision` of the `unreadable` gate. This is
+//! observed at the hook, not contained: a link swapped between the check and the client's read
+//! can race it, and only running the whole client inside the sandbox closes that.
 //!
 //! ```
 //! use loopward_runner::{gates::PolicyConfig, hook::{handle, HookContext}};
@@ -54,6 +69,7 @@ pub mod claude_code;
 pub mod concurrent;
 mod decide;
 mod ledger;
+mod read;
 pub mod session;
 mod shell;
 mod unchecked;
@@ -68,6 +84,7 @@ use crate::workspace::Workspace;
 use loopward_core::{AgentId, AuditError};
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
 /// The exit status Claude Code treats as "blocked; show stderr to the model".
 pub const EXIT_BLOCK: i32 = 2;
@@ -140,6 +157,8 @@ pub struct HookContext {
     overrides: Option<OverrideStore>,
     sessions: Option<PathBuf>,
     team: Option<Vec<AgentId>>,
+    unreadable: Vec<PathBuf>,
+    lock_wait: Duration,
 }
 
 impl std::fmt::Debug for HookContext {
@@ -148,6 +167,8 @@ impl std::fmt::Debug for HookContext {
             .field("root", &self.root)
             .field("main_agent", &self.main_agent)
             .field("runs_dir", &self.runs_dir)
+            .field("unreadable", &self.unreadable)
+            .field("lock_wait", &self.lock_wait)
             .finish_non_exhaustive()
     }
 }
@@ -216,6 +237,8 @@ pub struct HookContextBuilder {
     overrides: Option<OverrideStore>,
     sessions: Option<PathBuf>,
     team: Option<Vec<AgentId>>,
+    unreadable: Vec<PathBuf>,
+    lock_wait: Duration,
 }
 
 impl HookContext {
@@ -235,6 +258,8 @@ impl HookContext {
             overrides: None,
             sessions: None,
             team: None,
+            unreadable: Vec::new(),
+            lock_wait: session::LOCK_WAIT,
         }
     }
 
@@ -345,6 +370,25 @@ impl HookContextBuilder {
         self
     }
 
+    /// Folders no agent-driven read may reach: a `Read`, `NotebookRead`, `LS`, `Grep` or `Glob`
+    /// call — tools that run in Claude Code's own process, outside loopward's sandbox — whose
+    /// target resolves (every symbolic link followed) at or under one of them is denied, and so
+    /// is one whose target cannot be judged (see [Reads](crate::hook#reads)). `loopward` passes its
+    /// state directory, the same folders it makes unreadable to `Bash` commands
+    /// ([`SandboxExec::unreadable`]). Default: none, and reads are only recorded.
+    pub fn unreadable(mut self, folders: Vec<PathBuf>) -> Self {
+        self.unreadable = folders;
+        self
+    }
+
+    /// How long an event waits for its session's lock, held by another hook or process, before
+    /// the hook gives up and blocks the call (default [`session::LOCK_WAIT`]; keep it well
+    /// inside the hook `timeout` Claude Code is given).
+    pub fn lock_wait(mut self, wait: Duration) -> Self {
+        self.lock_wait = wait;
+        self
+    }
+
     /// Builds the context; a policy that does not validate is refused here, before any event.
     pub fn build(self) -> Result<HookContext, ConfigError> {
         Policy::check(&self.policy)?;
@@ -361,6 +405,8 @@ impl HookContextBuilder {
             overrides: self.overrides,
             sessions: self.sessions,
             team: self.team,
+            unreadable: self.unreadable,
+            lock_wait: self.lock_wait,
         })
     }
 }

@@ -4,6 +4,10 @@
 //! same time. Each process takes an exclusive advisory lock on the session folder's `lock`
 //! (`<state dir>/sessions/<session>/lock`) for the whole event (state read, gates, ledger append,
 //! state write), so events of one session are handled one at a time and the ledger has one writer.
+//! The wait for that lock is bounded ([`LOCK_WAIT`]): a lock held by a stuck hook or by a tool
+//! outside the sandbox makes the event fail ([`SessionError::Busy`], which the hook answers with
+//! a blocking exit status 2) well inside Claude Code's hook timeout, instead of waiting until
+//! the client gives up on the hook and lets the call go ahead.
 //! The state file is replaced atomically (write, fsync, rename), so a killed hook leaves either
 //! the old state or the new one.
 //!
@@ -22,9 +26,21 @@ use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs::{self, OpenOptions};
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 /// The longest session id used verbatim; longer or unusual ids are shortened and hashed.
 const MAX_VERBATIM: usize = 64;
+
+/// How long a hook waits for its session's lock before it gives up and blocks the call: far
+/// inside the hook `timeout` that `loopward hook install` writes (60 s), since a hook the client
+/// stops for taking too long is one whose call goes ahead.
+pub const LOCK_WAIT: Duration = Duration::from_secs(5);
+
+/// The first pause between two tries for a held lock; each next one is twice as long, up to
+/// [`MAX_LOCK_PAUSE`].
+const FIRST_LOCK_PAUSE: Duration = Duration::from_millis(5);
+/// The longest pause between two tries for a held lock.
+const MAX_LOCK_PAUSE: Duration = Duration::from_millis(200);
 
 /// Why the session state could not be used.
 #[derive(Debug, thiserror::Error)]
@@ -40,6 +56,14 @@ pub enum SessionError {
         path: PathBuf,
         /// The error.
         source: std::io::Error,
+    },
+    /// The session's lock was still held by another process when the wait for it ran out.
+    #[error("session lock {path} is still held by another process after waiting {waited:?} (another hook of this session still busy, such as one hashing a large workspace around a Bash call, or stuck, or a tool outside the sandbox holding it); the call is refused rather than left to Claude Code's hook timeout, which would let it go ahead. What to do: make the call again; if this keeps happening, find the holder (`fuser {path}`) and end it by its PID", path = path.display())]
+    Busy {
+        /// The lock file.
+        path: PathBuf,
+        /// How long the hook waited.
+        waited: Duration,
     },
     /// The state file is not valid.
     #[error("session state {path} is corrupt ({why}); a person can inspect it, and remove the session folder to start the session's turn state afresh")]
@@ -151,6 +175,7 @@ impl SessionState {
 pub struct SessionDir {
     key: SessionKey,
     dir: PathBuf,
+    wait: Duration,
 }
 
 impl SessionDir {
@@ -163,7 +188,18 @@ impl SessionDir {
     /// The folder for `key` in the sessions folder `sessions` (created on first use).
     pub fn under(sessions: &Path, key: SessionKey) -> Self {
         let dir = sessions.join(key.as_str());
-        Self { key, dir }
+        Self {
+            key,
+            dir,
+            wait: LOCK_WAIT,
+        }
+    }
+
+    /// How long [`SessionDir::locked`] waits for a lock another process holds (default
+    /// [`LOCK_WAIT`]).
+    pub fn lock_wait(mut self, wait: Duration) -> Self {
+        self.wait = wait;
+        self
     }
 
     /// The session's key.
@@ -177,7 +213,8 @@ impl SessionDir {
     }
 
     /// Runs `f` on the session's state while holding the session's exclusive lock; the state is
-    /// saved only when `f` succeeds. Concurrent hook processes of one session wait their turn.
+    /// saved only when `f` succeeds. Concurrent hook processes of one session wait their turn,
+    /// each at most the lock wait ([`SessionDir::lock_wait`]); past it, [`SessionError::Busy`].
     pub fn locked<T, E: From<SessionError>>(
         &self,
         f: impl FnOnce(&mut SessionState) -> Result<T, E>,
@@ -190,8 +227,7 @@ impl SessionDir {
             .write(true)
             .open(&lock_path)
             .map_err(io(&lock_path))?;
-        let _held = nix::fcntl::Flock::lock(lock_file, nix::fcntl::FlockArg::LockExclusive)
-            .map_err(|(_, errno)| io(&lock_path)(std::io::Error::from(errno)))?;
+        let _held = lock_within(lock_file, &lock_path, self.wait)?;
         let mut state = self.load()?;
         let out = f(&mut state)?;
         self.save(&state)?;
@@ -221,6 +257,38 @@ impl SessionDir {
             why: e.to_string(),
         })?;
         crate::atomic_file::write_atomic(&path, &bytes, 0o600).map_err(io(&path))
+    }
+}
+
+/// Takes the exclusive lock on `file`, trying again with growing pauses until they add up to
+/// `wait`. The pauses are counted, not the clock read: each try is non-blocking, so the time
+/// spent is the pauses' sum and a little more.
+fn lock_within(
+    file: std::fs::File,
+    path: &Path,
+    wait: Duration,
+) -> Result<nix::fcntl::Flock<std::fs::File>, SessionError> {
+    use nix::errno::Errno;
+    use nix::fcntl::{Flock, FlockArg};
+    let mut waited = Duration::ZERO;
+    let mut pause = FIRST_LOCK_PAUSE;
+    let mut file = file;
+    loop {
+        match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+            Ok(held) => return Ok(held),
+            Err((back, Errno::EWOULDBLOCK | Errno::EINTR)) => file = back,
+            Err((_, errno)) => return Err(io(path)(std::io::Error::from(errno))),
+        }
+        if waited >= wait {
+            return Err(SessionError::Busy {
+                path: path.to_path_buf(),
+                waited,
+            });
+        }
+        let step = pause.min(wait - waited);
+        std::thread::sleep(step);
+        waited += step;
+        pause = (pause * 2).min(MAX_LOCK_PAUSE);
     }
 }
 
@@ -265,6 +333,32 @@ mod tests {
         fs::write(s.path().join("state.json"), "{not json").unwrap();
         let r = s.locked(|_| Ok::<_, SessionError>(()));
         assert!(matches!(r, Err(SessionError::Corrupt { .. })));
+    }
+
+    #[test]
+    fn a_lock_held_elsewhere_is_waited_on_only_up_to_the_bound_and_then_refused() {
+        let d = tempfile::tempdir().unwrap();
+        let s = SessionDir::new(d.path(), SessionKey::new("s1").unwrap())
+            .lock_wait(Duration::from_millis(100));
+        fs::create_dir_all(s.path()).unwrap();
+        // Another open file description: a lock held by someone else, as flock(2) sees it.
+        let other = fs::File::create(s.path().join("lock")).unwrap();
+        let held = nix::fcntl::Flock::lock(other, nix::fcntl::FlockArg::LockExclusive).unwrap();
+        let r = s.locked(|st| {
+            st.events += 1;
+            Ok::<_, SessionError>(())
+        });
+        let Err(SessionError::Busy { path, waited }) = r else {
+            panic!("{r:?}")
+        };
+        assert_eq!(path, s.path().join("lock"));
+        assert!(waited >= Duration::from_millis(100), "{waited:?}");
+        let shown = SessionError::Busy { path, waited }.to_string();
+        assert!(shown.contains("still held by another process"), "{shown}");
+        assert!(shown.contains("What to do"), "{shown}");
+        // Released, the same session goes on, and the refused event changed nothing.
+        drop(held);
+        assert_eq!(s.locked(|st| Ok::<_, SessionError>(st.events)).unwrap(), 0);
     }
 
     #[test]
