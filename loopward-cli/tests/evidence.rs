@@ -83,7 +83,7 @@ fn say(ledger: &Ledger, run: &str, what: &str) {
         .record(
             &scope,
             &AuditEvent::HumanMessage {
-                content: what.into(),
+                content: (&loopward_core::Person::at_the_keyboard().says(what)).into(),
             },
         )
         .unwrap();

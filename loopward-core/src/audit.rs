@@ -10,6 +10,7 @@ use crate::effect::Effect;
 use crate::handoff::Handoff;
 use crate::id::{AgentId, RunId, TurnNumber};
 use crate::layer_id::LayerId;
+use crate::message::Said;
 use crate::remedy::Remedy;
 use crate::tool::ToolCall;
 use crate::usage::Usage;
@@ -147,8 +148,8 @@ pub enum AuditEvent {
     },
     /// A genuine human message entered the run (starts a new turn for turn-scoped gates).
     HumanMessage {
-        /// Its text.
-        content: String,
+        /// Its text: only a person's words make one ([`Said`]).
+        content: Said,
     },
     /// A turn began.
     TurnStarted {

@@ -221,7 +221,9 @@ mod tests {
                 agent: agent("planner"),
                 task: odd(),
             }],
-            AuditEvent::HumanMessage { .. } => vec![AuditEvent::HumanMessage { content: odd() }],
+            AuditEvent::HumanMessage { .. } => vec![AuditEvent::HumanMessage {
+                content: (&crate::Person::at_the_keyboard().says(odd())).into(),
+            }],
             AuditEvent::TurnStarted { .. } => vec![AuditEvent::TurnStarted {
                 agent: agent("builder"),
             }],
@@ -385,7 +387,7 @@ mod tests {
                 task: String::new(),
             },
             AuditEvent::HumanMessage {
-                content: String::new(),
+                content: (&crate::Person::at_the_keyboard().says(String::new())).into(),
             },
             AuditEvent::TurnStarted { agent: agent("a") },
             AuditEvent::ModelCall {

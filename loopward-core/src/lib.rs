@@ -59,7 +59,7 @@ pub use effect::{Effect, EffectKind, EffectStatus};
 pub use handoff::Handoff;
 pub use id::{AgentId, InvalidAgentId, RunId, TurnNumber, MAX_AGENT_NAME};
 pub use layer_id::LayerId;
-pub use message::{HumanWords, Message, Origin};
+pub use message::{HumanWords, Message, Origin, Said};
 pub use person::Person;
 pub use remedy::Remedy;
 pub use tool::{ToolCall, ToolResult, ToolSpec};

@@ -174,3 +174,42 @@ impl HumanWords {
         &self.content
     }
 }
+
+/// What a person said, as a ledger record holds it (the `content` of a `human_message`). Code
+/// makes one only from [`HumanWords`] — so only a [`Person`](crate::Person) puts words in a
+/// person's mouth — or reads it back from a ledger record it verified.
+///
+/// ```
+/// use loopward_core::{Person, Said};
+/// let words = Person::at_the_keyboard().says("ship it");
+/// let said = Said::from(&words);
+/// assert_eq!(said.as_str(), "ship it");
+/// assert_eq!(serde_json::to_string(&said).unwrap(), r#""ship it""#);
+/// ```
+///
+/// ```compile_fail
+/// // A string is not a person's words.
+/// let said: loopward_core::Said = "approve everything".into();
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Said(String);
+
+impl Said {
+    /// The text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl From<&HumanWords> for Said {
+    fn from(words: &HumanWords) -> Self {
+        Self(words.content.clone())
+    }
+}
+
+impl std::fmt::Display for Said {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}

@@ -181,7 +181,7 @@ mod tests {
 
     fn human(text: &str) -> AuditEvent {
         AuditEvent::HumanMessage {
-            content: text.into(),
+            content: (&loopward_core::Person::at_the_keyboard().says(text)).into(),
         }
     }
 

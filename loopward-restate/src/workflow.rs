@@ -211,7 +211,7 @@ mod tests {
             agent: None,
         };
         let said = loopward_core::AuditEvent::HumanMessage {
-            content: "go".into(),
+            content: (&loopward_core::Person::at_the_keyboard().says("go")).into(),
         };
         loopward_core::AuditSink::record(&*ledger, &scope, &said).unwrap();
         drop(ledger);

@@ -338,7 +338,7 @@ impl Runner {
                 })
                 .and_then(|()| {
                     ctx.record_owned(AuditEvent::HumanMessage {
-                        content: spec.task.content().to_string(),
+                        content: (&spec.task).into(),
                     })
                 }),
         };
@@ -482,7 +482,9 @@ impl Runner {
             })?;
         }
         for said in &taken.said {
-            crate::gates::human_message(ctx, said)?;
+            // What the inbox delivered is a person's (`loopward say`, sealed under the key).
+            let words = loopward_core::Person::at_the_keyboard().says(said.clone());
+            crate::gates::human_message(ctx, &words)?;
         }
         Ok(taken.said)
     }

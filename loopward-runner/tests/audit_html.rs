@@ -38,7 +38,7 @@ fn events() -> Vec<(Option<u32>, Option<&'static str>, AuditEvent)> {
             None,
             None,
             AuditEvent::HumanMessage {
-                content: "build <it>".into(),
+                content: (&loopward_core::Person::at_the_keyboard().says("build <it>")).into(),
             },
         ),
         (

@@ -24,7 +24,7 @@ fn scope(run: &str) -> Scope {
 
 fn note(text: &str) -> AuditEvent {
     AuditEvent::HumanMessage {
-        content: text.into(),
+        content: (&loopward_core::Person::at_the_keyboard().says(text)).into(),
     }
 }
 

@@ -160,7 +160,7 @@ async fn build_runs(runs: &Path) {
                 agent: None,
             },
             &AuditEvent::HumanMessage {
-                content: "start".into(),
+                content: (&loopward_core::Person::at_the_keyboard().says("start")).into(),
             },
         )
         .unwrap();
@@ -176,7 +176,7 @@ async fn build_runs(runs: &Path) {
                 agent: None,
             },
             &AuditEvent::HumanMessage {
-                content: "honest".into(),
+                content: (&loopward_core::Person::at_the_keyboard().says("honest")).into(),
             },
         )
         .unwrap();

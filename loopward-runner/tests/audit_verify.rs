@@ -241,7 +241,7 @@ async fn an_edited_and_rehashed_record_breaks_the_next_link() {
     let mut l = lines(&dir);
     let victim = parse(&l[2]);
     let event = AuditEvent::HumanMessage {
-        content: "forged".into(),
+        content: (&loopward_core::Person::at_the_keyboard().says("forged")).into(),
     };
     let (_, line) = reseal(&victim, &event, &victim.prev);
     l[2] = line;
@@ -381,7 +381,7 @@ async fn every_anchor_is_checked_not_only_the_latest() {
     let (_, line) = reseal(
         &victim,
         &AuditEvent::HumanMessage {
-            content: "forged".into(),
+            content: (&loopward_core::Person::at_the_keyboard().says("forged")).into(),
         },
         &victim.prev,
     );
@@ -416,7 +416,7 @@ fn unfinished_ledger(runs: &Path, run: &str) -> PathBuf {
         .record(
             &scope,
             &AuditEvent::HumanMessage {
-                content: "start".into(),
+                content: (&loopward_core::Person::at_the_keyboard().says("start")).into(),
             },
         )
         .unwrap();
@@ -475,7 +475,7 @@ async fn records_appended_after_the_anchor_are_not_verified() {
         .record(
             &scope,
             &AuditEvent::HumanMessage {
-                content: "more".into(),
+                content: (&loopward_core::Person::at_the_keyboard().says("more")).into(),
             },
         )
         .unwrap();
@@ -543,7 +543,7 @@ async fn anchors_dropped_from_the_end_of_the_index_are_caught_by_the_state_head(
         .record(
             &scope,
             &AuditEvent::HumanMessage {
-                content: "second segment".into(),
+                content: (&loopward_core::Person::at_the_keyboard().says("second segment")).into(),
             },
         )
         .unwrap();
@@ -715,7 +715,9 @@ mod tamper {
                 agent: None,
             };
             for i in 0..n {
-                let content = format!("{run} message {i}");
+                let content = (&loopward_core::Person::at_the_keyboard()
+                    .says(format!("{run} message {i}")))
+                    .into();
                 ledger
                     .record(&scope, &AuditEvent::HumanMessage { content })
                     .unwrap();

@@ -184,7 +184,11 @@ async fn through_the_runner() -> Vec<Seen> {
         match step {
             Seed(path, content) => room.write(path, content),
             Human(text) => {
-                gates::human_message(&room.run, text).unwrap();
+                gates::human_message(
+                    &room.run,
+                    &loopward_core::Person::at_the_keyboard().says(text.to_string()),
+                )
+                .unwrap();
                 turn = Some(room.turn("builder"));
             }
             Grant(who, path) => grant(room.policy.overrides(), &room.ws, who, path),

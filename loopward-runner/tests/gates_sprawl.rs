@@ -87,7 +87,11 @@ async fn the_way_out_writing_the_plan_clears_the_gate() {
         .unwrap();
     room.write_file(&b, "src/c.rs", "c").await.unwrap();
     // After a new human message the plan is stale; with the plan written first, no refusal.
-    gates::human_message(&room.run, "also do d, e, f").unwrap();
+    gates::human_message(
+        &room.run,
+        &loopward_core::Person::at_the_keyboard().says("also do d, e, f"),
+    )
+    .unwrap();
     let b2 = room.turn("builder");
     room.write_file(&b2, "plan.md", "# Plan\n1. d\n2. e\n3. f")
         .await
@@ -103,7 +107,11 @@ async fn a_plan_from_before_the_last_human_message_does_not_count() {
     let room = Room::new("");
     let b = room.turn("builder");
     room.write_file(&b, "plan.md", "# Plan\nold").await.unwrap();
-    gates::human_message(&room.run, "new request").unwrap();
+    gates::human_message(
+        &room.run,
+        &loopward_core::Person::at_the_keyboard().says("new request"),
+    )
+    .unwrap();
     let b = room.turn("builder");
     room.write_file(&b, "src/a.rs", "a").await.unwrap();
     room.write_file(&b, "src/b.rs", "b").await.unwrap();
@@ -139,7 +147,11 @@ async fn handoffs_and_notices_do_not_reset_the_count_only_a_human_message_does()
     // A later runner turn of the same agent, with no human message in between.
     let b2 = room.turn("builder");
     sprawl_refusal(room.write_file(&b2, "src/c.rs", "c").await);
-    gates::human_message(&room.run, "carry on").unwrap();
+    gates::human_message(
+        &room.run,
+        &loopward_core::Person::at_the_keyboard().says("carry on"),
+    )
+    .unwrap();
     let b3 = room.turn("builder");
     room.write_file(&b3, "src/c.rs", "c").await.unwrap();
     room.write_file(&b3, "src/d.rs", "d").await.unwrap();
@@ -159,7 +171,11 @@ async fn when_the_plan_is_in_a_foreign_territory_the_refusal_points_to_its_owner
     );
     // The way out: the planner writes the plan; the builder's next unit is no longer refused
     // (in a fresh human turn, so the once-per-turn rule cannot be what lets it through).
-    gates::human_message(&room.run, "next").unwrap();
+    gates::human_message(
+        &room.run,
+        &loopward_core::Person::at_the_keyboard().says("next"),
+    )
+    .unwrap();
     let p = room.turn("planner");
     room.write_file(&p, "plan.md", "# Plan\n1. c\n2. d\n3. e")
         .await

@@ -67,7 +67,10 @@ impl Timeline {
             // person's later words show where the run took them.
             AuditEvent::RunStarted { .. } => self.task_next = true,
             AuditEvent::HumanMessage { content } if !std::mem::take(&mut self.task_next) => {
-                out.line(Tone::Plain, format!("  person: {}", clip(content, 200)));
+                out.line(
+                    Tone::Plain,
+                    format!("  person: {}", clip(content.as_str(), 200)),
+                );
             }
             AuditEvent::TurnStarted { agent } => {
                 let n = scope.turn.map_or(0, |t| t.0);

@@ -169,6 +169,8 @@ const HUMAN_SOURCES: &[&str] = &[
     "loopward-core/src/person.rs",
     "loopward-runner/src/runner.rs",
     "loopward-restate/src/workflow.rs",
+    // The Claude Code hook, for the prompt a person typed (UserPromptSubmit, notices excluded).
+    "loopward-runner/src/hook/decide.rs",
 ];
 
 pub(crate) fn run(root: &Path) -> Result<()> {

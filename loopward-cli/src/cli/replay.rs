@@ -157,7 +157,7 @@ fn heard_in(part: &[(Scope, AuditEvent)]) -> Vec<Taken> {
             AuditEvent::TurnEnded { .. } => boundaries.push(Taken::default()),
             AuditEvent::HumanMessage { content } => {
                 if let Some(last) = boundaries.last_mut() {
-                    last.said.push(content.clone());
+                    last.said.push(content.to_string());
                 }
             }
             // A file the inbox refused (a forged seal, a link…) is refused again where it was.

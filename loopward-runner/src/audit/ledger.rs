@@ -21,7 +21,7 @@
 //! // One writer per run: a second one is refused.
 //! assert!(Ledger::open_existing(runs.path(), &run, LedgerOptions::keyed(key.clone())).is_err());
 //! let scope = Scope { run: run.clone(), turn: None, agent: None };
-//! ledger.record(&scope, &AuditEvent::HumanMessage { content: "hi".into() }).unwrap();
+//! ledger.record(&scope, &AuditEvent::HumanMessage { content: (&loopward_core::Person::at_the_keyboard().says("hi")).into() }).unwrap();
 //! let done = ledger.finish().unwrap();
 //! assert_eq!(done.final_seq, 1);
 //! assert!(runs.path().join("r1/audit.md").exists());

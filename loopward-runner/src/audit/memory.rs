@@ -11,7 +11,7 @@ use std::sync::Mutex;
 /// use loopward_runner::audit::MemorySink;
 /// let sink = MemorySink::default();
 /// let scope = Scope { run: RunId::new("r1").unwrap(), turn: None, agent: None };
-/// sink.record(&scope, &AuditEvent::HumanMessage { content: "hi".into() }).unwrap();
+/// sink.record(&scope, &AuditEvent::HumanMessage { content: (&loopward_core::Person::at_the_keyboard().says("hi")).into() }).unwrap();
 /// assert_eq!(sink.kinds(), vec!["human_message"]);
 /// ```
 #[derive(Debug)]

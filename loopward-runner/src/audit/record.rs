@@ -19,7 +19,7 @@
 //! use loopward_core::{AuditEvent, RunId, Scope};
 //! use loopward_runner::audit::{Chain, Record, GENESIS};
 //! let scope = Scope { run: RunId::new("r1").unwrap(), turn: None, agent: None };
-//! let event = AuditEvent::HumanMessage { content: "hi".into() };
+//! let event = AuditEvent::HumanMessage { content: (&loopward_core::Person::at_the_keyboard().says("hi")).into() };
 //! let (record, line) = Record::seal(&Chain::Sha256, 1, "2026-01-01T00:00:00.000Z", &scope, &event, GENESIS).unwrap();
 //! let (parsed, canonical) = Record::parse_line(&line).unwrap();
 //! assert_eq!(parsed, record);
@@ -463,7 +463,7 @@ mod tests {
                 (
                     1,
                     AuditEvent::HumanMessage {
-                        content: "hi".into(),
+                        content: (&loopward_core::Person::at_the_keyboard().says("hi")).into(),
                     },
                 ),
                 (
@@ -488,7 +488,7 @@ mod tests {
     #[test]
     fn the_debug_check_catches_a_record_whose_data_is_out_of_sorted_order() {
         let ev = AuditEvent::HumanMessage {
-            content: "hi".into(),
+            content: (&loopward_core::Person::at_the_keyboard().says("hi")).into(),
         };
         let header = Chain::Sha256.header();
         let scope = scope();
@@ -548,7 +548,7 @@ mod tests {
     #[test]
     fn a_flipped_byte_changes_the_hash() {
         let ev = AuditEvent::HumanMessage {
-            content: "hello".into(),
+            content: (&loopward_core::Person::at_the_keyboard().says("hello")).into(),
         };
         let (rec, line) = Record::seal(&Chain::Sha256, 1, "T", &scope(), &ev, GENESIS).unwrap();
         let edited = String::from_utf8(line).unwrap().replace("hello", "hellp");

@@ -5,7 +5,7 @@
 //! use loopward_runner::audit::{render_markdown, Chain, Record, GENESIS};
 //! let scope = Scope { run: RunId::new("r1").unwrap(), turn: None, agent: None };
 //! let (rec, _) = Record::seal(&Chain::Sha256, 1, "2026-01-01T00:00:00.000Z", &scope,
-//!     &AuditEvent::HumanMessage { content: "say hello".into() }, GENESIS).unwrap();
+//!     &AuditEvent::HumanMessage { content: (&loopward_core::Person::at_the_keyboard().says("say hello")).into() }, GENESIS).unwrap();
 //! assert!(render_markdown(&[rec]).contains("say hello"));
 //! ```
 
@@ -166,7 +166,7 @@ fn timeline_line(r: &Record, run_cost: Option<u64>) -> Option<String> {
             format!("- `{t}` #{s} run started with {agent}: {}", one_line(&task))
         }
         AuditEvent::HumanMessage { content } => {
-            format!("- `{t}` #{s} human: {}", one_line(&content))
+            format!("- `{t}` #{s} human: {}", one_line(content.as_str()))
         }
         AuditEvent::TurnStarted { agent } => {
             let n = r.turn.map_or_else(String::new, |n| format!(" {n}"));

@@ -11,7 +11,7 @@
 //! let key = LedgerKey::generate().unwrap();
 //! let ledger = Ledger::create(runs.path(), &run, LedgerOptions::keyed(key.clone())).unwrap();
 //! let scope = Scope { run, turn: None, agent: None };
-//! ledger.record(&scope, &AuditEvent::HumanMessage { content: "hi".into() }).unwrap();
+//! ledger.record(&scope, &AuditEvent::HumanMessage { content: (&loopward_core::Person::at_the_keyboard().says("hi")).into() }).unwrap();
 //! ledger.finish().unwrap();
 //! let r = report(runs.path(), &VerifyOptions::keyed(KeyRing::single(key.clone()))).unwrap();
 //! assert_eq!(r.runs, 1);

@@ -14,7 +14,7 @@
 //! let ledger = Ledger::create(runs.path(), &run, LedgerOptions::keyed(key)).unwrap();
 //! let scope = Scope { run: run.clone(), turn: None, agent: None };
 //! for text in ["one", "two", "three"] {
-//!     ledger.record(&scope, &AuditEvent::HumanMessage { content: text.into() }).unwrap();
+//!     ledger.record(&scope, &AuditEvent::HumanMessage { content: (&loopward_core::Person::at_the_keyboard().says(text)).into() }).unwrap();
 //! }
 //! // Not finished yet: not verified, unless accepted as unfinished.
 //! let dir = runs.path().join("r1");

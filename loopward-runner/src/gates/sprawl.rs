@@ -20,7 +20,7 @@ use super::policy::Policy;
 use crate::context::RunContext;
 use crate::journal::{Resumed, SettledSprawl};
 use globset::GlobMatcher;
-use loopward_core::{AgentId, AuditError, AuditEvent};
+use loopward_core::{AgentId, AuditError, AuditEvent, HumanWords};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, BTreeSet};
@@ -357,19 +357,19 @@ impl RunSprawl {
 /// embedders call this for every later message a person sends.
 ///
 /// ```
-/// use loopward_core::{AgentId, RunId};
+/// use loopward_core::{AgentId, Person, RunId};
 /// use loopward_runner::{audit::MemorySink, gates, RunContext, SystemClock, Workspace};
 /// use std::sync::Arc;
 /// let dir = tempfile::tempdir().unwrap();
 /// let sink = Arc::new(MemorySink::default());
 /// let run = RunContext::new(RunId::new("r").unwrap(), vec![AgentId::new("a").unwrap()],
 ///     Workspace::new(dir.path()).unwrap(), sink.clone(), Arc::new(SystemClock));
-/// gates::human_message(&run, "now add tests").unwrap();
+/// gates::human_message(&run, &Person::at_the_keyboard().says("now add tests")).unwrap();
 /// assert_eq!(sink.kinds(), vec!["human_message"]);
 /// ```
-pub fn human_message(run: &RunContext, content: &str) -> Result<(), AuditError> {
+pub fn human_message(run: &RunContext, words: &HumanWords) -> Result<(), AuditError> {
     run.record_owned(AuditEvent::HumanMessage {
-        content: content.into(),
+        content: words.into(),
     })?;
     run.extensions()
         .get_or_default::<RunSprawl>()

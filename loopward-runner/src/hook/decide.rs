@@ -137,7 +137,11 @@ impl Engine<'_> {
         self.state.human_prompt();
         self.ledger.record(
             &self.scope(None),
-            &AuditEvent::HumanMessage { content: prompt },
+            // A prompt the person typed into the client (a background notice was told apart
+            // above): the hook speaks for the person here, as the CLI does for `--task`.
+            &AuditEvent::HumanMessage {
+                content: (&loopward_core::Person::at_the_keyboard().says(prompt)).into(),
+            },
         )?;
         self.ledger.record(
             &self.scope(Some(self.ctx.main_agent.clone())),

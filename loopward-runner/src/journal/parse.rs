@@ -143,7 +143,7 @@ impl Parser {
             AuditEvent::HumanMessage { content } => {
                 // The task's own record comes before any turn; later ones follow a turn.
                 if let Some(turn) = self.turns.last_mut() {
-                    turn.heard.push(content.clone());
+                    turn.heard.push(content.to_string());
                 }
                 self.sprawl.push(PastSprawl {
                     part: self.part,

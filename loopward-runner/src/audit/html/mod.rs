@@ -17,7 +17,7 @@
 //! use loopward_runner::audit::{render_html, Chain, LedgerState, Record, GENESIS};
 //! let scope = Scope { run: RunId::new("r1").unwrap(), turn: None, agent: None };
 //! let (rec, _) = Record::seal(&Chain::Sha256, 1, "2026-01-01T00:00:00.000Z", &scope,
-//!     &AuditEvent::HumanMessage { content: "<b>say</b> hello".into() }, GENESIS).unwrap();
+//!     &AuditEvent::HumanMessage { content: (&loopward_core::Person::at_the_keyboard().says("<b>say</b> hello")).into() }, GENESIS).unwrap();
 //! let page = render_html(&[rec], &LedgerState::verified("sha256"));
 //! assert!(page.contains("&lt;b&gt;say&lt;/b&gt; hello"));
 //! assert!(!page.contains("<script"));
