@@ -1,11 +1,13 @@
 //! A custom turn layer made with `from_fn`: around each agent's turns, it ends the run once one
-//! agent has taken N turns, recording its decision in the ledger like the built-in layers do.
+//! agent has taken N turns, recording its decision in the ledger like the built-in layers do,
+//! and, on `run --resume`, counting on from the turns the ledger had settled
+//! (`journal::settled_decisions`), as the built-in layers do.
 //!
 //! Run it with `cargo run -p loopward-examples --example custom_layer`.
 #![allow(clippy::print_stdout)]
 
 use futures::future::BoxFuture;
-use loopward_core::{AgentId, AuditEvent, LayerVerdict, Person, RunId, RunStatus};
+use loopward_core::{AgentId, AuditEvent, LayerId, LayerVerdict, Person, RunId, RunStatus};
 use loopward_runner::audit::MemorySink;
 use loopward_runner::layers::from_fn::{from_fn, FromFnLayer, NextTurn};
 use loopward_runner::model::{
@@ -20,9 +22,24 @@ use serde_json::json;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
+/// The layer's name in the ledger.
+const LAYER: &str = "turns_per_agent";
+
 /// Turns taken per agent, kept on the run (not the layer), so one stack serves many runs.
-#[derive(Default)]
 struct Taken(Mutex<HashMap<AgentId, u32>>);
+
+impl Taken {
+    /// From zero in a new run; in a resumed one, from the turns this layer let through before.
+    fn rebuilt(run: &loopward_runner::RunContext) -> Self {
+        let mut map = HashMap::new();
+        for d in loopward_runner::journal::settled_decisions(run, &LayerId::from(LAYER)) {
+            if d.verdict == LayerVerdict::Allow {
+                *map.entry(d.agent).or_insert(0) += 1;
+            }
+        }
+        Self(Mutex::new(map))
+    }
+}
 
 /// Ends the run `Stopped` before an agent's turn number `limit + 1`: the layer is its policy,
 /// written as an async function of the turn and the rest of the stack.
@@ -30,7 +47,8 @@ fn turns_per_agent(
     limit: u32,
 ) -> FromFnLayer<impl Fn(TurnRequest, NextTurn) -> TurnFuture + Clone> {
     from_fn(move |req: TurnRequest, next: NextTurn| -> TurnFuture {
-        let taken = req.turn.run().extensions().get_or_default::<Taken>();
+        let run = req.turn.run();
+        let taken = run.extensions().get_or_insert_with(|| Taken::rebuilt(run));
         let n = {
             let mut map = taken.0.lock().unwrap_or_else(|p| p.into_inner());
             let n = map.entry(req.turn.agent().clone()).or_insert(0);
@@ -45,7 +63,7 @@ fn turns_per_agent(
             };
             // Record before acting: a decision the ledger cannot hold is not taken.
             req.turn.record(&AuditEvent::LayerDecision {
-                layer: "turns_per_agent".into(),
+                layer: LAYER.into(),
                 decision,
                 detail: json!({"agent": req.turn.agent().as_str(), "turn": n, "limit": limit})
                     .into(),

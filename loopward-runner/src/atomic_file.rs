@@ -7,12 +7,13 @@ use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
-/// `bytes` in a synced temporary file beside `path` (in its folder, also returned), with exactly
-/// the permissions `mode`, set before anything can open it by name under `path`.
+/// `bytes` in a temporary file beside `path` (in its folder, also returned), with exactly the
+/// permissions `mode`, set before anything can open it by name under `path`; synced when `sync`.
 fn staged<'a>(
     path: &'a Path,
     bytes: &[u8],
     mode: u32,
+    sync: bool,
 ) -> std::io::Result<(tempfile::NamedTempFile, &'a Path)> {
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
@@ -27,23 +28,34 @@ fn staged<'a>(
     tmp.write_all(bytes)?;
     tmp.as_file()
         .set_permissions(std::fs::Permissions::from_mode(mode))?;
-    tmp.as_file().sync_all()?;
+    if sync {
+        tmp.as_file().sync_all()?;
+    }
     Ok((tmp, dir))
 }
 
 /// Replaces `path` with `bytes`, with exactly the permissions `mode` (set before the rename, so
 /// the file is never seen with others).
 pub(crate) fn write_atomic(path: &Path, bytes: &[u8], mode: u32) -> std::io::Result<()> {
-    let (tmp, dir) = staged(path, bytes, mode)?;
+    let (tmp, dir) = staged(path, bytes, mode, true)?;
     tmp.persist(path).map_err(|e| e.error)?;
     std::fs::File::open(dir)?.sync_all()
+}
+
+/// Replaces `path` with `bytes` as [`write_atomic`] does — a reader sees the old file or the new
+/// one — but syncs nothing: for files regenerable from the ledger (a run's pages and
+/// summaries), which a crash may leave old or missing, never half-written, at no fsync's cost.
+pub(crate) fn replace_unsynced(path: &Path, bytes: &[u8], mode: u32) -> std::io::Result<()> {
+    let (tmp, _) = staged(path, bytes, mode, false)?;
+    tmp.persist(path).map_err(|e| e.error)?;
+    Ok(())
 }
 
 /// Creates `path` with `bytes` and exactly `mode` unless something is already there: the file
 /// appears whole or not at all, and of many racing writers exactly one wins. `Ok(false)` when
 /// the name was taken.
 pub(crate) fn publish_new(path: &Path, bytes: &[u8], mode: u32) -> std::io::Result<bool> {
-    let (tmp, dir) = staged(path, bytes, mode)?;
+    let (tmp, dir) = staged(path, bytes, mode, true)?;
     match tmp.persist_noclobber(path) {
         Ok(_) => {}
         Err(e) if e.error.kind() == std::io::ErrorKind::AlreadyExists => return Ok(false),
@@ -55,7 +67,17 @@ pub(crate) fn publish_new(path: &Path, bytes: &[u8], mode: u32) -> std::io::Resu
 
 #[cfg(test)]
 mod tests {
-    use super::{publish_new, write_atomic};
+    use super::{publish_new, replace_unsynced, write_atomic};
+
+    #[test]
+    fn an_unsynced_replace_is_still_whole_and_leaves_no_temporary() {
+        let d = tempfile::tempdir().unwrap();
+        let path = d.path().join("audit.html");
+        replace_unsynced(&path, b"old", 0o644).unwrap();
+        replace_unsynced(&path, b"new", 0o644).unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), b"new");
+        assert_eq!(std::fs::read_dir(d.path()).unwrap().count(), 1);
+    }
 
     #[test]
     fn publish_new_never_replaces() {

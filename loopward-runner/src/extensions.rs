@@ -18,13 +18,17 @@ use std::sync::{Arc, Mutex};
 pub struct Extensions(Mutex<HashMap<TypeId, Arc<dyn Any + Send + Sync>>>);
 
 impl Extensions {
-    /// The value of type `T`, created by `init` the first time it is asked for.
+    /// The value of type `T`, created by `init` the first time it is asked for. `init` runs
+    /// outside the map's lock, so it may read other extensions (a layer rebuilding its state
+    /// from the run's journal does); callers racing to be first may each run it, and one value
+    /// is kept.
     pub fn get_or_insert_with<T: Any + Send + Sync>(&self, init: impl FnOnce() -> T) -> Arc<T> {
+        if let Some(v) = self.get::<T>() {
+            return v;
+        }
+        let fresh = Arc::new(init()) as Arc<dyn Any + Send + Sync>;
         let mut map = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        let entry = map
-            .entry(TypeId::of::<T>())
-            .or_insert_with(|| Arc::new(init()) as Arc<dyn Any + Send + Sync>)
-            .clone();
+        let entry = map.entry(TypeId::of::<T>()).or_insert(fresh).clone();
         drop(map);
         match entry.downcast::<T>() {
             Ok(v) => v,
@@ -50,5 +54,18 @@ impl std::fmt::Debug for Extensions {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let n = self.0.lock().map(|m| m.len()).unwrap_or(0);
         f.debug_struct("Extensions").field("len", &n).finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Extensions;
+
+    #[test]
+    fn an_init_may_read_other_extensions_without_deadlock() {
+        let ext = Extensions::default();
+        ext.get_or_insert_with(|| 7u32);
+        let seen = ext.get_or_insert_with(|| *ext.get::<u32>().unwrap() as u64 + 1);
+        assert_eq!(*seen, 8);
     }
 }

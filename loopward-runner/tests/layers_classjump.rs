@@ -69,8 +69,10 @@ fn verdicts(sink: &MemorySink) -> Vec<String> {
         .into_iter()
         .filter_map(|(_, e)| match e {
             AuditEvent::LayerDecision {
-                layer, decision, ..
-            } if layer == loopward_core::LayerId::ClassJump => Some(decision.to_string()),
+                layer: loopward_core::LayerId::ClassJump,
+                decision,
+                ..
+            } => Some(decision.to_string()),
             _ => None,
         })
         .collect()
@@ -325,10 +327,10 @@ async fn failed_shell_results_count_toward_class_jump_without_any_report() {
         .into_iter()
         .filter_map(|(_, e)| match e {
             AuditEvent::LayerDecision {
-                layer,
+                layer: loopward_core::LayerId::ClassJump,
                 decision,
                 detail,
-            } if layer == loopward_core::LayerId::ClassJump => {
+            } => {
                 assert_eq!(detail.to_json()["source"], "evidence");
                 Some(decision.to_string())
             }

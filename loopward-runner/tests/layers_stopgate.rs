@@ -25,8 +25,10 @@ fn decisions(sink: &MemorySink) -> Vec<String> {
         .into_iter()
         .filter_map(|(_, e)| match e {
             AuditEvent::LayerDecision {
-                layer, decision, ..
-            } if layer == loopward_core::LayerId::StopGate => Some(decision.to_string()),
+                layer: loopward_core::LayerId::StopGate,
+                decision,
+                ..
+            } => Some(decision.to_string()),
             _ => None,
         })
         .collect()

@@ -99,8 +99,10 @@ async fn spec_stop_gate_auto_approves_and_deny_refuses_each_audited() {
         .into_iter()
         .filter_map(|(_, e)| match e {
             loopward_core::AuditEvent::LayerDecision {
-                layer, decision, ..
-            } if layer == loopward_core::LayerId::StopGate => Some(decision.to_string()),
+                layer: loopward_core::LayerId::StopGate,
+                decision,
+                ..
+            } => Some(decision.to_string()),
             _ => None,
         })
         .collect();

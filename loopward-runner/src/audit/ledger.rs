@@ -706,15 +706,15 @@ impl Ledger {
         let audit_json = dir.join("audit.json");
         let audit_md = dir.join("audit.md");
         let json = render_json(&found.records, self.chain.label());
-        write_atomic(&audit_json, json.as_bytes()).map_err(io_err(&audit_json))?;
-        write_atomic(&audit_md, render_markdown(&found.records).as_bytes())
+        write_page(&audit_json, json.as_bytes()).map_err(io_err(&audit_json))?;
+        write_page(&audit_md, render_markdown(&found.records).as_bytes())
             .map_err(io_err(&audit_md))?;
         let audit_html = dir.join("audit.html");
         let state = LedgerState {
             key_id: self.chain.key_id().map(ToString::to_string),
             ..LedgerState::verified(self.chain.label())
         };
-        write_atomic(&audit_html, render_html(&found.records, &state).as_bytes())
+        write_page(&audit_html, render_html(&found.records, &state).as_bytes())
             .map_err(io_err(&audit_html))?;
         let anchor = Anchor::new(
             self.run.as_str(),
@@ -780,7 +780,9 @@ fn sync_dir(dir: &Path) -> std::io::Result<()> {
     File::open(dir)?.sync_all()
 }
 
-/// Writes `bytes` to `path` so readers see the old file or the new one, never half of one.
-fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    crate::atomic_file::write_atomic(path, bytes, 0o644)
+/// Writes a page or summary of the run (regenerable from the ledger, `loopward report --html`)
+/// so readers see the old file or the new one, never half of one; unsynced: only the ledger and
+/// its anchor are made durable.
+fn write_page(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    crate::atomic_file::replace_unsynced(path, bytes, 0o644)
 }

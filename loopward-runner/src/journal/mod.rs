@@ -46,8 +46,10 @@
 mod bounds;
 mod feed;
 mod parse;
+mod settled;
 
 pub use parse::JournalError;
+pub use settled::{settled_decisions, SettledDecision};
 
 pub(crate) use bounds::{Resumed, SettledSprawl};
 pub(crate) use feed::{FedCall, TurnFeed};

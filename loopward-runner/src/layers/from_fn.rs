@@ -15,6 +15,12 @@
 //! place back). The agents are always ready, so a whole stack (`layers::stack`, a `Box*Service`)
 //! is ready at once and callers may use `oneshot`.
 //!
+//! **State across a resume.** A layer that counts per run keeps its count on the run
+//! (`req.turn.run().extensions()`), records every decision under its own name, and on
+//! `run --resume` starts from what it had settled, as the built-in layers do: its first
+//! `get_or_insert_with` builds the state from
+//! [`journal::settled_decisions`](crate::journal::settled_decisions) (`examples/custom_layer.rs`).
+//!
 //! ```
 //! use loopward_core::{AuditEvent, LayerVerdict, RunStatus};
 //! use loopward_runner::layers::from_fn::{from_fn, NextTurn};
