@@ -135,6 +135,9 @@ const LAYER_WORDS: &[&str] = &[
     "claude_code",
 ];
 
+/// The page of invariants, one a table row, grouped by area.
+const INVARIANTS: &str = "docs/invariants.md";
+
 /// Every crate's source folder: the layer-name rule holds in binaries too.
 const ALL_SOURCES: &[&str] = &[
     "loopward-core/src",
@@ -196,11 +199,11 @@ pub(crate) fn run(root: &Path) -> Result<()> {
     code_map(root, &mut problems)?;
     let map = std::fs::read_to_string(root.join("ARCHITECTURE.md"))
         .context("cannot read ARCHITECTURE.md")?;
-    invariant_problems(
-        &map,
-        &|path| std::fs::read_to_string(root.join(path)).ok(),
-        &mut problems,
-    );
+    let read = |path: &str| std::fs::read_to_string(root.join(path)).ok();
+    invariant_problems(&map, &read, &mut problems);
+    let page = std::fs::read_to_string(root.join(INVARIANTS))
+        .with_context(|| format!("cannot read {INVARIANTS}"))?;
+    invariant_page(INVARIANTS, &page, &read, &mut problems);
     if problems.is_empty() {
         println!(
             "tidy: crate graph, environment, clock, printing, core io, human origin, turn in the request, layer names, rust-version, code map and invariants hold"
@@ -495,70 +498,101 @@ fn invariant_problems(
         }
     }
     for (i, line) in lines.iter().enumerate().take(end).skip(start + 1) {
-        let row = line.trim();
-        if !row.starts_with('|') || row.starts_with("|---") || row.starts_with("| invariant |") {
-            continue;
+        check_row(&format!("ARCHITECTURE.md:{}", i + 1), line, read, problems);
+    }
+}
+
+/// The invariants page (`docs/invariants.md`): every table row on it is an invariant and must
+/// name what enforces it (see [`check_row`]).
+fn invariant_page(
+    name: &str,
+    text: &str,
+    read: &dyn Fn(&str) -> Option<String>,
+    problems: &mut Vec<String>,
+) {
+    let mut rows = 0;
+    for (i, line) in text.lines().enumerate() {
+        if line.trim().starts_with('|') {
+            rows += 1;
         }
-        let at = format!("ARCHITECTURE.md:{}", i + 1);
-        let cells: Vec<&str> = row.trim_matches('|').split(" | ").collect();
-        let Some(by) = cells.last().filter(|_| cells.len() >= 2) else {
-            problems.push(format!(
-                "{at}: a row needs an invariant and what enforces it"
-            ));
-            continue;
+        check_row(&format!("{name}:{}", i + 1), line, read, problems);
+    }
+    if rows == 0 {
+        problems.push(format!("{name} holds no invariant table"));
+    }
+}
+
+/// One row of an invariants table: it names what enforces it — `file.rs::fn` (the file must
+/// have that function), `file.rs` followed by `(doctest)` or `(compile_fail)` (the file must
+/// have such a doc example), or `tidy: <check>` (one of [`CHECKS`]).
+fn check_row(
+    at: &str,
+    line: &str,
+    read: &dyn Fn(&str) -> Option<String>,
+    problems: &mut Vec<String>,
+) {
+    let row = line.trim();
+    if !row.starts_with('|') || row.starts_with("|---") || row.starts_with("| invariant |") {
+        return;
+    }
+    let cells: Vec<&str> = row.trim_matches('|').split(" | ").collect();
+    let Some(by) = cells.last().filter(|_| cells.len() >= 2) else {
+        problems.push(format!(
+            "{at}: a row needs an invariant and what enforces it"
+        ));
+        return;
+    };
+    let mut backed = 0;
+    let mut rest = *by;
+    while let Some(open) = rest.find('`') {
+        let Some(len) = rest[open + 1..].find('`') else {
+            break;
         };
-        let mut backed = 0;
-        let mut rest = *by;
-        while let Some(open) = rest.find('`') {
-            let Some(len) = rest[open + 1..].find('`') else {
-                break;
+        let reference = &rest[open + 1..open + 1 + len];
+        rest = &rest[open + len + 2..];
+        let after = rest.trim_start();
+        if let Some(check) = reference.strip_prefix("tidy: ") {
+            if CHECKS.contains(&check) {
+                backed += 1;
+            } else {
+                problems.push(format!(
+                    "{at}: `tidy: {check}` is not a tidy check (one of {CHECKS:?})"
+                ));
+            }
+        } else if let Some((file, function)) = reference.split_once("::") {
+            let found = read(file).is_some_and(|text| {
+                text.contains(&format!("fn {function}("))
+                    || text.contains(&format!("fn {function}<"))
+            });
+            if found {
+                backed += 1;
+            } else {
+                problems.push(format!(
+                    "{at}: names {reference}, which does not exist: name the test that enforces the invariant"
+                ));
+            }
+        } else if reference.ends_with(".rs") {
+            let kinds: &[&str] = if after.starts_with("(compile_fail)") {
+                &["```compile_fail"]
+            } else if after.starts_with("(doctest)") {
+                &["//! ```", "/// ```"]
+            } else {
+                problems.push(format!(
+                    "{at}: after {reference} say `(doctest)` or `(compile_fail)`, or name a test `file::fn`"
+                ));
+                continue;
             };
-            let reference = &rest[open + 1..open + 1 + len];
-            rest = &rest[open + len + 2..];
-            let after = rest.trim_start();
-            if let Some(check) = reference.strip_prefix("tidy: ") {
-                if CHECKS.contains(&check) {
-                    backed += 1;
-                } else {
-                    problems.push(format!(
-                        "{at}: `tidy: {check}` is not a tidy check (one of {CHECKS:?})"
-                    ));
-                }
-            } else if let Some((file, function)) = reference.split_once("::") {
-                let found = read(file).is_some_and(|text| {
-                    text.contains(&format!("fn {function}("))
-                        || text.contains(&format!("fn {function}<"))
-                });
-                if found {
-                    backed += 1;
-                } else {
-                    problems.push(format!(
-                        "{at}: names {reference}, which does not exist: name the test that enforces the invariant"
-                    ));
-                }
-            } else if reference.ends_with(".rs") {
-                let kinds: &[&str] = if after.starts_with("(compile_fail)") {
-                    &["```compile_fail"]
-                } else if after.starts_with("(doctest)") {
-                    &["//! ```", "/// ```"]
-                } else {
-                    problems.push(format!(
-                        "{at}: after {reference} say `(doctest)` or `(compile_fail)`, or name a test `file::fn`"
-                    ));
-                    continue;
-                };
-                if read(reference).is_some_and(|t| kinds.iter().any(|k| t.contains(k))) {
-                    backed += 1;
-                } else {
-                    problems.push(format!("{at}: {reference} has no {} doc example", kinds[0]));
-                }
+            if read(reference).is_some_and(|t| kinds.iter().any(|k| t.contains(k))) {
+                backed += 1;
+            } else {
+                problems.push(format!("{at}: {reference} has no {} doc example", kinds[0]));
             }
         }
-        if backed == 0 {
-            problems.push(format!(
-                "{at}: names nothing that enforces it: add a test (`file::fn`), a doc example or a tidy check, or move the line to the list of what is not enforced"
-            ));
-        }
+    }
+    if backed == 0 {
+        problems.push(format!(
+            "{at}: names nothing that enforces it: add a test (`file::fn`), a doc example or a tidy check, or move the line to the list of what is not enforced"
+        ));
     }
 }
 
@@ -745,6 +779,22 @@ mod tests {
         let mut p = Vec::new();
         invariant_problems(map, &files, &mut p);
         p
+    }
+
+    #[test]
+    fn every_row_of_the_invariants_page_is_checked_whatever_its_area() {
+        let files = |path: &str| (path == "a/tests/t.rs").then(|| "fn holds() {}".to_string());
+        let page = "# Invariants\n## Area one\n| invariant | enforced by |\n|---|---|\n| x | `a/tests/t.rs::holds` |\n## Area two\n| invariant | enforced by |\n|---|---|\n| y | `a/tests/t.rs::gone` |\n";
+        let mut p = Vec::new();
+        invariant_page("docs/invariants.md", page, &files, &mut p);
+        assert_eq!(p.len(), 2, "a missing test, so nothing backs the row: {p:?}");
+        assert!(
+            p[0].starts_with("docs/invariants.md:9: names a/tests/t.rs::gone"),
+            "{p:?}"
+        );
+        let mut p = Vec::new();
+        invariant_page("docs/invariants.md", "# Invariants\nnone\n", &files, &mut p);
+        assert_eq!(p, ["docs/invariants.md holds no invariant table"]);
     }
 
     #[test]
