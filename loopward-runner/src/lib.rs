@@ -78,6 +78,7 @@ pub mod model;
 mod runner;
 pub mod sandbox;
 mod state;
+pub mod stop;
 pub mod telemetry;
 pub mod tool;
 pub mod tools;

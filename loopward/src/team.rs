@@ -185,6 +185,10 @@ pub fn build(
         .clock(opts.clock.clone())
         .inbox(inbox)
         .max_turns(cfg.limits.turns_per_run.saturating_add(1));
+    // A person's kill switch (`loopward serve`) reaches runs kept under custody only.
+    if let Some(c) = &opts.custody {
+        runner = runner.stops(c.stops()?);
+    }
     for a in &cfg.agents {
         let steps = a
             .max_steps
