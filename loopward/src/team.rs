@@ -223,6 +223,21 @@ fn price(cfg: &Config, model: &str) -> Option<loopward_core::Price> {
     }
 }
 
+/// Whether `agent` may be granted an override under the config at `config_path`: an
+/// `[[agent]]` of the team, or (`subagent`) a Claude Code subagent acting under its own name.
+/// `loopward override grant` and the console ask the same question.
+pub fn check_grantee(cfg: &Config, config_path: &Path, agent: &str, subagent: bool) -> Result<()> {
+    let team: Vec<&str> = cfg.agents.iter().map(|a| a.name.as_str()).collect();
+    if !subagent && !team.contains(&agent) {
+        anyhow::bail!(
+            "{agent} is not an [[agent]] in {} (the team: {}); nothing was granted. For a Claude Code subagent, which acts under its own name, pass --subagent",
+            config_path.display(),
+            team.join(", ")
+        );
+    }
+    Ok(())
+}
+
 /// Grants a one-shot override, sealed in `custody`'s store (none: the workspace's keyless
 /// `.loopward/overrides/`), at most `max_ttl`; returns the sentinel's id.
 #[allow(clippy::too_many_arguments)]
