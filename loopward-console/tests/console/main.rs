@@ -1,0 +1,252 @@
+//! The console in-process (its router driven request by request, no network but a 127.0.0.1
+//! webhook receiver): what a signed-in person can do, and every refusal the issue names — no
+//! token, a wrong token, a cross-site POST, a replayed approval, an approval for another action,
+//! bad input — each changing nothing.
+
+mod support;
+
+use axum::http::StatusCode;
+use loopward_runner::layers::stopgate::PendingState;
+use support::Fixture;
+
+#[tokio::test]
+async fn without_a_token_every_page_and_answer_is_refused() {
+    let f = Fixture::paused().await;
+    let w = f.waiting();
+    for uri in ["/", "/api/runs", "/live", &format!("/runs/{}", f.run)] {
+        let (status, _, body) = f.get(uri, None).await;
+        assert_eq!(status, StatusCode::UNAUTHORIZED, "{uri}: {body}");
+        assert!(body.contains("not signed in"), "{body}");
+    }
+    let form = format!("action={}&by=mallory", w.action);
+    let (status, _, _) = f
+        .post(&format!("/gates/{}/approve", w.id), None, &form, &[])
+        .await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    assert_eq!(f.record(&w.id).state, PendingState::Pending);
+}
+
+#[tokio::test]
+async fn a_wrong_token_signs_nobody_in() {
+    let f = Fixture::paused().await;
+    let (status, headers, _) = f
+        .get("/login?token=0123456789abcdef0123456789abcdef", None)
+        .await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    assert!(headers.get("set-cookie").is_none());
+    let (status, _, _) = f
+        .get_with("/api/runs", &[("authorization", "Bearer not-the-token")])
+        .await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    let forged =
+        "loopward_console=0000000000000000000000000000000000000000000000000000000000000000";
+    let (status, _, _) = f.get("/", Some(forged)).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+}
+
+#[tokio::test]
+async fn a_cross_site_post_is_refused_and_decides_nothing() {
+    let f = Fixture::paused().await;
+    let w = f.waiting();
+    let cookie = f.sign_in().await;
+    let csrf = f.console.token().csrf().to_string();
+    let form = format!("csrf={csrf}&action={}&by=ana", w.action);
+    let uri = format!("/gates/{}/approve", w.id);
+    // Another site's page posting with the person's cookie: refused by its Origin…
+    let (status, _, body) = f
+        .post(
+            &uri,
+            Some(&cookie),
+            &form,
+            &[("origin", "http://evil.example")],
+        )
+        .await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
+    assert!(body.contains("cross-site"), "{body}");
+    // …and, where a browser sends no Origin, by the CSRF value it cannot know.
+    let without = format!("action={}&by=ana", w.action);
+    let (status, _, _) = f.post(&uri, Some(&cookie), &without, &[]).await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    // A rebinding name for the console's address.
+    let (status, _, _) = f
+        .post(&uri, Some(&cookie), &form, &[("host", "evil.example:8377")])
+        .await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    assert_eq!(f.record(&w.id).state, PendingState::Pending);
+}
+
+#[tokio::test]
+async fn an_approval_is_the_clis_sealed_decision_with_its_approver_and_a_replay_is_refused() {
+    let f = Fixture::paused().await;
+    let w = f.waiting();
+    let cookie = f.sign_in().await;
+    let csrf = f.console.token().csrf().to_string();
+    let form = format!("csrf={csrf}&action={}&by=ana", w.action);
+    let uri = format!("/gates/{}/approve", w.id);
+    let (status, headers, body) = f.post(&uri, Some(&cookie), &form, &[]).await;
+    assert_eq!(status, StatusCode::SEE_OTHER, "{body}");
+    assert_eq!(headers["location"], format!("/runs/{}", f.run));
+    let record = f.record(&w.id);
+    assert_eq!(record.state, PendingState::Approved);
+    assert_eq!(record.decided.unwrap().by, "ana (console)");
+    // The same request again: the gate no longer waits; the first decision stands.
+    let (status, _, body) = f.post(&uri, Some(&cookie), &form, &[]).await;
+    assert_eq!(status, StatusCode::CONFLICT, "{body}");
+    assert!(body.contains("no longer waiting"), "{body}");
+    let deny = format!("csrf={csrf}&action={}&by=bob", w.action);
+    let (status, _, _) = f
+        .post(&format!("/gates/{}/deny", w.id), Some(&cookie), &deny, &[])
+        .await;
+    assert_eq!(status, StatusCode::CONFLICT);
+    assert_eq!(f.record(&w.id).state, PendingState::Approved);
+}
+
+#[tokio::test]
+async fn an_approval_for_another_action_than_the_one_waiting_is_refused() {
+    let f = Fixture::paused().await;
+    let w = f.waiting();
+    let cookie = f.sign_in().await;
+    let csrf = f.console.token().csrf().to_string();
+    let form = format!("csrf={csrf}&action=turn:someone-else&by=ana");
+    let (status, _, body) = f
+        .post(
+            &format!("/gates/{}/approve", w.id),
+            Some(&cookie),
+            &form,
+            &[],
+        )
+        .await;
+    assert_eq!(status, StatusCode::CONFLICT, "{body}");
+    assert!(
+        body.contains(&format!("waits to allow {}", w.action)),
+        "{body}"
+    );
+    assert_eq!(f.record(&w.id).state, PendingState::Pending);
+}
+
+#[tokio::test]
+async fn bad_input_gets_a_clear_error_and_changes_nothing() {
+    let f = Fixture::paused().await;
+    let w = f.waiting();
+    let cookie = f.sign_in().await;
+    let csrf = f.console.token().csrf().to_string();
+    let json = [("accept", "application/json")];
+    // A form without the action.
+    let (status, _, body) = f
+        .post(
+            &format!("/gates/{}/approve", w.id),
+            Some(&cookie),
+            &format!("csrf={csrf}&by=ana"),
+            &json,
+        )
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    let err: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert!(
+        err["error"].as_str().unwrap().contains("malformed"),
+        "{body}"
+    );
+    // A gate that does not exist; a run that is gone.
+    let form = format!("csrf={csrf}&action={}&by=ana", w.action);
+    let (status, _, _) = f
+        .post(
+            "/gates/r0-0000000000000000/approve",
+            Some(&cookie),
+            &form,
+            &json,
+        )
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let (status, _, body) = f.get("/runs/no-such-run", Some(&cookie)).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert!(body.contains("there is no run"), "{body}");
+    // No name: the ledger must say who answered.
+    let (status, _, _) = f
+        .post(
+            &format!("/gates/{}/approve", w.id),
+            Some(&cookie),
+            &format!("csrf={csrf}&action={}&by=+", w.action),
+            &json,
+        )
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert_eq!(f.record(&w.id).state, PendingState::Pending);
+    // An override the CLI would refuse (an agent not in the team) is refused the same way.
+    let grant = format!("csrf={csrf}&agent=stranger&path=hello.txt&reason=typo&ttl=10m");
+    let (status, _, body) = f.post("/overrides", Some(&cookie), &grant, &json).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert!(body.contains("not an [[agent]]"), "{body}");
+}
+
+#[tokio::test]
+async fn a_signed_in_person_sees_the_waiting_gate_and_its_exact_action() {
+    let f = Fixture::paused().await;
+    let w = f.waiting();
+    let cookie = f.sign_in().await;
+    let (status, headers, page) = f.get("/", Some(&cookie)).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(headers["content-security-policy"]
+        .to_str()
+        .unwrap()
+        .contains("default-src 'none'"));
+    assert!(
+        page.contains(&w.action) && page.contains("Approve"),
+        "{page}"
+    );
+    let (status, _, page) = f.get(&format!("/runs/{}", f.run), Some(&cookie)).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(
+        page.contains(&format!("id=\"gate-{}\"", w.id)),
+        "the gate is on the run page"
+    );
+    assert!(page.contains("id=\"seq-1\""), "each record is linked");
+}
+
+#[tokio::test]
+async fn a_stop_from_the_console_is_a_sealed_request_naming_who_asked() {
+    let f = Fixture::paused().await;
+    let cookie = f.sign_in().await;
+    let csrf = f.console.token().csrf().to_string();
+    let form = format!("csrf={csrf}&by=ana&reason=going+to+bed");
+    let (status, _, body) = f
+        .post(&format!("/runs/{}/stop", f.run), Some(&cookie), &form, &[])
+        .await;
+    assert_eq!(status, StatusCode::SEE_OTHER, "{body}");
+    let run = loopward_core::RunId::new(&f.run).unwrap();
+    let taken = f.custody().stops().unwrap().take(&run, 1).unwrap().unwrap();
+    assert_eq!(
+        (taken.by.as_str(), taken.reason.as_str()),
+        ("ana (console)", "going to bed")
+    );
+}
+
+#[tokio::test]
+async fn a_gate_that_starts_waiting_is_noticed_to_the_webhook_signed_with_a_link_not_the_token() {
+    let (url, received) = support::receiver().await;
+    let f = Fixture::with_webhook(&url).await;
+    f.console.refresh(); // the first look notices nothing already there
+    f.pause_a_run().await;
+    f.console.refresh();
+    let (headers, body) = tokio::time::timeout(std::time::Duration::from_secs(10), received)
+        .await
+        .expect("a notice within 10 s")
+        .unwrap();
+    let secret = std::fs::read_to_string(f.state().join("console/webhook.secret")).unwrap();
+    assert!(loopward_console::notify::signature_matches(
+        secret.trim().as_bytes(),
+        &headers["x-loopward-timestamp"],
+        body.as_bytes(),
+        &headers["x-loopward-signature"],
+    ));
+    let notice: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(notice["kind"], "gate_waiting");
+    assert_eq!(notice["gate"], "build");
+    assert!(
+        notice["url"].as_str().unwrap().contains("/runs/"),
+        "{notice}"
+    );
+    assert!(
+        !body.contains(f.console.token().secret()),
+        "the notice never carries the token"
+    );
+}
