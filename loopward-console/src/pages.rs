@@ -92,7 +92,7 @@ fn status_badge(row: &RunRow) -> Markup {
 /// Approve / Deny for one waiting gate: the forms carry the exact action they answer.
 pub(crate) fn gate_card(run: &str, w: &Waiting, csrf: &str) -> Markup {
     html! {
-        div.gate id=(format!("gate-{}", w.id)) data-gate=(w.gate) {
+        div.gate id=(format!("gate-{}", w.id)) data-gate=(w.gate) data-run=(run) {
             div.what { "Run " a href=(format!("/runs/{run}")) { (run) } " · gate " strong { (w.gate) } " · " (w.agent) }
             div { (w.summary) }
             div { "Allows exactly: " code.action { (w.action) } }

@@ -52,7 +52,7 @@ pub(crate) fn router(console: Console) -> Router {
         ))
         .layer(SetResponseHeaderLayer::overriding(
             header::REFERRER_POLICY,
-            HeaderValue::from_static("no-referrer"),
+            HeaderValue::from_static("same-origin"),
         ))
         .layer(SetResponseHeaderLayer::if_not_present(
             header::CACHE_CONTROL,
@@ -144,7 +144,17 @@ async fn run_page(
     Path(run): Path<String>,
     headers: HeaderMap,
 ) -> Response {
-    let snap = c.snapshot();
+    let mut snap = c.snapshot();
+    if snap.run(&run).is_none() {
+        // A run started since the last tick: look again before saying it is not there.
+        let again = c.clone();
+        if tokio::task::spawn_blocking(move || again.refresh())
+            .await
+            .is_ok()
+        {
+            snap = c.snapshot();
+        }
+    }
     let Some(row) = snap.run(&run).cloned() else {
         return ConsoleError::NotFound(format!(
             "there is no run {run:?} in {}; it may have been removed",
