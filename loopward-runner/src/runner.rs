@@ -4,8 +4,8 @@
 use crate::clock::{Clock, SystemClock};
 use crate::context::{RunContext, TurnContext};
 use crate::inbox::HumanInbox;
-use crate::stop::StopRequests;
 use crate::journal::{Journal, RecordedTurn, ResumePolicy, Resumed, Step, TurnFeed};
+use crate::stop::StopRequests;
 use crate::turn::{BoxTurnService, TurnOutcome, TurnRequest};
 use crate::workspace::Workspace;
 use loopward_core::{

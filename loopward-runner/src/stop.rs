@@ -182,19 +182,17 @@ impl StopRequests {
             Ok(false) => return None,
             Err(why) => return Some(Err(format!("{}: {why}", from.display()))),
         }
-        Some(
-            read(&claimed, run, self.keys.as_ref()).map_err(|why| {
-                let rejected = self
-                    .dir
-                    .join("rejected")
-                    .join(format!("{now_ms}-{run}.json"));
-                let moved = claim(&claimed, &rejected).map_or_else(
-                    |e| format!(" (left in honoured/: {e})"),
-                    |_| " (moved to rejected/)".into(),
-                );
-                format!("{}: {why}; not honoured{moved}", from.display())
-            }),
-        )
+        Some(read(&claimed, run, self.keys.as_ref()).map_err(|why| {
+            let rejected = self
+                .dir
+                .join("rejected")
+                .join(format!("{now_ms}-{run}.json"));
+            let moved = claim(&claimed, &rejected).map_or_else(
+                |e| format!(" (left in honoured/: {e})"),
+                |_| " (moved to rejected/)".into(),
+            );
+            format!("{}: {why}; not honoured{moved}", from.display())
+        }))
     }
 }
 

@@ -3,9 +3,9 @@
 use loopward_core::{AgentId, AuditEvent, Message, Person, RunId, RunStatus};
 use loopward_runner::audit::MemorySink;
 use loopward_runner::inbox::HumanInbox;
-use loopward_runner::stop::StopRequests;
 use loopward_runner::model::fake::{FakeModel, Script, ScriptedCall, ScriptedReply};
 use loopward_runner::model::{BoxModelService, ChatRequest, ChatResponse, ModelError};
+use loopward_runner::stop::StopRequests;
 use loopward_runner::{tools, BoxTurnService, LlmAgent, RunReport, RunSpec, Runner, Workspace};
 use serde_json::json;
 use std::sync::{Arc, Mutex};
@@ -715,7 +715,9 @@ fn stop_decisions(t: &Team) -> Vec<(String, serde_json::Value)> {
                 layer,
                 decision,
                 detail,
-            } if layer == "stop" => Some((decision.as_str().to_string(), detail.to_json().into_owned())),
+            } if layer == "stop" => {
+                Some((decision.as_str().to_string(), detail.to_json().into_owned()))
+            }
             _ => None,
         })
         .collect()
@@ -757,8 +759,8 @@ async fn a_forged_stop_request_is_recorded_as_refused_and_the_run_goes_on() {
     s.say(&id("builder"), "Done.");
     let stops_dir = tempfile::tempdir().unwrap();
     let key = loopward_runner::audit::LedgerKey::generate().unwrap();
-    let keyed = StopRequests::folder(stops_dir.path())
-        .keyed(loopward_runner::audit::KeyRing::single(key));
+    let keyed =
+        StopRequests::folder(stops_dir.path()).keyed(loopward_runner::audit::KeyRing::single(key));
     let t = team_stops(&["builder"], s, 8, None, Some(keyed));
     // Written without the key (as an agent's process would): not honoured.
     StopRequests::folder(stops_dir.path())
@@ -770,7 +772,10 @@ async fn a_forged_stop_request_is_recorded_as_refused_and_the_run_goes_on() {
     assert_eq!(decided.len(), 1, "{decided:?}");
     assert_eq!(decided[0].0, "refused");
     assert!(
-        decided[0].1["why"].as_str().unwrap().contains("not honoured"),
+        decided[0].1["why"]
+            .as_str()
+            .unwrap()
+            .contains("not honoured"),
         "{decided:?}"
     );
 }

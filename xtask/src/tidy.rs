@@ -44,6 +44,10 @@ const GRAPH: &[(&str, &[&str])] = &[
         &["loopward-core", "loopward-runner", "loopward"],
     ),
     (
+        "loopward-console",
+        &["loopward", "loopward-core", "loopward-runner"],
+    ),
+    (
         "loopward-cli",
         &[
             "loopward",
@@ -51,6 +55,7 @@ const GRAPH: &[(&str, &[&str])] = &[
             "loopward-runner",
             "loopward-term",
             "loopward-restate",
+            "loopward-console",
         ],
     ),
     (
