@@ -27,6 +27,7 @@
 
 #[cfg(feature = "llama")]
 pub mod concurrent;
+pub mod console;
 pub mod gates;
 pub mod governed;
 pub mod harness;

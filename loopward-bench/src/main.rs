@@ -49,6 +49,14 @@ fn args() -> Result<Args> {
 }
 
 fn main() -> Result<()> {
+    // Part 8's console runs in a child process of its own, measured from outside.
+    let argv: Vec<String> = std::env::args().collect();
+    if argv.get(1).map(String::as_str) == Some("--console-child") {
+        let (Some(config), Some(state)) = (argv.get(2), argv.get(3)) else {
+            bail!("usage: loopward-bench --console-child CONFIG STATE_BASE");
+        };
+        return loopward_bench::console::child(config.as_ref(), state.as_ref());
+    }
     #[cfg(feature = "llama")]
     if llama_child()?.is_some() {
         return Ok(());
@@ -70,6 +78,10 @@ fn main() -> Result<()> {
     if wanted(3) {
         eprintln!("part 3: ledger throughput");
         sections.push(ledger::run(args.effort).context("part 3 (ledger throughput)")?);
+    }
+    if wanted(8) {
+        eprintln!("part 8: the console following live runs");
+        sections.push(loopward_bench::console::run(args.effort).context("part 8 (console)")?);
     }
     if wanted(7) {
         eprintln!("part 7: governed iteration in memory");

@@ -91,9 +91,7 @@ impl Notifier {
             url: format!("{base}/runs/{run}#gate-{}", waiting.id),
         };
         let body = serde_json::to_vec(&notice).unwrap_or_default();
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs());
+        let now = loopward_runner::Clock::now_millis(&loopward_runner::SystemClock) / 1000;
         let signature = sign(&self.secret, now, &body);
         for hook in &self.hooks {
             let request = self

@@ -84,6 +84,7 @@ const GRAPH: &[(&str, &[&str])] = &[
             "loopward-core",
             "loopward-runner",
             "loopward-llama",
+            "loopward-console",
         ],
     ),
     ("xtask", &[]),
@@ -135,6 +136,7 @@ const LIBRARIES: &[&str] = &[
     "loopward-llama/src",
     "loopward/src",
     "loopward-restate/src",
+    "loopward-console/src",
 ];
 
 /// The library files that may make a `Person` (`Person::at_the_keyboard`): its definition; the
