@@ -1,5 +1,5 @@
 //! What a person does from the console. Each action calls the same code as its command —
-//! [`ApprovalStore::approve`]/[`deny`](ApprovalStore::deny) (`loopward approve|deny`),
+//! [`ApprovalStore::approve`](loopward_runner::layers::stopgate::ApprovalStore::approve)/[`deny`](loopward_runner::layers::stopgate::ApprovalStore::deny) (`loopward approve|deny`),
 //! [`grant_override`](loopward::team::grant_override) (`loopward override grant`),
 //! [`StopRequests::request`](loopward_runner::stop::StopRequests::request) — and changes nothing
 //! when refused.
@@ -144,6 +144,8 @@ impl Console {
     /// started for it). A run that already ended is refused.
     pub fn stop(&self, run: &str, stop: &Stop) -> Result<bool, ConsoleError> {
         let by = decider(&stop.by)?;
+        // Decide on what the ledger says now, not at the last tick.
+        self.refresh();
         let snap = self.snapshot();
         let Some(row) = snap.run(run) else {
             return Err(ConsoleError::NotFound(format!(
@@ -182,10 +184,16 @@ impl Console {
             .filter(|r| r.is_open() || r.status == "awaiting_approval")
             .map(|r| r.run.clone())
             .collect();
-        for run in &runs {
-            self.stop(run, stop)?;
+        let mut asked = Vec::with_capacity(runs.len());
+        for run in runs {
+            match self.stop(&run, stop) {
+                Ok(_) => asked.push(run),
+                // It ended (or went) since the snapshot: nothing to stop there.
+                Err(ConsoleError::Conflict(_) | ConsoleError::NotFound(_)) => {}
+                Err(e) => return Err(e),
+            }
         }
-        Ok(runs)
+        Ok(asked)
     }
 
     /// Grants a one-shot override with the checks of `loopward override grant`; returns its id.

@@ -250,3 +250,50 @@ async fn a_gate_that_starts_waiting_is_noticed_to_the_webhook_signed_with_a_link
         "the notice never carries the token"
     );
 }
+
+#[tokio::test]
+async fn stop_every_run_asks_each_run_not_yet_ended_and_a_finished_run_cannot_be_stopped() {
+    let f = Fixture::paused().await;
+    let cookie = f.sign_in().await;
+    let csrf = f.console.token().csrf().to_string();
+    let json = [("accept", "application/json")];
+    let form = format!("csrf={csrf}&by=ana&reason=night");
+    let (status, _, body) = f.post("/stop-all", Some(&cookie), &form, &json).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let done: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(done["detail"]["runs"], serde_json::json!([f.run.clone()]));
+    let run = loopward_core::RunId::new(&f.run).unwrap();
+    assert!(f.custody().stops().unwrap().is_requested(&run));
+    // A run whose ledger says it ended: refused, nothing written.
+    let ended = "r-ended";
+    let runs = f.ws.path().join("runs");
+    let ledger = loopward_runner::audit::Ledger::create(
+        &runs,
+        &loopward_core::RunId::new(ended).unwrap(),
+        loopward_runner::audit::LedgerOptions::default(),
+    )
+    .unwrap();
+    let scope = loopward_core::Scope {
+        run: loopward_core::RunId::new(ended).unwrap(),
+        turn: None,
+        agent: None,
+    };
+    use loopward_core::AuditSink;
+    ledger
+        .record(
+            &scope,
+            &loopward_core::AuditEvent::RunEnded {
+                cost_micros: None,
+                status: loopward_core::RunStatus::Completed,
+                usage: loopward_core::Usage::default(),
+            },
+        )
+        .unwrap();
+    ledger.finish().unwrap();
+    drop(ledger);
+    let (status, _, body) = f
+        .post(&format!("/runs/{ended}/stop"), Some(&cookie), &form, &json)
+        .await;
+    assert_eq!(status, StatusCode::CONFLICT, "{body}");
+    assert!(body.contains("already ended"), "{body}");
+}
