@@ -140,7 +140,10 @@ pub(crate) fn runs_page(snap: &Snapshot, csrf: &str, agents: &[String]) -> Strin
     html! {
         (DOCTYPE)
         html lang="en" {
-            head { (head("Runs")) meta name="csrf" content=(csrf); }
+            head {
+                (head(&if waiting.is_empty() { "Runs".to_string() } else { format!("({}) Runs", waiting.len()) }))
+                meta name="csrf" content=(csrf);
+            }
             body { div.console {
                 header {
                     h1 { "loopward · runs" }
@@ -191,7 +194,7 @@ pub(crate) fn runs_page(snap: &Snapshot, csrf: &str, agents: &[String]) -> Strin
                         button type="submit" { "Grant" }
                     }
                 }
-                div #console-live hidden data-live="/live" data-swap="#summary,#waiting,#runs" {}
+                div #console-live hidden data-live="/live" data-swap="title,#summary,#waiting,#runs" {}
                 script src="/console.js" {}
             } }
         }

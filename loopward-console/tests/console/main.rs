@@ -297,3 +297,30 @@ async fn stop_every_run_asks_each_run_not_yet_ended_and_a_finished_run_cannot_be
     assert_eq!(status, StatusCode::CONFLICT, "{body}");
     assert!(body.contains("already ended"), "{body}");
 }
+
+#[tokio::test]
+async fn an_override_granted_from_the_console_is_the_clis_sealed_one_shot_grant() {
+    let f = Fixture::paused().await;
+    let cookie = f.sign_in().await;
+    let csrf = f.console.token().csrf().to_string();
+    let json = [("accept", "application/json")];
+    let too_long = format!("csrf={csrf}&agent=builder&path=hello.txt&reason=typo&ttl=48h");
+    let (status, _, body) = f.post("/overrides", Some(&cookie), &too_long, &json).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert!(body.contains("longer than the longest override"), "{body}");
+    let form = format!("csrf={csrf}&agent=builder&path=hello.txt&reason=fix+a+typo&ttl=10m");
+    let (status, _, body) = f.post("/overrides", Some(&cookie), &form, &json).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let listed = f
+        .custody()
+        .overrides()
+        .unwrap()
+        .list(&loopward_runner::SystemClock);
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    let sentinel = listed[0].sentinel.as_ref().expect("sealed and readable");
+    assert_eq!(
+        (sentinel.agent.as_str(), sentinel.reason.as_str()),
+        ("builder", "fix a typo")
+    );
+    assert!(listed[0].problem.is_none(), "{listed:?}");
+}

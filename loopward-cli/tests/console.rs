@@ -15,6 +15,9 @@
 //! is in its own process group and ended by its recorded PID; servers listen on 127.0.0.1 only,
 //! on ports the system picked; the whole test is bounded.
 //!
+//! And the console's token is out of every agent's reach: a command in an agent's sandbox cannot
+//! read it.
+//!
 //! `LOOPWARD_SCREENSHOTS=<dir>` also keeps 375 px screenshots of the console there (the ones in
 //! `docs/console/` are made this way).
 
@@ -395,4 +398,36 @@ async fn scenario() {
     let turns = ledger.matches("\"turn_started\"").count();
     assert!(turns < 200, "stopped long before its cap ({turns} turns)");
     c.close().await.unwrap();
+}
+
+#[test]
+fn the_consoles_token_is_unreadable_to_an_agents_sandboxed_command() {
+    let w = Workspace::new();
+    let (serve, login) = w.serve();
+    drop(serve);
+    let token = login.split("token=").nth(1).unwrap().to_string();
+    let state = std::fs::read_dir(w.xdg.path().join("loopward"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let file = state.join("console/token");
+    assert_eq!(std::fs::read_to_string(&file).unwrap().trim(), token);
+    let o = w
+        .loopward(&[
+            "sandbox",
+            "exec",
+            "--config",
+            "loop.toml",
+            "--agent",
+            "ping",
+            "--",
+            "cat",
+        ])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(!o.status.success(), "{o:?}");
+    assert!(!String::from_utf8_lossy(&o.stdout).contains(&token));
 }
