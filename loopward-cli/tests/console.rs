@@ -431,3 +431,16 @@ fn the_consoles_token_is_unreadable_to_an_agents_sandboxed_command() {
     assert!(!o.status.success(), "{o:?}");
     assert!(!String::from_utf8_lossy(&o.stdout).contains(&token));
 }
+
+#[test]
+fn serving_beyond_loopback_without_tls_is_refused_and_nothing_listens() {
+    let w = Workspace::new();
+    let o = w
+        .loopward(&["serve", "--bind", "0.0.0.0", "--port", "0"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1), "{o:?}");
+    let said = String::from_utf8_lossy(&o.stderr);
+    assert!(said.contains("only over TLS"), "{said}");
+    assert!(o.stdout.is_empty(), "no sign-in link was printed");
+}

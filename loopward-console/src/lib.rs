@@ -12,6 +12,7 @@
 //! | [`actions`] | approve, deny, stop, stop all, grant: the same calls as the CLI's |
 //! | [`resume`] | the runs the console goes on with after an answer, tracked by PID |
 //! | [`notify`] | signed webhook notices when a gate starts waiting |
+//! | [`tls`] | TLS from PEM files, for a console served beyond loopback |
 //!
 //! Security: bound to loopback by the binary; every request authenticated; a state-changing
 //! request needs the CSRF value and its own `Origin`; the token lives in the state directory,
@@ -40,6 +41,7 @@ pub mod notify;
 mod pages;
 pub mod resume;
 mod routes;
+pub mod tls;
 mod watch;
 
 pub use error::ConsoleError;
@@ -73,6 +75,9 @@ pub struct ConsoleOptions {
     pub tick: Duration,
     /// Replace the token (signs out every browser).
     pub fresh_token: bool,
+    /// More names the console answers to in the `Host` header (`console.example:8377`), beside
+    /// the address it is bound to (and, on loopback, `127.0.0.1`/`localhost`).
+    pub hosts: Vec<String>,
 }
 
 impl ConsoleOptions {
@@ -86,6 +91,7 @@ impl ConsoleOptions {
             webhooks: Vec::new(),
             tick: Duration::from_millis(250),
             fresh_token: false,
+            hosts: Vec::new(),
         }
     }
 }
@@ -104,7 +110,9 @@ struct Inner {
     runs_dir: PathBuf,
     token: Token,
     hosts: RwLock<Vec<String>>,
+    extra_hosts: Vec<String>,
     base_url: RwLock<String>,
+    secure: std::sync::atomic::AtomicBool,
     watcher: Mutex<watch::Watcher>,
     snapshot: channel::Sender<Arc<Snapshot>>,
     resumer: Option<Resumer>,
@@ -153,7 +161,9 @@ impl Console {
                 runs_dir,
                 token,
                 hosts: RwLock::new(Vec::new()),
+                extra_hosts: opts.hosts,
                 base_url: RwLock::new(String::new()),
+                secure: std::sync::atomic::AtomicBool::new(false),
                 watcher: Mutex::new(watcher),
                 snapshot,
                 resumer,
@@ -173,22 +183,60 @@ impl Console {
         &self.inner.runs_dir
     }
 
-    /// The `Host`s the console answers to: `127.0.0.1:<port>` and `localhost:<port>` of `addr`
-    /// (and `[::1]:<port>`). Call it once the listener is bound.
+    /// The `Host`s the console answers to: the address `addr` it is bound to, on loopback also
+    /// `127.0.0.1:<port>` and `localhost:<port>`, and the names of [`ConsoleOptions::hosts`]
+    /// (with the port when they name none). Call it once the listener is bound.
     pub fn answer_at(&self, addr: SocketAddr) {
+        self.answer_at_as(addr, false);
+    }
+
+    /// [`answer_at`](Self::answer_at), saying whether it is served over TLS (`https` links, a
+    /// `Secure` cookie).
+    pub fn answer_at_as(&self, addr: SocketAddr, tls: bool) {
         let port = addr.port();
         let mut hosts = vec![addr.to_string()];
-        for h in [format!("127.0.0.1:{port}"), format!("localhost:{port}")] {
+        let mut named: Vec<String> = self
+            .inner
+            .extra_hosts
+            .iter()
+            .map(|h| {
+                if h.rsplit_once(':')
+                    .is_some_and(|(_, p)| p.parse::<u16>().is_ok())
+                {
+                    h.clone()
+                } else {
+                    format!("{h}:{port}")
+                }
+            })
+            .collect();
+        if addr.ip().is_loopback() {
+            named.extend([format!("127.0.0.1:{port}"), format!("localhost:{port}")]);
+        }
+        for h in named {
             if !hosts.contains(&h) {
                 hosts.push(h);
             }
         }
+        let scheme = if tls { "https" } else { "http" };
+        let shown = if addr.ip().is_unspecified() {
+            hosts.get(1).cloned().unwrap_or_else(|| addr.to_string())
+        } else {
+            addr.to_string()
+        };
         *self.inner.hosts.write().unwrap_or_else(|p| p.into_inner()) = hosts;
         *self
             .inner
             .base_url
             .write()
-            .unwrap_or_else(|p| p.into_inner()) = format!("http://{addr}");
+            .unwrap_or_else(|p| p.into_inner()) = format!("{scheme}://{shown}");
+        self.inner
+            .secure
+            .store(tls, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Whether the console is served over TLS (its cookie is then `Secure`).
+    pub fn is_secure(&self) -> bool {
+        self.inner.secure.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// The sign-in link: the console's address with the token.
@@ -244,6 +292,25 @@ impl Console {
     /// Serves on `listener` until the process ends, following the workspace every tick.
     pub async fn serve(self, listener: tokio::net::TcpListener) -> std::io::Result<()> {
         self.answer_at(listener.local_addr()?);
+        self.follow();
+        axum::serve(listener, self.router()).await
+    }
+
+    /// [`serve`](Self::serve) over TLS: only connections whose handshake finished reach the
+    /// console, and its cookie is `Secure`.
+    pub async fn serve_tls(
+        self,
+        listener: tokio::net::TcpListener,
+        tls: &tls::Tls,
+    ) -> std::io::Result<()> {
+        self.answer_at_as(listener.local_addr()?, true);
+        self.follow();
+        let listener = tls::TlsListener::new(listener, tls)?;
+        axum::serve(listener, self.router()).await
+    }
+
+    /// Looks at the workspace every tick, in the background.
+    fn follow(&self) {
         let follower = self.clone();
         tokio::spawn(async move {
             let mut every = tokio::time::interval(follower.inner.tick);
@@ -259,6 +326,5 @@ impl Console {
                 }
             }
         });
-        axum::serve(listener, self.router()).await
     }
 }

@@ -98,7 +98,7 @@ async fn login(State(c): State<Console>, headers: HeaderMap, q: Query<Login>) ->
     match q.token.as_deref() {
         Some(t) if c.inner.token.is(t) => {
             let mut r = Redirect::to("/").into_response();
-            if let Ok(v) = HeaderValue::from_str(&c.inner.token.cookie(false)) {
+            if let Ok(v) = HeaderValue::from_str(&c.inner.token.cookie(c.is_secure())) {
                 r.headers_mut().insert(header::SET_COOKIE, v);
             }
             r

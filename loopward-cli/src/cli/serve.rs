@@ -19,12 +19,15 @@ Examples:
 Prints a sign-in link carrying the console's token (kept in loopward's state directory,
 <state>/console/token, outside every sandbox). Open it once; the browser keeps a session cookie.
 After an Approve or Deny frees a paused run, the console resumes it (`loopward run --resume`)
-unless --no-resume. Only loopback addresses are served. See docs/console.md.")]
+unless --no-resume. A non-loopback --bind needs --tls-cert and --tls-key (and --host for the
+name you open it at):
+  loopward serve --bind 0.0.0.0 --tls-cert cert.pem --tls-key key.pem --host box.lan
+See docs/console.md.")]
 pub struct Args {
     /// The config file.
     #[arg(long, default_value = CONFIG_FILE)]
     pub config: PathBuf,
-    /// The loopback address to listen on.
+    /// The address to listen on (beyond loopback only with --tls-cert and --tls-key).
     #[arg(long, default_value_t = IpAddr::V4(Ipv4Addr::LOCALHOST))]
     pub bind: IpAddr,
     /// The port (0: any free port).
@@ -39,12 +42,26 @@ pub struct Args {
     /// Make a new token, signing out every browser that held the old one.
     #[arg(long)]
     pub new_token: bool,
+    /// Serve over TLS with this PEM certificate chain (with --tls-key).
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// The PEM private key of --tls-cert.
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// A name the console is opened at (`box.lan`, `box.lan:8377`), accepted in the `Host`
+    /// header; may be repeated.
+    #[arg(long = "host", value_name = "NAME")]
+    pub hosts: Vec<String>,
 }
 
 pub(super) async fn run(args: &Args) -> Result<ExitCode> {
-    if !args.bind.is_loopback() {
+    let tls = match (&args.tls_cert, &args.tls_key) {
+        (Some(cert), Some(key)) => Some(loopward_console::tls::Tls::from_pem_files(cert, key)?),
+        _ => None,
+    };
+    if !args.bind.is_loopback() && tls.is_none() {
         bail!(
-            "--bind {} is not a loopback address; the console serves only this machine (no TLS is built in). To reach it from a phone, forward the port over SSH or put a TLS proxy with its own authentication in front of 127.0.0.1",
+            "--bind {} is not a loopback address, and the console is served beyond this machine only over TLS: give --tls-cert and --tls-key (every request also needs the console's token). Or keep the default 127.0.0.1 and forward the port over SSH",
             args.bind
         );
     }
@@ -56,6 +73,7 @@ pub(super) async fn run(args: &Args) -> Result<ExitCode> {
     let mut opts = ConsoleOptions::new(args.config.clone(), super::state::base());
     opts.webhooks.clone_from(&args.notify);
     opts.fresh_token = args.new_token;
+    opts.hosts.clone_from(&args.hosts);
     if !args.no_resume {
         opts.resume_with =
             Some(std::env::current_exe().context("cannot find this binary to resume runs with")?);
@@ -65,7 +83,7 @@ pub(super) async fn run(args: &Args) -> Result<ExitCode> {
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .with_context(|| format!("cannot listen on {addr}; pick another --port"))?;
-    console.answer_at(listener.local_addr()?);
+    console.answer_at_as(listener.local_addr()?, tls.is_some());
     let mut out = Printer::stdout();
     out.line(Tone::Ok, format!("console: {}", console.login_url()));
     out.line(
@@ -76,6 +94,9 @@ pub(super) async fn run(args: &Args) -> Result<ExitCode> {
             console.token().file().display()
         ),
     );
-    console.serve(listener).await?;
+    match tls {
+        Some(tls) => console.serve_tls(listener, &tls).await?,
+        None => console.serve(listener).await?,
+    }
     Ok(ExitCode::SUCCESS)
 }

@@ -324,3 +324,48 @@ async fn an_override_granted_from_the_console_is_the_clis_sealed_one_shot_grant(
     );
     assert!(listed[0].problem.is_none(), "{listed:?}");
 }
+
+#[tokio::test]
+async fn over_tls_the_console_answers_only_after_a_handshake_and_its_cookie_is_secure() {
+    let f = Fixture::paused().await;
+    let cert = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let (cert_file, key_file) = (dir.path().join("cert.pem"), dir.path().join("key.pem"));
+    std::fs::write(&cert_file, cert.cert.pem()).unwrap();
+    std::fs::write(&key_file, cert.key_pair.serialize_pem()).unwrap();
+    let tls = loopward_console::tls::Tls::from_pem_files(&cert_file, &key_file).unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let console = f.console.clone();
+    let server = tokio::spawn(async move { console.serve_tls(listener, &tls).await });
+    let client = reqwest::Client::builder()
+        .add_root_certificate(reqwest::Certificate::from_pem(cert.cert.pem().as_bytes()).unwrap())
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let base = format!("https://localhost:{port}");
+    let r = client
+        .get(format!("{base}/api/runs"))
+        .bearer_auth(f.console.token().secret())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), reqwest::StatusCode::OK);
+    let login = client
+        .get(format!("{base}/login?token={}", f.console.token().secret()))
+        .send()
+        .await
+        .unwrap();
+    let cookie = login.headers()["set-cookie"].to_str().unwrap().to_string();
+    assert!(cookie.contains("; Secure"), "{cookie}");
+    assert!(f.console.login_url().starts_with("https://"));
+    // Plain HTTP to the TLS port gets no answer from the console.
+    let plain = reqwest::Client::new()
+        .get(format!("http://localhost:{port}/api/runs"))
+        .bearer_auth(f.console.token().secret())
+        .timeout(std::time::Duration::from_secs(15))
+        .send()
+        .await;
+    assert!(plain.is_err(), "{plain:?}");
+    server.abort();
+}
