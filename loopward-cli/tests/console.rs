@@ -397,6 +397,14 @@ async fn scenario() {
     );
     let turns = ledger.matches("\"turn_started\"").count();
     assert!(turns < 200, "stopped long before its cap ({turns} turns)");
+    // Replayed, the run stops where it did: the person's stop is an input the ledger keeps.
+    let o = w.loopward(&["replay", "runs/r-loop"]).output().unwrap();
+    assert!(
+        o.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
     c.close().await.unwrap();
 }
 

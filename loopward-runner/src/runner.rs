@@ -399,7 +399,12 @@ impl Runner {
             }
         }
         loop {
-            match crate::stop::honour(self.stops.as_ref(), ctx, self.clock.now_millis()) {
+            match crate::stop::honour(
+                self.stops.as_ref(),
+                ctx,
+                self.clock.now_millis(),
+                report.turns,
+            ) {
                 Ok(Some(status)) => return status,
                 Ok(None) => {}
                 Err(e) => return audit_failed(e),

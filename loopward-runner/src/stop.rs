@@ -7,7 +7,9 @@
 //! keyed store ([`StopRequests::keyed`]) each request is sealed under the ledger key; a file
 //! whose seal does not verify is refused, recorded, moved to `rejected/` and never honoured, so an
 //! agent cannot stop (or pretend to have been stopped in) another run. A request is claimed
-//! (renamed to `honoured/`) before it is recorded: it is honoured once.
+//! (renamed to `honoured/`) before it is recorded: it is honoured once. The record names the
+//! turns the run had taken (`turns`), so a replay ([`StopRequests::recorded`]) stops where the
+//! run did.
 //!
 //! ```
 //! use loopward_core::RunId;
@@ -27,9 +29,11 @@ use crate::audit::{KeyRing, Seal};
 use crate::context::RunContext;
 use loopward_core::{AuditError, AuditEvent, LayerVerdict, RunId, RunStatus};
 use serde::{Deserialize, Serialize};
+use std::collections::VecDeque;
 use std::io::{ErrorKind, Read};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 /// The largest request file read, in bytes.
 const MAX_FILE_BYTES: u64 = 16 * 1024;
@@ -80,6 +84,9 @@ pub enum StopError {
     /// The keyed store has no key to seal with.
     #[error("the stop requests are keyed but the key ring has no current key to seal with; run `loopward init`")]
     NoKey,
+    /// A recorded store replays what was asked; nothing new can be asked of it.
+    #[error("these stop requests replay a recorded run; nothing new can be asked")]
+    Recorded,
     /// The folder could not be written.
     #[error("cannot write the stop request {path}: {why}")]
     Io {
@@ -90,12 +97,22 @@ pub enum StopError {
     },
 }
 
-/// The stop requests of one workspace: a folder, and the keys requests are sealed under.
-/// Clones share nothing but the folder's path.
+/// A stop request as a run recorded it: after how many turns, and what became of it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RecordedStop {
+    /// The turns the run had taken when it took the request.
+    pub after_turns: u32,
+    /// Honoured (the request) or refused (why).
+    pub outcome: Result<StopRequest, String>,
+}
+
+/// The stop requests of one workspace: a folder, and the keys requests are sealed under (or,
+/// for a replay, the requests a recorded run took).
 #[derive(Clone, Debug)]
 pub struct StopRequests {
     dir: PathBuf,
     keys: Option<KeyRing>,
+    recorded: Option<Arc<Mutex<VecDeque<RecordedStop>>>>,
 }
 
 impl StopRequests {
@@ -104,6 +121,17 @@ impl StopRequests {
         Self {
             dir: dir.into(),
             keys: None,
+            recorded: None,
+        }
+    }
+
+    /// What a recorded run took, for replaying it: each entry is taken at the boundary where
+    /// the run had taken as many turns as it says, and nothing else is.
+    pub fn recorded(stops: Vec<RecordedStop>) -> Self {
+        Self {
+            dir: PathBuf::new(),
+            keys: None,
+            recorded: Some(Arc::new(Mutex::new(stops.into()))),
         }
     }
 
@@ -132,6 +160,9 @@ impl StopRequests {
         reason: &str,
         now_ms: u64,
     ) -> Result<bool, StopError> {
+        if self.recorded.is_some() {
+            return Err(StopError::Recorded);
+        }
         for (field, value) in [("name", by), ("reason", reason)] {
             if value.trim().is_empty() || value.len() > MAX_FIELD_BYTES || value.contains('\n') {
                 return Err(StopError::BadField {
@@ -165,13 +196,30 @@ impl StopRequests {
 
     /// Whether a request for `run` waits to be taken (unchecked: the runner checks it).
     pub fn is_requested(&self, run: &RunId) -> bool {
-        self.path(run).exists()
+        self.recorded.is_none() && self.path(run).exists()
     }
 
     /// Claims the request waiting for `run`, if any: `Ok` with the request when it is honoured,
     /// `Err` with why it is refused (a bad seal, a link, too big, malformed, another run's).
     /// Either way the file is moved out of the way first, so a request is taken once.
     pub fn take(&self, run: &RunId, now_ms: u64) -> Option<Result<StopRequest, String>> {
+        self.take_after(run, now_ms, None)
+    }
+
+    /// [`take`](Self::take) at a boundary after `turns` turns (what a recorded store matches).
+    fn take_after(
+        &self,
+        run: &RunId,
+        now_ms: u64,
+        turns: Option<u32>,
+    ) -> Option<Result<StopRequest, String>> {
+        if let Some(recorded) = &self.recorded {
+            let mut queue = recorded.lock().unwrap_or_else(|p| p.into_inner());
+            let due = queue
+                .front()
+                .is_some_and(|r| turns.is_none_or(|t| t == r.after_turns));
+            return due.then(|| queue.pop_front()).flatten().map(|r| r.outcome);
+        }
         let from = self.path(run);
         let claimed = self
             .dir
@@ -203,18 +251,23 @@ pub(crate) fn honour(
     stops: Option<&StopRequests>,
     ctx: &RunContext,
     now_ms: u64,
+    turns: u32,
 ) -> Result<Option<RunStatus>, AuditError> {
-    let Some(taken) = stops.and_then(|s| s.take(ctx.run(), now_ms)) else {
+    let Some(taken) = stops.and_then(|s| s.take_after(ctx.run(), now_ms, Some(turns))) else {
         return Ok(None);
     };
     let (decision, detail) = match &taken {
-        Err(why) => (LayerVerdict::Refused, serde_json::json!({ "why": why })),
+        Err(why) => (
+            LayerVerdict::Refused,
+            serde_json::json!({ "turns": turns, "why": why }),
+        ),
         Ok(r) => (
             LayerVerdict::Stopped,
             serde_json::json!({
                 "by": r.by,
                 "reason": r.reason,
                 "requested_at": crate::audit::rfc3339(r.at_ms),
+                "turns": turns,
             }),
         ),
     };

@@ -750,6 +750,7 @@ async fn a_persons_stop_request_ends_the_run_at_the_next_turn_boundary_and_is_re
     assert_eq!(decided[0].0, "stopped");
     assert_eq!(decided[0].1["by"], "ana");
     assert_eq!(decided[0].1["reason"], "it loops");
+    assert_eq!(decided[0].1["turns"], 0, "where it stopped, for a replay");
     assert!(!stops.is_requested(&run), "taken once");
 }
 

@@ -27,6 +27,7 @@ use loopward_runner::layers::classjump::ClassJump;
 use loopward_runner::layers::stack::Stack;
 use loopward_runner::layers::stopgate::{Approver, StopGates};
 use loopward_runner::model::BoxModelService;
+use loopward_runner::stop::StopRequests;
 use loopward_runner::tool::{BoxToolService, ToolExecutor, ToolSet};
 use loopward_runner::tools::{EditFile, HandoffTool, ListDir, ReadFile, Shell, WriteFile};
 use loopward_runner::{BoxTurnService, Clock, LlmAgent, Runner, SystemClock, Workspace};
@@ -60,6 +61,9 @@ pub struct Options {
     /// Where people's messages to running runs wait (default: the workspace's
     /// `.loopward/inbox/`, which `loopward say` writes). `replay` passes the recorded ones.
     pub inbox: Option<HumanInbox>,
+    /// Where a person's requests to stop runs wait (default: the custody's `stops/`, which
+    /// `loopward serve` writes; none without custody). `replay` passes the recorded ones.
+    pub stops: Option<StopRequests>,
 }
 
 /// Where a durable-execution engine (such as `loopward_restate::Restate`) hooks into a team: it
@@ -92,6 +96,7 @@ impl Default for Options {
             custody: None,
             host_files: Vec::new(),
             inbox: None,
+            stops: None,
         }
     }
 }
@@ -186,8 +191,13 @@ pub fn build(
         .inbox(inbox)
         .max_turns(cfg.limits.turns_per_run.saturating_add(1));
     // A person's kill switch (`loopward serve`) reaches runs kept under custody only.
-    if let Some(c) = &opts.custody {
-        runner = runner.stops(c.stops()?);
+    let stops = match (&opts.stops, &opts.custody) {
+        (Some(s), _) => Some(s.clone()),
+        (None, Some(c)) => Some(c.stops()?),
+        (None, None) => None,
+    };
+    if let Some(stops) = stops {
+        runner = runner.stops(stops);
     }
     for a in &cfg.agents {
         let steps = a
