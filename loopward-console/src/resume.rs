@@ -99,3 +99,69 @@ impl Resumer {
         .is_ok()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+    use std::time::Duration;
+
+    async fn gone(pid: &str) -> bool {
+        for _ in 0..100 {
+            let state = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            // Gone, or a zombie waiting for its parent (ended all the same).
+            if state.is_empty() || state.split_whitespace().nth(2) == Some("Z") {
+                return true;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        false
+    }
+
+    #[tokio::test]
+    async fn end_now_ends_the_whole_process_group_of_the_resumed_run_by_its_recorded_pid() {
+        let dir = tempfile::tempdir().unwrap();
+        // A stand-in for `loopward run --resume`: it starts a child of its own and waits.
+        let program = dir.path().join("fake-loopward");
+        let child_pid = dir.path().join("child.pid");
+        std::fs::write(
+            &program,
+            format!(
+                "#!/bin/sh\nsleep 30 &\necho $! > {}\nwait\n",
+                child_pid.display()
+            ),
+        )
+        .unwrap();
+        std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let r = Resumer::new(
+            program,
+            dir.path().join("loopward.toml"),
+            dir.path().join("logs"),
+        );
+        assert!(!r.end_now("r1"), "nothing started yet");
+        let pid = r.resume("r1").unwrap();
+        assert_eq!(r.resume("r1").unwrap(), pid, "one process per run");
+        let mut grandchild = String::new();
+        for _ in 0..100 {
+            grandchild = std::fs::read_to_string(&child_pid).unwrap_or_default();
+            if !grandchild.trim().is_empty() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert!(
+            !grandchild.trim().is_empty(),
+            "the stand-in started its child"
+        );
+        assert!(r.end_now("r1"));
+        assert!(gone(&pid.to_string()).await, "the resumed process ended");
+        assert!(gone(grandchild.trim()).await, "and the process it started");
+        for _ in 0..100 {
+            if r.pid("r1").is_none() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert_eq!(r.pid("r1"), None, "its PID is forgotten once it exited");
+    }
+}
