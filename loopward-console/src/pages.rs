@@ -220,7 +220,7 @@ pub(crate) fn run_panel(row: &RunRow, csrf: &str, console_runs_it: bool) -> Stri
     .into_string()
 }
 
-/// What a person's answer did, as a short page (a browser is sent on to the run).
+/// What a person's answer did, for a client that asked for JSON (a browser is sent on to the run).
 pub(crate) fn done_json(what: &str, run: &str, extra: serde_json::Value) -> serde_json::Value {
     serde_json::json!({ "done": what, "run": run, "detail": extra })
 }
