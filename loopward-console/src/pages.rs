@@ -24,7 +24,7 @@ td.num { text-align: right; font-variant-numeric: tabular-nums; } td.task { over
 .badge { display: inline-block; padding: 1px 8px; border-radius: 10px; font-size: 12px; font-weight: 600; border: 1px solid #dee2e6; background: #f8f9fa; }
 .badge.ok { background: #d3f9d8; } .badge.bad { background: #ffe3e3; } .badge.warn { background: #fff3bf; } .badge.live { background: #d0ebff; }
 .note { color: #5c636a; font-size: 13px; } .refused { color: #c92a2a; font-size: 13px; overflow-wrap: anywhere; }
-details.grant { margin: 10px 0; } details.grant form { display: grid; gap: 6px; max-width: 520px; }
+details.grant { margin: 10px 0; } .flash { background: #d3f9d8; border: 1px solid #8ce99a; border-radius: 6px; padding: 6px 10px; } details.grant form { display: grid; gap: 6px; max-width: 520px; }
 "#;
 
 /// The JavaScript the pages load: live refresh from the server-sent events, the name a person
@@ -39,9 +39,11 @@ pub(crate) const JS: &str = r#"(() => {
   const live = document.getElementById('console-live');
   if (!live || !window.EventSource) return;
   const swap = live.dataset.swap.split(',');
-  let timer = null, busy = false;
+  let timer = null, busy = false, again = false;
   async function refresh() {
-    timer = null; if (busy) return; busy = true;
+    timer = null;
+    if (busy) { again = true; return; }
+    busy = true;
     try {
       const r = await fetch(location.pathname, { credentials: 'same-origin' });
       if (!r.ok) return;
@@ -51,7 +53,10 @@ pub(crate) const JS: &str = r#"(() => {
         if (now && next && !now.contains(document.activeElement)) now.replaceWith(document.importNode(next, true));
       }
       document.body.dataset.refreshed = String(Number(document.body.dataset.refreshed || 0) + 1);
-    } finally { busy = false; }
+    } finally {
+      busy = false;
+      if (again) { again = false; if (!timer) timer = setTimeout(refresh, Number(live.dataset.throttle || 300)); }
+    }
   }
   const es = new EventSource(live.dataset.live);
   es.addEventListener('changed', () => { if (!timer) timer = setTimeout(refresh, Number(live.dataset.throttle || 300)); });
@@ -129,8 +134,37 @@ pub(crate) fn stop_form(run: &str, csrf: &str, console_runs_it: bool) -> Markup 
     }
 }
 
+/// What the last answer did, said on the page it led to (a fixed set: nothing from the URL is
+/// shown as it came).
+pub(crate) fn flash(done: Option<&str>) -> Option<&'static str> {
+    Some(match done? {
+        "approved" => "Approved. The run goes on once no other gate of it waits.",
+        "denied" => "Denied. The run is refused that action when it goes on.",
+        "stop" => {
+            "Stop requested: the run stops at its next turn boundary, recorded as your decision."
+        }
+        "granted" => "Override granted: one write, once, before its TTL runs out.",
+        _ => return None,
+    })
+}
+
+/// An override waiting to be used, as the runs page lists it.
+pub(crate) struct Usable {
+    pub(crate) id: String,
+    pub(crate) agent: String,
+    pub(crate) path: String,
+    pub(crate) reason: String,
+    pub(crate) expires: String,
+}
+
 /// The runs list: waiting gates first, then every run, live.
-pub(crate) fn runs_page(snap: &Snapshot, csrf: &str, agents: &[String]) -> String {
+pub(crate) fn runs_page(
+    snap: &Snapshot,
+    csrf: &str,
+    agents: &[String],
+    done: Option<&str>,
+    overrides: &[Usable],
+) -> String {
     let waiting: Vec<(&str, &Waiting)> = snap
         .runs
         .iter()
@@ -149,6 +183,7 @@ pub(crate) fn runs_page(snap: &Snapshot, csrf: &str, agents: &[String]) -> Strin
                     h1 { "loopward · runs" }
                     span.note #summary { (snap.runs.len()) " runs · " (open) " running · " (waiting.len()) " waiting for you" }
                 }
+                @if let Some(said) = flash(done) { p.flash role="status" { (said) } }
                 section #waiting {
                     h2 { "Waiting for a person" }
                     @if waiting.is_empty() { p.note { "No stop-gate is waiting." } }
@@ -183,8 +218,12 @@ pub(crate) fn runs_page(snap: &Snapshot, csrf: &str, agents: &[String]) -> Strin
                         button.stop type="submit" { "Stop every run" }
                     }
                 }
-                details.grant {
-                    summary { "Grant a one-shot override" }
+                details.grant open[!overrides.is_empty()] {
+                    summary { "One-shot overrides" }
+                    @if overrides.is_empty() { p.note { "None waits to be used." } }
+                    ul #overrides { @for o in overrides {
+                        li { code { (o.id) } " " (o.agent) " → " code { (o.path) } " until " (o.expires) " — " (o.reason) }
+                    } }
                     form method="post" action="/overrides" {
                         input type="hidden" name="csrf" value=(csrf);
                         label { "agent " select name="agent" { @for a in agents { option { (a) } } } }
@@ -194,7 +233,7 @@ pub(crate) fn runs_page(snap: &Snapshot, csrf: &str, agents: &[String]) -> Strin
                         button type="submit" { "Grant" }
                     }
                 }
-                div #console-live hidden data-live="/live" data-swap="title,#summary,#waiting,#runs" {}
+                div #console-live hidden data-live=(format!("/live?since={}", snap.version)) data-swap="title,#summary,#waiting,#runs" {}
                 script src="/console.js" {}
             } }
         }
@@ -203,7 +242,12 @@ pub(crate) fn runs_page(snap: &Snapshot, csrf: &str, agents: &[String]) -> Strin
 }
 
 /// The console panel put on top of a run's `audit.html`: its waiting gates, the stop button.
-pub(crate) fn run_panel(row: &RunRow, csrf: &str, console_runs_it: bool) -> String {
+pub(crate) fn run_panel(
+    row: &RunRow,
+    csrf: &str,
+    console_runs_it: bool,
+    done: Option<&str>,
+) -> String {
     html! {
         meta name="csrf" content=(csrf);
         style { (PreEscaped(CSS)) }
@@ -213,9 +257,21 @@ pub(crate) fn run_panel(row: &RunRow, csrf: &str, console_runs_it: bool) -> Stri
                 span { (status_badge(row)) @if row.stop_requested { " " span.badge.warn { "stop requested" } }
                     " " span.note { (row.records) " records" } }
             }
+            @if let Some(said) = flash(done) { p.flash role="status" { (said) } }
             @for w in &row.waiting { (gate_card(&row.run, w, csrf)) }
             @if row.is_open() || !row.waiting.is_empty() { (stop_form(&row.run, csrf, console_runs_it)) }
         }
+    }
+    .into_string()
+}
+
+/// The live hook at the bottom of a run's page: its stream, what it swaps, the script.
+pub(crate) fn run_live(run: &str, version: u64, throttle: u32) -> String {
+    html! {
+        div #console-live hidden data-live=(format!("/live?run={run}&since={version}"))
+            data-throttle=(throttle)
+            data-swap="#console-panel,h1,dl.figures,svg.swimlane,table.matrix,table.events" {}
+        script src="/console.js" {}
     }
     .into_string()
 }

@@ -126,11 +126,44 @@ fn agents(c: &Console) -> Vec<String> {
         .collect()
 }
 
-async fn runs_page(State(c): State<Console>) -> Html<String> {
+#[derive(Deserialize)]
+struct Done {
+    done: Option<String>,
+}
+
+/// The overrides waiting to be used (unreadable or unusable ones are `loopward override list`'s).
+fn usable(c: &Console) -> Vec<pages::Usable> {
+    let Ok(store) = c.inner.custody.overrides() else {
+        return vec![];
+    };
+    store
+        .list(&loopward_runner::SystemClock)
+        .into_iter()
+        .filter(|l| l.problem.is_none())
+        .filter_map(|l| l.sentinel)
+        .map(|s| pages::Usable {
+            id: s.id,
+            agent: s.agent,
+            path: s.path,
+            reason: s.reason,
+            expires: crate::watch::rfc3339(s.expires),
+        })
+        .collect()
+}
+
+async fn runs_page(State(c): State<Console>, q: Query<Done>) -> Html<String> {
+    let overrides = tokio::task::spawn_blocking({
+        let c = c.clone();
+        move || usable(&c)
+    })
+    .await
+    .unwrap_or_default();
     Html(pages::runs_page(
         &c.snapshot(),
         c.inner.token.csrf(),
         &agents(&c),
+        q.done.as_deref(),
+        &overrides,
     ))
 }
 
@@ -142,6 +175,7 @@ async fn runs_json(State(c): State<Console>) -> Json<serde_json::Value> {
 async fn run_page(
     State(c): State<Console>,
     Path(run): Path<String>,
+    q: Query<Done>,
     headers: HeaderMap,
 ) -> Response {
     let mut snap = c.snapshot();
@@ -163,7 +197,10 @@ async fn run_page(
         .answer(&headers);
     };
     let dir = c.inner.runs_dir.join(&row.run);
-    let page = tokio::task::spawn_blocking(move || render_run(&c, &dir, &row)).await;
+    let (done, version) = (q.0.done, snap.version);
+    let page =
+        tokio::task::spawn_blocking(move || render_run(&c, &dir, &row, done.as_deref(), version))
+            .await;
     match page {
         Ok(Ok(html)) => Html(html).into_response(),
         Ok(Err(e)) => e.answer(&headers),
@@ -177,6 +214,8 @@ fn render_run(
     c: &Console,
     dir: &std::path::Path,
     row: &crate::RunRow,
+    done: Option<&str>,
+    version: u64,
 ) -> Result<String, ConsoleError> {
     use loopward_runner::audit::{render_html, LedgerState, Record};
     let runs_dir = &c.inner.runs_dir;
@@ -212,12 +251,9 @@ fn render_run(
         .resumer
         .as_ref()
         .is_some_and(|r| r.pid(&row.run).is_some());
-    let panel = pages::run_panel(row, c.inner.token.csrf(), runs_it);
-    let live = format!(
-        "<div id=\"console-live\" hidden data-live=\"/live?run={}\" data-throttle=\"{}\" data-swap=\"#console-panel,h1,dl.figures,svg.swimlane,table.matrix,table.events\"></div><script src=\"/console.js\"></script>",
-        row.run,
-        if records.len() > 2000 { 3000 } else { 300 }
-    );
+    let panel = pages::run_panel(row, c.inner.token.csrf(), runs_it, done);
+    let throttle = if records.len() > 2000 { 3000 } else { 300 };
+    let live = pages::run_live(&row.run, version, throttle);
     Ok(page
         .replacen("<main>", &format!("<main>{panel}"), 1)
         .replacen("</body>", &format!("{live}</body>"), 1))
@@ -226,6 +262,9 @@ fn render_run(
 #[derive(Deserialize)]
 struct LiveQuery {
     run: Option<String>,
+    /// The snapshot version the page was rendered from: anything newer is told at once, so a
+    /// change between the page and its stream is never missed.
+    since: Option<u64>,
 }
 
 /// Server-sent events: `changed` whenever the snapshot (or, with `run`, that run's row) changed.
@@ -234,12 +273,15 @@ async fn live(
     q: Query<LiveQuery>,
 ) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
     let rx = c.inner.snapshot.subscribe();
-    let run = q.0.run;
+    let LiveQuery { run, since } = q.0;
     let stream = futures::stream::unfold(
-        (rx, None::<crate::RunRow>, run),
-        |(mut rx, mut last, run)| async move {
+        (rx, None::<crate::RunRow>, run, since),
+        |(mut rx, mut last, run, mut since)| async move {
             loop {
-                if rx.changed().await.is_err() {
+                let stale = since
+                    .take()
+                    .is_some_and(|v| v != rx.borrow_and_update().version);
+                if !stale && rx.changed().await.is_err() {
                     return None;
                 }
                 let snap = rx.borrow_and_update().clone();
@@ -247,7 +289,7 @@ async fn live(
                     None => serde_json::json!({ "version": snap.version }),
                     Some(id) => {
                         let row = snap.run(id).cloned();
-                        if row == last {
+                        if row == last && !stale {
                             continue;
                         }
                         last.clone_from(&row);
@@ -255,7 +297,7 @@ async fn live(
                     }
                 };
                 let event = Event::default().event("changed").data(data.to_string());
-                return Some((Ok(event), (rx, last, run)));
+                return Some((Ok(event), (rx, last, run, since)));
             }
         },
     );
@@ -271,10 +313,16 @@ fn done(headers: &HeaderMap, what: &str, run: &str, detail: serde_json::Value) -
     if json {
         return (StatusCode::OK, Json(pages::done_json(what, run, detail))).into_response();
     }
+    let word = match what {
+        "approved" => "approved",
+        "denied" => "denied",
+        "override granted" => "granted",
+        _ => "stop",
+    };
     let to = if run.is_empty() {
-        "/".to_string()
+        format!("/?done={word}")
     } else {
-        format!("/runs/{run}")
+        format!("/runs/{run}?done={word}")
     };
     Redirect::to(&to).into_response()
 }

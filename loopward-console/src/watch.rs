@@ -134,6 +134,10 @@ impl Watcher {
         if let Ok(entries) = std::fs::read_dir(&self.runs_dir) {
             for e in entries.filter_map(Result::ok) {
                 let name = e.file_name().to_string_lossy().into_owned();
+                // Only run folders: a name that is not a run id is nobody's ledger.
+                if loopward_core::RunId::new(&name).is_none() {
+                    continue;
+                }
                 let events = e.path().join(loopward_runner::audit::EVENTS_FILE);
                 if !events.is_file() {
                     continue;

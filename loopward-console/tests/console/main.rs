@@ -85,7 +85,17 @@ async fn an_approval_is_the_clis_sealed_decision_with_its_approver_and_a_replay_
     let uri = format!("/gates/{}/approve", w.id);
     let (status, headers, body) = f.post(&uri, Some(&cookie), &form, &[]).await;
     assert_eq!(status, StatusCode::SEE_OTHER, "{body}");
-    assert_eq!(headers["location"], format!("/runs/{}", f.run));
+    assert_eq!(
+        headers["location"],
+        format!("/runs/{}?done=approved", f.run)
+    );
+    let (_, _, page) = f
+        .get(headers["location"].to_str().unwrap(), Some(&cookie))
+        .await;
+    assert!(
+        page.contains("Approved. The run goes on"),
+        "the page says what was done"
+    );
     let record = f.record(&w.id);
     assert_eq!(record.state, PendingState::Approved);
     assert_eq!(record.decided.unwrap().by, "ana (console)");
@@ -323,6 +333,16 @@ async fn an_override_granted_from_the_console_is_the_clis_sealed_one_shot_grant(
         ("builder", "fix a typo")
     );
     assert!(listed[0].problem.is_none(), "{listed:?}");
+    // The runs page lists it, and a text put in the URL is not shown as it came.
+    let (_, _, page) = f.get("/?done=granted", Some(&cookie)).await;
+    assert!(
+        page.contains("Override granted") && page.contains(&sentinel.id),
+        "{page}"
+    );
+    let (_, _, page) = f
+        .get("/?done=%3Cb%3Eyou+were+hacked%3C%2Fb%3E", Some(&cookie))
+        .await;
+    assert!(!page.contains("hacked"));
 }
 
 #[tokio::test]
@@ -368,4 +388,34 @@ async fn over_tls_the_console_answers_only_after_a_handshake_and_its_cookie_is_s
         .await;
     assert!(plain.is_err(), "{plain:?}");
     server.abort();
+}
+
+#[tokio::test]
+async fn a_live_stream_opened_after_a_change_is_told_at_once_and_an_up_to_date_one_waits() {
+    use http_body_util::BodyExt;
+    use tower::ServiceExt;
+    let f = Fixture::paused().await;
+    let version = f.console.snapshot().version;
+    let first_frame = |since: u64| {
+        let router = f.console.router();
+        let token = f.console.token().secret().to_string();
+        async move {
+            let req = axum::http::Request::get(format!("/live?run=x&since={since}"))
+                .header("host", support::HOST)
+                .header("authorization", format!("Bearer {token}"))
+                .body(axum::body::Body::empty())
+                .unwrap();
+            let mut body = router.oneshot(req).await.unwrap().into_body();
+            tokio::time::timeout(std::time::Duration::from_millis(500), body.frame())
+                .await
+                .ok()
+                .flatten()
+                .and_then(Result::ok)
+                .and_then(|frame| frame.into_data().ok())
+                .map(|d| String::from_utf8_lossy(&d).into_owned())
+        }
+    };
+    let told = first_frame(version - 1).await.expect("told at once");
+    assert!(told.starts_with("event: changed"), "{told}");
+    assert_eq!(first_frame(version).await, None, "nothing new: it waits");
 }
