@@ -375,6 +375,7 @@ async fn scenario() {
         f.clear().await.unwrap();
         f.send_keys(value).await.unwrap();
     }
+    shot("console-stop.png", &c.screenshot().await.unwrap());
     c.find(Locator::Css("form.stop button.stop"))
         .await
         .unwrap()
