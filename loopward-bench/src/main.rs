@@ -1,5 +1,6 @@
-//! `loopward-bench`: the timing parts (1, 2, 3 and, with the `llama` feature, 5 and 6). Writes one
-//! JSON file; with `--llama-child` it is one side of part 5 (see `loopward_bench::llama`).
+//! `loopward-bench`: the timing parts (1, 2, 3, 7, 8 and, with the `llama` feature, 5 and 6).
+//! Writes one JSON file; with `--llama-child` it is one side of part 5 (see
+//! `loopward_bench::llama`), with `--console-child` the console part 8 measures.
 //! `cargo xtask bench` merges it with the scale binary's and renders
 //! `bench/results.md`.
 //!
