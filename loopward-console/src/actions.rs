@@ -133,7 +133,12 @@ impl Console {
             .all(|p| p.run.as_str() != run.as_str());
         if none_waits {
             if let Some(r) = &self.inner.resumer {
-                r.resume(&run)?;
+                let events = self
+                    .inner
+                    .runs_dir
+                    .join(&run)
+                    .join(loopward_runner::audit::EVENTS_FILE);
+                r.resume_when_free(&run, events);
             }
         }
         self.refresh();

@@ -115,7 +115,7 @@ struct Inner {
     secure: std::sync::atomic::AtomicBool,
     watcher: Mutex<watch::Watcher>,
     snapshot: channel::Sender<Arc<Snapshot>>,
-    resumer: Option<Resumer>,
+    resumer: Option<Arc<Resumer>>,
     notifier: Notifier,
     tick: Duration,
 }
@@ -151,7 +151,7 @@ impl Console {
         let (snapshot, _) = channel::channel(first);
         let resumer = opts
             .resume_with
-            .map(|p| Resumer::new(p, opts.config.clone(), dir.join("logs")));
+            .map(|p| Arc::new(Resumer::new(p, opts.config.clone(), dir.join("logs"))));
         Ok(Self {
             inner: Arc::new(Inner {
                 cfg,

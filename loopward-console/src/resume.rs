@@ -1,6 +1,7 @@
 //! Runs the console goes on with: when a person's answer leaves a paused run with no gate
-//! waiting, the console starts `loopward run --resume <run>` (the binary it was given) in its
-//! own process group, its output in `<state>/console/logs/<run>.log`, and keeps its PID. The
+//! waiting, the console waits for the run's own process to let go of its ledger (the writer's
+//! lock), then starts `loopward run --resume <run>` (the binary it was given) in its own process
+//! group, its output in `<state>/console/logs/<run>.log`, and keeps its PID. The
 //! kill switch's "end it now" ends that process group by the recorded PID, never by a name or
 //! pattern; a run the console did not start is only asked to stop at its next boundary.
 
@@ -83,6 +84,24 @@ impl Resumer {
         Ok(pid)
     }
 
+    /// Resumes `run` once no process holds its ledger (`events`) any more — the run that paused
+    /// may still be writing its last records when a person answers — trying for up to 30 s.
+    pub fn resume_when_free(self: &Arc<Self>, run: &str, events: PathBuf) {
+        let (me, run) = (self.clone(), run.to_string());
+        tokio::spawn(async move {
+            for _ in 0..300 {
+                if !held(&events) {
+                    if let Err(e) = me.resume(&run) {
+                        tracing::warn!(%run, error = %e, "could not resume the run");
+                    }
+                    return;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            }
+            tracing::warn!(%run, "the run's ledger stayed locked for 30 s; resume it by hand");
+        });
+    }
+
     /// Ends the process group of the process the console started for `run` (SIGTERM, by its
     /// recorded PID); `false` when the console runs no process for it.
     pub fn end_now(&self, run: &str) -> bool {
@@ -98,6 +117,16 @@ impl Resumer {
         )
         .is_ok()
     }
+}
+
+/// Whether a writer holds the ledger `events` (its exclusive lock).
+fn held(events: &std::path::Path) -> bool {
+    use nix::fcntl::{Flock, FlockArg};
+    let Ok(file) = std::fs::File::open(events) else {
+        return false;
+    };
+    // Taken and let go at once: the resumed run takes it for itself after this.
+    Flock::lock(file, FlockArg::LockSharedNonblock).is_err()
 }
 
 #[cfg(test)]
@@ -116,6 +145,23 @@ mod tests {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         false
+    }
+
+    #[test]
+    fn a_ledger_is_held_while_its_writer_has_it_locked_and_free_after() {
+        use nix::fcntl::{Flock, FlockArg};
+        let dir = tempfile::tempdir().unwrap();
+        let events = dir.path().join("events.jsonl");
+        assert!(!held(&events), "no ledger: nobody holds it");
+        std::fs::write(&events, "").unwrap();
+        let file = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&events)
+            .unwrap();
+        let writer = Flock::lock(file, FlockArg::LockExclusiveNonblock).unwrap();
+        assert!(held(&events));
+        drop(writer);
+        assert!(!held(&events));
     }
 
     #[tokio::test]
