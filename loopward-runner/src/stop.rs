@@ -248,12 +248,12 @@ impl StopRequests {
 /// `stopped`, who and why) and the run ends `Stopped`; refused (a forged or damaged file), it is
 /// recorded and the run goes on. A failed record is the caller's to end the run on.
 pub(crate) fn honour(
-    stops: Option<&StopRequests>,
+    stops: &StopRequests,
     ctx: &RunContext,
     now_ms: u64,
     turns: u32,
 ) -> Result<Option<RunStatus>, AuditError> {
-    let Some(taken) = stops.and_then(|s| s.take_after(ctx.run(), now_ms, Some(turns))) else {
+    let Some(taken) = stops.take_after(ctx.run(), now_ms, Some(turns)) else {
         return Ok(None);
     };
     let (decision, detail) = match &taken {
