@@ -10,7 +10,8 @@ use loopward_runner::layers::stopgate::{DurableError, PendingState};
 use loopward_runner::{Clock, SystemClock};
 use serde::Deserialize;
 
-/// Approve / Deny: the exact action the person saw, who they are, and (deny) why.
+/// Approve / Deny: the exact action the person saw, and who they are (the sealed decision holds
+/// who and when, as `loopward approve|deny` writes it; the agent is told who denied).
 #[derive(Debug, Deserialize)]
 pub struct Answer {
     /// The form's CSRF value.
@@ -20,9 +21,6 @@ pub struct Answer {
     pub action: String,
     /// Who answers.
     pub by: String,
-    /// Why (deny).
-    #[serde(default)]
-    pub reason: Option<String>,
 }
 
 /// Stop one run, or every run.

@@ -20,7 +20,7 @@ button { font: inherit; font-weight: 600; padding: 8px 14px; border-radius: 6px;
 button.approve { background: #2f9e44; color: #fff; border-color: #2b8a3e; } button.deny, button.stop { background: #e03131; color: #fff; border-color: #c92a2a; }
 .scroll { overflow-x: auto; } table { border-collapse: collapse; width: 100%; font-size: 14px; }
 th, td { text-align: left; padding: 4px 6px; border-bottom: 1px solid #dee2e6; vertical-align: top; } th { font-size: 12px; color: #5c636a; }
-td.num { text-align: right; font-variant-numeric: tabular-nums; } td.task { overflow-wrap: anywhere; max-width: 420px; }
+td.num { text-align: right; font-variant-numeric: tabular-nums; } td.name { white-space: nowrap; } td.task { overflow-wrap: anywhere; max-width: 420px; }
 .badge { display: inline-block; padding: 1px 8px; border-radius: 10px; font-size: 12px; font-weight: 600; border: 1px solid #dee2e6; background: #f8f9fa; }
 .badge.ok { background: #d3f9d8; } .badge.bad { background: #ffe3e3; } .badge.warn { background: #fff3bf; } .badge.live { background: #d0ebff; }
 .note { color: #5c636a; font-size: 13px; } .refused { color: #c92a2a; font-size: 13px; overflow-wrap: anywhere; }
@@ -94,7 +94,7 @@ fn status_badge(row: &RunRow) -> Markup {
     html! { span class=(class) data-status=(row.status) title=[row.reason.as_deref()] { (row.status.replace('_', " ")) } }
 }
 
-/// Approve / Deny for one waiting gate: the forms carry the exact action they answer.
+/// Approve / Deny for one waiting gate: the form carries the exact action it answers.
 pub(crate) fn gate_card(run: &str, w: &Waiting, csrf: &str) -> Markup {
     html! {
         div.gate id=(format!("gate-{}", w.id)) data-gate=(w.gate) data-run=(run) {
@@ -102,18 +102,13 @@ pub(crate) fn gate_card(run: &str, w: &Waiting, csrf: &str) -> Markup {
             div { (w.summary) }
             div { "Allows exactly: " code.action { (w.action) } }
             div.note { "asked " (w.requested_at) }
+            // One name, two answers: each button posts the same form to its own address.
             form.inline method="post" action=(format!("/gates/{}/approve", w.id)) {
                 input type="hidden" name="csrf" value=(csrf);
                 input type="hidden" name="action" value=(w.action);
                 input name="by" placeholder="your name" required aria-label="your name";
                 button.approve type="submit" { "Approve" }
-            }
-            form.inline method="post" action=(format!("/gates/{}/deny", w.id)) {
-                input type="hidden" name="csrf" value=(csrf);
-                input type="hidden" name="action" value=(w.action);
-                input name="by" placeholder="your name" required aria-label="your name";
-                input name="reason" placeholder="why (the agent reads it)" aria-label="why";
-                button.deny type="submit" { "Deny" }
+                button.deny type="submit" formaction=(format!("/gates/{}/deny", w.id)) { "Deny" }
             }
         }
     }
@@ -195,7 +190,7 @@ pub(crate) fn runs_page(
                         thead { tr { th { "run" } th { "status" } th.num { "records" } th.num { "turns" } th { "agent" } th { "last record" } th { "task" } } }
                         tbody { @for r in &snap.runs {
                             tr data-run=(r.run) {
-                                td { a href=(format!("/runs/{}", r.run)) { (r.run) } }
+                                td.name { a href=(format!("/runs/{}", r.run)) { (r.run) } }
                                 td { (status_badge(r))
                                     @if r.stop_requested { " " span.badge.warn { "stop requested" } }
                                     @if let Some(p) = &r.problem { " " span.badge.bad title=(p) { "unreadable record" } } }
