@@ -58,8 +58,9 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 use tokio::sync::watch as channel;
 
-/// How a console is opened.
+/// How a console is opened ([`ConsoleOptions::new`], then set what differs).
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct ConsoleOptions {
     /// The workspace's `loopward.toml`.
     pub config: PathBuf,
