@@ -1,5 +1,6 @@
-//! `loopward-bench`: the timing parts (1, 2, 3 and, with the `llama` feature, 5 and 6). Writes one
-//! JSON file; with `--llama-child` it is one side of part 5 (see `loopward_bench::llama`).
+//! `loopward-bench`: the timing parts (1, 2, 3, 7, 8 and, with the `llama` feature, 5 and 6).
+//! Writes one JSON file; with `--llama-child` it is one side of part 5 (see
+//! `loopward_bench::llama`), with `--console-child` the console part 8 measures.
 //! `cargo xtask bench` merges it with the scale binary's and renders
 //! `bench/results.md`.
 //!
@@ -49,6 +50,14 @@ fn args() -> Result<Args> {
 }
 
 fn main() -> Result<()> {
+    // Part 8's console runs in a child process of its own, measured from outside.
+    let argv: Vec<String> = std::env::args().collect();
+    if argv.get(1).map(String::as_str) == Some("--console-child") {
+        let (Some(config), Some(state)) = (argv.get(2), argv.get(3)) else {
+            bail!("usage: loopward-bench --console-child CONFIG STATE_BASE");
+        };
+        return loopward_bench::console::child(config.as_ref(), state.as_ref());
+    }
     #[cfg(feature = "llama")]
     if llama_child()?.is_some() {
         return Ok(());
@@ -70,6 +79,10 @@ fn main() -> Result<()> {
     if wanted(3) {
         eprintln!("part 3: ledger throughput");
         sections.push(ledger::run(args.effort).context("part 3 (ledger throughput)")?);
+    }
+    if wanted(8) {
+        eprintln!("part 8: the console following live runs");
+        sections.push(loopward_bench::console::run(args.effort).context("part 8 (console)")?);
     }
     if wanted(7) {
         eprintln!("part 7: governed iteration in memory");

@@ -44,13 +44,15 @@ pub enum LayerId {
     Resume,
     /// An event of a Claude Code session the hook observed.
     ClaudeCode,
+    /// A person's kill switch (`loopward serve`'s stop), taken at a turn boundary.
+    Stop,
     /// A layer of someone else's, by its own name.
     Custom(Cow<'static, str>),
 }
 
 impl LayerId {
     /// Every built-in layer.
-    pub const BUILTIN: [Self; 10] = [
+    pub const BUILTIN: [Self; 11] = [
         Self::Caps,
         Self::Repeat,
         Self::ClassJump,
@@ -61,6 +63,7 @@ impl LayerId {
         Self::Inbox,
         Self::Resume,
         Self::ClaudeCode,
+        Self::Stop,
     ];
 
     /// The word the ledger writes.
@@ -76,6 +79,7 @@ impl LayerId {
             Self::Inbox => "inbox",
             Self::Resume => "resume",
             Self::ClaudeCode => "claude_code",
+            Self::Stop => "stop",
             Self::Custom(name) => name,
         }
     }

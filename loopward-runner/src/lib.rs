@@ -79,6 +79,7 @@ mod path_text;
 mod runner;
 pub mod sandbox;
 mod state;
+pub mod stop;
 pub mod telemetry;
 pub mod tool;
 pub mod tools;

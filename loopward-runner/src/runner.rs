@@ -5,6 +5,7 @@ use crate::clock::{Clock, SystemClock};
 use crate::context::{RunContext, TurnContext};
 use crate::inbox::HumanInbox;
 use crate::journal::{Journal, RecordedTurn, ResumePolicy, Resumed, Step, TurnFeed};
+use crate::stop::StopRequests;
 use crate::turn::{BoxTurnService, TurnOutcome, TurnRequest};
 use crate::workspace::Workspace;
 use loopward_core::{
@@ -30,6 +31,7 @@ pub struct Runner {
     max_turns: u32,
     resume: ResumePolicy,
     inbox: Option<HumanInbox>,
+    stops: Option<StopRequests>,
 }
 
 impl std::fmt::Debug for Runner {
@@ -74,6 +76,7 @@ impl Runner {
                 max_turns: DEFAULT_MAX_TURNS,
                 resume: ResumePolicy::default(),
                 inbox: None,
+                stops: None,
             },
         }
     }
@@ -125,6 +128,14 @@ impl RunnerBuilder {
     /// ending. Without one, nobody can speak into a run after its task.
     pub fn inbox(mut self, inbox: HumanInbox) -> Self {
         self.runner.inbox = Some(inbox);
+        self
+    }
+
+    /// Where a person's requests to stop a run wait (see [`crate::stop`]): before each turn the
+    /// runner takes the run's request, records it as the person's decision and ends the run
+    /// `Stopped`. Without one, a run stops only on its own terms or when its process is ended.
+    pub fn stops(mut self, stops: StopRequests) -> Self {
+        self.runner.stops = Some(stops);
         self
     }
 
@@ -388,6 +399,15 @@ impl Runner {
             }
         }
         loop {
+            // The clock is read only where a person can stop the run: a run without stop
+            // requests stamps its records as before.
+            if let Some(stops) = &self.stops {
+                match crate::stop::honour(stops, ctx, self.clock.now_millis(), report.turns) {
+                    Ok(Some(status)) => return status,
+                    Ok(None) => {}
+                    Err(e) => return audit_failed(e),
+                }
+            }
             if report.turns >= self.max_turns {
                 return RunStatus::CapReached {
                     cap: format!("max_turns ({})", self.max_turns),

@@ -5,6 +5,7 @@ use loopward_runner::audit::MemorySink;
 use loopward_runner::inbox::HumanInbox;
 use loopward_runner::model::fake::{FakeModel, Script, ScriptedCall, ScriptedReply};
 use loopward_runner::model::{BoxModelService, ChatRequest, ChatResponse, ModelError};
+use loopward_runner::stop::StopRequests;
 use loopward_runner::{tools, BoxTurnService, LlmAgent, RunReport, RunSpec, Runner, Workspace};
 use serde_json::json;
 use std::sync::{Arc, Mutex};
@@ -51,6 +52,17 @@ fn team_inbox(names: &[&str], script: Script, inbox: HumanInbox) -> Team {
 }
 
 fn team_with(names: &[&str], script: Script, max_steps: u32, inbox: Option<HumanInbox>) -> Team {
+    team_stops(names, script, max_steps, inbox, None)
+}
+
+/// `team_with`, whose runs honour a person's stop requests from `stops`.
+fn team_stops(
+    names: &[&str],
+    script: Script,
+    max_steps: u32,
+    inbox: Option<HumanInbox>,
+    stops: Option<StopRequests>,
+) -> Team {
     let dir = tempfile::tempdir().unwrap();
     let members: Vec<AgentId> = names.iter().map(|n| id(n)).collect();
     let seen = Arc::new(Mutex::new(Vec::new()));
@@ -69,6 +81,9 @@ fn team_with(names: &[&str], script: Script, max_steps: u32, inbox: Option<Human
     }
     if let Some(inbox) = inbox {
         b = b.inbox(inbox);
+    }
+    if let Some(stops) = stops {
+        b = b.stops(stops);
     }
     Team {
         dir,
@@ -688,4 +703,80 @@ fn json_cannot_make_a_human_message() {
     // Serialising a person's message still says who spoke.
     let v = serde_json::to_value(Message::human(Person::at_the_keyboard().says("hi"))).unwrap();
     assert_eq!(v, json!({"origin": "human", "content": "hi"}));
+}
+
+/// The layer decisions recorded by layer `stop`, as (verdict, detail).
+fn stop_decisions(t: &Team) -> Vec<(String, serde_json::Value)> {
+    t.sink
+        .events()
+        .into_iter()
+        .filter_map(|(_, e)| match e {
+            AuditEvent::LayerDecision {
+                layer: loopward_core::LayerId::Stop,
+                decision,
+                detail,
+            } => {
+                Some((decision.as_str().to_string(), detail.to_json().into_owned()))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_persons_stop_request_ends_the_run_at_the_next_turn_boundary_and_is_recorded() {
+    let mut s = Script::default();
+    s.call(
+        &id("planner"),
+        "handoff",
+        json!({"to": "builder", "message": "go"}),
+    )
+    .say(&id("builder"), "Done.");
+    let stops_dir = tempfile::tempdir().unwrap();
+    let stops = StopRequests::folder(stops_dir.path());
+    let t = team_stops(&["planner", "builder"], s, 8, None, Some(stops.clone()));
+    let run = RunId::new("test-run").unwrap();
+    stops.request(&run, "ana", "it loops", 7).unwrap();
+    let report = t.run("planner").await;
+    assert_eq!(
+        report.status,
+        RunStatus::Stopped {
+            reason: "stopped by ana: it loops".into()
+        }
+    );
+    assert_eq!(report.turns, 0, "no turn starts after the request");
+    let decided = stop_decisions(&t);
+    assert_eq!(decided.len(), 1, "{decided:?}");
+    assert_eq!(decided[0].0, "stopped");
+    assert_eq!(decided[0].1["by"], "ana");
+    assert_eq!(decided[0].1["reason"], "it loops");
+    assert_eq!(decided[0].1["turns"], 0, "where it stopped, for a replay");
+    assert!(!stops.is_requested(&run), "taken once");
+}
+
+#[tokio::test]
+async fn a_forged_stop_request_is_recorded_as_refused_and_the_run_goes_on() {
+    let mut s = Script::default();
+    s.say(&id("builder"), "Done.");
+    let stops_dir = tempfile::tempdir().unwrap();
+    let key = loopward_runner::audit::LedgerKey::generate().unwrap();
+    let keyed =
+        StopRequests::folder(stops_dir.path()).keyed(loopward_runner::audit::KeyRing::single(key));
+    let t = team_stops(&["builder"], s, 8, None, Some(keyed));
+    // Written without the key (as an agent's process would): not honoured.
+    StopRequests::folder(stops_dir.path())
+        .request(&RunId::new("test-run").unwrap(), "agent", "let me stop", 1)
+        .unwrap();
+    let report = t.run("builder").await;
+    assert_eq!(report.status, RunStatus::Completed);
+    let decided = stop_decisions(&t);
+    assert_eq!(decided.len(), 1, "{decided:?}");
+    assert_eq!(decided[0].0, "refused");
+    assert!(
+        decided[0].1["why"]
+            .as_str()
+            .unwrap()
+            .contains("not honoured"),
+        "{decided:?}"
+    );
 }

@@ -33,6 +33,7 @@ use loopward_runner::audit::{KeyRing, LedgerKey, LedgerOptions, VerifyOptions};
 use loopward_runner::gates::OverrideStore;
 use loopward_runner::inbox::HumanInbox;
 use loopward_runner::layers::stopgate::ApprovalStore;
+use loopward_runner::stop::StopRequests;
 use loopward_runner::{Clock, StateDir};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -327,6 +328,16 @@ impl Custody {
     /// The stop-gate approvals: sealed records in `<state>/pending/`.
     pub fn approvals(&self) -> Result<ApprovalStore> {
         let store = ApprovalStore::new(self.state.sub("pending")?);
+        Ok(match self.chain {
+            ChainKind::HmacSha256 => store.keyed(self.sealing_keys()?),
+            ChainKind::Sha256 => store,
+        })
+    }
+
+    /// A person's requests to stop runs (the console's kill switch): sealed records in
+    /// `<state>/stops/`, taken by each run at its next turn boundary.
+    pub fn stops(&self) -> Result<StopRequests> {
+        let store = StopRequests::folder(self.state.sub("stops")?);
         Ok(match self.chain {
             ChainKind::HmacSha256 => store.keyed(self.sealing_keys()?),
             ChainKind::Sha256 => store,

@@ -27,6 +27,7 @@ use loopward_runner::layers::classjump::ClassJump;
 use loopward_runner::layers::stack::Stack;
 use loopward_runner::layers::stopgate::{Approver, StopGates};
 use loopward_runner::model::BoxModelService;
+use loopward_runner::stop::StopRequests;
 use loopward_runner::tool::{BoxToolService, ToolExecutor, ToolSet};
 use loopward_runner::tools::{EditFile, HandoffTool, ListDir, ReadFile, Shell, WriteFile};
 use loopward_runner::{BoxTurnService, Clock, LlmAgent, Runner, SystemClock, Workspace};
@@ -60,6 +61,9 @@ pub struct Options {
     /// Where people's messages to running runs wait (default: the workspace's
     /// `.loopward/inbox/`, which `loopward say` writes). `replay` passes the recorded ones.
     pub inbox: Option<HumanInbox>,
+    /// Where a person's requests to stop runs wait (default: the custody's `stops/`, which
+    /// `loopward serve` writes; none without custody). `replay` passes the recorded ones.
+    pub stops: Option<StopRequests>,
 }
 
 /// Where a durable-execution engine (such as `loopward_restate::Restate`) hooks into a team: it
@@ -92,6 +96,7 @@ impl Default for Options {
             custody: None,
             host_files: Vec::new(),
             inbox: None,
+            stops: None,
         }
     }
 }
@@ -185,6 +190,15 @@ pub fn build(
         .clock(opts.clock.clone())
         .inbox(inbox)
         .max_turns(cfg.limits.turns_per_run.saturating_add(1));
+    // A person's kill switch (`loopward serve`) reaches runs kept under custody only.
+    let stops = match (&opts.stops, &opts.custody) {
+        (Some(s), _) => Some(s.clone()),
+        (None, Some(c)) => Some(c.stops()?),
+        (None, None) => None,
+    };
+    if let Some(stops) = stops {
+        runner = runner.stops(stops);
+    }
     for a in &cfg.agents {
         let steps = a
             .max_steps
@@ -217,6 +231,21 @@ fn price(cfg: &Config, model: &str) -> Option<loopward_core::Price> {
         None if cfg.prices.len() == 1 => cfg.prices.values().next().map(|p| (*p).into()),
         None => None,
     }
+}
+
+/// Whether `agent` may be granted an override under the config at `config_path`: an
+/// `[[agent]]` of the team, or (`subagent`) a Claude Code subagent acting under its own name.
+/// `loopward override grant` and the console ask the same question.
+pub fn check_grantee(cfg: &Config, config_path: &Path, agent: &str, subagent: bool) -> Result<()> {
+    let team: Vec<&str> = cfg.agents.iter().map(|a| a.name.as_str()).collect();
+    if !subagent && !team.contains(&agent) {
+        anyhow::bail!(
+            "{agent} is not an [[agent]] in {} (the team: {}); nothing was granted. For a Claude Code subagent, which acts under its own name, pass --subagent",
+            config_path.display(),
+            team.join(", ")
+        );
+    }
+    Ok(())
 }
 
 /// Grants a one-shot override, sealed in `custody`'s store (none: the workspace's keyless

@@ -44,6 +44,10 @@ const GRAPH: &[(&str, &[&str])] = &[
         &["loopward-core", "loopward-runner", "loopward"],
     ),
     (
+        "loopward-console",
+        &["loopward", "loopward-core", "loopward-runner"],
+    ),
+    (
         "loopward-cli",
         &[
             "loopward",
@@ -51,6 +55,7 @@ const GRAPH: &[(&str, &[&str])] = &[
             "loopward-runner",
             "loopward-term",
             "loopward-restate",
+            "loopward-console",
         ],
     ),
     (
@@ -79,6 +84,7 @@ const GRAPH: &[(&str, &[&str])] = &[
             "loopward-core",
             "loopward-runner",
             "loopward-llama",
+            "loopward-console",
         ],
     ),
     ("xtask", &[]),
@@ -162,6 +168,7 @@ const LIBRARIES: &[&str] = &[
     "loopward-llama/src",
     "loopward/src",
     "loopward-restate/src",
+    "loopward-console/src",
 ];
 
 /// The library files that may make a `Person` (`Person::at_the_keyboard`): its definition; the
@@ -787,7 +794,11 @@ mod tests {
         let page = "# Invariants\n## Area one\n| invariant | enforced by |\n|---|---|\n| x | `a/tests/t.rs::holds` |\n## Area two\n| invariant | enforced by |\n|---|---|\n| y | `a/tests/t.rs::gone` |\n";
         let mut p = Vec::new();
         invariant_page("docs/invariants.md", page, &files, &mut p);
-        assert_eq!(p.len(), 2, "a missing test, so nothing backs the row: {p:?}");
+        assert_eq!(
+            p.len(),
+            2,
+            "a missing test, so nothing backs the row: {p:?}"
+        );
         assert!(
             p[0].starts_with("docs/invariants.md:9: names a/tests/t.rs::gone"),
             "{p:?}"

@@ -23,6 +23,7 @@ pub mod report;
 pub mod run;
 pub mod sandbox;
 pub mod say;
+pub mod serve;
 pub mod state;
 pub mod verify;
 
@@ -85,6 +86,7 @@ impl Cli {
             Command::Override(a) => set(&mut a.config),
             Command::Gates(a) => set(&mut a.config),
             Command::Say(a) => set(&mut a.config),
+            Command::Serve(a) => set(&mut a.config),
             Command::Report(a) => set_opt(&mut a.config),
             Command::Calibrate(a) => set_opt(&mut a.config),
             Command::Replay(a) => set_opt(&mut a.config),
@@ -132,6 +134,8 @@ pub enum Command {
     Sandbox(sandbox::Args),
     /// Say something to a running run (taken at its next turn boundary).
     Say(say::Args),
+    /// Serve the console: live runs, approvals, overrides and a kill switch in a browser.
+    Serve(serve::Args),
 }
 
 /// Runs a parsed command line; errors are printed by the binary.
@@ -151,6 +155,7 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Hook(a) => hook::run(&a),
         Command::Sandbox(a) => Ok(sandbox::run(&a)),
         Command::Say(a) => say::run(&a),
+        Command::Serve(a) => serve::run(&a).await,
     }
 }
 

@@ -76,14 +76,7 @@ pub(super) fn run(args: Args) -> Result<ExitCode> {
             ttl,
             subagent,
         } => {
-            let team: Vec<&str> = cfg.agents.iter().map(|a| a.name.as_str()).collect();
-            if !subagent && !team.contains(&agent.as_str()) {
-                bail!(
-                    "{agent} is not an [[agent]] in {} (the team: {}); nothing was granted. For a Claude Code subagent, which acts under its own name, pass --subagent",
-                    args.config.display(),
-                    team.join(", ")
-                );
-            }
+            loopward::team::check_grantee(&cfg, &args.config, &agent, subagent)?;
             let limit = store.ttl_limit();
             if Duration::from(ttl) > limit {
                 bail!(

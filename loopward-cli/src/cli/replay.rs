@@ -25,6 +25,7 @@ use loopward_runner::journal::Journal;
 use loopward_runner::layers::stopgate::{self, pending_dir};
 use loopward_runner::model::fake::{FakeModel, Script, ScriptedCall, ScriptedReply};
 use loopward_runner::model::BoxModelService;
+use loopward_runner::stop::{RecordedStop, StopRequest, StopRequests};
 use loopward_runner::tool::BoxToolService;
 use loopward_runner::{ManualClock, RunSpec};
 use loopward_term::render::{Printer, Tone};
@@ -172,6 +173,40 @@ fn heard_in(part: &[(Scope, AuditEvent)]) -> Vec<Taken> {
         }
     }
     boundaries
+}
+
+/// The stop requests a part of a run took (a person's kill switch), each where the run took it:
+/// after as many turns as its record says.
+fn stops_in(run: &RunId, part: &[(Scope, AuditEvent)]) -> Vec<RecordedStop> {
+    part.iter()
+        .filter_map(|(_, e)| match e {
+            AuditEvent::LayerDecision {
+                layer: LayerId::Stop,
+                decision,
+                detail,
+            } => {
+                let d = detail.to_json();
+                let text = |k: &str| d[k].as_str().unwrap_or_default().to_string();
+                let outcome = if *decision == loopward_core::LayerVerdict::Stopped {
+                    Ok(StopRequest {
+                        run: run.clone(),
+                        by: text("by"),
+                        reason: text("reason"),
+                        at_ms: 0,
+                        seal: None,
+                    })
+                } else {
+                    Err(text("why"))
+                };
+                let after_turns = d["turns"].as_u64().and_then(|t| u32::try_from(t).ok())?;
+                Some(RecordedStop {
+                    after_turns,
+                    outcome,
+                })
+            }
+            _ => None,
+        })
+        .collect()
 }
 
 /// A recorded run split where it was started or resumed: (where the part begins, the part).
@@ -345,6 +380,7 @@ pub(super) async fn run(args: Args) -> Result<ExitCode> {
                 ))),
                 executor: Some(BoxToolService::new(outputs)),
                 inbox: Some(HumanInbox::recorded(heard_in(part))),
+                stops: Some(StopRequests::recorded(stops_in(&run, part))),
                 ..team::Options::default()
             },
         )?;

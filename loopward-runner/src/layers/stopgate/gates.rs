@@ -386,8 +386,10 @@ impl StopGates {
             Some(r) if r.state == PendingState::Pending => pending(LayerVerdict::StillPending),
             Some(r) => match store.consume(&id, now) {
                 Ok(true) if r.state == PendingState::Approved => {
+                    // Who approved goes into the ledger with the approval it consumed.
                     let extra = Extra {
                         id: Some(id.clone()),
+                        by: r.decided.as_ref().map(|d| d.by.clone()),
                         ..Extra::default()
                     };
                     note(LayerVerdict::ApprovalConsumed, extra)?;

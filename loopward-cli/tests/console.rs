@@ -1,0 +1,446 @@
+//! The console (`loopward serve`) in a real browser, as a person on a phone meets it: signed in
+//! with the printed link, a run waiting at a stop-gate is shown with the exact action, Approve
+//! lets the run go on (the console resumes it) and the ledger records who approved; Deny ends
+//! the run with who denied; the kill switch stops a running loop at its next turn boundary, as
+//! that person's recorded decision.
+//!
+//! Why WebDriver (Debian's `chromium` + `chromium-driver`, installed by `.ci/run`) through
+//! `fantoccini`: the test has to click, type and wait like a person, across page loads and the
+//! console's live refresh; WebDriver is the standard protocol for exactly that, chromedriver is
+//! built with the Chromium it drives (same Debian version), and fantoccini is the maintained
+//! async client of it on the tokio runtime the tests already use. (The audit-page test needs
+//! only a dumped DOM, so it runs `chromium-headless-shell` directly.)
+//!
+//! Every process the test starts (the console, chromedriver with its browsers, the looping run)
+//! is in its own process group and ended by its recorded PID; servers listen on 127.0.0.1 only,
+//! on ports the system picked; the whole test is bounded.
+//!
+//! And the console's token is out of every agent's reach: a command in an agent's sandbox cannot
+//! read it.
+//!
+//! `LOOPWARD_SCREENSHOTS=<dir>` also keeps 375 px screenshots of the console there (the ones in
+//! `docs/console/` are made this way).
+
+use fantoccini::{Client, ClientBuilder, Locator};
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+/// A process ended by its recorded PID (its whole process group) when dropped.
+struct Owned(Child);
+
+impl Drop for Owned {
+    fn drop(&mut self) {
+        if let Ok(pid) = i32::try_from(self.0.id()) {
+            let _ = nix::sys::signal::killpg(
+                nix::unistd::Pid::from_raw(pid),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
+        let _ = self.0.wait();
+    }
+}
+
+fn on_path(names: &[&str], env: &str, install: &str) -> PathBuf {
+    if let Some(p) = std::env::var_os(env) {
+        return PathBuf::from(p);
+    }
+    for name in names {
+        for dir in std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default()) {
+            let p = dir.join(name);
+            if p.is_file() {
+                return p;
+            }
+        }
+    }
+    panic!(
+        "no {} found: `apt-get install {install}` (bash .ci/run does), or set {env}",
+        names[0]
+    );
+}
+
+const GATE_TEAM: &str = r#"
+[run]
+first = "builder"
+task = "Write hello.txt."
+[backend]
+script = "gate.script.toml"
+[[agent]]
+name = "builder"
+tools = ["write_file"]
+[[stopgate]]
+name = "build"
+point = "turn"
+agent = "builder"
+mode = "durable"
+"#;
+
+const GATE_SCRIPT: &str = r#"
+[[agents.builder]]
+tool_calls = [{ name = "write_file", arguments = { path = "hello.txt", content = "hello" } }]
+[[agents.builder]]
+text = "hello.txt is written."
+"#;
+
+const LOOP_TEAM: &str = r#"
+[run]
+first = "ping"
+task = "Keep passing the work back and forth."
+[backend]
+script = "loop.script.toml"
+[[agent]]
+name = "ping"
+tools = ["shell", "handoff"]
+[[agent]]
+name = "pong"
+tools = ["shell", "handoff"]
+[limits]
+turns_per_run = 200
+"#;
+
+/// Two agents handing the work to each other, each turn a short command: a loop that runs
+/// until someone stops it (or its cap, minutes away).
+fn loop_script() -> String {
+    let mut s = String::new();
+    for i in 0..100 {
+        for (me, you) in [("ping", "pong"), ("pong", "ping")] {
+            s.push_str(&format!(
+                "[[agents.{me}]]\ntool_calls = [{{ name = \"shell\", arguments = {{ command = \"sleep 0.3 # {i}\" }} }}]\n\
+                 [[agents.{me}]]\ntool_calls = [{{ name = \"handoff\", arguments = {{ to = \"{you}\", message = \"your turn ({i})\" }} }}]\n"
+            ));
+        }
+    }
+    s
+}
+
+struct Workspace {
+    dir: tempfile::TempDir,
+    xdg: tempfile::TempDir,
+}
+
+impl Workspace {
+    fn new() -> Self {
+        let w = Self {
+            dir: tempfile::tempdir().unwrap(),
+            xdg: tempfile::tempdir().unwrap(),
+        };
+        for (name, text) in [
+            ("loopward.toml", GATE_TEAM.to_string()),
+            ("gate.script.toml", GATE_SCRIPT.to_string()),
+            ("loop.toml", LOOP_TEAM.to_string()),
+            ("loop.script.toml", loop_script()),
+        ] {
+            std::fs::write(w.dir.path().join(name), text).unwrap();
+        }
+        w
+    }
+
+    fn loopward(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_loopward"));
+        c.args(args)
+            .current_dir(self.dir.path())
+            .env("NO_COLOR", "1")
+            .env("XDG_STATE_HOME", self.xdg.path())
+            .stdin(Stdio::null());
+        c
+    }
+
+    fn ledger(&self, run: &str) -> String {
+        std::fs::read_to_string(self.dir.path().join("runs").join(run).join("events.jsonl"))
+            .unwrap_or_default()
+    }
+
+    /// Starts `loopward serve` on a free port; returns it and its sign-in link.
+    fn serve(&self) -> (Owned, String) {
+        use std::os::unix::process::CommandExt;
+        let mut child = self
+            .loopward(&["serve", "--port", "0"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        let mut first = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut first)
+            .unwrap();
+        let url = first
+            .trim()
+            .strip_prefix("console: ")
+            .unwrap_or_else(|| panic!("serve printed {first:?}"))
+            .to_string();
+        assert!(url.starts_with("http://127.0.0.1:"), "{url}");
+        (Owned(child), url)
+    }
+}
+
+/// chromedriver on a free 127.0.0.1 port, and a headless Chromium session at 375 px.
+async fn browser() -> (Owned, Client) {
+    use std::os::unix::process::CommandExt;
+    let driver = on_path(
+        &["chromedriver"],
+        "LOOPWARD_CHROMEDRIVER",
+        "chromium-driver",
+    );
+    let chromium = on_path(&["chromium"], "LOOPWARD_CHROMIUM_BROWSER", "chromium");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let child = Command::new(driver)
+        .arg(format!("--port={port}"))
+        .arg("--allowed-ips=127.0.0.1")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    let owned = Owned(child);
+    let profile = std::env::temp_dir().join(format!("loopward-console-{port}"));
+    let caps = serde_json::json!({
+        "goog:chromeOptions": {
+            "binary": chromium,
+            // A phone's viewport (a desktop window is never narrower than 500 px).
+            "mobileEmulation": { "deviceMetrics": { "width": 375, "height": 812, "pixelRatio": 2.0 } },
+            "args": ["--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                     "--disable-background-networking", "--disable-component-update",
+                     "--disable-sync", "--hide-scrollbars", "--window-size=375,812",
+                     format!("--user-data-dir={}", profile.display())],
+        }
+    });
+    let mut builder = ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new());
+    builder.capabilities(caps.as_object().unwrap().clone());
+    let url = format!("http://127.0.0.1:{port}");
+    for _ in 0..100 {
+        if let Ok(client) = builder.connect(&url).await {
+            return (owned, client);
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("chromedriver did not start on {url}");
+}
+
+/// Waits (up to 60 s) until `script` returns `want` in the page, without reloading it: what
+/// changes, changes through the console's live refresh.
+async fn until(c: &Client, script: &str, want: &str) {
+    let mut last = serde_json::Value::Null;
+    for _ in 0..600 {
+        last = c.execute(script, vec![]).await.unwrap();
+        if last.as_str() == Some(want) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let page = c.source().await.unwrap_or_default();
+    panic!("{script} is {last}, not {want:?}, after 60 s; the page: {page}");
+}
+
+const PANEL_STATUS: &str =
+    "const s = document.querySelector('#console-panel [data-status]'); return s ? s.dataset.status : null;";
+
+fn shot(name: &str, png: &[u8]) {
+    if let Some(dir) = std::env::var_os("LOOPWARD_SCREENSHOTS") {
+        let dir = Path::new(&dir);
+        std::fs::create_dir_all(dir).unwrap();
+        std::fs::write(dir.join(name), png).unwrap();
+    }
+}
+
+/// Answers the gate of `run` on the runs page: the person's name, then the button.
+async fn answer(c: &Client, run: &str, button: &str, by: &str) {
+    let form = format!("div.gate[data-run='{run}'] form:has(button.{button})");
+    let by_field = c
+        .find(Locator::Css(&format!("{form} input[name=by]")))
+        .await
+        .unwrap();
+    by_field.clear().await.unwrap();
+    by_field.send_keys(by).await.unwrap();
+    c.find(Locator::Css(&format!("{form} button.{button}")))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_person_approves_denies_and_stops_runs_from_the_console_in_a_real_browser() {
+    tokio::time::timeout(Duration::from_secs(240), scenario())
+        .await
+        .expect("the browser scenario finished within 240 s");
+}
+
+async fn scenario() {
+    let w = Workspace::new();
+    for run in ["r-approve", "r-deny"] {
+        let o = w.loopward(&["run", "--id", run]).output().unwrap();
+        assert_eq!(o.status.code(), Some(7), "{o:?}");
+    }
+    let (_serve, login) = w.serve();
+    let (_driver, c) = browser().await;
+
+    // Signed in with the printed link: the waiting gates, with the exact action each allows.
+    c.goto(&login).await.unwrap();
+    let gates = c.find_all(Locator::Css("div.gate")).await.unwrap();
+    assert_eq!(gates.len(), 2);
+    let action = c
+        .find(Locator::Css("div.gate[data-run='r-approve'] code.action"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert_eq!(action, "turn:builder");
+    let width = c
+        .execute(
+            "return [window.innerWidth, document.documentElement.scrollWidth];",
+            vec![],
+        )
+        .await
+        .unwrap();
+    assert_eq!(width[0], 375, "a phone's viewport");
+    assert!(
+        width[1].as_f64().unwrap() <= 375.0,
+        "the runs page needs {} px at 375 px",
+        width[1]
+    );
+    shot("console-runs.png", &c.screenshot().await.unwrap());
+
+    // Approve: the console resumes the run, and the page sees it complete.
+    answer(&c, "r-approve", "approve", "ana").await;
+    until(
+        &c,
+        "return location.pathname + ' ' + document.title;",
+        "/runs/r-approve Run r-approve · loopward",
+    )
+    .await;
+    until(&c, PANEL_STATUS, "completed").await;
+    let ledger = w.ledger("r-approve");
+    let consumed = ledger
+        .lines()
+        .find(|l| l.contains("\"approval_consumed\""))
+        .expect("the approval is in the ledger");
+    assert!(consumed.contains("\"by\":\"ana (console)\""), "{consumed}");
+    assert!(
+        w.dir.path().join("hello.txt").exists(),
+        "the approved turn ran"
+    );
+    shot("console-run.png", &c.screenshot().await.unwrap());
+
+    // Deny: the run goes on to the refusal and ends stopped, saying who denied.
+    c.goto(&login).await.unwrap();
+    answer(&c, "r-deny", "deny", "bob").await;
+    until(&c, PANEL_STATUS, "stopped").await;
+    let ledger = w.ledger("r-deny");
+    assert!(
+        ledger.contains("denied by bob (console)"),
+        "the denial names who denied: {ledger}"
+    );
+
+    // The kill switch on a running loop: stopped at its next turn boundary, by the person.
+    use std::os::unix::process::CommandExt;
+    let mut looping = Owned(
+        w.loopward(&["run", "--config", "loop.toml", "--id", "r-loop", "--quiet"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .process_group(0)
+            .spawn()
+            .unwrap(),
+    );
+    for _ in 0..300 {
+        if w.ledger("r-loop").contains("\"turn_started\"") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let base = login.split("/login").next().unwrap();
+    c.goto(&format!("{base}/runs/r-loop")).await.unwrap();
+    until(&c, PANEL_STATUS, "running").await;
+    for (field, value) in [("by", "carol"), ("reason", "it loops")] {
+        let f = c
+            .find(Locator::Css(&format!("form.stop input[name={field}]")))
+            .await
+            .unwrap();
+        f.clear().await.unwrap();
+        f.send_keys(value).await.unwrap();
+    }
+    shot("console-stop.png", &c.screenshot().await.unwrap());
+    c.find(Locator::Css("form.stop button.stop"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    until(&c, PANEL_STATUS, "stopped").await;
+    let status = tokio::task::spawn_blocking(move || looping.0.wait().unwrap().code())
+        .await
+        .unwrap();
+    assert_eq!(status, Some(6), "a stopped run exits 6");
+    let ledger = w.ledger("r-loop");
+    let stop = ledger
+        .lines()
+        .find(|l| l.contains("\"layer\":\"stop\""))
+        .expect("the stop is in the ledger");
+    assert!(
+        stop.contains("\"by\":\"carol (console)\"") && stop.contains("\"stopped\""),
+        "{stop}"
+    );
+    let turns = ledger.matches("\"turn_started\"").count();
+    assert!(turns < 200, "stopped long before its cap ({turns} turns)");
+    // Replayed, the run stops where it did: the person's stop is an input the ledger keeps.
+    let o = w.loopward(&["replay", "runs/r-loop"]).output().unwrap();
+    assert!(
+        o.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    c.close().await.unwrap();
+}
+
+#[test]
+fn the_consoles_token_is_unreadable_to_an_agents_sandboxed_command() {
+    let w = Workspace::new();
+    let (serve, login) = w.serve();
+    drop(serve);
+    let token = login.split("token=").nth(1).unwrap().to_string();
+    let state = std::fs::read_dir(w.xdg.path().join("loopward"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let file = state.join("console/token");
+    assert_eq!(std::fs::read_to_string(&file).unwrap().trim(), token);
+    let o = w
+        .loopward(&[
+            "sandbox",
+            "exec",
+            "--config",
+            "loop.toml",
+            "--agent",
+            "ping",
+            "--",
+            "cat",
+        ])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(!o.status.success(), "{o:?}");
+    assert!(!String::from_utf8_lossy(&o.stdout).contains(&token));
+}
+
+#[test]
+fn serving_beyond_loopback_without_tls_is_refused_and_nothing_listens() {
+    let w = Workspace::new();
+    let o = w
+        .loopward(&["serve", "--bind", "0.0.0.0", "--port", "0"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1), "{o:?}");
+    let said = String::from_utf8_lossy(&o.stderr);
+    assert!(said.contains("only over TLS"), "{said}");
+    assert!(o.stdout.is_empty(), "no sign-in link was printed");
+}

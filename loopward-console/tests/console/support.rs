@@ -1,0 +1,244 @@
+//! A workspace with a team whose builder waits at a durable stop-gate, its own state base, and
+//! the console over it, driven in-process.
+
+use axum::body::Body;
+use axum::http::{HeaderMap, Request, StatusCode};
+use http_body_util::BodyExt;
+use loopward::state::Custody;
+use loopward_console::{Console, ConsoleOptions, Waiting};
+use loopward_core::Person;
+use loopward_runner::layers::stopgate::PendingApproval;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use tower::ServiceExt;
+
+const CONFIG: &str = r#"
+[run]
+first = "builder"
+[backend]
+script = "script.toml"
+[[agent]]
+name = "builder"
+tools = ["write_file"]
+[[stopgate]]
+name = "build"
+point = "turn"
+agent = "builder"
+mode = "durable"
+"#;
+
+const SCRIPT: &str = r#"
+[[agents.builder]]
+tool_calls = [{ name = "write_file", arguments = { path = "hello.txt", content = "hi" } }]
+[[agents.builder]]
+text = "done"
+"#;
+
+/// The host the console answers to in these tests.
+pub(crate) const HOST: &str = "127.0.0.1:8377";
+
+pub(crate) struct Fixture {
+    pub(crate) ws: tempfile::TempDir,
+    pub(crate) xdg: tempfile::TempDir,
+    pub(crate) console: Console,
+    pub(crate) run: String,
+}
+
+impl Fixture {
+    fn new(webhooks: Vec<String>) -> Self {
+        let ws = tempfile::tempdir().unwrap();
+        let xdg = tempfile::tempdir().unwrap();
+        std::fs::write(ws.path().join("loopward.toml"), CONFIG).unwrap();
+        std::fs::write(ws.path().join("script.toml"), SCRIPT).unwrap();
+        let mut opts = ConsoleOptions::new(
+            ws.path().join("loopward.toml"),
+            Some(xdg.path().to_path_buf()),
+        );
+        opts.webhooks = webhooks;
+        let console = Console::open(opts).unwrap();
+        console.answer_at(HOST.parse().unwrap());
+        Self {
+            ws,
+            xdg,
+            console,
+            run: String::new(),
+        }
+    }
+
+    /// A console over a run paused at the builder's durable gate.
+    pub(crate) async fn paused() -> Self {
+        let mut f = Self::new(vec![]);
+        f.run = f.pause_a_run().await;
+        f.console.refresh();
+        f
+    }
+
+    /// A console that notices to `url`, over no run yet.
+    pub(crate) async fn with_webhook(url: &str) -> Self {
+        Self::new(vec![url.to_string()])
+    }
+
+    pub(crate) fn config(&self) -> PathBuf {
+        self.ws.path().join("loopward.toml")
+    }
+
+    pub(crate) fn custody(&self) -> Custody {
+        let cfg = loopward::config::Config::load(&self.config()).unwrap();
+        Custody::open(&cfg, &self.config(), Some(self.xdg.path())).unwrap()
+    }
+
+    /// The workspace's state directory.
+    pub(crate) fn state(&self) -> PathBuf {
+        self.custody().state().root().to_path_buf()
+    }
+
+    /// Runs the team until its builder's gate pauses it; returns the run id.
+    pub(crate) async fn pause_a_run(&self) -> String {
+        let report = loopward::Team::from_config(self.config())
+            .unwrap()
+            .custody(self.custody())
+            .run(Person::at_the_keyboard().says("write hello"))
+            .await
+            .unwrap();
+        assert_eq!(report.status.label(), "awaiting_approval", "{report:?}");
+        let dir = std::fs::read_dir(self.ws.path().join("runs")).unwrap();
+        let mut runs: Vec<String> = dir
+            .filter_map(Result::ok)
+            .filter(|e| e.path().is_dir())
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        runs.sort();
+        runs.pop().unwrap()
+    }
+
+    /// The one gate waiting.
+    pub(crate) fn waiting(&self) -> Waiting {
+        let snap = self.console.snapshot();
+        let row = snap.run(&self.run).expect("the run is listed");
+        assert_eq!(row.waiting.len(), 1, "{row:?}");
+        row.waiting[0].clone()
+    }
+
+    /// The sealed record `id`, as the CLI reads it.
+    pub(crate) fn record(&self, id: &str) -> PendingApproval {
+        self.custody()
+            .approvals()
+            .unwrap()
+            .read(id)
+            .unwrap()
+            .unwrap()
+    }
+
+    async fn send(&self, req: Request<Body>) -> (StatusCode, HeaderMap, String) {
+        let r = self.console.router().oneshot(req).await.unwrap();
+        let (parts, body) = r.into_parts();
+        let bytes = body.collect().await.unwrap().to_bytes();
+        (
+            parts.status,
+            parts.headers,
+            String::from_utf8_lossy(&bytes).into_owned(),
+        )
+    }
+
+    pub(crate) async fn get(
+        &self,
+        uri: &str,
+        cookie: Option<&str>,
+    ) -> (StatusCode, HeaderMap, String) {
+        let mut b = Request::get(uri).header("host", HOST);
+        if let Some(c) = cookie {
+            b = b.header("cookie", c);
+        }
+        self.send(b.body(Body::empty()).unwrap()).await
+    }
+
+    pub(crate) async fn get_with(
+        &self,
+        uri: &str,
+        headers: &[(&str, &str)],
+    ) -> (StatusCode, HeaderMap, String) {
+        let mut b = Request::get(uri).header("host", HOST);
+        for (k, v) in headers {
+            b = b.header(*k, *v);
+        }
+        self.send(b.body(Body::empty()).unwrap()).await
+    }
+
+    /// A form POST; `extra` headers replace the defaults (a `host` given replaces the console's).
+    pub(crate) async fn post(
+        &self,
+        uri: &str,
+        cookie: Option<&str>,
+        form: &str,
+        extra: &[(&str, &str)],
+    ) -> (StatusCode, HeaderMap, String) {
+        let mut b = Request::post(uri).header("content-type", "application/x-www-form-urlencoded");
+        if !extra.iter().any(|(k, _)| *k == "host") {
+            b = b.header("host", HOST);
+        }
+        if let Some(c) = cookie {
+            b = b.header("cookie", c);
+        }
+        for (k, v) in extra {
+            b = b.header(*k, *v);
+        }
+        self.send(b.body(Body::from(form.to_string())).unwrap())
+            .await
+    }
+
+    /// Signs in with the token; returns the cookie to send.
+    pub(crate) async fn sign_in(&self) -> String {
+        let uri = format!("/login?token={}", self.console.token().secret());
+        let (status, headers, _) = self.get(&uri, None).await;
+        assert_eq!(status, StatusCode::SEE_OTHER);
+        let set = headers["set-cookie"].to_str().unwrap();
+        assert!(
+            set.contains("HttpOnly") && set.contains("SameSite=Strict"),
+            "{set}"
+        );
+        set.split(';').next().unwrap().to_string()
+    }
+}
+
+/// A webhook receiver on 127.0.0.1: its URL, and the first notice's headers and body.
+pub(crate) async fn receiver() -> (
+    String,
+    tokio::sync::oneshot::Receiver<(BTreeMap<String, String>, String)>,
+) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    tokio::spawn(async move {
+        let (mut sock, _) = listener.accept().await.unwrap();
+        let mut buf = Vec::new();
+        let mut chunk = [0u8; 4096];
+        loop {
+            let n = sock.read(&mut chunk).await.unwrap();
+            buf.extend_from_slice(&chunk[..n]);
+            let text = String::from_utf8_lossy(&buf).into_owned();
+            if let Some(end) = text.find("\r\n\r\n") {
+                let mut headers = BTreeMap::new();
+                for line in text[..end].lines().skip(1) {
+                    if let Some((k, v)) = line.split_once(':') {
+                        headers.insert(k.trim().to_ascii_lowercase(), v.trim().to_string());
+                    }
+                }
+                let len: usize = headers
+                    .get("content-length")
+                    .and_then(|l| l.parse().ok())
+                    .unwrap_or(0);
+                if buf.len() >= end + 4 + len {
+                    let body = String::from_utf8_lossy(&buf[end + 4..end + 4 + len]).into_owned();
+                    let _ = sock.write_all(b"HTTP/1.1 204 No Content\r\n\r\n").await;
+                    let _ = tx.send((headers, body));
+                    return;
+                }
+            }
+            if n == 0 {
+                return;
+            }
+        }
+    });
+    (format!("http://{addr}/hook"), rx)
+}
