@@ -447,19 +447,11 @@ fn bounded_runner(ws: &Path, log: &Path, layers: &str, script: Script) -> Runner
     b.build().unwrap()
 }
 
-/// Runs (or resumes) run `r1` of `bounded_runner`, the ledger written through `opts`.
-async fn bounded(
-    ws: &Path,
-    runs: &Path,
-    log: &Path,
-    opts: LedgerOptions,
-    layers: &str,
-    script: Script,
-) -> RunReport {
+/// Runs `r1` with `runner` (agent `a` first), or resumes it when its ledger is there, the ledger
+/// written through `opts`.
+async fn run_or_resume_r1(runner: &Runner, runs: &Path, opts: LedgerOptions) -> RunReport {
     let run = RunId::new("r1").unwrap();
-    std::fs::create_dir_all(ws.join("out")).unwrap();
-    let runner = bounded_runner(ws, log, layers, script);
-    let report = if runs.join("r1/events.jsonl").exists() {
+    if runs.join("r1/events.jsonl").exists() {
         let (ledger, _) = Ledger::open_existing(runs, &run, opts).unwrap();
         let journal = Journal::from_records(&records(&runs.join("r1"))).unwrap();
         let report = runner
@@ -478,7 +470,21 @@ async fn bounded(
             .await;
         let _ = ledger.finish();
         report
-    };
+    }
+}
+
+/// Runs (or resumes) run `r1` of `bounded_runner`, the ledger written through `opts`.
+async fn bounded(
+    ws: &Path,
+    runs: &Path,
+    log: &Path,
+    opts: LedgerOptions,
+    layers: &str,
+    script: Script,
+) -> RunReport {
+    std::fs::create_dir_all(ws.join("out")).unwrap();
+    let runner = bounded_runner(ws, log, layers, script);
+    let report = run_or_resume_r1(&runner, runs, opts).await;
     if !matches!(report.status, RunStatus::AuditFailed { .. }) {
         verify(
             &runs.join("r1"),
@@ -982,7 +988,6 @@ fn turns_per_agent(
 
 /// Runs (or resumes) `r1`: `a` and `b` playing ping-pong behind `turns_per_agent(1, rebuild)`.
 async fn per_agent(ws: &Path, runs: &Path, opts: LedgerOptions, rebuild: bool) -> RunReport {
-    let run = RunId::new("r1").unwrap();
     let team = [id("a"), id("b")];
     let model = BoxModelService::new(FakeModel::new(ping_pong()));
     let layer = turns_per_agent(1, rebuild);
@@ -996,27 +1001,7 @@ async fn per_agent(ws: &Path, runs: &Path, opts: LedgerOptions, rebuild: bool) -
             .unwrap();
     }
     let runner = b.build().unwrap();
-    let report = if runs.join("r1/events.jsonl").exists() {
-        let (ledger, _) = Ledger::open_existing(runs, &run, opts).unwrap();
-        let journal = Journal::from_records(&records(&runs.join("r1"))).unwrap();
-        let report = runner
-            .resume(
-                ledger.run_spec(Person::at_the_keyboard().says(""), id("a")),
-                &journal,
-            )
-            .await
-            .unwrap();
-        let _ = ledger.finish();
-        report
-    } else {
-        let ledger = Ledger::create(runs, &run, opts).unwrap();
-        let report = runner
-            .run(ledger.run_spec(Person::at_the_keyboard().says("go"), id("a")))
-            .await;
-        let _ = ledger.finish();
-        report
-    };
-    report
+    run_or_resume_r1(&runner, runs, opts).await
 }
 
 #[tokio::test]

@@ -715,9 +715,7 @@ fn stop_decisions(t: &Team) -> Vec<(String, serde_json::Value)> {
                 layer: loopward_core::LayerId::Stop,
                 decision,
                 detail,
-            } => {
-                Some((decision.as_str().to_string(), detail.to_json().into_owned()))
-            }
+            } => Some((decision.as_str().to_string(), detail.to_json().into_owned())),
             _ => None,
         })
         .collect()
