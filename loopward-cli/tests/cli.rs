@@ -571,6 +571,24 @@ fn every_command_has_help_with_an_example() {
     }
 }
 
+/// In the `init` layout, gives the builder `shell` and puts `replies` (its scripted replies, as
+/// TOML) before its first `times` scripted writes; returns the script written.
+fn builder_first(d: &Path, replies: &str, times: usize) -> String {
+    let cfg = std::fs::read_to_string(d.join("loopward.toml"))
+        .unwrap()
+        .replace(
+            r#"tools = ["read_file", "write_file", "edit_file", "list_dir", "handoff"]"#,
+            r#"tools = ["read_file", "write_file", "edit_file", "list_dir", "shell", "handoff"]"#,
+        );
+    std::fs::write(d.join("loopward.toml"), cfg).unwrap();
+    let write = "[[agents.builder]]\ntool_calls = [{ name = \"write_file\"";
+    let script = std::fs::read_to_string(d.join("loopward.script.toml"))
+        .unwrap()
+        .replacen(write, &format!("{replies}{write}"), times);
+    std::fs::write(d.join("loopward.script.toml"), &script).unwrap();
+    script
+}
+
 /// The issue that made the watch skip the runs directory: `loopward init`, the builder given
 /// `shell`, a harmless `shell "true"` and then writes. The ledger (inside the workspace in this
 /// layout) stays whole and verifying, and the builder's shell write to plan.md is refused by
@@ -579,22 +597,12 @@ fn every_command_has_help_with_an_example() {
 fn shell_in_the_init_layout_leaves_the_ledger_whole_and_verifying() {
     let dir = initialised();
     let d = dir.path();
-    let cfg = std::fs::read_to_string(d.join("loopward.toml"))
-        .unwrap()
-        .replace(
-            r#"tools = ["read_file", "write_file", "edit_file", "list_dir", "handoff"]"#,
-            r#"tools = ["read_file", "write_file", "edit_file", "list_dir", "shell", "handoff"]"#,
-        );
-    std::fs::write(d.join("loopward.toml"), cfg).unwrap();
-    let script = std::fs::read_to_string(d.join("loopward.script.toml"))
-        .unwrap()
-        .replace(
-            "[[agents.builder]]\ntool_calls = [{ name = \"write_file\"",
-            "[[agents.builder]]\ntool_calls = [{ name = \"shell\", arguments = { command = \"true\" } }]\n\n\
-             [[agents.builder]]\ntool_calls = [{ name = \"shell\", arguments = { command = \"echo mine > src/own.txt; echo hijack > plan.md\" } }]\n\n\
-             [[agents.builder]]\ntool_calls = [{ name = \"write_file\"",
-        );
-    std::fs::write(d.join("loopward.script.toml"), script).unwrap();
+    builder_first(
+        d,
+        "[[agents.builder]]\ntool_calls = [{ name = \"shell\", arguments = { command = \"true\" } }]\n\n\
+         [[agents.builder]]\ntool_calls = [{ name = \"shell\", arguments = { command = \"echo mine > src/own.txt; echo hijack > plan.md\" } }]\n\n",
+        usize::MAX,
+    );
     let run = loopward(d, &["run", "--id", "r1"]);
     let out = text(&run);
     assert_eq!(run.status.code(), Some(0), "{out}");
@@ -624,23 +632,12 @@ fn shell_in_the_init_layout_leaves_the_ledger_whole_and_verifying() {
 fn the_fake_script_in_the_workspace_is_a_control_file_to_tools_and_commands() {
     let dir = initialised();
     let d = dir.path();
-    let cfg = std::fs::read_to_string(d.join("loopward.toml"))
-        .unwrap()
-        .replace(
-            r#"tools = ["read_file", "write_file", "edit_file", "list_dir", "handoff"]"#,
-            r#"tools = ["read_file", "write_file", "edit_file", "list_dir", "shell", "handoff"]"#,
-        );
-    std::fs::write(d.join("loopward.toml"), cfg).unwrap();
-    let script = std::fs::read_to_string(d.join("loopward.script.toml"))
-        .unwrap()
-        .replacen(
-            "[[agents.builder]]\ntool_calls = [{ name = \"write_file\"",
-            "[[agents.builder]]\ntool_calls = [{ name = \"shell\", arguments = { command = \"echo '# rewritten' >> loopward.script.toml\" } }]\n\n\
-             [[agents.builder]]\ntool_calls = [{ name = \"write_file\", arguments = { path = \"loopward.script.toml\", content = \"# mine\" } }]\n\n\
-             [[agents.builder]]\ntool_calls = [{ name = \"write_file\"",
-            1,
-        );
-    std::fs::write(d.join("loopward.script.toml"), &script).unwrap();
+    let script = builder_first(
+        d,
+        "[[agents.builder]]\ntool_calls = [{ name = \"shell\", arguments = { command = \"echo '# rewritten' >> loopward.script.toml\" } }]\n\n\
+         [[agents.builder]]\ntool_calls = [{ name = \"write_file\", arguments = { path = \"loopward.script.toml\", content = \"# mine\" } }]\n\n",
+        1,
+    );
     let run = loopward(d, &["run", "--id", "r1"]);
     assert_eq!(run.status.code(), Some(0), "{}", text(&run));
     assert_eq!(
