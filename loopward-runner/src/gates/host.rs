@@ -20,6 +20,20 @@ pub enum Host {
 }
 
 impl Host {
+    /// The tools an agent on this host writes files with, which the policy judges before they
+    /// run: what a refused shell command is pointed to.
+    ///
+    /// ```
+    /// use loopward_runner::gates::Host;
+    /// assert!(Host::ClaudeCode.file_tools().contains("Write, Edit"));
+    /// ```
+    pub fn file_tools(self) -> &'static str {
+        match self {
+            Self::Runner => "the file tools (write_file, edit_file)",
+            Self::ClaudeCode => "the file tools (Write, Edit)",
+        }
+    }
+
     /// How an agent passes a change to `owner` on this host.
     pub fn pass_to(self, owner: &str) -> String {
         match self {

@@ -5,7 +5,7 @@ use super::config::SprawlConfig;
 use super::control::CONTROL_GATE;
 use super::host::Host;
 use super::overrides::OverrideError;
-use super::policy::{POLICY_GATE, SHELL_GATE};
+use super::policy::{POLICY_GATE, SANDBOX_GATE, SHELL_GATE};
 use super::territory::Territory;
 use loopward_core::{AgentId, Refusal};
 use std::time::Duration;
@@ -132,10 +132,38 @@ pub(crate) fn outside(why: &str) -> Refusal {
 }
 
 /// A shell command that was not run because its changes could not have been checked.
-pub fn unwatchable(why: &str) -> Refusal {
+pub fn unwatchable(why: &str, host: Host) -> Refusal {
     Refusal::new(
         SHELL_GATE,
         format!("not run: the workspace could not be recorded before the command, so its changes could not be checked ({why})"),
-        "use the file tools instead, or ask a person to list big generated folders under [gates.shell] skip",
+        format!("use {} instead, or ask a person to list big generated folders under [gates.shell] skip", host.file_tools()),
+    )
+}
+
+/// A shell command that was not run because it could not be put in its kernel sandbox.
+pub(crate) fn not_contained(why: &str, host: Host) -> Refusal {
+    Refusal::new(
+        SANDBOX_GATE,
+        format!("not run: {why}"),
+        format!(
+            "use {} instead; a person can fix the sandbox as the reason says",
+            host.file_tools()
+        ),
+    )
+}
+
+/// The warning on every command of a `watch-only` config.
+pub(crate) fn watch_only() -> Refusal {
+    Refusal::new(
+        SANDBOX_GATE,
+        "watch-only: this command runs without a kernel sandbox; its changes are only compared and reverted afterwards",
+        "remove `sandbox = \"watch-only\"` from [gates.shell] to contain commands",
+    )
+}
+
+/// What the model reads when a command ran but its changes could not be compared afterwards.
+pub(crate) fn blinded(why: &str) -> String {
+    format!(
+        "the command ran, but the workspace could not be compared afterwards ({why}); its changes are unchecked and were reported, and they will be compared with the workspace as it was before the command (what may not stand put back) as soon as it can be; until then commands and writes are refused"
     )
 }

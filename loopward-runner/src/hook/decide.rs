@@ -117,6 +117,14 @@ impl Engine<'_> {
             .record(&self.scope(Some(self.caller.clone())), event)?)
     }
 
+    /// Where a shell watch records the caller's events ([`crate::gates::Record`]).
+    pub(super) fn sink(
+        &self,
+    ) -> impl FnMut(&AuditEvent) -> Result<(), loopward_core::AuditError> + '_ {
+        let scope = self.scope(Some(self.caller.clone()));
+        move |e| self.ledger.record(&scope, e)
+    }
+
     /// The first event of a session opens its ledger with `run_started`.
     fn start(&mut self) -> Result<(), HookError> {
         if self.state.ledger_started {

@@ -283,6 +283,12 @@ impl HookContext {
         let control = ControlFiles::new(&self.config_file, &self.runs_dir);
         let policy = Policy::with_control(&self.policy, ws.clone(), control)?
             .with_host(crate::gates::Host::ClaudeCode);
+        // Without a state directory the sessions live in the workspace, changing while
+        // commands run: no watch compares them.
+        let policy = match &self.sessions {
+            Some(_) => policy,
+            None => policy.with_own_state(".loopward/sessions"),
+        };
         let policy = match &self.overrides {
             Some(store) => policy.with_overrides(store.clone()),
             None => policy,

@@ -1,8 +1,8 @@
 //! Watching the workspace around a Claude Code `Bash` call, across two hook processes.
 //!
-//! `PreToolUse` captures a snapshot (the runner's [`Snapshot`]: every path's kind, mode and
+//! `PreToolUse` captures a snapshot (the runner's [`Snapshot`](crate::gates::Snapshot): every path's kind, mode and
 //! hash; the content of files inside territories and control paths, kept as blobs in a
-//! [`DirStore`]) under the session folder, keyed by the call's id. `PostToolUse` compares the
+//! [`DirStore`](crate::gates::DirStore)) under the session folder, keyed by the call's id. `PostToolUse` compares the
 //! workspace with it; a change the caller may not make is put back (the old content restored, a
 //! new file or link removed) and reported.
 //!
@@ -11,14 +11,12 @@
 //! with first (`unchecked.rs`). Paths are kept as lossless text, so a name that is not UTF-8 is
 //! saved and read back exactly.
 //!
-//! Not watched: `.git/`, the `[gates.shell] skip` folders, the hook's own session folders
-//! (`.loopward/sessions/`) and the runs directory (every ledger, which loopward appends to while
-//! a command runs; a watch must never "revert" them). Tampering with a ledger is caught by
-//! `loopward verify` instead.
+//! What is not watched is the runner's rule ([`Policy::unwatched`](crate::gates::Policy::unwatched)),
+//! the hook's own session folder (`.loopward/sessions/`, when there is no state directory)
+//! included.
 
 use super::session::SessionError;
-use crate::gates::{Change, DirStore, Snapshot, SnapshotError};
-use crate::workspace::Workspace;
+use crate::gates::{Snapshot, SnapshotError};
 use std::fs;
 use std::path::{Path, PathBuf};
 
@@ -60,27 +58,6 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> ShellWatchError + '_ {
     }
 }
 
-/// Captures the workspace, skipping `.git/`, the hook's own session folders and the
-/// workspace-relative paths in `skip`, reading at most `max_bytes`; files for which `watched`
-/// holds have their content kept in `blobs`.
-pub(crate) fn capture(
-    ws: &Workspace,
-    blobs: &Path,
-    watched: &dyn Fn(&str) -> bool,
-    skip: &[String],
-    max_bytes: u64,
-) -> Result<Snapshot, ShellWatchError> {
-    let mut skip = skip.to_vec();
-    skip.extend([".git".to_string(), ".loopward/sessions".to_string()]);
-    Ok(Snapshot::take(
-        ws.root(),
-        &skip,
-        max_bytes,
-        watched,
-        &DirStore::new(blobs),
-    )?)
-}
-
 /// Saves the snapshot to `path`, between the hook's two processes.
 pub(crate) fn save(snap: &Snapshot, path: &Path) -> Result<(), ShellWatchError> {
     if let Some(parent) = path.parent() {
@@ -108,48 +85,24 @@ pub(crate) fn load(path: &Path, call: &str) -> Result<Snapshot, ShellWatchError>
     })
 }
 
-/// Puts the path of `change` back as it was in `before`, from the contents kept in `blobs`.
-pub(crate) fn revert(
-    ws: &Workspace,
-    blobs: &Path,
-    before: &Snapshot,
-    change: &Change,
-) -> Result<(), ShellWatchError> {
-    Ok(before.revert(ws.root(), change, &DirStore::new(blobs))?)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::gates::{DirStore, Snapshot};
 
     #[test]
-    fn a_changed_watched_file_is_put_back_and_a_new_one_removed() {
+    fn a_saved_snapshot_reads_back_and_a_missing_one_names_the_call() {
         let d = tempfile::tempdir().unwrap();
-        let ws = Workspace::new(d.path()).unwrap();
-        let blobs = d.path().join(".loopward/sessions/s/blobs");
-        fs::create_dir_all(&blobs).unwrap();
-        fs::write(ws.root().join("plan.md"), "# Plan\n").unwrap();
-        fs::write(ws.root().join("free.txt"), "a").unwrap();
-        let watched = |rel: &str| rel == "plan.md" || rel == "new.md";
-        let before = capture(&ws, &blobs, &watched, &[], 1 << 20).unwrap();
-        let saved = d.path().join(".loopward/sessions/s/shell/t.json");
-        save(&before, &saved).unwrap();
-        let before = load(&saved, "t").unwrap();
-        fs::write(ws.root().join("plan.md"), "hacked").unwrap();
-        fs::write(ws.root().join("new.md"), "x").unwrap();
-        fs::write(ws.root().join("free.txt"), "b").unwrap();
-        let after = capture(&ws, &blobs, &watched, &[], 1 << 20).unwrap();
-        let changes = before.diff(&after);
-        let paths: Vec<_> = changes.iter().map(|c| c.path.as_str()).collect();
-        assert_eq!(paths, ["free.txt", "new.md", "plan.md"]);
-        for c in changes.iter().filter(|c| watched(&c.path)) {
-            revert(&ws, &blobs, &before, c).unwrap();
-        }
-        assert_eq!(
-            fs::read_to_string(ws.root().join("plan.md")).unwrap(),
-            "# Plan\n"
-        );
-        assert!(!ws.root().join("new.md").exists());
-        assert_eq!(fs::read_to_string(ws.root().join("free.txt")).unwrap(), "b");
+        std::fs::write(d.path().join("plan.md"), "# Plan\n").unwrap();
+        let store = DirStore::new(d.path().join("blobs"));
+        let snap = Snapshot::take(d.path(), &[], 1 << 20, &|_| true, &store).unwrap();
+        let saved = d.path().join("shell/t.json");
+        save(&snap, &saved).unwrap();
+        let back = load(&saved, "t").unwrap();
+        assert!(back.diff(&snap).is_empty());
+        assert!(matches!(
+            load(&d.path().join("shell/u.json"), "u"),
+            Err(ShellWatchError::NoSnapshot(id)) if id == "u"
+        ));
     }
 }

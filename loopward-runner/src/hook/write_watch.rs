@@ -12,7 +12,7 @@ use super::claude_code::ToolUse;
 use super::decide::Engine;
 use super::shell::{self, ShellWatchError};
 use super::HookError;
-use crate::gates::SHELL_GATE;
+use crate::gates::{DirStore, SHELL_GATE};
 use loopward_core::{Action, AuditEvent, Decision, Effect, GateId, GateKind, GateMode, Refusal};
 
 impl Engine<'_> {
@@ -27,14 +27,13 @@ impl Engine<'_> {
         if let Some(refusal) = self.settle_unchecked(id, call.tool.name())? {
             return Ok(Some(refusal));
         }
-        let taken = shell::capture(
-            self.ws,
-            &self.blobs(),
-            &|rel| self.policy.watched(rel),
-            &self.policy.unwatched(),
-            self.policy.shell().max_snapshot_bytes,
-        )
-        .and_then(|snap| shell::save(&snap, &self.snapshot_path(id)));
+        let action = Action::tool(call.tool.name());
+        let taken = self
+            .policy
+            .shell_watch(&self.caller, id, &action)
+            .take_before(&DirStore::new(self.blobs()))
+            .map_err(ShellWatchError::from)
+            .and_then(|snap| shell::save(&snap, &self.snapshot_path(id)));
         match taken {
             Ok(()) => {
                 self.state
@@ -93,13 +92,11 @@ impl Engine<'_> {
             }
         };
         let tool = call.tool.name();
-        let after = shell::capture(
-            self.ws,
-            &self.blobs(),
-            &|_| false,
-            &self.policy.unwatched(),
-            self.policy.shell().max_snapshot_bytes,
-        );
+        let after = self
+            .policy
+            .shell_watch(&self.caller, id, &Action::tool(tool))
+            .after()
+            .map_err(ShellWatchError::from);
         let _ = std::fs::remove_file(&snap_path);
         let after = match after {
             Ok(a) => a,
@@ -123,7 +120,9 @@ impl Engine<'_> {
             self.end_watch(id, vec![]);
             return Ok((vec![], None));
         }
-        let (judgement, outcome) = self.judge_diff(id, &action, &before, &after, &diff)?;
+        let crate::gates::Judged {
+            judgement, outcome, ..
+        } = self.judge_diff(id, &action, &before, &after, &diff)?;
         self.end_watch(id, vec![]);
         let message = outcome.message.map(|_| {
             let paths: Vec<String> = outcome
