@@ -1,14 +1,14 @@
 //! `loopward hook claude-code`: answers one Claude Code hook event with the loopward.toml policy.
 //!
 //! A thin wrapper: reads the event on stdin, loads the config, and hands both to
-//! [`loopward_runner::hook::handle`], which decides. Whatever goes wrong here (an unreadable
+//! [`loopward_hooks::handle`], which decides. Whatever goes wrong here (an unreadable
 //! config, stdin that is not UTF-8) also blocks: exit status 2 with the reason on stderr, which
 //! Claude Code treats as "do not run the tool". See docs/claude-code.md.
 
 use anyhow::{Context, Result};
 use loopward::config::Config;
 use loopward_core::AgentId;
-use loopward_runner::hook::{
+use loopward_hooks::{
     claude_code::MAX_INPUT_BYTES, handle, FileLedgers, HookAnswer, HookContext, SandboxExec,
 };
 use std::io::{Read, Write};

@@ -7,8 +7,8 @@
 
 use anyhow::{bail, Context, Result};
 use loopward::config::Config;
-use loopward_runner::hook::claude_code::ReadTool;
-use loopward_runner::hook::session::LOCK_WAIT;
+use loopward_hooks::claude_code::ReadTool;
+use loopward_hooks::session::LOCK_WAIT;
 use loopward_runner::sandbox::{kernel_support, SandboxMode};
 use loopward_term::render::{Printer, Tone};
 use serde_json::{json, Value};

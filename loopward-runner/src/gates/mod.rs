@@ -55,7 +55,7 @@ mod layer;
 mod overrides;
 pub(crate) mod plan_cache;
 mod policy;
-pub(crate) mod refusals;
+pub mod refusals;
 mod review;
 mod snapshot;
 mod sprawl;

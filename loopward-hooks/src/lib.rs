@@ -1,4 +1,13 @@
-//! # Claude Code hooks: one policy, two enforcement points
+//! # loopward-hooks: one policy at every agent host
+//!
+//! One thin adapter per agent host over `loopward-runner`'s public engine
+//! ([`Policy`](loopward_runner::gates::Policy)) and shell watch
+//! ([`ShellWatch`](loopward_runner::gates::ShellWatch)). An adapter owns only its host's
+//! protocol — how it learns what an agent is about to touch, where it keeps turn state between
+//! calls, how it answers — and decides nothing: every decision and every refusal text is the
+//! engine's (`cargo xtask tidy` checks that none is written here).
+//!
+//! ## Claude Code
 //!
 //! The same `loopward.toml` territories, overrides and sprawl gate that bind a loopward run also
 //! bind a Claude Code session, through Claude Code's hooks. [`handle`] takes one hook event (the
@@ -40,7 +49,7 @@
 //! can race it, and only running the whole client inside the sandbox closes that.
 //!
 //! ```
-//! use loopward_runner::{gates::PolicyConfig, hook::{handle, HookContext}};
+//! use loopward_hooks::{handle, HookContext}; use loopward_runner::gates::PolicyConfig;
 //! let dir = tempfile::tempdir().unwrap();
 //! let policy = PolicyConfig::from_toml(r#"
 //!     [[territory]]
@@ -78,10 +87,10 @@ mod write_watch;
 pub use ledger::{FileLedgers, LedgerOpener};
 pub use shell::ShellWatchError;
 
-use crate::clock::{Clock, SystemClock};
-use crate::gates::{ConfigError, ControlFiles, OverrideStore, Policy, PolicyConfig};
-use crate::workspace::Workspace;
 use loopward_core::{AgentId, AuditError};
+use loopward_runner::gates::{ConfigError, ControlFiles, OverrideStore, Policy, PolicyConfig};
+use loopward_runner::Workspace;
+use loopward_runner::{Clock, SystemClock};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -132,7 +141,7 @@ pub enum HookError {
     NoRoot,
     /// The project root is unusable.
     #[error(transparent)]
-    Root(#[from] crate::workspace::PathError),
+    Root(#[from] loopward_runner::PathError),
     /// The policy could not be set up for this project.
     #[error(transparent)]
     Config(#[from] ConfigError),
@@ -190,7 +199,7 @@ impl SandboxExec {
     /// valid UTF-8 (it cannot be written into a command faithfully).
     ///
     /// ```
-    /// use loopward_runner::hook::SandboxExec;
+    /// use loopward_hooks::SandboxExec;
     /// let x = SandboxExec {
     ///     exe: "/usr/bin/loopward".into(),
     ///     config: "/p/loopward.toml".into(),
@@ -282,7 +291,7 @@ impl HookContext {
     fn policy(&self, ws: &Workspace) -> Result<Policy, ConfigError> {
         let control = ControlFiles::new(&self.config_file, &self.runs_dir);
         let policy = Policy::with_control(&self.policy, ws.clone(), control)?
-            .with_host(crate::gates::Host::ClaudeCode);
+            .with_host(loopward_runner::gates::Host::ClaudeCode);
         // Without a state directory the sessions live in the workspace, changing while
         // commands run: no watch compares them.
         let policy = match &self.sessions {
@@ -343,7 +352,7 @@ impl HookContextBuilder {
     /// directory (`<state>/sessions/<session>/`), outside the workspace, where neither the agent's
     /// tools nor its commands reach (default: `<root>/.loopward/sessions/`, a control folder the
     /// file tools may not write and commands see read-only).
-    pub fn state_dir(mut self, state: &crate::StateDir) -> Self {
+    pub fn state_dir(mut self, state: &loopward_runner::StateDir) -> Self {
         self.sessions = Some(state.root().join("sessions"));
         self
     }
@@ -379,7 +388,7 @@ impl HookContextBuilder {
     /// Folders no agent-driven read may reach: a `Read`, `NotebookRead`, `LS`, `Grep` or `Glob`
     /// call — tools that run in Claude Code's own process, outside loopward's sandbox — whose
     /// target resolves (every symbolic link followed) at or under one of them is denied, and so
-    /// is one whose target cannot be judged (see [Reads](crate::hook#reads)). `loopward` passes its
+    /// is one whose target cannot be judged (see [Reads](crate#reads)). `loopward` passes its
     /// state directory, the same folders it makes unreadable to `Bash` commands
     /// ([`SandboxExec::unreadable`]). Default: none, and reads are only recorded.
     pub fn unreadable(mut self, folders: Vec<PathBuf>) -> Self {

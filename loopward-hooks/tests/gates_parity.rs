@@ -3,13 +3,14 @@
 //! the same config, leaves the same decisions, override consumptions and violations in their
 //! ledgers.
 
+#[path = "../../loopward-runner/tests/gates_support/mod.rs"]
 mod gates_support;
 
 use gates_support::{Room, NOW};
 use loopward_core::{AuditError, AuditEvent, AuditSink, Decision, GateMode, RunId};
+use loopward_hooks::{handle, HookContext, LedgerOpener};
 use loopward_runner::audit::MemorySink;
 use loopward_runner::gates::{self, PolicyConfig};
-use loopward_runner::hook::{handle, HookContext, LedgerOpener};
 use loopward_runner::{Clock, ManualClock, TurnContext};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};

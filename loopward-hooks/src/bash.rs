@@ -1,14 +1,14 @@
 //! A Claude Code `Bash` call around the hook engine: the command wrapped in loopward's sandbox
 //! and the workspace recorded at `PreToolUse`, and compared at `PostToolUse` (or
 //! `PostToolUseFailure`); the policy engine judges what changed
-//! ([`Policy::judge_changes`](crate::gates::Policy::judge_changes)).
+//! ([`Policy::judge_changes`](loopward_runner::gates::Policy::judge_changes)).
 
 use super::claude_code::{ClaudeTool, Reply, ToolUse};
 use super::decide::{call_id, Engine};
 use super::shell::{self, ShellWatchError};
 use super::HookError;
-use crate::gates::{Change, Contained, DirStore, Judged, Snapshot, SnapshotError};
 use loopward_core::{Action, AuditEvent};
+use loopward_runner::gates::{Change, Contained, DirStore, Judged, Snapshot, SnapshotError};
 
 impl Engine<'_> {
     /// Contains a shell command (wrapped in `loopward sandbox exec`) and records the workspace

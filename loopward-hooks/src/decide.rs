@@ -4,13 +4,13 @@
 use super::claude_code::{ClaudeTool, Event, HookInput, Reply, ToolUse};
 use super::session::{SessionDir, SessionKey, SessionState};
 use super::{HookContext, HookError};
-use crate::gates::{refusals, Ask, Policy};
-use crate::tool::Access;
-use crate::workspace::{WorkPath, Workspace};
 use loopward_core::{
     Action, AgentId, AuditEvent, AuditSink, Decision, Effect, EffectKind, GateId, GateKind,
     GateMode, Remedy, RunId, Scope, TurnNumber,
 };
+use loopward_runner::gates::{refusals, Ask, Policy};
+use loopward_runner::tool::Access;
+use loopward_runner::{WorkPath, Workspace};
 use serde_json::{json, Value};
 use std::path::Path;
 use std::sync::Arc;
@@ -117,7 +117,7 @@ impl Engine<'_> {
             .record(&self.scope(Some(self.caller.clone())), event)?)
     }
 
-    /// Where a shell watch records the caller's events ([`crate::gates::Record`]).
+    /// Where a shell watch records the caller's events ([`loopward_runner::gates::Record`]).
     pub(super) fn sink(
         &self,
     ) -> impl FnMut(&AuditEvent) -> Result<(), loopward_core::AuditError> + '_ {
@@ -175,7 +175,7 @@ impl Engine<'_> {
 
     /// Resolves a path the model gave: relative paths against the event's `cwd` when it lies
     /// inside the project, otherwise against the root.
-    fn resolve(&self, raw: &str) -> Result<WorkPath, crate::workspace::PathError> {
+    fn resolve(&self, raw: &str) -> Result<WorkPath, loopward_runner::PathError> {
         if Path::new(raw).is_absolute() {
             return self.ws.resolve(raw).or_else(|e| {
                 // The project reached through a symlinked path (`/home/u/p` for `/data/u/p`):
@@ -377,7 +377,7 @@ impl Engine<'_> {
                         reason: rule.reason.clone(),
                     })?;
                     reply = Reply::Block {
-                        reason: format!("refused by loopward: {}; this write was not allowed before it ran.\nWhat to do: undo it, and leave the file to its owner.", rule.reason),
+                        reason: refusals::written_unasked(&rule),
                     };
                 }
                 // Where PreToolUse judged the write (a link swapped since may make the path

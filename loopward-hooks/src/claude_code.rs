@@ -33,7 +33,7 @@
 //!   non-blocking error and the tool goes ahead. So every failure of this hook exits 2.
 //!
 //! ```
-//! use loopward_runner::hook::claude_code::{HookInput, Event, ClaudeTool};
+//! use loopward_hooks::claude_code::{HookInput, Event, ClaudeTool};
 //! let input = HookInput::parse(r#"{"session_id":"s1","transcript_path":"/t.jsonl","cwd":"/p",
 //!     "hook_event_name":"PreToolUse","tool_name":"Write","tool_use_id":"toolu_1",
 //!     "tool_input":{"file_path":"/p/plan.md","content":"x"},"agent_type":"planner"}"#).unwrap();

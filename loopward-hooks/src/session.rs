@@ -12,15 +12,15 @@
 //! the old state or the new one.
 //!
 //! ```
-//! use loopward_runner::hook::session::SessionKey;
+//! use loopward_hooks::session::SessionKey;
 //! assert_eq!(SessionKey::new("0b5f-11ee").unwrap().as_str(), "0b5f-11ee");
 //! let odd = SessionKey::new("../../etc/passwd").unwrap();
 //! assert!(odd.as_str().bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_'));
 //! assert!(SessionKey::new("").is_err());
 //! ```
 
-use crate::gates::SprawlTracker;
 use loopward_core::RunId;
+use loopward_runner::gates::SprawlTracker;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, BTreeSet};
@@ -256,7 +256,7 @@ impl SessionDir {
             path: path.clone(),
             why: e.to_string(),
         })?;
-        crate::atomic_file::write_atomic(&path, &bytes, 0o600).map_err(io(&path))
+        loopward_runner::write_atomic(&path, &bytes, 0o600).map_err(io(&path))
     }
 }
 

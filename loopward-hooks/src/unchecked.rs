@@ -5,8 +5,8 @@
 use super::decide::Engine;
 use super::shell::ShellWatchError;
 use super::HookError;
-use crate::gates::{Snapshot, Unchecked};
 use loopward_core::{Action, AuditEvent, Decision, GateId, GateKind, GateMode, Refusal};
+use loopward_runner::gates::{Snapshot, Unchecked};
 use std::path::PathBuf;
 
 impl Engine<'_> {
@@ -47,7 +47,7 @@ impl Engine<'_> {
                 source,
             })?;
         }
-        crate::atomic_file::write_atomic(&path, &bytes, 0o600)
+        loopward_runner::write_atomic(&path, &bytes, 0o600)
             .map_err(|source| ShellWatchError::Io { path, source })?;
         Ok(())
     }

@@ -1,8 +1,8 @@
 //! Watching the workspace around a Claude Code `Bash` call, across two hook processes.
 //!
-//! `PreToolUse` captures a snapshot (the runner's [`Snapshot`](crate::gates::Snapshot): every path's kind, mode and
+//! `PreToolUse` captures a snapshot (the runner's [`Snapshot`](loopward_runner::gates::Snapshot): every path's kind, mode and
 //! hash; the content of files inside territories and control paths, kept as blobs in a
-//! [`DirStore`](crate::gates::DirStore)) under the session folder, keyed by the call's id. `PostToolUse` compares the
+//! [`DirStore`](loopward_runner::gates::DirStore)) under the session folder, keyed by the call's id. `PostToolUse` compares the
 //! workspace with it; a change the caller may not make is put back (the old content restored, a
 //! new file or link removed) and reported.
 //!
@@ -11,12 +11,12 @@
 //! with first (`unchecked.rs`). Paths are kept as lossless text, so a name that is not UTF-8 is
 //! saved and read back exactly.
 //!
-//! What is not watched is the runner's rule ([`Policy::unwatched`](crate::gates::Policy::unwatched)),
+//! What is not watched is the runner's rule ([`Policy::unwatched`](loopward_runner::gates::Policy::unwatched)),
 //! the hook's own session folder (`.loopward/sessions/`, when there is no state directory)
 //! included.
 
 use super::session::SessionError;
-use crate::gates::{Snapshot, SnapshotError};
+use loopward_runner::gates::{Snapshot, SnapshotError};
 use std::fs;
 use std::path::{Path, PathBuf};
 
@@ -67,7 +67,7 @@ pub(crate) fn save(snap: &Snapshot, path: &Path) -> Result<(), ShellWatchError> 
         path: path.to_path_buf(),
         why: e.to_string(),
     })?;
-    crate::atomic_file::write_atomic(path, &bytes, 0o600).map_err(io(path))
+    loopward_runner::write_atomic(path, &bytes, 0o600).map_err(io(path))
 }
 
 /// Loads the snapshot saved for shell call `call`.
@@ -88,7 +88,7 @@ pub(crate) fn load(path: &Path, call: &str) -> Result<Snapshot, ShellWatchError>
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::gates::{DirStore, Snapshot};
+    use loopward_runner::gates::{DirStore, Snapshot};
 
     #[test]
     fn a_saved_snapshot_reads_back_and_a_missing_one_names_the_call() {

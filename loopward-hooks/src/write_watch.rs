@@ -4,7 +4,7 @@
 //! workspace is recorded at `PreToolUse` and compared at `PostToolUse` (or
 //! `PostToolUseFailure`); a change to a territory or control file other than the path the call
 //! was allowed to write is judged by the engine
-//! ([`Policy::judge_changes`](crate::gates::Policy::judge_changes)), put back when it may not
+//! ([`Policy::judge_changes`](loopward_runner::gates::Policy::judge_changes)), put back when it may not
 //! stand, recorded as a violation, and reported to the model. Observed and repaired, not
 //! prevented: for the moment between the write and `PostToolUse` the territory holds it.
 
@@ -12,8 +12,8 @@ use super::claude_code::ToolUse;
 use super::decide::Engine;
 use super::shell::{self, ShellWatchError};
 use super::HookError;
-use crate::gates::{DirStore, SHELL_GATE};
 use loopward_core::{Action, AuditEvent, Decision, Effect, GateId, GateKind, GateMode, Refusal};
+use loopward_runner::gates::{refusals, DirStore};
 
 impl Engine<'_> {
     /// Records the workspace before an allowed file-tool call `id` (allowed to write `target`).
@@ -47,11 +47,7 @@ impl Engine<'_> {
                 Ok(None)
             }
             Err(why) => {
-                let refusal = Refusal::new(
-                    SHELL_GATE,
-                    format!("not written: the workspace could not be recorded before the write, so where it lands could not be checked ({why})"),
-                    "ask a person to list big generated folders under [gates.shell] skip",
-                );
+                let refusal = refusals::write_unrecorded(&why.to_string());
                 self.record(&AuditEvent::GateDecision {
                     call_id: Some(id.into()),
                     gate: GateId::of(GateKind::ShellWatch),
@@ -104,9 +100,10 @@ impl Engine<'_> {
                 self.end_watch(id, vec![]);
                 // `before` stays the baseline until the workspace can be compared.
                 self.keep_unchecked(id, tool, before, &why)?;
-                return Ok((vec![], Some(format!(
-                    "the {tool} ran, but the workspace could not be compared afterwards ({why}), so where it landed is unchecked; this was reported, and it is compared (what may not stand put back) as soon as the workspace can be. What to do: check that the write landed where you meant it to"
-                ))));
+                return Ok((
+                    vec![],
+                    Some(refusals::write_blinded(tool, &why.to_string())),
+                ));
             }
         };
         let diff: Vec<_> = before
@@ -120,7 +117,7 @@ impl Engine<'_> {
             self.end_watch(id, vec![]);
             return Ok((vec![], None));
         }
-        let crate::gates::Judged {
+        let loopward_runner::gates::Judged {
             judgement, outcome, ..
         } = self.judge_diff(id, &action, &before, &after, &diff)?;
         self.end_watch(id, vec![]);
@@ -129,7 +126,9 @@ impl Engine<'_> {
                 .violations
                 .iter()
                 .filter_map(|v| match v {
-                    AuditEvent::Violation { path, remedy, .. } => Some(format!("{path} ({remedy})")),
+                    AuditEvent::Violation { path, remedy, .. } => {
+                        Some(format!("{path} ({remedy})"))
+                    }
                     _ => None,
                 })
                 .collect();
@@ -140,10 +139,7 @@ impl Engine<'_> {
                 .next()
                 .map(|r| r.reason.clone())
                 .unwrap_or_default();
-            format!(
-                "refused by loopward: this {tool} landed on paths you may not change (a link on its way was changed after the write was allowed): {}. {reason}\nWhat to do: write only to the path you named, and remove links that point into other agents' files.",
-                paths.join(", ")
-            )
+            refusals::write_landed_elsewhere(tool, &paths, &reason)
         });
         Ok((outcome.effects, message))
     }
