@@ -20,14 +20,14 @@ const MAX_LOGGED_STRING: usize = 256;
 
 pub(super) fn handle(raw: &str, ctx: &HookContext) -> Result<Reply, HookError> {
     let input = HookInput::parse(raw)?;
-    let event = input.event()?;
+    let event = input.event_for(ctx.host)?;
     let ws = workspace(&input, ctx)?;
     let key = SessionKey::new(&input.session_id)?;
     let caller = caller(&input, ctx)?;
     let policy = ctx.policy(&ws)?;
     let dir = SessionDir::under(&ctx.sessions_dir(ws.root()), key).lock_wait(ctx.lock_wait);
     dir.locked(|state| {
-        let run = dir.key().run_id();
+        let run = dir.key().run_id_of(ctx.run_prefix());
         let runs_dir = ws.root().join(&ctx.runs_dir);
         let ledger = ctx.ledgers.open(&runs_dir, &run, ctx.clock.clone())?;
         state.events += 1;
@@ -133,7 +133,7 @@ impl Engine<'_> {
         self.ledger.record(
             &self.scope(None),
             &AuditEvent::RunStarted {
-                task: format!("Claude Code session {}", self.input.session_id),
+                task: format!("{} session {}", self.ctx.host_name(), self.input.session_id),
                 agent: self.ctx.main_agent.clone(),
             },
         )?;
@@ -158,14 +158,17 @@ impl Engine<'_> {
 
     fn other(&mut self, name: &str) -> Result<Reply, HookError> {
         self.record(&AuditEvent::LayerDecision {
-            layer: "claude_code".into(),
+            layer: match self.ctx.host() {
+                loopward_runner::gates::Host::ClaudeCode => "claude_code".into(),
+                _ => self.ctx.run_prefix().into(),
+            },
             decision: loopward_core::LayerVerdict::Observed,
             detail: json!({ "event": name }).into(),
         })?;
         Ok(Reply::Silent)
     }
 
-    fn requested(&self, call: &ToolUse) -> Result<(), HookError> {
+    pub(super) fn requested(&self, call: &ToolUse) -> Result<(), HookError> {
         self.record(&AuditEvent::ToolRequested {
             call_id: call.id.clone().unwrap_or_default(),
             tool: call.tool.name().to_string(),
@@ -175,7 +178,7 @@ impl Engine<'_> {
 
     /// Resolves a path the model gave: relative paths against the event's `cwd` when it lies
     /// inside the project, otherwise against the root.
-    fn resolve(&self, raw: &str) -> Result<WorkPath, loopward_runner::PathError> {
+    pub(super) fn resolve(&self, raw: &str) -> Result<WorkPath, loopward_runner::PathError> {
         if Path::new(raw).is_absolute() {
             return self.ws.resolve(raw).or_else(|e| {
                 // The project reached through a symlinked path (`/home/u/p` for `/data/u/p`):
@@ -212,6 +215,24 @@ impl Engine<'_> {
         }
         if let ClaudeTool::Reads(tool) = call.tool {
             return self.pre_read(&call, tool);
+        }
+        if let ClaudeTool::Patch { patch } = &call.tool {
+            return self.pre_patch(&call, patch);
+        }
+        if let ClaudeTool::Unknown(name) = &call.tool {
+            let refusal = refusals::unknown_tool(name, self.ctx.host_name(), self.ctx.host());
+            self.record(&AuditEvent::GateDecision {
+                call_id: call.id.as_deref().map(Into::into),
+                gate: GateId::of(GateKind::Policy),
+                mode: GateMode::Enforce,
+                action: Action::tool(name.as_str()),
+                path_raw: None,
+                path: None,
+                decision: Decision::Deny(refusal.clone()),
+            })?;
+            return Ok(Reply::Deny {
+                reason: refusal.to_string(),
+            });
         }
         Ok(Reply::Silent)
     }
@@ -292,6 +313,9 @@ impl Engine<'_> {
         if let ClaudeTool::Bash { .. } = call.tool {
             return self.judge_bash(&call, false);
         }
+        if let ClaudeTool::Patch { patch } = &call.tool {
+            return self.post_patch(&call, patch, false);
+        }
         self.record(&AuditEvent::ToolFinished {
             call_id: call.id.clone().unwrap_or_default(),
             tool: call.tool.name().to_string(),
@@ -308,6 +332,9 @@ impl Engine<'_> {
     fn failed(&mut self, call: ToolUse) -> Result<Reply, HookError> {
         if let ClaudeTool::Bash { .. } = call.tool {
             return self.judge_bash(&call, true);
+        }
+        if let ClaudeTool::Patch { patch } = &call.tool {
+            return self.post_patch(&call, patch, true);
         }
         if let Some(id) = &call.id {
             self.state.allowed_calls.remove(id);

@@ -75,9 +75,12 @@
 
 mod bash;
 pub mod claude_code;
+pub mod codex;
 pub mod concurrent;
 mod decide;
+pub mod gemini;
 mod ledger;
+mod patch;
 mod read;
 pub mod session;
 mod shell;
@@ -88,7 +91,9 @@ pub use ledger::{FileLedgers, LedgerOpener};
 pub use shell::ShellWatchError;
 
 use loopward_core::{AgentId, AuditError};
-use loopward_runner::gates::{ConfigError, ControlFiles, OverrideStore, Policy, PolicyConfig};
+use loopward_runner::gates::{
+    ConfigError, ControlFiles, Host, OverrideStore, Policy, PolicyConfig,
+};
 use loopward_runner::Workspace;
 use loopward_runner::{Clock, SystemClock};
 use std::path::PathBuf;
@@ -168,6 +173,7 @@ pub struct HookContext {
     team: Option<Vec<AgentId>>,
     unreadable: Vec<PathBuf>,
     lock_wait: Duration,
+    host: Host,
 }
 
 impl std::fmt::Debug for HookContext {
@@ -178,6 +184,7 @@ impl std::fmt::Debug for HookContext {
             .field("runs_dir", &self.runs_dir)
             .field("unreadable", &self.unreadable)
             .field("lock_wait", &self.lock_wait)
+            .field("host", &self.host)
             .finish_non_exhaustive()
     }
 }
@@ -248,6 +255,7 @@ pub struct HookContextBuilder {
     team: Option<Vec<AgentId>>,
     unreadable: Vec<PathBuf>,
     lock_wait: Duration,
+    host: Host,
 }
 
 impl HookContext {
@@ -269,6 +277,30 @@ impl HookContext {
             team: None,
             unreadable: Vec::new(),
             lock_wait: session::LOCK_WAIT,
+            host: Host::ClaudeCode,
+        }
+    }
+
+    /// The agent host whose hook events this context reads.
+    pub fn host(&self) -> Host {
+        self.host
+    }
+
+    /// The host as people call it (`Claude Code`, `Codex`, `Gemini CLI`), in ledgers and texts.
+    pub(crate) fn host_name(&self) -> &'static str {
+        match self.host {
+            Host::Codex => "Codex",
+            Host::GeminiCli => "Gemini CLI",
+            _ => "Claude Code",
+        }
+    }
+
+    /// The prefix of a session's ledger run id: `claude-code`, `codex` or `gemini`.
+    pub(crate) fn run_prefix(&self) -> &'static str {
+        match self.host {
+            Host::Codex => "codex",
+            Host::GeminiCli => "gemini",
+            _ => "claude-code",
         }
     }
 
@@ -290,8 +322,7 @@ impl HookContext {
     /// control files.
     fn policy(&self, ws: &Workspace) -> Result<Policy, ConfigError> {
         let control = ControlFiles::new(&self.config_file, &self.runs_dir);
-        let policy = Policy::with_control(&self.policy, ws.clone(), control)?
-            .with_host(loopward_runner::gates::Host::ClaudeCode);
+        let policy = Policy::with_control(&self.policy, ws.clone(), control)?.with_host(self.host);
         // Without a state directory the sessions live in the workspace, changing while
         // commands run: no watch compares them.
         let policy = match &self.sessions {
@@ -404,6 +435,13 @@ impl HookContextBuilder {
         self
     }
 
+    /// The agent host whose hook events this context reads (default Claude Code): its tools,
+    /// its answers and the remedies its refusals name.
+    pub fn host(mut self, host: Host) -> Self {
+        self.host = host;
+        self
+    }
+
     /// Builds the context; a policy that does not validate is refused here, before any event.
     pub fn build(self) -> Result<HookContext, ConfigError> {
         Policy::check(&self.policy)?;
@@ -422,6 +460,7 @@ impl HookContextBuilder {
             team: self.team,
             unreadable: self.unreadable,
             lock_wait: self.lock_wait,
+            host: self.host,
         })
     }
 }
@@ -438,7 +477,11 @@ pub fn handle(input: &str, ctx: &HookContext) -> HookAnswer {
             exit_code: 0,
         },
         Ok(reply) => HookAnswer {
-            stdout: reply.render(),
+            stdout: match ctx.host {
+                Host::Codex => codex::render(&reply),
+                Host::GeminiCli => gemini::render(&reply),
+                _ => reply.render(),
+            },
             stderr: String::new(),
             exit_code: 0,
         },

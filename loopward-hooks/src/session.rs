@@ -119,10 +119,16 @@ impl SessionKey {
         &self.0
     }
 
-    /// The ledger's run id for this session: `claude-code-<session>`.
+    /// The ledger's run id for this Claude Code session: `claude-code-<session>`.
     pub fn run_id(&self) -> RunId {
+        self.run_id_of("claude-code")
+    }
+
+    /// The ledger's run id for this session of the host whose runs are named `prefix`
+    /// (`claude-code`, `codex`, `gemini`): `<prefix>-<session>`.
+    pub(crate) fn run_id_of(&self, prefix: &str) -> RunId {
         // Only [A-Za-z0-9_-] and at most 64 + 12 + 17 bytes: always a valid run id.
-        RunId::new(format!("claude-code-{}", self.0))
+        RunId::new(format!("{prefix}-{}", self.0))
             .unwrap_or_else(|| unreachable!("sanitised session ids are valid run ids"))
     }
 }
@@ -155,6 +161,10 @@ pub struct SessionState {
     /// Watched calls that finished while others were live, with what they judged as their own.
     #[serde(default)]
     pub finished: Vec<super::concurrent::FinishedCall>,
+    /// Allowed patch calls (Codex's `apply_patch`): call id → the paths besides the first
+    /// (in [`SessionState::write_targets`]) it was allowed to write.
+    #[serde(default)]
+    pub patch_targets: BTreeMap<String, Vec<String>>,
 }
 
 impl SessionState {

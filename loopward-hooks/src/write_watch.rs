@@ -75,6 +75,7 @@ impl Engine<'_> {
             return Ok((vec![], None));
         };
         let target = self.state.write_targets.remove(id);
+        let also = self.state.patch_targets.remove(id).unwrap_or_default();
         let snap_path = self.snapshot_path(id);
         let before = match shell::load(&snap_path, id) {
             Ok(b) => b,
@@ -109,7 +110,11 @@ impl Engine<'_> {
         let diff: Vec<_> = before
             .diff(&after)
             .into_iter()
-            .filter(|c| Some(&c.path) != target.as_ref() && self.policy.watched(&c.path))
+            .filter(|c| {
+                Some(&c.path) != target.as_ref()
+                    && !also.contains(&c.path)
+                    && self.policy.watched(&c.path)
+            })
             .collect();
         let action = Action::tool(tool);
         let diff = self.own_changes(id, &action, diff, &after)?;

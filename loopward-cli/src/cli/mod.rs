@@ -90,8 +90,10 @@ impl Cli {
             Command::Replay(a) => set_opt(&mut a.config),
             Command::Hook(a) => match &mut a.target {
                 hook::Target::ClaudeCode { config, .. }
+                | hook::Target::Codex { config, .. }
+                | hook::Target::Gemini { config, .. }
                 | hook::Target::Install { config, .. }
-                | hook::Target::Doctor { config } => set(config),
+                | hook::Target::Doctor { config, .. } => set(config),
             },
             Command::Sandbox(a) => match &mut a.action {
                 sandbox::Action::Exec { config, .. } => set(config),

@@ -248,3 +248,16 @@ pub fn write_landed_elsewhere(tool: &str, paths: &[String], reason: &str) -> Str
         paths.join(", ")
     )
 }
+
+/// A tool a host's hook does not know, so what it would change cannot be judged (`host_name`:
+/// the host as people call it).
+pub fn unknown_tool(tool: &str, host_name: &str, host: Host) -> Refusal {
+    Refusal::new(
+        POLICY_GATE,
+        format!("{tool} is not a tool loopward's {host_name} hook knows, so what it would change cannot be judged"),
+        format!(
+            "use {} for files and the shell for commands; if this tool must run, a person installs the hook for the tools it is meant for (loopward hook install)",
+            host.file_tools()
+        ),
+    )
+}
