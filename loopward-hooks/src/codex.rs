@@ -20,7 +20,8 @@
 //! let patch = "*** Begin Patch\n*** Add File: src/new.rs\n+fn x() {}\n*** Update File: plan.md\n*** Move to: old/plan.md\n@@\n-a\n+b\n*** Delete File: gone.txt\n*** End Patch\n";
 //! assert_eq!(patch_paths(patch).unwrap(), vec![
 //!     PatchOp::Add("src/new.rs".into()),
-//!     PatchOp::Update { path: "plan.md".into(), to: Some("old/plan.md".into()) },
+//!     PatchOp::Update { path: "plan.md".into(), to: Some("old/plan.md".into()),
+//!         replaced: vec![("a".into(), "b".into())] },
 //!     PatchOp::Delete("gone.txt".into()),
 //! ]);
 //! assert!(patch_paths("rm -rf /").is_err());
@@ -40,6 +41,10 @@ pub enum PatchOp {
         path: String,
         /// Where it moves, if it does.
         to: Option<String>,
+        /// What each changed line replaced, its common start and end trimmed (`fn lex()` →
+        /// `fn tokens()` is `lex` → `tokens`): the same replacement in many files is one unit
+        /// of work for the sprawl gate, as the runner's `edit_file` counts it.
+        replaced: Vec<(String, String)>,
     },
     /// `*** Delete File: <path>`.
     Delete(String),
@@ -62,13 +67,21 @@ pub fn patch_paths(patch: &str) -> Result<Vec<PatchOp>, String> {
             Ok(p.to_string())
         }
     };
+    // The `-` and `+` lines of the current run of changes in an update.
+    let (mut minus, mut plus): (Vec<&str>, Vec<&str>) = (vec![], vec![]);
     for line in lines {
+        let header = line.starts_with("*** ");
+        let changed = !header && (line.starts_with('-') || line.starts_with('+'));
+        if !changed || (line.starts_with('-') && !plus.is_empty()) {
+            pair_into(&mut ops, &mut minus, &mut plus);
+        }
         if let Some(rest) = line.strip_prefix("*** Add File:") {
             ops.push(PatchOp::Add(path(rest)?));
         } else if let Some(rest) = line.strip_prefix("*** Update File:") {
             ops.push(PatchOp::Update {
                 path: path(rest)?,
                 to: None,
+                replaced: vec![],
             });
         } else if let Some(rest) = line.strip_prefix("*** Delete File:") {
             ops.push(PatchOp::Delete(path(rest)?));
@@ -77,12 +90,57 @@ pub fn patch_paths(patch: &str) -> Result<Vec<PatchOp>, String> {
                 Some(PatchOp::Update { to, .. }) if to.is_none() => *to = Some(path(rest)?),
                 _ => return Err("`*** Move to:` does not follow an `*** Update File:`".into()),
             }
+        } else if let Some(old) = line.strip_prefix('-').filter(|_| changed) {
+            minus.push(old);
+        } else if let Some(new) = line.strip_prefix('+').filter(|_| changed) {
+            plus.push(new);
         }
     }
+    pair_into(&mut ops, &mut minus, &mut plus);
     if ops.is_empty() {
         return Err("the apply_patch input changes no file".into());
     }
     Ok(ops)
+}
+
+/// Pairs a run of removed and added lines of an update, line by line when they are as many,
+/// into the replacements of the update they belong to.
+fn pair_into(ops: &mut [PatchOp], minus: &mut Vec<&str>, plus: &mut Vec<&str>) {
+    if let Some(PatchOp::Update { replaced, .. }) = ops.last_mut() {
+        if minus.len() == plus.len() {
+            for (old, new) in minus.iter().zip(plus.iter()) {
+                if let Some(pair) = trimmed(old, new) {
+                    replaced.push(pair);
+                }
+            }
+        }
+    }
+    minus.clear();
+    plus.clear();
+}
+
+/// `old` → `new` with their common start and end removed (`None` when they are equal).
+fn trimmed(old: &str, new: &str) -> Option<(String, String)> {
+    if old == new {
+        return None;
+    }
+    let start = old
+        .char_indices()
+        .zip(new.chars())
+        .find(|((_, a), b)| a != b)
+        .map_or(old.len().min(new.len()), |((i, _), _)| i);
+    let (o, n) = (&old[start..], &new[start.min(new.len())..]);
+    let end = o
+        .chars()
+        .rev()
+        .zip(n.chars().rev())
+        .take_while(|(a, b)| a == b)
+        .map(|(a, _)| a.len_utf8())
+        .sum::<usize>();
+    Some((
+        o[..o.len() - end].to_string(),
+        n[..n.len() - end].to_string(),
+    ))
 }
 
 /// `reply` as Codex reads it on stdout (see the [module docs](self)).
@@ -107,6 +165,20 @@ pub(crate) fn render(reply: &Reply) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_renamed_word_is_the_same_replacement_whatever_line_it_is_on() {
+        let one = "*** Begin Patch\n*** Update File: a.rs\n@@\n-fn lex() {}\n+fn tokens() {}\n*** End Patch\n";
+        let two = "*** Begin Patch\n*** Update File: b.rs\n@@ x\n use y;\n-use crate::lex;\n+use crate::tokens;\n*** End Patch\n";
+        for p in [one, two] {
+            let ops = patch_paths(p).unwrap();
+            let PatchOp::Update { replaced, .. } = &ops[0] else {
+                panic!("{ops:?}")
+            };
+            assert_eq!(replaced, &[("lex".to_string(), "tokens".to_string())]);
+        }
+        assert_eq!(trimmed("aé", "aè"), Some(("é".into(), "è".into())));
+    }
 
     #[test]
     fn a_patch_without_its_header_or_any_file_is_refused() {

@@ -63,9 +63,19 @@ impl Engine<'_> {
                     out.effects.push(Effect::ok(from.rel(), EffectKind::Delete));
                     out.accesses.push(Access::Delete(from));
                 }
-                PatchOp::Update { to: None, .. } => {
+                PatchOp::Update {
+                    to: None, replaced, ..
+                } => {
                     out.effects.push(Effect::ok(from.rel(), EffectKind::Modify));
-                    out.accesses.push(Access::Write(from));
+                    out.accesses
+                        .extend(replaced.iter().map(|(old, new)| Access::Edit {
+                            path: from.clone(),
+                            old: old.clone(),
+                            new: new.clone(),
+                        }));
+                    if replaced.is_empty() {
+                        out.accesses.push(Access::Write(from));
+                    }
                 }
                 PatchOp::Update { to: Some(to), .. } => {
                     let to = match path(to) {
