@@ -16,7 +16,6 @@
 
 mod support;
 
-use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
@@ -122,20 +121,6 @@ fn session(codex: &Path, root: &Path, home: &Path, port: u16, path: &str) -> (bo
 #[allow(clippy::print_stderr)]
 fn skipped() {
     eprintln!("\n\n*** SKIPPED: Codex is not installed. Run scripts/codex-install.sh (CI does) or set LOOPWARD_CODEX. ***\n\n");
-}
-
-/// The hook's ledger of the session, one JSON record a line.
-fn ledger(root: &Path) -> Vec<Value> {
-    let mut records = Vec::new();
-    for e in std::fs::read_dir(root.join("runs")).unwrap() {
-        let p = e.unwrap().path().join("events.jsonl");
-        if p.is_file() {
-            for l in std::fs::read_to_string(p).unwrap().lines() {
-                records.push(serde_json::from_str(l).unwrap());
-            }
-        }
-    }
-    records
 }
 
 fn update(path: &str, old: &str, new: &str) -> Step {
@@ -244,7 +229,7 @@ fn real_codex_sessions_are_held_by_the_hook_and_the_sandbox() {
         "{}",
         said("call_5")
     );
-    let records = ledger(&root);
+    let records = support::ledger(&root);
     let consumed = records
         .iter()
         .filter(|r| r["kind"] == "override_consumed")
