@@ -289,6 +289,13 @@ impl HookInput {
             why,
         };
         let event = match host {
+            // Gemini CLI's events reaching another host's hook: a config meant for Gemini CLI.
+            _ if host != Host::GeminiCli && crate::gemini::is_own_event(name) => {
+                return Err(field(
+                    "hook_event_name",
+                    "is a Gemini CLI event: the hook was installed for another host; run `loopward hook install --host gemini`",
+                ))
+            }
             Host::GeminiCli => {
                 let failed = self
                     .tool_response
@@ -338,6 +345,12 @@ impl HookInput {
                         command: string("command", "tool_input.command")?,
                     },
                     (Host::GeminiCli, other) => ClaudeTool::Unknown(other.to_string()),
+                    // Another host's writing tools reaching this hook (it was installed in that
+                    // host's settings): never let through as an unknown, harmless tool.
+                    (
+                        _,
+                        other @ ("apply_patch" | "write_file" | "replace" | "run_shell_command"),
+                    ) => ClaudeTool::Unknown(other.to_string()),
                     (_, "Write") => ClaudeTool::Write {
                         file_path: string("file_path", "tool_input.file_path")?,
                     },

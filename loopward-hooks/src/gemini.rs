@@ -44,6 +44,20 @@ pub(crate) fn event_name(name: &str, failed: bool) -> Result<&'static str, ()> {
     })
 }
 
+/// Whether `name` is an event only Gemini CLI sends (another host's hook refuses it).
+pub(crate) fn is_own_event(name: &str) -> bool {
+    matches!(
+        name,
+        "BeforeTool"
+            | "AfterTool"
+            | "BeforeAgent"
+            | "AfterAgent"
+            | "BeforeModel"
+            | "AfterModel"
+            | "BeforeToolSelection"
+    )
+}
+
 /// The id of a Gemini CLI tool call: a hash of its tool and arguments, with a command loopward
 /// wrapped in its sandbox read as the command it wraps.
 pub fn call_id(tool: &str, input: &Value) -> String {

@@ -266,3 +266,54 @@ fn input_that_is_not_a_codex_hook_event_blocks_with_exit_2() {
     assert_eq!(b.exit_code, 2, "{}", b.stdout);
     assert!(b.stderr.contains("tool_input.command"), "{}", b.stderr);
 }
+
+#[test]
+fn a_gemini_event_sent_to_the_codex_hook_blocks_and_a_gemini_tool_is_denied() {
+    let c = Codex::new(POLICY, None);
+    let a = handle(
+        &json!({"session_id": SESSION, "cwd": c.root, "hook_event_name": "BeforeTool",
+            "tool_name": "write_file", "tool_input": {"file_path": "plan.md", "content": "x"}})
+        .to_string(),
+        &c.ctx,
+    );
+    assert_eq!((a.exit_code, a.stdout.as_str()), (2, ""));
+    assert!(a.stderr.contains("Gemini CLI event"), "{}", a.stderr);
+    let b = c.tool(
+        "PreToolUse",
+        "call_1",
+        "write_file",
+        json!({"file_path": "plan.md", "content": "x"}),
+    );
+    assert_eq!(decision(&b).as_deref(), Some("deny"), "{}", b.stdout);
+}
+
+/// `loopward hook claude-code` installed in another host's settings: that host's writing tools
+/// are denied, not waved through as tools Claude Code does not judge.
+#[test]
+fn another_hosts_writing_tool_reaching_the_claude_code_hook_is_denied() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    let cfg = PolicyConfig::from_toml(POLICY).unwrap();
+    let ctx = HookContext::builder(&cfg).root(&root).build().unwrap();
+    for (tool, input) in [
+        ("apply_patch", json!({"command": update("plan.md")})),
+        (
+            "write_file",
+            json!({"file_path": "plan.md", "content": "x"}),
+        ),
+    ] {
+        let e = json!({"session_id": "s", "cwd": root, "hook_event_name": "PreToolUse",
+            "tool_name": tool, "tool_use_id": "t", "tool_input": input});
+        let a = handle(&e.to_string(), &ctx);
+        assert_eq!(
+            decision(&a).as_deref(),
+            Some("deny"),
+            "{tool}: {}",
+            a.stdout
+        );
+        assert!(a.stdout.contains("Claude Code hook knows"), "{}", a.stdout);
+    }
+    let gemini = json!({"session_id": "s", "cwd": root, "hook_event_name": "AfterTool",
+        "tool_name": "write_file", "tool_input": {}});
+    assert_eq!(handle(&gemini.to_string(), &ctx).exit_code, 2);
+}
