@@ -133,7 +133,8 @@ pub enum HostArg {
 }
 
 impl HostArg {
-    fn host(self) -> Host {
+    /// The host this names.
+    pub(super) fn host(self) -> Host {
         match self {
             Self::ClaudeCode => Host::ClaudeCode,
             Self::Codex => Host::Codex,

@@ -17,6 +17,7 @@ mod hook_install;
 pub mod init;
 pub mod key;
 pub mod override_cmd;
+pub mod policy;
 mod recorded;
 pub mod replay;
 pub mod report;
@@ -85,6 +86,7 @@ impl Cli {
             Command::Override(a) => set(&mut a.config),
             Command::Gates(a) => set(&mut a.config),
             Command::Say(a) => set(&mut a.config),
+            Command::Policy(a) => set(&mut a.config),
             Command::Report(a) => set_opt(&mut a.config),
             Command::Calibrate(a) => set_opt(&mut a.config),
             Command::Replay(a) => set_opt(&mut a.config),
@@ -128,10 +130,12 @@ pub enum Command {
     Calibrate(calibrate::Args),
     /// Re-run a recorded run offline and check every decision comes out the same.
     Replay(replay::Args),
-    /// Answer agent-tool hooks (Claude Code) with the loopward.toml policy.
+    /// Answer agent hosts' hooks (Claude Code, Codex, Gemini CLI) with the loopward.toml policy.
     Hook(hook::Args),
     /// Run a command in the kernel sandbox of one agent.
     Sandbox(sandbox::Args),
+    /// Which rule decides an action and why; rules that will not do what they seem to.
+    Policy(policy::Args),
     /// Say something to a running run (taken at its next turn boundary).
     Say(say::Args),
 }
@@ -153,6 +157,7 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Hook(a) => hook::run(&a),
         Command::Sandbox(a) => Ok(sandbox::run(&a)),
         Command::Say(a) => say::run(&a),
+        Command::Policy(a) => policy::run(&a),
     }
 }
 
