@@ -1,7 +1,7 @@
 //! # loopward-hooks: one policy at every agent host
 //!
 //! One thin adapter per agent host over `loopward-runner`'s public engine
-//! ([`Policy`](loopward_runner::gates::Policy)) and shell watch
+//! ([`Policy`]) and shell watch
 //! ([`ShellWatch`](loopward_runner::gates::ShellWatch)). An adapter owns only its host's
 //! protocol — how it learns what an agent is about to touch, where it keeps turn state between
 //! calls, how it answers — and decides nothing: every decision and every refusal text is the

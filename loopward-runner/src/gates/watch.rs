@@ -1,56 +1,4 @@
-//! The shell watch, once for every enforcement point: a command (or a write a host makes in its
-//! own process) is judged by what it changed.
-//!
-//! [`ShellWatch`] is the procedure the runner's `shell` tool and every host's hook adapter
-//! follow, step by step, each keeping what it learns where its protocol allows (the runner in
-//! memory for one call, a hook on disk between two processes):
-//!
-//! 1. [`ShellWatch::contain`] — the sandbox decision: the kernel sandbox the policy asks for (the
-//!    adapter plans it, or wraps the command in `loopward sandbox exec`), `watch-only`, or a
-//!    refusal when it cannot be had; recorded as a `sandbox` gate decision.
-//! 2. [`ShellWatch::before`] — the workspace recorded, with the contents the watch may have to
-//!    put back kept in the adapter's [`ContentStore`]; a workspace that cannot be recorded
-//!    refuses the command (a `shell_watch` gate decision either way).
-//! 3. the command runs (the adapter's business).
-//! 4. [`ShellWatch::after`] then [`ShellWatch::judge`] — the changes judged by the engine
-//!    ([`Policy::judge_changes`]: links made into a territory are writes there), each that may
-//!    not stand put back from the record before and recorded as a violation; the call's effects
-//!    are the diff. An `after` that fails moves no baseline (see [`Unchecked`](super::Unchecked)).
-//!
-//! What no watch compares or restores ([`Policy::unwatched`]): `.git/` (a commit's objects are
-//! the repository's bookkeeping, not units of work; the kernel sandbox still bounds what a
-//! command writes there), the `[gates.shell] skip` folders, the runs directory (loopward appends
-//! ledgers while commands run) and an adapter's own state folder in the workspace
-//! ([`Policy::with_own_state`]). Every refusal comes from the engine's texts, with a remedy that
-//! exists on the policy's [`Host`](super::Host).
-//!
-//! ```
-//! use loopward_core::{Action, AgentId, AuditEvent};
-//! use loopward_runner::{gates::{Contained, MemoryStore, Policy, PolicyConfig}, SystemClock, Workspace};
-//! let dir = tempfile::tempdir().unwrap();
-//! let cfg = PolicyConfig::from_toml(r#"
-//!     [[territory]]
-//!     paths = ["plan.md"]
-//!     owner = "planner"
-//!     [gates.shell]
-//!     sandbox = "watch-only" # so this runs on any kernel; the adapter's sandbox step is not asked
-//! "#).unwrap();
-//! let policy = Policy::from_config(&cfg, Workspace::new(dir.path()).unwrap()).unwrap();
-//! std::fs::write(dir.path().join("plan.md"), "# Plan\n").unwrap();
-//! let (agent, action) = (AgentId::new("builder").unwrap(), Action::tool("shell"));
-//! let watch = policy.shell_watch(&agent, "c1", &action);
-//! let mut events: Vec<AuditEvent> = vec![];
-//! let mut record = |e: &AuditEvent| { events.push(e.clone()); Ok(()) };
-//! let contained = watch.contain(|| Ok("a plan"), &mut record).unwrap().unwrap();
-//! assert!(matches!(contained, Contained::WatchOnly));
-//! let store = MemoryStore::default();
-//! let before = watch.before(&store, &mut record).unwrap().unwrap();
-//! std::fs::write(dir.path().join("plan.md"), "mine now").unwrap(); // the command
-//! let after = watch.after().unwrap();
-//! let judged = watch.judge(&before, &after, &before.diff(&after), &store, &SystemClock, &mut record).unwrap();
-//! assert!(judged.outcome.message.unwrap().contains("plan.md belongs to planner"));
-//! assert_eq!(std::fs::read_to_string(dir.path().join("plan.md")).unwrap(), "# Plan\n");
-//! ```
+//! The shell watch, once for every enforcement point ([`ShellWatch`]).
 
 use super::engine::{ChangedPath, ShellAsk, ShellJudgement, ShellOutcome};
 use super::policy::Policy;
@@ -65,7 +13,59 @@ use loopward_core::{
 /// Where a watch records its events, in order: the runner's turn, a hook's session ledger.
 pub type Record<'r> = dyn FnMut(&AuditEvent) -> Result<(), AuditError> + 'r;
 
-/// One command watched for one agent (see the [module docs](self)).
+/// The shell watch of one agent's command, once for every enforcement point: a command (or a
+/// write a host makes in its own process) is judged by what it changed.
+///
+/// It is the procedure the runner's `shell` tool and every host's hook adapter follow, step by
+/// step, each keeping what it learns where its protocol allows (the runner in
+/// memory for one call, a hook on disk between two processes):
+///
+/// 1. [`ShellWatch::contain`] — the sandbox decision: the kernel sandbox the policy asks for (the
+///    adapter plans it, or wraps the command in `loopward sandbox exec`), `watch-only`, or a
+///    refusal when it cannot be had; recorded as a `sandbox` gate decision.
+/// 2. [`ShellWatch::before`] — the workspace recorded, with the contents the watch may have to
+///    put back kept in the adapter's [`ContentStore`]; a workspace that cannot be recorded
+///    refuses the command (a `shell_watch` gate decision either way).
+/// 3. the command runs (the adapter's business).
+/// 4. [`ShellWatch::after`] then [`ShellWatch::judge`] — the changes judged by the engine
+///    ([`Policy::judge_changes`]: links made into a territory are writes there), each that may
+///    not stand put back from the record before and recorded as a violation; the call's effects
+///    are the diff. An `after` that fails moves no baseline (see [`Unchecked`](super::Unchecked)).
+///
+/// What no watch compares or restores ([`Policy::unwatched`]): `.git/` (a commit's objects are
+/// the repository's bookkeeping, not units of work; the kernel sandbox still bounds what a
+/// command writes there), the `[gates.shell] skip` folders, the runs directory (loopward appends
+/// ledgers while commands run) and an adapter's own state folder in the workspace
+/// ([`Policy::with_own_state`]). Every refusal comes from the engine's texts, with a remedy that
+/// exists on the policy's [`Host`](super::Host).
+///
+/// ```
+/// use loopward_core::{Action, AgentId, AuditEvent};
+/// use loopward_runner::{gates::{Contained, MemoryStore, Policy, PolicyConfig}, SystemClock, Workspace};
+/// let dir = tempfile::tempdir().unwrap();
+/// let cfg = PolicyConfig::from_toml(r#"
+///     [[territory]]
+///     paths = ["plan.md"]
+///     owner = "planner"
+///     [gates.shell]
+///     sandbox = "watch-only" # so this runs on any kernel; the adapter's sandbox step is not asked
+/// "#).unwrap();
+/// let policy = Policy::from_config(&cfg, Workspace::new(dir.path()).unwrap()).unwrap();
+/// std::fs::write(dir.path().join("plan.md"), "# Plan\n").unwrap();
+/// let (agent, action) = (AgentId::new("builder").unwrap(), Action::tool("shell"));
+/// let watch = policy.shell_watch(&agent, "c1", &action);
+/// let mut events: Vec<AuditEvent> = vec![];
+/// let mut record = |e: &AuditEvent| { events.push(e.clone()); Ok(()) };
+/// let contained = watch.contain(|| Ok("a plan"), &mut record).unwrap().unwrap();
+/// assert!(matches!(contained, Contained::WatchOnly));
+/// let store = MemoryStore::default();
+/// let before = watch.before(&store, &mut record).unwrap().unwrap();
+/// std::fs::write(dir.path().join("plan.md"), "mine now").unwrap(); // the command
+/// let after = watch.after().unwrap();
+/// let judged = watch.judge(&before, &after, &before.diff(&after), &store, &SystemClock, &mut record).unwrap();
+/// assert!(judged.outcome.message.unwrap().contains("plan.md belongs to planner"));
+/// assert_eq!(std::fs::read_to_string(dir.path().join("plan.md")).unwrap(), "# Plan\n");
+/// ```
 #[derive(Clone, Copy)]
 pub struct ShellWatch<'a> {
     policy: &'a Policy,
