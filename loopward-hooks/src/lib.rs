@@ -174,6 +174,8 @@ pub struct HookContext {
     unreadable: Vec<PathBuf>,
     lock_wait: Duration,
     host: Host,
+    /// The policy of the configured root, compiled once (each event derives a fresh copy).
+    compiled: Option<Policy>,
 }
 
 impl std::fmt::Debug for HookContext {
@@ -319,8 +321,16 @@ impl HookContext {
     }
 
     /// The policy engine for the project at `ws`, with the config file and runs directory as
-    /// control files.
+    /// control files: derived from the one compiled at build for the configured root (the same
+    /// gates, a fresh plan cache), else compiled now.
     fn policy(&self, ws: &Workspace) -> Result<Policy, ConfigError> {
+        match &self.compiled {
+            Some(p) if p.workspace().root() == ws.root() => Ok(p.clone().with_host(self.host)),
+            _ => self.compile(ws),
+        }
+    }
+
+    fn compile(&self, ws: &Workspace) -> Result<Policy, ConfigError> {
         let control = ControlFiles::new(&self.config_file, &self.runs_dir);
         let policy = Policy::with_control(&self.policy, ws.clone(), control)?.with_host(self.host);
         // Without a state directory the sessions live in the workspace, changing while
@@ -444,8 +454,7 @@ impl HookContextBuilder {
 
     /// Builds the context; a policy that does not validate is refused here, before any event.
     pub fn build(self) -> Result<HookContext, ConfigError> {
-        Policy::check(&self.policy)?;
-        Ok(HookContext {
+        let mut ctx = HookContext {
             policy: self.policy,
             config_file: self.config_file,
             sandbox_exec: self.sandbox_exec,
@@ -461,7 +470,15 @@ impl HookContextBuilder {
             unreadable: self.unreadable,
             lock_wait: self.lock_wait,
             host: self.host,
-        })
+            compiled: None,
+        };
+        // Compiling the gates is most of a hook call's own work: once, where the root is known
+        // (a root that is not usable is reported by each event, as without one).
+        match ctx.root.as_deref().map(Workspace::new) {
+            Some(Ok(ws)) => ctx.compiled = Some(ctx.compile(&ws)?),
+            _ => Policy::check(&ctx.policy)?,
+        }
+        Ok(ctx)
     }
 }
 
