@@ -23,6 +23,7 @@
 use globset::{Glob, GlobBuilder, GlobSet, GlobSetBuilder};
 use loopward_core::{AgentId, GateMode};
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeSet;
 use std::time::Duration;
 
 /// The longest a one-shot override may ever live, whatever `[overrides] max_ttl` says.
@@ -509,40 +510,76 @@ fn samples(pattern: &str) -> Vec<String> {
 }
 
 fn check_overlaps(territories: &[TerritoryConfig]) -> Result<(), ConfigError> {
-    let mut compiled = Vec::new();
+    // One glob set for every territory (glob index → territory), matched once per sample, instead
+    // of every territory's set against every other's samples: the same pairs found, in the same
+    // order, at the cost of one compile (the hook loads the config on every call).
+    let mut owners = Vec::new();
+    let mut of_glob = Vec::new();
+    let mut all = GlobSetBuilder::new();
     for (i, t) in territories.iter().enumerate() {
         let section = format!("territory[{i}]");
-        compiled.push((
-            section.clone(),
-            t.owner_ids(&section)?,
-            t.compile(&section)?,
-        ));
+        owners.push(t.owner_ids(&section)?);
+        for g in territory_globs(&t.paths, &section)? {
+            all.add(g);
+            of_glob.push(i);
+        }
     }
-    for (i, t) in territories.iter().enumerate() {
-        for (j, (other, owners, set)) in compiled.iter().enumerate() {
-            if i == j || *owners == compiled[i].1 {
-                continue;
-            }
-            let other_prefixes: Vec<String> = territories[j]
-                .paths
+    let all = all.build().map_err(|e| ConfigError::BadGlob {
+        section: "territory".into(),
+        glob: String::new(),
+        why: e.to_string(),
+    })?;
+    let covering =
+        |s: &str| -> BTreeSet<usize> { all.matches(s).into_iter().map(|g| of_glob[g]).collect() };
+    // Each territory's samples (its own, with who covers each) and the folders it names.
+    let own: Vec<Vec<Vec<(String, BTreeSet<usize>)>>> = territories
+        .iter()
+        .map(|t| {
+            t.paths
+                .iter()
+                .map(|p| {
+                    samples(p)
+                        .into_iter()
+                        .map(|s| {
+                            let by = covering(&s);
+                            (s, by)
+                        })
+                        .collect()
+                })
+                .collect()
+        })
+        .collect();
+    let prefixes: Vec<Vec<String>> = territories
+        .iter()
+        .map(|t| {
+            t.paths
                 .iter()
                 .flat_map(|q| samples(q).into_iter().skip(1))
-                .collect();
-            for p in &t.paths {
-                let mut candidates = samples(p);
+                .collect()
+        })
+        .collect();
+    for (i, t) in territories.iter().enumerate() {
+        for j in 0..territories.len() {
+            if i == j || owners[j] == owners[i] {
+                continue;
+            }
+            let overlap = |path: String| ConfigError::Overlap {
+                a: format!("territory[{i}]"),
+                b: format!("territory[{j}]"),
+                path,
+            };
+            for (k, p) in t.paths.iter().enumerate() {
+                if let Some((s, _)) = own[i][k].iter().find(|(_, by)| by.contains(&j)) {
+                    return Err(overlap(s.clone()));
+                }
                 // `**/x` meets another territory's folder: try it there too.
                 if let Some(rest) = p.strip_prefix("**/") {
-                    for pre in &other_prefixes {
-                        candidates.extend(samples(&format!("{pre}/{rest}")));
-                    }
-                }
-                for s in candidates {
-                    if set.is_match(&s) {
-                        return Err(ConfigError::Overlap {
-                            a: compiled[i].0.clone(),
-                            b: other.clone(),
-                            path: s,
-                        });
+                    for pre in &prefixes[j] {
+                        for s in samples(&format!("{pre}/{rest}")) {
+                            if covering(&s).contains(&j) {
+                                return Err(overlap(s));
+                            }
+                        }
                     }
                 }
             }
