@@ -509,6 +509,9 @@ fn samples(pattern: &str) -> Vec<String> {
     out
 }
 
+/// A sample path and the territories (by index) that cover it.
+type Covered = (String, BTreeSet<usize>);
+
 fn check_overlaps(territories: &[TerritoryConfig]) -> Result<(), ConfigError> {
     // One glob set for every territory (glob index → territory), matched once per sample, instead
     // of every territory's set against every other's samples: the same pairs found, in the same
@@ -532,7 +535,7 @@ fn check_overlaps(territories: &[TerritoryConfig]) -> Result<(), ConfigError> {
     let covering =
         |s: &str| -> BTreeSet<usize> { all.matches(s).into_iter().map(|g| of_glob[g]).collect() };
     // Each territory's samples (its own, with who covers each) and the folders it names.
-    let own: Vec<Vec<Vec<(String, BTreeSet<usize>)>>> = territories
+    let own: Vec<Vec<Vec<Covered>>> = territories
         .iter()
         .map(|t| {
             t.paths
