@@ -22,7 +22,9 @@ use std::process::ExitCode;
 
 /// Explain a decision, or check the config for rules that will not do what they seem to.
 #[derive(Debug, clap::Args)]
-#[command(after_help = "Examples:\n  loopward policy explain --agent builder --write plans/roadmap.md --host codex\n  loopward policy lint")]
+#[command(
+    after_help = "Examples:\n  loopward policy explain --agent builder --write plans/roadmap.md --host codex\n  loopward policy lint"
+)]
 pub struct Args {
     /// The config file; its folder is the workspace.
     #[arg(long, default_value = "loopward.toml")]
