@@ -125,10 +125,15 @@ impl Engine<'_> {
         move |e| self.ledger.record(&scope, e)
     }
 
-    /// The first event of a session opens its ledger with `run_started`.
+    /// The first event of a session opens its ledger with `run_started`; the policy's version
+    /// is recorded then and whenever the config changes it, so every decision after it was made
+    /// under that version.
     fn start(&mut self) -> Result<(), HookError> {
-        if self.state.ledger_started {
+        if self.state.ledger_started && self.state.policy_version == self.ctx.version {
             return Ok(());
+        }
+        if self.state.ledger_started {
+            return self.note_version();
         }
         self.ledger.record(
             &self.scope(None),
@@ -138,6 +143,19 @@ impl Engine<'_> {
             },
         )?;
         self.state.ledger_started = true;
+        self.note_version()
+    }
+
+    fn note_version(&mut self) -> Result<(), HookError> {
+        self.ledger.record(
+            &self.scope(None),
+            &AuditEvent::LayerDecision {
+                layer: "policy".into(),
+                decision: loopward_core::LayerVerdict::Observed,
+                detail: json!({ "version": self.ctx.version }).into(),
+            },
+        )?;
+        self.state.policy_version = self.ctx.version.clone();
         Ok(())
     }
 

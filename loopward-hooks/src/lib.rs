@@ -176,6 +176,8 @@ pub struct HookContext {
     host: Host,
     /// The policy of the configured root, compiled once (each event derives a fresh copy).
     compiled: Option<Policy>,
+    /// The policy's version ([`PolicyConfig::version`]).
+    version: String,
 }
 
 impl std::fmt::Debug for HookContext {
@@ -471,7 +473,9 @@ impl HookContextBuilder {
             lock_wait: self.lock_wait,
             host: self.host,
             compiled: None,
+            version: String::new(),
         };
+        ctx.version = ctx.policy.version();
         // Compiling the gates is most of a hook call's own work: once, where the root is known
         // (a root that is not usable is reported by each event, as without one).
         match ctx.root.as_deref().map(Workspace::new) {

@@ -161,6 +161,9 @@ pub struct SessionState {
     /// Watched calls that finished while others were live, with what they judged as their own.
     #[serde(default)]
     pub finished: Vec<super::concurrent::FinishedCall>,
+    /// The policy version last recorded in the session's ledger ([`PolicyConfig::version`](loopward_runner::gates::PolicyConfig::version)).
+    #[serde(default)]
+    pub policy_version: String,
     /// Allowed patch calls (Codex's `apply_patch`): call id → the paths besides the first
     /// (in [`SessionState::write_targets`]) it was allowed to write.
     #[serde(default)]

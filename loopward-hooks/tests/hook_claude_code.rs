@@ -242,7 +242,11 @@ fn concurrent_hooks_of_one_session_all_reach_the_ledger_in_order() {
         t.join().unwrap();
     }
     let ledger = p.ledger(SESSION);
-    assert_eq!(ledger.len(), 41, "run_started + 40 tool_requested");
+    assert_eq!(
+        ledger.len(),
+        42,
+        "run_started + the policy version + 40 tool_requested"
+    );
     assert_eq!(
         ledger.iter().filter(|l| l.contains("run_started")).count(),
         1
@@ -262,7 +266,7 @@ fn an_unsafe_session_id_stays_inside_the_session_folders() {
         .collect();
     assert_eq!(sessions.len(), 1);
     assert!(sessions[0].starts_with("tmpx-"), "{sessions:?}");
-    assert_eq!(p.ledger(&sessions[0]).len(), 2);
+    assert_eq!(p.ledger(&sessions[0]).len(), 3);
 }
 
 #[test]

@@ -317,3 +317,38 @@ fn another_hosts_writing_tool_reaching_the_claude_code_hook_is_denied() {
         "tool_name": "write_file", "tool_input": {}});
     assert_eq!(handle(&gemini.to_string(), &ctx).exit_code, 2);
 }
+
+/// Every decision is made under a recorded policy version: written when the session starts and
+/// again when the config changes between calls, never twice for the same one.
+#[test]
+fn the_policy_version_is_recorded_at_the_start_and_whenever_the_config_changes() {
+    let c = Codex::new(POLICY, None);
+    let versions = |c: &Codex| -> Vec<String> {
+        c.ledger()
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .filter(|r| r["kind"] == "layer_decision" && r["data"]["layer"] == "policy")
+            .map(|r| r["data"]["detail"]["version"].as_str().unwrap().to_string())
+            .collect()
+    };
+    c.patch("PreToolUse", "call_1", &update("notes.md"));
+    c.patch("PreToolUse", "call_2", &update("notes.md"));
+    let first = PolicyConfig::from_toml(POLICY).unwrap().version();
+    assert_eq!(versions(&c), vec![first.clone()]);
+    // A person changes the config: the next call records the new version before deciding.
+    let changed = POLICY.replace("plan.md", "plans/**");
+    let cfg = PolicyConfig::from_toml(&changed).unwrap();
+    let ctx = HookContext::builder(&cfg)
+        .root(&c.root)
+        .host(Host::Codex)
+        .clock(Arc::new(ManualClock::new(1_700_000_000_000)))
+        .build()
+        .unwrap();
+    let c2 = Codex {
+        _dir: tempfile::tempdir().unwrap(),
+        root: c.root.clone(),
+        ctx,
+    };
+    c2.patch("PreToolUse", "call_3", &update("notes.md"));
+    assert_eq!(versions(&c), vec![first, cfg.version()]);
+}

@@ -16,7 +16,6 @@ use loopward_runner::sandbox::SandboxMode;
 use loopward_runner::tool::Access;
 use loopward_runner::{SystemClock, Workspace};
 use loopward_term::render::{Printer, Tone};
-use sha2::{Digest, Sha256};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -58,12 +57,6 @@ pub enum Action {
     /// Rules that will not do what they seem to (exit 1 when any is found).
     #[command(after_help = "Example:\n  loopward policy lint --config loopward.toml")]
     Lint,
-}
-
-/// The first 12 hex digits of the SHA-256 of the effective policy.
-fn version(policy: &PolicyConfig) -> Result<String> {
-    let bytes = serde_json::to_vec(policy).context("writing the effective policy")?;
-    Ok(hex::encode(&Sha256::digest(&bytes)[..6]))
 }
 
 /// Where each gate is written in the config text: `loopward.toml:<line>`, or why it has none.
@@ -131,7 +124,7 @@ pub(super) fn run(args: &Args) -> Result<ExitCode> {
         Tone::Dim,
         format!(
             "policy {} (SHA-256 of the effective territories, gates and overrides of {})",
-            version(&policy_cfg)?,
+            policy_cfg.version(),
             args.config.display()
         ),
     );

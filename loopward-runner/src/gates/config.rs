@@ -264,6 +264,26 @@ pub enum ConfigError {
 }
 
 impl PolicyConfig {
+    /// The policy's version: the first 12 hex digits of the SHA-256 of the effective policy (its
+    /// JSON, keys in declaration order), so a comment or a reordered key leaves it alone and a
+    /// changed rule does not. Hooks record it in their ledgers; `loopward policy explain` shows it.
+    ///
+    /// ```
+    /// use loopward_runner::gates::PolicyConfig;
+    /// let a = PolicyConfig::from_toml("[[territory]]\npaths = [\"a/**\"]\nowner = \"x\"").unwrap();
+    /// let b = PolicyConfig::from_toml("# note\n[[territory]]\nowner = \"x\"\npaths = [\"a/**\"]").unwrap();
+    /// let c = PolicyConfig::from_toml("[[territory]]\npaths = [\"b/**\"]\nowner = \"x\"").unwrap();
+    /// assert_eq!(a.version(), b.version());
+    /// assert_ne!(a.version(), c.version());
+    /// assert_eq!(a.version().len(), 12);
+    /// ```
+    pub fn version(&self) -> String {
+        use sha2::Digest;
+        // Serialising plain data cannot fail; an empty text would still hash to a version.
+        let bytes = serde_json::to_vec(self).unwrap_or_default();
+        hex::encode(&sha2::Sha256::digest(&bytes)[..6])
+    }
+
     /// Parses and validates the gate sections from TOML text.
     pub fn from_toml(text: &str) -> Result<Self, ConfigError> {
         let cfg: Self = toml::from_str(text).map_err(|e| ConfigError::Parse(e.to_string()))?;
