@@ -7,9 +7,9 @@ use std::process::ExitCode;
 
 fn main() -> ExitCode {
     let cli = loopward_cli::cli::Cli::parse().with_config();
-    // A hook answers before anything else can fail: exit 1 would let Claude Code go ahead.
+    // A hook answers before anything else can fail: exit 1 would let its host go ahead.
     if let loopward_cli::cli::Command::Hook(a) = &cli.command {
-        if matches!(a.target, loopward_cli::cli::hook::Target::ClaudeCode { .. }) {
+        if a.target.answers_an_event() {
             return loopward_cli::cli::hook::run(a).unwrap_or(ExitCode::from(2));
         }
     }

@@ -46,13 +46,15 @@ pub enum LayerId {
     ClaudeCode,
     /// A person's kill switch (`loopward serve`'s stop), taken at a turn boundary.
     Stop,
+    /// The policy a hook session judges with (its version, noted when it changes).
+    Policy,
     /// A layer of someone else's, by its own name.
     Custom(Cow<'static, str>),
 }
 
 impl LayerId {
     /// Every built-in layer.
-    pub const BUILTIN: [Self; 11] = [
+    pub const BUILTIN: [Self; 12] = [
         Self::Caps,
         Self::Repeat,
         Self::ClassJump,
@@ -64,6 +66,7 @@ impl LayerId {
         Self::Resume,
         Self::ClaudeCode,
         Self::Stop,
+        Self::Policy,
     ];
 
     /// The word the ledger writes.
@@ -80,6 +83,7 @@ impl LayerId {
             Self::Resume => "resume",
             Self::ClaudeCode => "claude_code",
             Self::Stop => "stop",
+            Self::Policy => "policy",
             Self::Custom(name) => name,
         }
     }

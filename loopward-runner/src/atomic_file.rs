@@ -36,7 +36,7 @@ fn staged<'a>(
 
 /// Replaces `path` with `bytes`, with exactly the permissions `mode` (set before the rename, so
 /// the file is never seen with others).
-pub(crate) fn write_atomic(path: &Path, bytes: &[u8], mode: u32) -> std::io::Result<()> {
+pub fn write_atomic(path: &Path, bytes: &[u8], mode: u32) -> std::io::Result<()> {
     let (tmp, dir) = staged(path, bytes, mode, true)?;
     tmp.persist(path).map_err(|e| e.error)?;
     std::fs::File::open(dir)?.sync_all()

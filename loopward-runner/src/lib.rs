@@ -70,7 +70,6 @@ mod context;
 mod duration;
 mod extensions;
 pub mod gates;
-pub mod hook;
 pub mod inbox;
 pub mod journal;
 pub mod layers;
@@ -87,6 +86,7 @@ mod turn;
 mod workspace;
 
 pub use agent::{LlmAgent, LlmAgentBuilder, DEFAULT_MAX_STEPS};
+pub use atomic_file::write_atomic;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use context::{HandoffError, RunContext, TurnContext, TurnState};
 pub use extensions::Extensions;

@@ -496,7 +496,7 @@ impl Runner {
         let taken = inbox.take(ctx.run(), self.clock.now_millis());
         for why in &taken.refused {
             ctx.record_owned(AuditEvent::LayerDecision {
-                layer: "inbox".into(),
+                layer: loopward_core::LayerId::Inbox,
                 decision: loopward_core::LayerVerdict::Refused,
                 detail: serde_json::json!({ "why": why }).into(),
             })?;

@@ -340,6 +340,29 @@ async fn skipped_folders_are_not_watched() {
 }
 
 #[tokio::test]
+async fn a_git_commit_through_shell_counts_no_work_and_reports_no_git_effects() {
+    // The sprawl gate on (threshold 3): every `.git/objects` file a commit writes would be a unit
+    // of work of its own if the watch compared `.git`.
+    let room = Room::new("[gates.shell]\nsandbox = \"watch-only\"");
+    room.write("notes.txt", "n");
+    let builder = room.turn("builder");
+    let out = room
+        .shell(
+            &builder,
+            "git init -q . && git add -A && git -c user.email=a@b.c -c user.name=a commit -qm one",
+        )
+        .await
+        .unwrap();
+    assert!(!out.is_error, "{}", out.content);
+    assert!(room.path(".git/HEAD").exists());
+    let paths: Vec<_> = out.effects.iter().map(|e| e.path.as_str()).collect();
+    assert!(paths.is_empty(), "{paths:?}");
+    // The commit started no unit of work: the next two files are units 1 and 2.
+    room.write_file(&builder, "a.rs", "a").await.unwrap();
+    room.write_file(&builder, "b.rs", "b").await.unwrap();
+}
+
+#[tokio::test]
 async fn links_made_by_shell_into_a_territory_are_writes_there_and_reverted() {
     let room = Room::new(ROOM);
     room.write("plans/a.md", "keep");

@@ -18,6 +18,10 @@
 //!   and depends on none of tokio, reqwest, clap, hyper;
 //! - **the turn travels in the request**: no `task_local!` in the runner's layers (a layer that
 //!   spawns, or is spawned, would lose a turn kept in one; read it from the request);
+//! - **hooks**: the host adapters (`loopward-hooks`) decide nothing and say nothing of their own:
+//!   no `Refusal` made and no refusal text written there (the engine's `gates::refusals` holds
+//!   every one), and no runner source pulled in with `#[path]` (the crate boundary is what keeps
+//!   them on the runner's public API);
 //! - **code map**: every workspace crate and every public module of a library crate is named in
 //!   ARCHITECTURE.md;
 //! - **invariants**: every row of ARCHITECTURE.md's `## Invariants` table names what enforces it
@@ -34,6 +38,7 @@ const GRAPH: &[(&str, &[&str])] = &[
     ("loopward-core", &[]),
     ("loopward-runner", &["loopward-core"]),
     ("loopward-llama", &["loopward-core"]),
+    ("loopward-hooks", &["loopward-core", "loopward-runner"]),
     (
         "loopward",
         &["loopward-core", "loopward-runner", "loopward-llama"],
@@ -53,6 +58,7 @@ const GRAPH: &[(&str, &[&str])] = &[
             "loopward",
             "loopward-core",
             "loopward-runner",
+            "loopward-hooks",
             "loopward-term",
             "loopward-restate",
             "loopward-console",
@@ -125,6 +131,7 @@ const CHECKS: &[&str] = &[
     "rust-version",
     "invariants",
     "layer names",
+    "hooks",
 ];
 
 /// The words the built-in layers are written as in the ledger; only `LayerId` spells them.
@@ -148,10 +155,12 @@ const INVARIANTS: &str = "docs/invariants.md";
 const ALL_SOURCES: &[&str] = &[
     "loopward-core/src",
     "loopward-runner/src",
+    "loopward-hooks/src",
     "loopward-llama/src",
     "loopward/src",
     "loopward-restate/src",
     "loopward-term/src",
+    "loopward-console/src",
     "loopward-cli/src",
     "loopward-demo/src",
     "loopward-bench/src",
@@ -165,6 +174,7 @@ const LLAMA_ALLOWED: &[&str] = &["loopward-llama", "loopward-bench"];
 const LIBRARIES: &[&str] = &[
     "loopward-core/src",
     "loopward-runner/src",
+    "loopward-hooks/src",
     "loopward-llama/src",
     "loopward/src",
     "loopward-restate/src",
@@ -180,7 +190,7 @@ const HUMAN_SOURCES: &[&str] = &[
     "loopward-runner/src/runner.rs",
     "loopward-restate/src/workflow.rs",
     // The Claude Code hook, for the prompt a person typed (UserPromptSubmit, notices excluded).
-    "loopward-runner/src/hook/decide.rs",
+    "loopward-hooks/src/decide.rs",
 ];
 
 pub(crate) fn run(root: &Path) -> Result<()> {
@@ -203,6 +213,12 @@ pub(crate) fn run(root: &Path) -> Result<()> {
             })?;
         }
     }
+    let hooks = root.join("loopward-hooks/src");
+    if hooks.is_dir() {
+        sources(&hooks, &mut |path, text| {
+            hooks_rules(root, path, text, &mut problems)
+        })?;
+    }
     code_map(root, &mut problems)?;
     let map = std::fs::read_to_string(root.join("ARCHITECTURE.md"))
         .context("cannot read ARCHITECTURE.md")?;
@@ -213,7 +229,7 @@ pub(crate) fn run(root: &Path) -> Result<()> {
     invariant_page(INVARIANTS, &page, &read, &mut problems);
     if problems.is_empty() {
         println!(
-            "tidy: crate graph, environment, clock, printing, core io, human origin, turn in the request, layer names, rust-version, code map and invariants hold"
+            "tidy: crate graph, environment, clock, printing, core io, human origin, turn in the request, layer names, hooks, rust-version, code map and invariants hold"
         );
         return Ok(());
     }
@@ -431,6 +447,37 @@ fn layer_name_rules(root: &Path, path: &Path, text: &str, problems: &mut Vec<Str
     }
 }
 
+/// The hooks rule: an adapter renders the engine's refusals; it makes none and words none.
+fn hooks_rules(root: &Path, path: &Path, text: &str, problems: &mut Vec<String>) {
+    let rel = path
+        .strip_prefix(root)
+        .unwrap_or(path)
+        .display()
+        .to_string();
+    let mut in_tests = false;
+    for (i, line) in text.lines().enumerate() {
+        let code = line.trim_start();
+        in_tests |= code.starts_with("#[cfg(test)]");
+        if in_tests || code.starts_with("//") {
+            continue;
+        }
+        let at = format!("{rel}:{}", i + 1);
+        if code.contains("Refusal::new(")
+            || code.contains("Refusal {")
+            || code.to_ascii_lowercase().contains("\"refused by")
+        {
+            problems.push(format!(
+                "{at}: a hook adapter words a refusal of its own; add it to loopward-runner's `gates::refusals` (with a remedy for each `Host`) and call it from there"
+            ));
+        }
+        if code.starts_with("#[path") {
+            problems.push(format!(
+                "{at}: a hook adapter includes a source file by path; use loopward-runner's public API instead"
+            ));
+        }
+    }
+}
+
 fn code_map(root: &Path, problems: &mut Vec<String>) -> Result<()> {
     let map = std::fs::read_to_string(root.join("ARCHITECTURE.md"))
         .context("cannot read ARCHITECTURE.md")?;
@@ -625,6 +672,31 @@ mod tests {
         let mut p = Vec::new();
         library_rules(Path::new("/r"), Path::new(file), text, &mut p);
         p
+    }
+
+    #[test]
+    fn a_hook_adapter_wording_a_refusal_or_including_runner_source_is_named_by_line() {
+        let check = |text: &str| {
+            let mut p = Vec::new();
+            hooks_rules(
+                Path::new("/r"),
+                Path::new("/r/loopward-hooks/src/codex.rs"),
+                text,
+                &mut p,
+            );
+            p
+        };
+        let p = check(
+            "fn a() {}\nlet r = Refusal::new(\"g\", \"no\", \"hint\");\nlet t = format!(\"Refused by loopward: x\");\n#[path = \"../../loopward-runner/src/gates/refusals.rs\"]\n",
+        );
+        assert_eq!(p.len(), 3, "{p:?}");
+        assert!(p[0].starts_with("loopward-hooks/src/codex.rs:2:"), "{p:?}");
+        assert!(p[2].contains("by path"), "{p:?}");
+        // Rendering the engine's refusal, comments and tests are fine.
+        assert!(check(
+            "// Refusal::new is the engine's\nlet r = refusals::territory(t);\n#[cfg(test)]\nmod tests { fn f() { Refusal::new(\"a\", \"b\", \"c\"); } }\n"
+        )
+        .is_empty());
     }
 
     #[test]

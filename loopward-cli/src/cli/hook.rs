@@ -1,16 +1,18 @@
-//! `loopward hook claude-code`: answers one Claude Code hook event with the loopward.toml policy.
+//! `loopward hook claude-code|codex|gemini`: answers one hook event of that agent host with the
+//! loopward.toml policy; `hook install|doctor --host …` put the hook in place and check it.
 //!
 //! A thin wrapper: reads the event on stdin, loads the config, and hands both to
-//! [`loopward_runner::hook::handle`], which decides. Whatever goes wrong here (an unreadable
+//! [`loopward_hooks::handle`], which decides. Whatever goes wrong here (an unreadable
 //! config, stdin that is not UTF-8) also blocks: exit status 2 with the reason on stderr, which
 //! Claude Code treats as "do not run the tool". See docs/claude-code.md.
 
 use anyhow::{Context, Result};
 use loopward::config::Config;
 use loopward_core::AgentId;
-use loopward_runner::hook::{
+use loopward_hooks::{
     claude_code::MAX_INPUT_BYTES, handle, FileLedgers, HookAnswer, HookContext, SandboxExec,
 };
+use loopward_runner::gates::Host;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -56,18 +58,55 @@ with the reason on stderr (Claude Code then blocks the tool call). See docs/clau
         #[arg(long)]
         defer_allows: bool,
     },
-    /// Write the Claude Code hook into .claude/settings.json: the absolute path of this binary,
-    /// checked to run first (a hook that cannot start lets Claude Code go ahead).
+    /// OpenAI Codex CLI (PreToolUse and PostToolUse for `Bash` and `apply_patch`,
+    /// UserPromptSubmit; other tools are denied, other events recorded).
+    #[command(after_help = "\
+Example (what .codex/hooks.json runs, with the event on stdin):
+  loopward hook codex --config /abs/path/loopward.toml
+
+Exit status: 0 with a JSON answer (or nothing) on stdout; 2 when the event cannot be judged,
+with the reason on stderr (Codex then blocks the tool call). See docs/hosts.md.")]
+    Codex {
+        /// The config file; its folder is the project root.
+        #[arg(long, default_value = "loopward.toml")]
+        config: PathBuf,
+        /// The name Codex's main agent goes by in territories (subagents go by their
+        /// `agent_type`).
+        #[arg(long, default_value = "root")]
+        main_agent: String,
+    },
+    /// Google Gemini CLI (BeforeTool and AfterTool for `write_file`, `replace` and
+    /// `run_shell_command`, BeforeAgent; other tools are denied, other events recorded).
+    #[command(after_help = "\
+Example (what .gemini/settings.json runs, with the event on stdin):
+  loopward hook gemini --config /abs/path/loopward.toml
+
+Exit status: 0 with a JSON answer (or nothing) on stdout; 2 when the event cannot be judged,
+with the reason on stderr (Gemini CLI then blocks the tool call). See docs/hosts.md.")]
+    Gemini {
+        /// The config file; its folder is the project root.
+        #[arg(long, default_value = "loopward.toml")]
+        config: PathBuf,
+        /// The name Gemini CLI's agent goes by in territories.
+        #[arg(long, default_value = "root")]
+        main_agent: String,
+    },
+    /// Write a host's hook into its settings (.claude/settings.json, .codex/hooks.json,
+    /// .gemini/settings.json): the absolute path of this binary, checked to run first (a hook
+    /// that cannot start lets the host go ahead).
     #[command(
-        after_help = "Example:\n  loopward hook install --config loopward.toml && loopward hook doctor"
+        after_help = "Example:\n  loopward hook install --config loopward.toml --host codex && loopward hook doctor --host codex"
     )]
     Install {
         /// The config file; its folder is the project root.
         #[arg(long, default_value = "loopward.toml")]
         config: PathBuf,
-        /// The name Claude Code's main agent goes by in territories.
+        /// The name the host's main agent goes by in territories.
         #[arg(long, default_value = "root")]
         main_agent: String,
+        /// The agent host whose hook to install.
+        #[arg(long, value_enum, default_value = "claude-code")]
+        host: HostArg,
     },
     /// Tell whether the installed hook would fail open on this machine, and which sandbox Bash
     /// commands get (exit 1 when it would fail open).
@@ -76,23 +115,62 @@ with the reason on stderr (Claude Code then blocks the tool call). See docs/clau
         /// The config file; its folder is the project root.
         #[arg(long, default_value = "loopward.toml")]
         config: PathBuf,
+        /// The agent host whose installed hook to check.
+        #[arg(long, value_enum, default_value = "claude-code")]
+        host: HostArg,
     },
+}
+
+/// An agent host loopward has a hook for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum HostArg {
+    /// Claude Code.
+    ClaudeCode,
+    /// OpenAI Codex CLI.
+    Codex,
+    /// Google Gemini CLI.
+    Gemini,
+}
+
+impl HostArg {
+    /// The host this names.
+    pub(super) fn host(self) -> Host {
+        match self {
+            Self::ClaudeCode => Host::ClaudeCode,
+            Self::Codex => Host::Codex,
+            Self::Gemini => Host::GeminiCli,
+        }
+    }
+}
+
+impl Target {
+    /// Whether this target answers a hook event (and so must answer before anything else).
+    pub fn answers_an_event(&self) -> bool {
+        matches!(
+            self,
+            Self::ClaudeCode { .. } | Self::Codex { .. } | Self::Gemini { .. }
+        )
+    }
 }
 
 /// Runs the command: never fails in a way Claude Code would read as "go ahead".
 pub fn run(args: &Args) -> Result<ExitCode> {
-    let (config, main_agent, defer_allows) = match &args.target {
+    let (config, main_agent, defer_allows, host) = match &args.target {
         Target::ClaudeCode {
             config,
             main_agent,
             defer_allows,
-        } => (config, main_agent, defer_allows),
-        Target::Install { config, main_agent } => {
-            return super::hook_install::install(config, main_agent)
-        }
-        Target::Doctor { config } => return super::hook_install::doctor(config),
+        } => (config, main_agent, *defer_allows, Host::ClaudeCode),
+        Target::Codex { config, main_agent } => (config, main_agent, false, Host::Codex),
+        Target::Gemini { config, main_agent } => (config, main_agent, false, Host::GeminiCli),
+        Target::Install {
+            config,
+            main_agent,
+            host,
+        } => return super::hook_install::install(config, main_agent, host.host()),
+        Target::Doctor { config, host } => return super::hook_install::doctor(config, host.host()),
     };
-    let answer = match answer(config, main_agent, *defer_allows) {
+    let answer = match answer(config, main_agent, defer_allows, host) {
         Ok(a) => a,
         Err(e) => HookAnswer::fail_closed(crate::error_text(&e)),
     };
@@ -107,17 +185,17 @@ pub fn run(args: &Args) -> Result<ExitCode> {
     })
 }
 
-fn answer(config: &Path, main_agent: &str, defer_allows: bool) -> Result<HookAnswer> {
+fn answer(config: &Path, main_agent: &str, defer_allows: bool, host: Host) -> Result<HookAnswer> {
     let mut input = String::new();
     std::io::stdin()
         .take(MAX_INPUT_BYTES as u64 + 1)
         .read_to_string(&mut input)
         .context("reading the hook event on stdin")?;
-    let ctx = context(config, main_agent, defer_allows)?;
+    let ctx = context(config, main_agent, defer_allows, host)?;
     Ok(handle(&input, &ctx))
 }
 
-fn context(config: &Path, main_agent: &str, defer_allows: bool) -> Result<HookContext> {
+fn context(config: &Path, main_agent: &str, defer_allows: bool, host: Host) -> Result<HookContext> {
     let cfg = Config::load(config)?;
     let root = cfg
         .workspace_dir(config)
@@ -167,6 +245,7 @@ fn context(config: &Path, main_agent: &str, defer_allows: bool) -> Result<HookCo
         .runs_dir(cfg.run.runs_dir.to_string_lossy().into_owned())
         .main_agent(main)
         .defer_allows(defer_allows)
+        .host(host)
         .build()
         .with_context(|| format!("{}", config.display()))
 }

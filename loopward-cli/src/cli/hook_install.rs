@@ -1,14 +1,18 @@
-//! `loopward hook install` and `loopward hook doctor`: put the Claude Code hook in place so it
-//! cannot fail open, and tell whether an installed one would.
+//! `loopward hook install` and `loopward hook doctor`: put a host's hook in place so it cannot
+//! fail open, and tell whether an installed one would.
 //!
-//! Claude Code treats a hook command that cannot start (exit 127: not on its `PATH`) or that
-//! exits 1 as "go ahead". So the installed command names the binary by its absolute path, is
-//! run once before it is written, and `.claude/` is a control file agents cannot change.
+//! Claude Code, Codex and Gemini CLI all treat a hook command that cannot start (exit 127: not
+//! on their `PATH`) or that exits 1 as "go ahead". So the installed command names the binary by
+//! its absolute path, is run once before it is written, and the settings folder it is written
+//! in (`.claude/`, `.codex/`, `.gemini/`) is a control file agents cannot change. What each host
+//! adds on top (Codex runs a hook only once a person trusted it; Gemini CLI asks before a new
+//! project hook) is said by `install` and `doctor`, since loopward cannot see it.
 
 use anyhow::{bail, Context, Result};
 use loopward::config::Config;
-use loopward_runner::hook::claude_code::ReadTool;
-use loopward_runner::hook::session::LOCK_WAIT;
+use loopward_hooks::claude_code::ReadTool;
+use loopward_hooks::session::LOCK_WAIT;
+use loopward_runner::gates::Host;
 use loopward_runner::sandbox::{kernel_support, SandboxMode};
 use loopward_term::render::{Printer, Tone};
 use serde_json::{json, Value};
@@ -19,7 +23,7 @@ use std::time::Duration;
 /// The Claude Code events the hook answers, and the tools each matches. `PreToolUse` also
 /// matches the tools that read files in Claude Code's own process (`Read`, `Grep`, …: every
 /// [`ReadTool`]), so a read of loopward's state is refused before it runs.
-const EVENTS: [(&str, Option<&str>); 4] = [
+const CLAUDE_EVENTS: [(&str, Option<&str>); 4] = [
     (
         "PreToolUse",
         Some("Write|Edit|MultiEdit|NotebookEdit|Bash|Read|NotebookRead|LS|Grep|Glob"),
@@ -37,28 +41,86 @@ const EVENTS: [(&str, Option<&str>); 4] = [
     ("UserPromptSubmit", None),
 ];
 
+/// Codex: its shell surfaces all reach hooks as `Bash`, its file edits as `apply_patch`; there
+/// is no failure event (a failed call comes as `PostToolUse`).
+const CODEX_EVENTS: [(&str, Option<&str>); 3] = [
+    ("PreToolUse", Some("Bash|apply_patch")),
+    ("PostToolUse", Some("Bash|apply_patch")),
+    ("UserPromptSubmit", None),
+];
+
+/// Gemini CLI: `write_file`, `replace` and `run_shell_command`; `BeforeAgent` is a prompt.
+const GEMINI_EVENTS: [(&str, Option<&str>); 3] = [
+    ("BeforeTool", Some("write_file|replace|run_shell_command")),
+    ("AfterTool", Some("write_file|replace|run_shell_command")),
+    ("BeforeAgent", None),
+];
+
+/// Where and how one host's hook is installed.
+struct Spec {
+    /// The settings file, relative to the project root.
+    file: &'static str,
+    /// The `loopward hook` subcommand that answers it.
+    sub: &'static str,
+    /// The events and the tools each matches.
+    events: &'static [(&'static str, Option<&'static str>)],
+    /// The hook `timeout` unit: 1 for seconds (Claude Code, Codex), 1000 for milliseconds.
+    per_second: u64,
+    /// What the host adds that loopward cannot check from here.
+    caveat: Option<&'static str>,
+}
+
+fn spec(host: Host) -> Spec {
+    match host {
+        Host::Codex => Spec {
+            file: ".codex/hooks.json",
+            sub: "codex",
+            events: &CODEX_EVENTS,
+            per_second: 1,
+            caveat: Some("Codex runs a hook from .codex/hooks.json only in a trusted project and only once a person has reviewed and trusted it (/hooks in Codex); until then it does not run and nothing is enforced. loopward cannot see Codex's trust from here: check /hooks, or contain the whole session (`loopward contain`)"),
+        },
+        Host::GeminiCli => Spec {
+            file: ".gemini/settings.json",
+            sub: "gemini",
+            events: &GEMINI_EVENTS,
+            per_second: 1000,
+            caveat: Some("Gemini CLI loads project hooks only in a trusted folder and warns before a new or changed one runs; a person must accept it once. loopward cannot see that from here: contain the whole session (`loopward contain`) where it must hold regardless"),
+        },
+        _ => Spec {
+            file: ".claude/settings.json",
+            sub: "claude-code",
+            events: &CLAUDE_EVENTS,
+            per_second: 1,
+            caveat: None,
+        },
+    }
+}
+
 /// The `timeout` written on each hook entry. A hook Claude Code stops for taking longer is a
 /// non-blocking error (the call goes ahead), so it is far above the longest wait on the hook's
 /// path: the session lock ([`LOCK_WAIT`]), after which the hook blocks the call itself.
 const HOOK_TIMEOUT: Duration = Duration::from_secs(60);
 const _: () = assert!(HOOK_TIMEOUT.as_secs() >= 4 * LOCK_WAIT.as_secs());
 
-/// What marks a hook entry as loopward's.
-const MARK: &str = " hook claude-code";
+/// What marks a hook entry as loopward's: ` hook <sub>` in its command.
+fn mark(spec: &Spec) -> String {
+    format!(" hook {}", spec.sub)
+}
 
 fn quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', "'\\''"))
 }
 
 /// The hook command: the binary and the config by absolute path.
-fn command(exe: &Path, config: &Path, main_agent: &str) -> Result<String> {
+fn command(spec: &Spec, exe: &Path, config: &Path, main_agent: &str) -> Result<String> {
     let exe = exe
         .to_str()
         .context("the loopward binary's path is not UTF-8")?;
     let config = config.to_str().context("the config's path is not UTF-8")?;
     Ok(format!(
-        "{}{MARK} --config {} --main-agent {}",
+        "{}{} --config {} --main-agent {}",
         quote(exe),
+        mark(spec),
         quote(config),
         quote(main_agent)
     ))
@@ -74,7 +136,7 @@ fn check_runs(cmd: &str) -> Result<()> {
         .context("running sh")?;
     if !out.status.success() {
         bail!(
-            "`{cmd}` exited {} ({}); Claude Code would go ahead on every tool call",
+            "`{cmd}` exited {} ({}); the agent host would go ahead on every tool call",
             out.status
                 .code()
                 .map_or("by a signal".into(), |c| c.to_string()),
@@ -84,18 +146,20 @@ fn check_runs(cmd: &str) -> Result<()> {
     Ok(())
 }
 
-/// Writes the hook into `<project>/.claude/settings.json` (other settings and hooks are kept).
-pub(super) fn install(config: &Path, main_agent: &str) -> Result<ExitCode> {
+/// Writes `host`'s hook into its settings file in the project (`.claude/settings.json`,
+/// `.codex/hooks.json`, `.gemini/settings.json`; other settings and hooks are kept).
+pub(super) fn install(config: &Path, main_agent: &str, host: Host) -> Result<ExitCode> {
+    let spec = spec(host);
     let config = config
         .canonicalize()
         .with_context(|| format!("{} not found; run `loopward init` first", config.display()))?;
     let cfg = Config::load(&config)?;
     let root = cfg.workspace_dir(&config).canonicalize()?;
     let exe = std::env::current_exe().context("finding the loopward binary")?;
-    let cmd = command(&exe, &config, main_agent)?;
+    let cmd = command(&spec, &exe, &config, main_agent)?;
     check_runs(&cmd)?;
-    let dir = root.join(".claude");
-    let path = dir.join("settings.json");
+    let path = root.join(spec.file);
+    let dir = path.parent().unwrap_or(&root).to_path_buf();
     let mut settings: Value = match std::fs::read_to_string(&path) {
         Ok(text) => serde_json::from_str(&text)
             .with_context(|| format!("{} is not JSON; fix or move it", path.display()))?,
@@ -109,14 +173,16 @@ pub(super) fn install(config: &Path, main_agent: &str) -> Result<ExitCode> {
     let Some(hooks) = hooks.as_object_mut() else {
         bail!("`hooks` in {} is not an object", path.display());
     };
-    for (event, matcher) in EVENTS {
+    let mark = mark(&spec);
+    for &(event, matcher) in spec.events {
         let list = hooks.entry(event).or_insert_with(|| json!([]));
         let Some(list) = list.as_array_mut() else {
             bail!("`hooks.{event}` in {} is not a list", path.display());
         };
         // An older loopward entry (a bare `loopward` on PATH, say) is replaced, not kept beside.
-        list.retain(|e| !e.to_string().contains(MARK));
-        let mut entry = json!({"hooks": [{"type": "command", "command": cmd, "timeout": HOOK_TIMEOUT.as_secs()}]});
+        list.retain(|e| !e.to_string().contains(&mark));
+        let timeout = HOOK_TIMEOUT.as_secs() * spec.per_second;
+        let mut entry = json!({"hooks": [{"type": "command", "command": cmd, "timeout": timeout}]});
         if let Some(m) = matcher {
             entry["matcher"] = json!(m);
         }
@@ -128,28 +194,30 @@ pub(super) fn install(config: &Path, main_agent: &str) -> Result<ExitCode> {
     let mut out = Printer::stdout();
     out.line(Tone::Ok, format!("wrote {}", path.display()));
     out.line(Tone::Dim, format!("hook command: {cmd}"));
-    report(&mut out, &cfg);
+    report(&mut out, &cfg, &spec);
     Ok(ExitCode::SUCCESS)
 }
 
-/// Whether the installed hook would fail open; exit 1 when it would.
-pub(super) fn doctor(config: &Path) -> Result<ExitCode> {
+/// Whether `host`'s installed hook would fail open; exit 1 when it would.
+pub(super) fn doctor(config: &Path, host: Host) -> Result<ExitCode> {
+    let spec = spec(host);
+    let mark = mark(&spec);
     let config = config
         .canonicalize()
         .with_context(|| format!("{} not found", config.display()))?;
     let cfg = Config::load(&config)?;
     let root = cfg.workspace_dir(&config).canonicalize()?;
-    let path = root.join(".claude").join("settings.json");
+    let path = root.join(spec.file);
     let mut out = Printer::stdout();
     let mut problems: Vec<String> = Vec::new();
     let settings: Value = std::fs::read_to_string(&path)
         .ok()
         .and_then(|t| serde_json::from_str(&t).ok())
         .unwrap_or(Value::Null);
-    for (event, matcher) in EVENTS {
+    for &(event, matcher) in spec.events {
         let entries: Vec<&Value> = settings["hooks"][event]
             .as_array()
-            .map(|l| l.iter().filter(|e| e.to_string().contains(MARK)).collect())
+            .map(|l| l.iter().filter(|e| e.to_string().contains(&mark)).collect())
             .unwrap_or_default();
         let Some(entry) = entries.first() else {
             problems.push(format!(
@@ -166,9 +234,10 @@ pub(super) fn doctor(config: &Path) -> Result<ExitCode> {
         }
         // The client's own default applies where no timeout is given (longer than ours).
         if let Some(t) = entry["hooks"][0]["timeout"].as_f64() {
+            let t = t / spec.per_second as f64;
             if t < 2.0 * LOCK_WAIT.as_secs_f64() {
                 problems.push(format!(
-                    "{event}: timeout {t} s is not comfortably above the {} s the hook may wait for its session's lock; a hook Claude Code stops for taking too long lets the call go ahead",
+                    "{event}: timeout {t} s is not comfortably above the {} s the hook may wait for its session's lock; a hook the host stops for taking too long lets the call go ahead",
                     LOCK_WAIT.as_secs()
                 ));
             }
@@ -176,14 +245,14 @@ pub(super) fn doctor(config: &Path) -> Result<ExitCode> {
         let cmd = entry["hooks"][0]["command"].as_str().unwrap_or("");
         if !cmd.starts_with('\'') && !cmd.starts_with('/') {
             problems.push(format!(
-                "{event}: `{cmd}` finds loopward on Claude Code's PATH; where it is not there the hook exits 127 and Claude Code goes ahead"
+                "{event}: `{cmd}` finds loopward on the host's PATH; where it is not there the hook exits 127 and the host goes ahead"
             ));
         }
         if let Err(e) = check_runs(cmd) {
             problems.push(format!("{event}: {}", crate::error_text(&e)));
         }
     }
-    report(&mut out, &cfg);
+    report(&mut out, &cfg, &spec);
     if problems.is_empty() {
         out.line(Tone::Ok, "the hook runs and would not fail open");
         return Ok(ExitCode::SUCCESS);
@@ -193,20 +262,31 @@ pub(super) fn doctor(config: &Path) -> Result<ExitCode> {
     }
     out.line(
         Tone::Dim,
-        "fix: `loopward hook install` (writes the absolute binary path and checks it runs)",
+        format!(
+            "fix: `loopward hook install --host {}` (writes the absolute binary path and checks it runs)",
+            spec.sub
+        ),
     );
     Ok(ExitCode::from(1))
 }
 
-/// The sandbox Bash commands will run in, and the bounds the hook keeps.
-fn report<W: std::io::Write>(out: &mut Printer<W>, cfg: &Config) {
-    out.line(
-        Tone::Dim,
-        format!(
-            "reads: {} of loopward's state are denied at PreToolUse (observed at the hook, not contained)",
-            ReadTool::ALL.map(ReadTool::name).join("/")
-        ),
-    );
+/// The sandbox shell commands will run in, the bounds the hook keeps, and what the host adds.
+fn report<W: std::io::Write>(out: &mut Printer<W>, cfg: &Config, spec: &Spec) {
+    if let Some(caveat) = spec.caveat {
+        out.line(Tone::Refusal, format!("not checked: {caveat}"));
+        out.line(
+            Tone::Dim,
+            "reads: the host's own read tools are not judged on this host (only the shell's reads are contained, by the sandbox)",
+        );
+    } else {
+        out.line(
+            Tone::Dim,
+            format!(
+                "reads: {} of loopward's state are denied at PreToolUse (observed at the hook, not contained)",
+                ReadTool::ALL.map(ReadTool::name).join("/")
+            ),
+        );
+    }
     out.line(
         Tone::Dim,
         format!(
@@ -241,7 +321,7 @@ mod tests {
 
     #[test]
     fn pre_tool_use_matches_every_read_tool() {
-        let pre = EVENTS[0].1.unwrap();
+        let pre = CLAUDE_EVENTS[0].1.unwrap();
         for tool in ReadTool::ALL {
             assert!(pre.split('|').any(|t| t == tool.name()), "{tool:?}");
         }

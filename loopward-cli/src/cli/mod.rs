@@ -17,6 +17,7 @@ mod hook_install;
 pub mod init;
 pub mod key;
 pub mod override_cmd;
+pub mod policy;
 mod recorded;
 pub mod replay;
 pub mod report;
@@ -87,13 +88,16 @@ impl Cli {
             Command::Gates(a) => set(&mut a.config),
             Command::Say(a) => set(&mut a.config),
             Command::Serve(a) => set(&mut a.config),
+            Command::Policy(a) => set(&mut a.config),
             Command::Report(a) => set_opt(&mut a.config),
             Command::Calibrate(a) => set_opt(&mut a.config),
             Command::Replay(a) => set_opt(&mut a.config),
             Command::Hook(a) => match &mut a.target {
                 hook::Target::ClaudeCode { config, .. }
+                | hook::Target::Codex { config, .. }
+                | hook::Target::Gemini { config, .. }
                 | hook::Target::Install { config, .. }
-                | hook::Target::Doctor { config } => set(config),
+                | hook::Target::Doctor { config, .. } => set(config),
             },
             Command::Sandbox(a) => match &mut a.action {
                 sandbox::Action::Exec { config, .. } => set(config),
@@ -128,10 +132,12 @@ pub enum Command {
     Calibrate(calibrate::Args),
     /// Re-run a recorded run offline and check every decision comes out the same.
     Replay(replay::Args),
-    /// Answer agent-tool hooks (Claude Code) with the loopward.toml policy.
+    /// Answer agent hosts' hooks (Claude Code, Codex, Gemini CLI) with the loopward.toml policy.
     Hook(hook::Args),
     /// Run a command in the kernel sandbox of one agent.
     Sandbox(sandbox::Args),
+    /// Which rule decides an action and why; rules that will not do what they seem to.
+    Policy(policy::Args),
     /// Say something to a running run (taken at its next turn boundary).
     Say(say::Args),
     /// Serve the console: live runs, approvals, overrides and a kill switch in a browser.
@@ -156,6 +162,7 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Sandbox(a) => Ok(sandbox::run(&a)),
         Command::Say(a) => say::run(&a),
         Command::Serve(a) => serve::run(&a).await,
+        Command::Policy(a) => policy::run(&a),
     }
 }
 

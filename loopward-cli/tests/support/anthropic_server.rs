@@ -26,11 +26,7 @@
 #![allow(dead_code, unreachable_pub)]
 
 use serde_json::{json, Value};
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
 
 /// One block of a scripted model reply.
 #[derive(Clone, Debug)]
@@ -95,9 +91,7 @@ struct Shared {
 /// The running server; stops when dropped.
 pub struct Server {
     shared: Arc<Mutex<Shared>>,
-    stop: Arc<AtomicBool>,
-    port: u16,
-    thread: Option<JoinHandle<()>>,
+    _listener: super::http::Listener,
 }
 
 impl Server {
@@ -141,17 +135,6 @@ impl Server {
     }
 }
 
-impl Drop for Server {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::SeqCst);
-        // Wake the accept loop.
-        let _ = TcpStream::connect(("127.0.0.1", self.port));
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
-}
-
 /// Starts the server on a free port of 127.0.0.1: `(port, server)`.
 pub fn start(script: Vec<Reply>) -> (u16, Server) {
     start_with_lanes(script, vec![])
@@ -161,8 +144,6 @@ pub fn start(script: Vec<Reply>) -> (u16, Server) {
 /// lane's marker (a subagent given that prompt) is answered from that lane's replies, and the
 /// lanes' first replies wait until every lane asked (at most 20 s), so they run at once.
 pub fn start_with_lanes(script: Vec<Reply>, lanes: Vec<(&str, Vec<Reply>)>) -> (u16, Server) {
-    let listener = TcpListener::bind(("127.0.0.1", 0)).expect("binding 127.0.0.1");
-    let port = listener.local_addr().unwrap().port();
     let shared = Arc::new(Mutex::new(Shared {
         script,
         next: 0,
@@ -174,107 +155,17 @@ pub fn start_with_lanes(script: Vec<Reply>, lanes: Vec<(&str, Vec<Reply>)>) -> (
             .collect(),
         arrived: 0,
     }));
-    let stop = Arc::new(AtomicBool::new(false));
-    let thread = {
-        let (shared, stop) = (shared.clone(), stop.clone());
-        std::thread::spawn(move || {
-            for conn in listener.incoming() {
-                if stop.load(Ordering::SeqCst) {
-                    break;
-                }
-                let Ok(conn) = conn else { continue };
-                let shared = shared.clone();
-                std::thread::spawn(move || {
-                    let _ = serve(conn, &shared);
-                });
-            }
-        })
+    let listener = {
+        let shared = shared.clone();
+        super::http::listen(move |method, path, body| answer(&shared, method, path, body))
     };
     (
-        port,
+        listener.port,
         Server {
             shared,
-            stop,
-            port,
-            thread: Some(thread),
+            _listener: listener,
         },
     )
-}
-
-/// Answers requests on one connection until the client closes it.
-fn serve(conn: TcpStream, shared: &Mutex<Shared>) -> std::io::Result<()> {
-    let mut reader = BufReader::new(conn.try_clone()?);
-    let mut out = conn;
-    loop {
-        let mut line = String::new();
-        if reader.read_line(&mut line)? == 0 {
-            return Ok(());
-        }
-        let mut parts = line.split_whitespace();
-        let (Some(method), Some(path)) = (parts.next(), parts.next()) else {
-            return Ok(());
-        };
-        let (method, path) = (method.to_string(), path.to_string());
-        let (mut length, mut chunked, mut close) = (0usize, false, false);
-        loop {
-            let mut h = String::new();
-            if reader.read_line(&mut h)? == 0 {
-                return Ok(());
-            }
-            let h = h.trim_end();
-            if h.is_empty() {
-                break;
-            }
-            let Some((name, value)) = h.split_once(':') else {
-                continue;
-            };
-            let (name, value) = (name.trim().to_ascii_lowercase(), value.trim());
-            match name.as_str() {
-                "content-length" => length = value.parse().unwrap_or(0),
-                "transfer-encoding" => chunked = value.eq_ignore_ascii_case("chunked"),
-                "connection" => close = value.eq_ignore_ascii_case("close"),
-                _ => {}
-            }
-        }
-        let body = if chunked {
-            read_chunked(&mut reader)?
-        } else {
-            let mut b = vec![0; length];
-            reader.read_exact(&mut b)?;
-            b
-        };
-        let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-        let (status, ctype, payload) = answer(shared, &method, &path, body);
-        let head = format!(
-            "HTTP/1.1 {status}\r\ncontent-type: {ctype}\r\ncontent-length: {}\r\nrequest-id: req_loopward\r\n{}\r\n",
-            payload.len(),
-            if close { "connection: close\r\n" } else { "" }
-        );
-        out.write_all(head.as_bytes())?;
-        if method != "HEAD" {
-            out.write_all(&payload)?;
-        }
-        out.flush()?;
-        if close {
-            return Ok(());
-        }
-    }
-}
-
-fn read_chunked(reader: &mut impl BufRead) -> std::io::Result<Vec<u8>> {
-    let mut body = Vec::new();
-    loop {
-        let mut size = String::new();
-        reader.read_line(&mut size)?;
-        let size =
-            usize::from_str_radix(size.trim().split(';').next().unwrap_or("0"), 16).unwrap_or(0);
-        let mut chunk = vec![0; size + 2];
-        reader.read_exact(&mut chunk)?;
-        if size == 0 {
-            return Ok(body);
-        }
-        body.extend_from_slice(&chunk[..size]);
-    }
 }
 
 /// Decides the response to one request and logs the request.

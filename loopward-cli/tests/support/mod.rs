@@ -1,3 +1,41 @@
 //! Helpers shared by the CLI's integration tests.
 
 pub mod anthropic_server;
+pub mod gemini_server;
+pub mod http;
+pub mod responses_server;
+
+/// Waits for `child` at most `limit`; a child still running then is ended by its PID (`None`).
+#[allow(dead_code)]
+pub(crate) fn wait_up_to(
+    child: &mut std::process::Child,
+    limit: std::time::Duration,
+) -> Option<std::process::ExitStatus> {
+    let deadline = std::time::Instant::now() + limit;
+    loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            return Some(s);
+        }
+        if std::time::Instant::now() > deadline {
+            child.kill().unwrap();
+            child.wait().unwrap();
+            return None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+/// Every hook ledger under `<root>/runs`, one JSON record a line.
+#[allow(dead_code)]
+pub(crate) fn ledger(root: &std::path::Path) -> Vec<serde_json::Value> {
+    let mut records = Vec::new();
+    for e in std::fs::read_dir(root.join("runs")).unwrap() {
+        let p = e.unwrap().path().join("events.jsonl");
+        if p.is_file() {
+            for l in std::fs::read_to_string(p).unwrap().lines() {
+                records.push(serde_json::from_str(l).unwrap());
+            }
+        }
+    }
+    records
+}

@@ -1,11 +1,12 @@
-//! Control files: `.loopward/`, `.claude/` (Claude Code's settings, where the hook is
-//! installed), the config file and the runs directory. No agent ever writes
+//! Control files: `.loopward/`, the agent hosts' settings folders where loopward's hook is
+//! installed (`.claude/`, `.codex/`, `.gemini/`), the config file and the runs directory. No agent ever writes
 //! them, override or not, and no mode or runtime change can relax that.
 //!
 //! ```
 //! use loopward_runner::gates::ControlFiles;
 //! let c = ControlFiles::default();
 //! assert!(c.covers(".loopward/overrides/x.json") && c.covers(".claude/settings.json"));
+//! assert!(c.covers(".codex/hooks.json") && c.covers(".gemini/settings.json"));
 //! assert!(c.covers("loopward.toml") && c.covers("runs/r1/events.jsonl") && c.covers("runs"));
 //! assert!(!c.covers("runsheet.md") && !c.covers("src/loopward.toml"));
 //! assert_eq!(c.runs_dir(), Some("runs"));
@@ -35,10 +36,12 @@ impl Default for ControlFiles {
 }
 
 impl ControlFiles {
-    /// `.loopward/`, `.claude/` plus the given config file and runs directory (workspace-relative; pass
+    /// `.loopward/`, `.claude/`, `.codex/`, `.gemini/` plus the given config file and runs directory (workspace-relative; pass
     /// paths outside the workspace as `""`: agents cannot reach them anyway).
     pub fn new(config_file: &str, runs_dir: &str) -> Self {
-        let mut paths = vec![".loopward".to_string(), ".claude".to_string()];
+        let mut paths: Vec<String> = [".loopward", ".claude", ".codex", ".gemini"]
+            .map(String::from)
+            .into();
         for p in [config_file, runs_dir] {
             let p = p.trim_matches('/');
             if !p.is_empty() {

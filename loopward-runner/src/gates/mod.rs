@@ -49,12 +49,13 @@
 mod config;
 mod control;
 mod engine;
+mod exec;
 mod host;
 mod layer;
 mod overrides;
 pub(crate) mod plan_cache;
 mod policy;
-pub(crate) mod refusals;
+pub mod refusals;
 mod review;
 mod snapshot;
 mod sprawl;
@@ -89,6 +90,7 @@ pub use sprawl::{human_message, SprawlGate, SprawlTracker, Work};
 pub(crate) use territory::literal_prefix as territory_literal_prefix;
 pub use territory::Territory;
 pub use unchecked::Unchecked;
+pub use watch::{Contained, Judged, Record, ShellWatch};
 
 /// The gate name of the one-handoff-per-turn refusal.
 pub const ONE_HANDOFF_GATE: &str = loopward_core::GateKind::OneHandoff.as_str();

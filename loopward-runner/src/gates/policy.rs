@@ -206,6 +206,8 @@ pub(super) struct PolicyInner {
     pub(super) team: Option<Vec<AgentId>>,
     /// Where refusals are shown: their remedies name moves that exist there.
     pub(super) host: Host,
+    /// The adapter's own state folder in the workspace, which no watch compares.
+    pub(super) own_state: Option<String>,
     // Shared, not cloned per call: a call holds the compiled gates it started with, and a change
     // swaps in a new set without touching calls in flight.
     gates: RwLock<Arc<Gates>>,
@@ -253,6 +255,7 @@ impl Policy {
                 unreadable: vec![],
                 team: None,
                 host: Host::default(),
+                own_state: None,
                 plan_cache: PlanCache::default(),
                 gates: RwLock::new(Arc::new(gates)),
             }),
@@ -280,6 +283,15 @@ impl Policy {
         self.derive(|next| next.team = Some(team))
     }
 
+    /// Names a folder inside the workspace (relative, under `.loopward/`) where the adapter keeps
+    /// its own state between calls (a hook's sessions, when it has no state directory): it
+    /// changes while commands run, so no watch compares or restores it. It stays a control
+    /// folder: no agent's tool or command may write it.
+    pub fn with_own_state(self, rel: impl Into<String>) -> Self {
+        let rel = rel.into();
+        self.derive(|next| next.own_state = Some(rel))
+    }
+
     /// Names the host refusals are shown on ([`Host`], default the runner), so a refusal's
     /// remedy names a move that exists there.
     pub fn with_host(self, host: Host) -> Self {
@@ -299,6 +311,7 @@ impl Policy {
             unreadable: inner.unreadable.clone(),
             team: inner.team.clone(),
             host: inner.host,
+            own_state: inner.own_state.clone(),
             // A new policy resolves plan paths afresh.
             plan_cache: PlanCache::default(),
             gates: RwLock::new(self.gates()),
@@ -333,6 +346,7 @@ impl Policy {
                 unreadable: vec![],
                 team: None,
                 host: Host::default(),
+                own_state: None,
                 plan_cache: PlanCache::default(),
                 gates: RwLock::new(Arc::new(gates)),
             }),
@@ -350,11 +364,15 @@ impl Policy {
         &self.inner.shell
     }
 
-    /// The paths a shell watch neither compares nor restores: the `[gates.shell] skip` folders
-    /// and the runs directory, where loopward appends ledgers while commands run.
+    /// The paths a shell watch neither compares nor restores: `.git/` (a commit's objects are
+    /// the repository's bookkeeping, not units of work), the `[gates.shell] skip` folders, the
+    /// runs directory, where loopward appends ledgers while commands run, and the adapter's own
+    /// state folder ([`Policy::with_own_state`]).
     pub fn unwatched(&self) -> Vec<String> {
         let mut skip = self.inner.shell.skip.clone();
+        skip.push(".git".into());
         skip.extend(self.inner.control.runs_dir().map(str::to_string));
+        skip.extend(self.inner.own_state.iter().cloned());
         skip
     }
 

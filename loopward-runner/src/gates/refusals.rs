@@ -1,11 +1,13 @@
 //! Every refusal text the gates give, once, whichever enforcement point asked: what was touched,
-//! the rule, and the way out that actually works.
+//! the rule, and the way out that actually works. Adapters (the runner's tool stack, each host's
+//! hook in `loopward-hooks`) take their texts from here and hold none of their own (`cargo
+//! xtask tidy` checks the hooks crate).
 
 use super::config::SprawlConfig;
 use super::control::CONTROL_GATE;
 use super::host::Host;
 use super::overrides::OverrideError;
-use super::policy::{POLICY_GATE, SHELL_GATE};
+use super::policy::{POLICY_GATE, SANDBOX_GATE, SHELL_GATE};
 use super::territory::Territory;
 use loopward_core::{AgentId, Refusal};
 use std::time::Duration;
@@ -14,7 +16,7 @@ use std::time::Duration;
 const SUGGESTED_TTL: Duration = Duration::from_secs(600);
 
 /// A path as shown to the model.
-pub(crate) fn show(rel: &str) -> &str {
+pub fn show(rel: &str) -> &str {
     if rel.is_empty() {
         "the workspace root"
     } else {
@@ -23,7 +25,7 @@ pub(crate) fn show(rel: &str) -> &str {
 }
 
 /// A write to a control file.
-pub(crate) fn control(rel: &str) -> Refusal {
+pub fn control(rel: &str) -> Refusal {
     Refusal::new(
         CONTROL_GATE,
         format!("{} is a control file: .loopward/, the config file and the runs directory are never writable by agents, with or without an override", show(rel)),
@@ -34,7 +36,7 @@ pub(crate) fn control(rel: &str) -> Refusal {
 /// What a territory says to a non-owner, with why each override on offer was refused.
 /// `subagent`: the agent is not one of the config's `[[agent]]`s, so the override command it is
 /// told to ask for carries `--subagent` (without it, `override grant` refuses the name).
-pub(crate) fn territory(
+pub fn territory(
     t: &Territory,
     agent: &AgentId,
     rel: &str,
@@ -70,7 +72,7 @@ pub(crate) fn territory(
 
 /// A path that would have gone through on an override, in a call another gate refused: the
 /// override is left for the next try.
-pub(crate) fn unused_override(gate: &str, rel: &str, id: &str, refused_by: &str) -> Refusal {
+pub fn unused_override(gate: &str, rel: &str, id: &str, refused_by: &str) -> Refusal {
     Refusal::new(
         gate,
         format!(
@@ -82,7 +84,7 @@ pub(crate) fn unused_override(gate: &str, rel: &str, id: &str, refused_by: &str)
 
 /// The sprawl gate: a third unit of work with no plan. `plan_owner` is the territory the plan
 /// file lies in when the caller may not write it.
-pub(crate) fn sprawl(
+pub fn sprawl(
     cfg: &SprawlConfig,
     plan_owner: Option<&Territory>,
     files: &[&str],
@@ -114,7 +116,7 @@ pub(crate) fn sprawl(
 }
 
 /// A call whose effects could not be worked out (too many paths, an unreadable folder).
-pub(crate) fn undecidable(why: &str) -> Refusal {
+pub fn undecidable(why: &str) -> Refusal {
     Refusal::new(
         POLICY_GATE,
         format!("could not tell what this call would change: {why}"),
@@ -123,7 +125,7 @@ pub(crate) fn undecidable(why: &str) -> Refusal {
 }
 
 /// A path outside the workspace, which no gate can judge.
-pub(crate) fn outside(why: &str) -> Refusal {
+pub fn outside(why: &str) -> Refusal {
     Refusal::new(
         loopward_core::GateKind::Workspace.as_str(),
         why,
@@ -132,10 +134,130 @@ pub(crate) fn outside(why: &str) -> Refusal {
 }
 
 /// A shell command that was not run because its changes could not have been checked.
-pub fn unwatchable(why: &str) -> Refusal {
+pub fn unwatchable(why: &str, host: Host) -> Refusal {
     Refusal::new(
         SHELL_GATE,
         format!("not run: the workspace could not be recorded before the command, so its changes could not be checked ({why})"),
-        "use the file tools instead, or ask a person to list big generated folders under [gates.shell] skip",
+        format!("use {} instead, or ask a person to list big generated folders under [gates.shell] skip", host.file_tools()),
+    )
+}
+
+/// A shell command that was not run because it could not be put in its kernel sandbox.
+pub fn not_contained(why: &str, host: Host) -> Refusal {
+    Refusal::new(
+        SANDBOX_GATE,
+        format!("not run: {why}"),
+        format!(
+            "use {} instead; a person can fix the sandbox as the reason says",
+            host.file_tools()
+        ),
+    )
+}
+
+/// The warning on every command of a `watch-only` config.
+pub fn watch_only() -> Refusal {
+    Refusal::new(
+        SANDBOX_GATE,
+        "watch-only: this command runs without a kernel sandbox; its changes are only compared and reverted afterwards",
+        "remove `sandbox = \"watch-only\"` from [gates.shell] to contain commands",
+    )
+}
+
+/// What the model reads when a command ran but its changes could not be compared afterwards.
+pub fn blinded(why: &str) -> String {
+    format!(
+        "the command ran, but the workspace could not be compared afterwards ({why}); its changes are unchecked and were reported, and they will be compared with the workspace as it was before the command (what may not stand put back) as soon as it can be; until then commands and writes are refused"
+    )
+}
+
+/// The gate name of a read refused because it reaches loopward's state.
+pub const READ_GATE: &str = "unreadable";
+
+/// A read by a host's own tool (`tool`, of `raw`) whose target cannot be judged (`why`).
+pub fn read_unjudged(tool: &str, raw: &str, why: &str) -> Refusal {
+    Refusal::new(
+        READ_GATE,
+        format!("{tool} of {raw:?} not run: {why}, so whether it reaches loopward's state cannot be judged"),
+        "name what to read by its absolute path (a file or folder of the workspace), with no `~` and no `..` after a wildcard",
+    )
+}
+
+/// A read by a host's own tool that reaches loopward's state: `target` lies `inside` the state
+/// folder `folder`, or (a search) holds it.
+pub fn read_unreadable(tool: &str, raw: &str, target: &str, folder: &str, inside: bool) -> Refusal {
+    let (what, hint) = if inside {
+        (
+            format!("reaches {target}, inside loopward's state ({folder})"),
+            "leave it: nothing there is yours to read; work from the workspace, and if a person wants you to see something from loopward's state, they will show it to you",
+        )
+    } else {
+        (
+            format!("would search {target}, which holds loopward's state ({folder})"),
+            "search a folder that does not hold it (the workspace, or one of its folders)",
+        )
+    };
+    Refusal::new(
+        READ_GATE,
+        format!("{tool} of {raw:?} {what}: ledger keys, session state, approvals and overrides are never readable by agents, by any tool"),
+        hint,
+    )
+}
+
+/// A change made while commands of `me` and `who` overlapped, which `me` may not make
+/// (`rule`) and `who` may: it cannot be attributed, so it stands (a warning).
+pub fn unattributable(path: &str, me: &AgentId, who: &str, rule: &str) -> Refusal {
+    Refusal::new(
+        SHELL_GATE,
+        format!(
+            "{path} changed while commands of {me} and {who} overlapped; {me} may not change it ({rule}), {who} may: who made the change cannot be told, so it stands and is not counted against {me}"
+        ),
+        "nothing to do; a person can check the change in the ledger",
+    )
+}
+
+/// A host's own file write that was not allowed before it ran (no decision was asked for) and
+/// breaks `rule`: what the model reads.
+pub fn written_unasked(rule: &Refusal) -> String {
+    format!(
+        "refused by loopward: {}; this write was not allowed before it ran.\nWhat to do: undo it, and leave the file to its owner.",
+        rule.reason
+    )
+}
+
+/// A host's own file write not made because the workspace could not be recorded before it.
+pub fn write_unrecorded(why: &str) -> Refusal {
+    Refusal::new(
+        SHELL_GATE,
+        format!("not written: the workspace could not be recorded before the write, so where it lands could not be checked ({why})"),
+        "ask a person to list big generated folders under [gates.shell] skip",
+    )
+}
+
+/// A host's own file write (`tool`) whose landing could not be compared afterwards.
+pub fn write_blinded(tool: &str, why: &str) -> String {
+    format!(
+        "the {tool} ran, but the workspace could not be compared afterwards ({why}), so where it landed is unchecked; this was reported, and it is compared (what may not stand put back) as soon as the workspace can be. What to do: check that the write landed where you meant it to"
+    )
+}
+
+/// A host's own file write (`tool`) that landed on `paths` the caller may not change (a link
+/// on its way changed after it was allowed); `reason`: the first rule it broke.
+pub fn write_landed_elsewhere(tool: &str, paths: &[String], reason: &str) -> String {
+    format!(
+        "refused by loopward: this {tool} landed on paths you may not change (a link on its way was changed after the write was allowed): {}. {reason}\nWhat to do: write only to the path you named, and remove links that point into other agents' files.",
+        paths.join(", ")
+    )
+}
+
+/// A tool a host's hook does not know, so what it would change cannot be judged (`host_name`:
+/// the host as people call it).
+pub fn unknown_tool(tool: &str, host_name: &str, host: Host) -> Refusal {
+    Refusal::new(
+        POLICY_GATE,
+        format!("{tool} is not a tool loopward's {host_name} hook knows, so what it would change cannot be judged"),
+        format!(
+            "use {} for files and the shell for commands; if this tool must run, a person installs the hook for the tools it is meant for (loopward hook install)",
+            host.file_tools()
+        ),
     )
 }

@@ -26,7 +26,6 @@
 use super::layer::record_all;
 use super::policy::Policy;
 use super::snapshot::{MemoryStore, Snapshot};
-use super::watch::Watched;
 use crate::context::TurnContext;
 use crate::tool::ToolError;
 use loopward_core::{
@@ -137,8 +136,11 @@ impl Policy {
         let Some((unchecked, store)) = slot.take() else {
             return Ok(());
         };
-        let gates = self.gates();
-        let now = match self.snapshot(&gates, &unchecked.agent, None).await {
+        let action_of = Action::tool(unchecked.tool.as_str());
+        let watch = self.shell_watch(&unchecked.agent, &unchecked.call_id, &action_of);
+        let (agent, id) = (unchecked.agent.clone(), unchecked.call_id.clone());
+        let now = super::exec::blocking(|w| w.after(), self, &agent, &id, &action_of).await;
+        let now = match now {
             Ok(s) => s,
             Err(why) => {
                 let r = unchecked.refusal(&why.to_string());
@@ -158,17 +160,17 @@ impl Policy {
                 return Err(ToolError::Refused(r));
             }
         };
-        self.judge_watched(
-            turn,
-            Watched {
-                agent: &unchecked.agent,
-                call_id: &unchecked.call_id,
-                action: &Action::tool(unchecked.tool.as_str()),
-                before: &unchecked.before,
-                after: &now,
-                store: &*store,
-            },
-        )?;
+        let before = &unchecked.before;
+        watch
+            .judge(
+                before,
+                &now,
+                &before.diff(&now),
+                &*store,
+                turn.run().clock(),
+                &mut |e| turn.record(e),
+            )
+            .map_err(super::layer::audit)?;
         Ok(())
     }
 }

@@ -4,13 +4,13 @@
 use super::claude_code::{ClaudeTool, Event, HookInput, Reply, ToolUse};
 use super::session::{SessionDir, SessionKey, SessionState};
 use super::{HookContext, HookError};
-use crate::gates::{refusals, Ask, Policy};
-use crate::tool::Access;
-use crate::workspace::{WorkPath, Workspace};
 use loopward_core::{
     Action, AgentId, AuditEvent, AuditSink, Decision, Effect, EffectKind, GateId, GateKind,
     GateMode, Remedy, RunId, Scope, TurnNumber,
 };
+use loopward_runner::gates::{refusals, Ask, Policy};
+use loopward_runner::tool::Access;
+use loopward_runner::{WorkPath, Workspace};
 use serde_json::{json, Value};
 use std::path::Path;
 use std::sync::Arc;
@@ -20,14 +20,14 @@ const MAX_LOGGED_STRING: usize = 256;
 
 pub(super) fn handle(raw: &str, ctx: &HookContext) -> Result<Reply, HookError> {
     let input = HookInput::parse(raw)?;
-    let event = input.event()?;
+    let event = input.event_for(ctx.host)?;
     let ws = workspace(&input, ctx)?;
     let key = SessionKey::new(&input.session_id)?;
     let caller = caller(&input, ctx)?;
     let policy = ctx.policy(&ws)?;
     let dir = SessionDir::under(&ctx.sessions_dir(ws.root()), key).lock_wait(ctx.lock_wait);
     dir.locked(|state| {
-        let run = dir.key().run_id();
+        let run = dir.key().run_id_of(ctx.run_prefix());
         let runs_dir = ws.root().join(&ctx.runs_dir);
         let ledger = ctx.ledgers.open(&runs_dir, &run, ctx.clock.clone())?;
         state.events += 1;
@@ -117,19 +117,45 @@ impl Engine<'_> {
             .record(&self.scope(Some(self.caller.clone())), event)?)
     }
 
-    /// The first event of a session opens its ledger with `run_started`.
+    /// Where a shell watch records the caller's events ([`loopward_runner::gates::Record`]).
+    pub(super) fn sink(
+        &self,
+    ) -> impl FnMut(&AuditEvent) -> Result<(), loopward_core::AuditError> + '_ {
+        let scope = self.scope(Some(self.caller.clone()));
+        move |e| self.ledger.record(&scope, e)
+    }
+
+    /// The first event of a session opens its ledger with `run_started`; the policy's version
+    /// is recorded then and whenever the config changes it, so every decision after it was made
+    /// under that version.
     fn start(&mut self) -> Result<(), HookError> {
-        if self.state.ledger_started {
+        if self.state.ledger_started && self.state.policy_version == self.ctx.version {
             return Ok(());
+        }
+        if self.state.ledger_started {
+            return self.note_version();
         }
         self.ledger.record(
             &self.scope(None),
             &AuditEvent::RunStarted {
-                task: format!("Claude Code session {}", self.input.session_id),
+                task: format!("{} session {}", self.ctx.host_name(), self.input.session_id),
                 agent: self.ctx.main_agent.clone(),
             },
         )?;
         self.state.ledger_started = true;
+        self.note_version()
+    }
+
+    fn note_version(&mut self) -> Result<(), HookError> {
+        self.ledger.record(
+            &self.scope(None),
+            &AuditEvent::LayerDecision {
+                layer: loopward_core::LayerId::Policy,
+                decision: loopward_core::LayerVerdict::Observed,
+                detail: json!({ "version": self.ctx.version }).into(),
+            },
+        )?;
+        self.state.policy_version = self.ctx.version.clone();
         Ok(())
     }
 
@@ -154,14 +180,17 @@ impl Engine<'_> {
 
     fn other(&mut self, name: &str) -> Result<Reply, HookError> {
         self.record(&AuditEvent::LayerDecision {
-            layer: "claude_code".into(),
+            layer: match self.ctx.host() {
+                loopward_runner::gates::Host::ClaudeCode => loopward_core::LayerId::ClaudeCode,
+                _ => self.ctx.run_prefix().into(),
+            },
             decision: loopward_core::LayerVerdict::Observed,
             detail: json!({ "event": name }).into(),
         })?;
         Ok(Reply::Silent)
     }
 
-    fn requested(&self, call: &ToolUse) -> Result<(), HookError> {
+    pub(super) fn requested(&self, call: &ToolUse) -> Result<(), HookError> {
         self.record(&AuditEvent::ToolRequested {
             call_id: call.id.clone().unwrap_or_default(),
             tool: call.tool.name().to_string(),
@@ -171,7 +200,7 @@ impl Engine<'_> {
 
     /// Resolves a path the model gave: relative paths against the event's `cwd` when it lies
     /// inside the project, otherwise against the root.
-    fn resolve(&self, raw: &str) -> Result<WorkPath, crate::workspace::PathError> {
+    pub(super) fn resolve(&self, raw: &str) -> Result<WorkPath, loopward_runner::PathError> {
         if Path::new(raw).is_absolute() {
             return self.ws.resolve(raw).or_else(|e| {
                 // The project reached through a symlinked path (`/home/u/p` for `/data/u/p`):
@@ -208,6 +237,24 @@ impl Engine<'_> {
         }
         if let ClaudeTool::Reads(tool) = call.tool {
             return self.pre_read(&call, tool);
+        }
+        if let ClaudeTool::Patch { patch } = &call.tool {
+            return self.pre_patch(&call, patch);
+        }
+        if let ClaudeTool::Unknown(name) = &call.tool {
+            let refusal = refusals::unknown_tool(name, self.ctx.host_name(), self.ctx.host());
+            self.record(&AuditEvent::GateDecision {
+                call_id: call.id.as_deref().map(Into::into),
+                gate: GateId::of(GateKind::Policy),
+                mode: GateMode::Enforce,
+                action: Action::tool(name.as_str()),
+                path_raw: None,
+                path: None,
+                decision: Decision::Deny(refusal.clone()),
+            })?;
+            return Ok(Reply::Deny {
+                reason: refusal.to_string(),
+            });
         }
         Ok(Reply::Silent)
     }
@@ -288,6 +335,9 @@ impl Engine<'_> {
         if let ClaudeTool::Bash { .. } = call.tool {
             return self.judge_bash(&call, false);
         }
+        if let ClaudeTool::Patch { patch } = &call.tool {
+            return self.post_patch(&call, patch, false);
+        }
         self.record(&AuditEvent::ToolFinished {
             call_id: call.id.clone().unwrap_or_default(),
             tool: call.tool.name().to_string(),
@@ -304,6 +354,9 @@ impl Engine<'_> {
     fn failed(&mut self, call: ToolUse) -> Result<Reply, HookError> {
         if let ClaudeTool::Bash { .. } = call.tool {
             return self.judge_bash(&call, true);
+        }
+        if let ClaudeTool::Patch { patch } = &call.tool {
+            return self.post_patch(&call, patch, true);
         }
         if let Some(id) = &call.id {
             self.state.allowed_calls.remove(id);
@@ -373,7 +426,7 @@ impl Engine<'_> {
                         reason: rule.reason.clone(),
                     })?;
                     reply = Reply::Block {
-                        reason: format!("refused by loopward: {}; this write was not allowed before it ran.\nWhat to do: undo it, and leave the file to its owner.", rule.reason),
+                        reason: refusals::written_unasked(&rule),
                     };
                 }
                 // Where PreToolUse judged the write (a link swapped since may make the path

@@ -1,4 +1,13 @@
-//! # Claude Code hooks: one policy, two enforcement points
+//! # loopward-hooks: one policy at every agent host
+//!
+//! One thin adapter per agent host over `loopward-runner`'s public engine
+//! ([`Policy`]) and shell watch
+//! ([`ShellWatch`](loopward_runner::gates::ShellWatch)). An adapter owns only its host's
+//! protocol — how it learns what an agent is about to touch, where it keeps turn state between
+//! calls, how it answers — and decides nothing: every decision and every refusal text is the
+//! engine's (`cargo xtask tidy` checks that none is written here).
+//!
+//! ## Claude Code
 //!
 //! The same `loopward.toml` territories, overrides and sprawl gate that bind a loopward run also
 //! bind a Claude Code session, through Claude Code's hooks. [`handle`] takes one hook event (the
@@ -40,7 +49,7 @@
 //! can race it, and only running the whole client inside the sandbox closes that.
 //!
 //! ```
-//! use loopward_runner::{gates::PolicyConfig, hook::{handle, HookContext}};
+//! use loopward_hooks::{handle, HookContext}; use loopward_runner::gates::PolicyConfig;
 //! let dir = tempfile::tempdir().unwrap();
 //! let policy = PolicyConfig::from_toml(r#"
 //!     [[territory]]
@@ -66,9 +75,12 @@
 
 mod bash;
 pub mod claude_code;
+pub mod codex;
 pub mod concurrent;
 mod decide;
+pub mod gemini;
 mod ledger;
+mod patch;
 mod read;
 pub mod session;
 mod shell;
@@ -78,10 +90,12 @@ mod write_watch;
 pub use ledger::{FileLedgers, LedgerOpener};
 pub use shell::ShellWatchError;
 
-use crate::clock::{Clock, SystemClock};
-use crate::gates::{ConfigError, ControlFiles, OverrideStore, Policy, PolicyConfig};
-use crate::workspace::Workspace;
 use loopward_core::{AgentId, AuditError};
+use loopward_runner::gates::{
+    ConfigError, ControlFiles, Host, OverrideStore, Policy, PolicyConfig,
+};
+use loopward_runner::Workspace;
+use loopward_runner::{Clock, SystemClock};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -132,7 +146,7 @@ pub enum HookError {
     NoRoot,
     /// The project root is unusable.
     #[error(transparent)]
-    Root(#[from] crate::workspace::PathError),
+    Root(#[from] loopward_runner::PathError),
     /// The policy could not be set up for this project.
     #[error(transparent)]
     Config(#[from] ConfigError),
@@ -159,6 +173,11 @@ pub struct HookContext {
     team: Option<Vec<AgentId>>,
     unreadable: Vec<PathBuf>,
     lock_wait: Duration,
+    host: Host,
+    /// The policy of the configured root, compiled once (each event derives a fresh copy).
+    compiled: Option<Policy>,
+    /// The policy's version ([`PolicyConfig::version`]).
+    version: String,
 }
 
 impl std::fmt::Debug for HookContext {
@@ -169,6 +188,7 @@ impl std::fmt::Debug for HookContext {
             .field("runs_dir", &self.runs_dir)
             .field("unreadable", &self.unreadable)
             .field("lock_wait", &self.lock_wait)
+            .field("host", &self.host)
             .finish_non_exhaustive()
     }
 }
@@ -190,7 +210,7 @@ impl SandboxExec {
     /// valid UTF-8 (it cannot be written into a command faithfully).
     ///
     /// ```
-    /// use loopward_runner::hook::SandboxExec;
+    /// use loopward_hooks::SandboxExec;
     /// let x = SandboxExec {
     ///     exe: "/usr/bin/loopward".into(),
     ///     config: "/p/loopward.toml".into(),
@@ -239,6 +259,7 @@ pub struct HookContextBuilder {
     team: Option<Vec<AgentId>>,
     unreadable: Vec<PathBuf>,
     lock_wait: Duration,
+    host: Host,
 }
 
 impl HookContext {
@@ -260,6 +281,30 @@ impl HookContext {
             team: None,
             unreadable: Vec::new(),
             lock_wait: session::LOCK_WAIT,
+            host: Host::ClaudeCode,
+        }
+    }
+
+    /// The agent host whose hook events this context reads.
+    pub fn host(&self) -> Host {
+        self.host
+    }
+
+    /// The host as people call it (`Claude Code`, `Codex`, `Gemini CLI`), in ledgers and texts.
+    pub(crate) fn host_name(&self) -> &'static str {
+        match self.host {
+            Host::Codex => "Codex",
+            Host::GeminiCli => "Gemini CLI",
+            _ => "Claude Code",
+        }
+    }
+
+    /// The prefix of a session's ledger run id: `claude-code`, `codex` or `gemini`.
+    pub(crate) fn run_prefix(&self) -> &'static str {
+        match self.host {
+            Host::Codex => "codex",
+            Host::GeminiCli => "gemini",
+            _ => "claude-code",
         }
     }
 
@@ -278,11 +323,24 @@ impl HookContext {
     }
 
     /// The policy engine for the project at `ws`, with the config file and runs directory as
-    /// control files.
+    /// control files: derived from the one compiled at build for the configured root (the same
+    /// gates, a fresh plan cache), else compiled now.
     fn policy(&self, ws: &Workspace) -> Result<Policy, ConfigError> {
+        match &self.compiled {
+            Some(p) if p.workspace().root() == ws.root() => Ok(p.clone().with_host(self.host)),
+            _ => self.compile(ws),
+        }
+    }
+
+    fn compile(&self, ws: &Workspace) -> Result<Policy, ConfigError> {
         let control = ControlFiles::new(&self.config_file, &self.runs_dir);
-        let policy = Policy::with_control(&self.policy, ws.clone(), control)?
-            .with_host(crate::gates::Host::ClaudeCode);
+        let policy = Policy::with_control(&self.policy, ws.clone(), control)?.with_host(self.host);
+        // Without a state directory the sessions live in the workspace, changing while
+        // commands run: no watch compares them.
+        let policy = match &self.sessions {
+            Some(_) => policy,
+            None => policy.with_own_state(".loopward/sessions"),
+        };
         let policy = match &self.overrides {
             Some(store) => policy.with_overrides(store.clone()),
             None => policy,
@@ -337,7 +395,7 @@ impl HookContextBuilder {
     /// directory (`<state>/sessions/<session>/`), outside the workspace, where neither the agent's
     /// tools nor its commands reach (default: `<root>/.loopward/sessions/`, a control folder the
     /// file tools may not write and commands see read-only).
-    pub fn state_dir(mut self, state: &crate::StateDir) -> Self {
+    pub fn state_dir(mut self, state: &loopward_runner::StateDir) -> Self {
         self.sessions = Some(state.root().join("sessions"));
         self
     }
@@ -373,7 +431,7 @@ impl HookContextBuilder {
     /// Folders no agent-driven read may reach: a `Read`, `NotebookRead`, `LS`, `Grep` or `Glob`
     /// call — tools that run in Claude Code's own process, outside loopward's sandbox — whose
     /// target resolves (every symbolic link followed) at or under one of them is denied, and so
-    /// is one whose target cannot be judged (see [Reads](crate::hook#reads)). `loopward` passes its
+    /// is one whose target cannot be judged (see [Reads](crate#reads)). `loopward` passes its
     /// state directory, the same folders it makes unreadable to `Bash` commands
     /// ([`SandboxExec::unreadable`]). Default: none, and reads are only recorded.
     pub fn unreadable(mut self, folders: Vec<PathBuf>) -> Self {
@@ -389,10 +447,16 @@ impl HookContextBuilder {
         self
     }
 
+    /// The agent host whose hook events this context reads (default Claude Code): its tools,
+    /// its answers and the remedies its refusals name.
+    pub fn host(mut self, host: Host) -> Self {
+        self.host = host;
+        self
+    }
+
     /// Builds the context; a policy that does not validate is refused here, before any event.
     pub fn build(self) -> Result<HookContext, ConfigError> {
-        Policy::check(&self.policy)?;
-        Ok(HookContext {
+        let mut ctx = HookContext {
             policy: self.policy,
             config_file: self.config_file,
             sandbox_exec: self.sandbox_exec,
@@ -407,7 +471,18 @@ impl HookContextBuilder {
             team: self.team,
             unreadable: self.unreadable,
             lock_wait: self.lock_wait,
-        })
+            host: self.host,
+            compiled: None,
+            version: String::new(),
+        };
+        ctx.version = ctx.policy.version();
+        // Compiling the gates is most of a hook call's own work: once, where the root is known
+        // (a root that is not usable is reported by each event, as without one).
+        match ctx.root.as_deref().map(Workspace::new) {
+            Some(Ok(ws)) => ctx.compiled = Some(ctx.compile(&ws)?),
+            _ => Policy::check(&ctx.policy)?,
+        }
+        Ok(ctx)
     }
 }
 
@@ -423,7 +498,11 @@ pub fn handle(input: &str, ctx: &HookContext) -> HookAnswer {
             exit_code: 0,
         },
         Ok(reply) => HookAnswer {
-            stdout: reply.render(),
+            stdout: match ctx.host {
+                Host::Codex => codex::render(&reply),
+                Host::GeminiCli => gemini::render(&reply),
+                _ => reply.render(),
+            },
             stderr: String::new(),
             exit_code: 0,
         },

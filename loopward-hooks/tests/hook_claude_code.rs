@@ -182,13 +182,13 @@ fn no_project_root_blocks() {
     let p = project();
     // No configured root, and a cwd that is not an absolute path.
     let policy = loopward_runner::gates::PolicyConfig::from_toml(POLICY).unwrap();
-    let ctx = loopward_runner::hook::HookContext::builder(&policy)
+    let ctx = loopward_hooks::HookContext::builder(&policy)
         .build()
         .unwrap();
     let event = p
         .fixture("pre_read.json")
         .replace(p.root.to_str().unwrap(), "relative/dir");
-    let a = loopward_runner::hook::handle(&event, &ctx);
+    let a = loopward_hooks::handle(&event, &ctx);
     assert_eq!(a.exit_code, 2);
     assert!(a.stderr.contains("no project root"), "{}", a.stderr);
 }
@@ -242,7 +242,11 @@ fn concurrent_hooks_of_one_session_all_reach_the_ledger_in_order() {
         t.join().unwrap();
     }
     let ledger = p.ledger(SESSION);
-    assert_eq!(ledger.len(), 41, "run_started + 40 tool_requested");
+    assert_eq!(
+        ledger.len(),
+        42,
+        "run_started + the policy version + 40 tool_requested"
+    );
     assert_eq!(
         ledger.iter().filter(|l| l.contains("run_started")).count(),
         1
@@ -262,7 +266,7 @@ fn an_unsafe_session_id_stays_inside_the_session_folders() {
         .collect();
     assert_eq!(sessions.len(), 1);
     assert!(sessions[0].starts_with("tmpx-"), "{sessions:?}");
-    assert_eq!(p.ledger(&sessions[0]).len(), 2);
+    assert_eq!(p.ledger(&sessions[0]).len(), 3);
 }
 
 #[test]
@@ -386,7 +390,7 @@ fn a_read_that_reaches_loopward_state_is_denied_wherever_its_links_land() {
     std::fs::write(&key, "0123456789abcdef").unwrap();
     std::os::unix::fs::symlink(&key, p.path("docs/key.md")).unwrap();
     let cfg = loopward_runner::gates::PolicyConfig::from_toml(POLICY).unwrap();
-    p.ctx = loopward_runner::hook::HookContext::builder(&cfg)
+    p.ctx = loopward_hooks::HookContext::builder(&cfg)
         .root(&p.root)
         .unreadable(vec![state_root.clone()])
         .build()
@@ -467,7 +471,7 @@ fn a_read_that_reaches_loopward_state_is_denied_wherever_its_links_land() {
 fn a_session_lock_held_by_another_process_blocks_the_call_within_the_bound() {
     let mut p = project();
     let cfg = loopward_runner::gates::PolicyConfig::from_toml(POLICY).unwrap();
-    p.ctx = loopward_runner::hook::HookContext::builder(&cfg)
+    p.ctx = loopward_hooks::HookContext::builder(&cfg)
         .root(&p.root)
         .lock_wait(std::time::Duration::from_millis(300))
         .build()
@@ -493,7 +497,7 @@ fn a_session_lock_held_by_another_process_blocks_the_call_within_the_bound() {
     let (tx, rx) = std::sync::mpsc::channel();
     let event = p.fixture("pre_write_plan_root.json");
     let ctx = p.ctx.clone();
-    std::thread::spawn(move || tx.send(loopward_runner::hook::handle(&event, &ctx)));
+    std::thread::spawn(move || tx.send(loopward_hooks::handle(&event, &ctx)));
     let answer = rx.recv_timeout(std::time::Duration::from_secs(60));
     // Ended by its recorded PID, whatever the answer was.
     holder.kill().unwrap();

@@ -30,8 +30,7 @@ use loopward_core::{Action, AuditEvent, Decision, GateId, GateKind, GateMode, Re
 use serde_json::Value;
 use std::path::{Component, Path, PathBuf};
 
-/// The gate's name, in the ledger and in its refusals.
-const READ_GATE: &str = "unreadable";
+use loopward_runner::gates::refusals::{self, READ_GATE};
 
 /// One thing a read tool call would read.
 #[derive(Debug)]
@@ -56,11 +55,7 @@ impl Engine<'_> {
         let cwd = self.input.cwd.as_deref().map(Path::new);
         let (raw, refusal) = match targets(tool, &call.input, cwd) {
             Err((raw, why)) => {
-                let refusal = Refusal::new(
-                    READ_GATE,
-                    format!("{} of {raw:?} not run: {why}, so whether it reaches loopward's state cannot be judged", tool.name()),
-                    "name what to read by its absolute path (a file or folder of the workspace), with no `~` and no `..` after a wildcard",
-                );
+                let refusal = refusals::read_unjudged(tool.name(), &raw, &why);
                 (raw, Some(refusal))
             }
             Ok(targets) => {
@@ -260,25 +255,12 @@ fn refuse(tool: ReadTool, t: &Target, unreadable: &[PathBuf]) -> Option<Refusal>
             .then_some((written, resolved))
     })?;
     let inside = t.real.starts_with(&real_folder) || t.written.starts_with(&folder);
-    let (what, hint) = if inside {
-        (
-            format!("reaches {}, inside loopward's state ({})", t.real.display(), folder.display()),
-            "leave it: nothing there is yours to read; work from the workspace, and if a person wants you to see something from loopward's state, they will show it to you",
-        )
-    } else {
-        (
-            format!(
-                "would search {}, which holds loopward's state ({})",
-                t.real.display(),
-                folder.display()
-            ),
-            "search a folder that does not hold it (the workspace, or one of its folders)",
-        )
-    };
-    Some(Refusal::new(
-        READ_GATE,
-        format!("{} of {:?} {what}: ledger keys, session state, approvals and overrides are never readable by agents, by any tool", tool.name(), t.raw),
-        hint,
+    Some(refusals::read_unreadable(
+        tool.name(),
+        &t.raw,
+        &t.real.display().to_string(),
+        &folder.display().to_string(),
+        inside,
     ))
 }
 

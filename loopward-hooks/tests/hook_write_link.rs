@@ -7,7 +7,7 @@
 mod hook_support;
 
 use hook_support::{Project, SESSION};
-use loopward_runner::hook::handle;
+use loopward_hooks::handle;
 use serde_json::{json, Value};
 use std::os::unix::fs::symlink;
 use std::sync::atomic::{AtomicBool, Ordering};

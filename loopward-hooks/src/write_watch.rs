@@ -4,7 +4,7 @@
 //! workspace is recorded at `PreToolUse` and compared at `PostToolUse` (or
 //! `PostToolUseFailure`); a change to a territory or control file other than the path the call
 //! was allowed to write is judged by the engine
-//! ([`Policy::judge_changes`](crate::gates::Policy::judge_changes)), put back when it may not
+//! ([`Policy::judge_changes`](loopward_runner::gates::Policy::judge_changes)), put back when it may not
 //! stand, recorded as a violation, and reported to the model. Observed and repaired, not
 //! prevented: for the moment between the write and `PostToolUse` the territory holds it.
 
@@ -12,8 +12,8 @@ use super::claude_code::ToolUse;
 use super::decide::Engine;
 use super::shell::{self, ShellWatchError};
 use super::HookError;
-use crate::gates::SHELL_GATE;
 use loopward_core::{Action, AuditEvent, Decision, Effect, GateId, GateKind, GateMode, Refusal};
+use loopward_runner::gates::{refusals, DirStore};
 
 impl Engine<'_> {
     /// Records the workspace before an allowed file-tool call `id` (allowed to write `target`).
@@ -27,14 +27,13 @@ impl Engine<'_> {
         if let Some(refusal) = self.settle_unchecked(id, call.tool.name())? {
             return Ok(Some(refusal));
         }
-        let taken = shell::capture(
-            self.ws,
-            &self.blobs(),
-            &|rel| self.policy.watched(rel),
-            &self.policy.unwatched(),
-            self.policy.shell().max_snapshot_bytes,
-        )
-        .and_then(|snap| shell::save(&snap, &self.snapshot_path(id)));
+        let action = Action::tool(call.tool.name());
+        let taken = self
+            .policy
+            .shell_watch(&self.caller, id, &action)
+            .take_before(&DirStore::new(self.blobs()))
+            .map_err(ShellWatchError::from)
+            .and_then(|snap| shell::save(&snap, &self.snapshot_path(id)));
         match taken {
             Ok(()) => {
                 self.state
@@ -48,11 +47,7 @@ impl Engine<'_> {
                 Ok(None)
             }
             Err(why) => {
-                let refusal = Refusal::new(
-                    SHELL_GATE,
-                    format!("not written: the workspace could not be recorded before the write, so where it lands could not be checked ({why})"),
-                    "ask a person to list big generated folders under [gates.shell] skip",
-                );
+                let refusal = refusals::write_unrecorded(&why.to_string());
                 self.record(&AuditEvent::GateDecision {
                     call_id: Some(id.into()),
                     gate: GateId::of(GateKind::ShellWatch),
@@ -80,6 +75,7 @@ impl Engine<'_> {
             return Ok((vec![], None));
         };
         let target = self.state.write_targets.remove(id);
+        let also = self.state.patch_targets.remove(id).unwrap_or_default();
         let snap_path = self.snapshot_path(id);
         let before = match shell::load(&snap_path, id) {
             Ok(b) => b,
@@ -93,13 +89,11 @@ impl Engine<'_> {
             }
         };
         let tool = call.tool.name();
-        let after = shell::capture(
-            self.ws,
-            &self.blobs(),
-            &|_| false,
-            &self.policy.unwatched(),
-            self.policy.shell().max_snapshot_bytes,
-        );
+        let after = self
+            .policy
+            .shell_watch(&self.caller, id, &Action::tool(tool))
+            .after()
+            .map_err(ShellWatchError::from);
         let _ = std::fs::remove_file(&snap_path);
         let after = match after {
             Ok(a) => a,
@@ -107,15 +101,20 @@ impl Engine<'_> {
                 self.end_watch(id, vec![]);
                 // `before` stays the baseline until the workspace can be compared.
                 self.keep_unchecked(id, tool, before, &why)?;
-                return Ok((vec![], Some(format!(
-                    "the {tool} ran, but the workspace could not be compared afterwards ({why}), so where it landed is unchecked; this was reported, and it is compared (what may not stand put back) as soon as the workspace can be. What to do: check that the write landed where you meant it to"
-                ))));
+                return Ok((
+                    vec![],
+                    Some(refusals::write_blinded(tool, &why.to_string())),
+                ));
             }
         };
         let diff: Vec<_> = before
             .diff(&after)
             .into_iter()
-            .filter(|c| Some(&c.path) != target.as_ref() && self.policy.watched(&c.path))
+            .filter(|c| {
+                Some(&c.path) != target.as_ref()
+                    && !also.contains(&c.path)
+                    && self.policy.watched(&c.path)
+            })
             .collect();
         let action = Action::tool(tool);
         let diff = self.own_changes(id, &action, diff, &after)?;
@@ -123,14 +122,18 @@ impl Engine<'_> {
             self.end_watch(id, vec![]);
             return Ok((vec![], None));
         }
-        let (judgement, outcome) = self.judge_diff(id, &action, &before, &after, &diff)?;
+        let loopward_runner::gates::Judged {
+            judgement, outcome, ..
+        } = self.judge_diff(id, &action, &before, &after, &diff)?;
         self.end_watch(id, vec![]);
         let message = outcome.message.map(|_| {
             let paths: Vec<String> = outcome
                 .violations
                 .iter()
                 .filter_map(|v| match v {
-                    AuditEvent::Violation { path, remedy, .. } => Some(format!("{path} ({remedy})")),
+                    AuditEvent::Violation { path, remedy, .. } => {
+                        Some(format!("{path} ({remedy})"))
+                    }
                     _ => None,
                 })
                 .collect();
@@ -141,10 +144,7 @@ impl Engine<'_> {
                 .next()
                 .map(|r| r.reason.clone())
                 .unwrap_or_default();
-            format!(
-                "refused by loopward: this {tool} landed on paths you may not change (a link on its way was changed after the write was allowed): {}. {reason}\nWhat to do: write only to the path you named, and remove links that point into other agents' files.",
-                paths.join(", ")
-            )
+            refusals::write_landed_elsewhere(tool, &paths, &reason)
         });
         Ok((outcome.effects, message))
     }

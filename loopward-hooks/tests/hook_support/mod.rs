@@ -3,7 +3,7 @@
 
 #![allow(dead_code)]
 
-use loopward_runner::hook::{handle, HookAnswer, HookContext};
+use loopward_hooks::{handle, HookAnswer, HookContext};
 use loopward_runner::ManualClock;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -36,7 +36,7 @@ impl Project {
             .root(&root)
             .clock(Arc::new(ManualClock::new(1_700_000_000_000)));
         if let Some(exe) = exe {
-            b = b.sandbox_exec(loopward_runner::hook::SandboxExec {
+            b = b.sandbox_exec(loopward_hooks::SandboxExec {
                 exe: exe.into(),
                 config: root.join("loopward.toml"),
                 unreadable: vec![],

@@ -12,15 +12,15 @@
 //! the old state or the new one.
 //!
 //! ```
-//! use loopward_runner::hook::session::SessionKey;
+//! use loopward_hooks::session::SessionKey;
 //! assert_eq!(SessionKey::new("0b5f-11ee").unwrap().as_str(), "0b5f-11ee");
 //! let odd = SessionKey::new("../../etc/passwd").unwrap();
 //! assert!(odd.as_str().bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_'));
 //! assert!(SessionKey::new("").is_err());
 //! ```
 
-use crate::gates::SprawlTracker;
 use loopward_core::RunId;
+use loopward_runner::gates::SprawlTracker;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, BTreeSet};
@@ -119,10 +119,16 @@ impl SessionKey {
         &self.0
     }
 
-    /// The ledger's run id for this session: `claude-code-<session>`.
+    /// The ledger's run id for this Claude Code session: `claude-code-<session>`.
     pub fn run_id(&self) -> RunId {
+        self.run_id_of("claude-code")
+    }
+
+    /// The ledger's run id for this session of the host whose runs are named `prefix`
+    /// (`claude-code`, `codex`, `gemini`): `<prefix>-<session>`.
+    pub(crate) fn run_id_of(&self, prefix: &str) -> RunId {
         // Only [A-Za-z0-9_-] and at most 64 + 12 + 17 bytes: always a valid run id.
-        RunId::new(format!("claude-code-{}", self.0))
+        RunId::new(format!("{prefix}-{}", self.0))
             .unwrap_or_else(|| unreachable!("sanitised session ids are valid run ids"))
     }
 }
@@ -155,6 +161,13 @@ pub struct SessionState {
     /// Watched calls that finished while others were live, with what they judged as their own.
     #[serde(default)]
     pub finished: Vec<super::concurrent::FinishedCall>,
+    /// The policy version last recorded in the session's ledger ([`PolicyConfig::version`](loopward_runner::gates::PolicyConfig::version)).
+    #[serde(default)]
+    pub policy_version: String,
+    /// Allowed patch calls (Codex's `apply_patch`): call id → the paths besides the first
+    /// (in [`SessionState::write_targets`]) it was allowed to write.
+    #[serde(default)]
+    pub patch_targets: BTreeMap<String, Vec<String>>,
 }
 
 impl SessionState {
@@ -256,7 +269,7 @@ impl SessionDir {
             path: path.clone(),
             why: e.to_string(),
         })?;
-        crate::atomic_file::write_atomic(&path, &bytes, 0o600).map_err(io(&path))
+        loopward_runner::write_atomic(&path, &bytes, 0o600).map_err(io(&path))
     }
 }
 

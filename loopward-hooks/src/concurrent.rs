@@ -26,8 +26,8 @@
 
 use super::decide::Engine;
 use super::HookError;
-use crate::gates::{Change, Snapshot, SHELL_GATE};
-use loopward_core::{Action, AuditEvent, Decision, GateId, GateKind, GateMode, Refusal};
+use loopward_core::{Action, AuditEvent, Decision, GateId, GateKind, GateMode};
+use loopward_runner::gates::{refusals, Change, Snapshot};
 use serde::{Deserialize, Serialize};
 use sha2::Digest;
 
@@ -187,13 +187,11 @@ impl Engine<'_> {
                         action: action.clone(),
                         path_raw: None,
                         path: Some(change.path.as_str().into()),
-                        decision: Decision::Warn(Refusal::new(
-                            SHELL_GATE,
-                            format!(
-                                "{} changed while commands of {me} and {who} overlapped; {me} may not change it ({}), {who} may: who made the change cannot be told, so it stands and is not counted against {me}",
-                                change.path, rule.reason
-                            ),
-                            "nothing to do; a person can check the change in the ledger",
+                        decision: Decision::Warn(refusals::unattributable(
+                            &change.path,
+                            me,
+                            &who,
+                            &rule.reason,
                         )),
                     })?;
                 }

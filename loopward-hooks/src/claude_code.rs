@@ -33,7 +33,7 @@
 //!   non-blocking error and the tool goes ahead. So every failure of this hook exits 2.
 //!
 //! ```
-//! use loopward_runner::hook::claude_code::{HookInput, Event, ClaudeTool};
+//! use loopward_hooks::claude_code::{HookInput, Event, ClaudeTool};
 //! let input = HookInput::parse(r#"{"session_id":"s1","transcript_path":"/t.jsonl","cwd":"/p",
 //!     "hook_event_name":"PreToolUse","tool_name":"Write","tool_use_id":"toolu_1",
 //!     "tool_input":{"file_path":"/p/plan.md","content":"x"},"agent_type":"planner"}"#).unwrap();
@@ -44,6 +44,7 @@
 //! }
 //! ```
 
+use loopward_runner::gates::Host;
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
@@ -154,8 +155,17 @@ pub enum ClaudeTool {
     /// A tool that reads files by path in Claude Code's own process, outside loopward's
     /// sandbox: judged by where its target lies (its arguments are read from the call's input).
     Reads(ReadTool),
+    /// Codex's `apply_patch {command}`: a patch body that adds, updates, moves and deletes
+    /// files ([`crate::codex::patch_paths`]).
+    Patch {
+        /// The patch body.
+        patch: String,
+    },
     /// Any other tool (read-only tools, MCP tools, `Task`, …): allowed without comment.
     Other(String),
+    /// A tool the host's hook was not installed for and does not know (Codex, Gemini CLI):
+    /// what it would change cannot be judged, so it is denied.
+    Unknown(String),
 }
 
 impl ClaudeTool {
@@ -168,7 +178,8 @@ impl ClaudeTool {
             Self::NotebookEdit { .. } => "NotebookEdit",
             Self::Bash { .. } => "Bash",
             Self::Reads(tool) => tool.name(),
-            Self::Other(name) => name,
+            Self::Patch { .. } => "apply_patch",
+            Self::Other(name) | Self::Unknown(name) => name,
         }
     }
 
@@ -179,7 +190,11 @@ impl ClaudeTool {
             | Self::Edit { file_path }
             | Self::MultiEdit { file_path } => Some(file_path),
             Self::NotebookEdit { notebook_path } => Some(notebook_path),
-            Self::Bash { .. } | Self::Reads(_) | Self::Other(_) => None,
+            Self::Bash { .. }
+            | Self::Reads(_)
+            | Self::Patch { .. }
+            | Self::Other(_)
+            | Self::Unknown(_) => None,
         }
     }
 }
@@ -261,11 +276,39 @@ impl HookInput {
     /// The typed event. A file-writing tool without a string path, a tool event without a tool
     /// name or an object `tool_input`, or a prompt event without a prompt is refused.
     pub fn event(&self) -> Result<Event, ProtocolError> {
-        let event = self.hook_event_name.as_str();
+        self.event_for(Host::ClaudeCode)
+    }
+
+    /// The typed event as `host` sends it, its tools mapped to what loopward judges (see
+    /// [`crate::codex`]); refused as [`HookInput::event`] refuses.
+    pub fn event_for(&self, host: Host) -> Result<Event, ProtocolError> {
+        let name = self.hook_event_name.as_str();
         let field = |field: &'static str, why: &'static str| ProtocolError::Field {
-            event: event.to_string(),
+            event: name.to_string(),
             field,
             why,
+        };
+        let event = match host {
+            // Gemini CLI's events reaching another host's hook: a config meant for Gemini CLI.
+            _ if host != Host::GeminiCli && crate::gemini::is_own_event(name) => {
+                return Err(field(
+                    "hook_event_name",
+                    "is a Gemini CLI event: the hook was installed for another host; run `loopward hook install --host gemini`",
+                ))
+            }
+            Host::GeminiCli => {
+                let failed = self
+                    .tool_response
+                    .as_ref()
+                    .is_some_and(|r| !r.get("error").unwrap_or(&Value::Null).is_null());
+                crate::gemini::event_name(name, failed).map_err(|()| {
+                    field(
+                        "hook_event_name",
+                        "is not a Gemini CLI event (BeforeTool, AfterTool, BeforeAgent, …): the hook was installed for another host; run `loopward hook install --host gemini`",
+                    )
+                })?
+            }
+            _ => name,
         };
         match event {
             "PreToolUse" | "PostToolUse" | "PostToolUseFailure" => {
@@ -284,32 +327,60 @@ impl HookInput {
                     Some(_) => Err(field(name, "is not a string")),
                     None => Err(field(name, "is missing")),
                 };
-                let tool = match name {
-                    "Write" => ClaudeTool::Write {
-                        file_path: string("file_path", "tool_input.file_path")?,
-                    },
-                    "Edit" => ClaudeTool::Edit {
-                        file_path: string("file_path", "tool_input.file_path")?,
-                    },
-                    "MultiEdit" => ClaudeTool::MultiEdit {
-                        file_path: string("file_path", "tool_input.file_path")?,
-                    },
-                    "NotebookEdit" => ClaudeTool::NotebookEdit {
-                        notebook_path: string("notebook_path", "tool_input.notebook_path")?,
-                    },
-                    "Bash" => ClaudeTool::Bash {
+                let tool = match (host, name) {
+                    (Host::Codex, "Bash") => ClaudeTool::Bash {
                         command: string("command", "tool_input.command")?,
                     },
-                    other => match ReadTool::from_name(other) {
+                    (Host::Codex, "apply_patch") => ClaudeTool::Patch {
+                        patch: string("command", "tool_input.command")?,
+                    },
+                    (Host::Codex, other) => ClaudeTool::Unknown(other.to_string()),
+                    (Host::GeminiCli, "write_file") => ClaudeTool::Write {
+                        file_path: string("file_path", "tool_input.file_path")?,
+                    },
+                    (Host::GeminiCli, "replace") => ClaudeTool::Edit {
+                        file_path: string("file_path", "tool_input.file_path")?,
+                    },
+                    (Host::GeminiCli, "run_shell_command") => ClaudeTool::Bash {
+                        command: string("command", "tool_input.command")?,
+                    },
+                    (Host::GeminiCli, other) => ClaudeTool::Unknown(other.to_string()),
+                    // Another host's writing tools reaching this hook (it was installed in that
+                    // host's settings): never let through as an unknown, harmless tool.
+                    (
+                        _,
+                        other @ ("apply_patch" | "write_file" | "replace" | "run_shell_command"),
+                    ) => ClaudeTool::Unknown(other.to_string()),
+                    (_, "Write") => ClaudeTool::Write {
+                        file_path: string("file_path", "tool_input.file_path")?,
+                    },
+                    (_, "Edit") => ClaudeTool::Edit {
+                        file_path: string("file_path", "tool_input.file_path")?,
+                    },
+                    (_, "MultiEdit") => ClaudeTool::MultiEdit {
+                        file_path: string("file_path", "tool_input.file_path")?,
+                    },
+                    (_, "NotebookEdit") => ClaudeTool::NotebookEdit {
+                        notebook_path: string("notebook_path", "tool_input.notebook_path")?,
+                    },
+                    (_, "Bash") => ClaudeTool::Bash {
+                        command: string("command", "tool_input.command")?,
+                    },
+                    (_, other) => match ReadTool::from_name(other) {
                         Some(tool) => ClaudeTool::Reads(tool),
                         None => ClaudeTool::Other(other.to_string()),
                     },
                 };
-                let call = ToolUse {
-                    tool,
-                    id: self.tool_use_id.clone(),
-                    input: Value::Object(input.clone()),
+                let input = Value::Object(input.clone());
+                let id = match host {
+                    // Gemini CLI gives no call id: the call is known by what it is.
+                    Host::GeminiCli => self
+                        .tool_use_id
+                        .clone()
+                        .or_else(|| Some(crate::gemini::call_id(name, &input))),
+                    _ => self.tool_use_id.clone(),
                 };
+                let call = ToolUse { tool, id, input };
                 Ok(match event {
                     "PreToolUse" => Event::PreToolUse(call),
                     "PostToolUse" => Event::PostToolUse(call),
@@ -323,7 +394,7 @@ impl HookInput {
                 None => Err(field("prompt", "is missing")),
             },
             "" => Err(field("hook_event_name", "is empty")),
-            other => Ok(Event::Other(other.to_string())),
+            _ => Ok(Event::Other(name.to_string())),
         }
     }
 }

@@ -1,15 +1,17 @@
-//! One policy, two enforcement points: the same script of writes, edits, shell changes, links
-//! and overrides, played through the runner's tool stack and through the Claude Code hook under
-//! the same config, leaves the same decisions, override consumptions and violations in their
-//! ledgers.
+//! One policy, many enforcement points: the same script of writes, edits, shell changes, links
+//! and overrides, played through the runner's tool stack and through the Claude Code, Codex and
+//! Gemini CLI hooks under the same config (each host's own tools and events: `apply_patch` on
+//! Codex, `write_file`/`replace`/`run_shell_command` on Gemini CLI), leaves the same decisions,
+//! override consumptions and violations in their ledgers, and each ledger verifies.
 
+#[path = "../../loopward-runner/tests/gates_support/mod.rs"]
 mod gates_support;
 
 use gates_support::{Room, NOW};
 use loopward_core::{AuditError, AuditEvent, AuditSink, Decision, GateMode, RunId};
+use loopward_hooks::{handle, HookContext, LedgerOpener};
 use loopward_runner::audit::MemorySink;
-use loopward_runner::gates::{self, PolicyConfig};
-use loopward_runner::hook::{handle, HookContext, LedgerOpener};
+use loopward_runner::gates::{self, Host, PolicyConfig};
 use loopward_runner::{Clock, ManualClock, TurnContext};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
@@ -149,10 +151,11 @@ fn seen(events: Vec<AuditEvent>) -> Vec<Seen> {
 fn same_host(decision: Decision) -> Decision {
     let as_runner = |mut r: loopward_core::Refusal| {
         for owner in ["planner", "builder", "root"] {
-            r.hint = r.hint.replace(
-                &gates::Host::ClaudeCode.pass_to(owner),
-                &gates::Host::Runner.pass_to(owner),
-            );
+            for host in [Host::ClaudeCode, Host::Codex, Host::GeminiCli] {
+                r.hint = r
+                    .hint
+                    .replace(&host.pass_to(owner), &Host::Runner.pass_to(owner));
+            }
         }
         r
     };
@@ -206,23 +209,39 @@ async fn through_the_runner() -> Vec<Seen> {
     seen(room.events())
 }
 
-/// Every session's ledger in one memory sink.
+/// Every session's ledger both on file (the hook's own format, to verify) and in one memory
+/// sink (to compare).
 struct Memory(Arc<MemorySink>);
 
 impl LedgerOpener for Memory {
     fn open(
         &self,
-        _runs_dir: &Path,
-        _run: &RunId,
-        _clock: Arc<dyn Clock>,
+        runs_dir: &Path,
+        run: &RunId,
+        clock: Arc<dyn Clock>,
     ) -> Result<Arc<dyn AuditSink>, AuditError> {
-        Ok(self.0.clone())
+        let file = loopward_hooks::FileLedgers::default().open(runs_dir, run, clock)?;
+        Ok(Arc::new(Tee(file, self.0.clone())))
     }
 }
 
-/// Claude Code, scripted: it asks the hook before each tool, does what the tool does when
-/// allowed, and reports after.
+struct Tee(Arc<dyn AuditSink>, Arc<MemorySink>);
+
+impl AuditSink for Tee {
+    fn record(&self, scope: &loopward_core::Scope, event: &AuditEvent) -> Result<(), AuditError> {
+        self.0.record(scope, event)?;
+        self.1.record(scope, event)
+    }
+
+    fn commit(&self) -> Result<(), AuditError> {
+        self.0.commit()
+    }
+}
+
+/// A host, scripted: it asks the hook before each tool, does what the tool does when allowed,
+/// and reports after, in that host's own events and tool names.
 struct Session {
+    host: Host,
     root: PathBuf,
     ctx: HookContext,
     calls: u32,
@@ -233,12 +252,19 @@ impl Session {
         let (name, input) = tool.unwrap_or(("", Value::Null));
         let mut e = json!({
             "session_id": "parity", "transcript_path": "/t.jsonl", "cwd": self.root,
-            "hook_event_name": event, "agent_type": "builder",
+            "hook_event_name": event,
         });
+        // Gemini CLI's events name no subagent (its context names the main agent `builder`)
+        // and carry no call id.
+        if self.host != Host::GeminiCli {
+            e["agent_type"] = json!("builder");
+        }
         if !name.is_empty() {
             e["tool_name"] = json!(name);
             e["tool_input"] = input;
-            e["tool_use_id"] = json!(format!("toolu_{}", self.calls));
+            if self.host != Host::GeminiCli {
+                e["tool_use_id"] = json!(format!("toolu_{}", self.calls));
+            }
         }
         for (k, v) in extra.as_object().into_iter().flatten() {
             e[k] = v.clone();
@@ -251,27 +277,127 @@ impl Session {
     /// Pre, then the tool itself when not denied, then Post.
     fn tool(&mut self, name: &str, input: Value, run: impl FnOnce(&Path)) {
         self.calls += 1;
-        let pre = self.send("PreToolUse", Some((name, input.clone())), json!({}));
-        if pre.contains(r#""permissionDecision":"deny""#) {
+        let (before, after) = match self.host {
+            Host::GeminiCli => ("BeforeTool", "AfterTool"),
+            _ => ("PreToolUse", "PostToolUse"),
+        };
+        let pre = self.send(before, Some((name, input.clone())), json!({}));
+        if pre.contains(r#""permissionDecision":"deny""#) || pre.contains(r#""decision":"deny""#) {
             return;
         }
         run(&self.root);
-        self.send(
-            "PostToolUse",
-            Some((name, input)),
-            json!({"tool_response": {}}),
-        );
+        self.send(after, Some((name, input)), json!({"tool_response": {}}));
+    }
+
+    fn human(&mut self, text: &str) {
+        let event = match self.host {
+            Host::GeminiCli => "BeforeAgent",
+            _ => "UserPromptSubmit",
+        };
+        self.send(event, None, json!({ "prompt": text }));
+    }
+
+    /// Writes `content` to `path` with the host's own file tool.
+    fn write(&mut self, path: &str, content: &'static str) {
+        let abs = self.root.join(path);
+        let put = {
+            let abs = abs.clone();
+            move |_: &Path| {
+                std::fs::create_dir_all(abs.parent().unwrap()).unwrap();
+                std::fs::write(&abs, content).unwrap();
+            }
+        };
+        match self.host {
+            Host::Codex => {
+                let patch = match std::fs::read_to_string(&abs) {
+                    Ok(old) => format!(
+                        "*** Begin Patch\n*** Update File: {path}\n@@\n{}{}*** End Patch\n",
+                        lines('-', &old),
+                        lines('+', content)
+                    ),
+                    Err(_) => format!(
+                        "*** Begin Patch\n*** Add File: {path}\n{}*** End Patch\n",
+                        lines('+', content)
+                    ),
+                };
+                self.tool("apply_patch", json!({ "command": patch }), put);
+            }
+            Host::GeminiCli => {
+                let input = json!({"file_path": abs, "content": content});
+                self.tool("write_file", input, put);
+            }
+            _ => {
+                let input = json!({"file_path": abs, "content": content});
+                self.tool("Write", input, put);
+            }
+        }
+    }
+
+    /// Replaces `old` with `new` in `path` with the host's own edit tool.
+    fn edit(&mut self, path: &str, old: &'static str, new: &'static str) {
+        let abs = self.root.join(path);
+        let text = std::fs::read_to_string(&abs).unwrap();
+        let replace = {
+            let abs = abs.clone();
+            move |_: &Path| std::fs::write(&abs, text.replacen(old, new, 1)).unwrap()
+        };
+        match self.host {
+            Host::Codex => {
+                let line = std::fs::read_to_string(&abs)
+                    .unwrap()
+                    .lines()
+                    .find(|l| l.contains(old))
+                    .unwrap()
+                    .to_string();
+                let patch = format!(
+                    "*** Begin Patch\n*** Update File: {path}\n@@\n-{line}\n+{}\n*** End Patch\n",
+                    line.replacen(old, new, 1)
+                );
+                self.tool("apply_patch", json!({ "command": patch }), replace);
+            }
+            Host::GeminiCli => {
+                let input = json!({"file_path": abs, "old_string": old, "new_string": new,
+                    "instruction": "rename"});
+                self.tool("replace", input, replace);
+            }
+            _ => {
+                let input = json!({"file_path": abs, "old_string": old, "new_string": new});
+                self.tool("Edit", input, replace);
+            }
+        }
+    }
+
+    fn shell(&mut self, command: &'static str) {
+        let name = match self.host {
+            Host::GeminiCli => "run_shell_command",
+            _ => "Bash",
+        };
+        self.tool(name, json!({ "command": command }), |root| {
+            std::process::Command::new("sh")
+                .arg("-c")
+                .arg(command)
+                .current_dir(root)
+                .status()
+                .unwrap();
+        });
     }
 }
 
-/// The script through the Claude Code hook, as subagent `builder`.
-fn through_the_hook() -> Vec<Seen> {
+/// `text`'s lines, each after `mark`, one a line.
+fn lines(mark: char, text: &str) -> String {
+    text.lines().map(|l| format!("{mark}{l}\n")).collect()
+}
+
+/// The script through `host`'s hook, as (sub)agent `builder`.
+fn through_the_hook(host: Host) -> Vec<Seen> {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().canonicalize().unwrap();
     let sink = Arc::new(MemorySink::default());
     let cfg = PolicyConfig::from_toml(CONFIG).unwrap();
     let ctx = HookContext::builder(&cfg)
         .root(&root)
+        .host(host)
+        .main_agent(gates_support::agent("builder"))
         .clock(Arc::new(ManualClock::new(NOW)))
         .ledgers(Arc::new(Memory(sink.clone())))
         .build()
@@ -279,6 +405,7 @@ fn through_the_hook() -> Vec<Seen> {
     let ws = loopward_runner::Workspace::new(&root).unwrap();
     let store = gates::OverrideStore::for_workspace(&ws);
     let mut s = Session {
+        host,
         root: root.clone(),
         ctx,
         calls: 0,
@@ -289,45 +416,28 @@ fn through_the_hook() -> Vec<Seen> {
                 std::fs::create_dir_all(root.join(path).parent().unwrap()).unwrap();
                 std::fs::write(root.join(path), content).unwrap();
             }
-            Human(text) => {
-                s.send("UserPromptSubmit", None, json!({"prompt": text}));
-            }
+            Human(text) => s.human(text),
             Grant(who, path) => grant(&store, &ws, who, path),
-            Write(path, content) => {
-                let abs = root.join(path);
-                let input = json!({"file_path": abs, "content": content});
-                s.tool("Write", input, |_| {
-                    std::fs::create_dir_all(abs.parent().unwrap()).unwrap();
-                    std::fs::write(&abs, content).unwrap();
-                });
-            }
-            Edit(path, old, new) => {
-                let abs = root.join(path);
-                let input = json!({"file_path": abs, "old_string": old, "new_string": new});
-                s.tool("Edit", input, |_| {
-                    let text = std::fs::read_to_string(&abs).unwrap();
-                    std::fs::write(&abs, text.replacen(old, new, 1)).unwrap();
-                });
-            }
-            Shell(command) => {
-                s.tool("Bash", json!({ "command": command }), |root| {
-                    std::process::Command::new("sh")
-                        .arg("-c")
-                        .arg(command)
-                        .current_dir(root)
-                        .status()
-                        .unwrap();
-                });
-            }
+            Write(path, content) => s.write(path, content),
+            Edit(path, old, new) => s.edit(path, old, new),
+            Shell(command) => s.shell(command),
         }
     }
+    // The session's ledger on file verifies (a session never finishes: unanchored).
+    let prefix = match host {
+        Host::Codex => "codex",
+        Host::GeminiCli => "gemini",
+        _ => "claude-code",
+    };
+    let opts = loopward_runner::audit::VerifyOptions::keyless().unfinished(true);
+    loopward_runner::audit::verify(&root.join(format!("runs/{prefix}-parity")), &opts)
+        .unwrap_or_else(|e| panic!("{host:?}: the session ledger does not verify: {e}"));
     seen(sink.events().into_iter().map(|(_, e)| e).collect())
 }
 
 #[tokio::test]
-async fn the_runner_and_the_hook_decide_the_same_script_identically() {
+async fn the_runner_and_every_hosts_hook_decide_the_same_script_identically() {
     let runner = through_the_runner().await;
-    let hook = through_the_hook();
     // The script exercised every kind of record, so agreeing is not agreeing on nothing.
     let denials = runner
         .iter()
@@ -353,15 +463,18 @@ async fn the_runner_and_the_hook_decide_the_same_script_identically() {
         denials >= 5 && overrides == 2 && violations >= 3,
         "{runner:#?}"
     );
-    for (i, (r, h)) in runner.iter().zip(&hook).enumerate() {
+    for host in [Host::ClaudeCode, Host::Codex, Host::GeminiCli] {
+        let hook = through_the_hook(host);
+        for (i, (r, h)) in runner.iter().zip(&hook).enumerate() {
+            assert_eq!(
+                r, h,
+                "{host:?}: record {i} differs\nrunner: {runner:#?}\nhook: {hook:#?}"
+            );
+        }
         assert_eq!(
-            r, h,
-            "record {i} differs\nrunner: {runner:#?}\nhook: {hook:#?}"
+            runner.len(),
+            hook.len(),
+            "{host:?}\nrunner: {runner:#?}\nhook: {hook:#?}"
         );
     }
-    assert_eq!(
-        runner.len(),
-        hook.len(),
-        "runner: {runner:#?}\nhook: {hook:#?}"
-    );
 }

@@ -2,9 +2,9 @@
 //! `runs/claude-code-<session>/events.jsonl`, created by the session's first event and reopened
 //! (chain checked, a torn last line cut and recorded) by every later hook process.
 
-use crate::audit::{Ledger, LedgerKey, LedgerOptions};
-use crate::clock::Clock;
 use loopward_core::{AuditError, AuditSink, RunId};
+use loopward_runner::audit::{Ledger, LedgerKey, LedgerOptions};
+use loopward_runner::Clock;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -46,7 +46,7 @@ impl LedgerOpener for FileLedgers {
             clock,
             ..LedgerOptions::default()
         };
-        let fail = |e: crate::audit::LedgerError| AuditError(e.to_string());
+        let fail = |e: loopward_runner::audit::LedgerError| AuditError(e.to_string());
         let events = runs_dir.join(run.as_str()).join("events.jsonl");
         let ledger = if events.exists() {
             Ledger::open_existing(runs_dir, run, opts).map_err(fail)?.0

@@ -3,10 +3,10 @@
 //! call (`Bash`, or a file tool's `PreToolUse`) compares the workspace with it first.
 
 use super::decide::Engine;
-use super::shell::{self, ShellWatchError};
+use super::shell::ShellWatchError;
 use super::HookError;
-use crate::gates::{Snapshot, Unchecked};
 use loopward_core::{Action, AuditEvent, Decision, GateId, GateKind, GateMode, Refusal};
+use loopward_runner::gates::{Snapshot, Unchecked};
 use std::path::PathBuf;
 
 impl Engine<'_> {
@@ -47,7 +47,7 @@ impl Engine<'_> {
                 source,
             })?;
         }
-        crate::atomic_file::write_atomic(&path, &bytes, 0o600)
+        loopward_runner::write_atomic(&path, &bytes, 0o600)
             .map_err(|source| ShellWatchError::Io { path, source })?;
         Ok(())
     }
@@ -72,13 +72,12 @@ impl Engine<'_> {
                 path: path.clone(),
                 why: e.to_string(),
             })?;
-        let now = match shell::capture(
-            self.ws,
-            &self.blobs(),
-            &|_| false,
-            &self.policy.unwatched(),
-            self.policy.shell().max_snapshot_bytes,
-        ) {
+        let action = Action::tool(unchecked.tool.as_str());
+        let now = match self
+            .policy
+            .shell_watch(&unchecked.agent, &unchecked.call_id, &action)
+            .after()
+        {
             Ok(now) => now,
             Err(why) => {
                 let refusal = unchecked.refusal(&why.to_string());

@@ -1,0 +1,291 @@
+//! The real Codex CLI, run headless (`codex exec`) against a scripted Responses API server of
+//! this test's own on 127.0.0.1 (a custom provider), with the hook installed by `loopward hook
+//! install --host codex`: what the "model" tries is decided by the script, what happens is
+//! decided by Codex, the hook and the kernel. Asserted on disk, on what the "model" was sent
+//! back, and in the hook's ledger.
+//!
+//! Codex runs a project's hooks only once a person trusted them (`/hooks`); a headless test
+//! cannot, so it passes `--trust --dangerously-bypass-hook-trust` (docs/hosts.md says what that
+//! leaves to a person). Codex's own sandbox and approvals are off
+//! (`--dangerously-bypass-approvals-and-sandbox`): what contains the commands here is
+//! loopward's.
+//!
+//! Needs the client: `scripts/codex-install.sh` (run by `.ci/run`) puts the pinned version in
+//! `.codex-cli/`; `LOOPWARD_CODEX` names another binary. Without one the test says so loudly
+//! and passes.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+use support::responses_server::{self, Step};
+
+const CONFIG: &str = r#"
+[run]
+first = "root"
+
+[[agent]]
+name = "root"
+tools = ["read_file", "write_file", "edit_file", "shell"]
+
+[[agent]]
+name = "planner"
+tools = ["read_file", "write_file", "edit_file"]
+
+# Only the planner writes plans/.
+[[territory]]
+paths = ["plans/**"]
+owner = "planner"
+"#;
+
+const ROADMAP: &str = "# Roadmap\n1. greeting\n";
+
+/// The installed client, if any.
+fn codex() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("LOOPWARD_CODEX") {
+        return Some(PathBuf::from(p));
+    }
+    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../.codex-cli/node_modules/.bin/codex")
+        .canonicalize()
+        .ok()?;
+    p.is_file().then_some(p)
+}
+
+/// A scratch project (with a roadmap in the planner's territory and a `notes/` folder) and a
+/// home for Codex and loopward's state beside it.
+fn project() -> (tempfile::TempDir, PathBuf, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("project");
+    let home = dir.path().join("home");
+    std::fs::create_dir_all(root.join("plans")).unwrap();
+    std::fs::create_dir_all(root.join("notes")).unwrap();
+    std::fs::create_dir_all(home.join("codex")).unwrap();
+    std::fs::write(root.join("loopward.toml"), CONFIG).unwrap();
+    std::fs::write(root.join("plans/roadmap.md"), ROADMAP).unwrap();
+    let root = root.canonicalize().unwrap();
+    let home = home.canonicalize().unwrap();
+    (dir, root, home)
+}
+
+/// `loopward <args>` in `root`, with loopward's state under `home`.
+fn loopward(root: &Path, home: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_loopward"))
+        .args(args)
+        .current_dir(root)
+        .env("XDG_STATE_HOME", home.join("state"))
+        .output()
+        .unwrap()
+}
+
+/// One headless Codex session in `root` against the server on `port`, with `path` as its
+/// `PATH`: its exit status and output. A client still running after two minutes is ended (by
+/// its PID) and fails.
+fn session(codex: &Path, root: &Path, home: &Path, port: u16, path: &str) -> (bool, String) {
+    std::fs::write(
+        home.join("codex/config.toml"),
+        format!(
+            "model = \"gpt-5.5\"\nmodel_provider = \"fake\"\n\n[model_providers.fake]\nname = \"fake\"\nbase_url = \"http://127.0.0.1:{port}/v1\"\nwire_api = \"responses\"\nenv_key = \"FAKE_API_KEY\"\n"
+        ),
+    )
+    .unwrap();
+    let log = home.join("codex.out");
+    let mut child = Command::new(codex)
+        .current_dir(root)
+        .args(["exec", "--skip-git-repo-check", "--trust"])
+        .args(["--dangerously-bypass-hook-trust"])
+        .args(["--dangerously-bypass-approvals-and-sandbox"])
+        .arg("write the plan")
+        .env_clear()
+        .env("PATH", path)
+        .env("HOME", home)
+        .env("CODEX_HOME", home.join("codex"))
+        .env("XDG_STATE_HOME", home.join("state"))
+        .env("FAKE_API_KEY", "test")
+        .stdin(Stdio::null())
+        .stdout(std::fs::File::create(&log).unwrap())
+        .stderr(std::fs::File::create(home.join("codex.err")).unwrap())
+        .spawn()
+        .expect("starting codex");
+    let status = support::wait_up_to(&mut child, Duration::from_secs(120));
+    let out = std::fs::read_to_string(&log).unwrap_or_default()
+        + &std::fs::read_to_string(home.join("codex.err")).unwrap_or_default();
+    assert!(
+        status.is_some(),
+        "codex hung (ended after 2 minutes)\n{out}"
+    );
+    (status.unwrap().success(), out)
+}
+
+#[allow(clippy::print_stderr)]
+fn skipped() {
+    eprintln!("\n\n*** SKIPPED: Codex is not installed. Run scripts/codex-install.sh (CI does) or set LOOPWARD_CODEX. ***\n\n");
+}
+
+fn update(path: &str, old: &str, new: &str) -> Step {
+    Step::Patch(format!(
+        "*** Begin Patch\n*** Update File: {path}\n@@\n-{old}\n+{new}\n*** End Patch\n"
+    ))
+}
+
+#[test]
+fn real_codex_sessions_are_held_by_the_hook_and_the_sandbox() {
+    let Some(codex) = codex() else {
+        return skipped();
+    };
+    let (_dir, root, home) = project();
+    let install = loopward(&root, &home, &["hook", "install", "--host", "codex"]);
+    assert!(install.status.success(), "hook install: {install:?}");
+    let grant = loopward(
+        &root,
+        &home,
+        &[
+            "override",
+            "grant",
+            "--agent",
+            "root",
+            "--path",
+            "plans/roadmap.md",
+        ],
+    );
+    assert!(!grant.status.success(), "a grant needs a reason");
+    let grant = loopward(
+        &root,
+        &home,
+        &[
+            "override",
+            "grant",
+            "--agent",
+            "root",
+            "--path",
+            "plans/roadmap.md",
+            "--reason",
+            "the planner approved step 2",
+            "--ttl",
+            "10m",
+        ],
+    );
+    assert!(grant.status.success(), "override grant: {grant:?}");
+    let script = vec![
+        // A territory write with the file tool: refused by the hook.
+        Step::Patch(
+            "*** Begin Patch\n*** Add File: plans/mine.md\n+# mine\n*** End Patch\n".into(),
+        ),
+        // The model's correction: the request goes where it may write.
+        Step::Patch(
+            "*** Begin Patch\n*** Add File: notes/for-planner.md\n+please add step 2\n*** End Patch\n"
+                .into(),
+        ),
+        // The one-shot override: one patch of the roadmap goes through, the next does not.
+        update("plans/roadmap.md", "1. greeting", "1. greeting\n+2. farewell"),
+        update("plans/roadmap.md", "2. farewell", "2. goodbye"),
+        // A command writing into the territory: refused by the kernel.
+        Step::Exec("echo pwned > plans/roadmap.md".into()),
+        Step::Text("done".into()),
+    ];
+    let (port, server) = responses_server::start(script);
+    let (ok, out) = session(&codex, &root, &home, port, "/usr/bin:/bin");
+    assert!(ok, "{out}");
+    let outputs = server.outputs();
+    let said = |id: &str| {
+        outputs
+            .iter()
+            .find(|(i, _)| i == id)
+            .map(|(_, t)| t.clone())
+            .unwrap_or_else(|| panic!("no output for {id}: {outputs:?}\n{out}"))
+    };
+    // 1: refused, with a remedy Codex has.
+    let refused = said("call_1");
+    assert!(
+        refused.contains("plans/mine.md belongs to planner"),
+        "{refused}"
+    );
+    assert!(refused.contains("in your reply"), "{refused}");
+    assert!(!root.join("plans/mine.md").exists());
+    // 2: the correction went through.
+    assert_eq!(
+        std::fs::read_to_string(root.join("notes/for-planner.md")).unwrap(),
+        "please add step 2\n"
+    );
+    // 3 and 4: the override let exactly one patch through.
+    assert!(
+        !said("call_3").contains("blocked by PreToolUse"),
+        "{}",
+        said("call_3")
+    );
+    assert!(
+        said("call_4").contains("belongs to planner"),
+        "{}",
+        said("call_4")
+    );
+    assert_eq!(
+        std::fs::read_to_string(root.join("plans/roadmap.md")).unwrap(),
+        "# Roadmap\n1. greeting\n2. farewell\n"
+    );
+    // 5: the kernel refused the command's write; the file is as the override left it.
+    assert!(
+        said("call_5").contains("Permission denied"),
+        "{}",
+        said("call_5")
+    );
+    let records = support::ledger(&root);
+    let consumed = records
+        .iter()
+        .filter(|r| r["kind"] == "override_consumed")
+        .count();
+    assert_eq!(consumed, 1, "{records:#?}");
+    assert!(records
+        .iter()
+        .any(|r| r["kind"] == "gate_decision" && r["data"]["gate"] == "sandbox"));
+    let verify = loopward(&root, &home, &["verify", "--unfinished", "runs"]);
+    assert!(
+        verify.status.success(),
+        "the session ledger verifies: {}{}",
+        String::from_utf8_lossy(&verify.stdout),
+        String::from_utf8_lossy(&verify.stderr)
+    );
+}
+
+/// Codex reads a hook that cannot start (a bare `loopward` not on its `PATH`: exit 127) as "go
+/// ahead". The installed hook names the binary by its absolute path, so it runs whatever the
+/// session's `PATH`; a bare one lets the write through, and `hook doctor` says so.
+#[test]
+fn a_hook_codex_cannot_start_lets_the_write_through_so_install_never_writes_one() {
+    let Some(codex) = codex() else {
+        return skipped();
+    };
+    let (_dir, root, home) = project();
+    let install = loopward(&root, &home, &["hook", "install", "--host", "codex"]);
+    assert!(install.status.success(), "hook install: {install:?}");
+    let patch = || vec![update("plans/roadmap.md", "1. greeting", "1. mine")];
+    // Installed: refused, with a PATH that has no loopward on it.
+    let (port, server) = responses_server::start(patch());
+    let (ok, out) = session(&codex, &root, &home, port, "/usr/bin:/bin");
+    assert!(ok, "{out}");
+    assert!(
+        server.outputs()[0].1.contains("belongs to planner"),
+        "{:?}",
+        server.outputs()
+    );
+    assert_eq!(
+        std::fs::read_to_string(root.join("plans/roadmap.md")).unwrap(),
+        ROADMAP
+    );
+    // The same hook as a bare `loopward`: it cannot start, and Codex goes ahead.
+    let hooks = root.join(".codex/hooks.json");
+    let text = std::fs::read_to_string(&hooks)
+        .unwrap()
+        .replace(&format!("'{}'", env!("CARGO_BIN_EXE_loopward")), "loopward");
+    std::fs::write(&hooks, text).unwrap();
+    let doctor = loopward(&root, &home, &["hook", "doctor", "--host", "codex"]);
+    assert_eq!(doctor.status.code(), Some(1), "{doctor:?}");
+    let (port, _server) = responses_server::start(patch());
+    let (ok, out) = session(&codex, &root, &home, port, "/usr/bin:/bin");
+    assert!(ok, "{out}");
+    assert_eq!(
+        std::fs::read_to_string(root.join("plans/roadmap.md")).unwrap(),
+        "# Roadmap\n1. mine\n",
+        "Codex went ahead on a hook that could not start\n{out}"
+    );
+}

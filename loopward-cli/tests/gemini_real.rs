@@ -1,0 +1,262 @@
+//! The real Gemini CLI, run headless (`gemini -p`) against a scripted Gemini API server of this
+//! test's own on 127.0.0.1 (`GOOGLE_GEMINI_BASE_URL`), with the hook installed by `loopward hook
+//! install --host gemini`: what the "model" tries is decided by the script, what happens is
+//! decided by Gemini CLI, the hook and the kernel. Asserted on disk, on what the "model" was
+//! sent back, and in the hook's ledger.
+//!
+//! Gemini CLI runs a project's hooks only in a trusted folder; the test trusts the project in
+//! its scratch home (`~/.gemini/trustedFolders.json`), as a person would once. Tools run
+//! unasked (`--yolo`): what contains the commands here is loopward's.
+//!
+//! Needs the client: `scripts/gemini-install.sh` (run by `.ci/run`) puts the pinned version in
+//! `.gemini-cli/`; `LOOPWARD_GEMINI` names another binary. Without one the test says so loudly
+//! and passes.
+
+mod support;
+
+use serde_json::json;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+use support::gemini_server::{self, Call};
+
+const CONFIG: &str = r#"
+[run]
+first = "root"
+
+[[agent]]
+name = "root"
+tools = ["read_file", "write_file", "edit_file", "shell"]
+
+[[agent]]
+name = "planner"
+tools = ["read_file", "write_file", "edit_file"]
+
+# Only the planner writes plans/.
+[[territory]]
+paths = ["plans/**"]
+owner = "planner"
+"#;
+
+const ROADMAP: &str = "# Roadmap\n1. greeting\n";
+
+/// The installed client, if any.
+fn gemini() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("LOOPWARD_GEMINI") {
+        return Some(PathBuf::from(p));
+    }
+    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../.gemini-cli/node_modules/.bin/gemini")
+        .canonicalize()
+        .ok()?;
+    p.is_file().then_some(p)
+}
+
+/// A scratch project (with a roadmap in the planner's territory and a `notes/` folder) and a
+/// home for Codex and loopward's state beside it.
+fn project() -> (tempfile::TempDir, PathBuf, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("project");
+    let home = dir.path().join("home");
+    std::fs::create_dir_all(root.join("plans")).unwrap();
+    std::fs::create_dir_all(root.join("notes")).unwrap();
+    std::fs::create_dir_all(home.join(".gemini")).unwrap();
+    std::fs::write(root.join("loopward.toml"), CONFIG).unwrap();
+    std::fs::write(root.join("plans/roadmap.md"), ROADMAP).unwrap();
+    let root = root.canonicalize().unwrap();
+    let home = home.canonicalize().unwrap();
+    (dir, root, home)
+}
+
+/// `loopward <args>` in `root`, with loopward's state under `home`.
+fn loopward(root: &Path, home: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_loopward"))
+        .args(args)
+        .current_dir(root)
+        .env("XDG_STATE_HOME", home.join("state"))
+        .output()
+        .unwrap()
+}
+
+/// One headless Gemini CLI session in `root` against the server on `port`: its exit status and
+/// output. A client still running after two minutes is ended (by its PID) and fails.
+fn session(gemini: &Path, root: &Path, home: &Path, port: u16) -> (bool, String) {
+    std::fs::write(
+        home.join(".gemini/settings.json"),
+        json!({"security": {"auth": {"selectedType": "gemini-api-key"}}}).to_string(),
+    )
+    .unwrap();
+    std::fs::write(
+        home.join(".gemini/trustedFolders.json"),
+        json!({ root.to_str().unwrap(): "TRUST_FOLDER" }).to_string(),
+    )
+    .unwrap();
+    let log = home.join("gemini.out");
+    let mut child = Command::new(gemini)
+        .current_dir(root)
+        .args(["-p", "write the plan", "--yolo", "-m", "gemini-2.5-flash"])
+        .env_clear()
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+        .env("HOME", home)
+        .env("XDG_STATE_HOME", home.join("state"))
+        .env("GEMINI_API_KEY", "test")
+        .env("GOOGLE_GEMINI_BASE_URL", format!("http://127.0.0.1:{port}"))
+        .stdin(Stdio::null())
+        .stdout(std::fs::File::create(&log).unwrap())
+        .stderr(std::fs::File::create(home.join("gemini.err")).unwrap())
+        .spawn()
+        .expect("starting gemini");
+    let status = support::wait_up_to(&mut child, Duration::from_secs(120));
+    let out = std::fs::read_to_string(&log).unwrap_or_default()
+        + &std::fs::read_to_string(home.join("gemini.err")).unwrap_or_default();
+    assert!(
+        status.is_some(),
+        "gemini hung (ended after 2 minutes)\n{out}"
+    );
+    (status.unwrap().success(), out)
+}
+
+#[allow(clippy::print_stderr)]
+fn skipped() {
+    eprintln!("\n\n*** SKIPPED: Gemini CLI is not installed. Run scripts/gemini-install.sh (CI does) or set LOOPWARD_GEMINI. ***\n\n");
+}
+
+#[test]
+fn real_gemini_cli_sessions_are_held_by_the_hook_and_the_sandbox() {
+    let Some(gemini) = gemini() else {
+        return skipped();
+    };
+    let (_dir, root, home) = project();
+    let install = loopward(&root, &home, &["hook", "install", "--host", "gemini"]);
+    assert!(install.status.success(), "hook install: {install:?}");
+    let grant = loopward(
+        &root,
+        &home,
+        &[
+            "override",
+            "grant",
+            "--agent",
+            "root",
+            "--path",
+            "plans/roadmap.md",
+            "--reason",
+            "the planner approved step 2",
+            "--ttl",
+            "10m",
+        ],
+    );
+    assert!(grant.status.success(), "override grant: {grant:?}");
+    let p = |rel: &str| root.join(rel).to_str().unwrap().to_string();
+    let step2 = "# Roadmap\n1. greeting\n2. farewell\n";
+    let script = vec![
+        // A territory write with the file tool: refused by the hook.
+        Call::tool(
+            "write_file",
+            json!({"file_path": p("plans/mine.md"), "content": "# mine\n"}),
+        ),
+        // The model's correction: the request goes where it may write.
+        Call::tool(
+            "write_file",
+            json!({"file_path": p("notes/for-planner.md"), "content": "please add step 2\n"}),
+        ),
+        // The one-shot override: one write of the roadmap goes through, the next does not.
+        Call::tool(
+            "write_file",
+            json!({"file_path": p("plans/roadmap.md"), "content": step2}),
+        ),
+        Call::tool(
+            "write_file",
+            json!({"file_path": p("plans/roadmap.md"), "content": "# gone\n"}),
+        ),
+        // A command writing into the territory: refused by the kernel.
+        Call::tool(
+            "run_shell_command",
+            json!({"command": "echo pwned > plans/roadmap.md"}),
+        ),
+        Call::Text("done".into()),
+    ];
+    let (port, server) = gemini_server::start(script);
+    let (ok, out) = session(&gemini, &root, &home, port);
+    assert!(ok, "{out}");
+    let responses = server.responses();
+    assert_eq!(responses.len(), 5, "{responses:#?}\n{out}");
+    // 1: refused, with a remedy Gemini CLI has.
+    assert!(
+        responses[0].1.contains("plans/mine.md belongs to planner"),
+        "{responses:#?}"
+    );
+    assert!(responses[0].1.contains("in your reply"), "{responses:#?}");
+    assert!(!root.join("plans/mine.md").exists());
+    // 2: the correction went through.
+    assert_eq!(
+        std::fs::read_to_string(root.join("notes/for-planner.md")).unwrap(),
+        "please add step 2\n"
+    );
+    // 3 and 4: the override let exactly one write through.
+    assert!(
+        !responses[2].1.contains("belongs to planner"),
+        "{responses:#?}"
+    );
+    assert!(
+        responses[3].1.contains("belongs to planner"),
+        "{responses:#?}"
+    );
+    // 5: the kernel refused the command's write; the file is as the override left it.
+    assert!(
+        responses[4].1.contains("Permission denied"),
+        "{responses:#?}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(root.join("plans/roadmap.md")).unwrap(),
+        step2
+    );
+    let records = support::ledger(&root);
+    let consumed = records
+        .iter()
+        .filter(|r| r["kind"] == "override_consumed")
+        .count();
+    assert_eq!(consumed, 1, "{records:#?}");
+    let verify = loopward(&root, &home, &["verify", "--unfinished", "runs"]);
+    assert!(
+        verify.status.success(),
+        "the session ledger verifies: {}{}",
+        String::from_utf8_lossy(&verify.stdout),
+        String::from_utf8_lossy(&verify.stderr)
+    );
+}
+
+/// A hook that cannot start (a bare `loopward` not on Gemini CLI's `PATH`: exit 127): Gemini CLI
+/// 0.61.0 blocks the agent at `BeforeAgent`, so nothing is written — it fails closed, unlike
+/// Codex. `hook doctor` still flags the bare command.
+#[test]
+fn a_hook_gemini_cannot_start_blocks_the_session_and_doctor_flags_it() {
+    let Some(gemini) = gemini() else {
+        return skipped();
+    };
+    let (_dir, root, home) = project();
+    let install = loopward(&root, &home, &["hook", "install", "--host", "gemini"]);
+    assert!(install.status.success(), "hook install: {install:?}");
+    let target = root.join("plans/roadmap.md");
+    let write = || {
+        vec![Call::tool(
+            "write_file",
+            json!({"file_path": target, "content": "# mine\n"}),
+        )]
+    };
+    let (port, _server) = gemini_server::start(write());
+    let (ok, out) = session(&gemini, &root, &home, port);
+    assert!(ok, "{out}");
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), ROADMAP, "{out}");
+    let settings = root.join(".gemini/settings.json");
+    let text = std::fs::read_to_string(&settings)
+        .unwrap()
+        .replace(&format!("'{}'", env!("CARGO_BIN_EXE_loopward")), "loopward");
+    std::fs::write(&settings, text).unwrap();
+    let doctor = loopward(&root, &home, &["hook", "doctor", "--host", "gemini"]);
+    assert_eq!(doctor.status.code(), Some(1), "{doctor:?}");
+    let (port, _server) = gemini_server::start(write());
+    let (_, out) = session(&gemini, &root, &home, port);
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), ROADMAP, "{out}");
+    assert!(out.contains("Agent execution blocked"), "{out}");
+    assert!(out.contains("loopward: command not found"), "{out}");
+}

@@ -1,0 +1,171 @@
+//! `loopward hook codex|gemini` and `hook install|doctor --host …` as the hosts run them: one
+//! process per event, the event on stdin; the hook written where each host reads it.
+
+use serde_json::{json, Value};
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+
+const CONFIG: &str = r#"
+[run]
+first = "planner"
+
+[[agent]]
+name = "planner"
+tools = ["read_file", "write_file"]
+
+[[territory]]
+paths = ["plan.md"]
+owner = "planner"
+"#;
+
+fn project() -> (tempfile::TempDir, std::path::PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().canonicalize().unwrap().join("project");
+    std::fs::create_dir(&root).unwrap();
+    std::fs::write(root.join("loopward.toml"), CONFIG).unwrap();
+    (dir, root)
+}
+
+fn loopward(root: &Path, args: &[&str], stdin: Option<&str>) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_loopward"))
+        .args(args)
+        .current_dir(root)
+        .env("PATH", "/usr/bin:/bin")
+        .env("XDG_STATE_HOME", root.with_file_name("state"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stdin.unwrap_or("").as_bytes())
+        .unwrap();
+    child.wait_with_output().unwrap()
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+#[test]
+fn install_writes_each_hosts_own_settings_with_an_absolute_command_and_doctor_says_what_it_cannot_check(
+) {
+    for (host, file, pre, unit) in [
+        ("codex", ".codex/hooks.json", "PreToolUse", 1),
+        ("gemini", ".gemini/settings.json", "BeforeTool", 1000),
+    ] {
+        let (_d, root) = project();
+        let install = loopward(&root, &["hook", "install", "--host", host], None);
+        assert_eq!(install.status.code(), Some(0), "{}", text(&install));
+        let settings: Value =
+            serde_json::from_str(&std::fs::read_to_string(root.join(file)).unwrap()).unwrap();
+        let entry = &settings["hooks"][pre][0];
+        let cmd = entry["hooks"][0]["command"].as_str().unwrap();
+        assert!(
+            cmd.starts_with(&format!(
+                "'{}' hook {host} --config '{}'",
+                env!("CARGO_BIN_EXE_loopward"),
+                root.join("loopward.toml").display()
+            )),
+            "{cmd}"
+        );
+        assert_eq!(entry["hooks"][0]["timeout"], 60 * unit, "{settings}");
+        let doctor = loopward(&root, &["hook", "doctor", "--host", host], None);
+        assert_eq!(doctor.status.code(), Some(0), "{}", text(&doctor));
+        assert!(
+            text(&doctor).contains("would not fail open"),
+            "{}",
+            text(&doctor)
+        );
+        assert!(text(&doctor).contains("not checked:"), "{}", text(&doctor));
+        // The other host's doctor finds no hook of its own here.
+        let other = if host == "codex" { "gemini" } else { "codex" };
+        let doctor = loopward(&root, &["hook", "doctor", "--host", other], None);
+        assert_eq!(doctor.status.code(), Some(1), "{}", text(&doctor));
+    }
+}
+
+/// A bare `loopward` that is not on the host's PATH exits 127, which Codex reads as "go ahead".
+#[test]
+fn doctor_catches_a_codex_hook_whose_binary_is_not_on_the_path() {
+    let (_d, root) = project();
+    std::fs::create_dir(root.join(".codex")).unwrap();
+    let bare = json!({"hooks": {
+        "PreToolUse": [{"matcher": "Bash|apply_patch", "hooks": [{"type": "command", "command": "loopward hook codex --config loopward.toml"}]}],
+        "PostToolUse": [{"matcher": "Bash|apply_patch", "hooks": [{"type": "command", "command": "loopward hook codex --config loopward.toml"}]}],
+        "UserPromptSubmit": [{"hooks": [{"type": "command", "command": "loopward hook codex --config loopward.toml"}]}],
+    }});
+    std::fs::write(root.join(".codex/hooks.json"), bare.to_string()).unwrap();
+    let doctor = loopward(&root, &["hook", "doctor", "--host", "codex"], None);
+    assert_eq!(doctor.status.code(), Some(1), "{}", text(&doctor));
+    assert!(text(&doctor).contains("exits 127"), "{}", text(&doctor));
+    assert!(
+        text(&doctor).contains("loopward hook install --host codex"),
+        "{}",
+        text(&doctor)
+    );
+}
+
+#[test]
+fn a_settings_file_that_is_not_the_hosts_json_is_refused_and_left_alone() {
+    let (_d, root) = project();
+    std::fs::create_dir(root.join(".gemini")).unwrap();
+    std::fs::write(root.join(".gemini/settings.json"), "[1, 2]").unwrap();
+    let install = loopward(&root, &["hook", "install", "--host", "gemini"], None);
+    assert_eq!(install.status.code(), Some(1), "{}", text(&install));
+    assert!(
+        text(&install).contains("is not a JSON object"),
+        "{}",
+        text(&install)
+    );
+    assert_eq!(
+        std::fs::read_to_string(root.join(".gemini/settings.json")).unwrap(),
+        "[1, 2]"
+    );
+}
+
+#[test]
+fn the_codex_hook_denies_a_foreign_patch_and_lets_the_owner_through() {
+    let (_d, root) = project();
+    let event = |agent: Option<&str>| {
+        let mut e = json!({
+            "session_id": "cx-1", "transcript_path": null, "cwd": root,
+            "hook_event_name": "PreToolUse", "model": "m", "permission_mode": "default",
+            "turn_id": "t", "tool_name": "apply_patch", "tool_use_id": "call_1",
+            "tool_input": {"command": "*** Begin Patch\n*** Add File: plan.md\n+# Plan\n*** End Patch\n"},
+        });
+        if let Some(a) = agent {
+            e["agent_type"] = a.into();
+        }
+        e.to_string()
+    };
+    let denied = loopward(&root, &["hook", "codex"], Some(&event(None)));
+    assert_eq!(denied.status.code(), Some(0), "{}", text(&denied));
+    let v: Value = serde_json::from_slice(&denied.stdout).unwrap();
+    assert_eq!(v["hookSpecificOutput"]["permissionDecision"], "deny");
+    let allowed = loopward(&root, &["hook", "codex"], Some(&event(Some("planner"))));
+    assert_eq!(
+        (allowed.status.code(), allowed.stdout.as_slice()),
+        (Some(0), &b""[..]),
+        "{}",
+        text(&allowed)
+    );
+}
+
+#[test]
+fn the_gemini_hook_blocks_an_event_of_another_host_with_exit_2() {
+    let (_d, root) = project();
+    let claude = json!({"session_id": "g-1", "cwd": root, "hook_event_name": "PreToolUse",
+        "tool_name": "Write", "tool_use_id": "t", "tool_input": {"file_path": "plan.md", "content": "x"}});
+    let o = loopward(&root, &["hook", "gemini"], Some(&claude.to_string()));
+    assert_eq!((o.status.code(), o.stdout.as_slice()), (Some(2), &b""[..]));
+    assert!(text(&o).contains("--host gemini"), "{}", text(&o));
+}

@@ -1,0 +1,119 @@
+//! A scripted stand-in for the OpenAI Responses API on 127.0.0.1, for driving the real Codex CLI
+//! offline (a custom provider whose `base_url` is this server, `wire_api = "responses"`): the
+//! script decides which tool calls the "model" makes.
+//!
+//! What it answers: `POST …/responses` — the next scripted [`Step`] as SSE
+//! (`response.created`, one `response.output_item.done` per item, `response.completed`); once the
+//! script is spent, the text `done`. Anything else: `404 {}`. Each request is logged.
+
+#![allow(dead_code, unreachable_pub)]
+
+use serde_json::{json, Value};
+use std::sync::{Arc, Mutex};
+
+/// One scripted model turn.
+#[derive(Clone, Debug)]
+pub enum Step {
+    /// The freeform `apply_patch` tool, with this patch body.
+    Patch(String),
+    /// The `exec_command` tool, running this command line.
+    Exec(String),
+    /// A text answer (ends the turn).
+    Text(String),
+}
+
+/// The server; stops when dropped.
+pub struct Server {
+    log: Arc<Mutex<Vec<Value>>>,
+    _listener: super::http::Listener,
+}
+
+impl Server {
+    /// The request bodies of every `…/responses` call, in order.
+    pub fn requests(&self) -> Vec<Value> {
+        self.log.lock().unwrap().clone()
+    }
+
+    /// What the client sent back for each tool call, by call id, in order: the output text.
+    pub fn outputs(&self) -> Vec<(String, String)> {
+        let mut out: Vec<(String, String)> = Vec::new();
+        for r in self.requests() {
+            for item in r["input"].as_array().into_iter().flatten() {
+                let kind = item["type"].as_str().unwrap_or("");
+                if !kind.ends_with("_call_output") {
+                    continue;
+                }
+                let id = item["call_id"].as_str().unwrap_or("").to_string();
+                if out.iter().any(|(i, _)| *i == id) {
+                    continue;
+                }
+                let text = match &item["output"] {
+                    Value::String(s) => s.clone(),
+                    other => other.to_string(),
+                };
+                out.push((id, text));
+            }
+        }
+        out
+    }
+}
+
+/// Starts the server on a free port of 127.0.0.1: `(port, server)`.
+pub fn start(script: Vec<Step>) -> (u16, Server) {
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let next = Arc::new(Mutex::new(0usize));
+    let listener = {
+        let log = log.clone();
+        super::http::listen(move |method, path, body| {
+            if method != "POST" || !path.split('?').next().unwrap_or("").ends_with("/responses") {
+                return ("404 Not Found", "application/json", b"{}".to_vec());
+            }
+            log.lock().unwrap().push(body);
+            let n = {
+                let mut next = next.lock().unwrap();
+                *next += 1;
+                *next
+            };
+            let step = script
+                .get(n - 1)
+                .cloned()
+                .unwrap_or(Step::Text("done".into()));
+            ("200 OK", "text/event-stream", sse(&step, n).into_bytes())
+        })
+    };
+    (
+        listener.port,
+        Server {
+            log,
+            _listener: listener,
+        },
+    )
+}
+
+fn sse(step: &Step, n: usize) -> String {
+    let item = match step {
+        Step::Patch(patch) => json!({"type": "custom_tool_call", "id": format!("ct_{n}"),
+            "call_id": format!("call_{n}"), "name": "apply_patch", "input": patch}),
+        Step::Exec(cmd) => json!({"type": "function_call", "id": format!("fc_{n}"),
+            "call_id": format!("call_{n}"), "name": "exec_command",
+            "arguments": json!({ "cmd": cmd }).to_string()}),
+        Step::Text(text) => json!({"type": "message", "id": format!("msg_{n}"),
+            "role": "assistant", "content": [{"type": "output_text", "text": text}]}),
+    };
+    let id = format!("resp_{n}");
+    let events = [
+        ("response.created", json!({"response": {"id": id}})),
+        ("response.output_item.done", json!({ "item": item })),
+        (
+            "response.completed",
+            json!({"response": {"id": id, "usage": {"input_tokens": 1, "output_tokens": 1, "total_tokens": 2}}}),
+        ),
+    ];
+    events
+        .into_iter()
+        .map(|(t, mut d)| {
+            d["type"] = json!(t);
+            format!("event: {t}\ndata: {d}\n\n")
+        })
+        .collect()
+}
