@@ -37,7 +37,7 @@ fn quote(s: &str) -> String {
 }
 
 /// The hook command: the binary and the config by absolute path.
-fn command(exe: &Path, config: &Path, main_agent: &str) -> Result<String> {
+pub(super) fn command(exe: &Path, config: &Path, main_agent: &str) -> Result<String> {
     let exe = exe
         .to_str()
         .context("the loopward binary's path is not UTF-8")?;
@@ -52,7 +52,7 @@ fn command(exe: &Path, config: &Path, main_agent: &str) -> Result<String> {
 
 /// Runs the hook command as Claude Code would (through a shell), asking only for its help:
 /// it must start and exit 0.
-fn check_runs(cmd: &str) -> Result<()> {
+pub(super) fn check_runs(cmd: &str) -> Result<()> {
     let out = std::process::Command::new("sh")
         .arg("-c")
         .arg(format!("{cmd} --help"))

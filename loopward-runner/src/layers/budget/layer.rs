@@ -85,6 +85,22 @@ impl BudgetLayer {
         })
     }
 
+    /// A budget on what the agents report they spent (a coding CLI's sessions report their
+    /// tokens and cost; see [`charge_reported`](super::charge_reported)): no prices are needed,
+    /// since none of their model calls passes a meter. A metered call by a model without a
+    /// price still ends the run. Fails naming the field for a zero, negative or absurd budget.
+    pub fn reported(config: BudgetConfig) -> Result<Self, ConfigError> {
+        let priced = BudgetConfig {
+            prices: std::iter::once((String::new(), Price::default())).collect(),
+            ..config.clone()
+        };
+        let mut limits = priced.limits()?;
+        limits.prices = config.prices;
+        Ok(Self {
+            limits: Arc::new(limits),
+        })
+    }
+
     /// The model layer that meters calls for this budget.
     pub fn meter(&self) -> BudgetMeterLayer {
         BudgetMeterLayer {

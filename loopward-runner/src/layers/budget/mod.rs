@@ -34,4 +34,4 @@ mod layer;
 mod service;
 
 pub use layer::{BudgetConfig, BudgetLayer, BudgetMeterLayer};
-pub use service::{BudgetMeter, BudgetPolicy, BudgetService};
+pub use service::{charge_reported, BudgetMeter, BudgetPolicy, BudgetService};

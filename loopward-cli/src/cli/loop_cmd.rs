@@ -1,0 +1,374 @@
+//! `loopward loop`: runs a coding agent (Claude Code) session after session under the
+//! runner's laws, until a verifier passes, a cap, a budget or a person stops it. The same
+//! timeline, `--json`, summary, exit statuses and `--resume` as `loopward run`.
+
+use anyhow::{bail, Context, Result};
+use loopward::config::Config;
+use loopward::ledger;
+use loopward_core::{AgentId, RunId};
+use loopward_runner::cli_agent::{ClaudeCode, CliAgent, SessionLedgers, SessionLink, Verifier};
+use loopward_runner::layers::budget::{BudgetConfig, BudgetLayer};
+use loopward_runner::layers::stack::Stack;
+use loopward_runner::sandbox::Protected;
+use loopward_runner::{BoxTurnService, Clock, Runner, SystemClock, Workspace};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+use tower::Layer;
+
+/// Loop a coding agent over a task until a verifier passes.
+#[derive(Debug, Clone, clap::Args)]
+#[command(after_help = "\
+Example:
+  loopward loop --agent claude-code --prompt PROMPT.md --verify \"cargo test\" --max-iterations 30
+
+Each iteration is one headless Claude Code session (`claude -p`) with loopward's hook installed
+for that session only, then the verifier, in the sandbox. The loop completes only when the
+verifier passes; an agent that says it is done while the verifier fails is recorded as a refused
+claim and gets another session. Sessions that change nothing and leave the verifier where it was
+are repeats; --no-progress of them in a row stop the loop.
+
+Exit status: as `loopward run` (0 verified · 3 a cap (iterations, wall time, no progress) · 5
+budget spent · 8 the ledger could not be written · 9 failed · 1 could not start).")]
+pub struct Args {
+    /// The config file (the policy the sessions run under); its folder is the project root.
+    #[arg(long, default_value = loopward::config::CONFIG_FILE)]
+    pub config: PathBuf,
+    /// The coding agent.
+    #[arg(long, value_parser = ["claude-code"], default_value = "claude-code")]
+    pub agent: String,
+    /// The name the agent goes by in territories (default: the config's `run.first`).
+    #[arg(long = "as")]
+    pub name: Option<String>,
+    /// The task, in a file (read once, when the loop starts; kept in the ledger).
+    #[arg(long, required_unless_present = "resume")]
+    pub prompt: Option<PathBuf>,
+    /// The command that says the work is done (run by `sh -c` in the project root, in the
+    /// sandbox, after each session).
+    #[arg(long, required_unless_present = "resume")]
+    pub verify: Option<String>,
+    /// Sessions at most.
+    #[arg(long, default_value_t = 30)]
+    pub max_iterations: u32,
+    /// One session's time at most; then its process group is ended.
+    #[arg(long, default_value = "30m", value_parser = humantime::parse_duration)]
+    pub session_timeout: Duration,
+    /// One verification's time at most.
+    #[arg(long, default_value = "10m", value_parser = humantime::parse_duration)]
+    pub verify_timeout: Duration,
+    /// The whole loop's wall time at most.
+    #[arg(long, default_value = "8h", value_parser = humantime::parse_duration)]
+    pub wall_time: Duration,
+    /// Sessions in a row that change nothing before the loop stops.
+    #[arg(long, default_value_t = loopward_runner::cli_agent::DEFAULT_NO_PROGRESS)]
+    pub no_progress: u32,
+    /// Dollars the sessions may spend, as they report it.
+    #[arg(long)]
+    pub max_cost_usd: Option<f64>,
+    /// The `claude` binary (default: `claude` on PATH).
+    #[arg(long, default_value = "claude")]
+    pub claude: PathBuf,
+    /// The run id (default: derived from the time).
+    #[arg(long, conflicts_with = "resume")]
+    pub id: Option<String>,
+    /// Resume a loop from its ledger: finished sessions are not repeated; one that was
+    /// running is recorded as interrupted. Its settings come from its folder.
+    #[arg(long, conflicts_with_all = ["prompt", "verify", "id"])]
+    pub resume: Option<String>,
+    /// One JSON object per line instead of the timeline (as `loopward run --json`).
+    #[arg(long, conflicts_with = "quiet")]
+    pub json: bool,
+    /// Only the outcome.
+    #[arg(long, short)]
+    pub quiet: bool,
+    /// Arguments for every session (after `--`; default `--permission-mode acceptEdits`).
+    #[arg(last = true)]
+    pub session_args: Vec<String>,
+}
+
+/// Where a loop's settings are kept in its run folder, for `--resume`.
+const SETTINGS_FILE: &str = "loop.json";
+
+pub(super) async fn run(mut args: Args) -> Result<ExitCode> {
+    let cfg = Config::load(&args.config)
+        .with_context(|| "`loopward loop` runs the sessions under a loopward.toml's policy; write one with `loopward init`")?;
+    let workspace = cfg
+        .workspace_dir(&args.config)
+        .canonicalize()
+        .with_context(|| format!("cannot find the workspace of {}", args.config.display()))?;
+    let config = args
+        .config
+        .canonicalize()
+        .with_context(|| format!("cannot resolve {}", args.config.display()))?;
+    let runs_dir = workspace.join(&cfg.run.runs_dir);
+    let resume = args
+        .resume
+        .as_deref()
+        .map(|r| RunId::new(r).with_context(|| format!("--resume {r:?} is not a run id")))
+        .transpose()?;
+    let task = match &resume {
+        Some(id) => {
+            let dir = ledger::run_dir(&runs_dir, id);
+            let path = dir.join(SETTINGS_FILE);
+            let text = std::fs::read_to_string(&path).with_context(|| {
+                format!("{} is not a loop's run folder (no {SETTINGS_FILE}); resume runs of `loopward run` with `loopward run --resume`", dir.display())
+            })?;
+            let kept: Kept = serde_json::from_str(&text)
+                .with_context(|| format!("{} is not what `loopward loop` wrote", path.display()))?;
+            kept.apply(&mut args)?;
+            None
+        }
+        None => {
+            let path = args.prompt.clone().context("--prompt is required")?;
+            let text = std::fs::read_to_string(&path).with_context(|| {
+                format!(
+                    "cannot read the prompt file {}: name a file that holds the task",
+                    path.display()
+                )
+            })?;
+            if text.trim().is_empty() {
+                bail!(
+                    "the prompt file {} is empty: write the task in it",
+                    path.display()
+                );
+            }
+            Some(text)
+        }
+    };
+    let verify = args.verify.clone().context("--verify is required")?;
+    let name = match &args.name {
+        Some(n) => {
+            AgentId::new(n.clone()).with_context(|| format!("--as {n:?} is not an agent name"))?
+        }
+        None => cfg.run.first.clone(),
+    };
+    // What can be known before the first session is checked before the first record.
+    verifier_exists(&verify, &workspace)?;
+    let host = ClaudeCode {
+        program: find_program(&args.claude)?,
+        hook_command: super::hook_install::command(
+            &std::env::current_exe().context("finding the loopward binary")?,
+            &config,
+            name.as_str(),
+        )?,
+        args: if args.session_args.is_empty() {
+            vec!["--permission-mode".into(), "acceptEdits".into()]
+        } else {
+            args.session_args.iter().map(Into::into).collect()
+        },
+        env: vec![],
+    };
+    host.check_version()?;
+    super::hook_install::check_runs(&host.hook_command)?;
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let custody = super::state::open(&cfg, &config)?;
+    let ws = Workspace::new(&workspace)
+        .with_context(|| format!("cannot use {} as the workspace", workspace.display()))?;
+    let control = loopward_runner::gates::ControlFiles::new(
+        &config
+            .strip_prefix(&workspace)
+            .map(|p| p.to_string_lossy().into_owned())
+            .unwrap_or_default(),
+        &cfg.run.runs_dir.to_string_lossy(),
+    )
+    .resolved(&ws);
+    let protected = Protected::from_policy(control, &cfg.policy(), &name)?;
+    let verifier = Verifier::new(verify.clone(), args.verify_timeout, protected)
+        .unreadable(custody.unreadable().to_vec());
+    let agent = CliAgent::builder(
+        name.clone(),
+        host,
+        verifier,
+        custody.state().root().join("loop-sessions"),
+    )
+    .session_timeout(args.session_timeout)
+    .no_progress(args.no_progress)
+    .ledgers(Arc::new(HookLedgers {
+        runs_dir: runs_dir.clone(),
+        custody: custody.clone(),
+        clock: clock.clone(),
+    }))
+    .build();
+    let mut layers = cfg.layers();
+    layers.limits.turns_per_run = args.max_iterations;
+    layers.limits.wall_time = Some(args.wall_time);
+    let budget = match (args.max_cost_usd, layers.budget.take()) {
+        (Some(usd), b) => Some(BudgetConfig {
+            max_cost_usd: Some(usd),
+            ..b.unwrap_or_default()
+        }),
+        (None, b) => b,
+    };
+    let stack = Stack::new(&layers)?;
+    let mut service = stack.turn(BoxTurnService::new(agent));
+    if let Some(b) = budget {
+        service = BoxTurnService::new(BudgetLayer::reported(b)?.layer(service));
+    }
+    let runner = Runner::builder(ws)
+        .clock(clock.clone())
+        .max_turns(args.max_iterations.saturating_add(1))
+        .agent(name.clone(), service)?
+        .build()?;
+    // A new loop keeps its settings in its folder before its first record, for `--resume`.
+    let id = match (&resume, &args.id) {
+        (Some(_), _) => None,
+        (None, given) => {
+            let id = match given {
+                Some(s) => RunId::new(s).with_context(|| {
+                    format!("--id {s:?} is not a run id: use letters, digits, '-' and '_'")
+                })?,
+                None => super::run::new_run_id(&*clock),
+            };
+            Kept::of(&args).keep(&ledger::run_dir(&runs_dir, &id))?;
+            Some(id.to_string())
+        }
+    };
+    super::run::drive(super::run::Drive {
+        runner,
+        runs_dir,
+        custody,
+        clock,
+        resume,
+        id,
+        task,
+        first: name,
+        config,
+        script: None,
+        json: args.json,
+        quiet: args.quiet,
+        label: args.agent.clone(),
+    })
+    .await
+}
+
+/// A loop's settings, kept in its run folder for `--resume`.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Kept {
+    agent: String,
+    name: Option<String>,
+    verify: String,
+    max_iterations: u32,
+    session_timeout: String,
+    verify_timeout: String,
+    wall_time: String,
+    no_progress: u32,
+    max_cost_usd: Option<f64>,
+    claude: PathBuf,
+    session_args: Vec<String>,
+}
+
+impl Kept {
+    fn of(a: &Args) -> Self {
+        let d = |d: Duration| humantime::format_duration(d).to_string();
+        Self {
+            agent: a.agent.clone(),
+            name: a.name.clone(),
+            verify: a.verify.clone().unwrap_or_default(),
+            max_iterations: a.max_iterations,
+            session_timeout: d(a.session_timeout),
+            verify_timeout: d(a.verify_timeout),
+            wall_time: d(a.wall_time),
+            no_progress: a.no_progress,
+            max_cost_usd: a.max_cost_usd,
+            claude: std::path::absolute(&a.claude).unwrap_or_else(|_| a.claude.clone()),
+            session_args: a.session_args.clone(),
+        }
+    }
+
+    fn apply(self, a: &mut Args) -> Result<()> {
+        let d = |s: &str| {
+            humantime::parse_duration(s)
+                .with_context(|| format!("{s:?} in {SETTINGS_FILE} is not a duration"))
+        };
+        a.agent = self.agent;
+        a.name = self.name;
+        a.verify = Some(self.verify);
+        a.max_iterations = self.max_iterations;
+        a.session_timeout = d(&self.session_timeout)?;
+        a.verify_timeout = d(&self.verify_timeout)?;
+        a.wall_time = d(&self.wall_time)?;
+        a.no_progress = self.no_progress;
+        a.max_cost_usd = self.max_cost_usd;
+        a.claude = self.claude;
+        a.session_args = self.session_args;
+        Ok(())
+    }
+
+    /// Kept in `dir` (the run's folder, made now) before the run's first record.
+    fn keep(&self, dir: &Path) -> Result<()> {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+        let path = dir.join(SETTINGS_FILE);
+        let text =
+            serde_json::to_string_pretty(self).context("cannot encode the loop's settings")?;
+        std::fs::write(&path, text).with_context(|| format!("cannot write {}", path.display()))
+    }
+}
+
+/// `claude` by path, or found on PATH.
+fn find_program(p: &Path) -> Result<PathBuf> {
+    if p.components().count() > 1 {
+        return Ok(std::path::absolute(p)?);
+    }
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .map(|d| d.join(p))
+        .find(|c| c.is_file())
+        .with_context(|| {
+            format!(
+                "{} is not on PATH: install Claude Code {} or name the binary with --claude",
+                p.display(),
+                loopward_runner::cli_agent::CLAUDE_CODE_VERSION
+            )
+        })
+}
+
+/// The verifier's program can be found (`sh -c 'command -v …'` in the project root).
+fn verifier_exists(verify: &str, root: &Path) -> Result<()> {
+    let Some(first) = verify.split_whitespace().next() else {
+        bail!("--verify is empty: give the command that says the work is done, such as \"cargo test\"");
+    };
+    let ok = std::process::Command::new("sh")
+        .arg("-c")
+        .arg("command -v \"$1\" >/dev/null")
+        .arg("loopward-verify-check")
+        .arg(first)
+        .current_dir(root)
+        .status()
+        .is_ok_and(|s| s.success());
+    if !ok {
+        bail!(
+            "the verifier `{verify}` cannot run: `{first}` is not a command here (not on PATH, not a file in {}); fix --verify before the loop starts",
+            root.display()
+        );
+    }
+    Ok(())
+}
+
+/// Closes each session's hook ledger with the ledger key, anchoring it.
+struct HookLedgers {
+    runs_dir: PathBuf,
+    custody: loopward::state::Custody,
+    clock: Arc<dyn Clock>,
+}
+
+impl SessionLedgers for HookLedgers {
+    fn close(&self, run: &RunId) -> Result<Option<SessionLink>, String> {
+        let dir = ledger::run_dir(&self.runs_dir, run);
+        if !dir.join(ledger::EVENTS_FILE).exists() {
+            return Ok(None);
+        }
+        let text = |e: anyhow::Error| crate::error_text(&e);
+        let opts = self
+            .custody
+            .reopen_options(&dir, self.clock.clone())
+            .map_err(text)?;
+        let l = ledger::reopen(&self.runs_dir, run, opts).map_err(text)?;
+        let f = l.finish().map_err(|e| e.to_string())?;
+        Ok(Some(SessionLink {
+            records: f.final_seq,
+            final_hash: f.final_hash,
+        }))
+    }
+}
