@@ -245,7 +245,7 @@ impl Inner {
     /// recorded PID, and only if that process is still this session's client (its command
     /// line names the session id), never a process that reused the number.
     fn end_orphan(&self, turn: &TurnContext) -> Result<(), TurnError> {
-        let session = session_id(turn.run().run().as_str(), turn.turn().0);
+        let session = session_of(turn);
         let path = self.pid_file(&session);
         let Some(pid) = std::fs::read_to_string(&path)
             .ok()
@@ -288,7 +288,7 @@ impl Inner {
             summary: content.clone(),
             output: Some(content.clone()),
         })?;
-        self.link(turn, &session_id(turn.run().run().as_str(), turn.turn().0))?;
+        self.link(turn, &session_of(turn), false)?;
         Ok(Session {
             content,
             answer: String::new(),
@@ -300,7 +300,7 @@ impl Inner {
     /// Runs one session, recording its model calls as they stream and how it ended.
     async fn session(&self, turn: &TurnContext, prompt: &str) -> Result<Session, TurnError> {
         let local = |why: String| TurnError::Model(ModelError::Local(why));
-        let session = session_id(turn.run().run().as_str(), turn.turn().0);
+        let session = session_of(turn);
         let settings = self.scratch.join(format!("{session}.settings.json"));
         std::fs::create_dir_all(&self.scratch)
             .and_then(|()| std::fs::write(&settings, self.host.settings().to_string()))
@@ -425,7 +425,7 @@ impl Inner {
             summary: content.lines().next().unwrap_or_default().to_string(),
             output: Some(content.clone()),
         })?;
-        self.link(turn, &session)?;
+        self.link(turn, &session, read_error.is_none())?;
         // A stream the parser does not know ends the loop: a half-understood client is not
         // governed.
         if let Some(e) = read_error.filter(|e| e.contains("is not what Claude Code")) {
@@ -485,8 +485,10 @@ impl Inner {
         Ok(())
     }
 
-    /// Closes the session's hook ledger and names it in the run's.
-    fn link(&self, turn: &TurnContext, session: &str) -> Result<(), TurnError> {
+    /// Closes the session's hook ledger and names it in the run's. A session that ran to its
+    /// end (`ran`) without its hook ever recording (the client answers every prompt through
+    /// `UserPromptSubmit`) was not governed: the run fails, saying so.
+    fn link(&self, turn: &TurnContext, session: &str, ran: bool) -> Result<(), TurnError> {
         let Some(ledgers) = &self.ledgers else {
             return Ok(());
         };
@@ -495,18 +497,25 @@ impl Inner {
                 "session {session} gives no valid run id for its ledger"
             )))
         })?;
-        let detail = match ledgers.close(&run) {
-            Ok(Some(l)) => {
-                json!({"run": run, "records": l.records, "final_hash": l.final_hash})
-            }
-            Ok(None) => json!({"run": run, "records": 0}),
-            Err(why) => json!({"run": run, "error": why}),
+        let (detail, ungoverned) = match ledgers.close(&run) {
+            Ok(Some(l)) => (
+                json!({"run": run, "records": l.records, "final_hash": l.final_hash}),
+                false,
+            ),
+            Ok(None) => (json!({"run": run, "records": 0}), ran),
+            Err(why) => (json!({"run": run, "error": why}), false),
         };
         turn.record_owned(AuditEvent::LayerDecision {
             layer: "session_ledger".into(),
             decision: LayerVerdict::Observed,
             detail: detail.into(),
         })?;
+        if ungoverned {
+            return Err(TurnError::Model(ModelError::Local(format!(
+                "session {session} ran, but loopward's hook recorded nothing for it (no runs/{run}): the client did not run the hook, so the session was not governed. Check that `loopward hook doctor` passes and that the client is {}",
+                super::CLAUDE_CODE_VERSION
+            ))));
+        }
         Ok(())
     }
 
@@ -589,6 +598,15 @@ impl Inner {
         }
         Ok(FinishReason::Unverified)
     }
+}
+
+/// The id of `turn`'s session.
+fn session_of(turn: &TurnContext) -> String {
+    session_id(
+        turn.workspace().root(),
+        turn.run().run().as_str(),
+        turn.turn().0,
+    )
 }
 
 /// What the next session reads of a verdict.

@@ -76,8 +76,9 @@ impl ClaudeCode {
 
     /// The command line of one headless session: the prompt, the stream format the parser
     /// reads, the session id the hook's ledger is named by, and the session's own settings.
-    /// Only the project's and the local settings files are read besides (`--setting-sources`),
-    /// never the user's, whose hooks are not this loop's.
+    /// No settings file is read besides (`--setting-sources ""`): not the user's, whose hooks
+    /// are not this loop's, nor the project's, whose installed hook would judge the session a
+    /// second time under another agent's name.
     pub fn command(&self, cwd: &Path, prompt: &str, session: &str, settings: &Path) -> CommandLine {
         let mut args: Vec<OsString> = vec![
             "-p".into(),
@@ -90,7 +91,7 @@ impl ClaudeCode {
             "--settings".into(),
             settings.as_os_str().to_owned(),
             "--setting-sources".into(),
-            "project,local".into(),
+            "".into(),
         ];
         args.extend(self.args.iter().cloned());
         CommandLine {
@@ -102,12 +103,18 @@ impl ClaudeCode {
     }
 }
 
-/// A session id the client accepts (a UUID), derived from the run and the turn: the same
-/// session always has the same id, so its hook ledger (`runs/claude-code-<id>`) can be named
-/// before it starts.
-pub fn session_id(run: &str, turn: u32) -> String {
+/// A session id the client accepts (a UUID), derived from the workspace, the run and the
+/// turn: the same session always has the same id, so its hook ledger
+/// (`runs/claude-code-<id>`) can be named before it starts and a resumed loop finds what it
+/// left running; two loops in two workspaces never share one (the id is the mark their
+/// processes are ended by).
+pub fn session_id(workspace: &std::path::Path, run: &str, turn: u32) -> String {
     use sha2::{Digest, Sha256};
-    let h = Sha256::digest(format!("loopward.session.v1\0{run}\0{turn}"));
+    let mut h = Sha256::new();
+    h.update(b"loopward.session.v2\0");
+    h.update(workspace.as_os_str().as_encoded_bytes());
+    h.update(format!("\0{run}\0{turn}"));
+    let h = h.finalize();
     let x = hex::encode(&h[..16]);
     // Version 4 layout (the variant and version nibbles set), as the client checks.
     format!(
@@ -125,11 +132,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_session_id_is_a_uuid_fixed_by_run_and_turn() {
-        let a = session_id("run-1", 1);
-        assert_eq!(a, session_id("run-1", 1));
-        assert_ne!(a, session_id("run-1", 2));
-        assert_ne!(a, session_id("run-2", 1));
+    fn a_session_id_is_a_uuid_fixed_by_workspace_run_and_turn() {
+        let ws = Path::new("/p");
+        let a = session_id(ws, "run-1", 1);
+        assert_eq!(a, session_id(ws, "run-1", 1));
+        assert_ne!(a, session_id(ws, "run-1", 2));
+        assert_ne!(a, session_id(ws, "run-2", 1));
+        assert_ne!(a, session_id(Path::new("/q"), "run-1", 1));
         let parts: Vec<&str> = a.split('-').collect();
         assert_eq!(
             parts.iter().map(|p| p.len()).collect::<Vec<_>>(),
