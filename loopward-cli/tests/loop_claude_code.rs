@@ -141,9 +141,18 @@ fn sessions(rs: &[Value]) -> usize {
 }
 
 fn verify_run(root: &Path, home: &Path, run: &str) -> Output {
+    checked(root, home, "verify", run)
+}
+
+/// `loopward replay runs/<run>`: re-judged offline from the ledger, no client, no verifier.
+fn replay_run(root: &Path, home: &Path, run: &str) -> Output {
+    checked(root, home, "replay", run)
+}
+
+fn checked(root: &Path, home: &Path, command: &str, run: &str) -> Output {
     Command::new(env!("CARGO_BIN_EXE_loopward"))
         .current_dir(root)
-        .args(["verify"])
+        .arg(command)
         .arg(root.join("runs").join(run))
         .env_clear()
         .env("PATH", std::env::var_os("PATH").unwrap_or_default())
@@ -262,6 +271,10 @@ fn a_claim_of_done_that_the_verifier_refuses_gets_another_session_and_the_loop_e
         let v = verify_run(&root, &home, run);
         assert!(v.status.success(), "verify {run}: {v:?}");
     }
+    // Replayed from the ledger, the loop's decisions come out the same.
+    let r = replay_run(&root, &home, "loop1");
+    let text = String::from_utf8_lossy(&r.stdout);
+    assert!(r.status.success() && text.contains("all the same"), "{r:?}");
 }
 
 #[test]
@@ -347,6 +360,25 @@ fn a_budget_stops_the_loop_on_the_cost_the_sessions_report() {
         .any(|d| d["data"]["decision"] == "budget_exceeded"));
     let end = kind(&rs, "run_ended").next().unwrap();
     assert_eq!(end["data"]["status"]["status"], "budget_exceeded");
+    // `report` counts the cost the session reported, folded from the ledger.
+    let spent: u64 = reported
+        .iter()
+        .filter_map(|d| d["data"]["detail"]["reported_cost_micros"].as_u64())
+        .sum();
+    let out = Command::new(env!("CARGO_BIN_EXE_loopward"))
+        .current_dir(&root)
+        .args(["report", "--json"])
+        .env("HOME", &home)
+        .output()
+        .unwrap();
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let run = report["per_run"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["run"] == "spent")
+        .unwrap();
+    assert_eq!(run["cost_micros"], spent);
 }
 
 #[test]
@@ -410,6 +442,10 @@ fn a_loop_killed_mid_session_resumes_with_that_session_interrupted_and_none_repe
         .any(|d| d["data"]["detail"]["ended"] == true));
     let v = verify_run(&root, &home, "killed");
     assert!(v.status.success(), "{v:?}");
+    // Both parts replay to the same decisions.
+    let r = replay_run(&root, &home, "killed");
+    let text = String::from_utf8_lossy(&r.stdout);
+    assert!(r.status.success() && text.contains("all the same"), "{r:?}");
 }
 
 #[test]

@@ -10,17 +10,20 @@ use loopward_runner::cli_agent::{
 };
 use loopward_runner::gates::ControlFiles;
 use loopward_runner::journal::Journal;
+use loopward_runner::layers::classjump::{ClassJump, ClassJumpConfig};
 use loopward_runner::sandbox::Protected;
 use loopward_runner::{BoxTurnService, RunSpec, Runner, Workspace};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
+use tower::Layer;
 
 /// The stand-in client.
 const FAKE: &str = r#"#!/bin/sh
 if [ "$1" = "--version" ]; then echo "VERSION (Claude Code)"; exit 0; fi
 n=$(cat "$PLANS/count" 2>/dev/null || echo 0)
 echo $((n + 1)) > "$PLANS/count"
+printf '%s' "$2" > "$PLANS/prompt-$n"
 [ -f "$PLANS/$n.sh" ] && sh "$PLANS/$n.sh"
 cat "$PLANS/$n.jsonl"
 "#;
@@ -53,7 +56,7 @@ fn agent() -> AgentId {
 /// A workspace, the stand-in with `sessions` (each: shell to run, stream to print), and a
 /// runner whose one agent loops it against `test -f done.txt`.
 fn setup(sessions: &[(&str, String)], no_progress: u32) -> Setup {
-    setup_with(sessions, no_progress, None)
+    setup_with(sessions, no_progress, None, None)
 }
 
 /// [`setup`], with each session's hook ledger closed by `ledgers`.
@@ -61,6 +64,7 @@ fn setup_with(
     sessions: &[(&str, String)],
     no_progress: u32,
     ledgers: Option<Arc<dyn SessionLedgers>>,
+    class_jump: Option<ClassJump>,
 ) -> Setup {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().join("ws");
@@ -94,10 +98,13 @@ fn setup_with(
     if let Some(l) = ledgers {
         cli = cli.ledgers(l);
     }
-    let cli = cli.build();
+    let service = match class_jump {
+        Some(cj) => BoxTurnService::new(cj.layer().layer(cli.class_jump(cj).build())),
+        None => BoxTurnService::new(cli.build()),
+    };
     let runner = Runner::builder(ws)
         .max_turns(6)
-        .agent(agent(), BoxTurnService::new(cli))
+        .agent(agent(), service)
         .unwrap()
         .build()
         .unwrap();
@@ -291,6 +298,7 @@ async fn a_session_whose_hook_never_ran_fails_the_run_as_ungoverned() {
         &[("echo yes > done.txt", stream("Done.", 0.0))],
         3,
         Some(Arc::new(NoHookRan)),
+        None,
     );
     let sink = Arc::new(MemorySink::default());
     let report = s.runner.run(spec(sink.clone())).await;
@@ -300,4 +308,35 @@ async fn a_session_whose_hook_never_ran_fails_the_run_as_ungoverned() {
     assert!(error.contains("not governed"), "{error}");
     // Not verified, so not completed, although the verifier would pass.
     assert!(verdicts(&events(&sink), "verify").is_empty());
+}
+
+#[tokio::test]
+async fn failed_verifications_class_jump_and_exhaust_the_strategies() {
+    let cj = ClassJump::new(ClassJumpConfig {
+        strategies: vec!["patch".into(), "rewrite".into()],
+        failures_per_strategy: 1,
+        count_failed_tools: vec![],
+    })
+    .unwrap();
+    let s = setup_with(
+        &[
+            ("echo 1 > a.txt", stream("All done.", 0.0)),
+            ("echo 2 > a.txt", stream("All done.", 0.0)),
+            ("echo yes > done.txt", stream("Done.", 0.0)),
+        ],
+        3,
+        None,
+        Some(cj),
+    );
+    let sink = Arc::new(MemorySink::default());
+    let report = s.runner.run(spec(sink.clone())).await;
+    assert_eq!(report.status, RunStatus::Exhausted);
+    assert_eq!(sessions_started(&s.plans), 2);
+    assert_eq!(
+        verdicts(&events(&sink), "class_jump"),
+        [LayerVerdict::ClassJump, LayerVerdict::Exhausted]
+    );
+    // The second session was told to change strategy.
+    let prompt = std::fs::read_to_string(s.plans.join("prompt-1")).unwrap();
+    assert!(prompt.contains("Use strategy rewrite"), "{prompt}");
 }

@@ -6,7 +6,9 @@ use anyhow::{bail, Context, Result};
 use loopward::config::Config;
 use loopward::ledger;
 use loopward_core::{AgentId, RunId};
-use loopward_runner::cli_agent::{ClaudeCode, CliAgent, SessionLedgers, SessionLink, Verifier};
+use loopward_runner::cli_agent::{
+    ClaudeCode, CliAgent, RecordedSessions, SessionLedgers, SessionLink, Verifier,
+};
 use loopward_runner::layers::budget::{BudgetConfig, BudgetLayer};
 use loopward_runner::layers::stack::Stack;
 use loopward_runner::sandbox::Protected;
@@ -188,28 +190,8 @@ pub(super) async fn run(mut args: Args) -> Result<ExitCode> {
         runs_dir: runs_dir.clone(),
         custody: custody.clone(),
         clock: clock.clone(),
-    }))
-    .build();
-    let mut layers = cfg.layers();
-    layers.limits.turns_per_run = args.max_iterations;
-    layers.limits.wall_time = Some(args.wall_time);
-    let budget = match (args.max_cost_usd, layers.budget.take()) {
-        (Some(usd), b) => Some(BudgetConfig {
-            max_cost_usd: Some(usd),
-            ..b.unwrap_or_default()
-        }),
-        (None, b) => b,
-    };
-    let stack = Stack::new(&layers)?;
-    let mut service = stack.turn(BoxTurnService::new(agent));
-    if let Some(b) = budget {
-        service = BoxTurnService::new(BudgetLayer::reported(b)?.layer(service));
-    }
-    let runner = Runner::builder(ws)
-        .clock(clock.clone())
-        .max_turns(args.max_iterations.saturating_add(1))
-        .agent(name.clone(), service)?
-        .build()?;
+    }));
+    let runner = runner(&cfg, &args, ws, name.clone(), agent, clock.clone())?;
     // A new loop keeps its settings in its folder before its first record, for `--resume`.
     let id = match (&resume, &args.id) {
         (Some(_), _) => None,
@@ -240,6 +222,109 @@ pub(super) async fn run(mut args: Args) -> Result<ExitCode> {
         label: args.agent.clone(),
     })
     .await
+}
+
+/// The loop's runner: `agent` inside the config's turn layers, with the loop's own caps (its
+/// iterations and wall time), class-jump on failed verifications, and a budget on the cost the
+/// sessions report.
+fn runner(
+    cfg: &Config,
+    args: &Args,
+    ws: Workspace,
+    name: AgentId,
+    mut agent: loopward_runner::cli_agent::CliAgentBuilder,
+    clock: Arc<dyn Clock>,
+) -> Result<Runner> {
+    let mut layers = cfg.layers();
+    layers.limits.turns_per_run = args.max_iterations;
+    layers.limits.wall_time = Some(args.wall_time);
+    let budget = match (args.max_cost_usd, layers.budget.take()) {
+        (Some(usd), b) => Some(BudgetConfig {
+            max_cost_usd: Some(usd),
+            ..b.unwrap_or_default()
+        }),
+        (None, b) => b,
+    };
+    let stack = Stack::new(&layers)?;
+    if let Some(cj) = stack.class_jump() {
+        agent = agent.class_jump(cj.clone());
+    }
+    let mut service = stack.turn(BoxTurnService::new(agent.build()));
+    if let Some(b) = budget {
+        service = BoxTurnService::new(BudgetLayer::reported(b)?.layer(service));
+    }
+    Ok(Runner::builder(ws)
+        .clock(clock)
+        .max_turns(args.max_iterations.saturating_add(1))
+        .agent(name, service)?
+        .build()?)
+}
+
+/// The settings of the loop recorded in `run_dir`, if it is a loop's.
+pub(super) fn recorded_loop(run_dir: &Path) -> Result<Option<Args>> {
+    let path = run_dir.join(SETTINGS_FILE);
+    let text = match std::fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
+    };
+    let kept: Kept = serde_json::from_str(&text)
+        .with_context(|| format!("{} is not what `loopward loop` wrote", path.display()))?;
+    let mut args = Args {
+        config: PathBuf::new(),
+        agent: String::new(),
+        name: None,
+        prompt: None,
+        verify: None,
+        max_iterations: 1,
+        session_timeout: Duration::ZERO,
+        verify_timeout: Duration::ZERO,
+        wall_time: Duration::ZERO,
+        no_progress: 1,
+        max_cost_usd: None,
+        claude: PathBuf::new(),
+        id: None,
+        resume: None,
+        json: false,
+        quiet: false,
+        session_args: vec![],
+    };
+    kept.apply(&mut args)?;
+    Ok(Some(args))
+}
+
+/// The runner `loopward replay` re-judges one part of a loop with: the loop's agent and layers
+/// over `part`'s recorded sessions, in the scratch workspace `ws`; no client, no verifier runs.
+pub(super) fn replay_runner(
+    cfg: &Config,
+    args: &Args,
+    ws: &Path,
+    clock: Arc<dyn Clock>,
+    part: &[(loopward_core::Scope, loopward_core::AuditEvent)],
+) -> Result<Runner> {
+    let ws = Workspace::new(ws).context("the scratch workspace")?;
+    let name = match &args.name {
+        Some(n) => {
+            AgentId::new(n.clone()).with_context(|| format!("{n:?} is not an agent name"))?
+        }
+        None => cfg.run.first.clone(),
+    };
+    let host = ClaudeCode {
+        program: args.claude.clone(),
+        hook_command: String::new(),
+        args: vec![],
+        env: vec![],
+    };
+    let protected = Protected::new(loopward_runner::gates::ControlFiles::default(), vec![]);
+    let verifier = Verifier::new(
+        args.verify.clone().unwrap_or_default(),
+        args.verify_timeout,
+        protected,
+    );
+    let agent = CliAgent::builder(name.clone(), host, verifier, ws.root().join(".replay"))
+        .no_progress(args.no_progress)
+        .recorded(Arc::new(RecordedSessions::from_records(part)));
+    runner(cfg, args, ws, name, agent, clock)
 }
 
 /// A loop's settings, kept in its run folder for `--resume`.

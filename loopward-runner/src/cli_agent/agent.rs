@@ -2,10 +2,12 @@
 
 use super::claude_code::{session_id, ClaudeCode};
 use super::process::{self, NoWrap, Wrap};
+use super::recorded::RecordedSessions;
 use super::stream::{SessionEnd, SessionEvent, StreamParser};
 use super::verify::{fingerprint, Verdict, Verifier};
 use crate::context::TurnContext;
 use crate::journal::{FedCall, TurnFeed, RESUME_LAYER};
+use crate::layers::classjump::ClassJump;
 use crate::model::{ModelError, StopReason};
 use crate::turn::{TurnError, TurnOutcome, TurnRequest};
 use futures::future::BoxFuture;
@@ -22,11 +24,11 @@ use std::time::Duration;
 /// stops.
 pub const DEFAULT_NO_PROGRESS: u32 = 3;
 
-/// The call ids of a turn's two steps.
+/// The call ids of a turn's two steps (`verify` is also the verifier's tool name).
 const SESSION: &str = "session";
-const VERIFY: &str = "verify";
+pub(super) const VERIFY: &str = "verify";
 /// The tool name a session is recorded under.
-const TOOL: &str = "claude_code";
+pub(super) const TOOL: &str = "claude_code";
 
 /// Closes a session's hook ledger once the session is over, so the run's ledger can name it.
 pub trait SessionLedgers: Send + Sync {
@@ -60,6 +62,8 @@ struct Inner {
     wrap: Arc<dyn Wrap>,
     ledgers: Option<Arc<dyn SessionLedgers>>,
     no_progress: u32,
+    class_jump: Option<ClassJump>,
+    recorded: Option<Arc<RecordedSessions>>,
 }
 
 impl std::fmt::Debug for CliAgent {
@@ -96,6 +100,8 @@ impl CliAgent {
                 wrap: Arc::new(NoWrap),
                 ledgers: None,
                 no_progress: DEFAULT_NO_PROGRESS,
+                class_jump: None,
+                recorded: None,
             },
         }
     }
@@ -123,6 +129,21 @@ impl CliAgentBuilder {
     /// Sessions in a row that change nothing before the run stops (at least 1).
     pub fn no_progress(mut self, n: u32) -> Self {
         self.inner.no_progress = n.max(1);
+        self
+    }
+
+    /// Counts each failed verification against `tracker` (the run's `[class_jump]`): a
+    /// strategy that failed its allowance is jumped (the next session is told which to use),
+    /// and when all are spent its turn layer ends the run `Exhausted`.
+    pub fn class_jump(mut self, tracker: ClassJump) -> Self {
+        self.inner.class_jump = Some(tracker);
+        self
+    }
+
+    /// Replays `sessions` instead of running the client and the verifier (`loopward replay`):
+    /// each turn records what its session and its verification recorded, and is judged again.
+    pub fn recorded(mut self, sessions: Arc<RecordedSessions>) -> Self {
+        self.inner.recorded = Some(sessions);
         self
     }
 
@@ -168,6 +189,9 @@ struct Session {
 impl Inner {
     async fn turn(&self, req: TurnRequest) -> Result<TurnOutcome, TurnError> {
         let turn = req.turn;
+        if let Some(rec) = &self.recorded {
+            return self.replayed(&turn, rec);
+        }
         let feed = turn.extensions().get::<TurnFeed>();
         let root = turn.workspace().root().to_path_buf();
         let before = {
@@ -210,29 +234,118 @@ impl Inner {
         let after = tokio::task::spawn_blocking(move || fingerprint(&root))
             .await
             .unwrap_or_default();
-        let finish = self.judge(&turn, &session, &verdict, before == after)?;
-        let verify_text = verify_text(self.verifier.command(), &verdict);
+        self.outcome(&turn, session, &verdict, (&before, &after))
+    }
+
+    /// Judges the turn and makes its outcome: the session's and the verifier's results, and
+    /// what the next session is told beyond them.
+    fn outcome(
+        &self,
+        turn: &TurnContext,
+        session: Session,
+        verdict: &Verdict,
+        (before, after): (&str, &str),
+    ) -> Result<TurnOutcome, TurnError> {
+        let (finish, notice) = self.judge(turn, &session, verdict, (before, after))?;
+        let verify_text = verify_text(self.verifier.command(), verdict);
+        let mut messages = vec![
+            Message::Tool(ToolResult {
+                call_id: SESSION.into(),
+                name: TOOL.into(),
+                content: session.content,
+                is_error: !session.claimed,
+            }),
+            Message::Tool(ToolResult {
+                call_id: VERIFY.into(),
+                name: VERIFY.into(),
+                content: verify_text,
+                is_error: !verdict.passed,
+            }),
+        ];
+        messages.extend(notice.map(Message::notice));
         Ok(TurnOutcome {
-            messages: vec![
-                Message::Tool(ToolResult {
-                    call_id: SESSION.into(),
-                    name: TOOL.into(),
-                    content: session.content,
-                    is_error: !session.claimed,
-                }),
-                Message::Tool(ToolResult {
-                    call_id: VERIFY.into(),
-                    name: VERIFY.into(),
-                    content: verify_text,
-                    is_error: !verdict.passed,
-                }),
-            ],
+            messages,
             effects: vec![],
             handoff: None,
             usage: session.usage,
             finish,
             text: session.answer,
         })
+    }
+
+    /// A turn as its ledger recorded it: the agent's own records made again, its cost charged,
+    /// its verification judged again.
+    fn replayed(
+        &self,
+        turn: &TurnContext,
+        rec: &RecordedSessions,
+    ) -> Result<TurnOutcome, TurnError> {
+        let n = turn.turn().0;
+        let events = rec.turn(n).ok_or_else(|| {
+            TurnError::Model(ModelError::Local(format!(
+                "the ledger holds no session for turn {n}: the run stopped before it"
+            )))
+        })?;
+        let mut session = Session {
+            content: String::new(),
+            answer: String::new(),
+            claimed: false,
+            usage: Usage::default(),
+        };
+        let mut verdict: Option<Verdict> = None;
+        let (mut before, mut after) = (String::new(), String::new());
+        for e in events {
+            match e {
+                AuditEvent::LayerDecision { layer, detail, .. } if layer == "budget" => {
+                    let d = detail.to_json();
+                    let cost = d[crate::layers::budget::REPORTED].as_u64().unwrap_or(0);
+                    crate::layers::budget::charge_reported(turn, cost)?;
+                }
+                // Judged again below.
+                AuditEvent::LayerDecision { layer, detail, .. } if layer == "verify" => {
+                    let d = detail.to_json();
+                    let text = |k: &str| d[k].as_str().unwrap_or_default().to_string();
+                    (before, after) = (text("workspace_before"), text("workspace_after"));
+                    if let Some(v) = &mut verdict {
+                        v.code = d["code"].as_i64().and_then(|c| i32::try_from(c).ok());
+                    }
+                }
+                AuditEvent::ToolFinished {
+                    tool,
+                    is_error,
+                    output,
+                    ..
+                } => {
+                    let text = output.clone().unwrap_or_default();
+                    if tool == TOOL {
+                        session.claimed = !is_error;
+                        session.content = text;
+                    } else {
+                        verdict = Some(Verdict {
+                            passed: !is_error,
+                            code: None,
+                            output: text,
+                        });
+                    }
+                    turn.record(e)?;
+                }
+                AuditEvent::ModelCall { usage, .. } => {
+                    session.usage += *usage;
+                    turn.record(e)?;
+                }
+                AuditEvent::ModelReply { text, .. } => {
+                    session.answer.clone_from(text);
+                    turn.record(e)?;
+                }
+                _ => turn.record(e)?,
+            }
+        }
+        let verdict = verdict.ok_or_else(|| {
+            TurnError::Model(ModelError::Local(format!(
+                "the ledger holds no verification for turn {n}: the run stopped before it"
+            )))
+        })?;
+        self.outcome(turn, session, &verdict, (&before, &after))
     }
 
     /// Where a running session's PID is kept (loopward's state directory), so a loop killed
@@ -547,13 +660,14 @@ impl Inner {
 
     /// Done only when verified; a claim the verifier contradicts is refused; a session that
     /// changed nothing and left the verdict where it was is a repeat.
+    /// Also says what the next session should be told beyond the verdict (a class-jump).
     fn judge(
         &self,
         turn: &TurnContext,
         session: &Session,
         verdict: &Verdict,
-        unchanged: bool,
-    ) -> Result<FinishReason, TurnError> {
+        (before, after): (&str, &str),
+    ) -> Result<(FinishReason, Option<String>), TurnError> {
         let decide = |decision, detail: serde_json::Value| {
             turn.record_owned(AuditEvent::LayerDecision {
                 layer: "verify".into(),
@@ -561,13 +675,20 @@ impl Inner {
                 detail: detail.into(),
             })
         };
+        // The workspace's fingerprints before and after: the evidence a repeat is judged by.
         let detail = json!({"claimed_done": session.claimed, "passed": verdict.passed,
-                            "code": verdict.code, "command": self.verifier.command()});
+                            "code": verdict.code, "command": self.verifier.command(),
+                            "workspace_before": before, "workspace_after": after});
         if verdict.passed {
             decide(LayerVerdict::Allow, detail)?;
-            return Ok(FinishReason::Done);
+            return Ok((FinishReason::Done, None));
         }
         decide(LayerVerdict::Refused, detail)?;
+        let notice = match &self.class_jump {
+            Some(cj) => Some(cj.observe_failure(turn, VERIFY)?.message()),
+            None => None,
+        };
+        let unchanged = before == after;
         let progress = turn
             .run()
             .extensions()
@@ -596,7 +717,7 @@ impl Inner {
         } else {
             p.1 = 0;
         }
-        Ok(FinishReason::Unverified)
+        Ok((FinishReason::Unverified, notice))
     }
 }
 

@@ -31,12 +31,14 @@
 mod agent;
 mod claude_code;
 mod process;
+mod recorded;
 mod stream;
 mod verify;
 
 pub use agent::{CliAgent, CliAgentBuilder, SessionLedgers, SessionLink, DEFAULT_NO_PROGRESS};
 pub use claude_code::{session_id, ClaudeCode, CLAUDE_CODE_VERSION};
 pub use process::{CommandLine, NoWrap, Wrap, SESSION_MARK};
+pub use recorded::RecordedSessions;
 pub use stream::{SessionEnd, SessionEvent, StreamError, StreamParser};
 pub use verify::{Verdict, Verifier};
 

@@ -96,7 +96,7 @@ fn reported(run: &RunContext) -> Arc<Reported> {
 /// The layer name budget decisions are recorded under.
 const LAYER: &str = "budget";
 /// The detail field of a reported cost.
-const REPORTED: &str = "reported_cost_micros";
+pub(crate) const REPORTED: &str = "reported_cost_micros";
 
 /// Charges `cost_micros` that work of `turn` reported itself (a coding CLI's session reports
 /// what it cost) to the run's cost budget, and records it (`layer_decision` `budget`,
