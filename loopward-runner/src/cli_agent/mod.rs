@@ -32,6 +32,7 @@ mod agent;
 mod claude_code;
 mod process;
 mod recorded;
+mod session;
 mod stream;
 mod verify;
 

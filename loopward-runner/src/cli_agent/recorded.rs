@@ -5,7 +5,12 @@
 //!
 //! [`CliAgent`]: super::CliAgent
 
-use loopward_core::{AuditEvent, Scope};
+use super::agent::{Inner, Session, TOOL};
+use super::verify::Verdict;
+use crate::context::TurnContext;
+use crate::model::ModelError;
+use crate::turn::{TurnError, TurnOutcome};
+use loopward_core::{AuditEvent, Scope, Usage};
 use std::collections::BTreeMap;
 
 /// The records of each turn that the agent made itself (its session, the model calls inside,
@@ -49,5 +54,82 @@ impl RecordedSessions {
     /// The recorded records of turn `n`, if it has any.
     pub(crate) fn turn(&self, n: u32) -> Option<&[AuditEvent]> {
         self.turns.get(&n).map(Vec::as_slice)
+    }
+}
+
+impl Inner {
+    /// A turn as its ledger recorded it: the agent's own records made again, its cost charged,
+    /// its verification judged again.
+    pub(super) fn replayed(
+        &self,
+        turn: &TurnContext,
+        rec: &RecordedSessions,
+    ) -> Result<TurnOutcome, TurnError> {
+        let n = turn.turn().0;
+        let events = rec.turn(n).ok_or_else(|| {
+            TurnError::Model(ModelError::Local(format!(
+                "the ledger holds no session for turn {n}: the run stopped before it"
+            )))
+        })?;
+        let mut session = Session {
+            content: String::new(),
+            answer: String::new(),
+            claimed: false,
+            usage: Usage::default(),
+        };
+        let mut verdict: Option<Verdict> = None;
+        let (mut before, mut after) = (String::new(), String::new());
+        for e in events {
+            match e {
+                AuditEvent::LayerDecision { layer, detail, .. } if layer == "budget" => {
+                    let d = detail.to_json();
+                    let cost = d[crate::layers::budget::REPORTED].as_u64().unwrap_or(0);
+                    crate::layers::budget::charge_reported(turn, cost)?;
+                }
+                // Judged again below.
+                AuditEvent::LayerDecision { layer, detail, .. } if layer == "verify" => {
+                    let d = detail.to_json();
+                    let text = |k: &str| d[k].as_str().unwrap_or_default().to_string();
+                    (before, after) = (text("workspace_before"), text("workspace_after"));
+                    if let Some(v) = &mut verdict {
+                        v.code = d["code"].as_i64().and_then(|c| i32::try_from(c).ok());
+                    }
+                }
+                AuditEvent::ToolFinished {
+                    tool,
+                    is_error,
+                    output,
+                    ..
+                } => {
+                    let text = output.clone().unwrap_or_default();
+                    if tool == TOOL {
+                        session.claimed = !is_error;
+                        session.content = text;
+                    } else {
+                        verdict = Some(Verdict {
+                            passed: !is_error,
+                            code: None,
+                            output: text,
+                        });
+                    }
+                    turn.record(e)?;
+                }
+                AuditEvent::ModelCall { usage, .. } => {
+                    session.usage += *usage;
+                    turn.record(e)?;
+                }
+                AuditEvent::ModelReply { text, .. } => {
+                    session.answer.clone_from(text);
+                    turn.record(e)?;
+                }
+                _ => turn.record(e)?,
+            }
+        }
+        let verdict = verdict.ok_or_else(|| {
+            TurnError::Model(ModelError::Local(format!(
+                "the ledger holds no verification for turn {n}: the run stopped before it"
+            )))
+        })?;
+        self.outcome(turn, session, &verdict, (&before, &after))
     }
 }
