@@ -21,7 +21,6 @@ use loopward_runner::sandbox::Protected;
 use loopward_runner::{BoxTurnService, RunSpec, Runner, Workspace};
 use serde_json::json;
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// The target: loopward's own cost per session, median.

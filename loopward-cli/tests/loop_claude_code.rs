@@ -346,9 +346,15 @@ fn a_budget_stops_the_loop_on_the_cost_the_sessions_report() {
             "spent",
             "--max-cost-usd",
             "0.000001",
+            "--json",
         ],
     );
     assert_eq!(out.status.code(), Some(5), "exit 5: budget spent");
+    // `--json` as `loopward run --json`: the last line says how the loop ended.
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let last: Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+    assert_eq!(last["type"], "end");
+    assert_eq!(last["exit_code"], 5);
     let rs = records(&root, "spent");
     assert_eq!(sessions(&rs), 1, "no session after the budget was spent");
     let reported = decisions(&rs, "budget");

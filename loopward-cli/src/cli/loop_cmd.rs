@@ -31,8 +31,10 @@ verifier passes; an agent that says it is done while the verifier fails is recor
 claim and gets another session. Sessions that change nothing and leave the verifier where it was
 are repeats; --no-progress of them in a row stop the loop.
 
-Exit status: as `loopward run` (0 verified · 3 a cap (iterations, wall time, no progress) · 5
-budget spent · 8 the ledger could not be written · 9 failed · 1 could not start).")]
+Exit status: as `loopward run` (0 verified · 3 a cap (iterations, wall time, no progress) · 4
+strategies exhausted ([class_jump]) · 5 budget spent · 6 stopped by a stop-gate · 8 the ledger
+could not be written · 9 failed (a stream it does not know, a session its hook never saw) · 1
+could not start: no config, a prompt file, verifier or client it cannot use). See docs/loop.md.")]
 pub struct Args {
     /// The config file (the policy the sessions run under); its folder is the project root.
     #[arg(long, default_value = loopward::config::CONFIG_FILE)]
