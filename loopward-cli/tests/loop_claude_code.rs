@@ -427,6 +427,15 @@ fn a_loop_killed_mid_session_resumes_with_that_session_interrupted_and_none_repe
     );
     assert_eq!(server.served(), 1);
 
+    // A person speaks into the stopped loop; the next session hears it.
+    let said = Command::new(env!("CARGO_BIN_EXE_loopward"))
+        .current_dir(&root)
+        .args(["say", "killed", "Keep your notes under notes/."])
+        .env("HOME", &home)
+        .output()
+        .unwrap();
+    assert!(said.status.success(), "{said:?}");
+
     let out = run_loop(&claude, &root, &home, port, &["--resume", "killed"]);
     assert_eq!(out.status.code(), Some(0), "the resumed loop ends verified");
     assert!(
@@ -446,6 +455,13 @@ fn a_loop_killed_mid_session_resumes_with_that_session_interrupted_and_none_repe
     assert!(decisions(&rs, "session")
         .iter()
         .any(|d| d["data"]["detail"]["ended"] == true));
+    assert_eq!(kind(&rs, "human_message").count(), 2, "the task, then the person");
+    let second = kind(&rs, "tool_requested")
+        .filter(|r| r["data"]["tool"] == "claude_code")
+        .nth(1)
+        .unwrap();
+    let prompt = second["data"]["arguments"]["prompt"].as_str().unwrap();
+    assert!(prompt.contains("Keep your notes under notes/."), "{prompt}");
     let v = verify_run(&root, &home, "killed");
     assert!(v.status.success(), "{v:?}");
     // Both parts replay to the same decisions.

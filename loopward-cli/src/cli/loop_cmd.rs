@@ -193,7 +193,17 @@ pub(super) async fn run(mut args: Args) -> Result<ExitCode> {
         custody: custody.clone(),
         clock: clock.clone(),
     }));
-    let runner = runner(&cfg, &args, ws, name.clone(), agent, clock.clone())?;
+    // `loopward say <run> "…"` reaches the next session's prompt, as the person's words.
+    let inbox = custody.inbox(&workspace)?;
+    let runner = runner(
+        &cfg,
+        &args,
+        ws,
+        name.clone(),
+        agent,
+        clock.clone(),
+        Some(inbox),
+    )?;
     // A new loop keeps its settings in its folder before its first record, for `--resume`.
     let id = match (&resume, &args.id) {
         (Some(_), _) => None,
@@ -236,6 +246,7 @@ fn runner(
     name: AgentId,
     mut agent: loopward_runner::cli_agent::CliAgentBuilder,
     clock: Arc<dyn Clock>,
+    inbox: Option<loopward_runner::inbox::HumanInbox>,
 ) -> Result<Runner> {
     let mut layers = cfg.layers();
     layers.limits.turns_per_run = args.max_iterations;
@@ -255,11 +266,13 @@ fn runner(
     if let Some(b) = budget {
         service = BoxTurnService::new(BudgetLayer::reported(b)?.layer(service));
     }
-    Ok(Runner::builder(ws)
+    let mut runner = Runner::builder(ws)
         .clock(clock)
-        .max_turns(args.max_iterations.saturating_add(1))
-        .agent(name, service)?
-        .build()?)
+        .max_turns(args.max_iterations.saturating_add(1));
+    if let Some(inbox) = inbox {
+        runner = runner.inbox(inbox);
+    }
+    Ok(runner.agent(name, service)?.build()?)
 }
 
 /// The settings of the loop recorded in `run_dir`, if it is a loop's.
@@ -303,6 +316,7 @@ pub(super) fn replay_runner(
     ws: &Path,
     clock: Arc<dyn Clock>,
     part: &[(loopward_core::Scope, loopward_core::AuditEvent)],
+    inbox: loopward_runner::inbox::HumanInbox,
 ) -> Result<Runner> {
     let ws = Workspace::new(ws).context("the scratch workspace")?;
     let name = match &args.name {
@@ -326,7 +340,7 @@ pub(super) fn replay_runner(
     let agent = CliAgent::builder(name.clone(), host, verifier, ws.root().join(".replay"))
         .no_progress(args.no_progress)
         .recorded(Arc::new(RecordedSessions::from_records(part)));
-    runner(cfg, args, ws, name, agent, clock)
+    runner(cfg, args, ws, name, agent, clock, Some(inbox))
 }
 
 /// A loop's settings, kept in its run folder for `--resume`.
@@ -413,7 +427,12 @@ fn find_program(p: &Path) -> Result<PathBuf> {
 
 /// The verifier's program can be found (`sh -c 'command -v …'` in the project root).
 fn verifier_exists(verify: &str, root: &Path) -> Result<()> {
-    let Some(first) = verify.split_whitespace().next() else {
+    // The program is the first word that is not a variable assignment (`RUST_LOG=1 cargo test`).
+    let Some(first) = verify.split_whitespace().find(|w| {
+        !w.split_once('=').is_some_and(|(k, _)| {
+            !k.is_empty() && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+        })
+    }) else {
         bail!("--verify is empty: give the command that says the work is done, such as \"cargo test\"");
     };
     let ok = std::process::Command::new("sh")
@@ -457,5 +476,24 @@ impl SessionLedgers for HookLedgers {
             records: f.final_seq,
             final_hash: f.final_hash,
         }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::verifier_exists;
+
+    #[test]
+    fn a_verifier_is_found_past_its_variable_assignments_and_a_missing_one_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(verifier_exists("RUST_LOG=1 true", dir.path()).is_ok());
+        assert!(verifier_exists("true && false", dir.path()).is_ok());
+        let e = verifier_exists("X=1 no-such-verifier --all", dir.path()).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("`no-such-verifier` is not a command"),
+            "{e}"
+        );
+        assert!(verifier_exists("   ", dir.path()).is_err());
     }
 }

@@ -338,7 +338,8 @@ pub(super) async fn run(args: Args) -> Result<ExitCode> {
         let model = BoxModelService::new(FakeModel::new(script_of(part)).ignoring_conversation());
         let runner = match &looped {
             Some(a) => {
-                super::loop_cmd::replay_runner(&cfg, a, scratch.path(), clock.clone(), part)?
+                let heard = HumanInbox::recorded(heard_in(part));
+                super::loop_cmd::replay_runner(&cfg, a, scratch.path(), clock.clone(), part, heard)?
             }
             None => team::build(
                 &cfg,
