@@ -271,6 +271,31 @@ fn a_claim_of_done_that_the_verifier_refuses_gets_another_session_and_the_loop_e
         let v = verify_run(&root, &home, run);
         assert!(v.status.success(), "verify {run}: {v:?}");
     }
+    // Its id is not reused, and its settings stay as they were; `run --resume` sends it here.
+    let kept = std::fs::read(root.join("runs/loop1/loop.json")).unwrap();
+    let again = run_loop(
+        &claude,
+        &root,
+        &home,
+        port,
+        &["--prompt", "PROMPT.md", "--verify", "true", "--id", "loop1"],
+    );
+    assert_eq!(again.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&again.stderr).contains("loopward loop --resume loop1"));
+    assert_eq!(
+        std::fs::read(root.join("runs/loop1/loop.json")).unwrap(),
+        kept
+    );
+    let run = Command::new(env!("CARGO_BIN_EXE_loopward"))
+        .current_dir(&root)
+        .args(["run", "--resume", "loop1"])
+        .env("HOME", &home)
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&run.stderr).contains("loopward loop --resume loop1"),
+        "{run:?}"
+    );
     // Replayed from the ledger, the loop's decisions come out the same.
     let r = replay_run(&root, &home, "loop1");
     let text = String::from_utf8_lossy(&r.stdout);
@@ -455,7 +480,11 @@ fn a_loop_killed_mid_session_resumes_with_that_session_interrupted_and_none_repe
     assert!(decisions(&rs, "session")
         .iter()
         .any(|d| d["data"]["detail"]["ended"] == true));
-    assert_eq!(kind(&rs, "human_message").count(), 2, "the task, then the person");
+    assert_eq!(
+        kind(&rs, "human_message").count(),
+        2,
+        "the task, then the person"
+    );
     let second = kind(&rs, "tool_requested")
         .filter(|r| r["data"]["tool"] == "claude_code")
         .nth(1)

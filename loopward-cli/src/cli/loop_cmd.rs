@@ -214,7 +214,15 @@ pub(super) async fn run(mut args: Args) -> Result<ExitCode> {
                 })?,
                 None => super::run::new_run_id(&*clock),
             };
-            Kept::of(&args).keep(&ledger::run_dir(&runs_dir, &id))?;
+            let dir = ledger::run_dir(&runs_dir, &id);
+            // A run that began keeps its settings: its id is not reused.
+            if dir.join(ledger::EVENTS_FILE).exists() && ledger::started(&dir).is_ok() {
+                bail!(
+                    "run {id} already began (its ledger is {}); run ids are not reused: resume it with `loopward loop --resume {id}`, or pick another id",
+                    dir.join(ledger::EVENTS_FILE).display()
+                );
+            }
+            Kept::of(&args).keep(&dir)?;
             Some(id.to_string())
         }
     };

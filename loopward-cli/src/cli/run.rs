@@ -120,6 +120,11 @@ pub(super) async fn run(args: Args) -> Result<ExitCode> {
         .as_deref()
         .map(|r| parse_id("--resume", r))
         .transpose()?;
+    if let Some(id) = &resume {
+        if super::loop_cmd::recorded_loop(&ledger::run_dir(&runs_dir, id))?.is_some() {
+            bail!("run {id} is a loop over a coding agent: resume it with `loopward loop --resume {id}`");
+        }
+    }
     let script = match &resume {
         Some(id) => StartedWith::read(&ledger::run_dir(&runs_dir, id))?.script,
         // Absolute: the run may be resumed from another folder.
