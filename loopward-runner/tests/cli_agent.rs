@@ -340,3 +340,34 @@ async fn failed_verifications_class_jump_and_exhaust_the_strategies() {
     let prompt = std::fs::read_to_string(s.plans.join("prompt-1")).unwrap();
     assert!(prompt.contains("Use strategy rewrite"), "{prompt}");
 }
+
+#[tokio::test]
+async fn a_resumed_loop_keeps_counting_the_sessions_that_changed_nothing() {
+    let idle = || ("", stream("All done.", 0.0));
+    let s = setup(&[idle(), idle(), idle(), idle()], 2);
+    let sink = Arc::new(MemorySink::default());
+    let first = s.runner.run(spec(sink.clone())).await;
+    assert!(matches!(first.status, RunStatus::CapReached { .. }));
+    // Killed after the second session, whose repeat was the first in a row.
+    let records = sink.events();
+    let cut = records
+        .iter()
+        .enumerate()
+        .filter(|(_, (_, e))| matches!(e, AuditEvent::TurnEnded { .. }))
+        .nth(1)
+        .unwrap()
+        .0;
+    let journal = Journal::from_records(&records[..=cut]).unwrap();
+    std::fs::write(s.plans.join("count"), "2").unwrap();
+    let resumed = Arc::new(MemorySink::default());
+    let report = s
+        .runner
+        .resume(spec(resumed.clone()), &journal)
+        .await
+        .unwrap();
+    let RunStatus::CapReached { cap } = &report.status else {
+        panic!("{:?}", report.status)
+    };
+    assert!(cap.contains("2 session(s) in a row"), "{cap}");
+    assert_eq!(sessions_started(&s.plans), 3, "one more session, not two");
+}

@@ -173,6 +173,34 @@ impl tower::Service<TurnRequest> for CliAgent {
 #[derive(Default)]
 struct Progress(Mutex<(Option<String>, u32)>);
 
+impl Progress {
+    /// For a resumed run, what its journal's `verify` decisions settled (each records the
+    /// verdict and the fingerprints before and after), so the count goes on where it was.
+    fn rebuilt(resumed: Option<Arc<crate::journal::Resumed>>) -> Self {
+        let mut state = (None::<String>, 0u32);
+        if let Some(resumed) = resumed {
+            for d in resumed.decisions("verify") {
+                let d = &d.decision.detail;
+                let code = d["code"].as_i64().and_then(|c| i32::try_from(c).ok());
+                let key = Verdict {
+                    passed: d["passed"] == true,
+                    code,
+                    output: String::new(),
+                }
+                .key();
+                let unchanged = d["workspace_before"] == d["workspace_after"];
+                state.1 = if unchanged && state.0.as_deref() == Some(key.as_str()) {
+                    state.1 + 1
+                } else {
+                    0
+                };
+                state.0 = Some(key);
+            }
+        }
+        Self(Mutex::new(state))
+    }
+}
+
 /// How the session step ended.
 pub(super) struct Session {
     /// What the model read back as the session's result.
@@ -328,10 +356,12 @@ impl Inner {
             None => None,
         };
         let unchanged = before == after;
+        // Read before the extensions are locked for the insert (a lookup inside would wait on it).
+        let resumed = crate::journal::Resumed::of(turn.run());
         let progress = turn
             .run()
             .extensions()
-            .get_or_insert_with(Progress::default);
+            .get_or_insert_with(|| Progress::rebuilt(resumed));
         let mut p = progress.0.lock().unwrap_or_else(|p| p.into_inner());
         let same_verdict = p.0.as_deref() == Some(verdict.key().as_str());
         p.0 = Some(verdict.key());
