@@ -10,6 +10,7 @@ use loopward_runner::cli_agent::{
 };
 use loopward_runner::gates::ControlFiles;
 use loopward_runner::journal::Journal;
+use loopward_runner::layers::budget::{BudgetConfig, BudgetLayer};
 use loopward_runner::layers::classjump::{ClassJump, ClassJumpConfig};
 use loopward_runner::sandbox::Protected;
 use loopward_runner::{BoxTurnService, RunSpec, Runner, Workspace};
@@ -56,7 +57,7 @@ fn agent() -> AgentId {
 /// A workspace, the stand-in with `sessions` (each: shell to run, stream to print), and a
 /// runner whose one agent loops it against `test -f done.txt`.
 fn setup(sessions: &[(&str, String)], no_progress: u32) -> Setup {
-    setup_with(sessions, no_progress, None, None)
+    setup_with(sessions, no_progress, None, None, None)
 }
 
 /// [`setup`], with each session's hook ledger closed by `ledgers`.
@@ -65,6 +66,7 @@ fn setup_with(
     no_progress: u32,
     ledgers: Option<Arc<dyn SessionLedgers>>,
     class_jump: Option<ClassJump>,
+    budget_usd: Option<f64>,
 ) -> Setup {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().join("ws");
@@ -98,10 +100,18 @@ fn setup_with(
     if let Some(l) = ledgers {
         cli = cli.ledgers(l);
     }
-    let service = match class_jump {
+    let mut service = match class_jump {
         Some(cj) => BoxTurnService::new(cj.layer().layer(cli.class_jump(cj).build())),
         None => BoxTurnService::new(cli.build()),
     };
+    if let Some(usd) = budget_usd {
+        let budget = BudgetLayer::reported(BudgetConfig {
+            max_cost_usd: Some(usd),
+            ..BudgetConfig::default()
+        })
+        .unwrap();
+        service = BoxTurnService::new(budget.layer(service));
+    }
     let runner = Runner::builder(ws)
         .max_turns(6)
         .agent(agent(), service)
@@ -299,6 +309,7 @@ async fn a_session_whose_hook_never_ran_fails_the_run_as_ungoverned() {
         3,
         Some(Arc::new(NoHookRan)),
         None,
+        None,
     );
     let sink = Arc::new(MemorySink::default());
     let report = s.runner.run(spec(sink.clone())).await;
@@ -327,6 +338,7 @@ async fn failed_verifications_class_jump_and_exhaust_the_strategies() {
         3,
         None,
         Some(cj),
+        None,
     );
     let sink = Arc::new(MemorySink::default());
     let report = s.runner.run(spec(sink.clone())).await;
@@ -370,4 +382,53 @@ async fn a_resumed_loop_keeps_counting_the_sessions_that_changed_nothing() {
     };
     assert!(cap.contains("2 session(s) in a row"), "{cap}");
     assert_eq!(sessions_started(&s.plans), 3, "one more session, not two");
+}
+
+#[tokio::test]
+async fn a_resumed_loop_is_held_to_the_cost_its_sessions_reported() {
+    let costly = |sh| (sh, stream("All done.", 0.01));
+    let s = setup_with(
+        &[
+            costly("echo 1 > a.txt"),
+            costly("echo 2 > a.txt"),
+            costly("echo 3 > a.txt"),
+        ],
+        3,
+        None,
+        None,
+        Some(0.015),
+    );
+    let sink = Arc::new(MemorySink::default());
+    let first = s.runner.run(spec(sink.clone())).await;
+    assert!(
+        matches!(first.status, RunStatus::BudgetExceeded { .. }),
+        "{:?}",
+        first.status
+    );
+    assert_eq!(sessions_started(&s.plans), 2);
+    // Killed after the first session ($0.01 of $0.015 spent): one more session spends it.
+    let records = sink.events();
+    let cut = records
+        .iter()
+        .position(|(_, e)| matches!(e, AuditEvent::TurnEnded { .. }))
+        .unwrap();
+    let journal = Journal::from_records(&records[..=cut]).unwrap();
+    std::fs::write(s.plans.join("count"), "1").unwrap();
+    let resumed = Arc::new(MemorySink::default());
+    let report = s
+        .runner
+        .resume(spec(resumed.clone()), &journal)
+        .await
+        .unwrap();
+    assert!(
+        matches!(report.status, RunStatus::BudgetExceeded { .. }),
+        "{:?}",
+        report.status
+    );
+    assert_eq!(
+        sessions_started(&s.plans),
+        2,
+        "one more session, not two: {:#?}",
+        events(&resumed)
+    );
 }

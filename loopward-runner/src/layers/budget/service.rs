@@ -57,7 +57,7 @@ impl Totals {
             Some(price) => {
                 self.cost_micros = self.cost_micros.saturating_add(price.cost_micros(usage));
             }
-            None if limits.max_cost_micros.is_some() => {
+            None if limits.max_cost_micros.is_some() && !limits.reported => {
                 self.unpriced.get_or_insert_with(|| model.to_string());
             }
             None => {}
