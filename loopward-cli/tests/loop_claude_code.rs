@@ -545,6 +545,29 @@ fn bad_input_is_refused_before_the_first_session_and_records_nothing() {
         assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
         assert!(err.contains(named), "{args:?}: {err}");
     }
+    // A loopward hook the project installed for another agent would judge every call twice.
+    let install = Command::new(env!("CARGO_BIN_EXE_loopward"))
+        .args(["hook", "install", "--main-agent", "planner", "--config"])
+        .arg(root.join("loopward.toml"))
+        .env("HOME", &home)
+        .output()
+        .unwrap();
+    assert!(install.status.success(), "{install:?}");
+    let out = loop_command(
+        &claude,
+        &root,
+        &home,
+        port,
+        &["--prompt", "PROMPT.md", "--verify", VERIFY],
+    )
+    .output()
+    .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("settings.json installs loopward's hook") && err.contains("'planner'"),
+        "{err}"
+    );
     assert!(!root.join("runs").exists(), "nothing was recorded");
     assert!(server.requests().is_empty());
 }
@@ -646,4 +669,72 @@ fn the_readme_loop_section_runs_as_written() {
     let rs = records(&root, "fix");
     assert_eq!(sessions(&rs), 1);
     assert_eq!(decisions(&rs, "verify")[0]["data"]["decision"], "allow");
+}
+
+/// Inside a loop's session the territory refusal's remedy — delegate to the owner's subagent —
+/// exists and works: the project's subagents are the session's.
+#[test]
+fn inside_a_loop_the_refusals_remedy_delegating_to_the_owners_subagent_works() {
+    let claude = need_claude!();
+    let (_dir, root, home) = project();
+    let agents = root.join(".claude/agents");
+    std::fs::create_dir_all(&agents).unwrap();
+    std::fs::write(
+        agents.join("planner.md"),
+        "---\nname: planner\ndescription: The planner. Use it for planner work.\ntools: Read, Write, Edit\n---\nYou are the planner.\n",
+    )
+    .unwrap();
+    let p = |rel: &str| root.join(rel).to_str().unwrap().to_string();
+    let roadmap = json!({"file_path": p("plans/roadmap.md"), "content": "# Roadmap v2\n"});
+    let script = vec![
+        Reply::tool("Write", roadmap.clone()),
+        Reply::tool(
+            "Agent",
+            json!({"subagent_type": "planner", "description": "planner work",
+                   "prompt": "[lane:planner] Update the roadmap to v2."}),
+        ),
+        Reply::text("The planner updated the roadmap."),
+    ];
+    let lanes = vec![(
+        "[lane:planner]",
+        vec![
+            Reply::tool("Write", roadmap),
+            Reply::text("Roadmap updated."),
+        ],
+    )];
+    let (port, server) = anthropic_server::start_with_lanes(script, lanes);
+    let out = run_loop(
+        &claude,
+        &root,
+        &home,
+        port,
+        &[
+            "--prompt",
+            "PROMPT.md",
+            "--verify",
+            "grep -q v2 plans/roadmap.md",
+            "--id",
+            "deleg",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0), "verified in one session");
+    let (_, denied, text) = &server.tool_results()[0];
+    assert!(
+        *denied && text.contains("subagent_type \"planner\""),
+        "{text}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(root.join("plans/roadmap.md")).unwrap(),
+        "# Roadmap v2\n"
+    );
+    let rs = records(&root, "deleg");
+    assert_eq!(sessions(&rs), 1);
+    let hook_run = decisions(&rs, "session_ledger")[0]["data"]["detail"]["run"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let hook = records(&root, &hook_run);
+    assert!(kind(&hook, "gate_decision").any(|r| r["agent"] == "planner"
+        && r["data"]["path"] == "plans/roadmap.md"
+        && r["data"]["decision"]["decision"] == "allow"));
 }

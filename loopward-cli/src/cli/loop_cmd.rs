@@ -165,6 +165,7 @@ pub(super) async fn run(mut args: Args) -> Result<ExitCode> {
     };
     host.check_version()?;
     super::hook_install::check_runs(&host.hook_command)?;
+    installed_hooks_agree(&workspace, &host.hook_command)?;
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let custody = super::state::open(&cfg, &config)?;
     let ws = Workspace::new(&workspace)
@@ -413,6 +414,37 @@ impl Kept {
             serde_json::to_string_pretty(self).context("cannot encode the loop's settings")?;
         std::fs::write(&path, text).with_context(|| format!("cannot write {}", path.display()))
     }
+}
+
+/// A loopward hook the project installed (`.claude/settings.json`, `.claude/settings.local.json`,
+/// which the sessions read for the project's subagents and `CLAUDE.md`) must be the sessions'
+/// own command — the client runs an identical command once — or two hooks would judge each
+/// call under two names: refused before the first session.
+fn installed_hooks_agree(root: &Path, ours: &str) -> Result<()> {
+    for file in [".claude/settings.json", ".claude/settings.local.json"] {
+        let path = root.join(file);
+        let Ok(text) = std::fs::read_to_string(&path) else {
+            continue;
+        };
+        let settings: serde_json::Value = serde_json::from_str(&text)
+            .with_context(|| format!("{} is not JSON; fix or move it", path.display()))?;
+        let commands = settings["hooks"]
+            .as_object()
+            .into_iter()
+            .flat_map(|events| events.values())
+            .flat_map(|list| list.as_array().into_iter().flatten())
+            .flat_map(|entry| entry["hooks"].as_array().into_iter().flatten())
+            .filter_map(|h| h["command"].as_str());
+        for cmd in commands {
+            if cmd.contains(" hook claude-code") && cmd != ours {
+                bail!(
+                    "{} installs loopward's hook as `{cmd}`, but the loop's sessions run `{ours}`: both would judge every call, under two names. Reinstall it for the loop's agent (`loopward hook install --main-agent <agent>`, the agent of --as) or remove it from that file",
+                    path.display()
+                );
+            }
+        }
+    }
+    Ok(())
 }
 
 /// `claude` by path, or found on PATH.

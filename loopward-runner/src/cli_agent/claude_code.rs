@@ -76,9 +76,11 @@ impl ClaudeCode {
 
     /// The command line of one headless session: the prompt, the stream format the parser
     /// reads, the session id the hook's ledger is named by, and the session's own settings.
-    /// No settings file is read besides (`--setting-sources ""`): not the user's, whose hooks
-    /// are not this loop's, nor the project's, whose installed hook would judge the session a
-    /// second time under another agent's name.
+    /// Besides it, only the project's settings files are read (`--setting-sources
+    /// project,local`: its subagents, `CLAUDE.md` and permissions, which no source at all would
+    /// drop), never the user's, whose hooks are not this loop's. A loopward hook the project
+    /// installed is the same command (the client runs it once) or is refused before the first
+    /// session by the caller.
     pub fn command(&self, cwd: &Path, prompt: &str, session: &str, settings: &Path) -> CommandLine {
         let mut args: Vec<OsString> = vec![
             "-p".into(),
@@ -91,7 +93,7 @@ impl ClaudeCode {
             "--settings".into(),
             settings.as_os_str().to_owned(),
             "--setting-sources".into(),
-            "".into(),
+            "project,local".into(),
         ];
         args.extend(self.args.iter().cloned());
         CommandLine {
