@@ -227,6 +227,14 @@ impl Inner {
                 .unwrap_or_default()
         };
         let fed = feed.as_deref().and_then(|f| f.find_call(SESSION, TOOL));
+        // A session that ran before the loop was stopped changed the workspace before `before`
+        // was taken: no evidence either way, so never a repeat.
+        let before = match fed {
+            Some(FedCall::Finished { .. } | FedCall::Interrupted { .. }) => {
+                "(not measured: the session ran before the loop was resumed)".to_string()
+            }
+            _ => before,
+        };
         let session = match fed {
             Some(FedCall::Finished {
                 content, is_error, ..
