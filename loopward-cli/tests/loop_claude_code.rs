@@ -738,3 +738,95 @@ fn inside_a_loop_the_refusals_remedy_delegating_to_the_owners_subagent_works() {
         && r["data"]["path"] == "plans/roadmap.md"
         && r["data"]["decision"]["decision"] == "allow"));
 }
+
+const TEAM: &str = r#"
+[run]
+first = "planner"
+task = "Plan it, then build it."
+
+[backend]
+kind = "fake"
+script = "loopward.script.toml"
+
+[[agent]]
+name = "planner"
+tools = ["write_file", "handoff"]
+
+[[agent]]
+name = "builder"
+kind = "claude-code"
+verify = "test -f src/done.txt"
+
+[[territory]]
+paths = ["src/**"]
+owner = "builder"
+"#;
+
+const TEAM_SCRIPT: &str = r##"
+[[agents.planner]]
+tool_calls = [{ name = "write_file", arguments = { path = "plan.md", content = "# Plan\n1. src/done.txt\n" } }]
+
+[[agents.planner]]
+tool_calls = [{ name = "handoff", arguments = { to = "builder", message = "Write src/done.txt." } }]
+"##;
+
+/// A mixed team in `loopward.toml`: a model agent plans and hands off to a `claude-code`
+/// agent, whose turns are sessions until its verifier passes; `loopward run` runs it.
+#[test]
+fn a_model_agent_hands_off_to_a_claude_code_agent_that_works_until_verified() {
+    let claude = need_claude!();
+    let (_dir, root, home) = project();
+    std::fs::write(root.join("loopward.toml"), TEAM).unwrap();
+    std::fs::write(root.join("loopward.script.toml"), TEAM_SCRIPT).unwrap();
+    std::fs::create_dir_all(root.join("src")).unwrap();
+    let p = |rel: &str| root.join(rel).to_str().unwrap().to_string();
+    let (port, _server) = anthropic_server::start(vec![
+        Reply::text("All done."),
+        Reply::tool(
+            "Write",
+            json!({"file_path": p("src/done.txt"), "content": "yes\n"}),
+        ),
+        Reply::text("Done, really."),
+    ]);
+    let bin = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink(&claude, bin.path().join("claude")).unwrap();
+    let path = std::env::join_paths(
+        std::iter::once(bin.path().to_path_buf())
+            .chain(std::env::split_paths(&std::env::var_os("PATH").unwrap())),
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_loopward"))
+        .current_dir(&root)
+        .args(["run", "--id", "team"])
+        .env_clear()
+        .env("PATH", path)
+        .env("HOME", &home)
+        .env("ANTHROPIC_BASE_URL", format!("http://127.0.0.1:{port}"))
+        .env("ANTHROPIC_API_KEY", "test")
+        .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
+        .env("DISABLE_AUTOUPDATER", "1")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rs = records(&root, "team");
+    let turns: Vec<&str> = kind(&rs, "turn_started")
+        .map(|r| r["data"]["agent"].as_str().unwrap())
+        .collect();
+    assert_eq!(turns, ["planner", "builder", "builder"]);
+    assert_eq!(sessions(&rs), 2);
+    let verdicts: Vec<&Value> = decisions(&rs, "verify")
+        .iter()
+        .map(|d| &d["data"]["decision"])
+        .collect();
+    assert_eq!(verdicts, [&json!("refused"), &json!("allow")]);
+    assert!(root.join("plan.md").is_file() && root.join("src/done.txt").is_file());
+    let r = replay_run(&root, &home, "team");
+    let said = String::from_utf8_lossy(&r.stdout);
+    assert!(r.status.success() && said.contains("all the same"), "{r:?}");
+}

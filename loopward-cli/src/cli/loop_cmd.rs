@@ -352,6 +352,88 @@ pub(super) fn replay_runner(
     runner(cfg, args, ws, name, agent, clock, Some(inbox))
 }
 
+/// The `kind = "claude-code"` agents of a team `loopward run` runs: each as `loopward loop`
+/// makes its one agent, with the loop's default backstops (its session and verification
+/// timeouts, its no-progress count), checked before the first record.
+pub(super) struct TeamCliAgents {
+    pub(super) config: PathBuf,
+    pub(super) workspace: PathBuf,
+    pub(super) runs_dir: PathBuf,
+    pub(super) custody: loopward::state::Custody,
+    pub(super) clock: Arc<dyn Clock>,
+    pub(super) policy: loopward_runner::gates::PolicyConfig,
+    pub(super) config_rel: String,
+    pub(super) runs_rel: String,
+}
+
+impl loopward::team::CliAgents for TeamCliAgents {
+    fn agent(
+        &self,
+        a: &loopward::config::AgentConfig,
+    ) -> Result<loopward_runner::cli_agent::CliAgentBuilder> {
+        let verify = a.verify.clone().unwrap_or_default();
+        verifier_exists(&verify, &self.workspace)?;
+        let host = ClaudeCode {
+            program: find_program(Path::new("claude"))?,
+            hook_command: super::hook_install::command(
+                &std::env::current_exe().context("finding the loopward binary")?,
+                &self.config,
+                a.name.as_str(),
+            )?,
+            args: vec!["--permission-mode".into(), "acceptEdits".into()],
+            env: vec![],
+        };
+        host.check_version()?;
+        super::hook_install::check_runs(&host.hook_command)?;
+        installed_hooks_agree(&self.workspace, &host.hook_command)?;
+        let ws = Workspace::new(&self.workspace).context("the workspace")?;
+        let control = loopward_runner::gates::ControlFiles::new(&self.config_rel, &self.runs_rel)
+            .resolved(&ws);
+        let protected = Protected::from_policy(control, &self.policy, &a.name)?;
+        let verifier = Verifier::new(verify, Duration::from_secs(600), protected)
+            .unreadable(self.custody.unreadable().to_vec());
+        Ok(CliAgent::builder(
+            a.name.clone(),
+            host,
+            verifier,
+            self.custody.state().root().join("loop-sessions"),
+        )
+        .ledgers(Arc::new(HookLedgers {
+            runs_dir: self.runs_dir.clone(),
+            custody: self.custody.clone(),
+            clock: self.clock.clone(),
+        })))
+    }
+}
+
+/// The `kind = "claude-code"` agents of a team `loopward replay` re-judges: over one part's
+/// recorded sessions; no client and no verifier runs.
+pub(super) struct RecordedCliAgents(pub(super) Arc<RecordedSessions>);
+
+impl loopward::team::CliAgents for RecordedCliAgents {
+    fn agent(
+        &self,
+        a: &loopward::config::AgentConfig,
+    ) -> Result<loopward_runner::cli_agent::CliAgentBuilder> {
+        let host = ClaudeCode {
+            program: PathBuf::from("claude"),
+            hook_command: String::new(),
+            args: vec![],
+            env: vec![],
+        };
+        let protected = Protected::new(loopward_runner::gates::ControlFiles::default(), vec![]);
+        let verifier = Verifier::new(
+            a.verify.clone().unwrap_or_default(),
+            Duration::from_secs(600),
+            protected,
+        );
+        Ok(
+            CliAgent::builder(a.name.clone(), host, verifier, PathBuf::from(".replay"))
+                .recorded(self.0.clone()),
+        )
+    }
+}
+
 /// A loop's settings, kept in its run folder for `--resume`.
 #[derive(Debug, serde::Serialize, serde::Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -352,6 +352,9 @@ pub(super) async fn run(args: Args) -> Result<ExitCode> {
                     ))),
                     executor: Some(BoxToolService::new(outputs)),
                     inbox: Some(HumanInbox::recorded(heard_in(part))),
+                    cli_agents: Some(Arc::new(super::loop_cmd::RecordedCliAgents(Arc::new(
+                        loopward_runner::cli_agent::RecordedSessions::from_records(part),
+                    )))),
                     ..team::Options::default()
                 },
             )?,

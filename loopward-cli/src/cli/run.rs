@@ -161,6 +161,20 @@ pub(super) async fn run(args: Args) -> Result<ExitCode> {
             model_name: backend::model_name(&cfg, &choice),
             custody: Some(custody.clone()),
             host_files: backend::host_files(&cfg, &dir, &choice),
+            // `kind = "claude-code"` agents: sessions of the client under the hook.
+            cli_agents: Some(Arc::new(super::loop_cmd::TeamCliAgents {
+                config: std::path::absolute(&args.config)
+                    .context("cannot resolve the config's path")?,
+                workspace: workspace
+                    .canonicalize()
+                    .with_context(|| format!("cannot find {}", workspace.display()))?,
+                runs_dir: runs_dir.clone(),
+                custody: custody.clone(),
+                clock: clock.clone(),
+                policy: cfg.policy(),
+                config_rel: String::from(loopward::config::CONFIG_FILE),
+                runs_rel: cfg.run.runs_dir.to_string_lossy().into_owned(),
+            })),
             ..team::Options::default()
         },
     )?;

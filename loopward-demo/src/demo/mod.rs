@@ -195,6 +195,7 @@ impl<W: Write + Send + 'static> Stage<W> {
                 custody: Some(self.custody.clone()),
                 host_files: Vec::new(),
                 inbox: None,
+                cli_agents: None,
             },
         )?;
         let ledger = ledger::create(
