@@ -15,6 +15,7 @@
 //! | 6 | `concurrent` (feature `llama`) | 1, 2, 4, 8 requests at once on one model, decoded in one batch | the same requests one after another |
 //! | 7 | [`governed`] | a class-jump verdict, an auto stop-gate and a record, into memory (time and allocations) | the same three records, made beforehand |
 //! | 8 | [`console`] | `loopward serve`'s console following 100 runs × 10 records/s (CPU share, memory over the window) and a 10,000-record run's page | the targets of the console issue (≤ 5 % of one core, flat memory, < 300 ms) |
+//! | 9 | [`loop_cli`] | a session of a loop over a scripted stand-in CLI (10 and 100 sessions; 1,000 files) | the same script and verifier started bare |
 //!
 //! Benchmarks are not tests: nothing here asserts a threshold. Each part returns a
 //! [`report::Section`] that states its targets next to the measured figures.
@@ -35,6 +36,7 @@ pub mod harness;
 pub mod ledger;
 #[cfg(feature = "llama")]
 pub mod llama;
+pub mod loop_cli;
 pub mod machine;
 pub mod ratio;
 pub mod report;

@@ -126,6 +126,9 @@ pub enum FinishReason {
     StepCap,
     /// A layer stopped the turn (cap, budget, gate, timeout).
     Stopped,
+    /// The agent's work did not pass its verifier (a CLI agent's session): the same agent
+    /// takes another turn, whatever the agent said.
+    Unverified,
 }
 
 /// One thing that happened in a run.

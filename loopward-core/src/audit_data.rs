@@ -323,6 +323,7 @@ mod tests {
                     FinishReason::Handoff,
                     FinishReason::StepCap,
                     FinishReason::Stopped,
+                    FinishReason::Unverified,
                 ];
                 let ends = std::iter::once(None).chain(every_status().into_iter().map(Some));
                 ends.zip(finishes.into_iter().cycle())

@@ -48,13 +48,19 @@ pub enum LayerId {
     Stop,
     /// The policy a hook session judges with (its version, noted when it changes).
     Policy,
+    /// A CLI agent's verifier: what it said of the session's work (a claim of done refused).
+    Verify,
+    /// A CLI agent's session (started, ended).
+    Session,
+    /// A CLI agent's session's own hook ledger, linked by its count and last hash.
+    SessionLedger,
     /// A layer of someone else's, by its own name.
     Custom(Cow<'static, str>),
 }
 
 impl LayerId {
     /// Every built-in layer.
-    pub const BUILTIN: [Self; 12] = [
+    pub const BUILTIN: [Self; 15] = [
         Self::Caps,
         Self::Repeat,
         Self::ClassJump,
@@ -67,6 +73,9 @@ impl LayerId {
         Self::ClaudeCode,
         Self::Stop,
         Self::Policy,
+        Self::Verify,
+        Self::Session,
+        Self::SessionLedger,
     ];
 
     /// The word the ledger writes.
@@ -84,6 +93,9 @@ impl LayerId {
             Self::ClaudeCode => "claude_code",
             Self::Stop => "stop",
             Self::Policy => "policy",
+            Self::Verify => "verify",
+            Self::Session => "session",
+            Self::SessionLedger => "session_ledger",
             Self::Custom(name) => name,
         }
     }

@@ -65,6 +65,7 @@ mod agent;
 mod atomic_file;
 pub mod audit;
 pub mod calibrate;
+pub mod cli_agent;
 mod clock;
 mod context;
 mod duration;

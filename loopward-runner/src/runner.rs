@@ -9,8 +9,8 @@ use crate::stop::StopRequests;
 use crate::turn::{BoxTurnService, TurnOutcome, TurnRequest};
 use crate::workspace::Workspace;
 use loopward_core::{
-    AgentId, AuditEvent, AuditSink, Handoff, HumanWords, Message, Person, RunId, RunStatus,
-    ToolResult, TurnNumber, Usage,
+    AgentId, AuditEvent, AuditSink, FinishReason, Handoff, HumanWords, Message, Person, RunId,
+    RunStatus, ToolResult, TurnNumber, Usage,
 };
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -386,11 +386,12 @@ impl Runner {
             if let Some(status) = &t.ends_run {
                 return status.clone();
             }
+            let again = matches!(&t.ended, Some((FinishReason::Unverified, _)));
             match self.next_agent(
                 &mut histories,
                 spec,
                 handoff,
-                &agent,
+                (&agent, again),
                 t.heard.clone(),
                 report,
             ) {
@@ -479,7 +480,15 @@ impl Runner {
                 Ok(heard) => heard,
                 Err(e) => return audit_failed(e),
             };
-            match self.next_agent(&mut histories, spec, outcome.handoff, &agent, heard, report) {
+            let again = outcome.finish == FinishReason::Unverified;
+            match self.next_agent(
+                &mut histories,
+                spec,
+                outcome.handoff,
+                (&agent, again),
+                heard,
+                report,
+            ) {
                 Some(next) => agent = next,
                 None => return RunStatus::Completed,
             }
@@ -510,20 +519,21 @@ impl Runner {
     }
 
     /// Who acts next, after `agent`'s turn: the handoff's target, else `agent` itself when a
-    /// person spoke (it answers), else nobody (the run is complete). What people said goes to
-    /// that agent's conversation after the handoff's notice.
+    /// person spoke (it answers) or its work was not verified (`again`:
+    /// [`FinishReason::Unverified`]), else nobody (the run is complete). What people said goes
+    /// to that agent's conversation after the handoff's notice.
     fn next_agent(
         &self,
         histories: &mut BTreeMap<AgentId, Vec<Message>>,
         spec: &RunSpec,
         handoff: Option<Handoff>,
-        agent: &AgentId,
+        (agent, again): (&AgentId, bool),
         heard: Vec<String>,
         report: &mut RunReport,
     ) -> Option<AgentId> {
         let next = match handoff {
             Some(h) => self.hand_over(histories, spec, h, report),
-            None if heard.is_empty() => return None,
+            None if heard.is_empty() && !again => return None,
             None => agent.clone(),
         };
         histories

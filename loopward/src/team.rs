@@ -58,12 +58,26 @@ pub struct Options {
     /// [`crate::backend::host_files`]); those inside the workspace are control files no agent
     /// may write, with its tools or its commands.
     pub host_files: Vec<std::path::PathBuf>,
+    /// Builds the agents of `kind = "claude-code"` (the binary knows the client and its own
+    /// path, for the hook; `replay` builds them over the recorded sessions). None: such an
+    /// agent is refused when the team is built.
+    pub cli_agents: Option<Arc<dyn CliAgents>>,
     /// Where people's messages to running runs wait (default: the workspace's
     /// `.loopward/inbox/`, which `loopward say` writes). `replay` passes the recorded ones.
     pub inbox: Option<HumanInbox>,
     /// Where a person's requests to stop runs wait (default: the custody's `stops/`, which
     /// `loopward serve` writes; none without custody). `replay` passes the recorded ones.
     pub stops: Option<StopRequests>,
+}
+
+/// Builds a `kind = "claude-code"` agent of the config (see [`Options::cli_agents`]); the
+/// team puts its class-jump tracker and its turn layers around it.
+pub trait CliAgents: Send + Sync {
+    /// The agent `agent` is, before its class-jump tracker and turn layers.
+    fn agent(
+        &self,
+        agent: &crate::config::AgentConfig,
+    ) -> Result<loopward_runner::cli_agent::CliAgentBuilder>;
 }
 
 /// Where a durable-execution engine (such as `loopward_restate::Restate`) hooks into a team: it
@@ -97,6 +111,7 @@ impl Default for Options {
             host_files: Vec::new(),
             inbox: None,
             stops: None,
+            cli_agents: None,
         }
     }
 }
@@ -200,6 +215,23 @@ pub fn build(
         runner = runner.stops(stops);
     }
     for a in &cfg.agents {
+        if a.kind == crate::config::AgentKind::ClaudeCode {
+            let Some(cli) = &opts.cli_agents else {
+                anyhow::bail!(
+                    "agent {} is a claude-code agent, and nothing here builds one: run the team with the `loopward` binary, or pass team::Options::cli_agents",
+                    a.name
+                );
+            };
+            let mut agent = cli.agent(a)?;
+            if let Some(cj) = stack.class_jump() {
+                agent = agent.class_jump(cj.clone());
+            }
+            runner = runner.agent(
+                a.name.clone(),
+                stack.turn(BoxTurnService::new(agent.build())),
+            )?;
+            continue;
+        }
         let steps = a
             .max_steps
             .map_or(stack.steps_per_turn(), |n| n.min(stack.steps_per_turn()));

@@ -112,6 +112,11 @@ fn quote(s: &str) -> String {
 }
 
 /// The hook command: the binary and the config by absolute path.
+/// The Claude Code hook command (what `loopward loop` writes into each session's own settings).
+pub(super) fn claude_code_command(exe: &Path, config: &Path, main_agent: &str) -> Result<String> {
+    command(&spec(Host::ClaudeCode), exe, config, main_agent)
+}
+
 fn command(spec: &Spec, exe: &Path, config: &Path, main_agent: &str) -> Result<String> {
     let exe = exe
         .to_str()
@@ -128,7 +133,7 @@ fn command(spec: &Spec, exe: &Path, config: &Path, main_agent: &str) -> Result<S
 
 /// Runs the hook command as Claude Code would (through a shell), asking only for its help:
 /// it must start and exit 0.
-fn check_runs(cmd: &str) -> Result<()> {
+pub(super) fn check_runs(cmd: &str) -> Result<()> {
     let out = std::process::Command::new("sh")
         .arg("-c")
         .arg(format!("{cmd} --help"))

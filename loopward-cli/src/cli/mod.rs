@@ -16,6 +16,7 @@ pub mod hook;
 mod hook_install;
 pub mod init;
 pub mod key;
+pub mod loop_cmd;
 pub mod override_cmd;
 pub mod policy;
 mod recorded;
@@ -83,6 +84,7 @@ impl Cli {
             Command::Verify(a) => set(&mut a.config),
             Command::Key(a) => set(&mut a.config),
             Command::Run(a) => set(&mut a.config),
+            Command::Loop(a) => set(&mut a.config),
             Command::Approve(a) | Command::Deny(a) => set(&mut a.config),
             Command::Override(a) => set(&mut a.config),
             Command::Gates(a) => set(&mut a.config),
@@ -114,6 +116,8 @@ pub enum Command {
     Init(init::Args),
     /// Run the configured team on a task.
     Run(run::Args),
+    /// Loop a coding agent (Claude Code) over a task until a verifier passes.
+    Loop(loop_cmd::Args),
     /// Approve a run's pending stop-gate, so the run can resume.
     Approve(approve::Args),
     /// Deny a run's pending stop-gate.
@@ -149,6 +153,7 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Init(a) => init::run(&a),
         Command::Run(a) => run::run(a).await,
+        Command::Loop(a) => loop_cmd::run(a).await,
         Command::Approve(a) => approve::run(&a, true).await,
         Command::Deny(a) => approve::run(&a, false).await,
         Command::Override(a) => override_cmd::run(a),

@@ -357,6 +357,8 @@ pub(super) async fn run(args: Args) -> Result<ExitCode> {
             args.run_dir.display()
         );
     }
+    // A loop over a coding agent is re-judged with its own runner over its recorded sessions.
+    let looped = super::loop_cmd::recorded_loop(&args.run_dir)?;
     let scratch = tempfile::tempdir().context("cannot create a scratch workspace")?;
     let clock = Arc::new(ManualClock::new(0));
     super::recorded::prepare_folders(scratch.path(), &recorded);
@@ -369,21 +371,30 @@ pub(super) async fn run(args: Args) -> Result<ExitCode> {
         // workspace early, and the resumed part's replay would find no result to judge.
         let outputs = super::recorded::RecordedTools::from_records(part);
         let model = BoxModelService::new(FakeModel::new(script_of(part)).ignoring_conversation());
-        let runner = team::build(
-            &cfg,
-            scratch.path(),
-            model,
-            team::Options {
-                clock: clock.clone(),
-                approver: Some(Arc::new(super::recorded::RecordedApprovals::from_records(
-                    part,
-                ))),
-                executor: Some(BoxToolService::new(outputs)),
-                inbox: Some(HumanInbox::recorded(heard_in(part))),
-                stops: Some(StopRequests::recorded(stops_in(&run, part))),
-                ..team::Options::default()
-            },
-        )?;
+        let runner = match &looped {
+            Some(a) => {
+                let heard = HumanInbox::recorded(heard_in(part));
+                super::loop_cmd::replay_runner(&cfg, a, scratch.path(), clock.clone(), part, heard)?
+            }
+            None => team::build(
+                &cfg,
+                scratch.path(),
+                model,
+                team::Options {
+                    clock: clock.clone(),
+                    approver: Some(Arc::new(super::recorded::RecordedApprovals::from_records(
+                        part,
+                    ))),
+                    executor: Some(BoxToolService::new(outputs)),
+                    inbox: Some(HumanInbox::recorded(heard_in(part))),
+                    stops: Some(StopRequests::recorded(stops_in(&run, part))),
+                    cli_agents: Some(Arc::new(super::loop_cmd::RecordedCliAgents(Arc::new(
+                        loopward_runner::cli_agent::RecordedSessions::from_records(part),
+                    )))),
+                    ..team::Options::default()
+                },
+            )?,
+        };
         let sink = Arc::new(MemorySink::default());
         // The task is the recorded `run_started` record's: a person's words when the run began.
         let spec = |task: String, first: AgentId| RunSpec {

@@ -120,6 +120,11 @@ pub(super) async fn run(args: Args) -> Result<ExitCode> {
         .as_deref()
         .map(|r| parse_id("--resume", r))
         .transpose()?;
+    if let Some(id) = &resume {
+        if super::loop_cmd::recorded_loop(&ledger::run_dir(&runs_dir, id))?.is_some() {
+            bail!("run {id} is a loop over a coding agent: resume it with `loopward loop --resume {id}`");
+        }
+    }
     let script = match &resume {
         Some(id) => StartedWith::read(&ledger::run_dir(&runs_dir, id))?.script,
         // Absolute: the run may be resumed from another folder.
@@ -156,9 +161,93 @@ pub(super) async fn run(args: Args) -> Result<ExitCode> {
             model_name: backend::model_name(&cfg, &choice),
             custody: Some(custody.clone()),
             host_files: backend::host_files(&cfg, &dir, &choice),
+            // `kind = "claude-code"` agents: sessions of the client under the hook.
+            cli_agents: Some(Arc::new(super::loop_cmd::TeamCliAgents {
+                config: std::path::absolute(&args.config)
+                    .context("cannot resolve the config's path")?,
+                workspace: workspace
+                    .canonicalize()
+                    .with_context(|| format!("cannot find {}", workspace.display()))?,
+                runs_dir: runs_dir.clone(),
+                custody: custody.clone(),
+                clock: clock.clone(),
+                policy: cfg.policy(),
+                config_rel: String::from(loopward::config::CONFIG_FILE),
+                runs_rel: cfg.run.runs_dir.to_string_lossy().into_owned(),
+            })),
             ..team::Options::default()
         },
     )?;
+    super::run::drive(Drive {
+        runner,
+        runs_dir,
+        custody,
+        clock,
+        resume,
+        id: args.id.clone(),
+        task: args.task.clone().or_else(|| cfg.run.task.clone()),
+        first: cfg.run.first.clone(),
+        config: args.config.clone(),
+        script,
+        json: args.json,
+        quiet: args.quiet,
+        label: args
+            .backend
+            .unwrap_or(cfg.backend.kind)
+            .as_str()
+            .to_string(),
+    })
+    .await
+}
+
+/// A built runner and how to start or resume its run: what `loopward run` and `loopward loop`
+/// share from the first record on (the timeline, `--json`, the summary, the exit status).
+pub(super) struct Drive {
+    /// The team.
+    pub(super) runner: loopward_runner::Runner,
+    /// The runs folder.
+    pub(super) runs_dir: PathBuf,
+    /// The key ring and sealed stores.
+    pub(super) custody: loopward::state::Custody,
+    /// The clock.
+    pub(super) clock: Arc<dyn Clock>,
+    /// The run to resume, if any.
+    pub(super) resume: Option<RunId>,
+    /// `--id`.
+    pub(super) id: Option<String>,
+    /// The task of a new run.
+    pub(super) task: Option<String>,
+    /// The agent that takes the first turn of a new run.
+    pub(super) first: loopward_core::AgentId,
+    /// The config file, copied into a new run's folder.
+    pub(super) config: PathBuf,
+    /// `--script`, remembered for `--resume`.
+    pub(super) script: Option<PathBuf>,
+    /// `--json`.
+    pub(super) json: bool,
+    /// `--quiet`.
+    pub(super) quiet: bool,
+    /// What the title line names (the backend, or the CLI agent).
+    pub(super) label: String,
+}
+
+/// Starts or resumes the run and reports how it ended.
+pub(super) async fn drive(d: Drive) -> Result<ExitCode> {
+    let Drive {
+        runner,
+        runs_dir,
+        custody,
+        clock,
+        resume,
+        id: id_arg,
+        task: task_arg,
+        first: first_arg,
+        config,
+        script,
+        json,
+        quiet,
+        label,
+    } = d;
     let (id, task, first, ledger, journal) = match resume {
         Some(id) => {
             let dir = ledger::run_dir(&runs_dir, &id);
@@ -199,14 +288,12 @@ pub(super) async fn run(args: Args) -> Result<ExitCode> {
             (id, task, first, ledger, Some(journal))
         }
         None => {
-            let id = match &args.id {
+            let id = match &id_arg {
                 Some(s) => parse_id("--id", s)?,
                 None => new_run_id(&*clock),
             };
-            let task = args
-                .task
+            let task = task_arg
                 .clone()
-                .or_else(|| cfg.run.task.clone())
                 .context("no task: pass --task \"…\" or set run.task in the config")?;
             let ledger = ledger::start(
                 &runs_dir,
@@ -214,30 +301,30 @@ pub(super) async fn run(args: Args) -> Result<ExitCode> {
                 custody.ledger_options(&runs_dir, clock.clone())?,
             )?;
             // Replay reads the config the run was made with from its folder.
-            std::fs::copy(&args.config, ledger.run_dir().join(CONFIG_FILE)).with_context(|| {
+            std::fs::copy(&config, ledger.run_dir().join(CONFIG_FILE)).with_context(|| {
                 format!("cannot copy the config into {}", ledger.run_dir().display())
             })?;
             StartedWith { script }.keep(&ledger.run_dir())?;
-            (id, task, cfg.run.first.clone(), ledger, None)
+            (id, task, first_arg.clone(), ledger, None)
         }
     };
     let run_dir = ledger.run_dir();
     let out = Arc::new(Mutex::new(Printer::stdout()));
-    let backend_name = args.backend.unwrap_or(cfg.backend.kind).as_str();
+    let backend_name = label.as_str();
     let json_out = Arc::new(Mutex::new(std::io::stdout()));
-    let sink: Arc<dyn loopward_core::AuditSink> = if args.json {
+    let sink: Arc<dyn loopward_core::AuditSink> = if json {
         let start = loopward_term::json::line(
             "start",
             serde_json::json!({"run": id, "task": task, "backend": backend_name, "resumed": journal.is_some()}),
         );
         println_json(&json_out, &start);
         Arc::new(JsonSink::new(ledger.clone(), json_out.clone()))
-    } else if args.quiet {
+    } else if quiet {
         ledger.clone()
     } else {
         Arc::new(LiveSink::new(ledger.clone(), out.clone()))
     };
-    if !args.json && !args.quiet {
+    if !json && !quiet {
         let mut o = out.lock().unwrap_or_else(|p| p.into_inner());
         o.line(Tone::Title, format!("run {id} · {backend_name}"));
         o.line(Tone::Dim, format!("task: {task}"));
@@ -288,7 +375,7 @@ pub(super) async fn run(args: Args) -> Result<ExitCode> {
         _ => None,
     };
     let code = exit_code(&report.status);
-    if args.json {
+    if json {
         let figures = Figures::of(&run_dir, &report);
         let error = match (&report.status, &finished) {
             (RunStatus::Failed { error } | RunStatus::AuditFailed { error }, _) => {
@@ -333,7 +420,7 @@ pub(super) async fn run(args: Args) -> Result<ExitCode> {
         format!("{}: {}", report.status.label(), figures.text()),
     );
     if let (Some(agent), false) = (&report.last_agent, report.final_text.is_empty()) {
-        if !args.quiet {
+        if !quiet {
             o.line(Tone::Plain, format!("{agent}: {}", report.final_text));
         }
     }
@@ -350,7 +437,7 @@ pub(super) async fn run(args: Args) -> Result<ExitCode> {
         o.line(Tone::Refusal, format!("error: {error}"));
     }
     match finished {
-        Ok(_) if args.quiet => {}
+        Ok(_) if quiet => {}
         Ok(f) => {
             o.line(
                 Tone::Dim,

@@ -196,6 +196,7 @@ impl<W: Write + Send + 'static> Stage<W> {
                 host_files: Vec::new(),
                 inbox: None,
                 stops: None,
+                cli_agents: None,
             },
         )?;
         let ledger = ledger::create(

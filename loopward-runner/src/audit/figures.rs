@@ -16,10 +16,12 @@
 //!   consumed override), plus (b) each `violation` whose remedy is not [`Remedy::Reverted`](loopward_core::Remedy). Under
 //!   enforcement both are 0.
 //! - **Turns** count `turn_started`; **handoffs** count `handoff_registered`; **tokens** add up
-//!   `model_call` usage; **cost** adds up `model_call` costs, or takes `run_ended`'s when no call
-//!   carries one.
+//!   `model_call` usage; **cost** adds up `model_call` costs and the costs CLI agents' sessions
+//!   reported (`budget` decisions with `reported_cost_micros`), or takes `run_ended`'s when no
+//!   call carries one.
 
 use super::record::Record;
+use loopward_core::LayerId;
 use loopward_core::{
     AuditEvent, Decision, EffectStatus, GateKind, Handoff, RunStatus, TurnNumber, Usage,
     VerdictEffect,
@@ -223,12 +225,21 @@ impl RunFigures {
                     }
                 }
                 AuditEvent::LayerDecision {
-                    layer, decision, ..
-                } => f
-                    .layers
-                    .entry(layer.to_string())
-                    .or_default()
-                    .count(decision.effect()),
+                    layer,
+                    decision,
+                    detail,
+                } => {
+                    // What a CLI agent's session reported it cost (`budget::charge_reported`).
+                    if *layer == LayerId::Budget {
+                        if let Some(c) = detail.to_json()["reported_cost_micros"].as_u64() {
+                            call_cost = Some(call_cost.unwrap_or(0) + c);
+                        }
+                    }
+                    f.layers
+                        .entry(layer.to_string())
+                        .or_default()
+                        .count(decision.effect());
+                }
                 AuditEvent::OverrideConsumed {
                     id,
                     agent,

@@ -88,6 +88,25 @@ impl TurnFeed {
         })
     }
 
+    /// The recorded fate of call `id` of `tool`, wherever it is among the turn's steps (a CLI
+    /// agent's session records model replies between its call's start and end).
+    pub(crate) fn find_call(&self, id: &str, tool: &str) -> Option<FedCall> {
+        let c = self.steps().iter().find_map(|s| match s {
+            Step::Call(c) if c.call_id == id && c.tool == tool => Some(c.clone()),
+            _ => None,
+        })?;
+        Some(match c.state {
+            CallState::Finished { content, is_error } => FedCall::Finished {
+                content,
+                is_error,
+                effects: c.effects,
+                handoff: c.handoff,
+            },
+            CallState::Requested => FedCall::Again { retried: false },
+            CallState::Started => FedCall::Interrupted { handoff: c.handoff },
+        })
+    }
+
     /// Takes the first recorded decision of `layer` before the turn's first step that `pick`
     /// accepts (a turn gate's verdict given before the process ended is not asked again).
     pub(crate) fn take_decision(

@@ -153,11 +153,33 @@ pub struct AgentConfig {
     /// What it is told about its role (its system prompt).
     #[serde(default)]
     pub role: String,
-    /// The tools it may call (names from [`BUILTIN_TOOLS`]).
+    /// The tools it may call (names from [`BUILTIN_TOOLS`]); none for a `claude-code` agent,
+    /// whose tools are the client's.
+    #[serde(default)]
     pub tools: Vec<String>,
     /// The most tool calls in one of its turns (default 16).
     #[serde(default)]
     pub max_steps: Option<u32>,
+    /// What takes its turns (default `model`).
+    #[serde(default)]
+    pub kind: AgentKind,
+    /// For a `claude-code` agent: the command that says its work is done (run in the sandbox
+    /// after each session; its turns go on until it passes).
+    #[serde(default)]
+    pub verify: Option<String>,
+}
+
+/// What takes an agent's turns.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+#[non_exhaustive]
+pub enum AgentKind {
+    /// The configured backend, calling loopward's tools.
+    #[default]
+    Model,
+    /// One headless Claude Code session a turn, then its `verify` command
+    /// (`loopward_runner::cli_agent::CliAgent`; see docs/loop.md).
+    ClaudeCode,
 }
 
 impl Config {

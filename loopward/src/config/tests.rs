@@ -162,3 +162,36 @@ fn a_review_gate_from_an_agent_without_handoff_is_refused_at_load() {
     )
     .unwrap();
 }
+
+#[test]
+fn a_claude_code_agent_needs_a_verifier_and_no_tools_and_only_it_takes_one() {
+    let agent = |body: &str| parse(&format!("\n[[agent]]\nname = \"cc\"\n{body}\n"));
+    let ok = agent("kind = \"claude-code\"\nverify = \"cargo test\"").unwrap();
+    let cc = ok.agents.iter().find(|a| a.name.as_str() == "cc").unwrap();
+    assert_eq!(cc.kind, super::AgentKind::ClaudeCode);
+    for (body, key, says) in [
+        (
+            "kind = \"claude-code\"",
+            "verify",
+            "its work would end on its word",
+        ),
+        (
+            "kind = \"claude-code\"\nverify = \" \"",
+            "verify",
+            "no verify command",
+        ),
+        (
+            "kind = \"claude-code\"\nverify = \"true\"\ntools = [\"shell\"]",
+            "tools",
+            "its tools are the client's",
+        ),
+        (
+            "tools = []\nverify = \"true\"",
+            "verify",
+            "verify is for claude-code agents",
+        ),
+    ] {
+        let e = agent(body).unwrap_err().to_string();
+        assert!(e.contains(key) && e.contains(says), "{body}: {e}");
+    }
+}

@@ -46,6 +46,30 @@ pub(super) fn check(cfg: &Config) -> Result<(), Problem> {
         if a.max_steps == Some(0) {
             return Err(zero(&format!("agent[{i}].max_steps")));
         }
+        match (a.kind, &a.verify) {
+            (super::AgentKind::ClaudeCode, v) if v.as_deref().is_none_or(|v| v.trim().is_empty()) => {
+                return Err((
+                    format!("agent[{i}].verify"),
+                    format!("{} is a claude-code agent with no verify command: its work would end on its word", a.name),
+                    "add verify = \"cargo test\" (the command that says its work is done)".into(),
+                ))
+            }
+            (super::AgentKind::ClaudeCode, _) if !a.tools.is_empty() => {
+                return Err((
+                    format!("agent[{i}].tools"),
+                    format!("{} is a claude-code agent: its tools are the client's, governed by the hook", a.name),
+                    "remove its tools".into(),
+                ))
+            }
+            (super::AgentKind::Model, Some(_)) => {
+                return Err((
+                    format!("agent[{i}].verify"),
+                    format!("verify is for claude-code agents; {} is a model agent", a.name),
+                    "remove verify, or set kind = \"claude-code\"".into(),
+                ))
+            }
+            _ => {}
+        }
     }
     let unknown = |key: String, who: &AgentId| -> Problem {
         (

@@ -27,6 +27,9 @@ pub(super) struct Limits {
     pub(super) max_tokens: Option<u64>,
     pub(super) max_cost_micros: Option<u64>,
     pub(super) prices: BTreeMap<String, Price>,
+    /// The cost is what the agents report ([`BudgetLayer::reported`]): a model without a price
+    /// adds no cost and does not end the run.
+    pub(super) reported: bool,
 }
 
 impl BudgetConfig {
@@ -61,6 +64,7 @@ impl BudgetConfig {
             max_tokens: self.max_tokens,
             max_cost_micros,
             prices: self.prices.clone(),
+            reported: false,
         })
     }
 }
@@ -82,6 +86,24 @@ impl BudgetLayer {
     pub fn new(config: BudgetConfig) -> Result<Self, ConfigError> {
         Ok(Self {
             limits: Arc::new(config.limits()?),
+        })
+    }
+
+    /// A budget on what the agents report they spent (a coding CLI's sessions report their
+    /// tokens and cost; see [`charge_reported`](super::charge_reported)): no prices are needed,
+    /// since none of their model calls passes a meter; a model with a price in `prices` is
+    /// still charged by it, one without adds no cost. Fails naming the field for a zero,
+    /// negative or absurd budget.
+    pub fn reported(config: BudgetConfig) -> Result<Self, ConfigError> {
+        let priced = BudgetConfig {
+            prices: std::iter::once((String::new(), Price::default())).collect(),
+            ..config.clone()
+        };
+        let mut limits = priced.limits()?;
+        limits.prices = config.prices;
+        limits.reported = true;
+        Ok(Self {
+            limits: Arc::new(limits),
         })
     }
 

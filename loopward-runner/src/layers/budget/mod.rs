@@ -34,4 +34,5 @@ mod layer;
 mod service;
 
 pub use layer::{BudgetConfig, BudgetLayer, BudgetMeterLayer};
-pub use service::{BudgetMeter, BudgetPolicy, BudgetService};
+pub(crate) use service::REPORTED;
+pub use service::{charge_reported, BudgetMeter, BudgetPolicy, BudgetService};

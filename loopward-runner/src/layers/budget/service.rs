@@ -58,7 +58,7 @@ impl Totals {
             Some(price) => {
                 self.cost_micros = self.cost_micros.saturating_add(price.cost_micros(usage));
             }
-            None if limits.max_cost_micros.is_some() => {
+            None if limits.max_cost_micros.is_some() && !limits.reported => {
                 self.unpriced.get_or_insert_with(|| model.to_string());
             }
             None => {}
@@ -78,9 +78,52 @@ fn spent(run: &RunContext, limits: &Limits) -> Arc<Spent> {
     })
 }
 
+/// Cost a run's work reported itself (a CLI agent's sessions), in micro-dollars: for a resumed
+/// run, from every reported cost its journal holds first.
+struct Reported(Mutex<u64>);
+
+fn reported(run: &RunContext) -> Arc<Reported> {
+    let resumed = Resumed::of(run);
+    run.extensions().get_or_insert_with(|| {
+        let settled = resumed.as_deref().map_or(0, |r| {
+            r.decisions(&LayerId::Budget)
+                .filter_map(|d| d.decision.detail[REPORTED].as_u64())
+                .fold(0u64, u64::saturating_add)
+        });
+        Reported(Mutex::new(settled))
+    })
+}
+
+/// The detail field of a reported cost.
+pub(crate) const REPORTED: &str = "reported_cost_micros";
+
+/// Charges `cost_micros` that work of `turn` reported itself (a coding CLI's session reports
+/// what it cost) to the run's cost budget, and records it (`layer_decision` `budget`,
+/// `observed`): the turn layer ends the run after the turn once the budget is spent. Reported
+/// cost needs no `[budget.prices]`.
+pub fn charge_reported(
+    turn: &TurnContext,
+    cost_micros: u64,
+) -> Result<(), loopward_core::AuditError> {
+    let r = reported(turn.run());
+    let total = {
+        let mut n = r.0.lock().unwrap_or_else(|p| p.into_inner());
+        *n = n.saturating_add(cost_micros);
+        *n
+    };
+    record::decision(
+        turn,
+        LayerId::Budget,
+        LayerVerdict::Observed,
+        json!({ REPORTED: cost_micros, "reported_total_micros": total }),
+    )
+}
+
 fn totals(run: &RunContext, limits: &Limits) -> Totals {
     let spent = spent(run, limits);
-    let t = spent.0.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    let mut t = spent.0.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    let extra = *reported(run).0.lock().unwrap_or_else(|p| p.into_inner());
+    t.cost_micros = t.cost_micros.saturating_add(extra);
     t
 }
 

@@ -1,0 +1,832 @@
+//! `loopward loop` over the real Claude Code client, headless, against the scripted Messages API
+//! on 127.0.0.1: what the "model" tries is the script's; what happens is decided by the client,
+//! the hook, the verifier and the loop. Asserted in the loop's ledger, the sessions' hook
+//! ledgers, on disk and in what the model read back.
+//!
+//! Needs the client (`scripts/claude-code-install.sh`, run by `.ci/run`, or `LOOPWARD_CLAUDE`);
+//! without one each test says so loudly and passes.
+
+mod support;
+
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+use support::anthropic_server::{self, Reply};
+
+const CONFIG: &str = r#"
+[run]
+first = "root"
+
+[[agent]]
+name = "root"
+tools = ["read_file", "write_file", "edit_file", "shell"]
+
+[[agent]]
+name = "planner"
+tools = ["read_file", "write_file", "edit_file"]
+
+# Only the planner writes plans/.
+[[territory]]
+paths = ["plans/**"]
+owner = "planner"
+"#;
+
+const ROADMAP: &str = "# Roadmap\n1. greeting\n";
+const VERIFY: &str = "test -f notes/done.txt";
+
+fn claude() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("LOOPWARD_CLAUDE") {
+        return Some(PathBuf::from(p));
+    }
+    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../.claude-code/node_modules/.bin/claude")
+        .canonicalize()
+        .ok()?;
+    p.is_file().then_some(p)
+}
+
+macro_rules! need_claude {
+    () => {
+        match claude() {
+            Some(c) => c,
+            None => {
+                eprintln!("\n\n*** SKIPPED: Claude Code is not installed. Run scripts/claude-code-install.sh (CI does) or set LOOPWARD_CLAUDE. ***\n\n");
+                return;
+            }
+        }
+    };
+}
+
+/// A scratch project (config, a roadmap in the planner's territory, a prompt) and a scratch
+/// home: `(dir, root, home)`.
+fn project() -> (tempfile::TempDir, PathBuf, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("project");
+    std::fs::create_dir_all(root.join("plans")).unwrap();
+    std::fs::create_dir_all(root.join("notes")).unwrap();
+    let home = dir.path().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    std::fs::write(root.join("loopward.toml"), CONFIG).unwrap();
+    std::fs::write(root.join("plans/roadmap.md"), ROADMAP).unwrap();
+    std::fs::write(
+        root.join("PROMPT.md"),
+        "Take notes, then write notes/done.txt.\n",
+    )
+    .unwrap();
+    // A command that takes its time (the client refuses a bare long `sleep`).
+    std::fs::write(root.join("notes/stall.sh"), "sleep \"$1\"\n").unwrap();
+    let root = root.canonicalize().unwrap();
+    (dir, root, home)
+}
+
+/// `loopward loop …` in `root`, with the client's environment pointed at the server.
+fn loop_command(claude: &Path, root: &Path, home: &Path, port: u16, args: &[&str]) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_loopward"));
+    c.current_dir(root)
+        .arg("loop")
+        .args(args)
+        .arg("--claude")
+        .arg(claude)
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", home)
+        .env("SHELL", "/bin/bash")
+        .env("ANTHROPIC_BASE_URL", format!("http://127.0.0.1:{port}"))
+        .env("ANTHROPIC_API_KEY", "test")
+        .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
+        .env("DISABLE_AUTOUPDATER", "1")
+        .stdin(Stdio::null());
+    c
+}
+
+// What the loop printed, for a failing test's output.
+#[allow(clippy::print_stderr)]
+fn run_loop(claude: &Path, root: &Path, home: &Path, port: u16, args: &[&str]) -> Output {
+    let out = loop_command(claude, root, home, port, args)
+        .output()
+        .unwrap();
+    eprintln!(
+        "loop: {}\nstdout:\n{}\nstderr:\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// A run's ledger, one JSON record a line.
+fn records(root: &Path, run: &str) -> Vec<Value> {
+    std::fs::read_to_string(root.join("runs").join(run).join("events.jsonl"))
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+fn kind<'a>(rs: &'a [Value], k: &'a str) -> impl Iterator<Item = &'a Value> + 'a {
+    rs.iter().filter(move |r| r["kind"] == k)
+}
+
+fn decisions<'a>(rs: &'a [Value], layer: &'a str) -> Vec<&'a Value> {
+    kind(rs, "layer_decision")
+        .filter(|r| r["data"]["layer"] == layer)
+        .collect()
+}
+
+fn sessions(rs: &[Value]) -> usize {
+    kind(rs, "tool_requested")
+        .filter(|r| r["data"]["tool"] == "claude_code")
+        .count()
+}
+
+fn verify_run(root: &Path, home: &Path, run: &str) -> Output {
+    checked(root, home, "verify", run)
+}
+
+/// `loopward replay runs/<run>`: re-judged offline from the ledger, no client, no verifier.
+fn replay_run(root: &Path, home: &Path, run: &str) -> Output {
+    checked(root, home, "replay", run)
+}
+
+fn checked(root: &Path, home: &Path, command: &str, run: &str) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_loopward"))
+        .current_dir(root)
+        .arg(command)
+        .arg(root.join("runs").join(run))
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", home)
+        .output()
+        .unwrap()
+}
+
+/// Whether a process whose command line is exactly `argv` is running.
+fn running(argv: &[&str]) -> bool {
+    let want: Vec<u8> = argv
+        .iter()
+        .flat_map(|a| [a.as_bytes(), b"\0"].concat())
+        .collect();
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .any(|e| std::fs::read(e.path().join("cmdline")).is_ok_and(|c| c == want))
+}
+
+/// The second session writes the file the verifier looks for, and says so.
+fn finishing_session() -> Vec<Reply> {
+    vec![
+        Reply::tool(
+            "Bash",
+            json!({"command": "echo yes > notes/done.txt", "description": "finish"}),
+        ),
+        Reply::text("Done, really."),
+    ]
+}
+
+#[test]
+fn a_claim_of_done_that_the_verifier_refuses_gets_another_session_and_the_loop_ends_verified() {
+    let claude = need_claude!();
+    let (_dir, root, home) = project();
+    let p = |rel: &str| root.join(rel).to_str().unwrap().to_string();
+    let mut script = vec![
+        // Session 1: a write into the planner's territory, refused by the hook inside the
+        // session; the agent corrects course (writes its own notes) and claims it is done.
+        Reply::tool(
+            "Write",
+            json!({"file_path": p("plans/roadmap.md"), "content": "# mine now\n"}),
+        ),
+        Reply::tool(
+            "Write",
+            json!({"file_path": p("notes/a.md"), "content": "note\n"}),
+        ),
+        Reply::text("All done."),
+    ];
+    script.extend(finishing_session());
+    let (port, server) = anthropic_server::start(script);
+    let out = run_loop(
+        &claude,
+        &root,
+        &home,
+        port,
+        &["--prompt", "PROMPT.md", "--verify", VERIFY, "--id", "loop1"],
+    );
+    assert_eq!(out.status.code(), Some(0), "the loop ends verified");
+    let rs = records(&root, "loop1");
+
+    // Two sessions: the first one's claim refused by the verifier, the second verified.
+    assert_eq!(sessions(&rs), 2);
+    let verdicts = decisions(&rs, "verify");
+    assert_eq!(verdicts.len(), 2, "{verdicts:#?}");
+    assert_eq!(verdicts[0]["turn"], 1);
+    assert_eq!(verdicts[0]["data"]["decision"], "refused");
+    assert_eq!(verdicts[0]["data"]["detail"]["claimed_done"], true);
+    assert_eq!(verdicts[1]["data"]["decision"], "allow");
+    let finishes: Vec<&Value> = kind(&rs, "turn_ended")
+        .map(|r| &r["data"]["finish"])
+        .collect();
+    assert_eq!(finishes, [&json!("unverified"), &json!("done")]);
+    let end = kind(&rs, "run_ended").next().unwrap();
+    assert_eq!(end["data"]["status"]["status"], "completed");
+    // The second session was told why it runs.
+    let second = kind(&rs, "tool_requested")
+        .filter(|r| r["data"]["tool"] == "claude_code")
+        .nth(1)
+        .unwrap();
+    let prompt = second["data"]["arguments"]["prompt"].as_str().unwrap();
+    assert!(
+        prompt.contains("session 2") && prompt.contains(VERIFY),
+        "{prompt}"
+    );
+    // Each model call inside the sessions is in the loop's ledger, with its usage.
+    assert_eq!(kind(&rs, "model_call").count(), 5);
+
+    // Inside session 1: the refusal the model read, the territory untouched, the correction.
+    let results = server.tool_results();
+    let (_, denied, text) = &results[0];
+    assert!(
+        *denied && text.contains("plans/roadmap.md belongs to planner"),
+        "{text}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(root.join("plans/roadmap.md")).unwrap(),
+        ROADMAP
+    );
+    assert_eq!(
+        std::fs::read_to_string(root.join("notes/a.md")).unwrap(),
+        "note\n"
+    );
+
+    // The session's hook ledger holds the refusal, is closed and anchored, and the loop's
+    // ledger names its record count and last hash.
+    let link = decisions(&rs, "session_ledger")[0]["data"]["detail"].clone();
+    let hook_run = link["run"].as_str().unwrap();
+    let hook = records(&root, hook_run);
+    assert!(kind(&hook, "gate_decision")
+        .any(|r| r["data"]["gate"] == "territory:planner"
+            && r["data"]["decision"]["decision"] == "deny"));
+    assert_eq!(link["records"], hook.len());
+    assert_eq!(link["final_hash"], hook.last().unwrap()["hash"]);
+    for run in ["loop1", hook_run] {
+        let v = verify_run(&root, &home, run);
+        assert!(v.status.success(), "verify {run}: {v:?}");
+    }
+    // Its id is not reused, and its settings stay as they were; `run --resume` sends it here.
+    let kept = std::fs::read(root.join("runs/loop1/loop.json")).unwrap();
+    let again = run_loop(
+        &claude,
+        &root,
+        &home,
+        port,
+        &["--prompt", "PROMPT.md", "--verify", "true", "--id", "loop1"],
+    );
+    assert_eq!(again.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&again.stderr).contains("loopward loop --resume loop1"));
+    assert_eq!(
+        std::fs::read(root.join("runs/loop1/loop.json")).unwrap(),
+        kept
+    );
+    let run = Command::new(env!("CARGO_BIN_EXE_loopward"))
+        .current_dir(&root)
+        .args(["run", "--resume", "loop1"])
+        .env("HOME", &home)
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&run.stderr).contains("loopward loop --resume loop1"),
+        "{run:?}"
+    );
+    // Replayed from the ledger, the loop's decisions come out the same.
+    let r = replay_run(&root, &home, "loop1");
+    let text = String::from_utf8_lossy(&r.stdout);
+    assert!(r.status.success() && text.contains("all the same"), "{r:?}");
+}
+
+#[test]
+fn a_session_past_its_timeout_is_ended_by_its_recorded_pid_and_the_loop_goes_on() {
+    let claude = need_claude!();
+    let (_dir, root, home) = project();
+    let mut script = vec![Reply::tool(
+        "Bash",
+        json!({"command": "sh notes/stall.sh 47.25", "description": "stall"}),
+    )];
+    script.extend(finishing_session());
+    let (port, _server) = anthropic_server::start(script);
+    let started = Instant::now();
+    let out = run_loop(
+        &claude,
+        &root,
+        &home,
+        port,
+        &[
+            "--prompt",
+            "PROMPT.md",
+            "--verify",
+            VERIFY,
+            "--id",
+            "slow",
+            "--session-timeout",
+            "4s",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0));
+    assert!(
+        started.elapsed() < Duration::from_secs(40),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(
+        !running(&["sleep", "47.25"]),
+        "the stalled command outlived its session"
+    );
+    let rs = records(&root, "slow");
+    let first = kind(&rs, "tool_finished")
+        .find(|r| r["data"]["tool"] == "claude_code")
+        .unwrap();
+    let text = first["data"]["output"].as_str().unwrap();
+    let pid = decisions(&rs, "session")[0]["data"]["detail"]["pid"].clone();
+    assert!(
+        text.contains("ran past its timeout of 4s") && text.contains(&format!("(PID {pid})")),
+        "{text}"
+    );
+    assert_eq!(sessions(&rs), 2);
+}
+
+#[test]
+fn a_budget_stops_the_loop_on_the_cost_the_sessions_report() {
+    let claude = need_claude!();
+    let (_dir, root, home) = project();
+    let (port, _server) = anthropic_server::start(vec![Reply::text("All done.")]);
+    let out = run_loop(
+        &claude,
+        &root,
+        &home,
+        port,
+        &[
+            "--prompt",
+            "PROMPT.md",
+            "--verify",
+            VERIFY,
+            "--id",
+            "spent",
+            "--max-cost-usd",
+            "0.000001",
+            "--json",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(5), "exit 5: budget spent");
+    // `--json` as `loopward run --json`: the last line says how the loop ended.
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let last: Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+    assert_eq!(last["type"], "end");
+    assert_eq!(last["exit_code"], 5);
+    let rs = records(&root, "spent");
+    assert_eq!(sessions(&rs), 1, "no session after the budget was spent");
+    let reported = decisions(&rs, "budget");
+    assert!(reported
+        .iter()
+        .any(|d| d["data"]["detail"]["reported_cost_micros"].as_u64() > Some(0)));
+    assert!(reported
+        .iter()
+        .any(|d| d["data"]["decision"] == "budget_exceeded"));
+    let end = kind(&rs, "run_ended").next().unwrap();
+    assert_eq!(end["data"]["status"]["status"], "budget_exceeded");
+    // `report` counts the cost the session reported, folded from the ledger.
+    let spent: u64 = reported
+        .iter()
+        .filter_map(|d| d["data"]["detail"]["reported_cost_micros"].as_u64())
+        .sum();
+    let out = Command::new(env!("CARGO_BIN_EXE_loopward"))
+        .current_dir(&root)
+        .args(["report", "--json"])
+        .env("HOME", &home)
+        .output()
+        .unwrap();
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let run = report["per_run"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["run"] == "spent")
+        .unwrap();
+    assert_eq!(run["cost_micros"], spent);
+}
+
+#[test]
+fn a_loop_killed_mid_session_resumes_with_that_session_interrupted_and_none_repeated() {
+    let claude = need_claude!();
+    let (_dir, root, home) = project();
+    let mut script = vec![Reply::tool(
+        "Bash",
+        json!({"command": "sh notes/stall.sh 48.75", "description": "long work"}),
+    )];
+    script.extend(finishing_session());
+    let (port, server) = anthropic_server::start(script);
+    let args = [
+        "--prompt",
+        "PROMPT.md",
+        "--verify",
+        VERIFY,
+        "--id",
+        "killed",
+    ];
+    let mut child: Child = loop_command(&claude, &root, &home, port, &args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // Killed (SIGKILL, by its PID) while the session's command runs.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !running(&["sleep", "48.75"]) {
+        assert!(
+            Instant::now() < deadline,
+            "the session never reached its command"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(
+        running(&["sleep", "48.75"]),
+        "the session outlives a killed loop"
+    );
+    assert_eq!(server.served(), 1);
+
+    // A person speaks into the stopped loop; the next session hears it.
+    let said = Command::new(env!("CARGO_BIN_EXE_loopward"))
+        .current_dir(&root)
+        .args(["say", "killed", "Keep your notes under notes/."])
+        .env("HOME", &home)
+        .output()
+        .unwrap();
+    assert!(said.status.success(), "{said:?}");
+
+    let out = run_loop(&claude, &root, &home, port, &["--resume", "killed"]);
+    assert_eq!(out.status.code(), Some(0), "the resumed loop ends verified");
+    assert!(
+        !running(&["sleep", "48.75"]),
+        "the resumed loop ended the session left behind"
+    );
+    let rs = records(&root, "killed");
+    assert_eq!(kind(&rs, "run_resumed").count(), 1);
+    assert_eq!(
+        sessions(&rs),
+        2,
+        "the interrupted session was not run again"
+    );
+    assert!(decisions(&rs, "resume")
+        .iter()
+        .any(|d| d["data"]["decision"] == "interrupted"));
+    assert!(decisions(&rs, "session")
+        .iter()
+        .any(|d| d["data"]["detail"]["ended"] == true));
+    assert_eq!(
+        kind(&rs, "human_message").count(),
+        2,
+        "the task, then the person"
+    );
+    let second = kind(&rs, "tool_requested")
+        .filter(|r| r["data"]["tool"] == "claude_code")
+        .nth(1)
+        .unwrap();
+    let prompt = second["data"]["arguments"]["prompt"].as_str().unwrap();
+    assert!(prompt.contains("Keep your notes under notes/."), "{prompt}");
+    let v = verify_run(&root, &home, "killed");
+    assert!(v.status.success(), "{v:?}");
+    // Both parts replay to the same decisions.
+    let r = replay_run(&root, &home, "killed");
+    let text = String::from_utf8_lossy(&r.stdout);
+    assert!(r.status.success() && text.contains("all the same"), "{r:?}");
+}
+
+#[test]
+fn bad_input_is_refused_before_the_first_session_and_records_nothing() {
+    let claude = need_claude!();
+    let (_dir, root, home) = project();
+    let (port, server) = anthropic_server::start(vec![]);
+    let cases: [(&[&str], &str); 3] = [
+        (
+            &["--prompt", "MISSING.md", "--verify", VERIFY],
+            "MISSING.md",
+        ),
+        (
+            &[
+                "--prompt",
+                "PROMPT.md",
+                "--verify",
+                "no-such-verifier --all",
+            ],
+            "no-such-verifier",
+        ),
+        (
+            &[
+                "--prompt",
+                "PROMPT.md",
+                "--verify",
+                VERIFY,
+                "--claude",
+                "/bin/echo",
+            ],
+            "2.1.332",
+        ),
+    ];
+    for (args, named) in cases {
+        let mut c = loop_command(&claude, &root, &home, port, args);
+        if args.contains(&"--claude") {
+            // The later --claude wins: an untested client.
+            c = Command::new(env!("CARGO_BIN_EXE_loopward"));
+            c.current_dir(&root)
+                .arg("loop")
+                .args(args)
+                .env("HOME", &home);
+        }
+        let out = c.output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        assert!(err.contains(named), "{args:?}: {err}");
+    }
+    // A loopward hook the project installed for another agent would judge every call twice.
+    let install = Command::new(env!("CARGO_BIN_EXE_loopward"))
+        .args(["hook", "install", "--main-agent", "planner", "--config"])
+        .arg(root.join("loopward.toml"))
+        .env("HOME", &home)
+        .output()
+        .unwrap();
+    assert!(install.status.success(), "{install:?}");
+    let out = loop_command(
+        &claude,
+        &root,
+        &home,
+        port,
+        &["--prompt", "PROMPT.md", "--verify", VERIFY],
+    )
+    .output()
+    .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("settings.json installs loopward's hook") && err.contains("'planner'"),
+        "{err}"
+    );
+    assert!(!root.join("runs").exists(), "nothing was recorded");
+    assert!(server.requests().is_empty());
+}
+
+/// The fenced `sh` block of the README's "Loop over a coding agent" section.
+fn readme_commands() -> Vec<String> {
+    let text = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md"))
+        .unwrap();
+    let start = text
+        .find("### Loop over a coding agent")
+        .expect("the README has the loop section");
+    let section = &text[start..];
+    let section = &section[..section.find("\n### ").unwrap()];
+    let body = section
+        .split("```sh\n")
+        .nth(1)
+        .and_then(|b| b.split("```").next())
+        .expect("the section has an sh block");
+    body.lines().map(str::to_string).collect()
+}
+
+#[test]
+fn the_readme_loop_section_runs_as_written() {
+    let claude = need_claude!();
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("crate");
+    let (home, bin) = (dir.path().join("home"), dir.path().join("bin"));
+    for d in [root.join("src"), home.clone(), bin.clone()] {
+        std::fs::create_dir_all(d).unwrap();
+    }
+    // A Cargo project with a failing test, built once (Cargo.lock and target/ exist).
+    std::fs::write(
+        root.join("Cargo.toml"),
+        "[package]\nname = \"adder\"\nversion = \"0.1.0\"\nedition = \"2021\"\n",
+    )
+    .unwrap();
+    std::fs::write(
+        root.join("src/lib.rs"),
+        "pub fn add(a: u32, b: u32) -> u32 {\n    0\n}\n\n#[test]\nfn adds() {\n    assert_eq!(add(2, 2), 4);\n}\n",
+    )
+    .unwrap();
+    std::fs::write(
+        root.join("Cargo.lock"),
+        "version = 3\n\n[[package]]\nname = \"adder\"\nversion = \"0.1.0\"\n",
+    )
+    .unwrap();
+    std::fs::create_dir(root.join("target")).unwrap();
+    let root = root.canonicalize().unwrap();
+    // `loopward` and `claude` on PATH, as for a user who installed both.
+    std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_loopward"), bin.join("loopward")).unwrap();
+    std::os::unix::fs::symlink(&claude, bin.join("claude")).unwrap();
+    let (port, server) = anthropic_server::start(vec![
+        Reply::tool(
+            "Edit",
+            json!({"file_path": root.join("src/lib.rs").to_str().unwrap(),
+                   "old_string": "    0\n", "new_string": "    a + b\n"}),
+        ),
+        Reply::text("Fixed: add adds."),
+    ]);
+    let real_home = std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .unwrap_or_default();
+    let var = |name: &str, default: PathBuf| std::env::var_os(name).unwrap_or(default.into());
+    let path = std::env::join_paths(
+        std::iter::once(bin.clone())
+            .chain(std::env::split_paths(&std::env::var_os("PATH").unwrap())),
+    )
+    .unwrap();
+    for line in readme_commands() {
+        let mut c = Command::new("sh");
+        c.arg("-c")
+            .arg(&line)
+            .current_dir(&root)
+            .env_clear()
+            .env("PATH", &path)
+            .env("HOME", &home)
+            .env("CARGO_HOME", var("CARGO_HOME", real_home.join(".cargo")))
+            .env("RUSTUP_HOME", var("RUSTUP_HOME", real_home.join(".rustup")))
+            .env("ANTHROPIC_BASE_URL", format!("http://127.0.0.1:{port}"))
+            .env("ANTHROPIC_API_KEY", "test")
+            .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
+            .env("DISABLE_AUTOUPDATER", "1")
+            .env("NO_COLOR", "1");
+        if let Some(t) = std::env::var_os("RUSTUP_TOOLCHAIN") {
+            c.env("RUSTUP_TOOLCHAIN", t);
+        }
+        let out = c.output().unwrap();
+        eprintln!(
+            "$ {line}\n{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(out.status.success(), "`{line}` failed: {}", out.status);
+    }
+    assert_eq!(server.served(), 2, "one session, as scripted");
+    assert!(std::fs::read_to_string(root.join("src/lib.rs"))
+        .unwrap()
+        .contains("a + b"));
+    let rs = records(&root, "fix");
+    assert_eq!(sessions(&rs), 1);
+    assert_eq!(decisions(&rs, "verify")[0]["data"]["decision"], "allow");
+}
+
+/// Inside a loop's session the territory refusal's remedy — delegate to the owner's subagent —
+/// exists and works: the project's subagents are the session's.
+#[test]
+fn inside_a_loop_the_refusals_remedy_delegating_to_the_owners_subagent_works() {
+    let claude = need_claude!();
+    let (_dir, root, home) = project();
+    let agents = root.join(".claude/agents");
+    std::fs::create_dir_all(&agents).unwrap();
+    std::fs::write(
+        agents.join("planner.md"),
+        "---\nname: planner\ndescription: The planner. Use it for planner work.\ntools: Read, Write, Edit\n---\nYou are the planner.\n",
+    )
+    .unwrap();
+    let p = |rel: &str| root.join(rel).to_str().unwrap().to_string();
+    let roadmap = json!({"file_path": p("plans/roadmap.md"), "content": "# Roadmap v2\n"});
+    let script = vec![
+        Reply::tool("Write", roadmap.clone()),
+        Reply::tool(
+            "Agent",
+            json!({"subagent_type": "planner", "description": "planner work",
+                   "prompt": "[lane:planner] Update the roadmap to v2."}),
+        ),
+        Reply::text("The planner updated the roadmap."),
+    ];
+    let lanes = vec![(
+        "[lane:planner]",
+        vec![
+            Reply::tool("Write", roadmap),
+            Reply::text("Roadmap updated."),
+        ],
+    )];
+    let (port, server) = anthropic_server::start_with_lanes(script, lanes);
+    let out = run_loop(
+        &claude,
+        &root,
+        &home,
+        port,
+        &[
+            "--prompt",
+            "PROMPT.md",
+            "--verify",
+            "grep -q v2 plans/roadmap.md",
+            "--id",
+            "deleg",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0), "verified in one session");
+    let (_, denied, text) = &server.tool_results()[0];
+    assert!(
+        *denied && text.contains("subagent_type \"planner\""),
+        "{text}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(root.join("plans/roadmap.md")).unwrap(),
+        "# Roadmap v2\n"
+    );
+    let rs = records(&root, "deleg");
+    assert_eq!(sessions(&rs), 1);
+    let hook_run = decisions(&rs, "session_ledger")[0]["data"]["detail"]["run"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let hook = records(&root, &hook_run);
+    assert!(kind(&hook, "gate_decision").any(|r| r["agent"] == "planner"
+        && r["data"]["path"] == "plans/roadmap.md"
+        && r["data"]["decision"]["decision"] == "allow"));
+}
+
+const TEAM: &str = r#"
+[run]
+first = "planner"
+task = "Plan it, then build it."
+
+[backend]
+kind = "fake"
+script = "loopward.script.toml"
+
+[[agent]]
+name = "planner"
+tools = ["write_file", "handoff"]
+
+[[agent]]
+name = "builder"
+kind = "claude-code"
+verify = "test -f src/done.txt"
+
+[[territory]]
+paths = ["src/**"]
+owner = "builder"
+"#;
+
+const TEAM_SCRIPT: &str = r##"
+[[agents.planner]]
+tool_calls = [{ name = "write_file", arguments = { path = "plan.md", content = "# Plan\n1. src/done.txt\n" } }]
+
+[[agents.planner]]
+tool_calls = [{ name = "handoff", arguments = { to = "builder", message = "Write src/done.txt." } }]
+"##;
+
+/// A mixed team in `loopward.toml`: a model agent plans and hands off to a `claude-code`
+/// agent, whose turns are sessions until its verifier passes; `loopward run` runs it.
+#[test]
+fn a_model_agent_hands_off_to_a_claude_code_agent_that_works_until_verified() {
+    let claude = need_claude!();
+    let (_dir, root, home) = project();
+    std::fs::write(root.join("loopward.toml"), TEAM).unwrap();
+    std::fs::write(root.join("loopward.script.toml"), TEAM_SCRIPT).unwrap();
+    std::fs::create_dir_all(root.join("src")).unwrap();
+    let p = |rel: &str| root.join(rel).to_str().unwrap().to_string();
+    let (port, _server) = anthropic_server::start(vec![
+        Reply::text("All done."),
+        Reply::tool(
+            "Write",
+            json!({"file_path": p("src/done.txt"), "content": "yes\n"}),
+        ),
+        Reply::text("Done, really."),
+    ]);
+    let bin = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink(&claude, bin.path().join("claude")).unwrap();
+    let path = std::env::join_paths(
+        std::iter::once(bin.path().to_path_buf())
+            .chain(std::env::split_paths(&std::env::var_os("PATH").unwrap())),
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_loopward"))
+        .current_dir(&root)
+        .args(["run", "--id", "team"])
+        .env_clear()
+        .env("PATH", path)
+        .env("HOME", &home)
+        .env("ANTHROPIC_BASE_URL", format!("http://127.0.0.1:{port}"))
+        .env("ANTHROPIC_API_KEY", "test")
+        .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
+        .env("DISABLE_AUTOUPDATER", "1")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rs = records(&root, "team");
+    let turns: Vec<&str> = kind(&rs, "turn_started")
+        .map(|r| r["data"]["agent"].as_str().unwrap())
+        .collect();
+    assert_eq!(turns, ["planner", "builder", "builder"]);
+    assert_eq!(sessions(&rs), 2);
+    let verdicts: Vec<&Value> = decisions(&rs, "verify")
+        .iter()
+        .map(|d| &d["data"]["decision"])
+        .collect();
+    assert_eq!(verdicts, [&json!("refused"), &json!("allow")]);
+    assert!(root.join("plan.md").is_file() && root.join("src/done.txt").is_file());
+    let r = replay_run(&root, &home, "team");
+    let said = String::from_utf8_lossy(&r.stdout);
+    assert!(r.status.success() && said.contains("all the same"), "{r:?}");
+}

@@ -1,0 +1,449 @@
+//! `CliAgent`: one turn is one session of the coding CLI, then the verifier.
+
+use super::claude_code::{session_id, ClaudeCode};
+use super::process::{NoWrap, Wrap};
+use super::recorded::RecordedSessions;
+use super::verify::{fingerprint, Verdict, Verifier};
+use crate::context::TurnContext;
+use crate::journal::{FedCall, TurnFeed};
+use crate::layers::classjump::ClassJump;
+use crate::turn::{TurnError, TurnOutcome, TurnRequest};
+use futures::future::BoxFuture;
+use loopward_core::LayerId;
+use loopward_core::{
+    AgentId, AuditEvent, FinishReason, LayerVerdict, Message, RunId, RunStatus, ToolResult, Usage,
+};
+use serde_json::json;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+/// Sessions in a row that change nothing (same fingerprint, same verdict) before the run
+/// stops.
+pub const DEFAULT_NO_PROGRESS: u32 = 3;
+
+/// The call ids of a turn's two steps (`verify` is also the verifier's tool name).
+pub(super) const SESSION: &str = "session";
+pub(super) const VERIFY: &str = "verify";
+/// The tool name a session is recorded under.
+pub(super) const TOOL: &str = "claude_code";
+
+/// Closes a session's hook ledger once the session is over, so the run's ledger can name it.
+pub trait SessionLedgers: Send + Sync {
+    /// Closes (anchors) the ledger of `run` and says what it holds; `Ok(None)` when the
+    /// session left none.
+    fn close(&self, run: &RunId) -> Result<Option<SessionLink>, String>;
+}
+
+/// A closed session ledger, as the run's ledger names it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SessionLink {
+    /// Its records.
+    pub records: u64,
+    /// Its last record's hash (the anchor).
+    pub final_hash: String,
+}
+
+/// An agent whose turn is one headless Claude Code session followed by the verifier. See the
+/// [module docs](super).
+#[derive(Clone)]
+pub struct CliAgent {
+    inner: Arc<Inner>,
+}
+
+pub(super) struct Inner {
+    pub(super) name: AgentId,
+    pub(super) host: ClaudeCode,
+    pub(super) verifier: Verifier,
+    pub(super) session_timeout: Duration,
+    pub(super) scratch: PathBuf,
+    pub(super) wrap: Arc<dyn Wrap>,
+    pub(super) ledgers: Option<Arc<dyn SessionLedgers>>,
+    pub(super) no_progress: u32,
+    pub(super) class_jump: Option<ClassJump>,
+    pub(super) recorded: Option<Arc<RecordedSessions>>,
+}
+
+impl std::fmt::Debug for CliAgent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CliAgent")
+            .field("name", &self.inner.name)
+            .field("program", &self.inner.host.program)
+            .field("verify", &self.inner.verifier.command())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Builds a [`CliAgent`].
+pub struct CliAgentBuilder {
+    inner: Inner,
+}
+
+impl CliAgent {
+    /// An agent `name` running `host` sessions, each checked by `verifier`; the sessions'
+    /// settings files go in `scratch` (in loopward's state directory: out of the agent's reach).
+    pub fn builder(
+        name: AgentId,
+        host: ClaudeCode,
+        verifier: Verifier,
+        scratch: PathBuf,
+    ) -> CliAgentBuilder {
+        CliAgentBuilder {
+            inner: Inner {
+                name,
+                host,
+                verifier,
+                session_timeout: Duration::from_secs(30 * 60),
+                scratch,
+                wrap: Arc::new(NoWrap),
+                ledgers: None,
+                no_progress: DEFAULT_NO_PROGRESS,
+                class_jump: None,
+                recorded: None,
+            },
+        }
+    }
+}
+
+impl CliAgentBuilder {
+    /// How long one session may run before its process group is ended (default 30 minutes).
+    pub fn session_timeout(mut self, t: Duration) -> Self {
+        self.inner.session_timeout = t;
+        self
+    }
+
+    /// Wraps each session's command line (see [`Wrap`]).
+    pub fn wrap(mut self, wrap: Arc<dyn Wrap>) -> Self {
+        self.inner.wrap = wrap;
+        self
+    }
+
+    /// Closes each session's hook ledger and links it from the run's.
+    pub fn ledgers(mut self, ledgers: Arc<dyn SessionLedgers>) -> Self {
+        self.inner.ledgers = Some(ledgers);
+        self
+    }
+
+    /// Sessions in a row that change nothing before the run stops (at least 1).
+    pub fn no_progress(mut self, n: u32) -> Self {
+        self.inner.no_progress = n.max(1);
+        self
+    }
+
+    /// Counts each failed verification against `tracker` (the run's `[class_jump]`): a
+    /// strategy that failed its allowance is jumped (the next session is told which to use),
+    /// and when all are spent its turn layer ends the run `Exhausted`.
+    pub fn class_jump(mut self, tracker: ClassJump) -> Self {
+        self.inner.class_jump = Some(tracker);
+        self
+    }
+
+    /// Replays `sessions` instead of running the client and the verifier (`loopward replay`):
+    /// each turn records what its session and its verification recorded, and is judged again.
+    pub fn recorded(mut self, sessions: Arc<RecordedSessions>) -> Self {
+        self.inner.recorded = Some(sessions);
+        self
+    }
+
+    /// Builds the agent.
+    pub fn build(self) -> CliAgent {
+        CliAgent {
+            inner: Arc::new(self.inner),
+        }
+    }
+}
+
+impl tower::Service<TurnRequest> for CliAgent {
+    type Response = TurnOutcome;
+    type Error = TurnError;
+    type Future = BoxFuture<'static, Result<TurnOutcome, TurnError>>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), TurnError>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, req: TurnRequest) -> Self::Future {
+        let inner = self.inner.clone();
+        Box::pin(async move { inner.turn(req).await })
+    }
+}
+
+/// What the loop remembers between sessions (per run): the last verdict and how many sessions
+/// in a row changed nothing.
+#[derive(Default)]
+struct Progress(Mutex<(Option<String>, u32)>);
+
+impl Progress {
+    /// For a resumed run, what its journal's `verify` decisions settled (each records the
+    /// verdict and the fingerprints before and after), so the count goes on where it was.
+    fn rebuilt(resumed: Option<Arc<crate::journal::Resumed>>) -> Self {
+        let mut state = (None::<String>, 0u32);
+        if let Some(resumed) = resumed {
+            for d in resumed.decisions(&LayerId::Verify) {
+                let d = &d.decision.detail;
+                let code = d["code"].as_i64().and_then(|c| i32::try_from(c).ok());
+                let key = Verdict {
+                    passed: d["passed"] == true,
+                    code,
+                    output: String::new(),
+                }
+                .key();
+                let unchanged = d["workspace_before"] == d["workspace_after"];
+                state.1 = if unchanged && state.0.as_deref() == Some(key.as_str()) {
+                    state.1 + 1
+                } else {
+                    0
+                };
+                state.0 = Some(key);
+            }
+        }
+        Self(Mutex::new(state))
+    }
+}
+
+/// How the session step ended.
+pub(super) struct Session {
+    /// What the model read back as the session's result.
+    pub(super) content: String,
+    /// The agent's final answer.
+    pub(super) answer: String,
+    /// Whether the session claimed to be done (it ended `success`).
+    pub(super) claimed: bool,
+    pub(super) usage: Usage,
+}
+
+impl Inner {
+    async fn turn(&self, req: TurnRequest) -> Result<TurnOutcome, TurnError> {
+        let turn = req.turn;
+        if let Some(rec) = &self.recorded {
+            return self.replayed(&turn, rec);
+        }
+        let feed = turn.extensions().get::<TurnFeed>();
+        let root = turn.workspace().root().to_path_buf();
+        let before = {
+            let root = root.clone();
+            tokio::task::spawn_blocking(move || fingerprint(&root))
+                .await
+                .unwrap_or_default()
+        };
+        let fed = feed.as_deref().and_then(|f| f.find_call(SESSION, TOOL));
+        // A session that ran before the loop was stopped changed the workspace before `before`
+        // was taken: no evidence either way, so never a repeat.
+        let before = match fed {
+            Some(FedCall::Finished { .. } | FedCall::Interrupted { .. }) => {
+                "(not measured: the session ran before the loop was resumed)".to_string()
+            }
+            _ => before,
+        };
+        let session = match fed {
+            Some(FedCall::Finished {
+                content, is_error, ..
+            }) => Session {
+                answer: String::new(),
+                claimed: !is_error,
+                content,
+                usage: Usage::default(),
+            },
+            Some(FedCall::Interrupted { .. }) => {
+                self.end_orphan(&turn)?;
+                self.interrupted(&turn)?
+            }
+            // Never started (or no record of it): the session runs now.
+            Some(FedCall::Again { .. }) => {
+                self.end_orphan(&turn)?;
+                self.session(&turn, &prompt(&req.messages)).await?
+            }
+            None => self.session(&turn, &prompt(&req.messages)).await?,
+        };
+        let verdict = match feed.as_deref().and_then(|f| f.find_call(VERIFY, VERIFY)) {
+            Some(FedCall::Finished {
+                content, is_error, ..
+            }) => Verdict {
+                passed: !is_error,
+                code: None,
+                output: content,
+            },
+            _ => self.verify(&turn).await?,
+        };
+        let after = tokio::task::spawn_blocking(move || fingerprint(&root))
+            .await
+            .unwrap_or_default();
+        self.outcome(&turn, session, &verdict, (&before, &after))
+    }
+
+    /// Judges the turn and makes its outcome: the session's and the verifier's results, and
+    /// what the next session is told beyond them.
+    pub(super) fn outcome(
+        &self,
+        turn: &TurnContext,
+        session: Session,
+        verdict: &Verdict,
+        (before, after): (&str, &str),
+    ) -> Result<TurnOutcome, TurnError> {
+        let (finish, notice) = self.judge(turn, &session, verdict, (before, after))?;
+        let verify_text = verify_text(self.verifier.command(), verdict);
+        let mut messages = vec![
+            Message::Tool(ToolResult {
+                call_id: SESSION.into(),
+                name: TOOL.into(),
+                content: session.content,
+                is_error: !session.claimed,
+            }),
+            Message::Tool(ToolResult {
+                call_id: VERIFY.into(),
+                name: VERIFY.into(),
+                content: verify_text,
+                is_error: !verdict.passed,
+            }),
+        ];
+        messages.extend(notice.map(Message::notice));
+        Ok(TurnOutcome {
+            messages,
+            effects: vec![],
+            handoff: None,
+            usage: session.usage,
+            finish,
+            text: session.answer,
+        })
+    }
+
+    /// Runs the verifier, recorded as the turn's `verify` call.
+    pub(super) async fn verify(&self, turn: &TurnContext) -> Result<Verdict, TurnError> {
+        turn.record_owned(AuditEvent::ToolRequested {
+            call_id: VERIFY.into(),
+            tool: VERIFY.into(),
+            arguments: json!({"command": self.verifier.command()}),
+        })?;
+        turn.commit()?;
+        turn.record_owned(AuditEvent::ToolStarted {
+            call_id: VERIFY.into(),
+            tool: VERIFY.into(),
+        })?;
+        turn.commit()?;
+        let verdict = self.verifier.run(turn.workspace()).await;
+        let text = verify_text(self.verifier.command(), &verdict);
+        turn.record_owned(AuditEvent::ToolFinished {
+            call_id: VERIFY.into(),
+            tool: VERIFY.into(),
+            is_error: !verdict.passed,
+            effects: vec![],
+            summary: text.lines().next().unwrap_or_default().to_string(),
+            output: Some(text),
+        })?;
+        Ok(verdict)
+    }
+
+    /// Done only when verified; a claim the verifier contradicts is refused; a session that
+    /// changed nothing and left the verdict where it was is a repeat.
+    /// Also says what the next session should be told beyond the verdict (a class-jump).
+    fn judge(
+        &self,
+        turn: &TurnContext,
+        session: &Session,
+        verdict: &Verdict,
+        (before, after): (&str, &str),
+    ) -> Result<(FinishReason, Option<String>), TurnError> {
+        let decide = |decision, detail: serde_json::Value| {
+            turn.record_owned(AuditEvent::LayerDecision {
+                layer: LayerId::Verify,
+                decision,
+                detail: detail.into(),
+            })
+        };
+        // The workspace's fingerprints before and after: the evidence a repeat is judged by.
+        let detail = json!({"claimed_done": session.claimed, "passed": verdict.passed,
+                            "code": verdict.code, "command": self.verifier.command(),
+                            "workspace_before": before, "workspace_after": after});
+        if verdict.passed {
+            decide(LayerVerdict::Allow, detail)?;
+            return Ok((FinishReason::Done, None));
+        }
+        decide(LayerVerdict::Refused, detail)?;
+        let notice = match &self.class_jump {
+            Some(cj) => Some(cj.observe_failure(turn, VERIFY)?.message()),
+            None => None,
+        };
+        let unchanged = before == after;
+        // Read before the extensions are locked for the insert (a lookup inside would wait on it).
+        let resumed = crate::journal::Resumed::of(turn.run());
+        let progress = turn
+            .run()
+            .extensions()
+            .get_or_insert_with(|| Progress::rebuilt(resumed));
+        let mut p = progress.0.lock().unwrap_or_else(|p| p.into_inner());
+        let same_verdict = p.0.as_deref() == Some(verdict.key().as_str());
+        p.0 = Some(verdict.key());
+        if unchanged && same_verdict {
+            p.1 += 1;
+            turn.record_owned(AuditEvent::LayerDecision {
+                layer: LayerId::Repeat,
+                decision: LayerVerdict::Refused,
+                detail:
+                    json!({"evidence": "the session changed no file and the verifier said the same",
+                               "in_a_row": p.1, "limit": self.no_progress})
+                    .into(),
+            })?;
+            if p.1 >= self.no_progress {
+                turn.end_run(RunStatus::CapReached {
+                    cap: format!(
+                        "no progress: {} session(s) in a row changed nothing and left the verifier failing",
+                        p.1
+                    ),
+                });
+            }
+        } else {
+            p.1 = 0;
+        }
+        Ok((FinishReason::Unverified, notice))
+    }
+}
+
+/// The id of `turn`'s session.
+pub(super) fn session_of(turn: &TurnContext) -> String {
+    session_id(
+        turn.workspace().root(),
+        turn.run().run().as_str(),
+        turn.turn().0,
+    )
+}
+
+/// What the next session reads of a verdict.
+fn verify_text(command: &str, v: &Verdict) -> String {
+    let status = match (v.passed, v.code) {
+        (true, _) => "passed".to_string(),
+        (false, Some(c)) => format!("failed (exit status {c})"),
+        (false, None) => "failed".to_string(),
+    };
+    format!("verification `{command}` {status}\n{}", v.output)
+}
+
+/// The session's prompt: the task, then what loopward said since (the verifier's results, in
+/// order), so a new session knows why it was started.
+fn prompt(messages: &[Message]) -> String {
+    let mut out = String::new();
+    let mut verdicts = vec![];
+    for m in messages {
+        match m {
+            Message::Human(w) => {
+                if !out.is_empty() {
+                    out.push_str("\n\n");
+                }
+                out.push_str(w.content());
+            }
+            Message::Notice { content } => {
+                out.push_str(&format!("\n\n[loopward] {content}"));
+            }
+            Message::Tool(r) if r.name == VERIFY => verdicts.push(r.content.clone()),
+            _ => {}
+        }
+    }
+    if let Some(last) = verdicts.last() {
+        out.push_str(&format!(
+            "\n\n[loopward] This is session {} of a loop that ends only when the verifier passes. The last {}",
+            verdicts.len() + 1,
+            last
+        ));
+    }
+    out
+}

@@ -1,0 +1,178 @@
+//! Claude Code as a host: its pinned version, the command line of one headless session, and
+//! the session's own settings file, which installs loopward's hook for that session only.
+
+use super::process::CommandLine;
+use super::CliAgentError;
+use serde_json::json;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+/// The Claude Code version the stream parser and the hook protocol are tested against.
+pub const CLAUDE_CODE_VERSION: &str = "2.1.332";
+
+/// The tools the hook judges after they ran (as `loopward hook install` writes them).
+const MATCHER: &str = "Write|Edit|MultiEdit|NotebookEdit|Bash";
+
+/// The tools the hook judges before they run: the writers, and the client's own read tools,
+/// which run outside the sandbox (a read of loopward's state is refused there).
+const PRE_MATCHER: &str = "Write|Edit|MultiEdit|NotebookEdit|Bash|Read|NotebookRead|LS|Grep|Glob";
+
+/// How to run Claude Code sessions.
+#[derive(Clone, Debug)]
+pub struct ClaudeCode {
+    /// The `claude` binary.
+    pub program: PathBuf,
+    /// The hook command, as a shell command line with absolute paths (the client runs it with
+    /// `sh -c`): `'<loopward>' hook claude-code --config '<config>' --main-agent '<agent>'`.
+    pub hook_command: String,
+    /// Arguments added to every session (`--model`, `--permission-mode`…).
+    pub args: Vec<OsString>,
+    /// Variables set for every session.
+    pub env: Vec<(OsString, OsString)>,
+}
+
+impl ClaudeCode {
+    /// Checks that `program` runs and is the tested version; the error says which it is and
+    /// what to do.
+    pub fn check_version(&self) -> Result<(), CliAgentError> {
+        let out = std::process::Command::new(&self.program)
+            .arg("--version")
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
+            .stdin(std::process::Stdio::null())
+            .output()
+            .map_err(|e| CliAgentError::NotInstalled {
+                program: self.program.clone(),
+                why: e.to_string(),
+            })?;
+        let text = String::from_utf8_lossy(&out.stdout);
+        let found = text
+            .split_whitespace()
+            .next()
+            .unwrap_or_default()
+            .to_string();
+        if !out.status.success() || found != CLAUDE_CODE_VERSION {
+            return Err(CliAgentError::UntestedVersion {
+                program: self.program.clone(),
+                found: if found.is_empty() {
+                    format!("nothing ({})", out.status)
+                } else {
+                    found
+                },
+                tested: CLAUDE_CODE_VERSION,
+            });
+        }
+        Ok(())
+    }
+
+    /// The session's settings: loopward's hook on the four events the policy needs, and
+    /// `Bash` allowed — the session runs unattended, and the hook runs every command in the
+    /// agent's kernel sandbox (the hook keeps the client's own decision, so without this a
+    /// headless session could run no command at all). Written where the agent cannot write
+    /// (loopward's state directory).
+    pub fn settings(&self) -> serde_json::Value {
+        let hook = json!([{"type": "command", "command": self.hook_command, "timeout": 60}]);
+        json!({
+            "permissions": {"allow": ["Bash"]},
+            "hooks": {
+                "PreToolUse": [{"matcher": PRE_MATCHER, "hooks": hook}],
+                "PostToolUse": [{"matcher": MATCHER, "hooks": hook}],
+                "PostToolUseFailure": [{"matcher": MATCHER, "hooks": hook}],
+                "UserPromptSubmit": [{"hooks": hook}],
+            }
+        })
+    }
+
+    /// The command line of one headless session: the prompt, the stream format the parser
+    /// reads, the session id the hook's ledger is named by, and the session's own settings.
+    /// Besides it, only the project's settings files are read (`--setting-sources
+    /// project,local`: its subagents, `CLAUDE.md` and permissions, which no source at all would
+    /// drop), never the user's, whose hooks are not this loop's. A loopward hook the project
+    /// installed is the same command (the client runs it once) or is refused before the first
+    /// session by the caller.
+    pub fn command(&self, cwd: &Path, prompt: &str, session: &str, settings: &Path) -> CommandLine {
+        let mut args: Vec<OsString> = vec![
+            "-p".into(),
+            prompt.into(),
+            "--output-format".into(),
+            "stream-json".into(),
+            "--verbose".into(),
+            "--session-id".into(),
+            session.into(),
+            "--settings".into(),
+            settings.as_os_str().to_owned(),
+            "--setting-sources".into(),
+            "project,local".into(),
+        ];
+        args.extend(self.args.iter().cloned());
+        CommandLine {
+            program: self.program.clone(),
+            args,
+            env: self.env.clone(),
+            cwd: cwd.to_path_buf(),
+        }
+    }
+}
+
+/// A session id the client accepts (a UUID), derived from the workspace, the run and the
+/// turn: the same session always has the same id, so its hook ledger
+/// (`runs/claude-code-<id>`) can be named before it starts and a resumed loop finds what it
+/// left running; two loops in two workspaces never share one (the id is the mark their
+/// processes are ended by).
+pub fn session_id(workspace: &std::path::Path, run: &str, turn: u32) -> String {
+    use sha2::{Digest, Sha256};
+    let mut h = Sha256::new();
+    h.update(b"loopward.session.v2\0");
+    h.update(workspace.as_os_str().as_encoded_bytes());
+    h.update(format!("\0{run}\0{turn}"));
+    let h = h.finalize();
+    let x = hex::encode(&h[..16]);
+    // Version 4 layout (the variant and version nibbles set), as the client checks.
+    format!(
+        "{}-{}-4{}-8{}-{}",
+        &x[0..8],
+        &x[8..12],
+        &x[13..16],
+        &x[17..20],
+        &x[20..32]
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_session_id_is_a_uuid_fixed_by_workspace_run_and_turn() {
+        let ws = Path::new("/p");
+        let a = session_id(ws, "run-1", 1);
+        assert_eq!(a, session_id(ws, "run-1", 1));
+        assert_ne!(a, session_id(ws, "run-1", 2));
+        assert_ne!(a, session_id(ws, "run-2", 1));
+        assert_ne!(a, session_id(Path::new("/q"), "run-1", 1));
+        let parts: Vec<&str> = a.split('-').collect();
+        assert_eq!(
+            parts.iter().map(|p| p.len()).collect::<Vec<_>>(),
+            [8, 4, 4, 4, 12]
+        );
+        assert!(
+            parts[2].starts_with('4') && parts[3].starts_with('8'),
+            "{a}"
+        );
+    }
+
+    #[test]
+    fn an_absent_or_other_client_is_refused_naming_the_tested_version() {
+        let cc = |program: &str| ClaudeCode {
+            program: program.into(),
+            hook_command: String::new(),
+            args: vec![],
+            env: vec![],
+        };
+        let e = cc("/nonexistent/claude").check_version().unwrap_err();
+        assert!(matches!(e, CliAgentError::NotInstalled { .. }), "{e}");
+        // `echo --version` answers, but it is not the tested client.
+        let e = cc("echo").check_version().unwrap_err();
+        assert!(matches!(e, CliAgentError::UntestedVersion { .. }), "{e}");
+        assert!(e.to_string().contains(CLAUDE_CODE_VERSION), "{e}");
+    }
+}

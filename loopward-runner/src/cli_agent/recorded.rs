@@ -1,0 +1,154 @@
+//! A loop's sessions as its ledger recorded them, for `loopward replay`: a [`CliAgent`] given
+//! them runs no client and no verifier; it records each turn's session and verification as they
+//! were, charges the cost they reported, and judges them again (verify, repeat, class-jump) with
+//! the same code, so the replay compares the loop's decisions.
+//!
+//! [`CliAgent`]: super::CliAgent
+
+use super::agent::{Inner, Session, TOOL};
+use super::verify::Verdict;
+use crate::context::TurnContext;
+use crate::model::ModelError;
+use crate::turn::{TurnError, TurnOutcome};
+use loopward_core::LayerId;
+use loopward_core::{AuditEvent, Scope, Usage};
+use std::collections::BTreeMap;
+
+/// The records of each turn that the agent made itself (its session, the model calls inside,
+/// the reported cost, the hook ledger's link, the verification and its judgement), by turn.
+#[derive(Debug, Default)]
+pub struct RecordedSessions {
+    turns: BTreeMap<u32, Vec<AuditEvent>>,
+}
+
+/// The layers whose decisions a CLI agent records itself.
+const OWN_LAYERS: [LayerId; 5] = [
+    LayerId::Session,
+    LayerId::SessionLedger,
+    LayerId::Resume,
+    LayerId::Budget,
+    LayerId::Verify,
+];
+
+impl RecordedSessions {
+    /// Takes them from one part of a run's records (from its start or a resume to the next).
+    pub fn from_records(records: &[(Scope, AuditEvent)]) -> Self {
+        let mut turns: BTreeMap<u32, Vec<AuditEvent>> = BTreeMap::new();
+        for (scope, e) in records {
+            let Some(turn) = scope.turn else { continue };
+            let own = match e {
+                AuditEvent::ToolRequested { tool, .. }
+                | AuditEvent::ToolStarted { tool, .. }
+                | AuditEvent::ToolFinished { tool, .. } => {
+                    tool == super::agent::TOOL || tool == super::agent::VERIFY
+                }
+                AuditEvent::ModelCall { .. } | AuditEvent::ModelReply { .. } => true,
+                // The budget's own verdicts (spent) are the turn layer's, not the agent's.
+                AuditEvent::LayerDecision {
+                    layer: LayerId::Budget,
+                    detail,
+                    ..
+                } => detail
+                    .to_json()
+                    .get(crate::layers::budget::REPORTED)
+                    .is_some(),
+                AuditEvent::LayerDecision { layer, .. } => OWN_LAYERS.contains(layer),
+                _ => false,
+            };
+            if own {
+                turns.entry(turn.0).or_default().push(e.clone());
+            }
+        }
+        Self { turns }
+    }
+
+    /// The recorded records of turn `n`, if it has any.
+    pub(crate) fn turn(&self, n: u32) -> Option<&[AuditEvent]> {
+        self.turns.get(&n).map(Vec::as_slice)
+    }
+}
+
+impl Inner {
+    /// A turn as its ledger recorded it: the agent's own records made again, its cost charged,
+    /// its verification judged again.
+    pub(super) fn replayed(
+        &self,
+        turn: &TurnContext,
+        rec: &RecordedSessions,
+    ) -> Result<TurnOutcome, TurnError> {
+        let n = turn.turn().0;
+        let events = rec.turn(n).ok_or_else(|| {
+            TurnError::Model(ModelError::Local(format!(
+                "the ledger holds no session for turn {n}: the run stopped before it"
+            )))
+        })?;
+        let mut session = Session {
+            content: String::new(),
+            answer: String::new(),
+            claimed: false,
+            usage: Usage::default(),
+        };
+        let mut verdict: Option<Verdict> = None;
+        let (mut before, mut after) = (String::new(), String::new());
+        for e in events {
+            match e {
+                AuditEvent::LayerDecision {
+                    layer: LayerId::Budget,
+                    detail,
+                    ..
+                } => {
+                    let d = detail.to_json();
+                    let cost = d[crate::layers::budget::REPORTED].as_u64().unwrap_or(0);
+                    crate::layers::budget::charge_reported(turn, cost)?;
+                }
+                // Judged again below.
+                AuditEvent::LayerDecision {
+                    layer: LayerId::Verify,
+                    detail,
+                    ..
+                } => {
+                    let d = detail.to_json();
+                    let text = |k: &str| d[k].as_str().unwrap_or_default().to_string();
+                    (before, after) = (text("workspace_before"), text("workspace_after"));
+                    if let Some(v) = &mut verdict {
+                        v.code = d["code"].as_i64().and_then(|c| i32::try_from(c).ok());
+                    }
+                }
+                AuditEvent::ToolFinished {
+                    tool,
+                    is_error,
+                    output,
+                    ..
+                } => {
+                    let text = output.clone().unwrap_or_default();
+                    if tool == TOOL {
+                        session.claimed = !is_error;
+                        session.content = text;
+                    } else {
+                        verdict = Some(Verdict {
+                            passed: !is_error,
+                            code: None,
+                            output: text,
+                        });
+                    }
+                    turn.record(e)?;
+                }
+                AuditEvent::ModelCall { usage, .. } => {
+                    session.usage += *usage;
+                    turn.record(e)?;
+                }
+                AuditEvent::ModelReply { text, .. } => {
+                    session.answer.clone_from(text);
+                    turn.record(e)?;
+                }
+                _ => turn.record(e)?,
+            }
+        }
+        let verdict = verdict.ok_or_else(|| {
+            TurnError::Model(ModelError::Local(format!(
+                "the ledger holds no verification for turn {n}: the run stopped before it"
+            )))
+        })?;
+        self.outcome(turn, session, &verdict, (&before, &after))
+    }
+}

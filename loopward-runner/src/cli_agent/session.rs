@@ -1,0 +1,304 @@
+//! The live session: started, streamed into the ledger, timed out, linked to its hook ledger;
+//! and, on resume, the session a killed loop left behind.
+
+use super::agent::{session_of, Inner, Session, SESSION, TOOL};
+use super::process;
+use super::stream::{SessionEnd, SessionEvent, StreamParser};
+use crate::context::TurnContext;
+use crate::journal::RESUME_LAYER;
+use crate::model::{ModelError, StopReason};
+use crate::turn::TurnError;
+use loopward_core::LayerId;
+use loopward_core::{AuditEvent, LayerVerdict, RunId, Usage};
+use serde_json::json;
+use std::path::PathBuf;
+
+impl Inner {
+    /// Where a running session's PID is kept (loopward's state directory), so a loop killed
+    /// mid-session can end the session it left behind when it resumes.
+    fn pid_file(&self, session: &str) -> PathBuf {
+        self.scratch.join(format!("{session}.pid"))
+    }
+
+    /// Ends the process group of this turn's session if a killed loop left it running: by the
+    /// recorded PID, and only if that process is still this session's client (its command
+    /// line names the session id), never a process that reused the number.
+    pub(super) fn end_orphan(&self, turn: &TurnContext) -> Result<(), TurnError> {
+        let session = session_of(turn);
+        let path = self.pid_file(&session);
+        let Some(pid) = std::fs::read_to_string(&path)
+            .ok()
+            .and_then(|t| t.trim().parse::<u32>().ok())
+        else {
+            return Ok(());
+        };
+        let ours = std::fs::read(format!("/proc/{pid}/cmdline"))
+            .is_ok_and(|c| c.split(|b| *b == 0).any(|a| a == session.as_bytes()));
+        if ours {
+            process::kill_group(pid);
+        }
+        // What it started carries the session's mark, whoever its parent is now.
+        process::end_marked(&session);
+        let _ = std::fs::remove_file(&path);
+        turn.record_owned(AuditEvent::LayerDecision {
+            layer: LayerId::Session,
+            decision: LayerVerdict::Observed,
+            detail: json!({"session": session, "pid": pid, "left_running": ours,
+                           "ended": ours})
+            .into(),
+        })?;
+        Ok(())
+    }
+
+    /// A session that started and was not recorded as finished (the loop was killed): recorded
+    /// as interrupted, never run again.
+    pub(super) fn interrupted(&self, turn: &TurnContext) -> Result<Session, TurnError> {
+        turn.record_owned(AuditEvent::LayerDecision {
+            layer: RESUME_LAYER.into(),
+            decision: LayerVerdict::Interrupted,
+            detail: json!({"call_id": SESSION, "tool": TOOL}).into(),
+        })?;
+        let content = "interrupted: this session started, then loopward stopped before it ended; it was not run again. Its changes, if any, are in the workspace.".to_string();
+        turn.record_owned(AuditEvent::ToolFinished {
+            call_id: SESSION.into(),
+            tool: TOOL.into(),
+            is_error: true,
+            effects: vec![],
+            summary: content.clone(),
+            output: Some(content.clone()),
+        })?;
+        self.link(turn, &session_of(turn), false)?;
+        Ok(Session {
+            content,
+            answer: String::new(),
+            claimed: false,
+            usage: Usage::default(),
+        })
+    }
+
+    /// Runs one session, recording its model calls as they stream and how it ended.
+    pub(super) async fn session(
+        &self,
+        turn: &TurnContext,
+        prompt: &str,
+    ) -> Result<Session, TurnError> {
+        let local = |why: String| TurnError::Model(ModelError::Local(why));
+        let session = session_of(turn);
+        let settings = self.scratch.join(format!("{session}.settings.json"));
+        std::fs::create_dir_all(&self.scratch)
+            .and_then(|()| std::fs::write(&settings, self.host.settings().to_string()))
+            .map_err(|e| {
+                local(format!(
+                    "cannot write the session's settings {}: {e}",
+                    settings.display()
+                ))
+            })?;
+        let cmd = self
+            .wrap
+            .wrap(
+                self.host
+                    .command(turn.workspace().root(), prompt, &session, &settings),
+            )
+            .map_err(|e| local(format!("cannot contain the session: {e}")))?;
+        turn.record_owned(AuditEvent::ToolRequested {
+            call_id: SESSION.into(),
+            tool: TOOL.into(),
+            arguments: json!({"prompt": prompt, "session": session}),
+        })?;
+        turn.commit()?;
+        let stderr_path = self.scratch.join(format!("{session}.stderr"));
+        let stderr = std::fs::File::create(&stderr_path)
+            .map_err(|e| local(format!("cannot write {}: {e}", stderr_path.display())))?;
+        let mut running = process::start(&cmd, &session, stderr).map_err(local)?;
+        let pid_file = self.pid_file(&session);
+        std::fs::write(&pid_file, running.pid.to_string())
+            .map_err(|e| local(format!("cannot write {}: {e}", pid_file.display())))?;
+        turn.record_owned(AuditEvent::ToolStarted {
+            call_id: SESSION.into(),
+            tool: TOOL.into(),
+        })?;
+        turn.record_owned(AuditEvent::LayerDecision {
+            layer: LayerId::Session,
+            decision: LayerVerdict::Observed,
+            detail: json!({"session": session, "pid": running.pid}).into(),
+        })?;
+        turn.commit()?;
+        let mut parser = StreamParser::new();
+        let mut end: Option<SessionEnd> = None;
+        let mut usage = Usage::default();
+        let (mut calls, mut refused) = (0u32, 0u32);
+        let read = async {
+            loop {
+                let line = match running.stdout.next_line().await {
+                    Ok(Some(l)) => l,
+                    Ok(None) => return Ok::<_, TurnError>(Ok(())),
+                    Err(e) => return Ok(Err(format!("reading the session's stream: {e}"))),
+                };
+                let events = match parser.line(&line) {
+                    Ok(ev) => ev,
+                    Err(e) => return Ok(Err(e.to_string())),
+                };
+                for ev in events {
+                    self.record(turn, ev, &mut end, &mut usage, &mut calls, &mut refused)?;
+                }
+            }
+        };
+        let read_error = match tokio::time::timeout(self.session_timeout, read).await {
+            Ok(Ok(r)) => r.err(),
+            // The ledger failed: the session is ended (its guard) with the turn.
+            Ok(Err(e)) => return Err(e),
+            Err(_) => Some(format!(
+                "the session ran past its timeout of {}s; its process group (PID {}) was ended",
+                self.session_timeout.as_secs(),
+                running.pid
+            )),
+        };
+        // A model call the stream had begun is recorded even when the session was cut short.
+        if let Some(ev) = parser.finish() {
+            self.record(turn, ev, &mut end, &mut usage, &mut calls, &mut refused)?;
+        }
+        if read_error.is_some() {
+            process::end_session(running.pid, &session);
+        }
+        let status = running.child.wait().await.ok();
+        // Whatever the session left running (background jobs, the client's shells) ends with it.
+        process::end_session(running.pid, &session);
+        let _ = std::fs::remove_file(&pid_file);
+        let status_text = status.map_or_else(
+            || "unknown".to_string(),
+            |s| {
+                s.code()
+                    .map_or("ended by a signal".into(), |c| c.to_string())
+            },
+        );
+        let exited_ok = status.is_some_and(|s| s.success());
+        let stderr_tail = std::fs::read_to_string(&stderr_path).unwrap_or_default();
+        let claimed = read_error.is_none()
+            && exited_ok
+            && end
+                .as_ref()
+                .is_some_and(|e| !e.is_error && e.subtype == "success");
+        let answer = end.as_ref().map(|e| e.text.clone()).unwrap_or_default();
+        let mut content = format!(
+            "session {session}: exit status {status_text}; {calls} tool call(s), {refused} refused or failed; result: {}",
+            end.as_ref().map_or("none (the stream ended without one)", |e| e.subtype.as_str())
+        );
+        if let Some(e) = &read_error {
+            content.push_str(&format!("\nerror: {e}"));
+        }
+        if !exited_ok && !stderr_tail.trim().is_empty() {
+            let t: String = stderr_tail
+                .chars()
+                .rev()
+                .take(2000)
+                .collect::<Vec<_>>()
+                .into_iter()
+                .rev()
+                .collect();
+            content.push_str(&format!("\nstderr: {}", t.trim()));
+        }
+        if !answer.is_empty() {
+            content.push_str(&format!("\nanswer: {answer}"));
+        }
+        turn.record_owned(AuditEvent::ToolFinished {
+            call_id: SESSION.into(),
+            tool: TOOL.into(),
+            is_error: !claimed,
+            effects: vec![],
+            summary: content.lines().next().unwrap_or_default().to_string(),
+            output: Some(content.clone()),
+        })?;
+        self.link(turn, &session, read_error.is_none())?;
+        // A stream the parser does not know ends the loop: a half-understood client is not
+        // governed.
+        if let Some(e) = read_error.filter(|e| e.contains("is not what Claude Code")) {
+            return Err(TurnError::Model(ModelError::InvalidResponse(e)));
+        }
+        Ok(Session {
+            content,
+            answer,
+            claimed,
+            usage,
+        })
+    }
+
+    /// Records one stream event in the run's ledger.
+    fn record(
+        &self,
+        turn: &TurnContext,
+        ev: SessionEvent,
+        end: &mut Option<SessionEnd>,
+        usage: &mut Usage,
+        calls: &mut u32,
+        refused: &mut u32,
+    ) -> Result<(), TurnError> {
+        match ev {
+            SessionEvent::Started { .. } => {}
+            SessionEvent::ModelCall {
+                model,
+                text,
+                tool_calls,
+                usage: u,
+                ..
+            } => {
+                *usage += u;
+                *calls += u32::try_from(tool_calls.len()).unwrap_or(u32::MAX);
+                turn.record_owned(AuditEvent::ModelCall {
+                    cost_micros: None,
+                    model,
+                    tool_calls: u32::try_from(tool_calls.len()).unwrap_or(u32::MAX),
+                    usage: u,
+                })?;
+                turn.record_owned(AuditEvent::ModelReply {
+                    text,
+                    tool_calls,
+                    stop: StopReason::Finished,
+                })?;
+            }
+            SessionEvent::ToolResult { is_error, .. } => {
+                *refused += u32::from(is_error);
+            }
+            SessionEvent::Ended(e) => {
+                if let Some(cost) = e.cost_micros {
+                    crate::layers::budget::charge_reported(turn, cost)?;
+                }
+                *end = Some(e);
+            }
+        }
+        Ok(())
+    }
+
+    /// Closes the session's hook ledger and names it in the run's. A session that ran to its
+    /// end (`ran`) without its hook ever recording (the client answers every prompt through
+    /// `UserPromptSubmit`) was not governed: the run fails, saying so.
+    fn link(&self, turn: &TurnContext, session: &str, ran: bool) -> Result<(), TurnError> {
+        let Some(ledgers) = &self.ledgers else {
+            return Ok(());
+        };
+        let run = RunId::new(format!("claude-code-{session}")).ok_or_else(|| {
+            TurnError::Model(ModelError::Local(format!(
+                "session {session} gives no valid run id for its ledger"
+            )))
+        })?;
+        let (detail, ungoverned) = match ledgers.close(&run) {
+            Ok(Some(l)) => (
+                json!({"run": run, "records": l.records, "final_hash": l.final_hash}),
+                false,
+            ),
+            Ok(None) => (json!({"run": run, "records": 0}), ran),
+            Err(why) => (json!({"run": run, "error": why}), false),
+        };
+        turn.record_owned(AuditEvent::LayerDecision {
+            layer: LayerId::SessionLedger,
+            decision: LayerVerdict::Observed,
+            detail: detail.into(),
+        })?;
+        if ungoverned {
+            return Err(TurnError::Model(ModelError::Local(format!(
+                "session {session} ran, but loopward's hook recorded nothing for it (no runs/{run}): the client did not run the hook, so the session was not governed. Check that `loopward hook doctor` passes and that the client is {}",
+                super::CLAUDE_CODE_VERSION
+            ))));
+        }
+        Ok(())
+    }
+}

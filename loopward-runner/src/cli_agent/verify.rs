@@ -1,0 +1,249 @@
+//! The verifier: a command (`cargo test`, a script) run in the kernel sandbox after each
+//! session, in its own process group ended by its recorded PID at its timeout; and the
+//! workspace's fingerprint, the evidence a session changed something.
+
+use super::process::kill_group;
+use crate::sandbox::{spawn_confined, Confinement, Protected};
+use crate::workspace::Workspace;
+use sha2::{Digest, Sha256};
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+/// How much of the verifier's output is kept (its end: where test failures are summed up).
+const MAX_OUTPUT_BYTES: usize = 8 * 1024;
+
+/// Where the verifier's scratch `$TMPDIR` is made.
+const SCRATCH_ROOT: &str = "/tmp";
+
+/// The command that says whether the work is done.
+#[derive(Clone, Debug)]
+pub struct Verifier {
+    command: String,
+    timeout: Duration,
+    protected: Protected,
+    unreadable: Vec<PathBuf>,
+}
+
+/// What the verifier said.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Verdict {
+    /// Whether it passed (exit status 0).
+    pub passed: bool,
+    /// Its exit status (`None`: ended by a signal, timed out, or not run).
+    pub code: Option<i32>,
+    /// The end of its stdout and stderr, or why it did not run.
+    pub output: String,
+}
+
+impl Verdict {
+    /// What decides a repeat: pass or fail, and the exit status.
+    pub(crate) fn key(&self) -> String {
+        format!("{}:{:?}", self.passed, self.code)
+    }
+}
+
+impl Verifier {
+    /// `command`, run by `sh -c` in the workspace root, unable to write what `protected` holds
+    /// or read `unreadable`, ended after `timeout`.
+    pub fn new(command: impl Into<String>, timeout: Duration, protected: Protected) -> Self {
+        Self {
+            command: command.into(),
+            timeout,
+            protected,
+            unreadable: vec![],
+        }
+    }
+
+    /// Folders the verifier may not even read (loopward's keys).
+    pub fn unreadable(mut self, dirs: Vec<PathBuf>) -> Self {
+        self.unreadable = dirs;
+        self
+    }
+
+    /// The command.
+    pub fn command(&self) -> &str {
+        &self.command
+    }
+
+    /// Runs the verifier once. Every failure to run it is a failed verdict saying why.
+    pub async fn run(&self, ws: &Workspace) -> Verdict {
+        match self.try_run(ws).await {
+            Ok(v) => v,
+            Err(why) => Verdict {
+                passed: false,
+                code: None,
+                output: why,
+            },
+        }
+    }
+
+    async fn try_run(&self, ws: &Workspace) -> Result<Verdict, String> {
+        let (w, protected) = (ws.clone(), self.protected.clone());
+        let mut plan = tokio::task::spawn_blocking(move || Confinement::plan(&w, &protected))
+            .await
+            .map_err(|e| format!("not run: sandbox planning failed: {e}"))?
+            .map_err(|e| format!("not run: {e}"))?;
+        for d in &self.unreadable {
+            plan = plan.with_unreadable(d.clone());
+        }
+        let scratch = tempfile::Builder::new()
+            .prefix("loopward-verify-")
+            .tempdir_in(SCRATCH_ROOT)
+            .map_err(|e| format!("not run: cannot make its scratch folder: {e}"))?;
+        let plan = plan.with_outside(scratch.path().to_path_buf());
+        let mut cmd = tokio::process::Command::new("sh");
+        cmd.arg("-c")
+            .arg(&self.command)
+            .env("TMPDIR", scratch.path())
+            .current_dir(ws.root())
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0)
+            .kill_on_drop(true);
+        let child = spawn_confined(cmd, &plan)
+            .await
+            .map_err(|e| format!("not run: {e}"))?;
+        let pid = child.id().ok_or("not run: sh exited before it started")?;
+        struct Guard(u32);
+        impl Drop for Guard {
+            fn drop(&mut self) {
+                kill_group(self.0);
+            }
+        }
+        let _guard = Guard(pid);
+        let out = match tokio::time::timeout(self.timeout, child.wait_with_output()).await {
+            Ok(r) => r.map_err(|e| format!("the verifier failed: {e}"))?,
+            Err(_) => {
+                return Ok(Verdict {
+                    passed: false,
+                    code: None,
+                    output: format!(
+                        "the verifier `{}` ran past its timeout of {}s and was ended",
+                        self.command,
+                        self.timeout.as_secs()
+                    ),
+                })
+            }
+        };
+        let mut text = String::from_utf8_lossy(&out.stdout).into_owned();
+        text.push_str(&String::from_utf8_lossy(&out.stderr));
+        Ok(Verdict {
+            passed: out.status.success(),
+            code: out.status.code(),
+            output: tail(&text),
+        })
+    }
+}
+
+/// The last [`MAX_OUTPUT_BYTES`] of `s`.
+fn tail(s: &str) -> String {
+    if s.len() <= MAX_OUTPUT_BYTES {
+        return s.to_string();
+    }
+    let mut at = s.len() - MAX_OUTPUT_BYTES;
+    while !s.is_char_boundary(at) {
+        at += 1;
+    }
+    format!("… ({at} bytes cut)\n{}", &s[at..])
+}
+
+/// Folders a fingerprint skips: version control, build output, loopward's and the client's
+/// own files.
+const SKIP: [&str; 6] = [
+    ".git",
+    "target",
+    "runs",
+    ".loopward",
+    "node_modules",
+    ".claude-code",
+];
+
+/// Files larger than this are fingerprinted by size and time, not content.
+const MAX_HASHED_BYTES: u64 = 16 * 1024 * 1024;
+
+/// The workspace's fingerprint: every file's path and content (large ones by size and time),
+/// in name order. Equal fingerprints: the session changed nothing the loop can see.
+pub(crate) fn fingerprint(root: &Path) -> String {
+    let mut h = Sha256::new();
+    walk(root, root, &mut h);
+    hex::encode(h.finalize())
+}
+
+fn walk(root: &Path, dir: &Path, h: &mut Sha256) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        h.update(b"unlistable\0");
+        return;
+    };
+    let mut entries: Vec<_> = entries.filter_map(Result::ok).collect();
+    entries.sort_by_key(std::fs::DirEntry::file_name);
+    for e in entries {
+        let path = e.path();
+        let Ok(meta) = std::fs::symlink_metadata(&path) else {
+            continue;
+        };
+        let rel = path.strip_prefix(root).unwrap_or(&path);
+        if meta.is_dir() && dir == root && SKIP.iter().any(|s| e.file_name() == *s) {
+            continue;
+        }
+        h.update(rel.as_os_str().as_encoded_bytes());
+        h.update(b"\0");
+        if meta.is_dir() {
+            walk(root, &path, h);
+        } else if meta.is_symlink() {
+            if let Ok(t) = std::fs::read_link(&path) {
+                h.update(t.as_os_str().as_encoded_bytes());
+            }
+        } else if meta.len() <= MAX_HASHED_BYTES {
+            match std::fs::read(&path) {
+                Ok(bytes) => h.update(&bytes),
+                Err(_) => h.update(format!("unreadable {}", meta.len())),
+            }
+        } else {
+            let mtime = meta
+                .modified()
+                .ok()
+                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                .unwrap_or_default();
+            h.update(format!("{} {}", meta.len(), mtime.as_nanos()));
+        }
+        h.update(b"\0");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_fingerprint_changes_with_content_and_names_and_ignores_build_output() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("a.txt"), "one").unwrap();
+        let before = fingerprint(dir.path());
+        assert_eq!(before, fingerprint(dir.path()));
+        std::fs::create_dir(dir.path().join("target")).unwrap();
+        std::fs::write(dir.path().join("target/x"), "built").unwrap();
+        assert_eq!(
+            before,
+            fingerprint(dir.path()),
+            "build output is not progress"
+        );
+        std::fs::write(dir.path().join("a.txt"), "two").unwrap();
+        assert_ne!(before, fingerprint(dir.path()));
+        std::fs::write(dir.path().join("a.txt"), "one").unwrap();
+        std::fs::rename(dir.path().join("a.txt"), dir.path().join("b.txt")).unwrap();
+        assert_ne!(before, fingerprint(dir.path()));
+    }
+
+    #[test]
+    fn tail_keeps_the_end_where_failures_are_summed_up() {
+        let long = format!("{}END", "x".repeat(MAX_OUTPUT_BYTES * 2));
+        let t = tail(&long);
+        assert!(
+            t.ends_with("END") && t.len() < MAX_OUTPUT_BYTES + 40,
+            "{}",
+            t.len()
+        );
+    }
+}
