@@ -228,6 +228,27 @@ fn a_claim_of_done_that_the_verifier_refuses_gets_another_session_and_the_loop_e
     assert_eq!(finishes, [&json!("unverified"), &json!("done")]);
     let end = kind(&rs, "run_ended").next().unwrap();
     assert_eq!(end["data"]["status"]["status"], "completed");
+    // Each session's hook ledger holds no person's words: its prompt was the loop's (the task
+    // and the verifier's output), an observed notice that started the session's turn.
+    let session_ledgers: Vec<std::path::PathBuf> = std::fs::read_dir(root.join("runs"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("claude-code-")
+        })
+        .collect();
+    assert_eq!(session_ledgers.len(), 2, "{session_ledgers:?}");
+    for l in &session_ledgers {
+        let text = std::fs::read_to_string(l.join("events.jsonl")).unwrap();
+        assert!(!text.contains("\"human_message\""), "{text}");
+        assert!(
+            text.contains("loop-prompt") && text.contains("\"turn_started\""),
+            "{text}"
+        );
+    }
     // The second session was told why it runs.
     let second = kind(&rs, "tool_requested")
         .filter(|r| r["data"]["tool"] == "claude_code")

@@ -49,6 +49,12 @@ pub(super) fn handle(raw: &str, ctx: &HookContext) -> Result<Reply, HookError> {
             Event::UserPromptSubmit { prompt } if is_task_notification(&prompt) => {
                 e.other("UserPromptSubmit:task-notification")
             }
+            // A loop's session: its prompt is the loop's, not the person's.
+            Event::UserPromptSubmit { .. }
+                if ctx.loop_session.as_deref() == Some(e.input.session_id.as_str()) =>
+            {
+                e.loop_prompt()
+            }
             Event::UserPromptSubmit { prompt } => e.human(prompt),
             Event::PreToolUse(call) => e.pre(call),
             Event::PostToolUse(call) => e.post(call),
@@ -169,6 +175,20 @@ impl Engine<'_> {
                 content: (&loopward_core::Person::at_the_keyboard().says(prompt)).into(),
             },
         )?;
+        self.ledger.record(
+            &self.scope(Some(self.ctx.main_agent.clone())),
+            &AuditEvent::TurnStarted {
+                agent: self.ctx.main_agent.clone(),
+            },
+        )?;
+        Ok(Reply::Silent)
+    }
+
+    /// A prompt `loopward loop` composed for its session: a new turn of the session, observed,
+    /// with no person's words on record.
+    fn loop_prompt(&mut self) -> Result<Reply, HookError> {
+        self.state.human_prompt();
+        self.other("UserPromptSubmit:loop-prompt")?;
         self.ledger.record(
             &self.scope(Some(self.ctx.main_agent.clone())),
             &AuditEvent::TurnStarted {

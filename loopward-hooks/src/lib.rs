@@ -174,6 +174,7 @@ pub struct HookContext {
     unreadable: Vec<PathBuf>,
     lock_wait: Duration,
     host: Host,
+    loop_session: Option<String>,
     /// The policy of the configured root, compiled once (each event derives a fresh copy).
     compiled: Option<Policy>,
     /// The policy's version ([`PolicyConfig::version`]).
@@ -260,6 +261,7 @@ pub struct HookContextBuilder {
     unreadable: Vec<PathBuf>,
     lock_wait: Duration,
     host: Host,
+    loop_session: Option<String>,
 }
 
 impl HookContext {
@@ -282,6 +284,7 @@ impl HookContext {
             unreadable: Vec::new(),
             lock_wait: session::LOCK_WAIT,
             host: Host::ClaudeCode,
+            loop_session: None,
         }
     }
 
@@ -439,6 +442,15 @@ impl HookContextBuilder {
         self
     }
 
+    /// The session a `loopward loop` started (its `LOOPWARD_SESSION`): that session's prompts are
+    /// the loop's composition — the person's task with the verifier's output — so they are
+    /// recorded as an observed notice that starts the session's turn, never as the person's
+    /// words (the loop's own ledger holds the person's task). Default: none.
+    pub fn loop_session(mut self, session: Option<String>) -> Self {
+        self.loop_session = session;
+        self
+    }
+
     /// How long an event waits for its session's lock, held by another hook or process, before
     /// the hook gives up and blocks the call (default [`session::LOCK_WAIT`]; keep it well
     /// inside the hook `timeout` Claude Code is given).
@@ -472,6 +484,7 @@ impl HookContextBuilder {
             unreadable: self.unreadable,
             lock_wait: self.lock_wait,
             host: self.host,
+            loop_session: self.loop_session,
             compiled: None,
             version: String::new(),
         };

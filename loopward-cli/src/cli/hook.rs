@@ -246,6 +246,9 @@ fn context(config: &Path, main_agent: &str, defer_allows: bool, host: Host) -> R
         .main_agent(main)
         .defer_allows(defer_allows)
         .host(host)
+        // Set by `loopward loop` on the client it starts (and so on its hooks): that session's
+        // prompts are the loop's, not a person's.
+        .loop_session(std::env::var(loopward_runner::cli_agent::SESSION_MARK).ok())
         .build()
         .with_context(|| format!("{}", config.display()))
 }
