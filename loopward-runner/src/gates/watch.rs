@@ -196,13 +196,14 @@ impl Policy {
         let ws = self.inner.workspace.clone();
         let protected = Protected::for_agent(self.inner.control.clone(), &gates.territories, agent);
         let unreadable = self.inner.unreadable.clone();
+        let reach = self.inner.reach.clone();
         tokio::task::spawn_blocking(move || Confinement::plan(&ws, &protected))
             .await
             .map_err(|e| format!("the sandbox planning task failed: {e}"))?
             .map(|plan| {
                 let plan = unreadable
                     .into_iter()
-                    .fold(plan, Confinement::with_unreadable);
+                    .fold(plan.with_reach(reach), Confinement::with_unreadable);
                 Planned::Confined(plan)
             })
             .map_err(|e| e.to_string())

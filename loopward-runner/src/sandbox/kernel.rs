@@ -86,6 +86,7 @@ pub async fn spawn_confined(
         .name("loopward-sandbox".into())
         .spawn(move || {
             let r = restrict(Some(fds)).and_then(|_| {
+                drop_introspection()?;
                 let _rt = handle.enter();
                 cmd.spawn()
                     .map_err(|e| SandboxError::Spawn(format!("could not start the command: {e}")))
@@ -101,30 +102,100 @@ pub async fn spawn_confined(
 /// single-threaded program about to `exec` a command (`loopward sandbox exec`); a library that
 /// keeps running uses [`spawn_confined`].
 pub fn confine_current_thread(conf: &Confinement) -> Result<(), SandboxError> {
-    restrict(Some(open_grants(conf)?)).map(|_| ())
+    restrict(Some(open_grants(conf)?))?;
+    drop_introspection()
 }
 
-/// An open grant: the file or folder, and whether it is a whole tree.
+/// Makes this process's memory and environment (`/proc/<pid>/environ`, `mem`, `maps`)
+/// unreadable to the commands it sandboxes: they run without `CAP_SYS_PTRACE`, and a process
+/// that is not dumpable is only inspected with it. Call it once, early, in a program that holds
+/// secrets in its environment or memory (an API key, the ledger key) and runs sandboxed
+/// commands; it also keeps core dumps of that program from being written.
+pub fn hide_this_process() -> Result<(), SandboxError> {
+    rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable).map_err(
+        |e| SandboxError::Unsupported {
+            why: format!("cannot make this process non-dumpable: {e}"),
+        },
+    )
+}
+
+/// Takes `CAP_SYS_PTRACE` from the calling thread and from everything it starts (the bounding
+/// set, where this thread may change it): a sandboxed command run as root could otherwise read
+/// another process's environment and memory, loopward's own included.
+fn drop_introspection() -> Result<(), SandboxError> {
+    use rustix::thread::{self as t, CapabilitySet};
+    let fail = |e: rustix::io::Errno| SandboxError::Unsupported {
+        why: format!("cannot drop CAP_SYS_PTRACE before starting the command: {e}"),
+    };
+    if t::capability_is_in_bounding_set(CapabilitySet::SYS_PTRACE).unwrap_or(false) {
+        match t::remove_capability_from_bounding_set(CapabilitySet::SYS_PTRACE) {
+            // Without CAP_SETPCAP the bounding set stays, but then the thread is not root and
+            // an `exec` gives it nothing from the bounding set.
+            Ok(()) | Err(rustix::io::Errno::PERM) => {}
+            Err(e) => return Err(fail(e)),
+        }
+    }
+    let mut sets = t::capabilities(None).map_err(fail)?;
+    let held = sets.effective | sets.permitted | sets.inheritable;
+    if held.contains(CapabilitySet::SYS_PTRACE) {
+        sets.effective.remove(CapabilitySet::SYS_PTRACE);
+        sets.permitted.remove(CapabilitySet::SYS_PTRACE);
+        sets.inheritable.remove(CapabilitySet::SYS_PTRACE);
+        t::set_capabilities(None, sets).map_err(fail)?;
+    }
+    Ok(())
+}
+
+/// How much an open grant covers.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Span {
+    /// A folder and everything below it.
+    Tree,
+    /// One file.
+    File,
+    /// A folder's names only (its entries are granted one by one, or not at all).
+    List,
+}
+
+/// An open grant: the file or folder, and how much of it.
 struct Open {
     fd: OwnedFd,
-    tree: bool,
+    span: Span,
 }
 
-/// What a confined thread is granted: writes (with reads) and, when some folders are
-/// unreadable, the reads that cover everything else.
+/// Where a confined thread may read.
+enum Reads {
+    /// Everywhere.
+    All,
+    /// Folder listing everywhere; read and execute only beneath these (every entry of every
+    /// folder on the way to an unreadable one, except that one).
+    AllBut(Vec<Open>),
+    /// Only beneath these (the allow-list: the workspace, the system folders, `[read] allow`).
+    Only(Vec<Open>),
+}
+
+/// What a confined thread is granted: writes (with reads) and where it may read.
 struct Grants {
     write: Vec<Open>,
-    /// `None`: read and execute everywhere. `Some`: read and execute only beneath these (every
-    /// entry of every folder on the way to an unreadable one, except that one), list folders
-    /// everywhere.
-    read: Option<Vec<Open>>,
+    read: Reads,
 }
 
 fn open_grants(conf: &Confinement) -> Result<Grants, SandboxError> {
-    let read = if conf.unreadable().is_empty() {
-        None
-    } else {
-        Some(read_cover(conf.unreadable())?)
+    let read = match conf.reach().readable() {
+        None if conf.unreadable().is_empty() => Reads::All,
+        None => Reads::AllBut(read_cover(Path::new("/"), conf.unreadable())?),
+        Some(list) => {
+            let hidden: Vec<PathBuf> = conf
+                .unreadable()
+                .iter()
+                .cloned()
+                .chain(super::reach::SYSTEM_UNREADABLE.iter().map(PathBuf::from))
+                .collect();
+            let roots: Vec<PathBuf> = std::iter::once(conf.root().to_path_buf())
+                .chain(list.iter().cloned())
+                .collect();
+            Reads::Only(read_allowed(&roots, &hidden)?)
+        }
     };
     Ok(Grants {
         write: open_writes(conf)?,
@@ -132,16 +203,51 @@ fn open_grants(conf: &Confinement) -> Result<Grants, SandboxError> {
     })
 }
 
-/// Read grants for everything but `hidden`. Landlock rules only add rights, and a rule on a
-/// folder covers all below it; so no folder that holds a hidden one can be granted. Instead each
-/// folder on the way from `/` to a hidden folder is opened up entry by entry: every entry is
-/// granted whole except the next folder on the way (descended into) and the hidden folder itself
-/// (left out). Links are not granted: what they point to is judged where it lands. An entry
-/// made later directly in such a folder is unreadable too.
-fn read_cover(hidden: &[PathBuf]) -> Result<Vec<Open>, SandboxError> {
+/// Read grants for `roots` but nothing at or below `hidden`: a root with a hidden folder below
+/// it is opened up entry by entry (see [`read_cover`]); a root inside a hidden one is left out.
+fn read_allowed(roots: &[PathBuf], hidden: &[PathBuf]) -> Result<Vec<Open>, SandboxError> {
     let hidden: Vec<PathBuf> = hidden.iter().map(|h| real_path(h)).collect();
     let mut out = Vec::new();
-    cover(Path::new("/"), &hidden, &mut out)?;
+    for root in roots {
+        let real = real_path(root);
+        if hidden.iter().any(|h| real.starts_with(h)) {
+            continue;
+        }
+        let Ok(meta) = std::fs::metadata(&real) else {
+            continue; // not on this machine
+        };
+        let span = if !meta.is_dir() {
+            Span::File
+        } else if hidden.iter().any(|h| h.starts_with(&real)) {
+            cover(&real, &hidden, &mut out)?;
+            Span::List
+        } else {
+            Span::Tree
+        };
+        match rustix::fs::open(&real, OFlags::PATH | OFlags::CLOEXEC, Mode::empty()) {
+            Ok(fd) => out.push(Open { fd, span }),
+            Err(rustix::io::Errno::NOENT) => {}
+            Err(e) => {
+                return Err(SandboxError::Io {
+                    path: real,
+                    source: e.into(),
+                })
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Read grants for everything below `top` but `hidden`. Landlock rules only add rights, and a
+/// rule on a folder covers all below it; so no folder that holds a hidden one can be granted.
+/// Instead each folder on the way from `top` to a hidden folder is opened up entry by entry:
+/// every entry is granted whole except the next folder on the way (descended into) and the
+/// hidden folder itself (left out). Links are not granted: what they point to is judged where
+/// it lands. An entry made later directly in such a folder is unreadable too.
+fn read_cover(top: &Path, hidden: &[PathBuf]) -> Result<Vec<Open>, SandboxError> {
+    let hidden: Vec<PathBuf> = hidden.iter().map(|h| real_path(h)).collect();
+    let mut out = Vec::new();
+    cover(top, &hidden, &mut out)?;
     Ok(out)
 }
 
@@ -170,7 +276,7 @@ fn cover(dir: &Path, hidden: &[PathBuf], out: &mut Vec<Open>) -> Result<(), Sand
         ) {
             Ok(fd) => out.push(Open {
                 fd,
-                tree: ft.is_dir(),
+                span: if ft.is_dir() { Span::Tree } else { Span::File },
             }),
             // Gone since it was listed: nothing to grant.
             Err(rustix::io::Errno::NOENT) => {}
@@ -218,7 +324,10 @@ fn open_writes(conf: &Confinement) -> Result<Vec<Open>, SandboxError> {
             ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS,
         );
         match fd {
-            Ok(fd) => out.push(Open { fd, tree: g.tree }),
+            Ok(fd) => out.push(Open {
+                fd,
+                span: if g.tree { Span::Tree } else { Span::File },
+            }),
             // Gone since the plan (or turned into a link): nothing to grant.
             Err(rustix::io::Errno::NOENT | rustix::io::Errno::LOOP) => {}
             Err(e) => return Err(io(&conf.root().join(&g.rel), e.into())),
@@ -228,7 +337,8 @@ fn open_writes(conf: &Confinement) -> Result<Vec<Open>, SandboxError> {
         match rustix::fs::open(p, path_flags, Mode::empty()) {
             Ok(fd) => {
                 let tree = std::fs::metadata(p).is_ok_and(|m| m.is_dir());
-                out.push(Open { fd, tree });
+                let span = if tree { Span::Tree } else { Span::File };
+                out.push(Open { fd, span });
             }
             Err(rustix::io::Errno::NOENT | rustix::io::Errno::NXIO) => {}
             Err(e) => return Err(io(p, e.into())),
@@ -259,31 +369,33 @@ fn restrict(grants: Option<Grants>) -> Result<RestrictionStatus, SandboxError> {
     })?;
     let grants = grants.unwrap_or(Grants {
         write: vec![],
-        read: None,
+        read: Reads::All,
     });
-    let root_reads = if grants.read.is_some() {
-        BitFlags::from(AccessFs::ReadDir)
-    } else {
-        AccessFs::from_read(WANTED)
+    let (root_reads, reads) = match grants.read {
+        Reads::All => (Some(AccessFs::from_read(WANTED)), vec![]),
+        Reads::AllBut(r) => (Some(BitFlags::from(AccessFs::ReadDir)), r),
+        Reads::Only(r) => (None, r),
     };
-    let mut ruleset = ruleset
-        .add_rule(PathBeneath::new(root, root_reads))
-        .map_err(|e| unsupported(&e))?;
-    for g in grants.read.unwrap_or_default() {
-        let access = if g.tree {
-            AccessFs::from_read(WANTED)
-        } else {
-            AccessFs::Execute | AccessFs::ReadFile
+    let mut ruleset = ruleset;
+    if let Some(access) = root_reads {
+        ruleset = ruleset
+            .add_rule(PathBeneath::new(root, access))
+            .map_err(|e| unsupported(&e))?;
+    }
+    for g in reads {
+        let access = match g.span {
+            Span::Tree => AccessFs::from_read(WANTED),
+            Span::File => AccessFs::Execute | AccessFs::ReadFile,
+            Span::List => BitFlags::from(AccessFs::ReadDir),
         };
         ruleset = ruleset
             .add_rule(PathBeneath::new(g.fd, access))
             .map_err(|e| unsupported(&e))?;
     }
     for g in grants.write {
-        let access = if g.tree {
-            AccessFs::from_all(WANTED)
-        } else {
-            AccessFs::from_file(WANTED)
+        let access = match g.span {
+            Span::Tree | Span::List => AccessFs::from_all(WANTED),
+            Span::File => AccessFs::from_file(WANTED),
         };
         ruleset = ruleset
             .add_rule(PathBeneath::new(g.fd, access))

@@ -32,10 +32,14 @@
 mod error;
 mod kernel;
 mod plan;
+mod reach;
 
 pub use error::SandboxError;
-pub use kernel::{confine_current_thread, kernel_support, probe, spawn_confined, KernelSupport};
+pub use kernel::{
+    confine_current_thread, hide_this_process, kernel_support, probe, spawn_confined, KernelSupport,
+};
 pub use plan::{Confinement, Grant, Protected, MAX_GRANTS};
+pub use reach::{Reach, DEFAULT_ENV, DEFAULT_PATH, SYSTEM_READABLE, SYSTEM_UNREADABLE};
 
 use serde::{Deserialize, Serialize};
 use std::sync::Mutex;

@@ -2,7 +2,9 @@
 //!
 //! Every command runs in the kernel sandbox the policy layer planned for it (see
 //! [`crate::sandbox`]); without a policy layer, in one that keeps the default control files
-//! read-only. Where no sandbox can be set up, the command is not run.
+//! read-only. Where no sandbox can be set up, the command is not run. A sandboxed command
+//! starts with the planned environment only (its [`Reach`](crate::sandbox::Reach)), with
+//! `TMPDIR` and `HOME` set to a scratch folder of its own.
 //!
 //! Every process it starts is placed in its own process group whose id is the recorded PID of
 //! the child; on timeout or when the call is dropped, only that group is ended. Nothing is ever
@@ -267,8 +269,14 @@ impl Tool for Shell {
                 Planned::WatchOnly => None,
             };
             let mut cmd = tokio::process::Command::new("sh");
+            if let Planned::Confined(plan) = &planned {
+                // The environment is an allow-list: the runner's own (API keys, tokens) stays out.
+                plan.apply_env(cmd.as_std_mut());
+            }
             if let Some(s) = &scratch {
                 cmd.env("TMPDIR", &s.0);
+                // A home of the command's own: the user's is not readable in the sandbox.
+                cmd.env("HOME", &s.0);
             }
             // The command waits for a line on stdin before it runs: it is released only once its
             // start is on record, so a runner killed before that leaves no effect behind.
