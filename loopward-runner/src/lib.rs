@@ -77,6 +77,7 @@ pub mod layers;
 pub mod model;
 mod runner;
 pub mod sandbox;
+pub mod secrets;
 mod state;
 pub mod telemetry;
 pub mod tool;

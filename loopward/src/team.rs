@@ -60,6 +60,9 @@ pub struct Options {
     /// Where people's messages to running runs wait (default: the workspace's
     /// `.loopward/inbox/`, which `loopward say` writes). `replay` passes the recorded ones.
     pub inbox: Option<HumanInbox>,
+    /// What shell commands may read and the environment they start with (none: the
+    /// workspace and system folders, `PATH` only; see [`crate::contain::reach`]).
+    pub reach: Option<loopward_runner::sandbox::Reach>,
 }
 
 /// Where a durable-execution engine (such as `loopward_restate::Restate`) hooks into a team: it
@@ -92,6 +95,7 @@ impl Default for Options {
             custody: None,
             host_files: Vec::new(),
             inbox: None,
+            reach: None,
         }
     }
 }
@@ -152,6 +156,9 @@ pub fn build(
             .with_overrides(c.overrides()?)
             .with_unreadable(c.unreadable().to_vec());
         stack = stack.with_approvals(c.approvals()?);
+    }
+    if let Some(reach) = &opts.reach {
+        policy = policy.with_reach(reach.clone());
     }
     let durable = opts.durable.clone();
     if let Some(a) = opts
@@ -379,10 +386,13 @@ impl Team {
         let first = self.config.run.first.clone();
         let clock = self.options.clock.clone();
         let config_path = self.config_path.clone();
+        // Secrets are masked in every record before it is hashed.
+        let masker = crate::contain::masker(&self.config, &config_path, self.choice.env)?;
         let runner = self.build()?;
         let id = crate::ledger::new_run_id(&*clock);
-        let ledger =
-            crate::ledger::create(&runs_dir, &id, custody.ledger_options(&runs_dir, clock)?)?;
+        let mut opts = custody.ledger_options(&runs_dir, clock)?;
+        opts.masker = masker;
+        let ledger = crate::ledger::create(&runs_dir, &id, opts)?;
         let copy = ledger.run_dir().join(crate::config::CONFIG_FILE);
         std::fs::copy(&config_path, &copy)
             .with_context(|| format!("cannot copy the config into {}", copy.display()))?;
@@ -417,6 +427,11 @@ impl Team {
             model_name: crate::backend::model_name(&self.config, &self.choice),
             host_files: crate::backend::host_files(&self.config, dir, &self.choice),
             custody,
+            reach: self
+                .options
+                .reach
+                .clone()
+                .or_else(|| Some(crate::contain::reach(&self.config, self.choice.env))),
             ..self.options
         };
         build(&self.config, &workspace, model, options)

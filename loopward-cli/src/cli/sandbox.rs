@@ -23,7 +23,10 @@ Example:
 
 The command may write only the agent's own territories and unclaimed paths (and $TMPDIR);
 other agents' territories, loopward's control files and state are read-only to it and to
-every process it starts; loopward's state (every project's) and the --unreadable folders cannot even be read. Exit status 126 when the sandbox cannot be set up (nothing ran).")]
+every process it starts. It may read only the workspace, the system folders and [read] allow;
+loopward's state (every project's) and the --unreadable folders cannot be read at all. It
+starts with PATH, LANG, TERM and the like, [env] pass, and a scratch HOME and TMPDIR: nothing
+else of the caller's environment. Exit status 126 when the sandbox cannot be set up (nothing ran).")]
 pub struct Args {
     /// What to do.
     #[command(subcommand)]
@@ -69,14 +72,17 @@ pub fn run(args: &Args) -> ExitCode {
         command,
     } = &args.action;
     let err = match confine(config, agent, unreadable) {
-        Ok(scratch) => {
+        Ok((scratch, plan)) => {
             let mut cmd = std::process::Command::new(&command[0]);
             cmd.args(&command[1..]);
+            // The environment is an allow-list: API keys and tokens of the caller stay out.
+            plan.apply_env(&mut cmd);
             if let Some(s) = session {
                 cmd.env("LOOPWARD_SESSION", s);
             }
             if let Some(dir) = scratch {
-                cmd.env("TMPDIR", dir);
+                cmd.env("TMPDIR", &dir);
+                cmd.env("HOME", dir);
             }
             anyhow::Error::new(cmd.exec()).context(format!("could not run {:?}", command[0]))
         }
@@ -89,8 +95,13 @@ pub fn run(args: &Args) -> ExitCode {
     ExitCode::from(126)
 }
 
-/// Sets this process's sandbox; returns the scratch folder made for `$TMPDIR`.
-fn confine(config: &Path, agent: &str, unreadable: &[PathBuf]) -> Result<Option<PathBuf>> {
+/// Sets this process's sandbox; returns the scratch folder made for `$TMPDIR` and `$HOME`, and
+/// the plan (whose environment the command starts with).
+fn confine(
+    config: &Path,
+    agent: &str,
+    unreadable: &[PathBuf],
+) -> Result<(Option<PathBuf>, Confinement)> {
     let cfg = Config::load(config)?;
     let root = cfg
         .workspace_dir(config)
@@ -108,7 +119,8 @@ fn confine(config: &Path, agent: &str, unreadable: &[PathBuf]) -> Result<Option<
         .resolved(&ws);
     let protected = Protected::from_policy(control, &cfg.policy(), &agent)
         .with_context(|| format!("{}", config.display()))?;
-    let mut plan = Confinement::plan(&ws, &protected)?;
+    let reach = loopward::contain::reach(&cfg, Some(|k| std::env::var(k).ok()));
+    let mut plan = Confinement::plan(&ws, &protected)?.with_reach(reach);
     // loopward's state — every project's under the state base, and this one's wherever
     // `[state] dir` puts it — is unreadable whoever starts the command, flags or not.
     let state = cfg
@@ -134,7 +146,7 @@ fn confine(config: &Path, agent: &str, unreadable: &[PathBuf]) -> Result<Option<
         bail!("the config says `sandbox = \"watch-only\"`; the hook does not wrap commands then, and this command will not run unconfined");
     }
     confine_current_thread(&plan)?;
-    Ok(scratch)
+    Ok((scratch, plan))
 }
 
 /// A fresh folder under the system's temporary folder, outside the workspace.

@@ -195,6 +195,7 @@ impl<W: Write + Send + 'static> Stage<W> {
                 custody: Some(self.custody.clone()),
                 host_files: Vec::new(),
                 inbox: None,
+                reach: None,
             },
         )?;
         let ledger = ledger::create(

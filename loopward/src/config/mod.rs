@@ -37,12 +37,14 @@
 //! ```
 
 mod backend;
+mod contain;
 mod error;
 mod ledger;
 mod policy;
 mod validate;
 
 pub use backend::{BackendConfig, BackendKind, PriceConfig, ToolChoice};
+pub use contain::{EnvConfig, ReadConfig, SecretConfig};
 pub use error::ConfigError;
 pub use ledger::{ChainKind, LedgerConfig, StateConfig};
 pub use policy::{
@@ -121,6 +123,15 @@ pub struct Config {
     /// `[state]`: where loopward keeps keys, approvals and overrides (outside the workspace).
     #[serde(default)]
     pub state: StateConfig,
+    /// `[secrets.NAME]`: credentials masked in every record and never given to commands.
+    #[serde(default)]
+    pub secrets: BTreeMap<String, SecretConfig>,
+    /// `[env]`: the variables sandboxed commands inherit besides the defaults.
+    #[serde(default)]
+    pub env: EnvConfig,
+    /// `[read]`: what sandboxed commands may read besides the workspace and system folders.
+    #[serde(default)]
+    pub read: ReadConfig,
 }
 
 /// `[run]`.

@@ -1,0 +1,176 @@
+//! What an agent reads, sends and holds: secrets kept out of commands and masked in every
+//! record, reads by allow-list, the environment by allow-list.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+const SECRET: &str = "s3cr3t-TOKEN-value-8842";
+
+fn loopward(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_loopward"));
+    cmd.args(args)
+        .current_dir(dir)
+        .env("NO_COLOR", "1")
+        // Beside the project, outside its workspace.
+        .env("XDG_STATE_HOME", state_of(dir))
+        .env_remove("SECRET_TOKEN");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.output().unwrap()
+}
+
+fn state_of(dir: &Path) -> std::path::PathBuf {
+    let name = dir.file_name().unwrap().to_string_lossy();
+    dir.with_file_name(format!("{name}-state"))
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+fn project(script: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("loopward.toml"),
+        r#"
+[run]
+first = "builder"
+task = "print the token"
+
+[backend]
+script = "script.toml"
+
+[[agent]]
+name = "builder"
+tools = ["shell"]
+
+[secrets.SECRET_TOKEN]
+env = "SECRET_TOKEN"
+hosts = ["deploy.example.com"]
+"#,
+    )
+    .unwrap();
+    std::fs::write(dir.path().join("script.toml"), script).unwrap();
+    dir
+}
+
+/// Every file below `dir`, with its bytes.
+fn files(dir: &Path) -> Vec<(std::path::PathBuf, Vec<u8>)> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            out.extend(files(&p));
+        } else {
+            out.push((p.clone(), std::fs::read(&p).unwrap()));
+        }
+    }
+    out
+}
+
+fn holds(hay: &[u8], needle: &str) -> bool {
+    hay.windows(needle.len()).any(|w| w == needle.as_bytes())
+}
+
+#[test]
+fn a_secret_printed_by_a_tool_is_masked_in_every_file_under_runs_and_in_json_output() {
+    // The command cannot see the variable (the environment is an allow-list), so it reads the
+    // value from a file in the workspace, as an agent would find one in a stray .env; the
+    // agent's answer repeats it.
+    let dir = project(&format!(
+        "[[agents.builder]]\ntool_calls = [{{ name = \"shell\", arguments = {{ command = \"echo token=$SECRET_TOKEN; cat stray.env\" }} }}]\n\n\
+         [[agents.builder]]\ntext = \"the token is {SECRET}\"\n"
+    ));
+    let d = dir.path();
+    std::fs::write(d.join("stray.env"), format!("SECRET_TOKEN={SECRET}\n")).unwrap();
+    let run = loopward(
+        d,
+        &["run", "--id", "r1", "--json"],
+        &[("SECRET_TOKEN", SECRET)],
+    );
+    assert_eq!(run.status.code(), Some(0), "{}", text(&run));
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    assert!(!holds(&run.stdout, SECRET), "{stdout}");
+    assert!(!holds(&run.stderr, SECRET), "{}", text(&run));
+    assert!(
+        stdout.contains("SECRET_TOKEN=[secret:SECRET_TOKEN]"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("the token is [secret:SECRET_TOKEN]"),
+        "{stdout}"
+    );
+    // The variable never reached the command.
+    assert!(stdout.contains("token=\\nSECRET_TOKEN="), "{stdout}");
+    let all = files(&d.join("runs"));
+    assert!(all.len() >= 5, "{all:?}");
+    for (path, bytes) in &all {
+        assert!(!holds(bytes, SECRET), "the secret is in {}", path.display());
+    }
+    let events = std::fs::read_to_string(d.join("runs/r1/events.jsonl")).unwrap();
+    assert!(events.contains("[secret:SECRET_TOKEN]"), "{events}");
+    // Masked before it was hashed: the ledger verifies as written.
+    let verify = loopward(d, &["verify", "runs/r1"], &[]);
+    assert_eq!(verify.status.code(), Some(0), "{}", text(&verify));
+    let report = loopward(d, &["report", "runs/r1", "--json"], &[]);
+    assert!(!holds(&report.stdout, SECRET), "{}", text(&report));
+}
+
+#[test]
+fn a_missing_secret_source_fails_before_anything_starts() {
+    let dir = project("[[agents.builder]]\ntext = \"done\"\n");
+    let run = loopward(dir.path(), &["run", "--id", "r1"], &[]);
+    let out = text(&run);
+    assert_eq!(run.status.code(), Some(1), "{out}");
+    assert!(out.contains("secrets.SECRET_TOKEN.env"), "{out}");
+    assert!(out.contains("SECRET_TOKEN is not set"), "{out}");
+    assert!(!dir.path().join("runs/r1").exists());
+}
+
+#[test]
+fn a_command_reads_the_workspace_but_not_another_project_or_the_home_folder() {
+    let other = tempfile::tempdir().unwrap();
+    std::fs::write(other.path().join(".env"), "OTHER=leaked-from-next-door").unwrap();
+    let dir = project(&format!(
+        "[[agents.builder]]\ntool_calls = [{{ name = \"shell\", arguments = {{ command = \"cat mine.txt; cat {}/.env; echo other=$?; echo home=$HOME\" }} }}]\n\n\
+         [[agents.builder]]\ntext = \"done\"\n",
+        other.path().display()
+    ));
+    let d = dir.path();
+    std::fs::write(d.join("mine.txt"), "workspace-ok\n").unwrap();
+    let run = loopward(
+        d,
+        &["run", "--id", "r1", "--json"],
+        &[("SECRET_TOKEN", SECRET)],
+    );
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    assert_eq!(run.status.code(), Some(0), "{}", text(&run));
+    assert!(stdout.contains("workspace-ok"), "{stdout}");
+    assert!(stdout.contains("other=1"), "{stdout}");
+    assert!(!stdout.contains("leaked-from-next-door"), "{stdout}");
+    // HOME is the command's own scratch folder, not the user's.
+    assert!(stdout.contains("home=/tmp/loopward-sh-"), "{stdout}");
+}
+
+#[test]
+fn a_secret_source_passed_to_commands_is_refused_at_load() {
+    let dir = project("[[agents.builder]]\ntext = \"done\"\n");
+    let cfg = dir.path().join("loopward.toml");
+    let mut text_cfg = std::fs::read_to_string(&cfg).unwrap();
+    text_cfg.push_str("\n[env]\npass = [\"SECRET_TOKEN\"]\n");
+    std::fs::write(&cfg, text_cfg).unwrap();
+    let run = loopward(
+        dir.path(),
+        &["run", "--id", "r1"],
+        &[("SECRET_TOKEN", SECRET)],
+    );
+    let out = text(&run);
+    assert_eq!(run.status.code(), Some(1), "{out}");
+    assert!(out.contains("env.pass[0]"), "{out}");
+    assert!(out.contains("holds a secret (SECRET_TOKEN)"), "{out}");
+}

@@ -1,0 +1,132 @@
+//! What a config says about the agents' reach: the secrets masked in every record
+//! ([`masker`]) and what sandboxed commands read and inherit ([`reach`]).
+//!
+//! ```
+//! use loopward::config::Config;
+//! let dir = tempfile::tempdir().unwrap();
+//! let path = dir.path().join("loopward.toml");
+//! std::fs::write(dir.path().join("token.txt"), "tok-0123456789\n").unwrap();
+//! let cfg = Config::parse(&path, r#"
+//!     [run]
+//!     first = "solo"
+//!     [[agent]]
+//!     name = "solo"
+//!     tools = ["shell"]
+//!     [secrets.DEPLOY_TOKEN]
+//!     file = "token.txt"
+//!     [env]
+//!     pass = ["CARGO_HOME"]
+//! "#).unwrap();
+//! let masker = loopward::contain::masker(&cfg, &path, None).unwrap();
+//! assert_eq!(masker.mask_str("got tok-0123456789"), "got [secret:DEPLOY_TOKEN]");
+//! let reach = loopward::contain::reach(&cfg, Some(|k| match k {
+//!     "PATH" => Some("/usr/bin".into()),
+//!     "CARGO_HOME" => Some("/opt/cargo".into()),
+//!     _ => Some("not passed".into()),
+//! }));
+//! let names: Vec<&str> = reach.environment().iter().map(|(k, _)| k.as_str()).collect();
+//! assert!(names.contains(&"CARGO_HOME") && !names.contains(&"OPENAI_API_KEY"));
+//! ```
+
+use crate::backend::EnvLookup;
+use crate::config::{Config, ConfigError};
+use loopward_runner::sandbox::{Reach, DEFAULT_ENV};
+use loopward_runner::secrets::Masker;
+use std::path::Path;
+
+/// The masker of `cfg`'s `[secrets]`, with the backend's API key (`backend.api_key_env` or
+/// `api_key_file`, when it can be found) masked too. A secret whose source is missing, or whose
+/// value cannot be masked, fails here, before anything starts.
+pub fn masker(
+    cfg: &Config,
+    config_path: &Path,
+    env: Option<EnvLookup>,
+) -> Result<Masker, ConfigError> {
+    let invalid = |key: String, problem: String, fix: String| ConfigError::Invalid {
+        file: config_path.to_path_buf(),
+        key,
+        problem,
+        fix,
+    };
+    let mut pairs: Vec<(String, String)> = Vec::new();
+    for (name, s) in &cfg.secrets {
+        let value = match (&s.env, &s.file) {
+            (Some(var), _) => env.and_then(|lookup| lookup(var)).ok_or_else(|| {
+                invalid(
+                    format!("secrets.{name}.env"),
+                    format!("the environment variable {var} is not set"),
+                    format!("set {var} before starting loopward, or remove [secrets.{name}]"),
+                )
+            })?,
+            (None, Some(file)) => {
+                let path = Config::resolve(config_path, file);
+                let text = std::fs::read_to_string(&path).map_err(|e| {
+                    invalid(
+                        format!("secrets.{name}.file"),
+                        format!("cannot read {}: {e}", path.display()),
+                        format!("create the file with the value on its first line, or remove [secrets.{name}]"),
+                    )
+                })?;
+                text.lines().next().unwrap_or_default().trim().to_string()
+            }
+            (None, None) => continue, // refused at load
+        };
+        pairs.push((name.clone(), value));
+    }
+    let backend_key = match (&cfg.backend.api_key_env, &cfg.backend.api_key_file) {
+        (Some(var), _) => env.and_then(|lookup| lookup(var)).map(|v| (var.clone(), v)),
+        (None, Some(file)) => std::fs::read_to_string(Config::resolve(config_path, file))
+            .ok()
+            .map(|t| ("BACKEND_API_KEY".to_string(), t.trim().to_string())),
+        (None, None) => None,
+    };
+    if let Some((name, value)) = backend_key {
+        if !pairs.iter().any(|(_, v)| *v == value) {
+            pairs.push((name.to_ascii_uppercase(), value));
+        }
+    }
+    Masker::new(pairs.iter().map(|(n, v)| (n.as_str(), v.as_str()))).map_err(|e| {
+        invalid(
+            "secrets".into(),
+            e.to_string(),
+            "fix the secret's source, or remove it from [secrets]".into(),
+        )
+    })
+}
+
+/// What `cfg`'s sandboxed commands may read and inherit: the workspace, the system folders and
+/// `[read] allow` (`~/` resolved with `HOME` from `env`; an entry that cannot be resolved is
+/// left out, never widened), and the variables of [`DEFAULT_ENV`] and `[env] pass` that `env`
+/// finds. Without a lookup, commands start with the default `PATH` only.
+pub fn reach(cfg: &Config, env: Option<EnvLookup>) -> Reach {
+    let mut reach = Reach::default();
+    let home = env.and_then(|lookup| lookup("HOME"));
+    for p in &cfg.read.allow {
+        match (p.strip_prefix("~/"), &home) {
+            (Some(rest), Some(home)) => reach = reach.read(Path::new(home).join(rest)),
+            (Some(_), None) => {}
+            (None, _) => reach = reach.read(p),
+        }
+    }
+    if cfg.read.open {
+        reach = reach.open_reads();
+    }
+    if let Some(lookup) = env {
+        let names = DEFAULT_ENV
+            .iter()
+            .map(|s| s.to_string())
+            .chain(cfg.env.pass.iter().cloned());
+        let vars: Vec<(String, String)> =
+            names.filter_map(|n| lookup(&n).map(|v| (n, v))).collect();
+        if vars.iter().any(|(k, _)| k == "PATH") {
+            reach = reach.env(vars);
+        } else {
+            let path = (
+                "PATH".to_string(),
+                loopward_runner::sandbox::DEFAULT_PATH.to_string(),
+            );
+            reach = reach.env(std::iter::once(path).chain(vars));
+        }
+    }
+    reach
+}
