@@ -68,6 +68,7 @@ pub mod calibrate;
 mod clock;
 mod context;
 mod duration;
+pub mod egress;
 mod extensions;
 pub mod gates;
 pub mod hook;

@@ -410,6 +410,20 @@ async fn a_confined_command_starts_with_the_allowed_environment_only() {
         .collect();
     names.sort_unstable();
     names.dedup();
-    assert_eq!(names, ["LANG", "PATH"], "{stdout}\n{stderr}");
+    // The allowed variables, and the egress proxy of the command's own network.
+    assert_eq!(
+        names,
+        [
+            "ALL_PROXY",
+            "HTTPS_PROXY",
+            "HTTP_PROXY",
+            "LANG",
+            "PATH",
+            "all_proxy",
+            "http_proxy",
+            "https_proxy"
+        ],
+        "{stdout}\n{stderr}"
+    );
     assert!(!stdout.contains("CARGO"), "{stdout}");
 }

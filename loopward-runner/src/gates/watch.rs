@@ -58,7 +58,16 @@ impl Policy {
                 return Err(ToolError::Refused(r));
             }
         };
-        let confined = match planned {
+        let confined = match &planned {
+            Planned::Confined(plan) if *plan.network() == crate::sandbox::Network::Host => decision(
+                GateKind::Sandbox,
+                GateMode::Advisory,
+                Decision::Warn(Refusal::new(
+                    SANDBOX_GATE,
+                    "network: this command reaches any host; its connections are neither limited nor recorded",
+                    "remove `isolate = false` from [net] to send commands out only through the egress proxy",
+                )),
+            ),
             Planned::Confined(_) => decision(GateKind::Sandbox, GateMode::Enforce, Decision::Allow),
             _ => decision(
                 GateKind::Sandbox,

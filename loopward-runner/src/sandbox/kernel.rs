@@ -71,11 +71,34 @@ fn abi_of(status: &RestrictionStatus) -> Option<u32> {
 }
 
 /// Starts `cmd` inside `conf`. The command and every process it starts can write only what
-/// `conf` grants.
+/// `conf` grants. With an [isolated](super::Network::Isolated) network it has no route out at
+/// all (the proxy's listener is dropped): use [`spawn_contained`] to serve it.
 pub async fn spawn_confined(
-    mut cmd: tokio::process::Command,
+    cmd: tokio::process::Command,
     conf: &Confinement,
 ) -> Result<tokio::process::Child, SandboxError> {
+    spawn_contained(cmd, conf).await.map(|s| s.child)
+}
+
+/// A command started by [`spawn_contained`].
+#[derive(Debug)]
+pub struct Started {
+    /// The command.
+    pub child: tokio::process::Child,
+    /// Where its egress proxy listens, inside its network namespace (`127.0.0.1`); serve it
+    /// (see [`crate::egress`]) for as long as the command may connect out. `None`: the host's
+    /// network.
+    pub proxy: Option<std::net::TcpListener>,
+}
+
+/// Starts `cmd` inside `conf`, in a network namespace of its own when `conf`'s network is
+/// [isolated](super::Network::Isolated), with `HTTP_PROXY`, `HTTPS_PROXY` and `ALL_PROXY` set
+/// to the returned listener's address there.
+pub async fn spawn_contained(
+    mut cmd: tokio::process::Command,
+    conf: &Confinement,
+) -> Result<Started, SandboxError> {
+    let isolated = *conf.network() == super::Network::Isolated;
     let handle = tokio::runtime::Handle::try_current()
         .map_err(|e| SandboxError::Spawn(format!("no tokio runtime: {e}")))?;
     // Opened here, beneath the root without following any link, so what is granted is what
@@ -85,12 +108,36 @@ pub async fn spawn_confined(
     std::thread::Builder::new()
         .name("loopward-sandbox".into())
         .spawn(move || {
-            let r = restrict(Some(fds)).and_then(|_| {
+            let r = (|| {
+                let proxy = if isolated {
+                    let l = super::net::isolate()?;
+                    let url = format!(
+                        "http://{}",
+                        l.local_addr()
+                            .map_err(|e| SandboxError::Spawn(e.to_string()))?
+                    );
+                    for var in [
+                        "HTTP_PROXY",
+                        "HTTPS_PROXY",
+                        "ALL_PROXY",
+                        "http_proxy",
+                        "https_proxy",
+                        "all_proxy",
+                    ] {
+                        cmd.env(var, &url);
+                    }
+                    Some(l)
+                } else {
+                    None
+                };
+                restrict(Some(fds))?;
                 drop_introspection()?;
                 let _rt = handle.enter();
-                cmd.spawn()
-                    .map_err(|e| SandboxError::Spawn(format!("could not start the command: {e}")))
-            });
+                let child = cmd.spawn().map_err(|e| {
+                    SandboxError::Spawn(format!("could not start the command: {e}"))
+                })?;
+                Ok(Started { child, proxy })
+            })();
             let _ = tx.send(r);
         })
         .map_err(|e| SandboxError::Spawn(format!("could not start the sandbox thread: {e}")))?;
@@ -119,28 +166,48 @@ pub fn hide_this_process() -> Result<(), SandboxError> {
     )
 }
 
-/// Takes `CAP_SYS_PTRACE` from the calling thread and from everything it starts (the bounding
-/// set, where this thread may change it): a sandboxed command run as root could otherwise read
-/// another process's environment and memory, loopward's own included.
+/// The capabilities a sandboxed command never holds, even as root: inspecting other processes
+/// (`SYS_PTRACE`), leaving its namespaces or mounting (`SYS_ADMIN`), reconfiguring the network
+/// (`NET_ADMIN`), opening files by handle past the path rules (`DAC_READ_SEARCH`), loading
+/// kernel code (`SYS_MODULE`, `BPF`, `PERFMON`) and raw device access (`SYS_RAWIO`).
+fn dropped() -> rustix::thread::CapabilitySet {
+    use rustix::thread::CapabilitySet as C;
+    C::SYS_PTRACE
+        | C::SYS_ADMIN
+        | C::NET_ADMIN
+        | C::DAC_READ_SEARCH
+        | C::SYS_MODULE
+        | C::BPF
+        | C::PERFMON
+        | C::SYS_RAWIO
+}
+
+/// Takes [`dropped`] from the calling thread and from everything it starts (the bounding set,
+/// where this thread may change it): a sandboxed command run as root could otherwise read
+/// another process's environment and memory, or step back into the host's network namespace.
 fn drop_introspection() -> Result<(), SandboxError> {
-    use rustix::thread::{self as t, CapabilitySet};
+    use rustix::thread as t;
     let fail = |e: rustix::io::Errno| SandboxError::Unsupported {
-        why: format!("cannot drop CAP_SYS_PTRACE before starting the command: {e}"),
+        why: format!("cannot drop the command's privileged capabilities before starting it: {e}"),
     };
-    if t::capability_is_in_bounding_set(CapabilitySet::SYS_PTRACE).unwrap_or(false) {
-        match t::remove_capability_from_bounding_set(CapabilitySet::SYS_PTRACE) {
-            // Without CAP_SETPCAP the bounding set stays, but then the thread is not root and
-            // an `exec` gives it nothing from the bounding set.
-            Ok(()) | Err(rustix::io::Errno::PERM) => {}
-            Err(e) => return Err(fail(e)),
+    for cap in dropped().iter() {
+        if t::capability_is_in_bounding_set(cap).unwrap_or(false) {
+            match t::remove_capability_from_bounding_set(cap) {
+                // Without CAP_SETPCAP the bounding set stays, but then the thread is not root
+                // and an `exec` gives it nothing from the bounding set.
+                Ok(()) | Err(rustix::io::Errno::PERM) => {}
+                // A capability this kernel does not know.
+                Err(rustix::io::Errno::INVAL) => {}
+                Err(e) => return Err(fail(e)),
+            }
         }
     }
     let mut sets = t::capabilities(None).map_err(fail)?;
     let held = sets.effective | sets.permitted | sets.inheritable;
-    if held.contains(CapabilitySet::SYS_PTRACE) {
-        sets.effective.remove(CapabilitySet::SYS_PTRACE);
-        sets.permitted.remove(CapabilitySet::SYS_PTRACE);
-        sets.inheritable.remove(CapabilitySet::SYS_PTRACE);
+    if held.intersects(dropped()) {
+        sets.effective.remove(dropped());
+        sets.permitted.remove(dropped());
+        sets.inheritable.remove(dropped());
         t::set_capabilities(None, sets).map_err(fail)?;
     }
     Ok(())

@@ -31,13 +31,16 @@
 
 mod error;
 mod kernel;
+mod net;
 mod plan;
 mod reach;
 
 pub use error::SandboxError;
 pub use kernel::{
-    confine_current_thread, hide_this_process, kernel_support, probe, spawn_confined, KernelSupport,
+    confine_current_thread, hide_this_process, kernel_support, probe, spawn_confined,
+    spawn_contained, KernelSupport, Started,
 };
+pub use net::Network;
 pub use plan::{Confinement, Grant, Protected, MAX_GRANTS};
 pub use reach::{Reach, DEFAULT_ENV, DEFAULT_PATH, SYSTEM_READABLE, SYSTEM_UNREADABLE};
 

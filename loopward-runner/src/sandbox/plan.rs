@@ -1,6 +1,6 @@
 //! Planning a confinement: which paths of the workspace a command may write.
 
-use super::{Reach, SandboxError};
+use super::{Network, Reach, SandboxError};
 use crate::gates::{ControlFiles, Territory};
 use crate::workspace::Workspace;
 use loopward_core::{AgentId, GateMode};
@@ -110,6 +110,7 @@ pub struct Confinement {
     outside: Vec<PathBuf>,
     unreadable: Vec<PathBuf>,
     reach: Reach,
+    network: Network,
 }
 
 impl Confinement {
@@ -133,12 +134,25 @@ impl Confinement {
                 .collect(),
             unreadable: vec![],
             reach: Reach::default(),
+            network: Network::default(),
         })
+    }
+
+    /// Sets how the command reaches the network (default [`Network::Isolated`]).
+    pub fn with_network(mut self, network: Network) -> Self {
+        self.network = network;
+        self
+    }
+
+    /// How the command reaches the network.
+    pub fn network(&self) -> &Network {
+        &self.network
     }
 
     /// Sets what the command may read besides what it may write, and the environment it starts
     /// with (default [`Reach::default`]: the workspace and the system folders; `PATH` only).
     pub fn with_reach(mut self, reach: Reach) -> Self {
+        self.network = reach.network_mode().clone();
         self.reach = reach;
         self
     }

@@ -1,6 +1,9 @@
 //! What a sandboxed command reaches besides its writes: the folders it may read and the
 //! environment it starts with. Both are allow-lists.
 
+use super::Network;
+use loopward_core::AgentId;
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 /// The system and toolchain folders every sandboxed command may read (those that exist):
@@ -70,6 +73,9 @@ pub struct Reach {
     /// `None`: everything but the unreadable folders (the old, open shape).
     readable: Option<Vec<PathBuf>>,
     env: Vec<(String, String)>,
+    network: Network,
+    /// Per agent, the hosts its commands may reach through the egress proxy.
+    nets: BTreeMap<AgentId, Vec<String>>,
 }
 
 impl Default for Reach {
@@ -77,6 +83,8 @@ impl Default for Reach {
         Self {
             readable: Some(SYSTEM_READABLE.iter().map(PathBuf::from).collect()),
             env: vec![("PATH".into(), DEFAULT_PATH.into())],
+            network: Network::default(),
+            nets: BTreeMap::new(),
         }
     }
 }
@@ -107,6 +115,29 @@ impl Reach {
             .map(|(k, v)| (k.into(), v.into()))
             .collect();
         self
+    }
+
+    /// How commands reach the network (default [`Network::Isolated`]: only through the
+    /// egress proxy).
+    pub fn network(mut self, network: Network) -> Self {
+        self.network = network;
+        self
+    }
+
+    /// Lets `agent`'s commands reach `hosts` through the egress proxy (`[[agent]] net`).
+    pub fn net(mut self, agent: AgentId, hosts: Vec<String>) -> Self {
+        self.nets.insert(agent, hosts);
+        self
+    }
+
+    /// How commands reach the network.
+    pub fn network_mode(&self) -> &Network {
+        &self.network
+    }
+
+    /// The hosts `agent`'s commands may reach (none when its config lists none).
+    pub fn net_of(&self, agent: &AgentId) -> &[String] {
+        self.nets.get(agent).map_or(&[], Vec::as_slice)
     }
 
     /// The readable folders besides the workspace (`None`: everything but the unreadable).
