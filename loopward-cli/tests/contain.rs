@@ -117,7 +117,12 @@ fn a_secret_printed_by_a_tool_is_masked_in_every_file_under_runs_and_in_json_out
     // Masked before it was hashed: the ledger verifies as written.
     let verify = loopward(d, &["verify", "runs/r1"], &[]);
     assert_eq!(verify.status.code(), Some(0), "{}", text(&verify));
-    let report = loopward(d, &["report", "runs/r1", "--json"], &[]);
+    let report = loopward(d, &["report", "--json"], &[]);
+    assert!(
+        String::from_utf8_lossy(&report.stdout).contains("\"runs\": 1"),
+        "{}",
+        text(&report)
+    );
     assert!(!holds(&report.stdout, SECRET), "{}", text(&report));
 }
 
@@ -173,4 +178,106 @@ fn a_secret_source_passed_to_commands_is_refused_at_load() {
     assert_eq!(run.status.code(), Some(1), "{out}");
     assert!(out.contains("env.pass[0]"), "{out}");
     assert!(out.contains("holds a secret (SECRET_TOKEN)"), "{out}");
+}
+
+/// Serves `body` on `ip` over HTTP from a thread; counts connections.
+fn http_server(
+    ip: &str,
+    body: &'static str,
+) -> (u16, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind((ip, 0)).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let hits = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = hits.clone();
+    std::thread::spawn(move || {
+        for mut s in listener.incoming().flatten() {
+            counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let mut buf = [0u8; 4096];
+            let _ = s.read(&mut buf);
+            let _ = write!(
+                s,
+                "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    (port, hits)
+}
+
+fn with_net(dir: &Path, net: &str, extra: &str) {
+    let cfg = dir.join("loopward.toml");
+    let text_cfg = std::fs::read_to_string(&cfg).unwrap().replace(
+        "tools = [\"shell\"]",
+        &format!("tools = [\"shell\"]\nnet = {net}"),
+    );
+    std::fs::write(&cfg, format!("{text_cfg}\n{extra}")).unwrap();
+}
+
+#[test]
+fn a_command_reaches_only_its_agents_hosts_through_the_proxy_and_report_counts_each_decision() {
+    let (good, _) = http_server("127.0.0.1", "hello-from-allowed");
+    let (evil, evil_hits) = http_server("127.0.0.2", "attacker-got-it");
+    let dir = project(&format!(
+        "[[agents.builder]]\ntool_calls = [{{ name = \"shell\", arguments = {{ command = \"curl -s -m 5 http://127.0.0.1:{good}/; echo; curl -s -m 5 http://127.0.0.2:{evil}/; curl -s -m 5 --noproxy '*' http://127.0.0.2:{evil}/ || echo direct-failed\" }} }}]\n\n\
+         [[agents.builder]]\ntext = \"done\"\n"
+    ));
+    let d = dir.path();
+    with_net(d, "[\"127.0.0.1\"]", "");
+    let run = loopward(
+        d,
+        &["run", "--id", "r1", "--json"],
+        &[("SECRET_TOKEN", SECRET)],
+    );
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    assert_eq!(run.status.code(), Some(0), "{}", text(&run));
+    assert!(stdout.contains("hello-from-allowed"), "{stdout}");
+    assert!(
+        stdout.contains("loopward egress: 127.0.0.2 is not in this agent's net allow-list"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("direct-failed"), "{stdout}");
+    assert!(!stdout.contains("attacker-got-it"), "{stdout}");
+    assert_eq!(evil_hits.load(std::sync::atomic::Ordering::SeqCst), 0);
+    let report = loopward(d, &["report"], &[]);
+    let out = text(&report);
+    assert!(
+        out.contains("egress: 1 connections allowed, 1 refused"),
+        "{out}"
+    );
+}
+
+#[test]
+fn opting_out_of_network_isolation_is_recorded_on_every_call() {
+    let dir = project(
+        "[[agents.builder]]\ntool_calls = [{ name = \"shell\", arguments = { command = \"true\" } }]\n\n\
+         [[agents.builder]]\ntext = \"done\"\n",
+    );
+    with_net(dir.path(), "[]", "[net]\nisolate = false\n");
+    let run = loopward(
+        dir.path(),
+        &["run", "--id", "r1", "--json"],
+        &[("SECRET_TOKEN", SECRET)],
+    );
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    assert_eq!(run.status.code(), Some(0), "{}", text(&run));
+    assert!(
+        stdout.contains("network: this command reaches any host"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn a_host_in_net_that_is_not_one_is_refused_at_load() {
+    let dir = project("[[agents.builder]]\ntext = \"done\"\n");
+    with_net(dir.path(), "[\"https://evil.example/x\"]", "");
+    let run = loopward(
+        dir.path(),
+        &["run", "--id", "r1"],
+        &[("SECRET_TOKEN", SECRET)],
+    );
+    let out = text(&run);
+    assert_eq!(run.status.code(), Some(1), "{out}");
+    assert!(out.contains("agent[0].net[0]"), "{out}");
+    assert!(out.contains("is not a host name or an address"), "{out}");
 }

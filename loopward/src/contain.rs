@@ -30,7 +30,7 @@
 
 use crate::backend::EnvLookup;
 use crate::config::{Config, ConfigError};
-use loopward_runner::sandbox::{Reach, DEFAULT_ENV};
+use loopward_runner::sandbox::{Network, Reach, DEFAULT_ENV};
 use loopward_runner::secrets::Masker;
 use std::path::Path;
 
@@ -110,6 +110,12 @@ pub fn reach(cfg: &Config, env: Option<EnvLookup>) -> Reach {
     }
     if cfg.read.open {
         reach = reach.open_reads();
+    }
+    if !cfg.net.isolate {
+        reach = reach.network(Network::Host);
+    }
+    for a in &cfg.agents {
+        reach = reach.net(a.name.clone(), a.net.clone());
     }
     if let Some(lookup) = env {
         let names = DEFAULT_ENV

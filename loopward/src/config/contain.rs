@@ -44,6 +44,27 @@ pub struct ReadConfig {
     pub open: bool,
 }
 
+/// `[net]`: the network of sandboxed commands.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NetConfig {
+    /// Each command in a network namespace of its own, out only through the egress proxy to
+    /// its agent's `net` hosts (default). `false` is an explicit opt-out: commands reach any
+    /// host, and every shell call records a `sandbox` warning.
+    #[serde(default = "yes")]
+    pub isolate: bool,
+}
+
+impl Default for NetConfig {
+    fn default() -> Self {
+        Self { isolate: true }
+    }
+}
+
+fn yes() -> bool {
+    true
+}
+
 fn var_name(s: &str) -> bool {
     !s.is_empty()
         && s.len() <= 128
@@ -65,6 +86,18 @@ fn host_name(s: &str) -> bool {
 }
 
 pub(super) fn check(cfg: &Config) -> Result<(), Problem> {
+    for (i, a) in cfg.agents.iter().enumerate() {
+        for (j, h) in a.net.iter().enumerate() {
+            let h = h.trim_start_matches('[').trim_end_matches(']');
+            if !(host_name(h) || h.parse::<std::net::IpAddr>().is_ok()) {
+                return Err((
+                    format!("agent[{i}].net[{j}]"),
+                    format!("{h:?} is not a host name or an address"),
+                    "write the bare host, lowercase, without scheme, port or path (like \"crates.io\" or \"10.0.0.5\")".into(),
+                ));
+            }
+        }
+    }
     for (name, s) in &cfg.secrets {
         let key = format!("secrets.{name}");
         if !(var_name(name) && name.bytes().all(|b| !b.is_ascii_lowercase())) {

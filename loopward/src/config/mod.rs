@@ -44,7 +44,7 @@ mod policy;
 mod validate;
 
 pub use backend::{BackendConfig, BackendKind, PriceConfig, ToolChoice};
-pub use contain::{EnvConfig, ReadConfig, SecretConfig};
+pub use contain::{EnvConfig, NetConfig, ReadConfig, SecretConfig};
 pub use error::ConfigError;
 pub use ledger::{ChainKind, LedgerConfig, StateConfig};
 pub use policy::{
@@ -132,6 +132,9 @@ pub struct Config {
     /// `[read]`: what sandboxed commands may read besides the workspace and system folders.
     #[serde(default)]
     pub read: ReadConfig,
+    /// `[net]`: whether sandboxed commands get a network of their own (the default).
+    #[serde(default)]
+    pub net: NetConfig,
 }
 
 /// `[run]`.
@@ -169,6 +172,10 @@ pub struct AgentConfig {
     /// The most tool calls in one of its turns (default 16).
     #[serde(default)]
     pub max_steps: Option<u32>,
+    /// The hosts its shell commands may reach, through loopward's egress proxy (names or
+    /// addresses; default none).
+    #[serde(default)]
+    pub net: Vec<String>,
 }
 
 impl Config {
