@@ -34,6 +34,55 @@ use loopward_runner::sandbox::{Network, Reach, DEFAULT_ENV};
 use loopward_runner::secrets::Masker;
 use std::path::Path;
 
+/// The value of the secret `name` of `cfg` (from its environment variable or file).
+pub fn secret_value(
+    cfg: &Config,
+    config_path: &Path,
+    env: Option<EnvLookup>,
+    name: &str,
+) -> Result<String, ConfigError> {
+    let invalid = |key: String, problem: String, fix: String| ConfigError::Invalid {
+        file: config_path.to_path_buf(),
+        key,
+        problem,
+        fix,
+    };
+    let Some(s) = cfg.secrets.get(name) else {
+        return Err(invalid(
+            format!("secrets.{name}"),
+            "there is no such secret".into(),
+            format!("add [secrets.{name}] with env = \"…\" or file = \"…\""),
+        ));
+    };
+    match (&s.env, &s.file) {
+        (Some(var), _) => env.and_then(|lookup| lookup(var)).ok_or_else(|| {
+            invalid(
+                format!("secrets.{name}.env"),
+                format!("the environment variable {var} is not set"),
+                format!("set {var} before starting loopward, or remove [secrets.{name}]"),
+            )
+        }),
+        (None, Some(file)) => {
+            let path = Config::resolve(config_path, file);
+            let text = std::fs::read_to_string(&path).map_err(|e| {
+                invalid(
+                    format!("secrets.{name}.file"),
+                    format!("cannot read {}: {e}", path.display()),
+                    format!(
+                        "create the file with the value on its first line, or remove [secrets.{name}]"
+                    ),
+                )
+            })?;
+            Ok(text.lines().next().unwrap_or_default().trim().to_string())
+        }
+        (None, None) => Err(invalid(
+            format!("secrets.{name}"),
+            "needs exactly one source".into(),
+            "give it either env = \"VARIABLE\" or file = \"path\"".into(),
+        )),
+    }
+}
+
 /// The masker of `cfg`'s `[secrets]`, with the backend's API key (`backend.api_key_env` or
 /// `api_key_file`, when it can be found) masked too. A secret whose source is missing, or whose
 /// value cannot be masked, fails here, before anything starts.
@@ -49,29 +98,8 @@ pub fn masker(
         fix,
     };
     let mut pairs: Vec<(String, String)> = Vec::new();
-    for (name, s) in &cfg.secrets {
-        let value = match (&s.env, &s.file) {
-            (Some(var), _) => env.and_then(|lookup| lookup(var)).ok_or_else(|| {
-                invalid(
-                    format!("secrets.{name}.env"),
-                    format!("the environment variable {var} is not set"),
-                    format!("set {var} before starting loopward, or remove [secrets.{name}]"),
-                )
-            })?,
-            (None, Some(file)) => {
-                let path = Config::resolve(config_path, file);
-                let text = std::fs::read_to_string(&path).map_err(|e| {
-                    invalid(
-                        format!("secrets.{name}.file"),
-                        format!("cannot read {}: {e}", path.display()),
-                        format!("create the file with the value on its first line, or remove [secrets.{name}]"),
-                    )
-                })?;
-                text.lines().next().unwrap_or_default().trim().to_string()
-            }
-            (None, None) => continue, // refused at load
-        };
-        pairs.push((name.clone(), value));
+    for name in cfg.secrets.keys() {
+        pairs.push((name.clone(), secret_value(cfg, config_path, env, name)?));
     }
     let backend_key = match (&cfg.backend.api_key_env, &cfg.backend.api_key_file) {
         (Some(var), _) => env.and_then(|lookup| lookup(var)).map(|v| (var.clone(), v)),

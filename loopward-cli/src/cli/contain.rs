@@ -11,7 +11,7 @@
 use anyhow::{bail, Context, Result};
 use loopward::config::Config;
 use loopward_core::{AgentId, AuditEvent, AuditSink, RunId, RunStatus, Scope, Usage};
-use loopward_runner::egress::{EgressPolicy, Recorder};
+use loopward_runner::egress::{EgressPolicy, Gateway, Recorder};
 use loopward_runner::sandbox::{kernel_support, spawn_contained, Network};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -79,7 +79,49 @@ pub async fn run(args: Args) -> Result<ExitCode> {
             &format!("the kernel cannot sandbox the program: {why}"),
         );
     }
-    let (plan, scratch) = super::sandbox::plan_agent(&cfg, &args.config, &args.agent, &[])?;
+    let (mut plan, scratch) = super::sandbox::plan_agent(&cfg, &args.config, &args.agent, &[])?;
+    // A brokered model key: the program gets the proxy as its base URL and a placeholder.
+    let gateway = match cfg.secrets.iter().find(|(_, s)| s.gateway.is_some()) {
+        Some((name, s)) => {
+            let kind = s.gateway.as_deref().unwrap_or_default();
+            let (base_var, key_var, header, default_upstream, suffix) = match kind {
+                "openai" => (
+                    "OPENAI_BASE_URL",
+                    "OPENAI_API_KEY",
+                    "authorization",
+                    "https://api.openai.com/v1",
+                    "/v1",
+                ),
+                _ => (
+                    "ANTHROPIC_BASE_URL",
+                    "ANTHROPIC_API_KEY",
+                    "x-api-key",
+                    "https://api.anthropic.com",
+                    "",
+                ),
+            };
+            let value = loopward::contain::secret_value(&cfg, &args.config, Some(env), name)?;
+            let value = if header == "authorization" {
+                format!("Bearer {value}")
+            } else {
+                value
+            };
+            let upstream = s.upstream.as_deref().unwrap_or(default_upstream);
+            // The provider's path prefix is the program's (`/v1` in its base URL).
+            let upstream = upstream.strip_suffix(suffix).unwrap_or(upstream);
+            let g = match Gateway::new(upstream, header, value, name) {
+                Ok(g) => g,
+                Err(why) => return refuse(126, &format!("[secrets.{name}]: {why}")),
+            };
+            plan = plan
+                .with_proxy_env(base_var, &format!("{{proxy}}{suffix}"))
+                .with_proxy_env(key_var, &format!("loopward-brokered-{name}"))
+                .with_proxy_env("NO_PROXY", "127.0.0.1,localhost")
+                .with_proxy_env("no_proxy", "127.0.0.1,localhost");
+            Some(g)
+        }
+        None => None,
+    };
     let path = plan
         .reach()
         .environment()
@@ -167,7 +209,11 @@ pub async fn run(args: Args) -> Result<ExitCode> {
     let _proxy = match started.proxy {
         Some(l) => {
             let l = tokio::net::TcpListener::from_std(l).context("serving the egress proxy")?;
-            let policy = Arc::new(EgressPolicy::new(hosts));
+            let mut policy = EgressPolicy::new(hosts);
+            if let Some(g) = gateway {
+                policy = policy.with_gateway(g);
+            }
+            let policy = Arc::new(policy);
             Some(AbortOnDrop(tokio::spawn(loopward_runner::egress::serve(
                 l, policy, recorder, None,
             ))))

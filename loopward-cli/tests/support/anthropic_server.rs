@@ -77,6 +77,8 @@ pub struct Request {
     pub body: Value,
     /// Which scripted reply answered it (`None`: not taken from the script).
     pub scripted: Option<usize>,
+    /// The `x-api-key` it carried.
+    pub api_key: Option<String>,
 }
 
 struct Shared {
@@ -216,6 +218,7 @@ fn serve(conn: TcpStream, shared: &Mutex<Shared>) -> std::io::Result<()> {
         };
         let (method, path) = (method.to_string(), path.to_string());
         let (mut length, mut chunked, mut close) = (0usize, false, false);
+        let mut api_key = None;
         loop {
             let mut h = String::new();
             if reader.read_line(&mut h)? == 0 {
@@ -233,6 +236,7 @@ fn serve(conn: TcpStream, shared: &Mutex<Shared>) -> std::io::Result<()> {
                 "content-length" => length = value.parse().unwrap_or(0),
                 "transfer-encoding" => chunked = value.eq_ignore_ascii_case("chunked"),
                 "connection" => close = value.eq_ignore_ascii_case("close"),
+                "x-api-key" => api_key = Some(value.to_string()),
                 _ => {}
             }
         }
@@ -244,7 +248,7 @@ fn serve(conn: TcpStream, shared: &Mutex<Shared>) -> std::io::Result<()> {
             b
         };
         let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-        let (status, ctype, payload) = answer(shared, &method, &path, body);
+        let (status, ctype, payload) = answer(shared, &method, &path, body, api_key);
         let head = format!(
             "HTTP/1.1 {status}\r\ncontent-type: {ctype}\r\ncontent-length: {}\r\nrequest-id: req_loopward\r\n{}\r\n",
             payload.len(),
@@ -283,6 +287,7 @@ fn answer(
     method: &str,
     path: &str,
     body: Value,
+    api_key: Option<String>,
 ) -> (&'static str, &'static str, Vec<u8>) {
     let mut s = shared.lock().unwrap();
     let route = path.split('?').next().unwrap_or("");
@@ -355,6 +360,7 @@ fn answer(
         path: path.into(),
         body,
         scripted,
+        api_key,
     });
     response
 }

@@ -26,8 +26,10 @@
 //! # });
 //! ```
 
+mod gateway;
 mod policy;
 mod proxy;
 
+pub use gateway::Gateway;
 pub use policy::EgressPolicy;
 pub use proxy::{serve, Record, Recorder};

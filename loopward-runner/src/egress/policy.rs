@@ -7,6 +7,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct EgressPolicy {
     allow: Vec<String>,
+    gateway: Option<super::Gateway>,
 }
 
 /// What kind of address may not be reached through a name.
@@ -72,7 +73,20 @@ impl EgressPolicy {
                 .into_iter()
                 .map(|s| s.into().to_ascii_lowercase())
                 .collect(),
+            gateway: None,
         }
+    }
+
+    /// Also serves as the base URL of a model API: requests sent to the proxy itself go to
+    /// `gateway`'s upstream with the real credential (see [`Gateway`](super::Gateway)).
+    pub fn with_gateway(mut self, gateway: super::Gateway) -> Self {
+        self.gateway = Some(gateway);
+        self
+    }
+
+    /// The gateway, if any.
+    pub fn gateway(&self) -> Option<&super::Gateway> {
+        self.gateway.as_ref()
     }
 
     /// The listed hosts.

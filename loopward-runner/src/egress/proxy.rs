@@ -54,11 +54,12 @@ pub async fn serve(
     recorder: Recorder,
     call_id: Option<String>,
 ) {
+    let own = listener.local_addr().ok();
     let mut tasks = tokio::task::JoinSet::new();
     while let Ok((stream, _)) = listener.accept().await {
         let (policy, recorder, call_id) = (policy.clone(), recorder.clone(), call_id.clone());
         tasks.spawn(async move {
-            let _ = handle(stream, &policy, &recorder, call_id).await;
+            let _ = handle(stream, &policy, &recorder, call_id, own).await;
         });
         // Reap finished connections as they end.
         while tasks.try_join_next().is_some() {}
@@ -73,21 +74,110 @@ struct Request {
     forward: Option<Vec<u8>>,
 }
 
+/// A request for the gateway (origin-form, or absolute to the proxy's own address).
+struct ForGateway {
+    method: String,
+    path: String,
+    version: String,
+    headers: Vec<String>,
+}
+
+/// The parts of a request line, and the header lines.
+type Head = (String, String, String, Vec<String>);
+
+/// Splits a head into its request line's parts and its header lines.
+fn request_line(head: &[u8]) -> Result<Head, String> {
+    let text =
+        std::str::from_utf8(head).map_err(|_| "the request head is not UTF-8".to_string())?;
+    let mut lines = text.split("\r\n");
+    let first = lines.next().unwrap_or_default();
+    let mut parts = first.split(' ');
+    match (parts.next(), parts.next(), parts.next()) {
+        (Some(m), Some(t), Some(v)) => Ok((
+            m.to_string(),
+            t.to_string(),
+            v.to_string(),
+            lines.map(str::to_string).collect(),
+        )),
+        _ => Err(format!("not an HTTP request line: {first:?}")),
+    }
+}
+
+/// The request, when it is for the gateway: origin-form, or absolute-form naming the proxy's
+/// own address (`own`).
+fn for_gateway(head: &[u8], own: Option<std::net::SocketAddr>) -> Option<ForGateway> {
+    let (method, target, version, headers) = request_line(head).ok()?;
+    let path = if target.starts_with('/') {
+        target
+    } else {
+        let after = target.strip_prefix("http://")?;
+        let (authority, path) = match after.find('/') {
+            Some(i) => (&after[..i], &after[i..]),
+            None => (after, "/"),
+        };
+        let (host, port) = split_host(authority, Some(80)).ok()?;
+        let local = host == "127.0.0.1" || host == "localhost";
+        if !(local && port == own?.port()) {
+            return None;
+        }
+        path.to_string()
+    };
+    Some(ForGateway {
+        method,
+        path,
+        version,
+        headers,
+    })
+}
+
 async fn handle(
     mut client: TcpStream,
     policy: &EgressPolicy,
     recorder: &Recorder,
     call_id: Option<String>,
+    own: Option<std::net::SocketAddr>,
 ) -> std::io::Result<()> {
     let (head, rest) = match tokio::time::timeout(WAIT, read_head(&mut client)).await {
         Ok(Ok(h)) => h,
         _ => return answer(&mut client, "400 Bad Request", "no request head").await,
     };
-    let req = match parse(&head) {
-        Ok(r) => r,
-        Err(why) => return answer(&mut client, "400 Bad Request", &why).await,
+    let (req, decision) = match (for_gateway(&head, own), policy.gateway()) {
+        (Some(g), Some(gw)) => {
+            let headers: Vec<&str> = g.headers.iter().map(String::as_str).collect();
+            let req = Request {
+                host: gw.host.clone(),
+                port: gw.port,
+                forward: Some(gw.head(&g.method, &g.path, &g.version, &headers)),
+            };
+            let decision = match tokio::net::lookup_host((gw.host.as_str(), gw.port)).await {
+                Ok(a) => Ok(a.collect::<Vec<_>>()),
+                Err(e) => Err(format!(
+                    "the gateway upstream {} could not be resolved: {e}",
+                    gw.host
+                )),
+            };
+            (
+                req,
+                decision.map(|a| (a, format!("gateway with {}", gw.name))),
+            )
+        }
+        (Some(_), None) => {
+            return answer(
+                &mut client,
+                "400 Bad Request",
+                "this proxy brokers no credential: send CONNECT or absolute http:// requests",
+            )
+            .await
+        }
+        (None, _) => {
+            let req = match parse(&head) {
+                Ok(r) => r,
+                Err(why) => return answer(&mut client, "400 Bad Request", &why).await,
+            };
+            let decision = policy.resolve(&req.host, req.port).await;
+            (req, decision.map(|a| (a, "listed".to_string())))
+        }
     };
-    let decision = policy.resolve(&req.host, req.port).await;
     let recorded = recorder
         .record(AuditEvent::EgressDecided {
             allowed: decision.is_ok(),
@@ -95,8 +185,7 @@ async fn handle(
             host: req.host.clone(),
             port: req.port,
             reason: match &decision {
-                Ok(_) => "listed".into(),
-                Err(why) => why.clone(),
+                Ok((_, why)) | Err(why) => why.clone(),
             },
         })
         .await;
@@ -109,15 +198,17 @@ async fn handle(
         .await;
     }
     let addrs = match decision {
-        Ok(a) => a,
-        Err(why) => return answer(
-            &mut client,
-            "403 Forbidden",
-            &format!(
+        Ok((a, _)) => a,
+        Err(why) => {
+            return answer(
+                &mut client,
+                "403 Forbidden",
+                &format!(
                 "{why}. A command reaches only the hosts its agent's `net` lists in loopward.toml"
             ),
-        )
-        .await,
+            )
+            .await
+        }
     };
     let mut upstream = None;
     for addr in &addrs {
@@ -199,15 +290,8 @@ fn split_host(authority: &str, default: Option<u16>) -> Result<(String, u16), St
 }
 
 fn parse(head: &[u8]) -> Result<Request, String> {
-    let text =
-        std::str::from_utf8(head).map_err(|_| "the request head is not UTF-8".to_string())?;
-    let mut lines = text.split("\r\n");
-    let first = lines.next().unwrap_or_default();
-    let mut parts = first.split(' ');
-    let (method, target, version) = match (parts.next(), parts.next(), parts.next()) {
-        (Some(m), Some(t), Some(v)) => (m, t, v),
-        _ => return Err(format!("not an HTTP request line: {first:?}")),
-    };
+    let (method, target, version, lines) = request_line(head)?;
+    let (method, target, version) = (method.as_str(), target.as_str(), version.as_str());
     if method == "CONNECT" {
         let (host, port) = split_host(target, None)?;
         return Ok(Request {
@@ -228,7 +312,7 @@ fn parse(head: &[u8]) -> Result<Request, String> {
     let (host, port) = split_host(authority, Some(80))?;
     // Origin-form upstream; every request on its own connection, so each is judged.
     let mut out = format!("{method} {path} {version}\r\n");
-    for line in lines.filter(|l| !l.is_empty()) {
+    for line in lines.iter().filter(|l| !l.is_empty()) {
         let name = line
             .split(':')
             .next()

@@ -99,6 +99,7 @@ pub async fn spawn_contained(
     conf: &Confinement,
 ) -> Result<Started, SandboxError> {
     let isolated = *conf.network() == super::Network::Isolated;
+    let proxy_env = conf.proxy_env().to_vec();
     let handle = tokio::runtime::Handle::try_current()
         .map_err(|e| SandboxError::Spawn(format!("no tokio runtime: {e}")))?;
     // Opened here, beneath the root without following any link, so what is granted is what
@@ -125,6 +126,9 @@ pub async fn spawn_contained(
                         "all_proxy",
                     ] {
                         cmd.env(var, &url);
+                    }
+                    for (k, template) in &proxy_env {
+                        cmd.env(k, template.replace("{proxy}", &url));
                     }
                     Some(l)
                 } else {

@@ -77,6 +77,8 @@ impl SandboxMode {
 pub struct ConfinementSlot(Mutex<Option<Planned>>);
 
 /// What the policy layer decided for one shell call.
+// Made and moved once per shell call, beside a process spawn: its size does not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug)]
 pub enum Planned {
     /// Run inside this confinement.

@@ -111,6 +111,7 @@ pub struct Confinement {
     unreadable: Vec<PathBuf>,
     reach: Reach,
     network: Network,
+    proxy_env: Vec<(String, String)>,
 }
 
 impl Confinement {
@@ -135,7 +136,21 @@ impl Confinement {
             unreadable: vec![],
             reach: Reach::default(),
             network: Network::default(),
+            proxy_env: vec![],
         })
+    }
+
+    /// Also sets `name` to `template` with `{proxy}` replaced by the egress proxy's URL in the
+    /// command's network (`http://127.0.0.1:<port>`): a model API's base URL served by the
+    /// proxy's gateway. Only with an isolated network.
+    pub fn with_proxy_env(mut self, name: &str, template: &str) -> Self {
+        self.proxy_env.push((name.into(), template.into()));
+        self
+    }
+
+    /// The variables [`with_proxy_env`](Self::with_proxy_env) set.
+    pub fn proxy_env(&self) -> &[(String, String)] {
+        &self.proxy_env
     }
 
     /// Sets how the command reaches the network (default [`Network::Isolated`]).

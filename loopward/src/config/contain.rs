@@ -20,6 +20,13 @@ pub struct SecretConfig {
     /// The hosts the secret is meant for (lowercase names, like `api.openai.com`).
     #[serde(default)]
     pub hosts: Vec<String>,
+    /// Brokered for a contained program as this model API's key (`anthropic`, `openai`): the
+    /// program gets the proxy as its base URL and a placeholder; loopward adds the value.
+    #[serde(default)]
+    pub gateway: Option<String>,
+    /// Where brokered requests go (an `http://` URL; default the provider's API).
+    #[serde(default)]
+    pub upstream: Option<String>,
 }
 
 /// `[env]`: the environment sandboxed commands start with.
@@ -123,6 +130,24 @@ pub(super) fn check(cfg: &Config) -> Result<(), Problem> {
                 ))
             }
             _ => {}
+        }
+        if let Some(g) = s
+            .gateway
+            .as_deref()
+            .filter(|g| !["anthropic", "openai"].contains(g))
+        {
+            return Err((
+                format!("{key}.gateway"),
+                format!("{g:?} is not a gateway loopward knows"),
+                "use \"anthropic\" or \"openai\"".into(),
+            ));
+        }
+        if s.upstream.is_some() && s.gateway.is_none() {
+            return Err((
+                format!("{key}.upstream"),
+                "an upstream without a gateway is never used".into(),
+                "add gateway = \"anthropic\" or \"openai\", or remove upstream".into(),
+            ));
         }
         if let Some(h) = s.hosts.iter().find(|h| !host_name(h)) {
             return Err((
