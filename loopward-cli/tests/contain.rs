@@ -397,6 +397,29 @@ fn a_contained_program_is_held_to_files_reads_environment_and_network_and_its_eg
 }
 
 #[test]
+fn a_contained_program_without_network_isolation_says_so_in_the_ledger_and_the_report() {
+    let dir = project("[[agents.builder]]\ntext = \"done\"\n");
+    let d = dir.path();
+    with_net(d, "[]", "[net]\nisolate = false\n");
+    let home = tempfile::tempdir().unwrap();
+    let out = contain(d, home.path(), &["true"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert!(
+        text(&out).contains("the host's network (isolation opted out)"),
+        "{}",
+        text(&out)
+    );
+    let events = std::fs::read_to_string(d.join("runs/s1/events.jsonl")).unwrap();
+    assert!(
+        events.contains("network: the contained program reaches any host"),
+        "{events}"
+    );
+    let report = loopward(d, &["report", "--json"], &[]);
+    let figures: serde_json::Value = serde_json::from_slice(&report.stdout).unwrap();
+    assert_eq!(figures["gates"]["sandbox"]["warned"], 1, "{figures}");
+}
+
+#[test]
 fn contain_refuses_bad_input_before_anything_starts() {
     let dir = project("[[agents.builder]]\ntext = \"done\"\n");
     let d = dir.path();

@@ -164,6 +164,25 @@ pub async fn run(args: Args) -> Result<ExitCode> {
             task: task.clone(),
         },
     )?;
+    if *plan.network() == Network::Host {
+        // An explicit opt-out, on the record: the report shows it as a sandbox warning.
+        ledger.record(
+            &scope,
+            &AuditEvent::GateDecision {
+                action: loopward_core::Action::tool("contain"),
+                call_id: None,
+                decision: loopward_core::Decision::Warn(loopward_core::Refusal::new(
+                    loopward_runner::gates::SANDBOX_GATE,
+                    "network: the contained program reaches any host; its connections are neither limited nor recorded",
+                    "remove `isolate = false` from [net] to send it out only through the egress proxy",
+                )),
+                gate: loopward_core::GateId::of(loopward_core::GateKind::Sandbox),
+                mode: loopward_core::GateMode::Advisory,
+                path: None,
+                path_raw: None,
+            },
+        )?;
+    }
     ledger.commit()?;
     let mut cmd = tokio::process::Command::new(&program);
     cmd.args(&args.command[1..]);
