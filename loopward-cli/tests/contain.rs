@@ -455,3 +455,42 @@ fn contain_refuses_bad_input_before_anything_starts() {
     );
     assert!(!d.join("runs").exists());
 }
+
+#[test]
+fn a_secret_in_a_claude_code_hook_event_is_masked_in_the_session_ledger() {
+    let dir = project("[[agents.builder]]\ntext = \"done\"\n");
+    let root = dir.path().canonicalize().unwrap();
+    let event = serde_json::json!({
+        "session_id": "masked-1", "transcript_path": "/t.jsonl", "cwd": root,
+        "hook_event_name": "PreToolUse", "tool_name": "Write", "tool_use_id": "toolu_1",
+        "tool_input": {"file_path": root.join(format!("notes-{SECRET}.md")), "content": format!("token {SECRET}")},
+    });
+    let mut child = Command::new(env!("CARGO_BIN_EXE_loopward"))
+        .args(["hook", "claude-code", "--config"])
+        .arg(root.join("loopward.toml"))
+        .env("XDG_STATE_HOME", state_of(&root))
+        .env("SECRET_TOKEN", SECRET)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(event.to_string().as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert!(!holds(&out.stdout, SECRET), "{}", text(&out));
+    let all = files(&root.join("runs"));
+    assert!(!all.is_empty());
+    let mut masked = false;
+    for (path, bytes) in &all {
+        assert!(!holds(bytes, SECRET), "the secret is in {}", path.display());
+        masked |= holds(bytes, "[secret:SECRET_TOKEN]");
+    }
+    assert!(masked, "no record names the masked secret: {all:?}");
+}

@@ -8,9 +8,11 @@
 use anyhow::{Context, Result};
 use loopward::config::Config;
 use loopward_core::AgentId;
+use loopward_runner::hook::LedgerOpener;
 use loopward_runner::hook::{
     claude_code::MAX_INPUT_BYTES, handle, FileLedgers, HookAnswer, HookContext, SandboxExec,
 };
+use loopward_runner::secrets::{Masker, MaskingSink};
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -113,12 +115,46 @@ fn answer(config: &Path, main_agent: &str, defer_allows: bool) -> Result<HookAns
         .take(MAX_INPUT_BYTES as u64 + 1)
         .read_to_string(&mut input)
         .context("reading the hook event on stdin")?;
-    let ctx = context(config, main_agent, defer_allows)?;
-    Ok(handle(&input, &ctx))
+    let (ctx, masker) = context(config, main_agent, defer_allows)?;
+    let mut answer = handle(&input, &ctx);
+    // What the client is told is masked as the ledger is; but a wrapped command
+    // (`updatedInput`) is the agent's own input given back, and masking it would change what
+    // runs.
+    if !answer.stdout.contains("\"updatedInput\"") {
+        answer.stdout = masker.mask_str(&answer.stdout).into_owned();
+    }
+    answer.stderr = masker.mask_str(&answer.stderr).into_owned();
+    Ok(answer)
 }
 
-fn context(config: &Path, main_agent: &str, defer_allows: bool) -> Result<HookContext> {
+/// Session ledgers whose every record is masked ([`MaskingSink`]) before it is hashed.
+struct MaskedLedgers {
+    inner: FileLedgers,
+    masker: Masker,
+}
+
+impl LedgerOpener for MaskedLedgers {
+    fn open(
+        &self,
+        runs_dir: &Path,
+        run: &loopward_core::RunId,
+        clock: std::sync::Arc<dyn loopward_runner::Clock>,
+    ) -> Result<std::sync::Arc<dyn loopward_core::AuditSink>, loopward_core::AuditError> {
+        let ledger = self.inner.open(runs_dir, run, clock)?;
+        if self.masker.is_empty() {
+            return Ok(ledger);
+        }
+        Ok(std::sync::Arc::new(MaskingSink::new(
+            ledger,
+            self.masker.clone(),
+        )))
+    }
+}
+
+fn context(config: &Path, main_agent: &str, defer_allows: bool) -> Result<(HookContext, Masker)> {
     let cfg = Config::load(config)?;
+    // A secret whose source is missing blocks the call (exit 2), naming it.
+    let masker = loopward::contain::masker(&cfg, config, Some(|k| std::env::var(k).ok()))?;
     let root = cfg
         .workspace_dir(config)
         .canonicalize()
@@ -146,7 +182,11 @@ fn context(config: &Path, main_agent: &str, defer_allows: bool) -> Result<HookCo
         Some(key) => FileLedgers::keyed(key),
         None => FileLedgers::default(),
     };
-    HookContext::builder(&cfg.policy())
+    let ledgers = MaskedLedgers {
+        inner: ledgers,
+        masker: masker.clone(),
+    };
+    let ctx = HookContext::builder(&cfg.policy())
         .ledgers(std::sync::Arc::new(ledgers))
         .overrides(custody.overrides()?.max_ttl(cfg.overrides.max_ttl))
         .team(cfg.team())
@@ -164,5 +204,6 @@ fn context(config: &Path, main_agent: &str, defer_allows: bool) -> Result<HookCo
         .main_agent(main)
         .defer_allows(defer_allows)
         .build()
-        .with_context(|| format!("{}", config.display()))
+        .with_context(|| format!("{}", config.display()))?;
+    Ok((ctx, masker))
 }
