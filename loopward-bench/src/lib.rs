@@ -14,6 +14,7 @@
 //! | 5 | `llama` (feature `llama`) | prefill and decode through the loopward backend | a direct llama-cpp-2 loop |
 //! | 6 | `concurrent` (feature `llama`) | 1, 2, 4, 8 requests at once on one model, decoded in one batch | the same requests one after another |
 //! | 7 | [`governed`] | a class-jump verdict, an auto stop-gate and a record, into memory (time and allocations) | the same three records, made beforehand |
+//! | 8 | [`containment`] | a command started in its sandbox (Landlock, its own network); HTTP through the egress proxy | the same command started bare; the same request sent directly |
 //!
 //! Benchmarks are not tests: nothing here asserts a threshold. Each part returns a
 //! [`report::Section`] that states its targets next to the measured figures.
@@ -27,6 +28,7 @@
 
 #[cfg(feature = "llama")]
 pub mod concurrent;
+pub mod containment;
 pub mod gates;
 pub mod governed;
 pub mod harness;

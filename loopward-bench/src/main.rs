@@ -12,7 +12,7 @@ use anyhow::{bail, Context as _, Result};
 use loopward_bench::harness::{timer_overhead_ns, Effort};
 use loopward_bench::machine::{load_average, Machine};
 use loopward_bench::report::Section;
-use loopward_bench::{gates, governed, ledger, stack};
+use loopward_bench::{containment, gates, governed, ledger, stack};
 use serde_json::json;
 use std::path::PathBuf;
 
@@ -74,6 +74,10 @@ fn main() -> Result<()> {
     if wanted(7) {
         eprintln!("part 7: governed iteration in memory");
         sections.push(governed::run(args.effort).context("part 7 (governed iteration)")?);
+    }
+    if wanted(8) {
+        eprintln!("part 8: containment");
+        sections.push(containment::run(args.effort).context("part 8 (containment)")?);
     }
     if wanted(5) {
         eprintln!("part 5: local inference");
