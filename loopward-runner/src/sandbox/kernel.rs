@@ -434,10 +434,6 @@ fn restrict(grants: Option<Grants>) -> Result<RestrictionStatus, SandboxError> {
         .map_err(|e| unsupported(&e))?
         .create()
         .map_err(|e| unsupported(&e))?;
-    let root = std::fs::File::open("/").map_err(|e| SandboxError::Io {
-        path: "/".into(),
-        source: e,
-    })?;
     let grants = grants.unwrap_or(Grants {
         write: vec![],
         read: Reads::All,
@@ -449,6 +445,15 @@ fn restrict(grants: Option<Grants>) -> Result<RestrictionStatus, SandboxError> {
     };
     let mut ruleset = ruleset;
     if let Some(access) = root_reads {
+        // Opened only when granted: an allow-list sandbox started inside another (a command
+        // wrapped inside `loopward contain`) may not be able to open `/` at all.
+        let root =
+            rustix::fs::open("/", OFlags::PATH | OFlags::CLOEXEC, Mode::empty()).map_err(|e| {
+                SandboxError::Io {
+                    path: "/".into(),
+                    source: e.into(),
+                }
+            })?;
         ruleset = ruleset
             .add_rule(PathBeneath::new(root, access))
             .map_err(|e| unsupported(&e))?;
