@@ -169,3 +169,139 @@ allow = ["{install}"]
         );
     }
 }
+
+#[test]
+fn a_contained_clients_hooks_are_judged_and_recorded_by_the_supervisor_outside() {
+    let Some(claude) = claude() else {
+        eprintln!("\n\n*** SKIPPED: Claude Code is not installed. Run scripts/claude-code-install.sh (CI does) or set LOOPWARD_CLAUDE. ***\n\n");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("project");
+    let home = dir.path().join("home");
+    std::fs::create_dir_all(root.join("plans")).unwrap();
+    std::fs::create_dir_all(root.join("src")).unwrap();
+    std::fs::create_dir_all(&home).unwrap();
+    std::fs::write(root.join("plans/roadmap.md"), "# Roadmap\n").unwrap();
+    let (port, server) = anthropic_server::start(vec![
+        Reply::tool(
+            "Write",
+            json!({"file_path": root.join("plans/roadmap.md").to_str().unwrap(), "content": "# Mine now\n"}),
+        ),
+        Reply::tool(
+            "Bash",
+            json!({"command": "echo hi > src/notes.txt; echo exit=$?; echo x > plans/b.md; echo plans=$?", "description": "a command"}),
+        ),
+        Reply::text("done"),
+    ]);
+    std::fs::write(
+        root.join("loopward.toml"),
+        format!(
+            r#"
+[run]
+first = "root"
+
+[[agent]]
+name = "root"
+tools = ["shell"]
+
+[[agent]]
+name = "planner"
+tools = ["shell"]
+
+[[territory]]
+paths = ["plans/**"]
+owner = "planner"
+
+[secrets.ANTHROPIC_API_KEY]
+env = "REAL_ANTHROPIC_KEY"
+gateway = "anthropic"
+upstream = "http://127.0.0.1:{port}"
+
+[env]
+pass = ["IS_SANDBOX", "SHELL", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "DISABLE_AUTOUPDATER"]
+
+[read]
+allow = ["{install}"]
+"#,
+            install = install_root(&claude).display()
+        ),
+    )
+    .unwrap();
+    let state = dir.path().join("state");
+    let loopward = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_loopward"))
+            .current_dir(&root)
+            .args(args)
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", &home)
+            .env("XDG_STATE_HOME", &state)
+            .env("REAL_ANTHROPIC_KEY", REAL_KEY)
+            .env("SHELL", "/bin/bash")
+            .env("IS_SANDBOX", "1")
+            .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
+            .env("DISABLE_AUTOUPDATER", "1")
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    };
+    let install = loopward(&["hook", "install"]);
+    assert!(install.status.success(), "{install:?}");
+    let claude = claude.to_str().unwrap();
+    let out = loopward(&[
+        "contain",
+        "--agent",
+        "root",
+        "--id",
+        "s2",
+        "--",
+        claude,
+        "-p",
+        "take the roadmap",
+        "--output-format",
+        "stream-json",
+        "--verbose",
+        "--permission-mode",
+        "bypassPermissions",
+    ]);
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(out.status.success(), "stdout: {stdout}\nstderr: {stderr}");
+    let results = server.tool_results();
+    // The hook, inside, asked the supervisor, which refused the foreign write.
+    let (_, denied, text) = &results[0];
+    assert!(
+        *denied && text.contains("belongs to planner"),
+        "{results:?}\n{stderr}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(root.join("plans/roadmap.md")).unwrap(),
+        "# Roadmap\n"
+    );
+    // Its Bash ran, wrapped by the hook in the agent's sandbox inside the contained one.
+    let (_, _, bash) = &results[1];
+    assert!(
+        bash.contains("exit=0") && bash.contains("plans=1"),
+        "{bash}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(root.join("src/notes.txt")).unwrap(),
+        "hi\n"
+    );
+    // The session's hook decisions are in a ledger the supervisor wrote, outside the sandbox.
+    let sessions: Vec<_> = std::fs::read_dir(root.join("runs"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("claude-code-"))
+        .collect();
+    assert_eq!(sessions.len(), 1, "{sessions:?}");
+    let events =
+        std::fs::read_to_string(root.join("runs").join(&sessions[0]).join("events.jsonl")).unwrap();
+    assert!(events.contains("\"kind\":\"gate_decision\""), "{events}");
+    assert!(events.contains("plans/roadmap.md"), "{events}");
+    let verify = loopward(&["verify", "--unfinished", &format!("runs/{}", sessions[0])]);
+    assert!(verify.status.success(), "{verify:?}");
+}

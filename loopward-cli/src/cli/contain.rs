@@ -80,6 +80,26 @@ pub async fn run(args: Args) -> Result<ExitCode> {
         );
     }
     let (mut plan, scratch) = super::sandbox::plan_agent(&cfg, &args.config, &args.agent, &[])?;
+    // The loopward binary runs inside too, as the program's hook command: it forwards each
+    // hook event to this supervisor (a hook that cannot start would let the client go ahead).
+    let exe = std::env::current_exe().context("finding the loopward binary")?;
+    let reach = plan.reach().clone().read(&exe);
+    plan = plan.with_reach(reach);
+    let hooks_dir = std::env::temp_dir().join(format!("loopward-contain-{}", std::process::id()));
+    std::fs::create_dir_all(&hooks_dir)
+        .with_context(|| format!("creating {}", hooks_dir.display()))?;
+    let hooks_socket = hooks_dir.join("hooks.sock");
+    let _ = std::fs::remove_file(&hooks_socket);
+    let hooks = tokio::net::UnixListener::bind(&hooks_socket)
+        .with_context(|| format!("listening for hooks at {}", hooks_socket.display()))?;
+    let _hooks = AbortOnDrop(tokio::spawn(super::supervisor::serve(
+        hooks,
+        args.config
+            .canonicalize()
+            .unwrap_or_else(|_| args.config.clone()),
+        args.agent.clone(),
+    )));
+    let _cleanup = RemoveOnDrop(hooks_dir);
     // A brokered model key: the program gets the proxy as its base URL and a placeholder.
     let gateway = match cfg.secrets.iter().find(|(_, s)| s.gateway.is_some()) {
         Some((name, s)) => {
@@ -191,6 +211,7 @@ pub async fn run(args: Args) -> Result<ExitCode> {
         cmd.env("TMPDIR", s).env("HOME", s);
     }
     cmd.env("LOOPWARD_AGENT", agent.as_str());
+    cmd.env(super::supervisor::SUPERVISOR_ENV, &hooks_socket);
     let started = match spawn_contained(cmd, &plan).await {
         Ok(s) => s,
         Err(e) => {
@@ -263,6 +284,15 @@ pub async fn run(args: Args) -> Result<ExitCode> {
     };
     end(&ledger, &scope, end_status)?;
     Ok(ExitCode::from(u8::try_from(code).unwrap_or(1)))
+}
+
+/// Removes the hook socket's folder with the session.
+struct RemoveOnDrop(PathBuf);
+
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
 
 /// Ends the proxy's task with the session.

@@ -115,8 +115,30 @@ fn answer(config: &Path, main_agent: &str, defer_allows: bool) -> Result<HookAns
         .take(MAX_INPUT_BYTES as u64 + 1)
         .read_to_string(&mut input)
         .context("reading the hook event on stdin")?;
+    // Inside `loopward contain`: the supervisor outside judges and records.
+    if let Some(socket) = std::env::var_os(super::supervisor::SUPERVISOR_ENV) {
+        return super::supervisor::forward(Path::new(&socket), &input);
+    }
+    Ok(answer_event(config, main_agent, defer_allows, &input))
+}
+
+/// Judges one hook event with `config`'s policy (what `loopward contain`'s supervisor runs for
+/// a contained program's hooks); a context that cannot be made blocks.
+pub(super) fn answer_event(
+    config: &Path,
+    main_agent: &str,
+    defer_allows: bool,
+    input: &str,
+) -> HookAnswer {
+    match judge(config, main_agent, defer_allows, input) {
+        Ok(a) => a,
+        Err(e) => HookAnswer::fail_closed(crate::error_text(&e)),
+    }
+}
+
+fn judge(config: &Path, main_agent: &str, defer_allows: bool, input: &str) -> Result<HookAnswer> {
     let (ctx, masker) = context(config, main_agent, defer_allows)?;
-    let mut answer = handle(&input, &ctx);
+    let mut answer = handle(input, &ctx);
     // What the client is told is masked as the ledger is; but a wrapped command
     // (`updatedInput`) is the agent's own input given back, and masking it would change what
     // runs.

@@ -25,6 +25,7 @@ pub mod run;
 pub mod sandbox;
 pub mod say;
 pub mod state;
+mod supervisor;
 pub mod verify;
 
 pub use run::exit_code;
