@@ -494,3 +494,38 @@ fn a_secret_in_a_claude_code_hook_event_is_masked_in_the_session_ledger() {
     }
     assert!(masked, "no record names the masked secret: {all:?}");
 }
+
+#[test]
+fn a_sandboxed_command_cannot_read_the_keys_in_loopwards_own_environment() {
+    // The parent of a shell command is the `loopward run` that holds the API keys; as root, a
+    // non-dumpable parent's /proc/<pid>/environ is still readable, so loopward holds none there.
+    let dir = project(
+        "[[agents.builder]]\ntool_calls = [{ name = \"shell\", arguments = { command = \"echo parent=$PPID; tr '\\\\0' '\\\\n' < /proc/$PPID/environ\" } }]\n\n\
+         [[agents.builder]]\ntext = \"done\"\n",
+    );
+    let d = dir.path();
+    let run = loopward(
+        d,
+        &["run", "--id", "r1", "--json"],
+        &[
+            ("SECRET_TOKEN", SECRET),
+            ("OPENAI_API_KEY", "sk-user-key-in-loopwards-env"),
+        ],
+    );
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    assert_eq!(run.status.code(), Some(0), "{}", text(&run));
+    assert!(stdout.contains("parent="), "{stdout}");
+    assert!(!stdout.contains("sk-user-key-in-loopwards-env"), "{stdout}");
+    assert!(!stdout.contains("XDG_STATE_HOME"), "{stdout}");
+    // The same for a contained program and its supervisor.
+    let home = tempfile::tempdir().unwrap();
+    let out = contain(
+        d,
+        home.path(),
+        &["bash", "-c", "tr '\\0' '\\n' < /proc/$PPID/environ; true"],
+    );
+    let all = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{all}");
+    assert!(!all.contains("sk-user-key-that-must-stay-out"), "{all}");
+    assert!(!all.contains("XDG_STATE_HOME"), "{all}");
+}

@@ -427,3 +427,22 @@ async fn a_confined_command_starts_with_the_allowed_environment_only() {
     );
     assert!(!stdout.contains("CARGO"), "{stdout}");
 }
+
+#[tokio::test]
+async fn a_confined_command_cannot_read_the_environment_of_the_process_that_started_it() {
+    use loopward_runner::gates::ControlFiles;
+    use loopward_runner::sandbox::{Confinement, Protected};
+    let ws_dir = tempfile::tempdir().unwrap();
+    let ws = loopward_runner::Workspace::new(ws_dir.path()).unwrap();
+    let plan = Confinement::plan(&ws, &Protected::new(ControlFiles::default(), vec![])).unwrap();
+    // This test process has CARGO_PKG_NAME in its environment, as a supervisor has its API
+    // keys; the command may read /proc, but not a process outside its sandbox.
+    let script = format!(
+        "tr '\\0' '\\n' < /proc/{pid}/environ; echo \"parent=$?\"; cat /proc/self/status >/dev/null && echo self-ok",
+        pid = std::process::id()
+    );
+    let (stdout, stderr) = run_confined(&plan, &script).await;
+    assert!(stdout.contains("parent=1"), "{stdout}\n{stderr}");
+    assert!(!stdout.contains("CARGO_PKG_NAME"), "{stdout}");
+    assert!(stdout.contains("self-ok"), "{stdout}\n{stderr}");
+}

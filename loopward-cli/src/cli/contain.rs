@@ -229,11 +229,11 @@ pub async fn run(args: Args) -> Result<ExitCode> {
         let net = match (plan.network(), &started.proxy) {
             (Network::Host, _) => "the host's network (isolation opted out)".to_string(),
             (_, Some(l)) => format!(
-                "only {} through the proxy at {}",
+                "{} through the proxy at {}",
                 if hosts.is_empty() {
-                    "nothing".to_string()
+                    "no host".to_string()
                 } else {
-                    hosts.join(", ")
+                    format!("only {}", hosts.join(", "))
                 },
                 l.local_addr().map(|a| a.to_string()).unwrap_or_default()
             ),
