@@ -33,15 +33,17 @@ mod error;
 mod kernel;
 mod net;
 mod plan;
+mod privilege;
 mod reach;
 
 pub use error::SandboxError;
 pub use kernel::{
-    confine_current_thread, hide_this_process, kernel_support, probe, spawn_confined,
-    spawn_contained, KernelSupport, Started,
+    confine_current_thread, kernel_support, probe, spawn_confined, spawn_contained, KernelSupport,
+    Started,
 };
 pub use net::Network;
 pub use plan::{Confinement, Grant, Protected, MAX_GRANTS};
+pub use privilege::hide_this_process;
 pub use reach::{Reach, DEFAULT_ENV, DEFAULT_PATH, SYSTEM_READABLE, SYSTEM_UNREADABLE};
 
 use serde::{Deserialize, Serialize};
