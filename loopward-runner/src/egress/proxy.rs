@@ -72,6 +72,8 @@ struct Request {
     port: u16,
     /// `None` for CONNECT; the head to send upstream for plain HTTP.
     forward: Option<Vec<u8>>,
+    /// For the gateway: the upstream, spoken to over TLS when it is `https://`.
+    gateway: Option<super::Gateway>,
 }
 
 /// A request for the gateway (origin-form, or absolute to the proxy's own address).
@@ -148,6 +150,7 @@ async fn handle(
                 host: gw.host.clone(),
                 port: gw.port,
                 forward: Some(gw.head(&g.method, &g.path, &g.version, &headers)),
+                gateway: Some(gw.clone()),
             };
             let decision = match tokio::net::lookup_host((gw.host.as_str(), gw.port)).await {
                 Ok(a) => Ok(a.collect::<Vec<_>>()),
@@ -217,11 +220,45 @@ async fn handle(
             break;
         }
     }
-    let Some(mut upstream) = upstream else {
+    let Some(upstream) = upstream else {
         return answer(&mut client, "502 Bad Gateway", "the host did not answer").await;
     };
+    let piped = match req.gateway.as_ref().filter(|g| g.tls()) {
+        Some(g) => match g.tls_connect(upstream).await {
+            Ok(tls) => pipe(&mut client, tls, req.forward.as_deref(), &rest).await,
+            Err(e) => {
+                let why = format!("TLS to the gateway upstream {} failed: {e}", req.host);
+                return answer(&mut client, "502 Bad Gateway", &why).await;
+            }
+        },
+        None => pipe(&mut client, upstream, req.forward.as_deref(), &rest).await,
+    };
+    let (bytes_in, bytes_out) = piped?;
+    let _ = recorder
+        .record(AuditEvent::EgressClosed {
+            bytes_in,
+            bytes_out,
+            call_id,
+            host: req.host,
+            port: req.port,
+        })
+        .await;
+    Ok(())
+}
+
+/// Sends `head` (plain HTTP; `None`: a CONNECT tunnel, answered here) and `rest` upstream, then
+/// copies both ways until either side closes; returns the bytes in and out.
+async fn pipe<S>(
+    client: &mut TcpStream,
+    mut upstream: S,
+    head: Option<&[u8]>,
+    rest: &[u8],
+) -> std::io::Result<(u64, u64)>
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
     let mut bytes_out = 0u64;
-    match &req.forward {
+    match head {
         None => {
             client
                 .write_all(b"HTTP/1.1 200 Connection Established\r\n\r\n")
@@ -232,21 +269,12 @@ async fn handle(
             bytes_out += head.len() as u64;
         }
     }
-    upstream.write_all(&rest).await?;
+    upstream.write_all(rest).await?;
     bytes_out += rest.len() as u64;
-    let (out, bytes_in) = tokio::io::copy_bidirectional(&mut client, &mut upstream)
+    let (out, bytes_in) = tokio::io::copy_bidirectional(client, &mut upstream)
         .await
         .unwrap_or((0, 0));
-    let _ = recorder
-        .record(AuditEvent::EgressClosed {
-            bytes_in,
-            bytes_out: bytes_out + out,
-            call_id,
-            host: req.host,
-            port: req.port,
-        })
-        .await;
-    Ok(())
+    Ok((bytes_in, bytes_out + out))
 }
 
 /// Reads up to the end of the head (`\r\n\r\n`); returns the head and what came after it.
@@ -298,6 +326,7 @@ fn parse(head: &[u8]) -> Result<Request, String> {
             host,
             port,
             forward: None,
+            gateway: None,
         });
     }
     let Some(after) = target.strip_prefix("http://") else {
@@ -329,6 +358,7 @@ fn parse(head: &[u8]) -> Result<Request, String> {
         host,
         port,
         forward: Some(out.into_bytes()),
+        gateway: None,
     })
 }
 
