@@ -108,6 +108,9 @@ pub fn masker(
             .map(|t| ("BACKEND_API_KEY".to_string(), t.trim().to_string())),
         (None, None) => None,
     };
+    // A backend key too short to mask is not a declared secret: it is left out, not refused.
+    let backend_key =
+        backend_key.filter(|(_, v)| v.len() >= loopward_runner::secrets::MIN_SECRET_BYTES);
     if let Some((name, value)) = backend_key {
         if !pairs.iter().any(|(_, v)| *v == value) {
             pairs.push((name.to_ascii_uppercase(), value));
@@ -163,4 +166,47 @@ pub fn reach(cfg: &Config, env: Option<EnvLookup>) -> Reach {
         }
     }
     reach
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(extra: &str) -> Config {
+        Config::parse(
+            "loopward.toml",
+            &format!(
+                "[run]\nfirst = \"solo\"\n[backend]\nkind = \"openai\"\napi_key_env = \"MY_KEY\"\n[[agent]]\nname = \"solo\"\ntools = []\n{extra}"
+            ),
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn the_backend_key_is_masked_when_it_can_be_and_a_short_one_never_stops_a_run() {
+        let cfg = config("");
+        let long = masker(
+            &cfg,
+            Path::new("loopward.toml"),
+            Some(|_| Some("sk-long-enough-key".into())),
+        )
+        .unwrap();
+        assert_eq!(long.mask_str("k=sk-long-enough-key"), "k=[secret:MY_KEY]");
+        let short = masker(
+            &cfg,
+            Path::new("loopward.toml"),
+            Some(|_| Some("sk-test".into())),
+        )
+        .unwrap();
+        assert!(short.is_empty());
+        // A declared secret that short is refused, naming it.
+        let cfg = config("[secrets.TOKEN]\nenv = \"TOKEN\"\n");
+        let err = masker(
+            &cfg,
+            Path::new("loopward.toml"),
+            Some(|_| Some("short".into())),
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("secret TOKEN"), "{err}");
+    }
 }
