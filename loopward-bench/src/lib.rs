@@ -16,6 +16,7 @@
 //! | 7 | [`governed`] | a class-jump verdict, an auto stop-gate and a record, into memory (time and allocations) | the same three records, made beforehand |
 //! | 8 | [`console`] | `loopward serve`'s console following 100 runs × 10 records/s (CPU share, memory over the window) and a 10,000-record run's page | the targets of the console issue (≤ 5 % of one core, flat memory, < 300 ms) |
 //! | 9 | [`loop_cli`] | a session of a loop over a scripted stand-in CLI (10 and 100 sessions; 1,000 files) | the same script and verifier started bare |
+//! | 10 | [`containment`] | a command started in its sandbox (Landlock, its own network); HTTP through the egress proxy | the same command started bare; the same request sent directly |
 //!
 //! Benchmarks are not tests: nothing here asserts a threshold. Each part returns a
 //! [`report::Section`] that states its targets next to the measured figures.
@@ -30,6 +31,7 @@
 #[cfg(feature = "llama")]
 pub mod concurrent;
 pub mod console;
+pub mod containment;
 pub mod gates;
 pub mod governed;
 pub mod harness;

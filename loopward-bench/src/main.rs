@@ -13,7 +13,7 @@ use anyhow::{bail, Context as _, Result};
 use loopward_bench::harness::{timer_overhead_ns, Effort};
 use loopward_bench::machine::{load_average, Machine};
 use loopward_bench::report::Section;
-use loopward_bench::{gates, governed, ledger, loop_cli, stack};
+use loopward_bench::{containment, gates, governed, ledger, loop_cli, stack};
 use serde_json::json;
 use std::path::PathBuf;
 
@@ -91,6 +91,8 @@ fn main() -> Result<()> {
     if wanted(8) {
         eprintln!("part 9: loop over a CLI agent");
         sections.push(loop_cli::run(args.effort).context("part 9 (loop over a CLI agent)")?);
+        eprintln!("part 10: containment");
+        sections.push(containment::run(args.effort).context("part 10 (containment)")?);
     }
     if wanted(5) {
         eprintln!("part 5: local inference");

@@ -184,11 +184,11 @@ fn real_claude_code_sessions_are_contained_by_the_hook_and_the_sandbox() {
             "Bash",
             json!({"command": "setsid sh -c 'sleep 2; echo late > plans/late.md; echo $? > notes/late.status' > /dev/null 2>&1 < /dev/null &", "description": "background writer"}),
         ),
-        // Reading loopward's keys, or forging session state: refused by the kernel (names in
-        // the folder can be listed; no file below it can be read).
+        // Reading loopward's keys, or forging session state: refused by the kernel (reads are
+        // an allow-list: nothing of the state directory can be read, nor its names listed).
         Reply::tool(
             "Bash",
-            json!({"command": format!("cat '{}'/*", st("keys")), "description": "read the keys"}),
+            json!({"command": format!("cat '{}'", st("keys/current")), "description": "read the keys"}),
         ),
         Reply::tool(
             "Bash",

@@ -303,6 +303,35 @@ pub enum AuditEvent {
         /// The gate's definition after the change (or before, for a removal).
         gate: serde_json::Value,
     },
+    /// A sandboxed command asked the egress proxy for a connection: allowed or refused, before
+    /// any byte went out.
+    EgressDecided {
+        /// Whether the connection was made.
+        allowed: bool,
+        /// The shell call whose command asked.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        call_id: Option<String>,
+        /// The host asked for, as the command named it (a name or an address).
+        host: String,
+        /// The port.
+        port: u16,
+        /// Why: the allow-list entry, or what refused it.
+        reason: String,
+    },
+    /// An allowed egress connection ended.
+    EgressClosed {
+        /// Bytes received from the host and handed to the command.
+        bytes_in: u64,
+        /// Bytes the command sent to the host.
+        bytes_out: u64,
+        /// The shell call whose command made it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        call_id: Option<String>,
+        /// The host.
+        host: String,
+        /// The port.
+        port: u16,
+    },
     /// The ledger was reopened after a crash and a torn last line was truncated.
     LedgerRecovered {
         /// Bytes dropped.
@@ -352,6 +381,8 @@ impl AuditEvent {
             Self::TurnEnded { .. } => "turn_ended",
             Self::LayerDecision { .. } => "layer_decision",
             Self::GateChanged { .. } => "gate_changed",
+            Self::EgressDecided { .. } => "egress_decided",
+            Self::EgressClosed { .. } => "egress_closed",
             Self::LedgerRecovered { .. } => "ledger_recovered",
             Self::RunEnded { .. } => "run_ended",
         }
@@ -382,6 +413,7 @@ impl AuditEvent {
         matches!(
             self,
             Self::GateDecision { .. }
+                | Self::EgressDecided { .. }
                 | Self::OverrideConsumed { .. }
                 | Self::LayerDecision { .. }
                 | Self::HandoffRegistered(_)

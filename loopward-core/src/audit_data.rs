@@ -349,6 +349,23 @@ mod tests {
                 change: "add".into(),
                 gate: json!({"name": "g", "kind": "territory", "allow": ["src/**"]}),
             }],
+            AuditEvent::EgressDecided { .. } => [true, false]
+                .into_iter()
+                .map(|allowed| AuditEvent::EgressDecided {
+                    allowed,
+                    call_id: allowed.then(|| "c1".into()),
+                    host: "example.com".into(),
+                    port: 443,
+                    reason: "listed".into(),
+                })
+                .collect(),
+            AuditEvent::EgressClosed { .. } => vec![AuditEvent::EgressClosed {
+                bytes_in: 10,
+                bytes_out: 2,
+                call_id: Some("c1".into()),
+                host: "example.com".into(),
+                port: 443,
+            }],
             AuditEvent::LedgerRecovered { .. } => vec![AuditEvent::LedgerRecovered {
                 truncated_bytes: 17,
             }],
@@ -462,6 +479,20 @@ mod tests {
                 by: String::new(),
                 change: String::new(),
                 gate: json!(null),
+            },
+            AuditEvent::EgressDecided {
+                allowed: false,
+                call_id: None,
+                host: String::new(),
+                port: 0,
+                reason: String::new(),
+            },
+            AuditEvent::EgressClosed {
+                bytes_in: 0,
+                bytes_out: 0,
+                call_id: None,
+                host: String::new(),
+                port: 0,
             },
             AuditEvent::LedgerRecovered { truncated_bytes: 0 },
             AuditEvent::RunResumed {

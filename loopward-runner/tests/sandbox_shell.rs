@@ -214,9 +214,10 @@ async fn watch_only_is_an_explicit_opt_in_recorded_as_a_warning() {
 }
 
 #[tokio::test]
-async fn a_confined_command_cannot_read_an_unreadable_folder_but_reads_its_neighbours() {
+async fn with_open_reads_a_confined_command_cannot_read_an_unreadable_folder_but_reads_its_neighbours(
+) {
     use loopward_runner::gates::ControlFiles;
-    use loopward_runner::sandbox::{spawn_confined, Confinement, Protected};
+    use loopward_runner::sandbox::{spawn_confined, Confinement, Protected, Reach};
     let ws_dir = tempfile::tempdir().unwrap();
     let state = tempfile::tempdir().unwrap();
     let keys = state.path().join("keys");
@@ -227,6 +228,7 @@ async fn a_confined_command_cannot_read_an_unreadable_folder_but_reads_its_neigh
     let ws = loopward_runner::Workspace::new(ws_dir.path()).unwrap();
     let plan = Confinement::plan(&ws, &Protected::new(ControlFiles::default(), vec![]))
         .unwrap()
+        .with_reach(Reach::default().open_reads())
         .with_unreadable(keys.clone());
     let script = format!(
         "cat {k}; echo \"cat=$?\"; ls {kd}; cat {head}; echo; cat {ws}/a.txt; echo; cat /etc/hostname > /dev/null && echo etc-ok; echo new > {ws}/a.txt && echo write-ok",
@@ -322,4 +324,126 @@ async fn a_huge_file_next_to_a_territory_write_blinds_nothing() {
         )
     });
     assert!(!unremedied, "{:#?}", room.events());
+}
+
+/// Runs `script` under bash in `plan`, returning (stdout, stderr).
+async fn run_confined(
+    plan: &loopward_runner::sandbox::Confinement,
+    script: &str,
+) -> (String, String) {
+    let mut cmd = tokio::process::Command::new("bash");
+    plan.apply_env(cmd.as_std_mut());
+    cmd.arg("-c").arg(script);
+    cmd.stdout(std::process::Stdio::piped());
+    cmd.stderr(std::process::Stdio::piped());
+    let out = loopward_runner::sandbox::spawn_confined(cmd, plan)
+        .await
+        .unwrap()
+        .wait_with_output()
+        .await
+        .unwrap();
+    (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[tokio::test]
+async fn reads_are_an_allow_list_the_workspace_and_system_folders_but_not_another_project_or_the_host_secrets(
+) {
+    use loopward_runner::gates::ControlFiles;
+    use loopward_runner::sandbox::{Confinement, Protected, Reach};
+    let ws_dir = tempfile::tempdir().unwrap();
+    std::fs::write(ws_dir.path().join("a.txt"), "mine").unwrap();
+    let other = tempfile::tempdir().unwrap();
+    std::fs::write(other.path().join(".env"), "OTHER_PROJECT_KEY=leaked").unwrap();
+    let toolchain = tempfile::tempdir().unwrap();
+    std::fs::write(toolchain.path().join("tool"), "tool-ok").unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let keys = toolchain.path().join("state-keys");
+    std::fs::create_dir(&keys).unwrap();
+    std::fs::write(keys.join("k1.key"), "key-bytes").unwrap();
+    let _ = state;
+    let ws = loopward_runner::Workspace::new(ws_dir.path()).unwrap();
+    let plan = Confinement::plan(&ws, &Protected::new(ControlFiles::default(), vec![]))
+        .unwrap()
+        .with_reach(Reach::default().read(toolchain.path()))
+        .with_unreadable(keys.clone());
+    let script = format!(
+        "cat {ws}/a.txt; echo; cat {other}/.env; echo \"other=$?\"; cat {tool}/tool; echo; \
+         cat {key}; echo \"key=$?\"; head -c0 /etc/shadow; echo \"shadow=$?\"; \
+         ls /usr/bin >/dev/null && echo usr-ok; cat /etc/hostname >/dev/null && echo etc-ok",
+        ws = ws_dir.path().display(),
+        other = other.path().display(),
+        tool = toolchain.path().display(),
+        key = keys.join("k1.key").display(),
+    );
+    let (stdout, stderr) = run_confined(&plan, &script).await;
+    assert!(stdout.starts_with("mine\n"), "{stdout}\n{stderr}");
+    assert!(stdout.contains("other=1"), "{stdout}\n{stderr}");
+    assert!(!stdout.contains("leaked"), "{stdout}");
+    assert!(stdout.contains("tool-ok"), "{stdout}\n{stderr}");
+    // A hidden folder inside an allowed one stays hidden.
+    assert!(
+        stdout.contains("key=1") && !stdout.contains("key-bytes"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("shadow=1"), "{stdout}\n{stderr}");
+    assert!(stdout.contains("usr-ok\netc-ok"), "{stdout}\n{stderr}");
+}
+
+#[tokio::test]
+async fn a_confined_command_starts_with_the_allowed_environment_only() {
+    use loopward_runner::gates::ControlFiles;
+    use loopward_runner::sandbox::{Confinement, Protected, Reach};
+    let ws_dir = tempfile::tempdir().unwrap();
+    let ws = loopward_runner::Workspace::new(ws_dir.path()).unwrap();
+    let plan = Confinement::plan(&ws, &Protected::new(ControlFiles::default(), vec![]))
+        .unwrap()
+        .with_reach(Reach::default().env([("PATH", "/usr/bin:/bin"), ("LANG", "C.UTF-8")]));
+    // Whatever this test process holds (cargo sets many variables) does not reach the command.
+    let (stdout, stderr) =
+        run_confined(&plan, "env; cat /proc/self/environ | tr '\\0' '\\n'").await;
+    let mut names: Vec<&str> = stdout
+        .lines()
+        .filter_map(|l| l.split_once('=').map(|(k, _)| k))
+        .filter(|k| !["PWD", "SHLVL", "_"].contains(k))
+        .collect();
+    names.sort_unstable();
+    names.dedup();
+    // The allowed variables, and the egress proxy of the command's own network.
+    assert_eq!(
+        names,
+        [
+            "ALL_PROXY",
+            "HTTPS_PROXY",
+            "HTTP_PROXY",
+            "LANG",
+            "PATH",
+            "all_proxy",
+            "http_proxy",
+            "https_proxy"
+        ],
+        "{stdout}\n{stderr}"
+    );
+    assert!(!stdout.contains("CARGO"), "{stdout}");
+}
+
+#[tokio::test]
+async fn a_confined_command_cannot_read_the_environment_of_the_process_that_started_it() {
+    use loopward_runner::gates::ControlFiles;
+    use loopward_runner::sandbox::{Confinement, Protected};
+    let ws_dir = tempfile::tempdir().unwrap();
+    let ws = loopward_runner::Workspace::new(ws_dir.path()).unwrap();
+    let plan = Confinement::plan(&ws, &Protected::new(ControlFiles::default(), vec![])).unwrap();
+    // This test process has CARGO_PKG_NAME in its environment, as a supervisor has its API
+    // keys; the command may read /proc, but not a process outside its sandbox.
+    let script = format!(
+        "tr '\\0' '\\n' < /proc/{pid}/environ; echo \"parent=$?\"; cat /proc/self/status >/dev/null && echo self-ok",
+        pid = std::process::id()
+    );
+    let (stdout, stderr) = run_confined(&plan, &script).await;
+    assert!(stdout.contains("parent=1"), "{stdout}\n{stderr}");
+    assert!(!stdout.contains("CARGO_PKG_NAME"), "{stdout}");
+    assert!(stdout.contains("self-ok"), "{stdout}\n{stderr}");
 }

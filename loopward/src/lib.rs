@@ -11,6 +11,7 @@
 //! | [`config`] | `loopward.toml`: parsed strictly, checked as a whole, precise errors |
 //! | [`team`] | a governed [`Runner`](loopward_runner::Runner) from a config |
 //! | [`backend`] | the model backend a config names (fake; `http`, `llama` behind features) |
+//! | [`contain`] | the secrets masked in every record, and what sandboxed commands read and inherit |
 //! | [`ledger`] | run folders and their `events.jsonl` |
 //! | [`state`] | loopward's state directory (outside the workspace): ledger keys, sealed approvals and overrides |
 //!
@@ -35,6 +36,7 @@
 
 pub mod backend;
 pub mod config;
+pub mod contain;
 pub mod ledger;
 pub mod state;
 pub mod team;

@@ -68,6 +68,9 @@ pub struct Options {
     /// Where a person's requests to stop runs wait (default: the custody's `stops/`, which
     /// `loopward serve` writes; none without custody). `replay` passes the recorded ones.
     pub stops: Option<StopRequests>,
+    /// What shell commands may read and the environment they start with (none: the
+    /// workspace and system folders, `PATH` only; see [`crate::contain::reach`]).
+    pub reach: Option<loopward_runner::sandbox::Reach>,
 }
 
 /// Builds a `kind = "claude-code"` agent of the config (see [`Options::cli_agents`]); the
@@ -112,6 +115,7 @@ impl Default for Options {
             inbox: None,
             stops: None,
             cli_agents: None,
+            reach: None,
         }
     }
 }
@@ -172,6 +176,9 @@ pub fn build(
             .with_overrides(c.overrides()?)
             .with_unreadable(c.unreadable().to_vec());
         stack = stack.with_approvals(c.approvals()?);
+    }
+    if let Some(reach) = &opts.reach {
+        policy = policy.with_reach(reach.clone());
     }
     let durable = opts.durable.clone();
     if let Some(a) = opts
@@ -440,10 +447,13 @@ impl Team {
         let first = self.config.run.first.clone();
         let clock = self.options.clock.clone();
         let config_path = self.config_path.clone();
+        // Secrets are masked in every record before it is hashed.
+        let masker = crate::contain::masker(&self.config, &config_path, self.choice.env)?;
         let runner = self.build()?;
         let id = crate::ledger::new_run_id(&*clock);
-        let ledger =
-            crate::ledger::create(&runs_dir, &id, custody.ledger_options(&runs_dir, clock)?)?;
+        let mut opts = custody.ledger_options(&runs_dir, clock)?;
+        opts.masker = masker;
+        let ledger = crate::ledger::create(&runs_dir, &id, opts)?;
         let copy = ledger.run_dir().join(crate::config::CONFIG_FILE);
         std::fs::copy(&config_path, &copy)
             .with_context(|| format!("cannot copy the config into {}", copy.display()))?;
@@ -478,6 +488,11 @@ impl Team {
             model_name: crate::backend::model_name(&self.config, &self.choice),
             host_files: crate::backend::host_files(&self.config, dir, &self.choice),
             custody,
+            reach: self
+                .options
+                .reach
+                .clone()
+                .or_else(|| Some(crate::contain::reach(&self.config, self.choice.env))),
             ..self.options
         };
         build(&self.config, &workspace, model, options)

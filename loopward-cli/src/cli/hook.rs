@@ -10,9 +10,11 @@ use anyhow::{Context, Result};
 use loopward::config::Config;
 use loopward_core::AgentId;
 use loopward_hooks::{
-    claude_code::MAX_INPUT_BYTES, handle, FileLedgers, HookAnswer, HookContext, SandboxExec,
+    claude_code::MAX_INPUT_BYTES, handle, FileLedgers, HookAnswer, HookContext, LedgerOpener,
+    SandboxExec,
 };
 use loopward_runner::gates::Host;
+use loopward_runner::secrets::{Masker, MaskingSink};
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -191,12 +193,80 @@ fn answer(config: &Path, main_agent: &str, defer_allows: bool, host: Host) -> Re
         .take(MAX_INPUT_BYTES as u64 + 1)
         .read_to_string(&mut input)
         .context("reading the hook event on stdin")?;
-    let ctx = context(config, main_agent, defer_allows, host)?;
-    Ok(handle(&input, &ctx))
+    // Inside `loopward contain`: the supervisor outside judges and records.
+    if let Some(socket) = std::env::var_os(super::supervisor::SUPERVISOR_ENV) {
+        return super::supervisor::forward(Path::new(&socket), &input);
+    }
+    Ok(answer_event(config, main_agent, defer_allows, host, &input))
 }
 
-fn context(config: &Path, main_agent: &str, defer_allows: bool, host: Host) -> Result<HookContext> {
+/// Judges one hook event with `config`'s policy (what `loopward contain`'s supervisor runs for
+/// a contained program's hooks); a context that cannot be made blocks.
+pub(super) fn answer_event(
+    config: &Path,
+    main_agent: &str,
+    defer_allows: bool,
+    host: Host,
+    input: &str,
+) -> HookAnswer {
+    match judge(config, main_agent, defer_allows, host, input) {
+        Ok(a) => a,
+        Err(e) => HookAnswer::fail_closed(crate::error_text(&e)),
+    }
+}
+
+fn judge(
+    config: &Path,
+    main_agent: &str,
+    defer_allows: bool,
+    host: Host,
+    input: &str,
+) -> Result<HookAnswer> {
+    let (ctx, masker) = context(config, main_agent, defer_allows, host)?;
+    let mut answer = handle(input, &ctx);
+    // What the client is told is masked as the ledger is; but a wrapped command
+    // (`updatedInput`) is the agent's own input given back, and masking it would change what
+    // runs.
+    if !answer.stdout.contains("\"updatedInput\"") {
+        answer.stdout = masker.mask_str(&answer.stdout).into_owned();
+    }
+    answer.stderr = masker.mask_str(&answer.stderr).into_owned();
+    Ok(answer)
+}
+
+/// Session ledgers whose every record is masked ([`MaskingSink`]) before it is hashed.
+struct MaskedLedgers {
+    inner: FileLedgers,
+    masker: Masker,
+}
+
+impl LedgerOpener for MaskedLedgers {
+    fn open(
+        &self,
+        runs_dir: &Path,
+        run: &loopward_core::RunId,
+        clock: std::sync::Arc<dyn loopward_runner::Clock>,
+    ) -> Result<std::sync::Arc<dyn loopward_core::AuditSink>, loopward_core::AuditError> {
+        let ledger = self.inner.open(runs_dir, run, clock)?;
+        if self.masker.is_empty() {
+            return Ok(ledger);
+        }
+        Ok(std::sync::Arc::new(MaskingSink::new(
+            ledger,
+            self.masker.clone(),
+        )))
+    }
+}
+
+fn context(
+    config: &Path,
+    main_agent: &str,
+    defer_allows: bool,
+    host: Host,
+) -> Result<(HookContext, Masker)> {
     let cfg = Config::load(config)?;
+    // A secret whose source is missing blocks the call (exit 2), naming it.
+    let masker = loopward::contain::masker(&cfg, config, Some(|k| std::env::var(k).ok()))?;
     let root = cfg
         .workspace_dir(config)
         .canonicalize()
@@ -224,10 +294,14 @@ fn context(config: &Path, main_agent: &str, defer_allows: bool, host: Host) -> R
         Some(key) => FileLedgers::keyed(key),
         None => FileLedgers::default(),
     };
+    let ledgers = MaskedLedgers {
+        inner: ledgers,
+        masker: masker.clone(),
+    };
     // What no agent may read, by any tool: one list for the sandbox around `Bash` and for the
     // hook's judgement of the client's own read tools (`Read`, `Grep`, …).
     let unreadable = custody.unreadable().to_vec();
-    HookContext::builder(&cfg.policy())
+    let ctx = HookContext::builder(&cfg.policy())
         .ledgers(std::sync::Arc::new(ledgers))
         .overrides(custody.overrides()?.max_ttl(cfg.overrides.max_ttl))
         .team(cfg.team())
@@ -250,5 +324,6 @@ fn context(config: &Path, main_agent: &str, defer_allows: bool, host: Host) -> R
         // prompts are the loop's, not a person's.
         .loop_session(std::env::var(loopward_runner::cli_agent::SESSION_MARK).ok())
         .build()
-        .with_context(|| format!("{}", config.display()))
+        .with_context(|| format!("{}", config.display()))?;
+    Ok((ctx, masker))
 }

@@ -168,6 +168,8 @@ pub(super) async fn run(mut args: Args) -> Result<ExitCode> {
     installed_hooks_agree(&workspace, &host.hook_command)?;
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let custody = super::state::open(&cfg, &config)?;
+    // Secrets are resolved before anything starts and masked in every record and printed line.
+    let masker = loopward::contain::masker(&cfg, &config, Some(|k| std::env::var(k).ok()))?;
     let ws = Workspace::new(&workspace)
         .with_context(|| format!("cannot use {} as the workspace", workspace.display()))?;
     let control = loopward_runner::gates::ControlFiles::new(
@@ -180,6 +182,10 @@ pub(super) async fn run(mut args: Args) -> Result<ExitCode> {
     .resolved(&ws);
     let protected = Protected::from_policy(control, &cfg.policy(), &name)?;
     let verifier = Verifier::new(verify.clone(), args.verify_timeout, protected)
+        .reach(loopward::contain::reach(
+            &cfg,
+            Some(|k| std::env::var(k).ok()),
+        ))
         .unreadable(custody.unreadable().to_vec());
     let agent = CliAgent::builder(
         name.clone(),
@@ -241,6 +247,7 @@ pub(super) async fn run(mut args: Args) -> Result<ExitCode> {
         json: args.json,
         quiet: args.quiet,
         label: args.agent.clone(),
+        masker,
     })
     .await
 }
@@ -345,7 +352,11 @@ pub(super) fn replay_runner(
         args.verify.clone().unwrap_or_default(),
         args.verify_timeout,
         protected,
-    );
+    )
+    .reach(loopward::contain::reach(
+        &cfg,
+        Some(|k| std::env::var(k).ok()),
+    ));
     let agent = CliAgent::builder(name.clone(), host, verifier, ws.root().join(".replay"))
         .no_progress(args.no_progress)
         .recorded(Arc::new(RecordedSessions::from_records(part)));
@@ -391,6 +402,10 @@ impl loopward::team::CliAgents for TeamCliAgents {
             .resolved(&ws);
         let protected = Protected::from_policy(control, &self.policy, &a.name)?;
         let verifier = Verifier::new(verify, Duration::from_secs(600), protected)
+            .reach(loopward::contain::reach(
+                &loopward::config::Config::load(&self.config)?,
+                Some(|k| std::env::var(k).ok()),
+            ))
             .unreadable(self.custody.unreadable().to_vec());
         Ok(CliAgent::builder(
             a.name.clone(),

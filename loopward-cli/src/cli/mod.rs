@@ -11,6 +11,7 @@
 
 pub mod approve;
 pub mod calibrate;
+pub mod contain;
 pub mod gates;
 pub mod hook;
 mod hook_install;
@@ -27,6 +28,7 @@ pub mod sandbox;
 pub mod say;
 pub mod serve;
 pub mod state;
+mod supervisor;
 pub mod verify;
 
 pub use run::exit_code;
@@ -101,6 +103,7 @@ impl Cli {
                 | hook::Target::Install { config, .. }
                 | hook::Target::Doctor { config, .. } => set(config),
             },
+            Command::Contain(a) => set(&mut a.config),
             Command::Sandbox(a) => match &mut a.action {
                 sandbox::Action::Exec { config, .. } => set(config),
             },
@@ -142,6 +145,8 @@ pub enum Command {
     Sandbox(sandbox::Args),
     /// Which rule decides an action and why; rules that will not do what they seem to.
     Policy(policy::Args),
+    /// Run a whole program (claude, codex, a script) inside one agent's sandbox, supervised.
+    Contain(contain::Args),
     /// Say something to a running run (taken at its next turn boundary).
     Say(say::Args),
     /// Serve the console: live runs, approvals, overrides and a kill switch in a browser.
@@ -165,6 +170,7 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Replay(a) => replay::run(a).await,
         Command::Hook(a) => hook::run(&a),
         Command::Sandbox(a) => Ok(sandbox::run(&a)),
+        Command::Contain(a) => contain::run(a).await,
         Command::Say(a) => say::run(&a),
         Command::Serve(a) => serve::run(&a).await,
         Command::Policy(a) => policy::run(&a),

@@ -9,6 +9,7 @@ use loopward::ledger;
 use loopward::team;
 use loopward_core::{Person, RunId, RunStatus};
 use loopward_runner::journal::JournalError;
+use loopward_runner::secrets::MaskingSink;
 use loopward_runner::{Clock, RunSpec, SystemClock};
 use loopward_term::json::JsonSink;
 use loopward_term::render::{Printer, Tone};
@@ -111,6 +112,9 @@ pub(super) fn config_dir(config: &Path) -> PathBuf {
 }
 
 pub(super) async fn run(args: Args) -> Result<ExitCode> {
+    // This process holds the API key and the ledger key: its environment and memory are not
+    // for the commands it sandboxes to read.
+    loopward_runner::sandbox::hide_this_process()?;
     let cfg = Config::load(&args.config)?;
     let dir = config_dir(&args.config);
     let workspace = cfg.workspace_dir(&args.config);
@@ -141,6 +145,9 @@ pub(super) async fn run(args: Args) -> Result<ExitCode> {
         model: args.model.clone(),
         env: Some(|name| std::env::var(name).ok()),
     };
+    // Secrets are resolved before anything starts (a missing source fails here) and masked in
+    // every record before it is hashed, and in everything printed.
+    let masker = loopward::contain::masker(&cfg, &args.config, choice.env)?;
     let model = backend::model(&cfg, &dir, &choice)?;
     // A spinner while each model call runs: for a person at a terminal only.
     let spinner = !args.json
@@ -175,6 +182,7 @@ pub(super) async fn run(args: Args) -> Result<ExitCode> {
                 config_rel: String::from(loopward::config::CONFIG_FILE),
                 runs_rel: cfg.run.runs_dir.to_string_lossy().into_owned(),
             })),
+            reach: Some(loopward::contain::reach(&cfg, choice.env)),
             ..team::Options::default()
         },
     )?;
@@ -196,6 +204,7 @@ pub(super) async fn run(args: Args) -> Result<ExitCode> {
             .unwrap_or(cfg.backend.kind)
             .as_str()
             .to_string(),
+        masker,
     })
     .await
 }
@@ -229,6 +238,8 @@ pub(super) struct Drive {
     pub(super) quiet: bool,
     /// What the title line names (the backend, or the CLI agent).
     pub(super) label: String,
+    /// The secrets masked in every record and in everything printed.
+    pub(super) masker: loopward_runner::secrets::Masker,
 }
 
 /// Starts or resumes the run and reports how it ended.
@@ -247,6 +258,7 @@ pub(super) async fn drive(d: Drive) -> Result<ExitCode> {
         json,
         quiet,
         label,
+        masker,
     } = d;
     let (id, task, first, ledger, journal) = match resume {
         Some(id) => {
@@ -257,8 +269,9 @@ pub(super) async fn drive(d: Drive) -> Result<ExitCode> {
                     runs_dir.display()
                 );
             }
-            let ledger =
-                ledger::reopen(&runs_dir, &id, custody.reopen_options(&dir, clock.clone())?)?;
+            let mut opts = custody.reopen_options(&dir, clock.clone())?;
+            opts.masker = masker.clone();
+            let ledger = ledger::reopen(&runs_dir, &id, opts)?;
             let journal = match ledger::journal(&dir) {
                 Ok(j) => j,
                 Err(e) if e.downcast_ref::<JournalError>().is_some_and(|e| matches!(e, JournalError::NotStarted { .. })) => bail!(
@@ -295,11 +308,9 @@ pub(super) async fn drive(d: Drive) -> Result<ExitCode> {
             let task = task_arg
                 .clone()
                 .context("no task: pass --task \"…\" or set run.task in the config")?;
-            let ledger = ledger::start(
-                &runs_dir,
-                &id,
-                custody.ledger_options(&runs_dir, clock.clone())?,
-            )?;
+            let mut opts = custody.ledger_options(&runs_dir, clock.clone())?;
+            opts.masker = masker.clone();
+            let ledger = ledger::start(&runs_dir, &id, opts)?;
             // Replay reads the config the run was made with from its folder.
             std::fs::copy(&config, ledger.run_dir().join(CONFIG_FILE)).with_context(|| {
                 format!("cannot copy the config into {}", ledger.run_dir().display())
@@ -315,7 +326,7 @@ pub(super) async fn drive(d: Drive) -> Result<ExitCode> {
     let sink: Arc<dyn loopward_core::AuditSink> = if json {
         let start = loopward_term::json::line(
             "start",
-            serde_json::json!({"run": id, "task": task, "backend": backend_name, "resumed": journal.is_some()}),
+            serde_json::json!({"run": id, "task": masker.mask_str(&task), "backend": backend_name, "resumed": journal.is_some()}),
         );
         println_json(&json_out, &start);
         Arc::new(JsonSink::new(ledger.clone(), json_out.clone()))
@@ -327,7 +338,7 @@ pub(super) async fn drive(d: Drive) -> Result<ExitCode> {
     if !json && !quiet {
         let mut o = out.lock().unwrap_or_else(|p| p.into_inner());
         o.line(Tone::Title, format!("run {id} · {backend_name}"));
-        o.line(Tone::Dim, format!("task: {task}"));
+        o.line(Tone::Dim, format!("task: {}", masker.mask_str(&task)));
         if let Some(j) = &journal {
             let interrupted = j.interrupted();
             o.line(
@@ -344,6 +355,12 @@ pub(super) async fn drive(d: Drive) -> Result<ExitCode> {
             );
         }
     }
+    // Outermost: the terminal and --json show what the ledger hashes, masked.
+    let sink: Arc<dyn loopward_core::AuditSink> = if masker.is_empty() {
+        sink
+    } else {
+        Arc::new(MaskingSink::new(sink, masker.clone()))
+    };
     let spec = RunSpec {
         id: id.clone(),
         // The CLI speaks for the person at the terminal: the task is what they passed (`--task`)
@@ -395,14 +412,14 @@ pub(super) async fn drive(d: Drive) -> Result<ExitCode> {
                 "tokens": figures.tokens,
                 "tokens_incomplete": figures.short,
                 "ledger": finished.as_ref().ok().map(|_| ledger.path().display().to_string()),
-                "final_text": Some(&report.final_text).filter(|t| !t.is_empty()),
+                "final_text": Some(masker.mask_str(&report.final_text)).filter(|t| !t.is_empty()),
                 "approve": approve.as_ref().map(|(pending, yes, no)| serde_json::json!({
                     "pending": pending,
                     "approve": yes,
                     "deny": no,
                     "then": format!("loopward run --resume {id}"),
                 })),
-                "error": error,
+                "error": error.map(|e| masker.mask_str(&e).into_owned()),
             }),
         );
         println_json(&json_out, &end);
@@ -421,7 +438,10 @@ pub(super) async fn drive(d: Drive) -> Result<ExitCode> {
     );
     if let (Some(agent), false) = (&report.last_agent, report.final_text.is_empty()) {
         if !quiet {
-            o.line(Tone::Plain, format!("{agent}: {}", report.final_text));
+            o.line(
+                Tone::Plain,
+                format!("{agent}: {}", masker.mask_str(&report.final_text)),
+            );
         }
     }
     if let Some((pending, yes, no)) = &approve {

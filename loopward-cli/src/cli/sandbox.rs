@@ -24,7 +24,10 @@ Example:
 
 The command may write only the agent's own territories and unclaimed paths (and $TMPDIR);
 other agents' territories, loopward's control files and state are read-only to it and to
-every process it starts; loopward's state (every project's) and the --unreadable folders cannot even be read. Exit status 126 when the sandbox cannot be set up (nothing ran).")]
+every process it starts. It may read only the workspace, the system folders and [read] allow;
+loopward's state (every project's) and the --unreadable folders cannot be read at all. It
+starts with PATH, LANG, TERM and the like, [env] pass, and a scratch HOME and TMPDIR: nothing
+else of the caller's environment. Exit status 126 when the sandbox cannot be set up (nothing ran).")]
 pub struct Args {
     /// What to do.
     #[command(subcommand)]
@@ -64,7 +67,7 @@ pub enum Action {
 ///
 /// The command is started from a thread that set the sandbox on itself (Landlock binds that
 /// thread and everything it starts); this process stays outside, waits, and removes the
-/// command's scratch `$TMPDIR` afterwards, which a confined process could not.
+/// command's scratch `$TMPDIR` (also its `$HOME`) afterwards, which a confined process could not.
 pub fn run(args: &Args) -> ExitCode {
     let Action::Exec {
         config,
@@ -73,17 +76,25 @@ pub fn run(args: &Args) -> ExitCode {
         unreadable,
         command,
     } = &args.action;
-    let (plan, scratch) = match plan(config, agent, unreadable) {
+    let (plan, scratch) = match planned(config, agent, unreadable) {
         Ok(p) => p,
         Err(e) => return not_run(&e),
     };
+    // This process stays beside the command with the caller's whole environment: made
+    // non-dumpable, its `/proc/<pid>/environ` is unreadable to the command it starts.
+    if let Err(e) = loopward_runner::sandbox::hide_this_process() {
+        return not_run(&e.into());
+    }
     let mut cmd = std::process::Command::new(&command[0]);
     cmd.args(&command[1..]);
+    // The environment is an allow-list: API keys and tokens of the caller stay out.
+    plan.apply_env(&mut cmd);
     if let Some(s) = session {
         cmd.env("LOOPWARD_SESSION", s);
     }
     if let Some(dir) = &scratch {
         cmd.env("TMPDIR", dir.path());
+        cmd.env("HOME", dir.path());
     }
     let program = command[0].clone();
     let started = std::thread::scope(|s| {
@@ -117,7 +128,7 @@ fn not_run(err: &anyhow::Error) -> ExitCode {
     ExitCode::from(126)
 }
 
-/// A command's scratch `$TMPDIR`, removed when the command ends.
+/// A command's scratch `$TMPDIR` and `$HOME`, removed when the command ends.
 struct Scratch(PathBuf);
 
 impl Scratch {
@@ -132,13 +143,30 @@ impl Drop for Scratch {
     }
 }
 
-/// Plans the agent's sandbox; returns it and the scratch folder made for `$TMPDIR`.
-fn plan(
+/// Plans the agent's sandbox (refused under `watch-only`); returns it and the scratch folder.
+fn planned(
     config: &Path,
     agent: &str,
     unreadable: &[PathBuf],
 ) -> Result<(Confinement, Option<Scratch>)> {
     let cfg = Config::load(config)?;
+    let (plan, scratch) = plan_agent(&cfg, config, agent, unreadable)?;
+    let scratch = scratch.map(Scratch);
+    if cfg.policy().gates.shell.sandbox != loopward_runner::sandbox::SandboxMode::Kernel {
+        bail!("the config says `sandbox = \"watch-only\"`; the hook does not wrap commands then, and this command will not run unconfined");
+    }
+    Ok((plan, scratch))
+}
+
+/// The sandbox of `agent` under `cfg` (loaded from `config`): its writes, the reads and the
+/// environment of `[read]` and `[env]`, loopward's state (every project's) and `unreadable`
+/// hidden, and a fresh scratch folder (for `$TMPDIR` and `$HOME`) writable.
+pub(super) fn plan_agent(
+    cfg: &Config,
+    config: &Path,
+    agent: &str,
+    unreadable: &[PathBuf],
+) -> Result<(Confinement, Option<PathBuf>)> {
     let root = cfg
         .workspace_dir(config)
         .canonicalize()
@@ -149,13 +177,14 @@ fn plan(
         .canonicalize()
         .with_context(|| format!("resolving {}", config.display()))?;
     let config_dir = abs_config.parent().unwrap_or(&root);
-    let host_files = loopward::backend::host_files(&cfg, config_dir, &Default::default());
+    let host_files = loopward::backend::host_files(cfg, config_dir, &Default::default());
     let control = ControlFiles::in_workspace(&ws, &abs_config, &root.join(&cfg.run.runs_dir))
         .with_host_files(&ws, &host_files)
         .resolved(&ws);
     let protected = Protected::from_policy(control, &cfg.policy(), &agent)
         .with_context(|| format!("{}", config.display()))?;
-    let mut plan = Confinement::plan(&ws, &protected)?;
+    let reach = loopward::contain::reach(cfg, Some(|k| std::env::var(k).ok()));
+    let mut plan = Confinement::plan(&ws, &protected)?.with_reach(reach);
     // loopward's state — every project's under the state base, and this one's wherever
     // `[state] dir` puts it — is unreadable whoever starts the command, flags or not.
     let state = cfg
@@ -175,17 +204,14 @@ fn plan(
     }
     let scratch = scratch_dir(&root)?;
     if let Some(s) = &scratch {
-        plan = plan.with_outside(s.path().to_path_buf());
-    }
-    if cfg.policy().gates.shell.sandbox != loopward_runner::sandbox::SandboxMode::Kernel {
-        bail!("the config says `sandbox = \"watch-only\"`; the hook does not wrap commands then, and this command will not run unconfined");
+        plan = plan.with_outside(s.clone());
     }
     Ok((plan, scratch))
 }
 
 /// A fresh folder under the system's temporary folder, outside the workspace (private to
 /// this user, never one that already existed).
-fn scratch_dir(root: &Path) -> Result<Option<Scratch>> {
+fn scratch_dir(root: &Path) -> Result<Option<PathBuf>> {
     let base = std::env::temp_dir();
     if base.starts_with(root) {
         return Ok(None);
@@ -193,7 +219,7 @@ fn scratch_dir(root: &Path) -> Result<Option<Scratch>> {
     for n in 0..64u32 {
         let dir = base.join(format!("loopward-sh-{}-{n}", std::process::id()));
         match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
-            Ok(()) => return Ok(Some(Scratch(dir))),
+            Ok(()) => return Ok(Some(dir)),
             // Left by a process killed before it could clean up, whose pid came round again.
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
             Err(e) => return Err(e).with_context(|| format!("creating {}", dir.display())),

@@ -73,6 +73,8 @@ pub struct Request {
     pub body: Value,
     /// Which scripted reply answered it (`None`: not taken from the script).
     pub scripted: Option<usize>,
+    /// The `x-api-key` it carried.
+    pub api_key: Option<String>,
 }
 
 struct Shared {
@@ -157,7 +159,7 @@ pub fn start_with_lanes(script: Vec<Reply>, lanes: Vec<(&str, Vec<Reply>)>) -> (
     }));
     let listener = {
         let shared = shared.clone();
-        super::http::listen(move |method, path, body| answer(&shared, method, path, body))
+        super::http::listen(move |method, path, body, key| answer(&shared, method, path, body, key))
     };
     (
         listener.port,
@@ -174,6 +176,7 @@ fn answer(
     method: &str,
     path: &str,
     body: Value,
+    api_key: Option<String>,
 ) -> (&'static str, &'static str, Vec<u8>) {
     let mut s = shared.lock().unwrap();
     let route = path.split('?').next().unwrap_or("");
@@ -246,6 +249,7 @@ fn answer(
         path: path.into(),
         body,
         scripted,
+        api_key,
     });
     response
 }

@@ -14,6 +14,9 @@ use std::thread::JoinHandle;
 /// What a handler answers: status line, content type, body.
 pub type Answer = (&'static str, &'static str, Vec<u8>);
 
+/// A request handler: `(method, path, body as JSON, its x-api-key header)` → the answer.
+pub type Handler = dyn Fn(&str, &str, Value, Option<String>) -> Answer;
+
 /// A listening server; stops (and joins its accept loop) when dropped.
 pub struct Listener {
     /// The port on 127.0.0.1.
@@ -34,8 +37,10 @@ impl Drop for Listener {
 }
 
 /// Listens on a free port of 127.0.0.1 and answers every request with `handler(method, path,
-/// body as JSON)`.
-pub fn listen(handler: impl Fn(&str, &str, Value) -> Answer + Send + Sync + 'static) -> Listener {
+/// body as JSON, its x-api-key header)`.
+pub fn listen(
+    handler: impl Fn(&str, &str, Value, Option<String>) -> Answer + Send + Sync + 'static,
+) -> Listener {
     let listener = TcpListener::bind(("127.0.0.1", 0)).expect("binding 127.0.0.1");
     let port = listener.local_addr().unwrap().port();
     let stop = Arc::new(AtomicBool::new(false));
@@ -63,7 +68,7 @@ pub fn listen(handler: impl Fn(&str, &str, Value) -> Answer + Send + Sync + 'sta
 }
 
 /// Answers requests on one connection until the client closes it.
-fn serve(conn: TcpStream, handler: &dyn Fn(&str, &str, Value) -> Answer) -> std::io::Result<()> {
+fn serve(conn: TcpStream, handler: &Handler) -> std::io::Result<()> {
     let mut reader = BufReader::new(conn.try_clone()?);
     let mut out = conn;
     loop {
@@ -77,6 +82,7 @@ fn serve(conn: TcpStream, handler: &dyn Fn(&str, &str, Value) -> Answer) -> std:
         };
         let (method, path) = (method.to_string(), path.to_string());
         let (mut length, mut chunked, mut close) = (0usize, false, false);
+        let mut api_key = None;
         loop {
             let mut h = String::new();
             if reader.read_line(&mut h)? == 0 {
@@ -94,6 +100,7 @@ fn serve(conn: TcpStream, handler: &dyn Fn(&str, &str, Value) -> Answer) -> std:
                 "content-length" => length = value.parse().unwrap_or(0),
                 "transfer-encoding" => chunked = value.eq_ignore_ascii_case("chunked"),
                 "connection" => close = value.eq_ignore_ascii_case("close"),
+                "x-api-key" => api_key = Some(value.to_string()),
                 _ => {}
             }
         }
@@ -105,7 +112,7 @@ fn serve(conn: TcpStream, handler: &dyn Fn(&str, &str, Value) -> Answer) -> std:
             b
         };
         let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-        let (status, ctype, payload) = handler(&method, &path, body);
+        let (status, ctype, payload) = handler(&method, &path, body, api_key);
         let head = format!(
             "HTTP/1.1 {status}\r\ncontent-type: {ctype}\r\ncontent-length: {}\r\nrequest-id: req_loopward\r\n{}\r\n",
             payload.len(),

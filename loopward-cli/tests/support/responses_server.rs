@@ -64,7 +64,7 @@ pub fn start(script: Vec<Step>) -> (u16, Server) {
     let next = Arc::new(Mutex::new(0usize));
     let listener = {
         let log = log.clone();
-        super::http::listen(move |method, path, body| {
+        super::http::listen(move |method, path, body, _key| {
             if method != "POST" || !path.split('?').next().unwrap_or("").ends_with("/responses") {
                 return ("404 Not Found", "application/json", b"{}".to_vec());
             }

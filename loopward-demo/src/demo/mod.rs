@@ -197,6 +197,7 @@ impl<W: Write + Send + 'static> Stage<W> {
                 inbox: None,
                 stops: None,
                 cli_agents: None,
+                reach: None,
             },
         )?;
         let ledger = ledger::create(

@@ -138,6 +138,34 @@ pub struct UnauthorisedWrite {
     pub via: &'static str,
 }
 
+/// What sandboxed commands asked of the egress proxy (`egress_decided`, `egress_closed`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct EgressFigures {
+    /// Connections allowed.
+    pub allowed: u64,
+    /// Connections refused.
+    pub refused: u64,
+    /// Bytes received from allowed hosts.
+    pub bytes_in: u64,
+    /// Bytes sent to allowed hosts.
+    pub bytes_out: u64,
+}
+
+impl EgressFigures {
+    /// Whether no connection was asked for.
+    pub fn is_empty(&self) -> bool {
+        self.allowed == 0 && self.refused == 0
+    }
+
+    /// Adds `other`'s counts.
+    pub fn add(&mut self, other: &Self) {
+        self.allowed += other.allowed;
+        self.refused += other.refused;
+        self.bytes_in += other.bytes_in;
+        self.bytes_out += other.bytes_out;
+    }
+}
+
 /// Everything one run's ledger says, as figures.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct RunFigures {
@@ -169,6 +197,9 @@ pub struct RunFigures {
     pub violations: u64,
     /// `ledger_recovered` records (reopenings after a crash).
     pub recoveries: u64,
+    /// The egress proxy's decisions and bytes (left out of JSON when there were none).
+    #[serde(skip_serializing_if = "EgressFigures::is_empty")]
+    pub egress: EgressFigures,
 }
 
 type CallKey = (Option<TurnNumber>, String);
@@ -271,6 +302,16 @@ impl RunFigures {
                 }
                 AuditEvent::HandoffRegistered(h) => f.handoffs.push(h.clone()),
                 AuditEvent::LedgerRecovered { .. } => f.recoveries += 1,
+                AuditEvent::EgressDecided { allowed: true, .. } => f.egress.allowed += 1,
+                AuditEvent::EgressDecided { allowed: false, .. } => f.egress.refused += 1,
+                AuditEvent::EgressClosed {
+                    bytes_in,
+                    bytes_out,
+                    ..
+                } => {
+                    f.egress.bytes_in += bytes_in;
+                    f.egress.bytes_out += bytes_out;
+                }
                 AuditEvent::RunEnded {
                     status,
                     cost_micros,

@@ -132,6 +132,9 @@ pub struct LedgerOptions {
     pub clock: Arc<dyn Clock>,
     /// A fault injector for tests.
     pub fault: Option<Arc<dyn FaultHook>>,
+    /// Secrets replaced in every event before it is sealed (`[secrets]`): a value printed by a
+    /// tool never reaches the chain, where it could not be removed without breaking it.
+    pub masker: crate::secrets::Masker,
 }
 
 impl Default for LedgerOptions {
@@ -143,6 +146,7 @@ impl Default for LedgerOptions {
             witness: None,
             clock: Arc::new(SystemClock),
             fault: None,
+            masker: crate::secrets::Masker::default(),
         }
     }
 }
@@ -165,6 +169,7 @@ impl std::fmt::Debug for LedgerOptions {
             .field("index_head", &self.index_head)
             .field("witness", &self.witness)
             .field("fault", &self.fault.is_some())
+            .field("masker", &self.masker)
             .finish_non_exhaustive()
     }
 }
@@ -754,7 +759,11 @@ fn expected_header(bytes: &[u8], chain: &Chain) -> Option<LedgerHeader> {
 
 impl AuditSink for Ledger {
     fn record(&self, scope: &Scope, event: &AuditEvent) -> Result<(), AuditError> {
-        self.append(scope, event, false)
+        // Masked before it is hashed: a secret never enters the chain.
+        match self.opts.masker.mask_event(event)? {
+            Some(masked) => self.append(scope, &masked, false),
+            None => self.append(scope, event, false),
+        }
     }
 
     fn commit(&self) -> Result<(), AuditError> {

@@ -64,7 +64,8 @@ pub(crate) mod report;
 pub(crate) mod verify;
 
 pub use figures::{
-    AdvisoryCompliance, GateFigures, LayerFigures, OverrideUse, RunFigures, UnauthorisedWrite,
+    AdvisoryCompliance, EgressFigures, GateFigures, LayerFigures, OverrideUse, RunFigures,
+    UnauthorisedWrite,
 };
 pub use html::{render_html, render_index, LedgerState};
 pub use index::{

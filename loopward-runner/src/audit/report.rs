@@ -106,6 +106,9 @@ pub struct Report {
     pub runs_without_cost: u64,
     /// Ledgers reopened after a crash.
     pub recoveries: u64,
+    /// The egress proxy's decisions and bytes over all runs (left out of JSON when none).
+    #[serde(skip_serializing_if = "super::figures::EgressFigures::is_empty")]
+    pub egress: super::figures::EgressFigures,
     /// Each run.
     pub per_run: Vec<RunRow>,
     /// Runs left out because their ledgers did not verify.
@@ -215,6 +218,7 @@ impl Report {
             None => self.runs_without_cost += 1,
         }
         self.recoveries += f.recoveries;
+        self.egress.add(&f.egress);
         self.per_run.push(RunRow {
             run: f.run.clone(),
             status,
@@ -308,6 +312,14 @@ impl Report {
             );
         }
         let _ = writeln!(o, "violations recorded: {}", self.violations);
+        if !self.egress.is_empty() {
+            let e = &self.egress;
+            let _ = writeln!(
+                o,
+                "egress: {} connections allowed, {} refused; {} bytes out, {} in",
+                e.allowed, e.refused, e.bytes_out, e.bytes_in
+            );
+        }
         let _ = writeln!(o, "overrides consumed: {}", self.overrides.len());
         for ov in &self.overrides {
             let _ = writeln!(

@@ -23,6 +23,7 @@ pub struct Verifier {
     timeout: Duration,
     protected: Protected,
     unreadable: Vec<PathBuf>,
+    reach: Option<crate::sandbox::Reach>,
 }
 
 /// What the verifier said.
@@ -52,7 +53,16 @@ impl Verifier {
             timeout,
             protected,
             unreadable: vec![],
+            reach: None,
         }
+    }
+
+    /// What the verifier reads and the environment it starts with (default: the workspace and
+    /// the system folders, `PATH` only), as the team's commands get it (`[read] allow`, the
+    /// toolchain homes, `[env] pass`).
+    pub fn reach(mut self, reach: crate::sandbox::Reach) -> Self {
+        self.reach = Some(reach);
+        self
     }
 
     /// Folders the verifier may not even read (loopward's keys).
@@ -84,6 +94,9 @@ impl Verifier {
             .await
             .map_err(|e| format!("not run: sandbox planning failed: {e}"))?
             .map_err(|e| format!("not run: {e}"))?;
+        if let Some(r) = &self.reach {
+            plan = plan.with_reach(r.clone());
+        }
         for d in &self.unreadable {
             plan = plan.with_unreadable(d.clone());
         }
@@ -93,9 +106,12 @@ impl Verifier {
             .map_err(|e| format!("not run: cannot make its scratch folder: {e}"))?;
         let plan = plan.with_outside(scratch.path().to_path_buf());
         let mut cmd = tokio::process::Command::new("sh");
+        // The environment is an allow-list: the loop's own (API keys, tokens) stays out.
+        plan.apply_env(cmd.as_std_mut());
         cmd.arg("-c")
             .arg(&self.command)
             .env("TMPDIR", scratch.path())
+            .env("HOME", scratch.path())
             .current_dir(ws.root())
             .stdin(Stdio::null())
             .stdout(Stdio::piped())

@@ -39,7 +39,12 @@ impl Policy {
             .contain(|| plan.unwrap_or(Err(String::new())), &mut record)
             .map_err(audit)?
         {
-            Ok(Contained::Kernel(plan)) => Planned::Confined(plan),
+            Ok(Contained::Kernel(plan)) => {
+                if *plan.network() == crate::sandbox::Network::Host {
+                    watch.network_open(&mut record).map_err(audit)?;
+                }
+                Planned::Confined(plan)
+            }
             Ok(Contained::WatchOnly) => Planned::WatchOnly,
             Err(r) => return Err(ToolError::Refused(r)),
         };
@@ -124,13 +129,14 @@ impl Policy {
         let gates = self.gates();
         let protected = Protected::for_agent(self.inner.control.clone(), &gates.territories, agent);
         let unreadable = self.inner.unreadable.clone();
+        let reach = self.inner.reach.clone();
         tokio::task::spawn_blocking(move || Confinement::plan(&ws, &protected))
             .await
             .map_err(|e| format!("the sandbox planning task failed: {e}"))?
             .map(|plan| {
                 unreadable
                     .into_iter()
-                    .fold(plan, Confinement::with_unreadable)
+                    .fold(plan.with_reach(reach), Confinement::with_unreadable)
             })
             .map_err(|e| e.to_string())
     }

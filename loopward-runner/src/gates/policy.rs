@@ -201,6 +201,8 @@ pub(super) struct PolicyInner {
     pub(super) shadow: bool,
     /// Folders outside the workspace no shell command may even read (loopward's ledger keys).
     pub(super) unreadable: Vec<PathBuf>,
+    /// What shell commands may read and the environment they start with.
+    pub(super) reach: crate::sandbox::Reach,
     /// The agents `loopward override grant` takes without `--subagent` (see
     /// [`Policy::with_team`]); `None` when not known, and then no refusal suggests it.
     pub(super) team: Option<Vec<AgentId>>,
@@ -253,6 +255,7 @@ impl Policy {
                 shell: cfg.gates.shell.clone(),
                 shadow: false,
                 unreadable: vec![],
+                reach: crate::sandbox::Reach::default(),
                 team: None,
                 host: Host::default(),
                 own_state: None,
@@ -274,6 +277,13 @@ impl Policy {
     /// the command's sandbox (see [`Confinement::with_unreadable`](crate::sandbox::Confinement::with_unreadable)).
     pub fn with_unreadable(self, dirs: Vec<PathBuf>) -> Self {
         self.derive(|next| next.unreadable = dirs)
+    }
+
+    /// Sets what every shell command may read and the environment it starts with (default
+    /// [`Reach::default`](crate::sandbox::Reach::default): the workspace and the system
+    /// folders; `PATH` only).
+    pub fn with_reach(self, reach: crate::sandbox::Reach) -> Self {
+        self.derive(|next| next.reach = reach)
     }
 
     /// Names the config's `[[agent]]`s. Any other agent (a Claude Code subagent, acting under
@@ -309,6 +319,7 @@ impl Policy {
             shell: inner.shell.clone(),
             shadow: inner.shadow,
             unreadable: inner.unreadable.clone(),
+            reach: inner.reach.clone(),
             team: inner.team.clone(),
             host: inner.host,
             own_state: inner.own_state.clone(),
@@ -344,6 +355,7 @@ impl Policy {
                 shell: cfg.gates.shell.clone(),
                 shadow: true,
                 unreadable: vec![],
+                reach: crate::sandbox::Reach::default(),
                 team: None,
                 host: Host::default(),
                 own_state: None,

@@ -154,7 +154,16 @@ pub fn not_contained(why: &str, host: Host) -> Refusal {
     )
 }
 
-/// The warning on every command of a `watch-only` config.
+/// The warning on every command whose network is the host's (`[net] isolate = false`).
+pub fn network_open() -> Refusal {
+    Refusal::new(
+        SANDBOX_GATE,
+        "network: this command reaches any host; its connections are neither limited nor recorded",
+        "remove `isolate = false` from [net] to send commands out only through the egress proxy",
+    )
+}
+
+/// What a command run without the kernel sandbox is told (`watch-only`).
 pub fn watch_only() -> Refusal {
     Refusal::new(
         SANDBOX_GATE,

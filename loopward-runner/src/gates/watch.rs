@@ -126,6 +126,16 @@ impl ShellWatch<'_> {
         }
     }
 
+    /// Records that a contained command's network is the host's (`[net] isolate = false`): an
+    /// advisory sandbox decision on every such call.
+    pub fn network_open(&self, record: &mut Record<'_>) -> Result<(), AuditError> {
+        record(&self.decision(
+            GateKind::Sandbox,
+            GateMode::Advisory,
+            Decision::Warn(refusals::network_open()),
+        ))
+    }
+
     /// Whether the policy asks for the kernel sandbox (`false`: `sandbox = "watch-only"`).
     pub fn wants_kernel(&self) -> bool {
         self.policy.inner.shell.sandbox != SandboxMode::WatchOnly

@@ -10,6 +10,12 @@ pub enum SandboxError {
         /// What was missing.
         why: String,
     },
+    /// The command's own network namespace could not be made.
+    #[error("the shell sandbox cannot cut the command off the network: {why}. Run loopward where it may create network namespaces (as root, or in a container that grants CAP_SYS_ADMIN), or opt out explicitly with `[net] isolate = false` in loopward.toml (then commands reach any host, and every call records it)")]
+    Network {
+        /// What failed.
+        why: String,
+    },
     /// A path of the plan could not be read or opened.
     #[error("planning the shell sandbox: {path}: {source}")]
     Io {

@@ -71,11 +71,35 @@ fn abi_of(status: &RestrictionStatus) -> Option<u32> {
 }
 
 /// Starts `cmd` inside `conf`. The command and every process it starts can write only what
-/// `conf` grants.
+/// `conf` grants. With an [isolated](super::Network::Isolated) network it has no route out at
+/// all (the proxy's listener is dropped): use [`spawn_contained`] to serve it.
 pub async fn spawn_confined(
-    mut cmd: tokio::process::Command,
+    cmd: tokio::process::Command,
     conf: &Confinement,
 ) -> Result<tokio::process::Child, SandboxError> {
+    spawn_contained(cmd, conf).await.map(|s| s.child)
+}
+
+/// A command started by [`spawn_contained`].
+#[derive(Debug)]
+pub struct Started {
+    /// The command.
+    pub child: tokio::process::Child,
+    /// Where its egress proxy listens, inside its network namespace (`127.0.0.1`); serve it
+    /// (see [`crate::egress`]) for as long as the command may connect out. `None`: the host's
+    /// network.
+    pub proxy: Option<std::net::TcpListener>,
+}
+
+/// Starts `cmd` inside `conf`, in a network namespace of its own when `conf`'s network is
+/// [isolated](super::Network::Isolated), with `HTTP_PROXY`, `HTTPS_PROXY` and `ALL_PROXY` set
+/// to the returned listener's address there.
+pub async fn spawn_contained(
+    mut cmd: tokio::process::Command,
+    conf: &Confinement,
+) -> Result<Started, SandboxError> {
+    let isolated = *conf.network() == super::Network::Isolated;
+    let proxy_env = conf.proxy_env().to_vec();
     let handle = tokio::runtime::Handle::try_current()
         .map_err(|e| SandboxError::Spawn(format!("no tokio runtime: {e}")))?;
     // Opened here, beneath the root without following any link, so what is granted is what
@@ -85,11 +109,39 @@ pub async fn spawn_confined(
     std::thread::Builder::new()
         .name("loopward-sandbox".into())
         .spawn(move || {
-            let r = restrict(Some(fds)).and_then(|_| {
+            let r = (|| {
+                let proxy = if isolated {
+                    let l = super::net::isolate()?;
+                    let url = format!(
+                        "http://{}",
+                        l.local_addr()
+                            .map_err(|e| SandboxError::Spawn(e.to_string()))?
+                    );
+                    for var in [
+                        "HTTP_PROXY",
+                        "HTTPS_PROXY",
+                        "ALL_PROXY",
+                        "http_proxy",
+                        "https_proxy",
+                        "all_proxy",
+                    ] {
+                        cmd.env(var, &url);
+                    }
+                    for (k, template) in &proxy_env {
+                        cmd.env(k, template.replace("{proxy}", &url));
+                    }
+                    Some(l)
+                } else {
+                    None
+                };
+                restrict(Some(fds))?;
+                super::privilege::drop_introspection()?;
                 let _rt = handle.enter();
-                cmd.spawn()
-                    .map_err(|e| SandboxError::Spawn(format!("could not start the command: {e}")))
-            });
+                let child = cmd.spawn().map_err(|e| {
+                    SandboxError::Spawn(format!("could not start the command: {e}"))
+                })?;
+                Ok(Started { child, proxy })
+            })();
             let _ = tx.send(r);
         })
         .map_err(|e| SandboxError::Spawn(format!("could not start the sandbox thread: {e}")))?;
@@ -101,30 +153,60 @@ pub async fn spawn_confined(
 /// single-threaded program about to `exec` a command (`loopward sandbox exec`); a library that
 /// keeps running uses [`spawn_confined`].
 pub fn confine_current_thread(conf: &Confinement) -> Result<(), SandboxError> {
-    restrict(Some(open_grants(conf)?)).map(|_| ())
+    restrict(Some(open_grants(conf)?))?;
+    super::privilege::drop_introspection()
 }
 
-/// An open grant: the file or folder, and whether it is a whole tree.
+/// How much an open grant covers.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Span {
+    /// A folder and everything below it.
+    Tree,
+    /// One file.
+    File,
+    /// A folder's names only (its entries are granted one by one, or not at all).
+    List,
+}
+
+/// An open grant: the file or folder, and how much of it.
 struct Open {
     fd: OwnedFd,
-    tree: bool,
+    span: Span,
 }
 
-/// What a confined thread is granted: writes (with reads) and, when some folders are
-/// unreadable, the reads that cover everything else.
+/// Where a confined thread may read.
+enum Reads {
+    /// Everywhere.
+    All,
+    /// Folder listing everywhere; read and execute only beneath these (every entry of every
+    /// folder on the way to an unreadable one, except that one).
+    AllBut(Vec<Open>),
+    /// Only beneath these (the allow-list: the workspace, the system folders, `[read] allow`).
+    Only(Vec<Open>),
+}
+
+/// What a confined thread is granted: writes (with reads) and where it may read.
 struct Grants {
     write: Vec<Open>,
-    /// `None`: read and execute everywhere. `Some`: read and execute only beneath these (every
-    /// entry of every folder on the way to an unreadable one, except that one), list folders
-    /// everywhere.
-    read: Option<Vec<Open>>,
+    read: Reads,
 }
 
 fn open_grants(conf: &Confinement) -> Result<Grants, SandboxError> {
-    let read = if conf.unreadable().is_empty() {
-        None
-    } else {
-        Some(read_cover(conf.unreadable())?)
+    let read = match conf.reach().readable() {
+        None if conf.unreadable().is_empty() => Reads::All,
+        None => Reads::AllBut(read_cover(Path::new("/"), conf.unreadable())?),
+        Some(list) => {
+            let hidden: Vec<PathBuf> = conf
+                .unreadable()
+                .iter()
+                .cloned()
+                .chain(super::reach::SYSTEM_UNREADABLE.iter().map(PathBuf::from))
+                .collect();
+            let roots: Vec<PathBuf> = std::iter::once(conf.root().to_path_buf())
+                .chain(list.iter().cloned())
+                .collect();
+            Reads::Only(read_allowed(&roots, &hidden)?)
+        }
     };
     Ok(Grants {
         write: open_writes(conf)?,
@@ -132,16 +214,51 @@ fn open_grants(conf: &Confinement) -> Result<Grants, SandboxError> {
     })
 }
 
-/// Read grants for everything but `hidden`. Landlock rules only add rights, and a rule on a
-/// folder covers all below it; so no folder that holds a hidden one can be granted. Instead each
-/// folder on the way from `/` to a hidden folder is opened up entry by entry: every entry is
-/// granted whole except the next folder on the way (descended into) and the hidden folder itself
-/// (left out). Links are not granted: what they point to is judged where it lands. An entry
-/// made later directly in such a folder is unreadable too.
-fn read_cover(hidden: &[PathBuf]) -> Result<Vec<Open>, SandboxError> {
+/// Read grants for `roots` but nothing at or below `hidden`: a root with a hidden folder below
+/// it is opened up entry by entry (see [`read_cover`]); a root inside a hidden one is left out.
+fn read_allowed(roots: &[PathBuf], hidden: &[PathBuf]) -> Result<Vec<Open>, SandboxError> {
     let hidden: Vec<PathBuf> = hidden.iter().map(|h| real_path(h)).collect();
     let mut out = Vec::new();
-    cover(Path::new("/"), &hidden, &mut out)?;
+    for root in roots {
+        let real = real_path(root);
+        if hidden.iter().any(|h| real.starts_with(h)) {
+            continue;
+        }
+        let Ok(meta) = std::fs::metadata(&real) else {
+            continue; // not on this machine
+        };
+        let span = if !meta.is_dir() {
+            Span::File
+        } else if hidden.iter().any(|h| h.starts_with(&real)) {
+            cover(&real, &hidden, &mut out)?;
+            Span::List
+        } else {
+            Span::Tree
+        };
+        match rustix::fs::open(&real, OFlags::PATH | OFlags::CLOEXEC, Mode::empty()) {
+            Ok(fd) => out.push(Open { fd, span }),
+            Err(rustix::io::Errno::NOENT) => {}
+            Err(e) => {
+                return Err(SandboxError::Io {
+                    path: real,
+                    source: e.into(),
+                })
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Read grants for everything below `top` but `hidden`. Landlock rules only add rights, and a
+/// rule on a folder covers all below it; so no folder that holds a hidden one can be granted.
+/// Instead each folder on the way from `top` to a hidden folder is opened up entry by entry:
+/// every entry is granted whole except the next folder on the way (descended into) and the
+/// hidden folder itself (left out). Links are not granted: what they point to is judged where
+/// it lands. An entry made later directly in such a folder is unreadable too.
+fn read_cover(top: &Path, hidden: &[PathBuf]) -> Result<Vec<Open>, SandboxError> {
+    let hidden: Vec<PathBuf> = hidden.iter().map(|h| real_path(h)).collect();
+    let mut out = Vec::new();
+    cover(top, &hidden, &mut out)?;
     Ok(out)
 }
 
@@ -170,7 +287,7 @@ fn cover(dir: &Path, hidden: &[PathBuf], out: &mut Vec<Open>) -> Result<(), Sand
         ) {
             Ok(fd) => out.push(Open {
                 fd,
-                tree: ft.is_dir(),
+                span: if ft.is_dir() { Span::Tree } else { Span::File },
             }),
             // Gone since it was listed: nothing to grant.
             Err(rustix::io::Errno::NOENT) => {}
@@ -218,7 +335,10 @@ fn open_writes(conf: &Confinement) -> Result<Vec<Open>, SandboxError> {
             ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS,
         );
         match fd {
-            Ok(fd) => out.push(Open { fd, tree: g.tree }),
+            Ok(fd) => out.push(Open {
+                fd,
+                span: if g.tree { Span::Tree } else { Span::File },
+            }),
             // Gone since the plan (or turned into a link): nothing to grant.
             Err(rustix::io::Errno::NOENT | rustix::io::Errno::LOOP) => {}
             Err(e) => return Err(io(&conf.root().join(&g.rel), e.into())),
@@ -228,7 +348,8 @@ fn open_writes(conf: &Confinement) -> Result<Vec<Open>, SandboxError> {
         match rustix::fs::open(p, path_flags, Mode::empty()) {
             Ok(fd) => {
                 let tree = std::fs::metadata(p).is_ok_and(|m| m.is_dir());
-                out.push(Open { fd, tree });
+                let span = if tree { Span::Tree } else { Span::File };
+                out.push(Open { fd, span });
             }
             Err(rustix::io::Errno::NOENT | rustix::io::Errno::NXIO) => {}
             Err(e) => return Err(io(p, e.into())),
@@ -253,37 +374,44 @@ fn restrict(grants: Option<Grants>) -> Result<RestrictionStatus, SandboxError> {
         .map_err(|e| unsupported(&e))?
         .create()
         .map_err(|e| unsupported(&e))?;
-    let root = std::fs::File::open("/").map_err(|e| SandboxError::Io {
-        path: "/".into(),
-        source: e,
-    })?;
     let grants = grants.unwrap_or(Grants {
         write: vec![],
-        read: None,
+        read: Reads::All,
     });
-    let root_reads = if grants.read.is_some() {
-        BitFlags::from(AccessFs::ReadDir)
-    } else {
-        AccessFs::from_read(WANTED)
+    let (root_reads, reads) = match grants.read {
+        Reads::All => (Some(AccessFs::from_read(WANTED)), vec![]),
+        Reads::AllBut(r) => (Some(BitFlags::from(AccessFs::ReadDir)), r),
+        Reads::Only(r) => (None, r),
     };
-    let mut ruleset = ruleset
-        .add_rule(PathBeneath::new(root, root_reads))
-        .map_err(|e| unsupported(&e))?;
-    for g in grants.read.unwrap_or_default() {
-        let access = if g.tree {
-            AccessFs::from_read(WANTED)
-        } else {
-            AccessFs::Execute | AccessFs::ReadFile
+    let mut ruleset = ruleset;
+    if let Some(access) = root_reads {
+        // Opened only when granted: an allow-list sandbox started inside another (a command
+        // wrapped inside `loopward contain`) may not be able to open `/` at all.
+        let root =
+            rustix::fs::open("/", OFlags::PATH | OFlags::CLOEXEC, Mode::empty()).map_err(|e| {
+                SandboxError::Io {
+                    path: "/".into(),
+                    source: e.into(),
+                }
+            })?;
+        ruleset = ruleset
+            .add_rule(PathBeneath::new(root, access))
+            .map_err(|e| unsupported(&e))?;
+    }
+    for g in reads {
+        let access = match g.span {
+            Span::Tree => AccessFs::from_read(WANTED),
+            Span::File => AccessFs::Execute | AccessFs::ReadFile,
+            Span::List => BitFlags::from(AccessFs::ReadDir),
         };
         ruleset = ruleset
             .add_rule(PathBeneath::new(g.fd, access))
             .map_err(|e| unsupported(&e))?;
     }
     for g in grants.write {
-        let access = if g.tree {
-            AccessFs::from_all(WANTED)
-        } else {
-            AccessFs::from_file(WANTED)
+        let access = match g.span {
+            Span::Tree | Span::List => AccessFs::from_all(WANTED),
+            Span::File => AccessFs::from_file(WANTED),
         };
         ruleset = ruleset
             .add_rule(PathBeneath::new(g.fd, access))

@@ -31,11 +31,20 @@
 
 mod error;
 mod kernel;
+mod net;
 mod plan;
+mod privilege;
+mod reach;
 
 pub use error::SandboxError;
-pub use kernel::{confine_current_thread, kernel_support, probe, spawn_confined, KernelSupport};
+pub use kernel::{
+    confine_current_thread, kernel_support, probe, spawn_confined, spawn_contained, KernelSupport,
+    Started,
+};
+pub use net::Network;
 pub use plan::{Confinement, Grant, Protected, MAX_GRANTS};
+pub use privilege::hide_this_process;
+pub use reach::{Reach, DEFAULT_ENV, DEFAULT_PATH, SYSTEM_READABLE, SYSTEM_UNREADABLE};
 
 use serde::{Deserialize, Serialize};
 use std::sync::Mutex;
@@ -70,6 +79,8 @@ impl SandboxMode {
 pub struct ConfinementSlot(Mutex<Option<Planned>>);
 
 /// What the policy layer decided for one shell call.
+// Made and moved once per shell call, beside a process spawn: its size does not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug)]
 pub enum Planned {
     /// Run inside this confinement.

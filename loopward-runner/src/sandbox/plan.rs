@@ -1,6 +1,6 @@
 //! Planning a confinement: which paths of the workspace a command may write.
 
-use super::SandboxError;
+use super::{Network, Reach, SandboxError};
 use crate::gates::{ControlFiles, Territory};
 use crate::workspace::Workspace;
 use loopward_core::{AgentId, GateMode};
@@ -100,15 +100,18 @@ pub struct Grant {
 }
 
 /// The planned sandbox of one command: the workspace paths it may write, and paths outside the
-/// workspace it may also write (a scratch folder, `/dev/null`). Everything else is read-only,
-/// and the [unreadable](Confinement::with_unreadable) folders (loopward's keys) cannot even be
-/// read.
+/// workspace it may also write (a scratch folder, `/dev/null`). It may read only the workspace
+/// and what its [`Reach`] allows, never the [unreadable](Confinement::with_unreadable) folders
+/// (loopward's state), and it starts with the reach's environment only.
 #[derive(Clone, Debug)]
 pub struct Confinement {
     root: PathBuf,
     grants: Vec<Grant>,
     outside: Vec<PathBuf>,
     unreadable: Vec<PathBuf>,
+    reach: Reach,
+    network: Network,
+    proxy_env: Vec<(String, String)>,
 }
 
 impl Confinement {
@@ -131,7 +134,54 @@ impl Confinement {
                 .map(PathBuf::from)
                 .collect(),
             unreadable: vec![],
+            reach: Reach::default(),
+            network: Network::default(),
+            proxy_env: vec![],
         })
+    }
+
+    /// Also sets `name` to `template` with `{proxy}` replaced by the egress proxy's URL in the
+    /// command's network (`http://127.0.0.1:<port>`): a model API's base URL served by the
+    /// proxy's gateway. Only with an isolated network.
+    pub fn with_proxy_env(mut self, name: &str, template: &str) -> Self {
+        self.proxy_env.push((name.into(), template.into()));
+        self
+    }
+
+    /// The variables [`with_proxy_env`](Self::with_proxy_env) set.
+    pub fn proxy_env(&self) -> &[(String, String)] {
+        &self.proxy_env
+    }
+
+    /// Sets how the command reaches the network (default [`Network::Isolated`]).
+    pub fn with_network(mut self, network: Network) -> Self {
+        self.network = network;
+        self
+    }
+
+    /// How the command reaches the network.
+    pub fn network(&self) -> &Network {
+        &self.network
+    }
+
+    /// Sets what the command may read besides what it may write, and the environment it starts
+    /// with (default [`Reach::default`]: the workspace and the system folders; `PATH` only).
+    pub fn with_reach(mut self, reach: Reach) -> Self {
+        self.network = reach.network_mode().clone();
+        self.reach = reach;
+        self
+    }
+
+    /// What the command may read and the environment it starts with.
+    pub fn reach(&self) -> &Reach {
+        &self.reach
+    }
+
+    /// Gives `cmd` exactly the planned environment: everything its caller's environment held
+    /// is dropped first. Set variables of the call's own (`TMPDIR`, `HOME`) afterwards.
+    pub fn apply_env(&self, cmd: &mut std::process::Command) {
+        cmd.env_clear();
+        cmd.envs(self.reach.environment().iter().map(|(k, v)| (k, v)));
     }
 
     /// Also keeps the command from reading anything at or below `path` (absolute; it need not

@@ -2,15 +2,18 @@
 //!
 //! Every command runs in the kernel sandbox the policy layer planned for it (see
 //! [`crate::sandbox`]); without a policy layer, in one that keeps the default control files
-//! read-only. Where no sandbox can be set up, the command is not run.
+//! read-only. Where no sandbox can be set up, the command is not run. A sandboxed command
+//! starts with the planned environment only (its [`Reach`](crate::sandbox::Reach)), with
+//! `TMPDIR` and `HOME` set to a scratch folder of its own.
 //!
 //! Every process it starts is placed in its own process group whose id is the recorded PID of
 //! the child; on timeout or when the call is dropped, only that group is ended. Nothing is ever
 //! killed by name or pattern. Processes that leave the group (`setsid`) keep the sandbox.
 
 use crate::context::TurnContext;
+use crate::egress::{EgressPolicy, Record, Recorder};
 use crate::gates::ControlFiles;
-use crate::sandbox::{spawn_confined, Confinement, ConfinementSlot, Planned, Protected};
+use crate::sandbox::{spawn_contained, Confinement, ConfinementSlot, Planned, Protected};
 use crate::tool::{object_schema, parse_args, Access, Tool, ToolError, ToolInvocation, ToolOutput};
 use futures::future::BoxFuture;
 use futures::FutureExt;
@@ -104,6 +107,73 @@ impl Drop for GroupGuard {
     fn drop(&mut self) {
         kill_group(self.pid);
         self.table.remove(self.pid);
+    }
+}
+
+/// The call's egress proxy: its task, ended when the call ends (processes the command left
+/// behind lose their way out with it), and the records it asks the call to make.
+struct ProxyGuard(
+    tokio::task::JoinHandle<()>,
+    tokio::sync::mpsc::Receiver<Record>,
+);
+
+impl Drop for ProxyGuard {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// Serves the egress proxy of one call on `listener` (in the command's network namespace):
+/// the calling agent's `net` hosts; the call records every decision (see [`record_egress`]).
+fn serve_egress(
+    listener: std::net::TcpListener,
+    plan: &Confinement,
+    inv: &ToolInvocation,
+) -> Result<ProxyGuard, ToolError> {
+    let listener = tokio::net::TcpListener::from_std(listener)
+        .map_err(|e| ToolError::Failed(format!("not run: cannot serve the egress proxy: {e}")))?;
+    let policy = Arc::new(EgressPolicy::new(
+        plan.reach().net_of(inv.turn.agent()).iter().cloned(),
+    ));
+    let (recorder, records) = Recorder::channel();
+    let call_id = Some(inv.call.id.clone());
+    let task = tokio::spawn(crate::egress::serve(listener, policy, recorder, call_id));
+    Ok(ProxyGuard(task, records))
+}
+
+/// Records what the proxy asks, on the call's turn; a decision is made durable before the
+/// proxy acts on it.
+fn record_egress(inv: &ToolInvocation, r: Record) {
+    let decision = r.event.is_decision();
+    let done =
+        inv.turn
+            .record_owned(r.event)
+            .and_then(|()| if decision { inv.turn.commit() } else { Ok(()) });
+    let _ = r.done.send(done);
+}
+
+/// Waits for the command, recording the proxy's events meanwhile.
+async fn wait_recording(
+    child: tokio::process::Child,
+    proxy: Option<&mut ProxyGuard>,
+    inv: &ToolInvocation,
+) -> std::io::Result<std::process::Output> {
+    let Some(proxy) = proxy else {
+        return child.wait_with_output().await;
+    };
+    let wait = child.wait_with_output();
+    tokio::pin!(wait);
+    loop {
+        tokio::select! {
+            out = &mut wait => {
+                // What the proxy asked before the command ended is still recorded.
+                while let Ok(r) = proxy.1.try_recv() {
+                    record_egress(inv, r);
+                }
+                return out;
+            }
+            Some(r) = proxy.1.recv() => record_egress(inv, r),
+        }
     }
 }
 
@@ -267,8 +337,14 @@ impl Tool for Shell {
                 Planned::WatchOnly => None,
             };
             let mut cmd = tokio::process::Command::new("sh");
+            if let Planned::Confined(plan) = &planned {
+                // The environment is an allow-list: the runner's own (API keys, tokens) stays out.
+                plan.apply_env(cmd.as_std_mut());
+            }
             if let Some(s) = &scratch {
                 cmd.env("TMPDIR", &s.0);
+                // A home of the command's own: the user's is not readable in the sandbox.
+                cmd.env("HOME", &s.0);
             }
             // The command waits for a line on stdin before it runs: it is released only once its
             // start is on record, so a runner killed before that leaves no effect behind.
@@ -282,19 +358,26 @@ impl Tool for Shell {
                 .stderr(Stdio::piped())
                 .process_group(0)
                 .kill_on_drop(true);
-            let mut child = match &planned {
+            let (mut child, mut proxy) = match &planned {
                 Planned::Confined(plan) => {
                     let plan = match &scratch {
                         Some(s) => plan.clone().with_outside(s.0.clone()),
                         None => plan.clone(),
                     };
-                    spawn_confined(cmd, &plan)
+                    let started = spawn_contained(cmd, &plan)
                         .await
-                        .map_err(|e| ToolError::Failed(format!("not run: {e}")))?
+                        .map_err(|e| ToolError::Failed(format!("not run: {e}")))?;
+                    let proxy = match started.proxy {
+                        Some(l) => Some(serve_egress(l, &plan, &inv)?),
+                        None => None,
+                    };
+                    (started.child, proxy)
                 }
-                Planned::WatchOnly => cmd
-                    .spawn()
-                    .map_err(|e| ToolError::Failed(format!("could not start sh: {e}")))?,
+                Planned::WatchOnly => (
+                    cmd.spawn()
+                        .map_err(|e| ToolError::Failed(format!("could not start sh: {e}")))?,
+                    None,
+                ),
             };
             let pid = child
                 .id()
@@ -302,14 +385,17 @@ impl Tool for Shell {
             table.insert(pid);
             let _guard = GroupGuard { pid, table };
             release(&inv, &mut child).await?;
-            let out = match tokio::time::timeout(timeout, child.wait_with_output()).await {
-                Ok(r) => r.map_err(|e| ToolError::Failed(format!("command failed: {e}")))?,
-                Err(_) => {
-                    return Err(ToolError::Timeout {
-                        secs: timeout.as_secs(),
-                    })
-                }
-            };
+            let out =
+                match tokio::time::timeout(timeout, wait_recording(child, proxy.as_mut(), &inv))
+                    .await
+                {
+                    Ok(r) => r.map_err(|e| ToolError::Failed(format!("command failed: {e}")))?,
+                    Err(_) => {
+                        return Err(ToolError::Timeout {
+                            secs: timeout.as_secs(),
+                        })
+                    }
+                };
             let code = out
                 .status
                 .code()

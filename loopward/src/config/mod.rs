@@ -37,12 +37,14 @@
 //! ```
 
 mod backend;
+mod contain;
 mod error;
 mod ledger;
 mod policy;
 mod validate;
 
 pub use backend::{BackendConfig, BackendKind, PriceConfig, ToolChoice};
+pub use contain::{EnvConfig, NetConfig, ReadConfig, SecretConfig};
 pub use error::ConfigError;
 pub use ledger::{ChainKind, LedgerConfig, StateConfig};
 pub use policy::{
@@ -121,6 +123,18 @@ pub struct Config {
     /// `[state]`: where loopward keeps keys, approvals and overrides (outside the workspace).
     #[serde(default)]
     pub state: StateConfig,
+    /// `[secrets.NAME]`: credentials masked in every record and never given to commands.
+    #[serde(default)]
+    pub secrets: BTreeMap<String, SecretConfig>,
+    /// `[env]`: the variables sandboxed commands inherit besides the defaults.
+    #[serde(default)]
+    pub env: EnvConfig,
+    /// `[read]`: what sandboxed commands may read besides the workspace and system folders.
+    #[serde(default)]
+    pub read: ReadConfig,
+    /// `[net]`: whether sandboxed commands get a network of their own (the default).
+    #[serde(default)]
+    pub net: NetConfig,
 }
 
 /// `[run]`.
@@ -167,6 +181,10 @@ pub struct AgentConfig {
     /// after each session; its turns go on until it passes).
     #[serde(default)]
     pub verify: Option<String>,
+    /// The hosts its shell commands may reach, through loopward's egress proxy (names or
+    /// addresses; default none).
+    #[serde(default)]
+    pub net: Vec<String>,
 }
 
 /// What takes an agent's turns.

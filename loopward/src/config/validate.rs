@@ -147,7 +147,7 @@ pub(super) fn check(cfg: &Config) -> Result<(), Problem> {
         )
     })?;
     check_territories(cfg, &team, &unknown)?;
-    Ok(())
+    super::contain::check(cfg)
 }
 
 /// A path inside the workspace as `loopward.toml` writes it: relative to the workspace,

