@@ -354,7 +354,7 @@ pub(super) fn replay_runner(
         protected,
     )
     .reach(loopward::contain::reach(
-        &cfg,
+        cfg,
         Some(|k| std::env::var(k).ok()),
     ));
     let agent = CliAgent::builder(name.clone(), host, verifier, ws.root().join(".replay"))
