@@ -19,9 +19,9 @@
 //! let memory = Arc::new(MemorySink::default());
 //! let sink = MaskingSink::new(memory.clone(), masker);
 //! let scope = Scope { run: RunId::new("r1").unwrap(), turn: None, agent: None };
-//! sink.record(&scope, &AuditEvent::HumanMessage { content: "it is s3cr3t-value-42".into() }).unwrap();
+//! sink.record(&scope, &AuditEvent::HumanMessage { content: (&loopward_core::Person::at_the_keyboard().says("it is s3cr3t-value-42")).into() }).unwrap();
 //! let (_, kept) = memory.events().remove(0);
-//! assert_eq!(kept, AuditEvent::HumanMessage { content: "it is [secret:SECRET_TOKEN]".into() });
+//! assert_eq!(kept, AuditEvent::HumanMessage { content: (&loopward_core::Person::at_the_keyboard().says("it is [secret:SECRET_TOKEN]")).into() });
 //! ```
 //!
 //! What masking cannot do: a secret transformed before it is printed (base64, split across
