@@ -31,11 +31,6 @@ use loopward_runner::layers::stopgate::{Answer, ApprovalRequest, Approver};
 #[derive(Clone, Copy, Debug, Default)]
 pub struct RestateApprover;
 
-tokio::task_local! {
-    /// The verdicts given for the call whose step runs in this task.
-    pub(crate) static GIVEN: Given;
-}
-
 /// Verdicts a person gave before a tool call's step, by gate and action.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Given(Vec<(String, String, Answer)>);
@@ -46,7 +41,7 @@ impl Given {
             .push((gate.to_string(), action_key.to_string(), answer));
     }
 
-    fn get(&self, gate: &str, action_key: &str) -> Option<Answer> {
+    pub(crate) fn get(&self, gate: &str, action_key: &str) -> Option<Answer> {
         self.0
             .iter()
             .find(|(g, a, _)| g == gate && a == action_key)
@@ -77,16 +72,11 @@ impl Approver for RestateApprover {
             };
             Box::pin(async move { answer }) as BoxFuture<'static, Answer>
         };
-        let Some(journal) = journal::current() else {
+        let Some(journal) = journal::of(request.turn.run()) else {
             return deny("this stop-gate waits for a person through Restate, and this run is not executing on Restate");
         };
-        if journal::in_step() {
-            let key = request.action.key();
-            if let Some(answer) = GIVEN
-                .try_with(|g| g.get(&request.gate, &key))
-                .ok()
-                .flatten()
-            {
+        if journal.in_step() {
+            if let Some(answer) = journal.given(&request.gate, &request.action.key()) {
                 return Box::pin(async move { answer });
             }
             return deny("a stop-gate inside a tool step cannot wait for a person on Restate (steps do not nest); give the gates to the tool step (`JournaledToolLayer.asking(gates)`, as `Team::durable` does), or put the gate on the agent's turn, a phase or a handoff");

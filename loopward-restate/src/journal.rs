@@ -4,39 +4,38 @@
 //! The runner's services are `'static` and know nothing of Restate; the Restate context is
 //! borrowed by the handler. So the journaled layers send an [`Ask`] down a channel that the
 //! handler's [`drive`] loop serves with the context, while it keeps polling the run. The work of
-//! a step runs in the run's own task (its task-locals stay in place; the turn travels in the
-//! requests themselves); the handler only tells it to go (live) or hands it the journaled result (replay).
+//! a step runs in the run's own task; the handler only tells it to go (live) or hands it the
+//! journaled result (replay). The layers find the [`Journal`] on the run itself
+//! ([`of`]: the workflow seeds the run's extensions with it), never in a task-local: the
+//! turn travels in the request.
 
+use crate::approver::Given;
 use crate::ledger::ReplayLedger;
 use crate::quota::object::{Debit, ProviderQuotaClient};
 use crate::quota::SharedQuota;
 use crate::wire::{PendingApproval, Verdict};
+use loopward_runner::layers::stopgate::Answer;
+use loopward_runner::model::ChatRequest;
+use loopward_runner::{RunContext, TurnContext};
 use restate_sdk::prelude::*;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use std::future::Future;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use tokio::sync::{mpsc, oneshot};
 
-tokio::task_local! {
-    static JOURNAL: Journal;
-    static IN_STEP: ();
+/// The journal of `run`, when it executes on Restate.
+pub(crate) fn of(run: &RunContext) -> Option<Arc<Journal>> {
+    run.extensions().get::<Journal>()
 }
 
-/// Whether the current task is doing the work of a journaled step (where no other step, and no
-/// wait for a person, can be journaled: Restate steps do not nest).
-pub(crate) fn in_step() -> bool {
-    IN_STEP.try_with(|()| ()).is_ok()
-}
-
-/// The journal of the invocation running the current task, if any.
-pub(crate) fn current() -> Option<Journal> {
-    JOURNAL.try_with(Clone::clone).ok()
-}
-
-/// Runs `fut` with `journal` as the current journal.
-pub(crate) async fn scope<F: Future>(journal: Journal, fut: F) -> F::Output {
-    JOURNAL.scope(journal, fut).await
+/// The journal a model call is to be journaled in: its run's, unless the call is made inside a
+/// step (then it is part of that step) or outside any turn (then it belongs to no run).
+pub(crate) fn for_model_call(req: &ChatRequest) -> Option<Arc<Journal>> {
+    TurnContext::of(req)
+        .and_then(|turn| of(turn.run()))
+        .filter(|j| !j.in_step())
 }
 
 /// A journaled step could not be completed.
@@ -79,12 +78,32 @@ pub(crate) enum Ask {
     },
 }
 
-/// The run's side of the bridge. Cheap to clone.
-#[derive(Clone)]
+/// The run's side of the bridge, kept on the run's extensions.
 pub(crate) struct Journal {
     tx: mpsc::UnboundedSender<Ask>,
     ledger: Arc<ReplayLedger>,
-    steps: Arc<std::sync::atomic::AtomicU64>,
+    steps: AtomicU64,
+    /// Steps whose work is running now. Restate steps do not nest and a run makes one call at
+    /// a time, so a call (or a wait for a person) made while a step is open is made inside it.
+    open: AtomicUsize,
+    /// The verdicts a person gave before the open tool step, for the gates inside it.
+    given: Mutex<Given>,
+}
+
+/// Counts a step as open while its work runs (dropped with the work, finished or not).
+struct Open<'a>(&'a AtomicUsize);
+
+impl<'a> Open<'a> {
+    fn enter(open: &'a AtomicUsize) -> Self {
+        open.fetch_add(1, Ordering::SeqCst);
+        Self(open)
+    }
+}
+
+impl Drop for Open<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 impl Journal {
@@ -93,9 +112,30 @@ impl Journal {
         let journal = Self {
             tx,
             ledger,
-            steps: Arc::default(),
+            steps: AtomicU64::new(0),
+            open: AtomicUsize::new(0),
+            given: Mutex::default(),
         };
         (journal, rx)
+    }
+
+    /// Whether a step's work is running (where no other step, and no wait for a person, can be
+    /// journaled: Restate steps do not nest).
+    pub(crate) fn in_step(&self) -> bool {
+        self.open.load(Ordering::SeqCst) > 0
+    }
+
+    /// Hands the gates inside the next tool step the verdicts a person gave before it.
+    pub(crate) fn hand(&self, given: Given) {
+        *self.given.lock().unwrap_or_else(|p| p.into_inner()) = given;
+    }
+
+    /// The verdict given for `gate` on the action `action_key`, if one was handed.
+    pub(crate) fn given(&self, gate: &str, action_key: &str) -> Option<Answer> {
+        self.given
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(gate, action_key)
     }
 
     /// The ledger this run records into.
@@ -112,7 +152,7 @@ impl Journal {
         F: FnOnce(u64) -> Fut,
         Fut: Future<Output = T>,
     {
-        let ordinal = self.steps.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+        let ordinal = self.steps.fetch_add(1, Ordering::SeqCst) + 1;
         let fail = |why: String| JournalError {
             step: name.to_string(),
             why,
@@ -127,7 +167,10 @@ impl Journal {
             })
             .map_err(|_| fail("the invocation driving this run has ended".into()))?;
         if let Ok(result_tx) = go_rx.await {
-            let value = IN_STEP.scope((), work(ordinal)).await;
+            let value = {
+                let _open = Open::enter(&self.open);
+                work(ordinal).await
+            };
             let value = serde_json::to_value(&value)
                 .map_err(|e| fail(format!("its result cannot be journaled: {e}")))?;
             // The step's records are in the file before Restate journals the position they

@@ -3,10 +3,9 @@
 use crate::journal;
 use futures::future::BoxFuture;
 use loopward_core::{AuditError, ToolCall, Usage};
+use loopward_runner::layers::from_fn::{from_fn, FromFn, LayerFn, NextModel};
 use loopward_runner::model::{ChatRequest, ChatResponse, ModelError, StopReason};
 use serde::{Deserialize, Serialize};
-use std::task::{Context, Poll};
-use tower::{Service, ServiceExt};
 
 /// Makes each model call a journaled step when the run executes on Restate: the reply is
 /// recorded in the invocation's journal, and a replay after a worker's death reads it from
@@ -30,15 +29,16 @@ pub struct JournaledModelLayer;
 impl<S> tower::Layer<S> for JournaledModelLayer {
     type Service = JournaledModel<S>;
     fn layer(&self, inner: S) -> JournaledModel<S> {
-        JournaledModel { inner }
+        tower::Layer::layer(&from_fn(JournaledModelPolicy), inner)
     }
 }
 
-/// The service [`JournaledModelLayer`] builds.
-#[derive(Clone, Debug)]
-pub struct JournaledModel<S> {
-    inner: S,
-}
+/// The service [`JournaledModelLayer`] builds: the layer kit's [`FromFn`] around its policy.
+pub type JournaledModel<S> = FromFn<JournaledModelPolicy, S>;
+
+/// [`JournaledModelLayer`]'s policy: the call, as a journaled step of the run's invocation.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct JournaledModelPolicy;
 
 /// A model reply as the journal holds it.
 #[derive(Serialize, Deserialize)]
@@ -55,30 +55,18 @@ enum Journaled {
     Failed { text: String, audit: bool },
 }
 
-impl<S> Service<ChatRequest> for JournaledModel<S>
-where
-    S: Service<ChatRequest, Response = ChatResponse, Error = ModelError> + Clone + Send + 'static,
-    S::Future: Send + 'static,
-{
-    type Response = ChatResponse;
-    type Error = ModelError;
+impl LayerFn<ChatRequest, ChatResponse, ModelError> for JournaledModelPolicy {
     type Future = BoxFuture<'static, Result<ChatResponse, ModelError>>;
 
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), ModelError>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, req: ChatRequest) -> Self::Future {
-        let clone = self.inner.clone();
-        let inner = std::mem::replace(&mut self.inner, clone);
-        let Some(journal) = journal::current().filter(|_| !journal::in_step()) else {
-            return Box::pin(inner.oneshot(req));
+    fn call(&mut self, req: ChatRequest, next: NextModel) -> Self::Future {
+        let Some(journal) = journal::for_model_call(&req) else {
+            return Box::pin(next.run(req));
         };
         Box::pin(async move {
             let name = format!("model {}", req.agent);
             let journaled = journal
                 .step(&name, |_| async move {
-                    match inner.oneshot(req).await {
+                    match next.run(req).await {
                         Ok(r) => Journaled::Reply {
                             content: r.content,
                             tool_calls: r.tool_calls,

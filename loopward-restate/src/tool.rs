@@ -1,19 +1,18 @@
 //! Tool calls as journaled steps.
 
-use crate::approver::{pending_id, Given, GIVEN};
+use crate::approver::{pending_id, Given};
 use crate::journal;
 use crate::ledger::ReplayLedger;
 use crate::wire::{PendingApproval, Verdict};
 use futures::future::BoxFuture;
 use loopward_core::{AuditError, Effect};
 use loopward_runner::journal::seed_tool_stack;
+use loopward_runner::layers::from_fn::{from_fn, FromFn, LayerFn, NextTool};
 use loopward_runner::layers::stopgate::StopGates;
 use loopward_runner::tool::{ToolError, ToolInvocation, ToolOutput};
 use loopward_runner::RunContext;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
-use std::task::{Context, Poll};
-use tower::{Service, ServiceExt};
 
 /// Tools that change nothing but the run's own state (the turn's handoff slot, the class-jump
 /// tracker). They run again on a replay, which rebuilds that state; every other tool is a
@@ -43,7 +42,7 @@ pub struct JournaledToolLayer;
 impl<S> tower::Layer<S> for JournaledToolLayer {
     type Service = JournaledTool<S>;
     fn layer(&self, inner: S) -> JournaledTool<S> {
-        JournaledTool { inner, gates: None }
+        tower::Layer::layer(&from_fn(JournaledToolPolicy { gates: None }), inner)
     }
 }
 
@@ -83,17 +82,18 @@ pub struct AskingToolLayer {
 impl<S> tower::Layer<S> for AskingToolLayer {
     type Service = JournaledTool<S>;
     fn layer(&self, inner: S) -> JournaledTool<S> {
-        JournaledTool {
-            inner,
-            gates: Some(self.gates.clone()),
-        }
+        let gates = Some(self.gates.clone());
+        tower::Layer::layer(&from_fn(JournaledToolPolicy { gates }), inner)
     }
 }
 
-/// The service [`JournaledToolLayer`] builds.
+/// The service [`JournaledToolLayer`] builds: the layer kit's [`FromFn`] around its policy.
+pub type JournaledTool<S> = FromFn<JournaledToolPolicy, S>;
+
+/// [`JournaledToolLayer`]'s policy: the call, its gates and its effect as one journaled step
+/// (with [`JournaledToolLayer::asking`], a person's verdicts waited for before it).
 #[derive(Clone, Debug)]
-pub struct JournaledTool<S> {
-    inner: S,
+pub struct JournaledToolPolicy {
     gates: Option<StopGates>,
 }
 
@@ -117,23 +117,11 @@ pub const INTERRUPTED: &str = "interrupted: the worker running this call stopped
 finished, so its effect may or may not have happened; it was not run again. Check the result \
 (read the files it would have changed) before calling it again";
 
-impl<S> Service<ToolInvocation> for JournaledTool<S>
-where
-    S: Service<ToolInvocation, Response = ToolOutput, Error = ToolError> + Clone + Send + 'static,
-    S::Future: Send + 'static,
-{
-    type Response = ToolOutput;
-    type Error = ToolError;
+impl LayerFn<ToolInvocation, ToolOutput, ToolError> for JournaledToolPolicy {
     type Future = BoxFuture<'static, Result<ToolOutput, ToolError>>;
 
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), ToolError>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, inv: ToolInvocation) -> Self::Future {
-        let clone = self.inner.clone();
-        let inner = std::mem::replace(&mut self.inner, clone);
-        let journal = journal::current().filter(|_| !journal::in_step());
+    fn call(&mut self, inv: ToolInvocation, next: NextTool) -> Self::Future {
+        let journal = journal::of(inv.turn.run()).filter(|j| !j.in_step());
         if let Some(j) = journal.as_ref() {
             if STATE_ONLY_TOOLS.contains(&inv.call.name.as_str()) {
                 // Not a step: it reaches the tool stack on a replay too, so the stack's counters
@@ -141,12 +129,12 @@ where
                 let seeded = seed(j.ledger(), inv.turn.run());
                 return Box::pin(async move {
                     seeded.map_err(|text| ToolError::Audit(AuditError(text)))?;
-                    inner.oneshot(inv).await
+                    next.run(inv).await
                 });
             }
         }
         let Some(journal) = journal else {
-            return Box::pin(inner.oneshot(inv));
+            return Box::pin(next.run(inv));
         };
         let asks = self
             .gates
@@ -179,34 +167,35 @@ where
             let name = format!("tool {} {}", inv.call.name, inv.call.id);
             let marks = journal.ledger().ledger().run_dir().join("steps");
             let ledger = journal.ledger().clone();
+            // The gates inside the step find the verdicts on the run's journal.
+            journal.hand(given);
             let journaled = journal
-                .step(&name, |n| {
-                    GIVEN.scope(given, async move {
-                        if let Err(text) = mark_started(&marks, n) {
-                            return Journaled::Failed { text, audit: false };
-                        }
-                        if let Err(text) = seed(&ledger, inv.turn.run()) {
-                            return Journaled::Failed { text, audit: true };
-                        }
-                        match inner.oneshot(inv).await {
-                            Ok(o) => Journaled::Output {
-                                content: o.content,
-                                is_error: o.is_error,
-                                effects: o.effects,
-                            },
-                            Err(ToolError::Audit(e)) => Journaled::Failed {
-                                text: e.0,
-                                audit: true,
-                            },
-                            Err(e) => Journaled::Failed {
-                                text: e.to_string(),
-                                audit: false,
-                            },
-                        }
-                    })
+                .step(&name, |n| async move {
+                    if let Err(text) = mark_started(&marks, n) {
+                        return Journaled::Failed { text, audit: false };
+                    }
+                    if let Err(text) = seed(&ledger, inv.turn.run()) {
+                        return Journaled::Failed { text, audit: true };
+                    }
+                    match next.run(inv).await {
+                        Ok(o) => Journaled::Output {
+                            content: o.content,
+                            is_error: o.is_error,
+                            effects: o.effects,
+                        },
+                        Err(ToolError::Audit(e)) => Journaled::Failed {
+                            text: e.0,
+                            audit: true,
+                        },
+                        Err(e) => Journaled::Failed {
+                            text: e.to_string(),
+                            audit: false,
+                        },
+                    }
                 })
-                .await
-                .map_err(|e| ToolError::Audit(AuditError(e.to_string())))?;
+                .await;
+            journal.hand(Given::default());
+            let journaled = journaled.map_err(|e| ToolError::Audit(AuditError(e.to_string())))?;
             match journaled {
                 Journaled::Output {
                     content,

@@ -145,7 +145,11 @@ impl LoopwardRunService {
             audit_location: Some(ledger.ledger().run_dir()),
         };
         let runner = self.inner.runner.clone();
-        let report = journal::drive(&ctx, asks, journal::scope(journal, runner.run(spec))).await?;
+        // The run's layers find the journal on the run itself (no task-local).
+        let seeded = runner.run_seeded(spec, move |ext| {
+            ext.get_or_insert_with(|| journal);
+        });
+        let report = journal::drive(&ctx, asks, seeded).await?;
         let finished = ctx
             .run(|| {
                 let ledger = ledger.clone();

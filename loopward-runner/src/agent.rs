@@ -350,7 +350,7 @@ impl Inner {
         let turn_span = tracing::Span::current();
         let span = crate::telemetry::model_span(&self.name, self.max_tokens);
         let call = self.model.clone().oneshot(request).instrument(span.clone());
-        let reply = crate::telemetry::naming_provider(&turn_span, call).await;
+        let reply = crate::telemetry::naming_provider(turn, &turn_span, call).await;
         crate::telemetry::record_model(&span, reply.as_ref());
         let reply = reply?;
         turn.record_owned(AuditEvent::ModelCall {

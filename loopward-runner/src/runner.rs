@@ -225,7 +225,19 @@ impl Runner {
         spec: RunSpec,
         mut observe: impl FnMut(TurnEvent<'_>),
     ) -> RunReport {
-        self.execute(spec, None, &mut observe).await
+        self.execute(spec, None, |_| {}, &mut observe).await
+    }
+
+    /// [`Runner::run`], with `seed` given the run's [`Extensions`](crate::Extensions) before its
+    /// first turn: how an engine that drives runs (loopward-restate's journal) hands its layers
+    /// what they need in the request itself, which every layer reads, rather than in a
+    /// task-local that a spawned future would lose.
+    pub async fn run_seeded(
+        &self,
+        spec: RunSpec,
+        seed: impl FnOnce(&crate::Extensions),
+    ) -> RunReport {
+        self.execute(spec, None, seed, &mut |_| {}).await
     }
 
     /// Resumes a run from its journal: the recorded turns and steps are fed back (no model
@@ -260,13 +272,16 @@ impl Runner {
         // The journal read the task from the run's `run_started` record, whose kind it checked.
         spec.task = Person::at_the_keyboard().says(journal.task());
         spec.first = journal.first().clone();
-        Ok(self.execute(spec, Some(journal), &mut observe).await)
+        Ok(self
+            .execute(spec, Some(journal), |_| {}, &mut observe)
+            .await)
     }
 
     async fn execute(
         &self,
         spec: RunSpec,
         journal: Option<&Journal>,
+        seed: impl FnOnce(&crate::Extensions),
         observe: &mut impl FnMut(TurnEvent<'_>),
     ) -> RunReport {
         let ctx = RunContext::new(
@@ -276,6 +291,7 @@ impl Runner {
             spec.audit.clone(),
             self.clock.clone(),
         );
+        seed(ctx.extensions());
         let mut report = RunReport {
             run: spec.id.clone(),
             status: RunStatus::Completed,

@@ -29,7 +29,8 @@
 #[cfg(feature = "otel")]
 pub mod otel;
 
-use crate::model::{ChatResponse, ModelError};
+use crate::context::TurnContext;
+use crate::model::{ChatRequest, ChatResponse, ModelError};
 use crate::turn::{TurnError, TurnOutcome};
 use loopward_core::{AgentId, RunId, RunStatus, ToolCall, ToolResult, TurnNumber, Usage};
 use tracing::field::Empty;
@@ -76,17 +77,30 @@ pub mod attr {
 /// The `tracing` target of streaming progress events (field `tokens_so_far`).
 pub const PROGRESS_TARGET: &str = "loopward::progress";
 
-/// Names the provider on the model call's span; a backend calls it from inside its call.
+/// Names the provider on the model call's span and on the span of the turn `req` belongs to; a
+/// backend calls it from inside its call.
 ///
 /// ```
-/// // Outside a model call's span this records nothing, and never fails.
-/// loopward_runner::telemetry::record_provider("openai");
+/// use loopward_core::AgentId;
+/// use loopward_runner::model::{ChatRequest, TurnSlot};
+/// // Outside a model call's span, and for a call outside any turn, this records nothing, and
+/// // never fails.
+/// let req = ChatRequest { agent: AgentId::new("a").unwrap(), messages: vec![], tools: vec![],
+///     max_tokens: None, turn: TurnSlot::empty() };
+/// loopward_runner::telemetry::record_provider(&req, "openai");
 /// ```
-pub fn record_provider(provider: &str) {
+pub fn record_provider(req: &ChatRequest, provider: &str) {
     Span::current().record(attr::PROVIDER_NAME, provider);
     // The turn's span is the chat span's parent, which `tracing` cannot reach from here: the
-    // name goes to the slot the agent's model call opened, and the agent records it there.
-    let _ = PROVIDER.try_with(|p| *p.borrow_mut() = Some(provider.to_owned()));
+    // name goes on the turn the request carries, and the agent records it on the turn's span.
+    if let Some(turn) = TurnContext::of(req) {
+        *turn
+            .extensions()
+            .get_or_default::<ProviderNamed>()
+            .0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = Some(provider.to_owned());
+    }
 }
 
 /// Names the reply's id on the model call's span (`gen_ai.response.id`); a backend calls it
@@ -100,21 +114,23 @@ pub fn record_response_id(id: &str) {
     Span::current().record(attr::RESPONSE_ID, id);
 }
 
-tokio::task_local! {
-    /// The provider the model call in progress named (see [`record_provider`]).
-    static PROVIDER: std::cell::RefCell<Option<String>>;
-}
+/// The provider the turn's model call in progress named (see [`record_provider`]).
+#[derive(Default)]
+struct ProviderNamed(std::sync::Mutex<Option<String>>);
 
-/// Runs a model call and records the provider it named on `turn` (the turn's span).
-pub(crate) async fn naming_provider<F: std::future::Future>(turn: &Span, call: F) -> F::Output {
-    let (out, provider) = PROVIDER
-        .scope(std::cell::RefCell::new(None), async {
-            let out = call.await;
-            (out, PROVIDER.with(|p| p.borrow_mut().take()))
-        })
-        .await;
-    if let Some(p) = provider {
-        turn.record(attr::PROVIDER_NAME, p.as_str());
+/// Runs a model call of `turn` and records the provider it named on `span` (the turn's span).
+pub(crate) async fn naming_provider<F: std::future::Future>(
+    turn: &TurnContext,
+    span: &Span,
+    call: F,
+) -> F::Output {
+    let out = call.await;
+    let named = turn
+        .extensions()
+        .get::<ProviderNamed>()
+        .and_then(|p| p.0.lock().unwrap_or_else(|p| p.into_inner()).take());
+    if let Some(p) = named {
+        span.record(attr::PROVIDER_NAME, p.as_str());
     }
     out
 }

@@ -16,8 +16,11 @@
 //!   tests (libraries emit audit events and `tracing` spans);
 //! - **a vocabulary without IO**: `loopward-core` touches no file, socket, process or runtime,
 //!   and depends on none of tokio, reqwest, clap, hyper;
-//! - **the turn travels in the request**: no `task_local!` in the runner's layers (a layer that
-//!   spawns, or is spawned, would lose a turn kept in one; read it from the request);
+//! - **the turn travels in the request**: no `task_local!` in any library (a layer that
+//!   spawns, or is spawned, would lose a turn kept in one; read it from the request, and what an
+//!   engine gives a run from the run's extensions);
+//! - **one readiness idiom**: a library's layer builds its service with the layer kit
+//!   (`layers::from_fn`), never a hand-written `poll_ready`;
 //! - **hooks**: the host adapters (`loopward-hooks`) decide nothing and say nothing of their own:
 //!   no `Refusal` made and no refusal text written there (the engine's `gates::refusals` holds
 //!   every one), and no runner source pulled in with `#[path]` (the crate boundary is what keeps
@@ -359,6 +362,10 @@ fn library_rules(root: &Path, path: &Path, text: &str, problems: &mut Vec<String
         .display()
         .to_string();
     let speaks_for_people = HUMAN_SOURCES.iter().any(|f| rel.ends_with(f));
+    let is_layer_file = text.lines().any(|l| {
+        let l = l.trim_start();
+        l.starts_with("impl<") && l.contains("Layer<S> for") && !rel.ends_with("from_fn.rs")
+    });
     let mut in_tests = false;
     for (i, line) in text.lines().enumerate() {
         let code = line.trim_start();
@@ -380,9 +387,17 @@ fn library_rules(root: &Path, path: &Path, text: &str, problems: &mut Vec<String
                 "{at}: a library reads the environment; take the value (or a lookup) from the caller"
             ));
         }
-        if rel.contains("loopward-runner/src/layers/") && code.contains("task_local!") {
+        if !in_tests && code.contains("task_local!") {
             problems.push(format!(
-                "{at}: a task-local in a layer; the turn travels in the request (`TurnRequest::turn`, `ToolInvocation::turn`, `TurnContext::of(&ChatRequest)`)"
+                "{at}: a task-local in library code; the turn travels in the request (`TurnRequest::turn`, `ToolInvocation::turn`, `TurnContext::of(&ChatRequest)`), and what an engine gives a run goes on its extensions (`Runner::run_seeded`)"
+            ));
+        }
+        // One readiness idiom: a layer's service is the kit's `FromFn`, whose `call` hands on
+        // the very service that was polled ready; a hand-written one polls twice or waits in
+        // `poll_ready`. Leaves (agents, backends, executors) keep their own `poll_ready`.
+        if !in_tests && code.starts_with("fn poll_ready") && is_layer_file {
+            problems.push(format!(
+                "{at}: a layer with a hand-written service; build it with the layer kit (`layers::from_fn`: a policy struct implementing `LayerFn`, `type Service = FromFn<Policy, S>`)"
             ));
         }
         if !in_tests
@@ -737,14 +752,37 @@ mod tests {
     }
 
     #[test]
-    fn a_task_local_in_a_layer_is_named_by_line() {
+    fn a_task_local_in_any_library_is_named_by_line() {
         let text = "use x;\ntokio::task_local! { static T: u32; }\n";
-        let p = problems("/r/loopward-runner/src/layers/budget/service.rs", text);
+        for file in [
+            "loopward-runner/src/layers/budget/service.rs",
+            "loopward-restate/src/journal.rs",
+        ] {
+            let p = problems(&format!("/r/{file}"), text);
+            assert_eq!(p.len(), 1, "{p:?}");
+            assert!(
+                p[0].starts_with(&format!("{file}:2: a task-local in library code")),
+                "{p:?}"
+            );
+        }
+        let in_tests = "#[cfg(test)]\nmod t { tokio::task_local! { static T: u32; } }\n";
+        assert!(problems("/r/loopward-restate/src/x.rs", in_tests).is_empty());
+    }
+
+    #[test]
+    fn a_layer_with_its_own_poll_ready_is_named_but_a_leaf_service_is_not() {
+        let layer = "impl<S> tower::Layer<S> for L {\n    type Service = S2<S>;\n}\nimpl<S> Service<R> for S2<S> {\n    fn poll_ready(&mut self, cx: &mut Context<'_>) {}\n}\n";
+        let p = problems("/r/loopward-restate/src/model.rs", layer);
         assert_eq!(p.len(), 1, "{p:?}");
-        assert!(p[0].starts_with(
-            "loopward-runner/src/layers/budget/service.rs:2: a task-local in a layer"
-        ));
-        assert!(problems("/r/loopward-runner/src/telemetry.rs", text).is_empty());
+        assert!(
+            p[0].starts_with(
+                "loopward-restate/src/model.rs:5: a layer with a hand-written service"
+            ),
+            "{p:?}"
+        );
+        let leaf = "impl Service<R> for Backend {\n    fn poll_ready(&mut self, cx: &mut Context<'_>) {}\n}\n";
+        assert!(problems("/r/loopward-runner/src/model/fake.rs", leaf).is_empty());
+        assert!(problems("/r/loopward-runner/src/layers/from_fn.rs", layer).is_empty());
     }
 
     #[test]

@@ -3,10 +3,9 @@
 use super::SharedQuota;
 use crate::journal;
 use futures::future::BoxFuture;
+use loopward_runner::layers::from_fn::{from_fn, FromFn, LayerFn, NextModel};
 use loopward_runner::model::{ChatRequest, ChatResponse, ModelError};
 use std::sync::Arc;
-use std::task::{Context, Poll};
-use tower::{Service, ServiceExt};
 
 /// Takes a permit from the provider's [`ProviderQuota`](crate::ProviderQuota) before each model
 /// call of a run executing on Restate, waiting (a durable timer: no worker is busy) until the
@@ -42,38 +41,30 @@ impl SharedQuotaLayer {
 impl<S> tower::Layer<S> for SharedQuotaLayer {
     type Service = SharedQuotaService<S>;
     fn layer(&self, inner: S) -> SharedQuotaService<S> {
-        SharedQuotaService {
+        tower::Layer::layer(
+            &from_fn(SharedQuotaPolicy {
+                quota: self.quota.clone(),
+            }),
             inner,
-            quota: self.quota.clone(),
-        }
+        )
     }
 }
 
-/// The service [`SharedQuotaLayer`] builds.
+/// The service [`SharedQuotaLayer`] builds: the layer kit's [`FromFn`] around its policy.
+pub type SharedQuotaService<S> = FromFn<SharedQuotaPolicy, S>;
+
+/// [`SharedQuotaLayer`]'s policy: a permit before the call, the reply's tokens debited after.
 #[derive(Clone, Debug)]
-pub struct SharedQuotaService<S> {
-    inner: S,
+pub struct SharedQuotaPolicy {
     quota: Arc<SharedQuota>,
 }
 
-impl<S> Service<ChatRequest> for SharedQuotaService<S>
-where
-    S: Service<ChatRequest, Response = ChatResponse, Error = ModelError> + Clone + Send + 'static,
-    S::Future: Send + 'static,
-{
-    type Response = ChatResponse;
-    type Error = ModelError;
+impl LayerFn<ChatRequest, ChatResponse, ModelError> for SharedQuotaPolicy {
     type Future = BoxFuture<'static, Result<ChatResponse, ModelError>>;
 
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), ModelError>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, req: ChatRequest) -> Self::Future {
-        let clone = self.inner.clone();
-        let inner = std::mem::replace(&mut self.inner, clone);
-        let Some(journal) = journal::current().filter(|_| !journal::in_step()) else {
-            return Box::pin(inner.oneshot(req));
+    fn call(&mut self, req: ChatRequest, next: NextModel) -> Self::Future {
+        let Some(journal) = journal::for_model_call(&req) else {
+            return Box::pin(next.run(req));
         };
         let quota = self.quota.clone();
         Box::pin(async move {
@@ -86,7 +77,7 @@ where
                 .permit((*quota).clone())
                 .await
                 .map_err(|why| unavailable(format!("no permit: {why}")))?;
-            let reply = inner.oneshot(req).await?;
+            let reply = next.run(req).await?;
             if quota.tokens_per_minute > 0 {
                 journal
                     .debit((*quota).clone(), reply.usage.total())
@@ -106,10 +97,10 @@ mod tests {
     use crate::ledger::ReplayLedger;
     use loopward_core::{AgentId, RunId};
     use loopward_runner::audit::LedgerOptions;
+    use loopward_runner::layers::testing;
     use loopward_runner::model::fake::{FakeModel, Script, ScriptedReply};
-    use loopward_runner::model::TurnSlot;
     use loopward_runner::TurnError;
-    use tower::Layer;
+    use tower::{Layer, ServiceExt};
 
     #[tokio::test]
     async fn a_quota_that_gives_no_permit_fails_the_call_retryably_not_the_ledger() {
@@ -131,16 +122,17 @@ mod tests {
         script.push(&agent, ScriptedReply::default());
         let model = FakeModel::new(script);
         let service = SharedQuotaLayer::new(SharedQuota::new("openai", 60).unwrap()).layer(model);
+        // The run executes on Restate: its journal is on the run, where the workflow seeds it.
+        let (ctx, _) = testing::run(dir.path(), "r1");
+        ctx.extensions().get_or_insert_with(|| journal);
         let req = ChatRequest {
             agent,
             messages: vec![],
             tools: vec![],
             max_tokens: None,
-            turn: TurnSlot::empty(),
+            turn: testing::turn(&ctx, "builder", 1).slot(),
         };
-        let err = crate::journal::scope(journal, service.oneshot(req))
-            .await
-            .unwrap_err();
+        let err = service.oneshot(req).await.unwrap_err();
         assert!(
             matches!(&err, ModelError::QuotaUnavailable { provider, why } if provider == "openai" && why.contains("boom")),
             "{err:?}"

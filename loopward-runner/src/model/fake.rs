@@ -269,7 +269,7 @@ impl tower::Service<ChatRequest> for FakeModel {
     }
 
     fn call(&mut self, req: ChatRequest) -> Self::Future {
-        crate::telemetry::record_provider("loopward.fake");
+        crate::telemetry::record_provider(&req, "loopward.fake");
         ready(self.reply(&req))
     }
 }

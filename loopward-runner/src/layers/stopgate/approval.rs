@@ -126,7 +126,7 @@ impl Approval {
 }
 
 /// What an interactive gate asks a person.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug)]
 pub struct ApprovalRequest {
     /// The run.
     pub run: RunId,
@@ -140,6 +140,10 @@ pub struct ApprovalRequest {
     pub summary: String,
     /// Why the action is gated (what the gate stands before), in words.
     pub why: String,
+    /// The turn that asks. Its run's extensions are where an engine that drives the run keeps
+    /// what its approver needs (loopward-restate's journal), so the approver finds it in the
+    /// request rather than in a task-local.
+    pub turn: crate::TurnContext,
 }
 
 /// A person's answer.

@@ -168,6 +168,7 @@ impl StopGates {
                 action: action.clone(),
                 summary: super::service::summary(inv),
                 why: g.point.why(),
+                turn: inv.turn.clone(),
             })
             .collect()
     }
@@ -289,6 +290,7 @@ impl StopGates {
                             action: (**action).clone(),
                             summary: fixed.summary.to_string(),
                             why: gate.point.why(),
+                            turn: turn.clone(),
                         };
                         tokio::time::timeout(gate.ask_timeout, approver.ask(request))
                             .await

@@ -202,7 +202,7 @@ impl AnthropicModel {
     }
 
     async fn chat(self, req: ChatRequest) -> Result<ChatResponse, ModelError> {
-        crate::telemetry::record_provider("anthropic");
+        crate::telemetry::record_provider(&req, "anthropic");
         let inner = &self.inner;
         let body = request_body(&inner.config, &req, inner.config.stream);
         let bytes = serde_json::to_vec(&body).map_err(|e| {

@@ -234,7 +234,7 @@ impl OpenAiModel {
     }
 
     async fn chat(self, req: ChatRequest) -> Result<ChatResponse, ModelError> {
-        crate::telemetry::record_provider("openai");
+        crate::telemetry::record_provider(&req, "openai");
         let inner = &self.inner;
         let body = request_body(&inner.config, &req, inner.config.stream);
         let bytes = serde_json::to_vec(&body).map_err(|e| {
