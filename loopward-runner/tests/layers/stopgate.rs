@@ -1,6 +1,6 @@
 //! Stop-gates: approvals bound to one action, durable approvals across restarts, modes.
-#![allow(clippy::unwrap_used)] // helpers of tests, not only #[test] fns
 
+use super::support;
 use loopward_core::{AgentId, AuditEvent, Person, RunId, RunStatus};
 use loopward_runner::audit::MemorySink;
 use loopward_runner::layers::stopgate::{
@@ -125,30 +125,18 @@ fn gated_runner(dir: &Path) -> (Runner, AgentId) {
     .tools(tools::builtin(std::slice::from_ref(&builder)))
     .tool_stack(tool_stack)
     .build();
-    let runner = Runner::builder(Workspace::new(dir).unwrap())
-        .agent(
-            builder.clone(),
-            BoxTurnService::new(gates.turn_layer().layer(agent)),
-        )
-        .unwrap()
-        .build()
-        .unwrap();
+    let runner = support::one_agent(
+        dir,
+        &builder,
+        BoxTurnService::new(gates.turn_layer().layer(agent)),
+    );
     (runner, builder)
 }
 
 /// Starts run `r1` in a fresh runner (a restart: no state but the files).
 async fn start(dir: &Path) -> (RunReport, Arc<MemorySink>) {
     let (runner, builder) = gated_runner(dir);
-    let sink = Arc::new(MemorySink::default());
-    let report = runner
-        .run(RunSpec {
-            id: RunId::new("r1").unwrap(),
-            task: Person::at_the_keyboard().says("write the release notes"),
-            first: builder,
-            audit: sink.clone(),
-            audit_location: None,
-        })
-        .await;
+    let (report, sink) = support::run(&runner, &builder, "write the release notes").await;
     (report, sink)
 }
 

@@ -1,5 +1,4 @@
 //! Rate limits under paused tokio time: deterministic, no wall clock.
-#![allow(clippy::unwrap_used)] // helpers of tests, not only #[test] fns
 
 use loopward_core::{AgentId, AuditEvent, LayerVerdict, Message, Person, TurnNumber};
 use loopward_runner::layers::ratelimit::{QuotaConfig, RateConfig, RateLimitLayer};

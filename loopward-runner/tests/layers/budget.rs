@@ -1,14 +1,14 @@
 //! Token and cost budgets end the run with the figures, overshooting by at most one model call.
-#![allow(clippy::unwrap_used)] // helpers of tests, not only #[test] fns
 
-use loopward_core::{AgentId, AuditEvent, Person, Price, RunId, RunStatus};
+use super::support;
+use loopward_core::{AgentId, AuditEvent, Price, RunStatus};
 use loopward_runner::audit::MemorySink;
 use loopward_runner::layers::budget::{BudgetConfig, BudgetLayer};
 use loopward_runner::model::{
     fake::{FakeModel, Script},
     BoxModelService, ChatRequest, ModelError, TurnSlot,
 };
-use loopward_runner::{tools, BoxTurnService, LlmAgent, RunReport, RunSpec, Runner, Workspace};
+use loopward_runner::{tools, BoxTurnService, LlmAgent, RunReport};
 use serde_json::json;
 use std::sync::Arc;
 use tower::{Layer, ServiceExt};
@@ -44,21 +44,8 @@ async fn run_on(config: BudgetConfig, spawn: bool) -> (RunReport, Arc<MemorySink
         .max_steps(100)
         .build();
     let dir = tempfile::tempdir().unwrap();
-    let runner = Runner::builder(Workspace::new(dir.path()).unwrap())
-        .agent(a.clone(), BoxTurnService::new(budget.layer(agent)))
-        .unwrap()
-        .build()
-        .unwrap();
-    let sink = Arc::new(MemorySink::default());
-    let report = runner
-        .run(RunSpec {
-            id: RunId::new("r1").unwrap(),
-            task: Person::at_the_keyboard().says("list"),
-            first: a,
-            audit: sink.clone(),
-            audit_location: None,
-        })
-        .await;
+    let runner = support::one_agent(dir.path(), &a, BoxTurnService::new(budget.layer(agent)));
+    let (report, sink) = support::run(&runner, &a, "list").await;
     (report, sink)
 }
 

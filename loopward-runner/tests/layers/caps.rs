@@ -1,14 +1,14 @@
 //! Anti-loop caps and repeat detection, end to end through the runner.
-#![allow(clippy::unwrap_used)] // helpers of tests, not only #[test] fns
 
-use loopward_core::{AgentId, AuditEvent, Person, RunId, RunStatus, ToolCall, Usage};
+use super::support;
+use loopward_core::{AgentId, AuditEvent, RunStatus, ToolCall, Usage};
 use loopward_runner::audit::MemorySink;
 use loopward_runner::layers::caps::{CapsConfig, CapsLayer, OnCap};
 use loopward_runner::layers::repeat::{RepeatConfig, RepeatLayer};
 use loopward_runner::layers::testing::Probe;
 use loopward_runner::model::{BoxModelService, ChatRequest, ChatResponse, ModelError};
 use loopward_runner::tool::{BoxToolService, ToolExecutor, ToolSet};
-use loopward_runner::{tools, BoxTurnService, LlmAgent, RunReport, RunSpec, Runner, Workspace};
+use loopward_runner::{tools, BoxTurnService, LlmAgent, Runner, Workspace};
 use serde_json::json;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
@@ -51,20 +51,6 @@ fn ping_pong() -> BoxModelService {
     }))
 }
 
-async fn run(runner: Runner, first: &AgentId) -> (RunReport, Arc<MemorySink>) {
-    let sink = Arc::new(MemorySink::default());
-    let report = runner
-        .run(RunSpec {
-            id: RunId::new("r1").unwrap(),
-            task: Person::at_the_keyboard().says("go"),
-            first: first.clone(),
-            audit: sink.clone(),
-            audit_location: None,
-        })
-        .await;
-    (report, sink)
-}
-
 fn decisions(sink: &MemorySink, layer: &str, decision: &str) -> Vec<serde_json::Value> {
     sink.events()
         .into_iter()
@@ -99,12 +85,12 @@ async fn a_model_repeating_one_call_forever_stops_exactly_at_the_step_cap() {
         .max_steps(caps.steps_per_turn)
         .build();
     let layer = CapsLayer::new(caps).unwrap();
-    let runner = Runner::builder(Workspace::new(dir.path()).unwrap())
-        .agent(builder.clone(), BoxTurnService::new(layer.layer(agent)))
-        .unwrap()
-        .build()
-        .unwrap();
-    let (report, sink) = run(runner, &builder).await;
+    let runner = support::one_agent(
+        dir.path(),
+        &builder,
+        BoxTurnService::new(layer.layer(agent)),
+    );
+    let (report, sink) = support::run(&runner, &builder, "go").await;
     assert_eq!(
         report.status,
         RunStatus::CapReached {
@@ -140,15 +126,12 @@ async fn an_agent_stopped_by_its_own_lower_step_cap_is_recorded_with_that_limit(
         .tools(ToolSet::new().with(probe.clone()))
         .max_steps(2)
         .build();
-    let runner = Runner::builder(Workspace::new(dir.path()).unwrap())
-        .agent(
-            builder.clone(),
-            BoxTurnService::new(CapsLayer::new(caps).unwrap().layer(agent)),
-        )
-        .unwrap()
-        .build()
-        .unwrap();
-    let (report, sink) = run(runner, &builder).await;
+    let runner = support::one_agent(
+        dir.path(),
+        &builder,
+        BoxTurnService::new(CapsLayer::new(caps).unwrap().layer(agent)),
+    );
+    let (report, sink) = support::run(&runner, &builder, "go").await;
     assert_eq!(
         report.status,
         RunStatus::CapReached {
@@ -187,7 +170,7 @@ async fn endless_handoffs_stop_exactly_at_the_turn_cap() {
             ..CapsConfig::default()
         },
     );
-    let (report, sink) = run(runner, &a).await;
+    let (report, sink) = support::run(&runner, &a, "go").await;
     assert_eq!(
         report.status,
         RunStatus::CapReached {
@@ -213,7 +196,7 @@ async fn per_agent_and_hop_caps_name_the_cap_that_fired() {
             ..CapsConfig::default()
         },
     );
-    let (report, _) = run(runner, &a).await;
+    let (report, _) = support::run(&runner, &a, "go").await;
     assert_eq!(
         report.status,
         RunStatus::CapReached {
@@ -230,7 +213,7 @@ async fn per_agent_and_hop_caps_name_the_cap_that_fired() {
             ..CapsConfig::default()
         },
     );
-    let (report, _) = run(runner, &a).await;
+    let (report, _) = support::run(&runner, &a, "go").await;
     assert_eq!(
         report.status,
         RunStatus::CapReached {
@@ -252,7 +235,7 @@ async fn wrap_up_grants_one_turn_without_tools_then_stops() {
             ..CapsConfig::default()
         },
     );
-    let (report, sink) = run(runner, &a).await;
+    let (report, sink) = support::run(&runner, &a, "go").await;
     assert_eq!(
         report.status,
         RunStatus::CapReached {
@@ -336,7 +319,7 @@ async fn wall_time_is_measured_on_the_run_clock() {
             .agent(name.clone(), BoxTurnService::new(layer.layer(agent)))
             .unwrap();
     }
-    let (report, _) = run(runner.build().unwrap(), &a).await;
+    let (report, _) = support::run(&runner.build().unwrap(), &a, "go").await;
     assert_eq!(
         report.status,
         RunStatus::CapReached {

@@ -1,6 +1,6 @@
 //! Class-jump through the runner, driven by a scripted agent calling `report_attempt`.
-#![allow(clippy::unwrap_used)] // helpers of tests, not only #[test] fns
 
+use super::support;
 use loopward_core::{AgentId, AuditEvent, Person, RunId, RunStatus};
 use loopward_runner::audit::MemorySink;
 use loopward_runner::layers::classjump::{ClassJump, ClassJumpConfig};
@@ -43,24 +43,12 @@ async fn play(strategies: &[&str], then_say: &str) -> (RunReport, Arc<MemorySink
     .max_steps(50)
     .build();
     let dir = tempfile::tempdir().unwrap();
-    let runner = Runner::builder(Workspace::new(dir.path()).unwrap())
-        .agent(
-            builder.clone(),
-            BoxTurnService::new(cj.layer().layer(agent)),
-        )
-        .unwrap()
-        .build()
-        .unwrap();
-    let sink = Arc::new(MemorySink::default());
-    let report = runner
-        .run(RunSpec {
-            id: RunId::new("r1").unwrap(),
-            task: Person::at_the_keyboard().says("fix the flaky test"),
-            first: builder,
-            audit: sink.clone(),
-            audit_location: None,
-        })
-        .await;
+    let runner = support::one_agent(
+        dir.path(),
+        &builder,
+        BoxTurnService::new(cj.layer().layer(agent)),
+    );
+    let (report, sink) = support::run(&runner, &builder, "fix the flaky test").await;
     (report, sink)
 }
 
@@ -292,21 +280,8 @@ async fn failing_shell(
     .max_steps(100)
     .build();
     let dir = tempfile::tempdir().unwrap();
-    let runner = Runner::builder(Workspace::new(dir.path()).unwrap())
-        .agent(builder.clone(), stack.turn(BoxTurnService::new(agent)))
-        .unwrap()
-        .build()
-        .unwrap();
-    let sink = Arc::new(MemorySink::default());
-    let report = runner
-        .run(RunSpec {
-            id: RunId::new("r1").unwrap(),
-            task: Person::at_the_keyboard().says("make the check pass"),
-            first: builder,
-            audit: sink.clone(),
-            audit_location: None,
-        })
-        .await;
+    let runner = support::one_agent(dir.path(), &builder, stack.turn(BoxTurnService::new(agent)));
+    let (report, sink) = support::run(&runner, &builder, "make the check pass").await;
     let results: Vec<String> = sink
         .events()
         .into_iter()

@@ -1,5 +1,4 @@
 //! Timeouts under paused time: a slow call becomes an error at exactly its limit.
-#![allow(clippy::unwrap_used)] // helpers of tests, not only #[test] fns
 
 use loopward_core::{AgentId, RunStatus};
 use loopward_runner::layers::testing::{run, turn, Probe};
