@@ -170,6 +170,8 @@ async fn spans_follow_the_genai_conventions_and_nest_run_turn_call() {
 }
 
 #[cfg(feature = "http")]
+#[path = "http/support.rs"]
+#[allow(dead_code)] // the canned server, of which this test needs a part
 mod http_support;
 
 /// One agent on `model` runs one task; the spans it left.

@@ -1,7 +1,6 @@
 //! A tiny HTTP/1.1 server on 127.0.0.1 for the backend tests: it answers each connection with
 //! the next canned reply (raw bytes, so replies can be malformed on purpose) and records every
 //! request it read.
-#![allow(dead_code, unreachable_pub)]
 
 use futures::future::BoxFuture;
 use loopward_runner::model::http::Sleeper;
@@ -13,7 +12,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
 /// What the server does with one connection.
-pub enum Reply {
+pub(crate) enum Reply {
     /// Writes these bytes, then closes.
     Raw(Vec<u8>),
     /// Reads the request and closes without a word.
@@ -28,18 +27,18 @@ pub enum Reply {
 
 /// One request as the server read it.
 #[derive(Clone, Debug)]
-pub struct Recorded {
-    pub path: String,
-    pub headers: Vec<(String, String)>,
-    pub body: Vec<u8>,
+pub(crate) struct Recorded {
+    pub(crate) path: String,
+    pub(crate) headers: Vec<(String, String)>,
+    pub(crate) body: Vec<u8>,
 }
 
 impl Recorded {
-    pub fn json(&self) -> Value {
+    pub(crate) fn json(&self) -> Value {
         serde_json::from_slice(&self.body).expect("the request body is JSON")
     }
 
-    pub fn header(&self, name: &str) -> Option<&str> {
+    pub(crate) fn header(&self, name: &str) -> Option<&str> {
         self.headers
             .iter()
             .find(|(n, _)| n.eq_ignore_ascii_case(name))
@@ -47,14 +46,14 @@ impl Recorded {
     }
 }
 
-pub struct MockServer {
-    pub url: String,
+pub(crate) struct MockServer {
+    pub(crate) url: String,
     requests: Arc<Mutex<Vec<Recorded>>>,
 }
 
 impl MockServer {
     /// Serves `replies` in order, one per connection; later connections get a 500.
-    pub async fn start(replies: Vec<Reply>) -> Self {
+    pub(crate) async fn start(replies: Vec<Reply>) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
         let requests = Arc::new(Mutex::new(Vec::new()));
@@ -73,7 +72,7 @@ impl MockServer {
         Self { url, requests }
     }
 
-    pub fn requests(&self) -> Vec<Recorded> {
+    pub(crate) fn requests(&self) -> Vec<Recorded> {
         self.requests.lock().unwrap().clone()
     }
 }
@@ -147,7 +146,7 @@ async fn serve(mut socket: TcpStream, reply: Option<Reply>, recorded: Arc<Mutex<
 }
 
 /// A complete response with a body and `Content-Length`.
-pub fn http(status: u16, content_type: &str, extra: &[(&str, &str)], body: &str) -> Vec<u8> {
+pub(crate) fn http(status: u16, content_type: &str, extra: &[(&str, &str)], body: &str) -> Vec<u8> {
     let mut head = format!(
         "HTTP/1.1 {status} X\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n",
         body.len()
@@ -158,17 +157,17 @@ pub fn http(status: u16, content_type: &str, extra: &[(&str, &str)], body: &str)
     format!("{head}\r\n{body}").into_bytes()
 }
 
-pub fn json(status: u16, body: &Value) -> Reply {
+pub(crate) fn json(status: u16, body: &Value) -> Reply {
     Reply::Raw(http(status, "application/json", &[], &body.to_string()))
 }
 
-pub fn json_with(status: u16, extra: &[(&str, &str)], body: &Value) -> Reply {
+pub(crate) fn json_with(status: u16, extra: &[(&str, &str)], body: &Value) -> Reply {
     Reply::Raw(http(status, "application/json", extra, &body.to_string()))
 }
 
 /// An event stream in HTTP chunked encoding, one chunk per event; `complete: false` drops the
 /// connection without the final chunk (a stream cut by the network).
-pub fn sse(events: &[String], complete: bool) -> Reply {
+pub(crate) fn sse(events: &[String], complete: bool) -> Reply {
     let mut out = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n".to_vec();
     for e in events {
         out.extend_from_slice(format!("{:x}\r\n{e}\r\n", e.len()).as_bytes());
@@ -180,21 +179,21 @@ pub fn sse(events: &[String], complete: bool) -> Reply {
 }
 
 /// `data: <json>` as one event.
-pub fn data(v: &Value) -> String {
+pub(crate) fn data(v: &Value) -> String {
     format!("data: {v}\n\n")
 }
 
 /// `event: <name>` with `data: <json>`.
-pub fn event(name: &str, v: &Value) -> String {
+pub(crate) fn event(name: &str, v: &Value) -> String {
     format!("event: {name}\ndata: {v}\n\n")
 }
 
 /// A sleeper that records what it was asked to wait and returns at once.
 #[derive(Clone, Default)]
-pub struct RecordingSleeper(pub Arc<Mutex<Vec<Duration>>>);
+pub(crate) struct RecordingSleeper(pub Arc<Mutex<Vec<Duration>>>);
 
 impl RecordingSleeper {
-    pub fn waits(&self) -> Vec<Duration> {
+    pub(crate) fn waits(&self) -> Vec<Duration> {
         self.0.lock().unwrap().clone()
     }
 }

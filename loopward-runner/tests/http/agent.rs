@@ -1,11 +1,8 @@
 //! An agent turn over the HTTP backends: the model calls a tool, the tool runs, the model
 //! finishes; a transient server error on the way is retried inside the backend; an answer cut off
 //! by the token limit fails the run.
-#![cfg(feature = "http")]
 
-mod http_support;
-
-use http_support::{data, json, sse, MockServer, RecordingSleeper};
+use super::support::{data, json, sse, MockServer, RecordingSleeper};
 use loopward_core::{AgentId, AuditEvent, Person, RunId, RunStatus};
 use loopward_runner::audit::MemorySink;
 use loopward_runner::model::http::{

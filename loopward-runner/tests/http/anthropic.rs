@@ -1,9 +1,6 @@
 //! The Anthropic Messages backend against a canned server on 127.0.0.1.
-#![cfg(feature = "http")]
 
-mod http_support;
-
-use http_support::{event, http, json, sse, MockServer, RecordingSleeper, Reply};
+use super::support::{event, http, json, sse, MockServer, RecordingSleeper, Reply};
 use loopward_core::{AgentId, Message, Person, ToolCall, ToolResult, ToolSpec};
 use loopward_runner::model::http::{AnthropicConfig, AnthropicModel, ApiKey, RetryPolicy};
 use loopward_runner::model::{ChatRequest, ChatResponse, ModelError, StopReason, TurnSlot};

@@ -1,9 +1,6 @@
 //! The OpenAI-compatible backend against a canned server on 127.0.0.1.
-#![cfg(feature = "http")]
 
-mod http_support;
-
-use http_support::{data, http, json, json_with, sse, MockServer, RecordingSleeper, Reply};
+use super::support::{data, http, json, json_with, sse, MockServer, RecordingSleeper, Reply};
 use loopward_core::{AgentId, Message, Person, ToolCall, ToolResult, ToolSpec};
 use loopward_runner::model::http::{ApiKey, OpenAiConfig, OpenAiModel, RetryPolicy, ToolChoice};
 use loopward_runner::model::{
