@@ -2,6 +2,7 @@
 //! hosts its agent's `net` lists — every decision recorded. The servers are the test's own, on
 //! the loopback range: the "allowed" one on 127.0.0.1, the attacker's on 127.0.0.2.
 
+#[path = "gates/support.rs"]
 mod gates_support;
 
 use gates_support::*;

@@ -1,6 +1,7 @@
 //! The kernel sandbox around the runner's `shell` tool: a command writes only what its agent may
 //! write, whatever it runs and however long its processes live.
 
+#[path = "gates/support.rs"]
 mod gates_support;
 
 use gates_support::*;

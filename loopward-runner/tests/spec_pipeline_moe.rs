@@ -3,6 +3,7 @@
 //! loopward deliberately differs, ARCHITECTURE.md says so ("Where loopward differs from its
 //! peers"); each difference has a test here too.
 
+#[path = "gates/support.rs"]
 mod gates_support;
 
 use gates_support::*;

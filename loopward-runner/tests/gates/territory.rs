@@ -1,8 +1,6 @@
 //! Territories and control files: deny by default, judged at the canonical landing path.
 
-mod gates_support;
-
-use gates_support::*;
+use super::support::*;
 use loopward_core::{AuditEvent, Decision, GateMode, Person};
 use loopward_runner::tool::ToolError;
 use std::os::unix::fs::symlink;

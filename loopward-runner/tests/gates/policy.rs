@@ -1,9 +1,7 @@
 //! Gates as data: strict config, the runtime API (each change audited), modes, and properties
 //! that hold for any rule set.
 
-mod gates_support;
-
-use gates_support::*;
+use super::support::*;
 use loopward_core::{AuditEvent, GateMode};
 use loopward_runner::gates::{GateSpec, Policy, PolicyConfig, PolicyError, TerritoryConfig};
 use loopward_runner::Workspace;

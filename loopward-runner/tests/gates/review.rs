@@ -1,8 +1,6 @@
 //! Review gates (armed by evidence) and one handoff per turn.
 
-mod gates_support;
-
-use gates_support::*;
+use super::support::*;
 use loopward_core::{AuditEvent, Handoff};
 use loopward_runner::gates::APPEAL;
 use loopward_runner::tool::ToolError;

@@ -1,8 +1,6 @@
 //! The refusal texts a model reads, one snapshot each: what was touched, the rule, the way out.
 
-mod gates_support;
-
-use gates_support::*;
+use super::support::*;
 use loopward_runner::tool::{ToolError, ToolOutput};
 
 fn text(r: Result<ToolOutput, ToolError>) -> String {

@@ -1,9 +1,7 @@
 //! The sprawl gate: a third unit of work with no plan since the last human message is refused
 //! once; writing the plan really clears it; only a human message resets it.
 
-mod gates_support;
-
-use gates_support::*;
+use super::support::*;
 use loopward_runner::gates;
 use loopward_runner::tool::ToolError;
 

@@ -1,9 +1,7 @@
 //! One-shot overrides: exactly one write, consumed atomically and logged before it runs; every
 //! bad sentinel refused with a precise reason.
 
-mod gates_support;
-
-use gates_support::*;
+use super::support::*;
 use loopward_core::{AuditEvent, Decision};
 use loopward_runner::gates::{OverrideError, OverrideStore, PolicyConfig};
 use loopward_runner::tool::ToolError;

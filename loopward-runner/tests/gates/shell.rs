@@ -3,9 +3,7 @@
 //! alone (`sandbox = "watch-only"`), as the second line it is behind the kernel sandbox (see
 //! `sandbox_shell.rs`).
 
-mod gates_support;
-
-use gates_support::*;
+use super::support::*;
 use loopward_core::{AuditEvent, EffectKind, EffectStatus};
 
 const ROOM: &str = r#"
