@@ -118,4 +118,25 @@ fn a_claude_code_planner_hands_off_over_mcp_and_the_next_session_is_the_builders
         .collect();
     assert_eq!(verdicts, [&json!("allow")]);
     assert!(root.join("src/done.txt").is_file());
+    // Offline, from the ledger: the relayed handoff is judged again by the same gates.
+    for command in ["verify", "replay"] {
+        let r = Command::new(env!("CARGO_BIN_EXE_loopward"))
+            .current_dir(&root)
+            .arg(command)
+            .arg(root.join("runs/team"))
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", &home)
+            .output()
+            .unwrap();
+        let said = String::from_utf8_lossy(&r.stdout);
+        assert!(
+            r.status.success(),
+            "{command}: {said}{}",
+            String::from_utf8_lossy(&r.stderr)
+        );
+        if command == "replay" {
+            assert!(said.contains("all the same"), "{said}");
+        }
+    }
 }

@@ -221,7 +221,7 @@ impl Inner {
     async fn turn(&self, req: TurnRequest) -> Result<TurnOutcome, TurnError> {
         let turn = req.turn;
         if let Some(rec) = &self.recorded {
-            return self.replayed(&turn, rec);
+            return self.replayed(&turn, rec).await;
         }
         let feed = turn.extensions().get::<TurnFeed>();
         let root = turn.workspace().root().to_path_buf();

@@ -297,10 +297,26 @@ impl Relay {
     ) -> Result<RelayReply, TurnError> {
         let n = self.calls.fetch_add(1, Ordering::Relaxed) + 1;
         let call = ToolCall {
-            id: format!("mcp-{n}"),
+            id: format!("{CALL_PREFIX}{n}"),
             name,
             arguments,
         };
+        let (content, is_error) = self.tools.call(turn, call).await?;
+        Ok(RelayReply::Result { content, is_error })
+    }
+}
+
+/// The call ids of a session's relayed calls: `mcp-1`, `mcp-2`…
+pub(super) const CALL_PREFIX: &str = "mcp-";
+
+impl LoopTools {
+    /// Records `call`, runs it through the stack, records how it ended: its result and whether
+    /// it is an error. `loopward replay` runs a recorded call again through here.
+    pub(super) async fn call(
+        &self,
+        turn: &TurnContext,
+        call: ToolCall,
+    ) -> Result<(String, bool), TurnError> {
         turn.record_owned(AuditEvent::ToolRequested {
             call_id: call.id.clone(),
             tool: call.name.clone(),
@@ -311,13 +327,10 @@ impl Relay {
                 "not run: you already handed off this session; finish your reply".into(),
             ))
         } else {
-            crate::agent::dispatch(&self.tools.tools, &self.tools.stack, turn, &call).await
+            crate::agent::dispatch(&self.tools, &self.stack, turn, &call).await
         };
         let result = crate::agent::finish_call(turn, call, outcome)?;
-        Ok(RelayReply::Result {
-            content: result.content,
-            is_error: result.is_error,
-        })
+        Ok((result.content, result.is_error))
     }
 }
 
@@ -342,7 +355,7 @@ impl Inner {
                 call_id: SESSION.into(),
                 name: TOOL.into(),
                 content: session.content.clone(),
-                is_error: false,
+                is_error: !session.claimed,
             })],
             effects: vec![],
             handoff: Some(handoff),
