@@ -90,6 +90,11 @@ struct Setup {
 
 /// A workspace, the sessions' plans (in order), and the team of `config` over the stand-in.
 fn setup(config: &str, sessions: &[Value]) -> Setup {
+    setup_with(config, sessions, Script::default())
+}
+
+/// [`setup`], the model agents answering from `script`.
+fn setup_with(config: &str, sessions: &[Value], script: Script) -> Setup {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().join("ws");
     let plans = dir.path().join("plans");
@@ -100,7 +105,7 @@ fn setup(config: &str, sessions: &[Value]) -> Setup {
     }
     let root = root.canonicalize().unwrap();
     let cfg = Config::parse("loopward.toml", config).unwrap();
-    let model = BoxModelService::new(FakeModel::new(Script::default()));
+    let model = BoxModelService::new(FakeModel::new(script));
     let runner = team::build(
         &cfg,
         &root,
@@ -286,4 +291,63 @@ async fn a_review_gate_refuses_a_cli_sessions_handoff_and_the_corrected_one_stan
     assert_eq!(turns, ["planner", "reviewer"]);
     assert_eq!(report.handoffs.len(), 1);
     assert_eq!(report.handoffs[0].to.as_str(), "reviewer");
+}
+
+/// A mixed team: a model agent hands off to a CLI agent with its own `handoff` tool, and the
+/// CLI agent's session hands on to a model agent over MCP.
+#[tokio::test]
+async fn in_a_mixed_team_a_model_agent_and_a_cli_agent_hand_off_to_each_other() {
+    let config = r#"
+[run]
+first = "planner"
+
+[[agent]]
+name = "planner"
+tools = ["handoff"]
+
+[[agent]]
+name = "builder"
+kind = "claude-code"
+verify = "test -f done.txt"
+tools = ["handoff"]
+
+[[agent]]
+name = "reviewer"
+"#;
+    let script = Script::from_toml(
+        r#"
+[[agents.planner]]
+tool_calls = [{ name = "handoff", arguments = { to = "builder", message = "Write done.txt." } }]
+
+[[agents.reviewer]]
+text = "Looks good."
+"#,
+    )
+    .unwrap();
+    let s = setup_with(
+        config,
+        &[json!({"write": {"done.txt": "yes\n"},
+                 "calls": [handoff("reviewer", "Review done.txt.")],
+                 "text": "Built; over to the reviewer."})],
+        script,
+    );
+    let sink = Arc::new(MemorySink::default());
+    let report = s.runner.run(spec(sink.clone())).await;
+    assert_eq!(report.status, RunStatus::Completed, "{report:?}");
+    assert_eq!(report.final_text, "Looks good.");
+    let route: Vec<(String, String)> = report
+        .handoffs
+        .iter()
+        .map(|h| (h.from.to_string(), h.to.to_string()))
+        .collect();
+    assert_eq!(
+        route,
+        [
+            ("planner".to_string(), "builder".to_string()),
+            ("builder".to_string(), "reviewer".to_string())
+        ]
+    );
+    assert!(std::fs::read_to_string(s.plans.join("prompt-0"))
+        .unwrap()
+        .contains("planner handed the work to you: Write done.txt."),);
 }
