@@ -260,8 +260,8 @@ impl Inner {
                 match resume_call(turn, &call, fed)? {
                     Some(result) => return Ok(result),
                     None => {
-                        let outcome = self.dispatch(turn, &call).await;
-                        return self.finish_call(turn, call, outcome);
+                        let outcome = dispatch(&self.tools, &self.tool_stack, turn, &call).await;
+                        return finish_call(turn, call, outcome);
                     }
                 }
             }
@@ -293,39 +293,9 @@ impl Inner {
                 "not run: you already handed off this turn".into(),
             ))
         } else {
-            self.dispatch(turn, &call).await
+            dispatch(&self.tools, &self.tool_stack, turn, &call).await
         };
-        self.finish_call(turn, call, outcome)
-    }
-
-    /// Records how a call ended and makes its result; a fatal error (the ledger) ends the turn.
-    fn finish_call(
-        &self,
-        turn: &crate::context::TurnContext,
-        call: ToolCall,
-        outcome: Result<crate::tool::ToolOutput, ToolError>,
-    ) -> Result<ToolResult, TurnError> {
-        let (content, is_error, effects) = match outcome {
-            Ok(out) => (out.content, out.is_error, out.effects),
-            // The one fatal tool error: the ledger's, carried by value into the turn's.
-            Err(ToolError::Audit(e)) => return Err(TurnError::Audit(e)),
-            Err(e) => (e.to_string(), true, vec![]),
-        };
-        turn.push_effects(effects.iter().cloned());
-        turn.record_owned(AuditEvent::ToolFinished {
-            call_id: call.id.clone(),
-            tool: call.name.clone(),
-            is_error,
-            effects,
-            summary: summary(&content),
-            output: Some(content.clone()),
-        })?;
-        Ok(ToolResult {
-            call_id: call.id,
-            name: call.name,
-            content,
-            is_error,
-        })
+        finish_call(turn, call, outcome)
     }
 
     /// The model's next reply: the recorded one when the turn is being resumed and the journal
@@ -366,22 +336,54 @@ impl Inner {
         })?;
         Ok(reply)
     }
+}
 
-    async fn dispatch(
-        &self,
-        turn: &crate::context::TurnContext,
-        call: &ToolCall,
-    ) -> Result<crate::tool::ToolOutput, ToolError> {
-        let tool = self.tools.get(&call.name)?;
-        let accesses = tool.accesses(&call.arguments, turn)?;
-        let inv = ToolInvocation {
-            call: call.clone(),
-            tool,
-            accesses,
-            turn: turn.clone(),
-        };
-        self.tool_stack.clone().oneshot(inv).await
-    }
+/// Runs `call` through `stack` with its tool from `tools` (the accesses it declares resolved
+/// first). Shared by [`LlmAgent`] and the tools a CLI agent's session calls over MCP.
+pub(crate) async fn dispatch(
+    tools: &ToolSet,
+    stack: &BoxToolService,
+    turn: &crate::context::TurnContext,
+    call: &ToolCall,
+) -> Result<crate::tool::ToolOutput, ToolError> {
+    let tool = tools.get(&call.name)?;
+    let accesses = tool.accesses(&call.arguments, turn)?;
+    let inv = ToolInvocation {
+        call: call.clone(),
+        tool,
+        accesses,
+        turn: turn.clone(),
+    };
+    stack.clone().oneshot(inv).await
+}
+
+/// Records how a call ended and makes its result; a fatal error (the ledger) ends the turn.
+pub(crate) fn finish_call(
+    turn: &crate::context::TurnContext,
+    call: ToolCall,
+    outcome: Result<crate::tool::ToolOutput, ToolError>,
+) -> Result<ToolResult, TurnError> {
+    let (content, is_error, effects) = match outcome {
+        Ok(out) => (out.content, out.is_error, out.effects),
+        // The one fatal tool error: the ledger's, carried by value into the turn's.
+        Err(ToolError::Audit(e)) => return Err(TurnError::Audit(e)),
+        Err(e) => (e.to_string(), true, vec![]),
+    };
+    turn.push_effects(effects.iter().cloned());
+    turn.record_owned(AuditEvent::ToolFinished {
+        call_id: call.id.clone(),
+        tool: call.name.clone(),
+        is_error,
+        effects,
+        summary: summary(&content),
+        output: Some(content.clone()),
+    })?;
+    Ok(ToolResult {
+        call_id: call.id,
+        name: call.name,
+        content,
+        is_error,
+    })
 }
 
 /// A call the journal holds, on resume: `Some(result)` when its result is settled (recorded, or

@@ -233,6 +233,22 @@ pub fn build(
             if let Some(cj) = stack.class_jump() {
                 agent = agent.class_jump(cj.clone());
             }
+            if !a.tools.is_empty() {
+                // loopward's own tools, which its sessions call over MCP, through the same
+                // gates and tool layers as a model agent's calls.
+                if !agent.has_mcp_server() {
+                    anyhow::bail!(
+                        "agent {} lists tools ({}) for its sessions, and nothing here serves them over MCP: run the team with the `loopward` binary, or give CliAgentBuilder::mcp_server",
+                        a.name,
+                        a.tools.join(", ")
+                    );
+                }
+                let others: Vec<AgentId> = team.iter().filter(|n| **n != a.name).cloned().collect();
+                agent = agent.loop_tools(
+                    tool_set(&a.tools, &others, stack.class_jump()),
+                    tool_stack.clone(),
+                );
+            }
             runner = runner.agent(
                 a.name.clone(),
                 stack.turn(BoxTurnService::new(agent.build())),

@@ -18,6 +18,7 @@ mod hook_install;
 pub mod init;
 pub mod key;
 pub mod loop_cmd;
+pub mod mcp;
 pub mod override_cmd;
 pub mod policy;
 mod recorded;
@@ -82,7 +83,7 @@ impl Cli {
             }
         };
         match &mut self.command {
-            Command::Init(_) => {}
+            Command::Init(_) | Command::Mcp(_) => {}
             Command::Verify(a) => set(&mut a.config),
             Command::Key(a) => set(&mut a.config),
             Command::Run(a) => set(&mut a.config),
@@ -151,6 +152,10 @@ pub enum Command {
     Say(say::Args),
     /// Serve the console: live runs, approvals, overrides and a kill switch in a browser.
     Serve(serve::Args),
+    /// Serve loopward's own tools (handoff, report_attempt) to a coding-agent session over MCP
+    /// on stdio; the session's client starts it, relaying each call to its loop.
+    #[command(hide = true)]
+    Mcp(mcp::Args),
 }
 
 /// Runs a parsed command line; errors are printed by the binary.
@@ -173,6 +178,7 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Contain(a) => contain::run(a).await,
         Command::Say(a) => say::run(&a),
         Command::Serve(a) => serve::run(&a).await,
+        Command::Mcp(a) => mcp::run(a).await,
         Command::Policy(a) => policy::run(&a),
     }
 }

@@ -388,9 +388,11 @@ pub(super) async fn run(args: Args) -> Result<ExitCode> {
                     executor: Some(BoxToolService::new(outputs)),
                     inbox: Some(HumanInbox::recorded(heard_in(part))),
                     stops: Some(StopRequests::recorded(stops_in(&run, part))),
-                    cli_agents: Some(Arc::new(super::loop_cmd::RecordedCliAgents(Arc::new(
-                        loopward_runner::cli_agent::RecordedSessions::from_records(part),
-                    )))),
+                    cli_agents: Some(Arc::new(super::mcp::Serving(
+                        super::loop_cmd::RecordedCliAgents(Arc::new(
+                            loopward_runner::cli_agent::RecordedSessions::from_records(part),
+                        )),
+                    ))),
                     ..team::Options::default()
                 },
             )?,

@@ -169,19 +169,21 @@ pub(super) async fn run(args: Args) -> Result<ExitCode> {
             custody: Some(custody.clone()),
             host_files: backend::host_files(&cfg, &dir, &choice),
             // `kind = "claude-code"` agents: sessions of the client under the hook.
-            cli_agents: Some(Arc::new(super::loop_cmd::TeamCliAgents {
-                config: std::path::absolute(&args.config)
-                    .context("cannot resolve the config's path")?,
-                workspace: workspace
-                    .canonicalize()
-                    .with_context(|| format!("cannot find {}", workspace.display()))?,
-                runs_dir: runs_dir.clone(),
-                custody: custody.clone(),
-                clock: clock.clone(),
-                policy: cfg.policy(),
-                config_rel: String::from(loopward::config::CONFIG_FILE),
-                runs_rel: cfg.run.runs_dir.to_string_lossy().into_owned(),
-            })),
+            cli_agents: Some(Arc::new(super::mcp::Serving(
+                super::loop_cmd::TeamCliAgents {
+                    config: std::path::absolute(&args.config)
+                        .context("cannot resolve the config's path")?,
+                    workspace: workspace
+                        .canonicalize()
+                        .with_context(|| format!("cannot find {}", workspace.display()))?,
+                    runs_dir: runs_dir.clone(),
+                    custody: custody.clone(),
+                    clock: clock.clone(),
+                    policy: cfg.policy(),
+                    config_rel: String::from(loopward::config::CONFIG_FILE),
+                    runs_rel: cfg.run.runs_dir.to_string_lossy().into_owned(),
+                },
+            ))),
             reach: Some(loopward::contain::reach(&cfg, choice.env)),
             ..team::Options::default()
         },

@@ -39,3 +39,17 @@ pub(crate) fn ledger(root: &std::path::Path) -> Vec<serde_json::Value> {
     }
     records
 }
+
+/// The installed Claude Code client (`LOOPWARD_CLAUDE`, else the project's `.claude-code/`),
+/// if any.
+#[allow(dead_code)]
+pub(crate) fn claude() -> Option<std::path::PathBuf> {
+    if let Some(p) = std::env::var_os("LOOPWARD_CLAUDE") {
+        return Some(p.into());
+    }
+    let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../.claude-code/node_modules/.bin/claude")
+        .canonicalize()
+        .ok()?;
+    p.is_file().then_some(p)
+}

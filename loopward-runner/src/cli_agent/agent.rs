@@ -63,6 +63,8 @@ pub(super) struct Inner {
     pub(super) no_progress: u32,
     pub(super) class_jump: Option<ClassJump>,
     pub(super) recorded: Option<Arc<RecordedSessions>>,
+    pub(super) loop_tools: Option<Arc<super::relay::LoopTools>>,
+    pub(super) mcp_server: Option<super::relay::McpServer>,
 }
 
 impl std::fmt::Debug for CliAgent {
@@ -77,7 +79,7 @@ impl std::fmt::Debug for CliAgent {
 
 /// Builds a [`CliAgent`].
 pub struct CliAgentBuilder {
-    inner: Inner,
+    pub(super) inner: Inner,
 }
 
 impl CliAgent {
@@ -101,6 +103,8 @@ impl CliAgent {
                 no_progress: DEFAULT_NO_PROGRESS,
                 class_jump: None,
                 recorded: None,
+                loop_tools: None,
+                mcp_server: None,
             },
         }
     }
@@ -217,7 +221,7 @@ impl Inner {
     async fn turn(&self, req: TurnRequest) -> Result<TurnOutcome, TurnError> {
         let turn = req.turn;
         if let Some(rec) = &self.recorded {
-            return self.replayed(&turn, rec);
+            return self.replayed(&turn, rec).await;
         }
         let feed = turn.extensions().get::<TurnFeed>();
         let root = turn.workspace().root().to_path_buf();
@@ -256,6 +260,10 @@ impl Inner {
             }
             None => self.session(&turn, &prompt(&req.messages)).await?,
         };
+        // A session that handed off is not verified: the work goes on with its target.
+        if let Some(out) = self.handed_off(&turn, feed.as_deref(), &session) {
+            return Ok(out);
+        }
         let verdict = match feed.as_deref().and_then(|f| f.find_call(VERIFY, VERIFY)) {
             Some(FedCall::Finished {
                 content, is_error, ..

@@ -32,6 +32,7 @@ mod agent;
 mod claude_code;
 mod process;
 mod recorded;
+mod relay;
 mod session;
 mod stream;
 mod verify;
@@ -40,6 +41,7 @@ pub use agent::{CliAgent, CliAgentBuilder, SessionLedgers, SessionLink, DEFAULT_
 pub use claude_code::{session_id, ClaudeCode, CLAUDE_CODE_VERSION};
 pub use process::{CommandLine, NoWrap, Wrap, SESSION_MARK};
 pub use recorded::RecordedSessions;
+pub use relay::{ask, McpServer, RelayReply, RelayRequest, MCP_SERVER, RELAY_ENV};
 pub use stream::{SessionEnd, SessionEvent, StreamError, StreamParser};
 pub use verify::{Verdict, Verifier};
 

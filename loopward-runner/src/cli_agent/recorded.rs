@@ -37,6 +37,12 @@ impl RecordedSessions {
         for (scope, e) in records {
             let Some(turn) = scope.turn else { continue };
             let own = match e {
+                // A call the session made over MCP is run again through the gates.
+                AuditEvent::ToolRequested { call_id, .. }
+                    if call_id.starts_with(super::relay::CALL_PREFIX) =>
+                {
+                    true
+                }
                 AuditEvent::ToolRequested { tool, .. }
                 | AuditEvent::ToolStarted { tool, .. }
                 | AuditEvent::ToolFinished { tool, .. } => {
@@ -71,7 +77,7 @@ impl RecordedSessions {
 impl Inner {
     /// A turn as its ledger recorded it: the agent's own records made again, its cost charged,
     /// its verification judged again.
-    pub(super) fn replayed(
+    pub(super) async fn replayed(
         &self,
         turn: &TurnContext,
         rec: &RecordedSessions,
@@ -133,6 +139,23 @@ impl Inner {
                     }
                     turn.record(e)?;
                 }
+                AuditEvent::ToolRequested {
+                    call_id,
+                    tool,
+                    arguments,
+                } if call_id.starts_with(super::relay::CALL_PREFIX) => {
+                    let call = loopward_core::ToolCall {
+                        id: call_id.clone(),
+                        name: tool.clone(),
+                        arguments: arguments.clone(),
+                    };
+                    match &self.loop_tools {
+                        Some(tools) => {
+                            tools.call(turn, call).await?;
+                        }
+                        None => turn.record(e)?,
+                    }
+                }
                 AuditEvent::ModelCall { usage, .. } => {
                     session.usage += *usage;
                     turn.record(e)?;
@@ -143,6 +166,9 @@ impl Inner {
                 }
                 _ => turn.record(e)?,
             }
+        }
+        if let Some(out) = self.handed_off(turn, None, &session) {
+            return Ok(out);
         }
         let verdict = verdict.ok_or_else(|| {
             TurnError::Model(ModelError::Local(format!(

@@ -93,12 +93,15 @@ impl Inner {
                     settings.display()
                 ))
             })?;
+        // loopward's own tools, served over MCP through this session's relay.
+        let relay = self.open_relay(&session)?;
         let cmd = self
             .wrap
-            .wrap(
+            .wrap(super::relay::attach(
+                relay.as_ref(),
                 self.host
                     .command(turn.workspace().root(), prompt, &session, &settings),
-            )
+            ))
             .map_err(|e| local(format!("cannot contain the session: {e}")))?;
         turn.record_owned(AuditEvent::ToolRequested {
             call_id: SESSION.into(),
@@ -143,6 +146,7 @@ impl Inner {
                 }
             }
         };
+        let read = super::relay::serve(relay.as_ref(), turn, read);
         let read_error = match tokio::time::timeout(self.session_timeout, read).await {
             Ok(Ok(r)) => r.err(),
             // The ledger failed: the session is ended (its guard) with the turn.

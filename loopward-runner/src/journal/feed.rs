@@ -107,6 +107,15 @@ impl TurnFeed {
         })
     }
 
+    /// The handoff a call of the turn registered, if any (a CLI agent's session hands off
+    /// through a tool it calls over MCP, between its call's start and end).
+    pub(crate) fn handoff(&self) -> Option<Handoff> {
+        self.steps().iter().find_map(|s| match s {
+            Step::Call(c) => c.handoff.clone(),
+            Step::Reply(_) => None,
+        })
+    }
+
     /// Takes the first recorded decision of `layer` before the turn's first step that `pick`
     /// accepts (a turn gate's verdict given before the process ended is not asked again).
     pub(crate) fn take_decision(

@@ -72,6 +72,10 @@ pub const BUILTIN_TOOLS: &[&str] = &[
     "report_attempt",
 ];
 
+/// The tools a `claude-code` agent may list: loopward's own, which its sessions call over MCP
+/// (`loopward mcp`); the others are the client's.
+pub const LOOP_TOOLS: &[&str] = &["handoff", "report_attempt"];
+
 /// A whole `loopward.toml`.
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -167,8 +171,8 @@ pub struct AgentConfig {
     /// What it is told about its role (its system prompt).
     #[serde(default)]
     pub role: String,
-    /// The tools it may call (names from [`BUILTIN_TOOLS`]); none for a `claude-code` agent,
-    /// whose tools are the client's.
+    /// The tools it may call (names from [`BUILTIN_TOOLS`]); for a `claude-code` agent, whose
+    /// other tools are the client's, only [`LOOP_TOOLS`], served to its sessions over MCP.
     #[serde(default)]
     pub tools: Vec<String>,
     /// The most tool calls in one of its turns (default 16).

@@ -169,6 +169,8 @@ fn a_claude_code_agent_needs_a_verifier_and_no_tools_and_only_it_takes_one() {
     let ok = agent("kind = \"claude-code\"\nverify = \"cargo test\"").unwrap();
     let cc = ok.agents.iter().find(|a| a.name.as_str() == "cc").unwrap();
     assert_eq!(cc.kind, super::AgentKind::ClaudeCode);
+    // loopward's own tools, served to its sessions over MCP.
+    agent("kind = \"claude-code\"\nverify = \"true\"\ntools = [\"handoff\"]").unwrap();
     for (body, key, says) in [
         (
             "kind = \"claude-code\"",
@@ -181,9 +183,9 @@ fn a_claude_code_agent_needs_a_verifier_and_no_tools_and_only_it_takes_one() {
             "no verify command",
         ),
         (
-            "kind = \"claude-code\"\nverify = \"true\"\ntools = [\"shell\"]",
+            "kind = \"claude-code\"\nverify = \"true\"\ntools = [\"handoff\", \"shell\"]",
             "tools",
-            "its tools are the client's",
+            "its tools are the client's, governed by the hook; shell is not one",
         ),
         (
             "tools = []\nverify = \"true\"",

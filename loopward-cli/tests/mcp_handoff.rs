@@ -1,0 +1,353 @@
+//! A team of CLI agents routes itself over MCP: each session's client starts `loopward mcp`
+//! (this binary) from the MCP config its session is given and calls `handoff` there; the call
+//! is relayed to the runner, which runs it through the team's gates and records it, and
+//! follows the handoff. The client here is a scripted stand-in that speaks MCP on stdio
+//! (`fixtures/mcp-stand-in.py`); the real Claude Code client does the same in
+//! `loop_claude_code.rs`.
+
+use loopward::config::Config;
+use loopward::team::{self, CliAgents, Options};
+use loopward_core::{AgentId, AuditEvent, FinishReason, Person, RunId, RunStatus};
+use loopward_runner::audit::MemorySink;
+use loopward_runner::cli_agent::{
+    ClaudeCode, CliAgent, CliAgentBuilder, McpServer, Verifier, CLAUDE_CODE_VERSION,
+};
+use loopward_runner::gates::ControlFiles;
+use loopward_runner::model::fake::{FakeModel, Script};
+use loopward_runner::model::BoxModelService;
+use loopward_runner::sandbox::Protected;
+use loopward_runner::{RunSpec, Runner, Workspace};
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+const TEAM: &str = r#"
+[run]
+first = "planner"
+
+[[agent]]
+name = "planner"
+kind = "claude-code"
+verify = "test -f plan.md"
+tools = ["handoff"]
+
+[[agent]]
+name = "builder"
+kind = "claude-code"
+verify = "test -f done.txt"
+tools = ["handoff"]
+
+[[agent]]
+name = "reviewer"
+kind = "claude-code"
+verify = "true"
+"#;
+
+/// The team's CLI agents: sessions of the stand-in, served loopward's tools by this binary.
+struct StandIns {
+    plans: PathBuf,
+    scratch: PathBuf,
+    root: PathBuf,
+}
+
+impl CliAgents for StandIns {
+    fn agent(&self, a: &loopward::config::AgentConfig) -> anyhow::Result<CliAgentBuilder> {
+        let host = ClaudeCode {
+            program: Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/mcp-stand-in.py"),
+            hook_command: "true".into(),
+            args: vec![],
+            env: vec![
+                ("PLANS".into(), self.plans.clone().into()),
+                ("STAND_IN_VERSION".into(), CLAUDE_CODE_VERSION.into()),
+            ],
+        };
+        host.check_version()?;
+        let ws = Workspace::new(&self.root)?;
+        let protected = Protected::new(ControlFiles::default().resolved(&ws), vec![]);
+        let verifier = Verifier::new(
+            a.verify.clone().unwrap_or_default(),
+            Duration::from_secs(30),
+            protected,
+        );
+        Ok(
+            CliAgent::builder(a.name.clone(), host, verifier, self.scratch.clone()).mcp_server(
+                McpServer {
+                    program: env!("CARGO_BIN_EXE_loopward").into(),
+                    args: vec!["mcp".into()],
+                },
+            ),
+        )
+    }
+}
+
+struct Setup {
+    _dir: tempfile::TempDir,
+    root: PathBuf,
+    plans: PathBuf,
+    runner: Runner,
+}
+
+/// A workspace, the sessions' plans (in order), and the team of `config` over the stand-in.
+fn setup(config: &str, sessions: &[Value]) -> Setup {
+    setup_with(config, sessions, Script::default())
+}
+
+/// [`setup`], the model agents answering from `script`.
+fn setup_with(config: &str, sessions: &[Value], script: Script) -> Setup {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("ws");
+    let plans = dir.path().join("plans");
+    std::fs::create_dir_all(&root).unwrap();
+    std::fs::create_dir_all(&plans).unwrap();
+    for (i, s) in sessions.iter().enumerate() {
+        std::fs::write(plans.join(format!("{i}.json")), s.to_string()).unwrap();
+    }
+    let root = root.canonicalize().unwrap();
+    let cfg = Config::parse("loopward.toml", config).unwrap();
+    let model = BoxModelService::new(FakeModel::new(script));
+    let runner = team::build(
+        &cfg,
+        &root,
+        model,
+        Options {
+            cli_agents: Some(Arc::new(StandIns {
+                plans: plans.clone(),
+                scratch: dir.path().join("scratch"),
+                root: root.clone(),
+            })),
+            ..Options::default()
+        },
+    )
+    .unwrap();
+    Setup {
+        _dir: dir,
+        root,
+        plans,
+        runner,
+    }
+}
+
+fn spec(sink: Arc<MemorySink>) -> RunSpec {
+    RunSpec {
+        id: RunId::new("team").unwrap(),
+        task: Person::at_the_keyboard().says("Plan it, then build it."),
+        first: AgentId::new("planner").unwrap(),
+        audit: sink,
+        audit_location: None,
+    }
+}
+
+/// What session `n`'s client read from the MCP server.
+fn seen(plans: &Path, n: u32) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(plans.join(format!("mcp-{n}.json"))).unwrap())
+        .unwrap()
+}
+
+/// The text and error flag of a `tools/call` answer.
+fn result(answer: &Value) -> (String, bool) {
+    let r = &answer["result"];
+    (
+        r["content"][0]["text"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string(),
+        r["isError"] == true,
+    )
+}
+
+fn events(sink: &MemorySink) -> Vec<AuditEvent> {
+    sink.events().into_iter().map(|(_, e)| e).collect()
+}
+
+fn handoff(to: &str, message: &str) -> Value {
+    json!({"name": "handoff", "arguments": {"to": to, "message": message}})
+}
+
+#[tokio::test]
+async fn a_cli_session_hands_off_over_mcp_once_and_the_builder_session_takes_over() {
+    let s = setup(
+        TEAM,
+        &[
+            json!({"write": {"plan.md": "# Plan\n1. done.txt\n"},
+                   "calls": [handoff("builder", "Write done.txt."), handoff("reviewer", "And review.")],
+                   "text": "Handed to the builder."}),
+            json!({"write": {"done.txt": "yes\n"}, "text": "Built."}),
+        ],
+    );
+    let sink = Arc::new(MemorySink::default());
+    let report = s.runner.run(spec(sink.clone())).await;
+    assert_eq!(report.status, RunStatus::Completed, "{report:?}");
+    assert_eq!(report.turns, 2);
+    assert_eq!(report.final_text, "Built.");
+    assert!(s.root.join("done.txt").is_file());
+
+    // The planner's client was offered loopward's tools, the handoff's targets its team.
+    let planner = seen(&s.plans, 0);
+    assert_eq!(planner["server"], "loopward");
+    let tools = &planner["tools"]["result"]["tools"];
+    assert_eq!(tools[0]["name"], "handoff");
+    assert_eq!(
+        tools[0]["inputSchema"]["properties"]["to"]["enum"],
+        json!(["builder", "reviewer"])
+    );
+    // The first handoff stands; the second is refused with what to do, as its tool result.
+    let calls: Vec<(String, bool)> = planner["calls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(result)
+        .collect();
+    assert_eq!(calls.len(), 2);
+    assert!(
+        !calls[0].1 && calls[0].0.contains("handed off to builder"),
+        "{calls:?}"
+    );
+    assert!(
+        calls[1].1 && calls[1].0.contains("a handoff to builder already stands"),
+        "{calls:?}"
+    );
+    // The builder's session was told who handed it what.
+    let prompt = std::fs::read_to_string(s.plans.join("prompt-1")).unwrap();
+    assert!(
+        prompt.contains("planner handed the work to you: Write done.txt."),
+        "{prompt}"
+    );
+
+    // In the run's ledger: both calls under the planner's turn, the handoff and the refusal,
+    // no verification of the session that handed off, the builder's verified.
+    let ev = events(&sink);
+    let requested: Vec<&str> = ev
+        .iter()
+        .filter_map(|e| match e {
+            AuditEvent::ToolRequested { call_id, tool, .. } if tool == "handoff" => {
+                Some(call_id.as_str())
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(requested, ["mcp-1", "mcp-2"]);
+    let handoffs: Vec<&str> = ev
+        .iter()
+        .filter_map(|e| match e {
+            AuditEvent::HandoffRegistered(h) => Some(h.to.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(handoffs, ["builder"]);
+    assert!(ev.iter().any(
+        |e| matches!(e, AuditEvent::HandoffRefused { to, standing } if to.as_str() == "reviewer" && standing.as_str() == "builder")
+    ));
+    let finishes: Vec<&FinishReason> = ev
+        .iter()
+        .filter_map(|e| match e {
+            AuditEvent::TurnEnded { finish, .. } => Some(finish),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(finishes, [&FinishReason::Handoff, &FinishReason::Done]);
+    let verified = ev
+        .iter()
+        .filter(|e| matches!(e, AuditEvent::ToolRequested { tool, .. } if tool == "verify"))
+        .count();
+    assert_eq!(verified, 1);
+    assert_eq!(report.handoffs.len(), 1);
+}
+
+#[tokio::test]
+async fn a_review_gate_refuses_a_cli_sessions_handoff_and_the_corrected_one_stands() {
+    let config =
+        format!("{TEAM}\n[[gates.review]]\nfrom = \"planner\"\nvia = \"reviewer\"\nwhen = []\n");
+    let s = setup(
+        &config,
+        &[
+            json!({"calls": [handoff("builder", "Build it."), handoff("reviewer", "Review the plan.")],
+                   "text": "Sent for review."}),
+            json!({"text": "Reviewed."}),
+        ],
+    );
+    let sink = Arc::new(MemorySink::default());
+    let report = s.runner.run(spec(sink.clone())).await;
+    assert_eq!(report.status, RunStatus::Completed, "{report:?}");
+    let calls: Vec<(String, bool)> = seen(&s.plans, 0)["calls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(result)
+        .collect();
+    // Refused by the gate, correctably: the model reads where to hand off instead.
+    assert!(
+        calls[0].1 && calls[0].0.contains("hand off to reviewer instead"),
+        "{calls:?}"
+    );
+    assert!(!calls[1].1, "{calls:?}");
+    let turns: Vec<String> = events(&sink)
+        .iter()
+        .filter_map(|e| match e {
+            AuditEvent::TurnStarted { agent } => Some(agent.to_string()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(turns, ["planner", "reviewer"]);
+    assert_eq!(report.handoffs.len(), 1);
+    assert_eq!(report.handoffs[0].to.as_str(), "reviewer");
+}
+
+/// A mixed team: a model agent hands off to a CLI agent with its own `handoff` tool, and the
+/// CLI agent's session hands on to a model agent over MCP.
+#[tokio::test]
+async fn in_a_mixed_team_a_model_agent_and_a_cli_agent_hand_off_to_each_other() {
+    let config = r#"
+[run]
+first = "planner"
+
+[[agent]]
+name = "planner"
+tools = ["handoff"]
+
+[[agent]]
+name = "builder"
+kind = "claude-code"
+verify = "test -f done.txt"
+tools = ["handoff"]
+
+[[agent]]
+name = "reviewer"
+"#;
+    let script = Script::from_toml(
+        r#"
+[[agents.planner]]
+tool_calls = [{ name = "handoff", arguments = { to = "builder", message = "Write done.txt." } }]
+
+[[agents.reviewer]]
+text = "Looks good."
+"#,
+    )
+    .unwrap();
+    let s = setup_with(
+        config,
+        &[json!({"write": {"done.txt": "yes\n"},
+                 "calls": [handoff("reviewer", "Review done.txt.")],
+                 "text": "Built; over to the reviewer."})],
+        script,
+    );
+    let sink = Arc::new(MemorySink::default());
+    let report = s.runner.run(spec(sink.clone())).await;
+    assert_eq!(report.status, RunStatus::Completed, "{report:?}");
+    assert_eq!(report.final_text, "Looks good.");
+    let route: Vec<(String, String)> = report
+        .handoffs
+        .iter()
+        .map(|h| (h.from.to_string(), h.to.to_string()))
+        .collect();
+    assert_eq!(
+        route,
+        [
+            ("planner".to_string(), "builder".to_string()),
+            ("builder".to_string(), "reviewer".to_string())
+        ]
+    );
+    assert!(std::fs::read_to_string(s.plans.join("prompt-0"))
+        .unwrap()
+        .contains("planner handed the work to you: Write done.txt."),);
+}

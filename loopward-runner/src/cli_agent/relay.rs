@@ -1,0 +1,367 @@
+//! loopward's own tools in a CLI session, over MCP: the loop's end of the relay.
+//!
+//! A session's client starts `loopward mcp` (an MCP stdio server) from the MCP config the
+//! session is given; that server holds no state and decides nothing. For each `tools/list` and
+//! `tools/call` it opens the loop's relay socket (made for that session alone, in loopward's
+//! state directory; its path is in [`RELAY_ENV`]) and sends one [`RelayRequest`] line; the loop
+//! answers one [`RelayReply`] line. Here, in the runner, each call goes through the agent's
+//! tool stack as a hosted agent's call does (the policy gates — review, one handoff — then the
+//! layers' tool stack) and is recorded in the run's ledger under the session's turn; a handoff
+//! it registers is the turn's handoff.
+//!
+//! The relay is served in the session's own task, beside the stream reader: a call's records
+//! never fall between a model call's two records.
+
+use super::agent::{CliAgentBuilder, Inner, Session, SESSION, TOOL};
+use super::process::CommandLine;
+use crate::context::TurnContext;
+use crate::model::ModelError;
+use crate::tool::{BoxToolService, ToolError, ToolSet};
+use crate::turn::TurnError;
+use futures::stream::{FuturesUnordered, StreamExt};
+use loopward_core::{AuditEvent, ToolCall, ToolSpec};
+use serde::{Deserialize, Serialize};
+use std::ffi::OsString;
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+
+/// The variable that tells `loopward mcp` where its session's relay socket is.
+pub const RELAY_ENV: &str = "LOOPWARD_MCP_SOCKET";
+
+/// The name loopward's MCP server has in a session's MCP config: its tools reach the model as
+/// `mcp__loopward__<tool>` (Claude Code's naming).
+pub const MCP_SERVER: &str = "loopward";
+
+/// The longest socket path the kernel binds (`sun_path` is 108 bytes, with its NUL).
+const MAX_SOCKET_PATH: usize = 100;
+
+/// What `loopward mcp` asks the loop: one JSON line per connection.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case", deny_unknown_fields)]
+pub enum RelayRequest {
+    /// The tools the session is offered.
+    List,
+    /// A call of one of them.
+    Call {
+        /// The tool, by its loopward name (`handoff`).
+        name: String,
+        /// Its arguments, as the model gave them.
+        #[serde(default)]
+        arguments: serde_json::Value,
+    },
+}
+
+/// The loop's answer: one JSON line.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "reply", rename_all = "snake_case", deny_unknown_fields)]
+pub enum RelayReply {
+    /// The tools, as a hosted agent's model is offered them.
+    Tools {
+        /// Their specs.
+        tools: Vec<ToolSpec>,
+    },
+    /// How a call ended: what the model reads as the tool's result.
+    Result {
+        /// The result (on a refusal: why, and what to do instead).
+        content: String,
+        /// Whether it is an error (a refusal, a failure).
+        is_error: bool,
+    },
+}
+
+/// Asks the loop at `socket` (from [`RELAY_ENV`]) one request: `loopward mcp`'s end.
+pub async fn ask(socket: &Path, request: &RelayRequest) -> Result<RelayReply, String> {
+    let unreachable = |e: std::io::Error| {
+        format!(
+            "loopward's loop is not answering at {} ({e}); the session outlived its turn, or was not started by `loopward loop`/`loopward run`",
+            socket.display()
+        )
+    };
+    let stream = tokio::net::UnixStream::connect(socket)
+        .await
+        .map_err(unreachable)?;
+    let (read, mut write) = stream.into_split();
+    let mut line = serde_json::to_string(request).map_err(|e| e.to_string())?;
+    line.push('\n');
+    write
+        .write_all(line.as_bytes())
+        .await
+        .map_err(unreachable)?;
+    let mut answer = String::new();
+    BufReader::new(read)
+        .read_line(&mut answer)
+        .await
+        .map_err(unreachable)?;
+    serde_json::from_str(&answer).map_err(|e| {
+        format!(
+            "the loop's answer is not a relay reply ({e}): {:?}",
+            answer.chars().take(200).collect::<String>()
+        )
+    })
+}
+
+/// How a session's client starts loopward's MCP server: `<loopward> mcp`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct McpServer {
+    /// The `loopward` binary (absolute).
+    pub program: PathBuf,
+    /// Its arguments (`["mcp"]`).
+    pub args: Vec<OsString>,
+}
+
+/// The tools a CLI agent's sessions are served, and the stack their calls go through.
+pub(super) struct LoopTools {
+    tools: ToolSet,
+    stack: BoxToolService,
+}
+
+impl CliAgentBuilder {
+    /// Serves `tools` (loopward's own: `handoff`, `report_attempt`) to each session over MCP,
+    /// each call run through `stack` (the policy gates and the layers' tool stack, as for a
+    /// hosted agent). Needs [`mcp_server`](Self::mcp_server) to start the server.
+    pub fn loop_tools(mut self, tools: ToolSet, stack: BoxToolService) -> Self {
+        self.inner.loop_tools = (!tools.is_empty()).then(|| Arc::new(LoopTools { tools, stack }));
+        self
+    }
+
+    /// How the session's client starts loopward's MCP server (`<loopward> mcp`).
+    pub fn mcp_server(mut self, server: McpServer) -> Self {
+        self.inner.mcp_server = Some(server);
+        self
+    }
+
+    /// Whether the agent can serve tools over MCP (it has a server to start).
+    pub fn has_mcp_server(&self) -> bool {
+        self.inner.mcp_server.is_some()
+    }
+}
+
+/// A session's relay: its socket, and the MCP config that points the client at it; both
+/// removed when the session is over.
+pub(super) struct Relay {
+    listener: tokio::net::UnixListener,
+    socket: PathBuf,
+    config: PathBuf,
+    tools: Arc<LoopTools>,
+    calls: AtomicU32,
+    _dir: Option<tempfile::TempDir>,
+}
+
+impl Drop for Relay {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.socket);
+        let _ = std::fs::remove_file(&self.config);
+    }
+}
+
+impl Inner {
+    /// Opens `session`'s relay when the agent has loop tools: its socket in the scratch
+    /// directory (a private temporary one when that path is too long to bind), and its MCP
+    /// config beside the session's settings.
+    pub(super) fn open_relay(&self, session: &str) -> Result<Option<Relay>, TurnError> {
+        let Some(tools) = &self.loop_tools else {
+            return Ok(None);
+        };
+        let local = |why: String| TurnError::Model(ModelError::Local(why));
+        let Some(server) = &self.mcp_server else {
+            return Err(local(format!(
+                "{} has loop tools but nothing to serve them over MCP: name the server with CliAgentBuilder::mcp_server",
+                self.name
+            )));
+        };
+        let name = format!("mcp-{}.sock", &session[..session.len().min(13)]);
+        let mut socket = self.scratch.join(&name);
+        let mut dir = None;
+        if socket.as_os_str().len() > MAX_SOCKET_PATH {
+            let d = tempfile::Builder::new()
+                .prefix("loopward-mcp-")
+                .tempdir()
+                .map_err(|e| local(format!("cannot make a directory for the MCP relay: {e}")))?;
+            socket = d.path().join(&name);
+            dir = Some(d);
+        }
+        let _ = std::fs::remove_file(&socket);
+        let listener = tokio::net::UnixListener::bind(&socket).map_err(|e| {
+            local(format!(
+                "cannot open the MCP relay socket {}: {e}",
+                socket.display()
+            ))
+        })?;
+        let config = self.scratch.join(format!("{session}.mcp.json"));
+        let text = serde_json::json!({"mcpServers": {MCP_SERVER: {
+            "type": "stdio",
+            "command": server.program,
+            "args": server.args.iter().map(|a| a.to_string_lossy()).collect::<Vec<_>>(),
+            "env": {RELAY_ENV: socket},
+        }}});
+        std::fs::write(&config, text.to_string()).map_err(|e| {
+            local(format!(
+                "cannot write the session's MCP config {}: {e}",
+                config.display()
+            ))
+        })?;
+        Ok(Some(Relay {
+            listener,
+            socket,
+            config,
+            tools: tools.clone(),
+            calls: AtomicU32::new(0),
+            _dir: dir,
+        }))
+    }
+}
+
+/// `cmd` with the relay attached: Claude Code reads only the session's MCP config
+/// (`--mcp-config <file> --strict-mcp-config`) and may call its tools unasked
+/// (`--allowedTools mcp__loopward`; the loop's gates judge each call).
+pub(super) fn attach(relay: Option<&Relay>, mut cmd: CommandLine) -> CommandLine {
+    if let Some(r) = relay {
+        cmd.args.extend([
+            "--mcp-config".into(),
+            r.config.as_os_str().to_owned(),
+            "--strict-mcp-config".into(),
+            "--allowedTools".into(),
+            format!("mcp__{MCP_SERVER}").into(),
+        ]);
+        cmd.env
+            .push((RELAY_ENV.into(), r.socket.as_os_str().to_owned()));
+    }
+    cmd
+}
+
+/// Runs `main` (the session's stream reader), answering the relay beside it in the same task
+/// until `main` ends; a relayed call the ledger could not record ends the turn.
+pub(super) async fn serve<T>(
+    relay: Option<&Relay>,
+    turn: &TurnContext,
+    main: impl Future<Output = Result<T, TurnError>>,
+) -> Result<T, TurnError> {
+    let Some(relay) = relay else {
+        return main.await;
+    };
+    let mut main = std::pin::pin!(main);
+    let mut answering = FuturesUnordered::new();
+    loop {
+        tokio::select! {
+            out = &mut main => return out,
+            Some(done) = answering.next(), if !answering.is_empty() => done?,
+            conn = relay.listener.accept() => {
+                if let Ok((stream, _)) = conn {
+                    answering.push(relay.answer(turn, stream));
+                }
+            }
+        }
+    }
+}
+
+impl Relay {
+    /// Answers one connection's request.
+    async fn answer(
+        &self,
+        turn: &TurnContext,
+        stream: tokio::net::UnixStream,
+    ) -> Result<(), TurnError> {
+        let (read, mut write) = stream.into_split();
+        let mut line = String::new();
+        if BufReader::new(read).read_line(&mut line).await.is_err() {
+            return Ok(());
+        }
+        let reply = match serde_json::from_str::<RelayRequest>(&line) {
+            Ok(RelayRequest::List) => RelayReply::Tools {
+                tools: self.tools.tools.specs(),
+            },
+            Ok(RelayRequest::Call { name, arguments }) => self.call(turn, name, arguments).await?,
+            Err(e) => RelayReply::Result {
+                content: format!("not a relay request ({e})"),
+                is_error: true,
+            },
+        };
+        let mut text = serde_json::to_string(&reply).unwrap_or_default();
+        text.push('\n');
+        // A client gone before its answer has nothing to read it; the record stands.
+        let _ = write.write_all(text.as_bytes()).await;
+        Ok(())
+    }
+
+    /// One call, recorded and run as a hosted agent's: requested, through the tool stack,
+    /// finished. After a handoff stands, only another handoff is run (the one-handoff rule
+    /// refuses it, naming the one that stands).
+    async fn call(
+        &self,
+        turn: &TurnContext,
+        name: String,
+        arguments: serde_json::Value,
+    ) -> Result<RelayReply, TurnError> {
+        let n = self.calls.fetch_add(1, Ordering::Relaxed) + 1;
+        let call = ToolCall {
+            id: format!("{CALL_PREFIX}{n}"),
+            name,
+            arguments,
+        };
+        let (content, is_error) = self.tools.call(turn, call).await?;
+        Ok(RelayReply::Result { content, is_error })
+    }
+}
+
+/// The call ids of a session's relayed calls: `mcp-1`, `mcp-2`…
+pub(super) const CALL_PREFIX: &str = "mcp-";
+
+impl LoopTools {
+    /// Records `call`, runs it through the stack, records how it ended: its result and whether
+    /// it is an error. `loopward replay` runs a recorded call again through here.
+    pub(super) async fn call(
+        &self,
+        turn: &TurnContext,
+        call: ToolCall,
+    ) -> Result<(String, bool), TurnError> {
+        turn.record_owned(AuditEvent::ToolRequested {
+            call_id: call.id.clone(),
+            tool: call.name.clone(),
+            arguments: call.arguments.clone(),
+        })?;
+        let outcome = if turn.state().handoff.is_some() && call.name != "handoff" {
+            Err(ToolError::Failed(
+                "not run: you already handed off this session; finish your reply".into(),
+            ))
+        } else {
+            crate::agent::dispatch(&self.tools, &self.stack, turn, &call).await
+        };
+        let result = crate::agent::finish_call(turn, call, outcome)?;
+        Ok((result.content, result.is_error))
+    }
+}
+
+impl Inner {
+    /// The turn's outcome when its session handed off (live, or as the journal of a resumed
+    /// turn recorded it): the session's result, and the handoff, which the runner follows.
+    pub(super) fn handed_off(
+        &self,
+        turn: &TurnContext,
+        feed: Option<&crate::journal::TurnFeed>,
+        session: &Session,
+    ) -> Option<crate::turn::TurnOutcome> {
+        let handoff = {
+            let mut st = turn.state();
+            if st.handoff.is_none() {
+                st.handoff = feed.and_then(crate::journal::TurnFeed::handoff);
+            }
+            st.handoff.clone()
+        }?;
+        Some(crate::turn::TurnOutcome {
+            messages: vec![loopward_core::Message::Tool(loopward_core::ToolResult {
+                call_id: SESSION.into(),
+                name: TOOL.into(),
+                content: session.content.clone(),
+                is_error: !session.claimed,
+            })],
+            effects: vec![],
+            handoff: Some(handoff),
+            usage: session.usage,
+            finish: loopward_core::FinishReason::Handoff,
+            text: session.answer.clone(),
+        })
+    }
+}
