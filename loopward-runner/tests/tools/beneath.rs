@@ -1,10 +1,7 @@
 //! Writes land where they were judged: a symbolic link swapped into the path between the gate's
 //! check and the file tool's write makes the write fail, never redirects it into a territory.
 
-#[path = "gates/support.rs"]
-mod gates_support;
-
-use gates_support::*;
+use super::gates_support::*;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 

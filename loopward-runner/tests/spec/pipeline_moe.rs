@@ -3,10 +3,7 @@
 //! loopward deliberately differs, ARCHITECTURE.md says so ("Where loopward differs from its
 //! peers"); each difference has a test here too.
 
-#[path = "gates/support.rs"]
-mod gates_support;
-
-use gates_support::*;
+use super::gates_support::*;
 use loopward_runner::tool::ToolError;
 
 const AUDITED: &str = r#"
