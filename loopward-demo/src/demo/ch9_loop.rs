@@ -119,11 +119,13 @@ pub(super) async fn play<W: Write + Send + 'static>(stage: &Stage<W>) -> Result<
             status(&played)
         ),
     );
+    let (_, key_file) = stage.key_file();
     stage.say(
         Tone::Dim,
         format!(
-            "  the loops' ledgers and their sessions' hook ledgers: {}",
-            runs.display()
+            "  the loops' ledgers and their sessions' hook ledgers: loopward report {} --key {}",
+            runs.display(),
+            key_file.display()
         ),
     );
     Ok(())

@@ -228,3 +228,13 @@ impl<W: Write + Send> AuditSink for LoopView<W> {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_hook_without_its_arguments_blocks() {
+        let a = super::hook(&[], None, "{}");
+        assert_eq!(a.exit_code, loopward_hooks::EXIT_BLOCK);
+        assert!(a.stderr.contains("--config"), "{}", a.stderr);
+    }
+}

@@ -152,6 +152,23 @@ impl<W: Write + Send + 'static> Stage<W> {
         }
     }
 
+    /// The demo key's id and its file (what `loopward verify --key` takes).
+    pub(crate) fn key_file(&self) -> (String, PathBuf) {
+        let key = self
+            .custody
+            .keys()
+            .current()
+            .map(|k| k.id().to_string())
+            .unwrap_or_default();
+        let file = self
+            .custody
+            .state()
+            .root()
+            .join("keys")
+            .join(format!("{key}.key"));
+        (key, file)
+    }
+
     /// The workspace of a run: a fresh folder under the scratch folder.
     pub(crate) fn workspace(&self, run: &str) -> PathBuf {
         self.scratch.join("work").join(run)
@@ -465,18 +482,7 @@ fn outro<W: Write + Send + 'static>(stage: &Stage<W>) -> Result<()> {
         Tone::Dim,
         "  each run: events.jsonl (the ledger, HMAC-chained), audit.md (its timeline), audit.html (its page), audit.json",
     );
-    let key = stage
-        .custody
-        .keys()
-        .current()
-        .map(|k| k.id().to_string())
-        .unwrap_or_default();
-    let key_file = stage
-        .custody
-        .state()
-        .root()
-        .join("keys")
-        .join(format!("{key}.key"));
+    let (key, key_file) = stage.key_file();
     o.line(
         Tone::Dim,
         format!("  chained under the demo's fixed key {key} (no secret: real runs use the random key `loopward init` makes)"),

@@ -287,3 +287,45 @@ impl<W: Write> Session<'_, W> {
         Ok(i32::from(is_error))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_hook_commands_are_those_whose_matcher_names_the_tool() {
+        let settings = json!({"hooks": {
+            "PreToolUse": [{"matcher": "Write|Edit", "hooks": [{"type": "command", "command": "a"}]},
+                           {"matcher": "Bash", "hooks": [{"type": "command", "command": "b"}]}],
+            "UserPromptSubmit": [{"hooks": [{"type": "command", "command": "c"}]}],
+        }});
+        assert_eq!(commands(&settings, "PreToolUse", Some("Write")), ["a"]);
+        assert_eq!(commands(&settings, "PreToolUse", Some("Bash")), ["b"]);
+        assert!(commands(&settings, "PreToolUse", Some("WriteX")).is_empty());
+        assert_eq!(commands(&settings, "UserPromptSubmit", None), ["c"]);
+        assert!(commands(&settings, "PostToolUse", Some("Write")).is_empty());
+    }
+
+    #[test]
+    fn a_refusing_hook_stops_the_write_and_its_reason_is_the_result() {
+        let dir = tempfile::tempdir().unwrap();
+        let hooks = Hooks {
+            settings: json!({"hooks": {"PreToolUse": [{"matcher": "Write", "hooks": [
+                {"type": "command", "command": "cat >/dev/null; echo 'not yours' >&2; exit 2"}]}]}}),
+            cwd: dir.path().to_path_buf(),
+            session: "s1".into(),
+        };
+        let mut out = Vec::new();
+        let mut s = Session {
+            hooks,
+            out: &mut out,
+            messages: 0,
+            refusal: None,
+        };
+        s.write("plan.md", "x").unwrap();
+        assert_eq!(s.refusal.as_deref(), Some("not yours\n"));
+        assert!(!dir.path().join("plan.md").exists());
+        let text = String::from_utf8(out).unwrap();
+        assert!(text.contains(r#""is_error":true"#), "{text}");
+    }
+}
