@@ -7,6 +7,15 @@ use loopward_term::render::Printer;
 use std::process::{Command, Output};
 
 fn play() -> (String, tempfile::TempDir) {
+    play_with(Options {
+        // Chapter 9 runs the demo binary as its stand-in coding agent and its hook.
+        stand_in: Some(env!("CARGO_BIN_EXE_loopward-demo").into()),
+        ..Options::default()
+    })
+}
+
+/// The demo's output with `opts` in a new scratch folder (shown as `<scratch>`).
+fn play_with(opts: Options) -> (String, tempfile::TempDir) {
     let scratch = tempfile::tempdir().unwrap();
     let out = demo::shared(Printer::plain(Vec::new()));
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -16,9 +25,7 @@ fn play() -> (String, tempfile::TempDir) {
     rt.block_on(demo::run(
         Options {
             dir: Some(scratch.path().to_path_buf()),
-            // Chapter 9 runs the demo binary as its stand-in coding agent and its hook.
-            stand_in: Some(env!("CARGO_BIN_EXE_loopward-demo").into()),
-            ..Options::default()
+            ..opts
         },
         out.clone(),
     ))
@@ -127,22 +134,10 @@ fn demo_gate(answer: &str) -> String {
 
 #[test]
 fn chapter_9_without_the_demo_binary_says_it_is_skipped() {
-    let scratch = tempfile::tempdir().unwrap();
-    let out = demo::shared(Printer::plain(Vec::new()));
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.block_on(demo::run(
-        Options {
-            dir: Some(scratch.path().to_path_buf()),
-            chapters: vec![9],
-            ..Options::default()
-        },
-        out.clone(),
-    ))
-    .unwrap();
-    let text = String::from_utf8(out.lock().unwrap().get_ref().clone()).unwrap();
+    let (text, scratch) = play_with(Options {
+        chapters: vec![9],
+        ..Options::default()
+    });
     assert!(
         text.contains("Chapter 9 · A loop over a coding agent"),
         "{text}"
