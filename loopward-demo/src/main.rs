@@ -4,9 +4,11 @@
 #![allow(clippy::print_stderr)]
 
 use clap::Parser;
+use loopward_demo::demo::stand_in;
 use loopward_demo::demo::{self, DemoBackend, GateAnswer, Options};
 use loopward_term::render::Printer;
-use std::path::PathBuf;
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 /// loopward demo: a scripted team acting out each lesson, offline, no keys.
@@ -32,8 +34,8 @@ struct Args {
     /// Where to put the scratch workspace and the runs (default: a new temporary folder).
     #[arg(long)]
     dir: Option<PathBuf>,
-    /// Play only these chapters (1–8), e.g. `--chapter 1 --chapter 6`.
-    #[arg(long = "chapter", value_parser = clap::value_parser!(u8).range(1..=8))]
+    /// Play only these chapters (1–9), e.g. `--chapter 1 --chapter 9`.
+    #[arg(long = "chapter", value_parser = clap::value_parser!(u8).range(1..=9))]
     chapters: Vec<u8>,
 }
 
@@ -52,6 +54,14 @@ fn parse_layers(s: &str) -> Result<u32, String> {
 }
 
 fn main() -> ExitCode {
+    // Chapter 9 runs this binary as its hook command and as its stand-in coding agent.
+    let argv: Vec<String> = std::env::args().skip(1).collect();
+    if argv.first().map(String::as_str) == Some(stand_in::HOOK_FLAG) {
+        return hook(&argv[1..]);
+    }
+    if let Some(state) = std::env::var_os(stand_in::STAND_IN_ENV) {
+        return stand_in_client(Path::new(&state), &argv);
+    }
     let args = Args::parse();
     let backend = match (args.backend, args.model) {
         (BackendArg::Llama, Some(model)) => DemoBackend::Llama {
@@ -65,6 +75,7 @@ fn main() -> ExitCode {
         gate: args.gate,
         backend,
         chapters: args.chapters,
+        stand_in: std::env::current_exe().ok(),
     };
     let rt = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -81,6 +92,43 @@ fn main() -> ExitCode {
         Ok(_) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// The stand-in's hook command: one event on stdin, the answer on stdout, exit status 2 when
+/// blocked (as `loopward hook claude-code`).
+fn hook(args: &[String]) -> ExitCode {
+    let mut input = String::new();
+    let answer = match std::io::stdin().read_to_string(&mut input) {
+        Ok(_) => demo::cli_loop::hook(
+            args,
+            std::env::var(loopward_runner::cli_agent::SESSION_MARK).ok(),
+            &input,
+        ),
+        Err(e) => loopward_hooks::HookAnswer::fail_closed(format!("reading the event: {e}")),
+    };
+    let printed = std::io::stdout()
+        .write_all(answer.stdout.as_bytes())
+        .and_then(|()| std::io::stdout().flush());
+    let _ = std::io::stderr().write_all(answer.stderr.as_bytes());
+    match (printed, answer.exit_code) {
+        (Ok(()), 0) => ExitCode::SUCCESS,
+        _ => ExitCode::from(2),
+    }
+}
+
+/// The stand-in Claude Code client of chapter 9, its state in `state`.
+fn stand_in_client(state: &Path, args: &[String]) -> ExitCode {
+    let run = std::env::current_dir()
+        .map_err(anyhow::Error::from)
+        .and_then(|cwd| stand_in::client(state, &cwd, args, &mut std::io::stdout().lock()));
+    match run {
+        Ok(0) => ExitCode::SUCCESS,
+        Ok(_) => ExitCode::FAILURE,
+        Err(e) => {
+            eprintln!("stand-in client: {e:#}");
             ExitCode::FAILURE
         }
     }

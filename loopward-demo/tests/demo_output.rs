@@ -7,6 +7,15 @@ use loopward_term::render::Printer;
 use std::process::{Command, Output};
 
 fn play() -> (String, tempfile::TempDir) {
+    play_with(Options {
+        // Chapter 9 runs the demo binary as its stand-in coding agent and its hook.
+        stand_in: Some(env!("CARGO_BIN_EXE_loopward-demo").into()),
+        ..Options::default()
+    })
+}
+
+/// The demo's output with `opts` in a new scratch folder (shown as `<scratch>`).
+fn play_with(opts: Options) -> (String, tempfile::TempDir) {
     let scratch = tempfile::tempdir().unwrap();
     let out = demo::shared(Printer::plain(Vec::new()));
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -16,7 +25,7 @@ fn play() -> (String, tempfile::TempDir) {
     rt.block_on(demo::run(
         Options {
             dir: Some(scratch.path().to_path_buf()),
-            ..Options::default()
+            ..opts
         },
         out.clone(),
     ))
@@ -49,7 +58,37 @@ fn demo_output_and_report_json_are_computed_from_the_ledgers() {
         text.contains("sprawl at threshold 3 would have fired in 1 of 12 turns"),
         "{text}"
     );
+    // Chapter 9: a loop over the stand-in coding agent, its figures from the loop's ledger and
+    // its sessions' hook ledgers.
+    assert!(
+        text.contains("2 sessions; 1 completion claim refused by the verifier; inside the sessions the hook refused 1 write and let 1 through; the loop ended completed only when `verify` passed"),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "· Write plan.md → ✗ refused by territory:planner: plan.md belongs to planner"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains("4 sessions, 4 of them claiming done; 3 counted as repeats by evidence"),
+        "{text}"
+    );
+    assert!(
+        text.contains("run ended: cap_reached (no progress"),
+        "{text}"
+    );
     insta::assert_snapshot!("demo_output", text);
+
+    // The loops' ledgers and their sessions' hook ledgers verify under the demo key: 2 loops,
+    // 6 sessions.
+    let loops = loopward::ledger::report(
+        &demo::loop_runs_dir(scratch.path()),
+        &demo::loop_verify_options(scratch.path()).unwrap(),
+    )
+    .unwrap();
+    let loops: serde_json::Value = serde_json::from_str(&loops.to_json()).unwrap();
+    assert_eq!(loops["runs"], 8, "{loops:#}");
 
     // The same code as `loopward report --json`.
     let report = loopward::ledger::report(
@@ -91,6 +130,23 @@ fn demo_gate(answer: &str) -> String {
     let out = child.wait_with_output().unwrap();
     assert!(out.status.success(), "{}", text(&out));
     text(&out)
+}
+
+#[test]
+fn chapter_9_without_the_demo_binary_says_it_is_skipped() {
+    let (text, scratch) = play_with(Options {
+        chapters: vec![9],
+        ..Options::default()
+    });
+    assert!(
+        text.contains("Chapter 9 · A loop over a coding agent"),
+        "{text}"
+    );
+    assert!(
+        text.contains("skipped: this chapter runs the demo binary as its stand-in"),
+        "{text}"
+    );
+    assert!(!demo::loop_runs_dir(scratch.path()).exists());
 }
 
 #[test]

@@ -73,6 +73,7 @@ const GRAPH: &[(&str, &[&str])] = &[
             "loopward",
             "loopward-core",
             "loopward-runner",
+            "loopward-hooks",
             "loopward-term",
         ],
     ),

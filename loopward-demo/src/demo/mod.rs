@@ -1,4 +1,4 @@
-//! The eight chapters of `loopward-demo`: a scripted team acting out each lesson loopward is
+//! The nine chapters of `loopward-demo`: a scripted team acting out each lesson loopward is
 //! built on, in a scratch workspace, on the offline fake backend.
 //!
 //! Every run writes a ledger under the scratch folder's `runs/`; every figure a chapter prints
@@ -14,6 +14,9 @@ mod ch5_one_handoff;
 mod ch6_shell;
 mod ch7_anti_loop;
 mod ch8_stop_gate;
+mod ch9_loop;
+pub mod cli_loop;
+pub mod stand_in;
 mod team;
 
 use anyhow::{Context, Result};
@@ -69,8 +72,11 @@ pub struct Options {
     pub gate: GateAnswer,
     /// The model.
     pub backend: DemoBackend,
-    /// Only these chapters (1–8); empty: all.
+    /// Only these chapters (1–9); empty: all.
     pub chapters: Vec<u8>,
+    /// The demo binary, which chapter 9 runs as its stand-in coding agent and its hook
+    /// (`None`: chapter 9 says it is skipped, and why).
+    pub stand_in: Option<PathBuf>,
 }
 
 /// Where the demo left its files.
@@ -146,21 +152,51 @@ impl<W: Write + Send + 'static> Stage<W> {
         }
     }
 
+    /// The demo key's id and its file (what `loopward verify --key` takes).
+    pub(crate) fn key_file(&self) -> (String, PathBuf) {
+        let key = self
+            .custody
+            .keys()
+            .current()
+            .map(|k| k.id().to_string())
+            .unwrap_or_default();
+        let file = self
+            .custody
+            .state()
+            .root()
+            .join("keys")
+            .join(format!("{key}.key"));
+        (key, file)
+    }
+
     /// The workspace of a run: a fresh folder under the scratch folder.
     pub(crate) fn workspace(&self, run: &str) -> PathBuf {
         self.scratch.join("work").join(run)
     }
 
+    /// Where a run's config file is written.
+    pub(crate) fn config_path(&self, run: &str) -> PathBuf {
+        self.scratch.join("config").join(format!("{run}.toml"))
+    }
+
     /// Plays one run and reads its figures back from its ledger.
     pub(crate) async fn act(&self, act: Act<'_>) -> Result<Played> {
+        self.act_in(act, &self.runs_dir, None).await
+    }
+
+    /// Plays one run with its ledger in `runs_dir`, its `kind = "claude-code"` agents built by
+    /// `cli` (then shown as [`cli_loop::LoopView`] shows a loop).
+    pub(crate) async fn act_in(
+        &self,
+        act: Act<'_>,
+        runs_dir: &Path,
+        cli: Option<Arc<cli_loop::StandIns>>,
+    ) -> Result<Played> {
         let run = RunId::new(act.run).context("demo run ids are valid")?;
         let workspace = self.workspace(act.workspace.unwrap_or(act.run));
         std::fs::create_dir_all(&workspace)
             .with_context(|| format!("cannot create {}", workspace.display()))?;
-        let config_path = self
-            .scratch
-            .join("config")
-            .join(format!("{}.toml", act.run));
+        let config_path = self.config_path(act.run);
         if let Some(parent) = config_path.parent() {
             std::fs::create_dir_all(parent)?;
         }
@@ -196,21 +232,28 @@ impl<W: Write + Send + 'static> Stage<W> {
                 host_files: Vec::new(),
                 inbox: None,
                 stops: None,
-                cli_agents: None,
+                cli_agents: cli.clone().map(|c| c as Arc<dyn loopward::team::CliAgents>),
                 reach: None,
             },
         )?;
         let ledger = ledger::create(
-            &self.runs_dir,
+            runs_dir,
             &run,
-            self.custody.ledger_options(&self.runs_dir, clock)?,
+            self.custody.ledger_options(runs_dir, clock)?,
         )?;
         // As `loopward run` does, so `loopward replay <run-dir>` finds the config.
         std::fs::write(
             ledger.run_dir().join(loopward::config::CONFIG_FILE),
             &act.config,
         )?;
-        let sink = Arc::new(LiveSink::new(ledger.clone(), self.out.clone()));
+        let sink: Arc<dyn loopward_core::AuditSink> = match cli {
+            None => Arc::new(LiveSink::new(ledger.clone(), self.out.clone())),
+            Some(_) => Arc::new(cli_loop::LoopView {
+                ledger: ledger.clone(),
+                view: Mutex::default(),
+                out: self.out.clone(),
+            }),
+        };
         self.say(Tone::Dim, format!("  ▸ run {run}: “{}”", act.task));
         let out = self.out.clone();
         runner
@@ -221,7 +264,7 @@ impl<W: Write + Send + 'static> Stage<W> {
                     task: Person::at_the_keyboard().says(act.task),
                     first: agent(act.first),
                     audit: sink,
-                    audit_location: Some(ledger::run_dir(&self.runs_dir, &run)),
+                    audit_location: Some(ledger::run_dir(runs_dir, &run)),
                 },
                 // What the agent said at the end of its turn (not a figure: the model's words).
                 move |ev| {
@@ -331,6 +374,10 @@ pub async fn run<W: Write + Send + 'static>(
         stage.chapter(8, ch8_stop_gate::TITLE, ch8_stop_gate::LESSON);
         ch8_stop_gate::play(&stage).await?;
     }
+    if wants(9) {
+        stage.chapter(9, ch9_loop::TITLE, ch9_loop::LESSON);
+        ch9_loop::play(&stage).await?;
+    }
     outro(&stage)?;
     Ok(Summary { scratch, runs_dir })
 }
@@ -342,17 +389,23 @@ const DEMO_KEY: &[u8; 32] = b"loopward demo key: not a secret!";
 /// How the demo's runs in `scratch` verify: under the demo key, with the index head kept in
 /// `<scratch>/state` (what `loopward verify --key` does from the command line).
 pub fn verify_options(scratch: &Path) -> Result<loopward_runner::audit::VerifyOptions> {
+    keyed_check(scratch, &runs_dir(scratch))
+}
+
+/// How the runs in `runs` verify: under the demo key, with their index head in
+/// `<scratch>/state`.
+fn keyed_check(scratch: &Path, runs: &Path) -> Result<loopward_runner::audit::VerifyOptions> {
     let key = LedgerKey::from_bytes(DEMO_KEY.to_vec()).context("the demo key is 32 bytes")?;
     let state = loopward_runner::StateDir::at(scratch.join("state"))?;
     Ok(
         loopward_runner::audit::VerifyOptions::keyed(KeyRing::single(key))
-            .head(state.index_head(&runs_dir(scratch))?),
+            .head(state.index_head(runs)?),
     )
 }
 
 /// The demo's state directory (`<scratch>/state`, beside the workspaces, never in one) holding
 /// the demo key as a file, so `loopward verify --key` can check the demo's runs.
-fn demo_custody(scratch: &Path) -> Result<Custody> {
+pub(crate) fn demo_custody(scratch: &Path) -> Result<Custody> {
     use std::os::unix::fs::PermissionsExt;
     let state = loopward_runner::StateDir::at(scratch.join("state"))?;
     let key = LedgerKey::from_bytes(DEMO_KEY.to_vec()).context("the demo key is 32 bytes")?;
@@ -429,18 +482,7 @@ fn outro<W: Write + Send + 'static>(stage: &Stage<W>) -> Result<()> {
         Tone::Dim,
         "  each run: events.jsonl (the ledger, HMAC-chained), audit.md (its timeline), audit.html (its page), audit.json",
     );
-    let key = stage
-        .custody
-        .keys()
-        .current()
-        .map(|k| k.id().to_string())
-        .unwrap_or_default();
-    let key_file = stage
-        .custody
-        .state()
-        .root()
-        .join("keys")
-        .join(format!("{key}.key"));
+    let (key, key_file) = stage.key_file();
     o.line(
         Tone::Dim,
         format!("  chained under the demo's fixed key {key} (no secret: real runs use the random key `loopward init` makes)"),
@@ -500,6 +542,17 @@ fn calibration(
          (loopward calibrate --config candidate.toml runs: per gate, with example refusals and a false-positive estimate)",
         now - 1
     )))
+}
+
+/// Chapter 9's runs folder under a scratch folder: its loops' ledgers and their sessions' hook
+/// ledgers, as `loopward loop` keeps them together in a project's `runs/`.
+pub fn loop_runs_dir(scratch: &Path) -> PathBuf {
+    scratch.join("loop").join("runs")
+}
+
+/// How chapter 9's runs in `scratch` verify (see [`verify_options`]).
+pub fn loop_verify_options(scratch: &Path) -> Result<loopward_runner::audit::VerifyOptions> {
+    keyed_check(scratch, &loop_runs_dir(scratch))
 }
 
 /// The demo's own runs folder under a scratch folder.
