@@ -28,6 +28,9 @@ pub struct TeamRun {
     /// `fsync`s and `fdatasync`s the ledger made: its own file's, the one at finish included,
     /// the folders' and the index's (0 in memory).
     pub syncs: u64,
+    /// Those of the ledger's own file alone: one per commit that follows decisions, one at
+    /// finish.
+    pub ledger_syncs: u64,
     /// New files and folders the run made: its folder, its ledger, its pages, the index head's
     /// temporary (0 in memory).
     pub files: u64,
@@ -90,18 +93,21 @@ fn team(rounds: usize) -> Result<(Runner, AgentId, tempfile::TempDir)> {
 /// ledger's creation to its finish (pages and anchor written).
 pub async fn team_run_on_disk(disk: &Disk, id: &str, rounds: usize) -> Result<TeamRun> {
     let (runner, first, _ws) = team(rounds)?;
-    let (syncs, files) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
-    let (s, f) = (syncs.clone(), files.clone());
+    let counters: [Arc<AtomicU64>; 3] = Default::default();
+    let [syncs, ledger_syncs, files] = counters.clone();
     let opts = LedgerOptions {
         durability: disk.durability,
         key: disk.key.clone(),
         index_head: disk.index_head.clone(),
         fault: Some(Arc::new(move |op: LedgerOp<'_>| {
-            s.fetch_add(u64::from(op.is_sync()), Ordering::Relaxed);
-            f.fetch_add(
-                u64::from(matches!(op, LedgerOp::Create { .. })),
-                Ordering::Relaxed,
-            );
+            let counts = [
+                op.is_sync(),
+                matches!(op, LedgerOp::Sync { .. }),
+                matches!(op, LedgerOp::Create { .. }),
+            ];
+            for (counter, yes) in counters.iter().zip(counts) {
+                counter.fetch_add(u64::from(yes), Ordering::Relaxed);
+            }
             Ok(())
         })),
         ..LedgerOptions::default()
@@ -126,6 +132,7 @@ pub async fn team_run_on_disk(disk: &Disk, id: &str, rounds: usize) -> Result<Te
         records: done.final_seq,
         decisions,
         syncs: syncs.load(Ordering::Relaxed),
+        ledger_syncs: ledger_syncs.load(Ordering::Relaxed),
         files: files.load(Ordering::Relaxed),
         seconds,
     })
@@ -154,6 +161,7 @@ pub async fn team_run_in_memory(id: &str, rounds: usize) -> Result<TeamRun> {
         records: events.len() as u64,
         decisions: events.iter().filter(|(_, e)| e.is_decision()).count() as u64,
         syncs: 0,
+        ledger_syncs: 0,
         files: 0,
         seconds,
     })
