@@ -10,6 +10,7 @@ mod writer;
 
 use audit_support::{id, run_to_ledger, team, SteppingClock};
 use loopward_core::{AuditEvent, AuditSink, Decision, GateMode, Person, RunId, RunStatus, Scope};
+use loopward_runner::audit::write_pages;
 use loopward_runner::audit::{
     verify, Chain, Durability, FaultHook, KeyRing, Ledger, LedgerError, LedgerKey, LedgerOp,
     LedgerOptions, Record, VerifyOptions,

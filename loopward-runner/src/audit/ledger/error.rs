@@ -2,7 +2,7 @@
 
 use super::super::index::IndexError;
 use super::super::key::KeyId;
-use super::super::verify::Breach;
+use super::super::verify::{Breach, VerifyError};
 #[cfg(doc)]
 use super::Ledger;
 use std::path::PathBuf;
@@ -65,6 +65,9 @@ pub enum LedgerError {
     /// The anchor could not be appended to the index.
     #[error("cannot anchor the run: {0}")]
     Index(#[from] IndexError),
+    /// The run's ledger does not verify: its pages are not written from it.
+    #[error("{0}")]
+    Verify(#[from] VerifyError),
     /// The run is finished and anchored, but a page or summary of it could not be written.
     #[error("the run's ledger is finished and anchored, but {path} could not be written: {source}; `loopward report --html` writes the pages again from the ledger")]
     Page {

@@ -3,12 +3,13 @@
 
 use super::super::html::{render_html, LedgerState};
 use super::super::index::{append_anchor_observed, Anchor};
-use super::super::record::{rfc3339, GENESIS};
+use super::super::key::KeyId;
+use super::super::record::{rfc3339, Record, GENESIS};
 use super::super::render::{render_json, render_markdown};
-use super::super::verify::scan;
+use super::super::verify::{scan, verify_records, VerifyOptions};
 use super::{io_err, Finished, Ledger, LedgerError, LedgerOp, Phase};
-use crate::atomic_file::{replace_unsynced, Step};
-use std::path::Path;
+use crate::atomic_file::{replace_unsynced, unobserved, Observer, Step};
+use std::path::{Path, PathBuf};
 
 impl Ledger {
     /// Ends the ledger: syncs it, reads `events.jsonl` back and verifies it, appends the final
@@ -103,27 +104,12 @@ impl Ledger {
             &|step| self.fault(op_of(step)),
         )?;
         st.file = None; // releases the lock
-        let dir = self.run_dir();
-        let state = LedgerState {
-            key_id: self.chain.key_id().map(ToString::to_string),
-            ..LedgerState::verified(self.chain.label())
-        };
-        let pages = [
-            (
-                dir.join("audit.json"),
-                render_json(&found.records, self.chain.label()),
-            ),
-            (dir.join("audit.md"), render_markdown(&found.records)),
-            (dir.join("audit.html"), render_html(&found.records, &state)),
-        ];
-        for (path, text) in &pages {
-            self.write_page(path, text.as_bytes())
-                .map_err(|source| LedgerError::Page {
-                    path: path.clone(),
-                    source,
-                })?;
-        }
-        let [(audit_json, _), (audit_md, _), (audit_html, _)] = pages;
+        let [audit_json, audit_md, audit_html] = write_pages_of(
+            &self.run_dir(),
+            &found.records,
+            (self.chain.label(), self.chain.key_id()),
+            &|step| self.fault(op_of(step)),
+        )?;
         let (final_seq, final_hash) = (wrote_seq, st.prev.clone());
         Ok(Finished {
             final_seq,
@@ -146,11 +132,40 @@ fn op_of(step: Step<'_>) -> LedgerOp<'_> {
     }
 }
 
-impl Ledger {
-    /// Writes a page or summary of the run (regenerable from the ledger, `loopward report
-    /// --html`) so readers see the old file or the new one, never half of one; unsynced: only
-    /// the ledger and its anchor are made durable.
-    fn write_page(&self, path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-        replace_unsynced(path, bytes, 0o644, &|step| self.fault(op_of(step)))
+/// Writes a run's pages and summaries — `audit.json`, `audit.md`, `audit.html` — from its
+/// records, each whole by rename and unsynced: only the ledger and its anchor are made durable.
+/// `(mac, key)` name the chain that verified them. Returns their paths in that order.
+fn write_pages_of(
+    dir: &Path,
+    records: &[Record],
+    (mac, key): (&str, Option<&KeyId>),
+    observe: Observer<'_>,
+) -> Result<[PathBuf; 3], LedgerError> {
+    let state = LedgerState {
+        key_id: key.map(ToString::to_string),
+        ..LedgerState::verified(mac)
+    };
+    let pages = [
+        ("audit.json", render_json(records, mac)),
+        ("audit.md", render_markdown(records)),
+        ("audit.html", render_html(records, &state)),
+    ];
+    let mut written = pages.each_ref().map(|(name, _)| dir.join(name));
+    for ((_, text), path) in pages.iter().zip(&mut written) {
+        replace_unsynced(path, text.as_bytes(), 0o644, observe).map_err(|source| {
+            LedgerError::Page {
+                path: std::mem::take(path),
+                source,
+            }
+        })?;
     }
+    Ok(written)
+}
+
+/// Writes the pages of the run in `run_dir` again from its ledger, once it verifies under
+/// `opts`: what [`Ledger::finish`] writes after the anchor, for a run whose pages a crash or a
+/// full disk left old or missing. `loopward report --html` does it for every run missing one.
+pub fn write_pages(run_dir: &Path, opts: &VerifyOptions) -> Result<[PathBuf; 3], LedgerError> {
+    let (ok, records) = verify_records(run_dir, opts)?;
+    write_pages_of(run_dir, &records, (ok.mac, ok.key.as_ref()), &unobserved)
 }

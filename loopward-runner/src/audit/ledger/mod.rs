@@ -35,6 +35,7 @@ mod finish;
 mod options;
 
 pub use error::{Finished, LedgerError, Recovery};
+pub use finish::write_pages;
 pub use options::{Durability, FaultHook, LedgerOp, LedgerOptions};
 
 use super::record::{write_rfc3339, Chain, LedgerHeader, Record, GENESIS};
