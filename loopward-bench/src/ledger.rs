@@ -381,7 +381,7 @@ fn section(rows: &mut [Row], dir: &Path, slice: Duration, team: &[TeamRun; 2]) -
                  default durability, {} without fsync ({} as long).",
                 synced.records,
                 synced.decisions,
-                synced.syncs,
+                synced.ledger_syncs,
                 synced.decisions + 1,
                 fmt_ns(synced.seconds * 1e9),
                 fmt_ns(unsynced.seconds * 1e9),

@@ -17,6 +17,7 @@
 //! | 8 | [`console`] | `loopward serve`'s console following 100 runs × 10 records/s (CPU share, memory over the window) and a 10,000-record run's page | the targets of the console issue (≤ 5 % of one core, flat memory, < 300 ms) |
 //! | 9 | [`loop_cli`] | a session of a loop over a scripted stand-in CLI (10 and 100 sessions; 1,000 files) | the same script and verifier started bare |
 //! | 10 | [`containment`] | a command started in its sandbox (Landlock, its own network); HTTP through the egress proxy | the same command started bare; the same request sent directly |
+//! | 11 | [`disk_run`] | a whole scripted run on disk (ledger, pages, anchor), default durability and without fsync; syncs and files per run | the same run into memory |
 //!
 //! Benchmarks are not tests: nothing here asserts a threshold. Each part returns a
 //! [`report::Section`] that states its targets next to the measured figures.
@@ -32,6 +33,7 @@
 pub mod concurrent;
 pub mod console;
 pub mod containment;
+pub mod disk_run;
 pub mod gates;
 pub mod governed;
 pub mod harness;

@@ -1,4 +1,4 @@
-//! `loopward-bench`: the timing parts (1, 2, 3, 7, 8 and, with the `llama` feature, 5 and 6).
+//! `loopward-bench`: the timing parts (1, 2, 3, 7–11 and, with the `llama` feature, 5 and 6).
 //! Writes one JSON file; with `--llama-child` it is one side of part 5 (see
 //! `loopward_bench::llama`), with `--console-child` the console part 8 measures.
 //! `cargo xtask bench` merges it with the scale binary's and renders
@@ -13,7 +13,7 @@ use anyhow::{bail, Context as _, Result};
 use loopward_bench::harness::{timer_overhead_ns, Effort};
 use loopward_bench::machine::{load_average, Machine};
 use loopward_bench::report::Section;
-use loopward_bench::{containment, gates, governed, ledger, loop_cli, stack};
+use loopward_bench::{containment, disk_run, gates, governed, ledger, loop_cli, stack};
 use serde_json::json;
 use std::path::PathBuf;
 
@@ -93,6 +93,10 @@ fn main() -> Result<()> {
         sections.push(loop_cli::run(args.effort).context("part 9 (loop over a CLI agent)")?);
         eprintln!("part 10: containment");
         sections.push(containment::run(args.effort).context("part 10 (containment)")?);
+    }
+    if wanted(11) {
+        eprintln!("part 11: a run's fixed cost on disk");
+        sections.push(disk_run::run(args.effort).context("part 11 (a run on disk)")?);
     }
     if wanted(5) {
         eprintln!("part 5: local inference");

@@ -148,19 +148,41 @@ pub const TEAM_ROUNDS: usize = 3;
 /// A scripted two-agent team whose replies follow from the conversation alone, so one model
 /// serves any number of concurrent runs deterministically: each turn calls `noop`, then the
 /// planner hands off to the builder and the builder back to the planner, until the builder's
-/// [`TEAM_ROUNDS`]th turn, where it says it is done. Every run takes `2 × TEAM_ROUNDS` turns.
-#[derive(Clone, Debug, Default)]
+/// [`TEAM_ROUNDS`]th turn (or [`TeamModel::rounds`]), where it says it is done. Every run takes
+/// `2 × TEAM_ROUNDS` turns.
+#[derive(Clone, Debug)]
 pub struct TeamModel {
     hold: Option<Arc<Hold>>,
+    rounds: usize,
+}
+
+impl Default for TeamModel {
+    fn default() -> Self {
+        Self {
+            hold: None,
+            rounds: TEAM_ROUNDS,
+        }
+    }
 }
 
 impl TeamModel {
     /// A team model whose runs wait at `hold` before their first model call.
     pub fn held(hold: Arc<Hold>) -> Self {
-        Self { hold: Some(hold) }
+        Self {
+            hold: Some(hold),
+            ..Self::default()
+        }
     }
 
-    fn reply(req: &ChatRequest) -> ChatResponse {
+    /// A team model whose builder is done at its `rounds`th turn (`2 × rounds` turns a run).
+    pub fn rounds(rounds: usize) -> Self {
+        Self {
+            rounds,
+            ..Self::default()
+        }
+    }
+
+    fn reply(rounds: usize, req: &ChatRequest) -> ChatResponse {
         let last_was_noop =
             matches!(req.messages.last(), Some(Message::Tool(r)) if r.name == "noop");
         let call = |name: &str, arguments: serde_json::Value| ToolCall::new("c1", name, arguments);
@@ -176,7 +198,7 @@ impl TeamModel {
                 .filter(|m| matches!(m, Message::Notice { .. }))
                 .count();
             // The builder's first notice repeats the task; each of its turns adds one more.
-            if handed > TEAM_ROUNDS {
+            if handed > rounds {
                 ("Done.".to_string(), vec![])
             } else {
                 let to = json!({"to": "planner", "message": "back to you"});
@@ -208,13 +230,13 @@ impl tower::Service<ChatRequest> for TeamModel {
     }
 
     fn call(&mut self, req: ChatRequest) -> Self::Future {
-        let hold = self.hold.clone();
+        let (hold, rounds) = (self.hold.clone(), self.rounds);
         Box::pin(async move {
             let first = matches!(req.messages.as_slice(), [Message::Human(_)]);
             if let (true, Some(hold)) = (first, hold) {
                 hold.wait().await;
             }
-            Ok(Self::reply(&req))
+            Ok(Self::reply(rounds, &req))
         })
     }
 }
@@ -238,13 +260,16 @@ mod tests {
     use loopward_runner::model::TurnSlot;
 
     fn ask(agent: &str, messages: Vec<Message>) -> ChatResponse {
-        TeamModel::reply(&ChatRequest {
-            agent: super::agent(agent),
-            messages,
-            tools: vec![],
-            max_tokens: None,
-            turn: TurnSlot::empty(),
-        })
+        TeamModel::reply(
+            TEAM_ROUNDS,
+            &ChatRequest {
+                agent: super::agent(agent),
+                messages,
+                tools: vec![],
+                max_tokens: None,
+                turn: TurnSlot::empty(),
+            },
+        )
     }
 
     fn noop_result() -> Message {

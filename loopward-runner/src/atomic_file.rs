@@ -2,10 +2,33 @@
 //! over the old one (`tempfile`'s persist), sync the folder. A reader sees the old file or the
 //! new one, never half of one; a link at the destination is replaced, not followed; two writers
 //! never share a temporary name.
+//!
+//! The ledger passes an observer ([`Step`]) that sees each new file and each sync before it
+//! happens (its fault hook, which also counts them); everyone else writes unobserved.
 
 use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
+
+/// One step of writing a file, shown to an observer before it is taken; an error from the
+/// observer fails the step as if the OS had failed it.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Step<'a> {
+    /// A new file (a temporary renamed onto this name, or the file itself).
+    Create(&'a Path),
+    /// Syncing the file that will have this name.
+    SyncFile(&'a Path),
+    /// Syncing a folder, so that a new name in it survives a power loss.
+    SyncDir(&'a Path),
+}
+
+/// What sees the steps of a write.
+pub(crate) type Observer<'o> = &'o dyn Fn(Step<'_>) -> std::io::Result<()>;
+
+/// The observer of writes nobody watches.
+pub(crate) fn unobserved(_: Step<'_>) -> std::io::Result<()> {
+    Ok(())
+}
 
 /// `bytes` in a temporary file beside `path` (in its folder, also returned), with exactly the
 /// permissions `mode`, set before anything can open it by name under `path`; synced when `sync`.
@@ -14,12 +37,14 @@ fn staged<'a>(
     bytes: &[u8],
     mode: u32,
     sync: bool,
+    observe: Observer<'_>,
 ) -> std::io::Result<(tempfile::NamedTempFile, &'a Path)> {
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
     };
     let name = path.file_name().unwrap_or_default().to_string_lossy();
+    observe(Step::Create(path))?;
     let mut tmp = tempfile::Builder::new()
         .prefix(&format!(".{name}."))
         .suffix(".tmp")
@@ -29,6 +54,7 @@ fn staged<'a>(
     tmp.as_file()
         .set_permissions(std::fs::Permissions::from_mode(mode))?;
     if sync {
+        observe(Step::SyncFile(path))?;
         tmp.as_file().sync_all()?;
     }
     Ok((tmp, dir))
@@ -37,16 +63,32 @@ fn staged<'a>(
 /// Replaces `path` with `bytes`, with exactly the permissions `mode` (set before the rename, so
 /// the file is never seen with others).
 pub fn write_atomic(path: &Path, bytes: &[u8], mode: u32) -> std::io::Result<()> {
-    let (tmp, dir) = staged(path, bytes, mode, true)?;
+    write_atomic_observed(path, bytes, mode, &unobserved)
+}
+
+/// [`write_atomic`], each step shown to `observe` first.
+pub(crate) fn write_atomic_observed(
+    path: &Path,
+    bytes: &[u8],
+    mode: u32,
+    observe: Observer<'_>,
+) -> std::io::Result<()> {
+    let (tmp, dir) = staged(path, bytes, mode, true, observe)?;
     tmp.persist(path).map_err(|e| e.error)?;
+    observe(Step::SyncDir(dir))?;
     std::fs::File::open(dir)?.sync_all()
 }
 
 /// Replaces `path` with `bytes` as [`write_atomic`] does — a reader sees the old file or the new
 /// one — but syncs nothing: for files regenerable from the ledger (a run's pages and
 /// summaries), which a crash may leave old or missing, never half-written, at no fsync's cost.
-pub(crate) fn replace_unsynced(path: &Path, bytes: &[u8], mode: u32) -> std::io::Result<()> {
-    let (tmp, _) = staged(path, bytes, mode, false)?;
+pub(crate) fn replace_unsynced(
+    path: &Path,
+    bytes: &[u8],
+    mode: u32,
+    observe: Observer<'_>,
+) -> std::io::Result<()> {
+    let (tmp, _) = staged(path, bytes, mode, false, observe)?;
     tmp.persist(path).map_err(|e| e.error)?;
     Ok(())
 }
@@ -55,7 +97,7 @@ pub(crate) fn replace_unsynced(path: &Path, bytes: &[u8], mode: u32) -> std::io:
 /// appears whole or not at all, and of many racing writers exactly one wins. `Ok(false)` when
 /// the name was taken.
 pub(crate) fn publish_new(path: &Path, bytes: &[u8], mode: u32) -> std::io::Result<bool> {
-    let (tmp, dir) = staged(path, bytes, mode, true)?;
+    let (tmp, dir) = staged(path, bytes, mode, true, &unobserved)?;
     match tmp.persist_noclobber(path) {
         Ok(_) => {}
         Err(e) if e.error.kind() == std::io::ErrorKind::AlreadyExists => return Ok(false),
@@ -73,8 +115,8 @@ mod tests {
     fn an_unsynced_replace_is_still_whole_and_leaves_no_temporary() {
         let d = tempfile::tempdir().unwrap();
         let path = d.path().join("audit.html");
-        replace_unsynced(&path, b"old", 0o644).unwrap();
-        replace_unsynced(&path, b"new", 0o644).unwrap();
+        replace_unsynced(&path, b"old", 0o644, &super::unobserved).unwrap();
+        replace_unsynced(&path, b"new", 0o644, &super::unobserved).unwrap();
         assert_eq!(std::fs::read(&path).unwrap(), b"new");
         assert_eq!(std::fs::read_dir(d.path()).unwrap().count(), 1);
     }

@@ -109,8 +109,20 @@ pub fn report(runs_dir: &Path, opts: &VerifyOptions) -> Result<Report> {
 }
 
 /// Writes `runs_dir/index.html` (every run at a glance; runs that do not verify are marked) and
-/// returns its path.
+/// returns its path. A run that verifies but lacks one of its pages (`audit.json`, `audit.md`,
+/// `audit.html`: a crash or a full disk between its anchor and its pages) gets them written
+/// again from its ledger.
 pub fn write_index_html(runs_dir: &Path, opts: &VerifyOptions) -> Result<PathBuf> {
+    for verdict in loopward_runner::audit::verify_all(runs_dir, opts).unwrap_or_default() {
+        let dir = runs_dir.join(&verdict.run);
+        let missing = ["audit.json", "audit.md", "audit.html"]
+            .iter()
+            .any(|page| !dir.join(page).is_file());
+        if verdict.result.is_ok() && missing {
+            loopward_runner::audit::write_pages(&dir, opts)
+                .with_context(|| format!("cannot write the pages of {}", dir.display()))?;
+        }
+    }
     let page = loopward_runner::audit::render_index(runs_dir, opts)
         .with_context(|| format!("cannot render the index of {}", runs_dir.display()))?;
     let path = runs_dir.join("index.html");
@@ -159,4 +171,29 @@ pub fn new_run_id(clock: &dyn Clock) -> RunId {
     RunId::new(format!("run-{stamp}-{:03}", ms % 1000)).unwrap_or_else(|| {
         RunId::new("run").unwrap_or_else(|| unreachable!("\"run\" is a valid run id"))
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use loopward_runner::audit::{KeyRing, LedgerKey};
+
+    #[test]
+    fn the_index_page_writes_again_the_pages_a_verified_run_lacks() {
+        let runs = tempfile::tempdir().unwrap();
+        let key = LedgerKey::from_bytes(vec![9u8; 32]).unwrap();
+        let run = RunId::new("r1").unwrap();
+        let ledger = create(runs.path(), &run, LedgerOptions::keyed(key.clone())).unwrap();
+        let done = ledger.finish().unwrap();
+        // A crash between the anchor and the pages left one missing.
+        std::fs::remove_file(&done.audit_html).unwrap();
+        let opts = VerifyOptions::keyed(KeyRing::single(key));
+        write_index_html(runs.path(), &opts).unwrap();
+        assert!(done.audit_html.is_file());
+        assert!(runs.path().join("index.html").is_file());
+        // Not for a run that does not verify: without the key, nothing is written.
+        std::fs::remove_file(&done.audit_html).unwrap();
+        write_index_html(runs.path(), &VerifyOptions::default()).unwrap();
+        assert!(!done.audit_html.is_file());
+    }
 }

@@ -22,6 +22,7 @@
 
 use super::key::{KeyId, KeyRing};
 use super::record::{Chain, GENESIS};
+use crate::atomic_file::{unobserved, Observer, Step};
 use nix::fcntl::{Flock, FlockArg};
 use serde::{Deserialize, Serialize};
 use std::io::Write;
@@ -174,13 +175,31 @@ pub fn append_anchor(
     head: Option<&Path>,
     witness: Option<&Path>,
 ) -> Result<IndexEntry, IndexError> {
+    append_anchor_observed(runs_dir, anchor, chain, head, witness, &unobserved)
+}
+
+/// [`append_anchor`], each new file and sync shown to `observe` first (the ledger's fault hook).
+pub(crate) fn append_anchor_observed(
+    runs_dir: &Path,
+    anchor: &Anchor,
+    chain: &Chain,
+    head: Option<&Path>,
+    witness: Option<&Path>,
+    observe: Observer<'_>,
+) -> Result<IndexEntry, IndexError> {
     let path = runs_dir.join(INDEX_FILE);
-    let file = std::fs::OpenOptions::new()
-        .create(true)
-        .read(true)
-        .append(true)
-        .open(&path)
-        .map_err(io(&path))?;
+    let mut open = std::fs::OpenOptions::new();
+    open.read(true).append(true);
+    // The index's own name must survive a power loss too: its folder is synced when this
+    // writer made it.
+    let (file, created) = match open.open(&path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            observe(Step::Create(&path)).map_err(io(&path))?;
+            (open.create(true).open(&path), true)
+        }
+        found => (found, false),
+    };
+    let file = file.map_err(io(&path))?;
     // Writers in other processes append too; the lock keeps lines whole and the chain linear.
     let mut file = Flock::lock(file, FlockArg::LockExclusive)
         .map_err(|(_, e)| io(&path)(std::io::Error::from_raw_os_error(e as i32)))?;
@@ -214,17 +233,24 @@ pub fn append_anchor(
     };
     let (bytes, hash) = seal(&line, chain).map_err(io(&path))?;
     file.write_all(&bytes).map_err(io(&path))?;
+    observe(Step::SyncFile(&path)).map_err(io(&path))?;
     file.sync_data().map_err(io(&path))?;
+    if created {
+        observe(Step::SyncDir(runs_dir)).map_err(io(runs_dir))?;
+        std::fs::File::open(runs_dir)
+            .and_then(|d| d.sync_all())
+            .map_err(io(runs_dir))?;
+    }
     if let Some(head) = head {
         let h = IndexHead {
             index: path.clone(),
             seq,
             hash: hash.clone(),
         };
-        write_head(head, &h).map_err(io(head))?;
+        write_head(head, &h, observe).map_err(io(head))?;
     }
     if let Some(w) = witness {
-        append_witness(w, &bytes).map_err(io(w))?;
+        append_witness(w, &bytes, observe).map_err(io(w))?;
     }
     Ok(IndexEntry {
         seq,
@@ -245,15 +271,15 @@ fn seal(line: &Line, chain: &Chain) -> std::io::Result<(Vec<u8>, String)> {
     Ok((bytes, hash))
 }
 
-fn write_head(path: &Path, head: &IndexHead) -> std::io::Result<()> {
+fn write_head(path: &Path, head: &IndexHead, observe: Observer<'_>) -> std::io::Result<()> {
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir)?;
     }
     let bytes = serde_json::to_vec(head).map_err(std::io::Error::other)?;
-    crate::atomic_file::write_atomic(path, &bytes, 0o644)
+    crate::atomic_file::write_atomic_observed(path, &bytes, 0o644, observe)
 }
 
-fn append_witness(path: &Path, line: &[u8]) -> std::io::Result<()> {
+fn append_witness(path: &Path, line: &[u8], observe: Observer<'_>) -> std::io::Result<()> {
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir)?;
     }
@@ -264,6 +290,7 @@ fn append_witness(path: &Path, line: &[u8]) -> std::io::Result<()> {
     let mut f = Flock::lock(f, FlockArg::LockExclusive)
         .map_err(|(_, e)| std::io::Error::from_raw_os_error(e as i32))?;
     f.write_all(line)?;
+    observe(Step::SyncFile(path))?;
     f.sync_data()
 }
 

@@ -74,7 +74,8 @@ pub use index::{
 };
 pub use key::{KeyError, KeyId, KeyRing, LedgerKey, Seal, MIN_KEY_BYTES};
 pub use ledger::{
-    Durability, FaultHook, Finished, Ledger, LedgerError, LedgerOp, LedgerOptions, Recovery,
+    write_pages, Durability, FaultHook, Finished, Ledger, LedgerError, LedgerOp, LedgerOptions,
+    Recovery,
 };
 pub use memory::MemorySink;
 pub(crate) use record::rfc3339;

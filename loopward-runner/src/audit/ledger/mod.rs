@@ -30,237 +30,26 @@
 //! assert!(ok.anchored);
 //! ```
 
-use super::html::{render_html, LedgerState};
-use super::index::{append_anchor, Anchor, IndexError};
-use super::key::{KeyId, LedgerKey};
-use super::record::{rfc3339, write_rfc3339, Chain, LedgerHeader, Record, GENESIS};
-use super::render::{render_json, render_markdown};
+mod error;
+mod finish;
+mod options;
+
+pub use error::{Finished, LedgerError, Recovery};
+pub use finish::write_pages;
+pub use options::{Durability, FaultHook, LedgerOp, LedgerOptions};
+
+use super::record::{write_rfc3339, Chain, LedgerHeader, Record, GENESIS};
 use super::verify::{scan, Breach, EVENTS_FILE};
-use crate::clock::{Clock, SystemClock};
 use crate::runner::RunSpec;
 use loopward_core::{AgentId, AuditError, AuditEvent, AuditSink, HumanWords, RunId, Scope};
 use nix::fcntl::{Flock, FlockArg};
 use std::fs::File;
 use std::io::Write;
-use std::num::NonZeroU32;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 /// Held lines are written once they reach this many bytes, even before the commit.
 const HOLD_BYTES: usize = 16 * 1024;
-
-/// When the ledger calls `fsync`.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Durability {
-    /// Every event is written when it is recorded (it survives a killed process), but those that
-    /// [may wait for the commit](AuditEvent::may_wait_for_commit), which are written with the
-    /// next one that may not or at the next [`commit`](AuditSink::commit); the file is
-    /// synced at each commit that follows a decision event
-    /// ([`AuditEvent::is_decision`]) — the runner commits just before the action the decisions
-    /// authorise runs, so all the decisions gating one action share one sync — and at
-    /// [`Ledger::finish`]. The default.
-    #[default]
-    Decisions,
-    /// Every event is written and synced before `record` returns.
-    EveryEvent,
-    /// Benchmarks only: sync once every `n` events and at finish. A power loss may lose
-    /// decisions that were already acted on.
-    GroupCommit(NonZeroU32),
-    /// Benchmarks only: never sync (a killed process still loses nothing; a power loss may).
-    NoSync,
-}
-
-/// One low-level ledger operation, shown to a [`FaultHook`] before it runs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum LedgerOp<'a> {
-    /// Adding the record `seq` of `kind` to the file. A record that may wait for the commit
-    /// is shown here when it is recorded, and reaches the file with the next `write`; failing it
-    /// is failing the process there: the records held before it are lost with it, as they are
-    /// when a process is killed.
-    Write {
-        /// Its sequence number.
-        seq: u64,
-        /// Its kind.
-        kind: &'a str,
-    },
-    /// Syncing the file after record `seq`.
-    Sync {
-        /// The last sequence number written.
-        seq: u64,
-        /// Its kind; `commit` for the sync of a [`commit`](AuditSink::commit), `finish` for
-        /// [`Ledger::finish`]'s.
-        kind: &'a str,
-    },
-}
-
-/// Sees every write and sync before it happens and may fail it; for testing fail-closed paths
-/// (a full disk, a failing fsync). Implemented for closures.
-pub trait FaultHook: Send + Sync {
-    /// Returns an error to make the operation fail as if the OS had failed it.
-    fn before(&self, op: LedgerOp<'_>) -> std::io::Result<()>;
-}
-
-impl<F> FaultHook for F
-where
-    F: Fn(LedgerOp<'_>) -> std::io::Result<()> + Send + Sync,
-{
-    fn before(&self, op: LedgerOp<'_>) -> std::io::Result<()> {
-        self(op)
-    }
-}
-
-/// How a ledger is opened.
-///
-/// The default is a keyless chain, which `verify` refuses unless told to accept keyless chains:
-/// applications pass the current key of the state directory's [`KeyRing`](super::KeyRing)
-/// ([`LedgerOptions::keyed`]), as `loopward run` does.
-#[derive(Clone)]
-pub struct LedgerOptions {
-    /// When to sync.
-    pub durability: Durability,
-    /// The key of the HMAC chain; `None`: a keyless SHA-256 chain (an explicit opt-out).
-    pub key: Option<LedgerKey>,
-    /// The file in the state directory that keeps the index's last line (see
-    /// [`IndexHead`](super::IndexHead)); written at [`Ledger::finish`].
-    pub index_head: Option<PathBuf>,
-    /// An external witness: an append-only file outside the agents' reach that receives a copy
-    /// of every anchor line.
-    pub witness: Option<PathBuf>,
-    /// The clock records are stamped with (use the runner's).
-    pub clock: Arc<dyn Clock>,
-    /// A fault injector for tests.
-    pub fault: Option<Arc<dyn FaultHook>>,
-    /// Secrets replaced in every event before it is sealed (`[secrets]`): a value printed by a
-    /// tool never reaches the chain, where it could not be removed without breaking it.
-    pub masker: crate::secrets::Masker,
-}
-
-impl Default for LedgerOptions {
-    fn default() -> Self {
-        Self {
-            durability: Durability::default(),
-            key: None,
-            index_head: None,
-            witness: None,
-            clock: Arc::new(SystemClock),
-            fault: None,
-            masker: crate::secrets::Masker::default(),
-        }
-    }
-}
-
-impl LedgerOptions {
-    /// Options for an HMAC chain under `key`.
-    pub fn keyed(key: LedgerKey) -> Self {
-        Self {
-            key: Some(key),
-            ..Self::default()
-        }
-    }
-}
-
-impl std::fmt::Debug for LedgerOptions {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("LedgerOptions")
-            .field("durability", &self.durability)
-            .field("key", &self.key.as_ref().map(LedgerKey::id))
-            .field("index_head", &self.index_head)
-            .field("witness", &self.witness)
-            .field("fault", &self.fault.is_some())
-            .field("masker", &self.masker)
-            .finish_non_exhaustive()
-    }
-}
-
-/// A ledger could not be opened, written or finished.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum LedgerError {
-    /// A file operation failed.
-    #[error("ledger {path}: {source}")]
-    Io {
-        /// The file.
-        path: PathBuf,
-        /// Why.
-        source: std::io::Error,
-    },
-    /// The run already has a ledger.
-    #[error("{0} already exists: run ids are not reused; pick a new run id, or resume that run from its ledger (`loopward run --resume <run-id>`)")]
-    AlreadyExists(PathBuf),
-    /// Another writer holds the ledger.
-    #[error("{0} is open in another writer (one writer per run); wait for it to finish or end that process")]
-    Locked(PathBuf),
-    /// The ledger is damaged before its last line (not a torn write; refuse to append).
-    #[error(
-        "{path}: seq {seq}: {breach}; run `loopward verify` and restore the ledger from a backup"
-    )]
-    Corrupt {
-        /// The ledger file.
-        path: PathBuf,
-        /// The first bad sequence number.
-        seq: u64,
-        /// What is wrong.
-        breach: Breach,
-    },
-    /// An earlier write or sync failed; nothing more is written.
-    #[error("ledger {path} is unusable after an earlier failure: {error}")]
-    Poisoned {
-        /// The ledger file.
-        path: PathBuf,
-        /// The first failure.
-        error: String,
-    },
-    /// The ledger was already finished.
-    #[error("ledger {0} is finished; nothing more can be recorded")]
-    Finished(PathBuf),
-    /// At finish, the file does not hold the records this writer wrote: nothing is anchored.
-    #[error("{path}: this writer wrote {wrote_seq} records ending in {wrote_hash}, but the file holds {file_seq} ending in {file_hash}; the ledger was changed behind the writer's back, so it is not anchored. Run `loopward verify` and restore it from a backup")]
-    Disagrees {
-        /// The ledger file.
-        path: PathBuf,
-        /// Records the writer accounts for.
-        wrote_seq: u64,
-        /// Its last record's hash.
-        wrote_hash: String,
-        /// Records in the file.
-        file_seq: u64,
-        /// The file's last record's hash.
-        file_hash: String,
-    },
-    /// The anchor could not be appended to the index.
-    #[error("cannot anchor the run: {0}")]
-    Index(#[from] IndexError),
-}
-
-/// What [`Ledger::finish`] wrote.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Finished {
-    /// The last sequence number.
-    pub final_seq: u64,
-    /// The last record's hash (anchored in `runs/index.jsonl`).
-    pub final_hash: String,
-    /// `runs/<run-id>/audit.json`.
-    pub audit_json: PathBuf,
-    /// `runs/<run-id>/audit.md`.
-    pub audit_md: PathBuf,
-    /// The key the ledger and its anchor are authenticated under (`None`: keyless).
-    pub key: Option<KeyId>,
-    /// The anchor's line in `runs/index.jsonl`.
-    pub index_line: u64,
-    /// `runs/<run-id>/audit.html`.
-    pub audit_html: PathBuf,
-}
-
-/// What [`Ledger::open_existing`] found.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Recovery {
-    /// Records kept.
-    pub kept: u64,
-    /// Bytes of a torn last line that were cut (0: the ledger ended cleanly).
-    pub truncated_bytes: u64,
-}
 
 enum Phase {
     Open,
@@ -337,13 +126,19 @@ impl Ledger {
         run: &RunId,
         opts: LedgerOptions,
     ) -> Result<Arc<Self>, LedgerError> {
+        let fault = |op| opts.fault.as_ref().map_or(Ok(()), |h| h.before(op));
         let dir = runs_dir.join(run.as_str());
-        std::fs::create_dir_all(&dir).map_err(io_err(&dir))?;
+        fault(LedgerOp::Create { path: &dir })
+            .and_then(|()| std::fs::create_dir_all(&dir))
+            .map_err(io_err(&dir))?;
         let path = dir.join(EVENTS_FILE);
-        let file = std::fs::OpenOptions::new()
-            .append(true)
-            .create_new(true)
-            .open(&path)
+        let file = fault(LedgerOp::Create { path: &path })
+            .and_then(|()| {
+                std::fs::OpenOptions::new()
+                    .append(true)
+                    .create_new(true)
+                    .open(&path)
+            })
             .map_err(|e| {
                 if e.kind() == std::io::ErrorKind::AlreadyExists {
                     LedgerError::AlreadyExists(path.clone())
@@ -353,8 +148,11 @@ impl Ledger {
             })?;
         let file = lock(file, &path)?;
         // The new directory entry must survive a power loss as well as the records.
-        sync_dir(&dir).map_err(io_err(&dir))?;
-        sync_dir(runs_dir).map_err(io_err(runs_dir))?;
+        for d in [&*dir, runs_dir] {
+            fault(LedgerOp::SyncDir { path: d })
+                .and_then(|()| sync_dir(d))
+                .map_err(io_err(d))?;
+        }
         Ok(Arc::new(Self::new(
             run, runs_dir, path, opts, file, 1, GENESIS,
         )))
@@ -633,119 +431,6 @@ impl Ledger {
         st.line.clear();
         AuditError(format!("ledger {}: {error}", self.path.display()))
     }
-
-    /// Ends the ledger: syncs it, reads `events.jsonl` back and verifies it, writes `audit.json`
-    /// and `audit.md` from it, appends the final hash to `runs/index.jsonl`, and releases the
-    /// writer's lock. Later `record`s fail.
-    pub fn finish(&self) -> Result<Finished, LedgerError> {
-        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        match &st.phase {
-            Phase::Open => {}
-            Phase::Poisoned(error) => {
-                return Err(LedgerError::Poisoned {
-                    path: self.path.clone(),
-                    error: error.clone(),
-                })
-            }
-            Phase::Finished => return Err(LedgerError::Finished(self.path.clone())),
-        }
-        let seq = st.next_seq - 1;
-        if let Err(e) = self.write_held(&mut st) {
-            // The failure as the ledger keeps it (without the path, which the error names).
-            let error = match &st.phase {
-                Phase::Poisoned(error) => error.clone(),
-                _ => e.0,
-            };
-            return Err(LedgerError::Poisoned {
-                path: self.path.clone(),
-                error,
-            });
-        }
-        let synced = self
-            .fault(LedgerOp::Sync {
-                seq,
-                kind: "finish",
-            })
-            .and_then(|()| st.file.as_ref().map_or(Ok(()), |f| f.sync_data()));
-        if let Err(e) = synced {
-            let error = format!("syncing at finish: {e}");
-            st.phase = Phase::Poisoned(error.clone());
-            return Err(LedgerError::Poisoned {
-                path: self.path.clone(),
-                error,
-            });
-        }
-        st.phase = Phase::Finished;
-        let wrote_seq = st.next_seq - 1;
-        let bytes = std::fs::read(&self.path).map_err(io_err(&self.path))?;
-        let header = (!self.legacy).then(|| self.chain.header());
-        let found = scan(
-            &bytes,
-            &self.chain,
-            Some(self.run.as_str()),
-            header.as_ref(),
-        );
-        let file_seq = found.records.len() as u64;
-        let file_hash = found
-            .records
-            .last()
-            .map_or_else(|| GENESIS.to_string(), |r| r.hash.clone());
-        // Anchor what this writer wrote, and only if the file holds exactly that.
-        if found.bad.is_some() || file_seq != wrote_seq || file_hash != st.prev {
-            if let Some((seq, breach)) = found.bad {
-                return Err(LedgerError::Corrupt {
-                    path: self.path.clone(),
-                    seq,
-                    breach,
-                });
-            }
-            return Err(LedgerError::Disagrees {
-                path: self.path.clone(),
-                wrote_seq,
-                wrote_hash: st.prev.clone(),
-                file_seq,
-                file_hash,
-            });
-        }
-        let dir = self.run_dir();
-        let audit_json = dir.join("audit.json");
-        let audit_md = dir.join("audit.md");
-        let json = render_json(&found.records, self.chain.label());
-        write_page(&audit_json, json.as_bytes()).map_err(io_err(&audit_json))?;
-        write_page(&audit_md, render_markdown(&found.records).as_bytes())
-            .map_err(io_err(&audit_md))?;
-        let audit_html = dir.join("audit.html");
-        let state = LedgerState {
-            key_id: self.chain.key_id().map(ToString::to_string),
-            ..LedgerState::verified(self.chain.label())
-        };
-        write_page(&audit_html, render_html(&found.records, &state).as_bytes())
-            .map_err(io_err(&audit_html))?;
-        let anchor = Anchor::new(
-            self.run.as_str(),
-            wrote_seq,
-            st.prev.clone(),
-            rfc3339(self.opts.clock.now_millis()),
-        );
-        let entry = append_anchor(
-            &self.runs_dir,
-            &anchor,
-            &self.chain,
-            self.opts.index_head.as_deref(),
-            self.opts.witness.as_deref(),
-        )?;
-        let (final_seq, final_hash) = (wrote_seq, st.prev.clone());
-        st.file = None; // releases the lock
-        Ok(Finished {
-            final_seq,
-            final_hash,
-            audit_json,
-            audit_md,
-            key: self.chain.key_id().cloned(),
-            index_line: entry.seq,
-            audit_html,
-        })
-    }
 }
 
 /// The header a reopened ledger's first record must carry: the chain's, or none for a schema 1
@@ -787,11 +472,4 @@ impl Drop for Ledger {
 
 fn sync_dir(dir: &Path) -> std::io::Result<()> {
     File::open(dir)?.sync_all()
-}
-
-/// Writes a page or summary of the run (regenerable from the ledger, `loopward report --html`)
-/// so readers see the old file or the new one, never half of one; unsynced: only the ledger and
-/// its anchor are made durable.
-fn write_page(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    crate::atomic_file::replace_unsynced(path, bytes, 0o644)
 }

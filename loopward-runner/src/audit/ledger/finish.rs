@@ -1,0 +1,171 @@
+//! Finishing a ledger: the last sync, the file read back and checked against what this writer
+//! wrote, the anchor, then the pages (regenerable, written whole but unsynced).
+
+use super::super::html::{render_html, LedgerState};
+use super::super::index::{append_anchor_observed, Anchor};
+use super::super::key::KeyId;
+use super::super::record::{rfc3339, Record, GENESIS};
+use super::super::render::{render_json, render_markdown};
+use super::super::verify::{scan, verify_records, VerifyOptions};
+use super::{io_err, Finished, Ledger, LedgerError, LedgerOp, Phase};
+use crate::atomic_file::{replace_unsynced, unobserved, Observer, Step};
+use std::path::{Path, PathBuf};
+
+impl Ledger {
+    /// Ends the ledger: syncs it, reads `events.jsonl` back and verifies it, appends the final
+    /// hash to `runs/index.jsonl` (synced, and the index head), releases the writer's lock, then
+    /// writes `audit.json`, `audit.md` and `audit.html` from it, whole but unsynced. Later
+    /// `record`s fail. A page that cannot be written is [`LedgerError::Page`]: the ledger and
+    /// its anchor are already durable.
+    pub fn finish(&self) -> Result<Finished, LedgerError> {
+        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        match &st.phase {
+            Phase::Open => {}
+            Phase::Poisoned(error) => {
+                return Err(LedgerError::Poisoned {
+                    path: self.path.clone(),
+                    error: error.clone(),
+                })
+            }
+            Phase::Finished => return Err(LedgerError::Finished(self.path.clone())),
+        }
+        let seq = st.next_seq - 1;
+        if let Err(e) = self.write_held(&mut st) {
+            // The failure as the ledger keeps it (without the path, which the error names).
+            let error = match &st.phase {
+                Phase::Poisoned(error) => error.clone(),
+                _ => e.0,
+            };
+            return Err(LedgerError::Poisoned {
+                path: self.path.clone(),
+                error,
+            });
+        }
+        let synced = self
+            .fault(LedgerOp::Sync {
+                seq,
+                kind: "finish",
+            })
+            .and_then(|()| st.file.as_ref().map_or(Ok(()), |f| f.sync_data()));
+        if let Err(e) = synced {
+            let error = format!("syncing at finish: {e}");
+            st.phase = Phase::Poisoned(error.clone());
+            return Err(LedgerError::Poisoned {
+                path: self.path.clone(),
+                error,
+            });
+        }
+        st.phase = Phase::Finished;
+        let wrote_seq = st.next_seq - 1;
+        let bytes = std::fs::read(&self.path).map_err(io_err(&self.path))?;
+        let header = (!self.legacy).then(|| self.chain.header());
+        let found = scan(
+            &bytes,
+            &self.chain,
+            Some(self.run.as_str()),
+            header.as_ref(),
+        );
+        let file_seq = found.records.len() as u64;
+        let file_hash = found
+            .records
+            .last()
+            .map_or_else(|| GENESIS.to_string(), |r| r.hash.clone());
+        // Anchor what this writer wrote, and only if the file holds exactly that.
+        if found.bad.is_some() || file_seq != wrote_seq || file_hash != st.prev {
+            if let Some((seq, breach)) = found.bad {
+                return Err(LedgerError::Corrupt {
+                    path: self.path.clone(),
+                    seq,
+                    breach,
+                });
+            }
+            return Err(LedgerError::Disagrees {
+                path: self.path.clone(),
+                wrote_seq,
+                wrote_hash: st.prev.clone(),
+                file_seq,
+                file_hash,
+            });
+        }
+        // The anchor first: the ledger and its anchor are the run's durable record, the pages
+        // only views of it, so a page that cannot be written loses nothing.
+        let anchor = Anchor::new(
+            self.run.as_str(),
+            wrote_seq,
+            st.prev.clone(),
+            rfc3339(self.opts.clock.now_millis()),
+        );
+        let entry = append_anchor_observed(
+            &self.runs_dir,
+            &anchor,
+            &self.chain,
+            self.opts.index_head.as_deref(),
+            self.opts.witness.as_deref(),
+            &|step| self.fault(op_of(step)),
+        )?;
+        st.file = None; // releases the lock
+        let [audit_json, audit_md, audit_html] = write_pages_of(
+            &self.run_dir(),
+            &found.records,
+            (self.chain.label(), self.chain.key_id()),
+            &|step| self.fault(op_of(step)),
+        )?;
+        let (final_seq, final_hash) = (wrote_seq, st.prev.clone());
+        Ok(Finished {
+            final_seq,
+            final_hash,
+            audit_json,
+            audit_md,
+            key: self.chain.key_id().cloned(),
+            index_line: entry.seq,
+            audit_html,
+        })
+    }
+}
+
+/// The ledger operation a step of writing another file is.
+fn op_of(step: Step<'_>) -> LedgerOp<'_> {
+    match step {
+        Step::Create(path) => LedgerOp::Create { path },
+        Step::SyncFile(path) => LedgerOp::SyncFile { path },
+        Step::SyncDir(path) => LedgerOp::SyncDir { path },
+    }
+}
+
+/// Writes a run's pages and summaries — `audit.json`, `audit.md`, `audit.html` — from its
+/// records, each whole by rename and unsynced: only the ledger and its anchor are made durable.
+/// `(mac, key)` name the chain that verified them. Returns their paths in that order.
+fn write_pages_of(
+    dir: &Path,
+    records: &[Record],
+    (mac, key): (&str, Option<&KeyId>),
+    observe: Observer<'_>,
+) -> Result<[PathBuf; 3], LedgerError> {
+    let state = LedgerState {
+        key_id: key.map(ToString::to_string),
+        ..LedgerState::verified(mac)
+    };
+    let pages = [
+        ("audit.json", render_json(records, mac)),
+        ("audit.md", render_markdown(records)),
+        ("audit.html", render_html(records, &state)),
+    ];
+    let mut written = pages.each_ref().map(|(name, _)| dir.join(name));
+    for ((_, text), path) in pages.iter().zip(&mut written) {
+        replace_unsynced(path, text.as_bytes(), 0o644, observe).map_err(|source| {
+            LedgerError::Page {
+                path: std::mem::take(path),
+                source,
+            }
+        })?;
+    }
+    Ok(written)
+}
+
+/// Writes the pages of the run in `run_dir` again from its ledger, once it verifies under
+/// `opts`: what [`Ledger::finish`] writes after the anchor, for a run whose pages a crash or a
+/// full disk left old or missing. `loopward report --html` does it for every run missing one.
+pub fn write_pages(run_dir: &Path, opts: &VerifyOptions) -> Result<[PathBuf; 3], LedgerError> {
+    let (ok, records) = verify_records(run_dir, opts)?;
+    write_pages_of(run_dir, &records, (ok.mac, ok.key.as_ref()), &unobserved)
+}
