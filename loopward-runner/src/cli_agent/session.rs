@@ -1,9 +1,9 @@
 //! The live session: started, streamed into the ledger, timed out, linked to its hook ledger;
 //! and, on resume, the session a killed loop left behind.
 
-use super::agent::{session_of, Inner, Session, SESSION, TOOL};
+use super::agent::{session_of, Inner, Session, SESSION};
 use super::process;
-use super::stream::{SessionEnd, SessionEvent, StreamParser};
+use super::stream::{SessionEnd, SessionEvent};
 use crate::context::TurnContext;
 use crate::journal::RESUME_LAYER;
 use crate::model::{ModelError, StopReason};
@@ -12,6 +12,18 @@ use loopward_core::LayerId;
 use loopward_core::{AuditEvent, LayerVerdict, RunId, Usage};
 use serde_json::json;
 use std::path::PathBuf;
+
+/// What a session's stream said so far.
+#[derive(Default)]
+struct Tally {
+    end: Option<SessionEnd>,
+    usage: Usage,
+    /// Tool calls, and those refused or failed.
+    calls: u32,
+    refused: u32,
+    /// The session id the client reported.
+    reported: Option<String>,
+}
 
 impl Inner {
     /// Where a running session's PID is kept (loopward's state directory), so a loop killed
@@ -56,18 +68,21 @@ impl Inner {
         turn.record_owned(AuditEvent::LayerDecision {
             layer: RESUME_LAYER.into(),
             decision: LayerVerdict::Interrupted,
-            detail: json!({"call_id": SESSION, "tool": TOOL}).into(),
+            detail: json!({"call_id": SESSION, "tool": self.host.tool()}).into(),
         })?;
         let content = "interrupted: this session started, then loopward stopped before it ended; it was not run again. Its changes, if any, are in the workspace.".to_string();
         turn.record_owned(AuditEvent::ToolFinished {
             call_id: SESSION.into(),
-            tool: TOOL.into(),
+            tool: self.host.tool().into(),
             is_error: true,
             effects: vec![],
             summary: content.clone(),
             output: Some(content.clone()),
         })?;
-        self.link(turn, &session_of(turn), false)?;
+        // Codex's own session id was in the stream only: its hook ledger is left unlinked.
+        if let Some(hook) = self.host.hook_session(&session_of(turn), None) {
+            self.link(turn, &hook, false)?;
+        }
         Ok(Session {
             content,
             answer: String::new(),
@@ -84,15 +99,12 @@ impl Inner {
     ) -> Result<Session, TurnError> {
         let local = |why: String| TurnError::Model(ModelError::Local(why));
         let session = session_of(turn);
-        let settings = self.scratch.join(format!("{session}.settings.json"));
-        std::fs::create_dir_all(&self.scratch)
-            .and_then(|()| std::fs::write(&settings, self.host.settings().to_string()))
-            .map_err(|e| {
-                local(format!(
-                    "cannot write the session's settings {}: {e}",
-                    settings.display()
-                ))
-            })?;
+        let settings = self.host.prepare(&self.scratch, &session).map_err(|e| {
+            local(format!(
+                "cannot write the session's own config in {}: {e}",
+                self.scratch.display()
+            ))
+        })?;
         let cmd = self
             .wrap
             .wrap(
@@ -102,7 +114,7 @@ impl Inner {
             .map_err(|e| local(format!("cannot contain the session: {e}")))?;
         turn.record_owned(AuditEvent::ToolRequested {
             call_id: SESSION.into(),
-            tool: TOOL.into(),
+            tool: self.host.tool().into(),
             arguments: json!({"prompt": prompt, "session": session}),
         })?;
         turn.commit()?;
@@ -115,7 +127,7 @@ impl Inner {
             .map_err(|e| local(format!("cannot write {}: {e}", pid_file.display())))?;
         turn.record_owned(AuditEvent::ToolStarted {
             call_id: SESSION.into(),
-            tool: TOOL.into(),
+            tool: self.host.tool().into(),
         })?;
         turn.record_owned(AuditEvent::LayerDecision {
             layer: LayerId::Session,
@@ -123,10 +135,9 @@ impl Inner {
             detail: json!({"session": session, "pid": running.pid}).into(),
         })?;
         turn.commit()?;
-        let mut parser = StreamParser::new();
-        let mut end: Option<SessionEnd> = None;
-        let mut usage = Usage::default();
-        let (mut calls, mut refused) = (0u32, 0u32);
+        let mut parser = self.host.parser();
+        let mut t = Tally::default();
+        let mut unknown = false;
         let read = async {
             loop {
                 let line = match running.stdout.next_line().await {
@@ -136,10 +147,13 @@ impl Inner {
                 };
                 let events = match parser.line(&line) {
                     Ok(ev) => ev,
-                    Err(e) => return Ok(Err(e.to_string())),
+                    Err(e) => {
+                        unknown = true;
+                        return Ok(Err(e.to_string()));
+                    }
                 };
                 for ev in events {
-                    self.record(turn, ev, &mut end, &mut usage, &mut calls, &mut refused)?;
+                    self.record(turn, ev, &mut t)?;
                 }
             }
         };
@@ -155,8 +169,15 @@ impl Inner {
         };
         // A model call the stream had begun is recorded even when the session was cut short.
         if let Some(ev) = parser.finish() {
-            self.record(turn, ev, &mut end, &mut usage, &mut calls, &mut refused)?;
+            self.record(turn, ev, &mut t)?;
         }
+        let Tally {
+            end,
+            usage,
+            calls,
+            refused,
+            reported,
+        } = t;
         if read_error.is_some() {
             process::end_session(running.pid, &session);
         }
@@ -202,16 +223,25 @@ impl Inner {
         }
         turn.record_owned(AuditEvent::ToolFinished {
             call_id: SESSION.into(),
-            tool: TOOL.into(),
+            tool: self.host.tool().into(),
             is_error: !claimed,
             effects: vec![],
             summary: content.lines().next().unwrap_or_default().to_string(),
             output: Some(content.clone()),
         })?;
-        self.link(turn, &session, read_error.is_none())?;
+        let ran = read_error.is_none() && (self.host.hooks_prompt() || calls > 0);
+        match self.host.hook_session(&session, reported.as_deref()) {
+            Some(hook) => self.link(turn, &hook, ran)?,
+            None if ran => {
+                return Err(TurnError::Model(ModelError::Local(format!(
+                    "session {session} ran {calls} tool call(s), but its stream never said its session id, so its hook's ledger cannot be found"
+                ))))
+            }
+            None => {}
+        }
         // A stream the parser does not know ends the loop: a half-understood client is not
         // governed.
-        if let Some(e) = read_error.filter(|e| e.contains("is not what Claude Code")) {
+        if let Some(e) = read_error.filter(|_| unknown) {
             return Err(TurnError::Model(ModelError::InvalidResponse(e)));
         }
         Ok(Session {
@@ -223,17 +253,16 @@ impl Inner {
     }
 
     /// Records one stream event in the run's ledger.
-    fn record(
-        &self,
-        turn: &TurnContext,
-        ev: SessionEvent,
-        end: &mut Option<SessionEnd>,
-        usage: &mut Usage,
-        calls: &mut u32,
-        refused: &mut u32,
-    ) -> Result<(), TurnError> {
+    fn record(&self, turn: &TurnContext, ev: SessionEvent, t: &mut Tally) -> Result<(), TurnError> {
+        let Tally {
+            end,
+            usage,
+            calls,
+            refused,
+            reported,
+        } = t;
         match ev {
-            SessionEvent::Started { .. } => {}
+            SessionEvent::Started { session, .. } => *reported = Some(session),
             SessionEvent::ModelCall {
                 model,
                 text,
@@ -268,14 +297,16 @@ impl Inner {
         Ok(())
     }
 
-    /// Closes the session's hook ledger and names it in the run's. A session that ran to its
-    /// end (`ran`) without its hook ever recording (the client answers every prompt through
-    /// `UserPromptSubmit`) was not governed: the run fails, saying so.
-    fn link(&self, turn: &TurnContext, session: &str, ran: bool) -> Result<(), TurnError> {
+    /// Closes the session's hook ledger (`runs/<hook>`) and names it in the run's. A session
+    /// that ran to its end (`ran`: the client answers every prompt through its prompt hook, or
+    /// the stream showed tool calls) without its hook ever recording was not governed: the run
+    /// fails, saying so.
+    fn link(&self, turn: &TurnContext, hook: &str, ran: bool) -> Result<(), TurnError> {
+        let session = hook;
         let Some(ledgers) = &self.ledgers else {
             return Ok(());
         };
-        let run = RunId::new(format!("claude-code-{session}")).ok_or_else(|| {
+        let run = RunId::new(hook).ok_or_else(|| {
             TurnError::Model(ModelError::Local(format!(
                 "session {session} gives no valid run id for its ledger"
             )))
@@ -295,8 +326,9 @@ impl Inner {
         })?;
         if ungoverned {
             return Err(TurnError::Model(ModelError::Local(format!(
-                "session {session} ran, but loopward's hook recorded nothing for it (no runs/{run}): the client did not run the hook, so the session was not governed. Check that `loopward hook doctor` passes and that the client is {}",
-                super::CLAUDE_CODE_VERSION
+                "session {session} ran, but loopward's hook recorded nothing for it (no runs/{run}): the client did not run the hook, so the session was not governed. Check that `loopward hook doctor` passes and that the client is {} {}",
+                self.host.pin().client,
+                self.host.pin().version
             ))));
         }
         Ok(())

@@ -64,14 +64,35 @@ pub struct SessionEnd {
 
 /// A line the parser does not know.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("line {line} of the session's stream is not what Claude Code {version} writes ({why}); the installed client may not be the tested version: check `claude --version`")]
+#[error("line {line} of the session's stream is not what {client} {version} writes ({why}); the installed client may not be the tested version: check `{program} --version`")]
 pub struct StreamError {
     /// The line number (from 1).
     pub line: usize,
     /// What was wrong.
     pub why: String,
+    /// The client (`Claude Code`, `Codex`, `Gemini CLI`).
+    pub client: &'static str,
+    /// Its binary's usual name.
+    pub program: &'static str,
     /// The version the parser knows.
     pub version: &'static str,
+}
+
+/// Reads one client's stream line by line into [`SessionEvent`]s.
+pub trait Parse: Send {
+    /// Reads one line; returns the events it completes.
+    fn line(&mut self, text: &str) -> Result<Vec<SessionEvent>, StreamError>;
+    /// The stream ended: what was still being assembled, if anything.
+    fn finish(&mut self) -> Option<SessionEvent>;
+}
+
+impl Parse for StreamParser {
+    fn line(&mut self, text: &str) -> Result<Vec<SessionEvent>, StreamError> {
+        StreamParser::line(self, text)
+    }
+    fn finish(&mut self) -> Option<SessionEvent> {
+        StreamParser::finish(self)
+    }
 }
 
 /// Reads a stream line by line; keeps what spans lines (an API message split over several).
@@ -107,6 +128,8 @@ impl StreamParser {
         let bad = |why: String| StreamError {
             line: self.line,
             why,
+            client: "Claude Code",
+            program: "claude",
             version: super::CLAUDE_CODE_VERSION,
         };
         let v: Value = serde_json::from_str(text).map_err(|e| bad(format!("not JSON: {e}")))?;
@@ -207,7 +230,7 @@ impl StreamParser {
     }
 }
 
-fn str_of(v: &Value) -> String {
+pub(super) fn str_of(v: &Value) -> String {
     v.as_str().unwrap_or_default().to_string()
 }
 

@@ -169,6 +169,12 @@ fn a_claude_code_agent_needs_a_verifier_and_no_tools_and_only_it_takes_one() {
     let ok = agent("kind = \"claude-code\"\nverify = \"cargo test\"").unwrap();
     let cc = ok.agents.iter().find(|a| a.name.as_str() == "cc").unwrap();
     assert_eq!(cc.kind, super::AgentKind::ClaudeCode);
+    let cx = agent("kind = \"codex\"\nverify = \"true\"\nbase_url = \"http://127.0.0.1:1/v1\"\nmodel = \"gpt-5.5\"").unwrap();
+    let cx = cx.agents.iter().find(|a| a.name.as_str() == "cc").unwrap();
+    assert_eq!(
+        (cx.kind, cx.model.as_deref()),
+        (super::AgentKind::Codex, Some("gpt-5.5"))
+    );
     for (body, key, says) in [
         (
             "kind = \"claude-code\"",
@@ -188,8 +194,15 @@ fn a_claude_code_agent_needs_a_verifier_and_no_tools_and_only_it_takes_one() {
         (
             "tools = []\nverify = \"true\"",
             "verify",
-            "verify is for claude-code agents",
+            "verify is for coding-CLI agents",
         ),
+        (
+            "kind = \"gemini\"",
+            "verify",
+            "is a gemini agent with no verify",
+        ),
+        ("base_url = \"http://x\"", "base_url", "is a model agent"),
+        ("model = \"m\"", "model", "is a model agent"),
     ] {
         let e = agent(body).unwrap_err().to_string();
         assert!(e.contains(key) && e.contains(says), "{body}: {e}");
