@@ -13,47 +13,17 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 use support::anthropic_server::{self, Reply};
+use support::clients::{self, Client, ROADMAP};
+use support::loop_ledger;
+use support::loop_ledger::{decisions, kind, records, replay_run, verify_run};
 
-const CONFIG: &str = r#"
-[run]
-first = "root"
-
-[[agent]]
-name = "root"
-tools = ["read_file", "write_file", "edit_file", "shell"]
-
-[[agent]]
-name = "planner"
-tools = ["read_file", "write_file", "edit_file"]
-
-# Only the planner writes plans/.
-[[territory]]
-paths = ["plans/**"]
-owner = "planner"
-"#;
-
-const ROADMAP: &str = "# Roadmap\n1. greeting\n";
 const VERIFY: &str = "test -f notes/done.txt";
-
-fn claude() -> Option<PathBuf> {
-    if let Some(p) = std::env::var_os("LOOPWARD_CLAUDE") {
-        return Some(PathBuf::from(p));
-    }
-    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../.claude-code/node_modules/.bin/claude")
-        .canonicalize()
-        .ok()?;
-    p.is_file().then_some(p)
-}
 
 macro_rules! need_claude {
     () => {
-        match claude() {
+        match Client::ClaudeCode.find() {
             Some(c) => c,
-            None => {
-                eprintln!("\n\n*** SKIPPED: Claude Code is not installed. Run scripts/claude-code-install.sh (CI does) or set LOOPWARD_CLAUDE. ***\n\n");
-                return;
-            }
+            None => return,
         }
     };
 }
@@ -61,14 +31,7 @@ macro_rules! need_claude {
 /// A scratch project (config, a roadmap in the planner's territory, a prompt) and a scratch
 /// home: `(dir, root, home)`.
 fn project() -> (tempfile::TempDir, PathBuf, PathBuf) {
-    let dir = tempfile::tempdir().unwrap();
-    let root = dir.path().join("project");
-    std::fs::create_dir_all(root.join("plans")).unwrap();
-    std::fs::create_dir_all(root.join("notes")).unwrap();
-    let home = dir.path().join("home");
-    std::fs::create_dir_all(&home).unwrap();
-    std::fs::write(root.join("loopward.toml"), CONFIG).unwrap();
-    std::fs::write(root.join("plans/roadmap.md"), ROADMAP).unwrap();
+    let (dir, root, home) = clients::project();
     std::fs::write(
         root.join("PROMPT.md"),
         "Take notes, then write notes/done.txt.\n",
@@ -76,7 +39,6 @@ fn project() -> (tempfile::TempDir, PathBuf, PathBuf) {
     .unwrap();
     // A command that takes its time (the client refuses a bare long `sleep`).
     std::fs::write(root.join("notes/stall.sh"), "sleep \"$1\"\n").unwrap();
-    let root = root.canonicalize().unwrap();
     (dir, root, home)
 }
 
@@ -115,50 +77,8 @@ fn run_loop(claude: &Path, root: &Path, home: &Path, port: u16, args: &[&str]) -
     out
 }
 
-/// A run's ledger, one JSON record a line.
-fn records(root: &Path, run: &str) -> Vec<Value> {
-    std::fs::read_to_string(root.join("runs").join(run).join("events.jsonl"))
-        .unwrap_or_default()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
-}
-
-fn kind<'a>(rs: &'a [Value], k: &'a str) -> impl Iterator<Item = &'a Value> + 'a {
-    rs.iter().filter(move |r| r["kind"] == k)
-}
-
-fn decisions<'a>(rs: &'a [Value], layer: &'a str) -> Vec<&'a Value> {
-    kind(rs, "layer_decision")
-        .filter(|r| r["data"]["layer"] == layer)
-        .collect()
-}
-
 fn sessions(rs: &[Value]) -> usize {
-    kind(rs, "tool_requested")
-        .filter(|r| r["data"]["tool"] == "claude_code")
-        .count()
-}
-
-fn verify_run(root: &Path, home: &Path, run: &str) -> Output {
-    checked(root, home, "verify", run)
-}
-
-/// `loopward replay runs/<run>`: re-judged offline from the ledger, no client, no verifier.
-fn replay_run(root: &Path, home: &Path, run: &str) -> Output {
-    checked(root, home, "replay", run)
-}
-
-fn checked(root: &Path, home: &Path, command: &str, run: &str) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_loopward"))
-        .current_dir(root)
-        .arg(command)
-        .arg(root.join("runs").join(run))
-        .env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .env("HOME", home)
-        .output()
-        .unwrap()
+    loop_ledger::sessions(rs, "claude_code")
 }
 
 /// Whether a process whose command line is exactly `argv` is running.
