@@ -81,6 +81,9 @@ pub(super) fn client(w: &Want<'_>) -> Result<Client> {
             base_url,
             env_key: "OPENAI_API_KEY".into(),
             model,
+            person_home: std::env::var_os("CODEX_HOME")
+                .map(PathBuf::from)
+                .or_else(|| home().map(|h| h.join(".codex"))),
             args,
             env: vec![],
         }
@@ -90,6 +93,10 @@ pub(super) fn client(w: &Want<'_>) -> Result<Client> {
             hook_command,
             base_url,
             model,
+            person_home: std::env::var_os("GEMINI_CLI_HOME")
+                .map(PathBuf::from)
+                .or_else(home)
+                .map(|h| h.join(".gemini")),
             args,
             env: vec![],
         }
@@ -126,6 +133,10 @@ pub(super) fn client(w: &Want<'_>) -> Result<Client> {
     Ok(client)
 }
 
+fn home() -> Option<PathBuf> {
+    std::env::var_os("HOME").map(PathBuf::from)
+}
+
 /// A client that runs nothing (`loopward replay` re-judges recorded sessions).
 pub(super) fn recorded(kind: AgentKind) -> Client {
     let program = PathBuf::from("recorded");
@@ -136,6 +147,7 @@ pub(super) fn recorded(kind: AgentKind) -> Client {
             base_url: None,
             env_key: String::new(),
             model: None,
+            person_home: None,
             args: vec![],
             env: vec![],
         }
@@ -145,6 +157,7 @@ pub(super) fn recorded(kind: AgentKind) -> Client {
             hook_command: String::new(),
             base_url: None,
             model: None,
+            person_home: None,
             args: vec![],
             env: vec![],
         }

@@ -53,6 +53,9 @@ pub struct Codex {
     pub env_key: String,
     /// The model (`model` in the session's config), if not Codex's default.
     pub model: Option<String>,
+    /// The person's own `CODEX_HOME` (`~/.codex`), whose sign-in (`auth.json`) each session
+    /// links to; nothing else of it is read.
+    pub person_home: Option<PathBuf>,
     /// Arguments added to every session.
     pub args: Vec<OsString>,
     /// Variables set for every session.
@@ -107,15 +110,9 @@ impl Codex {
         std::fs::create_dir_all(&home)?;
         std::fs::write(home.join("config.toml"), self.config())?;
         std::fs::write(home.join("hooks.json"), self.hooks().to_string())?;
-        let theirs = self
-            .env
-            .iter()
-            .find(|(k, _)| k == "CODEX_HOME")
-            .map(|(_, v)| PathBuf::from(v))
-            .or_else(|| std::env::var_os("CODEX_HOME").map(PathBuf::from))
-            .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".codex")));
         let auth = home.join("auth.json");
-        if let Some(src) = theirs.map(|d| d.join("auth.json")).filter(|p| p.is_file()) {
+        let theirs = self.person_home.as_ref().map(|d| d.join("auth.json"));
+        if let Some(src) = theirs.filter(|p| p.is_file()) {
             if std::fs::symlink_metadata(&auth).is_err() {
                 std::os::unix::fs::symlink(src, &auth)?;
             }
@@ -364,6 +361,7 @@ mod tests {
             base_url: Some("http://127.0.0.1:9/v1".into()),
             env_key: "OPENAI_API_KEY".into(),
             model: Some("gpt-5.5".into()),
+            person_home: None,
             args: vec![],
             env: vec![],
         };

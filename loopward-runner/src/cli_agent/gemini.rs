@@ -44,6 +44,10 @@ pub struct Gemini {
     pub base_url: Option<String>,
     /// The model (`-m`), if not the client's default.
     pub model: Option<String>,
+    /// The person's own `.gemini` folder, whose sign-in (the auth type in its
+    /// `settings.json`, `oauth_creds.json`, `google_accounts.json`) each session keeps; nothing
+    /// else of it is read.
+    pub person_home: Option<PathBuf>,
     /// Arguments added to every session.
     pub args: Vec<OsString>,
     /// Variables set for every session.
@@ -83,11 +87,8 @@ impl Gemini {
         let home = scratch.join(format!("{session}.gemini"));
         let dir = home.join(".gemini");
         std::fs::create_dir_all(&dir)?;
-        let theirs = std::env::var_os("GEMINI_CLI_HOME")
-            .or_else(|| std::env::var_os("HOME"))
-            .map(|h| PathBuf::from(h).join(".gemini"));
+        let theirs = self.person_home.as_ref();
         let auth = theirs
-            .as_ref()
             .and_then(|d| std::fs::read_to_string(d.join("settings.json")).ok())
             .and_then(|t| serde_json::from_str::<Value>(&t).ok())
             .and_then(|v| {
@@ -100,7 +101,7 @@ impl Gemini {
             self.settings(auth.as_deref()).to_string(),
         )?;
         for file in ["oauth_creds.json", "google_accounts.json"] {
-            let (src, dst) = (theirs.as_ref().map(|d| d.join(file)), dir.join(file));
+            let (src, dst) = (theirs.map(|d| d.join(file)), dir.join(file));
             if let Some(src) = src.filter(|p| p.is_file()) {
                 if std::fs::symlink_metadata(&dst).is_err() {
                     std::os::unix::fs::symlink(src, &dst)?;
