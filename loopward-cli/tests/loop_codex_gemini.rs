@@ -238,3 +238,80 @@ fn gemini_a_claim_of_done_the_verifier_refuses_gets_another_session_and_the_loop
         assert!(hook.iter().any(|r| r.to_string().contains("loop-prompt")));
     }
 }
+
+/// A stand-in for a client: answers `--version` with `version`, and prints `stream` as a
+/// session would.
+fn stand_in(root: &Path, name: &str, version: &str, stream: &str) -> PathBuf {
+    let path = root.parent().unwrap().join(name);
+    std::fs::write(
+        &path,
+        format!(
+            "#!/bin/sh\nif [ \"$1\" = --version ]; then echo '{version}'; exit 0; fi\ncat <<'EOF'\n{stream}\nEOF\n"
+        ),
+    )
+    .unwrap();
+    let mut perms = std::fs::metadata(&path).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
+    std::fs::set_permissions(&path, perms).unwrap();
+    path
+}
+
+#[test]
+fn another_version_of_either_client_is_refused_before_the_first_record_naming_the_tested_one() {
+    for (client, name, found, says) in [
+        (
+            Client::Codex,
+            "codex",
+            "codex-cli 0.170.0",
+            "npm install -g @openai/codex@0.171.0",
+        ),
+        (
+            Client::Gemini,
+            "gemini",
+            "0.60.1",
+            "npm install -g @google/gemini-cli@0.61.0",
+        ),
+    ] {
+        let (_dir, root, home) = project();
+        let program = stand_in(&root, name, found, "");
+        let out = run_loop(client, &program, &root, &home, 9);
+        assert_eq!(out.status.code(), Some(1), "{name}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("tested with") && err.contains(says), "{err}");
+        assert!(!root.join("runs/loop1/events.jsonl").exists(), "{name}");
+    }
+}
+
+#[test]
+fn a_stream_line_the_parser_does_not_know_ends_the_loop_failed_naming_it() {
+    for (client, name, version, stream) in [
+        (
+            Client::Codex,
+            "codex",
+            "codex-cli 0.171.0",
+            "{\"type\":\"thread.started\",\"thread_id\":\"t-1\"}\n{\"type\":\"telepathy\"}",
+        ),
+        (
+            Client::Gemini,
+            "gemini",
+            "0.61.0",
+            "{\"type\":\"init\",\"session_id\":\"s\",\"model\":\"m\"}\n{\"type\":\"telepathy\"}",
+        ),
+    ] {
+        let (_dir, root, home) = project();
+        let program = stand_in(&root, name, version, stream);
+        let out = run_loop(client, &program, &root, &home, 9);
+        assert_eq!(out.status.code(), Some(9), "{name}");
+        let rs = records(&root, "loop1");
+        let end = kind(&rs, "run_ended").next().unwrap();
+        let text = end.to_string();
+        assert!(
+            text.contains("line 2")
+                && text.contains("telepathy")
+                && text.contains(version.split(' ').last().unwrap()),
+            "{text}"
+        );
+        // What was recorded before it stays: the session, started and finished.
+        assert_eq!(sessions(&rs, name), 1);
+    }
+}
