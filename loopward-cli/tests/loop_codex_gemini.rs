@@ -308,7 +308,7 @@ fn a_stream_line_the_parser_does_not_know_ends_the_loop_failed_naming_it() {
         assert!(
             text.contains("line 2")
                 && text.contains("telepathy")
-                && text.contains(version.split(' ').last().unwrap()),
+                && text.contains(version.split(' ').next_back().unwrap()),
             "{text}"
         );
         // What was recorded before it stays: the session, started and finished.

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 /// The Claude Code version the stream parser and the hook protocol are tested against.
 pub const CLAUDE_CODE_VERSION: &str = "2.1.332";
 
-pub(super) const PIN: Pin = Pin {
+pub(super) static PIN: Pin = Pin {
     client: "Claude Code",
     program: "claude",
     version: CLAUDE_CODE_VERSION,

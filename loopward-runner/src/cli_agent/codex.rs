@@ -25,7 +25,7 @@ use std::path::{Path, PathBuf};
 /// The Codex version the stream parser and the hook protocol are tested against.
 pub const CODEX_VERSION: &str = "0.171.0";
 
-pub(super) const PIN: Pin = Pin {
+pub(super) static PIN: Pin = Pin {
     client: "Codex",
     program: "codex",
     version: CODEX_VERSION,
@@ -258,7 +258,7 @@ impl Parse for CodexParser {
                     output_tokens: n("output_tokens") + n("reasoning_output_tokens"),
                 };
                 let answer = self.text.last().cloned().unwrap_or_default();
-                out.push(self.model_call(usage.clone()));
+                out.push(self.model_call(usage));
                 let failed = kind == "turn.failed";
                 out.push(SessionEvent::Ended(SessionEnd {
                     subtype: if failed { "error" } else { "success" }.into(),

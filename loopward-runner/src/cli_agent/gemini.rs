@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 /// The Gemini CLI version the stream parser and the hook protocol are tested against.
 pub const GEMINI_VERSION: &str = "0.61.0";
 
-pub(super) const PIN: Pin = Pin {
+pub(super) static PIN: Pin = Pin {
     client: "Gemini CLI",
     program: "gemini",
     version: GEMINI_VERSION,
@@ -235,7 +235,7 @@ impl Parse for GeminiParser {
                     input_tokens: n("input_tokens"),
                     output_tokens: n("output_tokens"),
                 };
-                out.push(self.model_call(usage.clone()));
+                out.push(self.model_call(usage));
                 let status = str_of(&v["status"]);
                 let failed = status != "success";
                 out.push(SessionEvent::Ended(SessionEnd {

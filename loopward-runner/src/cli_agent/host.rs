@@ -54,11 +54,11 @@ impl Client {
     }
 
     /// The client's pin (its name and tested version).
-    pub fn pin(&self) -> Pin {
+    pub fn pin(&self) -> &'static Pin {
         match self {
-            Self::ClaudeCode(_) => super::claude_code::PIN,
-            Self::Codex(_) => super::codex::PIN,
-            Self::Gemini(_) => super::gemini::PIN,
+            Self::ClaudeCode(_) => &super::claude_code::PIN,
+            Self::Codex(_) => &super::codex::PIN,
+            Self::Gemini(_) => &super::gemini::PIN,
         }
     }
 

@@ -67,7 +67,7 @@ pub enum CliAgentError {
         /// What went wrong.
         why: String,
         /// The client it was meant to be.
-        pin: Pin,
+        pin: &'static Pin,
     },
     /// The client is another version than the tested one.
     #[error("{program} is {} {found}, but loopward is tested with {} only (its stream format and hook protocol change between versions); install it (`{}`) or name that binary with {}", .pin.client, .pin.version, .pin.install, .pin.flag)]
@@ -77,6 +77,6 @@ pub enum CliAgentError {
         /// What `--version` said.
         found: String,
         /// The tested version.
-        pin: Pin,
+        pin: &'static Pin,
     },
 }

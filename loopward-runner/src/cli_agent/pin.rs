@@ -24,7 +24,7 @@ pub struct Pin {
 impl Pin {
     /// Runs `program --version` and compares what `pick` reads of it with the pin.
     pub(super) fn check(
-        &self,
+        &'static self,
         program: &Path,
         env: &[(OsString, OsString)],
         pick: impl Fn(&str) -> String,
@@ -37,7 +37,7 @@ impl Pin {
             .map_err(|e| CliAgentError::NotInstalled {
                 program: program.to_path_buf(),
                 why: e.to_string(),
-                pin: *self,
+                pin: self,
             })?;
         let found = pick(&String::from_utf8_lossy(&out.stdout));
         if !out.status.success() || found != self.version {
@@ -48,7 +48,7 @@ impl Pin {
                 } else {
                     found
                 },
-                pin: *self,
+                pin: self,
             });
         }
         Ok(())
