@@ -62,19 +62,8 @@ fn loop_command(claude: &Path, root: &Path, home: &Path, port: u16, args: &[&str
     c
 }
 
-// What the loop printed, for a failing test's output.
-#[allow(clippy::print_stderr)]
 fn run_loop(claude: &Path, root: &Path, home: &Path, port: u16, args: &[&str]) -> Output {
-    let out = loop_command(claude, root, home, port, args)
-        .output()
-        .unwrap();
-    eprintln!(
-        "loop: {}\nstdout:\n{}\nstderr:\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
+    loop_ledger::shown(&mut loop_command(claude, root, home, port, args))
 }
 
 fn sessions(rs: &[Value]) -> usize {

@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use support::clients::{self, Client, ROADMAP};
 use support::gemini_server::{self, Call};
-use support::loop_ledger::{decisions, kind, records, replay_run, sessions, verify_run};
+use support::loop_ledger::{decisions, kind, records, replay_run, sessions, shown, verify_run};
 use support::responses_server::{self, Step};
 
 const VERIFY: &str = "test -f notes/done.txt";
@@ -34,7 +34,6 @@ fn project() -> (tempfile::TempDir, PathBuf, PathBuf) {
 
 /// `loopward loop --agent <agent> …` in `root`, the client pointed at the server on `port`;
 /// the environment holds only what the client needs (its key, `PATH`, `HOME`).
-#[allow(clippy::print_stderr)]
 fn run_loop(client: Client, program: &Path, root: &Path, home: &Path, port: u16) -> Output {
     let mut c = Command::new(env!("CARGO_BIN_EXE_loopward"));
     c.current_dir(root)
@@ -65,14 +64,7 @@ fn run_loop(client: Client, program: &Path, root: &Path, home: &Path, port: u16)
             .env("GEMINI_API_KEY", "test"),
     };
     c.args(["--prompt", "PROMPT.md", "--verify", VERIFY, "--id", "loop1"]);
-    let out = c.output().unwrap();
-    eprintln!(
-        "loop: {}\nstdout:\n{}\nstderr:\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
+    shown(&mut c)
 }
 
 /// What both clients' loops show: two sessions, the first one's claim of done refused by the

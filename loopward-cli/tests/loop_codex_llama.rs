@@ -14,11 +14,10 @@ mod support;
 
 use std::process::{Command, Stdio};
 use support::clients::{self, Client};
-use support::loop_ledger::{decisions, kind, records, sessions, verify_run};
+use support::loop_ledger::{decisions, kind, records, sessions, shown, verify_run};
 
 #[test]
 #[ignore = "needs llama-server: run `bash scripts/llama-server-ci.sh`"]
-#[allow(clippy::print_stderr)]
 fn a_loop_of_codex_sessions_runs_against_the_local_llama_server() {
     let var = |name: &str| {
         std::env::var(name)
@@ -33,8 +32,8 @@ fn a_loop_of_codex_sessions_runs_against_the_local_llama_server() {
     };
     let (_dir, root, home) = clients::project();
     std::fs::write(root.join("PROMPT.md"), "Say hello in one sentence.\n").unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_loopward"))
-        .current_dir(&root)
+    let mut c = Command::new(env!("CARGO_BIN_EXE_loopward"));
+    c.current_dir(&root)
         .env_clear()
         .env("PATH", std::env::var_os("PATH").unwrap_or_default())
         .env("HOME", &home)
@@ -45,22 +44,9 @@ fn a_loop_of_codex_sessions_runs_against_the_local_llama_server() {
         .arg("--base-url")
         .arg(format!("{url}/v1"))
         .args(["--prompt", "PROMPT.md", "--verify", "test -f PROMPT.md"])
-        .args([
-            "--max-iterations",
-            "2",
-            "--session-timeout",
-            "8m",
-            "--id",
-            "llama1",
-        ])
-        .output()
-        .unwrap();
-    eprintln!(
-        "loop: {}\nstdout:\n{}\nstderr:\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+        .args(["--max-iterations", "2", "--session-timeout", "8m"])
+        .args(["--id", "llama1"]);
+    let out = shown(&mut c);
     assert_eq!(out.status.code(), Some(0), "the loop ends verified");
     let rs = records(&root, "llama1");
     assert_eq!(sessions(&rs, "codex"), 1);

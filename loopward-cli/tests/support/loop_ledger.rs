@@ -56,3 +56,16 @@ fn checked(root: &Path, home: &Path, command: &str, run: &str) -> Output {
         .output()
         .unwrap()
 }
+
+/// Runs `c` (a `loopward loop`) and shows what it printed, for a failing test's output.
+#[allow(clippy::print_stderr)]
+pub fn shown(c: &mut Command) -> Output {
+    let out = c.output().unwrap();
+    eprintln!(
+        "loop: {}\nstdout:\n{}\nstderr:\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}

@@ -15,7 +15,7 @@
 
 use super::pin::{version_word, Pin};
 use super::process::CommandLine;
-use super::stream::{str_of, Parse, SessionEnd, SessionEvent, StreamError};
+use super::stream::{json_line, str_of, Parse, SessionEnd, SessionEvent, StreamError};
 use super::CliAgentError;
 use loopward_core::{ToolCall, Usage};
 use serde_json::{json, Value};
@@ -232,14 +232,11 @@ impl CodexParser {
 
 impl Parse for CodexParser {
     fn line(&mut self, text: &str) -> Result<Vec<SessionEvent>, StreamError> {
-        self.line += 1;
-        let text = text.trim();
-        if text.is_empty() {
+        let Some(v) = json_line(&PIN, &mut self.line, text)? else {
             return Ok(vec![]);
-        }
+        };
         let at = self.line;
         let bad = |why: String| PIN.stream_error(at, why);
-        let v: Value = serde_json::from_str(text).map_err(|e| bad(format!("not JSON: {e}")))?;
         let mut out = vec![];
         match v["type"].as_str().unwrap_or_default() {
             "thread.started" => out.push(SessionEvent::Started {
@@ -299,13 +296,7 @@ mod tests {
 {"type":"turn.completed","usage":{"input_tokens":30,"cached_input_tokens":0,"cache_write_input_tokens":0,"output_tokens":9,"reasoning_output_tokens":0}}"#;
 
     fn parse(text: &str) -> Result<Vec<SessionEvent>, StreamError> {
-        let mut p = CodexParser::new("gpt-5.5");
-        let mut out = vec![];
-        for l in text.lines() {
-            out.extend(p.line(l)?);
-        }
-        out.extend(p.finish());
-        Ok(out)
+        crate::cli_agent::stream::parse_all(&mut CodexParser::new("gpt-5.5"), text)
     }
 
     #[test]

@@ -12,7 +12,7 @@
 
 use super::pin::{version_word, Pin};
 use super::process::CommandLine;
-use super::stream::{str_of, Parse, SessionEnd, SessionEvent, StreamError};
+use super::stream::{json_line, str_of, Parse, SessionEnd, SessionEvent, StreamError};
 use super::CliAgentError;
 use loopward_core::{ToolCall, Usage};
 use serde_json::{json, Value};
@@ -172,14 +172,11 @@ impl GeminiParser {
 
 impl Parse for GeminiParser {
     fn line(&mut self, text: &str) -> Result<Vec<SessionEvent>, StreamError> {
-        self.line += 1;
-        let text = text.trim();
-        if text.is_empty() {
+        let Some(v) = json_line(&PIN, &mut self.line, text)? else {
             return Ok(vec![]);
-        }
+        };
         let at = self.line;
         let bad = |why: String| PIN.stream_error(at, why);
-        let v: Value = serde_json::from_str(text).map_err(|e| bad(format!("not JSON: {e}")))?;
         let mut out = vec![];
         match v["type"].as_str().unwrap_or_default() {
             "init" => {
@@ -279,13 +276,7 @@ mod tests {
 {"type":"result","status":"success","stats":{"total_tokens":26,"input_tokens":20,"output_tokens":6,"cached":0,"input":20,"duration_ms":206,"tool_calls":1,"models":{"gemini-2.5-flash":{"total_tokens":26,"input_tokens":20,"output_tokens":6,"cached":0,"input":20}}}}"#;
 
     fn parse(text: &str) -> Result<Vec<SessionEvent>, StreamError> {
-        let mut p = GeminiParser::new();
-        let mut out = vec![];
-        for l in text.lines() {
-            out.extend(p.line(l)?);
-        }
-        out.extend(p.finish());
-        Ok(out)
+        crate::cli_agent::stream::parse_all(&mut GeminiParser::new(), text)
     }
 
     #[test]

@@ -171,13 +171,8 @@ impl Inner {
         if let Some(ev) = parser.finish() {
             self.record(turn, ev, &mut t)?;
         }
-        let Tally {
-            end,
-            usage,
-            calls,
-            refused,
-            reported,
-        } = t;
+        let (end, usage, calls, refused) = (t.end, t.usage, t.calls, t.refused);
+        let reported = t.reported;
         if read_error.is_some() {
             process::end_session(running.pid, &session);
         }
