@@ -669,45 +669,15 @@ fn inside_a_loop_the_refusals_remedy_delegating_to_the_owners_subagent_works() {
         && r["data"]["decision"]["decision"] == "allow"));
 }
 
-const TEAM: &str = r#"
-[run]
-first = "planner"
-task = "Plan it, then build it."
-
-[backend]
-kind = "fake"
-script = "loopward.script.toml"
-
-[[agent]]
-name = "planner"
-tools = ["write_file", "handoff"]
-
-[[agent]]
-name = "builder"
-kind = "claude-code"
-verify = "test -f src/done.txt"
-
-[[territory]]
-paths = ["src/**"]
-owner = "builder"
-"#;
-
-const TEAM_SCRIPT: &str = r##"
-[[agents.planner]]
-tool_calls = [{ name = "write_file", arguments = { path = "plan.md", content = "# Plan\n1. src/done.txt\n" } }]
-
-[[agents.planner]]
-tool_calls = [{ name = "handoff", arguments = { to = "builder", message = "Write src/done.txt." } }]
-"##;
-
 /// A mixed team in `loopward.toml`: a model agent plans and hands off to a `claude-code`
 /// agent, whose turns are sessions until its verifier passes; `loopward run` runs it.
 #[test]
 fn a_model_agent_hands_off_to_a_claude_code_agent_that_works_until_verified() {
     let claude = need_claude!();
     let (_dir, root, home) = project();
-    std::fs::write(root.join("loopward.toml"), TEAM).unwrap();
-    std::fs::write(root.join("loopward.script.toml"), TEAM_SCRIPT).unwrap();
+    let team = clients::team("kind = \"claude-code\"\nverify = \"test -f src/done.txt\"");
+    std::fs::write(root.join("loopward.toml"), team).unwrap();
+    std::fs::write(root.join("loopward.script.toml"), clients::TEAM_SCRIPT).unwrap();
     std::fs::create_dir_all(root.join("src")).unwrap();
     let p = |rel: &str| root.join(rel).to_str().unwrap().to_string();
     let (port, _server) = anthropic_server::start(vec![
@@ -718,13 +688,7 @@ fn a_model_agent_hands_off_to_a_claude_code_agent_that_works_until_verified() {
         ),
         Reply::text("Done, really."),
     ]);
-    let bin = tempfile::tempdir().unwrap();
-    std::os::unix::fs::symlink(&claude, bin.path().join("claude")).unwrap();
-    let path = std::env::join_paths(
-        std::iter::once(bin.path().to_path_buf())
-            .chain(std::env::split_paths(&std::env::var_os("PATH").unwrap())),
-    )
-    .unwrap();
+    let (_bin, path) = clients::path_with(&claude, "claude");
     let out = Command::new(env!("CARGO_BIN_EXE_loopward"))
         .current_dir(&root)
         .args(["run", "--id", "team"])

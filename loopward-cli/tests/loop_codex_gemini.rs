@@ -307,3 +307,52 @@ fn a_stream_line_the_parser_does_not_know_ends_the_loop_failed_naming_it() {
         assert_eq!(sessions(&rs, name), 1);
     }
 }
+
+/// A mixed team in `loopward.toml`: a model agent plans and hands off to a `codex` agent
+/// pointed at the server by its `base_url` and `model`, whose turns are sessions until its
+/// verifier passes; `loopward run` runs it.
+#[test]
+fn a_model_agent_hands_off_to_a_codex_agent_that_works_until_verified() {
+    let Some(codex) = Client::Codex.find() else {
+        return;
+    };
+    let (_dir, root, home) = project();
+    let (port, server) = responses_server::start(vec![
+        Step::Text("All done.".into()),
+        Step::Exec("echo yes > src/done.txt".into()),
+        Step::Text("Done, really.".into()),
+    ]);
+    let team = clients::team(&format!(
+        "kind = \"codex\"\nverify = \"test -f src/done.txt\"\nbase_url = \"http://127.0.0.1:{port}/v1\"\nmodel = \"gpt-5.5-team\""
+    ));
+    std::fs::write(root.join("loopward.toml"), team).unwrap();
+    std::fs::write(root.join("loopward.script.toml"), clients::TEAM_SCRIPT).unwrap();
+    std::fs::create_dir_all(root.join("src")).unwrap();
+    let (_bin, path) = clients::path_with(&codex, "codex");
+    let out = shown(
+        Command::new(env!("CARGO_BIN_EXE_loopward"))
+            .current_dir(&root)
+            .args(["run", "--id", "team"])
+            .env_clear()
+            .env("PATH", path)
+            .env("HOME", &home)
+            .env("OPENAI_API_KEY", "test"),
+    );
+    assert_eq!(out.status.code(), Some(0));
+    let rs = records(&root, "team");
+    let turns: Vec<&str> = kind(&rs, "turn_started")
+        .map(|r| r["data"]["agent"].as_str().unwrap())
+        .collect();
+    assert_eq!(turns, ["planner", "builder", "builder"]);
+    assert_eq!(sessions(&rs, "codex"), 2);
+    let verdicts: Vec<&Value> = decisions(&rs, "verify")
+        .iter()
+        .map(|d| &d["data"]["decision"])
+        .collect();
+    assert_eq!(verdicts, [&json!("refused"), &json!("allow")]);
+    assert!(root.join("plan.md").is_file() && root.join("src/done.txt").is_file());
+    assert_eq!(server.requests()[0]["model"], "gpt-5.5-team");
+    let r = replay_run(&root, &home, "team");
+    let said = String::from_utf8_lossy(&r.stdout);
+    assert!(r.status.success() && said.contains("all the same"), "{r:?}");
+}

@@ -104,3 +104,54 @@ pub fn loopward(root: &Path, home: &Path, args: &[&str]) -> Output {
         .output()
         .unwrap()
 }
+
+/// A mixed team: the model agent `planner` (the fake backend, [`TEAM_SCRIPT`]) writes a plan
+/// and hands off to `builder`, a coding-CLI agent owning `src/`, whose `[[agent]]` table goes
+/// on with `builder` (its `kind`, `verify`, …).
+pub fn team(builder: &str) -> String {
+    format!(
+        r#"
+[run]
+first = "planner"
+task = "Plan it, then build it."
+
+[backend]
+kind = "fake"
+script = "loopward.script.toml"
+
+[[agent]]
+name = "planner"
+tools = ["write_file", "handoff"]
+
+[[agent]]
+name = "builder"
+{builder}
+
+[[territory]]
+paths = ["src/**"]
+owner = "builder"
+"#
+    )
+}
+
+/// The planner's script in [`team`].
+pub const TEAM_SCRIPT: &str = r##"
+[[agents.planner]]
+tool_calls = [{ name = "write_file", arguments = { path = "plan.md", content = "# Plan\n1. src/done.txt\n" } }]
+
+[[agents.planner]]
+tool_calls = [{ name = "handoff", arguments = { to = "builder", message = "Write src/done.txt." } }]
+"##;
+
+/// A `PATH` whose first folder holds `program` as `name` (the folder is removed when the
+/// first value is dropped).
+pub fn path_with(program: &Path, name: &str) -> (tempfile::TempDir, std::ffi::OsString) {
+    let bin = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink(program, bin.path().join(name)).unwrap();
+    let path = std::env::join_paths(
+        std::iter::once(bin.path().to_path_buf())
+            .chain(std::env::split_paths(&std::env::var_os("PATH").unwrap())),
+    )
+    .unwrap();
+    (bin, path)
+}
