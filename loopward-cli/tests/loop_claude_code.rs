@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use support::anthropic_server::{self, Reply};
 use support::clients::{self, Client, ROADMAP};
 use support::loop_ledger;
-use support::loop_ledger::{decisions, kind, records, replay_run, verify_run};
+use support::loop_ledger::{decisions, kind, records, replay_run, running, verify_run};
 
 const VERIFY: &str = "test -f notes/done.txt";
 
@@ -68,18 +68,6 @@ fn run_loop(claude: &Path, root: &Path, home: &Path, port: u16, args: &[&str]) -
 
 fn sessions(rs: &[Value]) -> usize {
     loop_ledger::sessions(rs, "claude_code")
-}
-
-/// Whether a process whose command line is exactly `argv` is running.
-fn running(argv: &[&str]) -> bool {
-    let want: Vec<u8> = argv
-        .iter()
-        .flat_map(|a| [a.as_bytes(), b"\0"].concat())
-        .collect();
-    std::fs::read_dir("/proc")
-        .unwrap()
-        .flatten()
-        .any(|e| std::fs::read(e.path().join("cmdline")).is_ok_and(|c| c == want))
 }
 
 /// The second session writes the file the verifier looks for, and says so.

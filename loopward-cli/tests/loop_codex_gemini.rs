@@ -16,7 +16,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use support::clients::{self, Client, ROADMAP};
 use support::gemini_server::{self, Call};
-use support::loop_ledger::{decisions, kind, records, replay_run, sessions, shown, verify_run};
+use support::loop_ledger::{
+    decisions, kind, records, replay_run, running, sessions, shown, verify_run,
+};
 use support::responses_server::{self, Step};
 
 const VERIFY: &str = "test -f notes/done.txt";
@@ -34,7 +36,7 @@ fn project() -> (tempfile::TempDir, PathBuf, PathBuf) {
 
 /// `loopward loop --agent <agent> …` in `root`, the client pointed at the server on `port`;
 /// the environment holds only what the client needs (its key, `PATH`, `HOME`).
-fn run_loop(client: Client, program: &Path, root: &Path, home: &Path, port: u16) -> Output {
+fn loop_command(client: Client, program: &Path, root: &Path, home: &Path, port: u16) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_loopward"));
     c.current_dir(root)
         .env_clear()
@@ -63,8 +65,19 @@ fn run_loop(client: Client, program: &Path, root: &Path, home: &Path, port: u16)
             .arg(format!("http://127.0.0.1:{port}"))
             .env("GEMINI_API_KEY", "test"),
     };
-    c.args(["--prompt", "PROMPT.md", "--verify", VERIFY, "--id", "loop1"]);
-    shown(&mut c)
+    c
+}
+
+/// The loop `loop1` on the task in `PROMPT.md`, its verifier [`VERIFY`].
+fn run_loop(client: Client, program: &Path, root: &Path, home: &Path, port: u16) -> Output {
+    shown(loop_command(client, program, root, home, port).args([
+        "--prompt",
+        "PROMPT.md",
+        "--verify",
+        VERIFY,
+        "--id",
+        "loop1",
+    ]))
 }
 
 /// What both clients' loops show: two sessions, the first one's claim of done refused by the
@@ -355,4 +368,77 @@ fn a_model_agent_hands_off_to_a_codex_agent_that_works_until_verified() {
     let r = replay_run(&root, &home, "team");
     let said = String::from_utf8_lossy(&r.stdout);
     assert!(r.status.success() && said.contains("all the same"), "{r:?}");
+}
+
+/// A loop killed (SIGKILL, by its PID) while its Codex session runs a command: resumed, the
+/// session it left is ended (Codex's command line does not name the session: it is known by
+/// its mark), recorded as interrupted and not run again, and the next session finishes.
+#[test]
+fn codex_a_loop_killed_mid_session_resumes_with_that_session_interrupted_and_none_repeated() {
+    let Some(codex) = Client::Codex.find() else {
+        return;
+    };
+    let (_dir, root, home) = project();
+    std::fs::write(root.join("notes/stall.sh"), "sleep \"$1\"\n").unwrap();
+    let (port, server) = responses_server::start(vec![
+        // Codex hands a command's output back after its wait; 30 s keeps the killed session
+        // from asking the server again before the resumed loop ends it.
+        Step::ExecWaiting("sh notes/stall.sh 46.5".into(), 30_000),
+        Step::Exec("echo yes > notes/done.txt".into()),
+        Step::Text("Done, really.".into()),
+    ]);
+    let mut child = loop_command(Client::Codex, &codex, &root, &home, port)
+        .args([
+            "--prompt",
+            "PROMPT.md",
+            "--verify",
+            VERIFY,
+            "--id",
+            "killed",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !running(&["sleep", "46.5"]) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the session never reached its command"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(
+        running(&["sleep", "46.5"]),
+        "the session outlives a killed loop"
+    );
+
+    let out =
+        shown(loop_command(Client::Codex, &codex, &root, &home, port).args(["--resume", "killed"]));
+    assert_eq!(out.status.code(), Some(0), "the resumed loop ends verified");
+    assert!(
+        !running(&["sleep", "46.5"]),
+        "the resumed loop ended the session left behind"
+    );
+    assert_eq!(server.requests().len(), 3, "no step of the script twice");
+    let rs = records(&root, "killed");
+    assert_eq!(kind(&rs, "run_resumed").count(), 1);
+    assert_eq!(
+        sessions(&rs, "codex"),
+        2,
+        "the interrupted session was not run again"
+    );
+    assert!(decisions(&rs, "resume")
+        .iter()
+        .any(|d| d["data"]["decision"] == "interrupted"));
+    assert!(decisions(&rs, "session")
+        .iter()
+        .any(|d| d["data"]["detail"]["ended"] == true));
+    let v = verify_run(&root, &home, "killed");
+    assert!(v.status.success(), "{v:?}");
+    let r = replay_run(&root, &home, "killed");
+    let text = String::from_utf8_lossy(&r.stdout);
+    assert!(r.status.success() && text.contains("all the same"), "{r:?}");
 }

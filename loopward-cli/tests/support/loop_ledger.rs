@@ -69,3 +69,15 @@ pub fn shown(c: &mut Command) -> Output {
     );
     out
 }
+
+/// Whether a process whose command line is exactly `argv` is running.
+pub fn running(argv: &[&str]) -> bool {
+    let want: Vec<u8> = argv
+        .iter()
+        .flat_map(|a| [a.as_bytes(), b"\0"].concat())
+        .collect();
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .any(|e| std::fs::read(e.path().join("cmdline")).is_ok_and(|c| c == want))
+}

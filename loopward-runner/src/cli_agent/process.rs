@@ -75,6 +75,14 @@ pub(crate) fn end_marked(session: &str) {
     }
 }
 
+/// Whether process `pid` carries `session`'s mark (the clients whose command line does not
+/// name the session, Codex's, are known by it).
+pub(crate) fn carries_mark(pid: u32, session: &str) -> bool {
+    let mark = format!("{SESSION_MARK}={session}");
+    std::fs::read(format!("/proc/{pid}/environ"))
+        .is_ok_and(|env| env.split(|b| *b == 0).any(|v| v == mark.as_bytes()))
+}
+
 /// The processes whose environment holds `mark` exactly (`NAME=value`).
 fn marked(mark: &[u8]) -> Vec<u32> {
     let Ok(dir) = std::fs::read_dir("/proc") else {

@@ -13,6 +13,15 @@ use loopward_core::{AuditEvent, LayerVerdict, RunId, Usage};
 use serde_json::json;
 use std::path::PathBuf;
 
+/// Whether `id` is a plain id (`[A-Za-z0-9_-]`, 1 to 64 bytes): one a mark or a ledger can be
+/// named by.
+fn plain(id: &str) -> bool {
+    (1..=64).contains(&id.len())
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+}
+
 /// What a session's stream said so far.
 #[derive(Default)]
 struct Tally {
@@ -32,9 +41,22 @@ impl Inner {
         self.scratch.join(format!("{session}.pid"))
     }
 
+    /// Where the session id the client reported is kept (Codex's is its own: the hook marks
+    /// the commands it wraps with it, and names its ledger by it).
+    fn client_file(&self, session: &str) -> PathBuf {
+        self.scratch.join(format!("{session}.client"))
+    }
+
+    /// The session id the client reported for `session`, if it did (and it is a plain id).
+    fn reported_of(&self, session: &str) -> Option<String> {
+        let id = std::fs::read_to_string(self.client_file(session)).ok()?;
+        plain(&id).then_some(id)
+    }
+
     /// Ends the process group of this turn's session if a killed loop left it running: by the
     /// recorded PID, and only if that process is still this session's client (its command
-    /// line names the session id), never a process that reused the number.
+    /// line names the session id, or it carries the session's mark), never a process that
+    /// reused the number.
     pub(super) fn end_orphan(&self, turn: &TurnContext) -> Result<(), TurnError> {
         let session = session_of(turn);
         let path = self.pid_file(&session);
@@ -45,12 +67,17 @@ impl Inner {
             return Ok(());
         };
         let ours = std::fs::read(format!("/proc/{pid}/cmdline"))
-            .is_ok_and(|c| c.split(|b| *b == 0).any(|a| a == session.as_bytes()));
+            .is_ok_and(|c| c.split(|b| *b == 0).any(|a| a == session.as_bytes()))
+            || process::carries_mark(pid, &session);
         if ours {
             process::kill_group(pid);
         }
-        // What it started carries the session's mark, whoever its parent is now.
+        // What it started carries the session's mark, whoever its parent is now; what the hook
+        // wrapped, the client's own session id (Codex's).
         process::end_marked(&session);
+        if let Some(reported) = self.reported_of(&session) {
+            process::end_marked(&reported);
+        }
         let _ = std::fs::remove_file(&path);
         turn.record_owned(AuditEvent::LayerDecision {
             layer: LayerId::Session,
@@ -79,10 +106,13 @@ impl Inner {
             summary: content.clone(),
             output: Some(content.clone()),
         })?;
-        // Codex's own session id was in the stream only: its hook ledger is left unlinked.
-        if let Some(hook) = self.host.hook_session(&session_of(turn), None) {
+        // Codex's own session id is known if its stream said it before the loop stopped.
+        let session = session_of(turn);
+        let reported = self.reported_of(&session);
+        if let Some(hook) = self.host.hook_session(&session, reported.as_deref()) {
             self.link(turn, &hook, false)?;
         }
+        let _ = std::fs::remove_file(self.client_file(&session));
         Ok(Session {
             content,
             answer: String::new(),
@@ -177,9 +207,14 @@ impl Inner {
             process::end_session(running.pid, &session);
         }
         let status = running.child.wait().await.ok();
-        // Whatever the session left running (background jobs, the client's shells) ends with it.
+        // Whatever the session left running (background jobs, the client's shells, the commands
+        // the hook wrapped under the client's own session id) ends with it.
         process::end_session(running.pid, &session);
+        if let Some(r) = reported.as_deref().filter(|r| plain(r)) {
+            process::end_marked(r);
+        }
         let _ = std::fs::remove_file(&pid_file);
+        let _ = std::fs::remove_file(self.client_file(&session));
         let status_text = status.map_or_else(
             || "unknown".to_string(),
             |s| {
@@ -257,7 +292,13 @@ impl Inner {
             reported,
         } = t;
         match ev {
-            SessionEvent::Started { session, .. } => *reported = Some(session),
+            SessionEvent::Started { session, .. } => {
+                // Kept where a resumed loop finds it, before anything it marks can run.
+                if plain(&session) {
+                    let _ = std::fs::write(self.client_file(&session_of(turn)), &session);
+                }
+                *reported = Some(session);
+            }
             SessionEvent::ModelCall {
                 model,
                 text,
