@@ -442,3 +442,43 @@ fn codex_a_loop_killed_mid_session_resumes_with_that_session_interrupted_and_non
     let text = String::from_utf8_lossy(&r.stdout);
     assert!(r.status.success() && text.contains("all the same"), "{r:?}");
 }
+
+/// A Codex session past its timeout is ended with what the hook wrapped for it (in a process
+/// session of its own, marked with Codex's session id), and the loop goes on.
+#[test]
+fn codex_a_session_past_its_timeout_is_ended_with_its_commands_and_the_loop_goes_on() {
+    let Some(codex) = Client::Codex.find() else {
+        return;
+    };
+    let (_dir, root, home) = project();
+    std::fs::write(root.join("notes/stall.sh"), "sleep \"$1\"\n").unwrap();
+    let (port, _server) = responses_server::start(vec![
+        Step::ExecWaiting("sh notes/stall.sh 44.5".into(), 30_000),
+        Step::Exec("echo yes > notes/done.txt".into()),
+        Step::Text("Done, really.".into()),
+    ]);
+    let out = shown(
+        loop_command(Client::Codex, &codex, &root, &home, port).args([
+            "--prompt",
+            "PROMPT.md",
+            "--verify",
+            VERIFY,
+            "--id",
+            "slow",
+            "--session-timeout",
+            "4s",
+        ]),
+    );
+    assert_eq!(out.status.code(), Some(0));
+    assert!(
+        !running(&["sleep", "44.5"]),
+        "the stalled command outlived its session"
+    );
+    let rs = records(&root, "slow");
+    let first = kind(&rs, "tool_finished")
+        .find(|r| r["data"]["tool"] == "codex")
+        .unwrap();
+    let text = first["data"]["output"].as_str().unwrap();
+    assert!(text.contains("ran past its timeout of 4s"), "{text}");
+    assert_eq!(sessions(&rs, "codex"), 2);
+}
