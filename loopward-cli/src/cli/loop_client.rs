@@ -119,17 +119,18 @@ pub(super) fn client(w: &Want<'_>) -> Result<Client> {
         }
     };
     client.check_version()?;
-    if let Client::ClaudeCode(c) = &client {
-        super::hook_install::check_runs(&c.hook_command)?;
-        installed_hooks_agree(w.workspace, &c.hook_command)?;
-    } else {
-        let cmd = match &client {
-            Client::Codex(c) => &c.hook_command,
-            Client::Gemini(c) => &c.hook_command,
-            _ => unreachable!("Claude Code is checked above"),
-        };
-        super::hook_install::check_runs(cmd)?;
-    }
+    let (cmd, files, sub): (&str, &[&str], &str) = match &client {
+        Client::Codex(c) => (&c.hook_command, &[".codex/hooks.json"], "codex"),
+        Client::Gemini(c) => (&c.hook_command, &[".gemini/settings.json"], "gemini"),
+        Client::ClaudeCode(c) => (
+            &c.hook_command,
+            &[".claude/settings.json", ".claude/settings.local.json"],
+            "claude-code",
+        ),
+        _ => bail!("a client this loopward cannot check"),
+    };
+    super::hook_install::check_runs(cmd)?;
+    installed_hooks_agree(w.workspace, files, sub, cmd)?;
     Ok(client)
 }
 
@@ -172,12 +173,13 @@ pub(super) fn recorded(kind: AgentKind) -> Client {
     }
 }
 
-/// A loopward hook the project installed (`.claude/settings.json`, `.claude/settings.local.json`,
-/// which the sessions read for the project's subagents and `CLAUDE.md`) must be the sessions'
-/// own command — the client runs an identical command once — or two hooks would judge each
-/// call under two names: refused before the first session.
-fn installed_hooks_agree(root: &Path, ours: &str) -> Result<()> {
-    for file in [".claude/settings.json", ".claude/settings.local.json"] {
+/// A loopward hook the project installed for the client (`.claude/settings.json`,
+/// `.codex/hooks.json`, `.gemini/settings.json`, which the sessions also read) must be the
+/// sessions' own command — each client runs an identical command once (checked with each
+/// pinned version) — or two hooks would judge each call under two names: refused before the
+/// first session.
+fn installed_hooks_agree(root: &Path, files: &[&str], sub: &str, ours: &str) -> Result<()> {
+    for file in files {
         let path = root.join(file);
         let Ok(text) = std::fs::read_to_string(&path) else {
             continue;
@@ -192,9 +194,9 @@ fn installed_hooks_agree(root: &Path, ours: &str) -> Result<()> {
             .flat_map(|entry| entry["hooks"].as_array().into_iter().flatten())
             .filter_map(|h| h["command"].as_str());
         for cmd in commands {
-            if cmd.contains(" hook claude-code") && cmd != ours {
+            if cmd.contains(&format!(" hook {sub} ")) && cmd != ours {
                 bail!(
-                    "{} installs loopward's hook as `{cmd}`, but the loop's sessions run `{ours}`: both would judge every call, under two names. Reinstall it for the loop's agent (`loopward hook install --main-agent <agent>`, the agent of --as) or remove it from that file",
+                    "{} installs loopward's hook as `{cmd}`, but the loop's sessions run `{ours}`: both would judge every call, under two names. Reinstall it for the loop's agent (`loopward hook install --host {sub} --main-agent <agent>`, the agent of --as) or remove it from that file",
                     path.display()
                 );
             }
@@ -228,6 +230,24 @@ fn find_program(p: &Path, kind: AgentKind) -> Result<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_project_hook_of_the_client_for_another_agent_is_refused_and_the_same_one_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join(".codex")).unwrap();
+        let ours = "'/bin/loopward' hook codex --config '/p/l.toml' --main-agent 'root'";
+        let hooks = |cmd: &str| {
+            serde_json::json!({"hooks": {"PreToolUse": [{"hooks": [{"type": "command", "command": cmd}]}]}})
+                .to_string()
+        };
+        let file = dir.path().join(".codex/hooks.json");
+        let check = || installed_hooks_agree(dir.path(), &[".codex/hooks.json"], "codex", ours);
+        std::fs::write(&file, hooks(ours)).unwrap();
+        assert!(check().is_ok());
+        std::fs::write(&file, hooks(&ours.replace("root", "planner"))).unwrap();
+        let e = check().unwrap_err().to_string();
+        assert!(e.contains("--host codex") && e.contains("two names"), "{e}");
+    }
 
     #[test]
     fn an_absent_client_is_named_with_its_pinned_version_and_how_to_install_it() {
