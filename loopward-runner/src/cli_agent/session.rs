@@ -74,16 +74,16 @@ impl Inner {
         }
         // What it started carries the session's mark, whoever its parent is now; what the hook
         // wrapped, the client's own session id (Codex's).
-        process::end_marked(&session);
+        let mut marked = process::end_marked(&session);
         if let Some(reported) = self.reported_of(&session) {
-            process::end_marked(&reported);
+            marked += process::end_marked(&reported);
         }
         let _ = std::fs::remove_file(&path);
         turn.record_owned(AuditEvent::LayerDecision {
             layer: LayerId::Session,
             decision: LayerVerdict::Observed,
             detail: json!({"session": session, "pid": pid, "left_running": ours,
-                           "ended": ours})
+                           "ended": ours, "marked_ended": marked})
             .into(),
         })?;
         Ok(())
@@ -211,7 +211,7 @@ impl Inner {
         // the hook wrapped under the client's own session id) ends with it.
         process::end_session(running.pid, &session);
         if let Some(r) = reported.as_deref().filter(|r| plain(r)) {
-            process::end_marked(r);
+            let _ = process::end_marked(r);
         }
         let _ = std::fs::remove_file(&pid_file);
         let _ = std::fs::remove_file(self.client_file(&session));
