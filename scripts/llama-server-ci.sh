@@ -6,7 +6,10 @@
 # team over streamed replies, a stop mid-stream, a run killed mid-stream, a server restarted
 # mid-run, and real tool calls, gated). The restart and tool-call tests start servers of their
 # own from the test (child processes they stop themselves; the tool-call one with
-# --chat-template-file scripts/llama-server-tools.jinja). Needs the model: `cargo xtask fetch-model`.
+# --chat-template-file scripts/llama-server-tools.jinja); and loopward-cli/tests/loop_codex_llama.rs
+# (`loopward loop --agent codex` whose sessions talk to this server's Responses API: Codex's
+# first request is ~4,600 tokens, hence the 8,192-token context). Needs the model: `cargo xtask
+# fetch-model`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -30,7 +33,7 @@ if [ -f "$PIDFILE" ]; then
     rm -f "$PIDFILE"
 fi
 
-"$BIN" -m "$MODEL" --host 127.0.0.1 --port "$PORT" -c 4096 -np 1 --temp 0 --seed 1 -t 1 \
+"$BIN" -m "$MODEL" --host 127.0.0.1 --port "$PORT" -c 8192 -np 1 --temp 0 --seed 1 -t 1 \
     --jinja --no-webui --api-key "$KEY" >"$LOG" 2>&1 &
 echo $! >"$PIDFILE"
 stop() {
@@ -63,5 +66,5 @@ LOOPWARD_LLAMA_SERVER_URL="http://127.0.0.1:$PORT" \
 LOOPWARD_LLAMA_SERVER_KEY="$KEY" \
 LOOPWARD_LLAMA_SERVER_BIN="$PWD/$BIN" \
 LOOPWARD_LLAMA_SERVER_MODEL="$PWD/$MODEL" \
-    cargo test -p loopward-cli --features http --test llama_server -- --ignored --test-threads 1
+    cargo test -p loopward-cli --features http --test llama_server --test loop_codex_llama -- --ignored --test-threads 1
 echo "llama-server tests: $(( $(date +%s) - start )) s"

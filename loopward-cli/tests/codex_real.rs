@@ -17,66 +17,16 @@
 mod support;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
+use support::clients::{self, loopward, Client, ROADMAP};
 use support::responses_server::{self, Step};
 
-const CONFIG: &str = r#"
-[run]
-first = "root"
-
-[[agent]]
-name = "root"
-tools = ["read_file", "write_file", "edit_file", "shell"]
-
-[[agent]]
-name = "planner"
-tools = ["read_file", "write_file", "edit_file"]
-
-# Only the planner writes plans/.
-[[territory]]
-paths = ["plans/**"]
-owner = "planner"
-"#;
-
-const ROADMAP: &str = "# Roadmap\n1. greeting\n";
-
-/// The installed client, if any.
-fn codex() -> Option<PathBuf> {
-    if let Some(p) = std::env::var_os("LOOPWARD_CODEX") {
-        return Some(PathBuf::from(p));
-    }
-    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../.codex-cli/node_modules/.bin/codex")
-        .canonicalize()
-        .ok()?;
-    p.is_file().then_some(p)
-}
-
-/// A scratch project (with a roadmap in the planner's territory and a `notes/` folder) and a
-/// home for Codex and loopward's state beside it.
+/// A scratch project and a home beside it with the client's config folder.
 fn project() -> (tempfile::TempDir, PathBuf, PathBuf) {
-    let dir = tempfile::tempdir().unwrap();
-    let root = dir.path().join("project");
-    let home = dir.path().join("home");
-    std::fs::create_dir_all(root.join("plans")).unwrap();
-    std::fs::create_dir_all(root.join("notes")).unwrap();
+    let (dir, root, home) = clients::project();
     std::fs::create_dir_all(home.join("codex")).unwrap();
-    std::fs::write(root.join("loopward.toml"), CONFIG).unwrap();
-    std::fs::write(root.join("plans/roadmap.md"), ROADMAP).unwrap();
-    let root = root.canonicalize().unwrap();
-    let home = home.canonicalize().unwrap();
     (dir, root, home)
-}
-
-/// `loopward <args>` in `root`, with loopward's state under `home`.
-fn loopward(root: &Path, home: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_loopward"))
-        .args(args)
-        .current_dir(root)
-        .env("XDG_STATE_HOME", home.join("state"))
-        .output()
-        .unwrap()
 }
 
 /// One headless Codex session in `root` against the server on `port`, with `path` as its
@@ -118,11 +68,6 @@ fn session(codex: &Path, root: &Path, home: &Path, port: u16, path: &str) -> (bo
     (status.unwrap().success(), out)
 }
 
-#[allow(clippy::print_stderr)]
-fn skipped() {
-    eprintln!("\n\n*** SKIPPED: Codex is not installed. Run scripts/codex-install.sh (CI does) or set LOOPWARD_CODEX. ***\n\n");
-}
-
 fn update(path: &str, old: &str, new: &str) -> Step {
     Step::Patch(format!(
         "*** Begin Patch\n*** Update File: {path}\n@@\n-{old}\n+{new}\n*** End Patch\n"
@@ -131,8 +76,8 @@ fn update(path: &str, old: &str, new: &str) -> Step {
 
 #[test]
 fn real_codex_sessions_are_held_by_the_hook_and_the_sandbox() {
-    let Some(codex) = codex() else {
-        return skipped();
+    let Some(codex) = Client::Codex.find() else {
+        return;
     };
     let (_dir, root, home) = project();
     let install = loopward(&root, &home, &["hook", "install", "--host", "codex"]);
@@ -252,8 +197,8 @@ fn real_codex_sessions_are_held_by_the_hook_and_the_sandbox() {
 /// session's `PATH`; a bare one lets the write through, and `hook doctor` says so.
 #[test]
 fn a_hook_codex_cannot_start_lets_the_write_through_so_install_never_writes_one() {
-    let Some(codex) = codex() else {
-        return skipped();
+    let Some(codex) = Client::Codex.find() else {
+        return;
     };
     let (_dir, root, home) = project();
     let install = loopward(&root, &home, &["hook", "install", "--host", "codex"]);

@@ -16,66 +16,16 @@ mod support;
 
 use serde_json::json;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
+use support::clients::{self, loopward, Client, ROADMAP};
 use support::gemini_server::{self, Call};
 
-const CONFIG: &str = r#"
-[run]
-first = "root"
-
-[[agent]]
-name = "root"
-tools = ["read_file", "write_file", "edit_file", "shell"]
-
-[[agent]]
-name = "planner"
-tools = ["read_file", "write_file", "edit_file"]
-
-# Only the planner writes plans/.
-[[territory]]
-paths = ["plans/**"]
-owner = "planner"
-"#;
-
-const ROADMAP: &str = "# Roadmap\n1. greeting\n";
-
-/// The installed client, if any.
-fn gemini() -> Option<PathBuf> {
-    if let Some(p) = std::env::var_os("LOOPWARD_GEMINI") {
-        return Some(PathBuf::from(p));
-    }
-    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../.gemini-cli/node_modules/.bin/gemini")
-        .canonicalize()
-        .ok()?;
-    p.is_file().then_some(p)
-}
-
-/// A scratch project (with a roadmap in the planner's territory and a `notes/` folder) and a
-/// home for Codex and loopward's state beside it.
+/// A scratch project and a home beside it with the client's config folder.
 fn project() -> (tempfile::TempDir, PathBuf, PathBuf) {
-    let dir = tempfile::tempdir().unwrap();
-    let root = dir.path().join("project");
-    let home = dir.path().join("home");
-    std::fs::create_dir_all(root.join("plans")).unwrap();
-    std::fs::create_dir_all(root.join("notes")).unwrap();
+    let (dir, root, home) = clients::project();
     std::fs::create_dir_all(home.join(".gemini")).unwrap();
-    std::fs::write(root.join("loopward.toml"), CONFIG).unwrap();
-    std::fs::write(root.join("plans/roadmap.md"), ROADMAP).unwrap();
-    let root = root.canonicalize().unwrap();
-    let home = home.canonicalize().unwrap();
     (dir, root, home)
-}
-
-/// `loopward <args>` in `root`, with loopward's state under `home`.
-fn loopward(root: &Path, home: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_loopward"))
-        .args(args)
-        .current_dir(root)
-        .env("XDG_STATE_HOME", home.join("state"))
-        .output()
-        .unwrap()
 }
 
 /// One headless Gemini CLI session in `root` against the server on `port`: its exit status and
@@ -116,15 +66,10 @@ fn session(gemini: &Path, root: &Path, home: &Path, port: u16) -> (bool, String)
     (status.unwrap().success(), out)
 }
 
-#[allow(clippy::print_stderr)]
-fn skipped() {
-    eprintln!("\n\n*** SKIPPED: Gemini CLI is not installed. Run scripts/gemini-install.sh (CI does) or set LOOPWARD_GEMINI. ***\n\n");
-}
-
 #[test]
 fn real_gemini_cli_sessions_are_held_by_the_hook_and_the_sandbox() {
-    let Some(gemini) = gemini() else {
-        return skipped();
+    let Some(gemini) = Client::Gemini.find() else {
+        return;
     };
     let (_dir, root, home) = project();
     let install = loopward(&root, &home, &["hook", "install", "--host", "gemini"]);
@@ -230,8 +175,8 @@ fn real_gemini_cli_sessions_are_held_by_the_hook_and_the_sandbox() {
 /// Codex. `hook doctor` still flags the bare command.
 #[test]
 fn a_hook_gemini_cannot_start_blocks_the_session_and_doctor_flags_it() {
-    let Some(gemini) = gemini() else {
-        return skipped();
+    let Some(gemini) = Client::Gemini.find() else {
+        return;
     };
     let (_dir, root, home) = project();
     let install = loopward(&root, &home, &["hook", "install", "--host", "gemini"]);

@@ -13,47 +13,17 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 use support::anthropic_server::{self, Reply};
+use support::clients::{self, Client, ROADMAP};
+use support::loop_ledger;
+use support::loop_ledger::{decisions, kind, records, replay_run, running, verify_run};
 
-const CONFIG: &str = r#"
-[run]
-first = "root"
-
-[[agent]]
-name = "root"
-tools = ["read_file", "write_file", "edit_file", "shell"]
-
-[[agent]]
-name = "planner"
-tools = ["read_file", "write_file", "edit_file"]
-
-# Only the planner writes plans/.
-[[territory]]
-paths = ["plans/**"]
-owner = "planner"
-"#;
-
-const ROADMAP: &str = "# Roadmap\n1. greeting\n";
 const VERIFY: &str = "test -f notes/done.txt";
-
-fn claude() -> Option<PathBuf> {
-    if let Some(p) = std::env::var_os("LOOPWARD_CLAUDE") {
-        return Some(PathBuf::from(p));
-    }
-    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../.claude-code/node_modules/.bin/claude")
-        .canonicalize()
-        .ok()?;
-    p.is_file().then_some(p)
-}
 
 macro_rules! need_claude {
     () => {
-        match claude() {
+        match Client::ClaudeCode.find() {
             Some(c) => c,
-            None => {
-                eprintln!("\n\n*** SKIPPED: Claude Code is not installed. Run scripts/claude-code-install.sh (CI does) or set LOOPWARD_CLAUDE. ***\n\n");
-                return;
-            }
+            None => return,
         }
     };
 }
@@ -61,14 +31,7 @@ macro_rules! need_claude {
 /// A scratch project (config, a roadmap in the planner's territory, a prompt) and a scratch
 /// home: `(dir, root, home)`.
 fn project() -> (tempfile::TempDir, PathBuf, PathBuf) {
-    let dir = tempfile::tempdir().unwrap();
-    let root = dir.path().join("project");
-    std::fs::create_dir_all(root.join("plans")).unwrap();
-    std::fs::create_dir_all(root.join("notes")).unwrap();
-    let home = dir.path().join("home");
-    std::fs::create_dir_all(&home).unwrap();
-    std::fs::write(root.join("loopward.toml"), CONFIG).unwrap();
-    std::fs::write(root.join("plans/roadmap.md"), ROADMAP).unwrap();
+    let (dir, root, home) = clients::project();
     std::fs::write(
         root.join("PROMPT.md"),
         "Take notes, then write notes/done.txt.\n",
@@ -76,7 +39,6 @@ fn project() -> (tempfile::TempDir, PathBuf, PathBuf) {
     .unwrap();
     // A command that takes its time (the client refuses a bare long `sleep`).
     std::fs::write(root.join("notes/stall.sh"), "sleep \"$1\"\n").unwrap();
-    let root = root.canonicalize().unwrap();
     (dir, root, home)
 }
 
@@ -100,77 +62,12 @@ fn loop_command(claude: &Path, root: &Path, home: &Path, port: u16, args: &[&str
     c
 }
 
-// What the loop printed, for a failing test's output.
-#[allow(clippy::print_stderr)]
 fn run_loop(claude: &Path, root: &Path, home: &Path, port: u16, args: &[&str]) -> Output {
-    let out = loop_command(claude, root, home, port, args)
-        .output()
-        .unwrap();
-    eprintln!(
-        "loop: {}\nstdout:\n{}\nstderr:\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
-}
-
-/// A run's ledger, one JSON record a line.
-fn records(root: &Path, run: &str) -> Vec<Value> {
-    std::fs::read_to_string(root.join("runs").join(run).join("events.jsonl"))
-        .unwrap_or_default()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
-}
-
-fn kind<'a>(rs: &'a [Value], k: &'a str) -> impl Iterator<Item = &'a Value> + 'a {
-    rs.iter().filter(move |r| r["kind"] == k)
-}
-
-fn decisions<'a>(rs: &'a [Value], layer: &'a str) -> Vec<&'a Value> {
-    kind(rs, "layer_decision")
-        .filter(|r| r["data"]["layer"] == layer)
-        .collect()
+    loop_ledger::shown(&mut loop_command(claude, root, home, port, args))
 }
 
 fn sessions(rs: &[Value]) -> usize {
-    kind(rs, "tool_requested")
-        .filter(|r| r["data"]["tool"] == "claude_code")
-        .count()
-}
-
-fn verify_run(root: &Path, home: &Path, run: &str) -> Output {
-    checked(root, home, "verify", run)
-}
-
-/// `loopward replay runs/<run>`: re-judged offline from the ledger, no client, no verifier.
-fn replay_run(root: &Path, home: &Path, run: &str) -> Output {
-    checked(root, home, "replay", run)
-}
-
-fn checked(root: &Path, home: &Path, command: &str, run: &str) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_loopward"))
-        .current_dir(root)
-        .arg(command)
-        .arg(root.join("runs").join(run))
-        .env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .env("HOME", home)
-        .output()
-        .unwrap()
-}
-
-/// Whether a process whose command line is exactly `argv` is running.
-fn running(argv: &[&str]) -> bool {
-    let want: Vec<u8> = argv
-        .iter()
-        .flat_map(|a| [a.as_bytes(), b"\0"].concat())
-        .collect();
-    std::fs::read_dir("/proc")
-        .unwrap()
-        .flatten()
-        .any(|e| std::fs::read(e.path().join("cmdline")).is_ok_and(|c| c == want))
+    loop_ledger::sessions(rs, "claude_code")
 }
 
 /// The second session writes the file the verifier looks for, and says so.
@@ -760,45 +657,15 @@ fn inside_a_loop_the_refusals_remedy_delegating_to_the_owners_subagent_works() {
         && r["data"]["decision"]["decision"] == "allow"));
 }
 
-const TEAM: &str = r#"
-[run]
-first = "planner"
-task = "Plan it, then build it."
-
-[backend]
-kind = "fake"
-script = "loopward.script.toml"
-
-[[agent]]
-name = "planner"
-tools = ["write_file", "handoff"]
-
-[[agent]]
-name = "builder"
-kind = "claude-code"
-verify = "test -f src/done.txt"
-
-[[territory]]
-paths = ["src/**"]
-owner = "builder"
-"#;
-
-const TEAM_SCRIPT: &str = r##"
-[[agents.planner]]
-tool_calls = [{ name = "write_file", arguments = { path = "plan.md", content = "# Plan\n1. src/done.txt\n" } }]
-
-[[agents.planner]]
-tool_calls = [{ name = "handoff", arguments = { to = "builder", message = "Write src/done.txt." } }]
-"##;
-
 /// A mixed team in `loopward.toml`: a model agent plans and hands off to a `claude-code`
 /// agent, whose turns are sessions until its verifier passes; `loopward run` runs it.
 #[test]
 fn a_model_agent_hands_off_to_a_claude_code_agent_that_works_until_verified() {
     let claude = need_claude!();
     let (_dir, root, home) = project();
-    std::fs::write(root.join("loopward.toml"), TEAM).unwrap();
-    std::fs::write(root.join("loopward.script.toml"), TEAM_SCRIPT).unwrap();
+    let team = clients::team("kind = \"claude-code\"\nverify = \"test -f src/done.txt\"");
+    std::fs::write(root.join("loopward.toml"), team).unwrap();
+    std::fs::write(root.join("loopward.script.toml"), clients::TEAM_SCRIPT).unwrap();
     std::fs::create_dir_all(root.join("src")).unwrap();
     let p = |rel: &str| root.join(rel).to_str().unwrap().to_string();
     let (port, _server) = anthropic_server::start(vec![
@@ -809,13 +676,7 @@ fn a_model_agent_hands_off_to_a_claude_code_agent_that_works_until_verified() {
         ),
         Reply::text("Done, really."),
     ]);
-    let bin = tempfile::tempdir().unwrap();
-    std::os::unix::fs::symlink(&claude, bin.path().join("claude")).unwrap();
-    let path = std::env::join_paths(
-        std::iter::once(bin.path().to_path_buf())
-            .chain(std::env::split_paths(&std::env::var_os("PATH").unwrap())),
-    )
-    .unwrap();
+    let (_bin, path) = clients::path_with(&claude, "claude");
     let out = Command::new(env!("CARGO_BIN_EXE_loopward"))
         .current_dir(&root)
         .args(["run", "--id", "team"])

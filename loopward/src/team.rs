@@ -58,7 +58,7 @@ pub struct Options {
     /// [`crate::backend::host_files`]); those inside the workspace are control files no agent
     /// may write, with its tools or its commands.
     pub host_files: Vec<std::path::PathBuf>,
-    /// Builds the agents of `kind = "claude-code"` (the binary knows the client and its own
+    /// Builds the coding-CLI agents (`kind = "claude-code"`, `"codex"`, `"gemini"`; the binary knows the client and its own
     /// path, for the hook; `replay` builds them over the recorded sessions). None: such an
     /// agent is refused when the team is built.
     pub cli_agents: Option<Arc<dyn CliAgents>>,
@@ -73,7 +73,7 @@ pub struct Options {
     pub reach: Option<loopward_runner::sandbox::Reach>,
 }
 
-/// Builds a `kind = "claude-code"` agent of the config (see [`Options::cli_agents`]); the
+/// Builds a coding-CLI agent (`kind = "claude-code"`, `"codex"`, `"gemini"`) of the config (see [`Options::cli_agents`]); the
 /// team puts its class-jump tracker and its turn layers around it.
 pub trait CliAgents: Send + Sync {
     /// The agent `agent` is, before its class-jump tracker and turn layers.
@@ -222,11 +222,12 @@ pub fn build(
         runner = runner.stops(stops);
     }
     for a in &cfg.agents {
-        if a.kind == crate::config::AgentKind::ClaudeCode {
+        if a.kind.is_cli() {
             let Some(cli) = &opts.cli_agents else {
                 anyhow::bail!(
-                    "agent {} is a claude-code agent, and nothing here builds one: run the team with the `loopward` binary, or pass team::Options::cli_agents",
-                    a.name
+                    "agent {} is a {} agent, and nothing here builds one: run the team with the `loopward` binary, or pass team::Options::cli_agents",
+                    a.name,
+                    a.kind.name()
                 );
             };
             let mut agent = cli.agent(a)?;

@@ -111,10 +111,15 @@ fn quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', "'\\''"))
 }
 
-/// The hook command: the binary and the config by absolute path.
-/// The Claude Code hook command (what `loopward loop` writes into each session's own settings).
-pub(super) fn claude_code_command(exe: &Path, config: &Path, main_agent: &str) -> Result<String> {
-    command(&spec(Host::ClaudeCode), exe, config, main_agent)
+/// The hook command of `host` (what `loopward loop` writes into each session's own config):
+/// the binary and the config by absolute path.
+pub(super) fn host_command(
+    host: Host,
+    exe: &Path,
+    config: &Path,
+    main_agent: &str,
+) -> Result<String> {
+    command(&spec(host), exe, config, main_agent)
 }
 
 fn command(spec: &Spec, exe: &Path, config: &Path, main_agent: &str) -> Result<String> {

@@ -1,4 +1,4 @@
-//! `loopward loop`: runs a coding agent (Claude Code) session after session under the
+//! `loopward loop`: runs a coding agent (Claude Code, Codex, Gemini CLI) session after session under the
 //! runner's laws, until a verifier passes, a cap, a budget or a person stops it. The same
 //! timeline, `--json`, summary, exit statuses and `--resume` as `loopward run`.
 
@@ -7,7 +7,7 @@ use loopward::config::Config;
 use loopward::ledger;
 use loopward_core::{AgentId, RunId};
 use loopward_runner::cli_agent::{
-    ClaudeCode, CliAgent, RecordedSessions, SessionLedgers, SessionLink, Verifier,
+    CliAgent, RecordedSessions, SessionLedgers, SessionLink, Verifier,
 };
 use loopward_runner::layers::budget::{BudgetConfig, BudgetLayer};
 use loopward_runner::layers::stack::Stack;
@@ -25,8 +25,8 @@ use tower::Layer;
 Example:
   loopward loop --agent claude-code --prompt PROMPT.md --verify \"cargo test\" --max-iterations 30
 
-Each iteration is one headless Claude Code session (`claude -p`) with loopward's hook installed
-for that session only, then the verifier, in the sandbox. The loop completes only when the
+Each iteration is one headless session (`claude -p`, `codex exec`, `gemini -p`) with loopward's
+hook installed for that session only, then the verifier, in the sandbox. The loop completes only when the
 verifier passes; an agent that says it is done while the verifier fails is recorded as a refused
 claim and gets another session. Sessions that change nothing and leave the verifier where it was
 are repeats; --no-progress of them in a row stop the loop.
@@ -40,7 +40,7 @@ pub struct Args {
     #[arg(long, default_value = loopward::config::CONFIG_FILE)]
     pub config: PathBuf,
     /// The coding agent.
-    #[arg(long, value_parser = ["claude-code"], default_value = "claude-code")]
+    #[arg(long, value_parser = ["claude-code", "codex", "gemini"], default_value = "claude-code")]
     pub agent: String,
     /// The name the agent goes by in territories (default: the config's `run.first`).
     #[arg(long = "as")]
@@ -73,6 +73,19 @@ pub struct Args {
     /// The `claude` binary (default: `claude` on PATH).
     #[arg(long, default_value = "claude")]
     pub claude: PathBuf,
+    /// The `codex` binary (default: `codex` on PATH).
+    #[arg(long)]
+    pub codex: Option<PathBuf>,
+    /// The `gemini` binary (default: `gemini` on PATH).
+    #[arg(long)]
+    pub gemini: Option<PathBuf>,
+    /// The API base the client talks to (Claude Code: `ANTHROPIC_BASE_URL`; Codex: a Responses
+    /// API `…/v1`, key in `OPENAI_API_KEY`; Gemini CLI: `GOOGLE_GEMINI_BASE_URL`).
+    #[arg(long)]
+    pub base_url: Option<String>,
+    /// The model the client uses (default: its own).
+    #[arg(long)]
+    pub model: Option<String>,
     /// The run id (default: derived from the time).
     #[arg(long, conflicts_with = "resume")]
     pub id: Option<String>,
@@ -86,7 +99,9 @@ pub struct Args {
     /// Only the outcome.
     #[arg(long, short)]
     pub quiet: bool,
-    /// Arguments for every session (after `--`; default `--permission-mode acceptEdits`).
+    /// Arguments for every session (after `--`; default: Claude Code `--permission-mode
+    /// acceptEdits`, Codex `--dangerously-bypass-approvals-and-sandbox --skip-git-repo-check`,
+    /// Gemini CLI `--approval-mode yolo`).
     #[arg(last = true)]
     pub session_args: Vec<String>,
 }
@@ -149,23 +164,21 @@ pub(super) async fn run(mut args: Args) -> Result<ExitCode> {
     };
     // What can be known before the first session is checked before the first record.
     verifier_exists(&verify, &workspace)?;
-    let host = ClaudeCode {
-        program: find_program(&args.claude)?,
-        hook_command: super::hook_install::claude_code_command(
-            &std::env::current_exe().context("finding the loopward binary")?,
-            &config,
-            name.as_str(),
-        )?,
-        args: if args.session_args.is_empty() {
-            vec!["--permission-mode".into(), "acceptEdits".into()]
-        } else {
-            args.session_args.iter().map(Into::into).collect()
+    let kind = super::loop_client::kind(&args.agent)?;
+    let host = super::loop_client::client(&super::loop_client::Want {
+        kind,
+        program: match kind {
+            loopward::config::AgentKind::Codex => args.codex.as_deref(),
+            loopward::config::AgentKind::Gemini => args.gemini.as_deref(),
+            _ => Some(&args.claude),
         },
-        env: vec![],
-    };
-    host.check_version()?;
-    super::hook_install::check_runs(&host.hook_command)?;
-    installed_hooks_agree(&workspace, &host.hook_command)?;
+        config: &config,
+        agent: name.as_str(),
+        base_url: args.base_url.as_deref(),
+        model: args.model.as_deref(),
+        args: &args.session_args,
+        workspace: &workspace,
+    })?;
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let custody = super::state::open(&cfg, &config)?;
     // Secrets are resolved before anything starts and masked in every record and printed line.
@@ -314,6 +327,10 @@ pub(super) fn recorded_loop(run_dir: &Path) -> Result<Option<Args>> {
         no_progress: 1,
         max_cost_usd: None,
         claude: PathBuf::new(),
+        codex: None,
+        gemini: None,
+        base_url: None,
+        model: None,
         id: None,
         resume: None,
         json: false,
@@ -341,12 +358,7 @@ pub(super) fn replay_runner(
         }
         None => cfg.run.first.clone(),
     };
-    let host = ClaudeCode {
-        program: args.claude.clone(),
-        hook_command: String::new(),
-        args: vec![],
-        env: vec![],
-    };
+    let host = super::loop_client::recorded(super::loop_client::kind(&args.agent)?);
     let protected = Protected::new(loopward_runner::gates::ControlFiles::default(), vec![]);
     let verifier = Verifier::new(
         args.verify.clone().unwrap_or_default(),
@@ -363,7 +375,7 @@ pub(super) fn replay_runner(
     runner(cfg, args, ws, name, agent, clock, Some(inbox))
 }
 
-/// The `kind = "claude-code"` agents of a team `loopward run` runs: each as `loopward loop`
+/// The coding-CLI agents of a team `loopward run` runs: each as `loopward loop`
 /// makes its one agent, with the loop's default backstops (its session and verification
 /// timeouts, its no-progress count), checked before the first record.
 pub(super) struct TeamCliAgents {
@@ -384,19 +396,16 @@ impl loopward::team::CliAgents for TeamCliAgents {
     ) -> Result<loopward_runner::cli_agent::CliAgentBuilder> {
         let verify = a.verify.clone().unwrap_or_default();
         verifier_exists(&verify, &self.workspace)?;
-        let host = ClaudeCode {
-            program: find_program(Path::new("claude"))?,
-            hook_command: super::hook_install::claude_code_command(
-                &std::env::current_exe().context("finding the loopward binary")?,
-                &self.config,
-                a.name.as_str(),
-            )?,
-            args: vec!["--permission-mode".into(), "acceptEdits".into()],
-            env: vec![],
-        };
-        host.check_version()?;
-        super::hook_install::check_runs(&host.hook_command)?;
-        installed_hooks_agree(&self.workspace, &host.hook_command)?;
+        let host = super::loop_client::client(&super::loop_client::Want {
+            kind: a.kind,
+            program: None,
+            config: &self.config,
+            agent: a.name.as_str(),
+            base_url: a.base_url.as_deref(),
+            model: a.model.as_deref(),
+            args: &[],
+            workspace: &self.workspace,
+        })?;
         let ws = Workspace::new(&self.workspace).context("the workspace")?;
         let control = loopward_runner::gates::ControlFiles::new(&self.config_rel, &self.runs_rel)
             .resolved(&ws);
@@ -421,7 +430,7 @@ impl loopward::team::CliAgents for TeamCliAgents {
     }
 }
 
-/// The `kind = "claude-code"` agents of a team `loopward replay` re-judges: over one part's
+/// The coding-CLI agents of a team `loopward replay` re-judges: over one part's
 /// recorded sessions; no client and no verifier runs.
 pub(super) struct RecordedCliAgents(pub(super) Arc<RecordedSessions>);
 
@@ -430,12 +439,7 @@ impl loopward::team::CliAgents for RecordedCliAgents {
         &self,
         a: &loopward::config::AgentConfig,
     ) -> Result<loopward_runner::cli_agent::CliAgentBuilder> {
-        let host = ClaudeCode {
-            program: PathBuf::from("claude"),
-            hook_command: String::new(),
-            args: vec![],
-            env: vec![],
-        };
+        let host = super::loop_client::recorded(a.kind);
         let protected = Protected::new(loopward_runner::gates::ControlFiles::default(), vec![]);
         let verifier = Verifier::new(
             a.verify.clone().unwrap_or_default(),
@@ -463,6 +467,14 @@ struct Kept {
     no_progress: u32,
     max_cost_usd: Option<f64>,
     claude: PathBuf,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    codex: Option<PathBuf>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    gemini: Option<PathBuf>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    base_url: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    model: Option<String>,
     session_args: Vec<String>,
 }
 
@@ -480,6 +492,16 @@ impl Kept {
             no_progress: a.no_progress,
             max_cost_usd: a.max_cost_usd,
             claude: std::path::absolute(&a.claude).unwrap_or_else(|_| a.claude.clone()),
+            codex: a
+                .codex
+                .as_ref()
+                .map(|p| std::path::absolute(p).unwrap_or_else(|_| p.clone())),
+            gemini: a
+                .gemini
+                .as_ref()
+                .map(|p| std::path::absolute(p).unwrap_or_else(|_| p.clone())),
+            base_url: a.base_url.clone(),
+            model: a.model.clone(),
             session_args: a.session_args.clone(),
         }
     }
@@ -499,6 +521,8 @@ impl Kept {
         a.no_progress = self.no_progress;
         a.max_cost_usd = self.max_cost_usd;
         a.claude = self.claude;
+        (a.codex, a.gemini) = (self.codex, self.gemini);
+        (a.base_url, a.model) = (self.base_url, self.model);
         a.session_args = self.session_args;
         Ok(())
     }
@@ -511,55 +535,6 @@ impl Kept {
             serde_json::to_string_pretty(self).context("cannot encode the loop's settings")?;
         std::fs::write(&path, text).with_context(|| format!("cannot write {}", path.display()))
     }
-}
-
-/// A loopward hook the project installed (`.claude/settings.json`, `.claude/settings.local.json`,
-/// which the sessions read for the project's subagents and `CLAUDE.md`) must be the sessions'
-/// own command — the client runs an identical command once — or two hooks would judge each
-/// call under two names: refused before the first session.
-fn installed_hooks_agree(root: &Path, ours: &str) -> Result<()> {
-    for file in [".claude/settings.json", ".claude/settings.local.json"] {
-        let path = root.join(file);
-        let Ok(text) = std::fs::read_to_string(&path) else {
-            continue;
-        };
-        let settings: serde_json::Value = serde_json::from_str(&text)
-            .with_context(|| format!("{} is not JSON; fix or move it", path.display()))?;
-        let commands = settings["hooks"]
-            .as_object()
-            .into_iter()
-            .flat_map(|events| events.values())
-            .flat_map(|list| list.as_array().into_iter().flatten())
-            .flat_map(|entry| entry["hooks"].as_array().into_iter().flatten())
-            .filter_map(|h| h["command"].as_str());
-        for cmd in commands {
-            if cmd.contains(" hook claude-code") && cmd != ours {
-                bail!(
-                    "{} installs loopward's hook as `{cmd}`, but the loop's sessions run `{ours}`: both would judge every call, under two names. Reinstall it for the loop's agent (`loopward hook install --main-agent <agent>`, the agent of --as) or remove it from that file",
-                    path.display()
-                );
-            }
-        }
-    }
-    Ok(())
-}
-
-/// `claude` by path, or found on PATH.
-fn find_program(p: &Path) -> Result<PathBuf> {
-    if p.components().count() > 1 {
-        return Ok(std::path::absolute(p)?);
-    }
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    std::env::split_paths(&path)
-        .map(|d| d.join(p))
-        .find(|c| c.is_file())
-        .with_context(|| {
-            format!(
-                "{} is not on PATH: install Claude Code {} or name the binary with --claude",
-                p.display(),
-                loopward_runner::cli_agent::CLAUDE_CODE_VERSION
-            )
-        })
 }
 
 /// The verifier's program can be found (`sh -c 'command -v …'` in the project root).

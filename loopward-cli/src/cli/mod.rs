@@ -17,6 +17,7 @@ pub mod hook;
 mod hook_install;
 pub mod init;
 pub mod key;
+mod loop_client;
 pub mod loop_cmd;
 pub mod mcp;
 pub mod override_cmd;

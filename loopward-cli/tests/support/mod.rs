@@ -1,8 +1,10 @@
 //! Helpers shared by the CLI's integration tests.
 
 pub mod anthropic_server;
+pub mod clients;
 pub mod gemini_server;
 pub mod http;
+pub mod loop_ledger;
 pub mod responses_server;
 
 /// Waits for `child` at most `limit`; a child still running then is ended by its PID (`None`).

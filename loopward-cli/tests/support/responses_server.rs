@@ -18,6 +18,9 @@ pub enum Step {
     Patch(String),
     /// The `exec_command` tool, running this command line.
     Exec(String),
+    /// The `exec_command` tool, running this command line and waiting up to this many
+    /// milliseconds before the client hands the model what it printed so far.
+    ExecWaiting(String, u64),
     /// A text answer (ends the turn).
     Text(String),
 }
@@ -90,13 +93,17 @@ pub fn start(script: Vec<Step>) -> (u16, Server) {
     )
 }
 
+fn exec(n: usize, arguments: &Value) -> Value {
+    json!({"type": "function_call", "id": format!("fc_{n}"), "call_id": format!("call_{n}"),
+        "name": "exec_command", "arguments": arguments.to_string()})
+}
+
 fn sse(step: &Step, n: usize) -> String {
     let item = match step {
         Step::Patch(patch) => json!({"type": "custom_tool_call", "id": format!("ct_{n}"),
             "call_id": format!("call_{n}"), "name": "apply_patch", "input": patch}),
-        Step::Exec(cmd) => json!({"type": "function_call", "id": format!("fc_{n}"),
-            "call_id": format!("call_{n}"), "name": "exec_command",
-            "arguments": json!({ "cmd": cmd }).to_string()}),
+        Step::Exec(cmd) => exec(n, &json!({ "cmd": cmd })),
+        Step::ExecWaiting(cmd, ms) => exec(n, &json!({ "cmd": cmd, "yield_time_ms": ms })),
         Step::Text(text) => json!({"type": "message", "id": format!("msg_{n}"),
             "role": "assistant", "content": [{"type": "output_text", "text": text}]}),
     };

@@ -1,6 +1,7 @@
 //! `CliAgent`: one turn is one session of the coding CLI, then the verifier.
 
-use super::claude_code::{session_id, ClaudeCode};
+use super::claude_code::session_id;
+use super::host::Client;
 use super::process::{NoWrap, Wrap};
 use super::recorded::RecordedSessions;
 use super::verify::{fingerprint, Verdict, Verifier};
@@ -26,8 +27,6 @@ pub const DEFAULT_NO_PROGRESS: u32 = 3;
 /// The call ids of a turn's two steps (`verify` is also the verifier's tool name).
 pub(super) const SESSION: &str = "session";
 pub(super) const VERIFY: &str = "verify";
-/// The tool name a session is recorded under.
-pub(super) const TOOL: &str = "claude_code";
 
 /// Closes a session's hook ledger once the session is over, so the run's ledger can name it.
 pub trait SessionLedgers: Send + Sync {
@@ -45,7 +44,7 @@ pub struct SessionLink {
     pub final_hash: String,
 }
 
-/// An agent whose turn is one headless Claude Code session followed by the verifier. See the
+/// An agent whose turn is one headless session of a coding CLI followed by the verifier. See the
 /// [module docs](super).
 #[derive(Clone)]
 pub struct CliAgent {
@@ -54,7 +53,7 @@ pub struct CliAgent {
 
 pub(super) struct Inner {
     pub(super) name: AgentId,
-    pub(super) host: ClaudeCode,
+    pub(super) host: Client,
     pub(super) verifier: Verifier,
     pub(super) session_timeout: Duration,
     pub(super) scratch: PathBuf,
@@ -71,7 +70,7 @@ impl std::fmt::Debug for CliAgent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("CliAgent")
             .field("name", &self.inner.name)
-            .field("program", &self.inner.host.program)
+            .field("program", &self.inner.host.program())
             .field("verify", &self.inner.verifier.command())
             .finish_non_exhaustive()
     }
@@ -83,18 +82,19 @@ pub struct CliAgentBuilder {
 }
 
 impl CliAgent {
-    /// An agent `name` running `host` sessions, each checked by `verifier`; the sessions'
-    /// settings files go in `scratch` (in loopward's state directory: out of the agent's reach).
+    /// An agent `name` running `host` sessions (a [`Client`], or one client's settings such as
+    /// a [`ClaudeCode`](super::ClaudeCode)), each checked by `verifier`; the sessions' own
+    /// configs go in `scratch` (in loopward's state directory: out of the agent's reach).
     pub fn builder(
         name: AgentId,
-        host: ClaudeCode,
+        host: impl Into<Client>,
         verifier: Verifier,
         scratch: PathBuf,
     ) -> CliAgentBuilder {
         CliAgentBuilder {
             inner: Inner {
                 name,
-                host,
+                host: host.into(),
                 verifier,
                 session_timeout: Duration::from_secs(30 * 60),
                 scratch,
@@ -231,7 +231,9 @@ impl Inner {
                 .await
                 .unwrap_or_default()
         };
-        let fed = feed.as_deref().and_then(|f| f.find_call(SESSION, TOOL));
+        let fed = feed
+            .as_deref()
+            .and_then(|f| f.find_call(SESSION, self.host.tool()));
         // A session that ran before the loop was stopped changed the workspace before `before`
         // was taken: no evidence either way, so never a repeat.
         let before = match fed {
@@ -294,7 +296,7 @@ impl Inner {
         let mut messages = vec![
             Message::Tool(ToolResult {
                 call_id: SESSION.into(),
-                name: TOOL.into(),
+                name: self.host.tool().into(),
                 content: session.content,
                 is_error: !session.claimed,
             }),

@@ -1,6 +1,7 @@
 //! Claude Code as a host: its pinned version, the command line of one headless session, and
 //! the session's own settings file, which installs loopward's hook for that session only.
 
+use super::pin::{version_word, Pin};
 use super::process::CommandLine;
 use super::CliAgentError;
 use serde_json::json;
@@ -9,6 +10,14 @@ use std::path::{Path, PathBuf};
 
 /// The Claude Code version the stream parser and the hook protocol are tested against.
 pub const CLAUDE_CODE_VERSION: &str = "2.1.332";
+
+pub(super) static PIN: Pin = Pin {
+    client: "Claude Code",
+    program: "claude",
+    version: CLAUDE_CODE_VERSION,
+    install: "npm install -g @anthropic-ai/claude-code@2.1.332",
+    flag: "--claude",
+};
 
 /// The tools the hook judges after they ran (as `loopward hook install` writes them).
 const MATCHER: &str = "Write|Edit|MultiEdit|NotebookEdit|Bash";
@@ -35,33 +44,7 @@ impl ClaudeCode {
     /// Checks that `program` runs and is the tested version; the error says which it is and
     /// what to do.
     pub fn check_version(&self) -> Result<(), CliAgentError> {
-        let out = std::process::Command::new(&self.program)
-            .arg("--version")
-            .envs(self.env.iter().map(|(k, v)| (k, v)))
-            .stdin(std::process::Stdio::null())
-            .output()
-            .map_err(|e| CliAgentError::NotInstalled {
-                program: self.program.clone(),
-                why: e.to_string(),
-            })?;
-        let text = String::from_utf8_lossy(&out.stdout);
-        let found = text
-            .split_whitespace()
-            .next()
-            .unwrap_or_default()
-            .to_string();
-        if !out.status.success() || found != CLAUDE_CODE_VERSION {
-            return Err(CliAgentError::UntestedVersion {
-                program: self.program.clone(),
-                found: if found.is_empty() {
-                    format!("nothing ({})", out.status)
-                } else {
-                    found
-                },
-                tested: CLAUDE_CODE_VERSION,
-            });
-        }
-        Ok(())
+        PIN.check(&self.program, &self.env, |out| version_word(out, 0))
     }
 
     /// The session's settings: loopward's hook on the four events the policy needs, and

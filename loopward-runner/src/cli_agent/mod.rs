@@ -1,18 +1,20 @@
 //! Coding agents as subroutines: an agent whose turn is one headless session of a coding CLI
-//! (Claude Code first), run under the runner's laws.
+//! ([`Client`]: Claude Code, Codex or Gemini CLI, each at its pinned version), run under the
+//! runner's laws.
 //!
 //! [`CliAgent`] is a `Service<TurnRequest>` like [`LlmAgent`](crate::LlmAgent), so the turn
 //! layers apply per session (caps, stop-gates, budgets, timeouts). One turn:
 //!
-//! 1. **The session** (`tool_requested`/`tool_started` `claude_code`, call `session`): the client
-//!    runs in the workspace with loopward's hook installed for that session only (its own
-//!    `--settings` file in loopward's state directory, never the user's settings), in a
+//! 1. **The session** (`tool_requested`/`tool_started` `claude_code`, `codex` or `gemini`, call
+//!    `session`): the client runs in the workspace with loopward's hook installed for that
+//!    session only (Claude Code's own `--settings` file, Codex's own `CODEX_HOME`, Gemini CLI's
+//!    own `GEMINI_CLI_HOME`, all in loopward's state directory, never the user's), in a
 //!    process group of its own whose recorded PID is the only thing ever ended. Its stream is
 //!    parsed into the run's ledger as it arrives: each model call (`model_call` with usage,
 //!    `model_reply` with its text and tool calls), then how it ended (`tool_finished`: exit
 //!    status, the client's result, the answer).
 //! 2. **The hook's ledger, linked**: each tool call inside the session is judged by the same
-//!    engine through the hook, which records in `runs/claude-code-<session>`; when the session
+//!    engine through the hook, which records in `runs/<client>-<session>`; when the session
 //!    is over, that ledger is closed and anchored, and its record count and last hash are
 //!    recorded in the run's ledger (`layer_decision` `session_ledger`), so editing either breaks
 //!    `loopward verify`.
@@ -30,6 +32,10 @@
 
 mod agent;
 mod claude_code;
+mod codex;
+mod gemini;
+mod host;
+mod pin;
 mod process;
 mod recorded;
 mod relay;
@@ -39,10 +45,14 @@ mod verify;
 
 pub use agent::{CliAgent, CliAgentBuilder, SessionLedgers, SessionLink, DEFAULT_NO_PROGRESS};
 pub use claude_code::{session_id, ClaudeCode, CLAUDE_CODE_VERSION};
+pub use codex::{Codex, CodexParser, CODEX_VERSION};
+pub use gemini::{Gemini, GeminiParser, GEMINI_VERSION};
+pub use host::Client;
+pub use pin::Pin;
 pub use process::{CommandLine, NoWrap, Wrap, SESSION_MARK};
 pub use recorded::RecordedSessions;
 pub use relay::{ask, McpServer, RelayReply, RelayRequest, MCP_SERVER, RELAY_ENV};
-pub use stream::{SessionEnd, SessionEvent, StreamError, StreamParser};
+pub use stream::{Parse, SessionEnd, SessionEvent, StreamError, StreamParser};
 pub use verify::{Verdict, Verifier};
 
 use std::path::PathBuf;
@@ -52,21 +62,23 @@ use std::path::PathBuf;
 #[non_exhaustive]
 pub enum CliAgentError {
     /// The client does not run.
-    #[error("cannot run {program}: {why}; install Claude Code {CLAUDE_CODE_VERSION} (`npm install -g @anthropic-ai/claude-code@{CLAUDE_CODE_VERSION}`) or name the binary with --claude")]
+    #[error("cannot run {program}: {why}; install {} {} (`{}`) or name the binary with {}", .pin.client, .pin.version, .pin.install, .pin.flag)]
     NotInstalled {
         /// The program.
         program: PathBuf,
         /// What went wrong.
         why: String,
+        /// The client it was meant to be.
+        pin: &'static Pin,
     },
     /// The client is another version than the tested one.
-    #[error("{program} is Claude Code {found}, but loopward is tested with {tested} only (its stream format and hook protocol change between versions); install {tested} (`npm install -g @anthropic-ai/claude-code@{tested}`) or name that binary with --claude")]
+    #[error("{program} is {} {found}, but loopward is tested with {} only (its stream format and hook protocol change between versions); install it (`{}`) or name that binary with {}", .pin.client, .pin.version, .pin.install, .pin.flag)]
     UntestedVersion {
         /// The program.
         program: PathBuf,
         /// What `--version` said.
         found: String,
         /// The tested version.
-        tested: &'static str,
+        pin: &'static Pin,
     },
 }

@@ -57,22 +57,37 @@ pub const SESSION_MARK: &str = "LOOPWARD_SESSION";
 /// process forked while the first list was taken.
 pub(crate) fn end_session(pid: u32, session: &str) {
     kill_group(pid);
-    end_marked(session);
+    let _ = end_marked(session);
 }
 
-/// Ends every process the kernel lists as carrying `session`'s mark, each by its PID.
-pub(crate) fn end_marked(session: &str) {
+/// Ends every process the kernel lists as carrying `session`'s mark, each by its PID; says how
+/// many it ended.
+pub(crate) fn end_marked(session: &str) -> usize {
     let mark = format!("{SESSION_MARK}={session}");
+    let mut ended = 0;
     for _ in 0..2 {
         for p in marked(mark.as_bytes()) {
             if let Ok(raw) = i32::try_from(p) {
-                let _ = nix::sys::signal::kill(
+                if nix::sys::signal::kill(
                     nix::unistd::Pid::from_raw(raw),
                     nix::sys::signal::SIGKILL,
-                );
+                )
+                .is_ok()
+                {
+                    ended += 1;
+                }
             }
         }
     }
+    ended
+}
+
+/// Whether process `pid` carries `session`'s mark (the clients whose command line does not
+/// name the session, Codex's, are known by it).
+pub(crate) fn carries_mark(pid: u32, session: &str) -> bool {
+    let mark = format!("{SESSION_MARK}={session}");
+    std::fs::read(format!("/proc/{pid}/environ"))
+        .is_ok_and(|env| env.split(|b| *b == 0).any(|v| v == mark.as_bytes()))
 }
 
 /// The processes whose environment holds `mark` exactly (`NAME=value`).

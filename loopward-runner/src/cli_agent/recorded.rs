@@ -5,7 +5,8 @@
 //!
 //! [`CliAgent`]: super::CliAgent
 
-use super::agent::{Inner, Session, TOOL};
+use super::agent::{Inner, Session};
+use super::host::TOOLS;
 use super::verify::Verdict;
 use crate::context::TurnContext;
 use crate::model::ModelError;
@@ -46,7 +47,7 @@ impl RecordedSessions {
                 AuditEvent::ToolRequested { tool, .. }
                 | AuditEvent::ToolStarted { tool, .. }
                 | AuditEvent::ToolFinished { tool, .. } => {
-                    tool == super::agent::TOOL || tool == super::agent::VERIFY
+                    TOOLS.contains(&tool.as_str()) || tool == super::agent::VERIFY
                 }
                 AuditEvent::ModelCall { .. } | AuditEvent::ModelReply { .. } => true,
                 // The budget's own verdicts (spent) are the turn layer's, not the agent's.
@@ -127,7 +128,7 @@ impl Inner {
                     ..
                 } => {
                     let text = output.clone().unwrap_or_default();
-                    if tool == TOOL {
+                    if TOOLS.contains(&tool.as_str()) {
                         session.claimed = !is_error;
                         session.content = text;
                     } else {

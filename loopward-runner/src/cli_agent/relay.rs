@@ -12,7 +12,7 @@
 //! The relay is served in the session's own task, beside the stream reader: a call's records
 //! never fall between a model call's two records.
 
-use super::agent::{CliAgentBuilder, Inner, Session, SESSION, TOOL};
+use super::agent::{CliAgentBuilder, Inner, Session, SESSION};
 use super::process::CommandLine;
 use crate::context::TurnContext;
 use crate::model::ModelError;
@@ -353,7 +353,7 @@ impl Inner {
         Some(crate::turn::TurnOutcome {
             messages: vec![loopward_core::Message::Tool(loopward_core::ToolResult {
                 call_id: SESSION.into(),
-                name: TOOL.into(),
+                name: self.host.tool().into(),
                 content: session.content.clone(),
                 is_error: !session.claimed,
             })],

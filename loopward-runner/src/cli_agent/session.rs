@@ -1,9 +1,9 @@
 //! The live session: started, streamed into the ledger, timed out, linked to its hook ledger;
 //! and, on resume, the session a killed loop left behind.
 
-use super::agent::{session_of, Inner, Session, SESSION, TOOL};
+use super::agent::{session_of, Inner, Session, SESSION};
 use super::process;
-use super::stream::{SessionEnd, SessionEvent, StreamParser};
+use super::stream::{SessionEnd, SessionEvent};
 use crate::context::TurnContext;
 use crate::journal::RESUME_LAYER;
 use crate::model::{ModelError, StopReason};
@@ -13,6 +13,27 @@ use loopward_core::{AuditEvent, LayerVerdict, RunId, Usage};
 use serde_json::json;
 use std::path::PathBuf;
 
+/// Whether `id` is a plain id (`[A-Za-z0-9_-]`, 1 to 64 bytes): one a mark or a ledger can be
+/// named by.
+fn plain(id: &str) -> bool {
+    (1..=64).contains(&id.len())
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+}
+
+/// What a session's stream said so far.
+#[derive(Default)]
+struct Tally {
+    end: Option<SessionEnd>,
+    usage: Usage,
+    /// Tool calls, and those refused or failed.
+    calls: u32,
+    refused: u32,
+    /// The session id the client reported.
+    reported: Option<String>,
+}
+
 impl Inner {
     /// Where a running session's PID is kept (loopward's state directory), so a loop killed
     /// mid-session can end the session it left behind when it resumes.
@@ -20,9 +41,22 @@ impl Inner {
         self.scratch.join(format!("{session}.pid"))
     }
 
+    /// Where the session id the client reported is kept (Codex's is its own: the hook marks
+    /// the commands it wraps with it, and names its ledger by it).
+    fn client_file(&self, session: &str) -> PathBuf {
+        self.scratch.join(format!("{session}.client"))
+    }
+
+    /// The session id the client reported for `session`, if it did (and it is a plain id).
+    fn reported_of(&self, session: &str) -> Option<String> {
+        let id = std::fs::read_to_string(self.client_file(session)).ok()?;
+        plain(&id).then_some(id)
+    }
+
     /// Ends the process group of this turn's session if a killed loop left it running: by the
     /// recorded PID, and only if that process is still this session's client (its command
-    /// line names the session id), never a process that reused the number.
+    /// line names the session id, or it carries the session's mark), never a process that
+    /// reused the number.
     pub(super) fn end_orphan(&self, turn: &TurnContext) -> Result<(), TurnError> {
         let session = session_of(turn);
         let path = self.pid_file(&session);
@@ -33,18 +67,23 @@ impl Inner {
             return Ok(());
         };
         let ours = std::fs::read(format!("/proc/{pid}/cmdline"))
-            .is_ok_and(|c| c.split(|b| *b == 0).any(|a| a == session.as_bytes()));
+            .is_ok_and(|c| c.split(|b| *b == 0).any(|a| a == session.as_bytes()))
+            || process::carries_mark(pid, &session);
         if ours {
             process::kill_group(pid);
         }
-        // What it started carries the session's mark, whoever its parent is now.
-        process::end_marked(&session);
+        // What it started carries the session's mark, whoever its parent is now; what the hook
+        // wrapped, the client's own session id (Codex's).
+        let mut marked = process::end_marked(&session);
+        if let Some(reported) = self.reported_of(&session) {
+            marked += process::end_marked(&reported);
+        }
         let _ = std::fs::remove_file(&path);
         turn.record_owned(AuditEvent::LayerDecision {
             layer: LayerId::Session,
             decision: LayerVerdict::Observed,
             detail: json!({"session": session, "pid": pid, "left_running": ours,
-                           "ended": ours})
+                           "ended": ours, "marked_ended": marked})
             .into(),
         })?;
         Ok(())
@@ -56,18 +95,24 @@ impl Inner {
         turn.record_owned(AuditEvent::LayerDecision {
             layer: RESUME_LAYER.into(),
             decision: LayerVerdict::Interrupted,
-            detail: json!({"call_id": SESSION, "tool": TOOL}).into(),
+            detail: json!({"call_id": SESSION, "tool": self.host.tool()}).into(),
         })?;
         let content = "interrupted: this session started, then loopward stopped before it ended; it was not run again. Its changes, if any, are in the workspace.".to_string();
         turn.record_owned(AuditEvent::ToolFinished {
             call_id: SESSION.into(),
-            tool: TOOL.into(),
+            tool: self.host.tool().into(),
             is_error: true,
             effects: vec![],
             summary: content.clone(),
             output: Some(content.clone()),
         })?;
-        self.link(turn, &session_of(turn), false)?;
+        // Codex's own session id is known if its stream said it before the loop stopped.
+        let session = session_of(turn);
+        let reported = self.reported_of(&session);
+        if let Some(hook) = self.host.hook_session(&session, reported.as_deref()) {
+            self.link(turn, &hook, false)?;
+        }
+        let _ = std::fs::remove_file(self.client_file(&session));
         Ok(Session {
             content,
             answer: String::new(),
@@ -84,16 +129,14 @@ impl Inner {
     ) -> Result<Session, TurnError> {
         let local = |why: String| TurnError::Model(ModelError::Local(why));
         let session = session_of(turn);
-        let settings = self.scratch.join(format!("{session}.settings.json"));
-        std::fs::create_dir_all(&self.scratch)
-            .and_then(|()| std::fs::write(&settings, self.host.settings().to_string()))
-            .map_err(|e| {
-                local(format!(
-                    "cannot write the session's settings {}: {e}",
-                    settings.display()
-                ))
-            })?;
-        // loopward's own tools, served over MCP through this session's relay.
+        let settings = self.host.prepare(&self.scratch, &session).map_err(|e| {
+            local(format!(
+                "cannot write the session's own config in {}: {e}",
+                self.scratch.display()
+            ))
+        })?;
+        // loopward's own tools, served over MCP through this session's relay (only a
+        // claude-code agent has them: the config refuses them on the other clients).
         let relay = self.open_relay(&session)?;
         let cmd = self
             .wrap
@@ -105,7 +148,7 @@ impl Inner {
             .map_err(|e| local(format!("cannot contain the session: {e}")))?;
         turn.record_owned(AuditEvent::ToolRequested {
             call_id: SESSION.into(),
-            tool: TOOL.into(),
+            tool: self.host.tool().into(),
             arguments: json!({"prompt": prompt, "session": session}),
         })?;
         turn.commit()?;
@@ -118,7 +161,7 @@ impl Inner {
             .map_err(|e| local(format!("cannot write {}: {e}", pid_file.display())))?;
         turn.record_owned(AuditEvent::ToolStarted {
             call_id: SESSION.into(),
-            tool: TOOL.into(),
+            tool: self.host.tool().into(),
         })?;
         turn.record_owned(AuditEvent::LayerDecision {
             layer: LayerId::Session,
@@ -126,10 +169,9 @@ impl Inner {
             detail: json!({"session": session, "pid": running.pid}).into(),
         })?;
         turn.commit()?;
-        let mut parser = StreamParser::new();
-        let mut end: Option<SessionEnd> = None;
-        let mut usage = Usage::default();
-        let (mut calls, mut refused) = (0u32, 0u32);
+        let mut parser = self.host.parser();
+        let mut t = Tally::default();
+        let mut unknown = false;
         let read = async {
             loop {
                 let line = match running.stdout.next_line().await {
@@ -139,10 +181,13 @@ impl Inner {
                 };
                 let events = match parser.line(&line) {
                     Ok(ev) => ev,
-                    Err(e) => return Ok(Err(e.to_string())),
+                    Err(e) => {
+                        unknown = true;
+                        return Ok(Err(e.to_string()));
+                    }
                 };
                 for ev in events {
-                    self.record(turn, ev, &mut end, &mut usage, &mut calls, &mut refused)?;
+                    self.record(turn, ev, &mut t)?;
                 }
             }
         };
@@ -159,15 +204,22 @@ impl Inner {
         };
         // A model call the stream had begun is recorded even when the session was cut short.
         if let Some(ev) = parser.finish() {
-            self.record(turn, ev, &mut end, &mut usage, &mut calls, &mut refused)?;
+            self.record(turn, ev, &mut t)?;
         }
+        let (end, usage, calls, refused) = (t.end, t.usage, t.calls, t.refused);
+        let reported = t.reported;
         if read_error.is_some() {
             process::end_session(running.pid, &session);
         }
         let status = running.child.wait().await.ok();
-        // Whatever the session left running (background jobs, the client's shells) ends with it.
+        // Whatever the session left running (background jobs, the client's shells, the commands
+        // the hook wrapped under the client's own session id) ends with it.
         process::end_session(running.pid, &session);
+        if let Some(r) = reported.as_deref().filter(|r| plain(r)) {
+            let _ = process::end_marked(r);
+        }
         let _ = std::fs::remove_file(&pid_file);
+        let _ = std::fs::remove_file(self.client_file(&session));
         let status_text = status.map_or_else(
             || "unknown".to_string(),
             |s| {
@@ -206,16 +258,25 @@ impl Inner {
         }
         turn.record_owned(AuditEvent::ToolFinished {
             call_id: SESSION.into(),
-            tool: TOOL.into(),
+            tool: self.host.tool().into(),
             is_error: !claimed,
             effects: vec![],
             summary: content.lines().next().unwrap_or_default().to_string(),
             output: Some(content.clone()),
         })?;
-        self.link(turn, &session, read_error.is_none())?;
+        let ran = read_error.is_none() && (self.host.hooks_prompt() || calls > 0);
+        match self.host.hook_session(&session, reported.as_deref()) {
+            Some(hook) => self.link(turn, &hook, ran)?,
+            None if ran => {
+                return Err(TurnError::Model(ModelError::Local(format!(
+                    "session {session} ran {calls} tool call(s), but its stream never said its session id, so its hook's ledger cannot be found"
+                ))))
+            }
+            None => {}
+        }
         // A stream the parser does not know ends the loop: a half-understood client is not
         // governed.
-        if let Some(e) = read_error.filter(|e| e.contains("is not what Claude Code")) {
+        if let Some(e) = read_error.filter(|_| unknown) {
             return Err(TurnError::Model(ModelError::InvalidResponse(e)));
         }
         Ok(Session {
@@ -227,17 +288,22 @@ impl Inner {
     }
 
     /// Records one stream event in the run's ledger.
-    fn record(
-        &self,
-        turn: &TurnContext,
-        ev: SessionEvent,
-        end: &mut Option<SessionEnd>,
-        usage: &mut Usage,
-        calls: &mut u32,
-        refused: &mut u32,
-    ) -> Result<(), TurnError> {
+    fn record(&self, turn: &TurnContext, ev: SessionEvent, t: &mut Tally) -> Result<(), TurnError> {
+        let Tally {
+            end,
+            usage,
+            calls,
+            refused,
+            reported,
+        } = t;
         match ev {
-            SessionEvent::Started { .. } => {}
+            SessionEvent::Started { session, .. } => {
+                // Kept where a resumed loop finds it, before anything it marks can run.
+                if plain(&session) {
+                    let _ = std::fs::write(self.client_file(&session_of(turn)), &session);
+                }
+                *reported = Some(session);
+            }
             SessionEvent::ModelCall {
                 model,
                 text,
@@ -272,14 +338,16 @@ impl Inner {
         Ok(())
     }
 
-    /// Closes the session's hook ledger and names it in the run's. A session that ran to its
-    /// end (`ran`) without its hook ever recording (the client answers every prompt through
-    /// `UserPromptSubmit`) was not governed: the run fails, saying so.
-    fn link(&self, turn: &TurnContext, session: &str, ran: bool) -> Result<(), TurnError> {
+    /// Closes the session's hook ledger (`runs/<hook>`) and names it in the run's. A session
+    /// that ran to its end (`ran`: the client answers every prompt through its prompt hook, or
+    /// the stream showed tool calls) without its hook ever recording was not governed: the run
+    /// fails, saying so.
+    fn link(&self, turn: &TurnContext, hook: &str, ran: bool) -> Result<(), TurnError> {
+        let session = hook;
         let Some(ledgers) = &self.ledgers else {
             return Ok(());
         };
-        let run = RunId::new(format!("claude-code-{session}")).ok_or_else(|| {
+        let run = RunId::new(hook).ok_or_else(|| {
             TurnError::Model(ModelError::Local(format!(
                 "session {session} gives no valid run id for its ledger"
             )))
@@ -299,8 +367,9 @@ impl Inner {
         })?;
         if ungoverned {
             return Err(TurnError::Model(ModelError::Local(format!(
-                "session {session} ran, but loopward's hook recorded nothing for it (no runs/{run}): the client did not run the hook, so the session was not governed. Check that `loopward hook doctor` passes and that the client is {}",
-                super::CLAUDE_CODE_VERSION
+                "session {session} ran, but loopward's hook recorded nothing for it (no runs/{run}): the client did not run the hook, so the session was not governed. Check that `loopward hook doctor` passes and that the client is {} {}",
+                self.host.pin().client,
+                self.host.pin().version
             ))));
         }
         Ok(())

@@ -6,6 +6,7 @@
 //! line types and refuses any other, so a client that changed its stream stops the loop with a
 //! clear error instead of being half-understood.
 
+use super::pin::Pin;
 use loopward_core::{ToolCall, Usage};
 use serde_json::Value;
 
@@ -64,14 +65,35 @@ pub struct SessionEnd {
 
 /// A line the parser does not know.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("line {line} of the session's stream is not what Claude Code {version} writes ({why}); the installed client may not be the tested version: check `claude --version`")]
+#[error("line {line} of the session's stream is not what {client} {version} writes ({why}); the installed client may not be the tested version: check `{program} --version`")]
 pub struct StreamError {
     /// The line number (from 1).
     pub line: usize,
     /// What was wrong.
     pub why: String,
+    /// The client (`Claude Code`, `Codex`, `Gemini CLI`).
+    pub client: &'static str,
+    /// Its binary's usual name.
+    pub program: &'static str,
     /// The version the parser knows.
     pub version: &'static str,
+}
+
+/// Reads one client's stream line by line into [`SessionEvent`]s.
+pub trait Parse: Send {
+    /// Reads one line; returns the events it completes.
+    fn line(&mut self, text: &str) -> Result<Vec<SessionEvent>, StreamError>;
+    /// The stream ended: what was still being assembled, if anything.
+    fn finish(&mut self) -> Option<SessionEvent>;
+}
+
+impl Parse for StreamParser {
+    fn line(&mut self, text: &str) -> Result<Vec<SessionEvent>, StreamError> {
+        StreamParser::line(self, text)
+    }
+    fn finish(&mut self) -> Option<SessionEvent> {
+        StreamParser::finish(self)
+    }
 }
 
 /// Reads a stream line by line; keeps what spans lines (an API message split over several).
@@ -99,17 +121,11 @@ impl StreamParser {
     /// Reads one line; returns the events it completes (a model call is complete when a line
     /// of another message follows it, or at [`StreamParser::finish`]).
     pub fn line(&mut self, text: &str) -> Result<Vec<SessionEvent>, StreamError> {
-        self.line += 1;
-        let text = text.trim();
-        if text.is_empty() {
+        let Some(v) = json_line(&super::claude_code::PIN, &mut self.line, text)? else {
             return Ok(vec![]);
-        }
-        let bad = |why: String| StreamError {
-            line: self.line,
-            why,
-            version: super::CLAUDE_CODE_VERSION,
         };
-        let v: Value = serde_json::from_str(text).map_err(|e| bad(format!("not JSON: {e}")))?;
+        let at = self.line;
+        let bad = |why: String| super::claude_code::PIN.stream_error(at, why);
         let kind = v["type"].as_str().unwrap_or_default();
         let mut out = vec![];
         match kind {
@@ -207,7 +223,34 @@ impl StreamParser {
     }
 }
 
-fn str_of(v: &Value) -> String {
+/// Reads line number `*line + 1` of `pin`'s stream as JSON (`None`: a blank line).
+pub(super) fn json_line(
+    pin: &Pin,
+    line: &mut usize,
+    text: &str,
+) -> Result<Option<Value>, StreamError> {
+    *line += 1;
+    let text = text.trim();
+    if text.is_empty() {
+        return Ok(None);
+    }
+    serde_json::from_str(text)
+        .map(Some)
+        .map_err(|e| pin.stream_error(*line, format!("not JSON: {e}")))
+}
+
+/// Every event of a whole stream (the tests' reading of a captured one).
+#[cfg(test)]
+pub(super) fn parse_all(p: &mut dyn Parse, text: &str) -> Result<Vec<SessionEvent>, StreamError> {
+    let mut out = vec![];
+    for l in text.lines() {
+        out.extend(p.line(l)?);
+    }
+    out.extend(p.finish());
+    Ok(out)
+}
+
+pub(super) fn str_of(v: &Value) -> String {
     v.as_str().unwrap_or_default().to_string()
 }
 
@@ -251,13 +294,7 @@ mod tests {
 {"type":"result","subtype":"success","is_error":false,"result":"All done.","num_turns":2,"total_cost_usd":0.01,"usage":{"input_tokens":2000,"output_tokens":100}}"#;
 
     fn parse(text: &str) -> Result<Vec<SessionEvent>, StreamError> {
-        let mut p = StreamParser::new();
-        let mut out = vec![];
-        for l in text.lines() {
-            out.extend(p.line(l)?);
-        }
-        out.extend(p.finish());
-        Ok(out)
+        parse_all(&mut StreamParser::new(), text)
     }
 
     #[test]

@@ -181,10 +181,18 @@ pub struct AgentConfig {
     /// What takes its turns (default `model`).
     #[serde(default)]
     pub kind: AgentKind,
-    /// For a `claude-code` agent: the command that says its work is done (run in the sandbox
-    /// after each session; its turns go on until it passes).
+    /// For a coding-CLI agent (`claude-code`, `codex`, `gemini`): the command that says its
+    /// work is done (run in the sandbox after each session; its turns go on until it passes).
     #[serde(default)]
     pub verify: Option<String>,
+    /// For a coding-CLI agent: the API base its client talks to (Claude Code:
+    /// `ANTHROPIC_BASE_URL`; Codex: an OpenAI Responses API, `…/v1`, as a custom provider whose
+    /// key is `OPENAI_API_KEY`; Gemini CLI: `GOOGLE_GEMINI_BASE_URL`). Default: the client's own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base_url: Option<String>,
+    /// For a coding-CLI agent: the model its client uses (default: the client's own).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
     /// The hosts its shell commands may reach, through loopward's egress proxy (names or
     /// addresses; default none).
     #[serde(default)]
@@ -202,6 +210,27 @@ pub enum AgentKind {
     /// One headless Claude Code session a turn, then its `verify` command
     /// (`loopward_runner::cli_agent::CliAgent`; see docs/loop.md).
     ClaudeCode,
+    /// One headless Codex session (`codex exec`) a turn, then its `verify` command.
+    Codex,
+    /// One headless Gemini CLI session a turn, then its `verify` command.
+    Gemini,
+}
+
+impl AgentKind {
+    /// Whether a coding CLI takes its turns (`claude-code`, `codex`, `gemini`).
+    pub fn is_cli(self) -> bool {
+        !matches!(self, Self::Model)
+    }
+
+    /// Its name in `kind = "…"`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Model => "model",
+            Self::ClaudeCode => "claude-code",
+            Self::Codex => "codex",
+            Self::Gemini => "gemini",
+        }
+    }
 }
 
 impl Config {

@@ -171,6 +171,12 @@ fn a_claude_code_agent_needs_a_verifier_and_no_tools_and_only_it_takes_one() {
     assert_eq!(cc.kind, super::AgentKind::ClaudeCode);
     // loopward's own tools, served to its sessions over MCP.
     agent("kind = \"claude-code\"\nverify = \"true\"\ntools = [\"handoff\"]").unwrap();
+    let cx = agent("kind = \"codex\"\nverify = \"true\"\nbase_url = \"http://127.0.0.1:1/v1\"\nmodel = \"gpt-5.5\"").unwrap();
+    let cx = cx.agents.iter().find(|a| a.name.as_str() == "cc").unwrap();
+    assert_eq!(
+        (cx.kind, cx.model.as_deref()),
+        (super::AgentKind::Codex, Some("gpt-5.5"))
+    );
     for (body, key, says) in [
         (
             "kind = \"claude-code\"",
@@ -190,8 +196,20 @@ fn a_claude_code_agent_needs_a_verifier_and_no_tools_and_only_it_takes_one() {
         (
             "tools = []\nverify = \"true\"",
             "verify",
-            "verify is for claude-code agents",
+            "verify is for coding-CLI agents",
         ),
+        (
+            "kind = \"gemini\"",
+            "verify",
+            "is a gemini agent with no verify",
+        ),
+        (
+            "kind = \"codex\"\nverify = \"true\"\ntools = [\"handoff\"]",
+            "tools",
+            "only to claude-code sessions",
+        ),
+        ("base_url = \"http://x\"", "base_url", "is a model agent"),
+        ("model = \"m\"", "model", "is a model agent"),
     ] {
         let e = agent(body).unwrap_err().to_string();
         assert!(e.contains(key) && e.contains(says), "{body}: {e}");

@@ -46,11 +46,12 @@ pub(super) fn check(cfg: &Config) -> Result<(), Problem> {
         if a.max_steps == Some(0) {
             return Err(zero(&format!("agent[{i}].max_steps")));
         }
+        let kind = a.kind.name();
         match (a.kind, &a.verify) {
-            (super::AgentKind::ClaudeCode, v) if v.as_deref().is_none_or(|v| v.trim().is_empty()) => {
+            (k, v) if k.is_cli() && v.as_deref().is_none_or(|v| v.trim().is_empty()) => {
                 return Err((
                     format!("agent[{i}].verify"),
-                    format!("{} is a claude-code agent with no verify command: its work would end on its word", a.name),
+                    format!("{} is a {kind} agent with no verify command: its work would end on its word", a.name),
                     "add verify = \"cargo test\" (the command that says its work is done)".into(),
                 ))
             }
@@ -63,11 +64,32 @@ pub(super) fn check(cfg: &Config) -> Result<(), Problem> {
                     ));
                 }
             }
+            (k, _) if k.is_cli() && !a.tools.is_empty() => {
+                return Err((
+                    format!("agent[{i}].tools"),
+                    format!("{} is a {kind} agent: its tools are the client's, governed by the hook, and loopward serves its own (handoff) over MCP only to claude-code sessions so far", a.name),
+                    "remove its tools".into(),
+                ))
+            }
             (super::AgentKind::Model, Some(_)) => {
                 return Err((
                     format!("agent[{i}].verify"),
-                    format!("verify is for claude-code agents; {} is a model agent", a.name),
-                    "remove verify, or set kind = \"claude-code\"".into(),
+                    format!("verify is for coding-CLI agents (claude-code, codex, gemini); {} is a model agent", a.name),
+                    "remove verify, or set kind = \"claude-code\", \"codex\" or \"gemini\"".into(),
+                ))
+            }
+            (super::AgentKind::Model, _) if a.base_url.is_some() => {
+                return Err((
+                    format!("agent[{i}].base_url"),
+                    format!("base_url is for coding-CLI agents; {} is a model agent", a.name),
+                    "remove it; a model agent's API is [backend]'s".into(),
+                ))
+            }
+            (super::AgentKind::Model, _) if a.model.is_some() => {
+                return Err((
+                    format!("agent[{i}].model"),
+                    format!("model is for coding-CLI agents; {} is a model agent", a.name),
+                    "remove it; a model agent's model is [backend]'s".into(),
                 ))
             }
             _ => {}

@@ -1,0 +1,493 @@
+//! `loopward loop --agent codex|gemini` over the real clients, headless, each against a
+//! scripted API server of this test's own on 127.0.0.1 (the OpenAI Responses API as Codex's
+//! custom provider, `--base-url …/v1`; the Gemini API through `GOOGLE_GEMINI_BASE_URL`): what
+//! the "model" tries is the script's; what happens is decided by the client, the hook the loop
+//! installs in the session's own config, the verifier and the loop. Asserted in the loop's
+//! ledger, the sessions' hook ledgers, on disk and in what the model read back.
+//!
+//! Needs the clients (`scripts/codex-install.sh`, `scripts/gemini-install.sh`, run by
+//! `.ci/run`, or `LOOPWARD_CODEX`/`LOOPWARD_GEMINI`); without one its test says so loudly and
+//! passes.
+
+mod support;
+
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use support::clients::{self, Client, ROADMAP};
+use support::gemini_server::{self, Call};
+use support::loop_ledger::{
+    decisions, kind, records, replay_run, running, sessions, shown, verify_run,
+};
+use support::responses_server::{self, Step};
+
+const VERIFY: &str = "test -f notes/done.txt";
+
+/// A scratch project with the task in `PROMPT.md`.
+fn project() -> (tempfile::TempDir, PathBuf, PathBuf) {
+    let (dir, root, home) = clients::project();
+    std::fs::write(
+        root.join("PROMPT.md"),
+        "Take notes, then write notes/done.txt.\n",
+    )
+    .unwrap();
+    (dir, root, home)
+}
+
+/// `loopward loop --agent <agent> …` in `root`, the client pointed at the server on `port`;
+/// the environment holds only what the client needs (its key, `PATH`, `HOME`).
+fn loop_command(client: Client, program: &Path, root: &Path, home: &Path, port: u16) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_loopward"));
+    c.current_dir(root)
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", home)
+        .env("SHELL", "/bin/bash")
+        .stdin(Stdio::null())
+        .arg("loop");
+    match client {
+        Client::Codex => c
+            .args(["--agent", "codex", "--model", "gpt-5.5", "--codex"])
+            .arg(program)
+            .arg("--base-url")
+            .arg(format!("http://127.0.0.1:{port}/v1"))
+            .env("OPENAI_API_KEY", "test"),
+        _ => c
+            .args([
+                "--agent",
+                "gemini",
+                "--model",
+                "gemini-2.5-flash",
+                "--gemini",
+            ])
+            .arg(program)
+            .arg("--base-url")
+            .arg(format!("http://127.0.0.1:{port}"))
+            .env("GEMINI_API_KEY", "test"),
+    };
+    c
+}
+
+/// The loop `loop1` on the task in `PROMPT.md`, its verifier [`VERIFY`].
+fn run_loop(client: Client, program: &Path, root: &Path, home: &Path, port: u16) -> Output {
+    shown(loop_command(client, program, root, home, port).args([
+        "--prompt",
+        "PROMPT.md",
+        "--verify",
+        VERIFY,
+        "--id",
+        "loop1",
+    ]))
+}
+
+/// What both clients' loops show: two sessions, the first one's claim of done refused by the
+/// verifier, the second verified; each session's hook ledger holding what the hook decided
+/// (the first one the territory refusal), closed, anchored and linked from the loop's; the
+/// roadmap untouched and the agent's correction on disk; the user's own client config
+/// untouched.
+fn assert_claim_refused_then_verified(client: Client, tool: &str, root: &Path, home: &Path) {
+    let rs = records(root, "loop1");
+    assert_eq!(sessions(&rs, tool), 2);
+    let verdicts = decisions(&rs, "verify");
+    assert_eq!(verdicts.len(), 2, "{verdicts:#?}");
+    assert_eq!(verdicts[0]["data"]["decision"], "refused");
+    assert_eq!(verdicts[0]["data"]["detail"]["claimed_done"], true);
+    assert_eq!(verdicts[1]["data"]["decision"], "allow");
+    let finishes: Vec<&Value> = kind(&rs, "turn_ended")
+        .map(|r| &r["data"]["finish"])
+        .collect();
+    assert_eq!(finishes, [&json!("unverified"), &json!("done")]);
+    let end = kind(&rs, "run_ended").next().unwrap();
+    assert_eq!(end["data"]["status"]["status"], "completed");
+    // Each session's stream is in the loop's ledger: its model call with the usage the client
+    // reported, its tool calls, its answer.
+    let calls: Vec<&Value> = kind(&rs, "model_call").collect();
+    assert_eq!(calls.len(), 2, "{calls:#?}");
+    assert!(calls.iter().all(|c| c["data"]["usage"]["input_tokens"]
+        .as_u64()
+        .is_some_and(|n| n > 0)));
+    let finished: Vec<&Value> = kind(&rs, "tool_finished")
+        .filter(|r| r["data"]["tool"] == tool)
+        .collect();
+    assert!(
+        finished[1]["data"]["output"]
+            .as_str()
+            .unwrap()
+            .contains("answer: Done, really."),
+        "{finished:#?}"
+    );
+
+    assert_eq!(
+        std::fs::read_to_string(root.join("plans/roadmap.md")).unwrap(),
+        ROADMAP
+    );
+    assert_eq!(
+        std::fs::read_to_string(root.join("notes/a.md")).unwrap(),
+        "note\n"
+    );
+    // The hook's ledgers: the first holds the refusal; each is linked, record count and hash.
+    let links = decisions(&rs, "session_ledger");
+    assert_eq!(links.len(), 2, "{links:#?}");
+    for (i, link) in links.iter().enumerate() {
+        let link = &link["data"]["detail"];
+        let run = link["run"].as_str().unwrap();
+        let hook = records(root, run);
+        assert!(!hook.is_empty(), "{run}");
+        assert_eq!(link["records"], hook.len());
+        assert_eq!(link["final_hash"], hook.last().unwrap()["hash"]);
+        // The loop's prompt is never recorded as a person's words.
+        assert!(kind(&hook, "human_message").next().is_none(), "{hook:#?}");
+        if i == 0 {
+            assert!(
+                kind(&hook, "gate_decision").any(|r| r["data"]["gate"] == "territory:planner"
+                    && r["data"]["decision"]["decision"] == "deny")
+            );
+        }
+        let v = verify_run(root, home, run);
+        assert!(v.status.success(), "verify {run}: {v:?}");
+    }
+    let v = verify_run(root, home, "loop1");
+    assert!(v.status.success(), "verify loop1: {v:?}");
+    // The hook was the session's only: nothing in the project's or the person's config
+    // (Gemini CLI 0.61.0 leaves a `projects.json.*.tmp` in `~/.gemini` whatever its home is:
+    // no settings).
+    let (theirs, project) = match client {
+        Client::Codex => (home.join(".codex"), root.join(".codex")),
+        _ => (home.join(".gemini/settings.json"), root.join(".gemini")),
+    };
+    assert!(!theirs.exists(), "{} was written", theirs.display());
+    assert!(!project.exists(), "{} was written", project.display());
+    // Replayed from the ledger, the loop's decisions come out the same.
+    let r = replay_run(root, home, "loop1");
+    let text = String::from_utf8_lossy(&r.stdout);
+    assert!(r.status.success() && text.contains("all the same"), "{r:?}");
+}
+
+fn update(path: &str, old: &str, new: &str) -> Step {
+    Step::Patch(format!(
+        "*** Begin Patch\n*** Update File: {path}\n@@\n-{old}\n+{new}\n*** End Patch\n"
+    ))
+}
+
+#[test]
+fn codex_a_claim_of_done_the_verifier_refuses_gets_another_session_and_the_loop_ends_verified() {
+    let Some(codex) = Client::Codex.find() else {
+        return;
+    };
+    let (_dir, root, home) = project();
+    let (port, server) = responses_server::start(vec![
+        // Session 1: an edit of the planner's roadmap, refused by the hook inside the session;
+        // the agent corrects course (its own notes) and claims it is done.
+        update("plans/roadmap.md", "1. greeting", "1. mine now"),
+        Step::Patch("*** Begin Patch\n*** Add File: notes/a.md\n+note\n*** End Patch\n".into()),
+        Step::Text("All done.".into()),
+        // Session 2: the file the verifier looks for.
+        Step::Exec("echo yes > notes/done.txt".into()),
+        Step::Text("Done, really.".into()),
+    ]);
+    let out = run_loop(Client::Codex, &codex, &root, &home, port);
+    assert_eq!(out.status.code(), Some(0), "the loop ends verified");
+    // The refusal the model read, naming the owner.
+    let outputs = server.outputs();
+    assert!(
+        outputs[0].1.contains("plans/roadmap.md belongs to planner"),
+        "{outputs:#?}"
+    );
+    assert_claim_refused_then_verified(Client::Codex, "codex", &root, &home);
+    // Codex asked the configured API base, with the configured model.
+    assert_eq!(server.requests()[0]["model"], "gpt-5.5");
+}
+
+#[test]
+fn gemini_a_claim_of_done_the_verifier_refuses_gets_another_session_and_the_loop_ends_verified() {
+    let Some(gemini) = Client::Gemini.find() else {
+        return;
+    };
+    let (_dir, root, home) = project();
+    let (port, server) = gemini_server::start(vec![
+        Call::tool(
+            "write_file",
+            json!({"file_path": "plans/roadmap.md", "content": "# mine now\n"}),
+        ),
+        Call::tool(
+            "write_file",
+            json!({"file_path": "notes/a.md", "content": "note\n"}),
+        ),
+        Call::Text("All done.".into()),
+        Call::tool(
+            "run_shell_command",
+            json!({"command": "echo yes > notes/done.txt"}),
+        ),
+        Call::Text("Done, really.".into()),
+    ]);
+    let out = run_loop(Client::Gemini, &gemini, &root, &home, port);
+    assert_eq!(out.status.code(), Some(0), "the loop ends verified");
+    let requests = server.requests();
+    let refusal = requests
+        .iter()
+        .flat_map(|r| r["contents"].as_array().cloned().unwrap_or_default())
+        .flat_map(|c| c["parts"].as_array().cloned().unwrap_or_default())
+        .find(|p| p["functionResponse"]["name"] == "write_file")
+        .unwrap();
+    assert!(
+        refusal
+            .to_string()
+            .contains("plans/roadmap.md belongs to planner"),
+        "{refusal}"
+    );
+    assert_claim_refused_then_verified(Client::Gemini, "gemini", &root, &home);
+    // Each hook ledger saw its session's prompt as the loop's: the session id was the loop's.
+    let rs = records(&root, "loop1");
+    for link in decisions(&rs, "session_ledger") {
+        let hook = records(&root, link["data"]["detail"]["run"].as_str().unwrap());
+        assert!(hook.iter().any(|r| r.to_string().contains("loop-prompt")));
+    }
+}
+
+/// A stand-in for a client: answers `--version` with `version`, and prints `stream` as a
+/// session would.
+fn stand_in(root: &Path, name: &str, version: &str, stream: &str) -> PathBuf {
+    let path = root.parent().unwrap().join(name);
+    std::fs::write(
+        &path,
+        format!(
+            "#!/bin/sh\nif [ \"$1\" = --version ]; then echo '{version}'; exit 0; fi\ncat <<'EOF'\n{stream}\nEOF\n"
+        ),
+    )
+    .unwrap();
+    let mut perms = std::fs::metadata(&path).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
+    std::fs::set_permissions(&path, perms).unwrap();
+    path
+}
+
+#[test]
+fn another_version_of_either_client_is_refused_before_the_first_record_naming_the_tested_one() {
+    for (client, name, found, says) in [
+        (
+            Client::Codex,
+            "codex",
+            "codex-cli 0.170.0",
+            "npm install -g @openai/codex@0.171.0",
+        ),
+        (
+            Client::Gemini,
+            "gemini",
+            "0.60.1",
+            "npm install -g @google/gemini-cli@0.61.0",
+        ),
+    ] {
+        let (_dir, root, home) = project();
+        let program = stand_in(&root, name, found, "");
+        let out = run_loop(client, &program, &root, &home, 9);
+        assert_eq!(out.status.code(), Some(1), "{name}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("tested with") && err.contains(says), "{err}");
+        assert!(!root.join("runs/loop1/events.jsonl").exists(), "{name}");
+    }
+}
+
+#[test]
+fn a_stream_line_the_parser_does_not_know_ends_the_loop_failed_naming_it() {
+    for (client, name, version, stream) in [
+        (
+            Client::Codex,
+            "codex",
+            "codex-cli 0.171.0",
+            "{\"type\":\"thread.started\",\"thread_id\":\"t-1\"}\n{\"type\":\"telepathy\"}",
+        ),
+        (
+            Client::Gemini,
+            "gemini",
+            "0.61.0",
+            "{\"type\":\"init\",\"session_id\":\"s\",\"model\":\"m\"}\n{\"type\":\"telepathy\"}",
+        ),
+    ] {
+        let (_dir, root, home) = project();
+        let program = stand_in(&root, name, version, stream);
+        let out = run_loop(client, &program, &root, &home, 9);
+        assert_eq!(out.status.code(), Some(9), "{name}");
+        let rs = records(&root, "loop1");
+        let end = kind(&rs, "run_ended").next().unwrap();
+        let text = end.to_string();
+        assert!(
+            text.contains("line 2")
+                && text.contains("telepathy")
+                && text.contains(version.split(' ').next_back().unwrap()),
+            "{text}"
+        );
+        // What was recorded before it stays: the session, started and finished.
+        assert_eq!(sessions(&rs, name), 1);
+    }
+}
+
+/// A mixed team in `loopward.toml`: a model agent plans and hands off to a `codex` agent
+/// pointed at the server by its `base_url` and `model`, whose turns are sessions until its
+/// verifier passes; `loopward run` runs it.
+#[test]
+fn a_model_agent_hands_off_to_a_codex_agent_that_works_until_verified() {
+    let Some(codex) = Client::Codex.find() else {
+        return;
+    };
+    let (_dir, root, home) = project();
+    let (port, server) = responses_server::start(vec![
+        Step::Text("All done.".into()),
+        Step::Exec("echo yes > src/done.txt".into()),
+        Step::Text("Done, really.".into()),
+    ]);
+    let team = clients::team(&format!(
+        "kind = \"codex\"\nverify = \"test -f src/done.txt\"\nbase_url = \"http://127.0.0.1:{port}/v1\"\nmodel = \"gpt-5.5-team\""
+    ));
+    std::fs::write(root.join("loopward.toml"), team).unwrap();
+    std::fs::write(root.join("loopward.script.toml"), clients::TEAM_SCRIPT).unwrap();
+    std::fs::create_dir_all(root.join("src")).unwrap();
+    let (_bin, path) = clients::path_with(&codex, "codex");
+    let out = shown(
+        Command::new(env!("CARGO_BIN_EXE_loopward"))
+            .current_dir(&root)
+            .args(["run", "--id", "team"])
+            .env_clear()
+            .env("PATH", path)
+            .env("HOME", &home)
+            .env("OPENAI_API_KEY", "test"),
+    );
+    assert_eq!(out.status.code(), Some(0));
+    let rs = records(&root, "team");
+    let turns: Vec<&str> = kind(&rs, "turn_started")
+        .map(|r| r["data"]["agent"].as_str().unwrap())
+        .collect();
+    assert_eq!(turns, ["planner", "builder", "builder"]);
+    assert_eq!(sessions(&rs, "codex"), 2);
+    let verdicts: Vec<&Value> = decisions(&rs, "verify")
+        .iter()
+        .map(|d| &d["data"]["decision"])
+        .collect();
+    assert_eq!(verdicts, [&json!("refused"), &json!("allow")]);
+    assert!(root.join("plan.md").is_file() && root.join("src/done.txt").is_file());
+    assert_eq!(server.requests()[0]["model"], "gpt-5.5-team");
+    let r = replay_run(&root, &home, "team");
+    let said = String::from_utf8_lossy(&r.stdout);
+    assert!(r.status.success() && said.contains("all the same"), "{r:?}");
+}
+
+/// A loop killed (SIGKILL, by its PID) while its Codex session runs a command: resumed, the
+/// session it left is ended (Codex's command line does not name the session: it is known by
+/// its mark), recorded as interrupted and not run again, and the next session finishes.
+#[test]
+fn codex_a_loop_killed_mid_session_resumes_with_that_session_interrupted_and_none_repeated() {
+    let Some(codex) = Client::Codex.find() else {
+        return;
+    };
+    let (_dir, root, home) = project();
+    std::fs::write(root.join("notes/stall.sh"), "sleep \"$1\"\n").unwrap();
+    let (port, server) = responses_server::start(vec![
+        // Codex hands a command's output back after its wait; 30 s keeps the killed session
+        // from asking the server again before the resumed loop ends it.
+        Step::ExecWaiting("sh notes/stall.sh 46.5".into(), 30_000),
+        Step::Exec("echo yes > notes/done.txt".into()),
+        Step::Text("Done, really.".into()),
+    ]);
+    let mut child = loop_command(Client::Codex, &codex, &root, &home, port)
+        .args([
+            "--prompt",
+            "PROMPT.md",
+            "--verify",
+            VERIFY,
+            "--id",
+            "killed",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !running(&["sleep", "46.5"]) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the session never reached its command"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(
+        running(&["sleep", "46.5"]),
+        "the session outlives a killed loop"
+    );
+
+    let out =
+        shown(loop_command(Client::Codex, &codex, &root, &home, port).args(["--resume", "killed"]));
+    assert_eq!(out.status.code(), Some(0), "the resumed loop ends verified");
+    assert!(
+        !running(&["sleep", "46.5"]),
+        "the resumed loop ended the session left behind"
+    );
+    assert_eq!(server.requests().len(), 3, "no step of the script twice");
+    let rs = records(&root, "killed");
+    assert_eq!(kind(&rs, "run_resumed").count(), 1);
+    assert_eq!(
+        sessions(&rs, "codex"),
+        2,
+        "the interrupted session was not run again"
+    );
+    assert!(decisions(&rs, "resume")
+        .iter()
+        .any(|d| d["data"]["decision"] == "interrupted"));
+    // Whoever ended it: Codex itself, which ends its commands once it finds its reader gone,
+    // or the resumed loop, by the marks (which comes first is a race; ending by Codex's mark is
+    // shown by the timeout test), the resumed loop's record says which.
+    let left = decisions(&rs, "session")
+        .into_iter()
+        .find(|d| d["data"]["detail"]["left_running"].is_boolean())
+        .expect("the resumed loop looked for the session left behind");
+    let detail = &left["data"]["detail"];
+    assert!(
+        detail["left_running"] == false || detail["ended"] == true,
+        "{detail}"
+    );
+    let v = verify_run(&root, &home, "killed");
+    assert!(v.status.success(), "{v:?}");
+    let r = replay_run(&root, &home, "killed");
+    let text = String::from_utf8_lossy(&r.stdout);
+    assert!(r.status.success() && text.contains("all the same"), "{r:?}");
+}
+
+/// A Codex session past its timeout is ended with what the hook wrapped for it (in a process
+/// session of its own, marked with Codex's session id), and the loop goes on.
+#[test]
+fn codex_a_session_past_its_timeout_is_ended_with_its_commands_and_the_loop_goes_on() {
+    let Some(codex) = Client::Codex.find() else {
+        return;
+    };
+    let (_dir, root, home) = project();
+    std::fs::write(root.join("notes/stall.sh"), "sleep \"$1\"\n").unwrap();
+    let (port, _server) = responses_server::start(vec![
+        Step::ExecWaiting("sh notes/stall.sh 44.5".into(), 30_000),
+        Step::Exec("echo yes > notes/done.txt".into()),
+        Step::Text("Done, really.".into()),
+    ]);
+    let out = shown(
+        loop_command(Client::Codex, &codex, &root, &home, port).args([
+            "--prompt",
+            "PROMPT.md",
+            "--verify",
+            VERIFY,
+            "--id",
+            "slow",
+            "--session-timeout",
+            "4s",
+        ]),
+    );
+    assert_eq!(out.status.code(), Some(0));
+    assert!(
+        !running(&["sleep", "44.5"]),
+        "the stalled command outlived its session"
+    );
+    let rs = records(&root, "slow");
+    let first = kind(&rs, "tool_finished")
+        .find(|r| r["data"]["tool"] == "codex")
+        .unwrap();
+    let text = first["data"]["output"].as_str().unwrap();
+    assert!(text.contains("ran past its timeout of 4s"), "{text}");
+    assert_eq!(sessions(&rs, "codex"), 2);
+}

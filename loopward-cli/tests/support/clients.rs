@@ -1,0 +1,157 @@
+//! The real coding clients the tests drive (installed pinned by `scripts/*-install.sh`, run by
+//! `.ci/run`, or named by a variable), and the scratch project they share: a team whose
+//! planner owns `plans/`, a roadmap there, and a `notes/` folder anyone may write.
+
+#![allow(dead_code, unreachable_pub)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// The team: `root` (the main agent) and `planner`, who alone writes `plans/`.
+pub const CONFIG: &str = r#"
+[run]
+first = "root"
+
+[[agent]]
+name = "root"
+tools = ["read_file", "write_file", "edit_file", "shell"]
+
+[[agent]]
+name = "planner"
+tools = ["read_file", "write_file", "edit_file"]
+
+# Only the planner writes plans/.
+[[territory]]
+paths = ["plans/**"]
+owner = "planner"
+"#;
+
+/// The roadmap in the planner's territory.
+pub const ROADMAP: &str = "# Roadmap\n1. greeting\n";
+
+/// A coding client.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Client {
+    ClaudeCode,
+    Codex,
+    Gemini,
+}
+
+impl Client {
+    /// The variable that names another binary, the install script, the binary in its folder.
+    fn where_(self) -> (&'static str, &'static str, &'static str) {
+        match self {
+            Self::ClaudeCode => (
+                "LOOPWARD_CLAUDE",
+                "claude-code-install.sh",
+                ".claude-code/node_modules/.bin/claude",
+            ),
+            Self::Codex => (
+                "LOOPWARD_CODEX",
+                "codex-install.sh",
+                ".codex-cli/node_modules/.bin/codex",
+            ),
+            Self::Gemini => (
+                "LOOPWARD_GEMINI",
+                "gemini-install.sh",
+                ".gemini-cli/node_modules/.bin/gemini",
+            ),
+        }
+    }
+
+    /// The installed client; without one, says loudly that the test is skipped.
+    #[allow(clippy::print_stderr)]
+    pub fn find(self) -> Option<PathBuf> {
+        let (var, script, path) = self.where_();
+        let found = match std::env::var_os(var) {
+            Some(p) => Some(PathBuf::from(p)),
+            None => Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("..")
+                .join(path)
+                .canonicalize()
+                .ok()
+                .filter(|p| p.is_file()),
+        };
+        if found.is_none() {
+            eprintln!("\n\n*** SKIPPED: {self:?} is not installed. Run scripts/{script} (CI does) or set {var}. ***\n\n");
+        }
+        found
+    }
+}
+
+/// A scratch project (the team's config, the roadmap, an empty `notes/`) and a home beside
+/// it: `(dir, root, home)`, both canonical.
+pub fn project() -> (tempfile::TempDir, PathBuf, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("project");
+    let home = dir.path().join("home");
+    std::fs::create_dir_all(root.join("plans")).unwrap();
+    std::fs::create_dir_all(root.join("notes")).unwrap();
+    std::fs::create_dir_all(&home).unwrap();
+    std::fs::write(root.join("loopward.toml"), CONFIG).unwrap();
+    std::fs::write(root.join("plans/roadmap.md"), ROADMAP).unwrap();
+    let root = root.canonicalize().unwrap();
+    let home = home.canonicalize().unwrap();
+    (dir, root, home)
+}
+
+/// `loopward <args>` in `root`, with loopward's state under `home`.
+pub fn loopward(root: &Path, home: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_loopward"))
+        .args(args)
+        .current_dir(root)
+        .env("XDG_STATE_HOME", home.join("state"))
+        .output()
+        .unwrap()
+}
+
+/// A mixed team: the model agent `planner` (the fake backend, [`TEAM_SCRIPT`]) writes a plan
+/// and hands off to `builder`, a coding-CLI agent owning `src/`, whose `[[agent]]` table goes
+/// on with `builder` (its `kind`, `verify`, …).
+pub fn team(builder: &str) -> String {
+    format!(
+        r#"
+[run]
+first = "planner"
+task = "Plan it, then build it."
+
+[backend]
+kind = "fake"
+script = "loopward.script.toml"
+
+[[agent]]
+name = "planner"
+tools = ["write_file", "handoff"]
+
+[[agent]]
+name = "builder"
+{builder}
+
+[[territory]]
+paths = ["src/**"]
+owner = "builder"
+"#
+    )
+}
+
+/// The planner's script in [`team`].
+pub const TEAM_SCRIPT: &str = r##"
+[[agents.planner]]
+tool_calls = [{ name = "write_file", arguments = { path = "plan.md", content = "# Plan\n1. src/done.txt\n" } }]
+
+[[agents.planner]]
+tool_calls = [{ name = "handoff", arguments = { to = "builder", message = "Write src/done.txt." } }]
+"##;
+
+/// A `PATH` whose first folder holds `program` as `name` (the folder is removed when the
+/// first value is dropped).
+pub fn path_with(program: &Path, name: &str) -> (tempfile::TempDir, std::ffi::OsString) {
+    let bin = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink(program, bin.path().join(name)).unwrap();
+    let path = std::env::join_paths(
+        std::iter::once(bin.path().to_path_buf())
+            .chain(std::env::split_paths(&std::env::var_os("PATH").unwrap())),
+    )
+    .unwrap();
+    (bin, path)
+}
