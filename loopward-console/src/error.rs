@@ -41,6 +41,9 @@ pub enum ConsoleError {
     /// Something on disk could not be read or written.
     #[error("{0}")]
     Internal(String),
+    /// A server the console relies on (Restate) could not be reached or refused the call.
+    #[error("{0}")]
+    Unavailable(String),
 }
 
 impl ConsoleError {
@@ -53,6 +56,7 @@ impl ConsoleError {
             Self::Conflict(_) => StatusCode::CONFLICT,
             Self::BadRequest(_) => StatusCode::BAD_REQUEST,
             Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            Self::Unavailable(_) => StatusCode::BAD_GATEWAY,
         }
     }
 

@@ -101,14 +101,19 @@ pub(crate) fn gate_card(run: &str, w: &Waiting, csrf: &str) -> Markup {
             div.what { "Run " a href=(format!("/runs/{run}")) { (run) } " · gate " strong { (w.gate) } " · " (w.agent) }
             div { (w.summary) }
             div { "Allows exactly: " code.action { (w.action) } }
-            div.note { "asked " (w.requested_at) }
-            // One name, two answers: each button posts the same form to its own address.
-            form.inline method="post" action=(format!("/gates/{}/approve", w.id)) {
-                input type="hidden" name="csrf" value=(csrf);
-                input type="hidden" name="action" value=(w.action);
-                input name="by" placeholder="your name" required aria-label="your name";
-                button.approve type="submit" { "Approve" }
-                button.deny type="submit" formaction=(format!("/gates/{}/deny", w.id)) { "Deny" }
+            @if !w.requested_at.is_empty() { div.note { "asked " (w.requested_at) } }
+            @if let Some(on) = &w.on { div.note.on { "waits on " (on) } }
+            @if let Some(done) = &w.answered {
+                p.answered { "Answered: " (done) ". The run goes on when a worker takes it." }
+            } @else {
+                // One name, two answers: each button posts the same form to its own address.
+                form.inline method="post" action=(format!("/gates/{}/approve", w.id)) {
+                    input type="hidden" name="csrf" value=(csrf);
+                    input type="hidden" name="action" value=(w.action);
+                    input name="by" placeholder="your name" required aria-label="your name";
+                    button.approve type="submit" { "Approve" }
+                    button.deny type="submit" formaction=(format!("/gates/{}/deny", w.id)) { "Deny" }
+                }
             }
         }
     }
@@ -193,7 +198,8 @@ pub(crate) fn runs_page(
                                 td.name { a href=(format!("/runs/{}", r.run)) { (r.run) } }
                                 td { (status_badge(r))
                                     @if r.stop_requested { " " span.badge.warn { "stop requested" } }
-                                    @if let Some(p) = &r.problem { " " span.badge.bad title=(p) { "unreadable record" } } }
+                                    @if let Some(p) = &r.problem { " " span.badge.bad title=(p) { "unreadable record" } }
+                                    @if let Some(on) = &r.elsewhere { " " span.badge title=(format!("its ledger is not in this workspace; it waits on {on}")) { "elsewhere" } } }
                                 td.num { (r.records) } td.num { (r.turns) }
                                 td { (r.agent.as_deref().unwrap_or("")) } td.note { (r.last_at) }
                                 td.task { (r.task) }
@@ -202,6 +208,7 @@ pub(crate) fn runs_page(
                     } }
                     @if snap.runs.is_empty() { p.note { "No runs yet in this workspace." } }
                     @for why in &snap.refused { p.refused { "refused record: " (why) } }
+                    @if let Some(why) = &snap.remote_problem { p.refused #remote-problem { "cannot list the waits elsewhere: " (why) } }
                 }
                 section #kill {
                     h2 { "Kill switch" }
@@ -254,7 +261,24 @@ pub(crate) fn run_panel(
             }
             @if let Some(said) = flash(done) { p.flash role="status" { (said) } }
             @for w in &row.waiting { (gate_card(&row.run, w, csrf)) }
-            @if row.is_open() || !row.waiting.is_empty() { (stop_form(&row.run, csrf, console_runs_it)) }
+            @if let Some(on) = &row.elsewhere {
+                p.note { "This run's ledger is kept by its workers on " (on) ", not in this workspace; answer its gate here, follow its records there." }
+            } @else if row.is_open() || !row.waiting.is_empty() { (stop_form(&row.run, csrf, console_runs_it)) }
+        }
+    }
+    .into_string()
+}
+
+/// The page of a run waiting elsewhere whose ledger is not here: the panel alone, live.
+pub(crate) fn elsewhere_page(row: &RunRow, csrf: &str, done: Option<&str>, version: u64) -> String {
+    html! {
+        (DOCTYPE)
+        html lang="en" {
+            head { (head(&row.run)) }
+            body { main {
+                (PreEscaped(run_panel(row, csrf, false, done)))
+                (PreEscaped(run_live(&row.run, version, 1000)))
+            } }
         }
     }
     .into_string()

@@ -169,7 +169,9 @@ async fn runs_page(State(c): State<Console>, q: Query<Done>) -> Html<String> {
 
 async fn runs_json(State(c): State<Console>) -> Json<serde_json::Value> {
     let snap = c.snapshot();
-    Json(serde_json::json!({ "runs": snap.runs, "refused": snap.refused, "version": snap.version }))
+    Json(
+        serde_json::json!({ "runs": snap.runs, "refused": snap.refused, "remote_problem": snap.remote_problem, "version": snap.version }),
+    )
 }
 
 async fn run_page(
@@ -196,8 +198,12 @@ async fn run_page(
         ))
         .answer(&headers);
     };
-    let dir = c.inner.runs_dir.join(&row.run);
     let (done, version) = (q.0.done, snap.version);
+    if row.elsewhere.is_some() {
+        let csrf = c.inner.token.csrf();
+        return Html(pages::elsewhere_page(&row, csrf, done.as_deref(), version)).into_response();
+    }
+    let dir = c.inner.runs_dir.join(&row.run);
     let page =
         tokio::task::spawn_blocking(move || render_run(&c, &dir, &row, done.as_deref(), version))
             .await;
@@ -342,8 +348,13 @@ async fn answer(
     headers: HeaderMap,
     f: Result<Form<Answer>, FormRejection>,
 ) -> Response {
-    let result = signed(&c, &headers, f, |a: &Answer| a.csrf.as_deref())
-        .and_then(|a| c.answer(&id, approve, &a));
+    let result = match signed(&c, &headers, f, |a: &Answer| a.csrf.as_deref()) {
+        Ok(a) if id.starts_with(crate::remote::ID_PREFIX) => {
+            c.answer_remote(&id, approve, &a).await
+        }
+        Ok(a) => c.answer(&id, approve, &a),
+        Err(e) => Err(e),
+    };
     match result {
         Ok(run) => done(
             &headers,

@@ -82,7 +82,21 @@ struct Rows {
 
 #[derive(serde::Deserialize)]
 struct Row {
+    #[serde(default)]
+    service_key: Option<String>,
     value_utf8: Option<String>,
+}
+
+/// A run on Restate waiting at a stop-gate: what it waits for, and the awakeable that answers
+/// it. Each wait has its own awakeable: a later wait of the same gate has another.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Awaiting {
+    /// The run.
+    pub run: RunId,
+    /// What it waits for.
+    pub approval: PendingApproval,
+    /// The awakeable a verdict resolves (this one wait).
+    pub awakeable: String,
 }
 
 impl Ingress {
@@ -114,11 +128,14 @@ impl Ingress {
         Ok(())
     }
 
-    async fn waiting(&self, run: &RunId) -> Result<Option<Waiting>, IngressError> {
+    /// The published waits of `LoopwardRun` (of run `run` only, when given).
+    async fn published(&self, run: Option<&RunId>) -> Result<Vec<Awaiting>, IngressError> {
         let url = format!("{}/query", self.admin);
+        let only = run.map_or(String::new(), |r| {
+            format!(" AND service_key = '{}'", r.as_str().replace('\'', "''"))
+        });
         let query = format!(
-            "SELECT value_utf8 FROM state WHERE service_name = '{WORKFLOW}' AND service_key = '{}' AND key = '{PENDING_STATE}'",
-            run.as_str().replace('\'', "''")
+            "SELECT service_key, value_utf8 FROM state WHERE service_name = '{WORKFLOW}' AND key = '{PENDING_STATE}'{only} ORDER BY service_key"
         );
         let rows: Rows = send(
             self.http
@@ -128,20 +145,39 @@ impl Ingress {
             &url,
         )
         .await?;
-        let Some(text) = rows.rows.into_iter().find_map(|r| r.value_utf8) else {
-            return Ok(None);
-        };
-        serde_json::from_str(&text)
-            .map(Some)
-            .map_err(|e| IngressError::Body {
-                url,
-                why: format!("the pending approval of run {run} cannot be read: {e}"),
-            })
+        let mut all = Vec::with_capacity(rows.rows.len());
+        for row in rows.rows {
+            let (Some(key), Some(text)) = (row.service_key, row.value_utf8) else {
+                continue;
+            };
+            let Some(id) = RunId::new(&key) else { continue };
+            let w: Waiting = serde_json::from_str(&text).map_err(|e| IngressError::Body {
+                url: url.clone(),
+                why: format!("the pending approval of run {key} cannot be read: {e}"),
+            })?;
+            all.push(Awaiting {
+                run: id,
+                approval: w.approval,
+                awakeable: w.awakeable,
+            });
+        }
+        Ok(all)
+    }
+
+    /// Every run waiting at a stop-gate on this Restate server, by run id. A verdict already
+    /// given stays listed until a worker takes it (the run then goes on).
+    pub async fn awaiting_all(&self) -> Result<Vec<Awaiting>, IngressError> {
+        self.published(None).await
+    }
+
+    /// What run `run` waits for, if anything.
+    pub async fn awaiting(&self, run: &RunId) -> Result<Option<Awaiting>, IngressError> {
+        Ok(self.published(Some(run)).await?.into_iter().next())
     }
 
     /// The approval run `run` waits for, if any.
     pub async fn pending(&self, run: &RunId) -> Result<Option<PendingApproval>, IngressError> {
-        Ok(self.waiting(run).await?.map(|w| w.approval))
+        Ok(self.awaiting(run).await?.map(|w| w.approval))
     }
 
     /// Gives a person's verdict on the approval run `run` waits for, and returns that approval.
@@ -152,13 +188,20 @@ impl Ingress {
         run: &RunId,
         verdict: &Verdict,
     ) -> Result<PendingApproval, IngressError> {
-        let Some(waiting) = self.waiting(run).await? else {
+        let Some(waiting) = self.awaiting(run).await? else {
             return Err(IngressError::NotWaiting { run: run.clone() });
         };
+        self.resolve(&waiting, verdict).await?;
+        Ok(waiting.approval)
+    }
+
+    /// Gives `verdict` to the one wait `waiting` (as [`awaiting`](Self::awaiting) read it).
+    /// The verdict must name its pending id.
+    pub async fn resolve(&self, waiting: &Awaiting, verdict: &Verdict) -> Result<(), IngressError> {
         if waiting.approval.id != verdict.id() {
             return Err(IngressError::OtherApproval {
-                run: run.clone(),
-                waiting: waiting.approval.id,
+                run: waiting.run.clone(),
+                waiting: waiting.approval.id.clone(),
                 given: verdict.id().into(),
             });
         }
@@ -167,7 +210,7 @@ impl Ingress {
             self.base, waiting.awakeable
         );
         let _: serde_json::Value = send(self.http.post(&url).json(verdict), &url).await?;
-        Ok(waiting.approval)
+        Ok(())
     }
 
     /// Waits for run `run` to end and returns how it ended.

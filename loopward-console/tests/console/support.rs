@@ -45,7 +45,10 @@ pub(crate) struct Fixture {
 }
 
 impl Fixture {
-    fn new(webhooks: Vec<String>) -> Self {
+    pub(crate) fn new(
+        webhooks: Vec<String>,
+        remote: Option<std::sync::Arc<dyn loopward_console::remote::RemoteGates>>,
+    ) -> Self {
         let ws = tempfile::tempdir().unwrap();
         let xdg = tempfile::tempdir().unwrap();
         std::fs::write(ws.path().join("loopward.toml"), CONFIG).unwrap();
@@ -55,6 +58,7 @@ impl Fixture {
             Some(xdg.path().to_path_buf()),
         );
         opts.webhooks = webhooks;
+        opts.remote = remote;
         let console = Console::open(opts).unwrap();
         console.answer_at(HOST.parse().unwrap());
         Self {
@@ -67,7 +71,7 @@ impl Fixture {
 
     /// A console over a run paused at the builder's durable gate.
     pub(crate) async fn paused() -> Self {
-        let mut f = Self::new(vec![]);
+        let mut f = Self::new(vec![], None);
         f.run = f.pause_a_run().await;
         f.console.refresh();
         f
@@ -75,7 +79,7 @@ impl Fixture {
 
     /// A console that notices to `url`, over no run yet.
     pub(crate) async fn with_webhook(url: &str) -> Self {
-        Self::new(vec![url.to_string()])
+        Self::new(vec![url.to_string()], None)
     }
 
     pub(crate) fn config(&self) -> PathBuf {
