@@ -183,6 +183,14 @@ impl Console {
                 w.gate, w.run, w.action, w.summary, answer.action
             )));
         }
+        if w.answered && self.inner.answered.get(id).is_none() {
+            return Err(ConsoleError::Conflict(format!(
+                "gate {} of run {} was answered elsewhere (`loopward approve|deny --restate`); {} keeps the first verdict. A decision cannot be changed, and nothing was decided",
+                w.gate,
+                w.run,
+                source.describe()
+            )));
+        }
         let now = crate::watch::rfc3339(SystemClock.now_millis());
         let verb = if approve { "approved" } else { "denied" };
         self.inner

@@ -344,7 +344,10 @@ impl Console {
             .iter()
             .map(|w| {
                 let id = w.console_id();
-                let answered = self.inner.answered.get(&id);
+                let answered = self.inner.answered.get(&id).or_else(|| {
+                    w.answered
+                        .then(|| "elsewhere (Restate keeps the first verdict)".to_string())
+                });
                 let row = Waiting {
                     id,
                     gate: w.gate.clone(),

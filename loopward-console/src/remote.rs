@@ -31,6 +31,8 @@ pub struct RemoteWaiting {
     pub summary: String,
     /// The exact action it would allow (`GatedAction::key`).
     pub action: String,
+    /// A verdict was given already, from anywhere (its source keeps the first).
+    pub answered: bool,
 }
 
 impl RemoteWaiting {
@@ -156,6 +158,7 @@ mod tests {
             agent: "reviewer".into(),
             summary: "start a turn of reviewer".into(),
             action: "turn:reviewer".into(),
+            answered: false,
         };
         let id = w.console_id();
         assert!(id.starts_with(ID_PREFIX));

@@ -55,6 +55,12 @@ pub enum IngressError {
         /// What was given.
         given: String,
     },
+    /// The wait was answered already: Restate keeps the first verdict.
+    #[error("run {run} was answered already (Restate keeps the first verdict; the run takes it when a worker is up); a decision cannot be changed, and nothing was decided")]
+    Answered {
+        /// The run.
+        run: RunId,
+    },
     /// The answer could not be read.
     #[error("Restate's answer from {url} could not be read: {why}")]
     Body {
@@ -97,6 +103,21 @@ pub struct Awaiting {
     pub approval: PendingApproval,
     /// The awakeable a verdict resolves (this one wait).
     pub awakeable: String,
+    /// A verdict was given already (from anywhere); Restate keeps it, and the run takes it when
+    /// a worker is up. Another verdict would be ignored.
+    pub answered: bool,
+}
+
+#[derive(serde::Deserialize)]
+struct Entries {
+    rows: Vec<Entry>,
+}
+
+#[derive(serde::Deserialize)]
+struct Entry {
+    key: Option<String>,
+    idx: Option<u64>,
+    kind: Option<String>,
 }
 
 impl Ingress {
@@ -128,23 +149,59 @@ impl Ingress {
         Ok(())
     }
 
-    /// The published waits of `LoopwardRun` (of run `run` only, when given).
-    async fn published(&self, run: Option<&RunId>) -> Result<Vec<Awaiting>, IngressError> {
+    /// Asks the admin API's SQL introspection.
+    async fn query<T: DeserializeOwned>(&self, query: &str) -> Result<T, IngressError> {
         let url = format!("{}/query", self.admin);
-        let only = run.map_or(String::new(), |r| {
-            format!(" AND service_key = '{}'", r.as_str().replace('\'', "''"))
-        });
-        let query = format!(
-            "SELECT service_key, value_utf8 FROM state WHERE service_name = '{WORKFLOW}' AND key = '{PENDING_STATE}'{only} ORDER BY service_key"
-        );
-        let rows: Rows = send(
+        send(
             self.http
                 .post(&url)
                 .header("accept", "application/json")
                 .json(&serde_json::json!({ "query": query })),
             &url,
         )
-        .await?;
+        .await
+    }
+
+    /// The published waits of `LoopwardRun` (of run `run` only, when given).
+    async fn published(&self, run: Option<&RunId>) -> Result<Vec<Awaiting>, IngressError> {
+        let only = |column: &str| {
+            run.map_or(String::new(), |r| {
+                format!(" AND {column} = '{}'", r.as_str().replace('\'', "''"))
+            })
+        };
+        let rows: Rows = self
+            .query(&format!(
+                "SELECT service_key, value_utf8 FROM state WHERE service_name = '{WORKFLOW}' AND key = '{PENDING_STATE}'{} ORDER BY service_key",
+                only("service_key")
+            ))
+            .await?;
+        if rows.rows.is_empty() {
+            return Ok(vec![]);
+        }
+        // A wait is answered once a signal (the awakeable's completion) follows the state
+        // entry that published it in the run's journal.
+        let entries: Entries = self
+            .query(&format!(
+                "SELECT i.target_service_key AS key, j.index AS idx, j.entry_type AS kind FROM sys_journal j JOIN sys_invocation i ON j.id = i.id WHERE i.target_service_name = '{WORKFLOW}' AND i.target_handler_name = 'run' AND j.entry_type IN ('Command: SetState', 'Notification: Signal'){}",
+                only("i.target_service_key")
+            ))
+            .await?;
+        let answered = |key: &str| {
+            let mine = || {
+                entries
+                    .rows
+                    .iter()
+                    .filter(|e| e.key.as_deref() == Some(key))
+            };
+            let published = mine()
+                .filter(|e| e.kind.as_deref() == Some("Command: SetState"))
+                .filter_map(|e| e.idx)
+                .max();
+            mine().any(|e| {
+                e.kind.as_deref() == Some("Notification: Signal")
+                    && e.idx.zip(published).is_some_and(|(i, p)| i > p)
+            })
+        };
         let mut all = Vec::with_capacity(rows.rows.len());
         for row in rows.rows {
             let (Some(key), Some(text)) = (row.service_key, row.value_utf8) else {
@@ -152,10 +209,11 @@ impl Ingress {
             };
             let Some(id) = RunId::new(&key) else { continue };
             let w: Waiting = serde_json::from_str(&text).map_err(|e| IngressError::Body {
-                url: url.clone(),
+                url: format!("{}/query", self.admin),
                 why: format!("the pending approval of run {key} cannot be read: {e}"),
             })?;
             all.push(Awaiting {
+                answered: answered(&key),
                 run: id,
                 approval: w.approval,
                 awakeable: w.awakeable,
@@ -197,7 +255,13 @@ impl Ingress {
 
     /// Gives `verdict` to the one wait `waiting` (as [`awaiting`](Self::awaiting) read it).
     /// The verdict must name its pending id.
+    /// Refused when it was answered already (Restate would keep the first verdict).
     pub async fn resolve(&self, waiting: &Awaiting, verdict: &Verdict) -> Result<(), IngressError> {
+        if waiting.answered {
+            return Err(IngressError::Answered {
+                run: waiting.run.clone(),
+            });
+        }
         if waiting.approval.id != verdict.id() {
             return Err(IngressError::OtherApproval {
                 run: waiting.run.clone(),

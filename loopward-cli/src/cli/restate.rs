@@ -103,6 +103,7 @@ impl RemoteGates for Restate {
                     agent: w.approval.agent.to_string(),
                     summary: w.approval.summary,
                     action: w.approval.action.key(),
+                    answered: w.answered,
                 })
                 .collect())
         })

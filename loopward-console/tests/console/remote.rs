@@ -59,6 +59,7 @@ fn wait(run: &str, instance: &str) -> RemoteWaiting {
         agent: "builder".into(),
         summary: "shell: make deploy".into(),
         action: "tool:shell:ab12".into(),
+        answered: false,
     }
 }
 
@@ -163,4 +164,34 @@ async fn a_source_out_of_reach_is_said_on_the_runs_page() {
         page.contains("cannot list the waits elsewhere: Restate at http://127.0.0.1:1: could not reach Restate"),
         "{page}"
     );
+}
+
+#[tokio::test]
+async fn a_wait_answered_elsewhere_shows_so_and_is_not_answered_again() {
+    let source = Arc::new(Elsewhere::default());
+    let mut w = wait("far-2", "sign_1c");
+    w.answered = true;
+    source.waits.lock().unwrap().push(w);
+    let f = Fixture::new(vec![], Some(source.clone()));
+    f.console.refresh_remote().await;
+    f.console.refresh();
+    let shown = f.console.snapshot().run("far-2").unwrap().waiting[0].clone();
+    assert!(shown
+        .answered
+        .as_deref()
+        .is_some_and(|a| a.contains("elsewhere")));
+    let cookie = f.sign_in().await;
+    let csrf = f.console.token().csrf().to_string();
+    let form = format!("csrf={csrf}&action={}&by=ana", shown.action);
+    let (status, _, body) = f
+        .post(
+            &format!("/gates/{}/deny", shown.id),
+            Some(&cookie),
+            &form,
+            &[],
+        )
+        .await;
+    assert_eq!(status, StatusCode::CONFLICT, "{body}");
+    assert!(body.contains("answered elsewhere"), "{body}");
+    assert!(source.given.lock().unwrap().is_empty());
 }

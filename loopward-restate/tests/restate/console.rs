@@ -16,6 +16,8 @@ struct Console {
     base: String,
     token: String,
     http: reqwest::Client,
+    /// The Restate server's ingress and admin API.
+    restate: (String, String),
 }
 
 impl Console {
@@ -129,6 +131,7 @@ pub(crate) async fn scenario(dir: &Path) -> Result<String, String> {
         base: format!("http://127.0.0.1:{console_port}"),
         token: token.trim().to_string(),
         http: reqwest::Client::new(),
+        restate: (server.ingress.clone(), server.admin.clone()),
     };
     let shown = super::wait_for("the console to list the Restate run's wait", 120, || {
         console.waiting(run.as_str())
@@ -203,13 +206,32 @@ async fn answer_from_the_console(
         ));
     }
     // The verdict is Restate's now; the run still shows waiting until a worker takes it.
-    if restate
-        .pending(run)
-        .await
-        .map_err(|e| e.to_string())?
-        .is_none()
-    {
+    let pending = restate.pending(run).await.map_err(|e| e.to_string())?;
+    let Some(pending) = pending else {
         return Err("the approval was taken before any worker was up".into());
+    };
+    // A deny from elsewhere (`loopward deny --restate`) is refused too: Restate's journal holds
+    // the first verdict (Restate itself would take a second one and ignore it).
+    let cli = <loopward_cli::cli::Cli as clap::Parser>::try_parse_from([
+        "loopward",
+        "deny",
+        run.as_str(),
+        pending.gate.as_str(),
+        "--restate",
+        console.restate.0.as_str(),
+        "--restate-admin",
+        console.restate.1.as_str(),
+        "--by",
+        "someone late",
+    ])
+    .map_err(|e| e.to_string())?;
+    match loopward_cli::cli::dispatch(cli).await {
+        Err(e) if format!("{e:#}").contains("answered already") => {}
+        other => {
+            return Err(format!(
+                "a late `loopward deny --restate` was not refused: {other:?}"
+            ))
+        }
     }
     let b = super::Worker::start_as("worker-gated", "console-b", dir, port)?;
     let summary = outcome(restate, run).await?;
