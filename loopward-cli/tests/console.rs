@@ -444,3 +444,56 @@ fn serving_beyond_loopback_without_tls_is_refused_and_nothing_listens() {
     assert!(said.contains("only over TLS"), "{said}");
     assert!(o.stdout.is_empty(), "no sign-in link was printed");
 }
+
+#[test]
+fn a_passphrase_set_from_standard_input_signs_in_and_a_short_one_is_refused() {
+    use std::io::{Read, Write};
+    use std::os::unix::process::CommandExt;
+    let w = Workspace::new();
+    // `serve --set-passphrase` with `passphrase` on its standard input.
+    let serve = |passphrase: &[u8]| {
+        let mut child = w
+            .loopward(&["serve", "--port", "0", "--set-passphrase"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        child.stdin.take().unwrap().write_all(passphrase).unwrap();
+        child
+    };
+    let o = serve(b"too short\n").wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(1), "{o:?}");
+    assert!(String::from_utf8_lossy(&o.stderr).contains("at least 12 characters"));
+    let mut child = serve(b"correct horse battery staple\n");
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    let _serving = Owned(child);
+    let host = first
+        .trim()
+        .strip_prefix("console: http://")
+        .and_then(|u| u.split('/').next())
+        .unwrap_or_else(|| panic!("serve printed {first:?}"))
+        .to_string();
+    let post = |form: &str| {
+        let mut s = std::net::TcpStream::connect(&host).unwrap();
+        write!(
+            s,
+            "POST /login HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{form}",
+            form.len()
+        )
+        .unwrap();
+        let mut answer = String::new();
+        s.read_to_string(&mut answer).unwrap();
+        answer
+    };
+    let wrong = post("passphrase=correct+horse+battery+stable");
+    assert!(wrong.starts_with("HTTP/1.1 401"), "{wrong}");
+    assert!(!wrong.to_ascii_lowercase().contains("set-cookie"));
+    let right = post("passphrase=correct+horse+battery+staple");
+    assert!(right.starts_with("HTTP/1.1 303"), "{right}");
+    assert!(right.contains("loopward_console="), "{right}");
+}

@@ -12,6 +12,7 @@
 //! | [`actions`] | approve, deny, stop, stop all, grant: the same calls as the CLI's |
 //! | [`resume`] | the runs the console goes on with after an answer, tracked by PID |
 //! | [`notify`] | signed webhook notices when a gate starts waiting |
+//! | [`passphrase`] | signing in with a passphrase (its Argon2id hash in the state directory), rate-limited |
 //! | [`remote`] | stop-gates waiting elsewhere (runs on Restate), listed and answered beside the local ones |
 //! | [`tls`] | TLS from PEM files, for a console served beyond loopback |
 //!
@@ -40,6 +41,7 @@ pub mod auth;
 mod error;
 pub mod notify;
 mod pages;
+pub mod passphrase;
 pub mod remote;
 pub mod resume;
 mod routes;
@@ -84,6 +86,8 @@ pub struct ConsoleOptions {
     /// Stop-gates waiting elsewhere (`loopward serve --restate`: runs on Restate), listed and
     /// answered beside the local ones.
     pub remote: Option<Arc<dyn remote::RemoteGates>>,
+    /// Set this passphrase (its hash, in `<state>/console/passphrase`) before opening.
+    pub set_passphrase: Option<String>,
 }
 
 impl ConsoleOptions {
@@ -99,6 +103,7 @@ impl ConsoleOptions {
             fresh_token: false,
             hosts: Vec::new(),
             remote: None,
+            set_passphrase: None,
         }
     }
 }
@@ -129,6 +134,7 @@ struct Inner {
     /// The waits elsewhere, as last listed, and why the last listing failed.
     remote_seen: Mutex<(Vec<remote::RemoteWaiting>, Option<String>)>,
     answered: remote::Answered,
+    passphrase: passphrase::Passphrase,
 }
 
 impl std::fmt::Debug for Console {
@@ -153,6 +159,10 @@ impl Console {
         let dir = custody.state().root().join("console");
         let token = Token::load_or_create(&dir.join("token"), opts.fresh_token)?;
         let secret = Token::load_or_create(&dir.join("webhook.secret"), false)?;
+        if let Some(p) = &opts.set_passphrase {
+            passphrase::Passphrase::set(&dir.join("passphrase"), p)?;
+        }
+        let passphrase = passphrase::Passphrase::load(&dir.join("passphrase"))?;
         let workspace = cfg.workspace_dir(&opts.config);
         let runs_dir = workspace.join(&cfg.run.runs_dir);
         let approvals = custody.approvals().map_err(|e| setup("the approvals", e))?;
@@ -183,6 +193,7 @@ impl Console {
                 remote: opts.remote,
                 remote_seen: Mutex::new((Vec::new(), None)),
                 answered: remote::Answered::new(dir.join("answered")),
+                passphrase,
             }),
         })
     }
@@ -190,6 +201,11 @@ impl Console {
     /// The token (and where it is kept).
     pub fn token(&self) -> &Token {
         &self.inner.token
+    }
+
+    /// The passphrase (whether one is set, and where).
+    pub fn passphrase(&self) -> &passphrase::Passphrase {
+        &self.inner.passphrase
     }
 
     /// The runs directory followed.

@@ -15,7 +15,7 @@ body { margin: 0; font: 15px/1.45 system-ui, -apple-system, "Segoe UI", sans-ser
 .gate { border: 2px solid #1971c2; border-radius: 8px; padding: 10px; margin: 8px 0; background: #e7f5ff; }
 .gate .what { font-weight: 600; overflow-wrap: anywhere; } .gate code { overflow-wrap: anywhere; font-size: 12px; }
 form.inline { display: flex; flex-wrap: wrap; gap: 6px; align-items: center; margin: 6px 0 0; }
-input[type=text], input:not([type]) { font: inherit; padding: 6px 8px; min-width: 0; flex: 1 1 140px; border: 1px solid #adb5bd; border-radius: 6px; }
+input[type=text], input[type=password], input:not([type]) { font: inherit; padding: 6px 8px; min-width: 0; flex: 1 1 140px; border: 1px solid #adb5bd; border-radius: 6px; }
 button { font: inherit; font-weight: 600; padding: 8px 14px; border-radius: 6px; border: 1px solid #495057; background: #f8f9fa; cursor: pointer; }
 button.approve { background: #2f9e44; color: #fff; border-color: #2b8a3e; } button.deny, button.stop { background: #e03131; color: #fff; border-color: #c92a2a; }
 .scroll { overflow-x: auto; } table { border-collapse: collapse; width: 100%; font-size: 14px; }
@@ -79,6 +79,24 @@ pub(crate) fn error_page(status: StatusCode, message: &str) -> String {
             h1 { (status.as_u16()) " " (status.canonical_reason().unwrap_or("")) }
             p #error { (message) }
             p.note { "Nothing was changed. " a href="/" { "Back to the runs" } }
+        } } }
+    }
+    .into_string()
+}
+
+/// The passphrase sign-in form (`said`: why the last try was refused).
+pub(crate) fn sign_in_page(said: Option<&str>) -> String {
+    html! {
+        (DOCTYPE)
+        html lang="en" { head { (head("Sign in")) } body { div.console {
+            h1 { "loopward console" }
+            @if let Some(why) = said { p.refused #error role="alert" { (why) } }
+            form.inline method="post" action="/login" {
+                input type="password" name="passphrase" required autocomplete="current-password"
+                    aria-label="passphrase" placeholder="passphrase";
+                button type="submit" { "Sign in" }
+            }
+            p.note { "Or open the link `loopward serve` printed (it carries the token)." }
         } } }
     }
     .into_string()

@@ -3,6 +3,7 @@
 //! token, a wrong token, a cross-site POST, a replayed approval, an approval for another action,
 //! bad input — each changing nothing.
 
+mod passphrase;
 mod remote;
 mod support;
 

@@ -67,7 +67,7 @@ fn wait(run: &str, instance: &str) -> RemoteWaiting {
 async fn a_wait_on_restate_is_listed_answered_once_and_refusals_change_nothing() {
     let source = Arc::new(Elsewhere::default());
     source.waits.lock().unwrap().push(wait("far-1", "sign_1a"));
-    let f = Fixture::new(vec![], Some(source.clone()));
+    let f = Fixture::with(|o| o.remote = Some(source.clone()));
     f.console.refresh_remote().await;
     f.console.refresh();
     let snap = f.console.snapshot();
@@ -155,7 +155,7 @@ async fn a_wait_on_restate_is_listed_answered_once_and_refusals_change_nothing()
 async fn a_source_out_of_reach_is_said_on_the_runs_page() {
     let source = Arc::new(Elsewhere::default());
     source.down.store(true, Ordering::SeqCst);
-    let f = Fixture::new(vec![], Some(source));
+    let f = Fixture::with(|o| o.remote = Some(source));
     f.console.refresh_remote().await;
     f.console.refresh();
     let cookie = f.sign_in().await;
@@ -172,7 +172,7 @@ async fn a_wait_answered_elsewhere_shows_so_and_is_not_answered_again() {
     let mut w = wait("far-2", "sign_1c");
     w.answered = true;
     source.waits.lock().unwrap().push(w);
-    let f = Fixture::new(vec![], Some(source.clone()));
+    let f = Fixture::with(|o| o.remote = Some(source.clone()));
     f.console.refresh_remote().await;
     f.console.refresh();
     let shown = f.console.snapshot().run("far-2").unwrap().waiting[0].clone();
