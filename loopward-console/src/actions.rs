@@ -165,6 +165,7 @@ impl Console {
             .remote_seen()
             .0
             .into_iter()
+            .flatten()
             .find(|w| w.console_id() == id);
         let Some(w) = seen else {
             if let Some(done) = self.inner.answered.get(id) {

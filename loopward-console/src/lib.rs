@@ -131,8 +131,9 @@ struct Inner {
     notifier: Notifier,
     tick: Duration,
     remote: Option<Arc<dyn remote::RemoteGates>>,
-    /// The waits elsewhere, as last listed, and why the last listing failed.
-    remote_seen: Mutex<(Vec<remote::RemoteWaiting>, Option<String>)>,
+    /// The waits elsewhere, as last listed (none before the first listing), and why the last
+    /// listing failed.
+    remote_seen: Mutex<(Option<Vec<remote::RemoteWaiting>>, Option<String>)>,
     answered: remote::Answered,
     passphrase: passphrase::Passphrase,
 }
@@ -191,7 +192,7 @@ impl Console {
                 notifier: Notifier::new(opts.webhooks, secret.secret()),
                 tick: opts.tick,
                 remote: opts.remote,
-                remote_seen: Mutex::new((Vec::new(), None)),
+                remote_seen: Mutex::new((None, None)),
                 answered: remote::Answered::new(dir.join("answered")),
                 passphrase,
             }),
@@ -341,7 +342,7 @@ impl Console {
     }
 
     /// The waits elsewhere as last listed, and why the last listing failed.
-    pub(crate) fn remote_seen(&self) -> (Vec<remote::RemoteWaiting>, Option<String>) {
+    pub(crate) fn remote_seen(&self) -> (Option<Vec<remote::RemoteWaiting>>, Option<String>) {
         self.inner
             .remote_seen
             .lock()
@@ -356,8 +357,10 @@ impl Console {
         };
         let on = source.describe();
         let (seen, problem) = self.remote_seen();
+        let listed = seen.is_some();
         let waiting = seen
             .iter()
+            .flatten()
             .map(|w| {
                 let id = w.console_id();
                 let answered = self.inner.answered.get(&id).or_else(|| {
@@ -377,7 +380,11 @@ impl Console {
                 (w.run.clone(), row)
             })
             .collect();
-        watch::Remote { waiting, problem }
+        watch::Remote {
+            waiting,
+            problem,
+            listed,
+        }
     }
 
     /// Lists the waits elsewhere now (a source that cannot be reached within 10 s keeps the
@@ -394,7 +401,7 @@ impl Console {
             .unwrap_or_else(|p| p.into_inner());
         seen.1 = match listed {
             Ok(Ok(list)) => {
-                seen.0 = list;
+                seen.0 = Some(list);
                 None
             }
             Ok(Err(e)) => Some(format!("{}: {e}", source.describe())),

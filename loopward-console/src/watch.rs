@@ -113,6 +113,9 @@ impl Snapshot {
 pub(crate) struct Remote {
     pub(crate) waiting: Vec<(String, Waiting)>,
     pub(crate) problem: Option<String>,
+    /// Listed at least once (the waits of the first listing were waiting before the console
+    /// looked: shown, not noticed).
+    pub(crate) listed: bool,
 }
 
 /// A run's ledger, followed.
@@ -130,6 +133,7 @@ pub(crate) struct Watcher {
     stops: StopRequests,
     tails: BTreeMap<String, Tail>,
     known_waiting: BTreeSet<String>,
+    remote_listed: bool,
     last: Arc<Snapshot>,
 }
 
@@ -141,6 +145,7 @@ impl Watcher {
             stops,
             tails: BTreeMap::new(),
             known_waiting: BTreeSet::new(),
+            remote_listed: false,
             last: Arc::new(Snapshot::default()),
         }
     }
@@ -225,9 +230,11 @@ impl Watcher {
             .iter()
             .flat_map(|r| r.waiting.iter())
             .filter(|w| !first && !self.known_waiting.contains(&w.id))
+            .filter(|w| w.on.is_none() || self.remote_listed)
             .cloned()
             .collect();
         self.known_waiting = now_waiting;
+        self.remote_listed |= remote.listed;
         if first
             || runs != self.last.runs
             || refused != self.last.refused

@@ -195,3 +195,27 @@ async fn a_wait_answered_elsewhere_shows_so_and_is_not_answered_again() {
     assert!(body.contains("answered elsewhere"), "{body}");
     assert!(source.given.lock().unwrap().is_empty());
 }
+
+#[tokio::test]
+async fn a_wait_on_restate_that_starts_later_is_noticed_one_already_there_is_not() {
+    let (url, received) = crate::support::receiver().await;
+    let source = Arc::new(Elsewhere::default());
+    source.waits.lock().unwrap().push(wait("far-3", "sign_1d"));
+    let f = Fixture::with(|o| {
+        o.webhooks = vec![url];
+        o.remote = Some(source.clone());
+    });
+    f.console.refresh();
+    f.console.refresh_remote().await;
+    f.console.refresh(); // far-3 waited before the console looked: shown, not noticed
+    source.waits.lock().unwrap().push(wait("far-4", "sign_1e"));
+    f.console.refresh_remote().await;
+    f.console.refresh();
+    let (_, body) = tokio::time::timeout(std::time::Duration::from_secs(10), received)
+        .await
+        .expect("a notice within 10 s")
+        .unwrap();
+    let notice: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(notice["run"], "far-4", "{notice}");
+    assert_eq!(notice["action"], "tool:shell:ab12");
+}
