@@ -182,7 +182,7 @@ impl Ingress {
         // entry that published it in the run's journal.
         let entries: Entries = self
             .query(&format!(
-                "SELECT i.target_service_key AS key, j.index AS idx, j.entry_type AS kind FROM sys_journal j JOIN sys_invocation i ON j.id = i.id WHERE i.target_service_name = '{WORKFLOW}' AND i.target_handler_name = 'run' AND j.entry_type IN ('Command: SetState', 'Notification: Signal'){}",
+                "SELECT i.target_service_key AS key, j.index AS idx, j.entry_type AS kind FROM sys_journal j JOIN sys_invocation i ON j.id = i.id WHERE i.target_service_name = '{WORKFLOW}' AND i.target_handler_name = 'run' AND j.entry_type IN ('Command: SetState', 'Notification: Signal') AND i.target_service_key IN (SELECT service_key FROM state WHERE service_name = '{WORKFLOW}' AND key = '{PENDING_STATE}'){}",
                 only("i.target_service_key")
             ))
             .await?;
