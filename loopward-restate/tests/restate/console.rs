@@ -2,7 +2,8 @@
 //! --restate` lists the wait beside the local ones, refuses what it must (no token, another
 //! action than the one waiting, a replayed answer, a wait that is over) changing nothing, and
 //! its Approve resolves the run's awakeable with no worker running; the run goes on on the next
-//! worker and its ledger names who approved. A second run is denied the same way.
+//! worker and its ledger names who approved. A second run is denied in headless Chromium, on
+//! the runs page at a phone's width.
 
 use loopward_core::{AgentId, RunId, RunStatus};
 use loopward_restate::ingress::{self, Ingress};
@@ -274,11 +275,8 @@ async fn answer_from_the_console(
     if id2 == id {
         return Err("two waits share one console id".into());
     }
-    expect(
-        "the denial",
-        console.answer(id2, "deny", action2, "bo", token).await?,
-        200,
-    )?;
+    // In a real browser at a phone's width: signed in with the link, Deny on the runs page.
+    deny_in_a_browser(console, second.as_str(), id2, action2).await?;
     let summary2 = outcome(restate, &second).await?;
     drop(b);
     if !matches!(&summary2.status, RunStatus::Stopped { reason } if reason.contains("denied by bo (console)"))
@@ -297,9 +295,40 @@ async fn answer_from_the_console(
     }
     Ok(format!(
         "restate: approved from the console with no worker running, {} records, approver in the ledger; \
-         refused no token, a wrong token, another action, a replay; a second run denied and stopped",
+         refused no token, a wrong token, another action, a replay, a late CLI deny; a second run denied in Chromium and stopped",
         summary.records
     ))
+}
+
+/// Signs in with the token's link in headless Chromium, sees the wait `id` of `run` with its
+/// exact `action`, denies it as `bo` on the runs page, and sees the run's page say so.
+async fn deny_in_a_browser(
+    console: &Console,
+    run: &str,
+    id: &str,
+    action: &str,
+) -> Result<(), String> {
+    use super::browser::{answer, browser, until};
+    let (_driver, c) = browser().await;
+    let login = format!("{}/login?token={}", console.base, console.token);
+    c.goto(&login).await.map_err(|e| e.to_string())?;
+    let card =
+        format!("const g = document.getElementById('gate-{id}'); return g ? g.dataset.run : null;");
+    until(&c, &card, run).await;
+    let shown = format!(
+        "return document.getElementById('gate-{id}').querySelector('code.action').textContent;"
+    );
+    until(&c, &shown, action).await;
+    answer(&c, run, "deny", "bo").await;
+    let flash = "const f = document.querySelector('.flash'); return f ? f.textContent : null;";
+    until(
+        &c,
+        flash,
+        "Denied. The run is refused that action when it goes on.",
+    )
+    .await;
+    let _ = c.close().await;
+    Ok(())
 }
 
 /// Starts `run` of the gated team (one shell call behind the gate).

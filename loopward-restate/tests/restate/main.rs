@@ -12,6 +12,8 @@
 // Without the libtest harness this binary is its own test runner: printing is its report.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
+#[path = "../../../loopward-cli/tests/support/browser.rs"]
+mod browser;
 mod console;
 mod proxy;
 mod quota;
