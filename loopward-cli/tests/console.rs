@@ -21,44 +21,15 @@
 //! `LOOPWARD_SCREENSHOTS=<dir>` also keeps 375 px screenshots of the console there (the ones in
 //! `docs/console/` are made this way).
 
-use fantoccini::{Client, ClientBuilder, Locator};
+#[path = "support/browser.rs"]
+mod browser;
+
+use browser::{answer, browser, until, Owned};
+use fantoccini::Locator;
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
+use std::process::{Command, Stdio};
 use std::time::Duration;
-
-/// A process ended by its recorded PID (its whole process group) when dropped.
-struct Owned(Child);
-
-impl Drop for Owned {
-    fn drop(&mut self) {
-        if let Ok(pid) = i32::try_from(self.0.id()) {
-            let _ = nix::sys::signal::killpg(
-                nix::unistd::Pid::from_raw(pid),
-                nix::sys::signal::Signal::SIGKILL,
-            );
-        }
-        let _ = self.0.wait();
-    }
-}
-
-fn on_path(names: &[&str], env: &str, install: &str) -> PathBuf {
-    if let Some(p) = std::env::var_os(env) {
-        return PathBuf::from(p);
-    }
-    for name in names {
-        for dir in std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default()) {
-            let p = dir.join(name);
-            if p.is_file() {
-                return p;
-            }
-        }
-    }
-    panic!(
-        "no {} found: `apt-get install {install}` (bash .ci/run does), or set {env}",
-        names[0]
-    );
-}
 
 const GATE_TEAM: &str = r#"
 [run]
@@ -175,68 +146,6 @@ impl Workspace {
     }
 }
 
-/// chromedriver on a free 127.0.0.1 port, and a headless Chromium session at 375 px.
-async fn browser() -> (Owned, Client) {
-    use std::os::unix::process::CommandExt;
-    let driver = on_path(
-        &["chromedriver"],
-        "LOOPWARD_CHROMEDRIVER",
-        "chromium-driver",
-    );
-    let chromium = on_path(&["chromium"], "LOOPWARD_CHROMIUM_BROWSER", "chromium");
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let child = Command::new(driver)
-        .arg(format!("--port={port}"))
-        .arg("--allowed-ips=127.0.0.1")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .process_group(0)
-        .spawn()
-        .unwrap();
-    let owned = Owned(child);
-    let profile = std::env::temp_dir().join(format!("loopward-console-{port}"));
-    let caps = serde_json::json!({
-        "goog:chromeOptions": {
-            "binary": chromium,
-            // A phone's viewport (a desktop window is never narrower than 500 px).
-            "mobileEmulation": { "deviceMetrics": { "width": 375, "height": 812, "pixelRatio": 2.0 } },
-            "args": ["--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run",
-                     "--disable-background-networking", "--disable-component-update",
-                     "--disable-sync", "--hide-scrollbars", "--window-size=375,812",
-                     format!("--user-data-dir={}", profile.display())],
-        }
-    });
-    let mut builder = ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new());
-    builder.capabilities(caps.as_object().unwrap().clone());
-    let url = format!("http://127.0.0.1:{port}");
-    for _ in 0..100 {
-        if let Ok(client) = builder.connect(&url).await {
-            return (owned, client);
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!("chromedriver did not start on {url}");
-}
-
-/// Waits (up to 60 s) until `script` returns `want` in the page, without reloading it: what
-/// changes, changes through the console's live refresh.
-async fn until(c: &Client, script: &str, want: &str) {
-    let mut last = serde_json::Value::Null;
-    for _ in 0..600 {
-        last = c.execute(script, vec![]).await.unwrap();
-        if last.as_str() == Some(want) {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    let page = c.source().await.unwrap_or_default();
-    panic!("{script} is {last}, not {want:?}, after 60 s; the page: {page}");
-}
-
 const PANEL_STATUS: &str =
     "const s = document.querySelector('#console-panel [data-status]'); return s ? s.dataset.status : null;";
 
@@ -246,23 +155,6 @@ fn shot(name: &str, png: &[u8]) {
         std::fs::create_dir_all(dir).unwrap();
         std::fs::write(dir.join(name), png).unwrap();
     }
-}
-
-/// Answers the gate of `run` on the runs page: the person's name, then the button.
-async fn answer(c: &Client, run: &str, button: &str, by: &str) {
-    let form = format!("div.gate[data-run='{run}'] form:has(button.{button})");
-    let by_field = c
-        .find(Locator::Css(&format!("{form} input[name=by]")))
-        .await
-        .unwrap();
-    by_field.clear().await.unwrap();
-    by_field.send_keys(by).await.unwrap();
-    c.find(Locator::Css(&format!("{form} button.{button}")))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -443,4 +335,57 @@ fn serving_beyond_loopback_without_tls_is_refused_and_nothing_listens() {
     let said = String::from_utf8_lossy(&o.stderr);
     assert!(said.contains("only over TLS"), "{said}");
     assert!(o.stdout.is_empty(), "no sign-in link was printed");
+}
+
+#[test]
+fn a_passphrase_set_from_standard_input_signs_in_and_a_short_one_is_refused() {
+    use std::io::{Read, Write};
+    use std::os::unix::process::CommandExt;
+    let w = Workspace::new();
+    // `serve --set-passphrase` with `passphrase` on its standard input.
+    let serve = |passphrase: &[u8]| {
+        let mut child = w
+            .loopward(&["serve", "--port", "0", "--set-passphrase"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        child.stdin.take().unwrap().write_all(passphrase).unwrap();
+        child
+    };
+    let o = serve(b"too short\n").wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(1), "{o:?}");
+    assert!(String::from_utf8_lossy(&o.stderr).contains("at least 12 characters"));
+    let mut child = serve(b"correct horse battery staple\n");
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    let _serving = Owned(child);
+    let host = first
+        .trim()
+        .strip_prefix("console: http://")
+        .and_then(|u| u.split('/').next())
+        .unwrap_or_else(|| panic!("serve printed {first:?}"))
+        .to_string();
+    let post = |form: &str| {
+        let mut s = std::net::TcpStream::connect(&host).unwrap();
+        write!(
+            s,
+            "POST /login HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{form}",
+            form.len()
+        )
+        .unwrap();
+        let mut answer = String::new();
+        s.read_to_string(&mut answer).unwrap();
+        answer
+    };
+    let wrong = post("passphrase=correct+horse+battery+stable");
+    assert!(wrong.starts_with("HTTP/1.1 401"), "{wrong}");
+    assert!(!wrong.to_ascii_lowercase().contains("set-cookie"));
+    let right = post("passphrase=correct+horse+battery+staple");
+    assert!(right.starts_with("HTTP/1.1 303"), "{right}");
+    assert!(right.contains("loopward_console="), "{right}");
 }

@@ -5,6 +5,7 @@
 //! when refused.
 
 use crate::error::ConsoleError;
+use crate::remote::RemoteRefusal;
 use crate::Console;
 use loopward_runner::layers::stopgate::{DurableError, PendingState};
 use loopward_runner::{Clock, SystemClock};
@@ -143,6 +144,76 @@ impl Console {
         Ok(run)
     }
 
+    /// Approves or denies the wait elsewhere `id` (a run on Restate), if that very wait still
+    /// waits for exactly `answer.action` and no one answered it from here; the run goes on
+    /// once its source's next worker takes the verdict. Returns the run.
+    pub async fn answer_remote(
+        &self,
+        id: &str,
+        approve: bool,
+        answer: &Answer,
+    ) -> Result<String, ConsoleError> {
+        let by = decider(&answer.by)?;
+        let Some(source) = self.inner.remote.clone() else {
+            return Err(ConsoleError::NotFound(format!(
+                "{id:?} names a stop-gate on Restate, and this console follows none (`loopward serve --restate URL`); nothing was decided"
+            )));
+        };
+        // What waits now, not at the last listing.
+        self.refresh_remote().await;
+        let seen = self
+            .remote_seen()
+            .0
+            .into_iter()
+            .flatten()
+            .find(|w| w.console_id() == id);
+        let Some(w) = seen else {
+            if let Some(done) = self.inner.answered.get(id) {
+                return Err(ConsoleError::Conflict(format!(
+                    "this wait was already answered: {done}; its run took the answer and went on. A decision cannot be changed, and nothing was decided"
+                )));
+            }
+            return Err(ConsoleError::NotFound(format!(
+                "no stop-gate {id:?} waits on {} now: it was answered and its run went on, or never existed; nothing was decided",
+                source.describe()
+            )));
+        };
+        if answer.action != w.action {
+            return Err(ConsoleError::Conflict(format!(
+                "gate {} of run {} waits to allow {} ({}), not {:?}; nothing was decided. Reload the page and answer what it shows",
+                w.gate, w.run, w.action, w.summary, answer.action
+            )));
+        }
+        if w.answered && self.inner.answered.get(id).is_none() {
+            return Err(ConsoleError::Conflict(format!(
+                "gate {} of run {} was answered elsewhere (`loopward approve|deny --restate`); {} keeps the first verdict. A decision cannot be changed, and nothing was decided",
+                w.gate,
+                w.run,
+                source.describe()
+            )));
+        }
+        let now = crate::watch::rfc3339(SystemClock.now_millis());
+        let verb = if approve { "approved" } else { "denied" };
+        self.inner
+            .answered
+            .claim(id, &format!("{verb} by {by} at {now}"))?;
+        if let Err(e) = source.answer(&w, approve, &by).await {
+            // Not given: the wait may be answered again.
+            self.inner.answered.release(id);
+            return Err(match e {
+                RemoteRefusal::NotWaiting(m) => {
+                    ConsoleError::Conflict(format!("{m}; nothing was decided"))
+                }
+                RemoteRefusal::Unreachable(m) => {
+                    ConsoleError::Unavailable(format!("{m}; nothing was decided, try again"))
+                }
+            });
+        }
+        let c = self.clone();
+        let _ = tokio::task::spawn_blocking(move || c.refresh()).await;
+        Ok(w.run)
+    }
+
     /// Asks `run` to stop at its next turn boundary (and, `now`, ends the processes the console
     /// started for it). A run that already ended is refused.
     pub fn stop(&self, run: &str, stop: &Stop) -> Result<bool, ConsoleError> {
@@ -156,6 +227,11 @@ impl Console {
                 self.inner.runs_dir.display()
             )));
         };
+        if let Some(on) = &row.elsewhere {
+            return Err(ConsoleError::Conflict(format!(
+                "run {run} runs on {on}, and its ledger is not in this workspace: it is not stopped from here (deny its gate instead); nothing was stopped"
+            )));
+        }
         if !row.is_open() && row.waiting.is_empty() && row.status != "awaiting_approval" {
             return Err(ConsoleError::Conflict(format!(
                 "run {run} already ended ({}); nothing to stop",
@@ -184,6 +260,7 @@ impl Console {
             .snapshot()
             .runs
             .iter()
+            .filter(|r| r.elsewhere.is_none())
             .filter(|r| r.is_open() || r.status == "awaiting_approval")
             .map(|r| r.run.clone())
             .collect();

@@ -13,8 +13,6 @@ use crate::error::ConsoleError;
 use axum::http::{header, HeaderMap, Method};
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
-use std::io::Write;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 /// The session cookie's name.
@@ -73,21 +71,7 @@ impl Token {
         getrandom::fill(&mut bytes)
             .map_err(|e| ConsoleError::Internal(format!("no randomness for the token: {e}")))?;
         let secret = hex::encode(bytes);
-        if let Some(dir) = file.parent() {
-            std::fs::create_dir_all(dir).map_err(fail)?;
-        }
-        let tmp = file.with_extension("tmp");
-        let _ = std::fs::remove_file(&tmp);
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&tmp)
-            .map_err(fail)?;
-        f.write_all(secret.as_bytes())
-            .and_then(|()| f.sync_all())
-            .map_err(fail)?;
-        std::fs::rename(&tmp, file).map_err(fail)?;
+        write_private(file, secret.as_bytes()).map_err(fail)?;
         Ok(Self::from_secret(&secret, file))
     }
 
@@ -144,39 +128,8 @@ impl Token {
         hosts: &[String],
         form_csrf: Option<&str>,
     ) -> Result<(), ConsoleError> {
-        let host = headers
-            .get(header::HOST)
-            .and_then(|h| h.to_str().ok())
-            .unwrap_or("");
-        if !hosts.iter().any(|h| h.eq_ignore_ascii_case(host)) {
-            return Err(ConsoleError::WrongHost {
-                got: host.into(),
-                expected: hosts.join(" or "),
-            });
-        }
+        check_origin(method, headers, hosts)?;
         let changes = !matches!(*method, Method::GET | Method::HEAD);
-        if changes {
-            if let Some(origin) = headers.get(header::ORIGIN) {
-                let origin = origin.to_str().unwrap_or("");
-                let own = hosts
-                    .iter()
-                    .any(|h| origin == format!("http://{h}") || origin == format!("https://{h}"));
-                if !own {
-                    return Err(ConsoleError::CrossSite {
-                        why: format!("the request came from {origin:?}, not from this console"),
-                    });
-                }
-            }
-            if headers
-                .get("sec-fetch-site")
-                .and_then(|v| v.to_str().ok())
-                .is_some_and(|s| s == "cross-site" || s == "same-site")
-            {
-                return Err(ConsoleError::CrossSite {
-                    why: "the browser says it came from another site".into(),
-                });
-            }
-        }
         if let Some(bearer) = headers
             .get(header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
@@ -209,6 +162,58 @@ impl Token {
         }
         Ok(())
     }
+}
+
+/// The checks a request passes before its credentials are looked at: its `Host` is one the
+/// console answers to and, when it changes state, it comes from the console's own pages (its
+/// `Origin`, when sent, is the console's; the browser does not call it cross-site).
+pub(crate) fn check_origin(
+    method: &Method,
+    headers: &HeaderMap,
+    hosts: &[String],
+) -> Result<(), ConsoleError> {
+    let host = headers
+        .get(header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .unwrap_or("");
+    if !hosts.iter().any(|h| h.eq_ignore_ascii_case(host)) {
+        return Err(ConsoleError::WrongHost {
+            got: host.into(),
+            expected: hosts.join(" or "),
+        });
+    }
+    let changes = !matches!(*method, Method::GET | Method::HEAD);
+    if changes {
+        if let Some(origin) = headers.get(header::ORIGIN) {
+            let origin = origin.to_str().unwrap_or("");
+            let own = hosts
+                .iter()
+                .any(|h| origin == format!("http://{h}") || origin == format!("https://{h}"));
+            if !own {
+                return Err(ConsoleError::CrossSite {
+                    why: format!("the request came from {origin:?}, not from this console"),
+                });
+            }
+        }
+        if headers
+            .get("sec-fetch-site")
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|s| s == "cross-site" || s == "same-site")
+        {
+            return Err(ConsoleError::CrossSite {
+                why: "the browser says it came from another site".into(),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Replaces `file` with `bytes`, readable by this user only (0600), whole or not at all.
+pub(crate) fn write_private(file: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    if let Some(dir) = file.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    loopward_runner::write_atomic(file, bytes, 0o600)
 }
 
 fn cookies(headers: &HeaderMap) -> impl Iterator<Item = (&str, &str)> {

@@ -41,18 +41,32 @@ pub enum ConsoleError {
     /// Something on disk could not be read or written.
     #[error("{0}")]
     Internal(String),
+    /// A wrong passphrase.
+    #[error("wrong passphrase; nobody was signed in")]
+    WrongPassphrase,
+    /// Too many wrong passphrases lately: sign-ins by passphrase wait.
+    #[error("too many wrong passphrases in the last minute: try again in {retry_after_s} s (or sign in with the link `loopward serve` printed)")]
+    TooMany {
+        /// Seconds until a passphrase is checked again.
+        retry_after_s: u64,
+    },
+    /// A server the console relies on (Restate) could not be reached or refused the call.
+    #[error("{0}")]
+    Unavailable(String),
 }
 
 impl ConsoleError {
     /// The HTTP status this error answers with.
     pub fn status(&self) -> StatusCode {
         match self {
-            Self::Unauthenticated { .. } => StatusCode::UNAUTHORIZED,
+            Self::Unauthenticated { .. } | Self::WrongPassphrase => StatusCode::UNAUTHORIZED,
+            Self::TooMany { .. } => StatusCode::TOO_MANY_REQUESTS,
             Self::CrossSite { .. } | Self::WrongHost { .. } => StatusCode::FORBIDDEN,
             Self::NotFound(_) => StatusCode::NOT_FOUND,
             Self::Conflict(_) => StatusCode::CONFLICT,
             Self::BadRequest(_) => StatusCode::BAD_REQUEST,
             Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            Self::Unavailable(_) => StatusCode::BAD_GATEWAY,
         }
     }
 
@@ -63,6 +77,18 @@ impl ConsoleError {
             .and_then(|v| v.to_str().ok())
             .is_some_and(|a| a.contains("application/json") && !a.contains("text/html"));
         let status = self.status();
+        let retry = match &self {
+            Self::TooMany { retry_after_s } => Some(*retry_after_s),
+            _ => None,
+        };
+        let mut r = self.respond(wants_json, status);
+        if let Some(s) = retry {
+            r.headers_mut().insert(header::RETRY_AFTER, s.into());
+        }
+        r
+    }
+
+    fn respond(self, wants_json: bool, status: StatusCode) -> Response {
         if wants_json {
             let body = serde_json::json!({ "error": self.to_string(), "status": status.as_u16() });
             return (status, axum::Json(body)).into_response();

@@ -12,6 +12,8 @@
 //! | [`actions`] | approve, deny, stop, stop all, grant: the same calls as the CLI's |
 //! | [`resume`] | the runs the console goes on with after an answer, tracked by PID |
 //! | [`notify`] | signed webhook notices when a gate starts waiting |
+//! | [`passphrase`] | signing in with a passphrase (its Argon2id hash in the state directory), rate-limited |
+//! | [`remote`] | stop-gates waiting elsewhere (runs on Restate), listed and answered beside the local ones |
 //! | [`tls`] | TLS from PEM files, for a console served beyond loopback |
 //!
 //! Security: bound to loopback by the binary; every request authenticated; a state-changing
@@ -39,6 +41,8 @@ pub mod auth;
 mod error;
 pub mod notify;
 mod pages;
+pub mod passphrase;
+pub mod remote;
 pub mod resume;
 mod routes;
 pub mod tls;
@@ -79,6 +83,11 @@ pub struct ConsoleOptions {
     /// More names the console answers to in the `Host` header (`console.example:8377`), beside
     /// the address it is bound to (and, on loopback, `127.0.0.1`/`localhost`).
     pub hosts: Vec<String>,
+    /// Stop-gates waiting elsewhere (`loopward serve --restate`: runs on Restate), listed and
+    /// answered beside the local ones.
+    pub remote: Option<Arc<dyn remote::RemoteGates>>,
+    /// Set this passphrase (its hash, in `<state>/console/passphrase`) before opening.
+    pub set_passphrase: Option<String>,
 }
 
 impl ConsoleOptions {
@@ -93,6 +102,8 @@ impl ConsoleOptions {
             tick: Duration::from_millis(250),
             fresh_token: false,
             hosts: Vec::new(),
+            remote: None,
+            set_passphrase: None,
         }
     }
 }
@@ -119,6 +130,12 @@ struct Inner {
     resumer: Option<Arc<Resumer>>,
     notifier: Notifier,
     tick: Duration,
+    remote: Option<Arc<dyn remote::RemoteGates>>,
+    /// The waits elsewhere, as last listed (none before the first listing), and why the last
+    /// listing failed.
+    remote_seen: Mutex<(Option<Vec<remote::RemoteWaiting>>, Option<String>)>,
+    answered: remote::Answered,
+    passphrase: passphrase::Passphrase,
 }
 
 impl std::fmt::Debug for Console {
@@ -143,12 +160,16 @@ impl Console {
         let dir = custody.state().root().join("console");
         let token = Token::load_or_create(&dir.join("token"), opts.fresh_token)?;
         let secret = Token::load_or_create(&dir.join("webhook.secret"), false)?;
+        if let Some(p) = &opts.set_passphrase {
+            passphrase::Passphrase::set(&dir.join("passphrase"), p)?;
+        }
+        let passphrase = passphrase::Passphrase::load(&dir.join("passphrase"))?;
         let workspace = cfg.workspace_dir(&opts.config);
         let runs_dir = workspace.join(&cfg.run.runs_dir);
         let approvals = custody.approvals().map_err(|e| setup("the approvals", e))?;
         let stops = custody.stops().map_err(|e| setup("the stop requests", e))?;
         let mut watcher = watch::Watcher::new(runs_dir.clone(), approvals, stops);
-        let (first, _) = watcher.tick();
+        let (first, _) = watcher.tick(&watch::Remote::default());
         let (snapshot, _) = channel::channel(first);
         let resumer = opts
             .resume_with
@@ -170,6 +191,10 @@ impl Console {
                 resumer,
                 notifier: Notifier::new(opts.webhooks, secret.secret()),
                 tick: opts.tick,
+                remote: opts.remote,
+                remote_seen: Mutex::new((None, None)),
+                answered: remote::Answered::new(dir.join("answered")),
+                passphrase,
             }),
         })
     }
@@ -177,6 +202,11 @@ impl Console {
     /// The token (and where it is kept).
     pub fn token(&self) -> &Token {
         &self.inner.token
+    }
+
+    /// The passphrase (whether one is set, and where).
+    pub fn passphrase(&self) -> &passphrase::Passphrase {
+        &self.inner.passphrase
     }
 
     /// The runs directory followed.
@@ -259,12 +289,13 @@ impl Console {
 
     /// Looks at the ledgers and stores now; tells the webhooks about gates that started waiting.
     pub fn refresh(&self) {
+        let remote = self.remote_now();
         let (snap, fresh) = self
             .inner
             .watcher
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .tick();
+            .tick(&remote);
         if self.inner.notifier.is_on() {
             let base = self
                 .inner
@@ -310,8 +341,88 @@ impl Console {
         axum::serve(listener, self.router()).await
     }
 
-    /// Looks at the workspace every tick, in the background.
+    /// The waits elsewhere as last listed, and why the last listing failed.
+    pub(crate) fn remote_seen(&self) -> (Option<Vec<remote::RemoteWaiting>>, Option<String>) {
+        self.inner
+            .remote_seen
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// The waits elsewhere as last listed, with who answered each from here.
+    fn remote_now(&self) -> watch::Remote {
+        let Some(source) = &self.inner.remote else {
+            return watch::Remote::default();
+        };
+        let on = source.describe();
+        let (seen, problem) = self.remote_seen();
+        let listed = seen.is_some();
+        let waiting = seen
+            .iter()
+            .flatten()
+            .map(|w| {
+                let id = w.console_id();
+                let answered = self.inner.answered.get(&id).or_else(|| {
+                    w.answered
+                        .then(|| "elsewhere (Restate keeps the first verdict)".to_string())
+                });
+                let row = Waiting {
+                    id,
+                    gate: w.gate.clone(),
+                    agent: w.agent.clone(),
+                    summary: w.summary.clone(),
+                    action: w.action.clone(),
+                    requested_at: String::new(),
+                    on: Some(on.clone()),
+                    answered,
+                };
+                (w.run.clone(), row)
+            })
+            .collect();
+        watch::Remote {
+            waiting,
+            problem,
+            listed,
+        }
+    }
+
+    /// Lists the waits elsewhere now (a source that cannot be reached within 10 s keeps the
+    /// last list, and the runs page says why).
+    pub async fn refresh_remote(&self) {
+        let Some(source) = self.inner.remote.clone() else {
+            return;
+        };
+        let listed = tokio::time::timeout(Duration::from_secs(10), source.waiting()).await;
+        let mut seen = self
+            .inner
+            .remote_seen
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        seen.1 = match listed {
+            Ok(Ok(list)) => {
+                seen.0 = Some(list);
+                None
+            }
+            Ok(Err(e)) => Some(format!("{}: {e}", source.describe())),
+            Err(_) => Some(format!("{}: no answer within 10 s", source.describe())),
+        };
+    }
+
+    /// Looks at the workspace every tick, in the background (and lists the waits elsewhere
+    /// every second).
     fn follow(&self) {
+        if self.inner.remote.is_some() {
+            let lister = self.clone();
+            tokio::spawn(async move {
+                let mut every = tokio::time::interval(Duration::from_secs(1));
+                every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+                loop {
+                    every.tick().await;
+                    lister.refresh_remote().await;
+                }
+            });
+        }
         let follower = self.clone();
         tokio::spawn(async move {
             let mut every = tokio::time::interval(follower.inner.tick);

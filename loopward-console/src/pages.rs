@@ -15,7 +15,7 @@ body { margin: 0; font: 15px/1.45 system-ui, -apple-system, "Segoe UI", sans-ser
 .gate { border: 2px solid #1971c2; border-radius: 8px; padding: 10px; margin: 8px 0; background: #e7f5ff; }
 .gate .what { font-weight: 600; overflow-wrap: anywhere; } .gate code { overflow-wrap: anywhere; font-size: 12px; }
 form.inline { display: flex; flex-wrap: wrap; gap: 6px; align-items: center; margin: 6px 0 0; }
-input[type=text], input:not([type]) { font: inherit; padding: 6px 8px; min-width: 0; flex: 1 1 140px; border: 1px solid #adb5bd; border-radius: 6px; }
+input[type=text], input[type=password], input:not([type]) { font: inherit; padding: 6px 8px; min-width: 0; flex: 1 1 140px; border: 1px solid #adb5bd; border-radius: 6px; }
 button { font: inherit; font-weight: 600; padding: 8px 14px; border-radius: 6px; border: 1px solid #495057; background: #f8f9fa; cursor: pointer; }
 button.approve { background: #2f9e44; color: #fff; border-color: #2b8a3e; } button.deny, button.stop { background: #e03131; color: #fff; border-color: #c92a2a; }
 .scroll { overflow-x: auto; } table { border-collapse: collapse; width: 100%; font-size: 14px; }
@@ -84,6 +84,24 @@ pub(crate) fn error_page(status: StatusCode, message: &str) -> String {
     .into_string()
 }
 
+/// The passphrase sign-in form (`said`: why the last try was refused).
+pub(crate) fn sign_in_page(said: Option<&str>) -> String {
+    html! {
+        (DOCTYPE)
+        html lang="en" { head { (head("Sign in")) } body { div.console {
+            h1 { "loopward console" }
+            @if let Some(why) = said { p.refused #error role="alert" { (why) } }
+            form.inline method="post" action="/login" {
+                input type="password" name="passphrase" required autocomplete="current-password"
+                    aria-label="passphrase" placeholder="passphrase";
+                button type="submit" { "Sign in" }
+            }
+            p.note { "Or open the link `loopward serve` printed (it carries the token)." }
+        } } }
+    }
+    .into_string()
+}
+
 fn status_badge(row: &RunRow) -> Markup {
     let class = match row.status.as_str() {
         "completed" => "badge ok",
@@ -101,14 +119,19 @@ pub(crate) fn gate_card(run: &str, w: &Waiting, csrf: &str) -> Markup {
             div.what { "Run " a href=(format!("/runs/{run}")) { (run) } " · gate " strong { (w.gate) } " · " (w.agent) }
             div { (w.summary) }
             div { "Allows exactly: " code.action { (w.action) } }
-            div.note { "asked " (w.requested_at) }
-            // One name, two answers: each button posts the same form to its own address.
-            form.inline method="post" action=(format!("/gates/{}/approve", w.id)) {
-                input type="hidden" name="csrf" value=(csrf);
-                input type="hidden" name="action" value=(w.action);
-                input name="by" placeholder="your name" required aria-label="your name";
-                button.approve type="submit" { "Approve" }
-                button.deny type="submit" formaction=(format!("/gates/{}/deny", w.id)) { "Deny" }
+            @if !w.requested_at.is_empty() { div.note { "asked " (w.requested_at) } }
+            @if let Some(on) = &w.on { div.note.on { "waits on " (on) } }
+            @if let Some(done) = &w.answered {
+                p.answered { "Answered: " (done) ". The run goes on when a worker takes it." }
+            } @else {
+                // One name, two answers: each button posts the same form to its own address.
+                form.inline method="post" action=(format!("/gates/{}/approve", w.id)) {
+                    input type="hidden" name="csrf" value=(csrf);
+                    input type="hidden" name="action" value=(w.action);
+                    input name="by" placeholder="your name" required aria-label="your name";
+                    button.approve type="submit" { "Approve" }
+                    button.deny type="submit" formaction=(format!("/gates/{}/deny", w.id)) { "Deny" }
+                }
             }
         }
     }
@@ -193,7 +216,8 @@ pub(crate) fn runs_page(
                                 td.name { a href=(format!("/runs/{}", r.run)) { (r.run) } }
                                 td { (status_badge(r))
                                     @if r.stop_requested { " " span.badge.warn { "stop requested" } }
-                                    @if let Some(p) = &r.problem { " " span.badge.bad title=(p) { "unreadable record" } } }
+                                    @if let Some(p) = &r.problem { " " span.badge.bad title=(p) { "unreadable record" } }
+                                    @if let Some(on) = &r.elsewhere { " " span.badge title=(format!("its ledger is not in this workspace; it waits on {on}")) { "elsewhere" } } }
                                 td.num { (r.records) } td.num { (r.turns) }
                                 td { (r.agent.as_deref().unwrap_or("")) } td.note { (r.last_at) }
                                 td.task { (r.task) }
@@ -202,6 +226,7 @@ pub(crate) fn runs_page(
                     } }
                     @if snap.runs.is_empty() { p.note { "No runs yet in this workspace." } }
                     @for why in &snap.refused { p.refused { "refused record: " (why) } }
+                    @if let Some(why) = &snap.remote_problem { p.refused #remote-problem { "cannot list the waits elsewhere: " (why) } }
                 }
                 section #kill {
                     h2 { "Kill switch" }
@@ -254,7 +279,24 @@ pub(crate) fn run_panel(
             }
             @if let Some(said) = flash(done) { p.flash role="status" { (said) } }
             @for w in &row.waiting { (gate_card(&row.run, w, csrf)) }
-            @if row.is_open() || !row.waiting.is_empty() { (stop_form(&row.run, csrf, console_runs_it)) }
+            @if let Some(on) = &row.elsewhere {
+                p.note { "This run's ledger is kept by its workers on " (on) ", not in this workspace; answer its gate here, follow its records there." }
+            } @else if row.is_open() || !row.waiting.is_empty() { (stop_form(&row.run, csrf, console_runs_it)) }
+        }
+    }
+    .into_string()
+}
+
+/// The page of a run waiting elsewhere whose ledger is not here: the panel alone, live.
+pub(crate) fn elsewhere_page(row: &RunRow, csrf: &str, done: Option<&str>, version: u64) -> String {
+    html! {
+        (DOCTYPE)
+        html lang="en" {
+            head { (head(&row.run)) }
+            body { main {
+                (PreEscaped(run_panel(row, csrf, false, done)))
+                (PreEscaped(run_live(&row.run, version, 1000)))
+            } }
         }
     }
     .into_string()

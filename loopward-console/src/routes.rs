@@ -33,7 +33,7 @@ pub(crate) fn router(console: Console) -> Router {
         ));
     Router::new()
         .merge(signed_in)
-        .route("/login", get(login))
+        .route("/login", get(login).post(login_with_passphrase))
         .route("/console.js", get(script))
         .route("/gates/{id}/approve", post(approve))
         .route("/gates/{id}/deny", post(deny))
@@ -68,13 +68,15 @@ impl Console {
         headers: &HeaderMap,
         csrf: Option<&str>,
     ) -> Result<(), ConsoleError> {
-        let hosts = self
-            .inner
+        self.inner.token.check(method, headers, &self.hosts(), csrf)
+    }
+
+    fn hosts(&self) -> Vec<String> {
+        self.inner
             .hosts
             .read()
             .unwrap_or_else(|p| p.into_inner())
-            .clone();
-        self.inner.token.check(method, headers, &hosts, csrf)
+            .clone()
     }
 }
 
@@ -103,10 +105,67 @@ async fn login(State(c): State<Console>, headers: HeaderMap, q: Query<Login>) ->
             }
             r
         }
+        // No token: the passphrase form, where one is set.
+        None if c.inner.passphrase.is_set() => Html(pages::sign_in_page(None)).into_response(),
         _ => ConsoleError::Unauthenticated {
             token_file: c.inner.token.file().display().to_string(),
         }
         .answer(&headers),
+    }
+}
+
+#[derive(Deserialize)]
+struct PassphraseForm {
+    passphrase: String,
+}
+
+/// `POST /login` with the passphrase: the token's session cookie, or the form again, saying why.
+async fn login_with_passphrase(
+    State(c): State<Console>,
+    headers: HeaderMap,
+    f: Result<Form<PassphraseForm>, FormRejection>,
+) -> Response {
+    // Not signed in yet, so no CSRF value: the `Host`, `Origin` and `Sec-Fetch-Site` checks.
+    if let Err(e) = crate::auth::check_origin(&Method::POST, &headers, &c.hosts()) {
+        return e.answer(&headers);
+    }
+    let given = match form(f) {
+        Ok(p) => p.passphrase,
+        Err(e) => return e.answer(&headers),
+    };
+    let checker = c.clone();
+    let checked = tokio::task::spawn_blocking(move || {
+        checker
+            .inner
+            .passphrase
+            .check(&given, tokio::time::Instant::now())
+    })
+    .await
+    .unwrap_or_else(|e| Err(ConsoleError::Internal(e.to_string())));
+    match checked {
+        Ok(()) => {
+            let mut r = Redirect::to("/").into_response();
+            if let Ok(v) = HeaderValue::from_str(&c.inner.token.cookie(c.is_secure())) {
+                r.headers_mut().insert(header::SET_COOKIE, v);
+            }
+            r
+        }
+        Err(e) => {
+            let wants_json = headers
+                .get(header::ACCEPT)
+                .and_then(|v| v.to_str().ok())
+                .is_some_and(|a| a.contains("application/json"));
+            if wants_json || !c.inner.passphrase.is_set() {
+                return e.answer(&headers);
+            }
+            let status = e.status();
+            let mut r = (status, Html(pages::sign_in_page(Some(&e.to_string())))).into_response();
+            if let ConsoleError::TooMany { retry_after_s } = e {
+                r.headers_mut()
+                    .insert(header::RETRY_AFTER, retry_after_s.into());
+            }
+            r
+        }
     }
 }
 
@@ -169,7 +228,9 @@ async fn runs_page(State(c): State<Console>, q: Query<Done>) -> Html<String> {
 
 async fn runs_json(State(c): State<Console>) -> Json<serde_json::Value> {
     let snap = c.snapshot();
-    Json(serde_json::json!({ "runs": snap.runs, "refused": snap.refused, "version": snap.version }))
+    Json(
+        serde_json::json!({ "runs": snap.runs, "refused": snap.refused, "remote_problem": snap.remote_problem, "version": snap.version }),
+    )
 }
 
 async fn run_page(
@@ -196,8 +257,12 @@ async fn run_page(
         ))
         .answer(&headers);
     };
-    let dir = c.inner.runs_dir.join(&row.run);
     let (done, version) = (q.0.done, snap.version);
+    if row.elsewhere.is_some() {
+        let csrf = c.inner.token.csrf();
+        return Html(pages::elsewhere_page(&row, csrf, done.as_deref(), version)).into_response();
+    }
+    let dir = c.inner.runs_dir.join(&row.run);
     let page =
         tokio::task::spawn_blocking(move || render_run(&c, &dir, &row, done.as_deref(), version))
             .await;
@@ -342,8 +407,13 @@ async fn answer(
     headers: HeaderMap,
     f: Result<Form<Answer>, FormRejection>,
 ) -> Response {
-    let result = signed(&c, &headers, f, |a: &Answer| a.csrf.as_deref())
-        .and_then(|a| c.answer(&id, approve, &a));
+    let result = match signed(&c, &headers, f, |a: &Answer| a.csrf.as_deref()) {
+        Ok(a) if id.starts_with(crate::remote::ID_PREFIX) => {
+            c.answer_remote(&id, approve, &a).await
+        }
+        Ok(a) => c.answer(&id, approve, &a),
+        Err(e) => Err(e),
+    };
     match result {
         Ok(run) => done(
             &headers,

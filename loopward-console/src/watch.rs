@@ -27,8 +27,13 @@ pub struct Waiting {
     pub summary: String,
     /// The exact action (`tool:deploy:<digest>`, `turn:builder`, `phase:release`).
     pub action: String,
-    /// When it was asked (RFC 3339).
+    /// When it was asked (RFC 3339; empty for a wait elsewhere, whose source does not say).
     pub requested_at: String,
+    /// Where it waits, when not in this workspace's state directory (`Restate at http://…`).
+    pub on: Option<String>,
+    /// Already answered from this console (`approved by ana (console)`): the answer waits to be
+    /// taken by the run (on Restate, by the next worker).
+    pub answered: Option<String>,
 }
 
 impl Waiting {
@@ -40,6 +45,8 @@ impl Waiting {
             summary: p.summary.clone(),
             action: p.action.key(),
             requested_at: rfc3339(p.requested_at_ms),
+            on: None,
+            answered: None,
         }
     }
 }
@@ -70,6 +77,8 @@ pub struct RunRow {
     pub stop_requested: bool,
     /// A record the console could not read (the ledger is damaged here; `loopward verify`).
     pub problem: Option<String>,
+    /// The run waits elsewhere (`Restate at http://…`) and its ledger is not in this workspace.
+    pub elsewhere: Option<String>,
 }
 
 impl RunRow {
@@ -86,6 +95,8 @@ pub struct Snapshot {
     pub runs: Vec<RunRow>,
     /// Files in the sealed stores that were refused (forged, damaged), with the reason.
     pub refused: Vec<String>,
+    /// Why the waits elsewhere (Restate) could not be listed, when they could not.
+    pub remote_problem: Option<String>,
     /// Counts up whenever anything above changed.
     pub version: u64,
 }
@@ -95,6 +106,16 @@ impl Snapshot {
     pub fn run(&self, id: &str) -> Option<&RunRow> {
         self.runs.iter().find(|r| r.run == id)
     }
+}
+
+/// The waits elsewhere, as last listed: by run, and why they could not be listed.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Remote {
+    pub(crate) waiting: Vec<(String, Waiting)>,
+    pub(crate) problem: Option<String>,
+    /// Listed at least once (the waits of the first listing were waiting before the console
+    /// looked: shown, not noticed).
+    pub(crate) listed: bool,
 }
 
 /// A run's ledger, followed.
@@ -112,6 +133,7 @@ pub(crate) struct Watcher {
     stops: StopRequests,
     tails: BTreeMap<String, Tail>,
     known_waiting: BTreeSet<String>,
+    remote_listed: bool,
     last: Arc<Snapshot>,
 }
 
@@ -123,13 +145,15 @@ impl Watcher {
             stops,
             tails: BTreeMap::new(),
             known_waiting: BTreeSet::new(),
+            remote_listed: false,
             last: Arc::new(Snapshot::default()),
         }
     }
 
-    /// Reads what changed since the last tick: the new snapshot (the same `Arc` when nothing
-    /// changed) and the stop-gates that started waiting since the last tick (none at the first).
-    pub(crate) fn tick(&mut self) -> (Arc<Snapshot>, Vec<Waiting>) {
+    /// Reads what changed since the last tick, with the waits elsewhere `remote` (by run) as
+    /// last listed: the new snapshot (the same `Arc` when nothing changed) and the stop-gates
+    /// that started waiting since the last tick (none at the first).
+    pub(crate) fn tick(&mut self, remote: &Remote) -> (Arc<Snapshot>, Vec<Waiting>) {
         let mut seen = BTreeSet::new();
         if let Ok(entries) = std::fs::read_dir(&self.runs_dir) {
             for e in entries.filter_map(Result::ok) {
@@ -160,11 +184,28 @@ impl Watcher {
                 .or_default()
                 .push(Waiting::of(p));
         }
+        for (run, w) in &remote.waiting {
+            waiting.entry(run.clone()).or_default().push(w.clone());
+        }
+        // A run waiting elsewhere whose ledger is not here still shows, with its gate.
+        let mut elsewhere: BTreeMap<String, RunRow> = BTreeMap::new();
+        for (run, w) in &remote.waiting {
+            if !self.tails.contains_key(run) {
+                elsewhere.entry(run.clone()).or_insert_with(|| RunRow {
+                    run: run.clone(),
+                    status: "running".into(),
+                    elsewhere: w.on.clone(),
+                    ..RunRow::default()
+                });
+            }
+        }
         let mut runs: Vec<RunRow> = self
             .tails
             .iter()
-            .map(|(name, t)| {
-                let mut row = t.row.clone();
+            .map(|(name, t)| (name, &t.row))
+            .chain(elsewhere.iter())
+            .map(|(name, row)| {
+                let mut row = row.clone();
                 row.waiting = waiting.remove(name).unwrap_or_default();
                 row.stop_requested =
                     loopward_core::RunId::new(name).is_some_and(|id| self.stops.is_requested(&id));
@@ -189,13 +230,20 @@ impl Watcher {
             .iter()
             .flat_map(|r| r.waiting.iter())
             .filter(|w| !first && !self.known_waiting.contains(&w.id))
+            .filter(|w| w.on.is_none() || self.remote_listed)
             .cloned()
             .collect();
         self.known_waiting = now_waiting;
-        if first || runs != self.last.runs || refused != self.last.refused {
+        self.remote_listed |= remote.listed;
+        if first
+            || runs != self.last.runs
+            || refused != self.last.refused
+            || remote.problem != self.last.remote_problem
+        {
             self.last = Arc::new(Snapshot {
                 runs,
                 refused,
+                remote_problem: remote.problem.clone(),
                 version: self.last.version + 1,
             });
         }

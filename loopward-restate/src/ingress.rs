@@ -55,6 +55,12 @@ pub enum IngressError {
         /// What was given.
         given: String,
     },
+    /// The wait was answered already: Restate keeps the first verdict.
+    #[error("run {run} was answered already (Restate keeps the first verdict; the run takes it when a worker is up); a decision cannot be changed, and nothing was decided")]
+    Answered {
+        /// The run.
+        run: RunId,
+    },
     /// The answer could not be read.
     #[error("Restate's answer from {url} could not be read: {why}")]
     Body {
@@ -82,7 +88,36 @@ struct Rows {
 
 #[derive(serde::Deserialize)]
 struct Row {
+    #[serde(default)]
+    service_key: Option<String>,
     value_utf8: Option<String>,
+}
+
+/// A run on Restate waiting at a stop-gate: what it waits for, and the awakeable that answers
+/// it. Each wait has its own awakeable: a later wait of the same gate has another.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Awaiting {
+    /// The run.
+    pub run: RunId,
+    /// What it waits for.
+    pub approval: PendingApproval,
+    /// The awakeable a verdict resolves (this one wait).
+    pub awakeable: String,
+    /// A verdict was given already (from anywhere); Restate keeps it, and the run takes it when
+    /// a worker is up. Another verdict would be ignored.
+    pub answered: bool,
+}
+
+#[derive(serde::Deserialize)]
+struct Entries {
+    rows: Vec<Entry>,
+}
+
+#[derive(serde::Deserialize)]
+struct Entry {
+    key: Option<String>,
+    idx: Option<u64>,
+    kind: Option<String>,
 }
 
 impl Ingress {
@@ -114,34 +149,93 @@ impl Ingress {
         Ok(())
     }
 
-    async fn waiting(&self, run: &RunId) -> Result<Option<Waiting>, IngressError> {
+    /// Asks the admin API's SQL introspection.
+    async fn query<T: DeserializeOwned>(&self, query: &str) -> Result<T, IngressError> {
         let url = format!("{}/query", self.admin);
-        let query = format!(
-            "SELECT value_utf8 FROM state WHERE service_name = '{WORKFLOW}' AND service_key = '{}' AND key = '{PENDING_STATE}'",
-            run.as_str().replace('\'', "''")
-        );
-        let rows: Rows = send(
+        send(
             self.http
                 .post(&url)
                 .header("accept", "application/json")
                 .json(&serde_json::json!({ "query": query })),
             &url,
         )
-        .await?;
-        let Some(text) = rows.rows.into_iter().find_map(|r| r.value_utf8) else {
-            return Ok(None);
-        };
-        serde_json::from_str(&text)
-            .map(Some)
-            .map_err(|e| IngressError::Body {
-                url,
-                why: format!("the pending approval of run {run} cannot be read: {e}"),
+        .await
+    }
+
+    /// The published waits of `LoopwardRun` (of run `run` only, when given).
+    async fn published(&self, run: Option<&RunId>) -> Result<Vec<Awaiting>, IngressError> {
+        let only = |column: &str| {
+            run.map_or(String::new(), |r| {
+                format!(" AND {column} = '{}'", r.as_str().replace('\'', "''"))
             })
+        };
+        let rows: Rows = self
+            .query(&format!(
+                "SELECT service_key, value_utf8 FROM state WHERE service_name = '{WORKFLOW}' AND key = '{PENDING_STATE}'{} ORDER BY service_key",
+                only("service_key")
+            ))
+            .await?;
+        if rows.rows.is_empty() {
+            return Ok(vec![]);
+        }
+        // A wait is answered once a signal (the awakeable's completion) follows the state
+        // entry that published it in the run's journal.
+        let entries: Entries = self
+            .query(&format!(
+                "SELECT i.target_service_key AS key, j.index AS idx, j.entry_type AS kind FROM sys_journal j JOIN sys_invocation i ON j.id = i.id WHERE i.target_service_name = '{WORKFLOW}' AND i.target_handler_name = 'run' AND j.entry_type IN ('Command: SetState', 'Notification: Signal') AND i.target_service_key IN (SELECT service_key FROM state WHERE service_name = '{WORKFLOW}' AND key = '{PENDING_STATE}'){}",
+                only("i.target_service_key")
+            ))
+            .await?;
+        let answered = |key: &str| {
+            let mine = || {
+                entries
+                    .rows
+                    .iter()
+                    .filter(|e| e.key.as_deref() == Some(key))
+            };
+            let published = mine()
+                .filter(|e| e.kind.as_deref() == Some("Command: SetState"))
+                .filter_map(|e| e.idx)
+                .max();
+            mine().any(|e| {
+                e.kind.as_deref() == Some("Notification: Signal")
+                    && e.idx.zip(published).is_some_and(|(i, p)| i > p)
+            })
+        };
+        let mut all = Vec::with_capacity(rows.rows.len());
+        for row in rows.rows {
+            let (Some(key), Some(text)) = (row.service_key, row.value_utf8) else {
+                continue;
+            };
+            let Some(id) = RunId::new(&key) else { continue };
+            let w: Waiting = serde_json::from_str(&text).map_err(|e| IngressError::Body {
+                url: format!("{}/query", self.admin),
+                why: format!("the pending approval of run {key} cannot be read: {e}"),
+            })?;
+            all.push(Awaiting {
+                answered: answered(&key),
+                run: id,
+                approval: w.approval,
+                awakeable: w.awakeable,
+            });
+        }
+        Ok(all)
+    }
+
+    /// Every run waiting at a stop-gate on this Restate server, by run id. A verdict already
+    /// given stays listed until a worker takes it (the run then goes on).
+    pub async fn awaiting_all(&self) -> Result<Vec<Awaiting>, IngressError> {
+        self.published(None).await
+    }
+
+    /// What run `run` waits for, if anything.
+    pub async fn awaiting(&self, run: &RunId) -> Result<Option<Awaiting>, IngressError> {
+        Ok(self.published(Some(run)).await?.into_iter().next())
     }
 
     /// The approval run `run` waits for, if any.
     pub async fn pending(&self, run: &RunId) -> Result<Option<PendingApproval>, IngressError> {
-        Ok(self.waiting(run).await?.map(|w| w.approval))
+        Ok(self.awaiting(run).await?.map(|w| w.approval))
     }
 
     /// Gives a person's verdict on the approval run `run` waits for, and returns that approval.
@@ -152,13 +246,26 @@ impl Ingress {
         run: &RunId,
         verdict: &Verdict,
     ) -> Result<PendingApproval, IngressError> {
-        let Some(waiting) = self.waiting(run).await? else {
+        let Some(waiting) = self.awaiting(run).await? else {
             return Err(IngressError::NotWaiting { run: run.clone() });
         };
+        self.resolve(&waiting, verdict).await?;
+        Ok(waiting.approval)
+    }
+
+    /// Gives `verdict` to the one wait `waiting` (as [`awaiting`](Self::awaiting) read it).
+    /// The verdict must name its pending id.
+    /// Refused when it was answered already (Restate would keep the first verdict).
+    pub async fn resolve(&self, waiting: &Awaiting, verdict: &Verdict) -> Result<(), IngressError> {
+        if waiting.answered {
+            return Err(IngressError::Answered {
+                run: waiting.run.clone(),
+            });
+        }
         if waiting.approval.id != verdict.id() {
             return Err(IngressError::OtherApproval {
-                run: run.clone(),
-                waiting: waiting.approval.id,
+                run: waiting.run.clone(),
+                waiting: waiting.approval.id.clone(),
                 given: verdict.id().into(),
             });
         }
@@ -167,7 +274,7 @@ impl Ingress {
             self.base, waiting.awakeable
         );
         let _: serde_json::Value = send(self.http.post(&url).json(verdict), &url).await?;
-        Ok(waiting.approval)
+        Ok(())
     }
 
     /// Waits for run `run` to end and returns how it ended.

@@ -47,59 +47,32 @@ pub struct Args {
     pub by: Option<String>,
 }
 
-/// The admin URL: given, or the ingress's host on Restate's default admin port.
-fn admin_url(ingress: &str, admin: Option<&str>) -> Result<String> {
-    if let Some(a) = admin {
-        return Ok(a.to_string());
-    }
-    let (scheme, rest) = ingress.split_once("://").ok_or_else(|| {
-        anyhow::anyhow!("--restate {ingress:?} is not a URL like http://HOST:8080")
-    })?;
-    let authority = rest.split('/').next().unwrap_or(rest);
-    let host = match authority.rsplit_once(':') {
-        Some((h, port)) if port.chars().all(|c| c.is_ascii_digit()) => h,
-        _ => authority,
-    };
-    Ok(format!("{scheme}://{host}:9070"))
-}
-
+#[cfg(feature = "restate")]
 async fn run_restate(args: &Args, ingress: &str, approve: bool) -> Result<ExitCode> {
-    use loopward_restate::ingress::Ingress;
-    use loopward_restate::Verdict;
     let run = loopward_core::RunId::new(&args.run)
         .ok_or_else(|| anyhow::anyhow!("{:?} is not a run id", args.run))?;
-    let admin = admin_url(ingress, args.restate_admin.as_deref())?;
-    let client = Ingress::new(ingress, &admin)?;
-    let Some(pending) = client.pending(&run).await? else {
-        bail!(
-            "run {} is not waiting for an approval on Restate at {ingress} (it may be running, finished, or not started)",
-            args.run
-        );
-    };
-    if pending.gate != args.gate {
-        bail!(
-            "run {} waits at stop-gate {:?} ({}), not {:?}; nothing was decided",
-            args.run,
-            pending.gate,
-            pending.summary,
-            args.gate
-        );
-    }
-    let verdict = if approve {
-        Verdict::Approve {
-            id: pending.id.clone(),
-            by: args.by.clone().unwrap_or_else(|| "loopward approve".into()),
+    let server = super::restate::Restate::new(ingress, args.restate_admin.as_deref())?;
+    let by = args.by.clone().unwrap_or_else(|| {
+        if approve {
+            "loopward approve".into()
+        } else {
+            "loopward deny".into()
         }
-    } else {
-        Verdict::Deny {
-            id: pending.id.clone(),
-            reason: format!(
-                "denied with loopward deny by {}",
-                args.by.as_deref().unwrap_or("loopward deny")
-            ),
-        }
-    };
-    let decided = client.decide(&run, &verdict).await?;
+    });
+    let decided = server
+        .decide(&run, approve, &by, |w| {
+            if w.approval.gate != args.gate {
+                bail!(
+                    "run {} waits at stop-gate {:?} ({}), not {:?}; nothing was decided",
+                    args.run,
+                    w.approval.gate,
+                    w.approval.summary,
+                    args.gate
+                );
+            }
+            Ok(())
+        })
+        .await?;
     let verb = if approve { "approved" } else { "denied" };
     let mut out = Printer::stdout();
     out.line(
@@ -114,6 +87,11 @@ async fn run_restate(args: &Args, ingress: &str, approve: bool) -> Result<ExitCo
         "Restate holds the verdict; the run goes on as soon as a worker is up",
     );
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(not(feature = "restate"))]
+async fn run_restate(_: &Args, _: &str, _: bool) -> Result<ExitCode> {
+    bail!("this loopward was built without Restate (the `restate` feature of loopward-cli); build it with default features to answer runs on Restate")
 }
 
 pub(super) async fn run(args: &Args, approve: bool) -> Result<ExitCode> {
@@ -208,26 +186,4 @@ pub(super) async fn run(args: &Args, approve: bool) -> Result<ExitCode> {
         format!("resume the run: loopward run --resume {}", args.run),
     );
     Ok(code)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::admin_url;
-
-    #[test]
-    fn the_admin_api_defaults_to_the_ingress_host_on_port_9070() {
-        assert_eq!(
-            admin_url("http://restate.internal:8080", None).unwrap(),
-            "http://restate.internal:9070"
-        );
-        assert_eq!(
-            admin_url("https://r.example/", Some("https://admin.example")).unwrap(),
-            "https://admin.example"
-        );
-        assert_eq!(
-            admin_url("https://r.example/", None).unwrap(),
-            "https://r.example:9070"
-        );
-        assert!(admin_url("restate:8080", None).is_err());
-    }
 }

@@ -25,6 +25,8 @@ pub mod policy;
 mod recorded;
 pub mod replay;
 pub mod report;
+#[cfg(feature = "restate")]
+pub mod restate;
 pub mod run;
 pub mod sandbox;
 pub mod say;

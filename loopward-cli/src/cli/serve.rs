@@ -22,6 +22,12 @@ After an Approve or Deny frees a paused run, the console resumes it (`loopward r
 unless --no-resume. A non-loopback --bind needs --tls-cert and --tls-key (and --host for the
 name you open it at):
   loopward serve --bind 0.0.0.0 --tls-cert cert.pem --tls-key key.pem --host box.lan
+A passphrase (read from standard input, only its hash kept) signs in beside the link:
+  read -rs P && printf '%s\\n' \"$P\" | loopward serve --set-passphrase
+With --restate, runs executing on Restate that wait at a stop-gate are listed beside the local
+ones and answered from the same page (the verdict goes to Restate, as `loopward approve
+--restate` gives it):
+  loopward serve --restate http://127.0.0.1:8080
 See docs/console.md.")]
 pub struct Args {
     /// The config file.
@@ -52,6 +58,38 @@ pub struct Args {
     /// header; may be repeated.
     #[arg(long = "host", value_name = "NAME")]
     pub hosts: Vec<String>,
+    /// Set the sign-in passphrase, read from standard input (one line, at least 12 characters):
+    /// only its Argon2id hash is kept, in <state>/console/passphrase; /login then takes it
+    /// beside the token's link.
+    #[arg(long)]
+    pub set_passphrase: bool,
+    /// Also list and answer the stop-gates of runs on Restate: its ingress (http://HOST:8080).
+    #[arg(long, value_name = "URL")]
+    pub restate: Option<String>,
+    /// The Restate admin API, where the waits are read (default: the ingress's host, port 9070).
+    #[arg(long, value_name = "URL", requires = "restate")]
+    pub restate_admin: Option<String>,
+}
+
+#[cfg(feature = "restate")]
+fn restate(
+    args: &Args,
+) -> Result<Option<std::sync::Arc<dyn loopward_console::remote::RemoteGates>>> {
+    let Some(ingress) = &args.restate else {
+        return Ok(None);
+    };
+    let server = super::restate::Restate::new(ingress, args.restate_admin.as_deref())?;
+    Ok(Some(std::sync::Arc::new(server)))
+}
+
+#[cfg(not(feature = "restate"))]
+fn restate(
+    args: &Args,
+) -> Result<Option<std::sync::Arc<dyn loopward_console::remote::RemoteGates>>> {
+    if args.restate.is_some() {
+        bail!("this loopward was built without Restate (the `restate` feature of loopward-cli); build it with default features to follow runs on Restate");
+    }
+    Ok(None)
 }
 
 pub(super) async fn run(args: &Args) -> Result<ExitCode> {
@@ -74,6 +112,14 @@ pub(super) async fn run(args: &Args) -> Result<ExitCode> {
     opts.webhooks.clone_from(&args.notify);
     opts.fresh_token = args.new_token;
     opts.hosts.clone_from(&args.hosts);
+    opts.remote = restate(args)?;
+    if args.set_passphrase {
+        let mut line = String::new();
+        std::io::stdin()
+            .read_line(&mut line)
+            .context("cannot read the passphrase from standard input")?;
+        opts.set_passphrase = Some(line);
+    }
     if !args.no_resume {
         opts.resume_with =
             Some(std::env::current_exe().context("cannot find this binary to resume runs with")?);
@@ -94,6 +140,21 @@ pub(super) async fn run(args: &Args) -> Result<ExitCode> {
             console.token().file().display()
         ),
     );
+    if console.passphrase().is_set() {
+        out.line(
+            Tone::Dim,
+            format!(
+                "or sign in with the passphrase (its hash in {}) at /login",
+                console.passphrase().file().display()
+            ),
+        );
+    }
+    if let Some(ingress) = &args.restate {
+        out.line(
+            Tone::Dim,
+            format!("and the stop-gates of runs on Restate at {ingress}"),
+        );
+    }
     match tls {
         Some(tls) => console.serve_tls(listener, &tls).await?,
         None => console.serve(listener).await?,

@@ -3,6 +3,8 @@
 //! token, a wrong token, a cross-site POST, a replayed approval, an approval for another action,
 //! bad input — each changing nothing.
 
+mod passphrase;
+mod remote;
 mod support;
 
 use axum::http::StatusCode;
@@ -418,4 +420,33 @@ async fn a_live_stream_opened_after_a_change_is_told_at_once_and_an_up_to_date_o
     let told = first_frame(version - 1).await.expect("told at once");
     assert!(told.starts_with("event: changed"), "{told}");
     assert_eq!(first_frame(version).await, None, "nothing new: it waits");
+}
+
+#[tokio::test]
+async fn every_page_is_self_contained_nothing_loads_from_elsewhere() {
+    let f = Fixture::paused().await;
+    let cookie = f.sign_in().await;
+    for uri in [
+        "/",
+        &format!("/runs/{}", f.run),
+        "/console.js",
+        "/no-such-page",
+    ] {
+        let (_, headers, page) = f.get(uri, Some(&cookie)).await;
+        let csp = headers["content-security-policy"].to_str().unwrap();
+        assert!(csp.starts_with("default-src 'none'"), "{uri}: {csp}");
+        let lower = page.to_ascii_lowercase();
+        for external in [
+            "src=\"http",
+            "src=\"//",
+            "href=\"http",
+            "href=\"//",
+            "url(http",
+            "url(//",
+            "@import",
+            "fetch('http",
+        ] {
+            assert!(!lower.contains(external), "{uri} loads {external}…");
+        }
+    }
 }

@@ -45,7 +45,8 @@ pub(crate) struct Fixture {
 }
 
 impl Fixture {
-    fn new(webhooks: Vec<String>) -> Self {
+    /// A console over the team's workspace, opened with the options `set` changes.
+    pub(crate) fn with(set: impl FnOnce(&mut ConsoleOptions)) -> Self {
         let ws = tempfile::tempdir().unwrap();
         let xdg = tempfile::tempdir().unwrap();
         std::fs::write(ws.path().join("loopward.toml"), CONFIG).unwrap();
@@ -54,7 +55,7 @@ impl Fixture {
             ws.path().join("loopward.toml"),
             Some(xdg.path().to_path_buf()),
         );
-        opts.webhooks = webhooks;
+        set(&mut opts);
         let console = Console::open(opts).unwrap();
         console.answer_at(HOST.parse().unwrap());
         Self {
@@ -67,7 +68,7 @@ impl Fixture {
 
     /// A console over a run paused at the builder's durable gate.
     pub(crate) async fn paused() -> Self {
-        let mut f = Self::new(vec![]);
+        let mut f = Self::with(|_| {});
         f.run = f.pause_a_run().await;
         f.console.refresh();
         f
@@ -75,7 +76,7 @@ impl Fixture {
 
     /// A console that notices to `url`, over no run yet.
     pub(crate) async fn with_webhook(url: &str) -> Self {
-        Self::new(vec![url.to_string()])
+        Self::with(|o| o.webhooks = vec![url.to_string()])
     }
 
     pub(crate) fn config(&self) -> PathBuf {

@@ -12,6 +12,9 @@
 // Without the libtest harness this binary is its own test runner: printing is its report.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
+#[path = "../../../loopward-cli/tests/support/browser.rs"]
+mod browser;
+mod console;
 mod proxy;
 mod quota;
 mod server;
@@ -41,43 +44,58 @@ fn main() {
         .enable_all()
         .build()
         .unwrap();
+    // `cargo test -p loopward-restate --test restate -- console`: that scenario alone.
+    if args.get(1).is_some_and(|a| a == "console") {
+        let result = rt.block_on(console::scenario(dir.path())).map(|shown| {
+            println!("{shown}");
+            println!("restate: a_wait_answered_from_the_console_resumes_the_run ... ok");
+        });
+        return report(dir, result, 1);
+    }
     let quota_dir = tempfile::tempdir().unwrap();
     let result = rt.block_on(scenario(dir.path())).and_then(|()| {
         println!("restate: a_run_moves_between_workers_and_each_effect_happens_once ... ok");
         let shown = rt
             .block_on(quota::scenario(quota_dir.path()))
-            .inspect_err(|_| {
-                // Its logs are the ones to read.
-                for log in [
-                    "restate-server.log",
-                    "worker-quota-a.log",
-                    "worker-quota-b.log",
-                ] {
-                    let _ = std::fs::copy(quota_dir.path().join(log), dir.path().join(log));
-                }
-            })?;
+            .inspect_err(|_| keep_logs(quota_dir.path(), dir.path(), "quota"))?;
         println!("{shown}");
         println!("restate: two_workers_together_hold_one_provider_quota ... ok");
         let gated_dir = tempfile::tempdir().map_err(|e| e.to_string())?;
         let shown = rt
             .block_on(toolgate::scenario(gated_dir.path()))
-            .inspect_err(|_| {
-                for log in [
-                    "restate-server.log",
-                    "worker-gated-a.log",
-                    "worker-gated-b.log",
-                ] {
-                    let _ = std::fs::copy(gated_dir.path().join(log), dir.path().join(log));
-                }
-            })?;
+            .inspect_err(|_| keep_logs(gated_dir.path(), dir.path(), "gated"))?;
         println!("{shown}");
         println!(
             "restate: a_tool_stop_gate_approved_with_no_worker_running_resumes_the_run ... ok"
         );
+        let console_dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+        let shown = rt
+            .block_on(console::scenario(console_dir.path()))
+            .inspect_err(|_| keep_logs(console_dir.path(), dir.path(), "console"))?;
+        println!("{shown}");
+        println!("restate: a_wait_answered_from_the_console_resumes_the_run ... ok");
         Ok(())
     });
+    report(dir, result, 4);
+}
+
+/// Copies the logs of a failed scenario (its server's, its workers' `worker-<name>-a|b.log`)
+/// to where the failure report reads them.
+fn keep_logs(from: &Path, to: &Path, name: &str) {
+    let logs = [
+        "restate-server.log".to_string(),
+        format!("worker-{name}-a.log"),
+        format!("worker-{name}-b.log"),
+    ];
+    for log in logs {
+        let _ = std::fs::copy(from.join(&log), to.join(&log));
+    }
+}
+
+/// Prints how the scenarios went (the logs of a failure) and exits 1 on a failure.
+fn report(dir: tempfile::TempDir, result: Result<(), String>, scenarios: usize) {
     match result {
-        Ok(()) => println!("3 passed, 0 failed"),
+        Ok(()) => println!("{scenarios} passed, 0 failed"),
         Err(e) => {
             eprintln!("FAILED: {e}");
             for log in [
@@ -89,6 +107,8 @@ fn main() {
                 "worker-quota-b.log",
                 "worker-gated-a.log",
                 "worker-gated-b.log",
+                "worker-console-a.log",
+                "worker-console-b.log",
             ] {
                 if let Ok(text) = std::fs::read_to_string(dir.path().join(log)) {
                     let tail: Vec<&str> = text.lines().rev().take(40).collect();
