@@ -9,12 +9,15 @@
 use anyhow::{bail, Context, Result};
 use loopward::config::Config;
 use loopward_core::AgentId;
+use loopward_core::{AuditError, AuditEvent};
+use loopward_runner::egress::{EgressPolicy, Record, Recorder};
 use loopward_runner::gates::ControlFiles;
-use loopward_runner::sandbox::{confine_current_thread, Confinement, Protected};
+use loopward_runner::sandbox::{spawn_contained, Confinement, Protected};
 use loopward_runner::Workspace;
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::Arc;
 
 /// Run a command in the sandbox of an agent (what the Claude Code hook wraps `Bash` in).
 #[derive(Debug, clap::Args)]
@@ -63,12 +66,25 @@ pub enum Action {
     },
 }
 
-/// Runs the command in the sandbox and exits with its status (126 when it could not start).
-///
-/// The command is started from a thread that set the sandbox on itself (Landlock binds that
-/// thread and everything it starts); this process stays outside, waits, and removes the
-/// command's scratch `$TMPDIR` (also its `$HOME`) afterwards, which a confined process could not.
+/// Runs the command in the sandbox and exits with its status (126 when it could not start),
+/// on a runtime of its own (the process does nothing else).
 pub fn run(args: &Args) -> ExitCode {
+    match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt.block_on(exec(args)),
+        Err(e) => not_run(&anyhow::anyhow!("cannot start the async runtime: {e}")),
+    }
+}
+
+/// Runs the command in the sandbox, as the runner's `shell` does: started from a thread that
+/// set the sandbox on itself (Landlock binds that thread and everything it starts), in network
+/// and PID namespaces of its own, its way out the egress proxy this process serves. This
+/// process stays outside, records the proxy's decisions (see [`Book`]), waits, and removes
+/// the command's scratch `$TMPDIR` (also its `$HOME`) afterwards, which a confined process
+/// could not.
+pub async fn exec(args: &Args) -> ExitCode {
     let Action::Exec {
         config,
         agent,
@@ -85,10 +101,10 @@ pub fn run(args: &Args) -> ExitCode {
     if let Err(e) = loopward_runner::sandbox::hide_this_process() {
         return not_run(&e.into());
     }
-    let mut cmd = std::process::Command::new(&command[0]);
+    let mut cmd = tokio::process::Command::new(&command[0]);
     cmd.args(&command[1..]);
     // The environment is an allow-list: API keys and tokens of the caller stay out.
-    plan.apply_env(&mut cmd);
+    plan.apply_env(cmd.as_std_mut());
     if let Some(s) = session {
         cmd.env("LOOPWARD_SESSION", s);
     }
@@ -96,28 +112,154 @@ pub fn run(args: &Args) -> ExitCode {
         cmd.env("TMPDIR", dir.path());
         cmd.env("HOME", dir.path());
     }
-    let program = command[0].clone();
-    let started = std::thread::scope(|s| {
-        s.spawn(move || -> Result<std::process::Child> {
-            confine_current_thread(&plan)?;
-            cmd.spawn()
-                .with_context(|| format!("could not run {program:?}"))
-        })
-        .join()
-        .unwrap_or_else(|_| Err(anyhow::anyhow!("the sandbox thread failed")))
-    });
-    let status = match started.and_then(|mut child| child.wait().context("waiting for the command"))
-    {
-        Ok(status) => status,
+    let started = match spawn_contained(cmd, &plan).await {
+        Ok(s) => s,
+        Err(e) => return not_run(&anyhow::Error::new(e).context(format!("{:?}", command[0]))),
+    };
+    let agent_id = AgentId::new(agent.clone()).ok();
+    let proxy = match (started.proxy, agent_id) {
+        (Some(l), Some(agent_id)) => {
+            let l = match tokio::net::TcpListener::from_std(l) {
+                Ok(l) => l,
+                Err(e) => return not_run(&anyhow::anyhow!("cannot serve the egress proxy: {e}")),
+            };
+            let policy = Arc::new(EgressPolicy::new(
+                plan.reach().net_of(&agent_id).iter().cloned(),
+            ));
+            let (recorder, records) = Recorder::channel();
+            let task = tokio::spawn(loopward_runner::egress::serve(l, policy, recorder, None));
+            let book = Book::new(config, session.as_deref(), agent_id);
+            Some((super::contain::AbortOnDrop(task), records, book))
+        }
+        _ => None,
+    };
+    let status = wait_recording(started.child, proxy).await;
+    drop(scratch);
+    let status = match status {
+        Ok(s) => s,
         Err(e) => return not_run(&e),
     };
-    drop(scratch);
     use std::os::unix::process::ExitStatusExt;
     let code = status
         .code()
         .or_else(|| status.signal().map(|sig| 128 + sig))
         .unwrap_or(1);
     ExitCode::from(u8::try_from(code).unwrap_or(1))
+}
+
+/// Waits for the command, recording what its proxy asks meanwhile; asked to stop, ends it.
+async fn wait_recording(
+    mut child: tokio::process::Child,
+    proxy: Option<(
+        super::contain::AbortOnDrop,
+        tokio::sync::mpsc::Receiver<Record>,
+        Book,
+    )>,
+) -> Result<std::process::ExitStatus> {
+    let mut stop = super::ending::Stop::catch()?;
+    let (_task, mut records, mut book) = match proxy {
+        Some((t, r, b)) => (Some(t), Some(r), Some(b)),
+        None => (None, None, None),
+    };
+    loop {
+        tokio::select! {
+            s = child.wait() => {
+                // What the proxy asked before the command ended is still recorded.
+                while let (Some(Ok(r)), Some(book)) = (records.as_mut().map(|r| r.try_recv()), &mut book) {
+                    let _ = r.done.send(book.record(&r.event));
+                }
+                return s.context("waiting for the command");
+            }
+            Some(r) = next(&mut records) => {
+                if let Some(book) = &mut book {
+                    let _ = r.done.send(book.record(&r.event));
+                }
+            }
+            () = stop.asked() => {
+                let _ = child.start_kill();
+            }
+        }
+    }
+}
+
+/// The proxy's next request to record; never, without a proxy.
+async fn next(records: &mut Option<tokio::sync::mpsc::Receiver<Record>>) -> Option<Record> {
+    match records {
+        Some(r) => r.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Where a wrapped command's egress decisions go: the ledger of the session whose hook wrapped
+/// it (`--session`; its hook context is loaded on the first decision, so a command that never
+/// connects out costs nothing), or, run by hand without a session, a line on stderr each. A
+/// decision that cannot be recorded is refused (the proxy acts on none it was not told is
+/// recorded).
+struct Book {
+    config: PathBuf,
+    session: Option<String>,
+    agent: AgentId,
+    hooks: Option<loopward_hooks::HookContext>,
+}
+
+impl Book {
+    fn new(config: &Path, session: Option<&str>, agent: AgentId) -> Self {
+        Self {
+            config: config.to_path_buf(),
+            session: session.map(str::to_string),
+            agent,
+            hooks: None,
+        }
+    }
+
+    fn record(&mut self, event: &AuditEvent) -> Result<(), AuditError> {
+        let Some(session) = &self.session else {
+            #[allow(clippy::print_stderr)]
+            {
+                eprintln!("loopward sandbox: {}", egress_line(event));
+            }
+            return Ok(());
+        };
+        if self.hooks.is_none() {
+            let (ctx, _) = super::hook::context(
+                &self.config,
+                self.agent.as_str(),
+                false,
+                loopward_runner::gates::Host::ClaudeCode,
+            )
+            .map_err(|e| AuditError(crate::error_text(&e)))?;
+            self.hooks = Some(ctx);
+        }
+        let Some(ctx) = &self.hooks else {
+            return Err(AuditError("no hook context".into()));
+        };
+        ctx.record_for_session(session, &self.agent, event)
+            .map_err(|e| AuditError(e.to_string()))
+    }
+}
+
+/// A proxy event as one line for a person.
+fn egress_line(event: &AuditEvent) -> String {
+    match event {
+        AuditEvent::EgressDecided {
+            allowed,
+            host,
+            port,
+            reason,
+            ..
+        } => format!(
+            "egress to {host}:{port} {}: {reason}",
+            if *allowed { "allowed" } else { "refused" }
+        ),
+        AuditEvent::EgressClosed {
+            host,
+            port,
+            bytes_in,
+            bytes_out,
+            ..
+        } => format!("egress to {host}:{port} closed: {bytes_out} bytes out, {bytes_in} in"),
+        other => other.kind().to_string(),
+    }
 }
 
 fn not_run(err: &anyhow::Error) -> ExitCode {

@@ -83,23 +83,38 @@ pub async fn spawn_confined(
 /// A command started by [`spawn_contained`].
 #[derive(Debug)]
 pub struct Started {
-    /// The command.
+    /// The command: the init of its PID namespace (where one could be made), so killing it
+    /// ends every process it left; its PID is the one to record and to end.
     pub child: tokio::process::Child,
     /// Where its egress proxy listens, inside its network namespace (`127.0.0.1`); serve it
     /// (see [`crate::egress`]) for as long as the command may connect out. `None`: the host's
-    /// network.
+    /// network, or the outer sandbox's (whose supervisor serves the way out).
     pub proxy: Option<std::net::TcpListener>,
 }
 
+/// The variables that name the egress proxy to a contained command.
+const PROXY_VARS: [&str; 6] = [
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "ALL_PROXY",
+    "http_proxy",
+    "https_proxy",
+    "all_proxy",
+];
+
 /// Starts `cmd` inside `conf`, in a network namespace of its own when `conf`'s network is
 /// [isolated](super::Network::Isolated), with `HTTP_PROXY`, `HTTPS_PROXY` and `ALL_PROXY` set
-/// to the returned listener's address there.
+/// to the returned listener's address there, and in a PID namespace of its own: the command is
+/// its init, and when it ends the kernel ends everything it left behind. Started inside
+/// another such sandbox (where no namespace can be made), the command stays in the outer
+/// namespaces and its proxy (`proxy` is then `None`).
 pub async fn spawn_contained(
     mut cmd: tokio::process::Command,
     conf: &Confinement,
 ) -> Result<Started, SandboxError> {
     let isolated = *conf.network() == super::Network::Isolated;
     let proxy_env = conf.proxy_env().to_vec();
+    let outer = conf.reach().outer_proxy_url().map(str::to_string);
     let handle = tokio::runtime::Handle::try_current()
         .map_err(|e| SandboxError::Spawn(format!("no tokio runtime: {e}")))?;
     // Opened here, beneath the root without following any link, so what is granted is what
@@ -111,29 +126,32 @@ pub async fn spawn_contained(
         .spawn(move || {
             let r = (|| {
                 let proxy = if isolated {
-                    let l = super::net::isolate()?;
-                    let url = format!(
-                        "http://{}",
-                        l.local_addr()
-                            .map_err(|e| SandboxError::Spawn(e.to_string()))?
-                    );
-                    for var in [
-                        "HTTP_PROXY",
-                        "HTTPS_PROXY",
-                        "ALL_PROXY",
-                        "http_proxy",
-                        "https_proxy",
-                        "all_proxy",
-                    ] {
-                        cmd.env(var, &url);
+                    let (l, url) = match super::net::isolate()? {
+                        super::net::Netns::Own(l) => {
+                            let addr = l
+                                .local_addr()
+                                .map_err(|e| SandboxError::Spawn(e.to_string()))?;
+                            (Some(l), Some(format!("http://{addr}")))
+                        }
+                        // Inside another sandbox: its proxy, as this process was told of it.
+                        super::net::Netns::Inherited => (None, outer.clone()),
+                    };
+                    for var in PROXY_VARS {
+                        match &url {
+                            Some(url) => cmd.env(var, url),
+                            None => cmd.env_remove(var),
+                        };
                     }
                     for (k, template) in &proxy_env {
-                        cmd.env(k, template.replace("{proxy}", &url));
+                        if let Some(url) = &url {
+                            cmd.env(k, template.replace("{proxy}", url));
+                        }
                     }
-                    Some(l)
+                    l
                 } else {
                     None
                 };
+                super::net::own_pids(isolated)?;
                 restrict(Some(fds))?;
                 super::privilege::drop_introspection()?;
                 let _rt = handle.enter();
