@@ -79,6 +79,8 @@ pub struct Reach {
     /// The proxy this process was told of (its `HTTP_PROXY`), for a sandbox made inside
     /// another one, whose network it keeps.
     outer_proxy: Option<String>,
+    /// Whether commands may connect to any TCP port (no Landlock TCP line).
+    local_tcp: bool,
 }
 
 impl Default for Reach {
@@ -89,6 +91,7 @@ impl Default for Reach {
             network: Network::default(),
             nets: BTreeMap::new(),
             outer_proxy: None,
+            local_tcp: false,
         }
     }
 }
@@ -141,6 +144,19 @@ impl Reach {
     pub fn outer_proxy(mut self, url: Option<String>) -> Self {
         self.outer_proxy = url;
         self
+    }
+
+    /// Lets commands connect to any TCP port in their namespace (`[net] local_tcp = true`).
+    /// Default: with an isolated network and a kernel with Landlock's TCP rules (ABI 4), they
+    /// connect only to their egress proxy's port.
+    pub fn local_tcp(mut self, open: bool) -> Self {
+        self.local_tcp = open;
+        self
+    }
+
+    /// Whether [`local_tcp`](Self::local_tcp) was given.
+    pub fn tcp_open(&self) -> bool {
+        self.local_tcp
     }
 
     /// The proxy of [`outer_proxy`](Self::outer_proxy).
