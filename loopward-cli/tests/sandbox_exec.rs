@@ -239,3 +239,56 @@ fn a_sandbox_made_inside_contain_keeps_the_outer_network_and_proxy() {
     let ledger = std::fs::read_to_string(root.join("runs/s1/events.jsonl")).unwrap();
     assert!(ledger.contains("\"egress_decided\""), "{ledger}");
 }
+
+/// The command's `HOME` is a scratch folder seeded from the user's config without credentials:
+/// git knows who the user is but not how they log in; Claude Code's settings come without
+/// their `env`; keys and tokens stay out.
+#[test]
+fn the_scratch_home_has_the_users_config_and_no_credentials() {
+    let (dir, root) = project(CONFIG);
+    let home = dir.path().join("home");
+    for (rel, body) in [
+        (
+            ".gitconfig",
+            "[user]\n\tname = Ada Tester\n[credential]\n\thelper = store\n[url \"https://tok-git-1@github.com/\"]\n\tinsteadOf = https://github.com/\n",
+        ),
+        (
+            ".claude/settings.json",
+            r#"{"model": "opus", "env": {"ANTHROPIC_API_KEY": "sk-claude-2"}}"#,
+        ),
+        (".ssh/id_ed25519", "PRIVATE-KEY-3"),
+        (".aws/credentials", "[default]\naws_secret_access_key = aws-4\n"),
+        (".netrc", "machine x login y password netrc-5\n"),
+        (".git-credentials", "https://u:tok-6@github.com\n"),
+    ] {
+        let p = home.join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, body).unwrap();
+    }
+    let ran = Command::new(env!("CARGO_BIN_EXE_loopward"))
+        .args(["sandbox", "exec", "--agent", "builder", "--", "bash", "-c"])
+        .arg("git config user.name; cat ~/.gitconfig ~/.claude/settings.json; ls -A ~; cat ~/.ssh/* ~/.aws/* ~/.netrc 2>&1 | head -3")
+        .current_dir(&root)
+        .env("HOME", &home)
+        .env("XDG_STATE_HOME", root.with_file_name("state"))
+        .output()
+        .unwrap();
+    let out = text(&ran);
+    assert_eq!(ran.status.code(), Some(0), "{out}");
+    assert!(out.starts_with("Ada Tester\n"), "{out}");
+    assert!(out.contains("\"model\": \"opus\""), "{out}");
+    for secret in [
+        "helper",
+        "tok-git-1",
+        "sk-claude-2",
+        "PRIVATE-KEY-3",
+        "aws-4",
+        "netrc-5",
+        "tok-6",
+    ] {
+        assert!(!out.contains(secret), "{secret}: {out}");
+    }
+    for absent in [".ssh", ".aws", ".netrc", ".git-credentials"] {
+        assert!(!out.lines().any(|l| l == absent), "{absent}: {out}");
+    }
+}

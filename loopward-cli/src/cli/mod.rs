@@ -14,6 +14,7 @@ pub mod calibrate;
 pub mod contain;
 mod ending;
 pub mod gates;
+mod home;
 pub mod hook;
 mod hook_install;
 pub mod init;

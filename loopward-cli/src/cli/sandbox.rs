@@ -347,6 +347,13 @@ pub(super) fn plan_agent(
     let scratch = scratch_dir(&root)?;
     if let Some(s) = &scratch {
         plan = plan.with_outside(s.clone());
+        // It is the command's HOME: the user's config comes in, without credentials.
+        if let Some(home) = std::env::var_os("HOME") {
+            if let Err(e) = super::home::seed(Path::new(&home), s) {
+                let _ = std::fs::remove_dir_all(s);
+                return Err(e);
+            }
+        }
     }
     Ok((plan, scratch))
 }
