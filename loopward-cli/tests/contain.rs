@@ -245,6 +245,17 @@ fn a_command_reaches_only_its_agents_hosts_through_the_proxy_and_report_counts_e
         out.contains("egress: 1 connections allowed, 1 refused"),
         "{out}"
     );
+    // The run's page shows each decision and the counts.
+    let page = std::fs::read_to_string(d.join("runs/r1/audit.html")).unwrap();
+    assert!(
+        page.contains(&format!("egress to 127.0.0.2:{evil} refused")),
+        "{page}"
+    );
+    assert!(
+        page.contains(&format!("egress to 127.0.0.1:{good} allowed")),
+        "{page}"
+    );
+    assert!(page.contains("egress (allowed / refused)"), "{page}");
 }
 
 #[test]

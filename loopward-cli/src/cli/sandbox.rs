@@ -216,7 +216,10 @@ impl Book {
         let Some(session) = &self.session else {
             #[allow(clippy::print_stderr)]
             {
-                eprintln!("loopward sandbox: {}", egress_line(event));
+                eprintln!(
+                    "loopward sandbox: {}",
+                    loopward_runner::audit::describe_event(event)
+                );
             }
             return Ok(());
         };
@@ -235,30 +238,6 @@ impl Book {
         };
         ctx.record_for_session(session, &self.agent, event)
             .map_err(|e| AuditError(e.to_string()))
-    }
-}
-
-/// A proxy event as one line for a person.
-fn egress_line(event: &AuditEvent) -> String {
-    match event {
-        AuditEvent::EgressDecided {
-            allowed,
-            host,
-            port,
-            reason,
-            ..
-        } => format!(
-            "egress to {host}:{port} {}: {reason}",
-            if *allowed { "allowed" } else { "refused" }
-        ),
-        AuditEvent::EgressClosed {
-            host,
-            port,
-            bytes_in,
-            bytes_out,
-            ..
-        } => format!("egress to {host}:{port} closed: {bytes_out} bytes out, {bytes_in} in"),
-        other => other.kind().to_string(),
     }
 }
 
