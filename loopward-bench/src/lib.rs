@@ -35,6 +35,7 @@ pub mod containment;
 pub mod gates;
 pub mod governed;
 pub mod harness;
+pub mod hook_channel;
 pub mod ledger;
 #[cfg(feature = "llama")]
 pub mod llama;
