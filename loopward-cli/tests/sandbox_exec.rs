@@ -2,11 +2,13 @@
 //! process rules included. The servers are the test's own, on the loopback range: the allowed
 //! one on 127.0.0.2, the attacker's on 127.0.0.1 (another port).
 
-use std::io::{Read, Write};
+mod support;
+use support::http_server;
+
+use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
 const CONFIG: &str = r#"
 [run]
@@ -49,27 +51,6 @@ fn text(o: &Output) -> String {
         String::from_utf8_lossy(&o.stdout),
         String::from_utf8_lossy(&o.stderr)
     )
-}
-
-/// Serves `body` over HTTP on `ip` from a thread; counts connections.
-fn http_server(ip: &str, body: &'static str) -> (u16, Arc<AtomicUsize>) {
-    let listener = std::net::TcpListener::bind((ip, 0)).unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let hits = Arc::new(AtomicUsize::new(0));
-    let counted = hits.clone();
-    std::thread::spawn(move || {
-        for mut s in listener.incoming().flatten() {
-            counted.fetch_add(1, Ordering::SeqCst);
-            let mut buf = [0u8; 4096];
-            let _ = s.read(&mut buf);
-            let _ = write!(
-                s,
-                "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                body.len()
-            );
-        }
-    });
-    (port, hits)
 }
 
 fn bash_event(root: &Path, event: &str, command: &str) -> String {
