@@ -1,10 +1,11 @@
 //! `loopward sandbox exec`: runs one command inside the kernel sandbox of one agent.
 //!
 //! The Claude Code hook wraps every `Bash` command in this (see docs/claude-code.md), so a
-//! command, and every process it starts, can write only what that agent may write. The binary
-//! sets the sandbox on a thread that then starts the command, and waits for it outside the
-//! sandbox, removing the command's scratch `$TMPDIR` afterwards. If the sandbox cannot be set up,
-//! the command does not run (exit 126); otherwise the command's exit status is passed on.
+//! command, and every process it starts, is held as the runner's `shell` holds it: writes,
+//! reads and environment by allow-list, network and PID namespaces of its own, out only through
+//! the egress proxy this process serves (decisions in the session's ledger). This process waits
+//! outside the sandbox, removing the command's scratch `$TMPDIR` afterwards. If the sandbox
+//! cannot be set up, the command does not run (exit 126); otherwise its exit status is passed on.
 
 use anyhow::{bail, Context, Result};
 use loopward::config::Config;
@@ -29,8 +30,11 @@ The command may write only the agent's own territories and unclaimed paths (and 
 other agents' territories, loopward's control files and state are read-only to it and to
 every process it starts. It may read only the workspace, the system folders and [read] allow;
 loopward's state (every project's) and the --unreadable folders cannot be read at all. It
-starts with PATH, LANG, TERM and the like, [env] pass, and a scratch HOME and TMPDIR: nothing
-else of the caller's environment. Exit status 126 when the sandbox cannot be set up (nothing ran).")]
+starts with PATH, LANG, TERM and the like, [env] pass, and a scratch HOME (the user's config,
+no credentials) and TMPDIR: nothing else of the caller's environment. It reaches only the
+agent's `net` hosts, through loopward's egress proxy (decisions in the --session's ledger),
+and what it leaves in the background ends with it. Exit status 126 when the sandbox cannot
+be set up (nothing ran).")]
 pub struct Args {
     /// What to do.
     #[command(subcommand)]
