@@ -37,6 +37,7 @@ pub mod disk_run;
 pub mod gates;
 pub mod governed;
 pub mod harness;
+pub mod hook_channel;
 pub mod ledger;
 #[cfg(feature = "llama")]
 pub mod llama;

@@ -91,6 +91,8 @@ fn main() -> Result<()> {
     if wanted(8) {
         eprintln!("part 9: loop over a CLI agent");
         sections.push(loop_cli::run(args.effort).context("part 9 (loop over a CLI agent)")?);
+    }
+    if wanted(8) || wanted(10) {
         eprintln!("part 10: containment");
         sections.push(containment::run(args.effort).context("part 10 (containment)")?);
     }

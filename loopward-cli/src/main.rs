@@ -13,7 +13,7 @@ fn main() -> ExitCode {
             return loopward_cli::cli::hook::run(a).unwrap_or(ExitCode::from(2));
         }
     }
-    // The sandbox is set on this process before any other thread exists, then it runs the command.
+    // `sandbox exec` runs on a runtime of its own, without telemetry (its stderr is the command's).
     if let loopward_cli::cli::Command::Sandbox(a) = &cli.command {
         return loopward_cli::cli::sandbox::run(a);
     }

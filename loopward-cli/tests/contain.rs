@@ -1,6 +1,9 @@
 //! What an agent reads, sends and holds: secrets kept out of commands and masked in every
 //! record, reads by allow-list, the environment by allow-list.
 
+mod support;
+use support::http_server;
+
 use std::path::Path;
 use std::process::{Command, Output};
 
@@ -180,31 +183,6 @@ fn a_secret_source_passed_to_commands_is_refused_at_load() {
     assert!(out.contains("holds a secret (SECRET_TOKEN)"), "{out}");
 }
 
-/// Serves `body` on `ip` over HTTP from a thread; counts connections.
-fn http_server(
-    ip: &str,
-    body: &'static str,
-) -> (u16, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
-    use std::io::{Read, Write};
-    let listener = std::net::TcpListener::bind((ip, 0)).unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let hits = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let counted = hits.clone();
-    std::thread::spawn(move || {
-        for mut s in listener.incoming().flatten() {
-            counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-            let mut buf = [0u8; 4096];
-            let _ = s.read(&mut buf);
-            let _ = write!(
-                s,
-                "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                body.len()
-            );
-        }
-    });
-    (port, hits)
-}
-
 fn with_net(dir: &Path, net: &str, extra: &str) {
     let cfg = dir.join("loopward.toml");
     let text_cfg = std::fs::read_to_string(&cfg).unwrap().replace(
@@ -245,6 +223,17 @@ fn a_command_reaches_only_its_agents_hosts_through_the_proxy_and_report_counts_e
         out.contains("egress: 1 connections allowed, 1 refused"),
         "{out}"
     );
+    // The run's page shows each decision and the counts.
+    let page = std::fs::read_to_string(d.join("runs/r1/audit.html")).unwrap();
+    assert!(
+        page.contains(&format!("egress to 127.0.0.2:{evil} refused")),
+        "{page}"
+    );
+    assert!(
+        page.contains(&format!("egress to 127.0.0.1:{good} allowed")),
+        "{page}"
+    );
+    assert!(page.contains("egress (allowed / refused)"), "{page}");
 }
 
 #[test]

@@ -22,7 +22,12 @@ impl Engine<'_> {
         let watch = policy.shell_watch(&caller, id, &action);
         // Contain first: a command that cannot be wrapped in the sandbox does not run.
         let wrapped = match watch.contain(|| self.sandbox_for(call), &mut self.sink())? {
-            Ok(Contained::Kernel(input)) => Some(input),
+            Ok(Contained::Kernel(input)) => {
+                if self.ctx.network_open {
+                    watch.network_open(&mut self.sink())?;
+                }
+                Some(input)
+            }
             Ok(Contained::WatchOnly) => None,
             Err(refusal) => {
                 return Ok(Reply::Deny {

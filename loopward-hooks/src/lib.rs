@@ -78,6 +78,7 @@ pub mod claude_code;
 pub mod codex;
 pub mod concurrent;
 mod decide;
+mod egress;
 pub mod gemini;
 mod ledger;
 mod patch;
@@ -175,6 +176,8 @@ pub struct HookContext {
     lock_wait: Duration,
     host: Host,
     loop_session: Option<String>,
+    /// Whether wrapped commands keep the host's network (`[net] isolate = false`).
+    network_open: bool,
     /// The policy of the configured root, compiled once (each event derives a fresh copy).
     compiled: Option<Policy>,
     /// The policy's version ([`PolicyConfig::version`]).
@@ -262,6 +265,7 @@ pub struct HookContextBuilder {
     lock_wait: Duration,
     host: Host,
     loop_session: Option<String>,
+    network_open: bool,
 }
 
 impl HookContext {
@@ -285,6 +289,7 @@ impl HookContext {
             lock_wait: session::LOCK_WAIT,
             host: Host::ClaudeCode,
             loop_session: None,
+            network_open: false,
         }
     }
 
@@ -459,6 +464,15 @@ impl HookContextBuilder {
         self
     }
 
+    /// Says that wrapped `Bash` commands keep the host's network (`[net] isolate = false`, an
+    /// explicit opt-out): every such call then records the sandbox's warning in the session's
+    /// ledger. Default: they run in a network namespace of their own, out only through the
+    /// egress proxy `loopward sandbox exec` serves.
+    pub fn network_open(mut self, open: bool) -> Self {
+        self.network_open = open;
+        self
+    }
+
     /// The agent host whose hook events this context reads (default Claude Code): its tools,
     /// its answers and the remedies its refusals name.
     pub fn host(mut self, host: Host) -> Self {
@@ -485,6 +499,7 @@ impl HookContextBuilder {
             lock_wait: self.lock_wait,
             host: self.host,
             loop_session: self.loop_session,
+            network_open: self.network_open,
             compiled: None,
             version: String::new(),
         };

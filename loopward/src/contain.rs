@@ -149,6 +149,9 @@ pub fn reach(cfg: &Config, env: Option<EnvLookup>) -> Reach {
     if !cfg.net.isolate {
         reach = reach.network(Network::Host);
     }
+    reach = reach.local_tcp(cfg.net.local_tcp);
+    // Inside `loopward contain`, the supervisor's proxy: a sandbox made there keeps its network.
+    reach = reach.outer_proxy(env.and_then(|lookup| lookup("HTTP_PROXY")));
     for a in &cfg.agents {
         reach = reach.net(a.name.clone(), a.net.clone());
     }

@@ -28,7 +28,16 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<()> {
     std::fs::create_dir_all(&scratch).with_context(|| scratch.display().to_string())?;
     let (timing, scale) = (scratch.join("timing.json"), scratch.join("scale.json"));
 
-    let mut build = vec!["build", "--release", "-p", "loopward-bench", "--bins"];
+    // Part 10 starts the release `loopward` binary beside the bench's (its hook channel).
+    let mut build = vec![
+        "build",
+        "--release",
+        "-p",
+        "loopward-bench",
+        "-p",
+        "loopward-cli",
+        "--bins",
+    ];
     if llama {
         build.extend(["--features", "llama"]);
     }

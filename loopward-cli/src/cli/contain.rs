@@ -260,9 +260,12 @@ pub async fn run(args: Args) -> Result<ExitCode> {
         }
         None => None,
     };
+    let mut stop = super::ending::Stop::catch()?;
     let status = loop {
         tokio::select! {
             s = child.wait() => break s.context("waiting for the program")?,
+            // The program is its namespace's init: ended by its recorded PID, and all with it.
+            () = stop.asked() => { let _ = child.start_kill(); }
             Some(r) = records.recv() => {
                 let decision = r.event.is_decision();
                 let done = ledger.record(&scope, &r.event).and_then(|()| if decision { ledger.commit() } else { Ok(()) });
@@ -295,8 +298,8 @@ impl Drop for RemoveOnDrop {
     }
 }
 
-/// Ends the proxy's task with the session.
-struct AbortOnDrop(tokio::task::JoinHandle<()>);
+/// Ends a task (the proxy's, the hook channel's) with the session or command.
+pub(super) struct AbortOnDrop(pub(super) tokio::task::JoinHandle<()>);
 
 impl Drop for AbortOnDrop {
     fn drop(&mut self) {

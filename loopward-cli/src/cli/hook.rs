@@ -258,7 +258,7 @@ impl LedgerOpener for MaskedLedgers {
     }
 }
 
-fn context(
+pub(super) fn context(
     config: &Path,
     main_agent: &str,
     defer_allows: bool,
@@ -319,6 +319,7 @@ fn context(
         .runs_dir(cfg.run.runs_dir.to_string_lossy().into_owned())
         .main_agent(main)
         .defer_allows(defer_allows)
+        .network_open(!cfg.net.isolate)
         .host(host)
         // Set by `loopward loop` on the client it starts (and so on its hooks): that session's
         // prompts are the loop's, not a person's.

@@ -12,7 +12,9 @@
 pub mod approve;
 pub mod calibrate;
 pub mod contain;
+mod ending;
 pub mod gates;
+mod home;
 pub mod hook;
 mod hook_install;
 pub mod init;
@@ -177,7 +179,7 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Calibrate(a) => calibrate::run(&a),
         Command::Replay(a) => replay::run(a).await,
         Command::Hook(a) => hook::run(&a),
-        Command::Sandbox(a) => Ok(sandbox::run(&a)),
+        Command::Sandbox(a) => Ok(sandbox::exec(&a).await),
         Command::Contain(a) => contain::run(a).await,
         Command::Say(a) => say::run(&a),
         Command::Serve(a) => serve::run(&a).await,

@@ -1,20 +1,24 @@
 //! `loopward sandbox exec`: runs one command inside the kernel sandbox of one agent.
 //!
 //! The Claude Code hook wraps every `Bash` command in this (see docs/claude-code.md), so a
-//! command, and every process it starts, can write only what that agent may write. The binary
-//! sets the sandbox on a thread that then starts the command, and waits for it outside the
-//! sandbox, removing the command's scratch `$TMPDIR` afterwards. If the sandbox cannot be set up,
-//! the command does not run (exit 126); otherwise the command's exit status is passed on.
+//! command, and every process it starts, is held as the runner's `shell` holds it: writes,
+//! reads and environment by allow-list, network and PID namespaces of its own, out only through
+//! the egress proxy this process serves (decisions in the session's ledger). This process waits
+//! outside the sandbox, removing the command's scratch `$TMPDIR` afterwards. If the sandbox
+//! cannot be set up, the command does not run (exit 126); otherwise its exit status is passed on.
 
 use anyhow::{bail, Context, Result};
 use loopward::config::Config;
 use loopward_core::AgentId;
+use loopward_core::{AuditError, AuditEvent};
+use loopward_runner::egress::{EgressPolicy, Record, Recorder};
 use loopward_runner::gates::ControlFiles;
-use loopward_runner::sandbox::{confine_current_thread, Confinement, Protected};
+use loopward_runner::sandbox::{spawn_contained, Confinement, Protected};
 use loopward_runner::Workspace;
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::Arc;
 
 /// Run a command in the sandbox of an agent (what the Claude Code hook wraps `Bash` in).
 #[derive(Debug, clap::Args)]
@@ -26,8 +30,11 @@ The command may write only the agent's own territories and unclaimed paths (and 
 other agents' territories, loopward's control files and state are read-only to it and to
 every process it starts. It may read only the workspace, the system folders and [read] allow;
 loopward's state (every project's) and the --unreadable folders cannot be read at all. It
-starts with PATH, LANG, TERM and the like, [env] pass, and a scratch HOME and TMPDIR: nothing
-else of the caller's environment. Exit status 126 when the sandbox cannot be set up (nothing ran).")]
+starts with PATH, LANG, TERM and the like, [env] pass, and a scratch HOME (the user's config,
+no credentials) and TMPDIR: nothing else of the caller's environment. It reaches only the
+agent's `net` hosts, through loopward's egress proxy (decisions in the --session's ledger),
+and what it leaves in the background ends with it. Exit status 126 when the sandbox cannot
+be set up (nothing ran).")]
 pub struct Args {
     /// What to do.
     #[command(subcommand)]
@@ -63,12 +70,25 @@ pub enum Action {
     },
 }
 
-/// Runs the command in the sandbox and exits with its status (126 when it could not start).
-///
-/// The command is started from a thread that set the sandbox on itself (Landlock binds that
-/// thread and everything it starts); this process stays outside, waits, and removes the
-/// command's scratch `$TMPDIR` (also its `$HOME`) afterwards, which a confined process could not.
+/// Runs the command in the sandbox and exits with its status (126 when it could not start),
+/// on a runtime of its own (the process does nothing else).
 pub fn run(args: &Args) -> ExitCode {
+    match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt.block_on(exec(args)),
+        Err(e) => not_run(&anyhow::anyhow!("cannot start the async runtime: {e}")),
+    }
+}
+
+/// Runs the command in the sandbox, as the runner's `shell` does: started from a thread that
+/// set the sandbox on itself (Landlock binds that thread and everything it starts), in network
+/// and PID namespaces of its own, its way out the egress proxy this process serves. This
+/// process stays outside, records the proxy's decisions (see [`Book`]), waits, and removes
+/// the command's scratch `$TMPDIR` (also its `$HOME`) afterwards, which a confined process
+/// could not.
+pub async fn exec(args: &Args) -> ExitCode {
     let Action::Exec {
         config,
         agent,
@@ -85,10 +105,10 @@ pub fn run(args: &Args) -> ExitCode {
     if let Err(e) = loopward_runner::sandbox::hide_this_process() {
         return not_run(&e.into());
     }
-    let mut cmd = std::process::Command::new(&command[0]);
+    let mut cmd = tokio::process::Command::new(&command[0]);
     cmd.args(&command[1..]);
     // The environment is an allow-list: API keys and tokens of the caller stay out.
-    plan.apply_env(&mut cmd);
+    plan.apply_env(cmd.as_std_mut());
     if let Some(s) = session {
         cmd.env("LOOPWARD_SESSION", s);
     }
@@ -96,28 +116,133 @@ pub fn run(args: &Args) -> ExitCode {
         cmd.env("TMPDIR", dir.path());
         cmd.env("HOME", dir.path());
     }
-    let program = command[0].clone();
-    let started = std::thread::scope(|s| {
-        s.spawn(move || -> Result<std::process::Child> {
-            confine_current_thread(&plan)?;
-            cmd.spawn()
-                .with_context(|| format!("could not run {program:?}"))
-        })
-        .join()
-        .unwrap_or_else(|_| Err(anyhow::anyhow!("the sandbox thread failed")))
-    });
-    let status = match started.and_then(|mut child| child.wait().context("waiting for the command"))
-    {
-        Ok(status) => status,
+    let started = match spawn_contained(cmd, &plan).await {
+        Ok(s) => s,
+        Err(e) => return not_run(&anyhow::Error::new(e).context(format!("{:?}", command[0]))),
+    };
+    let agent_id = AgentId::new(agent.clone()).ok();
+    let proxy = match (started.proxy, agent_id) {
+        (Some(l), Some(agent_id)) => {
+            let l = match tokio::net::TcpListener::from_std(l) {
+                Ok(l) => l,
+                Err(e) => return not_run(&anyhow::anyhow!("cannot serve the egress proxy: {e}")),
+            };
+            let policy = Arc::new(EgressPolicy::new(
+                plan.reach().net_of(&agent_id).iter().cloned(),
+            ));
+            let (recorder, records) = Recorder::channel();
+            let task = tokio::spawn(loopward_runner::egress::serve(l, policy, recorder, None));
+            let book = Book::new(config, session.as_deref(), agent_id);
+            Some((super::contain::AbortOnDrop(task), records, book))
+        }
+        _ => None,
+    };
+    let status = wait_recording(started.child, proxy).await;
+    drop(scratch);
+    let status = match status {
+        Ok(s) => s,
         Err(e) => return not_run(&e),
     };
-    drop(scratch);
     use std::os::unix::process::ExitStatusExt;
     let code = status
         .code()
         .or_else(|| status.signal().map(|sig| 128 + sig))
         .unwrap_or(1);
     ExitCode::from(u8::try_from(code).unwrap_or(1))
+}
+
+/// Waits for the command, recording what its proxy asks meanwhile; asked to stop, ends it.
+async fn wait_recording(
+    mut child: tokio::process::Child,
+    proxy: Option<(
+        super::contain::AbortOnDrop,
+        tokio::sync::mpsc::Receiver<Record>,
+        Book,
+    )>,
+) -> Result<std::process::ExitStatus> {
+    let mut stop = super::ending::Stop::catch()?;
+    let (_task, mut records, mut book) = match proxy {
+        Some((t, r, b)) => (Some(t), Some(r), Some(b)),
+        None => (None, None, None),
+    };
+    loop {
+        tokio::select! {
+            s = child.wait() => {
+                // What the proxy asked before the command ended is still recorded.
+                while let (Some(Ok(r)), Some(book)) = (records.as_mut().map(|r| r.try_recv()), &mut book) {
+                    let _ = r.done.send(book.record(&r.event));
+                }
+                return s.context("waiting for the command");
+            }
+            Some(r) = next(&mut records) => {
+                if let Some(book) = &mut book {
+                    let _ = r.done.send(book.record(&r.event));
+                }
+            }
+            () = stop.asked() => {
+                let _ = child.start_kill();
+            }
+        }
+    }
+}
+
+/// The proxy's next request to record; never, without a proxy.
+async fn next(records: &mut Option<tokio::sync::mpsc::Receiver<Record>>) -> Option<Record> {
+    match records {
+        Some(r) => r.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Where a wrapped command's egress decisions go: the ledger of the session whose hook wrapped
+/// it (`--session`; its hook context is loaded on the first decision, so a command that never
+/// connects out costs nothing), or, run by hand without a session, a line on stderr each. A
+/// decision that cannot be recorded is refused (the proxy acts on none it was not told is
+/// recorded).
+struct Book {
+    config: PathBuf,
+    session: Option<String>,
+    agent: AgentId,
+    hooks: Option<loopward_hooks::HookContext>,
+}
+
+impl Book {
+    fn new(config: &Path, session: Option<&str>, agent: AgentId) -> Self {
+        Self {
+            config: config.to_path_buf(),
+            session: session.map(str::to_string),
+            agent,
+            hooks: None,
+        }
+    }
+
+    fn record(&mut self, event: &AuditEvent) -> Result<(), AuditError> {
+        let Some(session) = &self.session else {
+            #[allow(clippy::print_stderr)]
+            {
+                eprintln!(
+                    "loopward sandbox: {}",
+                    loopward_runner::audit::describe_event(event)
+                );
+            }
+            return Ok(());
+        };
+        if self.hooks.is_none() {
+            let (ctx, _) = super::hook::context(
+                &self.config,
+                self.agent.as_str(),
+                false,
+                loopward_runner::gates::Host::ClaudeCode,
+            )
+            .map_err(|e| AuditError(crate::error_text(&e)))?;
+            self.hooks = Some(ctx);
+        }
+        let Some(ctx) = &self.hooks else {
+            return Err(AuditError("no hook context".into()));
+        };
+        ctx.record_for_session(session, &self.agent, event)
+            .map_err(|e| AuditError(e.to_string()))
+    }
 }
 
 fn not_run(err: &anyhow::Error) -> ExitCode {
@@ -205,6 +330,13 @@ pub(super) fn plan_agent(
     let scratch = scratch_dir(&root)?;
     if let Some(s) = &scratch {
         plan = plan.with_outside(s.clone());
+        // It is the command's HOME: the user's config comes in, without credentials.
+        if let Some(home) = std::env::var_os("HOME") {
+            if let Err(e) = super::home::seed(Path::new(&home), s) {
+                let _ = std::fs::remove_dir_all(s);
+                return Err(e);
+            }
+        }
     }
     Ok((plan, scratch))
 }

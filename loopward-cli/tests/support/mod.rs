@@ -55,3 +55,30 @@ pub(crate) fn claude() -> Option<std::path::PathBuf> {
         .ok()?;
     p.is_file().then_some(p)
 }
+
+/// Serves `body` over HTTP on `ip` from a thread (an attacker's or an allowed host's server,
+/// on the loopback range); counts connections.
+#[allow(dead_code)]
+pub(crate) fn http_server(
+    ip: &str,
+    body: &'static str,
+) -> (u16, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind((ip, 0)).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let hits = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = hits.clone();
+    std::thread::spawn(move || {
+        for mut s in listener.incoming().flatten() {
+            counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let mut buf = [0u8; 4096];
+            let _ = s.read(&mut buf);
+            let _ = write!(
+                s,
+                "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    (port, hits)
+}

@@ -67,7 +67,7 @@ pub use figures::{
     AdvisoryCompliance, EgressFigures, GateFigures, LayerFigures, OverrideUse, RunFigures,
     UnauthorisedWrite,
 };
-pub use html::{render_html, render_index, LedgerState};
+pub use html::{describe as describe_event, render_html, render_index, LedgerState};
 pub use index::{
     append_anchor, check_head, read_index, read_witness, Anchor, IndexEntry, IndexError, IndexHead,
     INDEX_DOMAIN, INDEX_FILE,

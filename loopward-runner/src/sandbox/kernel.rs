@@ -7,8 +7,9 @@
 
 use super::{Confinement, SandboxError};
 use landlock::{
-    Access, AccessFs, BitFlags, CompatLevel, Compatible, LandlockStatus, PathBeneath,
-    RestrictionStatus, Ruleset, RulesetAttr, RulesetCreatedAttr, RulesetStatus, Scope, ABI,
+    Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, LandlockStatus, NetPort,
+    PathBeneath, RestrictionStatus, Ruleset, RulesetAttr, RulesetCreatedAttr, RulesetStatus, Scope,
+    ABI,
 };
 use rustix::fs::{Mode, OFlags, ResolveFlags};
 use std::os::fd::OwnedFd;
@@ -42,7 +43,7 @@ pub fn kernel_support() -> &'static KernelSupport {
 
 /// Checks whether this kernel can sandbox commands (restricts a throwaway thread).
 pub fn probe() -> KernelSupport {
-    let r = std::thread::spawn(|| restrict(None)).join();
+    let r = std::thread::spawn(|| restrict(None, None)).join();
     match r {
         Ok(Ok(status)) => KernelSupport {
             abi: abi_of(&status),
@@ -83,23 +84,39 @@ pub async fn spawn_confined(
 /// A command started by [`spawn_contained`].
 #[derive(Debug)]
 pub struct Started {
-    /// The command.
+    /// The command: the init of its PID namespace (where one could be made), so killing it
+    /// ends every process it left; its PID is the one to record and to end.
     pub child: tokio::process::Child,
     /// Where its egress proxy listens, inside its network namespace (`127.0.0.1`); serve it
     /// (see [`crate::egress`]) for as long as the command may connect out. `None`: the host's
-    /// network.
+    /// network, or the outer sandbox's (whose supervisor serves the way out).
     pub proxy: Option<std::net::TcpListener>,
 }
 
+/// The variables that name the egress proxy to a contained command.
+const PROXY_VARS: [&str; 6] = [
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "ALL_PROXY",
+    "http_proxy",
+    "https_proxy",
+    "all_proxy",
+];
+
 /// Starts `cmd` inside `conf`, in a network namespace of its own when `conf`'s network is
 /// [isolated](super::Network::Isolated), with `HTTP_PROXY`, `HTTPS_PROXY` and `ALL_PROXY` set
-/// to the returned listener's address there.
+/// to the returned listener's address there, and in a PID namespace of its own: the command is
+/// its init, and when it ends the kernel ends everything it left behind. Started inside
+/// another such sandbox (where no namespace can be made), the command stays in the outer
+/// namespaces and its proxy (`proxy` is then `None`).
 pub async fn spawn_contained(
     mut cmd: tokio::process::Command,
     conf: &Confinement,
 ) -> Result<Started, SandboxError> {
     let isolated = *conf.network() == super::Network::Isolated;
     let proxy_env = conf.proxy_env().to_vec();
+    let outer = conf.reach().outer_proxy_url().map(str::to_string);
+    let tcp_line = isolated && !conf.reach().tcp_open();
     let handle = tokio::runtime::Handle::try_current()
         .map_err(|e| SandboxError::Spawn(format!("no tokio runtime: {e}")))?;
     // Opened here, beneath the root without following any link, so what is granted is what
@@ -110,31 +127,37 @@ pub async fn spawn_contained(
         .name("loopward-sandbox".into())
         .spawn(move || {
             let r = (|| {
-                let proxy = if isolated {
-                    let l = super::net::isolate()?;
-                    let url = format!(
-                        "http://{}",
-                        l.local_addr()
-                            .map_err(|e| SandboxError::Spawn(e.to_string()))?
-                    );
-                    for var in [
-                        "HTTP_PROXY",
-                        "HTTPS_PROXY",
-                        "ALL_PROXY",
-                        "http_proxy",
-                        "https_proxy",
-                        "all_proxy",
-                    ] {
-                        cmd.env(var, &url);
+                let (proxy, url) = if isolated {
+                    let (l, url) = match super::net::isolate()? {
+                        super::net::Netns::Own(l) => {
+                            let addr = l
+                                .local_addr()
+                                .map_err(|e| SandboxError::Spawn(e.to_string()))?;
+                            (Some(l), Some(format!("http://{addr}")))
+                        }
+                        // Inside another sandbox: its proxy, as this process was told of it.
+                        super::net::Netns::Inherited => (None, outer.clone()),
+                    };
+                    for var in PROXY_VARS {
+                        match &url {
+                            Some(url) => cmd.env(var, url),
+                            None => cmd.env_remove(var),
+                        };
                     }
                     for (k, template) in &proxy_env {
-                        cmd.env(k, template.replace("{proxy}", &url));
+                        if let Some(url) = &url {
+                            cmd.env(k, template.replace("{proxy}", url));
+                        }
                     }
-                    Some(l)
+                    (l, url)
                 } else {
-                    None
+                    (None, None)
                 };
-                restrict(Some(fds))?;
+                super::net::own_pids(isolated)?;
+                // Landlock's TCP line: connect only to the proxy's port (none when there is
+                // no proxy to reach).
+                let tcp = tcp_line.then(|| proxy_port(&proxy, &url));
+                restrict(Some(fds), tcp)?;
                 super::privilege::drop_introspection()?;
                 let _rt = handle.enter();
                 let child = cmd.spawn().map_err(|e| {
@@ -153,7 +176,7 @@ pub async fn spawn_contained(
 /// single-threaded program about to `exec` a command (`loopward sandbox exec`); a library that
 /// keeps running uses [`spawn_confined`].
 pub fn confine_current_thread(conf: &Confinement) -> Result<(), SandboxError> {
-    restrict(Some(open_grants(conf)?))?;
+    restrict(Some(open_grants(conf)?), None)?;
     super::privilege::drop_introspection()
 }
 
@@ -358,9 +381,26 @@ fn open_writes(conf: &Confinement) -> Result<Vec<Open>, SandboxError> {
     Ok(out)
 }
 
+/// The port a command's TCP connections are held to: its proxy's (its own, or the outer
+/// sandbox's named in `url`); 0, no port at all, when there is none.
+fn proxy_port(own: &Option<std::net::TcpListener>, url: &Option<String>) -> u16 {
+    let own = own
+        .as_ref()
+        .and_then(|l| l.local_addr().ok())
+        .map(|a| a.port());
+    let outer = || {
+        let url = url.as_deref()?;
+        let authority = url.split("://").nth(1)?.split('/').next()?;
+        authority.rsplit(':').next()?.parse().ok()
+    };
+    own.or_else(outer).unwrap_or(0)
+}
+
 /// Restricts the calling thread: read and execute everywhere (or everywhere but the unreadable
-/// folders), write only `grants` (`None`: a probe with no grants).
-fn restrict(grants: Option<Grants>) -> Result<RestrictionStatus, SandboxError> {
+/// folders), write only `grants` (`None`: a probe with no grants); with `tcp`, TCP connections
+/// only to that port, where the kernel has Landlock's TCP rules (ABI 4; elsewhere the network
+/// namespace alone holds).
+fn restrict(grants: Option<Grants>, tcp: Option<u16>) -> Result<RestrictionStatus, SandboxError> {
     let unsupported = |e: &dyn std::fmt::Display| SandboxError::Unsupported { why: e.to_string() };
     let ruleset = Ruleset::default()
         .set_compatibility(CompatLevel::HardRequirement)
@@ -371,9 +411,19 @@ fn restrict(grants: Option<Grants>) -> Result<RestrictionStatus, SandboxError> {
         .map_err(|e| unsupported(&e))?
         // The command may not signal loopward or anything else outside its sandbox.
         .scope(Scope::Signal)
-        .map_err(|e| unsupported(&e))?
-        .create()
         .map_err(|e| unsupported(&e))?;
+    let ruleset = match tcp {
+        Some(_) => ruleset
+            .handle_access(AccessNet::ConnectTcp)
+            .map_err(|e| unsupported(&e))?,
+        None => ruleset,
+    };
+    let mut ruleset = ruleset.create().map_err(|e| unsupported(&e))?;
+    if let Some(port) = tcp.filter(|p| *p != 0) {
+        ruleset = ruleset
+            .add_rule(NetPort::new(port, AccessNet::ConnectTcp))
+            .map_err(|e| unsupported(&e))?;
+    }
     let grants = grants.unwrap_or(Grants {
         write: vec![],
         read: Reads::All,
@@ -383,7 +433,6 @@ fn restrict(grants: Option<Grants>) -> Result<RestrictionStatus, SandboxError> {
         Reads::AllBut(r) => (Some(BitFlags::from(AccessFs::ReadDir)), r),
         Reads::Only(r) => (None, r),
     };
-    let mut ruleset = ruleset;
     if let Some(access) = root_reads {
         // Opened only when granted: an allow-list sandbox started inside another (a command
         // wrapped inside `loopward contain`) may not be able to open `/` at all.

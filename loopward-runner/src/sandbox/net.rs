@@ -18,16 +18,31 @@ pub enum Network {
     Host,
 }
 
+/// The network a sandbox thread got from [`isolate`].
+pub(super) enum Netns {
+    /// A namespace of its own, with the proxy's listener in it.
+    Own(std::net::TcpListener),
+    /// The one this process is already in, which has loopback only: a sandbox started inside
+    /// another (a wrapped `Bash` inside `loopward contain`). The outer supervisor's proxy is
+    /// the way out, and records what goes.
+    Inherited,
+}
+
 /// Moves the calling thread into a new network namespace, brings its loopback up and listens
 /// there for the proxy. Everything the thread starts from now on is in that namespace; the
-/// listener is served from any thread (a socket stays in the namespace it was made in).
-pub(super) fn isolate() -> Result<std::net::TcpListener, SandboxError> {
+/// listener is served from any thread (a socket stays in the namespace it was made in). Where
+/// no namespace can be made but this process's own already has loopback only, the thread stays
+/// in it ([`Netns::Inherited`]); anywhere else that is an error (fail closed).
+pub(super) fn isolate() -> Result<Netns, SandboxError> {
     let unsupported = |why: String| SandboxError::Network { why };
-    nix::sched::unshare(CloneFlags::CLONE_NEWNET).map_err(|e| {
-        unsupported(format!(
+    if let Err(e) = nix::sched::unshare(CloneFlags::CLONE_NEWNET) {
+        if loopback_only() {
+            return Ok(Netns::Inherited);
+        }
+        return Err(unsupported(format!(
             "cannot give the command a network namespace of its own ({e})"
-        ))
-    })?;
+        )));
+    }
     loopback_up().map_err(|e| {
         unsupported(format!(
             "cannot bring up loopback in the command's network namespace: {e}"
@@ -38,7 +53,41 @@ pub(super) fn isolate() -> Result<std::net::TcpListener, SandboxError> {
     listener
         .set_nonblocking(true)
         .map_err(|e| unsupported(format!("cannot listen for the egress proxy: {e}")))?;
-    Ok(listener)
+    Ok(Netns::Own(listener))
+}
+
+/// Whether this process's network namespace has no interface but loopback (as the kernel
+/// lists them in `/proc/self/net/dev`; unreadable counts as no).
+fn loopback_only() -> bool {
+    std::fs::read_to_string("/proc/self/net/dev").is_ok_and(|t| {
+        let mut ifaces = t.lines().skip(2).filter_map(|l| l.split(':').next());
+        ifaces.all(|name| name.trim() == "lo")
+    })
+}
+
+/// Gives the calling thread's next child a PID namespace of its own: the command is its init
+/// (PID 1), so when it ends the kernel ends everything left in the namespace (background
+/// processes, `nohup`, `setsid`), and no process inside can name one outside by its PID.
+/// Where none can be made but this process is already in a namespace below the host's (a
+/// sandbox inside another), the command shares that one. Otherwise an error when `required`
+/// (an isolated network: the same privilege makes both), else nothing.
+pub(super) fn own_pids(required: bool) -> Result<(), SandboxError> {
+    match nix::sched::unshare(CloneFlags::CLONE_NEWPID) {
+        Ok(()) => Ok(()),
+        Err(_) if nested_pids() || !required => Ok(()),
+        Err(e) => Err(SandboxError::Network {
+            why: format!("cannot give the command a process namespace of its own ({e})"),
+        }),
+    }
+}
+
+/// Whether this process is in a PID namespace below another (`NSpid` lists more than one).
+fn nested_pids() -> bool {
+    std::fs::read_to_string("/proc/self/status").is_ok_and(|t| {
+        t.lines()
+            .find_map(|l| l.strip_prefix("NSpid:"))
+            .is_some_and(|ids| ids.split_whitespace().count() > 1)
+    })
 }
 
 /// `RTM_NEWLINK` on interface 1 (`lo` in a fresh namespace) with `IFF_UP`, over route netlink;

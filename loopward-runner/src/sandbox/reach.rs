@@ -76,6 +76,11 @@ pub struct Reach {
     network: Network,
     /// Per agent, the hosts its commands may reach through the egress proxy.
     nets: BTreeMap<AgentId, Vec<String>>,
+    /// The proxy this process was told of (its `HTTP_PROXY`), for a sandbox made inside
+    /// another one, whose network it keeps.
+    outer_proxy: Option<String>,
+    /// Whether commands may connect to any TCP port (no Landlock TCP line).
+    local_tcp: bool,
 }
 
 impl Default for Reach {
@@ -85,6 +90,8 @@ impl Default for Reach {
             env: vec![("PATH".into(), DEFAULT_PATH.into())],
             network: Network::default(),
             nets: BTreeMap::new(),
+            outer_proxy: None,
+            local_tcp: false,
         }
     }
 }
@@ -128,6 +135,33 @@ impl Reach {
     pub fn net(mut self, agent: AgentId, hosts: Vec<String>) -> Self {
         self.nets.insert(agent, hosts);
         self
+    }
+
+    /// The proxy the calling process itself was told of (its `HTTP_PROXY`). Where no network
+    /// namespace can be made because this process already runs in one with loopback only (a
+    /// wrapped command inside `loopward contain`), a command keeps that namespace and is
+    /// pointed at this proxy, the outer supervisor's; elsewhere it is not used.
+    pub fn outer_proxy(mut self, url: Option<String>) -> Self {
+        self.outer_proxy = url;
+        self
+    }
+
+    /// Lets commands connect to any TCP port in their namespace (`[net] local_tcp = true`).
+    /// Default: with an isolated network and a kernel with Landlock's TCP rules (ABI 4), they
+    /// connect only to their egress proxy's port.
+    pub fn local_tcp(mut self, open: bool) -> Self {
+        self.local_tcp = open;
+        self
+    }
+
+    /// Whether [`local_tcp`](Self::local_tcp) was given.
+    pub fn tcp_open(&self) -> bool {
+        self.local_tcp
+    }
+
+    /// The proxy of [`outer_proxy`](Self::outer_proxy).
+    pub fn outer_proxy_url(&self) -> Option<&str> {
+        self.outer_proxy.as_deref()
     }
 
     /// How commands reach the network.

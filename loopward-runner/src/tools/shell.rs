@@ -8,7 +8,8 @@
 //!
 //! Every process it starts is placed in its own process group whose id is the recorded PID of
 //! the child; on timeout or when the call is dropped, only that group is ended. Nothing is ever
-//! killed by name or pattern. Processes that leave the group (`setsid`) keep the sandbox.
+//! killed by name or pattern. The child is also the init of a PID namespace of its own, so
+//! processes that leave the group (`setsid`, `nohup`) end with it all the same.
 
 use crate::context::TurnContext;
 use crate::egress::{EgressPolicy, Record, Recorder};

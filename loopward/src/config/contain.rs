@@ -60,11 +60,20 @@ pub struct NetConfig {
     /// host, and every shell call records a `sandbox` warning.
     #[serde(default = "yes")]
     pub isolate: bool,
+    /// Lets commands connect to any TCP port inside their namespace (a test suite that starts
+    /// a server of its own on loopback). Default `false`: where the kernel has Landlock's TCP
+    /// rules (ABI 4), a command connects only to its egress proxy's port, a second line behind
+    /// the namespace.
+    #[serde(default)]
+    pub local_tcp: bool,
 }
 
 impl Default for NetConfig {
     fn default() -> Self {
-        Self { isolate: true }
+        Self {
+            isolate: true,
+            local_tcp: false,
+        }
     }
 }
 

@@ -88,12 +88,14 @@ fn tone(e: &AuditEvent) -> &'static str {
         | AuditEvent::RunEnded { .. }
         | AuditEvent::RunResumed { .. } => "edge",
         AuditEvent::ModelReply { .. } => "model",
+        AuditEvent::EgressDecided { allowed: false, .. } => "deny",
         _ => "",
     }
 }
 
-/// One record in words. Model-controlled text goes in as text (escaped by the template).
-pub(crate) fn describe(e: &AuditEvent) -> String {
+/// One record in words, as the run's page shows it (model-controlled text goes into the page as
+/// text, escaped by the template).
+pub fn describe(e: &AuditEvent) -> String {
     match e {
         AuditEvent::RunStarted { task, agent } => format!("run started with {agent}: {task}"),
         AuditEvent::HumanMessage { content } => format!("human: {content}"),
@@ -233,6 +235,23 @@ pub(crate) fn describe(e: &AuditEvent) -> String {
         AuditEvent::LedgerRecovered { truncated_bytes } => {
             format!("ledger reopened after a crash; {truncated_bytes} torn byte(s) cut")
         }
+        AuditEvent::EgressDecided {
+            allowed,
+            host,
+            port,
+            reason,
+            ..
+        } => format!(
+            "egress to {host}:{port} {}: {reason}",
+            if *allowed { "allowed" } else { "refused" }
+        ),
+        AuditEvent::EgressClosed {
+            host,
+            port,
+            bytes_in,
+            bytes_out,
+            ..
+        } => format!("egress to {host}:{port} closed: {bytes_out} bytes out, {bytes_in} in"),
         AuditEvent::RunEnded { status, .. } => {
             format!(
                 "run ended: {}",

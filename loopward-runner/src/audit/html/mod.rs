@@ -37,6 +37,7 @@ use super::verify::VerifyOptions;
 use maud::{html, Markup, DOCTYPE};
 use std::path::Path;
 
+pub use events::describe;
 pub(crate) use index::render_dir;
 
 /// What is known about the ledger a page is rendered from.

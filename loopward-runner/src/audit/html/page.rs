@@ -71,6 +71,10 @@ fn figures(f: &RunFigures, records: &[Record], ledger: &LedgerState) -> Markup {
                 @if let Some(id) = &ledger.key_id { " key " code { (id) } } } }
             div { dt { "final hash" } dd.hash { (final_hash) } }
             @if f.recoveries > 0 { div { dt { "crash recoveries" } dd { (f.recoveries) } } }
+            @if !f.egress.is_empty() { div { dt { "egress (allowed / refused)" } dd {
+                span class=(if f.egress.refused == 0 { "badge ok" } else { "badge warn" }) {
+                    (f.egress.allowed) " / " (f.egress.refused) }
+                " · " (f.egress.bytes_out) " bytes out, " (f.egress.bytes_in) " in" } } }
         }
     }
 }
