@@ -36,7 +36,22 @@ fn text(o: &Output) -> String {
     )
 }
 
-fn project(script: &str) -> tempfile::TempDir {
+/// A project in a temporary folder; the state folder beside it (`state_of`) goes with it.
+struct Project(tempfile::TempDir);
+
+impl Project {
+    fn path(&self) -> &Path {
+        self.0.path()
+    }
+}
+
+impl Drop for Project {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(state_of(self.0.path()));
+    }
+}
+
+fn project(script: &str) -> Project {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(
         dir.path().join("loopward.toml"),
@@ -59,7 +74,7 @@ hosts = ["deploy.example.com"]
     )
     .unwrap();
     std::fs::write(dir.path().join("script.toml"), script).unwrap();
-    dir
+    Project(dir)
 }
 
 /// Every file below `dir`, with its bytes.

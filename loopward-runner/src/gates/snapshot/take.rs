@@ -257,8 +257,15 @@ mod tests {
             std::thread::spawn(move || {
                 use std::io::Write;
                 let mut f = fs::OpenOptions::new().append(true).open(grow).unwrap();
+                let mut written = 0u64;
                 while !stop.load(std::sync::atomic::Ordering::Relaxed) {
                     f.write_all(&[b'x'; 4096]).unwrap();
+                    written += 4096;
+                    // Still changing under the reader, but never filling a slow machine's disk.
+                    if written >= 16 << 20 {
+                        f.set_len(0).unwrap();
+                        written = 0;
+                    }
                 }
             })
         };
