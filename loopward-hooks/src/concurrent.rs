@@ -186,6 +186,7 @@ impl Engine<'_> {
                         mode: GateMode::Advisory,
                         action: action.clone(),
                         path_raw: None,
+                        source: None,
                         path: Some(change.path.as_str().into()),
                         decision: Decision::Warn(refusals::unattributable(
                             &change.path,

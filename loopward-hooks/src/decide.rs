@@ -269,6 +269,7 @@ impl Engine<'_> {
                 mode: GateMode::Enforce,
                 action: Action::tool(name.as_str()),
                 path_raw: None,
+                source: None,
                 path: None,
                 decision: Decision::Deny(refusal.clone()),
             })?;
@@ -291,6 +292,7 @@ impl Engine<'_> {
                     mode: GateMode::Enforce,
                     action,
                     path_raw: Some(raw.into()),
+                    source: None,
                     path: None,
                     decision: Decision::Deny(refusal.clone()),
                 })?;

@@ -80,6 +80,8 @@ pub(super) struct Gates {
     pub(super) index: TerritoryIndex,
     pub(super) sprawl: Option<SprawlGate>,
     pub(super) reviews: Vec<ReviewGate>,
+    /// The version of the policy they were compiled from ([`PolicyConfig::version`]).
+    pub(super) version: Arc<str>,
 }
 
 impl Gates {
@@ -171,6 +173,7 @@ impl Gates {
             territories,
             sprawl,
             reviews,
+            version: cfg.version().into(),
         })
     }
 }
@@ -418,6 +421,12 @@ impl Policy {
         self.gates().specs()
     }
 
+    /// The version of the policy deciding now: [`PolicyConfig::version`] of the config it was
+    /// built from, or of the effective policy after a change at run time.
+    pub fn version(&self) -> Arc<str> {
+        Arc::clone(&self.gates().version)
+    }
+
     fn change(
         &self,
         by: &str,
@@ -428,6 +437,9 @@ impl Policy {
     ) -> Result<(), PolicyError> {
         let mut guard = self.inner.gates.write().unwrap_or_else(|p| p.into_inner());
         let mut cfg = guard.to_config();
+        // The whole effective policy, so its version is the version of what now decides.
+        cfg.gates.shell = self.inner.shell.clone();
+        cfg.overrides.max_ttl = self.inner.overrides.ttl_limit();
         edit(&mut cfg)?;
         let compiled = Gates::compile(&cfg)?;
         run.record_owned(AuditEvent::GateChanged {
