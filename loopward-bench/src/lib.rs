@@ -17,6 +17,7 @@
 //! | 8 | [`console`] | `loopward serve`'s console following 100 runs × 10 records/s (CPU share, memory over the window) and a 10,000-record run's page | the targets of the console issue (≤ 5 % of one core, flat memory, < 300 ms) |
 //! | 9 | [`loop_cli`] | a session of a loop over a scripted stand-in CLI (10 and 100 sessions; 1,000 files) | the same script and verifier started bare |
 //! | 10 | [`containment`] | a command started in its sandbox (Landlock, its own network); HTTP through the egress proxy | the same command started bare; the same request sent directly |
+//! | 12 | [`hook_call`] | one hook call from outside: a release `loopward hook claude-code` denying a territory write at 100 territories | the same binary's `loopward --version`, interleaved |
 //!
 //! Benchmarks are not tests: nothing here asserts a threshold. Each part returns a
 //! [`report::Section`] that states its targets next to the measured figures.
@@ -35,6 +36,7 @@ pub mod containment;
 pub mod gates;
 pub mod governed;
 pub mod harness;
+pub mod hook_call;
 pub mod ledger;
 #[cfg(feature = "llama")]
 pub mod llama;

@@ -1,4 +1,4 @@
-//! `loopward-bench`: the timing parts (1, 2, 3, 7, 8 and, with the `llama` feature, 5 and 6).
+//! `loopward-bench`: the timing parts (1, 2, 3, 7, 8, 12 and, with the `llama` feature, 5 and 6).
 //! Writes one JSON file; with `--llama-child` it is one side of part 5 (see
 //! `loopward_bench::llama`), with `--console-child` the console part 8 measures.
 //! `cargo xtask bench` merges it with the scale binary's and renders
@@ -93,6 +93,10 @@ fn main() -> Result<()> {
         sections.push(loop_cli::run(args.effort).context("part 9 (loop over a CLI agent)")?);
         eprintln!("part 10: containment");
         sections.push(containment::run(args.effort).context("part 10 (containment)")?);
+    }
+    if wanted(12) {
+        eprintln!("part 12: one hook call");
+        sections.push(loopward_bench::hook_call::run(args.effort).context("part 12 (hook call)")?);
     }
     if wanted(5) {
         eprintln!("part 5: local inference");

@@ -33,6 +33,18 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<()> {
         build.extend(["--features", "llama"]);
     }
     crate::cargo(root, &build)?;
+    // Part 12 starts the release `loopward` itself, from beside the bench binary.
+    crate::cargo(
+        root,
+        &[
+            "build",
+            "--release",
+            "-p",
+            "loopward-cli",
+            "--bin",
+            "loopward",
+        ],
+    )?;
     let mut timing_args = vec!["--out".to_string(), timing.display().to_string()];
     if llama {
         timing_args.extend(["--model".to_string(), model.display().to_string()]);

@@ -46,6 +46,8 @@ use std::num::NonZeroU32;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
+mod head;
+
 /// Held lines are written once they reach this many bytes, even before the commit.
 const HOLD_BYTES: usize = 16 * 1024;
 
