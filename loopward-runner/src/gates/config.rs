@@ -417,7 +417,9 @@ impl TerritoryConfig {
                 why: "paths is empty; list the globs the territory covers".into(),
             });
         }
-        self.compile(section).map(|_| ())
+        // Each glob parsed, not compiled: the overlap check compiles them all in one set, and
+        // the policy once more where it decides (compiling is most of a hook call's own work).
+        territory_globs(&self.paths, section).map(|_| ())
     }
 
     /// Compiles the territory's globs, each widened to cover what lies below it.

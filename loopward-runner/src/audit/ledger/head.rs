@@ -13,8 +13,10 @@ use super::{io_err, lock, Ledger, LedgerError, LedgerOptions, Recovery};
 use crate::audit::record::Record;
 use crate::audit::verify::EVENTS_FILE;
 use loopward_core::RunId;
+use nix::fcntl::Flock;
+use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// How much of the end of the file is read to find the head and the record before it.
@@ -29,13 +31,7 @@ impl Ledger {
         run: &RunId,
         opts: LedgerOptions,
     ) -> Result<(Arc<Self>, Recovery), LedgerError> {
-        let path = runs_dir.join(run.as_str()).join(EVENTS_FILE);
-        let file = std::fs::OpenOptions::new()
-            .read(true)
-            .append(true)
-            .open(&path)
-            .map_err(io_err(&path))?;
-        let mut file = lock(file, &path)?;
+        let (path, mut file) = reopen(runs_dir, run)?;
         let len = file.metadata().map_err(io_err(&path))?.len();
         let from = len.saturating_sub(TAIL_BYTES);
         let mut tail = Vec::with_capacity((len - from) as usize);
@@ -61,6 +57,18 @@ impl Ledger {
             },
         ))
     }
+}
+
+/// A run's existing ledger file, opened to read and append, under the writer's lock.
+pub(super) fn reopen(runs_dir: &Path, run: &RunId) -> Result<(PathBuf, Flock<File>), LedgerError> {
+    let path = runs_dir.join(run.as_str()).join(EVENTS_FILE);
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .append(true)
+        .open(&path)
+        .map_err(io_err(&path))?;
+    let file = lock(file, &path)?;
+    Ok((path, file))
 }
 
 /// The head of the ledger whose last bytes are `tail` (`whole`: the whole file), and whether the
