@@ -290,7 +290,7 @@ fn a_run_and_a_hook_record_the_rule_line_and_the_policy_version() {
             .filter(|r| r["data"]["layer"] == "policy")
             .map(|r| r["data"]["detail"]["version"].as_str().unwrap().to_string())
             .collect();
-        assert_eq!(versions, [v1.clone()], "{}", ledger.display());
+        assert_eq!(versions, std::slice::from_ref(&v1), "{}", ledger.display());
     }
     // Another rule is another version, noted in the session before its next decision.
     std::fs::write(

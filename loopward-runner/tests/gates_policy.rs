@@ -267,11 +267,11 @@ fn versions(room: &Room) -> Vec<String> {
         .events()
         .into_iter()
         .filter_map(|(_, e)| match e {
-            AuditEvent::LayerDecision { layer, detail, .. }
-                if layer == loopward_core::LayerId::Policy =>
-            {
-                detail.to_json()["version"].as_str().map(String::from)
-            }
+            AuditEvent::LayerDecision {
+                layer: loopward_core::LayerId::Policy,
+                detail,
+                ..
+            } => detail.to_json()["version"].as_str().map(String::from),
             _ => None,
         })
         .collect()
