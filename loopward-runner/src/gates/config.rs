@@ -331,10 +331,16 @@ impl PolicyConfig {
 
     /// Checks every section; the first problem is returned.
     pub fn validate(&self) -> Result<(), ConfigError> {
+        self.validate_but_overlaps()?;
+        super::overlap::check_overlaps(&self.territory)
+    }
+
+    /// Every check but the territories' overlaps, which the policy checks with the glob set it
+    /// decides with.
+    pub(super) fn validate_but_overlaps(&self) -> Result<(), ConfigError> {
         for (i, t) in self.territory.iter().enumerate() {
             t.validate(&format!("territory[{i}]"))?;
         }
-        super::overlap::check_overlaps(&self.territory)?;
         self.gates.sprawl.validate()?;
         for (i, r) in self.gates.review.iter().enumerate() {
             r.validate(&format!("gates.review[{i}]"))?;

@@ -2,7 +2,7 @@
 //! matched against every territory at once.
 
 use super::config::{territory_globs, ConfigError, TerritoryConfig};
-use globset::GlobSetBuilder;
+use globset::{GlobSet, GlobSetBuilder};
 use std::collections::BTreeSet;
 
 /// Concrete paths a glob stands for, to test overlaps: its literal prefix and one instance.
@@ -91,6 +91,30 @@ pub(super) fn check_overlaps(territories: &[TerritoryConfig]) -> Result<(), Conf
         glob: String::new(),
         why: e.to_string(),
     })?;
+    overlaps_in(territories, &owners, &all, &of_glob)
+}
+
+/// [`check_overlaps`] with every territory's globs compiled already (`all`, glob index →
+/// territory in `of_glob`): the set the policy decides with, so compiling a policy builds it once.
+pub(super) fn overlaps_with(
+    territories: &[TerritoryConfig],
+    all: &GlobSet,
+    of_glob: &[usize],
+) -> Result<(), ConfigError> {
+    let owners = territories
+        .iter()
+        .enumerate()
+        .map(|(i, t)| t.owner_ids(&format!("territory[{i}]")))
+        .collect::<Result<Vec<_>, _>>()?;
+    overlaps_in(territories, &owners, all, of_glob)
+}
+
+fn overlaps_in(
+    territories: &[TerritoryConfig],
+    owners: &[Vec<loopward_core::AgentId>],
+    all: &GlobSet,
+    of_glob: &[usize],
+) -> Result<(), ConfigError> {
     let covering =
         |s: &str| -> BTreeSet<usize> { all.matches(s).into_iter().map(|g| of_glob[g]).collect() };
     // Each territory's samples (its own, with who covers each) and the folders it names.

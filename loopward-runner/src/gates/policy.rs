@@ -136,7 +136,8 @@ impl Gates {
     }
 
     fn compile(cfg: &PolicyConfig) -> Result<Self, ConfigError> {
-        cfg.validate()?;
+        // Validated in full: the overlaps with the index below, not a set of their own.
+        cfg.validate_but_overlaps()?;
         let mut territories = Vec::new();
         let mut names = BTreeSet::new();
         for t in &cfg.territory {
@@ -168,8 +169,11 @@ impl Gates {
         } else {
             None
         };
+        let index = TerritoryIndex::new(&territories)?;
+        let (all, of_glob) = index.globs();
+        super::overlap::overlaps_with(&cfg.territory, all, of_glob)?;
         Ok(Self {
-            index: TerritoryIndex::new(&territories)?,
+            index,
             territories,
             sprawl,
             reviews,
