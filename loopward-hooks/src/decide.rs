@@ -30,7 +30,6 @@ pub(super) fn handle(raw: &str, ctx: &HookContext) -> Result<Reply, HookError> {
         let run = dir.key().run_id_of(ctx.run_prefix());
         let runs_dir = ws.root().join(&ctx.runs_dir);
         let ledger = ctx.ledgers.open(&runs_dir, &run, ctx.clock.clone())?;
-        state.events += 1;
         let mut e = Engine {
             ctx,
             policy: &policy,

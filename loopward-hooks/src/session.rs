@@ -138,7 +138,8 @@ impl SessionKey {
 pub struct SessionState {
     /// Human prompts so far; the current turn's number (0 before the first prompt).
     pub turn: u32,
-    /// Events handled so far; each event gets the next number (decides "newer than").
+    /// Watch starts and ends so far; each gets the next number (decides "newer than"). An
+    /// event that starts or ends no watch (a denial, a read) leaves it, and the state, alone.
     pub events: u64,
     /// Whether the ledger has its `run_started` event.
     #[serde(default)]
