@@ -331,8 +331,9 @@ impl PolicyConfig {
 
     /// Checks every section; the first problem is returned.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        self.validate_but_overlaps()?;
-        super::overlap::check_overlaps(&self.territory)
+        // The same checks the policy makes when it compiles the gates, and the gates kept for
+        // it: a config checked when it loads compiles its globs once.
+        super::Policy::check(self)
     }
 
     /// Every check but the territories' overlaps, which the policy checks with the glob set it

@@ -1,8 +1,8 @@
 //! Territories with different owners must not cover the same path: each glob's sample paths
 //! matched against every territory at once.
 
-use super::config::{territory_globs, ConfigError, TerritoryConfig};
-use globset::{GlobSet, GlobSetBuilder};
+use super::config::{ConfigError, TerritoryConfig};
+use globset::GlobSet;
 use std::collections::BTreeSet;
 
 /// Concrete paths a glob stands for, to test overlaps: its literal prefix and one instance.
@@ -71,31 +71,9 @@ fn samples(pattern: &str) -> Vec<String> {
 /// A sample path and the territories (by index) that cover it.
 type Covered = (String, BTreeSet<usize>);
 
-pub(super) fn check_overlaps(territories: &[TerritoryConfig]) -> Result<(), ConfigError> {
-    // One glob set for every territory (glob index → territory), matched once per sample, instead
-    // of every territory's set against every other's samples: the same pairs found, in the same
-    // order, at the cost of one compile (the hook loads the config on every call).
-    let mut owners = Vec::new();
-    let mut of_glob = Vec::new();
-    let mut all = GlobSetBuilder::new();
-    for (i, t) in territories.iter().enumerate() {
-        let section = format!("territory[{i}]");
-        owners.push(t.owner_ids(&section)?);
-        for g in territory_globs(&t.paths, &section)? {
-            all.add(g);
-            of_glob.push(i);
-        }
-    }
-    let all = all.build().map_err(|e| ConfigError::BadGlob {
-        section: "territory".into(),
-        glob: String::new(),
-        why: e.to_string(),
-    })?;
-    overlaps_in(territories, &owners, &all, &of_glob)
-}
-
-/// [`check_overlaps`] with every territory's globs compiled already (`all`, glob index →
-/// territory in `of_glob`): the set the policy decides with, so compiling a policy builds it once.
+/// Territories with different owners covering one path, found with every territory's globs
+/// compiled in one set (`all`, glob index → territory in `of_glob`): the index the policy decides
+/// with, so compiling a policy builds it once. Each glob's samples are matched once against all.
 pub(super) fn overlaps_with(
     territories: &[TerritoryConfig],
     all: &GlobSet,

@@ -135,6 +135,32 @@ impl Gates {
         cfg
     }
 
+    /// The gates of `cfg`, compiled once per process for the same config: a config that is
+    /// checked when it loads and then made a policy (every hook call) compiles its glob sets
+    /// once. Keyed by the SHA-256 of the whole config and where each rule is written; the
+    /// gates are immutable and shared.
+    pub(super) fn shared(cfg: &PolicyConfig) -> Result<Arc<Self>, ConfigError> {
+        use sha2::Digest;
+        static LAST: std::sync::Mutex<Option<([u8; 32], Arc<Gates>)>> = std::sync::Mutex::new(None);
+        let mut cfg_mut = cfg.clone();
+        let mut h = sha2::Sha256::new();
+        h.update(serde_json::to_vec(cfg).unwrap_or_default());
+        for s in cfg_mut.sources_mut() {
+            h.update(s.as_str().unwrap_or("-"));
+            h.update(b"\n");
+        }
+        let key: [u8; 32] = h.finalize().into();
+        let mut last = LAST.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((k, gates)) = last.as_ref() {
+            if *k == key {
+                return Ok(Arc::clone(gates));
+            }
+        }
+        let gates = Arc::new(Self::compile(cfg)?);
+        *last = Some((key, Arc::clone(&gates)));
+        Ok(gates)
+    }
+
     fn compile(cfg: &PolicyConfig) -> Result<Self, ConfigError> {
         // Validated in full: the overlaps with the index below, not a set of their own.
         cfg.validate_but_overlaps()?;
@@ -245,7 +271,7 @@ impl Policy {
         workspace: Workspace,
         control: ControlFiles,
     ) -> Result<Self, ConfigError> {
-        let gates = Gates::compile(cfg)?;
+        let gates = Gates::shared(cfg)?;
         let control = control.resolved(&workspace);
         if let Some(s) = cfg.gates.shell.skip.iter().find(|s| control.covers(s)) {
             return Err(ConfigError::Invalid {
@@ -267,7 +293,7 @@ impl Policy {
                 host: Host::default(),
                 own_state: None,
                 plan_cache: PlanCache::default(),
-                gates: RwLock::new(Arc::new(gates)),
+                gates: RwLock::new(gates),
             }),
         })
     }
@@ -375,7 +401,7 @@ impl Policy {
     /// Checks a config as [`Policy::from_config`] would, without a workspace (for adapters that
     /// meet their workspace only later, like the Claude Code hook).
     pub fn check(cfg: &PolicyConfig) -> Result<(), ConfigError> {
-        Gates::compile(cfg).map(|_| ())
+        Gates::shared(cfg).map(|_| ())
     }
 
     /// `[gates.shell]`: folders not watched around shell commands, and the snapshot size limit.
