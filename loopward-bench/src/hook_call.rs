@@ -200,21 +200,18 @@ pub fn run(effort: Effort) -> Result<Section> {
         ],
         notes: vec![
             "Where a call's time goes beyond the floor (measured with `perf` and `strace` when \
-             this part was written, 100 territories): compiling glob sets — the overlap check \
-             of the config load builds one set of all ~400 territory globs, and the policy \
-             builds its index of the same globs once more (each a regex and Aho-Corasick build) \
-             — most of the CPU; the overlap check's sample matching; parsing the TOML; one \
-             `fdatasync` of the ledger (~0.5 ms), so the decision is durable before the host \
-             hears it. Cut on the way here: the session's state is written (two `fsync`s) only \
-             when a call changed it, and a denial does not; the session's ledger is reopened at \
-             its head (the last record checked and chained to) instead of checked whole, so a \
-             long session costs no more per call; each territory's own glob set is compiled only \
-             when something asks it (a decision uses the index); the policy checks overlaps with \
-             its index instead of a set of its own."
+             this part was written, 100 territories): compiling the policy's index of all ~400 \
+             territory globs (a regex and Aho-Corasick build), once per call, and the overlap \
+             check's sample matching on it — most of the CPU; parsing and checking the TOML; \
+             one `fdatasync` of the ledger (~0.5 ms), so the decision is durable before the \
+             host hears it."
                 .into(),
-            "Left: the config load checks the territories' overlaps with a set of its own before \
-             the policy builds its index (one of the two compiles could go if the loaded config \
-             handed its compiled gates to the policy)."
+            "Cut on the way here: the session's state is written (two `fsync`s) only when a call \
+             changed it, and a denial does not; the session's ledger is reopened at its head \
+             (the last record checked and chained to) instead of checked whole, so a long \
+             session costs no more per call; the config's check and the policy share one compile \
+             of the gates; each territory's own glob set is compiled only when something asks \
+             it (a decision uses the index)."
                 .into(),
             "Every call is in the same session: a growing ledger must not make calls slower."
                 .into(),
