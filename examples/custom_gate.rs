@@ -54,6 +54,7 @@ fn file_types(
                         mode: GateMode::Enforce,
                         action: Action::tool(inv.call.name.as_str()),
                         path_raw: Some(p.raw().into()),
+                        source: None,
                         path: Some(p.rel().into()),
                         decision: decision.clone(),
                     })

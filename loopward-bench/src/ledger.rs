@@ -50,6 +50,7 @@ pub fn events() -> Vec<AuditEvent> {
             mode: GateMode::Enforce,
             action: loopward_core::Action::tool("write_file"),
             path_raw: Some("src/lib.rs".into()),
+            source: None,
             path: Some("src/lib.rs".into()),
             decision: Decision::Allow,
         },

@@ -1,4 +1,4 @@
-//! `loopward-bench`: the timing parts (1, 2, 3, 7–11 and, with the `llama` feature, 5 and 6).
+//! `loopward-bench`: the timing parts (1, 2, 3, 7–12 and, with the `llama` feature, 5 and 6).
 //! Writes one JSON file; with `--llama-child` it is one side of part 5 (see
 //! `loopward_bench::llama`), with `--console-child` the console part 8 measures.
 //! `cargo xtask bench` merges it with the scale binary's and renders
@@ -88,17 +88,21 @@ fn main() -> Result<()> {
         eprintln!("part 7: governed iteration in memory");
         sections.push(governed::run(args.effort).context("part 7 (governed iteration)")?);
     }
-    if wanted(8) {
+    if wanted(9) {
         eprintln!("part 9: loop over a CLI agent");
         sections.push(loop_cli::run(args.effort).context("part 9 (loop over a CLI agent)")?);
     }
-    if wanted(8) || wanted(10) {
+    if wanted(10) {
         eprintln!("part 10: containment");
         sections.push(containment::run(args.effort).context("part 10 (containment)")?);
     }
     if wanted(11) {
         eprintln!("part 11: a run's fixed cost on disk");
         sections.push(disk_run::run(args.effort).context("part 11 (a run on disk)")?);
+    }
+    if wanted(12) {
+        eprintln!("part 12: one hook call");
+        sections.push(loopward_bench::hook_call::run(args.effort).context("part 12 (hook call)")?);
     }
     if wanted(5) {
         eprintln!("part 5: local inference");

@@ -813,8 +813,8 @@ fn exit_status_8_when_the_ledger_cannot_be_written_and_the_action_does_not_run()
     assert!(dir.path().join("out/x.txt").exists());
     let ledger = std::fs::read_to_string(dir.path().join("runs/full/events.jsonl")).unwrap();
     let start = ledger
-        .find("{\"seq\":11,")
-        .expect("record 11 in the unlimited run");
+        .find("{\"seq\":12,")
+        .expect("record 12 in the unlimited run");
     let line = ledger[start..].lines().next().unwrap();
     assert!(line.contains("\"kind\":\"tool_started\""), "{line}");
     // Half-way into the record: the records before it fit whatever their timings' digits.
@@ -843,10 +843,11 @@ fn exit_status_8_when_the_ledger_cannot_be_written_and_the_action_does_not_run()
     assert_eq!(o.status.code(), Some(8), "{t}");
     assert!(t.contains("audit_failed"), "{t}");
     // The records on the way to the write go out together at its commit: the failed `write`
-    // ends with record 11, `tool_started`.
+    // ends with record 12, `tool_started` (11 is the policy's version, noted before the run's
+    // first judged call).
     assert!(
         t.lines()
-            .any(|l| l.contains("writing seq") && l.contains("11: File too large")),
+            .any(|l| l.contains("writing seq") && l.contains("12: File too large")),
         "{t}"
     );
     // The action the failed record was to record did not run.

@@ -202,3 +202,112 @@ fn lint_finds_a_territory_in_control_files_a_plan_only_one_agent_can_write_and_w
     assert!(text.contains("watch-only"), "{text}");
     assert!(text.contains("3 finding(s)"), "{text}");
 }
+
+/// The records of kind `kind` in a ledger.
+fn records(ledger: &Path, kind: &str) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(ledger)
+        .unwrap_or_else(|e| panic!("{}: {e}", ledger.display()))
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|r| r["kind"] == kind)
+        .collect()
+}
+
+/// A decision records the rule that made it — `loopward.toml:<line>` of its `[[territory]]` —
+/// in a run's ledger and in a hook session's alike, each after the version of the policy it was
+/// made under (the version `policy explain` shows); a changed config is another version.
+#[test]
+fn a_run_and_a_hook_record_the_rule_line_and_the_policy_version() {
+    let config = CONFIG.replace("first = \"planner\"", "first = \"builder\"");
+    let (_d, root) = project(&config);
+    let (_, explained) = loopward(
+        &root,
+        &[
+            "policy",
+            "explain",
+            "--agent",
+            "builder",
+            "--write",
+            "plans/a.md",
+        ],
+    );
+    let v1 = version(&explained);
+    // The runner: the builder writes into the planner's territory (line 12) and is refused.
+    std::fs::write(
+        root.join("s.toml"),
+        "[[agents.builder]]\ntool_calls = [{ name = \"write_file\", arguments = { path = \"plans/a.md\", content = \"x\" } }]\n[[agents.builder]]\ntext = \"That is the planner's.\"\n",
+    )
+    .unwrap();
+    let (code, text) = loopward(
+        &root,
+        &[
+            "run", "--script", "s.toml", "--id", "r1", "--task", "plan it",
+        ],
+    );
+    assert_eq!(code, Some(0), "{text}");
+    // The hook: Claude Code's main agent writes there too.
+    let event = serde_json::json!({
+        "session_id": "s1", "transcript_path": "/t.jsonl", "cwd": root,
+        "hook_event_name": "PreToolUse", "tool_name": "Write", "tool_use_id": "toolu_1",
+        "tool_input": {"file_path": root.join("plans/a.md"), "content": "x"},
+    });
+    let hook = |root: &Path| {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_loopward"))
+            .args(["hook", "claude-code", "--config"])
+            .arg(root.join("loopward.toml"))
+            .env("XDG_STATE_HOME", root.with_file_name("state"))
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        use std::io::Write;
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(event.to_string().as_bytes())
+            .unwrap();
+        let out = child.wait_with_output().unwrap();
+        assert!(
+            String::from_utf8_lossy(&out.stdout).contains("\"deny\""),
+            "{out:?}"
+        );
+    };
+    hook(&root);
+    for ledger in ["runs/r1/events.jsonl", "runs/claude-code-s1/events.jsonl"] {
+        let ledger = root.join(ledger);
+        let denials: Vec<_> = records(&ledger, "gate_decision")
+            .into_iter()
+            .filter(|r| r["data"]["gate"] == "territory:planner")
+            .collect();
+        assert_eq!(denials.len(), 1, "{denials:?}");
+        assert_eq!(
+            denials[0]["data"]["source"], "loopward.toml:12",
+            "{denials:?}"
+        );
+        let versions: Vec<_> = records(&ledger, "layer_decision")
+            .into_iter()
+            .filter(|r| r["data"]["layer"] == "policy")
+            .map(|r| r["data"]["detail"]["version"].as_str().unwrap().to_string())
+            .collect();
+        assert_eq!(versions, std::slice::from_ref(&v1), "{}", ledger.display());
+    }
+    // Another rule is another version, noted in the session before its next decision.
+    std::fs::write(
+        root.join("loopward.toml"),
+        config.replace("plans/**", "plans/*.md"),
+    )
+    .unwrap();
+    hook(&root);
+    let versions: Vec<_> = records(
+        &root.join("runs/claude-code-s1/events.jsonl"),
+        "layer_decision",
+    )
+    .into_iter()
+    .filter(|r| r["data"]["layer"] == "policy")
+    .map(|r| r["data"]["detail"]["version"].as_str().unwrap().to_string())
+    .collect();
+    assert_eq!(versions.len(), 2, "{versions:?}");
+    assert_eq!(versions[0], v1);
+    assert_ne!(versions[1], v1);
+}

@@ -129,6 +129,7 @@ mod tests {
             mode: GateMode::Enforce,
             action,
             path_raw: None,
+            source: None,
             path: None,
             decision: Decision::Allow,
         }

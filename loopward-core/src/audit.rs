@@ -223,6 +223,11 @@ pub enum AuditEvent {
         /// Path as the model wrote it, when the action names one.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         path_raw: Option<Arc<str>>,
+        /// Where the deciding rule is written (`loopward.toml:12`: its `[[territory]]`,
+        /// `[[gates.review]]` or `[gates.sprawl]`), when it came from a config file; absent for
+        /// built-in gates, rules added at run time, and ledgers written before it was recorded.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        source: Option<Arc<str>>,
     },
     /// A one-shot override was consumed (recorded before the write it authorises runs).
     OverrideConsumed {

@@ -274,6 +274,7 @@ mod tests {
                             mode: GateMode::Advisory,
                             path: some.then(|| "src/a.rs".into()),
                             path_raw: some.then(|| "./src/a.rs".into()),
+                            source: some.then(|| "loopward.toml:12".into()),
                         });
                     }
                 }
@@ -436,6 +437,7 @@ mod tests {
                 mode: GateMode::Enforce,
                 path: None,
                 path_raw: None,
+                source: None,
             },
             AuditEvent::OverrideConsumed {
                 agent: agent("a"),

@@ -79,6 +79,7 @@ struct Other {
 impl Engine<'_> {
     /// Notes that call `id` is watched from now on (`target`: the path a file tool may write).
     pub(super) fn begin_watch(&mut self, id: &str, target: Option<&str>, content: Option<&str>) {
+        self.state.events += 1;
         let call = WatchedCall {
             agent: self.caller.to_string(),
             started: self.state.events,
@@ -186,6 +187,7 @@ impl Engine<'_> {
                         mode: GateMode::Advisory,
                         action: action.clone(),
                         path_raw: None,
+                        source: None,
                         path: Some(change.path.as_str().into()),
                         decision: Decision::Warn(refusals::unattributable(
                             &change.path,
@@ -206,6 +208,7 @@ impl Engine<'_> {
     pub(super) fn end_watch(&mut self, id: &str, mut paths: Vec<String>) {
         if let Some(call) = self.state.live.remove(id) {
             paths.extend(call.target.clone());
+            self.state.events += 1;
             let now = self.state.events;
             if !self.state.live.is_empty() {
                 self.state.finished.push(FinishedCall {

@@ -30,7 +30,6 @@ pub(super) fn handle(raw: &str, ctx: &HookContext) -> Result<Reply, HookError> {
         let run = dir.key().run_id_of(ctx.run_prefix());
         let runs_dir = ws.root().join(&ctx.runs_dir);
         let ledger = ctx.ledgers.open(&runs_dir, &run, ctx.clock.clone())?;
-        state.events += 1;
         let mut e = Engine {
             ctx,
             policy: &policy,
@@ -269,6 +268,7 @@ impl Engine<'_> {
                 mode: GateMode::Enforce,
                 action: Action::tool(name.as_str()),
                 path_raw: None,
+                source: None,
                 path: None,
                 decision: Decision::Deny(refusal.clone()),
             })?;
@@ -291,6 +291,7 @@ impl Engine<'_> {
                     mode: GateMode::Enforce,
                     action,
                     path_raw: Some(raw.into()),
+                    source: None,
                     path: None,
                     decision: Decision::Deny(refusal.clone()),
                 })?;

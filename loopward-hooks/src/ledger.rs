@@ -1,6 +1,7 @@
 //! Where the hook's decisions are recorded: one hash-chained [`Ledger`] per Claude Code session,
 //! `runs/claude-code-<session>/events.jsonl`, created by the session's first event and reopened
-//! (chain checked, a torn last line cut and recorded) by every later hook process.
+//! at its head by every later hook process (the last record checked and chained to; a torn last
+//! line, or a head that does not verify, makes it check the whole chain, cut and record).
 
 use loopward_core::{AuditError, AuditSink, RunId};
 use loopward_runner::audit::{Ledger, LedgerKey, LedgerOptions};
@@ -49,7 +50,9 @@ impl LedgerOpener for FileLedgers {
         let fail = |e: loopward_runner::audit::LedgerError| AuditError(e.to_string());
         let events = runs_dir.join(run.as_str()).join("events.jsonl");
         let ledger = if events.exists() {
-            Ledger::open_existing(runs_dir, run, opts).map_err(fail)?.0
+            // At its head: a long session's chain is not read again on every call; the new
+            // records chain to the head, whose keyed hash is checked (`verify` reads it whole).
+            Ledger::open_at_head(runs_dir, run, opts).map_err(fail)?.0
         } else {
             Ledger::create(runs_dir, run, opts).map_err(fail)?
         };

@@ -503,12 +503,18 @@ impl HookContextBuilder {
             compiled: None,
             version: String::new(),
         };
-        ctx.version = ctx.policy.version();
         // Compiling the gates is most of a hook call's own work: once, where the root is known
         // (a root that is not usable is reported by each event, as without one).
         match ctx.root.as_deref().map(Workspace::new) {
-            Some(Ok(ws)) => ctx.compiled = Some(ctx.compile(&ws)?),
-            _ => Policy::check(&ctx.policy)?,
+            Some(Ok(ws)) => {
+                let compiled = ctx.compile(&ws)?;
+                ctx.version = compiled.version().to_string();
+                ctx.compiled = Some(compiled);
+            }
+            _ => {
+                Policy::check(&ctx.policy)?;
+                ctx.version = ctx.policy.version();
+            }
         }
         Ok(ctx)
     }

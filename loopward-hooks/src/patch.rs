@@ -106,6 +106,7 @@ impl Engine<'_> {
                     mode: GateMode::Enforce,
                     action,
                     path_raw: raw.map(Into::into),
+                    source: None,
                     path: None,
                     decision: Decision::Deny(refusal.clone()),
                 })?;

@@ -77,6 +77,7 @@ impl Engine<'_> {
             mode: GateMode::Enforce,
             action: Action::tool(tool.name()),
             path_raw: Some(raw.into()),
+            source: None,
             path: None,
             decision: refusal.clone().map_or(Decision::Allow, Decision::Deny),
         })?;

@@ -138,7 +138,8 @@ impl SessionKey {
 pub struct SessionState {
     /// Human prompts so far; the current turn's number (0 before the first prompt).
     pub turn: u32,
-    /// Events handled so far; each event gets the next number (decides "newer than").
+    /// Watch starts and ends so far; each gets the next number (decides "newer than"). An
+    /// event that starts or ends no watch (a denial, a read) leaves it, and the state, alone.
     pub events: u64,
     /// Whether the ledger has its `run_started` event.
     #[serde(default)]
@@ -241,9 +242,14 @@ impl SessionDir {
             .open(&lock_path)
             .map_err(io(&lock_path))?;
         let _held = lock_within(lock_file, &lock_path, self.wait)?;
-        let mut state = self.load()?;
+        let (mut state, stored) = self.load()?;
         let out = f(&mut state)?;
-        self.save(&state)?;
+        // A call that changed nothing (a denial, a read) writes and syncs nothing.
+        let bytes = self.bytes(&state)?;
+        if stored.as_deref() != Some(bytes.as_slice()) {
+            let path = self.state_path();
+            loopward_runner::write_atomic(&path, &bytes, 0o600).map_err(io(&path))?;
+        }
         Ok(out)
     }
 
@@ -251,25 +257,29 @@ impl SessionDir {
         self.dir.join("state.json")
     }
 
-    fn load(&self) -> Result<SessionState, SessionError> {
+    /// The state and the bytes it was read from (`None`: no state yet).
+    fn load(&self) -> Result<(SessionState, Option<Vec<u8>>), SessionError> {
         let path = self.state_path();
         match fs::read(&path) {
-            Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| SessionError::Corrupt {
-                path,
-                why: e.to_string(),
-            }),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(SessionState::default()),
+            Ok(bytes) => serde_json::from_slice(&bytes)
+                .map(|s| (s, Some(bytes)))
+                .map_err(|e| SessionError::Corrupt {
+                    path,
+                    why: e.to_string(),
+                }),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                Ok((SessionState::default(), None))
+            }
             Err(e) => Err(io(&path)(e)),
         }
     }
 
-    fn save(&self, state: &SessionState) -> Result<(), SessionError> {
-        let path = self.state_path();
-        let bytes = serde_json::to_vec_pretty(state).map_err(|e| SessionError::Corrupt {
-            path: path.clone(),
+    /// The state as stored.
+    fn bytes(&self, state: &SessionState) -> Result<Vec<u8>, SessionError> {
+        serde_json::to_vec_pretty(state).map_err(|e| SessionError::Corrupt {
+            path: self.state_path(),
             why: e.to_string(),
-        })?;
-        loopward_runner::write_atomic(&path, &bytes, 0o600).map_err(io(&path))
+        })
     }
 }
 

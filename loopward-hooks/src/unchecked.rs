@@ -87,6 +87,7 @@ impl Engine<'_> {
                     mode: GateMode::Enforce,
                     action: Action::tool(tool),
                     path_raw: None,
+                    source: None,
                     path: None,
                     decision: Decision::Deny(refusal.clone()),
                 })?;

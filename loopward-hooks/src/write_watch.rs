@@ -54,6 +54,7 @@ impl Engine<'_> {
                     mode: GateMode::Enforce,
                     action: Action::tool(call.tool.name()),
                     path_raw: None,
+                    source: None,
                     path: None,
                     decision: Decision::Deny(refusal.clone()),
                 })?;

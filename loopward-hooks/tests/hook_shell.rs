@@ -189,9 +189,24 @@ fn the_session_ledger_verifies_reports_and_catches_an_edit() {
     let text = std::fs::read_to_string(&events).unwrap();
     std::fs::write(&events, text.replacen("\"deny\"", "\"allow\"", 1)).unwrap();
     assert!(loopward_runner::audit::verify(&run_dir, &session_check()).is_err());
-    // And the hook refuses to append to a damaged ledger: it blocks.
+    // The hook reopens the ledger at its head: what it appends chains to the head, so the edit
+    // before it stays caught.
+    let a = p.send_fixture("pre_read.json");
+    assert_eq!(a.exit_code, 0, "{a:?}");
+    assert!(loopward_runner::audit::verify(&run_dir, &session_check()).is_err());
+    // Undone, the chain holds again, the hook's records included.
+    let text = std::fs::read_to_string(&events).unwrap();
+    std::fs::write(&events, text.replacen("\"allow\"", "\"deny\"", 1)).unwrap();
+    loopward_runner::audit::verify(&run_dir, &session_check()).unwrap();
+    // An edit of the head itself: the hook checks the whole chain, finds the damage and blocks.
+    let text = std::fs::read_to_string(&events).unwrap();
+    let head = text.lines().last().unwrap();
+    assert!(head.contains("\"tool_requested\""), "{head}");
+    let forged = head.replacen("\"tool_requested\"", "\"tool_started\"", 1);
+    std::fs::write(&events, text.replace(head, &forged)).unwrap();
     let a = p.send_fixture("pre_read.json");
     assert_eq!(a.exit_code, 2, "{a:?}");
+    assert!(a.stderr.contains("events.jsonl"), "{a:?}");
 }
 
 #[test]

@@ -69,6 +69,7 @@ fn events() -> Vec<(Option<u32>, Option<&'static str>, AuditEvent)> {
                 mode: GateMode::Enforce,
                 action: loopward_core::Action::tool("write_file"),
                 path_raw: Some(XSS_PATH.into()),
+                source: None,
                 path: Some(XSS_PATH.into()),
                 decision: Decision::Allow,
             },
@@ -97,6 +98,7 @@ fn events() -> Vec<(Option<u32>, Option<&'static str>, AuditEvent)> {
                 mode: GateMode::Enforce,
                 action: loopward_core::Action::tool("write_file"),
                 path_raw: Some("review.md".into()),
+                source: None,
                 path: Some("review.md".into()),
                 decision: Decision::Deny(refusal.clone()),
             },
@@ -113,6 +115,7 @@ fn events() -> Vec<(Option<u32>, Option<&'static str>, AuditEvent)> {
                 mode: GateMode::Enforce,
                 action: "handoff:tester".parse().unwrap(),
                 path_raw: None,
+                source: None,
                 path: None,
                 decision: Decision::Deny(Refusal::new(
                     "review:builder->auditor",

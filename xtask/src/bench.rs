@@ -28,7 +28,8 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<()> {
     std::fs::create_dir_all(&scratch).with_context(|| scratch.display().to_string())?;
     let (timing, scale) = (scratch.join("timing.json"), scratch.join("scale.json"));
 
-    // Part 10 starts the release `loopward` binary beside the bench's (its hook channel).
+    // Parts 10 and 12 start the release `loopward` binary beside the bench's (the hook through
+    // `contain`'s channel, and one hook call).
     let mut build = vec![
         "build",
         "--release",

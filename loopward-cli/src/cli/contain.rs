@@ -200,6 +200,7 @@ pub async fn run(args: Args) -> Result<ExitCode> {
                 mode: loopward_core::GateMode::Advisory,
                 path: None,
                 path_raw: None,
+                source: None,
             },
         )?;
     }

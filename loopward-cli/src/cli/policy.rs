@@ -59,49 +59,38 @@ pub enum Action {
     Lint,
 }
 
-/// Where each gate is written in the config text: `loopward.toml:<line>`, or why it has none.
+/// Where each gate is written: its rule's `loopward.toml:<line>` (the source every decision it
+/// makes records), or why it has none.
 struct Sources {
     file: String,
     text: String,
 }
 
 impl Sources {
-    /// The line of the `n`th (from 0) line starting with `header`.
-    fn nth(&self, header: &str, n: usize) -> Option<String> {
+    /// The line of the first line starting with `header` (a section with no rule of its own).
+    fn header(&self, header: &str) -> Option<String> {
         self.text
             .lines()
-            .enumerate()
-            .filter(|(_, l)| l.trim_start().starts_with(header))
-            .nth(n)
-            .map(|(i, _)| format!("{}:{}", self.file, i + 1))
+            .position(|l| l.trim_start().starts_with(header))
+            .map(|i| format!("{}:{}", self.file, i + 1))
     }
 
-    /// The source of the gate named `gate`, given the policy's gates in config order.
-    fn of(&self, gate: &str, policy: &Policy) -> String {
-        let specs: Vec<_> = policy
+    /// The source of the gate named `gate`.
+    fn of(gate: &str, policy: &Policy) -> String {
+        let spec = policy
             .list()
             .into_iter()
-            .filter_map(|g| g.spec.map(|s| (g.name, s)))
-            .collect();
-        let index = |want: fn(&GateSpec) -> bool| {
-            specs
-                .iter()
-                .filter(|(_, s)| want(s))
-                .position(|(name, _)| name == gate)
+            .find(|g| g.name == gate)
+            .and_then(|g| g.spec);
+        let source = match &spec {
+            Some(GateSpec::Territory(t)) => t.source.as_str(),
+            Some(GateSpec::Review(r)) => r.source.as_str(),
+            Some(GateSpec::Sprawl(s)) => {
+                Some(s.source.as_str().unwrap_or("default [gates.sprawl]"))
+            }
+            _ => None,
         };
-        let found = if let Some(i) = index(|s| matches!(s, GateSpec::Territory(_))) {
-            self.nth("[[territory]]", i)
-        } else if let Some(i) = index(|s| matches!(s, GateSpec::Review(_))) {
-            self.nth("[[gates.review]]", i)
-        } else if gate == "sprawl" {
-            Some(
-                self.nth("[gates.sprawl]", 0)
-                    .unwrap_or_else(|| "default [gates.sprawl]".into()),
-            )
-        } else {
-            None
-        };
-        found.unwrap_or_else(|| "built in".into())
+        source.unwrap_or("built in").to_string()
     }
 }
 
@@ -144,9 +133,9 @@ pub(super) fn run(args: &Args) -> Result<ExitCode> {
                 .with_team(cfg.team())
                 .with_host(host);
             match (write, command) {
-                (Some(path), _) => explain_write(&mut out, &policy, &sources, &agent, path),
+                (Some(path), _) => explain_write(&mut out, &policy, &agent, path),
                 (_, Some(cmd)) => {
-                    explain_command(&mut out, &policy, &sources, &agent, cmd);
+                    explain_command(&mut out, &policy, &agent, cmd);
                     Ok(ExitCode::SUCCESS)
                 }
                 _ => unreachable!("clap requires --write or --command"),
@@ -159,7 +148,6 @@ pub(super) fn run(args: &Args) -> Result<ExitCode> {
 fn explain_write<W: std::io::Write>(
     out: &mut Printer<W>,
     policy: &Policy,
-    sources: &Sources,
     agent: &AgentId,
     raw: &str,
 ) -> Result<ExitCode> {
@@ -183,20 +171,27 @@ fn explain_write<W: std::io::Write>(
     let judgement = policy.decide(&ask, &SprawlTracker::default());
     out.line(Tone::Plain, format!("{agent} writing {}:", path.rel()));
     for e in &judgement.events {
-        let AuditEvent::GateDecision { gate, decision, .. } = e else {
+        let AuditEvent::GateDecision {
+            gate,
+            decision,
+            source,
+            ..
+        } = e
+        else {
             continue;
         };
         let name = gate.name.to_string();
+        // The source the ledger would record, else why there is none.
+        let source = source
+            .as_deref()
+            .map_or_else(|| Sources::of(&name, policy), str::to_string);
         let (tone, word) = match decision {
             Decision::Allow => (Tone::Ok, "allow"),
             Decision::Override { .. } => (Tone::Ok, "override"),
             Decision::Warn(_) => (Tone::Refusal, "warn"),
             Decision::Deny(_) => (Tone::Refusal, "deny"),
         };
-        out.line(
-            tone,
-            format!("  {word:<8} {name:<24} {}", sources.of(&name, policy)),
-        );
+        out.line(tone, format!("  {word:<8} {name:<24} {source}"));
         match decision {
             Decision::Deny(r) | Decision::Warn(r) => {
                 out.line(Tone::Dim, format!("           {}", r.reason));
@@ -224,7 +219,6 @@ fn explain_write<W: std::io::Write>(
 fn explain_command<W: std::io::Write>(
     out: &mut Printer<W>,
     policy: &Policy,
-    sources: &Sources,
     agent: &AgentId,
     cmd: &str,
 ) {
@@ -252,7 +246,7 @@ fn explain_command<W: std::io::Write>(
             "{} {} ({})",
             g.name,
             t.paths.join(", "),
-            sources.of(&g.name, policy)
+            Sources::of(&g.name, policy)
         );
         if owners.contains(&agent.as_str()) {
             own.push(line);
@@ -310,7 +304,7 @@ fn lint<W: std::io::Write>(
                 findings += 1;
                 out.line(
                     Tone::Refusal,
-                    format!("{}: {}: `{glob}` lies in loopward's control files, which no agent may write: its owners can never write it either", sources.of(&g.name, &policy), g.name),
+                    format!("{}: {}: `{glob}` lies in loopward's control files, which no agent may write: its owners can never write it either", Sources::of(&g.name, &policy), g.name),
                 );
             }
         }
@@ -325,7 +319,7 @@ fn lint<W: std::io::Write>(
             findings += 1;
             out.line(
                 Tone::Refusal,
-                format!("{}: the sprawl gate's plan {plan} lies in {}: only its owners can write the plan that clears the gate for everyone", sources.of("sprawl", &policy), t.name),
+                format!("{}: the sprawl gate's plan {plan} lies in {}: only its owners can write the plan that clears the gate for everyone", Sources::of("sprawl", &policy), t.name),
             );
         }
     }
@@ -333,7 +327,7 @@ fn lint<W: std::io::Write>(
         findings += 1;
         out.line(
             Tone::Refusal,
-            format!("{}: [gates.shell] sandbox = \"watch-only\": commands are only compared and put back, never contained", sources.nth("[gates.shell]", 0).unwrap_or_default()),
+            format!("{}: [gates.shell] sandbox = \"watch-only\": commands are only compared and put back, never contained", sources.header("[gates.shell]").unwrap_or_default()),
         );
     }
     if findings == 0 {

@@ -111,7 +111,8 @@ pub fn script_from_ledger(records: &[(Scope, AuditEvent)]) -> Script {
 }
 
 /// The decisions of a run, as comparable lines: gate, approval and handoff decisions,
-/// override consumptions, violations, and the run's end.
+/// override consumptions, violations, and the run's end (not where a rule is written, nor the
+/// policy's version: a replay judges with the config as it is now).
 pub fn decisions(records: &[(Scope, AuditEvent)]) -> Vec<String> {
     records
         .iter()
@@ -130,6 +131,12 @@ pub fn decisions(records: &[(Scope, AuditEvent)]) -> Vec<String> {
                     decision.label(),
                     path.as_deref().unwrap_or("")
                 ),
+                // The policy's version is noted, not decided: a replay judges with the config
+                // as it is now, and older ledgers never noted one.
+                AuditEvent::LayerDecision {
+                    layer: LayerId::Policy,
+                    ..
+                } => return None,
                 AuditEvent::LayerDecision {
                     layer, decision, ..
                 } => format!("{layer} {decision}"),

@@ -296,6 +296,7 @@ fn the_recorded_config_is_reproduced_refusal_for_refusal() {
                 mode: loopward_core::GateMode::Enforce,
                 action: loopward_core::Action::tool("write_file"),
                 path_raw: None,
+                source: None,
                 path: Some("plan.md".into()),
                 decision: Decision::Deny(Refusal::new("territory:planner", "no", "ask")),
             },

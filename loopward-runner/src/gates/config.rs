@@ -20,10 +20,10 @@
 //! assert!(err.to_string().contains("src/["), "{err}");
 //! ```
 
+use super::source::RuleSource;
 use globset::{Glob, GlobBuilder, GlobSet, GlobSetBuilder};
 use loopward_core::{AgentId, GateMode};
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeSet;
 use std::time::Duration;
 
 /// The longest a one-shot override may ever live, whatever `[overrides] max_ttl` says.
@@ -41,7 +41,7 @@ pub const MAX_SPRAWL_THRESHOLD: u32 = 100;
 #[serde(deny_unknown_fields)]
 pub struct PolicyConfig {
     /// `[[territory]]`: deny-by-default write territories.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "super::source::located_list")]
     pub territory: Vec<TerritoryConfig>,
     /// `[gates]`: the sprawl, review and shell gates.
     #[serde(default)]
@@ -56,10 +56,10 @@ pub struct PolicyConfig {
 #[serde(deny_unknown_fields)]
 pub struct GatesConfig {
     /// `[gates.sprawl]` (on by default).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "super::source::located_one")]
     pub sprawl: SprawlConfig,
     /// `[[gates.review]]`.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "super::source::located_list")]
     pub review: Vec<ReviewConfig>,
     /// `[gates.shell]`: how the workspace is watched around shell calls.
     #[serde(default)]
@@ -84,6 +84,9 @@ pub struct TerritoryConfig {
     /// `enforce` (default) or `advisory`.
     #[serde(default)]
     pub mode: GateMode,
+    /// Where it is written (`loopward.toml:12`), when read from a file.
+    #[serde(skip)]
+    pub source: RuleSource,
 }
 
 /// `[gates.sprawl]`.
@@ -109,6 +112,9 @@ pub struct SprawlConfig {
     /// matching templates of one rule with the same stem are one unit of work.
     #[serde(default = "default_siblings")]
     pub siblings: Vec<Vec<String>>,
+    /// Where it is written (`loopward.toml:12`), when read from a file.
+    #[serde(skip)]
+    pub source: RuleSource,
 }
 
 fn yes() -> bool {
@@ -140,6 +146,7 @@ impl Default for SprawlConfig {
             plan_path: default_plan_path(),
             marker: default_marker(),
             siblings: default_siblings(),
+            source: RuleSource::default(),
         }
     }
 }
@@ -167,6 +174,17 @@ pub struct ReviewConfig {
     /// would refuse every handoff once both are armed, so such a config does not load.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub exclusive: bool,
+    /// Where it is written (`loopward.toml:12`), when read from a file.
+    #[serde(skip)]
+    pub source: RuleSource,
+}
+
+impl GatesConfig {
+    /// Where each of its rules is written: the sprawl gate's, then each review gate's.
+    pub fn sources_mut(&mut self) -> impl Iterator<Item = &mut RuleSource> {
+        std::iter::once(&mut self.sprawl.source)
+            .chain(self.review.iter_mut().map(|r| &mut r.source))
+    }
 }
 
 /// `[gates.shell]`.
@@ -284,19 +302,46 @@ impl PolicyConfig {
         hex::encode(&sha2::Sha256::digest(&bytes)[..6])
     }
 
-    /// Parses and validates the gate sections from TOML text.
+    /// Parses and validates the gate sections from TOML text (of no file: its rules have no
+    /// [`RuleSource`]).
     pub fn from_toml(text: &str) -> Result<Self, ConfigError> {
-        let cfg: Self = toml::from_str(text).map_err(|e| ConfigError::Parse(e.to_string()))?;
+        Self::parse(None, text)
+    }
+
+    /// Like [`PolicyConfig::from_toml`], for the text of the file named `file`: each rule
+    /// knows where it is written (`file:line`), and every decision it makes records it.
+    pub fn from_toml_in(file: &str, text: &str) -> Result<Self, ConfigError> {
+        Self::parse(Some(file), text)
+    }
+
+    fn parse(file: Option<&str>, text: &str) -> Result<Self, ConfigError> {
+        let mut cfg: Self = toml::from_str(text).map_err(|e| ConfigError::Parse(e.to_string()))?;
+        RuleSource::resolve(cfg.sources_mut(), file, text);
         cfg.validate()?;
         Ok(cfg)
     }
 
+    /// Where each of its rules is written: each territory's, then the gates'.
+    pub fn sources_mut(&mut self) -> impl Iterator<Item = &mut RuleSource> {
+        self.territory
+            .iter_mut()
+            .map(|t| &mut t.source)
+            .chain(self.gates.sources_mut())
+    }
+
     /// Checks every section; the first problem is returned.
     pub fn validate(&self) -> Result<(), ConfigError> {
+        // The same checks the policy makes when it compiles the gates, and the gates kept for
+        // it: a config checked when it loads compiles its globs once.
+        super::Policy::check(self)
+    }
+
+    /// Every check but the territories' overlaps, which the policy checks with the glob set it
+    /// decides with.
+    pub(super) fn validate_but_overlaps(&self) -> Result<(), ConfigError> {
         for (i, t) in self.territory.iter().enumerate() {
             t.validate(&format!("territory[{i}]"))?;
         }
-        check_overlaps(&self.territory)?;
         self.gates.sprawl.validate()?;
         for (i, r) in self.gates.review.iter().enumerate() {
             r.validate(&format!("gates.review[{i}]"))?;
@@ -379,7 +424,9 @@ impl TerritoryConfig {
                 why: "paths is empty; list the globs the territory covers".into(),
             });
         }
-        self.compile(section).map(|_| ())
+        // Each glob parsed, not compiled: the overlap check compiles them all in one set, and
+        // the policy once more where it decides (compiling is most of a hook call's own work).
+        territory_globs(&self.paths, section).map(|_| ())
     }
 
     /// Compiles the territory's globs, each widened to cover what lies below it.
@@ -464,151 +511,6 @@ pub(crate) fn territory_globs(paths: &[String], section: &str) -> Result<Vec<Glo
         }
     }
     Ok(out)
-}
-
-/// Concrete paths a glob stands for, to test overlaps: its literal prefix and one instance.
-fn samples(pattern: &str) -> Vec<String> {
-    let trimmed = pattern.trim_end_matches('/');
-    let mut inst = String::new();
-    let mut chars = trimmed.chars().peekable();
-    while let Some(c) = chars.next() {
-        match c {
-            '*' => {
-                if chars.peek() == Some(&'*') {
-                    chars.next();
-                    inst.push_str("x/x");
-                } else {
-                    inst.push('x');
-                }
-            }
-            '?' => inst.push('x'),
-            '[' => {
-                let mut first = None;
-                for d in chars.by_ref() {
-                    if d == ']' && first.is_some() {
-                        break;
-                    }
-                    if first.is_none() && d != '!' && d != '^' {
-                        first = Some(d);
-                    }
-                }
-                inst.push(first.unwrap_or('x'));
-            }
-            '{' => {
-                for d in chars.by_ref() {
-                    if d == ',' || d == '}' {
-                        if d == ',' {
-                            for e in chars.by_ref() {
-                                if e == '}' {
-                                    break;
-                                }
-                            }
-                        }
-                        break;
-                    }
-                    inst.push(d);
-                }
-            }
-            '\\' => {
-                if let Some(d) = chars.next() {
-                    inst.push(d);
-                }
-            }
-            c => inst.push(c),
-        }
-    }
-    let literal: String = trimmed
-        .chars()
-        .take_while(|c| !matches!(c, '*' | '?' | '[' | '{' | '\\'))
-        .collect();
-    let mut out = vec![inst.replace("//", "/")];
-    let literal = literal.trim_end_matches('/');
-    if !literal.is_empty() {
-        out.push(literal.to_string());
-    }
-    out
-}
-
-/// A sample path and the territories (by index) that cover it.
-type Covered = (String, BTreeSet<usize>);
-
-fn check_overlaps(territories: &[TerritoryConfig]) -> Result<(), ConfigError> {
-    // One glob set for every territory (glob index → territory), matched once per sample, instead
-    // of every territory's set against every other's samples: the same pairs found, in the same
-    // order, at the cost of one compile (the hook loads the config on every call).
-    let mut owners = Vec::new();
-    let mut of_glob = Vec::new();
-    let mut all = GlobSetBuilder::new();
-    for (i, t) in territories.iter().enumerate() {
-        let section = format!("territory[{i}]");
-        owners.push(t.owner_ids(&section)?);
-        for g in territory_globs(&t.paths, &section)? {
-            all.add(g);
-            of_glob.push(i);
-        }
-    }
-    let all = all.build().map_err(|e| ConfigError::BadGlob {
-        section: "territory".into(),
-        glob: String::new(),
-        why: e.to_string(),
-    })?;
-    let covering =
-        |s: &str| -> BTreeSet<usize> { all.matches(s).into_iter().map(|g| of_glob[g]).collect() };
-    // Each territory's samples (its own, with who covers each) and the folders it names.
-    let own: Vec<Vec<Vec<Covered>>> = territories
-        .iter()
-        .map(|t| {
-            t.paths
-                .iter()
-                .map(|p| {
-                    samples(p)
-                        .into_iter()
-                        .map(|s| {
-                            let by = covering(&s);
-                            (s, by)
-                        })
-                        .collect()
-                })
-                .collect()
-        })
-        .collect();
-    let prefixes: Vec<Vec<String>> = territories
-        .iter()
-        .map(|t| {
-            t.paths
-                .iter()
-                .flat_map(|q| samples(q).into_iter().skip(1))
-                .collect()
-        })
-        .collect();
-    for (i, t) in territories.iter().enumerate() {
-        for j in 0..territories.len() {
-            if i == j || owners[j] == owners[i] {
-                continue;
-            }
-            let overlap = |path: String| ConfigError::Overlap {
-                a: format!("territory[{i}]"),
-                b: format!("territory[{j}]"),
-                path,
-            };
-            for (k, p) in t.paths.iter().enumerate() {
-                if let Some((s, _)) = own[i][k].iter().find(|(_, by)| by.contains(&j)) {
-                    return Err(overlap(s.clone()));
-                }
-                // `**/x` meets another territory's folder: try it there too.
-                if let Some(rest) = p.strip_prefix("**/") {
-                    for pre in &prefixes[j] {
-                        for s in samples(&format!("{pre}/{rest}")) {
-                            if covering(&s).contains(&j) {
-                                return Err(overlap(s));
-                            }
-                        }
-                    }
-                }
-            }
-        }
-    }
-    Ok(())
 }
 
 impl SprawlConfig {

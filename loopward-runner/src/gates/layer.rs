@@ -7,11 +7,12 @@
 use super::engine::Ask;
 use super::policy::Policy;
 use super::sprawl::RunSprawl;
-use crate::context::TurnContext;
+use crate::context::{RunContext, TurnContext};
 use crate::layers::from_fn::{from_fn, FromFn, LayerFn, NextTool};
 use crate::tool::{Access, BoxToolService, ToolError, ToolInvocation, ToolOutput};
 use futures::future::BoxFuture;
-use loopward_core::{Action, AuditEvent};
+use loopward_core::{Action, AuditEvent, LayerId, LayerVerdict};
+use std::sync::{Arc, Mutex, PoisonError};
 
 /// Wraps a tool stack with the policy gates.
 ///
@@ -72,8 +73,33 @@ pub(super) fn record_all(turn: &TurnContext, events: &[AuditEvent]) -> Result<()
         .try_for_each(|e| turn.record(e).map_err(audit))
 }
 
+/// The policy version a run's ledger last noted.
+#[derive(Default)]
+struct NotedVersion(Mutex<Option<Arc<str>>>);
+
 impl Policy {
+    /// Notes the policy's version in the run's ledger before the first call it judges in this
+    /// process, and again whenever it changed: every decision after it was made under it (a
+    /// `layer_decision` of layer `policy`, `{"version": …}`, as a hook session records it).
+    fn note_version(&self, run: &RunContext) -> Result<(), ToolError> {
+        let version = self.version();
+        let noted = run.extensions().get_or_insert_with(NotedVersion::default);
+        let mut last = noted.0.lock().unwrap_or_else(PoisonError::into_inner);
+        if last.as_deref() == Some(&*version) {
+            return Ok(());
+        }
+        run.record_owned(AuditEvent::LayerDecision {
+            layer: LayerId::Policy,
+            decision: LayerVerdict::Observed,
+            detail: serde_json::json!({ "version": &*version }).into(),
+        })
+        .map_err(audit)?;
+        *last = Some(version);
+        Ok(())
+    }
+
     async fn run_call(&self, next: NextTool, inv: ToolInvocation) -> Result<ToolOutput, ToolError> {
+        self.note_version(inv.turn.run())?;
         // A blinded command's changes are judged before anything else can write.
         if inv
             .accesses

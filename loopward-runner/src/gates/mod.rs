@@ -52,12 +52,14 @@ mod engine;
 mod exec;
 mod host;
 mod layer;
+mod overlap;
 mod overrides;
 pub(crate) mod plan_cache;
 mod policy;
 pub mod refusals;
 mod review;
 mod snapshot;
+mod source;
 mod sprawl;
 mod targets;
 mod territory;
@@ -86,6 +88,7 @@ pub use review::{check_deadlocks, judge_handoff, ReviewGate, ReviewVerdict, APPE
 pub use snapshot::{
     Change, ContentStore, DirStore, MemoryStore, Snapshot, SnapshotError, MAX_SNAPSHOT_PATHS,
 };
+pub use source::{located_territories, RuleSource};
 pub use sprawl::{human_message, SprawlGate, SprawlTracker, Work};
 pub(crate) use territory::literal_prefix as territory_literal_prefix;
 pub use territory::Territory;

@@ -80,6 +80,8 @@ pub(super) struct Gates {
     pub(super) index: TerritoryIndex,
     pub(super) sprawl: Option<SprawlGate>,
     pub(super) reviews: Vec<ReviewGate>,
+    /// The version of the policy they were compiled from ([`PolicyConfig::version`]).
+    pub(super) version: Arc<str>,
 }
 
 impl Gates {
@@ -133,8 +135,35 @@ impl Gates {
         cfg
     }
 
+    /// The gates of `cfg`, compiled once per process for the same config: a config that is
+    /// checked when it loads and then made a policy (every hook call) compiles its glob sets
+    /// once. Keyed by the SHA-256 of the whole config and where each rule is written; the
+    /// gates are immutable and shared.
+    pub(super) fn shared(cfg: &PolicyConfig) -> Result<Arc<Self>, ConfigError> {
+        use sha2::Digest;
+        static LAST: std::sync::Mutex<Option<([u8; 32], Arc<Gates>)>> = std::sync::Mutex::new(None);
+        let mut cfg_mut = cfg.clone();
+        let mut h = sha2::Sha256::new();
+        h.update(serde_json::to_vec(cfg).unwrap_or_default());
+        for s in cfg_mut.sources_mut() {
+            h.update(s.as_str().unwrap_or("-"));
+            h.update(b"\n");
+        }
+        let key: [u8; 32] = h.finalize().into();
+        let mut last = LAST.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((k, gates)) = last.as_ref() {
+            if *k == key {
+                return Ok(Arc::clone(gates));
+            }
+        }
+        let gates = Arc::new(Self::compile(cfg)?);
+        *last = Some((key, Arc::clone(&gates)));
+        Ok(gates)
+    }
+
     fn compile(cfg: &PolicyConfig) -> Result<Self, ConfigError> {
-        cfg.validate()?;
+        // Validated in full: the overlaps with the index below, not a set of their own.
+        cfg.validate_but_overlaps()?;
         let mut territories = Vec::new();
         let mut names = BTreeSet::new();
         for t in &cfg.territory {
@@ -166,11 +195,15 @@ impl Gates {
         } else {
             None
         };
+        let index = TerritoryIndex::new(&territories)?;
+        let (all, of_glob) = index.globs();
+        super::overlap::overlaps_with(&cfg.territory, all, of_glob)?;
         Ok(Self {
-            index: TerritoryIndex::new(&territories)?,
+            index,
             territories,
             sprawl,
             reviews,
+            version: cfg.version().into(),
         })
     }
 }
@@ -238,7 +271,7 @@ impl Policy {
         workspace: Workspace,
         control: ControlFiles,
     ) -> Result<Self, ConfigError> {
-        let gates = Gates::compile(cfg)?;
+        let gates = Gates::shared(cfg)?;
         let control = control.resolved(&workspace);
         if let Some(s) = cfg.gates.shell.skip.iter().find(|s| control.covers(s)) {
             return Err(ConfigError::Invalid {
@@ -260,7 +293,7 @@ impl Policy {
                 host: Host::default(),
                 own_state: None,
                 plan_cache: PlanCache::default(),
-                gates: RwLock::new(Arc::new(gates)),
+                gates: RwLock::new(gates),
             }),
         })
     }
@@ -368,7 +401,7 @@ impl Policy {
     /// Checks a config as [`Policy::from_config`] would, without a workspace (for adapters that
     /// meet their workspace only later, like the Claude Code hook).
     pub fn check(cfg: &PolicyConfig) -> Result<(), ConfigError> {
-        Gates::compile(cfg).map(|_| ())
+        Gates::shared(cfg).map(|_| ())
     }
 
     /// `[gates.shell]`: folders not watched around shell commands, and the snapshot size limit.
@@ -418,6 +451,12 @@ impl Policy {
         self.gates().specs()
     }
 
+    /// The version of the policy deciding now: [`PolicyConfig::version`] of the config it was
+    /// built from, or of the effective policy after a change at run time.
+    pub fn version(&self) -> Arc<str> {
+        Arc::clone(&self.gates().version)
+    }
+
     fn change(
         &self,
         by: &str,
@@ -428,6 +467,9 @@ impl Policy {
     ) -> Result<(), PolicyError> {
         let mut guard = self.inner.gates.write().unwrap_or_else(|p| p.into_inner());
         let mut cfg = guard.to_config();
+        // The whole effective policy, so its version is the version of what now decides.
+        cfg.gates.shell = self.inner.shell.clone();
+        cfg.overrides.max_ttl = self.inner.overrides.ttl_limit();
         edit(&mut cfg)?;
         let compiled = Gates::compile(&cfg)?;
         run.record_owned(AuditEvent::GateChanged {

@@ -21,7 +21,7 @@
 use super::config::{ConfigError, TerritoryConfig};
 use globset::GlobSet;
 use loopward_core::{AgentId, GateId, GateKind, GateMode};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 /// A compiled territory.
 #[derive(Clone, Debug)]
@@ -30,7 +30,10 @@ pub struct Territory {
     name: Arc<str>,
     config: TerritoryConfig,
     owners: Vec<AgentId>,
-    globs: GlobSet,
+    /// Its own glob set, compiled when first asked (a decision matches every territory at once
+    /// through the policy's index; a hook call that only decides never compiles these). `None`:
+    /// it could not be compiled, and the territory covers every path (fails closed).
+    globs: OnceLock<Option<GlobSet>>,
 }
 
 impl Territory {
@@ -45,12 +48,13 @@ impl Territory {
                 why: "paths is empty".into(),
             });
         }
-        let globs = config.compile(&section)?;
+        // Parsed now (a bad glob is refused here), compiled when first needed.
+        super::config::territory_globs(&config.paths, &section)?;
         Ok(Self {
             name: name.into(),
             config: config.clone(),
             owners,
-            globs,
+            globs: OnceLock::new(),
         })
     }
 
@@ -88,7 +92,13 @@ impl Territory {
     /// not text (written as `U+FFFD` and hex, see the watch's snapshots) is matched by its
     /// bytes, as the globs would match the name on disk.
     pub fn covers(&self, path: &str) -> bool {
-        !path.is_empty() && self.globs.is_match(&*crate::path_text::path(path))
+        let globs = self
+            .globs
+            .get_or_init(|| self.config.compile(&self.name).ok());
+        !path.is_empty()
+            && globs
+                .as_ref()
+                .is_none_or(|g| g.is_match(&*crate::path_text::path(path)))
     }
 
     /// Whether some path at or below the canonical workspace-relative directory `dir` (`""`:

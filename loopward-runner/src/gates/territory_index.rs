@@ -74,6 +74,11 @@ impl TerritoryIndex {
         })
     }
 
+    /// Every territory's globs in one set, and for each glob the index of its territory.
+    pub(crate) fn globs(&self) -> (&GlobSet, &[usize]) {
+        (&self.set, &self.owner_of)
+    }
+
     /// Whether any territory covers `rel`.
     pub(crate) fn any(&self, rel: &str) -> bool {
         !rel.is_empty() && self.set.is_match(rel)

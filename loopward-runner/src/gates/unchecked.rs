@@ -153,6 +153,7 @@ impl Policy {
                         mode: GateMode::Enforce,
                         action: action.clone(),
                         path_raw: None,
+                        source: None,
                         path: None,
                         decision: Decision::Deny(r.clone()),
                     }],

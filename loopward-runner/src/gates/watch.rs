@@ -121,6 +121,7 @@ impl ShellWatch<'_> {
             mode,
             action: self.action.clone(),
             path_raw: None,
+            source: None,
             path: None,
             decision,
         }

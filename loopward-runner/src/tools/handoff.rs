@@ -95,6 +95,7 @@ impl Tool for HandoffTool {
                                 mode: GateMode::Enforce,
                                 action: Action::Handoff(to.clone()),
                                 path_raw: None,
+                                source: None,
                                 path: None,
                                 decision: Decision::Deny(refusal.clone()),
                             })

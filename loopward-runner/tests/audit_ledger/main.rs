@@ -42,6 +42,7 @@ fn decision() -> AuditEvent {
         mode: GateMode::Enforce,
         action: loopward_core::Action::tool("write_file"),
         path_raw: None,
+        source: None,
         path: Some("a.txt".into()),
         decision: Decision::Allow,
     }

@@ -64,6 +64,7 @@ impl tower::Service<ToolInvocation> for TestGate {
                         mode: this.mode,
                         action: loopward_core::Action::tool(inv.call.name.as_str()),
                         path_raw: path.map(Into::into),
+                        source: None,
                         path: path.map(Into::into),
                         decision: decision.clone(),
                     })

@@ -258,3 +258,73 @@ proptest! {
         prop_assert_eq!(Some(forward), decide_all(&reversed));
     }
 }
+
+/// The policy's versions a run's ledger noted, in order.
+fn versions(room: &Room) -> Vec<String> {
+    room.sink
+        .events()
+        .into_iter()
+        .filter_map(|(_, e)| match e {
+            AuditEvent::LayerDecision {
+                layer: loopward_core::LayerId::Policy,
+                detail,
+                ..
+            } => detail.to_json()["version"].as_str().map(String::from),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Every decision is made under a noted policy version: before the run's first judged call,
+/// and again after a change at run time, never twice for the same one.
+#[tokio::test]
+async fn the_policy_version_is_noted_once_per_run_and_again_when_it_changes() {
+    const TOML: &str = "[[territory]]\npaths = [\"plans/**\"]\nowner = \"planner\"";
+    let room = Room::new(TOML);
+    let b = room.turn("builder");
+    room.write_file(&b, "src/a.rs", "x").await.unwrap();
+    assert!(room.write_file(&b, "plans/a.md", "x").await.is_err());
+    let first = PolicyConfig::from_toml(TOML).unwrap().version();
+    assert_eq!(versions(&room), vec![first.clone()]);
+    assert_eq!(&*room.policy.version(), first);
+    room.policy
+        .remove("territory:planner", "ana", &room.run)
+        .unwrap();
+    room.write_file(&b, "plans/a.md", "x").await.unwrap();
+    let now = versions(&room);
+    assert_eq!(now.len(), 2, "{now:?}");
+    assert_ne!(now[1], first);
+    assert_eq!(*now[1], *room.policy.version());
+}
+
+/// A decision records where its rule is written: the line of its `[[territory]]`,
+/// `[[gates.review]]` or `[gates.sprawl]` in the named file; a built-in gate records none.
+#[tokio::test]
+async fn a_decision_records_the_line_of_the_rule_that_made_it() {
+    let text = "# rules\n\n[[territory]]\npaths = [\"notes/**\"]\nowner = \"scribe\"\n\n[[territory]]\npaths = [\"plans/**\"]\nowner = \"planner\"\n";
+    let cfg = PolicyConfig::from_toml_in("loopward.toml", text).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let ws = Workspace::new(dir.path()).unwrap();
+    let policy = Policy::from_config(&cfg, ws.clone()).unwrap();
+    let room = Room::with_policy(dir, ws, policy);
+    let b = room.turn("builder");
+    assert!(room.write_file(&b, "plans/a.md", "x").await.is_err());
+    assert!(room.write_file(&b, ".loopward/x", "x").await.is_err());
+    let sources: Vec<_> = room
+        .events()
+        .into_iter()
+        .filter_map(|e| match e {
+            AuditEvent::GateDecision { gate, source, .. } => {
+                Some((gate.name.to_string(), source.map(|s| s.to_string())))
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        sources,
+        vec![
+            ("territory:planner".into(), Some("loopward.toml:7".into())),
+            ("control".into(), None),
+        ]
+    );
+}

@@ -174,8 +174,17 @@ impl Room {
         .await
     }
 
+    /// The events so far, but the policy's version, noted before the run's first judged call
+    /// (`gates_policy::the_policy_version_is_noted_once_per_run_and_again_when_it_changes`).
     pub fn events(&self) -> Vec<AuditEvent> {
-        self.sink.events().into_iter().map(|(_, e)| e).collect()
+        self.sink
+            .events()
+            .into_iter()
+            .map(|(_, e)| e)
+            .filter(|e| {
+                !matches!(e, AuditEvent::LayerDecision { layer, .. } if *layer == loopward_core::LayerId::Policy)
+            })
+            .collect()
     }
 
     /// (gate, decision label, path) of every gate decision so far.

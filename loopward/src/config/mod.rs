@@ -54,12 +54,16 @@ pub use policy::{
 };
 
 use loopward_core::AgentId;
+use loopward_runner::gates::RuleSource;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// The default config file name.
 pub const CONFIG_FILE: &str = "loopward.toml";
+
+/// The step toml's span of a rule adds to a key path (`territory[0].<it>.owner`).
+const SPANNED_STEP: &str = ".$__serde_spanned_private_value";
 
 /// The tools an agent may be given, by name.
 pub const BUILTIN_TOOLS: &[&str] = &[
@@ -92,7 +96,11 @@ pub struct Config {
     #[serde(default)]
     pub prices: BTreeMap<String, PriceConfig>,
     /// `[[territory]]`: paths only their owners may write.
-    #[serde(rename = "territory", default)]
+    #[serde(
+        rename = "territory",
+        default,
+        deserialize_with = "loopward_runner::gates::located_territories"
+    )]
     pub territories: Vec<TerritoryConfig>,
     /// `[gates]`: the sprawl gate, review gates and the shell watch.
     #[serde(default)]
@@ -248,11 +256,20 @@ impl Config {
         let file = file.as_ref();
         // The path tracker names the key of a wrong-typed value (`agent[1].max_steps`), which
         // toml's own message leaves out.
-        let cfg: Self =
-            serde_path_to_error::deserialize(toml::Deserializer::new(text)).map_err(|e| {
-                let key = e.path().to_string();
+        let mut cfg: Self = serde_path_to_error::deserialize(toml::Deserializer::new(text))
+            .map_err(|e| {
+                // A rule is read with where it is written: the span's own step is not a key.
+                let key = e.path().to_string().replace(SPANNED_STEP, "");
                 ConfigError::parse(file, text, &key, e.inner())
             })?;
+        // Each rule knows its line, and every decision it makes records `loopward.toml:<line>`.
+        let name = file.file_name().map(|n| n.to_string_lossy());
+        let rules = cfg
+            .territories
+            .iter_mut()
+            .map(|t| &mut t.source)
+            .chain(cfg.gates.sources_mut());
+        RuleSource::resolve(rules, Some(name.as_deref().unwrap_or(CONFIG_FILE)), text);
         validate::check(&cfg).map_err(|(key, problem, fix)| ConfigError::Invalid {
             file: file.to_path_buf(),
             key,

@@ -48,6 +48,8 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
+mod head;
+
 /// Held lines are written once they reach this many bytes, even before the commit.
 const HOLD_BYTES: usize = 16 * 1024;
 
@@ -166,13 +168,7 @@ impl Ledger {
         run: &RunId,
         opts: LedgerOptions,
     ) -> Result<(Arc<Self>, Recovery), LedgerError> {
-        let path = runs_dir.join(run.as_str()).join(EVENTS_FILE);
-        let file = std::fs::OpenOptions::new()
-            .read(true)
-            .append(true)
-            .open(&path)
-            .map_err(io_err(&path))?;
-        let file = lock(file, &path)?;
+        let (path, file) = head::reopen(runs_dir, run)?;
         let bytes = std::fs::read(&path).map_err(io_err(&path))?;
         let chain = opts.key.clone().map_or(Chain::Sha256, Chain::Hmac);
         let header = expected_header(&bytes, &chain);

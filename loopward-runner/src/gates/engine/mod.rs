@@ -261,6 +261,7 @@ impl Policy {
         };
         let mut v = Verdict::whole(GateId::of(GateKind::Sprawl), mode, decision);
         v.path = work.files.iter().next().map(|f| Arc::from(f.as_str()));
+        v.source = sg.config().source.get().cloned();
         if v.denies() {
             verdicts.iter_mut().for_each(|x| x.leave_override(&v.gate));
         }
@@ -283,6 +284,7 @@ impl Policy {
             .map(|v| {
                 let mut verdict = Verdict::whole(v.gate.id(), v.gate.mode(), v.decision);
                 verdict.action = Some(Action::Handoff(to.clone()));
+                verdict.source = v.gate.config().source.get().cloned();
                 verdict
             })
             .collect()

@@ -22,6 +22,8 @@ pub(crate) struct Verdict {
     pub(crate) needs: Option<Sentinel>,
     /// The action as recorded, when not the ask's (a handoff's review: [`Action::Handoff`]).
     pub(crate) action: Option<Action>,
+    /// Where the deciding rule is written, when read from a file (shared with the rule).
+    pub(crate) source: Option<Arc<str>>,
 }
 
 impl Verdict {
@@ -35,6 +37,7 @@ impl Verdict {
             decision,
             needs: None,
             action: None,
+            source: None,
         }
     }
 
@@ -52,6 +55,7 @@ impl Verdict {
             path_raw: self.path_raw,
             path: self.path,
             decision: self.decision,
+            source: self.source,
         }
     }
 
@@ -70,6 +74,21 @@ impl Verdict {
     }
 }
 
+/// A path's decision: the gate, its mode, what it says, the override it needs, and where the
+/// deciding rule is written.
+type PathDecision = (
+    GateId,
+    GateMode,
+    Decision,
+    Option<Sentinel>,
+    Option<Arc<str>>,
+);
+
+/// Where a territory is written, shared.
+fn source(t: &Territory) -> Option<Arc<str>> {
+    t.config().source.get().cloned()
+}
+
 impl Policy {
     /// Control, then territories (finding an override where one is needed). Decides; takes
     /// nothing. The verdict holds the paths given, shared.
@@ -81,7 +100,7 @@ impl Policy {
         raw: Option<Arc<str>>,
         rel: Arc<str>,
     ) -> Verdict {
-        let (gate, mode, decision, needs) = self.path_decision(gates, agent, clock, &rel);
+        let (gate, mode, decision, needs, source) = self.path_decision(gates, agent, clock, &rel);
         Verdict {
             gate,
             mode,
@@ -90,21 +109,28 @@ impl Policy {
             decision,
             needs,
             action: None,
+            source,
         }
     }
 
-    /// [`Policy::judge_path`]'s decision: which gate, its mode, what it says, and the override
-    /// it needs.
+    /// [`Policy::judge_path`]'s decision: which gate, its mode, what it says, the override it
+    /// needs, and where the deciding rule is written.
     fn path_decision(
         &self,
         gates: &Gates,
         agent: &AgentId,
         clock: &dyn Clock,
         rel: &str,
-    ) -> (GateId, GateMode, Decision, Option<Sentinel>) {
+    ) -> PathDecision {
         if self.inner.control.covers(rel) {
             let d = Decision::Deny(refusals::control(rel));
-            return (GateId::of(GateKind::Control), GateMode::Enforce, d, None);
+            return (
+                GateId::of(GateKind::Control),
+                GateMode::Enforce,
+                d,
+                None,
+                None,
+            );
         }
         let covering = gates.index.covering(&gates.territories, rel);
         let foreign = || covering.iter().copied().filter(|t| !t.owned_by(agent));
@@ -132,29 +158,35 @@ impl Policy {
                         id: s.id.clone(),
                         reason: s.reason.clone(),
                     };
-                    (t.id(), GateMode::Enforce, d, Some(s))
+                    (t.id(), GateMode::Enforce, d, Some(s), source(t))
                 }
                 Err(e) => {
                     let d = Decision::Deny(refusal(t, e.as_ref()));
-                    (t.id(), GateMode::Enforce, d, None)
+                    (t.id(), GateMode::Enforce, d, None, source(t))
                 }
             };
         }
         if let Some(t) = foreign().next() {
             let d = Decision::Warn(refusal(t, None));
-            return (t.id(), GateMode::Advisory, d, None);
+            return (t.id(), GateMode::Advisory, d, None, source(t));
         }
-        let gate = covering
-            .first()
-            .map_or_else(|| GateId::of(GateKind::Territory), |t| t.id());
-        (gate, GateMode::Enforce, Decision::Allow, None)
+        match covering.first() {
+            Some(t) => (t.id(), GateMode::Enforce, Decision::Allow, None, source(t)),
+            None => (
+                GateId::of(GateKind::Territory),
+                GateMode::Enforce,
+                Decision::Allow,
+                None,
+                None,
+            ),
+        }
     }
 
     /// Why `agent` may not have written `rel`, for a write found after it ran without a
     /// decision (`None` when control files and territories allow it, or an override would).
     pub fn guarded(&self, agent: &AgentId, rel: &str, clock: &dyn Clock) -> Option<Refusal> {
         match self.path_decision(&self.gates(), agent, clock, rel) {
-            (_, _, Decision::Deny(r), _) => Some(r),
+            (_, _, Decision::Deny(r), _, _) => Some(r),
             _ => None,
         }
     }
