@@ -77,6 +77,22 @@ pub(super) fn record_all(turn: &TurnContext, events: &[AuditEvent]) -> Result<()
 #[derive(Default)]
 struct NotedVersion(Mutex<Option<Arc<str>>>);
 
+/// Seeds the version a run's ledger last noted from its `records`, for a run another process
+/// takes up (Restate's replay on another worker): the version is noted again only if it
+/// changed, so a replayed call makes the records the first execution made, and no other.
+pub(crate) fn seed_noted_version(run: &RunContext, records: &[(loopward_core::Scope, AuditEvent)]) {
+    let last = records.iter().rev().find_map(|(_, e)| match e {
+        AuditEvent::LayerDecision {
+            layer: LayerId::Policy,
+            detail,
+            ..
+        } => detail.to_json().get("version")?.as_str().map(Arc::from),
+        _ => None,
+    });
+    run.extensions()
+        .get_or_insert_with(|| NotedVersion(Mutex::new(last)));
+}
+
 impl Policy {
     /// Notes the policy's version in the run's ledger before the first call it judges in this
     /// process, and again whenever it changed: every decision after it was made under it (a

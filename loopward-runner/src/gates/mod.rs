@@ -75,6 +75,7 @@ pub use config::{
 pub use control::{ControlFiles, CONTROL_GATE};
 pub use engine::{Ask, ChangedPath, Judgement, ShellAsk, ShellJudgement, ShellOutcome};
 pub use host::Host;
+pub(crate) use layer::seed_noted_version;
 pub use layer::{PolicyLayer, PolicyService};
 pub use overrides::{
     Listed, OverrideError, OverrideStore, Rejection, Sentinel, MAX_REASON_BYTES, MAX_SENTINEL_BYTES,

@@ -233,8 +233,9 @@ impl Journal {
 }
 
 /// Seeds the per-run counters of the tool stack of `run` (the repeat layer's counts, class-jump's
-/// failure evidence, the sprawl gate's tracker) from `records`, the run's ledger as written so
-/// far, so a run that moved to another process is held to the same bounds.
+/// failure evidence, the sprawl gate's tracker, the policy version the ledger last noted) from
+/// `records`, the run's ledger as written so far, so a run that moved to another process is
+/// held to the same bounds and makes the same records.
 ///
 /// For an engine that journals each tool call as a step (Restate): on a new worker the calls
 /// read back from the engine's journal never reach the tool stack, so call this before the
@@ -267,6 +268,7 @@ pub fn seed_tool_stack(
     run: &crate::RunContext,
     records: &[(loopward_core::Scope, loopward_core::AuditEvent)],
 ) -> Result<(), JournalError> {
+    crate::gates::seed_noted_version(run, records);
     if Resumed::of(run).is_some() {
         return Ok(());
     }
