@@ -13,6 +13,7 @@
 //! let g = ReviewGate::from_config(&ReviewConfig {
 //!     name: None, from: "builder".into(), via: "auditor".into(),
 //!     when: vec!["src/**".into()], mode: Default::default(), exclusive: false,
+//!     source: Default::default(),
 //! }).unwrap();
 //! let builder = AgentId::new("builder").unwrap();
 //! let effects = [Effect::ok("src/lib.rs", EffectKind::Modify)];
@@ -199,6 +200,7 @@ pub struct ReviewVerdict<'a> {
 /// let gate = |via: &str| ReviewGate::from_config(&ReviewConfig {
 ///     name: None, from: "builder".into(), via: via.into(),
 ///     when: vec!["src/**".into()], mode: Default::default(), exclusive: false,
+///     source: Default::default(),
 /// }).unwrap();
 /// let gates = [gate("auditor"), gate("tester")];
 /// let builder = AgentId::new("builder").unwrap();
