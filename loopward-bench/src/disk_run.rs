@@ -1,7 +1,7 @@
 //! Part 11: a run's fixed cost on disk. A whole scripted run — the team of part 4, at the size
 //! of the demo's small runs (one round: two turns) and at part 4's (three rounds) — into a
 //! keyed ledger with the index head in a state folder, as `loopward run` writes it, under the
-//! default durability and without fsync, against the same run into a [`MemorySink`]. The
+//! default durability and without fsync, against the same run into a [`MemorySink`](loopward_runner::audit::MemorySink). The
 //! three run interleaved, round by round; the medians count. Syncs and new files per run are
 //! counted through the ledger's fault hook, which sees every one before it happens.
 

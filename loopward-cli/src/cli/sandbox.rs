@@ -85,7 +85,7 @@ pub fn run(args: &Args) -> ExitCode {
 /// Runs the command in the sandbox, as the runner's `shell` does: started from a thread that
 /// set the sandbox on itself (Landlock binds that thread and everything it starts), in network
 /// and PID namespaces of its own, its way out the egress proxy this process serves. This
-/// process stays outside, records the proxy's decisions (see [`Book`]), waits, and removes
+/// process stays outside, records the proxy's decisions (see `Book`), waits, and removes
 /// the command's scratch `$TMPDIR` (also its `$HOME`) afterwards, which a confined process
 /// could not.
 pub async fn exec(args: &Args) -> ExitCode {

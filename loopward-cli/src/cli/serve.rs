@@ -59,7 +59,7 @@ pub struct Args {
     #[arg(long = "host", value_name = "NAME")]
     pub hosts: Vec<String>,
     /// Set the sign-in passphrase, read from standard input (one line, at least 12 characters):
-    /// only its Argon2id hash is kept, in <state>/console/passphrase; /login then takes it
+    /// only its Argon2id hash is kept, in `<state>/console/passphrase`; /login then takes it
     /// beside the token's link.
     #[arg(long)]
     pub set_passphrase: bool,

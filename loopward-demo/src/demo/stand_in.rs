@@ -6,7 +6,7 @@
 //! entries whose matcher names the tool), runs it with `sh -c` and the client's hook JSON on
 //! stdin, obeys its answer (a `deny` or exit status 2: the tool does not run, and the reason is
 //! the tool's result), and prints the session as `--output-format stream-json`. Only what it
-//! decides to do is scripted, by session number (kept in its state folder): see [`script`].
+//! decides to do is scripted, by session number (kept in its state folder): see `script`.
 
 use anyhow::{Context, Result};
 use loopward_runner::cli_agent::CLAUDE_CODE_VERSION;

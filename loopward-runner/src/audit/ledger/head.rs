@@ -23,7 +23,7 @@ use std::sync::Arc;
 const TAIL_BYTES: u64 = 64 * 1024;
 
 impl Ledger {
-    /// Reopens a run's ledger at its head (see the [module](self) docs): the last record is
+    /// Reopens a run's ledger at its head (see this module's docs): the last record is
     /// checked, not the whole chain. Falls back to [`Ledger::open_existing`] when the end of
     /// the file is not two whole, linked records whose last verifies.
     pub fn open_at_head(
