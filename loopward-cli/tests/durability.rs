@@ -191,9 +191,10 @@ fn trial(seed: u64, delay: Duration) -> Trial {
         assert_eq!(out.status.code(), Some(0), "{ctx}");
     }
     // Each effect on disk once, but an interrupted call's, whose effect may or may not have
-    // happened (the command is PID 1 of its own namespace, ended with the run that started it,
-    // or it finished first), and which is never run again: at most once. Under load a command
-    // that finished may land after the resumed run ended: wait for it (bounded).
+    // happened (the kill can land after the call was recorded started and before its command
+    // ran: the contained start, namespaces and proxy, widened that window), and which is never
+    // run again: at most once. A command that did start runs on after the kill and under load
+    // may land after the resumed run ended: wait for it (bounded).
     let evs = events(d);
     let interrupted: Vec<String> = evs
         .iter()
