@@ -2,7 +2,7 @@
 //! matched against every territory at once.
 
 use super::config::{ConfigError, TerritoryConfig};
-use globset::GlobSet;
+use super::territory_index::TerritoryIndex;
 use std::collections::BTreeSet;
 
 /// Concrete paths a glob stands for, to test overlaps: its literal prefix and one instance.
@@ -71,30 +71,27 @@ fn samples(pattern: &str) -> Vec<String> {
 /// A sample path and the territories (by index) that cover it.
 type Covered = (String, BTreeSet<usize>);
 
-/// Territories with different owners covering one path, found with every territory's globs
-/// compiled in one set (`all`, glob index → territory in `of_glob`): the index the policy decides
-/// with, so compiling a policy builds it once. Each glob's samples are matched once against all.
+/// Territories with different owners covering one path, found with the index the policy
+/// decides with (`index`, built from `territories` in order). Each glob's samples are matched
+/// once against all.
 pub(super) fn overlaps_with(
     territories: &[TerritoryConfig],
-    all: &GlobSet,
-    of_glob: &[usize],
+    index: &TerritoryIndex,
 ) -> Result<(), ConfigError> {
     let owners = territories
         .iter()
         .enumerate()
         .map(|(i, t)| t.owner_ids(&format!("territory[{i}]")))
         .collect::<Result<Vec<_>, _>>()?;
-    overlaps_in(territories, &owners, all, of_glob)
+    overlaps_in(territories, &owners, index)
 }
 
 fn overlaps_in(
     territories: &[TerritoryConfig],
     owners: &[Vec<loopward_core::AgentId>],
-    all: &GlobSet,
-    of_glob: &[usize],
+    index: &TerritoryIndex,
 ) -> Result<(), ConfigError> {
-    let covering =
-        |s: &str| -> BTreeSet<usize> { all.matches(s).into_iter().map(|g| of_glob[g]).collect() };
+    let covering = |s: &str| -> BTreeSet<usize> { index.covering_ids(s) };
     // Each territory's samples (its own, with who covers each) and the folders it names.
     let own: Vec<Vec<Vec<Covered>>> = territories
         .iter()

@@ -196,8 +196,7 @@ impl Gates {
             None
         };
         let index = TerritoryIndex::new(&territories)?;
-        let (all, of_glob) = index.globs();
-        super::overlap::overlaps_with(&cfg.territory, all, of_glob)?;
+        super::overlap::overlaps_with(&cfg.territory, &index)?;
         Ok(Self {
             index,
             territories,

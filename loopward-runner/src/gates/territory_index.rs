@@ -1,39 +1,72 @@
-//! All territories' globs compiled into one [`GlobSet`], so a path is matched once however many
-//! territories there are (the decision stays flat from 10 to 1,000 territories).
+//! Which territories cover a path, found without compiling every territory's globs.
+//!
+//! A glob can match a path only if the path starts with the glob's literal prefix (what comes
+//! before its first `*`, `?`, `[`, `{` or backslash). The index keeps the globs by that prefix,
+//! so a path's candidates are found with one lookup per distinct prefix length; only the
+//! candidates are matched, each with a matcher compiled at its first use and kept. A decision
+//! stays flat from 10 to 1,000 territories, and a process that makes one decision (a hook
+//! call) compiles one or two globs instead of all of them.
 
 use super::config::{territory_globs, ConfigError};
 use super::territory::Territory;
-use globset::{Candidate, GlobSet, GlobSetBuilder};
-use std::cell::RefCell;
+use globset::{Glob, GlobMatcher};
+use std::collections::{BTreeSet, HashMap};
+use std::sync::OnceLock;
 
-/// Which territories cover a path, in one match.
-#[derive(Clone, Debug, Default)]
+/// Which territories cover a path.
+#[derive(Debug, Default)]
 pub(crate) struct TerritoryIndex {
-    set: GlobSet,
-    /// For each glob of `set`, the index of its territory.
-    owner_of: Vec<usize>,
+    /// Every territory's (widened) globs, and for each the index of its territory.
+    globs: Vec<(Glob, usize)>,
+    /// Each glob's matcher, compiled when a path first needs it.
+    matchers: Vec<OnceLock<GlobMatcher>>,
+    /// The globs by their literal prefix.
+    by_prefix: HashMap<String, Vec<usize>>,
+    /// The lengths of those prefixes, shortest first.
+    prefix_lens: Vec<usize>,
     /// Each territory's position when sorted by name (covering territories are reported in
     /// name order).
     rank: Vec<usize>,
 }
 
+impl Clone for TerritoryIndex {
+    fn clone(&self) -> Self {
+        Self {
+            globs: self.globs.clone(),
+            matchers: self.matchers.iter().map(|_| OnceLock::new()).collect(),
+            by_prefix: self.by_prefix.clone(),
+            prefix_lens: self.prefix_lens.clone(),
+            rank: self.rank.clone(),
+        }
+    }
+}
+
+/// What a glob's matches all start with: the pattern up to its first special character.
+fn literal_prefix(pattern: &str) -> &str {
+    let end = pattern
+        .find(['*', '?', '[', '{', '\\'])
+        .unwrap_or(pattern.len());
+    &pattern[..end]
+}
+
 impl TerritoryIndex {
-    /// Compiles every territory's (widened) globs into one set.
+    /// Indexes every territory's (widened) globs; checks each, compiles none.
     pub(crate) fn new(territories: &[Territory]) -> Result<Self, ConfigError> {
-        let mut b = GlobSetBuilder::new();
-        let mut owner_of = vec![];
+        let mut globs = vec![];
         for (i, t) in territories.iter().enumerate() {
             let section = format!("territory {}", t.name());
             for g in territory_globs(&t.config().paths, &section)? {
-                b.add(g);
-                owner_of.push(i);
+                globs.push((g, i));
             }
         }
-        let set = b.build().map_err(|e| ConfigError::BadGlob {
-            section: "[[territory]]".into(),
-            glob: "(all territories)".into(),
-            why: e.to_string(),
-        })?;
+        let mut by_prefix: HashMap<String, Vec<usize>> = HashMap::new();
+        for (n, (g, _)) in globs.iter().enumerate() {
+            by_prefix
+                .entry(literal_prefix(g.glob()).to_string())
+                .or_default()
+                .push(n);
+        }
+        let prefix_lens: BTreeSet<usize> = by_prefix.keys().map(String::len).collect();
         let mut by_name: Vec<usize> = (0..territories.len()).collect();
         by_name.sort_by(|a, b| territories[*a].name().cmp(territories[*b].name()));
         let mut rank = vec![0; territories.len()];
@@ -41,46 +74,160 @@ impl TerritoryIndex {
             rank[i] = r;
         }
         Ok(Self {
-            set,
-            owner_of,
+            matchers: globs.iter().map(|_| OnceLock::new()).collect(),
+            globs,
+            by_prefix,
+            prefix_lens: prefix_lens.into_iter().collect(),
             rank,
         })
     }
 
+    /// The globs matching `rel`, by their index in `globs`.
+    fn matching<'a>(&'a self, rel: &'a str) -> impl Iterator<Item = usize> + 'a {
+        self.prefix_lens
+            .iter()
+            .take_while(move |&&len| len <= rel.len())
+            .filter(move |&&len| rel.is_char_boundary(len))
+            .filter_map(move |&len| self.by_prefix.get(&rel[..len]))
+            .flatten()
+            .copied()
+            .filter(move |&g| {
+                self.matchers[g]
+                    .get_or_init(|| self.globs[g].0.compile_matcher())
+                    .is_match(rel)
+            })
+    }
+
+    /// The territories (by index) covering the canonical workspace-relative `rel`.
+    pub(crate) fn covering_ids(&self, rel: &str) -> BTreeSet<usize> {
+        if rel.is_empty() {
+            return BTreeSet::new();
+        }
+        self.matching(rel).map(|g| self.globs[g].1).collect()
+    }
+
     /// The territories covering the canonical workspace-relative `rel`, sorted by name: the
-    /// same as filtering `territories` with [`Territory::covers`], in one match of the path.
+    /// same as filtering `territories` with [`Territory::covers`].
     pub(crate) fn covering<'t>(
         &self,
         territories: &'t [Territory],
         rel: &str,
     ) -> Vec<&'t Territory> {
-        if rel.is_empty() || self.set.is_empty() {
-            return vec![];
-        }
-        // The matched globs go into a buffer kept per thread: a decision allocates only the
-        // list it returns.
-        thread_local! {
-            static HITS: RefCell<Vec<usize>> = const { RefCell::new(Vec::new()) };
-        }
-        HITS.with_borrow_mut(|hits| {
-            hits.clear();
-            self.set.matches_candidate_into(&Candidate::new(rel), hits);
-            for h in hits.iter_mut() {
-                *h = self.owner_of[*h];
-            }
-            hits.sort_unstable_by_key(|i| self.rank[*i]);
-            hits.dedup();
-            hits.iter().map(|i| &territories[*i]).collect()
-        })
-    }
-
-    /// Every territory's globs in one set, and for each glob the index of its territory.
-    pub(crate) fn globs(&self) -> (&GlobSet, &[usize]) {
-        (&self.set, &self.owner_of)
+        let mut hits: Vec<usize> = self.covering_ids(rel).into_iter().collect();
+        hits.sort_unstable_by_key(|i| self.rank[*i]);
+        hits.into_iter().map(|i| &territories[i]).collect()
     }
 
     /// Whether any territory covers `rel`.
     pub(crate) fn any(&self, rel: &str) -> bool {
-        !rel.is_empty() && self.set.is_match(rel)
+        !rel.is_empty() && self.matching(rel).next().is_some()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gates::TerritoryConfig;
+    use globset::GlobSetBuilder;
+    use proptest::prelude::*;
+
+    fn territory(name: &str, paths: &[&str]) -> Territory {
+        Territory::from_config(&TerritoryConfig {
+            name: Some(name.into()),
+            paths: paths.iter().map(|p| p.to_string()).collect(),
+            owner: Some(name.into()),
+            ..Default::default()
+        })
+        .unwrap()
+    }
+
+    #[test]
+    fn the_literal_prefix_ends_at_the_first_special_character() {
+        assert_eq!(literal_prefix("src/api/**"), "src/api/");
+        assert_eq!(literal_prefix("docs/a.md"), "docs/a.md");
+        assert_eq!(literal_prefix("**/x"), "");
+        assert_eq!(literal_prefix("a{b,c}"), "a");
+        assert_eq!(literal_prefix("a\\*b"), "a");
+        assert_eq!(literal_prefix("[ab]/x"), "");
+    }
+
+    #[test]
+    fn one_decision_compiles_only_the_globs_its_path_could_match() {
+        let mut ts: Vec<Territory> = (0..100)
+            .map(|i| territory(&format!("t{i}"), &[&format!("area{i}/**")]))
+            .collect();
+        ts.push(territory("locks", &["**/*.lock"]));
+        let index = TerritoryIndex::new(&ts).unwrap();
+        let names: Vec<&str> = index
+            .covering(&ts, "area42/notes.md")
+            .iter()
+            .map(|t| t.name())
+            .collect();
+        assert_eq!(names, ["t42"]);
+        // `area42/**` and `area42`; `area4` (`area4/**` widened: a prefix of the path, not a
+        // match); and `**/*.lock` widened (`**/*.lock/**`): their prefix is empty, so every
+        // path is a candidate.
+        let compiled = index.matchers.iter().filter(|m| m.get().is_some()).count();
+        assert_eq!(compiled, 5, "of {}", index.globs.len());
+        assert!(index.any("area7") && !index.any("area100/x") && !index.any(""));
+    }
+
+    fn glob_part() -> impl Strategy<Value = String> {
+        prop_oneof![
+            Just("a".to_string()),
+            Just("ab".to_string()),
+            Just("b".to_string()),
+            Just("*".to_string()),
+            Just("**".to_string()),
+            Just("a*".to_string()),
+            Just("?b".to_string()),
+            Just("[ab]".to_string()),
+            Just("{a,ab}".to_string()),
+            Just("x.md".to_string()),
+        ]
+    }
+
+    fn path_part() -> impl Strategy<Value = String> {
+        prop_oneof![
+            Just("a".to_string()),
+            Just("ab".to_string()),
+            Just("b".to_string()),
+            Just("bb".to_string()),
+            Just("x.md".to_string()),
+        ]
+    }
+
+    proptest! {
+        /// The prefix index finds exactly what one set of every glob finds.
+        #[test]
+        fn the_index_finds_what_a_set_of_every_glob_finds(
+            territories in proptest::collection::vec(
+                proptest::collection::vec(proptest::collection::vec(glob_part(), 1..4), 1..3),
+                1..6,
+            ),
+            paths in proptest::collection::vec(proptest::collection::vec(path_part(), 1..5), 1..8),
+        ) {
+            let ts: Vec<Territory> = territories
+                .iter()
+                .enumerate()
+                .map(|(i, globs)| {
+                    let globs: Vec<String> = globs.iter().map(|g| g.join("/")).collect();
+                    let globs: Vec<&str> = globs.iter().map(String::as_str).collect();
+                    territory(&format!("t{i}"), &globs)
+                })
+                .collect();
+            let index = TerritoryIndex::new(&ts).unwrap();
+            let mut b = GlobSetBuilder::new();
+            for (g, _) in &index.globs {
+                b.add(g.clone());
+            }
+            let set = b.build().unwrap();
+            for p in paths {
+                let rel = p.join("/");
+                let want: BTreeSet<usize> =
+                    set.matches(&rel).into_iter().map(|g| index.globs[g].1).collect();
+                prop_assert_eq!(index.covering_ids(&rel), want, "{}", rel);
+            }
+        }
     }
 }
