@@ -6,6 +6,11 @@ use clap::Parser;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
+    // A contained program's hook relays to its supervisor before anything is parsed or built.
+    let args: Vec<_> = std::env::args_os().collect();
+    if let Some(code) = loopward_cli::cli::relay_contained_hook(&args, |k| std::env::var_os(k)) {
+        return code;
+    }
     let cli = loopward_cli::cli::Cli::parse().with_config();
     // A hook answers before anything else can fail: exit 1 would let its host go ahead.
     if let loopward_cli::cli::Command::Hook(a) = &cli.command {

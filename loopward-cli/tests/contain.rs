@@ -533,3 +533,46 @@ fn a_sandboxed_command_cannot_read_the_keys_in_loopwards_own_environment() {
     assert!(!all.contains("sk-user-key-that-must-stay-out"), "{all}");
     assert!(!all.contains("XDG_STATE_HOME"), "{all}");
 }
+
+#[test]
+fn a_contained_hook_of_each_host_is_judged_by_the_supervisor_as_that_host() {
+    let dir = project("[[agents.builder]]\ntext = \"done\"\n");
+    let d = dir.path();
+    let root = d.canonicalize().unwrap();
+    // A patch of an unclaimed file is Codex's way to write it: allowed for the builder. Judged
+    // as Claude Code's, `apply_patch` is another host's writing tool, and denied.
+    let codex = serde_json::json!({
+        "session_id": "cx-1", "transcript_path": null, "cwd": root,
+        "hook_event_name": "PreToolUse", "model": "m", "permission_mode": "default",
+        "turn_id": "t", "tool_name": "apply_patch", "tool_use_id": "call_1",
+        "tool_input": {"command": "*** Begin Patch\n*** Add File: notes.md\n+hi\n*** End Patch\n"},
+    });
+    let gemini = serde_json::json!({
+        "session_id": "gm-1", "cwd": root, "hook_event_name": "BeforeTool",
+        "tool_name": "write_file", "tool_input": {"file_path": "notes.md", "content": "hi"},
+    });
+    std::fs::write(d.join("codex.json"), codex.to_string()).unwrap();
+    std::fs::write(d.join("gemini.json"), gemini.to_string()).unwrap();
+    let exe = env!("CARGO_BIN_EXE_loopward");
+    let script = format!(
+        "{exe} hook codex < codex.json; echo \"codex=$?\"; {exe} hook gemini < gemini.json; echo \"gemini=$?\""
+    );
+    let home = tempfile::tempdir().unwrap();
+    let out = contain(d, home.path(), &["sh", "-c", &script]);
+    let t = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{t}");
+    assert!(t.contains("codex=0") && t.contains("gemini=0"), "{t}");
+    assert!(!t.contains("deny") && !t.contains("apply_patch"), "{t}");
+    // Both were judged and recorded outside, in the supervisor's session ledgers.
+    let all = files(&d.join("runs"));
+    assert!(
+        all.iter().any(|(_, b)| holds(b, "call_1")),
+        "no ledger records the Codex call"
+    );
+    assert!(
+        all.iter()
+            .any(|(_, b)| holds(b, "\"tool\":\"Write\"") && holds(b, "notes.md")),
+        "no ledger records the Gemini call: {:?}",
+        all.iter().map(|(p, _)| p).collect::<Vec<_>>()
+    );
+}

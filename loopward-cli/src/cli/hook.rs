@@ -9,13 +9,9 @@
 use anyhow::{Context, Result};
 use loopward::config::Config;
 use loopward_core::AgentId;
-use loopward_hooks::{
-    claude_code::MAX_INPUT_BYTES, handle, FileLedgers, HookAnswer, HookContext, LedgerOpener,
-    SandboxExec,
-};
+use loopward_hooks::{handle, FileLedgers, HookAnswer, HookContext, LedgerOpener, SandboxExec};
 use loopward_runner::gates::Host;
 use loopward_runner::secrets::{Masker, MaskingSink};
-use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -177,32 +173,22 @@ pub fn run(args: &Args) -> Result<ExitCode> {
         Err(e) => HookAnswer::fail_closed(crate::error_text(&e)),
     };
     // A hook whose answer cannot be written must still block: exit 2 whatever happens.
-    let printed = std::io::stdout()
-        .write_all(answer.stdout.as_bytes())
-        .and_then(|()| std::io::stdout().flush());
-    let _ = std::io::stderr().write_all(answer.stderr.as_bytes());
-    Ok(match (printed, answer.exit_code) {
-        (Ok(()), 0) => ExitCode::SUCCESS,
-        _ => ExitCode::from(2),
-    })
+    Ok(super::supervisor::print(&answer))
 }
 
 fn answer(config: &Path, main_agent: &str, defer_allows: bool, host: Host) -> Result<HookAnswer> {
-    let mut input = String::new();
-    std::io::stdin()
-        .take(MAX_INPUT_BYTES as u64 + 1)
-        .read_to_string(&mut input)
-        .context("reading the hook event on stdin")?;
-    // Inside `loopward contain`: the supervisor outside judges and records.
+    let input = super::supervisor::read_event()?;
+    // Inside `loopward contain` (reached here only when `main` did not relay already): the
+    // supervisor outside judges and records.
     if let Some(socket) = std::env::var_os(super::supervisor::SUPERVISOR_ENV) {
-        return super::supervisor::forward(Path::new(&socket), &input);
+        return super::supervisor::forward(Path::new(&socket), host, &input);
     }
     Ok(answer_event(config, main_agent, defer_allows, host, &input))
 }
 
 /// Judges one hook event with `config`'s policy (what `loopward contain`'s supervisor runs for
 /// a contained program's hooks); a context that cannot be made blocks.
-pub(super) fn answer_event(
+fn answer_event(
     config: &Path,
     main_agent: &str,
     defer_allows: bool,
@@ -223,7 +209,12 @@ fn judge(
     input: &str,
 ) -> Result<HookAnswer> {
     let (ctx, masker) = context(config, main_agent, defer_allows, host)?;
-    let mut answer = handle(input, &ctx);
+    Ok(judge_with(&ctx, &masker, input))
+}
+
+/// Judges one hook event in `ctx`, masking what the host is told with `masker`.
+pub(super) fn judge_with(ctx: &HookContext, masker: &Masker, input: &str) -> HookAnswer {
+    let mut answer = handle(input, ctx);
     // What the client is told is masked as the ledger is; but a wrapped command
     // (`updatedInput`) is the agent's own input given back, and masking it would change what
     // runs.
@@ -231,7 +222,7 @@ fn judge(
         answer.stdout = masker.mask_str(&answer.stdout).into_owned();
     }
     answer.stderr = masker.mask_str(&answer.stderr).into_owned();
-    Ok(answer)
+    answer
 }
 
 /// Session ledgers whose every record is masked ([`MaskingSink`]) before it is hashed.

@@ -38,6 +38,7 @@ mod supervisor;
 pub mod verify;
 
 pub use run::exit_code;
+pub use supervisor::relay as relay_contained_hook;
 
 use clap::{Parser, Subcommand};
 use loopward::config::CONFIG_FILE;
