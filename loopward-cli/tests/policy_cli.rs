@@ -180,27 +180,185 @@ fn explain_a_command_lists_what_its_sandbox_leaves_read_only() {
     assert!(text.contains("not compared afterwards: .git"), "{text}");
 }
 
+/// [`CONFIG`] with a territory for the builder (lines 16–18): every agent is named somewhere.
+fn clean() -> String {
+    format!("{CONFIG}\n[[territory]]\npaths = [\"src/**\"]\nowner = \"builder\"\n")
+}
+
 #[test]
-fn lint_finds_a_territory_in_control_files_a_plan_only_one_agent_can_write_and_watch_only() {
-    let (_d, root) = project(CONFIG);
+fn lint_finds_nothing_in_a_config_whose_rules_all_do_what_they_say() {
+    let (_d, root) = project(&clean());
     let (code, text) = loopward(&root, &["policy", "lint"]);
     assert_eq!(code, Some(0), "{text}");
-    let bad = format!(
-        "{CONFIG}\n[[territory]]\npaths = [\".loopward/notes/*.md\"]\nowner = \"builder\"\n\n[gates.sprawl]\nplan_path = \"plans/plan.md\"\n\n[gates.shell]\nsandbox = \"watch-only\"\n"
+    assert!(
+        text.contains("no finding: every rule does what it says"),
+        "{text}"
     );
-    std::fs::write(root.join("loopward.toml"), bad).unwrap();
+}
+
+#[test]
+fn lint_finds_a_territory_in_control_files_a_plan_only_one_agent_can_write_and_watch_only() {
+    let bad = format!(
+        "{}\n[[territory]]\npaths = [\".loopward/notes/*.md\"]\nowner = \"builder\"\n\n[gates.sprawl]\nplan_path = \"plans/plan.md\"\n\n[gates.shell]\nsandbox = \"watch-only\"\n",
+        clean()
+    );
+    let (_d, root) = project(&bad);
     let (code, text) = loopward(&root, &["policy", "lint"]);
     assert_eq!(code, Some(1), "{text}");
     assert!(
-        text.contains("loopward.toml:16: territory:builder: `.loopward/notes/*.md` lies in loopward's control files"),
+        text.contains("loopward.toml:20: territory:builder: `.loopward/notes/*.md` lies in loopward's control files"),
         "{text}"
     );
     assert!(
-        text.contains("plan plans/plan.md lies in territory:planner"),
+        text.contains(
+            "loopward.toml:24: the sprawl gate's plan plans/plan.md lies in territory:planner"
+        ),
         "{text}"
     );
-    assert!(text.contains("watch-only"), "{text}");
+    assert!(
+        text.contains("loopward.toml:27: [gates.shell] sandbox = \"watch-only\""),
+        "{text}"
+    );
+    assert!(
+        text.contains("what to do: move plan_path out of territory:planner"),
+        "{text}"
+    );
     assert!(text.contains("3 finding(s)"), "{text}");
+}
+
+#[test]
+fn lint_finds_paths_claimed_twice_and_globs_that_match_nothing() {
+    let bad = format!(
+        "{}\n[[territory]]\nname = \"builder-extra\"\npaths = [\"src/main.rs\", 'lib\\util.rs', \"docs//a.md\", \"tests/\"]\nowner = \"builder\"\n\n[[territory]]\nname = \"notes\"\npaths = [\"notes/**\", \"notes/todo.md\"]\nowner = \"planner\"\n",
+        clean()
+    );
+    let (_d, root) = project(&bad);
+    let (code, text) = loopward(&root, &["policy", "lint"]);
+    assert_eq!(code, Some(1), "{text}");
+    // Two territories of one owner: where the first is written, naming the second's line.
+    assert!(
+        text.contains("loopward.toml:16: territory:builder and builder-extra (loopward.toml:20): redundant: `src/main.rs` adds nothing, `src/**` already claims it for the same owners"),
+        "{text}"
+    );
+    assert!(
+        text.contains("what to do: merge the two [[territory]] tables"),
+        "{text}"
+    );
+    // Two globs of one territory.
+    assert!(
+        text.contains("loopward.toml:25: notes: redundant: `notes/todo.md` adds nothing, `notes/**` already claims it"),
+        "{text}"
+    );
+    assert!(
+        text.contains("loopward.toml:20: builder-extra: `lib\\util.rs` uses `\\`, which escapes the next character rather than separating folders: it matches `libutil.rs`"),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "loopward.toml:20: builder-extra: `docs//a.md` has an empty folder name (`//`)"
+        ),
+        "{text}"
+    );
+    // A territory's trailing `/` is dropped: `tests/` covers tests/a.rs.
+    assert!(!text.contains("`tests/`"), "{text}");
+    assert!(text.contains("4 finding(s)"), "{text}");
+}
+
+/// A team whose review gate, stop-gates and one agent cannot do what they seem to.
+const GATES: &str = r#"[run]
+first = "planner"
+
+[[agent]]
+name = "planner"
+tools = ["read_file", "write_file"]
+
+[[agent]]
+name = "builder"
+tools = ["read_file", "write_file", "handoff"]
+
+[[agent]]
+name = "scribe"
+tools = ["write_file"]
+
+[[territory]]
+paths = ["plans/**"]
+owner = "planner"
+
+[[territory]]
+paths = ["src/**"]
+owner = "builder"
+
+[[gates.review]]
+from = "builder"
+via = "planner"
+when = ["src/", ".loopward/**", "docs", "src/**"]
+
+[[stopgate]]
+point = "tool"
+tool = "deploy"
+mode = "deny"
+
+[[stopgate]]
+point = "handoff"
+to = "builder"
+mode = "auto"
+
+[[stopgate]]
+point = "write"
+glob = "runs/**"
+mode = "auto"
+
+[[stopgate]]
+point = "tool"
+tool = "write_file"
+mode = "auto"
+"#;
+
+#[test]
+fn lint_finds_gates_that_cannot_fire_and_agents_named_nowhere() {
+    let (_d, root) = project(GATES);
+    std::fs::create_dir(root.join("docs")).unwrap();
+    let (code, text) = loopward(&root, &["policy", "lint"]);
+    assert_eq!(code, Some(1), "{text}");
+    for (line, said) in [
+        ("loopward.toml:24: review:builder->planner: when `src/` ends in `/`", "write `dir/**`"),
+        ("loopward.toml:24: review:builder->planner: when `.loopward/**` lies in loopward's control files", "remove it"),
+        ("loopward.toml:24: review:builder->planner: when `docs` names the folder docs", "write \"docs/**\""),
+        ("loopward.toml:29: stopgate tool:deploy: tool = \"deploy\" cannot fire: there is no loopward tool of that name", "name a tool an agent lists"),
+        ("loopward.toml:34: stopgate handoff:builder: a handoff to builder cannot happen: no other agent has the handoff tool", "add \"handoff\""),
+        ("loopward.toml:39: stopgate write:runs/**: glob `runs/**` lies in loopward's control files", "remove it"),
+        ("loopward.toml:12: agent scribe is named nowhere: it owns no territory, and no review gate, stop-gate or run.first names it: it may write every path no territory claims", "give scribe a [[territory]] of its own"),
+    ] {
+        let at = text.find(line).unwrap_or_else(|| panic!("{line}\n{text}"));
+        let fix = text[at..].lines().nth(1).unwrap_or_default();
+        assert!(fix.contains(said), "{line}: {fix}\n{text}");
+    }
+    // `src/**` arms the gate; a tool an agent lists can be gated.
+    assert!(
+        !text.contains("`src/**`") && !text.contains("stopgate tool:write_file"),
+        "{text}"
+    );
+    assert!(text.contains("7 finding(s)"), "{text}");
+}
+
+#[test]
+fn lint_leaves_to_the_load_what_never_loads() {
+    for (bad, named) in [
+        (CONFIG.replace("plans/**", "./plans/**"), "./plans/**"),
+        (CONFIG.replace("plans/**", "/plans/**"), "/plans/**"),
+        (CONFIG.replace("plans/**", "plans/../x"), "plans/../x"),
+        (CONFIG.replace("plans/**", ""), "territory[0]"),
+        (
+            CONFIG.replace("owner = \"planner\"", "owner = \"nobody\""),
+            "no agent named nobody",
+        ),
+    ] {
+        let (_d, root) = project(&bad);
+        let (code, text) = loopward(&root, &["policy", "lint"]);
+        assert_ne!(code, Some(0), "{bad}\n{text}");
+        assert!(text.contains(named), "{named}: {text}");
+        assert!(!text.contains("finding"), "{text}");
+    }
 }
 
 /// The records of kind `kind` in a ledger.

@@ -7,11 +7,13 @@
 //! rule, its source (`loopward.toml:<line>`), so an answer can be matched to the config it came
 //! from.
 
+mod lint;
+
 use super::hook::HostArg;
 use anyhow::{Context, Result};
 use loopward::config::Config;
 use loopward_core::{AgentId, AuditEvent, Decision};
-use loopward_runner::gates::{Ask, GateSpec, Host, Policy, PolicyConfig, SprawlTracker};
+use loopward_runner::gates::{Ask, GateSpec, Host, Policy, SprawlTracker};
 use loopward_runner::sandbox::SandboxMode;
 use loopward_runner::tool::Access;
 use loopward_runner::{SystemClock, Workspace};
@@ -73,6 +75,17 @@ impl Sources {
             .lines()
             .position(|l| l.trim_start().starts_with(header))
             .map(|i| format!("{}:{}", self.file, i + 1))
+    }
+
+    /// The line of the `n`th (from 0) line starting with `header`: the `n`th table of an array
+    /// (`[[stopgate]]`, `[[agent]]`), which keep no source of their own.
+    fn nth(&self, header: &str, n: usize) -> Option<String> {
+        self.text
+            .lines()
+            .enumerate()
+            .filter(|(_, l)| l.trim_start().starts_with(header))
+            .nth(n)
+            .map(|(i, _)| format!("{}:{}", self.file, i + 1))
     }
 
     /// The source of the gate named `gate`.
@@ -141,7 +154,7 @@ pub(super) fn run(args: &Args) -> Result<ExitCode> {
                 _ => unreachable!("clap requires --write or --command"),
             }
         }
-        Action::Lint => lint(&mut out, &policy_cfg, &sources, ws),
+        Action::Lint => lint::lint(&mut out, &cfg, &args.config, &sources, ws),
     }
 }
 
@@ -279,61 +292,4 @@ fn explain_command<W: std::io::Write>(
         Tone::Dim,
         "  a write it may not make is refused by the kernel, or put back and reported by the watch",
     );
-}
-
-fn lint<W: std::io::Write>(
-    out: &mut Printer<W>,
-    policy_cfg: &PolicyConfig,
-    sources: &Sources,
-    ws: Workspace,
-) -> Result<ExitCode> {
-    let policy = Policy::from_config(policy_cfg, ws)?;
-    let mut findings = 0;
-    // (An owner that is not on the team never loads: the config refuses it.)
-    for g in policy.list() {
-        let Some(GateSpec::Territory(t)) = &g.spec else {
-            continue;
-        };
-        for glob in &t.paths {
-            let literal: String = glob
-                .split('/')
-                .take_while(|part| !part.contains(['*', '?', '[', '{']))
-                .collect::<Vec<_>>()
-                .join("/");
-            if !literal.is_empty() && policy.control().covers(&literal) {
-                findings += 1;
-                out.line(
-                    Tone::Refusal,
-                    format!("{}: {}: `{glob}` lies in loopward's control files, which no agent may write: its owners can never write it either", Sources::of(&g.name, &policy), g.name),
-                );
-            }
-        }
-    }
-    if let Some(sprawl) = Some(&policy_cfg.gates.sprawl).filter(|s| s.enabled) {
-        let plan = &sprawl.plan_path;
-        if let Some(t) = policy
-            .list()
-            .into_iter()
-            .find(|g| matches!(&g.spec, Some(GateSpec::Territory(t)) if t.paths.iter().any(|p| p == plan || (p.ends_with("/**") && plan.starts_with(p.trim_end_matches("**"))))))
-        {
-            findings += 1;
-            out.line(
-                Tone::Refusal,
-                format!("{}: the sprawl gate's plan {plan} lies in {}: only its owners can write the plan that clears the gate for everyone", Sources::of("sprawl", &policy), t.name),
-            );
-        }
-    }
-    if policy_cfg.gates.shell.sandbox == SandboxMode::WatchOnly {
-        findings += 1;
-        out.line(
-            Tone::Refusal,
-            format!("{}: [gates.shell] sandbox = \"watch-only\": commands are only compared and put back, never contained", sources.header("[gates.shell]").unwrap_or_default()),
-        );
-    }
-    if findings == 0 {
-        out.line(Tone::Ok, "no finding: every rule does what it says");
-        return Ok(ExitCode::SUCCESS);
-    }
-    out.line(Tone::Refusal, format!("{findings} finding(s)"));
-    Ok(ExitCode::from(1))
 }

@@ -50,6 +50,7 @@ mod config;
 mod control;
 mod engine;
 mod exec;
+mod glob_flaw;
 mod host;
 mod layer;
 mod overlap;
@@ -74,9 +75,11 @@ pub use config::{
 };
 pub use control::{ControlFiles, CONTROL_GATE};
 pub use engine::{Ask, ChangedPath, Judgement, ShellAsk, ShellJudgement, ShellOutcome};
+pub use glob_flaw::GlobFlaw;
 pub use host::Host;
 pub(crate) use layer::seed_noted_version;
 pub use layer::{PolicyLayer, PolicyService};
+pub use overlap::{redundant_claims, RedundantClaim};
 pub use overrides::{
     Listed, OverrideError, OverrideStore, Rejection, Sentinel, MAX_REASON_BYTES, MAX_SENTINEL_BYTES,
 };
