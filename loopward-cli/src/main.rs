@@ -11,6 +11,11 @@ fn main() -> ExitCode {
     if let Some(code) = loopward_cli::cli::relay_contained_hook(&args, |k| std::env::var_os(k)) {
         return code;
     }
+    // A hook answers before anything else can fail (exit 1 would let its host go ahead), and
+    // its command line is parsed alone.
+    if let Some(hook) = loopward_cli::cli::hook::event_command(&args) {
+        return loopward_cli::cli::hook::run(&hook).unwrap_or(ExitCode::from(2));
+    }
     let cli = loopward_cli::cli::Cli::parse().with_config();
     // A hook answers before anything else can fail: exit 1 would let its host go ahead.
     if let loopward_cli::cli::Command::Hook(a) = &cli.command {

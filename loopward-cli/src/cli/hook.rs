@@ -151,6 +151,39 @@ impl Target {
     }
 }
 
+/// `loopward hook …` parsed alone: what an agent host runs on every tool call, without building
+/// every other command's parser first.
+#[derive(Debug, clap::Parser)]
+#[command(name = "loopward")]
+pub struct HookOnly {
+    /// Only `hook`.
+    #[command(subcommand)]
+    pub command: HookCommand,
+}
+
+/// The one command [`HookOnly`] parses.
+#[derive(Debug, clap::Subcommand)]
+pub enum HookCommand {
+    /// As `loopward hook`.
+    Hook(Args),
+}
+
+/// A hook event's command line (`loopward hook claude-code|codex|gemini …`, nothing before
+/// `hook`), parsed alone; `None` for anything else, a request for help included, which the
+/// whole command line's parser answers.
+pub fn event_command(args: &[std::ffi::OsString]) -> Option<Args> {
+    use clap::Parser as _;
+    if args.get(1).is_none_or(|a| a != "hook") {
+        return None;
+    }
+    match HookOnly::try_parse_from(args) {
+        Ok(HookOnly {
+            command: HookCommand::Hook(a),
+        }) if a.target.answers_an_event() => Some(a),
+        _ => None,
+    }
+}
+
 /// Runs the command: never fails in a way Claude Code would read as "go ahead".
 pub fn run(args: &Args) -> Result<ExitCode> {
     let (config, main_agent, defer_allows, host) = match &args.target {
@@ -318,4 +351,43 @@ pub(super) fn context(
         .build()
         .with_context(|| format!("{}", config.display()))?;
     Ok((ctx, masker))
+}
+
+#[cfg(test)]
+mod event_command_tests {
+    use super::*;
+
+    fn args(a: &[&str]) -> Vec<std::ffi::OsString> {
+        a.iter().map(std::ffi::OsString::from).collect()
+    }
+
+    #[test]
+    fn only_a_hook_events_command_line_is_parsed_alone() {
+        let a = event_command(&args(&[
+            "loopward",
+            "hook",
+            "claude-code",
+            "--config",
+            "team/a.toml",
+            "--main-agent",
+            "lead",
+        ]))
+        .expect("a hook event's command line");
+        assert!(matches!(
+            &a.target,
+            Target::ClaudeCode { config, main_agent, .. }
+                if config == Path::new("team/a.toml") && main_agent == "lead"
+        ));
+        assert!(event_command(&args(&["loopward", "hook", "codex"])).is_some());
+        // Not an event, help, a flag before `hook`, another command: the whole parser's.
+        for other in [
+            &["loopward", "hook", "install"][..],
+            &["loopward", "hook", "gemini", "--help"],
+            &["loopward", "--config", "a.toml", "hook", "claude-code"],
+            &["loopward", "run"],
+            &["loopward"],
+        ] {
+            assert!(event_command(&args(other)).is_none(), "{other:?}");
+        }
+    }
 }

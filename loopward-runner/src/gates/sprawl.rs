@@ -29,7 +29,10 @@ use std::sync::Mutex;
 /// One sibling template: a glob with `{stem}` in its file name.
 #[derive(Clone, Debug)]
 pub(crate) struct SiblingTemplate {
-    matcher: GlobMatcher,
+    /// The template with `{stem}` as `*`, compiled when a path first reaches it (the file-name
+    /// check before it turns most paths away; a config's check need not compile it).
+    pattern: String,
+    matcher: std::sync::OnceLock<Option<GlobMatcher>>,
     prefix: String,
     suffix: String,
 }
@@ -48,9 +51,11 @@ impl SiblingTemplate {
         if prefix.contains(['*', '?', '[', '{']) || suffix.contains(['*', '?', '[', '{']) {
             return Err(invalid("the file name around {stem} must be literal"));
         }
-        let g = glob(&t.replace("{stem}", "*"), section)?;
+        let pattern = t.replace("{stem}", "*");
+        super::config::check_glob(&pattern, section)?;
         Ok(Self {
-            matcher: g.compile_matcher(),
+            pattern,
+            matcher: std::sync::OnceLock::new(),
             prefix: prefix.into(),
             suffix: suffix.into(),
         })
@@ -63,7 +68,14 @@ impl SiblingTemplate {
             .strip_prefix(self.prefix.as_str())?
             .strip_suffix(self.suffix.as_str())
             .filter(|s| !s.is_empty())?;
-        self.matcher.is_match(path).then_some(stem)
+        // Checked when the config loaded, so it parses.
+        let matcher = self
+            .matcher
+            .get_or_init(|| glob(&self.pattern, "").ok().map(|g| g.compile_matcher()));
+        matcher
+            .as_ref()
+            .is_some_and(|m| m.is_match(path))
+            .then_some(stem)
     }
 }
 

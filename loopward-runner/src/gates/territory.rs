@@ -48,8 +48,8 @@ impl Territory {
                 why: "paths is empty".into(),
             });
         }
-        // Parsed now (a bad glob is refused here), compiled when first needed.
-        super::config::territory_globs(&config.paths, &section)?;
+        // Checked now (a bad glob is refused here), compiled when first needed.
+        super::config::check_territory_globs(&config.paths, &section)?;
         Ok(Self {
             name: name.into(),
             config: config.clone(),

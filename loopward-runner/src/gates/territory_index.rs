@@ -3,23 +3,62 @@
 //! A glob can match a path only if the path starts with the glob's literal prefix (what comes
 //! before its first `*`, `?`, `[`, `{` or backslash). The index keeps the globs by that prefix,
 //! so a path's candidates are found with one lookup per distinct prefix length; only the
-//! candidates are matched, each with a matcher compiled at its first use and kept. A decision
-//! stays flat from 10 to 1,000 territories, and a process that makes one decision (a hook
-//! call) compiles one or two globs instead of all of them.
+//! candidates are matched: a plain path by comparison, `dir/**` by its prefix, any other glob
+//! with a matcher compiled at its first use and kept. A decision stays flat from 10 to 1,000
+//! territories, and a process that makes one decision (a hook call) compiles a glob only where
+//! a wildcard could reach its path.
 
-use super::config::{territory_globs, ConfigError};
+use super::config::{glob, is_plain, territory_patterns, ConfigError};
 use super::territory::Territory;
-use globset::{Glob, GlobMatcher};
+use globset::GlobMatcher;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::OnceLock;
+
+/// How one glob is matched: most territory globs are a plain path or everything below one,
+/// which need no compiled matcher.
+#[derive(Debug)]
+enum Matcher {
+    /// No special character: the path itself.
+    Literal,
+    /// `L/**` with `L` plain: every path starting with `L/`.
+    Below(String),
+    /// Anything else: parsed and compiled when a path first needs it (the config's check
+    /// parsed it already, so it parses; were it not to, it would match nothing).
+    Compiled(OnceLock<Option<GlobMatcher>>),
+}
+
+impl Matcher {
+    fn of(pattern: &str) -> Self {
+        match pattern.strip_suffix("/**") {
+            _ if !is_plain(pattern) => Self::Compiled(OnceLock::new()),
+            Some(dir) => Self::Below(format!("{dir}/")),
+            None => Self::Literal,
+        }
+    }
+
+    fn is_match(&self, pattern: &str, rel: &str) -> bool {
+        match self {
+            Self::Literal => pattern == rel,
+            Self::Below(prefix) => rel.starts_with(prefix.as_str()),
+            Self::Compiled(m) => m
+                .get_or_init(|| {
+                    glob(pattern, "[[territory]]")
+                        .ok()
+                        .map(|g| g.compile_matcher())
+                })
+                .as_ref()
+                .is_some_and(|m| m.is_match(rel)),
+        }
+    }
+}
 
 /// Which territories cover a path.
 #[derive(Debug, Default)]
 pub(crate) struct TerritoryIndex {
     /// Every territory's (widened) globs, and for each the index of its territory.
-    globs: Vec<(Glob, usize)>,
-    /// Each glob's matcher, compiled when a path first needs it.
-    matchers: Vec<OnceLock<GlobMatcher>>,
+    globs: Vec<(String, usize)>,
+    /// Each glob's matcher.
+    matchers: Vec<Matcher>,
     /// The globs by their literal prefix.
     by_prefix: HashMap<String, Vec<usize>>,
     /// The lengths of those prefixes, shortest first.
@@ -33,7 +72,7 @@ impl Clone for TerritoryIndex {
     fn clone(&self) -> Self {
         Self {
             globs: self.globs.clone(),
-            matchers: self.matchers.iter().map(|_| OnceLock::new()).collect(),
+            matchers: self.globs.iter().map(|(g, _)| Matcher::of(g)).collect(),
             by_prefix: self.by_prefix.clone(),
             prefix_lens: self.prefix_lens.clone(),
             rank: self.rank.clone(),
@@ -50,19 +89,19 @@ fn literal_prefix(pattern: &str) -> &str {
 }
 
 impl TerritoryIndex {
-    /// Indexes every territory's (widened) globs; checks each, compiles none.
+    /// Indexes every territory's (widened) globs, checked when each territory was made;
+    /// compiles none.
     pub(crate) fn new(territories: &[Territory]) -> Result<Self, ConfigError> {
         let mut globs = vec![];
         for (i, t) in territories.iter().enumerate() {
-            let section = format!("territory {}", t.name());
-            for g in territory_globs(&t.config().paths, &section)? {
+            for g in territory_patterns(&t.config().paths) {
                 globs.push((g, i));
             }
         }
         let mut by_prefix: HashMap<String, Vec<usize>> = HashMap::new();
         for (n, (g, _)) in globs.iter().enumerate() {
             by_prefix
-                .entry(literal_prefix(g.glob()).to_string())
+                .entry(literal_prefix(g).to_string())
                 .or_default()
                 .push(n);
         }
@@ -74,7 +113,7 @@ impl TerritoryIndex {
             rank[i] = r;
         }
         Ok(Self {
-            matchers: globs.iter().map(|_| OnceLock::new()).collect(),
+            matchers: globs.iter().map(|(g, _)| Matcher::of(g)).collect(),
             globs,
             by_prefix,
             prefix_lens: prefix_lens.into_iter().collect(),
@@ -91,11 +130,7 @@ impl TerritoryIndex {
             .filter_map(move |&len| self.by_prefix.get(&rel[..len]))
             .flatten()
             .copied()
-            .filter(move |&g| {
-                self.matchers[g]
-                    .get_or_init(|| self.globs[g].0.compile_matcher())
-                    .is_match(rel)
-            })
+            .filter(move |&g| self.matchers[g].is_match(&self.globs[g].0, rel))
     }
 
     /// The territories (by index) covering the canonical workspace-relative `rel`.
@@ -164,11 +199,14 @@ mod tests {
             .map(|t| t.name())
             .collect();
         assert_eq!(names, ["t42"]);
-        // `area42/**` and `area42`; `area4` (`area4/**` widened: a prefix of the path, not a
-        // match); and `**/*.lock` widened (`**/*.lock/**`): their prefix is empty, so every
-        // path is a candidate.
-        let compiled = index.matchers.iter().filter(|m| m.get().is_some()).count();
-        assert_eq!(compiled, 5, "of {}", index.globs.len());
+        // `area42/**`, `area42` and `area4` need no compiling; `**/*.lock` and its widened
+        // `**/*.lock/**` have an empty prefix, so every path is their candidate.
+        let compiled = index
+            .matchers
+            .iter()
+            .filter(|m| matches!(m, Matcher::Compiled(c) if c.get().is_some()))
+            .count();
+        assert_eq!(compiled, 2, "of {}", index.globs.len());
         assert!(index.any("area7") && !index.any("area100/x") && !index.any(""));
     }
 
@@ -184,6 +222,9 @@ mod tests {
             Just("[ab]".to_string()),
             Just("{a,ab}".to_string()),
             Just("x.md".to_string()),
+            Just("a]".to_string()),
+            Just("!b".to_string()),
+            Just("a,b".to_string()),
         ]
     }
 
@@ -194,6 +235,9 @@ mod tests {
             Just("b".to_string()),
             Just("bb".to_string()),
             Just("x.md".to_string()),
+            Just("a]".to_string()),
+            Just("!b".to_string()),
+            Just("a,b".to_string()),
         ]
     }
 
@@ -219,7 +263,7 @@ mod tests {
             let index = TerritoryIndex::new(&ts).unwrap();
             let mut b = GlobSetBuilder::new();
             for (g, _) in &index.globs {
-                b.add(g.clone());
+                b.add(glob(g, "t").unwrap());
             }
             let set = b.build().unwrap();
             for p in paths {
