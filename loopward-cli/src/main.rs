@@ -6,6 +6,11 @@ use clap::Parser;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
+    // Started as the init of a sandbox's PID namespace; otherwise the init of the sandboxes
+    // this process starts (`contain`, `sandbox exec`, `run`'s shell).
+    if let Some(code) = loopward_runner::sandbox::serve_init_if_asked(std::env::args_os()) {
+        return code;
+    }
     let cli = loopward_cli::cli::Cli::parse().with_config();
     // A hook answers before anything else can fail: exit 1 would let its host go ahead.
     if let loopward_cli::cli::Command::Hook(a) = &cli.command {
