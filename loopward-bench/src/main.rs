@@ -50,6 +50,14 @@ fn args() -> Result<Args> {
 }
 
 fn main() -> Result<()> {
+    // The init of the sandboxes this program starts (its shell commands).
+    if let Some(code) = loopward_runner::sandbox::serve_init_if_asked(std::env::args_os()) {
+        std::process::exit(if code == std::process::ExitCode::SUCCESS {
+            0
+        } else {
+            126
+        });
+    }
     // Part 8's console runs in a child process of its own, measured from outside.
     let argv: Vec<String> = std::env::args().collect();
     if argv.get(1).map(String::as_str) == Some("--console-child") {

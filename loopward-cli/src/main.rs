@@ -6,8 +6,13 @@ use clap::Parser;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
-    // A contained program's hook relays to its supervisor before anything is parsed or built.
     let args: Vec<_> = std::env::args_os().collect();
+    // Started as the init of a sandbox's PID namespace; otherwise the init of the sandboxes
+    // this process starts (`contain`, `sandbox exec`, `run`'s shell).
+    if let Some(code) = loopward_runner::sandbox::serve_init_if_asked(args.iter().cloned()) {
+        return code;
+    }
+    // A contained program's hook relays to its supervisor before anything is parsed or built.
     if let Some(code) = loopward_cli::cli::relay_contained_hook(&args, |k| std::env::var_os(k)) {
         return code;
     }

@@ -400,6 +400,30 @@ fn a_contained_program_is_held_to_files_reads_environment_and_network_and_its_eg
     );
 }
 
+/// A contained session runs for hours: the orphans of its shells are reaped by the sandbox's
+/// init, and its `/proc` shows the sandbox's processes only, not the supervisor's.
+#[test]
+fn a_contained_program_sees_only_its_own_processes_and_leaves_no_zombies() {
+    let dir = project("[[agents.builder]]\ntext = \"done\"\n");
+    let d = dir.path();
+    with_net(d, "[]", "");
+    let home = tempfile::tempdir().unwrap();
+    let me = std::process::id();
+    let script = format!(
+        "for i in 1 2 3 4 5; do sh -c 'sleep 0.05 &'; done; \
+         exec perl -e 'select(undef, undef, undef, 0.5); \
+           my @ps = map {{ m{{/proc/(\\d+)/}}; $1 }} glob(\"/proc/[0-9]*/stat\"); \
+           my $z = grep {{ open(my $h, \"<\", \"/proc/$_/stat\") && <$h> =~ /\\) Z / }} @ps; \
+           print \"pids=@ps zombies=$z\\n\"; \
+           print open(my $c, \"<\", \"/proc/{me}/cmdline\") ? \"host-visible\\n\" : \"host-hidden\\n\";'"
+    );
+    let out = contain(d, home.path(), &["bash", "-c", &script]);
+    let said = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{said}");
+    assert!(said.contains("pids=1 2 zombies=0"), "{said}");
+    assert!(said.contains("host-hidden"), "{said}");
+}
+
 #[test]
 fn a_contained_program_without_network_isolation_says_so_in_the_ledger_and_the_report() {
     let dir = project("[[agents.builder]]\ntext = \"done\"\n");

@@ -159,9 +159,9 @@ fn opting_out_of_network_isolation_is_in_the_session_ledger_of_every_wrapped_bas
     );
 }
 
-/// The command is the init of a PID namespace of its own: it is PID 1 there, sees no parent,
-/// cannot signal the process that started it, and what it leaves in the background ends
-/// with it.
+/// The command has a PID namespace of its own with the sandbox's init: it is PID 2 there
+/// (the init is 1), sees no parent, cannot signal the process that started it, and what it
+/// leaves in the background ends with it.
 #[test]
 fn a_sandboxed_command_leaves_no_process_behind_and_cannot_signal_outside() {
     let (_dir, root) = project(CONFIG);
@@ -181,12 +181,49 @@ fn a_sandboxed_command_leaves_no_process_behind_and_cannot_signal_outside() {
     );
     let out = text(&ran);
     assert_eq!(ran.status.code(), Some(0), "{out}");
-    assert!(out.contains("pid=1 ppid=0"), "{out}");
+    assert!(out.contains("pid=2 ppid=0"), "{out}");
     assert!(out.contains("kill-failed"), "{out}");
     assert!(out.contains("started"), "{out}");
     std::thread::sleep(std::time::Duration::from_millis(1800));
     assert!(!root.join("notes/late.txt").exists());
     assert!(!root.join("notes/setsid.txt").exists());
+}
+
+/// `SIGTERM` to loopward reaches the command, whose handler runs; loopward exits with the
+/// command's status. `/proc` in the sandbox shows its own processes only.
+#[test]
+fn sigterm_to_loopward_reaches_the_command_and_its_status_is_loopwards() {
+    use std::io::BufRead;
+    let (_dir, root) = project(CONFIG);
+    let me = std::process::id();
+    let command = format!(
+        "trap 'echo got-term > notes/term.txt; exit 3' TERM; \
+         ls /proc | grep -qx {me} && echo host-visible; echo ready; sleep 30 & wait"
+    );
+    let mut child = Command::new(env!("CARGO_BIN_EXE_loopward"))
+        .args([
+            "sandbox", "exec", "--agent", "builder", "--", "bash", "-c", &command,
+        ])
+        .current_dir(&root)
+        .env("XDG_STATE_HOME", root.with_file_name("state"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    assert_eq!(
+        line, "ready\n",
+        "the command did not start (or saw the host's /proc)"
+    );
+    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(3));
+    let noted = std::fs::read_to_string(root.join("notes/term.txt")).unwrap();
+    assert_eq!(noted, "got-term\n");
 }
 
 /// Inside `loopward contain` no namespace can be made (the contained program holds no

@@ -54,6 +54,10 @@ fn parse_layers(s: &str) -> Result<u32, String> {
 }
 
 fn main() -> ExitCode {
+    // The init of the sandboxes this program starts (its shell commands).
+    if let Some(code) = loopward_runner::sandbox::serve_init_if_asked(std::env::args_os()) {
+        return code;
+    }
     // Chapter 9 runs this binary as its hook command and as its stand-in coding agent.
     let argv: Vec<String> = std::env::args().skip(1).collect();
     if argv.first().map(String::as_str) == Some(stand_in::HOOK_FLAG) {

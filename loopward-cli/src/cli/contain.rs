@@ -262,11 +262,12 @@ pub async fn run(args: Args) -> Result<ExitCode> {
         None => None,
     };
     let mut stop = super::ending::Stop::catch()?;
+    let pid = child.id();
     let status = loop {
         tokio::select! {
             s = child.wait() => break s.context("waiting for the program")?,
-            // The program is its namespace's init: ended by its recorded PID, and all with it.
-            () = stop.asked() => { let _ = child.start_kill(); }
+            // Stop signals are passed on; killed by its recorded PID, it ends all with it.
+            () = stop.kill_due(pid) => { let _ = child.start_kill(); }
             Some(r) = records.recv() => {
                 let decision = r.event.is_decision();
                 let done = ledger.record(&scope, &r.event).and_then(|()| if decision { ledger.commit() } else { Ok(()) });

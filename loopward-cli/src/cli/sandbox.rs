@@ -151,7 +151,8 @@ pub async fn exec(args: &Args) -> ExitCode {
     ExitCode::from(u8::try_from(code).unwrap_or(1))
 }
 
-/// Waits for the command, recording what its proxy asks meanwhile; asked to stop, ends it.
+/// Waits for the command, recording what its proxy asks meanwhile; passes stop signals on to
+/// it, and kills it when it has not ended in time.
 async fn wait_recording(
     mut child: tokio::process::Child,
     proxy: Option<(
@@ -161,6 +162,7 @@ async fn wait_recording(
     )>,
 ) -> Result<std::process::ExitStatus> {
     let mut stop = super::ending::Stop::catch()?;
+    let pid = child.id();
     let (_task, mut records, mut book) = match proxy {
         Some((t, r, b)) => (Some(t), Some(r), Some(b)),
         None => (None, None, None),
@@ -179,7 +181,7 @@ async fn wait_recording(
                     let _ = r.done.send(book.record(&r.event));
                 }
             }
-            () = stop.asked() => {
+            () = stop.kill_due(pid) => {
                 let _ = child.start_kill();
             }
         }

@@ -16,6 +16,12 @@ pub enum SandboxError {
         /// What failed.
         why: String,
     },
+    /// The command's PID namespace could not be given its init and its own `/proc`.
+    #[error("the shell sandbox cannot give the command an init and a /proc of its own: {why}. Run loopward where it may create mount namespaces (as root, or in a container that grants CAP_SYS_ADMIN); a program that embeds loopward's runner calls `loopward_runner::sandbox::serve_init_if_asked()` first in main, or ships `loopward-sandbox-init` beside itself")]
+    Init {
+        /// What failed.
+        why: String,
+    },
     /// A path of the plan could not be read or opened.
     #[error("planning the shell sandbox: {path}: {source}")]
     Io {

@@ -84,8 +84,9 @@ pub async fn spawn_confined(
 /// A command started by [`spawn_contained`].
 #[derive(Debug)]
 pub struct Started {
-    /// The command: the init of its PID namespace (where one could be made), so killing it
-    /// ends every process it left; its PID is the one to record and to end.
+    /// The command: PID 2 of its PID namespace (where one could be made), beside the
+    /// sandbox's init, so when it ends (killed or not) every process it left ends too; its PID
+    /// is the one to record, to signal and to end.
     pub child: tokio::process::Child,
     /// Where its egress proxy listens, inside its network namespace (`127.0.0.1`); serve it
     /// (see [`crate::egress`]) for as long as the command may connect out. `None`: the host's
@@ -105,8 +106,10 @@ const PROXY_VARS: [&str; 6] = [
 
 /// Starts `cmd` inside `conf`, in a network namespace of its own when `conf`'s network is
 /// [isolated](super::Network::Isolated), with `HTTP_PROXY`, `HTTPS_PROXY` and `ALL_PROXY` set
-/// to the returned listener's address there, and in a PID namespace of its own: the command is
-/// its init, and when it ends the kernel ends everything it left behind. Started inside
+/// to the returned listener's address there, and in PID and mount namespaces of its own: the
+/// sandbox's [init](super::serve_init_if_asked) is PID 1 there, reaps every orphan and has
+/// mounted a `/proc` that shows the sandbox's processes only; the command is PID 2, and when
+/// it ends the kernel ends everything it left behind. Started inside
 /// another such sandbox (where no namespace can be made), the command stays in the outer
 /// namespaces and its proxy (`proxy` is then `None`).
 pub async fn spawn_contained(
@@ -153,16 +156,29 @@ pub async fn spawn_contained(
                 } else {
                     (None, None)
                 };
-                super::net::own_pids(isolated)?;
+                let _rt = handle.enter();
+                // PID 1 first, unrestricted: it mounts the namespace's /proc (Landlock forbids
+                // mounts), then the command as PID 2.
+                let mut fds = fds;
+                let init = match super::net::own_pids(isolated)? {
+                    true => {
+                        let ready = super::init::start()?;
+                        fds.fresh_proc()?;
+                        Some(ready)
+                    }
+                    false => None,
+                };
                 // Landlock's TCP line: connect only to the proxy's port (none when there is
                 // no proxy to reach).
                 let tcp = tcp_line.then(|| proxy_port(&proxy, &url));
                 restrict(Some(fds), tcp)?;
                 super::privilege::drop_introspection()?;
-                let _rt = handle.enter();
                 let child = cmd.spawn().map_err(|e| {
                     SandboxError::Spawn(format!("could not start the command: {e}"))
                 })?;
+                if let Some(init) = init {
+                    init.go(&handle);
+                }
                 Ok(Started { child, proxy })
             })();
             let _ = tx.send(r);
@@ -212,12 +228,52 @@ enum Reads {
 struct Grants {
     write: Vec<Open>,
     read: Reads,
+    /// Whether `/proc` is readable whole: the sandbox's own procfs, mounted by its init after
+    /// these were opened, is granted too (Landlock rules follow inodes, not paths).
+    proc: bool,
+}
+
+impl Grants {
+    /// Grants reading the `/proc` mounted since (the sandbox's own), where `/proc` was
+    /// readable.
+    fn fresh_proc(&mut self) -> Result<(), SandboxError> {
+        let (Reads::AllBut(list) | Reads::Only(list)) = &mut self.read else {
+            return Ok(()); // reads everywhere: the rule on `/` covers it
+        };
+        if !self.proc {
+            return Ok(());
+        }
+        let fd = rustix::fs::open(
+            "/proc",
+            OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|e| SandboxError::Io {
+            path: "/proc".into(),
+            source: e.into(),
+        })?;
+        list.push(Open {
+            fd,
+            span: Span::Tree,
+        });
+        Ok(())
+    }
 }
 
 fn open_grants(conf: &Confinement) -> Result<Grants, SandboxError> {
+    let proc = Path::new("/proc");
+    let hides_proc = |hidden: &[PathBuf]| {
+        hidden
+            .iter()
+            .any(|h| real_path(h).starts_with(proc) || proc.starts_with(real_path(h)))
+    };
+    let mut proc_whole = false;
     let read = match conf.reach().readable() {
         None if conf.unreadable().is_empty() => Reads::All,
-        None => Reads::AllBut(read_cover(Path::new("/"), conf.unreadable())?),
+        None => {
+            proc_whole = !hides_proc(conf.unreadable());
+            Reads::AllBut(read_cover(Path::new("/"), conf.unreadable())?)
+        }
         Some(list) => {
             let hidden: Vec<PathBuf> = conf
                 .unreadable()
@@ -228,12 +284,14 @@ fn open_grants(conf: &Confinement) -> Result<Grants, SandboxError> {
             let roots: Vec<PathBuf> = std::iter::once(conf.root().to_path_buf())
                 .chain(list.iter().cloned())
                 .collect();
+            proc_whole = roots.iter().any(|r| real_path(r) == proc) && !hides_proc(&hidden);
             Reads::Only(read_allowed(&roots, &hidden)?)
         }
     };
     Ok(Grants {
         write: open_writes(conf)?,
         read,
+        proc: proc_whole,
     })
 }
 
@@ -427,6 +485,7 @@ fn restrict(grants: Option<Grants>, tcp: Option<u16>) -> Result<RestrictionStatu
     let grants = grants.unwrap_or(Grants {
         write: vec![],
         read: Reads::All,
+        proc: false,
     });
     let (root_reads, reads) = match grants.read {
         Reads::All => (Some(AccessFs::from_read(WANTED)), vec![]),

@@ -30,6 +30,7 @@
 //! ```
 
 mod error;
+mod init;
 mod kernel;
 mod net;
 mod plan;
@@ -37,6 +38,7 @@ mod privilege;
 mod reach;
 
 pub use error::SandboxError;
+pub use init::{main as init_main, serve_init_if_asked, INIT_ARG, INIT_BIN};
 pub use kernel::{
     confine_current_thread, kernel_support, probe, spawn_confined, spawn_contained, KernelSupport,
     Started,

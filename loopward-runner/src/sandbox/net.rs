@@ -65,29 +65,33 @@ fn loopback_only() -> bool {
     })
 }
 
-/// Gives the calling thread's next child a PID namespace of its own: the command is its init
-/// (PID 1), so when it ends the kernel ends everything left in the namespace (background
-/// processes, `nohup`, `setsid`), and no process inside can name one outside by its PID.
-/// Where none can be made but this process is already in a namespace below the host's (a
-/// sandbox inside another), the command shares that one. Otherwise an error when `required`
-/// (an isolated network: the same privilege makes both), else nothing.
-pub(super) fn own_pids(required: bool) -> Result<(), SandboxError> {
+/// Gives the calling thread's next children a PID namespace of their own; returns whether it
+/// did. Its first process is the sandbox's [init](super::init) (PID 1), the command the next:
+/// when the command ends the init exits and the kernel ends everything left in the namespace
+/// (background processes, `nohup`, `setsid`), and no process inside can name one outside by
+/// its PID. Where none can be made but this process is already in a namespace below the host's
+/// (a sandbox inside another), the command shares that one (and its init). Otherwise an error
+/// when `required` (an isolated network: the same privilege makes both), else nothing.
+pub(super) fn own_pids(required: bool) -> Result<bool, SandboxError> {
     match nix::sched::unshare(CloneFlags::CLONE_NEWPID) {
-        Ok(()) => Ok(()),
-        Err(_) if nested_pids() || !required => Ok(()),
+        Ok(()) => Ok(true),
+        Err(_) if nested_pids() || !required => Ok(false),
         Err(e) => Err(SandboxError::Network {
             why: format!("cannot give the command a process namespace of its own ({e})"),
         }),
     }
 }
 
-/// Whether this process is in a PID namespace below another (`NSpid` lists more than one).
+/// Whether this process is in a PID namespace below another: `NSpid` lists more than one
+/// (where `/proc` is an outer namespace's), or PID 1 is a sandbox's init (a sandbox's own
+/// `/proc` shows nothing above it).
 fn nested_pids() -> bool {
-    std::fs::read_to_string("/proc/self/status").is_ok_and(|t| {
-        t.lines()
-            .find_map(|l| l.strip_prefix("NSpid:"))
-            .is_some_and(|ids| ids.split_whitespace().count() > 1)
-    })
+    super::init::is_sandbox_init(1)
+        || std::fs::read_to_string("/proc/self/status").is_ok_and(|t| {
+            t.lines()
+                .find_map(|l| l.strip_prefix("NSpid:"))
+                .is_some_and(|ids| ids.split_whitespace().count() > 1)
+        })
 }
 
 /// `RTM_NEWLINK` on interface 1 (`lo` in a fresh namespace) with `IFF_UP`, over route netlink;

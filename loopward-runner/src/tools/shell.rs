@@ -8,8 +8,9 @@
 //!
 //! Every process it starts is placed in its own process group whose id is the recorded PID of
 //! the child; on timeout or when the call is dropped, only that group is ended. Nothing is ever
-//! killed by name or pattern. The child is also the init of a PID namespace of its own, so
-//! processes that leave the group (`setsid`, `nohup`) end with it all the same.
+//! killed by name or pattern. The child is also alone with the sandbox's init in a PID
+//! namespace of its own, so processes that leave the group (`setsid`, `nohup`) end with it all
+//! the same.
 
 use crate::context::TurnContext;
 use crate::egress::{EgressPolicy, Record, Recorder};
