@@ -1,4 +1,4 @@
-//! `loopward hook codex|gemini` and `hook install|doctor --host …` as the hosts run them: one
+//! `loopward hook claude-code|codex|gemini` and `hook install|doctor --host …` as the hosts run them: one
 //! process per event, the event on stdin; the hook written where each host reads it.
 
 use serde_json::{json, Value};
@@ -168,4 +168,145 @@ fn the_gemini_hook_blocks_an_event_of_another_host_with_exit_2() {
     let o = loopward(&root, &["hook", "gemini"], Some(&claude.to_string()));
     assert_eq!((o.status.code(), o.stdout.as_slice()), (Some(2), &b""[..]));
     assert!(text(&o).contains("--host gemini"), "{}", text(&o));
+}
+
+fn claude_pre_tool(root: &Path, tool: &str) -> String {
+    json!({"session_id": "cc-tools", "cwd": root, "hook_event_name": "PreToolUse",
+        "tool_name": tool, "tool_use_id": format!("toolu_{tool}"), "tool_input": {"x": 1}})
+    .to_string()
+}
+
+fn decision(o: &Output) -> Option<String> {
+    let v: Value = serde_json::from_slice(&o.stdout).ok()?;
+    v["hookSpecificOutput"]["permissionDecision"]
+        .as_str()
+        .map(str::to_string)
+}
+
+/// Claude Code's hook sees every tool: a tool it does not know is denied with the remedy (exit
+/// 0, the JSON deny), an MCP server's tool too until `[hooks] allow_tools` names it, and the
+/// client's own tools that change nothing run; each decision is in the session's ledger.
+#[test]
+fn the_claude_code_hook_denies_unknown_tools_until_allow_tools_names_them() {
+    let (_d, root) = project();
+    let hook = |tool: &str| {
+        loopward(
+            &root,
+            &["hook", "claude-code"],
+            Some(&claude_pre_tool(&root, tool)),
+        )
+    };
+    let unknown = hook("EnterWorktree");
+    assert_eq!(unknown.status.code(), Some(0), "{}", text(&unknown));
+    assert_eq!(
+        decision(&unknown).as_deref(),
+        Some("deny"),
+        "{}",
+        text(&unknown)
+    );
+    for says in [
+        "EnterWorktree is neither",
+        "made for Claude Code 2.1.332",
+        r#"[hooks] allow_tools = [\"EnterWorktree\"]"#,
+    ] {
+        assert!(text(&unknown).contains(says), "{says}: {}", text(&unknown));
+    }
+    let mcp = hook("mcp__github__create_issue");
+    assert_eq!(decision(&mcp).as_deref(), Some("deny"), "{}", text(&mcp));
+    assert!(
+        text(&mcp).contains(r#"allow_tools = [\"mcp__github__*\"]"#),
+        "{}",
+        text(&mcp)
+    );
+    let known = hook("TodoWrite");
+    assert_eq!(
+        (known.status.code(), known.stdout.as_slice()),
+        (Some(0), &b""[..]),
+        "{}",
+        text(&known)
+    );
+
+    let config = format!("{CONFIG}\n[hooks]\nallow_tools = [\"mcp__github__*\"]\n");
+    let line = config.lines().position(|l| l == "[hooks]").unwrap() + 1;
+    std::fs::write(root.join("loopward.toml"), &config).unwrap();
+    let mcp = hook("mcp__github__create_issue");
+    assert_eq!(
+        (mcp.status.code(), mcp.stdout.as_slice()),
+        (Some(0), &b""[..]),
+        "{}",
+        text(&mcp)
+    );
+    assert_eq!(decision(&hook("mcp__slack__post")).as_deref(), Some("deny"));
+
+    let ledger =
+        std::fs::read_to_string(root.join("runs/claude-code-cc-tools/events.jsonl")).unwrap();
+    let decided = |tool: &str, decision: &str| {
+        ledger.lines().any(|l| {
+            l.contains(r#""kind":"gate_decision""#)
+                && l.contains(&format!(r#""action":"tool:{tool}""#))
+                && l.contains(&format!(r#"{{"decision":"{decision}""#))
+        })
+    };
+    assert!(decided("EnterWorktree", "deny"), "{ledger}");
+    assert!(decided("mcp__github__create_issue", "deny"), "{ledger}");
+    assert!(decided("mcp__github__create_issue", "allow"), "{ledger}");
+    assert!(
+        ledger.contains(&format!(r#""gate":"allow_tools:mcp__github__*","gate_kind":"policy","mode":"enforce","source":"loopward.toml:{line}""#)),
+        "{ledger}"
+    );
+    assert!(ledger.contains(r#""tool":"TodoWrite""#), "{ledger}");
+
+    // A regex where a glob goes does not load: every call blocks, naming the entry.
+    std::fs::write(
+        root.join("loopward.toml"),
+        format!("{CONFIG}\n[hooks]\nallow_tools = [\"mcp__github__.*\"]\n"),
+    )
+    .unwrap();
+    let bad = hook("TodoWrite");
+    assert_eq!(
+        (bad.status.code(), bad.stdout.as_slice()),
+        (Some(2), &b""[..])
+    );
+    assert!(
+        text(&bad).contains("hooks.allow_tools[0]") && text(&bad).contains("\"mcp__github__*\""),
+        "{}",
+        text(&bad)
+    );
+}
+
+/// `hook install` hooks every tool at PreToolUse; `hook doctor` says what runs unjudged, and
+/// that a matcher leaving tools out fails open for them.
+#[test]
+fn claude_code_install_hooks_every_tool_and_doctor_names_a_matcher_that_leaves_tools_out() {
+    let (_d, root) = project();
+    std::fs::write(
+        root.join("loopward.toml"),
+        format!("{CONFIG}\n[hooks]\nallow_tools = [\"WebFetch\"]\n"),
+    )
+    .unwrap();
+    let install = loopward(&root, &["hook", "install"], None);
+    assert_eq!(install.status.code(), Some(0), "{}", text(&install));
+    let path = root.join(".claude/settings.json");
+    let mut settings: Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    assert_eq!(settings["hooks"]["PreToolUse"][0]["matcher"], "*");
+    let doctor = loopward(&root, &["hook", "doctor"], None);
+    assert_eq!(doctor.status.code(), Some(0), "{}", text(&doctor));
+    assert!(
+        text(&doctor).contains("allow_tools lets WebFetch run unjudged"),
+        "{}",
+        text(&doctor)
+    );
+    settings["hooks"]["PreToolUse"][0]["matcher"] =
+        "Write|Edit|Bash|Read|Grep|Glob|LS|NotebookRead|NotebookEdit|MultiEdit".into();
+    std::fs::write(&path, settings.to_string()).unwrap();
+    let doctor = loopward(&root, &["hook", "doctor"], None);
+    assert_eq!(doctor.status.code(), Some(1), "{}", text(&doctor));
+    for says in [
+        "would fail open: PreToolUse matches only",
+        "MCP tools",
+        "fix: `loopward hook install --host claude-code`",
+    ] {
+        assert!(text(&doctor).contains(says), "{says}: {}", text(&doctor));
+    }
 }

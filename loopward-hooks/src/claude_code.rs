@@ -161,11 +161,65 @@ pub enum ClaudeTool {
         /// The patch body.
         patch: String,
     },
-    /// Any other tool (read-only tools, MCP tools, `Task`, …): allowed without comment.
+    /// A tool of the host's known to change nothing the hook judges ([`QUIET_TOOLS`]:
+    /// `Task`, `TodoWrite`, `WebFetch`, …) or loopward's own MCP relay (`mcp__loopward__*`, whose
+    /// calls the loop's gates judge): allowed and recorded.
     Other(String),
-    /// A tool the host's hook was not installed for and does not know (Codex, Gemini CLI):
-    /// what it would change cannot be judged, so it is denied.
+    /// A tool the hook does not know (another MCP server's, one that acts outside the hook's
+    /// sight such as `EnterWorktree` or `CronCreate`, one of a newer client): what it would
+    /// change cannot be judged, so it is denied unless a person accepted it unjudged
+    /// (`[hooks] allow_tools`).
     Unknown(String),
+    /// Another host's tool reaching this host's hook (a Codex `apply_patch` at the Claude Code
+    /// hook): the hook was installed in the wrong host's settings, so it is denied whatever
+    /// `allow_tools` says.
+    Foreign {
+        /// The tool.
+        name: String,
+        /// The host whose tool it is.
+        host: Host,
+    },
+}
+
+/// Claude Code's tools that change nothing the hook judges (no file, no command), as of the
+/// pinned client ([`CLAUDE_CODE_VERSION`](loopward_runner::cli_agent::CLAUDE_CODE_VERSION)):
+/// allowed without a decision. Tools that act where the hook cannot see (`EnterWorktree`,
+/// `ExitWorktree`, `Workflow`, `Cron*`, `ScheduleWakeup`, `RemoteTrigger`, `Artifact`,
+/// `Projects`, `PushNotification`) are deliberately absent: they are denied unless a person
+/// lists them in `[hooks] allow_tools`.
+pub const QUIET_TOOLS: &[&str] = &[
+    "Task",
+    "Agent",
+    "TodoWrite",
+    "WebFetch",
+    "WebSearch",
+    "BashOutput",
+    "KillShell",
+    "KillBash",
+    "TaskStop",
+    "ExitPlanMode",
+    "EnterPlanMode",
+    "Skill",
+    "ListMcpResourcesTool",
+    "ReadMcpResourceTool",
+    "AskUserQuestion",
+    "TaskCreate",
+    "TaskGet",
+    "TaskUpdate",
+    "TaskList",
+    "ToolSearch",
+    // Offered to headless sessions of the pinned client: they list and report, nothing more.
+    "ListAgents",
+    "ReportFindings",
+];
+
+/// Whether `name` is one of loopward's own MCP tools as Claude Code names them
+/// (`mcp__loopward__handoff`).
+fn is_loopward_relay(name: &str) -> bool {
+    name.strip_prefix("mcp__")
+        .and_then(|rest| rest.strip_prefix(loopward_runner::cli_agent::MCP_SERVER))
+        .and_then(|rest| rest.strip_prefix("__"))
+        .is_some_and(|tool| !tool.is_empty())
 }
 
 impl ClaudeTool {
@@ -179,7 +233,7 @@ impl ClaudeTool {
             Self::Bash { .. } => "Bash",
             Self::Reads(tool) => tool.name(),
             Self::Patch { .. } => "apply_patch",
-            Self::Other(name) | Self::Unknown(name) => name,
+            Self::Other(name) | Self::Unknown(name) | Self::Foreign { name, .. } => name,
         }
     }
 
@@ -194,7 +248,8 @@ impl ClaudeTool {
             | Self::Reads(_)
             | Self::Patch { .. }
             | Self::Other(_)
-            | Self::Unknown(_) => None,
+            | Self::Unknown(_)
+            | Self::Foreign { .. } => None,
         }
     }
 }
@@ -346,11 +401,15 @@ impl HookInput {
                     },
                     (Host::GeminiCli, other) => ClaudeTool::Unknown(other.to_string()),
                     // Another host's writing tools reaching this hook (it was installed in that
-                    // host's settings): never let through as an unknown, harmless tool.
-                    (
-                        _,
-                        other @ ("apply_patch" | "write_file" | "replace" | "run_shell_command"),
-                    ) => ClaudeTool::Unknown(other.to_string()),
+                    // host's settings): never let through, not even by `allow_tools`.
+                    (_, "apply_patch") => ClaudeTool::Foreign {
+                        name: name.to_string(),
+                        host: Host::Codex,
+                    },
+                    (_, "write_file" | "replace" | "run_shell_command") => ClaudeTool::Foreign {
+                        name: name.to_string(),
+                        host: Host::GeminiCli,
+                    },
                     (_, "Write") => ClaudeTool::Write {
                         file_path: string("file_path", "tool_input.file_path")?,
                     },
@@ -368,7 +427,10 @@ impl HookInput {
                     },
                     (_, other) => match ReadTool::from_name(other) {
                         Some(tool) => ClaudeTool::Reads(tool),
-                        None => ClaudeTool::Other(other.to_string()),
+                        None if QUIET_TOOLS.contains(&other) || is_loopward_relay(other) => {
+                            ClaudeTool::Other(other.to_string())
+                        }
+                        None => ClaudeTool::Unknown(other.to_string()),
                     },
                 };
                 let input = Value::Object(input.clone());
@@ -484,24 +546,86 @@ mod tests {
         );
     }
 
+    fn tool(name: &str) -> ClaudeTool {
+        match parse(json!({"session_id":"s","hook_event_name":"PreToolUse",
+            "tool_name": name,"tool_input":{}}))
+        {
+            Ok(Event::PreToolUse(call)) => call.tool,
+            other => panic!("{name}: {other:?}"),
+        }
+    }
+
     #[test]
-    fn unknown_tools_and_events_are_typed_as_other() {
-        let e = parse(json!({"session_id":"s","hook_event_name":"PreToolUse",
-            "tool_name":"WebFetch","tool_input":{"url":"https://example.org"}}));
-        assert!(
-            matches!(e, Ok(Event::PreToolUse(ToolUse { tool: ClaudeTool::Other(n), .. })) if n == "WebFetch")
+    fn each_tool_name_falls_in_one_class() {
+        assert_eq!(tool("Read"), ClaudeTool::Reads(ReadTool::Read));
+        // The client's tools that change nothing the hook judges, and loopward's own relay.
+        for quiet in [
+            "Task",
+            "Agent",
+            "TodoWrite",
+            "WebFetch",
+            "ToolSearch",
+            "mcp__loopward__handoff",
+        ] {
+            assert_eq!(tool(quiet), ClaudeTool::Other(quiet.into()), "{quiet}");
+        }
+        // Tools that act outside the hook's sight, other MCP servers' tools, names no client
+        // had, and a relay-looking name that is not loopward's.
+        for unknown in [
+            "EnterWorktree",
+            "CronCreate",
+            "Workflow",
+            "PushNotification",
+            "mcp__github__create_issue",
+            "mcp__loopwardx__handoff",
+            "mcp__loopward__",
+            "WriteEverything",
+        ] {
+            assert_eq!(
+                tool(unknown),
+                ClaudeTool::Unknown(unknown.into()),
+                "{unknown}"
+            );
+        }
+        // Another host's writing tools: the hook is in the wrong host's settings.
+        assert_eq!(
+            tool("apply_patch"),
+            ClaudeTool::Foreign {
+                name: "apply_patch".into(),
+                host: Host::Codex
+            }
         );
-        let e = parse(json!({"session_id":"s","hook_event_name":"PreToolUse",
-            "tool_name":"Read","tool_input":{"file_path":"/x"}}));
-        assert!(matches!(
-            e,
-            Ok(Event::PreToolUse(ToolUse {
-                tool: ClaudeTool::Reads(ReadTool::Read),
-                ..
-            }))
-        ));
+        assert_eq!(
+            tool("write_file"),
+            ClaudeTool::Foreign {
+                name: "write_file".into(),
+                host: Host::GeminiCli
+            }
+        );
         let e = parse(json!({"session_id":"s","hook_event_name":"Stop"}));
         assert_eq!(e.unwrap(), Event::Other("Stop".into()));
+    }
+
+    #[test]
+    fn no_acting_tool_is_on_the_quiet_list() {
+        for acting in [
+            "EnterWorktree",
+            "ExitWorktree",
+            "Workflow",
+            "CronCreate",
+            "CronDelete",
+            "CronList",
+            "ScheduleWakeup",
+            "RemoteTrigger",
+            "Artifact",
+            "Projects",
+            "PushNotification",
+        ] {
+            assert!(!QUIET_TOOLS.contains(&acting), "{acting}");
+        }
+        for judged in ["Write", "Edit", "MultiEdit", "NotebookEdit", "Bash"] {
+            assert!(!QUIET_TOOLS.contains(&judged), "{judged}");
+        }
     }
 
     #[test]

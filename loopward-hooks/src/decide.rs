@@ -8,12 +8,16 @@ use loopward_core::{
     Action, AgentId, AuditEvent, AuditSink, Decision, Effect, EffectKind, GateId, GateKind,
     GateMode, Remedy, RunId, Scope, TurnNumber,
 };
-use loopward_runner::gates::{refusals, Ask, Policy};
+use loopward_runner::gates::{refusals, Ask, Host, Policy};
 use loopward_runner::tool::Access;
 use loopward_runner::{WorkPath, Workspace};
 use serde_json::{json, Value};
 use std::path::Path;
 use std::sync::Arc;
+
+/// The gate a tool accepted by `[hooks] allow_tools` is recorded under, with the entry that
+/// accepted it (`allow_tools:mcp__github__*`).
+const ALLOW_TOOLS_GATE: &str = "allow_tools";
 
 /// Strings in logged tool arguments longer than this are shortened (file contents, edits).
 const MAX_LOGGED_STRING: usize = 256;
@@ -261,22 +265,63 @@ impl Engine<'_> {
             return self.pre_patch(&call, patch);
         }
         if let ClaudeTool::Unknown(name) = &call.tool {
-            let refusal = refusals::unknown_tool(name, self.ctx.host_name(), self.ctx.host());
-            self.record(&AuditEvent::GateDecision {
-                call_id: call.id.as_deref().map(Into::into),
-                gate: GateId::of(GateKind::Policy),
-                mode: GateMode::Enforce,
-                action: Action::tool(name.as_str()),
-                path_raw: None,
-                source: None,
-                path: None,
-                decision: Decision::Deny(refusal.clone()),
-            })?;
-            return Ok(Reply::Deny {
-                reason: refusal.to_string(),
-            });
+            return self.pre_unknown(&call, name);
+        }
+        if let ClaudeTool::Foreign { name, host } = &call.tool {
+            let (owner, install) = match host {
+                Host::Codex => ("Codex", "codex"),
+                Host::GeminiCli => ("Gemini CLI", "gemini"),
+                _ => ("Claude Code", "claude-code"),
+            };
+            let refusal = refusals::other_hosts_tool(name, owner, self.ctx.host_name(), install);
+            return self.deny_tool(&call, name, refusal);
         }
         Ok(Reply::Silent)
+    }
+
+    /// A tool the hook does not know: allowed, unjudged, only where `[hooks] allow_tools`
+    /// names it (recorded with the entry and its line); denied otherwise.
+    fn pre_unknown(&mut self, call: &ToolUse, name: &str) -> Result<Reply, HookError> {
+        let Some(allowed) = self.policy.allowed_unjudged(name) else {
+            let refusal = refusals::unknown_tool(name, self.ctx.host_name(), self.ctx.host());
+            return self.deny_tool(call, name, refusal);
+        };
+        self.record(&AuditEvent::GateDecision {
+            call_id: call.id.as_deref().map(Into::into),
+            gate: GateId::new(
+                GateKind::Policy,
+                format!("{ALLOW_TOOLS_GATE}:{}", allowed.pattern),
+            ),
+            mode: GateMode::Enforce,
+            action: Action::tool(name),
+            path_raw: None,
+            source: allowed.source,
+            path: None,
+            decision: Decision::Allow,
+        })?;
+        // No permission decision: the client's own rules and prompts still apply to it.
+        Ok(Reply::Silent)
+    }
+
+    fn deny_tool(
+        &mut self,
+        call: &ToolUse,
+        name: &str,
+        refusal: loopward_core::Refusal,
+    ) -> Result<Reply, HookError> {
+        self.record(&AuditEvent::GateDecision {
+            call_id: call.id.as_deref().map(Into::into),
+            gate: GateId::of(GateKind::Policy),
+            mode: GateMode::Enforce,
+            action: Action::tool(name),
+            path_raw: None,
+            source: None,
+            path: None,
+            decision: Decision::Deny(refusal.clone()),
+        })?;
+        Ok(Reply::Deny {
+            reason: refusal.to_string(),
+        })
     }
 
     fn pre_write(&mut self, call: &ToolUse, raw: &str) -> Result<Reply, HookError> {

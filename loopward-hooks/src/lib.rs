@@ -19,6 +19,7 @@
 //! | `PreToolUse` `Write`/`Edit`/`MultiEdit`/`NotebookEdit` | control files, territory (with one-shot overrides), sprawl → `allow` (the workspace recorded) or `deny` with what to do instead |
 //! | `PreToolUse` `Bash` | wraps the command in `loopward sandbox exec` (`updatedInput`, with no permission decision: Claude Code's own permission mode and rules still decide whether it runs) and records the workspace (denied if it cannot be wrapped or recorded) |
 //! | `PreToolUse` `Read`/`NotebookRead`/`LS`/`Grep`/`Glob` | denied when what it would read, every link followed, lies in an unreadable folder (loopward's state), or cannot be judged; else no answer (see [Reads](#reads)) |
+//! | `PreToolUse` any other tool | the client's tools that change nothing judged ([`claude_code::QUIET_TOOLS`]) and `mcp__loopward__*`: no answer; one `[hooks] allow_tools` names: no answer, recorded as allowed with its line; any other: `deny`, naming the pinned client version and that remedy |
 //! | `PostToolUse` file tool | records the effect (it counts toward the sprawl gate; a plan written clears it); compares with the record taken at `PreToolUse` and reverts a territory or control file changed through a link swapped in since |
 //! | `PostToolUse`/`PostToolUseFailure` `Bash` | compares with the record; judges each changed path like a write (overrides honoured), reverts what the caller may not change, and tells the model |
 //! | `UserPromptSubmit` | a person spoke: a new turn (the only event that starts one) |

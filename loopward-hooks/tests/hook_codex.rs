@@ -295,11 +295,16 @@ fn another_hosts_writing_tool_reaching_the_claude_code_hook_is_denied() {
     let root = dir.path().canonicalize().unwrap();
     let cfg = PolicyConfig::from_toml(POLICY).unwrap();
     let ctx = HookContext::builder(&cfg).root(&root).build().unwrap();
-    for (tool, input) in [
-        ("apply_patch", json!({"command": update("plan.md")})),
+    for (tool, input, install) in [
+        (
+            "apply_patch",
+            json!({"command": update("plan.md")}),
+            "codex",
+        ),
         (
             "write_file",
             json!({"file_path": "plan.md", "content": "x"}),
+            "gemini",
         ),
     ] {
         let e = json!({"session_id": "s", "cwd": root, "hook_event_name": "PreToolUse",
@@ -311,7 +316,12 @@ fn another_hosts_writing_tool_reaching_the_claude_code_hook_is_denied() {
             "{tool}: {}",
             a.stdout
         );
-        assert!(a.stdout.contains("Claude Code hook knows"), "{}", a.stdout);
+        assert!(
+            a.stdout
+                .contains(&format!("loopward hook install --host {install}")),
+            "{}",
+            a.stdout
+        );
     }
     let gemini = json!({"session_id": "s", "cwd": root, "hook_event_name": "AfterTool",
         "tool_name": "write_file", "tool_input": {}});

@@ -60,3 +60,86 @@ proptest! {
         }
     }
 }
+
+fn pre_tool(p: &Project, tool: &str) -> String {
+    serde_json::json!({
+        "session_id": "s-tools", "cwd": p.root, "hook_event_name": "PreToolUse",
+        "tool_name": tool, "tool_use_id": "toolu_9", "tool_input": {"anything": 1},
+    })
+    .to_string()
+}
+
+/// The names the hook knows: judged, read, or known to change nothing it judges.
+fn known(name: &str) -> bool {
+    ["Write", "Edit", "MultiEdit", "NotebookEdit", "Bash"].contains(&name)
+        || loopward_hooks::claude_code::ReadTool::from_name(name).is_some()
+        || loopward_hooks::claude_code::QUIET_TOOLS.contains(&name)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// A tool name the hook does not know is denied, never answered with silence or `allow`
+    /// (either of which lets Claude Code run it).
+    #[test]
+    fn an_unknown_tool_is_never_let_through(name in "(mcp__[a-z]{1,8}__)?[A-Za-z_]{1,16}") {
+        prop_assume!(!known(&name) && !name.starts_with("mcp__loopward__"));
+        let p = Project::new(POLICY);
+        let a = p.send(&pre_tool(&p, &name));
+        prop_assert_eq!(a.exit_code, 0, "{:?}", a);
+        prop_assert!(a.stdout.contains(r#""permissionDecision":"deny""#), "{:?}", a);
+    }
+}
+
+/// An MCP tool is denied with the remedy; listed in `[hooks] allow_tools`, the same call is let
+/// through unjudged (no permission decision: the client's own rules still apply) and recorded
+/// with the entry and the line of `[hooks]`.
+#[test]
+fn an_mcp_tool_is_denied_until_allow_tools_names_it_and_then_recorded_with_its_line() {
+    let p = Project::new(POLICY);
+    let a = p.send(&pre_tool(&p, "mcp__github__create_issue"));
+    assert!(a.stdout.contains(r#""permissionDecision":"deny""#), "{a:?}");
+    assert!(a.stdout.contains("made for Claude Code 2.1.332"), "{a:?}");
+    assert!(
+        a.stdout
+            .contains(r#"[hooks] allow_tools = [\"mcp__github__*\"]"#),
+        "{a:?}"
+    );
+    let text = format!("{POLICY}\n[hooks]\nallow_tools = [\"WebFetch\", \"mcp__github__*\"]\n");
+    let cfg = loopward_runner::gates::PolicyConfig::from_toml_in("loopward.toml", &text).unwrap();
+    let ctx = loopward_hooks::HookContext::builder(&cfg)
+        .root(&p.root)
+        .build()
+        .unwrap();
+    let a = loopward_hooks::handle(&pre_tool(&p, "mcp__github__create_issue"), &ctx);
+    assert_eq!((a.exit_code, a.stdout.as_str()), (0, ""), "{a:?}");
+    let ledger = std::fs::read_to_string(p.path("runs/claude-code-s-tools/events.jsonl")).unwrap();
+    let allowed = ledger
+        .lines()
+        .find(|l| l.contains("allow_tools:mcp__github__*"))
+        .unwrap_or_else(|| panic!("{ledger}"));
+    assert!(allowed.contains(r#""decision":"allow""#), "{allowed}");
+    assert!(
+        allowed.contains(r#""source":"loopward.toml:5""#),
+        "{allowed}"
+    );
+    // Another server's tool is still denied; a judged tool stays judged.
+    let a = loopward_hooks::handle(&pre_tool(&p, "mcp__files__write"), &ctx);
+    assert!(a.stdout.contains(r#""permissionDecision":"deny""#), "{a:?}");
+}
+
+/// Another host's writing tool at the Claude Code hook (a Codex config running it) is denied
+/// whatever `allow_tools` says, naming the install that fixes it.
+#[test]
+fn another_hosts_tool_is_denied_even_when_allow_tools_takes_everything() {
+    let p = Project::new(&format!("{POLICY}\n[hooks]\nallow_tools = [\"*\"]\n"));
+    let a = p.send(&pre_tool(&p, "apply_patch"));
+    assert!(a.stdout.contains(r#""permissionDecision":"deny""#), "{a:?}");
+    assert!(
+        a.stdout.contains("loopward hook install --host codex"),
+        "{a:?}"
+    );
+    // Everything else is then the person's to accept.
+    let a = p.send(&pre_tool(&p, "CronCreate"));
+    assert_eq!(a.stdout, "", "{a:?}");
+}

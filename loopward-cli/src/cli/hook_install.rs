@@ -12,6 +12,7 @@ use anyhow::{bail, Context, Result};
 use loopward::config::Config;
 use loopward_hooks::claude_code::ReadTool;
 use loopward_hooks::session::LOCK_WAIT;
+use loopward_runner::cli_agent::CLAUDE_CODE_VERSION;
 use loopward_runner::gates::Host;
 use loopward_runner::sandbox::{kernel_support, SandboxMode};
 use loopward_term::render::{Printer, Tone};
@@ -20,14 +21,16 @@ use std::path::Path;
 use std::process::ExitCode;
 use std::time::Duration;
 
-/// The Claude Code events the hook answers, and the tools each matches. `PreToolUse` also
-/// matches the tools that read files in Claude Code's own process (`Read`, `Grep`, …: every
-/// [`ReadTool`]), so a read of loopward's state is refused before it runs.
+/// The matcher Claude Code documents for "every tool".
+const EVERY_TOOL: &str = "*";
+
+/// The Claude Code events the hook answers, and the tools each matches. `PreToolUse` matches
+/// every tool: the writers and the tools that read files in Claude Code's own process (`Read`,
+/// `Grep`, …: every [`ReadTool`]) are judged, the client's tools known to change nothing are let
+/// through, and any other tool (an MCP server's, a newer client's) is denied unless `[hooks]
+/// allow_tools` names it; a tool a matcher left out would run unjudged.
 const CLAUDE_EVENTS: [(&str, Option<&str>); 4] = [
-    (
-        "PreToolUse",
-        Some("Write|Edit|MultiEdit|NotebookEdit|Bash|Read|NotebookRead|LS|Grep|Glob"),
-    ),
+    ("PreToolUse", Some(EVERY_TOOL)),
     (
         "PostToolUse",
         Some("Write|Edit|MultiEdit|NotebookEdit|Bash"),
@@ -237,9 +240,8 @@ pub(super) fn doctor(config: &Path, host: Host) -> Result<ExitCode> {
             continue;
         };
         if let Some(m) = matcher {
-            let have = entry["matcher"].as_str().unwrap_or("");
-            if have != "*" && m.split('|').any(|t| !have.split('|').any(|h| h == t)) {
-                problems.push(format!("{event} matches {have:?}, not every tool of {m:?}"));
+            if let Some(problem) = uncovered(event, entry["matcher"].as_str(), m) {
+                problems.push(problem);
             }
         }
         // The client's own default applies where no timeout is given (longer than ours).
@@ -280,6 +282,30 @@ pub(super) fn doctor(config: &Path, host: Host) -> Result<ExitCode> {
     Ok(ExitCode::from(1))
 }
 
+/// What an installed matcher (`have`; absent or empty matches every tool) leaves out of the
+/// tools `want` names, as a problem; `None` when it covers them.
+fn uncovered(event: &str, have: Option<&str>, want: &str) -> Option<String> {
+    let have = have.unwrap_or("");
+    if have.is_empty() || have == EVERY_TOOL {
+        return None;
+    }
+    if want == EVERY_TOOL {
+        return Some(format!(
+            "{event} matches only {have:?}: every other tool (Task, WebFetch, MCP tools, tools of newer clients) runs without the hook judging it; the hook needs every tool ({EVERY_TOOL:?})"
+        ));
+    }
+    let missing: Vec<&str> = want
+        .split('|')
+        .filter(|t| !have.split('|').any(|h| h == *t))
+        .collect();
+    (!missing.is_empty()).then(|| {
+        format!(
+            "{event} matches {have:?}, not every tool of {want:?}: {} run without the hook judging them",
+            missing.join(", ")
+        )
+    })
+}
+
 /// The sandbox shell commands will run in, the bounds the hook keeps, and what the host adds.
 fn report<W: std::io::Write>(out: &mut Printer<W>, cfg: &Config, spec: &Spec) {
     if let Some(caveat) = spec.caveat {
@@ -295,6 +321,18 @@ fn report<W: std::io::Write>(out: &mut Printer<W>, cfg: &Config, spec: &Spec) {
                 "reads: {} of loopward's state are denied at PreToolUse (observed at the hook, not contained)",
                 ReadTool::ALL.map(ReadTool::name).join("/")
             ),
+        );
+        out.line(
+            Tone::Dim,
+            match cfg.hooks.allow_tools.as_slice() {
+                [] => format!(
+                    "other tools: the client's own that change nothing the hook judges (Task, TodoWrite, WebFetch, …, as of Claude Code {CLAUDE_CODE_VERSION}) run; any other is denied until [hooks] allow_tools names it"
+                ),
+                listed => format!(
+                    "other tools: the client's own that change nothing the hook judges run; [hooks] allow_tools lets {} run unjudged; any other is denied",
+                    listed.join(", ")
+                ),
+            },
         );
     }
     out.line(
@@ -330,10 +368,28 @@ mod tests {
     use super::*;
 
     #[test]
-    fn pre_tool_use_matches_every_read_tool() {
-        let pre = CLAUDE_EVENTS[0].1.unwrap();
-        for tool in ReadTool::ALL {
-            assert!(pre.split('|').any(|t| t == tool.name()), "{tool:?}");
-        }
+    fn pre_tool_use_matches_every_tool() {
+        assert_eq!(CLAUDE_EVENTS[0], ("PreToolUse", Some(EVERY_TOOL)));
+    }
+
+    #[test]
+    fn a_matcher_that_leaves_tools_out_is_named_with_what_it_leaves_out() {
+        assert_eq!(uncovered("PreToolUse", Some("*"), "*"), None);
+        assert_eq!(uncovered("PreToolUse", None, "*"), None);
+        assert_eq!(uncovered("PreToolUse", Some(""), "*"), None);
+        let e = uncovered("PreToolUse", Some("Write|Edit|Bash"), "*").unwrap();
+        assert!(
+            e.contains("every other tool (Task, WebFetch, MCP tools"),
+            "{e}"
+        );
+        assert_eq!(
+            uncovered("PostToolUse", Some("Write|Bash|Edit"), "Write|Edit"),
+            None
+        );
+        let e = uncovered("PostToolUse", Some("Write"), "Write|Edit|Bash").unwrap();
+        assert!(
+            e.contains("Edit, Bash run without the hook judging them"),
+            "{e}"
+        );
     }
 }

@@ -22,9 +22,11 @@ pub(super) static PIN: Pin = Pin {
 /// The tools the hook judges after they ran (as `loopward hook install` writes them).
 const MATCHER: &str = "Write|Edit|MultiEdit|NotebookEdit|Bash";
 
-/// The tools the hook judges before they run: the writers, and the client's own read tools,
-/// which run outside the sandbox (a read of loopward's state is refused there).
-const PRE_MATCHER: &str = "Write|Edit|MultiEdit|NotebookEdit|Bash|Read|NotebookRead|LS|Grep|Glob";
+/// Every tool reaches the hook before it runs (Claude Code's "all tools" matcher): the writers
+/// and the client's own read tools are judged, its tools known to change nothing are let
+/// through, and any other (an MCP server's, a newer client's) is denied unless `[hooks]
+/// allow_tools` names it. A narrower matcher would let every tool it leaves out run unjudged.
+const PRE_MATCHER: &str = "*";
 
 /// How to run Claude Code sessions.
 #[derive(Clone, Debug)]

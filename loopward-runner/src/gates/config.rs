@@ -49,6 +49,14 @@ pub struct PolicyConfig {
     /// `[overrides]`: one-shot override settings.
     #[serde(default)]
     pub overrides: OverridesConfig,
+    /// `[hooks]`: the tools agent hosts' hooks let run unjudged (left out of the version while
+    /// empty, so a config without it keeps the version it had).
+    #[serde(
+        default,
+        deserialize_with = "super::source::located_one",
+        skip_serializing_if = "super::HooksConfig::is_empty"
+    )]
+    pub hooks: super::HooksConfig,
 }
 
 /// `[gates]`.
@@ -327,6 +335,7 @@ impl PolicyConfig {
             .iter_mut()
             .map(|t| &mut t.source)
             .chain(self.gates.sources_mut())
+            .chain(std::iter::once(&mut self.hooks.source))
     }
 
     /// Checks every section; the first problem is returned.

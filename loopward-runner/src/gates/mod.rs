@@ -51,6 +51,7 @@ mod control;
 mod engine;
 mod exec;
 mod glob_flaw;
+mod hooks;
 mod host;
 mod layer;
 mod overlap;
@@ -76,6 +77,7 @@ pub use config::{
 pub use control::{ControlFiles, CONTROL_GATE};
 pub use engine::{Ask, ChangedPath, Judgement, ShellAsk, ShellJudgement, ShellOutcome};
 pub use glob_flaw::GlobFlaw;
+pub use hooks::{AllowedTool, AllowedTools, HooksConfig};
 pub use host::Host;
 pub(crate) use layer::seed_noted_version;
 pub use layer::{PolicyLayer, PolicyService};
@@ -92,7 +94,7 @@ pub use review::{check_deadlocks, judge_handoff, ReviewGate, ReviewVerdict, APPE
 pub use snapshot::{
     Change, ContentStore, DirStore, MemoryStore, Snapshot, SnapshotError, MAX_SNAPSHOT_PATHS,
 };
-pub use source::{located_territories, RuleSource};
+pub use source::{located_hooks, located_territories, RuleSource};
 pub use sprawl::{human_message, SprawlGate, SprawlTracker, Work};
 pub(crate) use territory::literal_prefix as territory_literal_prefix;
 pub use territory::Territory;

@@ -80,6 +80,8 @@ pub(super) struct Gates {
     pub(super) index: TerritoryIndex,
     pub(super) sprawl: Option<SprawlGate>,
     pub(super) reviews: Vec<ReviewGate>,
+    /// `[hooks] allow_tools`: what a host's hook lets run unjudged.
+    pub(super) allowed_tools: super::AllowedTools,
     /// The version of the policy they were compiled from ([`PolicyConfig::version`]).
     pub(super) version: Arc<str>,
 }
@@ -122,6 +124,7 @@ impl Gates {
                 .iter()
                 .map(|t| t.config().clone())
                 .collect(),
+            hooks: self.allowed_tools.config().clone(),
             ..PolicyConfig::default()
         };
         cfg.gates.review = self.reviews.iter().map(|r| r.config().clone()).collect();
@@ -202,6 +205,7 @@ impl Gates {
             territories,
             sprawl,
             reviews,
+            allowed_tools: cfg.hooks.compile()?,
             version: cfg.version().into(),
         })
     }
@@ -448,6 +452,13 @@ impl Policy {
     /// Every gate, the permanent control gate first.
     pub fn list(&self) -> Vec<GateInfo> {
         self.gates().specs()
+    }
+
+    /// The `[hooks] allow_tools` entry that lets `tool` run unjudged through a host's hook, and
+    /// where it is written; `None` when no entry names it (the hook then denies a tool it does
+    /// not know).
+    pub fn allowed_unjudged(&self, tool: &str) -> Option<super::AllowedTool> {
+        self.gates().allowed_tools.allows(tool)
     }
 
     /// The version of the policy deciding now: [`PolicyConfig::version`] of the config it was

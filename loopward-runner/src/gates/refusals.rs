@@ -259,8 +259,31 @@ pub fn write_landed_elsewhere(tool: &str, paths: &[String], reason: &str) -> Str
 }
 
 /// A tool a host's hook does not know, so what it would change cannot be judged (`host_name`:
-/// the host as people call it).
+/// the host as people call it). On Claude Code, whose hook sees every tool, the remedy is the
+/// person's `[hooks] allow_tools`, and the refusal names the client version the hook's list of
+/// tools was made for.
+///
+/// ```
+/// use loopward_runner::gates::{refusals, Host};
+/// let r = refusals::unknown_tool("mcp__github__create_issue", "Claude Code", Host::ClaudeCode);
+/// assert!(r.reason.contains("made for Claude Code 2.1.332"), "{r}");
+/// assert!(r.hint.contains(r#"[hooks] allow_tools = ["mcp__github__*"]"#), "{r}");
+/// ```
 pub fn unknown_tool(tool: &str, host_name: &str, host: Host) -> Refusal {
+    if host == Host::ClaudeCode {
+        return Refusal::new(
+            POLICY_GATE,
+            format!(
+                "{tool} is neither a tool loopward's Claude Code hook judges nor one it knows to change nothing it judges (its list is made for Claude Code {}), so what it would change cannot be judged",
+                crate::cli_agent::CLAUDE_CODE_VERSION
+            ),
+            format!(
+                "use {} for files and Bash for commands; if {tool} must run, say so in your reply: a person can accept it unjudged in loopward.toml ([hooks] allow_tools = [\"{}\"])",
+                host.file_tools(),
+                allow_entry(tool)
+            ),
+        );
+    }
     Refusal::new(
         POLICY_GATE,
         format!("{tool} is not a tool loopward's {host_name} hook knows, so what it would change cannot be judged"),
@@ -268,5 +291,27 @@ pub fn unknown_tool(tool: &str, host_name: &str, host: Host) -> Refusal {
             "use {} for files and the shell for commands; if this tool must run, a person installs the hook for the tools it is meant for (loopward hook install)",
             host.file_tools()
         ),
+    )
+}
+
+/// The `allow_tools` entry that accepts `tool`: an MCP tool's whole server (`mcp__github__*`),
+/// else the tool.
+fn allow_entry(tool: &str) -> String {
+    match tool
+        .strip_prefix("mcp__")
+        .and_then(|rest| rest.split_once("__"))
+    {
+        Some((server, _)) if !server.is_empty() => format!("mcp__{server}__*"),
+        _ => tool.to_string(),
+    }
+}
+
+/// Another host's tool (`tool`, of `owner`) reaching the hook of `host_name`: the hook was
+/// installed in `owner`'s settings under the wrong host; `install`: the `--host` it needs.
+pub fn other_hosts_tool(tool: &str, owner: &str, host_name: &str, install: &str) -> Refusal {
+    Refusal::new(
+        POLICY_GATE,
+        format!("{tool} is {owner}'s tool, but this is loopward's {host_name} hook: the hook was installed in {owner}'s settings for another host, so the call cannot be judged"),
+        format!("say in your reply that the hook is installed for the wrong host; a person runs `loopward hook install --host {install}`"),
     )
 }

@@ -119,7 +119,8 @@ macro_rules! located {
 located!(
     super::TerritoryConfig,
     super::SprawlConfig,
-    super::ReviewConfig
+    super::ReviewConfig,
+    super::HooksConfig
 );
 
 // toml hands a value's span to a struct of this name with these three fields (serde_spanned's
@@ -206,6 +207,13 @@ pub fn located_territories<'de, D: Deserializer<'de>>(
     d: D,
 ) -> Result<Vec<super::TerritoryConfig>, D::Error> {
     located_list(d)
+}
+
+/// `deserialize_with` for a whole file's `[hooks]`, for configs that embed
+/// [`HooksConfig`](super::HooksConfig) field by field (the `loopward` crate's `Config`);
+/// resolve its source with [`RuleSource::resolve`].
+pub fn located_hooks<'de, D: Deserializer<'de>>(d: D) -> Result<super::HooksConfig, D::Error> {
+    located_one(d)
 }
 
 #[cfg(test)]

@@ -48,9 +48,9 @@ pub use contain::{EnvConfig, NetConfig, ReadConfig, SecretConfig};
 pub use error::ConfigError;
 pub use ledger::{ChainKind, LedgerConfig, StateConfig};
 pub use policy::{
-    BudgetConfig, CapsConfig, ClassJumpConfig, GatesConfig, LayersConfig, OverridesConfig,
-    PolicyConfig, RateConfig, RepeatConfig, ReviewConfig, ShellWatchConfig, SprawlConfig,
-    StopGateConfig, TerritoryConfig, TimeoutConfig,
+    BudgetConfig, CapsConfig, ClassJumpConfig, GatesConfig, HooksConfig, LayersConfig,
+    OverridesConfig, PolicyConfig, RateConfig, RepeatConfig, ReviewConfig, ShellWatchConfig,
+    SprawlConfig, StopGateConfig, TerritoryConfig, TimeoutConfig,
 };
 
 use loopward_core::AgentId;
@@ -147,6 +147,9 @@ pub struct Config {
     /// `[net]`: whether sandboxed commands get a network of their own (the default).
     #[serde(default)]
     pub net: NetConfig,
+    /// `[hooks]`: the tools agent hosts' hooks let run unjudged (`allow_tools`).
+    #[serde(default, deserialize_with = "loopward_runner::gates::located_hooks")]
+    pub hooks: HooksConfig,
 }
 
 /// `[run]`.
@@ -268,7 +271,8 @@ impl Config {
             .territories
             .iter_mut()
             .map(|t| &mut t.source)
-            .chain(cfg.gates.sources_mut());
+            .chain(cfg.gates.sources_mut())
+            .chain(std::iter::once(&mut cfg.hooks.source));
         RuleSource::resolve(rules, Some(name.as_deref().unwrap_or(CONFIG_FILE)), text);
         validate::check(&cfg).map_err(|(key, problem, fix)| ConfigError::Invalid {
             file: file.to_path_buf(),
@@ -285,6 +289,7 @@ impl Config {
             territory: self.territories.clone(),
             gates: self.gates.clone(),
             overrides: self.overrides.clone(),
+            hooks: self.hooks.clone(),
         }
     }
 

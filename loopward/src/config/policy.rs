@@ -1,11 +1,11 @@
-//! The policy sections: `[[territory]]`, `[gates]` and `[overrides]` are the gates module's own
+//! The policy sections: `[[territory]]`, `[gates]`, `[overrides]` and `[hooks]` are the gates module's own
 //! types (see `loopward_runner::gates`), and `[limits]`, `[repeat]`, `[[stopgate]]`, `[rate]`,
 //! `[budget]`, `[timeout]` and `[class_jump]` the layers' (`loopward_runner::layers`), embedded
 //! field by field so the whole file refuses unknown keys.
 
 pub use loopward_runner::gates::{
-    GatesConfig, OverridesConfig, PolicyConfig, ReviewConfig, ShellWatchConfig, SprawlConfig,
-    TerritoryConfig,
+    GatesConfig, HooksConfig, OverridesConfig, PolicyConfig, ReviewConfig, ShellWatchConfig,
+    SprawlConfig, TerritoryConfig,
 };
 
 pub use loopward_runner::layers::budget::BudgetConfig;
