@@ -129,7 +129,19 @@ fn overlaps_in(
         })
         .collect();
     for (i, t) in territories.iter().enumerate() {
-        for j in 0..territories.len() {
+        // Only a territory that covers one of this one's samples can overlap it, unless a
+        // `**/x` glob meets another's folder below: then every territory is tried (the first
+        // overlap found is the same either way, in the same order).
+        let candidates: BTreeSet<usize> = if t.paths.iter().any(|p| p.starts_with("**/")) {
+            (0..territories.len()).collect()
+        } else {
+            own[i]
+                .iter()
+                .flatten()
+                .flat_map(|(_, by)| by.iter().copied())
+                .collect()
+        };
+        for j in candidates {
             if i == j || owners[j] == owners[i] {
                 continue;
             }
