@@ -2,8 +2,8 @@
 //! (this binary) from the MCP config its session is given and calls `handoff` there; the call
 //! is relayed to the runner, which runs it through the team's gates and records it, and
 //! follows the handoff. The client here is a scripted stand-in that speaks MCP on stdio
-//! (`fixtures/mcp-stand-in.py`); the real Claude Code client does the same in
-//! `loop_claude_code.rs`.
+//! (`fixtures/mcp-stand-in.py`); the real clients (Claude Code, Codex, Gemini CLI) do the same
+//! in `mcp_clients.rs`.
 
 use loopward::config::Config;
 use loopward::team::{self, CliAgents, Options};

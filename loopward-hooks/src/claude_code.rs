@@ -213,15 +213,6 @@ pub const QUIET_TOOLS: &[&str] = &[
     "ReportFindings",
 ];
 
-/// Whether `name` is one of loopward's own MCP tools as Claude Code names them
-/// (`mcp__loopward__handoff`).
-fn is_loopward_relay(name: &str) -> bool {
-    name.strip_prefix("mcp__")
-        .and_then(|rest| rest.strip_prefix(loopward_runner::cli_agent::MCP_SERVER))
-        .and_then(|rest| rest.strip_prefix("__"))
-        .is_some_and(|tool| !tool.is_empty())
-}
-
 impl ClaudeTool {
     /// The tool's name as Claude Code spells it.
     pub fn name(&self) -> &str {
@@ -383,6 +374,11 @@ impl HookInput {
                     None => Err(field(name, "is missing")),
                 };
                 let tool = match (host, name) {
+                    // loopward's own tools, relayed to the loop over MCP, whose gates judge each
+                    // call there (each host names them its own way).
+                    (_, other) if host.relayed_tool(other).is_some() => {
+                        ClaudeTool::Other(other.to_string())
+                    }
                     (Host::Codex, "Bash") => ClaudeTool::Bash {
                         command: string("command", "tool_input.command")?,
                     },
@@ -427,7 +423,7 @@ impl HookInput {
                     },
                     (_, other) => match ReadTool::from_name(other) {
                         Some(tool) => ClaudeTool::Reads(tool),
-                        None if QUIET_TOOLS.contains(&other) || is_loopward_relay(other) => {
+                        None if QUIET_TOOLS.contains(&other) => {
                             ClaudeTool::Other(other.to_string())
                         }
                         None => ClaudeTool::Unknown(other.to_string()),
@@ -604,6 +600,43 @@ mod tests {
         );
         let e = parse(json!({"session_id":"s","hook_event_name":"Stop"}));
         assert_eq!(e.unwrap(), Event::Other("Stop".into()));
+    }
+
+    #[test]
+    fn each_host_lets_loopwards_relayed_tools_through_by_its_own_naming_only() {
+        let tool_at = |host: Host, event: &str, name: &str| {
+            let raw = json!({"session_id":"s","hook_event_name":event,
+                "tool_name": name,"tool_input":{}});
+            match HookInput::parse(&raw.to_string()).unwrap().event_for(host) {
+                Ok(Event::PreToolUse(call)) => call.tool,
+                other => panic!("{name}: {other:?}"),
+            }
+        };
+        for (host, event, ours, other) in [
+            (
+                Host::Codex,
+                "PreToolUse",
+                "mcp__loopward__handoff",
+                "mcp_loopward_handoff",
+            ),
+            (
+                Host::GeminiCli,
+                "BeforeTool",
+                "mcp_loopward_handoff",
+                "mcp__loopward__handoff",
+            ),
+        ] {
+            assert_eq!(
+                tool_at(host, event, ours),
+                ClaudeTool::Other(ours.into()),
+                "{host:?}"
+            );
+            assert_eq!(
+                tool_at(host, event, other),
+                ClaudeTool::Unknown(other.into()),
+                "{host:?}"
+            );
+        }
     }
 
     #[test]

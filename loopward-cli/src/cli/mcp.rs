@@ -22,7 +22,7 @@ use std::sync::Arc;
 /// Serve loopward's own tools to the session that started this, over MCP on stdio.
 #[derive(Debug, Clone, clap::Args)]
 #[command(after_help = "\
-Example (what a claude-code agent's session config starts; the loop sets the socket):
+Example (what a coding-CLI agent's session config starts; the loop sets the socket):
   LOOPWARD_MCP_SOCKET=/path/to/state/mcp-s1.sock loopward mcp
 
 Not for use by hand: without the loop's socket every call is answered with an error.")]

@@ -21,6 +21,12 @@ pub enum Step {
     /// The `exec_command` tool, running this command line and waiting up to this many
     /// milliseconds before the client hands the model what it printed so far.
     ExecWaiting(String, u64),
+    /// A call of an MCP server's tool, once a [`Step::ToolSearch`] offered it: its namespace
+    /// as Codex names it to the model (`mcp__loopward`), the tool (`handoff`), its arguments.
+    McpCall(String, String, Value),
+    /// A `tool_search` for this query (Codex offers an MCP server's tools only once the model
+    /// searched for them).
+    ToolSearch(String),
     /// A text answer (ends the turn).
     Text(String),
 }
@@ -94,8 +100,12 @@ pub fn start(script: Vec<Step>) -> (u16, Server) {
 }
 
 fn exec(n: usize, arguments: &Value) -> Value {
+    call(n, "exec_command", arguments)
+}
+
+fn call(n: usize, name: &str, arguments: &Value) -> Value {
     json!({"type": "function_call", "id": format!("fc_{n}"), "call_id": format!("call_{n}"),
-        "name": "exec_command", "arguments": arguments.to_string()})
+        "name": name, "arguments": arguments.to_string()})
 }
 
 fn sse(step: &Step, n: usize) -> String {
@@ -104,6 +114,14 @@ fn sse(step: &Step, n: usize) -> String {
             "call_id": format!("call_{n}"), "name": "apply_patch", "input": patch}),
         Step::Exec(cmd) => exec(n, &json!({ "cmd": cmd })),
         Step::ExecWaiting(cmd, ms) => exec(n, &json!({ "cmd": cmd, "yield_time_ms": ms })),
+        Step::McpCall(namespace, name, arguments) => {
+            let mut item = call(n, name, arguments);
+            item["namespace"] = json!(namespace);
+            item
+        }
+        Step::ToolSearch(query) => json!({"type": "tool_search_call", "id": format!("ts_{n}"),
+            "call_id": format!("call_{n}"), "execution": "client",
+            "arguments": {"query": query, "limit": 4}}),
         Step::Text(text) => json!({"type": "message", "id": format!("msg_{n}"),
             "role": "assistant", "content": [{"type": "output_text", "text": text}]}),
     };

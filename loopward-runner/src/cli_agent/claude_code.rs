@@ -1,8 +1,10 @@
 //! Claude Code as a host: its pinned version, the command line of one headless session, and
 //! the session's own settings file, which installs loopward's hook for that session only.
 
+use super::host::Prepared;
 use super::pin::{version_word, Pin};
 use super::process::CommandLine;
+use super::relay::{LoopServer, MCP_SERVER};
 use super::CliAgentError;
 use serde_json::json;
 use std::ffi::OsString;
@@ -65,6 +67,39 @@ impl ClaudeCode {
                 "UserPromptSubmit": [{"hooks": hook}],
             }
         })
+    }
+
+    /// Writes the session's settings (`<scratch>/<session>.settings.json`) and, with loopward's
+    /// MCP server `mcp`, its MCP config beside them (`<session>.mcp.json`), which the session
+    /// reads alone (`--mcp-config <file> --strict-mcp-config`) and whose tools it may call
+    /// unasked (`--allowedTools mcp__loopward`; the loop's gates judge each call).
+    pub(super) fn prepare(
+        &self,
+        scratch: &Path,
+        session: &str,
+        mcp: Option<&LoopServer<'_>>,
+    ) -> std::io::Result<Prepared> {
+        std::fs::create_dir_all(scratch)?;
+        let path = scratch.join(format!("{session}.settings.json"));
+        std::fs::write(&path, self.settings().to_string())?;
+        let mut args = vec![];
+        if let Some(server) = mcp {
+            let mut entry = server.json();
+            entry["type"] = json!("stdio");
+            let config = scratch.join(format!("{session}.mcp.json"));
+            std::fs::write(
+                &config,
+                json!({"mcpServers": {MCP_SERVER: entry}}).to_string(),
+            )?;
+            args = vec![
+                "--mcp-config".into(),
+                config.into_os_string(),
+                "--strict-mcp-config".into(),
+                "--allowedTools".into(),
+                format!("mcp__{MCP_SERVER}").into(),
+            ];
+        }
+        Ok(Prepared { path, args })
     }
 
     /// The command line of one headless session: the prompt, the stream format the parser

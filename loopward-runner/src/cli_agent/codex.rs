@@ -15,6 +15,7 @@
 
 use super::pin::{version_word, Pin};
 use super::process::CommandLine;
+use super::relay::{LoopServer, MCP_SERVER};
 use super::stream::{json_line, str_of, Parse, SessionEnd, SessionEvent, StreamError};
 use super::CliAgentError;
 use loopward_core::{ToolCall, Usage};
@@ -87,6 +88,23 @@ impl Codex {
         top + &tables
     }
 
+    /// The `[mcp_servers.loopward]` table that starts loopward's MCP server in a session:
+    /// required (a session whose server does not start fails rather than run without it), its
+    /// tools approved without asking (`codex exec` can ask no one: the loop's gates judge each
+    /// call), and a call allowed as long as the session is.
+    fn mcp_table(server: &LoopServer<'_>) -> String {
+        let q = |s: &str| json!(s).to_string();
+        let (key, socket) = server.env();
+        let args: Vec<String> = server.args().iter().map(|a| q(a)).collect();
+        format!(
+            "\n[mcp_servers.{MCP_SERVER}]\ncommand = {}\nargs = [{}]\nenv = {{ {key} = {} }}\nrequired = true\nstartup_timeout_sec = 30\ntool_timeout_sec = {}\ndefault_tools_approval_mode = \"approve\"\n",
+            q(&server.program()),
+            args.join(", "),
+            q(&socket),
+            server.timeout.as_secs().max(1),
+        )
+    }
+
     /// The session's `hooks.json`: loopward's hook on Codex's tool events. No
     /// `UserPromptSubmit`: Codex's session id is its own (not the loop's), so the hook could
     /// not tell the loop's prompt from a person's and would record it as the person's words.
@@ -102,13 +120,23 @@ impl Codex {
         json!({ "hooks": hooks })
     }
 
-    /// Writes the session's `CODEX_HOME` (`<scratch>/<session>.codex`): its config, its hooks,
-    /// and a link to the person's `auth.json` if they signed in (Codex keeps it in
-    /// `CODEX_HOME`, `~/.codex` by default).
-    pub(super) fn prepare(&self, scratch: &Path, session: &str) -> std::io::Result<PathBuf> {
+    /// Writes the session's `CODEX_HOME` (`<scratch>/<session>.codex`): its config (with
+    /// loopward's MCP server `mcp` when the agent has loop tools), its hooks, and a link to the
+    /// person's `auth.json` if they signed in (Codex keeps it in `CODEX_HOME`, `~/.codex` by
+    /// default).
+    pub(super) fn prepare(
+        &self,
+        scratch: &Path,
+        session: &str,
+        mcp: Option<&LoopServer<'_>>,
+    ) -> std::io::Result<PathBuf> {
         let home = scratch.join(format!("{session}.codex"));
         std::fs::create_dir_all(&home)?;
-        std::fs::write(home.join("config.toml"), self.config())?;
+        let mut config = self.config();
+        if let Some(server) = mcp {
+            config.push_str(&Self::mcp_table(server));
+        }
+        std::fs::write(home.join("config.toml"), config)?;
         std::fs::write(home.join("hooks.json"), self.hooks().to_string())?;
         let auth = home.join("auth.json");
         let theirs = self.person_home.as_ref().map(|d| d.join("auth.json"));
@@ -191,26 +219,36 @@ impl CodexParser {
             }
             "reasoning" | "todo_list" | "error" => return Ok(vec![]),
             "command_execution" => (
-                "Bash",
+                "Bash".to_string(),
                 json!({"command": item["command"]}),
                 status != "completed" || item["exit_code"].as_i64().is_some_and(|c| c != 0),
                 str_of(&item["aggregated_output"]),
             ),
             "file_change" => (
-                "apply_patch",
+                "apply_patch".to_string(),
                 json!({"changes": item["changes"]}),
                 status != "completed",
                 String::new(),
             ),
-            "mcp_tool_call" => (
-                "mcp",
-                json!({"server": item["server"], "tool": item["tool"], "arguments": item["arguments"]}),
-                status != "completed" || !item["error"].is_null(),
-                item["result"].to_string(),
+            // Named as Codex names it to the model (`mcp__loopward__handoff`).
+            "mcp_tool_call" => {
+                let name = format!(
+                    "mcp__{}__{}",
+                    str_of(&item["server"]),
+                    str_of(&item["tool"])
+                );
+                let failed = status != "completed" || !item["error"].is_null();
+                let content = item["result"].to_string();
+                (name, item["arguments"].clone(), failed, content)
+            }
+            "collab_tool_call" => (
+                "collab".to_string(),
+                item.clone(),
+                status != "completed",
+                String::new(),
             ),
-            "collab_tool_call" => ("collab", item.clone(), status != "completed", String::new()),
             "web_search" => (
-                "web_search",
+                "web_search".to_string(),
                 json!({"query": item["query"]}),
                 false,
                 String::new(),
@@ -219,7 +257,7 @@ impl CodexParser {
         };
         self.calls.push(ToolCall {
             id: id.clone(),
-            name: name.into(),
+            name,
             arguments: args,
         });
         Ok(vec![SessionEvent::ToolResult {
@@ -365,5 +403,55 @@ mod tests {
         let hooks = c.hooks();
         assert!(hooks["hooks"]["PreToolUse"].is_array());
         assert!(hooks["hooks"]["UserPromptSubmit"].is_null());
+        // With loop tools: loopward's MCP server, required, its tools approved unasked.
+        let scratch = tempfile::tempdir().unwrap();
+        let server = crate::cli_agent::McpServer {
+            program: "/bin/loopward".into(),
+            args: vec!["mcp".into()],
+        };
+        let mcp = LoopServer {
+            server: &server,
+            socket: Path::new("/state/mcp-s.sock"),
+            timeout: std::time::Duration::from_secs(90),
+        };
+        let home = c.prepare(scratch.path(), "s1", Some(&mcp)).unwrap();
+        let text = std::fs::read_to_string(home.join("config.toml")).unwrap();
+        let cfg: toml::Value = toml::from_str(&text).unwrap();
+        let ours = &cfg["mcp_servers"]["loopward"];
+        assert_eq!(ours["command"].as_str(), Some("/bin/loopward"));
+        assert_eq!(ours["args"][0].as_str(), Some("mcp"));
+        assert_eq!(
+            ours["env"]["LOOPWARD_MCP_SOCKET"].as_str(),
+            Some("/state/mcp-s.sock")
+        );
+        assert_eq!(ours["required"].as_bool(), Some(true));
+        assert_eq!(ours["tool_timeout_sec"].as_integer(), Some(90));
+        assert_eq!(
+            ours["default_tools_approval_mode"].as_str(),
+            Some("approve")
+        );
+        assert_eq!(cfg["model_provider"].as_str(), Some("loopward"));
+        // Without: no server.
+        let home = c.prepare(scratch.path(), "s2", None).unwrap();
+        let text = std::fs::read_to_string(home.join("config.toml")).unwrap();
+        assert!(!text.contains("mcp_servers"), "{text}");
+    }
+
+    #[test]
+    fn an_mcp_call_is_named_as_codex_names_it_to_the_model() {
+        let line = r#"{"type":"item.completed","item":{"id":"item_1","type":"mcp_tool_call","server":"loopward","tool":"handoff","arguments":{"to":"builder"},"result":{"content":[]},"error":null,"status":"completed"}}"#;
+        let events = parse(&format!(
+            "{line}\n{{\"type\":\"turn.completed\",\"usage\":{{}}}}"
+        ))
+        .unwrap();
+        let SessionEvent::ModelCall { tool_calls, .. } = &events[1] else {
+            panic!("{events:?}")
+        };
+        assert_eq!(tool_calls[0].name, "mcp__loopward__handoff");
+        assert_eq!(tool_calls[0].arguments, json!({"to": "builder"}));
+        assert_eq!(
+            crate::gates::Host::Codex.relayed_tool(&tool_calls[0].name),
+            Some("handoff")
+        );
     }
 }

@@ -12,6 +12,7 @@
 
 use super::pin::{version_word, Pin};
 use super::process::CommandLine;
+use super::relay::{LoopServer, MCP_SERVER};
 use super::stream::{json_line, str_of, Parse, SessionEnd, SessionEvent, StreamError};
 use super::CliAgentError;
 use loopward_core::{ToolCall, Usage};
@@ -81,9 +82,27 @@ impl Gemini {
         s
     }
 
-    /// Writes the session's home (`<scratch>/<session>.gemini`, its `.gemini/settings.json`),
-    /// keeping the person's sign-in: their chosen auth type and links to their credentials.
-    pub(super) fn prepare(&self, scratch: &Path, session: &str) -> std::io::Result<PathBuf> {
+    /// The `mcpServers.loopward` entry that starts loopward's MCP server in a session: trusted
+    /// (its tools run without a confirmation a headless session could not give: the loop's
+    /// gates judge each call), a call allowed as long as the session is. The client starts it
+    /// only in a trusted folder, which the session's workspace is
+    /// (`GEMINI_CLI_TRUST_WORKSPACE`).
+    fn mcp_server(server: &LoopServer<'_>) -> Value {
+        let mut entry = server.json();
+        entry["trust"] = json!(true);
+        entry["timeout"] = json!(server.timeout.as_millis().max(1) as u64);
+        entry
+    }
+
+    /// Writes the session's home (`<scratch>/<session>.gemini`, its `.gemini/settings.json`,
+    /// with loopward's MCP server `mcp` when the agent has loop tools), keeping the person's
+    /// sign-in: their chosen auth type and links to their credentials.
+    pub(super) fn prepare(
+        &self,
+        scratch: &Path,
+        session: &str,
+        mcp: Option<&LoopServer<'_>>,
+    ) -> std::io::Result<PathBuf> {
         let home = scratch.join(format!("{session}.gemini"));
         let dir = home.join(".gemini");
         std::fs::create_dir_all(&dir)?;
@@ -96,10 +115,11 @@ impl Gemini {
                     .as_str()
                     .map(String::from)
             });
-        std::fs::write(
-            dir.join("settings.json"),
-            self.settings(auth.as_deref()).to_string(),
-        )?;
+        let mut settings = self.settings(auth.as_deref());
+        if let Some(server) = mcp {
+            settings["mcpServers"] = json!({ MCP_SERVER: Self::mcp_server(server) });
+        }
+        std::fs::write(dir.join("settings.json"), settings.to_string())?;
         for file in ["oauth_creds.json", "google_accounts.json"] {
             let (src, dst) = (theirs.map(|d| d.join(file)), dir.join(file));
             if let Some(src) = src.filter(|p| p.is_file()) {
@@ -305,6 +325,47 @@ mod tests {
             (end.subtype.as_str(), end.text.as_str()),
             ("success", "All done.")
         );
+    }
+
+    #[test]
+    fn with_loop_tools_the_settings_start_loopwards_mcp_server_trusted() {
+        let g = Gemini {
+            program: "gemini".into(),
+            hook_command: "'/bin/loopward' hook gemini".into(),
+            base_url: None,
+            model: None,
+            person_home: None,
+            args: vec![],
+            env: vec![],
+        };
+        let server = crate::cli_agent::McpServer {
+            program: "/bin/loopward".into(),
+            args: vec!["mcp".into()],
+        };
+        let mcp = LoopServer {
+            server: &server,
+            socket: Path::new("/state/mcp-s.sock"),
+            timeout: std::time::Duration::from_secs(90),
+        };
+        let scratch = tempfile::tempdir().unwrap();
+        let read = |home: PathBuf| -> Value {
+            let text = std::fs::read_to_string(home.join(".gemini/settings.json")).unwrap();
+            serde_json::from_str(&text).unwrap()
+        };
+        let s = read(g.prepare(scratch.path(), "s1", Some(&mcp)).unwrap());
+        let ours = &s["mcpServers"]["loopward"];
+        assert_eq!(
+            (ours["command"].as_str(), &ours["args"]),
+            (Some("/bin/loopward"), &json!(["mcp"]))
+        );
+        assert_eq!(ours["env"]["LOOPWARD_MCP_SOCKET"], "/state/mcp-s.sock");
+        assert_eq!(
+            (&ours["trust"], &ours["timeout"]),
+            (&json!(true), &json!(90_000))
+        );
+        assert!(s["hooks"]["BeforeTool"].is_array());
+        let s = read(g.prepare(scratch.path(), "s2", None).unwrap());
+        assert!(s["mcpServers"].is_null(), "{s}");
     }
 
     #[test]

@@ -6,9 +6,21 @@ use super::codex::{Codex, CodexParser};
 use super::gemini::{Gemini, GeminiParser};
 use super::pin::Pin;
 use super::process::CommandLine;
+use super::relay::LoopServer;
 use super::stream::{Parse, StreamParser};
 use super::CliAgentError;
+use crate::gates::Host;
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
+
+/// A session's own config, written: where it is, and the arguments the client needs to read
+/// all of it (Claude Code's MCP config is a file of its own, named on its command line).
+pub(super) struct Prepared {
+    /// The settings file (Claude Code) or the config home (Codex, Gemini CLI).
+    pub(super) path: PathBuf,
+    /// Arguments added to the session's command line (only Claude Code takes any).
+    pub(super) args: Vec<OsString>,
+}
 
 /// A coding CLI, configured.
 #[derive(Clone, Debug)]
@@ -80,33 +92,49 @@ impl Client {
         }
     }
 
-    /// Writes the session's own config in `scratch` (Claude Code's settings file, Codex's
-    /// `CODEX_HOME`, Gemini CLI's home) and says where it is.
-    pub(super) fn prepare(&self, scratch: &Path, session: &str) -> std::io::Result<PathBuf> {
+    /// Where this client's tool calls are judged: the host its hook runs for, and whose naming
+    /// of loopward's own MCP tools it uses ([`Host::relayed_name`]).
+    pub fn host(&self) -> Host {
         match self {
-            Self::ClaudeCode(c) => {
-                let path = scratch.join(format!("{session}.settings.json"));
-                std::fs::create_dir_all(scratch)?;
-                std::fs::write(&path, c.settings().to_string())?;
-                Ok(path)
-            }
-            Self::Codex(c) => c.prepare(scratch, session),
-            Self::Gemini(c) => c.prepare(scratch, session),
+            Self::ClaudeCode(_) => Host::ClaudeCode,
+            Self::Codex(_) => Host::Codex,
+            Self::Gemini(_) => Host::GeminiCli,
         }
     }
 
-    /// The session's command line, its config at `prepared`.
+    /// Writes the session's own config in `scratch` (Claude Code's settings file, Codex's
+    /// `CODEX_HOME`, Gemini CLI's home), with loopward's MCP server `mcp` in it when the agent
+    /// has loop tools, each in the client's own format.
+    pub(super) fn prepare(
+        &self,
+        scratch: &Path,
+        session: &str,
+        mcp: Option<&LoopServer<'_>>,
+    ) -> std::io::Result<Prepared> {
+        let (path, args) = match self {
+            Self::ClaudeCode(c) => return c.prepare(scratch, session, mcp),
+            Self::Codex(c) => (c.prepare(scratch, session, mcp)?, vec![]),
+            Self::Gemini(c) => (c.prepare(scratch, session, mcp)?, vec![]),
+        };
+        Ok(Prepared { path, args })
+    }
+
+    /// The session's command line, its config as `prepared`.
     pub(super) fn command(
         &self,
         cwd: &Path,
         prompt: &str,
         session: &str,
-        prepared: &Path,
+        prepared: &Prepared,
     ) -> CommandLine {
         match self {
-            Self::ClaudeCode(c) => c.command(cwd, prompt, session, prepared),
-            Self::Codex(c) => c.command(cwd, prompt, prepared),
-            Self::Gemini(c) => c.command(cwd, prompt, session, prepared),
+            Self::ClaudeCode(c) => {
+                let mut cmd = c.command(cwd, prompt, session, &prepared.path);
+                cmd.args.extend(prepared.args.iter().cloned());
+                cmd
+            }
+            Self::Codex(c) => c.command(cwd, prompt, &prepared.path),
+            Self::Gemini(c) => c.command(cwd, prompt, session, &prepared.path),
         }
     }
 

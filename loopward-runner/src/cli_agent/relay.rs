@@ -13,7 +13,6 @@
 //! never fall between a model call's two records.
 
 use super::agent::{CliAgentBuilder, Inner, Session, SESSION};
-use super::process::CommandLine;
 use crate::context::TurnContext;
 use crate::model::ModelError;
 use crate::tool::{BoxToolService, ToolError, ToolSet};
@@ -32,7 +31,8 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 pub const RELAY_ENV: &str = "LOOPWARD_MCP_SOCKET";
 
 /// The name loopward's MCP server has in a session's MCP config: its tools reach the model as
-/// `mcp__loopward__<tool>` (Claude Code's naming).
+/// `mcp__loopward__<tool>` (Claude Code, Codex) or `mcp_loopward_<tool>` (Gemini CLI); see
+/// [`Host::relayed_name`](crate::gates::Host::relayed_name).
 pub const MCP_SERVER: &str = "loopward";
 
 /// The longest socket path the kernel binds (`sun_path` is 108 bytes, with its NUL).
@@ -139,12 +139,51 @@ impl CliAgentBuilder {
     }
 }
 
-/// A session's relay: its socket, and the MCP config that points the client at it; both
-/// removed when the session is over.
+/// How one session's client starts loopward's MCP server: its command line, told of the
+/// session's relay socket in its environment. Each host writes it in its own config format
+/// ([`Client::prepare`](super::host::Client::prepare)); the client may call its tools without
+/// asking anyone, since the loop's gates judge each call.
+pub(super) struct LoopServer<'a> {
+    pub(super) server: &'a McpServer,
+    pub(super) socket: &'a Path,
+    /// How long one call may take (the session's own timeout: the loop's gates answer it).
+    pub(super) timeout: std::time::Duration,
+}
+
+impl LoopServer<'_> {
+    /// The `loopward` binary.
+    pub(super) fn program(&self) -> String {
+        self.server.program.to_string_lossy().into_owned()
+    }
+
+    /// Its arguments.
+    pub(super) fn args(&self) -> Vec<String> {
+        self.server
+            .args
+            .iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect()
+    }
+
+    /// Its environment: the relay socket, and nothing else of the session's.
+    pub(super) fn env(&self) -> (&'static str, String) {
+        (RELAY_ENV, self.socket.to_string_lossy().into_owned())
+    }
+
+    /// `{"command", "args", "env"}`: the stdio server as Claude Code's and Gemini CLI's JSON
+    /// configs both spell it.
+    pub(super) fn json(&self) -> serde_json::Value {
+        let (key, socket) = self.env();
+        serde_json::json!({"command": self.program(), "args": self.args(), "env": {key: socket}})
+    }
+}
+
+/// A session's relay: its socket, removed when the session is over.
 pub(super) struct Relay {
     listener: tokio::net::UnixListener,
     socket: PathBuf,
-    config: PathBuf,
+    server: McpServer,
+    timeout: std::time::Duration,
     tools: Arc<LoopTools>,
     calls: AtomicU32,
     _dir: Option<tempfile::TempDir>,
@@ -153,14 +192,29 @@ pub(super) struct Relay {
 impl Drop for Relay {
     fn drop(&mut self) {
         let _ = std::fs::remove_file(&self.socket);
-        let _ = std::fs::remove_file(&self.config);
+    }
+}
+
+impl Relay {
+    /// How the session's client starts loopward's MCP server, for its config.
+    pub(super) fn server(&self) -> LoopServer<'_> {
+        LoopServer {
+            server: &self.server,
+            socket: &self.socket,
+            timeout: self.timeout,
+        }
+    }
+
+    /// The socket, set in the session's environment too (a client passes it on to the
+    /// server it starts only where its config names it).
+    pub(super) fn env(&self) -> (OsString, OsString) {
+        (RELAY_ENV.into(), self.socket.as_os_str().to_owned())
     }
 }
 
 impl Inner {
     /// Opens `session`'s relay when the agent has loop tools: its socket in the scratch
-    /// directory (a private temporary one when that path is too long to bind), and its MCP
-    /// config beside the session's settings.
+    /// directory (a private temporary one when that path is too long to bind).
     pub(super) fn open_relay(&self, session: &str) -> Result<Option<Relay>, TurnError> {
         let Some(tools) = &self.loop_tools else {
             return Ok(None);
@@ -172,6 +226,12 @@ impl Inner {
                 self.name
             )));
         };
+        std::fs::create_dir_all(&self.scratch).map_err(|e| {
+            local(format!(
+                "cannot make loopward's state directory {}: {e}",
+                self.scratch.display()
+            ))
+        })?;
         let name = format!("mcp-{}.sock", &session[..session.len().min(13)]);
         let mut socket = self.scratch.join(&name);
         let mut dir = None;
@@ -190,46 +250,16 @@ impl Inner {
                 socket.display()
             ))
         })?;
-        let config = self.scratch.join(format!("{session}.mcp.json"));
-        let text = serde_json::json!({"mcpServers": {MCP_SERVER: {
-            "type": "stdio",
-            "command": server.program,
-            "args": server.args.iter().map(|a| a.to_string_lossy()).collect::<Vec<_>>(),
-            "env": {RELAY_ENV: socket},
-        }}});
-        std::fs::write(&config, text.to_string()).map_err(|e| {
-            local(format!(
-                "cannot write the session's MCP config {}: {e}",
-                config.display()
-            ))
-        })?;
         Ok(Some(Relay {
             listener,
             socket,
-            config,
+            server: server.clone(),
+            timeout: self.session_timeout,
             tools: tools.clone(),
             calls: AtomicU32::new(0),
             _dir: dir,
         }))
     }
-}
-
-/// `cmd` with the relay attached: Claude Code reads only the session's MCP config
-/// (`--mcp-config <file> --strict-mcp-config`) and may call its tools unasked
-/// (`--allowedTools mcp__loopward`; the loop's gates judge each call).
-pub(super) fn attach(relay: Option<&Relay>, mut cmd: CommandLine) -> CommandLine {
-    if let Some(r) = relay {
-        cmd.args.extend([
-            "--mcp-config".into(),
-            r.config.as_os_str().to_owned(),
-            "--strict-mcp-config".into(),
-            "--allowedTools".into(),
-            format!("mcp__{MCP_SERVER}").into(),
-        ]);
-        cmd.env
-            .push((RELAY_ENV.into(), r.socket.as_os_str().to_owned()));
-    }
-    cmd
 }
 
 /// Runs `main` (the session's stream reader), answering the relay beside it in the same task

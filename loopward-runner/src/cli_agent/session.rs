@@ -30,6 +30,9 @@ struct Tally {
     /// Tool calls, and those refused or failed.
     calls: u32,
     refused: u32,
+    /// Tool calls the session's hook judges: all but loopward's own, relayed over MCP (the
+    /// loop's gates judge those).
+    hooked: u32,
     /// The session id the client reported.
     reported: Option<String>,
 }
@@ -129,22 +132,26 @@ impl Inner {
     ) -> Result<Session, TurnError> {
         let local = |why: String| TurnError::Model(ModelError::Local(why));
         let session = session_of(turn);
-        let settings = self.host.prepare(&self.scratch, &session).map_err(|e| {
-            local(format!(
-                "cannot write the session's own config in {}: {e}",
-                self.scratch.display()
-            ))
-        })?;
-        // loopward's own tools, served over MCP through this session's relay (only a
-        // claude-code agent has them: the config refuses them on the other clients).
+        // loopward's own tools, served over MCP through this session's relay when the agent
+        // has them, written into the session's own config in the client's format.
         let relay = self.open_relay(&session)?;
+        let server = relay.as_ref().map(super::relay::Relay::server);
+        let prepared = self
+            .host
+            .prepare(&self.scratch, &session, server.as_ref())
+            .map_err(|e| {
+                local(format!(
+                    "cannot write the session's own config in {}: {e}",
+                    self.scratch.display()
+                ))
+            })?;
+        let mut cmd = self
+            .host
+            .command(turn.workspace().root(), prompt, &session, &prepared);
+        cmd.env.extend(relay.as_ref().map(super::relay::Relay::env));
         let cmd = self
             .wrap
-            .wrap(super::relay::attach(
-                relay.as_ref(),
-                self.host
-                    .command(turn.workspace().root(), prompt, &session, &settings),
-            ))
+            .wrap(cmd)
             .map_err(|e| local(format!("cannot contain the session: {e}")))?;
         turn.record_owned(AuditEvent::ToolRequested {
             call_id: SESSION.into(),
@@ -206,7 +213,7 @@ impl Inner {
         if let Some(ev) = parser.finish() {
             self.record(turn, ev, &mut t)?;
         }
-        let (end, usage, calls, refused) = (t.end, t.usage, t.calls, t.refused);
+        let (end, usage, calls, refused, hooked) = (t.end, t.usage, t.calls, t.refused, t.hooked);
         let reported = t.reported;
         if read_error.is_some() {
             process::end_session(running.pid, &session);
@@ -264,7 +271,7 @@ impl Inner {
             summary: content.lines().next().unwrap_or_default().to_string(),
             output: Some(content.clone()),
         })?;
-        let ran = read_error.is_none() && (self.host.hooks_prompt() || calls > 0);
+        let ran = read_error.is_none() && (self.host.hooks_prompt() || hooked > 0);
         match self.host.hook_session(&session, reported.as_deref()) {
             Some(hook) => self.link(turn, &hook, ran)?,
             None if ran => {
@@ -294,6 +301,7 @@ impl Inner {
             usage,
             calls,
             refused,
+            hooked,
             reported,
         } = t;
         match ev {
@@ -313,6 +321,11 @@ impl Inner {
             } => {
                 *usage += u;
                 *calls += u32::try_from(tool_calls.len()).unwrap_or(u32::MAX);
+                let host = self.host.host();
+                let judged = tool_calls
+                    .iter()
+                    .filter(|c| host.relayed_tool(&c.name).is_none());
+                *hooked += u32::try_from(judged.count()).unwrap_or(u32::MAX);
                 turn.record_owned(AuditEvent::ModelCall {
                     cost_micros: None,
                     model,

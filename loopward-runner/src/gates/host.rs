@@ -1,6 +1,7 @@
-//! Where a refusal is shown. A refusal's remedy must name a move that exists there: the runner's
-//! agents hand work on with the `handoff` tool; a Claude Code agent delegates to a subagent; a
-//! Codex or Gemini CLI session has no way loopward checked to pass work to another agent, so
+//! Where a refusal is shown, and how each host names loopward's own tools served to its sessions
+//! over MCP. A refusal's remedy must name a move that exists there: the runner's agents hand
+//! work on with the `handoff` tool; a Claude Code agent delegates to a subagent; a Codex or
+//! Gemini CLI session's hook cannot tell whether its session was given loopward's `handoff`, so
 //! it asks the person in its reply. A refused command points to the file tools of its host.
 //!
 //! ```
@@ -55,6 +56,51 @@ impl Host {
             Self::Codex | Self::GeminiCli => format!(
                 "say in your reply what {owner} should change, for the person to pass on to {owner}"
             ),
+        }
+    }
+
+    /// What this host's model calls loopward's own tool `tool` (`handoff`), served to its
+    /// sessions over MCP by the server [`MCP_SERVER`](crate::cli_agent::MCP_SERVER): Claude Code
+    /// and Codex name an MCP tool `mcp__<server>__<tool>`, Gemini CLI `mcp_<server>_<tool>`.
+    /// The runner's agents call it by its own name.
+    ///
+    /// ```
+    /// use loopward_runner::gates::Host;
+    /// assert_eq!(Host::Codex.relayed_name("handoff"), "mcp__loopward__handoff");
+    /// assert_eq!(Host::GeminiCli.relayed_name("handoff"), "mcp_loopward_handoff");
+    /// ```
+    pub fn relayed_name(self, tool: &str) -> String {
+        match self.relay_prefix() {
+            Some((prefix, sep)) => format!("{prefix}{}{sep}{tool}", crate::cli_agent::MCP_SERVER),
+            None => tool.to_string(),
+        }
+    }
+
+    /// The loopward tool a call of `name` on this host is, when it is one of loopward's own
+    /// served over MCP (the inverse of [`relayed_name`](Self::relayed_name)): the hooks let
+    /// these through, since the loop's gates judge each call where it is relayed.
+    ///
+    /// ```
+    /// use loopward_runner::gates::Host;
+    /// assert_eq!(Host::ClaudeCode.relayed_tool("mcp__loopward__handoff"), Some("handoff"));
+    /// assert_eq!(Host::GeminiCli.relayed_tool("mcp_loopward_handoff"), Some("handoff"));
+    /// assert_eq!(Host::Codex.relayed_tool("mcp__loopwardx__handoff"), None);
+    /// assert_eq!(Host::Runner.relayed_tool("handoff"), None);
+    /// ```
+    pub fn relayed_tool(self, name: &str) -> Option<&str> {
+        let (prefix, sep) = self.relay_prefix()?;
+        name.strip_prefix(prefix)?
+            .strip_prefix(crate::cli_agent::MCP_SERVER)?
+            .strip_prefix(sep)
+            .filter(|tool| !tool.is_empty())
+    }
+
+    /// How this host prefixes an MCP tool's name and separates its server from the tool.
+    fn relay_prefix(self) -> Option<(&'static str, &'static str)> {
+        match self {
+            Self::Runner => None,
+            Self::ClaudeCode | Self::Codex => Some(("mcp__", "__")),
+            Self::GeminiCli => Some(("mcp_", "_")),
         }
     }
 }

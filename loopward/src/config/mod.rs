@@ -76,8 +76,8 @@ pub const BUILTIN_TOOLS: &[&str] = &[
     "report_attempt",
 ];
 
-/// The tools a `claude-code` agent may list: loopward's own, which its sessions call over MCP
-/// (`loopward mcp`); the others are the client's.
+/// The tools a coding-CLI agent (`claude-code`, `codex`, `gemini`) may list: loopward's own,
+/// which its sessions call over MCP (`loopward mcp`); the others are the client's.
 pub const LOOP_TOOLS: &[&str] = &["handoff", "report_attempt"];
 
 /// A whole `loopward.toml`.
@@ -182,7 +182,7 @@ pub struct AgentConfig {
     /// What it is told about its role (its system prompt).
     #[serde(default)]
     pub role: String,
-    /// The tools it may call (names from [`BUILTIN_TOOLS`]); for a `claude-code` agent, whose
+    /// The tools it may call (names from [`BUILTIN_TOOLS`]); for a coding-CLI agent, whose
     /// other tools are the client's, only [`LOOP_TOOLS`], served to its sessions over MCP.
     #[serde(default)]
     pub tools: Vec<String>,

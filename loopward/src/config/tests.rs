@@ -164,13 +164,18 @@ fn a_review_gate_from_an_agent_without_handoff_is_refused_at_load() {
 }
 
 #[test]
-fn a_claude_code_agent_needs_a_verifier_and_no_tools_and_only_it_takes_one() {
+fn a_cli_agent_needs_a_verifier_and_lists_only_loopwards_own_tools_and_only_it_takes_one() {
     let agent = |body: &str| parse(&format!("\n[[agent]]\nname = \"cc\"\n{body}\n"));
     let ok = agent("kind = \"claude-code\"\nverify = \"cargo test\"").unwrap();
     let cc = ok.agents.iter().find(|a| a.name.as_str() == "cc").unwrap();
     assert_eq!(cc.kind, super::AgentKind::ClaudeCode);
     // loopward's own tools, served to its sessions over MCP.
-    agent("kind = \"claude-code\"\nverify = \"true\"\ntools = [\"handoff\"]").unwrap();
+    for kind in ["claude-code", "codex", "gemini"] {
+        agent(&format!(
+            "kind = \"{kind}\"\nverify = \"true\"\ntools = [\"handoff\"]"
+        ))
+        .unwrap();
+    }
     let cx = agent("kind = \"codex\"\nverify = \"true\"\nbase_url = \"http://127.0.0.1:1/v1\"\nmodel = \"gpt-5.5\"").unwrap();
     let cx = cx.agents.iter().find(|a| a.name.as_str() == "cc").unwrap();
     assert_eq!(
@@ -204,9 +209,9 @@ fn a_claude_code_agent_needs_a_verifier_and_no_tools_and_only_it_takes_one() {
             "is a gemini agent with no verify",
         ),
         (
-            "kind = \"codex\"\nverify = \"true\"\ntools = [\"handoff\"]",
+            "kind = \"gemini\"\nverify = \"true\"\ntools = [\"handoff\", \"write_file\"]",
             "tools",
-            "only to claude-code sessions",
+            "a gemini agent may list only loopward's own tools (handoff, report_attempt)",
         ),
         ("base_url = \"http://x\"", "base_url", "is a model agent"),
         ("model = \"m\"", "model", "is a model agent"),

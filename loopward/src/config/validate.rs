@@ -55,21 +55,14 @@ pub(super) fn check(cfg: &Config) -> Result<(), Problem> {
                     "add verify = \"cargo test\" (the command that says its work is done)".into(),
                 ))
             }
-            (super::AgentKind::ClaudeCode, _) => {
+            (k, _) if k.is_cli() => {
                 if let Some(t) = a.tools.iter().find(|t| !super::LOOP_TOOLS.contains(&t.as_str())) {
                     return Err((
                         format!("agent[{i}].tools"),
-                        format!("{} is a claude-code agent: its tools are the client's, governed by the hook; {t} is not one loopward serves to its sessions", a.name),
-                        format!("remove {t}; a claude-code agent may list only loopward's own tools ({}), served to its sessions over MCP", super::LOOP_TOOLS.join(", ")),
+                        format!("{} is a {kind} agent: its tools are the client's, governed by the hook; {t} is not one loopward serves to its sessions", a.name),
+                        format!("remove {t}; a {kind} agent may list only loopward's own tools ({}), served to its sessions over MCP", super::LOOP_TOOLS.join(", ")),
                     ));
                 }
-            }
-            (k, _) if k.is_cli() && !a.tools.is_empty() => {
-                return Err((
-                    format!("agent[{i}].tools"),
-                    format!("{} is a {kind} agent: its tools are the client's, governed by the hook, and loopward serves its own (handoff) over MCP only to claude-code sessions so far", a.name),
-                    "remove its tools".into(),
-                ))
             }
             (super::AgentKind::Model, Some(_)) => {
                 return Err((
