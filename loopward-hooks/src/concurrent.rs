@@ -4,7 +4,8 @@
 //! changes too. A change is judged as this call's only when no overlapping call accounts for it:
 //!
 //! - the target another watched file-tool call was allowed to write (live, or finished since this
-//!   call started), and the folders made on the way to it, are that call's: never judged here,
+//!   call started), the folders made on the way to it, and (to another file tool) the temporary
+//!   sibling it writes through before renaming it over the target, are that call's: never judged here,
 //!   never put back (to a command, a live `Write`'s target is the `Write`'s only when it holds the
 //!   content that `Write` writes);
 //! - a path an overlapping call already judged as its own is that call's;
@@ -145,13 +146,22 @@ impl Engine<'_> {
                 let on_way = t
                     .strip_prefix(change.path.as_str())
                     .is_some_and(|r| r.starts_with('/'));
+                // A file tool writes through a temporary sibling it then renames over its
+                // target (Claude Code: `<target>.tmp.<pid>.<hex>`): seen mid-write by another
+                // call, that file is the writing call's.
+                let in_flight = !judging_shell
+                    && change
+                        .path
+                        .strip_prefix(t.as_str())
+                        .and_then(|r| r.strip_prefix(".tmp."))
+                        .is_some_and(|r| !r.is_empty() && !r.contains('/'));
                 let same = t == &change.path
                     && (!o.live
                         || !judging_shell
                         || o.expect
                             .as_deref()
                             .is_some_and(|e| after.content_sha256(&change.path) == Some(e)));
-                on_way || same
+                on_way || same || in_flight
             };
             if others.iter().any(|o| o.paths.iter().any(|t| theirs(o, t))) {
                 continue;

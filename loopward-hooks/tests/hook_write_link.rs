@@ -325,6 +325,59 @@ fn two_subagents_writing_their_own_territories_at_once_both_stand() {
     );
 }
 
+/// Claude Code writes through a temporary sibling (`<target>.tmp.<pid>.<hex>`) renamed over the
+/// target: the planner's write, judged while the builder's is still mid-write, sees the
+/// builder's temporary file, which is the builder's: not blamed on the planner, not removed.
+#[test]
+fn another_subagents_write_in_flight_through_its_temporary_file_is_not_blamed() {
+    let p = Project::new(TWO_TEAMS);
+    let write = |file: &str| json!({"file_path": p.path(file), "content": "x"});
+    for (agent, id, file) in [
+        ("planner", "toolu_p1", "plans/a.md"),
+        ("builder", "toolu_b1", "src/b.rs"),
+    ] {
+        let pre = handle(
+            &agent_event(&p, "PreToolUse", agent, id, write(file)),
+            &p.ctx,
+        );
+        assert!(
+            pre.stdout.contains(r#""permissionDecision":"allow""#),
+            "{pre:?}"
+        );
+    }
+    p.write("plans/a.md", "the planner's\n");
+    p.write("src/b.rs.tmp.4242.67b378408600", "the builder's\n");
+    let post = handle(
+        &agent_event(
+            &p,
+            "PostToolUse",
+            "planner",
+            "toolu_p1",
+            write("plans/a.md"),
+        ),
+        &p.ctx,
+    );
+    assert_eq!((post.exit_code, post.stdout.as_str()), (0, ""), "{post:?}");
+    assert_eq!(
+        p.read("src/b.rs.tmp.4242.67b378408600").as_deref(),
+        Some("the builder's\n"),
+        "the builder's write in flight is left alone"
+    );
+    // Its rename lands; its own PostToolUse judges it.
+    std::fs::rename(p.path("src/b.rs.tmp.4242.67b378408600"), p.path("src/b.rs")).unwrap();
+    let post = handle(
+        &agent_event(&p, "PostToolUse", "builder", "toolu_b1", write("src/b.rs")),
+        &p.ctx,
+    );
+    assert_eq!((post.exit_code, post.stdout.as_str()), (0, ""), "{post:?}");
+    assert_eq!(p.read("src/b.rs").as_deref(), Some("the builder's\n"));
+    let ledger = p.ledger(SESSION);
+    assert!(
+        !ledger.iter().any(|l| l.contains("violation")),
+        "{ledger:#?}"
+    );
+}
+
 /// While the planner's write is live, the builder's command writes into the planner's
 /// territory: only that change is put back, and the ledger names the builder, not the planner.
 #[test]
