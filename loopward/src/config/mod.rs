@@ -257,14 +257,22 @@ impl Config {
     /// Parses and checks config text; `file` is named in errors.
     pub fn parse(file: impl AsRef<Path>, text: &str) -> Result<Self, ConfigError> {
         let file = file.as_ref();
-        // The path tracker names the key of a wrong-typed value (`agent[1].max_steps`), which
-        // toml's own message leaves out.
-        let mut cfg: Self = serde_path_to_error::deserialize(toml::Deserializer::new(text))
-            .map_err(|e| {
-                // A rule is read with where it is written: the span's own step is not a key.
-                let key = e.path().to_string().replace(SPANNED_STEP, "");
-                ConfigError::parse(file, text, &key, e.inner())
-            })?;
+        // Read without the path tracker first (every hook call reads the config, and tracking
+        // costs a third of the reading); only a config that fails is read again with it, to
+        // name the key of a wrong-typed value (`agent[1].max_steps`), which toml's own message
+        // leaves out.
+        let mut cfg: Self = match toml::from_str(text) {
+            Ok(cfg) => cfg,
+            Err(_) => {
+                let de = toml::Deserializer::parse(text)
+                    .map_err(|e| ConfigError::parse(file, text, "", &e))?;
+                serde_path_to_error::deserialize(de).map_err(|e| {
+                    // A rule is read with where it is written: the span's own step is not a key.
+                    let key = e.path().to_string().replace(SPANNED_STEP, "");
+                    ConfigError::parse(file, text, &key, e.inner())
+                })?
+            }
+        };
         // Each rule knows its line, and every decision it makes records `loopward.toml:<line>`.
         let name = file.file_name().map(|n| n.to_string_lossy());
         let rules = cfg
