@@ -23,7 +23,8 @@ enum Matcher {
     /// `L/**` with `L` plain: every path starting with `L/`.
     Below(String),
     /// Anything else: parsed and compiled when a path first needs it (the config's check
-    /// parsed it already, so it parses; were it not to, it would match nothing).
+    /// parsed it already, so it parses; were it not to, it would match every path, so that the
+    /// territory denies rather than lets through: fail closed).
     Compiled(OnceLock<Option<GlobMatcher>>),
 }
 
@@ -47,7 +48,7 @@ impl Matcher {
                         .map(|g| g.compile_matcher())
                 })
                 .as_ref()
-                .is_some_and(|m| m.is_match(rel)),
+                .is_none_or(|m| m.is_match(rel)),
         }
     }
 }
