@@ -185,6 +185,8 @@ async fn a_cli_session_hands_off_over_mcp_once_and_the_builder_session_takes_ove
     // The planner's client was offered loopward's tools, the handoff's targets its team.
     let planner = seen(&s.plans, 0);
     assert_eq!(planner["server"], "loopward");
+    // Its hooks are told so: a territory refusal there names the handoff.
+    assert_eq!(planner["tools_env"], "handoff");
     let tools = &planner["tools"]["result"]["tools"];
     assert_eq!(tools[0]["name"], "handoff");
     assert_eq!(

@@ -30,6 +30,22 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 /// The variable that tells `loopward mcp` where its session's relay socket is.
 pub const RELAY_ENV: &str = "LOOPWARD_MCP_SOCKET";
 
+/// The variable that tells a session's hook which of loopward's tools its session was served
+/// (their names, comma-separated): a territory refusal names `handoff` only where the session
+/// has it ([`served`]). Set on the session's client, whose hooks inherit it.
+pub const TOOLS_ENV: &str = "LOOPWARD_MCP_TOOLS";
+
+/// The tool names a [`TOOLS_ENV`] value lists.
+///
+/// ```
+/// use loopward_runner::cli_agent::served;
+/// assert!(served("handoff,report_attempt").any(|t| t == "handoff"));
+/// assert_eq!(served("").count(), 0);
+/// ```
+pub fn served(list: &str) -> impl Iterator<Item = &str> {
+    list.split(',').filter(|t| !t.is_empty())
+}
+
 /// The name loopward's MCP server has in a session's MCP config: its tools reach the model as
 /// `mcp__loopward__<tool>` (Claude Code, Codex) or `mcp_loopward_<tool>` (Gemini CLI); see
 /// [`Host::relayed_name`](crate::gates::Host::relayed_name).
@@ -205,10 +221,13 @@ impl Relay {
         }
     }
 
-    /// The socket, set in the session's environment too (a client passes it on to the
-    /// server it starts only where its config names it).
-    pub(super) fn env(&self) -> (OsString, OsString) {
-        (RELAY_ENV.into(), self.socket.as_os_str().to_owned())
+    /// The session's environment: the socket (a client passes it on to the server it starts
+    /// only where its config names it), and the tools served, for its hooks ([`TOOLS_ENV`]).
+    pub(super) fn env(&self) -> [(OsString, OsString); 2] {
+        [
+            (RELAY_ENV.into(), self.socket.as_os_str().to_owned()),
+            (TOOLS_ENV.into(), self.tools.tools.names().join(",").into()),
+        ]
     }
 }
 

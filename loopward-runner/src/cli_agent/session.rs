@@ -148,7 +148,12 @@ impl Inner {
         let mut cmd = self
             .host
             .command(turn.workspace().root(), prompt, &session, &prepared);
-        cmd.env.extend(relay.as_ref().map(super::relay::Relay::env));
+        cmd.env.extend(
+            relay
+                .as_ref()
+                .into_iter()
+                .flat_map(super::relay::Relay::env),
+        );
         let cmd = self
             .wrap
             .wrap(cmd)
