@@ -31,6 +31,7 @@
 //! [`Wrap`]: the seam `loopward contain` plugs into.
 
 mod agent;
+mod changes;
 mod claude_code;
 mod codex;
 mod gemini;

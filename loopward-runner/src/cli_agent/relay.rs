@@ -13,6 +13,7 @@
 //! never fall between a model call's two records.
 
 use super::agent::{CliAgentBuilder, Inner, Session, SESSION};
+use super::changes::Manifest;
 use crate::context::TurnContext;
 use crate::model::ModelError;
 use crate::tool::{BoxToolService, ToolError, ToolSet};
@@ -202,6 +203,8 @@ pub(super) struct Relay {
     timeout: std::time::Duration,
     tools: Arc<LoopTools>,
     calls: AtomicU32,
+    /// The workspace before the session: a handoff is judged by what changed since.
+    before: Arc<Manifest>,
     _dir: Option<tempfile::TempDir>,
 }
 
@@ -234,7 +237,11 @@ impl Relay {
 impl Inner {
     /// Opens `session`'s relay when the agent has loop tools: its socket in the scratch
     /// directory (a private temporary one when that path is too long to bind).
-    pub(super) fn open_relay(&self, session: &str) -> Result<Option<Relay>, TurnError> {
+    pub(super) fn open_relay(
+        &self,
+        session: &str,
+        before: &Arc<Manifest>,
+    ) -> Result<Option<Relay>, TurnError> {
         let Some(tools) = &self.loop_tools else {
             return Ok(None);
         };
@@ -276,6 +283,7 @@ impl Inner {
             timeout: self.session_timeout,
             tools: tools.clone(),
             calls: AtomicU32::new(0),
+            before: Arc::clone(before),
             _dir: dir,
         }))
     }
@@ -345,6 +353,20 @@ impl Relay {
         arguments: serde_json::Value,
     ) -> Result<RelayReply, TurnError> {
         let n = self.calls.fetch_add(1, Ordering::Relaxed) + 1;
+        if name == "handoff" {
+            // The session wrote through its client's tools: the workspace says what, and the
+            // review gates judge the handoff by it as by a hosted agent's writes.
+            let (root, before) = (turn.workspace().root().to_path_buf(), self.before.clone());
+            let changes =
+                tokio::task::spawn_blocking(move || before.changes_to(&Manifest::take(&root)))
+                    .await
+                    .map_err(|e| {
+                        TurnError::Model(ModelError::Local(format!(
+                            "could not tell what the session changed before its handoff: {e}"
+                        )))
+                    })?;
+            super::changes::written(turn, changes)?;
+        }
         let call = ToolCall {
             id: format!("{CALL_PREFIX}{n}"),
             name,
