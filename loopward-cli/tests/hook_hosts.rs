@@ -28,8 +28,14 @@ fn project() -> (tempfile::TempDir, std::path::PathBuf) {
 }
 
 fn loopward(root: &Path, args: &[&str], stdin: Option<&str>) -> Output {
+    loopward_env(root, args, stdin, &[])
+}
+
+/// [`loopward`], with `env` set too.
+fn loopward_env(root: &Path, args: &[&str], stdin: Option<&str>, env: &[(&str, &str)]) -> Output {
     let mut child = Command::new(env!("CARGO_BIN_EXE_loopward"))
         .args(args)
+        .envs(env.iter().copied())
         .current_dir(root)
         .env("PATH", "/usr/bin:/bin")
         .env("XDG_STATE_HOME", root.with_file_name("state"))
@@ -151,6 +157,15 @@ fn the_codex_hook_denies_a_foreign_patch_and_lets_the_owner_through() {
     assert_eq!(denied.status.code(), Some(0), "{}", text(&denied));
     let v: Value = serde_json::from_slice(&denied.stdout).unwrap();
     assert_eq!(v["hookSpecificOutput"]["permissionDecision"], "deny");
+    let reason = |v: &Value| v["hookSpecificOutput"]["permissionDecisionReason"].to_string();
+    assert!(reason(&v).contains("in your reply"), "{v}");
+    // In a loop's session served loopward's handoff (the loop says so in its environment),
+    // the refusal names that tool instead.
+    let served = [("LOOPWARD_MCP_TOOLS", "handoff,report_attempt")];
+    let o = loopward_env(&root, &["hook", "codex"], Some(&event(None)), &served);
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(reason(&v).contains("mcp__loopward__handoff"), "{v}");
+    assert!(!reason(&v).contains("in your reply"), "{v}");
     let allowed = loopward(&root, &["hook", "codex"], Some(&event(Some("planner"))));
     assert_eq!(
         (allowed.status.code(), allowed.stdout.as_slice()),

@@ -48,6 +48,11 @@ verify = "test -f src/done.txt"
     )
 }
 
+/// `config` with `src/lib.rs` the builder's territory.
+fn owned_lib(config: &str) -> String {
+    format!("{config}\n[[territory]]\npaths = [\"src/lib.rs\"]\nowner = \"builder\"\n")
+}
+
 /// A Codex agent's lines, its API the Responses server on `port`.
 fn codex_agent(port: u16) -> String {
     format!("kind = \"codex\"\nbase_url = \"http://127.0.0.1:{port}/v1\"\nmodel = \"gpt-5.5\"")
@@ -201,6 +206,12 @@ fn a_gemini_planner_hands_off_over_mcp_and_the_next_session_is_the_builders() {
         return;
     };
     let (port, server) = gemini_server::start(vec![
+        // Into the builder's territory first: refused, the way out named as the tool the
+        // session was served.
+        Call::tool(
+            "write_file",
+            json!({"file_path": "src/lib.rs", "content": "fn a() {}\n"}),
+        ),
         Call::tool(
             "mcp_loopward_handoff",
             json!({"to": "builder", "message": "Write src/done.txt."}),
@@ -215,7 +226,7 @@ fn a_gemini_planner_hands_off_over_mcp_and_the_next_session_is_the_builders() {
     let gemini_agent = format!(
         "kind = \"gemini\"\nbase_url = \"http://127.0.0.1:{port}\"\nmodel = \"gemini-2.5-flash\""
     );
-    let (_dir, root, home) = project(&team(&gemini_agent, &gemini_agent));
+    let (_dir, root, home) = project(&owned_lib(&team(&gemini_agent, &gemini_agent)));
     let out = run_team(
         &root,
         &home,
@@ -234,6 +245,20 @@ fn a_gemini_planner_hands_off_over_mcp_and_the_next_session_is_the_builders() {
         answer.to_string().contains("handed off to builder"),
         "{answer}"
     );
+    let refusal = server
+        .requests()
+        .iter()
+        .flat_map(|r| r["contents"].as_array().cloned().unwrap_or_default())
+        .flat_map(|c| c["parts"].as_array().cloned().unwrap_or_default())
+        .find(|p| p["functionResponse"]["name"] == "write_file")
+        .expect("the client answered the write");
+    assert!(
+        refusal
+            .to_string()
+            .contains("hand it to builder (the mcp_loopward_handoff tool with to"),
+        "{refusal}"
+    );
+    assert!(!root.join("src/lib.rs").exists());
     assert_handed_off_over_mcp(&root, &home, "gemini");
 }
 

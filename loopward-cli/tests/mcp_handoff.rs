@@ -10,7 +10,8 @@ use loopward::team::{self, CliAgents, Options};
 use loopward_core::{AgentId, AuditEvent, FinishReason, Person, RunId, RunStatus};
 use loopward_runner::audit::MemorySink;
 use loopward_runner::cli_agent::{
-    ClaudeCode, CliAgent, CliAgentBuilder, McpServer, Verifier, CLAUDE_CODE_VERSION,
+    ClaudeCode, CliAgent, CliAgentBuilder, McpServer, RecordedSessions, Verifier,
+    CLAUDE_CODE_VERSION,
 };
 use loopward_runner::gates::ControlFiles;
 use loopward_runner::model::fake::{FakeModel, Script};
@@ -49,6 +50,8 @@ struct StandIns {
     plans: PathBuf,
     scratch: PathBuf,
     root: PathBuf,
+    /// Replaying: the sessions as a ledger recorded them (no client runs).
+    recorded: Option<Arc<RecordedSessions>>,
 }
 
 impl CliAgents for StandIns {
@@ -70,14 +73,16 @@ impl CliAgents for StandIns {
             Duration::from_secs(30),
             protected,
         );
-        Ok(
-            CliAgent::builder(a.name.clone(), host, verifier, self.scratch.clone()).mcp_server(
-                McpServer {
-                    program: env!("CARGO_BIN_EXE_loopward").into(),
-                    args: vec!["mcp".into()],
-                },
-            ),
-        )
+        let b = CliAgent::builder(a.name.clone(), host, verifier, self.scratch.clone()).mcp_server(
+            McpServer {
+                program: env!("CARGO_BIN_EXE_loopward").into(),
+                args: vec!["mcp".into()],
+            },
+        );
+        Ok(match &self.recorded {
+            Some(r) => b.recorded(r.clone()),
+            None => b,
+        })
     }
 }
 
@@ -95,6 +100,21 @@ fn setup(config: &str, sessions: &[Value]) -> Setup {
 
 /// [`setup`], the model agents answering from `script`.
 fn setup_with(config: &str, sessions: &[Value], script: Script) -> Setup {
+    setup_full(config, sessions, script, None)
+}
+
+/// [`setup`], replaying the sessions `recorded` (in a workspace of their own, still empty).
+fn setup_replay(config: &str, recorded: &MemorySink) -> Setup {
+    let recorded = RecordedSessions::from_records(&recorded.events());
+    setup_full(config, &[], Script::default(), Some(Arc::new(recorded)))
+}
+
+fn setup_full(
+    config: &str,
+    sessions: &[Value],
+    script: Script,
+    recorded: Option<Arc<RecordedSessions>>,
+) -> Setup {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().join("ws");
     let plans = dir.path().join("plans");
@@ -115,6 +135,7 @@ fn setup_with(config: &str, sessions: &[Value], script: Script) -> Setup {
                 plans: plans.clone(),
                 scratch: dir.path().join("scratch"),
                 root: root.clone(),
+                recorded,
             })),
             ..Options::default()
         },
@@ -185,6 +206,8 @@ async fn a_cli_session_hands_off_over_mcp_once_and_the_builder_session_takes_ove
     // The planner's client was offered loopward's tools, the handoff's targets its team.
     let planner = seen(&s.plans, 0);
     assert_eq!(planner["server"], "loopward");
+    // Its hooks are told so: a territory refusal there names the handoff.
+    assert_eq!(planner["tools_env"], "handoff");
     let tools = &planner["tools"]["result"]["tools"];
     assert_eq!(tools[0]["name"], "handoff");
     assert_eq!(
@@ -291,6 +314,121 @@ async fn a_review_gate_refuses_a_cli_sessions_handoff_and_the_corrected_one_stan
     assert_eq!(turns, ["planner", "reviewer"]);
     assert_eq!(report.handoffs.len(), 1);
     assert_eq!(report.handoffs[0].to.as_str(), "reviewer");
+}
+
+/// The decisions of the review gate `gate` in `sink`, in order: (decision, reason).
+fn gate_decisions(sink: &MemorySink, gate: &str) -> Vec<(String, String)> {
+    events(sink)
+        .iter()
+        .filter_map(|e| match e {
+            AuditEvent::GateDecision {
+                gate: g, decision, ..
+            } if &*g.name == gate => {
+                let d = serde_json::to_value(decision).unwrap();
+                Some((
+                    d["decision"].as_str().unwrap_or_default().to_string(),
+                    d["reason"].as_str().unwrap_or_default().to_string(),
+                ))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+const REVIEW_SRC: &str =
+    "\n[[gates.review]]\nname = \"src-review\"\nfrom = \"planner\"\nvia = \"reviewer\"\nwhen = [\"src/**\"]\n";
+
+#[tokio::test]
+async fn a_cli_session_that_wrote_a_reviewed_path_is_refused_a_handoff_past_the_reviewer() {
+    let config = format!("{TEAM}{REVIEW_SRC}");
+    let s = setup(
+        &config,
+        &[
+            json!({"write": {"src/lib.rs": "fn a() {}\n", "plan.md": "# Plan\n"},
+                   "calls": [handoff("builder", "Build it."), handoff("reviewer", "Review src/lib.rs.")],
+                   "text": "Sent for review."}),
+            json!({"text": "Reviewed."}),
+        ],
+    );
+    let sink = Arc::new(MemorySink::default());
+    let report = s.runner.run(spec(sink.clone())).await;
+    assert_eq!(report.status, RunStatus::Completed, "{report:?}");
+    let calls: Vec<(String, bool)> = seen(&s.plans, 0)["calls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(result)
+        .collect();
+    // The session wrote src/lib.rs with its client's own tools: the gate knows it from the
+    // workspace, names it (not plan.md, which it does not review) and says where to go.
+    assert!(
+        calls[0].1
+            && calls[0]
+                .0
+                .contains("this turn you changed src/lib.rs, which reviewer must review")
+            && calls[0].0.contains("hand off to reviewer instead"),
+        "{calls:?}"
+    );
+    assert!(!calls[0].0.contains("plan.md"), "{calls:?}");
+    assert!(!calls[1].1, "{calls:?}");
+    assert_eq!(report.handoffs.len(), 1);
+    assert_eq!(report.handoffs[0].to.as_str(), "reviewer");
+    // What the session had written is in the ledger, before the handoff it armed the gate for.
+    let ev = events(&sink);
+    let changed = ev
+        .iter()
+        .position(|e| matches!(e, AuditEvent::LayerDecision { detail, .. } if detail.to_json().get("changed").is_some()))
+        .expect("the session's changes recorded");
+    let AuditEvent::LayerDecision { detail, .. } = &ev[changed] else {
+        unreachable!()
+    };
+    let paths: Vec<Value> = detail.to_json()["changed"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| json!([c["path"], c["kind"]]))
+        .collect();
+    assert_eq!(
+        paths,
+        [
+            json!(["plan.md", "create"]),
+            json!(["src/lib.rs", "create"])
+        ]
+    );
+    let first_call = ev
+        .iter()
+        .position(|e| matches!(e, AuditEvent::ToolRequested { call_id, .. } if call_id == "mcp-1"))
+        .unwrap();
+    assert!(changed < first_call);
+    let decided = gate_decisions(&sink, "src-review");
+    assert_eq!(decided[0].0, "deny", "{decided:?}");
+
+    // Replayed offline, in an empty workspace, the handoff is judged by the recorded changes:
+    // the same decisions.
+    let r = setup_replay(&config, &sink);
+    let replayed = Arc::new(MemorySink::default());
+    let again = r.runner.run(spec(replayed.clone())).await;
+    assert_eq!(again.status, RunStatus::Completed, "{again:?}");
+    assert!(!r.root.join("src/lib.rs").exists());
+    assert_eq!(gate_decisions(&replayed, "src-review"), decided);
+}
+
+#[tokio::test]
+async fn a_cli_session_that_wrote_no_reviewed_path_hands_off_past_the_reviewer() {
+    let s = setup(
+        &format!("{TEAM}{REVIEW_SRC}"),
+        &[
+            json!({"write": {"plan.md": "# Plan\n"}, "calls": [handoff("builder", "Build it.")],
+                   "text": "Handed on."}),
+            json!({"write": {"done.txt": "yes\n"}, "text": "Built."}),
+        ],
+    );
+    let sink = Arc::new(MemorySink::default());
+    let report = s.runner.run(spec(sink.clone())).await;
+    assert_eq!(report.status, RunStatus::Completed, "{report:?}");
+    assert_eq!(report.handoffs[0].to.as_str(), "builder");
+    let decided = gate_decisions(&sink, "src-review");
+    assert!(decided.iter().all(|(d, _)| d == "allow"), "{decided:?}");
 }
 
 /// A mixed team: a model agent hands off to a CLI agent with its own `handoff` tool, and the

@@ -177,6 +177,8 @@ pub struct HookContext {
     lock_wait: Duration,
     host: Host,
     loop_session: Option<String>,
+    /// Whether the session has loopward's `handoff` over MCP (what its refusals name).
+    handoff: bool,
     /// Whether wrapped commands keep the host's network (`[net] isolate = false`).
     network_open: bool,
     /// The policy of the configured root, compiled once (each event derives a fresh copy).
@@ -266,6 +268,7 @@ pub struct HookContextBuilder {
     lock_wait: Duration,
     host: Host,
     loop_session: Option<String>,
+    handoff: bool,
     network_open: bool,
 }
 
@@ -290,6 +293,7 @@ impl HookContext {
             lock_wait: session::LOCK_WAIT,
             host: Host::ClaudeCode,
             loop_session: None,
+            handoff: false,
             network_open: false,
         }
     }
@@ -343,7 +347,9 @@ impl HookContext {
 
     fn compile(&self, ws: &Workspace) -> Result<Policy, ConfigError> {
         let control = ControlFiles::new(&self.config_file, &self.runs_dir);
-        let policy = Policy::with_control(&self.policy, ws.clone(), control)?.with_host(self.host);
+        let policy = Policy::with_control(&self.policy, ws.clone(), control)?
+            .with_host(self.host)
+            .with_handoff(self.handoff);
         // Without a state directory the sessions live in the workspace, changing while
         // commands run: no watch compares them.
         let policy = match &self.sessions {
@@ -457,6 +463,15 @@ impl HookContextBuilder {
         self
     }
 
+    /// Says that the session has loopward's `handoff` tool, served over MCP by the loop that
+    /// started it (its agent lists `handoff` in `tools`): a territory refusal then tells the
+    /// agent to hand the change to the owner with that tool, by the host's name for it
+    /// ([`Host::relayed_name`]), instead of the host's own way. Default: it has not.
+    pub fn handoff(mut self, served: bool) -> Self {
+        self.handoff = served;
+        self
+    }
+
     /// How long an event waits for its session's lock, held by another hook or process, before
     /// the hook gives up and blocks the call (default [`session::LOCK_WAIT`]; keep it well
     /// inside the hook `timeout` Claude Code is given).
@@ -500,6 +515,7 @@ impl HookContextBuilder {
             lock_wait: self.lock_wait,
             host: self.host,
             loop_session: self.loop_session,
+            handoff: self.handoff,
             network_open: self.network_open,
             compiled: None,
             version: String::new(),

@@ -27,6 +27,11 @@ struct Codex {
 
 impl Codex {
     fn new(policy: &str, exe: Option<&str>) -> Self {
+        Self::with_handoff(policy, exe, false)
+    }
+
+    /// A session the loop served loopward's `handoff` over MCP, or not.
+    fn with_handoff(policy: &str, exe: Option<&str>, handoff: bool) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path().canonicalize().unwrap();
         std::fs::write(root.join("loopward.toml"), policy).unwrap();
@@ -34,6 +39,7 @@ impl Codex {
         let mut b = HookContext::builder(&cfg)
             .root(&root)
             .host(Host::Codex)
+            .handoff(handoff)
             .clock(Arc::new(ManualClock::new(1_700_000_000_000)));
         if let Some(exe) = exe {
             b = b.sandbox_exec(SandboxExec {
@@ -113,6 +119,22 @@ fn a_patch_into_another_agents_territory_is_denied_with_a_remedy_codex_has() {
     assert!(!a.stdout.contains("subagent_type"), "{}", a.stdout);
     assert!(c.ledger().contains(r#""run_started""#));
     assert!(c.ledger().contains("Codex session"));
+}
+
+#[test]
+fn a_session_served_loopwards_handoff_is_told_to_hand_the_change_to_the_owner_with_it() {
+    let c = Codex::with_handoff(POLICY, None, true);
+    let a = c.patch("PreToolUse", "call_1", &update("plan.md"));
+    assert_eq!(decision(&a).as_deref(), Some("deny"), "{}", a.stdout);
+    // Codex's own name for the tool the loop serves it, and the owner to pass.
+    assert!(
+        a.stdout.contains(
+            r#"hand it to planner (the mcp__loopward__handoff tool with to \"planner\")"#
+        ),
+        "{}",
+        a.stdout
+    );
+    assert!(!a.stdout.contains("in your reply"), "{}", a.stdout);
 }
 
 #[test]

@@ -27,6 +27,11 @@ struct Gemini {
 
 impl Gemini {
     fn new(policy: &str, exe: Option<&str>) -> Self {
+        Self::with_handoff(policy, exe, false)
+    }
+
+    /// A session the loop served loopward's `handoff` over MCP, or not.
+    fn with_handoff(policy: &str, exe: Option<&str>, handoff: bool) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path().canonicalize().unwrap();
         std::fs::write(root.join("loopward.toml"), policy).unwrap();
@@ -34,6 +39,7 @@ impl Gemini {
         let mut b = HookContext::builder(&cfg)
             .root(&root)
             .host(Host::GeminiCli)
+            .handoff(handoff)
             .clock(Arc::new(ManualClock::new(1_700_000_000_000)));
         if let Some(exe) = exe {
             b = b.sandbox_exec(SandboxExec {
@@ -104,6 +110,18 @@ fn a_write_file_into_another_agents_territory_is_denied_with_a_remedy_gemini_has
     assert!(reason.contains("in your reply"), "{reason}");
     assert!(!reason.contains("subagent_type"), "{reason}");
     assert!(g.ledger().contains("Gemini CLI session"));
+}
+
+#[test]
+fn a_session_served_loopwards_handoff_is_told_to_hand_the_change_to_the_owner_with_it() {
+    let g = Gemini::with_handoff(POLICY, None, true);
+    let reason = deny_reason(&g.tool("BeforeTool", "write_file", write_plan())).expect("a deny");
+    // Gemini CLI's own name for the tool the loop serves it, and the owner to pass.
+    assert!(
+        reason.contains(r#"hand it to planner (the mcp_loopward_handoff tool with to "planner")"#),
+        "{reason}"
+    );
+    assert!(!reason.contains("in your reply"), "{reason}");
 }
 
 #[test]

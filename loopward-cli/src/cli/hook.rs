@@ -348,6 +348,12 @@ pub(super) fn context(
         // Set by `loopward loop` on the client it starts (and so on its hooks): that session's
         // prompts are the loop's, not a person's.
         .loop_session(std::env::var(loopward_runner::cli_agent::SESSION_MARK).ok())
+        // Set by the loop on a session it served loopward's tools over MCP: a refusal names
+        // the session's `handoff` only where it has one.
+        .handoff(
+            std::env::var(loopward_runner::cli_agent::TOOLS_ENV)
+                .is_ok_and(|l| loopward_runner::cli_agent::served(&l).any(|t| t == "handoff")),
+        )
         .build()
         .with_context(|| format!("{}", config.display()))?;
     Ok((ctx, masker))

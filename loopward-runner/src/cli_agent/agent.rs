@@ -1,10 +1,11 @@
 //! `CliAgent`: one turn is one session of the coding CLI, then the verifier.
 
+use super::changes::Manifest;
 use super::claude_code::session_id;
 use super::host::Client;
 use super::process::{NoWrap, Wrap};
 use super::recorded::RecordedSessions;
-use super::verify::{fingerprint, Verdict, Verifier};
+use super::verify::{Verdict, Verifier};
 use crate::context::TurnContext;
 use crate::journal::{FedCall, TurnFeed};
 use crate::layers::classjump::ClassJump;
@@ -225,12 +226,17 @@ impl Inner {
         }
         let feed = turn.extensions().get::<TurnFeed>();
         let root = turn.workspace().root().to_path_buf();
-        let before = {
+        // Every path before the session: its fingerprint judges progress, and the session's
+        // changes since arm the review gates on its handoff.
+        let manifest = {
             let root = root.clone();
-            tokio::task::spawn_blocking(move || fingerprint(&root))
-                .await
-                .unwrap_or_default()
+            Arc::new(
+                tokio::task::spawn_blocking(move || Manifest::take(&root))
+                    .await
+                    .unwrap_or_default(),
+            )
         };
+        let before = manifest.fingerprint();
         let fed = feed
             .as_deref()
             .and_then(|f| f.find_call(SESSION, self.host.tool()));
@@ -258,9 +264,13 @@ impl Inner {
             // Never started (or no record of it): the session runs now.
             Some(FedCall::Again { .. }) => {
                 self.end_orphan(&turn)?;
-                self.session(&turn, &prompt(&req.messages)).await?
+                self.session(&turn, &prompt(&req.messages), &manifest)
+                    .await?
             }
-            None => self.session(&turn, &prompt(&req.messages)).await?,
+            None => {
+                self.session(&turn, &prompt(&req.messages), &manifest)
+                    .await?
+            }
         };
         // A session that handed off is not verified: the work goes on with its target.
         if let Some(out) = self.handed_off(&turn, feed.as_deref(), &session) {
@@ -276,7 +286,7 @@ impl Inner {
             },
             _ => self.verify(&turn).await?,
         };
-        let after = tokio::task::spawn_blocking(move || fingerprint(&root))
+        let after = tokio::task::spawn_blocking(move || Manifest::take(&root).fingerprint())
             .await
             .unwrap_or_default();
         self.outcome(&turn, session, &verdict, (&before, &after))

@@ -31,6 +31,7 @@
 //! [`Wrap`]: the seam `loopward contain` plugs into.
 
 mod agent;
+mod changes;
 mod claude_code;
 mod codex;
 mod gemini;
@@ -51,7 +52,9 @@ pub use host::Client;
 pub use pin::Pin;
 pub use process::{CommandLine, NoWrap, Wrap, SESSION_MARK};
 pub use recorded::RecordedSessions;
-pub use relay::{ask, McpServer, RelayReply, RelayRequest, MCP_SERVER, RELAY_ENV};
+pub use relay::{
+    ask, served, McpServer, RelayReply, RelayRequest, MCP_SERVER, RELAY_ENV, TOOLS_ENV,
+};
 pub use stream::{Parse, SessionEnd, SessionEvent, StreamError, StreamParser};
 pub use verify::{Verdict, Verifier};
 

@@ -108,6 +108,16 @@ impl Inner {
                     let cost = d[crate::layers::budget::REPORTED].as_u64().unwrap_or(0);
                     crate::layers::budget::charge_reported(turn, cost)?;
                 }
+                // What the session had written when it handed off: its handoff, run again
+                // below, is judged by the same paths.
+                AuditEvent::LayerDecision {
+                    layer: LayerId::Session,
+                    detail,
+                    ..
+                } => match super::changes::recorded(&detail.to_json()) {
+                    Some(changes) => super::changes::written(turn, changes)?,
+                    None => turn.record(e)?,
+                },
                 // Judged again below.
                 AuditEvent::LayerDecision {
                     layer: LayerId::Verify,

@@ -13,6 +13,7 @@
 //! never fall between a model call's two records.
 
 use super::agent::{CliAgentBuilder, Inner, Session, SESSION};
+use super::changes::Manifest;
 use crate::context::TurnContext;
 use crate::model::ModelError;
 use crate::tool::{BoxToolService, ToolError, ToolSet};
@@ -29,6 +30,22 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
 /// The variable that tells `loopward mcp` where its session's relay socket is.
 pub const RELAY_ENV: &str = "LOOPWARD_MCP_SOCKET";
+
+/// The variable that tells a session's hook which of loopward's tools its session was served
+/// (their names, comma-separated): a territory refusal names `handoff` only where the session
+/// has it ([`served`]). Set on the session's client, whose hooks inherit it.
+pub const TOOLS_ENV: &str = "LOOPWARD_MCP_TOOLS";
+
+/// The tool names a [`TOOLS_ENV`] value lists.
+///
+/// ```
+/// use loopward_runner::cli_agent::served;
+/// assert!(served("handoff,report_attempt").any(|t| t == "handoff"));
+/// assert_eq!(served("").count(), 0);
+/// ```
+pub fn served(list: &str) -> impl Iterator<Item = &str> {
+    list.split(',').filter(|t| !t.is_empty())
+}
 
 /// The name loopward's MCP server has in a session's MCP config: its tools reach the model as
 /// `mcp__loopward__<tool>` (Claude Code, Codex) or `mcp_loopward_<tool>` (Gemini CLI); see
@@ -186,6 +203,8 @@ pub(super) struct Relay {
     timeout: std::time::Duration,
     tools: Arc<LoopTools>,
     calls: AtomicU32,
+    /// The workspace before the session: a handoff is judged by what changed since.
+    before: Arc<Manifest>,
     _dir: Option<tempfile::TempDir>,
 }
 
@@ -205,17 +224,24 @@ impl Relay {
         }
     }
 
-    /// The socket, set in the session's environment too (a client passes it on to the
-    /// server it starts only where its config names it).
-    pub(super) fn env(&self) -> (OsString, OsString) {
-        (RELAY_ENV.into(), self.socket.as_os_str().to_owned())
+    /// The session's environment: the socket (a client passes it on to the server it starts
+    /// only where its config names it), and the tools served, for its hooks ([`TOOLS_ENV`]).
+    pub(super) fn env(&self) -> [(OsString, OsString); 2] {
+        [
+            (RELAY_ENV.into(), self.socket.as_os_str().to_owned()),
+            (TOOLS_ENV.into(), self.tools.tools.names().join(",").into()),
+        ]
     }
 }
 
 impl Inner {
     /// Opens `session`'s relay when the agent has loop tools: its socket in the scratch
     /// directory (a private temporary one when that path is too long to bind).
-    pub(super) fn open_relay(&self, session: &str) -> Result<Option<Relay>, TurnError> {
+    pub(super) fn open_relay(
+        &self,
+        session: &str,
+        before: &Arc<Manifest>,
+    ) -> Result<Option<Relay>, TurnError> {
         let Some(tools) = &self.loop_tools else {
             return Ok(None);
         };
@@ -257,6 +283,7 @@ impl Inner {
             timeout: self.session_timeout,
             tools: tools.clone(),
             calls: AtomicU32::new(0),
+            before: Arc::clone(before),
             _dir: dir,
         }))
     }
@@ -326,6 +353,20 @@ impl Relay {
         arguments: serde_json::Value,
     ) -> Result<RelayReply, TurnError> {
         let n = self.calls.fetch_add(1, Ordering::Relaxed) + 1;
+        if name == "handoff" {
+            // The session wrote through its client's tools: the workspace says what, and the
+            // review gates judge the handoff by it as by a hosted agent's writes.
+            let (root, before) = (turn.workspace().root().to_path_buf(), self.before.clone());
+            let changes =
+                tokio::task::spawn_blocking(move || before.changes_to(&Manifest::take(&root)))
+                    .await
+                    .map_err(|e| {
+                        TurnError::Model(ModelError::Local(format!(
+                            "could not tell what the session changed before its handoff: {e}"
+                        )))
+                    })?;
+            super::changes::written(turn, changes)?;
+        }
         let call = ToolCall {
             id: format!("{CALL_PREFIX}{n}"),
             name,

@@ -2,6 +2,7 @@
 //! and, on resume, the session a killed loop left behind.
 
 use super::agent::{session_of, Inner, Session, SESSION};
+use super::changes::Manifest;
 use super::process;
 use super::stream::{SessionEnd, SessionEvent};
 use crate::context::TurnContext;
@@ -12,6 +13,7 @@ use loopward_core::LayerId;
 use loopward_core::{AuditEvent, LayerVerdict, RunId, Usage};
 use serde_json::json;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 /// Whether `id` is a plain id (`[A-Za-z0-9_-]`, 1 to 64 bytes): one a mark or a ledger can be
 /// named by.
@@ -129,12 +131,13 @@ impl Inner {
         &self,
         turn: &TurnContext,
         prompt: &str,
+        before: &Arc<Manifest>,
     ) -> Result<Session, TurnError> {
         let local = |why: String| TurnError::Model(ModelError::Local(why));
         let session = session_of(turn);
         // loopward's own tools, served over MCP through this session's relay when the agent
         // has them, written into the session's own config in the client's format.
-        let relay = self.open_relay(&session)?;
+        let relay = self.open_relay(&session, before)?;
         let server = relay.as_ref().map(super::relay::Relay::server);
         let prepared = self
             .host
@@ -148,7 +151,12 @@ impl Inner {
         let mut cmd = self
             .host
             .command(turn.workspace().root(), prompt, &session, &prepared);
-        cmd.env.extend(relay.as_ref().map(super::relay::Relay::env));
+        cmd.env.extend(
+            relay
+                .as_ref()
+                .into_iter()
+                .flat_map(super::relay::Relay::env),
+        );
         let cmd = self
             .wrap
             .wrap(cmd)

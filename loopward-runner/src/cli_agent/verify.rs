@@ -1,12 +1,10 @@
 //! The verifier: a command (`cargo test`, a script) run in the kernel sandbox after each
-//! session, in its own process group ended by its recorded PID at its timeout; and the
-//! workspace's fingerprint, the evidence a session changed something.
+//! session, in its own process group ended by its recorded PID at its timeout.
 
 use super::process::kill_group;
 use crate::sandbox::{spawn_confined, Confinement, Protected};
 use crate::workspace::Workspace;
-use sha2::{Digest, Sha256};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::Duration;
 
@@ -165,92 +163,9 @@ fn tail(s: &str) -> String {
     format!("… ({at} bytes cut)\n{}", &s[at..])
 }
 
-/// Folders a fingerprint skips: version control, build output, loopward's and the client's
-/// own files.
-const SKIP: [&str; 6] = [
-    ".git",
-    "target",
-    "runs",
-    ".loopward",
-    "node_modules",
-    ".claude-code",
-];
-
-/// Files larger than this are fingerprinted by size and time, not content.
-const MAX_HASHED_BYTES: u64 = 16 * 1024 * 1024;
-
-/// The workspace's fingerprint: every file's path and content (large ones by size and time),
-/// in name order. Equal fingerprints: the session changed nothing the loop can see.
-pub(crate) fn fingerprint(root: &Path) -> String {
-    let mut h = Sha256::new();
-    walk(root, root, &mut h);
-    hex::encode(h.finalize())
-}
-
-fn walk(root: &Path, dir: &Path, h: &mut Sha256) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        h.update(b"unlistable\0");
-        return;
-    };
-    let mut entries: Vec<_> = entries.filter_map(Result::ok).collect();
-    entries.sort_by_key(std::fs::DirEntry::file_name);
-    for e in entries {
-        let path = e.path();
-        let Ok(meta) = std::fs::symlink_metadata(&path) else {
-            continue;
-        };
-        let rel = path.strip_prefix(root).unwrap_or(&path);
-        if meta.is_dir() && dir == root && SKIP.iter().any(|s| e.file_name() == *s) {
-            continue;
-        }
-        h.update(rel.as_os_str().as_encoded_bytes());
-        h.update(b"\0");
-        if meta.is_dir() {
-            walk(root, &path, h);
-        } else if meta.is_symlink() {
-            if let Ok(t) = std::fs::read_link(&path) {
-                h.update(t.as_os_str().as_encoded_bytes());
-            }
-        } else if meta.len() <= MAX_HASHED_BYTES {
-            match std::fs::read(&path) {
-                Ok(bytes) => h.update(&bytes),
-                Err(_) => h.update(format!("unreadable {}", meta.len())),
-            }
-        } else {
-            let mtime = meta
-                .modified()
-                .ok()
-                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-                .unwrap_or_default();
-            h.update(format!("{} {}", meta.len(), mtime.as_nanos()));
-        }
-        h.update(b"\0");
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_fingerprint_changes_with_content_and_names_and_ignores_build_output() {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join("a.txt"), "one").unwrap();
-        let before = fingerprint(dir.path());
-        assert_eq!(before, fingerprint(dir.path()));
-        std::fs::create_dir(dir.path().join("target")).unwrap();
-        std::fs::write(dir.path().join("target/x"), "built").unwrap();
-        assert_eq!(
-            before,
-            fingerprint(dir.path()),
-            "build output is not progress"
-        );
-        std::fs::write(dir.path().join("a.txt"), "two").unwrap();
-        assert_ne!(before, fingerprint(dir.path()));
-        std::fs::write(dir.path().join("a.txt"), "one").unwrap();
-        std::fs::rename(dir.path().join("a.txt"), dir.path().join("b.txt")).unwrap();
-        assert_ne!(before, fingerprint(dir.path()));
-    }
 
     #[test]
     fn tail_keeps_the_end_where_failures_are_summed_up() {

@@ -1,14 +1,17 @@
 //! Where a refusal is shown, and how each host names loopward's own tools served to its sessions
 //! over MCP. A refusal's remedy must name a move that exists there: the runner's agents hand
-//! work on with the `handoff` tool; a Claude Code agent delegates to a subagent; a Codex or
-//! Gemini CLI session's hook cannot tell whether its session was given loopward's `handoff`, so
-//! it asks the person in its reply. A refused command points to the file tools of its host.
+//! work on with the `handoff` tool; a CLI session a loop served loopward's `handoff` over MCP
+//! calls it by its host's name for it; otherwise a Claude Code agent delegates to a subagent,
+//! and a Codex or Gemini CLI agent asks the person in its reply. A refused command points to
+//! the file tools of its host.
 //!
 //! ```
-//! use loopward_runner::gates::Host;
+//! use loopward_runner::gates::{Host, Passing};
 //! assert!(Host::Runner.pass_to("planner").contains("hand it to planner"));
 //! assert!(Host::ClaudeCode.pass_to("planner").contains("subagent_type \"planner\""));
 //! assert!(Host::Codex.pass_to("planner").contains("in your reply"));
+//! let served = Passing::new(Host::Codex).with_handoff(true);
+//! assert!(served.pass_to("planner").contains("mcp__loopward__handoff"));
 //! assert!(Host::Codex.file_tools().contains("apply_patch"));
 //! assert!(Host::GeminiCli.file_tools().contains("write_file, replace"));
 //! ```
@@ -46,7 +49,8 @@ impl Host {
         }
     }
 
-    /// How an agent passes a change to `owner` on this host.
+    /// How an agent passes a change to `owner` on this host, when its session has no
+    /// `handoff` of loopward's (see [`Passing`] for one that has).
     pub fn pass_to(self, owner: &str) -> String {
         match self {
             Self::Runner => format!("hand it to {owner}"),
@@ -101,6 +105,57 @@ impl Host {
             Self::Runner => None,
             Self::ClaudeCode | Self::Codex => Some(("mcp__", "__")),
             Self::GeminiCli => Some(("mcp_", "_")),
+        }
+    }
+}
+
+/// How a refused agent passes a change on: its [`Host`], and whether its session has
+/// loopward's `handoff` tool (a CLI session of a loop whose agent lists it in `tools`, served
+/// over MCP). Known from the session, never guessed: without it the host's own way is named.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Passing {
+    host: Host,
+    handoff: bool,
+}
+
+impl Passing {
+    /// On `host`, with no `handoff` of loopward's.
+    pub fn new(host: Host) -> Self {
+        Self {
+            host,
+            handoff: false,
+        }
+    }
+
+    /// Says whether the session has loopward's `handoff` tool.
+    pub fn with_handoff(self, handoff: bool) -> Self {
+        Self { handoff, ..self }
+    }
+
+    /// The host.
+    pub fn host(self) -> Host {
+        self.host
+    }
+
+    /// How the agent passes a change to `owner`: by loopward's `handoff` under the host's
+    /// name for it when the session has it, else as [`Host::pass_to`] says.
+    ///
+    /// ```
+    /// use loopward_runner::gates::{Host, Passing};
+    /// let gemini = Passing::new(Host::GeminiCli).with_handoff(true);
+    /// assert!(gemini.pass_to("planner").contains("mcp_loopward_handoff tool with to \"planner\""));
+    /// let claude = Passing::new(Host::ClaudeCode).with_handoff(true);
+    /// assert!(!claude.pass_to("planner").contains("subagent_type"));
+    /// assert_eq!(Passing::new(Host::Codex).pass_to("planner"), Host::Codex.pass_to("planner"));
+    /// ```
+    pub fn pass_to(self, owner: &str) -> String {
+        match self.host {
+            Host::Runner => self.host.pass_to(owner),
+            host if self.handoff => format!(
+                "hand it to {owner} (the {} tool with to \"{owner}\")",
+                host.relayed_name("handoff")
+            ),
+            host => host.pass_to(owner),
         }
     }
 }

@@ -78,7 +78,7 @@ pub use control::{ControlFiles, CONTROL_GATE};
 pub use engine::{Ask, ChangedPath, Judgement, ShellAsk, ShellJudgement, ShellOutcome};
 pub use glob_flaw::GlobFlaw;
 pub use hooks::{AllowedTool, AllowedTools, HooksConfig};
-pub use host::Host;
+pub use host::{Host, Passing};
 pub(crate) use layer::seed_noted_version;
 pub use layer::{PolicyLayer, PolicyService};
 pub use overlap::{redundant_claims, RedundantClaim};

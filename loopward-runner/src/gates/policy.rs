@@ -5,7 +5,7 @@ use super::config::{
     ConfigError, PolicyConfig, ReviewConfig, ShellWatchConfig, SprawlConfig, TerritoryConfig,
 };
 use super::control::{ControlFiles, CONTROL_GATE};
-use super::host::Host;
+use super::host::{Host, Passing};
 use super::overrides::OverrideStore;
 use super::plan_cache::PlanCache;
 use super::review::ReviewGate;
@@ -244,6 +244,8 @@ pub(super) struct PolicyInner {
     pub(super) team: Option<Vec<AgentId>>,
     /// Where refusals are shown: their remedies name moves that exist there.
     pub(super) host: Host,
+    /// Whether the agent's session has loopward's `handoff` (see [`Policy::with_handoff`]).
+    pub(super) handoff: bool,
     /// The adapter's own state folder in the workspace, which no watch compares.
     pub(super) own_state: Option<String>,
     // Shared, not cloned per call: a call holds the compiled gates it started with, and a change
@@ -294,6 +296,7 @@ impl Policy {
                 reach: crate::sandbox::Reach::default(),
                 team: None,
                 host: Host::default(),
+                handoff: false,
                 own_state: None,
                 plan_cache: PlanCache::default(),
                 gates: RwLock::new(gates),
@@ -344,6 +347,18 @@ impl Policy {
         self.derive(|next| next.host = host)
     }
 
+    /// Says whether the agent's session has loopward's `handoff` tool (a loop's CLI session
+    /// served it over MCP), so a territory refusal names that tool rather than the host's own
+    /// way ([`Passing`]). Default: it has not.
+    pub fn with_handoff(self, handoff: bool) -> Self {
+        self.derive(|next| next.handoff = handoff)
+    }
+
+    /// How a refused agent passes a change on where the refusal is shown.
+    pub(super) fn passing(&self) -> Passing {
+        Passing::new(self.inner.host).with_handoff(self.inner.handoff)
+    }
+
     /// A new policy with this one's settings and its current gates, changed by `edit` (the
     /// `with_*` builders).
     fn derive(&self, edit: impl FnOnce(&mut PolicyInner)) -> Self {
@@ -358,6 +373,7 @@ impl Policy {
             reach: inner.reach.clone(),
             team: inner.team.clone(),
             host: inner.host,
+            handoff: inner.handoff,
             own_state: inner.own_state.clone(),
             // A new policy resolves plan paths afresh.
             plan_cache: PlanCache::default(),
@@ -394,6 +410,7 @@ impl Policy {
                 reach: crate::sandbox::Reach::default(),
                 team: None,
                 host: Host::default(),
+                handoff: false,
                 own_state: None,
                 plan_cache: PlanCache::default(),
                 gates: RwLock::new(Arc::new(gates)),

@@ -5,7 +5,7 @@
 
 use super::config::SprawlConfig;
 use super::control::CONTROL_GATE;
-use super::host::Host;
+use super::host::{Host, Passing};
 use super::overrides::OverrideError;
 use super::policy::{POLICY_GATE, SANDBOX_GATE, SHELL_GATE};
 use super::territory::Territory;
@@ -43,7 +43,7 @@ pub fn territory(
     no_override: Option<&OverrideError>,
     max_ttl: Duration,
     subagent: bool,
-    host: Host,
+    passing: Passing,
 ) -> Refusal {
     let mut reason = format!(
         "{} belongs to {} ({}); {agent} does not own it",
@@ -62,7 +62,7 @@ pub fn territory(
         reason,
         format!(
             "leave the change to {owner}: {}, saying exactly what to change and why; or ask a person for a one-shot override (loopward override grant --agent {agent}{} --path {} --reason \"<why>\" --ttl {}) and make the same call again",
-            host.pass_to(owner),
+            passing.pass_to(owner),
             if subagent { " --subagent" } else { "" },
             show(rel),
             humantime::format_duration(max_ttl.min(SUGGESTED_TTL))

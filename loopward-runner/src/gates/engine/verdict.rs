@@ -143,7 +143,7 @@ impl Policy {
                 e,
                 ttl,
                 self.outside_team(agent),
-                self.inner.host,
+                self.passing(),
             )
         };
         if let Some(t) = foreign().find(|t| t.mode() == GateMode::Enforce) {
@@ -226,7 +226,7 @@ impl Policy {
                             Some(&e),
                             ttl,
                             self.outside_team(agent),
-                            self.inner.host,
+                            self.passing(),
                         ),
                         None => Refusal::new(&*v.gate.name, e.to_string(), ""),
                     });
