@@ -89,17 +89,18 @@ pub async fn run(args: Args) -> Result<ExitCode> {
     std::fs::create_dir_all(&hooks_dir)
         .with_context(|| format!("creating {}", hooks_dir.display()))?;
     let hooks_socket = hooks_dir.join("hooks.sock");
+    // Removed after the supervisor's thread has stopped (locals drop in reverse order).
+    let _cleanup = RemoveOnDrop(hooks_dir);
     let _ = std::fs::remove_file(&hooks_socket);
-    let hooks = tokio::net::UnixListener::bind(&hooks_socket)
+    let hooks = std::os::unix::net::UnixListener::bind(&hooks_socket)
         .with_context(|| format!("listening for hooks at {}", hooks_socket.display()))?;
-    let _hooks = AbortOnDrop(tokio::spawn(super::supervisor::serve(
+    let _hooks = super::supervisor::serve(
         hooks,
         args.config
             .canonicalize()
             .unwrap_or_else(|_| args.config.clone()),
         args.agent.clone(),
-    )));
-    let _cleanup = RemoveOnDrop(hooks_dir);
+    )?;
     // A brokered model key: the program gets the proxy as its base URL and a placeholder.
     let gateway = match cfg.secrets.iter().find(|(_, s)| s.gateway.is_some()) {
         Some((name, s)) => {

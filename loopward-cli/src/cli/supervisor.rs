@@ -163,38 +163,92 @@ impl Judge {
     }
 }
 
-/// The supervisor's side: answers every hook event sent to `listener` with `config`'s policy,
-/// `agent` as the main agent, until the returned future is dropped.
-pub(super) async fn serve(listener: tokio::net::UnixListener, config: PathBuf, agent: String) {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let judge = Arc::new(Judge {
+/// How long the supervisor waits for a connected hook's whole event: the relay writes it at
+/// once, so a connection that stalls is not a hook (it is answered with a block and dropped).
+const EVENT_WAIT: Duration = Duration::from_secs(2);
+
+/// The supervisor's side, on a thread of its own: answers every hook event sent to `listener`
+/// with `config`'s policy, `agent` as the main agent, until the returned guard is dropped.
+///
+/// Each event is answered inline, one at a time: a judgement holds its session's lock anyway,
+/// and a hook waits on its answer for every tool call, so no hop between threads is added to
+/// it (an async accept handing to a blocking pool cost three wake-ups a call).
+pub(super) fn serve(
+    listener: std::os::unix::net::UnixListener,
+    config: PathBuf,
+    agent: String,
+) -> Result<Serving> {
+    let socket = listener
+        .local_addr()?
+        .as_pathname()
+        .map(Path::to_path_buf)
+        .context("the supervisor's socket has no path")?;
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let judge = Judge {
         config,
         agent,
         built: Mutex::default(),
+    };
+    let stopped = Arc::clone(&stop);
+    let thread = std::thread::Builder::new()
+        .name("loopward-supervisor".into())
+        .spawn(move || {
+            for stream in listener.incoming() {
+                if stopped.load(std::sync::atomic::Ordering::SeqCst) {
+                    break;
+                }
+                if let Ok(stream) = stream {
+                    answer_one(&judge, stream);
+                }
+            }
+        })
+        .context("starting the supervisor's thread")?;
+    Ok(Serving {
+        socket,
+        stop,
+        thread: Some(thread),
+    })
+}
+
+/// Reads one hook event from `stream`, judges it and writes the answer back.
+fn answer_one(judge: &Judge, mut stream: std::os::unix::net::UnixStream) {
+    let _ = stream.set_read_timeout(Some(EVENT_WAIT));
+    let _ = stream.set_write_timeout(Some(EVENT_WAIT));
+    let mut input = Vec::new();
+    // The host's name and its newline besides the event.
+    let limit = loopward_hooks::claude_code::MAX_INPUT_BYTES as u64 + 16;
+    let read = (&mut stream).take(limit).read_to_end(&mut input);
+    let answer = match (read, String::from_utf8(input)) {
+        (Ok(_), Ok(input)) => judge
+            .answer(&input)
+            .unwrap_or_else(|e| HookAnswer::fail_closed(crate::error_text(&e))),
+        (Err(e), _) => HookAnswer::fail_closed(format!("the hook event could not be read: {e}")),
+        (_, Err(_)) => HookAnswer::fail_closed("the hook event could not be read as UTF-8"),
+    };
+    let reply = serde_json::json!({
+        "stdout": answer.stdout, "stderr": answer.stderr, "exit_code": answer.exit_code,
     });
-    while let Ok((mut stream, _)) = listener.accept().await {
-        let judge = Arc::clone(&judge);
-        tokio::spawn(async move {
-            let mut input = Vec::new();
-            // The host's name and its newline besides the event.
-            let limit = loopward_hooks::claude_code::MAX_INPUT_BYTES as u64 + 16;
-            let read = (&mut stream).take(limit).read_to_end(&mut input).await;
-            let answer = match (read, String::from_utf8(input)) {
-                (Ok(_), Ok(input)) => tokio::task::spawn_blocking(move || {
-                    judge
-                        .answer(&input)
-                        .unwrap_or_else(|e| HookAnswer::fail_closed(crate::error_text(&e)))
-                })
-                .await
-                .unwrap_or_else(|e| HookAnswer::fail_closed(format!("the supervisor failed: {e}"))),
-                _ => HookAnswer::fail_closed("the hook event could not be read as UTF-8"),
-            };
-            let reply = serde_json::json!({
-                "stdout": answer.stdout, "stderr": answer.stderr, "exit_code": answer.exit_code,
-            });
-            let _ = stream.write_all(reply.to_string().as_bytes()).await;
-            let _ = stream.shutdown().await;
-        });
+    let _ = stream.write_all(reply.to_string().as_bytes());
+    let _ = stream.shutdown(std::net::Shutdown::Both);
+}
+
+/// The supervisor's thread while it serves; dropping it stops the thread and waits for it
+/// (an answer being written is finished first).
+pub(super) struct Serving {
+    socket: PathBuf,
+    stop: Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Drop for Serving {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        // A connection of our own wakes the thread's `accept`; it sees the stop and ends.
+        if std::os::unix::net::UnixStream::connect(&self.socket).is_ok() {
+            if let Some(t) = self.thread.take() {
+                let _ = t.join();
+            }
+        }
     }
 }
 
@@ -215,6 +269,29 @@ mod tests {
         assert!(relay(&args(&["loopward", "hook", "claude-code", "--help"]), some).is_none());
         assert!(relay(&args(&["loopward", "hook", "install"]), some).is_none());
         assert!(relay(&args(&["loopward", "hook", "codex"]), none).is_none());
+    }
+
+    #[test]
+    fn the_thread_answers_closed_on_a_config_it_cannot_read_and_stops_when_dropped() {
+        let dir = tempfile::tempdir().unwrap();
+        let socket = dir.path().join("hooks.sock");
+        let listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+        let serving = serve(listener, dir.path().join("missing.toml"), "builder".into()).unwrap();
+        for _ in 0..2 {
+            let answer = forward(&socket, Host::ClaudeCode, "{}").unwrap();
+            assert_eq!(answer.exit_code, 2, "{answer:?}");
+            assert!(answer.stderr.contains("missing.toml"), "{answer:?}");
+        }
+        // A connection that sends nothing is answered with a block once its wait is over.
+        let mut idle = std::os::unix::net::UnixStream::connect(&socket).unwrap();
+        let mut reply = String::new();
+        idle.read_to_string(&mut reply).unwrap();
+        assert!(reply.contains("\"exit_code\":2"), "{reply}");
+        drop(serving);
+        assert!(
+            forward(&socket, Host::ClaudeCode, "{}").is_err(),
+            "nobody answers once the supervisor stopped"
+        );
     }
 
     #[test]
