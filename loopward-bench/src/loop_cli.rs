@@ -98,7 +98,7 @@ impl Fixture {
         let ws = Workspace::new(&self.root)?;
         let host = ClaudeCode {
             program: self.program.clone(),
-            hook_command: "true".into(),
+            hook: loopward_runner::cli_agent::HookCommand::new("true", [""; 0]),
             args: vec![],
             env: vec![
                 ("STATE".into(), self.state.clone().into()),

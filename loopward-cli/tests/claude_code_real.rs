@@ -348,9 +348,11 @@ fn configure(root: &Path, allow: &[&str], defer: bool) {
     for entries in settings["hooks"].as_object_mut().unwrap().values_mut() {
         for entry in entries.as_array_mut().unwrap() {
             for hook in entry["hooks"].as_array_mut().unwrap() {
-                let cmd = hook["command"].as_str().unwrap().to_string();
                 if defer {
-                    hook["command"] = json!(format!("{cmd} --defer-allows"));
+                    hook["args"]
+                        .as_array_mut()
+                        .unwrap()
+                        .push(json!("--defer-allows"));
                 }
             }
         }

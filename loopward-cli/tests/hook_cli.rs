@@ -339,18 +339,31 @@ fn hook_install_writes_an_absolute_command_and_doctor_catches_one_that_fails_ope
             .unwrap();
     let pre = settings["hooks"]["PreToolUse"].as_array().unwrap();
     assert_eq!(pre.len(), 1, "the bare entry was replaced: {settings}");
-    let cmd = pre[0]["hooks"][0]["command"].as_str().unwrap();
-    assert!(
-        cmd.starts_with(&format!(
-            "'{}' hook claude-code",
-            env!("CARGO_BIN_EXE_loopward")
-        )),
-        "{cmd}"
-    );
+    // Exec form: the client starts loopward without a shell, and a hook that fails blocks.
+    let hook = &pre[0]["hooks"][0];
+    assert_eq!(hook["command"], env!("CARGO_BIN_EXE_loopward"), "{hook}");
+    assert_eq!(hook["args"][0], "hook", "{hook}");
+    assert_eq!(hook["args"][1], "claude-code", "{hook}");
+    assert_eq!(hook["onFailure"], "block", "{hook}");
     let doctor = loopward(&root, &["hook", "doctor"]);
     let text = String::from_utf8_lossy(&doctor.stdout);
     assert_eq!(doctor.status.code(), Some(0), "{text}");
     assert!(text.contains("would not fail open"), "{text}");
+    // Without `onFailure: block`, a hook that times out lets the call go ahead: doctor says so.
+    let mut lax = settings.clone();
+    for event in lax["hooks"].as_object_mut().unwrap().values_mut() {
+        for entry in event.as_array_mut().unwrap() {
+            entry["hooks"][0]
+                .as_object_mut()
+                .unwrap()
+                .remove("onFailure");
+        }
+    }
+    std::fs::write(root.join(".claude/settings.json"), lax.to_string()).unwrap();
+    let doctor = loopward(&root, &["hook", "doctor"]);
+    let text = String::from_utf8_lossy(&doctor.stdout);
+    assert_eq!(doctor.status.code(), Some(1), "{text}");
+    assert!(text.contains("onFailure"), "{text}");
 }
 
 /// A command that makes a file bigger than the snapshot budget next to a territory write: the

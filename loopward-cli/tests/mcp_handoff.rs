@@ -58,7 +58,7 @@ impl CliAgents for StandIns {
     fn agent(&self, a: &loopward::config::AgentConfig) -> anyhow::Result<CliAgentBuilder> {
         let host = ClaudeCode {
             program: Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/mcp-stand-in.py"),
-            hook_command: "true".into(),
+            hook: loopward_runner::cli_agent::HookCommand::new("true", [""; 0]),
             args: vec![],
             env: vec![
                 ("PLANS".into(), self.plans.clone().into()),

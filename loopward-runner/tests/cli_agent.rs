@@ -88,7 +88,7 @@ fn setup_with(
     let ws = Workspace::new(&root).unwrap();
     let host = ClaudeCode {
         program,
-        hook_command: "true".into(),
+        hook: loopward_runner::cli_agent::HookCommand::new("true", [""; 0]),
         args: vec![],
         env: vec![("PLANS".into(), plans.clone().into())],
     };

@@ -12,7 +12,7 @@ use anyhow::{bail, Context, Result};
 use loopward::config::Config;
 use loopward_hooks::claude_code::ReadTool;
 use loopward_hooks::session::LOCK_WAIT;
-use loopward_runner::cli_agent::CLAUDE_CODE_VERSION;
+use loopward_runner::cli_agent::{HookCommand, CLAUDE_CODE_VERSION};
 use loopward_runner::gates::Host;
 use loopward_runner::sandbox::{kernel_support, SandboxMode};
 use loopward_term::render::{Printer, Tone};
@@ -105,13 +105,13 @@ fn spec(host: Host) -> Spec {
 const HOOK_TIMEOUT: Duration = Duration::from_secs(60);
 const _: () = assert!(HOOK_TIMEOUT.as_secs() >= 4 * LOCK_WAIT.as_secs());
 
-/// What marks a hook entry as loopward's: ` hook <sub>` in its command.
-fn mark(spec: &Spec) -> String {
-    format!(" hook {}", spec.sub)
-}
-
-fn quote(s: &str) -> String {
-    format!("'{}'", s.replace('\'', "'\\''"))
+/// loopward's hook in an entry of the host's settings, as a shell line; `None` when the entry
+/// holds none.
+fn ours(entry: &Value, spec: &Spec) -> Option<String> {
+    entry["hooks"]
+        .as_array()?
+        .iter()
+        .find_map(|h| HookCommand::installed(h, spec.sub))
 }
 
 /// The hook command of `host` (what `loopward loop` writes into each session's own config):
@@ -121,35 +121,54 @@ pub(super) fn host_command(
     exe: &Path,
     config: &Path,
     main_agent: &str,
-) -> Result<String> {
+) -> Result<HookCommand> {
     command(&spec(host), exe, config, main_agent)
 }
 
-fn command(spec: &Spec, exe: &Path, config: &Path, main_agent: &str) -> Result<String> {
-    let exe = exe
-        .to_str()
-        .context("the loopward binary's path is not UTF-8")?;
+fn command(spec: &Spec, exe: &Path, config: &Path, main_agent: &str) -> Result<HookCommand> {
     let config = config.to_str().context("the config's path is not UTF-8")?;
-    Ok(format!(
-        "{}{} --config {} --main-agent {}",
-        quote(exe),
-        mark(spec),
-        quote(config),
-        quote(main_agent)
+    exe.to_str()
+        .context("the loopward binary's path is not UTF-8")?;
+    Ok(HookCommand::new(
+        exe,
+        [
+            "hook",
+            spec.sub,
+            "--config",
+            config,
+            "--main-agent",
+            main_agent,
+        ],
     ))
 }
 
-/// Runs the hook command as Claude Code would (through a shell), asking only for its help:
-/// it must start and exit 0.
-pub(super) fn check_runs(cmd: &str) -> Result<()> {
+/// Runs the hook command as its host would (Claude Code: directly; Codex and Gemini CLI:
+/// through a shell), asking only for its help: it must start and exit 0.
+pub(super) fn check_runs(cmd: &HookCommand, host: Host) -> Result<()> {
+    if host != Host::ClaudeCode {
+        return check_runs_line(&cmd.shell_line());
+    }
+    let out = std::process::Command::new(&cmd.program)
+        .args(&cmd.args)
+        .arg("--help")
+        .output();
+    exited_zero(&cmd.shell_line(), out)
+}
+
+/// Runs a hook's shell command line through `sh`, asking only for its help.
+fn check_runs_line(line: &str) -> Result<()> {
     let out = std::process::Command::new("sh")
         .arg("-c")
-        .arg(format!("{cmd} --help"))
-        .output()
-        .context("running sh")?;
+        .arg(format!("{line} --help"))
+        .output();
+    exited_zero(line, out)
+}
+
+fn exited_zero(line: &str, out: std::io::Result<std::process::Output>) -> Result<()> {
+    let out = out.with_context(|| format!("`{line}` could not start"))?;
     if !out.status.success() {
         bail!(
-            "`{cmd}` exited {} ({}); the agent host would go ahead on every tool call",
+            "`{line}` exited {} ({}); the agent host would go ahead on every tool call",
             out.status
                 .code()
                 .map_or("by a signal".into(), |c| c.to_string()),
@@ -170,7 +189,7 @@ pub(super) fn install(config: &Path, main_agent: &str, host: Host) -> Result<Exi
     let root = cfg.workspace_dir(&config).canonicalize()?;
     let exe = std::env::current_exe().context("finding the loopward binary")?;
     let cmd = command(&spec, &exe, &config, main_agent)?;
-    check_runs(&cmd)?;
+    check_runs(&cmd, host)?;
     let path = root.join(spec.file);
     let dir = path.parent().unwrap_or(&root).to_path_buf();
     let mut settings: Value = match std::fs::read_to_string(&path) {
@@ -186,16 +205,20 @@ pub(super) fn install(config: &Path, main_agent: &str, host: Host) -> Result<Exi
     let Some(hooks) = hooks.as_object_mut() else {
         bail!("`hooks` in {} is not an object", path.display());
     };
-    let mark = mark(&spec);
     for &(event, matcher) in spec.events {
         let list = hooks.entry(event).or_insert_with(|| json!([]));
         let Some(list) = list.as_array_mut() else {
             bail!("`hooks.{event}` in {} is not a list", path.display());
         };
         // An older loopward entry (a bare `loopward` on PATH, say) is replaced, not kept beside.
-        list.retain(|e| !e.to_string().contains(&mark));
+        list.retain(|e| ours(e, &spec).is_none());
         let timeout = HOOK_TIMEOUT.as_secs() * spec.per_second;
-        let mut entry = json!({"hooks": [{"type": "command", "command": cmd, "timeout": timeout}]});
+        let hook = if host == Host::ClaudeCode {
+            cmd.claude_code_hook(timeout)
+        } else {
+            json!({"type": "command", "command": cmd.shell_line(), "timeout": timeout})
+        };
+        let mut entry = json!({"hooks": [hook]});
         if let Some(m) = matcher {
             entry["matcher"] = json!(m);
         }
@@ -206,7 +229,7 @@ pub(super) fn install(config: &Path, main_agent: &str, host: Host) -> Result<Exi
     std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
     let mut out = Printer::stdout();
     out.line(Tone::Ok, format!("wrote {}", path.display()));
-    out.line(Tone::Dim, format!("hook command: {cmd}"));
+    out.line(Tone::Dim, format!("hook command: {}", cmd.shell_line()));
     report(&mut out, &cfg, &spec);
     Ok(ExitCode::SUCCESS)
 }
@@ -214,7 +237,6 @@ pub(super) fn install(config: &Path, main_agent: &str, host: Host) -> Result<Exi
 /// Whether `host`'s installed hook would fail open; exit 1 when it would.
 pub(super) fn doctor(config: &Path, host: Host) -> Result<ExitCode> {
     let spec = spec(host);
-    let mark = mark(&spec);
     let config = config
         .canonicalize()
         .with_context(|| format!("{} not found", config.display()))?;
@@ -230,7 +252,7 @@ pub(super) fn doctor(config: &Path, host: Host) -> Result<ExitCode> {
     for &(event, matcher) in spec.events {
         let entries: Vec<&Value> = settings["hooks"][event]
             .as_array()
-            .map(|l| l.iter().filter(|e| e.to_string().contains(&mark)).collect())
+            .map(|l| l.iter().filter(|e| ours(e, &spec).is_some()).collect())
             .unwrap_or_default();
         let Some(entry) = entries.first() else {
             problems.push(format!(
@@ -254,13 +276,33 @@ pub(super) fn doctor(config: &Path, host: Host) -> Result<ExitCode> {
                 ));
             }
         }
-        let cmd = entry["hooks"][0]["command"].as_str().unwrap_or("");
-        if !cmd.starts_with('\'') && !cmd.starts_with('/') {
+        let hook = entry["hooks"]
+            .as_array()
+            .and_then(|l| {
+                l.iter()
+                    .find(|h| HookCommand::installed(h, spec.sub).is_some())
+            })
+            .unwrap_or(&Value::Null);
+        let program = hook["command"].as_str().unwrap_or("");
+        if !program.starts_with('\'') && !program.starts_with('/') {
             problems.push(format!(
-                "{event}: `{cmd}` finds loopward on the host's PATH; where it is not there the hook exits 127 and the host goes ahead"
+                "{event}: `{program}` finds loopward on the host's PATH; where it is not there the hook exits 127 and the host goes ahead"
             ));
         }
-        if let Err(e) = check_runs(cmd) {
+        if host == Host::ClaudeCode && hook["onFailure"].as_str() != Some("block") {
+            problems.push(format!(
+                "{event}: no `\"onFailure\": \"block\"`: a hook that cannot start, times out or answers what the client cannot read lets the call go ahead"
+            ));
+        }
+        let checked = match hook["args"].as_array() {
+            Some(args) => check_runs(
+                &HookCommand::new(program, args.iter().filter_map(Value::as_str)),
+                Host::ClaudeCode,
+            ),
+            // A shell line is run as the host runs it.
+            None => check_runs_line(program),
+        };
+        if let Err(e) = checked {
             problems.push(format!("{event}: {}", crate::error_text(&e)));
         }
     }

@@ -4,7 +4,7 @@
 
 use anyhow::{bail, Context, Result};
 use loopward::config::AgentKind;
-use loopward_runner::cli_agent::{ClaudeCode, Client, Codex, Gemini};
+use loopward_runner::cli_agent::{ClaudeCode, Client, Codex, Gemini, HookCommand};
 use loopward_runner::gates::Host;
 use std::path::{Path, PathBuf};
 
@@ -77,7 +77,7 @@ pub(super) fn client(w: &Want<'_>) -> Result<Client> {
     let client: Client = match w.kind {
         AgentKind::Codex => Codex {
             program,
-            hook_command,
+            hook_command: hook_command.shell_line(),
             base_url,
             env_key: "OPENAI_API_KEY".into(),
             model,
@@ -90,7 +90,7 @@ pub(super) fn client(w: &Want<'_>) -> Result<Client> {
         .into(),
         AgentKind::Gemini => Gemini {
             program,
-            hook_command,
+            hook_command: hook_command.shell_line(),
             base_url,
             model,
             person_home: std::env::var_os("GEMINI_CLI_HOME")
@@ -108,7 +108,7 @@ pub(super) fn client(w: &Want<'_>) -> Result<Client> {
             }
             ClaudeCode {
                 program,
-                hook_command,
+                hook: hook_command.clone(),
                 args,
                 env: base_url
                     .map(|b| ("ANTHROPIC_BASE_URL".into(), b.into()))
@@ -119,18 +119,17 @@ pub(super) fn client(w: &Want<'_>) -> Result<Client> {
         }
     };
     client.check_version()?;
-    let (cmd, files, sub): (&str, &[&str], &str) = match &client {
-        Client::Codex(c) => (&c.hook_command, &[".codex/hooks.json"], "codex"),
-        Client::Gemini(c) => (&c.hook_command, &[".gemini/settings.json"], "gemini"),
-        Client::ClaudeCode(c) => (
-            &c.hook_command,
+    let (files, sub): (&[&str], &str) = match &client {
+        Client::Codex(_) => (&[".codex/hooks.json"], "codex"),
+        Client::Gemini(_) => (&[".gemini/settings.json"], "gemini"),
+        Client::ClaudeCode(_) => (
             &[".claude/settings.json", ".claude/settings.local.json"],
             "claude-code",
         ),
         _ => bail!("a client this loopward cannot check"),
     };
-    super::hook_install::check_runs(cmd)?;
-    installed_hooks_agree(w.workspace, files, sub, cmd)?;
+    super::hook_install::check_runs(&hook_command, host)?;
+    installed_hooks_agree(w.workspace, files, sub, &hook_command.shell_line())?;
     Ok(client)
 }
 
@@ -165,7 +164,7 @@ pub(super) fn recorded(kind: AgentKind) -> Client {
         .into(),
         _ => ClaudeCode {
             program,
-            hook_command: String::new(),
+            hook: HookCommand::new("recorded", [""; 0]),
             args: vec![],
             env: vec![],
         }
@@ -186,15 +185,15 @@ fn installed_hooks_agree(root: &Path, files: &[&str], sub: &str, ours: &str) -> 
         };
         let settings: serde_json::Value = serde_json::from_str(&text)
             .with_context(|| format!("{} is not JSON; fix or move it", path.display()))?;
-        let commands = settings["hooks"]
+        let installed = settings["hooks"]
             .as_object()
             .into_iter()
             .flat_map(|events| events.values())
             .flat_map(|list| list.as_array().into_iter().flatten())
             .flat_map(|entry| entry["hooks"].as_array().into_iter().flatten())
-            .filter_map(|h| h["command"].as_str());
-        for cmd in commands {
-            if cmd.contains(&format!(" hook {sub} ")) && cmd != ours {
+            .filter_map(|h| HookCommand::installed(h, sub));
+        for cmd in installed {
+            if cmd != ours {
                 bail!(
                     "{} installs loopward's hook as `{cmd}`, but the loop's sessions run `{ours}`: both would judge every call, under two names. Reinstall it for the loop's agent (`loopward hook install --host {sub} --main-agent <agent>`, the agent of --as) or remove it from that file",
                     path.display()

@@ -12,7 +12,7 @@ use loopward::state::Custody;
 use loopward_core::{AgentId, AuditError, AuditEvent, AuditSink, LayerId, RunId, Scope};
 use loopward_hooks::{FileLedgers, HookAnswer, HookContext, LedgerOpener};
 use loopward_runner::cli_agent::{
-    ClaudeCode, CliAgent, CliAgentBuilder, SessionLedgers, SessionLink, Verifier,
+    ClaudeCode, CliAgent, CliAgentBuilder, HookCommand, SessionLedgers, SessionLink, Verifier,
 };
 use loopward_runner::gates::{ControlFiles, Host};
 use loopward_runner::sandbox::Protected;
@@ -57,17 +57,24 @@ impl loopward::team::CliAgents for StandIns {
             protected,
         )
         .unreadable(self.custody.unreadable().to_vec());
-        let path = |p: &Path| quote(&p.to_string_lossy());
+        let text = |p: &Path| p.to_string_lossy().into_owned();
         let host = ClaudeCode {
             program: self.exe.clone(),
-            hook_command: format!(
-                "{} {HOOK_FLAG} --config {} --root {} --scratch {} --runs {} --main-agent {}",
-                path(&self.exe),
-                path(&self.config),
-                path(&self.workspace),
-                path(&self.scratch),
-                path(&self.runs_dir),
-                quote(a.name.as_str()),
+            hook: HookCommand::new(
+                &self.exe,
+                [
+                    HOOK_FLAG,
+                    "--config",
+                    &text(&self.config),
+                    "--root",
+                    &text(&self.workspace),
+                    "--scratch",
+                    &text(&self.scratch),
+                    "--runs",
+                    &text(&self.runs_dir),
+                    "--main-agent",
+                    a.name.as_str(),
+                ],
             ),
             args: vec![],
             env: vec![(STAND_IN_ENV.into(), self.state.clone().into())],
@@ -87,11 +94,6 @@ impl loopward::team::CliAgents for StandIns {
             clock: self.clock.clone(),
         })))
     }
-}
-
-/// `s` in single quotes for a POSIX shell.
-fn quote(s: &str) -> String {
-    format!("'{}'", s.replace('\'', "'\\''"))
 }
 
 /// Closes each session's hook ledger under the demo key, anchoring it (as `loopward loop`).

@@ -155,10 +155,10 @@ impl Hooks {
         if let (Some(obj), Some(more)) = (input.as_object_mut(), fields.as_object()) {
             obj.extend(more.clone());
         }
-        for command in commands(&self.settings, event, tool) {
-            let mut child = Command::new("sh")
-                .arg("-c")
-                .arg(&command)
+        for (program, args) in commands(&self.settings, event, tool) {
+            let command = format!("{program} {}", args.join(" "));
+            let mut child = Command::new(&program)
+                .args(&args)
                 .current_dir(&self.cwd)
                 .env_remove(STAND_IN_ENV)
                 .env("CLAUDE_PROJECT_DIR", &self.cwd)
@@ -192,8 +192,10 @@ impl Hooks {
     }
 }
 
-/// The hook commands of `event` whose matcher names `tool` (`A|B|C`; none or `*`: every tool).
-fn commands(settings: &Value, event: &str, tool: Option<&str>) -> Vec<String> {
+/// The hook commands of `event` whose matcher names `tool` (`A|B|C`; none or `*`: every tool),
+/// each as the program and arguments Claude Code starts: exec form (`command` and `args`)
+/// directly, a shell line through `sh -c`.
+fn commands(settings: &Value, event: &str, tool: Option<&str>) -> Vec<(String, Vec<String>)> {
     let matches = |m: Option<&str>| match (m, tool) {
         (None | Some("" | "*"), _) | (Some(_), None) => true,
         (Some(m), Some(t)) => m.split('|').any(|x| x == t),
@@ -204,7 +206,18 @@ fn commands(settings: &Value, event: &str, tool: Option<&str>) -> Vec<String> {
         .flatten()
         .filter(|entry| matches(entry["matcher"].as_str()))
         .flat_map(|entry| entry["hooks"].as_array().into_iter().flatten())
-        .filter_map(|h| h["command"].as_str().map(str::to_string))
+        .filter_map(|h| {
+            let command = h["command"].as_str()?.to_string();
+            Some(match h["args"].as_array() {
+                Some(args) => (
+                    command,
+                    args.iter()
+                        .filter_map(|a| a.as_str().map(str::to_string))
+                        .collect(),
+                ),
+                None => ("sh".to_string(), vec!["-c".to_string(), command]),
+            })
+        })
         .collect()
 }
 
@@ -296,13 +309,17 @@ mod tests {
     fn the_hook_commands_are_those_whose_matcher_names_the_tool() {
         let settings = json!({"hooks": {
             "PreToolUse": [{"matcher": "Write|Edit", "hooks": [{"type": "command", "command": "a"}]},
-                           {"matcher": "Bash", "hooks": [{"type": "command", "command": "b"}]}],
+                           {"matcher": "Bash", "hooks": [{"type": "command", "command": "b", "args": ["x"]}]}],
             "UserPromptSubmit": [{"hooks": [{"type": "command", "command": "c"}]}],
         }});
-        assert_eq!(commands(&settings, "PreToolUse", Some("Write")), ["a"]);
-        assert_eq!(commands(&settings, "PreToolUse", Some("Bash")), ["b"]);
+        let sh = |c: &str| vec![("sh".to_string(), vec!["-c".to_string(), c.to_string()])];
+        assert_eq!(commands(&settings, "PreToolUse", Some("Write")), sh("a"));
+        assert_eq!(
+            commands(&settings, "PreToolUse", Some("Bash")),
+            [("b".to_string(), vec!["x".to_string()])]
+        );
         assert!(commands(&settings, "PreToolUse", Some("WriteX")).is_empty());
-        assert_eq!(commands(&settings, "UserPromptSubmit", None), ["c"]);
+        assert_eq!(commands(&settings, "UserPromptSubmit", None), sh("c"));
         assert!(commands(&settings, "PostToolUse", Some("Write")).is_empty());
     }
 

@@ -1,6 +1,7 @@
 //! Claude Code as a host: its pinned version, the command line of one headless session, and
 //! the session's own settings file, which installs loopward's hook for that session only.
 
+use super::hook_command::HookCommand;
 use super::host::Prepared;
 use super::pin::{version_word, Pin};
 use super::process::CommandLine;
@@ -35,9 +36,10 @@ const PRE_MATCHER: &str = "*";
 pub struct ClaudeCode {
     /// The `claude` binary.
     pub program: PathBuf,
-    /// The hook command, as a shell command line with absolute paths (the client runs it with
-    /// `sh -c`): `'<loopward>' hook claude-code --config '<config>' --main-agent '<agent>'`.
-    pub hook_command: String,
+    /// The hook command (`<loopward> hook claude-code --config <config> --main-agent
+    /// <agent>`), written in exec form: the client starts it without a shell, and a hook that
+    /// fails blocks the call.
+    pub hook: HookCommand,
     /// Arguments added to every session (`--model`, `--permission-mode`…).
     pub args: Vec<OsString>,
     /// Variables set for every session.
@@ -57,7 +59,7 @@ impl ClaudeCode {
     /// headless session could run no command at all). Written where the agent cannot write
     /// (loopward's state directory).
     pub fn settings(&self) -> serde_json::Value {
-        let hook = json!([{"type": "command", "command": self.hook_command, "timeout": 60}]);
+        let hook = json!([self.hook.claude_code_hook(60)]);
         json!({
             "permissions": {"allow": ["Bash"]},
             "hooks": {
@@ -184,7 +186,7 @@ mod tests {
     fn an_absent_or_other_client_is_refused_naming_the_tested_version() {
         let cc = |program: &str| ClaudeCode {
             program: program.into(),
-            hook_command: String::new(),
+            hook: HookCommand::new("true", [""; 0]),
             args: vec![],
             env: vec![],
         };

@@ -35,6 +35,7 @@ mod changes;
 mod claude_code;
 mod codex;
 mod gemini;
+mod hook_command;
 mod host;
 mod pin;
 mod process;
@@ -48,6 +49,7 @@ pub use agent::{CliAgent, CliAgentBuilder, SessionLedgers, SessionLink, DEFAULT_
 pub use claude_code::{session_id, ClaudeCode, CLAUDE_CODE_VERSION};
 pub use codex::{Codex, CodexParser, CODEX_VERSION};
 pub use gemini::{Gemini, GeminiParser, GEMINI_VERSION};
+pub use hook_command::HookCommand;
 pub use host::Client;
 pub use pin::Pin;
 pub use process::{CommandLine, NoWrap, Wrap, SESSION_MARK};
