@@ -136,7 +136,7 @@ pub(super) struct LoopTools {
 }
 
 impl CliAgentBuilder {
-    /// Serves `tools` (loopward's own: `handoff`, `report_attempt`) to each session over MCP,
+    /// Serves `tools` (loopward's own: `handoff`, `report_attempt`, `say`) to each session over MCP,
     /// each call run through `stack` (the policy gates and the layers' tool stack, as for a
     /// hosted agent). Needs [`mcp_server`](Self::mcp_server) to start the server.
     pub fn loop_tools(mut self, tools: ToolSet, stack: BoxToolService) -> Self {
