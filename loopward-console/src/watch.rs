@@ -5,7 +5,7 @@
 //! per tick. Nothing here is kept but what the ledgers and the sealed stores say.
 
 use loopward_core::{AuditEvent, RunStatus};
-use loopward_runner::audit::{Record, Said, Sayings};
+use loopward_runner::audit::{AgentSaid, Record, Sayings};
 use loopward_runner::layers::stopgate::{ApprovalStore, PendingApproval, PendingState};
 use loopward_runner::stop::StopRequests;
 use serde::Serialize;
@@ -127,7 +127,7 @@ struct Tail {
     /// The run's `say` calls, paired from request to end.
     sayings: Sayings,
     /// What its agents said since the last tick, by record.
-    said: Vec<(u64, Said)>,
+    said: Vec<(u64, AgentSaid)>,
     /// The last record whose words were taken (kept when the ledger is read again).
     said_upto: u64,
 }
@@ -137,7 +137,7 @@ struct Tail {
 pub(crate) struct Spoken {
     pub(crate) run: String,
     pub(crate) seq: u64,
-    pub(crate) said: Said,
+    pub(crate) said: AgentSaid,
 }
 
 /// What started since the last tick: the stop-gates now waiting, the words agents said.

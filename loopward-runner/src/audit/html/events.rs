@@ -2,7 +2,7 @@
 //! `<details>` so the decisions that mattered stand out.
 
 use crate::audit::record::Record;
-use crate::audit::{Said, Sayings};
+use crate::audit::{AgentSaid, Sayings};
 use loopward_core::{AuditEvent, Decision, EffectStatus, LayerVerdict};
 use maud::{html, Markup};
 use std::collections::BTreeMap;
@@ -21,7 +21,7 @@ pub(crate) fn is_pass_through(event: &AuditEvent) -> bool {
 
 /// What agents said to the people watching, by the sequence number of the record that ends
 /// each `say` call.
-pub(crate) fn sayings(records: &[Record]) -> BTreeMap<u64, Said> {
+pub(crate) fn sayings(records: &[Record]) -> BTreeMap<u64, AgentSaid> {
     let mut sayings = Sayings::default();
     records
         .iter()
@@ -34,7 +34,7 @@ pub(crate) fn sayings(records: &[Record]) -> BTreeMap<u64, Said> {
 }
 
 /// The table of all records.
-pub(crate) fn table(records: &[Record], said: &BTreeMap<u64, Said>) -> Markup {
+pub(crate) fn table(records: &[Record], said: &BTreeMap<u64, AgentSaid>) -> Markup {
     let mut groups: Vec<(bool, Vec<&Record>)> = Vec::new();
     for r in records {
         let folded = r.event().is_ok_and(|e| is_pass_through(&e));
@@ -68,7 +68,7 @@ pub(crate) fn table(records: &[Record], said: &BTreeMap<u64, Said>) -> Markup {
 }
 
 /// One record's row; the end of a `say` call shows what was said (`said`).
-fn row(r: &Record, said: Option<&Said>) -> Markup {
+fn row(r: &Record, said: Option<&AgentSaid>) -> Markup {
     let event = r.event();
     let class = match (&event, said) {
         (_, Some(_)) => "said",

@@ -22,16 +22,17 @@ use crate::tools::SAY_TOOL;
 use loopward_core::{AgentId, AuditEvent};
 use std::collections::HashMap;
 
-/// Words an agent said to the people watching its run (a `say` call that went through).
+/// Words an agent said to the people watching its run (a `say` call that went through); an
+/// agent's, never a person's ([`loopward_core::Said`] is made from a person's words only).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Said {
+pub struct AgentSaid {
     /// Who said it (`None`: a record outside any agent's turn).
     pub agent: Option<AgentId>,
     /// The words, as recorded (secrets already masked).
     pub text: String,
 }
 
-impl Said {
+impl AgentSaid {
     /// Who said it, in words: the agent's name (`an agent` when the record names none).
     pub fn speaker(&self) -> &str {
         self.agent.as_ref().map_or("an agent", AgentId::as_str)
@@ -39,7 +40,7 @@ impl Said {
 }
 
 /// `<agent> said: <text>`, as every page shows it.
-impl std::fmt::Display for Said {
+impl std::fmt::Display for AgentSaid {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{} said: {}", self.speaker(), self.text)
     }
@@ -54,7 +55,7 @@ pub struct Sayings {
 
 impl Sayings {
     /// Folds one event of `agent`: the words said, when it ends a `say` call that went through.
-    pub fn fold(&mut self, agent: Option<&AgentId>, event: &AuditEvent) -> Option<Said> {
+    pub fn fold(&mut self, agent: Option<&AgentId>, event: &AuditEvent) -> Option<AgentSaid> {
         match event {
             AuditEvent::ToolRequested {
                 call_id,
@@ -75,7 +76,7 @@ impl Sayings {
                 ..
             } if tool == SAY_TOOL => {
                 let text = self.asked.remove(call_id)?;
-                (!is_error).then(|| Said {
+                (!is_error).then(|| AgentSaid {
                     agent: agent.cloned(),
                     text,
                 })
