@@ -11,7 +11,7 @@
 //! | `watch` | one task following every ledger's tail and the sealed stores; pages and live streams read its snapshot |
 //! | [`actions`] | approve, deny, stop, stop all, grant: the same calls as the CLI's |
 //! | [`resume`] | the runs the console goes on with after an answer, tracked by PID |
-//! | [`notify`] | signed webhook notices when a gate starts waiting |
+//! | [`notify`] | signed webhook notices when a gate starts waiting or an agent says something |
 //! | [`passphrase`] | signing in with a passphrase (its Argon2id hash in the state directory), rate-limited |
 //! | [`remote`] | stop-gates waiting elsewhere (runs on Restate), listed and answered beside the local ones |
 //! | [`tls`] | TLS from PEM files, for a console served beyond loopback |

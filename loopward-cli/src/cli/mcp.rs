@@ -1,5 +1,5 @@
-//! `loopward mcp`: loopward's own tools (`handoff`, `report_attempt`, `say`) served to a coding-agent
-//! session over MCP (stdio, the official SDK `rmcp`). The session's client starts it from the
+//! `loopward mcp`: loopward's own tools (`handoff`, `report_attempt`, `say`) served to a
+//! coding-agent session over MCP (stdio, the official SDK `rmcp`). The session's client starts it from the
 //! MCP config the loop gave that session; it decides and records nothing itself: each
 //! `tools/list` and `tools/call` is relayed to the loop over the session's relay socket
 //! ([`RELAY_ENV`]), where the runner runs the call through the agent's gates and records it.
