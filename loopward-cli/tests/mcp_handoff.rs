@@ -489,3 +489,88 @@ text = "Looks good."
         .unwrap()
         .contains("planner handed the work to you: Write done.txt."),);
 }
+
+#[tokio::test]
+async fn a_cli_session_says_something_over_mcp_and_it_is_recorded_under_its_turn() {
+    let config = r#"
+[run]
+first = "planner"
+
+[[agent]]
+name = "planner"
+kind = "claude-code"
+verify = "true"
+tools = ["say"]
+"#;
+    let say = |text: &str| json!({"name": "say", "arguments": {"text": text}});
+    let s = setup(
+        config,
+        &[json!({"calls": [say("plan <b>half</b> done"), say(" ")], "text": "Planned."})],
+    );
+    let sink = Arc::new(MemorySink::default());
+    let report = s.runner.run(spec(sink.clone())).await;
+    assert_eq!(report.status, RunStatus::Completed, "{report:?}");
+
+    // The client was offered say; the first call is said and the run goes on, the empty one is
+    // refused with what to write.
+    let planner = seen(&s.plans, 0);
+    assert_eq!(planner["tools_env"], "say");
+    assert_eq!(planner["tools"]["result"]["tools"][0]["name"], "say");
+    let calls: Vec<(String, bool)> = planner["calls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(result)
+        .collect();
+    assert_eq!(
+        calls,
+        [
+            (loopward_runner::tools::SAID.to_string(), false),
+            (
+                "invalid arguments for say: `text` is empty: write what the people watching the run should read; call it again with arguments that match its schema".to_string(),
+                true
+            )
+        ]
+    );
+
+    // In the ledger: each call requested and finished under the planner's turn, the words
+    // said once, as the planner's, and no person's message but the task.
+    let records = sink.events();
+    let says: Vec<(Option<u32>, Option<&str>, &str)> = records
+        .iter()
+        .filter_map(|(scope, e)| match e {
+            AuditEvent::ToolRequested { call_id, tool, .. }
+            | AuditEvent::ToolFinished { call_id, tool, .. }
+                if tool == "say" =>
+            {
+                Some((
+                    scope.turn.map(|t| t.0),
+                    scope.agent.as_ref().map(AgentId::as_str),
+                    call_id.as_str(),
+                ))
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        says,
+        [
+            (Some(1), Some("planner"), "mcp-1"),
+            (Some(1), Some("planner"), "mcp-1"),
+            (Some(1), Some("planner"), "mcp-2"),
+            (Some(1), Some("planner"), "mcp-2"),
+        ]
+    );
+    let mut sayings = loopward_runner::audit::Sayings::default();
+    let said: Vec<String> = records
+        .iter()
+        .filter_map(|(scope, e)| sayings.fold(scope.agent.as_ref(), e))
+        .map(|s| s.to_string())
+        .collect();
+    assert_eq!(said, ["planner said: plan <b>half</b> done"]);
+    let people = records
+        .iter()
+        .filter(|(_, e)| matches!(e, AuditEvent::HumanMessage { .. }))
+        .count();
+    assert_eq!(people, 1, "the task only: an agent's words are no person's");
+}

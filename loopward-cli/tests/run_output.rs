@@ -170,3 +170,63 @@ fn the_starter_run_shows_one_refusal_and_its_way_out() {
         .unwrap()
         .contains("1. [x] write src/hello.txt"));
 }
+
+/// A hosted agent's `say` (the fake backend's script calls it): the terminal, `audit.md` and
+/// `audit.html` show what it said, with a secret masked and markup as text; the ledger
+/// verifies and `replay` comes out the same.
+#[test]
+fn an_agents_say_is_shown_masked_verified_and_replayed() {
+    let dir = initialised();
+    let d = dir.path();
+    let cfg = std::fs::read_to_string(d.join("loopward.toml"))
+        .unwrap()
+        .replace(
+            "tools = [\"read_file\", \"list_dir\", \"handoff\"]",
+            "tools = [\"read_file\", \"list_dir\", \"handoff\", \"say\"]",
+        )
+        + "\n[secrets.DEPLOY]\nenv = \"SAY_DEPLOY\"\n";
+    std::fs::write(d.join("loopward.toml"), cfg).unwrap();
+    std::fs::write(
+        d.join("s.toml"),
+        "[[agents.root]]\ntool_calls = [{ name = \"say\", arguments = { text = \"key s3cr3t-value-xyz is set; <b>ready</b>\" } }]\n[[agents.root]]\ntext = \"Done.\"\n",
+    )
+    .unwrap();
+    let with_secret = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_loopward"))
+            .args(args)
+            .current_dir(d)
+            .env("NO_COLOR", "1")
+            .env("SAY_DEPLOY", "s3cr3t-value-xyz")
+            .env_remove("RUST_LOG")
+            .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+            .env_remove("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+            .output()
+            .unwrap()
+    };
+    let o = with_secret(&["run", "--script", "s.toml", "--id", "r1"]);
+    let stdout = String::from_utf8(o.stdout).unwrap();
+    assert_eq!(o.status.code(), Some(0), "{stdout}");
+    assert!(
+        stdout.contains("    » root said: key [secret:DEPLOY] is set; <b>ready</b>\n"),
+        "{stdout}"
+    );
+    let run = d.join("runs/r1");
+    for f in ["events.jsonl", "audit.md", "audit.html", "audit.json"] {
+        let text = std::fs::read_to_string(run.join(f)).unwrap();
+        assert!(!text.contains("s3cr3t-value-xyz"), "{f} holds the secret");
+    }
+    let md = std::fs::read_to_string(run.join("audit.md")).unwrap();
+    assert!(
+        md.contains("**root said:** key [secret:DEPLOY] is set; <b>ready</b>\n"),
+        "{md}"
+    );
+    let page = std::fs::read_to_string(run.join("audit.html")).unwrap();
+    assert!(page.contains("root said: key [secret:DEPLOY] is set; &lt;b&gt;ready&lt;/b&gt;"));
+    assert!(!page.contains("<b>ready"));
+    let verified = loopward(d, &["verify", "runs/r1"]);
+    assert!(verified.status.success(), "{verified:?}");
+    let replayed = with_secret(&["replay", "runs/r1"]);
+    let said = String::from_utf8_lossy(&replayed.stdout);
+    assert!(replayed.status.success(), "{said}");
+    assert!(said.contains("all the same"), "{said}");
+}

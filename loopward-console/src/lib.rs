@@ -11,7 +11,7 @@
 //! | `watch` | one task following every ledger's tail and the sealed stores; pages and live streams read its snapshot |
 //! | [`actions`] | approve, deny, stop, stop all, grant: the same calls as the CLI's |
 //! | [`resume`] | the runs the console goes on with after an answer, tracked by PID |
-//! | [`notify`] | signed webhook notices when a gate starts waiting |
+//! | [`notify`] | signed webhook notices when a gate starts waiting or an agent says something |
 //! | [`passphrase`] | signing in with a passphrase (its Argon2id hash in the state directory), rate-limited |
 //! | [`remote`] | stop-gates waiting elsewhere (runs on Restate), listed and answered beside the local ones |
 //! | [`tls`] | TLS from PEM files, for a console served beyond loopback |
@@ -287,7 +287,8 @@ impl Console {
         self.inner.snapshot.borrow().clone()
     }
 
-    /// Looks at the ledgers and stores now; tells the webhooks about gates that started waiting.
+    /// Looks at the ledgers and stores now; tells the webhooks about gates that started waiting
+    /// and what agents said to the people watching.
     pub fn refresh(&self) {
         let remote = self.remote_now();
         let (snap, fresh) = self
@@ -303,10 +304,13 @@ impl Console {
                 .read()
                 .unwrap_or_else(|p| p.into_inner())
                 .clone();
-            for w in &fresh {
+            for w in &fresh.waiting {
                 if let Some(run) = snap.runs.iter().find(|r| r.waiting.contains(w)) {
                     self.inner.notifier.gate_waiting(&run.run, w, &base);
                 }
+            }
+            for s in &fresh.said {
+                self.inner.notifier.agent_said(s, &base);
             }
         }
         self.inner.snapshot.send_if_modified(|now| {

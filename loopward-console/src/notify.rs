@@ -1,5 +1,6 @@
-//! Notices to a person's relay: when a stop-gate starts waiting, the console POSTs a JSON notice
-//! to each configured webhook. The notice carries a link to the approval, never the power to
+//! Notices to a person's relay: when a stop-gate starts waiting, or an agent says something to
+//! the people watching its run (`say`), the console POSTs a JSON notice to each configured
+//! webhook. The notice carries a link (to the approval, to the record), never the power to
 //! approve (the link needs the console's sign-in like any other page). Each is signed so the
 //! receiver can check it came from this console:
 //!
@@ -15,7 +16,7 @@
 //! assert!(!signature_matches(b"secret", "1700000001", br#"{"kind":"gate_waiting"}"#, &sig));
 //! ```
 
-use crate::watch::Waiting;
+use crate::watch::{Spoken, Waiting};
 use hmac::{Hmac, Mac};
 use serde::Serialize;
 use sha2::Sha256;
@@ -49,6 +50,23 @@ pub struct Notice<'a> {
     #[serde(flatten)]
     pub waiting: &'a Waiting,
     /// Where a person answers it (the console's sign-in applies).
+    pub url: String,
+}
+
+/// The notice a webhook receives when an agent of a run says something to the people watching
+/// it (its `say` tool). It carries the words and a link, and asks for no answer: a `say` decides
+/// nothing.
+#[derive(Clone, Debug, Serialize)]
+pub struct SaidNotice<'a> {
+    /// Always `agent_said`.
+    pub kind: &'static str,
+    /// The run.
+    pub run: &'a str,
+    /// The agent that said it.
+    pub agent: &'a str,
+    /// What it said (secrets masked, as in every record).
+    pub text: &'a str,
+    /// Its record on the run's page (the console's sign-in applies).
     pub url: String,
 }
 
@@ -90,7 +108,24 @@ impl Notifier {
             waiting,
             url: format!("{base}/runs/{run}#gate-{}", waiting.id),
         };
-        let body = serde_json::to_vec(&notice).unwrap_or_default();
+        self.post(serde_json::to_vec(&notice).unwrap_or_default());
+    }
+
+    /// POSTs the notice that an agent said something to the people watching its run, as
+    /// [`gate_waiting`](Self::gate_waiting) does: its words and a link to the record.
+    pub(crate) fn agent_said(&self, spoken: &Spoken, base: &str) {
+        let notice = SaidNotice {
+            kind: "agent_said",
+            run: &spoken.run,
+            agent: spoken.said.speaker(),
+            text: &spoken.said.text,
+            url: format!("{base}/runs/{}#seq-{}", spoken.run, spoken.seq),
+        };
+        self.post(serde_json::to_vec(&notice).unwrap_or_default());
+    }
+
+    /// Sends `body`, signed, to every webhook once, in the background.
+    fn post(&self, body: Vec<u8>) {
         let now = loopward_runner::Clock::now_millis(&loopward_runner::SystemClock) / 1000;
         let signature = sign(&self.secret, now, &body);
         for hook in &self.hooks {

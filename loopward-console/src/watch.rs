@@ -5,7 +5,7 @@
 //! per tick. Nothing here is kept but what the ledgers and the sealed stores say.
 
 use loopward_core::{AuditEvent, RunStatus};
-use loopward_runner::audit::Record;
+use loopward_runner::audit::{AgentSaid, Record, Sayings};
 use loopward_runner::layers::stopgate::{ApprovalStore, PendingApproval, PendingState};
 use loopward_runner::stop::StopRequests;
 use serde::Serialize;
@@ -124,6 +124,27 @@ struct Tail {
     offset: u64,
     partial: Vec<u8>,
     row: RunRow,
+    /// The run's `say` calls, paired from request to end.
+    sayings: Sayings,
+    /// What its agents said since the last tick, by record.
+    said: Vec<(u64, AgentSaid)>,
+    /// The last record whose words were taken (kept when the ledger is read again).
+    said_upto: u64,
+}
+
+/// What an agent of `run` said to the people watching it, at record `seq`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Spoken {
+    pub(crate) run: String,
+    pub(crate) seq: u64,
+    pub(crate) said: AgentSaid,
+}
+
+/// What started since the last tick: the stop-gates now waiting, the words agents said.
+#[derive(Debug, Default)]
+pub(crate) struct Fresh {
+    pub(crate) waiting: Vec<Waiting>,
+    pub(crate) said: Vec<Spoken>,
 }
 
 /// Follows the workspace; [`Watcher::tick`] reads what changed.
@@ -151,9 +172,10 @@ impl Watcher {
     }
 
     /// Reads what changed since the last tick, with the waits elsewhere `remote` (by run) as
-    /// last listed: the new snapshot (the same `Arc` when nothing changed) and the stop-gates
-    /// that started waiting since the last tick (none at the first).
-    pub(crate) fn tick(&mut self, remote: &Remote) -> (Arc<Snapshot>, Vec<Waiting>) {
+    /// last listed: the new snapshot (the same `Arc` when nothing changed) and what started
+    /// since the last tick: stop-gates waiting, words said (none at the first: what was there
+    /// before the console looked is shown, not noticed).
+    pub(crate) fn tick(&mut self, remote: &Remote) -> (Arc<Snapshot>, Fresh) {
         let mut seen = BTreeSet::new();
         if let Ok(entries) = std::fs::read_dir(&self.runs_dir) {
             for e in entries.filter_map(Result::ok) {
@@ -233,6 +255,20 @@ impl Watcher {
             .filter(|w| w.on.is_none() || self.remote_listed)
             .cloned()
             .collect();
+        let said: Vec<Spoken> = self
+            .tails
+            .iter_mut()
+            .flat_map(|(run, t)| {
+                std::mem::take(&mut t.said)
+                    .into_iter()
+                    .map(|(seq, said)| Spoken {
+                        run: run.clone(),
+                        seq,
+                        said,
+                    })
+            })
+            .filter(|_| !first)
+            .collect();
         self.known_waiting = now_waiting;
         self.remote_listed |= remote.listed;
         if first
@@ -247,7 +283,13 @@ impl Watcher {
                 version: self.last.version + 1,
             });
         }
-        (self.last.clone(), fresh)
+        (
+            self.last.clone(),
+            Fresh {
+                waiting: fresh,
+                said,
+            },
+        )
     }
 }
 
@@ -258,8 +300,12 @@ fn follow(tail: &mut Tail, name: &str, events: &Path) {
     };
     let len = file.metadata().map(|m| m.len()).unwrap_or(0);
     if len < tail.offset {
-        // Shorter than what was read: cut (a torn line) or replaced. Read it again.
-        *tail = Tail::default();
+        // Shorter than what was read: cut (a torn line) or replaced. Read it again (what was
+        // said before is not said again).
+        *tail = Tail {
+            said_upto: tail.said_upto,
+            ..Tail::default()
+        };
     }
     tail.row.run = name.to_string();
     if tail.row.status.is_empty() {
@@ -284,7 +330,17 @@ fn follow(tail: &mut Tail, name: &str, events: &Path) {
     let whole: Vec<u8> = tail.partial.drain(..=end).collect();
     for line in whole.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
         match Record::parse_line(line) {
-            Ok((r, _)) => fold(&mut tail.row, &r),
+            Ok((r, _)) => {
+                fold(&mut tail.row, &r);
+                let said = Sayings::concerns(&r.kind)
+                    .then(|| r.event().ok())
+                    .flatten()
+                    .and_then(|e| tail.sayings.fold(r.agent.as_ref(), &e));
+                if let Some(said) = said.filter(|_| r.seq > tail.said_upto) {
+                    tail.said_upto = r.seq;
+                    tail.said.push((r.seq, said));
+                }
+            }
             Err(e) => tail.row.problem = Some(format!("record {}: {}", tail.row.records + 1, e.0)),
         }
     }

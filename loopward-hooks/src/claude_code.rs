@@ -625,6 +625,25 @@ mod tests {
                 "mcp_loopward_handoff",
                 "mcp__loopward__handoff",
             ),
+            // `say` as each host names it (the loop's gates judge it where it is relayed).
+            (
+                Host::ClaudeCode,
+                "PreToolUse",
+                "mcp__loopward__say",
+                "mcp_loopward_say",
+            ),
+            (
+                Host::Codex,
+                "PreToolUse",
+                "mcp__loopward__say",
+                "mcp_loopward_say",
+            ),
+            (
+                Host::GeminiCli,
+                "BeforeTool",
+                "mcp_loopward_say",
+                "mcp__loopward__say",
+            ),
         ] {
             assert_eq!(
                 tool_at(host, event, ours),

@@ -215,27 +215,7 @@ fn events() -> Vec<(Option<u32>, Option<&'static str>, AuditEvent)> {
 }
 
 fn sealed() -> Vec<Record> {
-    let mut prev = GENESIS.to_string();
-    let mut out = Vec::new();
-    for (i, (turn, who, event)) in events().into_iter().enumerate() {
-        let scope = Scope {
-            run: RunId::new("r1").unwrap(),
-            turn: turn.map(TurnNumber),
-            agent: who.map(agent),
-        };
-        let (rec, _) = Record::seal(
-            &Chain::Sha256,
-            i as u64 + 1,
-            "2026-01-01T00:00:00.000Z",
-            &scope,
-            &event,
-            &prev,
-        )
-        .unwrap();
-        prev = rec.hash.clone();
-        out.push(rec);
-    }
-    out
+    seal_all(events())
 }
 
 fn count(page: &str, needle: &str) -> usize {
@@ -350,4 +330,93 @@ fn index_marks_runs_that_do_not_verify_and_links_the_rest() {
     assert!(good.contains(&format!(" key <code>{id}</code>")), "{id}");
     assert_eq!(count(&page, "<svg class=\"mini\""), 1);
     assert!(!page.contains("<script"));
+}
+
+/// `records` of run `r1`, sealed in order, each `(turn, agent, event)`.
+fn seal_all(events: Vec<(Option<u32>, Option<&str>, AuditEvent)>) -> Vec<Record> {
+    let mut prev = GENESIS.to_string();
+    let mut out = Vec::new();
+    for (i, (turn, who, event)) in events.into_iter().enumerate() {
+        let scope = Scope {
+            run: RunId::new("r1").unwrap(),
+            turn: turn.map(TurnNumber),
+            agent: who.map(agent),
+        };
+        let (rec, _) = Record::seal(
+            &Chain::Sha256,
+            i as u64 + 1,
+            "2026-01-01T00:00:00.000Z",
+            &scope,
+            &event,
+            &prev,
+        )
+        .unwrap();
+        prev = rec.hash.clone();
+        out.push(rec);
+    }
+    out
+}
+
+/// A `say` call of `tester` (`id`, its words) and how it ended.
+fn say(
+    id: &str,
+    text: &str,
+    is_error: bool,
+) -> Vec<(Option<u32>, Option<&'static str>, AuditEvent)> {
+    vec![
+        (
+            Some(1),
+            Some("tester"),
+            AuditEvent::ToolRequested {
+                call_id: id.into(),
+                tool: "say".into(),
+                arguments: serde_json::json!({ "text": text }),
+            },
+        ),
+        (
+            Some(1),
+            Some("tester"),
+            AuditEvent::ToolFinished {
+                call_id: id.into(),
+                tool: "say".into(),
+                is_error,
+                effects: vec![],
+                summary: String::new(),
+                output: None,
+            },
+        ),
+    ]
+}
+
+#[test]
+fn an_agents_say_shows_as_what_it_said_escaped_and_only_once_it_went_through() {
+    let mut events = say("c1", "<b>ship</b> it\nnow", false);
+    events.extend(say("c2", "refused words", true));
+    let records = seal_all(events);
+    let page = render_html(&records, &LedgerState::verified("sha256"));
+    assert!(!page.contains("<b>ship"), "raw markup reached the page");
+    // Listed near the top, and in the events table on the call's end, linked.
+    assert!(page.contains("<h2>Said to you</h2>"));
+    assert_eq!(
+        count(&page, "tester said: &lt;b&gt;ship&lt;/b&gt; it\nnow"),
+        2,
+        "{page}"
+    );
+    assert!(page.contains("<a href=\"#seq-2\">#2</a> tester said:"));
+    assert!(page.contains("<tr id=\"seq-2\" class=\"said\">"));
+    // A say that did not go through was not said (its request still shows, as any call's).
+    assert!(!page.contains("tester said: refused words"));
+    assert!(
+        !page.contains("class=\"human\""),
+        "an agent's words are no person's"
+    );
+    let md = loopward_runner::audit::render_markdown(&records);
+    assert!(
+        md.contains("#2 **tester said:** <b>ship</b> it now\n"),
+        "{md}"
+    );
+    assert!(!md.contains("tester said:** refused words"), "{md}");
+    // A page with nothing said has no such section.
+    let quiet = render_html(&sealed(), &LedgerState::verified("sha256"));
+    assert!(!quiet.contains("Said to you"));
 }

@@ -24,6 +24,7 @@ use crate::render::{Printer, Tone};
 use loopward_core::{
     AuditError, AuditEvent, AuditSink, Decision, GateKind, LayerVerdict, RunStatus, Scope,
 };
+use loopward_runner::tools::SAY_TOOL;
 use std::io::Write;
 use std::sync::{Arc, Mutex};
 
@@ -35,6 +36,7 @@ pub struct Timeline {
     handoff_refusal_shown: bool,
     hints_shown: std::collections::HashSet<String>,
     task_next: bool,
+    sayings: loopward_runner::audit::Sayings,
 }
 
 /// A short form of a tool call's arguments: its path, command or target.
@@ -62,6 +64,11 @@ fn clip(s: &str, n: usize) -> String {
 impl Timeline {
     /// Renders one event (some events render as nothing).
     pub fn render<W: Write>(&mut self, out: &mut Printer<W>, scope: &Scope, event: &AuditEvent) {
+        // An agent's words to the people watching show once said, whole, as no person's.
+        if let Some(said) = self.sayings.fold(scope.agent.as_ref(), event) {
+            out.line(Tone::Plain, format!("    » {said}"));
+            return;
+        }
         match event {
             // The task (the message right after run_started) is shown above the timeline; a
             // person's later words show where the run took them.
@@ -76,10 +83,10 @@ impl Timeline {
                 let n = scope.turn.map_or(0, |t| t.0);
                 out.line(Tone::Turn, format!("  turn {n} · {agent}"));
             }
-            // A handoff shows as its `↪` line once registered.
+            // A handoff shows as its `↪` line once registered, a say as its words once said.
             AuditEvent::ToolRequested {
                 tool, arguments, ..
-            } if tool != "handoff" => {
+            } if tool != "handoff" && tool != SAY_TOOL => {
                 out.line(
                     Tone::Dim,
                     format!("    · {}", call_summary(tool, arguments)),
@@ -271,5 +278,53 @@ impl<W: Write + Send> AuditSink for LiveSink<W> {
         let mut out = self.out.lock().unwrap_or_else(|p| p.into_inner());
         view.render(&mut out, scope, event);
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use loopward_core::{AgentId, RunId, TurnNumber};
+
+    fn rendered(events: &[AuditEvent]) -> String {
+        let mut out = Printer::plain(Vec::new());
+        let mut view = Timeline::default();
+        let scope = Scope {
+            run: RunId::new("r").unwrap(),
+            turn: Some(TurnNumber(1)),
+            agent: Some(AgentId::new("builder").unwrap()),
+        };
+        for e in events {
+            view.render(&mut out, &scope, e);
+        }
+        String::from_utf8(out.get_ref().clone()).unwrap()
+    }
+
+    fn say(id: &str, text: &str, is_error: bool) -> [AuditEvent; 2] {
+        [
+            AuditEvent::ToolRequested {
+                call_id: id.into(),
+                tool: SAY_TOOL.into(),
+                arguments: serde_json::json!({ "text": text }),
+            },
+            AuditEvent::ToolFinished {
+                call_id: id.into(),
+                tool: SAY_TOOL.into(),
+                is_error,
+                effects: vec![],
+                output: Some("not run: refused".into()),
+                summary: "not run: refused".into(),
+            },
+        ]
+    }
+
+    #[test]
+    fn an_agents_say_prints_what_it_said_once_it_went_through() {
+        let mut events = say("c1", "tests pass", false).to_vec();
+        events.extend(say("c2", "never said", true));
+        assert_eq!(
+            rendered(&events),
+            "    » builder said: tests pass\n    ✗ not run: refused\n"
+        );
     }
 }

@@ -29,7 +29,7 @@ use loopward_runner::layers::stopgate::{Approver, StopGates};
 use loopward_runner::model::BoxModelService;
 use loopward_runner::stop::StopRequests;
 use loopward_runner::tool::{BoxToolService, ToolExecutor, ToolSet};
-use loopward_runner::tools::{EditFile, HandoffTool, ListDir, ReadFile, Shell, WriteFile};
+use loopward_runner::tools::{EditFile, HandoffTool, ListDir, ReadFile, Say, Shell, WriteFile};
 use loopward_runner::{BoxTurnService, Clock, LlmAgent, Runner, SystemClock, Workspace};
 use std::path::Path;
 use std::sync::Arc;
@@ -127,7 +127,8 @@ impl std::fmt::Debug for Options {
 }
 
 /// The named built-in tools, with `handoff` offering `team` (pass the agents other than the
-/// caller) and `report_attempt` reporting to the class-jump tracker.
+/// caller), `report_attempt` reporting to the class-jump tracker and `say` speaking to the
+/// people watching the run.
 pub fn tool_set(names: &[String], team: &[AgentId], class_jump: Option<&ClassJump>) -> ToolSet {
     let mut set = ToolSet::new();
     for n in names {
@@ -138,6 +139,7 @@ pub fn tool_set(names: &[String], team: &[AgentId], class_jump: Option<&ClassJum
             "list_dir" => set.with(ListDir),
             "shell" => set.with(Shell::default()),
             "handoff" => set.with(HandoffTool::new(team.to_vec())),
+            "say" => set.with(Say),
             "report_attempt" => match class_jump {
                 Some(cj) => set.with(cj.tool()),
                 None => set, // refused at load: report_attempt needs [class_jump]

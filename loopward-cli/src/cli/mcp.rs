@@ -1,5 +1,5 @@
-//! `loopward mcp`: loopward's own tools (`handoff`, `report_attempt`) served to a coding-agent
-//! session over MCP (stdio, the official SDK `rmcp`). The session's client starts it from the
+//! `loopward mcp`: loopward's own tools (`handoff`, `report_attempt`, `say`) served to a
+//! coding-agent session over MCP (stdio, the official SDK `rmcp`). The session's client starts it from the
 //! MCP config the loop gave that session; it decides and records nothing itself: each
 //! `tools/list` and `tools/call` is relayed to the loop over the session's relay socket
 //! ([`RELAY_ENV`]), where the runner runs the call through the agent's gates and records it.
@@ -78,7 +78,7 @@ impl ServerHandler for Relayed {
         ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
             .with_server_info(Implementation::new("loopward", env!("CARGO_PKG_VERSION")))
             .with_instructions(
-                "loopward's own tools for this session: hand the work to another agent of the team (handoff), report an attempt (report_attempt). The loop decides and records each call.",
+                "loopward's own tools for this session: hand the work to another agent of the team (handoff), report an attempt (report_attempt), tell the people watching the run something (say; the run goes on). The loop decides and records each call.",
             )
     }
 

@@ -158,7 +158,7 @@ pub enum Command {
     Say(say::Args),
     /// Serve the console: live runs, approvals, overrides and a kill switch in a browser.
     Serve(serve::Args),
-    /// Serve loopward's own tools (handoff, report_attempt) to a coding-agent session over MCP
+    /// Serve loopward's own tools (handoff, report_attempt, say) to a coding-agent session over MCP
     /// on stdio; the session's client starts it, relaying each call to its loop.
     #[command(hide = true)]
     Mcp(mcp::Args),

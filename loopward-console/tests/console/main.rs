@@ -263,6 +263,58 @@ async fn a_gate_that_starts_waiting_is_noticed_to_the_webhook_signed_with_a_link
     );
 }
 
+/// An agent's `say` reaches a person two ways: the run's page shows it (as text), and the
+/// webhook is told, signed, with the words and a link, asking for nothing.
+#[tokio::test]
+async fn an_agents_say_shows_on_its_run_page_as_text_and_is_noticed_to_the_webhook() {
+    let (url, received) = support::receiver().await;
+    let f = Fixture::saying(|o| o.webhooks = vec![url.clone()]);
+    f.console.refresh(); // the first look notices nothing already there
+    let run = f.run_until("completed").await;
+    f.console.refresh();
+    let (headers, body) = tokio::time::timeout(std::time::Duration::from_secs(10), received)
+        .await
+        .expect("a notice within 10 s")
+        .unwrap();
+    let secret = std::fs::read_to_string(f.state().join("console/webhook.secret")).unwrap();
+    assert!(loopward_console::notify::signature_matches(
+        secret.trim().as_bytes(),
+        &headers["x-loopward-timestamp"],
+        body.as_bytes(),
+        &headers["x-loopward-signature"],
+    ));
+    let notice: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(notice["kind"], "agent_said", "{notice}");
+    assert_eq!(
+        (&notice["run"], &notice["agent"], &notice["text"]),
+        (
+            &serde_json::json!(run),
+            &serde_json::json!("builder"),
+            &serde_json::json!("<b>halfway</b> there")
+        )
+    );
+    let link = notice["url"].as_str().unwrap();
+    assert!(link.contains(&format!("/runs/{run}#seq-")), "{link}");
+    assert!(!body.contains(f.console.token().secret()));
+
+    let cookie = f.sign_in().await;
+    let (status, _, page) = f.get(&format!("/runs/{run}"), Some(&cookie)).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(
+        page.contains("builder said: &lt;b&gt;halfway&lt;/b&gt; there"),
+        "{page}"
+    );
+    assert!(
+        !page.contains("<b>halfway"),
+        "the words are text, not markup"
+    );
+    let seq = link.rsplit("#seq-").next().unwrap();
+    assert!(
+        page.contains(&format!("id=\"seq-{seq}\"")),
+        "the link lands on its record"
+    );
+}
+
 #[tokio::test]
 async fn stop_every_run_asks_each_run_not_yet_ended_and_a_finished_run_cannot_be_stopped() {
     let f = Fixture::paused().await;

@@ -34,6 +34,24 @@ tool_calls = [{ name = "write_file", arguments = { path = "hello.txt", content =
 text = "done"
 "#;
 
+/// A team whose builder tells the people watching something, and finishes.
+const SAYING: &str = r#"
+[run]
+first = "builder"
+[backend]
+script = "script.toml"
+[[agent]]
+name = "builder"
+tools = ["say"]
+"#;
+
+const SAYING_SCRIPT: &str = r#"
+[[agents.builder]]
+tool_calls = [{ name = "say", arguments = { text = "<b>halfway</b> there" } }]
+[[agents.builder]]
+text = "done"
+"#;
+
 /// The host the console answers to in these tests.
 pub(crate) const HOST: &str = "127.0.0.1:8377";
 
@@ -47,10 +65,19 @@ pub(crate) struct Fixture {
 impl Fixture {
     /// A console over the team's workspace, opened with the options `set` changes.
     pub(crate) fn with(set: impl FnOnce(&mut ConsoleOptions)) -> Self {
+        Self::over(CONFIG, SCRIPT, set)
+    }
+
+    /// A console over the team whose builder says something (`say`), opened as [`Self::with`].
+    pub(crate) fn saying(set: impl FnOnce(&mut ConsoleOptions)) -> Self {
+        Self::over(SAYING, SAYING_SCRIPT, set)
+    }
+
+    fn over(config: &str, script: &str, set: impl FnOnce(&mut ConsoleOptions)) -> Self {
         let ws = tempfile::tempdir().unwrap();
         let xdg = tempfile::tempdir().unwrap();
-        std::fs::write(ws.path().join("loopward.toml"), CONFIG).unwrap();
-        std::fs::write(ws.path().join("script.toml"), SCRIPT).unwrap();
+        std::fs::write(ws.path().join("loopward.toml"), config).unwrap();
+        std::fs::write(ws.path().join("script.toml"), script).unwrap();
         let mut opts = ConsoleOptions::new(
             ws.path().join("loopward.toml"),
             Some(xdg.path().to_path_buf()),
@@ -95,13 +122,18 @@ impl Fixture {
 
     /// Runs the team until its builder's gate pauses it; returns the run id.
     pub(crate) async fn pause_a_run(&self) -> String {
+        self.run_until("awaiting_approval").await
+    }
+
+    /// Runs the team to its end (`status`); returns the run id.
+    pub(crate) async fn run_until(&self, status: &str) -> String {
         let report = loopward::Team::from_config(self.config())
             .unwrap()
             .custody(self.custody())
             .run(Person::at_the_keyboard().says("write hello"))
             .await
             .unwrap();
-        assert_eq!(report.status.label(), "awaiting_approval", "{report:?}");
+        assert_eq!(report.status.label(), status, "{report:?}");
         let dir = std::fs::read_dir(self.ws.path().join("runs")).unwrap();
         let mut runs: Vec<String> = dir
             .filter_map(Result::ok)

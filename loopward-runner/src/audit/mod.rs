@@ -61,6 +61,7 @@ mod memory;
 mod record;
 pub(crate) mod render;
 pub(crate) mod report;
+mod sayings;
 pub(crate) mod verify;
 
 pub use figures::{
@@ -82,6 +83,7 @@ pub(crate) use record::rfc3339;
 pub use record::{Chain, LedgerHeader, ParseError, Record, DOMAIN, GENESIS, SCHEMA};
 pub use render::{render_json, render_markdown};
 pub use report::{report, InvalidRun, Report, ReportError, RunRow, UnauthorisedWrites};
+pub use sayings::{AgentSaid, Sayings};
 pub use verify::{
     verify, verify_all, Breach, RunVerdict, VerifyError, VerifyOk, VerifyOptions, EVENTS_FILE,
 };

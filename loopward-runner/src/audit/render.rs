@@ -85,8 +85,23 @@ pub fn render_markdown(records: &[Record]) -> String {
         );
     }
     out.push_str("\n## Timeline\n\n");
+    let mut sayings = super::Sayings::default();
     for r in records {
-        if let Some(line) = timeline_line(r, f.cost_micros) {
+        let said = super::Sayings::concerns(&r.kind)
+            .then(|| r.event().ok())
+            .flatten()
+            .and_then(|e| sayings.fold(r.agent.as_ref(), &e));
+        if let Some(said) = said {
+            let t = r.time.get(11..23).unwrap_or(&r.time);
+            // Said to a person: whole (up to the tool's bound), on one line.
+            let text = said.text.replace(['\n', '\r'], " ");
+            let _ = writeln!(
+                out,
+                "- `{t}` #{} **{} said:** {text}",
+                r.seq,
+                said.speaker()
+            );
+        } else if let Some(line) = timeline_line(r, f.cost_micros) {
             out.push_str(&line);
         }
     }

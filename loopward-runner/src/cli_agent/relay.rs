@@ -136,8 +136,8 @@ pub(super) struct LoopTools {
 }
 
 impl CliAgentBuilder {
-    /// Serves `tools` (loopward's own: `handoff`, `report_attempt`) to each session over MCP,
-    /// each call run through `stack` (the policy gates and the layers' tool stack, as for a
+    /// Serves `tools` (loopward's own: `handoff`, `report_attempt`, `say`) to each session over
+    /// MCP, each call run through `stack` (the policy gates and the layers' tool stack, as for a
     /// hosted agent). Needs [`mcp_server`](Self::mcp_server) to start the server.
     pub fn loop_tools(mut self, tools: ToolSet, stack: BoxToolService) -> Self {
         self.inner.loop_tools = (!tools.is_empty()).then(|| Arc::new(LoopTools { tools, stack }));

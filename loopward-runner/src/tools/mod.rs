@@ -1,4 +1,5 @@
-//! The built-in tools: `read_file`, `write_file`, `edit_file`, `list_dir`, `shell`, `handoff`.
+//! The built-in tools: `read_file`, `write_file`, `edit_file`, `list_dir`, `shell`, `handoff`,
+//! `say`.
 //!
 //! Every path goes through the workspace canonicaliser; every tool validates its arguments
 //! against its schema before anything runs.
@@ -6,10 +7,12 @@
 mod beneath;
 mod fs;
 mod handoff;
+mod say;
 mod shell;
 
 pub use fs::{EditFile, ListDir, ReadFile, WriteFile};
 pub use handoff::HandoffTool;
+pub use say::{Say, MAX_SAY_CHARS, SAID, SAY_TOOL};
 pub use shell::{ProcessTable, Shell, DEFAULT_SCRATCH_ROOT};
 
 use crate::tool::ToolSet;
@@ -27,4 +30,5 @@ pub fn builtin(team: &[AgentId]) -> ToolSet {
         .with(ListDir)
         .with(Shell::default())
         .with(HandoffTool::new(team.to_vec()))
+        .with(Say)
 }

@@ -74,11 +74,12 @@ pub const BUILTIN_TOOLS: &[&str] = &[
     "shell",
     "handoff",
     "report_attempt",
+    "say",
 ];
 
 /// The tools a coding-CLI agent (`claude-code`, `codex`, `gemini`) may list: loopward's own,
 /// which its sessions call over MCP (`loopward mcp`); the others are the client's.
-pub const LOOP_TOOLS: &[&str] = &["handoff", "report_attempt"];
+pub const LOOP_TOOLS: &[&str] = &["handoff", "report_attempt", "say"];
 
 /// A whole `loopward.toml`.
 #[derive(Clone, Debug, PartialEq, Deserialize)]

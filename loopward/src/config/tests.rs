@@ -211,7 +211,7 @@ fn a_cli_agent_needs_a_verifier_and_lists_only_loopwards_own_tools_and_only_it_t
         (
             "kind = \"gemini\"\nverify = \"true\"\ntools = [\"handoff\", \"write_file\"]",
             "tools",
-            "a gemini agent may list only loopward's own tools (handoff, report_attempt)",
+            "a gemini agent may list only loopward's own tools (handoff, report_attempt, say)",
         ),
         ("base_url = \"http://x\"", "base_url", "is a model agent"),
         ("model = \"m\"", "model", "is a model agent"),

@@ -2,8 +2,10 @@
 //! `<details>` so the decisions that mattered stand out.
 
 use crate::audit::record::Record;
+use crate::audit::{AgentSaid, Sayings};
 use loopward_core::{AuditEvent, Decision, EffectStatus, LayerVerdict};
 use maud::{html, Markup};
+use std::collections::BTreeMap;
 
 /// Whether a record is a verdict that let something through without comment (a gate's `allow`,
 /// a layer's `allow` or `admitted`): folded away by default.
@@ -17,8 +19,22 @@ pub(crate) fn is_pass_through(event: &AuditEvent) -> bool {
     }
 }
 
+/// What agents said to the people watching, by the sequence number of the record that ends
+/// each `say` call.
+pub(crate) fn sayings(records: &[Record]) -> BTreeMap<u64, AgentSaid> {
+    let mut sayings = Sayings::default();
+    records
+        .iter()
+        .filter(|r| Sayings::concerns(&r.kind))
+        .filter_map(|r| {
+            let e = r.event().ok()?;
+            Some((r.seq, sayings.fold(r.agent.as_ref(), &e)?))
+        })
+        .collect()
+}
+
 /// The table of all records.
-pub(crate) fn table(records: &[Record]) -> Markup {
+pub(crate) fn table(records: &[Record], said: &BTreeMap<u64, AgentSaid>) -> Markup {
     let mut groups: Vec<(bool, Vec<&Record>)> = Vec::new();
     for r in records {
         let folded = r.event().is_ok_and(|e| is_pass_through(&e));
@@ -38,12 +54,12 @@ pub(crate) fn table(records: &[Record]) -> Markup {
                                 details {
                                     summary { (rows.len()) " pass-through verdict(s), #" (rows[0].seq)
                                         @if rows.len() > 1 { "–" (rows[rows.len() - 1].seq) } }
-                                    table.events.inner { tbody { @for r in rows { (row(r)) } } }
+                                    table.events.inner { tbody { @for r in rows { (row(r, None)) } } }
                                 }
                             }
                         }
                     } @else {
-                        @for r in rows { (row(r)) }
+                        @for r in rows { (row(r, said.get(&r.seq))) }
                     }
                 }
             }
@@ -51,11 +67,13 @@ pub(crate) fn table(records: &[Record]) -> Markup {
     }
 }
 
-fn row(r: &Record) -> Markup {
+/// One record's row; the end of a `say` call shows what was said (`said`).
+fn row(r: &Record, said: Option<&AgentSaid>) -> Markup {
     let event = r.event();
-    let class = match &event {
-        Ok(e) => tone(e),
-        Err(_) => "bad",
+    let class = match (&event, said) {
+        (_, Some(_)) => "said",
+        (Ok(e), None) => tone(e),
+        (Err(_), None) => "bad",
     };
     html! {
         tr id=(format!("seq-{}", r.seq)) class=(class) {
@@ -65,6 +83,7 @@ fn row(r: &Record) -> Markup {
             td { @if let Some(a) = &r.agent { (a) } }
             td.kind { (r.kind) }
             td.detail { @match &event {
+                _ if said.is_some() => (said.map(ToString::to_string).unwrap_or_default()),
                 Ok(e) => (describe(e)),
                 Err(e) => { "unreadable event: " (e.0) },
             } }

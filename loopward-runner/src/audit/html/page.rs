@@ -11,11 +11,19 @@ pub(crate) fn render(records: &[Record], ledger: &LedgerState) -> String {
     let f = RunFigures::from_records(records);
     let t = Timeline::from_records(records);
     let m = matrix::fold(records);
+    let said = events::sayings(records);
     let title = format!("Run {}", f.run);
     let body = html! {
         h1 { (title) " " (status_badge(&f)) }
         @if !f.task.is_empty() { p.task { "Task: " (f.task) } }
         (figures(&f, records, ledger))
+        @if !said.is_empty() {
+            h2 { "Said to you" }
+            p.none { "What agents told the people watching this run (their say calls). The run went on: nothing here asked or approved anything." }
+            ul.said { @for (seq, s) in &said {
+                li { a href=(format!("#seq-{seq}")) { "#" (seq) } " " (s) }
+            } }
+        }
         h2 { "Timeline" }
         (swimlane::full(&t))
         (swimlane::legend())
@@ -39,7 +47,7 @@ pub(crate) fn render(records: &[Record], ledger: &LedgerState) -> String {
         }
         h2 { "Events" }
         p.none { "Pass-through verdicts (a gate's allow, a layer's allow or admission) are folded; open them to see each one." }
-        (events::table(records))
+        (events::table(records, &said))
     };
     shell(&title, body)
 }

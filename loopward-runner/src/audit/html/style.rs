@@ -47,7 +47,7 @@ table.events.inner td:nth-child(1) { width: 52px; } table.events.inner td:nth-ch
 table.events.inner td:nth-child(4) { width: 90px; } table.events.inner td:nth-child(5) { width: 150px; }
 tr.folded > td { padding: 0; } tr.folded details { padding: 2px 6px; color: var(--muted); } tr.folded summary { cursor: pointer; font-size: 12px; }
 tr.deny td.detail { color: var(--refusal); } tr.warn td.detail { color: #a35a00; } tr.override td.detail { color: var(--override); }
-tr.human td.detail { font-weight: 600; } tr.model td.detail { font-style: italic; } tr.edge td { border-top: 2px solid var(--line); }
+tr.human td.detail, tr.said td.detail { font-weight: 600; } tr.model td.detail { font-style: italic; } tr.edge td { border-top: 2px solid var(--line); }
 tr:target { outline: 2px solid var(--stopgate); background: #e7f5ff; }
 table.runs td { vertical-align: middle; } table.runs td.name { white-space: nowrap; } table.runs { font-size: 13px; } tr.invalid td { background: #fff5f5; }
 svg.mini { display: block; max-width: 320px; height: auto; border: 1px solid var(--line); }
