@@ -192,6 +192,7 @@ const LIBRARIES: &[&str] = &[
 const HUMAN_SOURCES: &[&str] = &[
     "loopward-core/src/person.rs",
     "loopward-runner/src/runner.rs",
+    "loopward-runner/src/runner/drive.rs",
     "loopward-restate/src/workflow.rs",
     // The Claude Code hook, for the prompt a person typed (UserPromptSubmit, notices excluded).
     "loopward-hooks/src/decide.rs",
