@@ -2,7 +2,7 @@
 # The OpenAI-compatible backend against a real server: builds llama.cpp's `llama-server` (cached
 # under target/llama-server/, see llama-server-build.sh), serves the CI model with it on
 # 127.0.0.1 (PID recorded in target/llama-server/server.pid, stopped by that PID on exit), and
-# runs loopward-cli/tests/llama_server.rs against it (`loopward run --backend openai`: a governed
+# runs loopward-cli/tests/llama_server/ against it (`loopward run --backend openai`: a governed
 # team over streamed replies, a stop mid-stream, a run killed mid-stream, a server restarted
 # mid-run, and real tool calls, gated). The restart and tool-call tests start servers of their
 # own from the test (child processes they stop themselves; the tool-call one with

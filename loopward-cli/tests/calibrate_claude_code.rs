@@ -106,7 +106,7 @@ fn a_captured_claude_code_transcript_is_calibrated_per_gate() {
     assert_calibrated(&calibrate(&config, &fixture));
 }
 
-/// The installed client, if any (as `claude_code_real.rs` finds it).
+/// The installed client, if any (as `claude_code_real/` finds it).
 fn claude() -> Option<PathBuf> {
     if let Some(p) = std::env::var_os("LOOPWARD_CLAUDE") {
         return Some(PathBuf::from(p));

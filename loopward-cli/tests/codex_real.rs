@@ -80,8 +80,7 @@ fn real_codex_sessions_are_held_by_the_hook_and_the_sandbox() {
         return;
     };
     let (_dir, root, home) = project();
-    let install = loopward(&root, &home, &["hook", "install", "--host", "codex"]);
-    assert!(install.status.success(), "hook install: {install:?}");
+    clients::install_hook(&root, &home, "codex");
     let grant = loopward(
         &root,
         &home,
@@ -95,23 +94,7 @@ fn real_codex_sessions_are_held_by_the_hook_and_the_sandbox() {
         ],
     );
     assert!(!grant.status.success(), "a grant needs a reason");
-    let grant = loopward(
-        &root,
-        &home,
-        &[
-            "override",
-            "grant",
-            "--agent",
-            "root",
-            "--path",
-            "plans/roadmap.md",
-            "--reason",
-            "the planner approved step 2",
-            "--ttl",
-            "10m",
-        ],
-    );
-    assert!(grant.status.success(), "override grant: {grant:?}");
+    clients::grant_roadmap_once(&root, &home);
     let script = vec![
         // A territory write with the file tool: refused by the hook.
         Step::Patch(
@@ -174,22 +157,10 @@ fn real_codex_sessions_are_held_by_the_hook_and_the_sandbox() {
         "{}",
         said("call_5")
     );
-    let records = support::ledger(&root);
-    let consumed = records
-        .iter()
-        .filter(|r| r["kind"] == "override_consumed")
-        .count();
-    assert_eq!(consumed, 1, "{records:#?}");
+    let records = clients::assert_override_consumed_once(&root, &home);
     assert!(records
         .iter()
         .any(|r| r["kind"] == "gate_decision" && r["data"]["gate"] == "sandbox"));
-    let verify = loopward(&root, &home, &["verify", "--unfinished", "runs"]);
-    assert!(
-        verify.status.success(),
-        "the session ledger verifies: {}{}",
-        String::from_utf8_lossy(&verify.stdout),
-        String::from_utf8_lossy(&verify.stderr)
-    );
 }
 
 /// Codex reads a hook that cannot start (a bare `loopward` not on its `PATH`: exit 127) as "go
@@ -201,8 +172,7 @@ fn a_hook_codex_cannot_start_lets_the_write_through_so_install_never_writes_one(
         return;
     };
     let (_dir, root, home) = project();
-    let install = loopward(&root, &home, &["hook", "install", "--host", "codex"]);
-    assert!(install.status.success(), "hook install: {install:?}");
+    clients::install_hook(&root, &home, "codex");
     let patch = || vec![update("plans/roadmap.md", "1. greeting", "1. mine")];
     // Installed: refused, with a PATH that has no loopward on it.
     let (port, server) = responses_server::start(patch());

@@ -72,25 +72,8 @@ fn real_gemini_cli_sessions_are_held_by_the_hook_and_the_sandbox() {
         return;
     };
     let (_dir, root, home) = project();
-    let install = loopward(&root, &home, &["hook", "install", "--host", "gemini"]);
-    assert!(install.status.success(), "hook install: {install:?}");
-    let grant = loopward(
-        &root,
-        &home,
-        &[
-            "override",
-            "grant",
-            "--agent",
-            "root",
-            "--path",
-            "plans/roadmap.md",
-            "--reason",
-            "the planner approved step 2",
-            "--ttl",
-            "10m",
-        ],
-    );
-    assert!(grant.status.success(), "override grant: {grant:?}");
+    clients::install_hook(&root, &home, "gemini");
+    clients::grant_roadmap_once(&root, &home);
     let p = |rel: &str| root.join(rel).to_str().unwrap().to_string();
     let step2 = "# Roadmap\n1. greeting\n2. farewell\n";
     let script = vec![
@@ -155,19 +138,7 @@ fn real_gemini_cli_sessions_are_held_by_the_hook_and_the_sandbox() {
         std::fs::read_to_string(root.join("plans/roadmap.md")).unwrap(),
         step2
     );
-    let records = support::ledger(&root);
-    let consumed = records
-        .iter()
-        .filter(|r| r["kind"] == "override_consumed")
-        .count();
-    assert_eq!(consumed, 1, "{records:#?}");
-    let verify = loopward(&root, &home, &["verify", "--unfinished", "runs"]);
-    assert!(
-        verify.status.success(),
-        "the session ledger verifies: {}{}",
-        String::from_utf8_lossy(&verify.stdout),
-        String::from_utf8_lossy(&verify.stderr)
-    );
+    clients::assert_override_consumed_once(&root, &home);
 }
 
 /// A hook that cannot start (a bare `loopward` not on Gemini CLI's `PATH`: exit 127): Gemini CLI
@@ -179,8 +150,7 @@ fn a_hook_gemini_cannot_start_blocks_the_session_and_doctor_flags_it() {
         return;
     };
     let (_dir, root, home) = project();
-    let install = loopward(&root, &home, &["hook", "install", "--host", "gemini"]);
-    assert!(install.status.success(), "hook install: {install:?}");
+    clients::install_hook(&root, &home, "gemini");
     let target = root.join("plans/roadmap.md");
     let write = || {
         vec![Call::tool(

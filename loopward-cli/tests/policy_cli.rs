@@ -43,6 +43,13 @@ fn loopward(root: &Path, args: &[&str]) -> (Option<i32>, String) {
     (o.status.code(), text)
 }
 
+/// `loopward policy explain --agent <agent> <what…>` in `root`.
+fn explain(root: &Path, agent: &str, what: &[&str]) -> (Option<i32>, String) {
+    let mut args = vec!["policy", "explain", "--agent", agent];
+    args.extend(what);
+    loopward(root, &args)
+}
+
 fn version(text: &str) -> String {
     text.lines()
         .next()
@@ -55,17 +62,7 @@ fn version(text: &str) -> String {
 #[test]
 fn explain_names_the_rule_its_line_the_remedy_and_the_policy_version() {
     let (_d, root) = project(CONFIG);
-    let (code, text) = loopward(
-        &root,
-        &[
-            "policy",
-            "explain",
-            "--agent",
-            "builder",
-            "--write",
-            "plans/a.md",
-        ],
-    );
+    let (code, text) = explain(&root, "builder", &["--write", "plans/a.md"]);
     assert_eq!(code, Some(1), "{text}");
     assert!(
         text.contains("deny     territory:planner        loopward.toml:12"),
@@ -74,50 +71,26 @@ fn explain_names_the_rule_its_line_the_remedy_and_the_policy_version() {
     assert!(text.contains("plans/a.md belongs to planner"), "{text}");
     assert!(text.contains("hand it to planner"), "{text}");
     // The same rule, worded for the host that would show it.
-    let (_, codex) = loopward(
+    let (_, codex) = explain(
         &root,
-        &[
-            "policy",
-            "explain",
-            "--agent",
-            "builder",
-            "--write",
-            "plans/a.md",
-            "--host",
-            "codex",
-        ],
+        "builder",
+        &["--write", "plans/a.md", "--host", "codex"],
     );
     assert!(codex.contains("in your reply"), "{codex}");
-    let (code, text) = loopward(
-        &root,
-        &[
-            "policy",
-            "explain",
-            "--agent",
-            "planner",
-            "--write",
-            "plans/a.md",
-        ],
-    );
+    let (code, text) = explain(&root, "planner", &["--write", "plans/a.md"]);
     assert_eq!(code, Some(0), "{text}");
     assert!(text.contains("decision: allow"), "{text}");
     // The version follows the effective policy, not the file's bytes.
     let v1 = version(&text);
     std::fs::write(root.join("loopward.toml"), format!("# a comment\n{CONFIG}")).unwrap();
-    let (_, same) = loopward(
-        &root,
-        &["policy", "explain", "--agent", "planner", "--write", "x"],
-    );
+    let (_, same) = explain(&root, "planner", &["--write", "x"]);
     assert_eq!(version(&same), v1);
     std::fs::write(
         root.join("loopward.toml"),
         CONFIG.replace("plans/**", "plans/*.md"),
     )
     .unwrap();
-    let (_, other) = loopward(
-        &root,
-        &["policy", "explain", "--agent", "planner", "--write", "x"],
-    );
+    let (_, other) = explain(&root, "planner", &["--write", "x"]);
     assert_ne!(version(&other), v1);
 }
 
@@ -141,17 +114,7 @@ fn explain_shows_the_override_a_write_would_use_and_uses_none() {
     );
     assert_eq!(code, Some(0), "{text}");
     for _ in 0..2 {
-        let (code, text) = loopward(
-            &root,
-            &[
-                "policy",
-                "explain",
-                "--agent",
-                "builder",
-                "--write",
-                "plans/a.md",
-            ],
-        );
+        let (code, text) = explain(&root, "builder", &["--write", "plans/a.md"]);
         assert_eq!(code, Some(0), "{text}");
         assert!(text.contains("override"), "{text}");
         assert!(text.contains("\"fix the typo\""), "{text}");
@@ -161,17 +124,7 @@ fn explain_shows_the_override_a_write_would_use_and_uses_none() {
 #[test]
 fn explain_a_command_lists_what_its_sandbox_leaves_read_only() {
     let (_d, root) = project(CONFIG);
-    let (code, text) = loopward(
-        &root,
-        &[
-            "policy",
-            "explain",
-            "--agent",
-            "builder",
-            "--command",
-            "make test",
-        ],
-    );
+    let (code, text) = explain(&root, "builder", &["--command", "make test"]);
     assert_eq!(code, Some(0), "{text}");
     assert!(
         text.contains("read-only: territory:planner plans/** (loopward.toml:12)"),
@@ -378,17 +331,7 @@ fn records(ledger: &Path, kind: &str) -> Vec<serde_json::Value> {
 fn a_run_and_a_hook_record_the_rule_line_and_the_policy_version() {
     let config = CONFIG.replace("first = \"planner\"", "first = \"builder\"");
     let (_d, root) = project(&config);
-    let (_, explained) = loopward(
-        &root,
-        &[
-            "policy",
-            "explain",
-            "--agent",
-            "builder",
-            "--write",
-            "plans/a.md",
-        ],
-    );
+    let (_, explained) = explain(&root, "builder", &["--write", "plans/a.md"]);
     let v1 = version(&explained);
     // The runner: the builder writes into the planner's territory (line 12) and is refused.
     std::fs::write(

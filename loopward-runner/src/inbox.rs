@@ -33,10 +33,11 @@
 //! ```
 
 use crate::audit::{KeyRing, Seal};
+use crate::claimed_file::{claim, read_bounded};
 use loopward_core::{HumanWords, RunId};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, VecDeque};
-use std::io::{ErrorKind, Read, Write};
+use std::io::{ErrorKind, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -327,44 +328,10 @@ fn take(dir: &Path, run: &RunId, keys: Option<&KeyRing>, now_ms: u64) -> Taken {
     taken
 }
 
-/// Moves `from` to `to`; `Ok(false)` when another taker moved it first.
-fn claim(from: &Path, to: &Path) -> Result<bool, String> {
-    if let Some(parent) = to.parent() {
-        std::fs::create_dir_all(parent).map_err(|e| e.to_string())?;
-    }
-    match std::fs::rename(from, to) {
-        Ok(()) => Ok(true),
-        Err(e) if e.kind() == ErrorKind::NotFound => Ok(false),
-        Err(e) => Err(e.to_string()),
-    }
-}
-
 /// Reads one claimed message: a regular file (no link), at most 64 KiB, well-formed, for this
 /// run, and sealed when the inbox is keyed.
 fn read(path: &Path, run: &RunId, keys: Option<&KeyRing>) -> Result<String, String> {
-    let flags = nix::fcntl::OFlag::O_NOFOLLOW | nix::fcntl::OFlag::O_NONBLOCK;
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(flags.bits())
-        .open(path)
-        .map_err(|e| {
-            if e.raw_os_error() == Some(nix::libc::ELOOP) {
-                "a symbolic link, not a message file".to_string()
-            } else {
-                format!("unreadable: {e}")
-            }
-        })?;
-    let meta = file.metadata().map_err(|e| format!("unreadable: {e}"))?;
-    if !meta.file_type().is_file() {
-        return Err("not a regular file".into());
-    }
-    let mut text = Vec::new();
-    file.take(MAX_FILE_BYTES + 1)
-        .read_to_end(&mut text)
-        .map_err(|e| format!("unreadable: {e}"))?;
-    if text.len() as u64 > MAX_FILE_BYTES {
-        return Err("larger than 64 KiB".into());
-    }
+    let text = read_bounded(path, MAX_FILE_BYTES, "a message file")?;
     let record: Record =
         serde_json::from_slice(&text).map_err(|e| format!("not a message file: {e}"))?;
     if record.run != *run {

@@ -65,6 +65,7 @@ mod agent;
 mod atomic_file;
 pub mod audit;
 pub mod calibrate;
+mod claimed_file;
 pub mod cli_agent;
 mod clock;
 mod context;

@@ -26,12 +26,11 @@
 //! ```
 
 use crate::audit::{KeyRing, Seal};
+use crate::claimed_file::{claim, read_bounded};
 use crate::context::RunContext;
 use loopward_core::{AuditError, AuditEvent, LayerVerdict, RunId, RunStatus};
 use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
-use std::io::{ErrorKind, Read};
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -281,44 +280,10 @@ pub(crate) fn honour(
     }))
 }
 
-/// Moves `from` to `to`; `Ok(false)` when there is nothing to move (or another taker moved it).
-fn claim(from: &Path, to: &Path) -> Result<bool, String> {
-    if let Some(parent) = to.parent() {
-        std::fs::create_dir_all(parent).map_err(|e| e.to_string())?;
-    }
-    match std::fs::rename(from, to) {
-        Ok(()) => Ok(true),
-        Err(e) if e.kind() == ErrorKind::NotFound => Ok(false),
-        Err(e) => Err(e.to_string()),
-    }
-}
-
 /// Reads one claimed request: a small regular file (no link), well-formed, for this run, and
 /// sealed when the store is keyed.
 fn read(path: &Path, run: &RunId, keys: Option<&KeyRing>) -> Result<StopRequest, String> {
-    let flags = nix::fcntl::OFlag::O_NOFOLLOW | nix::fcntl::OFlag::O_NONBLOCK;
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(flags.bits())
-        .open(path)
-        .map_err(|e| {
-            if e.raw_os_error() == Some(nix::libc::ELOOP) {
-                "a symbolic link, not a stop request".to_string()
-            } else {
-                format!("unreadable: {e}")
-            }
-        })?;
-    let meta = file.metadata().map_err(|e| format!("unreadable: {e}"))?;
-    if !meta.file_type().is_file() {
-        return Err("not a regular file".into());
-    }
-    let mut text = Vec::new();
-    file.take(MAX_FILE_BYTES + 1)
-        .read_to_end(&mut text)
-        .map_err(|e| format!("unreadable: {e}"))?;
-    if text.len() as u64 > MAX_FILE_BYTES {
-        return Err("larger than 16 KiB".into());
-    }
+    let text = read_bounded(path, MAX_FILE_BYTES, "a stop request")?;
     let record: StopRequest =
         serde_json::from_slice(&text).map_err(|e| format!("not a stop request: {e}"))?;
     if record.run != *run {

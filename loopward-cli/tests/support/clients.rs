@@ -105,6 +105,52 @@ pub fn loopward(root: &Path, home: &Path, args: &[&str]) -> Output {
         .unwrap()
 }
 
+/// `loopward hook install --host <host>` in `root`, asserted.
+pub fn install_hook(root: &Path, home: &Path, host: &str) {
+    let install = loopward(root, home, &["hook", "install", "--host", host]);
+    assert!(install.status.success(), "hook install: {install:?}");
+}
+
+/// The one-shot override a session's second roadmap write consumes: `root` may write
+/// `plans/roadmap.md` once, for ten minutes.
+pub fn grant_roadmap_once(root: &Path, home: &Path) {
+    let grant = loopward(
+        root,
+        home,
+        &[
+            "override",
+            "grant",
+            "--agent",
+            "root",
+            "--path",
+            "plans/roadmap.md",
+            "--reason",
+            "the planner approved step 2",
+            "--ttl",
+            "10m",
+        ],
+    );
+    assert!(grant.status.success(), "override grant: {grant:?}");
+}
+
+/// The session's ledger consumed the override exactly once and verifies; its records.
+pub fn assert_override_consumed_once(root: &Path, home: &Path) -> Vec<serde_json::Value> {
+    let records = super::ledger(root);
+    let consumed = records
+        .iter()
+        .filter(|r| r["kind"] == "override_consumed")
+        .count();
+    assert_eq!(consumed, 1, "{records:#?}");
+    let verify = loopward(root, home, &["verify", "--unfinished", "runs"]);
+    assert!(
+        verify.status.success(),
+        "the session ledger verifies: {}{}",
+        String::from_utf8_lossy(&verify.stdout),
+        String::from_utf8_lossy(&verify.stderr)
+    );
+    records
+}
+
 /// A mixed team: the model agent `planner` (the fake backend, [`TEAM_SCRIPT`]) writes a plan
 /// and hands off to `builder`, a coding-CLI agent owning `src/`, whose `[[agent]]` table goes
 /// on with `builder` (its `kind`, `verify`, …).

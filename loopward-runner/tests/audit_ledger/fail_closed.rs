@@ -209,25 +209,47 @@ fn noting_tool(log: Arc<Mutex<Vec<String>>>) -> Arc<dyn loopward_runner::tool::T
     Arc::new(audit_support::NotingTool { log })
 }
 
+/// `builder` notes each of `paths` with [`noting_tool`] (allowed by the gate), then says it is
+/// done.
+fn noting_builder(
+    ws: &Path,
+    paths: &[&str],
+    log: &Arc<Mutex<Vec<String>>>,
+) -> loopward_runner::Runner {
+    let allow: audit_support::Rule =
+        Arc::new(|_, tool, _| (tool == "note").then_some(Decision::Allow));
+    let mut script = Script::default();
+    for path in paths {
+        script.call(&id("builder"), "note", json!({ "path": path }));
+    }
+    script.say(&id("builder"), "Done.");
+    audit_support::team_with_tool(
+        ws,
+        "builder",
+        script,
+        noting_tool(log.clone()),
+        (GateMode::Enforce, allow),
+    )
+}
+
+/// Ledger options whose every commit sync fails, as a disk returning EIO would.
+fn failing_commit_sync() -> LedgerOptions {
+    let hook = Arc::new(|op: LedgerOp<'_>| match op {
+        LedgerOp::Sync { kind: "commit", .. } => Err(std::io::Error::other("injected: fsync EIO")),
+        _ => Ok(()),
+    });
+    LedgerOptions {
+        fault: Some(hook),
+        ..LedgerOptions::default()
+    }
+}
+
 #[tokio::test]
 async fn no_action_runs_before_the_sync_covering_its_decisions_returned() {
     let ws = tempfile::tempdir().unwrap();
     let runs = tempfile::tempdir().unwrap();
     let log = Arc::new(Mutex::new(vec![]));
-    let allow: audit_support::Rule =
-        Arc::new(|_, tool, _| (tool == "note").then_some(Decision::Allow));
-    let mut script = Script::default();
-    script
-        .call(&id("builder"), "note", json!({"path": "a.txt"}))
-        .call(&id("builder"), "note", json!({"path": "b.txt"}))
-        .say(&id("builder"), "Done.");
-    let runner = audit_support::team_with_tool(
-        ws.path(),
-        "builder",
-        script,
-        noting_tool(log.clone()),
-        (GateMode::Enforce, allow),
-    );
+    let runner = noting_builder(ws.path(), &["a.txt", "b.txt"], &log);
     let opts = LedgerOptions {
         fault: Some(logging_hook(log.clone())),
         ..LedgerOptions::default()
@@ -275,27 +297,8 @@ async fn a_failed_sync_before_the_action_stops_it_and_the_run() {
     let ws = tempfile::tempdir().unwrap();
     let runs = tempfile::tempdir().unwrap();
     let log = Arc::new(Mutex::new(vec![]));
-    let allow: audit_support::Rule =
-        Arc::new(|_, tool, _| (tool == "note").then_some(Decision::Allow));
-    let mut script = Script::default();
-    script
-        .call(&id("builder"), "note", json!({"path": "a.txt"}))
-        .say(&id("builder"), "Done.");
-    let runner = audit_support::team_with_tool(
-        ws.path(),
-        "builder",
-        script,
-        noting_tool(log.clone()),
-        (GateMode::Enforce, allow),
-    );
-    let hook = Arc::new(|op: LedgerOp<'_>| match op {
-        LedgerOp::Sync { kind: "commit", .. } => Err(std::io::Error::other("injected: fsync EIO")),
-        _ => Ok(()),
-    });
-    let opts = LedgerOptions {
-        fault: Some(hook),
-        ..LedgerOptions::default()
-    };
+    let runner = noting_builder(ws.path(), &["a.txt"], &log);
+    let opts = failing_commit_sync();
     let (report, finished) = run_to_ledger(
         &runner,
         runs.path(),
@@ -329,14 +332,7 @@ async fn a_failed_fsync_of_the_gate_decision_stops_the_action() {
         SteppingClock::new(),
         Some((GateMode::Enforce, allow)),
     );
-    let hook = Arc::new(|op: LedgerOp<'_>| match op {
-        LedgerOp::Sync { kind: "commit", .. } => Err(std::io::Error::other("injected: fsync EIO")),
-        _ => Ok(()),
-    });
-    let opts = LedgerOptions {
-        fault: Some(hook),
-        ..LedgerOptions::default()
-    };
+    let opts = failing_commit_sync();
     let (report, _) = run_to_ledger(
         &runner,
         runs.path(),

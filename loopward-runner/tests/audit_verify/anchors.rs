@@ -211,32 +211,13 @@ async fn an_edited_index_line_fails_every_run() {
 
 #[tokio::test]
 async fn anchors_dropped_from_the_end_of_the_index_are_caught_by_the_state_head() {
-    let ws = tempfile::tempdir().unwrap();
-    let runs = tempfile::tempdir().unwrap();
     let state = tempfile::tempdir().unwrap();
     let head = state.path().join("index-head.json");
     let opts = LedgerOptions {
         index_head: Some(head.clone()),
         ..LedgerOptions::keyed(the_key())
     };
-    let runner = team(
-        ws.path(),
-        &["planner", "builder"],
-        plan_and_build_script(),
-        SteppingClock::new(),
-        Some((GateMode::Enforce, territory())),
-    );
-    run_to_ledger(
-        &runner,
-        runs.path(),
-        "r1",
-        Person::at_the_keyboard().says("say hello"),
-        "planner",
-        opts.clone(),
-    )
-    .await
-    .1
-    .unwrap();
+    let (_ws, runs, dir) = finished_with(opts.clone()).await;
     // A second segment of r1: resumed and finished again.
     let (ledger, _) = Ledger::open_existing(runs.path(), &RunId::new("r1").unwrap(), opts).unwrap();
     let scope = Scope {
@@ -253,7 +234,6 @@ async fn anchors_dropped_from_the_end_of_the_index_are_caught_by_the_state_head(
         )
         .unwrap();
     ledger.finish().unwrap();
-    let dir = runs.path().join("r1");
     let check = keyed().head(&head);
     assert!(verify(&dir, &check).unwrap().head_checked);
     // Drop the second segment and its anchor: a valid prefix of both files.
@@ -281,33 +261,13 @@ async fn anchors_dropped_from_the_end_of_the_index_are_caught_by_the_state_head(
 
 #[tokio::test]
 async fn a_witness_catches_a_rewrite_by_whoever_holds_the_key() {
-    let ws = tempfile::tempdir().unwrap();
-    let runs = tempfile::tempdir().unwrap();
     let elsewhere = tempfile::tempdir().unwrap();
     let witness = elsewhere.path().join("anchors.jsonl");
     let opts = LedgerOptions {
         witness: Some(witness.clone()),
         ..LedgerOptions::keyed(the_key())
     };
-    let runner = team(
-        ws.path(),
-        &["planner", "builder"],
-        plan_and_build_script(),
-        SteppingClock::new(),
-        Some((GateMode::Enforce, territory())),
-    );
-    run_to_ledger(
-        &runner,
-        runs.path(),
-        "r1",
-        Person::at_the_keyboard().says("say hello"),
-        "planner",
-        opts,
-    )
-    .await
-    .1
-    .unwrap();
-    let dir = runs.path().join("r1");
+    let (_ws, runs, dir) = finished_with(opts).await;
     assert!(verify(&dir, &keyed().witness(&witness)).unwrap().witnessed);
     // The key holder drops two records, re-chains, and rewrites the index from scratch.
     let n = lines(&dir).len();

@@ -49,8 +49,18 @@ async fn finished() -> (tempfile::TempDir, tempfile::TempDir, PathBuf) {
     finished_run(Some(the_key())).await
 }
 
-/// A finished scripted run; returns (runs dir guard, run dir, lines).
+/// A finished scripted run; returns (workspace, runs dir, run dir).
 async fn finished_run(key: Option<LedgerKey>) -> (tempfile::TempDir, tempfile::TempDir, PathBuf) {
+    finished_with(LedgerOptions {
+        key,
+        ..LedgerOptions::default()
+    })
+    .await
+}
+
+/// The standard scripted run `r1`, its ledger written through `opts`, finished; returns
+/// (workspace, runs dir, run dir).
+async fn finished_with(opts: LedgerOptions) -> (tempfile::TempDir, tempfile::TempDir, PathBuf) {
     let ws = tempfile::tempdir().unwrap();
     let runs = tempfile::tempdir().unwrap();
     let runner = team(
@@ -60,10 +70,6 @@ async fn finished_run(key: Option<LedgerKey>) -> (tempfile::TempDir, tempfile::T
         SteppingClock::new(),
         Some((GateMode::Enforce, territory())),
     );
-    let opts = LedgerOptions {
-        key,
-        ..LedgerOptions::default()
-    };
     let (report, fin) = run_to_ledger(
         &runner,
         runs.path(),

@@ -30,26 +30,25 @@ fn bounded_runner(ws: &Path, log: &Path, layers: &str, script: Script) -> Runner
     b.build().unwrap()
 }
 
-/// Runs (or resumes) run `r1` of `bounded_runner`, the ledger written through `opts`.
-async fn bounded(
-    ws: &Path,
-    runs: &Path,
-    log: &Path,
-    opts: LedgerOptions,
-    layers: &str,
-    script: Script,
-) -> RunReport {
-    std::fs::create_dir_all(ws.join("out")).unwrap();
-    let runner = bounded_runner(ws, log, layers, script);
-    let report = run_or_resume_r1(&runner, runs, opts).await;
+/// Runs (or resumes) run `r1` of `bounded_runner` in `s`, the ledger written through `opts`;
+/// a run that ended with its ledger whole is verified.
+async fn bounded(s: &Scratch, opts: LedgerOptions, layers: &str, script: Script) -> RunReport {
+    std::fs::create_dir_all(s.ws().join("out")).unwrap();
+    let runner = bounded_runner(s.ws(), &s.log(), layers, script);
+    let report = run_or_resume_r1(&runner, s.runs(), opts).await;
     if !matches!(report.status, RunStatus::AuditFailed { .. }) {
-        verify(
-            &runs.join("r1"),
-            &loopward_runner::audit::VerifyOptions::keyless(),
-        )
-        .unwrap();
+        verified(s);
     }
     report
+}
+
+/// Asserts the ledger of run `r1` verifies.
+fn verified(s: &Scratch) {
+    verify(
+        &s.run_dir(),
+        &loopward_runner::audit::VerifyOptions::keyless(),
+    )
+    .unwrap();
 }
 
 fn decided(run_dir: &Path, layer: &str, decision: &str) -> usize {
@@ -76,33 +75,19 @@ fn same_call_three_times() -> Script {
 async fn a_resumed_run_is_held_to_the_repeat_cap_it_had_counted() {
     const LAYERS: &str = "[repeat]\nmax_identical = 2\n";
     // Killed after the second identical call finished (at the third model call's record).
-    let (ws, runs, tmp) = (
-        tempfile::tempdir().unwrap(),
-        tempfile::tempdir().unwrap(),
-        tempfile::tempdir().unwrap(),
-    );
-    let log = tmp.path().join("calls.log");
-    let (w, r) = (ws.path(), runs.path());
+    let s = Scratch::new();
     let first = bounded(
-        w,
-        r,
-        &log,
+        &s,
         killed_at("model_call", 3),
         LAYERS,
         same_call_three_times(),
     )
     .await;
-    assert!(
-        matches!(first.status, RunStatus::AuditFailed { .. }),
-        "{:?}",
-        first.status
-    );
-    assert_eq!(lines(&w.join("out/effects.log")), ["x", "x"]);
-    assert_eq!(decided(&r.join("r1"), "repeat", "refused"), 0);
+    assert_killed(&first);
+    assert_eq!(lines(&s.ws().join("out/effects.log")), ["x", "x"]);
+    assert_eq!(decided(&s.run_dir(), "repeat", "refused"), 0);
     let resumed = bounded(
-        w,
-        r,
-        &log,
+        &s,
         LedgerOptions::default(),
         LAYERS,
         same_call_three_times(),
@@ -111,25 +96,19 @@ async fn a_resumed_run_is_held_to_the_repeat_cap_it_had_counted() {
     assert_eq!(resumed.status, RunStatus::Completed);
     // The third identical call is the cap's third: refused, as in a run never stopped.
     assert_eq!(
-        lines(&w.join("out/effects.log")),
+        lines(&s.ws().join("out/effects.log")),
         ["x", "x"],
         "the cap held across the resume"
     );
-    assert_eq!(decided(&r.join("r1"), "repeat", "refused"), 1);
+    assert_eq!(decided(&s.run_dir(), "repeat", "refused"), 1);
 }
 
 #[tokio::test]
 async fn a_resumed_run_is_held_to_the_turn_cap_it_had_counted() {
     const LAYERS: &str = "[limits]\nturns_per_run = 3\n";
-    let (ws, runs, tmp) = (
-        tempfile::tempdir().unwrap(),
-        tempfile::tempdir().unwrap(),
-        tempfile::tempdir().unwrap(),
-    );
-    let log = tmp.path().join("calls.log");
-    let (w, r) = (ws.path(), runs.path());
+    let s = Scratch::new();
     // Never stopped: the fourth turn is refused.
-    let whole = bounded(w, r, &log, LedgerOptions::default(), LAYERS, ping_pong()).await;
+    let whole = bounded(&s, LedgerOptions::default(), LAYERS, ping_pong()).await;
     assert!(
         matches!(whole.status, RunStatus::CapReached { .. }),
         "{:?}",
@@ -137,28 +116,10 @@ async fn a_resumed_run_is_held_to_the_turn_cap_it_had_counted() {
     );
     assert_eq!(whole.turns, 4);
     // Killed after two turns ended (at the third turn's start), then resumed.
-    let (ws, runs, tmp) = (
-        tempfile::tempdir().unwrap(),
-        tempfile::tempdir().unwrap(),
-        tempfile::tempdir().unwrap(),
-    );
-    let log = tmp.path().join("calls.log");
-    let (w, r) = (ws.path(), runs.path());
-    let first = bounded(
-        w,
-        r,
-        &log,
-        killed_at("turn_started", 3),
-        LAYERS,
-        ping_pong(),
-    )
-    .await;
-    assert!(
-        matches!(first.status, RunStatus::AuditFailed { .. }),
-        "{:?}",
-        first.status
-    );
-    let resumed = bounded(w, r, &log, LedgerOptions::default(), LAYERS, ping_pong()).await;
+    let s = Scratch::new();
+    let first = bounded(&s, killed_at("turn_started", 3), LAYERS, ping_pong()).await;
+    assert_killed(&first);
+    let resumed = bounded(&s, LedgerOptions::default(), LAYERS, ping_pong()).await;
     assert_eq!(
         resumed.status, whole.status,
         "the cap held across the resume"
@@ -169,22 +130,9 @@ async fn a_resumed_run_is_held_to_the_turn_cap_it_had_counted() {
 #[tokio::test]
 async fn a_resumed_run_is_held_to_the_budget_it_had_spent() {
     // What the first two model calls of the run cost, in tokens: the budget.
-    let (ws, runs, tmp) = (
-        tempfile::tempdir().unwrap(),
-        tempfile::tempdir().unwrap(),
-        tempfile::tempdir().unwrap(),
-    );
-    let log = tmp.path().join("calls.log");
-    bounded(
-        ws.path(),
-        runs.path(),
-        &log,
-        LedgerOptions::default(),
-        "",
-        same_call_three_times(),
-    )
-    .await;
-    let spent: u64 = records(&runs.path().join("r1"))
+    let s = Scratch::new();
+    bounded(&s, LedgerOptions::default(), "", same_call_three_times()).await;
+    let spent: u64 = records(&s.run_dir())
         .iter()
         .filter_map(|(_, e)| match e {
             AuditEvent::ModelCall { usage, .. } => Some(usage.total()),
@@ -194,16 +142,9 @@ async fn a_resumed_run_is_held_to_the_budget_it_had_spent() {
         .sum();
     let layers = format!("[budget]\nmax_tokens = {spent}\n");
     // Never stopped: the third call is refused.
-    let (ws, runs, tmp) = (
-        tempfile::tempdir().unwrap(),
-        tempfile::tempdir().unwrap(),
-        tempfile::tempdir().unwrap(),
-    );
-    let log = tmp.path().join("calls.log");
+    let s = Scratch::new();
     let whole = bounded(
-        ws.path(),
-        runs.path(),
-        &log,
+        &s,
         LedgerOptions::default(),
         &layers,
         same_call_three_times(),
@@ -214,33 +155,19 @@ async fn a_resumed_run_is_held_to_the_budget_it_had_spent() {
         "{:?}",
         whole.status
     );
-    assert_eq!(lines(&log).len(), 2);
+    assert_eq!(lines(&s.log()).len(), 2);
     // Killed after the second call's reply was recorded, then resumed: the same.
-    let (ws, runs, tmp) = (
-        tempfile::tempdir().unwrap(),
-        tempfile::tempdir().unwrap(),
-        tempfile::tempdir().unwrap(),
-    );
-    let log = tmp.path().join("calls.log");
-    let (w, r) = (ws.path(), runs.path());
+    let s = Scratch::new();
     let first = bounded(
-        w,
-        r,
-        &log,
+        &s,
         killed_at("tool_requested", 2),
         &layers,
         same_call_three_times(),
     )
     .await;
-    assert!(
-        matches!(first.status, RunStatus::AuditFailed { .. }),
-        "{:?}",
-        first.status
-    );
+    assert_killed(&first);
     let resumed = bounded(
-        w,
-        r,
-        &log,
+        &s,
         LedgerOptions::default(),
         &layers,
         same_call_three_times(),
@@ -250,7 +177,7 @@ async fn a_resumed_run_is_held_to_the_budget_it_had_spent() {
         resumed.status, whole.status,
         "the budget held across the resume"
     );
-    assert_eq!(lines(&log).len(), 2, "no third model call was paid for");
+    assert_eq!(lines(&s.log()).len(), 2, "no third model call was paid for");
 }
 
 #[tokio::test]
@@ -263,30 +190,20 @@ async fn a_run_killed_after_the_turn_that_ended_it_resumes_to_the_same_end() {
         s.say(&id("a"), "I was not allowed to.");
         s
     };
-    let (ws, runs, tmp) = (
-        tempfile::tempdir().unwrap(),
-        tempfile::tempdir().unwrap(),
-        tempfile::tempdir().unwrap(),
-    );
-    let log = tmp.path().join("calls.log");
-    let (w, r) = (ws.path(), runs.path());
+    let s = Scratch::new();
     // Killed between the turn's end and the run's end.
-    let first = bounded(w, r, &log, killed_at("run_ended", 1), LAYERS, script()).await;
-    assert!(
-        matches!(first.status, RunStatus::AuditFailed { .. }),
-        "{:?}",
-        first.status
-    );
-    let resumed = bounded(w, r, &log, LedgerOptions::default(), LAYERS, script()).await;
+    let first = bounded(&s, killed_at("run_ended", 1), LAYERS, script()).await;
+    assert_killed(&first);
+    let resumed = bounded(&s, LedgerOptions::default(), LAYERS, script()).await;
     assert!(
         matches!(&resumed.status, RunStatus::Stopped { reason } if reason.contains("stop-gate")),
         "a stopped run resumed as {:?}",
         resumed.status
     );
     assert_eq!(resumed.final_text, "I was not allowed to.");
-    assert!(lines(&w.join("out/effects.log")).is_empty());
+    assert!(lines(&s.ws().join("out/effects.log")).is_empty());
     // Now it is finished: resuming again is refused, saying how.
-    let journal = Journal::from_records(&records(&r.join("r1"))).unwrap();
+    let journal = Journal::from_records(&records(&s.run_dir())).unwrap();
     assert!(matches!(
         journal.finished(),
         Some(RunStatus::Stopped { .. })
@@ -309,43 +226,20 @@ async fn a_resumed_run_is_held_to_the_strategies_it_had_spent() {
         s.say(&id("a"), "I ran out of strategies.");
         s
     };
-    let (ws, runs, tmp) = (
-        tempfile::tempdir().unwrap(),
-        tempfile::tempdir().unwrap(),
-        tempfile::tempdir().unwrap(),
-    );
-    let log = tmp.path().join("calls.log");
-    let whole = bounded(
-        ws.path(),
-        runs.path(),
-        &log,
-        LedgerOptions::default(),
-        LAYERS,
-        script(),
-    )
-    .await;
+    let s = Scratch::new();
+    let whole = bounded(&s, LedgerOptions::default(), LAYERS, script()).await;
     assert_eq!(whole.status, RunStatus::Exhausted);
     // Killed after strategy `one` failed (the tracker said: jump to `two`), then resumed.
-    let (ws, runs, tmp) = (
-        tempfile::tempdir().unwrap(),
-        tempfile::tempdir().unwrap(),
-        tempfile::tempdir().unwrap(),
-    );
-    let log = tmp.path().join("calls.log");
-    let (w, r) = (ws.path(), runs.path());
-    let first = bounded(w, r, &log, killed_at("model_call", 2), LAYERS, script()).await;
-    assert!(
-        matches!(first.status, RunStatus::AuditFailed { .. }),
-        "{:?}",
-        first.status
-    );
-    let resumed = bounded(w, r, &log, LedgerOptions::default(), LAYERS, script()).await;
+    let s = Scratch::new();
+    let first = bounded(&s, killed_at("model_call", 2), LAYERS, script()).await;
+    assert_killed(&first);
+    let resumed = bounded(&s, LedgerOptions::default(), LAYERS, script()).await;
     assert_eq!(
         resumed.status,
         RunStatus::Exhausted,
         "the tracker went on from `two`"
     );
-    assert_eq!(decided(&r.join("r1"), "class_jump", "refused"), 0);
+    assert_eq!(decided(&s.run_dir(), "class_jump", "refused"), 0);
 }
 
 /// `a` writes `src/a.rs`, `src/b.rs` and `src/c.rs` (three units of work, no plan), one reply
@@ -365,11 +259,11 @@ fn three_units() -> Script {
 
 /// Runs (or resumes) run `r1` of agent `a` behind the default gates (the sprawl gate refuses a
 /// third unit of work with no plan), the ledger written through `opts`.
-async fn gated(ws: &Path, runs: &Path, log: &Path, opts: LedgerOptions) -> RunReport {
+async fn gated(s: &Scratch, opts: LedgerOptions) -> RunReport {
     use loopward_runner::gates::{Policy, PolicyConfig, PolicyLayer};
-    let workspace = Workspace::new(ws).unwrap();
+    let workspace = Workspace::new(s.ws()).unwrap();
     let policy = Policy::from_config(&PolicyConfig::default(), workspace.clone()).unwrap();
-    let model = FakeModel::new(three_units()).with_call_log(log);
+    let model = FakeModel::new(three_units()).with_call_log(s.log());
     let agent = LlmAgent::builder(id("a"), BoxModelService::new(model))
         .tools(tools::builtin(&[id("a")]))
         .tool_stack(PolicyLayer::new(policy).wrap(BoxToolService::new(ToolExecutor)))
@@ -379,28 +273,7 @@ async fn gated(ws: &Path, runs: &Path, log: &Path, opts: LedgerOptions) -> RunRe
         .unwrap()
         .build()
         .unwrap();
-    let run = RunId::new("r1").unwrap();
-    let report = if runs.join("r1/events.jsonl").exists() {
-        let (ledger, _) = Ledger::open_existing(runs, &run, opts).unwrap();
-        let journal = Journal::from_records(&records(&runs.join("r1"))).unwrap();
-        let report = runner
-            .resume(
-                ledger.run_spec(Person::at_the_keyboard().says(""), id("a")),
-                &journal,
-            )
-            .await
-            .unwrap();
-        let _ = ledger.finish();
-        report
-    } else {
-        let ledger = Ledger::create(runs, &run, opts).unwrap();
-        let report = runner
-            .run(ledger.run_spec(Person::at_the_keyboard().says("go"), id("a")))
-            .await;
-        let _ = ledger.finish();
-        report
-    };
-    report
+    run_or_resume_r1(&runner, s.runs(), opts).await
 }
 
 fn sprawl_refusals(run_dir: &Path) -> usize {
@@ -414,34 +287,20 @@ fn sprawl_refusals(run_dir: &Path) -> usize {
 
 #[tokio::test]
 async fn a_resumed_run_is_held_to_the_units_of_work_it_had_started() {
-    let (ws, runs, tmp) = (
-        tempfile::tempdir().unwrap(),
-        tempfile::tempdir().unwrap(),
-        tempfile::tempdir().unwrap(),
-    );
-    let log = tmp.path().join("calls.log");
-    let (w, r) = (ws.path(), runs.path());
+    let s = Scratch::new();
     // Killed after the second unit of work was written (at the third model call's record).
-    let first = gated(w, r, &log, killed_at("model_call", 3)).await;
-    assert!(
-        matches!(first.status, RunStatus::AuditFailed { .. }),
-        "{:?}",
-        first.status
-    );
-    assert!(w.join("src/b.rs").exists() && !w.join("src/c.rs").exists());
-    assert_eq!(sprawl_refusals(&r.join("r1")), 0);
-    let resumed = gated(w, r, &log, LedgerOptions::default()).await;
+    let first = gated(&s, killed_at("model_call", 3)).await;
+    assert_killed(&first);
+    assert!(s.ws().join("src/b.rs").exists() && !s.ws().join("src/c.rs").exists());
+    assert_eq!(sprawl_refusals(&s.run_dir()), 0);
+    let resumed = gated(&s, LedgerOptions::default()).await;
     assert_eq!(resumed.status, RunStatus::Completed);
     // The third unit is refused, as in a run never stopped: the gate counted the first two.
     assert_eq!(
-        sprawl_refusals(&r.join("r1")),
+        sprawl_refusals(&s.run_dir()),
         1,
         "the sprawl gate counted across the resume"
     );
-    assert!(!w.join("src/c.rs").exists());
-    verify(
-        &r.join("r1"),
-        &loopward_runner::audit::VerifyOptions::keyless(),
-    )
-    .unwrap();
+    assert!(!s.ws().join("src/c.rs").exists());
+    verified(&s);
 }

@@ -19,7 +19,7 @@ use loopward_runner::model::BoxModelService;
 use loopward_runner::tool::{BoxToolService, ToolExecutor};
 use loopward_runner::{tools, BoxTurnService, LlmAgent, ResumeError, RunReport, Runner, Workspace};
 use serde_json::json;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use tower::Layer;
 
@@ -118,13 +118,8 @@ fn lines(path: &Path) -> Vec<String> {
 }
 
 /// Starts run `r1`, or resumes it from its ledger when it has one with records.
-async fn start_or_resume(
-    ws: &Path,
-    runs: &Path,
-    log: &Path,
-    opts: LedgerOptions,
-    gate: Option<&str>,
-) -> RunReport {
+async fn start_or_resume(s: &Scratch, opts: LedgerOptions, gate: Option<&str>) -> RunReport {
+    let (ws, runs, log) = (s.ws(), s.runs(), &s.log());
     let run = RunId::new("r1").unwrap();
     // Shell commands may write into folders of the workspace, not next to its control files.
     std::fs::create_dir_all(ws.join("out")).unwrap();
@@ -182,6 +177,53 @@ async fn run_or_resume_r1(runner: &Runner, runs: &Path, opts: LedgerOptions) -> 
         let _ = ledger.finish();
         report
     }
+}
+
+/// One run's scratch folders: its workspace, its runs folder, and a folder for the fake
+/// model's call log.
+struct Scratch {
+    ws: tempfile::TempDir,
+    runs: tempfile::TempDir,
+    tmp: tempfile::TempDir,
+}
+
+impl Scratch {
+    fn new() -> Self {
+        let dir = || tempfile::tempdir().unwrap();
+        Self {
+            ws: dir(),
+            runs: dir(),
+            tmp: dir(),
+        }
+    }
+
+    fn ws(&self) -> &Path {
+        self.ws.path()
+    }
+
+    fn runs(&self) -> &Path {
+        self.runs.path()
+    }
+
+    /// The fake model's call log: one line a model call.
+    fn log(&self) -> PathBuf {
+        self.tmp.path().join("calls.log")
+    }
+
+    /// The folder of run `r1`.
+    fn run_dir(&self) -> PathBuf {
+        self.runs().join("r1")
+    }
+}
+
+/// The run stopped because its ledger could not be written: the process "died" there.
+#[track_caller]
+fn assert_killed(report: &RunReport) {
+    assert!(
+        matches!(report.status, RunStatus::AuditFailed { .. }),
+        "{:?}",
+        report.status
+    );
 }
 
 /// Ledger options whose `n`th write of a `kind` record fails: the process "dies" there.

@@ -1,0 +1,96 @@
+//! The client's permission decision for a wrapped command stays its own.
+
+use super::*;
+
+/// The sandbox wrap leaves Claude Code's own permission decision alone. In the default mode with
+/// no rule, a `Bash` command is not run (headless, a call that needs permission is refused);
+/// with a `permissions.allow` rule for `Bash` it runs, wrapped (the kernel refuses its write into
+/// the planner's territory). With `--defer-allows`, a `Write` loopward allows is still the
+/// client's to decide; without it, loopward's `allow` lets it through.
+#[test]
+fn real_claude_code_keeps_its_own_permission_decision_for_wrapped_commands() {
+    let Some(claude) = claude() else {
+        eprintln!("\n\n*** SKIPPED: Claude Code is not installed. Run scripts/claude-code-install.sh (CI does) or set LOOPWARD_CLAUDE. ***\n\n");
+        return;
+    };
+    let p = |root: &Path, rel: &str| root.join(rel).to_str().unwrap().to_string();
+
+    // No rule, the hook as installed.
+    let (dir, root) = project();
+    let home = dir.path().join("home");
+    std::fs::create_dir_all(root.join("notes")).unwrap();
+    trust(&home, &root);
+    let script = vec![
+        Reply::tool(
+            "Bash",
+            json!({"command": "touch notes/unasked.txt", "description": "no rule"}),
+        ),
+        Reply::tool(
+            "Write",
+            json!({"file_path": p(&root, "notes/w.md"), "content": "w\n"}),
+        ),
+        Reply::text("All done."),
+    ];
+    let (port, server) = anthropic_server::start(script);
+    let (ok, stdout, stderr) = session(&claude, &root, &home, port, "Go", "default", &[]);
+    assert!(ok, "claude failed\nstdout: {stdout}\nstderr: {stderr}");
+    let results = server.tool_results();
+    eprintln!("no rule: {results:#?}");
+    assert_eq!(results.len(), 2, "{results:#?}\n{stdout}");
+    assert!(results[0].1, "the command ran unasked: {:?}", results[0]);
+    assert!(
+        !root.join("notes/unasked.txt").exists(),
+        "the command ran unasked"
+    );
+    assert!(!results[1].1, "{:?}", results[1]);
+    assert_eq!(
+        std::fs::read_to_string(root.join("notes/w.md")).unwrap(),
+        "w\n"
+    );
+
+    // A rule for Bash, and --defer-allows.
+    let (dir, root) = project();
+    let home = dir.path().join("home");
+    std::fs::create_dir_all(root.join("notes")).unwrap();
+    trust(&home, &root);
+    configure(&root, &["Bash"], true);
+    let script = vec![
+        Reply::tool(
+            "Bash",
+            json!({"command": "echo pwned > plans/roadmap.md; touch notes/ran.txt", "description": "allowed by rule"}),
+        ),
+        Reply::tool(
+            "Write",
+            json!({"file_path": p(&root, "notes/deferred.md"), "content": "d\n"}),
+        ),
+        Reply::tool(
+            "Write",
+            json!({"file_path": p(&root, "plans/roadmap.md"), "content": "# mine now\n"}),
+        ),
+        Reply::text("All done."),
+    ];
+    let (port, server) = anthropic_server::start(script);
+    let (ok, stdout, stderr) = session(&claude, &root, &home, port, "Go", "default", &[]);
+    assert!(ok, "claude failed\nstdout: {stdout}\nstderr: {stderr}");
+    let results = server.tool_results();
+    eprintln!("Bash rule, deferred allows: {results:#?}");
+    assert_eq!(results.len(), 3, "{results:#?}\n{stdout}");
+    assert!(root.join("notes/ran.txt").exists(), "{:?}", results[0]);
+    assert!(
+        results[0].2.contains("Permission denied"),
+        "{:?}",
+        results[0]
+    );
+    assert_eq!(
+        std::fs::read_to_string(root.join("plans/roadmap.md")).unwrap(),
+        ROADMAP
+    );
+    // loopward allowed it and answered nothing; the client had no rule for it, so it asked.
+    assert!(results[1].1, "{:?}", results[1]);
+    assert!(!root.join("notes/deferred.md").exists());
+    assert!(
+        results[2].1 && results[2].2.contains("plans/roadmap.md belongs to planner"),
+        "{:?}",
+        results[2]
+    );
+}

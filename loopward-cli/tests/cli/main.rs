@@ -1,0 +1,63 @@
+//! The `loopward` binary as a new user meets it: init → run → verify → report → replay, bad
+//! config messages, exit codes, and `--help` everywhere.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+mod bad_config;
+mod exit_status;
+mod gates;
+mod help;
+mod ledger;
+mod person;
+mod resume;
+mod workspace;
+
+fn loopward(dir: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_loopward"))
+        .args(args)
+        .current_dir(dir)
+        .env("NO_COLOR", "1")
+        .env(
+            "XDG_STATE_HOME",
+            std::env::temp_dir().join("loopward-test-state"),
+        )
+        .output()
+        .unwrap()
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+fn initialised() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let o = loopward(dir.path(), &["init"]);
+    assert!(o.status.success(), "{}", text(&o));
+    dir
+}
+
+/// The starter with `extra` appended to its config, run with `script` (TOML) as the fake script.
+fn run_with(extra: &str, script: &str, id: &str) -> (Output, tempfile::TempDir) {
+    run_with_edit(extra, script, id, |c| c)
+}
+
+fn run_with_edit(
+    extra: &str,
+    script: &str,
+    id: &str,
+    edit: impl Fn(String) -> String,
+) -> (Output, tempfile::TempDir) {
+    let dir = initialised();
+    let d = dir.path();
+    let mut cfg = edit(std::fs::read_to_string(d.join("loopward.toml")).unwrap());
+    cfg.push_str(extra);
+    std::fs::write(d.join("loopward.toml"), cfg).unwrap();
+    std::fs::write(d.join("s.toml"), script).unwrap();
+    let o = loopward(d, &["run", "--script", "s.toml", "--id", id]);
+    (o, dir)
+}

@@ -1,0 +1,89 @@
+//! `run --resume`: the script the run started with, and a damaged record of it refused.
+
+use super::*;
+
+#[test]
+fn a_resumed_run_plays_the_script_it_was_started_with() {
+    let dir = initialised();
+    let d = dir.path();
+    let mut cfg = std::fs::read_to_string(d.join("loopward.toml")).unwrap();
+    cfg.push_str("\n[[stopgate]]\nname = \"plan\"\npoint = \"turn\"\nagent = \"planner\"\nmode = \"durable\"\n");
+    std::fs::write(d.join("loopward.toml"), cfg).unwrap();
+    std::fs::create_dir(d.join("scripts")).unwrap();
+    std::fs::write(
+        d.join("scripts/own.toml"),
+        "[[agents.root]]\ntool_calls = [{ name = \"handoff\", arguments = { to = \"planner\", message = \"go\" } }]\n\n[[agents.planner]]\ntext = \"Planned by own.toml.\"\n",
+    )
+    .unwrap();
+    let o = loopward(d, &["run", "--script", "scripts/own.toml", "--id", "rs"]);
+    assert_eq!(o.status.code(), Some(7), "{}", text(&o));
+    assert!(loopward(d, &["approve", "rs", "plan"]).status.success());
+    // The script is remembered, so a second one is refused as a usage error (as `--task` is).
+    let o = loopward(
+        d,
+        &["run", "--resume", "rs", "--script", "scripts/own.toml"],
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+
+    // Resumed from another folder, without --script: the run's own script, not the config's.
+    let elsewhere = d.join("scripts");
+    let o = loopward(
+        &elsewhere,
+        &["--config", "../loopward.toml", "run", "--resume", "rs"],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(
+        text(&o).contains("planner: Planned by own.toml."),
+        "{}",
+        text(&o)
+    );
+    assert!(
+        !d.join("plan.md").exists(),
+        "the starter script did not play"
+    );
+}
+
+#[test]
+fn a_damaged_record_of_the_script_refuses_the_resume_and_its_way_out_works() {
+    let dir = initialised();
+    let d = dir.path();
+    let mut cfg = std::fs::read_to_string(d.join("loopward.toml")).unwrap();
+    cfg.push_str("\n[[stopgate]]\nname = \"plan\"\npoint = \"turn\"\nagent = \"planner\"\nmode = \"durable\"\n");
+    std::fs::write(d.join("loopward.toml"), cfg).unwrap();
+    std::fs::write(
+        d.join("own.toml"),
+        "[[agents.root]]\ntool_calls = [{ name = \"handoff\", arguments = { to = \"planner\", message = \"go\" } }]\n\n[[agents.planner]]\ntext = \"Planned by own.toml.\"\n",
+    )
+    .unwrap();
+    let o = loopward(d, &["run", "--script", "own.toml", "--id", "rd"]);
+    assert_eq!(o.status.code(), Some(7), "{}", text(&o));
+    assert!(loopward(d, &["approve", "rd", "plan"]).status.success());
+    let kept = d.join("runs/rd/started_with.json");
+    std::fs::write(&kept, "not json").unwrap();
+
+    // Refused, naming the file and the two ways out.
+    let o = loopward(d, &["run", "--resume", "rd"]);
+    assert_ne!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(
+        text(&o).contains("started_with.json")
+            && text(&o).contains("restore it, or delete it to resume with the config's script"),
+        "{}",
+        text(&o)
+    );
+    assert!(
+        !text(&o).contains("Planned by own.toml."),
+        "nothing ran: {}",
+        text(&o)
+    );
+
+    // Deleted: the run resumes with the config's script (the starter's, whose planner writes
+    // plan.md), as promised.
+    std::fs::remove_file(&kept).unwrap();
+    let o = loopward(d, &["run", "--resume", "rd"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(
+        !text(&o).contains("Planned by own.toml.") && d.join("plan.md").exists(),
+        "{}",
+        text(&o)
+    );
+}

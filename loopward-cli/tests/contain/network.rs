@@ -1,0 +1,83 @@
+//! Network by allow-list: an agent's hosts through the proxy, the opt-out recorded, bad hosts
+//! refused at load.
+
+use super::*;
+
+#[test]
+fn a_command_reaches_only_its_agents_hosts_through_the_proxy_and_report_counts_each_decision() {
+    let (good, _) = http_server("127.0.0.1", "hello-from-allowed");
+    let (evil, evil_hits) = http_server("127.0.0.2", "attacker-got-it");
+    let dir = project(&format!(
+        "[[agents.builder]]\ntool_calls = [{{ name = \"shell\", arguments = {{ command = \"curl -s -m 5 http://127.0.0.1:{good}/; echo; curl -s -m 5 http://127.0.0.2:{evil}/; curl -s -m 5 --noproxy '*' http://127.0.0.2:{evil}/ || echo direct-failed\" }} }}]\n\n\
+         [[agents.builder]]\ntext = \"done\"\n"
+    ));
+    let d = dir.path();
+    with_net(d, "[\"127.0.0.1\"]", "");
+    let run = loopward(
+        d,
+        &["run", "--id", "r1", "--json"],
+        &[("SECRET_TOKEN", SECRET)],
+    );
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    assert_eq!(run.status.code(), Some(0), "{}", text(&run));
+    assert!(stdout.contains("hello-from-allowed"), "{stdout}");
+    assert!(
+        stdout.contains("loopward egress: 127.0.0.2 is not in this agent's net allow-list"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("direct-failed"), "{stdout}");
+    assert!(!stdout.contains("attacker-got-it"), "{stdout}");
+    assert_eq!(evil_hits.load(std::sync::atomic::Ordering::SeqCst), 0);
+    let report = loopward(d, &["report"], &[]);
+    let out = text(&report);
+    assert!(
+        out.contains("egress: 1 connections allowed, 1 refused"),
+        "{out}"
+    );
+    // The run's page shows each decision and the counts.
+    let page = std::fs::read_to_string(d.join("runs/r1/audit.html")).unwrap();
+    assert!(
+        page.contains(&format!("egress to 127.0.0.2:{evil} refused")),
+        "{page}"
+    );
+    assert!(
+        page.contains(&format!("egress to 127.0.0.1:{good} allowed")),
+        "{page}"
+    );
+    assert!(page.contains("egress (allowed / refused)"), "{page}");
+}
+
+#[test]
+fn opting_out_of_network_isolation_is_recorded_on_every_call() {
+    let dir = project(
+        "[[agents.builder]]\ntool_calls = [{ name = \"shell\", arguments = { command = \"true\" } }]\n\n\
+         [[agents.builder]]\ntext = \"done\"\n",
+    );
+    with_net(dir.path(), "[]", "[net]\nisolate = false\n");
+    let run = loopward(
+        dir.path(),
+        &["run", "--id", "r1", "--json"],
+        &[("SECRET_TOKEN", SECRET)],
+    );
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    assert_eq!(run.status.code(), Some(0), "{}", text(&run));
+    assert!(
+        stdout.contains("network: this command reaches any host"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn a_host_in_net_that_is_not_one_is_refused_at_load() {
+    let dir = project("[[agents.builder]]\ntext = \"done\"\n");
+    with_net(dir.path(), "[\"https://evil.example/x\"]", "");
+    let run = loopward(
+        dir.path(),
+        &["run", "--id", "r1"],
+        &[("SECRET_TOKEN", SECRET)],
+    );
+    let out = text(&run);
+    assert_eq!(run.status.code(), Some(1), "{out}");
+    assert!(out.contains("agent[0].net[0]"), "{out}");
+    assert!(out.contains("is not a host name or an address"), "{out}");
+}

@@ -1,0 +1,154 @@
+//! Changes to the gates at run time: `add`, `remove` and `set_mode`, each recorded as
+//! `GateChanged` before it takes effect.
+
+use super::*;
+
+impl Policy {
+    fn change(
+        &self,
+        by: &str,
+        change: &str,
+        run: &RunContext,
+        edit: impl FnOnce(&mut PolicyConfig) -> Result<(), PolicyError>,
+        shown: impl FnOnce(&Gates) -> serde_json::Value,
+    ) -> Result<(), PolicyError> {
+        let mut guard = self.inner.gates.write().unwrap_or_else(|p| p.into_inner());
+        let mut cfg = guard.to_config();
+        // The whole effective policy, so its version is the version of what now decides.
+        cfg.gates.shell = self.inner.shell.clone();
+        cfg.overrides.max_ttl = self.inner.overrides.ttl_limit();
+        edit(&mut cfg)?;
+        let compiled = Gates::compile(&cfg)?;
+        run.record_owned(AuditEvent::GateChanged {
+            by: by.into(),
+            change: change.into(),
+            gate: shown(&compiled),
+        })
+        .map_err(PolicyError::Audit)?;
+        *guard = Arc::new(compiled);
+        Ok(())
+    }
+
+    /// Adds a gate; recorded as `GateChanged` (who, what) before it takes effect.
+    pub fn add(&self, spec: GateSpec, by: &str, run: &RunContext) -> Result<(), PolicyError> {
+        let existing: BTreeSet<String> = self.list().into_iter().map(|g| g.name).collect();
+        let before = existing.clone();
+        let is_sprawl = matches!(spec, GateSpec::Sprawl(_));
+        self.change(
+            by,
+            "add",
+            run,
+            |cfg| {
+                match spec {
+                    GateSpec::Territory(t) => {
+                        if t.name.as_ref().is_some_and(|n| existing.contains(n)) {
+                            return Err(PolicyError::Duplicate(t.gate_name()));
+                        }
+                        cfg.territory.push(t);
+                    }
+                    GateSpec::Review(r) => {
+                        if existing.contains(&r.gate_name()) {
+                            return Err(PolicyError::Duplicate(r.gate_name()));
+                        }
+                        cfg.gates.review.push(r);
+                    }
+                    GateSpec::Sprawl(s) => cfg.gates.sprawl = s,
+                }
+                Ok(())
+            },
+            |g| {
+                let new = g.specs().into_iter().find(|i| {
+                    if is_sprawl {
+                        i.name == "sprawl"
+                    } else {
+                        !before.contains(&i.name)
+                    }
+                });
+                serde_json::to_value(new).unwrap_or_default()
+            },
+        )
+    }
+
+    /// Removes the gate called `name`; recorded as `GateChanged`.
+    pub fn remove(&self, name: &str, by: &str, run: &RunContext) -> Result<(), PolicyError> {
+        let info = self.find(name)?;
+        let shown = serde_json::to_value(&info).unwrap_or_default();
+        self.change(
+            by,
+            "remove",
+            run,
+            |cfg| apply_to_named(cfg, name, |_| None),
+            |_| shown,
+        )
+    }
+
+    /// Sets the mode of the gate called `name`; recorded as `GateChanged`.
+    pub fn set_mode(
+        &self,
+        name: &str,
+        mode: GateMode,
+        by: &str,
+        run: &RunContext,
+    ) -> Result<(), PolicyError> {
+        let mut info = self.find(name)?;
+        info.mode = mode;
+        let shown = serde_json::to_value(&info).unwrap_or_default();
+        self.change(
+            by,
+            "mode",
+            run,
+            |cfg| {
+                apply_to_named(cfg, name, |mut s| {
+                    match &mut s {
+                        GateSpec::Territory(t) => t.mode = mode,
+                        GateSpec::Sprawl(c) => c.mode = mode,
+                        GateSpec::Review(r) => r.mode = mode,
+                    }
+                    Some(s)
+                })
+            },
+            |_| shown,
+        )
+    }
+
+    fn find(&self, name: &str) -> Result<GateInfo, PolicyError> {
+        if name == CONTROL_GATE {
+            return Err(PolicyError::Permanent(name.into()));
+        }
+        self.list()
+            .into_iter()
+            .find(|g| g.name == name)
+            .ok_or_else(|| PolicyError::NoSuchGate(name.into()))
+    }
+}
+
+fn apply_to_named(
+    cfg: &mut PolicyConfig,
+    name: &str,
+    f: impl FnOnce(GateSpec) -> Option<GateSpec>,
+) -> Result<(), PolicyError> {
+    let compiled = Gates::compile(cfg)?;
+    if let Some(i) = compiled.territories.iter().position(|t| t.name() == name) {
+        let mut t = cfg.territory.remove(i);
+        t.name = Some(name.into());
+        if let Some(GateSpec::Territory(t)) = f(GateSpec::Territory(t)) {
+            cfg.territory.insert(i, t);
+        }
+        return Ok(());
+    }
+    if let Some(i) = compiled.reviews.iter().position(|r| r.name() == name) {
+        let r = cfg.gates.review.remove(i);
+        if let Some(GateSpec::Review(r)) = f(GateSpec::Review(r)) {
+            cfg.gates.review.insert(i, r);
+        }
+        return Ok(());
+    }
+    if name == "sprawl" && cfg.gates.sprawl.enabled {
+        match f(GateSpec::Sprawl(cfg.gates.sprawl.clone())) {
+            Some(GateSpec::Sprawl(s)) => cfg.gates.sprawl = s,
+            _ => cfg.gates.sprawl.enabled = false,
+        }
+        return Ok(());
+    }
+    Err(PolicyError::NoSuchGate(name.into()))
+}

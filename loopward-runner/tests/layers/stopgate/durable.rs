@@ -1,0 +1,215 @@
+//! Durable approvals across restarts: used once, denied, tampered with, raced, and a durable
+//! turn gate.
+
+use super::*;
+
+fn gated_runner(dir: &Path) -> (Runner, AgentId) {
+    let builder = AgentId::new("builder").unwrap();
+    let mut script = Script::default();
+    script.call(
+        &builder,
+        "write_file",
+        json!({"path": "release/notes.md", "content": "v1"}),
+    );
+    script.say(&builder, "Done.");
+    let gates = StopGates::new(&[StopGateConfig::write("release/*", StopMode::Durable)]).unwrap();
+    let tool_stack = BoxToolService::new(gates.tool_layer().layer(ToolExecutor));
+    let agent = LlmAgent::builder(
+        builder.clone(),
+        BoxModelService::new(FakeModel::new(script)),
+    )
+    .tools(tools::builtin(std::slice::from_ref(&builder)))
+    .tool_stack(tool_stack)
+    .build();
+    let runner = support::one_agent(
+        dir,
+        &builder,
+        BoxTurnService::new(gates.turn_layer().layer(agent)),
+    );
+    (runner, builder)
+}
+
+/// Starts run `r1` in a fresh runner (a restart: no state but the files).
+async fn start(dir: &Path) -> (RunReport, Arc<MemorySink>) {
+    let (runner, builder) = gated_runner(dir);
+    let (report, sink) = support::run(&runner, &builder, "write the release notes").await;
+    (report, sink)
+}
+
+fn writes_done(sink: &MemorySink) -> usize {
+    sink.events()
+        .into_iter()
+        .filter(|(_, e)| {
+            matches!(e, AuditEvent::ToolFinished { tool, is_error: false, .. } if tool == "write_file")
+        })
+        .count()
+}
+
+#[tokio::test]
+async fn a_durable_approval_survives_a_restart_and_runs_the_action_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let pdir = pending_dir(dir.path());
+    let (first, sink1) = start(dir.path()).await;
+    let RunStatus::AwaitingApproval { pending } = first.status.clone() else {
+        panic!("expected AwaitingApproval, got {:?}", first.status);
+    };
+    assert!(!dir.path().join("release/notes.md").exists());
+    assert!(pdir.join(format!("{pending}.json")).is_file());
+    // Starting again before anyone decided pauses again, on the same record.
+    let (again, _) = start(dir.path()).await;
+    assert_eq!(again.status, first.status);
+
+    approve(&pdir, &pending).unwrap();
+    let (second, sink2) = start(dir.path()).await;
+    assert_eq!(second.status, RunStatus::Completed);
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("release/notes.md")).unwrap(),
+        "v1"
+    );
+    assert_eq!(std::fs::read_dir(pdir.join("consumed")).unwrap().count(), 1);
+
+    // The approval was used up: a third start asks again instead of writing again.
+    let (third, sink3) = start(dir.path()).await;
+    assert!(matches!(third.status, RunStatus::AwaitingApproval { .. }));
+    let runs = [&sink1, &sink2, &sink3].map(|s| writes_done(s));
+    assert_eq!(runs, [0, 1, 0], "the approved write ran exactly once");
+    assert_eq!(decisions(&sink2), vec!["approval_consumed"]);
+}
+
+#[tokio::test]
+async fn a_denied_durable_approval_refuses_the_call_and_the_model_reads_why() {
+    let dir = tempfile::tempdir().unwrap();
+    let pdir = pending_dir(dir.path());
+    let (first, _) = start(dir.path()).await;
+    let RunStatus::AwaitingApproval { pending } = first.status else {
+        panic!("expected AwaitingApproval");
+    };
+    deny(&pdir, &pending).unwrap();
+    assert!(
+        approve(&pdir, &pending).is_err(),
+        "a decision cannot be changed"
+    );
+    let (second, sink) = start(dir.path()).await;
+    // A person's "no" ends the reply at the call and the run after the turn: stopped, not
+    // completed.
+    assert!(
+        matches!(&second.status, RunStatus::Stopped { reason } if reason.contains("a person denied pending approval")),
+        "{:?}",
+        second.status
+    );
+    assert!(!dir.path().join("release/notes.md").exists());
+    let refused = sink.events().into_iter().any(|(_, e)| {
+        matches!(e, AuditEvent::ToolFinished { is_error: true, summary, .. }
+            if summary.contains("stopgate:write:release/*"))
+    });
+    assert!(refused);
+}
+
+#[tokio::test]
+async fn a_tampered_pending_record_is_not_honoured() {
+    let dir = tempfile::tempdir().unwrap();
+    let pdir = pending_dir(dir.path());
+    let (first, _) = start(dir.path()).await;
+    let RunStatus::AwaitingApproval { pending } = first.status else {
+        panic!("expected AwaitingApproval");
+    };
+    let path = pdir.join(format!("{pending}.json"));
+    let text = std::fs::read_to_string(&path).unwrap();
+    std::fs::write(
+        &path,
+        text.replace("\"pending\"", "\"approved\"")
+            .replace("}", ",\"x\":1}"),
+    )
+    .unwrap();
+    let (second, sink) = start(dir.path()).await;
+    assert!(
+        matches!(&second.status, RunStatus::Stopped { reason } if reason.contains("cannot be used")),
+        "{:?}",
+        second.status
+    );
+    assert!(!dir.path().join("release/notes.md").exists());
+    assert_eq!(decisions(&sink), vec!["denied"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn racing_restarts_consume_one_durable_approval_exactly_once() {
+    let gates = StopGates::new(&[StopGateConfig::tool("deploy", StopMode::Durable)]).unwrap();
+    let tools = gates.tool_layer().layer(ToolExecutor);
+    let deploy = Probe::new("deploy");
+    let dir = tempfile::tempdir().unwrap();
+    let pdir = pending_dir(dir.path());
+    let args = json!({"env": "prod"});
+    let (r, _) = run(dir.path(), "r1");
+    assert!(tools
+        .clone()
+        .oneshot(deploy.invocation(&turn(&r, "builder", 1), args.clone()))
+        .await
+        .is_err());
+    approve(&pdir, &list_pending(&pdir).unwrap()[0].id).unwrap();
+    let racers: Vec<_> = (0..8)
+        .map(|_| {
+            let (r, _) = run(dir.path(), "r1");
+            let inv = deploy.invocation(&turn(&r, "builder", 1), args.clone());
+            tokio::spawn(tools.clone().oneshot(inv))
+        })
+        .collect();
+    let mut ran = 0;
+    for r in racers {
+        if r.await.unwrap().is_ok() {
+            ran += 1;
+        }
+    }
+    assert_eq!((ran, deploy.calls()), (1, 1));
+}
+
+#[tokio::test]
+async fn a_durable_turn_gate_pauses_before_the_agent_runs_and_lets_one_turn_through() {
+    let dir = tempfile::tempdir().unwrap();
+    let pdir = pending_dir(dir.path());
+    let builder = AgentId::new("builder").unwrap();
+    let start = || async {
+        let mut script = Script::default();
+        script.say(&builder, "Built.");
+        let gates = StopGates::new(&[StopGateConfig::turn("builder", StopMode::Durable)]).unwrap();
+        let agent = LlmAgent::builder(
+            builder.clone(),
+            BoxModelService::new(FakeModel::new(script)),
+        )
+        .build();
+        let runner = Runner::builder(Workspace::new(dir.path()).unwrap())
+            .agent(
+                builder.clone(),
+                BoxTurnService::new(gates.turn_layer().layer(agent)),
+            )
+            .unwrap()
+            .build()
+            .unwrap();
+        let sink = Arc::new(MemorySink::default());
+        let report = runner
+            .run(RunSpec {
+                id: RunId::new("r2").unwrap(),
+                task: Person::at_the_keyboard().says("build"),
+                first: builder.clone(),
+                audit: sink.clone(),
+                audit_location: None,
+            })
+            .await;
+        (report, sink)
+    };
+    let (first, sink) = start().await;
+    let RunStatus::AwaitingApproval { pending } = first.status else {
+        panic!("expected AwaitingApproval, got {:?}", first.status);
+    };
+    assert!(
+        !sink.kinds().contains(&"model_call"),
+        "the agent did not run"
+    );
+    let found =
+        loopward_runner::layers::stopgate::find_pending(&pdir, "r2", "turn:builder").unwrap();
+    assert_eq!(found.len(), 1);
+    assert_eq!(found[0].id, pending);
+    approve(&pdir, &pending).unwrap();
+    let (second, _) = start().await;
+    assert_eq!(second.status, RunStatus::Completed);
+    assert_eq!(second.final_text, "Built.");
+}

@@ -1,0 +1,372 @@
+//! Rules read in the source text: no environment, wall clock, printing or task-local in
+//! libraries; no IO in the vocabulary; a `Person` made only where allowed; layers read back as
+//! `LayerId`, not by their ledger word; hook adapters that decide and word nothing.
+
+use std::path::Path;
+
+/// What `loopward-core` may not name in its code: files, sockets, processes, stdio, a runtime.
+const CORE_IO: &[&str] = &[
+    "std::fs",
+    "std::net",
+    "std::process",
+    "std::io::std",
+    "tokio::",
+];
+
+/// The words the built-in layers are written as in the ledger; only `LayerId` spells them.
+const LAYER_WORDS: &[&str] = &[
+    "caps",
+    "repeat",
+    "class_jump",
+    "stopgate",
+    "rate_limit",
+    "budget",
+    "timeout",
+    "inbox",
+    "resume",
+    "claude_code",
+];
+
+/// Every crate's source folder: the layer-name rule holds in binaries too.
+pub(super) const ALL_SOURCES: &[&str] = &[
+    "loopward-core/src",
+    "loopward-runner/src",
+    "loopward-hooks/src",
+    "loopward-llama/src",
+    "loopward/src",
+    "loopward-restate/src",
+    "loopward-term/src",
+    "loopward-console/src",
+    "loopward-cli/src",
+    "loopward-demo/src",
+    "loopward-bench/src",
+    "examples",
+];
+
+/// Library source folders the environment and clock rules apply to.
+pub(super) const LIBRARIES: &[&str] = &[
+    "loopward-core/src",
+    "loopward-runner/src",
+    "loopward-hooks/src",
+    "loopward-llama/src",
+    "loopward/src",
+    "loopward-restate/src",
+    "loopward-console/src",
+];
+
+/// The library files that may make a `Person` (`Person::at_the_keyboard`): its definition; the
+/// runner, for the messages its inbox delivered and, on resume, the task its journal read from
+/// the `run_started` record; the Restate workflow, whose start request carries the run's task
+/// (as argv does the CLI's). Binaries, tests, examples and the demo talk to a person themselves.
+const HUMAN_SOURCES: &[&str] = &[
+    "loopward-core/src/person.rs",
+    "loopward-runner/src/runner.rs",
+    "loopward-runner/src/runner/drive.rs",
+    "loopward-restate/src/workflow.rs",
+    // The Claude Code hook, for the prompt a person typed (UserPromptSubmit, notices excluded).
+    "loopward-hooks/src/decide.rs",
+];
+
+pub(super) fn library_rules(root: &Path, path: &Path, text: &str, problems: &mut Vec<String>) {
+    let rel = path
+        .strip_prefix(root)
+        .unwrap_or(path)
+        .display()
+        .to_string();
+    let speaks_for_people = HUMAN_SOURCES.iter().any(|f| rel.ends_with(f));
+    let is_layer_file = text.lines().any(|l| {
+        let l = l.trim_start();
+        l.starts_with("impl<") && l.contains("Layer<S> for") && !rel.ends_with("from_fn.rs")
+    });
+    let mut in_tests = false;
+    for (i, line) in text.lines().enumerate() {
+        let code = line.trim_start();
+        if code.starts_with("//") {
+            continue;
+        }
+        let at = format!("{rel}:{}", i + 1);
+        in_tests |= code.starts_with("#[cfg(test)]");
+        if !speaks_for_people && !in_tests && code.contains("Person::at_the_keyboard") {
+            problems.push(format!(
+                "{at}: makes a `Person`, the capability to speak for one; in library code only the runner (inbox, resumed task) and the Restate workflow (start request) do — take `HumanWords` from the caller instead (see ARCHITECTURE.md, loopward-core)"
+            ));
+        }
+        if code.contains("std::env::")
+            || code.contains("use std::env")
+            || (code.starts_with("use std::{") && code.contains("env"))
+        {
+            problems.push(format!(
+                "{at}: a library reads the environment; take the value (or a lookup) from the caller"
+            ));
+        }
+        if !in_tests && code.contains("task_local!") {
+            problems.push(format!(
+                "{at}: a task-local in library code; the turn travels in the request (`TurnRequest::turn`, `ToolInvocation::turn`, `TurnContext::of(&ChatRequest)`), and what an engine gives a run goes on its extensions (`Runner::run_seeded`)"
+            ));
+        }
+        // One readiness idiom: a layer's service is the kit's `FromFn`, whose `call` hands on
+        // the very service that was polled ready; a hand-written one polls twice or waits in
+        // `poll_ready`. Leaves (agents, backends, executors) keep their own `poll_ready`.
+        if !in_tests && code.starts_with("fn poll_ready") && is_layer_file {
+            problems.push(format!(
+                "{at}: a layer with a hand-written service; build it with the layer kit (`layers::from_fn`: a policy struct implementing `LayerFn`, `type Service = FromFn<Policy, S>`)"
+            ));
+        }
+        if !in_tests
+            && ["print!(", "println!(", "eprint!(", "eprintln!(", "dbg!("]
+                .iter()
+                .any(|m| code.contains(m))
+        {
+            problems.push(format!(
+                "{at}: a library prints; record an audit event or a `tracing` span instead"
+            ));
+        }
+        if rel.starts_with("loopward-core/") && CORE_IO.iter().any(|m| code.contains(m)) {
+            problems.push(format!(
+                "{at}: loopward-core does IO; the vocabulary only describes, the runner acts"
+            ));
+        }
+        let clock_file = rel.ends_with("/clock.rs");
+        // `Instant::now()` is the wall clock unless it is tokio's (paused in tests).
+        let std_instant = code.contains("std::time::Instant")
+            || (code.starts_with("use std::time::{") && code.contains("Instant"))
+            || (code.contains("Instant::now") && !code.contains("tokio::time::Instant::now"));
+        if !clock_file && (code.contains("SystemTime::now") || std_instant) {
+            problems.push(format!(
+                "{at}: time outside the clock; use the injected `Clock` (or tokio time)"
+            ));
+        }
+    }
+}
+
+/// A layer is read back as a `LayerId`: no source compares or matches a layer by the word the
+/// ledger writes (a drifting spelling is how `classjump` and `class_jump` came apart).
+pub(super) fn layer_name_rules(root: &Path, path: &Path, text: &str, problems: &mut Vec<String>) {
+    let rel = path
+        .strip_prefix(root)
+        .unwrap_or(path)
+        .display()
+        .to_string();
+    if rel.ends_with("loopward-core/src/layer_id.rs") {
+        return;
+    }
+    let mut in_tests = false;
+    for (i, line) in text.lines().enumerate() {
+        let code = line.trim_start();
+        in_tests |= code.starts_with("#[cfg(test)]");
+        if in_tests || code.starts_with("//") {
+            continue;
+        }
+        let by_word = code.contains("layer == \"")
+            || code.contains("layer != \"")
+            || LAYER_WORDS.iter().any(|w| {
+                code.contains(&format!("(\"{w}\", V::"))
+                    || code.contains(&format!("(\"{w}\", LayerVerdict::"))
+                    || code.contains(&format!("\"{w}\" =>"))
+                    || code.contains(&format!("\"{w}\" |"))
+            });
+        if by_word {
+            problems.push(format!(
+                "{rel}:{}: a layer matched by its ledger word; match `LayerId` (loopward_core::LayerId::StopGate, …) instead",
+                i + 1
+            ));
+        }
+    }
+}
+
+/// The hooks rule: an adapter renders the engine's refusals; it makes none and words none.
+pub(super) fn hooks_rules(root: &Path, path: &Path, text: &str, problems: &mut Vec<String>) {
+    let rel = path
+        .strip_prefix(root)
+        .unwrap_or(path)
+        .display()
+        .to_string();
+    let mut in_tests = false;
+    for (i, line) in text.lines().enumerate() {
+        let code = line.trim_start();
+        in_tests |= code.starts_with("#[cfg(test)]");
+        if in_tests || code.starts_with("//") {
+            continue;
+        }
+        let at = format!("{rel}:{}", i + 1);
+        if code.contains("Refusal::new(")
+            || code.contains("Refusal {")
+            || code.to_ascii_lowercase().contains("\"refused by")
+        {
+            problems.push(format!(
+                "{at}: a hook adapter words a refusal of its own; add it to loopward-runner's `gates::refusals` (with a remedy for each `Host`) and call it from there"
+            ));
+        }
+        if code.starts_with("#[path") {
+            problems.push(format!(
+                "{at}: a hook adapter includes a source file by path; use loopward-runner's public API instead"
+            ));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::graph::tests::{graph, package};
+    use super::*;
+
+    fn problems(file: &str, text: &str) -> Vec<String> {
+        let mut p = Vec::new();
+        library_rules(Path::new("/r"), Path::new(file), text, &mut p);
+        p
+    }
+
+    #[test]
+    fn a_hook_adapter_wording_a_refusal_or_including_runner_source_is_named_by_line() {
+        let check = |text: &str| {
+            let mut p = Vec::new();
+            hooks_rules(
+                Path::new("/r"),
+                Path::new("/r/loopward-hooks/src/codex.rs"),
+                text,
+                &mut p,
+            );
+            p
+        };
+        let p = check(
+            "fn a() {}\nlet r = Refusal::new(\"g\", \"no\", \"hint\");\nlet t = format!(\"Refused by loopward: x\");\n#[path = \"../../loopward-runner/src/gates/refusals.rs\"]\n",
+        );
+        assert_eq!(p.len(), 3, "{p:?}");
+        assert!(p[0].starts_with("loopward-hooks/src/codex.rs:2:"), "{p:?}");
+        assert!(p[2].contains("by path"), "{p:?}");
+        // Rendering the engine's refusal, comments and tests are fine.
+        assert!(check(
+            "// Refusal::new is the engine's\nlet r = refusals::territory(t);\n#[cfg(test)]\nmod tests { fn f() { Refusal::new(\"a\", \"b\", \"c\"); } }\n"
+        )
+        .is_empty());
+    }
+
+    #[test]
+    fn a_layer_matched_by_its_ledger_word_is_named_and_a_typed_match_is_not() {
+        let check = |file: &str, text: &str| {
+            let mut p = Vec::new();
+            layer_name_rules(Path::new("/r"), Path::new(file), text, &mut p);
+            p
+        };
+        let p = check(
+            "/r/loopward-cli/src/x.rs",
+            "if layer == \"stopgate\" {}\nmatch l { \"class_jump\" => 1 }\nmatch (l, v) { (\"caps\", V::X) => 1 }\n",
+        );
+        assert_eq!(p.len(), 3, "{p:?}");
+        assert!(p[0].starts_with("loopward-cli/src/x.rs:1:"), "{p:?}");
+        assert!(check(
+            "/r/loopward-cli/src/x.rs",
+            "if *layer == LayerId::StopGate {}\n"
+        )
+        .is_empty());
+        assert!(check("/r/loopward-core/src/layer_id.rs", "\"caps\" => 1\n").is_empty());
+        assert!(check(
+            "/r/loopward-cli/src/x.rs",
+            "#[cfg(test)]\nlayer == \"caps\"\n"
+        )
+        .is_empty());
+    }
+
+    #[test]
+    fn a_library_reading_the_environment_or_the_wall_clock_is_named_by_line() {
+        let p = problems(
+            "/r/loopward-runner/src/x.rs",
+            "fn a() {}\nlet k = std::env::var(\"K\");\nlet t = std::time::SystemTime::now();\n",
+        );
+        assert_eq!(p.len(), 2, "{p:?}");
+        assert!(p[0].starts_with("loopward-runner/src/x.rs:2:"), "{p:?}");
+        assert!(p[1].contains("outside the clock"), "{p:?}");
+    }
+
+    #[test]
+    fn a_task_local_in_any_library_is_named_by_line() {
+        let text = "use x;\ntokio::task_local! { static T: u32; }\n";
+        for file in [
+            "loopward-runner/src/layers/budget/service.rs",
+            "loopward-restate/src/journal.rs",
+        ] {
+            let p = problems(&format!("/r/{file}"), text);
+            assert_eq!(p.len(), 1, "{p:?}");
+            assert!(
+                p[0].starts_with(&format!("{file}:2: a task-local in library code")),
+                "{p:?}"
+            );
+        }
+        let in_tests = "#[cfg(test)]\nmod t { tokio::task_local! { static T: u32; } }\n";
+        assert!(problems("/r/loopward-restate/src/x.rs", in_tests).is_empty());
+    }
+
+    #[test]
+    fn a_layer_with_its_own_poll_ready_is_named_but_a_leaf_service_is_not() {
+        let layer = "impl<S> tower::Layer<S> for L {\n    type Service = S2<S>;\n}\nimpl<S> Service<R> for S2<S> {\n    fn poll_ready(&mut self, cx: &mut Context<'_>) {}\n}\n";
+        let p = problems("/r/loopward-restate/src/model.rs", layer);
+        assert_eq!(p.len(), 1, "{p:?}");
+        assert!(
+            p[0].starts_with(
+                "loopward-restate/src/model.rs:5: a layer with a hand-written service"
+            ),
+            "{p:?}"
+        );
+        let leaf = "impl Service<R> for Backend {\n    fn poll_ready(&mut self, cx: &mut Context<'_>) {}\n}\n";
+        assert!(problems("/r/loopward-runner/src/model/fake.rs", leaf).is_empty());
+        assert!(problems("/r/loopward-runner/src/layers/from_fn.rs", layer).is_empty());
+    }
+
+    #[test]
+    fn the_clock_tokio_time_and_comments_are_allowed() {
+        assert!(problems("/r/loopward-runner/src/clock.rs", "SystemTime::now()").is_empty());
+        assert!(problems("/r/a.rs", "let s = tokio::time::Instant::now();").is_empty());
+        assert!(problems("/r/a.rs", "// std::env::var is read by the binary").is_empty());
+    }
+
+    #[test]
+    fn only_the_runner_and_the_workflow_make_a_person_in_library_code() {
+        let mint = "let p = Person::at_the_keyboard();\n";
+        let p = problems("/r/loopward-llama/src/lib.rs", mint);
+        assert_eq!(p.len(), 1, "{p:?}");
+        assert!(p[0].starts_with("loopward-llama/src/lib.rs:1:"), "{p:?}");
+        for allowed in [
+            "/r/loopward-runner/src/runner.rs",
+            "/r/loopward-restate/src/workflow.rs",
+            "/r/loopward-core/src/person.rs",
+        ] {
+            assert!(problems(allowed, mint).is_empty(), "{allowed}");
+        }
+        // Tests and doc examples talk to a person; taking words is not making them.
+        let test = "#[cfg(test)]\nmod t { let p = Person::at_the_keyboard(); }\n";
+        assert!(problems("/r/loopward-runner/src/x.rs", test).is_empty());
+        let doc = "/// let p = Person::at_the_keyboard();\nfn f(w: HumanWords) -> Message { Message::human(w) }\n";
+        assert!(problems("/r/loopward-runner/src/x.rs", doc).is_empty());
+    }
+
+    #[test]
+    fn imported_wall_clocks_and_environments_are_caught_too() {
+        let p = problems(
+            "/r/loopward/src/x.rs",
+            "use std::time::{Duration, Instant};\nlet t = Instant::now();\nuse std::{env, fs};\n",
+        );
+        assert_eq!(p.len(), 3, "{p:?}");
+        assert!(p[2].contains("reads the environment"), "{p:?}");
+    }
+
+    #[test]
+    fn a_library_that_prints_or_a_core_that_does_io_is_named() {
+        let p = problems("/r/loopward-runner/src/x.rs", "println!(\"hi\");\n");
+        assert_eq!(p.len(), 1, "{p:?}");
+        assert!(p[0].contains("a library prints"), "{p:?}");
+        assert!(problems("/r/loopward-runner/src/x.rs", "#[cfg(test)]\ndbg!(1);").is_empty());
+        let p = problems(
+            "/r/loopward-core/src/x.rs",
+            "let f = std::fs::read(\"x\");\n",
+        );
+        assert_eq!(p.len(), 1, "{p:?}");
+        assert!(p[0].contains("loopward-core does IO"), "{p:?}");
+        assert!(problems("/r/loopward-runner/src/x.rs", "std::fs::read(\"x\");").is_empty());
+        let p = graph(serde_json::json!([package(
+            "loopward-core",
+            &[("tokio", "")]
+        )]));
+        assert_eq!(p.len(), 1, "{p:?}");
+        assert!(p[0].contains("loopward-core depends on tokio"), "{p:?}");
+    }
+}
