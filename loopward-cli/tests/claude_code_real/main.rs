@@ -113,7 +113,10 @@ fn configure(root: &Path, allow: &[&str], defer: bool) {
         for entry in entries.as_array_mut().unwrap() {
             for hook in entry["hooks"].as_array_mut().unwrap() {
                 if defer {
-                    hook["args"].as_array_mut().unwrap().push(json!("--defer-allows"));
+                    hook["args"]
+                        .as_array_mut()
+                        .unwrap()
+                        .push(json!("--defer-allows"));
                 }
             }
         }
