@@ -483,7 +483,8 @@ fn bad_input_is_refused_before_the_first_session_and_records_nothing() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(
-        err.contains("settings.json installs loopward's hook") && err.contains("'planner'"),
+        err.contains("settings.json installs loopward's hook")
+            && err.contains("--main-agent planner"),
         "{err}"
     );
     assert!(!root.join("runs").exists(), "nothing was recorded");
