@@ -1,7 +1,7 @@
 //! The `say` tool: an agent speaks to the people watching its run.
 //!
 //! The words go nowhere but the run's own records (the ledger's tool call and result), where
-//! the run's page, `audit.md`, `report` and the console show them as "<agent> said: <text>"
+//! the run's page, `audit.md`, `report` and the console show them as `<agent> said: <text>`
 //! ([`crate::audit::Sayings`]). The run neither stops nor waits, and nothing is decided by
 //! what was said: it is not an approval. A person's words into a run take the other road
 //! (`loopward say`, the inbox), and only they are recorded as a person's message.
