@@ -152,8 +152,8 @@ pub fn run(effort: Effort) -> Result<Section> {
         part: 12,
         title: "One hook call".into(),
         method: format!(
-            "The release `loopward hook claude-code` answering a `PreToolUse` deny of a territory \
-             write at {TERRITORIES} territories (process start, config load and checks, the \
+            "The release `loopward hook claude-code` (default features, as `cargo install` builds \
+             it) answering a `PreToolUse` deny of a territory write at {TERRITORIES} territories (process start, config load and checks, the \
              decision, the ledger append and its sync, the JSON answer), started and read to its \
              end {calls} times in one session, against the floor `loopward --version`, \
              interleaved call by call."

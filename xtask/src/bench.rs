@@ -28,21 +28,26 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<()> {
     std::fs::create_dir_all(&scratch).with_context(|| scratch.display().to_string())?;
     let (timing, scale) = (scratch.join("timing.json"), scratch.join("scale.json"));
 
-    // Parts 10 and 12 start the release `loopward` binary beside the bench's (the hook through
-    // `contain`'s channel, and one hook call).
-    let mut build = vec![
-        "build",
-        "--release",
-        "-p",
-        "loopward-bench",
-        "-p",
-        "loopward-cli",
-        "--bins",
-    ];
+    let mut build = vec!["build", "--release", "-p", "loopward-bench", "--bins"];
     if llama {
         build.extend(["--features", "llama"]);
     }
     crate::cargo(root, &build)?;
+    // Parts 10 and 12 start the release `loopward` binary beside the bench's (the hook through
+    // `contain`'s channel, and one hook call): built on its own, with its default features, as
+    // `cargo install --path loopward-cli` builds it (a `llama` build also loads libstdc++ and
+    // libgomp, which its start pays on every hook call).
+    crate::cargo(
+        root,
+        &[
+            "build",
+            "--release",
+            "-p",
+            "loopward-cli",
+            "--bin",
+            "loopward",
+        ],
+    )?;
     let mut timing_args = vec!["--out".to_string(), timing.display().to_string()];
     if llama {
         timing_args.extend(["--model".to_string(), model.display().to_string()]);
