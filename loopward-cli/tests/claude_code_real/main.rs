@@ -18,6 +18,7 @@ use support::clients::{CONFIG, ROADMAP};
 use support::{claude, ledger, wait_up_to};
 
 mod contained;
+mod fail_closed;
 mod mcp_tools;
 mod permission;
 mod state_reads;
