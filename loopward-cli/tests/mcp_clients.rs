@@ -271,13 +271,23 @@ fn a_claude_code_planner_hands_off_over_mcp_to_a_codex_builder() {
     };
     let (anthropic, claude_server) = anthropic_server::start(vec![
         Reply::tool(
+            "mcp__loopward__say",
+            json!({"text": "The plan is ready; the builder takes it from here."}),
+        ),
+        Reply::tool(
             "mcp__loopward__handoff",
             json!({"to": "builder", "message": "Write src/done.txt."}),
         ),
         Reply::text("Handed to the builder."),
     ]);
     let (responses, codex_server) = responses_server::start(build_steps());
-    let (_dir, root, home) = project(&team("kind = \"claude-code\"", &codex_agent(responses)));
+    // The planner is served `say` too: it tells the people watching before it hands off.
+    let config = team("kind = \"claude-code\"", &codex_agent(responses)).replacen(
+        "tools = [\"handoff\"]",
+        "tools = [\"handoff\", \"say\"]",
+        1,
+    );
+    let (_dir, root, home) = project(&config);
     let out = run_team(
         &root,
         &home,
@@ -315,5 +325,26 @@ fn a_claude_code_planner_hands_off_over_mcp_to_a_codex_builder() {
         "{:#?}",
         codex_server.requests()[0]
     );
+    // The `say`, relayed under loopward's own name in the planner's turn, answered as said,
+    // and never a person's message.
+    let rs = records(&root, "team");
+    let said: Vec<&Value> = kind(&rs, "tool_requested")
+        .filter(|r| r["data"]["tool"] == "say")
+        .collect();
+    assert_eq!(said.len(), 1, "{rs:#?}");
+    assert!(said[0]["data"]["call_id"]
+        .as_str()
+        .unwrap()
+        .starts_with("mcp-"));
+    assert!(
+        claude_server
+            .tool_results()
+            .iter()
+            .any(|(_, is_error, t)| !is_error && t.contains("said to the people watching")),
+        "{:#?}",
+        claude_server.tool_results()
+    );
+    assert!(!kind(&rs, "human_message")
+        .any(|r| r.to_string().contains("the builder takes it from here")));
     assert_handed_off_over_mcp(&root, &home, "claude_code");
 }
