@@ -198,7 +198,11 @@ pub(super) fn serve(
                     break;
                 }
                 if let Ok(stream) = stream {
-                    answer_one(&judge, stream);
+                    // A judgement that panics fails its own call (the hook reads no answer and
+                    // blocks), not every later one.
+                    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        answer_one(&judge, stream);
+                    }));
                 }
             }
         })
