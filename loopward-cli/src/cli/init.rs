@@ -40,8 +40,7 @@ script = "loopward.script.toml"     # fake: the scripted replies, per agent
 # api_key_file = "/home/me/.config/openai.key"       # a file holding only the key (not both)
 # max_tokens = 512
 
-# The team. Tools: read_file, write_file, edit_file, list_dir, shell, handoff, say (to the
-# people watching the run), report_attempt (with [class_jump]; see docs/config.md).
+# The team. Tools: read_file, write_file, edit_file, list_dir, shell, handoff, say, report_attempt.
 [[agent]]
 name = "root"
 role = "You coordinate. You do not write plans or code yourself; hand work to the right agent."
