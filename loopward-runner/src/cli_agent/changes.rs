@@ -10,6 +10,7 @@ use crate::turn::TurnError;
 use loopward_core::{AuditEvent, Effect, EffectKind, LayerId, LayerVerdict};
 use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, BTreeSet};
+use std::os::unix::fs::MetadataExt as _;
 use std::path::Path;
 
 /// Folders a manifest skips: version control, build output, loopward's and the client's
@@ -114,10 +115,14 @@ impl Manifest {
                 if let Ok(t) = std::fs::read_link(&path) {
                     h.update(t.as_os_str().as_encoded_bytes());
                 }
+            } else if !meta.is_file() {
+                // A FIFO, socket or device is never opened: reading a FIFO the session made
+                // would wait for a writer for ever.
+                h.update(format!("special {:o}", meta.mode()));
             } else if meta.len() <= MAX_HASHED_BYTES {
-                match std::fs::read(&path) {
-                    Ok(bytes) => h.update(&bytes),
-                    Err(_) => h.update(format!("unreadable {}", meta.len())),
+                match read_regular(&path) {
+                    Some(bytes) => h.update(&bytes),
+                    None => h.update(format!("unreadable {}", meta.len())),
                 }
             } else {
                 let mtime = meta
@@ -130,6 +135,25 @@ impl Manifest {
             self.paths.insert(rel, Entry::File(h.finalize().into()));
         }
     }
+}
+
+/// The content of the regular file at `path`, opened without waiting and without following
+/// a link: `None` when it is not a regular file by then (swapped after it was listed) or
+/// cannot be read.
+fn read_regular(path: &Path) -> Option<Vec<u8>> {
+    use std::io::Read as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let mut f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NONBLOCK | nix::libc::O_NOFOLLOW)
+        .open(path)
+        .ok()?;
+    if !f.metadata().ok()?.is_file() {
+        return None;
+    }
+    let mut bytes = Vec::new();
+    f.read_to_end(&mut bytes).ok()?;
+    Some(bytes)
 }
 
 /// `path` relative to `root`, with forward slashes (as an [`Effect`] names it).
@@ -167,6 +191,20 @@ mod tests {
 
     fn fingerprint(root: &Path) -> String {
         Manifest::take(root).fingerprint()
+    }
+
+    #[test]
+    fn a_fifo_in_the_workspace_is_listed_not_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("pipe");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
+        let root = dir.path().to_path_buf();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || tx.send(Manifest::take(&root)).unwrap());
+        let m = rx
+            .recv_timeout(std::time::Duration::from_secs(10))
+            .expect("taking the manifest waited on the FIFO");
+        assert!(m.paths.contains_key("pipe"), "{m:?}");
     }
 
     #[test]
