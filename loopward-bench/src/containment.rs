@@ -226,7 +226,7 @@ pub fn run(effort: Effort) -> Result<Section> {
         .chain(hooks.as_ref().ok().into_iter().flat_map(|h| {
             [
                 vec!["no-op binary start (`true`, stdin piped)".into(), fmt_ns(h.noop.median_ns), fmt_ns(h.noop.p99_ns), "1.00×".into()],
-                vec!["`loopward --version` start".into(), fmt_ns(h.start.median_ns), fmt_ns(h.start.p99_ns), fmt_ratio(h.start.median_ns / h.noop.median_ns)],
+                vec!["`loopward-hook --version` start".into(), fmt_ns(h.start.median_ns), fmt_ns(h.start.p99_ns), fmt_ratio(h.start.median_ns / h.noop.median_ns)],
                 vec!["hook call through the supervisor channel".into(), fmt_ns(h.call.median_ns), fmt_ns(h.call.p99_ns), fmt_ratio(h.call.median_ns / h.noop.median_ns)],
             ]
         }))
@@ -272,14 +272,14 @@ pub fn run(effort: Effort) -> Result<Section> {
         ],
         notes: vec![
             "The contained start includes planning the sandbox (a walk of the workspace) and making a network namespace, which the kernel does under a global lock: a busy machine making many namespaces at once pays more.".into(),
-            "Hook channel: a real `loopward contain` supervises a `sleep`; each sample starts `loopward hook claude-code` (the release build with its default features, as `cargo install --path loopward-cli` builds it, beside the bench) with the supervisor's socket, sends a `PreToolUse` of a `Read` and waits for the answer — the hook's start, the channel, the supervisor's judgement (config, policy, session lock) and its ledger record. Beside it, the floor: `true` and `loopward --version` started the same way.".into(),
+            "Hook channel: a real `loopward contain` supervises a `sleep`; each sample starts `loopward-hook hook claude-code` (what `hook install` writes: the release hook binary with its default features, as `cargo install --path loopward-cli` builds it, beside the bench) with the supervisor's socket, sends a `PreToolUse` of a `Read` and waits for the answer — the hook's start, the channel, the supervisor's judgement (config, policy, session lock) and its ledger record. Beside it, the floor: `true` and `loopward-hook --version` started the same way.".into(),
             "Each proxied request is its own connection (the proxy forces `Connection: close` so that each request is judged), so the overhead includes a second connect on loopback.".into(),
         ],
         data: json!({
             "start": {"contained": s, "bare": b},
             "request": {"proxied": ps, "direct": pb},
             "throughput_mb_s": {"proxied": mbps, "direct": direct_mbps},
-            "hook_channel": hooks.as_ref().ok().map(|h| json!({"call": h.call, "noop": h.noop, "loopward_start": h.start})),
+            "hook_channel": hooks.as_ref().ok().map(|h| json!({"call": h.call, "noop": h.noop, "hook_binary_start": h.start})),
         }),
     })
 }

@@ -1,14 +1,16 @@
 //! Part 12: one hook call, measured from outside.
 //!
-//! The subject is what an agent host pays on every tool call: the release `loopward` binary
-//! started as `loopward hook claude-code`, given a `PreToolUse` event on stdin — the main agent
+//! The subject is what an agent host pays on every tool call: the release `loopward-hook`
+//! binary (what `hook install` writes) started as `loopward-hook hook claude-code`, given a
+//! `PreToolUse` event on stdin — the main agent
 //! writing into one of 100 territories it does not own — and read to its end (process start,
 //! config load and checks, the decision, the ledger append and its sync, the JSON answer). The
-//! floor, interleaved call by call, is the same binary doing nothing: `loopward --version`. Every
+//! floor, interleaved call by call, is the same binary doing nothing: `loopward-hook
+//! --version`. Every
 //! call is one more in the same session, whose ledger grows as a long session's does.
 //!
-//! The binary is the `loopward` next to this one (`cargo xtask bench` builds both); without it
-//! the part is skipped, saying how to build it.
+//! The binary is the `loopward-hook` next to this one (`cargo xtask bench` builds it); without
+//! it the part is skipped, saying how to build it.
 
 use crate::harness::{elapsed_ns, Effort, Stats};
 use crate::report::{fmt_ns, fmt_ratio, Section, Target, Verdict};
@@ -74,10 +76,10 @@ impl Project {
     }
 }
 
-/// The `loopward` binary beside this one.
+/// The `loopward-hook` binary beside this one.
 fn binary() -> Option<PathBuf> {
     let exe = std::env::current_exe().ok()?;
-    let bin = exe.parent()?.join("loopward");
+    let bin = exe.parent()?.join("loopward-hook");
     bin.is_file().then_some(bin)
 }
 
@@ -113,8 +115,8 @@ pub fn run(effort: Effort) -> Result<Section> {
         return Ok(Section::skipped(
             12,
             "One hook call",
-            "skipped: no release `loopward` beside this binary (`cargo xtask bench` builds it; \
-             by hand: `cargo build --release -p loopward-cli --bin loopward`)",
+            "skipped: no release `loopward-hook` beside this binary (`cargo xtask bench` builds \
+             it; by hand: `cargo build --release -p loopward-cli --bin loopward-hook`)",
         ));
     };
     let p = Project::new()?;
@@ -152,10 +154,10 @@ pub fn run(effort: Effort) -> Result<Section> {
         part: 12,
         title: "One hook call".into(),
         method: format!(
-            "The release `loopward hook claude-code` (default features, as `cargo install` builds \
-             it) answering a `PreToolUse` deny of a territory write at {TERRITORIES} territories (process start, config load and checks, the \
+            "The release `loopward-hook hook claude-code` (what `hook install` writes; default \
+             features, as `cargo install` builds it) answering a `PreToolUse` deny of a territory write at {TERRITORIES} territories (process start, config load and checks, the \
              decision, the ledger append and its sync, the JSON answer), started and read to its \
-             end {calls} times in one session, against the floor `loopward --version`, \
+             end {calls} times in one session, against the floor `loopward-hook --version`, \
              interleaved call by call."
         ),
         columns: ["", "p50", "p99", "p50 over the floor"]

@@ -1,11 +1,12 @@
 //! Part 10's hook channel: a Claude Code hook call answered by `loopward contain`'s supervisor.
 //!
 //! A real `loopward contain` (the release `loopward` binary beside the bench's) supervises a
-//! `sleep` in a scratch project; each sample starts `loopward hook claude-code` with the
-//! supervisor's socket in `LOOPWARD_SUPERVISOR`, writes a `PreToolUse` event of a `Read` on its
-//! stdin and waits for its answer: the hook process's start, the channel, the supervisor's
-//! judgement and its ledger record. The floor beside it: a no-op binary (`true`) started and
-//! waited for the same way, and the `loopward` binary's own start (`--version`).
+//! `sleep` in a scratch project; each sample starts `loopward-hook hook claude-code` (what
+//! `hook install` writes) with the supervisor's socket in `LOOPWARD_SUPERVISOR`, writes a
+//! `PreToolUse` event of a `Read` on its stdin and waits for its answer: the hook process's
+//! start, the channel, the supervisor's judgement and its ledger record. The floor beside it: a
+//! no-op binary (`true`) started and waited for the same way, and the hook binary's own start
+//! (`--version`).
 
 use crate::harness::{Effort, Stats};
 use anyhow::{bail, Context as _, Result};
@@ -14,26 +15,26 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// What was measured: the hook call, the no-op floor, the `loopward` binary's start.
+/// What was measured: the hook call, the no-op floor, the hook binary's start.
 pub struct HookChannel {
     /// A hook call through the supervisor channel.
     pub call: Stats,
     /// `true` started and waited for.
     pub noop: Stats,
-    /// `loopward --version` started and waited for.
+    /// `loopward-hook --version` started and waited for.
     pub start: Stats,
 }
 
-/// The `loopward` binary beside this one (`cargo xtask bench` builds both).
-fn loopward_bin() -> Result<PathBuf> {
+/// loopward's binary `name` beside this one (`cargo xtask bench` builds them).
+fn beside(name: &str) -> Result<PathBuf> {
     let exe = std::env::current_exe()?;
     let bin = exe
         .parent()
         .context("the bench binary has no folder")?
-        .join("loopward");
+        .join(name);
     if !bin.is_file() {
         bail!(
-            "no `loopward` binary beside {} (cargo build --release -p loopward-cli)",
+            "no `{name}` binary beside {} (cargo build --release -p loopward-cli --bins)",
             exe.display()
         );
     }
@@ -57,7 +58,7 @@ fn timed(cmd: &mut Command, stdin: &[u8]) -> Result<(u64, std::process::Output)>
 
 /// Measures the hook channel; `Err` says why it cannot be measured here.
 pub fn measure(effort: Effort) -> Result<HookChannel> {
-    let bin = loopward_bin()?;
+    let (bin, hook) = (beside("loopward")?, beside("loopward-hook")?);
     let dir = tempfile::tempdir()?;
     let (project, state, tmp) = (
         dir.path().join("p"),
@@ -86,7 +87,7 @@ pub fn measure(effort: Effort) -> Result<HookChannel> {
         .context("starting loopward contain")?;
     let pid = contain.id();
     let result = calls(
-        &bin,
+        &hook,
         &project,
         &tmp.join(format!("loopward-contain-{pid}")),
         effort,
@@ -99,7 +100,7 @@ pub fn measure(effort: Effort) -> Result<HookChannel> {
     result.with_context(|| String::from_utf8_lossy(&ended.stderr).into_owned())
 }
 
-fn calls(bin: &Path, project: &Path, hooks_dir: &Path, effort: Effort) -> Result<HookChannel> {
+fn calls(hook_bin: &Path, project: &Path, hooks_dir: &Path, effort: Effort) -> Result<HookChannel> {
     let socket = hooks_dir.join("hooks.sock");
     let mut waited = Duration::ZERO;
     while !socket.exists() {
@@ -116,7 +117,7 @@ fn calls(bin: &Path, project: &Path, hooks_dir: &Path, effort: Effort) -> Result
     })
     .to_string();
     let hook = || {
-        let mut c = Command::new(bin);
+        let mut c = Command::new(hook_bin);
         c.args(["hook", "claude-code", "--config", "loopward.toml"])
             .current_dir(project)
             .env("LOOPWARD_SUPERVISOR", &socket);
@@ -134,7 +135,7 @@ fn calls(bin: &Path, project: &Path, hooks_dir: &Path, effort: Effort) -> Result
                 );
             }
             let (nn, _) = timed(&mut Command::new("true"), b"")?;
-            let (nv, _) = timed(Command::new(bin).arg("--version"), b"")?;
+            let (nv, _) = timed(Command::new(hook_bin).arg("--version"), b"")?;
             if round > 0 {
                 call.push(ns);
                 noop.push(nn);

@@ -18,7 +18,7 @@
 //! | 9 | [`loop_cli`] | a session of a loop over a scripted stand-in CLI (10 and 100 sessions; 1,000 files) | the same script and verifier started bare |
 //! | 10 | [`containment`] | a command started in its sandbox (Landlock, its own network); HTTP through the egress proxy | the same command started bare; the same request sent directly |
 //! | 11 | [`disk_run`] | a whole scripted run on disk (ledger, pages, anchor), default durability and without fsync; syncs and files per run | the same run into memory |
-//! | 12 | [`hook_call`] | one hook call from outside: a release `loopward hook claude-code` denying a territory write at 100 territories | the same binary's `loopward --version`, interleaved |
+//! | 12 | [`hook_call`] | one hook call from outside: a release `loopward-hook hook claude-code` denying a territory write at 100 territories | the same binary's `loopward-hook --version`, interleaved |
 //!
 //! Benchmarks are not tests: nothing here asserts a threshold. Each part returns a
 //! [`report::Section`] that states its targets next to the measured figures.

@@ -187,11 +187,12 @@ fn a_hook_codex_cannot_start_lets_the_write_through_so_install_never_writes_one(
         std::fs::read_to_string(root.join("plans/roadmap.md")).unwrap(),
         ROADMAP
     );
-    // The same hook as a bare `loopward`: it cannot start, and Codex goes ahead.
+    // The same hook as a bare `loopward-hook`: it cannot start, and Codex goes ahead.
     let hooks = root.join(".codex/hooks.json");
-    let text = std::fs::read_to_string(&hooks)
-        .unwrap()
-        .replace(&format!("'{}'", env!("CARGO_BIN_EXE_loopward")), "loopward");
+    let text = std::fs::read_to_string(&hooks).unwrap().replace(
+        &format!("'{}'", env!("CARGO_BIN_EXE_loopward-hook")),
+        "loopward-hook",
+    );
     std::fs::write(&hooks, text).unwrap();
     let doctor = loopward(&root, &home, &["hook", "doctor", "--host", "codex"]);
     assert_eq!(doctor.status.code(), Some(1), "{doctor:?}");

@@ -163,9 +163,10 @@ fn a_hook_gemini_cannot_start_blocks_the_session_and_doctor_flags_it() {
     assert!(ok, "{out}");
     assert_eq!(std::fs::read_to_string(&target).unwrap(), ROADMAP, "{out}");
     let settings = root.join(".gemini/settings.json");
-    let text = std::fs::read_to_string(&settings)
-        .unwrap()
-        .replace(&format!("'{}'", env!("CARGO_BIN_EXE_loopward")), "loopward");
+    let text = std::fs::read_to_string(&settings).unwrap().replace(
+        &format!("'{}'", env!("CARGO_BIN_EXE_loopward-hook")),
+        "loopward-hook",
+    );
     std::fs::write(&settings, text).unwrap();
     let doctor = loopward(&root, &home, &["hook", "doctor", "--host", "gemini"]);
     assert_eq!(doctor.status.code(), Some(1), "{doctor:?}");

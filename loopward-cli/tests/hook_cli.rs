@@ -339,12 +339,52 @@ fn hook_install_writes_an_absolute_command_and_doctor_catches_one_that_fails_ope
             .unwrap();
     let pre = settings["hooks"]["PreToolUse"].as_array().unwrap();
     assert_eq!(pre.len(), 1, "the bare entry was replaced: {settings}");
-    // Exec form: the client starts loopward without a shell, and a hook that fails blocks.
+    // Exec form: the client starts the hook binary beside loopward without a shell, and a hook
+    // that fails blocks.
     let hook = &pre[0]["hooks"][0];
-    assert_eq!(hook["command"], env!("CARGO_BIN_EXE_loopward"), "{hook}");
+    assert_eq!(
+        hook["command"],
+        env!("CARGO_BIN_EXE_loopward-hook"),
+        "{hook}"
+    );
     assert_eq!(hook["args"][0], "hook", "{hook}");
     assert_eq!(hook["args"][1], "claude-code", "{hook}");
     assert_eq!(hook["onFailure"], "block", "{hook}");
+    // Started as Claude Code starts it, it judges: a `Bash` call comes back wrapped in the
+    // sandbox of the whole `loopward` binary (which the hook binary does not hold).
+    let args: Vec<&str> = hook["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|a| a.as_str())
+        .collect();
+    let mut child = Command::new(hook["command"].as_str().unwrap())
+        .args(&args)
+        .current_dir(&root)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(bash_event(&root, "PreToolUse", "true", None).as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|_| panic!("{}", String::from_utf8_lossy(&out.stderr)));
+    let wrapped = v["hookSpecificOutput"]["updatedInput"]["command"]
+        .as_str()
+        .unwrap_or_else(|| panic!("not wrapped: {v}"));
+    assert!(
+        wrapped.starts_with(&format!(
+            "'{}' sandbox exec",
+            env!("CARGO_BIN_EXE_loopward")
+        )),
+        "{wrapped}"
+    );
     let doctor = loopward(&root, &["hook", "doctor"]);
     let text = String::from_utf8_lossy(&doctor.stdout);
     assert_eq!(doctor.status.code(), Some(0), "{text}");

@@ -78,7 +78,7 @@ fn install_writes_each_hosts_own_settings_with_an_absolute_command_and_doctor_sa
         assert!(
             cmd.starts_with(&format!(
                 "'{}' hook {host} --config '{}'",
-                env!("CARGO_BIN_EXE_loopward"),
+                env!("CARGO_BIN_EXE_loopward-hook"),
                 root.join("loopward.toml").display()
             )),
             "{cmd}"

@@ -80,10 +80,15 @@ pub async fn run(args: Args) -> Result<ExitCode> {
         );
     }
     let (mut plan, scratch) = super::sandbox::plan_agent(&cfg, &args.config, &args.agent, &[])?;
-    // The loopward binary runs inside too, as the program's hook command: it forwards each
-    // hook event to this supervisor (a hook that cannot start would let the client go ahead).
+    // loopward's binaries run inside too, as the program's hook command (`loopward-hook`, or
+    // `loopward` where it stands alone): it forwards each hook event to this supervisor (a hook
+    // that cannot start would let the client go ahead).
     let exe = std::env::current_exe().context("finding the loopward binary")?;
-    let reach = plan.reach().clone().read(&exe);
+    let reach = plan
+        .reach()
+        .clone()
+        .read(&exe)
+        .read(super::binaries::hook_program(&exe));
     plan = plan.with_reach(reach);
     let hooks_dir = std::env::temp_dir().join(format!("loopward-contain-{}", std::process::id()));
     std::fs::create_dir_all(&hooks_dir)

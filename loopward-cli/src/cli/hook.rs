@@ -306,8 +306,10 @@ pub(super) fn context(
                 .map(|p| p.to_string_lossy().into_owned())
         })
         .unwrap_or_default();
-    let exe = std::env::current_exe()
-        .context("finding the loopward binary (to wrap Bash commands in its sandbox)")?;
+    let exe = super::binaries::loopward(
+        &std::env::current_exe()
+            .context("finding the loopward binary (to wrap Bash commands in its sandbox)")?,
+    )?;
     let abs_config = config
         .canonicalize()
         .with_context(|| format!("resolving {}", config.display()))?;

@@ -125,12 +125,15 @@ pub(super) fn host_command(
     command(&spec(host), exe, config, main_agent)
 }
 
+/// `exe` is the running `loopward`; the hook starts `loopward-hook` where it sits beside it.
 fn command(spec: &Spec, exe: &Path, config: &Path, main_agent: &str) -> Result<HookCommand> {
     let config = config.to_str().context("the config's path is not UTF-8")?;
-    exe.to_str()
+    let program = super::binaries::hook_program(exe);
+    program
+        .to_str()
         .context("the loopward binary's path is not UTF-8")?;
     Ok(HookCommand::new(
-        exe,
+        program,
         [
             "hook",
             spec.sub,

@@ -10,6 +10,7 @@
 //! ```
 
 pub mod approve;
+mod binaries;
 pub mod calibrate;
 pub mod contain;
 mod ending;
