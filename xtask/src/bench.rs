@@ -3,7 +3,9 @@
 //! `bench/` is edited by hand.
 //!
 //! Flags: `--quick` (every code path, few samples; writes under `target/bench/` only),
-//! `--no-llama` (skip part 5 even when the model file is present).
+//! `--no-llama` (skip part 5 even when the model file is present), `--only N` (repeatable:
+//! measure these parts again and put them into the last whole run's results, which then say
+//! which parts were measured when, at which commit and load).
 
 use anyhow::{bail, Context, Result};
 use serde_json::{json, Value};
@@ -14,14 +16,39 @@ use std::process::Command;
 use crate::model::MODEL_FILE;
 
 pub(crate) fn run(root: &Path, args: &[String]) -> Result<()> {
-    let quick = args.iter().any(|a| a == "--quick");
-    let no_llama = args.iter().any(|a| a == "--no-llama");
-    if let Some(bad) = args
-        .iter()
-        .find(|a| !matches!(a.as_str(), "--quick" | "--no-llama"))
-    {
-        bail!("unknown flag {bad:?}; usage: cargo xtask bench [--quick] [--no-llama]");
+    let (mut quick, mut no_llama, mut only) = (false, false, Vec::<u8>::new());
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--quick" => quick = true,
+            "--no-llama" => no_llama = true,
+            "--only" => only.push(part_number(it.next())?),
+            bad => bail!(
+                "unknown flag {bad:?}; usage: cargo xtask bench [--quick] [--no-llama] [--only N]..."
+            ),
+        }
     }
+    only.sort_unstable();
+    only.dedup();
+    // Parts measured again go into the last whole run's results: there must be one.
+    let previous = if only.is_empty() || quick {
+        None
+    } else {
+        let path = root.join("bench/results.json");
+        let doc = read_json(&path).with_context(|| {
+            format!(
+                "`--only` updates the last whole run's {}; run `cargo xtask bench` once first",
+                path.display()
+            )
+        })?;
+        if doc["quick"].as_bool().unwrap_or(false) {
+            bail!(
+                "{} is a quick run's; run a whole `cargo xtask bench` first",
+                path.display()
+            );
+        }
+        Some(doc)
+    };
     let model = root.join(MODEL_FILE);
     let llama = !no_llama && model.is_file();
     let scratch = root.join("target").join("bench");
@@ -33,10 +60,10 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<()> {
         build.extend(["--features", "llama"]);
     }
     crate::cargo(root, &build)?;
-    // Parts 10 and 12 start the release `loopward` binary beside the bench's (the hook through
-    // `contain`'s channel, and one hook call): built on its own, with its default features, as
-    // `cargo install --path loopward-cli` builds it (a `llama` build also loads libstdc++ and
-    // libgomp, which its start pays on every hook call).
+    // Parts 10 and 12 start the release `loopward` and `loopward-hook` binaries beside the
+    // bench's (the hook through `contain`'s channel, and one hook call): built on their own,
+    // with their default features, as `cargo install --path loopward-cli` builds them (a
+    // `llama` build also loads libstdc++ and libgomp, which a start pays on every hook call).
     crate::cargo(
         root,
         &[
@@ -46,6 +73,8 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<()> {
             "loopward-cli",
             "--bin",
             "loopward",
+            "--bin",
+            "loopward-hook",
         ],
     )?;
     let mut timing_args = vec!["--out".to_string(), timing.display().to_string()];
@@ -57,31 +86,60 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<()> {
         timing_args.push("--quick".into());
         scale_args.push("--quick".into());
     }
+    for n in &only {
+        timing_args.extend(["--only".to_string(), n.to_string()]);
+    }
     let release = target_dir(root).join("release");
     run_bin(root, &release.join("loopward-bench"), &timing_args)?;
-    run_bin(root, &release.join("loopward-bench-scale"), &scale_args)?;
+    // Part 4 is the scale binary's.
+    let scale_wanted = only.is_empty() || only.contains(&4);
+    if scale_wanted {
+        run_bin(root, &release.join("loopward-bench-scale"), &scale_args)?;
+    }
 
     let timing = read_json(&timing)?;
-    let scale = read_json(&scale)?;
-    let mut sections: Vec<Value> = [&timing, &scale]
+    let scale = if scale_wanted {
+        read_json(&scale)?
+    } else {
+        json!({"sections": [], "machine": timing["machine"]})
+    };
+    let sections: Vec<Value> = [&timing, &scale]
         .iter()
         .flat_map(|d| d["sections"].as_array().cloned().unwrap_or_default())
+        .filter(|s| only.is_empty() || only.contains(&(s["part"].as_u64().unwrap_or(0) as u8)))
         .collect();
-    sections.sort_by_key(|s| s["part"].as_u64().unwrap_or(0));
     let mut machine = timing["machine"].clone();
     machine["load_at_end"] = scale["machine"]["load_at_end"].clone();
-    let doc = json!({
-        "generated_by": "cargo xtask bench",
-        "quick": quick,
-        "date": timing["started_at"],
-        "commit": git(root, &["rev-parse", "--short=12", "HEAD"])?,
-        "uncommitted_changes": !git(root, &["status", "--porcelain", "--", ".", ":!bench"])?.is_empty(),
-        "rustc": rustc_version(),
-        "features": if llama { vec!["llama"] } else { vec![] },
-        "machine": machine,
-        "timer_overhead_ns": timing["timer_overhead_ns"],
-        "sections": sections,
-    });
+    let commit = git(root, &["rev-parse", "--short=12", "HEAD"])?;
+    let dirty = !git(root, &["status", "--porcelain", "--", ".", ":!bench"])?.is_empty();
+    let features = if llama { vec!["llama"] } else { vec![] };
+    let doc = match previous {
+        Some(previous) => remeasured(
+            previous,
+            sections,
+            json!({
+                "parts": only,
+                "date": timing["started_at"],
+                "commit": commit,
+                "uncommitted_changes": dirty,
+                "features": features,
+                "load_at_start": machine["load_at_start"],
+                "load_at_end": machine["load_at_end"],
+            }),
+        ),
+        None => json!({
+            "generated_by": "cargo xtask bench",
+            "quick": quick,
+            "date": timing["started_at"],
+            "commit": commit,
+            "uncommitted_changes": dirty,
+            "rustc": rustc_version(),
+            "features": features,
+            "machine": machine,
+            "timer_overhead_ns": timing["timer_overhead_ns"],
+            "sections": sorted(sections),
+        }),
+    };
     let out = if quick {
         scratch.clone()
     } else {
@@ -99,6 +157,56 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<()> {
         out.join("results.md").display()
     );
     Ok(())
+}
+
+/// A part's number after `--only`.
+fn part_number(arg: Option<&String>) -> Result<u8> {
+    let arg = arg.context("--only needs a part number (1 to 12)")?;
+    match arg.parse::<u8>() {
+        Ok(n @ 1..=12) => Ok(n),
+        _ => bail!("--only {arg:?}: the parts are numbered 1 to 12 (bench/results.md)"),
+    }
+}
+
+fn sorted(mut sections: Vec<Value>) -> Vec<Value> {
+    sections.sort_by_key(|s| s["part"].as_u64().unwrap_or(0));
+    sections
+}
+
+/// The last whole run's results with `sections` measured again put in place of theirs, and a
+/// line saying when, at which commit and load (`results.md` shows it above the targets).
+fn remeasured(mut doc: Value, sections: Vec<Value>, when: Value) -> Value {
+    let parts: Vec<u64> = sections.iter().filter_map(|s| s["part"].as_u64()).collect();
+    let kept = doc["sections"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|s| !parts.contains(&s["part"].as_u64().unwrap_or(0)));
+    doc["sections"] = Value::Array(sorted(kept.chain(sections).collect()));
+    // A part measured again replaces its earlier line.
+    let mut lines: Vec<Value> = doc["remeasured"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|mut l| {
+            let left: Vec<Value> = l["parts"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+                .into_iter()
+                .filter(|p| !parts.contains(&p.as_u64().unwrap_or(0)))
+                .collect();
+            (!left.is_empty()).then(|| {
+                l["parts"] = Value::Array(left);
+                l
+            })
+        })
+        .collect();
+    lines.push(when);
+    doc["remeasured"] = Value::Array(lines);
+    doc
 }
 
 fn target_dir(root: &Path) -> std::path::PathBuf {
@@ -210,6 +318,31 @@ fn render(doc: &Value) -> String {
         }
     );
     let _ = writeln!(md);
+    for r in doc["remeasured"].as_array().into_iter().flatten() {
+        let parts: Vec<String> = r["parts"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|p| p.to_string())
+            .collect();
+        let dirty = if r["uncommitted_changes"].as_bool().unwrap_or(false) {
+            " (with uncommitted changes)"
+        } else {
+            ""
+        };
+        let num = |k: &str| r[k].as_f64().map_or("?".to_string(), |l| format!("{l:.2}"));
+        let _ = writeln!(
+            md,
+            "**Measured again** (`cargo xtask bench --only {}`): part{} {} on {} at `{}`{dirty}, load {} at start and {} at end; every other part is from the run above.\n",
+            parts.join(" --only "),
+            if parts.len() > 1 { "s" } else { "" },
+            parts.join(", "),
+            s(&r["date"]),
+            s(&r["commit"]),
+            num("load_at_start"),
+            num("load_at_end"),
+        );
+    }
     if doc["quick"].as_bool().unwrap_or(false) {
         let _ = writeln!(
             md,
@@ -356,5 +489,52 @@ mod tests {
         );
         assert!(md.contains("shared and noisy"), "{md}");
         assert!(md.contains("| commit | `abc123` |"), "{md}");
+    }
+
+    #[test]
+    fn parts_measured_again_replace_theirs_and_say_when() {
+        let part = |n: u64, m: &str| {
+            json!({"part": n, "title": "t", "method": m, "columns": [],
+            "rows": [], "targets": [], "notes": []})
+        };
+        let doc = json!({"date": "d0", "commit": "c0", "quick": false, "machine": {},
+            "sections": [part(10, "old"), part(11, "old"), part(12, "old")]});
+        let when = |parts: Vec<u64>, commit: &str| {
+            json!({"parts": parts, "date": "d1",
+            "commit": commit, "uncommitted_changes": true, "load_at_start": 0.2, "load_at_end": 0.3})
+        };
+        let doc = remeasured(
+            doc,
+            vec![part(12, "new"), part(10, "new")],
+            when(vec![10, 12], "c1"),
+        );
+        let methods: Vec<(u64, &str)> = doc["sections"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| (s["part"].as_u64().unwrap(), s["method"].as_str().unwrap()))
+            .collect();
+        assert_eq!(methods, [(10, "new"), (11, "old"), (12, "new")]);
+        let md = render(&doc);
+        assert!(
+            md.contains("**Measured again** (`cargo xtask bench --only 10 --only 12`): parts 10, 12 on d1 at `c1` (with uncommitted changes), load 0.20 at start and 0.30 at end"),
+            "{md}"
+        );
+        // Part 12 measured once more: its earlier line keeps only part 10.
+        let doc = remeasured(doc, vec![part(12, "newer")], when(vec![12], "c2"));
+        let lines = doc["remeasured"].as_array().unwrap();
+        assert_eq!(lines.len(), 2);
+        assert_eq!(lines[0]["parts"], json!([10]));
+        assert_eq!(lines[1]["commit"], "c2");
+    }
+
+    #[test]
+    fn only_takes_a_part_number() {
+        assert_eq!(part_number(Some(&"10".to_string())).unwrap(), 10);
+        for bad in ["0", "13", "ten"] {
+            let e = part_number(Some(&bad.to_string())).unwrap_err().to_string();
+            assert!(e.contains("1 to 12"), "{e}");
+        }
+        assert!(part_number(None).is_err());
     }
 }
