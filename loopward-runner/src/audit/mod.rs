@@ -68,6 +68,8 @@ pub use figures::{
     AdvisoryCompliance, EgressFigures, GateFigures, LayerFigures, OverrideUse, RunFigures,
     UnauthorisedWrite,
 };
+#[doc(hidden)]
+pub use html::render_index_with;
 pub use html::{describe as describe_event, render_html, render_index, LedgerState};
 pub use index::{
     append_anchor, check_head, read_index, read_witness, Anchor, IndexEntry, IndexError, IndexHead,
@@ -85,5 +87,6 @@ pub use render::{render_json, render_markdown};
 pub use report::{report, InvalidRun, Report, ReportError, RunRow, UnauthorisedWrites};
 pub use sayings::{AgentSaid, Sayings};
 pub use verify::{
-    verify, verify_all, Breach, RunVerdict, VerifyError, VerifyOk, VerifyOptions, EVENTS_FILE,
+    verify, verify_all, verify_records, Breach, RunVerdict, VerifyError, VerifyOk, VerifyOptions,
+    EVENTS_FILE,
 };

@@ -10,6 +10,7 @@ use std::process::Command;
 const GRAPH: &[(&str, &[&str])] = &[
     ("loopward-core", &[]),
     ("loopward-runner", &["loopward-core"]),
+    ("loopward-calibrate", &["loopward-core", "loopward-runner"]),
     ("loopward-llama", &["loopward-core"]),
     ("loopward-hooks", &["loopward-core", "loopward-runner"]),
     (
@@ -31,6 +32,7 @@ const GRAPH: &[(&str, &[&str])] = &[
             "loopward",
             "loopward-core",
             "loopward-runner",
+            "loopward-calibrate",
             "loopward-hooks",
             "loopward-term",
             "loopward-restate",
@@ -43,6 +45,7 @@ const GRAPH: &[(&str, &[&str])] = &[
             "loopward",
             "loopward-core",
             "loopward-runner",
+            "loopward-calibrate",
             "loopward-hooks",
             "loopward-term",
         ],

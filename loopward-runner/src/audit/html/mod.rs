@@ -76,6 +76,17 @@ pub fn render_index(runs_dir: &Path, opts: &VerifyOptions) -> Result<String, Rep
     render_dir(runs_dir, opts, None)
 }
 
+/// [`render_index`] with `section` after the runs (the calibration report's, until the pages
+/// leave this crate).
+#[doc(hidden)]
+pub fn render_index_with(
+    runs_dir: &Path,
+    opts: &VerifyOptions,
+    section: Option<Markup>,
+) -> Result<String, ReportError> {
+    render_dir(runs_dir, opts, section)
+}
+
 /// The page around a body: doctype, inline stylesheet, `main`.
 fn shell(title: &str, body: Markup) -> String {
     html! {
