@@ -5,14 +5,14 @@ use loopward_runner::audit::{ReportError, VerifyOptions};
 use maud::{html, Markup};
 use std::path::Path;
 
-/// Renders `runs/index.html` (see [`render_index`](loopward_runner::audit::render_index)) with the
+/// Renders `runs/index.html` (see [`render_index`](loopward_pages::render_index)) with the
 /// calibration report after the runs.
 pub fn render_index_with_calibration(
     runs_dir: &Path,
     opts: &VerifyOptions,
     calibration: &Calibration,
 ) -> Result<String, ReportError> {
-    loopward_runner::audit::render_index_with(runs_dir, opts, Some(section(calibration)))
+    loopward_pages::render_index_with(runs_dir, opts, section(calibration))
 }
 
 fn section(c: &Calibration) -> Markup {

@@ -106,6 +106,7 @@ fn a_page_that_cannot_be_written_loses_nothing_of_the_ledger_or_its_anchor() {
             }
             _ => Ok(()),
         })),
+        pages: stub_pages(),
         ..LedgerOptions::keyed(crash_key())
     };
     let ledger = Ledger::create(runs.path(), &RunId::new("r1").unwrap(), opts).unwrap();
@@ -126,12 +127,12 @@ fn a_page_that_cannot_be_written_loses_nothing_of_the_ledger_or_its_anchor() {
     assert!(!runs.path().join("r1/audit.html").exists());
     // The pages are written again from the verified ledger, as finish would have.
     let md = std::fs::read(runs.path().join("r1/audit.md")).unwrap();
-    let written = write_pages(&runs.path().join("r1"), &check).unwrap();
+    let written = write_pages(&runs.path().join("r1"), &check, &stub_pages()).unwrap();
     assert!(written[2].ends_with("r1/audit.html"));
     let html = std::fs::read_to_string(&written[2]).unwrap();
     assert!(html.contains(crash_key().id().as_str()), "names its key");
     assert_eq!(std::fs::read(&written[1]).unwrap(), md);
     // Not from a ledger that does not verify.
-    let err = write_pages(&runs.path().join("r1"), &VerifyOptions::default()).unwrap_err();
+    let err = write_pages(&runs.path().join("r1"), &VerifyOptions::default(), &[]).unwrap_err();
     assert!(matches!(err, LedgerError::Verify(_)), "{err}");
 }
