@@ -24,6 +24,8 @@
 //! ```
 
 use super::record::Record;
+#[cfg(doc)]
+use super::{Ledger, LedgerError};
 
 /// What is known about the ledger a page is rendered from.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -53,7 +55,9 @@ impl LedgerState {
 /// A page of a run, rendered from its verified records and written into the run's folder when
 /// its ledger finishes (after the anchor, whole but unsynced: only the ledger is durable).
 pub trait Page: Send + Sync {
-    /// Its file name in the run's folder (`audit.html`).
+    /// Its file name in the run's folder (`audit.html`): one plain name, never `events.jsonl`,
+    /// `audit.json` or `audit.md` (a page named otherwise fails [`Ledger::finish`] with
+    /// [`LedgerError::Page`], the run already anchored).
     fn file_name(&self) -> &str;
     /// Renders it from the run's records, in ledger order.
     fn render(&self, records: &[Record], ledger: &LedgerState) -> String;

@@ -7,7 +7,7 @@ use super::super::key::KeyId;
 use super::super::page::{LedgerState, Page};
 use super::super::record::{rfc3339, Record, GENESIS};
 use super::super::render::{render_json, render_markdown};
-use super::super::verify::{scan, verify_records, VerifyOptions};
+use super::super::verify::{scan, verify_records, VerifyOptions, EVENTS_FILE};
 use super::{io_err, Finished, Ledger, LedgerError, LedgerOp, Phase};
 use crate::atomic_file::{replace_unsynced, unobserved, Observer, Step};
 use std::path::{Path, PathBuf};
@@ -164,9 +164,31 @@ fn write_pages_of(
     ];
     let pages = pages
         .iter()
-        .map(|p| write(p.file_name(), p.render(records, &state)))
+        .map(|p| {
+            let name = p.file_name();
+            if !is_page_name(name) {
+                return Err(LedgerError::Page {
+                    path: dir.join(name),
+                    source: std::io::Error::new(
+                        std::io::ErrorKind::InvalidInput,
+                        format!("a page is named {name:?}: name it a plain file in the run's folder, not {EVENTS_FILE}, audit.json or audit.md"),
+                    ),
+                });
+            }
+            write(name, p.render(records, &state))
+        })
         .collect::<Result<_, _>>()?;
     Ok((summaries, pages))
+}
+
+/// Whether a page may take `name`: one plain file in the run's folder, never the ledger or a
+/// summary (a page written over `events.jsonl` would destroy the run's record).
+fn is_page_name(name: &str) -> bool {
+    let mut parts = Path::new(name).components();
+    matches!(
+        (parts.next(), parts.next()),
+        (Some(std::path::Component::Normal(_)), None)
+    ) && ![EVENTS_FILE, "audit.json", "audit.md"].contains(&name)
 }
 
 /// Writes `audit.json`, `audit.md` and `pages` of the run in `run_dir` again from its ledger,
