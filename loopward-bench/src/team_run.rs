@@ -110,6 +110,7 @@ pub async fn team_run_on_disk(disk: &Disk, id: &str, rounds: usize) -> Result<Te
             }
             Ok(())
         })),
+        pages: loopward_pages::pages(),
         ..LedgerOptions::default()
     };
     let start = Instant::now();

@@ -282,7 +282,8 @@ fn render_run(
     done: Option<&str>,
     version: u64,
 ) -> Result<String, ConsoleError> {
-    use loopward_runner::audit::{render_html, LedgerState, Record};
+    use loopward::pages::render_html;
+    use loopward_runner::audit::{LedgerState, Record};
     let runs_dir = &c.inner.runs_dir;
     let mut opts = c
         .inner

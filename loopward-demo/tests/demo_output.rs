@@ -176,7 +176,7 @@ fn demo_pages_are_deterministic_snapshots() {
         insta::assert_snapshot!(format!("audit_html_{run}"), page);
     }
     let index =
-        loopward_runner::audit::render_index(&runs, &demo::verify_options(scratch.path()).unwrap())
+        loopward::pages::render_index(&runs, &demo::verify_options(scratch.path()).unwrap())
             .unwrap();
     assert_eq!(index.matches("<tr class=\"run\"").count(), 12);
     insta::assert_snapshot!("index_html", index);

@@ -205,7 +205,11 @@ fn screenshot(page: &Path, shot: &Path) {
 fn markup_in_a_tool_argument_stays_text_in_the_browser() {
     let runs = tempfile::tempdir().unwrap();
     let run = RunId::new("xss").unwrap();
-    let ledger = Ledger::create(runs.path(), &run, LedgerOptions::default()).unwrap();
+    let opts = LedgerOptions {
+        pages: loopward::pages::pages(),
+        ..LedgerOptions::default()
+    };
+    let ledger = Ledger::create(runs.path(), &run, opts).unwrap();
     let builder = AgentId::new("builder").unwrap();
     let scope = Scope {
         run: run.clone(),

@@ -64,7 +64,6 @@
 mod agent;
 mod atomic_file;
 pub mod audit;
-pub mod calibrate;
 mod claimed_file;
 pub mod cli_agent;
 mod clock;

@@ -1,6 +1,7 @@
 //! Where runs are recorded, and the application's one seam to `loopward_runner::audit`: one
 //! folder per run under the runs directory holding its hash-chained `events.jsonl`, and the
-//! `audit.json` / `audit.md` rendered from it when the run finishes.
+//! `audit.json` / `audit.md` (and `audit.html`, with [`Custody`](crate::state::Custody)'s options)
+//! rendered from it when the run finishes.
 //!
 //! Everything the demo and the CLI show about a finished run is read back from these files.
 //! Ledgers are chained under the key of loopward's state directory: pass the options of a
@@ -119,11 +120,11 @@ pub fn write_index_html(runs_dir: &Path, opts: &VerifyOptions) -> Result<PathBuf
             .iter()
             .any(|page| !dir.join(page).is_file());
         if verdict.result.is_ok() && missing {
-            loopward_runner::audit::write_pages(&dir, opts)
+            loopward_pages::write_pages(&dir, opts)
                 .with_context(|| format!("cannot write the pages of {}", dir.display()))?;
         }
     }
-    let page = loopward_runner::audit::render_index(runs_dir, opts)
+    let page = loopward_pages::render_index(runs_dir, opts)
         .with_context(|| format!("cannot render the index of {}", runs_dir.display()))?;
     let path = runs_dir.join("index.html");
     std::fs::write(&path, page).with_context(|| format!("cannot write {}", path.display()))?;
@@ -183,17 +184,21 @@ mod tests {
         let runs = tempfile::tempdir().unwrap();
         let key = LedgerKey::from_bytes(vec![9u8; 32]).unwrap();
         let run = RunId::new("r1").unwrap();
-        let ledger = create(runs.path(), &run, LedgerOptions::keyed(key.clone())).unwrap();
-        let done = ledger.finish().unwrap();
+        let opts = LedgerOptions {
+            pages: loopward_pages::pages(),
+            ..LedgerOptions::keyed(key.clone())
+        };
+        let done = create(runs.path(), &run, opts).unwrap().finish().unwrap();
+        let audit_html = &done.pages[0];
         // A crash between the anchor and the pages left one missing.
-        std::fs::remove_file(&done.audit_html).unwrap();
+        std::fs::remove_file(audit_html).unwrap();
         let opts = VerifyOptions::keyed(KeyRing::single(key));
         write_index_html(runs.path(), &opts).unwrap();
-        assert!(done.audit_html.is_file());
+        assert!(audit_html.is_file());
         assert!(runs.path().join("index.html").is_file());
         // Not for a run that does not verify: without the key, nothing is written.
-        std::fs::remove_file(&done.audit_html).unwrap();
+        std::fs::remove_file(audit_html).unwrap();
         write_index_html(runs.path(), &VerifyOptions::default()).unwrap();
-        assert!(!done.audit_html.is_file());
+        assert!(!audit_html.is_file());
     }
 }

@@ -4,7 +4,8 @@
 //! what an embedder adds: the `loopward.toml` schema ([`config`]), the one place a config becomes
 //! a governed [`Runner`](loopward_runner::Runner) ([`team`]: tools → policy gates → layers, every
 //! configured concern on), the ledger seam ([`ledger`]), and re-exports of
-//! [`loopward_core`] (the vocabulary) and [`loopward_runner`] (the runner, layers, gates, audit).
+//! [`loopward_core`] (the vocabulary), [`loopward_runner`] (the runner, layers, gates, audit) and
+//! [`loopward_pages`] (`audit.html`, `runs/index.html`).
 //!
 //! | module | what |
 //! |---|---|
@@ -45,6 +46,7 @@ pub use loopward_core as core;
 /// Local GGUF models through llama.cpp (feature `llama`): the `loopward-llama` crate.
 #[cfg(feature = "llama")]
 pub use loopward_llama as llama;
+pub use loopward_pages as pages;
 pub use loopward_runner as runner;
 pub use team::Team;
 

@@ -270,13 +270,15 @@ impl Custody {
     }
 
     /// Options for a new ledger under `runs_dir`: chained under the current key, anchored into
-    /// the index with its head kept here, copied to the witness, stamped by `clock`.
+    /// the index with its head kept here, copied to the witness, stamped by `clock`, writing
+    /// `audit.html` when it finishes ([`loopward_pages::pages`]).
     pub fn ledger_options(&self, runs_dir: &Path, clock: Arc<dyn Clock>) -> Result<LedgerOptions> {
         Ok(LedgerOptions {
             key: self.ledger_key()?,
             index_head: Some(self.index_head(runs_dir)?),
             witness: self.witness.clone(),
             clock,
+            pages: loopward_pages::pages(),
             ..LedgerOptions::default()
         })
     }

@@ -4,7 +4,7 @@
 
 use anyhow::{Context, Result};
 use loopward::config::Config;
-use loopward_runner::calibrate::{render_index_with_calibration, Calibrator};
+use loopward_calibrate::{render_index_with_calibration, Calibrator};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;

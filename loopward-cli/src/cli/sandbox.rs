@@ -224,7 +224,7 @@ impl Book {
             {
                 eprintln!(
                     "loopward sandbox: {}",
-                    loopward_runner::audit::describe_event(event)
+                    loopward::pages::describe_event(event)
                 );
             }
             return Ok(());

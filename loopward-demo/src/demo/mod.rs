@@ -526,7 +526,7 @@ fn calibration(
     let fired = |threshold: u32| -> Result<(u64, u64, u64)> {
         let mut candidate = current.clone();
         candidate.gates.sprawl.threshold = threshold;
-        let mut cal = loopward_runner::calibrate::Calibrator::new(&candidate, None, "root")?
+        let mut cal = loopward_calibrate::Calibrator::new(&candidate, None, "root")?
             .with_verify(check.clone());
         cal.add_path(runs_dir)?;
         let r = cal.finish();

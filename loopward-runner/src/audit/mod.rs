@@ -4,7 +4,7 @@
 //! | file | what |
 //! |---|---|
 //! | `runs/<run-id>/events.jsonl` | the ledger: one [`Record`] a line, written by [`Ledger`]; the first names the schema and the key ([`LedgerHeader`]) |
-//! | `runs/<run-id>/audit.json`, `audit.md` | rendered from the ledger by [`Ledger::finish`] |
+//! | `runs/<run-id>/audit.json`, `audit.md` | rendered from the ledger by [`Ledger::finish`], with the [`Page`]s it is given (`loopward-pages`' `audit.html`) |
 //! | `runs/index.jsonl` | a chain of anchors ([`IndexEntry`]): each finished run's final sequence number and hash, authenticated |
 //! | `<state>/keys/` | the [`KeyRing`]: the secret keys (0600), outside the workspace |
 //!
@@ -17,7 +17,8 @@
 //! What each level of key custody protects against is in `docs/ledger.md`.
 //!
 //! Wiring a run to a ledger: create it, hand the runner its [`RunSpec`](crate::RunSpec), then
-//! [`finish`](Ledger::finish) it (which writes `audit.json`, `audit.md` and the anchor).
+//! [`finish`](Ledger::finish) it (which writes the anchor, `audit.json`, `audit.md` and the
+//! [`LedgerOptions::pages`]).
 //!
 //! ```
 //! use loopward_core::{AgentId, Person, RunId, RunStatus};
@@ -53,11 +54,11 @@
 //! ```
 
 mod figures;
-pub(crate) mod html;
 mod index;
 mod key;
 mod ledger;
 mod memory;
+mod page;
 mod record;
 pub(crate) mod render;
 pub(crate) mod report;
@@ -68,7 +69,6 @@ pub use figures::{
     AdvisoryCompliance, EgressFigures, GateFigures, LayerFigures, OverrideUse, RunFigures,
     UnauthorisedWrite,
 };
-pub use html::{describe as describe_event, render_html, render_index, LedgerState};
 pub use index::{
     append_anchor, check_head, read_index, read_witness, Anchor, IndexEntry, IndexError, IndexHead,
     INDEX_DOMAIN, INDEX_FILE,
@@ -79,11 +79,15 @@ pub use ledger::{
     Recovery,
 };
 pub use memory::MemorySink;
+pub use page::{LedgerState, Page};
 pub(crate) use record::rfc3339;
 pub use record::{Chain, LedgerHeader, ParseError, Record, DOMAIN, GENESIS, SCHEMA};
-pub use render::{render_json, render_markdown};
-pub use report::{report, InvalidRun, Report, ReportError, RunRow, UnauthorisedWrites};
+pub use render::{cost_text, render_json, render_markdown, status_text};
+pub use report::{
+    report, scan_runs, InvalidRun, Report, ReportError, RunRow, ScannedRun, UnauthorisedWrites,
+};
 pub use sayings::{AgentSaid, Sayings};
 pub use verify::{
-    verify, verify_all, Breach, RunVerdict, VerifyError, VerifyOk, VerifyOptions, EVENTS_FILE,
+    verify, verify_all, verify_records, Breach, RunVerdict, VerifyError, VerifyOk, VerifyOptions,
+    EVENTS_FILE,
 };

@@ -366,7 +366,7 @@ fn effects_text(effects: &[Effect]) -> String {
 }
 
 /// How a run ended, in words.
-pub(crate) fn status_text(status: Option<&RunStatus>) -> String {
+pub fn status_text(status: Option<&RunStatus>) -> String {
     let Some(status) = status else {
         return "unfinished (no run_ended record)".into();
     };
@@ -394,7 +394,7 @@ pub(crate) fn usage_text(u: &Usage) -> String {
 }
 
 /// Micro-dollars as dollars.
-pub(crate) fn cost_text(micros: Option<u64>) -> String {
+pub fn cost_text(micros: Option<u64>) -> String {
     micros.map_or_else(
         || "unknown (no prices)".into(),
         |m| format!("${}.{:06}", m / 1_000_000, m % 1_000_000),

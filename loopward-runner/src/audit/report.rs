@@ -143,16 +143,17 @@ pub fn report(runs_dir: &Path, opts: &VerifyOptions) -> Result<Report, ReportErr
 }
 
 /// One run folder as the report sees it: its verified records, or why it did not verify.
-pub(crate) struct ScannedRun {
+#[derive(Debug)]
+pub struct ScannedRun {
     /// The run folder's name.
-    pub(crate) name: String,
+    pub name: String,
     /// The records and what `verify` said, or the reason it did not verify.
-    pub(crate) outcome: Result<(Vec<Record>, VerifyOk), String>,
+    pub outcome: Result<(Vec<Record>, VerifyOk), String>,
 }
 
 /// Verifies and reads every run under `runs_dir` (and names anchored runs whose folder is
 /// gone), in run-name order, one run at a time.
-pub(crate) fn scan_runs(
+pub fn scan_runs(
     runs_dir: &Path,
     opts: &VerifyOptions,
     mut each: impl FnMut(ScannedRun),
@@ -180,7 +181,8 @@ pub(crate) fn scan_runs(
 }
 
 impl Report {
-    pub(crate) fn add(&mut self, f: RunFigures, ok: &VerifyOk) {
+    /// Adds one verified run's figures.
+    pub fn add(&mut self, f: RunFigures, ok: &VerifyOk) {
         self.runs += 1;
         if ok.key.is_none() {
             self.keyless += 1;

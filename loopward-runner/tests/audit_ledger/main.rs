@@ -13,13 +13,31 @@ use loopward_core::{AuditEvent, AuditSink, Decision, GateMode, Person, RunId, Ru
 use loopward_runner::audit::write_pages;
 use loopward_runner::audit::{
     verify, Chain, Durability, FaultHook, KeyRing, Ledger, LedgerError, LedgerKey, LedgerOp,
-    LedgerOptions, Record, VerifyOptions,
+    LedgerOptions, LedgerState, Page, Record, VerifyOptions,
 };
 use loopward_runner::model::fake::Script;
 use serde_json::json;
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
+
+/// An `audit.html` of the test's own (the real one is `loopward-pages`'): the chain's key and
+/// how many records, enough to see it is rendered from the verified ledger.
+struct StubHtml;
+
+impl Page for StubHtml {
+    fn file_name(&self) -> &str {
+        "audit.html"
+    }
+
+    fn render(&self, records: &[Record], ledger: &LedgerState) -> String {
+        format!("{} records, key {:?}\n", records.len(), ledger.key_id)
+    }
+}
+
+fn stub_pages() -> Vec<Arc<dyn Page>> {
+    vec![Arc::new(StubHtml)]
+}
 
 fn scope(run: &str) -> Scope {
     Scope {

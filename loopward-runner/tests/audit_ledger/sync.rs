@@ -117,6 +117,7 @@ fn a_run_syncs_its_ledger_folders_and_anchor_and_writes_its_pages_unsynced() {
         let opts = LedgerOptions {
             index_head: Some(state.path().join("index-head.json")),
             fault: Some(files_hook(runs.path(), state.path(), log.clone())),
+            pages: stub_pages(),
             ..LedgerOptions::keyed(crash_key())
         };
         let ledger = Ledger::create(runs.path(), &RunId::new(run).unwrap(), opts).unwrap();

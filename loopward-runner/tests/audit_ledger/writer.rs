@@ -96,6 +96,53 @@ fn finish_anchors_only_what_it_wrote_and_refuses_a_file_that_lost_records() {
     assert!(!runs.path().join("index.jsonl").exists());
 }
 
+/// A page named as its test says.
+struct Named(&'static str);
+
+impl Page for Named {
+    fn file_name(&self) -> &str {
+        self.0
+    }
+
+    fn render(&self, _: &[Record], _: &LedgerState) -> String {
+        "overwritten\n".into()
+    }
+}
+
+#[test]
+fn a_page_named_as_the_ledger_or_outside_the_run_folder_is_refused_and_writes_nothing() {
+    for name in [
+        "events.jsonl",
+        "audit.md",
+        "../escaped.html",
+        "/tmp/abs.html",
+        "a/b.html",
+        "",
+    ] {
+        let runs = tempfile::tempdir().unwrap();
+        let opts = LedgerOptions {
+            pages: vec![Arc::new(Named(name))],
+            ..LedgerOptions::keyed(crash_key())
+        };
+        let ledger = Ledger::create(runs.path(), &RunId::new("r1").unwrap(), opts).unwrap();
+        ledger.record(&scope("r1"), &decision()).unwrap();
+        let err = ledger.finish().unwrap_err();
+        assert!(matches!(&err, LedgerError::Page { .. }), "{name}: {err}");
+        assert!(err.to_string().contains("plain file"), "{name}: {err}");
+        // The ledger and summaries stand; nothing was written outside the run's folder.
+        let check = VerifyOptions::keyed(KeyRing::single(crash_key()));
+        assert!(
+            verify(&runs.path().join("r1"), &check).unwrap().anchored,
+            "{name}"
+        );
+        assert_ne!(
+            std::fs::read_to_string(runs.path().join("r1/audit.md")).unwrap(),
+            "overwritten\n"
+        );
+        assert!(!runs.path().join("escaped.html").exists());
+    }
+}
+
 #[test]
 fn a_page_that_cannot_be_written_loses_nothing_of_the_ledger_or_its_anchor() {
     let runs = tempfile::tempdir().unwrap();
@@ -106,6 +153,7 @@ fn a_page_that_cannot_be_written_loses_nothing_of_the_ledger_or_its_anchor() {
             }
             _ => Ok(()),
         })),
+        pages: stub_pages(),
         ..LedgerOptions::keyed(crash_key())
     };
     let ledger = Ledger::create(runs.path(), &RunId::new("r1").unwrap(), opts).unwrap();
@@ -126,12 +174,12 @@ fn a_page_that_cannot_be_written_loses_nothing_of_the_ledger_or_its_anchor() {
     assert!(!runs.path().join("r1/audit.html").exists());
     // The pages are written again from the verified ledger, as finish would have.
     let md = std::fs::read(runs.path().join("r1/audit.md")).unwrap();
-    let written = write_pages(&runs.path().join("r1"), &check).unwrap();
+    let written = write_pages(&runs.path().join("r1"), &check, &stub_pages()).unwrap();
     assert!(written[2].ends_with("r1/audit.html"));
     let html = std::fs::read_to_string(&written[2]).unwrap();
     assert!(html.contains(crash_key().id().as_str()), "names its key");
     assert_eq!(std::fs::read(&written[1]).unwrap(), md);
     // Not from a ledger that does not verify.
-    let err = write_pages(&runs.path().join("r1"), &VerifyOptions::default()).unwrap_err();
+    let err = write_pages(&runs.path().join("r1"), &VerifyOptions::default(), &[]).unwrap_err();
     assert!(matches!(err, LedgerError::Verify(_)), "{err}");
 }

@@ -10,11 +10,21 @@ use std::process::Command;
 const GRAPH: &[(&str, &[&str])] = &[
     ("loopward-core", &[]),
     ("loopward-runner", &["loopward-core"]),
+    ("loopward-pages", &["loopward-core", "loopward-runner"]),
+    (
+        "loopward-calibrate",
+        &["loopward-core", "loopward-runner", "loopward-pages"],
+    ),
     ("loopward-llama", &["loopward-core"]),
     ("loopward-hooks", &["loopward-core", "loopward-runner"]),
     (
         "loopward",
-        &["loopward-core", "loopward-runner", "loopward-llama"],
+        &[
+            "loopward-core",
+            "loopward-runner",
+            "loopward-pages",
+            "loopward-llama",
+        ],
     ),
     ("loopward-term", &["loopward-core", "loopward-runner"]),
     (
@@ -31,6 +41,7 @@ const GRAPH: &[(&str, &[&str])] = &[
             "loopward",
             "loopward-core",
             "loopward-runner",
+            "loopward-calibrate",
             "loopward-hooks",
             "loopward-term",
             "loopward-restate",
@@ -43,6 +54,7 @@ const GRAPH: &[(&str, &[&str])] = &[
             "loopward",
             "loopward-core",
             "loopward-runner",
+            "loopward-calibrate",
             "loopward-hooks",
             "loopward-term",
         ],
@@ -63,6 +75,7 @@ const GRAPH: &[(&str, &[&str])] = &[
             "loopward",
             "loopward-core",
             "loopward-runner",
+            "loopward-pages",
             "loopward-llama",
             "loopward-console",
         ],
@@ -81,6 +94,10 @@ const LEAVES: &[&str] = &[
 /// What `loopward-core`, the vocabulary, may not depend on (DESIGN.md: no IO, no runtime, no
 /// argv parsing).
 const NOT_IN_CORE: &[&str] = &["tokio", "reqwest", "clap", "hyper", "tokio-util"];
+
+/// What `loopward-runner` may not depend on: HTML is `loopward-pages`' (issue 36: one reason to
+/// change per crate).
+const NOT_IN_RUNNER: &[&str] = &["maud"];
 
 /// Crates allowed to declare `llama-cpp-2` (it compiles llama.cpp).
 const LLAMA_ALLOWED: &[&str] = &["loopward-llama", "loopward-bench"];
@@ -121,6 +138,11 @@ fn graph_problems(meta: &serde_json::Value, problems: &mut Vec<String>) -> Resul
             if name == "loopward-core" && NOT_IN_CORE.contains(&dep) && !dev {
                 problems.push(format!(
                     "loopward-core depends on {dep}; the vocabulary does no IO and needs no runtime"
+                ));
+            }
+            if name == "loopward-runner" && NOT_IN_RUNNER.contains(&dep) && !dev {
+                problems.push(format!(
+                    "loopward-runner depends on {dep}; pages are rendered in loopward-pages, handed to the ledger as a `Page`"
                 ));
             }
             if dep == "llama-cpp-2" && !LLAMA_ALLOWED.contains(&name) {
@@ -247,6 +269,22 @@ pub(super) mod tests {
         );
         assert!(p.iter().any(|m| m.contains("llama-cpp-2")), "{p:?}");
         assert!(p.iter().any(|m| m.contains("no row")), "{p:?}");
+    }
+
+    #[test]
+    fn the_runner_renders_no_html() {
+        let p = graph(serde_json::json!([
+            package("loopward-core", &[]),
+            package("loopward-runner", &[("loopward-core", ""), ("maud", "")]),
+        ]));
+        assert_eq!(p.len(), 1, "{p:?}");
+        assert!(p[0].contains("loopward-runner depends on maud"), "{p:?}");
+        assert!(graph(serde_json::json!([
+            package("loopward-core", &[]),
+            package("loopward-runner", &[("loopward-core", "")]),
+            package("loopward-pages", &[("loopward-runner", ""), ("maud", "")]),
+        ]))
+        .is_empty());
     }
 
     #[test]

@@ -93,8 +93,9 @@ pub struct Finished {
     pub key: Option<KeyId>,
     /// The anchor's line in `runs/index.jsonl`.
     pub index_line: u64,
-    /// `runs/<run-id>/audit.html`.
-    pub audit_html: PathBuf,
+    /// The pages of [`LedgerOptions::pages`](super::LedgerOptions::pages), in that order
+    /// (`runs/<run-id>/audit.html`).
+    pub pages: Vec<PathBuf>,
 }
 
 /// What [`Ledger::open_existing`] found.

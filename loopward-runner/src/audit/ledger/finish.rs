@@ -1,20 +1,23 @@
 //! Finishing a ledger: the last sync, the file read back and checked against what this writer
-//! wrote, the anchor, then the pages (regenerable, written whole but unsynced).
+//! wrote, the anchor, then the summaries and the injected pages (regenerable, written whole but
+//! unsynced).
 
-use super::super::html::{render_html, LedgerState};
 use super::super::index::{append_anchor_observed, Anchor};
 use super::super::key::KeyId;
+use super::super::page::{LedgerState, Page};
 use super::super::record::{rfc3339, Record, GENESIS};
 use super::super::render::{render_json, render_markdown};
-use super::super::verify::{scan, verify_records, VerifyOptions};
+use super::super::verify::{scan, verify_records, VerifyOptions, EVENTS_FILE};
 use super::{io_err, Finished, Ledger, LedgerError, LedgerOp, Phase};
 use crate::atomic_file::{replace_unsynced, unobserved, Observer, Step};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 impl Ledger {
     /// Ends the ledger: syncs it, reads `events.jsonl` back and verifies it, appends the final
     /// hash to `runs/index.jsonl` (synced, and the index head), releases the writer's lock, then
-    /// writes `audit.json`, `audit.md` and `audit.html` from it, whole but unsynced. Later
+    /// writes `audit.json`, `audit.md` and the [pages](super::LedgerOptions::pages) from it, whole but
+    /// unsynced. Later
     /// `record`s fail. A page that cannot be written is [`LedgerError::Page`]: the ledger and
     /// its anchor are already durable.
     pub fn finish(&self) -> Result<Finished, LedgerError> {
@@ -104,10 +107,11 @@ impl Ledger {
             &|step| self.fault(op_of(step)),
         )?;
         st.file = None; // releases the lock
-        let [audit_json, audit_md, audit_html] = write_pages_of(
+        let ([audit_json, audit_md], pages) = write_pages_of(
             &self.run_dir(),
             &found.records,
             (self.chain.label(), self.chain.key_id()),
+            &self.opts.pages,
             &|step| self.fault(op_of(step)),
         )?;
         let (final_seq, final_hash) = (wrote_seq, st.prev.clone());
@@ -118,7 +122,7 @@ impl Ledger {
             audit_md,
             key: self.chain.key_id().cloned(),
             index_line: entry.seq,
-            audit_html,
+            pages,
         })
     }
 }
@@ -132,40 +136,77 @@ fn op_of(step: Step<'_>) -> LedgerOp<'_> {
     }
 }
 
-/// Writes a run's pages and summaries — `audit.json`, `audit.md`, `audit.html` — from its
-/// records, each whole by rename and unsynced: only the ledger and its anchor are made durable.
-/// `(mac, key)` name the chain that verified them. Returns their paths in that order.
+/// Writes a run's summaries and pages — `audit.json`, `audit.md`, then each of `pages` — from
+/// its records, each whole by rename and unsynced: only the ledger and its anchor are made
+/// durable. `(mac, key)` name the chain that verified them. Returns their paths: the summaries',
+/// then the pages' in order.
 fn write_pages_of(
     dir: &Path,
     records: &[Record],
     (mac, key): (&str, Option<&KeyId>),
+    pages: &[Arc<dyn Page>],
     observe: Observer<'_>,
-) -> Result<[PathBuf; 3], LedgerError> {
+) -> Result<([PathBuf; 2], Vec<PathBuf>), LedgerError> {
     let state = LedgerState {
         key_id: key.map(ToString::to_string),
         ..LedgerState::verified(mac)
     };
-    let pages = [
-        ("audit.json", render_json(records, mac)),
-        ("audit.md", render_markdown(records)),
-        ("audit.html", render_html(records, &state)),
+    let write = |name: &str, text: String| {
+        let path = dir.join(name);
+        match replace_unsynced(&path, text.as_bytes(), 0o644, observe) {
+            Ok(()) => Ok(path),
+            Err(source) => Err(LedgerError::Page { path, source }),
+        }
+    };
+    let summaries = [
+        write("audit.json", render_json(records, mac))?,
+        write("audit.md", render_markdown(records))?,
     ];
-    let mut written = pages.each_ref().map(|(name, _)| dir.join(name));
-    for ((_, text), path) in pages.iter().zip(&mut written) {
-        replace_unsynced(path, text.as_bytes(), 0o644, observe).map_err(|source| {
-            LedgerError::Page {
-                path: std::mem::take(path),
-                source,
+    let pages = pages
+        .iter()
+        .map(|p| {
+            let name = p.file_name();
+            if !is_page_name(name) {
+                return Err(LedgerError::Page {
+                    path: dir.join(name),
+                    source: std::io::Error::new(
+                        std::io::ErrorKind::InvalidInput,
+                        format!("a page is named {name:?}: name it a plain file in the run's folder, not {EVENTS_FILE}, audit.json or audit.md"),
+                    ),
+                });
             }
-        })?;
-    }
-    Ok(written)
+            write(name, p.render(records, &state))
+        })
+        .collect::<Result<_, _>>()?;
+    Ok((summaries, pages))
 }
 
-/// Writes the pages of the run in `run_dir` again from its ledger, once it verifies under
-/// `opts`: what [`Ledger::finish`] writes after the anchor, for a run whose pages a crash or a
-/// full disk left old or missing. `loopward report --html` does it for every run missing one.
-pub fn write_pages(run_dir: &Path, opts: &VerifyOptions) -> Result<[PathBuf; 3], LedgerError> {
+/// Whether a page may take `name`: one plain file in the run's folder, never the ledger or a
+/// summary (a page written over `events.jsonl` would destroy the run's record).
+fn is_page_name(name: &str) -> bool {
+    let mut parts = Path::new(name).components();
+    matches!(
+        (parts.next(), parts.next()),
+        (Some(std::path::Component::Normal(_)), None)
+    ) && ![EVENTS_FILE, "audit.json", "audit.md"].contains(&name)
+}
+
+/// Writes `audit.json`, `audit.md` and `pages` of the run in `run_dir` again from its ledger,
+/// once it verifies under `opts`: what [`Ledger::finish`] writes after the anchor, for a run
+/// whose pages a crash or a full disk left old or missing. `loopward report --html` does it for
+/// every run missing one. Returns their paths in that order.
+pub fn write_pages(
+    run_dir: &Path,
+    opts: &VerifyOptions,
+    pages: &[Arc<dyn Page>],
+) -> Result<Vec<PathBuf>, LedgerError> {
     let (ok, records) = verify_records(run_dir, opts)?;
-    write_pages_of(run_dir, &records, (ok.mac, ok.key.as_ref()), &unobserved)
+    let (summaries, pages) = write_pages_of(
+        run_dir,
+        &records,
+        (ok.mac, ok.key.as_ref()),
+        pages,
+        &unobserved,
+    )?;
+    Ok(summaries.into_iter().chain(pages).collect())
 }

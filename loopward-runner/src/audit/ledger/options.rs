@@ -2,6 +2,7 @@
 //! (and may fail) every write, sync and new file.
 
 use super::super::key::LedgerKey;
+use super::super::page::Page;
 #[cfg(doc)]
 use super::Ledger;
 use crate::clock::{Clock, SystemClock};
@@ -127,6 +128,9 @@ pub struct LedgerOptions {
     /// Secrets replaced in every event before it is sealed (`[secrets]`): a value printed by a
     /// tool never reaches the chain, where it could not be removed without breaking it.
     pub masker: crate::secrets::Masker,
+    /// The pages written beside `audit.json` and `audit.md` when the ledger finishes
+    /// (`loopward-pages`' `audit.html`); none by default.
+    pub pages: Vec<Arc<dyn Page>>,
 }
 
 impl Default for LedgerOptions {
@@ -139,6 +143,7 @@ impl Default for LedgerOptions {
             clock: Arc::new(SystemClock),
             fault: None,
             masker: crate::secrets::Masker::default(),
+            pages: Vec::new(),
         }
     }
 }
@@ -162,6 +167,10 @@ impl std::fmt::Debug for LedgerOptions {
             .field("witness", &self.witness)
             .field("fault", &self.fault.is_some())
             .field("masker", &self.masker)
+            .field(
+                "pages",
+                &self.pages.iter().map(|p| p.file_name()).collect::<Vec<_>>(),
+            )
             .finish_non_exhaustive()
     }
 }

@@ -146,7 +146,7 @@ pub fn verify(run_dir: &Path, opts: &VerifyOptions) -> Result<VerifyOk, VerifyEr
 }
 
 /// [`verify`], also returning the verified records.
-pub(crate) fn verify_records(
+pub fn verify_records(
     run_dir: &Path,
     opts: &VerifyOptions,
 ) -> Result<(VerifyOk, Vec<Record>), VerifyError> {

@@ -48,5 +48,4 @@ mod layer;
 mod service;
 
 pub use layer::{CapsConfig, CapsLayer, OnCap};
-pub(crate) use service::Counts;
-pub use service::{CapsPolicy, CapsService};
+pub use service::{CapsPolicy, CapsService, Counts, Hit};

@@ -40,25 +40,30 @@ impl CapsState {
     }
 }
 
-/// A run's counts so far (also replayed from a ledger by `calibrate`).
+/// A run's counts so far (also replayed from a recorded run by `loopward-calibrate`).
 #[derive(Default)]
-pub(crate) struct Counts {
-    pub(crate) turns: u32,
-    pub(crate) per_agent: HashMap<AgentId, u32>,
-    pub(crate) hops: u32,
-    pub(crate) started_ms: Option<u64>,
+pub struct Counts {
+    /// Turns started.
+    pub turns: u32,
+    /// Turns started, per agent.
+    pub per_agent: HashMap<AgentId, u32>,
+    /// Handoffs that stood.
+    pub hops: u32,
+    /// When the first turn started (ms on the run's clock).
+    pub started_ms: Option<u64>,
     wrapped_up: bool,
 }
 
 /// A cap that was hit: its label (`turns_per_run (3)`) and the figures.
-pub(crate) struct Hit {
-    pub(crate) cap: String,
+pub struct Hit {
+    /// The cap and its limit as configured: `turns_per_run (3)`, `wall_time (25s)`.
+    pub cap: String,
     detail: serde_json::Value,
 }
 
 impl Counts {
     /// The cap a turn of `agent` starting at `now_ms` would hit, if any.
-    pub(crate) fn check(&self, c: &CapsConfig, agent: &AgentId, now_ms: u64) -> Option<Hit> {
+    pub fn check(&self, c: &CapsConfig, agent: &AgentId, now_ms: u64) -> Option<Hit> {
         let hit = |name: &str, limit: u64, value: u64| Hit {
             cap: format!("{name} ({limit})"),
             detail: json!({"cap": name, "limit": limit, "value": value}),

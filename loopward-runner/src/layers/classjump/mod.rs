@@ -46,7 +46,7 @@ mod tracker;
 pub use evidence::{EvidenceLayer, EvidencePolicy, EvidenceService};
 pub use layer::{ClassJumpLayer, ClassJumpPolicy, ClassJumpService};
 pub use tool::ReportAttemptTool;
-pub(crate) use tracker::Sub;
+pub use tracker::Sub;
 pub use tracker::{
     Attempt, ClassJump, ClassJumpConfig, ClassJumpError, Verdict, VerdictKind,
     DEFAULT_FAILURES_PER_STRATEGY,

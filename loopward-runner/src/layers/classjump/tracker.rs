@@ -164,18 +164,20 @@ pub enum ClassJumpError {
 }
 
 /// One subtask's (or one agent's counted tool failures') progress through the strategies
-/// (also replayed from a ledger by `calibrate`).
+/// (also replayed from a recorded run by `loopward-calibrate`).
 #[derive(Default)]
-pub(crate) struct Sub {
+pub struct Sub {
     index: usize,
-    pub(crate) failures: u32,
-    pub(crate) ended: Option<&'static str>,
+    /// Failed attempts under the current strategy.
+    pub failures: u32,
+    /// How it ended, if it did: `done` or `exhausted`.
+    pub ended: Option<&'static str>,
 }
 
 impl Sub {
     /// Counts one failed attempt: retry while the strategy has failures left, then the next of
     /// `strategies`, then exhausted.
-    pub(crate) fn fail(&mut self, strategies: usize, allowed: u32) -> VerdictKind {
+    pub fn fail(&mut self, strategies: usize, allowed: u32) -> VerdictKind {
         if self.failures + 1 < allowed {
             self.failures += 1;
             VerdictKind::Retry
@@ -311,7 +313,7 @@ impl ClassJump {
     }
 
     /// The settings.
-    pub(crate) fn config(&self) -> &ClassJumpConfig {
+    pub fn config(&self) -> &ClassJumpConfig {
         &self.config
     }
 

@@ -207,8 +207,8 @@ impl StopGates {
             .collect()
     }
 
-    /// The gates a recorded call would meet, as (name, mode, why): for `calibrate`.
-    pub(crate) fn met_by_call(
+    /// The gates a recorded call would meet, as (name, mode, why): for `loopward-calibrate`.
+    pub fn met_by_call(
         &self,
         tool: &str,
         arguments: &serde_json::Value,
@@ -221,8 +221,9 @@ impl StopGates {
             .collect()
     }
 
-    /// The gates a recorded turn of `agent` would meet, as (name, mode, why): for `calibrate`.
-    pub(crate) fn met_by_turn(&self, agent: &str) -> Vec<(&str, StopMode, String)> {
+    /// The gates a recorded turn of `agent` would meet, as (name, mode, why): for
+    /// `loopward-calibrate`.
+    pub fn met_by_turn(&self, agent: &str) -> Vec<(&str, StopMode, String)> {
         self.inner
             .gates
             .iter()

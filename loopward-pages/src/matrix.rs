@@ -1,8 +1,8 @@
 //! The files × agents matrix: for each path, what each agent did to it (wrote, was refused, went
 //! through on an override, was warned, broke a rule after the fact).
 
-use crate::audit::record::Record;
 use loopward_core::{AuditEvent, Decision, EffectStatus};
+use loopward_runner::audit::Record;
 use maud::{html, Markup};
 use std::collections::BTreeMap;
 

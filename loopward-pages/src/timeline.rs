@@ -1,8 +1,8 @@
 //! The swimlane model of one run: lanes, turn bars, handoff arrows and markers, folded from the
 //! run's records alone (nothing is read from runner state).
 
-use crate::audit::record::Record;
 use loopward_core::{Action, AuditEvent, Decision, EffectStatus, LayerId, LayerVerdict};
+use loopward_runner::audit::Record;
 
 /// What a marker stands for. The CSS class of each marker is [`MarkerKind::class`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]

@@ -12,12 +12,12 @@
 use super::shadow::{Act, Judged, Verdict};
 use super::source::{Outcome, Session, Step};
 use super::Assessment;
-use crate::layers::caps::{CapsConfig, Counts};
-use crate::layers::classjump::{ClassJump, Sub, VerdictKind};
-use crate::layers::stack::LayersConfig;
-use crate::layers::stopgate::{StopGates, StopMode};
-use crate::layers::{call_digest, ConfigError};
 use loopward_core::{AgentId, Decision, Refusal, RunStatus};
+use loopward_runner::layers::caps::{CapsConfig, Counts};
+use loopward_runner::layers::classjump::{ClassJump, Sub, VerdictKind};
+use loopward_runner::layers::stack::LayersConfig;
+use loopward_runner::layers::stopgate::{StopGates, StopMode};
+use loopward_runner::layers::{call_digest, ConfigError};
 use serde_json::Value;
 use std::collections::HashMap;
 
@@ -30,10 +30,10 @@ pub(crate) struct Layers {
 }
 
 impl Layers {
-    /// Validates the layer tables (as [`Stack::new`](crate::layers::stack::Stack::new) does).
+    /// Validates the layer tables (as [`Stack::new`](loopward_runner::layers::stack::Stack::new) does).
     pub(crate) fn new(cfg: &LayersConfig) -> Result<Self, ConfigError> {
         cfg.limits.validate()?;
-        crate::layers::repeat::RepeatLayer::new(cfg.repeat.clone())?;
+        loopward_runner::layers::repeat::RepeatLayer::new(cfg.repeat.clone())?;
         Ok(Self {
             caps: cfg.limits.clone(),
             repeat: cfg.repeat.max_identical,

@@ -12,8 +12,8 @@
 //! Every line also carries `sessionId` and `cwd` (the project root the paths are under).
 //! Lines of other types (`summary`, `system`, …) and unknown fields are skipped.
 
-use crate::audit::Record;
 use loopward_core::{AuditEvent, Decision, Effect, EffectStatus, LayerId, LayerVerdict, RunStatus};
+use loopward_runner::audit::Record;
 use serde_json::Value;
 use std::collections::HashMap;
 use std::io::BufRead;

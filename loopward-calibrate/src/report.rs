@@ -200,7 +200,8 @@ pub(crate) fn fp_text(g: &GateCalibration) -> String {
 impl Calibration {
     /// Stable, pretty JSON.
     pub fn to_json(&self) -> String {
-        crate::audit::report::pretty_json(self)
+        serde_json::to_string_pretty(self)
+            .unwrap_or_else(|e| format!("{{\"error\":{:?}}}", e.to_string()))
     }
 
     /// A plain-text table for a terminal.

@@ -19,7 +19,7 @@
 //! says what would change.
 //!
 //! ```
-//! use loopward_runner::calibrate::Calibrator;
+//! use loopward_calibrate::Calibrator;
 //! use loopward_runner::gates::PolicyConfig;
 //! let candidate: PolicyConfig = toml::from_str(r#"
 //!     [gates.sprawl]
@@ -47,13 +47,13 @@ mod source;
 #[cfg(test)]
 mod tests;
 
-use crate::audit::verify::{verify_records, EVENTS_FILE};
-use crate::audit::VerifyOptions;
-use crate::gates::Policy;
-use crate::gates::{ConfigError, PolicyConfig};
-use crate::layers::stack::LayersConfig;
 use layers::{judge_layers, Layers};
 use loopward_core::Decision;
+use loopward_runner::audit::VerifyOptions;
+use loopward_runner::audit::{verify_records, EVENTS_FILE};
+use loopward_runner::gates::Policy;
+use loopward_runner::gates::{ConfigError, PolicyConfig};
+use loopward_runner::layers::stack::LayersConfig;
 use shadow::{judge_session, Judged};
 use source::{ledger_session, transcript_sessions, Session, Step};
 use std::collections::{BTreeMap, BTreeSet};
@@ -85,7 +85,7 @@ pub enum CalibrateError {
         /// `candidate` or `current`.
         which: &'static str,
         /// Why.
-        source: crate::layers::ConfigError,
+        source: loopward_runner::layers::ConfigError,
     },
     /// A source could not be read.
     #[error("cannot read {path}: {source}; pass a runs/ folder, a run's folder or Claude Code transcripts (*.jsonl)")]

@@ -5,9 +5,8 @@ use loopward_core::{
     AgentId, AuditEvent, Decision, Effect, EffectKind, FinishReason, GateMode, Handoff, Refusal,
     RunId, RunStatus, Scope, TurnNumber, Usage,
 };
-use loopward_runner::audit::{
-    render_html, render_index, Chain, Ledger, LedgerOptions, LedgerState, Record, GENESIS,
-};
+use loopward_pages::{render_html, render_index};
+use loopward_runner::audit::{Chain, Ledger, LedgerOptions, LedgerState, Record, GENESIS};
 
 const XSS_PATH: &str = "docs/<img src=x onerror=alert(1)>.md";
 const XSS_CONTENT: &str = "<script>alert('owned')</script>";
@@ -289,7 +288,11 @@ fn index_marks_runs_that_do_not_verify_and_links_the_rest() {
     let key = loopward_runner::audit::LedgerKey::from_bytes(vec![5u8; 32]).unwrap();
     for name in ["good", "tampered"] {
         let run = RunId::new(name).unwrap();
-        let ledger = Ledger::create(runs.path(), &run, LedgerOptions::keyed(key.clone())).unwrap();
+        let opts = LedgerOptions {
+            pages: loopward_pages::pages(),
+            ..LedgerOptions::keyed(key.clone())
+        };
+        let ledger = Ledger::create(runs.path(), &run, opts).unwrap();
         for (turn, who, event) in events() {
             let scope = Scope {
                 run: run.clone(),
@@ -299,7 +302,7 @@ fn index_marks_runs_that_do_not_verify_and_links_the_rest() {
             loopward_core::AuditSink::record(&*ledger, &scope, &event).unwrap();
         }
         let fin = ledger.finish().unwrap();
-        assert!(fin.audit_html.is_file());
+        assert!(fin.pages[0].ends_with("audit.html") && fin.pages[0].is_file());
     }
     let events = runs.path().join("tampered/events.jsonl");
     let text = std::fs::read_to_string(&events)

@@ -5,12 +5,12 @@
 
 use super::source::{Outcome, Session, Step, Write};
 use super::Assessment;
-use crate::clock::ManualClock;
-use crate::gates::{Ask, Policy, SprawlTracker, ONE_HANDOFF_GATE};
-use crate::tool::Access;
 use loopward_core::{
     Action, AgentId, AuditEvent, Decision, Effect, EffectKind, EffectStatus, Refusal,
 };
+use loopward_runner::gates::{Ask, Policy, SprawlTracker, ONE_HANDOFF_GATE};
+use loopward_runner::tool::Access;
+use loopward_runner::ManualClock;
 use std::collections::BTreeSet;
 
 /// What one config says about one recorded action.

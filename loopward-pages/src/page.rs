@@ -1,9 +1,9 @@
 //! `audit.html`: one run at a glance.
 
 use super::{events, matrix, shell, swimlane, timeline::Timeline, LedgerState};
-use crate::audit::figures::RunFigures;
-use crate::audit::record::{Record, GENESIS};
-use crate::audit::render::{cost_text, status_text};
+use loopward_runner::audit::RunFigures;
+use loopward_runner::audit::{cost_text, status_text};
+use loopward_runner::audit::{Record, GENESIS};
 use maud::{html, Markup};
 
 /// Renders a run's page from its records.

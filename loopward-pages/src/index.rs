@@ -3,10 +3,10 @@
 
 use super::timeline::{MarkerKind, Timeline};
 use super::{page::ledger_badge, shell, swimlane, LedgerState};
-use crate::audit::figures::RunFigures;
-use crate::audit::render::cost_text;
-use crate::audit::report::{scan_runs, Report, ReportError};
-use crate::audit::VerifyOptions;
+use loopward_runner::audit::cost_text;
+use loopward_runner::audit::RunFigures;
+use loopward_runner::audit::VerifyOptions;
+use loopward_runner::audit::{scan_runs, Report, ReportError};
 use maud::{html, Markup};
 use std::path::Path;
 
@@ -42,7 +42,7 @@ pub(crate) fn render_dir(
             });
         }
         Err(error) => {
-            report.invalid.push(crate::audit::InvalidRun {
+            report.invalid.push(loopward_runner::audit::InvalidRun {
                 run: scanned.name.clone(),
                 error: error.clone(),
             });

@@ -1,9 +1,9 @@
 //! The event table: every record with an anchor (`#seq-N`), pass-through verdicts folded into
 //! `<details>` so the decisions that mattered stand out.
 
-use crate::audit::record::Record;
-use crate::audit::{AgentSaid, Sayings};
 use loopward_core::{AuditEvent, Decision, EffectStatus, LayerVerdict};
+use loopward_runner::audit::Record;
+use loopward_runner::audit::{AgentSaid, Sayings};
 use maud::{html, Markup};
 use std::collections::BTreeMap;
 
@@ -152,7 +152,7 @@ pub fn describe(e: &AuditEvent) -> String {
             interrupted,
         } => format!(
             "run resumed after {}; {replayed_turns} turn(s) fed back from the ledger{}",
-            crate::audit::render::status_text(previous.as_ref()),
+            loopward_runner::audit::status_text(previous.as_ref()),
             if interrupted.is_empty() {
                 String::new()
             } else {
@@ -274,7 +274,7 @@ pub fn describe(e: &AuditEvent) -> String {
         AuditEvent::RunEnded { status, .. } => {
             format!(
                 "run ended: {}",
-                crate::audit::render::status_text(Some(status))
+                loopward_runner::audit::status_text(Some(status))
             )
         }
         other => other.kind().to_string(),

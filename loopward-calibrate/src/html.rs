@@ -1,18 +1,18 @@
 //! The calibration report as a section of `runs/index.html`.
 
 use super::Calibration;
-use crate::audit::{ReportError, VerifyOptions};
+use loopward_runner::audit::{ReportError, VerifyOptions};
 use maud::{html, Markup};
 use std::path::Path;
 
-/// Renders `runs/index.html` (see [`render_index`](crate::audit::render_index)) with the
+/// Renders `runs/index.html` (see [`render_index`](loopward_pages::render_index)) with the
 /// calibration report after the runs.
 pub fn render_index_with_calibration(
     runs_dir: &Path,
     opts: &VerifyOptions,
     calibration: &Calibration,
 ) -> Result<String, ReportError> {
-    crate::audit::html::render_dir(runs_dir, opts, Some(section(calibration)))
+    loopward_pages::render_index_with(runs_dir, opts, section(calibration))
 }
 
 fn section(c: &Calibration) -> Markup {

@@ -2,8 +2,8 @@
 //! transcripts: every gate family re-judged, firings assessed, keyed ledgers verified.
 
 use super::*;
-use crate::audit::{KeyRing, Ledger, LedgerKey, LedgerOptions};
-use crate::layers::stack::LayersConfig;
+use loopward_runner::audit::{KeyRing, Ledger, LedgerKey, LedgerOptions};
+use loopward_runner::layers::stack::LayersConfig;
 
 use loopward_core::{
     AgentId, AuditEvent, AuditSink, Decision, Effect, EffectKind, Refusal, RunId, RunStatus, Scope,
@@ -199,7 +199,7 @@ fn every_gate_family_is_rejudged_from_a_ledger() {
     // The review gate refuses the handoff to the tester after src/ changed.
     assert_eq!(g("review:builder->auditor").denied, 1);
     // The second handoff of the turn meets the one-handoff rule.
-    assert_eq!(g(crate::gates::ONE_HANDOFF_GATE).denied, 1);
+    assert_eq!(g(loopward_runner::gates::ONE_HANDOFF_GATE).denied, 1);
     // Ten tool calls in one turn: the steps cap stops the run at the ninth.
     let steps = g("caps:steps_per_turn");
     assert_eq!(steps.denied, 1);
