@@ -750,3 +750,51 @@ fn a_loop_sessions_hook_that_cannot_reach_the_loop_blocks_the_call_and_judges_no
     );
     assert!(!root.join("runs").join("claude-code-s-gone").exists());
 }
+
+/// A `Bash` call of a loop session connects out through its sandbox's proxy: the session has no
+/// ledger of its own, so the proxy's decisions go to the loop, into the run's ledger under the
+/// session's turn, before the connection is made.
+#[test]
+fn a_loop_sessions_wrapped_bash_connects_out_and_its_egress_decisions_are_the_runs_records() {
+    let claude = need_claude!();
+    let (_dir, root, home) = project();
+    let (good, hits) = support::http_server("127.0.0.2", "hello-from-allowed");
+    let config = std::fs::read_to_string(root.join("loopward.toml")).unwrap().replacen(
+        "tools = [\"read_file\", \"write_file\", \"edit_file\", \"shell\"]",
+        "tools = [\"read_file\", \"write_file\", \"edit_file\", \"shell\"]\nnet = [\"127.0.0.2\"]",
+        1,
+    );
+    std::fs::write(root.join("loopward.toml"), config).unwrap();
+    let command = format!("curl -s -m 5 http://127.0.0.2:{good}/ > notes/done.txt");
+    let (port, _server) = anthropic_server::start(vec![
+        Reply::tool("Bash", json!({"command": command, "description": "fetch"})),
+        Reply::text("Fetched."),
+    ]);
+    let out = run_loop(
+        &claude,
+        &root,
+        &home,
+        port,
+        &[
+            "--prompt",
+            "PROMPT.md",
+            "--verify",
+            "grep -q hello-from-allowed notes/done.txt",
+            "--id",
+            "net",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0), "verified in one session");
+    assert!(hits.load(std::sync::atomic::Ordering::SeqCst) > 0);
+    let rs = records(&root, "net");
+    let egress = kind(&rs, "egress_decided")
+        .find(|r| r["data"]["host"] == "127.0.0.2")
+        .expect("the proxy's decision is in the run's ledger");
+    assert_eq!(egress["data"]["allowed"], true);
+    assert_eq!(
+        (&egress["turn"], &egress["agent"]),
+        (&json!(1), &json!("root"))
+    );
+    let v = verify_run(&root, &home, "net");
+    assert!(v.status.success(), "verify net: {v:?}");
+}

@@ -450,12 +450,17 @@ async fn a_resumed_loop_is_held_to_the_cost_its_sessions_reported() {
 /// `loopward hook claude-code` does (the host's name, the event; the answer back), keeping the
 /// answer in `$PLANS/answer`; `$LOOPWARD_SESSION` in the event is the session's id.
 fn ask_hook(event: &str) -> String {
+    send("claude-code", event)
+}
+
+/// A plan line that sends `first` and `body` to the session's socket, keeping the answer.
+fn send(first: &str, body: &str) -> String {
     let py = r#"import json, os, socket, sys
-ev = sys.argv[1].replace("SESSION", os.environ["LOOPWARD_SESSION"])
+ev = sys.argv[2].replace("SESSION", os.environ["LOOPWARD_SESSION"])
 s = socket.socket(socket.AF_UNIX)
 try:
     s.connect(os.environ["LOOPWARD_SUPERVISOR"])
-    s.sendall(("claude-code\n" + ev).encode())
+    s.sendall((sys.argv[1] + "\n" + ev).encode())
     s.shutdown(socket.SHUT_WR)
     out = b""
     while True:
@@ -468,9 +473,8 @@ except OSError as e:
     print(json.dumps({"unreachable": str(e)}))
 "#;
     format!(
-        "python3 -c '{}' '{}' >> \"$PLANS/answer\"\n",
+        "python3 -c '{}' '{first}' '{body}' >> \"$PLANS/answer\"\n",
         py.replace('\'', "'\\''"),
-        event
     )
 }
 
@@ -594,4 +598,47 @@ async fn a_session_whose_hook_never_asks_the_loop_fails_the_run_as_ungoverned() 
         "{error}"
     );
     assert!(verdicts(&events(&sink), "verify").is_empty());
+}
+
+#[tokio::test]
+async fn a_wrapped_commands_egress_decision_is_recorded_by_the_loop_and_nothing_else_is_taken() {
+    let egress = r#"{"agent":"coder","event":{"kind":"egress_decided","allowed":false,"host":"evil.example","port":443,"reason":"not in net"}}"#;
+    let forged = r#"{"agent":"coder","event":{"kind":"turn_started","agent":"coder"}}"#;
+    let plan = format!(
+        "{}{}{}echo yes > done.txt\n",
+        ask_hook(r#"{"session_id":"SESSION","hook_event_name":"PreToolUse"}"#),
+        send("egress", egress),
+        send("egress", forged),
+    );
+    let s = setup_with(
+        &[(&plan, stream("Done.", 0.0))],
+        3,
+        Hooks::Judge(denying_judge()),
+        None,
+        None,
+    );
+    let sink = Arc::new(MemorySink::default());
+    let report = s.runner.run(spec(sink.clone())).await;
+    assert!(
+        matches!(report.status, RunStatus::Completed),
+        "{:?}",
+        report.status
+    );
+    let a = answers(&s.plans);
+    assert_eq!(a[1]["exit_code"], 0, "{a:?}");
+    assert_eq!(a[2]["exit_code"], 2, "{a:?}");
+    let all = sink.events();
+    let (scope, _) = all
+        .iter()
+        .find(
+            |(_, e)| matches!(e, AuditEvent::EgressDecided { host, .. } if host == "evil.example"),
+        )
+        .expect("the egress decision is in the run's ledger");
+    assert_eq!(scope.turn.map(|t| t.0), Some(1));
+    // Only egress records are taken: no second turn start, forged over the socket.
+    let starts = all
+        .iter()
+        .filter(|(_, e)| matches!(e, AuditEvent::TurnStarted { .. }))
+        .count();
+    assert_eq!(starts, 1);
 }

@@ -12,6 +12,10 @@
 //! durable, and only then answers. Served in the session's own task, beside the stream reader,
 //! so the records never fall between a model call's two records.
 //!
+//! The egress proxy of a command the hook wrapped (`loopward sandbox exec`) sends its decisions
+//! the same way (first line [`EGRESS_WIRE`], then an [`EgressRecord`]): recorded under the turn
+//! before the proxy acts on them.
+//!
 //! Fail closed: an event that cannot be read, of another host or another session, a judge
 //! that errs or runs past [`JUDGE_WAIT`], and records the ledger cannot take all answer with a
 //! block; the last also ends the turn. A hook that cannot reach the socket blocks its call
@@ -113,6 +117,22 @@ where
     fn judge(&self, event: &HookEvent<'_>) -> Result<Judged, String> {
         self(event)
     }
+}
+
+/// The first line of an egress record sent to a session's socket: a command the session's
+/// hook wrapped (`loopward sandbox exec`) asked its proxy for a connection.
+pub const EGRESS_WIRE: &str = "egress";
+
+/// An egress record as `loopward sandbox exec` sends it after [`EGRESS_WIRE`]: the wrapped
+/// command's agent and the proxy's `egress_decided` or `egress_closed`. The answer's exit status
+/// 0 says it is recorded (the proxy acts on no decision it was not told is).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EgressRecord {
+    /// The agent whose command asked.
+    pub agent: AgentId,
+    /// What the proxy decided, or how much went through.
+    pub event: AuditEvent,
 }
 
 /// The name a host's hook sends on the wire's first line (its `loopward hook` subcommand).
@@ -270,6 +290,9 @@ impl HookSocket {
         let Some((name, event)) = message.split_once('\n') else {
             return (HookReply::block("the hook's message names no host"), None);
         };
+        if name == EGRESS_WIRE {
+            return self.egress(turn, event).await;
+        }
         if name != wire_name(self.host) {
             return (
                 HookReply::block(format!(
@@ -324,10 +347,48 @@ impl HookSocket {
             }
         };
         self.judged.fetch_add(1, Ordering::Relaxed);
-        match record(turn, self.host, judged.records) {
+        match record(turn, wire_name(self.host), judged.records) {
             Ok(()) => (judged.reply, None),
             Err(e) => (
                 HookReply::block(format!("the decision could not be recorded: {e}")),
+                Some(e),
+            ),
+        }
+    }
+
+    /// An egress decision of a command the session's hook wrapped (`loopward sandbox exec`'s
+    /// proxy): recorded under the turn for the agent named, as a one-record hook decision.
+    async fn egress(&self, turn: &TurnContext, body: &str) -> (HookReply, Option<TurnError>) {
+        let egress = match serde_json::from_str::<EgressRecord>(body) {
+            Ok(e)
+                if matches!(
+                    e.event,
+                    AuditEvent::EgressDecided { .. } | AuditEvent::EgressClosed { .. }
+                ) =>
+            {
+                e
+            }
+            Ok(_) => return (HookReply::block("only egress records are taken here"), None),
+            Err(e) => {
+                return (
+                    HookReply::block(format!("not an egress record ({e})")),
+                    None,
+                )
+            }
+        };
+        let _one = self.order.lock().await;
+        let records = vec![(Some(egress.agent), egress.event)];
+        match record(turn, EGRESS_WIRE, records) {
+            Ok(()) => (
+                HookReply {
+                    stdout: String::new(),
+                    stderr: String::new(),
+                    exit_code: 0,
+                },
+                None,
+            ),
+            Err(e) => (
+                HookReply::block(format!("the egress decision could not be recorded: {e}")),
                 Some(e),
             ),
         }
@@ -349,13 +410,13 @@ impl HookSocket {
 /// makes it durable before the hook is answered.
 fn record(
     turn: &TurnContext,
-    host: Host,
+    from: &str,
     records: Vec<(Option<AgentId>, AuditEvent)>,
 ) -> Result<(), TurnError> {
     turn.record_owned(AuditEvent::LayerDecision {
         layer: LayerId::Hook,
         decision: LayerVerdict::Observed,
-        detail: serde_json::json!({"host": wire_name(host), "records": records.len()}).into(),
+        detail: serde_json::json!({"host": from, "records": records.len()}).into(),
     })?;
     for (agent, r) in records {
         turn.record_as(agent, r)?;

@@ -55,7 +55,9 @@ pub use claude_code::{session_id, ClaudeCode, CLAUDE_CODE_VERSION};
 pub use codex::{Codex, CodexParser, CODEX_VERSION};
 pub use gemini::{Gemini, GeminiParser, GEMINI_VERSION};
 pub use hook_command::HookCommand;
-pub use hooks::{HookEvent, HookJudge, HookReply, Judged, HOOK_ENV, JUDGE_WAIT};
+pub use hooks::{
+    EgressRecord, HookEvent, HookJudge, HookReply, Judged, EGRESS_WIRE, HOOK_ENV, JUDGE_WAIT,
+};
 pub use host::Client;
 pub use pin::Pin;
 pub use process::{CommandLine, NoWrap, Wrap, SESSION_MARK};
