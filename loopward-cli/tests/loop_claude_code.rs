@@ -1,7 +1,7 @@
 //! `loopward loop` over the real Claude Code client, headless, against the scripted Messages API
 //! on 127.0.0.1: what the "model" tries is the script's; what happens is decided by the client,
-//! the hook, the verifier and the loop. Asserted in the loop's ledger, the sessions' hook
-//! ledgers, on disk and in what the model read back.
+//! the hook, the verifier and the loop. Asserted in the loop's ledger (the sessions' hook
+//! decisions among its records), on disk and in what the model read back.
 //!
 //! Needs the client (`scripts/claude-code-install.sh`, run by `.ci/run`, or `LOOPWARD_CLAUDE`);
 //! without one each test says so loudly and passes.
@@ -125,27 +125,24 @@ fn a_claim_of_done_that_the_verifier_refuses_gets_another_session_and_the_loop_e
     assert_eq!(finishes, [&json!("unverified"), &json!("done")]);
     let end = kind(&rs, "run_ended").next().unwrap();
     assert_eq!(end["data"]["status"]["status"], "completed");
-    // Each session's hook ledger holds no person's words: its prompt was the loop's (the task
-    // and the verifier's output), an observed notice that started the session's turn.
-    let session_ledgers: Vec<std::path::PathBuf> = std::fs::read_dir(root.join("runs"))
+    // The sessions' hooks kept no ledgers of their own: each asked the loop, which recorded
+    // its decisions in the run's one ledger. Each session's prompt was the loop's (the task and
+    // the verifier's output), an observed notice under the session's turn, not a person's words.
+    let own: Vec<_> = std::fs::read_dir(root.join("runs"))
         .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| {
-            p.file_name()
-                .unwrap()
-                .to_string_lossy()
-                .starts_with("claude-code-")
-        })
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("claude-code-"))
         .collect();
-    assert_eq!(session_ledgers.len(), 2, "{session_ledgers:?}");
-    for l in &session_ledgers {
-        let text = std::fs::read_to_string(l.join("events.jsonl")).unwrap();
-        assert!(!text.contains("\"human_message\""), "{text}");
-        assert!(
-            text.contains("loop-prompt") && text.contains("\"turn_started\""),
-            "{text}"
-        );
-    }
+    assert!(own.is_empty(), "{own:?}");
+    let prompts: Vec<&Value> = decisions(&rs, "claude_code")
+        .into_iter()
+        .filter(|r| r["data"]["detail"]["event"] == "UserPromptSubmit:loop-prompt")
+        .map(|r| &r["turn"])
+        .collect();
+    assert_eq!(prompts, [&json!(1), &json!(2)]);
+    assert_eq!(kind(&rs, "human_message").count(), 1, "the task only");
+    assert!(!decisions(&rs, "hook").is_empty());
+    assert!(decisions(&rs, "session_ledger").is_empty());
     // The second session was told why it runs.
     let second = kind(&rs, "tool_requested")
         .filter(|r| r["data"]["tool"] == "claude_code")
@@ -175,20 +172,26 @@ fn a_claim_of_done_that_the_verifier_refuses_gets_another_session_and_the_loop_e
         "note\n"
     );
 
-    // The session's hook ledger holds the refusal, is closed and anchored, and the loop's
-    // ledger names its record count and last hash.
-    let link = decisions(&rs, "session_ledger")[0]["data"]["detail"].clone();
-    let hook_run = link["run"].as_str().unwrap();
-    let hook = records(&root, hook_run);
-    assert!(kind(&hook, "gate_decision")
-        .any(|r| r["data"]["gate"] == "territory:planner"
-            && r["data"]["decision"]["decision"] == "deny"));
-    assert_eq!(link["records"], hook.len());
-    assert_eq!(link["final_hash"], hook.last().unwrap()["hash"]);
-    for run in ["loop1", hook_run] {
-        let v = verify_run(&root, &home, run);
-        assert!(v.status.success(), "verify {run}: {v:?}");
-    }
+    // The refusal is a record of the run's ledger, under session 1's turn, after the hook
+    // decision that says how many records are the hook's; the ledger verifies.
+    let at = rs
+        .iter()
+        .position(|r| {
+            r["kind"] == "gate_decision"
+                && r["data"]["gate"] == "territory:planner"
+                && r["data"]["decision"]["decision"] == "deny"
+        })
+        .expect("the territory refusal is in the run's ledger");
+    assert_eq!(rs[at]["turn"], 1);
+    let frame = rs[..at]
+        .iter()
+        .rev()
+        .find(|r| r["kind"] == "layer_decision" && r["data"]["layer"] == "hook")
+        .unwrap();
+    assert_eq!(frame["turn"], 1);
+    assert_eq!(frame["data"]["detail"]["host"], "claude-code");
+    let v = verify_run(&root, &home, "loop1");
+    assert!(v.status.success(), "verify loop1: {v:?}");
     // Its id is not reused, and its settings stay as they were; `run --resume` sends it here.
     let kept = std::fs::read(root.join("runs/loop1/loop.json")).unwrap();
     let again = run_loop(
@@ -244,7 +247,7 @@ fn a_session_past_its_timeout_is_ended_by_its_recorded_pid_and_the_loop_goes_on(
             "--id",
             "slow",
             "--session-timeout",
-            "4s",
+            "8s",
         ],
     );
     assert_eq!(out.status.code(), Some(0));
@@ -264,7 +267,7 @@ fn a_session_past_its_timeout_is_ended_by_its_recorded_pid_and_the_loop_goes_on(
     let text = first["data"]["output"].as_str().unwrap();
     let pid = decisions(&rs, "session")[0]["data"]["detail"]["pid"].clone();
     assert!(
-        text.contains("ran past its timeout of 4s") && text.contains(&format!("(PID {pid})")),
+        text.contains("ran past its timeout of 8s") && text.contains(&format!("(PID {pid})")),
         "{text}"
     );
     assert_eq!(sessions(&rs), 2);
@@ -648,12 +651,8 @@ fn inside_a_loop_the_refusals_remedy_delegating_to_the_owners_subagent_works() {
     );
     let rs = records(&root, "deleg");
     assert_eq!(sessions(&rs), 1);
-    let hook_run = decisions(&rs, "session_ledger")[0]["data"]["detail"]["run"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    let hook = records(&root, &hook_run);
-    assert!(kind(&hook, "gate_decision").any(|r| r["agent"] == "planner"
+    // The subagent's write, allowed by its hook, is in the run's ledger under its own name.
+    assert!(kind(&rs, "gate_decision").any(|r| r["agent"] == "planner"
         && r["data"]["path"] == "plans/roadmap.md"
         && r["data"]["decision"]["decision"] == "allow"));
 }
@@ -712,4 +711,90 @@ fn a_model_agent_hands_off_to_a_claude_code_agent_that_works_until_verified() {
     let r = replay_run(&root, &home, "team");
     let said = String::from_utf8_lossy(&r.stdout);
     assert!(r.status.success() && said.contains("all the same"), "{r:?}");
+}
+
+/// A session's hook whose loop does not answer (gone, or never there): the hook judges nothing
+/// itself and keeps no ledger of its own; the call is blocked, naming the socket.
+#[test]
+fn a_loop_sessions_hook_that_cannot_reach_the_loop_blocks_the_call_and_judges_nothing_itself() {
+    let (_dir, root, home) = project();
+    let socket = root.join("no-loop-here.sock");
+    let event = json!({
+        "session_id": "s-gone", "cwd": root, "hook_event_name": "PreToolUse",
+        "tool_name": "Write", "tool_use_id": "toolu_1",
+        "tool_input": {"file_path": root.join("notes/a.md"), "content": "x"},
+    });
+    let mut child = Command::new(env!("CARGO_BIN_EXE_loopward"))
+        .current_dir(&root)
+        .args(["hook", "claude-code", "--config", "loopward.toml"])
+        .env("HOME", &home)
+        .env("LOOPWARD_SESSION", "s-gone")
+        .env("LOOPWARD_SUPERVISOR", &socket)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::io::Write::write_all(
+        &mut child.stdin.take().unwrap(),
+        event.to_string().as_bytes(),
+    )
+    .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(out.stdout.is_empty(), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("no-loop-here.sock") && stderr.contains("blocked"),
+        "{stderr}"
+    );
+    assert!(!root.join("runs").join("claude-code-s-gone").exists());
+}
+
+/// A `Bash` call of a loop session connects out through its sandbox's proxy: the session has no
+/// ledger of its own, so the proxy's decisions go to the loop, into the run's ledger under the
+/// session's turn, before the connection is made.
+#[test]
+fn a_loop_sessions_wrapped_bash_connects_out_and_its_egress_decisions_are_the_runs_records() {
+    let claude = need_claude!();
+    let (_dir, root, home) = project();
+    let (good, hits) = support::http_server("127.0.0.2", "hello-from-allowed");
+    let config = std::fs::read_to_string(root.join("loopward.toml")).unwrap().replacen(
+        "tools = [\"read_file\", \"write_file\", \"edit_file\", \"shell\"]",
+        "tools = [\"read_file\", \"write_file\", \"edit_file\", \"shell\"]\nnet = [\"127.0.0.2\"]",
+        1,
+    );
+    std::fs::write(root.join("loopward.toml"), config).unwrap();
+    let command = format!("curl -s -m 5 http://127.0.0.2:{good}/ > notes/done.txt");
+    let (port, _server) = anthropic_server::start(vec![
+        Reply::tool("Bash", json!({"command": command, "description": "fetch"})),
+        Reply::text("Fetched."),
+    ]);
+    let out = run_loop(
+        &claude,
+        &root,
+        &home,
+        port,
+        &[
+            "--prompt",
+            "PROMPT.md",
+            "--verify",
+            "grep -q hello-from-allowed notes/done.txt",
+            "--id",
+            "net",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0), "verified in one session");
+    assert!(hits.load(std::sync::atomic::Ordering::SeqCst) > 0);
+    let rs = records(&root, "net");
+    let egress = kind(&rs, "egress_decided")
+        .find(|r| r["data"]["host"] == "127.0.0.2")
+        .expect("the proxy's decision is in the run's ledger");
+    assert_eq!(egress["data"]["allowed"], true);
+    assert_eq!(
+        (&egress["turn"], &egress["agent"]),
+        (&json!(1), &json!("root"))
+    );
+    let v = verify_run(&root, &home, "net");
+    assert!(v.status.success(), "verify net: {v:?}");
 }

@@ -52,15 +52,19 @@ pub enum LayerId {
     Verify,
     /// A CLI agent's session (started, ended).
     Session,
-    /// A CLI agent's session's own hook ledger, linked by its count and last hash.
+    /// A CLI agent's session's own hook ledger, linked by its count and last hash (runs
+    /// before the hook's decisions were recorded in the run's ledger).
     SessionLedger,
+    /// One hook event of a CLI agent's session, judged by the loop: the records that follow
+    /// (its `records` of them) are that event's decision, in the run's ledger.
+    Hook,
     /// A layer of someone else's, by its own name.
     Custom(Cow<'static, str>),
 }
 
 impl LayerId {
     /// Every built-in layer.
-    pub const BUILTIN: [Self; 15] = [
+    pub const BUILTIN: [Self; 16] = [
         Self::Caps,
         Self::Repeat,
         Self::ClassJump,
@@ -76,6 +80,7 @@ impl LayerId {
         Self::Verify,
         Self::Session,
         Self::SessionLedger,
+        Self::Hook,
     ];
 
     /// The word the ledger writes.
@@ -96,6 +101,7 @@ impl LayerId {
             Self::Verify => "verify",
             Self::Session => "session",
             Self::SessionLedger => "session_ledger",
+            Self::Hook => "hook",
             Self::Custom(name) => name,
         }
     }

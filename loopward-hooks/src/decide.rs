@@ -22,7 +22,13 @@ const ALLOW_TOOLS_GATE: &str = "allow_tools";
 /// Strings in logged tool arguments longer than this are shortened (file contents, edits).
 const MAX_LOGGED_STRING: usize = 256;
 
-pub(super) fn handle(raw: &str, ctx: &HookContext) -> Result<Reply, HookError> {
+/// Handles one event; its records go to `kept` when given (the caller's ledger takes them),
+/// else to the session's own ledger.
+pub(super) fn handle(
+    raw: &str,
+    ctx: &HookContext,
+    kept: Option<Arc<dyn AuditSink>>,
+) -> Result<Reply, HookError> {
     let input = HookInput::parse(raw)?;
     let event = input.event_for(ctx.host)?;
     let ws = workspace(&input, ctx)?;
@@ -33,8 +39,13 @@ pub(super) fn handle(raw: &str, ctx: &HookContext) -> Result<Reply, HookError> {
     dir.locked(|state| {
         let run = dir.key().run_id_of(ctx.run_prefix());
         let runs_dir = ws.root().join(&ctx.runs_dir);
-        let ledger = ctx.ledgers.open(&runs_dir, &run, ctx.clock.clone())?;
+        let embedded = kept.is_some();
+        let ledger = match &kept {
+            Some(k) => k.clone(),
+            None => ctx.ledgers.open(&runs_dir, &run, ctx.clock.clone())?,
+        };
         let mut e = Engine {
+            embedded,
             ctx,
             policy: &policy,
             ws: &ws,
@@ -109,6 +120,8 @@ pub(super) struct Engine<'a> {
     pub(super) run: RunId,
     pub(super) ledger: Arc<dyn AuditSink>,
     pub(super) state: &'a mut SessionState,
+    /// Whether the records go to a caller's ledger, whose run and turn are the session's.
+    pub(super) embedded: bool,
 }
 
 impl Engine<'_> {
@@ -141,7 +154,8 @@ impl Engine<'_> {
         if self.state.ledger_started && self.state.policy_version == self.ctx.version {
             return Ok(());
         }
-        if self.state.ledger_started {
+        if self.state.ledger_started || self.embedded {
+            self.state.ledger_started = true;
             return self.note_version();
         }
         self.ledger.record(
@@ -192,6 +206,9 @@ impl Engine<'_> {
     fn loop_prompt(&mut self) -> Result<Reply, HookError> {
         self.state.human_prompt();
         self.other("UserPromptSubmit:loop-prompt")?;
+        if self.embedded {
+            return Ok(Reply::Silent);
+        }
         self.ledger.record(
             &self.scope(Some(self.ctx.main_agent.clone())),
             &AuditEvent::TurnStarted {

@@ -3,7 +3,7 @@
 //! at its head by every later hook process (the last record checked and chained to; a torn last
 //! line, or a head that does not verify, makes it check the whole chain, cut and record).
 
-use loopward_core::{AuditError, AuditSink, RunId};
+use loopward_core::{AgentId, AuditError, AuditEvent, AuditSink, RunId, Scope};
 use loopward_runner::audit::{Ledger, LedgerKey, LedgerOptions};
 use loopward_runner::Clock;
 use std::path::Path;
@@ -57,5 +57,31 @@ impl LedgerOpener for FileLedgers {
             Ledger::create(runs_dir, run, opts).map_err(fail)?
         };
         Ok(ledger)
+    }
+}
+
+/// The records of one event, kept in order for a caller's own ledger
+/// ([`handle_recorded`](crate::handle_recorded)) instead of written to the session's.
+#[derive(Default)]
+pub(crate) struct Kept(std::sync::Mutex<Vec<(Option<AgentId>, AuditEvent)>>);
+
+impl Kept {
+    /// The records kept so far, each with its scope's agent, taken.
+    pub(crate) fn take(&self) -> Vec<(Option<AgentId>, AuditEvent)> {
+        std::mem::take(&mut *self.0.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+}
+
+impl AuditSink for Kept {
+    fn record(&self, scope: &Scope, event: &AuditEvent) -> Result<(), AuditError> {
+        self.record_owned(scope, event.clone())
+    }
+
+    fn record_owned(&self, scope: &Scope, event: AuditEvent) -> Result<(), AuditError> {
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push((scope.agent.clone(), event));
+        Ok(())
     }
 }

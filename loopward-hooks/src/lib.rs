@@ -92,7 +92,7 @@ mod write_watch;
 pub use ledger::{FileLedgers, LedgerOpener};
 pub use shell::ShellWatchError;
 
-use loopward_core::{AgentId, AuditError};
+use loopward_core::{AgentId, AuditError, AuditEvent, AuditSink};
 use loopward_runner::gates::{
     ConfigError, ControlFiles, Host, OverrideStore, Policy, PolicyConfig,
 };
@@ -542,7 +542,50 @@ impl HookContextBuilder {
 /// Never panics on any input and never answers a failure with an exit status Claude Code would
 /// read as "go ahead": every error is exit status 2 with the reason on stderr.
 pub fn handle(input: &str, ctx: &HookContext) -> HookAnswer {
-    match decide::handle(input, ctx) {
+    answer(decide::handle(input, ctx, None), ctx)
+}
+
+/// Handles one hook event as [`handle`] does — the same engine, session state and session
+/// lock — but hands the decision's records back, in order, instead of writing them to the
+/// session's own ledger, each with the agent it was recorded for (the caller: a subagent by
+/// its name, the main agent; `None` for the session's own notes): for a caller that records
+/// them in a ledger of its own (`loopward loop` records them in the run's ledger, under the
+/// session's turn). The records hold no
+/// `run_started` or `turn_started` of the session's own: the caller's run and turn are the
+/// session's. The caller records them before the host reads the answer, and blocks the call
+/// when it cannot. The records of an event that failed part-way are handed back too.
+///
+/// ```
+/// use loopward_hooks::{handle_recorded, HookContext}; use loopward_runner::gates::PolicyConfig;
+/// use loopward_core::AuditEvent;
+/// let dir = tempfile::tempdir().unwrap();
+/// let policy = PolicyConfig::from_toml("[[territory]]\npaths = [\"plan.md\"]\nowner = \"planner\"\n").unwrap();
+/// let ctx = HookContext::builder(&policy).root(dir.path()).build().unwrap();
+/// let event = serde_json::json!({
+///     "session_id": "s1", "cwd": dir.path(), "hook_event_name": "PreToolUse",
+///     "tool_name": "Write", "tool_use_id": "toolu_1",
+///     "tool_input": {"file_path": "plan.md", "content": "mine now"},
+/// });
+/// let (answer, records) = handle_recorded(&event.to_string(), &ctx);
+/// assert!(answer.stdout.contains("plan.md belongs to planner"));
+/// assert!(records.iter().any(|(who, r)| matches!(r, AuditEvent::GateDecision { .. })
+///     && who.as_ref().is_some_and(|a| a.as_str() == "root")));
+/// assert!(!records.iter().any(|(_, r)| matches!(r, AuditEvent::RunStarted { .. })));
+/// // No ledger of the session's own.
+/// assert!(!dir.path().join("runs").exists());
+/// ```
+pub fn handle_recorded(
+    input: &str,
+    ctx: &HookContext,
+) -> (HookAnswer, Vec<(Option<AgentId>, AuditEvent)>) {
+    let kept = Arc::new(ledger::Kept::default());
+    let reply = decide::handle(input, ctx, Some(kept.clone() as Arc<dyn AuditSink>));
+    (answer(reply, ctx), kept.take())
+}
+
+/// What the host is told of the engine's reply.
+fn answer(reply: Result<claude_code::Reply, HookError>, ctx: &HookContext) -> HookAnswer {
+    match reply {
         Ok(claude_code::Reply::Allow { .. }) if ctx.defer_allows => HookAnswer {
             stdout: String::new(),
             stderr: String::new(),

@@ -318,6 +318,20 @@ impl TurnContext {
         self.run().audit_sink().record_owned(&self.scope(), event)
     }
 
+    /// Records an event of this turn that `agent` took (a subagent of a CLI session, by its
+    /// name), or the turn's agent when `None`.
+    pub(crate) fn record_as(
+        &self,
+        agent: Option<AgentId>,
+        event: AuditEvent,
+    ) -> Result<(), AuditError> {
+        let mut scope = self.scope();
+        if agent.is_some() {
+            scope.agent = agent;
+        }
+        self.run().audit_sink().record_owned(&scope, event)
+    }
+
     /// Makes the decisions recorded so far durable ([`AuditSink::commit`]): called just before
     /// the action they authorise runs. An error means the action must not run.
     pub fn commit(&self) -> Result<(), AuditError> {

@@ -6,7 +6,8 @@
 use loopward_core::{AgentId, AuditEvent, FinishReason, LayerVerdict, Person, RunId, RunStatus};
 use loopward_runner::audit::MemorySink;
 use loopward_runner::cli_agent::{
-    ClaudeCode, CliAgent, SessionLedgers, SessionLink, Verifier, CLAUDE_CODE_VERSION,
+    ClaudeCode, CliAgent, HookEvent, HookJudge, HookReply, Judged, SessionLedgers, SessionLink,
+    Verifier, CLAUDE_CODE_VERSION,
 };
 use loopward_runner::gates::ControlFiles;
 use loopward_runner::journal::Journal;
@@ -57,14 +58,24 @@ fn agent() -> AgentId {
 /// A workspace, the stand-in with `sessions` (each: shell to run, stream to print), and a
 /// runner whose one agent loops it against `test -f done.txt`.
 fn setup(sessions: &[(&str, String)], no_progress: u32) -> Setup {
-    setup_with(sessions, no_progress, None, None, None)
+    setup_with(sessions, no_progress, Hooks::Unchecked, None, None)
 }
 
-/// [`setup`], with each session's hook ledger closed by `ledgers`.
+/// How a test's sessions' hooks are governed.
+enum Hooks {
+    /// Not at all (the stand-in runs no hook).
+    Unchecked,
+    /// Each session's hook ledger closed by these.
+    Ledgers(Arc<dyn SessionLedgers>),
+    /// Each session's hook answered by this judge, over the session's socket.
+    Judge(Arc<dyn HookJudge>),
+}
+
+/// [`setup`], with the sessions' hooks governed by `hooks`.
 fn setup_with(
     sessions: &[(&str, String)],
     no_progress: u32,
-    ledgers: Option<Arc<dyn SessionLedgers>>,
+    hooks: Hooks,
     class_jump: Option<ClassJump>,
     budget_usd: Option<f64>,
 ) -> Setup {
@@ -97,8 +108,10 @@ fn setup_with(
     let verifier = Verifier::new("test -f done.txt", Duration::from_secs(30), protected);
     let mut cli = CliAgent::builder(agent(), host, verifier, dir.path().join("scratch"))
         .no_progress(no_progress);
-    if let Some(l) = ledgers {
-        cli = cli.ledgers(l);
+    match hooks {
+        Hooks::Unchecked => {}
+        Hooks::Ledgers(l) => cli = cli.ledgers(l),
+        Hooks::Judge(j) => cli = cli.hook_judge(j),
     }
     let mut service = match class_jump {
         Some(cj) => BoxTurnService::new(cj.layer().layer(cli.class_jump(cj).build())),
@@ -307,7 +320,7 @@ async fn a_session_whose_hook_never_ran_fails_the_run_as_ungoverned() {
     let s = setup_with(
         &[("echo yes > done.txt", stream("Done.", 0.0))],
         3,
-        Some(Arc::new(NoHookRan)),
+        Hooks::Ledgers(Arc::new(NoHookRan)),
         None,
         None,
     );
@@ -336,7 +349,7 @@ async fn failed_verifications_class_jump_and_exhaust_the_strategies() {
             ("echo yes > done.txt", stream("Done.", 0.0)),
         ],
         3,
-        None,
+        Hooks::Unchecked,
         Some(cj),
         None,
     );
@@ -394,7 +407,7 @@ async fn a_resumed_loop_is_held_to_the_cost_its_sessions_reported() {
             costly("echo 3 > a.txt"),
         ],
         3,
-        None,
+        Hooks::Unchecked,
         None,
         Some(0.015),
     );
@@ -431,4 +444,201 @@ async fn a_resumed_loop_is_held_to_the_cost_its_sessions_reported() {
         "one more session, not two: {:#?}",
         events(&resumed)
     );
+}
+
+/// A plan line that sends the hook event `event` of the session to the loop the way
+/// `loopward hook claude-code` does (the host's name, the event; the answer back), keeping the
+/// answer in `$PLANS/answer`; `$LOOPWARD_SESSION` in the event is the session's id.
+fn ask_hook(event: &str) -> String {
+    send("claude-code", event)
+}
+
+/// A plan line that sends `first` and `body` to the session's socket, keeping the answer.
+fn send(first: &str, body: &str) -> String {
+    let py = r#"import json, os, socket, sys
+ev = sys.argv[2].replace("SESSION", os.environ["LOOPWARD_SESSION"])
+s = socket.socket(socket.AF_UNIX)
+try:
+    s.connect(os.environ["LOOPWARD_SUPERVISOR"])
+    s.sendall((sys.argv[1] + "\n" + ev).encode())
+    s.shutdown(socket.SHUT_WR)
+    out = b""
+    while True:
+        b = s.recv(65536)
+        if not b:
+            break
+        out += b
+    print(out.decode())
+except OSError as e:
+    print(json.dumps({"unreachable": str(e)}))
+"#;
+    format!(
+        "python3 -c '{}' '{first}' '{body}' >> \"$PLANS/answer\"\n",
+        py.replace('\'', "'\\''"),
+    )
+}
+
+fn answers(plans: &Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(plans.join("answer"))
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// A judge that denies every `PreToolUse`, recording a gate decision for it (a subagent's as
+/// its own), and errs on anything else.
+fn denying_judge() -> Arc<dyn HookJudge> {
+    Arc::new(|e: &HookEvent<'_>| {
+        let v: serde_json::Value = serde_json::from_str(e.event).map_err(|e| e.to_string())?;
+        if v["hook_event_name"] != "PreToolUse" {
+            return Err(format!("cannot judge {}", v["hook_event_name"]));
+        }
+        let who = v["agent_type"].as_str().map(|a| AgentId::new(a).unwrap());
+        Ok(Judged {
+            reply: HookReply {
+                stdout: r#"{"decision":"deny"}"#.into(),
+                stderr: String::new(),
+                exit_code: 0,
+            },
+            records: vec![(
+                who,
+                AuditEvent::LayerDecision {
+                    layer: "judged".into(),
+                    decision: LayerVerdict::Refused,
+                    detail: serde_json::json!({"session": e.session, "handoff": e.handoff}).into(),
+                },
+            )],
+        })
+    })
+}
+
+#[tokio::test]
+async fn a_sessions_hook_is_answered_by_the_loop_and_its_decision_recorded_under_the_sessions_turn()
+{
+    let pre = r#"{"session_id":"SESSION","hook_event_name":"PreToolUse","agent_type":"planner"}"#;
+    let post = r#"{"session_id":"SESSION","hook_event_name":"PostToolUse"}"#;
+    let other = r#"{"session_id":"another","hook_event_name":"PreToolUse"}"#;
+    let plan = format!(
+        "{}{}{}echo yes > done.txt\n",
+        ask_hook(pre),
+        ask_hook(post),
+        ask_hook(other)
+    );
+    let s = setup_with(
+        &[(&plan, stream("Done.", 0.0))],
+        3,
+        Hooks::Judge(denying_judge()),
+        None,
+        None,
+    );
+    let sink = Arc::new(MemorySink::default());
+    let report = s.runner.run(spec(sink.clone())).await;
+    assert!(
+        matches!(report.status, RunStatus::Completed),
+        "{:?}",
+        report.status
+    );
+    let a = answers(&s.plans);
+    assert_eq!(a.len(), 3, "{a:?}");
+    // Judged: the judge's answer, as it gave it.
+    assert_eq!(
+        (a[0]["exit_code"].as_i64(), a[0]["stdout"].as_str()),
+        (Some(0), Some(r#"{"decision":"deny"}"#))
+    );
+    // A judge's error, and an event of another session, block.
+    assert_eq!(a[1]["exit_code"], 2);
+    assert!(a[1]["stderr"].as_str().unwrap().contains("cannot judge"));
+    assert_eq!(a[2]["exit_code"], 2);
+    assert!(
+        a[2]["stderr"].as_str().unwrap().contains("not \"another\""),
+        "{a:?}"
+    );
+    // In the run's ledger, under the session's turn: how many records are the hook's, then
+    // them, the subagent's under its own name.
+    let all = sink.events();
+    let at = all
+        .iter()
+        .position(|(_, e)| matches!(e, AuditEvent::LayerDecision { layer, .. } if layer.as_str() == "judged"))
+        .expect("the decision is in the run's ledger");
+    let (scope, e) = &all[at];
+    assert_eq!(scope.turn.map(|t| t.0), Some(1));
+    assert_eq!(scope.agent.as_ref().map(AgentId::as_str), Some("planner"));
+    let AuditEvent::LayerDecision { detail, .. } = e else {
+        unreachable!()
+    };
+    let session = detail.to_json()["session"].as_str().unwrap().to_string();
+    assert!(!session.is_empty());
+    let AuditEvent::LayerDecision { layer, detail, .. } = &all[at - 1].1 else {
+        panic!("{:?}", all[at - 1])
+    };
+    assert_eq!(layer.as_str(), "hook");
+    assert_eq!(detail.to_json()["records"], 1);
+    assert_eq!(all[at - 1].0.agent.as_ref(), Some(&agent()));
+    // One judged event only: the erring one and the other session's recorded nothing.
+    assert_eq!(verdicts(&events(&sink), "hook").len(), 1);
+}
+
+#[tokio::test]
+async fn a_session_whose_hook_never_asks_the_loop_fails_the_run_as_ungoverned() {
+    let s = setup_with(
+        &[("echo yes > done.txt", stream("Done.", 0.0))],
+        3,
+        Hooks::Judge(denying_judge()),
+        None,
+        None,
+    );
+    let sink = Arc::new(MemorySink::default());
+    let report = s.runner.run(spec(sink.clone())).await;
+    let RunStatus::Failed { error } = &report.status else {
+        panic!("{:?}", report.status)
+    };
+    assert!(
+        error.contains("never asked the loop") && error.contains("not governed"),
+        "{error}"
+    );
+    assert!(verdicts(&events(&sink), "verify").is_empty());
+}
+
+#[tokio::test]
+async fn a_wrapped_commands_egress_decision_is_recorded_by_the_loop_and_nothing_else_is_taken() {
+    let egress = r#"{"agent":"coder","event":{"kind":"egress_decided","allowed":false,"host":"evil.example","port":443,"reason":"not in net"}}"#;
+    let forged = r#"{"agent":"coder","event":{"kind":"turn_started","agent":"coder"}}"#;
+    let plan = format!(
+        "{}{}{}echo yes > done.txt\n",
+        ask_hook(r#"{"session_id":"SESSION","hook_event_name":"PreToolUse"}"#),
+        send("egress", egress),
+        send("egress", forged),
+    );
+    let s = setup_with(
+        &[(&plan, stream("Done.", 0.0))],
+        3,
+        Hooks::Judge(denying_judge()),
+        None,
+        None,
+    );
+    let sink = Arc::new(MemorySink::default());
+    let report = s.runner.run(spec(sink.clone())).await;
+    assert!(
+        matches!(report.status, RunStatus::Completed),
+        "{:?}",
+        report.status
+    );
+    let a = answers(&s.plans);
+    assert_eq!(a[1]["exit_code"], 0, "{a:?}");
+    assert_eq!(a[2]["exit_code"], 2, "{a:?}");
+    let all = sink.events();
+    let (scope, _) = all
+        .iter()
+        .find(
+            |(_, e)| matches!(e, AuditEvent::EgressDecided { host, .. } if host == "evil.example"),
+        )
+        .expect("the egress decision is in the run's ledger");
+    assert_eq!(scope.turn.map(|t| t.0), Some(1));
+    // Only egress records are taken: no second turn start, forged over the socket.
+    let starts = all
+        .iter()
+        .filter(|(_, e)| matches!(e, AuditEvent::TurnStarted { .. }))
+        .count();
+    assert_eq!(starts, 1);
 }

@@ -22,7 +22,7 @@
 
 use crate::render::{Printer, Tone};
 use loopward_core::{
-    AuditError, AuditEvent, AuditSink, Decision, GateKind, LayerVerdict, RunStatus, Scope,
+    AuditError, AuditEvent, AuditSink, Decision, GateKind, LayerId, LayerVerdict, RunStatus, Scope,
 };
 use loopward_runner::tools::SAY_TOOL;
 use std::io::Write;
@@ -190,6 +190,12 @@ impl Timeline {
             // Allows and admissions are a census for the report; the timeline shows decisions
             // that changed what happened.
             AuditEvent::LayerDecision { decision, .. } if is_census(decision) => {}
+            // A CLI session's hook decision is framed by a count of its records, which follow
+            // and are shown as they are.
+            AuditEvent::LayerDecision {
+                layer: LayerId::Hook,
+                ..
+            } => {}
             AuditEvent::LayerDecision {
                 layer,
                 decision,

@@ -247,7 +247,11 @@ fn judge(
 
 /// Judges one hook event in `ctx`, masking what the host is told with `masker`.
 pub(super) fn judge_with(ctx: &HookContext, masker: &Masker, input: &str) -> HookAnswer {
-    let mut answer = handle(input, ctx);
+    masked(handle(input, ctx), masker)
+}
+
+/// `answer` as the client is told it: masked as the ledger is.
+pub(super) fn masked(mut answer: HookAnswer, masker: &Masker) -> HookAnswer {
     // What the client is told is masked as the ledger is; but a wrapped command
     // (`updatedInput`) is the agent's own input given back, and masking it would change what
     // runs.
@@ -287,6 +291,38 @@ pub(super) fn context(
     main_agent: &str,
     defer_allows: bool,
     host: Host,
+) -> Result<(HookContext, Masker)> {
+    // Set by `loopward loop` on the client it starts (and so on its hooks): that session's
+    // prompts are the loop's, not a person's; and a session it served loopward's tools over
+    // MCP: a refusal names the session's `handoff` only where it has one.
+    let session = LoopSession {
+        mark: std::env::var(loopward_runner::cli_agent::SESSION_MARK).ok(),
+        handoff: std::env::var(loopward_runner::cli_agent::TOOLS_ENV)
+            .is_ok_and(|l| loopward_runner::cli_agent::served(&l).any(|t| t == "handoff")),
+    };
+    context_for(config, main_agent, defer_allows, host, &session)
+}
+
+/// The loop session a hook context judges for ([`HookContextBuilder::loop_session`],
+/// [`HookContextBuilder::handoff`]).
+///
+/// [`HookContextBuilder::loop_session`]: loopward_hooks::HookContextBuilder::loop_session
+/// [`HookContextBuilder::handoff`]: loopward_hooks::HookContextBuilder::handoff
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(super) struct LoopSession {
+    /// The loop's id of the session, if a loop started it.
+    pub(super) mark: Option<String>,
+    /// Whether the session is served loopward's `handoff`.
+    pub(super) handoff: bool,
+}
+
+/// [`context`] for the loop session `session`.
+pub(super) fn context_for(
+    config: &Path,
+    main_agent: &str,
+    defer_allows: bool,
+    host: Host,
+    session: &LoopSession,
 ) -> Result<(HookContext, Masker)> {
     let cfg = Config::load(config)?;
     // A secret whose source is missing blocks the call (exit 2), naming it.
@@ -347,15 +383,8 @@ pub(super) fn context(
         .defer_allows(defer_allows)
         .network_open(!cfg.net.isolate)
         .host(host)
-        // Set by `loopward loop` on the client it starts (and so on its hooks): that session's
-        // prompts are the loop's, not a person's.
-        .loop_session(std::env::var(loopward_runner::cli_agent::SESSION_MARK).ok())
-        // Set by the loop on a session it served loopward's tools over MCP: a refusal names
-        // the session's `handoff` only where it has one.
-        .handoff(
-            std::env::var(loopward_runner::cli_agent::TOOLS_ENV)
-                .is_ok_and(|l| loopward_runner::cli_agent::served(&l).any(|t| t == "handoff")),
-        )
+        .loop_session(session.mark.clone())
+        .handoff(session.handoff)
         .build()
         .with_context(|| format!("{}", config.display()))?;
     Ok((ctx, masker))

@@ -6,9 +6,7 @@ use anyhow::{bail, Context, Result};
 use loopward::config::Config;
 use loopward::ledger;
 use loopward_core::{AgentId, RunId};
-use loopward_runner::cli_agent::{
-    CliAgent, RecordedSessions, SessionLedgers, SessionLink, Verifier,
-};
+use loopward_runner::cli_agent::{CliAgent, RecordedSessions, Verifier};
 use loopward_runner::layers::budget::{BudgetConfig, BudgetLayer};
 use loopward_runner::layers::stack::Stack;
 use loopward_runner::sandbox::Protected;
@@ -208,11 +206,11 @@ pub(super) async fn run(mut args: Args) -> Result<ExitCode> {
     )
     .session_timeout(args.session_timeout)
     .no_progress(args.no_progress)
-    .ledgers(Arc::new(HookLedgers {
-        runs_dir: runs_dir.clone(),
-        custody: custody.clone(),
-        clock: clock.clone(),
-    }));
+    // Each session's hook asks the loop, which records its decisions in the run's ledger.
+    .hook_judge(super::loop_hooks::LoopJudge::new(
+        config.clone(),
+        name.as_str(),
+    ));
     // `loopward say <run> "…"` reaches the next session's prompt, as the person's words.
     let inbox = custody.inbox(&workspace)?;
     let runner = runner(
@@ -381,9 +379,7 @@ pub(super) fn replay_runner(
 pub(super) struct TeamCliAgents {
     pub(super) config: PathBuf,
     pub(super) workspace: PathBuf,
-    pub(super) runs_dir: PathBuf,
     pub(super) custody: loopward::state::Custody,
-    pub(super) clock: Arc<dyn Clock>,
     pub(super) policy: loopward_runner::gates::PolicyConfig,
     pub(super) config_rel: String,
     pub(super) runs_rel: String,
@@ -422,11 +418,10 @@ impl loopward::team::CliAgents for TeamCliAgents {
             verifier,
             self.custody.state().root().join("loop-sessions"),
         )
-        .ledgers(Arc::new(HookLedgers {
-            runs_dir: self.runs_dir.clone(),
-            custody: self.custody.clone(),
-            clock: self.clock.clone(),
-        })))
+        .hook_judge(super::loop_hooks::LoopJudge::new(
+            self.config.clone(),
+            a.name.as_str(),
+        )))
     }
 }
 
@@ -562,33 +557,6 @@ fn verifier_exists(verify: &str, root: &Path) -> Result<()> {
         );
     }
     Ok(())
-}
-
-/// Closes each session's hook ledger with the ledger key, anchoring it.
-struct HookLedgers {
-    runs_dir: PathBuf,
-    custody: loopward::state::Custody,
-    clock: Arc<dyn Clock>,
-}
-
-impl SessionLedgers for HookLedgers {
-    fn close(&self, run: &RunId) -> Result<Option<SessionLink>, String> {
-        let dir = ledger::run_dir(&self.runs_dir, run);
-        if !dir.join(ledger::EVENTS_FILE).exists() {
-            return Ok(None);
-        }
-        let text = |e: anyhow::Error| crate::error_text(&e);
-        let opts = self
-            .custody
-            .reopen_options(&dir, self.clock.clone())
-            .map_err(text)?;
-        let l = ledger::reopen(&self.runs_dir, run, opts).map_err(text)?;
-        let f = l.finish().map_err(|e| e.to_string())?;
-        Ok(Some(SessionLink {
-            records: f.final_seq,
-            final_hash: f.final_hash,
-        }))
-    }
 }
 
 #[cfg(test)]

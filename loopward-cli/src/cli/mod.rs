@@ -22,6 +22,7 @@ pub mod init;
 pub mod key;
 mod loop_client;
 pub mod loop_cmd;
+mod loop_hooks;
 pub mod mcp;
 pub mod override_cmd;
 pub mod policy;

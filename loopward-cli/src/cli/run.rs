@@ -178,9 +178,7 @@ pub(super) async fn run(args: Args) -> Result<ExitCode> {
                     workspace: workspace
                         .canonicalize()
                         .with_context(|| format!("cannot find {}", workspace.display()))?,
-                    runs_dir: runs_dir.clone(),
                     custody: custody.clone(),
-                    clock: clock.clone(),
                     policy: cfg.policy(),
                     config_rel: String::from(loopward::config::CONFIG_FILE),
                     runs_rel: cfg.run.runs_dir.to_string_lossy().into_owned(),

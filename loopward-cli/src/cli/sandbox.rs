@@ -196,7 +196,8 @@ async fn next(records: &mut Option<tokio::sync::mpsc::Receiver<Record>>) -> Opti
     }
 }
 
-/// Where a wrapped command's egress decisions go: the ledger of the session whose hook wrapped
+/// Where a wrapped command's egress decisions go: in a `loopward loop` session, the run's
+/// ledger, through the loop; else the ledger of the session whose hook wrapped
 /// it (`--session`; its hook context is loaded on the first decision, so a command that never
 /// connects out costs nothing), or, run by hand without a session, a line on stderr each. A
 /// decision that cannot be recorded is refused (the proxy acts on none it was not told is
@@ -229,6 +230,10 @@ impl Book {
             }
             return Ok(());
         };
+        // A loop's session has no ledger of its own: the loop records it in the run's.
+        if let Some(socket) = super::loop_hooks::loop_socket(|k| std::env::var_os(k)) {
+            return super::loop_hooks::record_egress(&socket, &self.agent, event);
+        }
         if self.hooks.is_none() {
             let (ctx, _) = super::hook::context(
                 &self.config,

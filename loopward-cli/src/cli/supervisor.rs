@@ -93,7 +93,7 @@ pub(super) fn read_event() -> Result<String> {
 /// answer.
 pub(super) fn forward(socket: &Path, host: Host, input: &str) -> Result<HookAnswer> {
     let mut s = std::os::unix::net::UnixStream::connect(socket)
-        .with_context(|| format!("reaching loopward's supervisor at {}", socket.display()))?;
+        .with_context(|| format!("reaching loopward (the loop that started this session, or `loopward contain`'s supervisor) at {}", socket.display()))?;
     s.set_read_timeout(Some(WAIT))?;
     s.set_write_timeout(Some(WAIT))?;
     s.write_all(format!("{}\n{input}", name_of(host)).as_bytes())?;

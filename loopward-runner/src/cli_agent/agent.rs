@@ -65,6 +65,7 @@ pub(super) struct Inner {
     pub(super) recorded: Option<Arc<RecordedSessions>>,
     pub(super) loop_tools: Option<Arc<super::relay::LoopTools>>,
     pub(super) mcp_server: Option<super::relay::McpServer>,
+    pub(super) hook_judge: Option<Arc<dyn super::hooks::HookJudge>>,
 }
 
 impl std::fmt::Debug for CliAgent {
@@ -106,6 +107,7 @@ impl CliAgent {
                 recorded: None,
                 loop_tools: None,
                 mcp_server: None,
+                hook_judge: None,
             },
         }
     }
@@ -124,7 +126,9 @@ impl CliAgentBuilder {
         self
     }
 
-    /// Closes each session's hook ledger and links it from the run's.
+    /// Closes each session's hook ledger and links it from the run's: for sessions whose hook
+    /// keeps a ledger of its own (no [`hook_judge`](Self::hook_judge), which records the
+    /// decisions in the run's ledger instead).
     pub fn ledgers(mut self, ledgers: Arc<dyn SessionLedgers>) -> Self {
         self.inner.ledgers = Some(ledgers);
         self

@@ -13,11 +13,14 @@
 //!    parsed into the run's ledger as it arrives: each model call (`model_call` with usage,
 //!    `model_reply` with its text and tool calls), then how it ended (`tool_finished`: exit
 //!    status, the client's result, the answer).
-//! 2. **The hook's ledger, linked**: each tool call inside the session is judged by the same
-//!    engine through the hook, which records in `runs/<client>-<session>`; when the session
-//!    is over, that ledger is closed and anchored, and its record count and last hash are
-//!    recorded in the run's ledger (`layer_decision` `session_ledger`), so editing either breaks
-//!    `loopward verify`.
+//! 2. **The hook, answered by the loop**: each tool call inside the session is judged by the
+//!    same engine through the session's hook, which relays the event over a socket of the
+//!    session's own to the loop ([`HookJudge`], injected by the CLI); each decision is recorded
+//!    in the run's ledger under the session's turn (`layer_decision` `hook`, then its records)
+//!    before the hook is answered. A session that ran without its hook ever asking was not
+//!    governed: the run fails, saying so. (Without a judge, the hook keeps a ledger of its own,
+//!    `runs/<client>-<session>`, closed and linked by count and last hash — `session_ledger` —
+//!    as loops before it did.)
 //! 3. **Verification** (call `verify`): the verifier command runs in the kernel sandbox; only a
 //!    pass ends the loop. A session that said it was done while the verifier failed is a
 //!    refused claim (`layer_decision` `verify`, `refused`), and the turn ends
@@ -36,12 +39,14 @@ mod claude_code;
 mod codex;
 mod gemini;
 mod hook_command;
+mod hooks;
 mod host;
 mod pin;
 mod process;
 mod recorded;
 mod relay;
 mod session;
+mod socket;
 mod stream;
 mod verify;
 
@@ -50,6 +55,9 @@ pub use claude_code::{session_id, ClaudeCode, CLAUDE_CODE_VERSION};
 pub use codex::{Codex, CodexParser, CODEX_VERSION};
 pub use gemini::{Gemini, GeminiParser, GEMINI_VERSION};
 pub use hook_command::HookCommand;
+pub use hooks::{
+    EgressRecord, HookEvent, HookJudge, HookReply, Judged, EGRESS_WIRE, HOOK_ENV, JUDGE_WAIT,
+};
 pub use host::Client;
 pub use pin::Pin;
 pub use process::{CommandLine, NoWrap, Wrap, SESSION_MARK};

@@ -12,14 +12,17 @@ use crate::context::TurnContext;
 use crate::model::ModelError;
 use crate::turn::{TurnError, TurnOutcome};
 use loopward_core::LayerId;
-use loopward_core::{AuditEvent, Scope, Usage};
+use loopward_core::{AgentId, AuditEvent, Scope, Usage};
 use std::collections::BTreeMap;
 
 /// The records of each turn that the agent made itself (its session, the model calls inside,
-/// the reported cost, the hook ledger's link, the verification and its judgement), by turn.
+/// its hook's decisions, the reported cost, the hook ledger's link in older runs, the
+/// verification and its judgement), by turn.
 #[derive(Debug, Default)]
 pub struct RecordedSessions {
-    turns: BTreeMap<u32, Vec<AuditEvent>>,
+    /// Each record with the agent it was recorded for when that was not the turn's (a
+    /// subagent acting inside a session, as its hook recorded it).
+    turns: BTreeMap<u32, Vec<(Option<AgentId>, AuditEvent)>>,
 }
 
 /// The layers whose decisions a CLI agent records itself.
@@ -34,10 +37,29 @@ const OWN_LAYERS: [LayerId; 5] = [
 impl RecordedSessions {
     /// Takes them from one part of a run's records (from its start or a resume to the next).
     pub fn from_records(records: &[(Scope, AuditEvent)]) -> Self {
-        let mut turns: BTreeMap<u32, Vec<AuditEvent>> = BTreeMap::new();
+        let mut turns: BTreeMap<u32, Vec<(Option<AgentId>, AuditEvent)>> = BTreeMap::new();
+        // Records of a hook decision still to come: made again as they were (the session's
+        // client is not run again, so neither is its hook).
+        let mut hooked = 0u64;
         for (scope, e) in records {
             let Some(turn) = scope.turn else { continue };
+            if hooked > 0 {
+                hooked -= 1;
+                turns
+                    .entry(turn.0)
+                    .or_default()
+                    .push((scope.agent.clone(), e.clone()));
+                continue;
+            }
             let own = match e {
+                AuditEvent::LayerDecision {
+                    layer: LayerId::Hook,
+                    detail,
+                    ..
+                } => {
+                    hooked = detail.to_json()["records"].as_u64().unwrap_or(0);
+                    true
+                }
                 // A call the session made over MCP is run again through the gates.
                 AuditEvent::ToolRequested { call_id, .. }
                     if call_id.starts_with(super::relay::CALL_PREFIX) =>
@@ -63,14 +85,14 @@ impl RecordedSessions {
                 _ => false,
             };
             if own {
-                turns.entry(turn.0).or_default().push(e.clone());
+                turns.entry(turn.0).or_default().push((None, e.clone()));
             }
         }
         Self { turns }
     }
 
     /// The recorded records of turn `n`, if it has any.
-    pub(crate) fn turn(&self, n: u32) -> Option<&[AuditEvent]> {
+    pub(crate) fn turn(&self, n: u32) -> Option<&[(Option<AgentId>, AuditEvent)]> {
         self.turns.get(&n).map(Vec::as_slice)
     }
 }
@@ -97,7 +119,12 @@ impl Inner {
         };
         let mut verdict: Option<Verdict> = None;
         let (mut before, mut after) = (String::new(), String::new());
-        for e in events {
+        for (agent, e) in events {
+            if agent.is_some() {
+                // A hook's record of a subagent, made again for it.
+                turn.record_as(agent.clone(), e.clone())?;
+                continue;
+            }
             match e {
                 AuditEvent::LayerDecision {
                     layer: LayerId::Budget,

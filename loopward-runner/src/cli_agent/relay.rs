@@ -52,9 +52,6 @@ pub fn served(list: &str) -> impl Iterator<Item = &str> {
 /// [`Host::relayed_name`](crate::gates::Host::relayed_name).
 pub const MCP_SERVER: &str = "loopward";
 
-/// The longest socket path the kernel binds (`sun_path` is 108 bytes, with its NUL).
-const MAX_SOCKET_PATH: usize = 100;
-
 /// What `loopward mcp` asks the loop: one JSON line per connection.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "snake_case", deny_unknown_fields)]
@@ -252,30 +249,9 @@ impl Inner {
                 self.name
             )));
         };
-        std::fs::create_dir_all(&self.scratch).map_err(|e| {
-            local(format!(
-                "cannot make loopward's state directory {}: {e}",
-                self.scratch.display()
-            ))
-        })?;
         let name = format!("mcp-{}.sock", &session[..session.len().min(13)]);
-        let mut socket = self.scratch.join(&name);
-        let mut dir = None;
-        if socket.as_os_str().len() > MAX_SOCKET_PATH {
-            let d = tempfile::Builder::new()
-                .prefix("loopward-mcp-")
-                .tempdir()
-                .map_err(|e| local(format!("cannot make a directory for the MCP relay: {e}")))?;
-            socket = d.path().join(&name);
-            dir = Some(d);
-        }
-        let _ = std::fs::remove_file(&socket);
-        let listener = tokio::net::UnixListener::bind(&socket).map_err(|e| {
-            local(format!(
-                "cannot open the MCP relay socket {}: {e}",
-                socket.display()
-            ))
-        })?;
+        let (listener, socket, dir) =
+            super::socket::bind(&self.scratch, &name, "mcp").map_err(local)?;
         Ok(Some(Relay {
             listener,
             socket,
@@ -381,6 +357,11 @@ impl Relay {
 pub(super) const CALL_PREFIX: &str = "mcp-";
 
 impl LoopTools {
+    /// The names of the tools served.
+    pub(super) fn names(&self) -> Vec<String> {
+        self.tools.names()
+    }
+
     /// Records `call`, runs it through the stack, records how it ended: its result and whether
     /// it is an error. `loopward replay` runs a recorded call again through here.
     pub(super) async fn call(

@@ -1,4 +1,4 @@
-//! The live session: started, streamed into the ledger, timed out, linked to its hook ledger;
+//! The live session: started, streamed into the ledger beside its hook's decisions, timed out;
 //! and, on resume, the session a killed loop left behind.
 
 use super::agent::{session_of, Inner, Session, SESSION};
@@ -114,7 +114,13 @@ impl Inner {
         // Codex's own session id is known if its stream said it before the loop stopped.
         let session = session_of(turn);
         let reported = self.reported_of(&session);
-        if let Some(hook) = self.host.hook_session(&session, reported.as_deref()) {
+        // With a judge, what its hook decided is in the run's ledger already.
+        let linked = self.hook_judge.is_none();
+        if let Some(hook) = self
+            .host
+            .hook_session(&session, reported.as_deref())
+            .filter(|_| linked)
+        {
             self.link(turn, &hook, false)?;
         }
         let _ = std::fs::remove_file(self.client_file(&session));
@@ -148,6 +154,8 @@ impl Inner {
                     self.scratch.display()
                 ))
             })?;
+        // The session's hook asks the loop over a socket of the session's own.
+        let hooks = self.open_hooks(&session)?;
         let mut cmd = self
             .host
             .command(turn.workspace().root(), prompt, &session, &prepared);
@@ -157,6 +165,8 @@ impl Inner {
                 .into_iter()
                 .flat_map(super::relay::Relay::env),
         );
+        cmd.env
+            .extend(hooks.as_ref().map(super::hooks::HookSocket::env));
         let cmd = self
             .wrap
             .wrap(cmd)
@@ -206,6 +216,7 @@ impl Inner {
                 }
             }
         };
+        let read = super::hooks::serve(hooks.as_ref(), turn, read);
         let read = super::relay::serve(relay.as_ref(), turn, read);
         let read_error = match tokio::time::timeout(self.session_timeout, read).await {
             Ok(Ok(r)) => r.err(),
@@ -280,15 +291,12 @@ impl Inner {
             output: Some(content.clone()),
         })?;
         let ran = read_error.is_none() && (self.host.hooks_prompt() || hooked > 0);
-        match self.host.hook_session(&session, reported.as_deref()) {
-            Some(hook) => self.link(turn, &hook, ran)?,
-            None if ran => {
-                return Err(TurnError::Model(ModelError::Local(format!(
-                    "session {session} ran {calls} tool call(s), but its stream never said its session id, so its hook's ledger cannot be found"
-                ))))
-            }
-            None => {}
+        match &hooks {
+            Some(h) if ran && h.judged() == 0 => return Err(self.ungoverned(&session, calls)),
+            Some(_) => {}
+            None => self.link_own(turn, &session, reported.as_deref(), ran, calls)?,
         }
+        drop(hooks);
         // A stream the parser does not know ends the loop: a half-understood client is not
         // governed.
         if let Some(e) = read_error.filter(|_| unknown) {
@@ -357,6 +365,33 @@ impl Inner {
             }
         }
         Ok(())
+    }
+
+    /// Without a judge: links the hook's own ledger of the session, found by the session id.
+    fn link_own(
+        &self,
+        turn: &TurnContext,
+        session: &str,
+        reported: Option<&str>,
+        ran: bool,
+        calls: u32,
+    ) -> Result<(), TurnError> {
+        match self.host.hook_session(session, reported) {
+            Some(hook) => self.link(turn, &hook, ran),
+            None if ran => Err(TurnError::Model(ModelError::Local(format!(
+                "session {session} ran {calls} tool call(s), but its stream never said its session id, so its hook's ledger cannot be found"
+            )))),
+            None => Ok(()),
+        }
+    }
+
+    /// A session that ran to its end without its hook ever asking the loop: not governed.
+    fn ungoverned(&self, session: &str, calls: u32) -> TurnError {
+        TurnError::Model(ModelError::Local(format!(
+            "session {session} ran ({calls} tool call(s)), but loopward's hook never asked the loop about it: the client did not run the hook, so the session was not governed. Check that `loopward hook doctor` passes and that the client is {} {}",
+            self.host.pin().client,
+            self.host.pin().version
+        )))
     }
 
     /// Closes the session's hook ledger (`runs/<hook>`) and names it in the run's. A session

@@ -1,0 +1,56 @@
+//! A session's Unix sockets (its MCP relay, its hook): bound in loopward's state directory,
+//! out of the agent's reach, or in a private temporary folder when that path is too long.
+
+use std::path::{Path, PathBuf};
+
+/// The longest socket path the kernel binds (`sun_path` is 108 bytes, with its NUL).
+const MAX_SOCKET_PATH: usize = 100;
+
+/// Binds `name` in `scratch` (made if missing), or in a private temporary folder (kept alive
+/// by the returned guard) when that path is too long; a stale socket of the name is replaced.
+/// `what` (`mcp`, `hook`) names the socket in errors and the temporary folder.
+pub(super) fn bind(
+    scratch: &Path,
+    name: &str,
+    what: &str,
+) -> Result<(tokio::net::UnixListener, PathBuf, Option<tempfile::TempDir>), String> {
+    std::fs::create_dir_all(scratch).map_err(|e| {
+        format!(
+            "cannot make loopward's state directory {}: {e}",
+            scratch.display()
+        )
+    })?;
+    let mut socket = scratch.join(name);
+    let mut dir = None;
+    if socket.as_os_str().len() > MAX_SOCKET_PATH {
+        let d = tempfile::Builder::new()
+            .prefix(&format!("loopward-{what}-"))
+            .tempdir()
+            .map_err(|e| format!("cannot make a directory for the session's {what} socket: {e}"))?;
+        socket = d.path().join(name);
+        dir = Some(d);
+    }
+    let _ = std::fs::remove_file(&socket);
+    let listener = tokio::net::UnixListener::bind(&socket).map_err(|e| {
+        format!(
+            "cannot open the session's {what} socket {}: {e}",
+            socket.display()
+        )
+    })?;
+    Ok((listener, socket, dir))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_path_too_long_to_bind_moves_to_a_private_folder() {
+        let d = tempfile::tempdir().unwrap();
+        let deep = d.path().join("x".repeat(120));
+        let (_l, socket, dir) = bind(&deep, "hook-s.sock", "hook").unwrap();
+        assert!(dir.is_some() && socket.as_os_str().len() <= MAX_SOCKET_PATH);
+        let (_l, socket, dir) = bind(d.path(), "hook-s.sock", "hook").unwrap();
+        assert!(dir.is_none() && socket.starts_with(d.path()));
+    }
+}
