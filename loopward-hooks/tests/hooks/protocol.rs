@@ -1,9 +1,7 @@
 //! Whatever arrives on the hook's stdin, the answer is exit 0 with a well-formed reply, or exit 2
 //! (blocking) with a reason — never a panic, never another status Claude Code would let through.
 
-mod hook_support;
-
-use hook_support::Project;
+use crate::support::Project;
 use proptest::prelude::*;
 
 const POLICY: &str = "[[territory]]\npaths = [\"plan.md\"]\nowner = \"planner\"\n";

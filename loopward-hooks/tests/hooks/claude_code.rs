@@ -1,9 +1,7 @@
 //! `loopward hook claude-code`: recorded Claude Code hook inputs through the engine, with the
 //! exact answers Claude Code reads and the ledger entries they leave.
 
-mod hook_support;
-
-use hook_support::{shown, Project, SESSION};
+use crate::support::{shown, Project, SESSION};
 
 const POLICY: &str = r#"
 [[territory]]

@@ -3,9 +3,7 @@
 //! These tests run the watch alone (`sandbox = "watch-only"`), as the second line behind the
 //! sandbox the hook wraps commands in (see `hook_sandbox` below and the CLI's `hook_cli.rs`).
 
-mod hook_support;
-
-use hook_support::{shown, Project, SESSION};
+use crate::support::{shown, Project, SESSION};
 
 const POLICY: &str = r#"
 [[territory]]

@@ -1,9 +1,7 @@
 //! The sprawl gate in a Claude Code session: a third unit of work with no plan is refused once
 //! per turn; writing the plan really clears it; only a person's prompt starts a new turn.
 
-mod hook_support;
-
-use hook_support::{fixture_text, Project};
+use crate::support::{fixture_text, Project};
 
 const POLICY: &str = r##"
 [gates.sprawl]

@@ -4,9 +4,7 @@
 //! through the link is put back, the violation recorded, and the model told. These tests play
 //! the client: `PreToolUse`, then the write through the (swapped) link, then `PostToolUse`.
 
-mod hook_support;
-
-use hook_support::{Project, SESSION};
+use crate::support::{Project, SESSION};
 use loopward_hooks::handle;
 use serde_json::{json, Value};
 use std::os::unix::fs::symlink;
