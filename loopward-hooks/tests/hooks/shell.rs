@@ -3,7 +3,7 @@
 //! These tests run the watch alone (`sandbox = "watch-only"`), as the second line behind the
 //! sandbox the hook wraps commands in (see `hook_sandbox` below and the CLI's `hook_cli.rs`).
 
-use crate::support::{shown, Project, SESSION};
+use crate::support::{assert_blocks, assert_recorded, shown, Project, SESSION};
 
 const POLICY: &str = r#"
 [[territory]]
@@ -126,12 +126,7 @@ fn bash_editing_loopward_control_files_is_reverted() {
 fn a_post_bash_without_its_snapshot_blocks() {
     let p = Project::new(POLICY);
     let post = p.send_fixture("post_bash_into_plan.json");
-    assert_eq!(post.exit_code, 2);
-    assert!(
-        post.stderr.contains("no workspace snapshot was taken"),
-        "{}",
-        post.stderr
-    );
+    assert_blocks(&post, "no workspace snapshot was taken");
 }
 
 #[test]
@@ -203,24 +198,14 @@ fn the_session_ledger_verifies_reports_and_catches_an_edit() {
     let forged = head.replacen("\"tool_requested\"", "\"tool_started\"", 1);
     std::fs::write(&events, text.replace(head, &forged)).unwrap();
     let a = p.send_fixture("pre_read.json");
-    assert_eq!(a.exit_code, 2, "{a:?}");
-    assert!(a.stderr.contains("events.jsonl"), "{a:?}");
+    assert_blocks(&a, "events.jsonl");
 }
 
 #[test]
 fn a_bash_write_covered_by_a_one_shot_override_stands_and_consumes_it() {
     let p = Project::new(POLICY);
     p.write("plan.md", "# Plan\n1. greet\n");
-    let ws = loopward_runner::Workspace::new(&p.root).unwrap();
-    loopward_runner::gates::OverrideStore::for_workspace(&ws)
-        .grant(
-            &loopward_core::AgentId::new("root").unwrap(),
-            &ws.resolve("plan.md").unwrap(),
-            "regenerate the plan with the script",
-            std::time::Duration::from_secs(600),
-            &loopward_runner::ManualClock::new(1_700_000_000_000),
-        )
-        .unwrap();
+    p.grant("root", "plan.md", "regenerate the plan with the script");
     p.send_fixture("pre_bash_into_plan.json");
     run_bash(&p, "echo '# Plan: mine' > plan.md && echo hi > notes.txt");
     let post = p.send_fixture("post_bash_into_plan.json");
@@ -261,12 +246,7 @@ fn a_change_that_cannot_be_put_back_is_recorded_as_such_and_named() {
         post.stdout
     );
     let ledger = p.ledger(SESSION);
-    assert!(
-        ledger
-            .iter()
-            .any(|l| l.contains("violation innocent.txt not reverted")),
-        "{ledger:#?}"
-    );
+    assert_recorded(&ledger, "violation innocent.txt not reverted");
     let report = loopward_runner::audit::report(&p.path("runs"), &session_check()).unwrap();
     assert_eq!(report.unauthorised_writes.unreverted_violations, 1);
 }
@@ -346,36 +326,15 @@ fn with_a_state_directory_the_hook_keeps_nothing_in_the_workspace() {
     assert!(sessions.join("state.json").is_file());
 }
 
-/// The blinding tests' config: a territory, a small snapshot budget, the watch alone.
-const SMALL: &str = r#"
-[[territory]]
-paths = ["plan.md", "plans/**"]
-owner = "planner"
-
-[gates.sprawl]
-enabled = false
-
-[gates.shell]
-sandbox = "watch-only"
-max_snapshot_bytes = 4096
-"#;
+/// The blinding tests' config: [`POLICY`] with a small snapshot budget (its last section is
+/// `[gates.shell]`).
+fn small() -> String {
+    format!("{POLICY}max_snapshot_bytes = 4096\n")
+}
 
 /// The recorded `Bash` event `name` as call `id`.
 fn bash(p: &Project, name: &str, id: &str) -> String {
     p.fixture(name).replace("toolu_01J", id)
-}
-
-/// A `Write` event of `file` as call `id`.
-fn write(p: &Project, name: &str, id: &str, file: &str, content: &str) -> String {
-    let mut v = serde_json::json!({
-        "session_id": SESSION, "transcript_path": "/t.jsonl", "cwd": p.root,
-        "hook_event_name": name, "tool_name": "Write", "tool_use_id": id,
-        "tool_input": {"file_path": p.path(file), "content": content},
-    });
-    if name == "PostToolUse" {
-        v["tool_response"] = serde_json::json!({"type": "create", "filePath": p.path(file)});
-    }
-    v.to_string()
 }
 
 fn mode(p: &Project, rel: &str) -> u32 {
@@ -385,7 +344,7 @@ fn mode(p: &Project, rel: &str) -> u32 {
 
 #[test]
 fn a_huge_file_in_a_free_folder_does_not_blind_the_bash_watch_to_a_mode_change_and_a_link() {
-    let p = Project::new(SMALL);
+    let p = Project::new(&small());
     p.write("plan.md", "# Plan\n");
     p.write("free/small.txt", "small");
     let before_mode = mode(&p, "plan.md");
@@ -404,10 +363,7 @@ fn a_huge_file_in_a_free_folder_does_not_blind_the_bash_watch_to_a_mode_change_a
     assert_eq!(mode(&p, "plan.md"), before_mode);
     assert!(std::fs::symlink_metadata(p.path("free/link.md")).is_err());
     let ledger = p.ledger(SESSION);
-    assert!(
-        ledger.iter().any(|l| l.contains("free/huge.bin create ok")),
-        "{ledger:#?}"
-    );
+    assert_recorded(&ledger, "free/huge.bin create ok");
     assert!(
         !ledger.iter().any(|l| l.contains("violation :")),
         "{ledger:#?}"
@@ -424,7 +380,7 @@ fn too_deep() -> String {
 
 #[test]
 fn a_blinded_bash_call_moves_no_baseline_and_is_judged_once_the_workspace_can_be_compared() {
-    let p = Project::new(SMALL);
+    let p = Project::new(&small());
     p.write("plan.md", "# Plan\n");
     let before_mode = mode(&p, "plan.md");
     p.send(&bash(&p, "pre_bash_into_plan.json", "toolu_b1"));
@@ -456,7 +412,7 @@ fn a_blinded_bash_call_moves_no_baseline_and_is_judged_once_the_workspace_can_be
         "{}",
         pre.stdout
     );
-    let pre = p.send(&write(&p, "PreToolUse", "toolu_w1", "notes.txt", "x"));
+    let pre = p.send(&p.write_event("PreToolUse", "toolu_w1", "notes.txt", "x", true));
     assert!(
         pre.stdout.contains(r#""permissionDecision":"deny""#),
         "{}",
@@ -497,13 +453,13 @@ fn names_that_are_not_utf8_made_by_bash_stop_no_write_and_are_judged_by_their_by
     );
     let post = p.send(&bash(&p, "post_bash_into_plan.json", "toolu_b1"));
     assert_eq!(shown(&post), "exit 0\nstdout: \nstderr: \n");
-    let pre = p.send(&write(&p, "PreToolUse", "toolu_w1", "notes.txt", "x"));
+    let pre = p.send(&p.write_event("PreToolUse", "toolu_w1", "notes.txt", "x", true));
     assert!(
         pre.stdout.contains(r#""permissionDecision":"allow""#),
         "{}",
         pre.stdout
     );
-    let post = p.send(&write(&p, "PostToolUse", "toolu_w1", "notes.txt", "x"));
+    let post = p.send(&p.write_event("PostToolUse", "toolu_w1", "notes.txt", "x", true));
     assert_eq!(post.exit_code, 0, "{}", post.stderr);
     assert!(!post.stdout.contains("block"), "{}", post.stdout);
     assert_eq!(p.read("notes.txt").as_deref(), Some("x"));
@@ -527,16 +483,6 @@ fn names_that_are_not_utf8_made_by_bash_stop_no_write_and_are_judged_by_their_by
     assert!(std::fs::symlink_metadata(p.path("free/into")).is_err());
     // The ledger names the odd name in its lossless text: U+FFFD and the byte in hex.
     let ledger = p.ledger(SESSION);
-    assert!(
-        ledger
-            .iter()
-            .any(|l| l.contains("violation plans/\u{fffd}ff reverted")),
-        "{ledger:#?}"
-    );
-    assert!(
-        ledger
-            .iter()
-            .any(|l| l.contains("free/\u{fffd}fe create ok")),
-        "{ledger:#?}"
-    );
+    assert_recorded(&ledger, "violation plans/\u{fffd}ff reverted");
+    assert_recorded(&ledger, "free/\u{fffd}fe create ok");
 }

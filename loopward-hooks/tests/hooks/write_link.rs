@@ -4,7 +4,7 @@
 //! through the link is put back, the violation recorded, and the model told. These tests play
 //! the client: `PreToolUse`, then the write through the (swapped) link, then `PostToolUse`.
 
-use crate::support::{Project, SESSION};
+use crate::support::{assert_recorded, Project, SESSION};
 use loopward_hooks::handle;
 use serde_json::{json, Value};
 use std::os::unix::fs::symlink;
@@ -23,34 +23,30 @@ enabled = false
 sandbox = "watch-only"
 "#;
 
+/// A `Write` event of `file` (an update of a file that was there).
 fn event(p: &Project, name: &str, id: &str, file: &str, content: &str) -> String {
-    let mut v = json!({
-        "session_id": SESSION, "transcript_path": "/t.jsonl", "cwd": p.root,
-        "hook_event_name": name, "tool_name": "Write", "tool_use_id": id,
-        "tool_input": {"file_path": p.path(file), "content": content},
-    });
-    if name == "PostToolUse" {
-        v["tool_response"] = json!({"type": "update", "filePath": p.path(file)});
-    }
-    v.to_string()
+    p.write_event(name, id, file, content, false)
+}
+
+/// The planner's `plans/a.md` and a draft `scratch/a.md`; a `Write` of the draft (call `id`) is
+/// checked and allowed, then, before it lands, `scratch/` is swapped for a link into `plans/`.
+fn allowed_then_swapped_for_a_link(p: &Project, id: &str) {
+    p.write("plans/a.md", "# the planner's plan\n");
+    p.write("scratch/a.md", "draft\n");
+    let pre = handle(&event(p, "PreToolUse", id, "scratch/a.md", "mine"), &p.ctx);
+    assert!(
+        pre.stdout.contains(r#""permissionDecision":"allow""#),
+        "{pre:?}"
+    );
+    std::fs::remove_dir_all(p.path("scratch")).unwrap();
+    symlink(p.path("plans"), p.path("scratch")).unwrap();
 }
 
 #[test]
 fn a_write_whose_folder_became_a_link_into_a_territory_is_put_back() {
     let p = Project::new(POLICY);
-    p.write("plans/a.md", "# the planner's plan\n");
-    p.write("scratch/a.md", "draft\n");
-    let pre = handle(
-        &event(&p, "PreToolUse", "toolu_w1", "scratch/a.md", "mine"),
-        &p.ctx,
-    );
-    assert!(
-        pre.stdout.contains(r#""permissionDecision":"allow""#),
-        "{pre:?}"
-    );
     // Between the check and the write, something swaps the folder for a link into plans/.
-    std::fs::remove_dir_all(p.path("scratch")).unwrap();
-    symlink(p.path("plans"), p.path("scratch")).unwrap();
+    allowed_then_swapped_for_a_link(&p, "toolu_w1");
     // Claude Code writes, following the link.
     std::fs::write(p.path("scratch/a.md"), "mine").unwrap();
     assert_eq!(p.read("plans/a.md").as_deref(), Some("mine"));
@@ -71,12 +67,7 @@ fn a_write_whose_folder_became_a_link_into_a_territory_is_put_back() {
         "the territory file is restored"
     );
     let ledger = p.ledger(SESSION);
-    assert!(
-        ledger
-            .iter()
-            .any(|l| l.contains("violation plans/a.md reverted")),
-        "{ledger:#?}"
-    );
+    assert_recorded(&ledger, "violation plans/a.md reverted");
     assert!(
         ledger
             .iter()
@@ -201,18 +192,8 @@ fn a_link_flipped_in_a_loop_while_many_writes_run_leaves_the_territory_untouched
 #[test]
 fn a_file_tool_that_failed_after_writing_through_a_link_is_compared_too() {
     let p = Project::new(POLICY);
-    p.write("plans/a.md", "# the planner's plan\n");
-    p.write("scratch/a.md", "draft\n");
-    let pre = handle(
-        &event(&p, "PreToolUse", "toolu_f1", "scratch/a.md", "mine"),
-        &p.ctx,
-    );
-    assert!(
-        pre.stdout.contains(r#""permissionDecision":"allow""#),
-        "{pre:?}"
-    );
-    std::fs::remove_dir_all(p.path("scratch")).unwrap();
-    symlink(p.path("plans"), p.path("scratch")).unwrap();
+    // Between the check and the write, something swaps the folder for a link into plans/.
+    allowed_then_swapped_for_a_link(&p, "toolu_f1");
     // The write lands through the link, then the tool reports a failure (Claude Code sends
     // PostToolUseFailure instead of PostToolUse).
     std::fs::write(p.path("scratch/a.md"), "mine").unwrap();
@@ -233,13 +214,7 @@ fn a_file_tool_that_failed_after_writing_through_a_link_is_compared_too() {
         Some("# the planner's plan\n"),
         "the territory file is restored"
     );
-    assert!(
-        p.ledger(SESSION)
-            .iter()
-            .any(|l| l.contains("violation plans/a.md reverted")),
-        "{:#?}",
-        p.ledger(SESSION)
-    );
+    assert_recorded(&p.ledger(SESSION), "violation plans/a.md reverted");
 }
 
 /// A Claude Code event of a subagent (`agent_type`): a `Write` of `file`, or a `Bash` command.
