@@ -1,16 +1,27 @@
 //! The `loopward` binary as a new user meets it: init → run → verify → report → replay, bad
-//! config messages, exit codes, and `--help` everywhere.
+//! config messages, exit codes, and `--help` everywhere; the README followed to the letter,
+//! `policy explain|lint`, evidence and keys, the demo's runs, observability and the heartbeat.
+//! One binary for the commands' own tests (one link on each change).
 
 use std::path::Path;
 use std::process::{Command, Output};
 
 mod bad_config;
+mod demo_runs;
+mod evidence;
 mod exit_status;
 mod gates;
+#[cfg(feature = "http")]
+mod heartbeat_tty;
 mod help;
 mod ledger;
+mod messages;
+mod observe;
 mod person;
+mod policy;
+mod readme_first_run;
 mod resume;
+mod run_output;
 mod workspace;
 
 fn loopward(dir: &Path, args: &[&str]) -> Output {

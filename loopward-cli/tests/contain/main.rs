@@ -7,6 +7,7 @@ use std::process::{Command, Output};
 mod contain_cmd;
 mod network;
 mod reads;
+mod sandbox_exec;
 mod secrets;
 
 #[path = "../support/mod.rs"]

@@ -1,7 +1,7 @@
 //! Claude Code `Bash` calls: the workspace is compared before and after; a change inside a
 //! territory the caller does not own is put back and reported to the model as a blocking reason.
 //! These tests run the watch alone (`sandbox = "watch-only"`), as the second line behind the
-//! sandbox the hook wraps commands in (see `hook_sandbox` below and the CLI's `hook_cli.rs`).
+//! sandbox the hook wraps commands in (see `hook_sandbox` below and `loopward-cli/tests/hooks/claude_code.rs`).
 
 use crate::support::{assert_blocks, assert_recorded, shown, Project, SESSION};
 

@@ -2,8 +2,7 @@
 //! process rules included. The servers are the test's own, on the loopback range: the allowed
 //! one on 127.0.0.2, the attacker's on 127.0.0.1 (another port).
 
-mod support;
-use support::http_server;
+use crate::support::http_server;
 
 use std::io::Write;
 use std::path::Path;

@@ -7,13 +7,12 @@
 //! calibrates it. `LOOPWARD_CAPTURE_TO=<dir>` copies the transcript there (how the fixture in
 //! `tests/fixtures/claude-code/` was made). Without a client the live test says so and passes.
 
-mod support;
-
+use crate::support::anthropic_server::{self, Reply};
+use crate::support::claude;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-use support::anthropic_server::{self, Reply};
 
 /// The candidate: plans/ is the planner's, sprawl at 2 units, one identical Bash call twice.
 const CANDIDATE: &str = r#"
@@ -104,18 +103,6 @@ fn a_captured_claude_code_transcript_is_calibrated_per_gate() {
         fixture.display()
     );
     assert_calibrated(&calibrate(&config, &fixture));
-}
-
-/// The installed client, if any (as `claude_code_real/` finds it).
-fn claude() -> Option<PathBuf> {
-    if let Some(p) = std::env::var_os("LOOPWARD_CLAUDE") {
-        return Some(PathBuf::from(p));
-    }
-    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../.claude-code/node_modules/.bin/claude")
-        .canonicalize()
-        .ok()?;
-    p.is_file().then_some(p)
 }
 
 /// One headless prompt in `root` (continuing the last session when `resume`); ended by its PID

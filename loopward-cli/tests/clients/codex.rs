@@ -14,13 +14,11 @@
 //! `.codex-cli/`; `LOOPWARD_CODEX` names another binary. Without one the test says so loudly
 //! and passes.
 
-mod support;
-
+use crate::support::clients::{self, loopward, Client, ROADMAP};
+use crate::support::responses_server::{self, Step};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
-use support::clients::{self, loopward, Client, ROADMAP};
-use support::responses_server::{self, Step};
 
 /// A scratch project and a home beside it with the client's config folder.
 fn project() -> (tempfile::TempDir, PathBuf, PathBuf) {
@@ -58,7 +56,7 @@ fn session(codex: &Path, root: &Path, home: &Path, port: u16, path: &str) -> (bo
         .stderr(std::fs::File::create(home.join("codex.err")).unwrap())
         .spawn()
         .expect("starting codex");
-    let status = support::wait_up_to(&mut child, Duration::from_secs(120));
+    let status = crate::support::wait_up_to(&mut child, Duration::from_secs(120));
     let out = std::fs::read_to_string(&log).unwrap_or_default()
         + &std::fs::read_to_string(home.join("codex.err")).unwrap_or_default();
     assert!(

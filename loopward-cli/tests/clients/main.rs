@@ -1,13 +1,19 @@
-//! The real Claude Code client, run headless against a scripted Messages API server, with the
-//! hook installed by `loopward hook install`: what the "model" tries is decided by the script,
+//! The real clients (Claude Code, Codex, Gemini CLI), one binary. Claude Code's tests are the
+//! modules below that use this file's helpers: the client run headless against a scripted
+//! Messages API server, with the hook installed by `loopward hook install`: what the "model" tries is decided by the script,
 //! what happens is decided by Claude Code, the hook and the kernel. Asserted on disk, on what
 //! the "model" was sent back, and in the hook's ledger: what the sandbox contains, what the
 //! hook refuses to the client's own read tools, and that the client's permission decision for a
 //! wrapped command is still its own.
 //!
-//! Needs the client: `scripts/claude-code-install.sh` (run by `.ci/run`) puts the pinned version
-//! in `.claude-code/`; `LOOPWARD_CLAUDE` names another binary. Without one the test says so
-//! loudly and passes.
+//! Codex's and Gemini CLI's sessions (`codex`, `gemini`), `loopward calibrate` on a real
+//! transcript (`calibrate`) and the client run whole inside `loopward contain`
+//! (`claude_code_contained`) bring their own set-up.
+//!
+//! Needs the clients: `scripts/claude-code-install.sh`, `codex-install.sh` and
+//! `gemini-install.sh` (run by `.ci/run`) put the pinned versions in `.claude-code/`,
+//! `.codex-cli/` and `.gemini-cli/`; `LOOPWARD_CLAUDE`, `LOOPWARD_CODEX` and `LOOPWARD_GEMINI`
+//! name other binaries. Without one its tests say so loudly and pass.
 
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
@@ -17,8 +23,12 @@ use support::anthropic_server::{self, Block, Reply};
 use support::clients::{CONFIG, ROADMAP};
 use support::{claude, ledger, wait_up_to};
 
+mod calibrate;
+mod claude_code_contained;
+mod codex;
 mod contained;
 mod fail_closed;
+mod gemini;
 mod mcp_tools;
 mod permission;
 mod state_reads;

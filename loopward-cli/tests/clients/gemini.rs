@@ -12,14 +12,12 @@
 //! `.gemini-cli/`; `LOOPWARD_GEMINI` names another binary. Without one the test says so loudly
 //! and passes.
 
-mod support;
-
+use crate::support::clients::{self, loopward, Client, ROADMAP};
+use crate::support::gemini_server::{self, Call};
 use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
-use support::clients::{self, loopward, Client, ROADMAP};
-use support::gemini_server::{self, Call};
 
 /// A scratch project and a home beside it with the client's config folder.
 fn project() -> (tempfile::TempDir, PathBuf, PathBuf) {
@@ -56,7 +54,7 @@ fn session(gemini: &Path, root: &Path, home: &Path, port: u16) -> (bool, String)
         .stderr(std::fs::File::create(home.join("gemini.err")).unwrap())
         .spawn()
         .expect("starting gemini");
-    let status = support::wait_up_to(&mut child, Duration::from_secs(120));
+    let status = crate::support::wait_up_to(&mut child, Duration::from_secs(120));
     let out = std::fs::read_to_string(&log).unwrap_or_default()
         + &std::fs::read_to_string(home.join("gemini.err")).unwrap_or_default();
     assert!(
