@@ -2,6 +2,7 @@
 //! ledgers from `init`, strict `verify`, key rotation, sealed approvals and overrides in the
 //! state directory, and one decision among racing `approve` and `deny` processes.
 
+use super::text;
 use loopward_core::{AuditEvent, AuditSink, RunId, Scope};
 use loopward_runner::audit::{KeyRing, Ledger, LedgerKey, LedgerOptions};
 use std::path::{Path, PathBuf};
@@ -30,11 +31,8 @@ impl Team {
     }
 
     fn command(&self, args: &[&str]) -> Command {
-        let mut c = Command::new(env!("CARGO_BIN_EXE_loopward"));
-        c.args(args)
-            .current_dir(self.d())
-            .env("NO_COLOR", "1")
-            .env("XDG_STATE_HOME", self.xdg.path());
+        let mut c = super::command(self.d(), args);
+        c.env("XDG_STATE_HOME", self.xdg.path());
         c
     }
 
@@ -63,14 +61,6 @@ impl Team {
         std::fs::write(cfg, text).unwrap();
         self
     }
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
 }
 
 fn say(ledger: &Ledger, run: &str, what: &str) {
@@ -288,7 +278,6 @@ fn overrides_are_checked_when_granted_and_kept_in_the_state_dir() {
 
 /// `loopward hook claude-code` on one Write of `plan.md` by `agent`, in the team's workspace.
 fn hook_write(t: &Team, agent: &str) -> String {
-    use std::io::Write;
     let root = t.d().canonicalize().unwrap();
     let event = serde_json::json!({
         "session_id": "ev-1", "transcript_path": "/t.jsonl", "cwd": root,
@@ -296,20 +285,10 @@ fn hook_write(t: &Team, agent: &str) -> String {
         "tool_input": {"file_path": root.join("plan.md"), "content": "# Plan"},
         "agent_type": agent,
     });
-    let mut child = t
-        .command(&["hook", "claude-code", "--config", "loopward.toml"])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(event.to_string().as_bytes())
-        .unwrap();
-    text(&child.wait_with_output().unwrap())
+    text(&crate::support::with_stdin(
+        &mut t.command(&["hook", "claude-code", "--config", "loopward.toml"]),
+        event.to_string().as_bytes(),
+    ))
 }
 
 #[test]
@@ -416,10 +395,7 @@ fn another_projects_key_is_unreadable_to_a_runs_shell_and_to_sandbox_exec() {
     let xdg = tempfile::tempdir().unwrap();
     let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let loopward = |dir: &Path, args: &[&str]| {
-        Command::new(env!("CARGO_BIN_EXE_loopward"))
-            .args(args)
-            .current_dir(dir)
-            .env("NO_COLOR", "1")
+        super::command(dir, args)
             .env("XDG_STATE_HOME", xdg.path())
             .output()
             .unwrap()

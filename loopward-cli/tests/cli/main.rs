@@ -24,17 +24,28 @@ mod resume;
 mod run_output;
 mod workspace;
 
-fn loopward(dir: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_loopward"))
-        .args(args)
+#[path = "../support/mod.rs"]
+mod support;
+
+/// `loopward args` in `dir`, kept from the caller's environment: no colour, no tracing or
+/// span export unless a test sets it, and the tests' own state base (never the user's).
+fn command(dir: &Path, args: &[&str]) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_loopward"));
+    cmd.args(args)
         .current_dir(dir)
         .env("NO_COLOR", "1")
+        .env_remove("RUST_LOG")
+        .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+        .env_remove("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
         .env(
             "XDG_STATE_HOME",
             std::env::temp_dir().join("loopward-test-state"),
-        )
-        .output()
-        .unwrap()
+        );
+    cmd
+}
+
+fn loopward(dir: &Path, args: &[&str]) -> Output {
+    command(dir, args).output().unwrap()
 }
 
 fn text(o: &Output) -> String {

@@ -2,7 +2,7 @@
 //! of the policy that said so; and rules that will not do what they seem to.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 
 const CONFIG: &str = r#"[run]
 first = "planner"
@@ -29,18 +29,11 @@ fn project(config: &str) -> (tempfile::TempDir, PathBuf) {
 }
 
 fn loopward(root: &Path, args: &[&str]) -> (Option<i32>, String) {
-    let o: Output = Command::new(env!("CARGO_BIN_EXE_loopward"))
-        .args(args)
-        .current_dir(root)
+    let o = super::command(root, args)
         .env("XDG_STATE_HOME", root.with_file_name("state"))
         .output()
         .unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
-    (o.status.code(), text)
+    (o.status.code(), super::text(&o))
 }
 
 /// `loopward policy explain --agent <agent> <what…>` in `root`.
@@ -353,22 +346,13 @@ fn a_run_and_a_hook_record_the_rule_line_and_the_policy_version() {
         "tool_input": {"file_path": root.join("plans/a.md"), "content": "x"},
     });
     let hook = |root: &Path| {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_loopward"))
-            .args(["hook", "claude-code", "--config"])
-            .arg(root.join("loopward.toml"))
-            .env("XDG_STATE_HOME", root.with_file_name("state"))
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        use std::io::Write;
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(event.to_string().as_bytes())
-            .unwrap();
-        let out = child.wait_with_output().unwrap();
+        let out = crate::support::with_stdin(
+            Command::new(env!("CARGO_BIN_EXE_loopward"))
+                .args(["hook", "claude-code", "--config"])
+                .arg(root.join("loopward.toml"))
+                .env("XDG_STATE_HOME", root.with_file_name("state")),
+            event.to_string().as_bytes(),
+        );
         assert!(
             String::from_utf8_lossy(&out.stdout).contains("\"deny\""),
             "{out:?}"

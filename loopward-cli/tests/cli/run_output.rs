@@ -2,26 +2,7 @@
 //! `loopward.run/1`), `--quiet` (the outcome only), no spinner where nobody watches, and the
 //! starter team's first run showing one refusal with its way out.
 
-use std::path::Path;
-use std::process::{Command, Output};
-
-fn loopward(dir: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_loopward"))
-        .args(args)
-        .current_dir(dir)
-        .env("NO_COLOR", "1")
-        .env_remove("RUST_LOG")
-        .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
-        .env_remove("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
-        .output()
-        .unwrap()
-}
-
-fn initialised() -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    assert!(loopward(dir.path(), &["init"]).status.success());
-    dir
-}
+use super::{initialised, loopward};
 
 #[test]
 fn json_is_one_object_per_ledger_record_between_start_and_end() {
@@ -192,14 +173,8 @@ fn an_agents_say_is_shown_masked_verified_and_replayed() {
     )
     .unwrap();
     let with_secret = |args: &[&str]| {
-        Command::new(env!("CARGO_BIN_EXE_loopward"))
-            .args(args)
-            .current_dir(d)
-            .env("NO_COLOR", "1")
+        super::command(d, args)
             .env("SAY_DEPLOY", "s3cr3t-value-xyz")
-            .env_remove("RUST_LOG")
-            .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
-            .env_remove("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
             .output()
             .unwrap()
     };

@@ -82,3 +82,19 @@ pub(crate) fn http_server(
     });
     (port, hits)
 }
+
+/// Runs `cmd` with `stdin` written to it and its stdout and stderr captured: a hook as its host
+/// runs it (one process per event, the event on stdin).
+#[allow(dead_code)]
+pub(crate) fn with_stdin(cmd: &mut std::process::Command, stdin: &[u8]) -> std::process::Output {
+    use std::io::Write;
+    use std::process::Stdio;
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(stdin).unwrap();
+    child.wait_with_output().unwrap()
+}
