@@ -4,7 +4,6 @@
 
 use crate::support::http_server;
 
-use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::sync::atomic::Ordering;
@@ -30,18 +29,14 @@ fn project(config: &str) -> (tempfile::TempDir, std::path::PathBuf) {
 }
 
 fn loopward(root: &Path, args: &[&str], stdin: &[u8]) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_loopward"))
-        .args(args)
-        .current_dir(root)
-        .env("XDG_STATE_HOME", root.with_file_name("state"))
-        .env("NO_COLOR", "1")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child.stdin.take().unwrap().write_all(stdin).unwrap();
-    child.wait_with_output().unwrap()
+    crate::support::with_stdin(
+        Command::new(env!("CARGO_BIN_EXE_loopward"))
+            .args(args)
+            .current_dir(root)
+            .env("XDG_STATE_HOME", root.with_file_name("state"))
+            .env("NO_COLOR", "1"),
+        stdin,
+    )
 }
 
 fn text(o: &Output) -> String {

@@ -1,33 +1,17 @@
 //! `loopward hook claude-code` as Claude Code runs it: one process per event, the event on stdin.
 
+use super::CONFIG;
 use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
-const CONFIG: &str = r#"
-[run]
-first = "planner"
-
-[[agent]]
-name = "planner"
-tools = ["read_file", "write_file"]
-
-[[territory]]
-paths = ["plan.md"]
-owner = "planner"
-"#;
-
 fn hook(config: &Path, stdin: &[u8]) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_loopward"))
-        .args(["hook", "claude-code", "--config"])
-        .arg(config)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child.stdin.take().unwrap().write_all(stdin).unwrap();
-    child.wait_with_output().unwrap()
+    crate::support::with_stdin(
+        Command::new(env!("CARGO_BIN_EXE_loopward"))
+            .args(["hook", "claude-code", "--config"])
+            .arg(config),
+        stdin,
+    )
 }
 
 fn write_event(root: &Path, agent: Option<&str>) -> String {
@@ -143,20 +127,12 @@ fn defer_allows_answers_nothing_on_allow_and_still_denies() {
     let root = dir.path().canonicalize().unwrap();
     std::fs::write(root.join("loopward.toml"), CONFIG).unwrap();
     let run = |agent| {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_loopward"))
-            .args(["hook", "claude-code", "--defer-allows", "--config"])
-            .arg(root.join("loopward.toml"))
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(write_event(&root, agent).as_bytes())
-            .unwrap();
-        child.wait_with_output().unwrap()
+        crate::support::with_stdin(
+            Command::new(env!("CARGO_BIN_EXE_loopward"))
+                .args(["hook", "claude-code", "--defer-allows", "--config"])
+                .arg(root.join("loopward.toml")),
+            write_event(&root, agent).as_bytes(),
+        )
     };
     let allowed = run(Some("planner"));
     assert_eq!((allowed.status.code(), allowed.stdout.len()), (Some(0), 0));

@@ -4,3 +4,28 @@
 
 mod claude_code;
 mod hosts;
+
+#[path = "../support/mod.rs"]
+mod support;
+
+/// The project both files govern: the planner owns `plan.md`.
+const CONFIG: &str = r#"
+[run]
+first = "planner"
+
+[[agent]]
+name = "planner"
+tools = ["read_file", "write_file"]
+
+[[territory]]
+paths = ["plan.md"]
+owner = "planner"
+"#;
+
+fn text(o: &std::process::Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
