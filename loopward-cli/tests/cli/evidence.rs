@@ -2,6 +2,7 @@
 //! ledgers from `init`, strict `verify`, key rotation, sealed approvals and overrides in the
 //! state directory, and one decision among racing `approve` and `deny` processes.
 
+use super::assert_says;
 use super::text;
 use loopward_core::{AuditEvent, AuditSink, RunId, Scope};
 use loopward_runner::audit::{KeyRing, Ledger, LedgerKey, LedgerOptions};
@@ -269,11 +270,8 @@ fn overrides_are_checked_when_granted_and_kept_in_the_state_dir() {
     )
     .unwrap();
     let list = text(&t.run(&["override", "list"]));
-    assert!(list.contains("usable  (typo fix)"), "{list}");
-    assert!(
-        list.contains("ov-9-0  builder → src/x  not usable"),
-        "{list}"
-    );
+    assert_says(&list, "usable  (typo fix)");
+    assert_says(&list, "ov-9-0  builder → src/x  not usable");
 }
 
 /// `loopward hook claude-code` on one Write of `plan.md` by `agent`, in the team's workspace.
@@ -300,17 +298,11 @@ fn a_used_override_is_listed_as_used() {
     ]);
     assert!(o.status.success(), "{}", text(&o));
     let list = text(&t.run(&["override", "list"]));
-    assert!(
-        list.contains("builder → plan.md  usable  (typo fix)"),
-        "{list}"
-    );
+    assert_says(&list, "builder → plan.md  usable  (typo fix)");
     let said = hook_write(&t, "builder");
     assert!(said.contains(r#""permissionDecision":"allow""#), "{said}");
     let list = text(&t.run(&["override", "list"]));
-    assert!(
-        list.contains("builder → plan.md  used  (typo fix)"),
-        "{list}"
-    );
+    assert_says(&list, "builder → plan.md  used  (typo fix)");
     assert!(!list.contains("usable"), "{list}");
     // Used: it cannot be revoked, and the next write is refused.
     let id = list.split_whitespace().next().unwrap();

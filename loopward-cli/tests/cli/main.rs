@@ -56,6 +56,12 @@ fn text(o: &Output) -> String {
     )
 }
 
+/// `text` (what the binary printed) says `needle`; the whole text is shown when it does not.
+#[track_caller]
+fn assert_says(text: &str, needle: &str) {
+    assert!(text.contains(needle), "{needle:?} not in:\n{text}");
+}
+
 fn initialised() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     let o = loopward(dir.path(), &["init"]);
