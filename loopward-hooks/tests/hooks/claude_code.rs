@@ -1,7 +1,7 @@
 //! `loopward hook claude-code`: recorded Claude Code hook inputs through the engine, with the
 //! exact answers Claude Code reads and the ledger entries they leave.
 
-use crate::support::{assert_blocks, shown, Project, SESSION};
+use crate::support::{assert_blocks, assert_not_recorded, assert_tells, shown, Project, SESSION};
 
 const POLICY: &str = r#"
 [[territory]]
@@ -44,12 +44,8 @@ fn a_subagent_named_in_capitals_is_judged_as_its_lowercase_name() {
     let p = project();
     let a = p.send_fixture("pre_edit_plan_explore.json");
     assert_eq!(a.exit_code, 0);
-    assert!(
-        a.stdout.contains(r#""permissionDecision":"deny""#),
-        "{}",
-        a.stdout
-    );
-    assert!(a.stdout.contains("explore does not own it"), "{}", a.stdout);
+    assert_tells(&a, r#""permissionDecision":"deny""#);
+    assert_tells(&a, "explore does not own it");
     assert!(p
         .ledger(SESSION)
         .last()
@@ -271,11 +267,7 @@ fn a_project_reached_through_a_symlinked_path_is_judged_inside_it() {
         &format!("{}/plan.md", alias.display()),
     );
     let a = p.send(&event);
-    assert!(
-        a.stdout.contains("plan.md belongs to planner"),
-        "{}",
-        a.stdout
-    );
+    assert_tells(&a, "plan.md belongs to planner");
     assert_eq!(
         p.ledger(SESSION).last().unwrap(),
         "[root t0] gate_decision territory:planner deny plan.md (toolu_01A)"
@@ -287,17 +279,9 @@ fn a_one_shot_override_lets_exactly_one_write_through_logged_first() {
     let p = project();
     p.grant("root", "plan.md", "fix the typo in step 1");
     let first = p.send_fixture("pre_write_plan_root.json");
-    assert!(
-        first.stdout.contains(r#""permissionDecision":"allow""#),
-        "{}",
-        first.stdout
-    );
+    assert_tells(&first, r#""permissionDecision":"allow""#);
     let again = p.send_fixture("pre_write_plan_root.json");
-    assert!(
-        again.stdout.contains(r#""permissionDecision":"deny""#),
-        "{}",
-        again.stdout
-    );
+    assert_tells(&again, r#""permissionDecision":"deny""#);
     insta::assert_snapshot!(p.ledger(SESSION).join("\n"));
 }
 
@@ -306,11 +290,7 @@ fn an_override_for_another_agent_is_not_honoured_and_the_refusal_says_why() {
     let p = project();
     p.grant("builder", "plan.md", "builder may fix it");
     let a = p.send_fixture("pre_write_plan_root.json");
-    assert!(
-        a.stdout.contains(r#""permissionDecision":"deny""#),
-        "{}",
-        a.stdout
-    );
+    assert_tells(&a, r#""permissionDecision":"deny""#);
     assert!(
         a.stdout
             .contains("refused: it is for agent builder, not root"),
@@ -331,11 +311,7 @@ fn a_plugin_subagent_name_is_mapped_not_refused() {
         "\"agent_type\": \"review:Security\", \"hook_event_name\"",
     );
     let a = p.send(&e);
-    assert!(
-        a.stdout.contains("review-security may write docs/guide.md"),
-        "{}",
-        a.stdout
-    );
+    assert_tells(&a, "review-security may write docs/guide.md");
     // A name that cannot become an agent name blocks.
     let e = p.fixture("pre_write_relative_docs.json").replace(
         "\"hook_event_name\"",
@@ -516,5 +492,5 @@ fn a_task_notification_is_not_the_person_and_starts_no_turn() {
         .filter(|l| l.contains("human_message"))
         .count();
     assert_eq!(humans, 1, "{ledger:#?}");
-    assert!(!ledger.iter().any(|l| l.contains("t2]")), "{ledger:#?}");
+    assert_not_recorded(&ledger, "t2]");
 }

@@ -1,7 +1,7 @@
 //! The Codex adapter: Codex's hook events (shapes from the JSON schemas in the Codex 0.171.0
 //! binary) judged by the same engine, answered the way Codex takes answers.
 
-use crate::support::{Project, HOST_POLICY as POLICY, NOW};
+use crate::support::{assert_tells, Project, HOST_POLICY as POLICY, NOW};
 use loopward_hooks::{handle, HookAnswer, HookContext};
 use loopward_runner::gates::{Host, PolicyConfig};
 use loopward_runner::ManualClock;
@@ -69,13 +69,9 @@ fn a_patch_into_another_agents_territory_is_denied_with_a_remedy_codex_has() {
     let a = c.patch("PreToolUse", "call_1", &update("plan.md"));
     assert_eq!(a.exit_code, 0, "{}", a.stderr);
     assert_eq!(decision(&a).as_deref(), Some("deny"), "{}", a.stdout);
-    assert!(
-        a.stdout.contains("plan.md belongs to planner"),
-        "{}",
-        a.stdout
-    );
+    assert_tells(&a, "plan.md belongs to planner");
     // No subagent tool to name on Codex: the person passes it on.
-    assert!(a.stdout.contains("in your reply"), "{}", a.stdout);
+    assert_tells(&a, "in your reply");
     assert!(!a.stdout.contains("subagent_type"), "{}", a.stdout);
     assert!(c.ledger().contains(r#""run_started""#));
     assert!(c.ledger().contains("Codex session"));
@@ -149,11 +145,7 @@ fn a_moved_file_is_judged_at_both_ends() {
     let patch = "*** Begin Patch\n*** Update File: notes.md\n*** Move to: plan.md\n@@\n-a\n+b\n*** End Patch\n";
     let a = c.patch("PreToolUse", "call_1", patch);
     assert_eq!(decision(&a).as_deref(), Some("deny"), "{}", a.stdout);
-    assert!(
-        a.stdout.contains("plan.md belongs to planner"),
-        "{}",
-        a.stdout
-    );
+    assert_tells(&a, "plan.md belongs to planner");
 }
 
 #[test]
@@ -161,7 +153,7 @@ fn a_patch_body_that_is_not_a_patch_or_leaves_the_project_is_denied() {
     let c = Codex::new(POLICY, None);
     let a = c.patch("PreToolUse", "call_1", "echo not a patch");
     assert_eq!(decision(&a).as_deref(), Some("deny"), "{}", a.stdout);
-    assert!(a.stdout.contains("Begin Patch"), "{}", a.stdout);
+    assert_tells(&a, "Begin Patch");
     let b = c.patch("PreToolUse", "call_2", &update("../outside.txt"));
     assert_eq!(decision(&b).as_deref(), Some("deny"), "{}", b.stdout);
 }
@@ -182,7 +174,7 @@ fn a_tool_the_codex_hook_does_not_know_is_denied_never_let_through() {
         "{}",
         a.stdout
     );
-    assert!(a.stdout.contains("apply_patch"), "{}", a.stdout);
+    assert_tells(&a, "apply_patch");
 }
 
 #[test]

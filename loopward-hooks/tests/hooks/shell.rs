@@ -3,7 +3,9 @@
 //! These tests run the watch alone (`sandbox = "watch-only"`), as the second line behind the
 //! sandbox the hook wraps commands in (see `hook_sandbox` below and `loopward-cli/tests/hooks/claude_code.rs`).
 
-use crate::support::{assert_blocks, assert_recorded, shown, Project, SESSION};
+use crate::support::{
+    assert_blocks, assert_not_recorded, assert_recorded, assert_tells, shown, Project, SESSION,
+};
 
 const POLICY: &str = r#"
 [[territory]]
@@ -60,12 +62,8 @@ fn a_file_created_in_a_territory_by_bash_is_removed() {
     p.send_fixture("pre_bash_into_plan.json");
     run_bash(&p, "mkdir -p plans && echo x > plans/new.md");
     let post = p.send_fixture("post_bash_into_plan.json");
-    assert!(
-        post.stdout.contains(r#""decision":"block""#),
-        "{}",
-        post.stdout
-    );
-    assert!(post.stdout.contains("plans/new.md"), "{}", post.stdout);
+    assert_tells(&post, r#""decision":"block""#);
+    assert_tells(&post, "plans/new.md");
     assert!(p.read("plans/new.md").is_none());
 }
 
@@ -76,11 +74,7 @@ fn a_symlink_made_by_bash_that_points_into_a_territory_is_removed() {
     p.send_fixture("pre_bash_into_plan.json");
     run_bash(&p, "ln -s plan.md innocent.txt");
     let post = p.send_fixture("post_bash_into_plan.json");
-    assert!(
-        post.stdout.contains("innocent.txt is a link to plan.md"),
-        "{}",
-        post.stdout
-    );
+    assert_tells(&post, "innocent.txt is a link to plan.md");
     assert!(std::fs::symlink_metadata(p.path("innocent.txt")).is_err());
 }
 
@@ -112,12 +106,8 @@ fn bash_editing_loopward_control_files_is_reverted() {
     p.send_fixture("pre_bash_into_plan.json");
     run_bash(&p, "echo '[gates.sprawl]' >> loopward.toml && mkdir -p .loopward/overrides && echo '{}' > .loopward/overrides/x.json");
     let post = p.send_fixture("post_bash_into_plan.json");
-    assert!(post.stdout.contains("loopward.toml"), "{}", post.stdout);
-    assert!(
-        post.stdout.contains(".loopward/overrides/x.json"),
-        "{}",
-        post.stdout
-    );
+    assert_tells(&post, "loopward.toml");
+    assert_tells(&post, ".loopward/overrides/x.json");
     assert_eq!(p.read("loopward.toml").as_deref(), Some(POLICY));
     assert!(p.read(".loopward/overrides/x.json").is_none());
 }
@@ -223,13 +213,9 @@ fn a_watched_file_too_big_to_record_denies_the_command_naming_it() {
     p.write("plan.md", &"x".repeat(1000));
     let pre = p.send_fixture("pre_bash_into_plan.json");
     assert_eq!(pre.exit_code, 0);
-    assert!(
-        pre.stdout.contains(r#""permissionDecision":"deny""#),
-        "{}",
-        pre.stdout
-    );
-    assert!(pre.stdout.contains("max_snapshot_bytes"), "{}", pre.stdout);
-    assert!(pre.stdout.contains("plan.md is watched"), "{}", pre.stdout);
+    assert_tells(&pre, r#""permissionDecision":"deny""#);
+    assert_tells(&pre, "max_snapshot_bytes");
+    assert_tells(&pre, "plan.md is watched");
 }
 
 #[test]
@@ -240,11 +226,7 @@ fn a_change_that_cannot_be_put_back_is_recorded_as_such_and_named() {
     p.send_fixture("pre_bash_into_plan.json");
     run_bash(&p, "rm innocent.txt && ln -s plan.md innocent.txt");
     let post = p.send_fixture("post_bash_into_plan.json");
-    assert!(
-        post.stdout.contains("could not be put back"),
-        "{}",
-        post.stdout
-    );
+    assert_tells(&post, "could not be put back");
     let ledger = p.ledger(SESSION);
     assert_recorded(&ledger, "violation innocent.txt not reverted");
     let report = loopward_runner::audit::report(&p.path("runs"), &session_check()).unwrap();
@@ -317,11 +299,7 @@ fn with_a_state_directory_the_hook_keeps_nothing_in_the_workspace() {
     );
     run_bash(&p, "echo '# Plan: mine' > plan.md");
     let post = p.send_fixture("post_bash_into_plan.json");
-    assert!(
-        post.stdout.contains(r#""decision":"block""#),
-        "{}",
-        post.stdout
-    );
+    assert_tells(&post, r#""decision":"block""#);
     assert_eq!(p.read("plan.md").as_deref(), Some("# Plan\n1. greet\n"));
     assert!(sessions.join("state.json").is_file());
 }
@@ -364,10 +342,7 @@ fn a_huge_file_in_a_free_folder_does_not_blind_the_bash_watch_to_a_mode_change_a
     assert!(std::fs::symlink_metadata(p.path("free/link.md")).is_err());
     let ledger = p.ledger(SESSION);
     assert_recorded(&ledger, "free/huge.bin create ok");
-    assert!(
-        !ledger.iter().any(|l| l.contains("violation :")),
-        "{ledger:#?}"
-    );
+    assert_not_recorded(&ledger, "violation :");
 }
 
 /// A folder nested deeper than a path can name (`PATH_MAX`): no record of the workspace can be
@@ -413,11 +388,7 @@ fn a_blinded_bash_call_moves_no_baseline_and_is_judged_once_the_workspace_can_be
         pre.stdout
     );
     let pre = p.send(&p.write_event("PreToolUse", "toolu_w1", "notes.txt", "x", true));
-    assert!(
-        pre.stdout.contains(r#""permissionDecision":"deny""#),
-        "{}",
-        pre.stdout
-    );
+    assert_tells(&pre, r#""permissionDecision":"deny""#);
     assert_eq!(mode(&p, "plan.md"), 0o777, "nothing was judged yet");
     // A person removes what blinds it: the next call first judges the blinded call's changes.
     std::fs::remove_dir_all(p.path("free/deep")).unwrap();
@@ -454,11 +425,7 @@ fn names_that_are_not_utf8_made_by_bash_stop_no_write_and_are_judged_by_their_by
     let post = p.send(&bash(&p, "post_bash_into_plan.json", "toolu_b1"));
     assert_eq!(shown(&post), "exit 0\nstdout: \nstderr: \n");
     let pre = p.send(&p.write_event("PreToolUse", "toolu_w1", "notes.txt", "x", true));
-    assert!(
-        pre.stdout.contains(r#""permissionDecision":"allow""#),
-        "{}",
-        pre.stdout
-    );
+    assert_tells(&pre, r#""permissionDecision":"allow""#);
     let post = p.send(&p.write_event("PostToolUse", "toolu_w1", "notes.txt", "x", true));
     assert_eq!(post.exit_code, 0, "{}", post.stderr);
     assert!(!post.stdout.contains("block"), "{}", post.stdout);

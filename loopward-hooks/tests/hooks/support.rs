@@ -216,6 +216,21 @@ pub(crate) fn assert_recorded(ledger: &[String], needle: &str) {
     );
 }
 
+/// The hook told the client (on stdout) `needle`.
+#[track_caller]
+pub(crate) fn assert_tells(a: &HookAnswer, needle: &str) {
+    assert!(a.stdout.contains(needle), "{needle:?} not in stdout: {a:?}");
+}
+
+/// No line of a ledger summary contains `needle`.
+#[track_caller]
+pub(crate) fn assert_not_recorded(ledger: &[String], needle: &str) {
+    assert!(
+        !ledger.iter().any(|l| l.contains(needle)),
+        "{needle:?} in a line of {ledger:#?}"
+    );
+}
+
 /// What the hook command would show: exit status, stdout and stderr.
 pub(crate) fn shown(a: &HookAnswer) -> String {
     format!(
