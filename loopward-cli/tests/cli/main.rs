@@ -26,6 +26,7 @@ mod workspace;
 
 #[path = "../support/mod.rs"]
 mod support;
+use support::text;
 
 /// `loopward args` in `dir`, kept from the caller's environment: no colour, no tracing or
 /// span export unless a test sets it, and the tests' own state base (never the user's).
@@ -46,14 +47,6 @@ fn command(dir: &Path, args: &[&str]) -> Command {
 
 fn loopward(dir: &Path, args: &[&str]) -> Output {
     command(dir, args).output().unwrap()
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
 }
 
 /// `text` (what the binary printed) says `needle`; the whole text is shown when it does not.

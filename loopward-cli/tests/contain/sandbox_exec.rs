@@ -2,7 +2,7 @@
 //! process rules included. The servers are the test's own, on the loopback range: the allowed
 //! one on 127.0.0.2, the attacker's on 127.0.0.1 (another port).
 
-use crate::support::http_server;
+use crate::support::{http_server, text};
 
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
@@ -36,14 +36,6 @@ fn loopward(root: &Path, args: &[&str], stdin: &[u8]) -> Output {
             .env("XDG_STATE_HOME", root.with_file_name("state"))
             .env("NO_COLOR", "1"),
         stdin,
-    )
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
     )
 }
 

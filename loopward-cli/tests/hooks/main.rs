@@ -7,6 +7,7 @@ mod hosts;
 
 #[path = "../support/mod.rs"]
 mod support;
+use support::text;
 
 /// The project both files govern: the planner owns `plan.md`.
 const CONFIG: &str = r#"
@@ -21,11 +22,3 @@ tools = ["read_file", "write_file"]
 paths = ["plan.md"]
 owner = "planner"
 "#;
-
-fn text(o: &std::process::Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}

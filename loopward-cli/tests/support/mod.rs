@@ -7,6 +7,16 @@ pub mod http;
 pub mod loop_ledger;
 pub mod responses_server;
 
+/// What a command printed, stdout then stderr: what a person at the terminal reads.
+#[allow(dead_code)]
+pub(crate) fn text(o: &std::process::Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
 /// Waits for `child` at most `limit`; a child still running then is ended by its PID (`None`).
 #[allow(dead_code)]
 pub(crate) fn wait_up_to(
