@@ -32,7 +32,7 @@ impl Team {
     }
 
     fn command(&self, args: &[&str]) -> Command {
-        let mut c = super::command(self.d(), args);
+        let mut c = super::loopward_cmd(self.d(), args);
         c.env("XDG_STATE_HOME", self.xdg.path());
         c
     }
@@ -387,7 +387,7 @@ fn another_projects_key_is_unreadable_to_a_runs_shell_and_to_sandbox_exec() {
     let xdg = tempfile::tempdir().unwrap();
     let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let loopward = |dir: &Path, args: &[&str]| {
-        super::command(dir, args)
+        super::loopward_cmd(dir, args)
             .env("XDG_STATE_HOME", xdg.path())
             .output()
             .unwrap()

@@ -26,27 +26,10 @@ mod workspace;
 
 #[path = "../support/mod.rs"]
 mod support;
-use support::text;
-
-/// `loopward args` in `dir`, kept from the caller's environment: no colour, no tracing or
-/// span export unless a test sets it, and the tests' own state base (never the user's).
-fn command(dir: &Path, args: &[&str]) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_loopward"));
-    cmd.args(args)
-        .current_dir(dir)
-        .env("NO_COLOR", "1")
-        .env_remove("RUST_LOG")
-        .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
-        .env_remove("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
-        .env(
-            "XDG_STATE_HOME",
-            std::env::temp_dir().join("loopward-test-state"),
-        );
-    cmd
-}
+use support::{loopward_cmd, text};
 
 fn loopward(dir: &Path, args: &[&str]) -> Output {
-    command(dir, args).output().unwrap()
+    loopward_cmd(dir, args).output().unwrap()
 }
 
 /// `text` (what the binary printed) says `needle`; the whole text is shown when it does not.

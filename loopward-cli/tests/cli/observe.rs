@@ -9,7 +9,7 @@ use std::process::Output;
 use std::time::Duration;
 
 fn loopward(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
-    let mut cmd = super::command(dir, args);
+    let mut cmd = super::loopward_cmd(dir, args);
     for (k, v) in env {
         cmd.env(k, v);
     }

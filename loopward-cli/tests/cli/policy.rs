@@ -30,7 +30,7 @@ fn project(config: &str) -> (tempfile::TempDir, PathBuf) {
 }
 
 fn loopward(root: &Path, args: &[&str]) -> (Option<i32>, String) {
-    let o = super::command(root, args)
+    let o = super::loopward_cmd(root, args)
         .env("XDG_STATE_HOME", root.with_file_name("state"))
         .output()
         .unwrap();

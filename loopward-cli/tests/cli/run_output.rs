@@ -174,7 +174,7 @@ fn an_agents_say_is_shown_masked_verified_and_replayed() {
     )
     .unwrap();
     let with_secret = |args: &[&str]| {
-        super::command(d, args)
+        super::loopward_cmd(d, args)
             .env("SAY_DEPLOY", "s3cr3t-value-xyz")
             .output()
             .unwrap()

@@ -7,6 +7,24 @@ pub mod http;
 pub mod loop_ledger;
 pub mod responses_server;
 
+/// `loopward args` in `dir`, kept from the caller's environment: no colour, no tracing or
+/// span export unless a test sets it, and the tests' own state base (never the user's).
+#[allow(dead_code)]
+pub(crate) fn loopward_cmd(dir: &std::path::Path, args: &[&str]) -> std::process::Command {
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_loopward"));
+    cmd.args(args)
+        .current_dir(dir)
+        .env("NO_COLOR", "1")
+        .env_remove("RUST_LOG")
+        .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+        .env_remove("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+        .env(
+            "XDG_STATE_HOME",
+            std::env::temp_dir().join("loopward-test-state"),
+        );
+    cmd
+}
+
 /// What a command printed, stdout then stderr: what a person at the terminal reads.
 #[allow(dead_code)]
 pub(crate) fn text(o: &std::process::Output) -> String {
