@@ -55,6 +55,35 @@ pub(crate) fn wait_up_to(
     }
 }
 
+/// Runs the client `name` (`cmd`, stdin closed) with its output in `<home>/<name>.out` and
+/// `.err`, ended by its PID after two minutes, which fails the test: whether it succeeded, and
+/// what it printed.
+#[allow(dead_code)]
+pub(crate) fn run_client(
+    cmd: &mut std::process::Command,
+    home: &std::path::Path,
+    name: &str,
+) -> (bool, String) {
+    let (log, err) = (
+        home.join(format!("{name}.out")),
+        home.join(format!("{name}.err")),
+    );
+    let mut child = cmd
+        .stdin(std::process::Stdio::null())
+        .stdout(std::fs::File::create(&log).unwrap())
+        .stderr(std::fs::File::create(&err).unwrap())
+        .spawn()
+        .unwrap_or_else(|e| panic!("starting {name}: {e}"));
+    let status = wait_up_to(&mut child, std::time::Duration::from_secs(120));
+    let out = std::fs::read_to_string(&log).unwrap_or_default()
+        + &std::fs::read_to_string(&err).unwrap_or_default();
+    assert!(
+        status.is_some(),
+        "{name} hung (ended after 2 minutes)\n{out}"
+    );
+    (status.unwrap().success(), out)
+}
+
 /// Every hook ledger under `<root>/runs`, one JSON record a line.
 #[allow(dead_code)]
 pub(crate) fn ledger(root: &std::path::Path) -> Vec<serde_json::Value> {
