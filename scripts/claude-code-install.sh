@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs the Claude Code client the real-client test drives (loopward-cli/tests/claude_code_real/),
+# Installs the Claude Code client the real-client test drives (loopward-cli/tests/clients/),
 # from npm, pinned, into .claude-code/ (gitignored). Idempotent: does nothing when that version is
 # already there (about 10 s and 400 MB the first time: the package is a native binary).
 set -euo pipefail

@@ -9,12 +9,15 @@
 //! Wall time: about 10 s on 2 cores for ~150 kills (four trials at a time; the kill moments
 //! follow how long the runs take), about 15 s for the 12 replayed kills.
 
+mod support;
+
 use loopward_core::AuditEvent;
 use loopward_runner::audit::Record;
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::{Output, Stdio};
 use std::time::{Duration, Instant};
+use support::{loopward_cmd, text};
 
 const TRIALS: u64 = 100;
 /// Held by every test here, so none runs beside another: the 100-kill test places its kills
@@ -74,24 +77,7 @@ const EFFECTS: [&str; 5] = ["b1", "b2", "b3", "p1", "p2"];
 const REPLIES: usize = 8;
 
 fn loopward(dir: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_loopward"))
-        .args(args)
-        .current_dir(dir)
-        .env("NO_COLOR", "1")
-        .env(
-            "XDG_STATE_HOME",
-            std::env::temp_dir().join("loopward-test-state"),
-        )
-        .output()
-        .unwrap()
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
+    loopward_cmd(dir, args).output().unwrap()
 }
 
 fn workspace() -> tempfile::TempDir {
@@ -151,14 +137,7 @@ struct Trial {
 fn trial(seed: u64, delay: Duration) -> Trial {
     let dir = workspace();
     let d = dir.path();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_loopward"))
-        .args(["run", "--id", "r"])
-        .current_dir(d)
-        .env("NO_COLOR", "1")
-        .env(
-            "XDG_STATE_HOME",
-            std::env::temp_dir().join("loopward-test-state"),
-        )
+    let mut child = loopward_cmd(d, &["run", "--id", "r"])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -448,13 +427,7 @@ fn landing(evs: &[AuditEvent]) -> &'static str {
 /// A run killed (`SIGKILL`, by its PID) as soon as its ledger satisfies `at`, then resumed to
 /// its end. Returns where the kill landed.
 fn kill_and_resume(d: &Path, at: &dyn Fn(&[AuditEvent]) -> bool) -> &'static str {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_loopward"))
-        .args(["run", "--id", "r"])
-        .current_dir(d)
-        .env(
-            "XDG_STATE_HOME",
-            std::env::temp_dir().join("loopward-test-state"),
-        )
+    let mut child = loopward_cmd(d, &["run", "--id", "r"])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -571,14 +544,7 @@ fn an_interactively_approved_run_replays_with_its_recorded_answers() {
         "{CONFIG}\n[[stopgate]]\nname = \"ask\"\npoint = \"tool\"\ntool = \"write_file\"\nmode = \"interactive\"\n"
     );
     std::fs::write(d.join("loopward.toml"), cfg).unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_loopward"))
-        .args(["run", "--id", "r"])
-        .current_dir(d)
-        .env("NO_COLOR", "1")
-        .env(
-            "XDG_STATE_HOME",
-            std::env::temp_dir().join("loopward-test-state"),
-        )
+    let mut child = loopward_cmd(d, &["run", "--id", "r"])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

@@ -36,7 +36,7 @@ fn bad_config_overlapping_territories_with_different_owners() {
 #[test]
 fn bad_config_unknown_key_is_named_with_its_line() {
     let t = bad_config(|c| c.replace("[run]\n", "[run]\nfirts = \"root\"\n"));
-    assert!(t.contains("firts (line"), "{t}");
+    assert_says(&t, "firts (line");
 }
 
 #[test]
@@ -105,5 +105,5 @@ fn bad_config_review_gates_that_would_deadlock_are_refused() {
 #[test]
 fn bad_config_zero_cap_names_the_field() {
     let t = bad_config(|c| c.replace("turns_per_run = 12", "turns_per_run = 0"));
-    assert!(t.contains("limits.turns_per_run"), "{t}");
+    assert_says(&t, "limits.turns_per_run");
 }

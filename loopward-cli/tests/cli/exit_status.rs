@@ -82,15 +82,12 @@ fn exit_status_4_exhausted_5_budget_6_stopped_by_a_tool_gate() {
     );
     assert_eq!(o.status.code(), Some(6), "{}", text(&o));
     let t = text(&o);
-    assert!(t.contains("stopped"), "{t}");
-    assert!(
-        t.contains("root: I may not hand off to the planner."),
-        "{t}"
-    );
+    assert_says(&t, "stopped");
+    assert_says(&t, "root: I may not hand off to the planner.");
     // The stop-gate's refusal is shown whole, not cut off.
-    assert!(
-        t.contains("the run stops after this reply; say in your reply what you were doing"),
-        "{t}"
+    assert_says(
+        &t,
+        "the run stops after this reply; say in your reply what you were doing",
     );
 
     // 9: an empty answer fails the run (it is not a completed task).
@@ -139,7 +136,7 @@ fn exit_status_8_when_the_ledger_cannot_be_written_and_the_action_does_not_run()
         .find("{\"seq\":12,")
         .expect("record 12 in the unlimited run");
     let line = ledger[start..].lines().next().unwrap();
-    assert!(line.contains("\"kind\":\"tool_started\""), "{line}");
+    assert_says(line, "\"kind\":\"tool_started\"");
     // Half-way into the record: the records before it fit whatever their timings' digits.
     let limit = start + line.len() / 2;
 
@@ -164,7 +161,7 @@ fn exit_status_8_when_the_ledger_cannot_be_written_and_the_action_does_not_run()
         .expect("sh and prlimit (util-linux) on PATH");
     let t = text(&o);
     assert_eq!(o.status.code(), Some(8), "{t}");
-    assert!(t.contains("audit_failed"), "{t}");
+    assert_says(&t, "audit_failed");
     // The records on the way to the write go out together at its commit: the failed `write`
     // ends with record 12, `tool_started` (11 is the policy's version, noted before the run's
     // first judged call).

@@ -15,10 +15,7 @@ fn override_grant_is_used_once_and_listed_until_then() {
     );
     assert!(o.status.success(), "{}", text(&o));
     let list = text(&loopward(d, &["override", "list"]));
-    assert!(
-        list.contains("builder → plan.md  usable  (typo fix)"),
-        "{list}"
-    );
+    assert_says(&list, "builder → plan.md  usable  (typo fix)");
     let o = loopward(
         d,
         &[

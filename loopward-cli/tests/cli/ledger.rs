@@ -165,10 +165,7 @@ fn verify_takes_what_a_shell_glob_of_runs_gives() {
         t.contains("r1: verified") && t.contains("r2: verified"),
         "{t}"
     );
-    assert!(
-        t.contains("runs/index.jsonl: the runs folder's index"),
-        "{t}"
-    );
+    assert_says(&t, "runs/index.jsonl: the runs folder's index");
     // One bad run among them fails the whole, and names it.
     std::fs::remove_file(d.join("runs/r2/events.jsonl")).unwrap();
     let o = loopward(d, &args);

@@ -1,37 +1,41 @@
 //! The `loopward` binary as a new user meets it: init → run → verify → report → replay, bad
-//! config messages, exit codes, and `--help` everywhere.
+//! config messages, exit codes, and `--help` everywhere; the README followed to the letter,
+//! `policy explain|lint`, evidence and keys, the demo's runs, observability and the heartbeat.
+//! One binary for the commands' own tests (one link on each change).
 
 use std::path::Path;
 use std::process::{Command, Output};
 
 mod bad_config;
+mod demo_runs;
+mod evidence;
 mod exit_status;
 mod gates;
+#[cfg(feature = "http")]
+mod heartbeat_tty;
 mod help;
 mod ledger;
+mod messages;
+mod observe;
 mod person;
+mod policy;
+mod readme_first_run;
 mod resume;
+mod run_output;
 mod workspace;
 
+#[path = "../support/mod.rs"]
+mod support;
+use support::{loopward_cmd, text};
+
 fn loopward(dir: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_loopward"))
-        .args(args)
-        .current_dir(dir)
-        .env("NO_COLOR", "1")
-        .env(
-            "XDG_STATE_HOME",
-            std::env::temp_dir().join("loopward-test-state"),
-        )
-        .output()
-        .unwrap()
+    loopward_cmd(dir, args).output().unwrap()
 }
 
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
+/// `text` (what the binary printed) says `needle`; the whole text is shown when it does not.
+#[track_caller]
+fn assert_says(text: &str, needle: &str) {
+    assert!(text.contains(needle), "{needle:?} not in:\n{text}");
 }
 
 fn initialised() -> tempfile::TempDir {

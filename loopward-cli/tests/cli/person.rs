@@ -44,7 +44,7 @@ fn a_person_says_something_to_a_paused_run_and_it_is_heard_at_the_next_turn_boun
     let o = loopward(d, &["run", "--resume", "r-say"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     let t = text(&o);
-    assert!(t.contains("auditor: Noted the date as well."), "{t}");
+    assert_says(&t, "auditor: Noted the date as well.");
     let events = std::fs::read_to_string(d.join("runs/r-say/events.jsonl")).unwrap();
     let heard: Vec<&str> = events
         .lines()

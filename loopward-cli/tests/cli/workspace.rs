@@ -38,7 +38,7 @@ fn shell_in_the_init_layout_leaves_the_ledger_whole_and_verifying() {
     let run = loopward(d, &["run", "--id", "r1"]);
     let out = text(&run);
     assert_eq!(run.status.code(), Some(0), "{out}");
-    assert!(out.contains("completed: 4 turns"), "{out}");
+    assert_says(&out, "completed: 4 turns");
     assert_eq!(
         std::fs::read_to_string(d.join("src/own.txt")).unwrap(),
         "mine\n"
@@ -78,9 +78,6 @@ fn the_fake_script_in_the_workspace_is_a_control_file_to_tools_and_commands() {
         "the script was rewritten"
     );
     let ledger = std::fs::read_to_string(d.join("runs/r1/events.jsonl")).unwrap();
-    assert!(
-        ledger.contains("loopward.script.toml is a control file"),
-        "{ledger}"
-    );
-    assert!(ledger.contains("Permission denied"), "{ledger}");
+    assert_says(&ledger, "loopward.script.toml is a control file");
+    assert_says(&ledger, "Permission denied");
 }

@@ -7,11 +7,12 @@ use std::process::{Command, Output};
 mod contain_cmd;
 mod network;
 mod reads;
+mod sandbox_exec;
 mod secrets;
 
 #[path = "../support/mod.rs"]
 mod support;
-use support::http_server;
+use support::{http_server, text};
 
 const SECRET: &str = "s3cr3t-TOKEN-value-8842";
 
@@ -32,14 +33,6 @@ fn loopward(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
 fn state_of(dir: &Path) -> std::path::PathBuf {
     let name = dir.file_name().unwrap().to_string_lossy();
     dir.with_file_name(format!("{name}-state"))
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
 }
 
 /// A project in a temporary folder; the state folder beside it (`state_of`) goes with it.

@@ -89,24 +89,14 @@ fn a_secret_in_a_claude_code_hook_event_is_masked_in_the_session_ledger() {
         "hook_event_name": "PreToolUse", "tool_name": "Write", "tool_use_id": "toolu_1",
         "tool_input": {"file_path": root.join(format!("notes-{SECRET}.md")), "content": format!("token {SECRET}")},
     });
-    let mut child = Command::new(env!("CARGO_BIN_EXE_loopward"))
-        .args(["hook", "claude-code", "--config"])
-        .arg(root.join("loopward.toml"))
-        .env("XDG_STATE_HOME", state_of(&root))
-        .env("SECRET_TOKEN", SECRET)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    use std::io::Write;
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(event.to_string().as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
+    let out = crate::support::with_stdin(
+        Command::new(env!("CARGO_BIN_EXE_loopward"))
+            .args(["hook", "claude-code", "--config"])
+            .arg(root.join("loopward.toml"))
+            .env("XDG_STATE_HOME", state_of(&root))
+            .env("SECRET_TOKEN", SECRET),
+        event.to_string().as_bytes(),
+    );
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
     assert!(!holds(&out.stdout, SECRET), "{}", text(&out));
     let all = files(&root.join("runs"));

@@ -7,6 +7,34 @@ pub mod http;
 pub mod loop_ledger;
 pub mod responses_server;
 
+/// `loopward args` in `dir`, kept from the caller's environment: no colour, no tracing or
+/// span export unless a test sets it, and the tests' own state base (never the user's).
+#[allow(dead_code)]
+pub(crate) fn loopward_cmd(dir: &std::path::Path, args: &[&str]) -> std::process::Command {
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_loopward"));
+    cmd.args(args)
+        .current_dir(dir)
+        .env("NO_COLOR", "1")
+        .env_remove("RUST_LOG")
+        .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+        .env_remove("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+        .env(
+            "XDG_STATE_HOME",
+            std::env::temp_dir().join("loopward-test-state"),
+        );
+    cmd
+}
+
+/// What a command printed, stdout then stderr: what a person at the terminal reads.
+#[allow(dead_code)]
+pub(crate) fn text(o: &std::process::Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
 /// Waits for `child` at most `limit`; a child still running then is ended by its PID (`None`).
 #[allow(dead_code)]
 pub(crate) fn wait_up_to(
@@ -25,6 +53,35 @@ pub(crate) fn wait_up_to(
         }
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
+}
+
+/// Runs the client `name` (`cmd`, stdin closed) with its output in `<home>/<name>.out` and
+/// `.err`, ended by its PID after two minutes, which fails the test: whether it succeeded, and
+/// what it printed.
+#[allow(dead_code)]
+pub(crate) fn run_client(
+    cmd: &mut std::process::Command,
+    home: &std::path::Path,
+    name: &str,
+) -> (bool, String) {
+    let (log, err) = (
+        home.join(format!("{name}.out")),
+        home.join(format!("{name}.err")),
+    );
+    let mut child = cmd
+        .stdin(std::process::Stdio::null())
+        .stdout(std::fs::File::create(&log).unwrap())
+        .stderr(std::fs::File::create(&err).unwrap())
+        .spawn()
+        .unwrap_or_else(|e| panic!("starting {name}: {e}"));
+    let status = wait_up_to(&mut child, std::time::Duration::from_secs(120));
+    let out = std::fs::read_to_string(&log).unwrap_or_default()
+        + &std::fs::read_to_string(&err).unwrap_or_default();
+    assert!(
+        status.is_some(),
+        "{name} hung (ended after 2 minutes)\n{out}"
+    );
+    (status.unwrap().success(), out)
 }
 
 /// Every hook ledger under `<root>/runs`, one JSON record a line.
@@ -81,4 +138,20 @@ pub(crate) fn http_server(
         }
     });
     (port, hits)
+}
+
+/// Runs `cmd` with `stdin` written to it and its stdout and stderr captured: a hook as its host
+/// runs it (one process per event, the event on stdin).
+#[allow(dead_code)]
+pub(crate) fn with_stdin(cmd: &mut std::process::Command, stdin: &[u8]) -> std::process::Output {
+    use std::io::Write;
+    use std::process::Stdio;
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(stdin).unwrap();
+    child.wait_with_output().unwrap()
 }

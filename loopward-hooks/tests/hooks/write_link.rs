@@ -4,9 +4,7 @@
 //! through the link is put back, the violation recorded, and the model told. These tests play
 //! the client: `PreToolUse`, then the write through the (swapped) link, then `PostToolUse`.
 
-mod hook_support;
-
-use hook_support::{Project, SESSION};
+use crate::support::{assert_not_recorded, assert_recorded, assert_tells, Project, SESSION};
 use loopward_hooks::handle;
 use serde_json::{json, Value};
 use std::os::unix::fs::symlink;
@@ -25,34 +23,27 @@ enabled = false
 sandbox = "watch-only"
 "#;
 
+/// A `Write` event of `file` (an update of a file that was there).
 fn event(p: &Project, name: &str, id: &str, file: &str, content: &str) -> String {
-    let mut v = json!({
-        "session_id": SESSION, "transcript_path": "/t.jsonl", "cwd": p.root,
-        "hook_event_name": name, "tool_name": "Write", "tool_use_id": id,
-        "tool_input": {"file_path": p.path(file), "content": content},
-    });
-    if name == "PostToolUse" {
-        v["tool_response"] = json!({"type": "update", "filePath": p.path(file)});
-    }
-    v.to_string()
+    p.write_event(name, id, file, content, false)
+}
+
+/// The planner's `plans/a.md` and a draft `scratch/a.md`; a `Write` of the draft (call `id`) is
+/// checked and allowed, then, before it lands, `scratch/` is swapped for a link into `plans/`.
+fn allowed_then_swapped_for_a_link(p: &Project, id: &str) {
+    p.write("plans/a.md", "# the planner's plan\n");
+    p.write("scratch/a.md", "draft\n");
+    let pre = handle(&event(p, "PreToolUse", id, "scratch/a.md", "mine"), &p.ctx);
+    assert_tells(&pre, r#""permissionDecision":"allow""#);
+    std::fs::remove_dir_all(p.path("scratch")).unwrap();
+    symlink(p.path("plans"), p.path("scratch")).unwrap();
 }
 
 #[test]
 fn a_write_whose_folder_became_a_link_into_a_territory_is_put_back() {
     let p = Project::new(POLICY);
-    p.write("plans/a.md", "# the planner's plan\n");
-    p.write("scratch/a.md", "draft\n");
-    let pre = handle(
-        &event(&p, "PreToolUse", "toolu_w1", "scratch/a.md", "mine"),
-        &p.ctx,
-    );
-    assert!(
-        pre.stdout.contains(r#""permissionDecision":"allow""#),
-        "{pre:?}"
-    );
     // Between the check and the write, something swaps the folder for a link into plans/.
-    std::fs::remove_dir_all(p.path("scratch")).unwrap();
-    symlink(p.path("plans"), p.path("scratch")).unwrap();
+    allowed_then_swapped_for_a_link(&p, "toolu_w1");
     // Claude Code writes, following the link.
     std::fs::write(p.path("scratch/a.md"), "mine").unwrap();
     assert_eq!(p.read("plans/a.md").as_deref(), Some("mine"));
@@ -61,7 +52,7 @@ fn a_write_whose_folder_became_a_link_into_a_territory_is_put_back() {
         &p.ctx,
     );
     assert_eq!(post.exit_code, 0);
-    assert!(post.stdout.contains(r#""decision":"block""#), "{post:?}");
+    assert_tells(&post, r#""decision":"block""#);
     assert!(
         post.stdout.contains("plans/a.md (reverted)") && post.stdout.contains("belongs to planner"),
         "{}",
@@ -73,12 +64,7 @@ fn a_write_whose_folder_became_a_link_into_a_territory_is_put_back() {
         "the territory file is restored"
     );
     let ledger = p.ledger(SESSION);
-    assert!(
-        ledger
-            .iter()
-            .any(|l| l.contains("violation plans/a.md reverted")),
-        "{ledger:#?}"
-    );
+    assert_recorded(&ledger, "violation plans/a.md reverted");
     assert!(
         ledger
             .iter()
@@ -117,7 +103,7 @@ fn a_new_file_landed_in_a_territory_through_a_link_is_removed_and_a_plain_write_
         &event(&p, "PostToolUse", "toolu_2", "scratch/new.md", "x"),
         &p.ctx,
     );
-    assert!(post.stdout.contains("plans/new.md (reverted)"), "{post:?}");
+    assert_tells(&post, "plans/new.md (reverted)");
     assert!(!p.path("plans/new.md").exists());
     assert_eq!(p.read("plans/a.md").as_deref(), Some("# plan\n"));
 }
@@ -203,18 +189,8 @@ fn a_link_flipped_in_a_loop_while_many_writes_run_leaves_the_territory_untouched
 #[test]
 fn a_file_tool_that_failed_after_writing_through_a_link_is_compared_too() {
     let p = Project::new(POLICY);
-    p.write("plans/a.md", "# the planner's plan\n");
-    p.write("scratch/a.md", "draft\n");
-    let pre = handle(
-        &event(&p, "PreToolUse", "toolu_f1", "scratch/a.md", "mine"),
-        &p.ctx,
-    );
-    assert!(
-        pre.stdout.contains(r#""permissionDecision":"allow""#),
-        "{pre:?}"
-    );
-    std::fs::remove_dir_all(p.path("scratch")).unwrap();
-    symlink(p.path("plans"), p.path("scratch")).unwrap();
+    // Between the check and the write, something swaps the folder for a link into plans/.
+    allowed_then_swapped_for_a_link(&p, "toolu_f1");
     // The write lands through the link, then the tool reports a failure (Claude Code sends
     // PostToolUseFailure instead of PostToolUse).
     std::fs::write(p.path("scratch/a.md"), "mine").unwrap();
@@ -229,19 +205,13 @@ fn a_file_tool_that_failed_after_writing_through_a_link_is_compared_too() {
     failed["error"] = json!("the write was interrupted");
     let post = handle(&failed.to_string(), &p.ctx);
     assert_eq!(post.exit_code, 0, "{post:?}");
-    assert!(post.stdout.contains("plans/a.md (reverted)"), "{post:?}");
+    assert_tells(&post, "plans/a.md (reverted)");
     assert_eq!(
         p.read("plans/a.md").as_deref(),
         Some("# the planner's plan\n"),
         "the territory file is restored"
     );
-    assert!(
-        p.ledger(SESSION)
-            .iter()
-            .any(|l| l.contains("violation plans/a.md reverted")),
-        "{:#?}",
-        p.ledger(SESSION)
-    );
+    assert_recorded(&p.ledger(SESSION), "violation plans/a.md reverted");
 }
 
 /// A Claude Code event of a subagent (`agent_type`): a `Write` of `file`, or a `Bash` command.
@@ -295,10 +265,7 @@ fn two_subagents_writing_their_own_territories_at_once_both_stand() {
             &agent_event(&p, "PreToolUse", agent, id, write(file, "x")),
             &p.ctx,
         );
-        assert!(
-            pre.stdout.contains(r#""permissionDecision":"allow""#),
-            "{pre:?}"
-        );
+        assert_tells(&pre, r#""permissionDecision":"allow""#);
     }
     p.write("plans/a.md", "the planner's\n");
     p.write("src/b.rs", "the builder's\n");
@@ -319,10 +286,7 @@ fn two_subagents_writing_their_own_territories_at_once_both_stand() {
     assert_eq!(p.read("plans/a.md").as_deref(), Some("the planner's\n"));
     assert_eq!(p.read("src/b.rs").as_deref(), Some("the builder's\n"));
     let ledger = p.ledger(SESSION);
-    assert!(
-        !ledger.iter().any(|l| l.contains("violation")),
-        "{ledger:#?}"
-    );
+    assert_not_recorded(&ledger, "violation");
 }
 
 /// Claude Code writes through a temporary sibling (`<target>.tmp.<pid>.<hex>`) renamed over the
@@ -340,10 +304,7 @@ fn another_subagents_write_in_flight_through_its_temporary_file_is_not_blamed() 
             &agent_event(&p, "PreToolUse", agent, id, write(file)),
             &p.ctx,
         );
-        assert!(
-            pre.stdout.contains(r#""permissionDecision":"allow""#),
-            "{pre:?}"
-        );
+        assert_tells(&pre, r#""permissionDecision":"allow""#);
     }
     p.write("plans/a.md", "the planner's\n");
     p.write("src/b.rs.tmp.4242.67b378408600", "the builder's\n");
@@ -372,10 +333,7 @@ fn another_subagents_write_in_flight_through_its_temporary_file_is_not_blamed() 
     assert_eq!((post.exit_code, post.stdout.as_str()), (0, ""), "{post:?}");
     assert_eq!(p.read("src/b.rs").as_deref(), Some("the builder's\n"));
     let ledger = p.ledger(SESSION);
-    assert!(
-        !ledger.iter().any(|l| l.contains("violation")),
-        "{ledger:#?}"
-    );
+    assert_not_recorded(&ledger, "violation");
 }
 
 /// While the planner's write is live, the builder's command writes into the planner's
@@ -389,10 +347,7 @@ fn a_subagent_writing_the_others_territory_during_an_overlap_is_put_back_and_nam
         &agent_event(&p, "PreToolUse", "planner", "toolu_p1", write.clone()),
         &p.ctx,
     );
-    assert!(
-        pre.stdout.contains(r#""permissionDecision":"allow""#),
-        "{pre:?}"
-    );
+    assert_tells(&pre, r#""permissionDecision":"allow""#);
     let pre = handle(
         &agent_event(&p, "PreToolUse", "builder", "toolu_b1", cmd.clone()),
         &p.ctx,
@@ -410,7 +365,7 @@ fn a_subagent_writing_the_others_territory_during_an_overlap_is_put_back_and_nam
         &agent_event(&p, "PostToolUse", "builder", "toolu_b1", cmd),
         &p.ctx,
     );
-    assert!(post.stdout.contains(r#""decision":"block""#), "{post:?}");
+    assert_tells(&post, r#""decision":"block""#);
     assert_eq!(p.read("plans/a.md").as_deref(), Some("the planner's\n"));
     assert_eq!(
         p.read("plans/evil.md"),

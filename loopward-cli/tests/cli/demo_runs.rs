@@ -1,6 +1,7 @@
 //! The demo's twelve runs through the `loopward` binary: each verifies and replays to the same
 //! decisions.
 
+use super::assert_says;
 use loopward_demo::demo::{self, Options};
 use loopward_term::render::Printer;
 use std::process::Command;
@@ -164,10 +165,7 @@ fn calibrate_reproduces_each_demo_run_under_its_own_config_and_judges_a_stricter
     let section = &page[page
         .find("id=\"calibration\"")
         .expect("calibration section")..];
-    assert!(
-        section.contains("<td>stopgate:tool:shell</td>"),
-        "{section}"
-    );
+    assert_says(section, "<td>stopgate:tool:shell</td>");
     assert!(section.contains("<td>caps:turns_per_run</td>"));
     assert!(
         section.contains(&format!("Ledgers verified by {key}: 12.")),

@@ -1,28 +1,21 @@
 //! The Gemini CLI adapter: Gemini CLI's hook events (shapes from its 0.61.0 hooks reference)
 //! judged by the same engine, answered the way Gemini CLI takes answers.
 
-use loopward_hooks::{handle, HookAnswer, HookContext, SandboxExec};
-use loopward_runner::gates::{Host, PolicyConfig};
-use loopward_runner::ManualClock;
+use crate::support::{Project, HOST_POLICY as POLICY};
+use loopward_hooks::{handle, HookAnswer};
+use loopward_runner::gates::Host;
 use serde_json::{json, Value};
-use std::path::PathBuf;
-use std::sync::Arc;
-
-const POLICY: &str = r#"
-[[territory]]
-paths = ["plan.md"]
-owner = "planner"
-
-[gates.shell]
-sandbox = "watch-only"
-"#;
 
 const SESSION: &str = "5b1c8a2e-0000-4000-8000-00000000g001";
 
-struct Gemini {
-    _dir: tempfile::TempDir,
-    root: PathBuf,
-    ctx: HookContext,
+/// A scratch project whose hook answers as Gemini CLI.
+struct Gemini(Project);
+
+impl std::ops::Deref for Gemini {
+    type Target = Project;
+    fn deref(&self) -> &Project {
+        &self.0
+    }
 }
 
 impl Gemini {
@@ -32,28 +25,7 @@ impl Gemini {
 
     /// A session the loop served loopward's `handoff` over MCP, or not.
     fn with_handoff(policy: &str, exe: Option<&str>, handoff: bool) -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        let root = dir.path().canonicalize().unwrap();
-        std::fs::write(root.join("loopward.toml"), policy).unwrap();
-        let cfg = PolicyConfig::from_toml(policy).unwrap();
-        let mut b = HookContext::builder(&cfg)
-            .root(&root)
-            .host(Host::GeminiCli)
-            .handoff(handoff)
-            .clock(Arc::new(ManualClock::new(1_700_000_000_000)));
-        if let Some(exe) = exe {
-            b = b.sandbox_exec(SandboxExec {
-                exe: exe.into(),
-                config: root.join("loopward.toml"),
-                unreadable: vec![],
-            });
-        }
-        let ctx = b.build().unwrap();
-        Self {
-            _dir: dir,
-            root,
-            ctx,
-        }
+        Self(Project::for_host(policy, Host::GeminiCli, exe, handoff))
     }
 
     /// A Gemini CLI tool event: no call id, a timestamp, `tool_response` after the call.
@@ -70,24 +42,7 @@ impl Gemini {
     }
 
     fn ledger(&self) -> String {
-        std::fs::read_to_string(
-            self.root
-                .join(format!("runs/gemini-{SESSION}/events.jsonl")),
-        )
-        .unwrap_or_default()
-    }
-
-    fn grant(&self, agent: &str, path: &str) {
-        let ws = loopward_runner::Workspace::new(&self.root).unwrap();
-        loopward_runner::gates::OverrideStore::for_workspace(&ws)
-            .grant(
-                &loopward_core::AgentId::new(agent).unwrap(),
-                &ws.resolve(path).unwrap(),
-                "fix the typo",
-                std::time::Duration::from_secs(600),
-                &ManualClock::new(1_700_000_000_000),
-            )
-            .unwrap();
+        self.ledger_text(&format!("gemini-{SESSION}"))
     }
 }
 
@@ -127,7 +82,7 @@ fn a_session_served_loopwards_handoff_is_told_to_hand_the_change_to_the_owner_wi
 #[test]
 fn a_one_shot_override_lets_exactly_one_write_file_through_and_it_pairs_with_its_after_tool() {
     let g = Gemini::new(POLICY, None);
-    g.grant("root", "plan.md");
+    g.grant("root", "plan.md", "fix the typo");
     let pre = g.tool("BeforeTool", "write_file", write_plan());
     assert_eq!(
         (pre.exit_code, pre.stdout.as_str()),

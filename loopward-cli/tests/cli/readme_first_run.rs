@@ -5,7 +5,7 @@
 //! that breaks the path breaks this test.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
 fn readme() -> String {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
@@ -36,15 +36,7 @@ fn run(dir: &Path, command: &str) -> Output {
         words[0], "loopward",
         "the README prints only loopward commands here: {command}"
     );
-    Command::new(env!("CARGO_BIN_EXE_loopward"))
-        .args(&words[1..])
-        .current_dir(dir)
-        .env("NO_COLOR", "1")
-        .env_remove("RUST_LOG")
-        .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
-        .env_remove("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
-        .output()
-        .unwrap()
+    super::loopward(dir, &words[1..])
 }
 
 #[test]

@@ -14,13 +14,10 @@
 //! `.codex-cli/`; `LOOPWARD_CODEX` names another binary. Without one the test says so loudly
 //! and passes.
 
-mod support;
-
+use crate::support::clients::{self, loopward, Client, ROADMAP};
+use crate::support::responses_server::{self, Step};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::Duration;
-use support::clients::{self, loopward, Client, ROADMAP};
-use support::responses_server::{self, Step};
+use std::process::Command;
 
 /// A scratch project and a home beside it with the client's config folder.
 fn project() -> (tempfile::TempDir, PathBuf, PathBuf) {
@@ -40,32 +37,22 @@ fn session(codex: &Path, root: &Path, home: &Path, port: u16, path: &str) -> (bo
         ),
     )
     .unwrap();
-    let log = home.join("codex.out");
-    let mut child = Command::new(codex)
-        .current_dir(root)
-        .args(["exec", "--skip-git-repo-check", "--trust"])
-        .args(["--dangerously-bypass-hook-trust"])
-        .args(["--dangerously-bypass-approvals-and-sandbox"])
-        .arg("write the plan")
-        .env_clear()
-        .env("PATH", path)
-        .env("HOME", home)
-        .env("CODEX_HOME", home.join("codex"))
-        .env("XDG_STATE_HOME", home.join("state"))
-        .env("FAKE_API_KEY", "test")
-        .stdin(Stdio::null())
-        .stdout(std::fs::File::create(&log).unwrap())
-        .stderr(std::fs::File::create(home.join("codex.err")).unwrap())
-        .spawn()
-        .expect("starting codex");
-    let status = support::wait_up_to(&mut child, Duration::from_secs(120));
-    let out = std::fs::read_to_string(&log).unwrap_or_default()
-        + &std::fs::read_to_string(home.join("codex.err")).unwrap_or_default();
-    assert!(
-        status.is_some(),
-        "codex hung (ended after 2 minutes)\n{out}"
-    );
-    (status.unwrap().success(), out)
+    crate::support::run_client(
+        Command::new(codex)
+            .current_dir(root)
+            .args(["exec", "--skip-git-repo-check", "--trust"])
+            .args(["--dangerously-bypass-hook-trust"])
+            .args(["--dangerously-bypass-approvals-and-sandbox"])
+            .arg("write the plan")
+            .env_clear()
+            .env("PATH", path)
+            .env("HOME", home)
+            .env("CODEX_HOME", home.join("codex"))
+            .env("XDG_STATE_HOME", home.join("state"))
+            .env("FAKE_API_KEY", "test"),
+        home,
+        "codex",
+    )
 }
 
 fn update(path: &str, old: &str, new: &str) -> Step {

@@ -1,9 +1,7 @@
 //! The sprawl gate in a Claude Code session: a third unit of work with no plan is refused once
 //! per turn; writing the plan really clears it; only a person's prompt starts a new turn.
 
-mod hook_support;
-
-use hook_support::{fixture_text, Project};
+use crate::support::{assert_tells, fixture_text, Project};
 
 const POLICY: &str = r##"
 [gates.sprawl]
@@ -97,11 +95,7 @@ fn one_replacement_repeated_across_files_is_one_unit_of_work() {
     let input =
         serde_json::json!({"file_path": p.path("src/e.rs"), "old_string": "a", "new_string": "b"});
     let pre = p.send(&tool_event(&p, "PreToolUse", "Edit", "e9", input));
-    assert!(
-        pre.stdout.contains(r#""permissionDecision":"allow""#),
-        "{}",
-        pre.stdout
-    );
+    assert_tells(&pre, r#""permissionDecision":"allow""#);
 }
 
 #[test]

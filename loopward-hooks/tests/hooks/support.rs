@@ -3,7 +3,8 @@
 
 #![allow(dead_code)]
 
-use loopward_hooks::{handle, HookAnswer, HookContext};
+use loopward_hooks::{handle, HookAnswer, HookContext, HookContextBuilder};
+use loopward_runner::gates::Host;
 use loopward_runner::ManualClock;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -11,6 +12,20 @@ use std::sync::Arc;
 
 /// The session id of the recorded fixtures (`sprawl_sequence.jsonl` uses another).
 pub(crate) const SESSION: &str = "8f0c2d4e-5a1b-4c3d-9e7f-0a1b2c3d4e5f";
+
+/// The hooks' clock: every session starts at this instant (milliseconds).
+pub(crate) const NOW: u64 = 1_700_000_000_000;
+
+/// The gate sections the host adapters' tests share: the planner owns `plan.md`, the shell is
+/// watched (no kernel sandbox).
+pub(crate) const HOST_POLICY: &str = r#"
+[[territory]]
+paths = ["plan.md"]
+owner = "planner"
+
+[gates.shell]
+sandbox = "watch-only"
+"#;
 
 pub(crate) struct Project {
     _dir: tempfile::TempDir,
@@ -28,13 +43,27 @@ impl Project {
 
     /// Like [`Project::new`], wrapping `Bash` commands with `exe` (a `loopward` binary path).
     pub(crate) fn with_sandbox(policy: &str, exe: Option<&str>) -> Self {
+        Self::build(policy, exe, |b| b)
+    }
+
+    /// A scratch project whose hook answers as `host`, wrapping shell commands with `exe` and
+    /// told whether the loop served the session loopward's `handoff` over MCP.
+    pub(crate) fn for_host(policy: &str, host: Host, exe: Option<&str>, handoff: bool) -> Self {
+        Self::build(policy, exe, |b| b.host(host).handoff(handoff))
+    }
+
+    fn build(
+        policy: &str,
+        exe: Option<&str>,
+        more: impl FnOnce(HookContextBuilder) -> HookContextBuilder,
+    ) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path().canonicalize().unwrap();
         std::fs::write(root.join("loopward.toml"), policy).unwrap();
         let policy = loopward_runner::gates::PolicyConfig::from_toml(policy).unwrap();
         let mut b = HookContext::builder(&policy)
             .root(&root)
-            .clock(Arc::new(ManualClock::new(1_700_000_000_000)));
+            .clock(Arc::new(ManualClock::new(NOW)));
         if let Some(exe) = exe {
             b = b.sandbox_exec(loopward_hooks::SandboxExec {
                 exe: exe.into(),
@@ -42,7 +71,7 @@ impl Project {
                 unreadable: vec![],
             });
         }
-        let ctx = b.build().unwrap();
+        let ctx = more(b).build().unwrap();
         Self {
             _dir: dir,
             root,
@@ -59,7 +88,7 @@ impl Project {
         let cfg = loopward_runner::gates::PolicyConfig::from_toml(policy).unwrap();
         p.ctx = HookContext::builder(&cfg)
             .root(&p.root)
-            .clock(Arc::new(ManualClock::new(1_700_000_000_000)))
+            .clock(Arc::new(ManualClock::new(NOW)))
             .state_dir(&state)
             .build()
             .unwrap();
@@ -79,6 +108,48 @@ impl Project {
 
     pub(crate) fn read(&self, rel: &str) -> Option<String> {
         std::fs::read_to_string(self.path(rel)).ok()
+    }
+
+    /// A person grants `agent` a one-shot override on `path` (for ten minutes).
+    pub(crate) fn grant(&self, agent: &str, path: &str, reason: &str) {
+        let ws = loopward_runner::Workspace::new(&self.root).unwrap();
+        loopward_runner::gates::OverrideStore::for_workspace(&ws)
+            .grant(
+                &loopward_core::AgentId::new(agent).unwrap(),
+                &ws.resolve(path).unwrap(),
+                reason,
+                std::time::Duration::from_secs(600),
+                &ManualClock::new(NOW),
+            )
+            .unwrap();
+    }
+
+    /// The raw ledger of the run `run` (`codex-<session>`, …); empty when there is none.
+    pub(crate) fn ledger_text(&self, run: &str) -> String {
+        std::fs::read_to_string(self.root.join("runs").join(run).join("events.jsonl"))
+            .unwrap_or_default()
+    }
+
+    /// A Claude Code `Write` event of `file` as call `id` in the recorded session; after the
+    /// call (`PostToolUse`), the client's answer says whether the write `created` the file.
+    pub(crate) fn write_event(
+        &self,
+        name: &str,
+        id: &str,
+        file: &str,
+        content: &str,
+        created: bool,
+    ) -> String {
+        let mut v = serde_json::json!({
+            "session_id": SESSION, "transcript_path": "/t.jsonl", "cwd": self.root,
+            "hook_event_name": name, "tool_name": "Write", "tool_use_id": id,
+            "tool_input": {"file_path": self.path(file), "content": content},
+        });
+        if name == "PostToolUse" {
+            let kind = if created { "create" } else { "update" };
+            v["tool_response"] = serde_json::json!({"type": kind, "filePath": self.path(file)});
+        }
+        v.to_string()
     }
 
     /// A recorded hook input with `$ROOT` replaced by this project's root.
@@ -123,6 +194,41 @@ pub(crate) fn fixture_text(name: &str) -> String {
         .join("tests/fixtures/claude-code")
         .join(name);
     std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+}
+
+/// The call was blocked (exit 2, what Claude Code reads as "stop") and stderr says `why`.
+#[track_caller]
+pub(crate) fn assert_blocks(a: &HookAnswer, why: &str) {
+    assert_eq!(a.exit_code, 2, "{a:?}");
+    assert!(
+        a.stderr.contains(why),
+        "{why:?} not in stderr: {}",
+        a.stderr
+    );
+}
+
+/// Some line of a ledger summary (`Project::ledger`) contains `needle`.
+#[track_caller]
+pub(crate) fn assert_recorded(ledger: &[String], needle: &str) {
+    assert!(
+        ledger.iter().any(|l| l.contains(needle)),
+        "{needle:?} in no line of {ledger:#?}"
+    );
+}
+
+/// The hook told the client (on stdout) `needle`.
+#[track_caller]
+pub(crate) fn assert_tells(a: &HookAnswer, needle: &str) {
+    assert!(a.stdout.contains(needle), "{needle:?} not in stdout: {a:?}");
+}
+
+/// No line of a ledger summary contains `needle`.
+#[track_caller]
+pub(crate) fn assert_not_recorded(ledger: &[String], needle: &str) {
+    assert!(
+        !ledger.iter().any(|l| l.contains(needle)),
+        "{needle:?} in a line of {ledger:#?}"
+    );
 }
 
 /// What the hook command would show: exit status, stdout and stderr.

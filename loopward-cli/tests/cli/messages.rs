@@ -2,35 +2,9 @@
 //! fix, says its cause once, and every command it suggests is one the CLI has. Snapshotted, so a
 //! change to a message is a reviewed change.
 
+use super::assert_says;
+use super::{initialised, loopward, text};
 use std::path::Path;
-use std::process::{Command, Output};
-
-fn loopward(dir: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_loopward"))
-        .args(args)
-        .current_dir(dir)
-        .env("NO_COLOR", "1")
-        .env_remove("RUST_LOG")
-        .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
-        .env_remove("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
-        .output()
-        .unwrap()
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
-
-fn initialised() -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    let o = loopward(dir.path(), &["init"]);
-    assert!(o.status.success(), "{}", text(&o));
-    dir
-}
 
 fn edit_config(d: &Path, f: impl Fn(String) -> String) {
     let cfg = std::fs::read_to_string(d.join("loopward.toml")).unwrap();
@@ -194,7 +168,7 @@ fn unknown_cost_is_unknown_not_zero_dollars() {
     assert!(o.status.success(), "{}", text(&o));
     let report = text(&loopward(d, &["report"]));
     assert!(!report.contains("$0.000000"), "{report}");
-    assert!(report.contains("cost: unknown (no prices)"), "{report}");
+    assert_says(&report, "cost: unknown (no prices)");
 }
 
 #[test]

@@ -1,33 +1,25 @@
 //! `loopward hook claude-code` as Claude Code runs it: one process per event, the event on stdin.
 
+use super::CONFIG;
 use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
-const CONFIG: &str = r#"
-[run]
-first = "planner"
-
-[[agent]]
-name = "planner"
-tools = ["read_file", "write_file"]
-
-[[territory]]
-paths = ["plan.md"]
-owner = "planner"
-"#;
-
 fn hook(config: &Path, stdin: &[u8]) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_loopward"))
-        .args(["hook", "claude-code", "--config"])
-        .arg(config)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child.stdin.take().unwrap().write_all(stdin).unwrap();
-    child.wait_with_output().unwrap()
+    crate::support::with_stdin(
+        Command::new(env!("CARGO_BIN_EXE_loopward"))
+            .args(["hook", "claude-code", "--config"])
+            .arg(config),
+        stdin,
+    )
+}
+
+/// A scratch project (its canonical root) governed by [`CONFIG`].
+fn configured() -> (tempfile::TempDir, std::path::PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    std::fs::write(root.join("loopward.toml"), CONFIG).unwrap();
+    (dir, root)
 }
 
 fn write_event(root: &Path, agent: Option<&str>) -> String {
@@ -44,9 +36,7 @@ fn write_event(root: &Path, agent: Option<&str>) -> String {
 
 #[test]
 fn a_foreign_write_is_denied_and_the_owners_allowed() {
-    let dir = tempfile::tempdir().unwrap();
-    let root = dir.path().canonicalize().unwrap();
-    std::fs::write(root.join("loopward.toml"), CONFIG).unwrap();
+    let (_dir, root) = configured();
     let out = hook(
         &root.join("loopward.toml"),
         write_event(&root, None).as_bytes(),
@@ -100,9 +90,7 @@ fn an_invalid_config_blocks_with_exit_2() {
 
 #[test]
 fn stdin_that_is_not_utf8_blocks_with_exit_2() {
-    let dir = tempfile::tempdir().unwrap();
-    let root = dir.path().canonicalize().unwrap();
-    std::fs::write(root.join("loopward.toml"), CONFIG).unwrap();
+    let (_dir, root) = configured();
     let out = hook(
         &root.join("loopward.toml"),
         b"{\"session_id\": \"\xff\xfe\"}",
@@ -139,24 +127,14 @@ fn the_walkthrough_script_runs_and_shows_each_gate() {
 
 #[test]
 fn defer_allows_answers_nothing_on_allow_and_still_denies() {
-    let dir = tempfile::tempdir().unwrap();
-    let root = dir.path().canonicalize().unwrap();
-    std::fs::write(root.join("loopward.toml"), CONFIG).unwrap();
+    let (_dir, root) = configured();
     let run = |agent| {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_loopward"))
-            .args(["hook", "claude-code", "--defer-allows", "--config"])
-            .arg(root.join("loopward.toml"))
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(write_event(&root, agent).as_bytes())
-            .unwrap();
-        child.wait_with_output().unwrap()
+        crate::support::with_stdin(
+            Command::new(env!("CARGO_BIN_EXE_loopward"))
+                .args(["hook", "claude-code", "--defer-allows", "--config"])
+                .arg(root.join("loopward.toml")),
+            write_event(&root, agent).as_bytes(),
+        )
     };
     let allowed = run(Some("planner"));
     assert_eq!((allowed.status.code(), allowed.stdout.len()), (Some(0), 0));
@@ -171,10 +149,8 @@ fn defer_allows_answers_nothing_on_allow_and_still_denies() {
 /// <it> --subagent …`; that exact command must work, and the same call must then go through once.
 #[test]
 fn a_subagents_refusal_names_an_override_command_that_works() {
-    let dir = tempfile::tempdir().unwrap();
-    let root = dir.path().canonicalize().unwrap();
+    let (_dir, root) = configured();
     let config = root.join("loopward.toml");
-    std::fs::write(&config, CONFIG).unwrap();
     let event = write_event(&root, Some("code-reviewer"));
     let out = hook(&config, event.as_bytes());
     let stdout = String::from_utf8(out.stdout).unwrap();
@@ -246,10 +222,8 @@ fn bash_event(root: &Path, event: &str, command: &str, agent: Option<&str>) -> S
 /// territory, the config and `.claude/`, also from a background process that outlives it.
 #[test]
 fn a_bash_command_runs_rewritten_in_the_sandbox_and_cannot_write_elsewhere() {
-    let dir = tempfile::tempdir().unwrap();
-    let root = dir.path().canonicalize().unwrap();
+    let (_dir, root) = configured();
     let config = root.join("loopward.toml");
-    std::fs::write(&config, CONFIG).unwrap();
     std::fs::write(root.join("plan.md"), "# Plan\n").unwrap();
     std::fs::create_dir_all(root.join(".claude")).unwrap();
     std::fs::write(root.join(".claude/settings.json"), "{}").unwrap();
@@ -316,9 +290,7 @@ fn loopward(root: &Path, args: &[&str]) -> Output {
 /// `loopward` that is not on Claude Code's PATH would fail open (exit 127 = go ahead).
 #[test]
 fn hook_install_writes_an_absolute_command_and_doctor_catches_one_that_fails_open() {
-    let dir = tempfile::tempdir().unwrap();
-    let root = dir.path().canonicalize().unwrap();
-    std::fs::write(root.join("loopward.toml"), CONFIG).unwrap();
+    let (_dir, root) = configured();
     std::fs::create_dir(root.join(".claude")).unwrap();
     let bare = serde_json::json!({"hooks": {"PreToolUse": [{"matcher": "Write|Edit|MultiEdit|NotebookEdit|Bash",
         "hooks": [{"type": "command", "command": "loopward hook claude-code --config loopward.toml"}]}]}});
@@ -595,9 +567,7 @@ fn a_session_lock_held_by_another_process_blocks_instead_of_waiting_forever() {
 /// an install that leaves the reads out, or times the hook out too soon, would fail open.
 #[test]
 fn hook_install_covers_the_read_tools_and_a_timeout_above_the_bound() {
-    let dir = tempfile::tempdir().unwrap();
-    let root = dir.path().canonicalize().unwrap();
-    std::fs::write(root.join("loopward.toml"), CONFIG).unwrap();
+    let (_dir, root) = configured();
     let install = loopward(&root, &["hook", "install"]);
     assert_eq!(install.status.code(), Some(0), "{install:?}");
     let path = root.join(".claude/settings.json");

@@ -1,20 +1,15 @@
 //! Observability from the command line alone: `RUST_LOG` shows spans on stderr, and the standard
 //! `OTEL_EXPORTER_OTLP_ENDPOINT` sends them to a collector (here a stand-in on 127.0.0.1).
 
+use super::assert_says;
 use std::io::{Read, Write};
 use std::net::TcpListener;
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 use std::time::Duration;
 
 fn loopward(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_loopward"));
-    cmd.args(args)
-        .current_dir(dir)
-        .env("NO_COLOR", "1")
-        .env_remove("RUST_LOG")
-        .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
-        .env_remove("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT");
+    let mut cmd = super::loopward_cmd(dir, args);
     for (k, v) in env {
         cmd.env(k, v);
     }
@@ -42,8 +37,8 @@ fn rust_log_shows_the_runs_spans_and_silence_is_the_default() {
     );
     assert!(loud.status.success());
     let stderr = String::from_utf8_lossy(&loud.stderr);
-    assert!(stderr.contains("invoke_agent"), "{stderr}");
-    assert!(stderr.contains("execute_tool"), "{stderr}");
+    assert_says(&stderr, "invoke_agent");
+    assert_says(&stderr, "execute_tool");
 }
 
 #[test]
@@ -56,10 +51,7 @@ fn an_invalid_rust_log_is_named_not_fatal() {
     );
     assert!(o.status.success());
     let stderr = String::from_utf8_lossy(&o.stderr);
-    assert!(
-        stderr.contains("RUST_LOG=\"=[\" is not a valid filter"),
-        "{stderr}"
-    );
+    assert_says(&stderr, "RUST_LOG=\"=[\" is not a valid filter");
 }
 
 /// A collector stand-in: accepts HTTP posts and keeps their paths and bodies.
@@ -122,7 +114,7 @@ fn otel_exporter_otlp_endpoint_alone_sends_the_spans_to_a_collector() {
             &[("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:9")],
         );
         let stderr = String::from_utf8_lossy(&o.stderr);
-        assert!(stderr.contains("--features otel"), "{stderr}");
+        assert_says(&stderr, "--features otel");
         return;
     }
     let (url, posts) = collector();

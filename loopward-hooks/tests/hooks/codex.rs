@@ -1,28 +1,23 @@
 //! The Codex adapter: Codex's hook events (shapes from the JSON schemas in the Codex 0.171.0
 //! binary) judged by the same engine, answered the way Codex takes answers.
 
-use loopward_hooks::{handle, HookAnswer, HookContext, SandboxExec};
+use crate::support::{assert_tells, Project, HOST_POLICY as POLICY, NOW};
+use loopward_hooks::{handle, HookAnswer, HookContext};
 use loopward_runner::gates::{Host, PolicyConfig};
 use loopward_runner::ManualClock;
 use serde_json::{json, Value};
-use std::path::PathBuf;
 use std::sync::Arc;
-
-const POLICY: &str = r#"
-[[territory]]
-paths = ["plan.md"]
-owner = "planner"
-
-[gates.shell]
-sandbox = "watch-only"
-"#;
 
 const SESSION: &str = "019a1b2c-3d4e-7f00-8a9b-0c1d2e3f4a5b";
 
-struct Codex {
-    _dir: tempfile::TempDir,
-    root: PathBuf,
-    ctx: HookContext,
+/// A scratch project whose hook answers as Codex.
+struct Codex(Project);
+
+impl std::ops::Deref for Codex {
+    type Target = Project;
+    fn deref(&self) -> &Project {
+        &self.0
+    }
 }
 
 impl Codex {
@@ -32,28 +27,7 @@ impl Codex {
 
     /// A session the loop served loopward's `handoff` over MCP, or not.
     fn with_handoff(policy: &str, exe: Option<&str>, handoff: bool) -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        let root = dir.path().canonicalize().unwrap();
-        std::fs::write(root.join("loopward.toml"), policy).unwrap();
-        let cfg = PolicyConfig::from_toml(policy).unwrap();
-        let mut b = HookContext::builder(&cfg)
-            .root(&root)
-            .host(Host::Codex)
-            .handoff(handoff)
-            .clock(Arc::new(ManualClock::new(1_700_000_000_000)));
-        if let Some(exe) = exe {
-            b = b.sandbox_exec(SandboxExec {
-                exe: exe.into(),
-                config: root.join("loopward.toml"),
-                unreadable: vec![],
-            });
-        }
-        let ctx = b.build().unwrap();
-        Self {
-            _dir: dir,
-            root,
-            ctx,
-        }
+        Self(Project::for_host(policy, Host::Codex, exe, handoff))
     }
 
     /// A Codex tool event, every field its schema requires.
@@ -74,21 +48,7 @@ impl Codex {
     }
 
     fn ledger(&self) -> String {
-        std::fs::read_to_string(self.root.join(format!("runs/codex-{SESSION}/events.jsonl")))
-            .unwrap_or_default()
-    }
-
-    fn grant(&self, agent: &str, path: &str) {
-        let ws = loopward_runner::Workspace::new(&self.root).unwrap();
-        loopward_runner::gates::OverrideStore::for_workspace(&ws)
-            .grant(
-                &loopward_core::AgentId::new(agent).unwrap(),
-                &ws.resolve(path).unwrap(),
-                "fix the typo",
-                std::time::Duration::from_secs(600),
-                &ManualClock::new(1_700_000_000_000),
-            )
-            .unwrap();
+        self.ledger_text(&format!("codex-{SESSION}"))
     }
 }
 
@@ -109,13 +69,9 @@ fn a_patch_into_another_agents_territory_is_denied_with_a_remedy_codex_has() {
     let a = c.patch("PreToolUse", "call_1", &update("plan.md"));
     assert_eq!(a.exit_code, 0, "{}", a.stderr);
     assert_eq!(decision(&a).as_deref(), Some("deny"), "{}", a.stdout);
-    assert!(
-        a.stdout.contains("plan.md belongs to planner"),
-        "{}",
-        a.stdout
-    );
+    assert_tells(&a, "plan.md belongs to planner");
     // No subagent tool to name on Codex: the person passes it on.
-    assert!(a.stdout.contains("in your reply"), "{}", a.stdout);
+    assert_tells(&a, "in your reply");
     assert!(!a.stdout.contains("subagent_type"), "{}", a.stdout);
     assert!(c.ledger().contains(r#""run_started""#));
     assert!(c.ledger().contains("Codex session"));
@@ -165,7 +121,7 @@ fn an_allowed_patch_gets_no_answer_as_codex_refuses_a_bare_allow_and_its_effects
 #[test]
 fn a_one_shot_override_lets_exactly_one_patch_through() {
     let c = Codex::new(POLICY, None);
-    c.grant("root", "plan.md");
+    c.grant("root", "plan.md", "fix the typo");
     let first = c.patch("PreToolUse", "call_1", &update("plan.md"));
     assert_eq!(
         (first.exit_code, first.stdout.as_str()),
@@ -189,11 +145,7 @@ fn a_moved_file_is_judged_at_both_ends() {
     let patch = "*** Begin Patch\n*** Update File: notes.md\n*** Move to: plan.md\n@@\n-a\n+b\n*** End Patch\n";
     let a = c.patch("PreToolUse", "call_1", patch);
     assert_eq!(decision(&a).as_deref(), Some("deny"), "{}", a.stdout);
-    assert!(
-        a.stdout.contains("plan.md belongs to planner"),
-        "{}",
-        a.stdout
-    );
+    assert_tells(&a, "plan.md belongs to planner");
 }
 
 #[test]
@@ -201,7 +153,7 @@ fn a_patch_body_that_is_not_a_patch_or_leaves_the_project_is_denied() {
     let c = Codex::new(POLICY, None);
     let a = c.patch("PreToolUse", "call_1", "echo not a patch");
     assert_eq!(decision(&a).as_deref(), Some("deny"), "{}", a.stdout);
-    assert!(a.stdout.contains("Begin Patch"), "{}", a.stdout);
+    assert_tells(&a, "Begin Patch");
     let b = c.patch("PreToolUse", "call_2", &update("../outside.txt"));
     assert_eq!(decision(&b).as_deref(), Some("deny"), "{}", b.stdout);
 }
@@ -222,7 +174,7 @@ fn a_tool_the_codex_hook_does_not_know_is_denied_never_let_through() {
         "{}",
         a.stdout
     );
-    assert!(a.stdout.contains("apply_patch"), "{}", a.stdout);
+    assert_tells(&a, "apply_patch");
 }
 
 #[test]
@@ -354,7 +306,7 @@ fn another_hosts_writing_tool_reaching_the_claude_code_hook_is_denied() {
 /// again when the config changes between calls, never twice for the same one.
 #[test]
 fn the_policy_version_is_recorded_at_the_start_and_whenever_the_config_changes() {
-    let c = Codex::new(POLICY, None);
+    let mut c = Codex::new(POLICY, None);
     let versions = |c: &Codex| -> Vec<String> {
         c.ledger()
             .lines()
@@ -370,17 +322,12 @@ fn the_policy_version_is_recorded_at_the_start_and_whenever_the_config_changes()
     // A person changes the config: the next call records the new version before deciding.
     let changed = POLICY.replace("plan.md", "plans/**");
     let cfg = PolicyConfig::from_toml(&changed).unwrap();
-    let ctx = HookContext::builder(&cfg)
+    c.0.ctx = HookContext::builder(&cfg)
         .root(&c.root)
         .host(Host::Codex)
-        .clock(Arc::new(ManualClock::new(1_700_000_000_000)))
+        .clock(Arc::new(ManualClock::new(NOW)))
         .build()
         .unwrap();
-    let c2 = Codex {
-        _dir: tempfile::tempdir().unwrap(),
-        root: c.root.clone(),
-        ctx,
-    };
-    c2.patch("PreToolUse", "call_3", &update("notes.md"));
+    c.patch("PreToolUse", "call_3", &update("notes.md"));
     assert_eq!(versions(&c), vec![first, cfg.version()]);
 }

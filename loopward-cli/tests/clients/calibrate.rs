@@ -7,13 +7,12 @@
 //! calibrates it. `LOOPWARD_CAPTURE_TO=<dir>` copies the transcript there (how the fixture in
 //! `tests/fixtures/claude-code/` was made). Without a client the live test says so and passes.
 
-mod support;
-
+use crate::support::anthropic_server::{self, Reply};
+use crate::support::claude;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
-use support::anthropic_server::{self, Reply};
+use std::time::Duration;
 
 /// The candidate: plans/ is the planner's, sprawl at 2 units, one identical Bash call twice.
 const CANDIDATE: &str = r#"
@@ -106,55 +105,23 @@ fn a_captured_claude_code_transcript_is_calibrated_per_gate() {
     assert_calibrated(&calibrate(&config, &fixture));
 }
 
-/// The installed client, if any (as `claude_code_real/` finds it).
-fn claude() -> Option<PathBuf> {
-    if let Some(p) = std::env::var_os("LOOPWARD_CLAUDE") {
-        return Some(PathBuf::from(p));
-    }
-    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../.claude-code/node_modules/.bin/claude")
-        .canonicalize()
-        .ok()?;
-    p.is_file().then_some(p)
-}
-
 /// One headless prompt in `root` (continuing the last session when `resume`); ended by its PID
 /// after two minutes.
 fn prompt(claude: &Path, root: &Path, home: &Path, port: u16, text: &str, resume: bool) {
-    let mut cmd = Command::new(claude);
-    cmd.current_dir(root).arg("-p").arg(text);
+    let mut cmd = super::claude_in(claude, root, home, port);
+    cmd.arg("-p").arg(text);
     if resume {
         cmd.arg("--continue");
     }
     let mut child = cmd
         .args(["--output-format", "stream-json", "--verbose"])
         .args(["--permission-mode", "bypassPermissions"])
-        .env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .env("HOME", home)
-        .env("SHELL", "/bin/bash")
-        .env("IS_SANDBOX", "1")
-        .env("ANTHROPIC_BASE_URL", format!("http://127.0.0.1:{port}"))
-        .env("ANTHROPIC_API_KEY", "test")
-        .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
-        .env("DISABLE_AUTOUPDATER", "1")
         .stdin(Stdio::null())
         .stdout(std::fs::File::create(home.join("claude.stdout")).unwrap())
         .stderr(std::fs::File::create(home.join("claude.stderr")).unwrap())
         .spawn()
         .expect("starting claude");
-    let deadline = Instant::now() + Duration::from_secs(120);
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break Some(s);
-        }
-        if Instant::now() > deadline {
-            child.kill().unwrap();
-            child.wait().unwrap();
-            break None;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let status = crate::support::wait_up_to(&mut child, Duration::from_secs(120));
     let read = |f: &str| std::fs::read_to_string(home.join(f)).unwrap_or_default();
     assert!(
         status.is_some_and(|s| s.success()),

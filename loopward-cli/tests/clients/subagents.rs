@@ -48,22 +48,10 @@ fn the_printed_remedy_works_and_parallel_subagents_keep_their_own_writes() {
         eprintln!("\n\n*** SKIPPED: Claude Code is not installed. Run scripts/claude-code-install.sh (CI does) or set LOOPWARD_CLAUDE. ***\n\n");
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
-    let root = dir.path().join("project");
-    std::fs::create_dir_all(root.join("plans")).unwrap();
+    let (dir, root) = project_with(TEAM_CONFIG);
     std::fs::create_dir_all(root.join("src")).unwrap();
-    std::fs::create_dir_all(dir.path().join("home")).unwrap();
-    std::fs::write(root.join("loopward.toml"), TEAM_CONFIG).unwrap();
-    std::fs::write(root.join("plans/roadmap.md"), ROADMAP).unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_loopward"))
-        .args(["hook", "install", "--config"])
-        .arg(root.join("loopward.toml"))
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "hook install: {out:?}");
     subagent(&root, "planner");
     subagent(&root, "builder");
-    let root = root.canonicalize().unwrap();
     let home = dir.path().join("home");
     let p = |rel: &str| root.join(rel).to_str().unwrap().to_string();
     let agent = |who: &str, prompt: &str| Block::ToolUse {

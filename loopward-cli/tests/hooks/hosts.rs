@@ -1,23 +1,10 @@
 //! `loopward hook claude-code|codex|gemini` and `hook install|doctor --host …` as the hosts run them: one
 //! process per event, the event on stdin; the hook written where each host reads it.
 
+use super::{text, CONFIG};
 use serde_json::{json, Value};
-use std::io::Write;
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
-
-const CONFIG: &str = r#"
-[run]
-first = "planner"
-
-[[agent]]
-name = "planner"
-tools = ["read_file", "write_file"]
-
-[[territory]]
-paths = ["plan.md"]
-owner = "planner"
-"#;
+use std::process::{Command, Output};
 
 fn project() -> (tempfile::TempDir, std::path::PathBuf) {
     let dir = tempfile::tempdir().unwrap();
@@ -33,31 +20,14 @@ fn loopward(root: &Path, args: &[&str], stdin: Option<&str>) -> Output {
 
 /// [`loopward`], with `env` set too.
 fn loopward_env(root: &Path, args: &[&str], stdin: Option<&str>, env: &[(&str, &str)]) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_loopward"))
-        .args(args)
-        .envs(env.iter().copied())
-        .current_dir(root)
-        .env("PATH", "/usr/bin:/bin")
-        .env("XDG_STATE_HOME", root.with_file_name("state"))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(stdin.unwrap_or("").as_bytes())
-        .unwrap();
-    child.wait_with_output().unwrap()
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
+    crate::support::with_stdin(
+        Command::new(env!("CARGO_BIN_EXE_loopward"))
+            .args(args)
+            .envs(env.iter().copied())
+            .current_dir(root)
+            .env("PATH", "/usr/bin:/bin")
+            .env("XDG_STATE_HOME", root.with_file_name("state")),
+        stdin.unwrap_or("").as_bytes(),
     )
 }
 

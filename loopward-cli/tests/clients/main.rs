@@ -1,13 +1,19 @@
-//! The real Claude Code client, run headless against a scripted Messages API server, with the
-//! hook installed by `loopward hook install`: what the "model" tries is decided by the script,
+//! The real clients (Claude Code, Codex, Gemini CLI), one binary. Claude Code's tests are the
+//! modules below that use this file's helpers: the client run headless against a scripted
+//! Messages API server, with the hook installed by `loopward hook install`: what the "model" tries is decided by the script,
 //! what happens is decided by Claude Code, the hook and the kernel. Asserted on disk, on what
 //! the "model" was sent back, and in the hook's ledger: what the sandbox contains, what the
 //! hook refuses to the client's own read tools, and that the client's permission decision for a
 //! wrapped command is still its own.
 //!
-//! Needs the client: `scripts/claude-code-install.sh` (run by `.ci/run`) puts the pinned version
-//! in `.claude-code/`; `LOOPWARD_CLAUDE` names another binary. Without one the test says so
-//! loudly and passes.
+//! Codex's and Gemini CLI's sessions (`codex`, `gemini`), `loopward calibrate` on a real
+//! transcript (`calibrate`) and the client run whole inside `loopward contain`
+//! (`claude_code_contained`) bring their own set-up.
+//!
+//! Needs the clients: `scripts/claude-code-install.sh`, `codex-install.sh` and
+//! `gemini-install.sh` (run by `.ci/run`) put the pinned versions in `.claude-code/`,
+//! `.codex-cli/` and `.gemini-cli/`; `LOOPWARD_CLAUDE`, `LOOPWARD_CODEX` and `LOOPWARD_GEMINI`
+//! name other binaries. Without one its tests say so loudly and pass.
 
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
@@ -17,8 +23,12 @@ use support::anthropic_server::{self, Block, Reply};
 use support::clients::{CONFIG, ROADMAP};
 use support::{claude, ledger, wait_up_to};
 
+mod calibrate;
+mod claude_code_contained;
+mod codex;
 mod contained;
 mod fail_closed;
+mod gemini;
 mod mcp_tools;
 mod permission;
 mod state_reads;
@@ -30,11 +40,16 @@ mod support;
 /// A scratch project with the config, a roadmap in the planner's territory, and the hook
 /// installed by `loopward hook install`.
 fn project() -> (tempfile::TempDir, PathBuf) {
+    project_with(CONFIG)
+}
+
+/// [`project`] under another `config`.
+fn project_with(config: &str) -> (tempfile::TempDir, PathBuf) {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().join("project");
     std::fs::create_dir_all(root.join("plans")).unwrap();
     std::fs::create_dir_all(dir.path().join("home")).unwrap();
-    std::fs::write(root.join("loopward.toml"), CONFIG).unwrap();
+    std::fs::write(root.join("loopward.toml"), config).unwrap();
     std::fs::write(root.join("plans/roadmap.md"), ROADMAP).unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_loopward"))
         .args(["hook", "install", "--config"])
@@ -59,20 +74,10 @@ fn session(
     extra: &[&str],
 ) -> (bool, String, String) {
     let (out, err) = (home.join("claude.stdout"), home.join("claude.stderr"));
-    let mut child = Command::new(claude)
-        .current_dir(root)
+    let mut child = claude_in(claude, root, home, port)
         .args(["-p", prompt, "--output-format", "stream-json", "--verbose"])
         .args(["--permission-mode", mode])
         .args(extra)
-        .env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .env("HOME", home)
-        .env("SHELL", "/bin/bash")
-        .env("IS_SANDBOX", "1")
-        .env("ANTHROPIC_BASE_URL", format!("http://127.0.0.1:{port}"))
-        .env("ANTHROPIC_API_KEY", "test")
-        .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
-        .env("DISABLE_AUTOUPDATER", "1")
         .stdin(Stdio::null())
         .stdout(std::fs::File::create(&out).unwrap())
         .stderr(std::fs::File::create(&err).unwrap())
@@ -86,6 +91,23 @@ fn session(
         "the client hung (ended after 2 minutes)\nstdout: {stdout}\nstderr: {stderr}"
     );
     (status.unwrap().success(), stdout, stderr)
+}
+
+/// The client in `root`, headless, with nothing of the caller's environment but `PATH`: its home
+/// is `home`, its API the scripted server on `port`.
+fn claude_in(claude: &Path, root: &Path, home: &Path, port: u16) -> Command {
+    let mut cmd = Command::new(claude);
+    cmd.current_dir(root)
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", home)
+        .env("SHELL", "/bin/bash")
+        .env("IS_SANDBOX", "1")
+        .env("ANTHROPIC_BASE_URL", format!("http://127.0.0.1:{port}"))
+        .env("ANTHROPIC_API_KEY", "test")
+        .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
+        .env("DISABLE_AUTOUPDATER", "1");
+    cmd
 }
 
 /// loopward's state directory for the project at `root`, as the hook (HOME = `home`) finds it.

@@ -1,9 +1,7 @@
 //! `loopward hook claude-code`: recorded Claude Code hook inputs through the engine, with the
 //! exact answers Claude Code reads and the ledger entries they leave.
 
-mod hook_support;
-
-use hook_support::{shown, Project, SESSION};
+use crate::support::{assert_blocks, assert_not_recorded, assert_tells, shown, Project, SESSION};
 
 const POLICY: &str = r#"
 [[territory]]
@@ -46,12 +44,8 @@ fn a_subagent_named_in_capitals_is_judged_as_its_lowercase_name() {
     let p = project();
     let a = p.send_fixture("pre_edit_plan_explore.json");
     assert_eq!(a.exit_code, 0);
-    assert!(
-        a.stdout.contains(r#""permissionDecision":"deny""#),
-        "{}",
-        a.stdout
-    );
-    assert!(a.stdout.contains("explore does not own it"), "{}", a.stdout);
+    assert_tells(&a, r#""permissionDecision":"deny""#);
+    assert_tells(&a, "explore does not own it");
     assert!(p
         .ledger(SESSION)
         .last()
@@ -159,8 +153,7 @@ fn corrupt_session_state_blocks_instead_of_starting_afresh() {
         "{\"turn\": \"many\"}",
     );
     let a = p.send_fixture("pre_write_plan_planner.json");
-    assert_eq!(a.exit_code, 2);
-    assert!(a.stderr.contains("state.json is corrupt"), "{}", a.stderr);
+    assert_blocks(&a, "state.json is corrupt");
 }
 
 #[test]
@@ -169,12 +162,7 @@ fn a_ledger_that_cannot_be_written_blocks_the_call() {
     // A file where the session's run directory must go.
     p.write(&format!("runs/claude-code-{SESSION}"), "in the way");
     let a = p.send_fixture("pre_write_plan_planner.json");
-    assert_eq!(a.exit_code, 2);
-    assert!(
-        a.stderr.contains("audit ledger write failed"),
-        "{}",
-        a.stderr
-    );
+    assert_blocks(&a, "audit ledger write failed");
 }
 
 #[test]
@@ -189,8 +177,7 @@ fn no_project_root_blocks() {
         .fixture("pre_read.json")
         .replace(p.root.to_str().unwrap(), "relative/dir");
     let a = loopward_hooks::handle(&event, &ctx);
-    assert_eq!(a.exit_code, 2);
-    assert!(a.stderr.contains("no project root"), "{}", a.stderr);
+    assert_blocks(&a, "no project root");
 }
 
 #[test]
@@ -280,59 +267,30 @@ fn a_project_reached_through_a_symlinked_path_is_judged_inside_it() {
         &format!("{}/plan.md", alias.display()),
     );
     let a = p.send(&event);
-    assert!(
-        a.stdout.contains("plan.md belongs to planner"),
-        "{}",
-        a.stdout
-    );
+    assert_tells(&a, "plan.md belongs to planner");
     assert_eq!(
         p.ledger(SESSION).last().unwrap(),
         "[root t0] gate_decision territory:planner deny plan.md (toolu_01A)"
     );
 }
 
-fn grant(p: &Project, agent: &str, path: &str, reason: &str) {
-    let ws = loopward_runner::Workspace::new(&p.root).unwrap();
-    loopward_runner::gates::OverrideStore::for_workspace(&ws)
-        .grant(
-            &loopward_core::AgentId::new(agent).unwrap(),
-            &ws.resolve(path).unwrap(),
-            reason,
-            std::time::Duration::from_secs(600),
-            &loopward_runner::ManualClock::new(1_700_000_000_000),
-        )
-        .unwrap();
-}
-
 #[test]
 fn a_one_shot_override_lets_exactly_one_write_through_logged_first() {
     let p = project();
-    grant(&p, "root", "plan.md", "fix the typo in step 1");
+    p.grant("root", "plan.md", "fix the typo in step 1");
     let first = p.send_fixture("pre_write_plan_root.json");
-    assert!(
-        first.stdout.contains(r#""permissionDecision":"allow""#),
-        "{}",
-        first.stdout
-    );
+    assert_tells(&first, r#""permissionDecision":"allow""#);
     let again = p.send_fixture("pre_write_plan_root.json");
-    assert!(
-        again.stdout.contains(r#""permissionDecision":"deny""#),
-        "{}",
-        again.stdout
-    );
+    assert_tells(&again, r#""permissionDecision":"deny""#);
     insta::assert_snapshot!(p.ledger(SESSION).join("\n"));
 }
 
 #[test]
 fn an_override_for_another_agent_is_not_honoured_and_the_refusal_says_why() {
     let p = project();
-    grant(&p, "builder", "plan.md", "builder may fix it");
+    p.grant("builder", "plan.md", "builder may fix it");
     let a = p.send_fixture("pre_write_plan_root.json");
-    assert!(
-        a.stdout.contains(r#""permissionDecision":"deny""#),
-        "{}",
-        a.stdout
-    );
+    assert_tells(&a, r#""permissionDecision":"deny""#);
     assert!(
         a.stdout
             .contains("refused: it is for agent builder, not root"),
@@ -353,11 +311,7 @@ fn a_plugin_subagent_name_is_mapped_not_refused() {
         "\"agent_type\": \"review:Security\", \"hook_event_name\"",
     );
     let a = p.send(&e);
-    assert!(
-        a.stdout.contains("review-security may write docs/guide.md"),
-        "{}",
-        a.stdout
-    );
+    assert_tells(&a, "review-security may write docs/guide.md");
     // A name that cannot become an agent name blocks.
     let e = p.fixture("pre_write_relative_docs.json").replace(
         "\"hook_event_name\"",
@@ -538,5 +492,5 @@ fn a_task_notification_is_not_the_person_and_starts_no_turn() {
         .filter(|l| l.contains("human_message"))
         .count();
     assert_eq!(humans, 1, "{ledger:#?}");
-    assert!(!ledger.iter().any(|l| l.contains("t2]")), "{ledger:#?}");
+    assert_not_recorded(&ledger, "t2]");
 }

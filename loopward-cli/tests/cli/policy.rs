@@ -1,8 +1,9 @@
 //! `loopward policy explain|lint`: the rule that decides, where it is written, and the version
 //! of the policy that said so; and rules that will not do what they seem to.
 
+use super::assert_says;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 
 const CONFIG: &str = r#"[run]
 first = "planner"
@@ -29,18 +30,11 @@ fn project(config: &str) -> (tempfile::TempDir, PathBuf) {
 }
 
 fn loopward(root: &Path, args: &[&str]) -> (Option<i32>, String) {
-    let o: Output = Command::new(env!("CARGO_BIN_EXE_loopward"))
-        .args(args)
-        .current_dir(root)
+    let o = super::loopward_cmd(root, args)
         .env("XDG_STATE_HOME", root.with_file_name("state"))
         .output()
         .unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
-    (o.status.code(), text)
+    (o.status.code(), super::text(&o))
 }
 
 /// `loopward policy explain --agent <agent> <what…>` in `root`.
@@ -64,22 +58,19 @@ fn explain_names_the_rule_its_line_the_remedy_and_the_policy_version() {
     let (_d, root) = project(CONFIG);
     let (code, text) = explain(&root, "builder", &["--write", "plans/a.md"]);
     assert_eq!(code, Some(1), "{text}");
-    assert!(
-        text.contains("deny     territory:planner        loopward.toml:12"),
-        "{text}"
-    );
-    assert!(text.contains("plans/a.md belongs to planner"), "{text}");
-    assert!(text.contains("hand it to planner"), "{text}");
+    assert_says(&text, "deny     territory:planner        loopward.toml:12");
+    assert_says(&text, "plans/a.md belongs to planner");
+    assert_says(&text, "hand it to planner");
     // The same rule, worded for the host that would show it.
     let (_, codex) = explain(
         &root,
         "builder",
         &["--write", "plans/a.md", "--host", "codex"],
     );
-    assert!(codex.contains("in your reply"), "{codex}");
+    assert_says(&codex, "in your reply");
     let (code, text) = explain(&root, "planner", &["--write", "plans/a.md"]);
     assert_eq!(code, Some(0), "{text}");
-    assert!(text.contains("decision: allow"), "{text}");
+    assert_says(&text, "decision: allow");
     // The version follows the effective policy, not the file's bytes.
     let v1 = version(&text);
     std::fs::write(root.join("loopward.toml"), format!("# a comment\n{CONFIG}")).unwrap();
@@ -116,8 +107,8 @@ fn explain_shows_the_override_a_write_would_use_and_uses_none() {
     for _ in 0..2 {
         let (code, text) = explain(&root, "builder", &["--write", "plans/a.md"]);
         assert_eq!(code, Some(0), "{text}");
-        assert!(text.contains("override"), "{text}");
-        assert!(text.contains("\"fix the typo\""), "{text}");
+        assert_says(&text, "override");
+        assert_says(&text, "\"fix the typo\"");
     }
 }
 
@@ -126,11 +117,11 @@ fn explain_a_command_lists_what_its_sandbox_leaves_read_only() {
     let (_d, root) = project(CONFIG);
     let (code, text) = explain(&root, "builder", &["--command", "make test"]);
     assert_eq!(code, Some(0), "{text}");
-    assert!(
-        text.contains("read-only: territory:planner plans/** (loopward.toml:12)"),
-        "{text}"
+    assert_says(
+        &text,
+        "read-only: territory:planner plans/** (loopward.toml:12)",
     );
-    assert!(text.contains("not compared afterwards: .git"), "{text}");
+    assert_says(&text, "not compared afterwards: .git");
 }
 
 /// [`CONFIG`] with a territory for the builder (lines 16–18): every agent is named somewhere.
@@ -143,10 +134,7 @@ fn lint_finds_nothing_in_a_config_whose_rules_all_do_what_they_say() {
     let (_d, root) = project(&clean());
     let (code, text) = loopward(&root, &["policy", "lint"]);
     assert_eq!(code, Some(0), "{text}");
-    assert!(
-        text.contains("no finding: every rule does what it says"),
-        "{text}"
-    );
+    assert_says(&text, "no finding: every rule does what it says");
 }
 
 #[test]
@@ -158,25 +146,19 @@ fn lint_finds_a_territory_in_control_files_a_plan_only_one_agent_can_write_and_w
     let (_d, root) = project(&bad);
     let (code, text) = loopward(&root, &["policy", "lint"]);
     assert_eq!(code, Some(1), "{text}");
-    assert!(
-        text.contains("loopward.toml:20: territory:builder: `.loopward/notes/*.md` lies in loopward's control files"),
-        "{text}"
-    );
+    assert_says(&text, "loopward.toml:20: territory:builder: `.loopward/notes/*.md` lies in loopward's control files");
     assert!(
         text.contains(
             "loopward.toml:24: the sprawl gate's plan plans/plan.md lies in territory:planner"
         ),
         "{text}"
     );
-    assert!(
-        text.contains("loopward.toml:27: [gates.shell] sandbox = \"watch-only\""),
-        "{text}"
+    assert_says(
+        &text,
+        "loopward.toml:27: [gates.shell] sandbox = \"watch-only\"",
     );
-    assert!(
-        text.contains("what to do: move plan_path out of territory:planner"),
-        "{text}"
-    );
-    assert!(text.contains("3 finding(s)"), "{text}");
+    assert_says(&text, "what to do: move plan_path out of territory:planner");
+    assert_says(&text, "3 finding(s)");
 }
 
 #[test]
@@ -189,23 +171,11 @@ fn lint_finds_paths_claimed_twice_and_globs_that_match_nothing() {
     let (code, text) = loopward(&root, &["policy", "lint"]);
     assert_eq!(code, Some(1), "{text}");
     // Two territories of one owner: where the first is written, naming the second's line.
-    assert!(
-        text.contains("loopward.toml:16: territory:builder and builder-extra (loopward.toml:20): redundant: `src/main.rs` adds nothing, `src/**` already claims it for the same owners"),
-        "{text}"
-    );
-    assert!(
-        text.contains("what to do: merge the two [[territory]] tables"),
-        "{text}"
-    );
+    assert_says(&text, "loopward.toml:16: territory:builder and builder-extra (loopward.toml:20): redundant: `src/main.rs` adds nothing, `src/**` already claims it for the same owners");
+    assert_says(&text, "what to do: merge the two [[territory]] tables");
     // Two globs of one territory.
-    assert!(
-        text.contains("loopward.toml:25: notes: redundant: `notes/todo.md` adds nothing, `notes/**` already claims it"),
-        "{text}"
-    );
-    assert!(
-        text.contains("loopward.toml:20: builder-extra: `lib\\util.rs` uses `\\`, which escapes the next character rather than separating folders: it matches `libutil.rs`"),
-        "{text}"
-    );
+    assert_says(&text, "loopward.toml:25: notes: redundant: `notes/todo.md` adds nothing, `notes/**` already claims it");
+    assert_says(&text, "loopward.toml:20: builder-extra: `lib\\util.rs` uses `\\`, which escapes the next character rather than separating folders: it matches `libutil.rs`");
     assert!(
         text.contains(
             "loopward.toml:20: builder-extra: `docs//a.md` has an empty folder name (`//`)"
@@ -214,7 +184,7 @@ fn lint_finds_paths_claimed_twice_and_globs_that_match_nothing() {
     );
     // A territory's trailing `/` is dropped: `tests/` covers tests/a.rs.
     assert!(!text.contains("`tests/`"), "{text}");
-    assert!(text.contains("4 finding(s)"), "{text}");
+    assert_says(&text, "4 finding(s)");
 }
 
 /// A team whose review gate, stop-gates and one agent cannot do what they seem to.
@@ -291,7 +261,7 @@ fn lint_finds_gates_that_cannot_fire_and_agents_named_nowhere() {
         !text.contains("`src/**`") && !text.contains("stopgate tool:write_file"),
         "{text}"
     );
-    assert!(text.contains("7 finding(s)"), "{text}");
+    assert_says(&text, "7 finding(s)");
 }
 
 #[test]
@@ -353,22 +323,13 @@ fn a_run_and_a_hook_record_the_rule_line_and_the_policy_version() {
         "tool_input": {"file_path": root.join("plans/a.md"), "content": "x"},
     });
     let hook = |root: &Path| {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_loopward"))
-            .args(["hook", "claude-code", "--config"])
-            .arg(root.join("loopward.toml"))
-            .env("XDG_STATE_HOME", root.with_file_name("state"))
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        use std::io::Write;
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(event.to_string().as_bytes())
-            .unwrap();
-        let out = child.wait_with_output().unwrap();
+        let out = crate::support::with_stdin(
+            Command::new(env!("CARGO_BIN_EXE_loopward"))
+                .args(["hook", "claude-code", "--config"])
+                .arg(root.join("loopward.toml"))
+                .env("XDG_STATE_HOME", root.with_file_name("state")),
+            event.to_string().as_bytes(),
+        );
         assert!(
             String::from_utf8_lossy(&out.stdout).contains("\"deny\""),
             "{out:?}"

@@ -4,25 +4,13 @@
 //! client holds a placeholder); its own `Read` of a key file fails; the session's ledger has
 //! every egress decision and no key.
 
-mod support;
-
+use crate::support::anthropic_server::{self, Reply};
+use crate::support::claude;
 use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use support::anthropic_server::{self, Reply};
 
 const REAL_KEY: &str = "sk-ant-real-key-held-by-loopward-0042";
-
-fn claude() -> Option<PathBuf> {
-    if let Some(p) = std::env::var_os("LOOPWARD_CLAUDE") {
-        return Some(PathBuf::from(p));
-    }
-    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../.claude-code/node_modules/.bin/claude")
-        .canonicalize()
-        .ok()?;
-    p.is_file().then_some(p)
-}
 
 /// The folder the client is installed in (`…/node_modules`), which the sandbox must read.
 fn install_root(claude: &Path) -> PathBuf {

@@ -1,11 +1,11 @@
 //! Claude Code `Bash` calls: the workspace is compared before and after; a change inside a
 //! territory the caller does not own is put back and reported to the model as a blocking reason.
 //! These tests run the watch alone (`sandbox = "watch-only"`), as the second line behind the
-//! sandbox the hook wraps commands in (see `hook_sandbox` below and the CLI's `hook_cli.rs`).
+//! sandbox the hook wraps commands in (see `hook_sandbox` below and `loopward-cli/tests/hooks/claude_code.rs`).
 
-mod hook_support;
-
-use hook_support::{shown, Project, SESSION};
+use crate::support::{
+    assert_blocks, assert_not_recorded, assert_recorded, assert_tells, shown, Project, SESSION,
+};
 
 const POLICY: &str = r#"
 [[territory]]
@@ -62,12 +62,8 @@ fn a_file_created_in_a_territory_by_bash_is_removed() {
     p.send_fixture("pre_bash_into_plan.json");
     run_bash(&p, "mkdir -p plans && echo x > plans/new.md");
     let post = p.send_fixture("post_bash_into_plan.json");
-    assert!(
-        post.stdout.contains(r#""decision":"block""#),
-        "{}",
-        post.stdout
-    );
-    assert!(post.stdout.contains("plans/new.md"), "{}", post.stdout);
+    assert_tells(&post, r#""decision":"block""#);
+    assert_tells(&post, "plans/new.md");
     assert!(p.read("plans/new.md").is_none());
 }
 
@@ -78,11 +74,7 @@ fn a_symlink_made_by_bash_that_points_into_a_territory_is_removed() {
     p.send_fixture("pre_bash_into_plan.json");
     run_bash(&p, "ln -s plan.md innocent.txt");
     let post = p.send_fixture("post_bash_into_plan.json");
-    assert!(
-        post.stdout.contains("innocent.txt is a link to plan.md"),
-        "{}",
-        post.stdout
-    );
+    assert_tells(&post, "innocent.txt is a link to plan.md");
     assert!(std::fs::symlink_metadata(p.path("innocent.txt")).is_err());
 }
 
@@ -114,12 +106,8 @@ fn bash_editing_loopward_control_files_is_reverted() {
     p.send_fixture("pre_bash_into_plan.json");
     run_bash(&p, "echo '[gates.sprawl]' >> loopward.toml && mkdir -p .loopward/overrides && echo '{}' > .loopward/overrides/x.json");
     let post = p.send_fixture("post_bash_into_plan.json");
-    assert!(post.stdout.contains("loopward.toml"), "{}", post.stdout);
-    assert!(
-        post.stdout.contains(".loopward/overrides/x.json"),
-        "{}",
-        post.stdout
-    );
+    assert_tells(&post, "loopward.toml");
+    assert_tells(&post, ".loopward/overrides/x.json");
     assert_eq!(p.read("loopward.toml").as_deref(), Some(POLICY));
     assert!(p.read(".loopward/overrides/x.json").is_none());
 }
@@ -128,12 +116,7 @@ fn bash_editing_loopward_control_files_is_reverted() {
 fn a_post_bash_without_its_snapshot_blocks() {
     let p = Project::new(POLICY);
     let post = p.send_fixture("post_bash_into_plan.json");
-    assert_eq!(post.exit_code, 2);
-    assert!(
-        post.stderr.contains("no workspace snapshot was taken"),
-        "{}",
-        post.stderr
-    );
+    assert_blocks(&post, "no workspace snapshot was taken");
 }
 
 #[test]
@@ -205,24 +188,14 @@ fn the_session_ledger_verifies_reports_and_catches_an_edit() {
     let forged = head.replacen("\"tool_requested\"", "\"tool_started\"", 1);
     std::fs::write(&events, text.replace(head, &forged)).unwrap();
     let a = p.send_fixture("pre_read.json");
-    assert_eq!(a.exit_code, 2, "{a:?}");
-    assert!(a.stderr.contains("events.jsonl"), "{a:?}");
+    assert_blocks(&a, "events.jsonl");
 }
 
 #[test]
 fn a_bash_write_covered_by_a_one_shot_override_stands_and_consumes_it() {
     let p = Project::new(POLICY);
     p.write("plan.md", "# Plan\n1. greet\n");
-    let ws = loopward_runner::Workspace::new(&p.root).unwrap();
-    loopward_runner::gates::OverrideStore::for_workspace(&ws)
-        .grant(
-            &loopward_core::AgentId::new("root").unwrap(),
-            &ws.resolve("plan.md").unwrap(),
-            "regenerate the plan with the script",
-            std::time::Duration::from_secs(600),
-            &loopward_runner::ManualClock::new(1_700_000_000_000),
-        )
-        .unwrap();
+    p.grant("root", "plan.md", "regenerate the plan with the script");
     p.send_fixture("pre_bash_into_plan.json");
     run_bash(&p, "echo '# Plan: mine' > plan.md && echo hi > notes.txt");
     let post = p.send_fixture("post_bash_into_plan.json");
@@ -240,13 +213,9 @@ fn a_watched_file_too_big_to_record_denies_the_command_naming_it() {
     p.write("plan.md", &"x".repeat(1000));
     let pre = p.send_fixture("pre_bash_into_plan.json");
     assert_eq!(pre.exit_code, 0);
-    assert!(
-        pre.stdout.contains(r#""permissionDecision":"deny""#),
-        "{}",
-        pre.stdout
-    );
-    assert!(pre.stdout.contains("max_snapshot_bytes"), "{}", pre.stdout);
-    assert!(pre.stdout.contains("plan.md is watched"), "{}", pre.stdout);
+    assert_tells(&pre, r#""permissionDecision":"deny""#);
+    assert_tells(&pre, "max_snapshot_bytes");
+    assert_tells(&pre, "plan.md is watched");
 }
 
 #[test]
@@ -257,18 +226,9 @@ fn a_change_that_cannot_be_put_back_is_recorded_as_such_and_named() {
     p.send_fixture("pre_bash_into_plan.json");
     run_bash(&p, "rm innocent.txt && ln -s plan.md innocent.txt");
     let post = p.send_fixture("post_bash_into_plan.json");
-    assert!(
-        post.stdout.contains("could not be put back"),
-        "{}",
-        post.stdout
-    );
+    assert_tells(&post, "could not be put back");
     let ledger = p.ledger(SESSION);
-    assert!(
-        ledger
-            .iter()
-            .any(|l| l.contains("violation innocent.txt not reverted")),
-        "{ledger:#?}"
-    );
+    assert_recorded(&ledger, "violation innocent.txt not reverted");
     let report = loopward_runner::audit::report(&p.path("runs"), &session_check()).unwrap();
     assert_eq!(report.unauthorised_writes.unreverted_violations, 1);
 }
@@ -339,45 +299,20 @@ fn with_a_state_directory_the_hook_keeps_nothing_in_the_workspace() {
     );
     run_bash(&p, "echo '# Plan: mine' > plan.md");
     let post = p.send_fixture("post_bash_into_plan.json");
-    assert!(
-        post.stdout.contains(r#""decision":"block""#),
-        "{}",
-        post.stdout
-    );
+    assert_tells(&post, r#""decision":"block""#);
     assert_eq!(p.read("plan.md").as_deref(), Some("# Plan\n1. greet\n"));
     assert!(sessions.join("state.json").is_file());
 }
 
-/// The blinding tests' config: a territory, a small snapshot budget, the watch alone.
-const SMALL: &str = r#"
-[[territory]]
-paths = ["plan.md", "plans/**"]
-owner = "planner"
-
-[gates.sprawl]
-enabled = false
-
-[gates.shell]
-sandbox = "watch-only"
-max_snapshot_bytes = 4096
-"#;
+/// The blinding tests' config: [`POLICY`] with a small snapshot budget (its last section is
+/// `[gates.shell]`).
+fn small() -> String {
+    format!("{POLICY}max_snapshot_bytes = 4096\n")
+}
 
 /// The recorded `Bash` event `name` as call `id`.
 fn bash(p: &Project, name: &str, id: &str) -> String {
     p.fixture(name).replace("toolu_01J", id)
-}
-
-/// A `Write` event of `file` as call `id`.
-fn write(p: &Project, name: &str, id: &str, file: &str, content: &str) -> String {
-    let mut v = serde_json::json!({
-        "session_id": SESSION, "transcript_path": "/t.jsonl", "cwd": p.root,
-        "hook_event_name": name, "tool_name": "Write", "tool_use_id": id,
-        "tool_input": {"file_path": p.path(file), "content": content},
-    });
-    if name == "PostToolUse" {
-        v["tool_response"] = serde_json::json!({"type": "create", "filePath": p.path(file)});
-    }
-    v.to_string()
 }
 
 fn mode(p: &Project, rel: &str) -> u32 {
@@ -387,7 +322,7 @@ fn mode(p: &Project, rel: &str) -> u32 {
 
 #[test]
 fn a_huge_file_in_a_free_folder_does_not_blind_the_bash_watch_to_a_mode_change_and_a_link() {
-    let p = Project::new(SMALL);
+    let p = Project::new(&small());
     p.write("plan.md", "# Plan\n");
     p.write("free/small.txt", "small");
     let before_mode = mode(&p, "plan.md");
@@ -406,14 +341,8 @@ fn a_huge_file_in_a_free_folder_does_not_blind_the_bash_watch_to_a_mode_change_a
     assert_eq!(mode(&p, "plan.md"), before_mode);
     assert!(std::fs::symlink_metadata(p.path("free/link.md")).is_err());
     let ledger = p.ledger(SESSION);
-    assert!(
-        ledger.iter().any(|l| l.contains("free/huge.bin create ok")),
-        "{ledger:#?}"
-    );
-    assert!(
-        !ledger.iter().any(|l| l.contains("violation :")),
-        "{ledger:#?}"
-    );
+    assert_recorded(&ledger, "free/huge.bin create ok");
+    assert_not_recorded(&ledger, "violation :");
 }
 
 /// A folder nested deeper than a path can name (`PATH_MAX`): no record of the workspace can be
@@ -426,7 +355,7 @@ fn too_deep() -> String {
 
 #[test]
 fn a_blinded_bash_call_moves_no_baseline_and_is_judged_once_the_workspace_can_be_compared() {
-    let p = Project::new(SMALL);
+    let p = Project::new(&small());
     p.write("plan.md", "# Plan\n");
     let before_mode = mode(&p, "plan.md");
     p.send(&bash(&p, "pre_bash_into_plan.json", "toolu_b1"));
@@ -458,12 +387,8 @@ fn a_blinded_bash_call_moves_no_baseline_and_is_judged_once_the_workspace_can_be
         "{}",
         pre.stdout
     );
-    let pre = p.send(&write(&p, "PreToolUse", "toolu_w1", "notes.txt", "x"));
-    assert!(
-        pre.stdout.contains(r#""permissionDecision":"deny""#),
-        "{}",
-        pre.stdout
-    );
+    let pre = p.send(&p.write_event("PreToolUse", "toolu_w1", "notes.txt", "x", true));
+    assert_tells(&pre, r#""permissionDecision":"deny""#);
     assert_eq!(mode(&p, "plan.md"), 0o777, "nothing was judged yet");
     // A person removes what blinds it: the next call first judges the blinded call's changes.
     std::fs::remove_dir_all(p.path("free/deep")).unwrap();
@@ -499,13 +424,9 @@ fn names_that_are_not_utf8_made_by_bash_stop_no_write_and_are_judged_by_their_by
     );
     let post = p.send(&bash(&p, "post_bash_into_plan.json", "toolu_b1"));
     assert_eq!(shown(&post), "exit 0\nstdout: \nstderr: \n");
-    let pre = p.send(&write(&p, "PreToolUse", "toolu_w1", "notes.txt", "x"));
-    assert!(
-        pre.stdout.contains(r#""permissionDecision":"allow""#),
-        "{}",
-        pre.stdout
-    );
-    let post = p.send(&write(&p, "PostToolUse", "toolu_w1", "notes.txt", "x"));
+    let pre = p.send(&p.write_event("PreToolUse", "toolu_w1", "notes.txt", "x", true));
+    assert_tells(&pre, r#""permissionDecision":"allow""#);
+    let post = p.send(&p.write_event("PostToolUse", "toolu_w1", "notes.txt", "x", true));
     assert_eq!(post.exit_code, 0, "{}", post.stderr);
     assert!(!post.stdout.contains("block"), "{}", post.stdout);
     assert_eq!(p.read("notes.txt").as_deref(), Some("x"));
@@ -529,16 +450,6 @@ fn names_that_are_not_utf8_made_by_bash_stop_no_write_and_are_judged_by_their_by
     assert!(std::fs::symlink_metadata(p.path("free/into")).is_err());
     // The ledger names the odd name in its lossless text: U+FFFD and the byte in hex.
     let ledger = p.ledger(SESSION);
-    assert!(
-        ledger
-            .iter()
-            .any(|l| l.contains("violation plans/\u{fffd}ff reverted")),
-        "{ledger:#?}"
-    );
-    assert!(
-        ledger
-            .iter()
-            .any(|l| l.contains("free/\u{fffd}fe create ok")),
-        "{ledger:#?}"
-    );
+    assert_recorded(&ledger, "violation plans/\u{fffd}ff reverted");
+    assert_recorded(&ledger, "free/\u{fffd}fe create ok");
 }

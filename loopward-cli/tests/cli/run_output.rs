@@ -2,26 +2,8 @@
 //! `loopward.run/1`), `--quiet` (the outcome only), no spinner where nobody watches, and the
 //! starter team's first run showing one refusal with its way out.
 
-use std::path::Path;
-use std::process::{Command, Output};
-
-fn loopward(dir: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_loopward"))
-        .args(args)
-        .current_dir(dir)
-        .env("NO_COLOR", "1")
-        .env_remove("RUST_LOG")
-        .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
-        .env_remove("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
-        .output()
-        .unwrap()
-}
-
-fn initialised() -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    assert!(loopward(dir.path(), &["init"]).status.success());
-    dir
-}
+use super::assert_says;
+use super::{initialised, loopward};
 
 #[test]
 fn json_is_one_object_per_ledger_record_between_start_and_end() {
@@ -165,7 +147,7 @@ fn the_starter_run_shows_one_refusal_and_its_way_out() {
     let stdout = String::from_utf8(o.stdout).unwrap();
     assert_eq!(o.status.code(), Some(0), "{stdout}");
     assert!(!stdout.contains("✗"), "{stdout}");
-    assert!(stdout.contains("allowed by one-shot override"), "{stdout}");
+    assert_says(&stdout, "allowed by one-shot override");
     assert!(std::fs::read_to_string(d.join("plan.md"))
         .unwrap()
         .contains("1. [x] write src/hello.txt"));
@@ -192,23 +174,17 @@ fn an_agents_say_is_shown_masked_verified_and_replayed() {
     )
     .unwrap();
     let with_secret = |args: &[&str]| {
-        Command::new(env!("CARGO_BIN_EXE_loopward"))
-            .args(args)
-            .current_dir(d)
-            .env("NO_COLOR", "1")
+        super::loopward_cmd(d, args)
             .env("SAY_DEPLOY", "s3cr3t-value-xyz")
-            .env_remove("RUST_LOG")
-            .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
-            .env_remove("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
             .output()
             .unwrap()
     };
     let o = with_secret(&["run", "--script", "s.toml", "--id", "r1"]);
     let stdout = String::from_utf8(o.stdout).unwrap();
     assert_eq!(o.status.code(), Some(0), "{stdout}");
-    assert!(
-        stdout.contains("    » root said: key [secret:DEPLOY] is set; <b>ready</b>\n"),
-        "{stdout}"
+    assert_says(
+        &stdout,
+        "    » root said: key [secret:DEPLOY] is set; <b>ready</b>\n",
     );
     let run = d.join("runs/r1");
     for f in ["events.jsonl", "audit.md", "audit.html", "audit.json"] {
@@ -216,9 +192,9 @@ fn an_agents_say_is_shown_masked_verified_and_replayed() {
         assert!(!text.contains("s3cr3t-value-xyz"), "{f} holds the secret");
     }
     let md = std::fs::read_to_string(run.join("audit.md")).unwrap();
-    assert!(
-        md.contains("**root said:** key [secret:DEPLOY] is set; <b>ready</b>\n"),
-        "{md}"
+    assert_says(
+        &md,
+        "**root said:** key [secret:DEPLOY] is set; <b>ready</b>\n",
     );
     let page = std::fs::read_to_string(run.join("audit.html")).unwrap();
     assert!(page.contains("root said: key [secret:DEPLOY] is set; &lt;b&gt;ready&lt;/b&gt;"));
@@ -228,5 +204,5 @@ fn an_agents_say_is_shown_masked_verified_and_replayed() {
     let replayed = with_secret(&["replay", "runs/r1"]);
     let said = String::from_utf8_lossy(&replayed.stdout);
     assert!(replayed.status.success(), "{said}");
-    assert!(said.contains("all the same"), "{said}");
+    assert_says(&said, "all the same");
 }

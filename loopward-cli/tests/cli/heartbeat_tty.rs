@@ -1,7 +1,6 @@
 //! The heartbeat on a real terminal: `loopward run` under a pseudo-terminal (`script`, from
 //! util-linux) against a model server that thinks for a few seconds shows the spinner on the
 //! terminal, with the seconds moving, and clears it before the run's next line.
-#![cfg(feature = "http")]
 
 use std::io::{Read, Write};
 use std::net::TcpListener;

@@ -4,10 +4,7 @@
 //! Codex, `write_file`/`replace`/`run_shell_command` on Gemini CLI), leaves the same decisions,
 //! override consumptions and violations in their ledgers, and each ledger verifies.
 
-#[path = "../../loopward-runner/tests/gates/support.rs"]
-mod gates_support;
-
-use gates_support::{Room, NOW};
+use crate::gates_support::{self, Room, NOW};
 use loopward_core::{AuditError, AuditEvent, AuditSink, Decision, GateMode, RunId};
 use loopward_hooks::{handle, HookContext, LedgerOpener};
 use loopward_runner::audit::MemorySink;

@@ -12,14 +12,11 @@
 //! `.gemini-cli/`; `LOOPWARD_GEMINI` names another binary. Without one the test says so loudly
 //! and passes.
 
-mod support;
-
+use crate::support::clients::{self, loopward, Client, ROADMAP};
+use crate::support::gemini_server::{self, Call};
 use serde_json::json;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::Duration;
-use support::clients::{self, loopward, Client, ROADMAP};
-use support::gemini_server::{self, Call};
+use std::process::Command;
 
 /// A scratch project and a home beside it with the client's config folder.
 fn project() -> (tempfile::TempDir, PathBuf, PathBuf) {
@@ -41,29 +38,19 @@ fn session(gemini: &Path, root: &Path, home: &Path, port: u16) -> (bool, String)
         json!({ root.to_str().unwrap(): "TRUST_FOLDER" }).to_string(),
     )
     .unwrap();
-    let log = home.join("gemini.out");
-    let mut child = Command::new(gemini)
-        .current_dir(root)
-        .args(["-p", "write the plan", "--yolo", "-m", "gemini-2.5-flash"])
-        .env_clear()
-        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
-        .env("HOME", home)
-        .env("XDG_STATE_HOME", home.join("state"))
-        .env("GEMINI_API_KEY", "test")
-        .env("GOOGLE_GEMINI_BASE_URL", format!("http://127.0.0.1:{port}"))
-        .stdin(Stdio::null())
-        .stdout(std::fs::File::create(&log).unwrap())
-        .stderr(std::fs::File::create(home.join("gemini.err")).unwrap())
-        .spawn()
-        .expect("starting gemini");
-    let status = support::wait_up_to(&mut child, Duration::from_secs(120));
-    let out = std::fs::read_to_string(&log).unwrap_or_default()
-        + &std::fs::read_to_string(home.join("gemini.err")).unwrap_or_default();
-    assert!(
-        status.is_some(),
-        "gemini hung (ended after 2 minutes)\n{out}"
-    );
-    (status.unwrap().success(), out)
+    crate::support::run_client(
+        Command::new(gemini)
+            .current_dir(root)
+            .args(["-p", "write the plan", "--yolo", "-m", "gemini-2.5-flash"])
+            .env_clear()
+            .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+            .env("HOME", home)
+            .env("XDG_STATE_HOME", home.join("state"))
+            .env("GEMINI_API_KEY", "test")
+            .env("GOOGLE_GEMINI_BASE_URL", format!("http://127.0.0.1:{port}")),
+        home,
+        "gemini",
+    )
 }
 
 #[test]

@@ -2,10 +2,8 @@
 //! process rules included. The servers are the test's own, on the loopback range: the allowed
 //! one on 127.0.0.2, the attacker's on 127.0.0.1 (another port).
 
-mod support;
-use support::http_server;
+use crate::support::{http_server, text};
 
-use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::sync::atomic::Ordering;
@@ -31,25 +29,13 @@ fn project(config: &str) -> (tempfile::TempDir, std::path::PathBuf) {
 }
 
 fn loopward(root: &Path, args: &[&str], stdin: &[u8]) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_loopward"))
-        .args(args)
-        .current_dir(root)
-        .env("XDG_STATE_HOME", root.with_file_name("state"))
-        .env("NO_COLOR", "1")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child.stdin.take().unwrap().write_all(stdin).unwrap();
-    child.wait_with_output().unwrap()
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
+    crate::support::with_stdin(
+        Command::new(env!("CARGO_BIN_EXE_loopward"))
+            .args(args)
+            .current_dir(root)
+            .env("XDG_STATE_HOME", root.with_file_name("state"))
+            .env("NO_COLOR", "1"),
+        stdin,
     )
 }
 

@@ -1,9 +1,7 @@
 //! Whatever arrives on the hook's stdin, the answer is exit 0 with a well-formed reply, or exit 2
 //! (blocking) with a reason — never a panic, never another status Claude Code would let through.
 
-mod hook_support;
-
-use hook_support::Project;
+use crate::support::{assert_tells, Project};
 use proptest::prelude::*;
 
 const POLICY: &str = "[[territory]]\npaths = [\"plan.md\"]\nowner = \"planner\"\n";
@@ -98,8 +96,8 @@ proptest! {
 fn an_mcp_tool_is_denied_until_allow_tools_names_it_and_then_recorded_with_its_line() {
     let p = Project::new(POLICY);
     let a = p.send(&pre_tool(&p, "mcp__github__create_issue"));
-    assert!(a.stdout.contains(r#""permissionDecision":"deny""#), "{a:?}");
-    assert!(a.stdout.contains("made for Claude Code 2.1.332"), "{a:?}");
+    assert_tells(&a, r#""permissionDecision":"deny""#);
+    assert_tells(&a, "made for Claude Code 2.1.332");
     assert!(
         a.stdout
             .contains(r#"[hooks] allow_tools = [\"mcp__github__*\"]"#),
@@ -125,7 +123,7 @@ fn an_mcp_tool_is_denied_until_allow_tools_names_it_and_then_recorded_with_its_l
     );
     // Another server's tool is still denied; a judged tool stays judged.
     let a = loopward_hooks::handle(&pre_tool(&p, "mcp__files__write"), &ctx);
-    assert!(a.stdout.contains(r#""permissionDecision":"deny""#), "{a:?}");
+    assert_tells(&a, r#""permissionDecision":"deny""#);
 }
 
 /// Another host's writing tool at the Claude Code hook (a Codex config running it) is denied
@@ -134,11 +132,8 @@ fn an_mcp_tool_is_denied_until_allow_tools_names_it_and_then_recorded_with_its_l
 fn another_hosts_tool_is_denied_even_when_allow_tools_takes_everything() {
     let p = Project::new(&format!("{POLICY}\n[hooks]\nallow_tools = [\"*\"]\n"));
     let a = p.send(&pre_tool(&p, "apply_patch"));
-    assert!(a.stdout.contains(r#""permissionDecision":"deny""#), "{a:?}");
-    assert!(
-        a.stdout.contains("loopward hook install --host codex"),
-        "{a:?}"
-    );
+    assert_tells(&a, r#""permissionDecision":"deny""#);
+    assert_tells(&a, "loopward hook install --host codex");
     // Everything else is then the person's to accept.
     let a = p.send(&pre_tool(&p, "CronCreate"));
     assert_eq!(a.stdout, "", "{a:?}");

@@ -2,6 +2,8 @@
 //! ledgers from `init`, strict `verify`, key rotation, sealed approvals and overrides in the
 //! state directory, and one decision among racing `approve` and `deny` processes.
 
+use super::assert_says;
+use super::text;
 use loopward_core::{AuditEvent, AuditSink, RunId, Scope};
 use loopward_runner::audit::{KeyRing, Ledger, LedgerKey, LedgerOptions};
 use std::path::{Path, PathBuf};
@@ -30,11 +32,8 @@ impl Team {
     }
 
     fn command(&self, args: &[&str]) -> Command {
-        let mut c = Command::new(env!("CARGO_BIN_EXE_loopward"));
-        c.args(args)
-            .current_dir(self.d())
-            .env("NO_COLOR", "1")
-            .env("XDG_STATE_HOME", self.xdg.path());
+        let mut c = super::loopward_cmd(self.d(), args);
+        c.env("XDG_STATE_HOME", self.xdg.path());
         c
     }
 
@@ -63,14 +62,6 @@ impl Team {
         std::fs::write(cfg, text).unwrap();
         self
     }
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
 }
 
 fn say(ledger: &Ledger, run: &str, what: &str) {
@@ -279,16 +270,12 @@ fn overrides_are_checked_when_granted_and_kept_in_the_state_dir() {
     )
     .unwrap();
     let list = text(&t.run(&["override", "list"]));
-    assert!(list.contains("usable  (typo fix)"), "{list}");
-    assert!(
-        list.contains("ov-9-0  builder → src/x  not usable"),
-        "{list}"
-    );
+    assert_says(&list, "usable  (typo fix)");
+    assert_says(&list, "ov-9-0  builder → src/x  not usable");
 }
 
 /// `loopward hook claude-code` on one Write of `plan.md` by `agent`, in the team's workspace.
 fn hook_write(t: &Team, agent: &str) -> String {
-    use std::io::Write;
     let root = t.d().canonicalize().unwrap();
     let event = serde_json::json!({
         "session_id": "ev-1", "transcript_path": "/t.jsonl", "cwd": root,
@@ -296,20 +283,10 @@ fn hook_write(t: &Team, agent: &str) -> String {
         "tool_input": {"file_path": root.join("plan.md"), "content": "# Plan"},
         "agent_type": agent,
     });
-    let mut child = t
-        .command(&["hook", "claude-code", "--config", "loopward.toml"])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(event.to_string().as_bytes())
-        .unwrap();
-    text(&child.wait_with_output().unwrap())
+    text(&crate::support::with_stdin(
+        &mut t.command(&["hook", "claude-code", "--config", "loopward.toml"]),
+        event.to_string().as_bytes(),
+    ))
 }
 
 #[test]
@@ -321,17 +298,11 @@ fn a_used_override_is_listed_as_used() {
     ]);
     assert!(o.status.success(), "{}", text(&o));
     let list = text(&t.run(&["override", "list"]));
-    assert!(
-        list.contains("builder → plan.md  usable  (typo fix)"),
-        "{list}"
-    );
+    assert_says(&list, "builder → plan.md  usable  (typo fix)");
     let said = hook_write(&t, "builder");
     assert!(said.contains(r#""permissionDecision":"allow""#), "{said}");
     let list = text(&t.run(&["override", "list"]));
-    assert!(
-        list.contains("builder → plan.md  used  (typo fix)"),
-        "{list}"
-    );
+    assert_says(&list, "builder → plan.md  used  (typo fix)");
     assert!(!list.contains("usable"), "{list}");
     // Used: it cannot be revoked, and the next write is refused.
     let id = list.split_whitespace().next().unwrap();
@@ -416,10 +387,7 @@ fn another_projects_key_is_unreadable_to_a_runs_shell_and_to_sandbox_exec() {
     let xdg = tempfile::tempdir().unwrap();
     let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let loopward = |dir: &Path, args: &[&str]| {
-        Command::new(env!("CARGO_BIN_EXE_loopward"))
-            .args(args)
-            .current_dir(dir)
-            .env("NO_COLOR", "1")
+        super::loopward_cmd(dir, args)
             .env("XDG_STATE_HOME", xdg.path())
             .output()
             .unwrap()
