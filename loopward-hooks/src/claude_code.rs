@@ -20,7 +20,7 @@
 //!   allow/ask/deny rules), on the replaced input: in the default mode without a rule that
 //!   allows it, a rewritten `Bash` call is asked about (refused in `-p`), with `"allow"` it
 //!   would run unasked, and `"ask"` asks even where a rule allows it. Checked against Claude
-//!   Code 2.1.332 (`loopward-cli/tests/claude_code_real.rs`). Because the rules are matched
+//!   Code 2.1.332 (`loopward-cli/tests/clients/`). Because the rules are matched
 //!   against the replaced input, a rule naming the original command (`Bash(npm test:*)`,
 //!   `deny: Bash(curl:*)`) no longer matches it.
 //! - `PostToolUse` cannot undo a tool call; `{"decision": "block", "reason": …}` feeds the reason

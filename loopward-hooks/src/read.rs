@@ -20,7 +20,7 @@
 //! process a `Bash` command left running) can still carry the client's read into the folder —
 //! the check and the read race. Links met *inside* a searched tree are not looked at here
 //! (Claude Code 2.1.332's `Grep` and `Glob` do not follow them; checked by
-//! `loopward-cli/tests/claude_code_real.rs`). This is a polite refusal observed at the hook, not
+//! `loopward-cli/tests/clients/`). This is a polite refusal observed at the hook, not
 //! containment: the complete answer is to run the whole client inside the sandbox.
 
 use super::claude_code::{ReadTool, Reply, ToolUse};
