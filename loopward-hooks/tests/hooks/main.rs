@@ -10,6 +10,7 @@ mod gates_support;
 
 mod claude_code;
 mod codex;
+mod durability;
 mod gates_parity;
 mod gemini;
 mod protocol;

@@ -1,0 +1,84 @@
+//! What the hook makes durable before its host hears the answer: every reply that lets
+//! something happen waits for a sync of the decisions behind it; a denial, which lets nothing
+//! happen, is written at once and synced with the session's next commit.
+
+use crate::support::{Project, HOST_POLICY, NOW, SESSION};
+use loopward_core::{AuditError, AuditEvent, AuditSink, RunId, Scope};
+use loopward_hooks::{FileLedgers, HookContext, LedgerOpener};
+use loopward_runner::gates::PolicyConfig;
+use loopward_runner::{Clock, ManualClock};
+use std::path::Path;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+
+/// The session's file ledger, counting its commits (each one a sync of the decisions behind it).
+struct Counting {
+    file: Arc<dyn AuditSink>,
+    commits: Arc<AtomicU32>,
+}
+
+impl AuditSink for Counting {
+    fn record(&self, scope: &Scope, event: &AuditEvent) -> Result<(), AuditError> {
+        self.file.record(scope, event)
+    }
+
+    fn commit(&self) -> Result<(), AuditError> {
+        self.commits.fetch_add(1, Ordering::SeqCst);
+        self.file.commit()
+    }
+}
+
+struct Opener(Arc<AtomicU32>);
+
+impl LedgerOpener for Opener {
+    fn open(
+        &self,
+        runs_dir: &Path,
+        run: &RunId,
+        clock: Arc<dyn Clock>,
+    ) -> Result<Arc<dyn AuditSink>, AuditError> {
+        Ok(Arc::new(Counting {
+            file: FileLedgers::default().open(runs_dir, run, clock)?,
+            commits: self.0.clone(),
+        }))
+    }
+}
+
+#[test]
+fn a_denial_is_on_file_before_the_answer_and_waits_for_the_next_commit() {
+    let mut p = Project::new(HOST_POLICY);
+    let commits = Arc::new(AtomicU32::new(0));
+    p.ctx = HookContext::builder(&PolicyConfig::from_toml(HOST_POLICY).unwrap())
+        .root(&p.root)
+        .clock(Arc::new(ManualClock::new(NOW)))
+        .ledgers(Arc::new(Opener(commits.clone())))
+        .build()
+        .unwrap();
+    let run = format!("claude-code-{SESSION}");
+    let denied = p.send(&p.write_event("PreToolUse", "toolu_deny", "plan.md", "x", true));
+    assert!(
+        denied.stdout.contains(r#""permissionDecision":"deny""#),
+        "{denied:?}"
+    );
+    assert_eq!(
+        commits.load(Ordering::SeqCst),
+        0,
+        "a denial is not synced on its own"
+    );
+    // Written before the answer: a hook killed right after it loses nothing.
+    assert!(
+        p.ledger_text(&run).contains("toolu_deny"),
+        "{}",
+        p.ledger_text(&run)
+    );
+    let allowed = p.send(&p.write_event("PreToolUse", "toolu_ok", "notes.md", "x", true));
+    assert!(
+        allowed.stdout.contains(r#""permissionDecision":"allow""#),
+        "{allowed:?}"
+    );
+    assert_eq!(
+        commits.load(Ordering::SeqCst),
+        1,
+        "what lets a call run is synced first"
+    );
+}
