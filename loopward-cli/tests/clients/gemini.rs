@@ -161,5 +161,5 @@ fn a_hook_gemini_cannot_start_blocks_the_session_and_doctor_flags_it() {
     let (_, out) = session(&gemini, &root, &home, port);
     assert_eq!(std::fs::read_to_string(&target).unwrap(), ROADMAP, "{out}");
     assert!(out.contains("Agent execution blocked"), "{out}");
-    assert!(out.contains("loopward: command not found"), "{out}");
+    assert!(out.contains("loopward-hook: command not found"), "{out}");
 }
