@@ -64,8 +64,12 @@ pub(super) fn handle(raw: &str, ctx: &HookContext) -> Result<Reply, HookError> {
             Event::PostToolUseFailure(call) => e.failed(call),
             Event::Other(name) => e.other(&name),
         }?;
-        // The client acts on the reply: the decisions behind it are durable first.
-        e.ledger.commit()?;
+        // The client acts on the reply: the decisions behind it are durable first. A denial
+        // lets nothing happen: its records are written (a killed hook loses none) and synced
+        // with the session's next commit, as the runner syncs a refusal with the next action.
+        if !matches!(reply, Reply::Deny { .. }) {
+            e.ledger.commit()?;
+        }
         Ok(reply)
     })
 }
