@@ -272,7 +272,7 @@ pub fn run(effort: Effort) -> Result<Section> {
         ],
         notes: vec![
             "The contained start includes planning the sandbox (a walk of the workspace) and making a network namespace, which the kernel does under a global lock: a busy machine making many namespaces at once pays more.".into(),
-            "Hook channel: a real `loopward contain` supervises a `sleep`; each sample starts `loopward-hook hook claude-code` (what `hook install` writes: the release hook binary with its default features, as `cargo install --path loopward-cli` builds it, beside the bench) with the supervisor's socket, sends a `PreToolUse` of a `Read` and waits for the answer — the hook's start, the channel, the supervisor's judgement (config, policy, session lock) and its ledger record. Beside it, the floor: `true` and `loopward-hook --version` started the same way.".into(),
+            "Hook channel: a real `loopward contain` supervises a `sleep`; each sample starts `loopward-hook hook claude-code` (what `hook install` writes: the release hook binary with its default features, as `cargo install --path loopward-cli` builds it, beside the bench) with the supervisor's socket and token (which the contained `sleep`'s shell hands over), sends a `PreToolUse` of a `Read` and waits for the answer — the hook's start, the channel, the supervisor's judgement (config, policy, session lock) and its ledger record. Beside it, the floor: `true` and `loopward-hook --version` started the same way.".into(),
             "Each proxied request is its own connection (the proxy forces `Connection: close` so that each request is judged), so the overhead includes a second connect on loopback.".into(),
         ],
         data: json!({

@@ -1,8 +1,9 @@
 //! Part 10's hook channel: a Claude Code hook call answered by `loopward contain`'s supervisor.
 //!
 //! A real `loopward contain` (the release `loopward` binary beside the bench's) supervises a
-//! `sleep` in a scratch project; each sample starts `loopward-hook hook claude-code` (what
-//! `hook install` writes) with the supervisor's socket in `LOOPWARD_SUPERVISOR`, writes a
+//! `sleep` in a scratch project (its shell first hands the bench the hooks' token); each sample
+//! starts `loopward-hook hook claude-code` (what `hook install` writes) with the supervisor's
+//! socket and token in `LOOPWARD_SUPERVISOR` and `LOOPWARD_SUPERVISOR_TOKEN`, writes a
 //! `PreToolUse` event of a `Read` on its stdin and waits for its answer: the hook process's
 //! start, the channel, the supervisor's judgement and its ledger record. The floor beside it: a
 //! no-op binary (`true`) started and waited for the same way, and the hook binary's own start
@@ -75,7 +76,16 @@ pub fn measure(effort: Effort) -> Result<HookChannel> {
     std::fs::write(project.join("a.txt"), "a\n")?;
     let contain = Command::new(&bin)
         .args([
-            "contain", "--agent", "builder", "--id", "bench", "--", "sleep", "600",
+            "contain",
+            "--agent",
+            "builder",
+            "--id",
+            "bench",
+            "--",
+            "sh",
+            "-c",
+            // The contained program hands the bench its hooks' token (its own to give).
+            "printf %s \"$LOOPWARD_SUPERVISOR_TOKEN\" > .token && exec sleep 600",
         ])
         .current_dir(&project)
         .env("XDG_STATE_HOME", &state)
@@ -102,10 +112,14 @@ pub fn measure(effort: Effort) -> Result<HookChannel> {
 
 fn calls(hook_bin: &Path, project: &Path, hooks_dir: &Path, effort: Effort) -> Result<HookChannel> {
     let socket = hooks_dir.join("hooks.sock");
+    let token_file = project.join(".token");
     let mut waited = Duration::ZERO;
-    while !socket.exists() {
+    while !socket.exists() || std::fs::metadata(&token_file).map_or(true, |m| m.len() == 0) {
         if waited > Duration::from_secs(20) {
-            bail!("loopward contain did not open {}", socket.display());
+            bail!(
+                "loopward contain did not open {} and hand its token over",
+                socket.display()
+            );
         }
         std::thread::sleep(Duration::from_millis(20));
         waited += Duration::from_millis(20);
@@ -116,11 +130,13 @@ fn calls(hook_bin: &Path, project: &Path, hooks_dir: &Path, effort: Effort) -> R
         "tool_input": {"file_path": project.join("a.txt")},
     })
     .to_string();
+    let token = std::fs::read_to_string(&token_file)?;
     let hook = || {
         let mut c = Command::new(hook_bin);
         c.args(["hook", "claude-code", "--config", "loopward.toml"])
             .current_dir(project)
-            .env("LOOPWARD_SUPERVISOR", &socket);
+            .env("LOOPWARD_SUPERVISOR", &socket)
+            .env("LOOPWARD_SUPERVISOR_TOKEN", &token);
         c
     };
     let (rounds, per_round) = (effort.pick(10, 2), effort.pick(20, 5));

@@ -453,14 +453,24 @@ fn ask_hook(event: &str) -> String {
     send("claude-code", event)
 }
 
-/// A plan line that sends `first` and `body` to the session's socket, keeping the answer.
+/// A plan line that sends `first` and `body` to the session's socket with the session's token,
+/// as the client's hooks do, keeping the answer.
 fn send(first: &str, body: &str) -> String {
+    send_as(first, body, "with-token")
+}
+
+/// Like [`send`]; `token` is `with-token`, or `none` for a sender the token was not given (a
+/// command the hook wrapped).
+fn send_as(first: &str, body: &str, token: &str) -> String {
     let py = r#"import json, os, socket, sys
 ev = sys.argv[2].replace("SESSION", os.environ["LOOPWARD_SESSION"])
+first = sys.argv[1]
+if sys.argv[3] == "with-token":
+    first += " " + os.environ["LOOPWARD_SUPERVISOR_TOKEN"]
 s = socket.socket(socket.AF_UNIX)
 try:
     s.connect(os.environ["LOOPWARD_SUPERVISOR"])
-    s.sendall((sys.argv[1] + "\n" + ev).encode())
+    s.sendall((first + "\n" + ev).encode())
     s.shutdown(socket.SHUT_WR)
     out = b""
     while True:
@@ -473,7 +483,7 @@ except OSError as e:
     print(json.dumps({"unreachable": str(e)}))
 "#;
     format!(
-        "python3 -c '{}' '{first}' '{body}' >> \"$PLANS/answer\"\n",
+        "python3 -c '{}' '{first}' '{body}' {token} >> \"$PLANS/answer\"\n",
         py.replace('\'', "'\\''"),
     )
 }
@@ -520,10 +530,12 @@ async fn a_sessions_hook_is_answered_by_the_loop_and_its_decision_recorded_under
     let post = r#"{"session_id":"SESSION","hook_event_name":"PostToolUse"}"#;
     let other = r#"{"session_id":"another","hook_event_name":"PreToolUse"}"#;
     let plan = format!(
-        "{}{}{}echo yes > done.txt\n",
+        "{}{}{}{}echo yes > done.txt\n",
         ask_hook(pre),
         ask_hook(post),
-        ask_hook(other)
+        ask_hook(other),
+        // A sandboxed command that found the socket: it was not given the token.
+        send_as("claude-code", pre, "none"),
     );
     let s = setup_with(
         &[(&plan, stream("Done.", 0.0))],
@@ -540,7 +552,7 @@ async fn a_sessions_hook_is_answered_by_the_loop_and_its_decision_recorded_under
         report.status
     );
     let a = answers(&s.plans);
-    assert_eq!(a.len(), 3, "{a:?}");
+    assert_eq!(a.len(), 4, "{a:?}");
     // Judged: the judge's answer, as it gave it.
     assert_eq!(
         (a[0]["exit_code"].as_i64(), a[0]["stdout"].as_str()),
@@ -552,6 +564,15 @@ async fn a_sessions_hook_is_answered_by_the_loop_and_its_decision_recorded_under
     assert_eq!(a[2]["exit_code"], 2);
     assert!(
         a[2]["stderr"].as_str().unwrap().contains("not \"another\""),
+        "{a:?}"
+    );
+    // Without the session's token: refused before the judge sees it.
+    assert_eq!(a[3]["exit_code"], 2);
+    assert!(
+        a[3]["stderr"]
+            .as_str()
+            .unwrap()
+            .contains("LOOPWARD_SUPERVISOR_TOKEN"),
         "{a:?}"
     );
     // In the run's ledger, under the session's turn: how many records are the hook's, then
@@ -575,7 +596,8 @@ async fn a_sessions_hook_is_answered_by_the_loop_and_its_decision_recorded_under
     assert_eq!(layer.as_str(), "hook");
     assert_eq!(detail.to_json()["records"], 1);
     assert_eq!(all[at - 1].0.agent.as_ref(), Some(&agent()));
-    // One judged event only: the erring one and the other session's recorded nothing.
+    // One judged event only: the erring one, the other session's and the tokenless one
+    // recorded nothing.
     assert_eq!(verdicts(&events(&sink), "hook").len(), 1);
 }
 

@@ -99,12 +99,15 @@ pub async fn run(args: Args) -> Result<ExitCode> {
     let _ = std::fs::remove_file(&hooks_socket);
     let hooks = std::os::unix::net::UnixListener::bind(&hooks_socket)
         .with_context(|| format!("listening for hooks at {}", hooks_socket.display()))?;
+    // The program's hooks send it; the commands they wrap are not given it.
+    let token = loopward_runner::cli_agent::new_token().context("making the hooks' token")?;
     let _hooks = super::supervisor::serve(
         hooks,
         args.config
             .canonicalize()
             .unwrap_or_else(|_| args.config.clone()),
         args.agent.clone(),
+        token.clone(),
     )?;
     // A brokered model key: the program gets the proxy as its base URL and a placeholder.
     let gateway = match cfg.secrets.iter().find(|(_, s)| s.gateway.is_some()) {
@@ -219,6 +222,7 @@ pub async fn run(args: Args) -> Result<ExitCode> {
     }
     cmd.env("LOOPWARD_AGENT", agent.as_str());
     cmd.env(super::supervisor::SUPERVISOR_ENV, &hooks_socket);
+    cmd.env(loopward_runner::cli_agent::TOKEN_ENV, &token);
     let started = match spawn_contained(cmd, &plan).await {
         Ok(s) => s,
         Err(e) => {

@@ -214,7 +214,8 @@ fn answer(config: &Path, main_agent: &str, defer_allows: bool, host: Host) -> Re
     // Inside `loopward contain` (reached here only when `main` did not relay already): the
     // supervisor outside judges and records.
     if let Some(socket) = std::env::var_os(super::supervisor::SUPERVISOR_ENV) {
-        return super::supervisor::forward(Path::new(&socket), host, &input);
+        let token = std::env::var(loopward_runner::cli_agent::TOKEN_ENV).ok();
+        return super::supervisor::forward(Path::new(&socket), token.as_deref(), host, &input);
     }
     Ok(answer_event(config, main_agent, defer_allows, host, &input))
 }

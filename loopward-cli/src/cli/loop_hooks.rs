@@ -7,7 +7,8 @@ use super::hook::{context_for, masked, LoopSession};
 use loopward_core::{AgentId, AuditError, AuditEvent};
 use loopward_hooks::HookContext;
 use loopward_runner::cli_agent::{
-    EgressRecord, HookEvent, HookJudge, HookReply, Judged, EGRESS_WIRE, HOOK_ENV, SESSION_MARK,
+    first_line, EgressRecord, HookEvent, HookJudge, HookReply, Judged, EGRESS_WIRE, HOOK_ENV,
+    SESSION_MARK,
 };
 use loopward_runner::gates::Host;
 use loopward_runner::secrets::Masker;
@@ -114,6 +115,7 @@ const EGRESS_WAIT: Duration = Duration::from_secs(20);
 /// which records it in the run's ledger; an error unless the loop said it is recorded.
 pub(super) fn record_egress(
     socket: &Path,
+    token: Option<&str>,
     agent: &AgentId,
     event: &AuditEvent,
 ) -> Result<(), AuditError> {
@@ -131,7 +133,7 @@ pub(super) fn record_egress(
     let mut s = std::os::unix::net::UnixStream::connect(socket).map_err(|e| fail(e.to_string()))?;
     let _ = s.set_read_timeout(Some(EGRESS_WAIT));
     let _ = s.set_write_timeout(Some(EGRESS_WAIT));
-    s.write_all(format!("{EGRESS_WIRE}\n{body}").as_bytes())
+    s.write_all(format!("{}\n{body}", first_line(EGRESS_WIRE, token)).as_bytes())
         .and_then(|()| s.shutdown(std::net::Shutdown::Write))
         .map_err(|e| fail(e.to_string()))?;
     let mut reply = String::new();
@@ -179,7 +181,7 @@ mod tests {
             reason: "net".into(),
         };
         let agent = AgentId::new("builder").unwrap();
-        let e = record_egress(&dir.path().join("gone.sock"), &agent, &event).unwrap_err();
+        let e = record_egress(&dir.path().join("gone.sock"), None, &agent, &event).unwrap_err();
         assert!(
             e.0.contains("gone.sock") && e.0.contains("did not record"),
             "{e}"

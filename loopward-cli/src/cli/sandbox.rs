@@ -232,7 +232,8 @@ impl Book {
         };
         // A loop's session has no ledger of its own: the loop records it in the run's.
         if let Some(socket) = super::loop_hooks::loop_socket(|k| std::env::var_os(k)) {
-            return super::loop_hooks::record_egress(&socket, &self.agent, event);
+            let token = std::env::var(loopward_runner::cli_agent::TOKEN_ENV).ok();
+            return super::loop_hooks::record_egress(&socket, token.as_deref(), &self.agent, event);
         }
         if self.hooks.is_none() {
             let (ctx, _) = super::hook::context(

@@ -7,11 +7,15 @@
 //! client's flags) and records it in its ledgers. A socket that cannot be reached blocks the
 //! call.
 //!
-//! On the wire: the host's name (`claude-code`, `codex`, `gemini`) on the first line, then the
-//! event as the host wrote it; back comes one JSON object (`stdout`, `stderr`, `exit_code`).
+//! On the wire: the host's name (`claude-code`, `codex`, `gemini`) and the supervisor's token
+//! ([`TOKEN_ENV`]: given to the program, never to a command its hook wraps, whose environment
+//! is the sandbox's own) on the first line, then the event as the host wrote it; back comes one
+//! JSON object (`stdout`, `stderr`, `exit_code`). A connection without the token is refused: a
+//! sandboxed command that finds the socket cannot pass events of its own off as its host's.
 
 use anyhow::{bail, Context, Result};
 use loopward_hooks::{HookAnswer, HookContext};
+use loopward_runner::cli_agent::{first_line, sent_token, token_matches, TOKEN_ENV};
 use loopward_runner::gates::Host;
 use loopward_runner::secrets::Masker;
 use std::ffi::OsString;
@@ -61,8 +65,9 @@ pub fn relay(args: &[OsString], env: impl Fn(&str) -> Option<OsString>) -> Optio
         _ => return None,
     };
     let socket = env(SUPERVISOR_ENV)?;
+    let token = env(TOKEN_ENV).and_then(|t| t.into_string().ok());
     let answer = read_event()
-        .and_then(|input| forward(Path::new(&socket), host, &input))
+        .and_then(|input| forward(Path::new(&socket), token.as_deref(), host, &input))
         .unwrap_or_else(|e| HookAnswer::fail_closed(crate::error_text(&e)));
     Some(print(&answer))
 }
@@ -89,14 +94,19 @@ pub(super) fn read_event() -> Result<String> {
     Ok(input)
 }
 
-/// The hook's side: sends `host`'s event `input` to the supervisor at `socket` and returns its
-/// answer.
-pub(super) fn forward(socket: &Path, host: Host, input: &str) -> Result<HookAnswer> {
+/// The hook's side: sends `host`'s event `input` with the supervisor's `token` to the
+/// supervisor at `socket` and returns its answer.
+pub(super) fn forward(
+    socket: &Path,
+    token: Option<&str>,
+    host: Host,
+    input: &str,
+) -> Result<HookAnswer> {
     let mut s = std::os::unix::net::UnixStream::connect(socket)
         .with_context(|| format!("reaching loopward (the loop that started this session, or `loopward contain`'s supervisor) at {}", socket.display()))?;
     s.set_read_timeout(Some(WAIT))?;
     s.set_write_timeout(Some(WAIT))?;
-    s.write_all(format!("{}\n{input}", name_of(host)).as_bytes())?;
+    s.write_all(format!("{}\n{input}", first_line(name_of(host), token)).as_bytes())?;
     s.shutdown(std::net::Shutdown::Write)?;
     let mut reply = String::new();
     s.read_to_string(&mut reply)
@@ -123,6 +133,8 @@ struct Built {
 struct Judge {
     config: PathBuf,
     agent: String,
+    /// What a connection must send with its host's name.
+    token: String,
     built: Mutex<Vec<Built>>,
 }
 
@@ -151,9 +163,13 @@ impl Judge {
 
     /// Judges one message off the wire: the host's name, a newline, the event.
     fn answer(&self, message: &str) -> Result<HookAnswer> {
-        let Some((name, event)) = message.split_once('\n') else {
+        let Some((first, event)) = message.split_once('\n') else {
             bail!("the hook's message names no host");
         };
+        let (name, sent) = sent_token(first);
+        if !token_matches(&self.token, sent) {
+            bail!("this supervisor answers its program's hooks only (they hold its token, {TOKEN_ENV}); a command the hook wrapped has none");
+        }
         let Some(host) = host_named(name) else {
             bail!("the hook's message names an unknown host {name:?}");
         };
@@ -168,7 +184,8 @@ impl Judge {
 const EVENT_WAIT: Duration = Duration::from_secs(2);
 
 /// The supervisor's side, on a thread of its own: answers every hook event sent to `listener`
-/// with `config`'s policy, `agent` as the main agent, until the returned guard is dropped.
+/// with `token` with `config`'s policy, `agent` as the main agent, until the returned guard is
+/// dropped.
 ///
 /// Each event is answered inline, one at a time: a judgement holds its session's lock anyway,
 /// and a hook waits on its answer for every tool call, so no hop between threads is added to
@@ -177,6 +194,7 @@ pub(super) fn serve(
     listener: std::os::unix::net::UnixListener,
     config: PathBuf,
     agent: String,
+    token: String,
 ) -> Result<Serving> {
     let socket = listener
         .local_addr()?
@@ -187,6 +205,7 @@ pub(super) fn serve(
     let judge = Judge {
         config,
         agent,
+        token,
         built: Mutex::default(),
     };
     let stopped = Arc::clone(&stop);
@@ -280,11 +299,24 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let socket = dir.path().join("hooks.sock");
         let listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
-        let serving = serve(listener, dir.path().join("missing.toml"), "builder".into()).unwrap();
+        let serving = serve(
+            listener,
+            dir.path().join("missing.toml"),
+            "builder".into(),
+            "t0k".into(),
+        )
+        .unwrap();
         for _ in 0..2 {
-            let answer = forward(&socket, Host::ClaudeCode, "{}").unwrap();
+            let answer = forward(&socket, Some("t0k"), Host::ClaudeCode, "{}").unwrap();
             assert_eq!(answer.exit_code, 2, "{answer:?}");
             assert!(answer.stderr.contains("missing.toml"), "{answer:?}");
+        }
+        // Without the token, or with another, nothing is judged (the config is not even read).
+        for token in [None, Some("t0K")] {
+            let answer = forward(&socket, token, Host::ClaudeCode, "{}").unwrap();
+            assert_eq!(answer.exit_code, 2, "{answer:?}");
+            assert!(answer.stderr.contains(TOKEN_ENV), "{answer:?}");
+            assert!(!answer.stderr.contains("missing.toml"), "{answer:?}");
         }
         // A connection that sends nothing is answered with a block once its wait is over.
         let mut idle = std::os::unix::net::UnixStream::connect(&socket).unwrap();
@@ -293,7 +325,7 @@ mod tests {
         assert!(reply.contains("\"exit_code\":2"), "{reply}");
         drop(serving);
         assert!(
-            forward(&socket, Host::ClaudeCode, "{}").is_err(),
+            forward(&socket, Some("t0k"), Host::ClaudeCode, "{}").is_err(),
             "nobody answers once the supervisor stopped"
         );
     }
@@ -307,9 +339,10 @@ mod tests {
         let judge = Judge {
             config: PathBuf::from("/nonexistent/loopward.toml"),
             agent: "builder".into(),
+            token: "t".into(),
             built: Mutex::default(),
         };
-        let e = judge.answer("cursor\n{}").unwrap_err().to_string();
+        let e = judge.answer("cursor t\n{}").unwrap_err().to_string();
         assert!(e.contains("unknown host \"cursor\""), "{e}");
         let e = judge.answer("{}").unwrap_err().to_string();
         assert!(e.contains("names no host"), "{e}");

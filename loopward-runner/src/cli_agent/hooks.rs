@@ -6,7 +6,10 @@
 //! [`HOOK_ENV`] (made for that session alone, in loopward's state directory, removed when the
 //! session ends), sends the host's name on the first line and the event after it, and prints
 //! the answer it gets back (one JSON object: `stdout`, `stderr`, `exit_code`) — the wire of
-//! `loopward contain`'s supervisor. Here the loop hands the event to its judge (the CLI's: the
+//! `loopward contain`'s supervisor. The first line also carries the session's token
+//! ([`TOKEN_ENV`], which the client's hooks inherit and no command the hook wraps in the
+//! sandbox is given): a sandboxed command that finds the socket's path cannot pass its own
+//! events off as the client's. Here the loop hands the event to its judge (the CLI's: the
 //! same engine `loopward hook` runs, with the session's lock), records what the judge decided
 //! (a `layer_decision` `hook` saying how many records follow, then those records) and makes it
 //! durable, and only then answers. Served in the session's own task, beside the stream reader,
@@ -39,6 +42,59 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 /// The variable naming a session's hook socket in its client's environment (the one
 /// `loopward contain` sets for its supervisor: the hook relays the same way to either).
 pub const HOOK_ENV: &str = "LOOPWARD_SUPERVISOR";
+
+/// The variable holding the token a hook sends with its host's name: a secret of the socket's
+/// own, given to the client and not to the commands its hook wraps (their environment is the
+/// sandbox's own), so only the client's hooks (and `loopward sandbox exec`'s proxy, started
+/// by the client) are answered.
+pub const TOKEN_ENV: &str = "LOOPWARD_SUPERVISOR_TOKEN";
+
+/// A fresh socket token: 32 random bytes, in hex.
+pub fn new_token() -> std::io::Result<String> {
+    let mut bytes = [0u8; 32];
+    getrandom::fill(&mut bytes).map_err(|e| std::io::Error::other(e.to_string()))?;
+    Ok(hex::encode(bytes))
+}
+
+/// The wire's first line: `name`, then the token when there is one.
+///
+/// ```
+/// use loopward_runner::cli_agent::{first_line, sent_token};
+/// assert_eq!(first_line("codex", Some("t0k")), "codex t0k");
+/// assert_eq!(sent_token("codex t0k"), ("codex", Some("t0k")));
+/// assert_eq!(sent_token("codex"), ("codex", None));
+/// ```
+pub fn first_line(name: &str, token: Option<&str>) -> String {
+    match token {
+        Some(t) => format!("{name} {t}"),
+        None => name.to_string(),
+    }
+}
+
+/// The name and the token a first line carries.
+pub fn sent_token(line: &str) -> (&str, Option<&str>) {
+    match line.split_once(' ') {
+        Some((name, token)) => (name, Some(token)),
+        None => (line, None),
+    }
+}
+
+/// Whether `sent` is `token`, compared in time that does not depend on where they differ.
+///
+/// ```
+/// use loopward_runner::cli_agent::token_matches;
+/// assert!(token_matches("abc", Some("abc")));
+/// assert!(!token_matches("abc", Some("abd")) && !token_matches("abc", None));
+/// ```
+pub fn token_matches(token: &str, sent: Option<&str>) -> bool {
+    let Some(sent) = sent else { return false };
+    sent.len() == token.len()
+        && sent
+            .bytes()
+            .zip(token.bytes())
+            .fold(0u8, |d, (a, b)| d | (a ^ b))
+            == 0
+}
 
 /// How long one judgement may take before the call is blocked (inside the hook's own wait on
 /// the socket, 50 s, and the client's hook timeout).
@@ -163,6 +219,8 @@ pub(super) struct HookSocket {
     /// The loop's session id; the event's own `session_id` must be it, where the client takes
     /// it on its command line (Claude Code, Gemini CLI).
     session: String,
+    /// What a connection must send with its host's name ([`TOKEN_ENV`]).
+    token: String,
     checks_session: bool,
     handoff: bool,
     /// Events judged: a session that ran with none was not governed.
@@ -179,9 +237,12 @@ impl Drop for HookSocket {
 }
 
 impl HookSocket {
-    /// The client's environment entry naming the socket.
-    pub(super) fn env(&self) -> (std::ffi::OsString, std::ffi::OsString) {
-        (HOOK_ENV.into(), self.socket.as_os_str().to_owned())
+    /// The client's environment entries naming the socket and its token.
+    pub(super) fn env(&self) -> [(std::ffi::OsString, std::ffi::OsString); 2] {
+        [
+            (HOOK_ENV.into(), self.socket.as_os_str().to_owned()),
+            (TOKEN_ENV.into(), self.token.clone().into()),
+        ]
     }
 
     /// Events judged so far.
@@ -199,6 +260,11 @@ impl Inner {
         let name = format!("hook-{}.sock", &session[..session.len().min(13)]);
         let (listener, socket, dir) = super::socket::bind(&self.scratch, &name, "hook")
             .map_err(|e| TurnError::Model(ModelError::Local(e)))?;
+        let token = new_token().map_err(|e| {
+            TurnError::Model(ModelError::Local(format!(
+                "cannot make the session's hook token: {e}"
+            )))
+        })?;
         let handoff = self
             .loop_tools
             .as_ref()
@@ -209,6 +275,7 @@ impl Inner {
             judge: Arc::clone(judge),
             host: self.host.host(),
             session: session.to_string(),
+            token,
             checks_session: self.host.hooks_prompt(),
             handoff,
             judged: AtomicU32::new(0),
@@ -287,9 +354,18 @@ impl HookSocket {
     /// Judges one message off the wire and records the decision; the error, if any, is the
     /// ledger's (it ends the turn once the hook is told).
     async fn decide(&self, turn: &TurnContext, message: &str) -> (HookReply, Option<TurnError>) {
-        let Some((name, event)) = message.split_once('\n') else {
+        let Some((first, event)) = message.split_once('\n') else {
             return (HookReply::block("the hook's message names no host"), None);
         };
+        let (name, sent) = sent_token(first);
+        if !token_matches(&self.token, sent) {
+            return (
+                HookReply::block(format!(
+                    "this session's hook socket answers its client's hooks only (they hold its token, {TOKEN_ENV}); a command the hook wrapped has none"
+                )),
+                None,
+            );
+        }
         if name == EGRESS_WIRE {
             return self.egress(turn, event).await;
         }

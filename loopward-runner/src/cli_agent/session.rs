@@ -166,7 +166,7 @@ impl Inner {
                 .flat_map(super::relay::Relay::env),
         );
         cmd.env
-            .extend(hooks.as_ref().map(super::hooks::HookSocket::env));
+            .extend(hooks.iter().flat_map(super::hooks::HookSocket::env));
         let cmd = self
             .wrap
             .wrap(cmd)
