@@ -74,7 +74,7 @@ pub fn measure(effort: Effort) -> Result<HookChannel> {
         "[run]\nfirst = \"builder\"\n\n[[agent]]\nname = \"builder\"\ntools = [\"read_file\"]\n",
     )?;
     std::fs::write(project.join("a.txt"), "a\n")?;
-    let contain = Command::new(&bin)
+    let mut contain = Command::new(&bin)
         .args([
             "contain",
             "--agent",
@@ -85,19 +85,25 @@ pub fn measure(effort: Effort) -> Result<HookChannel> {
             "sh",
             "-c",
             // The contained program hands the bench its hooks' token (its own to give).
-            "printf %s \"$LOOPWARD_SUPERVISOR_TOKEN\" > .token && exec sleep 600",
+            "echo \"$LOOPWARD_SUPERVISOR_TOKEN\" && exec sleep 600",
         ])
         .current_dir(&project)
         .env("XDG_STATE_HOME", &state)
         .env("TMPDIR", &tmp)
         .stdin(Stdio::null())
-        .stdout(Stdio::null())
+        .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .context("starting loopward contain")?;
     let pid = contain.id();
+    // Its first line (empty when contain could not start the program).
+    let mut token = String::new();
+    if let Some(out) = contain.stdout.take() {
+        std::io::BufRead::read_line(&mut std::io::BufReader::new(out), &mut token)?;
+    }
     let result = calls(
         &hook,
+        token.trim(),
         &project,
         &tmp.join(format!("loopward-contain-{pid}")),
         effort,
@@ -110,16 +116,21 @@ pub fn measure(effort: Effort) -> Result<HookChannel> {
     result.with_context(|| String::from_utf8_lossy(&ended.stderr).into_owned())
 }
 
-fn calls(hook_bin: &Path, project: &Path, hooks_dir: &Path, effort: Effort) -> Result<HookChannel> {
+fn calls(
+    hook_bin: &Path,
+    token: &str,
+    project: &Path,
+    hooks_dir: &Path,
+    effort: Effort,
+) -> Result<HookChannel> {
+    if token.is_empty() {
+        bail!("the contained program handed over no token");
+    }
     let socket = hooks_dir.join("hooks.sock");
-    let token_file = project.join(".token");
     let mut waited = Duration::ZERO;
-    while !socket.exists() || std::fs::metadata(&token_file).map_or(true, |m| m.len() == 0) {
+    while !socket.exists() {
         if waited > Duration::from_secs(20) {
-            bail!(
-                "loopward contain did not open {} and hand its token over",
-                socket.display()
-            );
+            bail!("loopward contain did not open {}", socket.display());
         }
         std::thread::sleep(Duration::from_millis(20));
         waited += Duration::from_millis(20);
@@ -130,13 +141,12 @@ fn calls(hook_bin: &Path, project: &Path, hooks_dir: &Path, effort: Effort) -> R
         "tool_input": {"file_path": project.join("a.txt")},
     })
     .to_string();
-    let token = std::fs::read_to_string(&token_file)?;
     let hook = || {
         let mut c = Command::new(hook_bin);
         c.args(["hook", "claude-code", "--config", "loopward.toml"])
             .current_dir(project)
             .env("LOOPWARD_SUPERVISOR", &socket)
-            .env("LOOPWARD_SUPERVISOR_TOKEN", &token);
+            .env("LOOPWARD_SUPERVISOR_TOKEN", token);
         c
     };
     let (rounds, per_round) = (effort.pick(10, 2), effort.pick(20, 5));
