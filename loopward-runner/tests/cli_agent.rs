@@ -1,7 +1,7 @@
 //! `CliAgent` in a runner, over a scripted stand-in for the Claude Code client: a shell script
 //! that answers `--version` as the tested client and, per session, runs that session's plan
 //! (`<plans>/<n>.sh`: the files it changes) and prints its stream (`<plans>/<n>.jsonl`). The
-//! real client is driven in `loopward-cli/tests/loop_claude_code.rs`.
+//! real client is driven in `loopward-cli/tests/loop_claude_code/`.
 
 use loopward_core::{AgentId, AuditEvent, FinishReason, LayerVerdict, Person, RunId, RunStatus};
 use loopward_runner::audit::MemorySink;
