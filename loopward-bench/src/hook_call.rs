@@ -83,6 +83,11 @@ fn binary() -> Option<PathBuf> {
     bin.is_file().then_some(bin)
 }
 
+/// A binary's size on disk, as the notes say it (`?` when it cannot be read).
+fn size_of(bin: &Path) -> String {
+    std::fs::metadata(bin).map_or("?".into(), |m| format!("{:.1} MB", m.len() as f64 / 1e6))
+}
+
 /// Runs `bin args` with `stdin`, to its end; its stdout.
 fn call(bin: &Path, args: &[&str], stdin: &str, state: &Path) -> Result<Vec<u8>> {
     let mut child = Command::new(bin)
@@ -237,16 +242,19 @@ pub fn run(effort: Effort) -> Result<Section> {
                 .into(),
             "Every call is in the same session: a growing ledger must not make calls slower."
                 .into(),
-            "The hook runs as `loopward-hook` (6 MB, ~3,700 relocations at load) since it got a \
-             binary of its own; before, the whole `loopward` (21 MB, ~17,000) was started on \
-             every call. The floor is that smaller binary's start, so the ratio is over a \
-             smaller floor; `loopward --version` stands beside it for comparison. A `perf` \
-             profile of 60 calls when this changed (CPU of the hook process): the kernel 38% \
-             (exec, page faults, the ledger's sync), the dynamic loader 19% and libc 15% \
-             (symbol binding, the start's `cpuid` probes, which trap on this VM, malloc), the \
-             hook's own code 25%, spread thin: TOML parsing, the gates' compile, SHA-256 and \
-             JSON each a few percent."
-                .into(),
+            format!(
+                "The hook runs as `loopward-hook` ({}) since it got a binary of its own; before, \
+                 the whole `loopward` ({}) was started on every call. The floor is that smaller \
+                 binary's start, so the ratio is over a smaller floor; `loopward --version` \
+                 stands beside it for comparison. By hand with `perf` when this changed \
+                 (2026-12-02, 60 calls, CPU of the hook process): the kernel about two fifths \
+                 (exec, page faults, the ledger's sync), the dynamic loader and libc about a \
+                 third (symbol binding, the start's `cpuid` probes, which trap on a VM, malloc), \
+                 the hook's own code a quarter, spread thin: TOML parsing, the gates' compile, \
+                 SHA-256 and JSON each a few percent.",
+                size_of(&bin),
+                size_of(&whole)
+            ),
         ],
         data: json!({"calls": calls, "territories": TERRITORIES, "subject": s, "floor": f, "loopward_start": whole_start,
             "ratio": ratio}),
