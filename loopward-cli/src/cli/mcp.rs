@@ -2,12 +2,13 @@
 //! coding-agent session over MCP (stdio, the official SDK `rmcp`). The session's client starts it from the
 //! MCP config the loop gave that session; it decides and records nothing itself: each
 //! `tools/list` and `tools/call` is relayed to the loop over the session's relay socket
-//! ([`RELAY_ENV`]), where the runner runs the call through the agent's gates and records it.
+//! ([`RELAY_ENV`], with the relay's token from [`RELAY_TOKEN_ENV`]), where the runner runs the
+//! call through the agent's gates and records it.
 //! See docs/loop.md ("Handoffs between CLI agents").
 
 use anyhow::{Context, Result};
 use loopward_runner::cli_agent::{
-    ask, CliAgentBuilder, McpServer, RelayReply, RelayRequest, RELAY_ENV,
+    ask, CliAgentBuilder, McpServer, RelayReply, RelayRequest, RELAY_ENV, RELAY_TOKEN_ENV,
 };
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
@@ -23,7 +24,7 @@ use std::sync::Arc;
 #[derive(Debug, Clone, clap::Args)]
 #[command(after_help = "\
 Example (what a coding-CLI agent's session config starts; the loop sets the socket):
-  LOOPWARD_MCP_SOCKET=/path/to/state/mcp-s1.sock loopward mcp
+  LOOPWARD_MCP_SOCKET=/path/to/state/mcp-s1.sock LOOPWARD_MCP_TOKEN=… loopward mcp
 
 Not for use by hand: without the loop's socket every call is answered with an error.")]
 pub struct Args {}
@@ -32,14 +33,19 @@ pub struct Args {}
 #[derive(Clone, Debug)]
 struct Relayed {
     socket: PathBuf,
+    token: String,
 }
 
 pub(super) async fn run(_args: Args) -> Result<ExitCode> {
     let socket = std::env::var_os(RELAY_ENV).with_context(|| {
         format!("{RELAY_ENV} is not set: `loopward mcp` is started by a coding-agent session of `loopward loop` or `loopward run` (from the MCP config the loop gives it), not by hand")
     })?;
+    let token = std::env::var(RELAY_TOKEN_ENV).with_context(|| {
+        format!("{RELAY_TOKEN_ENV} is not set: the loop's relay answers only the MCP server its session's config starts (with the relay's token); start the session from `loopward loop` or `loopward run`")
+    })?;
     let server = Relayed {
         socket: PathBuf::from(socket),
+        token,
     }
     .serve(rmcp::transport::stdio())
     .await
@@ -67,7 +73,7 @@ impl<T: loopward::team::CliAgents> loopward::team::CliAgents for Serving<T> {
 
 impl Relayed {
     async fn ask(&self, request: RelayRequest) -> Result<RelayReply, ErrorData> {
-        ask(&self.socket, &request)
+        ask(&self.socket, &self.token, &request)
             .await
             .map_err(|e| ErrorData::internal_error(e, None))
     }
@@ -118,7 +124,7 @@ impl ServerHandler for Relayed {
                 .map_or(serde_json::Value::Null, serde_json::Value::Object),
         };
         // A loop that does not answer is a refusal the model reads, never a call let through.
-        let (content, is_error) = match ask(&self.socket, &call).await {
+        let (content, is_error) = match ask(&self.socket, &self.token, &call).await {
             Ok(RelayReply::Result { content, is_error }) => (content, is_error),
             Ok(RelayReply::Tools { .. }) => (
                 "not run: the loop answered a call with a tool list".to_string(),

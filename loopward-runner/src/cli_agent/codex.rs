@@ -94,13 +94,17 @@ impl Codex {
     /// call), and a call allowed as long as the session is.
     fn mcp_table(server: &LoopServer<'_>) -> String {
         let q = |s: &str| json!(s).to_string();
-        let (key, socket) = server.env();
+        let env: Vec<String> = server
+            .env()
+            .iter()
+            .map(|(key, value)| format!("{key} = {}", q(value)))
+            .collect();
         let args: Vec<String> = server.args().iter().map(|a| q(a)).collect();
         format!(
-            "\n[mcp_servers.{MCP_SERVER}]\ncommand = {}\nargs = [{}]\nenv = {{ {key} = {} }}\nrequired = true\nstartup_timeout_sec = 30\ntool_timeout_sec = {}\ndefault_tools_approval_mode = \"approve\"\n",
+            "\n[mcp_servers.{MCP_SERVER}]\ncommand = {}\nargs = [{}]\nenv = {{ {} }}\nrequired = true\nstartup_timeout_sec = 30\ntool_timeout_sec = {}\ndefault_tools_approval_mode = \"approve\"\n",
             q(&server.program()),
             args.join(", "),
-            q(&socket),
+            env.join(", "),
             server.timeout.as_secs().max(1),
         )
     }
@@ -412,6 +416,7 @@ mod tests {
         let mcp = LoopServer {
             server: &server,
             socket: Path::new("/state/mcp-s.sock"),
+            token: "t0k",
             timeout: std::time::Duration::from_secs(90),
         };
         let home = c.prepare(scratch.path(), "s1", Some(&mcp)).unwrap();
@@ -424,6 +429,7 @@ mod tests {
             ours["env"]["LOOPWARD_MCP_SOCKET"].as_str(),
             Some("/state/mcp-s.sock")
         );
+        assert_eq!(ours["env"]["LOOPWARD_MCP_TOKEN"].as_str(), Some("t0k"));
         assert_eq!(ours["required"].as_bool(), Some(true));
         assert_eq!(ours["tool_timeout_sec"].as_integer(), Some(90));
         assert_eq!(

@@ -345,6 +345,7 @@ mod tests {
         let mcp = LoopServer {
             server: &server,
             socket: Path::new("/state/mcp-s.sock"),
+            token: "t0k",
             timeout: std::time::Duration::from_secs(90),
         };
         let scratch = tempfile::tempdir().unwrap();
@@ -359,6 +360,7 @@ mod tests {
             (Some("/bin/loopward"), &json!(["mcp"]))
         );
         assert_eq!(ours["env"]["LOOPWARD_MCP_SOCKET"], "/state/mcp-s.sock");
+        assert_eq!(ours["env"]["LOOPWARD_MCP_TOKEN"], "t0k");
         assert_eq!(
             (&ours["trust"], &ours["timeout"]),
             (&json!(true), &json!(90_000))

@@ -29,7 +29,6 @@ use crate::context::TurnContext;
 use crate::gates::Host;
 use crate::model::ModelError;
 use crate::turn::TurnError;
-use futures::stream::{FuturesUnordered, StreamExt};
 use loopward_core::{AgentId, AuditEvent, LayerId, LayerVerdict};
 use serde::{Deserialize, Serialize};
 use std::future::Future;
@@ -292,21 +291,9 @@ pub(super) async fn serve<T>(
     turn: &TurnContext,
     main: impl Future<Output = Result<T, TurnError>>,
 ) -> Result<T, TurnError> {
-    let Some(hooks) = hooks else {
-        return main.await;
-    };
-    let mut main = std::pin::pin!(main);
-    let mut answering = FuturesUnordered::new();
-    loop {
-        tokio::select! {
-            out = &mut main => return out,
-            Some(done) = answering.next(), if !answering.is_empty() => done?,
-            conn = hooks.listener.accept() => {
-                if let Ok((stream, _)) = conn {
-                    answering.push(hooks.answer(turn, stream));
-                }
-            }
-        }
+    match hooks {
+        None => main.await,
+        Some(h) => super::socket::serve_beside(&h.listener, main, |s| h.answer(turn, s)).await,
     }
 }
 

@@ -64,7 +64,8 @@ pub use pin::Pin;
 pub use process::{CommandLine, NoWrap, Wrap, SESSION_MARK};
 pub use recorded::RecordedSessions;
 pub use relay::{
-    ask, served, McpServer, RelayReply, RelayRequest, MCP_SERVER, RELAY_ENV, TOOLS_ENV,
+    ask, served, McpServer, RelayReply, RelayRequest, MCP_SERVER, RELAY_ENV, RELAY_TOKEN_ENV,
+    TOOLS_ENV,
 };
 pub use stream::{Parse, SessionEnd, SessionEvent, StreamError, StreamParser};
 pub use verify::{Verdict, Verifier};

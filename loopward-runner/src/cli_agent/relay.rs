@@ -3,8 +3,11 @@
 //! A session's client starts `loopward mcp` (an MCP stdio server) from the MCP config the
 //! session is given; that server holds no state and decides nothing. For each `tools/list` and
 //! `tools/call` it opens the loop's relay socket (made for that session alone, in loopward's
-//! state directory; its path is in [`RELAY_ENV`]) and sends one [`RelayRequest`] line; the loop
-//! answers one [`RelayReply`] line. Here, in the runner, each call goes through the agent's
+//! state directory; its path is in [`RELAY_ENV`]) and sends the session's token (its
+//! [`RELAY_TOKEN_ENV`], which only the MCP config in loopward's state directory holds) on the
+//! first line and one [`RelayRequest`] line after it; the loop answers one [`RelayReply`] line.
+//! A connection without the token — a command the session ran that found the socket's path —
+//! is refused before anything is run or recorded. Here, in the runner, each call goes through the agent's
 //! tool stack as a hosted agent's call does (the policy gates — review, one handoff — then the
 //! layers' tool stack) and is recorded in the run's ledger under the session's turn; a handoff
 //! it registers is the turn's handoff.
@@ -18,7 +21,6 @@ use crate::context::TurnContext;
 use crate::model::ModelError;
 use crate::tool::{BoxToolService, ToolError, ToolSet};
 use crate::turn::TurnError;
-use futures::stream::{FuturesUnordered, StreamExt};
 use loopward_core::{AuditEvent, ToolCall, ToolSpec};
 use serde::{Deserialize, Serialize};
 use std::ffi::OsString;
@@ -30,6 +32,14 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
 /// The variable that tells `loopward mcp` where its session's relay socket is.
 pub const RELAY_ENV: &str = "LOOPWARD_MCP_SOCKET";
+
+/// The variable holding the token `loopward mcp` sends with each request: a secret of the
+/// relay socket's own, written only into the session's MCP config (in loopward's state
+/// directory, which no sandboxed command may read), not into the client's environment.
+pub const RELAY_TOKEN_ENV: &str = "LOOPWARD_MCP_TOKEN";
+
+/// The first line's name on the relay's wire.
+const WIRE: &str = "mcp";
 
 /// The variable that tells a session's hook which of loopward's tools its session was served
 /// (their names, comma-separated): a territory refusal names `handoff` only where the session
@@ -86,8 +96,9 @@ pub enum RelayReply {
     },
 }
 
-/// Asks the loop at `socket` (from [`RELAY_ENV`]) one request: `loopward mcp`'s end.
-pub async fn ask(socket: &Path, request: &RelayRequest) -> Result<RelayReply, String> {
+/// Asks the loop at `socket` (from [`RELAY_ENV`]) one request, with the session's `token`
+/// (from [`RELAY_TOKEN_ENV`]): `loopward mcp`'s end.
+pub async fn ask(socket: &Path, token: &str, request: &RelayRequest) -> Result<RelayReply, String> {
     let unreachable = |e: std::io::Error| {
         format!(
             "loopward's loop is not answering at {} ({e}); the session outlived its turn, or was not started by `loopward loop`/`loopward run`",
@@ -98,7 +109,9 @@ pub async fn ask(socket: &Path, request: &RelayRequest) -> Result<RelayReply, St
         .await
         .map_err(unreachable)?;
     let (read, mut write) = stream.into_split();
-    let mut line = serde_json::to_string(request).map_err(|e| e.to_string())?;
+    let mut line = super::hooks::first_line(WIRE, Some(token));
+    line.push('\n');
+    line.push_str(&serde_json::to_string(request).map_err(|e| e.to_string())?);
     line.push('\n');
     write
         .write_all(line.as_bytes())
@@ -160,6 +173,8 @@ impl CliAgentBuilder {
 pub(super) struct LoopServer<'a> {
     pub(super) server: &'a McpServer,
     pub(super) socket: &'a Path,
+    /// The relay's token ([`RELAY_TOKEN_ENV`]).
+    pub(super) token: &'a str,
     /// How long one call may take (the session's own timeout: the loop's gates answer it).
     pub(super) timeout: std::time::Duration,
 }
@@ -179,16 +194,23 @@ impl LoopServer<'_> {
             .collect()
     }
 
-    /// Its environment: the relay socket, and nothing else of the session's.
-    pub(super) fn env(&self) -> (&'static str, String) {
-        (RELAY_ENV, self.socket.to_string_lossy().into_owned())
+    /// Its environment: the relay socket and its token, and nothing else of the session's.
+    pub(super) fn env(&self) -> [(&'static str, String); 2] {
+        [
+            (RELAY_ENV, self.socket.to_string_lossy().into_owned()),
+            (RELAY_TOKEN_ENV, self.token.to_string()),
+        ]
     }
 
     /// `{"command", "args", "env"}`: the stdio server as Claude Code's and Gemini CLI's JSON
     /// configs both spell it.
     pub(super) fn json(&self) -> serde_json::Value {
-        let (key, socket) = self.env();
-        serde_json::json!({"command": self.program(), "args": self.args(), "env": {key: socket}})
+        let env: serde_json::Map<String, serde_json::Value> = self
+            .env()
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v.into()))
+            .collect();
+        serde_json::json!({"command": self.program(), "args": self.args(), "env": env})
     }
 }
 
@@ -196,6 +218,8 @@ impl LoopServer<'_> {
 pub(super) struct Relay {
     listener: tokio::net::UnixListener,
     socket: PathBuf,
+    /// What a connection must send first ([`RELAY_TOKEN_ENV`]).
+    token: String,
     server: McpServer,
     timeout: std::time::Duration,
     tools: Arc<LoopTools>,
@@ -217,6 +241,7 @@ impl Relay {
         LoopServer {
             server: &self.server,
             socket: &self.socket,
+            token: &self.token,
             timeout: self.timeout,
         }
     }
@@ -252,9 +277,12 @@ impl Inner {
         let name = format!("mcp-{}.sock", &session[..session.len().min(13)]);
         let (listener, socket, dir) =
             super::socket::bind(&self.scratch, &name, "mcp").map_err(local)?;
+        let token = super::hooks::new_token()
+            .map_err(|e| local(format!("cannot make the session's relay token: {e}")))?;
         Ok(Some(Relay {
             listener,
             socket,
+            token,
             server: server.clone(),
             timeout: self.session_timeout,
             tools: tools.clone(),
@@ -272,45 +300,46 @@ pub(super) async fn serve<T>(
     turn: &TurnContext,
     main: impl Future<Output = Result<T, TurnError>>,
 ) -> Result<T, TurnError> {
-    let Some(relay) = relay else {
-        return main.await;
-    };
-    let mut main = std::pin::pin!(main);
-    let mut answering = FuturesUnordered::new();
-    loop {
-        tokio::select! {
-            out = &mut main => return out,
-            Some(done) = answering.next(), if !answering.is_empty() => done?,
-            conn = relay.listener.accept() => {
-                if let Ok((stream, _)) = conn {
-                    answering.push(relay.answer(turn, stream));
-                }
-            }
-        }
+    match relay {
+        None => main.await,
+        Some(r) => super::socket::serve_beside(&r.listener, main, |s| r.answer(turn, s)).await,
     }
 }
 
 impl Relay {
-    /// Answers one connection's request.
+    /// Answers one connection's request: refused unless its first line carries the token.
     async fn answer(
         &self,
         turn: &TurnContext,
         stream: tokio::net::UnixStream,
     ) -> Result<(), TurnError> {
         let (read, mut write) = stream.into_split();
-        let mut line = String::new();
-        if BufReader::new(read).read_line(&mut line).await.is_err() {
+        let mut read = BufReader::new(read);
+        let (mut first, mut line) = (String::new(), String::new());
+        if read.read_line(&mut first).await.is_err() {
             return Ok(());
         }
-        let reply = match serde_json::from_str::<RelayRequest>(&line) {
-            Ok(RelayRequest::List) => RelayReply::Tools {
-                tools: self.tools.tools.specs(),
-            },
-            Ok(RelayRequest::Call { name, arguments }) => self.call(turn, name, arguments).await?,
-            Err(e) => RelayReply::Result {
-                content: format!("not a relay request ({e})"),
+        let (wire, sent) = super::hooks::sent_token(first.trim_end());
+        let reply = if wire != WIRE || !super::hooks::token_matches(&self.token, sent) {
+            RelayReply::Result {
+                content: format!("refused: this session's relay answers its own MCP server only (it holds the relay's token, {RELAY_TOKEN_ENV}); nothing was run or recorded"),
                 is_error: true,
-            },
+            }
+        } else if read.read_line(&mut line).await.is_err() {
+            return Ok(());
+        } else {
+            match serde_json::from_str::<RelayRequest>(&line) {
+                Ok(RelayRequest::List) => RelayReply::Tools {
+                    tools: self.tools.tools.specs(),
+                },
+                Ok(RelayRequest::Call { name, arguments }) => {
+                    self.call(turn, name, arguments).await?
+                }
+                Err(e) => RelayReply::Result {
+                    content: format!("not a relay request ({e})"),
+                    is_error: true,
+                },
+            }
         };
         let mut text = serde_json::to_string(&reply).unwrap_or_default();
         text.push('\n');

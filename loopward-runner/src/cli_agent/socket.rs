@@ -1,6 +1,10 @@
 //! A session's Unix sockets (its MCP relay, its hook): bound in loopward's state directory,
-//! out of the agent's reach, or in a private temporary folder when that path is too long.
+//! out of the agent's reach, or in a private temporary folder when that path is too long, and
+//! answered in the session's own task, beside its stream reader ([`serve_beside`]).
 
+use crate::turn::TurnError;
+use futures::stream::{FuturesUnordered, StreamExt};
+use std::future::Future;
 use std::path::{Path, PathBuf};
 
 /// The longest socket path the kernel binds (`sun_path` is 108 bytes, with its NUL).
@@ -38,6 +42,34 @@ pub(super) fn bind(
         )
     })?;
     Ok((listener, socket, dir))
+}
+
+/// Runs `main` (the session's stream reader), answering each connection to `listener` with
+/// `answer` beside it in the same task until `main` ends: so an answer's records never fall
+/// between two records of the stream's. An answer that fails (a record the ledger could not
+/// take) ends the turn.
+pub(super) async fn serve_beside<T, A, F>(
+    listener: &tokio::net::UnixListener,
+    main: impl Future<Output = Result<T, TurnError>>,
+    answer: A,
+) -> Result<T, TurnError>
+where
+    A: Fn(tokio::net::UnixStream) -> F,
+    F: Future<Output = Result<(), TurnError>>,
+{
+    let mut main = std::pin::pin!(main);
+    let mut answering = FuturesUnordered::new();
+    loop {
+        tokio::select! {
+            out = &mut main => return out,
+            Some(done) = answering.next(), if !answering.is_empty() => done?,
+            conn = listener.accept() => {
+                if let Ok((stream, _)) = conn {
+                    answering.push(answer(stream));
+                }
+            }
+        }
+    }
 }
 
 #[cfg(test)]
