@@ -35,32 +35,28 @@ mod code_rules;
 mod doc_rules;
 mod graph;
 
-use code_rules::{hooks_rules, layer_name_rules, library_rules, ALL_SOURCES, LIBRARIES};
+use code_rules::{hooks_rules, layer_name_rules, library_rules, source_folders};
 use doc_rules::{code_map, invariant_page, invariant_problems, INVARIANTS};
-use graph::{crate_graph, rust_version};
+use graph::{crate_graph, metadata, rust_version};
 
 use anyhow::{bail, Context, Result};
 use std::path::Path;
 
 pub(crate) fn run(root: &Path) -> Result<()> {
     let mut problems = Vec::new();
-    crate_graph(root, &mut problems)?;
+    let meta = metadata(root)?;
+    crate_graph(&meta, &mut problems)?;
     rust_version(root, &mut problems)?;
-    for lib in LIBRARIES {
-        let dir = root.join(lib);
-        if dir.is_dir() {
-            sources(&dir, &mut |path, text| {
-                library_rules(root, path, text, &mut problems)
-            })?;
-        }
+    let (all, libraries) = source_folders(&meta);
+    for dir in &libraries {
+        sources(dir, &mut |path, text| {
+            library_rules(root, path, text, &mut problems)
+        })?;
     }
-    for dir in ALL_SOURCES {
-        let dir = root.join(dir);
-        if dir.is_dir() {
-            sources(&dir, &mut |path, text| {
-                layer_name_rules(root, path, text, &mut problems)
-            })?;
-        }
+    for dir in &all {
+        sources(dir, &mut |path, text| {
+            layer_name_rules(root, path, text, &mut problems)
+        })?;
     }
     let hooks = root.join("loopward-hooks/src");
     if hooks.is_dir() {

@@ -2,7 +2,7 @@
 //! libraries; no IO in the vocabulary; a `Person` made only where allowed; layers read back as
 //! `LayerId`, not by their ledger word; hook adapters that decide and word nothing.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// What `loopward-core` may not name in its code: files, sockets, processes, stdio, a runtime.
 const CORE_IO: &[&str] = &[
@@ -27,32 +27,46 @@ const LAYER_WORDS: &[&str] = &[
     "claude_code",
 ];
 
-/// Every crate's source folder: the layer-name rule holds in binaries too.
-pub(super) const ALL_SOURCES: &[&str] = &[
-    "loopward-core/src",
-    "loopward-runner/src",
-    "loopward-hooks/src",
-    "loopward-llama/src",
-    "loopward/src",
-    "loopward-restate/src",
-    "loopward-term/src",
-    "loopward-console/src",
-    "loopward-cli/src",
-    "loopward-demo/src",
-    "loopward-bench/src",
-    "examples",
+/// The workspace's crates that are not libraries for the library rules: the binaries, the
+/// terminal renderer (it prints, for them), the examples and this tool. Every other crate is
+/// held to them — a crate added to the workspace is, until it is named here.
+const NOT_LIBRARIES: &[&str] = &[
+    "loopward-cli",
+    "loopward-demo",
+    "loopward-bench",
+    "loopward-term",
+    "loopward-examples",
+    "xtask",
 ];
 
-/// Library source folders the environment and clock rules apply to.
-pub(super) const LIBRARIES: &[&str] = &[
-    "loopward-core/src",
-    "loopward-runner/src",
-    "loopward-hooks/src",
-    "loopward-llama/src",
-    "loopward/src",
-    "loopward-restate/src",
-    "loopward-console/src",
-];
+/// The crates whose sources no rule reads: this tool (its rules spell what they forbid).
+const UNREAD: &[&str] = &["xtask"];
+
+/// Every crate's source folder (the layer-name rule holds in binaries too), and the library
+/// crates' among them, from `cargo metadata`: `<crate>/src`, or the crate's folder where it has
+/// no `src` (the examples).
+pub(super) fn source_folders(meta: &serde_json::Value) -> (Vec<PathBuf>, Vec<PathBuf>) {
+    let (mut all, mut libraries) = (vec![], vec![]);
+    for p in meta["packages"].as_array().into_iter().flatten() {
+        let name = p["name"].as_str().unwrap_or_default();
+        let Some(dir) = p["manifest_path"]
+            .as_str()
+            .and_then(|m| Path::new(m).parent())
+        else {
+            continue;
+        };
+        if UNREAD.contains(&name) {
+            continue;
+        }
+        let src = dir.join("src");
+        let folder = if src.is_dir() { src } else { dir.to_path_buf() };
+        if !NOT_LIBRARIES.contains(&name) {
+            libraries.push(folder.clone());
+        }
+        all.push(folder);
+    }
+    (all, libraries)
+}
 
 /// The library files that may make a `Person` (`Person::at_the_keyboard`): its definition; the
 /// runner, for the messages its inbox delivered and, on resume, the task its journal read from
@@ -276,6 +290,42 @@ mod tests {
         assert_eq!(p.len(), 2, "{p:?}");
         assert!(p[0].starts_with("loopward-runner/src/x.rs:2:"), "{p:?}");
         assert!(p[1].contains("outside the clock"), "{p:?}");
+    }
+
+    #[test]
+    fn every_crate_but_the_binaries_is_held_to_the_library_rules() {
+        let d = tempfile::tempdir().unwrap();
+        for c in ["loopward-pages", "loopward-cli", "xtask", "examples"] {
+            std::fs::create_dir_all(d.path().join(c).join(if c == "examples" {
+                ""
+            } else {
+                "src"
+            }))
+            .unwrap();
+        }
+        let package = |name: &str, dir: &str| {
+            serde_json::json!({"name": name,
+                "manifest_path": d.path().join(dir).join("Cargo.toml")})
+        };
+        let meta = serde_json::json!({"packages": [
+            package("loopward-pages", "loopward-pages"),
+            package("loopward-cli", "loopward-cli"),
+            package("xtask", "xtask"),
+            package("loopward-examples", "examples"),
+        ]});
+        let (all, libraries) = source_folders(&meta);
+        let rel = |v: Vec<PathBuf>| -> Vec<String> {
+            v.iter()
+                .map(|p| p.strip_prefix(d.path()).unwrap().display().to_string())
+                .collect()
+        };
+        // A crate nobody listed (a new one) is a library; the binaries are read for layer
+        // names only; the examples have no `src`; xtask is not read.
+        assert_eq!(rel(libraries), ["loopward-pages/src"]);
+        assert_eq!(
+            rel(all),
+            ["loopward-pages/src", "loopward-cli/src", "examples"]
+        );
     }
 
     #[test]

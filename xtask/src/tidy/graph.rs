@@ -102,7 +102,9 @@ const NOT_IN_RUNNER: &[&str] = &["maud"];
 /// Crates allowed to declare `llama-cpp-2` (it compiles llama.cpp).
 const LLAMA_ALLOWED: &[&str] = &["loopward-llama", "loopward-bench"];
 
-pub(super) fn crate_graph(root: &Path, problems: &mut Vec<String>) -> Result<()> {
+/// `cargo metadata --no-deps` of the workspace at `root`: its crates, their folders and their
+/// dependencies.
+pub(super) fn metadata(root: &Path) -> Result<serde_json::Value> {
     let out = Command::new(env!("CARGO"))
         .args(["metadata", "--format-version", "1", "--no-deps"])
         .current_dir(root)
@@ -114,8 +116,11 @@ pub(super) fn crate_graph(root: &Path, problems: &mut Vec<String>) -> Result<()>
             String::from_utf8_lossy(&out.stderr)
         );
     }
-    let meta: serde_json::Value = serde_json::from_slice(&out.stdout)?;
-    graph_problems(&meta, problems)
+    Ok(serde_json::from_slice(&out.stdout)?)
+}
+
+pub(super) fn crate_graph(meta: &serde_json::Value, problems: &mut Vec<String>) -> Result<()> {
+    graph_problems(meta, problems)
 }
 
 /// The crate-graph rules over `cargo metadata --no-deps` output.
