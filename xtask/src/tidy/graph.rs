@@ -102,9 +102,10 @@ const NOT_IN_RUNNER: &[&str] = &["maud"];
 /// Crates allowed to declare `llama-cpp-2` (it compiles llama.cpp).
 const LLAMA_ALLOWED: &[&str] = &["loopward-llama", "loopward-bench"];
 
-pub(super) fn crate_graph(root: &Path, problems: &mut Vec<String>) -> Result<()> {
+/// `cargo metadata --format-version 1` with `flag`, run in `root`, as JSON.
+fn cargo_metadata(root: &Path, flag: &str) -> Result<serde_json::Value> {
     let out = Command::new(env!("CARGO"))
-        .args(["metadata", "--format-version", "1", "--no-deps"])
+        .args(["metadata", "--format-version", "1", flag])
         .current_dir(root)
         .output()
         .context("cannot run cargo metadata")?;
@@ -114,8 +115,11 @@ pub(super) fn crate_graph(root: &Path, problems: &mut Vec<String>) -> Result<()>
             String::from_utf8_lossy(&out.stderr)
         );
     }
-    let meta: serde_json::Value = serde_json::from_slice(&out.stdout)?;
-    graph_problems(&meta, problems)
+    Ok(serde_json::from_slice(&out.stdout)?)
+}
+
+pub(super) fn crate_graph(root: &Path, problems: &mut Vec<String>) -> Result<()> {
+    graph_problems(&cargo_metadata(root, "--no-deps")?, problems)
 }
 
 /// The crate-graph rules over `cargo metadata --no-deps` output.
@@ -168,18 +172,7 @@ fn graph_problems(meta: &serde_json::Value, problems: &mut Vec<String>) -> Resul
 }
 
 pub(super) fn rust_version(root: &Path, problems: &mut Vec<String>) -> Result<()> {
-    let out = Command::new(env!("CARGO"))
-        .args(["metadata", "--format-version", "1", "--locked"])
-        .current_dir(root)
-        .output()
-        .context("cannot run cargo metadata")?;
-    if !out.status.success() {
-        bail!(
-            "cargo metadata failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-    let meta: serde_json::Value = serde_json::from_slice(&out.stdout)?;
+    let meta = cargo_metadata(root, "--locked")?;
     let members: Vec<&str> = meta["workspace_members"]
         .as_array()
         .into_iter()
