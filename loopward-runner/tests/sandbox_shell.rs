@@ -35,13 +35,11 @@ fn sandbox_decisions(room: &Room) -> Vec<Decision> {
         .collect()
 }
 
-fn violations(room: &Room) -> Vec<String> {
-    room.events()
+/// The paths of every violation recorded so far.
+fn violated(room: &Room) -> Vec<String> {
+    room.violations()
         .into_iter()
-        .filter_map(|e| match e {
-            AuditEvent::Violation { path, .. } => Some(path),
-            _ => None,
-        })
+        .map(|(path, _)| path)
         .collect()
 }
 
@@ -52,27 +50,26 @@ async fn a_command_writes_its_own_territory_and_is_refused_by_the_kernel_elsewhe
     room.write("loopward.toml", "# config");
     let builder = room.turn("builder");
     let out = room
-        .shell(
+        .sh(
             &builder,
             "echo code > src/main.rs; echo hijack > plan.md; echo evil >> loopward.toml; \
              mkdir -p plans; echo new > plans/new.md; echo x > $TMPDIR/scratch && cat $TMPDIR/scratch",
         )
-        .await
-        .unwrap();
+        .await;
     // The sandbox said no to each foreign write; nothing had to be reverted.
     assert_eq!(room.read("src/main.rs").unwrap(), "code\n");
     assert_eq!(room.read("plan.md").unwrap(), "the plan");
     assert_eq!(room.read("loopward.toml").unwrap(), "# config");
     assert!(!room.path("plans").exists());
-    assert!(out.content.contains("Permission denied"), "{}", out.content);
-    assert!(out.content.contains("stdout:\nx\n"), "{}", out.content);
-    assert!(
-        out.content
-            .contains("sandbox: this command could write only"),
-        "{}",
-        out.content
+    assert_says(
+        &out.content,
+        &[
+            "Permission denied",
+            "stdout:\nx\n",
+            "sandbox: this command could write only",
+        ],
     );
-    assert!(violations(&room).is_empty());
+    assert!(violated(&room).is_empty());
     assert_eq!(sandbox_decisions(&room), vec![Decision::Allow]);
 }
 
@@ -81,12 +78,11 @@ async fn a_file_in_a_territory_folder_that_does_not_exist_yet_cannot_be_created(
     let room = Room::new(ROOM);
     let builder = room.turn("builder");
     let out = room
-        .shell(
+        .sh(
             &builder,
             "mkdir plans; touch plans/a.md; touch plan.md; ln -s src plans2",
         )
-        .await
-        .unwrap();
+        .await;
     assert!(!room.path("plans").exists(), "{}", out.content);
     assert!(!room.path("plan.md").exists());
     assert!(!room.path("plans2").exists());
@@ -103,7 +99,7 @@ async fn a_background_writer_does_not_outlive_the_command() {
     room.write("plan.md", "the plan");
     let builder = room.turn("builder");
     let out = room
-        .shell(
+        .sh(
             &builder,
             // The command returns only once the writer has left its process group (`setsid`
             // runs before `sh` touches src/.left): the shell tool's group kill does not reach it.
@@ -111,8 +107,7 @@ async fn a_background_writer_does_not_outlive_the_command() {
              nohup sh -c 'sleep 0.5; echo late > src/nohup.txt' >/dev/null 2>&1 & \
              while [ ! -e src/.left ]; do sleep 0.01; done; echo started",
         )
-        .await
-        .unwrap();
+        .await;
     assert!(!out.is_error, "{}", out.content);
     assert!(room.path("src/.left").exists());
     tokio::time::sleep(Duration::from_millis(1500)).await;
@@ -127,13 +122,12 @@ async fn links_and_hard_links_into_a_territory_do_not_open_it() {
     room.write("plans/a.md", "keep");
     let builder = room.turn("builder");
     let out = room
-        .shell(
+        .sh(
             &builder,
             "ln plans/a.md src/hard.md; ln -s ../plans/a.md src/soft.md; echo x > src/soft.md; \
              mv plans/a.md src/moved.md; echo x >> src/hard.md",
         )
-        .await
-        .unwrap();
+        .await;
     assert_eq!(room.read("plans/a.md").unwrap(), "keep", "{}", out.content);
     use std::os::unix::fs::MetadataExt;
     // The kernel refused the hard link (EXDEV) and the move; `>>` then made a file of its own.
@@ -141,16 +135,12 @@ async fn links_and_hard_links_into_a_territory_do_not_open_it() {
         std::fs::metadata(room.path("plans/a.md")).unwrap().nlink(),
         1
     );
-    assert!(
-        out.content.contains("Invalid cross-device link"),
-        "{}",
-        out.content
-    );
+    assert_says(&out.content, &["Invalid cross-device link"]);
     assert!(!room.path("src/moved.md").exists());
     // The symbolic link (harmless to the kernel: a write through it is checked where it lands)
     // is still a link into a territory, and the watch removed it.
     assert!(!room.path("src/soft.md").exists());
-    assert_eq!(violations(&room), vec!["src/soft.md".to_string()]);
+    assert_eq!(violated(&room), vec!["src/soft.md".to_string()]);
 }
 
 #[tokio::test]
@@ -160,15 +150,14 @@ async fn a_command_cannot_tamper_with_loopward_state_or_signal_loopward() {
     room.write("runs/r0/events.jsonl", "{}\n");
     let me = std::process::id();
     let builder = room.turn("builder");
-    room.shell(
+    room.sh(
         &builder,
         &format!(
             "echo forged > .loopward/overrides/y.json; rm -f .loopward/overrides/x.json; \
              echo cut > runs/r0/events.jsonl; kill -STOP {me}; true"
         ),
     )
-    .await
-    .unwrap();
+    .await;
     assert!(!room.path(".loopward/overrides/y.json").exists());
     assert_eq!(room.read(".loopward/overrides/x.json").unwrap(), "{}");
     assert_eq!(room.read("runs/r0/events.jsonl").unwrap(), "{}\n");
@@ -183,9 +172,8 @@ async fn a_config_edit_and_a_territory_write_in_one_command_are_both_stopped() {
     );
     room.write("plan.md", "the plan");
     let builder = room.turn("builder");
-    room.shell(&builder, "printf '' > loopward.toml; echo hijack > plan.md")
-        .await
-        .unwrap();
+    room.sh(&builder, "printf '' > loopward.toml; echo hijack > plan.md")
+        .await;
     assert!(room.read("loopward.toml").unwrap().contains("planner"));
     assert_eq!(room.read("plan.md").unwrap(), "the plan");
 }
@@ -197,11 +185,11 @@ async fn watch_only_is_an_explicit_opt_in_recorded_as_a_warning() {
     ));
     room.write("plan.md", "the plan");
     let builder = room.turn("builder");
-    let out = room.shell(&builder, "echo hijack > plan.md").await.unwrap();
+    let out = room.sh(&builder, "echo hijack > plan.md").await;
     // Not contained, only watched: the write happened and was put back.
     assert!(out.is_error);
     assert_eq!(room.read("plan.md").unwrap(), "the plan");
-    assert_eq!(violations(&room), vec!["plan.md".to_string()]);
+    assert_eq!(violated(&room), vec!["plan.md".to_string()]);
     let d = sandbox_decisions(&room);
     assert!(
         matches!(&d[..], [Decision::Warn(r)] if r.reason.contains("watch-only")),
@@ -213,7 +201,7 @@ async fn watch_only_is_an_explicit_opt_in_recorded_as_a_warning() {
 async fn with_open_reads_a_confined_command_cannot_read_an_unreadable_folder_but_reads_its_neighbours(
 ) {
     use loopward_runner::gates::ControlFiles;
-    use loopward_runner::sandbox::{spawn_confined, Confinement, Protected, Reach};
+    use loopward_runner::sandbox::{Confinement, Protected, Reach};
     let ws_dir = tempfile::tempdir().unwrap();
     let state = tempfile::tempdir().unwrap();
     let keys = state.path().join("keys");
@@ -233,20 +221,7 @@ async fn with_open_reads_a_confined_command_cannot_read_an_unreadable_folder_but
         head = state.path().join("index-head.json").display(),
         ws = ws_dir.path().display(),
     );
-    let mut cmd = tokio::process::Command::new("bash");
-    cmd.arg("-c").arg(script);
-    cmd.stdout(std::process::Stdio::piped());
-    cmd.stderr(std::process::Stdio::piped());
-    let out = spawn_confined(cmd, &plan)
-        .await
-        .unwrap()
-        .wait_with_output()
-        .await
-        .unwrap();
-    let (stdout, stderr) = (
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr),
-    );
+    let (stdout, stderr) = run_confined(&plan, &script).await;
     // The key is not readable (EACCES), though its name can be listed; everything else reads.
     assert!(stderr.contains("k1.key: Permission denied"), "{stderr}");
     assert!(stdout.contains("cat=1"), "{stdout}");
@@ -273,20 +248,15 @@ async fn a_shell_command_cannot_read_loopward_keys() {
     let room = Room::with_policy(dir, ws, policy);
     let builder = room.turn("builder");
     let out = room
-        .shell(
+        .sh(
             &builder,
             &format!(
                 "cat {k}; cp {k} src/stolen; echo copied=$?",
                 k = keys.join("k1.key").display()
             ),
         )
-        .await
-        .unwrap();
-    assert!(
-        out.content.contains("k1.key: Permission denied"),
-        "{}",
-        out.content
-    );
+        .await;
+    assert_says(&out.content, &["k1.key: Permission denied"]);
     assert!(!out.content.contains("secret"), "{}", out.content);
     assert!(room.read("src/stolen").is_none());
 }

@@ -50,8 +50,7 @@ async fn a_wrong_token_signs_nobody_in() {
 async fn a_cross_site_post_is_refused_and_decides_nothing() {
     let f = Fixture::paused().await;
     let w = f.waiting();
-    let cookie = f.sign_in().await;
-    let csrf = f.console.token().csrf().to_string();
+    let (cookie, csrf) = f.signed_in().await;
     let form = format!("csrf={csrf}&action={}&by=ana", w.action);
     let uri = format!("/gates/{}/approve", w.id);
     // Another site's page posting with the person's cookie: refused by its Origin…
@@ -81,8 +80,7 @@ async fn a_cross_site_post_is_refused_and_decides_nothing() {
 async fn an_approval_is_the_clis_sealed_decision_with_its_approver_and_a_replay_is_refused() {
     let f = Fixture::paused().await;
     let w = f.waiting();
-    let cookie = f.sign_in().await;
-    let csrf = f.console.token().csrf().to_string();
+    let (cookie, csrf) = f.signed_in().await;
     let form = format!("csrf={csrf}&action={}&by=ana", w.action);
     let uri = format!("/gates/{}/approve", w.id);
     let (status, headers, body) = f.post(&uri, Some(&cookie), &form, &[]).await;
@@ -117,8 +115,7 @@ async fn an_approval_is_the_clis_sealed_decision_with_its_approver_and_a_replay_
 async fn an_approval_for_another_action_than_the_one_waiting_is_refused() {
     let f = Fixture::paused().await;
     let w = f.waiting();
-    let cookie = f.sign_in().await;
-    let csrf = f.console.token().csrf().to_string();
+    let (cookie, csrf) = f.signed_in().await;
     let form = format!("csrf={csrf}&action=turn:someone-else&by=ana");
     let (status, _, body) = f
         .post(
@@ -140,8 +137,7 @@ async fn an_approval_for_another_action_than_the_one_waiting_is_refused() {
 async fn bad_input_gets_a_clear_error_and_changes_nothing() {
     let f = Fixture::paused().await;
     let w = f.waiting();
-    let cookie = f.sign_in().await;
-    let csrf = f.console.token().csrf().to_string();
+    let (cookie, csrf) = f.signed_in().await;
     let json = [("accept", "application/json")];
     // A form without the action.
     let (status, _, body) = f
@@ -217,8 +213,7 @@ async fn a_signed_in_person_sees_the_waiting_gate_and_its_exact_action() {
 #[tokio::test]
 async fn a_stop_from_the_console_is_a_sealed_request_naming_who_asked() {
     let f = Fixture::paused().await;
-    let cookie = f.sign_in().await;
-    let csrf = f.console.token().csrf().to_string();
+    let (cookie, csrf) = f.signed_in().await;
     let form = format!("csrf={csrf}&by=ana&reason=going+to+bed");
     let (status, _, body) = f
         .post(&format!("/runs/{}/stop", f.run), Some(&cookie), &form, &[])
@@ -239,18 +234,7 @@ async fn a_gate_that_starts_waiting_is_noticed_to_the_webhook_signed_with_a_link
     f.console.refresh(); // the first look notices nothing already there
     f.pause_a_run().await;
     f.console.refresh();
-    let (headers, body) = tokio::time::timeout(std::time::Duration::from_secs(10), received)
-        .await
-        .expect("a notice within 10 s")
-        .unwrap();
-    let secret = std::fs::read_to_string(f.state().join("console/webhook.secret")).unwrap();
-    assert!(loopward_console::notify::signature_matches(
-        secret.trim().as_bytes(),
-        &headers["x-loopward-timestamp"],
-        body.as_bytes(),
-        &headers["x-loopward-signature"],
-    ));
-    let notice: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let (notice, body) = support::signed_notice(&f, received).await;
     assert_eq!(notice["kind"], "gate_waiting");
     assert_eq!(notice["gate"], "build");
     assert!(
@@ -272,18 +256,7 @@ async fn an_agents_say_shows_on_its_run_page_as_text_and_is_noticed_to_the_webho
     f.console.refresh(); // the first look notices nothing already there
     let run = f.run_until("completed").await;
     f.console.refresh();
-    let (headers, body) = tokio::time::timeout(std::time::Duration::from_secs(10), received)
-        .await
-        .expect("a notice within 10 s")
-        .unwrap();
-    let secret = std::fs::read_to_string(f.state().join("console/webhook.secret")).unwrap();
-    assert!(loopward_console::notify::signature_matches(
-        secret.trim().as_bytes(),
-        &headers["x-loopward-timestamp"],
-        body.as_bytes(),
-        &headers["x-loopward-signature"],
-    ));
-    let notice: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let (notice, body) = support::signed_notice(&f, received).await;
     assert_eq!(notice["kind"], "agent_said", "{notice}");
     assert_eq!(
         (&notice["run"], &notice["agent"], &notice["text"]),
@@ -318,8 +291,7 @@ async fn an_agents_say_shows_on_its_run_page_as_text_and_is_noticed_to_the_webho
 #[tokio::test]
 async fn stop_every_run_asks_each_run_not_yet_ended_and_a_finished_run_cannot_be_stopped() {
     let f = Fixture::paused().await;
-    let cookie = f.sign_in().await;
-    let csrf = f.console.token().csrf().to_string();
+    let (cookie, csrf) = f.signed_in().await;
     let json = [("accept", "application/json")];
     let form = format!("csrf={csrf}&by=ana&reason=night");
     let (status, _, body) = f.post("/stop-all", Some(&cookie), &form, &json).await;
@@ -365,8 +337,7 @@ async fn stop_every_run_asks_each_run_not_yet_ended_and_a_finished_run_cannot_be
 #[tokio::test]
 async fn an_override_granted_from_the_console_is_the_clis_sealed_one_shot_grant() {
     let f = Fixture::paused().await;
-    let cookie = f.sign_in().await;
-    let csrf = f.console.token().csrf().to_string();
+    let (cookie, csrf) = f.signed_in().await;
     let json = [("accept", "application/json")];
     let too_long = format!("csrf={csrf}&agent=builder&path=hello.txt&reason=typo&ttl=48h");
     let (status, _, body) = f.post("/overrides", Some(&cookie), &too_long, &json).await;

@@ -180,8 +180,7 @@ async fn a_wait_answered_elsewhere_shows_so_and_is_not_answered_again() {
         .answered
         .as_deref()
         .is_some_and(|a| a.contains("elsewhere")));
-    let cookie = f.sign_in().await;
-    let csrf = f.console.token().csrf().to_string();
+    let (cookie, csrf) = f.signed_in().await;
     let form = format!("csrf={csrf}&action={}&by=ana", shown.action);
     let (status, _, body) = f
         .post(
@@ -211,11 +210,7 @@ async fn a_wait_on_restate_that_starts_later_is_noticed_one_already_there_is_not
     source.waits.lock().unwrap().push(wait("far-4", "sign_1e"));
     f.console.refresh_remote().await;
     f.console.refresh();
-    let (_, body) = tokio::time::timeout(std::time::Duration::from_secs(10), received)
-        .await
-        .expect("a notice within 10 s")
-        .unwrap();
-    let notice: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let (notice, _) = crate::support::signed_notice(&f, received).await;
     assert_eq!(notice["run"], "far-4", "{notice}");
     assert_eq!(notice["action"], "tool:shell:ab12");
 }

@@ -12,21 +12,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use tower::ServiceExt;
 
-const CONFIG: &str = r#"
-[run]
-first = "builder"
-[backend]
-script = "script.toml"
-[[agent]]
-name = "builder"
-tools = ["write_file"]
-[[stopgate]]
-name = "build"
-point = "turn"
-agent = "builder"
-mode = "durable"
-"#;
-
+/// The builder writes hello.txt, then is done.
 const SCRIPT: &str = r#"
 [[agents.builder]]
 tool_calls = [{ name = "write_file", arguments = { path = "hello.txt", content = "hi" } }]
@@ -34,22 +20,29 @@ tool_calls = [{ name = "write_file", arguments = { path = "hello.txt", content =
 text = "done"
 "#;
 
-/// A team whose builder tells the people watching something, and finishes.
-const SAYING: &str = r#"
-[run]
-first = "builder"
-[backend]
-script = "script.toml"
-[[agent]]
-name = "builder"
-tools = ["say"]
-"#;
-
+/// The builder says something, then is done.
 const SAYING_SCRIPT: &str = r#"
 [[agents.builder]]
 tool_calls = [{ name = "say", arguments = { text = "<b>halfway</b> there" } }]
 [[agents.builder]]
 text = "done"
+"#;
+
+/// The team's config: one builder with `tools`, driven by `script.toml`, and `more`.
+fn builder_team(tools: &str, more: &str) -> String {
+    format!(
+        "[run]\nfirst = \"builder\"\n[backend]\nscript = \"script.toml\"\n\
+         [[agent]]\nname = \"builder\"\ntools = [\"{tools}\"]\n{more}"
+    )
+}
+
+/// The builder waits at a durable gate before each turn.
+const STOPGATE: &str = r#"
+[[stopgate]]
+name = "build"
+point = "turn"
+agent = "builder"
+mode = "durable"
 "#;
 
 /// The host the console answers to in these tests.
@@ -65,12 +58,13 @@ pub(crate) struct Fixture {
 impl Fixture {
     /// A console over the team's workspace, opened with the options `set` changes.
     pub(crate) fn with(set: impl FnOnce(&mut ConsoleOptions)) -> Self {
-        Self::over(CONFIG, SCRIPT, set)
+        Self::over(&builder_team("write_file", STOPGATE), SCRIPT, set)
     }
 
-    /// A console over the team whose builder says something (`say`), opened as [`Self::with`].
+    /// A console over the team whose builder tells the people watching something (`say`) and
+    /// finishes, opened as [`Self::with`].
     pub(crate) fn saying(set: impl FnOnce(&mut ConsoleOptions)) -> Self {
-        Self::over(SAYING, SAYING_SCRIPT, set)
+        Self::over(&builder_team("say", ""), SAYING_SCRIPT, set)
     }
 
     fn over(config: &str, script: &str, set: impl FnOnce(&mut ConsoleOptions)) -> Self {
@@ -231,6 +225,32 @@ impl Fixture {
         );
         set.split(';').next().unwrap().to_string()
     }
+
+    /// Signs in; returns the cookie and the CSRF token a form must carry.
+    pub(crate) async fn signed_in(&self) -> (String, String) {
+        let cookie = self.sign_in().await;
+        (cookie, self.console.token().csrf().to_string())
+    }
+}
+
+/// The notice a webhook receiver got within 10 s, once its signature is checked against the
+/// console's webhook secret: the notice, and its body as sent.
+pub(crate) async fn signed_notice(
+    f: &Fixture,
+    received: tokio::sync::oneshot::Receiver<(BTreeMap<String, String>, String)>,
+) -> (serde_json::Value, String) {
+    let (headers, body) = tokio::time::timeout(std::time::Duration::from_secs(10), received)
+        .await
+        .expect("a notice within 10 s")
+        .unwrap();
+    let secret = std::fs::read_to_string(f.state().join("console/webhook.secret")).unwrap();
+    assert!(loopward_console::notify::signature_matches(
+        secret.trim().as_bytes(),
+        &headers["x-loopward-timestamp"],
+        body.as_bytes(),
+        &headers["x-loopward-signature"],
+    ));
+    (serde_json::from_str(&body).unwrap(), body)
 }
 
 /// A webhook receiver on 127.0.0.1: its URL, and the first notice's headers and body.

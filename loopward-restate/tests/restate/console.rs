@@ -5,13 +5,12 @@
 //! worker and its ledger names who approved. A second run is denied in headless Chromium, on
 //! the runs page at a phone's width.
 
-use loopward_core::{AgentId, RunId, RunStatus};
-use loopward_restate::ingress::{self, Ingress};
-use loopward_restate::{RunSummary, StartRun};
+use super::worker::Worker;
+use loopward_core::{RunId, RunStatus};
+use loopward_restate::ingress::Ingress;
 use loopward_runner::audit::EVENTS_FILE;
 use serde_json::Value;
 use std::path::Path;
-use std::time::Duration;
 
 struct Console {
     base: String,
@@ -99,12 +98,10 @@ pub(crate) async fn scenario(dir: &Path) -> Result<String, String> {
     let server = super::server::Server::start(dir)?;
     let restate = Ingress::new(&server.ingress, &server.admin).map_err(|e| e.to_string())?;
     let port = super::server::free_port();
-    let a = super::Worker::start_as("worker-gated", "console-a", dir, port)?;
-    ingress::register(&server.admin, &format!("http://127.0.0.1:{port}"))
-        .await
-        .map_err(|e| e.to_string())?;
+    let a = Worker::start_as("worker-gated", "console-a", dir, port)?;
+    server.register(port).await?;
     let run = RunId::new("console-1").unwrap();
-    start(&restate, &run).await?;
+    super::toolgate::start(&restate, &run).await?;
 
     // `loopward serve --restate`, in this process.
     let console_port = super::server::free_port();
@@ -149,7 +146,7 @@ async fn answer_from_the_console(
     restate: &Ingress,
     run: &RunId,
     port: u16,
-    a: super::Worker,
+    a: Worker,
     shown: Result<Value, String>,
 ) -> Result<String, String> {
     let shown = shown?;
@@ -234,8 +231,8 @@ async fn answer_from_the_console(
             ))
         }
     }
-    let b = super::Worker::start_as("worker-gated", "console-b", dir, port)?;
-    let summary = outcome(restate, run).await?;
+    let b = Worker::start_as("worker-gated", "console-b", dir, port)?;
+    let summary = super::outcome(restate, run, 120).await?;
     if summary.status != RunStatus::Completed {
         return Err(format!("the run ended {:?}", summary.status));
     }
@@ -263,7 +260,7 @@ async fn answer_from_the_console(
 
     // Deny, the same way: a second run, its wait denied from the console.
     let second = RunId::new("console-2").unwrap();
-    start(restate, &second).await?;
+    super::toolgate::start(restate, &second).await?;
     let w = super::wait_for("the second run's wait in the console", 120, || {
         console.waiting(second.as_str())
     })
@@ -277,7 +274,7 @@ async fn answer_from_the_console(
     }
     // In a real browser at a phone's width: signed in with the link, Deny on the runs page.
     deny_in_a_browser(console, second.as_str(), id2, action2).await?;
-    let summary2 = outcome(restate, &second).await?;
+    let summary2 = super::outcome(restate, &second, 120).await?;
     drop(b);
     if !matches!(&summary2.status, RunStatus::Stopped { reason } if reason.contains("denied by bo (console)"))
     {
@@ -329,23 +326,6 @@ async fn deny_in_a_browser(
     .await;
     let _ = c.close().await;
     Ok(())
-}
-
-/// Starts `run` of the gated team (one shell call behind the gate).
-async fn start(restate: &Ingress, run: &RunId) -> Result<(), String> {
-    let start = StartRun {
-        task: "Append a line to out/effects.log.".into(),
-        first: AgentId::new("builder").unwrap(),
-    };
-    restate.start(run, &start).await.map_err(|e| e.to_string())
-}
-
-/// How `run` ended, within 120 s of its answer.
-async fn outcome(restate: &Ingress, run: &RunId) -> Result<RunSummary, String> {
-    tokio::time::timeout(Duration::from_secs(120), restate.outcome(run))
-        .await
-        .map_err(|_| format!("run {run} did not end within 120s of its answer"))?
-        .map_err(|e| e.to_string())
 }
 
 /// The stop-gate decisions `what` (`approved`, `denied`) in the ledger of `run`, as lines.

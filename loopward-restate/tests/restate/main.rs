@@ -17,18 +17,20 @@ mod browser;
 mod console;
 mod proxy;
 mod quota;
+mod scripted;
 mod server;
 mod team;
 mod toolgate;
+mod worker;
 
 use loopward_core::{AgentId, AuditEvent, RunId, RunStatus};
-use loopward_restate::ingress::{self, Ingress};
-use loopward_restate::{LoopwardRunService, StartRun};
+use loopward_restate::ingress::Ingress;
+use loopward_restate::{LoopwardRunService, RunSummary, StartRun};
 use loopward_runner::audit::{KeyRing, Record, EVENTS_FILE};
-use restate_sdk::prelude::{Endpoint, HttpServer};
+use restate_sdk::prelude::Endpoint;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+use worker::Worker;
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
@@ -135,74 +137,43 @@ fn custody(runs: &Path) -> loopward::state::Custody {
 
 /// `worker <workspace> <runs> <ctl> <port>`: serves the team until killed.
 fn worker(args: &[String]) {
-    let [ws, runs, ctl, port] = args else {
-        panic!("worker <workspace> <runs> <ctl> <port>");
-    };
-    let port: u16 = port.parse().unwrap();
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.block_on(async {
-        let runner = team::runner(Path::new(ws), Path::new(ctl));
-        let service = LoopwardRunService::keyed(runner, runs, custody(Path::new(runs)));
-        let listener = tokio::net::TcpListener::bind(("127.0.0.1", port))
-            .await
-            .unwrap();
-        HttpServer::new(Endpoint::builder().bind(service).build())
-            .serve(listener)
-            .await;
+    worker::serve("worker", args, |ws, runs, ctl| {
+        let service = LoopwardRunService::keyed(team::runner(ws, ctl), runs, custody(runs));
+        Endpoint::builder().bind(service).build()
     });
 }
 
-struct Worker {
-    child: Child,
-    name: &'static str,
+/// A person approves `gate` of `run` from elsewhere, through the CLI:
+/// `loopward approve <run> <gate> --restate <ingress> --restate-admin <admin>`.
+async fn approve_with_cli(server: &server::Server, run: &RunId, gate: &str) -> Result<(), String> {
+    let cli = <loopward_cli::cli::Cli as clap::Parser>::try_parse_from([
+        "loopward",
+        "approve",
+        run.as_str(),
+        gate,
+        "--restate",
+        server.ingress.as_str(),
+        "--restate-admin",
+        server.admin.as_str(),
+        "--by",
+        "a person, from elsewhere",
+    ])
+    .map_err(|e| e.to_string())?;
+    let code = loopward_cli::cli::dispatch(cli)
+        .await
+        .map_err(|e| format!("loopward approve: {e:#}"))?;
+    if code != std::process::ExitCode::SUCCESS {
+        return Err(format!("loopward approve exited {code:?}"));
+    }
+    Ok(())
 }
 
-impl Worker {
-    fn start(name: &'static str, dir: &Path, port: u16) -> Result<Self, String> {
-        Self::start_as("worker", name, dir, port)
-    }
-
-    /// Starts this binary again as `mode` (`worker`, `worker-quota`).
-    fn start_as(mode: &str, name: &'static str, dir: &Path, port: u16) -> Result<Self, String> {
-        let log = std::fs::File::create(dir.join(format!("worker-{name}.log")))
-            .map_err(|e| e.to_string())?;
-        let child = Command::new(std::env::current_exe().map_err(|e| e.to_string())?)
-            .arg(mode)
-            .arg(dir.join("ws"))
-            .arg(dir.join("runs"))
-            .arg(dir.join("ctl"))
-            .arg(port.to_string())
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().map_err(|e| e.to_string())?)
-            .stderr(log)
-            .spawn()
-            .map_err(|e| format!("worker {name} did not start: {e}"))?;
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            if Instant::now() > deadline {
-                return Err(format!("worker {name} did not listen on {port} within 30s"));
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        Ok(Self { child, name })
-    }
-
-    /// Kills it by its PID (SIGKILL: no cleanup, as when a machine dies).
-    fn kill(mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for Worker {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// How `run` ended, within `secs` of now.
+async fn outcome(ingress: &Ingress, run: &RunId, secs: u64) -> Result<RunSummary, String> {
+    tokio::time::timeout(Duration::from_secs(secs), ingress.outcome(run))
+        .await
+        .map_err(|_| format!("run {run} did not end within {secs}s"))?
+        .map_err(|e| e.to_string())
 }
 
 async fn wait_for<T, F, Fut>(what: &str, secs: u64, mut probe: F) -> Result<T, String>
@@ -239,9 +210,7 @@ async fn scenario(dir: &Path) -> Result<(), String> {
         .map_err(|e| e.to_string())?;
     let front_port = front.local_addr().map_err(|e| e.to_string())?.port();
     tokio::spawn(proxy::serve(front, vec![port_a, port_b]));
-    ingress::register(&server.admin, &format!("http://127.0.0.1:{front_port}"))
-        .await
-        .map_err(|e| e.to_string())?;
+    server.register(front_port).await?;
 
     let run = RunId::new("moves-1").unwrap();
     let ingress = Ingress::new(&server.ingress, &server.admin).map_err(|e| e.to_string())?;
@@ -288,25 +257,7 @@ async fn scenario(dir: &Path) -> Result<(), String> {
     let survivor_name = survivor.name;
     survivor.kill();
     // The person approves from elsewhere, through the CLI: `loopward approve <run> <gate> --restate`.
-    let cli = <loopward_cli::cli::Cli as clap::Parser>::try_parse_from([
-        "loopward",
-        "approve",
-        run.as_str(),
-        pending.gate.as_str(),
-        "--restate",
-        server.ingress.as_str(),
-        "--restate-admin",
-        server.admin.as_str(),
-        "--by",
-        "a person, from elsewhere",
-    ])
-    .map_err(|e| e.to_string())?;
-    let code = loopward_cli::cli::dispatch(cli)
-        .await
-        .map_err(|e| format!("loopward approve: {e:#}"))?;
-    if code != std::process::ExitCode::SUCCESS {
-        return Err(format!("loopward approve exited {code:?}"));
-    }
+    approve_with_cli(&server, &run, &pending.gate).await?;
     if ingress
         .pending(&run)
         .await
@@ -317,10 +268,7 @@ async fn scenario(dir: &Path) -> Result<(), String> {
     }
     // A fresh worker, on the first worker's address: the run resumes there.
     let _c = Worker::start("c", dir, port_a)?;
-    let summary = tokio::time::timeout(Duration::from_secs(180), ingress.outcome(&run))
-        .await
-        .map_err(|_| "the run did not end within 180s of the approval".to_string())?
-        .map_err(|e| e.to_string())?;
+    let summary = outcome(&ingress, &run, 180).await?;
     if summary.status != RunStatus::Completed {
         return Err(format!("the run ended {:?}", summary.status));
     }

@@ -2,21 +2,21 @@
 //! to the quota's rate (a `LoopwardQuota` virtual object keyed by provider), not each worker to
 //! its own.
 
-use futures::future::BoxFuture;
-use loopward_core::{AgentId, Message, RunId, RunStatus, ToolCall, Usage};
-use loopward_restate::ingress::{self, Ingress};
+use super::scripted::{call, scripted, step};
+use super::worker::Worker;
+use loopward_core::{AgentId, RunId, RunStatus, ToolCall, Usage};
+use loopward_restate::ingress::Ingress;
 use loopward_restate::{
     JournaledModelLayer, JournaledToolLayer, LoopwardRunService, ProviderQuota, SharedQuota,
     SharedQuotaLayer, StartRun,
 };
 use loopward_runner::audit::LedgerOptions;
-use loopward_runner::model::{BoxModelService, ChatRequest, ChatResponse, ModelError, StopReason};
+use loopward_runner::model::{BoxModelService, ChatRequest};
 use loopward_runner::tool::{BoxToolService, ToolExecutor};
 use loopward_runner::{tools, BoxTurnService, LlmAgent, Runner, Workspace};
-use restate_sdk::prelude::{Endpoint, HttpServer};
+use restate_sdk::prelude::Endpoint;
 use serde_json::json;
 use std::path::{Path, PathBuf};
-use std::task::{Context, Poll};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tower::Layer;
 
@@ -34,9 +34,9 @@ const GO: &str = "quota-go";
 fn runner(ws: &Path, ctl: &Path) -> Runner {
     let caller = AgentId::new("caller").unwrap();
     let quota = SharedQuotaLayer::new(SharedQuota::new("scripted", PER_MINUTE).unwrap());
-    let model = BoxModelService::new(quota.layer(JournaledModelLayer.layer(Model {
-        ctl: ctl.to_path_buf(),
-    })));
+    let ctl = ctl.to_path_buf();
+    let model = scripted(move |req| reply(ctl.clone(), req), Usage::default());
+    let model = BoxModelService::new(quota.layer(JournaledModelLayer.layer(model)));
     let agent = LlmAgent::builder(caller.clone(), model)
         .tools(tools::builtin(std::slice::from_ref(&caller)))
         .tool_stack(BoxToolService::new(JournaledToolLayer.layer(ToolExecutor)))
@@ -50,88 +50,36 @@ fn runner(ws: &Path, ctl: &Path) -> Runner {
 
 /// `worker-quota <workspace> <runs> <ctl> <port>`: serves the quota team until killed.
 pub(crate) fn worker(args: &[String]) {
-    let [ws, runs, ctl, port] = args else {
-        panic!("worker-quota <workspace> <runs> <ctl> <port>");
-    };
-    let port: u16 = port.parse().unwrap();
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.block_on(async {
-        let service = LoopwardRunService::new(
-            runner(Path::new(ws), Path::new(ctl)),
-            runs,
-            LedgerOptions::default(),
-        );
-        let listener = tokio::net::TcpListener::bind(("127.0.0.1", port))
-            .await
-            .unwrap();
-        let endpoint = Endpoint::builder()
+    super::worker::serve("worker-quota", args, |ws, runs, ctl| {
+        let service = LoopwardRunService::new(runner(ws, ctl), runs, LedgerOptions::default());
+        Endpoint::builder()
             .bind(service)
             .bind(ProviderQuota::default())
-            .build();
-        HttpServer::new(endpoint).serve(listener).await;
+            .build()
     });
 }
 
-/// Lists the workspace three times, then says it is done; logs each live call.
-#[derive(Clone)]
-struct Model {
-    ctl: PathBuf,
-}
-
-impl tower::Service<ChatRequest> for Model {
-    type Response = ChatResponse;
-    type Error = ModelError;
-    type Future = BoxFuture<'static, Result<ChatResponse, ModelError>>;
-
-    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), ModelError>> {
-        Poll::Ready(Ok(()))
+/// Lists the workspace three times, then says it is done; logs each live call in `ctl`.
+async fn reply(ctl: PathBuf, req: ChatRequest) -> (String, Vec<ToolCall>) {
+    let step = step(&req);
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_millis();
+    super::team::append(&ctl.join(CALLS), &format!("{} {now}\n", std::process::id()));
+    // The first run holds its second call until the second run has made its first, so
+    // the two runs overlap however slowly the second one starts.
+    let me = std::process::id().to_string();
+    if step == 2 && std::fs::read_to_string(ctl.join(HOLD)).ok().as_deref() == Some(&me) {
+        while !ctl.join(GO).exists() {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
     }
-
-    fn call(&mut self, req: ChatRequest) -> Self::Future {
-        let ctl = self.ctl.clone();
-        Box::pin(async move {
-            let step = 1 + req
-                .messages
-                .iter()
-                .filter(|m| matches!(m, Message::Model { .. }))
-                .count();
-            let now = SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .unwrap()
-                .as_millis();
-            super::team::append(&ctl.join(CALLS), &format!("{} {now}\n", std::process::id()));
-            // The first run holds its second call until the second run has made its first, so
-            // the two runs overlap however slowly the second one starts.
-            let me = std::process::id().to_string();
-            if step == 2 && std::fs::read_to_string(ctl.join(HOLD)).ok().as_deref() == Some(&me) {
-                while !ctl.join(GO).exists() {
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                }
-            }
-            let (content, tool_calls) = if step < CALLS_PER_RUN {
-                (
-                    String::new(),
-                    vec![ToolCall {
-                        id: format!("c{step}"),
-                        name: "list_dir".into(),
-                        arguments: json!({"path": "."}),
-                    }],
-                )
-            } else {
-                ("done".to_string(), vec![])
-            };
-            Ok(ChatResponse {
-                content,
-                tool_calls,
-                usage: Usage::default(),
-                model: "scripted".into(),
-                stop: StopReason::Finished,
-            })
-        })
+    if step < CALLS_PER_RUN {
+        let list = call(format!("c{step}"), "list_dir", json!({"path": "."}));
+        (String::new(), vec![list])
+    } else {
+        ("done".to_string(), vec![])
     }
 }
 
@@ -141,16 +89,13 @@ pub(crate) async fn scenario(dir: &Path) -> Result<String, String> {
     }
     let server = super::server::Server::start(dir)?;
     let ingress = Ingress::new(&server.ingress, &server.admin).map_err(|e| e.to_string())?;
-    let start =
-        |port: u16, name: &'static str| super::Worker::start_as("worker-quota", name, dir, port);
+    let start = |port: u16, name: &'static str| Worker::start_as("worker-quota", name, dir, port);
     // Worker a takes the first run: Restate keeps an invocation on the deployment it began on.
     let port_a = super::server::free_port();
     let a = start(port_a, "quota-a")?;
     let ctl = dir.join("ctl");
     std::fs::write(ctl.join(HOLD), a.child.id().to_string()).map_err(|e| e.to_string())?;
-    ingress::register(&server.admin, &format!("http://127.0.0.1:{port_a}"))
-        .await
-        .map_err(|e| e.to_string())?;
+    server.register(port_a).await?;
     let task = |n: u32| StartRun {
         task: format!("List the workspace three times ({n})."),
         first: AgentId::new("caller").unwrap(),
@@ -166,9 +111,7 @@ pub(crate) async fn scenario(dir: &Path) -> Result<String, String> {
     // Worker b, registered next, takes the second run while the first still runs on a.
     let port_b = super::server::free_port();
     let b = start(port_b, "quota-b")?;
-    ingress::register(&server.admin, &format!("http://127.0.0.1:{port_b}"))
-        .await
-        .map_err(|e| e.to_string())?;
+    server.register(port_b).await?;
     ingress
         .start(&q2, &task(2))
         .await
@@ -183,10 +126,7 @@ pub(crate) async fn scenario(dir: &Path) -> Result<String, String> {
     .await?;
     std::fs::write(ctl.join(GO), "").map_err(|e| e.to_string())?;
     for run in [&q1, &q2] {
-        let summary = tokio::time::timeout(Duration::from_secs(120), ingress.outcome(run))
-            .await
-            .map_err(|_| format!("run {run} did not end within 120s"))?
-            .map_err(|e| e.to_string())?;
+        let summary = super::outcome(&ingress, run, 120).await?;
         if summary.status != RunStatus::Completed {
             return Err(format!("run {run} ended {:?}", summary.status));
         }

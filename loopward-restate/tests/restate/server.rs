@@ -107,6 +107,15 @@ bind-address = "127.0.0.1:{ingress}"
     }
 }
 
+impl Server {
+    /// Registers the worker (or proxy) listening on `port` as a deployment.
+    pub(crate) async fn register(&self, port: u16) -> Result<(), String> {
+        loopward_restate::ingress::register(&self.admin, &format!("http://127.0.0.1:{port}"))
+            .await
+            .map_err(|e| e.to_string())
+    }
+}
+
 impl Drop for Server {
     fn drop(&mut self) {
         // Ours, by PID.

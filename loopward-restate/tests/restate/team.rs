@@ -5,18 +5,17 @@
 //! (its reply depends only on the agent and how many replies that agent already has), so any
 //! worker gives the same reply at the same point of the run.
 
-use futures::future::BoxFuture;
-use loopward_core::{AgentId, Message, ToolCall, Usage};
+use super::scripted::{call, scripted, step};
+use loopward_core::{AgentId, ToolCall, Usage};
 use loopward_restate::{JournaledModelLayer, JournaledToolLayer, RestateApprover};
 use loopward_runner::gates::{Policy, PolicyConfig, PolicyLayer};
 use loopward_runner::layers::stack::{LayersConfig, Stack};
-use loopward_runner::model::{BoxModelService, ChatRequest, ChatResponse, ModelError};
+use loopward_runner::model::{BoxModelService, ChatRequest};
 use loopward_runner::tool::{BoxToolService, ToolExecutor};
 use loopward_runner::{tools, BoxTurnService, LlmAgent, Runner, Workspace};
 use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::task::{Context, Poll};
 use std::time::Duration;
 use tower::Layer;
 
@@ -57,12 +56,16 @@ pub(crate) fn runner(workspace: &Path, ctl: &Path) -> Runner {
     // it read back from the ledger, not from calls it ran.
     let policy = Policy::from_config(&PolicyConfig::default(), ws.clone()).unwrap();
     // The three lines that put a team on Restate: the model step, the tool step, the approver.
-    let model = stack.model_step(
-        BoxModelService::new(ScriptedModel {
-            ctl: ctl.to_path_buf(),
-        }),
-        |s| BoxModelService::new(JournaledModelLayer.layer(s)),
-    );
+    let ctl = ctl.to_path_buf();
+    let usage = Usage {
+        input_tokens: 10,
+        output_tokens: 5,
+        ..Usage::default()
+    };
+    let model = scripted(move |req| reply(ctl.clone(), req), usage);
+    let model = stack.model_step(model, |s| {
+        BoxModelService::new(JournaledModelLayer.layer(s))
+    });
     let tool_stack = BoxToolService::new(
         JournaledToolLayer
             .layer(PolicyLayer::new(policy).wrap(stack.tools(BoxToolService::new(ToolExecutor)))),
@@ -81,94 +84,48 @@ pub(crate) fn runner(workspace: &Path, ctl: &Path) -> Runner {
     runner.build().unwrap()
 }
 
-#[derive(Clone)]
-struct ScriptedModel {
-    ctl: PathBuf,
-}
-
 fn shell(line: &str) -> Vec<ToolCall> {
-    vec![ToolCall {
-        id: "c1".into(),
-        name: "shell".into(),
-        arguments: json!({"command": format!("echo {line} >> out/effects.log")}),
-    }]
+    let command = json!({"command": format!("echo {line} >> out/effects.log")});
+    vec![call("c1", "shell", command)]
 }
 
 /// The shell call, then the same read of `out/effects.log` each time, then a note written to
 /// `out/<note>.md`: one more unit of work for the sprawl gate.
 fn shell_read_and_note(line: &str, note: &str) -> Vec<ToolCall> {
     let mut calls = shell(line);
-    calls.push(ToolCall {
-        id: "c2".into(),
-        name: "read_file".into(),
-        arguments: json!({"path": "out/effects.log"}),
-    });
-    calls.push(ToolCall {
-        id: "c3".into(),
-        name: "write_file".into(),
-        arguments: json!({"path": format!("out/{note}.md"), "content": note}),
-    });
+    calls.push(call("c2", "read_file", json!({"path": "out/effects.log"})));
+    let write = json!({"path": format!("out/{note}.md"), "content": note});
+    calls.push(call("c3", "write_file", write));
     calls
 }
 
-impl tower::Service<ChatRequest> for ScriptedModel {
-    type Response = ChatResponse;
-    type Error = ModelError;
-    type Future = BoxFuture<'static, Result<ChatResponse, ModelError>>;
-
-    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), ModelError>> {
-        Poll::Ready(Ok(()))
-    }
-
-    fn call(&mut self, req: ChatRequest) -> Self::Future {
-        let ctl = self.ctl.clone();
-        Box::pin(async move {
-            let step = 1 + req
-                .messages
-                .iter()
-                .filter(|m| matches!(m, Message::Model { .. }))
-                .count();
-            let who = req.agent.as_str().to_string();
-            let line = format!("{who} {step} {}\n", std::process::id());
-            append(&ctl.join(CALLS), &line);
-            let (content, tool_calls) = match (who.as_str(), step) {
-                ("builder", 1) => (String::new(), shell_read_and_note("one", "u1")),
-                ("builder", 2) => {
-                    // Mid-turn: hold here until the test has killed this worker and let go.
-                    if !ctl.join(RELEASE).exists() {
-                        std::fs::write(ctl.join(HOLDING), std::process::id().to_string()).unwrap();
-                        while !ctl.join(RELEASE).exists() {
-                            tokio::time::sleep(Duration::from_millis(50)).await;
-                        }
-                    }
-                    (String::new(), shell_read_and_note("two", "u2"))
+/// The builder's and the reviewer's replies; each live call is counted in `ctl`.
+async fn reply(ctl: PathBuf, req: ChatRequest) -> (String, Vec<ToolCall>) {
+    let step = step(&req);
+    let who = req.agent.as_str().to_string();
+    let line = format!("{who} {step} {}\n", std::process::id());
+    append(&ctl.join(CALLS), &line);
+    match (who.as_str(), step) {
+        ("builder", 1) => (String::new(), shell_read_and_note("one", "u1")),
+        ("builder", 2) => {
+            // Mid-turn: hold here until the test has killed this worker and let go.
+            if !ctl.join(RELEASE).exists() {
+                std::fs::write(ctl.join(HOLDING), std::process::id().to_string()).unwrap();
+                while !ctl.join(RELEASE).exists() {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
                 }
-                ("builder", 3) => (
-                    String::new(),
-                    vec![ToolCall {
-                        id: "c1".into(),
-                        name: "handoff".into(),
-                        arguments: json!({"to": "reviewer", "message": "two lines are in out/effects.log"}),
-                    }],
-                ),
-                ("reviewer", 1) => (String::new(), shell("three")),
-                _ => (
-                    "Reviewed: out/effects.log has its three lines.".to_string(),
-                    vec![],
-                ),
-            };
-            Ok(ChatResponse {
-                content,
-                tool_calls,
-                usage: Usage {
-                    input_tokens: 10,
-                    output_tokens: 5,
-                    ..Usage::default()
-                },
-                model: "scripted".into(),
-                ..Default::default()
-            })
-        })
+            }
+            (String::new(), shell_read_and_note("two", "u2"))
+        }
+        ("builder", 3) => {
+            let to = json!({"to": "reviewer", "message": "two lines are in out/effects.log"});
+            (String::new(), vec![call("c1", "handoff", to)])
+        }
+        ("reviewer", 1) => (String::new(), shell("three")),
+        _ => (
+            "Reviewed: out/effects.log has its three lines.".to_string(),
+            vec![],
+        ),
     }
 }
 

@@ -2,24 +2,23 @@
 //! worker holds it meanwhile, `loopward approve --restate` approves it with no worker running,
 //! and the call runs once on the worker started next.
 
-use futures::future::BoxFuture;
-use loopward_core::{AgentId, AuditEvent, Message, RunId, RunStatus, ToolCall, Usage};
-use loopward_restate::ingress::{self, Ingress};
+use super::scripted::{call, scripted, step};
+use super::worker::Worker;
+use loopward_core::{AgentId, AuditEvent, RunId, RunStatus, ToolCall, Usage};
+use loopward_restate::ingress::Ingress;
 use loopward_restate::{
     JournaledModelLayer, JournaledToolLayer, LoopwardRunService, RestateApprover, StartRun,
 };
 use loopward_runner::audit::{LedgerOptions, Record, EVENTS_FILE};
 use loopward_runner::gates::{Policy, PolicyConfig, PolicyLayer};
 use loopward_runner::layers::stack::{LayersConfig, Stack};
-use loopward_runner::model::{BoxModelService, ChatRequest, ChatResponse, ModelError, StopReason};
+use loopward_runner::model::{BoxModelService, ChatRequest};
 use loopward_runner::tool::{BoxToolService, ToolExecutor};
 use loopward_runner::{tools, BoxTurnService, LlmAgent, Runner, Workspace};
-use restate_sdk::prelude::{Endpoint, HttpServer};
+use restate_sdk::prelude::Endpoint;
 use serde_json::json;
 use std::path::Path;
 use std::sync::Arc;
-use std::task::{Context, Poll};
-use std::time::Duration;
 use tower::Layer;
 
 fn runner(ws: &Path) -> Runner {
@@ -40,7 +39,7 @@ fn runner(ws: &Path) -> Runner {
         .with_approver(Arc::new(RestateApprover));
     let ws = Workspace::new(ws).unwrap();
     let policy = Policy::from_config(&PolicyConfig::default(), ws.clone()).unwrap();
-    let model = stack.model_step(BoxModelService::new(Model), |s| {
+    let model = stack.model_step(scripted(reply, Usage::default()), |s| {
         BoxModelService::new(JournaledModelLayer.layer(s))
     });
     // The tool step asks the stack's interactive tool gates before it runs.
@@ -63,67 +62,29 @@ fn runner(ws: &Path) -> Runner {
 
 /// `worker-gated <workspace> <runs> <ctl> <port>`: serves the gated team until killed.
 pub(crate) fn worker(args: &[String]) {
-    let [ws, runs, _ctl, port] = args else {
-        panic!("worker-gated <workspace> <runs> <ctl> <port>");
-    };
-    let port: u16 = port.parse().unwrap();
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.block_on(async {
-        let service =
-            LoopwardRunService::new(runner(Path::new(ws)), runs, LedgerOptions::default());
-        let listener = tokio::net::TcpListener::bind(("127.0.0.1", port))
-            .await
-            .unwrap();
-        HttpServer::new(Endpoint::builder().bind(service).build())
-            .serve(listener)
-            .await;
+    super::worker::serve("worker-gated", args, |ws, runs, _ctl| {
+        let service = LoopwardRunService::new(runner(ws), runs, LedgerOptions::default());
+        Endpoint::builder().bind(service).build()
     });
 }
 
 /// One shell call behind the gate, then done.
-#[derive(Clone)]
-struct Model;
-
-impl tower::Service<ChatRequest> for Model {
-    type Response = ChatResponse;
-    type Error = ModelError;
-    type Future = BoxFuture<'static, Result<ChatResponse, ModelError>>;
-
-    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), ModelError>> {
-        Poll::Ready(Ok(()))
+async fn reply(req: ChatRequest) -> (String, Vec<ToolCall>) {
+    if step(&req) == 1 {
+        let command = json!({"command": "echo gated >> out/effects.log"});
+        (String::new(), vec![call("c1", "shell", command)])
+    } else {
+        ("done".to_string(), vec![])
     }
+}
 
-    fn call(&mut self, req: ChatRequest) -> Self::Future {
-        Box::pin(async move {
-            let first = !req
-                .messages
-                .iter()
-                .any(|m| matches!(m, Message::Model { .. }));
-            let (content, tool_calls) = if first {
-                (
-                    String::new(),
-                    vec![ToolCall {
-                        id: "c1".into(),
-                        name: "shell".into(),
-                        arguments: json!({"command": "echo gated >> out/effects.log"}),
-                    }],
-                )
-            } else {
-                ("done".to_string(), vec![])
-            };
-            Ok(ChatResponse {
-                content,
-                tool_calls,
-                usage: Usage::default(),
-                model: "scripted".into(),
-                stop: StopReason::Finished,
-            })
-        })
-    }
+/// Starts `run` of the gated team (one shell call behind the gate).
+pub(crate) async fn start(restate: &Ingress, run: &RunId) -> Result<(), String> {
+    let start = StartRun {
+        task: "Append a line to out/effects.log.".into(),
+        first: AgentId::new("builder").unwrap(),
+    };
+    restate.start(run, &start).await.map_err(|e| e.to_string())
 }
 
 pub(crate) async fn scenario(dir: &Path) -> Result<String, String> {
@@ -133,21 +94,10 @@ pub(crate) async fn scenario(dir: &Path) -> Result<String, String> {
     let server = super::server::Server::start(dir)?;
     let ingress = Ingress::new(&server.ingress, &server.admin).map_err(|e| e.to_string())?;
     let port = super::server::free_port();
-    let a = super::Worker::start_as("worker-gated", "gated-a", dir, port)?;
-    ingress::register(&server.admin, &format!("http://127.0.0.1:{port}"))
-        .await
-        .map_err(|e| e.to_string())?;
+    let a = Worker::start_as("worker-gated", "gated-a", dir, port)?;
+    server.register(port).await?;
     let run = RunId::new("gated-1").unwrap();
-    ingress
-        .start(
-            &run,
-            &StartRun {
-                task: "Append a line to out/effects.log.".into(),
-                first: AgentId::new("builder").unwrap(),
-            },
-        )
-        .await
-        .map_err(|e| e.to_string())?;
+    start(&ingress, &run).await?;
     let pending = super::wait_for("the tool gate's pending approval", 90, || async {
         ingress.pending(&run).await.ok().flatten()
     })
@@ -161,30 +111,9 @@ pub(crate) async fn scenario(dir: &Path) -> Result<String, String> {
     if effects.exists() {
         return Err("the gated command ran before it was approved".into());
     }
-    let cli = <loopward_cli::cli::Cli as clap::Parser>::try_parse_from([
-        "loopward",
-        "approve",
-        run.as_str(),
-        pending.gate.as_str(),
-        "--restate",
-        server.ingress.as_str(),
-        "--restate-admin",
-        server.admin.as_str(),
-        "--by",
-        "a person, from elsewhere",
-    ])
-    .map_err(|e| e.to_string())?;
-    let code = loopward_cli::cli::dispatch(cli)
-        .await
-        .map_err(|e| format!("loopward approve: {e:#}"))?;
-    if code != std::process::ExitCode::SUCCESS {
-        return Err(format!("loopward approve exited {code:?}"));
-    }
-    let _b = super::Worker::start_as("worker-gated", "gated-b", dir, port)?;
-    let summary = tokio::time::timeout(Duration::from_secs(120), ingress.outcome(&run))
-        .await
-        .map_err(|_| "the run did not end within 120s of the approval".to_string())?
-        .map_err(|e| e.to_string())?;
+    super::approve_with_cli(&server, &run, &pending.gate).await?;
+    let _b = Worker::start_as("worker-gated", "gated-b", dir, port)?;
+    let summary = super::outcome(&ingress, &run, 120).await?;
     if summary.status != RunStatus::Completed {
         return Err(format!("the run ended {:?}", summary.status));
     }

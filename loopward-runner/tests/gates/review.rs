@@ -5,19 +5,9 @@ use loopward_core::{AuditEvent, Handoff};
 use loopward_runner::gates::APPEAL;
 use loopward_runner::tool::ToolError;
 
-const ROOM: &str = r#"
-[[gates.review]]
-from = "builder"
-via = "auditor"
-when = ["src/**"]
-
-[gates.sprawl]
-enabled = false
-"#;
-
 #[tokio::test]
 async fn a_builder_that_changed_src_must_hand_off_to_the_auditor() {
-    let room = Room::new(ROOM);
+    let room = Room::new(REVIEWED_BY_AUDITOR);
     let builder = room.turn("builder");
     room.write_file(&builder, "src/lib.rs", "fn main() {}")
         .await
@@ -46,7 +36,7 @@ async fn a_builder_that_changed_src_must_hand_off_to_the_auditor() {
 
 #[tokio::test]
 async fn the_gate_is_not_armed_without_matching_successful_effects() {
-    let room = Room::new(ROOM);
+    let room = Room::new(REVIEWED_BY_AUDITOR);
     let builder = room.turn("builder");
     room.write_file(&builder, "README.md", "hi").await.unwrap();
     // A failed edit of src/ is not evidence.
@@ -136,21 +126,6 @@ fn under_concurrent_registrations_exactly_one_handoff_stands() {
     assert_eq!(wins, 1);
 }
 
-const TWO_REVIEWERS: &str = r#"
-[[gates.review]]
-from = "builder"
-via = "auditor"
-when = ["src/**"]
-
-[[gates.review]]
-from = "builder"
-via = "scribe"
-when = ["src/**"]
-
-[gates.sprawl]
-enabled = false
-"#;
-
 #[tokio::test]
 async fn two_armed_review_gates_are_satisfied_by_a_handoff_to_either_reviewer() {
     for reviewer in ["auditor", "scribe"] {
@@ -230,7 +205,7 @@ fn review_gates_that_would_deadlock_do_not_load() {
 
 #[tokio::test]
 async fn a_handoff_to_an_unknown_agent_or_to_itself_is_not_a_review_decision() {
-    let room = Room::new(ROOM);
+    let room = Room::new(REVIEWED_BY_AUDITOR);
     let builder = room.turn("builder");
     room.write_file(&builder, "src/lib.rs", "x").await.unwrap();
     for to in ["nobody", "builder"] {
@@ -266,7 +241,7 @@ async fn a_review_gate_without_when_says_so_in_its_refusal() {
 
 #[tokio::test]
 async fn a_file_written_through_shell_arms_the_review_gate_as_a_file_tool_write_does() {
-    let room = Room::new(ROOM);
+    let room = Room::new(REVIEWED_BY_AUDITOR);
     room.write("src/keep.txt", "");
     let builder = room.turn("builder");
     let out = room
@@ -283,7 +258,7 @@ async fn a_file_written_through_shell_arms_the_review_gate_as_a_file_tool_write_
 
 #[tokio::test]
 async fn a_shell_command_that_only_reads_does_not_arm_the_review_gate() {
-    let room = Room::new(ROOM);
+    let room = Room::new(REVIEWED_BY_AUDITOR);
     room.write("src/keep.txt", "x");
     let builder = room.turn("builder");
     room.shell(&builder, "cat src/keep.txt").await.unwrap();

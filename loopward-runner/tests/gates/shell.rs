@@ -6,53 +6,25 @@
 use super::support::*;
 use loopward_core::{AuditEvent, EffectKind, EffectStatus};
 
-const ROOM: &str = r#"
-[[territory]]
-paths = ["plan.md", "plans/**"]
-owner = "planner"
-
-[gates.sprawl]
-enabled = false
-
-[gates.shell]
-sandbox = "watch-only"
-"#;
-
-fn violations(room: &Room) -> Vec<(String, String)> {
-    room.events()
-        .into_iter()
-        .filter_map(|e| match e {
-            AuditEvent::Violation { path, remedy, .. } => Some((path, remedy.to_string())),
-            _ => None,
-        })
-        .collect()
-}
-
 #[tokio::test]
 async fn shell_writes_into_a_foreign_territory_are_reverted_and_named() {
-    let room = Room::new(ROOM);
+    let room = Room::new(PLANS_WATCHED);
     room.write("plan.md", "original plan");
     room.write("plans/old.md", "old");
     let builder = room.turn("builder");
     let out = room
-        .shell(
+        .sh(
             &builder,
             "echo hijack > plan.md; sed -i s/old/new/ plans/old.md 2>/dev/null || true; \
              echo new > plans/new.md; echo ok > mine.txt; rm -f plans/old.md",
         )
-        .await
-        .unwrap();
-    assert!(out.is_error);
-    assert!(
-        out.content.contains("refused by territory:planner"),
-        "{}",
-        out.content
-    );
-    assert!(
-        out.content
-            .contains("reverted: plan.md, plans/new.md, plans/old.md"),
-        "{}",
-        out.content
+        .await;
+    assert_refused(
+        &out,
+        &[
+            "refused by territory:planner",
+            "reverted: plan.md, plans/new.md, plans/old.md",
+        ],
     );
     assert_eq!(room.read("plan.md").unwrap(), "original plan");
     assert_eq!(room.read("plans/old.md").unwrap(), "old");
@@ -60,7 +32,7 @@ async fn shell_writes_into_a_foreign_territory_are_reverted_and_named() {
     // The caller's own change stands.
     assert_eq!(room.read("mine.txt").unwrap(), "ok\n");
     assert_eq!(
-        violations(&room),
+        room.violations(),
         vec![
             ("plan.md".to_string(), "reverted".to_string()),
             ("plans/new.md".to_string(), "reverted".to_string()),
@@ -86,56 +58,48 @@ async fn shell_writes_into_a_foreign_territory_are_reverted_and_named() {
 
 #[tokio::test]
 async fn shell_writes_to_control_files_are_reverted() {
-    let room = Room::new(ROOM);
+    let room = Room::new(PLANS_WATCHED);
     room.write("loopward.toml", "[agents]");
     let builder = room.turn("builder");
     let out = room
-        .shell(
+        .sh(
             &builder,
             "mkdir -p .loopward/overrides && echo '{}' > .loopward/overrides/x.json; echo evil >> loopward.toml",
         )
-        .await
-        .unwrap();
-    assert!(out.is_error);
-    assert!(
-        out.content.contains("refused by control"),
-        "{}",
-        out.content
-    );
+        .await;
+    assert_refused(&out, &["refused by control"]);
     assert_eq!(room.read("loopward.toml").unwrap(), "[agents]");
     assert!(!room.path(".loopward").exists());
 }
 
 #[tokio::test]
 async fn shell_through_interpreters_and_symlinks_is_caught_by_effects() {
-    let room = Room::new(ROOM);
+    let room = Room::new(PLANS_WATCHED);
     room.write("plans/a.md", "keep");
     std::os::unix::fs::symlink("plans", room.path("notes")).unwrap();
     let builder = room.turn("builder");
     let out = room
-        .shell(
+        .sh(
             &builder,
             "python3 -c \"open('notes/a.md','w').write('x')\" 2>/dev/null || printf x > notes/a.md",
         )
-        .await
-        .unwrap();
+        .await;
     assert!(out.is_error, "{}", out.content);
     assert_eq!(room.read("plans/a.md").unwrap(), "keep");
 }
 
 #[tokio::test]
 async fn the_owner_s_shell_changes_stand_and_are_reported_as_effects() {
-    let room = Room::new(ROOM);
+    let room = Room::new(PLANS_WATCHED);
     let planner = room.turn("planner");
     let out = room
-        .shell(&planner, "mkdir plans && echo '# Plan' > plans/p.md")
-        .await
-        .unwrap();
+        .sh(&planner, "mkdir plans && echo '# Plan' > plans/p.md")
+        .await;
     assert!(!out.is_error, "{}", out.content);
     assert_eq!(room.read("plans/p.md").unwrap(), "# Plan\n");
     let paths: Vec<_> = out.effects.iter().map(|e| e.path.as_str()).collect();
     assert_eq!(paths, vec!["plans", "plans/p.md"]);
-    assert!(violations(&room).is_empty());
+    assert!(room.violations().is_empty());
     // Census: the exec and each change were decided and recorded.
     let gates: Vec<_> = room
         .decisions()
@@ -155,7 +119,7 @@ async fn the_owner_s_shell_changes_stand_and_are_reported_as_effects() {
 
 #[tokio::test]
 async fn a_shell_change_with_a_valid_override_stands_and_consumes_it() {
-    let room = Room::new(ROOM);
+    let room = Room::new(PLANS_WATCHED);
     room.write("plan.md", "v1");
     let p = room.ws.resolve("plan.md").unwrap();
     room.policy
@@ -169,10 +133,10 @@ async fn a_shell_change_with_a_valid_override_stands_and_consumes_it() {
         )
         .unwrap();
     let builder = room.turn("builder");
-    let out = room.shell(&builder, "echo v2 > plan.md").await.unwrap();
+    let out = room.sh(&builder, "echo v2 > plan.md").await;
     assert!(!out.is_error, "{}", out.content);
     assert_eq!(room.read("plan.md").unwrap(), "v2\n");
-    let out = room.shell(&builder, "echo v3 > plan.md").await.unwrap();
+    let out = room.sh(&builder, "echo v3 > plan.md").await;
     assert!(out.is_error);
     assert_eq!(room.read("plan.md").unwrap(), "v2\n");
 }
@@ -195,18 +159,9 @@ async fn a_watched_file_too_big_to_keep_fails_closed_naming_it() {
 }
 
 /// The config of the blinding tests: a territory, a small snapshot budget, the watch alone.
-const SMALL: &str = r#"
-[[territory]]
-paths = ["plan.md", "plans/**"]
-owner = "planner"
-
-[gates.sprawl]
-enabled = false
-
-[gates.shell]
-sandbox = "watch-only"
-max_snapshot_bytes = 4096
-"#;
+fn small() -> String {
+    format!("{PLANS_WATCHED}max_snapshot_bytes = 4096\n")
+}
 
 fn mode(room: &Room, rel: &str) -> u32 {
     use std::os::unix::fs::PermissionsExt;
@@ -219,25 +174,19 @@ fn mode(room: &Room, rel: &str) -> u32 {
 
 #[tokio::test]
 async fn a_huge_file_in_a_free_folder_does_not_blind_the_watch_to_a_mode_change_and_a_link() {
-    let room = Room::new(SMALL);
+    let room = Room::new(&small());
     room.write("plan.md", "the plan");
     room.write("free/small.txt", "small");
     let before_mode = mode(&room, "plan.md");
     let builder = room.turn("builder");
     let out = room
-        .shell(
+        .sh(
             &builder,
             "chmod 777 plan.md; ln -s ../plan.md free/link.md; truncate -s 300M free/huge.bin; \
              echo more >> free/small.txt",
         )
-        .await
-        .unwrap();
-    assert!(out.is_error, "{out:?}");
-    assert!(
-        out.content.contains("reverted: free/link.md, plan.md"),
-        "{}",
-        out.content
-    );
+        .await;
+    assert_refused(&out, &["reverted: free/link.md, plan.md"]);
     assert_eq!(mode(&room, "plan.md"), before_mode);
     assert!(std::fs::symlink_metadata(room.path("free/link.md")).is_err());
     // The free changes stand and are the call's effects, the huge file among them.
@@ -247,12 +196,12 @@ async fn a_huge_file_in_a_free_folder_does_not_blind_the_watch_to_a_mode_change_
         ["free/huge.bin", "free/link.md", "free/small.txt", "plan.md"]
     );
     assert!(
-        violations(&room).iter().all(|(p, _)| !p.is_empty()),
+        room.violations().iter().all(|(p, _)| !p.is_empty()),
         "{:?}",
-        violations(&room)
+        room.violations()
     );
     // The next call sees the huge file as unchanged, and nothing else.
-    let out = room.shell(&builder, "true").await.unwrap();
+    let out = room.sh(&builder, "true").await;
     assert!(!out.is_error && out.effects.is_empty(), "{out:?}");
 }
 
@@ -265,7 +214,7 @@ fn too_deep() -> String {
 
 #[tokio::test]
 async fn a_blinded_call_moves_no_baseline_and_is_judged_once_the_workspace_can_be_compared() {
-    let room = Room::new(SMALL);
+    let room = Room::new(&small());
     room.write("plan.md", "the plan");
     let before_mode = mode(&room, "plan.md");
     let builder = room.turn("builder");
@@ -282,7 +231,7 @@ async fn a_blinded_call_moves_no_baseline_and_is_judged_once_the_workspace_can_b
         .to_string();
     assert!(err.contains("could not be compared"), "{err}");
     // The violation names what blinded the watch and what is unchecked, never an empty path.
-    let blind = violations(&room);
+    let blind = room.violations();
     assert_eq!(blind.len(), 1, "{blind:?}");
     assert!(blind[0].0.starts_with("free/deep/ddd"), "{blind:?}");
     let reason = room
@@ -306,12 +255,12 @@ async fn a_blinded_call_moves_no_baseline_and_is_judged_once_the_workspace_can_b
     assert_eq!(mode(&room, "plan.md"), 0o777, "nothing was judged yet");
     // A person removes what blinds it: the next call first judges the blinded call's changes.
     std::fs::remove_dir_all(room.path("free/deep")).unwrap();
-    let out = room.shell(&builder, "echo x > x.txt").await.unwrap();
+    let out = room.sh(&builder, "echo x > x.txt").await;
     assert!(!out.is_error, "{}", out.content);
     assert_eq!(mode(&room, "plan.md"), before_mode);
     assert!(std::fs::symlink_metadata(room.path("link.md")).is_err());
     assert_eq!(room.read("plans.txt").as_deref(), Some("hijack\n"));
-    let settled: Vec<_> = violations(&room).into_iter().skip(1).collect();
+    let settled: Vec<_> = room.violations().into_iter().skip(1).collect();
     assert_eq!(
         settled,
         [
@@ -330,9 +279,8 @@ async fn skipped_folders_are_not_watched() {
     );
     let builder = room.turn("builder");
     let out = room
-        .shell(&builder, "mkdir target && echo x > target/a && echo y > b")
-        .await
-        .unwrap();
+        .sh(&builder, "mkdir target && echo x > target/a && echo y > b")
+        .await;
     let paths: Vec<_> = out.effects.iter().map(|e| e.path.as_str()).collect();
     assert_eq!(paths, vec!["b"]);
 }
@@ -345,12 +293,11 @@ async fn a_git_commit_through_shell_counts_no_work_and_reports_no_git_effects() 
     room.write("notes.txt", "n");
     let builder = room.turn("builder");
     let out = room
-        .shell(
+        .sh(
             &builder,
             "git init -q . && git add -A && git -c user.email=a@b.c -c user.name=a commit -qm one",
         )
-        .await
-        .unwrap();
+        .await;
     assert!(!out.is_error, "{}", out.content);
     assert!(room.path(".git/HEAD").exists());
     let paths: Vec<_> = out.effects.iter().map(|e| e.path.as_str()).collect();
@@ -362,23 +309,16 @@ async fn a_git_commit_through_shell_counts_no_work_and_reports_no_git_effects() 
 
 #[tokio::test]
 async fn links_made_by_shell_into_a_territory_are_writes_there_and_reverted() {
-    let room = Room::new(ROOM);
+    let room = Room::new(PLANS_WATCHED);
     room.write("plans/a.md", "keep");
     let builder = room.turn("builder");
     let out = room
-        .shell(
+        .sh(
             &builder,
             "ln plans/a.md alias.md; ln -s plans/a.md soft.md; ln -s plans dir-link",
         )
-        .await
-        .unwrap();
-    assert!(out.is_error, "{}", out.content);
-    assert!(
-        out.content
-            .contains("reverted: alias.md, dir-link, soft.md"),
-        "{}",
-        out.content
-    );
+        .await;
+    assert_refused(&out, &["reverted: alias.md, dir-link, soft.md"]);
     for p in ["alias.md", "soft.md", "dir-link"] {
         assert!(
             std::fs::symlink_metadata(room.path(p)).is_err(),
@@ -391,10 +331,7 @@ async fn links_made_by_shell_into_a_territory_are_writes_there_and_reverted() {
         .write_file(&builder, "old-alias.md", "no")
         .await
         .is_err());
-    let out = room
-        .shell(&builder, "echo no > old-alias.md")
-        .await
-        .unwrap();
+    let out = room.sh(&builder, "echo no > old-alias.md").await;
     assert!(out.is_error, "{}", out.content);
     assert_eq!(room.read("plans/a.md").unwrap(), "keep");
 }
@@ -431,12 +368,9 @@ async fn init_layout_ledger_stays_whole(sandbox: &str) {
     .unwrap();
     let room = Room::with_sink(dir, ws, policy, Some(ledger.clone()));
     let builder = room.turn("builder");
-    let first = room.shell(&builder, "true").await.unwrap();
+    let first = room.sh(&builder, "true").await;
     assert!(!first.is_error, "{sandbox}: {}", first.content);
-    let second = room
-        .shell(&builder, "echo mine > notes/mine.txt")
-        .await
-        .unwrap();
+    let second = room.sh(&builder, "echo mine > notes/mine.txt").await;
     assert!(!second.is_error, "{sandbox}: {}", second.content);
     room.write_file(&builder, "notes.md", "more\n")
         .await
@@ -463,38 +397,30 @@ async fn init_layout_ledger_stays_whole(sandbox: &str) {
 /// judged by their bytes and put back.
 #[tokio::test]
 async fn names_that_are_not_utf8_are_judged_by_their_bytes_and_stop_no_other_write() {
-    let room = Room::new(ROOM);
+    let room = Room::new(PLANS_WATCHED);
     room.write("plans/a.md", "keep");
     let builder = room.turn("builder");
     let out = room
-        .shell(
+        .sh(
             &builder,
             "mkdir -p free && ln -s \"$(printf '\\377')\" free/odd && touch \"free/$(printf '\\376')\"",
         )
-        .await
-        .unwrap();
+        .await;
     assert!(!out.is_error, "{}", out.content);
     let paths: Vec<_> = out.effects.iter().map(|e| e.path.as_str()).collect();
     assert_eq!(paths, ["free", "free/odd", "free/\u{fffd}fe"]);
     let out = room.write_file(&builder, "notes.txt", "still writes").await;
     assert!(out.is_ok(), "{out:?}");
-    let out = room.shell(&builder, "echo ok > free/ok.txt").await.unwrap();
+    let out = room.sh(&builder, "echo ok > free/ok.txt").await;
     assert!(!out.is_error, "{}", out.content);
     // Inside a territory, or a link into one: refused and put back, named in the ledger.
     let out = room
-        .shell(
+        .sh(
             &builder,
             "touch \"plans/$(printf '\\377')\"; ln -s \"../plans/$(printf '\\375')\" free/into",
         )
-        .await
-        .unwrap();
-    assert!(out.is_error, "{}", out.content);
-    assert!(
-        out.content
-            .contains("reverted: free/into, plans/\u{fffd}ff"),
-        "{}",
-        out.content
-    );
+        .await;
+    assert_refused(&out, &["reverted: free/into, plans/\u{fffd}ff"]);
     let left: Vec<_> = std::fs::read_dir(room.path("plans"))
         .unwrap()
         .map(|e| e.unwrap().file_name())

@@ -20,6 +20,47 @@ use tower::ServiceExt;
 
 pub const NOW: u64 = 1_800_000_000_000;
 
+/// The builder's changes under `src/` arm a review by the auditor (sprawl off).
+pub const REVIEWED_BY_AUDITOR: &str = r#"
+[[gates.review]]
+from = "builder"
+via = "auditor"
+when = ["src/**"]
+
+[gates.sprawl]
+enabled = false
+"#;
+
+/// Two review gates on the builder's `src/` changes: the auditor's and the scribe's.
+pub const TWO_REVIEWERS: &str = r#"
+[[gates.review]]
+from = "builder"
+via = "auditor"
+when = ["src/**"]
+
+[[gates.review]]
+from = "builder"
+via = "scribe"
+when = ["src/**"]
+
+[gates.sprawl]
+enabled = false
+"#;
+
+/// The planner owns the plans; the shell watched alone, with no kernel sandbox (sprawl off).
+/// `[gates.shell]` comes last, so a test may append keys to it.
+pub const PLANS_WATCHED: &str = r#"
+[[territory]]
+paths = ["plan.md", "plans/**"]
+owner = "planner"
+
+[gates.sprawl]
+enabled = false
+
+[gates.shell]
+sandbox = "watch-only"
+"#;
+
 pub fn agent(name: &str) -> AgentId {
     AgentId::new(name).unwrap()
 }
@@ -162,6 +203,14 @@ impl Room {
         .await
     }
 
+    /// Runs `command` in the `shell` tool; the call must complete (its output may still be the
+    /// refusal an agent reads).
+    pub async fn sh(&self, turn: &TurnContext, command: &str) -> ToolOutput {
+        self.shell(turn, command)
+            .await
+            .unwrap_or_else(|e| panic!("`{command}` did not complete: {e}"))
+    }
+
     pub async fn handoff(&self, turn: &TurnContext, to: &str) -> Result<ToolOutput, ToolError> {
         let team = ["planner", "builder", "auditor", "scribe"]
             .map(agent)
@@ -207,6 +256,17 @@ impl Room {
             .collect()
     }
 
+    /// (path, remedy) of every violation recorded so far.
+    pub fn violations(&self) -> Vec<(String, String)> {
+        self.events()
+            .into_iter()
+            .filter_map(|e| match e {
+                AuditEvent::Violation { path, remedy, .. } => Some((path, remedy.to_string())),
+                _ => None,
+            })
+            .collect()
+    }
+
     pub fn denials(&self) -> Vec<Decision> {
         self.events()
             .into_iter()
@@ -215,6 +275,21 @@ impl Room {
                 _ => None,
             })
             .collect()
+    }
+}
+
+/// Asserts that `out` is an error the agent reads and that it says each of `says`.
+#[track_caller]
+pub fn assert_refused(out: &ToolOutput, says: &[&str]) {
+    assert!(out.is_error, "not refused: {}", out.content);
+    assert_says(&out.content, says);
+}
+
+/// Asserts that `text` contains each of `says`, showing the whole text when one is missing.
+#[track_caller]
+pub fn assert_says(text: &str, says: &[&str]) {
+    for s in says {
+        assert!(text.contains(s), "{s:?} missing from:\n{text}");
     }
 }
 

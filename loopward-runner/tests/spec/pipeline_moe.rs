@@ -6,19 +6,9 @@
 use super::gates_support::*;
 use loopward_runner::tool::ToolError;
 
-const AUDITED: &str = r#"
-[[gates.review]]
-from = "builder"
-via = "auditor"
-when = ["src/**"]
-
-[gates.sprawl]
-enabled = false
-"#;
-
 #[tokio::test]
 async fn spec_changing_src_and_handing_past_the_reviewer_is_refused_naming_file_and_reviewer() {
-    let room = Room::new(AUDITED);
+    let room = Room::new(REVIEWED_BY_AUDITOR);
     let builder = room.turn("builder");
     room.write_file(&builder, "src/server.rs", "x")
         .await
@@ -35,7 +25,7 @@ async fn spec_changing_src_and_handing_past_the_reviewer_is_refused_naming_file_
 
 #[tokio::test]
 async fn spec_handing_to_the_reviewer_satisfies_the_gate() {
-    let room = Room::new(AUDITED);
+    let room = Room::new(REVIEWED_BY_AUDITOR);
     let builder = room.turn("builder");
     room.write_file(&builder, "src/server.rs", "x")
         .await
@@ -45,7 +35,7 @@ async fn spec_handing_to_the_reviewer_satisfies_the_gate() {
 
 #[tokio::test]
 async fn spec_the_gate_is_not_armed_by_changes_outside_when_nor_by_failed_writes() {
-    let room = Room::new(AUDITED);
+    let room = Room::new(REVIEWED_BY_AUDITOR);
     let builder = room.turn("builder");
     room.write_file(&builder, "docs/x.md", "x").await.unwrap();
     room.edit_file(&builder, "src/missing.rs", "a", "b")
@@ -67,7 +57,7 @@ async fn spec_a_gate_without_when_arms_on_every_handoff_of_its_agent() {
 
 #[tokio::test]
 async fn spec_only_the_gates_of_the_calling_agent_apply() {
-    let room = Room::new(AUDITED);
+    let room = Room::new(REVIEWED_BY_AUDITOR);
     let scribe = room.turn("scribe");
     room.write_file(&scribe, "src/x.rs", "x").await.unwrap();
     room.handoff(&scribe, "planner").await.unwrap();
@@ -75,16 +65,13 @@ async fn spec_only_the_gates_of_the_calling_agent_apply() {
 
 #[tokio::test]
 async fn spec_two_armed_gates_with_different_reviewers_either_reviewer_passes() {
-    let two = format!(
-        "{AUDITED}\n[[gates.review]]\nfrom = \"builder\"\nvia = \"scribe\"\nwhen = [\"src/**\"]\n"
-    );
     for ok in ["auditor", "scribe"] {
-        let room = Room::new(&two);
+        let room = Room::new(TWO_REVIEWERS);
         let builder = room.turn("builder");
         room.write_file(&builder, "src/x.rs", "x").await.unwrap();
         room.handoff(&builder, ok).await.unwrap();
     }
-    let room = Room::new(&two);
+    let room = Room::new(TWO_REVIEWERS);
     let builder = room.turn("builder");
     room.write_file(&builder, "src/x.rs", "x").await.unwrap();
     assert!(room.handoff(&builder, "planner").await.is_err());
@@ -112,7 +99,7 @@ async fn spec_a_second_handoff_in_a_turn_is_refused_and_does_not_replace_the_fir
 
 #[tokio::test]
 async fn spec_a_blocked_handoff_is_a_correctable_refusal_registering_nothing() {
-    let room = Room::new(AUDITED);
+    let room = Room::new(REVIEWED_BY_AUDITOR);
     let builder = room.turn("builder");
     room.write_file(&builder, "src/x.rs", "x").await.unwrap();
     let err = room.handoff(&builder, "planner").await.unwrap_err();
@@ -142,7 +129,7 @@ fn differs_review_gates_that_could_deadlock_are_refused_at_load_not_skipped_at_r
     // pipeline-moe skips a gate whose reviewer is absent so the room cannot deadlock; loopward
     // refuses a config that could deadlock before any run: exclusive gates with different
     // reviewers here, a reviewer not on the team in the facade's config check.
-    let cfg = format!("{AUDITED}\n[[gates.review]]\nfrom = \"builder\"\nvia = \"scribe\"\nwhen = [\"src/**\"]\nexclusive = true\n")
+    let cfg = format!("{REVIEWED_BY_AUDITOR}\n[[gates.review]]\nfrom = \"builder\"\nvia = \"scribe\"\nwhen = [\"src/**\"]\nexclusive = true\n")
         .replacen("when = [\"src/**\"]", "when = [\"src/**\"]\nexclusive = true", 1);
     assert!(loopward_runner::gates::PolicyConfig::from_toml(&cfg).is_err());
 }

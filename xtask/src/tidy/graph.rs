@@ -105,8 +105,13 @@ const LLAMA_ALLOWED: &[&str] = &["loopward-llama", "loopward-bench"];
 /// `cargo metadata --no-deps` of the workspace at `root`: its crates, their folders and their
 /// dependencies.
 pub(super) fn metadata(root: &Path) -> Result<serde_json::Value> {
+    cargo_metadata(root, "--no-deps")
+}
+
+/// `cargo metadata --format-version 1` with `flag`, run in `root`, as JSON.
+fn cargo_metadata(root: &Path, flag: &str) -> Result<serde_json::Value> {
     let out = Command::new(env!("CARGO"))
-        .args(["metadata", "--format-version", "1", "--no-deps"])
+        .args(["metadata", "--format-version", "1", flag])
         .current_dir(root)
         .output()
         .context("cannot run cargo metadata")?;
@@ -173,18 +178,7 @@ fn graph_problems(meta: &serde_json::Value, problems: &mut Vec<String>) -> Resul
 }
 
 pub(super) fn rust_version(root: &Path, problems: &mut Vec<String>) -> Result<()> {
-    let out = Command::new(env!("CARGO"))
-        .args(["metadata", "--format-version", "1", "--locked"])
-        .current_dir(root)
-        .output()
-        .context("cannot run cargo metadata")?;
-    if !out.status.success() {
-        bail!(
-            "cargo metadata failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-    let meta: serde_json::Value = serde_json::from_slice(&out.stdout)?;
+    let meta = cargo_metadata(root, "--locked")?;
     let members: Vec<&str> = meta["workspace_members"]
         .as_array()
         .into_iter()

@@ -7,15 +7,14 @@
 //! requires. Usage: input counts `input_tokens` plus both cache fields; cached is
 //! `cache_read_input_tokens`.
 
-use super::config::{endpoint, Common, ConfigError};
+use super::config::{default_connect_timeout, default_read_timeout, yes, Common, ConfigError};
 use super::keys::ApiKey;
-use super::openai::{default_connect_timeout, default_read_timeout, yes};
+use super::reply::{self, model_of};
 use super::retry::RetryPolicy;
 use super::sse::SseEvent;
-use super::transport::{
-    self, cut_short, event_json, Protocol, StreamReply, Transport, TransportConfig,
-};
-use crate::model::{ChatRequest, ChatResponse, ModelError, StopReason};
+use super::transport::{self, cut_short, event_json, Protocol, StreamReply};
+use super::Backend;
+use crate::model::{ChatRequest, ChatResponse, ModelError};
 use loopward_core::{Message, ToolCall, Usage};
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -25,6 +24,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 const BACKEND: &str = "anthropic";
+/// The `stop_reason` of a reply cut off by its token limit; every other reason (`end_turn`,
+/// `stop_sequence`, `tool_use`, …) is the model ending the reply.
+const CUT_OFF: &str = "max_tokens";
 
 /// Settings of the Anthropic backend, as written in `loopward.toml`.
 ///
@@ -146,32 +148,20 @@ impl AnthropicConfig {
 /// The Anthropic backend: a `tower::Service<ChatRequest>`; clones share one client.
 #[derive(Clone)]
 pub struct AnthropicModel {
-    inner: Arc<Inner>,
-}
-
-#[derive(Clone)]
-struct Inner {
-    protocol: Anthropic,
-    config: AnthropicConfig,
-    transport: Transport,
-    keyed: bool,
+    inner: Arc<Backend<Anthropic, AnthropicConfig>>,
 }
 
 impl AnthropicModel {
     /// A backend for `config` sending `key`.
     pub fn new(config: AnthropicConfig, key: ApiKey) -> Result<Self, ConfigError> {
         config.validate()?;
-        let transport = Transport::new(TransportConfig {
-            backend: BACKEND,
-            url: endpoint(&config.base_url, "v1/messages"),
-            key_header: transport::key_header(Some(&key), "x-api-key", ""),
-            extra_headers: &[("anthropic-version", &config.anthropic_version)],
-            connect_timeout: config.connect_timeout,
-            read_timeout: config.read_timeout,
-            retry: config.retry.clone(),
-        })?;
+        let transport = config.common().transport(
+            "v1/messages",
+            transport::key_header(Some(&key), "x-api-key", ""),
+            &[("anthropic-version", &config.anthropic_version)],
+        )?;
         Ok(Self {
-            inner: Arc::new(Inner {
+            inner: Arc::new(Backend {
                 protocol: Anthropic {
                     model: config.model.clone(),
                 },
@@ -189,33 +179,16 @@ impl AnthropicModel {
         env: impl Fn(&str) -> Option<String>,
     ) -> Result<Self, ConfigError> {
         config.validate()?;
-        let source = config.common().key_source().ok_or(ConfigError::Invalid {
+        let key = config.common().key(env)?.ok_or(ConfigError::Invalid {
             backend: BACKEND,
             field: "key_env",
             why: "is missing".into(),
         })?;
-        let key = source.resolve(env).map_err(|why| ConfigError::Key {
-            backend: BACKEND,
-            why,
-        })?;
         Self::new(config, key)
-    }
-
-    async fn chat(self, req: ChatRequest) -> Result<ChatResponse, ModelError> {
-        crate::telemetry::record_provider(&req, "anthropic");
-        let inner = &self.inner;
-        let body = request_body(&inner.config, &req, inner.config.stream);
-        let bytes = serde_json::to_vec(&body).map_err(|e| {
-            ModelError::InvalidResponse(format!("could not encode the request: {e}"))
-        })?;
-        inner
-            .transport
-            .call(&inner.protocol, bytes, inner.config.stream)
-            .await
     }
 }
 
-super::impl_http_model!(AnthropicModel, "AnthropicModel");
+super::impl_http_model!(AnthropicModel, "AnthropicModel", "anthropic", request_body);
 
 /// The JSON body of a Messages request.
 fn request_body(config: &AnthropicConfig, req: &ChatRequest, stream: bool) -> Value {
@@ -326,28 +299,10 @@ fn to_usage([input, created, read, output]: [u64; 4]) -> Usage {
     }
 }
 
-fn truncated_call() -> ModelError {
-    ModelError::InvalidResponse(
-        "the reply hit max_tokens in the middle of a tool call; raise max_tokens".into(),
-    )
-}
-
-/// `stop_reason: "max_tokens"` is a reply cut off by its token limit; every other reason
-/// (`end_turn`, `stop_sequence`, `tool_use`, …) is the model ending the reply.
-fn stop_reason(reason: Option<&str>) -> StopReason {
-    match reason {
-        Some("max_tokens") => StopReason::TokenLimit,
-        _ => StopReason::Finished,
-    }
-}
-
 impl Protocol for Anthropic {
     type Stream = AnthropicStream;
 
     fn parse_full(&self, v: Value) -> Result<ChatResponse, ModelError> {
-        if let Some(id) = v.get("id").and_then(Value::as_str) {
-            crate::telemetry::record_response_id(id);
-        }
         let blocks = v
             .get("content")
             .and_then(Value::as_array)
@@ -376,9 +331,9 @@ impl Protocol for Anthropic {
                 _ => {}
             }
         }
-        let stop = stop_reason(v.get("stop_reason").and_then(Value::as_str));
+        let stop = reply::stop_reason(v.get("stop_reason").and_then(Value::as_str), CUT_OFF);
         if stop.is_cut_off() && !tool_calls.is_empty() {
-            return Err(truncated_call());
+            return Err(reply::truncated_call(CUT_OFF));
         }
         let mut usage = [0; 4];
         if let Some(u) = v.get("usage") {
@@ -388,11 +343,7 @@ impl Protocol for Anthropic {
             content,
             tool_calls,
             usage: to_usage(usage),
-            model: v
-                .get("model")
-                .and_then(Value::as_str)
-                .unwrap_or(&self.model)
-                .to_owned(),
+            model: model_of(&v, &self.model),
             stop,
         })
     }
@@ -512,9 +463,9 @@ impl StreamReply for AnthropicStream {
             .blocks
             .values()
             .any(|(b, _)| matches!(b, Block::ToolUse { .. }));
-        let stop = stop_reason(self.stop_reason.as_deref());
+        let stop = reply::stop_reason(self.stop_reason.as_deref(), CUT_OFF);
         if stop.is_cut_off() && has_tool {
-            return Err(truncated_call());
+            return Err(reply::truncated_call(CUT_OFF));
         }
         let mut content = String::new();
         let mut tool_calls = Vec::new();
@@ -527,12 +478,7 @@ impl StreamReply for AnthropicStream {
                             "streamed tool_use block {index} has no id or name"
                         )));
                     }
-                    let input = if json.trim().is_empty() {
-                        json!({})
-                    } else {
-                        serde_json::from_str(&json).unwrap_or(Value::String(json))
-                    };
-                    tool_calls.push(ToolCall::new(id, name, input));
+                    tool_calls.push(ToolCall::new(id, name, reply::arguments(&json)));
                 }
                 Block::Other => {}
             }

@@ -1,7 +1,8 @@
 //! What the two HTTP backends' configs share: validation errors, durations, key sources.
 
-use super::keys::{KeyError, KeySource};
+use super::keys::{ApiKey, KeyError, KeySource};
 use super::retry::RetryPolicy;
+use super::transport::{Transport, TransportConfig};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -36,6 +37,17 @@ pub enum ConfigError {
         /// Why.
         why: String,
     },
+}
+
+// The defaults both backends' configs share.
+pub(crate) fn yes() -> bool {
+    true
+}
+pub(crate) fn default_connect_timeout() -> Duration {
+    Duration::from_secs(10)
+}
+pub(crate) fn default_read_timeout() -> Duration {
+    Duration::from_secs(120)
 }
 
 /// The fields both backends validate the same way.
@@ -115,16 +127,43 @@ impl Common<'_> {
         Ok(())
     }
 
-    pub(crate) fn key_source(&self) -> Option<KeySource> {
-        match (self.key_env, self.key_file) {
-            (Some(name), _) => Some(KeySource::Env(name.to_owned())),
-            (None, Some(path)) => Some(KeySource::File(path.clone())),
-            (None, None) => None,
-        }
+    /// The key `key_env` or `key_file` names, read through `env`; `None` where neither is set.
+    pub(crate) fn key(
+        &self,
+        env: impl Fn(&str) -> Option<String>,
+    ) -> Result<Option<ApiKey>, ConfigError> {
+        let source = match (self.key_env, self.key_file) {
+            (Some(name), _) => KeySource::Env(name.to_owned()),
+            (None, Some(path)) => KeySource::File(path.clone()),
+            (None, None) => return Ok(None),
+        };
+        let key = source.resolve(env).map_err(|why| ConfigError::Key {
+            backend: self.backend,
+            why,
+        })?;
+        Ok(Some(key))
+    }
+
+    /// The transport to `path` under `base_url`, with the config's timeouts and retries.
+    pub(crate) fn transport(
+        &self,
+        path: &str,
+        key_header: Option<(&'static str, String)>,
+        extra_headers: &[(&'static str, &str)],
+    ) -> Result<Transport, ConfigError> {
+        Transport::new(TransportConfig {
+            backend: self.backend,
+            url: endpoint(self.base_url, path),
+            key_header,
+            extra_headers,
+            connect_timeout: self.connect_timeout,
+            read_timeout: self.read_timeout,
+            retry: self.retry.clone(),
+        })
     }
 }
 
 /// The URL of `path` under `base_url` (which may or may not end in `/`).
-pub(crate) fn endpoint(base_url: &str, path: &str) -> String {
+fn endpoint(base_url: &str, path: &str) -> String {
     format!("{}/{path}", base_url.trim_end_matches('/'))
 }

@@ -45,6 +45,7 @@ mod config;
 mod error;
 mod keys;
 mod openai;
+mod reply;
 mod retry;
 mod schema;
 pub mod sse;
@@ -65,10 +66,40 @@ fn min_limit(config: Option<u32>, request: Option<u32>) -> Option<u32> {
     }
 }
 
-/// The service impl, test seams and redacted `Debug` both backends share.
+/// What one backend holds: how its replies read, its config and its transport.
+#[derive(Clone)]
+struct Backend<P, C> {
+    protocol: P,
+    config: C,
+    transport: transport::Transport,
+    /// Whether a key is sent (shown, redacted, by `Debug`).
+    keyed: bool,
+}
+
+/// The call, service impl, test seams and redacted `Debug` both backends share: `$body` writes
+/// the JSON request from the config, the request and whether to stream; `$provider` names the
+/// API in telemetry.
 macro_rules! impl_http_model {
-    ($ty:ident, $name:literal) => {
+    ($ty:ident, $name:literal, $provider:literal, $body:path) => {
         impl $ty {
+            async fn chat(
+                self,
+                req: $crate::model::ChatRequest,
+            ) -> Result<$crate::model::ChatResponse, $crate::model::ModelError> {
+                $crate::telemetry::record_provider(&req, $provider);
+                let inner = &self.inner;
+                let body = $body(&inner.config, &req, inner.config.stream);
+                let bytes = serde_json::to_vec(&body).map_err(|e| {
+                    $crate::model::ModelError::InvalidResponse(format!(
+                        "could not encode the request: {e}"
+                    ))
+                })?;
+                inner
+                    .transport
+                    .call(&inner.protocol, bytes, inner.config.stream)
+                    .await
+            }
+
             /// Uses `jitter` for retry backoff (tests pass a fixed one, e.g. `|| 0.5`).
             pub fn with_jitter(mut self, jitter: impl $crate::model::http::Jitter) -> Self {
                 std::sync::Arc::make_mut(&mut self.inner)

@@ -8,15 +8,15 @@
 //! [`ToolChoice`] other than `auto` travels as `tool_choice`, and `argument_chars` bounds every
 //! argument string in the tools' schemas (`maxLength`).
 
-use super::config::{endpoint, Common, ConfigError};
+use super::config::{default_connect_timeout, default_read_timeout, yes, Common, ConfigError};
 use super::keys::ApiKey;
+use super::reply::{self, arguments, model_of};
 use super::retry::RetryPolicy;
 use super::schema::{bound_strings, ToolChoice};
 use super::sse::SseEvent;
-use super::transport::{
-    self, cut_short, event_json, Protocol, StreamReply, Transport, TransportConfig,
-};
-use crate::model::{ChatRequest, ChatResponse, ModelError, StopReason};
+use super::transport::{self, cut_short, event_json, Protocol, StreamReply};
+use super::Backend;
+use crate::model::{ChatRequest, ChatResponse, ModelError};
 use loopward_core::{Message, ToolCall, Usage};
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -26,6 +26,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 const BACKEND: &str = "openai";
+/// The `finish_reason` of a reply cut off by its token limit; every other reason (`stop`,
+/// `tool_calls`, …) is the model ending the reply.
+const CUT_OFF: &str = "length";
 
 /// Settings of an OpenAI-compatible backend, as written in `loopward.toml`.
 ///
@@ -114,15 +117,6 @@ impl MaxTokensField {
 fn default_base_url() -> String {
     "https://api.openai.com/v1".into()
 }
-pub(crate) fn yes() -> bool {
-    true
-}
-pub(crate) fn default_connect_timeout() -> Duration {
-    Duration::from_secs(10)
-}
-pub(crate) fn default_read_timeout() -> Duration {
-    Duration::from_secs(120)
-}
 
 impl OpenAiConfig {
     /// A config for `model` at `base_url` with every other setting at its default.
@@ -180,32 +174,20 @@ impl OpenAiConfig {
 /// The OpenAI-compatible backend: a `tower::Service<ChatRequest>`; clones share one client.
 #[derive(Clone)]
 pub struct OpenAiModel {
-    inner: Arc<Inner>,
-}
-
-#[derive(Clone)]
-struct Inner {
-    protocol: OpenAi,
-    config: OpenAiConfig,
-    transport: Transport,
-    keyed: bool,
+    inner: Arc<Backend<OpenAi, OpenAiConfig>>,
 }
 
 impl OpenAiModel {
     /// A backend for `config` sending `key` (none for servers without auth).
     pub fn new(config: OpenAiConfig, key: Option<ApiKey>) -> Result<Self, ConfigError> {
         config.validate()?;
-        let transport = Transport::new(TransportConfig {
-            backend: BACKEND,
-            url: endpoint(&config.base_url, "chat/completions"),
-            key_header: transport::key_header(key.as_ref(), "authorization", "Bearer "),
-            extra_headers: &[],
-            connect_timeout: config.connect_timeout,
-            read_timeout: config.read_timeout,
-            retry: config.retry.clone(),
-        })?;
+        let transport = config.common().transport(
+            "chat/completions",
+            transport::key_header(key.as_ref(), "authorization", "Bearer "),
+            &[],
+        )?;
         Ok(Self {
-            inner: Arc::new(Inner {
+            inner: Arc::new(Backend {
                 protocol: OpenAi {
                     model: config.model.clone(),
                 },
@@ -223,31 +205,12 @@ impl OpenAiModel {
         env: impl Fn(&str) -> Option<String>,
     ) -> Result<Self, ConfigError> {
         config.validate()?;
-        let key = match config.common().key_source() {
-            Some(src) => Some(src.resolve(env).map_err(|why| ConfigError::Key {
-                backend: BACKEND,
-                why,
-            })?),
-            None => None,
-        };
+        let key = config.common().key(env)?;
         Self::new(config, key)
-    }
-
-    async fn chat(self, req: ChatRequest) -> Result<ChatResponse, ModelError> {
-        crate::telemetry::record_provider(&req, "openai");
-        let inner = &self.inner;
-        let body = request_body(&inner.config, &req, inner.config.stream);
-        let bytes = serde_json::to_vec(&body).map_err(|e| {
-            ModelError::InvalidResponse(format!("could not encode the request: {e}"))
-        })?;
-        inner
-            .transport
-            .call(&inner.protocol, bytes, inner.config.stream)
-            .await
     }
 }
 
-super::impl_http_model!(OpenAiModel, "OpenAiModel");
+super::impl_http_model!(OpenAiModel, "OpenAiModel", "openai", request_body);
 
 /// The JSON body of a chat-completions request.
 fn request_body(config: &OpenAiConfig, req: &ChatRequest, stream: bool) -> Value {
@@ -339,37 +302,10 @@ fn usage(v: &Value) -> Usage {
     }
 }
 
-/// A call's arguments: the JSON they hold, or the raw text when it is not JSON (the tool layer
-/// then refuses it as a correctable error).
-fn arguments(raw: &str) -> Value {
-    if raw.trim().is_empty() {
-        return json!({});
-    }
-    serde_json::from_str(raw).unwrap_or_else(|_| Value::String(raw.to_owned()))
-}
-
-fn truncated_call() -> ModelError {
-    ModelError::InvalidResponse(
-        "the reply hit its token limit in the middle of a tool call; raise max_tokens".into(),
-    )
-}
-
-/// `finish_reason: "length"` is a reply cut off by its token limit; every other reason
-/// (`stop`, `tool_calls`, …) is the model ending the reply.
-fn finish_reason(reason: Option<&str>) -> StopReason {
-    match reason {
-        Some("length") => StopReason::TokenLimit,
-        _ => StopReason::Finished,
-    }
-}
-
 impl Protocol for OpenAi {
     type Stream = OpenAiStream;
 
     fn parse_full(&self, v: Value) -> Result<ChatResponse, ModelError> {
-        if let Some(id) = v.get("id").and_then(Value::as_str) {
-            crate::telemetry::record_response_id(id);
-        }
         let choice = v
             .pointer("/choices/0")
             .ok_or_else(|| ModelError::InvalidResponse("the reply has no choices".into()))?;
@@ -404,9 +340,9 @@ impl Protocol for OpenAi {
             };
             tool_calls.push(ToolCall::new(id, name, args));
         }
-        let stop = finish_reason(choice.get("finish_reason").and_then(Value::as_str));
+        let stop = reply::stop_reason(choice.get("finish_reason").and_then(Value::as_str), CUT_OFF);
         if stop.is_cut_off() && !tool_calls.is_empty() {
-            return Err(truncated_call());
+            return Err(reply::truncated_call("its token limit"));
         }
         Ok(ChatResponse {
             content: msg
@@ -419,11 +355,7 @@ impl Protocol for OpenAi {
                 calls: 1,
                 ..Usage::default()
             }),
-            model: v
-                .get("model")
-                .and_then(Value::as_str)
-                .unwrap_or(&self.model)
-                .to_owned(),
+            model: model_of(&v, &self.model),
             stop,
         })
     }
@@ -513,9 +445,9 @@ impl StreamReply for OpenAiStream {
             };
             return Err(cut_short(what));
         }
-        let stop = finish_reason(self.finish_reason.as_deref());
+        let stop = reply::stop_reason(self.finish_reason.as_deref(), CUT_OFF);
         if stop.is_cut_off() && !self.calls.is_empty() {
-            return Err(truncated_call());
+            return Err(reply::truncated_call("its token limit"));
         }
         let mut tool_calls = Vec::with_capacity(self.calls.len());
         for (index, c) in self.calls {

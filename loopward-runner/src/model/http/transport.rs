@@ -245,6 +245,9 @@ fn parse_body<P: Protocol>(proto: &P, body: &[u8]) -> Result<ChatResponse, Model
     if let Some(api) = ApiError::from_json(&v) {
         return Err(api.into_model_error());
     }
+    if let Some(id) = v.get("id").and_then(serde_json::Value::as_str) {
+        crate::telemetry::record_response_id(id);
+    }
     proto.parse_full(v)
 }
 
