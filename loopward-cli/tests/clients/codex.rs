@@ -68,18 +68,7 @@ fn real_codex_sessions_are_held_by_the_hook_and_the_sandbox() {
     };
     let (_dir, root, home) = project();
     clients::install_hook(&root, &home, "codex");
-    let grant = loopward(
-        &root,
-        &home,
-        &[
-            "override",
-            "grant",
-            "--agent",
-            "root",
-            "--path",
-            "plans/roadmap.md",
-        ],
-    );
+    let grant = loopward(&root, &home, clients::GRANT_ROADMAP);
     assert!(!grant.status.success(), "a grant needs a reason");
     clients::grant_roadmap_once(&root, &home);
     let script = vec![
@@ -175,14 +164,7 @@ fn a_hook_codex_cannot_start_lets_the_write_through_so_install_never_writes_one(
         ROADMAP
     );
     // The same hook as a bare `loopward-hook`: it cannot start, and Codex goes ahead.
-    let hooks = root.join(".codex/hooks.json");
-    let text = std::fs::read_to_string(&hooks).unwrap().replace(
-        &format!("'{}'", env!("CARGO_BIN_EXE_loopward-hook")),
-        "loopward-hook",
-    );
-    std::fs::write(&hooks, text).unwrap();
-    let doctor = loopward(&root, &home, &["hook", "doctor", "--host", "codex"]);
-    assert_eq!(doctor.status.code(), Some(1), "{doctor:?}");
+    clients::make_hook_bare(&root, &home, ".codex/hooks.json", "codex");
     let (port, _server) = responses_server::start(patch());
     let (ok, out) = session(&codex, &root, &home, port, "/usr/bin:/bin");
     assert!(ok, "{out}");

@@ -4,12 +4,10 @@ use super::*;
 
 #[test]
 fn real_claude_code_sessions_are_contained_by_the_hook_and_the_sandbox() {
-    let Some(claude) = claude() else {
-        eprintln!("\n\n*** SKIPPED: Claude Code is not installed. Run scripts/claude-code-install.sh (CI does) or set LOOPWARD_CLAUDE. ***\n\n");
+    let Some(claude) = Client::ClaudeCode.find() else {
         return;
     };
-    let (_dir, root) = project();
-    let home = _dir.path().join("home");
+    let (_dir, root, home) = project();
     let settings_before = std::fs::read_to_string(root.join(".claude/settings.json")).unwrap();
     let p = |rel: &str| root.join(rel).to_str().unwrap().to_string();
     // loopward's state directory for this workspace, as the hook (HOME = `home`) finds it.

@@ -12,7 +12,7 @@
 //! `.gemini-cli/`; `LOOPWARD_GEMINI` names another binary. Without one the test says so loudly
 //! and passes.
 
-use crate::support::clients::{self, loopward, Client, ROADMAP};
+use crate::support::clients::{self, Client, ROADMAP};
 use crate::support::gemini_server::{self, Call};
 use serde_json::json;
 use std::path::{Path, PathBuf};
@@ -149,14 +149,7 @@ fn a_hook_gemini_cannot_start_blocks_the_session_and_doctor_flags_it() {
     let (ok, out) = session(&gemini, &root, &home, port);
     assert!(ok, "{out}");
     assert_eq!(std::fs::read_to_string(&target).unwrap(), ROADMAP, "{out}");
-    let settings = root.join(".gemini/settings.json");
-    let text = std::fs::read_to_string(&settings).unwrap().replace(
-        &format!("'{}'", env!("CARGO_BIN_EXE_loopward-hook")),
-        "loopward-hook",
-    );
-    std::fs::write(&settings, text).unwrap();
-    let doctor = loopward(&root, &home, &["hook", "doctor", "--host", "gemini"]);
-    assert_eq!(doctor.status.code(), Some(1), "{doctor:?}");
+    clients::make_hook_bare(&root, &home, ".gemini/settings.json", "gemini");
     let (port, _server) = gemini_server::start(write());
     let (_, out) = session(&gemini, &root, &home, port);
     assert_eq!(std::fs::read_to_string(&target).unwrap(), ROADMAP, "{out}");

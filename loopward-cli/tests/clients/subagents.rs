@@ -2,30 +2,20 @@
 
 use super::*;
 
-const TEAM_CONFIG: &str = r#"
-[run]
-first = "root"
-
-[[agent]]
-name = "root"
-tools = ["read_file", "write_file", "edit_file", "shell"]
-
-[[agent]]
-name = "planner"
-tools = ["read_file", "write_file", "edit_file"]
-
+/// The team's config with a `builder`, who alone writes `src/`.
+fn team_config() -> String {
+    format!(
+        r#"{CONFIG}
 [[agent]]
 name = "builder"
 tools = ["read_file", "write_file", "edit_file", "shell"]
 
 [[territory]]
-paths = ["plans/**"]
-owner = "planner"
-
-[[territory]]
 paths = ["src/**"]
 owner = "builder"
-"#;
+"#
+    )
+}
 
 /// A Claude Code subagent definition.
 fn subagent(root: &Path, name: &str) {
@@ -44,15 +34,13 @@ fn subagent(root: &Path, name: &str) {
 /// territory is refused, and the ledger names that one.
 #[test]
 fn the_printed_remedy_works_and_parallel_subagents_keep_their_own_writes() {
-    let Some(claude) = claude() else {
-        eprintln!("\n\n*** SKIPPED: Claude Code is not installed. Run scripts/claude-code-install.sh (CI does) or set LOOPWARD_CLAUDE. ***\n\n");
+    let Some(claude) = Client::ClaudeCode.find() else {
         return;
     };
-    let (dir, root) = project_with(TEAM_CONFIG);
+    let (_dir, root, home) = project_with(&team_config());
     std::fs::create_dir_all(root.join("src")).unwrap();
     subagent(&root, "planner");
     subagent(&root, "builder");
-    let home = dir.path().join("home");
     let p = |rel: &str| root.join(rel).to_str().unwrap().to_string();
     let agent = |who: &str, prompt: &str| Block::ToolUse {
         name: "Agent".into(),

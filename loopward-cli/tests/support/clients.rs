@@ -111,26 +111,35 @@ pub fn install_hook(root: &Path, home: &Path, host: &str) {
     assert!(install.status.success(), "hook install: {install:?}");
 }
 
+/// `loopward override grant` for `root` on `plans/roadmap.md`, before its `--reason`.
+pub const GRANT_ROADMAP: &[&str] = &[
+    "override",
+    "grant",
+    "--agent",
+    "root",
+    "--path",
+    "plans/roadmap.md",
+];
+
 /// The one-shot override a session's second roadmap write consumes: `root` may write
 /// `plans/roadmap.md` once, for ten minutes.
 pub fn grant_roadmap_once(root: &Path, home: &Path) {
-    let grant = loopward(
-        root,
-        home,
-        &[
-            "override",
-            "grant",
-            "--agent",
-            "root",
-            "--path",
-            "plans/roadmap.md",
-            "--reason",
-            "the planner approved step 2",
-            "--ttl",
-            "10m",
-        ],
-    );
+    let reason = ["--reason", "the planner approved step 2", "--ttl", "10m"];
+    let grant = loopward(root, home, &[GRANT_ROADMAP, &reason].concat());
     assert!(grant.status.success(), "override grant: {grant:?}");
+}
+
+/// Rewrites the hook `hook install --host <host>` wrote in `file` as a bare `loopward-hook`, a
+/// command the client cannot start off its `PATH`; `hook doctor` flags it.
+pub fn make_hook_bare(root: &Path, home: &Path, file: &str, host: &str) {
+    let file = root.join(file);
+    let text = std::fs::read_to_string(&file).unwrap().replace(
+        &format!("'{}'", env!("CARGO_BIN_EXE_loopward-hook")),
+        "loopward-hook",
+    );
+    std::fs::write(&file, text).unwrap();
+    let doctor = loopward(root, home, &["hook", "doctor", "--host", host]);
+    assert_eq!(doctor.status.code(), Some(1), "{doctor:?}");
 }
 
 /// The session's ledger consumed the override exactly once and verifies; its records.

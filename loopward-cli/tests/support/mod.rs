@@ -35,6 +35,14 @@ pub(crate) fn text(o: &std::process::Output) -> String {
     )
 }
 
+/// Runs `cmd`, which must succeed, and reads what it printed on stdout as JSON.
+#[allow(dead_code)]
+pub(crate) fn json_out(cmd: &mut std::process::Command) -> serde_json::Value {
+    let out = cmd.output().unwrap();
+    assert!(out.status.success(), "{cmd:?}\n{}", text(&out));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
 /// Waits for `child` at most `limit`; a child still running then is ended by its PID (`None`).
 #[allow(dead_code)]
 pub(crate) fn wait_up_to(
@@ -144,6 +152,16 @@ pub(crate) fn http_server(
 /// runs it (one process per event, the event on stdin).
 #[allow(dead_code)]
 pub(crate) fn with_stdin(cmd: &mut std::process::Command, stdin: &[u8]) -> std::process::Output {
+    started_with_stdin(cmd, stdin).wait_with_output().unwrap()
+}
+
+/// Starts `cmd` with `stdin` written to it and its stdout and stderr captured; the caller waits
+/// for it.
+#[allow(dead_code)]
+pub(crate) fn started_with_stdin(
+    cmd: &mut std::process::Command,
+    stdin: &[u8],
+) -> std::process::Child {
     use std::io::Write;
     use std::process::Stdio;
     let mut child = cmd
@@ -153,5 +171,5 @@ pub(crate) fn with_stdin(cmd: &mut std::process::Command, stdin: &[u8]) -> std::
         .spawn()
         .unwrap();
     child.stdin.take().unwrap().write_all(stdin).unwrap();
-    child.wait_with_output().unwrap()
+    child
 }
