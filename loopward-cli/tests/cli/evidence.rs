@@ -419,25 +419,11 @@ fn another_projects_key_is_unreadable_to_a_runs_shell_and_to_sandbox_exec() {
 
     // A run's shell in project b.
     let d = b.path();
-    let cfg = std::fs::read_to_string(d.join("loopward.toml"))
-        .unwrap()
-        .replace(
-            r#"tools = ["read_file", "write_file", "edit_file", "list_dir", "handoff"]"#,
-            r#"tools = ["read_file", "write_file", "edit_file", "list_dir", "shell", "handoff"]"#,
-        );
-    std::fs::write(d.join("loopward.toml"), cfg).unwrap();
-    let script = std::fs::read_to_string(d.join("loopward.script.toml"))
-        .unwrap()
-        .replacen(
-            "[[agents.builder]]\ntool_calls = [{ name = \"write_file\"",
-            &format!(
-                "[[agents.builder]]\ntool_calls = [{{ name = \"shell\", arguments = {{ command = {:?} }} }}]\n\n\
-                 [[agents.builder]]\ntool_calls = [{{ name = \"write_file\"",
-                format!("{cats}echo tried")
-            ),
-            1,
-        );
-    std::fs::write(d.join("loopward.script.toml"), script).unwrap();
+    let shell = format!(
+        "[[agents.builder]]\ntool_calls = [{{ name = \"shell\", arguments = {{ command = {:?} }} }}]\n\n",
+        format!("{cats}echo tried")
+    );
+    super::workspace::builder_first(d, &shell, 1);
     let run = loopward(d, &["run", "--id", "r1"]);
     assert_eq!(run.status.code(), Some(0), "{}", text(&run));
     let ledger = std::fs::read(d.join("runs/r1/events.jsonl")).unwrap();

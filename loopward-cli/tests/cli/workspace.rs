@@ -5,7 +5,7 @@ use super::*;
 
 /// In the `init` layout, gives the builder `shell` and puts `replies` (its scripted replies, as
 /// TOML) before its first `times` scripted writes; returns the script written.
-fn builder_first(d: &Path, replies: &str, times: usize) -> String {
+pub(super) fn builder_first(d: &Path, replies: &str, times: usize) -> String {
     let cfg = std::fs::read_to_string(d.join("loopward.toml"))
         .unwrap()
         .replace(

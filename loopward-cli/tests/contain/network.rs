@@ -71,13 +71,8 @@ fn opting_out_of_network_isolation_is_recorded_on_every_call() {
 fn a_host_in_net_that_is_not_one_is_refused_at_load() {
     let dir = project("[[agents.builder]]\ntext = \"done\"\n");
     with_net(dir.path(), "[\"https://evil.example/x\"]", "");
-    let run = loopward(
+    assert_refused_at_load(
         dir.path(),
-        &["run", "--id", "r1"],
-        &[("SECRET_TOKEN", SECRET)],
+        &["agent[0].net[0]", "is not a host name or an address"],
     );
-    let out = text(&run);
-    assert_eq!(run.status.code(), Some(1), "{out}");
-    assert!(out.contains("agent[0].net[0]"), "{out}");
-    assert!(out.contains("is not a host name or an address"), "{out}");
 }

@@ -14,6 +14,25 @@ fn hook(config: &Path, stdin: &[u8]) -> Output {
     )
 }
 
+/// The hook's answer (stdout, exit status 0) to `event` under `config`: `decision` (`deny`,
+/// `allow`).
+fn assert_decides(config: &Path, event: &str, decision: &str) -> String {
+    let out = hook(config, event.as_bytes());
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let said = format!(r#""permissionDecision":"{decision}""#);
+    assert!(stdout.contains(&said), "{said} not in {stdout}");
+    stdout
+}
+
+/// `e` as the hook reads it, from the subagent `agent` when given.
+fn from_agent(mut e: serde_json::Value, agent: Option<&str>) -> String {
+    if let Some(a) = agent {
+        e["agent_type"] = a.into();
+    }
+    e.to_string()
+}
+
 /// A scratch project (its canonical root) governed by [`CONFIG`].
 fn configured() -> (tempfile::TempDir, std::path::PathBuf) {
     let dir = tempfile::tempdir().unwrap();
@@ -23,39 +42,20 @@ fn configured() -> (tempfile::TempDir, std::path::PathBuf) {
 }
 
 fn write_event(root: &Path, agent: Option<&str>) -> String {
-    let mut e = serde_json::json!({
+    let e = serde_json::json!({
         "session_id": "cli-1", "transcript_path": "/t.jsonl", "cwd": root,
         "hook_event_name": "PreToolUse", "tool_name": "Write", "tool_use_id": "toolu_1",
         "tool_input": {"file_path": root.join("plan.md"), "content": "# Plan"},
     });
-    if let Some(a) = agent {
-        e["agent_type"] = a.into();
-    }
-    e.to_string()
+    from_agent(e, agent)
 }
 
 #[test]
 fn a_foreign_write_is_denied_and_the_owners_allowed() {
     let (_dir, root) = configured();
-    let out = hook(
-        &root.join("loopward.toml"),
-        write_event(&root, None).as_bytes(),
-    );
-    assert_eq!(out.status.code(), Some(0));
-    let stdout = String::from_utf8(out.stdout).unwrap();
-    assert!(
-        stdout.contains(r#""permissionDecision":"deny""#),
-        "{stdout}"
-    );
-    let out = hook(
-        &root.join("loopward.toml"),
-        write_event(&root, Some("planner")).as_bytes(),
-    );
-    let stdout = String::from_utf8(out.stdout).unwrap();
-    assert!(
-        stdout.contains(r#""permissionDecision":"allow""#),
-        "{stdout}"
-    );
+    let config = root.join("loopward.toml");
+    assert_decides(&config, &write_event(&root, None), "deny");
+    assert_decides(&config, &write_event(&root, Some("planner")), "allow");
     assert!(root.join("runs/claude-code-cli-1/events.jsonl").exists());
 }
 
@@ -152,12 +152,7 @@ fn a_subagents_refusal_names_an_override_command_that_works() {
     let (_dir, root) = configured();
     let config = root.join("loopward.toml");
     let event = write_event(&root, Some("code-reviewer"));
-    let out = hook(&config, event.as_bytes());
-    let stdout = String::from_utf8(out.stdout).unwrap();
-    assert!(
-        stdout.contains(r#""permissionDecision":"deny""#),
-        "{stdout}"
-    );
+    let stdout = assert_decides(&config, &event, "deny");
     let hint = "loopward override grant --agent code-reviewer --subagent --path plan.md";
     assert!(stdout.contains(hint), "{stdout}");
 
@@ -190,31 +185,19 @@ fn a_subagents_refusal_names_an_override_command_that_works() {
     );
     assert!(said.contains("granted"), "{said}");
 
-    let out = hook(&config, event.as_bytes());
-    let stdout = String::from_utf8(out.stdout).unwrap();
-    assert!(
-        stdout.contains(r#""permissionDecision":"allow""#),
-        "{stdout}"
-    );
-    let out = hook(&config, event.as_bytes());
-    let stdout = String::from_utf8(out.stdout).unwrap();
-    assert!(
-        stdout.contains(r#""permissionDecision":"deny""#),
-        "the override is one-shot: {stdout}"
-    );
+    assert_decides(&config, &event, "allow");
+    // The override is one-shot.
+    assert_decides(&config, &event, "deny");
 }
 
 fn bash_event(root: &Path, event: &str, command: &str, agent: Option<&str>) -> String {
-    let mut e = serde_json::json!({
+    let e = serde_json::json!({
         "session_id": "cli-sb", "transcript_path": "/t.jsonl", "cwd": root,
         "hook_event_name": event, "tool_name": "Bash", "tool_use_id": "toolu_sb",
         "tool_input": {"command": command, "description": "d", "run_in_background": false},
         "tool_response": {"stdout": "", "stderr": "", "interrupted": false},
     });
-    if let Some(a) = agent {
-        e["agent_type"] = a.into();
-    }
-    e.to_string()
+    from_agent(e, agent)
 }
 
 /// Claude Code's `Bash` through the hook: the command is rewritten to run inside the calling
@@ -488,17 +471,13 @@ fn sandbox_exec_leaves_no_scratch_folder_behind() {
 /// The hook binary, with loopward's state under `state_home` (`$XDG_STATE_HOME`), started with
 /// `stdin`; the caller waits for it.
 fn hook_started(config: &Path, stdin: &[u8], state_home: &Path) -> std::process::Child {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_loopward"))
-        .args(["hook", "claude-code", "--config"])
-        .arg(config)
-        .env("XDG_STATE_HOME", state_home)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child.stdin.take().unwrap().write_all(stdin).unwrap();
-    child
+    crate::support::started_with_stdin(
+        Command::new(env!("CARGO_BIN_EXE_loopward"))
+            .args(["hook", "claude-code", "--config"])
+            .arg(config)
+            .env("XDG_STATE_HOME", state_home),
+        stdin,
+    )
 }
 
 /// A session lock held by another process (a stuck hook, an operator's tool) does not make the
