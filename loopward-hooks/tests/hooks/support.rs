@@ -222,6 +222,12 @@ pub(crate) fn assert_tells(a: &HookAnswer, needle: &str) {
     assert!(a.stdout.contains(needle), "{needle:?} not in stdout: {a:?}");
 }
 
+/// The host is told nothing: exit status 0, an empty stdout (the call goes its own way).
+#[track_caller]
+pub(crate) fn assert_silent(a: &HookAnswer) {
+    assert_eq!((a.exit_code, a.stdout.as_str()), (0, ""), "{}", a.stderr);
+}
+
 /// No line of a ledger summary contains `needle`.
 #[track_caller]
 pub(crate) fn assert_not_recorded(ledger: &[String], needle: &str) {
