@@ -68,18 +68,7 @@ fn run_loop(client: Client, program: &Path, root: &Path, home: &Path, port: u16)
 /// untouched.
 fn assert_claim_refused_then_verified(client: Client, tool: &str, root: &Path, home: &Path) {
     let rs = records(root, "loop1");
-    assert_eq!(sessions(&rs, tool), 2);
-    let verdicts = decisions(&rs, "verify");
-    assert_eq!(verdicts.len(), 2, "{verdicts:#?}");
-    assert_eq!(verdicts[0]["data"]["decision"], "refused");
-    assert_eq!(verdicts[0]["data"]["detail"]["claimed_done"], true);
-    assert_eq!(verdicts[1]["data"]["decision"], "allow");
-    let finishes: Vec<&Value> = kind(&rs, "turn_ended")
-        .map(|r| &r["data"]["finish"])
-        .collect();
-    assert_eq!(finishes, [&json!("unverified"), &json!("done")]);
-    let end = kind(&rs, "run_ended").next().unwrap();
-    assert_eq!(end["data"]["status"]["status"], "completed");
+    support::loop_ledger::assert_verified_in_two_sessions(&rs, tool);
     // Each session's stream is in the loop's ledger: its model call with the usage the client
     // reported, its tool calls, its answer.
     let calls: Vec<&Value> = kind(&rs, "model_call").collect();
@@ -98,14 +87,8 @@ fn assert_claim_refused_then_verified(client: Client, tool: &str, root: &Path, h
         "{finished:#?}"
     );
 
-    assert_eq!(
-        std::fs::read_to_string(root.join("plans/roadmap.md")).unwrap(),
-        ROADMAP
-    );
-    assert_eq!(
-        std::fs::read_to_string(root.join("notes/a.md")).unwrap(),
-        "note\n"
-    );
+    crate::support::assert_file(root, "plans/roadmap.md", ROADMAP);
+    crate::support::assert_file(root, "notes/a.md", "note\n");
     // The hooks' decisions are in the loop's ledger, under each session's turn (the first one
     // the territory refusal); no session kept a ledger of its own.
     let turns: Vec<&Value> = decisions(&rs, "hook").iter().map(|r| &r["turn"]).collect();

@@ -48,10 +48,7 @@ fn gates_add_refuses_a_change_that_would_not_load_and_leaves_the_file_alone() {
     );
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
     assert!(text(&o).contains("nothing was written"), "{}", text(&o));
-    assert_eq!(
-        std::fs::read_to_string(d.join("loopward.toml")).unwrap(),
-        before
-    );
+    crate::support::assert_file(d, "loopward.toml", &before);
     let o = loopward(
         d,
         &[

@@ -19,10 +19,7 @@ fn init_run_verify_report_replay_round_trip() {
     ] {
         assert!(out.contains(line), "missing {line:?} in:\n{out}");
     }
-    assert_eq!(
-        std::fs::read_to_string(d.join("src/hello.txt")).unwrap(),
-        "hello\n"
-    );
+    crate::support::assert_file(d, "src/hello.txt", "hello\n");
 
     let verify = loopward(d, &["verify", "runs/r1"]);
     assert_eq!(verify.status.code(), Some(0), "{}", text(&verify));

@@ -39,10 +39,7 @@ fn shell_in_the_init_layout_leaves_the_ledger_whole_and_verifying() {
     let out = text(&run);
     assert_eq!(run.status.code(), Some(0), "{out}");
     assert_says(&out, "completed: 4 turns");
-    assert_eq!(
-        std::fs::read_to_string(d.join("src/own.txt")).unwrap(),
-        "mine\n"
-    );
+    crate::support::assert_file(d, "src/own.txt", "mine\n");
     assert!(std::fs::read_to_string(d.join("plan.md"))
         .unwrap()
         .starts_with("# Plan"));

@@ -159,10 +159,7 @@ fn the_real_client_contained_reaches_the_api_only_through_the_gateway_with_a_bro
         bash.contains("\n0") && bash.contains("127.0.0.2 is not in this agent's net allow-list"),
         "the real key is in the client's environment: {bash}"
     );
-    assert_eq!(
-        std::fs::read_to_string(root.join("src/out.txt")).unwrap(),
-        "hi\n"
-    );
+    crate::support::assert_file(&root, "src/out.txt", "hi\n");
     // The supervisor's ledger: the gateway's decisions, and no key anywhere under runs/.
     let events = std::fs::read_to_string(root.join("runs/s1/events.jsonl")).unwrap();
     assert!(
@@ -226,20 +223,14 @@ owner = "planner"
         *denied && text.contains("belongs to planner"),
         "{results:?}\n{stderr}"
     );
-    assert_eq!(
-        std::fs::read_to_string(root.join("plans/roadmap.md")).unwrap(),
-        "# Roadmap\n"
-    );
+    crate::support::assert_file(&root, "plans/roadmap.md", "# Roadmap\n");
     // Its Bash ran, wrapped by the hook in the agent's sandbox inside the contained one.
     let (_, _, bash) = &results[1];
     assert!(
         bash.contains("exit=0") && bash.contains("plans=1"),
         "{bash}"
     );
-    assert_eq!(
-        std::fs::read_to_string(root.join("src/notes.txt")).unwrap(),
-        "hi\n"
-    );
+    crate::support::assert_file(&root, "src/notes.txt", "hi\n");
     // The session's hook decisions are in a ledger the supervisor wrote, outside the sandbox.
     let sessions: Vec<_> = std::fs::read_dir(root.join("runs"))
         .unwrap()

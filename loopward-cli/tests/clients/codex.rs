@@ -108,10 +108,7 @@ fn real_codex_sessions_are_held_by_the_hook_and_the_sandbox() {
     assert!(refused.contains("in your reply"), "{refused}");
     assert!(!root.join("plans/mine.md").exists());
     // 2: the correction went through.
-    assert_eq!(
-        std::fs::read_to_string(root.join("notes/for-planner.md")).unwrap(),
-        "please add step 2\n"
-    );
+    crate::support::assert_file(&root, "notes/for-planner.md", "please add step 2\n");
     // 3 and 4: the override let exactly one patch through.
     assert!(
         !said("call_3").contains("blocked by PreToolUse"),
@@ -123,9 +120,10 @@ fn real_codex_sessions_are_held_by_the_hook_and_the_sandbox() {
         "{}",
         said("call_4")
     );
-    assert_eq!(
-        std::fs::read_to_string(root.join("plans/roadmap.md")).unwrap(),
-        "# Roadmap\n1. greeting\n2. farewell\n"
+    crate::support::assert_file(
+        &root,
+        "plans/roadmap.md",
+        "# Roadmap\n1. greeting\n2. farewell\n",
     );
     // 5: the kernel refused the command's write; the file is as the override left it.
     assert!(
@@ -159,10 +157,7 @@ fn a_hook_codex_cannot_start_lets_the_write_through_so_install_never_writes_one(
         "{:?}",
         server.outputs()
     );
-    assert_eq!(
-        std::fs::read_to_string(root.join("plans/roadmap.md")).unwrap(),
-        ROADMAP
-    );
+    crate::support::assert_file(&root, "plans/roadmap.md", ROADMAP);
     // The same hook as a bare `loopward-hook`: it cannot start, and Codex goes ahead.
     clients::make_hook_bare(&root, &home, ".codex/hooks.json", "codex");
     let (port, _server) = responses_server::start(patch());

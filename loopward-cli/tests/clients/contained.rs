@@ -101,10 +101,7 @@ fn real_claude_code_sessions_are_contained_by_the_hook_and_the_sandbox() {
     let result = |i: usize| &results[i];
 
     // On disk: the territory, the hook's settings untouched; the allowed writes made.
-    assert_eq!(
-        std::fs::read_to_string(root.join("plans/roadmap.md")).unwrap(),
-        ROADMAP
-    );
+    crate::support::assert_file(&root, "plans/roadmap.md", ROADMAP);
     assert!(
         !root.join("plans/bg.md").exists(),
         "the background job got through"
@@ -113,18 +110,9 @@ fn real_claude_code_sessions_are_contained_by_the_hook_and_the_sandbox() {
         !root.join("plans/late.md").exists(),
         "the setsid writer got through"
     );
-    assert_eq!(
-        std::fs::read_to_string(root.join(".claude/settings.json")).unwrap(),
-        settings_before
-    );
-    assert_eq!(
-        std::fs::read_to_string(root.join("notes/a.md")).unwrap(),
-        "note\n"
-    );
-    assert_eq!(
-        std::fs::read_to_string(root.join("notes/b.txt")).unwrap(),
-        "ok\n"
-    );
+    crate::support::assert_file(&root, ".claude/settings.json", &settings_before);
+    crate::support::assert_file(&root, "notes/a.md", "note\n");
+    crate::support::assert_file(&root, "notes/b.txt", "ok\n");
     // The background job ran, and was refused (non-zero status); the writer left behind ended
     // with its call (the command is its PID namespace's init), so it wrote nothing at all.
     let s = std::fs::read_to_string(root.join("notes/bg.status")).unwrap();

@@ -103,10 +103,7 @@ fn real_gemini_cli_sessions_are_held_by_the_hook_and_the_sandbox() {
     assert!(responses[0].1.contains("in your reply"), "{responses:#?}");
     assert!(!root.join("plans/mine.md").exists());
     // 2: the correction went through.
-    assert_eq!(
-        std::fs::read_to_string(root.join("notes/for-planner.md")).unwrap(),
-        "please add step 2\n"
-    );
+    crate::support::assert_file(&root, "notes/for-planner.md", "please add step 2\n");
     // 3 and 4: the override let exactly one write through.
     assert!(
         !responses[2].1.contains("belongs to planner"),
@@ -121,10 +118,7 @@ fn real_gemini_cli_sessions_are_held_by_the_hook_and_the_sandbox() {
         responses[4].1.contains("Permission denied"),
         "{responses:#?}"
     );
-    assert_eq!(
-        std::fs::read_to_string(root.join("plans/roadmap.md")).unwrap(),
-        step2
-    );
+    crate::support::assert_file(&root, "plans/roadmap.md", step2);
     clients::assert_override_consumed_once(&root, &home);
 }
 

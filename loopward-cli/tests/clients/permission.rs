@@ -38,10 +38,7 @@ fn real_claude_code_keeps_its_own_permission_decision_for_wrapped_commands() {
         "the command ran unasked"
     );
     assert!(!results[1].1, "{:?}", results[1]);
-    assert_eq!(
-        std::fs::read_to_string(root.join("notes/w.md")).unwrap(),
-        "w\n"
-    );
+    crate::support::assert_file(&root, "notes/w.md", "w\n");
 
     // A rule for Bash, and --defer-allows.
     let (_dir, root, home) = project();
@@ -72,10 +69,7 @@ fn real_claude_code_keeps_its_own_permission_decision_for_wrapped_commands() {
         "{:?}",
         results[0]
     );
-    assert_eq!(
-        std::fs::read_to_string(root.join("plans/roadmap.md")).unwrap(),
-        ROADMAP
-    );
+    crate::support::assert_file(&root, "plans/roadmap.md", ROADMAP);
     // loopward allowed it and answered nothing; the client had no rule for it, so it asked.
     assert!(results[1].1, "{:?}", results[1]);
     assert!(!root.join("notes/deferred.md").exists());

@@ -111,14 +111,8 @@ fn the_printed_remedy_works_and_parallel_subagents_keep_their_own_writes() {
         "{text}"
     );
     // Following it worked, and both subagents' writes stand.
-    assert_eq!(
-        std::fs::read_to_string(root.join("plans/roadmap.md")).unwrap(),
-        "# Roadmap v2\n"
-    );
-    assert_eq!(
-        std::fs::read_to_string(root.join("src/main.rs")).unwrap(),
-        "fn main() {}\n"
-    );
+    crate::support::assert_file(&root, "plans/roadmap.md", "# Roadmap v2\n");
+    crate::support::assert_file(&root, "src/main.rs", "fn main() {}\n");
     assert!(
         !root.join("plans/mine.md").exists(),
         "the builder wrote the planner's territory"

@@ -60,14 +60,8 @@ fn a_contained_program_is_held_to_files_reads_environment_and_network_and_its_eg
         );
     }
     assert!(all.contains("plan.md: Permission denied"), "{all}");
-    assert_eq!(
-        std::fs::read_to_string(d.join("plan.md")).unwrap(),
-        "the plan\n"
-    );
-    assert_eq!(
-        std::fs::read_to_string(d.join("src/main.rs")).unwrap(),
-        "code\n"
-    );
+    crate::support::assert_file(d, "plan.md", "the plan\n");
+    crate::support::assert_file(d, "src/main.rs", "code\n");
     assert!(all.contains("hello-from-allowed"), "{all}");
     assert!(
         all.contains("1=loopward egress: 127.0.0.2 is not in this agent's net allow-list"),

@@ -200,6 +200,39 @@ fn bash_event(root: &Path, event: &str, command: &str, agent: Option<&str>) -> S
     from_agent(e, agent)
 }
 
+/// The first half of the hook's `Bash` call `command` in `root`, as Claude Code makes it:
+/// `PreToolUse`, which must rewrite the command, then the rewritten command run in the project in
+/// a shell: the rewritten command and what it did.
+fn bash_rewritten_and_run(config: &Path, root: &Path, command: &str) -> (String, Output) {
+    let pre = hook(
+        config,
+        bash_event(root, "PreToolUse", command, None).as_bytes(),
+    );
+    assert_eq!(pre.status.code(), Some(0));
+    let v: serde_json::Value = serde_json::from_slice(&pre.stdout).unwrap();
+    let wrapped = v["hookSpecificOutput"]["updatedInput"]["command"]
+        .as_str()
+        .unwrap_or_else(|| panic!("not rewritten: {v}"))
+        .to_string();
+    let ran = Command::new("bash")
+        .arg("-c")
+        .arg(&wrapped)
+        .current_dir(root)
+        .output()
+        .unwrap();
+    (wrapped, ran)
+}
+
+/// The second half: `PostToolUse` of `command` (exit status 0).
+fn bash_post(config: &Path, root: &Path, command: &str) -> Output {
+    let post = hook(
+        config,
+        bash_event(root, "PostToolUse", command, None).as_bytes(),
+    );
+    assert_eq!(post.status.code(), Some(0));
+    post
+}
+
 /// Claude Code's `Bash` through the hook: the command is rewritten to run inside the calling
 /// agent's sandbox, and run as rewritten, the kernel refuses its writes to another agent's
 /// territory, the config and `.claude/`, also from a background process that outlives it.
@@ -213,47 +246,19 @@ fn a_bash_command_runs_rewritten_in_the_sandbox_and_cannot_write_elsewhere() {
     std::fs::create_dir_all(root.join("notes")).unwrap();
     let command = "echo mine > notes/a.txt; echo x > plan.md; echo '{}' > .claude/settings.json; \
                    echo y >> loopward.toml; (setsid sh -c 'sleep 0.3; echo late > plan.md' &); true";
-    let pre = hook(
-        &config,
-        bash_event(&root, "PreToolUse", command, None).as_bytes(),
-    );
-    assert_eq!(pre.status.code(), Some(0));
-    let v: serde_json::Value = serde_json::from_slice(&pre.stdout).unwrap();
-    let wrapped = v["hookSpecificOutput"]["updatedInput"]["command"]
-        .as_str()
-        .unwrap_or_else(|| panic!("not rewritten: {v}"));
+    let (wrapped, ran) = bash_rewritten_and_run(&config, &root, command);
     assert!(wrapped.starts_with(&format!(
         "'{}' sandbox exec",
         env!("CARGO_BIN_EXE_loopward")
     )));
-    // Run it as Claude Code would: the rewritten command, in the project, in a shell.
-    let ran = Command::new("bash")
-        .arg("-c")
-        .arg(wrapped)
-        .current_dir(&root)
-        .output()
-        .unwrap();
     let stderr = String::from_utf8_lossy(&ran.stderr);
     assert!(stderr.contains("Permission denied"), "{stderr}");
     std::thread::sleep(std::time::Duration::from_millis(800));
-    assert_eq!(
-        std::fs::read_to_string(root.join("notes/a.txt")).unwrap(),
-        "mine\n"
-    );
-    assert_eq!(
-        std::fs::read_to_string(root.join("plan.md")).unwrap(),
-        "# Plan\n"
-    );
+    crate::support::assert_file(&root, "notes/a.txt", "mine\n");
+    crate::support::assert_file(&root, "plan.md", "# Plan\n");
     assert_eq!(std::fs::read_to_string(&config).unwrap(), CONFIG);
-    assert_eq!(
-        std::fs::read_to_string(root.join(".claude/settings.json")).unwrap(),
-        "{}"
-    );
-    let post = hook(
-        &config,
-        bash_event(&root, "PostToolUse", command, None).as_bytes(),
-    );
-    assert_eq!(post.status.code(), Some(0));
+    crate::support::assert_file(&root, ".claude/settings.json", "{}");
+    bash_post(&config, &root, command);
     let ledger =
         std::fs::read_to_string(root.join("runs/claude-code-cli-sb/events.jsonl")).unwrap();
     assert!(!ledger.contains("\"violation\""), "{ledger}");
@@ -374,30 +379,10 @@ fn a_huge_file_next_to_a_territory_write_is_refused_and_blinds_nothing() {
     std::fs::write(root.join("plan.md"), "# Plan\n").unwrap();
     std::fs::create_dir_all(root.join("notes")).unwrap();
     let command = "head -c 100000 /dev/zero > notes/huge.bin; echo x > plan.md; true";
-    let pre = hook(
-        &config,
-        bash_event(&root, "PreToolUse", command, None).as_bytes(),
-    );
-    let v: serde_json::Value = serde_json::from_slice(&pre.stdout).unwrap();
-    let wrapped = v["hookSpecificOutput"]["updatedInput"]["command"]
-        .as_str()
-        .unwrap_or_else(|| panic!("not rewritten: {v}"));
-    let ran = Command::new("bash")
-        .arg("-c")
-        .arg(wrapped)
-        .current_dir(&root)
-        .output()
-        .unwrap();
+    let (_, ran) = bash_rewritten_and_run(&config, &root, command);
     assert!(String::from_utf8_lossy(&ran.stderr).contains("Permission denied"));
-    assert_eq!(
-        std::fs::read_to_string(root.join("plan.md")).unwrap(),
-        "# Plan\n"
-    );
-    let post = hook(
-        &config,
-        bash_event(&root, "PostToolUse", command, None).as_bytes(),
-    );
-    assert_eq!(post.status.code(), Some(0));
+    crate::support::assert_file(&root, "plan.md", "# Plan\n");
+    let post = bash_post(&config, &root, command);
     let stdout = String::from_utf8_lossy(&post.stdout);
     assert!(!stdout.contains("could not be compared"), "{stdout}");
     let ledger =

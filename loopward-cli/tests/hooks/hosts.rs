@@ -102,10 +102,7 @@ fn a_settings_file_that_is_not_the_hosts_json_is_refused_and_left_alone() {
         "{}",
         text(&install)
     );
-    assert_eq!(
-        std::fs::read_to_string(root.join(".gemini/settings.json")).unwrap(),
-        "[1, 2]"
-    );
+    crate::support::assert_file(&root, ".gemini/settings.json", "[1, 2]");
 }
 
 #[test]

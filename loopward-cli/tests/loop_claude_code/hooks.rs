@@ -47,10 +47,7 @@ fn inside_a_loop_the_refusals_remedy_delegating_to_the_owners_subagent_works() {
         *denied && text.contains("subagent_type \"planner\""),
         "{text}"
     );
-    assert_eq!(
-        std::fs::read_to_string(root.join("plans/roadmap.md")).unwrap(),
-        "# Roadmap v2\n"
-    );
+    crate::support::assert_file(&root, "plans/roadmap.md", "# Roadmap v2\n");
     let rs = records(&root, "deleg");
     assert_eq!(sessions(&rs), 1);
     // The subagent's write, allowed by its hook, is in the run's ledger under its own name.

@@ -103,19 +103,8 @@ fn a_claim_of_done_that_the_verifier_refuses_gets_another_session_and_the_loop_e
     let rs = records(&root, "loop1");
 
     // Two sessions: the first one's claim refused by the verifier, the second verified.
-    assert_eq!(sessions(&rs), 2);
-    let verdicts = decisions(&rs, "verify");
-    assert_eq!(verdicts.len(), 2, "{verdicts:#?}");
-    assert_eq!(verdicts[0]["turn"], 1);
-    assert_eq!(verdicts[0]["data"]["decision"], "refused");
-    assert_eq!(verdicts[0]["data"]["detail"]["claimed_done"], true);
-    assert_eq!(verdicts[1]["data"]["decision"], "allow");
-    let finishes: Vec<&Value> = kind(&rs, "turn_ended")
-        .map(|r| &r["data"]["finish"])
-        .collect();
-    assert_eq!(finishes, [&json!("unverified"), &json!("done")]);
-    let end = kind(&rs, "run_ended").next().unwrap();
-    assert_eq!(end["data"]["status"]["status"], "completed");
+    loop_ledger::assert_verified_in_two_sessions(&rs, "claude_code");
+    assert_eq!(decisions(&rs, "verify")[0]["turn"], 1);
     // The sessions' hooks kept no ledgers of their own: each asked the loop, which recorded
     // its decisions in the run's one ledger. Each session's prompt was the loop's (the task and
     // the verifier's output), an observed notice under the session's turn, not a person's words.
@@ -154,14 +143,8 @@ fn a_claim_of_done_that_the_verifier_refuses_gets_another_session_and_the_loop_e
         *denied && text.contains("plans/roadmap.md belongs to planner"),
         "{text}"
     );
-    assert_eq!(
-        std::fs::read_to_string(root.join("plans/roadmap.md")).unwrap(),
-        ROADMAP
-    );
-    assert_eq!(
-        std::fs::read_to_string(root.join("notes/a.md")).unwrap(),
-        "note\n"
-    );
+    crate::support::assert_file(&root, "plans/roadmap.md", ROADMAP);
+    crate::support::assert_file(&root, "notes/a.md", "note\n");
 
     // The refusal is a record of the run's ledger, under session 1's turn, after the hook
     // decision that says how many records are the hook's; the ledger verifies.

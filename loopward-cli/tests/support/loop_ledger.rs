@@ -62,6 +62,26 @@ pub fn assert_team_built(root: &Path, home: &Path, tool: &str) {
     assert_replays_the_same(root, home, "team");
 }
 
+/// The loop's two sessions of client `tool`: the first one's claim of done refused by the
+/// verifier, the second verified, and the run completed.
+pub fn assert_verified_in_two_sessions(rs: &[Value], tool: &str) {
+    assert_eq!(sessions(rs, tool), 2);
+    let verdicts = decisions(rs, "verify");
+    assert_eq!(verdicts.len(), 2, "{verdicts:#?}");
+    assert_eq!(verdicts[0]["data"]["decision"], "refused");
+    assert_eq!(verdicts[0]["data"]["detail"]["claimed_done"], true);
+    assert_eq!(verdicts[1]["data"]["decision"], "allow");
+    let finishes: Vec<&Value> = kind(rs, "turn_ended")
+        .map(|r| &r["data"]["finish"])
+        .collect();
+    assert_eq!(
+        finishes,
+        [&serde_json::json!("unverified"), &serde_json::json!("done")]
+    );
+    let end = kind(rs, "run_ended").next().unwrap();
+    assert_eq!(end["data"]["status"]["status"], "completed");
+}
+
 /// `loopward replay` of run `run` comes out the same as the ledger says it went.
 pub fn assert_replays_the_same(root: &Path, home: &Path, run: &str) {
     let r = replay_run(root, home, run);

@@ -35,6 +35,16 @@ pub(crate) fn text(o: &std::process::Output) -> String {
     )
 }
 
+/// The file `rel` under `root` holds `want`.
+#[allow(dead_code)]
+#[track_caller]
+pub(crate) fn assert_file(root: &std::path::Path, rel: &str, want: impl AsRef<str>) {
+    let path = root.join(rel);
+    let got = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("{} cannot be read: {e}", path.display()));
+    assert_eq!(got, want.as_ref(), "{}", path.display());
+}
+
 /// Runs `cmd`, which must succeed, and reads what it printed on stdout as JSON.
 #[allow(dead_code)]
 pub(crate) fn json_out(cmd: &mut std::process::Command) -> serde_json::Value {
