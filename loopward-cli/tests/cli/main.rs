@@ -26,16 +26,10 @@ mod workspace;
 
 #[path = "../support/mod.rs"]
 mod support;
-use support::{loopward_cmd, text};
+use support::{assert_says, loopward_cmd, text};
 
 fn loopward(dir: &Path, args: &[&str]) -> Output {
     loopward_cmd(dir, args).output().unwrap()
-}
-
-/// `text` (what the binary printed) says `needle`; the whole text is shown when it does not.
-#[track_caller]
-fn assert_says(text: &str, needle: &str) {
-    assert!(text.contains(needle), "{needle:?} not in:\n{text}");
 }
 
 fn initialised() -> tempfile::TempDir {

@@ -93,7 +93,7 @@ fn gates_add_never_writes_a_second_review_gate_with_the_same_name() {
     assert!(o.status.success(), "{}", text(&o));
     let list = loopward(d, &["gates", "list"]);
     assert!(list.status.success(), "{}", text(&list));
-    assert!(text(&list).contains("docs-review"), "{}", text(&list));
+    crate::support::assert_prints(&list, "docs-review");
     assert!(loopward(d, &["run", "--id", "after"]).status.success());
     // So does the other: replace the gate with one armed on both.
     let o = loopward(d, &["gates", "rm", "review:builder->auditor"]);

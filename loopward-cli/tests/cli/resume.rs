@@ -32,11 +32,7 @@ fn a_resumed_run_plays_the_script_it_was_started_with() {
         &["--config", "../loopward.toml", "run", "--resume", "rs"],
     );
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-    assert!(
-        text(&o).contains("planner: Planned by own.toml."),
-        "{}",
-        text(&o)
-    );
+    crate::support::assert_prints(&o, "planner: Planned by own.toml.");
     assert!(
         !d.join("plan.md").exists(),
         "the starter script did not play"

@@ -151,10 +151,7 @@ fn the_real_client_contained_reaches_the_api_only_through_the_gateway_with_a_bro
     let (_, _, grep) = &results[1];
     assert!(!grep.contains("PRIVATE-KEY-BYTES"), "{grep}");
     let (_, _, bash) = &results[2];
-    assert!(
-        bash.contains("key=loopward-brokered-ANTHROPIC_API_KEY"),
-        "{bash}"
-    );
+    crate::support::assert_says(bash, "key=loopward-brokered-ANTHROPIC_API_KEY");
     assert!(
         bash.contains("\n0") && bash.contains("127.0.0.2 is not in this agent's net allow-list"),
         "the real key is in the client's environment: {bash}"
@@ -162,10 +159,7 @@ fn the_real_client_contained_reaches_the_api_only_through_the_gateway_with_a_bro
     crate::support::assert_file(&root, "src/out.txt", "hi\n");
     // The supervisor's ledger: the gateway's decisions, and no key anywhere under runs/.
     let events = std::fs::read_to_string(root.join("runs/s1/events.jsonl")).unwrap();
-    assert!(
-        events.contains("\"reason\":\"gateway with ANTHROPIC_API_KEY\""),
-        "{events}"
-    );
+    crate::support::assert_says(&events, "\"reason\":\"gateway with ANTHROPIC_API_KEY\"");
     assert!(!stdout.contains(REAL_KEY) && !stderr.contains(REAL_KEY));
     for e in std::fs::read_dir(root.join("runs/s1")).unwrap() {
         let p = e.unwrap().path();

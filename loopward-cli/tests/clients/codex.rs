@@ -101,10 +101,7 @@ fn real_codex_sessions_are_held_by_the_hook_and_the_sandbox() {
     };
     // 1: refused, with a remedy Codex has.
     let refused = said("call_1");
-    assert!(
-        refused.contains("plans/mine.md belongs to planner"),
-        "{refused}"
-    );
+    crate::support::assert_says(&refused, "plans/mine.md belongs to planner");
     assert!(refused.contains("in your reply"), "{refused}");
     assert!(!root.join("plans/mine.md").exists());
     // 2: the correction went through.

@@ -553,10 +553,7 @@ fn hook_install_covers_the_read_tools_and_a_timeout_above_the_bound() {
     let doctor = loopward(&root, &["hook", "doctor"]);
     let text = String::from_utf8_lossy(&doctor.stdout);
     assert_eq!(doctor.status.code(), Some(0), "{text}");
-    assert!(
-        text.contains("waited on for at most 5 s, then the call is blocked"),
-        "{text}"
-    );
+    crate::support::assert_says(&text, "waited on for at most 5 s, then the call is blocked");
     // An older install's matcher (no read tools) and a timeout inside the bound.
     settings["hooks"]["PreToolUse"][0]["matcher"] = "Write|Edit|MultiEdit|NotebookEdit|Bash".into();
     settings["hooks"]["PostToolUse"][0]["hooks"][0]["timeout"] = 3.into();
@@ -564,9 +561,6 @@ fn hook_install_covers_the_read_tools_and_a_timeout_above_the_bound() {
     let doctor = loopward(&root, &["hook", "doctor"]);
     let text = String::from_utf8_lossy(&doctor.stdout);
     assert_eq!(doctor.status.code(), Some(1), "{text}");
-    assert!(
-        text.contains("would fail open: PreToolUse matches only \"Write|Edit|MultiEdit|NotebookEdit|Bash\": every other tool"),
-        "{text}"
-    );
+    crate::support::assert_says(&text, "would fail open: PreToolUse matches only \"Write|Edit|MultiEdit|NotebookEdit|Bash\": every other tool");
     assert!(text.contains("PostToolUse: timeout 3 s"), "{text}");
 }

@@ -53,6 +53,20 @@ pub(crate) fn json_out(cmd: &mut std::process::Command) -> serde_json::Value {
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
+/// `text` (what a command printed) says `needle`; the whole text is shown when it does not.
+#[allow(dead_code)]
+#[track_caller]
+pub(crate) fn assert_says(text: &str, needle: &str) {
+    assert!(text.contains(needle), "{needle:?} not in:\n{text}");
+}
+
+/// What `o` printed (stdout, then stderr) says `needle`.
+#[allow(dead_code)]
+#[track_caller]
+pub(crate) fn assert_prints(o: &std::process::Output, needle: &str) {
+    assert_says(&text(o), needle);
+}
+
 /// Waits for `child` at most `limit`; a child still running then is ended by its PID (`None`).
 #[allow(dead_code)]
 pub(crate) fn wait_up_to(
