@@ -142,28 +142,16 @@ fn a_fresh_real_claude_code_transcript_is_calibrated_per_gate() {
     let p = |rel: &str| root.join(rel).to_str().unwrap().to_string();
     let ls = json!({"command": "ls src", "description": "list"});
     let script = vec![
-        Reply::tool(
-            "Write",
-            json!({"file_path": p("src/greet.rs"), "content": "pub fn greet() {}\n"}),
-        ),
+        Reply::write(p("src/greet.rs"), "pub fn greet() {}\n"),
         Reply::tool(
             "Edit",
             json!({"file_path": p("src/greet.rs"), "old_string": "greet()", "new_string": "greet(name: &str)"}),
         ),
-        Reply::tool(
-            "Write",
-            json!({"file_path": p("src/farewell.rs"), "content": "pub fn bye() {}\n"}),
-        ),
-        Reply::tool(
-            "Write",
-            json!({"file_path": p("plans/roadmap.md"), "content": "# Roadmap\n1. greet\n"}),
-        ),
+        Reply::write(p("src/farewell.rs"), "pub fn bye() {}\n"),
+        Reply::write(p("plans/roadmap.md"), "# Roadmap\n1. greet\n"),
         Reply::tool("Bash", ls.clone()),
         Reply::text("Done."),
-        Reply::tool(
-            "Write",
-            json!({"file_path": p("plans/roadmap.md"), "content": "# Roadmap\n1. greet\n2. bye\n"}),
-        ),
+        Reply::write(p("plans/roadmap.md"), "# Roadmap\n1. greet\n2. bye\n"),
         Reply::tool("Bash", ls),
         Reply::text("Done again."),
     ];

@@ -187,9 +187,9 @@ fn a_contained_clients_hooks_are_judged_and_recorded_by_the_supervisor_outside()
     std::fs::create_dir_all(&home).unwrap();
     std::fs::write(root.join("plans/roadmap.md"), "# Roadmap\n").unwrap();
     let (port, server) = anthropic_server::start(vec![
-        Reply::tool(
-            "Write",
-            json!({"file_path": root.join("plans/roadmap.md").to_str().unwrap(), "content": "# Mine now\n"}),
+        Reply::write(
+            root.join("plans/roadmap.md").to_str().unwrap(),
+            "# Mine now\n",
         ),
         Reply::tool(
             "Bash",

@@ -18,15 +18,9 @@ fn real_claude_code_sessions_are_contained_by_the_hook_and_the_sandbox() {
     let st = |rel: &str| state.join(rel).to_str().unwrap().to_string();
     let script = vec![
         // A file tool writing into another agent's territory: denied by the hook.
-        Reply::tool(
-            "Write",
-            json!({"file_path": p("plans/roadmap.md"), "content": "# mine now\n"}),
-        ),
+        Reply::write(p("plans/roadmap.md"), "# mine now\n"),
         // An allowed write: an unclaimed path.
-        Reply::tool(
-            "Write",
-            json!({"file_path": p("notes/a.md"), "content": "note\n"}),
-        ),
+        Reply::write(p("notes/a.md"), "note\n"),
         // A background job (Claude Code's own `run_in_background`) writing into the territory
         // after the call returned; it notes its exit status where it may write.
         Reply::tool(

@@ -35,10 +35,7 @@ fn a_hook_that_cannot_start_blocks_the_call_as_installed() {
         break_hooks(&root, block);
         let target = root.join("notes.md");
         let script = vec![
-            Reply::tool(
-                "Write",
-                json!({"file_path": target, "content": "unjudged\n"}),
-            ),
+            Reply::write(target.to_str().unwrap(), "unjudged\n"),
             Reply::text("Done."),
         ];
         let (port, _server) = anthropic_server::start(script);

@@ -48,10 +48,7 @@ fn the_printed_remedy_works_and_parallel_subagents_keep_their_own_writes() {
     };
     let script = vec![
         // The main agent writes the planner's file: refused, with the remedy for this host.
-        Reply::tool(
-            "Write",
-            json!({"file_path": p("plans/roadmap.md"), "content": "# Roadmap v2\n"}),
-        ),
+        Reply::write(p("plans/roadmap.md"), "# Roadmap v2\n"),
         // It follows the remedy, and delegates the code to the builder in the same breath.
         Reply(vec![
             agent("planner", "[lane:planner] Update the roadmap to v2."),
@@ -63,25 +60,16 @@ fn the_printed_remedy_works_and_parallel_subagents_keep_their_own_writes() {
         (
             "[lane:planner]",
             vec![
-                Reply::tool(
-                    "Write",
-                    json!({"file_path": p("plans/roadmap.md"), "content": "# Roadmap v2\n"}),
-                ),
+                Reply::write(p("plans/roadmap.md"), "# Roadmap v2\n"),
                 Reply::text("Roadmap updated."),
             ],
         ),
         (
             "[lane:builder]",
             vec![
-                Reply::tool(
-                    "Write",
-                    json!({"file_path": p("src/main.rs"), "content": "fn main() {}\n"}),
-                ),
+                Reply::write(p("src/main.rs"), "fn main() {}\n"),
                 // Then the builder writes into the planner's territory.
-                Reply::tool(
-                    "Write",
-                    json!({"file_path": p("plans/mine.md"), "content": "the builder's plan\n"}),
-                ),
+                Reply::write(p("plans/mine.md"), "the builder's plan\n"),
                 Reply::text("Program written."),
             ],
         ),

@@ -86,14 +86,8 @@ fn a_claim_of_done_that_the_verifier_refuses_gets_another_session_and_the_loop_e
     let mut script = vec![
         // Session 1: a write into the planner's territory, refused by the hook inside the
         // session; the agent corrects course (writes its own notes) and claims it is done.
-        Reply::tool(
-            "Write",
-            json!({"file_path": p("plans/roadmap.md"), "content": "# mine now\n"}),
-        ),
-        Reply::tool(
-            "Write",
-            json!({"file_path": p("notes/a.md"), "content": "note\n"}),
-        ),
+        Reply::write(p("plans/roadmap.md"), "# mine now\n"),
+        Reply::write(p("notes/a.md"), "note\n"),
         Reply::text("All done."),
     ];
     script.extend(finishing_session());

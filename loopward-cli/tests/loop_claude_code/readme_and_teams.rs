@@ -114,10 +114,7 @@ fn a_model_agent_hands_off_to_a_claude_code_agent_that_works_until_verified() {
     let p = |rel: &str| root.join(rel).to_str().unwrap().to_string();
     let (port, _server) = anthropic_server::start(vec![
         Reply::text("All done."),
-        Reply::tool(
-            "Write",
-            json!({"file_path": p("src/done.txt"), "content": "yes\n"}),
-        ),
+        Reply::write(p("src/done.txt"), "yes\n"),
         Reply::text("Done, really."),
     ]);
     let (_bin, path) = clients::path_with(&claude, "claude");
