@@ -56,10 +56,11 @@ impl Team {
     }
 
     fn with_gate(self) -> Self {
-        let cfg = self.d().join("loopward.toml");
-        let mut text = std::fs::read_to_string(&cfg).unwrap();
-        text.push_str("\n[[stopgate]]\nname = \"build\"\npoint = \"turn\"\nagent = \"builder\"\nmode = \"durable\"\n");
-        std::fs::write(cfg, text).unwrap();
+        super::append(
+            self.d(),
+            "loopward.toml",
+            &super::durable_gate("build", "builder"),
+        );
         self
     }
 }

@@ -26,9 +26,7 @@ fn exit_status_says_how_the_run_ended() {
     // A durable stop-gate: the run waits (7), `approve` answers, `--resume` completes (0).
     let dir = initialised();
     let d = dir.path();
-    let mut cfg = std::fs::read_to_string(d.join("loopward.toml")).unwrap();
-    cfg.push_str("\n[[stopgate]]\nname = \"build\"\npoint = \"turn\"\nagent = \"builder\"\nmode = \"durable\"\n");
-    std::fs::write(d.join("loopward.toml"), cfg).unwrap();
+    append(d, "loopward.toml", &durable_gate("build", "builder"));
     let o = loopward(d, &["run", "--id", "r7"]);
     assert_eq!(o.status.code(), Some(7), "{}", text(&o));
     // The hint names the gate: the printed command works as printed.

@@ -39,6 +39,19 @@ fn initialised() -> tempfile::TempDir {
     dir
 }
 
+/// Appends `text` to the file `rel` in `d`.
+fn append(d: &Path, rel: &str, text: &str) {
+    let mut was = std::fs::read_to_string(d.join(rel)).unwrap();
+    was.push_str(text);
+    std::fs::write(d.join(rel), was).unwrap();
+}
+
+/// A durable stop-gate `name` at the start of `agent`'s turns, as a `loopward.toml` table: the
+/// run waits there for `loopward approve`.
+fn durable_gate(name: &str, agent: &str) -> String {
+    format!("\n[[stopgate]]\nname = \"{name}\"\npoint = \"turn\"\nagent = \"{agent}\"\nmode = \"durable\"\n")
+}
+
 /// The starter with `extra` appended to its config, run with `script` (TOML) as the fake script.
 fn run_with(extra: &str, script: &str, id: &str) -> (Output, tempfile::TempDir) {
     run_with_edit(extra, script, id, |c| c)

@@ -6,12 +6,12 @@ use super::*;
 fn a_person_says_something_to_a_paused_run_and_it_is_heard_at_the_next_turn_boundary() {
     let dir = initialised();
     let d = dir.path();
-    let mut cfg = std::fs::read_to_string(d.join("loopward.toml")).unwrap();
-    cfg.push_str("\n[[stopgate]]\nname = \"audit\"\npoint = \"turn\"\nagent = \"auditor\"\nmode = \"durable\"\n");
-    std::fs::write(d.join("loopward.toml"), cfg).unwrap();
-    let mut script = std::fs::read_to_string(d.join("loopward.script.toml")).unwrap();
-    script.push_str("\n[[agents.auditor]]\ntext = \"Noted the date as well.\"\n");
-    std::fs::write(d.join("loopward.script.toml"), script).unwrap();
+    append(d, "loopward.toml", &durable_gate("audit", "auditor"));
+    append(
+        d,
+        "loopward.script.toml",
+        "\n[[agents.auditor]]\ntext = \"Noted the date as well.\"\n",
+    );
 
     // Nobody to speak to yet.
     let o = loopward(d, &["say", "r-say", "hello?"]);
