@@ -16,15 +16,8 @@
 
 use crate::support::clients::{self, loopward, Client, ROADMAP};
 use crate::support::responses_server::{self, Step};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
-
-/// A scratch project and a home beside it with the client's config folder.
-fn project() -> (tempfile::TempDir, PathBuf, PathBuf) {
-    let (dir, root, home) = clients::project();
-    std::fs::create_dir_all(home.join("codex")).unwrap();
-    (dir, root, home)
-}
 
 /// One headless Codex session in `root` against the server on `port`, with `path` as its
 /// `PATH`: its exit status and output. A client still running after two minutes is ended (by
@@ -66,8 +59,7 @@ fn real_codex_sessions_are_held_by_the_hook_and_the_sandbox() {
     let Some(codex) = Client::Codex.find() else {
         return;
     };
-    let (_dir, root, home) = project();
-    clients::install_hook(&root, &home, "codex");
+    let (_dir, root, home) = clients::hooked_project("codex", "codex");
     let grant = loopward(&root, &home, clients::GRANT_ROADMAP);
     assert!(!grant.status.success(), "a grant needs a reason");
     clients::grant_roadmap_once(&root, &home);
@@ -142,8 +134,7 @@ fn a_hook_codex_cannot_start_lets_the_write_through_so_install_never_writes_one(
     let Some(codex) = Client::Codex.find() else {
         return;
     };
-    let (_dir, root, home) = project();
-    clients::install_hook(&root, &home, "codex");
+    let (_dir, root, home) = clients::hooked_project("codex", "codex");
     let patch = || vec![update("plans/roadmap.md", "1. greeting", "1. mine")];
     // Installed: refused, with a PATH that has no loopward on it.
     let (port, server) = responses_server::start(patch());

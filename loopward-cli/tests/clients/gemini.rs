@@ -15,15 +15,8 @@
 use crate::support::clients::{self, Client, ROADMAP};
 use crate::support::gemini_server::{self, Call};
 use serde_json::json;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
-
-/// A scratch project and a home beside it with the client's config folder.
-fn project() -> (tempfile::TempDir, PathBuf, PathBuf) {
-    let (dir, root, home) = clients::project();
-    std::fs::create_dir_all(home.join(".gemini")).unwrap();
-    (dir, root, home)
-}
 
 /// One headless Gemini CLI session in `root` against the server on `port`: its exit status and
 /// output. A client still running after two minutes is ended (by its PID) and fails.
@@ -58,8 +51,7 @@ fn real_gemini_cli_sessions_are_held_by_the_hook_and_the_sandbox() {
     let Some(gemini) = Client::Gemini.find() else {
         return;
     };
-    let (_dir, root, home) = project();
-    clients::install_hook(&root, &home, "gemini");
+    let (_dir, root, home) = clients::hooked_project("gemini", ".gemini");
     clients::grant_roadmap_once(&root, &home);
     let p = |rel: &str| root.join(rel).to_str().unwrap().to_string();
     let step2 = "# Roadmap\n1. greeting\n2. farewell\n";
@@ -130,8 +122,7 @@ fn a_hook_gemini_cannot_start_blocks_the_session_and_doctor_flags_it() {
     let Some(gemini) = Client::Gemini.find() else {
         return;
     };
-    let (_dir, root, home) = project();
-    clients::install_hook(&root, &home, "gemini");
+    let (_dir, root, home) = clients::hooked_project("gemini", ".gemini");
     let target = root.join("plans/roadmap.md");
     let write = || {
         vec![Call::tool(

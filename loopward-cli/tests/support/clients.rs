@@ -95,6 +95,15 @@ pub fn project() -> (tempfile::TempDir, PathBuf, PathBuf) {
     (dir, root, home)
 }
 
+/// A [`project`] whose home has the client's config folder `config` (`codex`, `.gemini`), the
+/// hook installed for `host` by `loopward hook install --host <host>`.
+pub fn hooked_project(host: &str, config: &str) -> (tempfile::TempDir, PathBuf, PathBuf) {
+    let (dir, root, home) = project();
+    std::fs::create_dir_all(home.join(config)).unwrap();
+    install_hook(&root, &home, host);
+    (dir, root, home)
+}
+
 /// `loopward <args>` in `root`, with loopward's state under `home`.
 pub fn loopward(root: &Path, home: &Path, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_loopward"))
