@@ -130,12 +130,7 @@ fn a_fresh_real_claude_code_transcript_is_calibrated_per_gate() {
     let Some(claude) = Client::ClaudeCode.find() else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
-    let root = dir.path().join("project");
-    let home = dir.path().join("home");
-    for d in [root.join("plans"), root.join("src"), home.clone()] {
-        std::fs::create_dir_all(d).unwrap();
-    }
+    let (dir, root, home) = crate::support::clients::scratch(&["plans", "src"]);
     std::fs::write(root.join("plans/roadmap.md"), "# Roadmap\n").unwrap();
     std::fs::write(root.join("src/greet.rs"), "").unwrap();
     let root = root.canonicalize().unwrap();

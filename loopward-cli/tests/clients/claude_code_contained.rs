@@ -5,7 +5,7 @@
 //! every egress decision and no key.
 
 use crate::support::anthropic_server::{self, Reply};
-use crate::support::clients::Client;
+use crate::support::clients::{scratch, Client};
 use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -107,10 +107,7 @@ fn the_real_client_contained_reaches_the_api_only_through_the_gateway_with_a_bro
     let Some(claude) = Client::ClaudeCode.find() else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
-    let root = dir.path().join("project");
-    let home = dir.path().join("home");
-    std::fs::create_dir_all(root.join("src")).unwrap();
+    let (dir, root, home) = scratch(&["src"]);
     std::fs::create_dir_all(home.join(".ssh")).unwrap();
     std::fs::write(home.join(".ssh/id_ed25519"), "PRIVATE-KEY-BYTES").unwrap();
     let key_file = home.join(".ssh/id_ed25519");
@@ -179,12 +176,7 @@ fn a_contained_clients_hooks_are_judged_and_recorded_by_the_supervisor_outside()
     let Some(claude) = Client::ClaudeCode.find() else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
-    let root = dir.path().join("project");
-    let home = dir.path().join("home");
-    std::fs::create_dir_all(root.join("plans")).unwrap();
-    std::fs::create_dir_all(root.join("src")).unwrap();
-    std::fs::create_dir_all(&home).unwrap();
+    let (dir, root, _) = scratch(&["plans", "src"]);
     std::fs::write(root.join("plans/roadmap.md"), "# Roadmap\n").unwrap();
     let (port, server) = anthropic_server::start(vec![
         Reply::write(

@@ -79,15 +79,23 @@ impl Client {
     }
 }
 
-/// A scratch project (the team's config, the roadmap, an empty `notes/`) and a home beside
-/// it: `(dir, root, home)`, both canonical.
-pub fn project() -> (tempfile::TempDir, PathBuf, PathBuf) {
+/// An empty scratch project `<dir>/project` with `folders` in it, and a home `<dir>/home`:
+/// `(dir, root, home)`.
+pub fn scratch(folders: &[&str]) -> (tempfile::TempDir, PathBuf, PathBuf) {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().join("project");
     let home = dir.path().join("home");
-    std::fs::create_dir_all(root.join("plans")).unwrap();
-    std::fs::create_dir_all(root.join("notes")).unwrap();
+    for f in folders {
+        std::fs::create_dir_all(root.join(f)).unwrap();
+    }
     std::fs::create_dir_all(&home).unwrap();
+    (dir, root, home)
+}
+
+/// A scratch project (the team's config, the roadmap, an empty `notes/`) and a home beside
+/// it: `(dir, root, home)`, both canonical.
+pub fn project() -> (tempfile::TempDir, PathBuf, PathBuf) {
+    let (dir, root, home) = scratch(&["plans", "notes"]);
     std::fs::write(root.join("loopward.toml"), CONFIG).unwrap();
     std::fs::write(root.join("plans/roadmap.md"), ROADMAP).unwrap();
     let root = root.canonicalize().unwrap();
