@@ -329,7 +329,6 @@ fn codex_a_loop_killed_mid_session_resumes_with_that_session_interrupted_and_non
         return;
     };
     let (_dir, root, home) = project();
-    std::fs::write(root.join("notes/stall.sh"), "sleep \"$1\"\n").unwrap();
     let (port, server) = responses_server::start(vec![
         // Codex hands a command's output back after its wait; 30 s keeps the killed session
         // from asking the server again before the resumed loop ends it.
@@ -388,7 +387,6 @@ fn codex_a_session_past_its_timeout_is_ended_with_its_commands_and_the_loop_goes
         return;
     };
     let (_dir, root, home) = project();
-    std::fs::write(root.join("notes/stall.sh"), "sleep \"$1\"\n").unwrap();
     let (port, _server) = responses_server::start(vec![
         Step::ExecWaiting("sh notes/stall.sh 44.5".into(), 30_000),
         Step::Exec("echo yes > notes/done.txt".into()),

@@ -17,8 +17,8 @@ use support::anthropic_server::{self, Reply};
 use support::clients::{self, Client, ROADMAP};
 use support::loop_ledger;
 use support::loop_ledger::{
-    assert_replays_the_same, decisions, kill_mid_command, kind, loopward_in, records, running,
-    task, verify_run, VERIFY,
+    assert_replays_the_same, decisions, kill_mid_command, kind, loopward_in, project, records,
+    running, task, verify_run, VERIFY,
 };
 
 macro_rules! need_claude {
@@ -28,15 +28,6 @@ macro_rules! need_claude {
             None => return,
         }
     };
-}
-
-/// A scratch project (config, a roadmap in the planner's territory, a prompt) and a scratch
-/// home: `(dir, root, home)`.
-fn project() -> (tempfile::TempDir, PathBuf, PathBuf) {
-    let (dir, root, home) = loop_ledger::project();
-    // A command that takes its time (the client refuses a bare long `sleep`).
-    std::fs::write(root.join("notes/stall.sh"), "sleep \"$1\"\n").unwrap();
-    (dir, root, home)
 }
 
 /// `loopward loop …` in `root`, with the client's environment pointed at the server.

@@ -11,7 +11,8 @@ use std::process::{Command, Output};
 pub const VERIFY: &str = "test -f notes/done.txt";
 
 /// The clients' scratch project ([`super::clients::project`]) with the loop's task in
-/// `PROMPT.md`: `(dir, root, home)`.
+/// `PROMPT.md` and `notes/stall.sh <seconds>`, a command that takes its time (the clients refuse
+/// a bare long `sleep`): `(dir, root, home)`.
 pub fn project() -> (tempfile::TempDir, PathBuf, PathBuf) {
     let (dir, root, home) = super::clients::project();
     std::fs::write(
@@ -19,6 +20,7 @@ pub fn project() -> (tempfile::TempDir, PathBuf, PathBuf) {
         "Take notes, then write notes/done.txt.\n",
     )
     .unwrap();
+    std::fs::write(root.join("notes/stall.sh"), "sleep \"$1\"\n").unwrap();
     (dir, root, home)
 }
 
