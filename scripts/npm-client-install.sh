@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs one agent host's CLI from npm, pinned, into a gitignored folder of the repository:
+# Installs one agent host's CLI (or the Restate server) from npm, pinned, into a gitignored
+# folder of the repository:
 #   scripts/npm-client-install.sh <package> <version> <folder> <binary>
 # Idempotent: does nothing when `<folder>/node_modules/.bin/<binary> --version` already says
 # that version. The real-client tests drive what it installs (docs/hosts.md).

@@ -80,6 +80,28 @@ fn loopward(dir: &Path, args: &[&str]) -> Output {
     loopward_cmd(dir, args).output().unwrap()
 }
 
+/// `loopward run --resume r`, again while the ledger is still locked: a child forked at the
+/// kill holds the ledger's lock until it has exec'd (microseconds, but under heavy load a forked
+/// child may wait long for a core: up to 10 s here).
+fn resume(d: &Path) -> Output {
+    let mut out = loopward(d, &["run", "--resume", "r"]);
+    for _ in 0..200 {
+        if !text(&out).contains("open in another writer") {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+        out = loopward(d, &["run", "--resume", "r"]);
+    }
+    out
+}
+
+/// Whether the run's end is among `events`.
+fn ended(events: &[AuditEvent]) -> bool {
+    events
+        .iter()
+        .any(|e| matches!(e, AuditEvent::RunEnded { .. }))
+}
+
 fn workspace() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("loopward.toml"), CONFIG).unwrap();
@@ -158,25 +180,14 @@ fn trial(seed: u64, delay: Duration) -> Trial {
     let status = child.wait().unwrap();
     // What the ledger held at the kill: those replies must not be asked for again.
     let at_kill = events(d);
-    let ended_before_kill = at_kill
-        .iter()
-        .any(|e| matches!(e, AuditEvent::RunEnded { .. }));
+    let ended_before_kill = ended(&at_kill);
     let killed_mid_run = !status.success() && !ended_before_kill;
     let replied_before = at_kill
         .iter()
         .filter(|e| matches!(e, AuditEvent::ModelReply { .. }))
         .count();
     let calls_before = lines(&d.join("calls.log")).len();
-    let mut out = loopward(d, &["run", "--resume", "r"]);
-    // A child forked at the kill holds the ledger's lock until it has exec'd (microseconds, but
-    // under heavy load a forked child may wait long for a core: up to 10 s here).
-    for _ in 0..200 {
-        if !text(&out).contains("open in another writer") {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-        out = loopward(d, &["run", "--resume", "r"]);
-    }
+    let mut out = resume(d);
     if text(&out).contains("nothing to resume") {
         // Killed before its first record: started again under its id.
         out = loopward(d, &["run", "--id", "r"]);
@@ -379,7 +390,7 @@ fn replay_runs_no_command_on_the_host_and_rejudges_from_the_ledger() {
     assert_eq!(lines(&target), ["once"]);
     let o = loopward(d, &["replay", "runs/r"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-    assert!(text(&o).contains("all the same"), "{}", text(&o));
+    crate::support::assert_prints(&o, "all the same");
     assert_eq!(lines(&target), ["once"], "replay ran a command on the host");
     assert_eq!(lines(&d.join("out/effects.log")).len(), 5);
     assert_eq!(
@@ -440,22 +451,13 @@ fn kill_and_resume(d: &Path, at: &dyn Fn(&[AuditEvent]) -> bool) -> &'static str
     child.wait().unwrap();
     let at_kill = events(d);
     assert!(
-        !at_kill
-            .iter()
-            .any(|e| matches!(e, AuditEvent::RunEnded { .. })),
+        !ended(&at_kill),
         "the kill landed after the run's end: nothing to resume"
     );
     // No settling: a command released before the kill runs on in its own process group and may
     // land while the resumed run's watch compares a later command. The ledger then records that
     // change on the later call, and the replay judges it there too.
-    let mut out = loopward(d, &["run", "--resume", "r"]);
-    for _ in 0..200 {
-        if !text(&out).contains("open in another writer") {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-        out = loopward(d, &["run", "--resume", "r"]);
-    }
+    let out = resume(d);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
     landing(&at_kill)
 }
@@ -559,5 +561,5 @@ fn an_interactively_approved_run_replays_with_its_recorded_answers() {
     assert_eq!(lines(&d.join("out/plan.md")), ["# Plan"]);
     let o = loopward(d, &["replay", "runs/r"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-    assert!(text(&o).contains("all the same"), "{}", text(&o));
+    crate::support::assert_prints(&o, "all the same");
 }

@@ -17,22 +17,10 @@ use std::process::{Command, Output, Stdio};
 use support::clients::{self, Client, ROADMAP};
 use support::gemini_server::{self, Call};
 use support::loop_ledger::{
-    decisions, kind, records, replay_run, running, sessions, shown, verify_run,
+    assert_replays_the_same, decisions, kill_mid_command, kind, project, records, running,
+    sessions, shown, task, verify_run, VERIFY,
 };
 use support::responses_server::{self, Step};
-
-const VERIFY: &str = "test -f notes/done.txt";
-
-/// A scratch project with the task in `PROMPT.md`.
-fn project() -> (tempfile::TempDir, PathBuf, PathBuf) {
-    let (dir, root, home) = clients::project();
-    std::fs::write(
-        root.join("PROMPT.md"),
-        "Take notes, then write notes/done.txt.\n",
-    )
-    .unwrap();
-    (dir, root, home)
-}
 
 /// `loopward loop --agent <agent> …` in `root`, the client pointed at the server on `port`;
 /// the environment holds only what the client needs (its key, `PATH`, `HOME`).
@@ -70,14 +58,7 @@ fn loop_command(client: Client, program: &Path, root: &Path, home: &Path, port: 
 
 /// The loop `loop1` on the task in `PROMPT.md`, its verifier [`VERIFY`].
 fn run_loop(client: Client, program: &Path, root: &Path, home: &Path, port: u16) -> Output {
-    shown(loop_command(client, program, root, home, port).args([
-        "--prompt",
-        "PROMPT.md",
-        "--verify",
-        VERIFY,
-        "--id",
-        "loop1",
-    ]))
+    shown(loop_command(client, program, root, home, port).args(task(VERIFY, "loop1", &[])))
 }
 
 /// What both clients' loops show: two sessions, the first one's claim of done refused by the
@@ -87,18 +68,7 @@ fn run_loop(client: Client, program: &Path, root: &Path, home: &Path, port: u16)
 /// untouched.
 fn assert_claim_refused_then_verified(client: Client, tool: &str, root: &Path, home: &Path) {
     let rs = records(root, "loop1");
-    assert_eq!(sessions(&rs, tool), 2);
-    let verdicts = decisions(&rs, "verify");
-    assert_eq!(verdicts.len(), 2, "{verdicts:#?}");
-    assert_eq!(verdicts[0]["data"]["decision"], "refused");
-    assert_eq!(verdicts[0]["data"]["detail"]["claimed_done"], true);
-    assert_eq!(verdicts[1]["data"]["decision"], "allow");
-    let finishes: Vec<&Value> = kind(&rs, "turn_ended")
-        .map(|r| &r["data"]["finish"])
-        .collect();
-    assert_eq!(finishes, [&json!("unverified"), &json!("done")]);
-    let end = kind(&rs, "run_ended").next().unwrap();
-    assert_eq!(end["data"]["status"]["status"], "completed");
+    support::loop_ledger::assert_verified_in_two_sessions(&rs, tool);
     // Each session's stream is in the loop's ledger: its model call with the usage the client
     // reported, its tool calls, its answer.
     let calls: Vec<&Value> = kind(&rs, "model_call").collect();
@@ -117,14 +87,8 @@ fn assert_claim_refused_then_verified(client: Client, tool: &str, root: &Path, h
         "{finished:#?}"
     );
 
-    assert_eq!(
-        std::fs::read_to_string(root.join("plans/roadmap.md")).unwrap(),
-        ROADMAP
-    );
-    assert_eq!(
-        std::fs::read_to_string(root.join("notes/a.md")).unwrap(),
-        "note\n"
-    );
+    crate::support::assert_file(root, "plans/roadmap.md", ROADMAP);
+    crate::support::assert_file(root, "notes/a.md", "note\n");
     // The hooks' decisions are in the loop's ledger, under each session's turn (the first one
     // the territory refusal); no session kept a ledger of its own.
     let turns: Vec<&Value> = decisions(&rs, "hook").iter().map(|r| &r["turn"]).collect();
@@ -162,9 +126,7 @@ fn assert_claim_refused_then_verified(client: Client, tool: &str, root: &Path, h
     assert!(!theirs.exists(), "{} was written", theirs.display());
     assert!(!project.exists(), "{} was written", project.display());
     // Replayed from the ledger, the loop's decisions come out the same.
-    let r = replay_run(root, home, "loop1");
-    let text = String::from_utf8_lossy(&r.stdout);
-    assert!(r.status.success() && text.contains("all the same"), "{r:?}");
+    assert_replays_the_same(root, home, "loop1");
 }
 
 fn update(path: &str, old: &str, new: &str) -> Step {
@@ -340,12 +302,9 @@ fn a_model_agent_hands_off_to_a_codex_agent_that_works_until_verified() {
         Step::Exec("echo yes > src/done.txt".into()),
         Step::Text("Done, really.".into()),
     ]);
-    let team = clients::team(&format!(
+    support::loop_ledger::write_team(&root, &format!(
         "kind = \"codex\"\nverify = \"test -f src/done.txt\"\nbase_url = \"http://127.0.0.1:{port}/v1\"\nmodel = \"gpt-5.5-team\""
     ));
-    std::fs::write(root.join("loopward.toml"), team).unwrap();
-    std::fs::write(root.join("loopward.script.toml"), clients::TEAM_SCRIPT).unwrap();
-    std::fs::create_dir_all(root.join("src")).unwrap();
     let (_bin, path) = clients::path_with(&codex, "codex");
     let out = shown(
         Command::new(env!("CARGO_BIN_EXE_loopward"))
@@ -357,22 +316,8 @@ fn a_model_agent_hands_off_to_a_codex_agent_that_works_until_verified() {
             .env("OPENAI_API_KEY", "test"),
     );
     assert_eq!(out.status.code(), Some(0));
-    let rs = records(&root, "team");
-    let turns: Vec<&str> = kind(&rs, "turn_started")
-        .map(|r| r["data"]["agent"].as_str().unwrap())
-        .collect();
-    assert_eq!(turns, ["planner", "builder", "builder"]);
-    assert_eq!(sessions(&rs, "codex"), 2);
-    let verdicts: Vec<&Value> = decisions(&rs, "verify")
-        .iter()
-        .map(|d| &d["data"]["decision"])
-        .collect();
-    assert_eq!(verdicts, [&json!("refused"), &json!("allow")]);
-    assert!(root.join("plan.md").is_file() && root.join("src/done.txt").is_file());
     assert_eq!(server.requests()[0]["model"], "gpt-5.5-team");
-    let r = replay_run(&root, &home, "team");
-    let said = String::from_utf8_lossy(&r.stdout);
-    assert!(r.status.success() && said.contains("all the same"), "{r:?}");
+    support::loop_ledger::assert_team_built(&root, &home, "codex");
 }
 
 /// A loop killed (SIGKILL, by its PID) while its Codex session runs a command: resumed, the
@@ -384,7 +329,6 @@ fn codex_a_loop_killed_mid_session_resumes_with_that_session_interrupted_and_non
         return;
     };
     let (_dir, root, home) = project();
-    std::fs::write(root.join("notes/stall.sh"), "sleep \"$1\"\n").unwrap();
     let (port, server) = responses_server::start(vec![
         // Codex hands a command's output back after its wait; 30 s keeps the killed session
         // from asking the server again before the resumed loop ends it.
@@ -393,32 +337,12 @@ fn codex_a_loop_killed_mid_session_resumes_with_that_session_interrupted_and_non
         Step::Text("Done, really.".into()),
     ]);
     let mut child = loop_command(Client::Codex, &codex, &root, &home, port)
-        .args([
-            "--prompt",
-            "PROMPT.md",
-            "--verify",
-            VERIFY,
-            "--id",
-            "killed",
-        ])
+        .args(task(VERIFY, "killed", &[]))
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    while !running(&["sleep", "46.5"]) {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the session never reached its command"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(100));
-    }
-    child.kill().unwrap();
-    child.wait().unwrap();
-    assert!(
-        running(&["sleep", "46.5"]),
-        "the session outlives a killed loop"
-    );
+    kill_mid_command(&mut child, &["sleep", "46.5"]);
 
     let out =
         shown(loop_command(Client::Codex, &codex, &root, &home, port).args(["--resume", "killed"]));
@@ -452,9 +376,7 @@ fn codex_a_loop_killed_mid_session_resumes_with_that_session_interrupted_and_non
     );
     let v = verify_run(&root, &home, "killed");
     assert!(v.status.success(), "{v:?}");
-    let r = replay_run(&root, &home, "killed");
-    let text = String::from_utf8_lossy(&r.stdout);
-    assert!(r.status.success() && text.contains("all the same"), "{r:?}");
+    assert_replays_the_same(&root, &home, "killed");
 }
 
 /// A Codex session past its timeout is ended with what the hook wrapped for it (in a process
@@ -465,23 +387,17 @@ fn codex_a_session_past_its_timeout_is_ended_with_its_commands_and_the_loop_goes
         return;
     };
     let (_dir, root, home) = project();
-    std::fs::write(root.join("notes/stall.sh"), "sleep \"$1\"\n").unwrap();
     let (port, _server) = responses_server::start(vec![
         Step::ExecWaiting("sh notes/stall.sh 44.5".into(), 30_000),
         Step::Exec("echo yes > notes/done.txt".into()),
         Step::Text("Done, really.".into()),
     ]);
     let out = shown(
-        loop_command(Client::Codex, &codex, &root, &home, port).args([
-            "--prompt",
-            "PROMPT.md",
-            "--verify",
+        loop_command(Client::Codex, &codex, &root, &home, port).args(task(
             VERIFY,
-            "--id",
             "slow",
-            "--session-timeout",
-            "4s",
-        ]),
+            &["--session-timeout", "4s"],
+        )),
     );
     assert_eq!(out.status.code(), Some(0));
     assert!(

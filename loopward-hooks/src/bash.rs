@@ -29,17 +29,11 @@ impl Engine<'_> {
                 Some(input)
             }
             Ok(Contained::WatchOnly) => None,
-            Err(refusal) => {
-                return Ok(Reply::Deny {
-                    reason: refusal.to_string(),
-                })
-            }
+            Err(refusal) => return Ok(Reply::denied(&refusal)),
         };
         // A blinded call's changes are judged before this command can add to them.
         if let Some(refusal) = self.settle_unchecked(id, "Bash")? {
-            return Ok(Reply::Deny {
-                reason: refusal.to_string(),
-            });
+            return Ok(Reply::denied(&refusal));
         }
         let blobs = DirStore::new(self.blobs());
         let saved = self.snapshot_path(id);
@@ -53,9 +47,7 @@ impl Engine<'_> {
                 })
         });
         if let Err(r) = watch.record_before(taken, &mut self.sink())? {
-            return Ok(Reply::Deny {
-                reason: r.to_string(),
-            });
+            return Ok(Reply::denied(&r));
         }
         self.begin_watch(id, None, None);
         Ok(match wrapped {

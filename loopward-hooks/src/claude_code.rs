@@ -495,6 +495,13 @@ pub enum Reply {
 }
 
 impl Reply {
+    /// `PreToolUse`: the call denied, the refusal's text shown to the model.
+    pub(crate) fn denied(refusal: &impl std::fmt::Display) -> Self {
+        Self::Deny {
+            reason: refusal.to_string(),
+        }
+    }
+
     /// The JSON printed on stdout for this reply (empty for [`Reply::Silent`]).
     pub fn render(&self) -> String {
         let value = match self {

@@ -6,9 +6,9 @@ use super::session::{SessionDir, SessionKey, SessionState};
 use super::{HookContext, HookError};
 use loopward_core::{
     Action, AgentId, AuditEvent, AuditSink, Decision, Effect, EffectKind, GateId, GateKind,
-    GateMode, Remedy, RunId, Scope, TurnNumber,
+    GateMode, Refusal, Remedy, RunId, Scope, TurnNumber,
 };
-use loopward_runner::gates::{refusals, Ask, Host, Policy};
+use loopward_runner::gates::{refusals, Ask, Host, Judgement, Policy};
 use loopward_runner::tool::Access;
 use loopward_runner::{WorkPath, Workspace};
 use serde_json::{json, Value};
@@ -196,13 +196,7 @@ impl Engine<'_> {
                 content: (&loopward_core::Person::at_the_keyboard().says(prompt)).into(),
             },
         )?;
-        self.ledger.record(
-            &self.scope(Some(self.ctx.main_agent.clone())),
-            &AuditEvent::TurnStarted {
-                agent: self.ctx.main_agent.clone(),
-            },
-        )?;
-        Ok(Reply::Silent)
+        self.start_turn()
     }
 
     /// A prompt `loopward loop` composed for its session: a new turn of the session, observed,
@@ -213,6 +207,11 @@ impl Engine<'_> {
         if self.embedded {
             return Ok(Reply::Silent);
         }
+        self.start_turn()
+    }
+
+    /// The main agent's new turn of the session.
+    fn start_turn(&self) -> Result<Reply, HookError> {
         self.ledger.record(
             &self.scope(Some(self.ctx.main_agent.clone())),
             &AuditEvent::TurnStarted {
@@ -330,18 +329,64 @@ impl Engine<'_> {
         name: &str,
         refusal: loopward_core::Refusal,
     ) -> Result<Reply, HookError> {
+        let refusal = self.refuse(
+            call.id.as_deref(),
+            GateId::of(GateKind::Policy),
+            Action::tool(name),
+            None,
+            refusal,
+        )?;
+        Ok(Reply::denied(&refusal))
+    }
+
+    /// Records `refusal` as `gate`'s denial of call `call_id` — one the policy's judgement never
+    /// saw (a path that does not resolve, a watch that cannot be set up) — and hands it back.
+    pub(super) fn refuse(
+        &self,
+        call_id: Option<&str>,
+        gate: GateId,
+        action: Action,
+        path_raw: Option<&str>,
+        refusal: Refusal,
+    ) -> Result<Refusal, HookError> {
         self.record(&AuditEvent::GateDecision {
-            call_id: call.id.as_deref().map(Into::into),
-            gate: GateId::of(GateKind::Policy),
+            call_id: call_id.map(Into::into),
+            gate,
             mode: GateMode::Enforce,
-            action: Action::tool(name),
-            path_raw: None,
+            action,
+            path_raw: path_raw.map(Into::into),
             source: None,
             path: None,
             decision: Decision::Deny(refusal.clone()),
         })?;
-        Ok(Reply::Deny {
-            reason: refusal.to_string(),
+        Ok(refusal)
+    }
+
+    /// Judges a file-tool call's `accesses` as the runner does, recording its decisions: the
+    /// judgement, or the refusal to deny the call with.
+    pub(super) fn judge_accesses(
+        &mut self,
+        call: &ToolUse,
+        action: &Action,
+        accesses: &[Access],
+    ) -> Result<Result<Judgement, Refusal>, HookError> {
+        let ask = Ask {
+            agent: &self.caller,
+            call_id: call.id.as_deref(),
+            action,
+            accesses,
+            effects: &[],
+            handoff_stands: false,
+            team: &[],
+            clock: &*self.ctx.clock,
+        };
+        let mut judgement = self.policy.judge(&ask, &mut self.state.sprawl);
+        for event in &judgement.events {
+            self.record(event)?;
+        }
+        Ok(match judgement.denial.take() {
+            Some(refusal) => Err(refusal),
+            None => Ok(judgement),
         })
     }
 
@@ -350,48 +395,25 @@ impl Engine<'_> {
         let path = match self.resolve(raw) {
             Ok(p) => p,
             Err(e) => {
-                let refusal = refusals::outside(&e.to_string());
-                self.record(&AuditEvent::GateDecision {
-                    call_id: call.id.as_deref().map(Into::into),
-                    gate: GateId::of(GateKind::Workspace),
-                    mode: GateMode::Enforce,
+                let refusal = self.refuse(
+                    call.id.as_deref(),
+                    GateId::of(GateKind::Workspace),
                     action,
-                    path_raw: Some(raw.into()),
-                    source: None,
-                    path: None,
-                    decision: Decision::Deny(refusal.clone()),
-                })?;
-                return Ok(Reply::Deny {
-                    reason: refusal.to_string(),
-                });
+                    Some(raw),
+                    refusals::outside(&e.to_string()),
+                )?;
+                return Ok(Reply::denied(&refusal));
             }
         };
         let accesses = accesses(&call.tool, &path, &call.input);
-        let ask = Ask {
-            agent: &self.caller,
-            call_id: call.id.as_deref(),
-            action: &action,
-            accesses: &accesses,
-            effects: &[],
-            handoff_stands: false,
-            team: &[],
-            clock: &*self.ctx.clock,
+        let judgement = match self.judge_accesses(call, &action, &accesses)? {
+            Ok(j) => j,
+            Err(refusal) => return Ok(Reply::denied(&refusal)),
         };
-        let judgement = self.policy.judge(&ask, &mut self.state.sprawl);
-        for event in &judgement.events {
-            self.record(event)?;
-        }
-        if let Some(refusal) = judgement.denial {
-            return Ok(Reply::Deny {
-                reason: refusal.to_string(),
-            });
-        }
         if let Some(id) = call.id.as_deref().filter(|s| !s.is_empty()) {
             // The second line: where the write really lands is checked afterwards.
             if let Some(refusal) = self.watch_write(call, id, path.rel())? {
-                return Ok(Reply::Deny {
-                    reason: refusal.to_string(),
-                });
+                return Ok(Reply::denied(&refusal));
             }
             self.state.allowed_calls.insert(id.to_string());
         }
@@ -505,16 +527,7 @@ impl Engine<'_> {
                     })
                     .flatten();
                 if let Some(rule) = guarded {
-                    self.record(&AuditEvent::Violation {
-                        path: path.rel().to_string(),
-                        remedy: Remedy::Unremedied {
-                            why: "it ran without a PreToolUse decision; restore it from version control".into(),
-                        },
-                        reason: rule.reason.clone(),
-                    })?;
-                    reply = Reply::Block {
-                        reason: refusals::written_unasked(&rule),
-                    };
+                    reply = self.unasked(path.rel().to_string(), &rule)?;
                 }
                 // Where PreToolUse judged the write (a link swapped since may make the path
                 // resolve elsewhere now; what landed there is judged by the watch).
@@ -531,9 +544,36 @@ impl Engine<'_> {
             }
             Err(_) => vec![],
         };
+        self.finish_write(call, effects, false, reply)
+    }
+
+    /// A write that ran without a `PreToolUse` decision and breaks `rule` at `path`: recorded as
+    /// a violation left for a person to undo, and the model told.
+    pub(super) fn unasked(&mut self, path: String, rule: &Refusal) -> Result<Reply, HookError> {
+        self.record(&AuditEvent::Violation {
+            path,
+            remedy: Remedy::Unremedied {
+                why: "it ran without a PreToolUse decision; restore it from version control".into(),
+            },
+            reason: rule.reason.clone(),
+        })?;
+        Ok(Reply::Block {
+            reason: refusals::written_unasked(rule),
+        })
+    }
+
+    /// The end of a file tool's `PostToolUse` (`failed`: the tool reported an error): what the
+    /// watch judged joins `effects`, its message replaces `reply`, and `tool_finished` is
+    /// recorded.
+    pub(super) fn finish_write(
+        &mut self,
+        call: &ToolUse,
+        mut effects: Vec<Effect>,
+        failed: bool,
+        mut reply: Reply,
+    ) -> Result<Reply, HookError> {
         let (judged, message) = self.judge_write(call)?;
-        let mut effects = effects;
-        let is_error = message.is_some();
+        let is_error = failed || message.is_some();
         effects.extend(judged);
         if let Some(reason) = message {
             reply = Reply::Block { reason };
@@ -543,7 +583,11 @@ impl Engine<'_> {
             tool: call.tool.name().to_string(),
             is_error,
             effects,
-            summary: format!("{} finished", call.tool.name()),
+            summary: format!(
+                "{} {}",
+                call.tool.name(),
+                if failed { "failed" } else { "finished" }
+            ),
             output: None,
         })?;
         Ok(reply)

@@ -250,26 +250,10 @@ fn quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', "'\\''"))
 }
 
-/// Builds a [`HookContext`].
+/// Builds a [`HookContext`]: the context itself, with its defaults, until [`build`](Self::build)
+/// checks the policy and compiles it.
 pub struct HookContextBuilder {
-    policy: PolicyConfig,
-    sandbox_exec: Option<SandboxExec>,
-    config_file: String,
-    root: Option<PathBuf>,
-    main_agent: AgentId,
-    clock: Arc<dyn Clock>,
-    ledgers: Arc<dyn LedgerOpener>,
-    runs_dir: String,
-    defer_allows: bool,
-    overrides: Option<OverrideStore>,
-    sessions: Option<PathBuf>,
-    team: Option<Vec<AgentId>>,
-    unreadable: Vec<PathBuf>,
-    lock_wait: Duration,
-    host: Host,
-    loop_session: Option<String>,
-    handoff: bool,
-    network_open: bool,
+    ctx: HookContext,
 }
 
 impl HookContext {
@@ -277,24 +261,28 @@ impl HookContext {
     /// overrides), as [`PolicyConfig`] holds them.
     pub fn builder(policy: &PolicyConfig) -> HookContextBuilder {
         HookContextBuilder {
-            policy: policy.clone(),
-            sandbox_exec: None,
-            config_file: "loopward.toml".into(),
-            root: None,
-            main_agent: AgentId::new("root").unwrap_or_else(|_| unreachable!("valid name")),
-            clock: Arc::new(SystemClock),
-            ledgers: Arc::new(FileLedgers::default()),
-            runs_dir: "runs".into(),
-            defer_allows: false,
-            overrides: None,
-            sessions: None,
-            team: None,
-            unreadable: Vec::new(),
-            lock_wait: session::LOCK_WAIT,
-            host: Host::ClaudeCode,
-            loop_session: None,
-            handoff: false,
-            network_open: false,
+            ctx: HookContext {
+                policy: policy.clone(),
+                sandbox_exec: None,
+                config_file: "loopward.toml".into(),
+                root: None,
+                main_agent: AgentId::new("root").unwrap_or_else(|_| unreachable!("valid name")),
+                clock: Arc::new(SystemClock),
+                ledgers: Arc::new(FileLedgers::default()),
+                runs_dir: "runs".into(),
+                defer_allows: false,
+                overrides: None,
+                sessions: None,
+                team: None,
+                unreadable: Vec::new(),
+                lock_wait: session::LOCK_WAIT,
+                host: Host::ClaudeCode,
+                loop_session: None,
+                handoff: false,
+                network_open: false,
+                compiled: None,
+                version: String::new(),
+            },
         }
     }
 
@@ -370,31 +358,31 @@ impl HookContext {
 impl HookContextBuilder {
     /// The project root (default: each event's `cwd`).
     pub fn root(mut self, root: impl Into<PathBuf>) -> Self {
-        self.root = Some(root.into());
+        self.ctx.root = Some(root.into());
         self
     }
 
     /// The config file's path relative to the root (a control file; default `loopward.toml`).
     pub fn config_file(mut self, rel: impl Into<String>) -> Self {
-        self.config_file = rel.into();
+        self.ctx.config_file = rel.into();
         self
     }
 
     /// The name the main agent goes by (default `root`).
     pub fn main_agent(mut self, name: AgentId) -> Self {
-        self.main_agent = name;
+        self.ctx.main_agent = name;
         self
     }
 
     /// The clock (default: the system clock).
     pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
-        self.clock = clock;
+        self.ctx.clock = clock;
         self
     }
 
     /// Where ledgers are opened (default: [`FileLedgers`], the runs' own hash-chained format).
     pub fn ledgers(mut self, ledgers: Arc<dyn LedgerOpener>) -> Self {
-        self.ledgers = ledgers;
+        self.ctx.ledgers = ledgers;
         self
     }
 
@@ -402,7 +390,7 @@ impl HookContextBuilder {
     /// `loopward` binary and of the config. Without it (and unless the config says
     /// `sandbox = "watch-only"`), every `Bash` call is denied: it cannot be contained.
     pub fn sandbox_exec(mut self, exec: SandboxExec) -> Self {
-        self.sandbox_exec = Some(exec);
+        self.ctx.sandbox_exec = Some(exec);
         self
     }
 
@@ -411,27 +399,27 @@ impl HookContextBuilder {
     /// tools nor its commands reach (default: `<root>/.loopward/sessions/`, a control folder the
     /// file tools may not write and commands see read-only).
     pub fn state_dir(mut self, state: &loopward_runner::StateDir) -> Self {
-        self.sessions = Some(state.root().join("sessions"));
+        self.ctx.sessions = Some(state.root().join("sessions"));
         self
     }
 
     /// The runs directory relative to the root (default `runs`).
     pub fn runs_dir(mut self, rel: impl Into<String>) -> Self {
-        self.runs_dir = rel.into();
+        self.ctx.runs_dir = rel.into();
         self
     }
 
     /// When the gates allow a file write, answer nothing instead of `allow`, so Claude Code's own
     /// permission prompt still decides (default: answer `allow`, which skips that prompt).
     pub fn defer_allows(mut self, defer: bool) -> Self {
-        self.defer_allows = defer;
+        self.ctx.defer_allows = defer;
         self
     }
 
     /// Where one-shot overrides are consumed from (default: the workspace's keyless
     /// `.loopward/overrides/`); `loopward` passes the sealed store in its state directory.
     pub fn overrides(mut self, store: OverrideStore) -> Self {
-        self.overrides = Some(store);
+        self.ctx.overrides = Some(store);
         self
     }
 
@@ -439,7 +427,7 @@ impl HookContextBuilder {
     /// under its own name) to ask for an override with `--subagent`, as `loopward override
     /// grant` requires for a name outside the team (default: not known, never suggested).
     pub fn team(mut self, team: Vec<AgentId>) -> Self {
-        self.team = Some(team);
+        self.ctx.team = Some(team);
         self
     }
 
@@ -450,7 +438,7 @@ impl HookContextBuilder {
     /// state directory, the same folders it makes unreadable to `Bash` commands
     /// ([`SandboxExec::unreadable`]). Default: none, and reads are only recorded.
     pub fn unreadable(mut self, folders: Vec<PathBuf>) -> Self {
-        self.unreadable = folders;
+        self.ctx.unreadable = folders;
         self
     }
 
@@ -459,7 +447,7 @@ impl HookContextBuilder {
     /// recorded as an observed notice that starts the session's turn, never as the person's
     /// words (the loop's own ledger holds the person's task). Default: none.
     pub fn loop_session(mut self, session: Option<String>) -> Self {
-        self.loop_session = session;
+        self.ctx.loop_session = session;
         self
     }
 
@@ -468,7 +456,7 @@ impl HookContextBuilder {
     /// agent to hand the change to the owner with that tool, by the host's name for it
     /// ([`Host::relayed_name`]), instead of the host's own way. Default: it has not.
     pub fn handoff(mut self, served: bool) -> Self {
-        self.handoff = served;
+        self.ctx.handoff = served;
         self
     }
 
@@ -476,7 +464,7 @@ impl HookContextBuilder {
     /// the hook gives up and blocks the call (default [`session::LOCK_WAIT`]; keep it well
     /// inside the hook `timeout` Claude Code is given).
     pub fn lock_wait(mut self, wait: Duration) -> Self {
-        self.lock_wait = wait;
+        self.ctx.lock_wait = wait;
         self
     }
 
@@ -485,41 +473,20 @@ impl HookContextBuilder {
     /// ledger. Default: they run in a network namespace of their own, out only through the
     /// egress proxy `loopward sandbox exec` serves.
     pub fn network_open(mut self, open: bool) -> Self {
-        self.network_open = open;
+        self.ctx.network_open = open;
         self
     }
 
     /// The agent host whose hook events this context reads (default Claude Code): its tools,
     /// its answers and the remedies its refusals name.
     pub fn host(mut self, host: Host) -> Self {
-        self.host = host;
+        self.ctx.host = host;
         self
     }
 
     /// Builds the context; a policy that does not validate is refused here, before any event.
     pub fn build(self) -> Result<HookContext, ConfigError> {
-        let mut ctx = HookContext {
-            policy: self.policy,
-            config_file: self.config_file,
-            sandbox_exec: self.sandbox_exec,
-            root: self.root,
-            main_agent: self.main_agent,
-            clock: self.clock,
-            ledgers: self.ledgers,
-            runs_dir: self.runs_dir,
-            defer_allows: self.defer_allows,
-            overrides: self.overrides,
-            sessions: self.sessions,
-            team: self.team,
-            unreadable: self.unreadable,
-            lock_wait: self.lock_wait,
-            host: self.host,
-            loop_session: self.loop_session,
-            handoff: self.handoff,
-            network_open: self.network_open,
-            compiled: None,
-            version: String::new(),
-        };
+        let mut ctx = self.ctx;
         // Compiling the gates is most of a hook call's own work: once, where the root is known
         // (a root that is not usable is reported by each event, as without one).
         match ctx.root.as_deref().map(Workspace::new) {

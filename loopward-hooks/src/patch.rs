@@ -9,10 +9,8 @@ use super::claude_code::{Reply, ToolUse};
 use super::codex::{patch_paths, PatchOp};
 use super::decide::Engine;
 use super::HookError;
-use loopward_core::{
-    Action, AuditEvent, Decision, Effect, EffectKind, GateId, GateKind, GateMode, Refusal,
-};
-use loopward_runner::gates::{refusals, Ask};
+use loopward_core::{Action, Effect, EffectKind, GateId, GateKind, Refusal};
+use loopward_runner::gates::refusals;
 use loopward_runner::tool::Access;
 use loopward_runner::WorkPath;
 
@@ -100,39 +98,18 @@ impl Engine<'_> {
         let resolved = match self.resolve_patch(patch) {
             Ok(r) => r,
             Err((gate, raw, refusal)) => {
-                self.record(&AuditEvent::GateDecision {
-                    call_id: call.id.as_deref().map(Into::into),
-                    gate: GateId::of(gate),
-                    mode: GateMode::Enforce,
+                let refusal = self.refuse(
+                    call.id.as_deref(),
+                    GateId::of(gate),
                     action,
-                    path_raw: raw.map(Into::into),
-                    source: None,
-                    path: None,
-                    decision: Decision::Deny(refusal.clone()),
-                })?;
-                return Ok(Reply::Deny {
-                    reason: refusal.to_string(),
-                });
+                    raw.as_deref(),
+                    refusal,
+                )?;
+                return Ok(Reply::denied(&refusal));
             }
         };
-        let ask = Ask {
-            agent: &self.caller,
-            call_id: call.id.as_deref(),
-            action: &action,
-            accesses: &resolved.accesses,
-            effects: &[],
-            handoff_stands: false,
-            team: &[],
-            clock: &*self.ctx.clock,
-        };
-        let judgement = self.policy.judge(&ask, &mut self.state.sprawl);
-        for event in &judgement.events {
-            self.record(event)?;
-        }
-        if let Some(refusal) = judgement.denial {
-            return Ok(Reply::Deny {
-                reason: refusal.to_string(),
-            });
+        if let Err(refusal) = self.judge_accesses(call, &action, &resolved.accesses)? {
+            return Ok(Reply::denied(&refusal));
         }
         if let Some(id) = call.id.as_deref().filter(|s| !s.is_empty()) {
             let (first, rest) = resolved
@@ -140,9 +117,7 @@ impl Engine<'_> {
                 .split_first()
                 .map_or(("", &[][..]), |(f, r)| (f.as_str(), r));
             if let Some(refusal) = self.watch_write(call, id, first)? {
-                return Ok(Reply::Deny {
-                    reason: refusal.to_string(),
-                });
+                return Ok(Reply::denied(&refusal));
             }
             self.state
                 .patch_targets
@@ -181,16 +156,7 @@ impl Engine<'_> {
                         .map(|r| (t.clone(), r))
                 });
                 if let Some((path, rule)) = broken {
-                    self.record(&AuditEvent::Violation {
-                        path,
-                        remedy: loopward_core::Remedy::Unremedied {
-                            why: "it ran without a PreToolUse decision; restore it from version control".into(),
-                        },
-                        reason: rule.reason.clone(),
-                    })?;
-                    reply = Reply::Block {
-                        reason: refusals::written_unasked(&rule),
-                    };
+                    reply = self.unasked(path, &rule)?;
                 }
             }
             if !failed {
@@ -201,24 +167,6 @@ impl Engine<'_> {
                 effects = resolved.effects;
             }
         }
-        let (judged, message) = self.judge_write(call)?;
-        let is_error = failed || message.is_some();
-        effects.extend(judged);
-        if let Some(reason) = message {
-            reply = Reply::Block { reason };
-        }
-        self.record(&AuditEvent::ToolFinished {
-            call_id: call.id.clone().unwrap_or_default(),
-            tool: call.tool.name().to_string(),
-            is_error,
-            effects,
-            summary: format!(
-                "{} {}",
-                call.tool.name(),
-                if failed { "failed" } else { "finished" }
-            ),
-            output: None,
-        })?;
-        Ok(reply)
+        self.finish_write(call, effects, failed, reply)
     }
 }

@@ -82,9 +82,7 @@ impl Engine<'_> {
             decision: refusal.clone().map_or(Decision::Allow, Decision::Deny),
         })?;
         Ok(match refusal {
-            Some(r) => Reply::Deny {
-                reason: r.to_string(),
-            },
+            Some(r) => Reply::denied(&r),
             None => Reply::Silent,
         })
     }

@@ -5,7 +5,7 @@
 use super::decide::Engine;
 use super::shell::ShellWatchError;
 use super::HookError;
-use loopward_core::{Action, AuditEvent, Decision, GateId, GateKind, GateMode, Refusal};
+use loopward_core::{Action, GateId, GateKind, Refusal};
 use loopward_runner::gates::{Snapshot, Unchecked};
 use std::path::PathBuf;
 
@@ -81,16 +81,13 @@ impl Engine<'_> {
             Ok(now) => now,
             Err(why) => {
                 let refusal = unchecked.refusal(&why.to_string());
-                self.record(&AuditEvent::GateDecision {
-                    call_id: Some(id.into()),
-                    gate: GateId::of(GateKind::ShellWatch),
-                    mode: GateMode::Enforce,
-                    action: Action::tool(tool),
-                    path_raw: None,
-                    source: None,
-                    path: None,
-                    decision: Decision::Deny(refusal.clone()),
-                })?;
+                let refusal = self.refuse(
+                    Some(id),
+                    GateId::of(GateKind::ShellWatch),
+                    Action::tool(tool),
+                    None,
+                    refusal,
+                )?;
                 return Ok(Some(refusal));
             }
         };

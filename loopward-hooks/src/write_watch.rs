@@ -12,7 +12,7 @@ use super::claude_code::ToolUse;
 use super::decide::Engine;
 use super::shell::{self, ShellWatchError};
 use super::HookError;
-use loopward_core::{Action, AuditEvent, Decision, Effect, GateId, GateKind, GateMode, Refusal};
+use loopward_core::{Action, AuditEvent, Effect, GateId, GateKind, Refusal};
 use loopward_runner::gates::{refusals, DirStore};
 
 impl Engine<'_> {
@@ -48,16 +48,13 @@ impl Engine<'_> {
             }
             Err(why) => {
                 let refusal = refusals::write_unrecorded(&why.to_string());
-                self.record(&AuditEvent::GateDecision {
-                    call_id: Some(id.into()),
-                    gate: GateId::of(GateKind::ShellWatch),
-                    mode: GateMode::Enforce,
-                    action: Action::tool(call.tool.name()),
-                    path_raw: None,
-                    source: None,
-                    path: None,
-                    decision: Decision::Deny(refusal.clone()),
-                })?;
+                let refusal = self.refuse(
+                    Some(id),
+                    GateId::of(GateKind::ShellWatch),
+                    Action::tool(call.tool.name()),
+                    None,
+                    refusal,
+                )?;
                 Ok(Some(refusal))
             }
         }

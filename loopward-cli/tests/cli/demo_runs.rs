@@ -76,20 +76,14 @@ fn calibrate(args: &[&std::ffi::OsStr]) -> serde_json::Value {
         .ancestors()
         .find(|a| a.join("state/keys").is_dir())
         .unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_loopward"))
-        .arg("calibrate")
-        .args(args)
-        .arg("--key")
-        .arg(demo_key(scratch))
-        .arg("--json")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
+    crate::support::json_out(
+        Command::new(env!("CARGO_BIN_EXE_loopward"))
+            .arg("calibrate")
+            .args(args)
+            .arg("--key")
+            .arg(demo_key(scratch))
+            .arg("--json"),
+    )
 }
 
 #[test]

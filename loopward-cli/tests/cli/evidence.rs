@@ -23,7 +23,7 @@ impl Team {
         };
         let o = t.run(&["init"]);
         assert!(o.status.success(), "{}", text(&o));
-        assert!(text(&o).contains("ledger key k"), "{}", text(&o));
+        crate::support::assert_prints(&o, "ledger key k");
         t
     }
 
@@ -56,10 +56,11 @@ impl Team {
     }
 
     fn with_gate(self) -> Self {
-        let cfg = self.d().join("loopward.toml");
-        let mut text = std::fs::read_to_string(&cfg).unwrap();
-        text.push_str("\n[[stopgate]]\nname = \"build\"\npoint = \"turn\"\nagent = \"builder\"\nmode = \"durable\"\n");
-        std::fs::write(cfg, text).unwrap();
+        super::append(
+            self.d(),
+            "loopward.toml",
+            &super::durable_gate("build", "builder"),
+        );
         self
     }
 }
@@ -96,7 +97,7 @@ fn init_run_verify_is_keyed_and_a_rotated_key_still_verifies_old_runs() {
     assert!(o.status.success(), "{}", text(&o));
     let second = t.keys().current().unwrap().id().to_string();
     assert_ne!(first, second);
-    assert!(text(&o).contains("kept for verifying"), "{}", text(&o));
+    crate::support::assert_prints(&o, "kept for verifying");
     assert_eq!(t.run(&["run", "--id", "r2"]).status.code(), Some(0));
     let o = t.run(&["verify", "runs"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
@@ -130,7 +131,7 @@ fn a_rechained_ledger_with_a_fresh_anchor_is_not_verified() {
         ledger.finish().unwrap();
         let o = t.run(&["verify", "runs/r1"]);
         assert_eq!(o.status.code(), Some(1), "{}", text(&o));
-        assert!(text(&o).contains("NOT verified"), "{}", text(&o));
+        crate::support::assert_prints(&o, "NOT verified");
         let o = t.run(&["verify", "runs/r1", "--unfinished"]);
         assert_eq!(o.status.code(), Some(1), "{}", text(&o));
     }
@@ -148,10 +149,10 @@ fn unanchored_emptied_and_gone_runs_are_not_verified() {
     say(&ledger, "r2", "working");
     let o = t.run(&["verify", "runs/r2"]);
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
-    assert!(text(&o).contains("no anchor"), "{}", text(&o));
+    crate::support::assert_prints(&o, "no anchor");
     let o = t.run(&["verify", "runs/r2", "--unfinished"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-    assert!(text(&o).contains("NOT anchored"), "{}", text(&o));
+    crate::support::assert_prints(&o, "NOT anchored");
     drop(ledger);
     // Emptied: not verified, even as unfinished (its anchor says more).
     std::fs::write(runs.join("r1/events.jsonl"), "").unwrap();
@@ -163,18 +164,14 @@ fn unanchored_emptied_and_gone_runs_are_not_verified() {
     std::fs::remove_dir_all(runs.join("r1")).unwrap();
     let o = t.run(&["verify", "runs/r1"]);
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
-    assert!(text(&o).contains("folder"), "{}", text(&o));
+    crate::support::assert_prints(&o, "folder");
     let o = t.run(&["verify", "runs"]);
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
-    assert!(text(&o).contains("r1: NOT verified"), "{}", text(&o));
+    crate::support::assert_prints(&o, "r1: NOT verified");
     // No run folder at all: said as such, not as tampering.
     let o = t.run(&["verify", "nowhere/r9"]);
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
-    assert!(
-        text(&o).contains("no run folder at nowhere/r9"),
-        "{}",
-        text(&o)
-    );
+    crate::support::assert_prints(&o, "no run folder at nowhere/r9");
 }
 
 #[test]
@@ -196,7 +193,7 @@ fn a_forged_approval_in_the_state_dir_is_refused_by_approve_and_resume() {
     std::fs::write(&file, forged).unwrap();
     let o = t.run(&["approve", "r7", "build"]);
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
-    assert!(text(&o).contains("forged or edited"), "{}", text(&o));
+    crate::support::assert_prints(&o, "forged or edited");
     let o = t.run(&["run", "--resume", "r7"]);
     assert_ne!(o.status.code(), Some(0), "{}", text(&o));
     assert!(!t.d().join("src/hello.txt").exists(), "{}", text(&o));
@@ -241,24 +238,16 @@ fn overrides_are_checked_when_granted_and_kept_in_the_state_dir() {
     };
     let o = grant("builder", &long, "10m");
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
-    assert!(text(&o).contains("at most 1000 bytes"), "{}", text(&o));
+    crate::support::assert_prints(&o, "at most 1000 bytes");
     let o = grant("buidler", "typo fix", "10m");
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
-    assert!(
-        text(&o).contains("root, planner, builder, auditor"),
-        "{}",
-        text(&o)
-    );
+    crate::support::assert_prints(&o, "root, planner, builder, auditor");
     let o = grant("builder", "typo fix", "5d");
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
-    assert!(text(&o).contains("[overrides] max_ttl"), "{}", text(&o));
+    crate::support::assert_prints(&o, "[overrides] max_ttl");
     let o = t.run(&["override", "revoke", "ov-1-0"]);
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
-    assert!(
-        text(&o).contains("there is no override ov-1-0"),
-        "{}",
-        text(&o)
-    );
+    crate::support::assert_prints(&o, "there is no override ov-1-0");
     let o = grant("builder", "typo fix", "10m");
     assert!(o.status.success(), "{}", text(&o));
     assert!(!t.d().join(".loopward/overrides").exists());
@@ -308,7 +297,7 @@ fn a_used_override_is_listed_as_used() {
     let id = list.split_whitespace().next().unwrap();
     let o = t.run(&["override", "revoke", id]);
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
-    assert!(text(&o).contains("already used"), "{}", text(&o));
+    crate::support::assert_prints(&o, "already used");
     let said = hook_write(&t, "builder");
     assert!(said.contains(r#""permissionDecision":"deny""#), "{said}");
 }
@@ -373,7 +362,7 @@ fn the_override_a_refusal_suggests_can_be_granted_as_printed() {
         assert_eq!(said.contains("--subagent"), subagent, "{said}");
         let o = follow_hint(&t, &said);
         assert!(o.status.success(), "{agent}: {}", text(&o));
-        assert!(text(&o).contains("granted"), "{}", text(&o));
+        crate::support::assert_prints(&o, "granted");
         let said = hook_write(&t, agent);
         assert!(said.contains(r#""permissionDecision":"allow""#), "{said}");
     }
@@ -419,25 +408,11 @@ fn another_projects_key_is_unreadable_to_a_runs_shell_and_to_sandbox_exec() {
 
     // A run's shell in project b.
     let d = b.path();
-    let cfg = std::fs::read_to_string(d.join("loopward.toml"))
-        .unwrap()
-        .replace(
-            r#"tools = ["read_file", "write_file", "edit_file", "list_dir", "handoff"]"#,
-            r#"tools = ["read_file", "write_file", "edit_file", "list_dir", "shell", "handoff"]"#,
-        );
-    std::fs::write(d.join("loopward.toml"), cfg).unwrap();
-    let script = std::fs::read_to_string(d.join("loopward.script.toml"))
-        .unwrap()
-        .replacen(
-            "[[agents.builder]]\ntool_calls = [{ name = \"write_file\"",
-            &format!(
-                "[[agents.builder]]\ntool_calls = [{{ name = \"shell\", arguments = {{ command = {:?} }} }}]\n\n\
-                 [[agents.builder]]\ntool_calls = [{{ name = \"write_file\"",
-                format!("{cats}echo tried")
-            ),
-            1,
-        );
-    std::fs::write(d.join("loopward.script.toml"), script).unwrap();
+    let shell = format!(
+        "[[agents.builder]]\ntool_calls = [{{ name = \"shell\", arguments = {{ command = {:?} }} }}]\n\n",
+        format!("{cats}echo tried")
+    );
+    super::workspace::builder_first(d, &shell, 1);
     let run = loopward(d, &["run", "--id", "r1"]);
     assert_eq!(run.status.code(), Some(0), "{}", text(&run));
     let ledger = std::fs::read(d.join("runs/r1/events.jsonl")).unwrap();

@@ -21,26 +21,16 @@ fn exit_status_says_how_the_run_ended() {
     std::fs::write(d.join("short.toml"), "[[agents.root]]\ntext = \"\"\ntool_calls = [{ name = \"handoff\", arguments = { to = \"planner\", message = \"go\" } }]\n").unwrap();
     let o = loopward(d, &["run", "--script", "short.toml", "--id", "short"]);
     assert_eq!(o.status.code(), Some(9), "{}", text(&o));
-    assert!(
-        text(&o).contains("no reply for agent planner"),
-        "{}",
-        text(&o)
-    );
+    crate::support::assert_prints(&o, "no reply for agent planner");
 
     // A durable stop-gate: the run waits (7), `approve` answers, `--resume` completes (0).
     let dir = initialised();
     let d = dir.path();
-    let mut cfg = std::fs::read_to_string(d.join("loopward.toml")).unwrap();
-    cfg.push_str("\n[[stopgate]]\nname = \"build\"\npoint = \"turn\"\nagent = \"builder\"\nmode = \"durable\"\n");
-    std::fs::write(d.join("loopward.toml"), cfg).unwrap();
+    append(d, "loopward.toml", &durable_gate("build", "builder"));
     let o = loopward(d, &["run", "--id", "r7"]);
     assert_eq!(o.status.code(), Some(7), "{}", text(&o));
     // The hint names the gate: the printed command works as printed.
-    assert!(
-        text(&o).contains("`loopward approve r7 build`"),
-        "{}",
-        text(&o)
-    );
+    crate::support::assert_prints(&o, "`loopward approve r7 build`");
     assert!(!d.join("src/hello.txt").exists());
     let o = loopward(d, &["approve", "r7", "build"]);
     assert!(o.status.success(), "{}", text(&o));
@@ -67,8 +57,8 @@ fn exit_status_4_exhausted_5_budget_6_stopped_by_a_tool_gate() {
         )
     });
     assert_eq!(o.status.code(), Some(4), "{}", text(&o));
-    assert!(text(&o).contains("exhausted"), "{}", text(&o));
-    assert!(text(&o).contains("root: Both failed."), "{}", text(&o));
+    crate::support::assert_prints(&o, "exhausted");
+    crate::support::assert_prints(&o, "root: Both failed.");
 
     // 5: a token budget smaller than the first reply.
     let (o, _dir) = run_with("\n[budget]\nmax_tokens = 5\n", "[[agents.root]]\ntext = \"a long enough answer to pass five tokens of budget\"\n[[agents.root]]\ntext = \"more\"\n", "bu");
@@ -93,7 +83,7 @@ fn exit_status_4_exhausted_5_budget_6_stopped_by_a_tool_gate() {
     // 9: an empty answer fails the run (it is not a completed task).
     let (o, _dir) = run_with("", "[[agents.root]]\ntext = \"  \"\n", "em");
     assert_eq!(o.status.code(), Some(9), "{}", text(&o));
-    assert!(text(&o).contains("answered with nothing"), "{}", text(&o));
+    crate::support::assert_prints(&o, "answered with nothing");
 
     // 9: an answer cut off at its token limit (finish_reason "length") fails the run too, and
     // replaying the ledger reaches the same end.
@@ -103,11 +93,7 @@ fn exit_status_4_exhausted_5_budget_6_stopped_by_a_tool_gate() {
         "cut",
     );
     assert_eq!(o.status.code(), Some(9), "{}", text(&o));
-    assert!(
-        text(&o).contains("cut off at its token limit"),
-        "{}",
-        text(&o)
-    );
+    crate::support::assert_prints(&o, "cut off at its token limit");
     let o = loopward(dir.path(), &["replay", "runs/cut"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
 }

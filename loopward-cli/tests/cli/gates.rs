@@ -23,7 +23,7 @@ fn override_grant_is_used_once_and_listed_until_then() {
         ],
     );
     assert_eq!(o.status.code(), Some(1));
-    assert!(text(&o).contains("non-empty reason"), "{}", text(&o));
+    crate::support::assert_prints(&o, "non-empty reason");
     let id = list.split_whitespace().next().unwrap().to_string();
     assert!(loopward(d, &["override", "revoke", &id]).status.success());
     assert!(text(&loopward(d, &["override", "list"])).contains("no overrides"));
@@ -47,11 +47,8 @@ fn gates_add_refuses_a_change_that_would_not_load_and_leaves_the_file_alone() {
         ],
     );
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
-    assert!(text(&o).contains("nothing was written"), "{}", text(&o));
-    assert_eq!(
-        std::fs::read_to_string(d.join("loopward.toml")).unwrap(),
-        before
-    );
+    crate::support::assert_prints(&o, "nothing was written");
+    crate::support::assert_file(d, "loopward.toml", &before);
     let o = loopward(
         d,
         &[

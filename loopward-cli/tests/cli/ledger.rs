@@ -19,18 +19,11 @@ fn init_run_verify_report_replay_round_trip() {
     ] {
         assert!(out.contains(line), "missing {line:?} in:\n{out}");
     }
-    assert_eq!(
-        std::fs::read_to_string(d.join("src/hello.txt")).unwrap(),
-        "hello\n"
-    );
+    crate::support::assert_file(d, "src/hello.txt", "hello\n");
 
     let verify = loopward(d, &["verify", "runs/r1"]);
     assert_eq!(verify.status.code(), Some(0), "{}", text(&verify));
-    assert!(
-        text(&verify).contains("r1: verified by key k"),
-        "{}",
-        text(&verify)
-    );
+    crate::support::assert_prints(&verify, "r1: verified by key k");
 
     let report = loopward(d, &["report", "--json"]);
     assert!(report.status.success(), "{}", text(&report));
@@ -39,18 +32,10 @@ fn init_run_verify_report_replay_round_trip() {
     assert_eq!(json["statuses"]["completed"], 1);
     assert_eq!(json["unauthorised_writes"]["total"], 0);
     let table = loopward(d, &["report"]);
-    assert!(
-        text(&table).contains("territory:planner"),
-        "{}",
-        text(&table)
-    );
+    crate::support::assert_prints(&table, "territory:planner");
 
     let html = loopward(d, &["report", "--html"]);
-    assert!(
-        text(&html).contains("wrote runs/index.html"),
-        "{}",
-        text(&html)
-    );
+    crate::support::assert_prints(&html, "wrote runs/index.html");
     let index = std::fs::read_to_string(d.join("runs/index.html")).unwrap();
     assert!(index.contains("href=\"r1/audit.html\""));
     assert!(d.join("runs/r1/audit.html").is_file());
@@ -73,11 +58,7 @@ fn verify_names_the_first_bad_record_of_an_edited_ledger() {
     std::fs::write(&ledger, edited).unwrap();
     let o = loopward(d, &["verify", "runs/r1"]);
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
-    assert!(
-        text(&o).contains("first bad sequence number"),
-        "{}",
-        text(&o)
-    );
+    crate::support::assert_prints(&o, "first bad sequence number");
 }
 
 #[test]
@@ -95,7 +76,7 @@ fn replay_fails_when_a_decision_comes_out_differently() {
     std::fs::write(d.join("other.toml"), cfg).unwrap();
     let o = loopward(d, &["replay", "runs/r1", "--config", "other.toml"]);
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
-    assert!(text(&o).contains("differs"), "{}", text(&o));
+    crate::support::assert_prints(&o, "differs");
 }
 
 #[test]
@@ -108,7 +89,7 @@ fn the_run_banner_names_the_backend_actually_used() {
     std::fs::write(d.join("loopward.toml"), cfg).unwrap();
     let o = loopward(d, &["run", "--backend", "fake", "--id", "b1"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-    assert!(text(&o).contains("run b1 · fake"), "{}", text(&o));
+    crate::support::assert_prints(&o, "run b1 · fake");
 }
 
 #[test]
@@ -170,5 +151,5 @@ fn verify_takes_what_a_shell_glob_of_runs_gives() {
     std::fs::remove_file(d.join("runs/r2/events.jsonl")).unwrap();
     let o = loopward(d, &args);
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
-    assert!(text(&o).contains("r1: verified"), "{}", text(&o));
+    crate::support::assert_prints(&o, "r1: verified");
 }

@@ -26,16 +26,10 @@ mod workspace;
 
 #[path = "../support/mod.rs"]
 mod support;
-use support::{loopward_cmd, text};
+use support::{assert_says, loopward_cmd, text};
 
 fn loopward(dir: &Path, args: &[&str]) -> Output {
     loopward_cmd(dir, args).output().unwrap()
-}
-
-/// `text` (what the binary printed) says `needle`; the whole text is shown when it does not.
-#[track_caller]
-fn assert_says(text: &str, needle: &str) {
-    assert!(text.contains(needle), "{needle:?} not in:\n{text}");
 }
 
 fn initialised() -> tempfile::TempDir {
@@ -43,6 +37,19 @@ fn initialised() -> tempfile::TempDir {
     let o = loopward(dir.path(), &["init"]);
     assert!(o.status.success(), "{}", text(&o));
     dir
+}
+
+/// Appends `text` to the file `rel` in `d`.
+fn append(d: &Path, rel: &str, text: &str) {
+    let mut was = std::fs::read_to_string(d.join(rel)).unwrap();
+    was.push_str(text);
+    std::fs::write(d.join(rel), was).unwrap();
+}
+
+/// A durable stop-gate `name` at the start of `agent`'s turns, as a `loopward.toml` table: the
+/// run waits there for `loopward approve`.
+fn durable_gate(name: &str, agent: &str) -> String {
+    format!("\n[[stopgate]]\nname = \"{name}\"\npoint = \"turn\"\nagent = \"{agent}\"\nmode = \"durable\"\n")
 }
 
 /// The starter with `extra` appended to its config, run with `script` (TOML) as the fake script.

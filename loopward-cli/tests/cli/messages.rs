@@ -11,61 +11,63 @@ fn edit_config(d: &Path, f: impl Fn(String) -> String) {
     std::fs::write(d.join("loopward.toml"), f(cfg)).unwrap();
 }
 
+/// The starter with its config edited by `edit`, refused by `loopward <args>` (exit status
+/// 1): what it said.
+fn refused(edit: impl Fn(String) -> String, args: &[&str]) -> String {
+    let dir = initialised();
+    edit_config(dir.path(), edit);
+    let o = loopward(dir.path(), args);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    text(&o)
+}
+
 #[test]
 fn a_wrong_type_names_the_key_its_line_and_what_to_write() {
-    let dir = initialised();
-    let d = dir.path();
-    edit_config(d, |c| {
-        c.replace("turns_per_run = 12", "turns_per_run = \"twelve\"")
-    });
-    let o = loopward(d, &["run"]);
-    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
-    insta::assert_snapshot!("wrong_type", text(&o));
+    let said = refused(
+        |c| c.replace("turns_per_run = 12", "turns_per_run = \"twelve\""),
+        &["run"],
+    );
+    insta::assert_snapshot!("wrong_type", said);
 }
 
 #[test]
 fn a_wrong_type_inside_a_list_of_tables_names_the_entry() {
-    let dir = initialised();
-    let d = dir.path();
-    edit_config(d, |c| {
-        c.replacen(
-            "name = \"planner\"",
-            "name = \"planner\"\nmax_steps = true",
-            1,
-        )
-    });
-    let o = loopward(d, &["gates", "list"]);
-    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
-    insta::assert_snapshot!("wrong_type_in_agent", text(&o));
+    let said = refused(
+        |c| {
+            c.replacen(
+                "name = \"planner\"",
+                "name = \"planner\"\nmax_steps = true",
+                1,
+            )
+        },
+        &["gates", "list"],
+    );
+    insta::assert_snapshot!("wrong_type_in_agent", said);
 }
 
 /// Durations are strings with a unit; a key from before (`wall_time_secs = 600`) is refused,
 /// not read as an alias, with its line and the new spelling of its own value.
 #[test]
 fn an_old_seconds_key_is_refused_with_its_line_and_the_new_spelling() {
-    let dir = initialised();
-    let d = dir.path();
-    edit_config(d, |c| {
-        c.replace(
-            "turns_per_run = 12",
-            "wall_time_secs = 600\nturns_per_run = 12",
-        )
-    });
-    let o = loopward(d, &["run"]);
-    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
-    insta::assert_snapshot!("old_seconds_key", text(&o));
+    let said = refused(
+        |c| {
+            c.replace(
+                "turns_per_run = 12",
+                "wall_time_secs = 600\nturns_per_run = 12",
+            )
+        },
+        &["run"],
+    );
+    insta::assert_snapshot!("old_seconds_key", said);
 }
 
 #[test]
 fn a_duration_without_a_unit_is_refused_naming_the_format() {
-    let dir = initialised();
-    let d = dir.path();
-    edit_config(d, |c| {
-        c.replace("turns_per_run = 12", "wall_time = 600\nturns_per_run = 12")
-    });
-    let o = loopward(d, &["gates", "list"]);
-    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
-    insta::assert_snapshot!("duration_without_unit", text(&o));
+    let said = refused(
+        |c| c.replace("turns_per_run = 12", "wall_time = 600\nturns_per_run = 12"),
+        &["gates", "list"],
+    );
+    insta::assert_snapshot!("duration_without_unit", said);
 }
 
 /// The bug: a second review gate between the same two agents was written, and then no command
@@ -91,7 +93,7 @@ fn gates_add_never_writes_a_second_review_gate_with_the_same_name() {
     assert!(o.status.success(), "{}", text(&o));
     let list = loopward(d, &["gates", "list"]);
     assert!(list.status.success(), "{}", text(&list));
-    assert!(text(&list).contains("docs-review"), "{}", text(&list));
+    crate::support::assert_prints(&list, "docs-review");
     assert!(loopward(d, &["run", "--id", "after"]).status.success());
     // So does the other: replace the gate with one armed on both.
     let o = loopward(d, &["gates", "rm", "review:builder->auditor"]);
@@ -110,14 +112,11 @@ fn gates_add_never_writes_a_second_review_gate_with_the_same_name() {
 /// A file written by hand with the same mistake is refused at load, with the merge spelled out.
 #[test]
 fn two_review_gates_with_one_name_are_refused_with_the_merge_spelled_out() {
-    let dir = initialised();
-    let d = dir.path();
-    edit_config(d, |c| {
-        c + "\n[[gates.review]]\nfrom = \"builder\"\nvia = \"auditor\"\nwhen = [\"docs/**\"]\n"
-    });
-    let o = loopward(d, &["run"]);
-    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
-    insta::assert_snapshot!("two_review_gates_one_name", text(&o));
+    let said = refused(
+        |c| c + "\n[[gates.review]]\nfrom = \"builder\"\nvia = \"auditor\"\nwhen = [\"docs/**\"]\n",
+        &["run"],
+    );
+    insta::assert_snapshot!("two_review_gates_one_name", said);
 }
 
 #[test]

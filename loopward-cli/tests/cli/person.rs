@@ -6,23 +6,23 @@ use super::*;
 fn a_person_says_something_to_a_paused_run_and_it_is_heard_at_the_next_turn_boundary() {
     let dir = initialised();
     let d = dir.path();
-    let mut cfg = std::fs::read_to_string(d.join("loopward.toml")).unwrap();
-    cfg.push_str("\n[[stopgate]]\nname = \"audit\"\npoint = \"turn\"\nagent = \"auditor\"\nmode = \"durable\"\n");
-    std::fs::write(d.join("loopward.toml"), cfg).unwrap();
-    let mut script = std::fs::read_to_string(d.join("loopward.script.toml")).unwrap();
-    script.push_str("\n[[agents.auditor]]\ntext = \"Noted the date as well.\"\n");
-    std::fs::write(d.join("loopward.script.toml"), script).unwrap();
+    append(d, "loopward.toml", &durable_gate("audit", "auditor"));
+    append(
+        d,
+        "loopward.script.toml",
+        "\n[[agents.auditor]]\ntext = \"Noted the date as well.\"\n",
+    );
 
     // Nobody to speak to yet.
     let o = loopward(d, &["say", "r-say", "hello?"]);
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
-    assert!(text(&o).contains("there is no run r-say"), "{}", text(&o));
+    crate::support::assert_prints(&o, "there is no run r-say");
 
     let o = loopward(d, &["run", "--id", "r-say"]);
     assert_eq!(o.status.code(), Some(7), "{}", text(&o));
     let o = loopward(d, &["say", "r-say", "also note the date"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-    assert!(text(&o).contains("next turn boundary"), "{}", text(&o));
+    crate::support::assert_prints(&o, "next turn boundary");
     // A message put into the inbox by anything but `loopward say` carries no seal under the
     // ledger key: it is refused (and the refusal recorded), never heard.
     std::fs::write(
@@ -35,11 +35,7 @@ fn a_person_says_something_to_a_paused_run_and_it_is_heard_at_the_next_turn_boun
     // The auditor answered, then the message made the run go on: the auditor answers the
     // person in a new turn (which its turn gate asks about again).
     assert_eq!(o.status.code(), Some(7), "{}", text(&o));
-    assert!(
-        text(&o).contains("person: also note the date"),
-        "{}",
-        text(&o)
-    );
+    crate::support::assert_prints(&o, "person: also note the date");
     assert!(loopward(d, &["approve", "r-say", "audit"]).status.success());
     let o = loopward(d, &["run", "--resume", "r-say"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
@@ -66,9 +62,5 @@ fn a_person_says_something_to_a_paused_run_and_it_is_heard_at_the_next_turn_boun
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     let o = loopward(d, &["say", "r-say", "one more thing"]);
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
-    assert!(
-        text(&o).contains("has finished (completed)"),
-        "{}",
-        text(&o)
-    );
+    crate::support::assert_prints(&o, "has finished (completed)");
 }

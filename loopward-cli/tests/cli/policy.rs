@@ -129,10 +129,15 @@ fn clean() -> String {
     format!("{CONFIG}\n[[territory]]\npaths = [\"src/**\"]\nowner = \"builder\"\n")
 }
 
+/// `loopward policy lint` of `config`, in a project of its own.
+fn lint(config: &str) -> (Option<i32>, String) {
+    let (_d, root) = project(config);
+    loopward(&root, &["policy", "lint"])
+}
+
 #[test]
 fn lint_finds_nothing_in_a_config_whose_rules_all_do_what_they_say() {
-    let (_d, root) = project(&clean());
-    let (code, text) = loopward(&root, &["policy", "lint"]);
+    let (code, text) = lint(&clean());
     assert_eq!(code, Some(0), "{text}");
     assert_says(&text, "no finding: every rule does what it says");
 }
@@ -143,22 +148,17 @@ fn lint_finds_a_territory_in_control_files_a_plan_only_one_agent_can_write_and_w
         "{}\n[[territory]]\npaths = [\".loopward/notes/*.md\"]\nowner = \"builder\"\n\n[gates.sprawl]\nplan_path = \"plans/plan.md\"\n\n[gates.shell]\nsandbox = \"watch-only\"\n",
         clean()
     );
-    let (_d, root) = project(&bad);
-    let (code, text) = loopward(&root, &["policy", "lint"]);
+    let (code, text) = lint(&bad);
     assert_eq!(code, Some(1), "{text}");
-    assert_says(&text, "loopward.toml:20: territory:builder: `.loopward/notes/*.md` lies in loopward's control files");
-    assert!(
-        text.contains(
-            "loopward.toml:24: the sprawl gate's plan plans/plan.md lies in territory:planner"
-        ),
-        "{text}"
-    );
-    assert_says(
-        &text,
+    for said in [
+        "loopward.toml:20: territory:builder: `.loopward/notes/*.md` lies in loopward's control files",
+        "loopward.toml:24: the sprawl gate's plan plans/plan.md lies in territory:planner",
         "loopward.toml:27: [gates.shell] sandbox = \"watch-only\"",
-    );
-    assert_says(&text, "what to do: move plan_path out of territory:planner");
-    assert_says(&text, "3 finding(s)");
+        "what to do: move plan_path out of territory:planner",
+        "3 finding(s)",
+    ] {
+        assert_says(&text, said);
+    }
 }
 
 #[test]
@@ -167,24 +167,22 @@ fn lint_finds_paths_claimed_twice_and_globs_that_match_nothing() {
         "{}\n[[territory]]\nname = \"builder-extra\"\npaths = [\"src/main.rs\", 'lib\\util.rs', \"docs//a.md\", \"tests/\"]\nowner = \"builder\"\n\n[[territory]]\nname = \"notes\"\npaths = [\"notes/**\", \"notes/todo.md\"]\nowner = \"planner\"\n",
         clean()
     );
-    let (_d, root) = project(&bad);
-    let (code, text) = loopward(&root, &["policy", "lint"]);
+    let (code, text) = lint(&bad);
     assert_eq!(code, Some(1), "{text}");
-    // Two territories of one owner: where the first is written, naming the second's line.
-    assert_says(&text, "loopward.toml:16: territory:builder and builder-extra (loopward.toml:20): redundant: `src/main.rs` adds nothing, `src/**` already claims it for the same owners");
-    assert_says(&text, "what to do: merge the two [[territory]] tables");
-    // Two globs of one territory.
-    assert_says(&text, "loopward.toml:25: notes: redundant: `notes/todo.md` adds nothing, `notes/**` already claims it");
-    assert_says(&text, "loopward.toml:20: builder-extra: `lib\\util.rs` uses `\\`, which escapes the next character rather than separating folders: it matches `libutil.rs`");
-    assert!(
-        text.contains(
-            "loopward.toml:20: builder-extra: `docs//a.md` has an empty folder name (`//`)"
-        ),
-        "{text}"
-    );
+    for said in [
+        // Two territories of one owner: where the first is written, naming the second's line.
+        "loopward.toml:16: territory:builder and builder-extra (loopward.toml:20): redundant: `src/main.rs` adds nothing, `src/**` already claims it for the same owners",
+        "what to do: merge the two [[territory]] tables",
+        // Two globs of one territory.
+        "loopward.toml:25: notes: redundant: `notes/todo.md` adds nothing, `notes/**` already claims it",
+        "loopward.toml:20: builder-extra: `lib\\util.rs` uses `\\`, which escapes the next character rather than separating folders: it matches `libutil.rs`",
+        "loopward.toml:20: builder-extra: `docs//a.md` has an empty folder name (`//`)",
+        "4 finding(s)",
+    ] {
+        assert_says(&text, said);
+    }
     // A territory's trailing `/` is dropped: `tests/` covers tests/a.rs.
     assert!(!text.contains("`tests/`"), "{text}");
-    assert_says(&text, "4 finding(s)");
 }
 
 /// A team whose review gate, stop-gates and one agent cannot do what they seem to.
@@ -276,8 +274,7 @@ fn lint_leaves_to_the_load_what_never_loads() {
             "no agent named nobody",
         ),
     ] {
-        let (_d, root) = project(&bad);
-        let (code, text) = loopward(&root, &["policy", "lint"]);
+        let (code, text) = lint(&bad);
         assert_ne!(code, Some(0), "{bad}\n{text}");
         assert!(text.contains(named), "{named}: {text}");
         assert!(!text.contains("finding"), "{text}");

@@ -6,9 +6,7 @@ use super::*;
 fn a_resumed_run_plays_the_script_it_was_started_with() {
     let dir = initialised();
     let d = dir.path();
-    let mut cfg = std::fs::read_to_string(d.join("loopward.toml")).unwrap();
-    cfg.push_str("\n[[stopgate]]\nname = \"plan\"\npoint = \"turn\"\nagent = \"planner\"\nmode = \"durable\"\n");
-    std::fs::write(d.join("loopward.toml"), cfg).unwrap();
+    append(d, "loopward.toml", &durable_gate("plan", "planner"));
     std::fs::create_dir(d.join("scripts")).unwrap();
     std::fs::write(
         d.join("scripts/own.toml"),
@@ -32,11 +30,7 @@ fn a_resumed_run_plays_the_script_it_was_started_with() {
         &["--config", "../loopward.toml", "run", "--resume", "rs"],
     );
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-    assert!(
-        text(&o).contains("planner: Planned by own.toml."),
-        "{}",
-        text(&o)
-    );
+    crate::support::assert_prints(&o, "planner: Planned by own.toml.");
     assert!(
         !d.join("plan.md").exists(),
         "the starter script did not play"
@@ -47,9 +41,7 @@ fn a_resumed_run_plays_the_script_it_was_started_with() {
 fn a_damaged_record_of_the_script_refuses_the_resume_and_its_way_out_works() {
     let dir = initialised();
     let d = dir.path();
-    let mut cfg = std::fs::read_to_string(d.join("loopward.toml")).unwrap();
-    cfg.push_str("\n[[stopgate]]\nname = \"plan\"\npoint = \"turn\"\nagent = \"planner\"\nmode = \"durable\"\n");
-    std::fs::write(d.join("loopward.toml"), cfg).unwrap();
+    append(d, "loopward.toml", &durable_gate("plan", "planner"));
     std::fs::write(
         d.join("own.toml"),
         "[[agents.root]]\ntool_calls = [{ name = \"handoff\", arguments = { to = \"planner\", message = \"go\" } }]\n\n[[agents.planner]]\ntext = \"Planned by own.toml.\"\n",

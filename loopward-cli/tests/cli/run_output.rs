@@ -3,7 +3,7 @@
 //! starter team's first run showing one refusal with its way out.
 
 use super::assert_says;
-use super::{initialised, loopward};
+use super::{append, durable_gate, initialised, loopward};
 
 #[test]
 fn json_is_one_object_per_ledger_record_between_start_and_end() {
@@ -58,9 +58,7 @@ fn json_is_one_object_per_ledger_record_between_start_and_end() {
 fn json_end_names_the_commands_that_answer_a_waiting_stop_gate() {
     let dir = initialised();
     let d = dir.path();
-    let mut cfg = std::fs::read_to_string(d.join("loopward.toml")).unwrap();
-    cfg.push_str("\n[[stopgate]]\nname = \"build\"\npoint = \"turn\"\nagent = \"builder\"\nmode = \"durable\"\n");
-    std::fs::write(d.join("loopward.toml"), cfg).unwrap();
+    append(d, "loopward.toml", &durable_gate("build", "builder"));
     let o = loopward(d, &["run", "--id", "r7", "--json"]);
     assert_eq!(o.status.code(), Some(7));
     let stdout = String::from_utf8(o.stdout).unwrap();

@@ -5,7 +5,7 @@ use super::*;
 
 /// In the `init` layout, gives the builder `shell` and puts `replies` (its scripted replies, as
 /// TOML) before its first `times` scripted writes; returns the script written.
-fn builder_first(d: &Path, replies: &str, times: usize) -> String {
+pub(super) fn builder_first(d: &Path, replies: &str, times: usize) -> String {
     let cfg = std::fs::read_to_string(d.join("loopward.toml"))
         .unwrap()
         .replace(
@@ -39,10 +39,7 @@ fn shell_in_the_init_layout_leaves_the_ledger_whole_and_verifying() {
     let out = text(&run);
     assert_eq!(run.status.code(), Some(0), "{out}");
     assert_says(&out, "completed: 4 turns");
-    assert_eq!(
-        std::fs::read_to_string(d.join("src/own.txt")).unwrap(),
-        "mine\n"
-    );
+    crate::support::assert_file(d, "src/own.txt", "mine\n");
     assert!(std::fs::read_to_string(d.join("plan.md"))
         .unwrap()
         .starts_with("# Plan"));

@@ -8,50 +8,29 @@
 //! `tests/fixtures/claude-code/` was made). Without a client the live test says so and passes.
 
 use crate::support::anthropic_server::{self, Reply};
-use crate::support::claude;
+use crate::support::clients::{Client, CONFIG};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-/// The candidate: plans/ is the planner's, sprawl at 2 units, one identical Bash call twice.
-const CANDIDATE: &str = r#"
-[run]
-first = "root"
-
-[[agent]]
-name = "root"
-tools = ["read_file", "write_file", "edit_file", "shell"]
-
-[[agent]]
-name = "planner"
-tools = ["read_file", "write_file", "edit_file"]
-
-[[territory]]
-paths = ["plans/**"]
-owner = "planner"
-
-[gates.sprawl]
-threshold = 2
-"#;
+/// The candidate: the team's config (plans/ is the planner's), sprawl at 2 units, one
+/// identical Bash call twice.
+fn candidate() -> String {
+    format!("{CONFIG}\n[gates.sprawl]\nthreshold = 2\n")
+}
 
 const FIXTURE: &str = "tests/fixtures/claude-code";
 
 fn calibrate(config: &Path, source: &Path) -> Value {
-    let out = Command::new(env!("CARGO_BIN_EXE_loopward"))
-        .arg("calibrate")
-        .arg("--config")
-        .arg(config)
-        .arg(source)
-        .arg("--json")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
+    crate::support::json_out(
+        Command::new(env!("CARGO_BIN_EXE_loopward"))
+            .arg("calibrate")
+            .arg("--config")
+            .arg(config)
+            .arg(source)
+            .arg("--json"),
+    )
 }
 
 /// What the capture's script does, and so what calibrating it must find: one session, two
@@ -95,7 +74,7 @@ fn assert_calibrated(r: &Value) {
 fn a_captured_claude_code_transcript_is_calibrated_per_gate() {
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("candidate.toml");
-    std::fs::write(&config, CANDIDATE).unwrap();
+    std::fs::write(&config, candidate()).unwrap();
     let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join(FIXTURE);
     assert!(
         std::fs::read_dir(&fixture).unwrap().count() > 0,
@@ -148,44 +127,26 @@ fn transcripts(home: &Path) -> Vec<PathBuf> {
 
 #[test]
 fn a_fresh_real_claude_code_transcript_is_calibrated_per_gate() {
-    let Some(claude) = claude() else {
-        eprintln!("\n\n*** SKIPPED: Claude Code is not installed. Run scripts/claude-code-install.sh (CI does) or set LOOPWARD_CLAUDE. ***\n\n");
+    let Some(claude) = Client::ClaudeCode.find() else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
-    let root = dir.path().join("project");
-    let home = dir.path().join("home");
-    for d in [root.join("plans"), root.join("src"), home.clone()] {
-        std::fs::create_dir_all(d).unwrap();
-    }
+    let (dir, root, home) = crate::support::clients::scratch(&["plans", "src"]);
     std::fs::write(root.join("plans/roadmap.md"), "# Roadmap\n").unwrap();
     std::fs::write(root.join("src/greet.rs"), "").unwrap();
     let root = root.canonicalize().unwrap();
     let p = |rel: &str| root.join(rel).to_str().unwrap().to_string();
     let ls = json!({"command": "ls src", "description": "list"});
     let script = vec![
-        Reply::tool(
-            "Write",
-            json!({"file_path": p("src/greet.rs"), "content": "pub fn greet() {}\n"}),
-        ),
+        Reply::write(p("src/greet.rs"), "pub fn greet() {}\n"),
         Reply::tool(
             "Edit",
             json!({"file_path": p("src/greet.rs"), "old_string": "greet()", "new_string": "greet(name: &str)"}),
         ),
-        Reply::tool(
-            "Write",
-            json!({"file_path": p("src/farewell.rs"), "content": "pub fn bye() {}\n"}),
-        ),
-        Reply::tool(
-            "Write",
-            json!({"file_path": p("plans/roadmap.md"), "content": "# Roadmap\n1. greet\n"}),
-        ),
+        Reply::write(p("src/farewell.rs"), "pub fn bye() {}\n"),
+        Reply::write(p("plans/roadmap.md"), "# Roadmap\n1. greet\n"),
         Reply::tool("Bash", ls.clone()),
         Reply::text("Done."),
-        Reply::tool(
-            "Write",
-            json!({"file_path": p("plans/roadmap.md"), "content": "# Roadmap\n1. greet\n2. bye\n"}),
-        ),
+        Reply::write(p("plans/roadmap.md"), "# Roadmap\n1. greet\n2. bye\n"),
         Reply::tool("Bash", ls),
         Reply::text("Done again."),
     ];
@@ -217,6 +178,6 @@ fn a_fresh_real_claude_code_transcript_is_calibrated_per_gate() {
         }
     }
     let config = dir.path().join("candidate.toml");
-    std::fs::write(&config, CANDIDATE).unwrap();
+    std::fs::write(&config, candidate()).unwrap();
     assert_calibrated(&calibrate(&config, &home.join(".claude/projects")));
 }

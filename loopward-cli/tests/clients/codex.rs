@@ -16,15 +16,8 @@
 
 use crate::support::clients::{self, loopward, Client, ROADMAP};
 use crate::support::responses_server::{self, Step};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
-
-/// A scratch project and a home beside it with the client's config folder.
-fn project() -> (tempfile::TempDir, PathBuf, PathBuf) {
-    let (dir, root, home) = clients::project();
-    std::fs::create_dir_all(home.join("codex")).unwrap();
-    (dir, root, home)
-}
 
 /// One headless Codex session in `root` against the server on `port`, with `path` as its
 /// `PATH`: its exit status and output. A client still running after two minutes is ended (by
@@ -66,20 +59,8 @@ fn real_codex_sessions_are_held_by_the_hook_and_the_sandbox() {
     let Some(codex) = Client::Codex.find() else {
         return;
     };
-    let (_dir, root, home) = project();
-    clients::install_hook(&root, &home, "codex");
-    let grant = loopward(
-        &root,
-        &home,
-        &[
-            "override",
-            "grant",
-            "--agent",
-            "root",
-            "--path",
-            "plans/roadmap.md",
-        ],
-    );
+    let (_dir, root, home) = clients::hooked_project("codex", "codex");
+    let grant = loopward(&root, &home, clients::GRANT_ROADMAP);
     assert!(!grant.status.success(), "a grant needs a reason");
     clients::grant_roadmap_once(&root, &home);
     let script = vec![
@@ -112,17 +93,11 @@ fn real_codex_sessions_are_held_by_the_hook_and_the_sandbox() {
     };
     // 1: refused, with a remedy Codex has.
     let refused = said("call_1");
-    assert!(
-        refused.contains("plans/mine.md belongs to planner"),
-        "{refused}"
-    );
+    crate::support::assert_says(&refused, "plans/mine.md belongs to planner");
     assert!(refused.contains("in your reply"), "{refused}");
     assert!(!root.join("plans/mine.md").exists());
     // 2: the correction went through.
-    assert_eq!(
-        std::fs::read_to_string(root.join("notes/for-planner.md")).unwrap(),
-        "please add step 2\n"
-    );
+    crate::support::assert_file(&root, "notes/for-planner.md", "please add step 2\n");
     // 3 and 4: the override let exactly one patch through.
     assert!(
         !said("call_3").contains("blocked by PreToolUse"),
@@ -134,9 +109,10 @@ fn real_codex_sessions_are_held_by_the_hook_and_the_sandbox() {
         "{}",
         said("call_4")
     );
-    assert_eq!(
-        std::fs::read_to_string(root.join("plans/roadmap.md")).unwrap(),
-        "# Roadmap\n1. greeting\n2. farewell\n"
+    crate::support::assert_file(
+        &root,
+        "plans/roadmap.md",
+        "# Roadmap\n1. greeting\n2. farewell\n",
     );
     // 5: the kernel refused the command's write; the file is as the override left it.
     assert!(
@@ -158,8 +134,7 @@ fn a_hook_codex_cannot_start_lets_the_write_through_so_install_never_writes_one(
     let Some(codex) = Client::Codex.find() else {
         return;
     };
-    let (_dir, root, home) = project();
-    clients::install_hook(&root, &home, "codex");
+    let (_dir, root, home) = clients::hooked_project("codex", "codex");
     let patch = || vec![update("plans/roadmap.md", "1. greeting", "1. mine")];
     // Installed: refused, with a PATH that has no loopward on it.
     let (port, server) = responses_server::start(patch());
@@ -170,19 +145,9 @@ fn a_hook_codex_cannot_start_lets_the_write_through_so_install_never_writes_one(
         "{:?}",
         server.outputs()
     );
-    assert_eq!(
-        std::fs::read_to_string(root.join("plans/roadmap.md")).unwrap(),
-        ROADMAP
-    );
+    crate::support::assert_file(&root, "plans/roadmap.md", ROADMAP);
     // The same hook as a bare `loopward-hook`: it cannot start, and Codex goes ahead.
-    let hooks = root.join(".codex/hooks.json");
-    let text = std::fs::read_to_string(&hooks).unwrap().replace(
-        &format!("'{}'", env!("CARGO_BIN_EXE_loopward-hook")),
-        "loopward-hook",
-    );
-    std::fs::write(&hooks, text).unwrap();
-    let doctor = loopward(&root, &home, &["hook", "doctor", "--host", "codex"]);
-    assert_eq!(doctor.status.code(), Some(1), "{doctor:?}");
+    clients::make_hook_bare(&root, &home, ".codex/hooks.json", "codex");
     let (port, _server) = responses_server::start(patch());
     let (ok, out) = session(&codex, &root, &home, port, "/usr/bin:/bin");
     assert!(ok, "{out}");

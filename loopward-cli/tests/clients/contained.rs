@@ -4,12 +4,10 @@ use super::*;
 
 #[test]
 fn real_claude_code_sessions_are_contained_by_the_hook_and_the_sandbox() {
-    let Some(claude) = claude() else {
-        eprintln!("\n\n*** SKIPPED: Claude Code is not installed. Run scripts/claude-code-install.sh (CI does) or set LOOPWARD_CLAUDE. ***\n\n");
+    let Some(claude) = Client::ClaudeCode.find() else {
         return;
     };
-    let (_dir, root) = project();
-    let home = _dir.path().join("home");
+    let (_dir, root, home) = project();
     let settings_before = std::fs::read_to_string(root.join(".claude/settings.json")).unwrap();
     let p = |rel: &str| root.join(rel).to_str().unwrap().to_string();
     // loopward's state directory for this workspace, as the hook (HOME = `home`) finds it.
@@ -20,15 +18,9 @@ fn real_claude_code_sessions_are_contained_by_the_hook_and_the_sandbox() {
     let st = |rel: &str| state.join(rel).to_str().unwrap().to_string();
     let script = vec![
         // A file tool writing into another agent's territory: denied by the hook.
-        Reply::tool(
-            "Write",
-            json!({"file_path": p("plans/roadmap.md"), "content": "# mine now\n"}),
-        ),
+        Reply::write(p("plans/roadmap.md"), "# mine now\n"),
         // An allowed write: an unclaimed path.
-        Reply::tool(
-            "Write",
-            json!({"file_path": p("notes/a.md"), "content": "note\n"}),
-        ),
+        Reply::write(p("notes/a.md"), "note\n"),
         // A background job (Claude Code's own `run_in_background`) writing into the territory
         // after the call returned; it notes its exit status where it may write.
         Reply::tool(
@@ -103,10 +95,7 @@ fn real_claude_code_sessions_are_contained_by_the_hook_and_the_sandbox() {
     let result = |i: usize| &results[i];
 
     // On disk: the territory, the hook's settings untouched; the allowed writes made.
-    assert_eq!(
-        std::fs::read_to_string(root.join("plans/roadmap.md")).unwrap(),
-        ROADMAP
-    );
+    crate::support::assert_file(&root, "plans/roadmap.md", ROADMAP);
     assert!(
         !root.join("plans/bg.md").exists(),
         "the background job got through"
@@ -115,18 +104,9 @@ fn real_claude_code_sessions_are_contained_by_the_hook_and_the_sandbox() {
         !root.join("plans/late.md").exists(),
         "the setsid writer got through"
     );
-    assert_eq!(
-        std::fs::read_to_string(root.join(".claude/settings.json")).unwrap(),
-        settings_before
-    );
-    assert_eq!(
-        std::fs::read_to_string(root.join("notes/a.md")).unwrap(),
-        "note\n"
-    );
-    assert_eq!(
-        std::fs::read_to_string(root.join("notes/b.txt")).unwrap(),
-        "ok\n"
-    );
+    crate::support::assert_file(&root, ".claude/settings.json", &settings_before);
+    crate::support::assert_file(&root, "notes/a.md", "note\n");
+    crate::support::assert_file(&root, "notes/b.txt", "ok\n");
     // The background job ran, and was refused (non-zero status); the writer left behind ended
     // with its call (the command is its PID namespace's init), so it wrote nothing at all.
     let s = std::fs::read_to_string(root.join("notes/bg.status")).unwrap();

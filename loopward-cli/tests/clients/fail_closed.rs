@@ -27,20 +27,15 @@ fn break_hooks(root: &Path, block: bool) {
 /// without it let the write through unjudged, which is what the key is there to prevent.
 #[test]
 fn a_hook_that_cannot_start_blocks_the_call_as_installed() {
-    let Some(claude) = claude() else {
-        eprintln!("\n\n*** SKIPPED: Claude Code is not installed. Run scripts/claude-code-install.sh (CI does) or set LOOPWARD_CLAUDE. ***\n\n");
+    let Some(claude) = Client::ClaudeCode.find() else {
         return;
     };
     for block in [true, false] {
-        let (dir, root) = project();
-        let home = dir.path().join("home");
+        let (_dir, root, home) = project();
         break_hooks(&root, block);
         let target = root.join("notes.md");
         let script = vec![
-            Reply::tool(
-                "Write",
-                json!({"file_path": target, "content": "unjudged\n"}),
-            ),
+            Reply::write(target.to_str().unwrap(), "unjudged\n"),
             Reply::text("Done."),
         ];
         let (port, _server) = anthropic_server::start(script);

@@ -12,18 +12,11 @@
 //! `.gemini-cli/`; `LOOPWARD_GEMINI` names another binary. Without one the test says so loudly
 //! and passes.
 
-use crate::support::clients::{self, loopward, Client, ROADMAP};
+use crate::support::clients::{self, Client, ROADMAP};
 use crate::support::gemini_server::{self, Call};
 use serde_json::json;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
-
-/// A scratch project and a home beside it with the client's config folder.
-fn project() -> (tempfile::TempDir, PathBuf, PathBuf) {
-    let (dir, root, home) = clients::project();
-    std::fs::create_dir_all(home.join(".gemini")).unwrap();
-    (dir, root, home)
-}
 
 /// One headless Gemini CLI session in `root` against the server on `port`: its exit status and
 /// output. A client still running after two minutes is ended (by its PID) and fails.
@@ -58,8 +51,7 @@ fn real_gemini_cli_sessions_are_held_by_the_hook_and_the_sandbox() {
     let Some(gemini) = Client::Gemini.find() else {
         return;
     };
-    let (_dir, root, home) = project();
-    clients::install_hook(&root, &home, "gemini");
+    let (_dir, root, home) = clients::hooked_project("gemini", ".gemini");
     clients::grant_roadmap_once(&root, &home);
     let p = |rel: &str| root.join(rel).to_str().unwrap().to_string();
     let step2 = "# Roadmap\n1. greeting\n2. farewell\n";
@@ -103,10 +95,7 @@ fn real_gemini_cli_sessions_are_held_by_the_hook_and_the_sandbox() {
     assert!(responses[0].1.contains("in your reply"), "{responses:#?}");
     assert!(!root.join("plans/mine.md").exists());
     // 2: the correction went through.
-    assert_eq!(
-        std::fs::read_to_string(root.join("notes/for-planner.md")).unwrap(),
-        "please add step 2\n"
-    );
+    crate::support::assert_file(&root, "notes/for-planner.md", "please add step 2\n");
     // 3 and 4: the override let exactly one write through.
     assert!(
         !responses[2].1.contains("belongs to planner"),
@@ -121,10 +110,7 @@ fn real_gemini_cli_sessions_are_held_by_the_hook_and_the_sandbox() {
         responses[4].1.contains("Permission denied"),
         "{responses:#?}"
     );
-    assert_eq!(
-        std::fs::read_to_string(root.join("plans/roadmap.md")).unwrap(),
-        step2
-    );
+    crate::support::assert_file(&root, "plans/roadmap.md", step2);
     clients::assert_override_consumed_once(&root, &home);
 }
 
@@ -136,8 +122,7 @@ fn a_hook_gemini_cannot_start_blocks_the_session_and_doctor_flags_it() {
     let Some(gemini) = Client::Gemini.find() else {
         return;
     };
-    let (_dir, root, home) = project();
-    clients::install_hook(&root, &home, "gemini");
+    let (_dir, root, home) = clients::hooked_project("gemini", ".gemini");
     let target = root.join("plans/roadmap.md");
     let write = || {
         vec![Call::tool(
@@ -149,14 +134,7 @@ fn a_hook_gemini_cannot_start_blocks_the_session_and_doctor_flags_it() {
     let (ok, out) = session(&gemini, &root, &home, port);
     assert!(ok, "{out}");
     assert_eq!(std::fs::read_to_string(&target).unwrap(), ROADMAP, "{out}");
-    let settings = root.join(".gemini/settings.json");
-    let text = std::fs::read_to_string(&settings).unwrap().replace(
-        &format!("'{}'", env!("CARGO_BIN_EXE_loopward-hook")),
-        "loopward-hook",
-    );
-    std::fs::write(&settings, text).unwrap();
-    let doctor = loopward(&root, &home, &["hook", "doctor", "--host", "gemini"]);
-    assert_eq!(doctor.status.code(), Some(1), "{doctor:?}");
+    clients::make_hook_bare(&root, &home, ".gemini/settings.json", "gemini");
     let (port, _server) = gemini_server::start(write());
     let (_, out) = session(&gemini, &root, &home, port);
     assert_eq!(std::fs::read_to_string(&target).unwrap(), ROADMAP, "{out}");

@@ -20,8 +20,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 use support::anthropic_server::{self, Block, Reply};
-use support::clients::{CONFIG, ROADMAP};
-use support::{claude, ledger, wait_up_to};
+use support::clients::{Client, CONFIG, ROADMAP};
+use support::{ledger, wait_up_to};
 
 mod calibrate;
 mod claude_code_contained;
@@ -38,13 +38,13 @@ mod subagents;
 mod support;
 
 /// A scratch project with the config, a roadmap in the planner's territory, and the hook
-/// installed by `loopward hook install`.
-fn project() -> (tempfile::TempDir, PathBuf) {
+/// installed by `loopward hook install`, and a home beside it: `(dir, root, home)`.
+fn project() -> (tempfile::TempDir, PathBuf, PathBuf) {
     project_with(CONFIG)
 }
 
 /// [`project`] under another `config`.
-fn project_with(config: &str) -> (tempfile::TempDir, PathBuf) {
+fn project_with(config: &str) -> (tempfile::TempDir, PathBuf, PathBuf) {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().join("project");
     std::fs::create_dir_all(root.join("plans")).unwrap();
@@ -58,7 +58,8 @@ fn project_with(config: &str) -> (tempfile::TempDir, PathBuf) {
         .unwrap();
     assert!(out.status.success(), "hook install: {out:?}");
     let root = root.canonicalize().unwrap();
-    (dir, root)
+    let home = dir.path().join("home");
+    (dir, root, home)
 }
 
 /// One headless Claude Code session in `root` against the server on `port`, in permission
@@ -91,6 +92,23 @@ fn session(
         "the client hung (ended after 2 minutes)\nstdout: {stdout}\nstderr: {stderr}"
     );
     (status.unwrap().success(), stdout, stderr)
+}
+
+/// A [`session`] against a server of its own scripted with `script`, asserted to succeed: what
+/// the client sent back for each tool call, and its stdout.
+fn scripted(
+    claude: &Path,
+    root: &Path,
+    home: &Path,
+    script: Vec<Reply>,
+    prompt: &str,
+    mode: &str,
+    extra: &[&str],
+) -> (Vec<(String, bool, String)>, String) {
+    let (port, server) = anthropic_server::start(script);
+    let (ok, stdout, stderr) = session(claude, root, home, port, prompt, mode, extra);
+    assert!(ok, "claude failed\nstdout: {stdout}\nstderr: {stderr}");
+    (server.tool_results(), stdout)
 }
 
 /// The client in `root`, headless, with nothing of the caller's environment but `PATH`: its home

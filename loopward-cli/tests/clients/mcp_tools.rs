@@ -21,29 +21,26 @@ done
 /// the server's tools, and then it runs, recorded with the line of `[hooks]`.
 #[test]
 fn real_claude_code_mcp_tools_are_denied_until_allow_tools_names_them() {
-    let Some(claude) = claude() else {
-        eprintln!("\n\n*** SKIPPED: Claude Code is not installed. Run scripts/claude-code-install.sh (CI does) or set LOOPWARD_CLAUDE. ***\n\n");
+    let Some(claude) = Client::ClaudeCode.find() else {
         return;
     };
-    let (dir, root) = project();
-    let home = dir.path().join("home");
+    let (dir, root, home) = project();
     let lab = dir.path().join("lab-mcp.sh");
     std::fs::write(&lab, LAB_MCP).unwrap();
     std::fs::set_permissions(&lab, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     let mcp = json!({"mcpServers": {"lab": {"command": lab}}}).to_string();
     let run = |script: Vec<Reply>| {
-        let (port, server) = anthropic_server::start(script);
-        let (ok, stdout, stderr) = session(
+        let extra = ["--mcp-config", &mcp, "--strict-mcp-config"];
+        scripted(
             &claude,
             &root,
             &home,
-            port,
+            script,
             "Note it",
             "bypassPermissions",
-            &["--mcp-config", &mcp, "--strict-mcp-config"],
-        );
-        assert!(ok, "claude failed\nstdout: {stdout}\nstderr: {stderr}");
-        server.tool_results()
+            &extra,
+        )
+        .0
     };
     // The client defers MCP tools behind its own ToolSearch: loading one is a quiet tool call.
     let results = run(vec![

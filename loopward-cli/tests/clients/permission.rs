@@ -9,15 +9,13 @@ use super::*;
 /// client's to decide; without it, loopward's `allow` lets it through.
 #[test]
 fn real_claude_code_keeps_its_own_permission_decision_for_wrapped_commands() {
-    let Some(claude) = claude() else {
-        eprintln!("\n\n*** SKIPPED: Claude Code is not installed. Run scripts/claude-code-install.sh (CI does) or set LOOPWARD_CLAUDE. ***\n\n");
+    let Some(claude) = Client::ClaudeCode.find() else {
         return;
     };
     let p = |root: &Path, rel: &str| root.join(rel).to_str().unwrap().to_string();
 
     // No rule, the hook as installed.
-    let (dir, root) = project();
-    let home = dir.path().join("home");
+    let (_dir, root, home) = project();
     std::fs::create_dir_all(root.join("notes")).unwrap();
     trust(&home, &root);
     let script = vec![
@@ -31,10 +29,7 @@ fn real_claude_code_keeps_its_own_permission_decision_for_wrapped_commands() {
         ),
         Reply::text("All done."),
     ];
-    let (port, server) = anthropic_server::start(script);
-    let (ok, stdout, stderr) = session(&claude, &root, &home, port, "Go", "default", &[]);
-    assert!(ok, "claude failed\nstdout: {stdout}\nstderr: {stderr}");
-    let results = server.tool_results();
+    let (results, stdout) = scripted(&claude, &root, &home, script, "Go", "default", &[]);
     eprintln!("no rule: {results:#?}");
     assert_eq!(results.len(), 2, "{results:#?}\n{stdout}");
     assert!(results[0].1, "the command ran unasked: {:?}", results[0]);
@@ -43,14 +38,10 @@ fn real_claude_code_keeps_its_own_permission_decision_for_wrapped_commands() {
         "the command ran unasked"
     );
     assert!(!results[1].1, "{:?}", results[1]);
-    assert_eq!(
-        std::fs::read_to_string(root.join("notes/w.md")).unwrap(),
-        "w\n"
-    );
+    crate::support::assert_file(&root, "notes/w.md", "w\n");
 
     // A rule for Bash, and --defer-allows.
-    let (dir, root) = project();
-    let home = dir.path().join("home");
+    let (_dir, root, home) = project();
     std::fs::create_dir_all(root.join("notes")).unwrap();
     trust(&home, &root);
     configure(&root, &["Bash"], true);
@@ -69,10 +60,7 @@ fn real_claude_code_keeps_its_own_permission_decision_for_wrapped_commands() {
         ),
         Reply::text("All done."),
     ];
-    let (port, server) = anthropic_server::start(script);
-    let (ok, stdout, stderr) = session(&claude, &root, &home, port, "Go", "default", &[]);
-    assert!(ok, "claude failed\nstdout: {stdout}\nstderr: {stderr}");
-    let results = server.tool_results();
+    let (results, stdout) = scripted(&claude, &root, &home, script, "Go", "default", &[]);
     eprintln!("Bash rule, deferred allows: {results:#?}");
     assert_eq!(results.len(), 3, "{results:#?}\n{stdout}");
     assert!(root.join("notes/ran.txt").exists(), "{:?}", results[0]);
@@ -81,10 +69,7 @@ fn real_claude_code_keeps_its_own_permission_decision_for_wrapped_commands() {
         "{:?}",
         results[0]
     );
-    assert_eq!(
-        std::fs::read_to_string(root.join("plans/roadmap.md")).unwrap(),
-        ROADMAP
-    );
+    crate::support::assert_file(&root, "plans/roadmap.md", ROADMAP);
     // loopward allowed it and answered nothing; the client had no rule for it, so it asked.
     assert!(results[1].1, "{:?}", results[1]);
     assert!(!root.join("notes/deferred.md").exists());

@@ -8,12 +8,10 @@ use super::*;
 /// "model"; an ordinary read still does.
 #[test]
 fn real_claude_code_cannot_read_loopward_state_with_its_own_tools() {
-    let Some(claude) = claude() else {
-        eprintln!("\n\n*** SKIPPED: Claude Code is not installed. Run scripts/claude-code-install.sh (CI does) or set LOOPWARD_CLAUDE. ***\n\n");
+    let Some(claude) = Client::ClaudeCode.find() else {
         return;
     };
-    let (dir, root) = project();
-    let home = dir.path().join("home");
+    let (_dir, root, home) = project();
     let state = state_dir(&home, &root);
     // The key exists before the session (made on first use, as any hook event would).
     let made = Command::new(env!("CARGO_BIN_EXE_loopward"))
@@ -43,19 +41,16 @@ fn real_claude_code_cannot_read_loopward_state_with_its_own_tools() {
         Reply::tool("Read", json!({"file_path": root.join("plans/roadmap.md")})),
         Reply::text("All done."),
     ];
-    let (port, server) = anthropic_server::start(script);
     // This client offers Grep and Glob only when asked for them.
-    let (ok, stdout, stderr) = session(
+    let (results, stdout) = scripted(
         &claude,
         &root,
         &home,
-        port,
+        script,
         "Look around",
         "bypassPermissions",
         &["--allowedTools", "Grep", "Glob"],
     );
-    assert!(ok, "claude failed\nstdout: {stdout}\nstderr: {stderr}");
-    let results = server.tool_results();
     eprintln!("tool results: {results:#?}");
     assert_eq!(results.len(), 5, "{results:#?}\n{stdout}");
     // No tool result the client sent to the "model" holds the key: not in hex, nor any line of

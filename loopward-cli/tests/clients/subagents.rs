@@ -2,30 +2,20 @@
 
 use super::*;
 
-const TEAM_CONFIG: &str = r#"
-[run]
-first = "root"
-
-[[agent]]
-name = "root"
-tools = ["read_file", "write_file", "edit_file", "shell"]
-
-[[agent]]
-name = "planner"
-tools = ["read_file", "write_file", "edit_file"]
-
+/// The team's config with a `builder`, who alone writes `src/`.
+fn team_config() -> String {
+    format!(
+        r#"{CONFIG}
 [[agent]]
 name = "builder"
 tools = ["read_file", "write_file", "edit_file", "shell"]
 
 [[territory]]
-paths = ["plans/**"]
-owner = "planner"
-
-[[territory]]
 paths = ["src/**"]
 owner = "builder"
-"#;
+"#
+    )
+}
 
 /// A Claude Code subagent definition.
 fn subagent(root: &Path, name: &str) {
@@ -44,15 +34,13 @@ fn subagent(root: &Path, name: &str) {
 /// territory is refused, and the ledger names that one.
 #[test]
 fn the_printed_remedy_works_and_parallel_subagents_keep_their_own_writes() {
-    let Some(claude) = claude() else {
-        eprintln!("\n\n*** SKIPPED: Claude Code is not installed. Run scripts/claude-code-install.sh (CI does) or set LOOPWARD_CLAUDE. ***\n\n");
+    let Some(claude) = Client::ClaudeCode.find() else {
         return;
     };
-    let (dir, root) = project_with(TEAM_CONFIG);
+    let (_dir, root, home) = project_with(&team_config());
     std::fs::create_dir_all(root.join("src")).unwrap();
     subagent(&root, "planner");
     subagent(&root, "builder");
-    let home = dir.path().join("home");
     let p = |rel: &str| root.join(rel).to_str().unwrap().to_string();
     let agent = |who: &str, prompt: &str| Block::ToolUse {
         name: "Agent".into(),
@@ -60,10 +48,7 @@ fn the_printed_remedy_works_and_parallel_subagents_keep_their_own_writes() {
     };
     let script = vec![
         // The main agent writes the planner's file: refused, with the remedy for this host.
-        Reply::tool(
-            "Write",
-            json!({"file_path": p("plans/roadmap.md"), "content": "# Roadmap v2\n"}),
-        ),
+        Reply::write(p("plans/roadmap.md"), "# Roadmap v2\n"),
         // It follows the remedy, and delegates the code to the builder in the same breath.
         Reply(vec![
             agent("planner", "[lane:planner] Update the roadmap to v2."),
@@ -75,25 +60,16 @@ fn the_printed_remedy_works_and_parallel_subagents_keep_their_own_writes() {
         (
             "[lane:planner]",
             vec![
-                Reply::tool(
-                    "Write",
-                    json!({"file_path": p("plans/roadmap.md"), "content": "# Roadmap v2\n"}),
-                ),
+                Reply::write(p("plans/roadmap.md"), "# Roadmap v2\n"),
                 Reply::text("Roadmap updated."),
             ],
         ),
         (
             "[lane:builder]",
             vec![
-                Reply::tool(
-                    "Write",
-                    json!({"file_path": p("src/main.rs"), "content": "fn main() {}\n"}),
-                ),
+                Reply::write(p("src/main.rs"), "fn main() {}\n"),
                 // Then the builder writes into the planner's territory.
-                Reply::tool(
-                    "Write",
-                    json!({"file_path": p("plans/mine.md"), "content": "the builder's plan\n"}),
-                ),
+                Reply::write(p("plans/mine.md"), "the builder's plan\n"),
                 Reply::text("Program written."),
             ],
         ),
@@ -123,14 +99,8 @@ fn the_printed_remedy_works_and_parallel_subagents_keep_their_own_writes() {
         "{text}"
     );
     // Following it worked, and both subagents' writes stand.
-    assert_eq!(
-        std::fs::read_to_string(root.join("plans/roadmap.md")).unwrap(),
-        "# Roadmap v2\n"
-    );
-    assert_eq!(
-        std::fs::read_to_string(root.join("src/main.rs")).unwrap(),
-        "fn main() {}\n"
-    );
+    crate::support::assert_file(&root, "plans/roadmap.md", "# Roadmap v2\n");
+    crate::support::assert_file(&root, "src/main.rs", "fn main() {}\n");
     assert!(
         !root.join("plans/mine.md").exists(),
         "the builder wrote the planner's territory"

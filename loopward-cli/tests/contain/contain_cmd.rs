@@ -60,18 +60,12 @@ fn a_contained_program_is_held_to_files_reads_environment_and_network_and_its_eg
         );
     }
     assert!(all.contains("plan.md: Permission denied"), "{all}");
-    assert_eq!(
-        std::fs::read_to_string(d.join("plan.md")).unwrap(),
-        "the plan\n"
-    );
-    assert_eq!(
-        std::fs::read_to_string(d.join("src/main.rs")).unwrap(),
-        "code\n"
-    );
+    crate::support::assert_file(d, "plan.md", "the plan\n");
+    crate::support::assert_file(d, "src/main.rs", "code\n");
     assert!(all.contains("hello-from-allowed"), "{all}");
-    assert!(
-        all.contains("1=loopward egress: 127.0.0.2 is not in this agent's net allow-list"),
-        "{all}"
+    crate::support::assert_says(
+        &all,
+        "1=loopward egress: 127.0.0.2 is not in this agent's net allow-list",
     );
     for line in [
         "2=direct-failed",
@@ -94,11 +88,7 @@ fn a_contained_program_is_held_to_files_reads_environment_and_network_and_its_eg
     let verify = loopward(d, &["verify", "runs/s1"], &[]);
     assert_eq!(verify.status.code(), Some(0), "{}", text(&verify));
     let report = loopward(d, &["report"], &[]);
-    assert!(
-        text(&report).contains("egress: 1 connections allowed, 1 refused"),
-        "{}",
-        text(&report)
-    );
+    crate::support::assert_prints(&report, "egress: 1 connections allowed, 1 refused");
 }
 
 /// A contained session runs for hours: the orphans of its shells are reaped by the sandbox's
@@ -133,16 +123,9 @@ fn a_contained_program_without_network_isolation_says_so_in_the_ledger_and_the_r
     let home = tempfile::tempdir().unwrap();
     let out = contain(d, home.path(), &["true"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
-    assert!(
-        text(&out).contains("the host's network (isolation opted out)"),
-        "{}",
-        text(&out)
-    );
+    crate::support::assert_prints(&out, "the host's network (isolation opted out)");
     let events = std::fs::read_to_string(d.join("runs/s1/events.jsonl")).unwrap();
-    assert!(
-        events.contains("network: the contained program reaches any host"),
-        "{events}"
-    );
+    crate::support::assert_says(&events, "network: the contained program reaches any host");
     let report = loopward(d, &["report", "--json"], &[]);
     let figures: serde_json::Value = serde_json::from_slice(&report.stdout).unwrap();
     assert_eq!(figures["gates"]["sandbox"]["warned"], 1, "{figures}");
@@ -156,11 +139,7 @@ fn contain_refuses_bad_input_before_anything_starts() {
     // A program that is not there: 127, and no session.
     let out = contain(d, home.path(), &["no-such-program-anywhere"]);
     assert_eq!(out.status.code(), Some(127), "{}", text(&out));
-    assert!(
-        text(&out).contains("\"no-such-program-anywhere\" is not found"),
-        "{}",
-        text(&out)
-    );
+    crate::support::assert_prints(&out, "\"no-such-program-anywhere\" is not found");
     assert!(!d.join("runs/s1").exists());
     // An agent not on the team.
     let out = loopward(
@@ -169,19 +148,14 @@ fn contain_refuses_bad_input_before_anything_starts() {
         &[("SECRET_TOKEN", SECRET)],
     );
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
-    assert!(
-        text(&out).contains("there is no agent ghost on the team; use one of: builder"),
-        "{}",
-        text(&out)
+    crate::support::assert_prints(
+        &out,
+        "there is no agent ghost on the team; use one of: builder",
     );
     // A secret whose source is missing.
     let out = loopward(d, &["contain", "--agent", "builder", "--", "true"], &[]);
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
-    assert!(
-        text(&out).contains("secrets.SECRET_TOKEN.env"),
-        "{}",
-        text(&out)
-    );
+    crate::support::assert_prints(&out, "secrets.SECRET_TOKEN.env");
     assert!(!d.join("runs").exists());
 }
 

@@ -30,6 +30,17 @@ fn loopward(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
     cmd.output().unwrap()
 }
 
+/// `loopward run --id r1` of `dir`, the secret in its environment: refused at load (exit
+/// status 1), saying each of `said`.
+fn assert_refused_at_load(dir: &Path, said: &[&str]) {
+    let run = loopward(dir, &["run", "--id", "r1"], &[("SECRET_TOKEN", SECRET)]);
+    let out = text(&run);
+    assert_eq!(run.status.code(), Some(1), "{out}");
+    for s in said {
+        assert!(out.contains(s), "{s:?} not in {out}");
+    }
+}
+
 fn state_of(dir: &Path) -> std::path::PathBuf {
     let name = dir.file_name().unwrap().to_string_lossy();
     dir.with_file_name(format!("{name}-state"))

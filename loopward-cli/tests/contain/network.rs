@@ -21,19 +21,16 @@ fn a_command_reaches_only_its_agents_hosts_through_the_proxy_and_report_counts_e
     let stdout = String::from_utf8_lossy(&run.stdout);
     assert_eq!(run.status.code(), Some(0), "{}", text(&run));
     assert!(stdout.contains("hello-from-allowed"), "{stdout}");
-    assert!(
-        stdout.contains("loopward egress: 127.0.0.2 is not in this agent's net allow-list"),
-        "{stdout}"
+    crate::support::assert_says(
+        &stdout,
+        "loopward egress: 127.0.0.2 is not in this agent's net allow-list",
     );
     assert!(stdout.contains("direct-failed"), "{stdout}");
     assert!(!stdout.contains("attacker-got-it"), "{stdout}");
     assert_eq!(evil_hits.load(std::sync::atomic::Ordering::SeqCst), 0);
     let report = loopward(d, &["report"], &[]);
     let out = text(&report);
-    assert!(
-        out.contains("egress: 1 connections allowed, 1 refused"),
-        "{out}"
-    );
+    crate::support::assert_says(&out, "egress: 1 connections allowed, 1 refused");
     // The run's page shows each decision and the counts.
     let page = std::fs::read_to_string(d.join("runs/r1/audit.html")).unwrap();
     assert!(
@@ -61,23 +58,15 @@ fn opting_out_of_network_isolation_is_recorded_on_every_call() {
     );
     let stdout = String::from_utf8_lossy(&run.stdout);
     assert_eq!(run.status.code(), Some(0), "{}", text(&run));
-    assert!(
-        stdout.contains("network: this command reaches any host"),
-        "{stdout}"
-    );
+    crate::support::assert_says(&stdout, "network: this command reaches any host");
 }
 
 #[test]
 fn a_host_in_net_that_is_not_one_is_refused_at_load() {
     let dir = project("[[agents.builder]]\ntext = \"done\"\n");
     with_net(dir.path(), "[\"https://evil.example/x\"]", "");
-    let run = loopward(
+    assert_refused_at_load(
         dir.path(),
-        &["run", "--id", "r1"],
-        &[("SECRET_TOKEN", SECRET)],
+        &["agent[0].net[0]", "is not a host name or an address"],
     );
-    let out = text(&run);
-    assert_eq!(run.status.code(), Some(1), "{out}");
-    assert!(out.contains("agent[0].net[0]"), "{out}");
-    assert!(out.contains("is not a host name or an address"), "{out}");
 }

@@ -14,6 +14,25 @@ fn hook(config: &Path, stdin: &[u8]) -> Output {
     )
 }
 
+/// The hook's answer (stdout, exit status 0) to `event` under `config`: `decision` (`deny`,
+/// `allow`).
+fn assert_decides(config: &Path, event: &str, decision: &str) -> String {
+    let out = hook(config, event.as_bytes());
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let said = format!(r#""permissionDecision":"{decision}""#);
+    assert!(stdout.contains(&said), "{said} not in {stdout}");
+    stdout
+}
+
+/// `e` as the hook reads it, from the subagent `agent` when given.
+fn from_agent(mut e: serde_json::Value, agent: Option<&str>) -> String {
+    if let Some(a) = agent {
+        e["agent_type"] = a.into();
+    }
+    e.to_string()
+}
+
 /// A scratch project (its canonical root) governed by [`CONFIG`].
 fn configured() -> (tempfile::TempDir, std::path::PathBuf) {
     let dir = tempfile::tempdir().unwrap();
@@ -23,39 +42,20 @@ fn configured() -> (tempfile::TempDir, std::path::PathBuf) {
 }
 
 fn write_event(root: &Path, agent: Option<&str>) -> String {
-    let mut e = serde_json::json!({
+    let e = serde_json::json!({
         "session_id": "cli-1", "transcript_path": "/t.jsonl", "cwd": root,
         "hook_event_name": "PreToolUse", "tool_name": "Write", "tool_use_id": "toolu_1",
         "tool_input": {"file_path": root.join("plan.md"), "content": "# Plan"},
     });
-    if let Some(a) = agent {
-        e["agent_type"] = a.into();
-    }
-    e.to_string()
+    from_agent(e, agent)
 }
 
 #[test]
 fn a_foreign_write_is_denied_and_the_owners_allowed() {
     let (_dir, root) = configured();
-    let out = hook(
-        &root.join("loopward.toml"),
-        write_event(&root, None).as_bytes(),
-    );
-    assert_eq!(out.status.code(), Some(0));
-    let stdout = String::from_utf8(out.stdout).unwrap();
-    assert!(
-        stdout.contains(r#""permissionDecision":"deny""#),
-        "{stdout}"
-    );
-    let out = hook(
-        &root.join("loopward.toml"),
-        write_event(&root, Some("planner")).as_bytes(),
-    );
-    let stdout = String::from_utf8(out.stdout).unwrap();
-    assert!(
-        stdout.contains(r#""permissionDecision":"allow""#),
-        "{stdout}"
-    );
+    let config = root.join("loopward.toml");
+    assert_decides(&config, &write_event(&root, None), "deny");
+    assert_decides(&config, &write_event(&root, Some("planner")), "allow");
     assert!(root.join("runs/claude-code-cli-1/events.jsonl").exists());
 }
 
@@ -152,12 +152,7 @@ fn a_subagents_refusal_names_an_override_command_that_works() {
     let (_dir, root) = configured();
     let config = root.join("loopward.toml");
     let event = write_event(&root, Some("code-reviewer"));
-    let out = hook(&config, event.as_bytes());
-    let stdout = String::from_utf8(out.stdout).unwrap();
-    assert!(
-        stdout.contains(r#""permissionDecision":"deny""#),
-        "{stdout}"
-    );
+    let stdout = assert_decides(&config, &event, "deny");
     let hint = "loopward override grant --agent code-reviewer --subagent --path plan.md";
     assert!(stdout.contains(hint), "{stdout}");
 
@@ -190,31 +185,52 @@ fn a_subagents_refusal_names_an_override_command_that_works() {
     );
     assert!(said.contains("granted"), "{said}");
 
-    let out = hook(&config, event.as_bytes());
-    let stdout = String::from_utf8(out.stdout).unwrap();
-    assert!(
-        stdout.contains(r#""permissionDecision":"allow""#),
-        "{stdout}"
-    );
-    let out = hook(&config, event.as_bytes());
-    let stdout = String::from_utf8(out.stdout).unwrap();
-    assert!(
-        stdout.contains(r#""permissionDecision":"deny""#),
-        "the override is one-shot: {stdout}"
-    );
+    assert_decides(&config, &event, "allow");
+    // The override is one-shot.
+    assert_decides(&config, &event, "deny");
 }
 
 fn bash_event(root: &Path, event: &str, command: &str, agent: Option<&str>) -> String {
-    let mut e = serde_json::json!({
+    let e = serde_json::json!({
         "session_id": "cli-sb", "transcript_path": "/t.jsonl", "cwd": root,
         "hook_event_name": event, "tool_name": "Bash", "tool_use_id": "toolu_sb",
         "tool_input": {"command": command, "description": "d", "run_in_background": false},
         "tool_response": {"stdout": "", "stderr": "", "interrupted": false},
     });
-    if let Some(a) = agent {
-        e["agent_type"] = a.into();
-    }
-    e.to_string()
+    from_agent(e, agent)
+}
+
+/// The first half of the hook's `Bash` call `command` in `root`, as Claude Code makes it:
+/// `PreToolUse`, which must rewrite the command, then the rewritten command run in the project in
+/// a shell: the rewritten command and what it did.
+fn bash_rewritten_and_run(config: &Path, root: &Path, command: &str) -> (String, Output) {
+    let pre = hook(
+        config,
+        bash_event(root, "PreToolUse", command, None).as_bytes(),
+    );
+    assert_eq!(pre.status.code(), Some(0));
+    let v: serde_json::Value = serde_json::from_slice(&pre.stdout).unwrap();
+    let wrapped = v["hookSpecificOutput"]["updatedInput"]["command"]
+        .as_str()
+        .unwrap_or_else(|| panic!("not rewritten: {v}"))
+        .to_string();
+    let ran = Command::new("bash")
+        .arg("-c")
+        .arg(&wrapped)
+        .current_dir(root)
+        .output()
+        .unwrap();
+    (wrapped, ran)
+}
+
+/// The second half: `PostToolUse` of `command` (exit status 0).
+fn bash_post(config: &Path, root: &Path, command: &str) -> Output {
+    let post = hook(
+        config,
+        bash_event(root, "PostToolUse", command, None).as_bytes(),
+    );
+    assert_eq!(post.status.code(), Some(0));
+    post
 }
 
 /// Claude Code's `Bash` through the hook: the command is rewritten to run inside the calling
@@ -230,47 +246,19 @@ fn a_bash_command_runs_rewritten_in_the_sandbox_and_cannot_write_elsewhere() {
     std::fs::create_dir_all(root.join("notes")).unwrap();
     let command = "echo mine > notes/a.txt; echo x > plan.md; echo '{}' > .claude/settings.json; \
                    echo y >> loopward.toml; (setsid sh -c 'sleep 0.3; echo late > plan.md' &); true";
-    let pre = hook(
-        &config,
-        bash_event(&root, "PreToolUse", command, None).as_bytes(),
-    );
-    assert_eq!(pre.status.code(), Some(0));
-    let v: serde_json::Value = serde_json::from_slice(&pre.stdout).unwrap();
-    let wrapped = v["hookSpecificOutput"]["updatedInput"]["command"]
-        .as_str()
-        .unwrap_or_else(|| panic!("not rewritten: {v}"));
+    let (wrapped, ran) = bash_rewritten_and_run(&config, &root, command);
     assert!(wrapped.starts_with(&format!(
         "'{}' sandbox exec",
         env!("CARGO_BIN_EXE_loopward")
     )));
-    // Run it as Claude Code would: the rewritten command, in the project, in a shell.
-    let ran = Command::new("bash")
-        .arg("-c")
-        .arg(wrapped)
-        .current_dir(&root)
-        .output()
-        .unwrap();
     let stderr = String::from_utf8_lossy(&ran.stderr);
     assert!(stderr.contains("Permission denied"), "{stderr}");
     std::thread::sleep(std::time::Duration::from_millis(800));
-    assert_eq!(
-        std::fs::read_to_string(root.join("notes/a.txt")).unwrap(),
-        "mine\n"
-    );
-    assert_eq!(
-        std::fs::read_to_string(root.join("plan.md")).unwrap(),
-        "# Plan\n"
-    );
+    crate::support::assert_file(&root, "notes/a.txt", "mine\n");
+    crate::support::assert_file(&root, "plan.md", "# Plan\n");
     assert_eq!(std::fs::read_to_string(&config).unwrap(), CONFIG);
-    assert_eq!(
-        std::fs::read_to_string(root.join(".claude/settings.json")).unwrap(),
-        "{}"
-    );
-    let post = hook(
-        &config,
-        bash_event(&root, "PostToolUse", command, None).as_bytes(),
-    );
-    assert_eq!(post.status.code(), Some(0));
+    crate::support::assert_file(&root, ".claude/settings.json", "{}");
+    bash_post(&config, &root, command);
     let ledger =
         std::fs::read_to_string(root.join("runs/claude-code-cli-sb/events.jsonl")).unwrap();
     assert!(!ledger.contains("\"violation\""), "{ledger}");
@@ -391,30 +379,10 @@ fn a_huge_file_next_to_a_territory_write_is_refused_and_blinds_nothing() {
     std::fs::write(root.join("plan.md"), "# Plan\n").unwrap();
     std::fs::create_dir_all(root.join("notes")).unwrap();
     let command = "head -c 100000 /dev/zero > notes/huge.bin; echo x > plan.md; true";
-    let pre = hook(
-        &config,
-        bash_event(&root, "PreToolUse", command, None).as_bytes(),
-    );
-    let v: serde_json::Value = serde_json::from_slice(&pre.stdout).unwrap();
-    let wrapped = v["hookSpecificOutput"]["updatedInput"]["command"]
-        .as_str()
-        .unwrap_or_else(|| panic!("not rewritten: {v}"));
-    let ran = Command::new("bash")
-        .arg("-c")
-        .arg(wrapped)
-        .current_dir(&root)
-        .output()
-        .unwrap();
+    let (_, ran) = bash_rewritten_and_run(&config, &root, command);
     assert!(String::from_utf8_lossy(&ran.stderr).contains("Permission denied"));
-    assert_eq!(
-        std::fs::read_to_string(root.join("plan.md")).unwrap(),
-        "# Plan\n"
-    );
-    let post = hook(
-        &config,
-        bash_event(&root, "PostToolUse", command, None).as_bytes(),
-    );
-    assert_eq!(post.status.code(), Some(0));
+    crate::support::assert_file(&root, "plan.md", "# Plan\n");
+    let post = bash_post(&config, &root, command);
     let stdout = String::from_utf8_lossy(&post.stdout);
     assert!(!stdout.contains("could not be compared"), "{stdout}");
     let ledger =
@@ -488,17 +456,13 @@ fn sandbox_exec_leaves_no_scratch_folder_behind() {
 /// The hook binary, with loopward's state under `state_home` (`$XDG_STATE_HOME`), started with
 /// `stdin`; the caller waits for it.
 fn hook_started(config: &Path, stdin: &[u8], state_home: &Path) -> std::process::Child {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_loopward"))
-        .args(["hook", "claude-code", "--config"])
-        .arg(config)
-        .env("XDG_STATE_HOME", state_home)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child.stdin.take().unwrap().write_all(stdin).unwrap();
-    child
+    crate::support::started_with_stdin(
+        Command::new(env!("CARGO_BIN_EXE_loopward"))
+            .args(["hook", "claude-code", "--config"])
+            .arg(config)
+            .env("XDG_STATE_HOME", state_home),
+        stdin,
+    )
 }
 
 /// A session lock held by another process (a stuck hook, an operator's tool) does not make the
@@ -589,10 +553,7 @@ fn hook_install_covers_the_read_tools_and_a_timeout_above_the_bound() {
     let doctor = loopward(&root, &["hook", "doctor"]);
     let text = String::from_utf8_lossy(&doctor.stdout);
     assert_eq!(doctor.status.code(), Some(0), "{text}");
-    assert!(
-        text.contains("waited on for at most 5 s, then the call is blocked"),
-        "{text}"
-    );
+    crate::support::assert_says(&text, "waited on for at most 5 s, then the call is blocked");
     // An older install's matcher (no read tools) and a timeout inside the bound.
     settings["hooks"]["PreToolUse"][0]["matcher"] = "Write|Edit|MultiEdit|NotebookEdit|Bash".into();
     settings["hooks"]["PostToolUse"][0]["hooks"][0]["timeout"] = 3.into();
@@ -600,9 +561,6 @@ fn hook_install_covers_the_read_tools_and_a_timeout_above_the_bound() {
     let doctor = loopward(&root, &["hook", "doctor"]);
     let text = String::from_utf8_lossy(&doctor.stdout);
     assert_eq!(doctor.status.code(), Some(1), "{text}");
-    assert!(
-        text.contains("would fail open: PreToolUse matches only \"Write|Edit|MultiEdit|NotebookEdit|Bash\": every other tool"),
-        "{text}"
-    );
+    crate::support::assert_says(&text, "would fail open: PreToolUse matches only \"Write|Edit|MultiEdit|NotebookEdit|Bash\": every other tool");
     assert!(text.contains("PostToolUse: timeout 3 s"), "{text}");
 }

@@ -142,6 +142,14 @@ fn text(o: &Output) -> String {
     )
 }
 
+/// The status of the ledger's last `run_ended` record, if any.
+fn end_status(events: &[(loopward_core::Scope, AuditEvent)]) -> Option<RunStatus> {
+    events.iter().rev().find_map(|(_, e)| match e {
+        AuditEvent::RunEnded { status, .. } => Some(status.clone()),
+        _ => None,
+    })
+}
+
 /// The run's last `run_ended` status and its model calls' (model, output tokens), from the
 /// ledger; the ledger's chain is checked by `loopward verify` too.
 fn ledger_of(dir: &Path, run: &str, key: &str) -> (RunStatus, Vec<(String, u64)>, usize) {
@@ -151,13 +159,7 @@ fn ledger_of(dir: &Path, run: &str, key: &str) -> (RunStatus, Vec<(String, u64)>
         .output()
         .unwrap();
     assert_eq!(verify.status.code(), Some(0), "{}", text(&verify));
-    let status = events
-        .iter()
-        .rev()
-        .find_map(|(_, e)| match e {
-            AuditEvent::RunEnded { status, .. } => Some(status.clone()),
-            _ => None,
-        })
+    let status = end_status(&events)
         .unwrap_or_else(|| panic!("{} has no run_ended record", run_dir.display()));
     let mut calls = vec![];
     let mut tools = 0;

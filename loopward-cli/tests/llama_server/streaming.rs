@@ -55,14 +55,7 @@ fn a_reply_stopped_mid_stream_by_its_token_limit_is_a_recorded_failure_not_a_hal
             .any(|(_, e)| matches!(e, AuditEvent::ToolRequested { .. })),
         "a cut-off reply must not call a tool\n{shown}"
     );
-    let status = events
-        .iter()
-        .rev()
-        .find_map(|(_, e)| match e {
-            AuditEvent::RunEnded { status, .. } => Some(status.clone()),
-            _ => None,
-        })
-        .unwrap();
+    let status = end_status(&events).unwrap();
     assert!(matches!(status, RunStatus::Failed { .. }), "{status:?}");
     assert!(
         shown.contains("cut off") || shown.contains("max_tokens") || shown.contains("token limit"),

@@ -39,14 +39,7 @@ fn inside_a_loop_the_refusals_remedy_delegating_to_the_owners_subagent_works() {
         &root,
         &home,
         port,
-        &[
-            "--prompt",
-            "PROMPT.md",
-            "--verify",
-            "grep -q v2 plans/roadmap.md",
-            "--id",
-            "deleg",
-        ],
+        &task("grep -q v2 plans/roadmap.md", "deleg", &[]),
     );
     assert_eq!(out.status.code(), Some(0), "verified in one session");
     let (_, denied, text) = &server.tool_results()[0];
@@ -54,10 +47,7 @@ fn inside_a_loop_the_refusals_remedy_delegating_to_the_owners_subagent_works() {
         *denied && text.contains("subagent_type \"planner\""),
         "{text}"
     );
-    assert_eq!(
-        std::fs::read_to_string(root.join("plans/roadmap.md")).unwrap(),
-        "# Roadmap v2\n"
-    );
+    crate::support::assert_file(&root, "plans/roadmap.md", "# Roadmap v2\n");
     let rs = records(&root, "deleg");
     assert_eq!(sessions(&rs), 1);
     // The subagent's write, allowed by its hook, is in the run's ledger under its own name.
@@ -77,23 +67,15 @@ fn a_loop_sessions_hook_that_cannot_reach_the_loop_blocks_the_call_and_judges_no
         "tool_name": "Write", "tool_use_id": "toolu_1",
         "tool_input": {"file_path": root.join("notes/a.md"), "content": "x"},
     });
-    let mut child = Command::new(env!("CARGO_BIN_EXE_loopward"))
-        .current_dir(&root)
-        .args(["hook", "claude-code", "--config", "loopward.toml"])
-        .env("HOME", &home)
-        .env("LOOPWARD_SESSION", "s-gone")
-        .env("LOOPWARD_SUPERVISOR", &socket)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    std::io::Write::write_all(
-        &mut child.stdin.take().unwrap(),
+    let out = support::with_stdin(
+        Command::new(env!("CARGO_BIN_EXE_loopward"))
+            .current_dir(&root)
+            .args(["hook", "claude-code", "--config", "loopward.toml"])
+            .env("HOME", &home)
+            .env("LOOPWARD_SESSION", "s-gone")
+            .env("LOOPWARD_SUPERVISOR", &socket),
         event.to_string().as_bytes(),
-    )
-    .unwrap();
-    let out = child.wait_with_output().unwrap();
+    );
     assert_eq!(out.status.code(), Some(2), "{out:?}");
     assert!(out.stdout.is_empty(), "{out:?}");
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -128,14 +110,7 @@ fn a_loop_sessions_wrapped_bash_connects_out_and_its_egress_decisions_are_the_ru
         &root,
         &home,
         port,
-        &[
-            "--prompt",
-            "PROMPT.md",
-            "--verify",
-            "grep -q hello-from-allowed notes/done.txt",
-            "--id",
-            "net",
-        ],
+        &task("grep -q hello-from-allowed notes/done.txt", "net", &[]),
     );
     assert_eq!(out.status.code(), Some(0), "verified in one session");
     assert!(hits.load(std::sync::atomic::Ordering::SeqCst) > 0);

@@ -16,9 +16,10 @@ use std::time::{Duration, Instant};
 use support::anthropic_server::{self, Reply};
 use support::clients::{self, Client, ROADMAP};
 use support::loop_ledger;
-use support::loop_ledger::{decisions, kind, records, replay_run, running, verify_run};
-
-const VERIFY: &str = "test -f notes/done.txt";
+use support::loop_ledger::{
+    assert_replays_the_same, decisions, kill_mid_command, kind, loopward_in, project, records,
+    running, task, verify_run, VERIFY,
+};
 
 macro_rules! need_claude {
     () => {
@@ -27,20 +28,6 @@ macro_rules! need_claude {
             None => return,
         }
     };
-}
-
-/// A scratch project (config, a roadmap in the planner's territory, a prompt) and a scratch
-/// home: `(dir, root, home)`.
-fn project() -> (tempfile::TempDir, PathBuf, PathBuf) {
-    let (dir, root, home) = clients::project();
-    std::fs::write(
-        root.join("PROMPT.md"),
-        "Take notes, then write notes/done.txt.\n",
-    )
-    .unwrap();
-    // A command that takes its time (the client refuses a bare long `sleep`).
-    std::fs::write(root.join("notes/stall.sh"), "sleep \"$1\"\n").unwrap();
-    (dir, root, home)
 }
 
 /// `loopward loop …` in `root`, with the client's environment pointed at the server.
@@ -90,42 +77,19 @@ fn a_claim_of_done_that_the_verifier_refuses_gets_another_session_and_the_loop_e
     let mut script = vec![
         // Session 1: a write into the planner's territory, refused by the hook inside the
         // session; the agent corrects course (writes its own notes) and claims it is done.
-        Reply::tool(
-            "Write",
-            json!({"file_path": p("plans/roadmap.md"), "content": "# mine now\n"}),
-        ),
-        Reply::tool(
-            "Write",
-            json!({"file_path": p("notes/a.md"), "content": "note\n"}),
-        ),
+        Reply::write(p("plans/roadmap.md"), "# mine now\n"),
+        Reply::write(p("notes/a.md"), "note\n"),
         Reply::text("All done."),
     ];
     script.extend(finishing_session());
     let (port, server) = anthropic_server::start(script);
-    let out = run_loop(
-        &claude,
-        &root,
-        &home,
-        port,
-        &["--prompt", "PROMPT.md", "--verify", VERIFY, "--id", "loop1"],
-    );
+    let out = run_loop(&claude, &root, &home, port, &task(VERIFY, "loop1", &[]));
     assert_eq!(out.status.code(), Some(0), "the loop ends verified");
     let rs = records(&root, "loop1");
 
     // Two sessions: the first one's claim refused by the verifier, the second verified.
-    assert_eq!(sessions(&rs), 2);
-    let verdicts = decisions(&rs, "verify");
-    assert_eq!(verdicts.len(), 2, "{verdicts:#?}");
-    assert_eq!(verdicts[0]["turn"], 1);
-    assert_eq!(verdicts[0]["data"]["decision"], "refused");
-    assert_eq!(verdicts[0]["data"]["detail"]["claimed_done"], true);
-    assert_eq!(verdicts[1]["data"]["decision"], "allow");
-    let finishes: Vec<&Value> = kind(&rs, "turn_ended")
-        .map(|r| &r["data"]["finish"])
-        .collect();
-    assert_eq!(finishes, [&json!("unverified"), &json!("done")]);
-    let end = kind(&rs, "run_ended").next().unwrap();
-    assert_eq!(end["data"]["status"]["status"], "completed");
+    loop_ledger::assert_verified_in_two_sessions(&rs, "claude_code");
+    assert_eq!(decisions(&rs, "verify")[0]["turn"], 1);
     // The sessions' hooks kept no ledgers of their own: each asked the loop, which recorded
     // its decisions in the run's one ledger. Each session's prompt was the loop's (the task and
     // the verifier's output), an observed notice under the session's turn, not a person's words.
@@ -164,14 +128,8 @@ fn a_claim_of_done_that_the_verifier_refuses_gets_another_session_and_the_loop_e
         *denied && text.contains("plans/roadmap.md belongs to planner"),
         "{text}"
     );
-    assert_eq!(
-        std::fs::read_to_string(root.join("plans/roadmap.md")).unwrap(),
-        ROADMAP
-    );
-    assert_eq!(
-        std::fs::read_to_string(root.join("notes/a.md")).unwrap(),
-        "note\n"
-    );
+    crate::support::assert_file(&root, "plans/roadmap.md", ROADMAP);
+    crate::support::assert_file(&root, "notes/a.md", "note\n");
 
     // The refusal is a record of the run's ledger, under session 1's turn, after the hook
     // decision that says how many records are the hook's; the ledger verifies.
@@ -195,33 +153,20 @@ fn a_claim_of_done_that_the_verifier_refuses_gets_another_session_and_the_loop_e
     assert!(v.status.success(), "verify loop1: {v:?}");
     // Its id is not reused, and its settings stay as they were; `run --resume` sends it here.
     let kept = std::fs::read(root.join("runs/loop1/loop.json")).unwrap();
-    let again = run_loop(
-        &claude,
-        &root,
-        &home,
-        port,
-        &["--prompt", "PROMPT.md", "--verify", "true", "--id", "loop1"],
-    );
+    let again = run_loop(&claude, &root, &home, port, &task("true", "loop1", &[]));
     assert_eq!(again.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&again.stderr).contains("loopward loop --resume loop1"));
     assert_eq!(
         std::fs::read(root.join("runs/loop1/loop.json")).unwrap(),
         kept
     );
-    let run = Command::new(env!("CARGO_BIN_EXE_loopward"))
-        .current_dir(&root)
-        .args(["run", "--resume", "loop1"])
-        .env("HOME", &home)
-        .output()
-        .unwrap();
+    let run = loopward_in(&root, &home, &["run", "--resume", "loop1"]);
     assert!(
         String::from_utf8_lossy(&run.stderr).contains("loopward loop --resume loop1"),
         "{run:?}"
     );
     // Replayed from the ledger, the loop's decisions come out the same.
-    let r = replay_run(&root, &home, "loop1");
-    let text = String::from_utf8_lossy(&r.stdout);
-    assert!(r.status.success() && text.contains("all the same"), "{r:?}");
+    assert_replays_the_same(&root, &home, "loop1");
 }
 
 #[test]
@@ -240,16 +185,7 @@ fn a_session_past_its_timeout_is_ended_by_its_recorded_pid_and_the_loop_goes_on(
         &root,
         &home,
         port,
-        &[
-            "--prompt",
-            "PROMPT.md",
-            "--verify",
-            VERIFY,
-            "--id",
-            "slow",
-            "--session-timeout",
-            "8s",
-        ],
+        &task(VERIFY, "slow", &["--session-timeout", "8s"]),
     );
     assert_eq!(out.status.code(), Some(0));
     assert!(
@@ -284,17 +220,7 @@ fn a_budget_stops_the_loop_on_the_cost_the_sessions_report() {
         &root,
         &home,
         port,
-        &[
-            "--prompt",
-            "PROMPT.md",
-            "--verify",
-            VERIFY,
-            "--id",
-            "spent",
-            "--max-cost-usd",
-            "0.000001",
-            "--json",
-        ],
+        &task(VERIFY, "spent", &["--max-cost-usd", "0.000001", "--json"]),
     );
     assert_eq!(out.status.code(), Some(5), "exit 5: budget spent");
     // `--json` as `loopward run --json`: the last line says how the loop ended.
@@ -318,12 +244,7 @@ fn a_budget_stops_the_loop_on_the_cost_the_sessions_report() {
         .iter()
         .filter_map(|d| d["data"]["detail"]["reported_cost_micros"].as_u64())
         .sum();
-    let out = Command::new(env!("CARGO_BIN_EXE_loopward"))
-        .current_dir(&root)
-        .args(["report", "--json"])
-        .env("HOME", &home)
-        .output()
-        .unwrap();
+    let out = loopward_in(&root, &home, &["report", "--json"]);
     let report: Value = serde_json::from_slice(&out.stdout).unwrap();
     let run = report["per_run"]
         .as_array()
@@ -344,43 +265,22 @@ fn a_loop_killed_mid_session_resumes_with_that_session_interrupted_and_none_repe
     )];
     script.extend(finishing_session());
     let (port, server) = anthropic_server::start(script);
-    let args = [
-        "--prompt",
-        "PROMPT.md",
-        "--verify",
-        VERIFY,
-        "--id",
-        "killed",
-    ];
+    let args = task(VERIFY, "killed", &[]);
     let mut child: Child = loop_command(&claude, &root, &home, port, &args)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
     // Killed (SIGKILL, by its PID) while the session's command runs.
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !running(&["sleep", "48.75"]) {
-        assert!(
-            Instant::now() < deadline,
-            "the session never reached its command"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    child.kill().unwrap();
-    child.wait().unwrap();
-    assert!(
-        running(&["sleep", "48.75"]),
-        "the session outlives a killed loop"
-    );
+    kill_mid_command(&mut child, &["sleep", "48.75"]);
     assert_eq!(server.served(), 1);
 
     // A person speaks into the stopped loop; the next session hears it.
-    let said = Command::new(env!("CARGO_BIN_EXE_loopward"))
-        .current_dir(&root)
-        .args(["say", "killed", "Keep your notes under notes/."])
-        .env("HOME", &home)
-        .output()
-        .unwrap();
+    let said = loopward_in(
+        &root,
+        &home,
+        &["say", "killed", "Keep your notes under notes/."],
+    );
     assert!(said.status.success(), "{said:?}");
 
     let out = run_loop(&claude, &root, &home, port, &["--resume", "killed"]);
@@ -416,9 +316,7 @@ fn a_loop_killed_mid_session_resumes_with_that_session_interrupted_and_none_repe
     let v = verify_run(&root, &home, "killed");
     assert!(v.status.success(), "{v:?}");
     // Both parts replay to the same decisions.
-    let r = replay_run(&root, &home, "killed");
-    let text = String::from_utf8_lossy(&r.stdout);
-    assert!(r.status.success() && text.contains("all the same"), "{r:?}");
+    assert_replays_the_same(&root, &home, "killed");
 }
 
 #[test]

@@ -107,17 +107,14 @@ fn the_readme_loop_section_runs_as_written() {
 fn a_model_agent_hands_off_to_a_claude_code_agent_that_works_until_verified() {
     let claude = need_claude!();
     let (_dir, root, home) = project();
-    let team = clients::team("kind = \"claude-code\"\nverify = \"test -f src/done.txt\"");
-    std::fs::write(root.join("loopward.toml"), team).unwrap();
-    std::fs::write(root.join("loopward.script.toml"), clients::TEAM_SCRIPT).unwrap();
-    std::fs::create_dir_all(root.join("src")).unwrap();
+    loop_ledger::write_team(
+        &root,
+        "kind = \"claude-code\"\nverify = \"test -f src/done.txt\"",
+    );
     let p = |rel: &str| root.join(rel).to_str().unwrap().to_string();
     let (port, _server) = anthropic_server::start(vec![
         Reply::text("All done."),
-        Reply::tool(
-            "Write",
-            json!({"file_path": p("src/done.txt"), "content": "yes\n"}),
-        ),
+        Reply::write(p("src/done.txt"), "yes\n"),
         Reply::text("Done, really."),
     ]);
     let (_bin, path) = clients::path_with(&claude, "claude");
@@ -140,19 +137,5 @@ fn a_model_agent_hands_off_to_a_claude_code_agent_that_works_until_verified() {
         "{text}{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let rs = records(&root, "team");
-    let turns: Vec<&str> = kind(&rs, "turn_started")
-        .map(|r| r["data"]["agent"].as_str().unwrap())
-        .collect();
-    assert_eq!(turns, ["planner", "builder", "builder"]);
-    assert_eq!(sessions(&rs), 2);
-    let verdicts: Vec<&Value> = decisions(&rs, "verify")
-        .iter()
-        .map(|d| &d["data"]["decision"])
-        .collect();
-    assert_eq!(verdicts, [&json!("refused"), &json!("allow")]);
-    assert!(root.join("plan.md").is_file() && root.join("src/done.txt").is_file());
-    let r = replay_run(&root, &home, "team");
-    let said = String::from_utf8_lossy(&r.stdout);
-    assert!(r.status.success() && said.contains("all the same"), "{r:?}");
+    loop_ledger::assert_team_built(&root, &home, "claude_code");
 }

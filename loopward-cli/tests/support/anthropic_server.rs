@@ -60,6 +60,14 @@ impl Reply {
             input,
         }])
     }
+
+    /// A reply that calls the client's `Write` tool: `content` into `file_path`.
+    pub fn write(file_path: impl Into<Value>, content: &str) -> Self {
+        Self::tool(
+            "Write",
+            json!({"file_path": file_path.into(), "content": content}),
+        )
+    }
 }
 
 /// One request the client made.

@@ -79,19 +79,36 @@ impl Client {
     }
 }
 
-/// A scratch project (the team's config, the roadmap, an empty `notes/`) and a home beside
-/// it: `(dir, root, home)`, both canonical.
-pub fn project() -> (tempfile::TempDir, PathBuf, PathBuf) {
+/// An empty scratch project `<dir>/project` with `folders` in it, and a home `<dir>/home`:
+/// `(dir, root, home)`.
+pub fn scratch(folders: &[&str]) -> (tempfile::TempDir, PathBuf, PathBuf) {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().join("project");
     let home = dir.path().join("home");
-    std::fs::create_dir_all(root.join("plans")).unwrap();
-    std::fs::create_dir_all(root.join("notes")).unwrap();
+    for f in folders {
+        std::fs::create_dir_all(root.join(f)).unwrap();
+    }
     std::fs::create_dir_all(&home).unwrap();
+    (dir, root, home)
+}
+
+/// A scratch project (the team's config, the roadmap, an empty `notes/`) and a home beside
+/// it: `(dir, root, home)`, both canonical.
+pub fn project() -> (tempfile::TempDir, PathBuf, PathBuf) {
+    let (dir, root, home) = scratch(&["plans", "notes"]);
     std::fs::write(root.join("loopward.toml"), CONFIG).unwrap();
     std::fs::write(root.join("plans/roadmap.md"), ROADMAP).unwrap();
     let root = root.canonicalize().unwrap();
     let home = home.canonicalize().unwrap();
+    (dir, root, home)
+}
+
+/// A [`project`] whose home has the client's config folder `config` (`codex`, `.gemini`), the
+/// hook installed for `host` by `loopward hook install --host <host>`.
+pub fn hooked_project(host: &str, config: &str) -> (tempfile::TempDir, PathBuf, PathBuf) {
+    let (dir, root, home) = project();
+    std::fs::create_dir_all(home.join(config)).unwrap();
+    install_hook(&root, &home, host);
     (dir, root, home)
 }
 
@@ -111,26 +128,35 @@ pub fn install_hook(root: &Path, home: &Path, host: &str) {
     assert!(install.status.success(), "hook install: {install:?}");
 }
 
+/// `loopward override grant` for `root` on `plans/roadmap.md`, before its `--reason`.
+pub const GRANT_ROADMAP: &[&str] = &[
+    "override",
+    "grant",
+    "--agent",
+    "root",
+    "--path",
+    "plans/roadmap.md",
+];
+
 /// The one-shot override a session's second roadmap write consumes: `root` may write
 /// `plans/roadmap.md` once, for ten minutes.
 pub fn grant_roadmap_once(root: &Path, home: &Path) {
-    let grant = loopward(
-        root,
-        home,
-        &[
-            "override",
-            "grant",
-            "--agent",
-            "root",
-            "--path",
-            "plans/roadmap.md",
-            "--reason",
-            "the planner approved step 2",
-            "--ttl",
-            "10m",
-        ],
-    );
+    let reason = ["--reason", "the planner approved step 2", "--ttl", "10m"];
+    let grant = loopward(root, home, &[GRANT_ROADMAP, &reason].concat());
     assert!(grant.status.success(), "override grant: {grant:?}");
+}
+
+/// Rewrites the hook `hook install --host <host>` wrote in `file` as a bare `loopward-hook`, a
+/// command the client cannot start off its `PATH`; `hook doctor` flags it.
+pub fn make_hook_bare(root: &Path, home: &Path, file: &str, host: &str) {
+    let file = root.join(file);
+    let text = std::fs::read_to_string(&file).unwrap().replace(
+        &format!("'{}'", env!("CARGO_BIN_EXE_loopward-hook")),
+        "loopward-hook",
+    );
+    std::fs::write(&file, text).unwrap();
+    let doctor = loopward(root, home, &["hook", "doctor", "--host", host]);
+    assert_eq!(doctor.status.code(), Some(1), "{doctor:?}");
 }
 
 /// The session's ledger consumed the override exactly once and verifies; its records.

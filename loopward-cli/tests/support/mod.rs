@@ -35,6 +35,38 @@ pub(crate) fn text(o: &std::process::Output) -> String {
     )
 }
 
+/// The file `rel` under `root` holds `want`.
+#[allow(dead_code)]
+#[track_caller]
+pub(crate) fn assert_file(root: &std::path::Path, rel: &str, want: impl AsRef<str>) {
+    let path = root.join(rel);
+    let got = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("{} cannot be read: {e}", path.display()));
+    assert_eq!(got, want.as_ref(), "{}", path.display());
+}
+
+/// Runs `cmd`, which must succeed, and reads what it printed on stdout as JSON.
+#[allow(dead_code)]
+pub(crate) fn json_out(cmd: &mut std::process::Command) -> serde_json::Value {
+    let out = cmd.output().unwrap();
+    assert!(out.status.success(), "{cmd:?}\n{}", text(&out));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// `text` (what a command printed) says `needle`; the whole text is shown when it does not.
+#[allow(dead_code)]
+#[track_caller]
+pub(crate) fn assert_says(text: &str, needle: &str) {
+    assert!(text.contains(needle), "{needle:?} not in:\n{text}");
+}
+
+/// What `o` printed (stdout, then stderr) says `needle`.
+#[allow(dead_code)]
+#[track_caller]
+pub(crate) fn assert_prints(o: &std::process::Output, needle: &str) {
+    assert_says(&text(o), needle);
+}
+
 /// Waits for `child` at most `limit`; a child still running then is ended by its PID (`None`).
 #[allow(dead_code)]
 pub(crate) fn wait_up_to(
@@ -144,6 +176,16 @@ pub(crate) fn http_server(
 /// runs it (one process per event, the event on stdin).
 #[allow(dead_code)]
 pub(crate) fn with_stdin(cmd: &mut std::process::Command, stdin: &[u8]) -> std::process::Output {
+    started_with_stdin(cmd, stdin).wait_with_output().unwrap()
+}
+
+/// Starts `cmd` with `stdin` written to it and its stdout and stderr captured; the caller waits
+/// for it.
+#[allow(dead_code)]
+pub(crate) fn started_with_stdin(
+    cmd: &mut std::process::Command,
+    stdin: &[u8],
+) -> std::process::Child {
     use std::io::Write;
     use std::process::Stdio;
     let mut child = cmd
@@ -153,5 +195,5 @@ pub(crate) fn with_stdin(cmd: &mut std::process::Command, stdin: &[u8]) -> std::
         .spawn()
         .unwrap();
     child.stdin.take().unwrap().write_all(stdin).unwrap();
-    child.wait_with_output().unwrap()
+    child
 }

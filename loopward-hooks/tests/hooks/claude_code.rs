@@ -1,7 +1,9 @@
 //! `loopward hook claude-code`: recorded Claude Code hook inputs through the engine, with the
 //! exact answers Claude Code reads and the ledger entries they leave.
 
-use crate::support::{assert_blocks, assert_not_recorded, assert_tells, shown, Project, SESSION};
+use crate::support::{
+    assert_blocks, assert_not_recorded, assert_silent, assert_tells, shown, Project, SESSION,
+};
 
 const POLICY: &str = r#"
 [[territory]]
@@ -399,7 +401,7 @@ fn a_read_that_reaches_loopward_state_is_denied_wherever_its_links_land() {
         "toolu_ok",
         serde_json::json!({"file_path": p.path("plan.md")}),
     ));
-    assert_eq!((a.exit_code, a.stdout.as_str()), (0, ""), "{}", a.stderr);
+    assert_silent(&a);
     let ledger = p.ledger(SESSION);
     assert_eq!(
         ledger

@@ -1,7 +1,7 @@
 //! The Codex adapter: Codex's hook events (shapes from the JSON schemas in the Codex 0.171.0
 //! binary) judged by the same engine, answered the way Codex takes answers.
 
-use crate::support::{assert_tells, Project, HOST_POLICY as POLICY, NOW};
+use crate::support::{assert_silent, assert_tells, Project, HOST_POLICY as POLICY, NOW};
 use loopward_hooks::{handle, HookAnswer, HookContext};
 use loopward_runner::gates::{Host, PolicyConfig};
 use loopward_runner::ManualClock;
@@ -98,21 +98,11 @@ fn an_allowed_patch_gets_no_answer_as_codex_refuses_a_bare_allow_and_its_effects
     let c = Codex::new(POLICY, None);
     let patch = "*** Begin Patch\n*** Add File: src/a.rs\n+fn a() {}\n*** End Patch\n";
     let pre = c.patch("PreToolUse", "call_1", patch);
-    assert_eq!(
-        (pre.exit_code, pre.stdout.as_str()),
-        (0, ""),
-        "{}",
-        pre.stderr
-    );
+    assert_silent(&pre);
     std::fs::create_dir_all(c.root.join("src")).unwrap();
     std::fs::write(c.root.join("src/a.rs"), "fn a() {}\n").unwrap();
     let post = c.patch("PostToolUse", "call_1", patch);
-    assert_eq!(
-        (post.exit_code, post.stdout.as_str()),
-        (0, ""),
-        "{}",
-        post.stderr
-    );
+    assert_silent(&post);
     let ledger = c.ledger();
     assert!(ledger.contains(r#""tool":"apply_patch""#), "{ledger}");
     assert!(ledger.contains(r#""path":"src/a.rs""#), "{ledger}");
@@ -123,12 +113,7 @@ fn a_one_shot_override_lets_exactly_one_patch_through() {
     let c = Codex::new(POLICY, None);
     c.grant("root", "plan.md", "fix the typo");
     let first = c.patch("PreToolUse", "call_1", &update("plan.md"));
-    assert_eq!(
-        (first.exit_code, first.stdout.as_str()),
-        (0, ""),
-        "{}",
-        first.stderr
-    );
+    assert_silent(&first);
     assert!(c.ledger().contains("override_consumed"));
     let again = c.patch("PreToolUse", "call_2", &update("plan.md"));
     assert_eq!(
@@ -205,12 +190,7 @@ fn a_forbidden_shell_write_is_put_back_and_reported_to_codex() {
     std::fs::write(c.root.join("plan.md"), "# Plan\n").unwrap();
     let input = json!({"command": "echo mine > plan.md"});
     let pre = c.tool("PreToolUse", "call_1", "Bash", input.clone());
-    assert_eq!(
-        (pre.exit_code, pre.stdout.as_str()),
-        (0, ""),
-        "{}",
-        pre.stderr
-    );
+    assert_silent(&pre);
     std::fs::write(c.root.join("plan.md"), "mine\n").unwrap();
     let post = c.tool("PostToolUse", "call_1", "Bash", input);
     let v: Value = serde_json::from_str(&post.stdout).unwrap();

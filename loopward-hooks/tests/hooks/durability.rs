@@ -2,12 +2,11 @@
 //! something happen waits for a sync of the decisions behind it; a denial, which lets nothing
 //! happen, is written at once and synced with the session's next commit.
 
-use crate::support::{Project, HOST_POLICY, NOW, SESSION};
-use loopward_core::{AuditError, AuditEvent, AuditSink, RunId, Scope};
-use loopward_hooks::{FileLedgers, HookContext, LedgerOpener};
+use crate::support::{Project, WrappedLedgers, HOST_POLICY, NOW, SESSION};
+use loopward_core::{AuditError, AuditEvent, AuditSink, Scope};
+use loopward_hooks::HookContext;
 use loopward_runner::gates::PolicyConfig;
-use loopward_runner::{Clock, ManualClock};
-use std::path::Path;
+use loopward_runner::ManualClock;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
@@ -28,30 +27,20 @@ impl AuditSink for Counting {
     }
 }
 
-struct Opener(Arc<AtomicU32>);
-
-impl LedgerOpener for Opener {
-    fn open(
-        &self,
-        runs_dir: &Path,
-        run: &RunId,
-        clock: Arc<dyn Clock>,
-    ) -> Result<Arc<dyn AuditSink>, AuditError> {
-        Ok(Arc::new(Counting {
-            file: FileLedgers::default().open(runs_dir, run, clock)?,
-            commits: self.0.clone(),
-        }))
-    }
-}
-
 #[test]
 fn a_denial_is_on_file_before_the_answer_and_waits_for_the_next_commit() {
     let mut p = Project::new(HOST_POLICY);
     let commits = Arc::new(AtomicU32::new(0));
+    let counted = commits.clone();
     p.ctx = HookContext::builder(&PolicyConfig::from_toml(HOST_POLICY).unwrap())
         .root(&p.root)
         .clock(Arc::new(ManualClock::new(NOW)))
-        .ledgers(Arc::new(Opener(commits.clone())))
+        .ledgers(Arc::new(WrappedLedgers(move |file| {
+            Arc::new(Counting {
+                file,
+                commits: counted.clone(),
+            }) as Arc<dyn AuditSink>
+        })))
         .build()
         .unwrap();
     let run = format!("claude-code-{SESSION}");

@@ -5,11 +5,12 @@
 //! override consumptions and violations in their ledgers, and each ledger verifies.
 
 use crate::gates_support::{self, Room, NOW};
-use loopward_core::{AuditError, AuditEvent, AuditSink, Decision, GateMode, RunId};
-use loopward_hooks::{handle, HookContext, LedgerOpener};
+use crate::support::WrappedLedgers;
+use loopward_core::{AuditError, AuditEvent, AuditSink, Decision, GateMode};
+use loopward_hooks::{handle, HookContext};
 use loopward_runner::audit::MemorySink;
 use loopward_runner::gates::{self, Host, PolicyConfig};
-use loopward_runner::{Clock, ManualClock, TurnContext};
+use loopward_runner::{ManualClock, TurnContext};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -208,20 +209,6 @@ async fn through_the_runner() -> Vec<Seen> {
 
 /// Every session's ledger both on file (the hook's own format, to verify) and in one memory
 /// sink (to compare).
-struct Memory(Arc<MemorySink>);
-
-impl LedgerOpener for Memory {
-    fn open(
-        &self,
-        runs_dir: &Path,
-        run: &RunId,
-        clock: Arc<dyn Clock>,
-    ) -> Result<Arc<dyn AuditSink>, AuditError> {
-        let file = loopward_hooks::FileLedgers::default().open(runs_dir, run, clock)?;
-        Ok(Arc::new(Tee(file, self.0.clone())))
-    }
-}
-
 struct Tee(Arc<dyn AuditSink>, Arc<MemorySink>);
 
 impl AuditSink for Tee {
@@ -391,12 +378,15 @@ fn through_the_hook(host: Host) -> Vec<Seen> {
     let root = dir.path().canonicalize().unwrap();
     let sink = Arc::new(MemorySink::default());
     let cfg = PolicyConfig::from_toml(CONFIG).unwrap();
+    let memory = sink.clone();
     let ctx = HookContext::builder(&cfg)
         .root(&root)
         .host(host)
         .main_agent(gates_support::agent("builder"))
         .clock(Arc::new(ManualClock::new(NOW)))
-        .ledgers(Arc::new(Memory(sink.clone())))
+        .ledgers(Arc::new(WrappedLedgers(move |file| {
+            Arc::new(Tee(file, memory.clone())) as Arc<dyn AuditSink>
+        })))
         .build()
         .unwrap();
     let ws = loopward_runner::Workspace::new(&root).unwrap();

@@ -30,6 +30,14 @@ fn run_bash(p: &Project, command: &str) {
     assert!(status.success());
 }
 
+/// The fixture's `Bash` call around `command`: `PreToolUse`, the command run, `PostToolUse`;
+/// the answer to the last.
+fn bash_between(p: &Project, command: &str) -> loopward_hooks::HookAnswer {
+    p.send_fixture("pre_bash_into_plan.json");
+    run_bash(p, command);
+    p.send_fixture("post_bash_into_plan.json")
+}
+
 #[test]
 fn a_bash_write_into_a_territory_is_reverted_and_reported_as_blocking() {
     let p = Project::new(POLICY);
@@ -59,9 +67,7 @@ fn a_bash_write_into_a_territory_is_reverted_and_reported_as_blocking() {
 #[test]
 fn a_file_created_in_a_territory_by_bash_is_removed() {
     let p = Project::new(POLICY);
-    p.send_fixture("pre_bash_into_plan.json");
-    run_bash(&p, "mkdir -p plans && echo x > plans/new.md");
-    let post = p.send_fixture("post_bash_into_plan.json");
+    let post = bash_between(&p, "mkdir -p plans && echo x > plans/new.md");
     assert_tells(&post, r#""decision":"block""#);
     assert_tells(&post, "plans/new.md");
     assert!(p.read("plans/new.md").is_none());
@@ -71,9 +77,7 @@ fn a_file_created_in_a_territory_by_bash_is_removed() {
 fn a_symlink_made_by_bash_that_points_into_a_territory_is_removed() {
     let p = Project::new(POLICY);
     p.write("plan.md", "# Plan\n");
-    p.send_fixture("pre_bash_into_plan.json");
-    run_bash(&p, "ln -s plan.md innocent.txt");
-    let post = p.send_fixture("post_bash_into_plan.json");
+    let post = bash_between(&p, "ln -s plan.md innocent.txt");
     assert_tells(&post, "innocent.txt is a link to plan.md");
     assert!(std::fs::symlink_metadata(p.path("innocent.txt")).is_err());
 }
@@ -103,9 +107,7 @@ fn bash_changes_by_the_owner_stand() {
 #[test]
 fn bash_editing_loopward_control_files_is_reverted() {
     let p = Project::new(POLICY);
-    p.send_fixture("pre_bash_into_plan.json");
-    run_bash(&p, "echo '[gates.sprawl]' >> loopward.toml && mkdir -p .loopward/overrides && echo '{}' > .loopward/overrides/x.json");
-    let post = p.send_fixture("post_bash_into_plan.json");
+    let post = bash_between(&p, "echo '[gates.sprawl]' >> loopward.toml && mkdir -p .loopward/overrides && echo '{}' > .loopward/overrides/x.json");
     assert_tells(&post, "loopward.toml");
     assert_tells(&post, ".loopward/overrides/x.json");
     assert_eq!(p.read("loopward.toml").as_deref(), Some(POLICY));
@@ -196,9 +198,7 @@ fn a_bash_write_covered_by_a_one_shot_override_stands_and_consumes_it() {
     let p = Project::new(POLICY);
     p.write("plan.md", "# Plan\n1. greet\n");
     p.grant("root", "plan.md", "regenerate the plan with the script");
-    p.send_fixture("pre_bash_into_plan.json");
-    run_bash(&p, "echo '# Plan: mine' > plan.md && echo hi > notes.txt");
-    let post = p.send_fixture("post_bash_into_plan.json");
+    let post = bash_between(&p, "echo '# Plan: mine' > plan.md && echo hi > notes.txt");
     assert_eq!(shown(&post), "exit 0\nstdout: \nstderr: \n");
     assert_eq!(p.read("plan.md").as_deref(), Some("# Plan: mine\n"));
     insta::assert_snapshot!(p.ledger(SESSION).join("\n"));
@@ -223,9 +223,7 @@ fn a_change_that_cannot_be_put_back_is_recorded_as_such_and_named() {
     let p = Project::new(POLICY);
     p.write("plan.md", "# Plan\n");
     p.write("innocent.txt", "an ordinary file, not watched");
-    p.send_fixture("pre_bash_into_plan.json");
-    run_bash(&p, "rm innocent.txt && ln -s plan.md innocent.txt");
-    let post = p.send_fixture("post_bash_into_plan.json");
+    let post = bash_between(&p, "rm innocent.txt && ln -s plan.md innocent.txt");
     assert_tells(&post, "could not be put back");
     let ledger = p.ledger(SESSION);
     assert_recorded(&ledger, "violation innocent.txt not reverted");

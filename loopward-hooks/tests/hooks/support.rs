@@ -3,12 +3,32 @@
 
 #![allow(dead_code)]
 
-use loopward_hooks::{handle, HookAnswer, HookContext, HookContextBuilder};
+use loopward_core::{AuditError, AuditSink, RunId};
+use loopward_hooks::{handle, HookAnswer, HookContext, HookContextBuilder, LedgerOpener};
 use loopward_runner::gates::Host;
 use loopward_runner::ManualClock;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+
+/// The hook's own file ledgers ([`loopward_hooks::FileLedgers`]), each sink wrapped by the
+/// function: a test's view of what the hook records and commits.
+pub(crate) struct WrappedLedgers<F>(pub(crate) F);
+
+impl<F> LedgerOpener for WrappedLedgers<F>
+where
+    F: Fn(Arc<dyn AuditSink>) -> Arc<dyn AuditSink> + Send + Sync,
+{
+    fn open(
+        &self,
+        runs_dir: &Path,
+        run: &RunId,
+        clock: Arc<dyn loopward_runner::Clock>,
+    ) -> Result<Arc<dyn AuditSink>, AuditError> {
+        let file = loopward_hooks::FileLedgers::default().open(runs_dir, run, clock)?;
+        Ok((self.0)(file))
+    }
+}
 
 /// The session id of the recorded fixtures (`sprawl_sequence.jsonl` uses another).
 pub(crate) const SESSION: &str = "8f0c2d4e-5a1b-4c3d-9e7f-0a1b2c3d4e5f";
@@ -220,6 +240,12 @@ pub(crate) fn assert_recorded(ledger: &[String], needle: &str) {
 #[track_caller]
 pub(crate) fn assert_tells(a: &HookAnswer, needle: &str) {
     assert!(a.stdout.contains(needle), "{needle:?} not in stdout: {a:?}");
+}
+
+/// The host is told nothing: exit status 0, an empty stdout (the call goes its own way).
+#[track_caller]
+pub(crate) fn assert_silent(a: &HookAnswer) {
+    assert_eq!((a.exit_code, a.stdout.as_str()), (0, ""), "{}", a.stderr);
 }
 
 /// No line of a ledger summary contains `needle`.
