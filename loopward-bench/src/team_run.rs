@@ -31,8 +31,8 @@ pub struct TeamRun {
     /// Those of the ledger's own file alone: one per commit that follows decisions, one at
     /// finish.
     pub ledger_syncs: u64,
-    /// New files and folders the run made: its folder, its ledger, its pages, the index head's
-    /// temporary (0 in memory).
+    /// New files and folders the run made: its folder, its ledger, its pages (0 in memory);
+    /// the index and the index head's temporary too when the run makes or replaces them.
     pub files: u64,
     /// Seconds from the run's start to its ledger finished.
     pub seconds: f64,

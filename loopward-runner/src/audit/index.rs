@@ -20,6 +20,7 @@
 //! assert!(read_index(dir.path(), &KeyRing::empty(), false).is_err());
 //! ```
 
+use super::index_head::{record_head, IndexHead};
 use super::key::{KeyId, KeyRing};
 use super::record::{Chain, GENESIS};
 use crate::atomic_file::{unobserved, Observer, Step};
@@ -109,17 +110,6 @@ fn sealed(raw: &[u8]) -> Result<(Line, String), String> {
     Ok((line, hash))
 }
 
-/// The last line of an index, as kept in the state directory.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct IndexHead {
-    /// The index it belongs to.
-    pub index: PathBuf,
-    /// Its last line's position.
-    pub seq: u64,
-    /// Its last line's hash.
-    pub hash: String,
-}
-
 /// The index is not evidence: a line is forged, edited, out of place or unreadable.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -158,7 +148,7 @@ pub enum IndexError {
     },
 }
 
-fn io(path: &Path) -> impl FnOnce(std::io::Error) -> IndexError + '_ {
+pub(super) fn io(path: &Path) -> impl FnOnce(std::io::Error) -> IndexError + '_ {
     move |source| IndexError::Io {
         path: path.to_path_buf(),
         source,
@@ -175,16 +165,18 @@ pub fn append_anchor(
     head: Option<&Path>,
     witness: Option<&Path>,
 ) -> Result<IndexEntry, IndexError> {
-    append_anchor_observed(runs_dir, anchor, chain, head, witness, &unobserved)
+    append_anchor_observed(runs_dir, anchor, chain, head, witness, true, &unobserved)
 }
 
-/// [`append_anchor`], each new file and sync shown to `observe` first (the ledger's fault hook).
+/// [`append_anchor`], each new file and sync shown to `observe` first (the ledger's fault hook);
+/// `durable: false` syncs nothing (a ledger under `Durability::NoSync`).
 pub(crate) fn append_anchor_observed(
     runs_dir: &Path,
     anchor: &Anchor,
     chain: &Chain,
     head: Option<&Path>,
     witness: Option<&Path>,
+    durable: bool,
     observe: Observer<'_>,
 ) -> Result<IndexEntry, IndexError> {
     let path = runs_dir.join(INDEX_FILE);
@@ -203,21 +195,19 @@ pub(crate) fn append_anchor_observed(
     // Writers in other processes append too; the lock keeps lines whole and the chain linear.
     let mut file = Flock::lock(file, FlockArg::LockExclusive)
         .map_err(|(_, e)| io(&path)(std::io::Error::from_raw_os_error(e as i32)))?;
-    let text = std::fs::read(&path).map_err(io(&path))?;
     // Only the last line's position and hash are needed to chain: the writer trusts nothing else.
-    let (seq, prev) = match text
-        .split(|b| *b == b'\n')
-        .rfind(|l| !l.is_empty())
-    {
+    let last = last_line(&file).map_err(io(&path))?;
+    let (seq, prev) = match last.as_deref() {
         None => (1, GENESIS.to_string()),
         Some(l) => match sealed(l) {
             Ok((line, hash)) => (line.seq + 1, hash),
             Err(e) => {
+                let text = std::fs::read(&path).map_err(io(&path))?;
                 return Err(IndexError::Line {
                     path,
                     line: text.split(|b| *b == b'\n').filter(|l| !l.is_empty()).count() as u64,
                     why: format!("not an index line ({e}); the index is damaged: run `loopward verify` on the runs folder and restore it from a backup or the witness"),
-                })
+                });
             }
         },
     };
@@ -233,9 +223,13 @@ pub(crate) fn append_anchor_observed(
     };
     let (bytes, hash) = seal(&line, chain).map_err(io(&path))?;
     file.write_all(&bytes).map_err(io(&path))?;
-    observe(Step::SyncFile(&path)).map_err(io(&path))?;
-    file.sync_data().map_err(io(&path))?;
-    if created {
+    // The line is durable before the head that names it: a power loss may leave the head
+    // behind the index, never ahead of it (which `verify` would report as anchors dropped).
+    if durable {
+        observe(Step::SyncFile(&path)).map_err(io(&path))?;
+        file.sync_data().map_err(io(&path))?;
+    }
+    if created && durable {
         observe(Step::SyncDir(runs_dir)).map_err(io(runs_dir))?;
         std::fs::File::open(runs_dir)
             .and_then(|d| d.sync_all())
@@ -247,10 +241,10 @@ pub(crate) fn append_anchor_observed(
             seq,
             hash: hash.clone(),
         };
-        write_head(head, &h, observe).map_err(io(head))?;
+        record_head(head, &h, durable, observe).map_err(io(head))?;
     }
     if let Some(w) = witness {
-        append_witness(w, &bytes, observe).map_err(io(w))?;
+        append_witness(w, &bytes, durable, observe).map_err(io(w))?;
     }
     Ok(IndexEntry {
         seq,
@@ -262,6 +256,30 @@ pub(crate) fn append_anchor_observed(
     })
 }
 
+/// The index's last non-empty line (`None`: it has none), read from its end: a run's anchor
+/// costs the same with ten runs in the folder as with ten thousand.
+fn last_line(file: &std::fs::File) -> std::io::Result<Option<Vec<u8>>> {
+    use std::os::unix::fs::FileExt;
+    let len = file.metadata()?.len();
+    let mut want = 4096u64;
+    loop {
+        let from = len.saturating_sub(want);
+        let mut tail = vec![0; (len - from) as usize];
+        file.read_exact_at(&mut tail, from)?;
+        let body = match tail.iter().rposition(|b| *b != b'\n') {
+            Some(end) => &tail[..=end],
+            None if from == 0 => return Ok(None),
+            None => &[][..],
+        };
+        match body.iter().rposition(|b| *b == b'\n') {
+            Some(start) => return Ok(Some(body[start + 1..].to_vec())),
+            None if from == 0 => return Ok(Some(body.to_vec())),
+            // The line began before the tail read: read more of the end.
+            None => want = want.saturating_mul(4),
+        }
+    }
+}
+
 /// The line's bytes (with the newline) and its hash.
 fn seal(line: &Line, chain: &Chain) -> std::io::Result<(Vec<u8>, String)> {
     let mut bytes = serde_json::to_vec(line).map_err(std::io::Error::other)?;
@@ -271,15 +289,12 @@ fn seal(line: &Line, chain: &Chain) -> std::io::Result<(Vec<u8>, String)> {
     Ok((bytes, hash))
 }
 
-fn write_head(path: &Path, head: &IndexHead, observe: Observer<'_>) -> std::io::Result<()> {
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)?;
-    }
-    let bytes = serde_json::to_vec(head).map_err(std::io::Error::other)?;
-    crate::atomic_file::write_atomic_observed(path, &bytes, 0o644, observe)
-}
-
-fn append_witness(path: &Path, line: &[u8], observe: Observer<'_>) -> std::io::Result<()> {
+fn append_witness(
+    path: &Path,
+    line: &[u8],
+    durable: bool,
+    observe: Observer<'_>,
+) -> std::io::Result<()> {
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir)?;
     }
@@ -290,6 +305,9 @@ fn append_witness(path: &Path, line: &[u8], observe: Observer<'_>) -> std::io::R
     let mut f = Flock::lock(f, FlockArg::LockExclusive)
         .map_err(|(_, e)| std::io::Error::from_raw_os_error(e as i32))?;
     f.write_all(line)?;
+    if !durable {
+        return Ok(());
+    }
     observe(Step::SyncFile(path))?;
     f.sync_data()
 }
@@ -343,38 +361,6 @@ fn parse_lines(
         out.push(entry);
     }
     Ok(out)
-}
-
-/// Checks a verified index against the head kept at `head` (absent file: nothing to check).
-/// Returns whether a head was there.
-pub fn check_head(
-    runs_dir: &Path,
-    entries: &[IndexEntry],
-    head: &Path,
-) -> Result<bool, IndexError> {
-    let path = runs_dir.join(INDEX_FILE);
-    let text = match std::fs::read(head) {
-        Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
-        Err(e) => return Err(io(head)(e)),
-    };
-    let h: IndexHead = serde_json::from_slice(&text).map_err(|e| IndexError::Line {
-        path: head.to_path_buf(),
-        line: 1,
-        why: format!("not an index head: {e}"),
-    })?;
-    let found = entries.get(usize::try_from(h.seq).unwrap_or(usize::MAX).wrapping_sub(1));
-    // The index may have grown since (another writer); it may not have lost or changed lines.
-    if found.is_none_or(|e| e.hash != h.hash) {
-        return Err(IndexError::Head {
-            path,
-            head: head.to_path_buf(),
-            seq: h.seq,
-            hash: h.hash,
-            found_seq: entries.len() as u64,
-        });
-    }
-    Ok(true)
 }
 
 /// Reads an external witness: the copies of index lines it received, verified like the index.
@@ -452,4 +438,29 @@ fn parse_one(
         prev: line.prev,
         hash,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::last_line;
+
+    #[test]
+    fn the_last_line_is_read_from_the_end_however_long_it_or_the_file_is() {
+        let d = tempfile::tempdir().unwrap();
+        let path = d.path().join("index.jsonl");
+        let last = |text: &[u8]| {
+            std::fs::write(&path, text).unwrap();
+            last_line(&std::fs::File::open(&path).unwrap()).unwrap()
+        };
+        assert_eq!(last(b""), None);
+        assert_eq!(last(b"\n\n"), None);
+        assert_eq!(last(b"one"), Some(b"one".to_vec()));
+        let long = vec![b'x'; 20_000];
+        let mut text = b"first\n".repeat(3000);
+        text.extend_from_slice(&long);
+        text.extend_from_slice(b"\n\n");
+        assert_eq!(last(&text), Some(long.clone()));
+        assert_eq!(last(&[&long[..], b"\n"].concat()), Some(long));
+        assert_eq!(last(&b"a\nb\n".repeat(5000)), Some(b"b".to_vec()));
+    }
 }

@@ -55,6 +55,7 @@
 
 mod figures;
 mod index;
+mod index_head;
 mod key;
 mod ledger;
 mod memory;
@@ -70,9 +71,10 @@ pub use figures::{
     UnauthorisedWrite,
 };
 pub use index::{
-    append_anchor, check_head, read_index, read_witness, Anchor, IndexEntry, IndexError, IndexHead,
-    INDEX_DOMAIN, INDEX_FILE,
+    append_anchor, read_index, read_witness, Anchor, IndexEntry, IndexError, INDEX_DOMAIN,
+    INDEX_FILE,
 };
+pub use index_head::{check_head, IndexHead};
 pub use key::{KeyError, KeyId, KeyRing, LedgerKey, Seal, MIN_KEY_BYTES};
 pub use ledger::{
     write_pages, Durability, FaultHook, Finished, Ledger, LedgerError, LedgerOp, LedgerOptions,

@@ -35,7 +35,7 @@ fn decisions_share_one_sync_at_the_commit_and_the_rest_are_synced_at_finish() {
 }
 
 #[test]
-fn group_commit_syncs_every_n_events_and_no_sync_never_until_finish() {
+fn group_commit_syncs_every_n_events_and_no_sync_never() {
     for (durability, expected_syncs) in [
         (
             Durability::GroupCommit(2.try_into().unwrap()),
@@ -45,7 +45,7 @@ fn group_commit_syncs_every_n_events_and_no_sync_never_until_finish() {
                 "sync 5 finish",
             ],
         ),
-        (Durability::NoSync, vec!["sync 5 finish"]),
+        (Durability::NoSync, vec![]),
         (
             Durability::EveryEvent,
             vec![
@@ -131,6 +131,7 @@ fn a_run_syncs_its_ledger_folders_and_anchor_and_writes_its_pages_unsynced() {
         let mut ops = vec![
             format!("create runs/{r}"),
             format!("create runs/{r}/events.jsonl"),
+            // The new names are synced with the ledger's first sync, not at create.
             format!("sync folder runs/{r}"),
             "sync folder runs".into(),
             "sync ledger at commit".into(),
@@ -143,22 +144,25 @@ fn a_run_syncs_its_ledger_folders_and_anchor_and_writes_its_pages_unsynced() {
         ops.push("sync runs/index.jsonl".into());
         if first {
             ops.push("sync folder runs".into());
+            // The head's log is made whole by rename; later anchors append one synced line.
+            ops.extend(
+                [
+                    "create state/index-head.json",
+                    "sync state/index-head.json",
+                    "sync folder state",
+                ]
+                .map(String::from),
+            );
+        } else {
+            ops.push("sync state/index-head.json".into());
         }
-        ops.extend(
-            [
-                "create state/index-head.json",
-                "sync state/index-head.json",
-                "sync folder state",
-            ]
-            .map(String::from),
-        );
         // The pages: whole by rename, never synced.
         ops.extend(["json", "md", "html"].map(|ext| format!("create runs/{r}/audit.{ext}")));
         ops
     };
     assert_eq!(logs, [run("r1", true), run("r2", false)]);
     let syncs = |log: &[String]| log.iter().filter(|l| l.starts_with("sync")).count();
-    assert_eq!((syncs(&logs[0]), syncs(&logs[1])), (8, 7));
+    assert_eq!((syncs(&logs[0]), syncs(&logs[1])), (8, 6));
     let mut left: Vec<String> = std::fs::read_dir(runs.path().join("r2"))
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
@@ -167,5 +171,139 @@ fn a_run_syncs_its_ledger_folders_and_anchor_and_writes_its_pages_unsynced() {
     assert_eq!(
         left,
         ["audit.html", "audit.json", "audit.md", "events.jsonl"]
+    );
+    let check = VerifyOptions::keyed(KeyRing::single(crash_key()))
+        .head(state.path().join("index-head.json"));
+    assert!(
+        verify(&runs.path().join("r2"), &check)
+            .unwrap()
+            .head_checked
+    );
+}
+
+#[test]
+fn without_fsync_a_run_syncs_nothing_and_still_verifies() {
+    let (runs, state) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let head = state.path().join("index-head.json");
+    for run in ["r1", "r2", "r3"] {
+        let log = Arc::new(Mutex::new(vec![]));
+        let opts = LedgerOptions {
+            durability: Durability::NoSync,
+            index_head: Some(head.clone()),
+            witness: Some(state.path().join("witness.jsonl")),
+            fault: Some(files_hook(runs.path(), state.path(), log.clone())),
+            pages: stub_pages(),
+            ..LedgerOptions::keyed(crash_key())
+        };
+        let ledger = Ledger::create(runs.path(), &RunId::new(run).unwrap(), opts).unwrap();
+        ledger.record(&scope(run), &decision()).unwrap();
+        ledger.commit().unwrap();
+        ledger.record(&scope(run), &note("done")).unwrap();
+        ledger.finish().unwrap();
+        let log = log.lock().unwrap().clone();
+        assert!(
+            log.iter().all(|l| l.starts_with("create")),
+            "{run}: {log:?}"
+        );
+        // Its folder, ledger and three pages; the index and the head's log once, by the first.
+        let expected = if run == "r1" { 7 } else { 5 };
+        assert_eq!(log.len(), expected, "{run}: {log:?}");
+        let check = VerifyOptions::keyed(KeyRing::single(crash_key())).head(&head);
+        assert!(verify(&runs.path().join(run), &check).unwrap().head_checked);
+    }
+}
+
+/// A hook that logs the ledger's folder syncs and its own syncs, nothing else.
+fn folder_hook(log: Arc<Mutex<Vec<String>>>) -> Arc<dyn FaultHook> {
+    Arc::new(move |op: LedgerOp<'_>| {
+        let line = match op {
+            LedgerOp::SyncDir { .. } => "sync folder".to_string(),
+            LedgerOp::Sync { kind, .. } => format!("sync ledger at {kind}"),
+            LedgerOp::Write { seq, .. } => format!("write {seq}"),
+            _ => return Ok(()),
+        };
+        log.lock().unwrap().push(line);
+        Ok(())
+    })
+}
+
+#[test]
+fn a_new_ledgers_folders_are_synced_with_its_first_sync_or_when_it_ends_without_one() {
+    let runs = tempfile::tempdir().unwrap();
+    let opened = |durability, log: &Arc<Mutex<Vec<String>>>| LedgerOptions {
+        durability,
+        fault: Some(folder_hook(log.clone())),
+        ..LedgerOptions::default()
+    };
+    // Synced with the first commit that syncs, before the ledger itself; not again.
+    let log = Arc::new(Mutex::new(vec![]));
+    let r1 = RunId::new("r1").unwrap();
+    let ledger = Ledger::create(runs.path(), &r1, opened(Durability::Decisions, &log)).unwrap();
+    ledger.record(&scope("r1"), &note("a")).unwrap();
+    ledger.commit().unwrap();
+    ledger.record(&scope("r1"), &decision()).unwrap();
+    ledger.commit().unwrap();
+    ledger.record(&scope("r1"), &decision()).unwrap();
+    ledger.commit().unwrap();
+    drop(ledger);
+    assert_eq!(
+        *log.lock().unwrap(),
+        [
+            "write 1",
+            "write 2",
+            "sync folder",
+            "sync folder",
+            "sync ledger at commit",
+            "write 3",
+            "sync ledger at commit"
+        ]
+    );
+    // A writer that ends without a sync (a hook call that only denied) syncs them as it goes;
+    // one without fsync does not.
+    for (run, durability, folders) in [
+        ("r2", Durability::Decisions, 2),
+        ("r3", Durability::NoSync, 0),
+    ] {
+        let log = Arc::new(Mutex::new(vec![]));
+        let id = RunId::new(run).unwrap();
+        let ledger = Ledger::create(runs.path(), &id, opened(durability, &log)).unwrap();
+        ledger.record(&scope(run), &decision()).unwrap();
+        assert!(log.lock().unwrap().iter().all(|l| l.starts_with("write")));
+        drop(ledger);
+        let synced = log
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|l| *l == "sync folder")
+            .count();
+        assert_eq!(synced, folders, "{durability:?}");
+    }
+    // Reopened at its head (a hook call per tool call): its maker synced them, so no folder
+    // sync. Reopened whole (a resume after a crash): its maker may have been killed before its
+    // first sync, so they are synced again with the first.
+    let log = Arc::new(Mutex::new(vec![]));
+    let (ledger, _) =
+        Ledger::open_at_head(runs.path(), &r1, opened(Durability::Decisions, &log)).unwrap();
+    ledger.record(&scope("r1"), &decision()).unwrap();
+    ledger.commit().unwrap();
+    drop(ledger);
+    let (ledger, _) =
+        Ledger::open_existing(runs.path(), &r1, opened(Durability::Decisions, &log)).unwrap();
+    ledger.record(&scope("r1"), &decision()).unwrap();
+    ledger.commit().unwrap();
+    ledger.finish().unwrap();
+    assert_eq!(
+        *log.lock().unwrap(),
+        [
+            "write 4",
+            "sync ledger at commit",
+            "write 5",
+            "sync folder",
+            "sync folder",
+            "sync ledger at commit",
+            "sync ledger at finish",
+            // The runs folder again, for the index this first anchor made.
+            "sync folder"
+        ]
     );
 }

@@ -8,14 +8,15 @@ use super::super::page::{LedgerState, Page};
 use super::super::record::{rfc3339, Record, GENESIS};
 use super::super::render::{render_json, render_markdown};
 use super::super::verify::{scan, verify_records, VerifyOptions, EVENTS_FILE};
-use super::{io_err, Finished, Ledger, LedgerError, LedgerOp, Phase};
+use super::{io_err, Durability, Finished, Ledger, LedgerError, LedgerOp, Phase};
 use crate::atomic_file::{replace_unsynced, unobserved, Observer, Step};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 impl Ledger {
-    /// Ends the ledger: syncs it, reads `events.jsonl` back and verifies it, appends the final
-    /// hash to `runs/index.jsonl` (synced, and the index head), releases the writer's lock, then
+    /// Ends the ledger: syncs it (and its folders, if no commit did), reads `events.jsonl` back
+    /// and verifies it, appends the final hash to `runs/index.jsonl` (synced, and the index
+    /// head; nothing synced under [`Durability::NoSync`]), releases the writer's lock, then
     /// writes `audit.json`, `audit.md` and the [pages](super::LedgerOptions::pages) from it, whole but
     /// unsynced. Later
     /// `record`s fail. A page that cannot be written is [`LedgerError::Page`]: the ledger and
@@ -33,26 +34,23 @@ impl Ledger {
             Phase::Finished => return Err(LedgerError::Finished(self.path.clone())),
         }
         let seq = st.next_seq - 1;
-        if let Err(e) = self.write_held(&mut st) {
+        // Without fsync nothing is synced, the ledger's folders and its anchor included: a
+        // power loss may then leave an anchor or a head ahead of what survived, which `verify`
+        // reports as damage, never as a whole run.
+        let durable = self.opts.durability != Durability::NoSync;
+        let written = self.write_held(&mut st).and_then(|()| {
+            if durable {
+                self.sync(&mut st, seq, "finish", || "syncing at finish".into())
+            } else {
+                Ok(())
+            }
+        });
+        if let Err(e) = written {
             // The failure as the ledger keeps it (without the path, which the error names).
             let error = match &st.phase {
                 Phase::Poisoned(error) => error.clone(),
                 _ => e.0,
             };
-            return Err(LedgerError::Poisoned {
-                path: self.path.clone(),
-                error,
-            });
-        }
-        let synced = self
-            .fault(LedgerOp::Sync {
-                seq,
-                kind: "finish",
-            })
-            .and_then(|()| st.file.as_ref().map_or(Ok(()), |f| f.sync_data()));
-        if let Err(e) = synced {
-            let error = format!("syncing at finish: {e}");
-            st.phase = Phase::Poisoned(error.clone());
             return Err(LedgerError::Poisoned {
                 path: self.path.clone(),
                 error,
@@ -104,6 +102,7 @@ impl Ledger {
             &self.chain,
             self.opts.index_head.as_deref(),
             self.opts.witness.as_deref(),
+            durable,
             &|step| self.fault(op_of(step)),
         )?;
         st.file = None; // releases the lock

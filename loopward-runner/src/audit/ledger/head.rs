@@ -47,6 +47,8 @@ impl Ledger {
             drop(file);
             return Self::open_existing(runs_dir, run, opts);
         };
+        // Its folders are not synced again: the writer that made them synced them with its
+        // first sync or when it ended (a hook call per tool call pays no folder sync).
         let mut ledger = Self::new(run, runs_dir, path, opts, file, head.seq + 1, &head.hash);
         ledger.legacy = legacy;
         Ok((

@@ -75,6 +75,10 @@ struct State {
     unsynced: u32,
     /// Decision events written since the last sync: the next commit syncs.
     decisions_unsynced: bool,
+    /// The run's folder and the runs folder were not synced since this writer created (or
+    /// reopened) the ledger: its first sync syncs them first, so a record made durable is never
+    /// lost with its folder's entry.
+    folders_unsynced: bool,
     phase: Phase,
 }
 
@@ -149,15 +153,15 @@ impl Ledger {
                 }
             })?;
         let file = lock(file, &path)?;
-        // The new directory entry must survive a power loss as well as the records.
-        for d in [&*dir, runs_dir] {
-            fault(LedgerOp::SyncDir { path: d })
-                .and_then(|()| sync_dir(d))
-                .map_err(io_err(d))?;
-        }
-        Ok(Arc::new(Self::new(
-            run, runs_dir, path, opts, file, 1, GENESIS,
-        )))
+        // The new folder entries are synced with the ledger's first sync, not here: nothing is
+        // durable before it, and a run without syncs (`NoSync`) makes none.
+        let mut ledger = Self::new(run, runs_dir, path, opts, file, 1, GENESIS);
+        ledger
+            .state
+            .get_mut()
+            .unwrap_or_else(|p| p.into_inner())
+            .folders_unsynced = true;
+        Ok(Arc::new(ledger))
     }
 
     /// Reopens a run's ledger (after a crash, or to resume): checks the chain, cuts a torn last
@@ -192,6 +196,13 @@ impl Ledger {
             .map_or_else(|| GENESIS.to_string(), |r| r.hash.clone());
         let mut ledger = Self::new(run, runs_dir, path, opts, file, kept + 1, &prev);
         ledger.legacy = header.is_none() && kept > 0;
+        // A writer killed before its first sync left its folders unsynced, and nothing here
+        // says whether it was: a reopen after a crash (or to resume) syncs them again, once.
+        ledger
+            .state
+            .get_mut()
+            .unwrap_or_else(|p| p.into_inner())
+            .folders_unsynced = true;
         let ledger = Arc::new(ledger);
         if truncated > 0 {
             let scope = Scope {
@@ -247,6 +258,7 @@ impl Ledger {
                 time: String::with_capacity(32),
                 unsynced: 0,
                 decisions_unsynced: false,
+                folders_unsynced: false,
                 phase: Phase::Open,
             }),
         }
@@ -383,7 +395,8 @@ impl Ledger {
         }
     }
 
-    /// Syncs the file (through the fault hook); a failure poisons the ledger.
+    /// Syncs the file (through the fault hook), and first its folders if this is the writer's
+    /// first sync; a failure poisons the ledger.
     fn sync(
         &self,
         st: &mut State,
@@ -391,6 +404,12 @@ impl Ledger {
         kind: &str,
         what: impl FnOnce() -> String,
     ) -> Result<(), AuditError> {
+        if st.folders_unsynced {
+            if let Err(e) = self.sync_folders() {
+                return Err(self.poison(st, format!("{}: {e}", what())));
+            }
+            st.folders_unsynced = false;
+        }
         let synced = self
             .fault(LedgerOp::Sync { seq, kind })
             .and_then(|()| st.file.as_ref().map_or(Ok(()), |f| f.sync_data()));
@@ -414,6 +433,20 @@ impl Ledger {
         self.sync(&mut st, seq, "commit", || {
             format!("syncing the decisions up to seq {seq} before the action they authorise")
         })
+    }
+
+    /// Syncs the run's folder and the runs folder, so that the ledger's name (and its folder's)
+    /// survives a power loss as well as its records.
+    fn sync_folders(&self) -> std::io::Result<()> {
+        let dir = self.run_dir();
+        for d in [&*dir, &*self.runs_dir] {
+            self.fault(LedgerOp::SyncDir { path: d })
+                .and_then(|()| sync_dir(d))
+                .map_err(|e| {
+                    std::io::Error::new(e.kind(), format!("syncing {}: {e}", d.display()))
+                })?;
+        }
+        Ok(())
     }
 
     fn fault(&self, op: LedgerOp<'_>) -> std::io::Result<()> {
@@ -458,10 +491,18 @@ impl Drop for Ledger {
     /// lost with the process: nothing was acted on after these records.
     fn drop(&mut self) {
         let st = self.state.get_mut().unwrap_or_else(|p| p.into_inner());
-        if matches!(st.phase, Phase::Open) && !st.line.is_empty() {
+        if !matches!(st.phase, Phase::Open) {
+            return;
+        }
+        if !st.line.is_empty() {
             if let Some(f) = st.file.as_mut() {
                 let _ = f.write_all(&st.line);
             }
+        }
+        // A writer that made the ledger and ends without a sync (a hook call that only
+        // denied) syncs its folders, as its successor, reopening at the head, will not.
+        if st.folders_unsynced && self.opts.durability != Durability::NoSync {
+            let _ = self.sync_folders();
         }
     }
 }

@@ -30,7 +30,9 @@ pub enum Durability {
     /// Benchmarks only: sync once every `n` events and at finish. A power loss may lose
     /// decisions that were already acted on.
     GroupCommit(NonZeroU32),
-    /// Benchmarks only: never sync (a killed process still loses nothing; a power loss may).
+    /// Benchmarks only: never sync — not the ledger, its folders, the index, its head nor the
+    /// witness (a killed process still loses nothing; a power loss may, and may leave an anchor
+    /// or a head ahead of what survived, which `verify` then reports as damage).
     NoSync,
 }
 
@@ -58,7 +60,7 @@ pub enum LedgerOp<'a> {
     },
     /// Making a new file or folder of the run: its folder and ledger at create, its pages and
     /// summaries at finish (each a temporary renamed onto this name), the index (when this run
-    /// is its first) and the index head's temporary.
+    /// is its first) and the index head's temporary (when the head's log is new or replaced).
     Create {
         /// The name it will have.
         path: &'a Path,
@@ -69,7 +71,7 @@ pub enum LedgerOp<'a> {
         path: &'a Path,
     },
     /// Syncing a folder, so that a new name in it survives a power loss (the run's folder and
-    /// the runs folder at create).
+    /// the runs folder, with the ledger's first sync).
     SyncDir {
         /// The folder.
         path: &'a Path,

@@ -39,7 +39,8 @@ mod scan;
 pub use breach::{Breach, VerifyError};
 pub(crate) use scan::scan;
 
-use super::index::{check_head, read_index, IndexEntry};
+use super::index::{read_index, IndexEntry};
+use super::index_head::check_head;
 use super::key::{KeyId, KeyRing};
 use super::record::{Record, GENESIS};
 use anchors::{check_anchors, check_witness};
