@@ -403,7 +403,10 @@ fn resume_call(
         turn.record_owned(AuditEvent::LayerDecision {
             layer: RESUME_LAYER.into(),
             decision,
-            detail: serde_json::json!({"call_id": call.id, "tool": call.name}).into(),
+            detail: loopward_core::LayerDetail::Resume(loopward_core::ResumeDetail {
+                call_id: call.id.clone(),
+                tool: call.name.clone(),
+            }),
         })
     };
     match fed {

@@ -174,7 +174,7 @@ pub(crate) enum CallState {
 pub(crate) struct RecordedDecision {
     pub(crate) layer: loopward_core::LayerId,
     pub(crate) decision: loopward_core::LayerVerdict,
-    pub(crate) detail: serde_json::Value,
+    pub(crate) detail: loopward_core::LayerDetail,
 }
 
 impl Journal {
