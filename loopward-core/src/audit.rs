@@ -4,7 +4,7 @@
 //! as well as denials (a census, not an invariant).
 
 use crate::action::Action;
-use crate::decision::{Decision, GateId, GateMode};
+use crate::decision::{Decision, GateChange, GateId, GateMode};
 use crate::detail::LayerDetail;
 use crate::effect::Effect;
 use crate::handoff::Handoff;
@@ -306,8 +306,8 @@ pub enum AuditEvent {
     GateChanged {
         /// Who changed it.
         by: String,
-        /// `add`, `remove` or `mode`.
-        change: String,
+        /// Added, removed, or its mode set.
+        change: GateChange,
         /// The gate's definition after the change (or before, for a removal).
         gate: serde_json::Value,
     },

@@ -51,7 +51,7 @@ mod verdict;
 
 pub use action::{Action, InvalidAction};
 pub use audit::{AuditError, AuditEvent, AuditSink, FinishReason, RunStatus, Scope};
-pub use decision::{Decision, GateId, GateKind, GateMode, Refusal};
+pub use decision::{Decision, GateChange, GateId, GateKind, GateMode, Refusal};
 pub use detail::{
     BudgetExceededDetail, CapReachedDetail, CapsAllowDetail, ClassJumpDetail,
     ClassJumpRefusedDetail, HookDetail, HookEventDetail, InboxRefusedDetail, LayerDetail,
