@@ -138,11 +138,8 @@ pub enum FinishReason {
 /// straight from it, in declaration order, and its format promises them sorted. A debug build of
 /// the ledger checks each record against a sorted re-serialisation, so a field out of place fails
 /// the tests that write one.
-// `remote = "Self"`: the derives become inherent `AuditEvent::{serialize, deserialize}` (public,
-// as serde makes them), which the trait impls below call, so that reading a layer decision
-// types its detail in one place. Read through the traits (`serde_json::from_*`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case", remote = "Self")]
+#[serde(tag = "kind", rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum AuditEvent {
     /// A run began.
@@ -292,6 +289,10 @@ pub enum AuditEvent {
     },
     /// A layer took a decision that is not a gate decision (cap reached, budget spent,
     /// rate-limit wait, timeout, class-jump, approval requested/granted/denied …).
+    ///
+    /// Read back, its detail is typed where its layer writes a built-in detail that gives the
+    /// same bytes again ([`LayerDetail::read`]); JSON otherwise.
+    #[serde(deserialize_with = "crate::detail::read_layer_decision")]
     LayerDecision {
         /// What it decided (`cap_reached`, `approved`, `class_jump` … in the ledger).
         decision: LayerVerdict,
@@ -366,26 +367,6 @@ pub enum AuditEvent {
         /// Total tokens used.
         usage: Usage,
     },
-}
-
-impl Serialize for AuditEvent {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        AuditEvent::serialize(self, s)
-    }
-}
-
-impl<'de> Deserialize<'de> for AuditEvent {
-    /// Read back, a layer decision's detail is typed where its layer writes a built-in detail
-    /// that gives the same bytes again ([`LayerDetail::read`]); JSON otherwise.
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let mut event = AuditEvent::deserialize(d)?;
-        if let Self::LayerDecision { detail, layer, .. } = &mut event {
-            if let LayerDetail::Json(v) = detail {
-                *detail = LayerDetail::read(layer, std::mem::take(v));
-            }
-        }
-        Ok(event)
-    }
 }
 
 impl AuditEvent {

@@ -298,6 +298,23 @@ impl PartialEq for LayerDetail {
     }
 }
 
+/// A `layer_decision`'s fields (in `AuditEvent::LayerDecision`'s order), its detail typed by
+/// [`LayerDetail::read`]: the one place a ledger's details are typed.
+pub(crate) fn read_layer_decision<'de, D: Deserializer<'de>>(
+    d: D,
+) -> Result<(crate::LayerVerdict, LayerDetail, LayerId), D::Error> {
+    #[derive(Deserialize)]
+    struct Fields {
+        decision: crate::LayerVerdict,
+        #[serde(default)]
+        detail: serde_json::Value,
+        layer: LayerId,
+    }
+    let f = Fields::deserialize(d)?;
+    let detail = LayerDetail::read(&f.layer, f.detail);
+    Ok((f.decision, detail, f.layer))
+}
+
 impl<'de> Deserialize<'de> for LayerDetail {
     /// As JSON: without its layer a detail cannot be typed; an
     /// [`AuditEvent`](crate::AuditEvent) read back types its layer decision's ([`LayerDetail::read`]).
