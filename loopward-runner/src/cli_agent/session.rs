@@ -6,7 +6,6 @@ use super::changes::Manifest;
 use super::process;
 use super::stream::{SessionEnd, SessionEvent};
 use crate::context::TurnContext;
-use crate::journal::RESUME_LAYER;
 use crate::model::{ModelError, StopReason};
 use crate::turn::TurnError;
 use loopward_core::LayerId;
@@ -105,7 +104,7 @@ impl Inner {
     /// as interrupted, never run again.
     pub(super) fn interrupted(&self, turn: &TurnContext) -> Result<Session, TurnError> {
         turn.record_owned(AuditEvent::LayerDecision {
-            layer: RESUME_LAYER.into(),
+            layer: LayerId::Resume,
             decision: LayerVerdict::Interrupted,
             detail: LayerDetail::Resume(ResumeDetail {
                 call_id: SESSION.into(),
