@@ -12,7 +12,9 @@
 //! Every line also carries `sessionId` and `cwd` (the project root the paths are under).
 //! Lines of other types (`summary`, `system`, …) and unknown fields are skipped.
 
-use loopward_core::{AuditEvent, Decision, Effect, EffectStatus, LayerId, LayerVerdict, RunStatus};
+use loopward_core::{
+    AuditEvent, Decision, Effect, EffectStatus, LayerDetail, LayerId, LayerVerdict, RunStatus,
+};
 use loopward_runner::audit::Record;
 use serde_json::Value;
 use std::collections::HashMap;
@@ -236,11 +238,10 @@ pub(crate) fn ledger_session(name: &str, records: &[Record]) -> Session {
                 ref layer,
                 decision,
                 ref detail,
-            } if layer_firing(layer, decision, &detail.to_json()).is_some() => {
-                let detail = detail.to_json();
-                let gate = layer_firing(layer, decision, &detail).unwrap_or_default();
+            } if layer_firing(layer, decision, detail).is_some() => {
+                let gate = layer_firing(layer, decision, detail).unwrap_or_default();
                 recorded.push(gate.clone());
-                let id = detail.get("call_id").and_then(Value::as_str).unwrap_or("");
+                let id = detail.call_id().unwrap_or("");
                 match calls.get(id).and_then(|&i| steps.get_mut(i)) {
                     Some(Step::Write(w)) if decision != LayerVerdict::Approved => {
                         w.outcome = Outcome::Refused;
@@ -258,8 +259,7 @@ pub(crate) fn ledger_session(name: &str, records: &[Record]) -> Session {
                 decision: LayerVerdict::Refused | LayerVerdict::Denied,
                 detail,
             } => {
-                let detail = detail.to_json();
-                let id = detail.get("call_id").and_then(Value::as_str).unwrap_or("");
+                let id = detail.call_id().unwrap_or("");
                 match calls.get(id).and_then(|&i| steps.get_mut(i)) {
                     Some(Step::Write(w)) => {
                         w.outcome = Outcome::Refused;
@@ -305,18 +305,26 @@ pub(crate) fn ledger_session(name: &str, records: &[Record]) -> Session {
 }
 
 /// The gate a recorded layer decision is a firing of (a refusal, a stop, a forced jump).
-fn layer_firing(layer: &LayerId, decision: LayerVerdict, detail: &Value) -> Option<String> {
+fn layer_firing(layer: &LayerId, decision: LayerVerdict, detail: &LayerDetail) -> Option<String> {
     use LayerVerdict as V;
-    let field = |k: &str| detail.get(k).and_then(Value::as_str).unwrap_or("");
     match (layer, decision) {
         (LayerId::Repeat, V::Refused) => Some("repeat".into()),
         (LayerId::Caps, V::CapReached) => Some(format!(
             "caps:{}",
-            field("cap").split(' ').next().unwrap_or_default()
+            detail
+                .cap()
+                .unwrap_or_default()
+                .split(' ')
+                .next()
+                .unwrap_or_default()
         )),
-        (LayerId::StopGate, V::Denied | V::Approved | V::ApprovalRequested) => {
-            Some(format!("stopgate:{}", field("gate")))
-        }
+        (LayerId::StopGate, V::Denied | V::Approved | V::ApprovalRequested) => Some(format!(
+            "stopgate:{}",
+            detail
+                .as_stop_gate()
+                .map(|g| g.gate.to_string())
+                .unwrap_or_default()
+        )),
         (LayerId::ClassJump, V::ClassJump | V::Exhausted) => Some("class_jump".into()),
         _ => None,
     }

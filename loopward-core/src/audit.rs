@@ -4,7 +4,7 @@
 //! as well as denials (a census, not an invariant).
 
 use crate::action::Action;
-use crate::decision::{Decision, GateId, GateMode};
+use crate::decision::{Decision, GateChange, GateId, GateMode};
 use crate::detail::LayerDetail;
 use crate::effect::Effect;
 use crate::handoff::Handoff;
@@ -289,6 +289,10 @@ pub enum AuditEvent {
     },
     /// A layer took a decision that is not a gate decision (cap reached, budget spent,
     /// rate-limit wait, timeout, class-jump, approval requested/granted/denied …).
+    ///
+    /// Read back, its detail is typed where its layer writes a built-in detail that gives the
+    /// same bytes again ([`LayerDetail::read`]); JSON otherwise.
+    #[serde(deserialize_with = "crate::detail::read_layer_decision")]
     LayerDecision {
         /// What it decided (`cap_reached`, `approved`, `class_jump` … in the ledger).
         decision: LayerVerdict,
@@ -303,8 +307,8 @@ pub enum AuditEvent {
     GateChanged {
         /// Who changed it.
         by: String,
-        /// `add`, `remove` or `mode`.
-        change: String,
+        /// Added, removed, or its mode set.
+        change: GateChange,
         /// The gate's definition after the change (or before, for a removal).
         gate: serde_json::Value,
     },

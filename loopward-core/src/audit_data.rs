@@ -64,8 +64,9 @@ mod tests {
     use crate::model::StopReason;
     use crate::{
         Action, AgentId, CapsAllowDetail, ClassJumpDetail, Decision, Effect, EffectKind,
-        EffectStatus, FinishReason, GateId, GateKind, GateMode, Handoff, LayerDetail, LayerVerdict,
-        RateLimitDetail, Refusal, Remedy, RepeatDetail, RunStatus, StopGateDetail, ToolCall, Usage,
+        EffectStatus, FinishReason, GateChange, GateId, GateKind, GateMode, Handoff, LayerDetail,
+        LayerVerdict, RateLimitDetail, Refusal, Remedy, RepeatDetail, RunStatus, StopGateDetail,
+        ToolCall, Usage,
     };
     use serde_json::json;
 
@@ -347,7 +348,7 @@ mod tests {
                 .collect(),
             AuditEvent::GateChanged { .. } => vec![AuditEvent::GateChanged {
                 by: "person".into(),
-                change: "add".into(),
+                change: GateChange::Add,
                 gate: json!({"name": "g", "kind": "territory", "allow": ["src/**"]}),
             }],
             AuditEvent::EgressDecided { .. } => [true, false]
@@ -479,7 +480,7 @@ mod tests {
             },
             AuditEvent::GateChanged {
                 by: String::new(),
-                change: String::new(),
+                change: GateChange::Add,
                 gate: json!(null),
             },
             AuditEvent::EgressDecided {

@@ -15,6 +15,45 @@ pub enum GateMode {
     Advisory,
 }
 
+/// How a gate was changed at run time ([`AuditEvent::GateChanged`](crate::AuditEvent)),
+/// written as its word (`add`, `remove`, `mode`).
+///
+/// ```
+/// use loopward_core::GateChange;
+/// assert_eq!(serde_json::to_string(&GateChange::Mode).unwrap(), r#""mode""#);
+/// let back: GateChange = serde_json::from_str(r#""remove""#).unwrap();
+/// assert_eq!((back, back.as_str()), (GateChange::Remove, "remove"));
+/// assert!(serde_json::from_str::<GateChange>(r#""rename""#).is_err());
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum GateChange {
+    /// A gate was added.
+    Add,
+    /// A gate was removed.
+    Remove,
+    /// A gate's mode was set.
+    Mode,
+}
+
+impl GateChange {
+    /// The word the ledger writes.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Add => "add",
+            Self::Remove => "remove",
+            Self::Mode => "mode",
+        }
+    }
+}
+
+impl fmt::Display for GateChange {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// What kind of gate decided: loopward's own gates, and [`GateKind::Custom`] for yours.
 ///
 /// Reports read the kind, never the name: a territory's decisions count as territory decisions

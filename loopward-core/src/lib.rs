@@ -51,9 +51,14 @@ mod verdict;
 
 pub use action::{Action, InvalidAction};
 pub use audit::{AuditError, AuditEvent, AuditSink, FinishReason, RunStatus, Scope};
-pub use decision::{Decision, GateId, GateKind, GateMode, Refusal};
+pub use decision::{Decision, GateChange, GateId, GateKind, GateMode, Refusal};
 pub use detail::{
-    CapsAllowDetail, ClassJumpDetail, LayerDetail, RateLimitDetail, RepeatDetail, StopGateDetail,
+    BudgetExceededDetail, CapReachedDetail, CapsAllowDetail, ClassJumpDetail,
+    ClassJumpRefusedDetail, HookDetail, HookEventDetail, InboxRefusedDetail, LayerDetail,
+    NoProgressDetail, PolicyVersionDetail, RateLimitDetail, RepeatDetail, ReportedCostDetail,
+    ResumeDetail, SessionChangesDetail, SessionEndedDetail, SessionLedgerDetail,
+    SessionStartedDetail, StopGateDetail, StopRefusedDetail, StoppedDetail, TimeoutDetail,
+    VerifyDetail, WallTimeDetail, WrappedUpDetail,
 };
 pub use effect::{Effect, EffectKind, EffectStatus};
 pub use handoff::Handoff;

@@ -1,7 +1,9 @@
 //! The swimlane model of one run: lanes, turn bars, handoff arrows and markers, folded from the
 //! run's records alone (nothing is read from runner state).
 
-use loopward_core::{Action, AuditEvent, Decision, EffectStatus, LayerId, LayerVerdict};
+use loopward_core::{
+    Action, AuditEvent, Decision, EffectStatus, LayerDetail, LayerId, LayerVerdict,
+};
 use loopward_runner::audit::Record;
 
 /// What a marker stands for. The CSS class of each marker is [`MarkerKind::class`].
@@ -334,7 +336,7 @@ fn marker(event: &AuditEvent) -> Option<(MarkerKind, String)> {
             layer,
             decision,
             detail,
-        } => layer_marker(layer, *decision, &detail.to_json()),
+        } => layer_marker(layer, *decision, detail),
         _ => None,
     }
 }
@@ -342,19 +344,26 @@ fn marker(event: &AuditEvent) -> Option<(MarkerKind, String)> {
 fn layer_marker(
     layer: &LayerId,
     decision: LayerVerdict,
-    detail: &serde_json::Value,
+    detail: &LayerDetail,
 ) -> Option<(MarkerKind, String)> {
-    let field = |k: &str| match detail.get(k) {
-        Some(serde_json::Value::String(s)) => Some(s.clone()),
-        Some(serde_json::Value::Null) | None => None,
-        Some(v) => Some(v.to_string()),
-    };
     if matches!(decision, LayerVerdict::Allow | LayerVerdict::Admitted) {
         return None;
     }
+    // A detail no typed form holds (an older ledger's) is shown as it was written.
+    let written = || {
+        if detail.is_null() {
+            format!("{layer}: {decision}")
+        } else {
+            format!("{layer}: {decision} {detail}")
+        }
+    };
+    let unknown = || "?".to_string();
     match layer {
         LayerId::StopGate => {
-            let who = field("by").map_or_else(
+            let Some(gate) = detail.as_stop_gate() else {
+                return Some((MarkerKind::StopGate, written()));
+            };
+            let who = gate.by.as_deref().map_or_else(
                 || {
                     if decision == LayerVerdict::AutoApproved {
                         " (auto)".to_string()
@@ -364,46 +373,53 @@ fn layer_marker(
                 },
                 |b| format!(" by {b}"),
             );
-            let why = field("reason").map_or_else(String::new, |r| format!(": {r}"));
+            let why = gate
+                .reason
+                .as_deref()
+                .map_or_else(String::new, |r| format!(": {r}"));
             Some((
                 MarkerKind::StopGate,
                 format!(
                     "stop-gate {} {decision}{who} on {}{why}",
-                    field("gate").unwrap_or_default(),
-                    field("action").unwrap_or_default()
+                    gate.gate, gate.action
                 ),
             ))
         }
-        LayerId::ClassJump => Some((
-            MarkerKind::ClassJump,
-            format!(
-                "class-jump {decision}: {} failure(s) of {} allowed with strategy {} on {}",
-                field("failures").unwrap_or_else(|| "?".into()),
-                field("allowed").unwrap_or_else(|| "?".into()),
-                field("strategy").unwrap_or_else(|| "?".into()),
-                field("subtask").unwrap_or_else(|| "?".into()),
-            ),
-        )),
-        LayerId::Repeat => Some((
-            MarkerKind::Refusal,
-            format!(
-                "repeat refused {}: {} of {} identical calls",
-                field("tool").unwrap_or_default(),
-                field("count").unwrap_or_else(|| "?".into()),
-                field("limit").unwrap_or_else(|| "?".into()),
-            ),
-        )),
-        _ => Some((
-            MarkerKind::Cap,
-            format!(
-                "{layer}: {decision}{}",
-                if detail.is_null() {
-                    String::new()
-                } else {
-                    format!(" {detail}")
-                }
-            ),
-        )),
+        LayerId::ClassJump => {
+            // A refused report names its subtask and strategy, not the counts.
+            let (failures, allowed, strategy, subtask) =
+                match (detail.as_class_jump(), detail.as_class_jump_refused()) {
+                    (Some(j), _) => (
+                        j.failures.to_string(),
+                        j.allowed.to_string(),
+                        j.strategy.to_string(),
+                        j.subtask.to_string(),
+                    ),
+                    (None, Some(r)) => {
+                        (unknown(), unknown(), r.strategy.clone(), r.subtask.clone())
+                    }
+                    (None, None) => return Some((MarkerKind::ClassJump, written())),
+                };
+            Some((
+                MarkerKind::ClassJump,
+                format!(
+                    "class-jump {decision}: {failures} failure(s) of {allowed} allowed with strategy {strategy} on {subtask}",
+                ),
+            ))
+        }
+        LayerId::Repeat => {
+            // Sessions without progress count sessions, not one tool's calls.
+            let (tool, count, limit) = match (detail.as_repeat(), detail.as_no_progress()) {
+                (Some(r), _) => (r.tool.clone(), r.count.to_string(), r.limit.to_string()),
+                (None, Some(p)) => (String::new(), unknown(), p.limit.to_string()),
+                (None, None) => return Some((MarkerKind::Refusal, written())),
+            };
+            Some((
+                MarkerKind::Refusal,
+                format!("repeat refused {tool}: {count} of {limit} identical calls"),
+            ))
+        }
+        _ => Some((MarkerKind::Cap, written())),
     }
 }
 

@@ -187,9 +187,10 @@ fn events() -> Vec<(Option<u32>, Option<&'static str>, AuditEvent)> {
             AuditEvent::LayerDecision {
                 layer: "stopgate".into(),
                 decision: loopward_core::LayerVerdict::Approved,
-                detail:
-                    serde_json::json!({"gate": "publish", "action": "turn:tester", "by": "ana"})
-                        .into(),
+                // What an interactive stop-gate writes (`StopGateDetail`).
+                detail: serde_json::json!({"gate": "publish", "action": "turn:tester", "by": "ana",
+                    "mode": "interactive", "summary": "tester's turn"})
+                .into(),
             },
         ),
         (

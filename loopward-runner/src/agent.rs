@@ -1,6 +1,6 @@
 //! `LlmAgent`: the model ↔ tools inner loop of one turn.
 
-use crate::journal::{FedCall, TurnFeed, RESUME_LAYER};
+use crate::journal::{FedCall, TurnFeed};
 use crate::model::{BoxModelService, ChatRequest, ChatResponse};
 use crate::tool::{BoxToolService, ToolError, ToolInvocation, ToolSet};
 use crate::turn::{TurnError, TurnOutcome, TurnRequest};
@@ -401,9 +401,12 @@ fn resume_call(
     };
     let note = |decision: LayerVerdict| {
         turn.record_owned(AuditEvent::LayerDecision {
-            layer: RESUME_LAYER.into(),
+            layer: loopward_core::LayerId::Resume,
             decision,
-            detail: serde_json::json!({"call_id": call.id, "tool": call.name}).into(),
+            detail: loopward_core::LayerDetail::Resume(loopward_core::ResumeDetail {
+                call_id: call.id.clone(),
+                tool: call.name.clone(),
+            }),
         })
     };
     match fed {

@@ -28,7 +28,10 @@
 use crate::audit::{KeyRing, Seal};
 use crate::claimed_file::{claim, read_bounded};
 use crate::context::RunContext;
-use loopward_core::{AuditError, AuditEvent, LayerVerdict, RunId, RunStatus};
+use loopward_core::{
+    AuditError, AuditEvent, LayerDetail, LayerVerdict, RunId, RunStatus, StopRefusedDetail,
+    StoppedDetail,
+};
 use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
@@ -258,22 +261,25 @@ pub(crate) fn honour(
     let (decision, detail) = match &taken {
         Err(why) => (
             LayerVerdict::Refused,
-            serde_json::json!({ "turns": turns, "why": why }),
+            LayerDetail::StopRefused(StopRefusedDetail {
+                turns,
+                why: why.clone(),
+            }),
         ),
         Ok(r) => (
             LayerVerdict::Stopped,
-            serde_json::json!({
-                "by": r.by,
-                "reason": r.reason,
-                "requested_at": crate::audit::rfc3339(r.at_ms),
-                "turns": turns,
+            LayerDetail::Stopped(StoppedDetail {
+                by: r.by.clone(),
+                reason: r.reason.clone(),
+                requested_at: crate::audit::rfc3339(r.at_ms),
+                turns,
             }),
         ),
     };
     ctx.record_owned(AuditEvent::LayerDecision {
         layer: loopward_core::LayerId::Stop,
         decision,
-        detail: detail.into(),
+        detail,
     })?;
     Ok(taken.ok().map(|r| RunStatus::Stopped {
         reason: format!("stopped by {}: {}", r.by, r.reason),

@@ -21,6 +21,9 @@
 //!   engine gives a run from the run's extensions);
 //! - **one readiness idiom**: a library's layer builds its service with the layer kit
 //!   (`layers::from_fn`), never a hand-written `poll_ready`;
+//! - **layer details by type**: no source outside the ledger unit (`loopward-core`'s `detail/`
+//!   and `audit*`) reads a layer decision's detail by its JSON key (`detail["…"]`,
+//!   `.to_json().get(…)`); readers use the typed accessors;
 //! - **hooks**: the host adapters (`loopward-hooks`) decide nothing and say nothing of their own:
 //!   no `Refusal` made and no refusal text written there (the engine's `gates::refusals` holds
 //!   every one), and no runner source pulled in with `#[path]` (the crate boundary is what keeps
@@ -35,7 +38,7 @@ mod code_rules;
 mod doc_rules;
 mod graph;
 
-use code_rules::{hooks_rules, layer_name_rules, library_rules, source_folders};
+use code_rules::{detail_key_rules, hooks_rules, layer_name_rules, library_rules, source_folders};
 use doc_rules::{code_map, invariant_page, invariant_problems, INVARIANTS};
 use graph::{crate_graph, metadata, rust_version};
 
@@ -55,7 +58,8 @@ pub(crate) fn run(root: &Path) -> Result<()> {
     }
     for dir in &all {
         sources(dir, &mut |path, text| {
-            layer_name_rules(root, path, text, &mut problems)
+            layer_name_rules(root, path, text, &mut problems);
+            detail_key_rules(root, path, text, &mut problems);
         })?;
     }
     let hooks = root.join("loopward-hooks/src");
@@ -74,7 +78,7 @@ pub(crate) fn run(root: &Path) -> Result<()> {
     invariant_page(INVARIANTS, &page, &read, &mut problems);
     if problems.is_empty() {
         println!(
-            "tidy: crate graph, environment, clock, printing, core io, human origin, turn in the request, layer names, hooks, rust-version, code map and invariants hold"
+            "tidy: crate graph, environment, clock, printing, core io, human origin, turn in the request, layer names, detail keys, hooks, rust-version, code map and invariants hold"
         );
         return Ok(());
     }

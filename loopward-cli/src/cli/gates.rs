@@ -2,7 +2,7 @@
 
 use anyhow::{bail, Context, Result};
 use loopward::config::{Config, CONFIG_FILE};
-use loopward_core::{AuditEvent, AuditSink, GateMode, RunId, Scope};
+use loopward_core::{AuditEvent, AuditSink, GateChange, GateMode, RunId, Scope};
 use loopward_runner::gates::{GateSpec, Policy};
 use loopward_runner::{SystemClock, Workspace};
 use loopward_term::render::{Printer, Tone};
@@ -185,7 +185,7 @@ pub(super) fn run(args: Args) -> Result<ExitCode> {
             record_change(
                 &cfg,
                 &args.config,
-                "add",
+                GateChange::Add,
                 serde_json::json!({"kind": section, "gate": spec}),
             )?;
             out.line(
@@ -214,7 +214,12 @@ pub(super) fn run(args: Args) -> Result<ExitCode> {
                 bail!("{name} is permanent: control files are never writable by agents");
             };
             edit(&args.config, |doc| remove(doc, &cfg, &spec, &name))?;
-            record_change(&cfg, &args.config, "remove", serde_json::to_value(&spec)?)?;
+            record_change(
+                &cfg,
+                &args.config,
+                GateChange::Remove,
+                serde_json::to_value(&spec)?,
+            )?;
             out.line(
                 Tone::Ok,
                 format!("removed {name} from {}", args.config.display()),
@@ -325,7 +330,12 @@ fn remove(
 /// Records the change as a `gate_changed` event in its own hash-chained ledger under
 /// `.loopward/changes/` (a control folder agents cannot write), so who changed which gate and
 /// when is evidence, not memory.
-fn record_change(cfg: &Config, config: &Path, change: &str, gate: serde_json::Value) -> Result<()> {
+fn record_change(
+    cfg: &Config,
+    config: &Path,
+    change: GateChange,
+    gate: serde_json::Value,
+) -> Result<()> {
     let changes = cfg.workspace_dir(config).join(".loopward").join("changes");
     let clock = Arc::new(SystemClock);
     let id = super::run::new_run_id(&*clock);
@@ -342,7 +352,7 @@ fn record_change(cfg: &Config, config: &Path, change: &str, gate: serde_json::Va
         },
         &AuditEvent::GateChanged {
             by: format!("{by} (loopward gates)"),
-            change: change.into(),
+            change,
             gate,
         },
     )?;

@@ -2,7 +2,7 @@
 //! calls (no tool runs) and the recorded answers of interactive stop-gates.
 
 use futures::future::BoxFuture;
-use loopward_core::{AuditEvent, EffectKind, EffectStatus, LayerId, Scope};
+use loopward_core::{AuditEvent, EffectKind, EffectStatus, LayerId, LayerVerdict, Scope};
 use loopward_runner::layers::stopgate::{Answer, ApprovalRequest, Approver, GatedAction};
 use loopward_runner::tool::{ToolError, ToolInvocation, ToolOutput};
 use std::collections::{HashMap, VecDeque};
@@ -219,28 +219,22 @@ impl RecordedApprovals {
                     layer,
                     decision,
                     detail,
-                } if *layer == LayerId::StopGate
-                    && detail.to_json().get("mode").and_then(|m| m.as_str())
-                        == Some("interactive") =>
-                {
-                    let detail = detail.to_json();
-                    let text = |k: &str| {
-                        detail
-                            .get(k)
-                            .and_then(|v| v.as_str())
-                            .unwrap_or_default()
-                            .to_string()
-                    };
-                    let answer = match decision.as_str() {
-                        "approved" => Answer::Approve { by: text("by") },
-                        "denied" => Answer::Deny {
-                            reason: text("reason"),
+                } if *layer == LayerId::StopGate => {
+                    let gate = detail.as_stop_gate()?;
+                    if gate.mode != "interactive" {
+                        return None;
+                    }
+                    let text = |t: &Option<String>| t.clone().unwrap_or_default();
+                    let answer = match decision {
+                        LayerVerdict::Approved => Answer::Approve { by: text(&gate.by) },
+                        LayerVerdict::Denied => Answer::Deny {
+                            reason: text(&gate.reason),
                         },
                         _ => return None,
                     };
                     // An action that does not read back is never the one asked about.
-                    let action = text("action").parse::<GatedAction>().ok()?;
-                    Some((text("gate"), action, answer))
+                    let action = gate.action.parse::<GatedAction>().ok()?;
+                    Some((gate.gate.to_string(), action, answer))
                 }
                 _ => None,
             })

@@ -18,7 +18,7 @@ use anyhow::{bail, Context, Result};
 use loopward::config::{Config, CONFIG_FILE};
 use loopward::ledger;
 use loopward::team;
-use loopward_core::{AgentId, AuditEvent, AuditSink, LayerId, Person, RunId, Scope};
+use loopward_core::{AgentId, AuditEvent, AuditSink, LayerId, LayerVerdict, Person, RunId, Scope};
 use loopward_runner::audit::MemorySink;
 use loopward_runner::inbox::{HumanInbox, Taken};
 use loopward_runner::journal::Journal;
@@ -170,10 +170,10 @@ fn heard_in(part: &[(Scope, AuditEvent)]) -> Vec<Taken> {
             }
             // A file the inbox refused (a forged seal, a link…) is refused again where it was.
             AuditEvent::LayerDecision { layer, detail, .. } if *layer == LayerId::Inbox => {
-                if let (Some(last), Some(why)) =
-                    (boundaries.last_mut(), detail.to_json()["why"].as_str())
+                if let (Some(last), Some(refused)) =
+                    (boundaries.last_mut(), detail.as_inbox_refused())
                 {
-                    last.refused.push(why.to_string());
+                    last.refused.push(refused.into_owned().why);
                 }
             }
             _ => {}
@@ -192,20 +192,20 @@ fn stops_in(run: &RunId, part: &[(Scope, AuditEvent)]) -> Vec<RecordedStop> {
                 decision,
                 detail,
             } => {
-                let d = detail.to_json();
-                let text = |k: &str| d[k].as_str().unwrap_or_default().to_string();
-                let outcome = if *decision == loopward_core::LayerVerdict::Stopped {
-                    Ok(StopRequest {
+                let (after_turns, outcome) = if *decision == LayerVerdict::Stopped {
+                    let d = detail.as_stopped()?.into_owned();
+                    let request = StopRequest {
                         run: run.clone(),
-                        by: text("by"),
-                        reason: text("reason"),
+                        by: d.by,
+                        reason: d.reason,
                         at_ms: 0,
                         seal: None,
-                    })
+                    };
+                    (d.turns, Ok(request))
                 } else {
-                    Err(text("why"))
+                    let d = detail.as_stop_refused()?.into_owned();
+                    (d.turns, Err(d.why))
                 };
-                let after_turns = d["turns"].as_u64().and_then(|t| u32::try_from(t).ok())?;
                 Some(RecordedStop {
                     after_turns,
                     outcome,
@@ -306,16 +306,16 @@ fn setup_segment(
                 decision,
                 detail,
             } if *layer == LayerId::StopGate => {
-                let detail = detail.to_json();
-                let Some(id) = detail.get("id").and_then(serde_json::Value::as_str) else {
+                let Some(id) = detail.as_stop_gate().and_then(|g| g.id.clone()) else {
                     continue;
                 };
+                let id = id.as_str();
                 if !pending.join(format!("{id}.json")).is_file() {
                     continue;
                 }
-                match decision.as_str() {
-                    "approval_consumed" => drop(stopgate::approve(&pending, id)),
-                    "denied" => drop(stopgate::deny(&pending, id)),
+                match decision {
+                    LayerVerdict::ApprovalConsumed => drop(stopgate::approve(&pending, id)),
+                    LayerVerdict::Denied => drop(stopgate::deny(&pending, id)),
                     _ => {}
                 }
             }

@@ -202,7 +202,7 @@ fn sessions<W: Write + Send + 'static>(
             continue;
         };
         let Some(run) = (*layer == LayerId::SessionLedger)
-            .then(|| detail.to_json()["run"].as_str().map(str::to_string))
+            .then(|| detail.as_session_ledger().map(|l| l.run.to_string()))
             .flatten()
         else {
             continue;
@@ -294,7 +294,9 @@ fn verdicts(played: &Played, verdict: LayerVerdict, claimed: bool) -> usize {
             } => {
                 *layer == LayerId::Verify
                     && *decision == verdict
-                    && detail.to_json()["claimed_done"] == claimed
+                    && detail
+                        .as_verify()
+                        .is_some_and(|v| v.claimed_done == claimed)
             }
             _ => false,
         })

@@ -214,12 +214,13 @@ impl<W: Write + Send> AuditSink for LoopView<W> {
                 decision,
                 detail,
             } if *layer == LayerId::Verify => {
-                let d = detail.to_json();
+                let d = detail.as_verify();
                 AuditEvent::LayerDecision {
                     layer: layer.clone(),
                     decision: *decision,
-                    detail: json!({"claimed_done": d["claimed_done"], "passed": d["passed"]})
-                        .into(),
+                    detail: json!({"claimed_done": d.as_ref().map(|d| d.claimed_done),
+                                   "passed": d.as_ref().map(|d| d.passed)})
+                    .into(),
                 }
             }
             other => other.clone(),

@@ -262,8 +262,8 @@ impl RunFigures {
                 } => {
                     // What a CLI agent's session reported it cost (`budget::charge_reported`).
                     if *layer == LayerId::Budget {
-                        if let Some(c) = detail.to_json()["reported_cost_micros"].as_u64() {
-                            call_cost = Some(call_cost.unwrap_or(0) + c);
+                        if let Some(c) = detail.as_reported_cost() {
+                            call_cost = Some(call_cost.unwrap_or(0) + c.reported_cost_micros);
                         }
                     }
                     f.layers

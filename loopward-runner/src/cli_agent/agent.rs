@@ -13,7 +13,8 @@ use crate::turn::{TurnError, TurnOutcome, TurnRequest};
 use futures::future::BoxFuture;
 use loopward_core::LayerId;
 use loopward_core::{
-    AgentId, AuditEvent, FinishReason, LayerVerdict, Message, RunId, RunStatus, ToolResult, Usage,
+    AgentId, AuditEvent, FinishReason, LayerDetail, LayerVerdict, Message, NoProgressDetail, RunId,
+    RunStatus, ToolResult, Usage, VerifyDetail,
 };
 use serde_json::json;
 use std::path::PathBuf;
@@ -190,15 +191,16 @@ impl Progress {
         let mut state = (None::<String>, 0u32);
         if let Some(resumed) = resumed {
             for d in resumed.decisions(&LayerId::Verify) {
-                let d = &d.decision.detail;
-                let code = d["code"].as_i64().and_then(|c| i32::try_from(c).ok());
+                let Some(d) = d.decision.detail.as_verify() else {
+                    continue;
+                };
                 let key = Verdict {
-                    passed: d["passed"] == true,
-                    code,
+                    passed: d.passed,
+                    code: d.code,
                     output: String::new(),
                 }
                 .key();
-                let unchanged = d["workspace_before"] == d["workspace_after"];
+                let unchanged = d.workspace_before == d.workspace_after;
                 state.1 = if unchanged && state.0.as_deref() == Some(key.as_str()) {
                     state.1 + 1
                 } else {
@@ -368,17 +370,22 @@ impl Inner {
         verdict: &Verdict,
         (before, after): (&str, &str),
     ) -> Result<(FinishReason, Option<String>), TurnError> {
-        let decide = |decision, detail: serde_json::Value| {
+        let decide = |decision, detail: VerifyDetail| {
             turn.record_owned(AuditEvent::LayerDecision {
                 layer: LayerId::Verify,
                 decision,
-                detail: detail.into(),
+                detail: LayerDetail::Verify(detail),
             })
         };
         // The workspace's fingerprints before and after: the evidence a repeat is judged by.
-        let detail = json!({"claimed_done": session.claimed, "passed": verdict.passed,
-                            "code": verdict.code, "command": self.verifier.command(),
-                            "workspace_before": before, "workspace_after": after});
+        let detail = VerifyDetail {
+            claimed_done: session.claimed,
+            code: verdict.code,
+            command: self.verifier.command().into(),
+            passed: verdict.passed,
+            workspace_after: after.into(),
+            workspace_before: before.into(),
+        };
         if verdict.passed {
             decide(LayerVerdict::Allow, detail)?;
             return Ok((FinishReason::Done, None));
@@ -403,10 +410,11 @@ impl Inner {
             turn.record_owned(AuditEvent::LayerDecision {
                 layer: LayerId::Repeat,
                 decision: LayerVerdict::Refused,
-                detail:
-                    json!({"evidence": "the session changed no file and the verifier said the same",
-                               "in_a_row": p.1, "limit": self.no_progress})
-                    .into(),
+                detail: LayerDetail::NoProgress(NoProgressDetail {
+                    evidence: "the session changed no file and the verifier said the same".into(),
+                    in_a_row: p.1,
+                    limit: self.no_progress,
+                }),
             })?;
             if p.1 >= self.no_progress {
                 turn.end_run(RunStatus::CapReached {

@@ -7,7 +7,9 @@
 
 use crate::context::TurnContext;
 use crate::turn::TurnError;
-use loopward_core::{AuditEvent, Effect, EffectKind, LayerId, LayerVerdict};
+use loopward_core::{
+    AuditEvent, Effect, EffectKind, LayerDetail, LayerId, LayerVerdict, SessionChangesDetail,
+};
 use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, BTreeSet};
 use std::os::unix::fs::MetadataExt as _;
@@ -164,9 +166,6 @@ fn rel_of(root: &Path, path: &Path) -> String {
         .into_owned()
 }
 
-/// Where a session's changes are recorded: `layer_decision` `session` `observed`, under this key.
-pub(super) const CHANGED: &str = "changed";
-
 /// Records `changes`, what the session wrote so far, as the turn's effects (replacing any
 /// recorded at an earlier handoff of the same session), first in the ledger so a replay judges
 /// the handoff by the same paths ([`recorded`]).
@@ -174,15 +173,12 @@ pub(super) fn written(turn: &TurnContext, changes: Vec<Effect>) -> Result<(), Tu
     turn.record_owned(AuditEvent::LayerDecision {
         layer: LayerId::Session,
         decision: LayerVerdict::Observed,
-        detail: serde_json::json!({ CHANGED: changes }).into(),
+        detail: LayerDetail::SessionChanges(SessionChangesDetail {
+            changed: changes.clone(),
+        }),
     })?;
     turn.state().effects = changes;
     Ok(())
-}
-
-/// The changes a `layer_decision` `session` record holds, if it is one [`written`] made.
-pub(super) fn recorded(detail: &serde_json::Value) -> Option<Vec<Effect>> {
-    serde_json::from_value(detail.get(CHANGED)?.clone()).ok()
 }
 
 #[cfg(test)]

@@ -57,7 +57,7 @@ impl RecordedSessions {
                     detail,
                     ..
                 } => {
-                    hooked = detail.to_json()["records"].as_u64().unwrap_or(0);
+                    hooked = detail.as_hook().map_or(0, |h| h.records);
                     true
                 }
                 // A call the session made over MCP is run again through the gates.
@@ -77,10 +77,7 @@ impl RecordedSessions {
                     layer: LayerId::Budget,
                     detail,
                     ..
-                } => detail
-                    .to_json()
-                    .get(crate::layers::budget::REPORTED)
-                    .is_some(),
+                } => detail.as_reported_cost().is_some(),
                 AuditEvent::LayerDecision { layer, .. } => OWN_LAYERS.contains(layer),
                 _ => false,
             };
@@ -131,8 +128,9 @@ impl Inner {
                     detail,
                     ..
                 } => {
-                    let d = detail.to_json();
-                    let cost = d[crate::layers::budget::REPORTED].as_u64().unwrap_or(0);
+                    let cost = detail
+                        .as_reported_cost()
+                        .map_or(0, |r| r.reported_cost_micros);
                     crate::layers::budget::charge_reported(turn, cost)?;
                 }
                 // What the session had written when it handed off: its handoff, run again
@@ -141,8 +139,8 @@ impl Inner {
                     layer: LayerId::Session,
                     detail,
                     ..
-                } => match super::changes::recorded(&detail.to_json()) {
-                    Some(changes) => super::changes::written(turn, changes)?,
+                } => match detail.as_session_changes() {
+                    Some(changes) => super::changes::written(turn, changes.into_owned().changed)?,
                     None => turn.record(e)?,
                 },
                 // Judged again below.
@@ -151,11 +149,12 @@ impl Inner {
                     detail,
                     ..
                 } => {
-                    let d = detail.to_json();
-                    let text = |k: &str| d[k].as_str().unwrap_or_default().to_string();
-                    (before, after) = (text("workspace_before"), text("workspace_after"));
+                    let d = detail.as_verify();
+                    (before, after) = d.as_ref().map_or_else(Default::default, |d| {
+                        (d.workspace_before.clone(), d.workspace_after.clone())
+                    });
                     if let Some(v) = &mut verdict {
-                        v.code = d["code"].as_i64().and_then(|c| i32::try_from(c).ok());
+                        v.code = d.and_then(|d| d.code);
                     }
                 }
                 AuditEvent::ToolFinished {

@@ -6,11 +6,13 @@ use super::changes::Manifest;
 use super::process;
 use super::stream::{SessionEnd, SessionEvent};
 use crate::context::TurnContext;
-use crate::journal::RESUME_LAYER;
 use crate::model::{ModelError, StopReason};
 use crate::turn::TurnError;
 use loopward_core::LayerId;
-use loopward_core::{AuditEvent, LayerVerdict, RunId, Usage};
+use loopward_core::{
+    AuditEvent, LayerDetail, LayerVerdict, ResumeDetail, RunId, SessionEndedDetail,
+    SessionLedgerDetail, SessionStartedDetail, Usage,
+};
 use serde_json::json;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -87,9 +89,13 @@ impl Inner {
         turn.record_owned(AuditEvent::LayerDecision {
             layer: LayerId::Session,
             decision: LayerVerdict::Observed,
-            detail: json!({"session": session, "pid": pid, "left_running": ours,
-                           "ended": ours, "marked_ended": marked})
-            .into(),
+            detail: LayerDetail::SessionEnded(SessionEndedDetail {
+                ended: ours,
+                left_running: ours,
+                marked_ended: marked as u64,
+                pid,
+                session,
+            }),
         })?;
         Ok(())
     }
@@ -98,9 +104,12 @@ impl Inner {
     /// as interrupted, never run again.
     pub(super) fn interrupted(&self, turn: &TurnContext) -> Result<Session, TurnError> {
         turn.record_owned(AuditEvent::LayerDecision {
-            layer: RESUME_LAYER.into(),
+            layer: LayerId::Resume,
             decision: LayerVerdict::Interrupted,
-            detail: json!({"call_id": SESSION, "tool": self.host.tool()}).into(),
+            detail: LayerDetail::Resume(ResumeDetail {
+                call_id: SESSION.into(),
+                tool: self.host.tool().into(),
+            }),
         })?;
         let content = "interrupted: this session started, then loopward stopped before it ended; it was not run again. Its changes, if any, are in the workspace.".to_string();
         turn.record_owned(AuditEvent::ToolFinished {
@@ -191,7 +200,10 @@ impl Inner {
         turn.record_owned(AuditEvent::LayerDecision {
             layer: LayerId::Session,
             decision: LayerVerdict::Observed,
-            detail: json!({"session": session, "pid": running.pid}).into(),
+            detail: LayerDetail::SessionStarted(SessionStartedDetail {
+                pid: running.pid,
+                session: session.clone(),
+            }),
         })?;
         turn.commit()?;
         let mut parser = self.host.parser();
@@ -408,18 +420,21 @@ impl Inner {
                 "session {session} gives no valid run id for its ledger"
             )))
         })?;
+        let link = |error, final_hash, records| SessionLedgerDetail {
+            error,
+            final_hash,
+            records,
+            run: run.clone(),
+        };
         let (detail, ungoverned) = match ledgers.close(&run) {
-            Ok(Some(l)) => (
-                json!({"run": run, "records": l.records, "final_hash": l.final_hash}),
-                false,
-            ),
-            Ok(None) => (json!({"run": run, "records": 0}), ran),
-            Err(why) => (json!({"run": run, "error": why}), false),
+            Ok(Some(l)) => (link(None, Some(l.final_hash), Some(l.records)), false),
+            Ok(None) => (link(None, None, Some(0)), ran),
+            Err(why) => (link(Some(why), None, None), false),
         };
         turn.record_owned(AuditEvent::LayerDecision {
             layer: LayerId::SessionLedger,
             decision: LayerVerdict::Observed,
-            detail: detail.into(),
+            detail: LayerDetail::SessionLedger(detail),
         })?;
         if ungoverned {
             return Err(TurnError::Model(ModelError::Local(format!(

@@ -86,7 +86,9 @@ pub(crate) fn seed_noted_version(run: &RunContext, records: &[(loopward_core::Sc
             layer: LayerId::Policy,
             detail,
             ..
-        } => detail.to_json().get("version")?.as_str().map(Arc::from),
+        } => detail
+            .as_policy_version()
+            .map(|p| Arc::from(p.version.as_str())),
         _ => None,
     });
     run.extensions()
@@ -107,7 +109,9 @@ impl Policy {
         run.record_owned(AuditEvent::LayerDecision {
             layer: LayerId::Policy,
             decision: LayerVerdict::Observed,
-            detail: serde_json::json!({ "version": &*version }).into(),
+            detail: loopward_core::LayerDetail::PolicyVersion(loopward_core::PolicyVersionDetail {
+                version: version.to_string(),
+            }),
         })
         .map_err(audit)?;
         *last = Some(version);

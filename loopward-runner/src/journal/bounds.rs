@@ -160,7 +160,10 @@ impl Resumed {
             d.call.is_some()
                 && (d.decision.layer == LayerId::Repeat
                     || (d.decision.layer == LayerId::ClassJump
-                        && d.decision.detail["source"] == "evidence"))
+                        && d.decision
+                            .detail
+                            .as_class_jump()
+                            .is_some_and(|c| c.is_evidence())))
         });
         self
     }

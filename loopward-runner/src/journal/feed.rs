@@ -121,7 +121,7 @@ impl TurnFeed {
     pub(crate) fn take_decision(
         &self,
         layer: &loopward_core::LayerId,
-        pick: impl Fn(LayerVerdict, &serde_json::Value) -> bool,
+        pick: impl Fn(LayerVerdict, &loopward_core::LayerDetail) -> bool,
     ) -> Option<RecordedDecision> {
         let mut decisions = self.decisions.lock().unwrap_or_else(|p| p.into_inner());
         let at = decisions

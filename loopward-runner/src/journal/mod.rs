@@ -57,7 +57,8 @@ pub(crate) use feed::{FedCall, TurnFeed};
 use loopward_core::{AgentId, Effect, FinishReason, Handoff, RunId, RunStatus, ToolCall, Usage};
 use std::collections::BTreeSet;
 
-/// The layer name of the decisions a resume records (`interrupted`, `retried`).
+/// The word the ledger writes for the decisions a resume records (`interrupted`, `retried`):
+/// [`LayerId::Resume`](loopward_core::LayerId::Resume)'s, which the runner records them under.
 pub const RESUME_LAYER: &str = "resume";
 
 /// A run's recorded steps, read from its ledger.
@@ -174,7 +175,7 @@ pub(crate) enum CallState {
 pub(crate) struct RecordedDecision {
     pub(crate) layer: loopward_core::LayerId,
     pub(crate) decision: loopward_core::LayerVerdict,
-    pub(crate) detail: serde_json::Value,
+    pub(crate) detail: loopward_core::LayerDetail,
 }
 
 impl Journal {

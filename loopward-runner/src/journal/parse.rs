@@ -258,7 +258,7 @@ impl Parser {
                         decision: RecordedDecision {
                             layer: layer.clone(),
                             decision: *decision,
-                            detail: detail.to_json().into_owned(),
+                            detail: detail.clone(),
                         },
                     });
                 }
@@ -268,7 +268,7 @@ impl Parser {
                     turn.decisions.push(RecordedDecision {
                         layer: layer.clone(),
                         decision: *decision,
-                        detail: detail.to_json().into_owned(),
+                        detail: detail.clone(),
                     });
                 }
             }

@@ -52,7 +52,7 @@ pub fn settled_decisions(run: &RunContext, layer: &LayerId) -> Vec<SettledDecisi
             agent: d.agent.clone(),
             call_id: d.call.clone(),
             verdict: d.decision.decision,
-            detail: d.decision.detail.clone(),
+            detail: d.decision.detail.to_json().into_owned(),
         })
         .collect()
 }

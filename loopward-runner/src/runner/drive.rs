@@ -215,7 +215,9 @@ impl Runner {
             ctx.record_owned(AuditEvent::LayerDecision {
                 layer: loopward_core::LayerId::Inbox,
                 decision: loopward_core::LayerVerdict::Refused,
-                detail: serde_json::json!({ "why": why }).into(),
+                detail: loopward_core::LayerDetail::InboxRefused(
+                    loopward_core::InboxRefusedDetail { why: why.clone() },
+                ),
             })?;
         }
         for said in &taken.said {

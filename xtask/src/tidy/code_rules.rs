@@ -188,6 +188,45 @@ pub(super) fn layer_name_rules(root: &Path, path: &Path, text: &str, problems: &
     }
 }
 
+/// The ledger unit: the only sources that know a layer decision's detail by its JSON keys.
+const LEDGER_UNIT: &[&str] = &["loopward-core/src/detail/", "loopward-core/src/audit"];
+
+/// A layer decision's detail is read through its types (`detail.as_stop_gate()`,
+/// `detail.call_id()`): no source outside the ledger unit picks a detail's JSON key by hand, so
+/// a key renamed on write cannot leave a reader silently reading nothing.
+pub(super) fn detail_key_rules(root: &Path, path: &Path, text: &str, problems: &mut Vec<String>) {
+    let rel = path
+        .strip_prefix(root)
+        .unwrap_or(path)
+        .display()
+        .to_string();
+    if LEDGER_UNIT.iter().any(|u| rel.starts_with(u)) {
+        return;
+    }
+    let mut in_tests = false;
+    for (i, line) in text.lines().enumerate() {
+        let code = line.trim_start();
+        in_tests |= code.starts_with("#[cfg(test)]");
+        if in_tests || code.starts_with("//") {
+            continue;
+        }
+        let by_key = [
+            "detail[\"",
+            "detail.get(\"",
+            ".to_json()[",
+            ".to_json().get(",
+        ]
+        .iter()
+        .any(|p| code.contains(p));
+        if by_key {
+            problems.push(format!(
+                "{rel}:{}: a layer decision's detail read by its JSON key; use its typed accessor (`detail.as_stop_gate()`, `detail.call_id()` …; add one in loopward-core/src/detail/ if none fits)",
+                i + 1
+            ));
+        }
+    }
+}
+
 /// The hooks rule: an adapter renders the engine's refusals; it makes none and words none.
 pub(super) fn hooks_rules(root: &Path, path: &Path, text: &str, problems: &mut Vec<String>) {
     let rel = path
@@ -344,6 +383,34 @@ mod tests {
         }
         let in_tests = "#[cfg(test)]\nmod t { tokio::task_local! { static T: u32; } }\n";
         assert!(problems("/r/loopward-restate/src/x.rs", in_tests).is_empty());
+    }
+
+    #[test]
+    fn a_detail_read_by_its_json_key_is_named_outside_the_ledger_unit_only() {
+        let check = |file: &str, text: &str| {
+            let mut p = Vec::new();
+            detail_key_rules(Path::new("/r"), Path::new(file), text, &mut p);
+            p
+        };
+        let p = check(
+            "/r/loopward-pages/src/x.rs",
+            "let a = detail[\"gate\"];\nlet b = detail.get(\"by\");\nlet c = d.to_json()[\"why\"];\nlet e = d.to_json().get(\"id\");\n",
+        );
+        assert_eq!(p.len(), 4, "{p:?}");
+        assert!(p[0].starts_with("loopward-pages/src/x.rs:1:"), "{p:?}");
+        assert!(p[3].starts_with("loopward-pages/src/x.rs:4:"), "{p:?}");
+        assert!(p[0].contains("typed accessor"), "{p:?}");
+        // Typed reads, the ledger unit itself, comments and tests are fine.
+        let typed = "let g = detail.as_stop_gate();\nlet id = detail.call_id();\n";
+        assert!(check("/r/loopward-cli/src/x.rs", typed).is_empty());
+        let keyed = "let v = detail.get(\"call_id\");\n";
+        assert!(check("/r/loopward-core/src/detail/mod.rs", keyed).is_empty());
+        assert!(check("/r/loopward-cli/src/x.rs", &format!("// {keyed}")).is_empty());
+        assert!(check(
+            "/r/loopward-cli/src/x.rs",
+            &format!("#[cfg(test)]\n{keyed}")
+        )
+        .is_empty());
     }
 
     #[test]

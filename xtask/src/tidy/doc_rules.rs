@@ -18,6 +18,7 @@ const CHECKS: &[&str] = &[
     "rust-version",
     "invariants",
     "layer names",
+    "detail keys",
     "hooks",
 ];
 

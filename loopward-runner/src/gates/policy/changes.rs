@@ -2,12 +2,13 @@
 //! `GateChanged` before it takes effect.
 
 use super::*;
+use loopward_core::GateChange;
 
 impl Policy {
     fn change(
         &self,
         by: &str,
-        change: &str,
+        change: GateChange,
         run: &RunContext,
         edit: impl FnOnce(&mut PolicyConfig) -> Result<(), PolicyError>,
         shown: impl FnOnce(&Gates) -> serde_json::Value,
@@ -21,7 +22,7 @@ impl Policy {
         let compiled = Gates::compile(&cfg)?;
         run.record_owned(AuditEvent::GateChanged {
             by: by.into(),
-            change: change.into(),
+            change,
             gate: shown(&compiled),
         })
         .map_err(PolicyError::Audit)?;
@@ -36,7 +37,7 @@ impl Policy {
         let is_sprawl = matches!(spec, GateSpec::Sprawl(_));
         self.change(
             by,
-            "add",
+            GateChange::Add,
             run,
             |cfg| {
                 match spec {
@@ -75,7 +76,7 @@ impl Policy {
         let shown = serde_json::to_value(&info).unwrap_or_default();
         self.change(
             by,
-            "remove",
+            GateChange::Remove,
             run,
             |cfg| apply_to_named(cfg, name, |_| None),
             |_| shown,
@@ -95,7 +96,7 @@ impl Policy {
         let shown = serde_json::to_value(&info).unwrap_or_default();
         self.change(
             by,
-            "mode",
+            GateChange::Mode,
             run,
             |cfg| {
                 apply_to_named(cfg, name, |mut s| {

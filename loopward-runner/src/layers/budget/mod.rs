@@ -34,5 +34,4 @@ mod layer;
 mod service;
 
 pub use layer::{BudgetConfig, BudgetLayer, BudgetMeterLayer};
-pub(crate) use service::REPORTED;
 pub use service::{charge_reported, BudgetMeter, BudgetPolicy, BudgetService};

@@ -9,8 +9,9 @@ use crate::model::{ChatRequest, ChatResponse, ModelError};
 use crate::turn::{TurnError, TurnOutcome, TurnRequest};
 use futures::future::BoxFuture;
 use loopward_core::LayerId;
-use loopward_core::{LayerVerdict, Refusal, RunStatus, Usage};
-use serde_json::json;
+use loopward_core::{
+    BudgetExceededDetail, LayerDetail, LayerVerdict, Refusal, ReportedCostDetail, RunStatus, Usage,
+};
 use std::sync::{Arc, Mutex};
 
 /// What a run has spent, in its extensions.
@@ -25,10 +26,15 @@ struct Totals {
 
 impl Totals {
     /// The budget that is spent, if one is: its label and figures.
-    fn over(&self, limits: &Limits) -> Option<(String, serde_json::Value)> {
+    fn over(&self, limits: &Limits) -> Option<(String, LayerDetail)> {
         let figures = |budget: &str, limit: u64, used: u64| {
-            json!({"budget": budget, "limit": limit, "used": used, "usage": self.usage,
-                   "cost_micros": self.cost_micros})
+            LayerDetail::BudgetExceeded(BudgetExceededDetail {
+                budget: budget.into(),
+                cost_micros: self.cost_micros,
+                limit,
+                usage: self.usage,
+                used,
+            })
         };
         if let Some(max) = limits.max_tokens {
             if self.usage.total() >= max {
@@ -87,15 +93,13 @@ fn reported(run: &RunContext) -> Arc<Reported> {
     run.extensions().get_or_insert_with(|| {
         let settled = resumed.as_deref().map_or(0, |r| {
             r.decisions(&LayerId::Budget)
-                .filter_map(|d| d.decision.detail[REPORTED].as_u64())
+                .filter_map(|d| d.decision.detail.as_reported_cost())
+                .map(|r| r.reported_cost_micros)
                 .fold(0u64, u64::saturating_add)
         });
         Reported(Mutex::new(settled))
     })
 }
-
-/// The detail field of a reported cost.
-pub(crate) const REPORTED: &str = "reported_cost_micros";
 
 /// Charges `cost_micros` that work of `turn` reported itself (a coding CLI's session reports
 /// what it cost) to the run's cost budget, and records it (`layer_decision` `budget`,
@@ -115,7 +119,10 @@ pub fn charge_reported(
         turn,
         LayerId::Budget,
         LayerVerdict::Observed,
-        json!({ REPORTED: cost_micros, "reported_total_micros": total }),
+        LayerDetail::ReportedCost(ReportedCostDetail {
+            reported_cost_micros: cost_micros,
+            reported_total_micros: total,
+        }),
     )
 }
 

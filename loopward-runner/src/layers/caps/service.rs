@@ -7,8 +7,10 @@ use crate::layers::record;
 use crate::turn::{TurnError, TurnOutcome, TurnRequest};
 use futures::future::BoxFuture;
 use loopward_core::LayerId;
-use loopward_core::{AgentId, CapsAllowDetail, FinishReason, LayerDetail, LayerVerdict, RunStatus};
-use serde_json::json;
+use loopward_core::{
+    AgentId, CapReachedDetail, CapsAllowDetail, FinishReason, LayerDetail, LayerVerdict, RunStatus,
+    WallTimeDetail, WrappedUpDetail,
+};
 use std::collections::HashMap;
 use std::sync::Mutex;
 
@@ -58,7 +60,7 @@ pub struct Counts {
 pub struct Hit {
     /// The cap and its limit as configured: `turns_per_run (3)`, `wall_time (25s)`.
     pub cap: String,
-    detail: serde_json::Value,
+    detail: LayerDetail,
 }
 
 impl Counts {
@@ -66,7 +68,11 @@ impl Counts {
     pub fn check(&self, c: &CapsConfig, agent: &AgentId, now_ms: u64) -> Option<Hit> {
         let hit = |name: &str, limit: u64, value: u64| Hit {
             cap: format!("{name} ({limit})"),
-            detail: json!({"cap": name, "limit": limit, "value": value}),
+            detail: LayerDetail::CapReached(CapReachedDetail {
+                cap: name.into(),
+                limit,
+                value,
+            }),
         };
         if self.turns >= c.turns_per_run {
             return Some(hit(
@@ -93,7 +99,10 @@ impl Counts {
                 // The label names the key as written (`wall_time (25s)`); the figures are in ms.
                 return Some(Hit {
                     cap: format!("wall_time ({})", crate::duration::format(limit)),
-                    detail: json!({"cap": "wall_time", "limit_ms": limit_ms, "value_ms": elapsed}),
+                    detail: LayerDetail::WallTime(WallTimeDetail {
+                        limit_ms,
+                        value_ms: elapsed,
+                    }),
                 });
             }
         }
@@ -150,7 +159,10 @@ impl LayerFn<TurnRequest, TurnOutcome, TurnError> for CapsPolicy {
                         &turn,
                         LayerId::Caps,
                         LayerVerdict::CapReached,
-                        json!({"cap": hit.cap, "after": "wrap_up", "text": outcome.text}),
+                        LayerDetail::WrappedUp(WrappedUpDetail {
+                            cap: hit.cap.clone(),
+                            text: outcome.text,
+                        }),
                     )?;
                     return Err(TurnError::Stop(RunStatus::CapReached { cap: hit.cap }));
                 }
@@ -174,7 +186,11 @@ impl LayerFn<TurnRequest, TurnOutcome, TurnError> for CapsPolicy {
                     &turn,
                     LayerId::Caps,
                     LayerVerdict::CapReached,
-                    json!({"cap": "steps_per_turn", "limit": limit, "value": steps}),
+                    LayerDetail::CapReached(CapReachedDetail {
+                        cap: "steps_per_turn".into(),
+                        limit: limit.into(),
+                        value: steps.into(),
+                    }),
                 )?;
                 return Err(TurnError::Stop(RunStatus::CapReached { cap }));
             }

@@ -4,9 +4,10 @@ use crate::context::{RunContext, TurnContext};
 use crate::journal::Resumed;
 use crate::layers::{record, ConfigError};
 use loopward_core::LayerId;
-use loopward_core::{AgentId, AuditError, ClassJumpDetail, LayerDetail, LayerVerdict};
+use loopward_core::{
+    AgentId, AuditError, ClassJumpDetail, ClassJumpRefusedDetail, LayerDetail, LayerVerdict,
+};
 use serde::Deserialize;
-use serde_json::json;
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
@@ -218,23 +219,24 @@ impl State {
             .into_iter()
             .flat_map(|r| r.decisions(&LayerId::ClassJump))
         {
-            let detail = &d.decision.detail;
-            let Some(subtask) = detail["subtask"].as_str() else {
-                continue;
+            let jump = d.decision.detail.as_class_jump();
+            let refused = d.decision.detail.as_class_jump_refused();
+            let (subtask, from_evidence): (&str, bool) = match (&jump, &refused) {
+                (Some(j), _) => (&j.subtask, j.is_evidence()),
+                (None, Some(r)) => (&r.subtask, false),
+                (None, None) => continue,
             };
-            let sub: &mut Sub = if detail["source"] == "evidence" {
+            let sub: &mut Sub = if from_evidence {
                 evidence.entry(d.agent.clone()).or_default()
             } else {
                 subtasks.entry(Arc::from(subtask)).or_default()
             };
             match d.decision.decision {
                 LayerVerdict::Retry => {
-                    sub.failures = detail["failures"]
-                        .as_u64()
-                        .map_or(sub.failures + 1, |f| u32::try_from(f).unwrap_or(u32::MAX));
+                    sub.failures = jump.as_ref().map_or(sub.failures + 1, |j| j.failures);
                 }
                 LayerVerdict::ClassJump => {
-                    let next = detail["next"].as_str();
+                    let next = jump.as_ref().and_then(|j| j.next.as_deref());
                     sub.index = strategies
                         .iter()
                         .position(|s| Some(s.as_str()) == next)
@@ -341,7 +343,11 @@ impl ClassJump {
                 turn,
                 LayerId::ClassJump,
                 LayerVerdict::Refused,
-                json!({"subtask": subtask, "strategy": strategy, "reason": e.to_string()}),
+                LayerDetail::ClassJumpRefused(ClassJumpRefusedDetail {
+                    reason: e.to_string(),
+                    strategy: strategy.into(),
+                    subtask: subtask.into(),
+                }),
             )?;
             Err(e)
         };
@@ -485,7 +491,7 @@ impl ClassJump {
                 allowed,
                 failures: v.failures,
                 next: v.strategy.clone(),
-                source: Some("evidence"),
+                source: Some(ClassJumpDetail::EVIDENCE),
                 strategy,
                 subtask: subtask.clone(),
                 tool: Some(tool.into()),

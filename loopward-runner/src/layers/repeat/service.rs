@@ -31,10 +31,8 @@ impl Seen {
             .into_iter()
             .flat_map(|r| r.decisions(&LayerId::Repeat))
         {
-            if let (Some(digest), Some(call)) =
-                (d.decision.detail["digest"].as_str(), d.call.as_deref())
-            {
-                calls.entry(digest.to_string()).or_default().insert(call);
+            if let (Some(repeat), Some(call)) = (d.decision.detail.as_repeat(), d.call.as_deref()) {
+                calls.entry(repeat.digest.clone()).or_default().insert(call);
             }
         }
         let counts = calls

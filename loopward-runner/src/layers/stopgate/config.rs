@@ -291,3 +291,25 @@ impl Gate {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::StopMode;
+    use crate::layers::stopgate::durable::{KEYED_PENDING_DIR, PENDING_DIR};
+    use loopward_core::StopGateDetail;
+
+    #[test]
+    fn every_mode_and_pending_dir_a_detail_names_reads_back_typed() {
+        for mode in [
+            StopMode::Interactive,
+            StopMode::Auto,
+            StopMode::Deny,
+            StopMode::Durable,
+        ] {
+            assert!(StopGateDetail::MODES.contains(&mode.as_str()), "{mode:?}");
+        }
+        for dir in [PENDING_DIR, KEYED_PENDING_DIR] {
+            assert!(StopGateDetail::DIRS.contains(&dir), "{dir}");
+        }
+    }
+}

@@ -36,6 +36,9 @@ use std::path::{Path, PathBuf};
 /// Where pending approvals live by default, relative to the workspace root.
 pub const PENDING_DIR: &str = ".loopward/pending";
 
+/// Where a keyed store's pending records are, as a stop-gate's detail names it.
+pub(crate) const KEYED_PENDING_DIR: &str = "<state>/pending";
+
 /// The largest pending record read, in bytes; a bigger file is refused (the gate denies).
 pub const MAX_RECORD_BYTES: u64 = 64 * 1024;
 

@@ -341,7 +341,7 @@ impl StopGates {
             .clone()
             .unwrap_or_else(|| ApprovalStore::for_workspace(turn.workspace().root()));
         let where_ = if store.is_keyed() {
-            "<state>/pending"
+            durable::KEYED_PENDING_DIR
         } else {
             durable::PENDING_DIR
         };
@@ -475,25 +475,19 @@ fn recorded_approval(turn: &TurnContext, gate: &Gate, action: &GatedAction) -> O
     let feed = turn.extensions().get::<crate::journal::TurnFeed>()?;
     let d = feed.take_decision(&LayerId::StopGate, |decision, detail| {
         decision.approves()
-            && detail.get("gate").and_then(|g| g.as_str()) == Some(&*gate.name)
-            && detail
-                .get("action")
-                .and_then(|a| a.as_str()?.parse::<GatedAction>().ok())
-                .as_ref()
-                == Some(action)
+            && detail.as_stop_gate().is_some_and(|sg| {
+                sg.gate == gate.name
+                    && sg.action.parse::<GatedAction>().ok().as_ref() == Some(action)
+            })
     })?;
-    let text = |k: &str| {
-        d.detail
-            .get(k)
-            .and_then(|v| v.as_str())
-            .unwrap_or_default()
-            .to_string()
-    };
+    let sg = d.detail.as_stop_gate()?;
     Some(match d.decision {
         LayerVerdict::AutoApproved => Granted::Auto,
-        LayerVerdict::Approved => Granted::Person { by: text("by") },
+        LayerVerdict::Approved => Granted::Person {
+            by: sg.by.clone().unwrap_or_default(),
+        },
         _ => Granted::Durable {
-            pending: text("id"),
+            pending: sg.id.clone().unwrap_or_default(),
         },
     })
 }

@@ -8,9 +8,13 @@ use crate::tool::{ToolError, ToolInvocation, ToolOutput};
 use crate::turn::{TurnError, TurnOutcome, TurnRequest};
 use futures::future::BoxFuture;
 use loopward_core::LayerId;
-use loopward_core::{LayerVerdict, RunStatus};
-use serde_json::json;
+use loopward_core::{LayerDetail, LayerVerdict, RunStatus, TimeoutDetail};
 use std::time::Duration;
+
+/// A limit in whole milliseconds, as its detail records it.
+fn millis(limit: Duration) -> u64 {
+    u64::try_from(limit.as_millis()).unwrap_or(u64::MAX)
+}
 
 /// A time limit (`None`: none), the policy of the three timeout layers: past it, the call is
 /// dropped, the decision recorded on its turn, and the caller told.
@@ -46,7 +50,12 @@ impl LayerFn<ChatRequest, ChatResponse, ModelError> for TimeoutPolicy {
                             &turn,
                             LayerId::Timeout,
                             LayerVerdict::ModelCallTimedOut,
-                            json!({"agent": agent, "limit_ms": limit.as_millis()}),
+                            LayerDetail::Timeout(TimeoutDetail {
+                                agent: Some(agent),
+                                call_id: None,
+                                limit_ms: millis(limit),
+                                tool: None,
+                            }),
                         )
                         .map_err(ModelError::Audit)?;
                     }
@@ -67,7 +76,12 @@ impl LayerFn<ToolInvocation, ToolOutput, ToolError> for TimeoutPolicy {
                 return next.run(inv).await;
             };
             let turn = inv.turn.clone();
-            let detail = json!({"call_id": inv.call.id, "tool": inv.call.name, "limit_ms": limit.as_millis()});
+            let detail = LayerDetail::Timeout(TimeoutDetail {
+                agent: None,
+                call_id: Some(inv.call.id.clone()),
+                limit_ms: millis(limit),
+                tool: Some(inv.call.name.clone()),
+            });
             match tokio::time::timeout(limit, next.run(inv)).await {
                 Ok(r) => r,
                 Err(_) => {
@@ -104,7 +118,12 @@ impl LayerFn<TurnRequest, TurnOutcome, TurnError> for TimeoutPolicy {
                         &turn,
                         LayerId::Timeout,
                         LayerVerdict::TurnTimedOut,
-                        json!({"limit_ms": limit.as_millis()}),
+                        LayerDetail::Timeout(TimeoutDetail {
+                            agent: None,
+                            call_id: None,
+                            limit_ms: millis(limit),
+                            tool: None,
+                        }),
                     )?;
                     Err(TurnError::Stop(RunStatus::CapReached {
                         cap: format!("timeout.turn ({})", crate::duration::format(limit)),
