@@ -124,6 +124,22 @@ fn reseal(record: &Record, event: &AuditEvent, prev: &str) -> (Record, String) {
     (r, String::from_utf8(line).unwrap().trim_end().to_string())
 }
 
+/// Replaces the third record with a person saying "forged", re-sealed keyless after the same
+/// predecessor, as a forger without the key would.
+fn forge_third_record(dir: &Path) {
+    let mut l = lines(dir);
+    let victim = parse(&l[2]);
+    l[2] = reseal(&victim, &said("forged"), &victim.prev).1;
+    write_lines(dir, &l);
+}
+
+/// The event of a person at the keyboard saying `words`.
+fn said(words: &str) -> AuditEvent {
+    AuditEvent::HumanMessage {
+        content: (&Person::at_the_keyboard().says(words)).into(),
+    }
+}
+
 fn parse(line: &str) -> Record {
     Record::parse_line(line.as_bytes()).unwrap().0
 }
