@@ -7,5 +7,6 @@ mod caps;
 mod classjump;
 mod ratelimit;
 mod stopgate;
+#[path = "../one_agent/mod.rs"]
 mod support;
 mod timeout;
