@@ -167,6 +167,17 @@ fn verdicts(events: &[AuditEvent], layer: &str) -> Vec<LayerVerdict> {
         .collect()
 }
 
+/// How each turn in `events` ended, in order.
+fn finishes(events: &[AuditEvent]) -> Vec<&FinishReason> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            AuditEvent::TurnEnded { finish, .. } => Some(finish),
+            _ => None,
+        })
+        .collect()
+}
+
 fn events(sink: &MemorySink) -> Vec<AuditEvent> {
     sink.events().into_iter().map(|(_, e)| e).collect()
 }
@@ -226,14 +237,10 @@ async fn a_session_that_claims_done_while_the_verifier_fails_is_refused_and_the_
         verdicts(&ev, "verify"),
         [LayerVerdict::Refused, LayerVerdict::Allow]
     );
-    let finishes: Vec<&FinishReason> = ev
-        .iter()
-        .filter_map(|e| match e {
-            AuditEvent::TurnEnded { finish, .. } => Some(finish),
-            _ => None,
-        })
-        .collect();
-    assert_eq!(finishes, [&FinishReason::Unverified, &FinishReason::Done]);
+    assert_eq!(
+        finishes(&ev),
+        [&FinishReason::Unverified, &FinishReason::Done]
+    );
     // Both sessions' model calls, and what they reported they cost.
     assert_eq!(
         ev.iter()
