@@ -10,6 +10,8 @@
 
 #![allow(clippy::print_stdout)] // its report is its output
 
+mod profiled;
+
 use loopward_bench::gates::{noop_write_call, policy_toml};
 use loopward_bench::support::{agent, run_id, CountingSink};
 use loopward_core::TurnNumber;
@@ -21,11 +23,7 @@ use std::time::{Duration, Instant};
 use tower::ServiceExt;
 
 fn main() -> anyhow::Result<()> {
-    let secs: u64 = std::env::args().nth(1).map_or(Ok(3), |s| s.parse())?;
-    anyhow::ensure!(
-        secs > 0,
-        "run for at least 1 second (the argument is seconds)"
-    );
+    let secs = profiled::seconds()?;
     let dir = tempfile::tempdir()?;
     let ws = Workspace::new(dir.path())?;
     let policy = Policy::from_config(&PolicyConfig::from_toml(&policy_toml(100))?, ws.clone())?;

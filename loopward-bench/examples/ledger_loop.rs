@@ -9,17 +9,15 @@
 
 #![allow(clippy::print_stdout)] // its report is its output
 
+mod profiled;
+
 use loopward_bench::ledger::events;
 use loopward_core::{AgentId, AuditSink, RunId, Scope, TurnNumber};
 use loopward_runner::audit::{Durability, Ledger, LedgerOptions};
 use std::time::{Duration, Instant};
 
 fn main() -> anyhow::Result<()> {
-    let secs: u64 = std::env::args().nth(1).map_or(Ok(3), |s| s.parse())?;
-    anyhow::ensure!(
-        secs > 0,
-        "run for at least 1 second (the argument is seconds)"
-    );
+    let secs = profiled::seconds()?;
     let dir = tempfile::tempdir()?;
     let run = RunId::new("profile").expect("a valid run id");
     let options = LedgerOptions {

@@ -31,44 +31,11 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-const GATE_TEAM: &str = r#"
-[run]
-first = "builder"
-task = "Write hello.txt."
-[backend]
-script = "gate.script.toml"
-[[agent]]
-name = "builder"
-tools = ["write_file"]
-[[stopgate]]
-name = "build"
-point = "turn"
-agent = "builder"
-mode = "durable"
-"#;
-
-const GATE_SCRIPT: &str = r#"
-[[agents.builder]]
-tool_calls = [{ name = "write_file", arguments = { path = "hello.txt", content = "hello" } }]
-[[agents.builder]]
-text = "hello.txt is written."
-"#;
-
-const LOOP_TEAM: &str = r#"
-[run]
-first = "ping"
-task = "Keep passing the work back and forth."
-[backend]
-script = "loop.script.toml"
-[[agent]]
-name = "ping"
-tools = ["shell", "handoff"]
-[[agent]]
-name = "pong"
-tools = ["shell", "handoff"]
-[limits]
-turns_per_run = 200
-"#;
+/// The builder's team, waiting at a durable stop-gate before each turn, and its script.
+const GATE_TEAM: &str = include_str!("fixtures/console/gate-team.toml");
+const GATE_SCRIPT: &str = include_str!("fixtures/console/gate.script.toml");
+/// Ping and pong handing the work back and forth (their script: [`loop_script`]).
+const LOOP_TEAM: &str = include_str!("fixtures/console/loop-team.toml");
 
 /// Two agents handing the work to each other, each turn a short command: a loop that runs
 /// until someone stops it (or its cap, minutes away).

@@ -17,11 +17,17 @@ use loopward_runner::gates::ControlFiles;
 use loopward_runner::model::fake::{FakeModel, Script};
 use loopward_runner::model::BoxModelService;
 use loopward_runner::sandbox::Protected;
-use loopward_runner::{RunSpec, Runner, Workspace};
+use loopward_runner::{RunReport, RunSpec, Runner, Workspace};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
+
+/// A team of one: the planner, a CLI agent with the `say` tool.
+const SAYER: &str = r#"
+run = { first = "planner" }
+agent = [{ name = "planner", kind = "claude-code", verify = "true", tools = ["say"] }]
+"#;
 
 const TEAM: &str = r#"
 [run]
@@ -87,10 +93,11 @@ impl CliAgents for StandIns {
 }
 
 struct Setup {
-    _dir: tempfile::TempDir,
+    runner: Runner,
     root: PathBuf,
     plans: PathBuf,
-    runner: Runner,
+    /// Last, so that it is removed after the runner working in it is dropped.
+    _dir: tempfile::TempDir,
 }
 
 /// A workspace, the sessions' plans (in order), and the team of `config` over the stand-in.
@@ -116,13 +123,13 @@ fn setup_full(
     recorded: Option<Arc<RecordedSessions>>,
 ) -> Setup {
     let dir = tempfile::tempdir().unwrap();
-    let root = dir.path().join("ws");
     let plans = dir.path().join("plans");
-    std::fs::create_dir_all(&root).unwrap();
     std::fs::create_dir_all(&plans).unwrap();
     for (i, s) in sessions.iter().enumerate() {
         std::fs::write(plans.join(format!("{i}.json")), s.to_string()).unwrap();
     }
+    let root = dir.path().join("ws");
+    std::fs::create_dir_all(&root).unwrap();
     let root = root.canonicalize().unwrap();
     let cfg = Config::parse("loopward.toml", config).unwrap();
     let model = BoxModelService::new(FakeModel::new(script));
@@ -142,20 +149,29 @@ fn setup_full(
     )
     .unwrap();
     Setup {
-        _dir: dir,
+        runner,
         root,
         plans,
-        runner,
+        _dir: dir,
     }
 }
 
-fn spec(sink: Arc<MemorySink>) -> RunSpec {
-    RunSpec {
-        id: RunId::new("team").unwrap(),
-        task: Person::at_the_keyboard().says("Plan it, then build it."),
-        first: AgentId::new("planner").unwrap(),
-        audit: sink,
-        audit_location: None,
+impl Setup {
+    /// Runs the team from the planner on the task, into memory; the run must complete.
+    async fn completed(&self) -> (RunReport, Arc<MemorySink>) {
+        let sink = Arc::new(MemorySink::default());
+        let report = self
+            .runner
+            .run(RunSpec {
+                id: RunId::new("team").unwrap(),
+                task: Person::at_the_keyboard().says("Plan it, then build it."),
+                first: AgentId::new("planner").unwrap(),
+                audit: sink.clone(),
+                audit_location: None,
+            })
+            .await;
+        assert_eq!(report.status, RunStatus::Completed, "{report:?}");
+        (report, sink)
     }
 }
 
@@ -165,16 +181,15 @@ fn seen(plans: &Path, n: u32) -> Value {
         .unwrap()
 }
 
-/// The text and error flag of a `tools/call` answer.
-fn result(answer: &Value) -> (String, bool) {
-    let r = &answer["result"];
-    (
-        r["content"][0]["text"]
-            .as_str()
-            .unwrap_or_default()
-            .to_string(),
-        r["isError"] == true,
-    )
+/// The text and error flag of each `tools/call` answer a session read.
+fn calls(session: &Value) -> Vec<(String, bool)> {
+    let answers = session["calls"].as_array().unwrap();
+    let result = |answer: &Value| {
+        let r = &answer["result"];
+        let text = r["content"][0]["text"].as_str().unwrap_or_default();
+        (text.to_string(), r["isError"] == true)
+    };
+    answers.iter().map(result).collect()
 }
 
 fn events(sink: &MemorySink) -> Vec<AuditEvent> {
@@ -196,9 +211,7 @@ async fn a_cli_session_hands_off_over_mcp_once_and_the_builder_session_takes_ove
             json!({"write": {"done.txt": "yes\n"}, "text": "Built."}),
         ],
     );
-    let sink = Arc::new(MemorySink::default());
-    let report = s.runner.run(spec(sink.clone())).await;
-    assert_eq!(report.status, RunStatus::Completed, "{report:?}");
+    let (report, sink) = s.completed().await;
     assert_eq!(report.turns, 2);
     assert_eq!(report.final_text, "Built.");
     assert!(s.root.join("done.txt").is_file());
@@ -215,12 +228,7 @@ async fn a_cli_session_hands_off_over_mcp_once_and_the_builder_session_takes_ove
         json!(["builder", "reviewer"])
     );
     // The first handoff stands; the second is refused with what to do, as its tool result.
-    let calls: Vec<(String, bool)> = planner["calls"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(result)
-        .collect();
+    let calls = calls(&planner);
     assert_eq!(calls.len(), 2);
     assert!(
         !calls[0].1 && calls[0].0.contains("handed off to builder"),
@@ -289,15 +297,8 @@ async fn a_review_gate_refuses_a_cli_sessions_handoff_and_the_corrected_one_stan
             json!({"text": "Reviewed."}),
         ],
     );
-    let sink = Arc::new(MemorySink::default());
-    let report = s.runner.run(spec(sink.clone())).await;
-    assert_eq!(report.status, RunStatus::Completed, "{report:?}");
-    let calls: Vec<(String, bool)> = seen(&s.plans, 0)["calls"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(result)
-        .collect();
+    let (report, sink) = s.completed().await;
+    let calls = calls(&seen(&s.plans, 0));
     // Refused by the gate, correctably: the model reads where to hand off instead.
     assert!(
         calls[0].1 && calls[0].0.contains("hand off to reviewer instead"),
@@ -350,15 +351,8 @@ async fn a_cli_session_that_wrote_a_reviewed_path_is_refused_a_handoff_past_the_
             json!({"text": "Reviewed."}),
         ],
     );
-    let sink = Arc::new(MemorySink::default());
-    let report = s.runner.run(spec(sink.clone())).await;
-    assert_eq!(report.status, RunStatus::Completed, "{report:?}");
-    let calls: Vec<(String, bool)> = seen(&s.plans, 0)["calls"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(result)
-        .collect();
+    let (report, sink) = s.completed().await;
+    let calls = calls(&seen(&s.plans, 0));
     // The session wrote src/lib.rs with its client's own tools: the gate knows it from the
     // workspace, names it (not plan.md, which it does not review) and says where to go.
     assert!(
@@ -406,9 +400,7 @@ async fn a_cli_session_that_wrote_a_reviewed_path_is_refused_a_handoff_past_the_
     // Replayed offline, in an empty workspace, the handoff is judged by the recorded changes:
     // the same decisions.
     let r = setup_replay(&config, &sink);
-    let replayed = Arc::new(MemorySink::default());
-    let again = r.runner.run(spec(replayed.clone())).await;
-    assert_eq!(again.status, RunStatus::Completed, "{again:?}");
+    let (_, replayed) = r.completed().await;
     assert!(!r.root.join("src/lib.rs").exists());
     assert_eq!(gate_decisions(&replayed, "src-review"), decided);
 }
@@ -423,9 +415,7 @@ async fn a_cli_session_that_wrote_no_reviewed_path_hands_off_past_the_reviewer()
             json!({"write": {"done.txt": "yes\n"}, "text": "Built."}),
         ],
     );
-    let sink = Arc::new(MemorySink::default());
-    let report = s.runner.run(spec(sink.clone())).await;
-    assert_eq!(report.status, RunStatus::Completed, "{report:?}");
+    let (report, sink) = s.completed().await;
     assert_eq!(report.handoffs[0].to.as_str(), "builder");
     let decided = gate_decisions(&sink, "src-review");
     assert!(decided.iter().all(|(d, _)| d == "allow"), "{decided:?}");
@@ -436,21 +426,12 @@ async fn a_cli_session_that_wrote_no_reviewed_path_hands_off_past_the_reviewer()
 #[tokio::test]
 async fn in_a_mixed_team_a_model_agent_and_a_cli_agent_hand_off_to_each_other() {
     let config = r#"
-[run]
-first = "planner"
-
-[[agent]]
-name = "planner"
-tools = ["handoff"]
-
-[[agent]]
-name = "builder"
-kind = "claude-code"
-verify = "test -f done.txt"
-tools = ["handoff"]
-
-[[agent]]
-name = "reviewer"
+run = { first = "planner" }
+agent = [
+    { name = "planner", tools = ["handoff"] },
+    { name = "builder", kind = "claude-code", verify = "test -f done.txt", tools = ["handoff"] },
+    { name = "reviewer" },
+]
 "#;
     let script = Script::from_toml(
         r#"
@@ -469,9 +450,7 @@ text = "Looks good."
                  "text": "Built; over to the reviewer."})],
         script,
     );
-    let sink = Arc::new(MemorySink::default());
-    let report = s.runner.run(spec(sink.clone())).await;
-    assert_eq!(report.status, RunStatus::Completed, "{report:?}");
+    let (report, _) = s.completed().await;
     assert_eq!(report.final_text, "Looks good.");
     let route: Vec<(String, String)> = report
         .handoffs
@@ -492,36 +471,19 @@ text = "Looks good."
 
 #[tokio::test]
 async fn a_cli_session_says_something_over_mcp_and_it_is_recorded_under_its_turn() {
-    let config = r#"
-[run]
-first = "planner"
-
-[[agent]]
-name = "planner"
-kind = "claude-code"
-verify = "true"
-tools = ["say"]
-"#;
     let say = |text: &str| json!({"name": "say", "arguments": {"text": text}});
     let s = setup(
-        config,
+        SAYER,
         &[json!({"calls": [say("plan <b>half</b> done"), say(" ")], "text": "Planned."})],
     );
-    let sink = Arc::new(MemorySink::default());
-    let report = s.runner.run(spec(sink.clone())).await;
-    assert_eq!(report.status, RunStatus::Completed, "{report:?}");
+    let (_, sink) = s.completed().await;
 
     // The client was offered say; the first call is said and the run goes on, the empty one is
     // refused with what to write.
     let planner = seen(&s.plans, 0);
     assert_eq!(planner["tools_env"], "say");
     assert_eq!(planner["tools"]["result"]["tools"][0]["name"], "say");
-    let calls: Vec<(String, bool)> = planner["calls"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(result)
-        .collect();
+    let calls = calls(&planner);
     assert_eq!(
         calls,
         [
@@ -577,28 +539,16 @@ tools = ["say"]
 
 #[tokio::test]
 async fn a_command_that_finds_the_relay_socket_without_its_token_is_refused_and_nothing_recorded() {
-    let config = r#"
-[run]
-first = "planner"
-
-[[agent]]
-name = "planner"
-kind = "claude-code"
-verify = "true"
-tools = ["say"]
-"#;
     let forged = json!({"op": "call", "name": "say", "arguments": {"text": "the person approves"}});
     let s = setup(
-        config,
+        SAYER,
         &[
             json!({"forge": [{"request": forged}, {"request": forged, "token": "guessed"},
                             {"request": {"op": "list"}}],
                  "text": "Done."}),
         ],
     );
-    let sink = Arc::new(MemorySink::default());
-    let report = s.runner.run(spec(sink.clone())).await;
-    assert_eq!(report.status, RunStatus::Completed, "{report:?}");
+    let (_, sink) = s.completed().await;
 
     // Each forged connection is answered with a refusal (the tools are not even listed).
     let answers = seen(&s.plans, 0)["forged"].clone();

@@ -3,9 +3,7 @@
 
 mod audit_support;
 
-use audit_support::{plan_and_build_script, run_to_ledger, team, SteppingClock};
-use loopward_core::Person;
-use loopward_runner::audit::LedgerOptions;
+use audit_support::unrecorded_plan_and_build;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
 use tracing_subscriber::layer::SubscriberExt;
@@ -52,26 +50,7 @@ fn spans_are_exported_over_otlp_http() {
             .build()
             .unwrap();
         rt.block_on(async {
-            let ws = tempfile::tempdir().unwrap();
-            let runs = tempfile::tempdir().unwrap();
-            let runner = team(
-                ws.path(),
-                &["planner", "builder"],
-                plan_and_build_script(),
-                SteppingClock::new(),
-                None,
-            );
-            let (report, finished) = run_to_ledger(
-                &runner,
-                runs.path(),
-                "r1",
-                Person::at_the_keyboard().says("say hello"),
-                "planner",
-                LedgerOptions::default(),
-            )
-            .await;
-            assert_eq!(report.status, loopward_core::RunStatus::Completed);
-            finished.unwrap();
+            unrecorded_plan_and_build().await;
         });
     });
     drop(guard); // flushes the batch

@@ -2,8 +2,8 @@
 
 mod audit_support;
 
-use audit_support::{plan_and_build_script, run_to_ledger, team, Rule, SteppingClock};
-use loopward_core::{Decision, GateMode, Person, Refusal, RunStatus};
+use audit_support::{plan_and_build, Rule, SteppingClock};
+use loopward_core::{Decision, GateMode, Refusal, RunStatus};
 use loopward_runner::audit::{render_json, render_markdown, LedgerOptions, Record};
 use std::path::Path;
 use std::sync::Arc;
@@ -43,23 +43,16 @@ async fn audit_md_of_a_scripted_run_shows_turns_handoffs_gates_and_overrides() {
     let ws = tempfile::tempdir().unwrap();
     let runs = tempfile::tempdir().unwrap();
     let clock = SteppingClock::new();
-    let runner = team(
-        ws.path(),
-        &["planner", "builder"],
-        plan_and_build_script(),
-        clock.clone(),
-        Some((GateMode::Enforce, enforced_territory())),
-    );
     let opts = LedgerOptions {
-        clock,
+        clock: clock.clone(),
         ..LedgerOptions::default()
     };
-    let (report, fin) = run_to_ledger(
-        &runner,
+    let (report, fin) = plan_and_build(
+        ws.path(),
         runs.path(),
         "r1",
-        Person::at_the_keyboard().says("say hello"),
-        "planner",
+        clock,
+        Some((GateMode::Enforce, enforced_territory())),
         opts,
     )
     .await;

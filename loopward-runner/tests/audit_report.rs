@@ -2,7 +2,7 @@
 
 mod audit_support;
 
-use audit_support::{id, plan_and_build_script, run_to_ledger, team, Rule, SteppingClock};
+use audit_support::{id, plan_and_build, run_to_ledger, team, Rule, SteppingClock};
 use loopward_core::{
     AuditEvent, AuditSink, Decision, GateMode, Person, Refusal, Remedy, RunId, Scope,
 };
@@ -67,19 +67,12 @@ fn advisory_script() -> Script {
 async fn build_runs(runs: &Path) {
     // a: enforced; one denial, one override.
     let ws = tempfile::tempdir().unwrap();
-    let runner = team(
+    plan_and_build(
         ws.path(),
-        &["planner", "builder"],
-        plan_and_build_script(),
-        SteppingClock::new(),
-        Some((GateMode::Enforce, territory(GateMode::Enforce))),
-    );
-    run_to_ledger(
-        &runner,
         runs,
         "a-enforced",
-        Person::at_the_keyboard().says("say hello"),
-        "planner",
+        SteppingClock::new(),
+        Some((GateMode::Enforce, territory(GateMode::Enforce))),
         opts(),
     )
     .await
@@ -150,42 +143,32 @@ async fn build_runs(runs: &Path) {
         .unwrap();
     ledger.finish().unwrap();
     // d: crashed (never finished): counted, marked unfinished.
-    let run = RunId::new("d-crashed").unwrap();
-    let ledger = Ledger::create(runs, &run, opts()).unwrap();
-    ledger
-        .record(
-            &Scope {
-                run,
-                turn: None,
-                agent: None,
-            },
-            &AuditEvent::HumanMessage {
-                content: (&loopward_core::Person::at_the_keyboard().says("start")).into(),
-            },
-        )
-        .unwrap();
+    let ledger = started(runs, "d-crashed", "start");
     drop(ledger);
     // e: tampered after finishing: left out, with the reason.
-    let run = RunId::new("e-tampered").unwrap();
-    let ledger = Ledger::create(runs, &run, opts()).unwrap();
-    ledger
-        .record(
-            &Scope {
-                run,
-                turn: None,
-                agent: None,
-            },
-            &AuditEvent::HumanMessage {
-                content: (&loopward_core::Person::at_the_keyboard().says("honest")).into(),
-            },
-        )
-        .unwrap();
+    let ledger = started(runs, "e-tampered", "honest");
     ledger.finish().unwrap();
     let p = runs.join("e-tampered/events.jsonl");
     let text = std::fs::read_to_string(&p)
         .unwrap()
         .replace("honest", "h0nest");
     std::fs::write(&p, text).unwrap();
+}
+
+/// A new ledger for `run` under `runs`, opened by a person saying `words`.
+fn started(runs: &Path, run: &str, words: &str) -> Arc<Ledger> {
+    let run = RunId::new(run).unwrap();
+    let ledger = Ledger::create(runs, &run, opts()).unwrap();
+    let scope = Scope {
+        run,
+        turn: None,
+        agent: None,
+    };
+    let said = AuditEvent::HumanMessage {
+        content: (&Person::at_the_keyboard().says(words)).into(),
+    };
+    ledger.record(&scope, &said).unwrap();
+    ledger
 }
 
 #[tokio::test]

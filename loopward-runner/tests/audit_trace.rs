@@ -3,9 +3,7 @@
 
 mod audit_support;
 
-use audit_support::{plan_and_build_script, run_to_ledger, team, SteppingClock};
-use loopward_core::{Person, RunStatus};
-use loopward_runner::audit::LedgerOptions;
+use audit_support::unrecorded_plan_and_build;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use tracing::field::{Field, Visit};
@@ -67,25 +65,7 @@ async fn spans_follow_the_genai_conventions_and_nest_run_turn_call() {
     let subscriber = tracing_subscriber::registry().with(capture.clone());
     let _guard = tracing::subscriber::set_default(subscriber);
 
-    let ws = tempfile::tempdir().unwrap();
-    let runs = tempfile::tempdir().unwrap();
-    let runner = team(
-        ws.path(),
-        &["planner", "builder"],
-        plan_and_build_script(),
-        SteppingClock::new(),
-        None,
-    );
-    let (report, _) = run_to_ledger(
-        &runner,
-        runs.path(),
-        "r1",
-        Person::at_the_keyboard().says("say hello"),
-        "planner",
-        LedgerOptions::default(),
-    )
-    .await;
-    assert_eq!(report.status, RunStatus::Completed);
+    let report = unrecorded_plan_and_build().await;
 
     let spans: Vec<SpanData> = capture.0.lock().unwrap().0.clone();
     let named = |n: &str| {

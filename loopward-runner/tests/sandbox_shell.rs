@@ -8,18 +8,8 @@ use gates_support::*;
 use loopward_core::{AuditEvent, Decision};
 use std::time::Duration;
 
-const ROOM: &str = r#"
-[[territory]]
-paths = ["plan.md", "plans/**"]
-owner = "planner"
-
-[[territory]]
-paths = ["src/**"]
-owner = "builder"
-
-[gates.sprawl]
-enabled = false
-"#;
+/// The planner owns the plans, the builder `src/**` (sprawl off).
+const ROOM: &str = include_str!("gates/policies/plans-and-src.toml");
 
 fn sandbox_decisions(room: &Room) -> Vec<Decision> {
     room.events()

@@ -2,49 +2,23 @@
 //! util-linux) against a model server that thinks for a few seconds shows the spinner on the
 //! terminal, with the seconds moving, and clears it before the run's next line.
 
-use std::io::{Read, Write};
-use std::net::TcpListener;
+use crate::support::http::{listen, Listener};
 use std::process::Command;
 use std::time::Duration;
 
-/// A one-connection OpenAI-compatible server on 127.0.0.1 that waits `think` before it
-/// streams its answer.
-fn slow_server(think: Duration) -> (String, std::thread::JoinHandle<()>) {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!("http://{}/v1", listener.local_addr().unwrap());
-    let handle = std::thread::spawn(move || {
-        let (mut s, _) = listener.accept().unwrap();
-        let mut got = Vec::new();
-        let mut buf = [0u8; 4096];
-        loop {
-            let n = s.read(&mut buf).unwrap();
-            assert!(n > 0, "the client closed before its request was whole");
-            got.extend_from_slice(&buf[..n]);
-            let text = String::from_utf8_lossy(&got).to_lowercase();
-            if let Some(end) = text.find("\r\n\r\n") {
-                let len = text
-                    .lines()
-                    .find_map(|l| l.strip_prefix("content-length:"))
-                    .map_or(0, |v| v.trim().parse::<usize>().unwrap());
-                if got.len() >= end + 4 + len {
-                    break;
-                }
-            }
-        }
+/// An OpenAI-compatible server on 127.0.0.1 that waits `think` before it streams its answer;
+/// stops when dropped.
+fn slow_server(think: Duration) -> (String, Listener) {
+    let listener = listen(move |_, _, _, _| {
         std::thread::sleep(think);
         let body = concat!(
             "data: {\"id\":\"chatcmpl-1\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"All done.\"},\"finish_reason\":null}]}\n\n",
             "data: {\"id\":\"chatcmpl-1\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}],\"usage\":{\"prompt_tokens\":5,\"completion_tokens\":2}}\n\n",
             "data: [DONE]\n\n",
         );
-        write!(
-            s,
-            "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-            body.len()
-        )
-        .unwrap();
+        ("200 OK", "text/event-stream", body.as_bytes().to_vec())
     });
-    (url, handle)
+    (format!("http://127.0.0.1:{}/v1", listener.port), listener)
 }
 
 #[test]
@@ -81,7 +55,7 @@ fn the_heartbeat_shows_on_a_terminal_while_the_model_thinks_and_is_cleared() {
         .env_remove("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
         .output()
         .unwrap();
-    server.join().unwrap();
+    drop(server);
     let tty = String::from_utf8_lossy(&o.stdout).into_owned();
     assert!(
         o.status.success(),

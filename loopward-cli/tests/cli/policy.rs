@@ -5,21 +5,8 @@ use super::assert_says;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-const CONFIG: &str = r#"[run]
-first = "planner"
-
-[[agent]]
-name = "planner"
-tools = ["read_file", "write_file"]
-
-[[agent]]
-name = "builder"
-tools = ["read_file", "write_file", "shell"]
-
-[[territory]]
-paths = ["plans/**"]
-owner = "planner"
-"#;
+/// Planner and builder, the plans the planner's (its territory at line 12).
+const CONFIG: &str = include_str!("policies/two-agents.toml");
 
 fn project(config: &str) -> (tempfile::TempDir, PathBuf) {
     let dir = tempfile::tempdir().unwrap();
@@ -135,6 +122,17 @@ fn lint(config: &str) -> (Option<i32>, String) {
     loopward(&root, &["policy", "lint"])
 }
 
+/// Lints `config`, which must fail with each of `findings` in its output; the output.
+#[track_caller]
+fn lint_finds(config: &str, findings: &[&str]) -> String {
+    let (code, text) = lint(config);
+    assert_eq!(code, Some(1), "{text}");
+    for said in findings {
+        assert_says(&text, said);
+    }
+    text
+}
+
 #[test]
 fn lint_finds_nothing_in_a_config_whose_rules_all_do_what_they_say() {
     let (code, text) = lint(&clean());
@@ -148,17 +146,16 @@ fn lint_finds_a_territory_in_control_files_a_plan_only_one_agent_can_write_and_w
         "{}\n[[territory]]\npaths = [\".loopward/notes/*.md\"]\nowner = \"builder\"\n\n[gates.sprawl]\nplan_path = \"plans/plan.md\"\n\n[gates.shell]\nsandbox = \"watch-only\"\n",
         clean()
     );
-    let (code, text) = lint(&bad);
-    assert_eq!(code, Some(1), "{text}");
-    for said in [
-        "loopward.toml:20: territory:builder: `.loopward/notes/*.md` lies in loopward's control files",
-        "loopward.toml:24: the sprawl gate's plan plans/plan.md lies in territory:planner",
-        "loopward.toml:27: [gates.shell] sandbox = \"watch-only\"",
-        "what to do: move plan_path out of territory:planner",
-        "3 finding(s)",
-    ] {
-        assert_says(&text, said);
-    }
+    lint_finds(
+        &bad,
+        &[
+            "loopward.toml:20: territory:builder: `.loopward/notes/*.md` lies in loopward's control files",
+            "loopward.toml:24: the sprawl gate's plan plans/plan.md lies in territory:planner",
+            "loopward.toml:27: [gates.shell] sandbox = \"watch-only\"",
+            "what to do: move plan_path out of territory:planner",
+            "3 finding(s)",
+        ],
+    );
 }
 
 #[test]
@@ -167,73 +164,25 @@ fn lint_finds_paths_claimed_twice_and_globs_that_match_nothing() {
         "{}\n[[territory]]\nname = \"builder-extra\"\npaths = [\"src/main.rs\", 'lib\\util.rs', \"docs//a.md\", \"tests/\"]\nowner = \"builder\"\n\n[[territory]]\nname = \"notes\"\npaths = [\"notes/**\", \"notes/todo.md\"]\nowner = \"planner\"\n",
         clean()
     );
-    let (code, text) = lint(&bad);
-    assert_eq!(code, Some(1), "{text}");
-    for said in [
-        // Two territories of one owner: where the first is written, naming the second's line.
-        "loopward.toml:16: territory:builder and builder-extra (loopward.toml:20): redundant: `src/main.rs` adds nothing, `src/**` already claims it for the same owners",
-        "what to do: merge the two [[territory]] tables",
-        // Two globs of one territory.
-        "loopward.toml:25: notes: redundant: `notes/todo.md` adds nothing, `notes/**` already claims it",
-        "loopward.toml:20: builder-extra: `lib\\util.rs` uses `\\`, which escapes the next character rather than separating folders: it matches `libutil.rs`",
-        "loopward.toml:20: builder-extra: `docs//a.md` has an empty folder name (`//`)",
-        "4 finding(s)",
-    ] {
-        assert_says(&text, said);
-    }
+    let text = lint_finds(
+        &bad,
+        &[
+            // Two territories of one owner: where the first is written, naming the second's line.
+            "loopward.toml:16: territory:builder and builder-extra (loopward.toml:20): redundant: `src/main.rs` adds nothing, `src/**` already claims it for the same owners",
+            "what to do: merge the two [[territory]] tables",
+            // Two globs of one territory.
+            "loopward.toml:25: notes: redundant: `notes/todo.md` adds nothing, `notes/**` already claims it",
+            "loopward.toml:20: builder-extra: `lib\\util.rs` uses `\\`, which escapes the next character rather than separating folders: it matches `libutil.rs`",
+            "loopward.toml:20: builder-extra: `docs//a.md` has an empty folder name (`//`)",
+            "4 finding(s)",
+        ],
+    );
     // A territory's trailing `/` is dropped: `tests/` covers tests/a.rs.
     assert!(!text.contains("`tests/`"), "{text}");
 }
 
 /// A team whose review gate, stop-gates and one agent cannot do what they seem to.
-const GATES: &str = r#"[run]
-first = "planner"
-
-[[agent]]
-name = "planner"
-tools = ["read_file", "write_file"]
-
-[[agent]]
-name = "builder"
-tools = ["read_file", "write_file", "handoff"]
-
-[[agent]]
-name = "scribe"
-tools = ["write_file"]
-
-[[territory]]
-paths = ["plans/**"]
-owner = "planner"
-
-[[territory]]
-paths = ["src/**"]
-owner = "builder"
-
-[[gates.review]]
-from = "builder"
-via = "planner"
-when = ["src/", ".loopward/**", "docs", "src/**"]
-
-[[stopgate]]
-point = "tool"
-tool = "deploy"
-mode = "deny"
-
-[[stopgate]]
-point = "handoff"
-to = "builder"
-mode = "auto"
-
-[[stopgate]]
-point = "write"
-glob = "runs/**"
-mode = "auto"
-
-[[stopgate]]
-point = "tool"
-tool = "write_file"
-mode = "auto"
-"#;
+const GATES: &str = include_str!("policies/gates-that-cannot-fire.toml");
 
 #[test]
 fn lint_finds_gates_that_cannot_fire_and_agents_named_nowhere() {

@@ -11,7 +11,6 @@
 #![allow(dead_code, unreachable_pub)]
 
 use serde_json::{json, Value};
-use std::sync::{Arc, Mutex};
 
 /// One scripted model turn.
 #[derive(Clone, Debug)]
@@ -30,17 +29,9 @@ impl Call {
 }
 
 /// The server; stops when dropped.
-pub struct Server {
-    log: Arc<Mutex<Vec<Value>>>,
-    _listener: super::http::Listener,
-}
+pub use super::http::Scripted as Server;
 
 impl Server {
-    /// The agent-loop request bodies, in order.
-    pub fn requests(&self) -> Vec<Value> {
-        self.log.lock().unwrap().clone()
-    }
-
     /// What the client sent back for each function call, in order: `(tool, response)`.
     pub fn responses(&self) -> Vec<(String, String)> {
         let last = self.requests().pop().unwrap_or(Value::Null);
@@ -62,62 +53,41 @@ impl Server {
 
 /// Starts the server on a free port of 127.0.0.1: `(port, server)`.
 pub fn start(script: Vec<Call>) -> (u16, Server) {
-    let log = Arc::new(Mutex::new(Vec::new()));
-    let next = Arc::new(Mutex::new(0usize));
-    let listener = {
-        let log = log.clone();
-        super::http::listen(move |method, path, body, _key| {
-            if method != "POST" {
-                return ("404 Not Found", "application/json", b"{}".to_vec());
-            }
-            if path.contains(":countTokens") {
-                return (
-                    "200 OK",
-                    "application/json",
-                    json!({"totalTokens": 1}).to_string().into_bytes(),
-                );
-            }
-            let parts = if body.get("tools").is_some() {
-                log.lock().unwrap().push(body);
-                let n = {
-                    let mut next = next.lock().unwrap();
-                    *next += 1;
-                    *next
-                };
-                match script
-                    .get(n - 1)
-                    .cloned()
-                    .unwrap_or(Call::Text("done".into()))
-                {
-                    Call::Tool(name, args) => {
-                        json!([{"functionCall": {"name": name, "args": args}}])
-                    }
-                    Call::Text(text) => json!([{ "text": text }]),
+    let done = Call::Text("done".into());
+    super::http::scripted(script, done, |method, path, body, steps| {
+        if method != "POST" {
+            return ("404 Not Found", "application/json", b"{}".to_vec());
+        }
+        if path.contains(":countTokens") {
+            return (
+                "200 OK",
+                "application/json",
+                json!({"totalTokens": 1}).to_string().into_bytes(),
+            );
+        }
+        let parts = if body.get("tools").is_some() {
+            match steps.next(body).1 {
+                Call::Tool(name, args) => {
+                    json!([{"functionCall": {"name": name, "args": args}}])
                 }
-            } else {
-                json!([{"text": "{\"reasoning\": \"the model answered\", \"next_speaker\": \"user\"}"}])
-            };
-            let chunk = json!({
-                "candidates": [{"content": {"role": "model", "parts": parts},
-                    "finishReason": "STOP", "index": 0}],
-                "usageMetadata": {"promptTokenCount": 1, "candidatesTokenCount": 1, "totalTokenCount": 2},
-            });
-            if path.contains("alt=sse") {
-                (
-                    "200 OK",
-                    "text/event-stream",
-                    format!("data: {chunk}\r\n\r\n").into_bytes(),
-                )
-            } else {
-                ("200 OK", "application/json", chunk.to_string().into_bytes())
+                Call::Text(text) => json!([{ "text": text }]),
             }
-        })
-    };
-    (
-        listener.port,
-        Server {
-            log,
-            _listener: listener,
-        },
-    )
+        } else {
+            json!([{"text": "{\"reasoning\": \"the model answered\", \"next_speaker\": \"user\"}"}])
+        };
+        let chunk = json!({
+            "candidates": [{"content": {"role": "model", "parts": parts},
+                "finishReason": "STOP", "index": 0}],
+            "usageMetadata": {"promptTokenCount": 1, "candidatesTokenCount": 1, "totalTokenCount": 2},
+        });
+        if path.contains("alt=sse") {
+            (
+                "200 OK",
+                "text/event-stream",
+                format!("data: {chunk}\r\n\r\n").into_bytes(),
+            )
+        } else {
+            ("200 OK", "application/json", chunk.to_string().into_bytes())
+        }
+    })
 }

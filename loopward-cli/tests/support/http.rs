@@ -8,7 +8,7 @@ use serde_json::Value;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
 /// What a handler answers: status line, content type, body.
@@ -34,6 +34,63 @@ impl Drop for Listener {
             let _ = t.join();
         }
     }
+}
+
+/// A scripted model stand-in, running: it logs the requests it answered with a scripted step,
+/// and stops when dropped.
+pub struct Scripted {
+    log: Arc<Mutex<Vec<Value>>>,
+    _listener: Listener,
+}
+
+impl Scripted {
+    /// The bodies of the requests answered with a scripted step, in order.
+    pub fn requests(&self) -> Vec<Value> {
+        self.log.lock().unwrap().clone()
+    }
+}
+
+/// A script of model turns, taken in order by the requests of the agent loop.
+pub struct Steps<S> {
+    script: Vec<S>,
+    done: S,
+    log: Arc<Mutex<Vec<Value>>>,
+}
+
+impl<S: Clone> Steps<S> {
+    /// Logs `body` and takes the next step: its number (from 1) and the step, or the script's
+    /// `done` step once it is spent.
+    pub fn next(&self, body: Value) -> (usize, S) {
+        let mut log = self.log.lock().unwrap();
+        log.push(body);
+        let n = log.len();
+        let step = self.script.get(n - 1).cloned();
+        (n, step.unwrap_or_else(|| self.done.clone()))
+    }
+}
+
+/// Listens as [`listen`] does, `handler` taking `script`'s steps ([`Steps::next`]), then
+/// `done` over and over: `(port, server)`.
+pub fn scripted<S: Clone + Send + Sync + 'static>(
+    script: Vec<S>,
+    done: S,
+    handler: impl Fn(&str, &str, Value, &Steps<S>) -> Answer + Send + Sync + 'static,
+) -> (u16, Scripted) {
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let steps = Steps {
+        script,
+        done,
+        log: log.clone(),
+    };
+    let listener = listen(move |method, path, body, _key| handler(method, path, body, &steps));
+    let port = listener.port;
+    (
+        port,
+        Scripted {
+            log,
+            _listener: listener,
+        },
+    )
 }
 
 /// Listens on a free port of 127.0.0.1 and answers every request with `handler(method, path,

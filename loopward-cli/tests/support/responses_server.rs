@@ -9,7 +9,6 @@
 #![allow(dead_code, unreachable_pub)]
 
 use serde_json::{json, Value};
-use std::sync::{Arc, Mutex};
 
 /// One scripted model turn.
 #[derive(Clone, Debug)]
@@ -32,17 +31,9 @@ pub enum Step {
 }
 
 /// The server; stops when dropped.
-pub struct Server {
-    log: Arc<Mutex<Vec<Value>>>,
-    _listener: super::http::Listener,
-}
+pub use super::http::Scripted as Server;
 
 impl Server {
-    /// The request bodies of every `…/responses` call, in order.
-    pub fn requests(&self) -> Vec<Value> {
-        self.log.lock().unwrap().clone()
-    }
-
     /// What the client sent back for each tool call, by call id, in order: the output text.
     pub fn outputs(&self) -> Vec<(String, String)> {
         let mut out: Vec<(String, String)> = Vec::new();
@@ -69,34 +60,14 @@ impl Server {
 
 /// Starts the server on a free port of 127.0.0.1: `(port, server)`.
 pub fn start(script: Vec<Step>) -> (u16, Server) {
-    let log = Arc::new(Mutex::new(Vec::new()));
-    let next = Arc::new(Mutex::new(0usize));
-    let listener = {
-        let log = log.clone();
-        super::http::listen(move |method, path, body, _key| {
-            if method != "POST" || !path.split('?').next().unwrap_or("").ends_with("/responses") {
-                return ("404 Not Found", "application/json", b"{}".to_vec());
-            }
-            log.lock().unwrap().push(body);
-            let n = {
-                let mut next = next.lock().unwrap();
-                *next += 1;
-                *next
-            };
-            let step = script
-                .get(n - 1)
-                .cloned()
-                .unwrap_or(Step::Text("done".into()));
-            ("200 OK", "text/event-stream", sse(&step, n).into_bytes())
-        })
-    };
-    (
-        listener.port,
-        Server {
-            log,
-            _listener: listener,
-        },
-    )
+    let done = Step::Text("done".into());
+    super::http::scripted(script, done, |method, path, body, steps| {
+        if method != "POST" || !path.split('?').next().unwrap_or("").ends_with("/responses") {
+            return ("404 Not Found", "application/json", b"{}".to_vec());
+        }
+        let (n, step) = steps.next(body);
+        ("200 OK", "text/event-stream", sse(&step, n).into_bytes())
+    })
 }
 
 fn exec(n: usize, arguments: &Value) -> Value {

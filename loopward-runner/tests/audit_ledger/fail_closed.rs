@@ -2,16 +2,20 @@
 
 use super::*;
 
-/// Ledger options whose write of record `seq` fails with `why`.
-fn failing_write(seq: u64, why: &'static str) -> LedgerOptions {
-    let hook = Arc::new(move |op: LedgerOp<'_>| match op {
-        LedgerOp::Write { seq: s, .. } if s == seq => Err(std::io::Error::other(why)),
-        _ => Ok(()),
-    });
+/// Default ledger options, with `hook` injecting faults.
+fn faulty(hook: impl FaultHook + 'static) -> LedgerOptions {
     LedgerOptions {
-        fault: Some(hook),
+        fault: Some(Arc::new(hook)),
         ..LedgerOptions::default()
     }
+}
+
+/// Ledger options whose write of record `seq` fails with `why`.
+fn failing_write(seq: u64, why: &'static str) -> LedgerOptions {
+    faulty(move |op: LedgerOp<'_>| match op {
+        LedgerOp::Write { seq: s, .. } if s == seq => Err(std::io::Error::other(why)),
+        _ => Ok(()),
+    })
 }
 
 #[test]
@@ -129,7 +133,11 @@ fn a_failure_loses_the_held_records_as_a_kill_would_and_nothing_acts_on_them() {
     assert_eq!(kinds(&dir), ["human_message"], "the held allows were lost");
 }
 
-fn builder_writes_hello() -> Script {
+/// `builder` writes hello.txt, its write judged by `gate`, then says it is done.
+fn hello_writer(
+    ws: &Path,
+    gate: Option<(GateMode, audit_support::Rule)>,
+) -> loopward_runner::Runner {
     let mut s = Script::default();
     s.call(
         &id("builder"),
@@ -137,46 +145,48 @@ fn builder_writes_hello() -> Script {
         json!({"path": "hello.txt", "content": "hello"}),
     )
     .say(&id("builder"), "Done.");
-    s
+    team(ws, &["builder"], s, SteppingClock::new(), gate)
+}
+
+/// Runs `runner` as run `r1`, `builder` first, on a person saying `task`, into a new ledger
+/// under `runs` written through `opts`.
+async fn builder_run(
+    runner: &loopward_runner::Runner,
+    runs: &Path,
+    task: &str,
+    opts: LedgerOptions,
+) -> (
+    loopward_runner::RunReport,
+    Result<loopward_runner::audit::Finished, LedgerError>,
+) {
+    let task = Person::at_the_keyboard().says(task);
+    run_to_ledger(runner, runs, "r1", task, "builder", opts).await
+}
+
+/// The error of a run that ended because its ledger failed.
+#[track_caller]
+fn audit_failure(status: &RunStatus) -> &str {
+    match status {
+        RunStatus::AuditFailed { error } => error,
+        other => panic!("expected audit_failed, got {other:?}"),
+    }
 }
 
 #[tokio::test]
 async fn an_injected_write_failure_stops_the_run_before_the_action() {
     let ws = tempfile::tempdir().unwrap();
     let runs = tempfile::tempdir().unwrap();
-    let runner = team(
-        ws.path(),
-        &["builder"],
-        builder_writes_hello(),
-        SteppingClock::new(),
-        None,
-    );
-    let hook = Arc::new(|op: LedgerOp<'_>| match op {
+    let runner = hello_writer(ws.path(), None);
+    let opts = faulty(|op: LedgerOp<'_>| match op {
         LedgerOp::Write {
             kind: "tool_requested",
             ..
         } => Err(std::io::Error::other("injected: no space left on device")),
         _ => Ok(()),
     });
-    let opts = LedgerOptions {
-        fault: Some(hook),
-        ..LedgerOptions::default()
-    };
-    let (report, finished) = run_to_ledger(
-        &runner,
-        runs.path(),
-        "r1",
-        Person::at_the_keyboard().says("say hello"),
-        "builder",
-        opts,
-    )
-    .await;
-    match &report.status {
-        RunStatus::AuditFailed { error } => {
-            assert!(error.contains("no space left on device"), "{error}")
-        }
-        other => panic!("expected audit_failed, got {other:?}"),
-    }
+    let (report, finished) = builder_run(&runner, runs.path(), "say hello", opts).await;
+    let error = audit_failure(&report.status);
+    assert!(error.contains("no space left on device"), "{error}");
     assert!(
         !ws.path().join("hello.txt").exists(),
         "the write ran although it could not be recorded"
@@ -234,14 +244,10 @@ fn noting_builder(
 
 /// Ledger options whose every commit sync fails, as a disk returning EIO would.
 fn failing_commit_sync() -> LedgerOptions {
-    let hook = Arc::new(|op: LedgerOp<'_>| match op {
+    faulty(|op: LedgerOp<'_>| match op {
         LedgerOp::Sync { kind: "commit", .. } => Err(std::io::Error::other("injected: fsync EIO")),
         _ => Ok(()),
-    });
-    LedgerOptions {
-        fault: Some(hook),
-        ..LedgerOptions::default()
-    }
+    })
 }
 
 #[tokio::test]
@@ -254,15 +260,7 @@ async fn no_action_runs_before_the_sync_covering_its_decisions_returned() {
         fault: Some(logging_hook(log.clone())),
         ..LedgerOptions::default()
     };
-    let (report, finished) = run_to_ledger(
-        &runner,
-        runs.path(),
-        "r1",
-        Person::at_the_keyboard().says("note twice"),
-        "builder",
-        opts,
-    )
-    .await;
+    let (report, finished) = builder_run(&runner, runs.path(), "note twice", opts).await;
     assert_eq!(report.status, RunStatus::Completed);
     finished.unwrap();
     let log = log.lock().unwrap().clone();
@@ -298,23 +296,12 @@ async fn a_failed_sync_before_the_action_stops_it_and_the_run() {
     let runs = tempfile::tempdir().unwrap();
     let log = Arc::new(Mutex::new(vec![]));
     let runner = noting_builder(ws.path(), &["a.txt"], &log);
-    let opts = failing_commit_sync();
-    let (report, finished) = run_to_ledger(
-        &runner,
-        runs.path(),
-        "r1",
-        Person::at_the_keyboard().says("note"),
-        "builder",
-        opts,
-    )
-    .await;
-    match &report.status {
-        RunStatus::AuditFailed { error } => assert!(
-            error.contains("before the action they authorise") && error.contains("fsync EIO"),
-            "{error}"
-        ),
-        other => panic!("expected audit_failed, got {other:?}"),
-    }
+    let (report, finished) = builder_run(&runner, runs.path(), "note", failing_commit_sync()).await;
+    let error = audit_failure(&report.status);
+    assert!(
+        error.contains("before the action they authorise") && error.contains("fsync EIO"),
+        "{error}"
+    );
     assert!(log.lock().unwrap().is_empty(), "the tool ran: {log:?}");
     assert!(matches!(finished, Err(LedgerError::Poisoned { .. })));
 }
@@ -325,27 +312,9 @@ async fn a_failed_fsync_of_the_gate_decision_stops_the_action() {
     let runs = tempfile::tempdir().unwrap();
     let allow: audit_support::Rule =
         Arc::new(|_, tool, _| (tool == "write_file").then_some(Decision::Allow));
-    let runner = team(
-        ws.path(),
-        &["builder"],
-        builder_writes_hello(),
-        SteppingClock::new(),
-        Some((GateMode::Enforce, allow)),
-    );
-    let opts = failing_commit_sync();
-    let (report, _) = run_to_ledger(
-        &runner,
-        runs.path(),
-        "r1",
-        Person::at_the_keyboard().says("say hello"),
-        "builder",
-        opts,
-    )
-    .await;
-    assert!(
-        matches!(&report.status, RunStatus::AuditFailed { error } if error.contains("fsync EIO")),
-        "{:?}",
-        report.status
-    );
+    let runner = hello_writer(ws.path(), Some((GateMode::Enforce, allow)));
+    let (report, _) = builder_run(&runner, runs.path(), "say hello", failing_commit_sync()).await;
+    let error = audit_failure(&report.status);
+    assert!(error.contains("fsync EIO"), "{error}");
     assert!(!ws.path().join("hello.txt").exists());
 }

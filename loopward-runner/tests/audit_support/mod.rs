@@ -145,6 +145,39 @@ pub async fn run_to_ledger(
     (report, finished)
 }
 
+/// The standard run: [`plan_and_build_script`] by planner and builder in `workspace` on a person
+/// saying "say hello", planner first, tool calls through `gate`, recorded as `run` under
+/// `runs_dir` through `opts`; the ledger finished.
+pub async fn plan_and_build(
+    workspace: &Path,
+    runs_dir: &Path,
+    run: &str,
+    clock: Arc<dyn Clock>,
+    gate: Option<(GateMode, Rule)>,
+    opts: LedgerOptions,
+) -> (
+    RunReport,
+    Result<Finished, loopward_runner::audit::LedgerError>,
+) {
+    let names = ["planner", "builder"];
+    let runner = team(workspace, &names, plan_and_build_script(), clock, gate);
+    let task = loopward_core::Person::at_the_keyboard().says("say hello");
+    run_to_ledger(&runner, runs_dir, run, task, "planner", opts).await
+}
+
+/// [`plan_and_build`] ungated, in folders dropped after it, for tests that watch what a run
+/// emits rather than what it records; asserts that it completed and its ledger finished.
+pub async fn unrecorded_plan_and_build() -> RunReport {
+    let ws = tempfile::tempdir().unwrap();
+    let runs = tempfile::tempdir().unwrap();
+    let clock = SteppingClock::new();
+    let opts = LedgerOptions::default();
+    let (report, finished) = plan_and_build(ws.path(), runs.path(), "r1", clock, None, opts).await;
+    assert_eq!(report.status, loopward_core::RunStatus::Completed);
+    finished.unwrap();
+    report
+}
+
 /// The standard two-agent script: planner writes the plan and hands off; builder writes
 /// hello.txt, tries to overwrite plan.md (planner's territory), edits plan.md, and finishes.
 pub fn plan_and_build_script() -> Script {

@@ -3,14 +3,16 @@
 
 use super::*;
 
-fn rechain_all(dir: &Path, keep: usize, chain: &Chain) -> (u64, String) {
+/// Re-chains the first `keep` records under `chain` and anchors them afresh, as a forger who
+/// holds `chain` would; returns the new last sequence number.
+fn rechain_and_anchor(runs: &Path, dir: &Path, keep: usize, chain: Chain) -> u64 {
     let l = lines(dir);
     let mut prev = loopward_runner::audit::GENESIS.to_string();
     let mut out = vec![];
     for (i, line) in l.iter().take(keep).enumerate() {
         let r = parse(line);
         let (rec, bytes) = Record::seal(
-            chain,
+            &chain,
             i as u64 + 1,
             &r.time,
             &r.scope(),
@@ -22,7 +24,19 @@ fn rechain_all(dir: &Path, keep: usize, chain: &Chain) -> (u64, String) {
         out.push(String::from_utf8(bytes).unwrap().trim_end().to_string());
     }
     write_lines(dir, &out);
-    (out.len() as u64, prev)
+    let seq = out.len() as u64;
+    append_anchor(runs, &Anchor::new("r1", seq, prev, "T"), &chain, None, None).unwrap();
+    seq
+}
+
+/// Records a person saying `words` in `ledger`, at the scope of `run`.
+fn say(ledger: &Ledger, run: &str, words: &str) {
+    let scope = Scope {
+        run: RunId::new(run).unwrap(),
+        turn: None,
+        agent: None,
+    };
+    ledger.record(&scope, &said(words)).unwrap();
 }
 
 #[tokio::test]
@@ -30,15 +44,7 @@ async fn a_rechained_ledger_with_a_fresh_anchor_is_caught() {
     let (_ws, runs, dir) = finished().await;
     let n = lines(&dir).len();
     // Drop the last two records, re-chain keyless and append a fresh keyless anchor.
-    let (seq, hash) = rechain_all(&dir, n - 2, &Chain::Sha256);
-    append_anchor(
-        runs.path(),
-        &Anchor::new("r1", seq, hash, "T"),
-        &Chain::Sha256,
-        None,
-        None,
-    )
-    .unwrap();
+    rechain_and_anchor(runs.path(), &dir, n - 2, Chain::Sha256);
     // The header says keyless now: refused outright by a keyed verifier.
     assert!(matches!(
         verify(&dir, &keyed()),
@@ -62,15 +68,7 @@ async fn a_rechained_ledger_with_a_fresh_anchor_is_caught() {
     );
     // Re-chained under the forger's own key, with an anchor under it: the key is not held.
     let forger = LedgerKey::from_bytes(vec![6u8; 32]).unwrap();
-    let (seq, hash) = rechain_all(&dir, n - 2, &Chain::Hmac(forger.clone()));
-    append_anchor(
-        runs.path(),
-        &Anchor::new("r1", seq, hash, "T"),
-        &Chain::Hmac(forger),
-        None,
-        None,
-    )
-    .unwrap();
+    rechain_and_anchor(runs.path(), &dir, n - 2, Chain::Hmac(forger));
     assert!(matches!(
         verify(&dir, &keyed()),
         Err(VerifyError::KeyNotHeld { .. })
@@ -81,26 +79,8 @@ async fn a_rechained_ledger_with_a_fresh_anchor_is_caught() {
 async fn every_anchor_is_checked_not_only_the_latest() {
     // Keyless (the opt-out): a forger can append anchors, but not remove the earlier one.
     let (_ws, runs, dir) = finished_run(None).await;
-    let mut l = lines(&dir);
-    let victim = parse(&l[2]);
-    let (_, line) = reseal(
-        &victim,
-        &AuditEvent::HumanMessage {
-            content: (&loopward_core::Person::at_the_keyboard().says("forged")).into(),
-        },
-        &victim.prev,
-    );
-    l[2] = line;
-    write_lines(&dir, &l);
-    let (seq, hash) = rechain_all(&dir, l.len(), &Chain::Sha256);
-    append_anchor(
-        runs.path(),
-        &Anchor::new("r1", seq, hash, "T"),
-        &Chain::Sha256,
-        None,
-        None,
-    )
-    .unwrap();
+    forge_third_record(&dir);
+    let seq = rechain_and_anchor(runs.path(), &dir, lines(&dir).len(), Chain::Sha256);
     let (at, b) = breach_with(&dir, &VerifyOptions::keyless());
     assert_eq!((at, b), (seq, Breach::AnchorMismatch { line: 1 }));
 }
@@ -112,19 +92,7 @@ fn unfinished_ledger(runs: &Path, run: &str) -> PathBuf {
         LedgerOptions::keyed(the_key()),
     )
     .unwrap();
-    let scope = Scope {
-        run: RunId::new(run).unwrap(),
-        turn: None,
-        agent: None,
-    };
-    ledger
-        .record(
-            &scope,
-            &AuditEvent::HumanMessage {
-                content: (&loopward_core::Person::at_the_keyboard().says("start")).into(),
-            },
-        )
-        .unwrap();
+    say(&ledger, run, "start");
     runs.join(run)
 }
 
@@ -171,19 +139,7 @@ async fn records_appended_after_the_anchor_are_not_verified() {
         LedgerOptions::keyed(the_key()),
     )
     .unwrap();
-    let scope = Scope {
-        run: RunId::new("r1").unwrap(),
-        turn: None,
-        agent: None,
-    };
-    ledger
-        .record(
-            &scope,
-            &AuditEvent::HumanMessage {
-                content: (&loopward_core::Person::at_the_keyboard().says("more")).into(),
-            },
-        )
-        .unwrap();
+    say(&ledger, "r1", "more");
     let n = lines(&dir).len() as u64;
     assert_eq!(breach(&dir), (n, Breach::AfterAnchor { anchored: n - 1 }));
     assert!(!verify(&dir, &keyed().unfinished(true)).unwrap().anchored);
@@ -220,19 +176,7 @@ async fn anchors_dropped_from_the_end_of_the_index_are_caught_by_the_state_head(
     let (_ws, runs, dir) = finished_with(opts.clone()).await;
     // A second segment of r1: resumed and finished again.
     let (ledger, _) = Ledger::open_existing(runs.path(), &RunId::new("r1").unwrap(), opts).unwrap();
-    let scope = Scope {
-        run: RunId::new("r1").unwrap(),
-        turn: None,
-        agent: None,
-    };
-    ledger
-        .record(
-            &scope,
-            &AuditEvent::HumanMessage {
-                content: (&loopward_core::Person::at_the_keyboard().says("second segment")).into(),
-            },
-        )
-        .unwrap();
+    say(&ledger, "r1", "second segment");
     ledger.finish().unwrap();
     let check = keyed().head(&head);
     assert!(verify(&dir, &check).unwrap().head_checked);
@@ -263,24 +207,16 @@ async fn anchors_dropped_from_the_end_of_the_index_are_caught_by_the_state_head(
 async fn a_witness_catches_a_rewrite_by_whoever_holds_the_key() {
     let elsewhere = tempfile::tempdir().unwrap();
     let witness = elsewhere.path().join("anchors.jsonl");
-    let opts = LedgerOptions {
+    let (_ws, runs, dir) = finished_with(LedgerOptions {
         witness: Some(witness.clone()),
         ..LedgerOptions::keyed(the_key())
-    };
-    let (_ws, runs, dir) = finished_with(opts).await;
+    })
+    .await;
     assert!(verify(&dir, &keyed().witness(&witness)).unwrap().witnessed);
     // The key holder drops two records, re-chains, and rewrites the index from scratch.
     let n = lines(&dir).len();
-    let (seq, hash) = rechain_all(&dir, n - 2, &Chain::Hmac(the_key()));
     std::fs::remove_file(runs.path().join(INDEX_FILE)).unwrap();
-    append_anchor(
-        runs.path(),
-        &Anchor::new("r1", seq, hash, "T"),
-        &Chain::Hmac(the_key()),
-        None,
-        None,
-    )
-    .unwrap();
+    rechain_and_anchor(runs.path(), &dir, n - 2, Chain::Hmac(the_key()));
     // With the key alone that is undetectable (the threat model says so); the witness is not.
     verify(&dir, &keyed()).unwrap();
     let err = verify(&dir, &keyed().witness(&witness)).unwrap_err();

@@ -8,7 +8,7 @@ mod audit_support;
 mod records;
 mod tamper;
 
-use audit_support::{plan_and_build_script, run_to_ledger, team, Rule, SteppingClock};
+use audit_support::{plan_and_build, Rule, SteppingClock};
 use loopward_core::{AuditEvent, Decision, GateMode, Person, Refusal, RunStatus};
 use loopward_core::{AuditSink, RunId, Scope};
 use loopward_runner::audit::{
@@ -63,19 +63,12 @@ async fn finished_run(key: Option<LedgerKey>) -> (tempfile::TempDir, tempfile::T
 async fn finished_with(opts: LedgerOptions) -> (tempfile::TempDir, tempfile::TempDir, PathBuf) {
     let ws = tempfile::tempdir().unwrap();
     let runs = tempfile::tempdir().unwrap();
-    let runner = team(
+    let (report, fin) = plan_and_build(
         ws.path(),
-        &["planner", "builder"],
-        plan_and_build_script(),
-        SteppingClock::new(),
-        Some((GateMode::Enforce, territory())),
-    );
-    let (report, fin) = run_to_ledger(
-        &runner,
         runs.path(),
         "r1",
-        Person::at_the_keyboard().says("say hello"),
-        "planner",
+        SteppingClock::new(),
+        Some((GateMode::Enforce, territory())),
         opts,
     )
     .await;
@@ -122,6 +115,22 @@ fn reseal(record: &Record, event: &AuditEvent, prev: &str) -> (Record, String) {
     )
     .unwrap();
     (r, String::from_utf8(line).unwrap().trim_end().to_string())
+}
+
+/// Replaces the third record with a person saying "forged", re-sealed keyless after the same
+/// predecessor, as a forger without the key would.
+fn forge_third_record(dir: &Path) {
+    let mut l = lines(dir);
+    let victim = parse(&l[2]);
+    l[2] = reseal(&victim, &said("forged"), &victim.prev).1;
+    write_lines(dir, &l);
+}
+
+/// The event of a person at the keyboard saying `words`.
+fn said(words: &str) -> AuditEvent {
+    AuditEvent::HumanMessage {
+        content: (&Person::at_the_keyboard().says(words)).into(),
+    }
 }
 
 fn parse(line: &str) -> Record {

@@ -123,24 +123,14 @@ async fn a_truncated_and_rechained_keyless_ledger_is_caught_as_anchor_mismatch()
 async fn an_edited_and_rehashed_record_breaks_the_next_link() {
     // Keyless, so the forger can re-hash the record; the next link still breaks.
     let (_ws, _runs, dir) = finished_run(None).await;
-    let mut l = lines(&dir);
-    let victim = parse(&l[2]);
-    let event = AuditEvent::HumanMessage {
-        content: (&loopward_core::Person::at_the_keyboard().says("forged")).into(),
-    };
-    let (_, line) = reseal(&victim, &event, &victim.prev);
-    l[2] = line;
-    write_lines(&dir, &l);
+    forge_third_record(&dir);
     assert_eq!(
         breach_with(&dir, &VerifyOptions::keyless()),
         (4, Breach::BadLink)
     );
     // Keyed, the re-hashed record itself is caught.
     let (_ws, _runs, dir) = finished().await;
-    let mut l = lines(&dir);
-    let (_, line) = reseal(&parse(&l[2]), &event, &parse(&l[2]).prev);
-    l[2] = line;
-    write_lines(&dir, &l);
+    forge_third_record(&dir);
     assert_eq!(breach(&dir), (3, Breach::Edited));
 }
 

@@ -1,7 +1,7 @@
 //! A session's hook answered by the loop over the session's socket: judged, recorded under
 //! the session's turn, and refused without the session's token.
 
-use super::{agent, events, setup_with, spec, stream, verdicts, Hooks, Setup};
+use super::{agent, events, setup_with, stream, verdicts, Hooks, Setup};
 use loopward_core::{AgentId, AuditEvent, LayerVerdict, RunStatus};
 use loopward_runner::audit::MemorySink;
 use loopward_runner::cli_agent::{HookEvent, HookJudge, HookReply, Judged};
@@ -94,8 +94,7 @@ async fn judged_run(plan: &str) -> (Setup, Arc<MemorySink>, RunStatus) {
         None,
         None,
     );
-    let sink = Arc::new(MemorySink::default());
-    let report = s.runner.run(spec(sink.clone())).await;
+    let (report, sink) = s.run().await;
     (s, sink, report.status)
 }
 

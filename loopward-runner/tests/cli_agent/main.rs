@@ -16,7 +16,7 @@ use loopward_runner::journal::Journal;
 use loopward_runner::layers::budget::{BudgetConfig, BudgetLayer};
 use loopward_runner::layers::classjump::{ClassJump, ClassJumpConfig};
 use loopward_runner::sandbox::Protected;
-use loopward_runner::{BoxTurnService, RunSpec, Runner, Workspace};
+use loopward_runner::{BoxTurnService, RunReport, RunSpec, Runner, Workspace};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -167,21 +167,67 @@ fn verdicts(events: &[AuditEvent], layer: &str) -> Vec<LayerVerdict> {
         .collect()
 }
 
+/// How each turn in `events` ended, in order.
+fn finishes(events: &[AuditEvent]) -> Vec<&FinishReason> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            AuditEvent::TurnEnded { finish, .. } => Some(finish),
+            _ => None,
+        })
+        .collect()
+}
+
 fn events(sink: &MemorySink) -> Vec<AuditEvent> {
     sink.events().into_iter().map(|(_, e)| e).collect()
 }
 
+impl Setup {
+    /// Runs the loop from the start, recording into a fresh memory sink.
+    async fn run(&self) -> (RunReport, Arc<MemorySink>) {
+        let sink = Arc::new(MemorySink::default());
+        (self.runner.run(spec(sink.clone())).await, sink)
+    }
+
+    /// Resumes the loop as if killed right after its `sessions`-th session's turn was recorded
+    /// in `sink`: the journal up to there, the stand-in's session count put back to match.
+    async fn resume_after(
+        &self,
+        sink: &MemorySink,
+        sessions: usize,
+    ) -> (RunReport, Arc<MemorySink>) {
+        let records = sink.events();
+        let (cut, _) = records
+            .iter()
+            .enumerate()
+            .filter(|(_, (_, e))| matches!(e, AuditEvent::TurnEnded { .. }))
+            .nth(sessions - 1)
+            .unwrap();
+        let journal = Journal::from_records(&records[..=cut]).unwrap();
+        std::fs::write(self.plans.join("count"), sessions.to_string()).unwrap();
+        let resumed = Arc::new(MemorySink::default());
+        let report = self
+            .runner
+            .resume(spec(resumed.clone()), &journal)
+            .await
+            .unwrap();
+        (report, resumed)
+    }
+}
+
+/// Two sessions costing `cost_usd` each: the first claims done without doing it, the second
+/// does it.
+fn done_on_second_try(cost_usd: f64) -> [(&'static str, String); 2] {
+    [
+        ("", stream("All done.", cost_usd)),
+        ("echo yes > done.txt", stream("Now done.", cost_usd)),
+    ]
+}
+
 #[tokio::test]
 async fn a_session_that_claims_done_while_the_verifier_fails_is_refused_and_the_agent_goes_again() {
-    let s = setup(
-        &[
-            ("", stream("All done.", 0.01)),
-            ("echo yes > done.txt", stream("Now done.", 0.01)),
-        ],
-        3,
-    );
-    let sink = Arc::new(MemorySink::default());
-    let report = s.runner.run(spec(sink.clone())).await;
+    let s = setup(&done_on_second_try(0.01), 3);
+    let (report, sink) = s.run().await;
     assert_eq!(report.status, RunStatus::Completed);
     assert_eq!(report.turns, 2);
     assert_eq!(report.final_text, "Now done.");
@@ -191,14 +237,10 @@ async fn a_session_that_claims_done_while_the_verifier_fails_is_refused_and_the_
         verdicts(&ev, "verify"),
         [LayerVerdict::Refused, LayerVerdict::Allow]
     );
-    let finishes: Vec<&FinishReason> = ev
-        .iter()
-        .filter_map(|e| match e {
-            AuditEvent::TurnEnded { finish, .. } => Some(finish),
-            _ => None,
-        })
-        .collect();
-    assert_eq!(finishes, [&FinishReason::Unverified, &FinishReason::Done]);
+    assert_eq!(
+        finishes(&ev),
+        [&FinishReason::Unverified, &FinishReason::Done]
+    );
     // Both sessions' model calls, and what they reported they cost.
     assert_eq!(
         ev.iter()
@@ -211,31 +253,12 @@ async fn a_session_that_claims_done_while_the_verifier_fails_is_refused_and_the_
 
 #[tokio::test]
 async fn a_resumed_loop_runs_no_finished_session_again() {
-    let s = setup(
-        &[
-            ("", stream("All done.", 0.0)),
-            ("echo yes > done.txt", stream("Now done.", 0.0)),
-        ],
-        3,
-    );
-    let sink = Arc::new(MemorySink::default());
-    let first = s.runner.run(spec(sink.clone())).await;
+    let s = setup(&done_on_second_try(0.0), 3);
+    let (first, sink) = s.run().await;
     assert_eq!(first.status, RunStatus::Completed);
-    // Killed right after its first session's turn was recorded: the journal so far.
-    let records = sink.events();
-    let cut = records
-        .iter()
-        .position(|(_, e)| matches!(e, AuditEvent::TurnEnded { .. }))
-        .unwrap();
-    let journal = Journal::from_records(&records[..=cut]).unwrap();
+    // Killed right after its first session's turn was recorded.
     std::fs::remove_file(s.root.join("done.txt")).unwrap();
-    std::fs::write(s.plans.join("count"), "1").unwrap();
-    let resumed = Arc::new(MemorySink::default());
-    let report = s
-        .runner
-        .resume(spec(resumed.clone()), &journal)
-        .await
-        .unwrap();
+    let (report, resumed) = s.resume_after(&sink, 1).await;
     assert_eq!(report.status, RunStatus::Completed);
     assert_eq!(report.turns, 2);
     assert_eq!(sessions_started(&s.plans), 2, "one session ran on resume");
@@ -255,8 +278,7 @@ async fn a_stream_the_parser_does_not_know_fails_the_run_naming_the_line() {
         "\n{\"type\":\"telepathy\"}"
     );
     let s = setup(&[("", odd)], 3);
-    let sink = Arc::new(MemorySink::default());
-    let report = s.runner.run(spec(sink.clone())).await;
+    let (report, sink) = s.run().await;
     let RunStatus::Failed { error } = &report.status else {
         panic!("{:?}", report.status)
     };
@@ -275,8 +297,7 @@ async fn a_stream_the_parser_does_not_know_fails_the_run_naming_the_line() {
 async fn sessions_that_change_nothing_and_leave_the_verifier_failing_stop_the_loop() {
     let idle = || ("", stream("All done.", 0.0));
     let s = setup(&[idle(), idle(), idle(), idle()], 2);
-    let sink = Arc::new(MemorySink::default());
-    let report = s.runner.run(spec(sink.clone())).await;
+    let (report, sink) = s.run().await;
     let RunStatus::CapReached { cap } = &report.status else {
         panic!("{:?}", report.status)
     };
@@ -300,8 +321,7 @@ async fn a_session_that_changes_files_is_progress_even_when_the_verifier_still_f
         ],
         1,
     );
-    let sink = Arc::new(MemorySink::default());
-    let report = s.runner.run(spec(sink.clone())).await;
+    let (report, sink) = s.run().await;
     assert_eq!(report.status, RunStatus::Completed);
     assert_eq!(report.turns, 4, "completed only once verified");
     // Only the first failure had no earlier verdict; the rest changed a.txt or done.txt.
@@ -326,8 +346,7 @@ async fn a_session_whose_hook_never_ran_fails_the_run_as_ungoverned() {
         None,
         None,
     );
-    let sink = Arc::new(MemorySink::default());
-    let report = s.runner.run(spec(sink.clone())).await;
+    let (report, sink) = s.run().await;
     let RunStatus::Failed { error } = &report.status else {
         panic!("{:?}", report.status)
     };
@@ -355,8 +374,7 @@ async fn failed_verifications_class_jump_and_exhaust_the_strategies() {
         Some(cj),
         None,
     );
-    let sink = Arc::new(MemorySink::default());
-    let report = s.runner.run(spec(sink.clone())).await;
+    let (report, sink) = s.run().await;
     assert_eq!(report.status, RunStatus::Exhausted);
     assert_eq!(sessions_started(&s.plans), 2);
     assert_eq!(
@@ -372,26 +390,10 @@ async fn failed_verifications_class_jump_and_exhaust_the_strategies() {
 async fn a_resumed_loop_keeps_counting_the_sessions_that_changed_nothing() {
     let idle = || ("", stream("All done.", 0.0));
     let s = setup(&[idle(), idle(), idle(), idle()], 2);
-    let sink = Arc::new(MemorySink::default());
-    let first = s.runner.run(spec(sink.clone())).await;
+    let (first, sink) = s.run().await;
     assert!(matches!(first.status, RunStatus::CapReached { .. }));
     // Killed after the second session, whose repeat was the first in a row.
-    let records = sink.events();
-    let cut = records
-        .iter()
-        .enumerate()
-        .filter(|(_, (_, e))| matches!(e, AuditEvent::TurnEnded { .. }))
-        .nth(1)
-        .unwrap()
-        .0;
-    let journal = Journal::from_records(&records[..=cut]).unwrap();
-    std::fs::write(s.plans.join("count"), "2").unwrap();
-    let resumed = Arc::new(MemorySink::default());
-    let report = s
-        .runner
-        .resume(spec(resumed.clone()), &journal)
-        .await
-        .unwrap();
+    let (report, _) = s.resume_after(&sink, 2).await;
     let RunStatus::CapReached { cap } = &report.status else {
         panic!("{:?}", report.status)
     };
@@ -413,8 +415,7 @@ async fn a_resumed_loop_is_held_to_the_cost_its_sessions_reported() {
         None,
         Some(0.015),
     );
-    let sink = Arc::new(MemorySink::default());
-    let first = s.runner.run(spec(sink.clone())).await;
+    let (first, sink) = s.run().await;
     assert!(
         matches!(first.status, RunStatus::BudgetExceeded { .. }),
         "{:?}",
@@ -422,19 +423,7 @@ async fn a_resumed_loop_is_held_to_the_cost_its_sessions_reported() {
     );
     assert_eq!(sessions_started(&s.plans), 2);
     // Killed after the first session ($0.01 of $0.015 spent): one more session spends it.
-    let records = sink.events();
-    let cut = records
-        .iter()
-        .position(|(_, e)| matches!(e, AuditEvent::TurnEnded { .. }))
-        .unwrap();
-    let journal = Journal::from_records(&records[..=cut]).unwrap();
-    std::fs::write(s.plans.join("count"), "1").unwrap();
-    let resumed = Arc::new(MemorySink::default());
-    let report = s
-        .runner
-        .resume(spec(resumed.clone()), &journal)
-        .await
-        .unwrap();
+    let (report, resumed) = s.resume_after(&sink, 1).await;
     assert!(
         matches!(report.status, RunStatus::BudgetExceeded { .. }),
         "{:?}",

@@ -21,45 +21,14 @@ use tower::ServiceExt;
 pub const NOW: u64 = 1_800_000_000_000;
 
 /// The builder's changes under `src/` arm a review by the auditor (sprawl off).
-pub const REVIEWED_BY_AUDITOR: &str = r#"
-[[gates.review]]
-from = "builder"
-via = "auditor"
-when = ["src/**"]
-
-[gates.sprawl]
-enabled = false
-"#;
+pub const REVIEWED_BY_AUDITOR: &str = include_str!("policies/reviewed-by-auditor.toml");
 
 /// Two review gates on the builder's `src/` changes: the auditor's and the scribe's.
-pub const TWO_REVIEWERS: &str = r#"
-[[gates.review]]
-from = "builder"
-via = "auditor"
-when = ["src/**"]
-
-[[gates.review]]
-from = "builder"
-via = "scribe"
-when = ["src/**"]
-
-[gates.sprawl]
-enabled = false
-"#;
+pub const TWO_REVIEWERS: &str = include_str!("policies/two-reviewers.toml");
 
 /// The planner owns the plans; the shell watched alone, with no kernel sandbox (sprawl off).
 /// `[gates.shell]` comes last, so a test may append keys to it.
-pub const PLANS_WATCHED: &str = r#"
-[[territory]]
-paths = ["plan.md", "plans/**"]
-owner = "planner"
-
-[gates.sprawl]
-enabled = false
-
-[gates.shell]
-sandbox = "watch-only"
-"#;
+pub const PLANS_WATCHED: &str = include_str!("policies/plans-watched.toml");
 
 pub fn agent(name: &str) -> AgentId {
     AgentId::new(name).unwrap()

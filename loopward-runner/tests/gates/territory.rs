@@ -5,18 +5,8 @@ use loopward_core::{AuditEvent, Decision, GateMode, Person};
 use loopward_runner::tool::ToolError;
 use std::os::unix::fs::symlink;
 
-const PLANS: &str = r#"
-[[territory]]
-paths = ["plan.md", "plans/**"]
-owner = "planner"
-
-[[territory]]
-paths = ["src"]
-owner = "builder"
-
-[gates.sprawl]
-enabled = false
-"#;
+/// The planner owns the plans, the builder the folder `src` (sprawl off).
+const PLANS: &str = include_str!("policies/plans-and-src-folder.toml");
 
 fn refusal_text(r: Result<loopward_runner::tool::ToolOutput, ToolError>) -> String {
     match r {

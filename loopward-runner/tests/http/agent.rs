@@ -2,16 +2,15 @@
 //! finishes; a transient server error on the way is retried inside the backend; an answer cut off
 //! by the token limit fails the run.
 
+use super::one_agent::{one_agent, run_as};
 use super::support::{data, json, sse, MockServer, RecordingSleeper};
-use loopward_core::{AgentId, AuditEvent, Person, RunId, RunStatus};
-use loopward_runner::audit::MemorySink;
+use loopward_core::{AgentId, AuditEvent, RunStatus};
 use loopward_runner::model::http::{
     AnthropicConfig, AnthropicModel, ApiKey, OpenAiConfig, OpenAiModel,
 };
 use loopward_runner::model::{BoxModelService, StopReason};
-use loopward_runner::{tools, BoxTurnService, LlmAgent, RunSpec, Runner, Workspace};
+use loopward_runner::{tools, BoxTurnService, LlmAgent};
 use serde_json::json;
-use std::sync::Arc;
 
 #[tokio::test]
 async fn an_agent_writes_a_file_through_a_streamed_tool_call_and_retries_do_not_use_its_steps() {
@@ -44,20 +43,8 @@ async fn an_agent_writes_a_file_through_a_streamed_tool_call_and_retries_do_not_
         .tools(tools::builtin(std::slice::from_ref(&builder)))
         .max_steps(2)
         .build();
-    let runner = Runner::builder(Workspace::new(dir.path()).unwrap())
-        .agent(builder.clone(), BoxTurnService::new(agent))
-        .unwrap()
-        .build()
-        .unwrap();
-    let report = runner
-        .run(RunSpec {
-            id: RunId::new("http-run").unwrap(),
-            task: Person::at_the_keyboard().says("write hello.txt"),
-            first: builder,
-            audit: Arc::new(MemorySink::default()),
-            audit_location: None,
-        })
-        .await;
+    let runner = one_agent(dir.path(), &builder, BoxTurnService::new(agent));
+    let (report, _) = run_as(&runner, "http-run", &builder, "write hello.txt").await;
     assert_eq!(report.status, RunStatus::Completed);
     assert_eq!(
         std::fs::read_to_string(dir.path().join("hello.txt")).unwrap(),
@@ -86,21 +73,8 @@ async fn run_one(model: BoxModelService) -> (RunStatus, Vec<AuditEvent>) {
     let agent = LlmAgent::builder(builder.clone(), model)
         .max_tokens(16)
         .build();
-    let runner = Runner::builder(Workspace::new(dir.path()).unwrap())
-        .agent(builder.clone(), BoxTurnService::new(agent))
-        .unwrap()
-        .build()
-        .unwrap();
-    let sink = Arc::new(MemorySink::default());
-    let report = runner
-        .run(RunSpec {
-            id: RunId::new("cut-run").unwrap(),
-            task: Person::at_the_keyboard().says("explain the plan"),
-            first: builder,
-            audit: sink.clone(),
-            audit_location: None,
-        })
-        .await;
+    let runner = one_agent(dir.path(), &builder, BoxTurnService::new(agent));
+    let (report, sink) = run_as(&runner, "cut-run", &builder, "explain the plan").await;
     (
         report.status,
         sink.events().into_iter().map(|(_, e)| e).collect(),

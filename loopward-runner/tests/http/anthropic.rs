@@ -1,9 +1,12 @@
 //! The Anthropic Messages backend against a canned server on 127.0.0.1.
 
-use super::support::{event, http, json, sse, MockServer, RecordingSleeper, Reply};
-use loopward_core::{AgentId, Message, Person, ToolCall, ToolResult, ToolSpec};
+use super::support::{
+    assert_cut_off_then_finished, event, http, json, sse, write_hello, MockServer,
+    RecordingSleeper, Reply,
+};
+use loopward_core::{Message, ToolCall, ToolResult};
 use loopward_runner::model::http::{AnthropicConfig, AnthropicModel, ApiKey, RetryPolicy};
-use loopward_runner::model::{ChatRequest, ChatResponse, ModelError, StopReason, TurnSlot};
+use loopward_runner::model::{ChatRequest, ChatResponse, ModelError};
 use serde_json::{json, Value};
 use std::time::Duration;
 use tower::ServiceExt;
@@ -35,20 +38,7 @@ fn model(server: &MockServer, stream: bool) -> (AnthropicModel, RecordingSleeper
 }
 
 fn request() -> ChatRequest {
-    ChatRequest {
-        agent: AgentId::new("builder").unwrap(),
-        messages: vec![
-            Message::system("be brief"),
-            Message::human(Person::at_the_keyboard().says("write hello.txt")),
-        ],
-        tools: vec![ToolSpec {
-            name: "write_file".into(),
-            description: "Writes a file.".into(),
-            parameters: json!({"type": "object"}),
-        }],
-        max_tokens: None,
-        turn: TurnSlot::empty(),
-    }
+    write_hello(json!({"type": "object"}), None)
 }
 
 async fn call(m: AnthropicModel) -> Result<ChatResponse, ModelError> {
@@ -460,11 +450,9 @@ async fn a_text_reply_stopped_at_max_tokens_is_marked_cut_off_streamed_or_whole(
         json(200, &full_reply("Done.")),
     ])
     .await;
-    let streamed = call(model(&server, true).0).await.unwrap();
-    assert_eq!(streamed.content, "The plan has three");
-    assert_eq!(streamed.stop, StopReason::TokenLimit);
-    let whole = call(model(&server, false).0).await.unwrap();
-    assert_eq!(whole.stop, StopReason::TokenLimit);
-    let finished = call(model(&server, false).0).await.unwrap();
-    assert_eq!(finished.stop, StopReason::Finished);
+    assert_cut_off_then_finished([
+        call(model(&server, true).0).await,
+        call(model(&server, false).0).await,
+        call(model(&server, false).0).await,
+    ]);
 }

@@ -4,5 +4,7 @@
 
 mod agent;
 mod anthropic;
+#[path = "../one_agent/mod.rs"]
+mod one_agent;
 mod openai;
 mod support;

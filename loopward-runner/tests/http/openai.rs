@@ -1,11 +1,12 @@
 //! The OpenAI-compatible backend against a canned server on 127.0.0.1.
 
-use super::support::{data, http, json, json_with, sse, MockServer, RecordingSleeper, Reply};
-use loopward_core::{AgentId, Message, Person, ToolCall, ToolResult, ToolSpec};
-use loopward_runner::model::http::{ApiKey, OpenAiConfig, OpenAiModel, RetryPolicy, ToolChoice};
-use loopward_runner::model::{
-    BoxModelService, ChatRequest, ChatResponse, ModelError, StopReason, TurnSlot,
+use super::support::{
+    assert_cut_off_then_finished, data, http, json, json_with, sse, write_hello, MockServer,
+    RecordingSleeper, Reply,
 };
+use loopward_core::{Message, ToolCall, ToolResult};
+use loopward_runner::model::http::{ApiKey, OpenAiConfig, OpenAiModel, RetryPolicy, ToolChoice};
+use loopward_runner::model::{BoxModelService, ChatRequest, ChatResponse, ModelError};
 use loopward_runner::ManualClock;
 use serde_json::{json, Value};
 use std::time::Duration;
@@ -40,20 +41,21 @@ fn model(server: &MockServer, stream: bool) -> (OpenAiModel, RecordingSleeper) {
 }
 
 fn request() -> ChatRequest {
-    ChatRequest {
-        agent: AgentId::new("builder").unwrap(),
-        messages: vec![
-            Message::system("be brief"),
-            Message::human(Person::at_the_keyboard().says("write hello.txt")),
-        ],
-        tools: vec![ToolSpec {
-            name: "write_file".into(),
-            description: "Writes a file.".into(),
-            parameters: json!({"type": "object", "properties": {"path": {"type": "string"}}}),
-        }],
-        max_tokens: Some(256),
-        turn: TurnSlot::empty(),
-    }
+    let schema = json!({"type": "object", "properties": {"path": {"type": "string"}}});
+    write_hello(schema, Some(256))
+}
+
+/// One try, no retries, over a config changed by `tune`: the error it ends with.
+async fn fails_once(
+    server: &MockServer,
+    stream: bool,
+    tune: impl FnOnce(&mut OpenAiConfig),
+) -> ModelError {
+    let mut c = config(server, stream);
+    c.retry.max_attempts = 1;
+    tune(&mut c);
+    let m = OpenAiModel::new(c, None).unwrap();
+    m.oneshot(request()).await.unwrap_err()
 }
 
 async fn call(m: OpenAiModel) -> Result<ChatResponse, ModelError> {

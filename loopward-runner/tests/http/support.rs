@@ -3,7 +3,9 @@
 //! request it read.
 
 use futures::future::BoxFuture;
+use loopward_core::{AgentId, Message, Person, ToolSpec};
 use loopward_runner::model::http::Sleeper;
+use loopward_runner::model::{ChatRequest, ChatResponse, ModelError, StopReason, TurnSlot};
 use serde_json::Value;
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
@@ -203,4 +205,36 @@ impl Sleeper for RecordingSleeper {
         self.0.lock().unwrap().push(d);
         Box::pin(async {})
     }
+}
+
+/// The request both backends' tests send: a system line, a person asking for hello.txt, and
+/// `write_file` with `parameters` as its schema.
+pub(crate) fn write_hello(parameters: Value, max_tokens: Option<u32>) -> ChatRequest {
+    ChatRequest {
+        agent: AgentId::new("builder").unwrap(),
+        messages: vec![
+            Message::system("be brief"),
+            Message::human(Person::at_the_keyboard().says("write hello.txt")),
+        ],
+        tools: vec![ToolSpec {
+            name: "write_file".into(),
+            description: "Writes a file.".into(),
+            parameters,
+        }],
+        max_tokens,
+        turn: TurnSlot::empty(),
+    }
+}
+
+/// A text reply stopped by the token limit is marked cut off, streamed and whole, and the next
+/// one, that ends of itself, finished: the same in every backend.
+#[track_caller]
+pub(crate) fn assert_cut_off_then_finished(
+    [streamed, whole, finished]: [Result<ChatResponse, ModelError>; 3],
+) {
+    let streamed = streamed.unwrap();
+    assert_eq!(streamed.content, "The plan has three");
+    assert_eq!(streamed.stop, StopReason::TokenLimit);
+    assert_eq!(whole.unwrap().stop, StopReason::TokenLimit);
+    assert_eq!(finished.unwrap().stop, StopReason::Finished);
 }

@@ -60,21 +60,7 @@ fn model_call_tokens(sink: &MemorySink) -> Vec<u64> {
 }
 
 fn exceeded(sink: &MemorySink) -> Vec<serde_json::Value> {
-    sink.events()
-        .into_iter()
-        .filter_map(|(_, e)| match e {
-            AuditEvent::LayerDecision {
-                layer,
-                decision,
-                detail,
-            } if layer == loopward_core::LayerId::Budget
-                && decision.as_str() == "budget_exceeded" =>
-            {
-                Some(detail.into_json())
-            }
-            _ => None,
-        })
-        .collect()
+    crate::details(sink, loopward_core::LayerId::Budget, "budget_exceeded")
 }
 
 #[tokio::test]

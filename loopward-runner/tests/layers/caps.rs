@@ -1,7 +1,7 @@
 //! Anti-loop caps and repeat detection, end to end through the runner.
 
 use super::support;
-use loopward_core::{AgentId, AuditEvent, RunStatus, ToolCall, Usage};
+use loopward_core::{AgentId, AuditEvent, LayerId, RunStatus, ToolCall, Usage};
 use loopward_runner::audit::MemorySink;
 use loopward_runner::layers::caps::{CapsConfig, CapsLayer, OnCap};
 use loopward_runner::layers::repeat::{RepeatConfig, RepeatLayer};
@@ -51,18 +51,8 @@ fn ping_pong() -> BoxModelService {
     }))
 }
 
-fn decisions(sink: &MemorySink, layer: &str, decision: &str) -> Vec<serde_json::Value> {
-    sink.events()
-        .into_iter()
-        .filter_map(|(_, e)| match e {
-            AuditEvent::LayerDecision {
-                layer: l,
-                decision: d,
-                detail,
-            } if l.as_str() == layer && d.as_str() == decision => Some(detail.into_json()),
-            _ => None,
-        })
-        .collect()
+fn decisions(sink: &MemorySink, layer: LayerId, decision: &str) -> Vec<serde_json::Value> {
+    crate::details(sink, layer, decision)
 }
 
 #[tokio::test]
@@ -99,14 +89,14 @@ async fn a_model_repeating_one_call_forever_stops_exactly_at_the_step_cap() {
     );
     assert_eq!(report.turns, 1);
     assert_eq!(probe.calls(), 3, "the call ran max_identical times");
-    assert_eq!(decisions(&sink, "repeat", "refused").len(), 4);
+    assert_eq!(decisions(&sink, LayerId::Repeat, "refused").len(), 4);
     let requested = sink
         .kinds()
         .iter()
         .filter(|k| **k == "tool_requested")
         .count();
     assert_eq!(requested, 7, "exactly steps_per_turn calls were made");
-    let cap = decisions(&sink, "caps", "cap_reached");
+    let cap = decisions(&sink, LayerId::Caps, "cap_reached");
     assert_eq!(
         cap,
         vec![json!({"cap": "steps_per_turn", "limit": 7, "value": 7})]
@@ -139,7 +129,7 @@ async fn an_agent_stopped_by_its_own_lower_step_cap_is_recorded_with_that_limit(
         }
     );
     assert_eq!(
-        decisions(&sink, "caps", "cap_reached"),
+        decisions(&sink, LayerId::Caps, "cap_reached"),
         vec![json!({"cap": "steps_per_turn", "limit": 2, "value": 2})]
     );
 }
@@ -178,7 +168,7 @@ async fn endless_handoffs_stop_exactly_at_the_turn_cap() {
         }
     );
     assert_eq!(report.handoffs.len(), 5);
-    assert_eq!(decisions(&sink, "caps", "allow").len(), 5);
+    assert_eq!(decisions(&sink, LayerId::Caps, "allow").len(), 5);
     let model_calls = sink.kinds().iter().filter(|k| **k == "model_call").count();
     assert_eq!(
         model_calls, 5,
@@ -248,7 +238,7 @@ async fn wrap_up_grants_one_turn_without_tools_then_stops() {
         2,
         "the wrap-up turn could not hand off"
     );
-    assert_eq!(decisions(&sink, "caps", "wrap_up").len(), 1);
+    assert_eq!(decisions(&sink, LayerId::Caps, "wrap_up").len(), 1);
     // The wrap-up turn's handoff attempt was answered "tools are disabled".
     let disabled = sink.events().into_iter().any(|(_, e)| {
         matches!(e, AuditEvent::ToolFinished { is_error: true, summary, .. }

@@ -52,18 +52,18 @@ async fn play(strategies: &[&str], then_say: &str) -> (RunReport, Arc<MemorySink
     (report, sink)
 }
 
+/// The verdicts of two strategies of three failures each, run out.
+const RAN_OUT: [&str; 6] = [
+    "retry",
+    "retry",
+    "class_jump",
+    "retry",
+    "retry",
+    "exhausted",
+];
+
 fn verdicts(sink: &MemorySink) -> Vec<String> {
-    sink.events()
-        .into_iter()
-        .filter_map(|(_, e)| match e {
-            AuditEvent::LayerDecision {
-                layer: loopward_core::LayerId::ClassJump,
-                decision,
-                ..
-            } => Some(decision.to_string()),
-            _ => None,
-        })
-        .collect()
+    crate::verdicts(sink, loopward_core::LayerId::ClassJump)
 }
 
 #[tokio::test]
@@ -74,17 +74,7 @@ async fn three_failures_force_the_next_strategy_and_running_out_ends_the_run_exh
     )
     .await;
     assert_eq!(report.status, RunStatus::Exhausted);
-    assert_eq!(
-        verdicts(&sink),
-        [
-            "retry",
-            "retry",
-            "class_jump",
-            "retry",
-            "retry",
-            "exhausted"
-        ]
-    );
+    assert_eq!(verdicts(&sink), RAN_OUT);
     assert_eq!(tracker().max_failures(), 6, "the known bound");
     let texts: Vec<String> = sink
         .events()
@@ -297,33 +287,16 @@ async fn failing_shell(
 async fn failed_shell_results_count_toward_class_jump_without_any_report() {
     let (report, sink, results) = failing_shell(&[], 12).await;
     assert_eq!(report.status, RunStatus::Exhausted);
-    let evidence: Vec<_> = sink
-        .events()
+    let decided = crate::decided(&sink, loopward_core::LayerId::ClassJump);
+    let evidence: Vec<String> = decided
         .into_iter()
-        .filter_map(|(_, e)| match e {
-            AuditEvent::LayerDecision {
-                layer: loopward_core::LayerId::ClassJump,
-                decision,
-                detail,
-            } => {
-                assert_eq!(detail.to_json()["source"], "evidence");
-                Some(decision.to_string())
-            }
-            _ => None,
+        .map(|(decision, detail)| {
+            assert_eq!(detail["source"], "evidence");
+            decision
         })
         .collect();
     // The bound: 2 strategies × 3 failures; the 6th failed check ends the reply and the run.
-    assert_eq!(
-        evidence,
-        [
-            "retry",
-            "retry",
-            "class_jump",
-            "retry",
-            "retry",
-            "exhausted"
-        ]
-    );
+    assert_eq!(evidence, RAN_OUT);
     assert!(
         results.contains("[class-jump, counted from this failed result] class-jump"),
         "{results}"

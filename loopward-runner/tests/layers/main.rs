@@ -7,5 +7,38 @@ mod caps;
 mod classjump;
 mod ratelimit;
 mod stopgate;
+#[path = "../one_agent/mod.rs"]
 mod support;
 mod timeout;
+
+use loopward_core::{AuditEvent, LayerId};
+use loopward_runner::audit::MemorySink;
+use serde_json::Value;
+
+/// Each decision `layer` recorded in `sink`, in order: its name and its detail.
+fn decided(sink: &MemorySink, layer: LayerId) -> Vec<(String, Value)> {
+    sink.events()
+        .into_iter()
+        .filter_map(|(_, e)| match e {
+            AuditEvent::LayerDecision {
+                layer: l,
+                decision,
+                detail,
+            } if l == layer => Some((decision.to_string(), detail.into_json())),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The names of the decisions `layer` recorded in `sink`, in order.
+fn verdicts(sink: &MemorySink, layer: LayerId) -> Vec<String> {
+    decided(sink, layer).into_iter().map(|(d, _)| d).collect()
+}
+
+/// The details of the decisions named `decision` that `layer` recorded in `sink`, in order.
+fn details(sink: &MemorySink, layer: LayerId, decision: &str) -> Vec<Value> {
+    let named = decided(sink, layer)
+        .into_iter()
+        .filter(|(d, _)| d == decision);
+    named.map(|(_, detail)| detail).collect()
+}

@@ -24,17 +24,7 @@ mod durable;
 mod keyed;
 
 fn decisions(sink: &MemorySink) -> Vec<String> {
-    sink.events()
-        .into_iter()
-        .filter_map(|(_, e)| match e {
-            AuditEvent::LayerDecision {
-                layer: loopward_core::LayerId::StopGate,
-                decision,
-                ..
-            } => Some(decision.to_string()),
-            _ => None,
-        })
-        .collect()
+    crate::verdicts(sink, loopward_core::LayerId::StopGate)
 }
 
 #[tokio::test]

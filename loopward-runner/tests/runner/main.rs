@@ -2,6 +2,8 @@
 //! caps and failures ([`turns`]), what replies cost and end ([`replies`]), a person's words and
 //! stop requests ([`person`]).
 
+#[path = "../one_agent/mod.rs"]
+mod one_agent;
 mod person;
 mod replies;
 mod turns;

@@ -15,21 +15,8 @@ async fn a_priced_agent_records_the_cost_of_each_model_call() {
     let agent = LlmAgent::builder(id("solo"), BoxModelService::new(FakeModel::new(s)))
         .price(price)
         .build();
-    let runner = Runner::builder(Workspace::new(dir.path()).unwrap())
-        .agent(id("solo"), BoxTurnService::new(agent))
-        .unwrap()
-        .build()
-        .unwrap();
-    let sink = Arc::new(MemorySink::default());
-    let report = runner
-        .run(RunSpec {
-            id: RunId::new("priced").unwrap(),
-            task: Person::at_the_keyboard().says("answer"),
-            first: id("solo"),
-            audit: sink.clone(),
-            audit_location: None,
-        })
-        .await;
+    let runner = one_agent::one_agent(dir.path(), &id("solo"), BoxTurnService::new(agent));
+    let (report, sink) = one_agent::run_as(&runner, "priced", &id("solo"), "answer").await;
     let (usage, cost) = sink
         .events()
         .into_iter()

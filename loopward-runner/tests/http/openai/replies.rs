@@ -151,13 +151,7 @@ async fn a_stream_cut_mid_tool_call_without_retries_is_a_transport_error() {
         .concat(),
     );
     let server = MockServer::start(vec![cut]).await;
-    let mut c = config(&server, true);
-    c.retry.max_attempts = 1;
-    let err = OpenAiModel::new(c, None)
-        .unwrap()
-        .oneshot(request())
-        .await
-        .unwrap_err();
+    let err = fails_once(&server, true, |_| {}).await;
     assert!(
         matches!(&err, ModelError::Transport(m) if m.contains("cut inside a tool call")),
         "{err}"
@@ -170,8 +164,7 @@ async fn an_error_event_after_200_is_a_typed_error_not_a_reply() {
         text_chunk("partial"),
         data(&json!({"error": {"message": "model crashed", "type": "invalid_request_error", "code": "context_length_exceeded"}})),
     ], true)]).await;
-    let (m, _) = model(&server, true);
-    let err = call(m).await.unwrap_err();
+    let err = call(model(&server, true).0).await.unwrap_err();
     assert!(
         matches!(&err, ModelError::InvalidResponse(m) if m.contains("context_length_exceeded")),
         "{err}"
@@ -264,11 +257,9 @@ async fn a_text_reply_stopped_by_the_token_limit_is_marked_cut_off_streamed_or_w
         ),
     ])
     .await;
-    let streamed = call(model(&server, true).0).await.unwrap();
-    assert_eq!(streamed.content, "The plan has three");
-    assert_eq!(streamed.stop, StopReason::TokenLimit);
-    let whole = call(model(&server, false).0).await.unwrap();
-    assert_eq!(whole.stop, StopReason::TokenLimit);
-    let finished = call(model(&server, true).0).await.unwrap();
-    assert_eq!(finished.stop, StopReason::Finished);
+    assert_cut_off_then_finished([
+        call(model(&server, true).0).await,
+        call(model(&server, false).0).await,
+        call(model(&server, true).0).await,
+    ]);
 }

@@ -109,18 +109,17 @@ async fn a_connection_that_keeps_closing_or_resetting_is_a_transport_error() {
     assert!(matches!(err, ModelError::Transport(_)), "{err}");
 }
 
+/// One try against `server` with a 50 ms read timeout ends in that timeout.
+async fn assert_times_out(server: &MockServer, stream: bool) {
+    let read_timeout = Duration::from_millis(50);
+    let err = fails_once(server, stream, |c| c.read_timeout = read_timeout).await;
+    assert_eq!(err, ModelError::Timeout(read_timeout));
+}
+
 #[tokio::test]
 async fn a_silent_server_times_out_after_the_read_timeout() {
     let server = MockServer::start(vec![Reply::Hang]).await;
-    let mut c = config(&server, false);
-    c.read_timeout = Duration::from_millis(50);
-    c.retry.max_attempts = 1;
-    let err = OpenAiModel::new(c, None)
-        .unwrap()
-        .oneshot(request())
-        .await
-        .unwrap_err();
-    assert_eq!(err, ModelError::Timeout(Duration::from_millis(50)));
+    assert_times_out(&server, false).await;
 }
 
 #[tokio::test]
@@ -130,15 +129,7 @@ async fn a_stream_that_stalls_after_its_headers_times_out_after_the_read_timeout
         [&head[..], call_start_chunk().as_bytes()].concat(),
     )])
     .await;
-    let mut c = config(&server, true);
-    c.read_timeout = Duration::from_millis(50);
-    c.retry.max_attempts = 1;
-    let err = OpenAiModel::new(c, None)
-        .unwrap()
-        .oneshot(request())
-        .await
-        .unwrap_err();
-    assert_eq!(err, ModelError::Timeout(Duration::from_millis(50)));
+    assert_times_out(&server, true).await;
 }
 
 #[tokio::test]

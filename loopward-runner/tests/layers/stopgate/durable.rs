@@ -176,25 +176,9 @@ async fn a_durable_turn_gate_pauses_before_the_agent_runs_and_lets_one_turn_thro
             BoxModelService::new(FakeModel::new(script)),
         )
         .build();
-        let runner = Runner::builder(Workspace::new(dir.path()).unwrap())
-            .agent(
-                builder.clone(),
-                BoxTurnService::new(gates.turn_layer().layer(agent)),
-            )
-            .unwrap()
-            .build()
-            .unwrap();
-        let sink = Arc::new(MemorySink::default());
-        let report = runner
-            .run(RunSpec {
-                id: RunId::new("r2").unwrap(),
-                task: Person::at_the_keyboard().says("build"),
-                first: builder.clone(),
-                audit: sink.clone(),
-                audit_location: None,
-            })
-            .await;
-        (report, sink)
+        let turn = BoxTurnService::new(gates.turn_layer().layer(agent));
+        let runner = crate::support::one_agent(dir.path(), &builder, turn);
+        crate::support::run_as(&runner, "r2", &builder, "build").await
     };
     let (first, sink) = start().await;
     let RunStatus::AwaitingApproval { pending } = first.status else {

@@ -34,24 +34,9 @@ async fn deploy_once(
 }
 
 fn denial_notes(sink: &MemorySink) -> Vec<String> {
-    sink.events()
-        .into_iter()
-        .filter_map(|(_, e)| match e {
-            AuditEvent::LayerDecision {
-                layer,
-                decision,
-                detail,
-            } if layer == loopward_core::LayerId::StopGate && decision.as_str() == "denied" => {
-                Some(
-                    detail.to_json()["reason"]
-                        .as_str()
-                        .unwrap_or_default()
-                        .to_string(),
-                )
-            }
-            _ => None,
-        })
-        .collect()
+    let denied = crate::details(sink, loopward_core::LayerId::StopGate, "denied");
+    let reason = |d: &serde_json::Value| d["reason"].as_str().unwrap_or_default().to_string();
+    denied.iter().map(reason).collect()
 }
 
 #[tokio::test]

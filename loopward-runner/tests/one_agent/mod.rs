@@ -1,4 +1,6 @@
-//! What the layer tests share: a runner of one agent over a fresh workspace, and a run of it.
+//! A runner of one agent over a fresh workspace, and a run of it into memory: shared by the layer,
+//! runner and HTTP backend tests (`#[path]`-included, as `audit_support` is).
+#![allow(dead_code)]
 
 use loopward_core::{AgentId, Person, RunId};
 use loopward_runner::audit::MemorySink;
@@ -21,10 +23,20 @@ pub(crate) async fn run(
     first: &AgentId,
     task: &str,
 ) -> (RunReport, Arc<MemorySink>) {
+    run_as(runner, "r1", first, task).await
+}
+
+/// [`run`], as run `id`.
+pub(crate) async fn run_as(
+    runner: &Runner,
+    id: &str,
+    first: &AgentId,
+    task: &str,
+) -> (RunReport, Arc<MemorySink>) {
     let sink = Arc::new(MemorySink::default());
     let report = runner
         .run(RunSpec {
-            id: RunId::new("r1").unwrap(),
+            id: RunId::new(id).unwrap(),
             task: Person::at_the_keyboard().says(task),
             first: first.clone(),
             audit: sink.clone(),
