@@ -157,6 +157,9 @@ mod http_support;
 /// One agent on `model` runs one task; the spans it left.
 #[cfg(feature = "http")]
 async fn trace_of(model: loopward_runner::model::BoxModelService) -> Vec<SpanData> {
+    use audit_support::{run_to_ledger, SteppingClock};
+    use loopward_core::{Person, RunStatus};
+    use loopward_runner::audit::LedgerOptions;
     use loopward_runner::tool::{BoxToolService, ToolExecutor};
     use loopward_runner::{tools, BoxTurnService, LlmAgent, Runner, Workspace};
     let capture = Capture::default();
