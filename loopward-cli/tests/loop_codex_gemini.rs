@@ -215,16 +215,12 @@ fn gemini_a_claim_of_done_the_verifier_refuses_gets_another_session_and_the_loop
 /// session would.
 fn stand_in(root: &Path, name: &str, version: &str, stream: &str) -> PathBuf {
     let path = root.parent().unwrap().join(name);
-    std::fs::write(
+    support::write_script(
         &path,
-        format!(
+        &format!(
             "#!/bin/sh\nif [ \"$1\" = --version ]; then echo '{version}'; exit 0; fi\ncat <<'EOF'\n{stream}\nEOF\n"
         ),
-    )
-    .unwrap();
-    let mut perms = std::fs::metadata(&path).unwrap().permissions();
-    std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
-    std::fs::set_permissions(&path, perms).unwrap();
+    );
     path
 }
 

@@ -26,8 +26,7 @@ fn real_claude_code_mcp_tools_are_denied_until_allow_tools_names_them() {
     };
     let (dir, root, home) = project();
     let lab = dir.path().join("lab-mcp.sh");
-    std::fs::write(&lab, LAB_MCP).unwrap();
-    std::fs::set_permissions(&lab, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    crate::support::write_script(&lab, LAB_MCP);
     let mcp = json!({"mcpServers": {"lab": {"command": lab}}}).to_string();
     let run = |script: Vec<Reply>| {
         let extra = ["--mcp-config", &mcp, "--strict-mcp-config"];

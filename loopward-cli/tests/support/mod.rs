@@ -25,6 +25,31 @@ pub(crate) fn loopward_cmd(dir: &std::path::Path, args: &[&str]) -> std::process
     cmd
 }
 
+/// Writes an executable script at `path`. A child process writes it: a process another test's
+/// thread forks while this one holds the file open for writing keeps that descriptor until it
+/// execs, and the script cannot be started meanwhile ("Text file busy").
+#[allow(dead_code)] // not every test binary writes a script
+pub(crate) fn write_script(path: &std::path::Path, text: &str) {
+    use std::io::Write;
+    let mut child = std::process::Command::new("sh")
+        .args(["-c", "cat > \"$0\" && chmod 755 \"$0\""])
+        .arg(path)
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+    assert!(
+        child.wait().unwrap().success(),
+        "writing {}",
+        path.display()
+    );
+}
+
 /// What a command printed, stdout then stderr: what a person at the terminal reads.
 #[allow(dead_code)]
 pub(crate) fn text(o: &std::process::Output) -> String {

@@ -32,6 +32,30 @@ printf '%s' "$2" > "$PLANS/prompt-$n"
 cat "$PLANS/$n.jsonl"
 "#;
 
+/// Writes the stand-in. A child process writes it: a process another test's thread forks while
+/// this one holds the file open for writing keeps that descriptor until it execs, and the
+/// script cannot be started meanwhile ("Text file busy").
+fn write_script(path: &Path, text: &str) {
+    use std::io::Write;
+    let mut child = std::process::Command::new("sh")
+        .args(["-c", "cat > \"$0\" && chmod 755 \"$0\""])
+        .arg(path)
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+    assert!(
+        child.wait().unwrap().success(),
+        "writing {}",
+        path.display()
+    );
+}
+
 /// A session's stream: the client's init, one model call saying `text`, the result.
 fn stream(text: &str, cost_usd: f64) -> String {
     [
@@ -91,12 +115,7 @@ fn setup_with(
         std::fs::write(plans.join(format!("{i}.jsonl")), jsonl).unwrap();
     }
     let program = dir.path().join("claude");
-    std::fs::write(&program, FAKE.replace("VERSION", CLAUDE_CODE_VERSION)).unwrap();
-    std::fs::set_permissions(
-        &program,
-        std::os::unix::fs::PermissionsExt::from_mode(0o755),
-    )
-    .unwrap();
+    write_script(&program, &FAKE.replace("VERSION", CLAUDE_CODE_VERSION));
     let root = root.canonicalize().unwrap();
     let ws = Workspace::new(&root).unwrap();
     let host = ClaudeCode {
