@@ -29,24 +29,18 @@ pub(crate) fn loopward_cmd(dir: &std::path::Path, args: &[&str]) -> std::process
 /// thread forks while this one holds the file open for writing keeps that descriptor until it
 /// execs, and the script cannot be started meanwhile ("Text file busy").
 #[allow(dead_code)] // not every test binary writes a script
-pub(crate) fn write_script(path: &std::path::Path, text: &str) {
-    use std::io::Write;
-    let mut child = std::process::Command::new("sh")
-        .args(["-c", "cat > \"$0\" && chmod 755 \"$0\""])
-        .arg(path)
-        .stdin(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(text.as_bytes())
-        .unwrap();
+pub(crate) fn write_script(path: &std::path::Path, script: &str) {
+    let out = with_stdin(
+        std::process::Command::new("sh")
+            .args(["-c", "cat > \"$0\" && chmod 755 \"$0\""])
+            .arg(path),
+        script.as_bytes(),
+    );
     assert!(
-        child.wait().unwrap().success(),
-        "writing {}",
-        path.display()
+        out.status.success(),
+        "writing {}: {}",
+        path.display(),
+        text(&out)
     );
 }
 
