@@ -234,11 +234,19 @@ pub fn written_unasked(rule: &Refusal) -> String {
 }
 
 /// A host's own file write not made because the workspace could not be recorded before it.
+/// The way out depends on why: a file that changed while it was recorded (a parallel
+/// subagent writing) settles, so the same call made again goes through; a size or path limit
+/// needs a person.
+///
+/// ```
+/// let r = loopward_runner::gates::refusals::write_unrecorded("plans/a.md is watched and changed while it was being recorded");
+/// assert!(r.hint.contains("make the same call again") && r.hint.contains("[gates.shell] skip"));
+/// ```
 pub fn write_unrecorded(why: &str) -> Refusal {
     Refusal::new(
         SHELL_GATE,
         format!("not written: the workspace could not be recorded before the write, so where it lands could not be checked ({why})"),
-        "ask a person to list big generated folders under [gates.shell] skip",
+        "make the same call again once nothing else is writing the workspace; if the reason names a size or path limit, ask a person to raise it or to list big generated folders under [gates.shell] skip",
     )
 }
 
