@@ -169,7 +169,7 @@ pub enum SnapshotError {
         limit: u64,
     },
     /// A watched file changed while it was read.
-    #[error("workspace snapshot: {path} is watched and changed while it was being recorded. What to do: try again when nothing is writing it")]
+    #[error("workspace snapshot: {path} is watched and changed while it was being recorded, and again each time it was taken again a moment later. What to do: try again when nothing is writing it")]
     Changing {
         /// The file.
         path: String,

@@ -8,6 +8,16 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::Path;
 
+/// How long a record waits, try after try, for a kept file that changed while it was read
+/// before it is taken again; after the last, the file is refused as changing. Short beside a
+/// host's hook timeout (Claude Code's is 60 s): a write settles in milliseconds, a file written
+/// without end is refused within a fifth of a second.
+pub(crate) const SETTLE_WAITS: [std::time::Duration; 3] = [
+    std::time::Duration::from_millis(10),
+    std::time::Duration::from_millis(40),
+    std::time::Duration::from_millis(150),
+];
+
 /// Whether an error says the path is no longer there.
 fn gone(e: &std::io::Error) -> bool {
     e.kind() == std::io::ErrorKind::NotFound
@@ -69,9 +79,30 @@ impl Snapshot {
     /// unreadable file in a free folder blinds nothing.
     ///
     /// Fails, naming the path, only where what the watch must know cannot be known: a kept file
-    /// that cannot be kept whole (too big, unreadable, changing), a folder that cannot be
+    /// that cannot be kept whole (too big, unreadable, still changing after three short waits —
+    /// another process's write in progress, such as a parallel subagent's, is waited out for
+    /// under a fifth of a second, the whole record taken again after each), a folder that cannot be
     /// listed, more than [`MAX_SNAPSHOT_PATHS`] paths.
     pub fn take(
+        root: &Path,
+        skip: &[String],
+        max_bytes: u64,
+        keep: &dyn Fn(&str) -> bool,
+        store: &dyn ContentStore,
+    ) -> Result<Self, SnapshotError> {
+        let mut waits = SETTLE_WAITS.iter();
+        loop {
+            match Self::take_once(root, skip, max_bytes, keep, store) {
+                Err(SnapshotError::Changing { path }) => match waits.next() {
+                    Some(wait) => std::thread::sleep(*wait),
+                    None => return Err(SnapshotError::Changing { path }),
+                },
+                taken => return taken,
+            }
+        }
+    }
+
+    fn take_once(
         root: &Path,
         skip: &[String],
         max_bytes: u64,
@@ -223,7 +254,7 @@ fn unlistable(dir: &str, e: &std::io::Error) -> SnapshotError {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{MemoryStore, Snapshot};
+    use super::super::{ContentStore, MemoryStore, Snapshot, SnapshotError};
     use std::fs;
 
     #[test]
@@ -277,6 +308,72 @@ mod tests {
         }
         stop.store(true, std::sync::atomic::Ordering::Relaxed);
         writer.join().unwrap();
+    }
+
+    /// A store that, on each of its first `writes` puts, rewrites every watched file with more
+    /// bytes than before: whichever is read after the first was changed under the reader.
+    struct RewritingStore {
+        inner: MemoryStore,
+        files: Vec<std::path::PathBuf>,
+        writes: usize,
+        puts: std::sync::atomic::AtomicUsize,
+    }
+
+    impl ContentStore for RewritingStore {
+        fn put(&self, sha256: &str, bytes: &[u8]) -> Result<(), SnapshotError> {
+            let n = self.puts.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            if n < self.writes {
+                for f in &self.files {
+                    let mut longer = fs::read(f).unwrap();
+                    longer.extend_from_slice(b" and more");
+                    fs::write(f, longer).unwrap();
+                }
+            }
+            self.inner.put(sha256, bytes)
+        }
+
+        fn get(&self, sha256: &str) -> Result<Vec<u8>, SnapshotError> {
+            self.inner.get(sha256)
+        }
+    }
+
+    fn rewriting(d: &std::path::Path, writes: usize) -> RewritingStore {
+        let files = ["a.md", "b.md"].map(|n| d.join(n)).to_vec();
+        for f in &files {
+            fs::write(f, "the plan").unwrap();
+        }
+        RewritingStore {
+            inner: MemoryStore::default(),
+            files,
+            writes,
+            puts: Default::default(),
+        }
+    }
+
+    #[test]
+    fn a_watched_file_written_while_it_is_recorded_is_recorded_again_once_it_settles() {
+        let d = tempfile::tempdir().unwrap();
+        // The first record sees b.md (or a.md) change under it, as a parallel subagent's write.
+        let store = rewriting(d.path(), 1);
+        let keep = |p: &str| p.ends_with(".md");
+        let snap = Snapshot::take(d.path(), &[], u64::MAX, &keep, &store).unwrap();
+        assert_eq!(snap.kept_paths().collect::<Vec<_>>(), ["a.md", "b.md"]);
+        // What was recorded is the settled file, with its content kept to put back.
+        let after = Snapshot::take(d.path(), &[], u64::MAX, &|_| false, &store).unwrap();
+        assert!(snap.diff(&after).is_empty());
+        assert!(store.puts.load(std::sync::atomic::Ordering::SeqCst) > 2);
+    }
+
+    #[test]
+    fn a_watched_file_that_never_settles_is_refused_after_the_last_wait() {
+        let d = tempfile::tempdir().unwrap();
+        let store = rewriting(d.path(), usize::MAX);
+        let keep = |p: &str| p.ends_with(".md");
+        let err = Snapshot::take(d.path(), &[], u64::MAX, &keep, &store).unwrap_err();
+        assert!(matches!(err, SnapshotError::Changing { .. }), "{err}");
+        // One first try and one after each wait, each stopped by its second file.
+        let puts = store.puts.load(std::sync::atomic::Ordering::SeqCst);
+        assert_eq!(puts, 1 + super::SETTLE_WAITS.len());
     }
 
     #[test]
