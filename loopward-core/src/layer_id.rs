@@ -44,6 +44,10 @@ pub enum LayerId {
     Resume,
     /// An event of a Claude Code session the hook observed.
     ClaudeCode,
+    /// An event of a Codex session the hook observed.
+    Codex,
+    /// An event of a Gemini CLI session the hook observed.
+    GeminiCli,
     /// A person's kill switch (`loopward serve`'s stop), taken at a turn boundary.
     Stop,
     /// The policy a hook session judges with (its version, noted when it changes).
@@ -64,7 +68,7 @@ pub enum LayerId {
 
 impl LayerId {
     /// Every built-in layer.
-    pub const BUILTIN: [Self; 16] = [
+    pub const BUILTIN: [Self; 18] = [
         Self::Caps,
         Self::Repeat,
         Self::ClassJump,
@@ -75,6 +79,8 @@ impl LayerId {
         Self::Inbox,
         Self::Resume,
         Self::ClaudeCode,
+        Self::Codex,
+        Self::GeminiCli,
         Self::Stop,
         Self::Policy,
         Self::Verify,
@@ -96,6 +102,8 @@ impl LayerId {
             Self::Inbox => "inbox",
             Self::Resume => "resume",
             Self::ClaudeCode => "claude_code",
+            Self::Codex => "codex",
+            Self::GeminiCli => "gemini",
             Self::Stop => "stop",
             Self::Policy => "policy",
             Self::Verify => "verify",

@@ -179,7 +179,11 @@ impl Engine<'_> {
             &AuditEvent::LayerDecision {
                 layer: loopward_core::LayerId::Policy,
                 decision: loopward_core::LayerVerdict::Observed,
-                detail: json!({ "version": self.ctx.version }).into(),
+                detail: loopward_core::LayerDetail::PolicyVersion(
+                    loopward_core::PolicyVersionDetail {
+                        version: self.ctx.version.clone(),
+                    },
+                ),
             },
         )?;
         self.state.policy_version = self.ctx.version.clone();
@@ -224,11 +228,14 @@ impl Engine<'_> {
     fn other(&mut self, name: &str) -> Result<Reply, HookError> {
         self.record(&AuditEvent::LayerDecision {
             layer: match self.ctx.host() {
-                loopward_runner::gates::Host::ClaudeCode => loopward_core::LayerId::ClaudeCode,
-                _ => self.ctx.run_prefix().into(),
+                loopward_runner::gates::Host::Codex => loopward_core::LayerId::Codex,
+                loopward_runner::gates::Host::GeminiCli => loopward_core::LayerId::GeminiCli,
+                _ => loopward_core::LayerId::ClaudeCode,
             },
             decision: loopward_core::LayerVerdict::Observed,
-            detail: json!({ "event": name }).into(),
+            detail: loopward_core::LayerDetail::HookEvent(loopward_core::HookEventDetail {
+                event: name.to_string(),
+            }),
         })?;
         Ok(Reply::Silent)
     }

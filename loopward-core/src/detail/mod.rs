@@ -203,7 +203,7 @@ impl LayerDetail {
             LayerId::Timeout => one_of!(Timeout),
             LayerId::Inbox => one_of!(InboxRefused),
             LayerId::Resume => one_of!(Resume),
-            LayerId::ClaudeCode => one_of!(HookEvent),
+            LayerId::ClaudeCode | LayerId::Codex | LayerId::GeminiCli => one_of!(HookEvent),
             LayerId::Stop => one_of!(Stopped, StopRefused),
             LayerId::Policy => one_of!(PolicyVersion),
             LayerId::Verify => one_of!(Verify),

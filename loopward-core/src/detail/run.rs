@@ -48,7 +48,7 @@ pub struct PolicyVersionDetail {
     pub version: String,
 }
 
-/// A hook event a Claude Code session showed, observed: `{event}`.
+/// A hook event a Claude Code, Codex or Gemini CLI session showed, observed: `{event}`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HookEventDetail {
     /// The event (`SessionStart`, `UserPromptSubmit:loop-prompt` …).

@@ -264,13 +264,15 @@ fn run_details_write_their_json_maps_and_read_back_typed() {
         }),
         json!({"version": "v3"}),
     );
-    round(
-        LayerId::ClaudeCode,
-        LayerDetail::HookEvent(HookEventDetail {
-            event: "SessionStart".into(),
-        }),
-        json!({"event": "SessionStart"}),
-    );
+    for host in [LayerId::ClaudeCode, LayerId::Codex, LayerId::GeminiCli] {
+        round(
+            host,
+            LayerDetail::HookEvent(HookEventDetail {
+                event: "SessionStart".into(),
+            }),
+            json!({"event": "SessionStart"}),
+        );
+    }
 }
 
 #[test]
