@@ -5,14 +5,7 @@ use crate::support::{
     assert_blocks, assert_not_recorded, assert_silent, assert_tells, shown, Project, SESSION,
 };
 
-const POLICY: &str = r#"
-[[territory]]
-paths = ["plan.md", "plans/**"]
-owner = "planner"
-
-[gates.sprawl]
-enabled = false
-"#;
+const POLICY: &str = include_str!("policies/plans.toml");
 
 fn project() -> Project {
     let p = Project::new(POLICY);
