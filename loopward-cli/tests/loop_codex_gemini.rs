@@ -129,12 +129,6 @@ fn assert_claim_refused_then_verified(client: Client, tool: &str, root: &Path, h
     assert_replays_the_same(root, home, "loop1");
 }
 
-fn update(path: &str, old: &str, new: &str) -> Step {
-    Step::Patch(format!(
-        "*** Begin Patch\n*** Update File: {path}\n@@\n-{old}\n+{new}\n*** End Patch\n"
-    ))
-}
-
 #[test]
 fn codex_a_claim_of_done_the_verifier_refuses_gets_another_session_and_the_loop_ends_verified() {
     let Some(codex) = Client::Codex.find() else {
@@ -144,7 +138,7 @@ fn codex_a_claim_of_done_the_verifier_refuses_gets_another_session_and_the_loop_
     let (port, server) = responses_server::start(vec![
         // Session 1: an edit of the planner's roadmap, refused by the hook inside the session;
         // the agent corrects course (its own notes) and claims it is done.
-        update("plans/roadmap.md", "1. greeting", "1. mine now"),
+        Step::update("plans/roadmap.md", "1. greeting", "1. mine now"),
         Step::Patch("*** Begin Patch\n*** Add File: notes/a.md\n+note\n*** End Patch\n".into()),
         Step::Text("All done.".into()),
         // Session 2: the file the verifier looks for.
@@ -171,19 +165,10 @@ fn gemini_a_claim_of_done_the_verifier_refuses_gets_another_session_and_the_loop
     };
     let (_dir, root, home) = project();
     let (port, server) = gemini_server::start(vec![
-        Call::tool(
-            "write_file",
-            json!({"file_path": "plans/roadmap.md", "content": "# mine now\n"}),
-        ),
-        Call::tool(
-            "write_file",
-            json!({"file_path": "notes/a.md", "content": "note\n"}),
-        ),
+        Call::write("plans/roadmap.md", "# mine now\n"),
+        Call::write("notes/a.md", "note\n"),
         Call::Text("All done.".into()),
-        Call::tool(
-            "run_shell_command",
-            json!({"command": "echo yes > notes/done.txt"}),
-        ),
+        Call::shell("echo yes > notes/done.txt"),
         Call::Text("Done, really.".into()),
     ]);
     let out = run_loop(Client::Gemini, &gemini, &root, &home, port);

@@ -210,19 +210,13 @@ fn a_gemini_planner_hands_off_over_mcp_and_the_next_session_is_the_builders() {
     let (port, server) = gemini_server::start(vec![
         // Into the builder's territory first: refused, the way out named as the tool the
         // session was served.
-        Call::tool(
-            "write_file",
-            json!({"file_path": "src/lib.rs", "content": "fn a() {}\n"}),
-        ),
+        Call::write("src/lib.rs", "fn a() {}\n"),
         Call::tool(
             "mcp_loopward_handoff",
             json!({"to": "builder", "message": "Write src/done.txt."}),
         ),
         Call::Text("Handed to the builder.".into()),
-        Call::tool(
-            "run_shell_command",
-            json!({"command": "echo yes > src/done.txt"}),
-        ),
+        Call::shell("echo yes > src/done.txt"),
         Call::Text("Built.".into()),
     ]);
     let gemini_agent = format!(

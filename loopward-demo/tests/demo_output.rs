@@ -3,8 +3,10 @@
 //! The demo is deterministic (fixed run ids, a fixed clock); only the scratch path varies.
 
 use loopward_demo::demo::{self, Options};
-use loopward_term::render::Printer;
 use std::process::{Command, Output};
+use support::play_with;
+
+mod support;
 
 fn play() -> (String, tempfile::TempDir) {
     play_with(Options {
@@ -12,29 +14,6 @@ fn play() -> (String, tempfile::TempDir) {
         stand_in: Some(env!("CARGO_BIN_EXE_loopward-demo").into()),
         ..Options::default()
     })
-}
-
-/// The demo's output with `opts` in a new scratch folder (shown as `<scratch>`).
-fn play_with(opts: Options) -> (String, tempfile::TempDir) {
-    let scratch = tempfile::tempdir().unwrap();
-    let out = demo::shared(Printer::plain(Vec::new()));
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.block_on(demo::run(
-        Options {
-            dir: Some(scratch.path().to_path_buf()),
-            ..opts
-        },
-        out.clone(),
-    ))
-    .unwrap();
-    let bytes = out.lock().unwrap().get_ref().clone();
-    let text = String::from_utf8(bytes)
-        .unwrap()
-        .replace(&scratch.path().display().to_string(), "<scratch>");
-    (text, scratch)
 }
 
 #[test]

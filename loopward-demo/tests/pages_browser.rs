@@ -7,11 +7,12 @@
 //! (`docs/pages/` holds the ones shown in the README).
 
 use loopward_core::{AgentId, AuditEvent, AuditSink, RunId, Scope, TurnNumber};
-use loopward_demo::demo::{self, Options};
+use loopward_demo::demo::Options;
 use loopward_runner::audit::{Ledger, LedgerOptions};
-use loopward_term::render::Printer;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+
+mod support;
 
 /// The browser, or a failure that says how to get one.
 fn chromium() -> PathBuf {
@@ -105,21 +106,7 @@ fn count(dom: &str, needle: &str) -> usize {
 }
 
 fn play() -> tempfile::TempDir {
-    let scratch = tempfile::tempdir().unwrap();
-    let out = demo::shared(Printer::plain(Vec::new()));
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap()
-        .block_on(demo::run(
-            Options {
-                dir: Some(scratch.path().to_path_buf()),
-                ..Options::default()
-            },
-            out,
-        ))
-        .unwrap();
-    scratch
+    support::play_with(Options::default()).1
 }
 
 /// (run, lanes, stood arrows, refused arrows, [(marker class, count)]) as the chapters tell it.

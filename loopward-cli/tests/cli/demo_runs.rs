@@ -2,26 +2,15 @@
 //! decisions.
 
 use super::assert_says;
-use loopward_demo::demo::{self, Options};
-use loopward_term::render::Printer;
+use loopward_demo::demo::Options;
 use std::process::Command;
 
+/// The demo played as its own tests play it.
+#[path = "../../../loopward-demo/tests/support/mod.rs"]
+mod demo_support;
+
 fn play() -> tempfile::TempDir {
-    let scratch = tempfile::tempdir().unwrap();
-    let out = demo::shared(Printer::plain(Vec::new()));
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.block_on(demo::run(
-        Options {
-            dir: Some(scratch.path().to_path_buf()),
-            ..Options::default()
-        },
-        out,
-    ))
-    .unwrap();
-    scratch
+    demo_support::play_with(Options::default()).1
 }
 
 #[test]

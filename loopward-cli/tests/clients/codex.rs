@@ -48,12 +48,6 @@ fn session(codex: &Path, root: &Path, home: &Path, port: u16, path: &str) -> (bo
     )
 }
 
-fn update(path: &str, old: &str, new: &str) -> Step {
-    Step::Patch(format!(
-        "*** Begin Patch\n*** Update File: {path}\n@@\n-{old}\n+{new}\n*** End Patch\n"
-    ))
-}
-
 #[test]
 fn real_codex_sessions_are_held_by_the_hook_and_the_sandbox() {
     let Some(codex) = Client::Codex.find() else {
@@ -74,8 +68,8 @@ fn real_codex_sessions_are_held_by_the_hook_and_the_sandbox() {
                 .into(),
         ),
         // The one-shot override: one patch of the roadmap goes through, the next does not.
-        update("plans/roadmap.md", "1. greeting", "1. greeting\n+2. farewell"),
-        update("plans/roadmap.md", "2. farewell", "2. goodbye"),
+        Step::update("plans/roadmap.md", "1. greeting", "1. greeting\n+2. farewell"),
+        Step::update("plans/roadmap.md", "2. farewell", "2. goodbye"),
         // A command writing into the territory: refused by the kernel.
         Step::Exec("echo pwned > plans/roadmap.md".into()),
         Step::Text("done".into()),
@@ -135,7 +129,7 @@ fn a_hook_codex_cannot_start_lets_the_write_through_so_install_never_writes_one(
         return;
     };
     let (_dir, root, home) = clients::hooked_project("codex", "codex");
-    let patch = || vec![update("plans/roadmap.md", "1. greeting", "1. mine")];
+    let patch = || vec![Step::update("plans/roadmap.md", "1. greeting", "1. mine")];
     // Installed: refused, with a PATH that has no loopward on it.
     let (port, server) = responses_server::start(patch());
     let (ok, out) = session(&codex, &root, &home, port, "/usr/bin:/bin");

@@ -57,29 +57,14 @@ fn real_gemini_cli_sessions_are_held_by_the_hook_and_the_sandbox() {
     let step2 = "# Roadmap\n1. greeting\n2. farewell\n";
     let script = vec![
         // A territory write with the file tool: refused by the hook.
-        Call::tool(
-            "write_file",
-            json!({"file_path": p("plans/mine.md"), "content": "# mine\n"}),
-        ),
+        Call::write(p("plans/mine.md"), "# mine\n"),
         // The model's correction: the request goes where it may write.
-        Call::tool(
-            "write_file",
-            json!({"file_path": p("notes/for-planner.md"), "content": "please add step 2\n"}),
-        ),
+        Call::write(p("notes/for-planner.md"), "please add step 2\n"),
         // The one-shot override: one write of the roadmap goes through, the next does not.
-        Call::tool(
-            "write_file",
-            json!({"file_path": p("plans/roadmap.md"), "content": step2}),
-        ),
-        Call::tool(
-            "write_file",
-            json!({"file_path": p("plans/roadmap.md"), "content": "# gone\n"}),
-        ),
+        Call::write(p("plans/roadmap.md"), step2),
+        Call::write(p("plans/roadmap.md"), "# gone\n"),
         // A command writing into the territory: refused by the kernel.
-        Call::tool(
-            "run_shell_command",
-            json!({"command": "echo pwned > plans/roadmap.md"}),
-        ),
+        Call::shell("echo pwned > plans/roadmap.md"),
         Call::Text("done".into()),
     ];
     let (port, server) = gemini_server::start(script);

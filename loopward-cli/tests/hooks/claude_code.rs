@@ -1,9 +1,8 @@
 //! `loopward hook claude-code` as Claude Code runs it: one process per event, the event on stdin.
 
 use super::CONFIG;
-use std::io::Write;
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 
 fn hook(config: &Path, stdin: &[u8]) -> Output {
     crate::support::with_stdin(
@@ -318,21 +317,12 @@ fn hook_install_writes_an_absolute_command_and_doctor_catches_one_that_fails_ope
         .iter()
         .filter_map(|a| a.as_str())
         .collect();
-    let mut child = Command::new(hook["command"].as_str().unwrap())
-        .args(&args)
-        .current_dir(&root)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(bash_event(&root, "PreToolUse", "true", None).as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
+    let out = crate::support::with_stdin(
+        Command::new(hook["command"].as_str().unwrap())
+            .args(&args)
+            .current_dir(&root),
+        bash_event(&root, "PreToolUse", "true", None).as_bytes(),
+    );
     let v: serde_json::Value = serde_json::from_slice(&out.stdout)
         .unwrap_or_else(|_| panic!("{}", String::from_utf8_lossy(&out.stderr)));
     let wrapped = v["hookSpecificOutput"]["updatedInput"]["command"]
@@ -480,22 +470,7 @@ fn a_session_lock_held_by_another_process_blocks_instead_of_waiting_forever() {
     let state = loopward_runner::StateDir::for_workspace(&state_home, &root).unwrap();
     let session = state.root().join("sessions/cli-1");
     std::fs::create_dir_all(&session).unwrap();
-    // flock(1) from util-linux holds the lock in its own process (`-F`: no fork, so its PID is
-    // the holder's) and says when it has it.
-    let mut holder = Command::new("flock")
-        .arg("-F")
-        .arg(session.join("lock"))
-        .args(["sh", "-c", "echo held; exec sleep 600"])
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("flock from util-linux is needed for this test");
-    let mut line = String::new();
-    std::io::BufRead::read_line(
-        &mut std::io::BufReader::new(holder.stdout.take().unwrap()),
-        &mut line,
-    )
-    .unwrap();
-    assert_eq!(line.trim(), "held");
+    let mut holder = super::lock_holder::hold(&session.join("lock"));
     let mut child = hook_started(&config, write_event(&root, None).as_bytes(), &state_home);
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     let answered = loop {

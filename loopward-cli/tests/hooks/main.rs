@@ -5,6 +5,10 @@
 mod claude_code;
 mod hosts;
 
+// The session-lock holder, shared with the hook crate's own tests.
+#[path = "../../../loopward-hooks/tests/hooks/lock_holder.rs"]
+mod lock_holder;
+
 #[path = "../support/mod.rs"]
 mod support;
 use support::text;

@@ -26,6 +26,20 @@ impl Call {
     pub fn tool(name: &str, args: Value) -> Self {
         Self::Tool(name.into(), args)
     }
+
+    /// Gemini CLI's `write_file` of `content` at `file_path`.
+    pub fn write(file_path: impl Into<Value>, content: &str) -> Self {
+        let file_path = file_path.into();
+        Self::tool(
+            "write_file",
+            json!({"file_path": file_path, "content": content}),
+        )
+    }
+
+    /// Gemini CLI's `run_shell_command` running `command`.
+    pub fn shell(command: &str) -> Self {
+        Self::tool("run_shell_command", json!({ "command": command }))
+    }
 }
 
 /// The server; stops when dropped.

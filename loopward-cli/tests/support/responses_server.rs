@@ -30,6 +30,15 @@ pub enum Step {
     Text(String),
 }
 
+impl Step {
+    /// An `apply_patch` replacing the line `old` of the file at `path` with `new`.
+    pub fn update(path: &str, old: &str, new: &str) -> Self {
+        Self::Patch(format!(
+            "*** Begin Patch\n*** Update File: {path}\n@@\n-{old}\n+{new}\n*** End Patch\n"
+        ))
+    }
+}
+
 /// The server; stops when dropped.
 pub use super::http::Scripted as Server;
 

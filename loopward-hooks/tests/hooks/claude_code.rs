@@ -5,14 +5,7 @@ use crate::support::{
     assert_blocks, assert_not_recorded, assert_silent, assert_tells, shown, Project, SESSION,
 };
 
-const POLICY: &str = r#"
-[[territory]]
-paths = ["plan.md", "plans/**"]
-owner = "planner"
-
-[gates.sprawl]
-enabled = false
-"#;
+const POLICY: &str = include_str!("policies/plans.toml");
 
 fn project() -> Project {
     let p = Project::new(POLICY);
@@ -434,22 +427,7 @@ fn a_session_lock_held_by_another_process_blocks_the_call_within_the_bound() {
         .unwrap();
     let dir = p.path(&format!(".loopward/sessions/{SESSION}"));
     std::fs::create_dir_all(&dir).unwrap();
-    // flock(1) from util-linux holds the lock in its own process (`-F`: no fork, so its PID is
-    // the holder's) and says when it has it.
-    let mut holder = std::process::Command::new("flock")
-        .arg("-F")
-        .arg(dir.join("lock"))
-        .args(["sh", "-c", "echo held; exec sleep 600"])
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .expect("flock from util-linux is needed for this test");
-    let mut line = String::new();
-    std::io::BufRead::read_line(
-        &mut std::io::BufReader::new(holder.stdout.take().unwrap()),
-        &mut line,
-    )
-    .unwrap();
-    assert_eq!(line.trim(), "held");
+    let mut holder = crate::lock_holder::hold(&dir.join("lock"));
     let (tx, rx) = std::sync::mpsc::channel();
     let event = p.fixture("pre_write_plan_root.json");
     let ctx = p.ctx.clone();

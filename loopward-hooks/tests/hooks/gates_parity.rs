@@ -16,14 +16,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-const CONFIG: &str = r#"
-[[territory]]
-paths = ["plans/**"]
-owner = "planner"
-
-[gates.shell]
-sandbox = "watch-only"
-"#;
+const CONFIG: &str = include_str!("policies/parity.toml");
 
 /// One step of the script, as an agent would attempt it.
 #[derive(Clone, Debug)]

@@ -13,6 +13,7 @@ mod codex;
 mod durability;
 mod gates_parity;
 mod gemini;
+mod lock_holder;
 mod protocol;
 mod shell;
 mod sprawl;

@@ -3,21 +3,10 @@
 //! These tests run the watch alone (`sandbox = "watch-only"`), as the second line behind the
 //! sandbox the hook wraps commands in (see `hook_sandbox` below and `loopward-cli/tests/hooks/claude_code.rs`).
 
+use crate::gates_support::PLANS_WATCHED as POLICY;
 use crate::support::{
     assert_blocks, assert_not_recorded, assert_recorded, assert_tells, shown, Project, SESSION,
 };
-
-const POLICY: &str = r#"
-[[territory]]
-paths = ["plan.md", "plans/**"]
-owner = "planner"
-
-[gates.sprawl]
-enabled = false
-
-[gates.shell]
-sandbox = "watch-only"
-"#;
 
 /// Runs the fixture's command the way Claude Code would, between the two hook events.
 fn run_bash(p: &Project, command: &str) {

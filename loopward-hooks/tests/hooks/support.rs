@@ -38,14 +38,7 @@ pub(crate) const NOW: u64 = 1_700_000_000_000;
 
 /// The gate sections the host adapters' tests share: the planner owns `plan.md`, the shell is
 /// watched (no kernel sandbox).
-pub(crate) const HOST_POLICY: &str = r#"
-[[territory]]
-paths = ["plan.md"]
-owner = "planner"
-
-[gates.shell]
-sandbox = "watch-only"
-"#;
+pub(crate) const HOST_POLICY: &str = include_str!("policies/plan-watched.toml");
 
 pub(crate) struct Project {
     _dir: tempfile::TempDir,

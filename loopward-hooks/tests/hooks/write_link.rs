@@ -11,17 +11,7 @@ use std::os::unix::fs::symlink;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-const POLICY: &str = r#"
-[[territory]]
-paths = ["plans/**"]
-owner = "planner"
-
-[gates.sprawl]
-enabled = false
-
-[gates.shell]
-sandbox = "watch-only"
-"#;
+const POLICY: &str = include_str!("policies/plans-folder-watched.toml");
 
 /// A `Write` event of `file` (an update of a file that was there).
 fn event(p: &Project, name: &str, id: &str, file: &str, content: &str) -> String {

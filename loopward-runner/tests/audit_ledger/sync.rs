@@ -108,24 +108,34 @@ fn files_hook(runs: &Path, state: &Path, log: Arc<Mutex<Vec<String>>>) -> Arc<dy
     })
 }
 
+/// Records `run` (a decision, a commit, a note, its finish) under `opts` with stub pages; the
+/// file operations it made, as [`files_hook`] names them.
+fn logged_run(runs: &Path, state: &Path, run: &str, opts: LedgerOptions) -> Vec<String> {
+    let log = Arc::new(Mutex::new(vec![]));
+    let opts = LedgerOptions {
+        fault: Some(files_hook(runs, state, log.clone())),
+        pages: stub_pages(),
+        ..opts
+    };
+    let ledger = Ledger::create(runs, &RunId::new(run).unwrap(), opts).unwrap();
+    ledger.record(&scope(run), &decision()).unwrap();
+    ledger.commit().unwrap();
+    ledger.record(&scope(run), &note("done")).unwrap();
+    ledger.finish().unwrap();
+    let log = log.lock().unwrap().clone();
+    log
+}
+
 #[test]
 fn a_run_syncs_its_ledger_folders_and_anchor_and_writes_its_pages_unsynced() {
     let (runs, state) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let mut logs = vec![];
     for run in ["r1", "r2"] {
-        let log = Arc::new(Mutex::new(vec![]));
         let opts = LedgerOptions {
             index_head: Some(state.path().join("index-head.json")),
-            fault: Some(files_hook(runs.path(), state.path(), log.clone())),
-            pages: stub_pages(),
             ..LedgerOptions::keyed(crash_key())
         };
-        let ledger = Ledger::create(runs.path(), &RunId::new(run).unwrap(), opts).unwrap();
-        ledger.record(&scope(run), &decision()).unwrap();
-        ledger.commit().unwrap();
-        ledger.record(&scope(run), &note("done")).unwrap();
-        ledger.finish().unwrap();
-        logs.push(log.lock().unwrap().clone());
+        logs.push(logged_run(runs.path(), state.path(), run, opts));
     }
     let run = |r: &str, first: bool| {
         let mut ops = vec![
@@ -186,21 +196,13 @@ fn without_fsync_a_run_syncs_nothing_and_still_verifies() {
     let (runs, state) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let head = state.path().join("index-head.json");
     for run in ["r1", "r2", "r3"] {
-        let log = Arc::new(Mutex::new(vec![]));
         let opts = LedgerOptions {
             durability: Durability::NoSync,
             index_head: Some(head.clone()),
             witness: Some(state.path().join("witness.jsonl")),
-            fault: Some(files_hook(runs.path(), state.path(), log.clone())),
-            pages: stub_pages(),
             ..LedgerOptions::keyed(crash_key())
         };
-        let ledger = Ledger::create(runs.path(), &RunId::new(run).unwrap(), opts).unwrap();
-        ledger.record(&scope(run), &decision()).unwrap();
-        ledger.commit().unwrap();
-        ledger.record(&scope(run), &note("done")).unwrap();
-        ledger.finish().unwrap();
-        let log = log.lock().unwrap().clone();
+        let log = logged_run(runs.path(), state.path(), run, opts);
         assert!(
             log.iter().all(|l| l.starts_with("create")),
             "{run}: {log:?}"

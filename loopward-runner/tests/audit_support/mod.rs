@@ -13,7 +13,6 @@ use loopward_runner::{
 };
 use std::path::Path;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 use tower::ServiceExt;
 
 pub fn id(s: &str) -> AgentId {
@@ -23,29 +22,15 @@ pub fn id(s: &str) -> AgentId {
 /// Decides on one call: (agent, tool, path argument) → decision, or `None` to stay silent.
 pub type Rule = Arc<dyn Fn(&str, &str, Option<&str>) -> Option<Decision> + Send + Sync>;
 
-/// A stand-in gate named `territory`: records its decision (and a consumed override) before the
-/// call runs, refuses on `Deny`, and stops the call when the ledger cannot record.
-#[derive(Clone)]
-pub struct TestGate {
-    pub mode: GateMode,
-    pub rule: Rule,
-    pub inner: BoxToolService,
-}
-
-impl tower::Service<ToolInvocation> for TestGate {
-    type Response = ToolOutput;
-    type Error = ToolError;
-    type Future = BoxFuture<'static, Result<ToolOutput, ToolError>>;
-
-    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), ToolError>> {
-        Poll::Ready(Ok(()))
-    }
-
-    fn call(&mut self, inv: ToolInvocation) -> Self::Future {
-        let this = self.clone();
-        Box::pin(async move {
+/// A stand-in gate named `territory` in front of `inner`: records its decision (and a consumed
+/// override) before the call runs, refuses on `Deny`, and stops the call when the ledger cannot
+/// record.
+pub fn test_gate(mode: GateMode, rule: Rule, inner: BoxToolService) -> BoxToolService {
+    BoxToolService::new(tower::service_fn(move |inv: ToolInvocation| {
+        let (rule, inner) = (rule.clone(), inner.clone());
+        async move {
             let path = inv.call.arguments.get("path").and_then(|p| p.as_str());
-            let decision = (this.rule)(inv.turn.agent().as_str(), &inv.call.name, path);
+            let decision = rule(inv.turn.agent().as_str(), &inv.call.name, path);
             if let Some(decision) = decision {
                 if let Decision::Override { id, reason } = &decision {
                     inv.turn
@@ -61,7 +46,7 @@ impl tower::Service<ToolInvocation> for TestGate {
                     .record(&AuditEvent::GateDecision {
                         call_id: Some(inv.call.id.as_str().into()),
                         gate: loopward_core::GateId::of(loopward_core::GateKind::Territory),
-                        mode: this.mode,
+                        mode,
                         action: loopward_core::Action::tool(inv.call.name.as_str()),
                         path_raw: path.map(Into::into),
                         source: None,
@@ -73,9 +58,9 @@ impl tower::Service<ToolInvocation> for TestGate {
                     return Err(ToolError::Refused(r));
                 }
             }
-            this.inner.oneshot(inv).await
-        })
-    }
+            inner.oneshot(inv).await
+        }
+    }))
 }
 
 /// A team on the fake backend over `workspace`, every agent's tool calls going through `gate`.
@@ -89,11 +74,7 @@ pub fn team(
     let members: Vec<AgentId> = names.iter().map(|n| id(n)).collect();
     let model = BoxModelService::new(FakeModel::new(script));
     let stack = match gate {
-        Some((mode, rule)) => BoxToolService::new(TestGate {
-            mode,
-            rule,
-            inner: BoxToolService::new(ToolExecutor),
-        }),
+        Some((mode, rule)) => test_gate(mode, rule, BoxToolService::new(ToolExecutor)),
         None => BoxToolService::new(ToolExecutor),
     };
     let mut b = Runner::builder(Workspace::new(workspace).unwrap()).clock(clock);
@@ -254,11 +235,7 @@ pub fn team_with_tool(
 ) -> Runner {
     let mut set = loopward_runner::tool::ToolSet::new();
     set.insert(tool);
-    let stack = BoxToolService::new(TestGate {
-        mode: gate.0,
-        rule: gate.1,
-        inner: BoxToolService::new(ToolExecutor),
-    });
+    let stack = test_gate(gate.0, gate.1, BoxToolService::new(ToolExecutor));
     let agent = LlmAgent::builder(id(name), BoxModelService::new(FakeModel::new(script)))
         .tools(set)
         .tool_stack(stack)

@@ -8,10 +8,10 @@ use loopward_core::{AuditEvent, EffectKind, EffectStatus};
 
 #[tokio::test]
 async fn shell_writes_into_a_foreign_territory_are_reverted_and_named() {
-    let room = Room::new(PLANS_WATCHED);
-    room.write("plan.md", "original plan");
-    room.write("plans/old.md", "old");
-    let builder = room.turn("builder");
+    let (room, builder) = Room::builder_in(
+        PLANS_WATCHED,
+        &[("plan.md", "original plan"), ("plans/old.md", "old")],
+    );
     let out = room
         .sh(
             &builder,
@@ -58,9 +58,7 @@ async fn shell_writes_into_a_foreign_territory_are_reverted_and_named() {
 
 #[tokio::test]
 async fn shell_writes_to_control_files_are_reverted() {
-    let room = Room::new(PLANS_WATCHED);
-    room.write("loopward.toml", "[agents]");
-    let builder = room.turn("builder");
+    let (room, builder) = Room::builder_in(PLANS_WATCHED, &[("loopward.toml", "[agents]")]);
     let out = room
         .sh(
             &builder,
@@ -143,12 +141,9 @@ async fn a_shell_change_with_a_valid_override_stands_and_consumes_it() {
 
 #[tokio::test]
 async fn a_watched_file_too_big_to_keep_fails_closed_naming_it() {
-    let room = Room::new(
+    let (room, builder) = Room::builder_in(
         "[[territory]]\npaths = [\"plan.md\"]\nowner = \"planner\"\n\
-         [gates.shell]\nmax_snapshot_bytes = 10\nsandbox = \"watch-only\"\n[gates.sprawl]\nenabled = false",
-    );
-    room.write("plan.md", "more than ten bytes");
-    let builder = room.turn("builder");
+         [gates.shell]\nmax_snapshot_bytes = 10\nsandbox = \"watch-only\"\n[gates.sprawl]\nenabled = false", &[("plan.md", "more than ten bytes")]);
     let err = room.shell(&builder, "echo hi > x").await.unwrap_err();
     assert!(
         err.to_string().contains("refused by shell_watch: not run"),
@@ -274,10 +269,8 @@ async fn a_blinded_call_moves_no_baseline_and_is_judged_once_the_workspace_can_b
 
 #[tokio::test]
 async fn skipped_folders_are_not_watched() {
-    let room = Room::new(
-        "[gates.shell]\nskip = [\"target\"]\nsandbox = \"watch-only\"\n[gates.sprawl]\nenabled = false",
-    );
-    let builder = room.turn("builder");
+    let (room, builder) = Room::builder_in(
+        "[gates.shell]\nskip = [\"target\"]\nsandbox = \"watch-only\"\n[gates.sprawl]\nenabled = false", &[]);
     let out = room
         .sh(&builder, "mkdir target && echo x > target/a && echo y > b")
         .await;
@@ -289,9 +282,10 @@ async fn skipped_folders_are_not_watched() {
 async fn a_git_commit_through_shell_counts_no_work_and_reports_no_git_effects() {
     // The sprawl gate on (threshold 3): every `.git/objects` file a commit writes would be a unit
     // of work of its own if the watch compared `.git`.
-    let room = Room::new("[gates.shell]\nsandbox = \"watch-only\"");
-    room.write("notes.txt", "n");
-    let builder = room.turn("builder");
+    let (room, builder) = Room::builder_in(
+        "[gates.shell]\nsandbox = \"watch-only\"",
+        &[("notes.txt", "n")],
+    );
     let out = room
         .sh(
             &builder,
@@ -309,9 +303,7 @@ async fn a_git_commit_through_shell_counts_no_work_and_reports_no_git_effects() 
 
 #[tokio::test]
 async fn links_made_by_shell_into_a_territory_are_writes_there_and_reverted() {
-    let room = Room::new(PLANS_WATCHED);
-    room.write("plans/a.md", "keep");
-    let builder = room.turn("builder");
+    let (room, builder) = Room::builder_in(PLANS_WATCHED, &[("plans/a.md", "keep")]);
     let out = room
         .sh(
             &builder,
@@ -397,9 +389,7 @@ async fn init_layout_ledger_stays_whole(sandbox: &str) {
 /// judged by their bytes and put back.
 #[tokio::test]
 async fn names_that_are_not_utf8_are_judged_by_their_bytes_and_stop_no_other_write() {
-    let room = Room::new(PLANS_WATCHED);
-    room.write("plans/a.md", "keep");
-    let builder = room.turn("builder");
+    let (room, builder) = Room::builder_in(PLANS_WATCHED, &[("plans/a.md", "keep")]);
     let out = room
         .sh(
             &builder,

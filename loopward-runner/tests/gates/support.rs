@@ -91,6 +91,16 @@ impl Room {
         }
     }
 
+    /// A room under `toml` holding `files` (path, content), and the builder's first turn.
+    pub fn builder_in(toml: &str, files: &[(&str, &str)]) -> (Self, TurnContext) {
+        let room = Self::new(toml);
+        for (rel, content) in files {
+            room.write(rel, content);
+        }
+        let builder = room.turn("builder");
+        (room, builder)
+    }
+
     pub fn turn(&self, who: &str) -> TurnContext {
         let n = self.turns.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
         TurnContext::new(self.run.clone(), agent(who), TurnNumber(n))
