@@ -6,8 +6,8 @@
 //! through the bare `ToolExecutor`. Decisions are recorded to a sink that keeps nothing, so the
 //! figure is the gates' own cost (the ledger's is part 3's).
 
-use crate::harness::{time_n, Effort, Stats};
-use crate::report::{fmt_ns, fmt_ratio, Section, Target, Verdict};
+use crate::harness::{runtime, time_n, Effort, Stats};
+use crate::report::{beside_base, fmt_ns, fmt_ratio, Section, Target, Verdict};
 use crate::support::{agent, run_id, CountingSink};
 use anyhow::Result;
 use futures::future::BoxFuture;
@@ -91,9 +91,7 @@ pub fn policy_toml(n: usize) -> String {
 pub fn run(effort: Effort) -> Result<Section> {
     let rounds = effort.pick(20, 3);
     let per_round = effort.pick(2_000, 200);
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
+    let rt = runtime()?;
     let dir = tempfile::tempdir()?;
     let ws = Workspace::new(dir.path())?;
     let sizes = [10usize, 100, 1_000];
@@ -157,16 +155,8 @@ pub fn run(effort: Effort) -> Result<Section> {
                 name.clone(),
                 fmt_ns(s.median_ns),
                 fmt_ns(s.p99_ns),
-                if i == 0 {
-                    "—".into()
-                } else {
-                    fmt_ns(s.median_ns - base.median_ns)
-                },
-                if i == 0 {
-                    "—".into()
-                } else {
-                    fmt_ns(s.p99_ns - base.p99_ns)
-                },
+                beside_base(i, || fmt_ns(s.median_ns - base.median_ns)),
+                beside_base(i, || fmt_ns(s.p99_ns - base.p99_ns)),
                 fmt_ratio(s.median_ns / base.median_ns),
             ]
         })

@@ -5,7 +5,7 @@
 //! mode appends for a fixed time, three times, interleaved with the others; the median rate
 //! counts.
 
-use crate::harness::Effort;
+use crate::harness::{runtime, Effort};
 use crate::machine::{fs_type, write_syscalls};
 use crate::report::{fmt_ns, fmt_rate, fmt_ratio, Section, Target, Verdict};
 use crate::support::agent;
@@ -196,9 +196,7 @@ pub fn run(effort: Effort) -> Result<Section> {
 /// The scripted team run into a ledger `reps` times under each durability, interleaved; the
 /// median run of each.
 fn team_runs(dir: &Path, reps: usize) -> Result<[TeamRun; 2]> {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
+    let rt = runtime()?;
     let (mut synced, mut unsynced) = (vec![], vec![]);
     for rep in 0..reps.max(3) {
         synced.push(rt.block_on(team_run(

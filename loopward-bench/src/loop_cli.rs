@@ -10,7 +10,7 @@
 //! parsing, the ledger records and their syncs, the two workspace fingerprints, the sandbox
 //! planning, the judgement.
 
-use crate::harness::{elapsed_ns, Effort, Stats};
+use crate::harness::{elapsed_ns, runtime, Effort, Stats};
 use crate::report::{fmt_ns, Section, Target, Verdict};
 use anyhow::{Context as _, Result};
 use loopward_core::{AgentId, Person, RunId};
@@ -192,9 +192,7 @@ pub fn run(effort: Effort) -> Result<Section> {
             files: 1_000,
         },
     ];
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
+    let rt = runtime()?;
     let mut rows = vec![];
     let mut data = vec![];
     let mut headline = None;

@@ -92,6 +92,15 @@ pub fn fmt_ns(ns: f64) -> String {
     }
 }
 
+/// A cell comparing a row with the first, the baseline: a dash on the baseline's own row.
+pub fn beside_base(row: usize, cell: impl FnOnce() -> String) -> String {
+    if row == 0 {
+        "—".into()
+    } else {
+        cell()
+    }
+}
+
 /// Formats a ratio (`1.23×`).
 pub fn fmt_ratio(r: f64) -> String {
     if r != 0.0 && r.abs() < 0.1 {
