@@ -228,7 +228,6 @@ pub fn run(effort: Effort) -> Result<Section> {
             format!("{a:.1}")
         }
     };
-    let time_met = s.median_ns <= TARGET_NS;
     let allocs_met = sub_allocs <= TARGET_ALLOCS;
     let mut notes = vec![format!(
         "The deciding alone (subject − baseline): {} a median iteration; the baseline's three \
@@ -295,13 +294,13 @@ pub fn run(effort: Effort) -> Result<Section> {
             ],
         ],
         targets: vec![
-            Target {
-                what: "governed iteration in memory (median)".into(),
-                target: format!("≤ {}", fmt_ns(TARGET_NS)),
-                measured: fmt_ns(s.median_ns),
-                verdict: Verdict::met_if(time_met),
-                reason: (!time_met).then(|| "missed: see the notes below".to_string()),
-            },
+            Target::at_most(
+                "governed iteration in memory (median)",
+                s.median_ns,
+                TARGET_NS,
+                fmt_ns,
+            )
+            .or_missed(|| "missed: see the notes below".to_string()),
             Target {
                 what: "heap allocations per governed iteration".into(),
                 target: format!("≤ {TARGET_ALLOCS:.0}"),

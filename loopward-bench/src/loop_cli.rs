@@ -239,13 +239,12 @@ pub fn run(effort: Effort) -> Result<Section> {
             .to_vec(),
         rows,
         targets: vec![
-            Target {
-                what: "loopward's own cost per session (10 sessions, small workspace)".into(),
-                target: format!("≤ {}", fmt_ns(TARGET_NS)),
-                measured: fmt_ns(own10),
-                verdict: Verdict::met_if(own10 <= TARGET_NS),
-                reason: None,
-            },
+            Target::at_most(
+                "loopward's own cost per session (10 sessions, small workspace)",
+                own10,
+                TARGET_NS,
+                fmt_ns,
+            ),
             Target {
                 what: "session time at 100 sessions against 10 (proportional)".into(),
                 target: "≤ 1.5".into(),

@@ -8,7 +8,7 @@
 
 use crate::harness::Effort;
 use crate::machine::proc_status_bytes;
-use crate::report::{fmt_kib, fmt_rate, fmt_ratio, thousands, Section, Target, Verdict};
+use crate::report::{fmt_kib, fmt_rate, fmt_ratio, thousands, Section, Target};
 use crate::support::{team_runner, CountingSink, Hold, TeamModel, TEAM_ROUNDS};
 use anyhow::{Context as _, Result};
 use loopward_core::{Person, RunStatus};
@@ -165,7 +165,6 @@ fn section(points: &[Point]) -> Section {
         .collect();
     let largest = points.iter().max_by_key(|p| p.runs);
     let idle = largest.map_or(0.0, |p| p.idle_heap_per_run);
-    let met = idle <= TARGET_IDLE_BYTES;
     Section {
         part: 4,
         title: "Scale: concurrent runs in one process".into(),
@@ -194,16 +193,16 @@ fn section(points: &[Point]) -> Section {
         .map(String::from)
         .to_vec(),
         rows,
-        targets: vec![Target {
-            what: format!(
+        targets: vec![Target::at_most(
+            format!(
                 "heap per idle concurrent run ({} runs)",
                 largest.map_or(0, |p| p.runs)
             ),
-            target: format!("≤ {}", fmt_kib(TARGET_IDLE_BYTES)),
-            measured: fmt_kib(idle),
-            verdict: Verdict::met_if(met),
-            reason: (!met).then(|| "missed: see the note below".to_string()),
-        }],
+            idle,
+            TARGET_IDLE_BYTES,
+            fmt_kib,
+        )
+        .or_missed(|| "missed: see the note below".to_string())],
         notes: vec![],
         data: json!({ "points": points }),
     }

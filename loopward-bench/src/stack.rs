@@ -11,7 +11,7 @@
 
 use crate::harness::{runtime, time_n, Effort, Stats};
 use crate::machine::write_syscalls;
-use crate::report::{beside_base, fmt_ns, fmt_ratio, Section, Target, Verdict};
+use crate::report::{beside_base, fmt_ns, fmt_ratio, Section, Target};
 use crate::support::{agent, CountingSink, Noop, STACK_TOML};
 use anyhow::{Context as _, Result};
 use loopward_core::{AgentId, AuditEvent, AuditSink, FinishReason, Message, Person, TurnNumber};
@@ -310,19 +310,19 @@ fn section(mut variants: Vec<Variant>, per_round: usize) -> Section {
         variants[3].kinds.join(", "),
         fmt_ns(if events > 0.0 { ledger / events } else { 0.0 }),
     );
-    let target = Target {
-        what: "full stack overhead per turn, ledger without fsync (median)".into(),
-        target: format!("≤ {}", fmt_ns(TARGET_NS)),
-        measured: fmt_ns(overhead),
-        verdict: Verdict::met_if(met),
-        reason: (!met).then(|| {
-            format!(
-                "missed: writing the ledger takes {} of it ({events:.0} lines a turn); see the \
-                 breakdown below",
-                fmt_ns(ledger)
-            )
-        }),
-    };
+    let target = Target::at_most(
+        "full stack overhead per turn, ledger without fsync (median)",
+        overhead,
+        TARGET_NS,
+        fmt_ns,
+    )
+    .or_missed(|| {
+        format!(
+            "missed: writing the ledger takes {} of it ({events:.0} lines a turn); see the \
+             breakdown below",
+            fmt_ns(ledger)
+        )
+    });
     Section {
         part: 2,
         title: "Stack overhead per turn".into(),
