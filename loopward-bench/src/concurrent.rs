@@ -5,7 +5,7 @@
 //!
 //! It runs in its own child process (`--llama-child concurrent`), as part 5's sides do.
 
-use crate::harness::{elapsed_ns, Effort};
+use crate::harness::{elapsed_ns, runtime, Effort};
 use crate::report::{fmt_ratio, Section, Target, Verdict};
 use anyhow::{Context as _, Result};
 use loopward_core::{AgentId, Message, Person};
@@ -86,9 +86,7 @@ pub fn child(model: &Path, threads: u32, reps: usize) -> Result<Vec<Point>> {
             .parallel(SLOTS)
             .greedy(),
     )?;
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
+    let rt = runtime()?;
     let mut out = vec![];
     let mut serial = 0usize;
     let mut next = |n: usize| {

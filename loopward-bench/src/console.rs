@@ -9,7 +9,7 @@
 //! Then a 10,000-record run's page is fetched from localhost: the time to its last byte (the page
 //! is self-contained; its one script loads after it), median of 7.
 
-use crate::harness::Effort;
+use crate::harness::{runtime, Effort};
 use crate::report::{Section, Target, Verdict};
 use anyhow::{bail, Context as _, Result};
 use loopward_core::{AgentId, AuditEvent, AuditSink, RunId, Scope, TurnNumber};
@@ -29,9 +29,7 @@ const CONFIG: &str = "[run]\nfirst = \"builder\"\n[[agent]]\nname = \"builder\"\
 /// The child: serves the console over `config` with state under `state`; prints the address
 /// and the token on one line, then serves until killed.
 pub fn child(config: &Path, state: &Path) -> Result<()> {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
+    let rt = runtime()?;
     rt.block_on(async {
         let console = loopward_console::Console::open(loopward_console::ConsoleOptions::new(
             config.to_path_buf(),

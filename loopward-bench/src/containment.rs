@@ -232,20 +232,8 @@ pub fn run(effort: Effort) -> Result<Section> {
         }))
         .collect(),
         targets: vec![
-            Target {
-                what: "contained start over bare fork/exec (median)".into(),
-                target: format!("≤ {}", fmt_ns(TARGET_START_NS)),
-                measured: fmt_ns(start_over),
-                verdict: Verdict::met_if(start_over <= TARGET_START_NS),
-                reason: None,
-            },
-            Target {
-                what: "proxy overhead per request on loopback (median)".into(),
-                target: format!("≤ {}", fmt_ns(TARGET_PROXY_NS)),
-                measured: fmt_ns(proxy_over),
-                verdict: Verdict::met_if(proxy_over <= TARGET_PROXY_NS),
-                reason: None,
-            },
+            Target::at_most("contained start over bare fork/exec (median)", start_over, TARGET_START_NS, fmt_ns),
+            Target::at_most("proxy overhead per request on loopback (median)", proxy_over, TARGET_PROXY_NS, fmt_ns),
             Target {
                 what: "throughput through the proxy".into(),
                 target: format!("≥ {TARGET_MBPS:.0} MB/s"),

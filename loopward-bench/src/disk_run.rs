@@ -5,7 +5,7 @@
 //! three run interleaved, round by round; the medians count. Syncs and new files per run are
 //! counted through the ledger's fault hook, which sees every one before it happens.
 
-use crate::harness::Effort;
+use crate::harness::{runtime, Effort};
 use crate::report::{fmt_ns, fmt_ratio, Section, Target, Verdict};
 use crate::team_run::{team_run_in_memory, team_run_on_disk, Disk, TeamRun};
 use anyhow::Result;
@@ -53,9 +53,7 @@ fn fsync_ns(dir: &std::path::Path) -> Result<u64> {
 
 /// Runs part 11.
 pub fn run(effort: Effort) -> Result<Section> {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
+    let rt = runtime()?;
     let dir = tempfile::tempdir()?;
     let key = LedgerKey::generate()?;
     let disk = |durability| Disk {

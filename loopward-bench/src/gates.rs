@@ -6,8 +6,8 @@
 //! through the bare `ToolExecutor`. Decisions are recorded to a sink that keeps nothing, so the
 //! figure is the gates' own cost (the ledger's is part 3's).
 
-use crate::harness::{time_n, Effort, Stats};
-use crate::report::{fmt_ns, fmt_ratio, Section, Target, Verdict};
+use crate::harness::{runtime, time_n, Effort, Stats};
+use crate::report::{beside_base, fmt_ns, fmt_ratio, Section, Target};
 use crate::support::{agent, run_id, CountingSink};
 use anyhow::Result;
 use futures::future::BoxFuture;
@@ -91,9 +91,7 @@ pub fn policy_toml(n: usize) -> String {
 pub fn run(effort: Effort) -> Result<Section> {
     let rounds = effort.pick(20, 3);
     let per_round = effort.pick(2_000, 200);
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
+    let rt = runtime()?;
     let dir = tempfile::tempdir()?;
     let ws = Workspace::new(dir.path())?;
     let sizes = [10usize, 100, 1_000];
@@ -157,16 +155,8 @@ pub fn run(effort: Effort) -> Result<Section> {
                 name.clone(),
                 fmt_ns(s.median_ns),
                 fmt_ns(s.p99_ns),
-                if i == 0 {
-                    "—".into()
-                } else {
-                    fmt_ns(s.median_ns - base.median_ns)
-                },
-                if i == 0 {
-                    "—".into()
-                } else {
-                    fmt_ns(s.p99_ns - base.p99_ns)
-                },
+                beside_base(i, || fmt_ns(s.median_ns - base.median_ns)),
+                beside_base(i, || fmt_ns(s.p99_ns - base.p99_ns)),
                 fmt_ratio(s.median_ns / base.median_ns),
             ]
         })
@@ -222,9 +212,7 @@ pub fn run(effort: Effort) -> Result<Section> {
                 .to_string(),
         );
     }
-    let met = at100 <= TARGET_NS;
     let at1000 = decision(3);
-    let met1000 = at1000 <= TARGET_1000_NS;
     // Decisions only (the bare stack records a `tool_started` per call too), over the three
     // gated stacks' calls.
     let events = sink.decisions() as f64 / (3 * (rounds + 1) * per_round) as f64;
@@ -253,28 +241,27 @@ pub fn run(effort: Effort) -> Result<Section> {
         .to_vec(),
         rows,
         targets: vec![
-            Target {
-                what: "gate decision at 100 territories (median, over the bare call)".into(),
-                target: format!("≤ {}", fmt_ns(TARGET_NS)),
-                measured: fmt_ns(at100),
-                verdict: Verdict::met_if(met),
-                reason: (!met).then(|| {
-                    if slope > 10.0 {
-                        "missed: the decision still grows with the territories; see the notes below"
-                    } else {
-                        "missed: a fixed cost per call; see the notes below"
-                    }
-                    .to_string()
-                }),
-            },
-            Target {
-                what: "gate decision at 1,000 territories (median, over the bare call)".into(),
-                target: format!("≤ {}", fmt_ns(TARGET_1000_NS)),
-                measured: fmt_ns(at1000),
-                verdict: Verdict::met_if(met1000),
-                reason: (!met1000)
-                    .then(|| "missed: a fixed cost per call; see the notes below".to_string()),
-            },
+            Target::at_most(
+                "gate decision at 100 territories (median, over the bare call)",
+                at100,
+                TARGET_NS,
+                fmt_ns,
+            )
+            .or_missed(|| {
+                if slope > 10.0 {
+                    "missed: the decision still grows with the territories; see the notes below"
+                } else {
+                    "missed: a fixed cost per call; see the notes below"
+                }
+                .to_string()
+            }),
+            Target::at_most(
+                "gate decision at 1,000 territories (median, over the bare call)",
+                at1000,
+                TARGET_1000_NS,
+                fmt_ns,
+            )
+            .or_missed(|| "missed: a fixed cost per call; see the notes below".to_string()),
         ],
         notes,
         data: json!({

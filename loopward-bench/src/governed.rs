@@ -8,7 +8,7 @@
 //! counted in a child process whose global allocator counts them (`loopward-bench-allocs`,
 //! beside this binary), so the timing here is not slowed by counting.
 
-use crate::harness::{time_n, Effort, Stats};
+use crate::harness::{runtime, time_n, Effort, Stats};
 use crate::report::{fmt_ns, fmt_ratio, Section, Target, Verdict};
 use crate::support::{agent, run_id};
 use anyhow::{Context as _, Result};
@@ -186,9 +186,7 @@ fn count_allocations(effort: Effort) -> Result<(f64, f64), String> {
 pub fn run(effort: Effort) -> Result<Section> {
     let rounds = effort.pick(20, 3);
     let per_round = effort.pick(2_000, 200);
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
+    let rt = runtime()?;
     let mut subject = Fixture::new()?;
     let base = Fixture::new()?;
     let events = Fixture::baseline_events();
@@ -230,7 +228,6 @@ pub fn run(effort: Effort) -> Result<Section> {
             format!("{a:.1}")
         }
     };
-    let time_met = s.median_ns <= TARGET_NS;
     let allocs_met = sub_allocs <= TARGET_ALLOCS;
     let mut notes = vec![format!(
         "The deciding alone (subject − baseline): {} a median iteration; the baseline's three \
@@ -297,13 +294,13 @@ pub fn run(effort: Effort) -> Result<Section> {
             ],
         ],
         targets: vec![
-            Target {
-                what: "governed iteration in memory (median)".into(),
-                target: format!("≤ {}", fmt_ns(TARGET_NS)),
-                measured: fmt_ns(s.median_ns),
-                verdict: Verdict::met_if(time_met),
-                reason: (!time_met).then(|| "missed: see the notes below".to_string()),
-            },
+            Target::at_most(
+                "governed iteration in memory (median)",
+                s.median_ns,
+                TARGET_NS,
+                fmt_ns,
+            )
+            .or_missed(|| "missed: see the notes below".to_string()),
             Target {
                 what: "heap allocations per governed iteration".into(),
                 target: format!("≤ {TARGET_ALLOCS:.0}"),

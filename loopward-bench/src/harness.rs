@@ -43,6 +43,14 @@ impl Stats {
     }
 }
 
+/// The runtime a part measures on: one thread (no scheduler between the samples), timers and
+/// I/O on.
+pub fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+}
+
 /// Runs `op` `n` times, pushing one sample (ns) per run onto `out`.
 pub async fn time_n(n: usize, out: &mut Vec<u64>, mut op: impl AsyncFnMut()) {
     for _ in 0..n {

@@ -13,7 +13,7 @@
 //! it the part is skipped, saying how to build it.
 
 use crate::harness::{elapsed_ns, Effort, Stats};
-use crate::report::{fmt_ns, fmt_ratio, Section, Target, Verdict};
+use crate::report::{fmt_ns, fmt_ratio, Section, Target};
 use anyhow::{bail, Context as _, Result};
 use serde_json::json;
 use std::fmt::Write as _;
@@ -203,27 +203,9 @@ pub fn run(effort: Effort) -> Result<Section> {
         }))
         .collect(),
         targets: vec![
-            Target {
-                what: "hook call p50 over the floor's".into(),
-                target: format!("≤ {}", fmt_ratio(TARGET_RATIO)),
-                measured: fmt_ratio(ratio),
-                verdict: Verdict::met_if(ratio <= TARGET_RATIO),
-                reason: None,
-            },
-            Target {
-                what: "hook call p50".into(),
-                target: format!("≤ {}", fmt_ns(TARGET_P50_NS)),
-                measured: fmt_ns(s.median_ns),
-                verdict: Verdict::met_if(s.median_ns <= TARGET_P50_NS),
-                reason: None,
-            },
-            Target {
-                what: "hook call p99".into(),
-                target: format!("≤ {}", fmt_ns(TARGET_P99_NS)),
-                measured: fmt_ns(s.p99_ns),
-                verdict: Verdict::met_if(s.p99_ns <= TARGET_P99_NS),
-                reason: None,
-            },
+            Target::at_most("hook call p50 over the floor's", ratio, TARGET_RATIO, fmt_ratio),
+            Target::at_most("hook call p50", s.median_ns, TARGET_P50_NS, fmt_ns),
+            Target::at_most("hook call p99", s.p99_ns, TARGET_P99_NS, fmt_ns),
         ],
         notes: vec![
             "Where a call's time goes beyond the floor (measured with `perf` and `strace` when \

@@ -5,9 +5,9 @@
 //! mode appends for a fixed time, three times, interleaved with the others; the median rate
 //! counts.
 
-use crate::harness::Effort;
+use crate::harness::{runtime, Effort};
 use crate::machine::{fs_type, write_syscalls};
-use crate::report::{fmt_ns, fmt_rate, fmt_ratio, Section, Target, Verdict};
+use crate::report::{fmt_ns, fmt_rate, fmt_ratio, Section, Target};
 use crate::support::agent;
 use crate::team_run::{team_run, TeamRun};
 use anyhow::{Context as _, Result};
@@ -196,9 +196,7 @@ pub fn run(effort: Effort) -> Result<Section> {
 /// The scripted team run into a ledger `reps` times under each durability, interleaved; the
 /// median run of each.
 fn team_runs(dir: &Path, reps: usize) -> Result<[TeamRun; 2]> {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
+    let rt = runtime()?;
     let (mut synced, mut unsynced) = (vec![], vec![]);
     for rep in 0..reps.max(3) {
         synced.push(rt.block_on(team_run(
@@ -313,7 +311,6 @@ fn section(rows: &mut [Row], dir: &Path, slice: Duration, team: &[TeamRun; 2]) -
     let rates: Vec<f64> = rows.iter_mut().map(|r| median(&mut r.rates)).collect();
     let base = rates[3];
     let per_record = if base > 0.0 { 1e9 / base } else { f64::NAN };
-    let record_met = per_record <= TARGET_RECORD_NS;
     let [synced, unsynced] = team;
     let table = rows
         .iter()
@@ -365,13 +362,13 @@ fn section(rows: &mut [Row], dir: &Path, slice: Duration, team: &[TeamRun; 2]) -
             .map(String::from)
             .to_vec(),
         rows: table,
-        targets: vec![Target {
-            what: "ledger record without fsync (median rate, as time per record)".into(),
-            target: format!("≤ {}", fmt_ns(TARGET_RECORD_NS)),
-            measured: fmt_ns(per_record),
-            verdict: Verdict::met_if(record_met),
-            reason: (!record_met).then(|| "missed: see the per-event breakdown below".to_string()),
-        }],
+        targets: vec![Target::at_most(
+            "ledger record without fsync (median rate, as time per record)",
+            per_record,
+            TARGET_RECORD_NS,
+            fmt_ns,
+        )
+        .or_missed(|| "missed: see the per-event breakdown below".to_string())],
         notes: vec![
             format!(
                 "Syncs per run, the scripted team of part 4 ({} records, {} of them decisions) \

@@ -10,7 +10,7 @@
 //! parsing, the ledger records and their syncs, the two workspace fingerprints, the sandbox
 //! planning, the judgement.
 
-use crate::harness::{elapsed_ns, Effort, Stats};
+use crate::harness::{elapsed_ns, runtime, Effort, Stats};
 use crate::report::{fmt_ns, Section, Target, Verdict};
 use anyhow::{Context as _, Result};
 use loopward_core::{AgentId, Person, RunId};
@@ -192,9 +192,7 @@ pub fn run(effort: Effort) -> Result<Section> {
             files: 1_000,
         },
     ];
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
+    let rt = runtime()?;
     let mut rows = vec![];
     let mut data = vec![];
     let mut headline = None;
@@ -241,13 +239,12 @@ pub fn run(effort: Effort) -> Result<Section> {
             .to_vec(),
         rows,
         targets: vec![
-            Target {
-                what: "loopward's own cost per session (10 sessions, small workspace)".into(),
-                target: format!("≤ {}", fmt_ns(TARGET_NS)),
-                measured: fmt_ns(own10),
-                verdict: Verdict::met_if(own10 <= TARGET_NS),
-                reason: None,
-            },
+            Target::at_most(
+                "loopward's own cost per session (10 sessions, small workspace)",
+                own10,
+                TARGET_NS,
+                fmt_ns,
+            ),
             Target {
                 what: "session time at 100 sessions against 10 (proportional)".into(),
                 target: "≤ 1.5".into(),

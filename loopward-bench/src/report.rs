@@ -55,6 +55,32 @@ pub struct Target {
     pub reason: Option<String>,
 }
 
+impl Target {
+    /// A ceiling: met when `measured` is at most `bound`, both written by `fmt`.
+    pub fn at_most(
+        what: impl Into<String>,
+        measured: f64,
+        bound: f64,
+        fmt: impl Fn(f64) -> String,
+    ) -> Self {
+        Self {
+            what: what.into(),
+            target: format!("≤ {}", fmt(bound)),
+            measured: fmt(measured),
+            verdict: Verdict::met_if(measured <= bound),
+            reason: None,
+        }
+    }
+
+    /// Says why, when the target was missed.
+    pub fn or_missed(mut self, why: impl FnOnce() -> String) -> Self {
+        if self.verdict == Verdict::Missed {
+            self.reason = Some(why());
+        }
+        self
+    }
+}
+
 /// How a measured figure stands against its target. Written into the JSON in snake case
 /// (`"not_shown"`); `cargo xtask bench` renders it into `results.md`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -89,6 +115,15 @@ pub fn fmt_ns(ns: f64) -> String {
         format!("{:.2} µs", ns / 1_000.0)
     } else {
         format!("{:.2} ms", ns / 1_000_000.0)
+    }
+}
+
+/// A cell comparing a row with the first, the baseline: a dash on the baseline's own row.
+pub fn beside_base(row: usize, cell: impl FnOnce() -> String) -> String {
+    if row == 0 {
+        "—".into()
+    } else {
+        cell()
     }
 }
 

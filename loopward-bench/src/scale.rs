@@ -8,15 +8,11 @@
 
 use crate::harness::Effort;
 use crate::machine::proc_status_bytes;
-use crate::report::{fmt_kib, fmt_rate, fmt_ratio, thousands, Section, Target, Verdict};
-use crate::support::{agent, CountingSink, Hold, Noop, TeamModel, STACK_TOML, TEAM_ROUNDS};
+use crate::report::{fmt_kib, fmt_rate, fmt_ratio, thousands, Section, Target};
+use crate::support::{team_runner, CountingSink, Hold, TeamModel, TEAM_ROUNDS};
 use anyhow::{Context as _, Result};
 use loopward_core::{Person, RunStatus};
-use loopward_runner::layers::stack::{LayersConfig, Stack};
-use loopward_runner::model::BoxModelService;
-use loopward_runner::tool::{BoxToolService, ToolExecutor, ToolSet};
-use loopward_runner::tools::HandoffTool;
-use loopward_runner::{BoxTurnService, LlmAgent, RunSpec, Runner, Workspace};
+use loopward_runner::RunSpec;
 use serde::Serialize;
 use serde_json::json;
 use std::sync::Arc;
@@ -86,25 +82,9 @@ pub fn run(effort: Effort, mem: &dyn MemProbe) -> Result<Section> {
 }
 
 async fn point(n: usize, ws: &std::path::Path, mem: &dyn MemProbe) -> Result<Point> {
-    let config: LayersConfig = toml::from_str(STACK_TOML)?;
-    let stack = Stack::new(&config)?;
-    let (planner, builder) = (agent("planner"), agent("builder"));
-    let team = vec![planner.clone(), builder.clone()];
     let hold = Arc::new(Hold::default());
-    let model = stack.model(BoxModelService::new(TeamModel::held(hold.clone())));
-    let tools = ToolSet::new()
-        .with(Noop)
-        .with(HandoffTool::new(team.clone()));
-    let mut runner = Runner::builder(Workspace::new(ws)?).max_turns(64);
-    for name in &team {
-        let agent = LlmAgent::builder(name.clone(), model.clone())
-            .tools(tools.clone())
-            .tool_stack(stack.tools(BoxToolService::new(ToolExecutor)))
-            .max_steps(stack.steps_per_turn())
-            .build();
-        runner = runner.agent(name.clone(), stack.turn(BoxTurnService::new(agent)))?;
-    }
-    let runner = Arc::new(runner.build()?);
+    let (runner, planner) = team_runner(ws, TeamModel::held(hold.clone()))?;
+    let runner = Arc::new(runner);
     let sink = Arc::new(CountingSink::default());
 
     let heap0 = mem.current();
@@ -185,7 +165,6 @@ fn section(points: &[Point]) -> Section {
         .collect();
     let largest = points.iter().max_by_key(|p| p.runs);
     let idle = largest.map_or(0.0, |p| p.idle_heap_per_run);
-    let met = idle <= TARGET_IDLE_BYTES;
     Section {
         part: 4,
         title: "Scale: concurrent runs in one process".into(),
@@ -214,16 +193,16 @@ fn section(points: &[Point]) -> Section {
         .map(String::from)
         .to_vec(),
         rows,
-        targets: vec![Target {
-            what: format!(
+        targets: vec![Target::at_most(
+            format!(
                 "heap per idle concurrent run ({} runs)",
                 largest.map_or(0, |p| p.runs)
             ),
-            target: format!("≤ {}", fmt_kib(TARGET_IDLE_BYTES)),
-            measured: fmt_kib(idle),
-            verdict: Verdict::met_if(met),
-            reason: (!met).then(|| "missed: see the note below".to_string()),
-        }],
+            idle,
+            TARGET_IDLE_BYTES,
+            fmt_kib,
+        )
+        .or_missed(|| "missed: see the note below".to_string())],
         notes: vec![],
         data: json!({ "points": points }),
     }

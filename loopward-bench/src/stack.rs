@@ -9,9 +9,9 @@
 //!
 //! Each turn also records `turn_started`/`turn_ended`, as the runner does.
 
-use crate::harness::{time_n, Effort, Stats};
+use crate::harness::{runtime, time_n, Effort, Stats};
 use crate::machine::write_syscalls;
-use crate::report::{fmt_ns, fmt_ratio, Section, Target, Verdict};
+use crate::report::{beside_base, fmt_ns, fmt_ratio, Section, Target};
 use crate::support::{agent, CountingSink, Noop, STACK_TOML};
 use anyhow::{Context as _, Result};
 use loopward_core::{AgentId, AuditEvent, AuditSink, FinishReason, Message, Person, TurnNumber};
@@ -73,9 +73,7 @@ pub fn run(effort: Effort) -> Result<Section> {
     let per_round = effort.pick(1_000, 200);
     let warmup = effort.pick(500, 50);
     let replies = warmup + rounds * per_round + 10;
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
+    let rt = runtime()?;
     rt.block_on(measure(rounds, per_round, warmup, replies))
 }
 
@@ -283,17 +281,9 @@ fn section(mut variants: Vec<Variant>, per_round: usize) -> Section {
                 v.name.to_string(),
                 fmt_ns(s.median_ns),
                 fmt_ns(s.p99_ns),
-                if i == 0 {
-                    "—".into()
-                } else {
-                    fmt_ns(s.median_ns - base.median_ns)
-                },
+                beside_base(i, || fmt_ns(s.median_ns - base.median_ns)),
                 fmt_ratio(s.median_ns / base.median_ns),
-                if i == 0 {
-                    "—".into()
-                } else {
-                    format!("{:.0}", per_turn(i))
-                },
+                beside_base(i, || format!("{:.0}", per_turn(i))),
             ]
         })
         .collect();
@@ -320,19 +310,19 @@ fn section(mut variants: Vec<Variant>, per_round: usize) -> Section {
         variants[3].kinds.join(", "),
         fmt_ns(if events > 0.0 { ledger / events } else { 0.0 }),
     );
-    let target = Target {
-        what: "full stack overhead per turn, ledger without fsync (median)".into(),
-        target: format!("≤ {}", fmt_ns(TARGET_NS)),
-        measured: fmt_ns(overhead),
-        verdict: Verdict::met_if(met),
-        reason: (!met).then(|| {
-            format!(
-                "missed: writing the ledger takes {} of it ({events:.0} lines a turn); see the \
-                 breakdown below",
-                fmt_ns(ledger)
-            )
-        }),
-    };
+    let target = Target::at_most(
+        "full stack overhead per turn, ledger without fsync (median)",
+        overhead,
+        TARGET_NS,
+        fmt_ns,
+    )
+    .or_missed(|| {
+        format!(
+            "missed: writing the ledger takes {} of it ({events:.0} lines a turn); see the \
+             breakdown below",
+            fmt_ns(ledger)
+        )
+    });
     Section {
         part: 2,
         title: "Stack overhead per turn".into(),

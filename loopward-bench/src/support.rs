@@ -3,10 +3,15 @@
 
 use futures::future::BoxFuture;
 use loopward_core::{AgentId, AuditError, AuditEvent, AuditSink, Message, Scope, ToolCall, Usage};
-use loopward_runner::model::{ChatRequest, ChatResponse, ModelError};
-use loopward_runner::tool::{Access, Tool, ToolError, ToolInvocation, ToolOutput};
-use loopward_runner::TurnContext;
+use loopward_runner::layers::stack::{LayersConfig, Stack};
+use loopward_runner::model::{BoxModelService, ChatRequest, ChatResponse, ModelError};
+use loopward_runner::tool::{
+    Access, BoxToolService, Tool, ToolError, ToolExecutor, ToolInvocation, ToolOutput, ToolSet,
+};
+use loopward_runner::tools::HandoffTool;
+use loopward_runner::{BoxTurnService, LlmAgent, Runner, TurnContext, Workspace};
 use serde_json::json;
+use std::path::Path;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -49,6 +54,28 @@ tokens = 1000000000
 [budget]
 max_tokens = 1000000000000
 "#;
+
+/// The team (planner and builder, each with the [`Noop`] and handoff tools) behind the part 2
+/// stack ([`STACK_TOML`]), its model `model`, acting in `ws`; and its first agent (the planner).
+pub fn team_runner(ws: &Path, model: TeamModel) -> anyhow::Result<(Runner, AgentId)> {
+    let config: LayersConfig = toml::from_str(STACK_TOML)?;
+    let stack = Stack::new(&config)?;
+    let team = vec![agent("planner"), agent("builder")];
+    let model = stack.model(BoxModelService::new(model));
+    let tools = ToolSet::new()
+        .with(Noop)
+        .with(HandoffTool::new(team.clone()));
+    let mut runner = Runner::builder(Workspace::new(ws)?).max_turns(64);
+    for name in &team {
+        let agent = LlmAgent::builder(name.clone(), model.clone())
+            .tools(tools.clone())
+            .tool_stack(stack.tools(BoxToolService::new(ToolExecutor)))
+            .max_steps(stack.steps_per_turn())
+            .build();
+        runner = runner.agent(name.clone(), stack.turn(BoxTurnService::new(agent)))?;
+    }
+    Ok((runner.build()?, team[0].clone()))
+}
 
 /// A tool that touches nothing and answers `ok`.
 #[derive(Clone, Copy, Debug, Default)]

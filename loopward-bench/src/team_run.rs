@@ -3,15 +3,11 @@
 //! its syncs and new files through the ledger's fault hook (parts 3 and 11), or into memory
 //! (part 11's baseline).
 
-use crate::support::{agent, Noop, TeamModel, STACK_TOML, TEAM_ROUNDS};
+use crate::support::{team_runner, TeamModel, TEAM_ROUNDS};
 use anyhow::Result;
 use loopward_core::{AgentId, AuditEvent, AuditSink, Person, RunStatus};
 use loopward_runner::audit::{Durability, Ledger, LedgerKey, LedgerOp, LedgerOptions, MemorySink};
-use loopward_runner::layers::stack::{LayersConfig, Stack};
-use loopward_runner::model::BoxModelService;
-use loopward_runner::tool::{BoxToolService, ToolExecutor, ToolSet};
-use loopward_runner::tools::HandoffTool;
-use loopward_runner::{LlmAgent, RunSpec, Runner, Workspace};
+use loopward_runner::{RunSpec, Runner};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -66,27 +62,8 @@ pub async fn team_run(runs_dir: &Path, id: &str, durability: Durability) -> Resu
 /// The team's runner, for `rounds` rounds, in a fresh workspace (kept while the runner is).
 fn team(rounds: usize) -> Result<(Runner, AgentId, tempfile::TempDir)> {
     let ws = tempfile::tempdir()?;
-    let config: LayersConfig = toml::from_str(STACK_TOML)?;
-    let stack = Stack::new(&config)?;
-    let (planner, builder) = (agent("planner"), agent("builder"));
-    let team = vec![planner.clone(), builder.clone()];
-    let model = stack.model(BoxModelService::new(TeamModel::rounds(rounds)));
-    let tools = ToolSet::new()
-        .with(Noop)
-        .with(HandoffTool::new(team.clone()));
-    let mut runner = Runner::builder(Workspace::new(ws.path())?).max_turns(64);
-    for name in &team {
-        let agent = LlmAgent::builder(name.clone(), model.clone())
-            .tools(tools.clone())
-            .tool_stack(stack.tools(BoxToolService::new(ToolExecutor)))
-            .max_steps(stack.steps_per_turn())
-            .build();
-        runner = runner.agent(
-            name.clone(),
-            stack.turn(loopward_runner::BoxTurnService::new(agent)),
-        )?;
-    }
-    Ok((runner.build()?, planner, ws))
+    let (runner, first) = team_runner(ws.path(), TeamModel::rounds(rounds))?;
+    Ok((runner, first, ws))
 }
 
 /// Runs the team for `rounds` rounds once into a fresh ledger, as `disk` says; timed from the

@@ -25,7 +25,7 @@
 //! assert!(stops.take(&run, 7).is_none()); // honoured once
 //! ```
 
-use crate::audit::{KeyRing, Seal};
+use crate::audit::{KeyRing, Seal, Sealed};
 use crate::claimed_file::{claim, read_bounded};
 use crate::context::RunContext;
 use loopward_core::{
@@ -42,9 +42,6 @@ const MAX_FILE_BYTES: u64 = 16 * 1024;
 
 /// The longest name or reason a request may carry, in bytes.
 pub const MAX_FIELD_BYTES: usize = 1000;
-
-/// Domain separation prefix of a request's seal.
-const DOMAIN: &[u8] = b"loopward.stop.v1\0";
 
 /// A person's request to stop one run.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -63,11 +60,10 @@ pub struct StopRequest {
     pub seal: Option<Seal>,
 }
 
-impl StopRequest {
-    fn canonical(&self) -> Vec<u8> {
-        let mut bare = self.clone();
-        bare.seal = None;
-        serde_json::to_vec(&bare).unwrap_or_default()
+impl Sealed for StopRequest {
+    const DOMAIN: &'static [u8] = b"loopward.stop.v1\0";
+    fn seal_mut(&mut self) -> &mut Option<Seal> {
+        &mut self.seal
     }
 }
 
@@ -181,10 +177,7 @@ impl StopRequests {
             seal: None,
         };
         if let Some(keys) = &self.keys {
-            record.seal = Some(
-                keys.seal(DOMAIN, &record.canonical())
-                    .ok_or(StopError::NoKey)?,
-            );
+            record.seal = Some(keys.seal_record(&record).ok_or(StopError::NoKey)?);
         }
         let io = |path: &Path, e: std::io::Error| StopError::Io {
             path: path.display().to_string(),
@@ -296,7 +289,7 @@ fn read(path: &Path, run: &RunId, keys: Option<&KeyRing>) -> Result<StopRequest,
         return Err(format!("addressed to run {}, not {run}", record.run));
     }
     if let Some(keys) = keys {
-        keys.check_seal(DOMAIN, &record.canonical(), record.seal.as_ref())?;
+        keys.check_record(&record)?;
     }
     Ok(record)
 }

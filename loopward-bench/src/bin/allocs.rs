@@ -8,6 +8,7 @@
 
 use anyhow::{bail, Context as _, Result};
 use loopward_bench::governed::Fixture;
+use loopward_bench::harness::runtime;
 use stats_alloc::{Region, StatsAlloc, INSTRUMENTED_SYSTEM};
 use std::alloc::System;
 
@@ -25,9 +26,7 @@ fn main() -> Result<()> {
             }
         }
     }
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
+    let rt = runtime()?;
     let mut subject = Fixture::new()?;
     let base = Fixture::new()?;
     let events = Fixture::baseline_events();

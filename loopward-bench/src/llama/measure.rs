@@ -82,9 +82,7 @@ pub(super) fn paired(model_path: &Path, threads: u32, reps: usize) -> Result<Vec
         .with_n_threads(t)
         .with_n_threads_batch(t);
     let mut direct = DirectLoop::new(&model, backend, params)?;
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
+    let rt = runtime()?;
     let user = user_prompt();
     // The same requests as messages, through the loopward backend as a tower service; returns
     // (tokens prefilled, tokens generated).
@@ -275,9 +273,7 @@ pub(super) fn request(messages: Vec<Message>, max_tokens: u32) -> Result<ChatReq
 
 pub(super) fn conversation(model_path: &Path, threads: u32) -> Result<Vec<ConvTurn>> {
     let service = load(model_path, threads)?;
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
+    let rt = runtime()?;
     let questions = [
         "What is a beehive made of?",
         "Why do bees make honey?",

@@ -41,7 +41,7 @@ use {
     report::drift_note,
 };
 
-use crate::harness::{elapsed_ns, Effort};
+use crate::harness::{elapsed_ns, runtime, Effort};
 use crate::ratio::paired_ratio;
 use crate::report::{fmt_ratio, Section, Target, Verdict};
 use anyhow::{bail, Context as _, Result};

@@ -17,7 +17,8 @@ const AGENT: &str = "builder";
 const PATH: &str = "plan.md";
 const REASON: &str = "step 2 names the wrong file; the planner is away and agreed";
 
-fn blocked_script() -> Script {
+/// The builder's fix of step 2, then `then` (a tool and its arguments), then its last words.
+fn script(then: (&str, serde_json::Value), words: &str) -> Script {
     let builder = agent(AGENT);
     let mut s = Script::default();
     s.call(
@@ -25,36 +26,29 @@ fn blocked_script() -> Script {
         "edit_file",
         json!({"path": PATH, "old": "src/greet.py", "new": "src/greet.rs"}),
     )
-    .call(
-        &builder,
-        "write_file",
-        json!({"path": PATH, "content": "# Plan\n1. add greet()\n2. write src/greet.rs\n"}),
-    )
-    .say(
-        &builder,
-        "plan.md is the planner's; I need a person to let me fix step 2.",
-    );
+    .call(&builder, then.0, then.1)
+    .say(&builder, words);
     s
 }
 
+fn blocked_script() -> Script {
+    script(
+        (
+            "write_file",
+            json!({"path": PATH, "content": "# Plan\n1. add greet()\n2. write src/greet.rs\n"}),
+        ),
+        "plan.md is the planner's; I need a person to let me fix step 2.",
+    )
+}
+
 fn override_script() -> Script {
-    let builder = agent(AGENT);
-    let mut s = Script::default();
-    s.call(
-        &builder,
-        "edit_file",
-        json!({"path": PATH, "old": "src/greet.py", "new": "src/greet.rs"}),
-    )
-    .call(
-        &builder,
-        "edit_file",
-        json!({"path": PATH, "old": "add greet()", "new": "add greet() and farewell()"}),
-    )
-    .say(
-        &builder,
+    script(
+        (
+            "edit_file",
+            json!({"path": PATH, "old": "add greet()", "new": "add greet() and farewell()"}),
+        ),
         "Step 2 is fixed; the rest of plan.md is the planner's.",
-    );
-    s
+    )
 }
 
 pub(super) async fn play<W: Write + Send + 'static>(stage: &Stage<W>) -> Result<()> {

@@ -249,6 +249,22 @@ pub struct Seal {
     pub mac: String,
 }
 
+/// A record loopward keeps outside the ledger and seals (an override, a stop request, an
+/// approval): its seal covers its JSON without the seal, in a domain of its own.
+pub(crate) trait Sealed: serde::Serialize + Clone {
+    /// Domain separation prefix of its seal.
+    const DOMAIN: &'static [u8];
+    /// Its seal.
+    fn seal_mut(&mut self) -> &mut Option<Seal>;
+}
+
+/// The bytes `record`'s seal covers, and its seal.
+fn unsealed<R: Sealed>(record: &R) -> (Vec<u8>, Option<Seal>) {
+    let mut bare = record.clone();
+    let seal = bare.seal_mut().take();
+    (serde_json::to_vec(&bare).unwrap_or_default(), seal)
+}
+
 /// The keys a machine holds: a folder of `<id>.key` files and the id of the current one.
 #[derive(Clone, Debug, Default)]
 pub struct KeyRing {
@@ -397,6 +413,17 @@ impl KeyRing {
                 seal.key
             ))
         }
+    }
+
+    /// Seals `record` under the current key; `None` when the ring has no current key.
+    pub(crate) fn seal_record<R: Sealed>(&self, record: &R) -> Option<Seal> {
+        self.seal(R::DOMAIN, &unsealed(record).0)
+    }
+
+    /// Checks `record`'s seal; the error says why it does not hold, for a refusal.
+    pub(crate) fn check_record<R: Sealed>(&self, record: &R) -> Result<(), String> {
+        let (bytes, seal) = unsealed(record);
+        self.check_seal(R::DOMAIN, &bytes, seal.as_ref())
     }
 
     /// The folder the ring was loaded from.

@@ -75,6 +75,7 @@ pub use index::{
     INDEX_FILE,
 };
 pub use index_head::{check_head, IndexHead};
+pub(crate) use key::Sealed;
 pub use key::{KeyError, KeyId, KeyRing, LedgerKey, Seal, MIN_KEY_BYTES};
 pub use ledger::{
     write_pages, Durability, FaultHook, Finished, Ledger, LedgerError, LedgerOp, LedgerOptions,

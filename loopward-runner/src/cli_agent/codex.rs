@@ -13,10 +13,12 @@
 //! client ran. A call the hook refused never reaches the stream (Codex gives the refusal to
 //! the model only): the hook's ledger has it.
 
+use super::host::link_sign_in;
+use super::one_call::OneCall;
 use super::pin::{version_word, Pin};
 use super::process::CommandLine;
 use super::relay::{LoopServer, MCP_SERVER};
-use super::stream::{json_line, str_of, Parse, SessionEnd, SessionEvent, StreamError};
+use super::stream::{json_line, str_of, Parse, SessionEvent, StreamError};
 use super::CliAgentError;
 use loopward_core::{ToolCall, Usage};
 use serde_json::{json, Value};
@@ -142,13 +144,7 @@ impl Codex {
         }
         std::fs::write(home.join("config.toml"), config)?;
         std::fs::write(home.join("hooks.json"), self.hooks().to_string())?;
-        let auth = home.join("auth.json");
-        let theirs = self.person_home.as_ref().map(|d| d.join("auth.json"));
-        if let Some(src) = theirs.filter(|p| p.is_file()) {
-            if std::fs::symlink_metadata(&auth).is_err() {
-                std::os::unix::fs::symlink(src, &auth)?;
-            }
-        }
+        link_sign_in(self.person_home.as_deref(), &home, &["auth.json"])?;
         Ok(home)
     }
 
@@ -181,35 +177,17 @@ impl Codex {
 #[derive(Debug, Default)]
 pub struct CodexParser {
     line: usize,
-    model: String,
-    text: Vec<String>,
-    calls: Vec<ToolCall>,
+    session: OneCall,
+    /// The agent's last message since the text was taken: the final answer at the end.
+    answer: Option<String>,
 }
 
 impl CodexParser {
     /// A parser for one session whose model is `model` (Codex does not name it in the stream).
     pub fn new(model: &str) -> Self {
-        Self {
-            model: model.to_string(),
-            ..Self::default()
-        }
-    }
-
-    fn call(&mut self) -> Option<SessionEvent> {
-        if self.text.is_empty() && self.calls.is_empty() {
-            return None;
-        }
-        Some(self.model_call(Usage::default()))
-    }
-
-    fn model_call(&mut self, usage: Usage) -> SessionEvent {
-        SessionEvent::ModelCall {
-            id: String::new(),
-            model: self.model.clone(),
-            text: std::mem::take(&mut self.text).join("\n"),
-            tool_calls: std::mem::take(&mut self.calls),
-            usage,
-        }
+        let mut p = Self::default();
+        p.session.model = model.to_string();
+        p
     }
 
     /// An item Codex finished: a tool call and its result, or the agent's text.
@@ -218,7 +196,12 @@ impl CodexParser {
         let status = item["status"].as_str().unwrap_or("completed");
         let (name, args, failed, content) = match item["type"].as_str().unwrap_or_default() {
             "agent_message" => {
-                self.text.push(str_of(&item["text"]));
+                let said = str_of(&item["text"]);
+                if self.answer.is_some() {
+                    self.session.text.push('\n');
+                }
+                self.session.text.push_str(&said);
+                self.answer = Some(said);
                 return Ok(vec![]);
             }
             "reasoning" | "todo_list" | "error" => return Ok(vec![]),
@@ -259,7 +242,7 @@ impl CodexParser {
             ),
             other => return Err(format!("an item of type {other:?}")),
         };
-        self.calls.push(ToolCall {
+        self.session.calls.push(ToolCall {
             id: id.clone(),
             name,
             arguments: args,
@@ -283,7 +266,7 @@ impl Parse for CodexParser {
         match v["type"].as_str().unwrap_or_default() {
             "thread.started" => out.push(SessionEvent::Started {
                 session: str_of(&v["thread_id"]),
-                model: self.model.clone(),
+                model: self.session.model.clone(),
             }),
             "turn.started" | "item.started" | "item.updated" | "error" => {}
             "item.completed" => out.extend(self.item(&v["item"]).map_err(bad)?),
@@ -296,21 +279,10 @@ impl Parse for CodexParser {
                     input_tokens: n("input_tokens"),
                     output_tokens: n("output_tokens") + n("reasoning_output_tokens"),
                 };
-                let answer = self.text.last().cloned().unwrap_or_default();
-                out.push(self.model_call(usage));
                 let failed = kind == "turn.failed";
-                out.push(SessionEvent::Ended(SessionEnd {
-                    subtype: if failed { "error" } else { "success" }.into(),
-                    is_error: failed,
-                    text: if failed {
-                        str_of(&v["error"]["message"])
-                    } else {
-                        answer
-                    },
-                    usage,
-                    cost_micros: None,
-                    turns: 1,
-                }));
+                let subtype = if failed { "error" } else { "success" };
+                let answer = self.answer.take().unwrap_or_default();
+                out.extend(self.session.end(&v, usage, subtype.into(), failed, answer));
             }
             other => return Err(bad(format!("a line of type {other:?}"))),
         }
@@ -318,7 +290,7 @@ impl Parse for CodexParser {
     }
 
     fn finish(&mut self) -> Option<SessionEvent> {
-        self.call()
+        self.session.rest()
     }
 }
 

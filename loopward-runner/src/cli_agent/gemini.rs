@@ -10,10 +10,12 @@
 //! session and no cost: a session is recorded as one model call carrying them, its text and
 //! its tool calls. A call the hook refused comes back as a `tool_result` with status `error`.
 
+use super::host::link_sign_in;
+use super::one_call::OneCall;
 use super::pin::{version_word, Pin};
 use super::process::CommandLine;
 use super::relay::{LoopServer, MCP_SERVER};
-use super::stream::{json_line, str_of, Parse, SessionEnd, SessionEvent, StreamError};
+use super::stream::{json_line, str_of, Parse, SessionEvent, StreamError};
 use super::CliAgentError;
 use loopward_core::{ToolCall, Usage};
 use serde_json::{json, Value};
@@ -106,7 +108,7 @@ impl Gemini {
         let home = scratch.join(format!("{session}.gemini"));
         let dir = home.join(".gemini");
         std::fs::create_dir_all(&dir)?;
-        let theirs = self.person_home.as_ref();
+        let theirs = self.person_home.as_deref();
         let auth = theirs
             .and_then(|d| std::fs::read_to_string(d.join("settings.json")).ok())
             .and_then(|t| serde_json::from_str::<Value>(&t).ok())
@@ -120,14 +122,7 @@ impl Gemini {
             settings["mcpServers"] = json!({ MCP_SERVER: Self::mcp_server(server) });
         }
         std::fs::write(dir.join("settings.json"), settings.to_string())?;
-        for file in ["oauth_creds.json", "google_accounts.json"] {
-            let (src, dst) = (theirs.map(|d| d.join(file)), dir.join(file));
-            if let Some(src) = src.filter(|p| p.is_file()) {
-                if std::fs::symlink_metadata(&dst).is_err() {
-                    std::os::unix::fs::symlink(src, &dst)?;
-                }
-            }
-        }
+        link_sign_in(theirs, &dir, &["oauth_creds.json", "google_accounts.json"])?;
         Ok(home)
     }
 
@@ -166,27 +161,15 @@ impl Gemini {
 #[derive(Debug, Default)]
 pub struct GeminiParser {
     line: usize,
-    model: String,
-    text: String,
+    session: OneCall,
     /// The text since the last tool call: the final answer at the end.
     answer: String,
-    calls: Vec<ToolCall>,
 }
 
 impl GeminiParser {
     /// A parser for a new stream.
     pub fn new() -> Self {
         Self::default()
-    }
-
-    fn model_call(&mut self, usage: Usage) -> SessionEvent {
-        SessionEvent::ModelCall {
-            id: String::new(),
-            model: self.model.clone(),
-            text: std::mem::take(&mut self.text),
-            tool_calls: std::mem::take(&mut self.calls),
-            usage,
-        }
     }
 }
 
@@ -200,10 +183,10 @@ impl Parse for GeminiParser {
         let mut out = vec![];
         match v["type"].as_str().unwrap_or_default() {
             "init" => {
-                self.model = str_of(&v["model"]);
+                self.session.model = str_of(&v["model"]);
                 out.push(SessionEvent::Started {
                     session: str_of(&v["session_id"]),
-                    model: self.model.clone(),
+                    model: self.session.model.clone(),
                 });
             }
             "message" => match v["role"].as_str().unwrap_or_default() {
@@ -212,19 +195,19 @@ impl Parse for GeminiParser {
                     let part = str_of(&v["content"]);
                     if v["delta"] != true && !self.answer.is_empty() {
                         self.answer.push('\n');
-                        self.text.push('\n');
+                        self.session.text.push('\n');
                     }
                     self.answer.push_str(&part);
-                    self.text.push_str(&part);
+                    self.session.text.push_str(&part);
                 }
                 other => return Err(bad(format!("a message of role {other:?}"))),
             },
             "tool_use" => {
                 self.answer.clear();
-                if !self.text.is_empty() && !self.text.ends_with('\n') {
-                    self.text.push('\n');
+                if !self.session.text.is_empty() && !self.session.text.ends_with('\n') {
+                    self.session.text.push('\n');
                 }
-                self.calls.push(ToolCall {
+                self.session.calls.push(ToolCall {
                     id: str_of(&v["tool_id"]),
                     name: str_of(&v["tool_name"]),
                     arguments: v["parameters"].clone(),
@@ -252,21 +235,10 @@ impl Parse for GeminiParser {
                     input_tokens: n("input_tokens"),
                     output_tokens: n("output_tokens"),
                 };
-                out.push(self.model_call(usage));
                 let status = str_of(&v["status"]);
                 let failed = status != "success";
-                out.push(SessionEvent::Ended(SessionEnd {
-                    text: if failed {
-                        str_of(&v["error"]["message"])
-                    } else {
-                        self.answer.trim().to_string()
-                    },
-                    subtype: status,
-                    is_error: failed,
-                    usage,
-                    cost_micros: None,
-                    turns: 1,
-                }));
+                let answer = self.answer.trim().to_string();
+                out.extend(self.session.end(&v, usage, status, failed, answer));
             }
             other => return Err(bad(format!("a line of type {other:?}"))),
         }
@@ -274,10 +246,7 @@ impl Parse for GeminiParser {
     }
 
     fn finish(&mut self) -> Option<SessionEvent> {
-        if self.text.is_empty() && self.calls.is_empty() {
-            return None;
-        }
-        Some(self.model_call(Usage::default()))
+        self.session.rest()
     }
 }
 

@@ -22,6 +22,25 @@ pub(super) struct Prepared {
     pub(super) args: Vec<OsString>,
 }
 
+/// Links the person's sign-in `files` from their own client folder `theirs` into the session's
+/// `dir`, each one they have and the session lacks: the session signs in as they do, and
+/// nothing else of theirs is read.
+pub(super) fn link_sign_in(
+    theirs: Option<&Path>,
+    dir: &Path,
+    files: &[&str],
+) -> std::io::Result<()> {
+    for file in files {
+        let (src, dst) = (theirs.map(|d| d.join(file)), dir.join(file));
+        if let Some(src) = src.filter(|p| p.is_file()) {
+            if std::fs::symlink_metadata(&dst).is_err() {
+                std::os::unix::fs::symlink(src, &dst)?;
+            }
+        }
+    }
+    Ok(())
+}
+
 /// A coding CLI, configured.
 #[derive(Clone, Debug)]
 #[non_exhaustive]

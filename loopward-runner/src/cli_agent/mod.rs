@@ -41,6 +41,7 @@ mod gemini;
 mod hook_command;
 mod hooks;
 mod host;
+mod one_call;
 mod pin;
 mod process;
 mod recorded;

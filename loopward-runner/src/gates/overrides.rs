@@ -31,7 +31,7 @@
 //! assert!(store.take(&builder, "plan.md", &clock).is_err());
 //! ```
 
-use crate::audit::{KeyRing, Seal};
+use crate::audit::{KeyRing, Seal, Sealed};
 use crate::clock::Clock;
 use crate::workspace::{WorkPath, Workspace};
 use loopward_core::AgentId;
@@ -50,9 +50,6 @@ pub const MAX_SENTINEL_BYTES: u64 = 4096;
 /// The longest reason a grant may carry, in bytes (a sentinel must stay under
 /// [`MAX_SENTINEL_BYTES`] with its path and seal).
 pub const MAX_REASON_BYTES: usize = 1000;
-
-/// Domain separation prefix of a sentinel's seal.
-const DOMAIN: &[u8] = b"loopward.override.v1\0";
 
 /// What a sentinel file holds.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -75,12 +72,10 @@ pub struct Sentinel {
     pub seal: Option<Seal>,
 }
 
-impl Sentinel {
-    /// The bytes the seal covers: the sentinel without its seal.
-    fn canonical(&self) -> Vec<u8> {
-        let mut bare = self.clone();
-        bare.seal = None;
-        serde_json::to_vec(&bare).unwrap_or_default()
+impl Sealed for Sentinel {
+    const DOMAIN: &'static [u8] = b"loopward.override.v1\0";
+    fn seal_mut(&mut self) -> &mut Option<Seal> {
+        &mut self.seal
     }
 }
 
@@ -278,7 +273,7 @@ impl OverrideStore {
                 seal: None,
             };
             if let Some(keys) = &self.keys {
-                s.seal = keys.seal(DOMAIN, &s.canonical());
+                s.seal = keys.seal_record(&s);
             }
             if self.consumed_dir().join(format!("{id}.json")).exists() {
                 continue;
@@ -505,7 +500,7 @@ impl OverrideStore {
             return bad(format!("its id {:?} does not match its file name", s.id));
         }
         if let Some(keys) = &self.keys {
-            if let Err(why) = keys.check_seal(DOMAIN, &s.canonical(), s.seal.as_ref()) {
+            if let Err(why) = keys.check_record(&s) {
                 return bad(format!(
                     "not a grant: {why}; only `loopward override grant` makes overrides"
                 ));

@@ -122,6 +122,35 @@ pub(super) struct PolicyInner {
     pub(super) plan_cache: PlanCache,
 }
 
+impl PolicyInner {
+    /// A policy's state before any `with_*` step: its shell watch from `cfg`, no team, the
+    /// default host and reach, nothing unreadable.
+    fn new(
+        cfg: &PolicyConfig,
+        workspace: Workspace,
+        control: ControlFiles,
+        overrides: OverrideStore,
+        shadow: bool,
+        gates: Arc<Gates>,
+    ) -> Self {
+        Self {
+            workspace,
+            control,
+            overrides,
+            shell: cfg.gates.shell.clone(),
+            shadow,
+            unreadable: vec![],
+            reach: crate::sandbox::Reach::default(),
+            team: None,
+            host: Host::default(),
+            handoff: false,
+            own_state: None,
+            plan_cache: PlanCache::default(),
+            gates: RwLock::new(gates),
+        }
+    }
+}
+
 impl std::fmt::Debug for Policy {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Policy")
@@ -153,21 +182,9 @@ impl Policy {
         }
         let overrides = OverrideStore::for_workspace(&workspace).max_ttl(cfg.overrides.max_ttl);
         Ok(Self {
-            inner: Arc::new(PolicyInner {
-                workspace,
-                control,
-                overrides,
-                shell: cfg.gates.shell.clone(),
-                shadow: false,
-                unreadable: vec![],
-                reach: crate::sandbox::Reach::default(),
-                team: None,
-                host: Host::default(),
-                handoff: false,
-                own_state: None,
-                plan_cache: PlanCache::default(),
-                gates: RwLock::new(gates),
-            }),
+            inner: Arc::new(PolicyInner::new(
+                cfg, workspace, control, overrides, false, gates,
+            )),
         })
     }
 
@@ -267,21 +284,14 @@ impl Policy {
     pub fn shadow(cfg: &PolicyConfig) -> Result<Self, ConfigError> {
         let gates = Gates::compile(cfg)?;
         Ok(Self {
-            inner: Arc::new(PolicyInner {
-                workspace: Workspace::detached(),
-                control: ControlFiles::default(),
-                overrides: OverrideStore::new("/nonexistent/loopward-detached/overrides"),
-                shell: cfg.gates.shell.clone(),
-                shadow: true,
-                unreadable: vec![],
-                reach: crate::sandbox::Reach::default(),
-                team: None,
-                host: Host::default(),
-                handoff: false,
-                own_state: None,
-                plan_cache: PlanCache::default(),
-                gates: RwLock::new(Arc::new(gates)),
-            }),
+            inner: Arc::new(PolicyInner::new(
+                cfg,
+                Workspace::detached(),
+                ControlFiles::default(),
+                OverrideStore::new("/nonexistent/loopward-detached/overrides"),
+                true,
+                Arc::new(gates),
+            )),
         })
     }
 

@@ -263,24 +263,24 @@ mod tests {
     use super::super::graph::tests::{graph, package};
     use super::*;
 
-    fn problems(file: &str, text: &str) -> Vec<String> {
+    /// What `rule` finds in `text` as the file `file` of a tree at `/r`.
+    fn findings(
+        rule: fn(&Path, &Path, &str, &mut Vec<String>),
+        file: &str,
+        text: &str,
+    ) -> Vec<String> {
         let mut p = Vec::new();
-        library_rules(Path::new("/r"), Path::new(file), text, &mut p);
+        rule(Path::new("/r"), Path::new(file), text, &mut p);
         p
+    }
+
+    fn problems(file: &str, text: &str) -> Vec<String> {
+        findings(library_rules, file, text)
     }
 
     #[test]
     fn a_hook_adapter_wording_a_refusal_or_including_runner_source_is_named_by_line() {
-        let check = |text: &str| {
-            let mut p = Vec::new();
-            hooks_rules(
-                Path::new("/r"),
-                Path::new("/r/loopward-hooks/src/codex.rs"),
-                text,
-                &mut p,
-            );
-            p
-        };
+        let check = |text: &str| findings(hooks_rules, "/r/loopward-hooks/src/codex.rs", text);
         let p = check(
             "fn a() {}\nlet r = Refusal::new(\"g\", \"no\", \"hint\");\nlet t = format!(\"Refused by loopward: x\");\n#[path = \"../../loopward-runner/src/gates/refusals.rs\"]\n",
         );
@@ -296,11 +296,7 @@ mod tests {
 
     #[test]
     fn a_layer_matched_by_its_ledger_word_is_named_and_a_typed_match_is_not() {
-        let check = |file: &str, text: &str| {
-            let mut p = Vec::new();
-            layer_name_rules(Path::new("/r"), Path::new(file), text, &mut p);
-            p
-        };
+        let check = |file: &str, text: &str| findings(layer_name_rules, file, text);
         let p = check(
             "/r/loopward-cli/src/x.rs",
             "if layer == \"stopgate\" {}\nmatch l { \"class_jump\" => 1 }\nmatch (l, v) { (\"caps\", V::X) => 1 }\n",
@@ -387,11 +383,7 @@ mod tests {
 
     #[test]
     fn a_detail_read_by_its_json_key_is_named_outside_the_ledger_unit_only() {
-        let check = |file: &str, text: &str| {
-            let mut p = Vec::new();
-            detail_key_rules(Path::new("/r"), Path::new(file), text, &mut p);
-            p
-        };
+        let check = |file: &str, text: &str| findings(detail_key_rules, file, text);
         let p = check(
             "/r/loopward-pages/src/x.rs",
             "let a = detail[\"gate\"];\nlet b = detail.get(\"by\");\nlet c = d.to_json()[\"why\"];\nlet e = d.to_json().get(\"id\");\n",

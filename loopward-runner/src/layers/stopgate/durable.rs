@@ -24,7 +24,7 @@
 //! ```
 
 use super::action::GatedAction;
-use crate::audit::{KeyRing, Seal};
+use crate::audit::{KeyRing, Seal, Sealed};
 use loopward_core::{AgentId, RunId};
 use nix::fcntl::{Flock, FlockArg};
 use serde::{Deserialize, Serialize};
@@ -44,9 +44,6 @@ pub const MAX_RECORD_BYTES: u64 = 64 * 1024;
 
 /// The longest name a decider may give, in bytes.
 pub const MAX_DECIDER_BYTES: usize = 200;
-
-/// Domain separation prefix of a pending record's seal.
-const DOMAIN: &[u8] = b"loopward.approval.v1\0";
 
 /// The default pending-approval folder of the workspace at `root`.
 pub fn pending_dir(root: &Path) -> PathBuf {
@@ -113,14 +110,14 @@ pub struct PendingApproval {
     pub seal: Option<Seal>,
 }
 
-impl PendingApproval {
-    /// The bytes the seal covers: the record without its seal.
-    fn canonical(&self) -> Vec<u8> {
-        let mut bare = self.clone();
-        bare.seal = None;
-        serde_json::to_vec(&bare).unwrap_or_default()
+impl Sealed for PendingApproval {
+    const DOMAIN: &'static [u8] = b"loopward.approval.v1\0";
+    fn seal_mut(&mut self) -> &mut Option<Seal> {
+        &mut self.seal
     }
+}
 
+impl PendingApproval {
     /// `approved by ana at 2026-…` (or `pending`).
     pub fn decision_text(&self) -> String {
         match &self.decided {
@@ -328,7 +325,7 @@ impl ApprovalStore {
             return Err(malformed("its id does not match its file name"));
         }
         if let Some(keys) = &self.keys {
-            keys.check_seal(DOMAIN, &record.canonical(), record.seal.as_ref())
+            keys.check_record(&record)
                 .map_err(|why| DurableError::Forged {
                     path: path.display().to_string(),
                     why,
@@ -340,7 +337,7 @@ impl ApprovalStore {
     fn seal(&self, record: &mut PendingApproval) {
         record.seal = None;
         if let Some(keys) = &self.keys {
-            record.seal = keys.seal(DOMAIN, &record.canonical());
+            record.seal = keys.seal_record(record);
         }
     }
 
