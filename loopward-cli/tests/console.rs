@@ -23,13 +23,15 @@
 
 #[path = "support/browser.rs"]
 mod browser;
+mod support;
 
 use browser::{answer, browser, until, Owned};
 use fantoccini::Locator;
 use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::Duration;
+use support::scratch::Scratch;
 
 /// The builder's team, waiting at a durable stop-gate before each turn, and its script.
 const GATE_TEAM: &str = include_str!("fixtures/console/gate-team.toml");
@@ -52,65 +54,46 @@ fn loop_script() -> String {
     s
 }
 
-struct Workspace {
-    dir: tempfile::TempDir,
-    xdg: tempfile::TempDir,
+/// A scratch workspace with the gate team (`loopward.toml`), the loop team (`loop.toml`) and
+/// their scripts.
+fn workspace() -> Scratch {
+    let w = Scratch::new();
+    for (name, text) in [
+        ("loopward.toml", GATE_TEAM.to_string()),
+        ("gate.script.toml", GATE_SCRIPT.to_string()),
+        ("loop.toml", LOOP_TEAM.to_string()),
+        ("loop.script.toml", loop_script()),
+    ] {
+        std::fs::write(w.dir().join(name), text).unwrap();
+    }
+    w
 }
 
-impl Workspace {
-    fn new() -> Self {
-        let w = Self {
-            dir: tempfile::tempdir().unwrap(),
-            xdg: tempfile::tempdir().unwrap(),
-        };
-        for (name, text) in [
-            ("loopward.toml", GATE_TEAM.to_string()),
-            ("gate.script.toml", GATE_SCRIPT.to_string()),
-            ("loop.toml", LOOP_TEAM.to_string()),
-            ("loop.script.toml", loop_script()),
-        ] {
-            std::fs::write(w.dir.path().join(name), text).unwrap();
-        }
-        w
-    }
+fn ledger_text(w: &Scratch, run: &str) -> String {
+    std::fs::read_to_string(w.dir().join("runs").join(run).join("events.jsonl")).unwrap_or_default()
+}
 
-    fn loopward(&self, args: &[&str]) -> Command {
-        let mut c = Command::new(env!("CARGO_BIN_EXE_loopward"));
-        c.args(args)
-            .current_dir(self.dir.path())
-            .env("NO_COLOR", "1")
-            .env("XDG_STATE_HOME", self.xdg.path())
-            .stdin(Stdio::null());
-        c
-    }
-
-    fn ledger(&self, run: &str) -> String {
-        std::fs::read_to_string(self.dir.path().join("runs").join(run).join("events.jsonl"))
-            .unwrap_or_default()
-    }
-
-    /// Starts `loopward serve` on a free port; returns it and its sign-in link.
-    fn serve(&self) -> (Owned, String) {
-        use std::os::unix::process::CommandExt;
-        let mut child = self
-            .loopward(&["serve", "--port", "0"])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .process_group(0)
-            .spawn()
-            .unwrap();
-        let mut first = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut first)
-            .unwrap();
-        let url = first
-            .trim()
-            .strip_prefix("console: ")
-            .unwrap_or_else(|| panic!("serve printed {first:?}"))
-            .to_string();
-        assert!(url.starts_with("http://127.0.0.1:"), "{url}");
-        (Owned(child), url)
-    }
+/// Starts `loopward serve` on a free port; returns it and its sign-in link.
+fn serve(w: &Scratch) -> (Owned, String) {
+    use std::os::unix::process::CommandExt;
+    let mut child = w
+        .loopward(&["serve", "--port", "0"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    let url = first
+        .trim()
+        .strip_prefix("console: ")
+        .unwrap_or_else(|| panic!("serve printed {first:?}"))
+        .to_string();
+    assert!(url.starts_with("http://127.0.0.1:"), "{url}");
+    (Owned(child), url)
 }
 
 const PANEL_STATUS: &str =
@@ -132,12 +115,12 @@ async fn a_person_approves_denies_and_stops_runs_from_the_console_in_a_real_brow
 }
 
 async fn scenario() {
-    let w = Workspace::new();
+    let w = workspace();
     for run in ["r-approve", "r-deny"] {
         let o = w.loopward(&["run", "--id", run]).output().unwrap();
         assert_eq!(o.status.code(), Some(7), "{o:?}");
     }
-    let (_serve, login) = w.serve();
+    let (_serve, login) = serve(&w);
     let (_driver, c) = browser().await;
 
     // Signed in with the printed link: the waiting gates, with the exact action each allows.
@@ -176,23 +159,20 @@ async fn scenario() {
     )
     .await;
     until(&c, PANEL_STATUS, "completed").await;
-    let ledger = w.ledger("r-approve");
+    let ledger = ledger_text(&w, "r-approve");
     let consumed = ledger
         .lines()
         .find(|l| l.contains("\"approval_consumed\""))
         .expect("the approval is in the ledger");
     assert!(consumed.contains("\"by\":\"ana (console)\""), "{consumed}");
-    assert!(
-        w.dir.path().join("hello.txt").exists(),
-        "the approved turn ran"
-    );
+    assert!(w.dir().join("hello.txt").exists(), "the approved turn ran");
     shot("console-run.png", &c.screenshot().await.unwrap());
 
     // Deny: the run goes on to the refusal and ends stopped, saying who denied.
     c.goto(&login).await.unwrap();
     answer(&c, "r-deny", "deny", "bob").await;
     until(&c, PANEL_STATUS, "stopped").await;
-    let ledger = w.ledger("r-deny");
+    let ledger = ledger_text(&w, "r-deny");
     assert!(
         ledger.contains("denied by bob (console)"),
         "the denial names who denied: {ledger}"
@@ -209,7 +189,7 @@ async fn scenario() {
             .unwrap(),
     );
     for _ in 0..300 {
-        if w.ledger("r-loop").contains("\"turn_started\"") {
+        if ledger_text(&w, "r-loop").contains("\"turn_started\"") {
             break;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
@@ -237,7 +217,7 @@ async fn scenario() {
         .await
         .unwrap();
     assert_eq!(status, Some(6), "a stopped run exits 6");
-    let ledger = w.ledger("r-loop");
+    let ledger = ledger_text(&w, "r-loop");
     let stop = ledger
         .lines()
         .find(|l| l.contains("\"layer\":\"stop\""))
@@ -261,16 +241,11 @@ async fn scenario() {
 
 #[test]
 fn the_consoles_token_is_unreadable_to_an_agents_sandboxed_command() {
-    let w = Workspace::new();
-    let (serve, login) = w.serve();
+    let w = workspace();
+    let (serve, login) = serve(&w);
     drop(serve);
     let token = login.split("token=").nth(1).unwrap().to_string();
-    let state = std::fs::read_dir(w.xdg.path().join("loopward"))
-        .unwrap()
-        .next()
-        .unwrap()
-        .unwrap()
-        .path();
+    let state = w.state();
     let file = state.join("console/token");
     assert_eq!(std::fs::read_to_string(&file).unwrap().trim(), token);
     let o = w
@@ -293,7 +268,7 @@ fn the_consoles_token_is_unreadable_to_an_agents_sandboxed_command() {
 
 #[test]
 fn serving_beyond_loopback_without_tls_is_refused_and_nothing_listens() {
-    let w = Workspace::new();
+    let w = workspace();
     let o = w
         .loopward(&["serve", "--bind", "0.0.0.0", "--port", "0"])
         .output()
@@ -308,7 +283,7 @@ fn serving_beyond_loopback_without_tls_is_refused_and_nothing_listens() {
 fn a_passphrase_set_from_standard_input_signs_in_and_a_short_one_is_refused() {
     use std::io::{Read, Write};
     use std::os::unix::process::CommandExt;
-    let w = Workspace::new();
+    let w = workspace();
     // `serve --set-passphrase` with `passphrase` on its standard input.
     let serve = |passphrase: &[u8]| {
         let mut child = w

@@ -4,23 +4,18 @@
 
 use super::assert_says;
 use super::text;
+use crate::support::scratch::Scratch;
 use loopward_core::{AuditEvent, AuditSink, RunId, Scope};
 use loopward_runner::audit::{KeyRing, Ledger, LedgerKey, LedgerOptions};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-/// A workspace and its own state base (`$XDG_STATE_HOME`).
-struct Team {
-    ws: tempfile::TempDir,
-    xdg: tempfile::TempDir,
-}
+/// A scratch workspace after `init`: keyed ledgers, its own state base.
+struct Team(Scratch);
 
 impl Team {
     fn new() -> Self {
-        let t = Self {
-            ws: tempfile::tempdir().unwrap(),
-            xdg: tempfile::tempdir().unwrap(),
-        };
+        let t = Self(Scratch::new());
         let o = t.run(&["init"]);
         assert!(o.status.success(), "{}", text(&o));
         crate::support::assert_prints(&o, "ledger key k");
@@ -28,27 +23,19 @@ impl Team {
     }
 
     fn d(&self) -> &Path {
-        self.ws.path()
+        self.0.dir()
     }
 
     fn command(&self, args: &[&str]) -> Command {
-        let mut c = super::loopward_cmd(self.d(), args);
-        c.env("XDG_STATE_HOME", self.xdg.path());
-        c
+        self.0.loopward(args)
     }
 
     fn run(&self, args: &[&str]) -> Output {
         self.command(args).output().unwrap()
     }
 
-    /// The workspace's state directory (the only one under the base).
     fn state(&self) -> PathBuf {
-        std::fs::read_dir(self.xdg.path().join("loopward"))
-            .unwrap()
-            .next()
-            .unwrap()
-            .unwrap()
-            .path()
+        self.0.state()
     }
 
     fn keys(&self) -> KeyRing {

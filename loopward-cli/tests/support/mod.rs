@@ -6,6 +6,7 @@ pub mod gemini_server;
 pub mod http;
 pub mod loop_ledger;
 pub mod responses_server;
+pub mod scratch;
 
 /// `loopward args` in `dir`, kept from the caller's environment: no colour, no tracing or
 /// span export unless a test sets it, and the tests' own state base (never the user's).

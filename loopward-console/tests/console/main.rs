@@ -104,9 +104,7 @@ async fn an_approval_is_the_clis_sealed_decision_with_its_approver_and_a_replay_
     assert_eq!(status, StatusCode::CONFLICT, "{body}");
     assert!(body.contains("no longer waiting"), "{body}");
     let deny = format!("csrf={csrf}&action={}&by=bob", w.action);
-    let (status, _, _) = f
-        .post(&format!("/gates/{}/deny", w.id), Some(&cookie), &deny, &[])
-        .await;
+    let (status, _, _) = f.answer(&cookie, &w.id, "deny", &deny, &[]).await;
     assert_eq!(status, StatusCode::CONFLICT);
     assert_eq!(f.record(&w.id).state, PendingState::Approved);
 }
@@ -117,14 +115,7 @@ async fn an_approval_for_another_action_than_the_one_waiting_is_refused() {
     let w = f.waiting();
     let (cookie, csrf) = f.signed_in().await;
     let form = format!("csrf={csrf}&action=turn:someone-else&by=ana");
-    let (status, _, body) = f
-        .post(
-            &format!("/gates/{}/approve", w.id),
-            Some(&cookie),
-            &form,
-            &[],
-        )
-        .await;
+    let (status, _, body) = f.answer(&cookie, &w.id, "approve", &form, &[]).await;
     assert_eq!(status, StatusCode::CONFLICT, "{body}");
     assert!(
         body.contains(&format!("waits to allow {}", w.action)),
@@ -141,9 +132,10 @@ async fn bad_input_gets_a_clear_error_and_changes_nothing() {
     let json = [("accept", "application/json")];
     // A form without the action.
     let (status, _, body) = f
-        .post(
-            &format!("/gates/{}/approve", w.id),
-            Some(&cookie),
+        .answer(
+            &cookie,
+            &w.id,
+            "approve",
             &format!("csrf={csrf}&by=ana"),
             &json,
         )
@@ -170,9 +162,10 @@ async fn bad_input_gets_a_clear_error_and_changes_nothing() {
     assert!(body.contains("there is no run"), "{body}");
     // No name: the ledger must say who answered.
     let (status, _, _) = f
-        .post(
-            &format!("/gates/{}/approve", w.id),
-            Some(&cookie),
+        .answer(
+            &cookie,
+            &w.id,
+            "approve",
             &format!("csrf={csrf}&action={}&by=+", w.action),
             &json,
         )

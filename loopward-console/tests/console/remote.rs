@@ -182,14 +182,7 @@ async fn a_wait_answered_elsewhere_shows_so_and_is_not_answered_again() {
         .is_some_and(|a| a.contains("elsewhere")));
     let (cookie, csrf) = f.signed_in().await;
     let form = format!("csrf={csrf}&action={}&by=ana", shown.action);
-    let (status, _, body) = f
-        .post(
-            &format!("/gates/{}/deny", shown.id),
-            Some(&cookie),
-            &form,
-            &[],
-        )
-        .await;
+    let (status, _, body) = f.answer(&cookie, &shown.id, "deny", &form, &[]).await;
     assert_eq!(status, StatusCode::CONFLICT, "{body}");
     assert!(body.contains("answered elsewhere"), "{body}");
     assert!(source.given.lock().unwrap().is_empty());

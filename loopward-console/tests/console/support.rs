@@ -213,6 +213,20 @@ impl Fixture {
             .await
     }
 
+    /// The person signed in with `cookie` answers gate `id` with `verb` (`approve`, `deny`),
+    /// posting `form` with the `extra` headers.
+    pub(crate) async fn answer(
+        &self,
+        cookie: &str,
+        id: &str,
+        verb: &str,
+        form: &str,
+        extra: &[(&str, &str)],
+    ) -> (StatusCode, HeaderMap, String) {
+        let uri = format!("/gates/{id}/{verb}");
+        self.post(&uri, Some(cookie), form, extra).await
+    }
+
     /// Signs in with the token; returns the cookie to send.
     pub(crate) async fn sign_in(&self) -> String {
         let uri = format!("/login?token={}", self.console.token().secret());

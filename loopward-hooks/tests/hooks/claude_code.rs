@@ -4,6 +4,7 @@
 use crate::support::{
     assert_blocks, assert_not_recorded, assert_silent, assert_tells, shown, Project, SESSION,
 };
+use loopward_hooks::HookAnswer;
 
 const POLICY: &str = include_str!("policies/plans.toml");
 
@@ -12,6 +13,18 @@ fn project() -> Project {
     p.write("plan.md", "# Plan\n1. greet\n");
     p.write("docs/.keep", "");
     p
+}
+
+/// `fixture` sent to the hook of `p`: its answer and the last line of the session's ledger.
+fn sent(p: &Project, fixture: &str) -> (HookAnswer, String) {
+    let a = p.send_fixture(fixture);
+    let last = p.ledger(SESSION).last().cloned().unwrap_or_default();
+    (a, last)
+}
+
+/// `fixture` sent to a fresh [`project`]'s hook ([`sent`]).
+fn case(fixture: &str) -> (HookAnswer, String) {
+    sent(&project(), fixture)
 }
 
 #[test]
@@ -24,59 +37,52 @@ fn main_agent_writing_a_planner_file_is_denied_with_the_way_out() {
 
 #[test]
 fn the_owning_subagent_is_allowed() {
-    let p = project();
-    let a = p.send_fixture("pre_write_plan_planner.json");
+    let (a, last) = case("pre_write_plan_planner.json");
     insta::assert_snapshot!(shown(&a));
-    let ledger = p.ledger(SESSION);
     assert_eq!(
-        ledger.last().unwrap(),
+        last,
         "[planner t0] gate_decision territory:planner allow plan.md (toolu_01B)"
     );
 }
 
 #[test]
 fn a_subagent_named_in_capitals_is_judged_as_its_lowercase_name() {
-    let p = project();
-    let a = p.send_fixture("pre_edit_plan_explore.json");
+    let (a, last) = case("pre_edit_plan_explore.json");
     assert_eq!(a.exit_code, 0);
     assert_tells(&a, r#""permissionDecision":"deny""#);
     assert_tells(&a, "explore does not own it");
-    assert!(p
-        .ledger(SESSION)
-        .last()
-        .unwrap()
-        .starts_with("[explore t0] gate_decision territory:planner deny plan.md"));
+    assert!(
+        last.starts_with("[explore t0] gate_decision territory:planner deny plan.md"),
+        "{last}"
+    );
 }
 
 #[test]
 fn a_dotdot_path_relative_to_the_events_cwd_is_judged_where_it_lands() {
-    let p = project();
-    let a = p.send_fixture("pre_edit_dotdot.json");
+    let (a, last) = case("pre_edit_dotdot.json");
     insta::assert_snapshot!(shown(&a));
     assert_eq!(
-        p.ledger(SESSION).last().unwrap(),
+        last,
         "[root t0] gate_decision territory:planner deny plan.md (toolu_01D)"
     );
 }
 
 #[test]
 fn a_relative_path_resolves_against_the_events_cwd() {
-    let p = project();
-    let a = p.send_fixture("pre_write_relative_docs.json");
+    let (a, last) = case("pre_write_relative_docs.json");
     insta::assert_snapshot!(shown(&a));
     assert_eq!(
-        p.ledger(SESSION).last().unwrap(),
+        last,
         "[root t0] gate_decision territory allow docs/guide.md (toolu_01E)"
     );
 }
 
 #[test]
 fn a_path_escaping_the_project_is_denied() {
-    let p = project();
-    let a = p.send_fixture("pre_write_escape.json");
+    let (a, last) = case("pre_write_escape.json");
     insta::assert_snapshot!(shown(&a));
     assert_eq!(
-        p.ledger(SESSION).last().unwrap(),
+        last,
         "[root t0] gate_decision workspace deny ../../etc/cron.d/evil (toolu_01F)"
     );
 }
@@ -86,18 +92,17 @@ fn a_write_through_a_symlinked_directory_is_judged_where_it_lands() {
     let p = project();
     std::fs::create_dir_all(p.path("plans")).unwrap();
     std::os::unix::fs::symlink("plans", p.path("notes")).unwrap();
-    let a = p.send_fixture("pre_write_symlink.json");
+    let (a, last) = sent(&p, "pre_write_symlink.json");
     insta::assert_snapshot!(shown(&a));
     assert_eq!(
-        p.ledger(SESSION).last().unwrap(),
+        last,
         "[root t0] gate_decision territory:planner deny plans/roadmap.md (toolu_01G)"
     );
 }
 
 #[test]
 fn control_files_are_denied_to_every_agent() {
-    let p = project();
-    let a = p.send_fixture("pre_notebook_control.json");
+    let (a, _) = case("pre_notebook_control.json");
     insta::assert_snapshot!(shown(&a));
 }
 

@@ -1,7 +1,7 @@
 //! The Codex adapter: Codex's hook events (shapes from the JSON schemas in the Codex 0.171.0
 //! binary) judged by the same engine, answered the way Codex takes answers.
 
-use crate::support::{assert_silent, assert_tells, Project, HOST_POLICY as POLICY, NOW};
+use crate::support::{assert_silent, assert_tells, HostSession, HOST_POLICY as POLICY, NOW};
 use loopward_hooks::{handle, HookAnswer, HookContext};
 use loopward_runner::gates::{Host, PolicyConfig};
 use loopward_runner::ManualClock;
@@ -10,27 +10,22 @@ use std::sync::Arc;
 
 const SESSION: &str = "019a1b2c-3d4e-7f00-8a9b-0c1d2e3f4a5b";
 
-/// A scratch project whose hook answers as Codex.
-struct Codex(Project);
+/// A scratch project whose hook answers as Codex, in the session [`SESSION`].
+fn codex(policy: &str, exe: Option<&str>) -> HostSession {
+    HostSession::new(Host::Codex, SESSION, policy, exe, false)
+}
 
-impl std::ops::Deref for Codex {
-    type Target = Project;
-    fn deref(&self) -> &Project {
-        &self.0
+/// Codex's tool events, as its hook receives them.
+trait Codex {
+    /// A Codex tool event, every field its schema requires.
+    fn tool(&self, event: &str, id: &str, tool: &str, input: Value) -> HookAnswer;
+
+    fn patch(&self, event: &str, id: &str, patch: &str) -> HookAnswer {
+        self.tool(event, id, "apply_patch", json!({ "command": patch }))
     }
 }
 
-impl Codex {
-    fn new(policy: &str, exe: Option<&str>) -> Self {
-        Self::with_handoff(policy, exe, false)
-    }
-
-    /// A session the loop served loopward's `handoff` over MCP, or not.
-    fn with_handoff(policy: &str, exe: Option<&str>, handoff: bool) -> Self {
-        Self(Project::for_host(policy, Host::Codex, exe, handoff))
-    }
-
-    /// A Codex tool event, every field its schema requires.
+impl Codex for HostSession {
     fn tool(&self, event: &str, id: &str, tool: &str, input: Value) -> HookAnswer {
         let mut e = json!({
             "session_id": SESSION, "transcript_path": null, "cwd": self.root,
@@ -41,14 +36,6 @@ impl Codex {
             e["tool_response"] = json!({"output": "ok"});
         }
         handle(&e.to_string(), &self.ctx)
-    }
-
-    fn patch(&self, event: &str, id: &str, patch: &str) -> HookAnswer {
-        self.tool(event, id, "apply_patch", json!({ "command": patch }))
-    }
-
-    fn ledger(&self) -> String {
-        self.ledger_text(&format!("codex-{SESSION}"))
     }
 }
 
@@ -65,7 +52,7 @@ fn decision(a: &HookAnswer) -> Option<String> {
 
 #[test]
 fn a_patch_into_another_agents_territory_is_denied_with_a_remedy_codex_has() {
-    let c = Codex::new(POLICY, None);
+    let c = codex(POLICY, None);
     let a = c.patch("PreToolUse", "call_1", &update("plan.md"));
     assert_eq!(a.exit_code, 0, "{}", a.stderr);
     assert_eq!(decision(&a).as_deref(), Some("deny"), "{}", a.stdout);
@@ -79,7 +66,7 @@ fn a_patch_into_another_agents_territory_is_denied_with_a_remedy_codex_has() {
 
 #[test]
 fn a_session_served_loopwards_handoff_is_told_to_hand_the_change_to_the_owner_with_it() {
-    let c = Codex::with_handoff(POLICY, None, true);
+    let c = HostSession::new(Host::Codex, SESSION, POLICY, None, true);
     let a = c.patch("PreToolUse", "call_1", &update("plan.md"));
     assert_eq!(decision(&a).as_deref(), Some("deny"), "{}", a.stdout);
     // Codex's own name for the tool the loop serves it, and the owner to pass.
@@ -95,7 +82,7 @@ fn a_session_served_loopwards_handoff_is_told_to_hand_the_change_to_the_owner_wi
 
 #[test]
 fn an_allowed_patch_gets_no_answer_as_codex_refuses_a_bare_allow_and_its_effects_are_counted() {
-    let c = Codex::new(POLICY, None);
+    let c = codex(POLICY, None);
     let patch = "*** Begin Patch\n*** Add File: src/a.rs\n+fn a() {}\n*** End Patch\n";
     let pre = c.patch("PreToolUse", "call_1", patch);
     assert_silent(&pre);
@@ -110,7 +97,7 @@ fn an_allowed_patch_gets_no_answer_as_codex_refuses_a_bare_allow_and_its_effects
 
 #[test]
 fn a_one_shot_override_lets_exactly_one_patch_through() {
-    let c = Codex::new(POLICY, None);
+    let c = codex(POLICY, None);
     c.grant("root", "plan.md", "fix the typo");
     let first = c.patch("PreToolUse", "call_1", &update("plan.md"));
     assert_silent(&first);
@@ -126,7 +113,7 @@ fn a_one_shot_override_lets_exactly_one_patch_through() {
 
 #[test]
 fn a_moved_file_is_judged_at_both_ends() {
-    let c = Codex::new(POLICY, None);
+    let c = codex(POLICY, None);
     let patch = "*** Begin Patch\n*** Update File: notes.md\n*** Move to: plan.md\n@@\n-a\n+b\n*** End Patch\n";
     let a = c.patch("PreToolUse", "call_1", patch);
     assert_eq!(decision(&a).as_deref(), Some("deny"), "{}", a.stdout);
@@ -135,7 +122,7 @@ fn a_moved_file_is_judged_at_both_ends() {
 
 #[test]
 fn a_patch_body_that_is_not_a_patch_or_leaves_the_project_is_denied() {
-    let c = Codex::new(POLICY, None);
+    let c = codex(POLICY, None);
     let a = c.patch("PreToolUse", "call_1", "echo not a patch");
     assert_eq!(decision(&a).as_deref(), Some("deny"), "{}", a.stdout);
     assert_tells(&a, "Begin Patch");
@@ -145,7 +132,7 @@ fn a_patch_body_that_is_not_a_patch_or_leaves_the_project_is_denied() {
 
 #[test]
 fn a_tool_the_codex_hook_does_not_know_is_denied_never_let_through() {
-    let c = Codex::new(POLICY, None);
+    let c = codex(POLICY, None);
     let a = c.tool(
         "PreToolUse",
         "call_1",
@@ -165,7 +152,7 @@ fn a_tool_the_codex_hook_does_not_know_is_denied_never_let_through() {
 #[test]
 fn a_codex_shell_command_is_wrapped_with_the_allow_codex_requires_for_a_rewrite() {
     let policy = POLICY.replace("sandbox = \"watch-only\"", "");
-    let c = Codex::new(&policy, Some("/opt/loopward"));
+    let c = codex(&policy, Some("/opt/loopward"));
     let a = c.tool(
         "PreToolUse",
         "call_1",
@@ -186,7 +173,7 @@ fn a_codex_shell_command_is_wrapped_with_the_allow_codex_requires_for_a_rewrite(
 
 #[test]
 fn a_forbidden_shell_write_is_put_back_and_reported_to_codex() {
-    let c = Codex::new(POLICY, None);
+    let c = codex(POLICY, None);
     std::fs::write(c.root.join("plan.md"), "# Plan\n").unwrap();
     let input = json!({"command": "echo mine > plan.md"});
     let pre = c.tool("PreToolUse", "call_1", "Bash", input.clone());
@@ -208,7 +195,7 @@ fn a_forbidden_shell_write_is_put_back_and_reported_to_codex() {
 
 #[test]
 fn input_that_is_not_a_codex_hook_event_blocks_with_exit_2() {
-    let c = Codex::new(POLICY, None);
+    let c = codex(POLICY, None);
     let a = handle(r#"{"hook_event_name":"PreToolUse"}"#, &c.ctx);
     assert_eq!((a.exit_code, a.stdout.as_str()), (2, ""));
     let b = handle(
@@ -223,7 +210,7 @@ fn input_that_is_not_a_codex_hook_event_blocks_with_exit_2() {
 
 #[test]
 fn a_gemini_event_sent_to_the_codex_hook_blocks_and_a_gemini_tool_is_denied() {
-    let c = Codex::new(POLICY, None);
+    let c = codex(POLICY, None);
     let a = handle(
         &json!({"session_id": SESSION, "cwd": c.root, "hook_event_name": "BeforeTool",
             "tool_name": "write_file", "tool_input": {"file_path": "plan.md", "content": "x"}})
@@ -286,8 +273,8 @@ fn another_hosts_writing_tool_reaching_the_claude_code_hook_is_denied() {
 /// again when the config changes between calls, never twice for the same one.
 #[test]
 fn the_policy_version_is_recorded_at_the_start_and_whenever_the_config_changes() {
-    let mut c = Codex::new(POLICY, None);
-    let versions = |c: &Codex| -> Vec<String> {
+    let mut c = codex(POLICY, None);
+    let versions = |c: &HostSession| -> Vec<String> {
         c.ledger()
             .lines()
             .filter_map(|l| serde_json::from_str::<Value>(l).ok())
@@ -302,7 +289,7 @@ fn the_policy_version_is_recorded_at_the_start_and_whenever_the_config_changes()
     // A person changes the config: the next call records the new version before deciding.
     let changed = POLICY.replace("plan.md", "plans/**");
     let cfg = PolicyConfig::from_toml(&changed).unwrap();
-    c.0.ctx = HookContext::builder(&cfg)
+    c.project.ctx = HookContext::builder(&cfg)
         .root(&c.root)
         .host(Host::Codex)
         .clock(Arc::new(ManualClock::new(NOW)))

@@ -43,30 +43,23 @@ fn a_denial_is_on_file_before_the_answer_and_waits_for_the_next_commit() {
         })))
         .build()
         .unwrap();
-    let run = format!("claude-code-{SESSION}");
-    let denied = p.send(&p.write_event("PreToolUse", "toolu_deny", "plan.md", "x", true));
-    assert!(
-        denied.stdout.contains(r#""permissionDecision":"deny""#),
-        "{denied:?}"
-    );
+    // Call `id` writes `path`: the hook answers `want`; the commits made by then.
+    let decide = |id: &str, path: &str, want: &str| {
+        let a = p.send(&p.write_event("PreToolUse", id, path, "x", true));
+        let said = format!(r#""permissionDecision":"{want}""#);
+        assert!(a.stdout.contains(&said), "{a:?}");
+        commits.load(Ordering::SeqCst)
+    };
     assert_eq!(
-        commits.load(Ordering::SeqCst),
+        decide("toolu_deny", "plan.md", "deny"),
         0,
         "a denial is not synced on its own"
     );
     // Written before the answer: a hook killed right after it loses nothing.
-    assert!(
-        p.ledger_text(&run).contains("toolu_deny"),
-        "{}",
-        p.ledger_text(&run)
-    );
-    let allowed = p.send(&p.write_event("PreToolUse", "toolu_ok", "notes.md", "x", true));
-    assert!(
-        allowed.stdout.contains(r#""permissionDecision":"allow""#),
-        "{allowed:?}"
-    );
+    let ledger = p.ledger_text(&format!("claude-code-{SESSION}"));
+    assert!(ledger.contains("toolu_deny"), "{ledger}");
     assert_eq!(
-        commits.load(Ordering::SeqCst),
+        decide("toolu_ok", "notes.md", "allow"),
         1,
         "what lets a call run is synced first"
     );

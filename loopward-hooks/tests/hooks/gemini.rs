@@ -1,34 +1,25 @@
 //! The Gemini CLI adapter: Gemini CLI's hook events (shapes from its 0.61.0 hooks reference)
 //! judged by the same engine, answered the way Gemini CLI takes answers.
 
-use crate::support::{assert_silent, Project, HOST_POLICY as POLICY};
+use crate::support::{assert_silent, HostSession, HOST_POLICY as POLICY};
 use loopward_hooks::{handle, HookAnswer};
 use loopward_runner::gates::Host;
 use serde_json::{json, Value};
 
 const SESSION: &str = "5b1c8a2e-0000-4000-8000-00000000g001";
 
-/// A scratch project whose hook answers as Gemini CLI.
-struct Gemini(Project);
-
-impl std::ops::Deref for Gemini {
-    type Target = Project;
-    fn deref(&self) -> &Project {
-        &self.0
-    }
+/// A scratch project whose hook answers as Gemini CLI, in the session [`SESSION`].
+fn gemini(policy: &str, exe: Option<&str>) -> HostSession {
+    HostSession::new(Host::GeminiCli, SESSION, policy, exe, false)
 }
 
-impl Gemini {
-    fn new(policy: &str, exe: Option<&str>) -> Self {
-        Self::with_handoff(policy, exe, false)
-    }
-
-    /// A session the loop served loopward's `handoff` over MCP, or not.
-    fn with_handoff(policy: &str, exe: Option<&str>, handoff: bool) -> Self {
-        Self(Project::for_host(policy, Host::GeminiCli, exe, handoff))
-    }
-
+/// Gemini CLI's tool events, as its hook receives them.
+trait Gemini {
     /// A Gemini CLI tool event: no call id, a timestamp, `tool_response` after the call.
+    fn tool(&self, event: &str, tool: &str, input: Value) -> HookAnswer;
+}
+
+impl Gemini for HostSession {
     fn tool(&self, event: &str, tool: &str, input: Value) -> HookAnswer {
         let mut e = json!({
             "session_id": SESSION, "transcript_path": "/t.json", "cwd": self.root,
@@ -39,10 +30,6 @@ impl Gemini {
             e["tool_response"] = json!({"llmContent": "ok", "returnDisplay": "ok"});
         }
         handle(&e.to_string(), &self.ctx)
-    }
-
-    fn ledger(&self) -> String {
-        self.ledger_text(&format!("gemini-{SESSION}"))
     }
 }
 
@@ -57,7 +44,7 @@ fn write_plan() -> Value {
 
 #[test]
 fn a_write_file_into_another_agents_territory_is_denied_with_a_remedy_gemini_has() {
-    let g = Gemini::new(POLICY, None);
+    let g = gemini(POLICY, None);
     let a = g.tool("BeforeTool", "write_file", write_plan());
     assert_eq!(a.exit_code, 0, "{}", a.stderr);
     let reason = deny_reason(&a).expect("a deny");
@@ -69,7 +56,7 @@ fn a_write_file_into_another_agents_territory_is_denied_with_a_remedy_gemini_has
 
 #[test]
 fn a_session_served_loopwards_handoff_is_told_to_hand_the_change_to_the_owner_with_it() {
-    let g = Gemini::with_handoff(POLICY, None, true);
+    let g = HostSession::new(Host::GeminiCli, SESSION, POLICY, None, true);
     let reason = deny_reason(&g.tool("BeforeTool", "write_file", write_plan())).expect("a deny");
     // Gemini CLI's own name for the tool the loop serves it, and the owner to pass.
     assert!(
@@ -81,7 +68,7 @@ fn a_session_served_loopwards_handoff_is_told_to_hand_the_change_to_the_owner_wi
 
 #[test]
 fn a_one_shot_override_lets_exactly_one_write_file_through_and_it_pairs_with_its_after_tool() {
-    let g = Gemini::new(POLICY, None);
+    let g = gemini(POLICY, None);
     g.grant("root", "plan.md", "fix the typo");
     let pre = g.tool("BeforeTool", "write_file", write_plan());
     assert_silent(&pre);
@@ -101,7 +88,7 @@ fn a_one_shot_override_lets_exactly_one_write_file_through_and_it_pairs_with_its
 #[test]
 fn a_gemini_shell_command_is_wrapped_by_merging_its_arguments() {
     let policy = POLICY.replace("sandbox = \"watch-only\"", "");
-    let g = Gemini::new(&policy, Some("/opt/loopward"));
+    let g = gemini(&policy, Some("/opt/loopward"));
     let a = g.tool(
         "BeforeTool",
         "run_shell_command",
@@ -118,7 +105,7 @@ fn a_gemini_shell_command_is_wrapped_by_merging_its_arguments() {
 
 #[test]
 fn a_forbidden_shell_write_is_put_back_and_told_to_the_model_after_the_call() {
-    let g = Gemini::new(POLICY, None);
+    let g = gemini(POLICY, None);
     std::fs::write(g.root.join("plan.md"), "# Plan\n").unwrap();
     let input = json!({"command": "echo mine > plan.md"});
     let pre = g.tool("BeforeTool", "run_shell_command", input.clone());
@@ -139,7 +126,7 @@ fn a_forbidden_shell_write_is_put_back_and_told_to_the_model_after_the_call() {
 
 #[test]
 fn a_tool_the_gemini_hook_does_not_know_is_denied() {
-    let g = Gemini::new(POLICY, None);
+    let g = gemini(POLICY, None);
     let a = g.tool("BeforeTool", "mcp_files_write", json!({"path": "plan.md"}));
     let reason = deny_reason(&a).expect("a deny");
     assert!(reason.contains("write_file, replace"), "{reason}");
@@ -147,7 +134,7 @@ fn a_tool_the_gemini_hook_does_not_know_is_denied() {
 
 #[test]
 fn a_claude_code_event_sent_to_the_gemini_hook_blocks_with_exit_2() {
-    let g = Gemini::new(POLICY, None);
+    let g = gemini(POLICY, None);
     let a = handle(
         &json!({"session_id": SESSION, "cwd": g.root, "hook_event_name": "PreToolUse",
             "tool_name": "Write", "tool_use_id": "t", "tool_input": write_plan()})

@@ -59,12 +59,6 @@ impl Project {
         Self::build(policy, exe, |b| b)
     }
 
-    /// A scratch project whose hook answers as `host`, wrapping shell commands with `exe` and
-    /// told whether the loop served the session loopward's `handoff` over MCP.
-    pub(crate) fn for_host(policy: &str, host: Host, exe: Option<&str>, handoff: bool) -> Self {
-        Self::build(policy, exe, |b| b.host(host).handoff(handoff))
-    }
-
     fn build(
         policy: &str,
         exe: Option<&str>,
@@ -199,6 +193,47 @@ impl Project {
         text.lines()
             .map(|l| summarise(&serde_json::from_str::<Value>(l).unwrap()))
             .collect()
+    }
+}
+
+/// A scratch project whose hook answers as `host` (Codex or Gemini CLI) in one session of it,
+/// wrapping shell commands with `exe`; `handoff`: the loop served the session loopward's
+/// `handoff` over MCP.
+pub(crate) struct HostSession {
+    pub(crate) project: Project,
+    /// The session's run, named as the hook names it (`codex-<session>`, `gemini-<session>`).
+    run: String,
+}
+
+impl std::ops::Deref for HostSession {
+    type Target = Project;
+    fn deref(&self) -> &Project {
+        &self.project
+    }
+}
+
+impl HostSession {
+    pub(crate) fn new(
+        host: Host,
+        session: &str,
+        policy: &str,
+        exe: Option<&str>,
+        handoff: bool,
+    ) -> Self {
+        let name = match host {
+            Host::Codex => "codex",
+            Host::GeminiCli => "gemini",
+            other => panic!("{other:?} has no session runs of its own"),
+        };
+        Self {
+            project: Project::build(policy, exe, |b| b.host(host).handoff(handoff)),
+            run: format!("{name}-{session}"),
+        }
+    }
+
+    /// The session's raw ledger; empty before the hook's first call.
+    pub(crate) fn ledger(&self) -> String {
+        self.project.ledger_text(&self.run)
     }
 }
 

@@ -5,7 +5,7 @@ use super::support::*;
 use loopward_core::{AuditEvent, Decision};
 use loopward_runner::gates::{OverrideError, OverrideStore, PolicyConfig};
 use loopward_runner::tool::ToolError;
-use loopward_runner::{Clock, ManualClock};
+use loopward_runner::{Clock, ManualClock, TurnContext};
 use serde_json::json;
 use std::time::Duration;
 
@@ -26,6 +26,18 @@ fn grant(room: &Room, who: &str, path: &str) -> String {
         .id
 }
 
+/// The builder granted an override for `plans/a.md`, then writing `content` there: the room,
+/// the grant's id and the builder's turn.
+async fn granted_write(content: &str) -> (Room, String, TurnContext) {
+    let room = Room::new(PLANS);
+    let id = grant(&room, "builder", "plans/a.md");
+    let builder = room.turn("builder");
+    room.write_file(&builder, "plans/a.md", content)
+        .await
+        .unwrap();
+    (room, id, builder)
+}
+
 fn write_sentinel(room: &Room, id: &str, body: serde_json::Value) {
     room.write(&format!(".loopward/overrides/{id}.json"), &body.to_string());
 }
@@ -43,12 +55,7 @@ fn why(room: &Room, who: &str, path: &str) -> String {
 
 #[tokio::test]
 async fn an_override_authorises_exactly_one_write_and_is_logged_before_it() {
-    let room = Room::new(PLANS);
-    let id = grant(&room, "builder", "plans/a.md");
-    let builder = room.turn("builder");
-    room.write_file(&builder, "plans/a.md", "fixed")
-        .await
-        .unwrap();
+    let (room, id, builder) = granted_write("fixed").await;
     assert_eq!(room.read("plans/a.md").unwrap(), "fixed");
     // The consumption and its reason are in the ledger, before the decision that lets it run.
     let kinds: Vec<_> = room.events().iter().map(|e| e.kind()).collect();
@@ -149,12 +156,7 @@ async fn many_concurrent_tool_calls_consume_one_override_once() {
 
 #[tokio::test]
 async fn a_consumed_sentinel_put_back_is_not_honoured_twice() {
-    let room = Room::new(PLANS);
-    let id = grant(&room, "builder", "plans/a.md");
-    let builder = room.turn("builder");
-    room.write_file(&builder, "plans/a.md", "one")
-        .await
-        .unwrap();
+    let (room, id, builder) = granted_write("one").await;
     std::fs::copy(
         room.path(&format!(".loopward/overrides/consumed/{id}.json")),
         room.path(&format!(".loopward/overrides/{id}.json")),

@@ -2,8 +2,16 @@
 //! once; writing the plan really clears it; only a human message resets it.
 
 use super::support::*;
-use loopward_runner::gates;
 use loopward_runner::tool::ToolError;
+use loopward_runner::TurnContext;
+
+/// Writes the first two `files` in `turn`, then the third: the refusal of that unit of work.
+async fn third_refused(room: &Room, turn: &TurnContext, files: [&str; 3]) -> String {
+    for f in &files[..2] {
+        room.write_file(turn, f, "x").await.unwrap();
+    }
+    sprawl_refusal(room.write_file(turn, files[2], "x").await)
+}
 
 fn sprawl_refusal(r: Result<loopward_runner::tool::ToolOutput, ToolError>) -> String {
     match r {
@@ -16,21 +24,15 @@ fn sprawl_refusal(r: Result<loopward_runner::tool::ToolOutput, ToolError>) -> St
 async fn sprawl_gate_refuses_the_third_unit_once_naming_the_files() {
     let room = Room::new("");
     let b = room.turn("builder");
-    room.write_file(&b, "src/a.rs", "a").await.unwrap();
-    room.write_file(&b, "src/b.rs", "b").await.unwrap();
-    let text = sprawl_refusal(room.write_file(&b, "src/c.rs", "c").await);
-    assert!(
-        text.contains("would start unit of work #3 since the last human message (src/c.rs)"),
-        "{text}"
-    );
-    assert!(
-        text.contains("files touched so far: src/a.rs, src/b.rs"),
-        "{text}"
-    );
-    assert!(text.contains("write your plan to plan.md"), "{text}");
-    assert!(
-        text.contains("first line starting with \"# Plan\""),
-        "{text}"
+    let text = third_refused(&room, &b, ["src/a.rs", "src/b.rs", "src/c.rs"]).await;
+    assert_says(
+        &text,
+        &[
+            "would start unit of work #3 since the last human message (src/c.rs)",
+            "files touched so far: src/a.rs, src/b.rs",
+            "write your plan to plan.md",
+            "first line starting with \"# Plan\"",
+        ],
     );
     assert!(!room.path("src/c.rs").exists());
     // Then it stays out of the way for the rest of the turn.
@@ -77,19 +79,13 @@ async fn a_mechanical_rename_across_files_is_one_unit() {
 async fn the_way_out_writing_the_plan_clears_the_gate() {
     let room = Room::new("");
     let b = room.turn("builder");
-    room.write_file(&b, "src/a.rs", "a").await.unwrap();
-    room.write_file(&b, "src/b.rs", "b").await.unwrap();
-    sprawl_refusal(room.write_file(&b, "src/c.rs", "c").await);
+    third_refused(&room, &b, ["src/a.rs", "src/b.rs", "src/c.rs"]).await;
     room.write_file(&b, "plan.md", "# Plan\n1. a\n2. b\n3. c")
         .await
         .unwrap();
     room.write_file(&b, "src/c.rs", "c").await.unwrap();
     // After a new human message the plan is stale; with the plan written first, no refusal.
-    gates::human_message(
-        &room.run,
-        &loopward_core::Person::at_the_keyboard().says("also do d, e, f"),
-    )
-    .unwrap();
+    room.person_says("also do d, e, f");
     let b2 = room.turn("builder");
     room.write_file(&b2, "plan.md", "# Plan\n1. d\n2. e\n3. f")
         .await
@@ -105,15 +101,9 @@ async fn a_plan_from_before_the_last_human_message_does_not_count() {
     let room = Room::new("");
     let b = room.turn("builder");
     room.write_file(&b, "plan.md", "# Plan\nold").await.unwrap();
-    gates::human_message(
-        &room.run,
-        &loopward_core::Person::at_the_keyboard().says("new request"),
-    )
-    .unwrap();
+    room.person_says("new request");
     let b = room.turn("builder");
-    room.write_file(&b, "src/a.rs", "a").await.unwrap();
-    room.write_file(&b, "src/b.rs", "b").await.unwrap();
-    sprawl_refusal(room.write_file(&b, "src/c.rs", "c").await);
+    third_refused(&room, &b, ["src/a.rs", "src/b.rs", "src/c.rs"]).await;
 }
 
 #[tokio::test]
@@ -145,35 +135,23 @@ async fn handoffs_and_notices_do_not_reset_the_count_only_a_human_message_does()
     // A later runner turn of the same agent, with no human message in between.
     let b2 = room.turn("builder");
     sprawl_refusal(room.write_file(&b2, "src/c.rs", "c").await);
-    gates::human_message(
-        &room.run,
-        &loopward_core::Person::at_the_keyboard().says("carry on"),
-    )
-    .unwrap();
+    room.person_says("carry on");
     let b3 = room.turn("builder");
-    room.write_file(&b3, "src/c.rs", "c").await.unwrap();
-    room.write_file(&b3, "src/d.rs", "d").await.unwrap();
-    sprawl_refusal(room.write_file(&b3, "src/e.rs", "e").await);
+    third_refused(&room, &b3, ["src/c.rs", "src/d.rs", "src/e.rs"]).await;
 }
 
 #[tokio::test]
 async fn when_the_plan_is_in_a_foreign_territory_the_refusal_points_to_its_owner() {
     let room = Room::new("[[territory]]\npaths = [\"plan.md\"]\nowner = \"planner\"");
     let b = room.turn("builder");
-    room.write_file(&b, "src/a.rs", "a").await.unwrap();
-    room.write_file(&b, "src/b.rs", "b").await.unwrap();
-    let text = sprawl_refusal(room.write_file(&b, "src/c.rs", "c").await);
+    let text = third_refused(&room, &b, ["src/a.rs", "src/b.rs", "src/c.rs"]).await;
     assert!(
         text.contains("hand the work to planner and ask for a plan"),
         "{text}"
     );
     // The way out: the planner writes the plan; the builder's next unit is no longer refused
     // (in a fresh human turn, so the once-per-turn rule cannot be what lets it through).
-    gates::human_message(
-        &room.run,
-        &loopward_core::Person::at_the_keyboard().says("next"),
-    )
-    .unwrap();
+    room.person_says("next");
     let p = room.turn("planner");
     room.write_file(&p, "plan.md", "# Plan\n1. c\n2. d\n3. e")
         .await
@@ -221,7 +199,7 @@ async fn advisory_sprawl_warns_and_lets_the_call_through() {
 #[tokio::test]
 async fn runs_sharing_one_policy_do_not_share_sprawl_state() {
     use loopward_core::{RunId, TurnNumber};
-    use loopward_runner::{RunContext, TurnContext};
+    use loopward_runner::RunContext;
     let room = Room::new("");
     let b = room.turn("builder");
     room.write_file(&b, "src/a.rs", "a").await.unwrap();

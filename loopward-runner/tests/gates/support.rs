@@ -106,6 +106,12 @@ impl Room {
         TurnContext::new(self.run.clone(), agent(who), TurnNumber(n))
     }
 
+    /// The person at the keyboard says `words` to the run: a human message, recorded.
+    pub fn person_says(&self, words: &str) {
+        let said = loopward_core::Person::at_the_keyboard().says(words);
+        loopward_runner::gates::human_message(&self.run, &said).unwrap();
+    }
+
     pub fn path(&self, rel: &str) -> std::path::PathBuf {
         self.dir.path().join(rel)
     }

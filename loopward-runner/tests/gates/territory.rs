@@ -24,14 +24,13 @@ async fn owner_writes_its_territory_and_anyone_else_is_refused_with_a_way_out() 
         .unwrap();
     let builder = room.turn("builder");
     let text = refusal_text(room.write_file(&builder, "plans/a.md", "hijack").await);
-    assert!(
-        text.contains("plans/a.md belongs to planner (territory:planner); builder does not own it"),
-        "{text}"
-    );
-    assert!(text.contains("hand it to planner"), "{text}");
-    assert!(
-        text.contains("loopward override grant --agent builder --path plans/a.md"),
-        "{text}"
+    assert_says(
+        &text,
+        &[
+            "plans/a.md belongs to planner (territory:planner); builder does not own it",
+            "hand it to planner",
+            "loopward override grant --agent builder --path plans/a.md",
+        ],
     );
     assert_eq!(room.read("plans/a.md").unwrap(), "# Plan");
 }

@@ -8,7 +8,7 @@ use loopward_runner::layers::repeat::{RepeatConfig, RepeatLayer};
 use loopward_runner::layers::testing::Probe;
 use loopward_runner::model::{BoxModelService, ChatRequest, ChatResponse, ModelError};
 use loopward_runner::tool::{BoxToolService, ToolExecutor, ToolSet};
-use loopward_runner::{tools, BoxTurnService, LlmAgent, Runner, Workspace};
+use loopward_runner::{tools, BoxTurnService, Clock, LlmAgent, RunReport, Runner, Workspace};
 use serde_json::json;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
@@ -51,13 +51,28 @@ fn ping_pong() -> BoxModelService {
     }))
 }
 
+/// The run stopped at `cap` (its name and limit, as the report says it).
+#[track_caller]
+fn assert_capped(report: &RunReport, cap: &str) {
+    let want = RunStatus::CapReached { cap: cap.into() };
+    assert_eq!(report.status, want);
+}
+
+/// The builder, as `agent`, under `caps`: a run from "go", its report and ledger.
+async fn builder_under(caps: CapsConfig, agent: LlmAgent) -> (RunReport, Arc<MemorySink>) {
+    let dir = tempfile::tempdir().unwrap();
+    let builder = AgentId::new("builder").unwrap();
+    let turn = BoxTurnService::new(CapsLayer::new(caps).unwrap().layer(agent));
+    let runner = support::one_agent(dir.path(), &builder, turn);
+    support::run(&runner, &builder, "go").await
+}
+
 fn decisions(sink: &MemorySink, layer: LayerId, decision: &str) -> Vec<serde_json::Value> {
     crate::details(sink, layer, decision)
 }
 
 #[tokio::test]
 async fn a_model_repeating_one_call_forever_stops_exactly_at_the_step_cap() {
-    let dir = tempfile::tempdir().unwrap();
     let builder = AgentId::new("builder").unwrap();
     let probe = Probe::new("probe");
     let caps = CapsConfig {
@@ -69,24 +84,13 @@ async fn a_model_repeating_one_call_forever_stops_exactly_at_the_step_cap() {
             .unwrap()
             .layer(ToolExecutor),
     );
-    let agent = LlmAgent::builder(builder.clone(), forever("probe", json!({"x": 1})))
+    let agent = LlmAgent::builder(builder, forever("probe", json!({"x": 1})))
         .tools(ToolSet::new().with(probe.clone()))
         .tool_stack(tool_stack)
         .max_steps(caps.steps_per_turn)
         .build();
-    let layer = CapsLayer::new(caps).unwrap();
-    let runner = support::one_agent(
-        dir.path(),
-        &builder,
-        BoxTurnService::new(layer.layer(agent)),
-    );
-    let (report, sink) = support::run(&runner, &builder, "go").await;
-    assert_eq!(
-        report.status,
-        RunStatus::CapReached {
-            cap: "steps_per_turn (7)".into()
-        }
-    );
+    let (report, sink) = builder_under(caps, agent).await;
+    assert_capped(&report, "steps_per_turn (7)");
     assert_eq!(report.turns, 1);
     assert_eq!(probe.calls(), 3, "the call ran max_identical times");
     assert_eq!(decisions(&sink, LayerId::Repeat, "refused").len(), 4);
@@ -105,40 +109,38 @@ async fn a_model_repeating_one_call_forever_stops_exactly_at_the_step_cap() {
 
 #[tokio::test]
 async fn an_agent_stopped_by_its_own_lower_step_cap_is_recorded_with_that_limit() {
-    let dir = tempfile::tempdir().unwrap();
     let builder = AgentId::new("builder").unwrap();
     let probe = Probe::new("probe");
+    let agent = LlmAgent::builder(builder, forever("probe", json!({"x": 1})))
+        .tools(ToolSet::new().with(probe.clone()))
+        .max_steps(2)
+        .build();
     let caps = CapsConfig {
         steps_per_turn: 16,
         ..CapsConfig::default()
     };
-    let agent = LlmAgent::builder(builder.clone(), forever("probe", json!({"x": 1})))
-        .tools(ToolSet::new().with(probe.clone()))
-        .max_steps(2)
-        .build();
-    let runner = support::one_agent(
-        dir.path(),
-        &builder,
-        BoxTurnService::new(CapsLayer::new(caps).unwrap().layer(agent)),
-    );
-    let (report, sink) = support::run(&runner, &builder, "go").await;
-    assert_eq!(
-        report.status,
-        RunStatus::CapReached {
-            cap: "steps_per_turn (2)".into()
-        }
-    );
+    let (report, sink) = builder_under(caps, agent).await;
+    assert_capped(&report, "steps_per_turn (2)");
     assert_eq!(
         decisions(&sink, LayerId::Caps, "cap_reached"),
         vec![json!({"cap": "steps_per_turn", "limit": 2, "value": 2})]
     );
 }
 
-fn ping_pong_runner(dir: &std::path::Path, caps: CapsConfig) -> (Runner, AgentId) {
+/// Agents `a` and `b` handing the work to each other through `model` under `caps`, on `clock`
+/// (the system's when `None`), until a cap stops them: the report and the ledger.
+async fn ping_pong_under(
+    caps: CapsConfig,
+    model: BoxModelService,
+    clock: Option<Arc<dyn Clock>>,
+) -> (RunReport, Arc<MemorySink>) {
+    let dir = tempfile::tempdir().unwrap();
     let (a, b) = (AgentId::new("a").unwrap(), AgentId::new("b").unwrap());
-    let model = ping_pong();
     let layer = CapsLayer::new(caps).unwrap();
-    let mut runner = Runner::builder(Workspace::new(dir).unwrap()).max_turns(1000);
+    let mut runner = Runner::builder(Workspace::new(dir.path()).unwrap()).max_turns(1000);
+    if let Some(clock) = clock {
+        runner = runner.clock(clock);
+    }
     for name in [&a, &b] {
         let agent = LlmAgent::builder(name.clone(), model.clone())
             .tools(tools::builtin(&[a.clone(), b.clone()]))
@@ -147,26 +149,22 @@ fn ping_pong_runner(dir: &std::path::Path, caps: CapsConfig) -> (Runner, AgentId
             .agent(name.clone(), BoxTurnService::new(layer.layer(agent)))
             .unwrap();
     }
-    (runner.build().unwrap(), a)
+    support::run(&runner.build().unwrap(), &a, "go").await
+}
+
+/// [`ping_pong_under`] the [`ping_pong`] model on the system's clock.
+async fn ping_pong_capped(caps: CapsConfig) -> (RunReport, Arc<MemorySink>) {
+    ping_pong_under(caps, ping_pong(), None).await
 }
 
 #[tokio::test]
 async fn endless_handoffs_stop_exactly_at_the_turn_cap() {
-    let dir = tempfile::tempdir().unwrap();
-    let (runner, a) = ping_pong_runner(
-        dir.path(),
-        CapsConfig {
-            turns_per_run: 5,
-            ..CapsConfig::default()
-        },
-    );
-    let (report, sink) = support::run(&runner, &a, "go").await;
-    assert_eq!(
-        report.status,
-        RunStatus::CapReached {
-            cap: "turns_per_run (5)".into()
-        }
-    );
+    let (report, sink) = ping_pong_capped(CapsConfig {
+        turns_per_run: 5,
+        ..CapsConfig::default()
+    })
+    .await;
+    assert_capped(&report, "turns_per_run (5)");
     assert_eq!(report.handoffs.len(), 5);
     assert_eq!(decisions(&sink, LayerId::Caps, "allow").len(), 5);
     let model_calls = sink.kinds().iter().filter(|k| **k == "model_call").count();
@@ -178,60 +176,33 @@ async fn endless_handoffs_stop_exactly_at_the_turn_cap() {
 
 #[tokio::test]
 async fn per_agent_and_hop_caps_name_the_cap_that_fired() {
-    let dir = tempfile::tempdir().unwrap();
-    let (runner, a) = ping_pong_runner(
-        dir.path(),
-        CapsConfig {
-            turns_per_agent: Some(2),
-            ..CapsConfig::default()
-        },
-    );
-    let (report, _) = support::run(&runner, &a, "go").await;
-    assert_eq!(
-        report.status,
-        RunStatus::CapReached {
-            cap: "turns_per_agent (2)".into()
-        }
-    );
+    let (report, _) = ping_pong_capped(CapsConfig {
+        turns_per_agent: Some(2),
+        ..CapsConfig::default()
+    })
+    .await;
+    assert_capped(&report, "turns_per_agent (2)");
     assert_eq!(report.handoffs.len(), 4); // a, b, a, b ran; a's third turn was refused
 
-    let dir = tempfile::tempdir().unwrap();
-    let (runner, a) = ping_pong_runner(
-        dir.path(),
-        CapsConfig {
-            handoff_hops: Some(2),
-            ..CapsConfig::default()
-        },
-    );
-    let (report, _) = support::run(&runner, &a, "go").await;
-    assert_eq!(
-        report.status,
-        RunStatus::CapReached {
-            cap: "handoff_hops (2)".into()
-        }
-    );
+    let (report, _) = ping_pong_capped(CapsConfig {
+        handoff_hops: Some(2),
+        ..CapsConfig::default()
+    })
+    .await;
+    assert_capped(&report, "handoff_hops (2)");
     assert_eq!(report.handoffs.len(), 3);
 }
 
 #[tokio::test]
 async fn wrap_up_grants_one_turn_without_tools_then_stops() {
-    let dir = tempfile::tempdir().unwrap();
-    let (runner, a) = ping_pong_runner(
-        dir.path(),
-        CapsConfig {
-            turns_per_run: 2,
-            steps_per_turn: 1,
-            on_cap: OnCap::WrapUp,
-            ..CapsConfig::default()
-        },
-    );
-    let (report, sink) = support::run(&runner, &a, "go").await;
-    assert_eq!(
-        report.status,
-        RunStatus::CapReached {
-            cap: "turns_per_run (2)".into()
-        }
-    );
+    let (report, sink) = ping_pong_capped(CapsConfig {
+        turns_per_run: 2,
+        steps_per_turn: 1,
+        on_cap: OnCap::WrapUp,
+        ..CapsConfig::default()
+    })
+    .await;
+    assert_capped(&report, "turns_per_run (2)");
     assert_eq!(report.turns, 3, "two turns and one wrap-up turn");
     assert_eq!(
         report.handoffs.len(),
@@ -281,10 +252,8 @@ fn zero_or_absurd_caps_are_refused_naming_the_field() {
 
 #[tokio::test]
 async fn wall_time_is_measured_on_the_run_clock() {
-    use loopward_runner::{Clock, ManualClock};
-    let dir = tempfile::tempdir().unwrap();
+    use loopward_runner::ManualClock;
     let clock = Arc::new(ManualClock::new(1_000_000));
-    let (a, b) = (AgentId::new("a").unwrap(), AgentId::new("b").unwrap());
     // Each model call takes ten seconds of the run's clock.
     let ticking = {
         let clock = clock.clone();
@@ -294,28 +263,12 @@ async fn wall_time_is_measured_on_the_run_clock() {
             tower::ServiceExt::oneshot(inner.clone(), req)
         }))
     };
-    let layer = CapsLayer::new(CapsConfig {
+    let caps = CapsConfig {
         wall_time: Some(Duration::from_secs(25)),
         ..CapsConfig::default()
-    })
-    .unwrap();
-    let mut runner =
-        Runner::builder(Workspace::new(dir.path()).unwrap()).clock(clock.clone() as Arc<dyn Clock>);
-    for name in [&a, &b] {
-        let agent = LlmAgent::builder(name.clone(), ticking.clone())
-            .tools(tools::builtin(&[a.clone(), b.clone()]))
-            .build();
-        runner = runner
-            .agent(name.clone(), BoxTurnService::new(layer.layer(agent)))
-            .unwrap();
-    }
-    let (report, _) = support::run(&runner.build().unwrap(), &a, "go").await;
-    assert_eq!(
-        report.status,
-        RunStatus::CapReached {
-            cap: "wall_time (25s)".into()
-        }
-    );
+    };
+    let (report, _) = ping_pong_under(caps, ticking, Some(clock as Arc<dyn Clock>)).await;
+    assert_capped(&report, "wall_time (25s)");
     assert_eq!(
         report.handoffs.len(),
         3,

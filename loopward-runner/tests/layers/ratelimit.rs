@@ -1,7 +1,9 @@
 //! Rate limits under paused tokio time: deterministic, no wall clock.
 
 use loopward_core::{AgentId, AuditEvent, LayerVerdict, Message, Person, TurnNumber};
-use loopward_runner::layers::ratelimit::{QuotaConfig, RateConfig, RateLimitLayer};
+use loopward_runner::layers::ratelimit::{
+    QuotaConfig, RateConfig, RateLimitLayer, RateLimitService,
+};
 use loopward_runner::layers::testing;
 use loopward_runner::model::{BoxModelService, ChatRequest, ChatResponse, ModelError, TurnSlot};
 use std::sync::{Arc, Mutex};
@@ -15,6 +17,42 @@ fn recording(start: Instant, log: Arc<Mutex<Vec<Duration>>>) -> BoxModelService 
         log.lock().unwrap().push(start.elapsed());
         async { Ok::<_, ModelError>(ChatResponse::default()) }
     }))
+}
+
+/// A rate-limit layer under a config, and when (since it was made) each call reached the
+/// recording models behind it.
+struct Limited {
+    layer: RateLimitLayer,
+    start: Instant,
+    arrivals: Arc<Mutex<Vec<Duration>>>,
+}
+
+impl Limited {
+    fn new(config: RateConfig) -> Self {
+        Self {
+            layer: RateLimitLayer::new(config).unwrap(),
+            start: Instant::now(),
+            arrivals: Arc::default(),
+        }
+    }
+
+    /// A recording model behind the layer (each one shares the layer's limiters).
+    fn model(&self) -> RateLimitService<BoxModelService> {
+        self.layer
+            .layer(recording(self.start, self.arrivals.clone()))
+    }
+
+    fn arrivals(&self) -> Vec<Duration> {
+        self.arrivals.lock().unwrap().clone()
+    }
+}
+
+/// Only the backend limited: `n` requests every `per_secs` seconds.
+fn backend(n: u32, per_secs: u64) -> RateConfig {
+    RateConfig {
+        backend: requests(n, per_secs),
+        ..RateConfig::default()
+    }
 }
 
 fn req(agent: &str) -> ChatRequest {
@@ -37,21 +75,15 @@ fn requests(n: u32, per_secs: u64) -> Option<QuotaConfig> {
 
 #[tokio::test(start_paused = true)]
 async fn fifty_callers_against_twenty_per_second_admit_exactly_twenty_at_once() {
-    let start = Instant::now();
-    let log = Arc::new(Mutex::new(vec![]));
-    let layer = RateLimitLayer::new(RateConfig {
-        backend: requests(20, 1),
-        ..RateConfig::default()
-    })
-    .unwrap();
-    let model = layer.layer(recording(start, log.clone()));
+    let limited = Limited::new(backend(20, 1));
+    let model = limited.model();
     let callers: Vec<_> = (0..50)
         .map(|_| tokio::spawn(model.clone().oneshot(req("a"))))
         .collect();
     for c in callers {
         c.await.unwrap().unwrap();
     }
-    let mut times = log.lock().unwrap().clone();
+    let mut times = limited.arrivals();
     times.sort();
     assert_eq!(times.iter().filter(|t| t.is_zero()).count(), 20);
     assert_eq!(times[20], Duration::from_millis(50), "then one every 50 ms");
@@ -60,14 +92,8 @@ async fn fifty_callers_against_twenty_per_second_admit_exactly_twenty_at_once() 
 
 #[tokio::test(start_paused = true)]
 async fn a_dropped_waiting_caller_leaves_its_slot_to_the_next() {
-    let start = Instant::now();
-    let log = Arc::new(Mutex::new(vec![]));
-    let layer = RateLimitLayer::new(RateConfig {
-        backend: requests(1, 1),
-        ..RateConfig::default()
-    })
-    .unwrap();
-    let model = layer.layer(recording(start, log.clone()));
+    let limited = Limited::new(backend(1, 1));
+    let model = limited.model();
     model.clone().oneshot(req("a")).await.unwrap();
     let waiting = tokio::spawn(model.clone().oneshot(req("a")));
     tokio::time::sleep(Duration::from_millis(500)).await;
@@ -75,7 +101,7 @@ async fn a_dropped_waiting_caller_leaves_its_slot_to_the_next() {
     assert!(waiting.await.unwrap_err().is_cancelled());
     model.clone().oneshot(req("a")).await.unwrap();
     assert_eq!(
-        *log.lock().unwrap(),
+        limited.arrivals(),
         vec![Duration::ZERO, Duration::from_secs(1)],
         "the third caller got the slot the dropped one waited for"
     );
@@ -83,53 +109,46 @@ async fn a_dropped_waiting_caller_leaves_its_slot_to_the_next() {
 
 #[tokio::test(start_paused = true)]
 async fn each_agent_has_its_own_quota_and_clones_share_the_limiters() {
-    let start = Instant::now();
-    let log = Arc::new(Mutex::new(vec![]));
-    let layer = RateLimitLayer::new(RateConfig {
+    let limited = Limited::new(RateConfig {
         per_agent: requests(1, 10),
         ..RateConfig::default()
-    })
-    .unwrap();
-    let one = layer.layer(recording(start, log.clone()));
-    let two = layer.layer(recording(start, log.clone()));
+    });
+    let (one, two) = (limited.model(), limited.model());
     one.oneshot(req("a")).await.unwrap();
     two.clone().oneshot(req("b")).await.unwrap();
     two.oneshot(req("a")).await.unwrap();
     assert_eq!(
-        *log.lock().unwrap(),
+        limited.arrivals(),
         vec![Duration::ZERO, Duration::ZERO, Duration::from_secs(10)]
     );
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_call_larger_than_the_burst_fails_at_once_with_a_clear_error() {
-    let layer = RateLimitLayer::new(RateConfig {
+    let limited = Limited::new(RateConfig {
         backend: Some(QuotaConfig {
             requests: None,
             tokens: Some(100),
             per: Duration::from_secs(60),
         }),
         ..RateConfig::default()
-    })
-    .unwrap();
-    let start = Instant::now();
-    let model = layer.layer(recording(start, Arc::default()));
-    let mut big = req("a");
-    big.messages = vec![Message::human(
-        Person::at_the_keyboard().says("x".repeat(4000)),
-    )];
-    let err = model.clone().oneshot(big).await.unwrap_err();
+    });
+    let model = limited.model();
+    // A request of `chars` characters from the person: about a quarter as many tokens.
+    let sized = |chars: usize| ChatRequest {
+        messages: vec![Message::human(
+            Person::at_the_keyboard().says("x".repeat(chars)),
+        )],
+        ..req("a")
+    };
+    let err = model.clone().oneshot(sized(4000)).await.unwrap_err();
     assert!(
         err.to_string()
             .contains("needs 1000 tokens but the backend quota admits at most 100"),
         "{err}"
     );
-    assert!(start.elapsed().is_zero());
-    let mut small = req("a");
-    small.messages = vec![Message::human(
-        Person::at_the_keyboard().says("x".repeat(400)),
-    )];
-    model.oneshot(small).await.unwrap();
+    assert!(limited.start.elapsed().is_zero());
+    model.oneshot(sized(400)).await.unwrap();
 }
 
 #[tokio::test(start_paused = true)]
@@ -137,12 +156,7 @@ async fn admissions_are_recorded_on_the_turn_the_request_carries_even_on_another
     let dir = tempfile::tempdir().unwrap();
     let (run, sink) = testing::run(dir.path(), "r1");
     let turn = testing::turn(&run, "a", 1);
-    let layer = RateLimitLayer::new(RateConfig {
-        backend: requests(1, 10),
-        ..RateConfig::default()
-    })
-    .unwrap();
-    let model = layer.layer(recording(Instant::now(), Arc::default()));
+    let model = Limited::new(backend(1, 10)).model();
     let mut in_turn = req("a");
     in_turn.turn = turn.slot();
     // Spawned: the layer runs on a task the turn never ran on.
@@ -169,11 +183,7 @@ async fn admissions_are_recorded_on_the_turn_the_request_carries_even_on_another
 
 #[test]
 fn zero_or_empty_quotas_are_refused_naming_the_field() {
-    let err = RateLimitLayer::new(RateConfig {
-        backend: requests(0, 1),
-        ..RateConfig::default()
-    })
-    .unwrap_err();
+    let err = RateLimitLayer::new(backend(0, 1)).unwrap_err();
     assert_eq!(err.field, "rate.backend.requests");
     let err = RateLimitLayer::new(RateConfig {
         per_agent: requests(5, 0),
