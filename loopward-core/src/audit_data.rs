@@ -182,7 +182,7 @@ mod tests {
     }
 
     fn every_decision() -> Vec<Decision> {
-        let refusal = Refusal::new("territory", odd(), "ask the planner");
+        let refusal = Refusal::new(GateKind::Territory, odd(), "ask the planner");
         vec![
             Decision::Allow,
             Decision::Override {
