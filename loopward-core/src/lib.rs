@@ -19,6 +19,7 @@
 //! | what a layer said | [`LayerVerdict`], [`VerdictEffect`], [`LayerDetail`] (typed or JSON figures) |
 //! | which turn a model call belongs to | [`model::TurnSlot`] (opaque here; the runner fills it) |
 //! | what the ledger records | [`AuditEvent`], [`Scope`], [`AuditSink`], [`Remedy`] |
+//! | a gate changed at run time | [`GateChange`], [`GateDefinition`] ([`GateRules`] by kind) |
 //!
 //! ```
 //! use loopward_core::{AgentId, Decision, GateKind, Refusal};
@@ -37,6 +38,7 @@ mod audit_data;
 mod decision;
 mod detail;
 mod effect;
+mod gate_definition;
 mod handoff;
 mod id;
 mod layer_id;
@@ -62,6 +64,9 @@ pub use detail::{
     VerifyDetail, WallTimeDetail, WrappedUpDetail,
 };
 pub use effect::{Effect, EffectKind, EffectStatus};
+pub use gate_definition::{
+    GateDefinition, GateRules, ListedGate, ReviewRules, ShownGate, SprawlRules, TerritoryRules,
+};
 pub use handoff::Handoff;
 pub use id::{AgentId, InvalidAgentId, RunId, TurnNumber, MAX_AGENT_NAME};
 pub use layer_id::LayerId;
