@@ -34,6 +34,7 @@ fn file_types(
 ) -> FromFnLayer<impl Fn(ToolInvocation, NextTool) -> ToolFuture + Clone> {
     from_fn(move |inv: ToolInvocation, next: NextTool| -> ToolFuture {
         Box::pin(async move {
+            let gate = GateId::new(GateKind::Custom, GATE);
             let written = inv.accesses.iter().flat_map(Access::written_paths);
             for p in written {
                 let ok = allowed.iter().any(|ext| p.rel().ends_with(ext));
@@ -41,7 +42,7 @@ fn file_types(
                     Decision::Allow
                 } else {
                     Decision::Deny(Refusal::new(
-                        GATE,
+                        &gate,
                         format!("{} is not a file type this team may write", p.rel()),
                         format!("write one of: {}", allowed.join(", ")),
                     ))
@@ -50,7 +51,7 @@ fn file_types(
                 inv.turn
                     .record(&AuditEvent::GateDecision {
                         call_id: Some(inv.call.id.as_str().into()),
-                        gate: GateId::new(GateKind::Custom, GATE),
+                        gate: gate.clone(),
                         mode: GateMode::Enforce,
                         action: Action::tool(inv.call.name.as_str()),
                         path_raw: Some(p.raw().into()),

@@ -12,7 +12,7 @@
 use super::shadow::{Act, Judged, Verdict};
 use super::source::{Outcome, Session, Step};
 use super::Assessment;
-use loopward_core::{AgentId, Decision, Refusal, RunStatus};
+use loopward_core::{AgentId, Decision, LayerId, Refusal, RefusedBy, RunStatus};
 use loopward_runner::layers::caps::{CapsConfig, Counts};
 use loopward_runner::layers::classjump::{ClassJump, Sub, VerdictKind};
 use loopward_runner::layers::stack::LayersConfig;
@@ -76,10 +76,10 @@ pub(crate) fn judge_layers(layers: &Layers, session: &Session) -> Vec<Judged> {
     let mut changes = 0usize;
     let mut subtasks: HashMap<String, Sub> = HashMap::new();
     let mut evidence: HashMap<String, Sub> = HashMap::new();
-    let deny = |gate: &str, reason: String, hint: &str| {
+    let deny = |by: RefusedBy, reason: String, hint: &str| {
         (
-            gate.to_string(),
-            Decision::Deny(Refusal::new(gate, reason, hint)),
+            by.to_string(),
+            Decision::Deny(Refusal::new(by, reason, hint)),
         )
     };
     for (step, s) in session.steps.iter().enumerate() {
@@ -101,10 +101,11 @@ pub(crate) fn judge_layers(layers: &Layers, session: &Session) -> Vec<Judged> {
                     counts.started_ms.get_or_insert(now);
                     if let Some(hit) = counts.check(&layers.caps, &id, now) {
                         capped = true;
-                        let name = format!("caps:{}", hit.cap.split(' ').next().unwrap_or(""));
-                        fixed.push((name.clone(), run_stop(session)));
+                        let cap = hit.cap.split(' ').next().unwrap_or("");
+                        let by = RefusedBy::layer_instance(&LayerId::Caps, cap);
+                        fixed.push((by.to_string(), run_stop(session)));
                         decisions.push(deny(
-                            &name,
+                            by,
                             format!("the run would have stopped here: cap {} reached", hit.cap),
                             "raise the cap in [limits], or set on_cap = \"wrap_up\"",
                         ));
@@ -149,9 +150,10 @@ pub(crate) fn judge_layers(layers: &Layers, session: &Session) -> Vec<Judged> {
                 steps += 1;
                 if !capped && steps > layers.caps.steps_per_turn {
                     capped = true;
-                    fixed.push(("caps:steps_per_turn".into(), run_stop(session)));
+                    let by = RefusedBy::layer_instance(&LayerId::Caps, "steps_per_turn");
+                    fixed.push((by.to_string(), run_stop(session)));
                     decisions.push(deny(
-                        "caps:steps_per_turn",
+                        by,
                         format!(
                             "the run would have stopped here: cap steps_per_turn ({}) reached",
                             layers.caps.steps_per_turn
@@ -167,7 +169,7 @@ pub(crate) fn judge_layers(layers: &Layers, session: &Session) -> Vec<Judged> {
                 entry.1 = changes;
                 if entry.0 > layers.repeat {
                     decisions.push(deny(
-                        "repeat",
+                        RefusedBy::from(&LayerId::Repeat),
                         format!(
                             "this exact call ({tool} with the same arguments) was already made {} times in this run; repeating it will not give a different result",
                             layers.repeat
@@ -181,7 +183,7 @@ pub(crate) fn judge_layers(layers: &Layers, session: &Session) -> Vec<Judged> {
                         (Outcome::Kept, false) => Assessment::Unclear,
                         _ => Assessment::Unknown,
                     };
-                    fixed.push(("repeat".into(), a));
+                    fixed.push((LayerId::Repeat.to_string(), a));
                 }
                 let written: Vec<&str> = file.as_deref().into_iter().collect();
                 for (name, mode, why) in layers.stopgates.met_by_call(tool, args, &written) {
@@ -210,20 +212,20 @@ pub(crate) fn judge_layers(layers: &Layers, session: &Session) -> Vec<Judged> {
                     if let Some((name, sub)) = sub {
                         match sub.fail(all, allowed) {
                             VerdictKind::Jump => {
-                                fixed.push(("class_jump".into(), run_stop(session)));
+                                fixed.push((LayerId::ClassJump.to_string(), run_stop(session)));
                                 decisions.push((
-                                "class_jump".into(),
+                                LayerId::ClassJump.to_string(),
                                 Decision::Warn(Refusal::new(
-                                    "class_jump",
+                                    &LayerId::ClassJump,
                                     format!("class-jump: the strategy failed {allowed} times on {name}; the next one would have been forced"),
                                     "use the next strategy",
                                 )),
                             ));
                             }
                             VerdictKind::Exhausted => {
-                                fixed.push(("class_jump".into(), run_stop(session)));
+                                fixed.push((LayerId::ClassJump.to_string(), run_stop(session)));
                                 decisions.push(deny(
-                                    "class_jump",
+                                    RefusedBy::from(&LayerId::ClassJump),
                                     format!("every strategy for {name} would have been spent here; the run would have ended Exhausted"),
                                     "report what you tried in your reply",
                                 ));
@@ -268,7 +270,7 @@ pub(crate) fn judge_layers(layers: &Layers, session: &Session) -> Vec<Judged> {
 /// A stop-gate's verdict in shadow: `auto` approves; every other mode stops the action for a
 /// person's decision (or denies it).
 fn stop(name: &str, mode: StopMode, why: &str) -> (String, Decision) {
-    let gate = format!("stopgate:{name}");
+    let gate = RefusedBy::layer_instance(&LayerId::StopGate, name);
     let d = match mode {
         StopMode::Auto => Decision::Allow,
         StopMode::Deny => Decision::Deny(Refusal::new(
@@ -285,5 +287,5 @@ fn stop(name: &str, mode: StopMode, why: &str) -> (String, Decision) {
             "a person approves or denies",
         )),
     };
-    (gate, d)
+    (gate.to_string(), d)
 }

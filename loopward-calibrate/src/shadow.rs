@@ -6,7 +6,7 @@
 use super::source::{Outcome, Session, Step, Write};
 use super::Assessment;
 use loopward_core::{
-    Action, AgentId, AuditEvent, Decision, Effect, EffectKind, EffectStatus, Refusal,
+    Action, AgentId, AuditEvent, Decision, Effect, EffectKind, EffectStatus, GateKind, Refusal,
 };
 use loopward_runner::gates::{Ask, Policy, SprawlTracker, ONE_HANDOFF_GATE};
 use loopward_runner::tool::Access;
@@ -213,7 +213,7 @@ pub(crate) fn judge_session(policy: &Policy, session: &Session) -> (Vec<Judged>,
                     Some(first) => vec![(
                         ONE_HANDOFF_GATE.to_string(),
                         Decision::Deny(Refusal::new(
-                            ONE_HANDOFF_GATE,
+                            GateKind::OneHandoff,
                             format!("a handoff to {first} already stands this turn; only one handoff per turn is allowed, and the first one stands"),
                             format!("finish your reply; {first} takes over next"),
                         )),

@@ -13,7 +13,8 @@
 //! Lines of other types (`summary`, `system`, …) and unknown fields are skipped.
 
 use loopward_core::{
-    AuditEvent, Decision, Effect, EffectStatus, LayerDetail, LayerId, LayerVerdict, RunStatus,
+    AuditEvent, Decision, Effect, EffectStatus, LayerDetail, LayerId, LayerVerdict, RefusedBy,
+    RunStatus,
 };
 use loopward_runner::audit::Record;
 use serde_json::Value;
@@ -212,9 +213,9 @@ pub(crate) fn ledger_session(name: &str, records: &[Record]) -> Session {
             } => match calls.get(&*id).and_then(|&i| steps.get_mut(i)) {
                 Some(Step::Write(w)) => {
                     if let Decision::Deny(rf) = &decision {
-                        recorded.push(rf.gate.clone());
+                        recorded.push(rf.gate.to_string());
                         w.outcome = Outcome::Refused;
-                        w.refused_by.get_or_insert(rf.gate.clone());
+                        w.refused_by.get_or_insert_with(|| rf.gate.to_string());
                     }
                     if let Some(p) = path {
                         w.rel = Some(p.to_string());
@@ -223,14 +224,14 @@ pub(crate) fn ledger_session(name: &str, records: &[Record]) -> Session {
                 }
                 Some(Step::Call(c)) => {
                     if let Decision::Deny(rf) = decision {
-                        recorded.push(rf.gate.clone());
+                        recorded.push(rf.gate.to_string());
                         c.outcome = Outcome::Refused;
-                        c.refused_by.get_or_insert(rf.gate);
+                        c.refused_by.get_or_insert_with(|| rf.gate.to_string());
                     }
                 }
                 _ => {
                     if let Decision::Deny(rf) = decision {
-                        recorded.push(rf.gate);
+                        recorded.push(rf.gate.to_string());
                     }
                 }
             },
@@ -307,27 +308,26 @@ pub(crate) fn ledger_session(name: &str, records: &[Record]) -> Session {
 /// The gate a recorded layer decision is a firing of (a refusal, a stop, a forced jump).
 fn layer_firing(layer: &LayerId, decision: LayerVerdict, detail: &LayerDetail) -> Option<String> {
     use LayerVerdict as V;
-    match (layer, decision) {
-        (LayerId::Repeat, V::Refused) => Some("repeat".into()),
-        (LayerId::Caps, V::CapReached) => Some(format!(
-            "caps:{}",
+    let by = match (layer, decision) {
+        (LayerId::Repeat, V::Refused) | (LayerId::ClassJump, V::ClassJump | V::Exhausted) => {
+            RefusedBy::from(layer)
+        }
+        (LayerId::Caps, V::CapReached) => RefusedBy::layer_instance(
+            layer,
             detail
                 .cap()
                 .unwrap_or_default()
                 .split(' ')
                 .next()
-                .unwrap_or_default()
-        )),
-        (LayerId::StopGate, V::Denied | V::Approved | V::ApprovalRequested) => Some(format!(
-            "stopgate:{}",
-            detail
-                .as_stop_gate()
-                .map(|g| g.gate.to_string())
-                .unwrap_or_default()
-        )),
-        (LayerId::ClassJump, V::ClassJump | V::Exhausted) => Some("class_jump".into()),
-        _ => None,
-    }
+                .unwrap_or_default(),
+        ),
+        (LayerId::StopGate, V::Denied | V::Approved | V::ApprovalRequested) => {
+            let gate = detail.as_stop_gate().map(|g| g.gate.to_string());
+            RefusedBy::layer_instance(layer, gate.as_deref().unwrap_or_default())
+        }
+        _ => return None,
+    };
+    Some(by.to_string())
 }
 
 /// A record's time in ms since the epoch.

@@ -298,7 +298,14 @@ fn the_recorded_config_is_reproduced_refusal_for_refusal() {
                 path_raw: None,
                 source: None,
                 path: Some("plan.md".into()),
-                decision: Decision::Deny(Refusal::new("territory:planner", "no", "ask")),
+                decision: Decision::Deny(Refusal::new(
+                    &loopward_core::GateId::new(
+                        loopward_core::GateKind::Territory,
+                        "territory:planner",
+                    ),
+                    "no",
+                    "ask",
+                )),
             },
         ),
     );

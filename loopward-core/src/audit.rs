@@ -310,7 +310,7 @@ pub enum AuditEvent {
         /// Added, removed, or its mode set.
         change: GateChange,
         /// The gate's definition after the change (or before, for a removal).
-        gate: serde_json::Value,
+        gate: crate::GateDefinition,
     },
     /// A sandboxed command asked the egress proxy for a connection: allowed or refused, before
     /// any byte went out.

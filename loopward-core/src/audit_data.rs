@@ -64,9 +64,9 @@ mod tests {
     use crate::model::StopReason;
     use crate::{
         Action, AgentId, CapsAllowDetail, ClassJumpDetail, Decision, Effect, EffectKind,
-        EffectStatus, FinishReason, GateChange, GateId, GateKind, GateMode, Handoff, LayerDetail,
-        LayerVerdict, RateLimitDetail, Refusal, Remedy, RepeatDetail, RunStatus, StopGateDetail,
-        ToolCall, Usage,
+        EffectStatus, FinishReason, GateChange, GateDefinition, GateId, GateKind, GateMode,
+        Handoff, LayerDetail, LayerVerdict, RateLimitDetail, Refusal, Remedy, RepeatDetail,
+        RunStatus, StopGateDetail, ToolCall, Usage,
     };
     use serde_json::json;
 
@@ -182,7 +182,7 @@ mod tests {
     }
 
     fn every_decision() -> Vec<Decision> {
-        let refusal = Refusal::new("territory", odd(), "ask the planner");
+        let refusal = Refusal::new(GateKind::Territory, odd(), "ask the planner");
         vec![
             Decision::Allow,
             Decision::Override {
@@ -346,11 +346,21 @@ mod tests {
                     layer: "anti_loop".into(),
                 })
                 .collect(),
-            AuditEvent::GateChanged { .. } => vec![AuditEvent::GateChanged {
+            AuditEvent::GateChanged { .. } => [
+                json!({"name": "g", "kind": "territory", "allow": ["src/**"]}),
+                json!({"mode": "enforce", "name": "g", "spec": {"kind": "territory",
+                    "mode": "enforce", "owner": "planner", "paths": ["src/**"]}}),
+                json!({"enabled": true, "kind": "sprawl", "marker": "# Plan", "mode": "enforce",
+                    "plan_path": "plan.md", "siblings": [], "threshold": 3}),
+                json!({"gate": "review: builder hands off via auditor", "kind": "review"}),
+            ]
+            .into_iter()
+            .map(|gate| AuditEvent::GateChanged {
                 by: "person".into(),
                 change: GateChange::Add,
-                gate: json!({"name": "g", "kind": "territory", "allow": ["src/**"]}),
-            }],
+                gate: GateDefinition::read(gate),
+            })
+            .collect(),
             AuditEvent::EgressDecided { .. } => [true, false]
                 .into_iter()
                 .map(|allowed| AuditEvent::EgressDecided {
@@ -481,7 +491,7 @@ mod tests {
             AuditEvent::GateChanged {
                 by: String::new(),
                 change: GateChange::Add,
-                gate: json!(null),
+                gate: GateDefinition::Unlisted,
             },
             AuditEvent::EgressDecided {
                 allowed: false,

@@ -1,5 +1,6 @@
-//! Gate decisions and the correctable refusals a model reads.
+//! Gate decisions: which gate, its mode, and what it said (its [`Refusal`](crate::Refusal)).
 
+use crate::Refusal;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::sync::{Arc, LazyLock};
@@ -117,7 +118,7 @@ impl GateKind {
 }
 
 /// Each kind's word, made once: the name [`GateId::of`] shares instead of allocating per decision.
-static KIND_NAMES: LazyLock<[Arc<str>; GateKind::ALL.len()]> =
+pub(crate) static KIND_NAMES: LazyLock<[Arc<str>; GateKind::ALL.len()]> =
     LazyLock::new(|| GateKind::ALL.map(|k| Arc::from(k.as_str())));
 
 impl fmt::Display for GateKind {
@@ -181,49 +182,6 @@ impl GateId {
 impl fmt::Display for GateId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.pad(&self.name)
-    }
-}
-
-/// A refusal: which gate refused, why, and what the model can do about it.
-///
-/// ```
-/// use loopward_core::Refusal;
-/// let r = Refusal::new("territory", "plan.md belongs to planner", "hand off to planner");
-/// assert!(r.to_string().contains("hand off to planner"));
-/// ```
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Refusal {
-    // Fields in sorted order of their names: the ledger writes them as declared (see `AuditEvent`).
-    /// The name of the gate or layer that refused.
-    pub gate: String,
-    /// What to do instead, and how to contest the rule.
-    pub hint: String,
-    /// What was wrong: names the thing touched and the rule.
-    pub reason: String,
-}
-
-impl Refusal {
-    /// Builds a refusal.
-    pub fn new(
-        gate: impl Into<String>,
-        reason: impl Into<String>,
-        hint: impl Into<String>,
-    ) -> Self {
-        Self {
-            gate: gate.into(),
-            reason: reason.into(),
-            hint: hint.into(),
-        }
-    }
-}
-
-impl fmt::Display for Refusal {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "refused by {}: {}", self.gate, self.reason)?;
-        if !self.hint.is_empty() {
-            write!(f, "\nWhat to do: {}", self.hint)?;
-        }
-        Ok(())
     }
 }
 

@@ -15,16 +15,17 @@
 //! | what changed on disk | [`Effect`], [`EffectKind`], [`EffectStatus`] |
 //! | passing the work on | [`Handoff`] |
 //! | what was decided on | [`Action`] (`tool:write_file`, `handoff:auditor`) |
-//! | what a gate said | [`GateId`] ([`GateKind`] + name), [`Decision`], [`Refusal`], [`GateMode`] |
+//! | what a gate said | [`GateId`] ([`GateKind`] + name), [`Decision`], [`Refusal`] ([`RefusedBy`]), [`GateMode`] |
 //! | what a layer said | [`LayerVerdict`], [`VerdictEffect`], [`LayerDetail`] (typed or JSON figures) |
 //! | which turn a model call belongs to | [`model::TurnSlot`] (opaque here; the runner fills it) |
 //! | what the ledger records | [`AuditEvent`], [`Scope`], [`AuditSink`], [`Remedy`] |
+//! | a gate changed at run time | [`GateChange`], [`GateDefinition`] ([`GateRules`] by kind) |
 //!
 //! ```
-//! use loopward_core::{AgentId, Decision, Refusal};
+//! use loopward_core::{AgentId, Decision, GateKind, Refusal};
 //! let planner = AgentId::new("planner").unwrap();
 //! let d = Decision::Deny(Refusal::new(
-//!     "territory",
+//!     GateKind::Territory,
 //!     format!("plan.md belongs to {planner}"),
 //!     "hand the change to planner",
 //! ));
@@ -37,12 +38,14 @@ mod audit_data;
 mod decision;
 mod detail;
 mod effect;
+mod gate_definition;
 mod handoff;
 mod id;
 mod layer_id;
 mod message;
 pub mod model;
 mod person;
+mod refusal;
 mod remedy;
 mod slot;
 mod tool;
@@ -51,7 +54,7 @@ mod verdict;
 
 pub use action::{Action, InvalidAction};
 pub use audit::{AuditError, AuditEvent, AuditSink, FinishReason, RunStatus, Scope};
-pub use decision::{Decision, GateChange, GateId, GateKind, GateMode, Refusal};
+pub use decision::{Decision, GateChange, GateId, GateKind, GateMode};
 pub use detail::{
     BudgetExceededDetail, CapReachedDetail, CapsAllowDetail, ClassJumpDetail,
     ClassJumpRefusedDetail, HookDetail, HookEventDetail, InboxRefusedDetail, LayerDetail,
@@ -61,11 +64,15 @@ pub use detail::{
     VerifyDetail, WallTimeDetail, WrappedUpDetail,
 };
 pub use effect::{Effect, EffectKind, EffectStatus};
+pub use gate_definition::{
+    GateDefinition, GateRules, ListedGate, ReviewRules, ShownGate, SprawlRules, TerritoryRules,
+};
 pub use handoff::Handoff;
 pub use id::{AgentId, InvalidAgentId, RunId, TurnNumber, MAX_AGENT_NAME};
 pub use layer_id::LayerId;
 pub use message::{HumanWords, Message, Origin, Said};
 pub use person::Person;
+pub use refusal::{Refusal, RefusedBy};
 pub use remedy::Remedy;
 pub use tool::{ToolCall, ToolResult, ToolSpec};
 pub use usage::{Price, Usage};

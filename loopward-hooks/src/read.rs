@@ -26,11 +26,11 @@
 use super::claude_code::{ReadTool, Reply, ToolUse};
 use super::decide::Engine;
 use super::HookError;
-use loopward_core::{Action, AuditEvent, Decision, GateId, GateKind, GateMode, Refusal};
+use loopward_core::{Action, AuditEvent, Decision, GateMode, Refusal};
 use serde_json::Value;
 use std::path::{Component, Path, PathBuf};
 
-use loopward_runner::gates::refusals::{self, READ_GATE};
+use loopward_runner::gates::refusals;
 
 /// One thing a read tool call would read.
 #[derive(Debug)]
@@ -73,7 +73,7 @@ impl Engine<'_> {
         };
         self.record(&AuditEvent::GateDecision {
             call_id: call.id.as_deref().map(Into::into),
-            gate: GateId::new(GateKind::Control, READ_GATE),
+            gate: refusals::read_gate(),
             mode: GateMode::Enforce,
             action: Action::tool(tool.name()),
             path_raw: Some(raw.into()),

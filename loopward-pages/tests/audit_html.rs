@@ -20,7 +20,7 @@ fn agent(name: &str) -> AgentId {
 /// refused.
 fn events() -> Vec<(Option<u32>, Option<&'static str>, AuditEvent)> {
     let refusal = Refusal::new(
-        "territory:auditor",
+        &loopward_core::GateId::new(loopward_core::GateKind::Territory, "territory:auditor"),
         "review.md belongs to auditor; builder does not own it <b>bold</b>",
         "hand the change to auditor",
     );
@@ -117,7 +117,10 @@ fn events() -> Vec<(Option<u32>, Option<&'static str>, AuditEvent)> {
                 source: None,
                 path: None,
                 decision: Decision::Deny(Refusal::new(
-                    "review:builder->auditor",
+                    &loopward_core::GateId::new(
+                        loopward_core::GateKind::Review,
+                        "review:builder->auditor",
+                    ),
                     "auditor must review first",
                     "hand off to auditor",
                 )),

@@ -17,7 +17,7 @@ pub fn enforced_territory() -> Rule {
         }
         Some(match (agent, tool, path) {
             ("builder", "write_file", Some("plan.md")) => Decision::Deny(Refusal::new(
-                "territory",
+                loopward_core::GateKind::Territory,
                 "plan.md belongs to planner; builder may not write it",
                 "hand the change to planner, or ask a person for a one-shot override",
             )),

@@ -32,7 +32,7 @@ fn territory(mode: GateMode) -> Rule {
             return Some(Decision::Allow);
         }
         let refusal = Refusal::new(
-            "territory",
+            loopward_core::GateKind::Territory,
             "plan.md belongs to planner",
             "hand off to planner",
         );

@@ -201,7 +201,7 @@ pub async fn run(args: Args) -> Result<ExitCode> {
                 action: loopward_core::Action::tool("contain"),
                 call_id: None,
                 decision: loopward_core::Decision::Warn(loopward_core::Refusal::new(
-                    loopward_runner::gates::SANDBOX_GATE,
+                    loopward_core::GateKind::Sandbox,
                     "network: the contained program reaches any host; its connections are neither limited nor recorded",
                     "remove `isolate = false` from [net] to send it out only through the egress proxy",
                 )),

@@ -2,7 +2,9 @@
 
 use anyhow::{bail, Context, Result};
 use loopward::config::{Config, CONFIG_FILE};
-use loopward_core::{AuditEvent, AuditSink, GateChange, GateMode, RunId, Scope};
+use loopward_core::{
+    AuditEvent, AuditSink, GateChange, GateDefinition, GateKind, GateMode, RunId, Scope, ShownGate,
+};
 use loopward_runner::gates::{GateSpec, Policy};
 use loopward_runner::{SystemClock, Workspace};
 use loopward_term::render::{Printer, Tone};
@@ -125,7 +127,7 @@ pub(super) fn run(args: Args) -> Result<ExitCode> {
                 table["paths"] = list(&paths);
                 table["owner"] = toml_edit::value(owner.as_str());
                 (
-                    "territory",
+                    GateKind::Territory,
                     format!("territory of {owner}: {}", paths.join(", ")),
                 )
             } else {
@@ -157,11 +159,14 @@ pub(super) fn run(args: Args) -> Result<ExitCode> {
                 table["from"] = toml_edit::value(from.as_str());
                 table["via"] = toml_edit::value(via.as_str());
                 table["when"] = list(&when);
-                ("review", format!("review: {from} hands off via {via}"))
+                (
+                    GateKind::Review,
+                    format!("review: {from} hands off via {via}"),
+                )
             };
             table["mode"] = toml_edit::value(mode.as_str());
             edit(&args.config, |doc| {
-                let aot = if section == "territory" {
+                let aot = if section == GateKind::Territory {
                     doc.entry("territory")
                 } else {
                     doc.entry("gates")
@@ -186,7 +191,10 @@ pub(super) fn run(args: Args) -> Result<ExitCode> {
                 &cfg,
                 &args.config,
                 GateChange::Add,
-                serde_json::json!({"kind": section, "gate": spec}),
+                GateDefinition::Shown(ShownGate {
+                    gate: spec.clone(),
+                    kind: section,
+                }),
             )?;
             out.line(
                 Tone::Ok,
@@ -218,7 +226,7 @@ pub(super) fn run(args: Args) -> Result<ExitCode> {
                 &cfg,
                 &args.config,
                 GateChange::Remove,
-                serde_json::to_value(&spec)?,
+                GateDefinition::Rules(spec.rules()),
             )?;
             out.line(
                 Tone::Ok,
@@ -334,7 +342,7 @@ fn record_change(
     cfg: &Config,
     config: &Path,
     change: GateChange,
-    gate: serde_json::Value,
+    gate: GateDefinition,
 ) -> Result<()> {
     let changes = cfg.workspace_dir(config).join(".loopward").join("changes");
     let clock = Arc::new(SystemClock);

@@ -1,6 +1,8 @@
 //! Gates changed from the command line: one-use overrides and `gates add`.
 
 use super::*;
+use loopward_core::{AuditEvent, GateDefinition, GateKind, GateRules, ShownGate, TerritoryRules};
+use loopward_runner::audit::Record;
 
 #[test]
 fn override_grant_is_used_once_and_listed_until_then() {
@@ -67,8 +69,27 @@ fn gates_add_refuses_a_change_that_would_not_load_and_leaves_the_file_alone() {
         .status
         .success());
     assert!(!text(&loopward(d, &["gates", "list"])).contains("territory:auditor"));
+    // Each change is recorded, and its gate reads back in the ledger's words.
+    let mut gates: Vec<GateDefinition> = std::fs::read_dir(d.join(".loopward/changes"))
+        .unwrap()
+        .flat_map(|run| std::fs::read(run.unwrap().path().join("events.jsonl")))
+        .flat_map(|text| {
+            text.split(|b| *b == b'\n')
+                .filter(|l| !l.is_empty())
+                .map(|l| Record::parse_line(l).unwrap().0.event().unwrap())
+                .collect::<Vec<_>>()
+        })
+        .filter_map(|e| match e {
+            AuditEvent::GateChanged { gate, .. } => Some(gate),
+            _ => None,
+        })
+        .collect();
+    gates.sort_by_key(|g| matches!(g, GateDefinition::Rules(_)));
     assert!(
-        d.join(".loopward/changes").is_dir(),
-        "each change is recorded"
+        matches!(&gates[..], [
+            GateDefinition::Shown(ShownGate { gate, kind: GateKind::Territory }),
+            GateDefinition::Rules(GateRules::Territory(TerritoryRules { owner: Some(o), paths, .. })),
+        ] if gate == "territory of auditor: docs/**" && o == "auditor" && paths == &["docs/**"]),
+        "{gates:?}"
     );
 }

@@ -4,12 +4,11 @@
 //! xtask tidy` checks the hooks crate).
 
 use super::config::SprawlConfig;
-use super::control::CONTROL_GATE;
 use super::host::{Host, Passing};
 use super::overrides::OverrideError;
-use super::policy::{POLICY_GATE, SANDBOX_GATE, SHELL_GATE};
 use super::territory::Territory;
-use loopward_core::{AgentId, Refusal};
+use loopward_core::{AgentId, GateId, GateKind, Refusal};
+use std::sync::LazyLock;
 use std::time::Duration;
 
 /// The longest TTL a refusal suggests asking for.
@@ -27,7 +26,7 @@ pub fn show(rel: &str) -> &str {
 /// A write to a control file.
 pub fn control(rel: &str) -> Refusal {
     Refusal::new(
-        CONTROL_GATE,
+        GateKind::Control,
         format!("{} is a control file: .loopward/, the config file and the runs directory are never writable by agents, with or without an override", show(rel)),
         "leave it unchanged; if it must change, say so in your reply and a person will do it",
     )
@@ -58,7 +57,7 @@ pub fn territory(
     }
     let owner = t.owners().first().map_or("its owner", AgentId::as_str);
     Refusal::new(
-        t.name(),
+        &t.id(),
         reason,
         format!(
             "leave the change to {owner}: {}, saying exactly what to change and why; or ask a person for a one-shot override (loopward override grant --agent {agent}{} --path {} --reason \"<why>\" --ttl {}) and make the same call again",
@@ -72,7 +71,7 @@ pub fn territory(
 
 /// A path that would have gone through on an override, in a call another gate refused: the
 /// override is left for the next try.
-pub fn unused_override(gate: &str, rel: &str, id: &str, refused_by: &str) -> Refusal {
+pub fn unused_override(gate: &GateId, rel: &str, id: &str, refused_by: &GateId) -> Refusal {
     Refusal::new(
         gate,
         format!(
@@ -105,7 +104,7 @@ pub fn sprawl(
         ),
     };
     Refusal::new(
-        loopward_core::GateKind::Sprawl.as_str(),
+        GateKind::Sprawl,
         format!(
             "this call would start unit of work #{n} since the last human message ({}) with no plan since then; files touched so far: {}",
             files.join(", "),
@@ -118,7 +117,7 @@ pub fn sprawl(
 /// A call whose effects could not be worked out (too many paths, an unreadable folder).
 pub fn undecidable(why: &str) -> Refusal {
     Refusal::new(
-        POLICY_GATE,
+        GateKind::Policy,
         format!("could not tell what this call would change: {why}"),
         "act on fewer paths at once, or on files rather than large folders",
     )
@@ -127,7 +126,7 @@ pub fn undecidable(why: &str) -> Refusal {
 /// A path outside the workspace, which no gate can judge.
 pub fn outside(why: &str) -> Refusal {
     Refusal::new(
-        loopward_core::GateKind::Workspace.as_str(),
+        GateKind::Workspace,
         why,
         "write inside the project; loopward cannot judge a path outside it, so it refuses",
     )
@@ -136,7 +135,7 @@ pub fn outside(why: &str) -> Refusal {
 /// A shell command that was not run because its changes could not have been checked.
 pub fn unwatchable(why: &str, host: Host) -> Refusal {
     Refusal::new(
-        SHELL_GATE,
+        GateKind::ShellWatch,
         format!("not run: the workspace could not be recorded before the command, so its changes could not be checked ({why})"),
         format!("use {} instead, or ask a person to list big generated folders under [gates.shell] skip", host.file_tools()),
     )
@@ -145,7 +144,7 @@ pub fn unwatchable(why: &str, host: Host) -> Refusal {
 /// A shell command that was not run because it could not be put in its kernel sandbox.
 pub fn not_contained(why: &str, host: Host) -> Refusal {
     Refusal::new(
-        SANDBOX_GATE,
+        GateKind::Sandbox,
         format!("not run: {why}"),
         format!(
             "use {} instead; a person can fix the sandbox as the reason says",
@@ -157,7 +156,7 @@ pub fn not_contained(why: &str, host: Host) -> Refusal {
 /// The warning on every command whose network is the host's (`[net] isolate = false`).
 pub fn network_open() -> Refusal {
     Refusal::new(
-        SANDBOX_GATE,
+        GateKind::Sandbox,
         "network: this command reaches any host; its connections are neither limited nor recorded",
         "remove `isolate = false` from [net] to send commands out only through the egress proxy",
     )
@@ -166,7 +165,7 @@ pub fn network_open() -> Refusal {
 /// What a command run without the kernel sandbox is told (`watch-only`).
 pub fn watch_only() -> Refusal {
     Refusal::new(
-        SANDBOX_GATE,
+        GateKind::Sandbox,
         "watch-only: this command runs without a kernel sandbox; its changes are only compared and reverted afterwards",
         "remove `sandbox = \"watch-only\"` from [gates.shell] to contain commands",
     )
@@ -182,10 +181,17 @@ pub fn blinded(why: &str) -> String {
 /// The gate name of a read refused because it reaches loopward's state.
 pub const READ_GATE: &str = "unreadable";
 
+/// The gate that refuses a read reaching loopward's state: a control gate called [`READ_GATE`]
+/// (its name made once).
+pub fn read_gate() -> GateId {
+    static GATE: LazyLock<GateId> = LazyLock::new(|| GateId::new(GateKind::Control, READ_GATE));
+    GATE.clone()
+}
+
 /// A read by a host's own tool (`tool`, of `raw`) whose target cannot be judged (`why`).
 pub fn read_unjudged(tool: &str, raw: &str, why: &str) -> Refusal {
     Refusal::new(
-        READ_GATE,
+        &read_gate(),
         format!("{tool} of {raw:?} not run: {why}, so whether it reaches loopward's state cannot be judged"),
         "name what to read by its absolute path (a file or folder of the workspace), with no `~` and no `..` after a wildcard",
     )
@@ -206,7 +212,7 @@ pub fn read_unreadable(tool: &str, raw: &str, target: &str, folder: &str, inside
         )
     };
     Refusal::new(
-        READ_GATE,
+        &read_gate(),
         format!("{tool} of {raw:?} {what}: ledger keys, session state, approvals and overrides are never readable by agents, by any tool"),
         hint,
     )
@@ -216,7 +222,7 @@ pub fn read_unreadable(tool: &str, raw: &str, target: &str, folder: &str, inside
 /// (`rule`) and `who` may: it cannot be attributed, so it stands (a warning).
 pub fn unattributable(path: &str, me: &AgentId, who: &str, rule: &str) -> Refusal {
     Refusal::new(
-        SHELL_GATE,
+        GateKind::ShellWatch,
         format!(
             "{path} changed while commands of {me} and {who} overlapped; {me} may not change it ({rule}), {who} may: who made the change cannot be told, so it stands and is not counted against {me}"
         ),
@@ -244,7 +250,7 @@ pub fn written_unasked(rule: &Refusal) -> String {
 /// ```
 pub fn write_unrecorded(why: &str) -> Refusal {
     Refusal::new(
-        SHELL_GATE,
+        GateKind::ShellWatch,
         format!("not written: the workspace could not be recorded before the write, so where it lands could not be checked ({why})"),
         "make the same call again once nothing else is writing the workspace; if the reason names a size or path limit, ask a person to raise it or to list big generated folders under [gates.shell] skip",
     )
@@ -280,7 +286,7 @@ pub fn write_landed_elsewhere(tool: &str, paths: &[String], reason: &str) -> Str
 pub fn unknown_tool(tool: &str, host_name: &str, host: Host) -> Refusal {
     if host == Host::ClaudeCode {
         return Refusal::new(
-            POLICY_GATE,
+            GateKind::Policy,
             format!(
                 "{tool} is neither a tool loopward's Claude Code hook judges nor one it knows to change nothing it judges (its list is made for Claude Code {}), so what it would change cannot be judged",
                 crate::cli_agent::CLAUDE_CODE_VERSION
@@ -293,7 +299,7 @@ pub fn unknown_tool(tool: &str, host_name: &str, host: Host) -> Refusal {
         );
     }
     Refusal::new(
-        POLICY_GATE,
+        GateKind::Policy,
         format!("{tool} is not a tool loopward's {host_name} hook knows, so what it would change cannot be judged"),
         format!(
             "use {} for files and the shell for commands; if this tool must run, a person installs the hook for the tools it is meant for (loopward hook install)",
@@ -318,7 +324,7 @@ fn allow_entry(tool: &str) -> String {
 /// installed in `owner`'s settings under the wrong host; `install`: the `--host` it needs.
 pub fn other_hosts_tool(tool: &str, owner: &str, host_name: &str, install: &str) -> Refusal {
     Refusal::new(
-        POLICY_GATE,
+        GateKind::Policy,
         format!("{tool} is {owner}'s tool, but this is loopward's {host_name} hook: the hook was installed in {owner}'s settings for another host, so the call cannot be judged"),
         format!("say in your reply that the hook is installed for the wrong host; a person runs `loopward hook install --host {install}`"),
     )

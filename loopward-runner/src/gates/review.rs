@@ -167,7 +167,7 @@ impl ReviewGate {
             )
         };
         Refusal::new(
-            &*self.name,
+            &self.id(),
             format!("{what}; you handed off to {to}"),
             format!("{instead}, saying what changed; {APPEAL}"),
         )
@@ -241,7 +241,7 @@ pub fn judge_handoff<'a>(
                         GateMode::Advisory => Decision::Warn(g.refusal(to, files, also)),
                     },
                     None => Decision::Deny(Refusal::new(
-                        g.name(),
+                        &g.id(),
                         "could not read the handoff target (`to`), so the review gate cannot allow it",
                         format!("call handoff with to = \"{}\"", g.via()),
                     )),

@@ -88,7 +88,7 @@ impl Unchecked {
     /// this baseline (`why`: what blinds the watch now).
     pub fn refusal(&self, why: &str) -> Refusal {
         Refusal::new(
-            super::SHELL_GATE,
+            loopward_core::GateKind::ShellWatch,
             format!(
                 "not run: the changes of an earlier call ({} by {}) are still unchecked, and the workspace cannot be compared yet ({why})",
                 self.call_id, self.agent

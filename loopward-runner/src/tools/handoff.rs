@@ -84,7 +84,7 @@ impl Tool for HandoffTool {
                 Err(err) => {
                     if let crate::context::HandoffError::AlreadyHandedOff { standing } = &err {
                         let refusal = Refusal::new(
-                            crate::gates::ONE_HANDOFF_GATE,
+                            loopward_core::GateKind::OneHandoff,
                             format!("a handoff to {standing} already stands this turn; only one handoff per turn is allowed, and the first one stands"),
                             format!("finish your reply; {standing} takes over next"),
                         );

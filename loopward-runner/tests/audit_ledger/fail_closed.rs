@@ -72,7 +72,11 @@ fn events_on_the_way_to_an_action_wait_for_the_commit_and_go_out_together() {
     // A refusal is evidence of an attempt: written at once.
     let mut deny = decision();
     if let AuditEvent::GateDecision { decision, .. } = &mut deny {
-        *decision = Decision::Deny(loopward_core::Refusal::new("territory", "no", "leave it"));
+        *decision = Decision::Deny(loopward_core::Refusal::new(
+            loopward_core::GateKind::Territory,
+            "no",
+            "leave it",
+        ));
     }
     assert!(!deny.may_wait_for_commit());
     ledger.record(&scope("r1"), &deny).unwrap();

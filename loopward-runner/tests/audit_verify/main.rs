@@ -25,7 +25,7 @@ fn territory() -> Rule {
         }
         Some(if path == Some("plan.md") && agent != "planner" {
             Decision::Deny(Refusal::new(
-                "territory",
+                loopward_core::GateKind::Territory,
                 "plan.md belongs to planner",
                 "hand the change to planner",
             ))

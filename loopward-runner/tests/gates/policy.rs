@@ -77,7 +77,7 @@ async fn the_runtime_api_lists_adds_removes_and_changes_modes_each_audited() {
         .into_iter()
         .filter_map(|e| match e {
             AuditEvent::GateChanged { by, change, gate } => {
-                Some((by, change, gate["name"].as_str().map(String::from)))
+                Some((by, change, gate.name().map(String::from)))
             }
             _ => None,
         })

@@ -65,10 +65,7 @@ impl Verdict {
         if let Some(s) = self.needs.take() {
             let path = self.path.as_deref().unwrap_or("");
             self.decision = Decision::Deny(refusals::unused_override(
-                &self.gate.name,
-                path,
-                &s.id,
-                &refused_by.name,
+                &self.gate, path, &s.id, refused_by,
             ));
         }
     }
@@ -228,7 +225,7 @@ impl Policy {
                             self.outside_team(agent),
                             self.passing(),
                         ),
-                        None => Refusal::new(&*v.gate.name, e.to_string(), ""),
+                        None => Refusal::new(&v.gate, e.to_string(), ""),
                     });
                 None
             }

@@ -1,8 +1,53 @@
 //! Changes to the gates at run time: `add`, `remove` and `set_mode`, each recorded as
-//! `GateChanged` before it takes effect.
+//! `GateChanged` before it takes effect, with the gate in the ledger's words
+//! ([`GateDefinition`], converted here from the configuration).
 
 use super::*;
-use loopward_core::GateChange;
+use loopward_core::{
+    GateChange, GateDefinition, GateRules, ListedGate, ReviewRules, SprawlRules, TerritoryRules,
+};
+
+impl GateSpec {
+    /// The gate's rules in the ledger's words: every field its configuration writes.
+    pub fn rules(&self) -> GateRules {
+        match self.clone() {
+            Self::Territory(t) => GateRules::Territory(TerritoryRules {
+                mode: t.mode,
+                name: t.name,
+                owner: t.owner,
+                owners: t.owners,
+                paths: t.paths,
+            }),
+            Self::Sprawl(s) => GateRules::Sprawl(SprawlRules {
+                enabled: s.enabled,
+                marker: s.marker,
+                mode: s.mode,
+                plan_path: s.plan_path,
+                siblings: s.siblings,
+                threshold: s.threshold,
+            }),
+            Self::Review(r) => GateRules::Review(ReviewRules {
+                exclusive: r.exclusive,
+                from: r.from,
+                mode: r.mode,
+                name: r.name,
+                via: r.via,
+                when: r.when,
+            }),
+        }
+    }
+}
+
+impl GateInfo {
+    /// The gate as a `gate_changed` record holds it.
+    pub fn definition(&self) -> GateDefinition {
+        GateDefinition::Listed(ListedGate {
+            mode: self.mode,
+            name: self.name.clone(),
+            spec: self.spec.as_ref().map(GateSpec::rules),
+        })
+    }
+}
 
 impl Policy {
     fn change(
@@ -11,7 +56,7 @@ impl Policy {
         change: GateChange,
         run: &RunContext,
         edit: impl FnOnce(&mut PolicyConfig) -> Result<(), PolicyError>,
-        shown: impl FnOnce(&Gates) -> serde_json::Value,
+        shown: impl FnOnce(&Gates) -> GateDefinition,
     ) -> Result<(), PolicyError> {
         let mut guard = self.inner.gates.write().unwrap_or_else(|p| p.into_inner());
         let mut cfg = guard.to_config();
@@ -65,7 +110,7 @@ impl Policy {
                         !before.contains(&i.name)
                     }
                 });
-                serde_json::to_value(new).unwrap_or_default()
+                new.map_or(GateDefinition::Unlisted, |g| g.definition())
             },
         )
     }
@@ -73,7 +118,7 @@ impl Policy {
     /// Removes the gate called `name`; recorded as `GateChanged`.
     pub fn remove(&self, name: &str, by: &str, run: &RunContext) -> Result<(), PolicyError> {
         let info = self.find(name)?;
-        let shown = serde_json::to_value(&info).unwrap_or_default();
+        let shown = info.definition();
         self.change(
             by,
             GateChange::Remove,
@@ -93,7 +138,7 @@ impl Policy {
     ) -> Result<(), PolicyError> {
         let mut info = self.find(name)?;
         info.mode = mode;
-        let shown = serde_json::to_value(&info).unwrap_or_default();
+        let shown = info.definition();
         self.change(
             by,
             GateChange::Mode,
@@ -152,4 +197,67 @@ fn apply_to_named(
         return Ok(());
     }
     Err(PolicyError::NoSuchGate(name.into()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gates::config::{ReviewConfig, SprawlConfig, TerritoryConfig};
+
+    /// What the ledger held before it was typed: the configuration's own serialisation.
+    #[test]
+    fn a_gates_definition_is_written_as_its_configuration_was() {
+        let specs = [
+            GateSpec::Territory(TerritoryConfig {
+                paths: vec!["plans/**".into()],
+                owner: Some("planner".into()),
+                ..Default::default()
+            }),
+            GateSpec::Territory(TerritoryConfig {
+                name: Some("shared".into()),
+                paths: vec!["a/*".into(), "b".into()],
+                owners: vec!["x".into(), "y".into()],
+                mode: GateMode::Advisory,
+                ..Default::default()
+            }),
+            GateSpec::Sprawl(SprawlConfig::default()),
+            GateSpec::Review(ReviewConfig {
+                name: None,
+                from: "builder".into(),
+                via: "auditor".into(),
+                when: vec![],
+                mode: GateMode::Enforce,
+                exclusive: false,
+                source: Default::default(),
+            }),
+            GateSpec::Review(ReviewConfig {
+                name: Some("r".into()),
+                from: "builder".into(),
+                via: "auditor".into(),
+                when: vec!["src/**".into()],
+                mode: GateMode::Advisory,
+                exclusive: true,
+                source: Default::default(),
+            }),
+        ];
+        for spec in specs {
+            let info = GateInfo {
+                name: "g".into(),
+                mode: GateMode::Enforce,
+                spec: Some(spec.clone()),
+            };
+            for (typed, before) in [
+                (
+                    serde_json::to_string(&spec.rules()),
+                    serde_json::to_value(&spec),
+                ),
+                (
+                    serde_json::to_string(&info.definition()),
+                    serde_json::to_value(&info),
+                ),
+            ] {
+                assert_eq!(typed.unwrap(), before.unwrap().to_string());
+            }
+        }
+    }
 }

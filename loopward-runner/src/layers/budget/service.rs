@@ -181,14 +181,14 @@ impl LayerFn<ChatRequest, ChatResponse, ModelError> for BudgetPolicy {
             let Some(turn) = TurnContext::of(&req).cloned() else {
                 // A call that carries no turn has no run to charge: fail closed.
                 return Err(ModelError::Refused(Refusal::new(
-                    "budget",
+                    &LayerId::Budget,
                     "this model call carries no turn (ChatRequest::turn is empty), so there is no run to charge it to",
                     "make model calls through an LlmAgent, or set the request's turn with TurnContext::slot",
                 )));
             };
             if let Some((label, _)) = totals(turn.run(), &limits).over(&limits) {
                 return Err(ModelError::Refused(Refusal::new(
-                    "budget",
+                    &LayerId::Budget,
                     format!("the run's budget is spent: {label}"),
                     "",
                 )));

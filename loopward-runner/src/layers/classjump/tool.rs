@@ -4,7 +4,7 @@ use super::tracker::{Attempt, ClassJump, ClassJumpError};
 use crate::context::TurnContext;
 use crate::tool::{parse_args, Access, Tool, ToolError, ToolInvocation, ToolOutput};
 use futures::future::BoxFuture;
-use loopward_core::{Refusal, ToolSpec};
+use loopward_core::{LayerId, Refusal, ToolSpec};
 use serde::Deserialize;
 use serde_json::json;
 
@@ -71,7 +71,7 @@ impl Tool for ReportAttemptTool {
                 Ok(v) => Ok(ToolOutput::text(v.message())),
                 Err(ClassJumpError::Audit(e)) => Err(ToolError::Audit(e)),
                 Err(e) => Err(ToolError::Refused(Refusal::new(
-                    "class_jump",
+                    &LayerId::ClassJump,
                     e.to_string(),
                     "report attempts with the current strategy only",
                 ))),

@@ -51,7 +51,7 @@ async fn admit(
             }
             Err(too_big) => {
                 return Err(ModelError::Refused(Refusal::new(
-                    "rate_limit",
+                    &LayerId::RateLimit,
                     format!(
                         "this call needs {n} {what} but the {whose} quota admits at most {} at once, so it could never run",
                         too_big.0

@@ -78,7 +78,7 @@ impl LayerFn<ToolInvocation, ToolOutput, ToolError> for RepeatPolicy {
                 record::decision(&inv.turn, LayerId::Repeat, LayerVerdict::Refused, detail)
                     .map_err(ToolError::Audit)?;
                 return Err(ToolError::Refused(Refusal::new(
-                    "repeat",
+                    &LayerId::Repeat,
                     format!(
                         "this exact call ({} with the same arguments) was already made {max} times in this run; repeating it will not give a different result",
                         inv.call.name

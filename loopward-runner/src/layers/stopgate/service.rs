@@ -8,7 +8,7 @@ use crate::layers::from_fn::{from_fn, FromFn, LayerFn, NextTool, NextTurn};
 use crate::tool::{ToolError, ToolInvocation, ToolOutput};
 use crate::turn::{TurnError, TurnOutcome, TurnRequest};
 use futures::future::BoxFuture;
-use loopward_core::{Refusal, RunStatus};
+use loopward_core::{LayerId, Refusal, RefusedBy, RunStatus};
 
 /// Gates an agent's turns (`point = "turn"`) and pauses the run when a tool gate waits for a
 /// durable approval.
@@ -148,7 +148,7 @@ impl LayerFn<ToolInvocation, ToolOutput, ToolError> for StopGatePolicy {
                             reason: format!("stop-gate {} denied {summary}: {reason}", gate.name),
                         });
                         return Err(ToolError::Refused(Refusal::new(
-                            format!("stopgate:{}", gate.name),
+                            RefusedBy::layer_instance(&LayerId::StopGate, &gate.name),
                             format!("a person's approval is required for {summary} and it was not given: {reason}"),
                             "the run stops after this reply; say in your reply what you were doing and why the call was needed",
                         )));
@@ -156,7 +156,7 @@ impl LayerFn<ToolInvocation, ToolOutput, ToolError> for StopGatePolicy {
                     Verdict::Pending(id) => {
                         inv.turn.state().tools_disabled = true;
                         return Err(ToolError::Refused(Refusal::new(
-                            format!("stopgate:{}", gate.name),
+                            RefusedBy::layer_instance(&LayerId::StopGate, &gate.name),
                             format!("{summary} waits for a person's approval (pending {id}); the run pauses after this reply"),
                             "finish your reply in text; the call runs once the approval is given and the run is started again",
                         )));
@@ -164,9 +164,9 @@ impl LayerFn<ToolInvocation, ToolOutput, ToolError> for StopGatePolicy {
                 }
             }
             for approval in approvals {
-                approval
-                    .authorise(action)
-                    .map_err(|e| ToolError::Refused(Refusal::new("stopgate", e.to_string(), "")))?;
+                approval.authorise(action).map_err(|e| {
+                    ToolError::Refused(Refusal::new(&LayerId::StopGate, e.to_string(), ""))
+                })?;
             }
             next.run(inv).await
         })
