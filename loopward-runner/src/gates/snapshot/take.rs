@@ -92,23 +92,23 @@ impl Snapshot {
     ) -> Result<Self, SnapshotError> {
         let mut waits = SETTLE_WAITS.iter();
         loop {
-            match Self::take_once(root, skip, max_bytes, keep, store) {
+            let (mut snap, files) = Self::walk(root, skip)?;
+            match snap.read_contents(root, files, max_bytes, keep, store) {
                 Err(SnapshotError::Changing { path }) => match waits.next() {
                     Some(wait) => std::thread::sleep(*wait),
                     None => return Err(SnapshotError::Changing { path }),
                 },
-                taken => return taken,
+                read => return read.map(|()| snap),
             }
         }
     }
 
-    fn take_once(
+    /// Records every path under `root` but `skip` (no contents yet), with the regular files
+    /// found and how `lstat` found them.
+    fn walk(
         root: &Path,
         skip: &[String],
-        max_bytes: u64,
-        keep: &dyn Fn(&str) -> bool,
-        store: &dyn ContentStore,
-    ) -> Result<Self, SnapshotError> {
+    ) -> Result<(Self, Vec<(String, std::fs::Metadata)>), SnapshotError> {
         let mut snap = Self::default();
         let mut files: Vec<(String, std::fs::Metadata)> = Vec::new();
         let mut stack = vec![String::new()];
@@ -176,8 +176,7 @@ impl Snapshot {
                 snap.entries.insert(rel, entry);
             }
         }
-        snap.read_contents(root, files, max_bytes, keep, store)?;
-        Ok(snap)
+        Ok((snap, files))
     }
 
     fn read_contents(
