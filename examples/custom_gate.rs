@@ -50,10 +50,10 @@ fn file_types(
                 // The decision is on the record before anything runs (fail closed if it cannot be).
                 inv.turn
                     .record(&AuditEvent::GateDecision {
-                        call_id: Some(inv.call.id.as_str().into()),
+                        call_id: Some(inv.call.id.clone()),
                         gate: gate.clone(),
                         mode: GateMode::Enforce,
-                        action: Action::tool(inv.call.name.as_str()),
+                        action: Action::tool(inv.call.name.clone()),
                         path_raw: Some(p.raw().into()),
                         source: None,
                         path: Some(p.rel().into()),

@@ -162,7 +162,7 @@ pub(crate) fn judge_layers(layers: &Layers, session: &Session) -> Vec<Judged> {
                     ));
                 }
                 // Repeat: the same call (tool + canonical arguments) more than the limit.
-                let digest = call_digest(tool, args);
+                let digest = call_digest(tool.as_str(), args);
                 let entry = seen.entry(digest).or_insert((0, changes));
                 entry.0 += 1;
                 let changed_since = entry.1 != changes;
@@ -186,7 +186,8 @@ pub(crate) fn judge_layers(layers: &Layers, session: &Session) -> Vec<Judged> {
                     fixed.push((LayerId::Repeat.to_string(), a));
                 }
                 let written: Vec<&str> = file.as_deref().into_iter().collect();
-                for (name, mode, why) in layers.stopgates.met_by_call(tool, args, &written) {
+                for (name, mode, why) in layers.stopgates.met_by_call(tool.as_str(), args, &written)
+                {
                     let (gate, d) = stop(name, mode, &why);
                     fixed.push((gate.clone(), Assessment::Unknown));
                     decisions.push((gate, d));
@@ -202,7 +203,9 @@ pub(crate) fn judge_layers(layers: &Layers, session: &Session) -> Vec<Judged> {
                             sub.ended = Some("done");
                         }
                         (failed && sub.ended.is_none()).then_some((name.to_string(), sub))
-                    } else if cj.counts(tool) && outcome == Outcome::Refused && refused_by.is_none()
+                    } else if cj.counts(tool.as_str())
+                        && outcome == Outcome::Refused
+                        && refused_by.is_none()
                     {
                         let sub = evidence.entry(who.clone()).or_default();
                         (sub.ended.is_none()).then(|| (format!("{who}'s failed {tool} calls"), sub))
@@ -241,7 +244,7 @@ pub(crate) fn judge_layers(layers: &Layers, session: &Session) -> Vec<Judged> {
                     agent: who.clone(),
                     action: match &file {
                         Some(f) => format!("{tool} {f}"),
-                        None => tool.clone(),
+                        None => tool.to_string(),
                     },
                     file,
                     outcome,

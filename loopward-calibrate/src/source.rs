@@ -13,8 +13,8 @@
 //! Lines of other types (`summary`, `system`, …) and unknown fields are skipped.
 
 use loopward_core::{
-    AuditEvent, Decision, Effect, EffectStatus, LayerDetail, LayerId, LayerVerdict, RefusedBy,
-    RunStatus,
+    AuditEvent, CallId, Decision, Effect, EffectStatus, LayerDetail, LayerId, LayerVerdict,
+    RefusedBy, RunStatus, ToolName,
 };
 use loopward_runner::audit::Record;
 use serde_json::Value;
@@ -55,9 +55,9 @@ pub(crate) struct Call {
     /// The agent that asked.
     pub(crate) agent: String,
     /// The tool call's id.
-    pub(crate) call_id: String,
+    pub(crate) call_id: CallId,
     /// The tool, as the history names it.
-    pub(crate) tool: String,
+    pub(crate) tool: ToolName,
     /// Its arguments, as requested.
     pub(crate) arguments: Value,
     /// What became of it.
@@ -74,9 +74,9 @@ pub(crate) struct Write {
     /// The agent that asked.
     pub(crate) agent: String,
     /// The tool call's id.
-    pub(crate) call_id: String,
+    pub(crate) call_id: CallId,
     /// The tool, as the history names it.
-    pub(crate) tool: String,
+    pub(crate) tool: ToolName,
     /// The path as written.
     pub(crate) raw: String,
     /// Workspace-relative (`None`: outside the workspace or not resolvable).
@@ -142,7 +142,7 @@ pub(crate) fn ledger_session(name: &str, records: &[Record]) -> Session {
     let mut ended = None;
     let mut recorded = Vec::new();
     // call id → index of its step in `steps`
-    let mut calls: HashMap<String, usize> = HashMap::new();
+    let mut calls: HashMap<CallId, usize> = HashMap::new();
     for r in records {
         let Ok(event) = r.event() else { continue };
         let agent = r
@@ -210,7 +210,7 @@ pub(crate) fn ledger_session(name: &str, records: &[Record]) -> Session {
                 decision,
                 path,
                 ..
-            } => match calls.get(&*id).and_then(|&i| steps.get_mut(i)) {
+            } => match calls.get(&id).and_then(|&i| steps.get_mut(i)) {
                 Some(Step::Write(w)) => {
                     if let Decision::Deny(rf) = &decision {
                         recorded.push(rf.gate.to_string());
@@ -452,8 +452,8 @@ pub(crate) fn transcript_sessions(
                     calls.insert((si, id.to_string()), steps.len());
                     steps.push(Step::Write(Write {
                         agent: agent.clone(),
-                        call_id: id.to_string(),
-                        tool: name.to_string(),
+                        call_id: id.into(),
+                        tool: name.into(),
                         raw: raw.to_string(),
                         rel: relative(raw, cwd),
                         replacements: replacements(input),

@@ -11,7 +11,7 @@
 
 mod support;
 
-use loopward_core::AuditEvent;
+use loopward_core::{AuditEvent, CallId};
 use loopward_runner::audit::Record;
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -205,7 +205,7 @@ fn trial(seed: u64, delay: Duration) -> Trial {
     // run again: at most once. A command that did start runs on after the kill and under load
     // may land after the resumed run ended: wait for it (bounded).
     let evs = events(d);
-    let interrupted: Vec<String> = evs
+    let interrupted: Vec<CallId> = evs
         .iter()
         .filter_map(|e| match e {
             AuditEvent::RunResumed { interrupted, .. } => Some(interrupted.clone()),
@@ -401,7 +401,7 @@ fn replay_runs_no_command_on_the_host_and_rejudges_from_the_ledger() {
 }
 
 /// The call id of the shell call whose command contains `needle`, once it is requested.
-fn call_of(evs: &[AuditEvent], needle: &str) -> Option<String> {
+fn call_of(evs: &[AuditEvent], needle: &str) -> Option<CallId> {
     evs.iter().find_map(|e| match e {
         AuditEvent::ToolRequested {
             call_id, arguments, ..
@@ -425,7 +425,7 @@ fn landing(evs: &[AuditEvent]) -> &'static str {
     if has(&|e| matches!(e, AuditEvent::ToolFinished { call_id, .. } if *call_id == id)) {
         "after b1 finished"
     } else if has(
-        &|e| matches!(e, AuditEvent::GateDecision { call_id: Some(c), path: Some(_), .. } if **c == *id),
+        &|e| matches!(e, AuditEvent::GateDecision { call_id: Some(c), path: Some(_), .. } if *c == id),
     ) {
         "b1 judged by the watch, not finished"
     } else if has(&|e| matches!(e, AuditEvent::ToolStarted { call_id, .. } if *call_id == id)) {
@@ -488,7 +488,7 @@ fn a_killed_and_resumed_run_replays_part_by_part() {
         ("b1's watch", |evs| {
             call_of(evs, "echo b1").is_some_and(|id| {
                 evs.iter().any(|e| {
-                    matches!(e, AuditEvent::GateDecision { call_id: Some(c), path: Some(_), .. } if **c == *id)
+                    matches!(e, AuditEvent::GateDecision { call_id: Some(c), path: Some(_), .. } if *c == id)
                 })
             })
         }),

@@ -1,7 +1,7 @@
 //! What a gate or layer decides on: an [`Action`], typed here and written `kind:name` in the
 //! ledger and in `loopward.toml` (`tool:write_file`, `handoff:auditor`).
 
-use crate::{AgentId, InvalidAgentId};
+use crate::{AgentId, InvalidAgentId, ToolName};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::fmt;
 use std::str::FromStr;
@@ -23,13 +23,13 @@ use std::sync::Arc;
 /// assert_eq!(serde_json::to_string(&Action::tool("shell")).unwrap(), r#""tool:shell""#);
 /// // The name is shared: every decision on one call clones the action without copying it.
 /// let call = Action::tool(String::from("write_file"));
-/// assert!(matches!(&call, Action::Tool(name) if &**name == "write_file"));
+/// assert!(matches!(&call, Action::Tool(name) if name == "write_file"));
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[non_exhaustive]
 pub enum Action {
     /// Calling a tool (`tool:<name>`), as the agent's tool set or the client names it.
-    Tool(Arc<str>),
+    Tool(ToolName),
     /// Handing the work on to an agent (`handoff:<agent>`).
     Handoff(AgentId),
     /// An agent's turn (`turn:<agent>`).
@@ -40,7 +40,7 @@ pub enum Action {
 
 impl Action {
     /// The action of calling `tool`.
-    pub fn tool(tool: impl Into<Arc<str>>) -> Self {
+    pub fn tool(tool: impl Into<ToolName>) -> Self {
         Self::Tool(tool.into())
     }
 
@@ -57,7 +57,8 @@ impl Action {
     /// What the action names: the tool, the agent or the phase.
     pub fn name(&self) -> &str {
         match self {
-            Self::Tool(n) | Self::Phase(n) => n,
+            Self::Tool(n) => n.as_str(),
+            Self::Phase(n) => n,
             Self::Handoff(a) | Self::Turn(a) => a.as_str(),
         }
     }

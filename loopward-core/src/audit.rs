@@ -4,6 +4,7 @@
 //! as well as denials (a census, not an invariant).
 
 use crate::action::Action;
+use crate::call::{CallId, ToolName};
 use crate::decision::{Decision, GateChange, GateId, GateMode};
 use crate::detail::LayerDetail;
 use crate::effect::Effect;
@@ -189,18 +190,18 @@ pub enum AuditEvent {
         /// Arguments as given.
         arguments: serde_json::Value,
         /// Call id.
-        call_id: String,
+        call_id: CallId,
         /// Tool name.
-        tool: String,
+        tool: ToolName,
     },
     /// A tool call passed every gate and its tool is about to run: recorded by the innermost
     /// tool service, just before the effect starts. A call with this record and no
     /// [`AuditEvent::ToolFinished`] was interrupted while its effect may have been under way.
     ToolStarted {
         /// Call id.
-        call_id: String,
+        call_id: CallId,
         /// Tool name.
-        tool: String,
+        tool: ToolName,
     },
     /// A gate decided on a tool call or other action. Its text is shared (`Arc<str>`): the
     /// decisions on one call, and of one gate, hold the same strings instead of copies.
@@ -209,7 +210,7 @@ pub enum AuditEvent {
         action: Action,
         /// The tool call decided on, when the action is a tool call.
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        call_id: Option<Arc<str>>,
+        call_id: Option<CallId>,
         /// The decision.
         decision: Decision,
         /// The gate: its kind and name (`gate_kind` and `gate` in the ledger).
@@ -243,7 +244,7 @@ pub enum AuditEvent {
     /// A tool call finished (or was refused: then `is_error` is set and no effects are listed).
     ToolFinished {
         /// Call id.
-        call_id: String,
+        call_id: CallId,
         /// What changed on disk.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         effects: Vec<Effect>,
@@ -256,7 +257,7 @@ pub enum AuditEvent {
         /// A short summary of the result (the first line, truncated).
         summary: String,
         /// Tool name.
-        tool: String,
+        tool: ToolName,
     },
     /// A write was made that the rules forbid (caught after the fact, e.g. through `shell`).
     Violation {
@@ -319,7 +320,7 @@ pub enum AuditEvent {
         allowed: bool,
         /// The shell call whose command asked.
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        call_id: Option<String>,
+        call_id: Option<CallId>,
         /// The host asked for, as the command named it (a name or an address).
         host: String,
         /// The port.
@@ -335,7 +336,7 @@ pub enum AuditEvent {
         bytes_out: u64,
         /// The shell call whose command made it.
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        call_id: Option<String>,
+        call_id: Option<CallId>,
         /// The host.
         host: String,
         /// The port.
@@ -350,7 +351,7 @@ pub enum AuditEvent {
     RunResumed {
         /// Tool calls that were started but never finished (see the runner's resume rule).
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
-        interrupted: Vec<String>,
+        interrupted: Vec<CallId>,
         /// How the previous part ended (`None`: it was killed before recording its end).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         previous: Option<RunStatus>,

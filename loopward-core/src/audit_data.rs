@@ -63,10 +63,10 @@ mod tests {
     use super::*;
     use crate::model::StopReason;
     use crate::{
-        Action, AgentId, CapsAllowDetail, ClassJumpDetail, Decision, Effect, EffectKind,
+        Action, AgentId, CallId, CapsAllowDetail, ClassJumpDetail, Decision, Effect, EffectKind,
         EffectStatus, FinishReason, GateChange, GateDefinition, GateId, GateKind, GateMode,
         Handoff, LayerDetail, LayerVerdict, RateLimitDetail, Refusal, Remedy, RepeatDetail,
-        RunStatus, StopGateDetail, ToolCall, Usage,
+        RunStatus, StopGateDetail, ToolCall, ToolName, Usage,
     };
     use serde_json::json;
 
@@ -433,12 +433,12 @@ mod tests {
             },
             AuditEvent::ToolRequested {
                 arguments: json!(null),
-                call_id: String::new(),
-                tool: String::new(),
+                call_id: CallId::default(),
+                tool: ToolName::default(),
             },
             AuditEvent::ToolStarted {
-                call_id: String::new(),
-                tool: String::new(),
+                call_id: CallId::default(),
+                tool: ToolName::default(),
             },
             AuditEvent::GateDecision {
                 action: Action::tool("t"),
@@ -457,12 +457,12 @@ mod tests {
                 reason: String::new(),
             },
             AuditEvent::ToolFinished {
-                call_id: String::new(),
+                call_id: CallId::default(),
                 effects: Vec::new(),
                 is_error: false,
                 output: None,
                 summary: String::new(),
-                tool: String::new(),
+                tool: ToolName::default(),
             },
             AuditEvent::Violation {
                 path: String::new(),

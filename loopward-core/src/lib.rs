@@ -10,7 +10,7 @@
 //! | concept | type |
 //! |---|---|
 //! | who is speaking | [`Message`], [`Origin`] (only `Human` is a person) |
-//! | what the model asked | [`ToolCall`], [`ToolSpec`] |
+//! | what the model asked | [`ToolCall`] ([`CallId`], [`ToolName`]), [`ToolSpec`] |
 //! | what the tool answered | [`ToolResult`] |
 //! | what changed on disk | [`Effect`], [`EffectKind`], [`EffectStatus`] |
 //! | passing the work on | [`Handoff`] |
@@ -35,6 +35,7 @@
 mod action;
 mod audit;
 mod audit_data;
+mod call;
 mod decision;
 mod detail;
 mod effect;
@@ -54,6 +55,7 @@ mod verdict;
 
 pub use action::{Action, InvalidAction};
 pub use audit::{AuditError, AuditEvent, AuditSink, FinishReason, RunStatus, Scope};
+pub use call::{CallId, ToolName};
 pub use decision::{Decision, GateChange, GateId, GateKind, GateMode};
 pub use detail::{
     BudgetExceededDetail, CapReachedDetail, CapsAllowDetail, ClassJumpDetail,

@@ -1,5 +1,6 @@
 //! Tool calls, their results, and the specs that describe tools to a model.
 
+use crate::call::{CallId, ToolName};
 use serde::{Deserialize, Serialize};
 
 /// A tool call as the model made it. Arguments are kept as raw JSON: validating them is the
@@ -10,16 +11,16 @@ pub struct ToolCall {
     /// The arguments the model gave (should be a JSON object; may not be).
     pub arguments: serde_json::Value,
     /// The call id, unique within one model reply.
-    pub id: String,
+    pub id: CallId,
     /// The tool the model asked for.
-    pub name: String,
+    pub name: ToolName,
 }
 
 impl ToolCall {
     /// Builds a tool call.
     pub fn new(
-        id: impl Into<String>,
-        name: impl Into<String>,
+        id: impl Into<CallId>,
+        name: impl Into<ToolName>,
         arguments: serde_json::Value,
     ) -> Self {
         Self {
@@ -34,9 +35,9 @@ impl ToolCall {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ToolResult {
     /// The id of the call this answers.
-    pub call_id: String,
+    pub call_id: CallId,
     /// The tool's name (repeated for readability of transcripts).
-    pub name: String,
+    pub name: ToolName,
     /// The text the model reads.
     pub content: String,
     /// Whether the call failed or was refused; the model reads this as a correctable error.
@@ -48,7 +49,7 @@ pub struct ToolResult {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ToolSpec {
     /// The tool's name.
-    pub name: String,
+    pub name: ToolName,
     /// One or two sentences the model reads to decide when to call it.
     pub description: String,
     /// A JSON schema (an object schema) for the arguments.

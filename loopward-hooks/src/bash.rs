@@ -7,7 +7,7 @@ use super::claude_code::{ClaudeTool, Reply, ToolUse};
 use super::decide::{call_id, Engine};
 use super::shell::{self, ShellWatchError};
 use super::HookError;
-use loopward_core::{Action, AuditEvent};
+use loopward_core::{Action, AuditEvent, CallId};
 use loopward_runner::gates::{Change, Contained, DirStore, Judged, Snapshot, SnapshotError};
 
 impl Engine<'_> {
@@ -32,7 +32,7 @@ impl Engine<'_> {
             Err(refusal) => return Ok(Reply::denied(&refusal)),
         };
         // A blinded call's changes are judged before this command can add to them.
-        if let Some(refusal) = self.settle_unchecked(id, "Bash")? {
+        if let Some(refusal) = self.settle_unchecked(id, &"Bash".into())? {
             return Ok(Reply::denied(&refusal));
         }
         let blobs = DirStore::new(self.blobs());
@@ -110,7 +110,7 @@ impl Engine<'_> {
             .note_plan(&outcome.effects, &mut self.state.sprawl);
         let reverted = outcome.violations.len();
         self.record(&AuditEvent::ToolFinished {
-            call_id: id.to_string(),
+            call_id: id.clone(),
             tool: "Bash".into(),
             is_error: failed || reverted > 0,
             effects: outcome.effects,
@@ -139,7 +139,7 @@ impl Engine<'_> {
     /// watch and the file-tool watch do.
     pub(super) fn judge_diff(
         &mut self,
-        id: &str,
+        id: &CallId,
         action: &Action,
         before: &Snapshot,
         after: &Snapshot,
@@ -161,15 +161,15 @@ impl Engine<'_> {
     /// The answer for a command whose changes could not be compared: recorded, and blocking.
     fn unjudged(
         &mut self,
-        id: &str,
+        id: &CallId,
         snap_path: &std::path::Path,
         failed: bool,
         before: Snapshot,
         why: &ShellWatchError,
     ) -> Result<Reply, HookError> {
-        self.keep_unchecked(id, "Bash", before, why)?;
+        self.keep_unchecked(id, &"Bash".into(), before, why)?;
         self.record(&AuditEvent::ToolFinished {
-            call_id: id.to_string(),
+            call_id: id.clone(),
             tool: "Bash".into(),
             is_error: true,
             effects: vec![],

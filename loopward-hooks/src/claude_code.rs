@@ -44,6 +44,7 @@
 //! }
 //! ```
 
+use loopward_core::CallId;
 use loopward_runner::gates::Host;
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
@@ -103,7 +104,7 @@ pub struct HookInput {
     pub tool_response: Option<Value>,
     /// The tool call's id, pairing a `PreToolUse` with its `PostToolUse`.
     #[serde(default)]
-    pub tool_use_id: Option<String>,
+    pub tool_use_id: Option<CallId>,
     /// Why the tool failed, for `PostToolUseFailure`.
     #[serde(default)]
     pub error: Option<String>,
@@ -118,7 +119,7 @@ pub struct ToolUse {
     /// What the tool is, with the arguments loopward judges.
     pub tool: ClaudeTool,
     /// The call's id (`toolu_…`).
-    pub id: Option<String>,
+    pub id: Option<CallId>,
     /// The arguments as given (logged).
     pub input: Value,
 }

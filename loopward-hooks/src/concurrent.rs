@@ -27,7 +27,7 @@
 
 use super::decide::Engine;
 use super::HookError;
-use loopward_core::{Action, AuditEvent, Decision, GateId, GateKind, GateMode};
+use loopward_core::{Action, AuditEvent, CallId, Decision, GateId, GateKind, GateMode};
 use loopward_runner::gates::{refusals, Change, Snapshot};
 use serde::{Deserialize, Serialize};
 use sha2::Digest;
@@ -55,7 +55,7 @@ pub struct WatchedCall {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FinishedCall {
     /// The call's id.
-    pub id: String,
+    pub id: CallId,
     /// The agent that made it.
     pub agent: String,
     /// The session's event number at its `PostToolUse`.
@@ -79,7 +79,7 @@ struct Other {
 
 impl Engine<'_> {
     /// Notes that call `id` is watched from now on (`target`: the path a file tool may write).
-    pub(super) fn begin_watch(&mut self, id: &str, target: Option<&str>, content: Option<&str>) {
+    pub(super) fn begin_watch(&mut self, id: &CallId, target: Option<&str>, content: Option<&str>) {
         self.state.events += 1;
         let call = WatchedCall {
             agent: self.caller.to_string(),
@@ -87,18 +87,18 @@ impl Engine<'_> {
             target: target.map(str::to_string),
             expect: content.map(|c| hex::encode(sha2::Sha256::digest(c.as_bytes()))),
         };
-        self.state.live.insert(id.to_string(), call);
+        self.state.live.insert(id.clone(), call);
     }
 
     /// The calls that overlapped `id`: the other live ones, and those that finished after it
     /// started.
-    fn overlapping(&self, id: &str) -> Vec<Other> {
+    fn overlapping(&self, id: &CallId) -> Vec<Other> {
         let started = self.state.live.get(id).map_or(0, |c| c.started);
         let live = self
             .state
             .live
             .iter()
-            .filter(|(other, _)| other.as_str() != id)
+            .filter(|(other, _)| *other != id)
             .map(|(_, c)| Other {
                 agent: c.agent.clone(),
                 paths: c.target.iter().cloned().collect(),
@@ -110,7 +110,7 @@ impl Engine<'_> {
             .state
             .finished
             .iter()
-            .filter(|f| f.id != id && f.finished > started)
+            .filter(|f| f.id != *id && f.finished > started)
             .map(|f| Other {
                 agent: f.agent.clone(),
                 paths: f.paths.clone(),
@@ -125,7 +125,7 @@ impl Engine<'_> {
     /// overlapping call's, and those no one can attribute are recorded as such.
     pub(super) fn own_changes(
         &mut self,
-        id: &str,
+        id: &CallId,
         action: &Action,
         diff: Vec<Change>,
         after: &Snapshot,
@@ -192,7 +192,7 @@ impl Engine<'_> {
                     let who = may.join(", ");
                     let me = &self.caller;
                     self.record(&AuditEvent::GateDecision {
-                        call_id: Some(id.into()),
+                        call_id: Some(id.clone()),
                         gate: GateId::of(GateKind::ShellWatch),
                         mode: GateMode::Advisory,
                         action: action.clone(),
@@ -215,14 +215,14 @@ impl Engine<'_> {
 
     /// Ends the watch of call `id`, which judged `paths` as its own; kept for the calls that
     /// overlapped it for as long as one of them is live.
-    pub(super) fn end_watch(&mut self, id: &str, mut paths: Vec<String>) {
+    pub(super) fn end_watch(&mut self, id: &CallId, mut paths: Vec<String>) {
         if let Some(call) = self.state.live.remove(id) {
             paths.extend(call.target.clone());
             self.state.events += 1;
             let now = self.state.events;
             if !self.state.live.is_empty() {
                 self.state.finished.push(FinishedCall {
-                    id: id.to_string(),
+                    id: id.clone(),
                     shell: call.target.is_none(),
                     agent: call.agent,
                     finished: now,

@@ -5,7 +5,7 @@ use super::claude_code::{ClaudeTool, Event, HookInput, Reply, ToolUse};
 use super::session::{SessionDir, SessionKey, SessionState};
 use super::{HookContext, HookError};
 use loopward_core::{
-    Action, AgentId, AuditEvent, AuditSink, Decision, Effect, EffectKind, GateId, GateKind,
+    Action, AgentId, AuditEvent, AuditSink, CallId, Decision, Effect, EffectKind, GateId, GateKind,
     GateMode, Refusal, Remedy, RunId, Scope, TurnNumber,
 };
 use loopward_runner::gates::{refusals, Ask, Host, Judgement, Policy};
@@ -243,7 +243,7 @@ impl Engine<'_> {
     pub(super) fn requested(&self, call: &ToolUse) -> Result<(), HookError> {
         self.record(&AuditEvent::ToolRequested {
             call_id: call.id.clone().unwrap_or_default(),
-            tool: call.tool.name().to_string(),
+            tool: call.tool.name().into(),
             arguments: shorten(&call.input),
         })
     }
@@ -314,7 +314,7 @@ impl Engine<'_> {
             return self.deny_tool(call, name, refusal);
         };
         self.record(&AuditEvent::GateDecision {
-            call_id: call.id.as_deref().map(Into::into),
+            call_id: call.id.clone(),
             gate: GateId::new(
                 GateKind::Policy,
                 format!("{ALLOW_TOOLS_GATE}:{}", allowed.pattern),
@@ -337,7 +337,7 @@ impl Engine<'_> {
         refusal: loopward_core::Refusal,
     ) -> Result<Reply, HookError> {
         let refusal = self.refuse(
-            call.id.as_deref(),
+            call.id.as_ref(),
             GateId::of(GateKind::Policy),
             Action::tool(name),
             None,
@@ -350,14 +350,14 @@ impl Engine<'_> {
     /// saw (a path that does not resolve, a watch that cannot be set up) — and hands it back.
     pub(super) fn refuse(
         &self,
-        call_id: Option<&str>,
+        call_id: Option<&CallId>,
         gate: GateId,
         action: Action,
         path_raw: Option<&str>,
         refusal: Refusal,
     ) -> Result<Refusal, HookError> {
         self.record(&AuditEvent::GateDecision {
-            call_id: call_id.map(Into::into),
+            call_id: call_id.cloned(),
             gate,
             mode: GateMode::Enforce,
             action,
@@ -379,7 +379,7 @@ impl Engine<'_> {
     ) -> Result<Result<Judgement, Refusal>, HookError> {
         let ask = Ask {
             agent: &self.caller,
-            call_id: call.id.as_deref(),
+            call_id: call.id.as_ref(),
             action,
             accesses,
             effects: &[],
@@ -403,7 +403,7 @@ impl Engine<'_> {
             Ok(p) => p,
             Err(e) => {
                 let refusal = self.refuse(
-                    call.id.as_deref(),
+                    call.id.as_ref(),
                     GateId::of(GateKind::Workspace),
                     action,
                     Some(raw),
@@ -417,12 +417,12 @@ impl Engine<'_> {
             Ok(j) => j,
             Err(refusal) => return Ok(Reply::denied(&refusal)),
         };
-        if let Some(id) = call.id.as_deref().filter(|s| !s.is_empty()) {
+        if let Some(id) = call.id.as_ref().filter(|s| !s.as_str().is_empty()) {
             // The second line: where the write really lands is checked afterwards.
             if let Some(refusal) = self.watch_write(call, id, path.rel())? {
                 return Ok(Reply::denied(&refusal));
             }
-            self.state.allowed_calls.insert(id.to_string());
+            self.state.allowed_calls.insert(id.clone());
         }
         let mut reason = format!(
             "loopward: {} may write {}",
@@ -456,7 +456,7 @@ impl Engine<'_> {
         }
         self.record(&AuditEvent::ToolFinished {
             call_id: call.id.clone().unwrap_or_default(),
-            tool: call.tool.name().to_string(),
+            tool: call.tool.name().into(),
             is_error: false,
             effects: vec![],
             summary: format!("{} finished", call.tool.name()),
@@ -495,7 +495,7 @@ impl Engine<'_> {
             .collect::<String>();
         self.record(&AuditEvent::ToolFinished {
             call_id: call.id.clone().unwrap_or_default(),
-            tool: call.tool.name().to_string(),
+            tool: call.tool.name().into(),
             is_error: true,
             effects: reverted,
             summary: format!("{} failed: {error}", call.tool.name()),
@@ -587,7 +587,7 @@ impl Engine<'_> {
         }
         self.record(&AuditEvent::ToolFinished {
             call_id: call.id.clone().unwrap_or_default(),
-            tool: call.tool.name().to_string(),
+            tool: call.tool.name().into(),
             is_error,
             effects,
             summary: format!(
@@ -604,8 +604,8 @@ impl Engine<'_> {
         self.dir.path().join("blobs")
     }
 
-    pub(super) fn snapshot_path(&self, id: &str) -> std::path::PathBuf {
-        let key = SessionKey::new(id)
+    pub(super) fn snapshot_path(&self, id: &CallId) -> std::path::PathBuf {
+        let key = SessionKey::new(id.as_str())
             .map(|k| k.as_str().to_string())
             .unwrap_or_default();
         self.dir.path().join("shell").join(format!("{key}.json"))
@@ -628,14 +628,17 @@ fn is_task_notification(prompt: &str) -> bool {
     prompt.trim_start().starts_with("<task-notification>")
 }
 
-pub(super) fn call_id(call: &ToolUse) -> Result<&str, HookError> {
-    call.id.as_deref().filter(|s| !s.is_empty()).ok_or_else(|| {
-        HookError::Protocol(super::claude_code::ProtocolError::Field {
-            event: "Bash".into(),
-            field: "tool_use_id",
-            why: "is missing (needed to pair the shell call's before and after)",
+pub(super) fn call_id(call: &ToolUse) -> Result<&CallId, HookError> {
+    call.id
+        .as_ref()
+        .filter(|s| !s.as_str().is_empty())
+        .ok_or_else(|| {
+            HookError::Protocol(super::claude_code::ProtocolError::Field {
+                event: "Bash".into(),
+                field: "tool_use_id",
+                why: "is missing (needed to pair the shell call's before and after)",
+            })
         })
-    })
 }
 
 /// What a Claude Code file tool touches, as the engine's accesses: a write to `path`, and for

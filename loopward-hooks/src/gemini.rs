@@ -28,6 +28,7 @@
 //! ```
 
 use super::claude_code::Reply;
+use loopward_core::CallId;
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
@@ -60,7 +61,7 @@ pub(crate) fn is_own_event(name: &str) -> bool {
 
 /// The id of a Gemini CLI tool call: a hash of its tool and arguments, with a command loopward
 /// wrapped in its sandbox read as the command it wraps.
-pub fn call_id(tool: &str, input: &Value) -> String {
+pub fn call_id(tool: &str, input: &Value) -> CallId {
     let mut input = input.clone();
     if let Some(cmd) = input.get("command").and_then(Value::as_str) {
         if let Some(inner) = unwrapped(cmd) {
@@ -69,7 +70,7 @@ pub fn call_id(tool: &str, input: &Value) -> String {
     }
     // serde_json's map is sorted: the same arguments hash alike whatever their order.
     let digest = Sha256::digest(format!("{tool}\0{input}").as_bytes());
-    format!("gemini-{}", hex::encode(&digest[..12]))
+    format!("gemini-{}", hex::encode(&digest[..12])).into()
 }
 
 /// The command inside `'<exe>' sandbox exec … -- bash -c '<command>'`, if `cmd` is one.

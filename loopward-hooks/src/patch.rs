@@ -99,7 +99,7 @@ impl Engine<'_> {
             Ok(r) => r,
             Err((gate, raw, refusal)) => {
                 let refusal = self.refuse(
-                    call.id.as_deref(),
+                    call.id.as_ref(),
                     GateId::of(gate),
                     action,
                     raw.as_deref(),
@@ -111,7 +111,7 @@ impl Engine<'_> {
         if let Err(refusal) = self.judge_accesses(call, &action, &resolved.accesses)? {
             return Ok(Reply::denied(&refusal));
         }
-        if let Some(id) = call.id.as_deref().filter(|s| !s.is_empty()) {
+        if let Some(id) = call.id.as_ref().filter(|s| !s.as_str().is_empty()) {
             let (first, rest) = resolved
                 .targets
                 .split_first()
@@ -119,10 +119,8 @@ impl Engine<'_> {
             if let Some(refusal) = self.watch_write(call, id, first)? {
                 return Ok(Reply::denied(&refusal));
             }
-            self.state
-                .patch_targets
-                .insert(id.to_string(), rest.to_vec());
-            self.state.allowed_calls.insert(id.to_string());
+            self.state.patch_targets.insert(id.clone(), rest.to_vec());
+            self.state.allowed_calls.insert(id.clone());
         }
         Ok(Reply::Allow {
             reason: format!(

@@ -72,7 +72,7 @@ impl Engine<'_> {
             }
         };
         self.record(&AuditEvent::GateDecision {
-            call_id: call.id.as_deref().map(Into::into),
+            call_id: call.id.clone(),
             gate: refusals::read_gate(),
             mode: GateMode::Enforce,
             action: Action::tool(tool.name()),

@@ -19,7 +19,7 @@
 //! assert!(SessionKey::new("").is_err());
 //! ```
 
-use loopward_core::RunId;
+use loopward_core::{CallId, RunId};
 use loopward_runner::gates::SprawlTracker;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -146,11 +146,11 @@ pub struct SessionState {
     pub ledger_started: bool,
     /// File-tool calls allowed at `PreToolUse` whose `PostToolUse` has not come yet.
     #[serde(default)]
-    pub allowed_calls: BTreeSet<String>,
+    pub allowed_calls: BTreeSet<CallId>,
     /// Allowed file-tool calls whose workspace was recorded at `PreToolUse`: call id → the
     /// workspace-relative path the call was allowed to write (judged then, not again).
     #[serde(default)]
-    pub write_targets: BTreeMap<String, String>,
+    pub write_targets: BTreeMap<CallId, String>,
     /// The sprawl gate's memory: human prompts and plans in order, each agent's units of work
     /// this turn (the same type the runner keeps in memory).
     #[serde(default)]
@@ -158,7 +158,7 @@ pub struct SessionState {
     /// Watched calls (shell commands, allowed file writes) between their `PreToolUse` and
     /// `PostToolUse`: call id → who and since when ([`super::concurrent`]).
     #[serde(default)]
-    pub live: BTreeMap<String, super::concurrent::WatchedCall>,
+    pub live: BTreeMap<CallId, super::concurrent::WatchedCall>,
     /// Watched calls that finished while others were live, with what they judged as their own.
     #[serde(default)]
     pub finished: Vec<super::concurrent::FinishedCall>,
@@ -168,7 +168,7 @@ pub struct SessionState {
     /// Allowed patch calls (Codex's `apply_patch`): call id → the paths besides the first
     /// (in [`SessionState::write_targets`]) it was allowed to write.
     #[serde(default)]
-    pub patch_targets: BTreeMap<String, Vec<String>>,
+    pub patch_targets: BTreeMap<CallId, Vec<String>>,
 }
 
 impl SessionState {

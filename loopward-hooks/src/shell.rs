@@ -16,6 +16,7 @@
 //! included.
 
 use super::session::SessionError;
+use loopward_core::CallId;
 use loopward_runner::gates::{Snapshot, SnapshotError};
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -37,7 +38,7 @@ pub enum ShellWatchError {
     Snapshot(#[from] SnapshotError),
     /// No snapshot was taken for this call.
     #[error("no workspace snapshot was taken before shell call {0:?} (was the PreToolUse hook installed for Bash?)")]
-    NoSnapshot(String),
+    NoSnapshot(CallId),
     /// The session state failed.
     #[error(transparent)]
     Session(#[from] SessionError),
@@ -71,11 +72,11 @@ pub(crate) fn save(snap: &Snapshot, path: &Path) -> Result<(), ShellWatchError> 
 }
 
 /// Loads the snapshot saved for shell call `call`.
-pub(crate) fn load(path: &Path, call: &str) -> Result<Snapshot, ShellWatchError> {
+pub(crate) fn load(path: &Path, call: &CallId) -> Result<Snapshot, ShellWatchError> {
     let bytes = match fs::read(path) {
         Ok(b) => b,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Err(ShellWatchError::NoSnapshot(call.into()))
+            return Err(ShellWatchError::NoSnapshot(call.clone()))
         }
         Err(e) => return Err(io(path)(e)),
     };
@@ -98,10 +99,10 @@ mod tests {
         let snap = Snapshot::take(d.path(), &[], 1 << 20, &|_| true, &store).unwrap();
         let saved = d.path().join("shell/t.json");
         save(&snap, &saved).unwrap();
-        let back = load(&saved, "t").unwrap();
+        let back = load(&saved, &"t".into()).unwrap();
         assert!(back.diff(&snap).is_empty());
         assert!(matches!(
-            load(&d.path().join("shell/u.json"), "u"),
+            load(&d.path().join("shell/u.json"), &"u".into()),
             Err(ShellWatchError::NoSnapshot(id)) if id == "u"
         ));
     }

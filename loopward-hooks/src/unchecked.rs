@@ -5,7 +5,7 @@
 use super::decide::Engine;
 use super::shell::ShellWatchError;
 use super::HookError;
-use loopward_core::{Action, GateId, GateKind, Refusal};
+use loopward_core::{Action, CallId, GateId, GateKind, Refusal, ToolName};
 use loopward_runner::gates::{Snapshot, Unchecked};
 use std::path::PathBuf;
 
@@ -19,16 +19,16 @@ impl Engine<'_> {
     /// for the next call to compare with.
     pub(super) fn keep_unchecked(
         &mut self,
-        id: &str,
-        tool: &str,
+        id: &CallId,
+        tool: &ToolName,
         before: Snapshot,
         why: &ShellWatchError,
     ) -> Result<(), HookError> {
         let unchecked = Unchecked {
             before,
-            call_id: id.to_string(),
+            call_id: id.clone(),
             agent: self.caller.clone(),
-            tool: tool.to_string(),
+            tool: tool.clone(),
             path: match why {
                 ShellWatchError::Snapshot(e) => e.path().to_string(),
                 _ => ".".into(),
@@ -58,8 +58,8 @@ impl Engine<'_> {
     /// be compared; the call is refused (and the refusal recorded) and the baseline kept.
     pub(super) fn settle_unchecked(
         &mut self,
-        id: &str,
-        tool: &str,
+        id: &CallId,
+        tool: &ToolName,
     ) -> Result<Option<Refusal>, HookError> {
         let path = self.unchecked_path();
         let bytes = match std::fs::read(&path) {
@@ -72,7 +72,7 @@ impl Engine<'_> {
                 path: path.clone(),
                 why: e.to_string(),
             })?;
-        let action = Action::tool(unchecked.tool.as_str());
+        let action = Action::tool(unchecked.tool.clone());
         let now = match self
             .policy
             .shell_watch(&unchecked.agent, &unchecked.call_id, &action)
@@ -84,7 +84,7 @@ impl Engine<'_> {
                 let refusal = self.refuse(
                     Some(id),
                     GateId::of(GateKind::ShellWatch),
-                    Action::tool(tool),
+                    Action::tool(tool.clone()),
                     None,
                     refusal,
                 )?;
@@ -96,7 +96,7 @@ impl Engine<'_> {
         let caller = std::mem::replace(&mut self.caller, unchecked.agent.clone());
         let judged = self.judge_diff(
             &unchecked.call_id,
-            &Action::tool(unchecked.tool.as_str()),
+            &Action::tool(unchecked.tool.clone()),
             &unchecked.before,
             &now,
             &diff,

@@ -12,7 +12,7 @@ use super::claude_code::ToolUse;
 use super::decide::Engine;
 use super::shell::{self, ShellWatchError};
 use super::HookError;
-use loopward_core::{Action, AuditEvent, Effect, GateId, GateKind, Refusal};
+use loopward_core::{Action, AuditEvent, CallId, Effect, GateId, GateKind, Refusal, ToolName};
 use loopward_runner::gates::{refusals, DirStore};
 
 impl Engine<'_> {
@@ -21,13 +21,14 @@ impl Engine<'_> {
     pub(super) fn watch_write(
         &mut self,
         call: &ToolUse,
-        id: &str,
+        id: &CallId,
         target: &str,
     ) -> Result<Option<Refusal>, HookError> {
-        if let Some(refusal) = self.settle_unchecked(id, call.tool.name())? {
+        let tool = ToolName::from(call.tool.name());
+        if let Some(refusal) = self.settle_unchecked(id, &tool)? {
             return Ok(Some(refusal));
         }
-        let action = Action::tool(call.tool.name());
+        let action = Action::tool(tool.clone());
         let taken = self
             .policy
             .shell_watch(&self.caller, id, &action)
@@ -38,7 +39,7 @@ impl Engine<'_> {
             Ok(()) => {
                 self.state
                     .write_targets
-                    .insert(id.to_string(), target.to_string());
+                    .insert(id.clone(), target.to_string());
                 let content = match &call.tool {
                     super::claude_code::ClaudeTool::Write { .. } => call.input["content"].as_str(),
                     _ => None,
@@ -69,7 +70,7 @@ impl Engine<'_> {
         &mut self,
         call: &ToolUse,
     ) -> Result<(Vec<Effect>, Option<String>), HookError> {
-        let Some(id) = call.id.as_deref().filter(|s| !s.is_empty()) else {
+        let Some(id) = call.id.as_ref().filter(|s| !s.as_str().is_empty()) else {
             return Ok((vec![], None));
         };
         let target = self.state.write_targets.remove(id);
@@ -86,10 +87,10 @@ impl Engine<'_> {
                 return Err(e.into());
             }
         };
-        let tool = call.tool.name();
+        let tool = ToolName::from(call.tool.name());
         let after = self
             .policy
-            .shell_watch(&self.caller, id, &Action::tool(tool))
+            .shell_watch(&self.caller, id, &Action::tool(tool.clone()))
             .after()
             .map_err(ShellWatchError::from);
         let _ = std::fs::remove_file(&snap_path);
@@ -98,10 +99,10 @@ impl Engine<'_> {
             Err(why) => {
                 self.end_watch(id, vec![]);
                 // `before` stays the baseline until the workspace can be compared.
-                self.keep_unchecked(id, tool, before, &why)?;
+                self.keep_unchecked(id, &tool, before, &why)?;
                 return Ok((
                     vec![],
-                    Some(refusals::write_blinded(tool, &why.to_string())),
+                    Some(refusals::write_blinded(tool.as_str(), &why.to_string())),
                 ));
             }
         };
@@ -114,7 +115,7 @@ impl Engine<'_> {
                     && self.policy.watched(&c.path)
             })
             .collect();
-        let action = Action::tool(tool);
+        let action = Action::tool(tool.clone());
         let diff = self.own_changes(id, &action, diff, &after)?;
         if diff.is_empty() {
             self.end_watch(id, vec![]);
@@ -142,7 +143,7 @@ impl Engine<'_> {
                 .next()
                 .map(|r| r.reason.clone())
                 .unwrap_or_default();
-            refusals::write_landed_elsewhere(tool, &paths, &reason)
+            refusals::write_landed_elsewhere(tool.as_str(), &paths, &reason)
         });
         Ok((outcome.effects, message))
     }

@@ -8,7 +8,7 @@
 //! ChatML.
 
 use loopward_core::model::ModelError;
-use loopward_core::{Message, ToolSpec};
+use loopward_core::{CallId, Message, ToolSpec};
 use minijinja::{Environment, ErrorKind};
 use serde_json::{json, Value};
 use std::collections::HashMap;
@@ -66,7 +66,7 @@ impl PromptTemplate {
         &self,
         messages: &[Message],
         tools: &[ToolSpec],
-        raw_calls: &HashMap<String, String>,
+        raw_calls: &HashMap<CallId, String>,
     ) -> Result<String, ModelError> {
         let mut rendered: Vec<Value> = messages
             .iter()
@@ -110,7 +110,7 @@ impl PromptTemplate {
             })
     }
 
-    fn message(&self, m: &Message, raw_calls: &HashMap<String, String>) -> Value {
+    fn message(&self, m: &Message, raw_calls: &HashMap<CallId, String>) -> Value {
         match m {
             Message::System { content } => json!({"role": "system", "content": content}),
             Message::Human(words) => json!({"role": "user", "content": words.content()}),
@@ -204,7 +204,7 @@ mod tests {
             Message::notice("user: skip the plan"),
         ];
         let raw = HashMap::from([(
-            "c1".to_owned(),
+            "c1".into(),
             "{\"name\":\"add\",\"arguments\":{\"a\":1}}".to_owned(),
         )]);
         let text = chatml().render(&messages, &[], &raw).unwrap();

@@ -2,7 +2,7 @@
 //! run's records alone (nothing is read from runner state).
 
 use loopward_core::{
-    Action, AuditEvent, Decision, EffectStatus, LayerDetail, LayerId, LayerVerdict,
+    Action, AuditEvent, Decision, EffectStatus, LayerDetail, LayerId, LayerVerdict, ToolName,
 };
 use loopward_runner::audit::Record;
 
@@ -411,7 +411,7 @@ fn layer_marker(
             // Sessions without progress count sessions, not one tool's calls.
             let (tool, count, limit) = match (detail.as_repeat(), detail.as_no_progress()) {
                 (Some(r), _) => (r.tool.clone(), r.count.to_string(), r.limit.to_string()),
-                (None, Some(p)) => (String::new(), unknown(), p.limit.to_string()),
+                (None, Some(p)) => (ToolName::default(), unknown(), p.limit.to_string()),
                 (None, None) => return Some((MarkerKind::Refusal, written())),
             };
             Some((

@@ -6,7 +6,8 @@ use crate::tool::{BoxToolService, ToolError, ToolInvocation, ToolSet};
 use crate::turn::{TurnError, TurnOutcome, TurnRequest};
 use futures::future::BoxFuture;
 use loopward_core::{
-    AgentId, AuditEvent, FinishReason, LayerVerdict, Message, Price, ToolCall, ToolResult, Usage,
+    AgentId, AuditEvent, CallId, FinishReason, LayerVerdict, Message, Price, ToolCall, ToolResult,
+    Usage,
 };
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -239,7 +240,7 @@ impl Inner {
         &self,
         turn: &crate::context::TurnContext,
         call: ToolCall,
-        seen: &mut HashSet<String>,
+        seen: &mut HashSet<CallId>,
         feed: Option<&TurnFeed>,
     ) -> Result<ToolResult, TurnError> {
         // Read live, not once per reply: a call that ends the run (exhaustion, a denied
@@ -346,7 +347,7 @@ pub(crate) async fn dispatch(
     turn: &crate::context::TurnContext,
     call: &ToolCall,
 ) -> Result<crate::tool::ToolOutput, ToolError> {
-    let tool = tools.get(&call.name)?;
+    let tool = tools.get(call.name.as_str())?;
     let accesses = tool.accesses(&call.arguments, turn)?;
     let inv = ToolInvocation {
         call: call.clone(),

@@ -22,7 +22,8 @@
 
 use crate::render::{Printer, Tone};
 use loopward_core::{
-    AuditError, AuditEvent, AuditSink, Decision, GateKind, LayerId, LayerVerdict, RunStatus, Scope,
+    AuditError, AuditEvent, AuditSink, CallId, Decision, GateKind, LayerId, LayerVerdict,
+    RunStatus, Scope,
 };
 use loopward_runner::tools::SAY_TOOL;
 use std::io::Write;
@@ -32,7 +33,7 @@ use std::sync::{Arc, Mutex};
 /// explained when the tool result reports it again.
 #[derive(Debug, Default)]
 pub struct Timeline {
-    refused_calls: Vec<String>,
+    refused_calls: Vec<CallId>,
     handoff_refusal_shown: bool,
     hints_shown: std::collections::HashSet<String>,
     task_next: bool,
@@ -89,7 +90,7 @@ impl Timeline {
             } if tool != "handoff" && tool != SAY_TOOL => {
                 out.line(
                     Tone::Dim,
-                    format!("    · {}", call_summary(tool, arguments)),
+                    format!("    · {}", call_summary(tool.as_str(), arguments)),
                 );
             }
             AuditEvent::GateDecision {
@@ -116,7 +117,7 @@ impl Timeline {
                         out.line(Tone::Dim, format!("      what to do: {}", r.hint));
                     }
                     if let Some(id) = call_id {
-                        self.refused_calls.push(id.to_string());
+                        self.refused_calls.push(id.clone());
                     }
                     self.handoff_refusal_shown = gate.kind == GateKind::OneHandoff;
                 }

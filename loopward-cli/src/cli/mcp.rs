@@ -106,7 +106,7 @@ impl ServerHandler for Relayed {
                     serde_json::Value::Object(o) => o,
                     _ => serde_json::Map::new(),
                 };
-                Tool::new(t.name, t.description, Arc::new(schema))
+                Tool::new(t.name.to_string(), t.description, Arc::new(schema))
             })
             .collect();
         Ok(ListToolsResult::with_all_items(tools))

@@ -2,7 +2,7 @@
 //! calls (no tool runs) and the recorded answers of interactive stop-gates.
 
 use futures::future::BoxFuture;
-use loopward_core::{AuditEvent, EffectKind, EffectStatus, LayerId, LayerVerdict, Scope};
+use loopward_core::{AuditEvent, CallId, EffectKind, EffectStatus, LayerId, LayerVerdict, Scope};
 use loopward_runner::layers::stopgate::{Answer, ApprovalRequest, Approver, GatedAction};
 use loopward_runner::tool::{ToolError, ToolInvocation, ToolOutput};
 use std::collections::{HashMap, VecDeque};
@@ -31,7 +31,7 @@ struct Execution {
 /// that can reach the host (only [`RUN_STATE_TOOLS`]).
 #[derive(Clone, Debug, Default)]
 pub(super) struct RecordedTools {
-    runs: Arc<Mutex<HashMap<String, VecDeque<Execution>>>>,
+    runs: Arc<Mutex<HashMap<CallId, VecDeque<Execution>>>>,
 }
 
 impl RecordedTools {
@@ -41,12 +41,12 @@ impl RecordedTools {
     /// one per part of a resumed run, from that part's records only: a call that part did not
     /// start has no result there.
     pub(super) fn from_records(records: &[(Scope, AuditEvent)]) -> Self {
-        let mut runs: HashMap<String, VecDeque<Execution>> = HashMap::new();
+        let mut runs: HashMap<CallId, VecDeque<Execution>> = HashMap::new();
         // The call under way: its id, the writes reverted, the paths the watch judged.
-        let mut open: Option<(String, Vec<String>, Vec<String>)> = None;
+        let mut open: Option<(CallId, Vec<String>, Vec<String>)> = None;
         let interrupted =
-            |runs: &mut HashMap<String, VecDeque<Execution>>,
-             open: Option<(String, Vec<String>, Vec<String>)>| {
+            |runs: &mut HashMap<CallId, VecDeque<Execution>>,
+             open: Option<(CallId, Vec<String>, Vec<String>)>| {
                 if let Some((id, mut violations, judged)) = open {
                     violations.extend(
                         judged
@@ -82,7 +82,7 @@ impl RecordedTools {
                     path: Some(path),
                     ..
                 } => {
-                    if let Some((_, _, judged)) = open.as_mut().filter(|(o, _, _)| **o == **id) {
+                    if let Some((_, _, judged)) = open.as_mut().filter(|(o, _, _)| o == id) {
                         judged.push(path.to_string());
                     }
                 }
@@ -94,7 +94,7 @@ impl RecordedTools {
                     output,
                     ..
                 } => {
-                    if let Some((id, violations, _)) = open.take_if(|(id, _, _)| id == call_id) {
+                    if let Some((id, violations, _)) = open.take_if(|(id, _, _)| *id == *call_id) {
                         runs.entry(id).or_default().push_back(Execution {
                             content: output.clone().unwrap_or_else(|| summary.clone()),
                             is_error: *is_error,

@@ -46,7 +46,7 @@ turns_per_run = 2
 #[derive(Debug)]
 struct Gated {
     agent: String,
-    tool: String,
+    tool: loopward_core::ToolName,
     arguments: serde_json::Value,
     /// The territory gate's decision on it.
     territory: Option<Decision>,
@@ -57,7 +57,7 @@ struct Gated {
 /// Every requested tool call of `run`, with the territory gate's decision and its effects.
 fn gated_calls(dir: &Path, run: &str) -> Vec<Gated> {
     let events = ledger::events(&dir.join("runs").join(run)).unwrap();
-    let mut calls: Vec<(String, Gated)> = vec![];
+    let mut calls: Vec<(loopward_core::CallId, Gated)> = vec![];
     for (scope, e) in events {
         match e {
             AuditEvent::ToolRequested {
@@ -83,7 +83,7 @@ fn gated_calls(dir: &Path, run: &str) -> Vec<Gated> {
                 decision,
                 ..
             } if &*gate.name == "territory:builder" => {
-                if let Some((_, c)) = calls.iter_mut().find(|(c, _)| **c == *id) {
+                if let Some((_, c)) = calls.iter_mut().find(|(c, _)| *c == id) {
                     c.territory = Some(decision);
                 }
             }

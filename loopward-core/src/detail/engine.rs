@@ -4,6 +4,7 @@
 //! Fields are declared in sorted order of their written names (the ledger's keys are sorted); a
 //! detail with an optional key it omits serialises by hand ([`sorted_map!`]) or skips it.
 
+use crate::call::{CallId, ToolName};
 use crate::id::AgentId;
 use crate::usage::Usage;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
@@ -25,7 +26,7 @@ pub struct ClassJumpDetail {
     /// The subtask.
     pub subtask: Arc<str>,
     /// The tool whose failed result was counted (with `source`).
-    pub tool: Option<Arc<str>>,
+    pub tool: Option<ToolName>,
 }
 
 impl ClassJumpDetail {
@@ -58,7 +59,7 @@ impl<'de> Deserialize<'de> for ClassJumpDetail {
             source: Option<String>,
             strategy: Arc<str>,
             subtask: Arc<str>,
-            tool: Option<Arc<str>>,
+            tool: Option<ToolName>,
         }
         let r = Raw::deserialize(d)?;
         Ok(Self {
@@ -82,7 +83,7 @@ impl Serialize for ClassJumpDetail {
             "source" => self.source,
             "strategy" => Some(&*self.strategy),
             "subtask" => Some(&*self.subtask),
-            "tool" => self.tool.as_deref(),
+            "tool" => self.tool.as_ref().map(ToolName::as_str),
         )
     }
 }
@@ -263,7 +264,7 @@ impl Serialize for RateLimitDetail {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RepeatDetail {
     /// The tool call.
-    pub call_id: String,
+    pub call_id: CallId,
     /// How many times this exact call was made in the run, this one included.
     pub count: u32,
     /// The SHA-256 of the tool and its canonical arguments.
@@ -271,7 +272,7 @@ pub struct RepeatDetail {
     /// How many identical calls are allowed.
     pub limit: u32,
     /// The tool.
-    pub tool: String,
+    pub tool: ToolName,
 }
 
 /// A timeout: `{agent}` of a model call, `{call_id, tool}` of a tool call, or neither for a turn;
@@ -283,12 +284,12 @@ pub struct TimeoutDetail {
     pub agent: Option<AgentId>,
     /// The tool call that timed out.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub call_id: Option<String>,
+    pub call_id: Option<CallId>,
     /// The limit, in milliseconds.
     pub limit_ms: u64,
     /// The tool of the call that timed out.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tool: Option<String>,
+    pub tool: Option<ToolName>,
 }
 
 /// A budget spent: `{budget, cost_micros, limit, usage, used}`.

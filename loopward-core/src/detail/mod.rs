@@ -43,6 +43,7 @@
 //! assert_eq!(typed.to_string(), text);
 //! ```
 
+use crate::call::CallId;
 use crate::layer_id::LayerId;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
@@ -219,9 +220,9 @@ impl LayerDetail {
     /// `call_id`, or a custom layer's `call_id` key.
     pub fn call_id(&self) -> Option<&str> {
         match self {
-            Self::Repeat(d) => Some(&d.call_id),
-            Self::Resume(d) => Some(&d.call_id),
-            Self::Timeout(d) => d.call_id.as_deref(),
+            Self::Repeat(d) => Some(d.call_id.as_str()),
+            Self::Resume(d) => Some(d.call_id.as_str()),
+            Self::Timeout(d) => d.call_id.as_ref().map(CallId::as_str),
             Self::Json(v) => v.get("call_id").and_then(serde_json::Value::as_str),
             _ => None,
         }

@@ -1,6 +1,7 @@
 //! The details the run itself writes at its boundaries: the inbox, resume, a person's stop, the
 //! policy version, and the hook events a Claude Code session shows.
 
+use crate::call::{CallId, ToolName};
 use serde::{Deserialize, Serialize};
 
 /// A file the inbox would not deliver: `{why}`.
@@ -14,9 +15,9 @@ pub struct InboxRefusedDetail {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ResumeDetail {
     /// The call.
-    pub call_id: String,
+    pub call_id: CallId,
     /// Its tool.
-    pub tool: String,
+    pub tool: ToolName,
 }
 
 /// A stop request refused: `{turns, why}`.

@@ -7,7 +7,7 @@ use super::cli_loop::StandIns;
 use super::{Act, Played, Stage, DEMO_EPOCH_MILLIS};
 use anyhow::{Context, Result};
 use loopward::ledger;
-use loopward_core::{AuditEvent, Decision, LayerId, LayerVerdict, RunStatus};
+use loopward_core::{AuditEvent, CallId, Decision, LayerId, LayerVerdict, RunStatus};
 use loopward_runner::model::fake::Script;
 use loopward_runner::ManualClock;
 use loopward_term::render::Tone;
@@ -176,9 +176,9 @@ async fn session_loop<W: Write + Send + 'static>(
 /// What one session did inside, from its hook ledger.
 struct Inside {
     /// The hook's refusals, by tool call: (call id, gate, reason).
-    refused: Vec<(String, String, String)>,
+    refused: Vec<(CallId, String, String)>,
     /// Paths written with the hook's leave, by tool call: (call id, path).
-    written: Vec<(String, String)>,
+    written: Vec<(CallId, String)>,
 }
 
 /// Each session of a loop: what its hook ledger (named in the loop's ledger, turn by turn)
@@ -223,7 +223,7 @@ fn sessions<W: Write + Send + 'static>(
                     ..
                 } => inside
                     .refused
-                    .push((id.to_string(), gate.to_string(), r.reason.clone())),
+                    .push((id.clone(), gate.to_string(), r.reason.clone())),
                 AuditEvent::ToolFinished {
                     call_id,
                     is_error: false,
@@ -232,7 +232,7 @@ fn sessions<W: Write + Send + 'static>(
                 } => inside.written.extend(
                     effects
                         .iter()
-                        .map(|e| (call_id.to_string(), e.path.to_string())),
+                        .map(|e| (call_id.clone(), e.path.to_string())),
                 ),
                 _ => {}
             }

@@ -18,7 +18,7 @@ use llama_cpp_2::sampling::LlamaSampler;
 use llama_cpp_2::token::LlamaToken;
 use llama_cpp_2::{send_logs_to_tracing, LogOptions};
 use loopward_core::model::{ChatRequest, ChatResponse, ModelError, StopReason};
-use loopward_core::{Message, ToolCall, Usage};
+use loopward_core::{CallId, Message, ToolCall, Usage};
 use std::collections::{HashMap, VecDeque};
 use std::io::Read;
 use std::num::NonZeroU32;
@@ -233,8 +233,8 @@ struct Engine<'m> {
     n_ctx: usize,
     slots: Vec<Slot>,
     /// Call id → the exact text the model generated for it.
-    raw_calls: HashMap<String, String>,
-    raw_order: VecDeque<String>,
+    raw_calls: HashMap<CallId, String>,
+    raw_order: VecDeque<CallId>,
     calls_made: u64,
     /// Jobs started so far (orders the slots by when they were last used).
     jobs_started: u64,

@@ -116,7 +116,7 @@ impl Engine<'_> {
             }),
             Ok(Reply::Call { name, arguments }) => {
                 self.calls_made += 1;
-                let id = format!("call_{}", self.calls_made);
+                let id = CallId::from(format!("call_{}", self.calls_made));
                 self.remember_raw(&id, answer.trim().to_owned());
                 Ok(ChatResponse {
                     content: String::new(),
@@ -191,9 +191,9 @@ impl Engine<'_> {
         })
     }
 
-    pub(super) fn remember_raw(&mut self, id: &str, raw: String) {
-        self.raw_calls.insert(id.to_owned(), raw);
-        self.raw_order.push_back(id.to_owned());
+    pub(super) fn remember_raw(&mut self, id: &CallId, raw: String) {
+        self.raw_calls.insert(id.clone(), raw);
+        self.raw_order.push_back(id.clone());
         while self.raw_order.len() > RAW_CALLS_KEPT {
             if let Some(old) = self.raw_order.pop_front() {
                 self.raw_calls.remove(&old);

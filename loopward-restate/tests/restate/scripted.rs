@@ -1,7 +1,7 @@
 //! The scripted models the workers serve: a reply that depends only on the request (the agent
 //! and how many replies it already has), so any worker gives the same reply at the same point.
 
-use loopward_core::{Message, ToolCall, Usage};
+use loopward_core::{CallId, Message, ToolCall, Usage};
 use loopward_runner::model::{BoxModelService, ChatRequest, ChatResponse, ModelError};
 use std::future::Future;
 
@@ -36,7 +36,7 @@ pub(crate) fn step(req: &ChatRequest) -> usize {
 }
 
 /// One tool call, as a scripted reply makes it.
-pub(crate) fn call(id: impl Into<String>, name: &str, arguments: serde_json::Value) -> ToolCall {
+pub(crate) fn call(id: impl Into<CallId>, name: &str, arguments: serde_json::Value) -> ToolCall {
     ToolCall {
         id: id.into(),
         name: name.into(),

@@ -23,7 +23,7 @@
 use super::record::Record;
 use loopward_core::LayerId;
 use loopward_core::{
-    AuditEvent, Decision, EffectStatus, GateKind, Handoff, RunStatus, TurnNumber, Usage,
+    AuditEvent, CallId, Decision, EffectStatus, GateKind, Handoff, RunStatus, TurnNumber, Usage,
     VerdictEffect,
 };
 use serde::Serialize;
@@ -202,7 +202,7 @@ pub struct RunFigures {
     pub egress: EgressFigures,
 }
 
-type CallKey = (Option<TurnNumber>, String);
+type CallKey = (Option<TurnNumber>, CallId);
 
 impl RunFigures {
     /// Folds a run's records (in ledger order) into its figures.
@@ -247,9 +247,9 @@ impl RunFigures {
                         Decision::Warn(_) => {
                             g.warned += 1;
                             if let Some(id) = call_id {
-                                warned.insert((r.turn, id.to_string()));
+                                warned.insert((r.turn, id.clone()));
                                 if gate.kind == GateKind::Territory {
-                                    territory_warned.insert((r.turn, id.to_string()));
+                                    territory_warned.insert((r.turn, id.clone()));
                                 }
                             }
                         }

@@ -5,7 +5,7 @@
 //! (a gate, a limit or the tool itself may refuse them). They are never a person's message.
 //!
 //! ```
-//! use loopward_core::{AgentId, AuditEvent};
+//! use loopward_core::{AgentId, AuditEvent, CallId};
 //! use loopward_runner::audit::Sayings;
 //! let builder = AgentId::new("builder").unwrap();
 //! let mut sayings = Sayings::default();
@@ -19,7 +19,7 @@
 //! ```
 
 use crate::tools::SAY_TOOL;
-use loopward_core::{AgentId, AuditEvent};
+use loopward_core::{AgentId, AuditEvent, CallId};
 use std::collections::HashMap;
 
 /// Words an agent said to the people watching its run (a `say` call that went through); an
@@ -50,7 +50,7 @@ impl std::fmt::Display for AgentSaid {
 #[derive(Clone, Debug, Default)]
 pub struct Sayings {
     /// The words of `say` calls requested and not yet ended, by call id.
-    asked: HashMap<String, String>,
+    asked: HashMap<CallId, String>,
 }
 
 impl Sayings {

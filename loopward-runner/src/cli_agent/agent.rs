@@ -245,7 +245,7 @@ impl Inner {
         let before = manifest.fingerprint();
         let fed = feed
             .as_deref()
-            .and_then(|f| f.find_call(SESSION, self.host.tool()));
+            .and_then(|f| f.find_call(&SESSION.into(), &self.host.tool().into()));
         // A session that ran before the loop was stopped changed the workspace before `before`
         // was taken: no evidence either way, so never a repeat.
         let before = match fed {
@@ -282,7 +282,10 @@ impl Inner {
         if let Some(out) = self.handed_off(&turn, feed.as_deref(), &session) {
             return Ok(out);
         }
-        let verdict = match feed.as_deref().and_then(|f| f.find_call(VERIFY, VERIFY)) {
+        let verdict = match feed
+            .as_deref()
+            .and_then(|f| f.find_call(&VERIFY.into(), &VERIFY.into()))
+        {
             Some(FedCall::Finished {
                 content, is_error, ..
             }) => Verdict {
@@ -392,7 +395,7 @@ impl Inner {
         }
         decide(LayerVerdict::Refused, detail)?;
         let notice = match &self.class_jump {
-            Some(cj) => Some(cj.observe_failure(turn, VERIFY)?.message()),
+            Some(cj) => Some(cj.observe_failure(turn, &VERIFY.into())?.message()),
             None => None,
         };
         let unchanged = before == after;

@@ -20,7 +20,7 @@ use super::process::CommandLine;
 use super::relay::{LoopServer, MCP_SERVER};
 use super::stream::{json_line, str_of, Parse, SessionEvent, StreamError};
 use super::CliAgentError;
-use loopward_core::{ToolCall, Usage};
+use loopward_core::{CallId, ToolCall, Usage};
 use serde_json::{json, Value};
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -192,7 +192,7 @@ impl CodexParser {
 
     /// An item Codex finished: a tool call and its result, or the agent's text.
     fn item(&mut self, item: &Value) -> Result<Vec<SessionEvent>, String> {
-        let id = str_of(&item["id"]);
+        let id = CallId::from(str_of(&item["id"]));
         let status = item["status"].as_str().unwrap_or("completed");
         let (name, args, failed, content) = match item["type"].as_str().unwrap_or_default() {
             "agent_message" => {
@@ -244,7 +244,7 @@ impl CodexParser {
         };
         self.session.calls.push(ToolCall {
             id: id.clone(),
-            name,
+            name: name.into(),
             arguments: args,
         });
         Ok(vec![SessionEvent::ToolResult {
@@ -428,7 +428,7 @@ mod tests {
         assert_eq!(tool_calls[0].name, "mcp__loopward__handoff");
         assert_eq!(tool_calls[0].arguments, json!({"to": "builder"}));
         assert_eq!(
-            crate::gates::Host::Codex.relayed_tool(&tool_calls[0].name),
+            crate::gates::Host::Codex.relayed_tool(tool_calls[0].name.as_str()),
             Some("handoff")
         );
     }

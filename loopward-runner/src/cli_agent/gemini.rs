@@ -208,8 +208,8 @@ impl Parse for GeminiParser {
                     self.session.text.push('\n');
                 }
                 self.session.calls.push(ToolCall {
-                    id: str_of(&v["tool_id"]),
-                    name: str_of(&v["tool_name"]),
+                    id: str_of(&v["tool_id"]).into(),
+                    name: str_of(&v["tool_name"]).into(),
                     arguments: v["parameters"].clone(),
                 });
             }
@@ -220,7 +220,7 @@ impl Parse for GeminiParser {
                     None => str_of(&v["error"]["message"]),
                 };
                 out.push(SessionEvent::ToolResult {
-                    call_id: str_of(&v["tool_id"]),
+                    call_id: str_of(&v["tool_id"]).into(),
                     is_error,
                     content,
                 });

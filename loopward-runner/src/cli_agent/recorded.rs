@@ -62,7 +62,7 @@ impl RecordedSessions {
                 }
                 // A call the session made over MCP is run again through the gates.
                 AuditEvent::ToolRequested { call_id, .. }
-                    if call_id.starts_with(super::relay::CALL_PREFIX) =>
+                    if call_id.as_str().starts_with(super::relay::CALL_PREFIX) =>
                 {
                     true
                 }
@@ -180,7 +180,7 @@ impl Inner {
                     call_id,
                     tool,
                     arguments,
-                } if call_id.starts_with(super::relay::CALL_PREFIX) => {
+                } if call_id.as_str().starts_with(super::relay::CALL_PREFIX) => {
                     let call = loopward_core::ToolCall {
                         id: call_id.clone(),
                         name: tool.clone(),

@@ -373,8 +373,8 @@ impl Relay {
             super::changes::written(turn, changes)?;
         }
         let call = ToolCall {
-            id: format!("{CALL_PREFIX}{n}"),
-            name,
+            id: format!("{CALL_PREFIX}{n}").into(),
+            name: name.into(),
             arguments,
         };
         let (content, is_error) = self.tools.call(turn, call).await?;

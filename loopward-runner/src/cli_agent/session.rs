@@ -352,7 +352,7 @@ impl Inner {
                 let host = self.host.host();
                 let judged = tool_calls
                     .iter()
-                    .filter(|c| host.relayed_tool(&c.name).is_none());
+                    .filter(|c| host.relayed_tool(c.name.as_str()).is_none());
                 *hooked += u32::try_from(judged.count()).unwrap_or(u32::MAX);
                 turn.record_owned(AuditEvent::ModelCall {
                     cost_micros: None,

@@ -7,7 +7,7 @@
 //! clear error instead of being half-understood.
 
 use super::pin::Pin;
-use loopward_core::{ToolCall, Usage};
+use loopward_core::{CallId, ToolCall, Usage};
 use serde_json::Value;
 
 /// One thing a session's stream said, in order.
@@ -36,7 +36,7 @@ pub enum SessionEvent {
     /// A tool call's result as the client gave it back to the model.
     ToolResult {
         /// The tool call's id.
-        call_id: String,
+        call_id: CallId,
         /// Whether the client marked it an error (a hook's refusal is one).
         is_error: bool,
         /// Its text.
@@ -174,8 +174,8 @@ impl StreamParser {
                             text.push_str(block["text"].as_str().unwrap_or_default());
                         }
                         "tool_use" => tool_calls.push(ToolCall {
-                            id: str_of(&block["id"]),
-                            name: str_of(&block["name"]),
+                            id: str_of(&block["id"]).into(),
+                            name: str_of(&block["name"]).into(),
                             arguments: block["input"].clone(),
                         }),
                         "thinking" | "redacted_thinking" => {}
@@ -189,7 +189,7 @@ impl StreamParser {
                 for block in content.as_array().into_iter().flatten() {
                     if block["type"] == "tool_result" {
                         out.push(SessionEvent::ToolResult {
-                            call_id: str_of(&block["tool_use_id"]),
+                            call_id: str_of(&block["tool_use_id"]).into(),
                             is_error: block["is_error"] == true,
                             content: result_text(&block["content"]),
                         });

@@ -1,7 +1,7 @@
 //! Serving the proxy: one task per connection, one decision per connection.
 
 use super::EgressPolicy;
-use loopward_core::{AuditError, AuditEvent};
+use loopward_core::{AuditError, AuditEvent, CallId};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -52,7 +52,7 @@ pub async fn serve(
     listener: TcpListener,
     policy: Arc<EgressPolicy>,
     recorder: Recorder,
-    call_id: Option<String>,
+    call_id: Option<CallId>,
 ) {
     let own = listener.local_addr().ok();
     let mut tasks = tokio::task::JoinSet::new();
@@ -136,7 +136,7 @@ async fn handle(
     mut client: TcpStream,
     policy: &EgressPolicy,
     recorder: &Recorder,
-    call_id: Option<String>,
+    call_id: Option<CallId>,
     own: Option<std::net::SocketAddr>,
 ) -> std::io::Result<()> {
     let (head, rest) = match tokio::time::timeout(WAIT, read_head(&mut client)).await {

@@ -12,7 +12,7 @@ use super::watch::Contained;
 use crate::layers::from_fn::NextTool;
 use crate::sandbox::{Confinement, ConfinementSlot, Planned, Protected};
 use crate::tool::{ToolError, ToolInvocation, ToolOutput};
-use loopward_core::{Action, AgentId};
+use loopward_core::{Action, AgentId, CallId};
 use std::sync::Arc;
 
 impl Policy {
@@ -24,7 +24,7 @@ impl Policy {
     ) -> Result<ToolOutput, ToolError> {
         let turn = inv.turn.clone();
         let call_id = inv.call.id.clone();
-        let action = Action::tool(inv.call.name.as_str());
+        let action = Action::tool(inv.call.name.clone());
         let agent = turn.agent().clone();
         let watch = self.shell_watch(&agent, &call_id, &action);
         let mut record = |e: &loopward_core::AuditEvent| turn.record(e);
@@ -80,7 +80,7 @@ impl Policy {
                 // Blinded: the record from before stays the baseline (see `unchecked.rs`).
                 let unchecked = Unchecked {
                     before,
-                    call_id: call_id.to_string(),
+                    call_id: call_id.clone(),
                     agent: agent.clone(),
                     tool: tool_name,
                     path: why.path().to_string(),
@@ -147,13 +147,13 @@ pub(super) async fn blocking<T: Send + 'static>(
     step: impl FnOnce(super::ShellWatch<'_>) -> T + Send + 'static,
     policy: &Policy,
     agent: &AgentId,
-    call_id: &str,
+    call_id: &CallId,
     action: &Action,
 ) -> T {
     let (policy, agent, call_id, action) = (
         policy.clone(),
         agent.clone(),
-        call_id.to_string(),
+        call_id.clone(),
         action.clone(),
     );
     let run = move || step(policy.shell_watch(&agent, &call_id, &action));

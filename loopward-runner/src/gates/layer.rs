@@ -126,7 +126,7 @@ impl Policy {
             .iter()
             .any(|a| matches!(a, Access::Exec) || !a.written_paths().is_empty())
         {
-            let action = Action::tool(inv.call.name.as_str());
+            let action = Action::tool(inv.call.name.clone());
             self.settle_unchecked(&inv.turn, &inv.call.id, &action)
                 .await?;
         }
@@ -140,7 +140,7 @@ impl Policy {
         let turn = inv.turn.clone();
         let agent = turn.agent().clone();
         // Made once: every decision on the call shares it.
-        let action = Action::tool(inv.call.name.as_str());
+        let action = Action::tool(inv.call.name.clone());
         // The turn's effects arm the review gates, which judge handoffs only: copied for one.
         let hands_off = inv
             .accesses

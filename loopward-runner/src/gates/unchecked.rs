@@ -29,7 +29,8 @@ use super::snapshot::{MemoryStore, Snapshot};
 use crate::context::TurnContext;
 use crate::tool::ToolError;
 use loopward_core::{
-    Action, AgentId, AuditEvent, Decision, GateId, GateKind, GateMode, Refusal, Remedy,
+    Action, AgentId, AuditEvent, CallId, Decision, GateId, GateKind, GateMode, Refusal, Remedy,
+    ToolName,
 };
 use serde::{Deserialize, Serialize};
 use std::sync::{Arc, Mutex};
@@ -44,11 +45,11 @@ pub struct Unchecked {
     /// The record taken before the call (its kept contents are in the adapter's store).
     pub before: Snapshot,
     /// The call's id.
-    pub call_id: String,
+    pub call_id: CallId,
     /// Whose call it was.
     pub agent: AgentId,
     /// Its tool (`shell`, `Bash`, `Write`, …).
-    pub tool: String,
+    pub tool: ToolName,
     /// The workspace path that made the comparison fail (`.`: the workspace itself).
     pub path: String,
     /// Why it failed.
@@ -126,7 +127,7 @@ impl Policy {
     pub(super) async fn settle_unchecked(
         &self,
         turn: &TurnContext,
-        call_id: &str,
+        call_id: &CallId,
         action: &Action,
     ) -> Result<(), ToolError> {
         // Looked up, not made: a run that was never blinded pays one map lookup a call.
@@ -136,7 +137,7 @@ impl Policy {
         let Some((unchecked, store)) = slot.take() else {
             return Ok(());
         };
-        let action_of = Action::tool(unchecked.tool.as_str());
+        let action_of = Action::tool(unchecked.tool.clone());
         let watch = self.shell_watch(&unchecked.agent, &unchecked.call_id, &action_of);
         let (agent, id) = (unchecked.agent.clone(), unchecked.call_id.clone());
         let now = super::exec::blocking(|w| w.after(), self, &agent, &id, &action_of).await;
@@ -148,7 +149,7 @@ impl Policy {
                 record_all(
                     turn,
                     &[AuditEvent::GateDecision {
-                        call_id: Some(call_id.into()),
+                        call_id: Some(call_id.clone()),
                         gate: GateId::of(GateKind::ShellWatch),
                         mode: GateMode::Enforce,
                         action: action.clone(),

@@ -7,7 +7,8 @@ use super::snapshot::{Change, ContentStore, Snapshot, SnapshotError};
 use crate::clock::Clock;
 use crate::sandbox::{kernel_support, SandboxError, SandboxMode};
 use loopward_core::{
-    Action, AgentId, AuditError, AuditEvent, Decision, GateId, GateKind, GateMode, Refusal, Remedy,
+    Action, AgentId, AuditError, AuditEvent, CallId, Decision, GateId, GateKind, GateMode, Refusal,
+    Remedy,
 };
 
 /// Where a watch records its events, in order: the runner's turn, a hook's session ledger.
@@ -40,7 +41,7 @@ pub type Record<'r> = dyn FnMut(&AuditEvent) -> Result<(), AuditError> + 'r;
 /// exists on the policy's [`Host`](super::Host).
 ///
 /// ```
-/// use loopward_core::{Action, AgentId, AuditEvent};
+/// use loopward_core::{Action, AgentId, AuditEvent, CallId};
 /// use loopward_runner::{gates::{Contained, MemoryStore, Policy, PolicyConfig}, SystemClock, Workspace};
 /// let dir = tempfile::tempdir().unwrap();
 /// let cfg = PolicyConfig::from_toml(r#"
@@ -53,7 +54,8 @@ pub type Record<'r> = dyn FnMut(&AuditEvent) -> Result<(), AuditError> + 'r;
 /// let policy = Policy::from_config(&cfg, Workspace::new(dir.path()).unwrap()).unwrap();
 /// std::fs::write(dir.path().join("plan.md"), "# Plan\n").unwrap();
 /// let (agent, action) = (AgentId::new("builder").unwrap(), Action::tool("shell"));
-/// let watch = policy.shell_watch(&agent, "c1", &action);
+/// let call = CallId::from("c1");
+/// let watch = policy.shell_watch(&agent, &call, &action);
 /// let mut events: Vec<AuditEvent> = vec![];
 /// let mut record = |e: &AuditEvent| { events.push(e.clone()); Ok(()) };
 /// let contained = watch.contain(|| Ok("a plan"), &mut record).unwrap().unwrap();
@@ -70,7 +72,7 @@ pub type Record<'r> = dyn FnMut(&AuditEvent) -> Result<(), AuditError> + 'r;
 pub struct ShellWatch<'a> {
     policy: &'a Policy,
     agent: &'a AgentId,
-    call_id: &'a str,
+    call_id: &'a CallId,
     action: &'a Action,
 }
 
@@ -101,7 +103,7 @@ impl Policy {
     pub fn shell_watch<'a>(
         &'a self,
         agent: &'a AgentId,
-        call_id: &'a str,
+        call_id: &'a CallId,
         action: &'a Action,
     ) -> ShellWatch<'a> {
         ShellWatch {
@@ -116,7 +118,7 @@ impl Policy {
 impl ShellWatch<'_> {
     fn decision(&self, gate: GateKind, mode: GateMode, decision: Decision) -> AuditEvent {
         AuditEvent::GateDecision {
-            call_id: Some(self.call_id.into()),
+            call_id: Some(self.call_id.clone()),
             gate: GateId::of(gate),
             mode,
             action: self.action.clone(),

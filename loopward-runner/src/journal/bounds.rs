@@ -9,7 +9,7 @@
 
 use super::{CallState, Journal, RecordedDecision, ResumePolicy, SprawlStep, Step};
 use crate::context::RunContext;
-use loopward_core::{AgentId, Effect, LayerId, Usage};
+use loopward_core::{AgentId, CallId, Effect, LayerId, Usage};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
@@ -48,7 +48,7 @@ pub(crate) struct FinishedTurn {
 #[derive(Debug)]
 pub(crate) struct Settled {
     pub(crate) agent: AgentId,
-    pub(crate) call: Option<String>,
+    pub(crate) call: Option<CallId>,
     pub(crate) decision: RecordedDecision,
 }
 
@@ -70,7 +70,7 @@ impl Resumed {
         // The unfinished turn runs its turn layers again, and the calls that go through the tool
         // stack again: their earlier decisions are taken again, so they are not counted here.
         let unfinished = turns.last().filter(|t| t.ended.is_none());
-        let rerun: BTreeSet<&str> = unfinished
+        let rerun: BTreeSet<&CallId> = unfinished
             .map(|t| {
                 t.steps
                     .iter()
@@ -80,27 +80,29 @@ impl Resumed {
                     })
                     .filter(|c| match c.state {
                         CallState::Requested => true,
-                        CallState::Started => c.handoff.is_none() && policy.retries(&c.tool),
+                        CallState::Started => {
+                            c.handoff.is_none() && policy.retries(c.tool.as_str())
+                        }
                         CallState::Finished { .. } => false,
                     })
-                    .map(|c| c.call_id.as_str())
+                    .map(|c| &c.call_id)
                     .collect()
             })
             .unwrap_or_default();
         // A call (or a turn's own layers) taken again in a later part of the run counts from
         // that part only: its last part stands.
-        let mut last_part: BTreeMap<(u32, Option<&str>), u32> = BTreeMap::new();
+        let mut last_part: BTreeMap<(u32, Option<&CallId>), u32> = BTreeMap::new();
         for d in &journal.decisions {
-            let part = last_part.entry((d.turn, d.call.as_deref())).or_default();
+            let part = last_part.entry((d.turn, d.call.as_ref())).or_default();
             *part = (*part).max(d.part);
         }
         let decisions = journal
             .decisions
             .iter()
-            .filter(|d| last_part[&(d.turn, d.call.as_deref())] == d.part)
+            .filter(|d| last_part[&(d.turn, d.call.as_ref())] == d.part)
             .filter(|d| {
                 let again = unfinished.is_some_and(|t| t.number == d.turn)
-                    && d.call.as_deref().is_none_or(|c| rerun.contains(c));
+                    && d.call.as_ref().is_none_or(|c| rerun.contains(&c));
                 !again
             })
             .map(|d| Settled {
@@ -109,10 +111,10 @@ impl Resumed {
                 decision: d.decision.clone(),
             })
             .collect();
-        let mut sprawl_part: BTreeMap<(u32, Option<&str>), u32> = BTreeMap::new();
+        let mut sprawl_part: BTreeMap<(u32, Option<&CallId>), u32> = BTreeMap::new();
         for s in &journal.sprawl {
             if let Some(turn) = s.turn {
-                let part = sprawl_part.entry((turn, s.call.as_deref())).or_default();
+                let part = sprawl_part.entry((turn, s.call.as_ref())).or_default();
                 *part = (*part).max(s.part);
             }
         }
@@ -124,8 +126,8 @@ impl Resumed {
                     return matches!(s.step, SprawlStep::Human).then_some(SettledSprawl::Human);
                 };
                 let again = unfinished.is_some_and(|t| t.number == turn)
-                    && s.call.as_deref().is_none_or(|c| rerun.contains(c));
-                if again || sprawl_part[&(turn, s.call.as_deref())] != s.part {
+                    && s.call.as_ref().is_none_or(|c| rerun.contains(&c));
+                if again || sprawl_part[&(turn, s.call.as_ref())] != s.part {
                     return None;
                 }
                 Some(match &s.step {

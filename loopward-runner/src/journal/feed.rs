@@ -2,7 +2,7 @@
 //! from here, in the order it took them, and goes live at the first step that is not here.
 
 use super::{CallState, RecordedDecision, RecordedReply, RecordedTurn, ResumePolicy, Step};
-use loopward_core::{Effect, Handoff, LayerVerdict};
+use loopward_core::{CallId, Effect, Handoff, LayerVerdict, ToolName};
 use std::collections::VecDeque;
 use std::sync::Mutex;
 
@@ -59,13 +59,13 @@ impl TurnFeed {
     }
 
     /// The recorded fate of call `id`, if the next step is that call.
-    pub(crate) fn take_call(&self, id: &str, tool: &str) -> Option<FedCall> {
+    pub(crate) fn take_call(&self, id: &CallId, tool: &ToolName) -> Option<FedCall> {
         let mut steps = self.steps();
         let Some(Step::Call(c)) = steps.front() else {
             steps.clear();
             return None;
         };
-        if c.call_id != id || c.tool != tool {
+        if c.call_id != *id || c.tool != *tool {
             steps.clear();
             return None;
         }
@@ -83,16 +83,18 @@ impl TurnFeed {
             CallState::Started if c.handoff.is_some() => {
                 FedCall::Interrupted { handoff: c.handoff }
             }
-            CallState::Started if self.policy.retries(tool) => FedCall::Again { retried: true },
+            CallState::Started if self.policy.retries(tool.as_str()) => {
+                FedCall::Again { retried: true }
+            }
             CallState::Started => FedCall::Interrupted { handoff: None },
         })
     }
 
     /// The recorded fate of call `id` of `tool`, wherever it is among the turn's steps (a CLI
     /// agent's session records model replies between its call's start and end).
-    pub(crate) fn find_call(&self, id: &str, tool: &str) -> Option<FedCall> {
+    pub(crate) fn find_call(&self, id: &CallId, tool: &ToolName) -> Option<FedCall> {
         let c = self.steps().iter().find_map(|s| match s {
-            Step::Call(c) if c.call_id == id && c.tool == tool => Some(c.clone()),
+            Step::Call(c) if c.call_id == *id && c.tool == *tool => Some(c.clone()),
             _ => None,
         })?;
         Some(match c.state {

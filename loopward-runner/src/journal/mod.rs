@@ -54,7 +54,9 @@ pub use settled::{settled_decisions, SettledDecision};
 pub(crate) use bounds::{Resumed, SettledSprawl};
 pub(crate) use feed::{FedCall, TurnFeed};
 
-use loopward_core::{AgentId, Effect, FinishReason, Handoff, RunId, RunStatus, ToolCall, Usage};
+use loopward_core::{
+    AgentId, CallId, Effect, FinishReason, Handoff, RunId, RunStatus, ToolCall, ToolName, Usage,
+};
 use std::collections::BTreeSet;
 
 /// The word the ledger writes for the decisions a resume records (`interrupted`, `retried`):
@@ -84,7 +86,7 @@ pub(crate) struct PastSprawl {
     pub(crate) part: u32,
     pub(crate) turn: Option<u32>,
     pub(crate) agent: Option<AgentId>,
-    pub(crate) call: Option<String>,
+    pub(crate) call: Option<CallId>,
     pub(crate) step: SprawlStep,
 }
 
@@ -109,7 +111,7 @@ pub(crate) struct PastDecision {
     pub(crate) part: u32,
     pub(crate) turn: u32,
     pub(crate) agent: AgentId,
-    pub(crate) call: Option<String>,
+    pub(crate) call: Option<CallId>,
     pub(crate) decision: RecordedDecision,
 }
 
@@ -148,8 +150,8 @@ pub(crate) struct RecordedReply {
 /// A tool call and how far it got.
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct RecordedCall {
-    pub(crate) call_id: String,
-    pub(crate) tool: String,
+    pub(crate) call_id: CallId,
+    pub(crate) tool: ToolName,
     pub(crate) state: CallState,
     pub(crate) effects: Vec<Effect>,
     pub(crate) handoff: Option<Handoff>,
@@ -212,7 +214,7 @@ impl Journal {
     }
 
     /// The calls of the last turn that started and never finished: the interrupted effects.
-    pub fn interrupted(&self) -> Vec<String> {
+    pub fn interrupted(&self) -> Vec<CallId> {
         self.turns
             .last()
             .filter(|t| t.ended.is_none())

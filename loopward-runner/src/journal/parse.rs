@@ -4,7 +4,7 @@ use super::{
     CallState, Journal, PastDecision, PastSprawl, RecordedCall, RecordedDecision, RecordedReply,
     RecordedTurn, SprawlStep, Step,
 };
-use loopward_core::{AuditEvent, GateKind, LayerId, RunId, Scope, Usage};
+use loopward_core::{AuditEvent, CallId, GateKind, LayerId, RunId, Scope, ToolName, Usage};
 
 /// A ledger that cannot be read as a journal.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -231,7 +231,7 @@ impl Parser {
                     part: self.part,
                     turn: scope.turn.map(|t| t.0),
                     agent: scope.agent.clone(),
-                    call: call_id.as_deref().map(str::to_string),
+                    call: call_id.clone(),
                     step: SprawlStep::Fired,
                 });
             }
@@ -290,12 +290,12 @@ impl Parser {
 
     /// The last call of the current turn with this id that has not finished (a call resumed
     /// after a pause finishes a second time: its last result stands).
-    fn call(&mut self, id: &str) -> Option<&mut RecordedCall> {
+    fn call(&mut self, id: &CallId) -> Option<&mut RecordedCall> {
         let turn = self.turns.last_mut()?;
         let mut found = None;
         for step in turn.steps.iter_mut().rev() {
             if let Step::Call(c) = step {
-                if c.call_id == id {
+                if c.call_id == *id {
                     let open = !matches!(c.state, CallState::Finished { .. }) || c.paused;
                     if open {
                         return Some(c);
@@ -318,7 +318,7 @@ impl Parser {
 
 /// The (old, new) pair an `edit_file` call's arguments replace: one replacement repeated across
 /// files is one unit of work for the sprawl gate.
-fn replacement(tool: &str, arguments: &serde_json::Value) -> Vec<(String, String)> {
+fn replacement(tool: &ToolName, arguments: &serde_json::Value) -> Vec<(String, String)> {
     if tool != "edit_file" {
         return vec![];
     }

@@ -24,7 +24,7 @@
 
 use super::Resumed;
 use crate::context::RunContext;
-use loopward_core::{AgentId, LayerId, LayerVerdict};
+use loopward_core::{AgentId, CallId, LayerId, LayerVerdict};
 
 /// A layer decision the run had settled before it was resumed.
 #[derive(Clone, Debug, PartialEq)]
@@ -33,7 +33,7 @@ pub struct SettledDecision {
     /// The agent whose turn (or call) it was taken in.
     pub agent: AgentId,
     /// The tool call it was taken on, when it was taken inside one.
-    pub call_id: Option<String>,
+    pub call_id: Option<CallId>,
     /// What was decided.
     pub verdict: LayerVerdict,
     /// Its figures, as recorded.

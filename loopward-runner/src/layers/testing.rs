@@ -7,7 +7,7 @@ use crate::context::{RunContext, TurnContext};
 use crate::tool::{Access, Tool, ToolError, ToolInvocation, ToolOutput};
 use crate::workspace::Workspace;
 use futures::future::BoxFuture;
-use loopward_core::{AgentId, RunId, ToolCall, ToolSpec, TurnNumber};
+use loopward_core::{AgentId, RunId, ToolCall, ToolName, ToolSpec, TurnNumber};
 use std::path::Path;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
@@ -47,7 +47,7 @@ pub fn turn(run: &RunContext, agent: &str, n: u32) -> TurnContext {
 /// A tool that answers "ok" and counts its calls. Clones share the count.
 #[derive(Clone, Debug)]
 pub struct Probe {
-    name: String,
+    name: ToolName,
     calls: Arc<AtomicU32>,
 }
 

@@ -44,7 +44,7 @@
 
 use super::{estimate_tokens, ChatRequest, ChatResponse, ModelError, StopReason};
 use futures::future::{ready, Ready};
-use loopward_core::{AgentId, Message, ToolCall, Usage};
+use loopward_core::{AgentId, CallId, Message, ToolCall, ToolName, Usage};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
@@ -74,9 +74,9 @@ pub struct ScriptedReply {
 pub struct ScriptedCall {
     /// Call id (default: `call-<agent>-<reply>-<index>`).
     #[serde(default)]
-    pub id: Option<String>,
+    pub id: Option<CallId>,
     /// The tool's name.
-    pub name: String,
+    pub name: ToolName,
     /// Its arguments.
     #[serde(default = "empty_object")]
     pub arguments: serde_json::Value,
@@ -232,7 +232,7 @@ impl FakeModel {
                 id: c
                     .id
                     .clone()
-                    .unwrap_or_else(|| format!("call-{}-{step}-{}", req.agent, i + 1)),
+                    .unwrap_or_else(|| format!("call-{}-{step}-{}", req.agent, i + 1).into()),
                 name: c.name.clone(),
                 arguments: c.arguments.clone(),
             })

@@ -1,7 +1,7 @@
 //! Errors of a tool call. Every one becomes an error result the model reads in the same turn.
 
 use crate::workspace::PathError;
-use loopward_core::{AuditError, Refusal};
+use loopward_core::{AuditError, Refusal, ToolName};
 
 /// Why a tool call did not succeed. The `Display` text is what the model reads.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -10,8 +10,8 @@ pub enum ToolError {
     /// The model named a tool that does not exist.
     #[error("there is no tool named {name:?}; available tools: {available}")]
     UnknownTool {
-        /// The name given.
-        name: String,
+        /// The name given (its first 80 characters).
+        name: ToolName,
         /// The tools that exist, comma-separated.
         available: String,
     },
@@ -21,7 +21,7 @@ pub enum ToolError {
     )]
     BadArguments {
         /// The tool.
-        tool: String,
+        tool: ToolName,
         /// What is wrong.
         why: String,
     },

@@ -1,14 +1,14 @@
 //! A named set of tools.
 
 use super::{Tool, ToolError};
-use loopward_core::ToolSpec;
+use loopward_core::{ToolName, ToolSpec};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 /// The tools one agent may call, by name.
 #[derive(Clone, Default)]
 pub struct ToolSet {
-    tools: BTreeMap<String, Arc<dyn Tool>>,
+    tools: BTreeMap<ToolName, Arc<dyn Tool>>,
 }
 
 impl ToolSet {
@@ -34,14 +34,14 @@ impl ToolSet {
             .get(name)
             .cloned()
             .ok_or_else(|| ToolError::UnknownTool {
-                name: name.chars().take(80).collect(),
+                name: name.chars().take(80).collect::<String>().into(),
                 available: self.names().join(", "),
             })
     }
 
     /// Tool names, sorted.
     pub fn names(&self) -> Vec<String> {
-        self.tools.keys().cloned().collect()
+        self.tools.keys().map(ToString::to_string).collect()
     }
 
     /// Specs to show the model, sorted by name.

@@ -90,7 +90,7 @@ impl Tool for HandoffTool {
                         );
                         inv.turn
                             .record_owned(AuditEvent::GateDecision {
-                                call_id: Some(inv.call.id.as_str().into()),
+                                call_id: Some(inv.call.id.clone()),
                                 gate: loopward_core::GateId::of(loopward_core::GateKind::OneHandoff),
                                 mode: GateMode::Enforce,
                                 action: Action::Handoff(to.clone()),

@@ -92,7 +92,7 @@ fn crash_child_appends_until_killed() {
         let event = match i % 3 {
             0 => decision(),
             1 => AuditEvent::ToolRequested {
-                call_id: format!("c{i}"),
+                call_id: format!("c{i}").into(),
                 tool: "write_file".into(),
                 arguments: json!({"path": "x.txt", "content": "x".repeat(size)}),
             },

@@ -30,7 +30,7 @@ pub fn test_gate(mode: GateMode, rule: Rule, inner: BoxToolService) -> BoxToolSe
         let (rule, inner) = (rule.clone(), inner.clone());
         async move {
             let path = inv.call.arguments.get("path").and_then(|p| p.as_str());
-            let decision = rule(inv.turn.agent().as_str(), &inv.call.name, path);
+            let decision = rule(inv.turn.agent().as_str(), inv.call.name.as_str(), path);
             if let Some(decision) = decision {
                 if let Decision::Override { id, reason } = &decision {
                     inv.turn
@@ -44,10 +44,10 @@ pub fn test_gate(mode: GateMode, rule: Rule, inner: BoxToolService) -> BoxToolSe
                 }
                 inv.turn
                     .record(&AuditEvent::GateDecision {
-                        call_id: Some(inv.call.id.as_str().into()),
+                        call_id: Some(inv.call.id.clone()),
                         gate: loopward_core::GateId::of(loopward_core::GateKind::Territory),
                         mode,
-                        action: loopward_core::Action::tool(inv.call.name.as_str()),
+                        action: loopward_core::Action::tool(inv.call.name.clone()),
                         path_raw: path.map(Into::into),
                         source: None,
                         path: path.map(Into::into),

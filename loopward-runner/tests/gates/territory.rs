@@ -1,7 +1,7 @@
 //! Territories and control files: deny by default, judged at the canonical landing path.
 
 use super::support::*;
-use loopward_core::{AuditEvent, Decision, GateMode, Person};
+use loopward_core::{AuditEvent, CallId, Decision, GateMode, Person};
 use loopward_runner::tool::ToolError;
 use std::os::unix::fs::symlink;
 
@@ -342,9 +342,10 @@ fn a_calls_decisions_share_its_id_action_and_paths_and_a_gate_its_name() {
         from: ws.resolve("src/a.rs").unwrap(),
         to: ws.resolve("src/b.rs").unwrap(),
     }];
+    let c1 = CallId::from("c1");
     let decide = || {
         let mut ask = Ask::new(&builder, &action, &accesses, &clock);
-        ask.call_id = Some("c1");
+        ask.call_id = Some(&c1);
         let j = policy.judge(&ask, &mut SprawlTracker::default());
         assert!(j.permits(), "{:?}", j.denial);
         j.events
@@ -373,11 +374,14 @@ fn a_calls_decisions_share_its_id_action_and_paths_and_a_gate_its_name() {
         panic!("one decision per end of the rename: {first:?}");
     };
     let name = |a: &Action| match a {
-        Action::Tool(name) => Arc::clone(name),
+        Action::Tool(name) => name.clone(),
         other => panic!("{other:?}"),
     };
-    assert!(Arc::ptr_eq(&name(a1), &name(a2)), "one action per call");
-    assert!(Arc::ptr_eq(id1, id2), "one id per call");
+    assert!(
+        std::ptr::eq(name(a1).as_str(), name(a2).as_str()),
+        "one action per call"
+    );
+    assert!(std::ptr::eq(id1.as_str(), id2.as_str()), "one id per call");
     assert!(
         Arc::ptr_eq(gate1, gate2) && Arc::ptr_eq(gate1, &again[0].2),
         "one name per gate"

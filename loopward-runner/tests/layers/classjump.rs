@@ -348,7 +348,12 @@ async fn failure_evidence_seeded_from_the_ledger_goes_on_counting_in_another_pro
         })
         .unwrap();
         (0..4)
-            .map(|_| format!("{:?}", cj.observe_failure(&turn, "shell").unwrap().kind()))
+            .map(|_| {
+                format!(
+                    "{:?}",
+                    cj.observe_failure(&turn, &"shell".into()).unwrap().kind()
+                )
+            })
             .collect::<Vec<_>>()
     };
     // Two failures were counted before the move: the third jumps, and the sixth exhausts.

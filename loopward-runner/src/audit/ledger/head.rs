@@ -130,7 +130,7 @@ mod tests {
             agent: None,
         };
         let event = AuditEvent::ToolStarted {
-            call_id: format!("c{n}"),
+            call_id: format!("c{n}").into(),
             tool: "t".into(),
         };
         ledger.record(&scope, &event).unwrap();

@@ -9,7 +9,8 @@ use super::super::sprawl::Work;
 use super::verdict::Verdict;
 use crate::clock::Clock;
 use loopward_core::{
-    Action, AgentId, AuditEvent, Decision, Effect, EffectKind, EffectStatus, Refusal, Remedy,
+    Action, AgentId, AuditEvent, CallId, Decision, Effect, EffectKind, EffectStatus, Refusal,
+    Remedy,
 };
 use std::sync::Arc;
 
@@ -46,7 +47,7 @@ pub struct ShellAsk<'a> {
     /// The agent whose command it was.
     pub agent: &'a AgentId,
     /// The tool call's id.
-    pub call_id: Option<&'a str>,
+    pub call_id: Option<&'a CallId>,
     /// The action (`tool:shell`, `tool:Bash` in the ledger).
     pub action: &'a Action,
     /// What changed, in path order.
@@ -89,7 +90,7 @@ impl Policy {
         let mut refusals = Vec::new();
         let mut kept = Vec::new();
         // Made once, shared by the command's decisions.
-        let call_id: Option<Arc<str>> = ask.call_id.map(Arc::from);
+        let call_id: Option<CallId> = ask.call_id.cloned();
         for c in ask.changes {
             let path: Arc<str> = c.path.as_str().into();
             let mut verdicts =

@@ -41,7 +41,7 @@ use crate::tool::Access;
 use loopward_core::{
     Action, AgentId, AuditEvent, Decision, Effect, EffectKind, EffectStatus, GateMode,
 };
-use loopward_core::{GateId, GateKind, Refusal};
+use loopward_core::{CallId, GateId, GateKind, Refusal};
 use std::sync::Arc;
 
 /// The (old, new) pairs of a call's edits.
@@ -61,7 +61,7 @@ pub struct Ask<'a> {
     /// The acting agent.
     pub agent: &'a AgentId,
     /// The tool call's id, when the action is one.
-    pub call_id: Option<&'a str>,
+    pub call_id: Option<&'a CallId>,
     /// The action (`tool:write_file`, `tool:Edit` in the ledger).
     pub action: &'a Action,
     /// What it touches, declared before it runs and resolved by the canonicaliser.
@@ -137,7 +137,7 @@ impl Judgement {
             events: Vec::with_capacity(verdicts.len()),
             ..Self::default()
         };
-        let call_id: Option<Arc<str>> = ask.call_id.filter(|_| !verdicts.is_empty()).map(Arc::from);
+        let call_id: Option<CallId> = ask.call_id.filter(|_| !verdicts.is_empty()).cloned();
         for v in verdicts {
             match &v.decision {
                 Decision::Deny(r) if j.denial.is_none() => j.denial = Some(r.clone()),

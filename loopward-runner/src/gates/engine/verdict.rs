@@ -6,7 +6,9 @@ use super::super::policy::{Gates, Policy};
 use super::super::refusals;
 use super::super::territory::Territory;
 use crate::clock::Clock;
-use loopward_core::{Action, AgentId, AuditEvent, Decision, GateId, GateKind, GateMode, Refusal};
+use loopward_core::{
+    Action, AgentId, AuditEvent, CallId, Decision, GateId, GateKind, GateMode, Refusal,
+};
 use std::sync::Arc;
 
 /// One gate's verdict on one path of one action. Its gate id and paths are shared with the gate
@@ -46,7 +48,7 @@ impl Verdict {
     }
 
     /// The ledger event, made of the verdict itself and the call's shared id and action.
-    pub(crate) fn into_event(self, call_id: Option<&Arc<str>>, action: &Action) -> AuditEvent {
+    pub(crate) fn into_event(self, call_id: Option<&CallId>, action: &Action) -> AuditEvent {
         AuditEvent::GateDecision {
             call_id: call_id.cloned(),
             gate: self.gate,

@@ -3,10 +3,10 @@
 use crate::context::{RunContext, TurnContext};
 use crate::journal::Resumed;
 use crate::layers::{record, ConfigError};
-use loopward_core::LayerId;
 use loopward_core::{
     AgentId, AuditError, ClassJumpDetail, ClassJumpRefusedDetail, LayerDetail, LayerVerdict,
 };
+use loopward_core::{LayerId, ToolName};
 use serde::Deserialize;
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -448,7 +448,11 @@ impl ClassJump {
     /// current strategy: the evidence the agent cannot leave unreported. The verdict is recorded
     /// (`source: "evidence"`) before it is returned; on exhaustion the rest of the reply does
     /// not run and the run ends `Exhausted` after the turn.
-    pub fn observe_failure(&self, turn: &TurnContext, tool: &str) -> Result<Verdict, AuditError> {
+    pub fn observe_failure(
+        &self,
+        turn: &TurnContext,
+        tool: &ToolName,
+    ) -> Result<Verdict, AuditError> {
         let all = &self.strategies;
         let allowed = self.config.failures_per_strategy;
         let agent = turn.agent().clone();
@@ -494,7 +498,7 @@ impl ClassJump {
                 source: Some(ClassJumpDetail::EVIDENCE),
                 strategy,
                 subtask: subtask.clone(),
-                tool: Some(tool.into()),
+                tool: Some(tool.clone()),
             }),
         )?;
         drop(guard);

@@ -5,7 +5,7 @@ use crate::layers::from_fn::{FromFn, LayerFn, NextTool};
 use crate::layers::{call_digest, record};
 use crate::tool::{ToolError, ToolInvocation, ToolOutput};
 use futures::future::BoxFuture;
-use loopward_core::LayerId;
+use loopward_core::{CallId, LayerId};
 use loopward_core::{LayerDetail, LayerVerdict, Refusal, RepeatDetail};
 use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
@@ -26,12 +26,12 @@ struct Seen(Mutex<HashMap<String, u32>>);
 impl Seen {
     /// A resumed run's counts: each settled call this layer judged, once per digest.
     fn rebuilt(resumed: Option<&Resumed>) -> Self {
-        let mut calls: HashMap<String, HashSet<&str>> = HashMap::new();
+        let mut calls: HashMap<String, HashSet<&CallId>> = HashMap::new();
         for d in resumed
             .into_iter()
             .flat_map(|r| r.decisions(&LayerId::Repeat))
         {
-            if let (Some(repeat), Some(call)) = (d.decision.detail.as_repeat(), d.call.as_deref()) {
+            if let (Some(repeat), Some(call)) = (d.decision.detail.as_repeat(), d.call.as_ref()) {
                 calls.entry(repeat.digest.clone()).or_default().insert(call);
             }
         }
@@ -49,7 +49,7 @@ impl LayerFn<ToolInvocation, ToolOutput, ToolError> for RepeatPolicy {
     fn call(&mut self, inv: ToolInvocation, next: NextTool) -> Self::Future {
         let max = self.max;
         Box::pin(async move {
-            let digest = call_digest(&inv.call.name, &inv.call.arguments);
+            let digest = call_digest(inv.call.name.as_str(), &inv.call.arguments);
             let resumed = Resumed::of(inv.turn.run());
             let seen = inv
                 .turn

@@ -1,7 +1,7 @@
 //! What a gate approves: one exact action.
 
 use crate::layers::call_digest;
-use loopward_core::{Action, AgentId, InvalidAction};
+use loopward_core::{Action, AgentId, InvalidAction, ToolName};
 use serde::{Deserialize, Serialize};
 
 /// The exact action an [`Approval`](super::Approval) is bound to.
@@ -31,7 +31,7 @@ pub enum GatedAction {
     /// One tool call: the tool and the SHA-256 of its canonical arguments.
     Tool {
         /// The tool.
-        tool: String,
+        tool: ToolName,
         /// [`call_digest`] of the tool and its arguments.
         digest: String,
     },
@@ -39,10 +39,11 @@ pub enum GatedAction {
 
 impl GatedAction {
     /// The action of calling `tool` with `arguments`.
-    pub fn tool(tool: &str, arguments: &serde_json::Value) -> Self {
+    pub fn tool(tool: impl Into<ToolName>, arguments: &serde_json::Value) -> Self {
+        let tool = tool.into();
         Self::Tool {
-            tool: tool.into(),
-            digest: call_digest(tool, arguments),
+            digest: call_digest(tool.as_str(), arguments),
+            tool,
         }
     }
 
@@ -58,7 +59,7 @@ impl GatedAction {
         match self {
             Self::Turn { agent } => Action::Turn(agent.clone()),
             Self::Phase { name } => Action::Phase(name.as_str().into()),
-            Self::Tool { tool, .. } => Action::tool(tool.as_str()),
+            Self::Tool { tool, .. } => Action::tool(tool.clone()),
         }
     }
 }
@@ -96,7 +97,7 @@ impl std::str::FromStr for GatedAction {
             Action::Phase(name) => Ok(Self::Phase {
                 name: name.to_string(),
             }),
-            Action::Tool(rest) => match rest.rsplit_once(':') {
+            Action::Tool(rest) => match rest.as_str().rsplit_once(':') {
                 Some((tool, digest))
                     if !tool.is_empty()
                         && digest.len() == 64

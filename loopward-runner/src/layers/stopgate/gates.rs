@@ -157,7 +157,7 @@ impl StopGates {
     /// // gates.asks_for(&invocation): one request for a `shell` call, none for another tool.
     /// ```
     pub fn asks_for(&self, inv: &ToolInvocation) -> Vec<ApprovalRequest> {
-        let action = GatedAction::tool(&inv.call.name, &inv.call.arguments);
+        let action = GatedAction::tool(inv.call.name.clone(), &inv.call.arguments);
         self.tool_gates(inv)
             .into_iter()
             .filter(|g| g.mode == StopMode::Interactive)
@@ -181,7 +181,7 @@ impl StopGates {
             .flat_map(|a| a.written_paths())
             .map(|p| p.rel())
             .collect();
-        self.call_gates(&inv.call.name, &inv.call.arguments, &written)
+        self.call_gates(inv.call.name.as_str(), &inv.call.arguments, &written)
     }
 
     /// The gates standing before a call of `tool` with `arguments` that writes `written`

@@ -129,7 +129,7 @@ impl LayerFn<ToolInvocation, ToolOutput, ToolError> for StopGatePolicy {
                 return next.run(inv).await;
             }
             let fixed = Fixed::new(
-                GatedAction::tool(&inv.call.name, &inv.call.arguments),
+                GatedAction::tool(inv.call.name.clone(), &inv.call.arguments),
                 summary(&inv),
             );
             let (action, summary) = (&*fixed.action, &*fixed.summary);
