@@ -61,7 +61,7 @@ fn main() -> ExitCode {
     // Chapter 9 runs this binary as its hook command and as its stand-in coding agent.
     let argv: Vec<String> = std::env::args().skip(1).collect();
     if argv.first().map(String::as_str) == Some(stand_in::HOOK_FLAG) {
-        return hook(&argv[1..]);
+        return hook();
     }
     if let Some(state) = std::env::var_os(stand_in::STAND_IN_ENV) {
         return stand_in_client(Path::new(&state), &argv);
@@ -101,17 +101,18 @@ fn main() -> ExitCode {
     }
 }
 
-/// The stand-in's hook command: one event on stdin, the answer on stdout, exit status 2 when
-/// blocked (as `loopward hook claude-code`).
-fn hook(args: &[String]) -> ExitCode {
+/// The stand-in's hook command, as `loopward hook claude-code` in a loop's session: relays the
+/// event on stdin to the loop and prints its answer; exit status 2 when blocked or unanswered.
+fn hook() -> ExitCode {
+    use loopward_runner::cli_agent::{HookReply, HOOK_ENV, TOKEN_ENV};
     let mut input = String::new();
     let answer = match std::io::stdin().read_to_string(&mut input) {
         Ok(_) => demo::cli_loop::hook(
-            args,
-            std::env::var(loopward_runner::cli_agent::SESSION_MARK).ok(),
+            std::env::var_os(HOOK_ENV),
+            std::env::var(TOKEN_ENV).ok(),
             &input,
         ),
-        Err(e) => loopward_hooks::HookAnswer::fail_closed(format!("reading the event: {e}")),
+        Err(e) => HookReply::block(format!("reading the hook event on stdin: {e}")),
     };
     let printed = std::io::stdout()
         .write_all(answer.stdout.as_bytes())

@@ -37,8 +37,8 @@ fn demo_output_and_report_json_are_computed_from_the_ledgers() {
         text.contains("sprawl at threshold 3 would have fired in 1 of 12 turns"),
         "{text}"
     );
-    // Chapter 9: a loop over the stand-in coding agent, its figures from the loop's ledger and
-    // its sessions' hook ledgers.
+    // Chapter 9: a loop over the stand-in coding agent, its figures from the loop's ledger
+    // (the hook's decisions inside each session among them).
     assert!(
         text.contains("2 sessions; 1 completion claim refused by the verifier; inside the sessions the hook refused 1 write and let 1 through; the loop ended completed only when `verify` passed"),
         "{text}"
@@ -59,15 +59,20 @@ fn demo_output_and_report_json_are_computed_from_the_ledgers() {
     );
     insta::assert_snapshot!("demo_output", text);
 
-    // The loops' ledgers and their sessions' hook ledgers verify under the demo key: 2 loops,
-    // 6 sessions.
+    // The loops' ledgers verify under the demo key: 2 loops, and no ledger of a session's own
+    // (the hook's decisions are the loops').
     let loops = loopward::ledger::report(
         &demo::loop_runs_dir(scratch.path()),
         &demo::loop_verify_options(scratch.path()).unwrap(),
     )
     .unwrap();
     let loops: serde_json::Value = serde_json::from_str(&loops.to_json()).unwrap();
-    assert_eq!(loops["runs"], 8, "{loops:#}");
+    assert_eq!(loops["runs"], 2, "{loops:#}");
+    // The refusal inside session 2 is a gate decision of the loop's own ledger.
+    assert_eq!(
+        loops["gates"]["territory:planner"]["denied"], 1,
+        "{loops:#}"
+    );
 
     // The same code as `loopward report --json`.
     let report = loopward::ledger::report(

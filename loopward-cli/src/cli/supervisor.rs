@@ -15,7 +15,7 @@
 
 use anyhow::{bail, Context, Result};
 use loopward_hooks::{HookAnswer, HookContext};
-use loopward_runner::cli_agent::{first_line, sent_token, token_matches, TOKEN_ENV};
+use loopward_runner::cli_agent::{relay_event, sent_token, token_matches, TOKEN_ENV};
 use loopward_runner::gates::Host;
 use loopward_runner::secrets::Masker;
 use std::ffi::OsString;
@@ -28,9 +28,6 @@ use std::time::Duration;
 /// The variable naming the supervisor's hook socket in a contained program's environment.
 pub(super) const SUPERVISOR_ENV: &str = "LOOPWARD_SUPERVISOR";
 
-/// How long a hook waits for the supervisor (Claude Code's own hook timeout is longer).
-const WAIT: Duration = Duration::from_secs(50);
-
 /// The hosts whose hooks relay, by the name of their `loopward hook` subcommand.
 const HOSTS: [(&str, Host); 3] = [
     ("claude-code", Host::ClaudeCode),
@@ -40,13 +37,6 @@ const HOSTS: [(&str, Host); 3] = [
 
 fn host_named(name: &str) -> Option<Host> {
     HOSTS.iter().find(|(n, _)| *n == name).map(|(_, h)| *h)
-}
-
-fn name_of(host: Host) -> &'static str {
-    HOSTS
-        .iter()
-        .find(|(_, h)| *h == host)
-        .map_or("claude-code", |(n, _)| n)
 }
 
 /// `loopward hook <host> …` inside `loopward contain`: relays the event on stdin to the
@@ -95,28 +85,18 @@ pub(super) fn read_event() -> Result<String> {
 }
 
 /// The hook's side: sends `host`'s event `input` with the supervisor's `token` to the
-/// supervisor at `socket` and returns its answer.
+/// supervisor at `socket` and returns its answer (the runner's client, as a loop's hook uses).
 pub(super) fn forward(
     socket: &Path,
     token: Option<&str>,
     host: Host,
     input: &str,
 ) -> Result<HookAnswer> {
-    let mut s = std::os::unix::net::UnixStream::connect(socket)
-        .with_context(|| format!("reaching loopward (the loop that started this session, or `loopward contain`'s supervisor) at {}", socket.display()))?;
-    s.set_read_timeout(Some(WAIT))?;
-    s.set_write_timeout(Some(WAIT))?;
-    s.write_all(format!("{}\n{input}", first_line(name_of(host), token)).as_bytes())?;
-    s.shutdown(std::net::Shutdown::Write)?;
-    let mut reply = String::new();
-    s.read_to_string(&mut reply)
-        .context("reading the supervisor's answer")?;
-    let v: serde_json::Value =
-        serde_json::from_str(&reply).context("the supervisor's answer is not JSON")?;
+    let reply = relay_event(socket, token, host, input).map_err(anyhow::Error::msg)?;
     Ok(HookAnswer {
-        stdout: v["stdout"].as_str().unwrap_or_default().to_string(),
-        stderr: v["stderr"].as_str().unwrap_or_default().to_string(),
-        exit_code: v["exit_code"].as_i64().map_or(2, |c| c as i32),
+        stdout: reply.stdout,
+        stderr: reply.stderr,
+        exit_code: reply.exit_code,
     })
 }
 
@@ -306,8 +286,9 @@ mod tests {
             "t0k".into(),
         )
         .unwrap();
-        for _ in 0..2 {
-            let answer = forward(&socket, Some("t0k"), Host::ClaudeCode, "{}").unwrap();
+        // Every host's relay names it as the supervisor reads it (then judged: the config).
+        for (_, host) in HOSTS {
+            let answer = forward(&socket, Some("t0k"), host, "{}").unwrap();
             assert_eq!(answer.exit_code, 2, "{answer:?}");
             assert!(answer.stderr.contains("missing.toml"), "{answer:?}");
         }
@@ -333,8 +314,7 @@ mod tests {
     #[test]
     fn the_wire_names_the_host_and_an_unknown_one_is_refused() {
         for (name, host) in HOSTS {
-            assert_eq!(host_named(name_of(host)), Some(host));
-            assert_eq!(name_of(host_named(name).unwrap()), name);
+            assert_eq!(host_named(name), Some(host));
         }
         let judge = Judge {
             config: PathBuf::from("/nonexistent/loopward.toml"),

@@ -1,16 +1,16 @@
 //! Chapter 9: a loop over a coding agent. The builder is a Claude Code session (the stand-in
 //! client, [`super::stand_in`]), run session after session by loopward: done means verified,
-//! the session's own tool calls meet the territories through the hook, and sessions that
-//! change nothing stop the loop.
+//! the session's own tool calls meet the territories through the hook (judged by the loop and
+//! recorded in its one ledger), and sessions that change nothing stop the loop.
 
 use super::cli_loop::StandIns;
 use super::{Act, Played, Stage, DEMO_EPOCH_MILLIS};
-use anyhow::{Context, Result};
-use loopward::ledger;
+use anyhow::Result;
 use loopward_core::{AuditEvent, CallId, Decision, LayerId, LayerVerdict, RunStatus};
 use loopward_runner::model::fake::Script;
 use loopward_runner::ManualClock;
 use loopward_term::render::Tone;
+use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::Path;
 use std::sync::Arc;
@@ -21,7 +21,8 @@ Hand-written loops (`while :; do claude -p \"$(cat PROMPT.md)\"; done`) end when
 it is done, and otherwise run on. Here the builder is a Claude Code session — a scripted
 stand-in speaking the client's stream-json and hook protocol — looped by loopward: only the
 verifier ends the loop, each tool call inside a session meets the same territories through
-loopward's hook, and sessions that change nothing are stopped by evidence, not by their words.";
+loopward's hook (which asks the loop, and the loop's ledger records the decision under the
+session's turn), and sessions that change nothing are stopped by evidence, not by their words.";
 
 /// The verifier: the work is done when the parser exists.
 const VERIFY: &str = "grep -q 'pub fn parse' src/parser.rs";
@@ -79,7 +80,7 @@ pub(super) async fn play<W: Write + Send + 'static>(stage: &Stage<W>) -> Result<
         "Make the parser test pass.",
     )
     .await?;
-    let inside = sessions(stage, &runs, &played, true)?;
+    let inside = sessions(stage, &played, true);
     let claims = verdicts(&played, LayerVerdict::Refused, true);
     let refusals: usize = inside.iter().map(|s| s.refused.len()).sum();
     let written: usize = inside.iter().map(|s| s.written.len()).sum();
@@ -105,7 +106,7 @@ pub(super) async fn play<W: Write + Send + 'static>(stage: &Stage<W>) -> Result<
         "Make the parser test pass.",
     )
     .await?;
-    let n = sessions(stage, &runs, &played, false)?.len();
+    let n = sessions(stage, &played, false).len();
     let claims = verdicts(&played, LayerVerdict::Refused, true);
     let repeats = played
         .events
@@ -123,7 +124,7 @@ pub(super) async fn play<W: Write + Send + 'static>(stage: &Stage<W>) -> Result<
     stage.say(
         Tone::Dim,
         format!(
-            "  the loops' ledgers and their sessions' hook ledgers: loopward report {} --key {}",
+            "  the loops' ledgers, the hook's decisions in them: loopward report {} --key {}",
             runs.display(),
             key_file.display()
         ),
@@ -152,8 +153,6 @@ async fn session_loop<W: Write + Send + 'static>(
         state,
         config: stage.config_path(run),
         workspace: workspace.canonicalize()?,
-        scratch: stage.scratch.clone(),
-        runs_dir: runs.to_path_buf(),
         custody: stage.custody.clone(),
         clock: Arc::new(ManualClock::new(DEMO_EPOCH_MILLIS)),
     };
@@ -173,48 +172,40 @@ async fn session_loop<W: Write + Send + 'static>(
         .await
 }
 
-/// What one session did inside, from its hook ledger.
+/// What one session did inside, from the hook's decisions in the loop's ledger.
+#[derive(Default)]
 struct Inside {
-    /// The hook's refusals, by tool call: (call id, gate, reason).
+    /// The hook's decisions (one per hook event the session's client sent).
+    decisions: usize,
+    /// The refusals among their records, by tool call: (call id, gate, reason).
     refused: Vec<(CallId, String, String)>,
     /// Paths written with the hook's leave, by tool call: (call id, path).
     written: Vec<(CallId, String)>,
 }
 
-/// Each session of a loop: what its hook ledger (named in the loop's ledger, turn by turn)
-/// says happened inside. With `told`, printed with what the agent said and called (the
-/// loop's ledger records each of the session's model calls).
+/// Each session of a loop (one turn each): what the hook decided inside it, read from the
+/// loop's own ledger, where each decision is a `layer_decision` `hook` counting the records
+/// that follow it. With `told`, printed with what the agent said and called (the loop's ledger
+/// records each of the session's model calls).
 fn sessions<W: Write + Send + 'static>(
     stage: &Stage<W>,
-    runs: &Path,
     played: &Played,
     told: bool,
-) -> Result<Vec<Inside>> {
+) -> Vec<Inside> {
     let turn_of = |scope: &loopward_core::Scope| scope.turn.map_or(0, |t| t.0);
     // The client names files by absolute path, in the workspace as the process sees it.
     let ws = played
         .workspace
         .canonicalize()
         .unwrap_or_else(|_| played.workspace.clone());
-    let mut out = vec![];
+    let mut out: BTreeMap<u32, Inside> = BTreeMap::new();
+    // Records of the current hook decision still to come.
+    let mut framed = 0;
     for (scope, e) in &played.events {
-        let AuditEvent::LayerDecision { layer, detail, .. } = e else {
-            continue;
-        };
-        let Some(run) = (*layer == LayerId::SessionLedger)
-            .then(|| detail.as_session_ledger().map(|l| l.run.to_string()))
-            .flatten()
-        else {
-            continue;
-        };
         let n = turn_of(scope);
-        let events = ledger::events(&runs.join(&run))
-            .with_context(|| format!("reading the hook ledger of session {n}"))?;
-        let mut inside = Inside {
-            refused: vec![],
-            written: vec![],
-        };
-        for (_, e) in &events {
+        if framed > 0 {
+            framed -= 1;
+            let inside = out.entry(n).or_default();
             match e {
                 AuditEvent::GateDecision {
                     call_id: Some(id),
@@ -236,13 +227,30 @@ fn sessions<W: Write + Send + 'static>(
                 ),
                 _ => {}
             }
+            continue;
         }
-        if told {
+        match e {
+            AuditEvent::TurnStarted { .. } => {
+                out.entry(n).or_default();
+            }
+            AuditEvent::LayerDecision {
+                layer: LayerId::Hook,
+                detail,
+                ..
+            } => {
+                framed = detail.as_hook().map_or(0, |h| h.records);
+                out.entry(n).or_default().decisions += 1;
+            }
+            _ => {}
+        }
+    }
+    if told {
+        for (&n, inside) in &out {
             stage.say(
                 Tone::Dim,
                 format!(
-                    "    session {n}, inside (the loop's ledger; the hook's decisions from the session's ledger, {} records):",
-                    events.len()
+                    "    session {n}, inside (its model calls and {}, from the loop's ledger):",
+                    count(inside.decisions, "hook decision")
                 ),
             );
             for (scope, e) in &played.events {
@@ -276,9 +284,8 @@ fn sessions<W: Write + Send + 'static>(
                 }
             }
         }
-        out.push(inside);
     }
-    Ok(out)
+    out.into_values().collect()
 }
 
 /// `verify` decisions of `verdict` where the session claimed done (`claimed`).

@@ -1,24 +1,25 @@
 //! What chapter 9's loop is made of, besides the stand-in client: the `kind = "claude-code"`
 //! agent as `loopward loop` builds it (the client, its hook command, the verifier in the
-//! sandbox, the hook ledgers linked), the hook command itself (the demo binary answering
-//! with `loopward_hooks::handle`, as `loopward hook claude-code` does), and the timeline view.
+//! sandbox, the loop's judge of the session's hook), the hook command itself (the demo binary
+//! relaying each event to the loop, as `loopward hook claude-code` does in a loop's session),
+//! and the timeline view.
 
 use super::stand_in::{HOOK_FLAG, STAND_IN_ENV};
-use super::DEMO_EPOCH_MILLIS;
 use anyhow::{Context, Result};
 use loopward::config::{AgentConfig, Config};
-use loopward::ledger;
 use loopward::state::Custody;
-use loopward_core::{AgentId, AuditError, AuditEvent, AuditSink, LayerId, RunId, Scope};
-use loopward_hooks::{FileLedgers, HookAnswer, HookContext, LedgerOpener};
+use loopward_core::{AgentId, AuditError, AuditEvent, AuditSink, LayerId, Scope};
+use loopward_hooks::HookContext;
 use loopward_runner::cli_agent::{
-    ClaudeCode, CliAgent, CliAgentBuilder, HookCommand, SessionLedgers, SessionLink, Verifier,
+    relay_event, ClaudeCode, CliAgent, CliAgentBuilder, HookCommand, HookEvent, HookReply, Judged,
+    Verifier,
 };
 use loopward_runner::gates::{ControlFiles, Host};
 use loopward_runner::sandbox::Protected;
-use loopward_runner::{Clock, ManualClock, Workspace};
+use loopward_runner::{Clock, Workspace};
 use loopward_term::timeline::{SharedPrinter, Timeline};
 use serde_json::json;
+use std::ffi::OsString;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -31,17 +32,13 @@ pub(crate) struct StandIns {
     pub exe: PathBuf,
     /// The stand-in's state folder (its script, its session count).
     pub state: PathBuf,
-    /// The config file the hook reads.
+    /// The config file the judge reads.
     pub config: PathBuf,
     /// The workspace.
     pub workspace: PathBuf,
-    /// The demo's scratch folder (its state directory and key).
-    pub scratch: PathBuf,
-    /// Where the loop's and the sessions' ledgers go.
-    pub runs_dir: PathBuf,
     /// The demo's custody.
     pub custody: Custody,
-    /// The run's clock.
+    /// The judge's clock (the demo's fixed epoch, as the run's).
     pub clock: Arc<dyn Clock>,
 }
 
@@ -57,30 +54,21 @@ impl loopward::team::CliAgents for StandIns {
             protected,
         )
         .unreadable(self.custody.unreadable().to_vec());
-        let text = |p: &Path| p.to_string_lossy().into_owned();
         let host = ClaudeCode {
             program: self.exe.clone(),
-            hook: HookCommand::new(
-                &self.exe,
-                [
-                    HOOK_FLAG,
-                    "--config",
-                    &text(&self.config),
-                    "--root",
-                    &text(&self.workspace),
-                    "--scratch",
-                    &text(&self.scratch),
-                    "--runs",
-                    &text(&self.runs_dir),
-                    "--main-agent",
-                    a.name.as_str(),
-                ],
-            ),
+            hook: HookCommand::new(&self.exe, [HOOK_FLAG]),
             args: vec![],
             env: vec![(STAND_IN_ENV.into(), self.state.clone().into())],
         };
         // As `loopward loop` does before the first session: the client is the tested version.
         host.check_version()?;
+        let judge = Judge {
+            config: self.config.clone(),
+            root: self.workspace.clone(),
+            custody: self.custody.clone(),
+            clock: self.clock.clone(),
+            main: a.name.clone(),
+        };
         Ok(CliAgent::builder(
             a.name.clone(),
             host,
@@ -88,103 +76,69 @@ impl loopward::team::CliAgents for StandIns {
             self.custody.state().root().join("loop-sessions"),
         )
         .session_timeout(Duration::from_secs(60))
-        .ledgers(Arc::new(Closer {
-            runs_dir: self.runs_dir.clone(),
-            custody: self.custody.clone(),
-            clock: self.clock.clone(),
-        })))
+        // Each session's hook asks the loop, which records its decisions in the run's ledger.
+        .hook_judge(Arc::new(move |e: &HookEvent<'_>| judge.judge(e))))
     }
 }
 
-/// Closes each session's hook ledger under the demo key, anchoring it (as `loopward loop`).
-struct Closer {
-    runs_dir: PathBuf,
+/// The loop's judge of a session's hook events: the engine `loopward hook` runs, with the
+/// config's policy and the demo's custody; its records go to the run's ledger.
+struct Judge {
+    config: PathBuf,
+    root: PathBuf,
     custody: Custody,
     clock: Arc<dyn Clock>,
+    main: AgentId,
 }
 
-impl SessionLedgers for Closer {
-    fn close(&self, run: &RunId) -> Result<Option<SessionLink>, String> {
-        let dir = ledger::run_dir(&self.runs_dir, run);
-        if !dir.join(ledger::EVENTS_FILE).exists() {
-            return Ok(None);
-        }
-        let text = |e: anyhow::Error| format!("{e:#}");
-        let opts = self
-            .custody
-            .reopen_options(&dir, self.clock.clone())
-            .map_err(text)?;
-        let l = ledger::reopen(&self.runs_dir, run, opts).map_err(text)?;
-        let f = l.finish().map_err(|e| e.to_string())?;
-        Ok(Some(SessionLink {
-            records: f.final_seq,
-            final_hash: f.final_hash,
-        }))
+impl Judge {
+    fn judge(&self, event: &HookEvent<'_>) -> Result<Judged, String> {
+        let ctx = self.context(event).map_err(|e| format!("{e:#}"))?;
+        let (answer, records) = loopward_hooks::handle_recorded(event.event, &ctx);
+        Ok(Judged {
+            reply: HookReply {
+                stdout: answer.stdout,
+                stderr: answer.stderr,
+                exit_code: answer.exit_code,
+            },
+            records,
+        })
+    }
+
+    /// Built for each event from the config as it is then (an edited policy applies from the
+    /// next call, as with `loopward loop`).
+    fn context(&self, event: &HookEvent<'_>) -> Result<HookContext> {
+        let cfg = Config::load(&self.config)?;
+        HookContext::builder(&cfg.policy())
+            .overrides(self.custody.overrides()?)
+            .team(cfg.team())
+            .root(&self.root)
+            .state_dir(self.custody.state())
+            .unreadable(self.custody.unreadable().to_vec())
+            .config_file("")
+            .main_agent(self.main.clone())
+            .host(event.host)
+            .loop_session(Some(event.session.to_string()))
+            .handoff(event.handoff)
+            .clock(self.clock.clone())
+            .build()
+            .with_context(|| self.config.display().to_string())
     }
 }
 
-/// The hook's session ledgers, in the loop's runs folder (beside the loop's own ledger).
-struct HookLedgers {
-    runs_dir: PathBuf,
-    inner: FileLedgers,
-}
-
-impl LedgerOpener for HookLedgers {
-    fn open(
-        &self,
-        _workspace_runs: &Path,
-        run: &RunId,
-        clock: Arc<dyn Clock>,
-    ) -> Result<Arc<dyn AuditSink>, AuditError> {
-        self.inner.open(&self.runs_dir, run, clock)
-    }
-}
-
-/// The stand-in's hook command (`loopward-demo --hook --config … --root … --scratch … --runs …
-/// --main-agent …`, its arguments after the flag): judges the event `input` with the config's
-/// policy, as `loopward hook claude-code` does. `loop_session` is the session's
-/// `LOOPWARD_SESSION`. Anything that goes wrong blocks (exit status 2).
-pub fn hook(args: &[String], loop_session: Option<String>, input: &str) -> HookAnswer {
-    match context(args, loop_session) {
-        Ok(ctx) => loopward_hooks::handle(input, &ctx),
-        Err(e) => HookAnswer::fail_closed(format!("{e:#}")),
-    }
-}
-
-fn context(args: &[String], loop_session: Option<String>) -> Result<HookContext> {
-    let arg = |name: &str| {
-        args.iter()
-            .position(|a| a == name)
-            .and_then(|i| args.get(i + 1))
-            .map(PathBuf::from)
-            .with_context(|| format!("the demo's hook needs {name}"))
+/// The stand-in's hook command (`loopward-demo --hook`): relays the event `input` to the loop
+/// at `socket` (the session's `LOOPWARD_SUPERVISOR`) with the session's `token` (its
+/// `LOOPWARD_SUPERVISOR_TOKEN`) and returns the loop's answer; judges nothing itself. Without
+/// either, or without an answer, it blocks (exit status 2).
+pub fn hook(socket: Option<OsString>, token: Option<String>, input: &str) -> HookReply {
+    use loopward_runner::cli_agent::{HOOK_ENV, TOKEN_ENV};
+    let (Some(socket), Some(token)) = (socket, token) else {
+        return HookReply::block(format!(
+            "the demo's hook relays to the loop that started its session, and {HOOK_ENV} or {TOKEN_ENV} is not set: run it as chapter 9 does (`cargo run -p loopward-demo -- --chapter 9`), not by hand"
+        ));
     };
-    let config = arg("--config")?;
-    let cfg = Config::load(&config)?;
-    let custody = super::demo_custody(&arg("--scratch")?)?;
-    let key = custody
-        .ledger_key()?
-        .context("the demo's custody has its key")?;
-    let main = AgentId::new(arg("--main-agent")?.to_string_lossy().into_owned())
-        .context("--main-agent")?;
-    let clock: Arc<dyn Clock> = Arc::new(ManualClock::new(DEMO_EPOCH_MILLIS));
-    HookContext::builder(&cfg.policy())
-        .ledgers(Arc::new(HookLedgers {
-            runs_dir: arg("--runs")?,
-            inner: FileLedgers::keyed(key),
-        }))
-        .overrides(custody.overrides()?)
-        .team(cfg.team())
-        .root(arg("--root")?)
-        .state_dir(custody.state())
-        .unreadable(custody.unreadable().to_vec())
-        .config_file("")
-        .main_agent(main)
-        .host(Host::ClaudeCode)
-        .loop_session(loop_session)
-        .clock(clock)
-        .build()
-        .with_context(|| config.display().to_string())
+    relay_event(Path::new(&socket), Some(&token), Host::ClaudeCode, input)
+        .unwrap_or_else(HookReply::block)
 }
 
 /// The live timeline of a loop: every event recorded into the ledger; shown as `loopward run`
@@ -204,11 +158,7 @@ impl<W: Write + Send> AuditSink for LoopView<W> {
     fn record(&self, scope: &Scope, event: &AuditEvent) -> Result<(), AuditError> {
         self.ledger.record(scope, event)?;
         let shown = match event {
-            AuditEvent::LayerDecision { layer, .. }
-                if *layer == LayerId::Session || *layer == LayerId::SessionLedger =>
-            {
-                return Ok(())
-            }
+            AuditEvent::LayerDecision { layer, .. } if *layer == LayerId::Session => return Ok(()),
             AuditEvent::LayerDecision {
                 layer,
                 decision,
@@ -234,10 +184,27 @@ impl<W: Write + Send> AuditSink for LoopView<W> {
 
 #[cfg(test)]
 mod tests {
+    use loopward_runner::cli_agent::{HOOK_ENV, TOKEN_ENV};
+
     #[test]
-    fn a_hook_without_its_arguments_blocks() {
-        let a = super::hook(&[], None, "{}");
+    fn a_hook_outside_a_loops_session_blocks_naming_what_is_missing() {
+        for (socket, token) in [(None, Some("t".into())), (Some("/s.sock".into()), None)] {
+            let a = super::hook(socket, token, "{}");
+            assert_eq!(a.exit_code, loopward_hooks::EXIT_BLOCK);
+            assert!(
+                a.stderr.contains(HOOK_ENV) && a.stderr.contains(TOKEN_ENV),
+                "{}",
+                a.stderr
+            );
+        }
+    }
+
+    #[test]
+    fn a_hook_whose_loop_is_gone_blocks_naming_the_socket() {
+        let dir = tempfile::tempdir().unwrap();
+        let gone = dir.path().join("hook-gone.sock");
+        let a = super::hook(Some(gone.clone().into()), Some("t".into()), "{}");
         assert_eq!(a.exit_code, loopward_hooks::EXIT_BLOCK);
-        assert!(a.stderr.contains("--config"), "{}", a.stderr);
+        assert!(a.stderr.contains(&*gone.to_string_lossy()), "{}", a.stderr);
     }
 }

@@ -544,8 +544,8 @@ fn calibration(
     )))
 }
 
-/// Chapter 9's runs folder under a scratch folder: its loops' ledgers and their sessions' hook
-/// ledgers, as `loopward loop` keeps them together in a project's `runs/`.
+/// Chapter 9's runs folder under a scratch folder: its loops' ledgers (each with its sessions'
+/// hook decisions), as `loopward loop` keeps them in a project's `runs/`.
 pub fn loop_runs_dir(scratch: &Path) -> PathBuf {
     scratch.join("loop").join("runs")
 }

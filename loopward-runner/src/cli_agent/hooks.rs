@@ -22,7 +22,7 @@
 //! Fail closed: an event that cannot be read, of another host or another session, a judge
 //! that errs or runs past [`JUDGE_WAIT`], and records the ledger cannot take all answer with a
 //! block; the last also ends the turn. A hook that cannot reach the socket blocks its call
-//! itself (the relay's side).
+//! itself (the relay's side, [`relay_event`]).
 
 use super::agent::{CliAgentBuilder, Inner};
 use crate::context::TurnContext;
@@ -32,7 +32,7 @@ use crate::turn::TurnError;
 use loopward_core::{AgentId, AuditEvent, LayerId, LayerVerdict};
 use serde::{Deserialize, Serialize};
 use std::future::Future;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -96,8 +96,60 @@ pub fn token_matches(token: &str, sent: Option<&str>) -> bool {
 }
 
 /// How long one judgement may take before the call is blocked (inside the hook's own wait on
-/// the socket, 50 s, and the client's hook timeout).
+/// the socket, [`RELAY_WAIT`], and the client's hook timeout).
 pub const JUDGE_WAIT: Duration = Duration::from_secs(45);
+
+/// How long a hook waits on the socket for its answer (past [`JUDGE_WAIT`], so a slow judgement
+/// is answered with the loop's block; within the client's own hook timeout).
+pub const RELAY_WAIT: Duration = Duration::from_secs(50);
+
+/// The hook's end of the wire: sends `host`'s `event`, with the socket's `token`, to the socket
+/// at `socket` (the path in [`HOOK_ENV`]) and returns the answer to print. Prints nothing: the
+/// hook prints the reply and exits with its status, and blocks the call with the error's text
+/// when there is no answer ([`HookReply::block`]).
+///
+/// ```
+/// use loopward_runner::cli_agent::relay_event;
+/// use loopward_runner::gates::Host;
+/// let e = relay_event("/nonexistent/hook.sock".as_ref(), None, Host::ClaudeCode, "{}").unwrap_err();
+/// assert!(e.contains("/nonexistent/hook.sock"), "{e}");
+/// ```
+pub fn relay_event(
+    socket: &Path,
+    token: Option<&str>,
+    host: Host,
+    event: &str,
+) -> Result<HookReply, String> {
+    use std::io::{Read, Write};
+    let unreachable = |e: std::io::Error| {
+        format!(
+            "the hook cannot reach loopward at {} ({e}): the loop that started this session (or `loopward contain`'s supervisor) is gone, or this process was not started by it",
+            socket.display()
+        )
+    };
+    let mut s = std::os::unix::net::UnixStream::connect(socket).map_err(unreachable)?;
+    s.set_read_timeout(Some(RELAY_WAIT))
+        .and_then(|()| s.set_write_timeout(Some(RELAY_WAIT)))
+        .map_err(unreachable)?;
+    s.write_all(format!("{}\n{event}", first_line(wire_name(host), token)).as_bytes())
+        .and_then(|()| s.shutdown(std::net::Shutdown::Write))
+        .map_err(unreachable)?;
+    let mut answer = String::new();
+    s.read_to_string(&mut answer).map_err(|e| {
+        format!(
+            "loopward at {} gave no answer within {}s ({e})",
+            socket.display(),
+            RELAY_WAIT.as_secs()
+        )
+    })?;
+    serde_json::from_str(&answer).map_err(|e| {
+        format!(
+            "loopward's answer at {} is not a hook reply ({e}): {:?}",
+            socket.display(),
+            answer.chars().take(200).collect::<String>()
+        )
+    })
+}
 
 /// How long a connected hook may take to send its whole event (it writes it at once).
 const EVENT_WAIT: Duration = Duration::from_secs(2);
@@ -486,4 +538,43 @@ fn record(
     }
     turn.commit()?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{Read, Write};
+
+    /// A socket that answers one connection with `reply`, handing back what it was sent.
+    fn answering(reply: &'static str) -> (tempfile::TempDir, std::thread::JoinHandle<String>) {
+        let dir = tempfile::tempdir().unwrap();
+        let listener =
+            std::os::unix::net::UnixListener::bind(dir.path().join("hook.sock")).unwrap();
+        let served = std::thread::spawn(move || {
+            let (mut s, _) = listener.accept().unwrap();
+            let mut sent = String::new();
+            s.read_to_string(&mut sent).unwrap();
+            s.write_all(reply.as_bytes()).unwrap();
+            sent
+        });
+        (dir, served)
+    }
+
+    #[test]
+    fn the_relay_sends_the_hosts_name_its_token_and_the_event_and_returns_the_answer() {
+        let (dir, served) = answering(r#"{"stdout":"{}","stderr":"","exit_code":0}"#);
+        let socket = dir.path().join("hook.sock");
+        let reply = relay_event(&socket, Some("t0k"), Host::Codex, "{\"a\":1}").unwrap();
+        assert_eq!((reply.stdout.as_str(), reply.exit_code), ("{}", 0));
+        assert_eq!(served.join().unwrap(), "codex t0k\n{\"a\":1}");
+    }
+
+    #[test]
+    fn an_answer_that_is_not_a_hook_reply_is_an_error_naming_it() {
+        let (dir, served) = answering("busy");
+        let e =
+            relay_event(&dir.path().join("hook.sock"), None, Host::ClaudeCode, "{}").unwrap_err();
+        assert!(e.contains("not a hook reply") && e.contains("busy"), "{e}");
+        assert_eq!(served.join().unwrap(), "claude-code\n{}");
+    }
 }

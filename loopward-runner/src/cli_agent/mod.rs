@@ -57,8 +57,8 @@ pub use codex::{Codex, CodexParser, CODEX_VERSION};
 pub use gemini::{Gemini, GeminiParser, GEMINI_VERSION};
 pub use hook_command::HookCommand;
 pub use hooks::{
-    first_line, new_token, sent_token, token_matches, EgressRecord, HookEvent, HookJudge,
-    HookReply, Judged, EGRESS_WIRE, HOOK_ENV, JUDGE_WAIT, TOKEN_ENV,
+    first_line, new_token, relay_event, sent_token, token_matches, EgressRecord, HookEvent,
+    HookJudge, HookReply, Judged, EGRESS_WIRE, HOOK_ENV, JUDGE_WAIT, RELAY_WAIT, TOKEN_ENV,
 };
 pub use host::Client;
 pub use pin::Pin;
