@@ -40,13 +40,22 @@ pub struct Timeline {
     sayings: loopward_runner::audit::Sayings,
 }
 
-/// A short form of a tool call's arguments: its path, command or target.
+/// A short form of a tool call's arguments: its path (`path` in loopward's tools, `file_path` in
+/// Claude Code's and Gemini CLI's), command or target.
+///
+/// ```
+/// use loopward_term::timeline::call_summary;
+/// use serde_json::json;
+/// assert_eq!(call_summary("write_file", &json!({"path": "src/a.rs"})), "write_file src/a.rs");
+/// assert_eq!(call_summary("Write", &json!({"file_path": "plan.md", "content": "x"})), "Write plan.md");
+/// assert_eq!(call_summary("shell", &json!({"command": "cargo test"})), "shell `cargo test`");
+/// ```
 pub fn call_summary(tool: &str, args: &serde_json::Value) -> String {
     let s = |k: &str| args.get(k).and_then(serde_json::Value::as_str);
     if let (Some(st), Some(o)) = (s("strategy"), s("outcome")) {
         return format!("{tool} {st}: {o}");
     }
-    match (s("path"), s("command"), s("to")) {
+    match (s("path").or_else(|| s("file_path")), s("command"), s("to")) {
         (Some(p), _, _) => format!("{tool} {p}"),
         (_, Some(c), _) => format!("{tool} `{}`", clip(c, 60)),
         (_, _, Some(t)) => format!("{tool} → {t}"),
