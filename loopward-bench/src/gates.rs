@@ -193,9 +193,10 @@ pub fn run(effort: Effort) -> Result<Section> {
              call), and the sibling templates check the file name's literal ends before their \
              glob. The decision events share their text (`Arc<str>`): a gate's name is made \
              once per gate, a call's action and id once per call, and its paths are the \
-             declared accesses' own. What is left is the `statx` (and the path it joins), the \
-             call's action and id (a `ToolCall` owns them as `String`s), the sprawl gate's unit \
-             keys and file names, and the layer's boxed futures; not done."
+             declared accesses' own; a call's id and tool name are shared from its `ToolCall` \
+             too (`CallId`, `ToolName`), no longer copied out of owned `String`s. What is left \
+             is the `statx` (and the path it joins), the sprawl gate's unit keys and file names, \
+             and the layer's boxed futures; not done."
                 .to_string(),
         );
         notes.push(
