@@ -27,6 +27,7 @@ use loopward_core::{
 };
 use loopward_runner::tools::SAY_TOOL;
 use std::io::Write;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 /// Turns events into lines. Keeps just enough state to not repeat a refusal the gate already
@@ -38,6 +39,7 @@ pub struct Timeline {
     hints_shown: std::collections::HashSet<String>,
     task_next: bool,
     sayings: loopward_runner::audit::Sayings,
+    root: Option<PathBuf>,
 }
 
 /// A short form of a tool call's arguments: its path (`path` in loopward's tools, `file_path` in
@@ -51,11 +53,23 @@ pub struct Timeline {
 /// assert_eq!(call_summary("shell", &json!({"command": "cargo test"})), "shell `cargo test`");
 /// ```
 pub fn call_summary(tool: &str, args: &serde_json::Value) -> String {
+    summary_in(tool, args, None)
+}
+
+/// [`call_summary`], with a path inside the workspace `root` (a host's tools name files by their
+/// absolute paths) shown relative to it, as the records of what was written are.
+fn summary_in(tool: &str, args: &serde_json::Value, root: Option<&Path>) -> String {
     let s = |k: &str| args.get(k).and_then(serde_json::Value::as_str);
     if let (Some(st), Some(o)) = (s("strategy"), s("outcome")) {
         return format!("{tool} {st}: {o}");
     }
-    match (s("path").or_else(|| s("file_path")), s("command"), s("to")) {
+    let path = s("path").or_else(|| s("file_path")).map(|p| {
+        root.and_then(|r| Path::new(p).strip_prefix(r).ok())
+            .and_then(Path::to_str)
+            .filter(|rel| !rel.is_empty())
+            .unwrap_or(p)
+    });
+    match (path, s("command"), s("to")) {
         (Some(p), _, _) => format!("{tool} {p}"),
         (_, Some(c), _) => format!("{tool} `{}`", clip(c, 60)),
         (_, _, Some(t)) => format!("{tool} → {t}"),
@@ -72,6 +86,30 @@ fn clip(s: &str, n: usize) -> String {
 }
 
 impl Timeline {
+    /// A timeline that shows the paths a host's tool calls give inside `root` (the workspace)
+    /// relative to it: `· Write src/a.rs`, not the absolute path the client sent.
+    ///
+    /// ```
+    /// use loopward_core::{AuditEvent, RunId, Scope};
+    /// use loopward_term::{render::Printer, timeline::Timeline};
+    /// let mut view = Timeline::in_workspace("/home/ann/proj");
+    /// let mut out = Printer::plain(Vec::new());
+    /// let scope = Scope { run: RunId::new("r").unwrap(), turn: None, agent: None };
+    /// for path in ["/home/ann/proj/src/a.rs", "/etc/passwd"] {
+    ///     let arguments = serde_json::json!({ "file_path": path, "content": "x" });
+    ///     let e = AuditEvent::ToolRequested { call_id: "c1".into(), tool: "Write".into(), arguments };
+    ///     view.render(&mut out, &scope, &e);
+    /// }
+    /// let text = String::from_utf8(out.get_ref().clone()).unwrap();
+    /// assert_eq!(text, "    · Write src/a.rs\n    · Write /etc/passwd\n");
+    /// ```
+    pub fn in_workspace(root: impl Into<PathBuf>) -> Self {
+        Self {
+            root: Some(root.into()),
+            ..Self::default()
+        }
+    }
+
     /// Renders one event (some events render as nothing).
     pub fn render<W: Write>(&mut self, out: &mut Printer<W>, scope: &Scope, event: &AuditEvent) {
         // An agent's words to the people watching show once said, whole, as no person's.
@@ -99,7 +137,10 @@ impl Timeline {
             } if tool != "handoff" && tool != SAY_TOOL => {
                 out.line(
                     Tone::Dim,
-                    format!("    · {}", call_summary(tool.as_str(), arguments)),
+                    format!(
+                        "    · {}",
+                        summary_in(tool.as_str(), arguments, self.root.as_deref())
+                    ),
                 );
             }
             AuditEvent::GateDecision {
@@ -279,6 +320,14 @@ impl<W: Write + Send> LiveSink<W> {
             inner,
             view: Mutex::default(),
             out,
+        }
+    }
+
+    /// Shows paths inside the workspace `root` relative to it ([`Timeline::in_workspace`]).
+    pub fn in_workspace(self, root: impl Into<PathBuf>) -> Self {
+        Self {
+            view: Mutex::new(Timeline::in_workspace(root)),
+            ..self
         }
     }
 }

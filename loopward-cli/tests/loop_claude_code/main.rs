@@ -86,6 +86,11 @@ fn a_claim_of_done_that_the_verifier_refuses_gets_another_session_and_the_loop_e
     let out = run_loop(&claude, &root, &home, port, &task(VERIFY, "loop1", &[]));
     assert_eq!(out.status.code(), Some(0), "the loop ends verified");
     let rs = records(&root, "loop1");
+    // The timeline names the file each Write gave, inside the workspace relative to it.
+    let shown = String::from_utf8_lossy(&out.stdout);
+    for line in ["· Write plans/roadmap.md", "· Write notes/a.md"] {
+        assert!(shown.lines().any(|l| l.trim() == line), "{line}: {shown}");
+    }
 
     // Two sessions: the first one's claim refused by the verifier, the second verified.
     loop_ledger::assert_verified_in_two_sessions(&rs, "claude_code");

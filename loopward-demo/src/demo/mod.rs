@@ -29,7 +29,7 @@ use loopward_runner::model::fake::{FakeModel, Script};
 use loopward_runner::model::BoxModelService;
 use loopward_runner::{ManualClock, RunSpec};
 use loopward_term::render::{Printer, Tone};
-use loopward_term::timeline::{LiveSink, SharedPrinter};
+use loopward_term::timeline::{LiveSink, SharedPrinter, Timeline};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -250,7 +250,7 @@ impl<W: Write + Send + 'static> Stage<W> {
             None => Arc::new(LiveSink::new(ledger.clone(), self.out.clone())),
             Some(_) => Arc::new(cli_loop::LoopView {
                 ledger: ledger.clone(),
-                view: Mutex::default(),
+                view: Mutex::new(Timeline::in_workspace(runner.workspace().root())),
                 out: self.out.clone(),
             }),
         };

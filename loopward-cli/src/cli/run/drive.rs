@@ -143,7 +143,7 @@ pub(crate) async fn drive(d: Drive) -> Result<ExitCode> {
     } else if quiet {
         ledger.clone()
     } else {
-        Arc::new(LiveSink::new(ledger.clone(), out.clone()))
+        Arc::new(LiveSink::new(ledger.clone(), out.clone()).in_workspace(runner.workspace().root()))
     };
     if !json && !quiet {
         let mut o = out.lock().unwrap_or_else(|p| p.into_inner());
