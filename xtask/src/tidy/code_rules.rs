@@ -99,12 +99,22 @@ pub(super) fn library_rules(root: &Path, path: &Path, text: &str, problems: &mut
         l.starts_with("impl<") && l.contains("Layer<S> for") && !rel.ends_with("from_fn.rs")
     });
     let mut in_tests = is_test_file(&rel);
+    let mut before = "";
     for (i, line) in text.lines().enumerate() {
         let code = line.trim_start();
         if code.starts_with("//") {
             continue;
         }
         let at = format!("{rel}:{}", i + 1);
+        // A `tests.rs` is read as test code whole: it must be one only tests compile.
+        if code.starts_with("mod tests;") && !before.starts_with("#[cfg(test)]") {
+            problems.push(format!(
+                "{at}: `mod tests;` without `#[cfg(test)]` on the line before; a module's tests.rs is held to the test rules, so it must be compiled only for tests"
+            ));
+        }
+        if !code.is_empty() {
+            before = code;
+        }
         in_tests |= code.starts_with("#[cfg(test)]");
         if !speaks_for_people && !in_tests && code.contains("Person::at_the_keyboard") {
             problems.push(format!(
@@ -451,6 +461,13 @@ mod tests {
         let test = "#[cfg(test)]\nmod t { let p = Person::at_the_keyboard(); }\n";
         assert!(problems("/r/loopward-runner/src/x.rs", test).is_empty());
         assert!(problems("/r/loopward-core/src/x/tests.rs", mint).is_empty());
+        // …only as a module compiled for tests alone.
+        assert!(problems("/r/loopward-core/src/x.rs", "#[cfg(test)]\nmod tests;\n").is_empty());
+        let unguarded = problems("/r/loopward-core/src/x.rs", "pub mod a;\nmod tests;\n");
+        assert!(
+            unguarded[0].contains("x.rs:2: `mod tests;` without `#[cfg(test)]`"),
+            "{unguarded:?}"
+        );
         let doc = "/// let p = Person::at_the_keyboard();\nfn f(w: HumanWords) -> Message { Message::human(w) }\n";
         assert!(problems("/r/loopward-runner/src/x.rs", doc).is_empty());
     }
