@@ -15,7 +15,7 @@ use loopward_core::{AuditEvent, CallId};
 use loopward_runner::audit::Record;
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::process::{Output, Stdio};
+use std::process::{Child, ExitStatus, Output, Stdio};
 use std::time::{Duration, Instant};
 use support::{loopward_cmd, text};
 
@@ -24,6 +24,13 @@ const TRIALS: u64 = 100;
 /// by how long whole runs take, and a run timed beside another test's runs is slower than the
 /// runs it then kills (most kills would land after the end).
 static KILLS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Holds `KILLS` until dropped (a test that failed while holding it does not stop the others).
+fn alone() -> std::sync::MutexGuard<'static, ()> {
+    KILLS
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
 const WORKERS: u64 = 4;
 
 const CONFIG: &str = r#"
@@ -95,6 +102,23 @@ fn resume(d: &Path) -> Output {
     out
 }
 
+/// `loopward run --id r` started in `d`, its output dropped.
+fn start_run(d: &Path) -> Child {
+    loopward_cmd(d, &["run", "--id", "r"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+/// `child` killed (`SIGKILL`, to its PID only) and reaped: its status, and the ledger's records
+/// at the kill.
+fn kill(mut child: Child, d: &Path) -> (ExitStatus, Vec<AuditEvent>) {
+    let _ = child.kill();
+    let status = child.wait().unwrap();
+    (status, events(d))
+}
+
 /// Whether the run's end is among `events`.
 fn ended(events: &[AuditEvent]) -> bool {
     events
@@ -159,11 +183,7 @@ struct Trial {
 fn trial(seed: u64, delay: Duration) -> Trial {
     let dir = workspace();
     let d = dir.path();
-    let mut child = loopward_cmd(d, &["run", "--id", "r"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = start_run(d);
     // Wait out the delay, noting when the run ends on its own first: that tells the other
     // trials how long a run takes under the load they share.
     let start = Instant::now();
@@ -175,11 +195,8 @@ fn trial(seed: u64, delay: Duration) -> Trial {
         }
         std::thread::sleep(Duration::from_millis(1).min(delay.saturating_sub(start.elapsed())));
     }
-    // SIGKILL, to this child's PID only.
-    let _ = child.kill();
-    let status = child.wait().unwrap();
     // What the ledger held at the kill: those replies must not be asked for again.
-    let at_kill = events(d);
+    let (status, at_kill) = kill(child, d);
     let ended_before_kill = ended(&at_kill);
     let killed_mid_run = !status.success() && !ended_before_kill;
     let replied_before = at_kill
@@ -286,9 +303,7 @@ fn trial(seed: u64, delay: Duration) -> Trial {
 
 #[test]
 fn a_run_killed_at_100_random_points_resumes_with_each_effect_once() {
-    let _alone = KILLS
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let _alone = alone();
     // How long a whole run takes here, under the load of the trials (WORKERS at once), so the
     // kills land inside it. The trials add the runs that ended before their kill, so the
     // estimate follows the machine's speed as it changes (a cold start, another test binary).
@@ -366,9 +381,7 @@ fn a_run_killed_at_100_random_points_resumes_with_each_effect_once() {
 
 #[test]
 fn replay_runs_no_command_on_the_host_and_rejudges_from_the_ledger() {
-    let _alone = KILLS
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let _alone = alone();
     let dir = workspace();
     let d = dir.path();
     let outside = tempfile::tempdir().unwrap();
@@ -438,18 +451,12 @@ fn landing(evs: &[AuditEvent]) -> &'static str {
 /// A run killed (`SIGKILL`, by its PID) as soon as its ledger satisfies `at`, then resumed to
 /// its end. Returns where the kill landed.
 fn kill_and_resume(d: &Path, at: &dyn Fn(&[AuditEvent]) -> bool) -> &'static str {
-    let mut child = loopward_cmd(d, &["run", "--id", "r"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let child = start_run(d);
     let t0 = Instant::now();
     while !at(&events(d)) && t0.elapsed() < Duration::from_secs(20) {
         std::thread::sleep(Duration::from_millis(1));
     }
-    let _ = child.kill();
-    child.wait().unwrap();
-    let at_kill = events(d);
+    let (_, at_kill) = kill(child, d);
     assert!(
         !ended(&at_kill),
         "the kill landed after the run's end: nothing to resume"
@@ -464,9 +471,7 @@ fn kill_and_resume(d: &Path, at: &dyn Fn(&[AuditEvent]) -> bool) -> &'static str
 
 #[test]
 fn a_killed_and_resumed_run_replays_part_by_part() {
-    let _alone = KILLS
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let _alone = alone();
     // `b1` takes a moment, so a kill can land inside its command.
     let script = SCRIPT.replace("echo b1 >>", "sleep 0.5; echo b1 >>");
     type At = fn(&[AuditEvent]) -> bool;
@@ -536,9 +541,7 @@ fn a_killed_and_resumed_run_replays_part_by_part() {
 
 #[test]
 fn an_interactively_approved_run_replays_with_its_recorded_answers() {
-    let _alone = KILLS
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let _alone = alone();
     let dir = workspace();
     let d = dir.path();
     // Every `write_file` asks a person: approved here (the answer is read from stdin).

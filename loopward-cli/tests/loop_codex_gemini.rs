@@ -173,13 +173,7 @@ fn gemini_a_claim_of_done_the_verifier_refuses_gets_another_session_and_the_loop
     ]);
     let out = run_loop(Client::Gemini, &gemini, &root, &home, port);
     assert_eq!(out.status.code(), Some(0), "the loop ends verified");
-    let requests = server.requests();
-    let refusal = requests
-        .iter()
-        .flat_map(|r| r["contents"].as_array().cloned().unwrap_or_default())
-        .flat_map(|c| c["parts"].as_array().cloned().unwrap_or_default())
-        .find(|p| p["functionResponse"]["name"] == "write_file")
-        .unwrap();
+    let refusal = server.answer_to("write_file").unwrap();
     assert!(
         refusal
             .to_string()

@@ -104,6 +104,16 @@ fn run_team(
     shown(&mut c)
 }
 
+/// `tool`, by loopward's own name, requested once in `rs`, over MCP (its call id says so).
+fn assert_relayed_once(rs: &[Value], tool: &str) {
+    let relayed: Vec<&Value> = kind(rs, "tool_requested")
+        .filter(|r| r["data"]["tool"] == tool)
+        .collect();
+    assert_eq!(relayed.len(), 1, "{rs:#?}");
+    let id = relayed[0]["data"]["call_id"].as_str().unwrap();
+    assert!(id.starts_with("mcp-"), "{id}");
+}
+
 /// What every team here shows in its ledger: the planner's session, then the builder's; the
 /// planner's handoff (called over MCP) recorded by the runner under the planner's turn, which
 /// ended `handoff` unverified; the builder's session verified; the ledger intact, and its
@@ -126,14 +136,7 @@ fn assert_handed_off_over_mcp(root: &Path, home: &Path, planner_tool: &str) {
     let session_end = at(&|r| r["kind"] == "tool_finished" && r["data"]["tool"] == planner_tool);
     assert!(session < handoff && handoff < session_end, "{rs:#?}");
     // The relayed call, by loopward's own name, requested and finished in the same turn.
-    let relayed: Vec<&Value> = kind(&rs, "tool_requested")
-        .filter(|r| r["data"]["tool"] == "handoff")
-        .collect();
-    assert_eq!(relayed.len(), 1, "{rs:#?}");
-    assert!(relayed[0]["data"]["call_id"]
-        .as_str()
-        .unwrap()
-        .starts_with("mcp-"));
+    assert_relayed_once(&rs, "handoff");
     let finishes: Vec<&Value> = kind(&rs, "turn_ended")
         .map(|r| &r["data"]["finish"])
         .collect();
@@ -231,22 +234,14 @@ fn a_gemini_planner_hands_off_over_mcp_and_the_next_session_is_the_builders() {
     );
     assert_eq!(out.status.code(), Some(0));
     let answer = server
-        .requests()
-        .iter()
-        .flat_map(|r| r["contents"].as_array().cloned().unwrap_or_default())
-        .flat_map(|c| c["parts"].as_array().cloned().unwrap_or_default())
-        .find(|p| p["functionResponse"]["name"] == "mcp_loopward_handoff")
+        .answer_to("mcp_loopward_handoff")
         .expect("the client answered the handoff call");
     assert!(
         answer.to_string().contains("handed off to builder"),
         "{answer}"
     );
     let refusal = server
-        .requests()
-        .iter()
-        .flat_map(|r| r["contents"].as_array().cloned().unwrap_or_default())
-        .flat_map(|c| c["parts"].as_array().cloned().unwrap_or_default())
-        .find(|p| p["functionResponse"]["name"] == "write_file")
+        .answer_to("write_file")
         .expect("the client answered the write");
     assert!(
         refusal
@@ -324,14 +319,7 @@ fn a_claude_code_planner_hands_off_over_mcp_to_a_codex_builder() {
     // The `say`, relayed under loopward's own name in the planner's turn, answered as said,
     // and never a person's message.
     let rs = records(&root, "team");
-    let said: Vec<&Value> = kind(&rs, "tool_requested")
-        .filter(|r| r["data"]["tool"] == "say")
-        .collect();
-    assert_eq!(said.len(), 1, "{rs:#?}");
-    assert!(said[0]["data"]["call_id"]
-        .as_str()
-        .unwrap()
-        .starts_with("mcp-"));
+    assert_relayed_once(&rs, "say");
     assert!(
         claude_server
             .tool_results()

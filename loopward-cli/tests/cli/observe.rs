@@ -16,6 +16,14 @@ fn loopward(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
     cmd.output().unwrap()
 }
 
+/// The stderr of `run --id id` with `env` set, which must succeed.
+fn run_stderr(dir: &Path, id: &str, env: &[(&str, &str)]) -> String {
+    let o = loopward(dir, &["run", "--id", id], env);
+    let stderr = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert!(o.status.success(), "{stderr}");
+    stderr
+}
+
 fn initialised() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     assert!(loopward(dir.path(), &["init"], &[]).status.success());
@@ -25,18 +33,10 @@ fn initialised() -> tempfile::TempDir {
 #[test]
 fn rust_log_shows_the_runs_spans_and_silence_is_the_default() {
     let dir = initialised();
-    let quiet = loopward(dir.path(), &["run", "--id", "quiet"], &[]);
-    assert!(quiet.status.success());
-    let stderr = String::from_utf8_lossy(&quiet.stderr);
+    let stderr = run_stderr(dir.path(), "quiet", &[]);
     assert!(!stderr.contains("invoke_agent"), "{stderr}");
 
-    let loud = loopward(
-        dir.path(),
-        &["run", "--id", "loud"],
-        &[("RUST_LOG", "info")],
-    );
-    assert!(loud.status.success());
-    let stderr = String::from_utf8_lossy(&loud.stderr);
+    let stderr = run_stderr(dir.path(), "loud", &[("RUST_LOG", "info")]);
     assert_says(&stderr, "invoke_agent");
     assert_says(&stderr, "execute_tool");
 }
@@ -44,13 +44,7 @@ fn rust_log_shows_the_runs_spans_and_silence_is_the_default() {
 #[test]
 fn an_invalid_rust_log_is_named_not_fatal() {
     let dir = initialised();
-    let o = loopward(
-        dir.path(),
-        &["run", "--id", "bad-log"],
-        &[("RUST_LOG", "=[")],
-    );
-    assert!(o.status.success());
-    let stderr = String::from_utf8_lossy(&o.stderr);
+    let stderr = run_stderr(dir.path(), "bad-log", &[("RUST_LOG", "=[")]);
     assert_says(&stderr, "RUST_LOG=\"=[\" is not a valid filter");
 }
 
@@ -119,15 +113,14 @@ fn otel_exporter_otlp_endpoint_alone_sends_the_spans_to_a_collector() {
     }
     let (url, posts) = collector();
     let dir = initialised();
-    let o = loopward(
+    run_stderr(
         dir.path(),
-        &["run", "--id", "exported"],
+        "exported",
         &[
             ("OTEL_EXPORTER_OTLP_ENDPOINT", &url),
             ("OTEL_SERVICE_NAME", "loopward-test"),
         ],
     );
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let mut bodies = Vec::new();
     while let Ok((path, body)) = posts.recv_timeout(Duration::from_secs(10)) {
         assert_eq!(path, "/v1/traces");

@@ -2,20 +2,30 @@
 
 use super::*;
 
-#[test]
-fn a_resumed_run_plays_the_script_it_was_started_with() {
+/// A starter folder whose run `id` was started with its own script at `script` (the root hands
+/// off to a planner that says "Planned by own.toml."), stopped at a durable gate on `plan` and
+/// approved there.
+fn approved_with_own_script(script: &str, id: &str) -> tempfile::TempDir {
     let dir = initialised();
     let d = dir.path();
     append(d, "loopward.toml", &durable_gate("plan", "planner"));
-    std::fs::create_dir(d.join("scripts")).unwrap();
+    let path = d.join(script);
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
     std::fs::write(
-        d.join("scripts/own.toml"),
+        path,
         "[[agents.root]]\ntool_calls = [{ name = \"handoff\", arguments = { to = \"planner\", message = \"go\" } }]\n\n[[agents.planner]]\ntext = \"Planned by own.toml.\"\n",
     )
     .unwrap();
-    let o = loopward(d, &["run", "--script", "scripts/own.toml", "--id", "rs"]);
+    let o = loopward(d, &["run", "--script", script, "--id", id]);
     assert_eq!(o.status.code(), Some(7), "{}", text(&o));
-    assert!(loopward(d, &["approve", "rs", "plan"]).status.success());
+    assert!(loopward(d, &["approve", id, "plan"]).status.success());
+    dir
+}
+
+#[test]
+fn a_resumed_run_plays_the_script_it_was_started_with() {
+    let dir = approved_with_own_script("scripts/own.toml", "rs");
+    let d = dir.path();
     // The script is remembered, so a second one is refused as a usage error (as `--task` is).
     let o = loopward(
         d,
@@ -39,17 +49,8 @@ fn a_resumed_run_plays_the_script_it_was_started_with() {
 
 #[test]
 fn a_damaged_record_of_the_script_refuses_the_resume_and_its_way_out_works() {
-    let dir = initialised();
+    let dir = approved_with_own_script("own.toml", "rd");
     let d = dir.path();
-    append(d, "loopward.toml", &durable_gate("plan", "planner"));
-    std::fs::write(
-        d.join("own.toml"),
-        "[[agents.root]]\ntool_calls = [{ name = \"handoff\", arguments = { to = \"planner\", message = \"go\" } }]\n\n[[agents.planner]]\ntext = \"Planned by own.toml.\"\n",
-    )
-    .unwrap();
-    let o = loopward(d, &["run", "--script", "own.toml", "--id", "rd"]);
-    assert_eq!(o.status.code(), Some(7), "{}", text(&o));
-    assert!(loopward(d, &["approve", "rd", "plan"]).status.success());
     let kept = d.join("runs/rd/started_with.json");
     std::fs::write(&kept, "not json").unwrap();
 

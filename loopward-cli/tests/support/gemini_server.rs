@@ -63,6 +63,16 @@ impl Server {
         }
         out
     }
+
+    /// The first part, in any request the client sent, that answers a call of `tool`
+    /// (`{"functionResponse": …}`).
+    pub fn answer_to(&self, tool: &str) -> Option<Value> {
+        self.requests()
+            .iter()
+            .flat_map(|r| r["contents"].as_array().cloned().unwrap_or_default())
+            .flat_map(|c| c["parts"].as_array().cloned().unwrap_or_default())
+            .find(|p| p["functionResponse"]["name"] == tool)
+    }
 }
 
 /// Starts the server on a free port of 127.0.0.1: `(port, server)`.

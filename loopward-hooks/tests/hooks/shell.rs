@@ -8,29 +8,46 @@ use crate::support::{
     assert_blocks, assert_not_recorded, assert_recorded, assert_tells, shown, Project, SESSION,
 };
 
-/// Runs the fixture's command the way Claude Code would, between the two hook events.
-fn run_bash(p: &Project, command: &str) {
-    let status = std::process::Command::new("sh")
+/// What `plan.md` holds before a command, and again once a change to it is put back.
+const PLAN: &str = "# Plan\n1. greet\n";
+
+/// A project under `policy` whose `plan.md` holds [`PLAN`].
+fn planned(p: Project) -> Project {
+    p.write("plan.md", PLAN);
+    p
+}
+
+/// `command` run in the project the way Claude Code would, between the two hook events.
+fn sh(p: &Project, command: &str) -> std::process::ExitStatus {
+    std::process::Command::new("sh")
         .arg("-c")
         .arg(command)
         .current_dir(&p.root)
         .status()
-        .unwrap();
-    assert!(status.success());
+        .unwrap()
+}
+
+/// Runs the fixture's command, which must succeed.
+fn run_bash(p: &Project, command: &str) {
+    assert!(sh(p, command).success(), "{command}");
 }
 
 /// The fixture's `Bash` call around `command`: `PreToolUse`, the command run, `PostToolUse`;
 /// the answer to the last.
 fn bash_between(p: &Project, command: &str) -> loopward_hooks::HookAnswer {
-    p.send_fixture("pre_bash_into_plan.json");
+    bash_call(p, "toolu_01J", command)
+}
+
+/// The fixture's `Bash` call as call `id` around `command`, as [`bash_between`].
+fn bash_call(p: &Project, id: &str, command: &str) -> loopward_hooks::HookAnswer {
+    p.send(&bash(p, "pre_bash_into_plan.json", id));
     run_bash(p, command);
-    p.send_fixture("post_bash_into_plan.json")
+    p.send(&bash(p, "post_bash_into_plan.json", id))
 }
 
 #[test]
 fn a_bash_write_into_a_territory_is_reverted_and_reported_as_blocking() {
-    let p = Project::new(POLICY);
-    p.write("plan.md", "# Plan\n1. greet\n");
+    let p = planned(Project::new(POLICY));
     let pre = p.send_fixture("pre_bash_into_plan.json");
     assert_eq!(
         shown(&pre),
@@ -42,7 +59,7 @@ fn a_bash_write_into_a_territory_is_reverted_and_reported_as_blocking() {
     insta::assert_snapshot!(shown(&post));
     assert_eq!(
         p.read("plan.md").as_deref(),
-        Some("# Plan\n1. greet\n"),
+        Some(PLAN),
         "the territory file is put back"
     );
     assert_eq!(
@@ -112,17 +129,12 @@ fn a_post_bash_without_its_snapshot_blocks() {
 
 #[test]
 fn a_failing_bash_command_that_wrote_first_is_still_reverted() {
-    let p = Project::new(POLICY);
-    p.write("plan.md", "# Plan\n1. greet\n");
+    let p = planned(Project::new(POLICY));
     p.send_fixture("pre_bash_into_plan.json");
-    let _ = std::process::Command::new("sh")
-        .arg("-c")
-        .arg("echo '# Plan: mine' > plan.md && false")
-        .current_dir(&p.root)
-        .status();
+    assert!(!sh(&p, "echo '# Plan: mine' > plan.md && false").success());
     let post = p.send_fixture("post_bash_failure.json");
     insta::assert_snapshot!(shown(&post));
-    assert_eq!(p.read("plan.md").as_deref(), Some("# Plan\n1. greet\n"));
+    assert_eq!(p.read("plan.md").as_deref(), Some(PLAN));
     assert!(p.ledger(SESSION).last().unwrap().contains("error=true"));
 }
 
@@ -133,8 +145,7 @@ fn session_check() -> loopward_runner::audit::VerifyOptions {
 
 #[test]
 fn the_session_ledger_verifies_reports_and_catches_an_edit() {
-    let p = Project::new(POLICY);
-    p.write("plan.md", "# Plan\n1. greet\n");
+    let p = planned(Project::new(POLICY));
     p.send_fixture("user_prompt.json");
     p.send_fixture("pre_write_plan_root.json");
     p.send_fixture("pre_write_plan_planner.json");
@@ -184,8 +195,7 @@ fn the_session_ledger_verifies_reports_and_catches_an_edit() {
 
 #[test]
 fn a_bash_write_covered_by_a_one_shot_override_stands_and_consumes_it() {
-    let p = Project::new(POLICY);
-    p.write("plan.md", "# Plan\n1. greet\n");
+    let p = planned(Project::new(POLICY));
     p.grant("root", "plan.md", "regenerate the plan with the script");
     let post = bash_between(&p, "echo '# Plan: mine' > plan.md && echo hi > notes.txt");
     assert_eq!(shown(&post), "exit 0\nstdout: \nstderr: \n");
@@ -265,8 +275,7 @@ fn a_bash_command_that_cannot_be_wrapped_is_denied() {
 
 #[test]
 fn with_a_state_directory_the_hook_keeps_nothing_in_the_workspace() {
-    let p = Project::with_state_dir(POLICY);
-    p.write("plan.md", "# Plan\n1. greet\n");
+    let p = planned(Project::with_state_dir(POLICY));
     p.send_fixture("pre_bash_into_plan.json");
     let sessions = p
         .state
@@ -287,7 +296,7 @@ fn with_a_state_directory_the_hook_keeps_nothing_in_the_workspace() {
     run_bash(&p, "echo '# Plan: mine' > plan.md");
     let post = p.send_fixture("post_bash_into_plan.json");
     assert_tells(&post, r#""decision":"block""#);
-    assert_eq!(p.read("plan.md").as_deref(), Some("# Plan\n1. greet\n"));
+    assert_eq!(p.read("plan.md").as_deref(), Some(PLAN));
     assert!(sessions.join("state.json").is_file());
 }
 
@@ -313,12 +322,11 @@ fn a_huge_file_in_a_free_folder_does_not_blind_the_bash_watch_to_a_mode_change_a
     p.write("plan.md", "# Plan\n");
     p.write("free/small.txt", "small");
     let before_mode = mode(&p, "plan.md");
-    p.send(&bash(&p, "pre_bash_into_plan.json", "toolu_b1"));
-    run_bash(
+    let post = bash_call(
         &p,
+        "toolu_b1",
         "chmod 777 plan.md && ln -s ../plan.md free/link.md && truncate -s 300M free/huge.bin",
     );
-    let post = p.send(&bash(&p, "post_bash_into_plan.json", "toolu_b1"));
     assert!(
         post.stdout.contains(r#""decision":"block""#)
             && post.stdout.contains("reverted: free/link.md, plan.md"),
@@ -345,15 +353,11 @@ fn a_blinded_bash_call_moves_no_baseline_and_is_judged_once_the_workspace_can_be
     let p = Project::new(&small());
     p.write("plan.md", "# Plan\n");
     let before_mode = mode(&p, "plan.md");
-    p.send(&bash(&p, "pre_bash_into_plan.json", "toolu_b1"));
-    run_bash(
-        &p,
-        &format!(
-            "chmod 777 plan.md && ln -s plan.md link.md && {}",
-            too_deep()
-        ),
+    let blinding = format!(
+        "chmod 777 plan.md && ln -s plan.md link.md && {}",
+        too_deep()
     );
-    let post = p.send(&bash(&p, "post_bash_into_plan.json", "toolu_b1"));
+    let post = bash_call(&p, "toolu_b1", &blinding);
     assert!(
         post.stdout.contains(r#""decision":"block""#)
             && post.stdout.contains("could not be compared"),
@@ -404,12 +408,11 @@ fn a_blinded_bash_call_moves_no_baseline_and_is_judged_once_the_workspace_can_be
 fn names_that_are_not_utf8_made_by_bash_stop_no_write_and_are_judged_by_their_bytes() {
     let p = Project::new(POLICY);
     p.write("plans/a.md", "keep");
-    p.send(&bash(&p, "pre_bash_into_plan.json", "toolu_b1"));
-    run_bash(
+    let post = bash_call(
         &p,
+        "toolu_b1",
         "mkdir -p free && ln -s \"$(printf '\\377')\" free/odd && touch \"free/$(printf '\\376')\"",
     );
-    let post = p.send(&bash(&p, "post_bash_into_plan.json", "toolu_b1"));
     assert_eq!(shown(&post), "exit 0\nstdout: \nstderr: \n");
     let pre = p.send(&p.write_event("PreToolUse", "toolu_w1", "notes.txt", "x", true));
     assert_tells(&pre, r#""permissionDecision":"allow""#);
@@ -417,12 +420,11 @@ fn names_that_are_not_utf8_made_by_bash_stop_no_write_and_are_judged_by_their_by
     assert_eq!(post.exit_code, 0, "{}", post.stderr);
     assert!(!post.stdout.contains("block"), "{}", post.stdout);
     assert_eq!(p.read("notes.txt").as_deref(), Some("x"));
-    p.send(&bash(&p, "pre_bash_into_plan.json", "toolu_b2"));
-    run_bash(
+    let post = bash_call(
         &p,
+        "toolu_b2",
         "touch \"plans/$(printf '\\377')\" && ln -s \"../plans/$(printf '\\375')\" free/into",
     );
-    let post = p.send(&bash(&p, "post_bash_into_plan.json", "toolu_b2"));
     assert!(
         post.stdout
             .contains("reverted: free/into, plans/\u{fffd}ff"),

@@ -5,7 +5,7 @@
 //! the client: `PreToolUse`, then the write through the (swapped) link, then `PostToolUse`.
 
 use crate::support::{assert_not_recorded, assert_recorded, assert_tells, Project, SESSION};
-use loopward_hooks::handle;
+use loopward_hooks::{handle, HookAnswer};
 use serde_json::{json, Value};
 use std::os::unix::fs::symlink;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -204,6 +204,11 @@ fn a_file_tool_that_failed_after_writing_through_a_link_is_compared_too() {
     assert_recorded(&p.ledger(SESSION), "violation plans/a.md reverted");
 }
 
+/// `agent_event`'s event handled by the hook: its answer.
+fn sent_by(p: &Project, name: &str, agent: &str, id: &str, tool: Value) -> HookAnswer {
+    handle(&agent_event(p, name, agent, id, tool), &p.ctx)
+}
+
 /// A Claude Code event of a subagent (`agent_type`): a `Write` of `file`, or a `Bash` command.
 fn agent_event(p: &Project, name: &str, agent: &str, id: &str, tool: Value) -> String {
     let (tool_name, input) = match &tool {
@@ -241,37 +246,43 @@ enabled = false
 sandbox = "watch-only"
 "#;
 
+/// The planner's write of its `plans/a.md` and the builder's of its `src/b.rs`: `(agent, call
+/// id, file)`.
+const OVERLAPPING: [(&str, &str, &str); 2] = [
+    ("planner", "toolu_p1", "plans/a.md"),
+    ("builder", "toolu_b1", "src/b.rs"),
+];
+
+/// Begins both [`OVERLAPPING`] writes (`PreToolUse`, `write` giving each file's input): each is
+/// allowed.
+fn begin_both(p: &Project, write: impl Fn(&str) -> Value) {
+    for (agent, id, file) in OVERLAPPING {
+        let pre = sent_by(p, "PreToolUse", agent, id, write(file));
+        assert_tells(&pre, r#""permissionDecision":"allow""#);
+    }
+}
+
+/// The hook let the call stand without a word.
+#[track_caller]
+fn assert_silent(answer: &HookAnswer) {
+    assert_eq!(
+        (answer.exit_code, answer.stdout.as_str()),
+        (0, ""),
+        "{answer:?}"
+    );
+}
+
 /// Two subagents in the background, each writing its own territory while the other's write is
 /// between its `PreToolUse` and `PostToolUse`: both writes stand, nothing is blamed on anyone.
 #[test]
 fn two_subagents_writing_their_own_territories_at_once_both_stand() {
     let p = Project::new(TWO_TEAMS);
-    let write = |file: &str, text: &str| json!({"file_path": p.path(file), "content": text});
-    for (agent, id, file) in [
-        ("planner", "toolu_p1", "plans/a.md"),
-        ("builder", "toolu_b1", "src/b.rs"),
-    ] {
-        let pre = handle(
-            &agent_event(&p, "PreToolUse", agent, id, write(file, "x")),
-            &p.ctx,
-        );
-        assert_tells(&pre, r#""permissionDecision":"allow""#);
-    }
+    let write = |file: &str| json!({"file_path": p.path(file), "content": "x"});
+    begin_both(&p, write);
     p.write("plans/a.md", "the planner's\n");
     p.write("src/b.rs", "the builder's\n");
-    for (agent, id, file) in [
-        ("planner", "toolu_p1", "plans/a.md"),
-        ("builder", "toolu_b1", "src/b.rs"),
-    ] {
-        let post = handle(
-            &agent_event(&p, "PostToolUse", agent, id, write(file, "x")),
-            &p.ctx,
-        );
-        assert_eq!(
-            (post.exit_code, post.stdout.as_str()),
-            (0, ""),
-            "{agent}: {post:?}"
-        );
+    for (agent, id, file) in OVERLAPPING {
+        assert_silent(&sent_by(&p, "PostToolUse", agent, id, write(file)));
     }
     assert_eq!(p.read("plans/a.md").as_deref(), Some("the planner's\n"));
     assert_eq!(p.read("src/b.rs").as_deref(), Some("the builder's\n"));
@@ -286,29 +297,11 @@ fn two_subagents_writing_their_own_territories_at_once_both_stand() {
 fn another_subagents_write_in_flight_through_its_temporary_file_is_not_blamed() {
     let p = Project::new(TWO_TEAMS);
     let write = |file: &str| json!({"file_path": p.path(file), "content": "x"});
-    for (agent, id, file) in [
-        ("planner", "toolu_p1", "plans/a.md"),
-        ("builder", "toolu_b1", "src/b.rs"),
-    ] {
-        let pre = handle(
-            &agent_event(&p, "PreToolUse", agent, id, write(file)),
-            &p.ctx,
-        );
-        assert_tells(&pre, r#""permissionDecision":"allow""#);
-    }
+    begin_both(&p, write);
     p.write("plans/a.md", "the planner's\n");
     p.write("src/b.rs.tmp.4242.67b378408600", "the builder's\n");
-    let post = handle(
-        &agent_event(
-            &p,
-            "PostToolUse",
-            "planner",
-            "toolu_p1",
-            write("plans/a.md"),
-        ),
-        &p.ctx,
-    );
-    assert_eq!((post.exit_code, post.stdout.as_str()), (0, ""), "{post:?}");
+    let (planner, id, file) = OVERLAPPING[0];
+    assert_silent(&sent_by(&p, "PostToolUse", planner, id, write(file)));
     assert_eq!(
         p.read("src/b.rs.tmp.4242.67b378408600").as_deref(),
         Some("the builder's\n"),
@@ -316,14 +309,10 @@ fn another_subagents_write_in_flight_through_its_temporary_file_is_not_blamed() 
     );
     // Its rename lands; its own PostToolUse judges it.
     std::fs::rename(p.path("src/b.rs.tmp.4242.67b378408600"), p.path("src/b.rs")).unwrap();
-    let post = handle(
-        &agent_event(&p, "PostToolUse", "builder", "toolu_b1", write("src/b.rs")),
-        &p.ctx,
-    );
-    assert_eq!((post.exit_code, post.stdout.as_str()), (0, ""), "{post:?}");
+    let (builder, id, file) = OVERLAPPING[1];
+    assert_silent(&sent_by(&p, "PostToolUse", builder, id, write(file)));
     assert_eq!(p.read("src/b.rs").as_deref(), Some("the builder's\n"));
-    let ledger = p.ledger(SESSION);
-    assert_not_recorded(&ledger, "violation");
+    assert_not_recorded(&p.ledger(SESSION), "violation");
 }
 
 /// While the planner's write is live, the builder's command writes into the planner's
@@ -333,28 +322,16 @@ fn a_subagent_writing_the_others_territory_during_an_overlap_is_put_back_and_nam
     let p = Project::new(TWO_TEAMS);
     let write = json!({"file_path": p.path("plans/a.md"), "content": "the planner's\n"});
     let cmd = Value::String("echo evil > plans/evil.md".into());
-    let pre = handle(
-        &agent_event(&p, "PreToolUse", "planner", "toolu_p1", write.clone()),
-        &p.ctx,
-    );
+    let pre = sent_by(&p, "PreToolUse", "planner", "toolu_p1", write.clone());
     assert_tells(&pre, r#""permissionDecision":"allow""#);
-    let pre = handle(
-        &agent_event(&p, "PreToolUse", "builder", "toolu_b1", cmd.clone()),
-        &p.ctx,
-    );
+    let pre = sent_by(&p, "PreToolUse", "builder", "toolu_b1", cmd.clone());
     assert_eq!(pre.exit_code, 0, "{pre:?}");
     p.write("plans/a.md", "the planner's\n");
     p.write("plans/evil.md", "evil\n");
     // The planner's write ends first: the command's change is not its to answer for.
-    let post = handle(
-        &agent_event(&p, "PostToolUse", "planner", "toolu_p1", write),
-        &p.ctx,
-    );
-    assert_eq!((post.exit_code, post.stdout.as_str()), (0, ""), "{post:?}");
-    let post = handle(
-        &agent_event(&p, "PostToolUse", "builder", "toolu_b1", cmd),
-        &p.ctx,
-    );
+    let post = sent_by(&p, "PostToolUse", "planner", "toolu_p1", write);
+    assert_silent(&post);
+    let post = sent_by(&p, "PostToolUse", "builder", "toolu_b1", cmd);
     assert_tells(&post, r#""decision":"block""#);
     assert_eq!(p.read("plans/a.md").as_deref(), Some("the planner's\n"));
     assert_eq!(

@@ -1,10 +1,11 @@
 //! The Anthropic Messages backend against a canned server on 127.0.0.1.
 
 use super::support::{
-    assert_cut_off_then_finished, event, http, json, sse, write_hello, MockServer,
-    RecordingSleeper, Reply,
+    assert_cut_off_then_finished, assert_invalid_response, assert_quota_exhausted,
+    assert_transport, event, http, json, sse, write_file_result, write_hello, MockServer,
+    RecordingSleeper, Reply, Served,
 };
-use loopward_core::{Message, ToolCall, ToolResult};
+use loopward_core::{Message, ToolCall};
 use loopward_runner::model::http::{AnthropicConfig, AnthropicModel, ApiKey, RetryPolicy};
 use loopward_runner::model::{ChatRequest, ChatResponse, ModelError};
 use serde_json::{json, Value};
@@ -26,19 +27,39 @@ fn config(server: &MockServer, stream: bool) -> AnthropicConfig {
 }
 
 fn model(server: &MockServer, stream: bool) -> (AnthropicModel, RecordingSleeper) {
+    tuned(server, stream, |_| {})
+}
+
+/// The model over a config changed by `tune`, with no jitter and a sleeper that records.
+fn tuned(
+    server: &MockServer,
+    stream: bool,
+    tune: impl FnOnce(&mut AnthropicConfig),
+) -> (AnthropicModel, RecordingSleeper) {
+    let mut c = config(server, stream);
+    tune(&mut c);
     let sleeper = RecordingSleeper::default();
-    let m = AnthropicModel::new(
-        config(server, stream),
-        ApiKey::new("sk-ant-secret").unwrap(),
-    )
-    .unwrap()
-    .with_jitter(|| 0.0)
-    .with_sleeper(sleeper.clone());
+    let m = AnthropicModel::new(c, ApiKey::new("sk-ant-secret").unwrap())
+        .unwrap()
+        .with_jitter(|| 0.0)
+        .with_sleeper(sleeper.clone());
     (m, sleeper)
 }
 
 fn request() -> ChatRequest {
     write_hello(json!({"type": "object"}), None)
+}
+
+/// Serves `replies` to one call of `request()`, streamed or not.
+async fn served(replies: Vec<Reply>, stream: bool) -> Served {
+    Served::run(replies, |server| model(server, stream), request()).await
+}
+
+/// The waits before a call that got `first`, then a reply saying ok, ends with that reply.
+async fn waits_before_ok(first: Reply, stream: bool) -> Vec<Duration> {
+    let served = served(vec![first, json(200, &full_reply("ok"))], stream).await;
+    assert_eq!(served.content(), "ok");
+    served.waits
 }
 
 async fn call(m: AnthropicModel) -> Result<ChatResponse, ModelError> {
@@ -93,8 +114,6 @@ fn full_reply(text: &str) -> Value {
 
 #[tokio::test]
 async fn request_maps_system_merged_tool_results_notices_and_headers() {
-    let server = MockServer::start(vec![json(200, &full_reply("ok"))]).await;
-    let (m, _) = model(&server, false);
     let mut req = request();
     req.max_tokens = Some(64);
     req.messages.extend([
@@ -105,22 +124,14 @@ async fn request_maps_system_merged_tool_results_notices_and_headers() {
                 ToolCall::new("t2", "write_file", json!({"path": "b"})),
             ],
         ),
-        Message::Tool(ToolResult {
-            call_id: "t1".into(),
-            name: "write_file".into(),
-            content: "ok".into(),
-            is_error: false,
-        }),
-        Message::Tool(ToolResult {
-            call_id: "t2".into(),
-            name: "write_file".into(),
-            content: "territory owned by planner".into(),
-            is_error: true,
-        }),
+        write_file_result("t1", "ok", false),
+        write_file_result("t2", "territory owned by planner", true),
         Message::notice("2 steps left"),
     ]);
-    m.oneshot(req).await.unwrap();
-    let sent = &server.requests()[0];
+    let ok = vec![json(200, &full_reply("ok"))];
+    let served = Served::run(ok, |server| model(server, false), req).await;
+    served.result.as_ref().unwrap();
+    let sent = served.first_sent();
     assert_eq!(sent.path, "/v1/messages");
     assert_eq!(sent.header("x-api-key"), Some("sk-ant-secret"));
     assert_eq!(sent.header("anthropic-version"), Some("2023-06-01"));
@@ -150,7 +161,7 @@ async fn request_maps_system_merged_tool_results_notices_and_headers() {
 #[tokio::test]
 async fn streamed_text_and_tool_use_with_split_json_deltas_and_cache_usage() {
     let [delta, stop] = message_end("tool_use");
-    let server = MockServer::start(vec![sse(&[
+    let served = served(vec![sse(&[
         message_start(),
         event("ping", &json!({"type": "ping"})),
         event("content_block_start", &json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}})),
@@ -164,9 +175,8 @@ async fn streamed_text_and_tool_use_with_split_json_deltas_and_cache_usage() {
         block_stop(1),
         delta,
         stop,
-    ], true)]).await;
-    let (m, _) = model(&server, true);
-    let reply = call(m).await.unwrap();
+    ], true)], true).await;
+    let reply = served.result.as_ref().unwrap();
     assert_eq!(reply.content, "On it.");
     assert_eq!(
         reply.tool_calls,
@@ -186,17 +196,16 @@ async fn streamed_text_and_tool_use_with_split_json_deltas_and_cache_usage() {
         ),
         (242, 25, 200)
     );
-    assert_eq!(server.requests()[0].json()["stream"], json!(true));
+    assert_eq!(served.first_sent().json()["stream"], json!(true));
 }
 
 #[tokio::test]
 async fn non_streamed_tool_use_maps_back() {
-    let server = MockServer::start(vec![json(200, &json!({
+    let reply = served(vec![json(200, &json!({
         "id": "msg_3", "type": "message", "role": "assistant", "model": "claude-test", "stop_reason": "tool_use",
         "content": [{"type": "text", "text": "Writing."}, {"type": "tool_use", "id": "toolu_9", "name": "write_file", "input": {"path": "x"}}],
         "usage": {"input_tokens": 40, "output_tokens": 9, "cache_read_input_tokens": 8}
-    }))]).await;
-    let reply = call(model(&server, false).0).await.unwrap();
+    }))], false).await.result.unwrap();
     assert_eq!(reply.content, "Writing.");
     assert_eq!(
         reply.tool_calls,
@@ -229,30 +238,21 @@ async fn a_stream_cut_inside_tool_use_returns_no_call() {
         .concat(),
     );
     let server = MockServer::start(vec![cut, clean_eof]).await;
-    let mut c = config(&server, true);
-    c.retry.max_attempts = 1;
-    let m = AnthropicModel::new(c, ApiKey::new("k").unwrap()).unwrap();
+    let (m, _) = tuned(&server, true, |c| c.retry.max_attempts = 1);
     let broken = m.clone().oneshot(request()).await.unwrap_err();
-    assert!(
-        matches!(&broken, ModelError::Transport(w) if w.contains("stream broke")),
-        "{broken}"
-    );
+    assert_transport(&broken, "stream broke");
     let ended = m.oneshot(request()).await.unwrap_err();
-    assert!(
-        matches!(&ended, ModelError::Transport(w) if w.contains("cut inside a tool call")),
-        "{ended}"
-    );
+    assert_transport(&ended, "cut inside a tool call");
 }
 
 #[tokio::test]
 async fn an_overloaded_error_event_after_200_is_retried_then_succeeds() {
-    let server = MockServer::start(vec![
-        sse(&[message_start(), event("error", &json!({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}))], true),
-        json(200, &full_reply("ok")),
-    ]).await;
-    let (m, sleeper) = model(&server, true);
-    assert_eq!(call(m).await.unwrap().content, "ok");
-    assert_eq!(sleeper.waits(), vec![Duration::from_millis(250)]);
+    let overloaded = event(
+        "error",
+        &json!({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}),
+    );
+    let waits = waits_before_ok(sse(&[message_start(), overloaded], true), true).await;
+    assert_eq!(waits, vec![Duration::from_millis(250)]);
 }
 
 #[tokio::test]
@@ -263,68 +263,52 @@ async fn status_529_overloaded_is_retried_within_the_budget_and_then_reported() 
             &json!({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}),
         )
     };
-    let server = MockServer::start(vec![overloaded(), overloaded(), overloaded()]).await;
-    let (m, sleeper) = model(&server, false);
-    let err = call(m).await.unwrap_err();
+    let served = served(vec![overloaded(), overloaded(), overloaded()], false).await;
     assert_eq!(
-        err,
-        ModelError::Server {
+        served.err(),
+        &ModelError::Server {
             status: 529,
             body: "overloaded_error: Overloaded".into()
         }
     );
     assert_eq!(
-        sleeper.waits(),
+        served.waits,
         vec![Duration::from_millis(250), Duration::from_millis(500)]
     );
-    assert_eq!(server.requests().len(), 3);
+    assert_eq!(served.server.requests().len(), 3);
 }
 
 #[tokio::test]
 async fn a_wait_budget_smaller_than_the_backoff_stops_retrying() {
-    let server = MockServer::start(vec![json(
+    let oops = json(
         500,
         &json!({"type": "error", "error": {"type": "api_error", "message": "oops"}}),
-    )])
-    .await;
-    let mut c = config(&server, false);
-    c.retry.max_total_wait = Duration::from_millis(100);
-    let sleeper = RecordingSleeper::default();
-    let m = AnthropicModel::new(c, ApiKey::new("k").unwrap())
-        .unwrap()
-        .with_jitter(|| 0.0)
-        .with_sleeper(sleeper.clone());
+    );
+    let budget = |c: &mut AnthropicConfig| c.retry.max_total_wait = Duration::from_millis(100);
+    let served = Served::run(vec![oops], |server| tuned(server, false, budget), request()).await;
     assert!(matches!(
-        call(m).await.unwrap_err(),
+        served.err(),
         ModelError::Server { status: 500, .. }
     ));
-    assert!(sleeper.waits().is_empty());
+    assert!(served.waits.is_empty());
 }
 
 #[tokio::test]
 async fn billing_errors_are_quota_exhausted_and_not_retried() {
-    let server = MockServer::start(vec![
+    let served = served(vec![
         json(400, &json!({"type": "error", "error": {"type": "invalid_request_error", "message": "Your credit balance is too low to access the Anthropic API."}})),
         json(200, &full_reply("never")),
-    ]).await;
-    let err = call(model(&server, false).0).await.unwrap_err();
-    assert!(
-        matches!(&err, ModelError::QuotaExhausted(m) if m.contains("credit balance")),
-        "{err}"
-    );
-    assert_eq!(server.requests().len(), 1);
+    ], false).await;
+    assert_quota_exhausted(served.err(), "credit balance");
+    assert_eq!(served.server.requests().len(), 1);
 }
 
 #[tokio::test]
 async fn rate_limit_error_429_honours_retry_after() {
-    let server = MockServer::start(vec![
-        Reply::Raw(http(429, "application/json", &[("retry-after", "3")],
-            &json!({"type": "error", "error": {"type": "rate_limit_error", "message": "Number of request tokens has exceeded your per-minute rate limit"}}).to_string())),
-        json(200, &full_reply("ok")),
-    ]).await;
-    let (m, sleeper) = model(&server, false);
-    assert_eq!(call(m).await.unwrap().content, "ok");
-    assert_eq!(sleeper.waits(), vec![Duration::from_secs(3)]);
+    let limited = Reply::Raw(http(429, "application/json", &[("retry-after", "3")],
+            &json!({"type": "error", "error": {"type": "rate_limit_error", "message": "Number of request tokens has exceeded your per-minute rate limit"}}).to_string()));
+    let waits = waits_before_ok(limited, false).await;
+    assert_eq!(waits, vec![Duration::from_secs(3)]);
 }
 
 #[tokio::test]
@@ -349,36 +333,32 @@ async fn empty_and_html_and_unparseable_replies_are_invalid_responses() {
         "not valid JSON",
     ] {
         let err = call(model(&server, true).0).await.unwrap_err();
-        assert!(
-            matches!(&err, ModelError::InvalidResponse(m) if m.contains(want)),
-            "{want}: {err}"
-        );
+        assert_invalid_response(&err, want);
     }
 }
 
 #[tokio::test]
 async fn hitting_max_tokens_inside_tool_use_is_refused() {
     let [_, stop] = message_end("max_tokens");
-    let server = MockServer::start(vec![sse(
-        &[
-            message_start(),
-            tool_start(0),
-            json_delta(0, "{\"path\": \"a\"}"),
-            block_stop(0),
-            event(
-                "message_delta",
-                &json!({"type": "message_delta", "delta": {"stop_reason": "max_tokens"}}),
-            ),
-            stop,
-        ],
+    let served = served(
+        vec![sse(
+            &[
+                message_start(),
+                tool_start(0),
+                json_delta(0, "{\"path\": \"a\"}"),
+                block_stop(0),
+                event(
+                    "message_delta",
+                    &json!({"type": "message_delta", "delta": {"stop_reason": "max_tokens"}}),
+                ),
+                stop,
+            ],
+            true,
+        )],
         true,
-    )])
+    )
     .await;
-    let err = call(model(&server, true).0).await.unwrap_err();
-    assert!(
-        matches!(&err, ModelError::InvalidResponse(m) if m.contains("max_tokens")),
-        "{err}"
-    );
+    assert_invalid_response(served.err(), "max_tokens");
 }
 
 #[test]

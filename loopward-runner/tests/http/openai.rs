@@ -1,10 +1,11 @@
 //! The OpenAI-compatible backend against a canned server on 127.0.0.1.
 
 use super::support::{
-    assert_cut_off_then_finished, data, http, json, json_with, sse, write_hello, MockServer,
-    RecordingSleeper, Reply,
+    assert_cut_off_then_finished, assert_invalid_response, assert_quota_exhausted,
+    assert_transport, data, http, json, json_with, sse, write_file_result, write_hello, MockServer,
+    RecordingSleeper, Reply, Served,
 };
-use loopward_core::{Message, ToolCall, ToolResult};
+use loopward_core::{Message, ToolCall};
 use loopward_runner::model::http::{ApiKey, OpenAiConfig, OpenAiModel, RetryPolicy, ToolChoice};
 use loopward_runner::model::{BoxModelService, ChatRequest, ChatResponse, ModelError};
 use loopward_runner::ManualClock;
@@ -29,14 +30,16 @@ fn config(server: &MockServer, stream: bool) -> OpenAiConfig {
 }
 
 fn model(server: &MockServer, stream: bool) -> (OpenAiModel, RecordingSleeper) {
+    keyed(config(server, stream))
+}
+
+/// The model over `c` with the test key, a fixed jitter and a sleeper that records.
+fn keyed(c: OpenAiConfig) -> (OpenAiModel, RecordingSleeper) {
     let sleeper = RecordingSleeper::default();
-    let m = OpenAiModel::new(
-        config(server, stream),
-        Some(ApiKey::new("sk-test-secret").unwrap()),
-    )
-    .unwrap()
-    .with_jitter(|| 0.5)
-    .with_sleeper(sleeper.clone());
+    let m = OpenAiModel::new(c, Some(ApiKey::new("sk-test-secret").unwrap()))
+        .unwrap()
+        .with_jitter(|| 0.5)
+        .with_sleeper(sleeper.clone());
     (m, sleeper)
 }
 
@@ -60,6 +63,18 @@ async fn fails_once(
 
 async fn call(m: OpenAiModel) -> Result<ChatResponse, ModelError> {
     m.oneshot(request()).await
+}
+
+/// Serves `replies` to one call of `request()`, streamed or not.
+async fn served(replies: Vec<Reply>, stream: bool) -> Served {
+    Served::run(replies, |server| model(server, stream), request()).await
+}
+
+/// The waits before a call that got `first`, then a reply saying ok, ends with that reply.
+async fn waits_before_ok(first: Reply) -> Vec<Duration> {
+    let served = served(vec![first, json(200, &full_reply("ok"))], false).await;
+    assert_eq!(served.content(), "ok");
+    served.waits
 }
 
 fn text_chunk(text: &str) -> String {

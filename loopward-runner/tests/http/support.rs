@@ -3,7 +3,7 @@
 //! request it read.
 
 use futures::future::BoxFuture;
-use loopward_core::{AgentId, Message, Person, ToolSpec};
+use loopward_core::{AgentId, Message, Person, ToolResult, ToolSpec};
 use loopward_runner::model::http::Sleeper;
 use loopward_runner::model::{ChatRequest, ChatResponse, ModelError, StopReason, TurnSlot};
 use serde_json::Value;
@@ -12,6 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
+use tower::ServiceExt;
 
 /// What the server does with one connection.
 pub(crate) enum Reply {
@@ -147,6 +148,86 @@ async fn serve(mut socket: TcpStream, reply: Option<Reply>, recorded: Arc<Mutex<
     }
 }
 
+/// One call over a canned server: the server (for what it read), what the call returned, and
+/// the waits the model asked for between its tries.
+pub(crate) struct Served {
+    pub(crate) server: MockServer,
+    pub(crate) result: Result<ChatResponse, ModelError>,
+    pub(crate) waits: Vec<Duration>,
+}
+
+impl Served {
+    /// Serves `replies` to `request`, sent once through the model `model` builds over the server.
+    pub(crate) async fn run<M>(
+        replies: Vec<Reply>,
+        model: impl FnOnce(&MockServer) -> (M, RecordingSleeper),
+        request: ChatRequest,
+    ) -> Self
+    where
+        M: tower::Service<ChatRequest, Response = ChatResponse, Error = ModelError>,
+    {
+        let server = MockServer::start(replies).await;
+        let (m, sleeper) = model(&server);
+        let result = m.oneshot(request).await;
+        let waits = sleeper.waits();
+        Self {
+            server,
+            result,
+            waits,
+        }
+    }
+
+    /// The error the call ended with; fails the test if it succeeded.
+    #[track_caller]
+    pub(crate) fn err(&self) -> &ModelError {
+        match &self.result {
+            Err(e) => e,
+            Ok(reply) => panic!("expected an error, got {reply:?}"),
+        }
+    }
+
+    /// The first request the server read.
+    pub(crate) fn first_sent(&self) -> Recorded {
+        self.server.requests()[0].clone()
+    }
+
+    /// The reply's text; fails the test if the call failed.
+    #[track_caller]
+    pub(crate) fn content(&self) -> &str {
+        match &self.result {
+            Ok(reply) => &reply.content,
+            Err(e) => panic!("expected a reply, got {e}"),
+        }
+    }
+}
+
+/// `err` is an invalid response whose text says `want`.
+#[track_caller]
+pub(crate) fn assert_invalid_response(err: &ModelError, want: &str) {
+    assert!(
+        matches!(err, ModelError::InvalidResponse(m) if m.contains(want)),
+        "want an invalid response saying {want:?}: {err}"
+    );
+}
+
+/// `err` is a transport error whose text says `want`.
+#[track_caller]
+pub(crate) fn assert_transport(err: &ModelError, want: &str) {
+    assert!(
+        matches!(err, ModelError::Transport(m) if m.contains(want)),
+        "want a transport error saying {want:?}: {err}"
+    );
+}
+
+/// `err` says the quota is spent, with `want` in its text.
+#[track_caller]
+pub(crate) fn assert_quota_exhausted(err: &ModelError, want: &str) {
+    assert!(
+        matches!(err, ModelError::QuotaExhausted(m) if m.contains(want)),
+        "want an exhausted quota saying {want:?}: {err}"
+    );
+}
+
 /// A complete response with a body and `Content-Length`.
 pub(crate) fn http(status: u16, content_type: &str, extra: &[(&str, &str)], body: &str) -> Vec<u8> {
     let mut head = format!(
@@ -224,6 +305,16 @@ pub(crate) fn write_hello(parameters: Value, max_tokens: Option<u32>) -> ChatReq
         max_tokens,
         turn: TurnSlot::empty(),
     }
+}
+
+/// `write_file`'s result for the call `call_id`, as the runner hands it back.
+pub(crate) fn write_file_result(call_id: &str, content: &str, is_error: bool) -> Message {
+    Message::Tool(ToolResult {
+        call_id: call_id.into(),
+        name: "write_file".into(),
+        content: content.into(),
+        is_error,
+    })
 }
 
 /// A text reply stopped by the token limit is marked cut off, streamed and whole, and the next

@@ -5,22 +5,24 @@ use super::*;
 
 #[tokio::test]
 async fn streamed_text_accumulates_and_reports_usage_with_cached_tokens() {
-    let server = MockServer::start(vec![sse(
-        &[
-            text_chunk("Hel"),
-            text_chunk("lo"),
-            finish_chunk("stop"),
-            data(
-                &json!({"choices": [], "usage": {"prompt_tokens": 120, "completion_tokens": 3,
+    let served = served(
+        vec![sse(
+            &[
+                text_chunk("Hel"),
+                text_chunk("lo"),
+                finish_chunk("stop"),
+                data(
+                    &json!({"choices": [], "usage": {"prompt_tokens": 120, "completion_tokens": 3,
             "prompt_tokens_details": {"cached_tokens": 100}}}),
-            ),
-            "data: [DONE]\n\n".into(),
-        ],
+                ),
+                "data: [DONE]\n\n".into(),
+            ],
+            true,
+        )],
         true,
-    )])
+    )
     .await;
-    let (m, _) = model(&server, true);
-    let reply = call(m).await.unwrap();
+    let reply = served.result.as_ref().unwrap();
     assert_eq!(reply.content, "Hello");
     assert_eq!(reply.model, "gpt-test-0613");
     assert_eq!(
@@ -32,27 +34,30 @@ async fn streamed_text_accumulates_and_reports_usage_with_cached_tokens() {
         ),
         (120, 3, 100, 1)
     );
-    let sent = server.requests()[0].json();
+    let sent = served.first_sent().json();
     assert_eq!(sent["stream"], json!(true));
     assert_eq!(sent["stream_options"], json!({"include_usage": true}));
 }
 
 #[tokio::test]
 async fn streamed_tool_call_joins_argument_deltas_split_across_events() {
-    let server = MockServer::start(vec![sse(
-        &[
-            call_start_chunk(),
-            args_chunk("{\"pa"),
-            args_chunk("th\": \"hel"),
-            args_chunk("lo.txt\"}"),
-            finish_chunk("tool_calls"),
-            "data: [DONE]\n\n".into(),
-        ],
+    let reply = served(
+        vec![sse(
+            &[
+                call_start_chunk(),
+                args_chunk("{\"pa"),
+                args_chunk("th\": \"hel"),
+                args_chunk("lo.txt\"}"),
+                finish_chunk("tool_calls"),
+                "data: [DONE]\n\n".into(),
+            ],
+            true,
+        )],
         true,
-    )])
-    .await;
-    let (m, _) = model(&server, true);
-    let reply = call(m).await.unwrap();
+    )
+    .await
+    .result
+    .unwrap();
     assert_eq!(
         reply.tool_calls,
         vec![ToolCall::new(
@@ -69,7 +74,7 @@ async fn parallel_streamed_calls_keep_their_order_even_when_a_server_repeats_nam
         data(&json!({"choices": [{"index": 0, "delta": {"tool_calls": [
             {"index": index, "id": id, "function": {"name": "read_file", "arguments": args}}]}}]}))
     };
-    let server = MockServer::start(vec![sse(
+    let calls = vec![sse(
         &[
             delta(0, "a", "{\"path\":"),
             delta(1, "b", "{\"path\": \"b\"}"),
@@ -77,9 +82,8 @@ async fn parallel_streamed_calls_keep_their_order_even_when_a_server_repeats_nam
             finish_chunk("tool_calls"),
         ],
         true,
-    )])
-    .await;
-    let reply = call(model(&server, true).0).await.unwrap();
+    )];
+    let reply = served(calls, true).await.result.unwrap();
     assert_eq!(
         reply.tool_calls,
         vec![
@@ -129,13 +133,11 @@ async fn a_stream_cut_mid_tool_call_returns_no_call_and_the_retry_gets_the_whole
         ],
         true,
     );
-    let server = MockServer::start(vec![cut, whole]).await;
-    let (m, sleeper) = model(&server, true);
-    let reply = call(m).await.unwrap();
-    assert_eq!(reply.content, "done");
-    assert!(reply.tool_calls.is_empty());
-    assert_eq!(server.requests().len(), 2);
-    assert_eq!(sleeper.waits(), vec![Duration::from_millis(375)]);
+    let served = served(vec![cut, whole], true).await;
+    assert_eq!(served.content(), "done");
+    assert!(served.result.unwrap().tool_calls.is_empty());
+    assert_eq!(served.server.requests().len(), 2);
+    assert_eq!(served.waits, vec![Duration::from_millis(375)]);
 }
 
 #[tokio::test]
@@ -152,34 +154,23 @@ async fn a_stream_cut_mid_tool_call_without_retries_is_a_transport_error() {
     );
     let server = MockServer::start(vec![cut]).await;
     let err = fails_once(&server, true, |_| {}).await;
-    assert!(
-        matches!(&err, ModelError::Transport(m) if m.contains("cut inside a tool call")),
-        "{err}"
-    );
+    assert_transport(&err, "cut inside a tool call");
 }
 
 #[tokio::test]
 async fn an_error_event_after_200_is_a_typed_error_not_a_reply() {
-    let server = MockServer::start(vec![sse(&[
+    let served = served(vec![sse(&[
         text_chunk("partial"),
         data(&json!({"error": {"message": "model crashed", "type": "invalid_request_error", "code": "context_length_exceeded"}})),
-    ], true)]).await;
-    let err = call(model(&server, true).0).await.unwrap_err();
-    assert!(
-        matches!(&err, ModelError::InvalidResponse(m) if m.contains("context_length_exceeded")),
-        "{err}"
-    );
-    assert_eq!(server.requests().len(), 1);
+    ], true)], true).await;
+    assert_invalid_response(served.err(), "context_length_exceeded");
+    assert_eq!(served.server.requests().len(), 1);
 }
 
 #[tokio::test]
 async fn invalid_json_in_a_stream_is_an_invalid_response() {
-    let server = MockServer::start(vec![sse(&["data: {\"choices\": [\n\n".into()], true)]).await;
-    let err = call(model(&server, true).0).await.unwrap_err();
-    assert!(
-        matches!(&err, ModelError::InvalidResponse(m) if m.contains("not valid JSON")),
-        "{err}"
-    );
+    let served = served(vec![sse(&["data: {\"choices\": [\n\n".into()], true)], true).await;
+    assert_invalid_response(served.err(), "not valid JSON");
 }
 
 #[tokio::test]
@@ -204,17 +195,14 @@ async fn invalid_json_html_and_empty_bodies_after_200_are_invalid_responses() {
     ];
     for (i, want) in expect.iter().enumerate() {
         let err = call(model(&server, i == 3).0).await.unwrap_err();
-        assert!(
-            matches!(&err, ModelError::InvalidResponse(m) if m.contains(want)),
-            "{i}: {err}"
-        );
+        assert_invalid_response(&err, want);
     }
     assert_eq!(server.requests().len(), 4, "none of them was retried");
 }
 
 #[tokio::test]
 async fn a_reply_cut_by_the_token_limit_inside_a_tool_call_is_refused() {
-    let server = MockServer::start(vec![sse(
+    let cut = vec![sse(
         &[
             call_start_chunk(),
             args_chunk("{\"pa"),
@@ -222,13 +210,8 @@ async fn a_reply_cut_by_the_token_limit_inside_a_tool_call_is_refused() {
             "data: [DONE]\n\n".into(),
         ],
         true,
-    )])
-    .await;
-    let err = call(model(&server, true).0).await.unwrap_err();
-    assert!(
-        matches!(&err, ModelError::InvalidResponse(m) if m.contains("token limit")),
-        "{err}"
-    );
+    )];
+    assert_invalid_response(served(cut, true).await.err(), "token limit");
 }
 
 #[tokio::test]

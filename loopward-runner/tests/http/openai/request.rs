@@ -5,24 +5,19 @@ use super::*;
 
 #[tokio::test]
 async fn request_maps_every_message_kind_tools_and_the_bearer_key() {
-    let server = MockServer::start(vec![json(200, &full_reply("ok"))]).await;
-    let (m, _) = model(&server, false);
     let mut req = request();
     req.messages.extend([
         Message::model(
             "",
             vec![ToolCall::new("c1", "write_file", json!({"path": "a"}))],
         ),
-        Message::Tool(ToolResult {
-            call_id: "c1".into(),
-            name: "write_file".into(),
-            content: "denied".into(),
-            is_error: true,
-        }),
+        write_file_result("c1", "denied", true),
         Message::notice("handoff from planner"),
     ]);
-    m.oneshot(req).await.unwrap();
-    let sent = &server.requests()[0];
+    let ok = vec![json(200, &full_reply("ok"))];
+    let served = Served::run(ok, |server| model(server, false), req).await;
+    served.result.as_ref().unwrap();
+    let sent = served.first_sent();
     assert_eq!(sent.path, "/v1/chat/completions");
     assert_eq!(sent.header("authorization"), Some("Bearer sk-test-secret"));
     assert_eq!(
@@ -73,34 +68,25 @@ async fn tool_choice_and_the_argument_bound_travel_with_the_tools_only() {
     // The default (`auto`) is the servers' own and is not sent: see the exact body above.
     let c: OpenAiConfig = toml::from_str("model = \"m\"\ntool_choice = \"none\"").unwrap();
     assert_eq!(c.tool_choice, ToolChoice::None);
-    let err =
-        toml::from_str::<OpenAiConfig>("model = \"m\"\ntool_choice = \"always\"").unwrap_err();
-    assert!(err.to_string().contains("`auto`, `required`"), "{err}");
-    let zero = OpenAiConfig {
-        argument_chars: Some(0),
-        ..OpenAiConfig::new("http://h", "m")
-    };
-    assert!(zero
-        .validate()
-        .unwrap_err()
-        .to_string()
-        .contains("argument_chars is 0"));
+    let err = toml_refusal("model = \"m\"\ntool_choice = \"always\"");
+    assert!(err.contains("`auto`, `required`"), "{err}");
+    let err = refusal(|c| c.argument_chars = Some(0));
+    assert!(err.contains("argument_chars is 0"), "{err}");
 }
 
 #[tokio::test]
 async fn the_token_limit_can_travel_as_max_completion_tokens() {
-    let server = MockServer::start(vec![json(200, &full_reply("ok"))]).await;
-    let c: OpenAiConfig = toml::from_str(&format!(
-        "base_url = \"{}/v1\"\nmodel = \"o-test\"\nmax_tokens = 100\nmax_tokens_field = \"max_completion_tokens\"\nstream = false",
-        server.url
-    ))
-    .unwrap();
-    OpenAiModel::new(c, None)
-        .unwrap()
-        .oneshot(request())
-        .await
-        .unwrap();
-    let sent = server.requests()[0].json();
+    let from_toml = |server: &MockServer| {
+        keyed(toml::from_str(&format!(
+            "base_url = \"{}/v1\"\nmodel = \"o-test\"\nmax_tokens = 100\nmax_tokens_field = \"max_completion_tokens\"\nstream = false",
+            server.url
+        ))
+        .unwrap())
+    };
+    let ok = vec![json(200, &full_reply("ok"))];
+    let served = Served::run(ok, from_toml, request()).await;
+    served.result.as_ref().unwrap();
+    let sent = served.first_sent().json();
     assert_eq!(
         sent["max_completion_tokens"],
         json!(100),
@@ -122,39 +108,31 @@ async fn the_key_never_appears_in_debug_output_or_errors() {
 
 #[test]
 fn config_rejects_bad_fields_with_precise_messages() {
-    let err = toml::from_str::<OpenAiConfig>("model = \"m\"\napi_key = \"sk\"").unwrap_err();
-    assert!(err.to_string().contains("unknown field `api_key`"), "{err}");
-    let err = toml::from_str::<OpenAiConfig>("model = \"m\"\nread_timeout = \"soon\"").unwrap_err();
-    assert!(
-        err.to_string().contains("invalid duration \"soon\""),
-        "{err}"
-    );
-    let base = OpenAiConfig::new("ftp://host", "m");
-    assert!(base
-        .validate()
+    let err = toml_refusal("model = \"m\"\napi_key = \"sk\"");
+    assert!(err.contains("unknown field `api_key`"), "{err}");
+    let err = toml_refusal("model = \"m\"\nread_timeout = \"soon\"");
+    assert!(err.contains("invalid duration \"soon\""), "{err}");
+    let err = refusal(|c| c.base_url = "ftp://host".into());
+    assert!(err.contains("base_url"), "{err}");
+    let err = refusal(|c| {
+        c.key_env = Some("K".into());
+        c.key_file = Some("k.txt".into());
+    });
+    assert!(err.contains("both set"), "{err}");
+    let err = refusal(|c| c.retry.max_attempts = 0);
+    assert!(err.contains("retry.max_attempts"), "{err}");
+}
+
+/// What `validate` says of a config for `http://h` changed by `tune`.
+fn refusal(tune: impl FnOnce(&mut OpenAiConfig)) -> String {
+    let mut c = OpenAiConfig::new("http://h", "m");
+    tune(&mut c);
+    c.validate().unwrap_err().to_string()
+}
+
+/// What parsing `text` as a config says.
+fn toml_refusal(text: &str) -> String {
+    toml::from_str::<OpenAiConfig>(text)
         .unwrap_err()
         .to_string()
-        .contains("base_url"));
-    let both = OpenAiConfig {
-        key_env: Some("K".into()),
-        key_file: Some("k.txt".into()),
-        ..OpenAiConfig::new("http://h", "m")
-    };
-    assert!(both
-        .validate()
-        .unwrap_err()
-        .to_string()
-        .contains("both set"));
-    let zero = OpenAiConfig {
-        retry: RetryPolicy {
-            max_attempts: 0,
-            ..RetryPolicy::default()
-        },
-        ..OpenAiConfig::new("http://h", "m")
-    };
-    assert!(zero
-        .validate()
-        .unwrap_err()
-        .to_string()
-        .contains("retry.max_attempts"));
 }

@@ -5,13 +5,12 @@ use super::*;
 
 #[tokio::test]
 async fn rate_limit_with_retry_after_seconds_waits_that_long_then_succeeds() {
-    let server = MockServer::start(vec![
-        json_with(429, &[("retry-after", "2")], &json!({"error": {"message": "slow down", "type": "requests", "code": "rate_limit_exceeded"}})),
-        json(200, &full_reply("ok")),
-    ]).await;
-    let (m, sleeper) = model(&server, false);
-    assert_eq!(call(m).await.unwrap().content, "ok");
-    assert_eq!(sleeper.waits(), vec![Duration::from_secs(2)]);
+    let limited = json_with(
+        429,
+        &[("retry-after", "2")],
+        &json!({"error": {"message": "slow down", "type": "requests", "code": "rate_limit_exceeded"}}),
+    );
+    assert_eq!(waits_before_ok(limited).await, vec![Duration::from_secs(2)]);
 }
 
 #[tokio::test]
@@ -19,94 +18,91 @@ async fn rate_limit_with_retry_after_http_date_is_measured_against_the_injected_
     let now_ms = 1_800_000_000_000;
     let date =
         httpdate::fmt_http_date(std::time::UNIX_EPOCH + Duration::from_millis(now_ms + 5_000));
-    let server = MockServer::start(vec![
+    let replies = vec![
         json_with(
             429,
             &[("retry-after", &date)],
             &json!({"error": {"message": "slow down"}}),
         ),
         json(200, &full_reply("ok")),
-    ])
-    .await;
-    let (m, sleeper) = model(&server, false);
-    let m = m.with_clock(ManualClock::new(now_ms));
-    assert_eq!(call(m).await.unwrap().content, "ok");
-    assert_eq!(sleeper.waits(), vec![Duration::from_secs(5)]);
+    ];
+    let clocked = |server: &MockServer| {
+        let (m, sleeper) = model(server, false);
+        (m.with_clock(ManualClock::new(now_ms)), sleeper)
+    };
+    let served = Served::run(replies, clocked, request()).await;
+    assert_eq!(served.content(), "ok");
+    assert_eq!(served.waits, vec![Duration::from_secs(5)]);
 }
 
 #[tokio::test]
 async fn insufficient_quota_429_is_not_retried() {
-    let server = MockServer::start(vec![
+    let served = served(vec![
         json_with(429, &[("retry-after", "1")], &json!({"error": {"message": "You exceeded your current quota, please check your plan and billing details.", "type": "insufficient_quota", "code": "insufficient_quota"}})),
         json(200, &full_reply("never")),
-    ]).await;
-    let (m, sleeper) = model(&server, false);
-    let err = call(m).await.unwrap_err();
-    assert!(
-        matches!(&err, ModelError::QuotaExhausted(m) if m.contains("insufficient_quota")),
-        "{err}"
-    );
-    assert_eq!(server.requests().len(), 1);
-    assert!(sleeper.waits().is_empty());
+    ], false).await;
+    assert_quota_exhausted(served.err(), "insufficient_quota");
+    assert_eq!(served.server.requests().len(), 1);
+    assert!(served.waits.is_empty());
 }
 
 #[tokio::test]
 async fn server_error_then_success_is_retried_with_jittered_backoff() {
-    let server = MockServer::start(vec![
-        json(
-            500,
-            &json!({"error": {"message": "boom", "type": "server_error"}}),
-        ),
-        Reply::Raw(http(
-            502,
-            "text/html",
-            &[],
-            "<html><head><title>502 Bad Gateway</title></head></html>",
-        )),
-        json(200, &full_reply("ok")),
-    ])
+    let served = served(
+        vec![
+            json(
+                500,
+                &json!({"error": {"message": "boom", "type": "server_error"}}),
+            ),
+            Reply::Raw(http(
+                502,
+                "text/html",
+                &[],
+                "<html><head><title>502 Bad Gateway</title></head></html>",
+            )),
+            json(200, &full_reply("ok")),
+        ],
+        false,
+    )
     .await;
-    let (m, sleeper) = model(&server, false);
-    assert_eq!(call(m).await.unwrap().content, "ok");
+    assert_eq!(served.content(), "ok");
     assert_eq!(
-        sleeper.waits(),
+        served.waits,
         vec![Duration::from_millis(375), Duration::from_millis(750)]
     );
 }
 
 #[tokio::test]
 async fn retries_stop_at_max_attempts_with_the_last_error() {
-    let server = MockServer::start(vec![
-        json(503, &json!({"error": "busy"})),
-        json(503, &json!({"error": "busy"})),
-        json(503, &json!({"error": "still busy"})),
-        json(200, &full_reply("too late")),
-    ])
+    let served = served(
+        vec![
+            json(503, &json!({"error": "busy"})),
+            json(503, &json!({"error": "busy"})),
+            json(503, &json!({"error": "still busy"})),
+            json(200, &full_reply("too late")),
+        ],
+        false,
+    )
     .await;
-    let err = call(model(&server, false).0).await.unwrap_err();
     assert_eq!(
-        err,
-        ModelError::Server {
+        served.err(),
+        &ModelError::Server {
             status: 503,
             body: "still busy".into()
         }
     );
-    assert_eq!(server.requests().len(), 3);
+    assert_eq!(served.server.requests().len(), 3);
 }
 
 #[tokio::test]
 async fn a_connection_closed_before_the_reply_is_retried() {
-    let server = MockServer::start(vec![Reply::Close, json(200, &full_reply("ok"))]).await;
-    let (m, sleeper) = model(&server, false);
-    assert_eq!(call(m).await.unwrap().content, "ok");
-    assert_eq!(sleeper.waits().len(), 1);
+    assert_eq!(waits_before_ok(Reply::Close).await.len(), 1);
 }
 
 #[tokio::test]
 async fn a_connection_that_keeps_closing_or_resetting_is_a_transport_error() {
-    let server = MockServer::start(vec![Reply::Close, Reply::Reset, Reply::Reset]).await;
-    let err = call(model(&server, false).0).await.unwrap_err();
-    assert!(matches!(err, ModelError::Transport(_)), "{err}");
+    let served = served(vec![Reply::Close, Reply::Reset, Reply::Reset], false).await;
+    assert_transport(served.err(), "");
 }
 
 /// One try against `server` with a 50 ms read timeout ends in that timeout.
@@ -148,9 +144,6 @@ async fn an_unreachable_server_is_a_transport_error_after_the_retries() {
     .with_jitter(|| 0.5)
     .with_sleeper(sleeper.clone());
     let err = call(m).await.unwrap_err();
-    assert!(
-        matches!(&err, ModelError::Transport(m) if m.contains("127.0.0.1")),
-        "{err}"
-    );
+    assert_transport(&err, "127.0.0.1");
     assert_eq!(sleeper.waits().len(), 3, "4 tries by default");
 }
