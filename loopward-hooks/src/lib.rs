@@ -86,6 +86,7 @@ mod patch;
 mod read;
 pub mod session;
 mod shell;
+mod tool_call;
 mod unchecked;
 mod write_watch;
 

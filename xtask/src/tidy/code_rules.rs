@@ -81,6 +81,12 @@ const HUMAN_SOURCES: &[&str] = &[
     "loopward-hooks/src/decide.rs",
 ];
 
+/// Whether `rel` is a module's tests kept beside it (`#[cfg(test)] mod tests;` in `tests.rs`):
+/// test code from its first line, as an inline `#[cfg(test)]` module is from that line on.
+fn is_test_file(rel: &str) -> bool {
+    Path::new(rel).file_name().is_some_and(|n| n == "tests.rs")
+}
+
 pub(super) fn library_rules(root: &Path, path: &Path, text: &str, problems: &mut Vec<String>) {
     let rel = path
         .strip_prefix(root)
@@ -92,7 +98,7 @@ pub(super) fn library_rules(root: &Path, path: &Path, text: &str, problems: &mut
         let l = l.trim_start();
         l.starts_with("impl<") && l.contains("Layer<S> for") && !rel.ends_with("from_fn.rs")
     });
-    let mut in_tests = false;
+    let mut in_tests = is_test_file(&rel);
     for (i, line) in text.lines().enumerate() {
         let code = line.trim_start();
         if code.starts_with("//") {
@@ -164,7 +170,7 @@ pub(super) fn layer_name_rules(root: &Path, path: &Path, text: &str, problems: &
     if rel.ends_with("loopward-core/src/layer_id.rs") {
         return;
     }
-    let mut in_tests = false;
+    let mut in_tests = is_test_file(&rel);
     for (i, line) in text.lines().enumerate() {
         let code = line.trim_start();
         in_tests |= code.starts_with("#[cfg(test)]");
@@ -203,7 +209,7 @@ pub(super) fn detail_key_rules(root: &Path, path: &Path, text: &str, problems: &
     if LEDGER_UNIT.iter().any(|u| rel.starts_with(u)) {
         return;
     }
-    let mut in_tests = false;
+    let mut in_tests = is_test_file(&rel);
     for (i, line) in text.lines().enumerate() {
         let code = line.trim_start();
         in_tests |= code.starts_with("#[cfg(test)]");
@@ -234,7 +240,7 @@ pub(super) fn hooks_rules(root: &Path, path: &Path, text: &str, problems: &mut V
         .unwrap_or(path)
         .display()
         .to_string();
-    let mut in_tests = false;
+    let mut in_tests = is_test_file(&rel);
     for (i, line) in text.lines().enumerate() {
         let code = line.trim_start();
         in_tests |= code.starts_with("#[cfg(test)]");
@@ -444,6 +450,7 @@ mod tests {
         // Tests and doc examples talk to a person; taking words is not making them.
         let test = "#[cfg(test)]\nmod t { let p = Person::at_the_keyboard(); }\n";
         assert!(problems("/r/loopward-runner/src/x.rs", test).is_empty());
+        assert!(problems("/r/loopward-core/src/x/tests.rs", mint).is_empty());
         let doc = "/// let p = Person::at_the_keyboard();\nfn f(w: HumanWords) -> Message { Message::human(w) }\n";
         assert!(problems("/r/loopward-runner/src/x.rs", doc).is_empty());
     }
