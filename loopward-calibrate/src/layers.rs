@@ -186,8 +186,7 @@ pub(crate) fn judge_layers(layers: &Layers, session: &Session) -> Vec<Judged> {
                     fixed.push((LayerId::Repeat.to_string(), a));
                 }
                 let written: Vec<&str> = file.as_deref().into_iter().collect();
-                for (name, mode, why) in layers.stopgates.met_by_call(tool.as_str(), args, &written)
-                {
+                for (name, mode, why) in layers.stopgates.met_by_call(tool, args, &written) {
                     let (gate, d) = stop(name, mode, &why);
                     fixed.push((gate.clone(), Assessment::Unknown));
                     decisions.push((gate, d));
@@ -203,9 +202,7 @@ pub(crate) fn judge_layers(layers: &Layers, session: &Session) -> Vec<Judged> {
                             sub.ended = Some("done");
                         }
                         (failed && sub.ended.is_none()).then_some((name.to_string(), sub))
-                    } else if cj.counts(tool.as_str())
-                        && outcome == Outcome::Refused
-                        && refused_by.is_none()
+                    } else if cj.counts(tool) && outcome == Outcome::Refused && refused_by.is_none()
                     {
                         let sub = evidence.entry(who.clone()).or_default();
                         (sub.ended.is_none()).then(|| (format!("{who}'s failed {tool} calls"), sub))

@@ -242,8 +242,8 @@ pub(crate) fn ledger_session(name: &str, records: &[Record]) -> Session {
             } if layer_firing(layer, decision, detail).is_some() => {
                 let gate = layer_firing(layer, decision, detail).unwrap_or_default();
                 recorded.push(gate.clone());
-                let id = detail.call_id().unwrap_or("");
-                match calls.get(id).and_then(|&i| steps.get_mut(i)) {
+                let step = detail.call_id().and_then(|id| calls.get(&id));
+                match step.and_then(|&i| steps.get_mut(i)) {
                     Some(Step::Write(w)) if decision != LayerVerdict::Approved => {
                         w.outcome = Outcome::Refused;
                         w.refused_by.get_or_insert(gate);
@@ -260,8 +260,8 @@ pub(crate) fn ledger_session(name: &str, records: &[Record]) -> Session {
                 decision: LayerVerdict::Refused | LayerVerdict::Denied,
                 detail,
             } => {
-                let id = detail.call_id().unwrap_or("");
-                match calls.get(id).and_then(|&i| steps.get_mut(i)) {
+                let step = detail.call_id().and_then(|id| calls.get(&id));
+                match step.and_then(|&i| steps.get_mut(i)) {
                     Some(Step::Write(w)) => {
                         w.outcome = Outcome::Refused;
                         w.refused_by.get_or_insert(layer.to_string());

@@ -47,7 +47,7 @@
 //! }
 //! ```
 
-use loopward_core::CallId;
+use loopward_core::{CallId, ToolName};
 use loopward_runner::gates::Host;
 use serde::Deserialize;
 use serde_json::Value;
@@ -104,7 +104,7 @@ pub struct HookInput {
     pub agent_type: Option<String>,
     /// The tool, for tool events.
     #[serde(default)]
-    pub tool_name: Option<String>,
+    pub tool_name: Option<ToolName>,
     /// The tool's arguments, for tool events.
     #[serde(default)]
     pub tool_input: Option<Value>,
@@ -203,8 +203,8 @@ impl HookInput {
             "PreToolUse" | "PostToolUse" | "PostToolUseFailure" => {
                 let name = self
                     .tool_name
-                    .as_deref()
-                    .filter(|n| !n.is_empty())
+                    .as_ref()
+                    .filter(|n| !n.as_str().is_empty())
                     .ok_or_else(|| field("tool_name", "is missing"))?;
                 let input = match &self.tool_input {
                     Some(Value::Object(map)) => map,
@@ -223,7 +223,7 @@ impl HookInput {
                     Host::GeminiCli => self
                         .tool_use_id
                         .clone()
-                        .or_else(|| Some(crate::gemini::call_id(name, &input))),
+                        .or_else(|| Some(crate::gemini::call_id(name.as_str(), &input))),
                     _ => self.tool_use_id.clone(),
                 };
                 let call = ToolUse { tool, id, input };

@@ -7,6 +7,7 @@ use super::decide::Engine;
 use super::HookError;
 use loopward_core::{
     Action, AuditEvent, Decision, Effect, EffectKind, GateId, GateKind, GateMode, Refusal, Remedy,
+    ToolName,
 };
 use loopward_runner::gates::{refusals, Host};
 use loopward_runner::tool::Access;
@@ -41,7 +42,8 @@ impl Engine<'_> {
                 Host::GeminiCli => ("Gemini CLI", "gemini"),
                 _ => ("Claude Code", "claude-code"),
             };
-            let refusal = refusals::other_hosts_tool(name, owner, self.ctx.host_name(), install);
+            let refusal =
+                refusals::other_hosts_tool(name.as_str(), owner, self.ctx.host_name(), install);
             return self.deny_tool(&call, name, refusal);
         }
         Ok(Reply::Silent)
@@ -49,9 +51,10 @@ impl Engine<'_> {
 
     /// A tool the hook does not know: allowed, unjudged, only where `[hooks] allow_tools`
     /// names it (recorded with the entry and its line); denied otherwise.
-    fn pre_unknown(&mut self, call: &ToolUse, name: &str) -> Result<Reply, HookError> {
-        let Some(allowed) = self.policy.allowed_unjudged(name) else {
-            let refusal = refusals::unknown_tool(name, self.ctx.host_name(), self.ctx.host());
+    fn pre_unknown(&mut self, call: &ToolUse, name: &ToolName) -> Result<Reply, HookError> {
+        let Some(allowed) = self.policy.allowed_unjudged(name.as_str()) else {
+            let refusal =
+                refusals::unknown_tool(name.as_str(), self.ctx.host_name(), self.ctx.host());
             return self.deny_tool(call, name, refusal);
         };
         self.record(&AuditEvent::GateDecision {
@@ -61,7 +64,7 @@ impl Engine<'_> {
                 format!("{ALLOW_TOOLS_GATE}:{}", allowed.pattern),
             ),
             mode: GateMode::Enforce,
-            action: Action::tool(name),
+            action: Action::tool(name.clone()),
             path_raw: None,
             source: allowed.source,
             path: None,
@@ -74,13 +77,13 @@ impl Engine<'_> {
     fn deny_tool(
         &mut self,
         call: &ToolUse,
-        name: &str,
+        name: &ToolName,
         refusal: loopward_core::Refusal,
     ) -> Result<Reply, HookError> {
         let refusal = self.refuse(
             call.id.as_ref(),
             GateId::of(GateKind::Policy),
-            Action::tool(name),
+            Action::tool(name.clone()),
             None,
             refusal,
         )?;

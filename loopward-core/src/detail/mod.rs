@@ -217,13 +217,16 @@ impl LayerDetail {
     }
 
     /// The tool call the decision was taken on, when its detail names one: a typed detail's
-    /// `call_id`, or a custom layer's `call_id` key.
-    pub fn call_id(&self) -> Option<&str> {
+    /// `call_id` (shared, not copied), or a custom layer's `call_id` key.
+    pub fn call_id(&self) -> Option<CallId> {
         match self {
-            Self::Repeat(d) => Some(d.call_id.as_str()),
-            Self::Resume(d) => Some(d.call_id.as_str()),
-            Self::Timeout(d) => d.call_id.as_ref().map(CallId::as_str),
-            Self::Json(v) => v.get("call_id").and_then(serde_json::Value::as_str),
+            Self::Repeat(d) => Some(d.call_id.clone()),
+            Self::Resume(d) => Some(d.call_id.clone()),
+            Self::Timeout(d) => d.call_id.clone(),
+            Self::Json(v) => v
+                .get("call_id")
+                .and_then(serde_json::Value::as_str)
+                .map(CallId::from),
             _ => None,
         }
     }

@@ -443,11 +443,11 @@ fn accessors_type_a_json_detail_of_the_same_shape_and_only_that() {
     });
     assert!(matches!(typed.as_resume(), Some(Cow::Borrowed(_))));
     assert!(typed.as_repeat().is_none());
-    assert_eq!(typed.call_id(), Some("c9"));
+    assert_eq!(typed.call_id().unwrap(), "c9");
     // A custom layer's `call_id` is its tool call too.
     assert_eq!(
         LayerDetail::Json(json!({"call_id": "c2", "n": 1})).call_id(),
-        Some("c2")
+        Some(CallId::from("c2"))
     );
     assert_eq!(LayerDetail::default().call_id(), None);
 

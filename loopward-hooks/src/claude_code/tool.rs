@@ -3,6 +3,7 @@
 //! arguments map to them.
 
 use super::ProtocolError;
+use loopward_core::ToolName;
 use loopward_runner::gates::Host;
 
 /// The tools loopward judges, and everything else.
@@ -46,18 +47,18 @@ pub enum ClaudeTool {
     /// A tool of the host's known to change nothing the hook judges ([`QUIET_TOOLS`]:
     /// `Task`, `TodoWrite`, `WebFetch`, …) or loopward's own MCP relay (`mcp__loopward__*`, whose
     /// calls the loop's gates judge): allowed and recorded.
-    Other(String),
+    Other(ToolName),
     /// A tool the hook does not know (another MCP server's, one that acts outside the hook's
     /// sight such as `EnterWorktree` or `CronCreate`, one of a newer client): what it would
     /// change cannot be judged, so it is denied unless a person accepted it unjudged
     /// (`[hooks] allow_tools`).
-    Unknown(String),
+    Unknown(ToolName),
     /// Another host's tool reaching this host's hook (a Codex `apply_patch` at the Claude Code
     /// hook): the hook was installed in the wrong host's settings, so it is denied whatever
     /// `allow_tools` says.
     Foreign {
         /// The tool.
-        name: String,
+        name: ToolName,
         /// The host whose tool it is.
         host: Host,
     },
@@ -106,7 +107,7 @@ impl ClaudeTool {
             Self::Bash { .. } => "Bash",
             Self::Reads(tool) => tool.name(),
             Self::Patch { .. } => "apply_patch",
-            Self::Other(name) | Self::Unknown(name) | Self::Foreign { name, .. } => name,
+            Self::Other(name) | Self::Unknown(name) | Self::Foreign { name, .. } => name.as_str(),
         }
     }
 
@@ -174,25 +175,24 @@ impl ReadTool {
 
 impl ClaudeTool {
     /// The tool `host` calls `name`, its arguments read by `string` (a string field of the
-    /// call's `tool_input`, or the error naming the field).
+    /// call's `tool_input`, or the error naming the field). A tool known only by its name keeps
+    /// the event's `name`, shared.
     pub(super) fn parse(
         host: Host,
-        name: &str,
+        name: &ToolName,
         string: impl Fn(&'static str, &'static str) -> Result<String, ProtocolError>,
     ) -> Result<Self, ProtocolError> {
-        Ok(match (host, name) {
+        Ok(match (host, name.as_str()) {
             // loopward's own tools, relayed to the loop over MCP, whose gates judge each
             // call there (each host names them its own way).
-            (_, other) if host.relayed_tool(other).is_some() => {
-                ClaudeTool::Other(other.to_string())
-            }
+            (_, other) if host.relayed_tool(other).is_some() => ClaudeTool::Other(name.clone()),
             (Host::Codex, "Bash") => ClaudeTool::Bash {
                 command: string("command", "tool_input.command")?,
             },
             (Host::Codex, "apply_patch") => ClaudeTool::Patch {
                 patch: string("command", "tool_input.command")?,
             },
-            (Host::Codex, other) => ClaudeTool::Unknown(other.to_string()),
+            (Host::Codex, _) => ClaudeTool::Unknown(name.clone()),
             (Host::GeminiCli, "write_file") => ClaudeTool::Write {
                 file_path: string("file_path", "tool_input.file_path")?,
             },
@@ -202,15 +202,15 @@ impl ClaudeTool {
             (Host::GeminiCli, "run_shell_command") => ClaudeTool::Bash {
                 command: string("command", "tool_input.command")?,
             },
-            (Host::GeminiCli, other) => ClaudeTool::Unknown(other.to_string()),
+            (Host::GeminiCli, _) => ClaudeTool::Unknown(name.clone()),
             // Another host's writing tools reaching this hook (it was installed in that
             // host's settings): never let through, not even by `allow_tools`.
             (_, "apply_patch") => ClaudeTool::Foreign {
-                name: name.to_string(),
+                name: name.clone(),
                 host: Host::Codex,
             },
             (_, "write_file" | "replace" | "run_shell_command") => ClaudeTool::Foreign {
-                name: name.to_string(),
+                name: name.clone(),
                 host: Host::GeminiCli,
             },
             (_, "Write") => ClaudeTool::Write {
@@ -230,8 +230,8 @@ impl ClaudeTool {
             },
             (_, other) => match ReadTool::from_name(other) {
                 Some(tool) => ClaudeTool::Reads(tool),
-                None if QUIET_TOOLS.contains(&other) => ClaudeTool::Other(other.to_string()),
-                None => ClaudeTool::Unknown(other.to_string()),
+                None if QUIET_TOOLS.contains(&other) => ClaudeTool::Other(name.clone()),
+                None => ClaudeTool::Unknown(name.clone()),
             },
         })
     }

@@ -21,7 +21,7 @@ use crate::context::TurnContext;
 use crate::model::ModelError;
 use crate::tool::{BoxToolService, ToolError, ToolSet};
 use crate::turn::TurnError;
-use loopward_core::{AuditEvent, ToolCall, ToolSpec};
+use loopward_core::{AuditEvent, ToolCall, ToolName, ToolSpec};
 use serde::{Deserialize, Serialize};
 use std::ffi::OsString;
 use std::future::Future;
@@ -387,7 +387,7 @@ pub(super) const CALL_PREFIX: &str = "mcp-";
 
 impl LoopTools {
     /// The names of the tools served.
-    pub(super) fn names(&self) -> Vec<String> {
+    pub(super) fn names(&self) -> Vec<ToolName> {
         self.tools.names()
     }
 

@@ -80,9 +80,7 @@ impl Resumed {
                     })
                     .filter(|c| match c.state {
                         CallState::Requested => true,
-                        CallState::Started => {
-                            c.handoff.is_none() && policy.retries(c.tool.as_str())
-                        }
+                        CallState::Started => c.handoff.is_none() && policy.retries(&c.tool),
                         CallState::Finished { .. } => false,
                     })
                     .map(|c| &c.call_id)

@@ -83,9 +83,7 @@ impl TurnFeed {
             CallState::Started if c.handoff.is_some() => {
                 FedCall::Interrupted { handoff: c.handoff }
             }
-            CallState::Started if self.policy.retries(tool.as_str()) => {
-                FedCall::Again { retried: true }
-            }
+            CallState::Started if self.policy.retries(tool) => FedCall::Again { retried: true },
             CallState::Started => FedCall::Interrupted { handoff: None },
         })
     }

@@ -304,7 +304,7 @@ pub fn is_resumable(status: &RunStatus) -> bool {
 /// call was interrupted and decides.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ResumePolicy {
-    retry: BTreeSet<String>,
+    retry: BTreeSet<ToolName>,
 }
 
 impl Default for ResumePolicy {
@@ -318,7 +318,7 @@ impl ResumePolicy {
     pub fn retrying<I, S>(tools: I) -> Self
     where
         I: IntoIterator<Item = S>,
-        S: Into<String>,
+        S: Into<ToolName>,
     {
         Self {
             retry: tools.into_iter().map(Into::into).collect(),
@@ -326,7 +326,7 @@ impl ResumePolicy {
     }
 
     /// Whether an interrupted call of `tool` is run again.
-    pub fn retries(&self, tool: &str) -> bool {
+    pub fn retries(&self, tool: &ToolName) -> bool {
         self.retry.contains(tool)
     }
 }

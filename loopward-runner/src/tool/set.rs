@@ -39,9 +39,9 @@ impl ToolSet {
             })
     }
 
-    /// Tool names, sorted.
-    pub fn names(&self) -> Vec<String> {
-        self.tools.keys().map(ToString::to_string).collect()
+    /// Tool names, sorted (shared with the set, not copied).
+    pub fn names(&self) -> Vec<ToolName> {
+        self.tools.keys().cloned().collect()
     }
 
     /// Specs to show the model, sorted by name.

@@ -123,11 +123,13 @@ async fn an_interrupted_shell_call_is_reported_to_the_agent_and_not_run_again() 
 
 #[tokio::test]
 async fn the_policy_decides_which_interrupted_tools_run_again() {
+    let [write, read, shell, edit] =
+        ["write_file", "read_file", "shell", "edit_file"].map(loopward_core::ToolName::from);
     let policy = ResumePolicy::default();
-    assert!(policy.retries("write_file") && policy.retries("read_file"));
-    assert!(!policy.retries("shell") && !policy.retries("edit_file"));
+    assert!(policy.retries(&write) && policy.retries(&read));
+    assert!(!policy.retries(&shell) && !policy.retries(&edit));
     let custom = ResumePolicy::retrying(["shell"]);
-    assert!(custom.retries("shell") && !custom.retries("write_file"));
+    assert!(custom.retries(&shell) && !custom.retries(&write));
 }
 
 #[tokio::test]

@@ -7,6 +7,7 @@
 
 use super::Sources;
 use loopward::config::{AgentConfig, Config};
+use loopward_core::ToolName;
 use loopward_runner::gates::{
     redundant_claims, ControlFiles, GlobFlaw, Policy, ReviewConfig, Territory,
 };
@@ -217,10 +218,18 @@ fn stopgates(
         let at = sources
             .nth("[[stopgate]]", i)
             .unwrap_or_else(|| format!("stopgate[{i}]"));
-        let target = [&g.tool, &g.glob, &g.to, &g.agent, &g.phase]
-            .into_iter()
-            .find_map(Option::as_deref)
-            .unwrap_or_default();
+        let tool = g.tool.as_ref().map(ToolName::as_str);
+        let target = [
+            tool,
+            g.glob.as_deref(),
+            g.to.as_deref(),
+            g.agent.as_deref(),
+            g.phase.as_deref(),
+        ]
+        .into_iter()
+        .flatten()
+        .next()
+        .unwrap_or_default();
         // Its name as its decisions record it (default `<point>:<target>`).
         let name = g
             .name
@@ -229,7 +238,7 @@ fn stopgates(
         let name = format!("stopgate {name}");
         match g.point.as_str() {
             "tool" => {
-                let tool = g.tool.as_deref().unwrap_or_default();
+                let tool = tool.unwrap_or_default();
                 if !cfg.agents.iter().any(|a| a.tools.iter().any(|t| t == tool)) {
                     let known = loopward::config::BUILTIN_TOOLS.contains(&tool);
                     found.add(

@@ -52,7 +52,7 @@ impl LayerFn<ToolInvocation, ToolOutput, ToolError> for EvidencePolicy {
             let turn = inv.turn.clone();
             let tool = inv.call.name.clone();
             let result = next.run(inv).await;
-            if !tracker.counts(tool.as_str()) {
+            if !tracker.counts(&tool) {
                 return result;
             }
             let failed = match &result {

@@ -18,7 +18,7 @@ fn default_failures() -> u32 {
     DEFAULT_FAILURES_PER_STRATEGY
 }
 
-fn default_counted() -> Vec<String> {
+fn default_counted() -> Vec<ToolName> {
     vec!["shell".into()]
 }
 
@@ -36,7 +36,7 @@ pub struct ClassJumpConfig {
     /// `[]` counts reports only). Counted per agent, under no subtask name, so neither silence
     /// nor a renamed subtask escapes the bound.
     #[serde(default = "default_counted")]
-    pub count_failed_tools: Vec<String>,
+    pub count_failed_tools: Vec<ToolName>,
 }
 
 /// How an attempt went.
@@ -440,8 +440,8 @@ impl ClassJump {
     }
 
     /// Whether a failed result of `tool` counts as a failed attempt.
-    pub fn counts(&self, tool: &str) -> bool {
-        self.config.count_failed_tools.iter().any(|t| t == tool)
+    pub fn counts(&self, tool: &ToolName) -> bool {
+        self.config.count_failed_tools.contains(tool)
     }
 
     /// Counts a failed result of `tool` (one [`ClassJump::counts`]) against the calling agent's

@@ -3,7 +3,7 @@
 use super::action::GatedAction;
 use crate::layers::config::ConfigError;
 use globset::GlobMatcher;
-use loopward_core::AgentId;
+use loopward_core::{AgentId, ToolName};
 use serde::Deserialize;
 use std::sync::Arc;
 use std::time::Duration;
@@ -57,7 +57,7 @@ pub struct StopGateConfig {
     pub phase: Option<String>,
     /// `tool`: the tool.
     #[serde(default)]
-    pub tool: Option<String>,
+    pub tool: Option<ToolName>,
     /// `write`: the glob of gated paths.
     #[serde(default)]
     pub glob: Option<String>,
@@ -88,7 +88,7 @@ impl StopGateConfig {
     }
 
     /// A gate before tool `tool`.
-    pub fn tool(tool: &str, mode: StopMode) -> Self {
+    pub fn tool(tool: impl Into<ToolName>, mode: StopMode) -> Self {
         Self {
             tool: Some(tool.into()),
             ..Self::bare("tool", mode)
@@ -133,7 +133,7 @@ impl StopGateConfig {
 pub(super) enum Point {
     Turn(AgentId),
     Phase(String),
-    Tool(String),
+    Tool(ToolName),
     Write(GlobMatcher),
     Handoff(AgentId),
 }
@@ -200,16 +200,16 @@ impl Gate {
             }
         };
         let given = [
-            ("agent", &c.agent),
-            ("phase", &c.phase),
-            ("tool", &c.tool),
-            ("glob", &c.glob),
-            ("to", &c.to),
+            ("agent", c.agent.as_deref()),
+            ("phase", c.phase.as_deref()),
+            ("tool", c.tool.as_ref().map(ToolName::as_str)),
+            ("glob", c.glob.as_deref()),
+            ("to", c.to.as_deref()),
         ];
         let mut target = None;
         for (name, value) in given {
             match (name == wanted, value) {
-                (true, Some(v)) if !v.trim().is_empty() => target = Some(v.clone()),
+                (true, Some(v)) if !v.trim().is_empty() => target = Some(v),
                 (true, _) => {
                     return Err(ConfigError::new(
                         field(name),
@@ -231,13 +231,13 @@ impl Gate {
         let agent =
             |t: &str| AgentId::new(t).map_err(|e| ConfigError::new(field(wanted), e.to_string()));
         let point = match wanted {
-            "agent" => Point::Turn(agent(&target)?),
-            "phase" => Point::Phase(target.clone()),
-            "tool" => Point::Tool(target.clone()),
-            "to" => Point::Handoff(agent(&target)?),
+            "agent" => Point::Turn(agent(target)?),
+            "phase" => Point::Phase(target.into()),
+            "tool" => Point::Tool(target.into()),
+            "to" => Point::Handoff(agent(target)?),
             // The one glob format of `loopward.toml`: workspace-relative, `*` within a folder.
             _ => Point::Write(
-                crate::gates::workspace_glob(&target, &field("glob"))
+                crate::gates::workspace_glob(target, &field("glob"))
                     .map_err(|e| match e {
                         crate::gates::ConfigError::BadGlob { glob, why, .. } => {
                             ConfigError::new(field("glob"), format!("invalid glob {glob:?}: {why}"))

@@ -8,8 +8,8 @@ use crate::context::TurnContext;
 use crate::layers::{record, ConfigError};
 use crate::tool::ToolInvocation;
 use crate::turn::TurnError;
-use loopward_core::LayerId;
 use loopward_core::{AuditError, LayerDetail, LayerVerdict, RunStatus, StopGateDetail};
+use loopward_core::{LayerId, ToolName};
 use std::sync::{Arc, Mutex};
 
 /// The stop-gates of a stack. Cheap to clone; build the turn and tool layers from it with
@@ -181,14 +181,14 @@ impl StopGates {
             .flat_map(|a| a.written_paths())
             .map(|p| p.rel())
             .collect();
-        self.call_gates(inv.call.name.as_str(), &inv.call.arguments, &written)
+        self.call_gates(&inv.call.name, &inv.call.arguments, &written)
     }
 
     /// The gates standing before a call of `tool` with `arguments` that writes `written`
     /// (workspace-relative paths).
     fn call_gates(
         &self,
-        tool: &str,
+        tool: &ToolName,
         arguments: &serde_json::Value,
         written: &[&str],
     ) -> Vec<&Gate> {
@@ -210,7 +210,7 @@ impl StopGates {
     /// The gates a recorded call would meet, as (name, mode, why): for `loopward-calibrate`.
     pub fn met_by_call(
         &self,
-        tool: &str,
+        tool: &ToolName,
         arguments: &serde_json::Value,
         written: &[&str],
     ) -> Vec<(&str, StopMode, String)> {
