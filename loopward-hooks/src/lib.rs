@@ -117,6 +117,18 @@ pub struct HookAnswer {
     pub exit_code: i32,
 }
 
+/// The answer as the loop's judge hands it back to the session's hook
+/// ([`loopward_runner::cli_agent::HookJudge`]).
+impl From<HookAnswer> for loopward_runner::cli_agent::HookReply {
+    fn from(a: HookAnswer) -> Self {
+        Self {
+            stdout: a.stdout,
+            stderr: a.stderr,
+            exit_code: a.exit_code,
+        }
+    }
+}
+
 impl HookAnswer {
     /// A blocking failure: nothing on stdout, the reason on stderr, exit status 2.
     pub fn fail_closed(reason: impl std::fmt::Display) -> Self {

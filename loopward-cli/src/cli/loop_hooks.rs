@@ -90,11 +90,7 @@ impl HookJudge for LoopJudge {
         let (answer, records) = loopward_hooks::handle_recorded(event.event, ctx);
         let answer = masked(answer, masker);
         Ok(Judged {
-            reply: HookReply {
-                stdout: answer.stdout,
-                stderr: answer.stderr,
-                exit_code: answer.exit_code,
-            },
+            reply: answer.into(),
             records,
         })
     }

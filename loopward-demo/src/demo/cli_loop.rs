@@ -96,11 +96,7 @@ impl Judge {
         let ctx = self.context(event).map_err(|e| format!("{e:#}"))?;
         let (answer, records) = loopward_hooks::handle_recorded(event.event, &ctx);
         Ok(Judged {
-            reply: HookReply {
-                stdout: answer.stdout,
-                stderr: answer.stderr,
-                exit_code: answer.exit_code,
-            },
+            reply: answer.into(),
             records,
         })
     }
