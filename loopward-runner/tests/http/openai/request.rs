@@ -56,6 +56,8 @@ async fn tool_choice_and_the_argument_bound_travel_with_the_tools_only() {
     let mut no_tools = request();
     no_tools.tools.clear();
     m.oneshot(no_tools).await.unwrap();
+    // Without a key (a local server), no credential header is sent at all.
+    assert_eq!(server.requests()[0].header("authorization"), None);
     let sent: Vec<Value> = server.requests().iter().map(|r| r.json()).collect();
     assert_eq!(sent[0]["tool_choice"], "required");
     assert_eq!(
