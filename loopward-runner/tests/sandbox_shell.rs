@@ -165,11 +165,10 @@ async fn a_config_edit_and_a_territory_write_in_one_command_are_both_stopped() {
 
 #[tokio::test]
 async fn watch_only_is_an_explicit_opt_in_recorded_as_a_warning() {
-    let room = Room::new(&format!(
-        "{ROOM}\n[gates.shell]\nsandbox = \"watch-only\"\n"
-    ));
-    room.write("plan.md", "the plan");
-    let builder = room.turn("builder");
+    let (room, builder) = Room::builder_in(
+        &format!("{ROOM}\n[gates.shell]\nsandbox = \"watch-only\"\n"),
+        &[("plan.md", "the plan")],
+    );
     let out = room.sh(&builder, "echo hijack > plan.md").await;
     // Not contained, only watched: the write happened and was put back.
     assert!(out.is_error);
@@ -248,11 +247,10 @@ async fn a_shell_command_cannot_read_loopward_keys() {
 
 #[tokio::test]
 async fn a_huge_file_next_to_a_territory_write_blinds_nothing() {
-    let room = Room::new(&format!(
-        "{ROOM}\n[gates.shell]\nmax_snapshot_bytes = 4096\n"
-    ));
-    room.write("plan.md", "the plan");
-    let builder = room.turn("builder");
+    let (room, builder) = Room::builder_in(
+        &format!("{ROOM}\n[gates.shell]\nmax_snapshot_bytes = 4096\n"),
+        &[("plan.md", "the plan")],
+    );
     let out = room
         .shell(
             &builder,
