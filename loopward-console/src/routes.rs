@@ -393,6 +393,19 @@ fn done(headers: &HeaderMap, what: &str, run: &str, detail: serde_json::Value) -
     Redirect::to(&to).into_response()
 }
 
+/// What a form's action came to: [`done`] with its run (empty for none) and detail, or the
+/// error's answer.
+fn answered(
+    headers: &HeaderMap,
+    what: &str,
+    result: Result<(String, serde_json::Value), ConsoleError>,
+) -> Response {
+    match result {
+        Ok((run, detail)) => done(headers, what, &run, detail),
+        Err(e) => e.answer(headers),
+    }
+}
+
 fn form<T>(f: Result<Form<T>, FormRejection>) -> Result<T, ConsoleError> {
     f.map(|Form(t)| t).map_err(|e| {
         ConsoleError::BadRequest(format!(
@@ -415,15 +428,12 @@ async fn answer(
         Ok(a) => c.answer(&id, approve, &a),
         Err(e) => Err(e),
     };
-    match result {
-        Ok(run) => done(
-            &headers,
-            if approve { "approved" } else { "denied" },
-            &run,
-            serde_json::json!({ "id": id }),
-        ),
-        Err(e) => e.answer(&headers),
-    }
+    let what = if approve { "approved" } else { "denied" };
+    answered(
+        &headers,
+        what,
+        result.map(|run| (run, serde_json::json!({ "id": id }))),
+    )
 }
 
 async fn approve(
@@ -467,15 +477,8 @@ async fn stop(
     f: Result<Form<Stop>, FormRejection>,
 ) -> Response {
     let result = signed(&c, &headers, f, |s| s.csrf.as_deref()).and_then(|s| c.stop(&run, &s));
-    match result {
-        Ok(fresh) => done(
-            &headers,
-            "stop requested",
-            &run,
-            serde_json::json!({ "new": fresh }),
-        ),
-        Err(e) => e.answer(&headers),
-    }
+    let detail = |fresh: bool| (run.clone(), serde_json::json!({ "new": fresh }));
+    answered(&headers, "stop requested", result.map(detail))
 }
 
 async fn stop_all(
@@ -484,15 +487,8 @@ async fn stop_all(
     f: Result<Form<Stop>, FormRejection>,
 ) -> Response {
     let result = signed(&c, &headers, f, |s| s.csrf.as_deref()).and_then(|s| c.stop_all(&s));
-    match result {
-        Ok(runs) => done(
-            &headers,
-            "stop requested",
-            "",
-            serde_json::json!({ "runs": runs }),
-        ),
-        Err(e) => e.answer(&headers),
-    }
+    let detail = |runs: Vec<String>| (String::new(), serde_json::json!({ "runs": runs }));
+    answered(&headers, "stop requested", result.map(detail))
 }
 
 async fn grant(
@@ -501,13 +497,6 @@ async fn grant(
     f: Result<Form<Grant>, FormRejection>,
 ) -> Response {
     let result = signed(&c, &headers, f, |g| g.csrf.as_deref()).and_then(|g| c.grant(&g));
-    match result {
-        Ok(id) => done(
-            &headers,
-            "override granted",
-            "",
-            serde_json::json!({ "id": id }),
-        ),
-        Err(e) => e.answer(&headers),
-    }
+    let detail = |id: String| (String::new(), serde_json::json!({ "id": id }));
+    answered(&headers, "override granted", result.map(detail))
 }

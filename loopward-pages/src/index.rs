@@ -2,7 +2,7 @@
 //! runs whose ledgers did not verify are listed and marked, never left out.
 
 use super::timeline::{MarkerKind, Timeline};
-use super::{page::ledger_badge, shell, swimlane, LedgerState};
+use super::{page, page::ledger_badge, shell, swimlane, LedgerState};
 use loopward_runner::audit::cost_text;
 use loopward_runner::audit::RunFigures;
 use loopward_runner::audit::VerifyOptions;
@@ -85,15 +85,7 @@ fn render(rows: &[Row], report: &Report, extra: Option<Markup>) -> String {
             tbody { @for row in rows { (run_row(row)) } }
         }
         (swimlane::legend())
-        @if !report.gates.is_empty() {
-            h2 { "Gate decisions over all runs" }
-            table.gates {
-                thead { tr { th { "gate" } th.num { "allowed" } th.num { "denied" } th.num { "overridden" } th.num { "warned" } } }
-                tbody { @for (name, g) in &report.gates {
-                    tr { td { (name) } td.num { (g.allowed) } td.num { (g.denied) } td.num { (g.overridden) } td.num { (g.warned) } }
-                } }
-            }
-        }
+        (page::gates("Gate decisions over all runs", &report.gates))
         @if let Some(extra) = extra { (extra) }
     };
     shell("Runs", body)

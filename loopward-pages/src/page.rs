@@ -1,10 +1,11 @@
 //! `audit.html`: one run at a glance.
 
 use super::{events, matrix, shell, swimlane, timeline::Timeline, LedgerState};
-use loopward_runner::audit::RunFigures;
 use loopward_runner::audit::{cost_text, status_text};
+use loopward_runner::audit::{GateFigures, RunFigures};
 use loopward_runner::audit::{Record, GENESIS};
 use maud::{html, Markup};
+use std::collections::BTreeMap;
 
 /// Renders a run's page from its records.
 pub(crate) fn render(records: &[Record], ledger: &LedgerState) -> String {
@@ -29,15 +30,7 @@ pub(crate) fn render(records: &[Record], ledger: &LedgerState) -> String {
         (swimlane::legend())
         h2 { "Files × agents" }
         (matrix::table(&m, &t.lanes))
-        @if !f.gates.is_empty() {
-            h2 { "Gate decisions" }
-            table.gates {
-                thead { tr { th { "gate" } th.num { "allowed" } th.num { "denied" } th.num { "overridden" } th.num { "warned" } } }
-                tbody { @for (name, g) in &f.gates {
-                    tr { td { (name) } td.num { (g.allowed) } td.num { (g.denied) } td.num { (g.overridden) } td.num { (g.warned) } }
-                } }
-            }
-        }
+        (gates("Gate decisions", &f.gates))
         @if !f.overrides.is_empty() {
             h2 { "Overrides" }
             ul { @for o in &f.overrides {
@@ -50,6 +43,21 @@ pub(crate) fn render(records: &[Record], ledger: &LedgerState) -> String {
         (events::table(records, &said))
     };
     shell(&title, body)
+}
+
+/// The gate decisions table, under the heading `title`; nothing when no gate decided.
+pub(crate) fn gates(title: &str, gates: &BTreeMap<String, GateFigures>) -> Markup {
+    html! {
+        @if !gates.is_empty() {
+            h2 { (title) }
+            table.gates {
+                thead { tr { th { "gate" } th.num { "allowed" } th.num { "denied" } th.num { "overridden" } th.num { "warned" } } }
+                tbody { @for (name, g) in gates {
+                    tr { td { (name) } td.num { (g.allowed) } td.num { (g.denied) } td.num { (g.overridden) } td.num { (g.warned) } }
+                } }
+            }
+        }
+    }
 }
 
 fn status_badge(f: &RunFigures) -> Markup {

@@ -15,6 +15,20 @@ fn agent(name: &str) -> AgentId {
     AgentId::new(name).unwrap()
 }
 
+/// The territory gate `gate`'s `decision` on `write_file` call `call` to `path`, enforced.
+fn write_decision(call: &str, gate: &str, path: &str, decision: Decision) -> AuditEvent {
+    AuditEvent::GateDecision {
+        call_id: Some(call.into()),
+        gate: loopward_core::GateId::new(loopward_core::GateKind::Territory, gate),
+        mode: GateMode::Enforce,
+        action: loopward_core::Action::tool("write_file"),
+        path_raw: Some(path.into()),
+        source: None,
+        path: Some(path.into()),
+        decision,
+    }
+}
+
 /// A two-agent run: builder writes (with markup in its arguments), is refused a write to the
 /// auditor's file and a handoff to the tester, hands off to the auditor, whose second handoff is
 /// refused.
@@ -59,19 +73,7 @@ fn events() -> Vec<(Option<u32>, Option<&'static str>, AuditEvent)> {
         (
             Some(1),
             Some("builder"),
-            AuditEvent::GateDecision {
-                call_id: Some("c1".into()),
-                gate: loopward_core::GateId::new(
-                    loopward_core::GateKind::Territory,
-                    "territory:builder",
-                ),
-                mode: GateMode::Enforce,
-                action: loopward_core::Action::tool("write_file"),
-                path_raw: Some(XSS_PATH.into()),
-                source: None,
-                path: Some(XSS_PATH.into()),
-                decision: Decision::Allow,
-            },
+            write_decision("c1", "territory:builder", XSS_PATH, Decision::Allow),
         ),
         (
             Some(1),
@@ -88,19 +90,12 @@ fn events() -> Vec<(Option<u32>, Option<&'static str>, AuditEvent)> {
         (
             Some(1),
             Some("builder"),
-            AuditEvent::GateDecision {
-                call_id: Some("c2".into()),
-                gate: loopward_core::GateId::new(
-                    loopward_core::GateKind::Territory,
-                    "territory:auditor",
-                ),
-                mode: GateMode::Enforce,
-                action: loopward_core::Action::tool("write_file"),
-                path_raw: Some("review.md".into()),
-                source: None,
-                path: Some("review.md".into()),
-                decision: Decision::Deny(refusal.clone()),
-            },
+            write_decision(
+                "c2",
+                "territory:auditor",
+                "review.md",
+                Decision::Deny(refusal.clone()),
+            ),
         ),
         (
             Some(1),

@@ -165,7 +165,7 @@ impl Journal {
                 go: go_tx,
                 done: done_tx,
             })
-            .map_err(|_| fail("the invocation driving this run has ended".into()))?;
+            .map_err(|_| fail(ENDED.into()))?;
         if let Ok(result_tx) = go_rx.await {
             let value = {
                 let _open = Open::enter(&self.open);
@@ -183,7 +183,7 @@ impl Journal {
         }
         let done = done_rx
             .await
-            .map_err(|_| fail("the invocation driving this run has ended".into()))?
+            .map_err(|_| fail(ENDED.into()))?
             .map_err(fail)?;
         self.ledger.seek(done.cursor).map_err(|e| fail(e.0))?;
         serde_json::from_value(done.value)
@@ -192,31 +192,37 @@ impl Journal {
 
     /// Takes a permit from `quota`'s provider, waiting durably until the quota gives one.
     pub(crate) async fn permit(&self, quota: SharedQuota) -> Result<(), String> {
-        let (reply, rx) = oneshot::channel();
-        self.tx
-            .send(Ask::Permit { quota, reply })
-            .map_err(|_| "the invocation driving this run has ended".to_string())?;
-        rx.await
-            .map_err(|_| "the invocation driving this run has ended".to_string())?
+        self.ask(|reply| Ask::Permit { quota, reply }).await
     }
 
     /// Debits `tokens` from `quota`'s provider (journaled; the run does not wait for it).
     pub(crate) fn debit(&self, quota: SharedQuota, tokens: u64) -> Result<(), String> {
-        self.tx
-            .send(Ask::Debit { quota, tokens })
-            .map_err(|_| "the invocation driving this run has ended".to_string())
+        self.send(Ask::Debit { quota, tokens })
     }
 
     /// Waits, durably, for a person's verdict on `pending`.
     pub(crate) async fn verdict(&self, pending: PendingApproval) -> Result<Verdict, String> {
+        self.ask(|reply| Ask::Verdict { pending, reply }).await
+    }
+
+    /// Sends the handler the request `ask` makes with a reply channel, and waits for its reply.
+    async fn ask<T>(
+        &self,
+        ask: impl FnOnce(oneshot::Sender<Result<T, String>>) -> Ask,
+    ) -> Result<T, String> {
         let (reply, rx) = oneshot::channel();
-        self.tx
-            .send(Ask::Verdict { pending, reply })
-            .map_err(|_| "the invocation driving this run has ended".to_string())?;
-        rx.await
-            .map_err(|_| "the invocation driving this run has ended".to_string())?
+        self.send(ask(reply))?;
+        rx.await.map_err(|_| ENDED.to_string())?
+    }
+
+    /// Sends the handler `ask`.
+    fn send(&self, ask: Ask) -> Result<(), String> {
+        self.tx.send(ask).map_err(|_| ENDED.to_string())
     }
 }
+
+/// Why a run's request to its handler failed: the handler is gone.
+const ENDED: &str = "the invocation driving this run has ended";
 
 /// The state key under which a run publishes the approval it waits for.
 pub(crate) const PENDING_STATE: &str = "pending";

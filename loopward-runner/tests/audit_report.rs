@@ -2,7 +2,7 @@
 
 mod audit_support;
 
-use audit_support::{id, plan_and_build, run_to_ledger, team, Rule, SteppingClock};
+use audit_support::{id, plan_and_build, run_to_ledger, team, Rule, SteppingClock, Steps};
 use loopward_core::{
     AuditEvent, AuditSink, Decision, GateMode, Person, Refusal, Remedy, RunId, Scope,
 };
@@ -50,17 +50,13 @@ fn territory(mode: GateMode) -> Rule {
 /// builder, warned twice: goes ahead with the overwrite, and its edit fails (nothing changed).
 fn advisory_script() -> Script {
     let mut s = Script::default();
-    s.call(
-        &id("builder"),
-        "write_file",
-        json!({"path": "plan.md", "content": "mine now"}),
-    )
-    .call(
-        &id("builder"),
-        "edit_file",
-        json!({"path": "plan.md", "old": "absent text", "new": "x"}),
-    )
-    .say(&id("builder"), "Done.");
+    s.write(&id("builder"), "plan.md", "mine now")
+        .call(
+            &id("builder"),
+            "edit_file",
+            json!({"path": "plan.md", "old": "absent text", "new": "x"}),
+        )
+        .say(&id("builder"), "Done.");
     s
 }
 

@@ -35,10 +35,10 @@ fn violated(room: &Room) -> Vec<String> {
 
 #[tokio::test]
 async fn a_command_writes_its_own_territory_and_is_refused_by_the_kernel_elsewhere() {
-    let room = Room::new(ROOM);
-    room.write("plan.md", "the plan");
-    room.write("loopward.toml", "# config");
-    let builder = room.turn("builder");
+    let (room, builder) = Room::builder_in(
+        ROOM,
+        &[("plan.md", "the plan"), ("loopward.toml", "# config")],
+    );
     let out = room
         .sh(
             &builder,
@@ -65,8 +65,7 @@ async fn a_command_writes_its_own_territory_and_is_refused_by_the_kernel_elsewhe
 
 #[tokio::test]
 async fn a_file_in_a_territory_folder_that_does_not_exist_yet_cannot_be_created() {
-    let room = Room::new(ROOM);
-    let builder = room.turn("builder");
+    let (room, builder) = Room::with_turn(ROOM, "builder");
     let out = room
         .sh(
             &builder,
@@ -85,9 +84,7 @@ async fn a_file_in_a_territory_folder_that_does_not_exist_yet_cannot_be_created(
 /// own territory.
 #[tokio::test]
 async fn a_background_writer_does_not_outlive_the_command() {
-    let room = Room::new(ROOM);
-    room.write("plan.md", "the plan");
-    let builder = room.turn("builder");
+    let (room, builder) = Room::builder_in(ROOM, &[("plan.md", "the plan")]);
     let out = room
         .sh(
             &builder,
@@ -108,9 +105,7 @@ async fn a_background_writer_does_not_outlive_the_command() {
 
 #[tokio::test]
 async fn links_and_hard_links_into_a_territory_do_not_open_it() {
-    let room = Room::new(ROOM);
-    room.write("plans/a.md", "keep");
-    let builder = room.turn("builder");
+    let (room, builder) = Room::builder_in(ROOM, &[("plans/a.md", "keep")]);
     let out = room
         .sh(
             &builder,
@@ -170,11 +165,10 @@ async fn a_config_edit_and_a_territory_write_in_one_command_are_both_stopped() {
 
 #[tokio::test]
 async fn watch_only_is_an_explicit_opt_in_recorded_as_a_warning() {
-    let room = Room::new(&format!(
-        "{ROOM}\n[gates.shell]\nsandbox = \"watch-only\"\n"
-    ));
-    room.write("plan.md", "the plan");
-    let builder = room.turn("builder");
+    let (room, builder) = Room::builder_in(
+        &format!("{ROOM}\n[gates.shell]\nsandbox = \"watch-only\"\n"),
+        &[("plan.md", "the plan")],
+    );
     let out = room.sh(&builder, "echo hijack > plan.md").await;
     // Not contained, only watched: the write happened and was put back.
     assert!(out.is_error);
@@ -253,11 +247,10 @@ async fn a_shell_command_cannot_read_loopward_keys() {
 
 #[tokio::test]
 async fn a_huge_file_next_to_a_territory_write_blinds_nothing() {
-    let room = Room::new(&format!(
-        "{ROOM}\n[gates.shell]\nmax_snapshot_bytes = 4096\n"
-    ));
-    room.write("plan.md", "the plan");
-    let builder = room.turn("builder");
+    let (room, builder) = Room::builder_in(
+        &format!("{ROOM}\n[gates.shell]\nmax_snapshot_bytes = 4096\n"),
+        &[("plan.md", "the plan")],
+    );
     let out = room
         .shell(
             &builder,

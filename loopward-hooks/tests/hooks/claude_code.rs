@@ -35,14 +35,28 @@ fn main_agent_writing_a_planner_file_is_denied_with_the_way_out() {
     insta::assert_snapshot!(p.ledger(SESSION).join("\n"));
 }
 
-#[test]
-fn the_owning_subagent_is_allowed() {
-    let (a, last) = case("pre_write_plan_planner.json");
-    insta::assert_snapshot!(shown(&a));
-    assert_eq!(
-        last,
-        "[planner t0] gate_decision territory:planner allow plan.md (toolu_01B)"
-    );
+/// Tests that send one recorded event to a fresh [`project`]: each snapshots the answer Claude
+/// Code reads (under the test's name) and checks the last line of the session's ledger.
+macro_rules! answered {
+    ($($name:ident: $fixture:literal ends $last:literal;)*) => {$(
+        #[test]
+        fn $name() {
+            let (a, last) = case($fixture);
+            insta::assert_snapshot!(shown(&a));
+            assert_eq!(last, $last);
+        }
+    )*};
+}
+
+answered! {
+    the_owning_subagent_is_allowed: "pre_write_plan_planner.json"
+        ends "[planner t0] gate_decision territory:planner allow plan.md (toolu_01B)";
+    a_dotdot_path_relative_to_the_events_cwd_is_judged_where_it_lands: "pre_edit_dotdot.json"
+        ends "[root t0] gate_decision territory:planner deny plan.md (toolu_01D)";
+    a_relative_path_resolves_against_the_events_cwd: "pre_write_relative_docs.json"
+        ends "[root t0] gate_decision territory allow docs/guide.md (toolu_01E)";
+    a_path_escaping_the_project_is_denied: "pre_write_escape.json"
+        ends "[root t0] gate_decision workspace deny ../../etc/cron.d/evil (toolu_01F)";
 }
 
 #[test]
@@ -54,36 +68,6 @@ fn a_subagent_named_in_capitals_is_judged_as_its_lowercase_name() {
     assert!(
         last.starts_with("[explore t0] gate_decision territory:planner deny plan.md"),
         "{last}"
-    );
-}
-
-#[test]
-fn a_dotdot_path_relative_to_the_events_cwd_is_judged_where_it_lands() {
-    let (a, last) = case("pre_edit_dotdot.json");
-    insta::assert_snapshot!(shown(&a));
-    assert_eq!(
-        last,
-        "[root t0] gate_decision territory:planner deny plan.md (toolu_01D)"
-    );
-}
-
-#[test]
-fn a_relative_path_resolves_against_the_events_cwd() {
-    let (a, last) = case("pre_write_relative_docs.json");
-    insta::assert_snapshot!(shown(&a));
-    assert_eq!(
-        last,
-        "[root t0] gate_decision territory allow docs/guide.md (toolu_01E)"
-    );
-}
-
-#[test]
-fn a_path_escaping_the_project_is_denied() {
-    let (a, last) = case("pre_write_escape.json");
-    insta::assert_snapshot!(shown(&a));
-    assert_eq!(
-        last,
-        "[root t0] gate_decision workspace deny ../../etc/cron.d/evil (toolu_01F)"
     );
 }
 

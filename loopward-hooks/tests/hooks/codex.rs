@@ -87,7 +87,7 @@ fn an_allowed_patch_gets_no_answer_as_codex_refuses_a_bare_allow_and_its_effects
     let pre = c.patch("PreToolUse", "call_1", patch);
     assert_silent(&pre);
     std::fs::create_dir_all(c.root.join("src")).unwrap();
-    std::fs::write(c.root.join("src/a.rs"), "fn a() {}\n").unwrap();
+    c.write("src/a.rs", "fn a() {}\n");
     let post = c.patch("PostToolUse", "call_1", patch);
     assert_silent(&post);
     let ledger = c.ledger();
@@ -174,11 +174,11 @@ fn a_codex_shell_command_is_wrapped_with_the_allow_codex_requires_for_a_rewrite(
 #[test]
 fn a_forbidden_shell_write_is_put_back_and_reported_to_codex() {
     let c = codex(POLICY, None);
-    std::fs::write(c.root.join("plan.md"), "# Plan\n").unwrap();
+    c.write("plan.md", "# Plan\n");
     let input = json!({"command": "echo mine > plan.md"});
     let pre = c.tool("PreToolUse", "call_1", "Bash", input.clone());
     assert_silent(&pre);
-    std::fs::write(c.root.join("plan.md"), "mine\n").unwrap();
+    c.write("plan.md", "mine\n");
     let post = c.tool("PostToolUse", "call_1", "Bash", input);
     let v: Value = serde_json::from_str(&post.stdout).unwrap();
     assert_eq!(v["decision"], "block", "{}", post.stdout);
@@ -187,10 +187,7 @@ fn a_forbidden_shell_write_is_put_back_and_reported_to_codex() {
         "{}",
         post.stdout
     );
-    assert_eq!(
-        std::fs::read_to_string(c.root.join("plan.md")).unwrap(),
-        "# Plan\n"
-    );
+    assert_eq!(c.read("plan.md").as_deref(), Some("# Plan\n"));
 }
 
 #[test]

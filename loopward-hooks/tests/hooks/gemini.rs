@@ -72,7 +72,7 @@ fn a_one_shot_override_lets_exactly_one_write_file_through_and_it_pairs_with_its
     g.grant("root", "plan.md", "fix the typo");
     let pre = g.tool("BeforeTool", "write_file", write_plan());
     assert_silent(&pre);
-    std::fs::write(g.root.join("plan.md"), "mine now").unwrap();
+    g.write("plan.md", "mine now");
     let post = g.tool("AfterTool", "write_file", write_plan());
     // Paired by its arguments: an allowed write, not one that skipped the check.
     assert_silent(&post);
@@ -106,11 +106,11 @@ fn a_gemini_shell_command_is_wrapped_by_merging_its_arguments() {
 #[test]
 fn a_forbidden_shell_write_is_put_back_and_told_to_the_model_after_the_call() {
     let g = gemini(POLICY, None);
-    std::fs::write(g.root.join("plan.md"), "# Plan\n").unwrap();
+    g.write("plan.md", "# Plan\n");
     let input = json!({"command": "echo mine > plan.md"});
     let pre = g.tool("BeforeTool", "run_shell_command", input.clone());
     assert_silent(&pre);
-    std::fs::write(g.root.join("plan.md"), "mine\n").unwrap();
+    g.write("plan.md", "mine\n");
     let post = g.tool("AfterTool", "run_shell_command", input);
     assert_eq!(post.exit_code, 0, "{}", post.stderr);
     let v: Value = serde_json::from_str(&post.stdout).unwrap();
@@ -118,10 +118,7 @@ fn a_forbidden_shell_write_is_put_back_and_told_to_the_model_after_the_call() {
         .as_str()
         .unwrap();
     assert!(told.contains("plan.md"), "{told}");
-    assert_eq!(
-        std::fs::read_to_string(g.root.join("plan.md")).unwrap(),
-        "# Plan\n"
-    );
+    assert_eq!(g.read("plan.md").as_deref(), Some("# Plan\n"));
 }
 
 #[test]

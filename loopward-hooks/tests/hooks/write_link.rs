@@ -253,11 +253,15 @@ const OVERLAPPING: [(&str, &str, &str); 2] = [
     ("builder", "toolu_b1", "src/b.rs"),
 ];
 
-/// Begins both [`OVERLAPPING`] writes (`PreToolUse`, `write` giving each file's input): each is
-/// allowed.
-fn begin_both(p: &Project, write: impl Fn(&str) -> Value) {
+/// The input of a `Write` of `file` in `p`.
+fn write(p: &Project, file: &str) -> Value {
+    json!({"file_path": p.path(file), "content": "x"})
+}
+
+/// Begins both [`OVERLAPPING`] writes (`PreToolUse`, each file's [`write`]): each is allowed.
+fn begin_both(p: &Project) {
     for (agent, id, file) in OVERLAPPING {
-        let pre = sent_by(p, "PreToolUse", agent, id, write(file));
+        let pre = sent_by(p, "PreToolUse", agent, id, write(p, file));
         assert_tells(&pre, r#""permissionDecision":"allow""#);
     }
 }
@@ -277,12 +281,11 @@ fn assert_silent(answer: &HookAnswer) {
 #[test]
 fn two_subagents_writing_their_own_territories_at_once_both_stand() {
     let p = Project::new(TWO_TEAMS);
-    let write = |file: &str| json!({"file_path": p.path(file), "content": "x"});
-    begin_both(&p, write);
+    begin_both(&p);
     p.write("plans/a.md", "the planner's\n");
     p.write("src/b.rs", "the builder's\n");
     for (agent, id, file) in OVERLAPPING {
-        assert_silent(&sent_by(&p, "PostToolUse", agent, id, write(file)));
+        assert_silent(&sent_by(&p, "PostToolUse", agent, id, write(&p, file)));
     }
     assert_eq!(p.read("plans/a.md").as_deref(), Some("the planner's\n"));
     assert_eq!(p.read("src/b.rs").as_deref(), Some("the builder's\n"));
@@ -296,12 +299,11 @@ fn two_subagents_writing_their_own_territories_at_once_both_stand() {
 #[test]
 fn another_subagents_write_in_flight_through_its_temporary_file_is_not_blamed() {
     let p = Project::new(TWO_TEAMS);
-    let write = |file: &str| json!({"file_path": p.path(file), "content": "x"});
-    begin_both(&p, write);
+    begin_both(&p);
     p.write("plans/a.md", "the planner's\n");
     p.write("src/b.rs.tmp.4242.67b378408600", "the builder's\n");
     let (planner, id, file) = OVERLAPPING[0];
-    assert_silent(&sent_by(&p, "PostToolUse", planner, id, write(file)));
+    assert_silent(&sent_by(&p, "PostToolUse", planner, id, write(&p, file)));
     assert_eq!(
         p.read("src/b.rs.tmp.4242.67b378408600").as_deref(),
         Some("the builder's\n"),
@@ -310,7 +312,7 @@ fn another_subagents_write_in_flight_through_its_temporary_file_is_not_blamed() 
     // Its rename lands; its own PostToolUse judges it.
     std::fs::rename(p.path("src/b.rs.tmp.4242.67b378408600"), p.path("src/b.rs")).unwrap();
     let (builder, id, file) = OVERLAPPING[1];
-    assert_silent(&sent_by(&p, "PostToolUse", builder, id, write(file)));
+    assert_silent(&sent_by(&p, "PostToolUse", builder, id, write(&p, file)));
     assert_eq!(p.read("src/b.rs").as_deref(), Some("the builder's\n"));
     assert_not_recorded(&p.ledger(SESSION), "violation");
 }

@@ -95,11 +95,7 @@ pub(crate) async fn scenario(dir: &Path) -> Result<String, String> {
         ),
     )
     .map_err(|e| e.to_string())?;
-    let server = super::server::Server::start(dir)?;
-    let restate = Ingress::new(&server.ingress, &server.admin).map_err(|e| e.to_string())?;
-    let port = super::server::free_port();
-    let a = Worker::start_as("worker-gated", "console-a", dir, port)?;
-    server.register(port).await?;
+    let (server, restate, a, port) = super::toolgate::serve_gated(dir, "console-a").await?;
     let run = RunId::new("console-1").unwrap();
     super::toolgate::start(&restate, &run).await?;
 

@@ -83,6 +83,14 @@ fn main() {
 
 /// Copies the logs of a failed scenario (its server's, its workers' `worker-<name>-a|b.log`)
 /// to where the failure report reads them.
+/// The layers `toml` configures, their interactive stop-gates asking a person through Restate.
+fn restate_stack(toml: &str) -> loopward_runner::layers::stack::Stack {
+    let config: loopward_runner::layers::stack::LayersConfig = toml::from_str(toml).unwrap();
+    loopward_runner::layers::stack::Stack::new(&config)
+        .unwrap()
+        .with_approver(std::sync::Arc::new(loopward_restate::RestateApprover))
+}
+
 fn keep_logs(from: &Path, to: &Path, name: &str) {
     let logs = [
         "restate-server.log".to_string(),

@@ -7,15 +7,13 @@
 
 use super::scripted::{call, scripted, step};
 use loopward_core::{AgentId, ToolCall, Usage};
-use loopward_restate::{JournaledModelLayer, JournaledToolLayer, RestateApprover};
+use loopward_restate::{JournaledModelLayer, JournaledToolLayer};
 use loopward_runner::gates::{Policy, PolicyConfig, PolicyLayer};
-use loopward_runner::layers::stack::{LayersConfig, Stack};
 use loopward_runner::model::{BoxModelService, ChatRequest};
 use loopward_runner::tool::{BoxToolService, ToolExecutor};
 use loopward_runner::{tools, BoxTurnService, LlmAgent, Runner, Workspace};
 use serde_json::json;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::Duration;
 use tower::Layer;
 
@@ -30,7 +28,7 @@ pub(crate) fn runner(workspace: &Path, ctl: &Path) -> Runner {
     let builder = AgentId::new("builder").unwrap();
     let reviewer = AgentId::new("reviewer").unwrap();
     let team = [builder.clone(), reviewer.clone()];
-    let config: LayersConfig = toml::from_str(
+    let stack = super::restate_stack(
         r#"
         [[stopgate]]
         point = "turn"
@@ -44,11 +42,7 @@ pub(crate) fn runner(workspace: &Path, ctl: &Path) -> Runner {
         [repeat]
         max_identical = 1
         "#,
-    )
-    .unwrap();
-    let stack = Stack::new(&config)
-        .unwrap()
-        .with_approver(Arc::new(RestateApprover));
+    );
     let ws = Workspace::new(workspace).unwrap();
     // The sprawl gate is on by default (the third unit of work needs a plan): before the
     // kill the builder touches out/effects.log and out/u1.md; after it, on another worker,

@@ -3,27 +3,24 @@
 //! and the call runs once on the worker started next.
 
 use super::scripted::{call, scripted, step};
+use super::server::Server;
 use super::worker::Worker;
 use loopward_core::{AgentId, AuditEvent, RunId, RunStatus, ToolCall, Usage};
 use loopward_restate::ingress::Ingress;
-use loopward_restate::{
-    JournaledModelLayer, JournaledToolLayer, LoopwardRunService, RestateApprover, StartRun,
-};
+use loopward_restate::{JournaledModelLayer, JournaledToolLayer, LoopwardRunService, StartRun};
 use loopward_runner::audit::{LedgerOptions, Record, EVENTS_FILE};
 use loopward_runner::gates::{Policy, PolicyConfig, PolicyLayer};
-use loopward_runner::layers::stack::{LayersConfig, Stack};
 use loopward_runner::model::{BoxModelService, ChatRequest};
 use loopward_runner::tool::{BoxToolService, ToolExecutor};
 use loopward_runner::{tools, BoxTurnService, LlmAgent, Runner, Workspace};
 use restate_sdk::prelude::Endpoint;
 use serde_json::json;
 use std::path::Path;
-use std::sync::Arc;
 use tower::Layer;
 
 fn runner(ws: &Path) -> Runner {
     let builder = AgentId::new("builder").unwrap();
-    let config: LayersConfig = toml::from_str(
+    let stack = super::restate_stack(
         r#"
         [[stopgate]]
         name = "shell-needs-a-person"
@@ -32,11 +29,7 @@ fn runner(ws: &Path) -> Runner {
         mode = "interactive"
         ask_timeout = "24h"
         "#,
-    )
-    .unwrap();
-    let stack = Stack::new(&config)
-        .unwrap()
-        .with_approver(Arc::new(RestateApprover));
+    );
     let ws = Workspace::new(ws).unwrap();
     let policy = Policy::from_config(&PolicyConfig::default(), ws.clone()).unwrap();
     let model = stack.model_step(scripted(reply, Usage::default()), |s| {
@@ -87,15 +80,25 @@ pub(crate) async fn start(restate: &Ingress, run: &RunId) -> Result<(), String> 
     restate.start(run, &start).await.map_err(|e| e.to_string())
 }
 
+/// A Restate server for `dir`, its ingress, and the gated worker `name` registered with it: the
+/// worker and the port it serves on (a later worker serves the same deployment there).
+pub(crate) async fn serve_gated(
+    dir: &Path,
+    name: &'static str,
+) -> Result<(Server, Ingress, Worker, u16), String> {
+    let server = Server::start(dir)?;
+    let ingress = Ingress::new(&server.ingress, &server.admin).map_err(|e| e.to_string())?;
+    let port = super::server::free_port();
+    let worker = Worker::start_as("worker-gated", name, dir, port)?;
+    server.register(port).await?;
+    Ok((server, ingress, worker, port))
+}
+
 pub(crate) async fn scenario(dir: &Path) -> Result<String, String> {
     for d in ["ws/out", "runs", "ctl"] {
         std::fs::create_dir_all(dir.join(d)).map_err(|e| e.to_string())?;
     }
-    let server = super::server::Server::start(dir)?;
-    let ingress = Ingress::new(&server.ingress, &server.admin).map_err(|e| e.to_string())?;
-    let port = super::server::free_port();
-    let a = Worker::start_as("worker-gated", "gated-a", dir, port)?;
-    server.register(port).await?;
+    let (server, ingress, a, port) = serve_gated(dir, "gated-a").await?;
     let run = RunId::new("gated-1").unwrap();
     start(&ingress, &run).await?;
     let pending = super::wait_for("the tool gate's pending approval", 90, || async {

@@ -143,12 +143,8 @@ fn hello_writer(
     gate: Option<(GateMode, audit_support::Rule)>,
 ) -> loopward_runner::Runner {
     let mut s = Script::default();
-    s.call(
-        &id("builder"),
-        "write_file",
-        json!({"path": "hello.txt", "content": "hello"}),
-    )
-    .say(&id("builder"), "Done.");
+    s.write(&id("builder"), "hello.txt", "hello")
+        .say(&id("builder"), "Done.");
     team(ws, &["builder"], s, SteppingClock::new(), gate)
 }
 

@@ -8,7 +8,7 @@ mod recovery;
 mod sync;
 mod writer;
 
-use audit_support::{id, run_to_ledger, team, SteppingClock};
+use audit_support::{id, run_to_ledger, team, SteppingClock, Steps};
 use loopward_core::{AuditEvent, AuditSink, Decision, GateMode, Person, RunId, RunStatus, Scope};
 use loopward_runner::audit::write_pages;
 use loopward_runner::audit::{

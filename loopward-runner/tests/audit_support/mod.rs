@@ -2,6 +2,9 @@
 //! tiny stand-in gate that records decisions the way real gates do (before the action runs).
 #![allow(dead_code, unreachable_pub)]
 
+#[path = "../one_agent/mod.rs"]
+mod one_agent;
+
 use futures::future::BoxFuture;
 use loopward_core::{AgentId, AuditEvent, Decision, GateMode, HumanWords, RunId};
 use loopward_runner::audit::{Finished, Ledger, LedgerOptions};
@@ -14,6 +17,9 @@ use loopward_runner::{
 use std::path::Path;
 use std::sync::Arc;
 use tower::ServiceExt;
+
+use one_agent::Agents;
+pub(crate) use one_agent::Steps;
 
 pub fn id(s: &str) -> AgentId {
     AgentId::new(s).unwrap()
@@ -77,15 +83,16 @@ pub fn team(
         Some((mode, rule)) => test_gate(mode, rule, BoxToolService::new(ToolExecutor)),
         None => BoxToolService::new(ToolExecutor),
     };
-    let mut b = Runner::builder(Workspace::new(workspace).unwrap()).clock(clock);
-    for m in &members {
-        let agent = LlmAgent::builder(m.clone(), model.clone())
-            .tools(tools::builtin(&members))
-            .tool_stack(stack.clone())
-            .max_steps(8)
-            .build();
-        b = b.agent(m.clone(), BoxTurnService::new(agent)).unwrap();
-    }
+    let b = Runner::builder(Workspace::new(workspace).unwrap())
+        .clock(clock)
+        .agents(&members, |m| {
+            let agent = LlmAgent::builder(m.clone(), model.clone())
+                .tools(tools::builtin(&members))
+                .tool_stack(stack.clone())
+                .max_steps(8)
+                .build();
+            BoxTurnService::new(agent)
+        });
     b.build().unwrap()
 }
 
@@ -163,32 +170,16 @@ pub async fn unrecorded_plan_and_build() -> RunReport {
 /// hello.txt, tries to overwrite plan.md (planner's territory), edits plan.md, and finishes.
 pub fn plan_and_build_script() -> Script {
     let mut s = Script::default();
-    s.call(
-        &id("planner"),
-        "write_file",
-        serde_json::json!({"path": "plan.md", "content": "# Plan\n1. greet"}),
-    )
-    .call(
-        &id("planner"),
-        "handoff",
-        serde_json::json!({"to": "builder", "message": "plan is in plan.md"}),
-    )
-    .call(
-        &id("builder"),
-        "write_file",
-        serde_json::json!({"path": "hello.txt", "content": "hello"}),
-    )
-    .call(
-        &id("builder"),
-        "write_file",
-        serde_json::json!({"path": "plan.md", "content": "# Plan\n1. greet\n2. done"}),
-    )
-    .call(
-        &id("builder"),
-        "edit_file",
-        serde_json::json!({"path": "plan.md", "old": "1. greet", "new": "1. greet the world"}),
-    )
-    .say(&id("builder"), "Done.");
+    s.write(&id("planner"), "plan.md", "# Plan\n1. greet")
+        .handoff(&id("planner"), "builder", "plan is in plan.md")
+        .write(&id("builder"), "hello.txt", "hello")
+        .write(&id("builder"), "plan.md", "# Plan\n1. greet\n2. done")
+        .call(
+            &id("builder"),
+            "edit_file",
+            serde_json::json!({"path": "plan.md", "old": "1. greet", "new": "1. greet the world"}),
+        )
+        .say(&id("builder"), "Done.");
     s
 }
 

@@ -78,6 +78,17 @@ async fn finished_with(opts: LedgerOptions) -> (tempfile::TempDir, tempfile::Tem
     (ws, runs, dir)
 }
 
+/// A [`finished`] run whose ledger lines `edit` changed; returns (guards, run dir).
+async fn edited(
+    edit: impl FnOnce(&mut Vec<String>),
+) -> (tempfile::TempDir, tempfile::TempDir, PathBuf) {
+    let (ws, runs, dir) = finished().await;
+    let mut l = lines(&dir);
+    edit(&mut l);
+    write_lines(&dir, &l);
+    (ws, runs, dir)
+}
+
 fn lines(dir: &Path) -> Vec<String> {
     std::fs::read_to_string(dir.join("events.jsonl"))
         .unwrap()

@@ -25,10 +25,8 @@ async fn an_intact_finished_ledger_verifies_against_its_anchor_and_names_its_key
 
 #[tokio::test]
 async fn a_flipped_byte_is_caught_as_edited_at_its_seq() {
-    let (_ws, _runs, dir) = finished().await;
-    let mut l = lines(&dir);
-    l[4] = l[4].replacen("\"time\":\"2026", "\"time\":\"2027", 1);
-    write_lines(&dir, &l);
+    let (_ws, _runs, dir) =
+        edited(|l| l[4] = l[4].replacen("\"time\":\"2026", "\"time\":\"2027", 1)).await;
     assert_eq!(breach(&dir), (5, Breach::Edited));
     let msg = verify(&dir, &keyed()).unwrap_err().to_string();
     assert!(msg.contains("seq 5: edited"), "{msg}");
@@ -36,19 +34,16 @@ async fn a_flipped_byte_is_caught_as_edited_at_its_seq() {
 
 #[tokio::test]
 async fn a_deleted_line_is_caught_as_missing() {
-    let (_ws, _runs, dir) = finished().await;
-    let mut l = lines(&dir);
-    l.remove(6);
-    write_lines(&dir, &l);
+    let (_ws, _runs, dir) = edited(|l| {
+        l.remove(6);
+    })
+    .await;
     assert_eq!(breach(&dir), (7, Breach::Missing { found: 8 }));
 }
 
 #[tokio::test]
 async fn swapped_lines_are_caught_as_reordered() {
-    let (_ws, _runs, dir) = finished().await;
-    let mut l = lines(&dir);
-    l.swap(3, 4);
-    write_lines(&dir, &l);
+    let (_ws, _runs, dir) = edited(|l| l.swap(3, 4)).await;
     assert_eq!(breach(&dir), (4, Breach::Reordered { found: 5 }));
 }
 
@@ -136,10 +131,7 @@ async fn an_edited_and_rehashed_record_breaks_the_next_link() {
 
 #[tokio::test]
 async fn an_unparseable_line_is_named() {
-    let (_ws, _runs, dir) = finished().await;
-    let mut l = lines(&dir);
-    l[1] = "{not json".into();
-    write_lines(&dir, &l);
+    let (_ws, _runs, dir) = edited(|l| l[1] = "{not json".into()).await;
     let (seq, b) = breach(&dir);
     assert_eq!(seq, 2);
     assert!(matches!(b, Breach::Unparseable(_)), "{b:?}");
@@ -202,10 +194,8 @@ async fn a_second_header_spliced_into_a_ledger_is_caught() {
 /// not reported as a tampered header, and never as verified.
 #[tokio::test]
 async fn a_ledger_of_another_schema_is_named_as_such() {
-    let (_ws, _runs, dir) = finished().await;
-    let mut all = lines(&dir);
-    all[0] = all[0].replacen("\"schema\":3", "\"schema\":2", 1);
-    write_lines(&dir, &all);
+    let (_ws, _runs, dir) =
+        edited(|l| l[0] = l[0].replacen("\"schema\":3", "\"schema\":2", 1)).await;
     let err = verify(&dir, &keyed()).unwrap_err();
     assert!(
         matches!(

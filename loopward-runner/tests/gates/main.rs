@@ -2,6 +2,8 @@
 //! per turn, the shell watch, gates as data, and the refusal texts — one test binary for the
 //! area, sharing its set-up (`support`).
 
+#[path = "../one_agent/mod.rs"]
+mod one_agent;
 mod overrides;
 mod policy;
 mod refusals;

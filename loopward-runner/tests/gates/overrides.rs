@@ -3,7 +3,7 @@
 
 use super::support::*;
 use loopward_core::{AuditEvent, Decision};
-use loopward_runner::gates::{OverrideError, OverrideStore, PolicyConfig};
+use loopward_runner::gates::{OverrideError, OverrideStore, PolicyConfig, Sentinel};
 use loopward_runner::tool::ToolError;
 use loopward_runner::{Clock, ManualClock, TurnContext};
 use serde_json::json;
@@ -36,6 +36,46 @@ async fn granted_write(content: &str) -> (Room, String, TurnContext) {
         .await
         .unwrap();
     (room, id, builder)
+}
+
+/// An override store for a fresh workspace, a clock at [`NOW`] and the path `plans/a.md`.
+struct Grants {
+    _dir: tempfile::TempDir,
+    ws: loopward_runner::Workspace,
+    store: OverrideStore,
+    clock: ManualClock,
+    plan: loopward_runner::WorkPath,
+}
+
+impl Grants {
+    /// The store `open` makes for the workspace (in its folder, `dir`).
+    fn new(
+        open: impl FnOnce(&std::path::Path, &loopward_runner::Workspace) -> OverrideStore,
+    ) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = loopward_runner::Workspace::new(dir.path()).unwrap();
+        let store = open(dir.path(), &ws);
+        let plan = ws.resolve("plans/a.md").unwrap();
+        Self {
+            _dir: dir,
+            ws,
+            store,
+            clock: ManualClock::new(NOW),
+            plan,
+        }
+    }
+
+    /// The store kept in the workspace, as `loopward` keeps it by default.
+    fn in_workspace() -> Self {
+        Self::new(|_, ws| OverrideStore::for_workspace(ws))
+    }
+
+    /// Grants the builder an override for `plans/a.md` for a minute, for `reason`.
+    fn grant_builder(&self, reason: &str) -> Result<Sentinel, OverrideError> {
+        let ttl = Duration::from_secs(60);
+        let b = agent("builder");
+        self.store.grant(&b, &self.plan, reason, ttl, &self.clock)
+    }
 }
 
 fn write_sentinel(room: &Room, id: &str, body: serde_json::Value) {
@@ -81,8 +121,7 @@ async fn an_override_authorises_exactly_one_write_and_is_logged_before_it() {
 
 #[tokio::test]
 async fn the_override_way_out_advertised_by_the_refusal_works() {
-    let room = Room::new(PLANS);
-    let builder = room.turn("builder");
+    let (room, builder) = Room::with_turn(PLANS, "builder");
     let err = room
         .write_file(&builder, "plans/a.md", "x")
         .await
@@ -97,24 +136,13 @@ async fn the_override_way_out_advertised_by_the_refusal_works() {
 
 #[test]
 fn many_concurrent_takers_exactly_one_wins() {
-    let dir = tempfile::tempdir().unwrap();
-    let ws = loopward_runner::Workspace::new(dir.path()).unwrap();
-    let store = OverrideStore::for_workspace(&ws);
-    let clock = ManualClock::new(NOW);
-    let p = ws.resolve("plans/a.md").unwrap();
+    let g = Grants::in_workspace();
+    let (store, clock) = (&g.store, &g.clock);
     for round in 0..5 {
-        store
-            .grant(
-                &agent("builder"),
-                &p,
-                "once",
-                Duration::from_secs(60),
-                &clock,
-            )
-            .unwrap();
+        g.grant_builder("once").unwrap();
         let wins = std::thread::scope(|s| {
             let handles: Vec<_> = (0..32)
-                .map(|_| s.spawn(|| store.take(&agent("builder"), "plans/a.md", &clock).is_ok()))
+                .map(|_| s.spawn(|| store.take(&agent("builder"), "plans/a.md", clock).is_ok()))
                 .collect();
             handles
                 .into_iter()
@@ -253,24 +281,19 @@ fn validity_comes_from_content_not_mtime() {
 
 #[test]
 fn grants_refuse_empty_reasons_zero_and_over_long_ttls_and_control_paths() {
-    let dir = tempfile::tempdir().unwrap();
-    let ws = loopward_runner::Workspace::new(dir.path()).unwrap();
-    let store = OverrideStore::for_workspace(&ws).max_ttl(Duration::from_secs(600));
-    let clock = ManualClock::new(NOW);
-    let p = ws.resolve("plans/a.md").unwrap();
+    let g = Grants::new(|_, ws| OverrideStore::for_workspace(ws).max_ttl(Duration::from_secs(600)));
+    let (ws, store, clock, p) = (&g.ws, &g.store, &g.clock, &g.plan);
     let b = agent("builder");
     assert_eq!(
-        store
-            .grant(&b, &p, " ", Duration::from_secs(60), &clock)
-            .unwrap_err(),
+        g.grant_builder(" ").unwrap_err(),
         OverrideError::EmptyReason
     );
     assert!(matches!(
-        store.grant(&b, &p, "r", Duration::ZERO, &clock),
+        store.grant(&b, p, "r", Duration::ZERO, clock),
         Err(OverrideError::BadTtl { .. })
     ));
     let e = store
-        .grant(&b, &p, "r", Duration::from_secs(601), &clock)
+        .grant(&b, p, "r", Duration::from_secs(601), clock)
         .unwrap_err();
     assert_eq!(
         e.to_string(),
@@ -278,7 +301,7 @@ fn grants_refuse_empty_reasons_zero_and_over_long_ttls_and_control_paths() {
     );
     let ctl = ws.resolve(".loopward/x").unwrap();
     assert!(matches!(
-        store.grant(&b, &ctl, "r", Duration::from_secs(60), &clock),
+        store.grant(&b, &ctl, "r", Duration::from_secs(60), clock),
         Err(OverrideError::NotOverridable(_))
     ));
 }
@@ -400,22 +423,12 @@ async fn an_edited_grant_is_refused() {
 
 #[test]
 fn an_over_long_reason_is_refused_at_grant_time_and_the_longest_allowed_is_usable() {
-    let dir = tempfile::tempdir().unwrap();
-    let ws = loopward_runner::Workspace::new(dir.path()).unwrap();
-    let keys = KeyRing::single(LedgerKey::from_bytes(vec![33u8; 32]).unwrap());
-    let store = OverrideStore::new(dir.path().join("state")).keyed(keys);
-    let clock = ManualClock::new(NOW);
-    let p = ws.resolve("plans/a.md").unwrap();
-    let long = "x".repeat(5000);
-    let err = store
-        .grant(
-            &agent("builder"),
-            &p,
-            &long,
-            Duration::from_secs(60),
-            &clock,
-        )
-        .unwrap_err();
+    let g = Grants::new(|dir, _| {
+        let keys = KeyRing::single(LedgerKey::from_bytes(vec![33u8; 32]).unwrap());
+        OverrideStore::new(dir.join("state")).keyed(keys)
+    });
+    let (store, clock) = (&g.store, &g.clock);
+    let err = g.grant_builder(&"x".repeat(5000)).unwrap_err();
     assert!(
         matches!(
             err,
@@ -426,20 +439,12 @@ fn an_over_long_reason_is_refused_at_grant_time_and_the_longest_allowed_is_usabl
         ),
         "{err}"
     );
-    assert!(store.list(&clock).is_empty(), "nothing was granted");
+    assert!(store.list(clock).is_empty(), "nothing was granted");
     let longest = "y".repeat(MAX_REASON_BYTES);
-    store
-        .grant(
-            &agent("builder"),
-            &p,
-            &longest,
-            Duration::from_secs(60),
-            &clock,
-        )
-        .unwrap();
+    g.grant_builder(&longest).unwrap();
     assert_eq!(
         store
-            .take(&agent("builder"), "plans/a.md", &clock)
+            .take(&agent("builder"), "plans/a.md", clock)
             .unwrap()
             .reason,
         longest
@@ -448,31 +453,14 @@ fn an_over_long_reason_is_refused_at_grant_time_and_the_longest_allowed_is_usabl
 
 #[test]
 fn concurrent_grants_never_share_a_temporary_file() {
-    let dir = tempfile::tempdir().unwrap();
-    let ws = loopward_runner::Workspace::new(dir.path()).unwrap();
-    let store = OverrideStore::for_workspace(&ws);
-    let clock = ManualClock::new(NOW);
-    let p = ws.resolve("plans/a.md").unwrap();
+    let g = Grants::in_workspace();
     let ids: Vec<String> = std::thread::scope(|s| {
         let hs: Vec<_> = (0..16)
-            .map(|_| {
-                s.spawn(|| {
-                    store
-                        .grant(
-                            &agent("builder"),
-                            &p,
-                            "many at once",
-                            Duration::from_secs(60),
-                            &clock,
-                        )
-                        .unwrap()
-                        .id
-                })
-            })
+            .map(|_| s.spawn(|| g.grant_builder("many at once").unwrap().id))
             .collect();
         hs.into_iter().map(|h| h.join().unwrap()).collect()
     });
-    let listed = store.list(&clock);
+    let listed = g.store.list(&g.clock);
     assert_eq!(listed.len(), 16);
     assert!(listed.iter().all(|l| l.problem.is_none()), "{listed:?}");
     let mut unique = ids.clone();

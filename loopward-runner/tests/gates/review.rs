@@ -7,8 +7,7 @@ use loopward_runner::tool::ToolError;
 
 #[tokio::test]
 async fn a_builder_that_changed_src_must_hand_off_to_the_auditor() {
-    let room = Room::new(REVIEWED_BY_AUDITOR);
-    let builder = room.turn("builder");
+    let (room, builder) = Room::with_turn(REVIEWED_BY_AUDITOR, "builder");
     room.write_file(&builder, "src/lib.rs", "fn main() {}")
         .await
         .unwrap();
@@ -30,16 +29,12 @@ async fn a_builder_that_changed_src_must_hand_off_to_the_auditor() {
     assert!(builder.state().handoff.is_none());
     // The way out: hand off to the auditor.
     room.handoff(&builder, "auditor").await.unwrap();
-    assert_eq!(
-        builder.state().handoff.as_ref().map(|h| h.to.as_str()),
-        Some("auditor")
-    );
+    assert_handed_to(&builder, "auditor");
 }
 
 #[tokio::test]
 async fn the_gate_is_not_armed_without_matching_successful_effects() {
-    let room = Room::new(REVIEWED_BY_AUDITOR);
-    let builder = room.turn("builder");
+    let (room, builder) = Room::with_turn(REVIEWED_BY_AUDITOR, "builder");
     room.write_file(&builder, "README.md", "hi").await.unwrap();
     // A failed edit of src/ is not evidence.
     room.edit_file(&builder, "src/missing.rs", "a", "b")
@@ -54,10 +49,10 @@ async fn the_gate_is_not_armed_without_matching_successful_effects() {
 
 #[tokio::test]
 async fn an_empty_when_arms_on_every_handoff() {
-    let room = Room::new(
+    let (room, builder) = Room::with_turn(
         "[[gates.review]]\nfrom = \"builder\"\nvia = \"auditor\"\n[gates.sprawl]\nenabled = false",
+        "builder",
     );
-    let builder = room.turn("builder");
     let err = room.handoff(&builder, "planner").await.unwrap_err();
     assert!(err.to_string().contains("auditor"), "{err}");
     room.handoff(&builder, "auditor").await.unwrap();
@@ -65,16 +60,14 @@ async fn an_empty_when_arms_on_every_handoff() {
 
 #[tokio::test]
 async fn advisory_review_warns_and_lets_the_handoff_through() {
-    let room = Room::new("[[gates.review]]\nfrom = \"builder\"\nvia = \"auditor\"\nmode = \"advisory\"\n[gates.sprawl]\nenabled = false");
-    let builder = room.turn("builder");
+    let (room, builder) = Room::with_turn("[[gates.review]]\nfrom = \"builder\"\nvia = \"auditor\"\nmode = \"advisory\"\n[gates.sprawl]\nenabled = false", "builder");
     room.handoff(&builder, "planner").await.unwrap();
     assert_eq!(room.decisions()[0].1, "warn");
 }
 
 #[tokio::test]
 async fn a_second_handoff_in_a_turn_is_refused_by_the_one_handoff_gate_and_audited() {
-    let room = Room::new("[gates.sprawl]\nenabled = false");
-    let planner = room.turn("planner");
+    let (room, planner) = Room::with_turn("[gates.sprawl]\nenabled = false", "planner");
     room.handoff(&planner, "builder").await.unwrap();
     let err = room.handoff(&planner, "auditor").await.unwrap_err();
     let ToolError::Refused(r) = &err else {
@@ -86,10 +79,7 @@ async fn a_second_handoff_in_a_turn_is_refused_by_the_one_handoff_gate_and_audit
         "{}",
         r.reason
     );
-    assert_eq!(
-        planner.state().handoff.as_ref().map(|h| h.to.as_str()),
-        Some("builder")
-    );
+    assert_handed_to(&planner, "builder");
     let events = room.events();
     assert!(events
         .iter()
@@ -131,14 +121,10 @@ fn under_concurrent_registrations_exactly_one_handoff_stands() {
 #[tokio::test]
 async fn two_armed_review_gates_are_satisfied_by_a_handoff_to_either_reviewer() {
     for reviewer in ["auditor", "scribe"] {
-        let room = Room::new(TWO_REVIEWERS);
-        let builder = room.turn("builder");
+        let (room, builder) = Room::with_turn(TWO_REVIEWERS, "builder");
         room.write_file(&builder, "src/lib.rs", "x").await.unwrap();
         room.handoff(&builder, reviewer).await.unwrap();
-        assert_eq!(
-            builder.state().handoff.as_ref().map(|h| h.to.as_str()),
-            Some(reviewer)
-        );
+        assert_handed_to(&builder, reviewer);
         // Both gates recorded an allow for the handoff.
         let allows: Vec<_> = room
             .decisions()
@@ -148,8 +134,7 @@ async fn two_armed_review_gates_are_satisfied_by_a_handoff_to_either_reviewer() 
         assert_eq!(allows.len(), 2, "{allows:?}");
     }
     // Anyone else is still refused, and the refusal names both reviewers.
-    let room = Room::new(TWO_REVIEWERS);
-    let builder = room.turn("builder");
+    let (room, builder) = Room::with_turn(TWO_REVIEWERS, "builder");
     room.write_file(&builder, "src/lib.rs", "x").await.unwrap();
     let err = room.handoff(&builder, "planner").await.unwrap_err();
     let text = err.to_string();
@@ -162,12 +147,14 @@ async fn two_armed_review_gates_are_satisfied_by_a_handoff_to_either_reviewer() 
 
 #[tokio::test]
 async fn an_exclusive_review_gate_is_satisfied_only_by_its_own_reviewer() {
-    let room = Room::new(&TWO_REVIEWERS.replacen(
-        "via = \"auditor\"",
-        "via = \"auditor\"\nexclusive = true",
-        1,
-    ));
-    let builder = room.turn("builder");
+    let (room, builder) = Room::with_turn(
+        &TWO_REVIEWERS.replacen(
+            "via = \"auditor\"",
+            "via = \"auditor\"\nexclusive = true",
+            1,
+        ),
+        "builder",
+    );
     room.write_file(&builder, "src/lib.rs", "x").await.unwrap();
     let err = room.handoff(&builder, "scribe").await.unwrap_err();
     let ToolError::Refused(r) = &err else {
@@ -206,8 +193,7 @@ fn review_gates_that_would_deadlock_do_not_load() {
 
 #[tokio::test]
 async fn a_handoff_to_an_unknown_agent_or_to_itself_is_not_a_review_decision() {
-    let room = Room::new(REVIEWED_BY_AUDITOR);
-    let builder = room.turn("builder");
+    let (room, builder) = Room::with_turn(REVIEWED_BY_AUDITOR, "builder");
     room.write_file(&builder, "src/lib.rs", "x").await.unwrap();
     for to in ["nobody", "builder"] {
         let err = room.handoff(&builder, to).await.unwrap_err();
@@ -224,10 +210,10 @@ async fn a_handoff_to_an_unknown_agent_or_to_itself_is_not_a_review_decision() {
 
 #[tokio::test]
 async fn a_review_gate_without_when_says_so_in_its_refusal() {
-    let room = Room::new(
+    let (room, builder) = Room::with_turn(
         "[[gates.review]]\nfrom = \"builder\"\nvia = \"auditor\"\n[gates.sprawl]\nenabled = false",
+        "builder",
     );
-    let builder = room.turn("builder");
     let text = room
         .handoff(&builder, "planner")
         .await
@@ -242,9 +228,7 @@ async fn a_review_gate_without_when_says_so_in_its_refusal() {
 
 #[tokio::test]
 async fn a_file_written_through_shell_arms_the_review_gate_as_a_file_tool_write_does() {
-    let room = Room::new(REVIEWED_BY_AUDITOR);
-    room.write("src/keep.txt", "");
-    let builder = room.turn("builder");
+    let (room, builder) = Room::builder_in(REVIEWED_BY_AUDITOR, &[("src/keep.txt", "")]);
     let out = room
         .shell(&builder, "echo 'fn main() {}' > src/main.rs && echo ok")
         .await
@@ -259,9 +243,7 @@ async fn a_file_written_through_shell_arms_the_review_gate_as_a_file_tool_write_
 
 #[tokio::test]
 async fn a_shell_command_that_only_reads_does_not_arm_the_review_gate() {
-    let room = Room::new(REVIEWED_BY_AUDITOR);
-    room.write("src/keep.txt", "x");
-    let builder = room.turn("builder");
+    let (room, builder) = Room::builder_in(REVIEWED_BY_AUDITOR, &[("src/keep.txt", "x")]);
     room.shell(&builder, "cat src/keep.txt").await.unwrap();
     room.handoff(&builder, "scribe").await.unwrap();
 }

@@ -88,8 +88,7 @@ async fn shell_through_interpreters_and_symlinks_is_caught_by_effects() {
 
 #[tokio::test]
 async fn the_owner_s_shell_changes_stand_and_are_reported_as_effects() {
-    let room = Room::new(PLANS_WATCHED);
-    let planner = room.turn("planner");
+    let (room, planner) = Room::with_turn(PLANS_WATCHED, "planner");
     let out = room
         .sh(&planner, "mkdir plans && echo '# Plan' > plans/p.md")
         .await;

@@ -101,6 +101,13 @@ impl Room {
         (room, builder)
     }
 
+    /// A room under `toml`, and the first turn of `who`.
+    pub fn with_turn(toml: &str, who: &str) -> (Self, TurnContext) {
+        let room = Self::new(toml);
+        let turn = room.turn(who);
+        (room, turn)
+    }
+
     pub fn turn(&self, who: &str) -> TurnContext {
         let n = self.turns.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
         TurnContext::new(self.run.clone(), agent(who), TurnNumber(n))
@@ -268,6 +275,13 @@ impl Room {
 pub fn assert_refused(out: &ToolOutput, says: &[&str]) {
     assert!(out.is_error, "not refused: {}", out.content);
     assert_says(&out.content, says);
+}
+
+/// Asserts that the handoff standing in `turn` is to `to`.
+#[track_caller]
+pub fn assert_handed_to(turn: &TurnContext, to: &str) {
+    let standing = turn.state().handoff.as_ref().map(|h| h.to.to_string());
+    assert_eq!(standing.as_deref(), Some(to));
 }
 
 /// Asserts that `text` contains each of `says`, showing the whole text when one is missing.

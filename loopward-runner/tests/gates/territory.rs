@@ -1,7 +1,7 @@
 //! Territories and control files: deny by default, judged at the canonical landing path.
 
 use super::support::*;
-use loopward_core::{AuditEvent, CallId, Decision, GateMode, Person};
+use loopward_core::{AuditEvent, CallId, Decision, GateMode};
 use loopward_runner::tool::ToolError;
 use std::os::unix::fs::symlink;
 
@@ -17,8 +17,7 @@ fn refusal_text(r: Result<loopward_runner::tool::ToolOutput, ToolError>) -> Stri
 
 #[tokio::test]
 async fn owner_writes_its_territory_and_anyone_else_is_refused_with_a_way_out() {
-    let room = Room::new(PLANS);
-    let planner = room.turn("planner");
+    let (room, planner) = Room::with_turn(PLANS, "planner");
     room.write_file(&planner, "plans/a.md", "# Plan")
         .await
         .unwrap();
@@ -37,8 +36,7 @@ async fn owner_writes_its_territory_and_anyone_else_is_refused_with_a_way_out() 
 
 #[tokio::test]
 async fn every_decision_allow_and_deny_is_recorded_with_raw_and_canonical_path() {
-    let room = Room::new(PLANS);
-    let builder = room.turn("builder");
+    let (room, builder) = Room::with_turn(PLANS, "builder");
     room.write_file(&builder, "src/./lib.rs", "x")
         .await
         .unwrap();
@@ -85,8 +83,7 @@ async fn every_decision_allow_and_deny_is_recorded_with_raw_and_canonical_path()
 
 #[tokio::test]
 async fn traversal_absolute_paths_and_prefix_siblings_are_judged_canonically() {
-    let room = Room::new(PLANS);
-    let planner = room.turn("planner");
+    let (room, planner) = Room::with_turn(PLANS, "planner");
     // `src` does not contain `srcevil/x`.
     room.write_file(&planner, "srcevil/x.rs", "fine")
         .await
@@ -105,10 +102,7 @@ async fn traversal_absolute_paths_and_prefix_siblings_are_judged_canonically() {
 
 #[tokio::test]
 async fn glob_star_does_not_cross_a_slash() {
-    let room = Room::new(
-        "[[territory]]\npaths = [\"plans/*.md\"]\nowner = \"planner\"\n[gates.sprawl]\nenabled = false",
-    );
-    let builder = room.turn("builder");
+    let (room, builder) = Room::with_turn("[[territory]]\npaths = [\"plans/*.md\"]\nowner = \"planner\"\n[gates.sprawl]\nenabled = false", "builder");
     refusal_text(room.write_file(&builder, "plans/a.md", "no").await);
     room.write_file(&builder, "plans/sub/a.txt", "fine")
         .await
@@ -117,9 +111,7 @@ async fn glob_star_does_not_cross_a_slash() {
 
 #[tokio::test]
 async fn a_territory_covers_its_own_root_for_delete_and_rename() {
-    let room = Room::new(PLANS);
-    room.write("plans/a.md", "keep");
-    let builder = room.turn("builder");
+    let (room, builder) = Room::builder_in(PLANS, &[("plans/a.md", "keep")]);
     refusal_text(fs_op(&room, &builder, "delete", "plans", "").await);
     refusal_text(fs_op(&room, &builder, "rename", "plans", "old-plans").await);
     // Renaming a parent folder moves territory members: a write at both ends.
@@ -151,9 +143,7 @@ async fn symlinks_are_judged_where_the_write_lands() {
 
 #[tokio::test]
 async fn creating_a_link_into_a_foreign_territory_is_a_write_there() {
-    let room = Room::new(PLANS);
-    room.write("plans/a.md", "keep");
-    let builder = room.turn("builder");
+    let (room, builder) = Room::builder_in(PLANS, &[("plans/a.md", "keep")]);
     refusal_text(fs_op(&room, &builder, "symlink", "mine.md", "plans/a.md").await);
     refusal_text(fs_op(&room, &builder, "hardlink", "mine.md", "plans/a.md").await);
     refusal_text(fs_op(&room, &builder, "symlink", "dir-link", "plans").await);
@@ -173,8 +163,7 @@ async fn writing_a_hard_link_alias_of_a_territory_file_is_refused() {
 
 #[tokio::test]
 async fn control_files_are_never_writable_even_with_an_override() {
-    let room = Room::new(PLANS);
-    let planner = room.turn("planner");
+    let (room, planner) = Room::with_turn(PLANS, "planner");
     for p in [
         ".loopward/overrides/x.json",
         "loopward.toml",
@@ -214,10 +203,7 @@ async fn a_failed_ledger_write_stops_the_write() {
 
 #[tokio::test]
 async fn advisory_territory_warns_and_allows() {
-    let room = Room::new(
-        "[[territory]]\npaths = [\"plans/**\"]\nowner = \"planner\"\nmode = \"advisory\"\n[gates.sprawl]\nenabled = false",
-    );
-    let builder = room.turn("builder");
+    let (room, builder) = Room::with_turn("[[territory]]\npaths = [\"plans/**\"]\nowner = \"planner\"\nmode = \"advisory\"\n[gates.sprawl]\nenabled = false", "builder");
     room.write_file(&builder, "plans/a.md", "x").await.unwrap();
     let d = room.events().into_iter().find_map(|e| match e {
         AuditEvent::GateDecision { decision, mode, .. } => Some((decision, mode)),
@@ -231,53 +217,31 @@ async fn advisory_territory_warns_and_allows() {
 
 #[tokio::test]
 async fn the_refusals_way_out_hand_off_to_the_owner_works_in_a_run() {
-    use loopward_core::{RunId, RunStatus};
+    use super::one_agent::{spec, Agents, Steps};
+    use loopward_core::RunStatus;
     use loopward_runner::model::{
         fake::{FakeModel, Script},
         BoxModelService,
     };
-    use loopward_runner::{tools, BoxTurnService, LlmAgent, RunSpec, Runner};
-    use serde_json::json;
+    use loopward_runner::{tools, BoxTurnService, LlmAgent, Runner};
     let room = Room::new(PLANS);
     let (planner, builder) = (agent("planner"), agent("builder"));
     let mut s = Script::default();
-    s.call(
-        &builder,
-        "write_file",
-        json!({"path": "plan.md", "content": "# Plan\n- step"}),
-    );
-    s.call(
-        &builder,
-        "handoff",
-        json!({"to": "planner", "message": "please write plan.md: # Plan / - step"}),
-    );
-    s.call(
-        &planner,
-        "write_file",
-        json!({"path": "plan.md", "content": "# Plan\n- step"}),
-    );
+    s.write(&builder, "plan.md", "# Plan\n- step");
+    s.handoff(&builder, "planner", "please write plan.md: # Plan / - step");
+    s.write(&planner, "plan.md", "# Plan\n- step");
     s.say(&planner, "Written.");
     let model = BoxModelService::new(FakeModel::new(s));
     let team = [planner.clone(), builder.clone()];
-    let mut runner = Runner::builder(room.ws.clone());
-    for name in &team {
+    let runner = Runner::builder(room.ws.clone()).agents(&team, |name| {
         let a = LlmAgent::builder(name.clone(), model.clone())
             .tools(tools::builtin(&team))
             .tool_stack(room.stack.clone())
             .build();
-        runner = runner.agent(name.clone(), BoxTurnService::new(a)).unwrap();
-    }
-    let report = runner
-        .build()
-        .unwrap()
-        .run(RunSpec {
-            id: RunId::new("r2").unwrap(),
-            task: Person::at_the_keyboard().says("plan it"),
-            first: builder,
-            audit: room.sink.clone(),
-            audit_location: None,
-        })
-        .await;
+        BoxTurnService::new(a)
+    });
+    let spec = spec("r2", &builder, "plan it", room.sink.clone());
+    let report = runner.build().unwrap().run(spec).await;
     assert_eq!(report.status, RunStatus::Completed);
     assert_eq!(room.read("plan.md").unwrap(), "# Plan\n- step");
     let labels: Vec<_> = room

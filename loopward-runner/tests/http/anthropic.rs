@@ -128,10 +128,12 @@ async fn request_maps_system_merged_tool_results_notices_and_headers() {
         write_file_result("t2", "territory owned by planner", true),
         Message::notice("2 steps left"),
     ]);
-    let ok = vec![json(200, &full_reply("ok"))];
-    let served = Served::run(ok, |server| model(server, false), req).await;
-    served.result.as_ref().unwrap();
-    let sent = served.first_sent();
+    let sent = Served::sent(
+        json(200, &full_reply("ok")),
+        |server| model(server, false),
+        req,
+    )
+    .await;
     assert_eq!(sent.path, "/v1/messages");
     assert_eq!(sent.header("x-api-key"), Some("sk-ant-secret"));
     assert_eq!(sent.header("anthropic-version"), Some("2023-06-01"));

@@ -177,6 +177,23 @@ impl Served {
         }
     }
 
+    /// The first request `request` made, sent once through the model `model` builds over a
+    /// server that answers `reply`; fails the test if the call failed.
+    pub(crate) async fn sent<M>(
+        reply: Reply,
+        model: impl FnOnce(&MockServer) -> (M, RecordingSleeper),
+        request: ChatRequest,
+    ) -> Recorded
+    where
+        M: tower::Service<ChatRequest, Response = ChatResponse, Error = ModelError>,
+    {
+        let served = Self::run(vec![reply], model, request).await;
+        if let Err(e) = &served.result {
+            panic!("expected a reply, got {e}");
+        }
+        served.first_sent()
+    }
+
     /// The error the call ended with; fails the test if it succeeded.
     #[track_caller]
     pub(crate) fn err(&self) -> &ModelError {

@@ -10,8 +10,7 @@ fn bounded_runner(ws: &Path, log: &Path, layers: &str, script: Script) -> Runner
     let stack = Stack::new(&config).unwrap();
     let model = FakeModel::new(script).with_call_log(log);
     let team = [id("a"), id("b")];
-    let mut b = Runner::builder(Workspace::new(ws).unwrap());
-    for name in &team {
+    let b = Runner::builder(Workspace::new(ws).unwrap()).agents(&team, |name| {
         let agent = LlmAgent::builder(
             name.clone(),
             stack.model(BoxModelService::new(model.clone())),
@@ -23,10 +22,8 @@ fn bounded_runner(ws: &Path, log: &Path, layers: &str, script: Script) -> Runner
         .tool_stack(stack.tools(BoxToolService::new(ToolExecutor)))
         .max_steps(stack.steps_per_turn())
         .build();
-        b = b
-            .agent(name.clone(), stack.turn(BoxTurnService::new(agent)))
-            .unwrap();
-    }
+        stack.turn(BoxTurnService::new(agent))
+    });
     b.build().unwrap()
 }
 
@@ -247,11 +244,7 @@ async fn a_resumed_run_is_held_to_the_strategies_it_had_spent() {
 fn three_units() -> Script {
     let mut s = Script::default();
     for f in ["src/a.rs", "src/b.rs", "src/c.rs"] {
-        s.call(
-            &id("a"),
-            "write_file",
-            json!({"path": f, "content": "fn x() {}\n"}),
-        );
+        s.write(&id("a"), f, "fn x() {}\n");
     }
     s.say(&id("a"), "done");
     s

@@ -75,15 +75,12 @@ async fn per_agent(ws: &Path, runs: &Path, opts: LedgerOptions, rebuild: bool) -
     let team = [id("a"), id("b")];
     let model = BoxModelService::new(FakeModel::new(ping_pong()));
     let layer = turns_per_agent(1, rebuild);
-    let mut b = Runner::builder(Workspace::new(ws).unwrap());
-    for name in &team {
+    let b = Runner::builder(Workspace::new(ws).unwrap()).agents(&team, |name| {
         let agent = LlmAgent::builder(name.clone(), model.clone())
             .tools(tools::builtin(&team))
             .build();
-        b = b
-            .agent(name.clone(), BoxTurnService::new(layer.layer(agent)))
-            .unwrap();
-    }
+        BoxTurnService::new(layer.layer(agent))
+    });
     let runner = b.build().unwrap();
     run_or_resume_r1(&runner, runs, opts).await
 }

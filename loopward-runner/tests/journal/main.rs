@@ -5,6 +5,8 @@
 
 mod bounds;
 mod custom_layer;
+#[path = "../one_agent/mod.rs"]
+mod one_agent;
 mod resume;
 
 use loopward_core::{AgentId, AuditEvent, Person, RunId, RunStatus, Scope};
@@ -18,6 +20,7 @@ use loopward_runner::model::fake::{FakeModel, Script};
 use loopward_runner::model::BoxModelService;
 use loopward_runner::tool::{BoxToolService, ToolExecutor};
 use loopward_runner::{tools, BoxTurnService, LlmAgent, ResumeError, RunReport, Runner, Workspace};
+use one_agent::{scripted, Agents, Steps};
 use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -37,40 +40,20 @@ fn script() -> Script {
     let (planner, builder) = (id("planner"), id("builder"));
     let mut s = Script::default();
     s.call(&planner, "shell", shell("p1"))
-        .call(
-            &planner,
-            "write_file",
-            json!({"path": "out/notes.md", "content": "# notes"}),
-        )
-        .call(
-            &planner,
-            "handoff",
-            json!({"to": "builder", "message": "build it"}),
-        );
+        .write(&planner, "out/notes.md", "# notes")
+        .handoff(&planner, "builder", "build it");
     s.push(
         &builder,
         loopward_runner::model::fake::ScriptedReply {
             text: "two effects".into(),
             tool_calls: vec![
-                loopward_runner::model::fake::ScriptedCall {
-                    id: None,
-                    name: "shell".into(),
-                    arguments: shell("b1"),
-                },
-                loopward_runner::model::fake::ScriptedCall {
-                    id: None,
-                    name: "shell".into(),
-                    arguments: shell("b2"),
-                },
+                scripted("shell", shell("b1")),
+                scripted("shell", shell("b2")),
             ],
             ..Default::default()
         },
     );
-    s.call(
-        &builder,
-        "handoff",
-        json!({"to": "planner", "message": "built"}),
-    );
+    s.handoff(&builder, "planner", "built");
     s.say(&planner, "All done.");
     s
 }
@@ -79,21 +62,19 @@ fn script() -> Script {
 fn runner(ws: &Path, log: &Path, turn_gate: Option<&str>) -> Runner {
     let model = FakeModel::new(script()).with_call_log(log);
     let team = [id("planner"), id("builder")];
-    let mut b = Runner::builder(Workspace::new(ws).unwrap());
-    for name in &team {
+    let b = Runner::builder(Workspace::new(ws).unwrap()).agents(&team, |name| {
         let agent = LlmAgent::builder(name.clone(), BoxModelService::new(model.clone()))
             .tools(tools::builtin(&team))
             .build();
-        let service = match turn_gate {
+        match turn_gate {
             Some(gated) if gated == name.as_str() => {
                 let gates =
                     StopGates::new(&[StopGateConfig::turn(gated, StopMode::Durable)]).unwrap();
                 BoxTurnService::new(gates.turn_layer().layer(agent))
             }
             _ => BoxTurnService::new(agent),
-        };
-        b = b.agent(name.clone(), service).unwrap();
-    }
+        }
+    });
     b.build().unwrap()
 }
 
@@ -249,7 +230,7 @@ fn killed_at(kind: &'static str, n: usize) -> LedgerOptions {
 fn ping_pong() -> Script {
     let mut s = Script::default();
     for (from, to) in [("a", "b"), ("b", "a"), ("a", "b"), ("b", "a")] {
-        s.call(&id(from), "handoff", json!({"to": to, "message": "yours"}));
+        s.handoff(&id(from), to, "yours");
     }
     s.say(&id("a"), "done");
     s

@@ -1,7 +1,7 @@
 //! Anti-loop caps and repeat detection, end to end through the runner.
 
 use super::support;
-use loopward_core::{AgentId, AuditEvent, LayerId, RunStatus, ToolCall, Usage};
+use loopward_core::{AgentId, LayerId, RunStatus, ToolCall, Usage};
 use loopward_runner::audit::MemorySink;
 use loopward_runner::layers::caps::{CapsConfig, CapsLayer, OnCap};
 use loopward_runner::layers::repeat::{RepeatConfig, RepeatLayer};
@@ -211,11 +211,7 @@ async fn wrap_up_grants_one_turn_without_tools_then_stops() {
     );
     assert_eq!(decisions(&sink, LayerId::Caps, "wrap_up").len(), 1);
     // The wrap-up turn's handoff attempt was answered "tools are disabled".
-    let disabled = sink.events().into_iter().any(|(_, e)| {
-        matches!(e, AuditEvent::ToolFinished { is_error: true, summary, .. }
-            if summary.contains("tools are disabled"))
-    });
-    assert!(disabled);
+    crate::assert_tool_failed(&sink, "tools are disabled");
 }
 
 #[test]

@@ -1,7 +1,7 @@
 //! Class-jump through the runner, driven by a scripted agent calling `report_attempt`.
 
-use super::support;
-use loopward_core::{AgentId, AuditEvent, Person, RunId, RunStatus};
+use super::support::{self, scripted, Agents};
+use loopward_core::{AgentId, AuditEvent, RunId, RunStatus};
 use loopward_runner::audit::MemorySink;
 use loopward_runner::layers::classjump::{ClassJump, ClassJumpConfig};
 use loopward_runner::model::{
@@ -9,7 +9,7 @@ use loopward_runner::model::{
     BoxModelService,
 };
 use loopward_runner::tool::ToolSet;
-use loopward_runner::{BoxTurnService, LlmAgent, RunReport, RunSpec, Runner, Workspace};
+use loopward_runner::{BoxTurnService, LlmAgent, RunReport, Runner, Workspace};
 use serde_json::json;
 use std::sync::Arc;
 use tower::Layer;
@@ -100,11 +100,10 @@ async fn retrying_a_spent_strategy_is_refused_and_does_not_count() {
         verdicts(&sink),
         ["retry", "retry", "class_jump", "refused", "retry"]
     );
-    let refused = sink.events().into_iter().any(|(_, e)| {
-        matches!(e, AuditEvent::ToolFinished { is_error: true, summary, .. }
-            if summary.contains("strategy patch may not be used for fix-flaky-test now; the current strategy is rewrite"))
-    });
-    assert!(refused);
+    crate::assert_tool_failed(
+        &sink,
+        "strategy patch may not be used for fix-flaky-test now; the current strategy is rewrite",
+    );
 }
 
 #[test]
@@ -136,14 +135,15 @@ fn bad_strategy_lists_are_refused_naming_the_field() {
 
 #[tokio::test]
 async fn exhaustion_ends_the_reply_that_caused_it_no_later_call_runs_and_no_handoff_stands() {
-    use loopward_runner::model::fake::{ScriptedCall, ScriptedReply};
+    use loopward_runner::model::fake::ScriptedReply;
     let builder = AgentId::new("builder").unwrap();
     let auditor = AgentId::new("auditor").unwrap();
     let team = vec![builder.clone(), auditor.clone()];
-    let failed = |s: &str| ScriptedCall {
-        id: None,
-        name: "report_attempt".into(),
-        arguments: json!({"subtask": "fix", "strategy": s, "outcome": "failed"}),
+    let failed = |s: &str| {
+        scripted(
+            "report_attempt",
+            json!({"subtask": "fix", "strategy": s, "outcome": "failed"}),
+        )
     };
     let mut script = Script::default();
     for s in ["patch", "patch", "rewrite"] {
@@ -163,16 +163,11 @@ async fn exhaustion_ends_the_reply_that_caused_it_no_later_call_runs_and_no_hand
             text: String::new(),
             tool_calls: vec![
                 failed("rewrite"),
-                ScriptedCall {
-                    id: None,
-                    name: "write_file".into(),
-                    arguments: json!({"path": "after.txt", "content": "x"}),
-                },
-                ScriptedCall {
-                    id: None,
-                    name: "handoff".into(),
-                    arguments: json!({"to": "auditor", "message": "over to you"}),
-                },
+                scripted("write_file", json!({"path": "after.txt", "content": "x"})),
+                scripted(
+                    "handoff",
+                    json!({"to": "auditor", "message": "over to you"}),
+                ),
             ],
             ..Default::default()
         },
@@ -186,28 +181,14 @@ async fn exhaustion_ends_the_reply_that_caused_it_no_later_call_runs_and_no_hand
     .unwrap();
     let dir = tempfile::tempdir().unwrap();
     let model = BoxModelService::new(FakeModel::new(script));
-    let mut runner = Runner::builder(Workspace::new(dir.path()).unwrap());
-    for a in &team {
+    let runner = Runner::builder(Workspace::new(dir.path()).unwrap()).agents(&team, |a| {
         let agent = LlmAgent::builder(a.clone(), model.clone())
             .tools(loopward_runner::tools::builtin(&team).with(cj.tool()))
             .max_steps(50)
             .build();
-        runner = runner
-            .agent(a.clone(), BoxTurnService::new(cj.layer().layer(agent)))
-            .unwrap();
-    }
-    let sink = Arc::new(MemorySink::default());
-    let report = runner
-        .build()
-        .unwrap()
-        .run(RunSpec {
-            id: RunId::new("r1").unwrap(),
-            task: Person::at_the_keyboard().says("fix it"),
-            first: builder,
-            audit: sink.clone(),
-            audit_location: None,
-        })
-        .await;
+        BoxTurnService::new(cj.layer().layer(agent))
+    });
+    let (report, sink) = support::run(&runner.build().unwrap(), &builder, "fix it").await;
     assert_eq!(report.status, RunStatus::Exhausted);
     assert!(
         !dir.path().join("after.txt").exists(),

@@ -30,6 +30,15 @@ fn decided(sink: &MemorySink, layer: LayerId) -> Vec<(String, Value)> {
         .collect()
 }
 
+/// Asserts that `sink` recorded a tool call that failed with a summary saying `says`.
+#[track_caller]
+fn assert_tool_failed(sink: &MemorySink, says: &str) {
+    let failed = sink.events().into_iter().any(|(_, e)| {
+        matches!(e, AuditEvent::ToolFinished { is_error: true, summary, .. } if summary.contains(says))
+    });
+    assert!(failed, "no failed tool call says {says:?}");
+}
+
 /// The names of the decisions `layer` recorded in `sink`, in order.
 fn verdicts(sink: &MemorySink, layer: LayerId) -> Vec<String> {
     decided(sink, layer).into_iter().map(|(d, _)| d).collect()

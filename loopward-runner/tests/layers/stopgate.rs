@@ -1,7 +1,7 @@
 //! Stop-gates: approvals bound to one action, durable approvals across restarts, modes.
 
-use super::support;
-use loopward_core::{AgentId, AuditEvent, Person, RunId, RunStatus};
+use super::support::{self, Agents, Steps};
+use loopward_core::{AgentId, AuditEvent, RunStatus};
 use loopward_runner::audit::MemorySink;
 use loopward_runner::layers::stopgate::{
     approve, deny, list_pending, pending_dir, Answer, ApprovalRequest, GatedAction, StopGateConfig,
@@ -13,7 +13,7 @@ use loopward_runner::model::{
     BoxModelService,
 };
 use loopward_runner::tool::{BoxToolService, ToolError, ToolExecutor};
-use loopward_runner::{tools, BoxTurnService, LlmAgent, RunReport, RunSpec, Runner, Workspace};
+use loopward_runner::{tools, BoxTurnService, LlmAgent, RunReport, Runner, Workspace};
 use serde_json::json;
 use std::path::Path;
 use std::sync::Arc;
@@ -163,36 +163,20 @@ async fn turn_and_handoff_gates_stop_or_refuse() {
     );
     let team = [planner.clone(), builder.clone()];
     let mut script = Script::default();
-    script.call(
-        &planner,
-        "handoff",
-        json!({"to": "builder", "message": "go"}),
-    );
+    script.handoff(&planner, "builder", "go");
     script.say(&planner, "I could not hand off.");
     let model = BoxModelService::new(FakeModel::new(script));
     let build = |gates: &StopGates| {
-        let mut runner = Runner::builder(Workspace::new(dir.path()).unwrap());
-        for name in &team {
+        let runner = Runner::builder(Workspace::new(dir.path()).unwrap()).agents(&team, |name| {
             let agent = LlmAgent::builder(name.clone(), model.clone())
                 .tools(tools::builtin(&team))
                 .tool_stack(BoxToolService::new(gates.tool_layer().layer(ToolExecutor)))
                 .build();
-            runner = runner
-                .agent(
-                    name.clone(),
-                    BoxTurnService::new(gates.turn_layer().layer(agent)),
-                )
-                .unwrap();
-        }
+            BoxTurnService::new(gates.turn_layer().layer(agent))
+        });
         runner.build().unwrap()
     };
-    let spec = || RunSpec {
-        id: RunId::new("r1").unwrap(),
-        task: Person::at_the_keyboard().says("t"),
-        first: planner.clone(),
-        audit: Arc::new(MemorySink::default()),
-        audit_location: None,
-    };
+    let spec = || support::spec("r1", &planner, "t", Arc::new(MemorySink::default()));
     let turn_gate = StopGates::new(&[StopGateConfig::turn("planner", StopMode::Deny)]).unwrap();
     let report = build(&turn_gate).run(spec()).await;
     assert_eq!(

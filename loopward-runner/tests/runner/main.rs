@@ -14,7 +14,8 @@ use loopward_runner::inbox::HumanInbox;
 use loopward_runner::model::fake::{FakeModel, Script, ScriptedCall, ScriptedReply};
 use loopward_runner::model::{BoxModelService, ChatRequest, ChatResponse, ModelError};
 use loopward_runner::stop::StopRequests;
-use loopward_runner::{tools, BoxTurnService, LlmAgent, RunReport, RunSpec, Runner, Workspace};
+use loopward_runner::{tools, BoxTurnService, LlmAgent, RunReport, Runner, Workspace};
+use one_agent::{scripted, Agents, Steps};
 use serde_json::json;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
@@ -78,15 +79,14 @@ fn team_stops(
         inner: FakeModel::new(script),
         seen: seen.clone(),
     });
-    let mut b = Runner::builder(Workspace::new(dir.path()).unwrap());
-    for m in &members {
+    let mut b = Runner::builder(Workspace::new(dir.path()).unwrap()).agents(&members, |m| {
         let agent = LlmAgent::builder(m.clone(), model.clone())
             .system(format!("You are {m}."))
             .tools(tools::builtin(&members))
             .max_steps(max_steps)
             .build();
-        b = b.agent(m.clone(), BoxTurnService::new(agent)).unwrap();
-    }
+        BoxTurnService::new(agent)
+    });
     if let Some(inbox) = inbox {
         b = b.inbox(inbox);
     }
@@ -103,15 +103,8 @@ fn team_stops(
 
 impl Team {
     async fn run(&self, first: &str) -> RunReport {
-        self.runner
-            .run(RunSpec {
-                id: RunId::new("test-run").unwrap(),
-                task: Person::at_the_keyboard().says("do the thing"),
-                first: id(first),
-                audit: self.sink.clone(),
-                audit_location: None,
-            })
-            .await
+        let spec = one_agent::spec("test-run", &id(first), "do the thing", self.sink.clone());
+        self.runner.run(spec).await
     }
 
     /// The tool results the model was shown, in order.

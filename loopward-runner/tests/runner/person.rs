@@ -40,12 +40,8 @@ async fn a_person_speaks_into_a_running_run_and_the_agent_answers_at_the_next_tu
 #[tokio::test]
 async fn a_message_sent_during_a_handoff_goes_to_the_agent_taking_over() {
     let mut s = Script::default();
-    s.call(
-        &id("builder"),
-        "handoff",
-        json!({"to": "reviewer", "message": "check it"}),
-    )
-    .say(&id("reviewer"), "Checked, and the docs too.");
+    s.handoff(&id("builder"), "reviewer", "check it")
+        .say(&id("reviewer"), "Checked, and the docs too.");
     let inbox = HumanInbox::memory();
     let t = team_inbox(&["builder", "reviewer"], s, inbox.clone());
     inbox
@@ -97,13 +93,7 @@ async fn a_resumed_run_gives_a_recorded_message_to_the_next_turn_and_does_not_re
     let report = again
         .runner
         .resume(
-            RunSpec {
-                id: run,
-                task: Person::at_the_keyboard().says(""),
-                first: id("builder"),
-                audit: again.sink.clone(),
-                audit_location: None,
-            },
+            one_agent::spec(run.as_str(), &id("builder"), "", again.sink.clone()),
             &journal,
         )
         .await
@@ -148,12 +138,8 @@ fn stop_decisions(t: &Team) -> Vec<(String, serde_json::Value)> {
 #[tokio::test]
 async fn a_persons_stop_request_ends_the_run_at_the_next_turn_boundary_and_is_recorded() {
     let mut s = Script::default();
-    s.call(
-        &id("planner"),
-        "handoff",
-        json!({"to": "builder", "message": "go"}),
-    )
-    .say(&id("builder"), "Done.");
+    s.handoff(&id("planner"), "builder", "go")
+        .say(&id("builder"), "Done.");
     let stops_dir = tempfile::tempdir().unwrap();
     let stops = StopRequests::folder(stops_dir.path());
     let t = team_stops(&["planner", "builder"], s, 8, None, Some(stops.clone()));

@@ -58,11 +58,10 @@ async fn a_turn_refused_before_it_ran_does_not_put_the_last_words_under_its_name
         &id("builder"),
         ScriptedReply {
             text: "Built it; auditor, please check.".into(),
-            tool_calls: vec![ScriptedCall {
-                id: None,
-                name: "handoff".into(),
-                arguments: json!({"to": "auditor", "message": "check"}),
-            }],
+            tool_calls: vec![scripted(
+                "handoff",
+                json!({"to": "auditor", "message": "check"}),
+            )],
             ..Default::default()
         },
     )
@@ -71,29 +70,13 @@ async fn a_turn_refused_before_it_ran_does_not_put_the_last_words_under_its_name
     let gates = StopGates::new(&[StopGateConfig::turn("auditor", StopMode::Deny)]).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let model = BoxModelService::new(FakeModel::new(s));
-    let mut b = Runner::builder(Workspace::new(dir.path()).unwrap());
-    for m in &members {
+    let b = Runner::builder(Workspace::new(dir.path()).unwrap()).agents(&members, |m| {
         let agent = LlmAgent::builder(m.clone(), model.clone())
             .tools(tools::builtin(&members))
             .build();
-        b = b
-            .agent(
-                m.clone(),
-                BoxTurnService::new(gates.turn_layer().layer(agent)),
-            )
-            .unwrap();
-    }
-    let report = b
-        .build()
-        .unwrap()
-        .run(RunSpec {
-            id: RunId::new("r1").unwrap(),
-            task: Person::at_the_keyboard().says("t"),
-            first: id("builder"),
-            audit: Arc::new(MemorySink::default()),
-            audit_location: None,
-        })
-        .await;
+        BoxTurnService::new(gates.turn_layer().layer(agent))
+    });
+    let (report, _) = one_agent::run(&b.build().unwrap(), &id("builder"), "t").await;
     assert!(matches!(report.status, RunStatus::Stopped { .. }));
     // The auditor never ran: the last words are the builder's, under the builder's name.
     assert_eq!(report.last_agent, Some(id("builder")));
@@ -107,11 +90,10 @@ async fn a_reply_cut_off_at_the_token_limit_ends_the_run_failed_and_none_of_its_
         &id("builder"),
         ScriptedReply {
             text: "Writing the file now, then I will".into(),
-            tool_calls: vec![ScriptedCall {
-                id: None,
-                name: "write_file".into(),
-                arguments: json!({"path": "half.txt", "content": "x"}),
-            }],
+            tool_calls: vec![scripted(
+                "write_file",
+                json!({"path": "half.txt", "content": "x"}),
+            )],
             stop: loopward_runner::model::StopReason::TokenLimit,
         },
     )

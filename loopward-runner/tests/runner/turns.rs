@@ -6,22 +6,10 @@ use super::*;
 #[tokio::test]
 async fn runner_follows_handoffs_to_the_end() {
     let mut s = Script::default();
-    s.call(
-        &id("planner"),
-        "handoff",
-        json!({"to": "builder", "message": "go"}),
-    )
-    .call(
-        &id("builder"),
-        "write_file",
-        json!({"path": "out.txt", "content": "x"}),
-    )
-    .call(
-        &id("builder"),
-        "handoff",
-        json!({"to": "reviewer", "message": "check out.txt"}),
-    )
-    .say(&id("reviewer"), "fine");
+    s.handoff(&id("planner"), "builder", "go")
+        .write(&id("builder"), "out.txt", "x")
+        .handoff(&id("builder"), "reviewer", "check out.txt")
+        .say(&id("reviewer"), "fine");
     let t = team(&["planner", "builder", "reviewer"], s, 8);
     let report = t.run("planner").await;
     assert_eq!(report.status, RunStatus::Completed);
@@ -80,16 +68,8 @@ async fn a_second_handoff_in_one_turn_is_refused_and_the_first_stands() {
         ScriptedReply {
             text: String::new(),
             tool_calls: vec![
-                ScriptedCall {
-                    id: None,
-                    name: "handoff".into(),
-                    arguments: json!({"to": "planner", "message": "plan it"}),
-                },
-                ScriptedCall {
-                    id: None,
-                    name: "handoff".into(),
-                    arguments: json!({"to": "builder", "message": "build it"}),
-                },
+                scripted("handoff", json!({"to": "planner", "message": "plan it"})),
+                scripted("handoff", json!({"to": "builder", "message": "build it"})),
             ],
             ..Default::default()
         },
@@ -113,11 +93,7 @@ async fn tool_errors_reach_the_model_in_the_same_turn() {
         .call(&id("builder"), "no_such_tool", json!({}))
         .call(&id("builder"), "write_file", json!("not an object"))
         .call(&id("builder"), "write_file", json!({"path": "a.txt"}))
-        .call(
-            &id("builder"),
-            "write_file",
-            json!({"path": "../escape.txt", "content": "x"}),
-        )
+        .write(&id("builder"), "../escape.txt", "x")
         .call(
             &id("builder"),
             "write_file",
@@ -197,12 +173,8 @@ async fn an_exhausted_script_fails_the_run_naming_agent_and_step() {
 #[tokio::test]
 async fn an_audit_failure_stops_the_run_before_the_action() {
     let mut s = Script::default();
-    s.call(
-        &id("builder"),
-        "write_file",
-        json!({"path": "a.txt", "content": "x"}),
-    )
-    .say(&id("builder"), "done");
+    s.write(&id("builder"), "a.txt", "x")
+        .say(&id("builder"), "done");
     let t = team(&["builder"], s, 8);
     // run_started, human_message, turn_started, model_call, then tool_requested fails.
     t.sink.fail_after(4);
@@ -228,14 +200,10 @@ async fn the_runner_refuses_an_unknown_first_agent() {
 async fn same_script_gives_the_same_events() {
     let script = || {
         let mut s = Script::default();
-        s.call(
-            &id("a"),
-            "write_file",
-            json!({"path": "f.txt", "content": "1"}),
-        )
-        .call(&id("a"), "handoff", json!({"to": "b", "message": "m"}))
-        .call(&id("b"), "read_file", json!({"path": "f.txt"}))
-        .say(&id("b"), "done");
+        s.write(&id("a"), "f.txt", "1")
+            .handoff(&id("a"), "b", "m")
+            .call(&id("b"), "read_file", json!({"path": "f.txt"}))
+            .say(&id("b"), "done");
         s
     };
     let one = team(&["a", "b"], script(), 8);
@@ -262,35 +230,21 @@ fn public_services_are_send_and_sync() {
 async fn a_ping_pong_team_stops_at_max_turns() {
     let mut s = Script::default();
     for _ in 0..50 {
-        s.call(&id("a"), "handoff", json!({"to": "b", "message": "yours"}))
-            .call(
-                &id("b"),
-                "handoff",
-                json!({"to": "a", "message": "no, yours"}),
-            );
+        s.handoff(&id("a"), "b", "yours")
+            .handoff(&id("b"), "a", "no, yours");
     }
     let dir = tempfile::tempdir().unwrap();
     let members = [id("a"), id("b")];
     let model = BoxModelService::new(FakeModel::new(s));
-    let mut b = Runner::builder(Workspace::new(dir.path()).unwrap()).max_turns(7);
-    for m in &members {
-        let agent = LlmAgent::builder(m.clone(), model.clone())
-            .tools(tools::builtin(&members))
-            .build();
-        b = b.agent(m.clone(), BoxTurnService::new(agent)).unwrap();
-    }
-    let sink = Arc::new(MemorySink::default());
-    let report = b
-        .build()
-        .unwrap()
-        .run(RunSpec {
-            id: RunId::new("pingpong").unwrap(),
-            task: Person::at_the_keyboard().says("t"),
-            first: id("a"),
-            audit: sink.clone(),
-            audit_location: None,
-        })
-        .await;
+    let b = Runner::builder(Workspace::new(dir.path()).unwrap())
+        .max_turns(7)
+        .agents(&members, |m| {
+            let agent = LlmAgent::builder(m.clone(), model.clone())
+                .tools(tools::builtin(&members))
+                .build();
+            BoxTurnService::new(agent)
+        });
+    let (report, sink) = one_agent::run_as(&b.build().unwrap(), "pingpong", &id("a"), "t").await;
     assert!(
         matches!(&report.status, RunStatus::CapReached { cap } if cap.contains("max_turns (7)"))
     );

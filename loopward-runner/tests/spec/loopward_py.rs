@@ -3,14 +3,15 @@
 //! in this loopward's words. Differences are in ARCHITECTURE.md ("Where loopward differs from
 //! its peers").
 
-use loopward_core::{AgentId, Person, RunId, RunStatus};
+use super::one_agent::{spec, Steps};
+use loopward_core::{AgentId, RunStatus};
 use loopward_runner::audit::MemorySink;
 use loopward_runner::layers::classjump::{Attempt, ClassJump, ClassJumpConfig, VerdictKind};
 use loopward_runner::layers::stopgate::{StopGateConfig, StopGates, StopMode};
 use loopward_runner::layers::testing::{run, turn};
 use loopward_runner::model::fake::{FakeModel, Script};
 use loopward_runner::model::BoxModelService;
-use loopward_runner::{tools, BoxTurnService, LlmAgent, RunSpec, Runner, Workspace};
+use loopward_runner::{tools, BoxTurnService, LlmAgent, Runner, TurnContext, Workspace};
 use std::sync::Arc;
 use tower::Layer;
 
@@ -23,12 +24,17 @@ fn tracker(failures: u32) -> ClassJump {
     .unwrap()
 }
 
-#[test]
-fn spec_retries_until_the_threshold_then_forces_a_class_jump() {
-    let cj = tracker(3);
+/// A [`tracker`] allowing `failures`, and the reviewer's first turn of a run in a fresh
+/// workspace (the folder, kept while the turn is used).
+fn reviewing(failures: u32) -> (ClassJump, TurnContext, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
     let (r, _) = run(dir.path(), "r1");
-    let t = turn(&r, "reviewer", 1);
+    (tracker(failures), turn(&r, "reviewer", 1), dir)
+}
+
+#[test]
+fn spec_retries_until_the_threshold_then_forces_a_class_jump() {
+    let (cj, t, _dir) = reviewing(3);
     let kinds: Vec<_> = (0..3)
         .map(|_| {
             cj.report(&t, "parse-findings", "regex", Attempt::Failed)
@@ -44,10 +50,7 @@ fn spec_retries_until_the_threshold_then_forces_a_class_jump() {
 
 #[test]
 fn spec_counts_are_per_subtask() {
-    let cj = tracker(2);
-    let dir = tempfile::tempdir().unwrap();
-    let (r, _) = run(dir.path(), "r1");
-    let t = turn(&r, "reviewer", 1);
+    let (cj, t, _dir) = reviewing(2);
     cj.report(&t, "a", "regex", Attempt::Failed).unwrap();
     let b = cj.report(&t, "b", "regex", Attempt::Failed).unwrap();
     assert_eq!(b.kind(), VerdictKind::Retry);
@@ -67,15 +70,12 @@ fn spec_an_allowance_below_one_is_refused() {
 
 #[test]
 fn spec_when_every_strategy_fails_the_run_is_exhausted_at_a_known_bound() {
-    let cj = tracker(1);
-    let dir = tempfile::tempdir().unwrap();
-    let (r, _) = run(dir.path(), "r1");
-    let t = turn(&r, "reviewer", 1);
+    let (cj, t, _dir) = reviewing(1);
     assert_eq!(cj.max_failures(), 2);
     cj.report(&t, "p", "regex", Attempt::Failed).unwrap();
     let last = cj.report(&t, "p", "json", Attempt::Failed).unwrap();
     assert_eq!(last.kind(), VerdictKind::Exhausted);
-    assert!(cj.is_exhausted(&r));
+    assert!(cj.is_exhausted(t.run()));
 }
 
 #[tokio::test]
@@ -129,13 +129,12 @@ async fn one_agent(script: Script, gates: &StopGates) -> loopward_runner::RunRep
         .unwrap()
         .build()
         .unwrap()
-        .run(RunSpec {
-            id: RunId::new("r1").unwrap(),
-            task: Person::at_the_keyboard().says("review the diff"),
-            first: a,
-            audit: Arc::new(MemorySink::default()),
-            audit_location: None,
-        })
+        .run(spec(
+            "r1",
+            &a,
+            "review the diff",
+            Arc::new(MemorySink::default()),
+        ))
         .await
 }
 
@@ -143,11 +142,7 @@ async fn one_agent(script: Script, gates: &StopGates) -> loopward_runner::RunRep
 async fn spec_a_denied_gate_stops_the_run_before_the_gated_action() {
     let a = AgentId::new("reviewer").unwrap();
     let mut script = Script::default();
-    script.call(
-        &a,
-        "write_file",
-        serde_json::json!({"path": "verified.txt", "content": "ok"}),
-    );
+    script.write(&a, "verified.txt", "ok");
     script.say(&a, "Verification was not approved.");
     let gates = StopGates::new(&[StopGateConfig::tool("write_file", StopMode::Deny)]).unwrap();
     let report = one_agent(script, &gates).await;

@@ -4,4 +4,6 @@
 #[path = "../gates/support.rs"]
 mod gates_support;
 mod loopward_py;
+#[path = "../one_agent/mod.rs"]
+mod one_agent;
 mod pipeline_moe;

@@ -8,8 +8,7 @@ use loopward_runner::tool::ToolError;
 
 #[tokio::test]
 async fn spec_changing_src_and_handing_past_the_reviewer_is_refused_naming_file_and_reviewer() {
-    let room = Room::new(REVIEWED_BY_AUDITOR);
-    let builder = room.turn("builder");
+    let (room, builder) = Room::with_turn(REVIEWED_BY_AUDITOR, "builder");
     room.write_file(&builder, "src/server.rs", "x")
         .await
         .unwrap();
@@ -25,8 +24,7 @@ async fn spec_changing_src_and_handing_past_the_reviewer_is_refused_naming_file_
 
 #[tokio::test]
 async fn spec_handing_to_the_reviewer_satisfies_the_gate() {
-    let room = Room::new(REVIEWED_BY_AUDITOR);
-    let builder = room.turn("builder");
+    let (room, builder) = Room::with_turn(REVIEWED_BY_AUDITOR, "builder");
     room.write_file(&builder, "src/server.rs", "x")
         .await
         .unwrap();
@@ -35,8 +33,7 @@ async fn spec_handing_to_the_reviewer_satisfies_the_gate() {
 
 #[tokio::test]
 async fn spec_the_gate_is_not_armed_by_changes_outside_when_nor_by_failed_writes() {
-    let room = Room::new(REVIEWED_BY_AUDITOR);
-    let builder = room.turn("builder");
+    let (room, builder) = Room::with_turn(REVIEWED_BY_AUDITOR, "builder");
     room.write_file(&builder, "docs/x.md", "x").await.unwrap();
     room.edit_file(&builder, "src/missing.rs", "a", "b")
         .await
@@ -46,10 +43,10 @@ async fn spec_the_gate_is_not_armed_by_changes_outside_when_nor_by_failed_writes
 
 #[tokio::test]
 async fn spec_a_gate_without_when_arms_on_every_handoff_of_its_agent() {
-    let room = Room::new(
+    let (room, builder) = Room::with_turn(
         "[[gates.review]]\nfrom = \"builder\"\nvia = \"auditor\"\n[gates.sprawl]\nenabled = false",
+        "builder",
     );
-    let builder = room.turn("builder");
     assert!(room.handoff(&builder, "scribe").await.is_err());
     let builder = room.turn("builder");
     room.handoff(&builder, "auditor").await.unwrap();
@@ -57,8 +54,7 @@ async fn spec_a_gate_without_when_arms_on_every_handoff_of_its_agent() {
 
 #[tokio::test]
 async fn spec_only_the_gates_of_the_calling_agent_apply() {
-    let room = Room::new(REVIEWED_BY_AUDITOR);
-    let scribe = room.turn("scribe");
+    let (room, scribe) = Room::with_turn(REVIEWED_BY_AUDITOR, "scribe");
     room.write_file(&scribe, "src/x.rs", "x").await.unwrap();
     room.handoff(&scribe, "planner").await.unwrap();
 }
@@ -66,21 +62,18 @@ async fn spec_only_the_gates_of_the_calling_agent_apply() {
 #[tokio::test]
 async fn spec_two_armed_gates_with_different_reviewers_either_reviewer_passes() {
     for ok in ["auditor", "scribe"] {
-        let room = Room::new(TWO_REVIEWERS);
-        let builder = room.turn("builder");
+        let (room, builder) = Room::with_turn(TWO_REVIEWERS, "builder");
         room.write_file(&builder, "src/x.rs", "x").await.unwrap();
         room.handoff(&builder, ok).await.unwrap();
     }
-    let room = Room::new(TWO_REVIEWERS);
-    let builder = room.turn("builder");
+    let (room, builder) = Room::with_turn(TWO_REVIEWERS, "builder");
     room.write_file(&builder, "src/x.rs", "x").await.unwrap();
     assert!(room.handoff(&builder, "planner").await.is_err());
 }
 
 #[tokio::test]
 async fn spec_a_second_handoff_in_a_turn_is_refused_and_does_not_replace_the_first() {
-    let room = Room::new("[gates.sprawl]\nenabled = false");
-    let planner = room.turn("planner");
+    let (room, planner) = Room::with_turn("[gates.sprawl]\nenabled = false", "planner");
     room.handoff(&planner, "scribe").await.unwrap();
     let text = room
         .handoff(&planner, "builder")
@@ -91,16 +84,12 @@ async fn spec_a_second_handoff_in_a_turn_is_refused_and_does_not_replace_the_fir
         text.contains("a handoff to scribe already stands"),
         "{text}"
     );
-    assert_eq!(
-        planner.state().handoff.as_ref().map(|h| h.to.as_str()),
-        Some("scribe")
-    );
+    assert_handed_to(&planner, "scribe");
 }
 
 #[tokio::test]
 async fn spec_a_blocked_handoff_is_a_correctable_refusal_registering_nothing() {
-    let room = Room::new(REVIEWED_BY_AUDITOR);
-    let builder = room.turn("builder");
+    let (room, builder) = Room::with_turn(REVIEWED_BY_AUDITOR, "builder");
     room.write_file(&builder, "src/x.rs", "x").await.unwrap();
     let err = room.handoff(&builder, "planner").await.unwrap_err();
     assert!(matches!(err, ToolError::Refused(_)), "{err:?}");
@@ -112,8 +101,7 @@ async fn spec_a_blocked_handoff_is_a_correctable_refusal_registering_nothing() {
 
 #[tokio::test]
 async fn spec_paths_that_escape_the_workspace_are_refused() {
-    let room = Room::new("[gates.sprawl]\nenabled = false");
-    let builder = room.turn("builder");
+    let (room, builder) = Room::with_turn("[gates.sprawl]\nenabled = false", "builder");
     for p in ["../evil.txt", "/etc/evil.txt", "src/../../evil.txt"] {
         assert!(
             room.write_file(&builder, p, "x").await.is_err(),

@@ -40,39 +40,42 @@ async fn call_tool(
     ToolExecutor.oneshot(inv).await
 }
 
+/// Calls the built-in tool `name` of `turn`'s team with `args` ([`call_tool`]).
+async fn builtin(
+    turn: &TurnContext,
+    name: &str,
+    args: serde_json::Value,
+) -> Result<ToolOutput, ToolError> {
+    let tool = tools::builtin(turn.run().team()).get(name).unwrap();
+    call_tool(tool, turn, args).await
+}
+
 #[tokio::test]
 async fn write_edit_read_and_list_report_their_effects() {
     let dir = tempfile::tempdir().unwrap();
     let t = turn(dir.path());
-    let set = tools::builtin(t.run().team());
-    let out = call_tool(
-        set.get("write_file").unwrap(),
+    let out = builtin(
         &t,
+        "write_file",
         json!({"path": "src/a.rs", "content": "fn a() {}"}),
     )
     .await
     .unwrap();
     assert_eq!(out.effects[0].path, "src/a.rs");
     assert_eq!(out.effects[0].kind, EffectKind::Create);
-    let out = call_tool(
-        set.get("edit_file").unwrap(),
+    let out = builtin(
         &t,
+        "edit_file",
         json!({"path": "src/a.rs", "old": "a()", "new": "b()"}),
     )
     .await
     .unwrap();
     assert_eq!(out.effects[0].kind, EffectKind::Modify);
-    let out = call_tool(
-        set.get("read_file").unwrap(),
-        &t,
-        json!({"path": "./src/../src/a.rs"}),
-    )
-    .await
-    .unwrap();
-    assert_eq!(out.content, "fn b() {}");
-    let out = call_tool(set.get("list_dir").unwrap(), &t, json!({}))
+    let out = builtin(&t, "read_file", json!({"path": "./src/../src/a.rs"}))
         .await
         .unwrap();
+    assert_eq!(out.content, "fn b() {}");
+    let out = builtin(&t, "list_dir", json!({})).await.unwrap();
     assert_eq!(out.content, "src/");
 }
 
@@ -81,10 +84,9 @@ async fn edit_needs_exactly_one_occurrence() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("f.txt"), "x x").unwrap();
     let t = turn(dir.path());
-    let set = tools::builtin(t.run().team());
-    let err = call_tool(
-        set.get("edit_file").unwrap(),
+    let err = builtin(
         &t,
+        "edit_file",
         json!({"path": "f.txt", "old": "x", "new": "y"}),
     )
     .await
@@ -100,14 +102,9 @@ async fn edit_needs_exactly_one_occurrence() {
 async fn handoff_target_must_be_on_the_team() {
     let dir = tempfile::tempdir().unwrap();
     let t = turn(dir.path());
-    let set = tools::builtin(t.run().team());
-    let err = call_tool(
-        set.get("handoff").unwrap(),
-        &t,
-        json!({"to": "ghost", "message": "m"}),
-    )
-    .await
-    .unwrap_err();
+    let err = builtin(&t, "handoff", json!({"to": "ghost", "message": "m"}))
+        .await
+        .unwrap_err();
     assert!(
         err.to_string().contains("no agent named \"ghost\"") && err.to_string().contains("tester"),
         "{err}"

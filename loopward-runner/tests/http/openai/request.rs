@@ -14,10 +14,12 @@ async fn request_maps_every_message_kind_tools_and_the_bearer_key() {
         write_file_result("c1", "denied", true),
         Message::notice("handoff from planner"),
     ]);
-    let ok = vec![json(200, &full_reply("ok"))];
-    let served = Served::run(ok, |server| model(server, false), req).await;
-    served.result.as_ref().unwrap();
-    let sent = served.first_sent();
+    let sent = Served::sent(
+        json(200, &full_reply("ok")),
+        |server| model(server, false),
+        req,
+    )
+    .await;
     assert_eq!(sent.path, "/v1/chat/completions");
     assert_eq!(sent.header("authorization"), Some("Bearer sk-test-secret"));
     assert_eq!(
@@ -85,10 +87,9 @@ async fn the_token_limit_can_travel_as_max_completion_tokens() {
         ))
         .unwrap())
     };
-    let ok = vec![json(200, &full_reply("ok"))];
-    let served = Served::run(ok, from_toml, request()).await;
-    served.result.as_ref().unwrap();
-    let sent = served.first_sent().json();
+    let sent = Served::sent(json(200, &full_reply("ok")), from_toml, request())
+        .await
+        .json();
     assert_eq!(
         sent["max_completion_tokens"],
         json!(100),

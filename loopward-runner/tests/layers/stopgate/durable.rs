@@ -6,11 +6,7 @@ use super::*;
 fn gated_runner(dir: &Path) -> (Runner, AgentId) {
     let builder = AgentId::new("builder").unwrap();
     let mut script = Script::default();
-    script.call(
-        &builder,
-        "write_file",
-        json!({"path": "release/notes.md", "content": "v1"}),
-    );
+    script.write(&builder, "release/notes.md", "v1");
     script.say(&builder, "Done.");
     let gates = StopGates::new(&[StopGateConfig::write("release/*", StopMode::Durable)]).unwrap();
     let tool_stack = BoxToolService::new(gates.tool_layer().layer(ToolExecutor));
@@ -36,6 +32,27 @@ async fn start(dir: &Path) -> (RunReport, Arc<MemorySink>) {
     (report, sink)
 }
 
+/// The pending approval the run of `report` waits on.
+#[track_caller]
+fn awaited(report: &RunReport) -> String {
+    let RunStatus::AwaitingApproval { pending } = &report.status else {
+        panic!("expected AwaitingApproval, got {:?}", report.status);
+    };
+    pending.clone()
+}
+
+/// Asserts that the run of `report` stopped for a reason that says `why`, and that the release
+/// notes in `dir` were not written.
+#[track_caller]
+fn assert_stopped_unwritten(dir: &Path, report: &RunReport, why: &str) {
+    assert!(
+        matches!(&report.status, RunStatus::Stopped { reason } if reason.contains(why)),
+        "{:?}",
+        report.status
+    );
+    assert!(!dir.join("release/notes.md").exists());
+}
+
 fn writes_done(sink: &MemorySink) -> usize {
     sink.events()
         .into_iter()
@@ -50,9 +67,7 @@ async fn a_durable_approval_survives_a_restart_and_runs_the_action_once() {
     let dir = tempfile::tempdir().unwrap();
     let pdir = pending_dir(dir.path());
     let (first, sink1) = start(dir.path()).await;
-    let RunStatus::AwaitingApproval { pending } = first.status.clone() else {
-        panic!("expected AwaitingApproval, got {:?}", first.status);
-    };
+    let pending = awaited(&first);
     assert!(!dir.path().join("release/notes.md").exists());
     assert!(pdir.join(format!("{pending}.json")).is_file());
     // Starting again before anyone decided pauses again, on the same record.
@@ -81,9 +96,7 @@ async fn a_denied_durable_approval_refuses_the_call_and_the_model_reads_why() {
     let dir = tempfile::tempdir().unwrap();
     let pdir = pending_dir(dir.path());
     let (first, _) = start(dir.path()).await;
-    let RunStatus::AwaitingApproval { pending } = first.status else {
-        panic!("expected AwaitingApproval");
-    };
+    let pending = awaited(&first);
     deny(&pdir, &pending).unwrap();
     assert!(
         approve(&pdir, &pending).is_err(),
@@ -92,17 +105,8 @@ async fn a_denied_durable_approval_refuses_the_call_and_the_model_reads_why() {
     let (second, sink) = start(dir.path()).await;
     // A person's "no" ends the reply at the call and the run after the turn: stopped, not
     // completed.
-    assert!(
-        matches!(&second.status, RunStatus::Stopped { reason } if reason.contains("a person denied pending approval")),
-        "{:?}",
-        second.status
-    );
-    assert!(!dir.path().join("release/notes.md").exists());
-    let refused = sink.events().into_iter().any(|(_, e)| {
-        matches!(e, AuditEvent::ToolFinished { is_error: true, summary, .. }
-            if summary.contains("stopgate:write:release/*"))
-    });
-    assert!(refused);
+    assert_stopped_unwritten(dir.path(), &second, "a person denied pending approval");
+    crate::assert_tool_failed(&sink, "stopgate:write:release/*");
 }
 
 #[tokio::test]
@@ -110,9 +114,7 @@ async fn a_tampered_pending_record_is_not_honoured() {
     let dir = tempfile::tempdir().unwrap();
     let pdir = pending_dir(dir.path());
     let (first, _) = start(dir.path()).await;
-    let RunStatus::AwaitingApproval { pending } = first.status else {
-        panic!("expected AwaitingApproval");
-    };
+    let pending = awaited(&first);
     let path = pdir.join(format!("{pending}.json"));
     let text = std::fs::read_to_string(&path).unwrap();
     std::fs::write(
@@ -122,12 +124,7 @@ async fn a_tampered_pending_record_is_not_honoured() {
     )
     .unwrap();
     let (second, sink) = start(dir.path()).await;
-    assert!(
-        matches!(&second.status, RunStatus::Stopped { reason } if reason.contains("cannot be used")),
-        "{:?}",
-        second.status
-    );
-    assert!(!dir.path().join("release/notes.md").exists());
+    assert_stopped_unwritten(dir.path(), &second, "cannot be used");
     assert_eq!(decisions(&sink), vec!["denied"]);
 }
 
@@ -181,9 +178,7 @@ async fn a_durable_turn_gate_pauses_before_the_agent_runs_and_lets_one_turn_thro
         crate::support::run_as(&runner, "r2", &builder, "build").await
     };
     let (first, sink) = start().await;
-    let RunStatus::AwaitingApproval { pending } = first.status else {
-        panic!("expected AwaitingApproval, got {:?}", first.status);
-    };
+    let pending = awaited(&first);
     assert!(
         !sink.kinds().contains(&"model_call"),
         "the agent did not run"

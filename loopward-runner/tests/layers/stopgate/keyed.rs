@@ -14,23 +14,42 @@ fn keyed_store(state: &Path) -> ApprovalStore {
     ApprovalStore::new(state.join("pending")).keyed(ring())
 }
 
-/// One attempt at the gated `deploy` call through a keyed store; returns the outcome, the
-/// sink and the call count.
-async fn deploy_once(
-    ws: &Path,
-    store: &ApprovalStore,
-    deploy: &Probe,
-) -> (Result<(), ToolError>, Arc<MemorySink>) {
-    let gates = StopGates::new(&[StopGateConfig::tool("deploy", StopMode::Durable)])
-        .unwrap()
-        .with_store(store.clone());
-    let tools = gates.tool_layer().layer(ToolExecutor);
-    let (r, sink) = run(ws, "r1");
-    let out = tools
-        .oneshot(deploy.invocation(&turn(&r, "builder", 1), json!({"env": "prod"})))
-        .await
-        .map(|_| ());
-    (out, sink)
+/// A workspace, a keyed store in a state folder of its own, and the gated `deploy` tool.
+struct Deploy {
+    ws: tempfile::TempDir,
+    _state: tempfile::TempDir,
+    store: ApprovalStore,
+    deploy: Probe,
+}
+
+impl Deploy {
+    /// A fresh set-up whose first attempt at `deploy` is held, waiting for a person.
+    async fn asked() -> Self {
+        let (ws, state) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let store = keyed_store(state.path());
+        let d = Self {
+            ws,
+            _state: state,
+            store,
+            deploy: Probe::new("deploy"),
+        };
+        assert!(d.attempt().await.0.is_err());
+        d
+    }
+
+    /// One attempt at the gated `deploy` call through the keyed store; returns the outcome and
+    /// the sink.
+    async fn attempt(&self) -> (Result<(), ToolError>, Arc<MemorySink>) {
+        let gates = StopGates::new(&[StopGateConfig::tool("deploy", StopMode::Durable)])
+            .unwrap()
+            .with_store(self.store.clone());
+        let tools = gates.tool_layer().layer(ToolExecutor);
+        let (r, sink) = run(self.ws.path(), "r1");
+        let call = self
+            .deploy
+            .invocation(&turn(&r, "builder", 1), json!({"env": "prod"}));
+        (tools.oneshot(call).await.map(|_| ()), sink)
+    }
 }
 
 fn denial_notes(sink: &MemorySink) -> Vec<String> {
@@ -41,90 +60,77 @@ fn denial_notes(sink: &MemorySink) -> Vec<String> {
 
 #[tokio::test]
 async fn a_keyed_approval_runs_the_action_once_and_names_who_approved() {
-    let (ws, state) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let store = keyed_store(state.path());
-    let deploy = Probe::new("deploy");
-    assert!(deploy_once(ws.path(), &store, &deploy).await.0.is_err());
-    let waiting = store.list_pending();
+    let d = Deploy::asked().await;
+    let waiting = d.store.list_pending();
     assert_eq!(waiting.len(), 1);
     assert!(waiting[0].seal.is_some(), "the gate seals its request");
-    let decided = store
+    let decided = d
+        .store
         .approve(&waiting[0].id, "ana", 1_700_000_000_000)
         .unwrap();
     assert_eq!(
         decided.decision_text(),
         "approved by ana at 2023-11-14T22:13:20.000Z"
     );
-    deploy_once(ws.path(), &store, &deploy).await.0.unwrap();
-    assert_eq!(deploy.calls(), 1);
+    d.attempt().await.0.unwrap();
+    assert_eq!(d.deploy.calls(), 1);
     // Nothing was written into the workspace.
-    assert!(!pending_dir(ws.path()).exists());
+    assert!(!pending_dir(d.ws.path()).exists());
 }
 
 #[tokio::test]
 async fn a_pending_record_flipped_to_approved_by_another_process_is_refused_and_recorded() {
-    let (ws, state) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let store = keyed_store(state.path());
-    let deploy = Probe::new("deploy");
-    assert!(deploy_once(ws.path(), &store, &deploy).await.0.is_err());
-    let id = store.list_pending()[0].id.clone();
-    let path = store.dir().join(format!("{id}.json"));
+    let d = Deploy::asked().await;
+    let id = d.store.list_pending()[0].id.clone();
+    let path = d.store.dir().join(format!("{id}.json"));
     let text = std::fs::read_to_string(&path).unwrap();
     std::fs::write(&path, text.replace("\"pending\"", "\"approved\"")).unwrap();
-    let (out, sink) = deploy_once(ws.path(), &store, &deploy).await;
+    let (out, sink) = d.attempt().await;
     assert!(out.is_err());
-    assert_eq!(deploy.calls(), 0, "no person approved it");
+    assert_eq!(d.deploy.calls(), 0, "no person approved it");
     let notes = denial_notes(&sink);
     assert_eq!(notes.len(), 1, "{notes:?}");
     assert!(notes[0].contains("forged or edited"), "{}", notes[0]);
     assert!(notes[0].contains("moved to rejected/"), "{}", notes[0]);
     assert_eq!(
-        std::fs::read_dir(store.dir().join("rejected"))
+        std::fs::read_dir(d.store.dir().join("rejected"))
             .unwrap()
             .count(),
         1
     );
     // The way out works: the next attempt asks a person afresh.
-    let (out, _) = deploy_once(ws.path(), &store, &deploy).await;
+    let (out, _) = d.attempt().await;
     assert!(out.is_err());
-    assert_eq!(store.list_pending().len(), 1);
+    assert_eq!(d.store.list_pending().len(), 1);
 }
 
 #[tokio::test]
 async fn a_hand_written_approved_record_is_refused() {
-    let (ws, state) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let store = keyed_store(state.path());
-    let deploy = Probe::new("deploy");
     // Learn the id the gate uses, then forge an approved record for it from scratch.
-    assert!(deploy_once(ws.path(), &store, &deploy).await.0.is_err());
-    let mut record = store.list_pending().remove(0);
+    let d = Deploy::asked().await;
+    let mut record = d.store.list_pending().remove(0);
     record.state = PendingState::Approved;
     record.seal = None;
-    let path = store.dir().join(format!("{}.json", record.id));
+    let path = d.store.dir().join(format!("{}.json", record.id));
     std::fs::write(&path, serde_json::to_string(&record).unwrap()).unwrap();
     assert!(
-        matches!(store.read(&record.id), Err(DurableError::Forged { ref why, .. }) if why.contains("no seal"))
+        matches!(d.store.read(&record.id), Err(DurableError::Forged { ref why, .. }) if why.contains("no seal"))
     );
-    let (out, sink) = deploy_once(ws.path(), &store, &deploy).await;
+    let (out, sink) = d.attempt().await;
     assert!(out.is_err());
-    assert_eq!(deploy.calls(), 0);
+    assert_eq!(d.deploy.calls(), 0);
     assert!(denial_notes(&sink)[0].contains("carries no seal"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn racing_approve_and_deny_decide_exactly_once_and_the_losers_are_told_who_won() {
     for round in 0..5 {
-        let (ws, state) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-        let store = keyed_store(state.path());
-        assert!(deploy_once(ws.path(), &store, &Probe::new("deploy"))
-            .await
-            .0
-            .is_err());
-        let id = store.list_pending()[0].id.clone();
+        let d = Deploy::asked().await;
+        let id = d.store.list_pending()[0].id.clone();
         let results: Vec<Result<_, DurableError>> = std::thread::scope(|s| {
             let handles: Vec<_> = (0..16)
                 .map(|i| {
-                    let (store, id) = (&store, &id);
+                    let (store, id) = (&d.store, &id);
                     s.spawn(move || {
                         let who = format!("person{i}");
                         if i % 2 == 0 {
@@ -150,9 +156,9 @@ async fn racing_approve_and_deny_decide_exactly_once_and_the_losers_are_told_who
             }
         }
         // What is on disk is the winner's decision, sealed and readable.
-        assert_eq!(store.read(&id).unwrap().unwrap().decision_text(), won);
+        assert_eq!(d.store.read(&id).unwrap().unwrap().decision_text(), won);
         // No temporary file was left behind.
-        let tmp = std::fs::read_dir(store.dir())
+        let tmp = std::fs::read_dir(d.store.dir())
             .unwrap()
             .filter(|e| {
                 e.as_ref()
@@ -168,13 +174,10 @@ async fn racing_approve_and_deny_decide_exactly_once_and_the_losers_are_told_who
 
 #[tokio::test]
 async fn a_malformed_pending_record_is_skipped_and_reported_never_blocking_others() {
-    let (ws, state) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let store = keyed_store(state.path());
-    let deploy = Probe::new("deploy");
-    assert!(deploy_once(ws.path(), &store, &deploy).await.0.is_err());
-    std::fs::write(store.dir().join("r9-garbage.json"), "{ not json").unwrap();
-    std::os::unix::fs::symlink("/etc/passwd", store.dir().join("r9-link.json")).unwrap();
-    let scan = store.scan();
+    let d = Deploy::asked().await;
+    std::fs::write(d.store.dir().join("r9-garbage.json"), "{ not json").unwrap();
+    std::os::unix::fs::symlink("/etc/passwd", d.store.dir().join("r9-link.json")).unwrap();
+    let scan = d.store.scan();
     assert_eq!(scan.records.len(), 1);
     let skipped: Vec<&str> = scan.skipped.iter().map(|s| s.file.as_str()).collect();
     assert_eq!(skipped, ["r9-garbage.json", "r9-link.json"]);
@@ -184,8 +187,8 @@ async fn a_malformed_pending_record_is_skipped_and_reported_never_blocking_other
         scan.skipped[1].why
     );
     // The good record can still be decided and used.
-    let id = &store.list_pending()[0].id;
-    store.approve(id, "ana", 5).unwrap();
-    deploy_once(ws.path(), &store, &deploy).await.0.unwrap();
-    assert_eq!(deploy.calls(), 1);
+    let id = &d.store.list_pending()[0].id;
+    d.store.approve(id, "ana", 5).unwrap();
+    d.attempt().await.0.unwrap();
+    assert_eq!(d.deploy.calls(), 1);
 }
