@@ -4,8 +4,9 @@
 //!
 //! A closure is the policy of a one-off layer. A built-in layer, whose service type must have a
 //! name, is a struct that implements [`LayerFn`] (closures implement it too), so
-//! `RepeatService<S>` is `FromFn<RepeatPolicy, S>`: the layer is its policy, and `FromFn` is
-//! the only `Service` impl around it.
+//! `RepeatService<S>` is `FromFn<RepeatPolicy, S>` and `RepeatLayer` is
+//! `FromFnLayer<RepeatPolicy>`: the layer is its policy, `FromFnLayer` the only `Layer` impl
+//! and `FromFn` the only `Service` impl around it.
 //!
 //! **The readiness idiom** (one for every layer, `from_fn` or not). `poll_ready` polls the
 //! inner service; `call` takes *that* service (the one polled ready) and leaves a clone in its
@@ -59,9 +60,16 @@ pub fn from_fn<F>(f: F) -> FromFnLayer<F> {
 }
 
 /// The layer [`from_fn`] makes.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, Default)]
 pub struct FromFnLayer<F> {
     f: F,
+}
+
+impl<F> FromFnLayer<F> {
+    /// The policy each service this layer makes gets a clone of.
+    pub fn policy(&self) -> &F {
+        &self.f
+    }
 }
 
 impl<S, F: Clone> Layer<S> for FromFnLayer<F> {

@@ -1,35 +1,23 @@
 //! The tool layer that counts failed tool results toward class-jump, reported or not.
 
 use super::tracker::ClassJump;
-use crate::layers::from_fn::{from_fn, FromFn, LayerFn, NextTool};
+use crate::layers::from_fn::{from_fn, FromFn, FromFnLayer, LayerFn, NextTool};
 use crate::tool::{ToolError, ToolInvocation, ToolOutput};
 use futures::future::BoxFuture;
 
 /// Counts each failed result (an error result, a failure, a timeout) of a counted tool as a
 /// failed attempt of the caller's current strategy, and tells the model the verdict in the
-/// same result. Refusals by gates are not attempts and are not counted.
-#[derive(Clone, Debug)]
-pub struct EvidenceLayer {
-    tracker: ClassJump,
-}
+/// same result. Refusals by gates are not attempts and are not counted. The layer is its
+/// policy (see [`from_fn`](crate::layers::from_fn)).
+pub type EvidenceLayer = FromFnLayer<EvidencePolicy>;
 
 impl ClassJump {
     /// The tool layer that counts failed results of the configured tools
     /// (`count_failed_tools`).
     pub fn evidence_layer(&self) -> EvidenceLayer {
-        EvidenceLayer {
+        from_fn(EvidencePolicy {
             tracker: self.clone(),
-        }
-    }
-}
-
-impl<S> tower::Layer<S> for EvidenceLayer {
-    type Service = EvidenceService<S>;
-    fn layer(&self, inner: S) -> EvidenceService<S> {
-        let policy = EvidencePolicy {
-            tracker: self.tracker.clone(),
-        };
-        tower::Layer::layer(&from_fn(policy), inner)
+        })
     }
 }
 

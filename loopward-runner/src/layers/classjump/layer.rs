@@ -1,27 +1,20 @@
 //! The turn layer that ends a run whose subtask ran out of strategies.
 
 use super::tracker::{exhausted, ClassJump};
-use crate::layers::from_fn::{from_fn, FromFn, LayerFn, NextTurn};
+use crate::layers::from_fn::{from_fn, FromFn, FromFnLayer, LayerFn, NextTurn};
 use crate::turn::{TurnError, TurnOutcome, TurnRequest};
 use futures::future::BoxFuture;
 use loopward_core::RunStatus;
 
 /// Ends the run `Exhausted` after the turn in which a subtask ran out of strategies (and
-/// refuses later turns of the run).
-#[derive(Clone, Copy, Debug, Default)]
-pub struct ClassJumpLayer;
+/// refuses later turns of the run). The layer is its policy (see
+/// [`from_fn`](crate::layers::from_fn)).
+pub type ClassJumpLayer = FromFnLayer<ClassJumpPolicy>;
 
 impl ClassJump {
     /// The turn layer that ends the run when a subtask is exhausted.
     pub fn layer(&self) -> ClassJumpLayer {
-        ClassJumpLayer
-    }
-}
-
-impl<S> tower::Layer<S> for ClassJumpLayer {
-    type Service = ClassJumpService<S>;
-    fn layer(&self, inner: S) -> ClassJumpService<S> {
-        tower::Layer::layer(&from_fn(ClassJumpPolicy), inner)
+        from_fn(ClassJumpPolicy)
     }
 }
 

@@ -18,15 +18,9 @@ pub type RateLimitService<S> = FromFn<RateLimitPolicy, S>;
 
 /// The rate limit's policy: a call waits, inside the call (holding nothing), until the
 /// backend's and its agent's quotas admit it; a call no quota could ever admit is refused.
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 pub struct RateLimitPolicy {
     pub(super) shared: Arc<Shared>,
-}
-
-impl std::fmt::Debug for RateLimitPolicy {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RateLimitPolicy").finish_non_exhaustive()
-    }
 }
 
 /// Waits until `limiter` admits `n` cells. Takes nothing while it waits.

@@ -4,58 +4,32 @@ use super::action::GatedAction;
 use super::config::Fixed;
 use super::gates::{Awaiting, StopGates, Verdict};
 use crate::layers::canonical_json;
-use crate::layers::from_fn::{from_fn, FromFn, LayerFn, NextTool, NextTurn};
+use crate::layers::from_fn::{from_fn, FromFn, FromFnLayer, LayerFn, NextTool, NextTurn};
 use crate::tool::{ToolError, ToolInvocation, ToolOutput};
 use crate::turn::{TurnError, TurnOutcome, TurnRequest};
 use futures::future::BoxFuture;
 use loopward_core::{LayerId, Refusal, RefusedBy, RunStatus};
 
 /// Gates an agent's turns (`point = "turn"`) and pauses the run when a tool gate waits for a
-/// durable approval.
-#[derive(Clone, Debug)]
-pub struct StopGateTurnLayer {
-    gates: StopGates,
-}
+/// durable approval. The layer is its policy (see [`from_fn`](crate::layers::from_fn)).
+pub type StopGateTurnLayer = FromFnLayer<StopGatePolicy>;
 
-/// Gates tool calls (`point = "tool"`, `"write"`, `"handoff"`).
-#[derive(Clone, Debug)]
-pub struct StopGateToolLayer {
-    gates: StopGates,
-}
+/// Gates tool calls (`point = "tool"`, `"write"`, `"handoff"`): the same policy as
+/// [`StopGateTurnLayer`], at the tool boundary.
+pub type StopGateToolLayer = FromFnLayer<StopGatePolicy>;
 
 impl StopGates {
     /// The turn layer of these gates.
     pub fn turn_layer(&self) -> StopGateTurnLayer {
-        StopGateTurnLayer {
+        from_fn(StopGatePolicy {
             gates: self.clone(),
-        }
+        })
     }
 
     /// The tool layer of these gates.
     pub fn tool_layer(&self) -> StopGateToolLayer {
-        StopGateToolLayer {
-            gates: self.clone(),
-        }
-    }
-}
-
-impl<S> tower::Layer<S> for StopGateTurnLayer {
-    type Service = StopGateTurnService<S>;
-    fn layer(&self, inner: S) -> Self::Service {
-        let policy = StopGatePolicy {
-            gates: self.gates.clone(),
-        };
-        tower::Layer::layer(&from_fn(policy), inner)
-    }
-}
-
-impl<S> tower::Layer<S> for StopGateToolLayer {
-    type Service = StopGateToolService<S>;
-    fn layer(&self, inner: S) -> Self::Service {
-        let policy = StopGatePolicy {
-            gates: self.gates.clone(),
-        };
-        tower::Layer::layer(&from_fn(policy), inner)
+        // One policy serves both boundaries.
+        self.turn_layer()
     }
 }
 
