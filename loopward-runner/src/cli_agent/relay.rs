@@ -214,6 +214,22 @@ impl LoopServer<'_> {
     }
 }
 
+/// The server the hosts' tests write into a session's config: `/bin/loopward mcp` on the
+/// socket `/state/mcp-s.sock`, token `t0k`, a call allowed 90 s.
+#[cfg(test)]
+pub(super) fn test_server() -> LoopServer<'static> {
+    static SERVER: std::sync::LazyLock<McpServer> = std::sync::LazyLock::new(|| McpServer {
+        program: "/bin/loopward".into(),
+        args: vec!["mcp".into()],
+    });
+    LoopServer {
+        server: &SERVER,
+        socket: Path::new("/state/mcp-s.sock"),
+        token: "t0k",
+        timeout: std::time::Duration::from_secs(90),
+    }
+}
+
 /// A session's relay: its socket, removed when the session is over.
 pub(super) struct Relay {
     listener: tokio::net::UnixListener,
