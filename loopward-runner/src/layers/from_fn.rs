@@ -139,6 +139,26 @@ where
     }
 }
 
+/// Implements [`LayerFn`] for a built-in policy at one boundary: each call runs the policy's
+/// `async fn $method(self, req, next)` on a clone of it (a policy is cheap to clone; what it
+/// counts lives on the run). Its future is boxed, so the service's type has a name.
+macro_rules! layer_fn {
+    ($policy:ty, $method:ident($req:ty) -> Result<$res:ty, $err:ty>) => {
+        impl $crate::layers::from_fn::LayerFn<$req, $res, $err> for $policy {
+            type Future = futures::future::BoxFuture<'static, Result<$res, $err>>;
+
+            fn call(
+                &mut self,
+                req: $req,
+                next: $crate::layers::from_fn::Next<$req, $res, $err>,
+            ) -> Self::Future {
+                Box::pin(self.clone().$method(req, next))
+            }
+        }
+    };
+}
+pub(crate) use layer_fn;
+
 impl<F, S, R> Service<R> for FromFn<F, S>
 where
     S: Service<R> + Clone + Send + Sync + 'static,

@@ -4,10 +4,9 @@ use super::action::GatedAction;
 use super::config::Fixed;
 use super::gates::{Awaiting, StopGates, Verdict};
 use crate::layers::canonical_json;
-use crate::layers::from_fn::{from_fn, FromFn, FromFnLayer, LayerFn, NextTool, NextTurn};
+use crate::layers::from_fn::{from_fn, layer_fn, FromFn, FromFnLayer, NextTool, NextTurn};
 use crate::tool::{ToolError, ToolInvocation, ToolOutput};
 use crate::turn::{TurnError, TurnOutcome, TurnRequest};
-use futures::future::BoxFuture;
 use loopward_core::{LayerId, Refusal, RefusedBy, RunStatus};
 
 /// Gates an agent's turns (`point = "turn"`) and pauses the run when a tool gate waits for a
@@ -53,32 +52,30 @@ fn awaiting(run: &crate::RunContext) -> Option<String> {
         .and_then(|a| a.0.lock().unwrap_or_else(|p| p.into_inner()).clone())
 }
 
-impl LayerFn<TurnRequest, TurnOutcome, TurnError> for StopGatePolicy {
-    type Future = BoxFuture<'static, Result<TurnOutcome, TurnError>>;
+layer_fn!(StopGatePolicy, turn(TurnRequest) -> Result<TurnOutcome, TurnError>);
 
-    fn call(&mut self, req: TurnRequest, next: NextTurn) -> Self::Future {
-        let gates = self.gates.clone();
-        Box::pin(async move {
-            let turn = req.turn.clone();
-            if let Some(pending) = awaiting(turn.run()) {
-                return Err(TurnError::Stop(RunStatus::AwaitingApproval { pending }));
-            }
-            let action = GatedAction::Turn {
-                agent: turn.agent().clone(),
-            };
-            for approval in gates.before_turn(&turn).await? {
-                approval.authorise(&action).map_err(|e| {
-                    TurnError::Stop(RunStatus::Stopped {
-                        reason: e.to_string(),
-                    })
-                })?;
-            }
-            let result = next.run(req).await;
-            if let Some(pending) = awaiting(turn.run()) {
-                return Err(TurnError::Stop(RunStatus::AwaitingApproval { pending }));
-            }
-            result
-        })
+impl StopGatePolicy {
+    async fn turn(self, req: TurnRequest, next: NextTurn) -> Result<TurnOutcome, TurnError> {
+        let Self { gates } = self;
+        let turn = req.turn.clone();
+        if let Some(pending) = awaiting(turn.run()) {
+            return Err(TurnError::Stop(RunStatus::AwaitingApproval { pending }));
+        }
+        let action = GatedAction::Turn {
+            agent: turn.agent().clone(),
+        };
+        for approval in gates.before_turn(&turn).await? {
+            approval.authorise(&action).map_err(|e| {
+                TurnError::Stop(RunStatus::Stopped {
+                    reason: e.to_string(),
+                })
+            })?;
+        }
+        let result = next.run(req).await;
+        if let Some(pending) = awaiting(turn.run()) {
+            return Err(TurnError::Stop(RunStatus::AwaitingApproval { pending }));
+        }
+        result
     }
 }
 
@@ -92,57 +89,55 @@ pub(super) fn summary(inv: &ToolInvocation) -> String {
     out
 }
 
-impl LayerFn<ToolInvocation, ToolOutput, ToolError> for StopGatePolicy {
-    type Future = BoxFuture<'static, Result<ToolOutput, ToolError>>;
+layer_fn!(StopGatePolicy, tool_call(ToolInvocation) -> Result<ToolOutput, ToolError>);
 
-    fn call(&mut self, inv: ToolInvocation, next: NextTool) -> Self::Future {
-        let gates = self.gates.clone();
-        Box::pin(async move {
-            let gated = gates.tool_gates(&inv);
-            if gated.is_empty() {
-                return next.run(inv).await;
-            }
-            let fixed = Fixed::new(
-                GatedAction::tool(inv.call.name.clone(), &inv.call.arguments),
-                summary(&inv),
-            );
-            let (action, summary) = (&*fixed.action, &*fixed.summary);
-            let mut approvals = vec![];
-            for gate in gated {
-                let verdict = gates
-                    .decide(&inv.turn, gate, &fixed)
-                    .await
-                    .map_err(ToolError::Audit)?;
-                match verdict {
-                    Verdict::Approved(a) => approvals.push(a),
-                    Verdict::Denied(reason) => {
-                        // A denial ends the reply at this call and the run after this turn,
-                        // as a denied turn does.
-                        inv.turn.end_run(RunStatus::Stopped {
-                            reason: format!("stop-gate {} denied {summary}: {reason}", gate.name),
-                        });
-                        return Err(ToolError::Refused(Refusal::new(
-                            RefusedBy::layer_instance(&LayerId::StopGate, &gate.name),
-                            format!("a person's approval is required for {summary} and it was not given: {reason}"),
-                            "the run stops after this reply; say in your reply what you were doing and why the call was needed",
-                        )));
-                    }
-                    Verdict::Pending(id) => {
-                        inv.turn.state().tools_disabled = true;
-                        return Err(ToolError::Refused(Refusal::new(
-                            RefusedBy::layer_instance(&LayerId::StopGate, &gate.name),
-                            format!("{summary} waits for a person's approval (pending {id}); the run pauses after this reply"),
-                            "finish your reply in text; the call runs once the approval is given and the run is started again",
-                        )));
-                    }
+impl StopGatePolicy {
+    async fn tool_call(self, inv: ToolInvocation, next: NextTool) -> Result<ToolOutput, ToolError> {
+        let Self { gates } = self;
+        let gated = gates.tool_gates(&inv);
+        if gated.is_empty() {
+            return next.run(inv).await;
+        }
+        let fixed = Fixed::new(
+            GatedAction::tool(inv.call.name.clone(), &inv.call.arguments),
+            summary(&inv),
+        );
+        let (action, summary) = (&*fixed.action, &*fixed.summary);
+        let mut approvals = vec![];
+        for gate in gated {
+            let verdict = gates
+                .decide(&inv.turn, gate, &fixed)
+                .await
+                .map_err(ToolError::Audit)?;
+            match verdict {
+                Verdict::Approved(a) => approvals.push(a),
+                Verdict::Denied(reason) => {
+                    // A denial ends the reply at this call and the run after this turn,
+                    // as a denied turn does.
+                    inv.turn.end_run(RunStatus::Stopped {
+                        reason: format!("stop-gate {} denied {summary}: {reason}", gate.name),
+                    });
+                    return Err(ToolError::Refused(Refusal::new(
+                        RefusedBy::layer_instance(&LayerId::StopGate, &gate.name),
+                        format!("a person's approval is required for {summary} and it was not given: {reason}"),
+                        "the run stops after this reply; say in your reply what you were doing and why the call was needed",
+                    )));
+                }
+                Verdict::Pending(id) => {
+                    inv.turn.state().tools_disabled = true;
+                    return Err(ToolError::Refused(Refusal::new(
+                        RefusedBy::layer_instance(&LayerId::StopGate, &gate.name),
+                        format!("{summary} waits for a person's approval (pending {id}); the run pauses after this reply"),
+                        "finish your reply in text; the call runs once the approval is given and the run is started again",
+                    )));
                 }
             }
-            for approval in approvals {
-                approval.authorise(action).map_err(|e| {
-                    ToolError::Refused(Refusal::new(&LayerId::StopGate, e.to_string(), ""))
-                })?;
-            }
-            next.run(inv).await
-        })
+        }
+        for approval in approvals {
+            approval.authorise(action).map_err(|e| {
+                ToolError::Refused(Refusal::new(&LayerId::StopGate, e.to_string(), ""))
+            })?;
+        }
+        next.run(inv).await
     }
 }
