@@ -37,8 +37,7 @@ impl TimeoutPolicy {
         req: ChatRequest,
         next: NextModel,
     ) -> Result<ChatResponse, ModelError> {
-        let Self { limit } = self;
-        let Some(limit) = limit else {
+        let Some(limit) = self.limit else {
             return next.run(req).await;
         };
         let agent = req.agent.clone();
@@ -71,8 +70,7 @@ layer_fn!(TimeoutPolicy, tool_call(ToolInvocation) -> Result<ToolOutput, ToolErr
 
 impl TimeoutPolicy {
     async fn tool_call(self, inv: ToolInvocation, next: NextTool) -> Result<ToolOutput, ToolError> {
-        let Self { limit } = self;
-        let Some(limit) = limit else {
+        let Some(limit) = self.limit else {
             return next.run(inv).await;
         };
         let turn = inv.turn.clone();
@@ -104,8 +102,7 @@ layer_fn!(TimeoutPolicy, turn(TurnRequest) -> Result<TurnOutcome, TurnError>);
 
 impl TimeoutPolicy {
     async fn turn(self, req: TurnRequest, next: NextTurn) -> Result<TurnOutcome, TurnError> {
-        let Self { limit } = self;
-        let Some(limit) = limit else {
+        let Some(limit) = self.limit else {
             return next.run(req).await;
         };
         let turn = req.turn.clone();
