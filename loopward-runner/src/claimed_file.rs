@@ -2,6 +2,8 @@
 //! inbox, a stop request): claimed by a rename, so exactly one taker has it, and read without
 //! following a link and no larger than its kind allows. The inbox and the stop store share it.
 
+use loopward_core::RunId;
+use serde::de::DeserializeOwned;
 use std::io::{ErrorKind, Read};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
@@ -20,7 +22,7 @@ pub(crate) fn claim(from: &Path, to: &Path) -> Result<bool, String> {
 
 /// The bytes of the claimed file at `path`: a regular file (a link is refused, not followed),
 /// at most `max` bytes. `what` names the kind of file in the error (`a stop request`).
-pub(crate) fn read_bounded(path: &Path, max: u64, what: &str) -> Result<Vec<u8>, String> {
+fn read_bounded(path: &Path, max: u64, what: &str) -> Result<Vec<u8>, String> {
     let flags = nix::fcntl::OFlag::O_NOFOLLOW | nix::fcntl::OFlag::O_NONBLOCK;
     let file = std::fs::OpenOptions::new()
         .read(true)
@@ -45,4 +47,26 @@ pub(crate) fn read_bounded(path: &Path, max: u64, what: &str) -> Result<Vec<u8>,
         return Err(format!("larger than {} KiB", max / 1024));
     }
     Ok(text)
+}
+
+/// A claimed record: JSON, addressed to one run.
+pub(crate) trait Addressed: DeserializeOwned {
+    /// The run it is for.
+    fn run(&self) -> &RunId;
+}
+
+/// The claimed record at `path` (as [`read_bounded`] reads it), `what` as JSON, addressed to
+/// `run`.
+pub(crate) fn read_addressed<R: Addressed>(
+    path: &Path,
+    max: u64,
+    what: &str,
+    run: &RunId,
+) -> Result<R, String> {
+    let text = read_bounded(path, max, what)?;
+    let record: R = serde_json::from_slice(&text).map_err(|e| format!("not {what}: {e}"))?;
+    if record.run() != run {
+        return Err(format!("addressed to run {}, not {run}", record.run()));
+    }
+    Ok(record)
 }

@@ -33,7 +33,7 @@
 //! ```
 
 use crate::audit::{KeyRing, Seal};
-use crate::claimed_file::{claim, read_bounded};
+use crate::claimed_file::{claim, read_addressed, Addressed};
 use loopward_core::{HumanWords, RunId};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, VecDeque};
@@ -79,6 +79,12 @@ struct Record {
     at_ms: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     seal: Option<Seal>,
+}
+
+impl Addressed for Record {
+    fn run(&self) -> &RunId {
+        &self.run
+    }
 }
 
 impl Record {
@@ -331,12 +337,7 @@ fn take(dir: &Path, run: &RunId, keys: Option<&KeyRing>, now_ms: u64) -> Taken {
 /// Reads one claimed message: a regular file (no link), at most 64 KiB, well-formed, for this
 /// run, and sealed when the inbox is keyed.
 fn read(path: &Path, run: &RunId, keys: Option<&KeyRing>) -> Result<String, String> {
-    let text = read_bounded(path, MAX_FILE_BYTES, "a message file")?;
-    let record: Record =
-        serde_json::from_slice(&text).map_err(|e| format!("not a message file: {e}"))?;
-    if record.run != *run {
-        return Err(format!("addressed to run {}, not {run}", record.run));
-    }
+    let record: Record = read_addressed(path, MAX_FILE_BYTES, "a message file", run)?;
     if record.content.trim().is_empty() || record.content.len() > MAX_MESSAGE_BYTES {
         return Err("empty or longer than the most a message may hold".into());
     }

@@ -26,7 +26,7 @@
 //! ```
 
 use crate::audit::{KeyRing, Seal, Sealed};
-use crate::claimed_file::{claim, read_bounded};
+use crate::claimed_file::{claim, read_addressed, Addressed};
 use crate::context::RunContext;
 use loopward_core::{
     AuditError, AuditEvent, LayerDetail, LayerVerdict, RunId, RunStatus, StopRefusedDetail,
@@ -58,6 +58,12 @@ pub struct StopRequest {
     /// The seal over everything above (absent in a keyless store).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub seal: Option<Seal>,
+}
+
+impl Addressed for StopRequest {
+    fn run(&self) -> &RunId {
+        &self.run
+    }
 }
 
 impl Sealed for StopRequest {
@@ -282,12 +288,7 @@ pub(crate) fn honour(
 /// Reads one claimed request: a small regular file (no link), well-formed, for this run, and
 /// sealed when the store is keyed.
 fn read(path: &Path, run: &RunId, keys: Option<&KeyRing>) -> Result<StopRequest, String> {
-    let text = read_bounded(path, MAX_FILE_BYTES, "a stop request")?;
-    let record: StopRequest =
-        serde_json::from_slice(&text).map_err(|e| format!("not a stop request: {e}"))?;
-    if record.run != *run {
-        return Err(format!("addressed to run {}, not {run}", record.run));
-    }
+    let record: StopRequest = read_addressed(path, MAX_FILE_BYTES, "a stop request", run)?;
     if let Some(keys) = keys {
         keys.check_record(&record)?;
     }

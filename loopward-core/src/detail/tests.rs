@@ -1,6 +1,6 @@
 use super::*;
 use crate::{AgentId, Effect, EffectKind, RunId, Usage};
-use serde_json::json;
+use serde_json::{json, Value};
 use std::mem::discriminant;
 use std::sync::Arc;
 
@@ -33,6 +33,16 @@ fn round(layer: LayerId, typed: LayerDetail, map: serde_json::Value) {
     // A custom layer's detail is never typed, whatever its keys.
     let custom = LayerDetail::read(&LayerId::from("mine"), map.clone());
     assert!(matches!(custom, LayerDetail::Json(_)));
+}
+
+/// `map` with each of `keys` whose value is present: the keys a detail writes only when set.
+fn with_present<const N: usize>(mut map: Value, keys: [(&str, Option<Value>); N]) -> Value {
+    for (key, value) in keys {
+        if let Some(v) = value {
+            map[key] = v;
+        }
+    }
+    map
 }
 
 fn agent() -> AgentId {
@@ -130,13 +140,13 @@ fn engine_details_write_their_json_maps_and_read_back_typed() {
         json!({"cap": "turns_per_run (3)", "after": "wrap_up", "text": "done: 2 of 3"}),
     );
     for (reason, waited_ms, tokens) in [(None, Some(0), 120), (Some("quota"), None, u64::MAX)] {
-        let mut map = json!({"agent": agent(), "tokens": tokens});
-        if let Some(r) = reason {
-            map["reason"] = json!(r);
-        }
-        if let Some(w) = waited_ms {
-            map["waited_ms"] = json!(w);
-        }
+        let map = with_present(
+            json!({"agent": agent(), "tokens": tokens}),
+            [
+                ("reason", reason.map(Value::from)),
+                ("waited_ms", waited_ms.map(Value::from)),
+            ],
+        );
         round(
             LayerId::RateLimit,
             LayerDetail::RateLimit(RateLimitDetail {
@@ -343,16 +353,14 @@ fn session_details_write_their_json_maps_and_read_back_typed() {
         (None, None, Some(0)),
         (Some("torn"), None, None),
     ] {
-        let mut map = json!({"run": run});
-        if let Some(e) = error {
-            map["error"] = json!(e);
-        }
-        if let Some(h) = final_hash {
-            map["final_hash"] = json!(h);
-        }
-        if let Some(r) = records {
-            map["records"] = json!(r);
-        }
+        let map = with_present(
+            json!({"run": run}),
+            [
+                ("error", error.map(Value::from)),
+                ("final_hash", final_hash.map(Value::from)),
+                ("records", records.map(Value::from)),
+            ],
+        );
         round(
             LayerId::SessionLedger,
             LayerDetail::SessionLedger(SessionLedgerDetail {

@@ -257,11 +257,9 @@ impl CodexParser {
 
 impl Parse for CodexParser {
     fn line(&mut self, text: &str) -> Result<Vec<SessionEvent>, StreamError> {
-        let Some(v) = json_line(&PIN, &mut self.line, text)? else {
+        let Some((v, bad)) = json_line(&PIN, &mut self.line, text)? else {
             return Ok(vec![]);
         };
-        let at = self.line;
-        let bad = |why: String| PIN.stream_error(at, why);
         let mut out = vec![];
         match v["type"].as_str().unwrap_or_default() {
             "thread.started" => out.push(SessionEvent::Started {
@@ -297,6 +295,7 @@ impl Parse for CodexParser {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cli_agent::stream::{ended, model_call};
 
     /// What Codex 0.171.0 wrote for a command, a patch and an answer (captured from the real
     /// client against a scripted Responses API).
@@ -320,22 +319,12 @@ mod tests {
         assert!(
             matches!(&events[0], SessionEvent::Started { session, .. } if session.starts_with("01a232be"))
         );
-        let SessionEvent::ModelCall {
-            text,
-            tool_calls,
-            usage,
-            ..
-        } = &events[3]
-        else {
-            panic!("{:?}", events[3])
-        };
+        let (_, text, tool_calls, usage) = model_call(&events[3]);
         assert_eq!(text, "All done.");
         let names: Vec<_> = tool_calls.iter().map(|c| c.name.as_str()).collect();
         assert_eq!(names, ["Bash", "apply_patch"]);
         assert_eq!((usage.input_tokens, usage.output_tokens), (30, 9));
-        let SessionEvent::Ended(end) = &events[4] else {
-            panic!("{:?}", events[4])
-        };
+        let end = ended(&events[4]);
         assert_eq!(
             (end.subtype.as_str(), end.text.as_str()),
             ("success", "All done.")
@@ -381,16 +370,7 @@ mod tests {
         assert!(hooks["hooks"]["UserPromptSubmit"].is_null());
         // With loop tools: loopward's MCP server, required, its tools approved unasked.
         let scratch = tempfile::tempdir().unwrap();
-        let server = crate::cli_agent::McpServer {
-            program: "/bin/loopward".into(),
-            args: vec!["mcp".into()],
-        };
-        let mcp = LoopServer {
-            server: &server,
-            socket: Path::new("/state/mcp-s.sock"),
-            token: "t0k",
-            timeout: std::time::Duration::from_secs(90),
-        };
+        let mcp = crate::cli_agent::relay::test_server();
         let home = c.prepare(scratch.path(), "s1", Some(&mcp)).unwrap();
         let text = std::fs::read_to_string(home.join("config.toml")).unwrap();
         let cfg: toml::Value = toml::from_str(&text).unwrap();
@@ -422,9 +402,7 @@ mod tests {
             "{line}\n{{\"type\":\"turn.completed\",\"usage\":{{}}}}"
         ))
         .unwrap();
-        let SessionEvent::ModelCall { tool_calls, .. } = &events[1] else {
-            panic!("{events:?}")
-        };
+        let (_, _, tool_calls, _) = model_call(&events[1]);
         assert_eq!(tool_calls[0].name, "mcp__loopward__handoff");
         assert_eq!(tool_calls[0].arguments, json!({"to": "builder"}));
         assert_eq!(

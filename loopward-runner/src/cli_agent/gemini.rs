@@ -175,11 +175,9 @@ impl GeminiParser {
 
 impl Parse for GeminiParser {
     fn line(&mut self, text: &str) -> Result<Vec<SessionEvent>, StreamError> {
-        let Some(v) = json_line(&PIN, &mut self.line, text)? else {
+        let Some((v, bad)) = json_line(&PIN, &mut self.line, text)? else {
             return Ok(vec![]);
         };
-        let at = self.line;
-        let bad = |why: String| PIN.stream_error(at, why);
         let mut out = vec![];
         match v["type"].as_str().unwrap_or_default() {
             "init" => {
@@ -253,6 +251,7 @@ impl Parse for GeminiParser {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cli_agent::stream::{ended, model_call};
 
     /// What Gemini CLI 0.61.0 wrote for a command the hook refused and an answer (captured
     /// from the real client against a scripted Gemini API; timestamps left out).
@@ -275,21 +274,11 @@ mod tests {
         assert!(
             matches!(&events[1], SessionEvent::ToolResult { is_error: true, content, .. } if content.contains("denied by test"))
         );
-        let SessionEvent::ModelCall {
-            model,
-            tool_calls,
-            usage,
-            ..
-        } = &events[2]
-        else {
-            panic!("{:?}", events[2])
-        };
+        let (model, _, tool_calls, usage) = model_call(&events[2]);
         assert_eq!(model, "gemini-2.5-flash");
         assert_eq!(tool_calls[0].name, "run_shell_command");
         assert_eq!((usage.input_tokens, usage.output_tokens), (20, 6));
-        let SessionEvent::Ended(end) = &events[3] else {
-            panic!("{:?}", events[3])
-        };
+        let end = ended(&events[3]);
         assert_eq!(
             (end.subtype.as_str(), end.text.as_str()),
             ("success", "All done.")
@@ -307,16 +296,7 @@ mod tests {
             args: vec![],
             env: vec![],
         };
-        let server = crate::cli_agent::McpServer {
-            program: "/bin/loopward".into(),
-            args: vec!["mcp".into()],
-        };
-        let mcp = LoopServer {
-            server: &server,
-            socket: Path::new("/state/mcp-s.sock"),
-            token: "t0k",
-            timeout: std::time::Duration::from_secs(90),
-        };
+        let mcp = crate::cli_agent::relay::test_server();
         let scratch = tempfile::tempdir().unwrap();
         let read = |home: PathBuf| -> Value {
             let text = std::fs::read_to_string(home.join(".gemini/settings.json")).unwrap();

@@ -25,13 +25,13 @@
 //! itself (the relay's side, [`relay_event`]).
 
 use super::agent::{CliAgentBuilder, Inner};
+use super::socket::Answer;
 use crate::context::TurnContext;
 use crate::gates::Host;
 use crate::model::ModelError;
 use crate::turn::TurnError;
 use loopward_core::{AgentId, AuditEvent, LayerId, LayerVerdict};
 use serde::{Deserialize, Serialize};
-use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
@@ -336,20 +336,11 @@ impl Inner {
     }
 }
 
-/// Runs `main` (the session's stream reader), answering the session's hook beside it in the
-/// same task until `main` ends; a decision the ledger could not record ends the turn.
-pub(super) async fn serve<T>(
-    hooks: Option<&HookSocket>,
-    turn: &TurnContext,
-    main: impl Future<Output = Result<T, TurnError>>,
-) -> Result<T, TurnError> {
-    match hooks {
-        None => main.await,
-        Some(h) => super::socket::serve_beside(&h.listener, main, |s| h.answer(turn, s)).await,
+impl Answer for HookSocket {
+    fn listener(&self) -> &tokio::net::UnixListener {
+        &self.listener
     }
-}
 
-impl HookSocket {
     /// Answers one connection: reads the event, judges it, records the decision, answers.
     async fn answer(
         &self,
@@ -389,7 +380,9 @@ impl HookSocket {
             None => Ok(()),
         }
     }
+}
 
+impl HookSocket {
     /// Judges one message off the wire and records the decision; the error, if any, is the
     /// ledger's (it ends the turn once the hook is told).
     async fn decide(&self, turn: &TurnContext, message: &str) -> (HookReply, Option<TurnError>) {

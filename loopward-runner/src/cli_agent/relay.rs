@@ -17,6 +17,7 @@
 
 use super::agent::{CliAgentBuilder, Inner, Session, SESSION};
 use super::changes::Manifest;
+use super::socket::Answer;
 use crate::context::TurnContext;
 use crate::model::ModelError;
 use crate::tool::{BoxToolService, ToolError, ToolSet};
@@ -24,7 +25,6 @@ use crate::turn::TurnError;
 use loopward_core::{AuditEvent, ToolCall, ToolName, ToolSpec};
 use serde::{Deserialize, Serialize};
 use std::ffi::OsString;
-use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
@@ -214,6 +214,22 @@ impl LoopServer<'_> {
     }
 }
 
+/// The server the hosts' tests write into a session's config: `/bin/loopward mcp` on the
+/// socket `/state/mcp-s.sock`, token `t0k`, a call allowed 90 s.
+#[cfg(test)]
+pub(super) fn test_server() -> LoopServer<'static> {
+    static SERVER: std::sync::LazyLock<McpServer> = std::sync::LazyLock::new(|| McpServer {
+        program: "/bin/loopward".into(),
+        args: vec!["mcp".into()],
+    });
+    LoopServer {
+        server: &SERVER,
+        socket: Path::new("/state/mcp-s.sock"),
+        token: "t0k",
+        timeout: std::time::Duration::from_secs(90),
+    }
+}
+
 /// A session's relay: its socket, removed when the session is over.
 pub(super) struct Relay {
     listener: tokio::net::UnixListener,
@@ -293,20 +309,11 @@ impl Inner {
     }
 }
 
-/// Runs `main` (the session's stream reader), answering the relay beside it in the same task
-/// until `main` ends; a relayed call the ledger could not record ends the turn.
-pub(super) async fn serve<T>(
-    relay: Option<&Relay>,
-    turn: &TurnContext,
-    main: impl Future<Output = Result<T, TurnError>>,
-) -> Result<T, TurnError> {
-    match relay {
-        None => main.await,
-        Some(r) => super::socket::serve_beside(&r.listener, main, |s| r.answer(turn, s)).await,
+impl Answer for Relay {
+    fn listener(&self) -> &tokio::net::UnixListener {
+        &self.listener
     }
-}
 
-impl Relay {
     /// Answers one connection's request: refused unless its first line carries the token.
     async fn answer(
         &self,
@@ -347,7 +354,9 @@ impl Relay {
         let _ = write.write_all(text.as_bytes()).await;
         Ok(())
     }
+}
 
+impl Relay {
     /// One call, recorded and run as a hosted agent's: requested, through the tool stack,
     /// finished. After a handoff stands, only another handoff is run (the one-handoff rule
     /// refuses it, naming the one that stands).

@@ -228,8 +228,8 @@ impl Inner {
                 }
             }
         };
-        let read = super::hooks::serve(hooks.as_ref(), turn, read);
-        let read = super::relay::serve(relay.as_ref(), turn, read);
+        let read = super::socket::serve(hooks.as_ref(), turn, read);
+        let read = super::socket::serve(relay.as_ref(), turn, read);
         let read_error = match tokio::time::timeout(self.session_timeout, read).await {
             Ok(Ok(r)) => r.err(),
             // The ledger failed: the session is ended (its guard) with the turn.

@@ -2,6 +2,7 @@
 //! out of the agent's reach, or in a private temporary folder when that path is too long, and
 //! answered in the session's own task, beside its stream reader ([`serve_beside`]).
 
+use crate::context::TurnContext;
 use crate::turn::TurnError;
 use futures::stream::{FuturesUnordered, StreamExt};
 use std::future::Future;
@@ -42,6 +43,34 @@ pub(super) fn bind(
         )
     })?;
     Ok((listener, socket, dir))
+}
+
+/// A session's socket server (its hook, its MCP relay): where it listens, and how it answers
+/// one connection.
+pub(super) trait Answer {
+    /// Where it listens.
+    fn listener(&self) -> &tokio::net::UnixListener;
+
+    /// Answers one connection, under `turn`; an error (a record the ledger could not take)
+    /// ends the turn.
+    fn answer(
+        &self,
+        turn: &TurnContext,
+        stream: tokio::net::UnixStream,
+    ) -> impl Future<Output = Result<(), TurnError>>;
+}
+
+/// Runs `main` (the session's stream reader), answering `server`, when the session has one,
+/// beside it in the same task until `main` ends ([`serve_beside`]).
+pub(super) async fn serve<T>(
+    server: Option<&impl Answer>,
+    turn: &TurnContext,
+    main: impl Future<Output = Result<T, TurnError>>,
+) -> Result<T, TurnError> {
+    match server {
+        None => main.await,
+        Some(s) => serve_beside(s.listener(), main, |c| s.answer(turn, c)).await,
+    }
 }
 
 /// Runs `main` (the session's stream reader), answering each connection to `listener` with

@@ -121,11 +121,9 @@ impl StreamParser {
     /// Reads one line; returns the events it completes (a model call is complete when a line
     /// of another message follows it, or at [`StreamParser::finish`]).
     pub fn line(&mut self, text: &str) -> Result<Vec<SessionEvent>, StreamError> {
-        let Some(v) = json_line(&super::claude_code::PIN, &mut self.line, text)? else {
+        let Some((v, bad)) = json_line(&super::claude_code::PIN, &mut self.line, text)? else {
             return Ok(vec![]);
         };
-        let at = self.line;
-        let bad = |why: String| super::claude_code::PIN.stream_error(at, why);
         let kind = v["type"].as_str().unwrap_or_default();
         let mut out = vec![];
         match kind {
@@ -223,20 +221,22 @@ impl StreamParser {
     }
 }
 
-/// Reads line number `*line + 1` of `pin`'s stream as JSON (`None`: a blank line).
+/// Reads line number `*line + 1` of `pin`'s stream as JSON (`None`: a blank line), with the
+/// error to give for a line the parser does not know (`why` it does not).
 pub(super) fn json_line(
-    pin: &Pin,
+    pin: &'static Pin,
     line: &mut usize,
     text: &str,
-) -> Result<Option<Value>, StreamError> {
+) -> Result<Option<(Value, impl Fn(String) -> StreamError + Copy)>, StreamError> {
     *line += 1;
+    let at = *line;
     let text = text.trim();
     if text.is_empty() {
         return Ok(None);
     }
-    serde_json::from_str(text)
-        .map(Some)
-        .map_err(|e| pin.stream_error(*line, format!("not JSON: {e}")))
+    let v =
+        serde_json::from_str(text).map_err(|e| pin.stream_error(at, format!("not JSON: {e}")))?;
+    Ok(Some((v, move |why| pin.stream_error(at, why))))
 }
 
 /// Every event of a whole stream (the tests' reading of a captured one).
@@ -248,6 +248,32 @@ pub(super) fn parse_all(p: &mut dyn Parse, text: &str) -> Result<Vec<SessionEven
     }
     out.extend(p.finish());
     Ok(out)
+}
+
+/// A model call's model, text, tool calls and usage (the tests' reading of an event); panics
+/// on any other event.
+#[cfg(test)]
+pub(super) fn model_call(e: &SessionEvent) -> (&str, &str, &[ToolCall], Usage) {
+    let SessionEvent::ModelCall {
+        model,
+        text,
+        tool_calls,
+        usage,
+        ..
+    } = e
+    else {
+        panic!("not a model call: {e:?}")
+    };
+    (model, text, tool_calls, *usage)
+}
+
+/// A session's end (the tests' reading of an event); panics on any other event.
+#[cfg(test)]
+pub(super) fn ended(e: &SessionEvent) -> &SessionEnd {
+    let SessionEvent::Ended(end) = e else {
+        panic!("not a session's end: {e:?}")
+    };
+    end
 }
 
 pub(super) fn str_of(v: &Value) -> String {
@@ -301,15 +327,7 @@ mod tests {
     fn one_api_message_split_over_lines_is_one_model_call_and_the_end_carries_the_cost() {
         let events = parse(STREAM).unwrap();
         assert_eq!(events.len(), 5, "{events:#?}");
-        let SessionEvent::ModelCall {
-            text,
-            tool_calls,
-            usage,
-            ..
-        } = &events[1]
-        else {
-            panic!("{:?}", events[1])
-        };
+        let (_, text, tool_calls, usage) = model_call(&events[1]);
         assert_eq!(text, "Writing.");
         assert_eq!(tool_calls.len(), 1);
         assert_eq!(tool_calls[0].name, "Bash");
@@ -317,9 +335,7 @@ mod tests {
         assert!(
             matches!(&events[2], SessionEvent::ToolResult { is_error: true, content, .. } if content == "denied by loopward")
         );
-        let SessionEvent::Ended(end) = &events[4] else {
-            panic!("{:?}", events[4])
-        };
+        let end = ended(&events[4]);
         assert_eq!(end.cost_micros, Some(10_000));
         assert_eq!(end.text, "All done.");
         assert!(!end.is_error);

@@ -8,13 +8,14 @@ use super::engine::Ask;
 use super::policy::Policy;
 use super::sprawl::RunSprawl;
 use crate::context::{RunContext, TurnContext};
-use crate::layers::from_fn::{from_fn, FromFn, LayerFn, NextTool};
+use crate::layers::from_fn::{from_fn, FromFn, FromFnLayer, LayerFn, NextTool};
 use crate::tool::{Access, BoxToolService, ToolError, ToolInvocation, ToolOutput};
 use futures::future::BoxFuture;
 use loopward_core::{Action, AuditEvent, LayerId, LayerVerdict};
 use std::sync::{Arc, Mutex, PoisonError};
 
-/// Wraps a tool stack with the policy gates.
+/// Wraps a tool stack with the policy gates; the layer is its policy (see
+/// [`from_fn`](crate::layers::from_fn)).
 ///
 /// ```
 /// use loopward_runner::gates::{Policy, PolicyConfig, PolicyLayer};
@@ -26,27 +27,17 @@ use std::sync::{Arc, Mutex, PoisonError};
 /// let stack: BoxToolService = BoxToolService::new(PolicyLayer::new(policy).layer(ToolExecutor));
 /// # let _ = stack;
 /// ```
-#[derive(Clone, Debug)]
-pub struct PolicyLayer {
-    policy: Policy,
-}
+pub type PolicyLayer = FromFnLayer<Policy>;
 
 impl PolicyLayer {
     /// A layer running `policy`'s gates.
     pub fn new(policy: Policy) -> Self {
-        Self { policy }
+        from_fn(policy)
     }
 
     /// Wraps a boxed stack, returning a boxed stack.
     pub fn wrap(&self, inner: BoxToolService) -> BoxToolService {
         BoxToolService::new(tower::Layer::layer(self, inner))
-    }
-}
-
-impl<S> tower::Layer<S> for PolicyLayer {
-    type Service = PolicyService<S>;
-    fn layer(&self, inner: S) -> Self::Service {
-        tower::Layer::layer(&from_fn(self.policy.clone()), inner)
     }
 }
 

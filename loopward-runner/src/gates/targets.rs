@@ -5,6 +5,7 @@
 use super::policy::{Policy, MAX_AFFECTED_PATHS};
 use crate::path_text;
 use crate::tool::Access;
+use crate::workspace::WorkPath;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::sync::Arc;
@@ -19,51 +20,61 @@ impl Policy {
     /// hard links stands for those too.
     pub(super) fn targets(&self, accesses: &[Access]) -> Result<Vec<Target>, String> {
         let root = self.inner.workspace.root();
-        let mut out: Vec<Target> = Vec::new();
-        // Declared paths are shared with their access; only the paths found on disk are made.
-        let mut push = |raw: Option<&Arc<str>>, rel: Arc<str>| {
-            if !out.iter().any(|(_, r)| *r == rel) {
-                out.push((raw.cloned(), rel));
-            }
-        };
+        let mut out = Targets::default();
         for a in accesses {
             match a {
                 Access::Write(p) | Access::Edit { path: p, .. } => {
-                    push(Some(p.shared_raw()), Arc::clone(p.shared_rel()));
-                    for alias in hard_link_aliases(root, p.rel())? {
-                        push(None, alias.into());
-                    }
+                    out.declared(p);
+                    out.found(hard_link_aliases(root, p.rel())?);
                 }
                 Access::Delete(p) => {
-                    push(Some(p.shared_raw()), Arc::clone(p.shared_rel()));
-                    for d in descendants(root, p.rel())? {
-                        push(None, d.into());
-                    }
+                    out.declared(p);
+                    out.found(descendants(root, p.rel())?);
                 }
                 Access::Rename { from, to } => {
-                    push(Some(from.shared_raw()), Arc::clone(from.shared_rel()));
-                    push(Some(to.shared_raw()), Arc::clone(to.shared_rel()));
+                    out.declared(from);
+                    out.declared(to);
                     for d in descendants(root, from.rel())? {
                         let moved = format!("{}{}", to.rel(), &d[from.rel().len()..]);
-                        push(None, d.into());
-                        push(None, moved.into());
+                        out.found([d, moved]);
                     }
-                    for d in descendants(root, to.rel())? {
-                        push(None, d.into());
-                    }
+                    out.found(descendants(root, to.rel())?);
                 }
                 Access::Link { path, target } => {
-                    push(Some(path.shared_raw()), Arc::clone(path.shared_rel()));
-                    push(Some(target.shared_raw()), Arc::clone(target.shared_rel()));
-                    for d in descendants(root, target.rel())? {
-                        push(None, d.into());
-                    }
+                    out.declared(path);
+                    out.declared(target);
+                    out.found(descendants(root, target.rel())?);
                 }
                 // Reads, handoffs and commands write nothing a gate can name in advance.
                 _ => {}
             }
         }
-        Ok(out)
+        Ok(out.0)
+    }
+}
+
+/// A call's targets so far, each path once. Declared paths are shared with their access; only
+/// the paths found on disk are made.
+#[derive(Default)]
+struct Targets(Vec<Target>);
+
+impl Targets {
+    fn push(&mut self, raw: Option<&Arc<str>>, rel: Arc<str>) {
+        if !self.0.iter().any(|(_, r)| *r == rel) {
+            self.0.push((raw.cloned(), rel));
+        }
+    }
+
+    /// A path the call declared.
+    fn declared(&mut self, p: &WorkPath) {
+        self.push(Some(p.shared_raw()), Arc::clone(p.shared_rel()));
+    }
+
+    /// Paths found on disk, in order.
+    fn found(&mut self, rels: impl IntoIterator<Item = String>) {
+        for rel in rels {
+            self.push(None, rel.into());
+        }
     }
 }
 

@@ -1,7 +1,9 @@
 //! What a resumed turn is fed from its journal: the agent takes recorded replies and results
 //! from here, in the order it took them, and goes live at the first step that is not here.
 
-use super::{CallState, RecordedDecision, RecordedReply, RecordedTurn, ResumePolicy, Step};
+use super::{
+    CallState, RecordedCall, RecordedDecision, RecordedReply, RecordedTurn, ResumePolicy, Step,
+};
 use loopward_core::{CallId, Effect, Handoff, LayerVerdict, ToolName};
 use std::collections::VecDeque;
 use std::sync::Mutex;
@@ -29,6 +31,24 @@ pub(crate) enum FedCall {
     Again { retried: bool },
     /// It was interrupted and the policy does not run it again.
     Interrupted { handoff: Option<Handoff> },
+}
+
+impl FedCall {
+    /// The fate of recorded call `c`: an interrupted call runs again if it `retries` (and did
+    /// not hand off).
+    fn of(c: RecordedCall, retries: bool) -> Self {
+        match c.state {
+            CallState::Finished { content, is_error } => Self::Finished {
+                content,
+                is_error,
+                effects: c.effects,
+                handoff: c.handoff,
+            },
+            CallState::Requested => Self::Again { retried: false },
+            CallState::Started if c.handoff.is_none() && retries => Self::Again { retried: true },
+            CallState::Started => Self::Interrupted { handoff: c.handoff },
+        }
+    }
 }
 
 impl TurnFeed {
@@ -72,20 +92,7 @@ impl TurnFeed {
         let Some(Step::Call(c)) = steps.pop_front() else {
             return None;
         };
-        Some(match c.state {
-            CallState::Finished { content, is_error } => FedCall::Finished {
-                content,
-                is_error,
-                effects: c.effects,
-                handoff: c.handoff,
-            },
-            CallState::Requested => FedCall::Again { retried: false },
-            CallState::Started if c.handoff.is_some() => {
-                FedCall::Interrupted { handoff: c.handoff }
-            }
-            CallState::Started if self.policy.retries(tool) => FedCall::Again { retried: true },
-            CallState::Started => FedCall::Interrupted { handoff: None },
-        })
+        Some(FedCall::of(c, self.policy.retries(tool)))
     }
 
     /// The recorded fate of call `id` of `tool`, wherever it is among the turn's steps (a CLI
@@ -95,16 +102,7 @@ impl TurnFeed {
             Step::Call(c) if c.call_id == *id && c.tool == *tool => Some(c.clone()),
             _ => None,
         })?;
-        Some(match c.state {
-            CallState::Finished { content, is_error } => FedCall::Finished {
-                content,
-                is_error,
-                effects: c.effects,
-                handoff: c.handoff,
-            },
-            CallState::Requested => FedCall::Again { retried: false },
-            CallState::Started => FedCall::Interrupted { handoff: c.handoff },
-        })
+        Some(FedCall::of(c, false))
     }
 
     /// The handoff a call of the turn registered, if any (a CLI agent's session hands off

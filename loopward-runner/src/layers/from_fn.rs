@@ -4,8 +4,9 @@
 //!
 //! A closure is the policy of a one-off layer. A built-in layer, whose service type must have a
 //! name, is a struct that implements [`LayerFn`] (closures implement it too), so
-//! `RepeatService<S>` is `FromFn<RepeatPolicy, S>`: the layer is its policy, and `FromFn` is
-//! the only `Service` impl around it.
+//! `RepeatService<S>` is `FromFn<RepeatPolicy, S>` and `RepeatLayer` is
+//! `FromFnLayer<RepeatPolicy>`: the layer is its policy, `FromFnLayer` the only `Layer` impl
+//! and `FromFn` the only `Service` impl around it.
 //!
 //! **The readiness idiom** (one for every layer, `from_fn` or not). `poll_ready` polls the
 //! inner service; `call` takes *that* service (the one polled ready) and leaves a clone in its
@@ -59,9 +60,16 @@ pub fn from_fn<F>(f: F) -> FromFnLayer<F> {
 }
 
 /// The layer [`from_fn`] makes.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, Default)]
 pub struct FromFnLayer<F> {
     f: F,
+}
+
+impl<F> FromFnLayer<F> {
+    /// The policy each service this layer makes gets a clone of.
+    pub fn policy(&self) -> &F {
+        &self.f
+    }
 }
 
 impl<S, F: Clone> Layer<S> for FromFnLayer<F> {
@@ -130,6 +138,26 @@ where
         self(req, next)
     }
 }
+
+/// Implements [`LayerFn`] for a built-in policy at one boundary: each call runs the policy's
+/// `async fn $method(self, req, next)` on a clone of it (a policy is cheap to clone; what it
+/// counts lives on the run). Its future is boxed, so the service's type has a name.
+macro_rules! layer_fn {
+    ($policy:ty, $method:ident($req:ty) -> Result<$res:ty, $err:ty>) => {
+        impl $crate::layers::from_fn::LayerFn<$req, $res, $err> for $policy {
+            type Future = futures::future::BoxFuture<'static, Result<$res, $err>>;
+
+            fn call(
+                &mut self,
+                req: $req,
+                next: $crate::layers::from_fn::Next<$req, $res, $err>,
+            ) -> Self::Future {
+                Box::pin(self.clone().$method(req, next))
+            }
+        }
+    };
+}
+pub(crate) use layer_fn;
 
 impl<F, S, R> Service<R> for FromFn<F, S>
 where

@@ -13,9 +13,9 @@
 //!
 //! [`from_fn`] makes a layer of your own from an async function of the request and the rest of
 //! the stack (a layer is its policy; the readiness idiom is in one place). Every built-in layer
-//! above, and the gates' `PolicyLayer`, is made the same way: its service is
-//! `FromFn<TheirPolicy, S>` (a struct implementing [`from_fn::LayerFn`]), so no layer writes its
-//! own `poll_ready`.
+//! above, and the gates' `PolicyLayer`, is made the same way: the layer is
+//! `FromFnLayer<TheirPolicy>` and its service `FromFn<TheirPolicy, S>` (a struct implementing
+//! [`from_fn::LayerFn`]), so no layer writes its own `Layer` impl or `poll_ready`.
 //!
 //! [`stack`] builds the recommended stacks from the `loopward.toml` tables, in this order
 //! (outermost first):

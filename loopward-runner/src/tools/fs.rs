@@ -2,11 +2,13 @@
 
 use crate::context::TurnContext;
 use crate::tool::{object_schema, parse_args, Access, Tool, ToolError, ToolInvocation, ToolOutput};
+use crate::workspace::WorkPath;
 use futures::future::BoxFuture;
 use futures::FutureExt;
 use loopward_core::{Effect, EffectKind, ToolSpec};
 use serde::Deserialize;
 use serde_json::json;
+use std::path::Path;
 
 use super::MAX_READ_BYTES;
 
@@ -26,13 +28,30 @@ fn io_err(what: &str, path: &str, e: std::io::Error) -> ToolError {
     ToolError::Failed(format!("could not {what} {path}: {e}"))
 }
 
-fn first_path(inv: &ToolInvocation) -> Result<crate::workspace::WorkPath, ToolError> {
+fn first_path(inv: &ToolInvocation) -> Result<WorkPath, ToolError> {
     match inv.accesses.first() {
         Some(Access::Read(p) | Access::Write(p) | Access::Edit { path: p, .. }) => Ok(p.clone()),
         _ => Err(ToolError::Failed(
             "internal: the call declared no path".into(),
         )),
     }
+}
+
+/// Runs `op` (a `beneath` read or write: through a handle on the workspace root, following no
+/// link, so the file judged is the file touched, or nothing is) on `p` on a blocking thread;
+/// `what` it does names it in the errors.
+async fn beneath<T: Send + 'static>(
+    inv: &ToolInvocation,
+    p: &WorkPath,
+    what: &str,
+    op: impl FnOnce(&Path, &str) -> std::io::Result<T> + Send + 'static,
+) -> Result<T, ToolError> {
+    let root = inv.turn.workspace().root().to_path_buf();
+    let rel = p.rel().to_string();
+    tokio::task::spawn_blocking(move || op(&root, &rel))
+        .await
+        .map_err(|e| ToolError::Failed(format!("the {what} task failed: {e}")))?
+        .map_err(|e| io_err(what, p.rel(), e))
 }
 
 #[derive(Deserialize)]
@@ -124,17 +143,11 @@ impl Tool for WriteFile {
         async move {
             let a: WriteArgs = parse_args("write_file", &inv.call.arguments)?;
             let p = first_path(&inv)?;
-            // Through a handle on the root, following no link: the file judged is the file
-            // written, or nothing is.
-            let root = inv.turn.workspace().root().to_path_buf();
-            let rel = p.rel().to_string();
             let content = a.content.clone();
-            let existed = tokio::task::spawn_blocking(move || {
-                super::beneath::write(&root, &rel, content.as_bytes())
+            let existed = beneath(&inv, &p, "write", move |root, rel| {
+                super::beneath::write(root, rel, content.as_bytes())
             })
-            .await
-            .map_err(|e| ToolError::Failed(format!("the write task failed: {e}")))?
-            .map_err(|e| io_err("write", p.rel(), e))?;
+            .await?;
             let kind = if existed {
                 EffectKind::Modify
             } else {
@@ -197,14 +210,10 @@ impl Tool for EditFile {
         async move {
             let a: EditArgs = parse_args("edit_file", &inv.call.arguments)?;
             let p = first_path(&inv)?;
-            let root = inv.turn.workspace().root().to_path_buf();
-            let rel = p.rel().to_string();
-            let bytes = tokio::task::spawn_blocking(move || {
-                super::beneath::read(&root, &rel, MAX_EDIT_BYTES)
+            let bytes = beneath(&inv, &p, "read", |root, rel| {
+                super::beneath::read(root, rel, MAX_EDIT_BYTES)
             })
-            .await
-            .map_err(|e| ToolError::Failed(format!("the read task failed: {e}")))?
-            .map_err(|e| io_err("read", p.rel(), e))?;
+            .await?;
             let text = String::from_utf8(bytes).map_err(|_| {
                 ToolError::Failed(format!("{} is not UTF-8 text; edit_file edits text", p.rel()))
             })?;
@@ -216,14 +225,10 @@ impl Tool for EditFile {
                 )));
             }
             let updated = text.replacen(&a.old, &a.new, 1);
-            let root = inv.turn.workspace().root().to_path_buf();
-            let rel = p.rel().to_string();
-            tokio::task::spawn_blocking(move || {
-                super::beneath::write(&root, &rel, updated.as_bytes())
+            beneath(&inv, &p, "write", move |root, rel| {
+                super::beneath::write(root, rel, updated.as_bytes())
             })
-            .await
-            .map_err(|e| ToolError::Failed(format!("the write task failed: {e}")))?
-            .map_err(|e| io_err("write", p.rel(), e))?;
+            .await?;
             Ok(ToolOutput::with_effects(
                 format!("edited {}", p.rel()),
                 vec![Effect::ok(p.rel(), EffectKind::Modify)],

@@ -1,8 +1,8 @@
 //! Budget settings and the layers.
 
-use super::service::{BudgetMeter, BudgetPolicy, BudgetService};
+use super::service::BudgetPolicy;
 use crate::layers::config::ConfigError;
-use crate::layers::from_fn::from_fn;
+use crate::layers::from_fn::{from_fn, FromFnLayer};
 use loopward_core::Price;
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -70,22 +70,22 @@ impl BudgetConfig {
 }
 
 /// Ends a run whose budget is spent (turn layer). Get its meter with [`BudgetLayer::meter`].
-#[derive(Clone, Debug)]
-pub struct BudgetLayer {
-    limits: Arc<Limits>,
-}
+/// The layer is its policy (see [`from_fn`](crate::layers::from_fn)).
+pub type BudgetLayer = FromFnLayer<BudgetPolicy>;
 
-/// Meters model calls against the budget of the run they belong to (model layer).
-#[derive(Clone, Debug)]
-pub struct BudgetMeterLayer {
-    limits: Arc<Limits>,
-}
+/// Meters model calls against the budget of the run they belong to (model layer): the same
+/// policy as [`BudgetLayer`], at the model boundary.
+pub type BudgetMeterLayer = FromFnLayer<BudgetPolicy>;
 
 impl BudgetLayer {
     /// A budget layer; fails naming the field for a zero, negative or absurd budget.
     pub fn new(config: BudgetConfig) -> Result<Self, ConfigError> {
-        Ok(Self {
-            limits: Arc::new(config.limits()?),
+        Ok(Self::of(config.limits()?))
+    }
+
+    fn of(limits: Limits) -> Self {
+        from_fn(BudgetPolicy {
+            limits: Arc::new(limits),
         })
     }
 
@@ -102,35 +102,11 @@ impl BudgetLayer {
         let mut limits = priced.limits()?;
         limits.prices = config.prices;
         limits.reported = true;
-        Ok(Self {
-            limits: Arc::new(limits),
-        })
+        Ok(Self::of(limits))
     }
 
     /// The model layer that meters calls for this budget.
     pub fn meter(&self) -> BudgetMeterLayer {
-        BudgetMeterLayer {
-            limits: self.limits.clone(),
-        }
-    }
-}
-
-impl<S> tower::Layer<S> for BudgetLayer {
-    type Service = BudgetService<S>;
-    fn layer(&self, inner: S) -> BudgetService<S> {
-        let policy = BudgetPolicy {
-            limits: self.limits.clone(),
-        };
-        tower::Layer::layer(&from_fn(policy), inner)
-    }
-}
-
-impl<S> tower::Layer<S> for BudgetMeterLayer {
-    type Service = BudgetMeter<S>;
-    fn layer(&self, inner: S) -> BudgetMeter<S> {
-        let policy = BudgetPolicy {
-            limits: self.limits.clone(),
-        };
-        tower::Layer::layer(&from_fn(policy), inner)
+        self.clone()
     }
 }

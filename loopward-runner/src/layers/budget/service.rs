@@ -3,11 +3,10 @@
 use super::layer::Limits;
 use crate::context::{RunContext, TurnContext};
 use crate::journal::Resumed;
-use crate::layers::from_fn::{FromFn, LayerFn, NextModel, NextTurn};
+use crate::layers::from_fn::{layer_fn, FromFn, NextModel, NextTurn};
 use crate::layers::record;
 use crate::model::{ChatRequest, ChatResponse, ModelError};
 use crate::turn::{TurnError, TurnOutcome, TurnRequest};
-use futures::future::BoxFuture;
 use loopward_core::LayerId;
 use loopward_core::{
     BudgetExceededDetail, LayerDetail, LayerVerdict, Refusal, ReportedCostDetail, RunStatus, Usage,
@@ -156,51 +155,51 @@ fn exceeded(turn: &TurnContext, limits: &Limits) -> Result<(), TurnError> {
     Ok(())
 }
 
-impl LayerFn<TurnRequest, TurnOutcome, TurnError> for BudgetPolicy {
-    type Future = BoxFuture<'static, Result<TurnOutcome, TurnError>>;
+layer_fn!(BudgetPolicy, turn(TurnRequest) -> Result<TurnOutcome, TurnError>);
 
-    fn call(&mut self, req: TurnRequest, next: NextTurn) -> Self::Future {
-        let limits = self.limits.clone();
-        Box::pin(async move {
-            let turn = req.turn.clone();
-            exceeded(&turn, &limits)?;
-            let result = next.run(req).await;
-            // A budget spent mid-turn shows as the meter's refusal; either way the run ends here.
-            exceeded(&turn, &limits)?;
-            result
-        })
+impl BudgetPolicy {
+    async fn turn(self, req: TurnRequest, next: NextTurn) -> Result<TurnOutcome, TurnError> {
+        let Self { limits } = self;
+        let turn = req.turn.clone();
+        exceeded(&turn, &limits)?;
+        let result = next.run(req).await;
+        // A budget spent mid-turn shows as the meter's refusal; either way the run ends here.
+        exceeded(&turn, &limits)?;
+        result
     }
 }
 
-impl LayerFn<ChatRequest, ChatResponse, ModelError> for BudgetPolicy {
-    type Future = BoxFuture<'static, Result<ChatResponse, ModelError>>;
+layer_fn!(BudgetPolicy, model_call(ChatRequest) -> Result<ChatResponse, ModelError>);
 
-    fn call(&mut self, req: ChatRequest, next: NextModel) -> Self::Future {
-        let limits = self.limits.clone();
-        Box::pin(async move {
-            let Some(turn) = TurnContext::of(&req).cloned() else {
-                // A call that carries no turn has no run to charge: fail closed.
-                return Err(ModelError::Refused(Refusal::new(
-                    &LayerId::Budget,
-                    "this model call carries no turn (ChatRequest::turn is empty), so there is no run to charge it to",
-                    "make model calls through an LlmAgent, or set the request's turn with TurnContext::slot",
-                )));
-            };
-            if let Some((label, _)) = totals(turn.run(), &limits).over(&limits) {
-                return Err(ModelError::Refused(Refusal::new(
-                    &LayerId::Budget,
-                    format!("the run's budget is spent: {label}"),
-                    "",
-                )));
-            }
-            let reply = next.run(req).await?;
-            let spent = spent(turn.run(), &limits);
-            spent.0.lock().unwrap_or_else(|p| p.into_inner()).add(
-                &limits,
-                &reply.model,
-                &reply.usage,
-            );
-            Ok(reply)
-        })
+impl BudgetPolicy {
+    async fn model_call(
+        self,
+        req: ChatRequest,
+        next: NextModel,
+    ) -> Result<ChatResponse, ModelError> {
+        let Self { limits } = self;
+        let Some(turn) = TurnContext::of(&req).cloned() else {
+            // A call that carries no turn has no run to charge: fail closed.
+            return Err(ModelError::Refused(Refusal::new(
+                &LayerId::Budget,
+                "this model call carries no turn (ChatRequest::turn is empty), so there is no run to charge it to",
+                "make model calls through an LlmAgent, or set the request's turn with TurnContext::slot",
+            )));
+        };
+        if let Some((label, _)) = totals(turn.run(), &limits).over(&limits) {
+            return Err(ModelError::Refused(Refusal::new(
+                &LayerId::Budget,
+                format!("the run's budget is spent: {label}"),
+                "",
+            )));
+        }
+        let reply = next.run(req).await?;
+        let spent = spent(turn.run(), &limits);
+        spent
+            .0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .add(&limits, &reply.model, &reply.usage);
+        Ok(reply)
     }
 }

@@ -1,8 +1,8 @@
 //! Caps settings and the layer.
 
-use super::service::{CapsPolicy, CapsService};
+use super::service::CapsPolicy;
 use crate::layers::config::{in_range, ConfigError};
-use crate::layers::from_fn::from_fn;
+use crate::layers::from_fn::{from_fn, FromFnLayer};
 use serde::Deserialize;
 use std::time::Duration;
 
@@ -74,32 +74,19 @@ impl CapsConfig {
 }
 
 /// Wraps a turn service with the caps. Clones share the configuration; the counts live in the
-/// run's extensions, so they are per run.
-#[derive(Clone, Debug)]
-pub struct CapsLayer {
-    config: CapsConfig,
-}
+/// run's extensions, so they are per run. The layer is its policy (see
+/// [`from_fn`](crate::layers::from_fn)).
+pub type CapsLayer = FromFnLayer<CapsPolicy>;
 
 impl CapsLayer {
     /// A caps layer; fails naming the field when a cap is zero or absurd.
     pub fn new(config: CapsConfig) -> Result<Self, ConfigError> {
         config.validate()?;
-        Ok(Self { config })
+        Ok(from_fn(CapsPolicy { config }))
     }
 
     /// The settings.
     pub fn config(&self) -> &CapsConfig {
-        &self.config
-    }
-}
-
-impl<S> tower::Layer<S> for CapsLayer {
-    type Service = CapsService<S>;
-
-    fn layer(&self, inner: S) -> CapsService<S> {
-        let policy = CapsPolicy {
-            config: self.config.clone(),
-        };
-        tower::Layer::layer(&from_fn(policy), inner)
+        &self.policy().config
     }
 }

@@ -2,10 +2,9 @@
 
 use super::layer::{CapsConfig, OnCap};
 use crate::journal::Resumed;
-use crate::layers::from_fn::{FromFn, LayerFn, NextTurn};
+use crate::layers::from_fn::{layer_fn, FromFn, NextTurn};
 use crate::layers::record;
 use crate::turn::{TurnError, TurnOutcome, TurnRequest};
-use futures::future::BoxFuture;
 use loopward_core::LayerId;
 use loopward_core::{
     AgentId, CapReachedDetail, CapsAllowDetail, FinishReason, LayerDetail, LayerVerdict, RunStatus,
@@ -110,94 +109,92 @@ impl Counts {
     }
 }
 
-impl LayerFn<TurnRequest, TurnOutcome, TurnError> for CapsPolicy {
-    type Future = BoxFuture<'static, Result<TurnOutcome, TurnError>>;
+layer_fn!(CapsPolicy, turn(TurnRequest) -> Result<TurnOutcome, TurnError>);
 
-    fn call(&mut self, req: TurnRequest, next: NextTurn) -> Self::Future {
-        let config = self.config.clone();
-        Box::pin(async move {
-            let turn = req.turn.clone();
-            let run = turn.run().clone();
-            // Made once per run: after that, one lookup (the journal is not asked again).
-            let state = match run.extensions().get::<CapsState>() {
-                Some(state) => state,
-                None => {
-                    let resumed = Resumed::of(&run);
-                    run.extensions()
-                        .get_or_insert_with(|| CapsState::rebuilt(resumed.as_deref()))
-                }
-            };
-            let now = run.clock().now_millis();
-            let (hit, wrapped) = {
-                let mut counts = state.0.lock().unwrap_or_else(|p| p.into_inner());
-                counts.started_ms.get_or_insert(now);
-                let hit = counts.check(&config, turn.agent(), now);
-                if hit.is_none() || (config.on_cap == OnCap::WrapUp && !counts.wrapped_up) {
-                    counts.turns += 1;
-                    *counts.per_agent.entry(turn.agent().clone()).or_insert(0) += 1;
-                }
-                (hit, counts.wrapped_up)
-            };
-            match hit {
-                None => {
-                    let detail = {
-                        let counts = state.0.lock().unwrap_or_else(|p| p.into_inner());
-                        LayerDetail::CapsAllow(CapsAllowDetail {
-                            hops: counts.hops,
-                            turn: counts.turns,
-                            turns_per_run: config.turns_per_run,
-                        })
-                    };
-                    record::decision(&turn, LayerId::Caps, LayerVerdict::Allow, detail)?;
-                }
-                Some(hit) if config.on_cap == OnCap::WrapUp && !wrapped => {
-                    record::decision(&turn, LayerId::Caps, LayerVerdict::WrapUp, hit.detail)?;
-                    state.0.lock().unwrap_or_else(|p| p.into_inner()).wrapped_up = true;
-                    turn.state().tools_disabled = true;
-                    let outcome = next.run(req).await?;
-                    record::decision(
-                        &turn,
-                        LayerId::Caps,
-                        LayerVerdict::CapReached,
-                        LayerDetail::WrappedUp(WrappedUpDetail {
-                            cap: hit.cap.clone(),
-                            text: outcome.text,
-                        }),
-                    )?;
-                    return Err(TurnError::Stop(RunStatus::CapReached { cap: hit.cap }));
-                }
-                Some(hit) => {
-                    record::decision(&turn, LayerId::Caps, LayerVerdict::CapReached, hit.detail)?;
-                    return Err(TurnError::Stop(RunStatus::CapReached { cap: hit.cap }));
-                }
+impl CapsPolicy {
+    async fn turn(self, req: TurnRequest, next: NextTurn) -> Result<TurnOutcome, TurnError> {
+        let Self { config } = self;
+        let turn = req.turn.clone();
+        let run = turn.run().clone();
+        // Made once per run: after that, one lookup (the journal is not asked again).
+        let state = match run.extensions().get::<CapsState>() {
+            Some(state) => state,
+            None => {
+                let resumed = Resumed::of(&run);
+                run.extensions()
+                    .get_or_insert_with(|| CapsState::rebuilt(resumed.as_deref()))
             }
-            let outcome = next.run(req).await?;
-            if outcome.finish == FinishReason::StepCap {
-                // The agent's own cap may be lower than the run's: name the one reached.
-                let (limit, steps) = {
-                    let state = turn.state();
-                    (
-                        state.step_limit.unwrap_or(config.steps_per_turn),
-                        state.steps,
-                    )
+        };
+        let now = run.clock().now_millis();
+        let (hit, wrapped) = {
+            let mut counts = state.0.lock().unwrap_or_else(|p| p.into_inner());
+            counts.started_ms.get_or_insert(now);
+            let hit = counts.check(&config, turn.agent(), now);
+            if hit.is_none() || (config.on_cap == OnCap::WrapUp && !counts.wrapped_up) {
+                counts.turns += 1;
+                *counts.per_agent.entry(turn.agent().clone()).or_insert(0) += 1;
+            }
+            (hit, counts.wrapped_up)
+        };
+        match hit {
+            None => {
+                let detail = {
+                    let counts = state.0.lock().unwrap_or_else(|p| p.into_inner());
+                    LayerDetail::CapsAllow(CapsAllowDetail {
+                        hops: counts.hops,
+                        turn: counts.turns,
+                        turns_per_run: config.turns_per_run,
+                    })
                 };
-                let cap = format!("steps_per_turn ({limit})");
+                record::decision(&turn, LayerId::Caps, LayerVerdict::Allow, detail)?;
+            }
+            Some(hit) if config.on_cap == OnCap::WrapUp && !wrapped => {
+                record::decision(&turn, LayerId::Caps, LayerVerdict::WrapUp, hit.detail)?;
+                state.0.lock().unwrap_or_else(|p| p.into_inner()).wrapped_up = true;
+                turn.state().tools_disabled = true;
+                let outcome = next.run(req).await?;
                 record::decision(
                     &turn,
                     LayerId::Caps,
                     LayerVerdict::CapReached,
-                    LayerDetail::CapReached(CapReachedDetail {
-                        cap: "steps_per_turn".into(),
-                        limit: limit.into(),
-                        value: steps.into(),
+                    LayerDetail::WrappedUp(WrappedUpDetail {
+                        cap: hit.cap.clone(),
+                        text: outcome.text,
                     }),
                 )?;
-                return Err(TurnError::Stop(RunStatus::CapReached { cap }));
+                return Err(TurnError::Stop(RunStatus::CapReached { cap: hit.cap }));
             }
-            if outcome.handoff.is_some() {
-                state.0.lock().unwrap_or_else(|p| p.into_inner()).hops += 1;
+            Some(hit) => {
+                record::decision(&turn, LayerId::Caps, LayerVerdict::CapReached, hit.detail)?;
+                return Err(TurnError::Stop(RunStatus::CapReached { cap: hit.cap }));
             }
-            Ok(outcome)
-        })
+        }
+        let outcome = next.run(req).await?;
+        if outcome.finish == FinishReason::StepCap {
+            // The agent's own cap may be lower than the run's: name the one reached.
+            let (limit, steps) = {
+                let state = turn.state();
+                (
+                    state.step_limit.unwrap_or(config.steps_per_turn),
+                    state.steps,
+                )
+            };
+            let cap = format!("steps_per_turn ({limit})");
+            record::decision(
+                &turn,
+                LayerId::Caps,
+                LayerVerdict::CapReached,
+                LayerDetail::CapReached(CapReachedDetail {
+                    cap: "steps_per_turn".into(),
+                    limit: limit.into(),
+                    value: steps.into(),
+                }),
+            )?;
+            return Err(TurnError::Stop(RunStatus::CapReached { cap }));
+        }
+        if outcome.handoff.is_some() {
+            state.0.lock().unwrap_or_else(|p| p.into_inner()).hops += 1;
+        }
+        Ok(outcome)
     }
 }

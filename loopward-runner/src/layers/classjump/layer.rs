@@ -1,27 +1,19 @@
 //! The turn layer that ends a run whose subtask ran out of strategies.
 
 use super::tracker::{exhausted, ClassJump};
-use crate::layers::from_fn::{from_fn, FromFn, LayerFn, NextTurn};
+use crate::layers::from_fn::{from_fn, layer_fn, FromFn, FromFnLayer, NextTurn};
 use crate::turn::{TurnError, TurnOutcome, TurnRequest};
-use futures::future::BoxFuture;
 use loopward_core::RunStatus;
 
 /// Ends the run `Exhausted` after the turn in which a subtask ran out of strategies (and
-/// refuses later turns of the run).
-#[derive(Clone, Copy, Debug, Default)]
-pub struct ClassJumpLayer;
+/// refuses later turns of the run). The layer is its policy (see
+/// [`from_fn`](crate::layers::from_fn)).
+pub type ClassJumpLayer = FromFnLayer<ClassJumpPolicy>;
 
 impl ClassJump {
     /// The turn layer that ends the run when a subtask is exhausted.
     pub fn layer(&self) -> ClassJumpLayer {
-        ClassJumpLayer
-    }
-}
-
-impl<S> tower::Layer<S> for ClassJumpLayer {
-    type Service = ClassJumpService<S>;
-    fn layer(&self, inner: S) -> ClassJumpService<S> {
-        tower::Layer::layer(&from_fn(ClassJumpPolicy), inner)
+        from_fn(ClassJumpPolicy)
     }
 }
 
@@ -33,23 +25,21 @@ pub type ClassJumpService<S> = FromFn<ClassJumpPolicy, S>;
 #[derive(Clone, Copy, Debug, Default)]
 pub struct ClassJumpPolicy;
 
-impl LayerFn<TurnRequest, TurnOutcome, TurnError> for ClassJumpPolicy {
-    type Future = BoxFuture<'static, Result<TurnOutcome, TurnError>>;
+layer_fn!(ClassJumpPolicy, turn(TurnRequest) -> Result<TurnOutcome, TurnError>);
 
-    fn call(&mut self, req: TurnRequest, next: NextTurn) -> Self::Future {
-        Box::pin(async move {
-            let run = req.turn.run().clone();
-            if exhausted(&run).is_some() {
-                return Err(TurnError::Stop(RunStatus::Exhausted));
-            }
-            let turn = req.turn.clone();
-            let result = next.run(req).await;
-            // Exhausted in this turn: the runner records the turn (its words, its tokens) and
-            // ends the run from the turn state. Exhausted some other way: end it here.
-            if exhausted(&run).is_some() && turn.state().run_ends.is_none() {
-                return Err(TurnError::Stop(RunStatus::Exhausted));
-            }
-            result
-        })
+impl ClassJumpPolicy {
+    async fn turn(self, req: TurnRequest, next: NextTurn) -> Result<TurnOutcome, TurnError> {
+        let run = req.turn.run().clone();
+        if exhausted(&run).is_some() {
+            return Err(TurnError::Stop(RunStatus::Exhausted));
+        }
+        let turn = req.turn.clone();
+        let result = next.run(req).await;
+        // Exhausted in this turn: the runner records the turn (its words, its tokens) and
+        // ends the run from the turn state. Exhausted some other way: end it here.
+        if exhausted(&run).is_some() && turn.state().run_ends.is_none() {
+            return Err(TurnError::Stop(RunStatus::Exhausted));
+        }
+        result
     }
 }

@@ -93,6 +93,48 @@ impl Verdict {
         (self.failures, self.allowed)
     }
 
+    /// The verdict on `subtask` after a failed attempt of `sub`'s current strategy: retry it
+    /// while it has failures left, then the next strategy of `all`, then exhausted.
+    fn after_failure(sub: &mut Sub, all: &[Arc<str>], allowed: u32, subtask: Arc<str>) -> Self {
+        let current = all[sub.index].clone();
+        let (kind, strategy, failures) = match sub.fail(all.len(), allowed) {
+            VerdictKind::Retry => (VerdictKind::Retry, Some(current), sub.failures),
+            VerdictKind::Jump => (VerdictKind::Jump, all.get(sub.index).cloned(), allowed),
+            _ => (VerdictKind::Exhausted, None, allowed),
+        };
+        Self {
+            kind,
+            subtask,
+            strategy,
+            failures,
+            allowed,
+        }
+    }
+
+    /// Records the verdict on an attempt with `strategy`: reported by the agent, or counted
+    /// from a failed result of `tool` (`source: "evidence"`).
+    fn record(
+        &self,
+        turn: &TurnContext,
+        strategy: Arc<str>,
+        tool: Option<&ToolName>,
+    ) -> Result<(), AuditError> {
+        record::decision(
+            turn,
+            LayerId::ClassJump,
+            self.layer_verdict(),
+            LayerDetail::ClassJump(ClassJumpDetail {
+                allowed: self.allowed,
+                failures: self.failures,
+                next: self.strategy.clone(),
+                source: tool.map(|_| ClassJumpDetail::EVIDENCE),
+                strategy,
+                subtask: self.subtask.clone(),
+                tool: tool.cloned(),
+            }),
+        )
+    }
+
     /// The word the ledger records for it.
     fn layer_verdict(&self) -> LayerVerdict {
         match self.kind {
@@ -207,6 +249,13 @@ struct State {
 }
 
 impl State {
+    /// Marks the run's `subtask` as out of strategies and ends the run after this turn: the
+    /// rest of the reply that exhausted it does not run; the model may answer in text.
+    fn exhaust(&self, turn: &TurnContext, subtask: &str) {
+        *self.exhausted.lock().unwrap_or_else(|p| p.into_inner()) = Some(subtask.into());
+        turn.end_run(loopward_core::RunStatus::Exhausted);
+    }
+
     /// A resumed run's state, from the verdicts its journal settled (in order); empty for a
     /// new run. A verdict's detail names where the subtask went: `failures` on a retry, `next`
     /// on a jump.
@@ -384,44 +433,24 @@ impl ClassJump {
                 current: all[sub.index].to_string(),
             });
         }
-        let current = &all[sub.index];
-        let verdict = |kind, strategy: Option<&Arc<str>>, failures| Verdict {
-            kind,
-            subtask: name.clone(),
-            strategy: strategy.cloned(),
-            failures,
-            allowed,
-        };
+        let current = all[sub.index].clone();
         let v = match attempt {
             Attempt::Succeeded => {
                 sub.ended = Some("done");
-                verdict(VerdictKind::Done, None, sub.failures)
+                Verdict {
+                    kind: VerdictKind::Done,
+                    subtask: name,
+                    strategy: None,
+                    failures: sub.failures,
+                    allowed,
+                }
             }
-            Attempt::Failed => match sub.fail(all.len(), allowed) {
-                VerdictKind::Retry => verdict(VerdictKind::Retry, Some(current), sub.failures),
-                VerdictKind::Jump => verdict(VerdictKind::Jump, all.get(sub.index), allowed),
-                _ => verdict(VerdictKind::Exhausted, None, allowed),
-            },
+            Attempt::Failed => Verdict::after_failure(sub, all, allowed, name),
         };
-        record::decision(
-            turn,
-            LayerId::ClassJump,
-            v.layer_verdict(),
-            LayerDetail::ClassJump(ClassJumpDetail {
-                allowed,
-                failures: v.failures,
-                next: v.strategy.clone(),
-                source: None,
-                strategy: current.clone(),
-                subtask: v.subtask.clone(),
-                tool: None,
-            }),
-        )?;
+        v.record(turn, current, None)?;
         drop(subs);
         if v.kind == VerdictKind::Exhausted {
-            *state.exhausted.lock().unwrap_or_else(|p| p.into_inner()) = Some(subtask.into());
-            // The rest of the reply that exhausted it does not run; the model may answer in text.
-            turn.end_run(loopward_core::RunStatus::Exhausted);
+            state.exhaust(turn, subtask);
         }
         Ok(v)
     }
@@ -471,40 +500,21 @@ impl ClassJump {
         });
         let sub = ev.entry(agent).or_default();
         let strategy = all[sub.index].clone();
-        let mk = |kind, next: Option<&Arc<str>>, failures| Verdict {
-            kind,
-            subtask: subtask.clone(),
-            strategy: next.cloned(),
-            failures,
-            allowed,
-        };
         let v = if sub.ended.is_some() {
-            mk(VerdictKind::Exhausted, None, allowed)
-        } else {
-            match sub.fail(all.len(), allowed) {
-                VerdictKind::Retry => mk(VerdictKind::Retry, Some(&strategy), sub.failures),
-                VerdictKind::Jump => mk(VerdictKind::Jump, all.get(sub.index), allowed),
-                _ => mk(VerdictKind::Exhausted, None, allowed),
-            }
-        };
-        record::decision(
-            turn,
-            LayerId::ClassJump,
-            v.layer_verdict(),
-            LayerDetail::ClassJump(ClassJumpDetail {
-                allowed,
-                failures: v.failures,
-                next: v.strategy.clone(),
-                source: Some(ClassJumpDetail::EVIDENCE),
-                strategy,
+            Verdict {
+                kind: VerdictKind::Exhausted,
                 subtask: subtask.clone(),
-                tool: Some(tool.clone()),
-            }),
-        )?;
+                strategy: None,
+                failures: allowed,
+                allowed,
+            }
+        } else {
+            Verdict::after_failure(sub, all, allowed, subtask.clone())
+        };
+        v.record(turn, strategy, Some(tool))?;
         drop(guard);
         if v.kind == VerdictKind::Exhausted {
-            *state.exhausted.lock().unwrap_or_else(|p| p.into_inner()) = Some(subtask.to_string());
-            turn.end_run(loopward_core::RunStatus::Exhausted);
+            state.exhaust(turn, &subtask);
         }
         Ok(v)
     }

@@ -1,9 +1,9 @@
 //! Rate settings, the shared limiters, and the layer.
 
 use super::clock::TokioClock;
-use super::service::{RateLimitPolicy, RateLimitService};
+use super::service::RateLimitPolicy;
 use crate::layers::config::{in_range, ConfigError};
-use crate::layers::from_fn::from_fn;
+use crate::layers::from_fn::{from_fn, FromFnLayer};
 use governor::middleware::NoOpMiddleware;
 use governor::nanos::Nanos;
 use governor::state::{InMemoryState, NotKeyed};
@@ -130,18 +130,16 @@ impl Shared {
 }
 
 /// Rate-limits a model service. Clones share the limiters. Build it inside the tokio runtime
-/// whose clock it should follow.
-#[derive(Clone)]
-pub struct RateLimitLayer {
-    shared: Arc<Shared>,
-}
+/// whose clock it should follow. The layer is its policy (see
+/// [`from_fn`](crate::layers::from_fn)).
+pub type RateLimitLayer = FromFnLayer<RateLimitPolicy>;
 
-impl std::fmt::Debug for RateLimitLayer {
+impl std::fmt::Debug for Shared {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RateLimitLayer")
-            .field("backend", &self.shared.backend.is_some())
-            .field("per_agent", &self.shared.per_agent)
-            .finish()
+        f.debug_struct("Shared")
+            .field("backend", &self.backend.is_some())
+            .field("per_agent", &self.per_agent)
+            .finish_non_exhaustive()
     }
 }
 
@@ -159,23 +157,12 @@ impl RateLimitLayer {
             .as_ref()
             .map(|q| q.build("rate.backend"))
             .transpose()?;
-        Ok(Self {
+        Ok(from_fn(RateLimitPolicy {
             shared: Arc::new(Shared {
                 backend,
                 per_agent: config.per_agent,
                 agents: Mutex::default(),
             }),
-        })
-    }
-}
-
-impl<S> tower::Layer<S> for RateLimitLayer {
-    type Service = RateLimitService<S>;
-
-    fn layer(&self, inner: S) -> RateLimitService<S> {
-        let policy = RateLimitPolicy {
-            shared: self.shared.clone(),
-        };
-        tower::Layer::layer(&from_fn(policy), inner)
+        }))
     }
 }

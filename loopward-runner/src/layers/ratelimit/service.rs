@@ -2,10 +2,9 @@
 
 use super::layer::{Limiter, Quotas, Shared};
 use crate::context::TurnContext;
-use crate::layers::from_fn::{FromFn, LayerFn, NextModel};
+use crate::layers::from_fn::{layer_fn, FromFn, NextModel};
 use crate::layers::record;
 use crate::model::{estimate_tokens, ChatRequest, ChatResponse, ModelError};
-use futures::future::BoxFuture;
 use governor::clock::Clock;
 use loopward_core::LayerId;
 use loopward_core::{LayerDetail, LayerVerdict, RateLimitDetail, Refusal};
@@ -18,15 +17,9 @@ pub type RateLimitService<S> = FromFn<RateLimitPolicy, S>;
 
 /// The rate limit's policy: a call waits, inside the call (holding nothing), until the
 /// backend's and its agent's quotas admit it; a call no quota could ever admit is refused.
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 pub struct RateLimitPolicy {
     pub(super) shared: Arc<Shared>,
-}
-
-impl std::fmt::Debug for RateLimitPolicy {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RateLimitPolicy").finish_non_exhaustive()
-    }
 }
 
 /// Waits until `limiter` admits `n` cells. Takes nothing while it waits.
@@ -74,58 +67,60 @@ async fn admit_all(quotas: &Quotas, tokens: u64, whose: &str) -> Result<Duration
     Ok(waited)
 }
 
-impl LayerFn<ChatRequest, ChatResponse, ModelError> for RateLimitPolicy {
-    type Future = BoxFuture<'static, Result<ChatResponse, ModelError>>;
+layer_fn!(RateLimitPolicy, model_call(ChatRequest) -> Result<ChatResponse, ModelError>);
 
-    fn call(&mut self, req: ChatRequest, next: NextModel) -> Self::Future {
-        let shared = self.shared.clone();
-        Box::pin(async move {
-            let tokens = req
-                .messages
-                .iter()
-                .map(|m| estimate_tokens(m.text()))
-                .sum::<u64>()
-                + u64::from(req.max_tokens.unwrap_or(0));
-            let mut waited = Duration::ZERO;
-            let result = async {
-                if let Some(q) = &shared.backend {
-                    waited += admit_all(q, tokens, "backend").await?;
-                }
-                if let Some(q) = shared.agent(&req.agent) {
-                    waited += admit_all(&q, tokens, "per-agent").await?;
-                }
-                Ok::<_, ModelError>(())
+impl RateLimitPolicy {
+    async fn model_call(
+        self,
+        req: ChatRequest,
+        next: NextModel,
+    ) -> Result<ChatResponse, ModelError> {
+        let Self { shared } = self;
+        let tokens = req
+            .messages
+            .iter()
+            .map(|m| estimate_tokens(m.text()))
+            .sum::<u64>()
+            + u64::from(req.max_tokens.unwrap_or(0));
+        let mut waited = Duration::ZERO;
+        let result = async {
+            if let Some(q) = &shared.backend {
+                waited += admit_all(q, tokens, "backend").await?;
             }
-            .await;
-            // A call that carries no turn (a backend called directly) is limited the same; there
-            // is no ledger to record the wait on.
-            if let Some(turn) = TurnContext::of(&req) {
-                let (decision, detail) = match &result {
-                    Ok(()) => (
-                        LayerVerdict::Admitted,
-                        RateLimitDetail {
-                            agent: req.agent.clone(),
-                            reason: None,
-                            tokens,
-                            waited_ms: Some(u64::try_from(waited.as_millis()).unwrap_or(u64::MAX)),
-                        },
-                    ),
-                    Err(e) => (
-                        LayerVerdict::Refused,
-                        RateLimitDetail {
-                            agent: req.agent.clone(),
-                            reason: Some(e.to_string()),
-                            tokens,
-                            waited_ms: None,
-                        },
-                    ),
-                };
-                let detail = LayerDetail::RateLimit(detail);
-                record::decision(turn, LayerId::RateLimit, decision, detail)
-                    .map_err(ModelError::Audit)?;
+            if let Some(q) = shared.agent(&req.agent) {
+                waited += admit_all(&q, tokens, "per-agent").await?;
             }
-            result?;
-            next.run(req).await
-        })
+            Ok::<_, ModelError>(())
+        }
+        .await;
+        // A call that carries no turn (a backend called directly) is limited the same; there
+        // is no ledger to record the wait on.
+        if let Some(turn) = TurnContext::of(&req) {
+            let (decision, detail) = match &result {
+                Ok(()) => (
+                    LayerVerdict::Admitted,
+                    RateLimitDetail {
+                        agent: req.agent.clone(),
+                        reason: None,
+                        tokens,
+                        waited_ms: Some(u64::try_from(waited.as_millis()).unwrap_or(u64::MAX)),
+                    },
+                ),
+                Err(e) => (
+                    LayerVerdict::Refused,
+                    RateLimitDetail {
+                        agent: req.agent.clone(),
+                        reason: Some(e.to_string()),
+                        tokens,
+                        waited_ms: None,
+                    },
+                ),
+            };
+            let detail = LayerDetail::RateLimit(detail);
+            record::decision(turn, LayerId::RateLimit, decision, detail)
+                .map_err(ModelError::Audit)?;
+        }
+        result?;
+        next.run(req).await
     }
 }

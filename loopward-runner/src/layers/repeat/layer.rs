@@ -1,8 +1,8 @@
 //! Repeat settings and the layer.
 
-use super::service::{RepeatPolicy, RepeatService};
+use super::service::RepeatPolicy;
 use crate::layers::config::{in_range, ConfigError};
-use crate::layers::from_fn::from_fn;
+use crate::layers::from_fn::{from_fn, FromFnLayer};
 use serde::Deserialize;
 
 /// How many times one identical call may run by default.
@@ -24,26 +24,16 @@ impl Default for RepeatConfig {
     }
 }
 
-/// Wraps a tool service with repeat detection. Counts live in the run's extensions.
-#[derive(Clone, Debug)]
-pub struct RepeatLayer {
-    max: u32,
-}
+/// Wraps a tool service with repeat detection. Counts live in the run's extensions. The layer
+/// is its policy (see [`from_fn`](crate::layers::from_fn)).
+pub type RepeatLayer = FromFnLayer<RepeatPolicy>;
 
 impl RepeatLayer {
     /// A repeat layer; fails naming the field when `max_identical` is 0 or absurd.
     pub fn new(config: RepeatConfig) -> Result<Self, ConfigError> {
         in_range("repeat.max_identical", config.max_identical.into(), 1_000)?;
-        Ok(Self {
+        Ok(from_fn(RepeatPolicy {
             max: config.max_identical,
-        })
-    }
-}
-
-impl<S> tower::Layer<S> for RepeatLayer {
-    type Service = RepeatService<S>;
-
-    fn layer(&self, inner: S) -> RepeatService<S> {
-        tower::Layer::layer(&from_fn(RepeatPolicy { max: self.max }), inner)
+        }))
     }
 }

@@ -1,10 +1,9 @@
 //! The repeat policy.
 
 use crate::journal::Resumed;
-use crate::layers::from_fn::{FromFn, LayerFn, NextTool};
+use crate::layers::from_fn::{layer_fn, FromFn, NextTool};
 use crate::layers::{call_digest, record};
 use crate::tool::{ToolError, ToolInvocation, ToolOutput};
-use futures::future::BoxFuture;
 use loopward_core::{CallId, LayerId};
 use loopward_core::{LayerDetail, LayerVerdict, Refusal, RepeatDetail};
 use std::collections::{HashMap, HashSet};
@@ -43,52 +42,50 @@ impl Seen {
     }
 }
 
-impl LayerFn<ToolInvocation, ToolOutput, ToolError> for RepeatPolicy {
-    type Future = BoxFuture<'static, Result<ToolOutput, ToolError>>;
+layer_fn!(RepeatPolicy, tool_call(ToolInvocation) -> Result<ToolOutput, ToolError>);
 
-    fn call(&mut self, inv: ToolInvocation, next: NextTool) -> Self::Future {
-        let max = self.max;
-        Box::pin(async move {
-            let digest = call_digest(inv.call.name.as_str(), &inv.call.arguments);
-            let resumed = Resumed::of(inv.turn.run());
-            let seen = inv
-                .turn
-                .run()
-                .extensions()
-                .get_or_insert_with(|| Seen::rebuilt(resumed.as_deref()));
-            let count = {
-                let mut map = seen.0.lock().unwrap_or_else(|p| p.into_inner());
-                // Looked up by `&str`: the digest is copied into the map only when it is new.
-                if let Some(n) = map.get_mut(&digest) {
-                    *n += 1;
-                    *n
-                } else {
-                    map.insert(digest.clone(), 1);
-                    1
-                }
-            };
-            let detail = LayerDetail::Repeat(RepeatDetail {
-                call_id: inv.call.id.clone(),
-                count,
-                digest,
-                limit: max,
-                tool: inv.call.name.clone(),
-            });
-            if count > max {
-                record::decision(&inv.turn, LayerId::Repeat, LayerVerdict::Refused, detail)
-                    .map_err(ToolError::Audit)?;
-                return Err(ToolError::Refused(Refusal::new(
-                    &LayerId::Repeat,
-                    format!(
-                        "this exact call ({} with the same arguments) was already made {max} times in this run; repeating it will not give a different result",
-                        inv.call.name
-                    ),
-                    "change the arguments, try a different approach, or finish and report what blocks you",
-                )));
+impl RepeatPolicy {
+    async fn tool_call(self, inv: ToolInvocation, next: NextTool) -> Result<ToolOutput, ToolError> {
+        let Self { max } = self;
+        let digest = call_digest(inv.call.name.as_str(), &inv.call.arguments);
+        let resumed = Resumed::of(inv.turn.run());
+        let seen = inv
+            .turn
+            .run()
+            .extensions()
+            .get_or_insert_with(|| Seen::rebuilt(resumed.as_deref()));
+        let count = {
+            let mut map = seen.0.lock().unwrap_or_else(|p| p.into_inner());
+            // Looked up by `&str`: the digest is copied into the map only when it is new.
+            if let Some(n) = map.get_mut(&digest) {
+                *n += 1;
+                *n
+            } else {
+                map.insert(digest.clone(), 1);
+                1
             }
-            record::decision(&inv.turn, LayerId::Repeat, LayerVerdict::Allow, detail)
+        };
+        let detail = LayerDetail::Repeat(RepeatDetail {
+            call_id: inv.call.id.clone(),
+            count,
+            digest,
+            limit: max,
+            tool: inv.call.name.clone(),
+        });
+        if count > max {
+            record::decision(&inv.turn, LayerId::Repeat, LayerVerdict::Refused, detail)
                 .map_err(ToolError::Audit)?;
-            next.run(inv).await
-        })
+            return Err(ToolError::Refused(Refusal::new(
+                &LayerId::Repeat,
+                format!(
+                    "this exact call ({} with the same arguments) was already made {max} times in this run; repeating it will not give a different result",
+                    inv.call.name
+                ),
+                "change the arguments, try a different approach, or finish and report what blocks you",
+            )));
+        }
+        record::decision(&inv.turn, LayerId::Repeat, LayerVerdict::Allow, detail)
+            .map_err(ToolError::Audit)?;
+        next.run(inv).await
     }
 }

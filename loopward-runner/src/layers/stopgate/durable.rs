@@ -374,29 +374,26 @@ impl ApprovalStore {
     /// Moves record `id` to `consumed/`: exactly one caller wins the rename. `Ok(false)`:
     /// someone else consumed it first.
     pub(super) fn consume(&self, id: &str, now_ms: u64) -> Result<bool, DurableError> {
-        check_id(id)?;
-        let consumed = self.dir.join("consumed");
-        std::fs::create_dir_all(&consumed).map_err(|e| io(&consumed, &e))?;
-        let from = self.path(id);
-        let to = consumed.join(format!("{id}.{now_ms}.json"));
-        match std::fs::rename(&from, &to) {
-            Ok(()) => Ok(true),
-            Err(e) if e.kind() == ErrorKind::NotFound => Ok(false),
-            Err(e) => Err(io(&from, &e)),
-        }
+        self.move_to("consumed", id, now_ms)
     }
 
     /// Moves a refused record `id` to `rejected/`, so the gate can ask again; the refusal is
     /// recorded by the caller.
     pub(super) fn reject(&self, id: &str, now_ms: u64) -> Result<(), DurableError> {
+        self.move_to("rejected", id, now_ms).map(drop)
+    }
+
+    /// Moves record `id` into the sub-folder `folder` (as `<id>.<now_ms>.json`). `Ok(false)`:
+    /// it was not there (someone else moved it first).
+    fn move_to(&self, folder: &str, id: &str, now_ms: u64) -> Result<bool, DurableError> {
         check_id(id)?;
-        let rejected = self.dir.join("rejected");
-        std::fs::create_dir_all(&rejected).map_err(|e| io(&rejected, &e))?;
+        let dir = self.dir.join(folder);
+        std::fs::create_dir_all(&dir).map_err(|e| io(&dir, &e))?;
         let from = self.path(id);
-        let to = rejected.join(format!("{id}.{now_ms}.json"));
+        let to = dir.join(format!("{id}.{now_ms}.json"));
         match std::fs::rename(&from, &to) {
-            Ok(()) => Ok(()),
-            Err(e) if e.kind() == ErrorKind::NotFound => Ok(()),
+            Ok(()) => Ok(true),
+            Err(e) if e.kind() == ErrorKind::NotFound => Ok(false),
             Err(e) => Err(io(&from, &e)),
         }
     }

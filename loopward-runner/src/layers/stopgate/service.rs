@@ -4,58 +4,31 @@ use super::action::GatedAction;
 use super::config::Fixed;
 use super::gates::{Awaiting, StopGates, Verdict};
 use crate::layers::canonical_json;
-use crate::layers::from_fn::{from_fn, FromFn, LayerFn, NextTool, NextTurn};
+use crate::layers::from_fn::{from_fn, layer_fn, FromFn, FromFnLayer, NextTool, NextTurn};
 use crate::tool::{ToolError, ToolInvocation, ToolOutput};
 use crate::turn::{TurnError, TurnOutcome, TurnRequest};
-use futures::future::BoxFuture;
 use loopward_core::{LayerId, Refusal, RefusedBy, RunStatus};
 
 /// Gates an agent's turns (`point = "turn"`) and pauses the run when a tool gate waits for a
-/// durable approval.
-#[derive(Clone, Debug)]
-pub struct StopGateTurnLayer {
-    gates: StopGates,
-}
+/// durable approval. The layer is its policy (see [`from_fn`](crate::layers::from_fn)).
+pub type StopGateTurnLayer = FromFnLayer<StopGatePolicy>;
 
-/// Gates tool calls (`point = "tool"`, `"write"`, `"handoff"`).
-#[derive(Clone, Debug)]
-pub struct StopGateToolLayer {
-    gates: StopGates,
-}
+/// Gates tool calls (`point = "tool"`, `"write"`, `"handoff"`): the same policy as
+/// [`StopGateTurnLayer`], at the tool boundary.
+pub type StopGateToolLayer = FromFnLayer<StopGatePolicy>;
 
 impl StopGates {
     /// The turn layer of these gates.
     pub fn turn_layer(&self) -> StopGateTurnLayer {
-        StopGateTurnLayer {
+        from_fn(StopGatePolicy {
             gates: self.clone(),
-        }
+        })
     }
 
     /// The tool layer of these gates.
     pub fn tool_layer(&self) -> StopGateToolLayer {
-        StopGateToolLayer {
-            gates: self.clone(),
-        }
-    }
-}
-
-impl<S> tower::Layer<S> for StopGateTurnLayer {
-    type Service = StopGateTurnService<S>;
-    fn layer(&self, inner: S) -> Self::Service {
-        let policy = StopGatePolicy {
-            gates: self.gates.clone(),
-        };
-        tower::Layer::layer(&from_fn(policy), inner)
-    }
-}
-
-impl<S> tower::Layer<S> for StopGateToolLayer {
-    type Service = StopGateToolService<S>;
-    fn layer(&self, inner: S) -> Self::Service {
-        let policy = StopGatePolicy {
-            gates: self.gates.clone(),
-        };
-        tower::Layer::layer(&from_fn(policy), inner)
+        // One policy serves both boundaries.
+        self.turn_layer()
     }
 }
 
@@ -79,32 +52,30 @@ fn awaiting(run: &crate::RunContext) -> Option<String> {
         .and_then(|a| a.0.lock().unwrap_or_else(|p| p.into_inner()).clone())
 }
 
-impl LayerFn<TurnRequest, TurnOutcome, TurnError> for StopGatePolicy {
-    type Future = BoxFuture<'static, Result<TurnOutcome, TurnError>>;
+layer_fn!(StopGatePolicy, turn(TurnRequest) -> Result<TurnOutcome, TurnError>);
 
-    fn call(&mut self, req: TurnRequest, next: NextTurn) -> Self::Future {
-        let gates = self.gates.clone();
-        Box::pin(async move {
-            let turn = req.turn.clone();
-            if let Some(pending) = awaiting(turn.run()) {
-                return Err(TurnError::Stop(RunStatus::AwaitingApproval { pending }));
-            }
-            let action = GatedAction::Turn {
-                agent: turn.agent().clone(),
-            };
-            for approval in gates.before_turn(&turn).await? {
-                approval.authorise(&action).map_err(|e| {
-                    TurnError::Stop(RunStatus::Stopped {
-                        reason: e.to_string(),
-                    })
-                })?;
-            }
-            let result = next.run(req).await;
-            if let Some(pending) = awaiting(turn.run()) {
-                return Err(TurnError::Stop(RunStatus::AwaitingApproval { pending }));
-            }
-            result
-        })
+impl StopGatePolicy {
+    async fn turn(self, req: TurnRequest, next: NextTurn) -> Result<TurnOutcome, TurnError> {
+        let Self { gates } = self;
+        let turn = req.turn.clone();
+        if let Some(pending) = awaiting(turn.run()) {
+            return Err(TurnError::Stop(RunStatus::AwaitingApproval { pending }));
+        }
+        let action = GatedAction::Turn {
+            agent: turn.agent().clone(),
+        };
+        for approval in gates.before_turn(&turn).await? {
+            approval.authorise(&action).map_err(|e| {
+                TurnError::Stop(RunStatus::Stopped {
+                    reason: e.to_string(),
+                })
+            })?;
+        }
+        let result = next.run(req).await;
+        if let Some(pending) = awaiting(turn.run()) {
+            return Err(TurnError::Stop(RunStatus::AwaitingApproval { pending }));
+        }
+        result
     }
 }
 
@@ -118,57 +89,55 @@ pub(super) fn summary(inv: &ToolInvocation) -> String {
     out
 }
 
-impl LayerFn<ToolInvocation, ToolOutput, ToolError> for StopGatePolicy {
-    type Future = BoxFuture<'static, Result<ToolOutput, ToolError>>;
+layer_fn!(StopGatePolicy, tool_call(ToolInvocation) -> Result<ToolOutput, ToolError>);
 
-    fn call(&mut self, inv: ToolInvocation, next: NextTool) -> Self::Future {
-        let gates = self.gates.clone();
-        Box::pin(async move {
-            let gated = gates.tool_gates(&inv);
-            if gated.is_empty() {
-                return next.run(inv).await;
-            }
-            let fixed = Fixed::new(
-                GatedAction::tool(inv.call.name.clone(), &inv.call.arguments),
-                summary(&inv),
-            );
-            let (action, summary) = (&*fixed.action, &*fixed.summary);
-            let mut approvals = vec![];
-            for gate in gated {
-                let verdict = gates
-                    .decide(&inv.turn, gate, &fixed)
-                    .await
-                    .map_err(ToolError::Audit)?;
-                match verdict {
-                    Verdict::Approved(a) => approvals.push(a),
-                    Verdict::Denied(reason) => {
-                        // A denial ends the reply at this call and the run after this turn,
-                        // as a denied turn does.
-                        inv.turn.end_run(RunStatus::Stopped {
-                            reason: format!("stop-gate {} denied {summary}: {reason}", gate.name),
-                        });
-                        return Err(ToolError::Refused(Refusal::new(
-                            RefusedBy::layer_instance(&LayerId::StopGate, &gate.name),
-                            format!("a person's approval is required for {summary} and it was not given: {reason}"),
-                            "the run stops after this reply; say in your reply what you were doing and why the call was needed",
-                        )));
-                    }
-                    Verdict::Pending(id) => {
-                        inv.turn.state().tools_disabled = true;
-                        return Err(ToolError::Refused(Refusal::new(
-                            RefusedBy::layer_instance(&LayerId::StopGate, &gate.name),
-                            format!("{summary} waits for a person's approval (pending {id}); the run pauses after this reply"),
-                            "finish your reply in text; the call runs once the approval is given and the run is started again",
-                        )));
-                    }
+impl StopGatePolicy {
+    async fn tool_call(self, inv: ToolInvocation, next: NextTool) -> Result<ToolOutput, ToolError> {
+        let Self { gates } = self;
+        let gated = gates.tool_gates(&inv);
+        if gated.is_empty() {
+            return next.run(inv).await;
+        }
+        let fixed = Fixed::new(
+            GatedAction::tool(inv.call.name.clone(), &inv.call.arguments),
+            summary(&inv),
+        );
+        let (action, summary) = (&*fixed.action, &*fixed.summary);
+        let mut approvals = vec![];
+        for gate in gated {
+            let verdict = gates
+                .decide(&inv.turn, gate, &fixed)
+                .await
+                .map_err(ToolError::Audit)?;
+            match verdict {
+                Verdict::Approved(a) => approvals.push(a),
+                Verdict::Denied(reason) => {
+                    // A denial ends the reply at this call and the run after this turn,
+                    // as a denied turn does.
+                    inv.turn.end_run(RunStatus::Stopped {
+                        reason: format!("stop-gate {} denied {summary}: {reason}", gate.name),
+                    });
+                    return Err(ToolError::Refused(Refusal::new(
+                        RefusedBy::layer_instance(&LayerId::StopGate, &gate.name),
+                        format!("a person's approval is required for {summary} and it was not given: {reason}"),
+                        "the run stops after this reply; say in your reply what you were doing and why the call was needed",
+                    )));
+                }
+                Verdict::Pending(id) => {
+                    inv.turn.state().tools_disabled = true;
+                    return Err(ToolError::Refused(Refusal::new(
+                        RefusedBy::layer_instance(&LayerId::StopGate, &gate.name),
+                        format!("{summary} waits for a person's approval (pending {id}); the run pauses after this reply"),
+                        "finish your reply in text; the call runs once the approval is given and the run is started again",
+                    )));
                 }
             }
-            for approval in approvals {
-                approval.authorise(action).map_err(|e| {
-                    ToolError::Refused(Refusal::new(&LayerId::StopGate, e.to_string(), ""))
-                })?;
-            }
-            next.run(inv).await
-        })
+        }
+        for approval in approvals {
+            approval.authorise(action).map_err(|e| {
+                ToolError::Refused(Refusal::new(&LayerId::StopGate, e.to_string(), ""))
+            })?;
+        }
+        next.run(inv).await
     }
 }

@@ -1,8 +1,8 @@
 //! Timeout settings and layers.
 
-use super::service::{ModelTimeout, TimeoutPolicy, ToolTimeout, TurnTimeout};
+use super::service::TimeoutPolicy;
 use crate::layers::config::ConfigError;
-use crate::layers::from_fn::from_fn;
+use crate::layers::from_fn::{from_fn, FromFnLayer};
 use serde::Deserialize;
 use std::time::Duration;
 
@@ -47,49 +47,32 @@ impl Timeouts {
 
     /// The model-call layer (no limit when `model` is unset).
     pub fn model_layer(&self) -> ModelTimeoutLayer {
-        ModelTimeoutLayer(self.config.model)
+        from_fn(TimeoutPolicy {
+            limit: self.config.model,
+        })
     }
 
     /// The tool-call layer.
     pub fn tool_layer(&self) -> ToolTimeoutLayer {
-        ToolTimeoutLayer(self.config.tool)
+        from_fn(TimeoutPolicy {
+            limit: self.config.tool,
+        })
     }
 
     /// The turn layer.
     pub fn turn_layer(&self) -> TurnTimeoutLayer {
-        TurnTimeoutLayer(self.config.turn)
+        from_fn(TimeoutPolicy {
+            limit: self.config.turn,
+        })
     }
 }
 
-/// Limits each model call.
-#[derive(Clone, Copy, Debug)]
-pub struct ModelTimeoutLayer(Option<Duration>);
+/// Limits each model call. Each timeout layer is its policy, a time limit (see
+/// [`from_fn`](crate::layers::from_fn)).
+pub type ModelTimeoutLayer = FromFnLayer<TimeoutPolicy>;
 
 /// Limits each tool call.
-#[derive(Clone, Copy, Debug)]
-pub struct ToolTimeoutLayer(Option<Duration>);
+pub type ToolTimeoutLayer = FromFnLayer<TimeoutPolicy>;
 
 /// Limits each turn.
-#[derive(Clone, Copy, Debug)]
-pub struct TurnTimeoutLayer(Option<Duration>);
-
-impl<S> tower::Layer<S> for ModelTimeoutLayer {
-    type Service = ModelTimeout<S>;
-    fn layer(&self, inner: S) -> ModelTimeout<S> {
-        tower::Layer::layer(&from_fn(TimeoutPolicy { limit: self.0 }), inner)
-    }
-}
-
-impl<S> tower::Layer<S> for ToolTimeoutLayer {
-    type Service = ToolTimeout<S>;
-    fn layer(&self, inner: S) -> ToolTimeout<S> {
-        tower::Layer::layer(&from_fn(TimeoutPolicy { limit: self.0 }), inner)
-    }
-}
-
-impl<S> tower::Layer<S> for TurnTimeoutLayer {
-    type Service = TurnTimeout<S>;
-    fn layer(&self, inner: S) -> TurnTimeout<S> {
-        tower::Layer::layer(&from_fn(TimeoutPolicy { limit: self.0 }), inner)
-    }
-}
+pub type TurnTimeoutLayer = FromFnLayer<TimeoutPolicy>;

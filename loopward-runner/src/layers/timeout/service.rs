@@ -1,12 +1,11 @@
 //! The timeout policy.
 
 use crate::context::TurnContext;
-use crate::layers::from_fn::{FromFn, LayerFn, NextModel, NextTool, NextTurn};
+use crate::layers::from_fn::{layer_fn, FromFn, NextModel, NextTool, NextTurn};
 use crate::layers::record;
 use crate::model::{ChatRequest, ChatResponse, ModelError};
 use crate::tool::{ToolError, ToolInvocation, ToolOutput};
 use crate::turn::{TurnError, TurnOutcome, TurnRequest};
-use futures::future::BoxFuture;
 use loopward_core::LayerId;
 use loopward_core::{LayerDetail, LayerVerdict, RunStatus, TimeoutDetail};
 use std::time::Duration;
@@ -30,106 +29,101 @@ pub type ToolTimeout<S> = FromFn<TimeoutPolicy, S>;
 /// See [`TurnTimeoutLayer`](super::TurnTimeoutLayer).
 pub type TurnTimeout<S> = FromFn<TimeoutPolicy, S>;
 
-impl LayerFn<ChatRequest, ChatResponse, ModelError> for TimeoutPolicy {
-    type Future = BoxFuture<'static, Result<ChatResponse, ModelError>>;
+layer_fn!(TimeoutPolicy, model_call(ChatRequest) -> Result<ChatResponse, ModelError>);
 
-    fn call(&mut self, req: ChatRequest, next: NextModel) -> Self::Future {
-        let limit = self.limit;
-        Box::pin(async move {
-            let Some(limit) = limit else {
-                return next.run(req).await;
-            };
-            let agent = req.agent.clone();
-            let turn = TurnContext::of(&req).cloned();
-            match tokio::time::timeout(limit, next.run(req)).await {
-                Ok(r) => r,
-                Err(_) => {
-                    // A call that carries no turn times out the same, unrecorded: no ledger.
-                    if let Some(turn) = turn {
-                        record::decision(
-                            &turn,
-                            LayerId::Timeout,
-                            LayerVerdict::ModelCallTimedOut,
-                            LayerDetail::Timeout(TimeoutDetail {
-                                agent: Some(agent),
-                                call_id: None,
-                                limit_ms: millis(limit),
-                                tool: None,
-                            }),
-                        )
-                        .map_err(ModelError::Audit)?;
-                    }
-                    Err(ModelError::Timeout(limit))
-                }
-            }
-        })
-    }
-}
-
-impl LayerFn<ToolInvocation, ToolOutput, ToolError> for TimeoutPolicy {
-    type Future = BoxFuture<'static, Result<ToolOutput, ToolError>>;
-
-    fn call(&mut self, inv: ToolInvocation, next: NextTool) -> Self::Future {
-        let limit = self.limit;
-        Box::pin(async move {
-            let Some(limit) = limit else {
-                return next.run(inv).await;
-            };
-            let turn = inv.turn.clone();
-            let detail = LayerDetail::Timeout(TimeoutDetail {
-                agent: None,
-                call_id: Some(inv.call.id.clone()),
-                limit_ms: millis(limit),
-                tool: Some(inv.call.name.clone()),
-            });
-            match tokio::time::timeout(limit, next.run(inv)).await {
-                Ok(r) => r,
-                Err(_) => {
+impl TimeoutPolicy {
+    async fn model_call(
+        self,
+        req: ChatRequest,
+        next: NextModel,
+    ) -> Result<ChatResponse, ModelError> {
+        let Some(limit) = self.limit else {
+            return next.run(req).await;
+        };
+        let agent = req.agent.clone();
+        let turn = TurnContext::of(&req).cloned();
+        match tokio::time::timeout(limit, next.run(req)).await {
+            Ok(r) => r,
+            Err(_) => {
+                // A call that carries no turn times out the same, unrecorded: no ledger.
+                if let Some(turn) = turn {
                     record::decision(
                         &turn,
                         LayerId::Timeout,
-                        LayerVerdict::ToolCallTimedOut,
-                        detail,
-                    )
-                    .map_err(ToolError::Audit)?;
-                    Err(ToolError::Timeout {
-                        secs: limit.as_secs(),
-                    })
-                }
-            }
-        })
-    }
-}
-
-impl LayerFn<TurnRequest, TurnOutcome, TurnError> for TimeoutPolicy {
-    type Future = BoxFuture<'static, Result<TurnOutcome, TurnError>>;
-
-    fn call(&mut self, req: TurnRequest, next: NextTurn) -> Self::Future {
-        let limit = self.limit;
-        Box::pin(async move {
-            let Some(limit) = limit else {
-                return next.run(req).await;
-            };
-            let turn = req.turn.clone();
-            match tokio::time::timeout(limit, next.run(req)).await {
-                Ok(r) => r,
-                Err(_) => {
-                    record::decision(
-                        &turn,
-                        LayerId::Timeout,
-                        LayerVerdict::TurnTimedOut,
+                        LayerVerdict::ModelCallTimedOut,
                         LayerDetail::Timeout(TimeoutDetail {
-                            agent: None,
+                            agent: Some(agent),
                             call_id: None,
                             limit_ms: millis(limit),
                             tool: None,
                         }),
-                    )?;
-                    Err(TurnError::Stop(RunStatus::CapReached {
-                        cap: format!("timeout.turn ({})", crate::duration::format(limit)),
-                    }))
+                    )
+                    .map_err(ModelError::Audit)?;
                 }
+                Err(ModelError::Timeout(limit))
             }
-        })
+        }
+    }
+}
+
+layer_fn!(TimeoutPolicy, tool_call(ToolInvocation) -> Result<ToolOutput, ToolError>);
+
+impl TimeoutPolicy {
+    async fn tool_call(self, inv: ToolInvocation, next: NextTool) -> Result<ToolOutput, ToolError> {
+        let Some(limit) = self.limit else {
+            return next.run(inv).await;
+        };
+        let turn = inv.turn.clone();
+        let detail = LayerDetail::Timeout(TimeoutDetail {
+            agent: None,
+            call_id: Some(inv.call.id.clone()),
+            limit_ms: millis(limit),
+            tool: Some(inv.call.name.clone()),
+        });
+        match tokio::time::timeout(limit, next.run(inv)).await {
+            Ok(r) => r,
+            Err(_) => {
+                record::decision(
+                    &turn,
+                    LayerId::Timeout,
+                    LayerVerdict::ToolCallTimedOut,
+                    detail,
+                )
+                .map_err(ToolError::Audit)?;
+                Err(ToolError::Timeout {
+                    secs: limit.as_secs(),
+                })
+            }
+        }
+    }
+}
+
+layer_fn!(TimeoutPolicy, turn(TurnRequest) -> Result<TurnOutcome, TurnError>);
+
+impl TimeoutPolicy {
+    async fn turn(self, req: TurnRequest, next: NextTurn) -> Result<TurnOutcome, TurnError> {
+        let Some(limit) = self.limit else {
+            return next.run(req).await;
+        };
+        let turn = req.turn.clone();
+        match tokio::time::timeout(limit, next.run(req)).await {
+            Ok(r) => r,
+            Err(_) => {
+                record::decision(
+                    &turn,
+                    LayerId::Timeout,
+                    LayerVerdict::TurnTimedOut,
+                    LayerDetail::Timeout(TimeoutDetail {
+                        agent: None,
+                        call_id: None,
+                        limit_ms: millis(limit),
+                        tool: None,
+                    }),
+                )?;
+                Err(TurnError::Stop(RunStatus::CapReached {
+                    cap: format!("timeout.turn ({})", crate::duration::format(limit)),
+                }))
+            }
+        }
     }
 }

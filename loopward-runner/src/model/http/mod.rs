@@ -100,28 +100,26 @@ macro_rules! impl_http_model {
                     .await
             }
 
+            /// This backend's own transport, to change a seam of (clones keep theirs).
+            fn transport_mut(&mut self) -> &mut super::transport::Transport {
+                &mut std::sync::Arc::make_mut(&mut self.inner).transport
+            }
+
             /// Uses `jitter` for retry backoff (tests pass a fixed one, e.g. `|| 0.5`).
             pub fn with_jitter(mut self, jitter: impl $crate::model::http::Jitter) -> Self {
-                std::sync::Arc::make_mut(&mut self.inner)
-                    .transport
-                    .retrier
-                    .jitter = std::sync::Arc::new(jitter);
+                self.transport_mut().retrier.jitter = std::sync::Arc::new(jitter);
                 self
             }
 
             /// Waits between retries with `sleeper` (tests record the waits instead).
             pub fn with_sleeper(mut self, sleeper: impl $crate::model::http::Sleeper) -> Self {
-                std::sync::Arc::make_mut(&mut self.inner)
-                    .transport
-                    .retrier
-                    .sleeper = std::sync::Arc::new(sleeper);
+                self.transport_mut().retrier.sleeper = std::sync::Arc::new(sleeper);
                 self
             }
 
             /// Reads "now" from `clock` (for `retry-after` given as an HTTP date).
             pub fn with_clock(mut self, clock: impl $crate::Clock) -> Self {
-                std::sync::Arc::make_mut(&mut self.inner).transport.clock =
-                    std::sync::Arc::new(clock);
+                self.transport_mut().clock = std::sync::Arc::new(clock);
                 self
             }
         }
