@@ -1,6 +1,6 @@
 //! Chapter 3: the third unit of work in one turn needs a plan; writing the plan clears the way.
 
-use super::{agent, team, Act, Stage};
+use super::{agent, Act, Stage};
 use anyhow::Result;
 use loopward_runner::model::fake::Script;
 use loopward_term::render::Tone;
@@ -26,14 +26,12 @@ fn script() -> Script {
 
 pub(super) async fn play<W: Write + Send + 'static>(stage: &Stage<W>) -> Result<()> {
     let played = stage
-        .act(Act {
-            run: "ch3-sprawl",
-            workspace: None,
-            task: "Add a small expression evaluator.",
-            first: "builder",
-            config: team::config(""),
-            script: script(),
-        })
+        .act(Act::new(
+            "ch3-sprawl",
+            "Add a small expression evaluator.",
+            "builder",
+            script(),
+        ))
         .await?;
     let sprawl = played
         .figures

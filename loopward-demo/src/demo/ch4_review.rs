@@ -1,6 +1,6 @@
 //! Chapter 4: after touching src/**, the builder's handoff must go to the auditor.
 
-use super::{agent, team, Act, Stage};
+use super::{agent, Act, Stage};
 use anyhow::Result;
 use loopward_runner::model::fake::Script;
 use loopward_term::render::Tone;
@@ -26,14 +26,12 @@ fn script() -> Script {
 
 pub(super) async fn play<W: Write + Send + 'static>(stage: &Stage<W>) -> Result<()> {
     let played = stage
-        .act(Act {
-            run: "ch4-review",
-            workspace: None,
-            task: "Add greet() and get it tested.",
-            first: "builder",
-            config: team::config(""),
-            script: script(),
-        })
+        .act(Act::new(
+            "ch4-review",
+            "Add greet() and get it tested.",
+            "builder",
+            script(),
+        ))
         .await?;
     let f = &played.figures;
     let review: u64 = f

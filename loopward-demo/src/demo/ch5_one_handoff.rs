@@ -1,6 +1,6 @@
 //! Chapter 5: one handoff per turn; the first stands.
 
-use super::{agent, team, Act, Stage};
+use super::{agent, Act, Stage};
 use anyhow::Result;
 use loopward_core::ToolCall;
 use loopward_runner::model::fake::{Script, ScriptedCall, ScriptedReply};
@@ -43,14 +43,12 @@ fn script() -> Script {
 
 pub(super) async fn play<W: Write + Send + 'static>(stage: &Stage<W>) -> Result<()> {
     let played = stage
-        .act(Act {
-            run: "ch5-one-handoff",
-            workspace: None,
-            task: "Add farewell().",
-            first: "root",
-            config: team::config(""),
-            script: script(),
-        })
+        .act(Act::new(
+            "ch5-one-handoff",
+            "Add farewell().",
+            "root",
+            script(),
+        ))
         .await?;
     let f = &played.figures;
     let stood: Vec<String> = f

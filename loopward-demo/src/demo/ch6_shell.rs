@@ -1,6 +1,6 @@
 //! Chapter 6: writes through `shell` are judged by what changed on disk.
 
-use super::{agent, team, Act, Stage};
+use super::{agent, Act, Stage};
 use anyhow::Result;
 use loopward_runner::model::fake::Script;
 use loopward_term::render::Tone;
@@ -37,14 +37,12 @@ pub(super) async fn play<W: Write + Send + 'static>(stage: &Stage<W>) -> Result<
     std::fs::create_dir_all(&ws)?;
     std::fs::write(ws.join("plan.md"), PLAN)?;
     let played = stage
-        .act(Act {
-            run: "ch6-shell",
-            workspace: None,
-            task: "Speed things up.",
-            first: "builder",
-            config: team::config(""),
-            script: script(),
-        })
+        .act(Act::new(
+            "ch6-shell",
+            "Speed things up.",
+            "builder",
+            script(),
+        ))
         .await?;
     let intact = std::fs::read_to_string(played.workspace.join("plan.md"))? == PLAN;
     stage.say(

@@ -39,16 +39,13 @@ fn script() -> Script {
 }
 
 pub(super) async fn play<W: Write + Send + 'static>(stage: &Stage<W>) -> Result<()> {
-    let config = team::config("");
     let played = stage
-        .act(Act {
-            run: "ch7-anti-loop",
-            workspace: None,
-            task: "Make the parser test pass.",
-            first: "tester",
-            config: config.clone(),
-            script: script(),
-        })
+        .act(Act::new(
+            "ch7-anti-loop",
+            "Make the parser test pass.",
+            "tester",
+            script(),
+        ))
         .await?;
     let verdicts = verdicts(&played.events);
     let failures = verdicts.len();
@@ -56,7 +53,7 @@ pub(super) async fn play<W: Write + Send + 'static>(stage: &Stage<W>) -> Result<
         .iter()
         .filter(|v| v.as_str() == "class_jump")
         .count();
-    let bound = loopward::config::Config::parse("demo.toml", &config)?
+    let bound = loopward::config::Config::parse("demo.toml", &team::config(""))?
         .class_jump
         .map_or(0, |c| c.strategies.len() * c.failures_per_strategy as usize);
     let status = played

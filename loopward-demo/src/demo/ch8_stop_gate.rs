@@ -40,14 +40,10 @@ pub(super) async fn play<W: Write + Send + 'static>(stage: &Stage<W>) -> Result<
         "[[stopgate]]\nname = \"publish\"\npoint = \"turn\"\nagent = \"scribe\"\nmode = \"{mode}\"\n"
     );
     let played = stage
-        .act(Act {
-            run: "ch8-stop-gate",
-            workspace: None,
-            task: "Publish the changelog.",
-            first: "root",
-            config: team::config(&gate),
-            script: script(),
-        })
+        .act(
+            Act::new("ch8-stop-gate", "Publish the changelog.", "root", script())
+                .with_config(team::config(&gate)),
+        )
         .await?;
     let decisions: Vec<String> = played
         .events
