@@ -294,14 +294,19 @@ mod tests {
         findings(library_rules, file, text)
     }
 
+    /// Asserts that `p` holds `count` problems, the first named `at` (`file:line:`).
+    fn assert_named(p: &[String], count: usize, at: &str) {
+        assert_eq!(p.len(), count, "{p:?}");
+        assert!(p[0].starts_with(at), "{p:?}");
+    }
+
     #[test]
     fn a_hook_adapter_wording_a_refusal_or_including_runner_source_is_named_by_line() {
         let check = |text: &str| findings(hooks_rules, "/r/loopward-hooks/src/codex.rs", text);
         let p = check(
             "fn a() {}\nlet r = Refusal::new(\"g\", \"no\", \"hint\");\nlet t = format!(\"Refused by loopward: x\");\n#[path = \"../../loopward-runner/src/gates/refusals.rs\"]\n",
         );
-        assert_eq!(p.len(), 3, "{p:?}");
-        assert!(p[0].starts_with("loopward-hooks/src/codex.rs:2:"), "{p:?}");
+        assert_named(&p, 3, "loopward-hooks/src/codex.rs:2:");
         assert!(p[2].contains("by path"), "{p:?}");
         // Rendering the engine's refusal, comments and tests are fine.
         assert!(check(
@@ -317,8 +322,7 @@ mod tests {
             "/r/loopward-cli/src/x.rs",
             "if layer == \"stopgate\" {}\nmatch l { \"class_jump\" => 1 }\nmatch (l, v) { (\"caps\", V::X) => 1 }\n",
         );
-        assert_eq!(p.len(), 3, "{p:?}");
-        assert!(p[0].starts_with("loopward-cli/src/x.rs:1:"), "{p:?}");
+        assert_named(&p, 3, "loopward-cli/src/x.rs:1:");
         assert!(check(
             "/r/loopward-cli/src/x.rs",
             "if *layer == LayerId::StopGate {}\n"
@@ -338,8 +342,7 @@ mod tests {
             "/r/loopward-runner/src/x.rs",
             "fn a() {}\nlet k = std::env::var(\"K\");\nlet t = std::time::SystemTime::now();\n",
         );
-        assert_eq!(p.len(), 2, "{p:?}");
-        assert!(p[0].starts_with("loopward-runner/src/x.rs:2:"), "{p:?}");
+        assert_named(&p, 2, "loopward-runner/src/x.rs:2:");
         assert!(p[1].contains("outside the clock"), "{p:?}");
     }
 
@@ -404,8 +407,7 @@ mod tests {
             "/r/loopward-pages/src/x.rs",
             "let a = detail[\"gate\"];\nlet b = detail.get(\"by\");\nlet c = d.to_json()[\"why\"];\nlet e = d.to_json().get(\"id\");\n",
         );
-        assert_eq!(p.len(), 4, "{p:?}");
-        assert!(p[0].starts_with("loopward-pages/src/x.rs:1:"), "{p:?}");
+        assert_named(&p, 4, "loopward-pages/src/x.rs:1:");
         assert!(p[3].starts_with("loopward-pages/src/x.rs:4:"), "{p:?}");
         assert!(p[0].contains("typed accessor"), "{p:?}");
         // Typed reads, the ledger unit itself, comments and tests are fine.
@@ -448,8 +450,7 @@ mod tests {
     fn only_the_runner_and_the_workflow_make_a_person_in_library_code() {
         let mint = "let p = Person::at_the_keyboard();\n";
         let p = problems("/r/loopward-llama/src/lib.rs", mint);
-        assert_eq!(p.len(), 1, "{p:?}");
-        assert!(p[0].starts_with("loopward-llama/src/lib.rs:1:"), "{p:?}");
+        assert_named(&p, 1, "loopward-llama/src/lib.rs:1:");
         for allowed in [
             "/r/loopward-runner/src/runner.rs",
             "/r/loopward-restate/src/workflow.rs",
