@@ -12,6 +12,10 @@ pub(super) const LESSON: &str = "\
 In one turn the builder starts a third unit of work with no plan. The sprawl gate refuses once,
 naming the files so far; the builder writes its plan, and the same write then goes through.";
 
+/// The chapter's run, and the task the person gives it.
+const RUN: &str = "ch3-sprawl";
+const TASK: &str = "Add a small expression evaluator.";
+
 fn script() -> Script {
     let b = agent("builder");
     let mut s = Script::default();
@@ -25,14 +29,7 @@ fn script() -> Script {
 }
 
 pub(super) async fn play<W: Write + Send + 'static>(stage: &Stage<W>) -> Result<()> {
-    let played = stage
-        .act(Act::new(
-            "ch3-sprawl",
-            "Add a small expression evaluator.",
-            "builder",
-            script(),
-        ))
-        .await?;
+    let played = stage.act(Act::new(RUN, TASK, "builder", script())).await?;
     let sprawl = played
         .figures
         .gates

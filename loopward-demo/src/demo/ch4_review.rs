@@ -12,6 +12,10 @@ pub(super) const LESSON: &str = "\
 The builder changes src/greet.rs and hands straight to the tester. The review gate, armed by
 that change, refuses with a correctable error; the builder hands off to the auditor instead.";
 
+/// The chapter's run, and the task the person gives it.
+const RUN: &str = "ch4-review";
+const TASK: &str = "Add greet() and get it tested.";
+
 fn script() -> Script {
     let (b, a, t) = (agent("builder"), agent("auditor"), agent("tester"));
     let mut s = Script::default();
@@ -25,14 +29,7 @@ fn script() -> Script {
 }
 
 pub(super) async fn play<W: Write + Send + 'static>(stage: &Stage<W>) -> Result<()> {
-    let played = stage
-        .act(Act::new(
-            "ch4-review",
-            "Add greet() and get it tested.",
-            "builder",
-            script(),
-        ))
-        .await?;
+    let played = stage.act(Act::new(RUN, TASK, "builder", script())).await?;
     let f = &played.figures;
     let review: u64 = f
         .gates

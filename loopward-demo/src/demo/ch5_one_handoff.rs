@@ -13,6 +13,10 @@ pub(super) const LESSON: &str = "\
 Root hands the work to the planner and, in the same reply, to the builder too. The second
 handoff is refused and names the one that stands; the planner takes the next turn.";
 
+/// The chapter's run, and the task the person gives it.
+const RUN: &str = "ch5-one-handoff";
+const TASK: &str = "Add farewell().";
+
 fn handoff(to: &str, message: &str) -> ScriptedCall {
     let call = ToolCall::new("", "handoff", json!({"to": to, "message": message}));
     ScriptedCall {
@@ -42,14 +46,7 @@ fn script() -> Script {
 }
 
 pub(super) async fn play<W: Write + Send + 'static>(stage: &Stage<W>) -> Result<()> {
-    let played = stage
-        .act(Act::new(
-            "ch5-one-handoff",
-            "Add farewell().",
-            "root",
-            script(),
-        ))
-        .await?;
+    let played = stage.act(Act::new(RUN, TASK, "root", script())).await?;
     let f = &played.figures;
     let stood: Vec<String> = f
         .handoffs

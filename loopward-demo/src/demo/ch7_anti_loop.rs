@@ -2,7 +2,7 @@
 
 use super::{agent, team, Act, Stage};
 use anyhow::Result;
-use loopward_core::{AuditEvent, LayerId, RunStatus};
+use loopward_core::{LayerId, RunStatus};
 use loopward_runner::model::fake::Script;
 use loopward_term::render::Tone;
 use serde_json::json;
@@ -12,6 +12,10 @@ pub(super) const TITLE: &str = "Anti-loop";
 pub(super) const LESSON: &str = "\
 The tester keeps failing to make a test pass. After 3 failures a strategy may not be retried and
 the next is forced; when every strategy has failed, the run ends Exhausted at a known bound.";
+
+/// The chapter's run, and the task the person gives it.
+const RUN: &str = "ch7-anti-loop";
+const TASK: &str = "Make the parser test pass.";
 
 /// Each attempt: run a check that fails, then report the failure with the strategy used.
 fn script() -> Script {
@@ -39,15 +43,8 @@ fn script() -> Script {
 }
 
 pub(super) async fn play<W: Write + Send + 'static>(stage: &Stage<W>) -> Result<()> {
-    let played = stage
-        .act(Act::new(
-            "ch7-anti-loop",
-            "Make the parser test pass.",
-            "tester",
-            script(),
-        ))
-        .await?;
-    let verdicts = verdicts(&played.events);
+    let played = stage.act(Act::new(RUN, TASK, "tester", script())).await?;
+    let verdicts = played.layer_decisions(&LayerId::ClassJump);
     let failures = verdicts.len();
     let jumps = verdicts
         .iter()
@@ -68,17 +65,4 @@ pub(super) async fn play<W: Write + Send + 'static>(stage: &Stage<W>) -> Result<
         ),
     );
     Ok(())
-}
-
-/// Class-jump verdicts in a run's ledger, in order (`retry`, `jump`, `exhausted`).
-fn verdicts(events: &[(loopward_core::Scope, AuditEvent)]) -> Vec<String> {
-    events
-        .iter()
-        .filter_map(|(_, e)| match e {
-            AuditEvent::LayerDecision {
-                layer, decision, ..
-            } if *layer == LayerId::ClassJump => Some(decision.to_string()),
-            _ => None,
-        })
-        .collect()
 }

@@ -2,7 +2,7 @@
 
 use super::{agent, team, Act, GateAnswer, Stage};
 use anyhow::Result;
-use loopward_core::{AuditEvent, LayerId};
+use loopward_core::LayerId;
 use loopward_runner::model::fake::Script;
 use loopward_term::render::Tone;
 use serde_json::json;
@@ -45,16 +45,7 @@ pub(super) async fn play<W: Write + Send + 'static>(stage: &Stage<W>) -> Result<
                 .with_config(team::config(&gate)),
         )
         .await?;
-    let decisions: Vec<String> = played
-        .events
-        .iter()
-        .filter_map(|(_, e)| match e {
-            AuditEvent::LayerDecision {
-                layer, decision, ..
-            } if *layer == LayerId::StopGate => Some(decision.to_string()),
-            _ => None,
-        })
-        .collect();
+    let decisions = played.layer_decisions(&LayerId::StopGate);
     let published = played.workspace.join("CHANGELOG.md").is_file();
     stage.say(
         Tone::Ok,

@@ -23,7 +23,7 @@ use anyhow::{Context, Result};
 use loopward::config::Config;
 use loopward::ledger::{self, RunFigures};
 use loopward::state::Custody;
-use loopward_core::{AgentId, Person, RunId};
+use loopward_core::{AgentId, AuditEvent, LayerId, Person, RunId};
 use loopward_runner::audit::{KeyRing, LedgerKey};
 use loopward_runner::model::fake::{FakeModel, Script};
 use loopward_runner::model::BoxModelService;
@@ -153,6 +153,21 @@ pub(crate) struct Played {
     pub events: Vec<(loopward_core::Scope, loopward_core::AuditEvent)>,
     /// Its workspace.
     pub workspace: PathBuf,
+}
+
+impl Played {
+    /// The decisions `layer` recorded in the run, in order (`retry`, `auto_approved`, …).
+    pub(crate) fn layer_decisions(&self, layer: &LayerId) -> Vec<String> {
+        self.events
+            .iter()
+            .filter_map(|(_, e)| match e {
+                AuditEvent::LayerDecision {
+                    layer: l, decision, ..
+                } if l == layer => Some(decision.to_string()),
+                _ => None,
+            })
+            .collect()
+    }
 }
 
 pub(crate) fn agent(name: &str) -> AgentId {
