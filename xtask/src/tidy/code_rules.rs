@@ -87,12 +87,27 @@ fn is_test_file(rel: &str) -> bool {
     Path::new(rel).file_name().is_some_and(|n| n == "tests.rs")
 }
 
-pub(super) fn library_rules(root: &Path, path: &Path, text: &str, problems: &mut Vec<String>) {
-    let rel = path
-        .strip_prefix(root)
+/// `path` relative to `root`, as the problems name it.
+fn relative(root: &Path, path: &Path) -> String {
+    path.strip_prefix(root)
         .unwrap_or(path)
         .display()
-        .to_string();
+        .to_string()
+}
+
+/// The lines of `text` (the file `rel`) that are code: outside comments and test code, each
+/// with its line number (from 1), trimmed at the start.
+fn code_lines<'a>(rel: &str, text: &'a str) -> impl Iterator<Item = (usize, &'a str)> {
+    let mut in_tests = is_test_file(rel);
+    text.lines().enumerate().filter_map(move |(i, line)| {
+        let code = line.trim_start();
+        in_tests |= code.starts_with("#[cfg(test)]");
+        (!in_tests && !code.starts_with("//")).then_some((i + 1, code))
+    })
+}
+
+pub(super) fn library_rules(root: &Path, path: &Path, text: &str, problems: &mut Vec<String>) {
+    let rel = relative(root, path);
     let speaks_for_people = HUMAN_SOURCES.iter().any(|f| rel.ends_with(f));
     let is_layer_file = text.lines().any(|l| {
         let l = l.trim_start();
@@ -172,21 +187,11 @@ pub(super) fn library_rules(root: &Path, path: &Path, text: &str, problems: &mut
 /// A layer is read back as a `LayerId`: no source compares or matches a layer by the word the
 /// ledger writes (a drifting spelling is how `classjump` and `class_jump` came apart).
 pub(super) fn layer_name_rules(root: &Path, path: &Path, text: &str, problems: &mut Vec<String>) {
-    let rel = path
-        .strip_prefix(root)
-        .unwrap_or(path)
-        .display()
-        .to_string();
+    let rel = relative(root, path);
     if rel.ends_with("loopward-core/src/layer_id.rs") {
         return;
     }
-    let mut in_tests = is_test_file(&rel);
-    for (i, line) in text.lines().enumerate() {
-        let code = line.trim_start();
-        in_tests |= code.starts_with("#[cfg(test)]");
-        if in_tests || code.starts_with("//") {
-            continue;
-        }
+    for (n, code) in code_lines(&rel, text) {
         let by_word = code.contains("layer == \"")
             || code.contains("layer != \"")
             || LAYER_WORDS.iter().any(|w| {
@@ -197,8 +202,7 @@ pub(super) fn layer_name_rules(root: &Path, path: &Path, text: &str, problems: &
             });
         if by_word {
             problems.push(format!(
-                "{rel}:{}: a layer matched by its ledger word; match `LayerId` (loopward_core::LayerId::StopGate, …) instead",
-                i + 1
+                "{rel}:{n}: a layer matched by its ledger word; match `LayerId` (loopward_core::LayerId::StopGate, …) instead"
             ));
         }
     }
@@ -211,21 +215,11 @@ const LEDGER_UNIT: &[&str] = &["loopward-core/src/detail/", "loopward-core/src/a
 /// `detail.call_id()`): no source outside the ledger unit picks a detail's JSON key by hand, so
 /// a key renamed on write cannot leave a reader silently reading nothing.
 pub(super) fn detail_key_rules(root: &Path, path: &Path, text: &str, problems: &mut Vec<String>) {
-    let rel = path
-        .strip_prefix(root)
-        .unwrap_or(path)
-        .display()
-        .to_string();
+    let rel = relative(root, path);
     if LEDGER_UNIT.iter().any(|u| rel.starts_with(u)) {
         return;
     }
-    let mut in_tests = is_test_file(&rel);
-    for (i, line) in text.lines().enumerate() {
-        let code = line.trim_start();
-        in_tests |= code.starts_with("#[cfg(test)]");
-        if in_tests || code.starts_with("//") {
-            continue;
-        }
+    for (n, code) in code_lines(&rel, text) {
         let by_key = [
             "detail[\"",
             "detail.get(\"",
@@ -236,8 +230,7 @@ pub(super) fn detail_key_rules(root: &Path, path: &Path, text: &str, problems: &
         .any(|p| code.contains(p));
         if by_key {
             problems.push(format!(
-                "{rel}:{}: a layer decision's detail read by its JSON key; use its typed accessor (`detail.as_stop_gate()`, `detail.call_id()` …; add one in loopward-core/src/detail/ if none fits)",
-                i + 1
+                "{rel}:{n}: a layer decision's detail read by its JSON key; use its typed accessor (`detail.as_stop_gate()`, `detail.call_id()` …; add one in loopward-core/src/detail/ if none fits)"
             ));
         }
     }
@@ -245,19 +238,9 @@ pub(super) fn detail_key_rules(root: &Path, path: &Path, text: &str, problems: &
 
 /// The hooks rule: an adapter renders the engine's refusals; it makes none and words none.
 pub(super) fn hooks_rules(root: &Path, path: &Path, text: &str, problems: &mut Vec<String>) {
-    let rel = path
-        .strip_prefix(root)
-        .unwrap_or(path)
-        .display()
-        .to_string();
-    let mut in_tests = is_test_file(&rel);
-    for (i, line) in text.lines().enumerate() {
-        let code = line.trim_start();
-        in_tests |= code.starts_with("#[cfg(test)]");
-        if in_tests || code.starts_with("//") {
-            continue;
-        }
-        let at = format!("{rel}:{}", i + 1);
+    let rel = relative(root, path);
+    for (n, code) in code_lines(&rel, text) {
+        let at = format!("{rel}:{n}");
         if code.contains("Refusal::new(")
             || code.contains("Refusal {")
             || code.to_ascii_lowercase().contains("\"refused by")
