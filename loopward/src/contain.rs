@@ -41,12 +41,7 @@ pub fn secret_value(
     env: Option<EnvLookup>,
     name: &str,
 ) -> Result<String, ConfigError> {
-    let invalid = |key: String, problem: String, fix: String| ConfigError::Invalid {
-        file: config_path.to_path_buf(),
-        key,
-        problem,
-        fix,
-    };
+    let invalid = |key, problem, fix| ConfigError::invalid(config_path, key, problem, fix);
     let Some(s) = cfg.secrets.get(name) else {
         return Err(invalid(
             format!("secrets.{name}"),
@@ -91,12 +86,7 @@ pub fn masker(
     config_path: &Path,
     env: Option<EnvLookup>,
 ) -> Result<Masker, ConfigError> {
-    let invalid = |key: String, problem: String, fix: String| ConfigError::Invalid {
-        file: config_path.to_path_buf(),
-        key,
-        problem,
-        fix,
-    };
+    let invalid = |key, problem, fix| ConfigError::invalid(config_path, key, problem, fix);
     let mut pairs: Vec<(String, String)> = Vec::new();
     for name in cfg.secrets.keys() {
         pairs.push((name.clone(), secret_value(cfg, config_path, env, name)?));
