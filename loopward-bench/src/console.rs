@@ -169,21 +169,19 @@ pub fn run(effort: Effort) -> Result<Section> {
             vec![format!("{BIG_RUN}-record page, median"), format!("{median:.0} ms ({page_bytes} bytes)")],
         ],
         targets: vec![
-            Target {
-                what: format!("CPU following {RUNS} runs × {PER_SECOND} records/s"),
-                target: "≤ 5 % of one core".into(),
-                measured: format!("{:.2} %", cpu_share * 100.0),
-                verdict: Verdict::met_if(cpu_share <= 0.05),
-                reason: None,
-            },
-            Target {
-                what: "memory over the window".into(),
-                target: "flat".into(),
-                measured: format!("+{growth} KiB from the first sample to the last"),
+            Target::met_if(
+                format!("CPU following {RUNS} runs × {PER_SECOND} records/s"),
+                "≤ 5 % of one core",
+                format!("{:.2} %", cpu_share * 100.0),
+                cpu_share <= 0.05,
+            ),
+            Target::met_if(
+                "memory over the window",
+                "flat",
+                format!("+{growth} KiB from the first sample to the last"),
                 // Flat: no more than 2 MiB (allocator noise) between the first and last sample.
-                verdict: Verdict::met_if(growth <= 2048),
-                reason: None,
-            },
+                growth <= 2048,
+            ),
             Target {
                 what: format!("a {BIG_RUN}-record run's page from localhost"),
                 target: "first paint < 300 ms".into(),

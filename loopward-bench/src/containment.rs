@@ -234,21 +234,19 @@ pub fn run(effort: Effort) -> Result<Section> {
         targets: vec![
             Target::at_most("contained start over bare fork/exec (median)", start_over, TARGET_START_NS, fmt_ns),
             Target::at_most("proxy overhead per request on loopback (median)", proxy_over, TARGET_PROXY_NS, fmt_ns),
-            Target {
-                what: "throughput through the proxy".into(),
-                target: format!("≥ {TARGET_MBPS:.0} MB/s"),
-                measured: format!("{mbps:.0} MB/s"),
-                verdict: Verdict::met_if(mbps >= TARGET_MBPS),
-                reason: None,
-            },
+            Target::met_if(
+                "throughput through the proxy",
+                format!("≥ {TARGET_MBPS:.0} MB/s"),
+                format!("{mbps:.0} MB/s"),
+                mbps >= TARGET_MBPS,
+            ),
             match &hooks {
-                Ok(h) => Target {
-                    what: "a hook call through the supervisor channel, hook process start included (median)".into(),
-                    target: format!("≤ {}", fmt_ns(TARGET_HOOK_NS)),
-                    measured: format!("{} (floor: `true` {})", fmt_ns(h.call.median_ns), fmt_ns(h.noop.median_ns)),
-                    verdict: Verdict::met_if(h.call.median_ns <= TARGET_HOOK_NS),
-                    reason: None,
-                },
+                Ok(h) => Target::met_if(
+                    "a hook call through the supervisor channel, hook process start included (median)",
+                    format!("≤ {}", fmt_ns(TARGET_HOOK_NS)),
+                    format!("{} (floor: `true` {})", fmt_ns(h.call.median_ns), fmt_ns(h.noop.median_ns)),
+                    h.call.median_ns <= TARGET_HOOK_NS,
+                ),
                 Err(why) => Target {
                     what: "a hook call through the supervisor channel (median)".into(),
                     target: format!("≤ {}", fmt_ns(TARGET_HOOK_NS)),

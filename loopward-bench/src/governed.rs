@@ -41,6 +41,18 @@ pub struct Fixture {
     _workspace: tempfile::TempDir,
 }
 
+/// The record an iteration makes: a shell call that failed.
+fn failed_shell() -> AuditEvent {
+    AuditEvent::ToolFinished {
+        call_id: "c1".into(),
+        tool: "shell".into(),
+        is_error: true,
+        effects: vec![],
+        summary: "exit status 1".into(),
+        output: None,
+    }
+}
+
 /// Subtasks change every this many iterations, well before a subtask's strategies run out.
 const PER_SUBTASK: u64 = 1_000;
 
@@ -69,14 +81,7 @@ impl Fixture {
             turn,
             class_jump,
             gates,
-            finished: AuditEvent::ToolFinished {
-                call_id: "c1".into(),
-                tool: "shell".into(),
-                is_error: true,
-                effects: vec![],
-                summary: "exit status 1".into(),
-                output: None,
-            },
+            finished: failed_shell(),
             subtasks: (0..4096)
                 .map(|i| format!("make the build pass #{i}"))
                 .collect(),
@@ -142,14 +147,7 @@ impl Fixture {
                     summary: "enter phase deploy".into(),
                 }),
             },
-            AuditEvent::ToolFinished {
-                call_id: "c1".into(),
-                tool: "shell".into(),
-                is_error: true,
-                effects: vec![],
-                summary: "exit status 1".into(),
-                output: None,
-            },
+            failed_shell(),
         ]
     }
 

@@ -11,7 +11,7 @@
 //! planning, the judgement.
 
 use crate::harness::{elapsed_ns, runtime, Effort, Stats};
-use crate::report::{fmt_ns, Section, Target, Verdict};
+use crate::report::{fmt_ns, Section, Target};
 use anyhow::{Context as _, Result};
 use loopward_core::{AgentId, Person, RunId};
 use loopward_runner::audit::{Ledger, LedgerOptions};
@@ -245,13 +245,12 @@ pub fn run(effort: Effort) -> Result<Section> {
                 TARGET_NS,
                 fmt_ns,
             ),
-            Target {
-                what: "session time at 100 sessions against 10 (proportional)".into(),
-                target: "≤ 1.5".into(),
-                measured: format!("{proportional:.2}"),
-                verdict: Verdict::met_if(proportional <= 1.5),
-                reason: None,
-            },
+            Target::met_if(
+                "session time at 100 sessions against 10 (proportional)",
+                "≤ 1.5",
+                format!("{proportional:.2}"),
+                proportional <= 1.5,
+            ),
         ],
         notes: vec![
             "The workspace fingerprint (taken before and after each session) reads every file \

@@ -13,7 +13,9 @@ use anyhow::{bail, Context as _, Result};
 use loopward_bench::harness::{timer_overhead_ns, Effort};
 use loopward_bench::machine::{load_average, Machine};
 use loopward_bench::report::Section;
-use loopward_bench::{containment, disk_run, gates, governed, ledger, loop_cli, stack};
+use loopward_bench::{
+    console, containment, disk_run, gates, governed, hook_call, ledger, loop_cli, stack,
+};
 use serde_json::json;
 use std::path::PathBuf;
 
@@ -49,6 +51,48 @@ fn args() -> Result<Args> {
     })
 }
 
+/// A part that needs no model: its number, what it measures, its short name (in an error), and
+/// how it runs.
+type Part = (
+    u8,
+    &'static str,
+    &'static str,
+    fn(Effort) -> Result<Section>,
+);
+
+/// The parts that need no model, in the order they run.
+const PARTS: [Part; 9] = [
+    (1, "gate decisions", "gate decisions", gates::run),
+    (2, "stack overhead per turn", "stack overhead", stack::run),
+    (3, "ledger throughput", "ledger throughput", ledger::run),
+    (
+        8,
+        "the console following live runs",
+        "console",
+        console::run,
+    ),
+    (
+        7,
+        "governed iteration in memory",
+        "governed iteration",
+        governed::run,
+    ),
+    (
+        9,
+        "loop over a CLI agent",
+        "loop over a CLI agent",
+        loop_cli::run,
+    ),
+    (10, "containment", "containment", containment::run),
+    (
+        11,
+        "a run's fixed cost on disk",
+        "a run on disk",
+        disk_run::run,
+    ),
+    (12, "one hook call", "hook call", hook_call::run),
+];
+
 fn main() -> Result<()> {
     // The init of the sandboxes this program starts (its shell commands).
     if let Some(code) = loopward_runner::sandbox::serve_init_if_asked(std::env::args_os()) {
@@ -64,7 +108,7 @@ fn main() -> Result<()> {
         let (Some(config), Some(state)) = (argv.get(2), argv.get(3)) else {
             bail!("usage: loopward-bench --console-child CONFIG STATE_BASE");
         };
-        return loopward_bench::console::child(config.as_ref(), state.as_ref());
+        return console::child(config.as_ref(), state.as_ref());
     }
     #[cfg(feature = "llama")]
     if llama_child()?.is_some() {
@@ -76,41 +120,11 @@ fn main() -> Result<()> {
     let timer = timer_overhead_ns();
     let wanted = |part: u8| args.only.is_empty() || args.only.contains(&part);
     let mut sections: Vec<Section> = vec![];
-    if wanted(1) {
-        eprintln!("part 1: gate decisions");
-        sections.push(gates::run(args.effort).context("part 1 (gate decisions)")?);
-    }
-    if wanted(2) {
-        eprintln!("part 2: stack overhead per turn");
-        sections.push(stack::run(args.effort).context("part 2 (stack overhead)")?);
-    }
-    if wanted(3) {
-        eprintln!("part 3: ledger throughput");
-        sections.push(ledger::run(args.effort).context("part 3 (ledger throughput)")?);
-    }
-    if wanted(8) {
-        eprintln!("part 8: the console following live runs");
-        sections.push(loopward_bench::console::run(args.effort).context("part 8 (console)")?);
-    }
-    if wanted(7) {
-        eprintln!("part 7: governed iteration in memory");
-        sections.push(governed::run(args.effort).context("part 7 (governed iteration)")?);
-    }
-    if wanted(9) {
-        eprintln!("part 9: loop over a CLI agent");
-        sections.push(loop_cli::run(args.effort).context("part 9 (loop over a CLI agent)")?);
-    }
-    if wanted(10) {
-        eprintln!("part 10: containment");
-        sections.push(containment::run(args.effort).context("part 10 (containment)")?);
-    }
-    if wanted(11) {
-        eprintln!("part 11: a run's fixed cost on disk");
-        sections.push(disk_run::run(args.effort).context("part 11 (a run on disk)")?);
-    }
-    if wanted(12) {
-        eprintln!("part 12: one hook call");
-        sections.push(loopward_bench::hook_call::run(args.effort).context("part 12 (hook call)")?);
+    for (part, heading, name, run) in PARTS {
+        if wanted(part) {
+            eprintln!("part {part}: {heading}");
+            sections.push(run(args.effort).with_context(|| format!("part {part} ({name})"))?);
+        }
     }
     if wanted(5) {
         eprintln!("part 5: local inference");

@@ -63,11 +63,26 @@ impl Target {
         bound: f64,
         fmt: impl Fn(f64) -> String,
     ) -> Self {
+        Self::met_if(
+            what,
+            format!("≤ {}", fmt(bound)),
+            fmt(measured),
+            measured <= bound,
+        )
+    }
+
+    /// `what`, against `target`, measured as `measured`: met when `met`.
+    pub fn met_if(
+        what: impl Into<String>,
+        target: impl Into<String>,
+        measured: String,
+        met: bool,
+    ) -> Self {
         Self {
             what: what.into(),
-            target: format!("≤ {}", fmt(bound)),
-            measured: fmt(measured),
-            verdict: Verdict::met_if(measured <= bound),
+            target: target.into(),
+            measured,
+            verdict: Verdict::met_if(met),
             reason: None,
         }
     }

@@ -26,12 +26,12 @@ impl History {
         for (i, s) in session.steps.iter().enumerate() {
             match s {
                 Step::Human => turn += 1,
-                Step::Write(w) if matches!(w.outcome, Outcome::Kept) => {
+                Step::Write(w) if matches!(w.call.outcome, Outcome::Kept) => {
                     if let Some(rel) = &w.rel {
                         writes.entry(rel.clone()).or_default().push((
                             i,
                             turn.max(1),
-                            w.agent.clone(),
+                            w.call.agent.clone(),
                         ));
                     }
                 }

@@ -128,25 +128,13 @@ pub(crate) fn judge_layers(layers: &Layers, session: &Session) -> Vec<Judged> {
             }
             Step::Write(_) | Step::Call(_) => {
                 turn = turn.max(1);
-                let (who, tool, args, outcome, refused_by, file) = match s {
-                    Step::Write(w) => (
-                        &w.agent,
-                        &w.tool,
-                        &w.arguments,
-                        w.outcome,
-                        &w.refused_by,
-                        w.rel.clone(),
-                    ),
-                    Step::Call(c) => (
-                        &c.agent,
-                        &c.tool,
-                        &c.arguments,
-                        c.outcome,
-                        &c.refused_by,
-                        None,
-                    ),
+                let (call, file) = match s {
+                    Step::Write(w) => (&w.call, w.rel.clone()),
+                    Step::Call(c) => (c, None),
                     _ => continue,
                 };
+                let (who, tool, args) = (&call.agent, &call.tool, &call.arguments);
+                let (outcome, refused_by) = (call.outcome, &call.refused_by);
                 steps += 1;
                 if !capped && steps > layers.caps.steps_per_turn {
                     capped = true;

@@ -267,7 +267,8 @@ impl Calibrator {
                 Step::Write(w) => {
                     writes += 1;
                     judged_writes += u64::from(
-                        w.rel.is_some() && loopward_core::AgentId::new(w.agent.clone()).is_ok(),
+                        w.rel.is_some()
+                            && loopward_core::AgentId::new(w.call.agent.clone()).is_ok(),
                     );
                 }
                 Step::Call(_) | Step::Turn(..) => other += 1,

@@ -49,10 +49,10 @@ pub(crate) struct Act {
 impl Act {
     fn write(w: &Write) -> Self {
         Self {
-            agent: w.agent.clone(),
-            action: format!("{} {}", w.tool, w.rel.as_deref().unwrap_or(&w.raw)),
+            agent: w.call.agent.clone(),
+            action: format!("{} {}", w.call.tool, w.rel.as_deref().unwrap_or(&w.raw)),
             file: w.rel.clone(),
-            outcome: w.outcome,
+            outcome: w.call.outcome,
             flagged: w.flagged,
         }
     }
@@ -110,7 +110,7 @@ pub(crate) fn judge_session(policy: &Policy, session: &Session) -> (Vec<Judged>,
             }
             Step::Write(w) => {
                 turn = turn.max(1);
-                let (Some(rel), Ok(caller)) = (&w.rel, AgentId::new(w.agent.clone())) else {
+                let (Some(rel), Ok(caller)) = (&w.rel, AgentId::new(w.call.agent.clone())) else {
                     continue;
                 };
                 let reps: Vec<(&str, &str)> = w
@@ -118,23 +118,23 @@ pub(crate) fn judge_session(policy: &Policy, session: &Session) -> (Vec<Judged>,
                     .iter()
                     .map(|(a, b)| (a.as_str(), b.as_str()))
                     .collect();
-                let action = Action::tool(w.tool.clone());
+                let action = Action::tool(w.call.tool.clone());
                 let ask = Ask {
-                    call_id: Some(&w.call_id),
+                    call_id: Some(&w.call.call_id),
                     ..Ask::new(&caller, &action, &[], &clock)
                 };
                 let v = policy.decide_recorded(&ask, rel, &reps, &mut tracker);
                 // The history goes on as it happened: a write that stood counts for the turn.
                 // A write with no recorded result is taken to have run (the history does not say otherwise).
-                let stood = matches!(w.outcome, Outcome::Kept | Outcome::Unknown);
+                let stood = matches!(w.call.outcome, Outcome::Kept | Outcome::Unknown);
                 let is_plan = stood && policy.is_plan(rel, w.content.as_deref().unwrap_or(""));
                 if stood {
                     tracker.touch(&caller, v.work.clone());
-                    if w.effects.is_empty() {
+                    if w.call.effects.is_empty() {
                         effects.push(Effect::ok(rel.clone(), EffectKind::Modify));
                     }
                 }
-                effects.extend(w.effects.iter().cloned());
+                effects.extend(w.call.effects.iter().cloned());
                 if is_plan {
                     tracker.plan();
                     for j in &mut out[turn_start..] {

@@ -68,15 +68,33 @@ pub(crate) struct Call {
     pub(crate) effects: Vec<Effect>,
 }
 
-/// A recorded file write.
+impl Call {
+    /// A call `agent` asked for, before the history says what became of it.
+    fn requested(agent: String, call_id: CallId, tool: ToolName, arguments: Value) -> Self {
+        Self {
+            agent,
+            call_id,
+            tool,
+            arguments,
+            outcome: Outcome::Unknown,
+            refused_by: None,
+            effects: vec![],
+        }
+    }
+
+    /// It was refused, first by `by` (a later refusal does not replace the first).
+    fn refuse(&mut self, by: String) {
+        self.outcome = Outcome::Refused;
+        self.refused_by.get_or_insert(by);
+    }
+}
+
+/// A recorded file write: a tool call with a path.
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct Write {
-    /// The agent that asked.
-    pub(crate) agent: String,
-    /// The tool call's id.
-    pub(crate) call_id: CallId,
-    /// The tool, as the history names it.
-    pub(crate) tool: ToolName,
+    /// The call: who asked, with what arguments (for repeat limits and stop-gates), and what
+    /// became of it (the files it changed: ledgers).
+    pub(crate) call: Call,
     /// The path as written.
     pub(crate) raw: String,
     /// Workspace-relative (`None`: outside the workspace or not resolvable).
@@ -85,16 +103,38 @@ pub(crate) struct Write {
     pub(crate) replacements: Vec<(String, String)>,
     /// The content written, when the history holds it (to recognise a plan).
     pub(crate) content: Option<String>,
-    /// What became of it.
-    pub(crate) outcome: Outcome,
-    /// The recorded refusal text, when it was refused.
-    pub(crate) refused_by: Option<String>,
     /// The recorded config flagged it (an advisory warning, or an override a person granted).
     pub(crate) flagged: bool,
-    /// The tool's arguments, as requested (for repeat limits and stop-gates).
-    pub(crate) arguments: Value,
-    /// The files it changed, as recorded (ledgers).
-    pub(crate) effects: Vec<Effect>,
+}
+
+impl Write {
+    /// `call`, a write of `raw` (`rel` in the workspace) with `arguments`, before the history
+    /// says what became of it.
+    fn requested(call: Call, raw: &str, rel: Option<String>) -> Self {
+        let arguments = &call.arguments;
+        Self {
+            raw: raw.to_string(),
+            rel,
+            replacements: replacements(arguments),
+            content: arguments
+                .get("content")
+                .and_then(Value::as_str)
+                .map(str::to_string),
+            flagged: false,
+            call,
+        }
+    }
+}
+
+impl Step {
+    /// The tool call it is, if it is one (a write or another call).
+    fn call_mut(&mut self) -> Option<&mut Call> {
+        match self {
+            Step::Write(w) => Some(&mut w.call),
+            Step::Call(c) => Some(c),
+            _ => None,
+        }
+    }
 }
 
 /// A session's steps: a loopward run or a Claude Code session.
@@ -167,35 +207,12 @@ pub(crate) fn ledger_session(name: &str, records: &[Record]) -> Session {
             } => {
                 calls.insert(call_id.clone(), steps.len());
                 let path = arguments.get("path").and_then(Value::as_str);
+                let is_write = matches!(tool.as_str(), "write_file" | "edit_file");
+                let path = path.filter(|_| is_write).map(str::to_string);
+                let call = Call::requested(agent, call_id, tool, arguments);
                 let step = match path {
-                    Some(raw) if matches!(tool.as_str(), "write_file" | "edit_file") => {
-                        Step::Write(Write {
-                            agent,
-                            call_id,
-                            tool,
-                            raw: raw.to_string(),
-                            rel: relative(raw, None),
-                            replacements: replacements(&arguments),
-                            content: arguments
-                                .get("content")
-                                .and_then(Value::as_str)
-                                .map(str::to_string),
-                            outcome: Outcome::Unknown,
-                            refused_by: None,
-                            flagged: false,
-                            arguments,
-                            effects: vec![],
-                        })
-                    }
-                    _ => Step::Call(Call {
-                        agent,
-                        call_id,
-                        tool,
-                        arguments,
-                        outcome: Outcome::Unknown,
-                        refused_by: None,
-                        effects: vec![],
-                    }),
+                    Some(raw) => Step::Write(Write::requested(call, &raw, relative(&raw, None))),
+                    None => Step::Call(call),
                 };
                 steps.push(step);
             }
@@ -210,31 +227,23 @@ pub(crate) fn ledger_session(name: &str, records: &[Record]) -> Session {
                 decision,
                 path,
                 ..
-            } => match calls.get(&id).and_then(|&i| steps.get_mut(i)) {
-                Some(Step::Write(w)) => {
-                    if let Decision::Deny(rf) = &decision {
-                        recorded.push(rf.gate.to_string());
-                        w.outcome = Outcome::Refused;
-                        w.refused_by.get_or_insert_with(|| rf.gate.to_string());
-                    }
-                    if let Some(p) = path {
-                        w.rel = Some(p.to_string());
-                    }
-                    w.flagged |= matches!(decision, Decision::Warn(_) | Decision::Override { .. });
+            } => {
+                if let Decision::Deny(rf) = &decision {
+                    recorded.push(rf.gate.to_string());
                 }
-                Some(Step::Call(c)) => {
-                    if let Decision::Deny(rf) = decision {
-                        recorded.push(rf.gate.to_string());
-                        c.outcome = Outcome::Refused;
-                        c.refused_by.get_or_insert_with(|| rf.gate.to_string());
+                if let Some(step) = calls.get(&id).and_then(|&i| steps.get_mut(i)) {
+                    if let Step::Write(w) = step {
+                        if let Some(p) = path {
+                            w.rel = Some(p.to_string());
+                        }
+                        w.flagged |=
+                            matches!(decision, Decision::Warn(_) | Decision::Override { .. });
+                    }
+                    if let (Decision::Deny(rf), Some(c)) = (&decision, step.call_mut()) {
+                        c.refuse(rf.gate.to_string());
                     }
                 }
-                _ => {
-                    if let Decision::Deny(rf) = decision {
-                        recorded.push(rf.gate.to_string());
-                    }
-                }
-            },
+            }
             AuditEvent::LayerDecision {
                 ref layer,
                 decision,
@@ -243,16 +252,11 @@ pub(crate) fn ledger_session(name: &str, records: &[Record]) -> Session {
                 let gate = layer_firing(layer, decision, detail).unwrap_or_default();
                 recorded.push(gate.clone());
                 let step = detail.call_id().and_then(|id| calls.get(&id));
-                match step.and_then(|&i| steps.get_mut(i)) {
-                    Some(Step::Write(w)) if decision != LayerVerdict::Approved => {
-                        w.outcome = Outcome::Refused;
-                        w.refused_by.get_or_insert(gate);
-                    }
-                    Some(Step::Call(c)) if decision != LayerVerdict::Approved => {
-                        c.outcome = Outcome::Refused;
-                        c.refused_by.get_or_insert(gate);
-                    }
-                    _ => {}
+                let call = step
+                    .and_then(|&i| steps.get_mut(i))
+                    .and_then(Step::call_mut);
+                if let Some(c) = call.filter(|_| decision != LayerVerdict::Approved) {
+                    c.refuse(gate);
                 }
             }
             AuditEvent::LayerDecision {
@@ -261,16 +265,11 @@ pub(crate) fn ledger_session(name: &str, records: &[Record]) -> Session {
                 detail,
             } => {
                 let step = detail.call_id().and_then(|id| calls.get(&id));
-                match step.and_then(|&i| steps.get_mut(i)) {
-                    Some(Step::Write(w)) => {
-                        w.outcome = Outcome::Refused;
-                        w.refused_by.get_or_insert(layer.to_string());
-                    }
-                    Some(Step::Call(c)) => {
-                        c.outcome = Outcome::Refused;
-                        c.refused_by.get_or_insert(layer.to_string());
-                    }
-                    _ => {}
+                if let Some(c) = step
+                    .and_then(|&i| steps.get_mut(i))
+                    .and_then(Step::call_mut)
+                {
+                    c.refuse(layer.to_string());
                 }
             }
             AuditEvent::ToolFinished {
@@ -279,9 +278,9 @@ pub(crate) fn ledger_session(name: &str, records: &[Record]) -> Session {
                 effects,
                 ..
             } => match calls.get(&call_id).and_then(|&i| steps.get_mut(i)) {
-                Some(Step::Write(w)) if w.outcome != Outcome::Refused => {
-                    w.outcome = finished(is_error, &effects);
-                    w.effects = effects;
+                Some(Step::Write(w)) if w.call.outcome != Outcome::Refused => {
+                    w.call.outcome = finished(is_error, &effects);
+                    w.call.effects = effects;
                 }
                 Some(Step::Call(c)) if c.outcome != Outcome::Refused => {
                     c.outcome = if is_error {
@@ -415,9 +414,9 @@ pub(crate) fn transcript_sessions(
                                 .and_then(|&i| steps.get_mut(i))
                             {
                                 let err = b.get("is_error").and_then(Value::as_bool) == Some(true);
-                                w.outcome = if err { Outcome::Refused } else { Outcome::Kept };
+                                w.call.outcome = if err { Outcome::Refused } else { Outcome::Kept };
                                 if err {
-                                    w.refused_by = Some(first_line(b.get("content")));
+                                    w.call.refused_by = Some(first_line(b.get("content")));
                                 }
                             }
                         }
@@ -450,23 +449,9 @@ pub(crate) fn transcript_sessions(
                         continue;
                     };
                     calls.insert((si, id.to_string()), steps.len());
-                    steps.push(Step::Write(Write {
-                        agent: agent.clone(),
-                        call_id: id.into(),
-                        tool: name.into(),
-                        raw: raw.to_string(),
-                        rel: relative(raw, cwd),
-                        replacements: replacements(input),
-                        content: input
-                            .get("content")
-                            .and_then(Value::as_str)
-                            .map(str::to_string),
-                        outcome: Outcome::Unknown,
-                        refused_by: None,
-                        flagged: false,
-                        arguments: input.clone(),
-                        effects: vec![],
-                    }));
+                    let call =
+                        Call::requested(agent.clone(), id.into(), name.into(), input.clone());
+                    steps.push(Step::Write(Write::requested(call, raw, relative(raw, cwd))));
                 }
             }
             _ => {}
@@ -556,12 +541,12 @@ mod tests {
         assert_eq!(steps[0], Step::Human);
         let Step::Write(w1) = &steps[1] else { panic!() };
         assert_eq!(
-            (w1.rel.as_deref(), w1.outcome),
+            (w1.rel.as_deref(), w1.call.outcome),
             (Some("a.rs"), Outcome::Kept)
         );
         let Step::Write(w2) = &steps[2] else { panic!() };
-        assert_eq!(w2.outcome, Outcome::Refused);
+        assert_eq!(w2.call.outcome, Outcome::Refused);
         assert_eq!(w2.replacements, vec![("a".to_string(), "b".to_string())]);
-        assert_eq!(w2.refused_by.as_deref(), Some("blocked by hook"));
+        assert_eq!(w2.call.refused_by.as_deref(), Some("blocked by hook"));
     }
 }

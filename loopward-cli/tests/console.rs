@@ -25,7 +25,7 @@
 mod browser;
 mod support;
 
-use browser::{answer, browser, until, Owned};
+use browser::{answer, browser, fill, until, Owned};
 use fantoccini::Locator;
 use std::io::{BufRead, BufReader};
 use std::path::Path;
@@ -198,12 +198,7 @@ async fn scenario() {
     c.goto(&format!("{base}/runs/r-loop")).await.unwrap();
     until(&c, PANEL_STATUS, "running").await;
     for (field, value) in [("by", "carol"), ("reason", "it loops")] {
-        let f = c
-            .find(Locator::Css(&format!("form.stop input[name={field}]")))
-            .await
-            .unwrap();
-        f.clear().await.unwrap();
-        f.send_keys(value).await.unwrap();
+        fill(&c, &format!("form.stop input[name={field}]"), value).await;
     }
     shot("console-stop.png", &c.screenshot().await.unwrap());
     c.find(Locator::Css("form.stop button.stop"))

@@ -61,6 +61,57 @@ fn run_loop(client: Client, program: &Path, root: &Path, home: &Path, port: u16)
     shown(loop_command(client, program, root, home, port).args(task(VERIFY, "loop1", &[])))
 }
 
+/// A loop project ([`project`]) with the real Codex, which the scripted Responses API server
+/// on `port` answers.
+struct CodexProject {
+    codex: PathBuf,
+    _dir: tempfile::TempDir,
+    root: PathBuf,
+    home: PathBuf,
+    port: u16,
+    server: responses_server::Server,
+}
+
+impl CodexProject {
+    /// The project, its server answering with `script`; `None` (the test passes, having said
+    /// why) where Codex is not installed.
+    fn start(script: Vec<Step>) -> Option<Self> {
+        let codex = Client::Codex.find()?;
+        let (_dir, root, home) = project();
+        let (port, server) = responses_server::start(script);
+        Some(Self {
+            codex,
+            _dir,
+            root,
+            home,
+            port,
+            server,
+        })
+    }
+
+    /// `loopward loop --agent codex …` in the project ([`loop_command`]).
+    fn loop_command(&self) -> Command {
+        loop_command(
+            Client::Codex,
+            &self.codex,
+            &self.root,
+            &self.home,
+            self.port,
+        )
+    }
+}
+
+/// A first session whose `command` stalls (Codex hands a command's output back after its wait;
+/// 30 s keeps a killed session from asking the server again before a resumed loop ends it),
+/// then one that writes the file [`VERIFY`] looks for and says so.
+fn stalled_then_finishing(command: &str) -> Vec<Step> {
+    vec![
+        Step::ExecWaiting(command.into(), 30_000),
+        Step::Exec("echo yes > notes/done.txt".into()),
+        Step::Text("Done, really.".into()),
+    ]
+}
+
 /// What both clients' loops show: two sessions, the first one's claim of done refused by the
 /// verifier, the second verified; what each session's hook decided in the loop's ledger under
 /// the session's turn (the first one the territory refusal); the
@@ -131,11 +182,7 @@ fn assert_claim_refused_then_verified(client: Client, tool: &str, root: &Path, h
 
 #[test]
 fn codex_a_claim_of_done_the_verifier_refuses_gets_another_session_and_the_loop_ends_verified() {
-    let Some(codex) = Client::Codex.find() else {
-        return;
-    };
-    let (_dir, root, home) = project();
-    let (port, server) = responses_server::start(vec![
+    let Some(p) = CodexProject::start(vec![
         // Session 1: an edit of the planner's roadmap, refused by the hook inside the session;
         // the agent corrects course (its own notes) and claims it is done.
         Step::update("plans/roadmap.md", "1. greeting", "1. mine now"),
@@ -144,18 +191,20 @@ fn codex_a_claim_of_done_the_verifier_refuses_gets_another_session_and_the_loop_
         // Session 2: the file the verifier looks for.
         Step::Exec("echo yes > notes/done.txt".into()),
         Step::Text("Done, really.".into()),
-    ]);
-    let out = run_loop(Client::Codex, &codex, &root, &home, port);
+    ]) else {
+        return;
+    };
+    let out = run_loop(Client::Codex, &p.codex, &p.root, &p.home, p.port);
     assert_eq!(out.status.code(), Some(0), "the loop ends verified");
     // The refusal the model read, naming the owner.
-    let outputs = server.outputs();
+    let outputs = p.server.outputs();
     assert!(
         outputs[0].1.contains("plans/roadmap.md belongs to planner"),
         "{outputs:#?}"
     );
-    assert_claim_refused_then_verified(Client::Codex, "codex", &root, &home);
+    assert_claim_refused_then_verified(Client::Codex, "codex", &p.root, &p.home);
     // Codex asked the configured API base, with the configured model.
-    assert_eq!(server.requests()[0]["model"], "gpt-5.5");
+    assert_eq!(p.server.requests()[0]["model"], "gpt-5.5");
 }
 
 #[test]
@@ -268,31 +317,30 @@ fn a_stream_line_the_parser_does_not_know_ends_the_loop_failed_naming_it() {
 /// verifier passes; `loopward run` runs it.
 #[test]
 fn a_model_agent_hands_off_to_a_codex_agent_that_works_until_verified() {
-    let Some(codex) = Client::Codex.find() else {
-        return;
-    };
-    let (_dir, root, home) = project();
-    let (port, server) = responses_server::start(vec![
+    let Some(p) = CodexProject::start(vec![
         Step::Text("All done.".into()),
         Step::Exec("echo yes > src/done.txt".into()),
         Step::Text("Done, really.".into()),
-    ]);
-    support::loop_ledger::write_team(&root, &format!(
-        "kind = \"codex\"\nverify = \"test -f src/done.txt\"\nbase_url = \"http://127.0.0.1:{port}/v1\"\nmodel = \"gpt-5.5-team\""
+    ]) else {
+        return;
+    };
+    support::loop_ledger::write_team(&p.root, &format!(
+        "kind = \"codex\"\nverify = \"test -f src/done.txt\"\nbase_url = \"http://127.0.0.1:{}/v1\"\nmodel = \"gpt-5.5-team\"",
+        p.port
     ));
-    let (_bin, path) = clients::path_with(&codex, "codex");
+    let (_bin, path) = clients::path_with(&p.codex, "codex");
     let out = shown(
         Command::new(env!("CARGO_BIN_EXE_loopward"))
-            .current_dir(&root)
+            .current_dir(&p.root)
             .args(["run", "--id", "team"])
             .env_clear()
             .env("PATH", path)
-            .env("HOME", &home)
+            .env("HOME", &p.home)
             .env("OPENAI_API_KEY", "test"),
     );
     assert_eq!(out.status.code(), Some(0));
-    assert_eq!(server.requests()[0]["model"], "gpt-5.5-team");
-    support::loop_ledger::assert_team_built(&root, &home, "codex");
+    assert_eq!(p.server.requests()[0]["model"], "gpt-5.5-team");
+    support::loop_ledger::assert_team_built(&p.root, &p.home, "codex");
 }
 
 /// A loop killed (SIGKILL, by its PID) while its Codex session runs a command: resumed, the
@@ -300,18 +348,12 @@ fn a_model_agent_hands_off_to_a_codex_agent_that_works_until_verified() {
 /// its mark), recorded as interrupted and not run again, and the next session finishes.
 #[test]
 fn codex_a_loop_killed_mid_session_resumes_with_that_session_interrupted_and_none_repeated() {
-    let Some(codex) = Client::Codex.find() else {
+    let Some(p) = CodexProject::start(stalled_then_finishing("sh notes/stall.sh 46.5")) else {
         return;
     };
-    let (_dir, root, home) = project();
-    let (port, server) = responses_server::start(vec![
-        // Codex hands a command's output back after its wait; 30 s keeps the killed session
-        // from asking the server again before the resumed loop ends it.
-        Step::ExecWaiting("sh notes/stall.sh 46.5".into(), 30_000),
-        Step::Exec("echo yes > notes/done.txt".into()),
-        Step::Text("Done, really.".into()),
-    ]);
-    let mut child = loop_command(Client::Codex, &codex, &root, &home, port)
+    let (root, home) = (&p.root, &p.home);
+    let mut child = p
+        .loop_command()
         .args(task(VERIFY, "killed", &[]))
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -319,15 +361,14 @@ fn codex_a_loop_killed_mid_session_resumes_with_that_session_interrupted_and_non
         .unwrap();
     kill_mid_command(&mut child, &["sleep", "46.5"]);
 
-    let out =
-        shown(loop_command(Client::Codex, &codex, &root, &home, port).args(["--resume", "killed"]));
+    let out = shown(p.loop_command().args(["--resume", "killed"]));
     assert_eq!(out.status.code(), Some(0), "the resumed loop ends verified");
     assert!(
         !running(&["sleep", "46.5"]),
         "the resumed loop ended the session left behind"
     );
-    assert_eq!(server.requests().len(), 3, "no step of the script twice");
-    let rs = records(&root, "killed");
+    assert_eq!(p.server.requests().len(), 3, "no step of the script twice");
+    let rs = records(root, "killed");
     assert_eq!(kind(&rs, "run_resumed").count(), 1);
     assert_eq!(
         sessions(&rs, "codex"),
@@ -349,37 +390,28 @@ fn codex_a_loop_killed_mid_session_resumes_with_that_session_interrupted_and_non
         detail["left_running"] == false || detail["ended"] == true,
         "{detail}"
     );
-    let v = verify_run(&root, &home, "killed");
+    let v = verify_run(root, home, "killed");
     assert!(v.status.success(), "{v:?}");
-    assert_replays_the_same(&root, &home, "killed");
+    assert_replays_the_same(root, home, "killed");
 }
 
 /// A Codex session past its timeout is ended with what the hook wrapped for it (in a process
 /// session of its own, marked with Codex's session id), and the loop goes on.
 #[test]
 fn codex_a_session_past_its_timeout_is_ended_with_its_commands_and_the_loop_goes_on() {
-    let Some(codex) = Client::Codex.find() else {
+    let Some(p) = CodexProject::start(stalled_then_finishing("sh notes/stall.sh 44.5")) else {
         return;
     };
-    let (_dir, root, home) = project();
-    let (port, _server) = responses_server::start(vec![
-        Step::ExecWaiting("sh notes/stall.sh 44.5".into(), 30_000),
-        Step::Exec("echo yes > notes/done.txt".into()),
-        Step::Text("Done, really.".into()),
-    ]);
     let out = shown(
-        loop_command(Client::Codex, &codex, &root, &home, port).args(task(
-            VERIFY,
-            "slow",
-            &["--session-timeout", "4s"],
-        )),
+        p.loop_command()
+            .args(task(VERIFY, "slow", &["--session-timeout", "4s"])),
     );
     assert_eq!(out.status.code(), Some(0));
     assert!(
         !running(&["sleep", "44.5"]),
         "the stalled command outlived its session"
     );
-    let rs = records(&root, "slow");
+    let rs = records(&p.root, "slow");
     let first = kind(&rs, "tool_finished")
         .find(|r| r["data"]["tool"] == "codex")
         .unwrap();

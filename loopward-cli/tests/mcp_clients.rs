@@ -163,6 +163,18 @@ fn build_steps() -> Vec<Step> {
     ]
 }
 
+/// A tool call of the session was answered without an error, saying `needle`.
+#[track_caller]
+fn assert_answered(server: &anthropic_server::Server, needle: &str) {
+    let results = server.tool_results();
+    assert!(
+        results
+            .iter()
+            .any(|(_, is_error, t)| !is_error && t.contains(needle)),
+        "{results:#?}"
+    );
+}
+
 #[test]
 fn a_codex_planner_hands_off_over_mcp_and_the_next_session_is_the_builders() {
     let Some(codex) = Client::Codex.find() else {
@@ -300,14 +312,7 @@ fn a_claude_code_planner_hands_off_over_mcp_to_a_codex_builder() {
         "{:#?}",
         claude_server.tool_results()
     );
-    assert!(
-        claude_server
-            .tool_results()
-            .iter()
-            .any(|(_, is_error, t)| !is_error && t.contains("handed off to builder")),
-        "{:#?}",
-        claude_server.tool_results()
-    );
+    assert_answered(&claude_server, "handed off to builder");
     // The builder's session was Codex's, and it was told what the planner handed on.
     assert!(
         codex_server.requests()[0]
@@ -320,14 +325,7 @@ fn a_claude_code_planner_hands_off_over_mcp_to_a_codex_builder() {
     // and never a person's message.
     let rs = records(&root, "team");
     assert_relayed_once(&rs, "say");
-    assert!(
-        claude_server
-            .tool_results()
-            .iter()
-            .any(|(_, is_error, t)| !is_error && t.contains("said to the people watching")),
-        "{:#?}",
-        claude_server.tool_results()
-    );
+    assert_answered(&claude_server, "said to the people watching");
     assert!(!kind(&rs, "human_message")
         .any(|r| r.to_string().contains("the builder takes it from here")));
     assert_handed_off_over_mcp(&root, &home, "claude_code");

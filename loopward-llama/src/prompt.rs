@@ -189,18 +189,32 @@ mod tests {
         PromptTemplate::new(None, String::new(), String::new()).unwrap()
     }
 
+    /// The tool the tests call: `add`.
+    fn add_tool() -> ToolSpec {
+        ToolSpec {
+            name: "add".into(),
+            description: "Adds.".into(),
+            parameters: json!({"type": "object"}),
+        }
+    }
+
+    /// The result of the model's call `c1` of `add`: 2.
+    fn add_result() -> Message {
+        Message::Tool(ToolResult {
+            call_id: "c1".into(),
+            name: "add".into(),
+            content: "2".into(),
+            is_error: false,
+        })
+    }
+
     #[test]
     fn chatml_fallback_marks_notices_and_tool_results() {
         let messages = vec![
             Message::system("Be brief."),
             Message::human(Person::at_the_keyboard().says("hi")),
             Message::model("", vec![ToolCall::new("c1", "add", json!({"a": 1}))]),
-            Message::Tool(ToolResult {
-                call_id: "c1".into(),
-                name: "add".into(),
-                content: "2".into(),
-                is_error: false,
-            }),
+            add_result(),
             Message::notice("user: skip the plan"),
         ];
         let raw = HashMap::from([(
@@ -219,15 +233,10 @@ mod tests {
 
     #[test]
     fn tools_are_listed_in_the_system_prompt_when_the_template_has_no_tool_support() {
-        let tool = ToolSpec {
-            name: "add".into(),
-            description: "Adds.".into(),
-            parameters: json!({"type": "object"}),
-        };
         let text = chatml()
             .render(
                 &[Message::human(Person::at_the_keyboard().says("hi"))],
-                &[tool],
+                &[add_tool()],
                 &HashMap::new(),
             )
             .unwrap();
@@ -245,21 +254,11 @@ mod tests {
             {% else %}{{ m.content }}{% endif %};{% endfor %}";
         let t = PromptTemplate::new(Some(source.into()), String::new(), String::new()).unwrap();
         assert!(t.native_tools);
-        let tool = ToolSpec {
-            name: "add".into(),
-            description: "Adds.".into(),
-            parameters: json!({"type": "object"}),
-        };
         let messages = vec![
             Message::model("", vec![ToolCall::new("c1", "add", json!({"a": 1}))]),
-            Message::Tool(ToolResult {
-                call_id: "c1".into(),
-                name: "add".into(),
-                content: "2".into(),
-                is_error: false,
-            }),
+            add_result(),
         ];
-        let text = t.render(&messages, &[tool], &HashMap::new()).unwrap();
+        let text = t.render(&messages, &[add_tool()], &HashMap::new()).unwrap();
         assert_eq!(text, "[add]assistant:{\"a\":1};tool:2;");
     }
 

@@ -41,12 +41,7 @@ pub fn secret_value(
     env: Option<EnvLookup>,
     name: &str,
 ) -> Result<String, ConfigError> {
-    let invalid = |key: String, problem: String, fix: String| ConfigError::Invalid {
-        file: config_path.to_path_buf(),
-        key,
-        problem,
-        fix,
-    };
+    let invalid = |key, problem, fix| ConfigError::invalid(config_path, key, problem, fix);
     let Some(s) = cfg.secrets.get(name) else {
         return Err(invalid(
             format!("secrets.{name}"),
@@ -91,12 +86,7 @@ pub fn masker(
     config_path: &Path,
     env: Option<EnvLookup>,
 ) -> Result<Masker, ConfigError> {
-    let invalid = |key: String, problem: String, fix: String| ConfigError::Invalid {
-        file: config_path.to_path_buf(),
-        key,
-        problem,
-        fix,
-    };
+    let invalid = |key, problem, fix| ConfigError::invalid(config_path, key, problem, fix);
     let mut pairs: Vec<(String, String)> = Vec::new();
     for name in cfg.secrets.keys() {
         pairs.push((name.clone(), secret_value(cfg, config_path, env, name)?));
@@ -203,31 +193,21 @@ mod tests {
         .unwrap()
     }
 
+    /// The masker of `cfg` (read from `loopward.toml`) when the environment is `env`.
+    fn masker_with(cfg: &Config, env: EnvLookup) -> Result<Masker, ConfigError> {
+        masker(cfg, Path::new("loopward.toml"), Some(env))
+    }
+
     #[test]
     fn the_backend_key_is_masked_when_it_can_be_and_a_short_one_never_stops_a_run() {
         let cfg = config("");
-        let long = masker(
-            &cfg,
-            Path::new("loopward.toml"),
-            Some(|_| Some("sk-long-enough-key".into())),
-        )
-        .unwrap();
+        let long = masker_with(&cfg, |_| Some("sk-long-enough-key".into())).unwrap();
         assert_eq!(long.mask_str("k=sk-long-enough-key"), "k=[secret:MY_KEY]");
-        let short = masker(
-            &cfg,
-            Path::new("loopward.toml"),
-            Some(|_| Some("sk-test".into())),
-        )
-        .unwrap();
+        let short = masker_with(&cfg, |_| Some("sk-test".into())).unwrap();
         assert!(short.is_empty());
         // A declared secret that short is refused, naming it.
         let cfg = config("[secrets.TOKEN]\nenv = \"TOKEN\"\n");
-        let err = masker(
-            &cfg,
-            Path::new("loopward.toml"),
-            Some(|_| Some("short".into())),
-        )
-        .unwrap_err();
+        let err = masker_with(&cfg, |_| Some("short".into())).unwrap_err();
         assert!(err.to_string().contains("secret TOKEN"), "{err}");
     }
 }

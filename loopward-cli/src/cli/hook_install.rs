@@ -17,7 +17,7 @@ use loopward_runner::gates::Host;
 use loopward_runner::sandbox::{kernel_support, SandboxMode};
 use loopward_term::render::{Printer, Tone};
 use serde_json::{json, Value};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -181,19 +181,47 @@ fn exited_zero(line: &str, out: std::io::Result<std::process::Output>) -> Result
     Ok(())
 }
 
+/// Where a host's hook goes for a config.
+struct Site {
+    /// The config file, canonical.
+    config: PathBuf,
+    cfg: Config,
+    /// Its workspace, canonical.
+    root: PathBuf,
+    /// The host's settings file in the workspace.
+    path: PathBuf,
+}
+
+/// Where the hook of `spec` goes for the config `config`; when the config is not found, the
+/// error says so, then `missing`.
+fn site(config: &Path, spec: &Spec, missing: &str) -> Result<Site> {
+    let config = config
+        .canonicalize()
+        .with_context(|| format!("{} not found{missing}", config.display()))?;
+    let cfg = Config::load(&config)?;
+    let root = cfg.workspace_dir(&config).canonicalize()?;
+    let path = root.join(spec.file);
+    Ok(Site {
+        config,
+        cfg,
+        root,
+        path,
+    })
+}
+
 /// Writes `host`'s hook into its settings file in the project (`.claude/settings.json`,
 /// `.codex/hooks.json`, `.gemini/settings.json`; other settings and hooks are kept).
 pub(super) fn install(config: &Path, main_agent: &str, host: Host) -> Result<ExitCode> {
     let spec = spec(host);
-    let config = config
-        .canonicalize()
-        .with_context(|| format!("{} not found; run `loopward init` first", config.display()))?;
-    let cfg = Config::load(&config)?;
-    let root = cfg.workspace_dir(&config).canonicalize()?;
+    let Site {
+        config,
+        cfg,
+        root,
+        path,
+    } = site(config, &spec, "; run `loopward init` first")?;
     let exe = std::env::current_exe().context("finding the loopward binary")?;
     let cmd = command(&spec, &exe, &config, main_agent)?;
     check_runs(&cmd, host)?;
-    let path = root.join(spec.file);
     let dir = path.parent().unwrap_or(&root).to_path_buf();
     let mut settings: Value = match std::fs::read_to_string(&path) {
         Ok(text) => serde_json::from_str(&text)
@@ -240,12 +268,7 @@ pub(super) fn install(config: &Path, main_agent: &str, host: Host) -> Result<Exi
 /// Whether `host`'s installed hook would fail open; exit 1 when it would.
 pub(super) fn doctor(config: &Path, host: Host) -> Result<ExitCode> {
     let spec = spec(host);
-    let config = config
-        .canonicalize()
-        .with_context(|| format!("{} not found", config.display()))?;
-    let cfg = Config::load(&config)?;
-    let root = cfg.workspace_dir(&config).canonicalize()?;
-    let path = root.join(spec.file);
+    let Site { cfg, path, .. } = site(config, &spec, "")?;
     let mut out = Printer::stdout();
     let mut problems: Vec<String> = Vec::new();
     let settings: Value = std::fs::read_to_string(&path)

@@ -6,10 +6,8 @@ use super::*;
 /// Writes a config made of the starter with `edit` applied, runs it, and checks that the error
 /// says each of `said`.
 fn bad_config(edit: impl Fn(String) -> String, said: &[&str]) {
-    let dir = initialised();
+    let dir = initialised_with(edit);
     let d = dir.path();
-    let cfg = edit(std::fs::read_to_string(d.join("loopward.toml")).unwrap());
-    std::fs::write(d.join("loopward.toml"), cfg).unwrap();
     let o = loopward(d, &["run"]);
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
     assert!(

@@ -38,6 +38,14 @@ impl Team {
         self.0.state()
     }
 
+    /// `loopward verify runs/<run>` passes, naming `key`.
+    #[track_caller]
+    fn assert_verified_by(&self, run: &str, key: &str) {
+        let o = self.run(&["verify", &format!("runs/{run}")]);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        crate::support::assert_prints(&o, &format!("{run}: verified by key {key}"));
+    }
+
     fn keys(&self) -> KeyRing {
         KeyRing::load(&self.state().join("keys")).unwrap()
     }
@@ -73,13 +81,7 @@ fn init_run_verify_is_keyed_and_a_rotated_key_still_verifies_old_runs() {
     let t = Team::new();
     assert_eq!(t.run(&["run", "--id", "r1"]).status.code(), Some(0));
     let first = t.keys().current().unwrap().id().to_string();
-    let o = t.run(&["verify", "runs/r1"]);
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-    assert!(
-        text(&o).contains(&format!("r1: verified by key {first}")),
-        "{}",
-        text(&o)
-    );
+    t.assert_verified_by("r1", &first);
     let o = t.run(&["key", "rotate"]);
     assert!(o.status.success(), "{}", text(&o));
     let second = t.keys().current().unwrap().id().to_string();
@@ -89,14 +91,8 @@ fn init_run_verify_is_keyed_and_a_rotated_key_still_verifies_old_runs() {
     let o = t.run(&["verify", "runs"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     let out = text(&o);
-    assert!(
-        out.contains(&format!("r1: verified by key {first}")),
-        "{out}"
-    );
-    assert!(
-        out.contains(&format!("r2: verified by key {second}")),
-        "{out}"
-    );
+    crate::support::assert_says(&out, &format!("r1: verified by key {first}"));
+    crate::support::assert_says(&out, &format!("r2: verified by key {second}"));
     let o = t.run(&["report"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
 }
@@ -303,13 +299,7 @@ fn a_run_started_before_a_key_rotation_resumes_under_its_own_key() {
     let o = t.run(&["run", "--resume", "r7"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     assert!(t.d().join("src/hello.txt").exists(), "{}", text(&o));
-    let o = t.run(&["verify", "runs/r7"]);
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-    assert!(
-        text(&o).contains(&format!("r7: verified by key {first}")),
-        "{}",
-        text(&o)
-    );
+    t.assert_verified_by("r7", &first);
     // A run started after the rotation is chained under the new key.
     assert_eq!(t.run(&["run", "--id", "r8"]).status.code(), Some(7));
     let head = std::fs::read_to_string(t.d().join("runs/r8/events.jsonl")).unwrap();

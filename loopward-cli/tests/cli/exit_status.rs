@@ -5,12 +5,8 @@ use super::*;
 #[test]
 fn exit_status_says_how_the_run_ended() {
     // A cap: the starter's team with a two-turn limit.
-    let dir = initialised();
+    let dir = initialised_with(|c| c.replace("turns_per_run = 12", "turns_per_run = 2"));
     let d = dir.path();
-    let cfg = std::fs::read_to_string(d.join("loopward.toml"))
-        .unwrap()
-        .replace("turns_per_run = 12", "turns_per_run = 2");
-    std::fs::write(d.join("loopward.toml"), cfg).unwrap();
     let o = loopward(d, &["run", "--id", "capped"]);
     assert_eq!(o.status.code(), Some(3), "{}", text(&o));
     assert!(text(&o).contains("cap_reached"));
@@ -126,10 +122,8 @@ fn exit_status_8_when_the_ledger_cannot_be_written_and_the_action_does_not_run()
     // Half-way into the record: the records before it fit whatever their timings' digits.
     let limit = start + line.len() / 2;
 
-    let dir = initialised();
+    let dir = initialised_with(edit);
     let d = dir.path();
-    let cfg = edit(std::fs::read_to_string(d.join("loopward.toml")).unwrap());
-    std::fs::write(d.join("loopward.toml"), cfg).unwrap();
     std::fs::write(d.join("s.toml"), script).unwrap();
     let o = Command::new("sh")
         .arg("-c")

@@ -9,16 +9,17 @@ fn init_run_verify_report_replay_round_trip() {
     let run = loopward(d, &["run", "--id", "r1"]);
     let out = text(&run);
     assert_eq!(run.status.code(), Some(0), "{out}");
-    for line in [
-        "turn 1 · root",
-        "↪ handoff → planner",
-        "✓ wrote plan.md",
-        "✓ wrote src/hello.txt",
-        "↪ handoff → auditor",
-        "completed: 4 turns, 3 handoffs",
-    ] {
-        assert!(out.contains(line), "missing {line:?} in:\n{out}");
-    }
+    crate::support::assert_says_all(
+        &out,
+        &[
+            "turn 1 · root",
+            "↪ handoff → planner",
+            "✓ wrote plan.md",
+            "✓ wrote src/hello.txt",
+            "↪ handoff → auditor",
+            "completed: 4 turns, 3 handoffs",
+        ],
+    );
     crate::support::assert_file(d, "src/hello.txt", "hello\n");
 
     let verify = loopward(d, &["verify", "runs/r1"]);
@@ -81,12 +82,8 @@ fn replay_fails_when_a_decision_comes_out_differently() {
 
 #[test]
 fn the_run_banner_names_the_backend_actually_used() {
-    let dir = initialised();
+    let dir = initialised_with(|c| c.replace("kind = \"fake\"", "kind = \"llama\""));
     let d = dir.path();
-    let cfg = std::fs::read_to_string(d.join("loopward.toml"))
-        .unwrap()
-        .replace("kind = \"fake\"", "kind = \"llama\"");
-    std::fs::write(d.join("loopward.toml"), cfg).unwrap();
     let o = loopward(d, &["run", "--backend", "fake", "--id", "b1"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     crate::support::assert_prints(&o, "run b1 · fake");

@@ -39,6 +39,19 @@ fn initialised() -> tempfile::TempDir {
     dir
 }
 
+/// Edits the config, `loopward.toml`, in `d` with `edit`.
+fn edit_config(d: &Path, edit: impl FnOnce(String) -> String) {
+    let cfg = std::fs::read_to_string(d.join("loopward.toml")).unwrap();
+    std::fs::write(d.join("loopward.toml"), edit(cfg)).unwrap();
+}
+
+/// The starter (`loopward init`) with its config edited by `edit`.
+fn initialised_with(edit: impl FnOnce(String) -> String) -> tempfile::TempDir {
+    let dir = initialised();
+    edit_config(dir.path(), edit);
+    dir
+}
+
 /// Appends `text` to the file `rel` in `d`.
 fn append(d: &Path, rel: &str, text: &str) {
     let mut was = std::fs::read_to_string(d.join(rel)).unwrap();
@@ -63,11 +76,8 @@ fn run_with_edit(
     id: &str,
     edit: impl Fn(String) -> String,
 ) -> (Output, tempfile::TempDir) {
-    let dir = initialised();
+    let dir = initialised_with(|c| edit(c) + extra);
     let d = dir.path();
-    let mut cfg = edit(std::fs::read_to_string(d.join("loopward.toml")).unwrap());
-    cfg.push_str(extra);
-    std::fs::write(d.join("loopward.toml"), cfg).unwrap();
     std::fs::write(d.join("s.toml"), script).unwrap();
     let o = loopward(d, &["run", "--script", "s.toml", "--id", id]);
     (o, dir)

@@ -3,19 +3,12 @@
 //! change to a message is a reviewed change.
 
 use super::assert_says;
-use super::{initialised, loopward, text};
-use std::path::Path;
-
-fn edit_config(d: &Path, f: impl Fn(String) -> String) {
-    let cfg = std::fs::read_to_string(d.join("loopward.toml")).unwrap();
-    std::fs::write(d.join("loopward.toml"), f(cfg)).unwrap();
-}
+use super::{edit_config, initialised, initialised_with, loopward, text};
 
 /// The starter with its config edited by `edit`, refused by `loopward <args>` (exit status
 /// 1): what it said.
 fn refused(edit: impl Fn(String) -> String, args: &[&str]) -> String {
-    let dir = initialised();
-    edit_config(dir.path(), edit);
+    let dir = initialised_with(edit);
     let o = loopward(dir.path(), args);
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
     text(&o)
@@ -207,12 +200,13 @@ fn hook_help_lists_the_four_events_the_install_needs() {
     let dir = tempfile::tempdir().unwrap();
     let o = loopward(dir.path(), &["hook", "claude-code", "--help"]);
     let t = text(&o);
-    for event in [
-        "PreToolUse",
-        "PostToolUse,",
-        "PostToolUseFailure",
-        "UserPromptSubmit",
-    ] {
-        assert!(t.contains(event), "{event} missing:\n{t}");
-    }
+    crate::support::assert_says_all(
+        &t,
+        &[
+            "PreToolUse",
+            "PostToolUse,",
+            "PostToolUseFailure",
+            "UserPromptSubmit",
+        ],
+    );
 }

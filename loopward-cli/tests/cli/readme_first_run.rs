@@ -97,16 +97,17 @@ fn the_readme_leads_from_a_clone_to_a_first_governed_run_of_your_own_team() {
         seen.push_str(&format!("$ {c}\n{out}"));
     }
     // What the section's comments promise.
-    for promise in [
-        "territory:writer",
-        "refused by territory:writer: docs/intro.md belongs to writer",
-        "what to do:",
-        "completed:",
-        "anchored in index.jsonl",
-        "unauthorised writes: 0",
-    ] {
-        assert!(seen.contains(promise), "missing {promise:?} in:\n{seen}");
-    }
+    crate::support::assert_says_all(
+        &seen,
+        &[
+            "territory:writer",
+            "refused by territory:writer: docs/intro.md belongs to writer",
+            "what to do:",
+            "completed:",
+            "anchored in index.jsonl",
+            "unauthorised writes: 0",
+        ],
+    );
     let report = run(d, "loopward report --json");
     let json: serde_json::Value = serde_json::from_slice(&report.stdout).unwrap();
     assert_eq!(json["runs"], 1, "{json}");

@@ -3,7 +3,7 @@
 //! starter team's first run showing one refusal with its way out.
 
 use super::assert_says;
-use super::{append, durable_gate, initialised, loopward};
+use super::{append, durable_gate, initialised, initialised_with, loopward};
 
 #[test]
 fn json_is_one_object_per_ledger_record_between_start_and_end() {
@@ -156,16 +156,13 @@ fn the_starter_run_shows_one_refusal_and_its_way_out() {
 /// verifies and `replay` comes out the same.
 #[test]
 fn an_agents_say_is_shown_masked_verified_and_replayed() {
-    let dir = initialised();
-    let d = dir.path();
-    let cfg = std::fs::read_to_string(d.join("loopward.toml"))
-        .unwrap()
-        .replace(
+    let dir = initialised_with(|c| {
+        c.replace(
             "tools = [\"read_file\", \"list_dir\", \"handoff\"]",
             "tools = [\"read_file\", \"list_dir\", \"handoff\", \"say\"]",
-        )
-        + "\n[secrets.DEPLOY]\nenv = \"SAY_DEPLOY\"\n";
-    std::fs::write(d.join("loopward.toml"), cfg).unwrap();
+        ) + "\n[secrets.DEPLOY]\nenv = \"SAY_DEPLOY\"\n"
+    });
+    let d = dir.path();
     std::fs::write(
         d.join("s.toml"),
         "[[agents.root]]\ntool_calls = [{ name = \"say\", arguments = { text = \"key s3cr3t-value-xyz is set; <b>ready</b>\" } }]\n[[agents.root]]\ntext = \"Done.\"\n",

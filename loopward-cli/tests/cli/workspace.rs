@@ -6,13 +6,12 @@ use super::*;
 /// In the `init` layout, gives the builder `shell` and puts `replies` (its scripted replies, as
 /// TOML) before its first `times` scripted writes; returns the script written.
 pub(super) fn builder_first(d: &Path, replies: &str, times: usize) -> String {
-    let cfg = std::fs::read_to_string(d.join("loopward.toml"))
-        .unwrap()
-        .replace(
+    edit_config(d, |c| {
+        c.replace(
             r#"tools = ["read_file", "write_file", "edit_file", "list_dir", "handoff"]"#,
             r#"tools = ["read_file", "write_file", "edit_file", "list_dir", "shell", "handoff"]"#,
-        );
-    std::fs::write(d.join("loopward.toml"), cfg).unwrap();
+        )
+    });
     let write = "[[agents.builder]]\ntool_calls = [{ name = \"write_file\"";
     let script = std::fs::read_to_string(d.join("loopward.script.toml"))
         .unwrap()

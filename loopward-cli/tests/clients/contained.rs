@@ -28,35 +28,17 @@ fn real_claude_code_sessions_are_contained_by_the_hook_and_the_sandbox() {
             json!({"command": "sleep 1; echo bg > plans/bg.md; echo $? > notes/bg.status", "description": "background job", "run_in_background": true}),
         ),
         // A command writing into the territory: refused by the kernel.
-        Reply::tool(
-            "Bash",
-            json!({"command": "echo pwned > plans/roadmap.md", "description": "territory write"}),
-        ),
+        Reply::bash("echo pwned > plans/roadmap.md", "territory write"),
         // A command rewriting the hook's settings (to drop the hook next session): refused.
-        Reply::tool(
-            "Bash",
-            json!({"command": "echo '{}' > .claude/settings.json", "description": "settings"}),
-        ),
+        Reply::bash("echo '{}' > .claude/settings.json", "settings"),
         // A writer left behind in the background, writing after the command returned.
-        Reply::tool(
-            "Bash",
-            json!({"command": "setsid sh -c 'sleep 2; echo late > plans/late.md; echo $? > notes/late.status' > /dev/null 2>&1 < /dev/null &", "description": "background writer"}),
-        ),
+        Reply::bash("setsid sh -c 'sleep 2; echo late > plans/late.md; echo $? > notes/late.status' > /dev/null 2>&1 < /dev/null &", "background writer"),
         // Reading loopward's keys, or forging session state: refused by the kernel (reads are
         // an allow-list: nothing of the state directory can be read, nor its names listed).
-        Reply::tool(
-            "Bash",
-            json!({"command": format!("cat '{}'", st("keys/current")), "description": "read the keys"}),
-        ),
-        Reply::tool(
-            "Bash",
-            json!({"command": format!("echo '{{}}' > '{}'", st("forged.json")), "description": "forge state"}),
-        ),
+        Reply::bash(format!("cat '{}'", st("keys/current")), "read the keys"),
+        Reply::bash(format!("echo '{{}}' > '{}'", st("forged.json")), "forge state"),
         // An allowed command write, next to the file tool's.
-        Reply::tool(
-            "Bash",
-            json!({"command": "echo ok > notes/b.txt && cat notes/b.txt", "description": "allowed write"}),
-        ),
+        Reply::bash("echo ok > notes/b.txt && cat notes/b.txt", "allowed write"),
         Reply::text("All done."),
     ];
     let (port, server) = anthropic_server::start(script);

@@ -19,14 +19,8 @@ fn real_claude_code_keeps_its_own_permission_decision_for_wrapped_commands() {
     std::fs::create_dir_all(root.join("notes")).unwrap();
     trust(&home, &root);
     let script = vec![
-        Reply::tool(
-            "Bash",
-            json!({"command": "touch notes/unasked.txt", "description": "no rule"}),
-        ),
-        Reply::tool(
-            "Write",
-            json!({"file_path": p(&root, "notes/w.md"), "content": "w\n"}),
-        ),
+        Reply::bash("touch notes/unasked.txt", "no rule"),
+        Reply::write(p(&root, "notes/w.md"), "w\n"),
         Reply::text("All done."),
     ];
     let (results, stdout) = scripted(&claude, &root, &home, script, "Go", "default", &[]);
@@ -46,18 +40,12 @@ fn real_claude_code_keeps_its_own_permission_decision_for_wrapped_commands() {
     trust(&home, &root);
     configure(&root, &["Bash"], true);
     let script = vec![
-        Reply::tool(
-            "Bash",
-            json!({"command": "echo pwned > plans/roadmap.md; touch notes/ran.txt", "description": "allowed by rule"}),
+        Reply::bash(
+            "echo pwned > plans/roadmap.md; touch notes/ran.txt",
+            "allowed by rule",
         ),
-        Reply::tool(
-            "Write",
-            json!({"file_path": p(&root, "notes/deferred.md"), "content": "d\n"}),
-        ),
-        Reply::tool(
-            "Write",
-            json!({"file_path": p(&root, "plans/roadmap.md"), "content": "# mine now\n"}),
-        ),
+        Reply::write(p(&root, "notes/deferred.md"), "d\n"),
+        Reply::write(p(&root, "plans/roadmap.md"), "# mine now\n"),
         Reply::text("All done."),
     ];
     let (results, stdout) = scripted(&claude, &root, &home, script, "Go", "default", &[]);

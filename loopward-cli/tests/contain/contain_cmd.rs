@@ -3,6 +3,14 @@
 
 use super::*;
 
+/// A project whose builder only says it is done, allowed no host, with `extra` appended to its
+/// config; and a home of its own: `(project, home)`.
+fn no_hosts(extra: &str) -> (Project, tempfile::TempDir) {
+    let dir = project("[[agents.builder]]\ntext = \"done\"\n");
+    with_net(dir.path(), "[]", extra);
+    (dir, tempfile::tempdir().unwrap())
+}
+
 #[test]
 fn a_contained_program_is_held_to_files_reads_environment_and_network_and_its_egress_is_in_the_ledger(
 ) {
@@ -67,14 +75,15 @@ fn a_contained_program_is_held_to_files_reads_environment_and_network_and_its_eg
         &all,
         "1=loopward egress: 127.0.0.2 is not in this agent's net allow-list",
     );
-    for line in [
-        "2=direct-failed",
-        "3=devtcp-failed",
-        "4=py-failed",
-        "5=dns-failed",
-    ] {
-        assert!(all.contains(line), "{line} missing:\n{all}");
-    }
+    crate::support::assert_says_all(
+        &all,
+        &[
+            "2=direct-failed",
+            "3=devtcp-failed",
+            "4=py-failed",
+            "5=dns-failed",
+        ],
+    );
     assert_eq!(evil_hits.load(std::sync::atomic::Ordering::SeqCst), 0);
     // The supervisor's ledger holds every egress decision, verifies, and report counts them.
     let events = std::fs::read_to_string(d.join("runs/s1/events.jsonl")).unwrap();
@@ -95,10 +104,8 @@ fn a_contained_program_is_held_to_files_reads_environment_and_network_and_its_eg
 /// init, and its `/proc` shows the sandbox's processes only, not the supervisor's.
 #[test]
 fn a_contained_program_sees_only_its_own_processes_and_leaves_no_zombies() {
-    let dir = project("[[agents.builder]]\ntext = \"done\"\n");
+    let (dir, home) = no_hosts("");
     let d = dir.path();
-    with_net(d, "[]", "");
-    let home = tempfile::tempdir().unwrap();
     let me = std::process::id();
     let script = format!(
         "for i in 1 2 3 4 5; do sh -c 'sleep 0.05 &'; done; \
@@ -117,10 +124,8 @@ fn a_contained_program_sees_only_its_own_processes_and_leaves_no_zombies() {
 
 #[test]
 fn a_contained_program_without_network_isolation_says_so_in_the_ledger_and_the_report() {
-    let dir = project("[[agents.builder]]\ntext = \"done\"\n");
+    let (dir, home) = no_hosts("[net]\nisolate = false\n");
     let d = dir.path();
-    with_net(d, "[]", "[net]\nisolate = false\n");
-    let home = tempfile::tempdir().unwrap();
     let out = contain(d, home.path(), &["true"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
     crate::support::assert_prints(&out, "the host's network (isolation opted out)");

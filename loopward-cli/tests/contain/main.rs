@@ -30,15 +30,25 @@ fn loopward(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
     cmd.output().unwrap()
 }
 
+/// `loopward run --id r1 --json` of `dir`, the secret in its environment: it ends completed;
+/// what it printed on stdout.
+fn run_json(dir: &Path) -> String {
+    let run = loopward(
+        dir,
+        &["run", "--id", "r1", "--json"],
+        &[("SECRET_TOKEN", SECRET)],
+    );
+    assert_eq!(run.status.code(), Some(0), "{}", text(&run));
+    String::from_utf8_lossy(&run.stdout).into_owned()
+}
+
 /// `loopward run --id r1` of `dir`, the secret in its environment: refused at load (exit
 /// status 1), saying each of `said`.
 fn assert_refused_at_load(dir: &Path, said: &[&str]) {
     let run = loopward(dir, &["run", "--id", "r1"], &[("SECRET_TOKEN", SECRET)]);
     let out = text(&run);
     assert_eq!(run.status.code(), Some(1), "{out}");
-    for s in said {
-        assert!(out.contains(s), "{s:?} not in {out}");
-    }
+    crate::support::assert_says_all(&out, said);
 }
 
 fn state_of(dir: &Path) -> std::path::PathBuf {

@@ -13,13 +13,7 @@ fn a_command_reaches_only_its_agents_hosts_through_the_proxy_and_report_counts_e
     ));
     let d = dir.path();
     with_net(d, "[\"127.0.0.1\"]", "");
-    let run = loopward(
-        d,
-        &["run", "--id", "r1", "--json"],
-        &[("SECRET_TOKEN", SECRET)],
-    );
-    let stdout = String::from_utf8_lossy(&run.stdout);
-    assert_eq!(run.status.code(), Some(0), "{}", text(&run));
+    let stdout = run_json(d);
     assert!(stdout.contains("hello-from-allowed"), "{stdout}");
     crate::support::assert_says(
         &stdout,
@@ -33,14 +27,8 @@ fn a_command_reaches_only_its_agents_hosts_through_the_proxy_and_report_counts_e
     crate::support::assert_says(&out, "egress: 1 connections allowed, 1 refused");
     // The run's page shows each decision and the counts.
     let page = std::fs::read_to_string(d.join("runs/r1/audit.html")).unwrap();
-    assert!(
-        page.contains(&format!("egress to 127.0.0.2:{evil} refused")),
-        "{page}"
-    );
-    assert!(
-        page.contains(&format!("egress to 127.0.0.1:{good} allowed")),
-        "{page}"
-    );
+    crate::support::assert_says(&page, &format!("egress to 127.0.0.2:{evil} refused"));
+    crate::support::assert_says(&page, &format!("egress to 127.0.0.1:{good} allowed"));
     assert!(page.contains("egress (allowed / refused)"), "{page}");
 }
 
@@ -51,13 +39,7 @@ fn opting_out_of_network_isolation_is_recorded_on_every_call() {
          [[agents.builder]]\ntext = \"done\"\n",
     );
     with_net(dir.path(), "[]", "[net]\nisolate = false\n");
-    let run = loopward(
-        dir.path(),
-        &["run", "--id", "r1", "--json"],
-        &[("SECRET_TOKEN", SECRET)],
-    );
-    let stdout = String::from_utf8_lossy(&run.stdout);
-    assert_eq!(run.status.code(), Some(0), "{}", text(&run));
+    let stdout = run_json(dir.path());
     crate::support::assert_says(&stdout, "network: this command reaches any host");
 }
 

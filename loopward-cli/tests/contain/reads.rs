@@ -13,13 +13,7 @@ fn a_command_reads_the_workspace_but_not_another_project_or_the_home_folder() {
     ));
     let d = dir.path();
     std::fs::write(d.join("mine.txt"), "workspace-ok\n").unwrap();
-    let run = loopward(
-        d,
-        &["run", "--id", "r1", "--json"],
-        &[("SECRET_TOKEN", SECRET)],
-    );
-    let stdout = String::from_utf8_lossy(&run.stdout);
-    assert_eq!(run.status.code(), Some(0), "{}", text(&run));
+    let stdout = run_json(d);
     assert!(stdout.contains("workspace-ok"), "{stdout}");
     assert!(stdout.contains("other=1"), "{stdout}");
     assert!(!stdout.contains("leaked-from-next-door"), "{stdout}");

@@ -1,7 +1,7 @@
 //! `loopward hook claude-code` as Claude Code runs it: one process per event, the event on stdin.
 
 use super::CONFIG;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 fn hook(config: &Path, stdin: &[u8]) -> Output {
@@ -381,22 +381,33 @@ fn a_huge_file_next_to_a_territory_write_is_refused_and_blinds_nothing() {
     assert!(!ledger.contains("unremedied"), "{ledger}");
 }
 
+/// The folder `project` in `dir`, holding [`CONFIG`]: `(root, config)`.
+fn project_in(dir: &Path) -> (PathBuf, PathBuf) {
+    let root = dir.join("project");
+    std::fs::create_dir(&root).unwrap();
+    let config = root.join("loopward.toml");
+    std::fs::write(&config, CONFIG).unwrap();
+    (root, config)
+}
+
+/// `loopward sandbox exec --config <config>`, its other arguments to add.
+fn sandbox_exec(config: &Path) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_loopward"));
+    c.args(["sandbox", "exec", "--config"]).arg(config);
+    c
+}
+
 /// `loopward sandbox exec --unreadable DIR`: the command cannot read what is in DIR (a ledger
 /// key), though it reads everything else it did before.
 #[test]
 fn a_key_is_unreadable_inside_sandbox_exec() {
     let dir = tempfile::tempdir().unwrap();
-    let root = dir.path().join("project");
-    std::fs::create_dir(&root).unwrap();
-    let config = root.join("loopward.toml");
-    std::fs::write(&config, CONFIG).unwrap();
+    let (root, config) = project_in(dir.path());
     std::fs::write(root.join("notes.md"), "readable\n").unwrap();
     let keys = dir.path().join("state/keys");
     std::fs::create_dir_all(&keys).unwrap();
     std::fs::write(keys.join("k1.key"), "secret").unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_loopward"))
-        .args(["sandbox", "exec", "--config"])
-        .arg(&config)
+    let out = sandbox_exec(&config)
         .args(["--agent", "root", "--unreadable"])
         .arg(&keys)
         .args(["--", "bash", "-c"])
@@ -421,13 +432,8 @@ fn a_key_is_unreadable_inside_sandbox_exec() {
 #[test]
 fn sandbox_exec_leaves_no_scratch_folder_behind() {
     let dir = tempfile::tempdir().unwrap();
-    let root = dir.path().join("project");
-    std::fs::create_dir(&root).unwrap();
-    let config = root.join("loopward.toml");
-    std::fs::write(&config, CONFIG).unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_loopward"))
-        .args(["sandbox", "exec", "--config"])
-        .arg(&config)
+    let (root, config) = project_in(dir.path());
+    let out = sandbox_exec(&config)
         .args(["--agent", "root", "--", "bash", "-c"])
         .arg("echo x > \"$TMPDIR/t\" && echo \"$TMPDIR\" && exit 3")
         .current_dir(&root)

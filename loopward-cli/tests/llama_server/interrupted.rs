@@ -5,21 +5,16 @@ use super::*;
 #[test]
 #[ignore = "needs llama-server: run `bash scripts/llama-server-ci.sh`"]
 fn a_run_killed_mid_stream_leaves_a_verifiable_ledger_and_the_server_serves_the_next_run() {
-    let e = env();
-    let dir = workspace(&e.url, 400);
+    let (e, dir) = on_the_server(400);
     let d = dir.path();
-    let run = loopward(d, &e.key, &["run", "--id", "killed", "--backend", "openai"])
+    let run = run_openai(d, &e.key, "killed", &[])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
     // Kill it while its first model call streams: after the turn started, before it recorded
     // the call.
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while ledger_mentions(d, "killed", "\"turn_started\"") == 0 {
-        assert!(Instant::now() < deadline, "the run never started a turn");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    await_first_turn(d, "killed", Duration::from_secs(60));
     std::thread::sleep(Duration::from_millis(150));
     let mut run = run;
     run.kill().unwrap();
@@ -31,9 +26,7 @@ fn a_run_killed_mid_stream_leaves_a_verifiable_ledger_and_the_server_serves_the_
         .unwrap();
     assert_eq!(verify.status.code(), Some(0), "{}", text(&verify));
     // The server dropped the abandoned stream and answers the next run.
-    let out = loopward(d, &e.key, &["run", "--id", "next", "--backend", "openai"])
-        .output()
-        .unwrap();
+    let out = run_openai(d, &e.key, "next", &[]).output().unwrap();
     let (status, calls, _) = ledger_of(d, "next", &e.key);
     assert!(defined(&status), "{status:?}\n{}", text(&out));
     assert!(!calls.is_empty());
@@ -43,31 +36,16 @@ fn a_run_killed_mid_stream_leaves_a_verifiable_ledger_and_the_server_serves_the_
 #[ignore = "needs llama-server: run `bash scripts/llama-server-ci.sh`"]
 fn the_server_restarted_mid_run_is_retried_and_the_run_goes_on() {
     let e = env();
-    let port = free_port();
-    let url = format!("http://127.0.0.1:{port}");
-    let logs = tempfile::tempdir().unwrap();
-    let first = OwnServer::start(&e, port, &logs.path().join("first.log"), None);
-    let dir = workspace(&url, 400);
+    let spot = Spot::free();
+    let first = spot.start(&e, "first.log", None);
+    let dir = workspace(&spot.url, 400);
     let d = dir.path();
-    let run = loopward(
-        d,
-        &e.key,
-        &["run", "--id", "restart", "--backend", "openai"],
-    )
-    .stdout(Stdio::piped())
-    .stderr(Stdio::piped())
-    .spawn()
-    .unwrap();
+    let run = spawn_piped(run_openai(d, &e.key, "restart", &[]));
     // While the first call streams, the server goes away and comes back.
-    let deadline = Instant::now() + Duration::from_secs(120);
-    while ledger_mentions(d, "restart", "\"turn_started\"") == 0 {
-        assert!(Instant::now() < deadline, "the run never started a turn");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    await_first_turn(d, "restart", Duration::from_secs(120));
     std::thread::sleep(Duration::from_millis(500));
     first.stop();
-    let second_log = logs.path().join("second.log");
-    let second = OwnServer::start(&e, port, &second_log, None);
+    let second = spot.start(&e, "second.log", None);
     let out = wait_for(run, Duration::from_secs(300), "the restarted run");
     drop(second);
     let shown = text(&out);
@@ -81,7 +59,7 @@ fn the_server_restarted_mid_run_is_retried_and_the_run_goes_on() {
         !calls.is_empty(),
         "no call was answered: {calls:?}\n{shown}"
     );
-    let served = std::fs::read_to_string(&second_log).unwrap();
+    let served = std::fs::read_to_string(spot.log("second.log")).unwrap();
     assert!(
         served.contains("prompt eval time"),
         "the restarted server answered nothing:\n{served}"

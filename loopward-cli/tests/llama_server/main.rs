@@ -34,7 +34,7 @@ mod server;
 mod streaming;
 mod tool_calls;
 
-use server::{free_port, healthy, port_of, wait_for, OwnServer};
+use server::{healthy, port_of, wait_for, Spot};
 
 const WHY: &str = "needs llama-server: run `bash scripts/llama-server-ci.sh`";
 
@@ -118,9 +118,22 @@ turns_per_run = 4
     )
 }
 
+/// The running server's environment, and a workspace of [`team`]'s on it.
+fn on_the_server(max_tokens: u32) -> (Env, tempfile::TempDir) {
+    let e = env();
+    let dir = workspace(&e.url, max_tokens);
+    (e, dir)
+}
+
+/// A workspace of [`team`]'s.
 fn workspace(url: &str, max_tokens: u32) -> tempfile::TempDir {
+    workspace_of(&team(url, max_tokens))
+}
+
+/// A workspace whose `loopward.toml` is `config`.
+fn workspace_of(config: &str) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("loopward.toml"), team(url, max_tokens)).unwrap();
+    std::fs::write(dir.path().join("loopward.toml"), config).unwrap();
     dir
 }
 
@@ -132,6 +145,33 @@ fn loopward(dir: &Path, key: &str, args: &[&str]) -> Command {
         .env("LOOPWARD_TEST_SERVER_KEY", key)
         .env("RUST_LOG", "loopward_runner::model::http=debug");
     c
+}
+
+/// `loopward run --id <id> --backend openai`, then `more`, in `dir`.
+fn run_openai(dir: &Path, key: &str, id: &str, more: &[&str]) -> Command {
+    loopward(
+        dir,
+        key,
+        &[&["run", "--id", id, "--backend", "openai"], more].concat(),
+    )
+}
+
+/// Starts `command` with its output captured (for [`wait_for`]).
+fn spawn_piped(mut command: Command) -> Child {
+    command
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// Waits, at most `limit`, until run `run` in `dir` has started its first turn.
+fn await_first_turn(dir: &Path, run: &str, limit: Duration) {
+    let deadline = Instant::now() + limit;
+    while ledger_mentions(dir, run, "\"turn_started\"") == 0 {
+        assert!(Instant::now() < deadline, "the run never started a turn");
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 fn text(o: &Output) -> String {

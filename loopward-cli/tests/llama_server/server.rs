@@ -18,6 +18,35 @@ pub(crate) fn healthy(port: u16) -> bool {
     reply.starts_with("HTTP/1.1 200") || reply.starts_with("HTTP/1.0 200")
 }
 
+/// Where a test's own servers run: a free port of 127.0.0.1, and a folder for their logs.
+pub(crate) struct Spot {
+    pub(crate) port: u16,
+    /// `http://127.0.0.1:<port>`.
+    pub(crate) url: String,
+    logs: tempfile::TempDir,
+}
+
+impl Spot {
+    pub(crate) fn free() -> Self {
+        let port = free_port();
+        Self {
+            port,
+            url: format!("http://127.0.0.1:{port}"),
+            logs: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    /// The log file `name` in the logs folder.
+    pub(crate) fn log(&self, name: &str) -> PathBuf {
+        self.logs.path().join(name)
+    }
+
+    /// Starts a server here ([`OwnServer::start`]), logging to the log file `log`.
+    pub(crate) fn start(&self, e: &Env, log: &str, template: Option<&Path>) -> OwnServer {
+        OwnServer::start(e, self.port, &self.log(log), template)
+    }
+}
+
 /// A `llama-server` this test starts and stops itself (by its own child handle).
 pub(crate) struct OwnServer {
     child: Child,

@@ -5,14 +5,9 @@ use super::*;
 #[test]
 #[ignore = "needs llama-server: run `bash scripts/llama-server-ci.sh`"]
 fn a_governed_team_runs_on_llama_server_over_streamed_replies() {
-    let e = env();
-    let dir = workspace(&e.url, 400);
+    let (e, dir) = on_the_server(400);
     let d = dir.path();
-    let run = loopward(d, &e.key, &["run", "--id", "team", "--backend", "openai"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let run = spawn_piped(run_openai(d, &e.key, "team", &[]));
     let out = wait_for(run, Duration::from_secs(300), "the team run");
     let shown = text(&out);
     let (status, calls, tools) = ledger_of(d, "team", &e.key);
@@ -38,14 +33,11 @@ fn a_governed_team_runs_on_llama_server_over_streamed_replies() {
 #[test]
 #[ignore = "needs llama-server: run `bash scripts/llama-server-ci.sh`"]
 fn a_reply_stopped_mid_stream_by_its_token_limit_is_a_recorded_failure_not_a_half_call() {
-    let e = env();
     // Six tokens cannot hold a whole answer: the server stops the stream inside it (a text
     // answer here; the tool-call test below cuts a call).
-    let dir = workspace(&e.url, 6);
+    let (e, dir) = on_the_server(6);
     let d = dir.path();
-    let out = loopward(d, &e.key, &["run", "--id", "cut", "--backend", "openai"])
-        .output()
-        .unwrap();
+    let out = run_openai(d, &e.key, "cut", &[]).output().unwrap();
     let shown = text(&out);
     assert_eq!(out.status.code(), Some(9), "{shown}");
     let events = ledger::events(&d.join("runs/cut")).unwrap();

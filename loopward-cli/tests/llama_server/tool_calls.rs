@@ -104,27 +104,11 @@ fn gated_calls(dir: &Path, run: &str) -> Vec<Gated> {
 #[ignore = "needs llama-server: run `bash scripts/llama-server-ci.sh`"]
 fn real_tool_calls_stream_through_llama_server_and_are_gated() {
     let e = env();
-    let port = free_port();
-    let url = format!("http://127.0.0.1:{port}");
-    let logs = tempfile::tempdir().unwrap();
-    let server = OwnServer::start(
-        &e,
-        port,
-        &logs.path().join("tools.log"),
-        Some(&tools_template()),
-    );
+    let spot = Spot::free();
+    let server = spot.start(&e, "tools.log", Some(&tools_template()));
     let run = |task: &str, id: &str| {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join("loopward.toml"), gated_team(&url, 200)).unwrap();
-        let child = loopward(
-            dir.path(),
-            &e.key,
-            &["run", "--id", id, "--backend", "openai", "--task", task],
-        )
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+        let dir = workspace_of(&gated_team(&spot.url, 200));
+        let child = spawn_piped(run_openai(dir.path(), &e.key, id, &["--task", task]));
         let out = wait_for(child, Duration::from_secs(300), id);
         let (status, calls, _) = ledger_of(dir.path(), id, &e.key);
         let shown = text(&out);
@@ -200,20 +184,12 @@ fn real_tool_calls_stream_through_llama_server_and_are_gated() {
 
     // Six tokens cannot hold a whole call: the server stops the stream inside it, and the run
     // fails with that said; no half call reaches a tool.
-    let cut = tempfile::tempdir().unwrap();
-    std::fs::write(cut.path().join("loopward.toml"), gated_team(&url, 6)).unwrap();
-    let out = loopward(
+    let cut = workspace_of(&gated_team(&spot.url, 6));
+    let out = run_openai(
         cut.path(),
         &e.key,
-        &[
-            "run",
-            "--id",
-            "cut",
-            "--backend",
-            "openai",
-            "--task",
-            "Create src/hello.txt.",
-        ],
+        "cut",
+        &["--task", "Create src/hello.txt."],
     )
     .output()
     .unwrap();

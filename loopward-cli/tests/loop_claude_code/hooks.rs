@@ -101,10 +101,8 @@ fn a_loop_sessions_wrapped_bash_connects_out_and_its_egress_decisions_are_the_ru
     );
     std::fs::write(root.join("loopward.toml"), config).unwrap();
     let command = format!("curl -s -m 5 http://127.0.0.2:{good}/ > notes/done.txt");
-    let (port, _server) = anthropic_server::start(vec![
-        Reply::tool("Bash", json!({"command": command, "description": "fetch"})),
-        Reply::text("Fetched."),
-    ]);
+    let (port, _server) =
+        anthropic_server::start(vec![Reply::bash(command, "fetch"), Reply::text("Fetched.")]);
     let out = run_loop(
         &claude,
         &root,

@@ -58,13 +58,17 @@ fn sessions(rs: &[Value]) -> usize {
     loop_ledger::sessions(rs, "claude_code")
 }
 
+/// A first session that runs `command` (one that stalls), then [`finishing_session`].
+fn stalled_then_finishing(command: &str, description: &str) -> Vec<Reply> {
+    let mut script = vec![Reply::bash(command, description)];
+    script.extend(finishing_session());
+    script
+}
+
 /// The second session writes the file the verifier looks for, and says so.
 fn finishing_session() -> Vec<Reply> {
     vec![
-        Reply::tool(
-            "Bash",
-            json!({"command": "echo yes > notes/done.txt", "description": "finish"}),
-        ),
+        Reply::bash("echo yes > notes/done.txt", "finish"),
         Reply::text("Done, really."),
     ]
 }
@@ -178,11 +182,7 @@ fn a_claim_of_done_that_the_verifier_refuses_gets_another_session_and_the_loop_e
 fn a_session_past_its_timeout_is_ended_by_its_recorded_pid_and_the_loop_goes_on() {
     let claude = need_claude!();
     let (_dir, root, home) = project();
-    let mut script = vec![Reply::tool(
-        "Bash",
-        json!({"command": "sh notes/stall.sh 47.25", "description": "stall"}),
-    )];
-    script.extend(finishing_session());
+    let script = stalled_then_finishing("sh notes/stall.sh 47.25", "stall");
     let (port, _server) = anthropic_server::start(script);
     let started = Instant::now();
     let out = run_loop(
@@ -264,11 +264,7 @@ fn a_budget_stops_the_loop_on_the_cost_the_sessions_report() {
 fn a_loop_killed_mid_session_resumes_with_that_session_interrupted_and_none_repeated() {
     let claude = need_claude!();
     let (_dir, root, home) = project();
-    let mut script = vec![Reply::tool(
-        "Bash",
-        json!({"command": "sh notes/stall.sh 48.75", "description": "long work"}),
-    )];
-    script.extend(finishing_session());
+    let script = stalled_then_finishing("sh notes/stall.sh 48.75", "long work");
     let (port, server) = anthropic_server::start(script);
     let args = task(VERIFY, "killed", &[]);
     let mut child: Child = loop_command(&claude, &root, &home, port, &args)

@@ -61,6 +61,14 @@ impl Reply {
         }])
     }
 
+    /// A reply that calls the client's `Bash` tool: `command`, described as `description`.
+    pub fn bash(command: impl Into<Value>, description: &str) -> Self {
+        Self::tool(
+            "Bash",
+            json!({"command": command.into(), "description": description}),
+        )
+    }
+
     /// A reply that calls the client's `Write` tool: `content` into `file_path`.
     pub fn write(file_path: impl Into<Value>, content: &str) -> Self {
         Self::tool(
@@ -128,15 +136,7 @@ impl Server {
                     if out.iter().any(|(i, _, _)| *i == id) {
                         continue;
                     }
-                    let text = match &c["content"] {
-                        Value::String(s) => s.clone(),
-                        Value::Array(parts) => parts
-                            .iter()
-                            .filter_map(|p| p["text"].as_str())
-                            .collect::<Vec<_>>()
-                            .join("\n"),
-                        other => other.to_string(),
-                    };
+                    let text = text_of(&c["content"]).unwrap_or_else(|| c["content"].to_string());
                     out.push((id, c["is_error"] == true, text));
                 }
             }
@@ -262,18 +262,24 @@ fn answer(
     response
 }
 
+/// The text of a message's `content`: a string, or its text parts joined by newlines.
+fn text_of(content: &Value) -> Option<String> {
+    match content {
+        Value::String(s) => Some(s.clone()),
+        Value::Array(parts) => Some(
+            parts
+                .iter()
+                .filter_map(|p| p["text"].as_str())
+                .collect::<Vec<_>>()
+                .join("\n"),
+        ),
+        _ => None,
+    }
+}
+
 /// The lane whose marker is in the conversation's first user message.
 fn lane_of(s: &Shared, body: &Value) -> Option<usize> {
-    let first = &body["messages"][0]["content"];
-    let text = match first {
-        Value::String(t) => t.clone(),
-        Value::Array(parts) => parts
-            .iter()
-            .filter_map(|p| p["text"].as_str())
-            .collect::<Vec<_>>()
-            .join("\n"),
-        _ => return None,
-    };
+    let text = text_of(&body["messages"][0]["content"])?;
     s.lanes
         .iter()
         .position(|(m, _, _)| text.contains(m.as_str()))

@@ -105,15 +105,17 @@ pub(crate) async fn until(c: &Client, script: &str, want: &str) {
     panic!("{script} is {last}, not {want:?}, after 60 s; the page: {page}");
 }
 
+/// Clears the input at `css` and types `value` into it.
+pub(crate) async fn fill(c: &Client, css: &str, value: &str) {
+    let field = c.find(Locator::Css(css)).await.unwrap();
+    field.clear().await.unwrap();
+    field.send_keys(value).await.unwrap();
+}
+
 /// Answers the gate of `run` on the runs page: the person's name, then the button.
 pub(crate) async fn answer(c: &Client, run: &str, button: &str, by: &str) {
     let form = format!("div.gate[data-run='{run}'] form:has(button.{button})");
-    let by_field = c
-        .find(Locator::Css(&format!("{form} input[name=by]")))
-        .await
-        .unwrap();
-    by_field.clear().await.unwrap();
-    by_field.send_keys(by).await.unwrap();
+    fill(c, &format!("{form} input[name=by]"), by).await;
     c.find(Locator::Css(&format!("{form} button.{button}")))
         .await
         .unwrap()

@@ -80,6 +80,15 @@ pub(crate) fn assert_says(text: &str, needle: &str) {
     assert!(text.contains(needle), "{needle:?} not in:\n{text}");
 }
 
+/// `text` says each of `needles`.
+#[allow(dead_code)]
+#[track_caller]
+pub(crate) fn assert_says_all(text: &str, needles: &[&str]) {
+    for needle in needles {
+        assert_says(text, needle);
+    }
+}
+
 /// What `o` printed (stdout, then stderr) says `needle`.
 #[allow(dead_code)]
 #[track_caller]

@@ -61,14 +61,10 @@ pub(super) async fn play<W: Write + Send + 'static>(stage: &Stage<W>) -> Result<
     for i in 1..=3 {
         let run = format!("ch1-advisory-{i}");
         let played = stage
-            .act(Act {
-                run: &run,
-                workspace: None,
-                task: TASK,
-                first: "root",
-                config: team::with_plan_mode("advisory", ""),
-                script: advisory_script(),
-            })
+            .act(
+                Act::new(&run, TASK, "root", advisory_script())
+                    .with_config(team::with_plan_mode("advisory", "")),
+            )
             .await?;
         runs += 1;
         let f = &played.figures;
@@ -85,14 +81,7 @@ pub(super) async fn play<W: Write + Send + 'static>(stage: &Stage<W>) -> Result<
     );
     stage.blank();
     let played = stage
-        .act(Act {
-            run: "ch1-enforced",
-            workspace: None,
-            task: TASK,
-            first: "root",
-            config: team::config(""),
-            script: enforced_script(),
-        })
+        .act(Act::new("ch1-enforced", TASK, "root", enforced_script()))
         .await?;
     let f = &played.figures;
     let denied = f.gates.values().map(|g| g.denied).sum::<u64>();

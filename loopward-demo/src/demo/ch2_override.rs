@@ -1,6 +1,6 @@
 //! Chapter 2: deny, deny, then a person's one-shot override — exactly one write goes through.
 
-use super::{agent, team, Act, Stage};
+use super::{agent, Act, Stage};
 use anyhow::Result;
 use loopward_runner::model::fake::Script;
 use loopward_term::render::Tone;
@@ -59,14 +59,15 @@ pub(super) async fn play<W: Write + Send + 'static>(stage: &Stage<W>) -> Result<
         "# Plan\n1. add greet()\n2. write src/greet.py\n",
     )?;
     let first = stage
-        .act(Act {
-            run: "ch2-denied",
-            workspace: Some(WORKSPACE),
-            task: "Fix step 2 of plan.md: the file is src/greet.rs.",
-            first: AGENT,
-            config: team::config(""),
-            script: blocked_script(),
-        })
+        .act(
+            Act::new(
+                "ch2-denied",
+                "Fix step 2 of plan.md: the file is src/greet.rs.",
+                AGENT,
+                blocked_script(),
+            )
+            .in_workspace(WORKSPACE),
+        )
         .await?;
     let denied: u64 = first.figures.gates.values().map(|g| g.denied).sum();
     stage.say(
@@ -95,14 +96,15 @@ pub(super) async fn play<W: Write + Send + 'static>(stage: &Stage<W>) -> Result<
         format!("    granted {id}: one write, by {AGENT}, to {PATH}"),
     );
     let second = stage
-        .act(Act {
-            run: "ch2-override",
-            workspace: Some(WORKSPACE),
-            task: "Fix step 2 of plan.md: the file is src/greet.rs.",
-            first: AGENT,
-            config: team::config(""),
-            script: override_script(),
-        })
+        .act(
+            Act::new(
+                "ch2-override",
+                "Fix step 2 of plan.md: the file is src/greet.rs.",
+                AGENT,
+                override_script(),
+            )
+            .in_workspace(WORKSPACE),
+        )
         .await?;
     let f = &second.figures;
     let overridden: u64 = f.gates.values().map(|g| g.overridden).sum();

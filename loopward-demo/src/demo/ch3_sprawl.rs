@@ -1,6 +1,6 @@
 //! Chapter 3: the third unit of work in one turn needs a plan; writing the plan clears the way.
 
-use super::{agent, team, Act, Stage};
+use super::{agent, Act, Stage};
 use anyhow::Result;
 use loopward_runner::model::fake::Script;
 use loopward_term::render::Tone;
@@ -11,6 +11,10 @@ pub(super) const TITLE: &str = "Sprawl";
 pub(super) const LESSON: &str = "\
 In one turn the builder starts a third unit of work with no plan. The sprawl gate refuses once,
 naming the files so far; the builder writes its plan, and the same write then goes through.";
+
+/// The chapter's run, and the task the person gives it.
+const RUN: &str = "ch3-sprawl";
+const TASK: &str = "Add a small expression evaluator.";
 
 fn script() -> Script {
     let b = agent("builder");
@@ -25,16 +29,7 @@ fn script() -> Script {
 }
 
 pub(super) async fn play<W: Write + Send + 'static>(stage: &Stage<W>) -> Result<()> {
-    let played = stage
-        .act(Act {
-            run: "ch3-sprawl",
-            workspace: None,
-            task: "Add a small expression evaluator.",
-            first: "builder",
-            config: team::config(""),
-            script: script(),
-        })
-        .await?;
+    let played = stage.act(Act::new(RUN, TASK, "builder", script())).await?;
     let sprawl = played
         .figures
         .gates

@@ -1,6 +1,6 @@
 //! Chapter 4: after touching src/**, the builder's handoff must go to the auditor.
 
-use super::{agent, team, Act, Stage};
+use super::{agent, Act, Stage};
 use anyhow::Result;
 use loopward_runner::model::fake::Script;
 use loopward_term::render::Tone;
@@ -11,6 +11,10 @@ pub(super) const TITLE: &str = "Review gate";
 pub(super) const LESSON: &str = "\
 The builder changes src/greet.rs and hands straight to the tester. The review gate, armed by
 that change, refuses with a correctable error; the builder hands off to the auditor instead.";
+
+/// The chapter's run, and the task the person gives it.
+const RUN: &str = "ch4-review";
+const TASK: &str = "Add greet() and get it tested.";
 
 fn script() -> Script {
     let (b, a, t) = (agent("builder"), agent("auditor"), agent("tester"));
@@ -25,16 +29,7 @@ fn script() -> Script {
 }
 
 pub(super) async fn play<W: Write + Send + 'static>(stage: &Stage<W>) -> Result<()> {
-    let played = stage
-        .act(Act {
-            run: "ch4-review",
-            workspace: None,
-            task: "Add greet() and get it tested.",
-            first: "builder",
-            config: team::config(""),
-            script: script(),
-        })
-        .await?;
+    let played = stage.act(Act::new(RUN, TASK, "builder", script())).await?;
     let f = &played.figures;
     let review: u64 = f
         .gates

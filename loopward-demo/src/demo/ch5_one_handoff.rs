@@ -1,6 +1,6 @@
 //! Chapter 5: one handoff per turn; the first stands.
 
-use super::{agent, team, Act, Stage};
+use super::{agent, Act, Stage};
 use anyhow::Result;
 use loopward_core::ToolCall;
 use loopward_runner::model::fake::{Script, ScriptedCall, ScriptedReply};
@@ -12,6 +12,10 @@ pub(super) const TITLE: &str = "One handoff per turn";
 pub(super) const LESSON: &str = "\
 Root hands the work to the planner and, in the same reply, to the builder too. The second
 handoff is refused and names the one that stands; the planner takes the next turn.";
+
+/// The chapter's run, and the task the person gives it.
+const RUN: &str = "ch5-one-handoff";
+const TASK: &str = "Add farewell().";
 
 fn handoff(to: &str, message: &str) -> ScriptedCall {
     let call = ToolCall::new("", "handoff", json!({"to": to, "message": message}));
@@ -42,16 +46,7 @@ fn script() -> Script {
 }
 
 pub(super) async fn play<W: Write + Send + 'static>(stage: &Stage<W>) -> Result<()> {
-    let played = stage
-        .act(Act {
-            run: "ch5-one-handoff",
-            workspace: None,
-            task: "Add farewell().",
-            first: "root",
-            config: team::config(""),
-            script: script(),
-        })
-        .await?;
+    let played = stage.act(Act::new(RUN, TASK, "root", script())).await?;
     let f = &played.figures;
     let stood: Vec<String> = f
         .handoffs

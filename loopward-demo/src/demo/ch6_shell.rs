@@ -1,6 +1,6 @@
 //! Chapter 6: writes through `shell` are judged by what changed on disk.
 
-use super::{agent, team, Act, Stage};
+use super::{agent, Act, Stage};
 use anyhow::Result;
 use loopward_runner::model::fake::Script;
 use loopward_term::render::Tone;
@@ -12,6 +12,10 @@ pub(super) const LESSON: &str = "\
 Refused by the file tools, the builder rewrites plan.md through `shell`. The command runs in a
 kernel sandbox (Landlock) that lets it write only what the builder may write: the write fails
 with \"Permission denied\", and the watch behind the sandbox finds nothing to revert.";
+
+/// The chapter's run, and the task the person gives it.
+const RUN: &str = "ch6-shell";
+const TASK: &str = "Speed things up.";
 
 const PLAN: &str = "# Plan\n1. add greet()\n";
 
@@ -36,16 +40,7 @@ pub(super) async fn play<W: Write + Send + 'static>(stage: &Stage<W>) -> Result<
     let ws = stage.workspace("ch6-shell");
     std::fs::create_dir_all(&ws)?;
     std::fs::write(ws.join("plan.md"), PLAN)?;
-    let played = stage
-        .act(Act {
-            run: "ch6-shell",
-            workspace: None,
-            task: "Speed things up.",
-            first: "builder",
-            config: team::config(""),
-            script: script(),
-        })
-        .await?;
+    let played = stage.act(Act::new(RUN, TASK, "builder", script())).await?;
     let intact = std::fs::read_to_string(played.workspace.join("plan.md"))? == PLAN;
     stage.say(
         Tone::Ok,

@@ -2,7 +2,7 @@
 
 use super::{agent, team, Act, Stage};
 use anyhow::Result;
-use loopward_core::{AuditEvent, LayerId, RunStatus};
+use loopward_core::{LayerId, RunStatus};
 use loopward_runner::model::fake::Script;
 use loopward_term::render::Tone;
 use serde_json::json;
@@ -12,6 +12,10 @@ pub(super) const TITLE: &str = "Anti-loop";
 pub(super) const LESSON: &str = "\
 The tester keeps failing to make a test pass. After 3 failures a strategy may not be retried and
 the next is forced; when every strategy has failed, the run ends Exhausted at a known bound.";
+
+/// The chapter's run, and the task the person gives it.
+const RUN: &str = "ch7-anti-loop";
+const TASK: &str = "Make the parser test pass.";
 
 /// Each attempt: run a check that fails, then report the failure with the strategy used.
 fn script() -> Script {
@@ -39,24 +43,14 @@ fn script() -> Script {
 }
 
 pub(super) async fn play<W: Write + Send + 'static>(stage: &Stage<W>) -> Result<()> {
-    let config = team::config("");
-    let played = stage
-        .act(Act {
-            run: "ch7-anti-loop",
-            workspace: None,
-            task: "Make the parser test pass.",
-            first: "tester",
-            config: config.clone(),
-            script: script(),
-        })
-        .await?;
-    let verdicts = verdicts(&played.events);
+    let played = stage.act(Act::new(RUN, TASK, "tester", script())).await?;
+    let verdicts = played.layer_decisions(&LayerId::ClassJump);
     let failures = verdicts.len();
     let jumps = verdicts
         .iter()
         .filter(|v| v.as_str() == "class_jump")
         .count();
-    let bound = loopward::config::Config::parse("demo.toml", &config)?
+    let bound = loopward::config::Config::parse("demo.toml", &team::config(""))?
         .class_jump
         .map_or(0, |c| c.strategies.len() * c.failures_per_strategy as usize);
     let status = played
@@ -71,17 +65,4 @@ pub(super) async fn play<W: Write + Send + 'static>(stage: &Stage<W>) -> Result<
         ),
     );
     Ok(())
-}
-
-/// Class-jump verdicts in a run's ledger, in order (`retry`, `jump`, `exhausted`).
-fn verdicts(events: &[(loopward_core::Scope, AuditEvent)]) -> Vec<String> {
-    events
-        .iter()
-        .filter_map(|(_, e)| match e {
-            AuditEvent::LayerDecision {
-                layer, decision, ..
-            } if *layer == LayerId::ClassJump => Some(decision.to_string()),
-            _ => None,
-        })
-        .collect()
 }

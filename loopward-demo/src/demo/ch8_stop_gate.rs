@@ -2,7 +2,7 @@
 
 use super::{agent, team, Act, GateAnswer, Stage};
 use anyhow::Result;
-use loopward_core::{AuditEvent, LayerId};
+use loopward_core::LayerId;
 use loopward_runner::model::fake::Script;
 use loopward_term::render::Tone;
 use serde_json::json;
@@ -40,25 +40,12 @@ pub(super) async fn play<W: Write + Send + 'static>(stage: &Stage<W>) -> Result<
         "[[stopgate]]\nname = \"publish\"\npoint = \"turn\"\nagent = \"scribe\"\nmode = \"{mode}\"\n"
     );
     let played = stage
-        .act(Act {
-            run: "ch8-stop-gate",
-            workspace: None,
-            task: "Publish the changelog.",
-            first: "root",
-            config: team::config(&gate),
-            script: script(),
-        })
+        .act(
+            Act::new("ch8-stop-gate", "Publish the changelog.", "root", script())
+                .with_config(team::config(&gate)),
+        )
         .await?;
-    let decisions: Vec<String> = played
-        .events
-        .iter()
-        .filter_map(|(_, e)| match e {
-            AuditEvent::LayerDecision {
-                layer, decision, ..
-            } if *layer == LayerId::StopGate => Some(decision.to_string()),
-            _ => None,
-        })
-        .collect();
+    let decisions = played.layer_decisions(&LayerId::StopGate);
     let published = played.workspace.join("CHANGELOG.md").is_file();
     stage.say(
         Tone::Ok,

@@ -158,14 +158,7 @@ async fn session_loop<W: Write + Send + 'static>(
     };
     stage
         .act_in(
-            Act {
-                run,
-                workspace: None,
-                task,
-                first: "builder",
-                config: config(),
-                script: Script::default(),
-            },
+            Act::new(run, task, "builder", Script::default()).with_config(config()),
             runs,
             Some(Arc::new(cli)),
         )

@@ -23,7 +23,7 @@ use anyhow::{Context, Result};
 use loopward::config::Config;
 use loopward::ledger::{self, RunFigures};
 use loopward::state::Custody;
-use loopward_core::{AgentId, Person, RunId};
+use loopward_core::{AgentId, AuditEvent, LayerId, Person, RunId};
 use loopward_runner::audit::{KeyRing, LedgerKey};
 use loopward_runner::model::fake::{FakeModel, Script};
 use loopward_runner::model::BoxModelService;
@@ -117,6 +117,34 @@ pub(crate) struct Act<'a> {
     pub script: Script,
 }
 
+impl<'a> Act<'a> {
+    /// Run `run` of the demo team (`team::config("")`) in a workspace of its own: the person
+    /// gives `first` the `task`, and the agents do what `script` says.
+    pub(crate) fn new(run: &'a str, task: &'a str, first: &'a str, script: Script) -> Self {
+        Self {
+            run,
+            workspace: None,
+            task,
+            first,
+            config: team::config(""),
+            script,
+        }
+    }
+
+    /// The same run in the workspace `work/<name>`, which other runs may share.
+    pub(crate) fn in_workspace(self, name: &'a str) -> Self {
+        Self {
+            workspace: Some(name),
+            ..self
+        }
+    }
+
+    /// The same run with `config` for the team's `loopward.toml`.
+    pub(crate) fn with_config(self, config: String) -> Self {
+        Self { config, ..self }
+    }
+}
+
 /// A run as the ledger tells it.
 pub(crate) struct Played {
     /// Its figures.
@@ -125,6 +153,21 @@ pub(crate) struct Played {
     pub events: Vec<(loopward_core::Scope, loopward_core::AuditEvent)>,
     /// Its workspace.
     pub workspace: PathBuf,
+}
+
+impl Played {
+    /// The decisions `layer` recorded in the run, in order (`retry`, `auto_approved`, …).
+    pub(crate) fn layer_decisions(&self, layer: &LayerId) -> Vec<String> {
+        self.events
+            .iter()
+            .filter_map(|(_, e)| match e {
+                AuditEvent::LayerDecision {
+                    layer: l, decision, ..
+                } if l == layer => Some(decision.to_string()),
+                _ => None,
+            })
+            .collect()
+    }
 }
 
 pub(crate) fn agent(name: &str) -> AgentId {
@@ -295,6 +338,19 @@ impl<W: Write + Send + 'static> Stage<W> {
     }
 }
 
+/// Plays, in order, each listed chapter whose number `wants`: its heading and lesson, then the
+/// chapter itself.
+macro_rules! play_chapters {
+    ($stage:expr, $wants:expr, [$($n:literal => $chapter:ident),+ $(,)?]) => {
+        $(
+            if $wants($n) {
+                $stage.chapter($n, $chapter::TITLE, $chapter::LESSON);
+                $chapter::play($stage).await?;
+            }
+        )+
+    };
+}
+
 /// Plays the demo, printing into `out`.
 pub async fn run<W: Write + Send + 'static>(
     opts: Options,
@@ -342,42 +398,17 @@ pub async fn run<W: Write + Send + 'static>(
     };
     intro(&stage);
     let wants = |n: u8| stage.opts.chapters.is_empty() || stage.opts.chapters.contains(&n);
-    if wants(1) {
-        stage.chapter(1, ch1_advisory::TITLE, ch1_advisory::LESSON);
-        ch1_advisory::play(&stage).await?;
-    }
-    if wants(2) {
-        stage.chapter(2, ch2_override::TITLE, ch2_override::LESSON);
-        ch2_override::play(&stage).await?;
-    }
-    if wants(3) {
-        stage.chapter(3, ch3_sprawl::TITLE, ch3_sprawl::LESSON);
-        ch3_sprawl::play(&stage).await?;
-    }
-    if wants(4) {
-        stage.chapter(4, ch4_review::TITLE, ch4_review::LESSON);
-        ch4_review::play(&stage).await?;
-    }
-    if wants(5) {
-        stage.chapter(5, ch5_one_handoff::TITLE, ch5_one_handoff::LESSON);
-        ch5_one_handoff::play(&stage).await?;
-    }
-    if wants(6) {
-        stage.chapter(6, ch6_shell::TITLE, ch6_shell::LESSON);
-        ch6_shell::play(&stage).await?;
-    }
-    if wants(7) {
-        stage.chapter(7, ch7_anti_loop::TITLE, ch7_anti_loop::LESSON);
-        ch7_anti_loop::play(&stage).await?;
-    }
-    if wants(8) {
-        stage.chapter(8, ch8_stop_gate::TITLE, ch8_stop_gate::LESSON);
-        ch8_stop_gate::play(&stage).await?;
-    }
-    if wants(9) {
-        stage.chapter(9, ch9_loop::TITLE, ch9_loop::LESSON);
-        ch9_loop::play(&stage).await?;
-    }
+    play_chapters!(&stage, wants, [
+        1 => ch1_advisory,
+        2 => ch2_override,
+        3 => ch3_sprawl,
+        4 => ch4_review,
+        5 => ch5_one_handoff,
+        6 => ch6_shell,
+        7 => ch7_anti_loop,
+        8 => ch8_stop_gate,
+        9 => ch9_loop,
+    ]);
     outro(&stage)?;
     Ok(Summary { scratch, runs_dir })
 }

@@ -43,13 +43,7 @@ async fn second_turn_prefills_only_the_new_tokens() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn greedy_decoding_is_deterministic_and_a_repeated_prompt_reuses_all_but_one_token() {
     let model = load(LlamaConfig::new(model_path()).n_ctx(1024));
-    let req = ask(
-        vec![Message::human(
-            Person::at_the_keyboard().says("Name a colour."),
-        )],
-        vec![],
-        12,
-    );
+    let req = ask_person("Name a colour.", vec![], 12);
     assert_eq!(model.decode_time(), std::time::Duration::ZERO);
     let started = std::time::Instant::now();
     let a = model.clone().oneshot(req.clone()).await.unwrap();
@@ -115,13 +109,9 @@ async fn concurrent_requests_share_one_batch_and_each_keeps_its_own_cache() {
 async fn more_requests_than_slots_wait_their_turn() {
     let model = load(LlamaConfig::new(model_path()).n_ctx(512).parallel(2));
     let replies = futures::future::try_join_all((0..5).map(|k| {
-        model.clone().oneshot(ask(
-            vec![Message::human(
-                Person::at_the_keyboard().says(format!("Say the number {k}.")),
-            )],
-            vec![],
-            8,
-        ))
+        model
+            .clone()
+            .oneshot(ask_person(format!("Say the number {k}."), vec![], 8))
     }))
     .await
     .unwrap();

@@ -28,11 +28,7 @@ async fn a_prompt_longer_than_the_context_is_an_error_and_the_model_still_answer
     let long = "word ".repeat(400);
     let err = model
         .clone()
-        .oneshot(ask(
-            vec![Message::human(Person::at_the_keyboard().says(long))],
-            vec![],
-            8,
-        ))
+        .oneshot(ask_person(long, vec![], 8))
         .await
         .unwrap_err();
     assert!(matches!(err, ModelError::Local(_)));
@@ -41,14 +37,7 @@ async fn a_prompt_longer_than_the_context_is_an_error_and_the_model_still_answer
             .contains("but the context holds 256: raise n_ctx"),
         "{err}"
     );
-    let ok: ChatResponse = model
-        .oneshot(ask(
-            vec![Message::human(Person::at_the_keyboard().says("Hi"))],
-            vec![],
-            4,
-        ))
-        .await
-        .unwrap();
+    let ok: ChatResponse = model.oneshot(ask_person("Hi", vec![], 4)).await.unwrap();
     assert!(ok.usage.output_tokens > 0);
 }
 
@@ -57,11 +46,8 @@ async fn generation_that_fills_the_context_is_an_error() {
     let model = load(LlamaConfig::new(model_path()).n_ctx(256));
     let filler = "Once upon a time. ".repeat(35);
     let err = model
-        .oneshot(ask(
-            vec![Message::human(
-                Person::at_the_keyboard()
-                    .says(format!("{filler}Write a long story about a dragon.")),
-            )],
+        .oneshot(ask_person(
+            format!("{filler}Write a long story about a dragon."),
             vec![],
             500,
         ))
@@ -73,24 +59,14 @@ async fn generation_that_fills_the_context_is_an_error() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dropped_request_stops_and_the_next_one_is_served() {
     let model = load(LlamaConfig::new(model_path()).n_ctx(2048));
-    let long = ask(
-        vec![Message::human(
-            Person::at_the_keyboard().says("Write a long story about a dragon."),
-        )],
-        vec![],
-        2000,
-    );
+    let long = ask_person("Write a long story about a dragon.", vec![], 2000);
     let pending = model.clone().oneshot(long);
     // Poll once so the job is queued, then drop it.
     let raced = tokio::time::timeout(std::time::Duration::ZERO, pending).await;
     assert!(raced.is_err(), "the long job cannot have finished already");
     let next = model
         .clone()
-        .oneshot(ask(
-            vec![Message::human(Person::at_the_keyboard().says("Say hi."))],
-            vec![],
-            8,
-        ))
+        .oneshot(ask_person("Say hi.", vec![], 8))
         .await
         .unwrap();
     assert!(next.usage.output_tokens > 0);

@@ -47,6 +47,15 @@ fn ask(messages: Vec<Message>, tools: Vec<ToolSpec>, max_tokens: u32) -> ChatReq
     }
 }
 
+/// A request of one message: the person at the keyboard `says`.
+fn ask_person(says: impl Into<String>, tools: Vec<ToolSpec>, max_tokens: u32) -> ChatRequest {
+    ask(
+        vec![Message::human(Person::at_the_keyboard().says(says))],
+        tools,
+        max_tokens,
+    )
+}
+
 /// A tool that reports the weather of a city.
 struct Weather;
 

@@ -120,7 +120,7 @@ proptest! {
             description: "Records facts about a topic.".into(),
             parameters: parameters.clone(),
         };
-        let req = ask(vec![Message::human(Person::at_the_keyboard().says(format!("Record facts about {topic}.")))], vec![tool], budget);
+        let req = ask_person(format!("Record facts about {topic}."), vec![tool], budget);
         match rt.block_on(model.clone().oneshot(req)) {
             Ok(reply) => {
                 prop_assert_eq!(reply.tool_calls.len(), 1, "{:?}", reply);

@@ -24,13 +24,7 @@ async fn seeded_sampling_repeats_itself_for_the_same_seed() {
     let config = LlamaConfig::new(model_path())
         .n_ctx(1024)
         .sampling(0.9, 0.95, 40, 7);
-    let req = ask(
-        vec![Message::human(
-            Person::at_the_keyboard().says("Invent a name for a cat."),
-        )],
-        vec![],
-        16,
-    );
+    let req = ask_person("Invent a name for a cat.", vec![], 16);
     let a = load(config.clone()).oneshot(req.clone()).await.unwrap();
     let b = load(config).oneshot(req).await.unwrap();
     assert_eq!(a.content, b.content);
@@ -44,23 +38,13 @@ async fn a_text_answer_cut_by_max_tokens_says_so() {
     let model = load(LlamaConfig::new(model_path()).n_ctx(1024));
     let cut = model
         .clone()
-        .oneshot(ask(
-            vec![Message::human(
-                Person::at_the_keyboard().says("Write a long story about a dragon."),
-            )],
-            vec![],
-            8,
-        ))
+        .oneshot(ask_person("Write a long story about a dragon.", vec![], 8))
         .await
         .unwrap();
     assert_eq!(cut.stop, StopReason::TokenLimit, "{cut:?}");
     assert_eq!(cut.usage.output_tokens, 8);
     let whole = load(LlamaConfig::new(model_path()).n_ctx(1024))
-        .oneshot(ask(
-            vec![Message::human(Person::at_the_keyboard().says("Say hi."))],
-            vec![],
-            64,
-        ))
+        .oneshot(ask_person("Say hi.", vec![], 64))
         .await
         .unwrap();
     assert_eq!(whole.stop, StopReason::Finished, "{whole:?}");
@@ -74,13 +58,7 @@ async fn a_bounded_answer_ends_before_its_budget_instead_of_being_cut_off() {
     for tools in [vec![], vec![Weather.spec()]] {
         let reply = model
             .clone()
-            .oneshot(ask(
-                vec![Message::human(
-                    Person::at_the_keyboard().says("Write a long story about a dragon."),
-                )],
-                tools,
-                64,
-            ))
+            .oneshot(ask_person("Write a long story about a dragon.", tools, 64))
             .await
             .unwrap();
         assert_eq!(reply.stop, StopReason::Finished, "{reply:?}");

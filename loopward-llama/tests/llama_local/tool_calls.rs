@@ -77,11 +77,7 @@ async fn smollm2_calls_a_constrained_tool_and_finishes_with_the_call_in_the_ledg
 async fn with_tools_offered_a_text_answer_is_still_possible() {
     let model = load(LlamaConfig::new(model_path()).n_ctx(2048));
     let reply = model
-        .oneshot(ask(
-            vec![Message::human(Person::at_the_keyboard().says("Say hello."))],
-            vec![Weather.spec()],
-            24,
-        ))
+        .oneshot(ask_person("Say hello.", vec![Weather.spec()], 24))
         .await
         .unwrap();
     // Either shape is allowed by the grammar; whichever came out must be well-formed.
@@ -104,10 +100,8 @@ async fn a_call_cut_off_by_its_budget_is_an_error_and_the_model_recovers() {
     );
     let err = model
         .clone()
-        .oneshot(ask(
-            vec![Message::human(
-                Person::at_the_keyboard().says("What is the weather in Paris today?"),
-            )],
+        .oneshot(ask_person(
+            "What is the weather in Paris today?",
             vec![Weather.spec()],
             3,
         ))
@@ -120,10 +114,8 @@ async fn a_call_cut_off_by_its_budget_is_an_error_and_the_model_recovers() {
         "{err}"
     );
     let call = model
-        .oneshot(ask(
-            vec![Message::human(
-                Person::at_the_keyboard().says("What is the weather in Paris today?"),
-            )],
+        .oneshot(ask_person(
+            "What is the weather in Paris today?",
             vec![Weather.spec()],
             64,
         ))
@@ -150,10 +142,8 @@ async fn an_unbounded_string_argument_is_cut_by_the_grammar_not_the_budget() {
             .argument_bounds(24, 4),
     );
     let reply = model
-        .oneshot(ask(
-            vec![Message::human(Person::at_the_keyboard().says(
-                "Write a very long note about the history of Paris, at least a thousand words.",
-            ))],
+        .oneshot(ask_person(
+            "Write a very long note about the history of Paris, at least a thousand words.",
             vec![note],
             200,
         ))

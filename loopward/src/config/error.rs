@@ -41,6 +41,16 @@ pub enum ConfigError {
 }
 
 impl ConfigError {
+    /// The value of `key` in `file` does not work: `problem`, and how to `fix` it.
+    pub(crate) fn invalid(file: &Path, key: String, problem: String, fix: String) -> Self {
+        Self::Invalid {
+            file: file.to_path_buf(),
+            key,
+            problem,
+            fix,
+        }
+    }
+
     /// The key the error is about (`""` for a file that cannot be read).
     pub fn key(&self) -> &str {
         match self {

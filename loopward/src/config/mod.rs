@@ -283,12 +283,8 @@ impl Config {
             .chain(cfg.gates.sources_mut())
             .chain(std::iter::once(&mut cfg.hooks.source));
         RuleSource::resolve(rules, Some(name.as_deref().unwrap_or(CONFIG_FILE)), text);
-        validate::check(&cfg).map_err(|(key, problem, fix)| ConfigError::Invalid {
-            file: file.to_path_buf(),
-            key,
-            problem,
-            fix,
-        })?;
+        validate::check(&cfg)
+            .map_err(|(key, problem, fix)| ConfigError::invalid(file, key, problem, fix))?;
         Ok(cfg)
     }
 

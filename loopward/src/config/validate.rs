@@ -201,34 +201,20 @@ fn check_territories(
     team: &BTreeSet<&AgentId>,
     unknown: &dyn Fn(String, &AgentId) -> Problem,
 ) -> Result<(), Problem> {
+    // `key` names `name`, which must be an agent of the team.
+    let member = |key: String, name: &str| match AgentId::new(name) {
+        Ok(id) if team.contains(&id) => Ok(()),
+        Ok(id) => Err(unknown(key, &id)),
+        Err(e) => Err((key, e.to_string(), "name an agent of the team".into())),
+    };
     for (i, t) in cfg.territories.iter().enumerate() {
         for o in t.owner.iter().chain(t.owners.iter()) {
-            match AgentId::new(o.clone()) {
-                Ok(id) if team.contains(&id) => {}
-                Ok(id) => return Err(unknown(format!("territory[{i}].owner"), &id)),
-                Err(e) => {
-                    return Err((
-                        format!("territory[{i}].owner"),
-                        e.to_string(),
-                        "name an agent of the team".into(),
-                    ))
-                }
-            }
+            member(format!("territory[{i}].owner"), o)?;
         }
     }
     for (i, r) in cfg.gates.review.iter().enumerate() {
         for (field, who) in [("from", &r.from), ("via", &r.via)] {
-            match AgentId::new(who.clone()) {
-                Ok(id) if team.contains(&id) => {}
-                Ok(id) => return Err(unknown(format!("gates.review[{i}].{field}"), &id)),
-                Err(e) => {
-                    return Err((
-                        format!("gates.review[{i}].{field}"),
-                        e.to_string(),
-                        "name an agent of the team".into(),
-                    ))
-                }
-            }
+            member(format!("gates.review[{i}].{field}"), who)?;
         }
     }
     // A review gate judges `from`'s handoffs: without the handoff tool it can never fire, and a

@@ -87,12 +87,27 @@ fn is_test_file(rel: &str) -> bool {
     Path::new(rel).file_name().is_some_and(|n| n == "tests.rs")
 }
 
-pub(super) fn library_rules(root: &Path, path: &Path, text: &str, problems: &mut Vec<String>) {
-    let rel = path
-        .strip_prefix(root)
+/// `path` relative to `root`, as the problems name it.
+fn relative(root: &Path, path: &Path) -> String {
+    path.strip_prefix(root)
         .unwrap_or(path)
         .display()
-        .to_string();
+        .to_string()
+}
+
+/// The lines of `text` (the file `rel`) that are code: outside comments and test code, each
+/// with its line number (from 1), trimmed at the start.
+fn code_lines<'a>(rel: &str, text: &'a str) -> impl Iterator<Item = (usize, &'a str)> {
+    let mut in_tests = is_test_file(rel);
+    text.lines().enumerate().filter_map(move |(i, line)| {
+        let code = line.trim_start();
+        in_tests |= code.starts_with("#[cfg(test)]");
+        (!in_tests && !code.starts_with("//")).then_some((i + 1, code))
+    })
+}
+
+pub(super) fn library_rules(root: &Path, path: &Path, text: &str, problems: &mut Vec<String>) {
+    let rel = relative(root, path);
     let speaks_for_people = HUMAN_SOURCES.iter().any(|f| rel.ends_with(f));
     let is_layer_file = text.lines().any(|l| {
         let l = l.trim_start();
@@ -172,21 +187,11 @@ pub(super) fn library_rules(root: &Path, path: &Path, text: &str, problems: &mut
 /// A layer is read back as a `LayerId`: no source compares or matches a layer by the word the
 /// ledger writes (a drifting spelling is how `classjump` and `class_jump` came apart).
 pub(super) fn layer_name_rules(root: &Path, path: &Path, text: &str, problems: &mut Vec<String>) {
-    let rel = path
-        .strip_prefix(root)
-        .unwrap_or(path)
-        .display()
-        .to_string();
+    let rel = relative(root, path);
     if rel.ends_with("loopward-core/src/layer_id.rs") {
         return;
     }
-    let mut in_tests = is_test_file(&rel);
-    for (i, line) in text.lines().enumerate() {
-        let code = line.trim_start();
-        in_tests |= code.starts_with("#[cfg(test)]");
-        if in_tests || code.starts_with("//") {
-            continue;
-        }
+    for (n, code) in code_lines(&rel, text) {
         let by_word = code.contains("layer == \"")
             || code.contains("layer != \"")
             || LAYER_WORDS.iter().any(|w| {
@@ -197,8 +202,7 @@ pub(super) fn layer_name_rules(root: &Path, path: &Path, text: &str, problems: &
             });
         if by_word {
             problems.push(format!(
-                "{rel}:{}: a layer matched by its ledger word; match `LayerId` (loopward_core::LayerId::StopGate, …) instead",
-                i + 1
+                "{rel}:{n}: a layer matched by its ledger word; match `LayerId` (loopward_core::LayerId::StopGate, …) instead"
             ));
         }
     }
@@ -211,21 +215,11 @@ const LEDGER_UNIT: &[&str] = &["loopward-core/src/detail/", "loopward-core/src/a
 /// `detail.call_id()`): no source outside the ledger unit picks a detail's JSON key by hand, so
 /// a key renamed on write cannot leave a reader silently reading nothing.
 pub(super) fn detail_key_rules(root: &Path, path: &Path, text: &str, problems: &mut Vec<String>) {
-    let rel = path
-        .strip_prefix(root)
-        .unwrap_or(path)
-        .display()
-        .to_string();
+    let rel = relative(root, path);
     if LEDGER_UNIT.iter().any(|u| rel.starts_with(u)) {
         return;
     }
-    let mut in_tests = is_test_file(&rel);
-    for (i, line) in text.lines().enumerate() {
-        let code = line.trim_start();
-        in_tests |= code.starts_with("#[cfg(test)]");
-        if in_tests || code.starts_with("//") {
-            continue;
-        }
+    for (n, code) in code_lines(&rel, text) {
         let by_key = [
             "detail[\"",
             "detail.get(\"",
@@ -236,8 +230,7 @@ pub(super) fn detail_key_rules(root: &Path, path: &Path, text: &str, problems: &
         .any(|p| code.contains(p));
         if by_key {
             problems.push(format!(
-                "{rel}:{}: a layer decision's detail read by its JSON key; use its typed accessor (`detail.as_stop_gate()`, `detail.call_id()` …; add one in loopward-core/src/detail/ if none fits)",
-                i + 1
+                "{rel}:{n}: a layer decision's detail read by its JSON key; use its typed accessor (`detail.as_stop_gate()`, `detail.call_id()` …; add one in loopward-core/src/detail/ if none fits)"
             ));
         }
     }
@@ -245,19 +238,9 @@ pub(super) fn detail_key_rules(root: &Path, path: &Path, text: &str, problems: &
 
 /// The hooks rule: an adapter renders the engine's refusals; it makes none and words none.
 pub(super) fn hooks_rules(root: &Path, path: &Path, text: &str, problems: &mut Vec<String>) {
-    let rel = path
-        .strip_prefix(root)
-        .unwrap_or(path)
-        .display()
-        .to_string();
-    let mut in_tests = is_test_file(&rel);
-    for (i, line) in text.lines().enumerate() {
-        let code = line.trim_start();
-        in_tests |= code.starts_with("#[cfg(test)]");
-        if in_tests || code.starts_with("//") {
-            continue;
-        }
-        let at = format!("{rel}:{}", i + 1);
+    let rel = relative(root, path);
+    for (n, code) in code_lines(&rel, text) {
+        let at = format!("{rel}:{n}");
         if code.contains("Refusal::new(")
             || code.contains("Refusal {")
             || code.to_ascii_lowercase().contains("\"refused by")
@@ -294,14 +277,19 @@ mod tests {
         findings(library_rules, file, text)
     }
 
+    /// Asserts that `p` holds `count` problems, the first named `at` (`file:line:`).
+    fn assert_named(p: &[String], count: usize, at: &str) {
+        assert_eq!(p.len(), count, "{p:?}");
+        assert!(p[0].starts_with(at), "{p:?}");
+    }
+
     #[test]
     fn a_hook_adapter_wording_a_refusal_or_including_runner_source_is_named_by_line() {
         let check = |text: &str| findings(hooks_rules, "/r/loopward-hooks/src/codex.rs", text);
         let p = check(
             "fn a() {}\nlet r = Refusal::new(\"g\", \"no\", \"hint\");\nlet t = format!(\"Refused by loopward: x\");\n#[path = \"../../loopward-runner/src/gates/refusals.rs\"]\n",
         );
-        assert_eq!(p.len(), 3, "{p:?}");
-        assert!(p[0].starts_with("loopward-hooks/src/codex.rs:2:"), "{p:?}");
+        assert_named(&p, 3, "loopward-hooks/src/codex.rs:2:");
         assert!(p[2].contains("by path"), "{p:?}");
         // Rendering the engine's refusal, comments and tests are fine.
         assert!(check(
@@ -317,8 +305,7 @@ mod tests {
             "/r/loopward-cli/src/x.rs",
             "if layer == \"stopgate\" {}\nmatch l { \"class_jump\" => 1 }\nmatch (l, v) { (\"caps\", V::X) => 1 }\n",
         );
-        assert_eq!(p.len(), 3, "{p:?}");
-        assert!(p[0].starts_with("loopward-cli/src/x.rs:1:"), "{p:?}");
+        assert_named(&p, 3, "loopward-cli/src/x.rs:1:");
         assert!(check(
             "/r/loopward-cli/src/x.rs",
             "if *layer == LayerId::StopGate {}\n"
@@ -338,8 +325,7 @@ mod tests {
             "/r/loopward-runner/src/x.rs",
             "fn a() {}\nlet k = std::env::var(\"K\");\nlet t = std::time::SystemTime::now();\n",
         );
-        assert_eq!(p.len(), 2, "{p:?}");
-        assert!(p[0].starts_with("loopward-runner/src/x.rs:2:"), "{p:?}");
+        assert_named(&p, 2, "loopward-runner/src/x.rs:2:");
         assert!(p[1].contains("outside the clock"), "{p:?}");
     }
 
@@ -404,8 +390,7 @@ mod tests {
             "/r/loopward-pages/src/x.rs",
             "let a = detail[\"gate\"];\nlet b = detail.get(\"by\");\nlet c = d.to_json()[\"why\"];\nlet e = d.to_json().get(\"id\");\n",
         );
-        assert_eq!(p.len(), 4, "{p:?}");
-        assert!(p[0].starts_with("loopward-pages/src/x.rs:1:"), "{p:?}");
+        assert_named(&p, 4, "loopward-pages/src/x.rs:1:");
         assert!(p[3].starts_with("loopward-pages/src/x.rs:4:"), "{p:?}");
         assert!(p[0].contains("typed accessor"), "{p:?}");
         // Typed reads, the ledger unit itself, comments and tests are fine.
@@ -448,8 +433,7 @@ mod tests {
     fn only_the_runner_and_the_workflow_make_a_person_in_library_code() {
         let mint = "let p = Person::at_the_keyboard();\n";
         let p = problems("/r/loopward-llama/src/lib.rs", mint);
-        assert_eq!(p.len(), 1, "{p:?}");
-        assert!(p[0].starts_with("loopward-llama/src/lib.rs:1:"), "{p:?}");
+        assert_named(&p, 1, "loopward-llama/src/lib.rs:1:");
         for allowed in [
             "/r/loopward-runner/src/runner.rs",
             "/r/loopward-restate/src/workflow.rs",
