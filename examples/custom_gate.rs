@@ -105,16 +105,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .tool_stack(stack)
         .build();
     let sink = Arc::new(MemorySink::default());
+    let id = RunId::new("custom-gate").ok_or("run id")?;
+    let task = Person::at_the_keyboard().says("add an entry point");
     let report = Runner::builder(ws)
         .agent(builder.clone(), BoxTurnService::new(agent))?
         .build()?
-        .run(RunSpec {
-            id: RunId::new("custom-gate").ok_or("run id")?,
-            task: Person::at_the_keyboard().says("add an entry point"),
-            first: builder,
-            audit: sink.clone(),
-            audit_location: None,
-        })
+        .run(RunSpec::new(id, task, builder, sink.clone()))
         .await;
     for (_, e) in sink.events() {
         if let AuditEvent::GateDecision {

@@ -102,15 +102,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         runner = runner.agent(name.clone(), BoxTurnService::new(stacked))?;
     }
     let sink = Arc::new(MemorySink::default());
+    let id = RunId::new("ping-pong").ok_or("run id")?;
+    let task = Person::at_the_keyboard().says("play");
     let report = runner
         .build()?
-        .run(RunSpec {
-            id: RunId::new("ping-pong").ok_or("run id")?,
-            task: Person::at_the_keyboard().says("play"),
-            first: a,
-            audit: sink.clone(),
-            audit_location: None,
-        })
+        .run(RunSpec::new(id, task, a, sink.clone()))
         .await;
     println!("{:?} after {} turns", report.status, report.turns);
     let decisions: Vec<String> = sink

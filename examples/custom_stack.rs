@@ -101,16 +101,17 @@ async fn start(dir: &Path, config: &LayersConfig) -> RunReport {
             .agent(name.clone(), stack.turn(BoxTurnService::new(agent)))
             .unwrap();
     }
+    let id = RunId::new("release-1").unwrap();
+    let task = Person::at_the_keyboard().says("write the release notes");
     runner
         .build()
         .unwrap()
-        .run(RunSpec {
-            id: RunId::new("release-1").unwrap(),
-            task: Person::at_the_keyboard().says("write the release notes"),
-            first: planner,
-            audit: Arc::new(MemorySink::default()),
-            audit_location: None,
-        })
+        .run(RunSpec::new(
+            id,
+            task,
+            planner,
+            Arc::new(MemorySink::default()),
+        ))
         .await
 }
 

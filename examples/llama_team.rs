@@ -61,15 +61,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         runner = runner.agent(name.clone(), stack.turn(BoxTurnService::new(agent)))?;
     }
     let sink = Arc::new(MemorySink::default());
+    let id = RunId::new("llama-team").ok_or("run id")?;
+    let task = Person::at_the_keyboard().says("Plan and write a hello file.");
     let report = runner
         .build()?
-        .run(RunSpec {
-            id: RunId::new("llama-team").ok_or("run id")?,
-            task: Person::at_the_keyboard().says("Plan and write a hello file."),
-            first: planner,
-            audit: sink.clone(),
-            audit_location: None,
-        })
+        .run(RunSpec::new(id, task, planner, sink.clone()))
         .await;
     println!(
         "{} after {} turns, {} handoffs",

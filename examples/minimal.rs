@@ -49,15 +49,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         runner = runner.agent(name.clone(), BoxTurnService::new(agent))?;
     }
     let sink = Arc::new(MemorySink::default());
+    let id = RunId::new("minimal").ok_or("run id")?;
+    let task = Person::at_the_keyboard().says("say hello");
     let report = runner
         .build()?
-        .run(RunSpec {
-            id: RunId::new("minimal").ok_or("run id")?,
-            task: Person::at_the_keyboard().says("say hello"),
-            first: planner,
-            audit: sink.clone(),
-            audit_location: None,
-        })
+        .run(RunSpec::new(id, task, planner, sink.clone()))
         .await;
 
     println!("{} after {} turns", report.status.label(), report.turns);

@@ -121,13 +121,12 @@ impl Fixture {
         let mut last = Instant::now();
         let report = runner
             .run_observed(
-                RunSpec {
+                RunSpec::new(
                     id,
-                    task: Person::at_the_keyboard().says("write done.txt"),
-                    first: a,
-                    audit: ledger.clone(),
-                    audit_location: None,
-                },
+                    Person::at_the_keyboard().says("write done.txt"),
+                    a,
+                    ledger.clone(),
+                ),
                 |_| {
                     times.push(elapsed_ns(last));
                     last = Instant::now();

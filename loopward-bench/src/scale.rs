@@ -96,13 +96,12 @@ async fn point(n: usize, ws: &std::path::Path, mem: &dyn MemProbe) -> Result<Poi
         let id = crate::support::run_id(format!("scale-{n}-{i}"))?;
         tasks.push(tokio::spawn(async move {
             runner
-                .run(RunSpec {
+                .run(RunSpec::new(
                     id,
-                    task: Person::at_the_keyboard().says("build it"),
+                    Person::at_the_keyboard().says("build it"),
                     first,
-                    audit: sink,
-                    audit_location: None,
-                })
+                    sink,
+                ))
                 .await
         }));
     }

@@ -124,13 +124,12 @@ pub async fn team_run_in_memory(id: &str, rounds: usize) -> Result<TeamRun> {
     let audit: Arc<dyn AuditSink> = sink.clone();
     let start = Instant::now();
     let report = runner
-        .run(RunSpec {
-            id: crate::support::run_id(id.into())?,
-            task: Person::at_the_keyboard().says("build it"),
+        .run(RunSpec::new(
+            crate::support::run_id(id.into())?,
+            Person::at_the_keyboard().says("build it"),
             first,
             audit,
-            audit_location: None,
-        })
+        ))
         .await;
     let seconds = start.elapsed().as_secs_f64();
     ensure_completed(report.status)?;

@@ -162,13 +162,12 @@ impl Setup {
         let sink = Arc::new(MemorySink::default());
         let report = self
             .runner
-            .run(RunSpec {
-                id: RunId::new("team").unwrap(),
-                task: Person::at_the_keyboard().says("Plan it, then build it."),
-                first: AgentId::new("planner").unwrap(),
-                audit: sink.clone(),
-                audit_location: None,
-            })
+            .run(RunSpec::new(
+                RunId::new("team").unwrap(),
+                Person::at_the_keyboard().says("Plan it, then build it."),
+                AgentId::new("planner").unwrap(),
+                sink.clone(),
+            ))
             .await;
         assert_eq!(report.status, RunStatus::Completed, "{report:?}");
         (report, sink)

@@ -135,15 +135,11 @@ impl LoopwardRunService {
         let ledger = ReplayLedger::open(&self.inner.runs_dir, &run, opts)
             .map_err(|e| HandlerError::from(e.to_string()))?;
         let (journal, asks) = Journal::new(ledger.clone());
-        let spec = RunSpec {
-            id: run.clone(),
-            // The start request is the run's task channel, as argv is the CLI's: the application
-            // that calls the ingress sends what its person asked for (journaled by Restate).
-            task: Person::at_the_keyboard().says(start.task),
-            first: start.first,
-            audit: ledger.clone(),
-            audit_location: Some(ledger.ledger().run_dir()),
-        };
+        // The start request is the run's task channel, as argv is the CLI's: the application
+        // that calls the ingress sends what its person asked for (journaled by Restate).
+        let task = Person::at_the_keyboard().says(start.task);
+        let spec = RunSpec::new(run.clone(), task, start.first, ledger.clone())
+            .with_audit_location(ledger.ledger().run_dir());
         let runner = self.inner.runner.clone();
         // The run's layers find the journal on the run itself (no task-local).
         let seeded = runner.run_seeded(spec, move |ext| {

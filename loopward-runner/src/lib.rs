@@ -50,11 +50,9 @@
 //! let runner = runner.build().unwrap();
 //! let sink = Arc::new(MemorySink::default());
 //! // The task is a person's words: only a `Person` makes them.
-//! let person = Person::at_the_keyboard();
-//! let report = runner.run(RunSpec {
-//!     id: RunId::new("r1").unwrap(), task: person.says("say hello"), first: planner,
-//!     audit: sink.clone(), audit_location: None,
-//! }).await;
+//! let task = Person::at_the_keyboard().says("say hello");
+//! let spec = RunSpec::new(RunId::new("r1").unwrap(), task, planner, sink.clone());
+//! let report = runner.run(spec).await;
 //! assert_eq!(report.status, RunStatus::Completed);
 //! assert_eq!(report.handoffs.len(), 1);
 //! assert_eq!(std::fs::read_to_string(dir.path().join("hello.txt")).unwrap(), "hello");

@@ -90,6 +90,61 @@ pub struct RunSpec {
     pub audit_location: Option<PathBuf>,
 }
 
+impl RunSpec {
+    /// A run `id` of `task`, started by `first`, its events going to `audit`; no audit
+    /// location (add one with [`RunSpec::with_audit_location`]).
+    ///
+    /// ```
+    /// use loopward_core::{AgentId, Person, RunId};
+    /// use loopward_runner::{audit::MemorySink, RunSpec};
+    /// use std::sync::Arc;
+    ///
+    /// let sink = Arc::new(MemorySink::default());
+    /// let spec = RunSpec::new(
+    ///     RunId::new("r1").unwrap(),
+    ///     Person::at_the_keyboard().says("say hello"),
+    ///     AgentId::new("planner").unwrap(),
+    ///     sink.clone(),
+    /// );
+    /// assert_eq!(spec.id.as_str(), "r1");
+    /// assert_eq!(spec.first.as_str(), "planner");
+    /// assert_eq!(spec.audit_location, None);
+    /// ```
+    pub fn new(id: RunId, task: HumanWords, first: AgentId, audit: Arc<dyn AuditSink>) -> Self {
+        Self {
+            id,
+            task,
+            first,
+            audit,
+            audit_location: None,
+        }
+    }
+
+    /// This spec, saying where its audit can be read afterwards (for the report).
+    ///
+    /// ```
+    /// use loopward_core::{AgentId, Person, RunId};
+    /// use loopward_runner::{audit::MemorySink, RunSpec};
+    /// use std::path::Path;
+    /// use std::sync::Arc;
+    ///
+    /// let spec = RunSpec::new(
+    ///     RunId::new("r1").unwrap(),
+    ///     Person::at_the_keyboard().says("say hello"),
+    ///     AgentId::new("planner").unwrap(),
+    ///     Arc::new(MemorySink::default()),
+    /// )
+    /// .with_audit_location("runs/r1");
+    /// assert_eq!(spec.audit_location.as_deref(), Some(Path::new("runs/r1")));
+    /// ```
+    pub fn with_audit_location(self, path: impl Into<PathBuf>) -> Self {
+        Self {
+            audit_location: Some(path.into()),
+            ..self
+        }
+    }
+}
+
 /// How a run went.
 #[derive(Clone, Debug, PartialEq)]
 pub struct RunReport {

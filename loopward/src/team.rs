@@ -476,15 +476,7 @@ impl Team {
         let copy = ledger.run_dir().join(crate::config::CONFIG_FILE);
         std::fs::copy(&config_path, &copy)
             .with_context(|| format!("cannot copy the config into {}", copy.display()))?;
-        let report = runner
-            .run(loopward_runner::RunSpec {
-                id,
-                task,
-                first,
-                audit: ledger.clone(),
-                audit_location: Some(ledger.run_dir()),
-            })
-            .await;
+        let report = runner.run(ledger.run_spec(task, first)).await;
         ledger.finish()?;
         Ok(report)
     }

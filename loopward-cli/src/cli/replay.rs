@@ -18,7 +18,7 @@ use anyhow::{bail, Context, Result};
 use loopward::config::{Config, CONFIG_FILE};
 use loopward::ledger;
 use loopward::team;
-use loopward_core::{AgentId, AuditEvent, AuditSink, LayerId, LayerVerdict, Person, RunId, Scope};
+use loopward_core::{AgentId, AuditEvent, LayerId, LayerVerdict, Person, RunId, Scope};
 use loopward_runner::audit::MemorySink;
 use loopward_runner::inbox::{HumanInbox, Taken};
 use loopward_runner::journal::Journal;
@@ -406,12 +406,13 @@ pub(super) async fn run(args: Args) -> Result<ExitCode> {
         };
         let sink = Arc::new(MemorySink::default());
         // The task is the recorded `run_started` record's: a person's words when the run began.
-        let spec = |task: String, first: AgentId| RunSpec {
-            id: run.clone(),
-            task: Person::at_the_keyboard().says(task),
-            first,
-            audit: sink.clone() as Arc<dyn AuditSink>,
-            audit_location: None,
+        let spec = |task: String, first: AgentId| {
+            RunSpec::new(
+                run.clone(),
+                Person::at_the_keyboard().says(task),
+                first,
+                sink.clone(),
+            )
         };
         match part.first().map(|(_, e)| e) {
             Some(AuditEvent::RunStarted { task, agent }) => {

@@ -299,16 +299,12 @@ impl<W: Write + Send + 'static> Stage<W> {
         };
         self.say(Tone::Dim, format!("  ▸ run {run}: “{}”", act.task));
         let out = self.out.clone();
+        // The demo plays the person who gives each run its task.
+        let task = Person::at_the_keyboard().says(act.task);
         runner
             .run_observed(
-                RunSpec {
-                    id: run.clone(),
-                    // The demo plays the person who gives each run its task.
-                    task: Person::at_the_keyboard().says(act.task),
-                    first: agent(act.first),
-                    audit: sink,
-                    audit_location: Some(ledger::run_dir(runs_dir, &run)),
-                },
+                RunSpec::new(run.clone(), task, agent(act.first), sink)
+                    .with_audit_location(ledger::run_dir(runs_dir, &run)),
                 // What the agent said at the end of its turn (not a figure: the model's words).
                 move |ev| {
                     if let Ok(o) = ev.outcome {

@@ -24,13 +24,12 @@ async fn smollm2_calls_a_constrained_tool_and_finishes_with_the_call_in_the_ledg
         .unwrap();
     let sink = Arc::new(MemorySink::default());
     let report = runner
-        .run(RunSpec {
-            id: RunId::new("llama-weather").unwrap(),
-            task: Person::at_the_keyboard().says("What is the weather in Paris today?"),
-            first: name,
-            audit: sink.clone(),
-            audit_location: None,
-        })
+        .run(RunSpec::new(
+            RunId::new("llama-weather").unwrap(),
+            Person::at_the_keyboard().says("What is the weather in Paris today?"),
+            name,
+            sink.clone(),
+        ))
         .await;
     assert_eq!(report.status, RunStatus::Completed, "{report:?}");
     // The model finished with an answer in text after reading the tool's result.

@@ -82,8 +82,7 @@ pub struct LayersConfig {
 ///     .agent(a.clone(), stack.turn(BoxTurnService::new(agent))).unwrap().build().unwrap();
 /// let sink = Arc::new(MemorySink::default());
 /// let task = Person::at_the_keyboard().says("clean");
-/// let report = runner.run(RunSpec { id: RunId::new("r1").unwrap(), task,
-///     first: a, audit: sink.clone(), audit_location: None }).await;
+/// let report = runner.run(RunSpec::new(RunId::new("r1").unwrap(), task, a, sink.clone())).await;
 /// // A denied call ends the reply there and the run after the turn, with its last words kept.
 /// assert!(matches!(report.status, RunStatus::Stopped { .. }));
 /// assert_eq!(report.final_text, "I was not allowed to.");

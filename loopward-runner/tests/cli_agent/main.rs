@@ -161,13 +161,12 @@ fn setup_with(
 }
 
 fn spec(sink: Arc<MemorySink>) -> RunSpec {
-    RunSpec {
-        id: RunId::new("loop").unwrap(),
-        task: Person::at_the_keyboard().says("write done.txt"),
-        first: agent(),
-        audit: sink,
-        audit_location: None,
-    }
+    RunSpec::new(
+        RunId::new("loop").unwrap(),
+        Person::at_the_keyboard().says("write done.txt"),
+        agent(),
+        sink,
+    )
 }
 
 fn sessions_started(plans: &Path) -> u32 {

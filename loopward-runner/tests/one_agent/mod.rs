@@ -59,13 +59,12 @@ pub(crate) async fn run_as(
 /// The spec of run `id` from `first`, with `task` as the person at the keyboard's words,
 /// recording into `audit` (no ledger location).
 pub(crate) fn spec(id: &str, first: &AgentId, task: &str, audit: Arc<dyn AuditSink>) -> RunSpec {
-    RunSpec {
-        id: RunId::new(id).unwrap(),
-        task: Person::at_the_keyboard().says(task),
-        first: first.clone(),
+    RunSpec::new(
+        RunId::new(id).unwrap(),
+        Person::at_the_keyboard().says(task),
+        first.clone(),
         audit,
-        audit_location: None,
-    }
+    )
 }
 
 /// The steps scripted agents take again and again, one line each.

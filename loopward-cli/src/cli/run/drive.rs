@@ -171,15 +171,10 @@ pub(crate) async fn drive(d: Drive) -> Result<ExitCode> {
     } else {
         Arc::new(MaskingSink::new(sink, masker.clone()))
     };
-    let spec = RunSpec {
-        id: id.clone(),
-        // The CLI speaks for the person at the terminal: the task is what they passed (`--task`)
-        // or wrote in their config (`run.task`); resumed, the runner takes the journal's.
-        task: Person::at_the_keyboard().says(task),
-        first,
-        audit: sink,
-        audit_location: Some(run_dir.clone()),
-    };
+    // The CLI speaks for the person at the terminal: the task is what they passed (`--task`)
+    // or wrote in their config (`run.task`); resumed, the runner takes the journal's.
+    let task = Person::at_the_keyboard().says(task);
+    let spec = RunSpec::new(id.clone(), task, first, sink).with_audit_location(run_dir.clone());
     let report = match &journal {
         None => runner.run(spec).await,
         Some(j) => runner.resume(spec, j).await?,

@@ -281,13 +281,8 @@ impl Ledger {
 
     /// A [`RunSpec`] whose events go to this ledger, for a task a person gave.
     pub fn run_spec(self: &Arc<Self>, task: HumanWords, first: AgentId) -> RunSpec {
-        RunSpec {
-            id: self.run.clone(),
-            task,
-            first,
-            audit: self.clone(),
-            audit_location: Some(self.run_dir()),
-        }
+        RunSpec::new(self.run.clone(), task, first, self.clone())
+            .with_audit_location(self.run_dir())
     }
 
     fn append(

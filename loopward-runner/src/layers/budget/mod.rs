@@ -24,8 +24,8 @@
 //! let runner = Runner::builder(Workspace::new(dir.path()).unwrap())
 //!     .agent(a.clone(), BoxTurnService::new(budget.layer(agent))).unwrap().build().unwrap();
 //! let task = Person::at_the_keyboard().says("hi");
-//! let report = runner.run(RunSpec { id: RunId::new("r1").unwrap(), task,
-//!     first: a, audit: Arc::new(MemorySink::default()), audit_location: None }).await;
+//! let spec = RunSpec::new(RunId::new("r1").unwrap(), task, a, Arc::new(MemorySink::default()));
+//! let report = runner.run(spec).await;
 //! assert!(matches!(report.status, RunStatus::BudgetExceeded { budget } if budget.starts_with("tokens")));
 //! # });
 //! ```

@@ -35,10 +35,9 @@
 //!     runner = runner.agent(name.clone(), BoxTurnService::new(caps.layer(agent))).unwrap();
 //! }
 //! let task = Person::at_the_keyboard().says("ping-pong");
-//! let report = runner.build().unwrap().run(RunSpec {
-//!     id: RunId::new("r1").unwrap(), task, first: a.clone(),
-//!     audit: Arc::new(MemorySink::default()), audit_location: None,
-//! }).await;
+//! let sink = Arc::new(MemorySink::default());
+//! let spec = RunSpec::new(RunId::new("r1").unwrap(), task, a, sink);
+//! let report = runner.build().unwrap().run(spec).await;
 //! assert_eq!(report.status, RunStatus::CapReached { cap: "turns_per_run (3)".into() });
 //! assert_eq!(report.turns, 4); // the fourth turn was refused before the agent ran
 //! # });
