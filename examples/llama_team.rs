@@ -5,7 +5,7 @@
 //! `cargo run -p loopward-examples --features llama --example llama_team -- models/<file>.gguf`.
 #![allow(clippy::print_stdout)]
 
-use loopward_core::{AgentId, AuditEvent, Person, RunId};
+use loopward_core::{AgentId, AuditEvent, Person, RunId, RunStatus};
 use loopward_llama::{LlamaConfig, LlamaModel, ToolChoice};
 use loopward_runner::audit::MemorySink;
 use loopward_runner::gates::{Policy, PolicyConfig, PolicyLayer};
@@ -73,6 +73,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         report.turns,
         report.handoffs.len()
     );
+    if let RunStatus::Failed { error } = &report.status {
+        println!("  why: {error}");
+    }
     // What the model asked for, and what the gates said about it.
     for (scope, e) in sink.events() {
         let who = scope.agent.map(|a| a.to_string()).unwrap_or_default();
