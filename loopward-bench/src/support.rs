@@ -14,7 +14,6 @@ use serde_json::json;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::task::{Context, Poll};
 
 /// The recommended stack as the benchmarks configure it: caps, a stop-gate in `auto` mode
 /// before every turn of `a`/`planner`/`builder` and before the `noop` tool, a rate limit with a
@@ -247,26 +246,16 @@ impl TeamModel {
     }
 }
 
-impl tower::Service<ChatRequest> for TeamModel {
-    type Response = ChatResponse;
-    type Error = ModelError;
-    type Future = BoxFuture<'static, Result<ChatResponse, ModelError>>;
-
-    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), ModelError>> {
-        Poll::Ready(Ok(()))
-    }
-
-    fn call(&mut self, req: ChatRequest) -> Self::Future {
-        let (hold, rounds) = (self.hold.clone(), self.rounds);
-        Box::pin(async move {
-            let first = matches!(req.messages.as_slice(), [Message::Human(_)]);
-            if let (true, Some(hold)) = (first, hold) {
-                hold.wait().await;
-            }
-            Ok(Self::reply(rounds, &req))
-        })
-    }
-}
+loopward_runner::leaf_service!(TeamModel: ChatRequest => Result<ChatResponse, ModelError>, |model, req| {
+    let (hold, rounds) = (model.hold.clone(), model.rounds);
+    Box::pin(async move {
+        let first = matches!(req.messages.as_slice(), [Message::Human(_)]);
+        if let (true, Some(hold)) = (first, hold) {
+            hold.wait().await;
+        }
+        Ok(Self::reply(rounds, &req))
+    })
+});
 
 /// The agent names the parts use.
 pub fn agent(name: &str) -> AgentId {

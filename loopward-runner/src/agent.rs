@@ -4,15 +4,13 @@ use crate::journal::{FedCall, TurnFeed};
 use crate::model::{BoxModelService, ChatRequest, ChatResponse};
 use crate::tool::{BoxToolService, ToolError, ToolInvocation, ToolSet};
 use crate::turn::{TurnError, TurnOutcome, TurnRequest};
-use futures::future::BoxFuture;
 use loopward_core::{
     AgentId, AuditEvent, CallId, FinishReason, LayerVerdict, Message, Price, ToolCall, ToolResult,
     Usage,
 };
 use std::collections::HashSet;
 use std::sync::Arc;
-use std::task::{Context, Poll};
-use tower::{Service, ServiceExt};
+use tower::ServiceExt;
 use tracing::Instrument;
 
 /// The default cap on tool calls in one turn.
@@ -136,20 +134,10 @@ impl LlmAgentBuilder {
     }
 }
 
-impl Service<TurnRequest> for LlmAgent {
-    type Response = TurnOutcome;
-    type Error = TurnError;
-    type Future = BoxFuture<'static, Result<TurnOutcome, TurnError>>;
-
-    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), TurnError>> {
-        Poll::Ready(Ok(()))
-    }
-
-    fn call(&mut self, req: TurnRequest) -> Self::Future {
-        let inner = self.inner.clone();
-        Box::pin(async move { inner.run_turn(req).await })
-    }
-}
+crate::leaf_service!(LlmAgent: TurnRequest => Result<TurnOutcome, TurnError>, |agent, req| {
+    let inner = agent.inner.clone();
+    Box::pin(async move { inner.run_turn(req).await })
+});
 
 impl Inner {
     async fn run_turn(&self, req: TurnRequest) -> Result<TurnOutcome, TurnError> {

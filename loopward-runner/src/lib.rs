@@ -73,6 +73,7 @@ pub mod gates;
 pub mod inbox;
 pub mod journal;
 pub mod layers;
+pub mod leaf;
 pub mod model;
 mod path_text;
 mod runner;

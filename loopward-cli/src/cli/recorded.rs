@@ -8,7 +8,6 @@ use loopward_runner::tool::{ToolError, ToolInvocation, ToolOutput};
 use std::collections::{HashMap, VecDeque};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll};
 
 /// Built-in tools that act only on the run's own state (a handoff, the class-jump tracker):
 /// they touch nothing on the host, and the decisions after them depend on what they register,
@@ -144,64 +143,54 @@ fn remake(root: &Path, inv: &ToolInvocation, rel: &str, kind: &EffectKind) {
     }
 }
 
-impl tower::Service<ToolInvocation> for RecordedTools {
-    type Response = ToolOutput;
-    type Error = ToolError;
-    type Future = BoxFuture<'static, Result<ToolOutput, ToolError>>;
-
-    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), ToolError>> {
-        Poll::Ready(Ok(()))
-    }
-
-    fn call(&mut self, inv: ToolInvocation) -> Self::Future {
-        let next = self
-            .runs
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get_mut(&inv.call.id)
-            .and_then(VecDeque::pop_front);
-        Box::pin(async move {
-            if RUN_STATE_TOOLS.contains(&inv.call.name.as_str()) {
-                inv.turn
-                    .record(&AuditEvent::ToolStarted {
-                        call_id: inv.call.id.clone(),
-                        tool: inv.call.name.clone(),
-                    })
-                    .map_err(ToolError::Audit)?;
-                let tool = inv.tool.clone();
-                return tool.call(inv).await;
-            }
-            let Some(run) = next else {
-                return Err(ToolError::Failed(format!(
-                    "replay: the ledger holds no result for call {} ({}); the live run did not run it here",
-                    inv.call.id, inv.call.name
-                )));
-            };
+loopward_runner::leaf_service!(RecordedTools: ToolInvocation => Result<ToolOutput, ToolError>, |recorded, inv| {
+    let next = recorded
+        .runs
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .get_mut(&inv.call.id)
+        .and_then(VecDeque::pop_front);
+    Box::pin(async move {
+        if RUN_STATE_TOOLS.contains(&inv.call.name.as_str()) {
             inv.turn
                 .record(&AuditEvent::ToolStarted {
                     call_id: inv.call.id.clone(),
                     tool: inv.call.name.clone(),
                 })
                 .map_err(ToolError::Audit)?;
-            let root = inv.turn.workspace().root().to_path_buf();
-            for e in run
-                .effects
-                .iter()
-                .filter(|e| e.status != EffectStatus::Failed)
-            {
-                remake(&root, &inv, &e.path, &e.kind);
-            }
-            for v in &run.violations {
-                remake(&root, &inv, v, &EffectKind::Modify);
-            }
-            Ok(ToolOutput {
-                content: run.content,
-                is_error: run.is_error,
-                effects: run.effects,
+            let tool = inv.tool.clone();
+            return tool.call(inv).await;
+        }
+        let Some(run) = next else {
+            return Err(ToolError::Failed(format!(
+                "replay: the ledger holds no result for call {} ({}); the live run did not run it here",
+                inv.call.id, inv.call.name
+            )));
+        };
+        inv.turn
+            .record(&AuditEvent::ToolStarted {
+                call_id: inv.call.id.clone(),
+                tool: inv.call.name.clone(),
             })
+            .map_err(ToolError::Audit)?;
+        let root = inv.turn.workspace().root().to_path_buf();
+        for e in run
+            .effects
+            .iter()
+            .filter(|e| e.status != EffectStatus::Failed)
+        {
+            remake(&root, &inv, &e.path, &e.kind);
+        }
+        for v in &run.violations {
+            remake(&root, &inv, v, &EffectKind::Modify);
+        }
+        Ok(ToolOutput {
+            content: run.content,
+            is_error: run.is_error,
+            effects: run.effects,
         })
-    }
-}
+    })
+});
 
 /// The answers interactive stop-gates got in the live run, given again in the same order.
 #[derive(Debug, Default)]

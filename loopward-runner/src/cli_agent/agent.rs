@@ -10,7 +10,6 @@ use crate::context::TurnContext;
 use crate::journal::{FedCall, TurnFeed};
 use crate::layers::classjump::ClassJump;
 use crate::turn::{TurnError, TurnOutcome, TurnRequest};
-use futures::future::BoxFuture;
 use loopward_core::LayerId;
 use loopward_core::{
     AgentId, AuditEvent, FinishReason, LayerDetail, LayerVerdict, Message, NoProgressDetail, RunId,
@@ -19,7 +18,6 @@ use loopward_core::{
 use serde_json::json;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll};
 use std::time::Duration;
 
 /// Sessions in a row that change nothing (same fingerprint, same verdict) before the run
@@ -164,20 +162,10 @@ impl CliAgentBuilder {
     }
 }
 
-impl tower::Service<TurnRequest> for CliAgent {
-    type Response = TurnOutcome;
-    type Error = TurnError;
-    type Future = BoxFuture<'static, Result<TurnOutcome, TurnError>>;
-
-    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), TurnError>> {
-        Poll::Ready(Ok(()))
-    }
-
-    fn call(&mut self, req: TurnRequest) -> Self::Future {
-        let inner = self.inner.clone();
-        Box::pin(async move { inner.turn(req).await })
-    }
-}
+crate::leaf_service!(CliAgent: TurnRequest => Result<TurnOutcome, TurnError>, |agent, req| {
+    let inner = agent.inner.clone();
+    Box::pin(async move { inner.turn(req).await })
+});
 
 /// What the loop remembers between sessions (per run): the last verdict and how many sessions
 /// in a row changed nothing.

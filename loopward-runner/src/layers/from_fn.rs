@@ -13,7 +13,8 @@
 //! place, and [`Next::run`] calls it without polling again — as tower's own middleware does. A
 //! layer is therefore exactly as ready as what it wraps: it never waits itself in `poll_ready`
 //! (a layer that waits — the rate limit — waits inside the call, where a dropped call gives its
-//! place back). The agents are always ready, so a whole stack (`layers::stack`, a `Box*Service`)
+//! place back). The agents, the tool executor and the model backends are leaves, always ready
+//! ([`leaf_service!`](crate::leaf_service)), so a whole stack (`layers::stack`, a `Box*Service`)
 //! is ready at once and callers may use `oneshot`.
 //!
 //! **State across a resume.** A layer that counts per run keeps its count on the run

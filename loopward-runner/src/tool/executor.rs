@@ -1,9 +1,7 @@
 //! The innermost tool service: runs the tool.
 
 use super::{ToolError, ToolInvocation, ToolOutput};
-use futures::future::BoxFuture;
 use loopward_core::AuditEvent;
-use std::task::{Context, Poll};
 
 /// Runs a [`ToolInvocation`]'s tool. Every tool stack ends here.
 ///
@@ -16,31 +14,21 @@ use std::task::{Context, Poll};
 #[derive(Clone, Copy, Debug, Default)]
 pub struct ToolExecutor;
 
-impl tower::Service<ToolInvocation> for ToolExecutor {
-    type Response = ToolOutput;
-    type Error = ToolError;
-    type Future = BoxFuture<'static, Result<ToolOutput, ToolError>>;
-
-    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), ToolError>> {
-        Poll::Ready(Ok(()))
-    }
-
-    fn call(&mut self, inv: ToolInvocation) -> Self::Future {
-        if !inv.tool.records_own_start() {
-            // The start, and every decision that let the call through, are durable before the
-            // effect begins: one sync for all of them.
-            let started = inv
-                .turn
-                .record_owned(AuditEvent::ToolStarted {
-                    call_id: inv.call.id.clone(),
-                    tool: inv.call.name.clone(),
-                })
-                .and_then(|()| inv.turn.commit());
-            if let Err(e) = started {
-                return Box::pin(std::future::ready(Err(ToolError::Audit(e))));
-            }
+crate::leaf_service!(ToolExecutor: ToolInvocation => Result<ToolOutput, ToolError>, |_, inv| {
+    if !inv.tool.records_own_start() {
+        // The start, and every decision that let the call through, are durable before the
+        // effect begins: one sync for all of them.
+        let started = inv
+            .turn
+            .record_owned(AuditEvent::ToolStarted {
+                call_id: inv.call.id.clone(),
+                tool: inv.call.name.clone(),
+            })
+            .and_then(|()| inv.turn.commit());
+        if let Err(e) = started {
+            return Box::pin(std::future::ready(Err(ToolError::Audit(e))));
         }
-        let tool = inv.tool.clone();
-        tool.call(inv)
     }
-}
+    let tool = inv.tool.clone();
+    tool.call(inv)
+});

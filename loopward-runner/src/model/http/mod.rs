@@ -141,25 +141,9 @@ macro_rules! impl_http_model {
             }
         }
 
-        impl tower::Service<$crate::model::ChatRequest> for $ty {
-            type Response = $crate::model::ChatResponse;
-            type Error = $crate::model::ModelError;
-            type Future = futures::future::BoxFuture<
-                'static,
-                Result<$crate::model::ChatResponse, $crate::model::ModelError>,
-            >;
-
-            fn poll_ready(
-                &mut self,
-                _cx: &mut std::task::Context<'_>,
-            ) -> std::task::Poll<Result<(), Self::Error>> {
-                std::task::Poll::Ready(Ok(()))
-            }
-
-            fn call(&mut self, req: $crate::model::ChatRequest) -> Self::Future {
-                Box::pin(self.clone().chat(req))
-            }
-        }
+        $crate::leaf_service!($ty: $crate::model::ChatRequest
+            => Result<$crate::model::ChatResponse, $crate::model::ModelError>,
+            |model, req| Box::pin(model.clone().chat(req)));
     };
 }
 use impl_http_model;
