@@ -7,7 +7,7 @@ use clap::Parser;
 use loopward_demo::demo::stand_in;
 use loopward_demo::demo::{self, DemoBackend, GateAnswer, Options};
 use loopward_term::render::Printer;
-use std::io::{Read, Write};
+use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -114,14 +114,7 @@ fn hook() -> ExitCode {
         ),
         Err(e) => HookReply::block(format!("reading the hook event on stdin: {e}")),
     };
-    let printed = std::io::stdout()
-        .write_all(answer.stdout.as_bytes())
-        .and_then(|()| std::io::stdout().flush());
-    let _ = std::io::stderr().write_all(answer.stderr.as_bytes());
-    match (printed, answer.exit_code) {
-        (Ok(()), 0) => ExitCode::SUCCESS,
-        _ => ExitCode::from(2),
-    }
+    answer.print()
 }
 
 /// The stand-in Claude Code client of chapter 9, its state in `state`.

@@ -106,39 +106,14 @@ use std::time::Duration;
 /// The exit status Claude Code treats as "blocked; show stderr to the model".
 pub const EXIT_BLOCK: i32 = 2;
 
-/// What the hook command prints and how it exits.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct HookAnswer {
-    /// Printed on stdout (a JSON answer, or nothing).
-    pub stdout: String,
-    /// Printed on stderr (the reason, when blocking with exit status 2).
-    pub stderr: String,
-    /// The exit status: 0, or [`EXIT_BLOCK`].
-    pub exit_code: i32,
-}
-
-/// The answer as the loop's judge hands it back to the session's hook
-/// ([`loopward_runner::cli_agent::HookJudge`]).
-impl From<HookAnswer> for loopward_runner::cli_agent::HookReply {
-    fn from(a: HookAnswer) -> Self {
-        Self {
-            stdout: a.stdout,
-            stderr: a.stderr,
-            exit_code: a.exit_code,
-        }
-    }
-}
-
-impl HookAnswer {
-    /// A blocking failure: nothing on stdout, the reason on stderr, exit status 2.
-    pub fn fail_closed(reason: impl std::fmt::Display) -> Self {
-        Self {
-            stdout: String::new(),
-            stderr: format!("loopward: {reason}\nThe tool call is blocked until this is fixed (loopward fails closed).\n"),
-            exit_code: EXIT_BLOCK,
-        }
-    }
-}
+/// What the hook command prints and how it exits: the runner's [`HookReply`], one type whether
+/// the hook judges in its own process or the loop's judge answers for its session.
+/// [`HookReply::block`] is the fail-closed answer; [`HookReply::print`] writes it out.
+///
+/// [`HookReply`]: loopward_runner::cli_agent::HookReply
+/// [`HookReply::block`]: loopward_runner::cli_agent::HookReply::block
+/// [`HookReply::print`]: loopward_runner::cli_agent::HookReply::print
+pub type HookAnswer = loopward_runner::cli_agent::HookReply;
 
 /// Why a hook event could not be handled. Every one of these blocks the tool call.
 #[derive(Debug, thiserror::Error)]
@@ -580,6 +555,6 @@ fn answer(reply: Result<claude_code::Reply, HookError>, ctx: &HookContext) -> Ho
             stderr: String::new(),
             exit_code: 0,
         },
-        Err(e) => HookAnswer::fail_closed(e),
+        Err(e) => HookAnswer::block(e),
     }
 }

@@ -203,10 +203,10 @@ pub fn run(args: &Args) -> Result<ExitCode> {
     };
     let answer = match answer(config, main_agent, defer_allows, host) {
         Ok(a) => a,
-        Err(e) => HookAnswer::fail_closed(crate::error_text(&e)),
+        Err(e) => HookAnswer::block(crate::error_text(&e)),
     };
     // A hook whose answer cannot be written must still block: exit 2 whatever happens.
-    Ok(super::supervisor::print(&answer))
+    Ok(answer.print())
 }
 
 fn answer(config: &Path, main_agent: &str, defer_allows: bool, host: Host) -> Result<HookAnswer> {
@@ -231,7 +231,7 @@ fn answer_event(
 ) -> HookAnswer {
     match judge(config, main_agent, defer_allows, host, input) {
         Ok(a) => a,
-        Err(e) => HookAnswer::fail_closed(crate::error_text(&e)),
+        Err(e) => HookAnswer::block(crate::error_text(&e)),
     }
 }
 

@@ -90,7 +90,7 @@ impl HookJudge for LoopJudge {
         let (answer, records) = loopward_hooks::handle_recorded(event.event, ctx);
         let answer = masked(answer, masker);
         Ok(Judged {
-            reply: answer.into(),
+            reply: answer,
             records,
         })
     }

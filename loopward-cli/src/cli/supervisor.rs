@@ -58,21 +58,10 @@ pub fn relay(args: &[OsString], env: impl Fn(&str) -> Option<OsString>) -> Optio
     let token = env(TOKEN_ENV).and_then(|t| t.into_string().ok());
     let answer = read_event()
         .and_then(|input| forward(Path::new(&socket), token.as_deref(), host, &input))
-        .unwrap_or_else(|e| HookAnswer::fail_closed(crate::error_text(&e)));
-    Some(print(&answer))
+        .unwrap_or_else(|e| HookAnswer::block(crate::error_text(&e)));
+    Some(answer.print())
 }
 
-/// Prints a hook's answer: exit 2 (block) unless it allowed and was written whole.
-pub(super) fn print(answer: &HookAnswer) -> ExitCode {
-    let printed = std::io::stdout()
-        .write_all(answer.stdout.as_bytes())
-        .and_then(|()| std::io::stdout().flush());
-    let _ = std::io::stderr().write_all(answer.stderr.as_bytes());
-    match (printed, answer.exit_code) {
-        (Ok(()), 0) => ExitCode::SUCCESS,
-        _ => ExitCode::from(2),
-    }
-}
 
 /// The hook event on stdin, at most the size a host sends.
 pub(super) fn read_event() -> Result<String> {
@@ -224,9 +213,9 @@ fn answer_one(judge: &Judge, mut stream: std::os::unix::net::UnixStream) {
     let answer = match (read, String::from_utf8(input)) {
         (Ok(_), Ok(input)) => judge
             .answer(&input)
-            .unwrap_or_else(|e| HookAnswer::fail_closed(crate::error_text(&e))),
-        (Err(e), _) => HookAnswer::fail_closed(format!("the hook event could not be read: {e}")),
-        (_, Err(_)) => HookAnswer::fail_closed("the hook event could not be read as UTF-8"),
+            .unwrap_or_else(|e| HookAnswer::block(crate::error_text(&e))),
+        (Err(e), _) => HookAnswer::block(format!("the hook event could not be read: {e}")),
+        (_, Err(_)) => HookAnswer::block("the hook event could not be read as UTF-8"),
     };
     let reply = serde_json::json!({
         "stdout": answer.stdout, "stderr": answer.stderr, "exit_code": answer.exit_code,

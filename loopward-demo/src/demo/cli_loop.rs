@@ -96,7 +96,7 @@ impl Judge {
         let ctx = self.context(event).map_err(|e| format!("{e:#}"))?;
         let (answer, records) = loopward_hooks::handle_recorded(event.event, &ctx);
         Ok(Judged {
-            reply: answer.into(),
+            reply: answer,
             records,
         })
     }

@@ -184,6 +184,21 @@ impl HookReply {
             exit_code: 2,
         }
     }
+
+    /// Writes the answer as a hook command's process does — stdout, stderr — and gives its exit
+    /// status: 2 (block) unless the answer allows and stdout was written whole (a half-written
+    /// answer must not read as an allow).
+    pub fn print(&self) -> std::process::ExitCode {
+        use std::io::Write;
+        let printed = std::io::stdout()
+            .write_all(self.stdout.as_bytes())
+            .and_then(|()| std::io::stdout().flush());
+        drop(std::io::stderr().write_all(self.stderr.as_bytes()));
+        match (printed, self.exit_code) {
+            (Ok(()), 0) => std::process::ExitCode::SUCCESS,
+            _ => std::process::ExitCode::from(2),
+        }
+    }
 }
 
 /// One hook event of a session, as the judge is asked it.
