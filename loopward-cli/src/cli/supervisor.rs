@@ -62,7 +62,6 @@ pub fn relay(args: &[OsString], env: impl Fn(&str) -> Option<OsString>) -> Optio
     Some(answer.print())
 }
 
-
 /// The hook event on stdin, at most the size a host sends.
 pub(super) fn read_event() -> Result<String> {
     let mut input = String::new();

@@ -42,6 +42,17 @@ const NOT_LIBRARIES: &[&str] = &[
 /// The crates whose sources no rule reads: this tool (its rules spell what they forbid).
 const UNREAD: &[&str] = &["xtask"];
 
+/// The services that keep a hand-written `poll_ready`, each for its reason.
+const OWN_READINESS: &[&str] = &[
+    // The kit itself: the leaf macro and the layer service.
+    "loopward-runner/src/leaf.rs",
+    "loopward-runner/src/layers/from_fn.rs",
+    // Answers with a ready future: no allocation per call on the benches' measured path.
+    "loopward-runner/src/model/fake.rs",
+    // Depends only on the vocabulary, not on the runner that holds the macro.
+    "loopward-llama/src/",
+];
+
 /// Every crate's source folder (the layer-name rule holds in binaries too), and the library
 /// crates' among them, from `cargo metadata`: `<crate>/src`, or the crate's folder where it has
 /// no `src` (the examples).
@@ -151,10 +162,17 @@ pub(super) fn library_rules(root: &Path, path: &Path, text: &str, problems: &mut
         }
         // One readiness idiom: a layer's service is the kit's `FromFn`, whose `call` hands on
         // the very service that was polled ready; a hand-written one polls twice or waits in
-        // `poll_ready`. Leaves (agents, backends, executors) keep their own `poll_ready`.
+        // `poll_ready`. A leaf (agent, backend, executor) is always ready: `leaf_service!`.
         if !in_tests && code.starts_with("fn poll_ready") && is_layer_file {
             problems.push(format!(
                 "{at}: a layer with a hand-written service; build it with the layer kit (`layers::from_fn`: a policy struct implementing `LayerFn`, `type Service = FromFn<Policy, S>`)"
+            ));
+        } else if !in_tests
+            && code.starts_with("fn poll_ready")
+            && !OWN_READINESS.iter().any(|f| rel.starts_with(f))
+        {
+            problems.push(format!(
+                "{at}: a leaf service with a hand-written `poll_ready`; write it with `loopward_runner::leaf_service!` (always ready, its work in the future `call` returns), or name the file in tidy's OWN_READINESS with the reason"
             ));
         }
         if !in_tests
@@ -407,7 +425,7 @@ mod tests {
     }
 
     #[test]
-    fn a_layer_with_its_own_poll_ready_is_named_but_a_leaf_service_is_not() {
+    fn a_hand_written_poll_ready_is_named_outside_the_kit_and_the_named_leaves() {
         let layer = "impl<S> tower::Layer<S> for L {\n    type Service = S2<S>;\n}\nimpl<S> Service<R> for S2<S> {\n    fn poll_ready(&mut self, cx: &mut Context<'_>) {}\n}\n";
         let p = problems("/r/loopward-restate/src/model.rs", layer);
         assert_eq!(p.len(), 1, "{p:?}");
@@ -418,7 +436,16 @@ mod tests {
             "{p:?}"
         );
         let leaf = "impl Service<R> for Backend {\n    fn poll_ready(&mut self, cx: &mut Context<'_>) {}\n}\n";
+        let p = problems("/r/loopward-cli/src/cli/recorded.rs", leaf);
+        assert_eq!(p.len(), 1, "{p:?}");
+        assert!(
+            p[0].starts_with(
+                "loopward-cli/src/cli/recorded.rs:2: a leaf service with a hand-written `poll_ready`; write it with `loopward_runner::leaf_service!`"
+            ),
+            "{p:?}"
+        );
         assert!(problems("/r/loopward-runner/src/model/fake.rs", leaf).is_empty());
+        assert!(problems("/r/loopward-llama/src/lib.rs", leaf).is_empty());
         assert!(problems("/r/loopward-runner/src/layers/from_fn.rs", layer).is_empty());
     }
 
