@@ -20,7 +20,7 @@
 use crate::config::Config;
 use crate::state::Custody;
 use anyhow::{Context, Result};
-use loopward_core::AgentId;
+use loopward_core::{AgentId, ToolName};
 use loopward_runner::gates::{ControlFiles, OverrideStore, Policy, PolicyLayer};
 use loopward_runner::inbox::HumanInbox;
 use loopward_runner::layers::classjump::ClassJump;
@@ -129,7 +129,7 @@ impl std::fmt::Debug for Options {
 /// The named built-in tools, with `handoff` offering `team` (pass the agents other than the
 /// caller), `report_attempt` reporting to the class-jump tracker and `say` speaking to the
 /// people watching the run.
-pub fn tool_set(names: &[String], team: &[AgentId], class_jump: Option<&ClassJump>) -> ToolSet {
+pub fn tool_set(names: &[ToolName], team: &[AgentId], class_jump: Option<&ClassJump>) -> ToolSet {
     let mut set = ToolSet::new();
     for n in names {
         set = match n.as_str() {

@@ -53,7 +53,7 @@ pub use policy::{
     SprawlConfig, StopGateConfig, TerritoryConfig, TimeoutConfig,
 };
 
-use loopward_core::AgentId;
+use loopward_core::{AgentId, ToolName};
 use loopward_runner::gates::RuleSource;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -186,7 +186,7 @@ pub struct AgentConfig {
     /// The tools it may call (names from [`BUILTIN_TOOLS`]); for a coding-CLI agent, whose
     /// other tools are the client's, only [`LOOP_TOOLS`], served to its sessions over MCP.
     #[serde(default)]
-    pub tools: Vec<String>,
+    pub tools: Vec<ToolName>,
     /// The most tool calls in one of its turns (default 16).
     #[serde(default)]
     pub max_steps: Option<u32>,
