@@ -8,10 +8,8 @@ use loopward_runner::tool::ToolError;
 #[tokio::test]
 async fn a_builder_that_changed_src_must_hand_off_to_the_auditor() {
     let (room, builder) = Room::with_turn(REVIEWED_BY_AUDITOR, "builder");
-    room.write_file(&builder, "src/lib.rs", "fn main() {}")
-        .await
-        .unwrap();
-    room.write_file(&builder, "README.md", "hi").await.unwrap();
+    room.write_ok(&builder, "src/lib.rs", "fn main() {}").await;
+    room.write_ok(&builder, "README.md", "hi").await;
     let err = room.handoff(&builder, "planner").await.unwrap_err();
     let ToolError::Refused(r) = &err else {
         panic!("{err:?}")
@@ -35,7 +33,7 @@ async fn a_builder_that_changed_src_must_hand_off_to_the_auditor() {
 #[tokio::test]
 async fn the_gate_is_not_armed_without_matching_successful_effects() {
     let (room, builder) = Room::with_turn(REVIEWED_BY_AUDITOR, "builder");
-    room.write_file(&builder, "README.md", "hi").await.unwrap();
+    room.write_ok(&builder, "README.md", "hi").await;
     // A failed edit of src/ is not evidence.
     room.edit_file(&builder, "src/missing.rs", "a", "b")
         .await
@@ -43,7 +41,7 @@ async fn the_gate_is_not_armed_without_matching_successful_effects() {
     room.handoff(&builder, "planner").await.unwrap();
     // Other agents are not bound by the builder's gate.
     let scribe = room.turn("scribe");
-    room.write_file(&scribe, "src/x.rs", "x").await.unwrap();
+    room.write_ok(&scribe, "src/x.rs", "x").await;
     room.handoff(&scribe, "planner").await.unwrap();
 }
 
@@ -122,7 +120,7 @@ fn under_concurrent_registrations_exactly_one_handoff_stands() {
 async fn two_armed_review_gates_are_satisfied_by_a_handoff_to_either_reviewer() {
     for reviewer in ["auditor", "scribe"] {
         let (room, builder) = Room::with_turn(TWO_REVIEWERS, "builder");
-        room.write_file(&builder, "src/lib.rs", "x").await.unwrap();
+        room.write_ok(&builder, "src/lib.rs", "x").await;
         room.handoff(&builder, reviewer).await.unwrap();
         assert_handed_to(&builder, reviewer);
         // Both gates recorded an allow for the handoff.
@@ -135,7 +133,7 @@ async fn two_armed_review_gates_are_satisfied_by_a_handoff_to_either_reviewer() 
     }
     // Anyone else is still refused, and the refusal names both reviewers.
     let (room, builder) = Room::with_turn(TWO_REVIEWERS, "builder");
-    room.write_file(&builder, "src/lib.rs", "x").await.unwrap();
+    room.write_ok(&builder, "src/lib.rs", "x").await;
     let err = room.handoff(&builder, "planner").await.unwrap_err();
     let text = err.to_string();
     assert!(
@@ -155,7 +153,7 @@ async fn an_exclusive_review_gate_is_satisfied_only_by_its_own_reviewer() {
         ),
         "builder",
     );
-    room.write_file(&builder, "src/lib.rs", "x").await.unwrap();
+    room.write_ok(&builder, "src/lib.rs", "x").await;
     let err = room.handoff(&builder, "scribe").await.unwrap_err();
     let ToolError::Refused(r) = &err else {
         panic!("{err:?}")
@@ -194,7 +192,7 @@ fn review_gates_that_would_deadlock_do_not_load() {
 #[tokio::test]
 async fn a_handoff_to_an_unknown_agent_or_to_itself_is_not_a_review_decision() {
     let (room, builder) = Room::with_turn(REVIEWED_BY_AUDITOR, "builder");
-    room.write_file(&builder, "src/lib.rs", "x").await.unwrap();
+    room.write_ok(&builder, "src/lib.rs", "x").await;
     for to in ["nobody", "builder"] {
         let err = room.handoff(&builder, to).await.unwrap_err();
         assert!(!matches!(err, ToolError::Refused(_)), "{err:?}");

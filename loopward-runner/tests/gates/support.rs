@@ -157,18 +157,24 @@ impl Room {
         out
     }
 
+    /// [`Room::call`] with `tool` put behind an `Arc`.
+    async fn run_tool(
+        &self,
+        turn: &TurnContext,
+        tool: impl Tool + 'static,
+        args: Value,
+    ) -> Result<ToolOutput, ToolError> {
+        self.call(turn, Arc::new(tool), args).await
+    }
+
     pub async fn write_file(
         &self,
         turn: &TurnContext,
         path: &str,
         content: &str,
     ) -> Result<ToolOutput, ToolError> {
-        self.call(
-            turn,
-            Arc::new(WriteFile),
-            json!({"path": path, "content": content}),
-        )
-        .await
+        self.run_tool(turn, WriteFile, json!({"path": path, "content": content}))
+            .await
     }
 
     pub async fn edit_file(
@@ -178,21 +184,17 @@ impl Room {
         old: &str,
         new: &str,
     ) -> Result<ToolOutput, ToolError> {
-        self.call(
+        self.run_tool(
             turn,
-            Arc::new(EditFile),
+            EditFile,
             json!({"path": path, "old": old, "new": new}),
         )
         .await
     }
 
     pub async fn shell(&self, turn: &TurnContext, command: &str) -> Result<ToolOutput, ToolError> {
-        self.call(
-            turn,
-            Arc::new(Shell::default()),
-            json!({"command": command}),
-        )
-        .await
+        self.run_tool(turn, Shell::default(), json!({"command": command}))
+            .await
     }
 
     /// Runs `command` in the `shell` tool; the call must complete (its output may still be the
@@ -203,13 +205,32 @@ impl Room {
             .unwrap_or_else(|e| panic!("`{command}` did not complete: {e}"))
     }
 
+    /// Writes `content` to `path` with the `write_file` tool; the write must succeed.
+    pub async fn write_ok(&self, turn: &TurnContext, path: &str, content: &str) -> ToolOutput {
+        self.write_file(turn, path, content)
+            .await
+            .unwrap_or_else(|e| panic!("writing {path} failed: {e}"))
+    }
+
+    /// A room under `toml` holding `files` (path, content), the builder's first turn, and what
+    /// `command` run in the `shell` tool by the builder gave (it must complete).
+    pub async fn builder_ran(
+        toml: &str,
+        files: &[(&str, &str)],
+        command: &str,
+    ) -> (Self, TurnContext, ToolOutput) {
+        let (room, builder) = Self::builder_in(toml, files);
+        let out = room.sh(&builder, command).await;
+        (room, builder, out)
+    }
+
     pub async fn handoff(&self, turn: &TurnContext, to: &str) -> Result<ToolOutput, ToolError> {
         let team = ["planner", "builder", "auditor", "scribe"]
             .map(agent)
             .to_vec();
-        self.call(
+        self.run_tool(
             turn,
-            Arc::new(HandoffTool::new(team)),
+            HandoffTool::new(team),
             json!({"to": to, "message": "over to you"}),
         )
         .await
@@ -374,6 +395,6 @@ pub async fn fs_op(
     a: &str,
     b: &str,
 ) -> Result<ToolOutput, ToolError> {
-    room.call(turn, Arc::new(FsOp), json!({"op": op, "a": a, "b": b}))
+    room.run_tool(turn, FsOp, json!({"op": op, "a": a, "b": b}))
         .await
 }

@@ -9,9 +9,7 @@ use loopward_runner::tool::ToolError;
 #[tokio::test]
 async fn spec_changing_src_and_handing_past_the_reviewer_is_refused_naming_file_and_reviewer() {
     let (room, builder) = Room::with_turn(REVIEWED_BY_AUDITOR, "builder");
-    room.write_file(&builder, "src/server.rs", "x")
-        .await
-        .unwrap();
+    room.write_ok(&builder, "src/server.rs", "x").await;
     let text = room
         .handoff(&builder, "scribe")
         .await
@@ -25,16 +23,14 @@ async fn spec_changing_src_and_handing_past_the_reviewer_is_refused_naming_file_
 #[tokio::test]
 async fn spec_handing_to_the_reviewer_satisfies_the_gate() {
     let (room, builder) = Room::with_turn(REVIEWED_BY_AUDITOR, "builder");
-    room.write_file(&builder, "src/server.rs", "x")
-        .await
-        .unwrap();
+    room.write_ok(&builder, "src/server.rs", "x").await;
     room.handoff(&builder, "auditor").await.unwrap();
 }
 
 #[tokio::test]
 async fn spec_the_gate_is_not_armed_by_changes_outside_when_nor_by_failed_writes() {
     let (room, builder) = Room::with_turn(REVIEWED_BY_AUDITOR, "builder");
-    room.write_file(&builder, "docs/x.md", "x").await.unwrap();
+    room.write_ok(&builder, "docs/x.md", "x").await;
     room.edit_file(&builder, "src/missing.rs", "a", "b")
         .await
         .unwrap_err();
@@ -55,7 +51,7 @@ async fn spec_a_gate_without_when_arms_on_every_handoff_of_its_agent() {
 #[tokio::test]
 async fn spec_only_the_gates_of_the_calling_agent_apply() {
     let (room, scribe) = Room::with_turn(REVIEWED_BY_AUDITOR, "scribe");
-    room.write_file(&scribe, "src/x.rs", "x").await.unwrap();
+    room.write_ok(&scribe, "src/x.rs", "x").await;
     room.handoff(&scribe, "planner").await.unwrap();
 }
 
@@ -63,11 +59,11 @@ async fn spec_only_the_gates_of_the_calling_agent_apply() {
 async fn spec_two_armed_gates_with_different_reviewers_either_reviewer_passes() {
     for ok in ["auditor", "scribe"] {
         let (room, builder) = Room::with_turn(TWO_REVIEWERS, "builder");
-        room.write_file(&builder, "src/x.rs", "x").await.unwrap();
+        room.write_ok(&builder, "src/x.rs", "x").await;
         room.handoff(&builder, ok).await.unwrap();
     }
     let (room, builder) = Room::with_turn(TWO_REVIEWERS, "builder");
-    room.write_file(&builder, "src/x.rs", "x").await.unwrap();
+    room.write_ok(&builder, "src/x.rs", "x").await;
     assert!(room.handoff(&builder, "planner").await.is_err());
 }
 
@@ -90,7 +86,7 @@ async fn spec_a_second_handoff_in_a_turn_is_refused_and_does_not_replace_the_fir
 #[tokio::test]
 async fn spec_a_blocked_handoff_is_a_correctable_refusal_registering_nothing() {
     let (room, builder) = Room::with_turn(REVIEWED_BY_AUDITOR, "builder");
-    room.write_file(&builder, "src/x.rs", "x").await.unwrap();
+    room.write_ok(&builder, "src/x.rs", "x").await;
     let err = room.handoff(&builder, "planner").await.unwrap_err();
     assert!(matches!(err, ToolError::Refused(_)), "{err:?}");
     assert!(!err.is_fatal(), "a refusal never ends the turn by itself");
