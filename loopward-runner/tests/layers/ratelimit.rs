@@ -1,11 +1,11 @@
 //! Rate limits under paused tokio time: deterministic, no wall clock.
 
-use loopward_core::{AgentId, AuditEvent, LayerVerdict, Message, Person, TurnNumber};
+use loopward_core::{AuditEvent, LayerVerdict, Message, Person, TurnNumber};
 use loopward_runner::layers::ratelimit::{
     QuotaConfig, RateConfig, RateLimitLayer, RateLimitService,
 };
 use loopward_runner::layers::testing;
-use loopward_runner::model::{BoxModelService, ChatRequest, ChatResponse, ModelError, TurnSlot};
+use loopward_runner::model::{BoxModelService, ChatRequest, ChatResponse, ModelError};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::time::Instant;
@@ -55,15 +55,7 @@ fn backend(n: u32, per_secs: u64) -> RateConfig {
     }
 }
 
-fn req(agent: &str) -> ChatRequest {
-    ChatRequest {
-        agent: AgentId::new(agent).unwrap(),
-        messages: vec![],
-        tools: vec![],
-        max_tokens: None,
-        turn: TurnSlot::empty(),
-    }
-}
+use crate::request as req;
 
 fn requests(n: u32, per_secs: u64) -> Option<QuotaConfig> {
     Some(QuotaConfig {
