@@ -214,15 +214,13 @@ async fn with_open_reads_a_confined_command_cannot_read_an_unreadable_folder_but
         head = state.path().join("index-head.json").display(),
         ws = ws_dir.path().display(),
     );
-    let (stdout, stderr) = run_confined(&plan, &script).await;
+    let out = run_confined(&plan, &script).await;
     // The key is not readable (EACCES), though its name can be listed; everything else reads.
+    let stderr = &out.stderr;
     assert!(stderr.contains("k1.key: Permission denied"), "{stderr}");
-    assert!(stdout.contains("cat=1"), "{stdout}");
-    assert!(!stdout.contains("secret"), "{stdout}");
-    assert!(stdout.contains("k1.key\n"), "{stdout}");
-    assert!(
-        stdout.contains("head\nmine\netc-ok\nwrite-ok"),
-        "{stdout}\n{stderr}"
+    out.assert_stdout(
+        &["cat=1", "k1.key\n", "head\nmine\netc-ok\nwrite-ok"],
+        &["secret"],
     );
 }
 
@@ -282,8 +280,32 @@ async fn a_huge_file_next_to_a_territory_write_blinds_nothing() {
     assert!(!unremedied, "{:#?}", room.events());
 }
 
-/// Runs `script` under bash in `plan`, returning (stdout, stderr).
-async fn run_confined(plan: &Confinement, script: &str) -> (String, String) {
+/// What a confined command printed.
+struct Printed {
+    stdout: String,
+    stderr: String,
+}
+
+impl Printed {
+    /// Asserts that stdout says each of `says` and none of `hides`, showing both streams when it
+    /// does not.
+    #[track_caller]
+    fn assert_stdout(&self, says: &[&str], hides: &[&str]) {
+        let Self { stdout, stderr } = self;
+        for s in says {
+            assert!(
+                stdout.contains(s),
+                "{s:?} missing from:\n{stdout}\n{stderr}"
+            );
+        }
+        for h in hides {
+            assert!(!stdout.contains(h), "{h:?} in:\n{stdout}\n{stderr}");
+        }
+    }
+}
+
+/// Runs `script` under bash in `plan`.
+async fn run_confined(plan: &Confinement, script: &str) -> Printed {
     let mut cmd = tokio::process::Command::new("bash");
     plan.apply_env(cmd.as_std_mut());
     cmd.arg("-c").arg(script);
@@ -295,10 +317,10 @@ async fn run_confined(plan: &Confinement, script: &str) -> (String, String) {
         .wait_with_output()
         .await
         .unwrap();
-    (
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    Printed {
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
 }
 
 #[tokio::test]
@@ -322,18 +344,14 @@ async fn reads_are_an_allow_list_the_workspace_and_system_folders_but_not_anothe
         tool = toolchain.path().display(),
         key = keys.join("k1.key").display(),
     );
-    let (stdout, stderr) = run_confined(&plan, &script).await;
+    let out = run_confined(&plan, &script).await;
+    let Printed { stdout, stderr } = &out;
     assert!(stdout.starts_with("mine\n"), "{stdout}\n{stderr}");
-    assert!(stdout.contains("other=1"), "{stdout}\n{stderr}");
-    assert!(!stdout.contains("leaked"), "{stdout}");
-    assert!(stdout.contains("tool-ok"), "{stdout}\n{stderr}");
-    // A hidden folder inside an allowed one stays hidden.
-    assert!(
-        stdout.contains("key=1") && !stdout.contains("key-bytes"),
-        "{stdout}"
+    // A hidden folder inside an allowed one stays hidden (`key=1`, no `key-bytes`).
+    out.assert_stdout(
+        &["other=1", "tool-ok", "key=1", "shadow=1", "usr-ok\netc-ok"],
+        &["leaked", "key-bytes"],
     );
-    assert!(stdout.contains("shadow=1"), "{stdout}\n{stderr}");
-    assert!(stdout.contains("usr-ok\netc-ok"), "{stdout}\n{stderr}");
 }
 
 #[tokio::test]
@@ -342,7 +360,7 @@ async fn a_confined_command_starts_with_the_allowed_environment_only() {
     let plan =
         plan.with_reach(Reach::default().env([("PATH", "/usr/bin:/bin"), ("LANG", "C.UTF-8")]));
     // Whatever this test process holds (cargo sets many variables) does not reach the command.
-    let (stdout, stderr) =
+    let Printed { stdout, stderr } =
         run_confined(&plan, "env; cat /proc/self/environ | tr '\\0' '\\n'").await;
     let mut names: Vec<&str> = stdout
         .lines()
@@ -378,8 +396,7 @@ async fn a_confined_command_cannot_read_the_environment_of_the_process_that_star
         "tr '\\0' '\\n' < /proc/{pid}/environ; echo \"parent=$?\"; cat /proc/self/status >/dev/null && echo self-ok",
         pid = std::process::id()
     );
-    let (stdout, stderr) = run_confined(&plan, &script).await;
-    assert!(stdout.contains("parent=1"), "{stdout}\n{stderr}");
-    assert!(!stdout.contains("CARGO_PKG_NAME"), "{stdout}");
-    assert!(stdout.contains("self-ok"), "{stdout}\n{stderr}");
+    run_confined(&plan, &script)
+        .await
+        .assert_stdout(&["parent=1", "self-ok"], &["CARGO_PKG_NAME"]);
 }

@@ -23,6 +23,10 @@ pub const NOW: u64 = 1_800_000_000_000;
 /// The builder's changes under `src/` arm a review by the auditor (sprawl off).
 pub const REVIEWED_BY_AUDITOR: &str = include_str!("policies/reviewed-by-auditor.toml");
 
+/// Every handoff of the builder arms a review by the auditor (no `when`; sprawl off).
+pub const ALWAYS_REVIEWED_BY_AUDITOR: &str =
+    include_str!("policies/always-reviewed-by-auditor.toml");
+
 /// Two review gates on the builder's `src/` changes: the auditor's and the scribe's.
 pub const TWO_REVIEWERS: &str = include_str!("policies/two-reviewers.toml");
 
@@ -105,6 +109,13 @@ impl Room {
     pub fn with_turn(toml: &str, who: &str) -> (Self, TurnContext) {
         let room = Self::new(toml);
         let turn = room.turn(who);
+        (room, turn)
+    }
+
+    /// A room under `toml`, and the first turn of `who`, in which it wrote (`"x"` to) `path`.
+    pub async fn having_written(toml: &str, who: &str, path: &str) -> (Self, TurnContext) {
+        let (room, turn) = Self::with_turn(toml, who);
+        room.write_ok(&turn, path, "x").await;
         (room, turn)
     }
 
@@ -234,6 +245,14 @@ impl Room {
             json!({"to": to, "message": "over to you"}),
         )
         .await
+    }
+
+    /// Hands off from `turn` to `to`; the handoff must be refused. Returns what the agent reads.
+    pub async fn handoff_refused(&self, turn: &TurnContext, to: &str) -> String {
+        match self.handoff(turn, to).await {
+            Ok(out) => panic!("the handoff to {to} was not refused: {}", out.content),
+            Err(e) => e.to_string(),
+        }
     }
 
     /// The events so far, but the policy's version, noted before the run's first judged call

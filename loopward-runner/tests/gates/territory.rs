@@ -34,8 +34,7 @@ async fn owner_writes_its_territory_and_anyone_else_is_refused_with_a_way_out() 
 
 #[tokio::test]
 async fn every_decision_allow_and_deny_is_recorded_with_raw_and_canonical_path() {
-    let (room, builder) = Room::with_turn(PLANS, "builder");
-    room.write_ok(&builder, "src/./lib.rs", "x").await;
+    let (room, builder) = Room::having_written(PLANS, "builder", "src/./lib.rs").await;
     room.write_file(&builder, "notes/../plan.md", "x")
         .await
         .unwrap_err();
@@ -194,8 +193,12 @@ async fn a_failed_ledger_write_stops_the_write() {
 
 #[tokio::test]
 async fn advisory_territory_warns_and_allows() {
-    let (room, builder) = Room::with_turn("[[territory]]\npaths = [\"plans/**\"]\nowner = \"planner\"\nmode = \"advisory\"\n[gates.sprawl]\nenabled = false", "builder");
-    room.write_ok(&builder, "plans/a.md", "x").await;
+    let (room, _) = Room::having_written(
+        "[[territory]]\npaths = [\"plans/**\"]\nowner = \"planner\"\nmode = \"advisory\"\n[gates.sprawl]\nenabled = false",
+        "builder",
+        "plans/a.md",
+    )
+    .await;
     let d = room.events().into_iter().find_map(|e| match e {
         AuditEvent::GateDecision { decision, mode, .. } => Some((decision, mode)),
         _ => None,
