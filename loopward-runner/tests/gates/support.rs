@@ -310,6 +310,14 @@ impl Room {
     }
 }
 
+/// The names of what folder `dir` holds, as the file system lists them (bytes kept).
+pub fn names_in(dir: &std::path::Path) -> Vec<std::ffi::OsString> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect()
+}
+
 /// Asserts that `out` is an error the agent reads and that it says each of `says`.
 #[track_caller]
 pub fn assert_refused(out: &ToolOutput, says: &[&str]) {
