@@ -15,9 +15,13 @@ fn refused(edit: impl Fn(String) -> String, args: &[&str]) -> String {
 }
 
 /// One test per config the starter's becomes when `from` in it (its first place) is replaced by
-/// `to`: `loopward <args>` refuses it, and what it said is the snapshot `snapshot`.
+/// `to`, written `fn test() -> "snapshot" { from => to, args }`: `loopward <args>` refuses it, and
+/// what it said is the snapshot `snapshot`.
 macro_rules! refused_config {
-    ($($(#[$doc:meta])* $test:ident: $snapshot:literal, $from:literal => $to:literal, $args:expr;)*) => {$(
+    ($(
+        $(#[$doc:meta])*
+        fn $test:ident() -> $snapshot:literal { $from:literal => $to:literal, $args:expr }
+    )*) => {$(
         $(#[$doc])*
         #[test]
         fn $test() {
@@ -28,16 +32,23 @@ macro_rules! refused_config {
 }
 
 refused_config! {
-    a_wrong_type_names_the_key_its_line_and_what_to_write: "wrong_type",
-        "turns_per_run = 12" => "turns_per_run = \"twelve\"", &["run"];
-    a_wrong_type_inside_a_list_of_tables_names_the_entry: "wrong_type_in_agent",
-        "name = \"planner\"" => "name = \"planner\"\nmax_steps = true", &["gates", "list"];
+    fn a_wrong_type_names_the_key_its_line_and_what_to_write() -> "wrong_type" {
+        "turns_per_run = 12" => "turns_per_run = \"twelve\"", &["run"]
+    }
+
+    fn a_wrong_type_inside_a_list_of_tables_names_the_entry() -> "wrong_type_in_agent" {
+        "name = \"planner\"" => "name = \"planner\"\nmax_steps = true", &["gates", "list"]
+    }
+
     /// Durations are strings with a unit; a key from before (`wall_time_secs = 600`) is refused,
     /// not read as an alias, with its line and the new spelling of its own value.
-    an_old_seconds_key_is_refused_with_its_line_and_the_new_spelling: "old_seconds_key",
-        "turns_per_run = 12" => "wall_time_secs = 600\nturns_per_run = 12", &["run"];
-    a_duration_without_a_unit_is_refused_naming_the_format: "duration_without_unit",
-        "turns_per_run = 12" => "wall_time = 600\nturns_per_run = 12", &["gates", "list"];
+    fn an_old_seconds_key_is_refused_with_its_line_and_the_new_spelling() -> "old_seconds_key" {
+        "turns_per_run = 12" => "wall_time_secs = 600\nturns_per_run = 12", &["run"]
+    }
+
+    fn a_duration_without_a_unit_is_refused_naming_the_format() -> "duration_without_unit" {
+        "turns_per_run = 12" => "wall_time = 600\nturns_per_run = 12", &["gates", "list"]
+    }
 }
 
 /// The bug: a second review gate between the same two agents was written, and then no command
