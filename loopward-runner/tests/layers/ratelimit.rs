@@ -1,5 +1,6 @@
 //! Rate limits under paused tokio time: deterministic, no wall clock.
 
+use crate::request as req;
 use loopward_core::{AuditEvent, LayerVerdict, Message, Person, TurnNumber};
 use loopward_runner::layers::ratelimit::{
     QuotaConfig, RateConfig, RateLimitLayer, RateLimitService,
@@ -54,8 +55,6 @@ fn backend(n: u32, per_secs: u64) -> RateConfig {
         ..RateConfig::default()
     }
 }
-
-use crate::request as req;
 
 fn requests(n: u32, per_secs: u64) -> Option<QuotaConfig> {
     Some(QuotaConfig {
