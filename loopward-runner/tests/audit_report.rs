@@ -6,8 +6,11 @@ use audit_support::{id, plan_and_build, run_to_ledger, team, Rule, SteppingClock
 use loopward_core::{
     AuditEvent, AuditSink, Decision, GateMode, Person, Refusal, Remedy, RunId, Scope,
 };
-use loopward_runner::audit::{report, KeyRing, Ledger, LedgerKey, LedgerOptions, VerifyOptions};
+use loopward_runner::audit::{
+    report, Finished, KeyRing, Ledger, LedgerError, LedgerKey, LedgerOptions, VerifyOptions,
+};
 use loopward_runner::model::fake::Script;
+use loopward_runner::{RunReport, Runner};
 use serde_json::json;
 use std::path::Path;
 use std::sync::Arc;
@@ -19,6 +22,18 @@ fn key() -> LedgerKey {
 
 fn opts() -> LedgerOptions {
     LedgerOptions::keyed(key())
+}
+
+/// Runs `runner` as `run`, builder first, on a person saying `said`, into a new ledger under
+/// `runs` written through [`opts`].
+async fn builder_run(
+    runner: &Runner,
+    runs: &Path,
+    run: &str,
+    said: &str,
+) -> (RunReport, Result<Finished, LedgerError>) {
+    let task = Person::at_the_keyboard().says(said);
+    run_to_ledger(runner, runs, run, task, "builder", opts()).await
 }
 
 /// planner owns plan.md; in `mode`, builder's writes there are denied (or warned, advisory),
@@ -84,17 +99,10 @@ async fn build_runs(runs: &Path) {
         SteppingClock::new(),
         Some((GateMode::Advisory, territory(GateMode::Advisory))),
     );
-    run_to_ledger(
-        &runner,
-        runs,
-        "b-advisory",
-        Person::at_the_keyboard().says("tidy the plan"),
-        "builder",
-        opts(),
-    )
-    .await
-    .1
-    .unwrap();
+    builder_run(&runner, runs, "b-advisory", "tidy the plan")
+        .await
+        .1
+        .unwrap();
     // c: a shell write caught after the fact, one reverted and one not (recorded directly).
     let run = RunId::new("c-violations").unwrap();
     let ledger = Ledger::create(runs, &run, opts()).unwrap();
@@ -225,7 +233,7 @@ async fn the_census_counts_layer_decisions_of_a_run_a_stop_gate_stopped() {
     use loopward_runner::layers::stack::{LayersConfig, Stack};
     use loopward_runner::model::{fake::FakeModel, BoxModelService};
     use loopward_runner::tool::{BoxToolService, ToolExecutor};
-    use loopward_runner::{tools, BoxTurnService, LlmAgent, Runner, Workspace};
+    use loopward_runner::{tools, BoxTurnService, LlmAgent, Workspace};
     let config: LayersConfig =
         toml::from_str("[[stopgate]]\npoint = \"tool\"\ntool = \"shell\"\nmode = \"deny\"\n")
             .unwrap();
@@ -247,15 +255,7 @@ async fn the_census_counts_layer_decisions_of_a_run_a_stop_gate_stopped() {
         .build()
         .unwrap();
     let runs = tempfile::tempdir().unwrap();
-    let (run, finished) = run_to_ledger(
-        &runner,
-        runs.path(),
-        "stopped",
-        Person::at_the_keyboard().says("clean"),
-        "builder",
-        opts(),
-    )
-    .await;
+    let (run, finished) = builder_run(&runner, runs.path(), "stopped", "clean").await;
     finished.unwrap();
     assert!(matches!(
         run.status,

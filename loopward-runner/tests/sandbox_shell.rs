@@ -6,6 +6,9 @@ mod gates_support;
 
 use gates_support::*;
 use loopward_core::{AuditEvent, Decision};
+use loopward_runner::gates::ControlFiles;
+use loopward_runner::sandbox::{Confinement, Protected, Reach};
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// The planner owns the plans, the builder `src/**` (sprawl off).
@@ -25,6 +28,24 @@ fn sandbox_decisions(room: &Room) -> Vec<Decision> {
         .collect()
 }
 
+/// A workspace in a fresh folder holding `a.txt` ("mine"), and the confinement of a command
+/// in it before any reach is added.
+fn confined_workspace() -> (tempfile::TempDir, Confinement) {
+    let ws_dir = tempfile::tempdir().unwrap();
+    std::fs::write(ws_dir.path().join("a.txt"), "mine").unwrap();
+    let ws = loopward_runner::Workspace::new(ws_dir.path()).unwrap();
+    let plan = Confinement::plan(&ws, &Protected::new(ControlFiles::default(), vec![])).unwrap();
+    (ws_dir, plan)
+}
+
+/// A folder `dir/name` holding the key `k1.key` with `secret` in it.
+fn keys_in(dir: &Path, name: &str, secret: &str) -> PathBuf {
+    let keys = dir.join(name);
+    std::fs::create_dir(&keys).unwrap();
+    std::fs::write(keys.join("k1.key"), secret).unwrap();
+    keys
+}
+
 /// The paths of every violation recorded so far.
 fn violated(room: &Room) -> Vec<String> {
     room.violations()
@@ -35,17 +56,13 @@ fn violated(room: &Room) -> Vec<String> {
 
 #[tokio::test]
 async fn a_command_writes_its_own_territory_and_is_refused_by_the_kernel_elsewhere() {
-    let (room, builder) = Room::builder_in(
+    let (room, _, out) = Room::builder_ran(
         ROOM,
         &[("plan.md", "the plan"), ("loopward.toml", "# config")],
-    );
-    let out = room
-        .sh(
-            &builder,
-            "echo code > src/main.rs; echo hijack > plan.md; echo evil >> loopward.toml; \
-             mkdir -p plans; echo new > plans/new.md; echo x > $TMPDIR/scratch && cat $TMPDIR/scratch",
-        )
-        .await;
+        "echo code > src/main.rs; echo hijack > plan.md; echo evil >> loopward.toml; \
+         mkdir -p plans; echo new > plans/new.md; echo x > $TMPDIR/scratch && cat $TMPDIR/scratch",
+    )
+    .await;
     // The sandbox said no to each foreign write; nothing had to be reverted.
     assert_eq!(room.read("src/main.rs").unwrap(), "code\n");
     assert_eq!(room.read("plan.md").unwrap(), "the plan");
@@ -84,17 +101,16 @@ async fn a_file_in_a_territory_folder_that_does_not_exist_yet_cannot_be_created(
 /// own territory.
 #[tokio::test]
 async fn a_background_writer_does_not_outlive_the_command() {
-    let (room, builder) = Room::builder_in(ROOM, &[("plan.md", "the plan")]);
-    let out = room
-        .sh(
-            &builder,
-            // The command returns only once the writer has left its process group (`setsid`
-            // runs before `sh` touches src/.left): the shell tool's group kill does not reach it.
-            "setsid sh -c 'touch src/.left; sleep 0.5; echo late > plan.md; echo late > src/late.txt' >/dev/null 2>&1 & \
-             nohup sh -c 'sleep 0.5; echo late > src/nohup.txt' >/dev/null 2>&1 & \
-             while [ ! -e src/.left ]; do sleep 0.01; done; echo started",
-        )
-        .await;
+    let (room, _, out) = Room::builder_ran(
+        ROOM,
+        &[("plan.md", "the plan")],
+        // The command returns only once the writer has left its process group (`setsid`
+        // runs before `sh` touches src/.left): the shell tool's group kill does not reach it.
+        "setsid sh -c 'touch src/.left; sleep 0.5; echo late > plan.md; echo late > src/late.txt' >/dev/null 2>&1 & \
+         nohup sh -c 'sleep 0.5; echo late > src/nohup.txt' >/dev/null 2>&1 & \
+         while [ ! -e src/.left ]; do sleep 0.01; done; echo started",
+    )
+    .await;
     assert!(!out.is_error, "{}", out.content);
     assert!(room.path("src/.left").exists());
     tokio::time::sleep(Duration::from_millis(1500)).await;
@@ -105,14 +121,13 @@ async fn a_background_writer_does_not_outlive_the_command() {
 
 #[tokio::test]
 async fn links_and_hard_links_into_a_territory_do_not_open_it() {
-    let (room, builder) = Room::builder_in(ROOM, &[("plans/a.md", "keep")]);
-    let out = room
-        .sh(
-            &builder,
-            "ln plans/a.md src/hard.md; ln -s ../plans/a.md src/soft.md; echo x > src/soft.md; \
-             mv plans/a.md src/moved.md; echo x >> src/hard.md",
-        )
-        .await;
+    let (room, _, out) = Room::builder_ran(
+        ROOM,
+        &[("plans/a.md", "keep")],
+        "ln plans/a.md src/hard.md; ln -s ../plans/a.md src/soft.md; echo x > src/soft.md; \
+         mv plans/a.md src/moved.md; echo x >> src/hard.md",
+    )
+    .await;
     assert_eq!(room.read("plans/a.md").unwrap(), "keep", "{}", out.content);
     use std::os::unix::fs::MetadataExt;
     // The kernel refused the hard link (EXDEV) and the move; `>>` then made a file of its own.
@@ -165,11 +180,12 @@ async fn a_config_edit_and_a_territory_write_in_one_command_are_both_stopped() {
 
 #[tokio::test]
 async fn watch_only_is_an_explicit_opt_in_recorded_as_a_warning() {
-    let (room, builder) = Room::builder_in(
+    let (room, _, out) = Room::builder_ran(
         &format!("{ROOM}\n[gates.shell]\nsandbox = \"watch-only\"\n"),
         &[("plan.md", "the plan")],
-    );
-    let out = room.sh(&builder, "echo hijack > plan.md").await;
+        "echo hijack > plan.md",
+    )
+    .await;
     // Not contained, only watched: the write happened and was put back.
     assert!(out.is_error);
     assert_eq!(room.read("plan.md").unwrap(), "the plan");
@@ -184,18 +200,11 @@ async fn watch_only_is_an_explicit_opt_in_recorded_as_a_warning() {
 #[tokio::test]
 async fn with_open_reads_a_confined_command_cannot_read_an_unreadable_folder_but_reads_its_neighbours(
 ) {
-    use loopward_runner::gates::ControlFiles;
-    use loopward_runner::sandbox::{Confinement, Protected, Reach};
-    let ws_dir = tempfile::tempdir().unwrap();
+    let (ws_dir, plan) = confined_workspace();
     let state = tempfile::tempdir().unwrap();
-    let keys = state.path().join("keys");
-    std::fs::create_dir(&keys).unwrap();
-    std::fs::write(keys.join("k1.key"), "secret").unwrap();
+    let keys = keys_in(state.path(), "keys", "secret");
     std::fs::write(state.path().join("index-head.json"), "head").unwrap();
-    std::fs::write(ws_dir.path().join("a.txt"), "mine").unwrap();
-    let ws = loopward_runner::Workspace::new(ws_dir.path()).unwrap();
-    let plan = Confinement::plan(&ws, &Protected::new(ControlFiles::default(), vec![]))
-        .unwrap()
+    let plan = plan
         .with_reach(Reach::default().open_reads())
         .with_unreadable(keys.clone());
     let script = format!(
@@ -205,24 +214,20 @@ async fn with_open_reads_a_confined_command_cannot_read_an_unreadable_folder_but
         head = state.path().join("index-head.json").display(),
         ws = ws_dir.path().display(),
     );
-    let (stdout, stderr) = run_confined(&plan, &script).await;
+    let out = run_confined(&plan, &script).await;
     // The key is not readable (EACCES), though its name can be listed; everything else reads.
+    let stderr = &out.stderr;
     assert!(stderr.contains("k1.key: Permission denied"), "{stderr}");
-    assert!(stdout.contains("cat=1"), "{stdout}");
-    assert!(!stdout.contains("secret"), "{stdout}");
-    assert!(stdout.contains("k1.key\n"), "{stdout}");
-    assert!(
-        stdout.contains("head\nmine\netc-ok\nwrite-ok"),
-        "{stdout}\n{stderr}"
+    out.assert_stdout(
+        &["cat=1", "k1.key\n", "head\nmine\netc-ok\nwrite-ok"],
+        &["secret"],
     );
 }
 
 #[tokio::test]
 async fn a_shell_command_cannot_read_loopward_keys() {
     let state = tempfile::tempdir().unwrap();
-    let keys = state.path().join("keys");
-    std::fs::create_dir(&keys).unwrap();
-    std::fs::write(keys.join("k1.key"), "secret").unwrap();
+    let keys = keys_in(state.path(), "keys", "secret");
     let dir = tempfile::tempdir().unwrap();
     let ws = loopward_runner::Workspace::new(dir.path()).unwrap();
     let cfg = loopward_runner::gates::PolicyConfig::from_toml(ROOM).unwrap();
@@ -275,11 +280,32 @@ async fn a_huge_file_next_to_a_territory_write_blinds_nothing() {
     assert!(!unremedied, "{:#?}", room.events());
 }
 
-/// Runs `script` under bash in `plan`, returning (stdout, stderr).
-async fn run_confined(
-    plan: &loopward_runner::sandbox::Confinement,
-    script: &str,
-) -> (String, String) {
+/// What a confined command printed.
+struct Printed {
+    stdout: String,
+    stderr: String,
+}
+
+impl Printed {
+    /// Asserts that stdout says each of `says` and none of `hides`, showing both streams when it
+    /// does not.
+    #[track_caller]
+    fn assert_stdout(&self, says: &[&str], hides: &[&str]) {
+        let Self { stdout, stderr } = self;
+        for s in says {
+            assert!(
+                stdout.contains(s),
+                "{s:?} missing from:\n{stdout}\n{stderr}"
+            );
+        }
+        for h in hides {
+            assert!(!stdout.contains(h), "{h:?} in:\n{stdout}\n{stderr}");
+        }
+    }
+}
+
+/// Runs `script` under bash in `plan`.
+async fn run_confined(plan: &Confinement, script: &str) -> Printed {
     let mut cmd = tokio::process::Command::new("bash");
     plan.apply_env(cmd.as_std_mut());
     cmd.arg("-c").arg(script);
@@ -291,31 +317,22 @@ async fn run_confined(
         .wait_with_output()
         .await
         .unwrap();
-    (
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    Printed {
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
 }
 
 #[tokio::test]
 async fn reads_are_an_allow_list_the_workspace_and_system_folders_but_not_another_project_or_the_host_secrets(
 ) {
-    use loopward_runner::gates::ControlFiles;
-    use loopward_runner::sandbox::{Confinement, Protected, Reach};
-    let ws_dir = tempfile::tempdir().unwrap();
-    std::fs::write(ws_dir.path().join("a.txt"), "mine").unwrap();
+    let (ws_dir, plan) = confined_workspace();
     let other = tempfile::tempdir().unwrap();
     std::fs::write(other.path().join(".env"), "OTHER_PROJECT_KEY=leaked").unwrap();
     let toolchain = tempfile::tempdir().unwrap();
     std::fs::write(toolchain.path().join("tool"), "tool-ok").unwrap();
-    let state = tempfile::tempdir().unwrap();
-    let keys = toolchain.path().join("state-keys");
-    std::fs::create_dir(&keys).unwrap();
-    std::fs::write(keys.join("k1.key"), "key-bytes").unwrap();
-    let _ = state;
-    let ws = loopward_runner::Workspace::new(ws_dir.path()).unwrap();
-    let plan = Confinement::plan(&ws, &Protected::new(ControlFiles::default(), vec![]))
-        .unwrap()
+    let keys = keys_in(toolchain.path(), "state-keys", "key-bytes");
+    let plan = plan
         .with_reach(Reach::default().read(toolchain.path()))
         .with_unreadable(keys.clone());
     let script = format!(
@@ -327,31 +344,23 @@ async fn reads_are_an_allow_list_the_workspace_and_system_folders_but_not_anothe
         tool = toolchain.path().display(),
         key = keys.join("k1.key").display(),
     );
-    let (stdout, stderr) = run_confined(&plan, &script).await;
+    let out = run_confined(&plan, &script).await;
+    let Printed { stdout, stderr } = &out;
     assert!(stdout.starts_with("mine\n"), "{stdout}\n{stderr}");
-    assert!(stdout.contains("other=1"), "{stdout}\n{stderr}");
-    assert!(!stdout.contains("leaked"), "{stdout}");
-    assert!(stdout.contains("tool-ok"), "{stdout}\n{stderr}");
-    // A hidden folder inside an allowed one stays hidden.
-    assert!(
-        stdout.contains("key=1") && !stdout.contains("key-bytes"),
-        "{stdout}"
+    // A hidden folder inside an allowed one stays hidden (`key=1`, no `key-bytes`).
+    out.assert_stdout(
+        &["other=1", "tool-ok", "key=1", "shadow=1", "usr-ok\netc-ok"],
+        &["leaked", "key-bytes"],
     );
-    assert!(stdout.contains("shadow=1"), "{stdout}\n{stderr}");
-    assert!(stdout.contains("usr-ok\netc-ok"), "{stdout}\n{stderr}");
 }
 
 #[tokio::test]
 async fn a_confined_command_starts_with_the_allowed_environment_only() {
-    use loopward_runner::gates::ControlFiles;
-    use loopward_runner::sandbox::{Confinement, Protected, Reach};
-    let ws_dir = tempfile::tempdir().unwrap();
-    let ws = loopward_runner::Workspace::new(ws_dir.path()).unwrap();
-    let plan = Confinement::plan(&ws, &Protected::new(ControlFiles::default(), vec![]))
-        .unwrap()
-        .with_reach(Reach::default().env([("PATH", "/usr/bin:/bin"), ("LANG", "C.UTF-8")]));
+    let (_ws_dir, plan) = confined_workspace();
+    let plan =
+        plan.with_reach(Reach::default().env([("PATH", "/usr/bin:/bin"), ("LANG", "C.UTF-8")]));
     // Whatever this test process holds (cargo sets many variables) does not reach the command.
-    let (stdout, stderr) =
+    let Printed { stdout, stderr } =
         run_confined(&plan, "env; cat /proc/self/environ | tr '\\0' '\\n'").await;
     let mut names: Vec<&str> = stdout
         .lines()
@@ -380,19 +389,14 @@ async fn a_confined_command_starts_with_the_allowed_environment_only() {
 
 #[tokio::test]
 async fn a_confined_command_cannot_read_the_environment_of_the_process_that_started_it() {
-    use loopward_runner::gates::ControlFiles;
-    use loopward_runner::sandbox::{Confinement, Protected};
-    let ws_dir = tempfile::tempdir().unwrap();
-    let ws = loopward_runner::Workspace::new(ws_dir.path()).unwrap();
-    let plan = Confinement::plan(&ws, &Protected::new(ControlFiles::default(), vec![])).unwrap();
+    let (_ws_dir, plan) = confined_workspace();
     // This test process has CARGO_PKG_NAME in its environment, as a supervisor has its API
     // keys; the command may read /proc, but not a process outside its sandbox.
     let script = format!(
         "tr '\\0' '\\n' < /proc/{pid}/environ; echo \"parent=$?\"; cat /proc/self/status >/dev/null && echo self-ok",
         pid = std::process::id()
     );
-    let (stdout, stderr) = run_confined(&plan, &script).await;
-    assert!(stdout.contains("parent=1"), "{stdout}\n{stderr}");
-    assert!(!stdout.contains("CARGO_PKG_NAME"), "{stdout}");
-    assert!(stdout.contains("self-ok"), "{stdout}\n{stderr}");
+    run_confined(&plan, &script)
+        .await
+        .assert_stdout(&["parent=1", "self-ok"], &["CARGO_PKG_NAME"]);
 }

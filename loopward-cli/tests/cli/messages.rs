@@ -14,53 +14,41 @@ fn refused(edit: impl Fn(String) -> String, args: &[&str]) -> String {
     text(&o)
 }
 
-#[test]
-fn a_wrong_type_names_the_key_its_line_and_what_to_write() {
-    let said = refused(
-        |c| c.replace("turns_per_run = 12", "turns_per_run = \"twelve\""),
-        &["run"],
-    );
-    insta::assert_snapshot!("wrong_type", said);
+/// One test per config the starter's becomes when `from` in it (its first place) is replaced by
+/// `to`, written `fn test() -> "snapshot" { from => to, args }`: `loopward <args>` refuses it, and
+/// what it said is the snapshot `snapshot`.
+macro_rules! refused_config {
+    ($(
+        $(#[$doc:meta])*
+        fn $test:ident() -> $snapshot:literal { $from:literal => $to:literal, $args:expr }
+    )*) => {$(
+        $(#[$doc])*
+        #[test]
+        fn $test() {
+            let said = refused(|c| c.replacen($from, $to, 1), $args);
+            insta::assert_snapshot!($snapshot, said);
+        }
+    )*};
 }
 
-#[test]
-fn a_wrong_type_inside_a_list_of_tables_names_the_entry() {
-    let said = refused(
-        |c| {
-            c.replacen(
-                "name = \"planner\"",
-                "name = \"planner\"\nmax_steps = true",
-                1,
-            )
-        },
-        &["gates", "list"],
-    );
-    insta::assert_snapshot!("wrong_type_in_agent", said);
-}
+refused_config! {
+    fn a_wrong_type_names_the_key_its_line_and_what_to_write() -> "wrong_type" {
+        "turns_per_run = 12" => "turns_per_run = \"twelve\"", &["run"]
+    }
 
-/// Durations are strings with a unit; a key from before (`wall_time_secs = 600`) is refused,
-/// not read as an alias, with its line and the new spelling of its own value.
-#[test]
-fn an_old_seconds_key_is_refused_with_its_line_and_the_new_spelling() {
-    let said = refused(
-        |c| {
-            c.replace(
-                "turns_per_run = 12",
-                "wall_time_secs = 600\nturns_per_run = 12",
-            )
-        },
-        &["run"],
-    );
-    insta::assert_snapshot!("old_seconds_key", said);
-}
+    fn a_wrong_type_inside_a_list_of_tables_names_the_entry() -> "wrong_type_in_agent" {
+        "name = \"planner\"" => "name = \"planner\"\nmax_steps = true", &["gates", "list"]
+    }
 
-#[test]
-fn a_duration_without_a_unit_is_refused_naming_the_format() {
-    let said = refused(
-        |c| c.replace("turns_per_run = 12", "wall_time = 600\nturns_per_run = 12"),
-        &["gates", "list"],
-    );
-    insta::assert_snapshot!("duration_without_unit", said);
+    /// Durations are strings with a unit; a key from before (`wall_time_secs = 600`) is refused,
+    /// not read as an alias, with its line and the new spelling of its own value.
+    fn an_old_seconds_key_is_refused_with_its_line_and_the_new_spelling() -> "old_seconds_key" {
+        "turns_per_run = 12" => "wall_time_secs = 600\nturns_per_run = 12", &["run"]
+    }
+
+    fn a_duration_without_a_unit_is_refused_naming_the_format() -> "duration_without_unit" {
+        "turns_per_run = 12" => "wall_time = 600\nturns_per_run = 12", &["gates", "list"]
+    }
 }
 
 /// The bug: a second review gate between the same two agents was written, and then no command

@@ -50,10 +50,9 @@ fn session(codex: &Path, root: &Path, home: &Path, port: u16, path: &str) -> (bo
 
 #[test]
 fn real_codex_sessions_are_held_by_the_hook_and_the_sandbox() {
-    let Some(codex) = Client::Codex.find() else {
+    let Some((codex, _dir, root, home)) = Client::Codex.hooked() else {
         return;
     };
-    let (_dir, root, home) = clients::hooked_project("codex", "codex");
     let grant = loopward(&root, &home, clients::GRANT_ROADMAP);
     assert!(!grant.status.success(), "a grant needs a reason");
     clients::grant_roadmap_once(&root, &home);
@@ -125,10 +124,9 @@ fn real_codex_sessions_are_held_by_the_hook_and_the_sandbox() {
 /// session's `PATH`; a bare one lets the write through, and `hook doctor` says so.
 #[test]
 fn a_hook_codex_cannot_start_lets_the_write_through_so_install_never_writes_one() {
-    let Some(codex) = Client::Codex.find() else {
+    let Some((codex, _dir, root, home)) = Client::Codex.hooked() else {
         return;
     };
-    let (_dir, root, home) = clients::hooked_project("codex", "codex");
     let patch = || vec![Step::update("plans/roadmap.md", "1. greeting", "1. mine")];
     // Installed: refused, with a PATH that has no loopward on it.
     let (port, server) = responses_server::start(patch());

@@ -48,10 +48,9 @@ fn session(gemini: &Path, root: &Path, home: &Path, port: u16) -> (bool, String)
 
 #[test]
 fn real_gemini_cli_sessions_are_held_by_the_hook_and_the_sandbox() {
-    let Some(gemini) = Client::Gemini.find() else {
+    let Some((gemini, _dir, root, home)) = Client::Gemini.hooked() else {
         return;
     };
-    let (_dir, root, home) = clients::hooked_project("gemini", ".gemini");
     clients::grant_roadmap_once(&root, &home);
     let p = |rel: &str| root.join(rel).to_str().unwrap().to_string();
     let step2 = "# Roadmap\n1. greeting\n2. farewell\n";
@@ -104,10 +103,9 @@ fn real_gemini_cli_sessions_are_held_by_the_hook_and_the_sandbox() {
 /// Codex. `hook doctor` still flags the bare command.
 #[test]
 fn a_hook_gemini_cannot_start_blocks_the_session_and_doctor_flags_it() {
-    let Some(gemini) = Client::Gemini.find() else {
+    let Some((gemini, _dir, root, home)) = Client::Gemini.hooked() else {
         return;
     };
-    let (_dir, root, home) = clients::hooked_project("gemini", ".gemini");
     let target = root.join("plans/roadmap.md");
     let write = || {
         vec![Call::tool(

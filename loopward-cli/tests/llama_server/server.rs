@@ -28,7 +28,11 @@ pub(crate) struct Spot {
 
 impl Spot {
     pub(crate) fn free() -> Self {
-        let port = free_port();
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
         Self {
             port,
             url: format!("http://127.0.0.1:{port}"),
@@ -90,9 +94,9 @@ impl OwnServer {
         server
     }
 
-    pub(crate) fn stop(mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+    /// Ends it now (as dropping it does).
+    pub(crate) fn stop(self) {
+        drop(self);
     }
 }
 
@@ -101,14 +105,6 @@ impl Drop for OwnServer {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
-
-pub(crate) fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 pub(crate) fn port_of(url: &str) -> u16 {

@@ -6,8 +6,7 @@ use super::*;
 /// exists and works: the project's subagents are the session's.
 #[test]
 fn inside_a_loop_the_refusals_remedy_delegating_to_the_owners_subagent_works() {
-    let claude = need_claude!();
-    let (_dir, root, home) = project();
+    let (claude, _dir, root, home) = claude_and_project!();
     let agents = root.join(".claude/agents");
     std::fs::create_dir_all(&agents).unwrap();
     std::fs::write(
@@ -91,8 +90,7 @@ fn a_loop_sessions_hook_that_cannot_reach_the_loop_blocks_the_call_and_judges_no
 /// session's turn, before the connection is made.
 #[test]
 fn a_loop_sessions_wrapped_bash_connects_out_and_its_egress_decisions_are_the_runs_records() {
-    let claude = need_claude!();
-    let (_dir, root, home) = project();
+    let (claude, _dir, root, home) = claude_and_project!();
     let (good, hits) = support::http_server("127.0.0.2", "hello-from-allowed");
     let config = std::fs::read_to_string(root.join("loopward.toml")).unwrap().replacen(
         "tools = [\"read_file\", \"write_file\", \"edit_file\", \"shell\"]",

@@ -30,6 +30,16 @@ macro_rules! need_claude {
     };
 }
 
+/// The client and a fresh [`project`]: `(claude, dir, root, home)`. Without the client the test
+/// returns, saying so loudly.
+macro_rules! claude_and_project {
+    () => {{
+        let claude = need_claude!();
+        let (dir, root, home) = project();
+        (claude, dir, root, home)
+    }};
+}
+
 /// `loopward loop …` in `root`, with the client's environment pointed at the server.
 fn loop_command(claude: &Path, root: &Path, home: &Path, port: u16, args: &[&str]) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_loopward"));
@@ -75,8 +85,7 @@ fn finishing_session() -> Vec<Reply> {
 
 #[test]
 fn a_claim_of_done_that_the_verifier_refuses_gets_another_session_and_the_loop_ends_verified() {
-    let claude = need_claude!();
-    let (_dir, root, home) = project();
+    let (claude, _dir, root, home) = claude_and_project!();
     let p = |rel: &str| root.join(rel).to_str().unwrap().to_string();
     let mut script = vec![
         // Session 1: a write into the planner's territory, refused by the hook inside the
@@ -180,8 +189,7 @@ fn a_claim_of_done_that_the_verifier_refuses_gets_another_session_and_the_loop_e
 
 #[test]
 fn a_session_past_its_timeout_is_ended_by_its_recorded_pid_and_the_loop_goes_on() {
-    let claude = need_claude!();
-    let (_dir, root, home) = project();
+    let (claude, _dir, root, home) = claude_and_project!();
     let script = stalled_then_finishing("sh notes/stall.sh 47.25", "stall");
     let (port, _server) = anthropic_server::start(script);
     let started = Instant::now();
@@ -217,8 +225,7 @@ fn a_session_past_its_timeout_is_ended_by_its_recorded_pid_and_the_loop_goes_on(
 
 #[test]
 fn a_budget_stops_the_loop_on_the_cost_the_sessions_report() {
-    let claude = need_claude!();
-    let (_dir, root, home) = project();
+    let (claude, _dir, root, home) = claude_and_project!();
     let (port, _server) = anthropic_server::start(vec![Reply::text("All done.")]);
     let out = run_loop(
         &claude,
@@ -262,8 +269,7 @@ fn a_budget_stops_the_loop_on_the_cost_the_sessions_report() {
 
 #[test]
 fn a_loop_killed_mid_session_resumes_with_that_session_interrupted_and_none_repeated() {
-    let claude = need_claude!();
-    let (_dir, root, home) = project();
+    let (claude, _dir, root, home) = claude_and_project!();
     let script = stalled_then_finishing("sh notes/stall.sh 48.75", "long work");
     let (port, server) = anthropic_server::start(script);
     let args = task(VERIFY, "killed", &[]);
@@ -322,8 +328,7 @@ fn a_loop_killed_mid_session_resumes_with_that_session_interrupted_and_none_repe
 
 #[test]
 fn bad_input_is_refused_before_the_first_session_and_records_nothing() {
-    let claude = need_claude!();
-    let (_dir, root, home) = project();
+    let (claude, _dir, root, home) = claude_and_project!();
     let (port, server) = anthropic_server::start(vec![]);
     let cases: [(&[&str], &str); 3] = [
         (

@@ -105,8 +105,7 @@ fn the_readme_loop_section_runs_as_written() {
 /// agent, whose turns are sessions until its verifier passes; `loopward run` runs it.
 #[test]
 fn a_model_agent_hands_off_to_a_claude_code_agent_that_works_until_verified() {
-    let claude = need_claude!();
-    let (_dir, root, home) = project();
+    let (claude, _dir, root, home) = claude_and_project!();
     loop_ledger::write_team(
         &root,
         "kind = \"claude-code\"\nverify = \"test -f src/done.txt\"",
@@ -130,12 +129,6 @@ fn a_model_agent_hands_off_to_a_claude_code_agent_that_works_until_verified() {
         .env("DISABLE_AUTOUPDATER", "1")
         .output()
         .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{text}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    support::succeeded(&out);
     loop_ledger::assert_team_built(&root, &home, "claude_code");
 }

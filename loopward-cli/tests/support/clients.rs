@@ -77,6 +77,20 @@ impl Client {
         }
         found
     }
+
+    /// The installed client and a [`hooked_project`] for it in its config folder (`codex`,
+    /// `.gemini`, `.claude`): `(client, dir, root, home)`. `None`, said loudly, without the
+    /// client.
+    pub fn hooked(self) -> Option<(PathBuf, tempfile::TempDir, PathBuf, PathBuf)> {
+        let (host, config) = match self {
+            Self::ClaudeCode => ("claude-code", ".claude"),
+            Self::Codex => ("codex", "codex"),
+            Self::Gemini => ("gemini", ".gemini"),
+        };
+        let client = self.find()?;
+        let (dir, root, home) = hooked_project(host, config);
+        Some((client, dir, root, home))
+    }
 }
 
 /// An empty scratch project `<dir>/project` with `folders` in it, and a home `<dir>/home`:

@@ -55,6 +55,14 @@ pub(crate) fn text(o: &std::process::Output) -> String {
     )
 }
 
+/// What `o` printed on stdout; it must have exited 0 (all it printed is shown when not).
+#[allow(dead_code)]
+#[track_caller]
+pub(crate) fn succeeded(o: &std::process::Output) -> String {
+    assert_eq!(o.status.code(), Some(0), "{}", text(o));
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
 /// The file `rel` under `root` holds `want`.
 #[allow(dead_code)]
 #[track_caller]

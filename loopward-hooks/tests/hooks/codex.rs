@@ -1,7 +1,9 @@
 //! The Codex adapter: Codex's hook events (shapes from the JSON schemas in the Codex 0.171.0
 //! binary) judged by the same engine, answered the way Codex takes answers.
 
-use crate::support::{assert_silent, assert_tells, HostSession, HOST_POLICY as POLICY, NOW};
+use crate::support::{
+    assert_silent, assert_tells, host_policy_sandboxed, HostSession, HOST_POLICY as POLICY, NOW,
+};
 use loopward_hooks::{handle, HookAnswer, HookContext};
 use loopward_runner::gates::{Host, PolicyConfig};
 use loopward_runner::ManualClock;
@@ -22,6 +24,10 @@ trait Codex {
 
     fn patch(&self, event: &str, id: &str, patch: &str) -> HookAnswer {
         self.tool(event, id, "apply_patch", json!({ "command": patch }))
+    }
+
+    fn bash(&self, event: &str, id: &str, command: &str) -> HookAnswer {
+        self.tool(event, id, "Bash", json!({ "command": command }))
     }
 }
 
@@ -151,14 +157,8 @@ fn a_tool_the_codex_hook_does_not_know_is_denied_never_let_through() {
 
 #[test]
 fn a_codex_shell_command_is_wrapped_with_the_allow_codex_requires_for_a_rewrite() {
-    let policy = POLICY.replace("sandbox = \"watch-only\"", "");
-    let c = codex(&policy, Some("/opt/loopward"));
-    let a = c.tool(
-        "PreToolUse",
-        "call_1",
-        "Bash",
-        json!({"command": "echo hi > notes.txt"}),
-    );
+    let c = codex(&host_policy_sandboxed(), Some("/opt/loopward"));
+    let a = c.bash("PreToolUse", "call_1", "echo hi > notes.txt");
     assert_eq!(a.exit_code, 0, "{}", a.stderr);
     let v: Value = serde_json::from_str(&a.stdout).unwrap();
     let out = &v["hookSpecificOutput"];
@@ -175,11 +175,10 @@ fn a_codex_shell_command_is_wrapped_with_the_allow_codex_requires_for_a_rewrite(
 fn a_forbidden_shell_write_is_put_back_and_reported_to_codex() {
     let c = codex(POLICY, None);
     c.write("plan.md", "# Plan\n");
-    let input = json!({"command": "echo mine > plan.md"});
-    let pre = c.tool("PreToolUse", "call_1", "Bash", input.clone());
+    let pre = c.bash("PreToolUse", "call_1", "echo mine > plan.md");
     assert_silent(&pre);
     c.write("plan.md", "mine\n");
-    let post = c.tool("PostToolUse", "call_1", "Bash", input);
+    let post = c.bash("PostToolUse", "call_1", "echo mine > plan.md");
     let v: Value = serde_json::from_str(&post.stdout).unwrap();
     assert_eq!(v["decision"], "block", "{}", post.stdout);
     assert!(

@@ -1,7 +1,7 @@
 //! The Gemini CLI adapter: Gemini CLI's hook events (shapes from its 0.61.0 hooks reference)
 //! judged by the same engine, answered the way Gemini CLI takes answers.
 
-use crate::support::{assert_silent, HostSession, HOST_POLICY as POLICY};
+use crate::support::{assert_silent, host_policy_sandboxed, HostSession, HOST_POLICY as POLICY};
 use loopward_hooks::{handle, HookAnswer};
 use loopward_runner::gates::Host;
 use serde_json::{json, Value};
@@ -87,8 +87,7 @@ fn a_one_shot_override_lets_exactly_one_write_file_through_and_it_pairs_with_its
 
 #[test]
 fn a_gemini_shell_command_is_wrapped_by_merging_its_arguments() {
-    let policy = POLICY.replace("sandbox = \"watch-only\"", "");
-    let g = gemini(&policy, Some("/opt/loopward"));
+    let g = gemini(&host_policy_sandboxed(), Some("/opt/loopward"));
     let a = g.tool(
         "BeforeTool",
         "run_shell_command",

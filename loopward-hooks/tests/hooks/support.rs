@@ -40,6 +40,11 @@ pub(crate) const NOW: u64 = 1_700_000_000_000;
 /// watched (no kernel sandbox).
 pub(crate) const HOST_POLICY: &str = include_str!("policies/plan-watched.toml");
 
+/// [`HOST_POLICY`] with the kernel sandbox (the default) instead of the watch alone.
+pub(crate) fn host_policy_sandboxed() -> String {
+    HOST_POLICY.replace("sandbox = \"watch-only\"", "")
+}
+
 pub(crate) struct Project {
     _dir: tempfile::TempDir,
     pub(crate) root: PathBuf,

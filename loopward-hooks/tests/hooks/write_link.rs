@@ -258,12 +258,15 @@ fn write(p: &Project, file: &str) -> Value {
     json!({"file_path": p.path(file), "content": "x"})
 }
 
-/// Begins both [`OVERLAPPING`] writes (`PreToolUse`, each file's [`write`]): each is allowed.
-fn begin_both(p: &Project) {
+/// A [`TWO_TEAMS`] project in which both [`OVERLAPPING`] writes have begun (`PreToolUse`, each
+/// file's [`write`]): each was allowed.
+fn both_begun() -> Project {
+    let p = Project::new(TWO_TEAMS);
     for (agent, id, file) in OVERLAPPING {
-        let pre = sent_by(p, "PreToolUse", agent, id, write(p, file));
+        let pre = sent_by(&p, "PreToolUse", agent, id, write(&p, file));
         assert_tells(&pre, r#""permissionDecision":"allow""#);
     }
+    p
 }
 
 /// The hook let the call stand without a word.
@@ -280,8 +283,7 @@ fn assert_silent(answer: &HookAnswer) {
 /// between its `PreToolUse` and `PostToolUse`: both writes stand, nothing is blamed on anyone.
 #[test]
 fn two_subagents_writing_their_own_territories_at_once_both_stand() {
-    let p = Project::new(TWO_TEAMS);
-    begin_both(&p);
+    let p = both_begun();
     p.write("plans/a.md", "the planner's\n");
     p.write("src/b.rs", "the builder's\n");
     for (agent, id, file) in OVERLAPPING {
@@ -298,8 +300,7 @@ fn two_subagents_writing_their_own_territories_at_once_both_stand() {
 /// builder's temporary file, which is the builder's: not blamed on the planner, not removed.
 #[test]
 fn another_subagents_write_in_flight_through_its_temporary_file_is_not_blamed() {
-    let p = Project::new(TWO_TEAMS);
-    begin_both(&p);
+    let p = both_begun();
     p.write("plans/a.md", "the planner's\n");
     p.write("src/b.rs.tmp.4242.67b378408600", "the builder's\n");
     let (planner, id, file) = OVERLAPPING[0];

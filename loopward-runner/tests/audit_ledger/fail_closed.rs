@@ -23,13 +23,13 @@ fn a_failed_write_poisons_the_ledger() {
     let runs = tempfile::tempdir().unwrap();
     let opts = failing_write(2, "disk full");
     let ledger = Ledger::create(runs.path(), &RunId::new("r1").unwrap(), opts).unwrap();
-    ledger.record(&scope("r1"), &note("a")).unwrap();
-    let err = ledger.record(&scope("r1"), &note("b")).unwrap_err();
+    ledger.record(&run_scope("r1"), &note("a")).unwrap();
+    let err = ledger.record(&run_scope("r1"), &note("b")).unwrap_err();
     assert!(
         err.0.contains("writing seq 2 (human_message): disk full"),
         "{err}"
     );
-    let later = ledger.record(&scope("r1"), &note("c")).unwrap_err();
+    let later = ledger.record(&run_scope("r1"), &note("c")).unwrap_err();
     assert!(
         later.0.contains("unusable after an earlier failure"),
         "{later}"
@@ -56,16 +56,16 @@ fn events_on_the_way_to_an_action_wait_for_the_commit_and_go_out_together() {
     )
     .unwrap();
     assert!(decision().may_wait_for_commit() && !note("x").may_wait_for_commit());
-    ledger.record(&scope("r1"), &decision()).unwrap();
+    ledger.record(&run_scope("r1"), &decision()).unwrap();
     assert_eq!(lines_on_file(&dir), 0, "an allow is held until the commit");
-    ledger.record(&scope("r1"), &note("a")).unwrap();
+    ledger.record(&run_scope("r1"), &note("a")).unwrap();
     assert_eq!(
         lines_on_file(&dir),
         2,
         "a record written at once takes the held one along"
     );
-    ledger.record(&scope("r1"), &decision()).unwrap();
-    ledger.record(&scope("r1"), &decision()).unwrap();
+    ledger.record(&run_scope("r1"), &decision()).unwrap();
+    ledger.record(&run_scope("r1"), &decision()).unwrap();
     assert_eq!(lines_on_file(&dir), 2);
     ledger.commit().unwrap();
     assert_eq!(lines_on_file(&dir), 4, "the commit writes what is held");
@@ -79,23 +79,23 @@ fn events_on_the_way_to_an_action_wait_for_the_commit_and_go_out_together() {
         ));
     }
     assert!(!deny.may_wait_for_commit());
-    ledger.record(&scope("r1"), &deny).unwrap();
+    ledger.record(&run_scope("r1"), &deny).unwrap();
     assert_eq!(lines_on_file(&dir), 5);
     // A tool's start is on file when `record` returns: the shell tool releases its command right
     // after recording it, and a resumed run must find the start of a command that may have run.
-    ledger.record(&scope("r1"), &decision()).unwrap();
+    ledger.record(&run_scope("r1"), &decision()).unwrap();
     let started = AuditEvent::ToolStarted {
         call_id: "c1".into(),
         tool: "shell".into(),
     };
-    ledger.record(&scope("r1"), &started).unwrap();
+    ledger.record(&run_scope("r1"), &started).unwrap();
     assert_eq!(
         lines_on_file(&dir),
         7,
         "the start takes the held allow along"
     );
     // A ledger dropped without a last commit (the process ends) still writes what it held.
-    ledger.record(&scope("r1"), &decision()).unwrap();
+    ledger.record(&run_scope("r1"), &decision()).unwrap();
     assert_eq!(lines_on_file(&dir), 7);
     drop(ledger);
     assert_eq!(lines_on_file(&dir), 8);
@@ -106,7 +106,7 @@ fn events_on_the_way_to_an_action_wait_for_the_commit_and_go_out_together() {
     )
     .unwrap();
     assert_eq!((rec.kept, rec.truncated_bytes), (8, 0));
-    ledger.record(&scope("r1"), &decision()).unwrap();
+    ledger.record(&run_scope("r1"), &decision()).unwrap();
     let done = ledger.finish().unwrap();
     assert_eq!(done.final_seq, 9, "finish writes what is held");
     let ok = verify(&dir, &VerifyOptions::keyless()).unwrap();
@@ -119,10 +119,10 @@ fn a_failure_loses_the_held_records_as_a_kill_would_and_nothing_acts_on_them() {
     let dir = runs.path().join("r1");
     let opts = failing_write(4, "killed");
     let ledger = Ledger::create(runs.path(), &RunId::new("r1").unwrap(), opts).unwrap();
-    ledger.record(&scope("r1"), &note("a")).unwrap();
-    ledger.record(&scope("r1"), &decision()).unwrap();
-    ledger.record(&scope("r1"), &decision()).unwrap();
-    let err = ledger.record(&scope("r1"), &decision()).unwrap_err();
+    ledger.record(&run_scope("r1"), &note("a")).unwrap();
+    ledger.record(&run_scope("r1"), &decision()).unwrap();
+    ledger.record(&run_scope("r1"), &decision()).unwrap();
+    let err = ledger.record(&run_scope("r1"), &decision()).unwrap_err();
     assert!(
         err.0.contains("writing seq 4 (gate_decision): killed"),
         "{err}"

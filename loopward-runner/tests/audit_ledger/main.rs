@@ -8,8 +8,8 @@ mod recovery;
 mod sync;
 mod writer;
 
-use audit_support::{id, run_to_ledger, team, SteppingClock, Steps};
-use loopward_core::{AuditEvent, AuditSink, Decision, GateMode, Person, RunId, RunStatus, Scope};
+use audit_support::{id, run_scope, run_to_ledger, team, SteppingClock, Steps};
+use loopward_core::{AuditEvent, AuditSink, Decision, GateMode, Person, RunId, RunStatus};
 use loopward_runner::audit::write_pages;
 use loopward_runner::audit::{
     verify, Chain, Durability, FaultHook, KeyRing, Ledger, LedgerError, LedgerKey, LedgerOp,
@@ -37,14 +37,6 @@ impl Page for StubHtml {
 
 fn stub_pages() -> Vec<Arc<dyn Page>> {
     vec![Arc::new(StubHtml)]
-}
-
-fn scope(run: &str) -> Scope {
-    Scope {
-        run: RunId::new(run).unwrap(),
-        turn: None,
-        agent: None,
-    }
 }
 
 fn note(text: &str) -> AuditEvent {

@@ -9,7 +9,7 @@ fn a_torn_last_line_is_cut_and_recorded_on_reopen() {
     let run = RunId::new("r1").unwrap();
     let ledger = Ledger::create(runs.path(), &run, LedgerOptions::default()).unwrap();
     for t in ["a", "b", "c"] {
-        ledger.record(&scope("r1"), &note(t)).unwrap();
+        ledger.record(&run_scope("r1"), &note(t)).unwrap();
     }
     drop(ledger); // a crash: no finish
     let path = runs.path().join("r1/events.jsonl");
@@ -47,7 +47,7 @@ fn damage_before_the_last_line_or_a_wrong_key_is_refused_not_cut() {
         ..LedgerOptions::default()
     };
     let ledger = Ledger::create(runs.path(), &run, opts).unwrap();
-    ledger.record(&scope("r1"), &note("only")).unwrap();
+    ledger.record(&run_scope("r1"), &note("only")).unwrap();
     drop(ledger);
     let path = runs.path().join("r1/events.jsonl");
     let before = std::fs::read(&path).unwrap();
@@ -98,7 +98,7 @@ fn crash_child_appends_until_killed() {
             },
             _ => note(&"y".repeat(size / 3)),
         };
-        ledger.record(&scope(&run), &event).unwrap();
+        ledger.record(&run_scope(&run), &event).unwrap();
         if event.may_wait_for_commit() {
             if i % 5 != 0 {
                 continue;
@@ -209,7 +209,7 @@ fn tear_next_record(run_dir: &Path, run: &str, rng: u64) -> usize {
         &Chain::Hmac(crash_key()),
         seq,
         "2026-01-01T00:00:00.000Z",
-        &scope(run),
+        &run_scope(run),
         &note("torn"),
         &prev,
     )

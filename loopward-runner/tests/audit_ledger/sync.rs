@@ -11,12 +11,12 @@ fn decisions_share_one_sync_at_the_commit_and_the_rest_are_synced_at_finish() {
         ..LedgerOptions::default()
     };
     let ledger = Ledger::create(runs.path(), &RunId::new("r1").unwrap(), opts).unwrap();
-    ledger.record(&scope("r1"), &note("a")).unwrap();
+    ledger.record(&run_scope("r1"), &note("a")).unwrap();
     ledger.commit().unwrap(); // no decision yet: nothing to sync
-    ledger.record(&scope("r1"), &decision()).unwrap();
-    ledger.record(&scope("r1"), &decision()).unwrap();
+    ledger.record(&run_scope("r1"), &decision()).unwrap();
+    ledger.record(&run_scope("r1"), &decision()).unwrap();
     ledger.commit().unwrap(); // both decisions, one sync
-    ledger.record(&scope("r1"), &note("b")).unwrap();
+    ledger.record(&run_scope("r1"), &note("b")).unwrap();
     ledger.commit().unwrap(); // synced already: nothing new to sync
     ledger.finish().unwrap();
     assert_eq!(
@@ -67,7 +67,7 @@ fn group_commit_syncs_every_n_events_and_no_sync_never() {
         };
         let ledger = Ledger::create(runs.path(), &RunId::new("r1").unwrap(), opts).unwrap();
         for e in [note("1"), note("2"), note("3"), decision(), note("5")] {
-            ledger.record(&scope("r1"), &e).unwrap();
+            ledger.record(&run_scope("r1"), &e).unwrap();
         }
         ledger.finish().unwrap();
         let syncs: Vec<String> = log
@@ -118,9 +118,9 @@ fn logged_run(runs: &Path, state: &Path, run: &str, opts: LedgerOptions) -> Vec<
         ..opts
     };
     let ledger = Ledger::create(runs, &RunId::new(run).unwrap(), opts).unwrap();
-    ledger.record(&scope(run), &decision()).unwrap();
+    ledger.record(&run_scope(run), &decision()).unwrap();
     ledger.commit().unwrap();
-    ledger.record(&scope(run), &note("done")).unwrap();
+    ledger.record(&run_scope(run), &note("done")).unwrap();
     ledger.finish().unwrap();
     let log = log.lock().unwrap().clone();
     log
@@ -241,11 +241,11 @@ fn a_new_ledgers_folders_are_synced_with_its_first_sync_or_when_it_ends_without_
     let log = Arc::new(Mutex::new(vec![]));
     let r1 = RunId::new("r1").unwrap();
     let ledger = Ledger::create(runs.path(), &r1, opened(Durability::Decisions, &log)).unwrap();
-    ledger.record(&scope("r1"), &note("a")).unwrap();
+    ledger.record(&run_scope("r1"), &note("a")).unwrap();
     ledger.commit().unwrap();
-    ledger.record(&scope("r1"), &decision()).unwrap();
+    ledger.record(&run_scope("r1"), &decision()).unwrap();
     ledger.commit().unwrap();
-    ledger.record(&scope("r1"), &decision()).unwrap();
+    ledger.record(&run_scope("r1"), &decision()).unwrap();
     ledger.commit().unwrap();
     drop(ledger);
     assert_eq!(
@@ -269,7 +269,7 @@ fn a_new_ledgers_folders_are_synced_with_its_first_sync_or_when_it_ends_without_
         let log = Arc::new(Mutex::new(vec![]));
         let id = RunId::new(run).unwrap();
         let ledger = Ledger::create(runs.path(), &id, opened(durability, &log)).unwrap();
-        ledger.record(&scope(run), &decision()).unwrap();
+        ledger.record(&run_scope(run), &decision()).unwrap();
         assert!(log.lock().unwrap().iter().all(|l| l.starts_with("write")));
         drop(ledger);
         let synced = log
@@ -286,12 +286,12 @@ fn a_new_ledgers_folders_are_synced_with_its_first_sync_or_when_it_ends_without_
     let log = Arc::new(Mutex::new(vec![]));
     let (ledger, _) =
         Ledger::open_at_head(runs.path(), &r1, opened(Durability::Decisions, &log)).unwrap();
-    ledger.record(&scope("r1"), &decision()).unwrap();
+    ledger.record(&run_scope("r1"), &decision()).unwrap();
     ledger.commit().unwrap();
     drop(ledger);
     let (ledger, _) =
         Ledger::open_existing(runs.path(), &r1, opened(Durability::Decisions, &log)).unwrap();
-    ledger.record(&scope("r1"), &decision()).unwrap();
+    ledger.record(&run_scope("r1"), &decision()).unwrap();
     ledger.commit().unwrap();
     ledger.finish().unwrap();
     assert_eq!(

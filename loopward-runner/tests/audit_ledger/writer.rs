@@ -13,7 +13,7 @@ fn each_record_is_stamped_with_the_clock_s_millisecond_at_its_append() {
     let ledger = Ledger::create(runs.path(), &RunId::new("r1").unwrap(), opts).unwrap();
     for step in [0, 0, 1, 0, 999, 1_000, 0] {
         clock.advance_millis(step);
-        ledger.record(&scope("r1"), &note("n")).unwrap();
+        ledger.record(&run_scope("r1"), &note("n")).unwrap();
     }
     let times: Vec<String> = std::fs::read_to_string(runs.path().join("r1/events.jsonl"))
         .unwrap()
@@ -44,7 +44,7 @@ fn a_second_writer_for_the_same_run_is_refused() {
     assert!(again.to_string().contains("run ids are not reused"));
     let reopen = Ledger::open_existing(runs.path(), &run, LedgerOptions::default()).unwrap_err();
     assert!(matches!(reopen, LedgerError::Locked(_)), "{reopen}");
-    ledger.record(&scope("r1"), &note("hi")).unwrap();
+    ledger.record(&run_scope("r1"), &note("hi")).unwrap();
     ledger.finish().unwrap();
     // Finishing releases the lock; the run can be reopened (to resume it).
     let (_, rec) = Ledger::open_existing(runs.path(), &run, LedgerOptions::default()).unwrap();
@@ -60,10 +60,10 @@ fn nothing_is_recorded_after_finish_or_for_another_run() {
         LedgerOptions::default(),
     )
     .unwrap();
-    let err = ledger.record(&scope("r2"), &note("x")).unwrap_err();
+    let err = ledger.record(&run_scope("r2"), &note("x")).unwrap_err();
     assert!(err.0.contains("run r2"), "{err}");
     ledger.finish().unwrap();
-    let err = ledger.record(&scope("r1"), &note("late")).unwrap_err();
+    let err = ledger.record(&run_scope("r1"), &note("late")).unwrap_err();
     assert!(err.0.contains("finished"), "{err}");
 }
 
@@ -73,7 +73,7 @@ fn finish_anchors_only_what_it_wrote_and_refuses_a_file_that_lost_records() {
     let run = RunId::new("r1").unwrap();
     let ledger = Ledger::create(runs.path(), &run, LedgerOptions::keyed(crash_key())).unwrap();
     for t in ["a", "b", "c"] {
-        ledger.record(&scope("r1"), &note(t)).unwrap();
+        ledger.record(&run_scope("r1"), &note(t)).unwrap();
     }
     // Someone drops the last record behind the writer's back (the lock is advisory).
     let path = runs.path().join("r1/events.jsonl");
@@ -125,7 +125,7 @@ fn a_page_named_as_the_ledger_or_outside_the_run_folder_is_refused_and_writes_no
             ..LedgerOptions::keyed(crash_key())
         };
         let ledger = Ledger::create(runs.path(), &RunId::new("r1").unwrap(), opts).unwrap();
-        ledger.record(&scope("r1"), &decision()).unwrap();
+        ledger.record(&run_scope("r1"), &decision()).unwrap();
         let err = ledger.finish().unwrap_err();
         assert!(matches!(&err, LedgerError::Page { .. }), "{name}: {err}");
         assert!(err.to_string().contains("plain file"), "{name}: {err}");
@@ -157,7 +157,7 @@ fn a_page_that_cannot_be_written_loses_nothing_of_the_ledger_or_its_anchor() {
         ..LedgerOptions::keyed(crash_key())
     };
     let ledger = Ledger::create(runs.path(), &RunId::new("r1").unwrap(), opts).unwrap();
-    ledger.record(&scope("r1"), &decision()).unwrap();
+    ledger.record(&run_scope("r1"), &decision()).unwrap();
     ledger.commit().unwrap();
     let err = ledger.finish().unwrap_err();
     assert!(

@@ -6,7 +6,7 @@
 mod one_agent;
 
 use futures::future::BoxFuture;
-use loopward_core::{AgentId, AuditEvent, Decision, GateMode, HumanWords, RunId};
+use loopward_core::{AgentId, AuditEvent, Decision, GateMode, HumanWords, RunId, Scope};
 use loopward_runner::audit::{Finished, Ledger, LedgerOptions};
 use loopward_runner::model::fake::{FakeModel, Script};
 use loopward_runner::model::BoxModelService;
@@ -23,6 +23,15 @@ pub(crate) use one_agent::Steps;
 
 pub fn id(s: &str) -> AgentId {
     AgentId::new(s).unwrap()
+}
+
+/// The scope of run `run` itself: no turn, no agent.
+pub fn run_scope(run: &str) -> Scope {
+    Scope {
+        run: RunId::new(run).unwrap(),
+        turn: None,
+        agent: None,
+    }
 }
 
 /// Decides on one call: (agent, tool, path argument) → decision, or `None` to stay silent.

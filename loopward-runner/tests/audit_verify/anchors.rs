@@ -31,12 +31,7 @@ fn rechain_and_anchor(runs: &Path, dir: &Path, keep: usize, chain: Chain) -> u64
 
 /// Records a person saying `words` in `ledger`, at the scope of `run`.
 fn say(ledger: &Ledger, run: &str, words: &str) {
-    let scope = Scope {
-        run: RunId::new(run).unwrap(),
-        turn: None,
-        agent: None,
-    };
-    ledger.record(&scope, &said(words)).unwrap();
+    ledger.record(&run_scope(run), &said(words)).unwrap();
 }
 
 #[tokio::test]

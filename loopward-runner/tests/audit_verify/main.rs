@@ -8,7 +8,7 @@ mod audit_support;
 mod records;
 mod tamper;
 
-use audit_support::{plan_and_build, Rule, SteppingClock};
+use audit_support::{plan_and_build, run_scope, Rule, SteppingClock};
 use loopward_core::{AuditEvent, Decision, GateMode, Person, Refusal, RunStatus};
 use loopward_core::{AuditSink, RunId, Scope};
 use loopward_runner::audit::{

@@ -32,9 +32,7 @@ async fn granted_write(content: &str) -> (Room, String, TurnContext) {
     let room = Room::new(PLANS);
     let id = grant(&room, "builder", "plans/a.md");
     let builder = room.turn("builder");
-    room.write_file(&builder, "plans/a.md", content)
-        .await
-        .unwrap();
+    room.write_ok(&builder, "plans/a.md", content).await;
     (room, id, builder)
 }
 
@@ -130,7 +128,7 @@ async fn the_override_way_out_advertised_by_the_refusal_works() {
         .to_string()
         .contains("loopward override grant --agent builder --path plans/a.md"));
     grant(&room, "builder", "plans/a.md");
-    room.write_file(&builder, "plans/a.md", "x").await.unwrap();
+    room.write_ok(&builder, "plans/a.md", "x").await;
     assert_eq!(room.read("plans/a.md").unwrap(), "x");
 }
 
@@ -378,9 +376,8 @@ async fn a_keyed_grant_is_honoured_once_and_lives_outside_the_workspace() {
     let id = grant(&room, "builder", "plans/a.md");
     assert!(state.path().join(format!("overrides/{id}.json")).is_file());
     assert!(!room.path(".loopward/overrides").exists());
-    room.write_file(&room.turn("builder"), "plans/a.md", "fixed")
-        .await
-        .unwrap();
+    room.write_ok(&room.turn("builder"), "plans/a.md", "fixed")
+        .await;
     assert_eq!(room.read("plans/a.md").unwrap(), "fixed");
 }
 

@@ -69,7 +69,7 @@ async fn the_runtime_api_lists_adds_removes_and_changes_modes_each_audited() {
     room.policy
         .set_mode("plans", GateMode::Advisory, "ana", &room.run)
         .unwrap();
-    room.write_file(&b, "plans/a.md", "x").await.unwrap();
+    room.write_ok(&b, "plans/a.md", "x").await;
     room.policy.remove("plans", "ana", &room.run).unwrap();
     assert_eq!(names(&room.policy), vec!["control"]);
     let changes: Vec<_> = room
@@ -282,7 +282,7 @@ async fn the_policy_version_is_noted_once_per_run_and_again_when_it_changes() {
     const TOML: &str = "[[territory]]\npaths = [\"plans/**\"]\nowner = \"planner\"";
     let room = Room::new(TOML);
     let b = room.turn("builder");
-    room.write_file(&b, "src/a.rs", "x").await.unwrap();
+    room.write_ok(&b, "src/a.rs", "x").await;
     assert!(room.write_file(&b, "plans/a.md", "x").await.is_err());
     let first = PolicyConfig::from_toml(TOML).unwrap().version();
     assert_eq!(versions(&room), vec![first.clone()]);
@@ -290,7 +290,7 @@ async fn the_policy_version_is_noted_once_per_run_and_again_when_it_changes() {
     room.policy
         .remove("territory:planner", "ana", &room.run)
         .unwrap();
-    room.write_file(&b, "plans/a.md", "x").await.unwrap();
+    room.write_ok(&b, "plans/a.md", "x").await;
     let now = versions(&room);
     assert_eq!(now.len(), 2, "{now:?}");
     assert_ne!(now[1], first);

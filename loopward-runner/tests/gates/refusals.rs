@@ -35,8 +35,8 @@ when = ["src/**"]
         "control",
         text(room.write_file(&b, ".loopward/x.json", "{}").await),
     ));
-    room.write_file(&b, "src/a.rs", "a").await.unwrap();
-    room.write_file(&b, "src/b.rs", "b").await.unwrap();
+    room.write_ok(&b, "src/a.rs", "a").await;
+    room.write_ok(&b, "src/b.rs", "b").await;
     all.push(("sprawl", text(room.write_file(&b, "src/c.rs", "c").await)));
     all.push(("review", text(room.handoff(&b, "planner").await)));
     room.handoff(&b, "auditor").await.unwrap();

@@ -8,10 +8,8 @@ use loopward_runner::tool::ToolError;
 #[tokio::test]
 async fn a_builder_that_changed_src_must_hand_off_to_the_auditor() {
     let (room, builder) = Room::with_turn(REVIEWED_BY_AUDITOR, "builder");
-    room.write_file(&builder, "src/lib.rs", "fn main() {}")
-        .await
-        .unwrap();
-    room.write_file(&builder, "README.md", "hi").await.unwrap();
+    room.write_ok(&builder, "src/lib.rs", "fn main() {}").await;
+    room.write_ok(&builder, "README.md", "hi").await;
     let err = room.handoff(&builder, "planner").await.unwrap_err();
     let ToolError::Refused(r) = &err else {
         panic!("{err:?}")
@@ -35,7 +33,7 @@ async fn a_builder_that_changed_src_must_hand_off_to_the_auditor() {
 #[tokio::test]
 async fn the_gate_is_not_armed_without_matching_successful_effects() {
     let (room, builder) = Room::with_turn(REVIEWED_BY_AUDITOR, "builder");
-    room.write_file(&builder, "README.md", "hi").await.unwrap();
+    room.write_ok(&builder, "README.md", "hi").await;
     // A failed edit of src/ is not evidence.
     room.edit_file(&builder, "src/missing.rs", "a", "b")
         .await
@@ -43,18 +41,15 @@ async fn the_gate_is_not_armed_without_matching_successful_effects() {
     room.handoff(&builder, "planner").await.unwrap();
     // Other agents are not bound by the builder's gate.
     let scribe = room.turn("scribe");
-    room.write_file(&scribe, "src/x.rs", "x").await.unwrap();
+    room.write_ok(&scribe, "src/x.rs", "x").await;
     room.handoff(&scribe, "planner").await.unwrap();
 }
 
 #[tokio::test]
 async fn an_empty_when_arms_on_every_handoff() {
-    let (room, builder) = Room::with_turn(
-        "[[gates.review]]\nfrom = \"builder\"\nvia = \"auditor\"\n[gates.sprawl]\nenabled = false",
-        "builder",
-    );
-    let err = room.handoff(&builder, "planner").await.unwrap_err();
-    assert!(err.to_string().contains("auditor"), "{err}");
+    let (room, builder) = Room::with_turn(ALWAYS_REVIEWED_BY_AUDITOR, "builder");
+    let text = room.handoff_refused(&builder, "planner").await;
+    assert!(text.contains("auditor"), "{text}");
     room.handoff(&builder, "auditor").await.unwrap();
 }
 
@@ -121,8 +116,7 @@ fn under_concurrent_registrations_exactly_one_handoff_stands() {
 #[tokio::test]
 async fn two_armed_review_gates_are_satisfied_by_a_handoff_to_either_reviewer() {
     for reviewer in ["auditor", "scribe"] {
-        let (room, builder) = Room::with_turn(TWO_REVIEWERS, "builder");
-        room.write_file(&builder, "src/lib.rs", "x").await.unwrap();
+        let (room, builder) = Room::having_written(TWO_REVIEWERS, "builder", "src/lib.rs").await;
         room.handoff(&builder, reviewer).await.unwrap();
         assert_handed_to(&builder, reviewer);
         // Both gates recorded an allow for the handoff.
@@ -134,10 +128,8 @@ async fn two_armed_review_gates_are_satisfied_by_a_handoff_to_either_reviewer() 
         assert_eq!(allows.len(), 2, "{allows:?}");
     }
     // Anyone else is still refused, and the refusal names both reviewers.
-    let (room, builder) = Room::with_turn(TWO_REVIEWERS, "builder");
-    room.write_file(&builder, "src/lib.rs", "x").await.unwrap();
-    let err = room.handoff(&builder, "planner").await.unwrap_err();
-    let text = err.to_string();
+    let (room, builder) = Room::having_written(TWO_REVIEWERS, "builder", "src/lib.rs").await;
+    let text = room.handoff_refused(&builder, "planner").await;
     assert!(
         text.contains("hand off to auditor or scribe instead"),
         "{text}"
@@ -155,7 +147,7 @@ async fn an_exclusive_review_gate_is_satisfied_only_by_its_own_reviewer() {
         ),
         "builder",
     );
-    room.write_file(&builder, "src/lib.rs", "x").await.unwrap();
+    room.write_ok(&builder, "src/lib.rs", "x").await;
     let err = room.handoff(&builder, "scribe").await.unwrap_err();
     let ToolError::Refused(r) = &err else {
         panic!("{err:?}")
@@ -193,8 +185,7 @@ fn review_gates_that_would_deadlock_do_not_load() {
 
 #[tokio::test]
 async fn a_handoff_to_an_unknown_agent_or_to_itself_is_not_a_review_decision() {
-    let (room, builder) = Room::with_turn(REVIEWED_BY_AUDITOR, "builder");
-    room.write_file(&builder, "src/lib.rs", "x").await.unwrap();
+    let (room, builder) = Room::having_written(REVIEWED_BY_AUDITOR, "builder", "src/lib.rs").await;
     for to in ["nobody", "builder"] {
         let err = room.handoff(&builder, to).await.unwrap_err();
         assert!(!matches!(err, ToolError::Refused(_)), "{err:?}");
@@ -210,15 +201,8 @@ async fn a_handoff_to_an_unknown_agent_or_to_itself_is_not_a_review_decision() {
 
 #[tokio::test]
 async fn a_review_gate_without_when_says_so_in_its_refusal() {
-    let (room, builder) = Room::with_turn(
-        "[[gates.review]]\nfrom = \"builder\"\nvia = \"auditor\"\n[gates.sprawl]\nenabled = false",
-        "builder",
-    );
-    let text = room
-        .handoff(&builder, "planner")
-        .await
-        .unwrap_err()
-        .to_string();
+    let (room, builder) = Room::with_turn(ALWAYS_REVIEWED_BY_AUDITOR, "builder");
+    let text = room.handoff_refused(&builder, "planner").await;
     assert!(
         text.contains("every handoff by builder goes to auditor for review"),
         "{text}"
@@ -235,9 +219,8 @@ async fn a_file_written_through_shell_arms_the_review_gate_as_a_file_tool_write_
         .unwrap();
     assert!(!out.is_error, "{}", out.content);
     assert_eq!(room.read("src/main.rs").as_deref(), Some("fn main() {}\n"));
-    let err = room.handoff(&builder, "scribe").await.unwrap_err();
-    assert!(err.to_string().contains("src/main.rs"), "{err}");
-    assert!(err.to_string().contains("auditor must review"), "{err}");
+    let text = room.handoff_refused(&builder, "scribe").await;
+    assert_says(&text, &["src/main.rs", "auditor must review"]);
     room.handoff(&builder, "auditor").await.unwrap();
 }
 

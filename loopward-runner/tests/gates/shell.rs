@@ -8,17 +8,13 @@ use loopward_core::{AuditEvent, EffectKind, EffectStatus};
 
 #[tokio::test]
 async fn shell_writes_into_a_foreign_territory_are_reverted_and_named() {
-    let (room, builder) = Room::builder_in(
+    let (room, _, out) = Room::builder_ran(
         PLANS_WATCHED,
         &[("plan.md", "original plan"), ("plans/old.md", "old")],
-    );
-    let out = room
-        .sh(
-            &builder,
-            "echo hijack > plan.md; sed -i s/old/new/ plans/old.md 2>/dev/null || true; \
-             echo new > plans/new.md; echo ok > mine.txt; rm -f plans/old.md",
-        )
-        .await;
+        "echo hijack > plan.md; sed -i s/old/new/ plans/old.md 2>/dev/null || true; \
+         echo new > plans/new.md; echo ok > mine.txt; rm -f plans/old.md",
+    )
+    .await;
     assert_refused(
         &out,
         &[
@@ -58,13 +54,12 @@ async fn shell_writes_into_a_foreign_territory_are_reverted_and_named() {
 
 #[tokio::test]
 async fn shell_writes_to_control_files_are_reverted() {
-    let (room, builder) = Room::builder_in(PLANS_WATCHED, &[("loopward.toml", "[agents]")]);
-    let out = room
-        .sh(
-            &builder,
-            "mkdir -p .loopward/overrides && echo '{}' > .loopward/overrides/x.json; echo evil >> loopward.toml",
-        )
-        .await;
+    let (room, _, out) = Room::builder_ran(
+        PLANS_WATCHED,
+        &[("loopward.toml", "[agents]")],
+        "mkdir -p .loopward/overrides && echo '{}' > .loopward/overrides/x.json; echo evil >> loopward.toml",
+    )
+    .await;
     assert_refused(&out, &["refused by control"]);
     assert_eq!(room.read("loopward.toml").unwrap(), "[agents]");
     assert!(!room.path(".loopward").exists());
@@ -268,11 +263,12 @@ async fn a_blinded_call_moves_no_baseline_and_is_judged_once_the_workspace_can_b
 
 #[tokio::test]
 async fn skipped_folders_are_not_watched() {
-    let (room, builder) = Room::builder_in(
-        "[gates.shell]\nskip = [\"target\"]\nsandbox = \"watch-only\"\n[gates.sprawl]\nenabled = false", &[]);
-    let out = room
-        .sh(&builder, "mkdir target && echo x > target/a && echo y > b")
-        .await;
+    let (_room, _, out) = Room::builder_ran(
+        "[gates.shell]\nskip = [\"target\"]\nsandbox = \"watch-only\"\n[gates.sprawl]\nenabled = false",
+        &[],
+        "mkdir target && echo x > target/a && echo y > b",
+    )
+    .await;
     let paths: Vec<_> = out.effects.iter().map(|e| e.path.as_str()).collect();
     assert_eq!(paths, vec!["b"]);
 }
@@ -281,34 +277,29 @@ async fn skipped_folders_are_not_watched() {
 async fn a_git_commit_through_shell_counts_no_work_and_reports_no_git_effects() {
     // The sprawl gate on (threshold 3): every `.git/objects` file a commit writes would be a unit
     // of work of its own if the watch compared `.git`.
-    let (room, builder) = Room::builder_in(
+    let (room, builder, out) = Room::builder_ran(
         "[gates.shell]\nsandbox = \"watch-only\"",
         &[("notes.txt", "n")],
-    );
-    let out = room
-        .sh(
-            &builder,
-            "git init -q . && git add -A && git -c user.email=a@b.c -c user.name=a commit -qm one",
-        )
-        .await;
+        "git init -q . && git add -A && git -c user.email=a@b.c -c user.name=a commit -qm one",
+    )
+    .await;
     assert!(!out.is_error, "{}", out.content);
     assert!(room.path(".git/HEAD").exists());
     let paths: Vec<_> = out.effects.iter().map(|e| e.path.as_str()).collect();
     assert!(paths.is_empty(), "{paths:?}");
     // The commit started no unit of work: the next two files are units 1 and 2.
-    room.write_file(&builder, "a.rs", "a").await.unwrap();
-    room.write_file(&builder, "b.rs", "b").await.unwrap();
+    room.write_ok(&builder, "a.rs", "a").await;
+    room.write_ok(&builder, "b.rs", "b").await;
 }
 
 #[tokio::test]
 async fn links_made_by_shell_into_a_territory_are_writes_there_and_reverted() {
-    let (room, builder) = Room::builder_in(PLANS_WATCHED, &[("plans/a.md", "keep")]);
-    let out = room
-        .sh(
-            &builder,
-            "ln plans/a.md alias.md; ln -s plans/a.md soft.md; ln -s plans dir-link",
-        )
-        .await;
+    let (room, builder, out) = Room::builder_ran(
+        PLANS_WATCHED,
+        &[("plans/a.md", "keep")],
+        "ln plans/a.md alias.md; ln -s plans/a.md soft.md; ln -s plans dir-link",
+    )
+    .await;
     assert_refused(&out, &["reverted: alias.md, dir-link, soft.md"]);
     for p in ["alias.md", "soft.md", "dir-link"] {
         assert!(
@@ -363,9 +354,7 @@ async fn init_layout_ledger_stays_whole(sandbox: &str) {
     assert!(!first.is_error, "{sandbox}: {}", first.content);
     let second = room.sh(&builder, "echo mine > notes/mine.txt").await;
     assert!(!second.is_error, "{sandbox}: {}", second.content);
-    room.write_file(&builder, "notes.md", "more\n")
-        .await
-        .unwrap();
+    room.write_ok(&builder, "notes.md", "more\n").await;
     let path = room.path("runs/r1/events.jsonl");
     let before_finish = std::fs::read_to_string(&path).unwrap().lines().count();
     let finished = ledger.finish().unwrap();
@@ -388,13 +377,12 @@ async fn init_layout_ledger_stays_whole(sandbox: &str) {
 /// judged by their bytes and put back.
 #[tokio::test]
 async fn names_that_are_not_utf8_are_judged_by_their_bytes_and_stop_no_other_write() {
-    let (room, builder) = Room::builder_in(PLANS_WATCHED, &[("plans/a.md", "keep")]);
-    let out = room
-        .sh(
-            &builder,
-            "mkdir -p free && ln -s \"$(printf '\\377')\" free/odd && touch \"free/$(printf '\\376')\"",
-        )
-        .await;
+    let (room, builder, out) = Room::builder_ran(
+        PLANS_WATCHED,
+        &[("plans/a.md", "keep")],
+        "mkdir -p free && ln -s \"$(printf '\\377')\" free/odd && touch \"free/$(printf '\\376')\"",
+    )
+    .await;
     assert!(!out.is_error, "{}", out.content);
     let paths: Vec<_> = out.effects.iter().map(|e| e.path.as_str()).collect();
     assert_eq!(paths, ["free", "free/odd", "free/\u{fffd}fe"]);
@@ -410,11 +398,7 @@ async fn names_that_are_not_utf8_are_judged_by_their_bytes_and_stop_no_other_wri
         )
         .await;
     assert_refused(&out, &["reverted: free/into, plans/\u{fffd}ff"]);
-    let left: Vec<_> = std::fs::read_dir(room.path("plans"))
-        .unwrap()
-        .map(|e| e.unwrap().file_name())
-        .collect();
-    assert_eq!(left, ["a.md"]);
+    assert_eq!(names_in(&room.path("plans")), ["a.md"]);
     assert!(std::fs::symlink_metadata(room.path("free/into")).is_err());
     assert!(std::fs::symlink_metadata(room.path("free/odd")).is_ok());
 }

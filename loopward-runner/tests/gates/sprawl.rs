@@ -8,7 +8,7 @@ use loopward_runner::TurnContext;
 /// Writes the first two `files` in `turn`, then the third: the refusal of that unit of work.
 async fn third_refused(room: &Room, turn: &TurnContext, files: [&str; 3]) -> String {
     for f in &files[..2] {
-        room.write_file(turn, f, "x").await.unwrap();
+        room.write_ok(turn, f, "x").await;
     }
     sprawl_refusal(room.write_file(turn, files[2], "x").await)
 }
@@ -36,8 +36,8 @@ async fn sprawl_gate_refuses_the_third_unit_once_naming_the_files() {
     );
     assert!(!room.path("src/c.rs").exists());
     // Then it stays out of the way for the rest of the turn.
-    room.write_file(&b, "src/c.rs", "c").await.unwrap();
-    room.write_file(&b, "src/d.rs", "d").await.unwrap();
+    room.write_ok(&b, "src/c.rs", "c").await;
+    room.write_ok(&b, "src/d.rs", "d").await;
 }
 
 #[tokio::test]
@@ -51,7 +51,7 @@ async fn a_file_with_its_test_and_doc_siblings_is_one_unit() {
         "src/bar.rs",
         "tests/bar.rs",
     ] {
-        room.write_file(&b, p, "x").await.unwrap();
+        room.write_ok(&b, p, "x").await;
     }
     sprawl_refusal(room.write_file(&b, "src/baz.rs", "x").await);
 }
@@ -70,7 +70,7 @@ async fn a_mechanical_rename_across_files_is_one_unit() {
     room.shell(&b, "sed -i s/new_name/newer/ a.rs b.rs c.rs")
         .await
         .unwrap();
-    room.write_file(&b, "x.rs", "x").await.unwrap();
+    room.write_ok(&b, "x.rs", "x").await;
     let text = sprawl_refusal(room.write_file(&b, "e.rs", "x").await);
     assert!(text.contains("unit of work #3"), "{text}");
 }
@@ -80,18 +80,16 @@ async fn the_way_out_writing_the_plan_clears_the_gate() {
     let room = Room::new("");
     let b = room.turn("builder");
     third_refused(&room, &b, ["src/a.rs", "src/b.rs", "src/c.rs"]).await;
-    room.write_file(&b, "plan.md", "# Plan\n1. a\n2. b\n3. c")
-        .await
-        .unwrap();
-    room.write_file(&b, "src/c.rs", "c").await.unwrap();
+    room.write_ok(&b, "plan.md", "# Plan\n1. a\n2. b\n3. c")
+        .await;
+    room.write_ok(&b, "src/c.rs", "c").await;
     // After a new human message the plan is stale; with the plan written first, no refusal.
     room.person_says("also do d, e, f");
     let b2 = room.turn("builder");
-    room.write_file(&b2, "plan.md", "# Plan\n1. d\n2. e\n3. f")
-        .await
-        .unwrap();
+    room.write_ok(&b2, "plan.md", "# Plan\n1. d\n2. e\n3. f")
+        .await;
     for p in ["src/d.rs", "src/e.rs", "src/f.rs", "src/g.rs"] {
-        room.write_file(&b2, p, "x").await.unwrap();
+        room.write_ok(&b2, p, "x").await;
     }
     assert!(room.denials().len() == 1, "{:?}", room.denials());
 }
@@ -100,7 +98,7 @@ async fn the_way_out_writing_the_plan_clears_the_gate() {
 async fn a_plan_from_before_the_last_human_message_does_not_count() {
     let room = Room::new("");
     let b = room.turn("builder");
-    room.write_file(&b, "plan.md", "# Plan\nold").await.unwrap();
+    room.write_ok(&b, "plan.md", "# Plan\nold").await;
     room.person_says("new request");
     let b = room.turn("builder");
     third_refused(&room, &b, ["src/a.rs", "src/b.rs", "src/c.rs"]).await;
@@ -118,11 +116,9 @@ async fn a_plan_on_disk_with_a_future_mtime_or_without_the_marker_does_not_count
         .set_modified(future)
         .unwrap();
     let b = room.turn("builder");
-    room.write_file(&b, "src/a.rs", "a").await.unwrap();
-    room.write_file(&b, "plan.md", "Plan: do stuff")
-        .await
-        .unwrap(); // no marker
-    room.write_file(&b, "src/b.rs", "b").await.unwrap();
+    room.write_ok(&b, "src/a.rs", "a").await;
+    room.write_ok(&b, "plan.md", "Plan: do stuff").await; // no marker
+    room.write_ok(&b, "src/b.rs", "b").await;
     sprawl_refusal(room.write_file(&b, "src/c.rs", "c").await);
 }
 
@@ -130,8 +126,8 @@ async fn a_plan_on_disk_with_a_future_mtime_or_without_the_marker_does_not_count
 async fn handoffs_and_notices_do_not_reset_the_count_only_a_human_message_does() {
     let room = Room::new("");
     let b1 = room.turn("builder");
-    room.write_file(&b1, "src/a.rs", "a").await.unwrap();
-    room.write_file(&b1, "src/b.rs", "b").await.unwrap();
+    room.write_ok(&b1, "src/a.rs", "a").await;
+    room.write_ok(&b1, "src/b.rs", "b").await;
     // A later runner turn of the same agent, with no human message in between.
     let b2 = room.turn("builder");
     sprawl_refusal(room.write_file(&b2, "src/c.rs", "c").await);
@@ -153,12 +149,11 @@ async fn when_the_plan_is_in_a_foreign_territory_the_refusal_points_to_its_owner
     // (in a fresh human turn, so the once-per-turn rule cannot be what lets it through).
     room.person_says("next");
     let p = room.turn("planner");
-    room.write_file(&p, "plan.md", "# Plan\n1. c\n2. d\n3. e")
-        .await
-        .unwrap();
+    room.write_ok(&p, "plan.md", "# Plan\n1. c\n2. d\n3. e")
+        .await;
     let b = room.turn("builder");
     for f in ["src/c.rs", "src/d.rs", "src/e.rs"] {
-        room.write_file(&b, f, "x").await.unwrap();
+        room.write_ok(&b, f, "x").await;
     }
 }
 
@@ -167,7 +162,7 @@ async fn threshold_is_configurable_and_the_gate_can_be_disabled() {
     let room =
         Room::new("[gates.sprawl]\nthreshold = 2\nplan_path = \"PLAN.md\"\nmarker = \"PLAN:\"");
     let b = room.turn("builder");
-    room.write_file(&b, "a.txt", "a").await.unwrap();
+    room.write_ok(&b, "a.txt", "a").await;
     let text = sprawl_refusal(room.write_file(&b, "b.txt", "b").await);
     assert!(
         text.contains("PLAN.md") && text.contains("\"PLAN:\""),
@@ -176,7 +171,7 @@ async fn threshold_is_configurable_and_the_gate_can_be_disabled() {
     let off = Room::new("[gates.sprawl]\nenabled = false");
     let b = off.turn("builder");
     for p in ["a", "b", "c", "d"] {
-        off.write_file(&b, p, "x").await.unwrap();
+        off.write_ok(&b, p, "x").await;
     }
 }
 
@@ -185,7 +180,7 @@ async fn advisory_sprawl_warns_and_lets_the_call_through() {
     let room = Room::new("[gates.sprawl]\nmode = \"advisory\"");
     let b = room.turn("builder");
     for p in ["a.rs", "b.rs", "c.rs"] {
-        room.write_file(&b, p, "x").await.unwrap();
+        room.write_ok(&b, p, "x").await;
     }
     assert!(room.path("c.rs").exists());
     let warns: Vec<_> = room
@@ -202,8 +197,8 @@ async fn runs_sharing_one_policy_do_not_share_sprawl_state() {
     use loopward_runner::RunContext;
     let room = Room::new("");
     let b = room.turn("builder");
-    room.write_file(&b, "src/a.rs", "a").await.unwrap();
-    room.write_file(&b, "src/b.rs", "b").await.unwrap();
+    room.write_ok(&b, "src/a.rs", "a").await;
+    room.write_ok(&b, "src/b.rs", "b").await;
     let other = RunContext::new(
         RunId::new("r2").unwrap(),
         vec![agent("builder")],
@@ -212,7 +207,7 @@ async fn runs_sharing_one_policy_do_not_share_sprawl_state() {
         room.clock.clone(),
     );
     let b2 = TurnContext::new(other, agent("builder"), TurnNumber(1));
-    room.write_file(&b2, "src/c.rs", "c").await.unwrap();
-    room.write_file(&b2, "src/d.rs", "d").await.unwrap();
+    room.write_ok(&b2, "src/c.rs", "c").await;
+    room.write_ok(&b2, "src/d.rs", "d").await;
     sprawl_refusal(room.write_file(&b, "src/e.rs", "e").await);
 }

@@ -23,6 +23,10 @@ pub const NOW: u64 = 1_800_000_000_000;
 /// The builder's changes under `src/` arm a review by the auditor (sprawl off).
 pub const REVIEWED_BY_AUDITOR: &str = include_str!("policies/reviewed-by-auditor.toml");
 
+/// Every handoff of the builder arms a review by the auditor (no `when`; sprawl off).
+pub const ALWAYS_REVIEWED_BY_AUDITOR: &str =
+    include_str!("policies/always-reviewed-by-auditor.toml");
+
 /// Two review gates on the builder's `src/` changes: the auditor's and the scribe's.
 pub const TWO_REVIEWERS: &str = include_str!("policies/two-reviewers.toml");
 
@@ -108,6 +112,13 @@ impl Room {
         (room, turn)
     }
 
+    /// A room under `toml`, and the first turn of `who`, in which it wrote (`"x"` to) `path`.
+    pub async fn having_written(toml: &str, who: &str, path: &str) -> (Self, TurnContext) {
+        let (room, turn) = Self::with_turn(toml, who);
+        room.write_ok(&turn, path, "x").await;
+        (room, turn)
+    }
+
     pub fn turn(&self, who: &str) -> TurnContext {
         let n = self.turns.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
         TurnContext::new(self.run.clone(), agent(who), TurnNumber(n))
@@ -157,18 +168,24 @@ impl Room {
         out
     }
 
+    /// [`Room::call`] with `tool` put behind an `Arc`.
+    async fn run_tool(
+        &self,
+        turn: &TurnContext,
+        tool: impl Tool + 'static,
+        args: Value,
+    ) -> Result<ToolOutput, ToolError> {
+        self.call(turn, Arc::new(tool), args).await
+    }
+
     pub async fn write_file(
         &self,
         turn: &TurnContext,
         path: &str,
         content: &str,
     ) -> Result<ToolOutput, ToolError> {
-        self.call(
-            turn,
-            Arc::new(WriteFile),
-            json!({"path": path, "content": content}),
-        )
-        .await
+        self.run_tool(turn, WriteFile, json!({"path": path, "content": content}))
+            .await
     }
 
     pub async fn edit_file(
@@ -178,21 +195,17 @@ impl Room {
         old: &str,
         new: &str,
     ) -> Result<ToolOutput, ToolError> {
-        self.call(
+        self.run_tool(
             turn,
-            Arc::new(EditFile),
+            EditFile,
             json!({"path": path, "old": old, "new": new}),
         )
         .await
     }
 
     pub async fn shell(&self, turn: &TurnContext, command: &str) -> Result<ToolOutput, ToolError> {
-        self.call(
-            turn,
-            Arc::new(Shell::default()),
-            json!({"command": command}),
-        )
-        .await
+        self.run_tool(turn, Shell::default(), json!({"command": command}))
+            .await
     }
 
     /// Runs `command` in the `shell` tool; the call must complete (its output may still be the
@@ -203,16 +216,43 @@ impl Room {
             .unwrap_or_else(|e| panic!("`{command}` did not complete: {e}"))
     }
 
+    /// Writes `content` to `path` with the `write_file` tool; the write must succeed.
+    pub async fn write_ok(&self, turn: &TurnContext, path: &str, content: &str) -> ToolOutput {
+        self.write_file(turn, path, content)
+            .await
+            .unwrap_or_else(|e| panic!("writing {path} failed: {e}"))
+    }
+
+    /// A room under `toml` holding `files` (path, content), the builder's first turn, and what
+    /// `command` run in the `shell` tool by the builder gave (it must complete).
+    pub async fn builder_ran(
+        toml: &str,
+        files: &[(&str, &str)],
+        command: &str,
+    ) -> (Self, TurnContext, ToolOutput) {
+        let (room, builder) = Self::builder_in(toml, files);
+        let out = room.sh(&builder, command).await;
+        (room, builder, out)
+    }
+
     pub async fn handoff(&self, turn: &TurnContext, to: &str) -> Result<ToolOutput, ToolError> {
         let team = ["planner", "builder", "auditor", "scribe"]
             .map(agent)
             .to_vec();
-        self.call(
+        self.run_tool(
             turn,
-            Arc::new(HandoffTool::new(team)),
+            HandoffTool::new(team),
             json!({"to": to, "message": "over to you"}),
         )
         .await
+    }
+
+    /// Hands off from `turn` to `to`; the handoff must be refused. Returns what the agent reads.
+    pub async fn handoff_refused(&self, turn: &TurnContext, to: &str) -> String {
+        match self.handoff(turn, to).await {
+            Ok(out) => panic!("the handoff to {to} was not refused: {}", out.content),
+            Err(e) => e.to_string(),
+        }
     }
 
     /// The events so far, but the policy's version, noted before the run's first judged call
@@ -268,6 +308,14 @@ impl Room {
             })
             .collect()
     }
+}
+
+/// The names of what folder `dir` holds, as the file system lists them (bytes kept).
+pub fn names_in(dir: &std::path::Path) -> Vec<std::ffi::OsString> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect()
 }
 
 /// Asserts that `out` is an error the agent reads and that it says each of `says`.
@@ -374,6 +422,6 @@ pub async fn fs_op(
     a: &str,
     b: &str,
 ) -> Result<ToolOutput, ToolError> {
-    room.call(turn, Arc::new(FsOp), json!({"op": op, "a": a, "b": b}))
+    room.run_tool(turn, FsOp, json!({"op": op, "a": a, "b": b}))
         .await
 }

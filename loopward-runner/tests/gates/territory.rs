@@ -18,9 +18,7 @@ fn refusal_text(r: Result<loopward_runner::tool::ToolOutput, ToolError>) -> Stri
 #[tokio::test]
 async fn owner_writes_its_territory_and_anyone_else_is_refused_with_a_way_out() {
     let (room, planner) = Room::with_turn(PLANS, "planner");
-    room.write_file(&planner, "plans/a.md", "# Plan")
-        .await
-        .unwrap();
+    room.write_ok(&planner, "plans/a.md", "# Plan").await;
     let builder = room.turn("builder");
     let text = refusal_text(room.write_file(&builder, "plans/a.md", "hijack").await);
     assert_says(
@@ -36,10 +34,7 @@ async fn owner_writes_its_territory_and_anyone_else_is_refused_with_a_way_out() 
 
 #[tokio::test]
 async fn every_decision_allow_and_deny_is_recorded_with_raw_and_canonical_path() {
-    let (room, builder) = Room::with_turn(PLANS, "builder");
-    room.write_file(&builder, "src/./lib.rs", "x")
-        .await
-        .unwrap();
+    let (room, builder) = Room::having_written(PLANS, "builder", "src/./lib.rs").await;
     room.write_file(&builder, "notes/../plan.md", "x")
         .await
         .unwrap_err();
@@ -85,9 +80,7 @@ async fn every_decision_allow_and_deny_is_recorded_with_raw_and_canonical_path()
 async fn traversal_absolute_paths_and_prefix_siblings_are_judged_canonically() {
     let (room, planner) = Room::with_turn(PLANS, "planner");
     // `src` does not contain `srcevil/x`.
-    room.write_file(&planner, "srcevil/x.rs", "fine")
-        .await
-        .unwrap();
+    room.write_ok(&planner, "srcevil/x.rs", "fine").await;
     // An absolute path inside the root lands in src/.
     let abs = format!("{}/src/x.rs", room.ws.root().display());
     refusal_text(room.write_file(&planner, &abs, "no").await);
@@ -104,9 +97,7 @@ async fn traversal_absolute_paths_and_prefix_siblings_are_judged_canonically() {
 async fn glob_star_does_not_cross_a_slash() {
     let (room, builder) = Room::with_turn("[[territory]]\npaths = [\"plans/*.md\"]\nowner = \"planner\"\n[gates.sprawl]\nenabled = false", "builder");
     refusal_text(room.write_file(&builder, "plans/a.md", "no").await);
-    room.write_file(&builder, "plans/sub/a.txt", "fine")
-        .await
-        .unwrap();
+    room.write_ok(&builder, "plans/sub/a.txt", "fine").await;
 }
 
 #[tokio::test]
@@ -117,9 +108,8 @@ async fn a_territory_covers_its_own_root_for_delete_and_rename() {
     // Renaming a parent folder moves territory members: a write at both ends.
     room.write("docs/plan.md", "x");
     std::fs::create_dir_all(room.path("nest")).unwrap();
-    room.write_file(&room.turn("planner"), "plans/deep/b.md", "y")
-        .await
-        .unwrap();
+    room.write_ok(&room.turn("planner"), "plans/deep/b.md", "y")
+        .await;
     refusal_text(fs_op(&room, &builder, "rename", "docs", "plans/docs").await);
     assert_eq!(room.read("plans/a.md").unwrap(), "keep");
     assert!(room.path("docs/plan.md").exists());
@@ -203,8 +193,12 @@ async fn a_failed_ledger_write_stops_the_write() {
 
 #[tokio::test]
 async fn advisory_territory_warns_and_allows() {
-    let (room, builder) = Room::with_turn("[[territory]]\npaths = [\"plans/**\"]\nowner = \"planner\"\nmode = \"advisory\"\n[gates.sprawl]\nenabled = false", "builder");
-    room.write_file(&builder, "plans/a.md", "x").await.unwrap();
+    let (room, _) = Room::having_written(
+        "[[territory]]\npaths = [\"plans/**\"]\nowner = \"planner\"\nmode = \"advisory\"\n[gates.sprawl]\nenabled = false",
+        "builder",
+        "plans/a.md",
+    )
+    .await;
     let d = room.events().into_iter().find_map(|e| match e {
         AuditEvent::GateDecision { decision, mode, .. } => Some((decision, mode)),
         _ => None,

@@ -2,8 +2,8 @@
 
 use super::support::{
     assert_cut_off_then_finished, assert_invalid_response, assert_quota_exhausted,
-    assert_transport, event, http, json, sse, write_file_result, write_hello, MockServer,
-    RecordingSleeper, Reply, Served,
+    assert_transport, event, hello_call, http, json, sse, write_file_result, write_hello,
+    MockServer, RecordingSleeper, Reply, Served,
 };
 use loopward_core::{Message, ToolCall};
 use loopward_runner::model::http::{AnthropicConfig, AnthropicModel, ApiKey, RetryPolicy};
@@ -180,14 +180,7 @@ async fn streamed_text_and_tool_use_with_split_json_deltas_and_cache_usage() {
     ], true)], true).await;
     let reply = served.result.as_ref().unwrap();
     assert_eq!(reply.content, "On it.");
-    assert_eq!(
-        reply.tool_calls,
-        vec![ToolCall::new(
-            "toolu_1",
-            "write_file",
-            json!({"path": "hello.txt"})
-        )]
-    );
+    assert_eq!(reply.tool_calls, vec![hello_call("toolu_1")]);
     assert_eq!(reply.model, "claude-test-20250101");
     // input = 12 fresh + 30 written to the cache + 200 read from it.
     assert_eq!(

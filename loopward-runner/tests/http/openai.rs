@@ -2,8 +2,8 @@
 
 use super::support::{
     assert_cut_off_then_finished, assert_invalid_response, assert_quota_exhausted,
-    assert_transport, data, http, json, json_with, sse, write_file_result, write_hello, MockServer,
-    RecordingSleeper, Reply, Served,
+    assert_transport, data, hello_call, http, json, json_with, sse, write_file_result, write_hello,
+    MockServer, RecordingSleeper, Reply, Served,
 };
 use loopward_core::{Message, ToolCall};
 use loopward_runner::model::http::{ApiKey, OpenAiConfig, OpenAiModel, RetryPolicy, ToolChoice};

@@ -3,7 +3,7 @@
 //! request it read.
 
 use futures::future::BoxFuture;
-use loopward_core::{AgentId, Message, Person, ToolResult, ToolSpec};
+use loopward_core::{AgentId, Message, Person, ToolCall, ToolResult, ToolSpec};
 use loopward_runner::model::http::Sleeper;
 use loopward_runner::model::{ChatRequest, ChatResponse, ModelError, StopReason, TurnSlot};
 use serde_json::Value;
@@ -322,6 +322,11 @@ pub(crate) fn write_hello(parameters: Value, max_tokens: Option<u32>) -> ChatReq
         max_tokens,
         turn: TurnSlot::empty(),
     }
+}
+
+/// The call a model answers [`write_hello`] with, `id` as its backend names it.
+pub(crate) fn hello_call(id: &str) -> ToolCall {
+    ToolCall::new(id, "write_file", serde_json::json!({"path": "hello.txt"}))
 }
 
 /// `write_file`'s result for the call `call_id`, as the runner hands it back.

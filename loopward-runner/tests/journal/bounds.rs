@@ -68,28 +68,21 @@ fn same_call_three_times() -> Script {
     s
 }
 
+/// [`bounded`], `a` making the same call three times.
+async fn bounded_repeats(s: &Scratch, opts: LedgerOptions, layers: &str) -> RunReport {
+    bounded(s, opts, layers, same_call_three_times()).await
+}
+
 #[tokio::test]
 async fn a_resumed_run_is_held_to_the_repeat_cap_it_had_counted() {
     const LAYERS: &str = "[repeat]\nmax_identical = 2\n";
     // Killed after the second identical call finished (at the third model call's record).
     let s = Scratch::new();
-    let first = bounded(
-        &s,
-        killed_at("model_call", 3),
-        LAYERS,
-        same_call_three_times(),
-    )
-    .await;
+    let first = bounded_repeats(&s, killed_at("model_call", 3), LAYERS).await;
     assert_killed(&first);
     assert_eq!(lines(&s.ws().join("out/effects.log")), ["x", "x"]);
     assert_eq!(decided(&s.run_dir(), "repeat", "refused"), 0);
-    let resumed = bounded(
-        &s,
-        LedgerOptions::default(),
-        LAYERS,
-        same_call_three_times(),
-    )
-    .await;
+    let resumed = bounded_repeats(&s, LedgerOptions::default(), LAYERS).await;
     assert_eq!(resumed.status, RunStatus::Completed);
     // The third identical call is the cap's third: refused, as in a run never stopped.
     assert_eq!(
@@ -128,7 +121,7 @@ async fn a_resumed_run_is_held_to_the_turn_cap_it_had_counted() {
 async fn a_resumed_run_is_held_to_the_budget_it_had_spent() {
     // What the first two model calls of the run cost, in tokens: the budget.
     let s = Scratch::new();
-    bounded(&s, LedgerOptions::default(), "", same_call_three_times()).await;
+    bounded_repeats(&s, LedgerOptions::default(), "").await;
     let spent: u64 = records(&s.run_dir())
         .iter()
         .filter_map(|(_, e)| match e {
@@ -140,13 +133,7 @@ async fn a_resumed_run_is_held_to_the_budget_it_had_spent() {
     let layers = format!("[budget]\nmax_tokens = {spent}\n");
     // Never stopped: the third call is refused.
     let s = Scratch::new();
-    let whole = bounded(
-        &s,
-        LedgerOptions::default(),
-        &layers,
-        same_call_three_times(),
-    )
-    .await;
+    let whole = bounded_repeats(&s, LedgerOptions::default(), &layers).await;
     assert!(
         matches!(whole.status, RunStatus::BudgetExceeded { .. }),
         "{:?}",
@@ -155,21 +142,9 @@ async fn a_resumed_run_is_held_to_the_budget_it_had_spent() {
     assert_eq!(lines(&s.log()).len(), 2);
     // Killed after the second call's reply was recorded, then resumed: the same.
     let s = Scratch::new();
-    let first = bounded(
-        &s,
-        killed_at("tool_requested", 2),
-        &layers,
-        same_call_three_times(),
-    )
-    .await;
+    let first = bounded_repeats(&s, killed_at("tool_requested", 2), &layers).await;
     assert_killed(&first);
-    let resumed = bounded(
-        &s,
-        LedgerOptions::default(),
-        &layers,
-        same_call_three_times(),
-    )
-    .await;
+    let resumed = bounded_repeats(&s, LedgerOptions::default(), &layers).await;
     assert_eq!(
         resumed.status, whole.status,
         "the budget held across the resume"

@@ -6,12 +6,20 @@ use loopward_runner::audit::MemorySink;
 use loopward_runner::layers::budget::{BudgetConfig, BudgetLayer};
 use loopward_runner::model::{
     fake::{FakeModel, Script},
-    BoxModelService, ChatRequest, ModelError, TurnSlot,
+    BoxModelService, ChatRequest, ModelError,
 };
 use loopward_runner::{tools, BoxTurnService, LlmAgent, RunReport};
 use serde_json::json;
 use std::sync::Arc;
 use tower::{Layer, ServiceExt};
+
+/// A budget of `n` tokens, and no other limit.
+fn max_tokens(n: u64) -> BudgetConfig {
+    BudgetConfig {
+        max_tokens: Some(n),
+        ..BudgetConfig::default()
+    }
+}
 
 async fn run_with(config: BudgetConfig) -> (RunReport, Arc<MemorySink>) {
     run_on(config, false).await
@@ -65,11 +73,7 @@ fn exceeded(sink: &MemorySink) -> Vec<serde_json::Value> {
 
 #[tokio::test]
 async fn a_token_budget_stops_mid_turn_after_the_call_that_crossed_it() {
-    let (report, sink) = run_with(BudgetConfig {
-        max_tokens: Some(300),
-        ..BudgetConfig::default()
-    })
-    .await;
+    let (report, sink) = run_with(max_tokens(300)).await;
     let calls = model_call_tokens(&sink);
     let total: u64 = calls.iter().sum();
     let before_last: u64 = calls[..calls.len() - 1].iter().sum();
@@ -123,11 +127,7 @@ async fn a_cost_budget_prices_each_call_by_the_model_that_answered() {
 
 #[tokio::test]
 async fn a_run_within_its_budget_completes() {
-    let (report, sink) = run_with(BudgetConfig {
-        max_tokens: Some(1_000_000),
-        ..BudgetConfig::default()
-    })
-    .await;
+    let (report, sink) = run_with(max_tokens(1_000_000)).await;
     assert_eq!(report.status, RunStatus::Completed);
     assert!(exceeded(&sink).is_empty());
 }
@@ -136,14 +136,7 @@ async fn a_run_within_its_budget_completes() {
 async fn the_meter_charges_the_turn_its_request_carries_even_on_another_task() {
     // The turn travels in the request: a meter spawned onto another task (where a task-local
     // set by the turn would be gone) still finds its turn, charges it and stops the run.
-    let (report, sink) = run_on(
-        BudgetConfig {
-            max_tokens: Some(300),
-            ..BudgetConfig::default()
-        },
-        true,
-    )
-    .await;
+    let (report, sink) = run_on(max_tokens(300), true).await;
     let total: u64 = model_call_tokens(&sink).iter().sum();
     assert!(total >= 300, "{total}");
     assert_eq!(
@@ -160,22 +153,12 @@ async fn a_model_call_that_carries_no_turn_is_refused_by_the_meter() {
     let a = AgentId::new("a").unwrap();
     let mut script = Script::default();
     script.say(&a, "hi");
-    let budget = BudgetLayer::new(BudgetConfig {
-        max_tokens: Some(1_000),
-        ..BudgetConfig::default()
-    })
-    .unwrap();
+    let budget = BudgetLayer::new(max_tokens(1_000)).unwrap();
     let fake = FakeModel::new(script);
     let err = budget
         .meter()
         .layer(fake)
-        .oneshot(ChatRequest {
-            agent: a,
-            messages: vec![],
-            tools: vec![],
-            max_tokens: None,
-            turn: TurnSlot::empty(),
-        })
+        .oneshot(crate::request("a"))
         .await
         .unwrap_err();
     let ModelError::Refused(refusal) = err else {

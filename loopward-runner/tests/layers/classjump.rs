@@ -14,13 +14,17 @@ use serde_json::json;
 use std::sync::Arc;
 use tower::Layer;
 
-fn tracker() -> ClassJump {
-    ClassJump::new(ClassJumpConfig {
-        strategies: vec!["patch".into(), "rewrite".into()],
-        failures_per_strategy: 3,
+/// Class-jump over `strategies`, allowing `failures` failures to each, counting no failed tool.
+fn config(strategies: &[&str], failures: u32) -> ClassJumpConfig {
+    ClassJumpConfig {
+        strategies: strategies.iter().map(|s| s.to_string()).collect(),
+        failures_per_strategy: failures,
         count_failed_tools: vec![],
-    })
-    .unwrap()
+    }
+}
+
+fn tracker() -> ClassJump {
+    ClassJump::new(config(&["patch", "rewrite"], 3)).unwrap()
 }
 
 async fn play(strategies: &[&str], then_say: &str) -> (RunReport, Arc<MemorySink>) {
@@ -108,26 +112,11 @@ async fn retrying_a_spent_strategy_is_refused_and_does_not_count() {
 
 #[test]
 fn bad_strategy_lists_are_refused_naming_the_field() {
-    let err = ClassJump::new(ClassJumpConfig {
-        strategies: vec![],
-        failures_per_strategy: 3,
-        count_failed_tools: vec![],
-    })
-    .unwrap_err();
+    let err = ClassJump::new(config(&[], 3)).unwrap_err();
     assert_eq!(err.field, "class_jump.strategies");
-    let err = ClassJump::new(ClassJumpConfig {
-        strategies: vec!["a".into(), "a".into()],
-        failures_per_strategy: 3,
-        count_failed_tools: vec![],
-    })
-    .unwrap_err();
+    let err = ClassJump::new(config(&["a", "a"], 3)).unwrap_err();
     assert_eq!(err.field, "class_jump.strategies");
-    let err = ClassJump::new(ClassJumpConfig {
-        strategies: vec!["a".into()],
-        failures_per_strategy: 0,
-        count_failed_tools: vec![],
-    })
-    .unwrap_err();
+    let err = ClassJump::new(config(&["a"], 0)).unwrap_err();
     assert_eq!(err.field, "class_jump.failures_per_strategy");
     let parsed: ClassJumpConfig = toml::from_str("strategies = [\"a\", \"b\"]").unwrap();
     assert_eq!(parsed.failures_per_strategy, 3);
@@ -173,12 +162,7 @@ async fn exhaustion_ends_the_reply_that_caused_it_no_later_call_runs_and_no_hand
         },
     );
     script.say(&builder, "I tried patch and rewrite.");
-    let cj = ClassJump::new(ClassJumpConfig {
-        strategies: vec!["patch".into(), "rewrite".into()],
-        failures_per_strategy: 2,
-        count_failed_tools: vec![],
-    })
-    .unwrap();
+    let cj = ClassJump::new(config(&["patch", "rewrite"], 2)).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let model = BoxModelService::new(FakeModel::new(script));
     let runner = Runner::builder(Workspace::new(dir.path()).unwrap()).agents(&team, |a| {
@@ -323,9 +307,8 @@ async fn failure_evidence_seeded_from_the_ledger_goes_on_counting_in_another_pro
         }
         let turn = TurnContext::new(run, builder.clone(), loopward_core::TurnNumber(2));
         let cj = ClassJump::new(ClassJumpConfig {
-            strategies: vec!["patch".into(), "rewrite".into()],
-            failures_per_strategy: 3,
             count_failed_tools: vec!["shell".into()],
+            ..config(&["patch", "rewrite"], 3)
         })
         .unwrap();
         (0..4)

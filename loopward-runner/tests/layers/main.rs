@@ -11,9 +11,21 @@ mod stopgate;
 mod support;
 mod timeout;
 
-use loopward_core::{AuditEvent, LayerId};
+use loopward_core::{AgentId, AuditEvent, LayerId};
 use loopward_runner::audit::MemorySink;
+use loopward_runner::model::{ChatRequest, TurnSlot};
 use serde_json::Value;
+
+/// A model request from `agent` with no messages, no tools and no turn.
+fn request(agent: &str) -> ChatRequest {
+    ChatRequest {
+        agent: AgentId::new(agent).unwrap(),
+        messages: vec![],
+        tools: vec![],
+        max_tokens: None,
+        turn: TurnSlot::empty(),
+    }
+}
 
 /// Each decision `layer` recorded in `sink`, in order: its name and its detail.
 fn decided(sink: &MemorySink, layer: LayerId) -> Vec<(String, Value)> {

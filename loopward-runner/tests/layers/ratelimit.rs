@@ -1,11 +1,12 @@
 //! Rate limits under paused tokio time: deterministic, no wall clock.
 
-use loopward_core::{AgentId, AuditEvent, LayerVerdict, Message, Person, TurnNumber};
+use crate::request as req;
+use loopward_core::{AuditEvent, LayerVerdict, Message, Person, TurnNumber};
 use loopward_runner::layers::ratelimit::{
     QuotaConfig, RateConfig, RateLimitLayer, RateLimitService,
 };
 use loopward_runner::layers::testing;
-use loopward_runner::model::{BoxModelService, ChatRequest, ChatResponse, ModelError, TurnSlot};
+use loopward_runner::model::{BoxModelService, ChatRequest, ChatResponse, ModelError};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::time::Instant;
@@ -52,16 +53,6 @@ fn backend(n: u32, per_secs: u64) -> RateConfig {
     RateConfig {
         backend: requests(n, per_secs),
         ..RateConfig::default()
-    }
-}
-
-fn req(agent: &str) -> ChatRequest {
-    ChatRequest {
-        agent: AgentId::new(agent).unwrap(),
-        messages: vec![],
-        tools: vec![],
-        max_tokens: None,
-        turn: TurnSlot::empty(),
     }
 }
 

@@ -12,8 +12,8 @@ use loopward_runner::model::{
     fake::{FakeModel, Script},
     BoxModelService,
 };
-use loopward_runner::tool::{BoxToolService, ToolError, ToolExecutor};
-use loopward_runner::{tools, BoxTurnService, LlmAgent, RunReport, Runner, Workspace};
+use loopward_runner::tool::{BoxToolService, ToolError, ToolExecutor, ToolOutput};
+use loopward_runner::{tools, BoxTurnService, LlmAgent, RunReport, Runner, TurnContext, Workspace};
 use serde_json::json;
 use std::path::Path;
 use std::sync::Arc;
@@ -25,6 +25,45 @@ mod keyed;
 
 fn decisions(sink: &MemorySink) -> Vec<String> {
     crate::verdicts(sink, loopward_core::LayerId::StopGate)
+}
+
+/// A durable stop-gate on the `deploy` tool: the gated tool stack, the probe standing for the
+/// tool, a fresh folder, and where the folder keeps its pending approvals.
+struct DurableDeploy {
+    tools: BoxToolService,
+    deploy: Probe,
+    dir: tempfile::TempDir,
+    pdir: std::path::PathBuf,
+}
+
+impl DurableDeploy {
+    /// The gate, after a first call with `args` (in run `r1`) waited for approval and a person
+    /// approved it.
+    async fn approved(args: &serde_json::Value) -> Self {
+        let gates = StopGates::new(&[StopGateConfig::tool("deploy", StopMode::Durable)]).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let d = Self {
+            tools: BoxToolService::new(gates.tool_layer().layer(ToolExecutor)),
+            deploy: Probe::new("deploy"),
+            pdir: pending_dir(dir.path()),
+            dir,
+        };
+        let (r, _) = run(d.dir.path(), "r1");
+        assert!(d.call(&turn(&r, "builder", 1), args.clone()).await.is_err());
+        let pending = list_pending(&d.pdir).unwrap();
+        approve(&d.pdir, &pending[0].id).unwrap();
+        d
+    }
+
+    /// Calls the tool with `args` in `turn`.
+    async fn call(
+        &self,
+        turn: &TurnContext,
+        args: serde_json::Value,
+    ) -> Result<ToolOutput, ToolError> {
+        let inv = self.deploy.invocation(turn, args);
+        self.tools.clone().oneshot(inv).await
+    }
 }
 
 #[tokio::test]
@@ -58,42 +97,25 @@ async fn an_approval_for_one_phase_does_not_authorise_another() {
 
 #[tokio::test]
 async fn a_durable_approval_for_call_a_is_not_honoured_for_call_b() {
-    let gates = StopGates::new(&[StopGateConfig::tool("deploy", StopMode::Durable)]).unwrap();
-    let tools = gates.tool_layer().layer(ToolExecutor);
-    let deploy = Probe::new("deploy");
-    let dir = tempfile::tempdir().unwrap();
-    let pdir = pending_dir(dir.path());
-    let (r, _) = run(dir.path(), "r1");
-    let t = turn(&r, "builder", 1);
     let a = json!({"env": "staging"});
     let b = json!({"env": "prod"});
-    assert!(tools
-        .clone()
-        .oneshot(deploy.invocation(&t, a.clone()))
-        .await
-        .is_err());
-    let pending = list_pending(&pdir).unwrap();
-    approve(&pdir, &pending[0].id).unwrap();
+    let d = DurableDeploy::approved(&a).await;
 
-    let (r, sink) = run(dir.path(), "r1");
+    let (r, sink) = run(d.dir.path(), "r1");
     let t = turn(&r, "builder", 1);
-    let out = tools.clone().oneshot(deploy.invocation(&t, b)).await;
+    let out = d.call(&t, b).await;
     assert!(
         matches!(out, Err(ToolError::Refused(ref r)) if r.reason.contains("waits for a person's approval"))
     );
-    assert_eq!(deploy.calls(), 0, "B did not run on A's approval");
+    assert_eq!(d.deploy.calls(), 0, "B did not run on A's approval");
     assert_eq!(
-        list_pending(&pdir).unwrap().len(),
+        list_pending(&d.pdir).unwrap().len(),
         1,
         "B asked for its own approval"
     );
     // A's approval is still there, unconsumed, and runs A.
-    tools
-        .clone()
-        .oneshot(deploy.invocation(&t, a))
-        .await
-        .unwrap();
-    assert_eq!(deploy.calls(), 1);
+    d.call(&t, a).await.unwrap();
+    assert_eq!(d.deploy.calls(), 1);
     assert_eq!(
         decisions(&sink),
         vec!["approval_requested", "approval_consumed"]

@@ -1,14 +1,14 @@
 //! Timeouts under paused time: a slow call becomes an error at exactly its limit.
 
-use loopward_core::{AgentId, RunStatus};
+use loopward_core::RunStatus;
 use loopward_runner::layers::testing::{run, turn, Probe};
 use loopward_runner::layers::timeout::{TimeoutConfig, Timeouts};
-use loopward_runner::model::{ChatRequest, ChatResponse, ModelError, TurnSlot};
+use loopward_runner::model::{ChatRequest, ChatResponse, ModelError};
 use loopward_runner::tool::{ToolError, ToolExecutor};
 use loopward_runner::{TurnError, TurnOutcome, TurnRequest};
 use std::time::Duration;
 use tokio::time::Instant;
-use tower::{Layer, ServiceExt};
+use tower::{Layer, Service, ServiceExt};
 
 fn timeouts() -> Timeouts {
     Timeouts::new(TimeoutConfig {
@@ -19,6 +19,19 @@ fn timeouts() -> Timeouts {
     .unwrap()
 }
 
+/// Sends `req` once through `layer` wrapped around `inner`.
+async fn through<L, S, R>(
+    layer: L,
+    inner: S,
+    req: R,
+) -> Result<<L::Service as Service<R>>::Response, <L::Service as Service<R>>::Error>
+where
+    L: Layer<S>,
+    L::Service: Service<R>,
+{
+    layer.layer(inner).oneshot(req).await
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_slow_model_call_times_out_at_its_limit() {
     let slow = tower::service_fn(|_req: ChatRequest| async {
@@ -26,17 +39,7 @@ async fn a_slow_model_call_times_out_at_its_limit() {
         Ok::<_, ModelError>(ChatResponse::default())
     });
     let start = Instant::now();
-    let req = ChatRequest {
-        agent: AgentId::new("a").unwrap(),
-        messages: vec![],
-        tools: vec![],
-        max_tokens: None,
-        turn: TurnSlot::empty(),
-    };
-    let err = timeouts()
-        .model_layer()
-        .layer(slow)
-        .oneshot(req)
+    let err = through(timeouts().model_layer(), slow, crate::request("a"))
         .await
         .unwrap_err();
     assert_eq!(err, ModelError::Timeout(Duration::from_secs(30)));
@@ -52,10 +55,7 @@ async fn a_slow_tool_call_is_an_error_result_not_a_hang() {
         ToolExecutor.oneshot(_inv).await
     });
     let inv = Probe::new("shell").invocation(&turn(&r, "builder", 1), serde_json::json!({}));
-    let err = timeouts()
-        .tool_layer()
-        .layer(slow)
-        .oneshot(inv)
+    let err = through(timeouts().tool_layer(), slow, inv)
         .await
         .unwrap_err();
     assert_eq!(err, ToolError::Timeout { secs: 10 });
@@ -65,10 +65,7 @@ async fn a_slow_tool_call_is_an_error_result_not_a_hang() {
     // A fast call passes untouched.
     let probe = Probe::new("read_file");
     let inv = probe.invocation(&turn(&r, "builder", 1), serde_json::json!({}));
-    timeouts()
-        .tool_layer()
-        .layer(ToolExecutor)
-        .oneshot(inv)
+    through(timeouts().tool_layer(), ToolExecutor, inv)
         .await
         .unwrap();
     assert_eq!(probe.calls(), 1);
@@ -86,10 +83,7 @@ async fn a_turn_that_runs_too_long_ends_the_run_at_a_named_cap() {
         turn: turn(&r, "builder", 1),
         messages: vec![],
     };
-    let err = timeouts()
-        .turn_layer()
-        .layer(slow)
-        .oneshot(req)
+    let err = through(timeouts().turn_layer(), slow, req)
         .await
         .unwrap_err();
     assert_eq!(

@@ -8,15 +8,9 @@ use loopward_runner::tool::ToolError;
 
 #[tokio::test]
 async fn spec_changing_src_and_handing_past_the_reviewer_is_refused_naming_file_and_reviewer() {
-    let (room, builder) = Room::with_turn(REVIEWED_BY_AUDITOR, "builder");
-    room.write_file(&builder, "src/server.rs", "x")
-        .await
-        .unwrap();
-    let text = room
-        .handoff(&builder, "scribe")
-        .await
-        .unwrap_err()
-        .to_string();
+    let (room, builder) =
+        Room::having_written(REVIEWED_BY_AUDITOR, "builder", "src/server.rs").await;
+    let text = room.handoff_refused(&builder, "scribe").await;
     assert!(text.contains("src/server.rs"), "{text}");
     assert!(text.contains("to = \"auditor\""), "{text}");
     assert!(builder.state().handoff.is_none());
@@ -24,17 +18,14 @@ async fn spec_changing_src_and_handing_past_the_reviewer_is_refused_naming_file_
 
 #[tokio::test]
 async fn spec_handing_to_the_reviewer_satisfies_the_gate() {
-    let (room, builder) = Room::with_turn(REVIEWED_BY_AUDITOR, "builder");
-    room.write_file(&builder, "src/server.rs", "x")
-        .await
-        .unwrap();
+    let (room, builder) =
+        Room::having_written(REVIEWED_BY_AUDITOR, "builder", "src/server.rs").await;
     room.handoff(&builder, "auditor").await.unwrap();
 }
 
 #[tokio::test]
 async fn spec_the_gate_is_not_armed_by_changes_outside_when_nor_by_failed_writes() {
-    let (room, builder) = Room::with_turn(REVIEWED_BY_AUDITOR, "builder");
-    room.write_file(&builder, "docs/x.md", "x").await.unwrap();
+    let (room, builder) = Room::having_written(REVIEWED_BY_AUDITOR, "builder", "docs/x.md").await;
     room.edit_file(&builder, "src/missing.rs", "a", "b")
         .await
         .unwrap_err();
@@ -43,10 +34,7 @@ async fn spec_the_gate_is_not_armed_by_changes_outside_when_nor_by_failed_writes
 
 #[tokio::test]
 async fn spec_a_gate_without_when_arms_on_every_handoff_of_its_agent() {
-    let (room, builder) = Room::with_turn(
-        "[[gates.review]]\nfrom = \"builder\"\nvia = \"auditor\"\n[gates.sprawl]\nenabled = false",
-        "builder",
-    );
+    let (room, builder) = Room::with_turn(ALWAYS_REVIEWED_BY_AUDITOR, "builder");
     assert!(room.handoff(&builder, "scribe").await.is_err());
     let builder = room.turn("builder");
     room.handoff(&builder, "auditor").await.unwrap();
@@ -54,20 +42,17 @@ async fn spec_a_gate_without_when_arms_on_every_handoff_of_its_agent() {
 
 #[tokio::test]
 async fn spec_only_the_gates_of_the_calling_agent_apply() {
-    let (room, scribe) = Room::with_turn(REVIEWED_BY_AUDITOR, "scribe");
-    room.write_file(&scribe, "src/x.rs", "x").await.unwrap();
+    let (room, scribe) = Room::having_written(REVIEWED_BY_AUDITOR, "scribe", "src/x.rs").await;
     room.handoff(&scribe, "planner").await.unwrap();
 }
 
 #[tokio::test]
 async fn spec_two_armed_gates_with_different_reviewers_either_reviewer_passes() {
     for ok in ["auditor", "scribe"] {
-        let (room, builder) = Room::with_turn(TWO_REVIEWERS, "builder");
-        room.write_file(&builder, "src/x.rs", "x").await.unwrap();
+        let (room, builder) = Room::having_written(TWO_REVIEWERS, "builder", "src/x.rs").await;
         room.handoff(&builder, ok).await.unwrap();
     }
-    let (room, builder) = Room::with_turn(TWO_REVIEWERS, "builder");
-    room.write_file(&builder, "src/x.rs", "x").await.unwrap();
+    let (room, builder) = Room::having_written(TWO_REVIEWERS, "builder", "src/x.rs").await;
     assert!(room.handoff(&builder, "planner").await.is_err());
 }
 
@@ -75,11 +60,7 @@ async fn spec_two_armed_gates_with_different_reviewers_either_reviewer_passes() 
 async fn spec_a_second_handoff_in_a_turn_is_refused_and_does_not_replace_the_first() {
     let (room, planner) = Room::with_turn("[gates.sprawl]\nenabled = false", "planner");
     room.handoff(&planner, "scribe").await.unwrap();
-    let text = room
-        .handoff(&planner, "builder")
-        .await
-        .unwrap_err()
-        .to_string();
+    let text = room.handoff_refused(&planner, "builder").await;
     assert!(
         text.contains("a handoff to scribe already stands"),
         "{text}"
@@ -89,8 +70,7 @@ async fn spec_a_second_handoff_in_a_turn_is_refused_and_does_not_replace_the_fir
 
 #[tokio::test]
 async fn spec_a_blocked_handoff_is_a_correctable_refusal_registering_nothing() {
-    let (room, builder) = Room::with_turn(REVIEWED_BY_AUDITOR, "builder");
-    room.write_file(&builder, "src/x.rs", "x").await.unwrap();
+    let (room, builder) = Room::having_written(REVIEWED_BY_AUDITOR, "builder", "src/x.rs").await;
     let err = room.handoff(&builder, "planner").await.unwrap_err();
     assert!(matches!(err, ToolError::Refused(_)), "{err:?}");
     assert!(!err.is_fatal(), "a refusal never ends the turn by itself");

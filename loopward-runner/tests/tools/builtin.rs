@@ -50,6 +50,17 @@ async fn builtin(
     call_tool(tool, turn, args).await
 }
 
+/// Calls `edit_file` of `turn`'s team: `old`, once in `path`, becomes `new`.
+async fn edit(
+    turn: &TurnContext,
+    path: &str,
+    old: &str,
+    new: &str,
+) -> Result<ToolOutput, ToolError> {
+    let args = json!({"path": path, "old": old, "new": new});
+    builtin(turn, "edit_file", args).await
+}
+
 #[tokio::test]
 async fn write_edit_read_and_list_report_their_effects() {
     let dir = tempfile::tempdir().unwrap();
@@ -63,13 +74,7 @@ async fn write_edit_read_and_list_report_their_effects() {
     .unwrap();
     assert_eq!(out.effects[0].path, "src/a.rs");
     assert_eq!(out.effects[0].kind, EffectKind::Create);
-    let out = builtin(
-        &t,
-        "edit_file",
-        json!({"path": "src/a.rs", "old": "a()", "new": "b()"}),
-    )
-    .await
-    .unwrap();
+    let out = edit(&t, "src/a.rs", "a()", "b()").await.unwrap();
     assert_eq!(out.effects[0].kind, EffectKind::Modify);
     let out = builtin(&t, "read_file", json!({"path": "./src/../src/a.rs"}))
         .await
@@ -84,13 +89,7 @@ async fn edit_needs_exactly_one_occurrence() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("f.txt"), "x x").unwrap();
     let t = turn(dir.path());
-    let err = builtin(
-        &t,
-        "edit_file",
-        json!({"path": "f.txt", "old": "x", "new": "y"}),
-    )
-    .await
-    .unwrap_err();
+    let err = edit(&t, "f.txt", "x", "y").await.unwrap_err();
     assert!(err.to_string().contains("occurs 2 times"), "{err}");
     assert_eq!(
         std::fs::read_to_string(dir.path().join("f.txt")).unwrap(),

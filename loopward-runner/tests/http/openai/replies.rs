@@ -58,14 +58,7 @@ async fn streamed_tool_call_joins_argument_deltas_split_across_events() {
     .await
     .result
     .unwrap();
-    assert_eq!(
-        reply.tool_calls,
-        vec![ToolCall::new(
-            "call_1",
-            "write_file",
-            json!({"path": "hello.txt"})
-        )]
-    );
+    assert_eq!(reply.tool_calls, vec![hello_call("call_1")]);
 }
 
 #[tokio::test]

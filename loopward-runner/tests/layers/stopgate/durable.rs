@@ -2,6 +2,7 @@
 //! turn gate.
 
 use super::*;
+use std::path::PathBuf;
 
 fn gated_runner(dir: &Path) -> (Runner, AgentId) {
     let builder = AgentId::new("builder").unwrap();
@@ -53,6 +54,31 @@ fn assert_stopped_unwritten(dir: &Path, report: &RunReport, why: &str) {
     assert!(!dir.join("release/notes.md").exists());
 }
 
+/// The first run in a fresh folder, paused on the durable approval of its write.
+struct Paused {
+    dir: tempfile::TempDir,
+    /// Where `dir` keeps its pending approvals.
+    pdir: PathBuf,
+    first: RunReport,
+    sink: Arc<MemorySink>,
+    /// The id of the approval the run waits on.
+    pending: String,
+}
+
+async fn paused() -> Paused {
+    let dir = tempfile::tempdir().unwrap();
+    let pdir = pending_dir(dir.path());
+    let (first, sink) = start(dir.path()).await;
+    let pending = awaited(&first);
+    Paused {
+        dir,
+        pdir,
+        first,
+        sink,
+        pending,
+    }
+}
+
 fn writes_done(sink: &MemorySink) -> usize {
     sink.events()
         .into_iter()
@@ -64,10 +90,13 @@ fn writes_done(sink: &MemorySink) -> usize {
 
 #[tokio::test]
 async fn a_durable_approval_survives_a_restart_and_runs_the_action_once() {
-    let dir = tempfile::tempdir().unwrap();
-    let pdir = pending_dir(dir.path());
-    let (first, sink1) = start(dir.path()).await;
-    let pending = awaited(&first);
+    let Paused {
+        dir,
+        pdir,
+        first,
+        sink: sink1,
+        pending,
+    } = paused().await;
     assert!(!dir.path().join("release/notes.md").exists());
     assert!(pdir.join(format!("{pending}.json")).is_file());
     // Starting again before anyone decided pauses again, on the same record.
@@ -93,10 +122,9 @@ async fn a_durable_approval_survives_a_restart_and_runs_the_action_once() {
 
 #[tokio::test]
 async fn a_denied_durable_approval_refuses_the_call_and_the_model_reads_why() {
-    let dir = tempfile::tempdir().unwrap();
-    let pdir = pending_dir(dir.path());
-    let (first, _) = start(dir.path()).await;
-    let pending = awaited(&first);
+    let Paused {
+        dir, pdir, pending, ..
+    } = paused().await;
     deny(&pdir, &pending).unwrap();
     assert!(
         approve(&pdir, &pending).is_err(),
@@ -111,10 +139,9 @@ async fn a_denied_durable_approval_refuses_the_call_and_the_model_reads_why() {
 
 #[tokio::test]
 async fn a_tampered_pending_record_is_not_honoured() {
-    let dir = tempfile::tempdir().unwrap();
-    let pdir = pending_dir(dir.path());
-    let (first, _) = start(dir.path()).await;
-    let pending = awaited(&first);
+    let Paused {
+        dir, pdir, pending, ..
+    } = paused().await;
     let path = pdir.join(format!("{pending}.json"));
     let text = std::fs::read_to_string(&path).unwrap();
     std::fs::write(
@@ -130,19 +157,10 @@ async fn a_tampered_pending_record_is_not_honoured() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn racing_restarts_consume_one_durable_approval_exactly_once() {
-    let gates = StopGates::new(&[StopGateConfig::tool("deploy", StopMode::Durable)]).unwrap();
-    let tools = gates.tool_layer().layer(ToolExecutor);
-    let deploy = Probe::new("deploy");
-    let dir = tempfile::tempdir().unwrap();
-    let pdir = pending_dir(dir.path());
     let args = json!({"env": "prod"});
-    let (r, _) = run(dir.path(), "r1");
-    assert!(tools
-        .clone()
-        .oneshot(deploy.invocation(&turn(&r, "builder", 1), args.clone()))
-        .await
-        .is_err());
-    approve(&pdir, &list_pending(&pdir).unwrap()[0].id).unwrap();
+    let DurableDeploy {
+        tools, deploy, dir, ..
+    } = DurableDeploy::approved(&args).await;
     let racers: Vec<_> = (0..8)
         .map(|_| {
             let (r, _) = run(dir.path(), "r1");
