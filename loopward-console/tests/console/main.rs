@@ -48,7 +48,8 @@ async fn a_wrong_token_signs_nobody_in() {
 
 #[tokio::test]
 async fn a_cross_site_post_is_refused_and_decides_nothing() {
-    let (f, w, cookie, csrf) = Fixture::signed_in_at_the_gate().await;
+    let (f, cookie, csrf) = Fixture::paused_and_signed_in().await;
+    let w = f.waiting();
     let form = format!("csrf={csrf}&action={}&by=ana", w.action);
     let uri = format!("/gates/{}/approve", w.id);
     // Another site's page posting with the person's cookie: refused by its Origin…
@@ -76,7 +77,8 @@ async fn a_cross_site_post_is_refused_and_decides_nothing() {
 
 #[tokio::test]
 async fn an_approval_is_the_clis_sealed_decision_with_its_approver_and_a_replay_is_refused() {
-    let (f, w, cookie, csrf) = Fixture::signed_in_at_the_gate().await;
+    let (f, cookie, csrf) = Fixture::paused_and_signed_in().await;
+    let w = f.waiting();
     let form = format!("csrf={csrf}&action={}&by=ana", w.action);
     let uri = format!("/gates/{}/approve", w.id);
     let (status, headers, body) = f.post(&uri, Some(&cookie), &form, &[]).await;
@@ -107,7 +109,8 @@ async fn an_approval_is_the_clis_sealed_decision_with_its_approver_and_a_replay_
 
 #[tokio::test]
 async fn an_approval_for_another_action_than_the_one_waiting_is_refused() {
-    let (f, w, cookie, csrf) = Fixture::signed_in_at_the_gate().await;
+    let (f, cookie, csrf) = Fixture::paused_and_signed_in().await;
+    let w = f.waiting();
     let form = format!("csrf={csrf}&action=turn:someone-else&by=ana");
     let (status, _, body) = f.answer(&cookie, &w.id, "approve", &form, &[]).await;
     assert_eq!(status, StatusCode::CONFLICT, "{body}");
@@ -120,7 +123,8 @@ async fn an_approval_for_another_action_than_the_one_waiting_is_refused() {
 
 #[tokio::test]
 async fn bad_input_gets_a_clear_error_and_changes_nothing() {
-    let (f, w, cookie, csrf) = Fixture::signed_in_at_the_gate().await;
+    let (f, cookie, csrf) = Fixture::paused_and_signed_in().await;
+    let w = f.waiting();
     // A form without the action.
     let (status, _, body) = f
         .answer(
@@ -196,8 +200,7 @@ async fn a_signed_in_person_sees_the_waiting_gate_and_its_exact_action() {
 
 #[tokio::test]
 async fn a_stop_from_the_console_is_a_sealed_request_naming_who_asked() {
-    let f = Fixture::paused().await;
-    let (cookie, csrf) = f.signed_in().await;
+    let (f, cookie, csrf) = Fixture::paused_and_signed_in().await;
     let form = format!("csrf={csrf}&by=ana&reason=going+to+bed");
     let (status, _, body) = f
         .post(&format!("/runs/{}/stop", f.run), Some(&cookie), &form, &[])
@@ -274,8 +277,7 @@ async fn an_agents_say_shows_on_its_run_page_as_text_and_is_noticed_to_the_webho
 
 #[tokio::test]
 async fn stop_every_run_asks_each_run_not_yet_ended_and_a_finished_run_cannot_be_stopped() {
-    let f = Fixture::paused().await;
-    let (cookie, csrf) = f.signed_in().await;
+    let (f, cookie, csrf) = Fixture::paused_and_signed_in().await;
     let form = format!("csrf={csrf}&by=ana&reason=night");
     let (status, _, body) = f.post("/stop-all", Some(&cookie), &form, JSON).await;
     assert_eq!(status, StatusCode::OK, "{body}");
@@ -319,8 +321,7 @@ async fn stop_every_run_asks_each_run_not_yet_ended_and_a_finished_run_cannot_be
 
 #[tokio::test]
 async fn an_override_granted_from_the_console_is_the_clis_sealed_one_shot_grant() {
-    let f = Fixture::paused().await;
-    let (cookie, csrf) = f.signed_in().await;
+    let (f, cookie, csrf) = Fixture::paused_and_signed_in().await;
     let too_long = format!("csrf={csrf}&agent=builder&path=hello.txt&reason=typo&ttl=48h");
     let (status, _, body) = f.post("/overrides", Some(&cookie), &too_long, JSON).await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");

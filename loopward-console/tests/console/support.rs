@@ -99,12 +99,11 @@ impl Fixture {
     }
 
     /// A console over a run paused at its gate, and a person signed in to it: the console, the
-    /// gate waiting, the cookie and the CSRF value a form must carry.
-    pub(crate) async fn signed_in_at_the_gate() -> (Self, Waiting, String, String) {
+    /// cookie and the CSRF value a form must carry.
+    pub(crate) async fn paused_and_signed_in() -> (Self, String, String) {
         let f = Self::paused().await;
-        let w = f.waiting();
         let (cookie, csrf) = f.signed_in().await;
-        (f, w, cookie, csrf)
+        (f, cookie, csrf)
     }
 
     /// A console that notices to `url`, over no run yet.
