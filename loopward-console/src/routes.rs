@@ -406,6 +406,9 @@ fn answered(
     }
 }
 
+/// A form as posted: a malformed one is the console's to answer ([`form`]), not axum's.
+type Posted<T> = Result<Form<T>, FormRejection>;
+
 fn form<T>(f: Posted<T>) -> Result<T, ConsoleError> {
     f.map(|Form(t)| t).map_err(|e| {
         ConsoleError::BadRequest(format!(
@@ -435,9 +438,6 @@ async fn answer<const APPROVE: bool>(
         result.map(|run| (run, serde_json::json!({ "id": id }))),
     )
 }
-
-/// A form as posted: a malformed one is the console's to answer ([`form`]), not axum's.
-type Posted<T> = Result<Form<T>, FormRejection>;
 
 /// A form that carries the page's CSRF value.
 pub(crate) trait Signed {
