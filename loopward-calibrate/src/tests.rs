@@ -283,29 +283,21 @@ fn the_recorded_config_is_reproduced_refusal_for_refusal() {
         &[],
         true,
     ));
+    let planners =
+        loopward_core::GateId::new(loopward_core::GateKind::Territory, "territory:planner");
     ev.insert(
         2,
         (
             Some("builder"),
             AuditEvent::GateDecision {
                 call_id: Some("w1".into()),
-                gate: loopward_core::GateId::new(
-                    loopward_core::GateKind::Territory,
-                    "territory:planner",
-                ),
+                gate: planners.clone(),
                 mode: loopward_core::GateMode::Enforce,
                 action: loopward_core::Action::tool("write_file"),
                 path_raw: None,
                 source: None,
                 path: Some("plan.md".into()),
-                decision: Decision::Deny(Refusal::new(
-                    &loopward_core::GateId::new(
-                        loopward_core::GateKind::Territory,
-                        "territory:planner",
-                    ),
-                    "no",
-                    "ask",
-                )),
+                decision: Decision::Deny(Refusal::new(&planners, "no", "ask")),
             },
         ),
     );

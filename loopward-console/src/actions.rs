@@ -6,6 +6,7 @@
 
 use crate::error::ConsoleError;
 use crate::remote::RemoteRefusal;
+use crate::routes::Signed;
 use crate::Console;
 use loopward_runner::layers::stopgate::{DurableError, PendingState};
 use loopward_runner::{Clock, SystemClock};
@@ -56,6 +57,24 @@ pub struct Grant {
     /// A Claude Code subagent outside the team.
     #[serde(default)]
     pub subagent: Option<String>,
+}
+
+impl Signed for Answer {
+    fn csrf(&self) -> Option<&str> {
+        self.csrf.as_deref()
+    }
+}
+
+impl Signed for Stop {
+    fn csrf(&self) -> Option<&str> {
+        self.csrf.as_deref()
+    }
+}
+
+impl Signed for Grant {
+    fn csrf(&self) -> Option<&str> {
+        self.csrf.as_deref()
+    }
 }
 
 /// The name a decision is recorded under: the person's, marked as answered in the console.

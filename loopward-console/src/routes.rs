@@ -35,8 +35,8 @@ pub(crate) fn router(console: Console) -> Router {
         .merge(signed_in)
         .route("/login", get(login).post(login_with_passphrase))
         .route("/console.js", get(script))
-        .route("/gates/{id}/approve", post(approve))
-        .route("/gates/{id}/deny", post(deny))
+        .route("/gates/{id}/approve", post(answer::<true>))
+        .route("/gates/{id}/deny", post(answer::<false>))
         .route("/runs/{run}/stop", post(stop))
         .route("/stop-all", post(stop_all))
         .route("/overrides", post(grant))
@@ -123,7 +123,7 @@ struct PassphraseForm {
 async fn login_with_passphrase(
     State(c): State<Console>,
     headers: HeaderMap,
-    f: Result<Form<PassphraseForm>, FormRejection>,
+    f: Posted<PassphraseForm>,
 ) -> Response {
     // Not signed in yet, so no CSRF value: the `Host`, `Origin` and `Sec-Fetch-Site` checks.
     if let Err(e) = crate::auth::check_origin(&Method::POST, &headers, &c.hosts()) {
@@ -406,7 +406,10 @@ fn answered(
     }
 }
 
-fn form<T>(f: Result<Form<T>, FormRejection>) -> Result<T, ConsoleError> {
+/// A form as posted: a malformed one is the console's to answer ([`form`]), not axum's.
+type Posted<T> = Result<Form<T>, FormRejection>;
+
+fn form<T>(f: Posted<T>) -> Result<T, ConsoleError> {
     f.map(|Form(t)| t).map_err(|e| {
         ConsoleError::BadRequest(format!(
             "the form is malformed ({e}); nothing changed. Use the console's page"
@@ -414,21 +417,21 @@ fn form<T>(f: Result<Form<T>, FormRejection>) -> Result<T, ConsoleError> {
     })
 }
 
-async fn answer(
-    c: Console,
-    id: String,
-    approve: bool,
+/// Approve (`APPROVE`) or deny the gate `id`, here or on a remote console.
+async fn answer<const APPROVE: bool>(
+    State(c): State<Console>,
+    Path(id): Path<String>,
     headers: HeaderMap,
-    f: Result<Form<Answer>, FormRejection>,
+    f: Posted<Answer>,
 ) -> Response {
-    let result = match signed(&c, &headers, f, |a: &Answer| a.csrf.as_deref()) {
+    let result = match signed(&c, &headers, f) {
         Ok(a) if id.starts_with(crate::remote::ID_PREFIX) => {
-            c.answer_remote(&id, approve, &a).await
+            c.answer_remote(&id, APPROVE, &a).await
         }
-        Ok(a) => c.answer(&id, approve, &a),
+        Ok(a) => c.answer(&id, APPROVE, &a),
         Err(e) => Err(e),
     };
-    let what = if approve { "approved" } else { "denied" };
+    let what = if APPROVE { "approved" } else { "denied" };
     answered(
         &headers,
         what,
@@ -436,37 +439,20 @@ async fn answer(
     )
 }
 
-async fn approve(
-    State(c): State<Console>,
-    Path(id): Path<String>,
-    headers: HeaderMap,
-    f: Result<Form<Answer>, FormRejection>,
-) -> Response {
-    answer(c, id, true, headers, f).await
-}
-
-async fn deny(
-    State(c): State<Console>,
-    Path(id): Path<String>,
-    headers: HeaderMap,
-    f: Result<Form<Answer>, FormRejection>,
-) -> Response {
-    answer(c, id, false, headers, f).await
+/// A form that carries the page's CSRF value.
+pub(crate) trait Signed {
+    /// The form's CSRF value, when it has one.
+    fn csrf(&self) -> Option<&str>;
 }
 
 /// Signed in and not cross-site: the form's CSRF value is checked after it parsed.
-fn signed<T>(
-    c: &Console,
-    headers: &HeaderMap,
-    f: Result<Form<T>, FormRejection>,
-    csrf: impl Fn(&T) -> Option<&str>,
-) -> Result<T, ConsoleError> {
+fn signed<T: Signed>(c: &Console, headers: &HeaderMap, f: Posted<T>) -> Result<T, ConsoleError> {
     c.check(&Method::POST, headers, None).or_else(|e| match e {
         ConsoleError::CrossSite { .. } => Ok(()),
         e => Err(e),
     })?;
     let t = form(f)?;
-    c.check(&Method::POST, headers, csrf(&t))?;
+    c.check(&Method::POST, headers, t.csrf())?;
     Ok(t)
 }
 
@@ -474,29 +460,21 @@ async fn stop(
     State(c): State<Console>,
     Path(run): Path<String>,
     headers: HeaderMap,
-    f: Result<Form<Stop>, FormRejection>,
+    f: Posted<Stop>,
 ) -> Response {
-    let result = signed(&c, &headers, f, |s| s.csrf.as_deref()).and_then(|s| c.stop(&run, &s));
+    let result = signed(&c, &headers, f).and_then(|s| c.stop(&run, &s));
     let detail = |fresh: bool| (run.clone(), serde_json::json!({ "new": fresh }));
     answered(&headers, "stop requested", result.map(detail))
 }
 
-async fn stop_all(
-    State(c): State<Console>,
-    headers: HeaderMap,
-    f: Result<Form<Stop>, FormRejection>,
-) -> Response {
-    let result = signed(&c, &headers, f, |s| s.csrf.as_deref()).and_then(|s| c.stop_all(&s));
+async fn stop_all(State(c): State<Console>, headers: HeaderMap, f: Posted<Stop>) -> Response {
+    let result = signed(&c, &headers, f).and_then(|s| c.stop_all(&s));
     let detail = |runs: Vec<String>| (String::new(), serde_json::json!({ "runs": runs }));
     answered(&headers, "stop requested", result.map(detail))
 }
 
-async fn grant(
-    State(c): State<Console>,
-    headers: HeaderMap,
-    f: Result<Form<Grant>, FormRejection>,
-) -> Response {
-    let result = signed(&c, &headers, f, |g| g.csrf.as_deref()).and_then(|g| c.grant(&g));
+async fn grant(State(c): State<Console>, headers: HeaderMap, f: Posted<Grant>) -> Response {
+    let result = signed(&c, &headers, f).and_then(|g| c.grant(&g));
     let detail = |id: String| (String::new(), serde_json::json!({ "id": id }));
     answered(&headers, "override granted", result.map(detail))
 }

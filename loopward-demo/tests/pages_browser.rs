@@ -143,17 +143,14 @@ fn demo_pages_in_a_browser_have_their_lanes_arrows_and_markers_and_fit_1280px() 
     for (run, lanes, stood, refused, markers) in CHAPTERS {
         let page = runs.join(run).join("audit.html");
         let (dom, layout) = probe(&page);
-        assert_eq!(count(&dom, "<g class=\"lane\""), *lanes, "{run}: lanes");
-        assert_eq!(
-            count(&dom, "class=\"arrow stood\""),
-            *stood,
-            "{run}: stood arrows"
-        );
-        assert_eq!(
-            count(&dom, "class=\"arrow refused\""),
-            *refused,
-            "{run}: refused arrows"
-        );
+        let drawn = [
+            ("<g class=\"lane\"", *lanes, "lanes"),
+            ("class=\"arrow stood\"", *stood, "stood arrows"),
+            ("class=\"arrow refused\"", *refused, "refused arrows"),
+        ];
+        for (needle, n, what) in drawn {
+            assert_eq!(count(&dom, needle), n, "{run}: {what}");
+        }
         let all: usize = markers.iter().map(|(_, n)| n).sum();
         assert_eq!(count(&dom, "class=\"marker "), all, "{run}: markers");
         for (class, n) in *markers {

@@ -153,11 +153,7 @@ pub fn describe(e: &AuditEvent) -> String {
         } => format!(
             "run resumed after {}; {replayed_turns} turn(s) fed back from the ledger{}",
             loopward_runner::audit::status_text(previous.as_ref()),
-            if interrupted.is_empty() {
-                String::new()
-            } else {
-                format!("; interrupted calls: {}", interrupted.join(", "))
-            }
+            listed("; interrupted calls: ", interrupted, "")
         ),
         AuditEvent::ToolRequested {
             call_id,
@@ -212,11 +208,7 @@ pub fn describe(e: &AuditEvent) -> String {
             format!(
                 "{tool} {}{}: {summary}",
                 if *is_error { "failed" } else { "ok" },
-                if fx.is_empty() {
-                    String::new()
-                } else {
-                    format!(" [{}]", fx.join(", "))
-                }
+                listed(" [", &fx, "]")
             )
         }
         AuditEvent::Violation {
@@ -278,5 +270,14 @@ pub fn describe(e: &AuditEvent) -> String {
             )
         }
         other => other.kind().to_string(),
+    }
+}
+
+/// `items` joined by ", " between `before` and `after`; nothing when there are none.
+fn listed<S: std::borrow::Borrow<str>>(before: &str, items: &[S], after: &str) -> String {
+    if items.is_empty() {
+        String::new()
+    } else {
+        format!("{before}{}{after}", items.join(", "))
     }
 }

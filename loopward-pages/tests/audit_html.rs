@@ -38,6 +38,8 @@ fn events() -> Vec<(Option<u32>, Option<&'static str>, AuditEvent)> {
         "review.md belongs to auditor; builder does not own it <b>bold</b>",
         "hand the change to auditor",
     );
+    let review =
+        loopward_core::GateId::new(loopward_core::GateKind::Review, "review:builder->auditor");
     vec![
         (
             None,
@@ -102,20 +104,14 @@ fn events() -> Vec<(Option<u32>, Option<&'static str>, AuditEvent)> {
             Some("builder"),
             AuditEvent::GateDecision {
                 call_id: Some("c3".into()),
-                gate: loopward_core::GateId::new(
-                    loopward_core::GateKind::Review,
-                    "review:builder->auditor",
-                ),
+                gate: review.clone(),
                 mode: GateMode::Enforce,
                 action: "handoff:tester".parse().unwrap(),
                 path_raw: None,
                 source: None,
                 path: None,
                 decision: Decision::Deny(Refusal::new(
-                    &loopward_core::GateId::new(
-                        loopward_core::GateKind::Review,
-                        "review:builder->auditor",
-                    ),
+                    &review,
                     "auditor must review first",
                     "hand off to auditor",
                 )),

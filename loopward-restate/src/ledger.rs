@@ -185,6 +185,16 @@ mod tests {
         }
     }
 
+    /// A fresh runs directory, and the run `r1` to open in it.
+    fn fresh() -> (tempfile::TempDir, RunId) {
+        (tempfile::tempdir().unwrap(), RunId::new("r1").unwrap())
+    }
+
+    /// `run`'s unkeyed ledger in `dir`, opened as a worker opens it.
+    fn open(dir: &Path, run: &RunId) -> Result<Arc<ReplayLedger>, OpenError> {
+        ReplayLedger::open(dir, run, LedgerOptions::default())
+    }
+
     fn lines(dir: &Path, run: &RunId) -> usize {
         std::fs::read_to_string(dir.join(run.as_str()).join(EVENTS_FILE))
             .unwrap()
@@ -194,11 +204,10 @@ mod tests {
 
     #[test]
     fn a_replay_keeps_the_records_already_written_and_appends_the_rest() {
-        let dir = tempfile::tempdir().unwrap();
+        let (dir, run) = fresh();
         let keys =
             loopward_runner::audit::KeyRing::load_or_create(&dir.path().join("keys")).unwrap();
         let opts = || LedgerOptions::keyed(keys.current().unwrap().clone());
-        let run = RunId::new("r1").unwrap();
         {
             let first = ReplayLedger::open(dir.path(), &run, opts()).unwrap();
             first.record(&scope(&run), &human("a")).unwrap();
@@ -227,13 +236,12 @@ mod tests {
 
     #[test]
     fn a_replay_that_makes_another_record_is_a_fork_and_is_refused() {
-        let dir = tempfile::tempdir().unwrap();
-        let run = RunId::new("r1").unwrap();
+        let (dir, run) = fresh();
         {
-            let first = ReplayLedger::open(dir.path(), &run, LedgerOptions::default()).unwrap();
+            let first = open(dir.path(), &run).unwrap();
             first.record(&scope(&run), &human("a")).unwrap();
         }
-        let again = ReplayLedger::open(dir.path(), &run, LedgerOptions::default()).unwrap();
+        let again = open(dir.path(), &run).unwrap();
         let started = AuditEvent::RunStarted {
             task: "a".into(),
             agent: AgentId::new("x").unwrap(),
@@ -245,9 +253,8 @@ mod tests {
 
     #[test]
     fn a_step_replayed_past_the_ledgers_end_is_refused() {
-        let dir = tempfile::tempdir().unwrap();
-        let run = RunId::new("r1").unwrap();
-        let sink = ReplayLedger::open(dir.path(), &run, LedgerOptions::default()).unwrap();
+        let (dir, run) = fresh();
+        let sink = open(dir.path(), &run).unwrap();
         sink.record(&scope(&run), &human("a")).unwrap();
         sink.seek(1).unwrap();
         sink.seek(0).unwrap();
@@ -257,11 +264,10 @@ mod tests {
 
     #[test]
     fn a_second_worker_cannot_open_a_ledger_the_first_still_holds() {
-        let dir = tempfile::tempdir().unwrap();
-        let run = RunId::new("r1").unwrap();
-        let first = ReplayLedger::open(dir.path(), &run, LedgerOptions::default()).unwrap();
+        let (dir, run) = fresh();
+        let first = open(dir.path(), &run).unwrap();
         first.record(&scope(&run), &human("a")).unwrap();
-        let second = ReplayLedger::open(dir.path(), &run, LedgerOptions::default());
+        let second = open(dir.path(), &run);
         assert!(matches!(
             second,
             Err(OpenError::Ledger(LedgerError::Locked(_)))

@@ -9,7 +9,7 @@ mod support;
 
 use axum::http::StatusCode;
 use loopward_runner::layers::stopgate::PendingState;
-use support::Fixture;
+use support::{Fixture, JSON};
 
 #[tokio::test]
 async fn without_a_token_every_page_and_answer_is_refused() {
@@ -48,9 +48,8 @@ async fn a_wrong_token_signs_nobody_in() {
 
 #[tokio::test]
 async fn a_cross_site_post_is_refused_and_decides_nothing() {
-    let f = Fixture::paused().await;
+    let (f, cookie, csrf) = Fixture::paused_and_signed_in().await;
     let w = f.waiting();
-    let (cookie, csrf) = f.signed_in().await;
     let form = format!("csrf={csrf}&action={}&by=ana", w.action);
     let uri = format!("/gates/{}/approve", w.id);
     // Another site's page posting with the person's cookie: refused by its Origin…
@@ -78,9 +77,8 @@ async fn a_cross_site_post_is_refused_and_decides_nothing() {
 
 #[tokio::test]
 async fn an_approval_is_the_clis_sealed_decision_with_its_approver_and_a_replay_is_refused() {
-    let f = Fixture::paused().await;
+    let (f, cookie, csrf) = Fixture::paused_and_signed_in().await;
     let w = f.waiting();
-    let (cookie, csrf) = f.signed_in().await;
     let form = format!("csrf={csrf}&action={}&by=ana", w.action);
     let uri = format!("/gates/{}/approve", w.id);
     let (status, headers, body) = f.post(&uri, Some(&cookie), &form, &[]).await;
@@ -111,9 +109,8 @@ async fn an_approval_is_the_clis_sealed_decision_with_its_approver_and_a_replay_
 
 #[tokio::test]
 async fn an_approval_for_another_action_than_the_one_waiting_is_refused() {
-    let f = Fixture::paused().await;
+    let (f, cookie, csrf) = Fixture::paused_and_signed_in().await;
     let w = f.waiting();
-    let (cookie, csrf) = f.signed_in().await;
     let form = format!("csrf={csrf}&action=turn:someone-else&by=ana");
     let (status, _, body) = f.answer(&cookie, &w.id, "approve", &form, &[]).await;
     assert_eq!(status, StatusCode::CONFLICT, "{body}");
@@ -126,10 +123,8 @@ async fn an_approval_for_another_action_than_the_one_waiting_is_refused() {
 
 #[tokio::test]
 async fn bad_input_gets_a_clear_error_and_changes_nothing() {
-    let f = Fixture::paused().await;
+    let (f, cookie, csrf) = Fixture::paused_and_signed_in().await;
     let w = f.waiting();
-    let (cookie, csrf) = f.signed_in().await;
-    let json = [("accept", "application/json")];
     // A form without the action.
     let (status, _, body) = f
         .answer(
@@ -137,7 +132,7 @@ async fn bad_input_gets_a_clear_error_and_changes_nothing() {
             &w.id,
             "approve",
             &format!("csrf={csrf}&by=ana"),
-            &json,
+            JSON,
         )
         .await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
@@ -153,7 +148,7 @@ async fn bad_input_gets_a_clear_error_and_changes_nothing() {
             "/gates/r0-0000000000000000/approve",
             Some(&cookie),
             &form,
-            &json,
+            JSON,
         )
         .await;
     assert_eq!(status, StatusCode::NOT_FOUND);
@@ -167,14 +162,14 @@ async fn bad_input_gets_a_clear_error_and_changes_nothing() {
             &w.id,
             "approve",
             &format!("csrf={csrf}&action={}&by=+", w.action),
-            &json,
+            JSON,
         )
         .await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
     assert_eq!(f.record(&w.id).state, PendingState::Pending);
     // An override the CLI would refuse (an agent not in the team) is refused the same way.
     let grant = format!("csrf={csrf}&agent=stranger&path=hello.txt&reason=typo&ttl=10m");
-    let (status, _, body) = f.post("/overrides", Some(&cookie), &grant, &json).await;
+    let (status, _, body) = f.post("/overrides", Some(&cookie), &grant, JSON).await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
     assert!(body.contains("not an [[agent]]"), "{body}");
 }
@@ -205,8 +200,7 @@ async fn a_signed_in_person_sees_the_waiting_gate_and_its_exact_action() {
 
 #[tokio::test]
 async fn a_stop_from_the_console_is_a_sealed_request_naming_who_asked() {
-    let f = Fixture::paused().await;
-    let (cookie, csrf) = f.signed_in().await;
+    let (f, cookie, csrf) = Fixture::paused_and_signed_in().await;
     let form = format!("csrf={csrf}&by=ana&reason=going+to+bed");
     let (status, _, body) = f
         .post(&format!("/runs/{}/stop", f.run), Some(&cookie), &form, &[])
@@ -283,11 +277,9 @@ async fn an_agents_say_shows_on_its_run_page_as_text_and_is_noticed_to_the_webho
 
 #[tokio::test]
 async fn stop_every_run_asks_each_run_not_yet_ended_and_a_finished_run_cannot_be_stopped() {
-    let f = Fixture::paused().await;
-    let (cookie, csrf) = f.signed_in().await;
-    let json = [("accept", "application/json")];
+    let (f, cookie, csrf) = Fixture::paused_and_signed_in().await;
     let form = format!("csrf={csrf}&by=ana&reason=night");
-    let (status, _, body) = f.post("/stop-all", Some(&cookie), &form, &json).await;
+    let (status, _, body) = f.post("/stop-all", Some(&cookie), &form, JSON).await;
     assert_eq!(status, StatusCode::OK, "{body}");
     let done: serde_json::Value = serde_json::from_str(&body).unwrap();
     assert_eq!(done["detail"]["runs"], serde_json::json!([f.run.clone()]));
@@ -321,7 +313,7 @@ async fn stop_every_run_asks_each_run_not_yet_ended_and_a_finished_run_cannot_be
     ledger.finish().unwrap();
     drop(ledger);
     let (status, _, body) = f
-        .post(&format!("/runs/{ended}/stop"), Some(&cookie), &form, &json)
+        .post(&format!("/runs/{ended}/stop"), Some(&cookie), &form, JSON)
         .await;
     assert_eq!(status, StatusCode::CONFLICT, "{body}");
     assert!(body.contains("already ended"), "{body}");
@@ -329,15 +321,13 @@ async fn stop_every_run_asks_each_run_not_yet_ended_and_a_finished_run_cannot_be
 
 #[tokio::test]
 async fn an_override_granted_from_the_console_is_the_clis_sealed_one_shot_grant() {
-    let f = Fixture::paused().await;
-    let (cookie, csrf) = f.signed_in().await;
-    let json = [("accept", "application/json")];
+    let (f, cookie, csrf) = Fixture::paused_and_signed_in().await;
     let too_long = format!("csrf={csrf}&agent=builder&path=hello.txt&reason=typo&ttl=48h");
-    let (status, _, body) = f.post("/overrides", Some(&cookie), &too_long, &json).await;
+    let (status, _, body) = f.post("/overrides", Some(&cookie), &too_long, JSON).await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
     assert!(body.contains("longer than the longest override"), "{body}");
     let form = format!("csrf={csrf}&agent=builder&path=hello.txt&reason=fix+a+typo&ttl=10m");
-    let (status, _, body) = f.post("/overrides", Some(&cookie), &form, &json).await;
+    let (status, _, body) = f.post("/overrides", Some(&cookie), &form, JSON).await;
     assert_eq!(status, StatusCode::OK, "{body}");
     let listed = f
         .custody()

@@ -1,7 +1,7 @@
 //! Signing in with a passphrase: the same session as the token's link, refused when wrong or
 //! cross-site, and slowed after too many wrong ones.
 
-use crate::support::Fixture;
+use crate::support::{Fixture, JSON};
 use axum::http::StatusCode;
 use loopward_console::passphrase::MAX_WRONG;
 
@@ -60,9 +60,7 @@ async fn after_too_many_wrong_passphrases_even_the_right_one_waits() {
         assert_eq!(status, StatusCode::UNAUTHORIZED);
     }
     let form = "passphrase=correct+horse+battery+staple";
-    let (status, headers, body) = f
-        .post("/login", None, form, &[("accept", "application/json")])
-        .await;
+    let (status, headers, body) = f.post("/login", None, form, JSON).await;
     assert_eq!(status, StatusCode::TOO_MANY_REQUESTS, "{body}");
     assert!(headers.get("set-cookie").is_none());
     let wait: u64 = headers["retry-after"].to_str().unwrap().parse().unwrap();

@@ -12,6 +12,9 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use tower::ServiceExt;
 
+/// The extra header that asks for the console's JSON answer instead of a page.
+pub(crate) const JSON: &[(&str, &str)] = &[("accept", "application/json")];
+
 /// The builder writes hello.txt, then is done.
 const SCRIPT: &str = r#"
 [[agents.builder]]
@@ -93,6 +96,14 @@ impl Fixture {
         f.run = f.pause_a_run().await;
         f.console.refresh();
         f
+    }
+
+    /// A console over a run paused at its gate, and a person signed in to it: the console, the
+    /// cookie and the CSRF value a form must carry.
+    pub(crate) async fn paused_and_signed_in() -> (Self, String, String) {
+        let f = Self::paused().await;
+        let (cookie, csrf) = f.signed_in().await;
+        (f, cookie, csrf)
     }
 
     /// A console that notices to `url`, over no run yet.

@@ -154,16 +154,13 @@ async fn answer_from_the_console(
     // No worker holds the run while the person thinks.
     a.kill();
     let token = Some(console.token.as_str());
-    expect(
-        "an answer with no token",
-        console.answer(&id, "approve", &action, "ana", None).await?,
-        401,
-    )?;
+    let wrong = "0".repeat(64);
+    // Ana approves the action shown, with `token`.
+    let approve = |token| console.answer(&id, "approve", &action, "ana", token);
+    expect("an answer with no token", approve(None).await?, 401)?;
     expect(
         "an answer with a wrong token",
-        console
-            .answer(&id, "approve", &action, "ana", Some(&"0".repeat(64)))
-            .await?,
+        approve(Some(&wrong)).await?,
         401,
     )?;
     expect(
@@ -177,16 +174,8 @@ async fn answer_from_the_console(
     if still.as_ref().is_none_or(|w| !w["answered"].is_null()) {
         return Err(format!("a refused answer changed the wait: {still:?}"));
     }
-    expect(
-        "the approval",
-        console
-            .answer(&id, "approve", &action, "ana", token)
-            .await?,
-        200,
-    )?;
-    let replay = console
-        .answer(&id, "approve", &action, "ana", token)
-        .await?;
+    expect("the approval", approve(token).await?, 200)?;
+    let replay = approve(token).await?;
     let deny_after = console.answer(&id, "deny", &action, "bo", token).await?;
     expect("a replayed approval", replay.clone(), 409)?;
     expect("a deny after the approval", deny_after, 409)?;
@@ -248,9 +237,7 @@ async fn answer_from_the_console(
     // The wait is over: answering it again is refused, saying what stands.
     expect(
         "an approval after the run went on",
-        console
-            .answer(&id, "approve", &action, "ana", token)
-            .await?,
+        approve(token).await?,
         409,
     )?;
 
