@@ -427,22 +427,16 @@ mod tests {
     #[test]
     fn a_hand_written_poll_ready_is_named_outside_the_kit_and_the_named_leaves() {
         let layer = "impl<S> tower::Layer<S> for L {\n    type Service = S2<S>;\n}\nimpl<S> Service<R> for S2<S> {\n    fn poll_ready(&mut self, cx: &mut Context<'_>) {}\n}\n";
-        let p = problems("/r/loopward-restate/src/model.rs", layer);
-        assert_eq!(p.len(), 1, "{p:?}");
-        assert!(
-            p[0].starts_with(
-                "loopward-restate/src/model.rs:5: a layer with a hand-written service"
-            ),
-            "{p:?}"
+        assert_named(
+            &problems("/r/loopward-restate/src/model.rs", layer),
+            1,
+            "loopward-restate/src/model.rs:5: a layer with a hand-written service",
         );
         let leaf = "impl Service<R> for Backend {\n    fn poll_ready(&mut self, cx: &mut Context<'_>) {}\n}\n";
-        let p = problems("/r/loopward-cli/src/cli/recorded.rs", leaf);
-        assert_eq!(p.len(), 1, "{p:?}");
-        assert!(
-            p[0].starts_with(
-                "loopward-cli/src/cli/recorded.rs:2: a leaf service with a hand-written `poll_ready`; write it with `loopward_runner::leaf_service!`"
-            ),
-            "{p:?}"
+        assert_named(
+            &problems("/r/loopward-cli/src/cli/recorded.rs", leaf),
+            1,
+            "loopward-cli/src/cli/recorded.rs:2: a leaf service with a hand-written `poll_ready`; write it with `loopward_runner::leaf_service!`",
         );
         assert!(problems("/r/loopward-runner/src/model/fake.rs", leaf).is_empty());
         assert!(problems("/r/loopward-llama/src/lib.rs", leaf).is_empty());
