@@ -103,8 +103,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// The exit status Claude Code treats as "blocked; show stderr to the model".
-pub const EXIT_BLOCK: i32 = 2;
+pub use loopward_runner::cli_agent::EXIT_BLOCK;
 
 /// What the hook command prints and how it exits: the runner's [`HookReply`], one type whether
 /// the hook judges in its own process or the loop's judge answers for its session.

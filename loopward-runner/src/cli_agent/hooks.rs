@@ -157,6 +157,9 @@ const EVENT_WAIT: Duration = Duration::from_secs(2);
 /// The largest event read (Claude Code's hook input limit, with room for the host's name).
 const MAX_EVENT_BYTES: u64 = 8 * 1024 * 1024;
 
+/// The exit status a hook blocks with: the host shows its stderr to the model.
+pub const EXIT_BLOCK: i32 = 2;
+
 /// What the hook prints and how it exits.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HookReply {
@@ -164,7 +167,7 @@ pub struct HookReply {
     pub stdout: String,
     /// Printed on stderr (the reason, when it blocks).
     pub stderr: String,
-    /// The exit status: 0, or 2 (block).
+    /// The exit status: 0, or [`EXIT_BLOCK`].
     pub exit_code: i32,
 }
 
@@ -181,7 +184,7 @@ impl HookReply {
         Self {
             stdout: String::new(),
             stderr: format!("loopward: {reason}\nThe tool call is blocked until this is fixed (loopward fails closed).\n"),
-            exit_code: 2,
+            exit_code: EXIT_BLOCK,
         }
     }
 
@@ -196,7 +199,7 @@ impl HookReply {
         drop(std::io::stderr().write_all(self.stderr.as_bytes()));
         match (printed, self.exit_code) {
             (Ok(()), 0) => std::process::ExitCode::SUCCESS,
-            _ => std::process::ExitCode::from(2),
+            _ => std::process::ExitCode::from(EXIT_BLOCK as u8),
         }
     }
 }

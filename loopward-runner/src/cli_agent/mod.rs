@@ -58,7 +58,8 @@ pub use gemini::{Gemini, GeminiParser, GEMINI_VERSION};
 pub use hook_command::HookCommand;
 pub use hooks::{
     first_line, new_token, relay_event, sent_token, token_matches, EgressRecord, HookEvent,
-    HookJudge, HookReply, Judged, EGRESS_WIRE, HOOK_ENV, JUDGE_WAIT, RELAY_WAIT, TOKEN_ENV,
+    HookJudge, HookReply, Judged, EGRESS_WIRE, EXIT_BLOCK, HOOK_ENV, JUDGE_WAIT, RELAY_WAIT,
+    TOKEN_ENV,
 };
 pub use host::Client;
 pub use pin::Pin;
