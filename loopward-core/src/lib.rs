@@ -36,6 +36,7 @@ mod action;
 mod audit;
 mod audit_data;
 mod call;
+mod chat;
 mod decision;
 mod detail;
 mod effect;
@@ -56,6 +57,7 @@ mod verdict;
 pub use action::{Action, InvalidAction};
 pub use audit::{AuditError, AuditEvent, AuditSink, FinishReason, RunStatus, Scope};
 pub use call::{CallId, ToolName};
+pub use chat::{ChatMessage, ChatRole, NOTICE_MARK};
 pub use decision::{Decision, GateChange, GateId, GateKind, GateMode};
 pub use detail::{
     BudgetExceededDetail, CapReachedDetail, CapsAllowDetail, ClassJumpDetail,

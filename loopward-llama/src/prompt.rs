@@ -8,7 +8,7 @@
 //! ChatML.
 
 use loopward_core::model::ModelError;
-use loopward_core::{CallId, Message, ToolSpec};
+use loopward_core::{CallId, ChatMessage, Message, ToolSpec};
 use minijinja::{Environment, ErrorKind};
 use serde_json::{json, Value};
 use std::collections::HashMap;
@@ -111,14 +111,9 @@ impl PromptTemplate {
     }
 
     fn message(&self, m: &Message, raw_calls: &HashMap<CallId, String>) -> Value {
-        match m {
-            Message::System { content } => json!({"role": "system", "content": content}),
-            Message::Human(words) => json!({"role": "user", "content": words.content()}),
-            // A notice is shown as user text but marked, so it never reads as the person.
-            Message::Notice { content } => {
-                json!({"role": "user", "content": format!("[notice] {content}")})
-            }
-            Message::Model {
+        match m.as_chat() {
+            ChatMessage::Text { role, text } => json!({"role": role, "content": text}),
+            ChatMessage::Model {
                 content,
                 tool_calls,
             } if self.native_tools && !tool_calls.is_empty() => {
@@ -131,11 +126,11 @@ impl PromptTemplate {
                     .collect();
                 json!({"role": "assistant", "content": content, "tool_calls": calls})
             }
-            Message::Model {
+            ChatMessage::Model {
                 content,
                 tool_calls,
             } => {
-                let mut text = content.clone();
+                let mut text = content.to_string();
                 for call in tool_calls {
                     if !text.is_empty() {
                         text.push('\n');
@@ -149,17 +144,14 @@ impl PromptTemplate {
                 }
                 json!({"role": "assistant", "content": text})
             }
-            Message::Tool(r) if self.native_tools => json!({
+            ChatMessage::Tool(r) if self.native_tools => json!({
                 "role": "tool", "content": r.content, "tool_call_id": r.call_id, "name": r.name
             }),
-            Message::Tool(r) => {
+            ChatMessage::Tool(r) => {
                 let status = if r.is_error { ", error" } else { "" };
                 json!({"role": "user", "content":
                     format!("[tool result: {} (call {}{status})]\n{}", r.name, r.call_id, r.content)})
             }
-            // `Message` is non-exhaustive: anything new is shown as a marked notice, never as
-            // the person.
-            other => json!({"role": "user", "content": format!("[notice] {}", other.text())}),
         }
     }
 }

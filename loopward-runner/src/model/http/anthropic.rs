@@ -15,7 +15,7 @@ use super::sse::SseEvent;
 use super::transport::{self, cut_short, event_json, Protocol, StreamReply};
 use super::Backend;
 use crate::model::{ChatRequest, ChatResponse, ModelError};
-use loopward_core::{Message, ToolCall, Usage};
+use loopward_core::{ChatMessage, ChatRole, ToolCall, Usage};
 use serde::Deserialize;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -195,14 +195,19 @@ fn request_body(config: &AnthropicConfig, req: &ChatRequest, stream: bool) -> Va
     let mut system = Vec::new();
     let mut messages: Vec<(&str, Vec<Value>)> = Vec::new();
     for m in &req.messages {
-        let (role, blocks) = match m {
-            Message::System { content } => {
-                system.push(content.as_str());
+        let (role, blocks) = match m.as_chat() {
+            ChatMessage::Text {
+                role: ChatRole::System,
+                text,
+            } => {
+                system.push(text);
                 continue;
             }
-            Message::Human(words) => ("user", text_block(words.content())),
-            Message::Notice { content } => ("user", text_block(&format!("[notice] {content}"))),
-            Message::Model {
+            ChatMessage::Text {
+                role: ChatRole::User,
+                text,
+            } => ("user", text_block(&text)),
+            ChatMessage::Model {
                 content,
                 tool_calls,
             } => {
@@ -212,7 +217,7 @@ fn request_body(config: &AnthropicConfig, req: &ChatRequest, stream: bool) -> Va
                 }));
                 ("assistant", blocks)
             }
-            Message::Tool(r) => {
+            ChatMessage::Tool(r) => {
                 let mut block = json!({"type": "tool_result", "tool_use_id": r.call_id});
                 if !r.content.is_empty() {
                     block["content"] = json!(r.content);
@@ -222,7 +227,6 @@ fn request_body(config: &AnthropicConfig, req: &ChatRequest, stream: bool) -> Va
                 }
                 ("user", vec![block])
             }
-            other => ("user", text_block(other.text())),
         };
         if blocks.is_empty() {
             continue;

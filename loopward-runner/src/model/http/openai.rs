@@ -17,7 +17,7 @@ use super::sse::SseEvent;
 use super::transport::{self, cut_short, event_json, Protocol, StreamReply};
 use super::Backend;
 use crate::model::{ChatRequest, ChatResponse, ModelError};
-use loopward_core::{Message, ToolCall, Usage};
+use loopward_core::{ChatMessage, Message, ToolCall, Usage};
 use serde::Deserialize;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -245,13 +245,9 @@ fn request_body(config: &OpenAiConfig, req: &ChatRequest, stream: bool) -> Value
 }
 
 fn message(m: &Message) -> Value {
-    match m {
-        Message::System { content } => json!({"role": "system", "content": content}),
-        Message::Human(words) => json!({"role": "user", "content": words.content()}),
-        Message::Notice { content } => {
-            json!({"role": "user", "content": format!("[notice] {content}")})
-        }
-        Message::Model {
+    match m.as_chat() {
+        ChatMessage::Text { role, text } => json!({"role": role, "content": text}),
+        ChatMessage::Model {
             content,
             tool_calls,
         } => {
@@ -274,7 +270,7 @@ fn message(m: &Message) -> Value {
             }
             v
         }
-        Message::Tool(r) => {
+        ChatMessage::Tool(r) => {
             let content = if r.is_error {
                 format!("[error] {}", r.content)
             } else {
@@ -282,7 +278,6 @@ fn message(m: &Message) -> Value {
             };
             json!({"role": "tool", "tool_call_id": r.call_id, "content": content})
         }
-        other => json!({"role": "user", "content": other.text()}),
     }
 }
 
