@@ -208,12 +208,18 @@ pub fn run(effort: Effort) -> Result<Section> {
             Target::at_most("hook call p99", s.p99_ns, TARGET_P99_NS, fmt_ns),
         ],
         notes: vec![
-            "Where a call's time goes beyond the floor (measured with `perf` and `strace` when \
-             this part was written, 100 territories): compiling the policy's index of all ~400 \
-             territory globs (a regex and Aho-Corasick build), once per call, and the overlap \
-             check's sample matching on it — most of the CPU; parsing and checking the TOML; \
-             one `fdatasync` of the ledger (~0.5 ms), so the decision is durable before the \
-             host hears it."
+            "Where a call's time goes beyond the floor (`perf` and `strace` over 300 calls, 100 \
+             territories, when this note was last checked): the floor's start is paid alike \
+             (exec, the loader binding symbols, the start's `cpuid` probes, which trap on a \
+             VM); beyond it, about half is the kernel — some 200 more page faults than the \
+             floor's 100 (the code a decision runs, the config's and the policy's memory) and \
+             the file system calls (the config, the key, the session's lock and state, the \
+             ledger's append) — and the rest is user code spread thin: parsing the TOML (101 \
+             agents, 100 territories), compiling the gates, and the overlap check's samples \
+             matched against the territory index (which compiles no glob a path does not \
+             reach). A denial lets nothing happen, so it is not synced before the answer (its \
+             record is, with the session's next commit): this figure has no `fdatasync`; a call \
+             that allows adds one."
                 .into(),
             "Cut on the way here: the session's state is written (two `fsync`s) only when a call \
              changed it, and a denial does not; the session's ledger is reopened at its head \
@@ -228,12 +234,7 @@ pub fn run(effort: Effort) -> Result<Section> {
                 "The hook runs as `loopward-hook` ({}) since it got a binary of its own; before, \
                  the whole `loopward` ({}) was started on every call. The floor is that smaller \
                  binary's start, so the ratio is over a smaller floor; `loopward --version` \
-                 stands beside it for comparison. By hand with `perf` when this changed \
-                 (2026-12-02, 60 calls, CPU of the hook process): the kernel about two fifths \
-                 (exec, page faults, the ledger's sync), the dynamic loader and libc about a \
-                 third (symbol binding, the start's `cpuid` probes, which trap on a VM, malloc), \
-                 the hook's own code a quarter, spread thin: TOML parsing, the gates' compile, \
-                 SHA-256 and JSON each a few percent.",
+                 stands beside it for comparison.",
                 size_of(&bin),
                 size_of(&whole)
             ),
